@@ -1,0 +1,120 @@
+/**
+ * Cluster state as tokenwatch needs it to explain a finding: the pods that run as a
+ * ServiceAccount, the workloads that own them, their images and mounts, the ServiceAccount
+ * itself and its legacy token Secrets.
+ *
+ * Two implementations share the {@link ClusterStateSource} interface: the offline snapshot reader
+ * (`kubectl get ... -A -o json` output, `src/cluster/snapshot.ts`) and the live Kubernetes API reader
+ * (`src/cluster/kube.ts`). All times are epoch milliseconds, UTC.
+ */
+
+/** A reference to a workload object. */
+export interface WorkloadRef {
+  /** `DaemonSet | Deployment | StatefulSet | ReplicaSet | Job | CronJob | Pod` or another owner kind. */
+  kind: string;
+  namespace: string;
+  name: string;
+}
+
+/** One container of a pod (init containers included, flagged). */
+export interface ContainerInfo {
+  name: string;
+  /** Full image reference, e.g. `602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/multus-cni:v3.7.2-eksbuild.1`. */
+  image: string;
+  /** Tag part of the image (`v3.7.2-eksbuild.1`), undefined for digests/untagged. */
+  imageTag?: string;
+  /** Repository part without registry host and tag (`eks/multus-cni`). */
+  imageRepository: string;
+  command: string[];
+  args: string[];
+  init: boolean;
+}
+
+/** A pod as seen in cluster state. */
+export interface PodInfo {
+  namespace: string;
+  name: string;
+  uid?: string;
+  node?: string;
+  serviceAccount: string;
+  /** `status.startTime`, epoch ms UTC. */
+  startTime?: number;
+  phase?: string;
+  containers: ContainerInfo[];
+  /** `hostPath.path` of every hostPath volume (e.g. `/etc/cni/net.d`). */
+  hostPaths: string[];
+  /** Whether a projected `serviceAccountToken` volume (or the automatic `kube-api-access-*`) is mounted. */
+  projectedToken: boolean;
+  /** Owner chain from the direct owner up to the top (e.g. ReplicaSet → Deployment). Empty for bare pods. */
+  ownerChain: WorkloadRef[];
+  labels: Record<string, string>;
+}
+
+/** A workload (top of an owner chain) with the facts remediation and cause analysis need. */
+export interface WorkloadInfo extends WorkloadRef {
+  uid?: string;
+  /** DaemonSet `spec.updateStrategy.type` (`RollingUpdate | OnDelete`); Deployment `spec.strategy.type`. */
+  updateStrategy?: string;
+  /** Deployment `spec.paused`. */
+  paused?: boolean;
+  /** Desired pods (DaemonSet `status.desiredNumberScheduled`, else `spec.replicas`). */
+  desired?: number;
+  /** Container images of the pod template. */
+  images: string[];
+  /** Container args of the pod template, flattened. */
+  args: string[];
+  serviceAccount?: string;
+}
+
+/** A ServiceAccount. */
+export interface ServiceAccountInfo {
+  namespace: string;
+  name: string;
+  uid?: string;
+  labels: Record<string, string>;
+  /** e.g. `eks.amazonaws.com/role-arn`. */
+  annotations: Record<string, string>;
+  automountServiceAccountToken?: boolean;
+  imagePullSecrets: string[];
+  /** `secrets[].name` (legacy token Secrets listed on the SA, pre-1.24). */
+  secrets: string[];
+  /** `metadata.creationTimestamp`, epoch ms UTC. */
+  createdAt?: number;
+}
+
+/** A `kubernetes.io/service-account-token` Secret. */
+export interface LegacySecretInfo {
+  namespace: string;
+  name: string;
+  serviceAccount: string;
+  /** Label `kubernetes.io/legacy-token-last-used` (`YYYY-MM-DD`, UTC; GA 1.28). */
+  lastUsed?: string;
+  /** Label `kubernetes.io/legacy-token-invalid-since` (`YYYY-MM-DD`; GA 1.30). */
+  invalidSince?: string;
+  createdAt?: number;
+}
+
+/** Everything known about one ServiceAccount in one cluster. */
+export interface SubjectState {
+  /** False when cluster state could not be read (unreachable API server, no snapshot given). */
+  available: boolean;
+  /** Why state is unavailable or partial, e.g. `cluster state unavailable: connect ECONNREFUSED`. */
+  error?: string;
+  serviceAccount?: ServiceAccountInfo;
+  /** Pods now running as this ServiceAccount. */
+  pods: PodInfo[];
+  /** Top-level workloads owning those pods (deduplicated). */
+  workloads: WorkloadInfo[];
+  legacySecrets: LegacySecretInfo[];
+}
+
+/** Read access to a cluster's state. Implementations must not throw for a missing object; they return empty state. */
+export interface ClusterStateSource {
+  /**
+   * State of one ServiceAccount: the SA, the pods using it, their workloads, its legacy Secrets.
+   * @throws never for "not found"; an implementation that cannot reach the cluster returns `{available:false, error}`.
+   */
+  describeServiceAccount(namespace: string, name: string): Promise<SubjectState>;
+  /** A pod by namespace and name (or undefined when gone), for pods named in audit events. */
+  getPod(namespace: string, name: string): Promise<PodInfo | undefined>;
+}

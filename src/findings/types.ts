@@ -1,0 +1,121 @@
+/**
+ * Findings: what tokenwatch reports per (cluster, namespace, serviceAccount, kind).
+ *
+ * The JSON shape of {@link Finding} is the `tokenwatch scan --format json` **contract**
+ * (shared/docs/design.md): field names and meanings must not change silently.
+ * Internal times are epoch milliseconds UTC; the JSON carries ISO-8601 UTC strings.
+ */
+import type { WorkloadRef } from '../cluster/types.js';
+
+/** Finding kinds (contract). */
+export type FindingKind = 'stale-token' | 'legacy-token' | 'unauthorized';
+
+/** Severity (contract), ordered `critical > warning > info`. */
+export type Severity = 'info' | 'warning' | 'critical';
+
+/** Cause ids (contract). */
+export type CauseId = 'static-token-file' | 'client-caches-token' | 'refresh-on-401' | 'legacy-secret-token' | 'unknown';
+
+/**
+ * How long the API server accepts a stale token.
+ * - `eks`: 7,776,000 s (90 days) after `warnAfter` (EKS user guide, service-accounts);
+ * - `upstream`: 31,536,000 s (1 year) after issue, issue ≈ warnAfter − 3607 s
+ *   (kubernetes `pkg/registry/core/serviceaccount/storage/token.go`, `ExpirationExtensionSeconds`);
+ * - `seconds`: a custom limit in seconds after `warnAfter`.
+ */
+export type MaxTokenAge = { mode: 'eks' } | { mode: 'upstream' } | { mode: 'seconds'; seconds: number };
+
+/** Severity thresholds in seconds before rejection (design.md: critical < 7 d, warning < 30 d). */
+export interface SeverityThresholds {
+  criticalSeconds: number;
+  warningSeconds: number;
+}
+
+/**
+ * One token, aggregated over its uses. Identified by (cluster, subject, pod uid or name, warnAfter
+ * rounded to the minute); uses whose warnAfter lies within ±60 s of an existing token's join it.
+ * Times are epoch ms UTC. This is also the row the live store persists.
+ */
+export interface TokenRecord {
+  cluster: string;
+  kind: FindingKind;
+  subject: string;
+  namespace: string;
+  serviceAccount: string;
+  pod?: string;
+  podUid?: string;
+  node?: string;
+  credentialId?: string;
+  /** Stale tokens only: the token's `warnafter` point, epoch ms. */
+  warnAfter?: number;
+  /** Stale tokens only: when the API server will reject it, epoch ms (from MaxTokenAge). */
+  rejectionAt?: number;
+  requests: number;
+  firstSeen: number;
+  lastSeen: number;
+  maxSecondsAfterWarning?: number;
+  userAgents: string[];
+  sourceIPs: string[];
+  /** Legacy tokens only: the Secret named by the legacy-token annotations. */
+  legacySecret?: { name: string; namespace?: string; kind: string };
+  /** Requests per UTC hour, keyed by the hour's epoch ms (for sparklines). */
+  hourly: Record<string, number>;
+  /** Unauthorized records only: how the 401s were attributed to this subject. */
+  attribution?: string;
+}
+
+/** Token as printed in the `scan` JSON (contract). */
+export interface FindingToken {
+  pod: string | null;
+  podUid: string | null;
+  node: string | null;
+  warnAfter: string | null;
+  rejectionAt: string | null;
+  requests: number;
+  lastSeen: string;
+}
+
+/** Cause of a finding (contract). */
+export interface Cause {
+  id: CauseId;
+  /** Catalog id of the component (e.g. `multus-thin`), or null when none matched. */
+  component: string | null;
+  summary: string;
+  fix: string;
+  /** Human-readable facts that led to this cause (inferred attributions say so). */
+  evidence: string[];
+  /** Public issues or docs backing the cause. */
+  sources: string[];
+}
+
+/** One finding as printed by `scan --format json` (contract). */
+export interface Finding {
+  /** Stable hash of cluster/namespace/serviceAccount/kind. */
+  id: string;
+  cluster: string;
+  namespace: string;
+  serviceAccount: string;
+  kind: FindingKind;
+  severity: Severity;
+  requests: number;
+  firstSeen: string;
+  lastSeen: string;
+  maxSecondsAfterWarning: number | null;
+  rejectionAt: string | null;
+  tokens: FindingToken[];
+  pods: string[];
+  workloads: WorkloadRef[];
+  userAgents: string[];
+  sourceIPs: string[];
+  cause: Cause;
+  /** Extension (not in the original contract, additive): pods named in audit events but absent from cluster state. */
+  missingPods?: string[];
+  /** Extension (additive): why cluster state is missing, e.g. `cluster state unavailable`. */
+  clusterState?: string;
+}
+
+/** The `scan --format json` document (contract). */
+export interface ScanReport {
+  findings: Finding[];
+  stats: { files: number; lines: number; events: number; tokenUses: number; malformed: number; duplicates: number };
+}
