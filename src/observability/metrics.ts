@@ -1,0 +1,44 @@
+/**
+ * Prometheus metrics of tokenwatch (prom-client 15), served at `/metrics`.
+ *
+ * One {@link Metrics} object per process, with its own `Registry` so tests can create
+ * independent instances. Metric names follow Prometheus naming conventions
+ * (https://prometheus.io/docs/practices/naming/): `tokenwatch_` prefix, `_total` counters, `_seconds` units.
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** The metric set. Labels are bounded: cluster names from config, fixed enums otherwise. */
+export class Metrics {
+  readonly registry = new Registry();
+  /** Polls by cluster and outcome (`ok` | `error` | `skipped-overlap`). */
+  readonly polls = new Counter({ name: 'tokenwatch_polls_total', help: 'Polls by cluster and outcome.', labelNames: ['cluster', 'outcome'] as const, registers: [this.registry] });
+  /** Poll duration in seconds. */
+  readonly pollDuration = new Histogram({ name: 'tokenwatch_poll_duration_seconds', help: 'Duration of one poll of one cluster.', labelNames: ['cluster'] as const, buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120], registers: [this.registry] });
+  /** Audit event records read from sources (after the source-side filter). */
+  readonly auditEvents = new Counter({ name: 'tokenwatch_audit_events_total', help: 'Audit event records read from sources.', labelNames: ['cluster'] as const, registers: [this.registry] });
+  /** New token uses (each auditID once) by kind (`stale` | `legacy` | `unauthorized`). */
+  readonly tokenUses = new Counter({ name: 'tokenwatch_token_uses_total', help: 'New token uses by kind.', labelNames: ['cluster', 'kind'] as const, registers: [this.registry] });
+  /** Open findings by severity. */
+  readonly openFindings = new Gauge({ name: 'tokenwatch_open_findings', help: 'Open findings by cluster and severity.', labelNames: ['cluster', 'severity'] as const, registers: [this.registry] });
+  /** Days until the nearest rejection of a live stale token (negative when already past). */
+  readonly daysToRejection = new Gauge({ name: 'tokenwatch_days_to_nearest_rejection', help: 'Days until the API server rejects the nearest live stale token, per cluster.', labelNames: ['cluster'] as const, registers: [this.registry] });
+  /** Slack Web API errors by method and error code. */
+  readonly slackErrors = new Counter({ name: 'tokenwatch_slack_api_errors_total', help: 'Slack Web API errors.', labelNames: ['method', 'error'] as const, registers: [this.registry] });
+  /** Approvals reaching a final state (`succeeded` | `failed` | `rejected` | `expired`). */
+  readonly approvals = new Counter({ name: 'tokenwatch_approvals_total', help: 'Approvals by final outcome.', labelNames: ['cluster', 'outcome'] as const, registers: [this.registry] });
+  /** Remediations by action and outcome. */
+  readonly remediations = new Counter({ name: 'tokenwatch_remediations_total', help: 'Remediations by action and outcome.', labelNames: ['cluster', 'action', 'outcome'] as const, registers: [this.registry] });
+  /** 1 while the Slack Socket Mode connection is open, else 0. */
+  readonly socketConnected = new Gauge({ name: 'tokenwatch_slack_socket_connected', help: 'Slack Socket Mode connection state (1 = connected).', registers: [this.registry] });
+  /** 1 while this replica holds the leader lease (or runs without leader election), else 0. */
+  readonly leader = new Gauge({ name: 'tokenwatch_leader', help: '1 when this replica is the active leader.', registers: [this.registry] });
+
+  constructor(opts: { defaultMetrics?: boolean } = {}) {
+    if (opts.defaultMetrics) collectDefaultMetrics({ register: this.registry, prefix: 'tokenwatch_' });
+  }
+
+  /** Prometheus text exposition format. */
+  async text(): Promise<string> {
+    return this.registry.metrics();
+  }
+}
