@@ -1,0 +1,233 @@
+/**
+ * Pure formatting of a scan report for humans: the findings table, fix lines and footer.
+ * No I/O and no clock: the reference time is passed in. Colour is decided by the caller
+ * (see {@link shouldUseColor}).
+ */
+import Table from 'cli-table3';
+import type { Finding, ScanReport, Severity } from '../findings/types.js';
+import { WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS } from '../findings/token-math.js';
+import type { NowSource } from '../scan/run.js';
+
+const DAY_MS = 86_400_000;
+const HOUR_MS = 3_600_000;
+
+/** Severity order, most severe last: `info < warning < critical`. */
+export const SEVERITY_RANK: Record<Severity, number> = { info: 0, warning: 1, critical: 2 };
+
+/** True when `severity` is at or above `threshold` (`critical ≥ warning ≥ info`). */
+export function atOrAbove(severity: Severity, threshold: Severity): boolean {
+  return SEVERITY_RANK[severity] >= SEVERITY_RANK[threshold];
+}
+
+/**
+ * Whether to colour output written to a stream: only to a TTY, and never when the `NO_COLOR`
+ * environment variable is set to a non-empty value (https://no-color.org).
+ */
+export function shouldUseColor(stream: { isTTY?: boolean }, env: NodeJS.ProcessEnv): boolean {
+  if (env.NO_COLOR !== undefined && env.NO_COLOR !== '') return false;
+  return stream.isTTY === true;
+}
+
+/** `YYYY-MM-DD` of an epoch-ms time, UTC. */
+export function utcDate(ms: number): string {
+  return new Date(ms).toISOString().slice(0, 10);
+}
+
+/** ISO-8601 UTC without milliseconds when they are zero: `2026-11-20T12:00:00Z`. */
+export function isoSeconds(ms: number): string {
+  return new Date(ms).toISOString().replace(/\.000Z$/, 'Z');
+}
+
+/**
+ * Time until (or since) a token's rejection, as a short phrase.
+ * - future, ≥ 1 day: `in 6 d` (whole days, rounded down: never promises more time than left);
+ * - future, < 1 day: `in 5 h` (whole hours, rounded down; `in 0 h` in the last hour);
+ * - past or now: `REJECTED 3 d ago` (whole days, rounded down), or `REJECTED 5 h ago` under a day.
+ * @param rejectionAt epoch ms UTC
+ * @param now reference time, epoch ms UTC
+ */
+export function formatTimeLeft(rejectionAt: number, now: number): string {
+  const delta = rejectionAt - now;
+  if (delta > 0) {
+    return delta >= DAY_MS ? `in ${Math.floor(delta / DAY_MS)} d` : `in ${Math.floor(delta / HOUR_MS)} h`;
+  }
+  const ago = -delta;
+  return ago >= DAY_MS ? `REJECTED ${Math.floor(ago / DAY_MS)} d ago` : `REJECTED ${Math.floor(ago / HOUR_MS)} h ago`;
+}
+
+/**
+ * The "rejection" cell: `2026-11-27 (in 6 d)`, `2026-11-17 (REJECTED 3 d ago)`, or `-` when the
+ * finding has no rejection time (legacy tokens, 401s).
+ * @param rejectionAt ISO-8601 UTC string or null (as in the JSON contract)
+ */
+export function formatRejection(rejectionAt: string | null, now: number): string {
+  if (rejectionAt === null) return '-';
+  const at = Date.parse(rejectionAt);
+  if (Number.isNaN(at)) return '-';
+  return `${utcDate(at)} (${formatTimeLeft(at, now)})`;
+}
+
+/**
+ * Age in whole days (rounded down) of the oldest token of a finding at `now`, counted from its
+ * issue time `warnAfter − 3607 s` (the kubelet requests `expirationSeconds: 3607`, kubernetes
+ * `pkg/serviceaccount/claims.go`). Falls back to `maxSecondsAfterWarning + 3607 s` (the age at the
+ * last stale request) when no token carries `warnAfter`; undefined for legacy tokens and 401s.
+ */
+export function oldestTokenAgeDays(finding: Finding, now: number): number | undefined {
+  let oldestWarnAfter: number | undefined;
+  for (const token of finding.tokens) {
+    if (token.warnAfter === null) continue;
+    const t = Date.parse(token.warnAfter);
+    if (!Number.isNaN(t) && (oldestWarnAfter === undefined || t < oldestWarnAfter)) oldestWarnAfter = t;
+  }
+  if (oldestWarnAfter !== undefined) {
+    return Math.floor((now - oldestWarnAfter + WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS * 1000) / DAY_MS);
+  }
+  if (finding.maxSecondsAfterWarning !== null) {
+    return Math.floor((finding.maxSecondsAfterWarning + WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS) / 86_400);
+  }
+  return undefined;
+}
+
+/** How many pod names a table cell lists before `+N more`. */
+const MAX_PODS_SHOWN = 3;
+
+function podsCell(finding: Finding): string {
+  const pods = finding.pods;
+  if (pods.length === 0) return '-';
+  const shown = pods.slice(0, MAX_PODS_SHOWN);
+  const more = pods.length - shown.length;
+  return [...shown, ...(more > 0 ? [`+${more} more`] : [])].join('\n');
+}
+
+function workloadsCell(finding: Finding): string {
+  if (finding.workloads.length > 0) {
+    return finding.workloads.map((w) => `${w.kind} ${w.namespace}/${w.name}`).join('\n');
+  }
+  return finding.clusterState ? `? (${finding.clusterState})` : '?';
+}
+
+/** Rendering options of {@link renderScanTable}. */
+export interface RenderOptions {
+  /** Reference time the report was computed at, epoch ms UTC. */
+  now: number;
+  /** Where `now` came from (for the footer). */
+  nowSource: NowSource;
+  /** Emit ANSI colour (severity, rejected tokens, header). */
+  color: boolean;
+}
+
+/** ANSI SGR codes used by the table (open, close). */
+const ANSI = {
+  red: ['31', '39'],
+  yellow: ['33', '39'],
+  cyan: ['36', '39'],
+  bold: ['1', '22'],
+  dim: ['2', '22'],
+} as const;
+type Style = keyof typeof ANSI;
+type Paint = (styles: Style | Style[], text: string) => string;
+
+function ansi(styles: Style | Style[], text: string): string {
+  const list = Array.isArray(styles) ? styles : [styles];
+  const open = list.map((s) => `\u001b[${ANSI[s][0]}m`).join('');
+  const close = list
+    .slice()
+    .reverse()
+    .map((s) => `\u001b[${ANSI[s][1]}m`)
+    .join('');
+  return `${open}${text}${close}`;
+}
+
+function severityCell(severity: Severity, paint: Paint): string {
+  switch (severity) {
+    case 'critical':
+      return paint(['red', 'bold'], severity);
+    case 'warning':
+      return paint('yellow', severity);
+    default:
+      return paint('cyan', severity);
+  }
+}
+
+function nowLine(now: number, source: NowSource): string {
+  const why =
+    source === 'option'
+      ? 'set with --now'
+      : source === 'latest-event'
+        ? 'latest event in input; override with --now'
+        : 'current time: no token use in input; override with --now';
+  return `as of ${isoSeconds(now)} (${why})`;
+}
+
+function plural(n: number, word: string): string {
+  return `${n.toLocaleString('en-US')} ${word}${n === 1 ? '' : 's'}`;
+}
+
+/** The stats footer line, e.g. `read 2 files: 1,234 lines, 1,200 events, 57 token uses, 0 malformed, 3 duplicates`. */
+export function statsLine(stats: ScanReport['stats']): string {
+  return (
+    `read ${plural(stats.files, 'file')}: ${plural(stats.lines, 'line')}, ${plural(stats.events, 'event')}, ` +
+    `${plural(stats.tokenUses, 'token use')}, ${stats.malformed.toLocaleString('en-US')} malformed, ` +
+    `${plural(stats.duplicates, 'duplicate')}`
+  );
+}
+
+/**
+ * Renders a scan report as the human table: one row per finding (in report order, which is
+ * severity then rejection time), one fix line per finding under it, then the reference time and
+ * read stats. An empty report renders a single "no … found in N events" line plus the footer.
+ * Output ends with a newline.
+ */
+export function renderScanTable(report: ScanReport, opts: RenderOptions): string {
+  const paint: Paint = opts.color ? ansi : (_styles, text) => text;
+  const footer = [paint('dim', nowLine(opts.now, opts.nowSource)), paint('dim', statsLine(report.stats))];
+
+  if (report.findings.length === 0) {
+    return [
+      `no stale, legacy or unauthorized token use found in ${plural(report.stats.events, 'event')}`,
+      ...footer,
+      '',
+    ].join('\n');
+  }
+
+  const head = [
+    '#',
+    'cluster',
+    'namespace/\nServiceAccount',
+    'kind',
+    'severity',
+    'workload(s)',
+    'pods',
+    'oldest\ntoken\nage (d)',
+    'rejection',
+    'requests',
+    'cause',
+  ];
+  const table = new Table({
+    head: head.map((h) => paint('bold', h)),
+    style: { head: [], border: [] },
+  });
+  report.findings.forEach((f, i) => {
+    const age = oldestTokenAgeDays(f, opts.now);
+    const rejection = formatRejection(f.rejectionAt, opts.now);
+    table.push([
+      String(i + 1),
+      f.cluster,
+      `${f.namespace}/${f.serviceAccount}`,
+      f.kind,
+      severityCell(f.severity, paint),
+      workloadsCell(f),
+      podsCell(f),
+      age === undefined ? '-' : String(age),
+      rejection.includes('REJECTED') ? paint('red', rejection) : rejection,
+      f.requests.toLocaleString('en-US'),
+      f.cause.component ? `${f.cause.id}\n(${f.cause.component})` : f.cause.id,
+    ]);
+  });
+
+  const fixes = report.findings.map(
+    (f, i) => `${paint('bold', `#${i + 1}`)} ${f.namespace}/${f.serviceAccount} ${f.kind}: fix: ${f.cause.fix}`,
+  );
+  return [table.toString(), '', ...fixes, '', ...footer, ''].join('\n');
+}

@@ -1,0 +1,24 @@
+/**
+ * `tokenwatch` entry point (run by bin/tokenwatch.js). Add a subcommand by creating
+ * `src/cli/commands/<name>.ts` exporting `register(program)` and listing it below.
+ */
+import { register as scan } from './commands/scan.js';
+import { printError, runCli, type Register } from './program.js';
+
+const commands: Register[] = [
+  scan,
+];
+
+// A closed pipe (`tokenwatch scan … | head`) is not an error.
+process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+  if (err.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+  throw err;
+});
+
+try {
+  process.exitCode = await runCli(process.argv, commands);
+} catch (err) {
+  printError(`internal error: ${err instanceof Error ? err.message : String(err)}`);
+  if (process.env.TOKENWATCH_DEBUG && err instanceof Error) process.stderr.write(`${err.stack ?? ''}\n`);
+  process.exitCode = 2;
+}

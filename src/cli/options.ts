@@ -1,0 +1,59 @@
+/**
+ * Parsers for CLI flag values. Each throws commander's `InvalidArgumentError` with a message that
+ * says what is expected; commander prefixes it with the flag name (`option '--now <iso>' argument
+ * 'x' is invalid. …`), and the CLI prints it on one line and exits 2.
+ */
+import { InvalidArgumentError } from 'commander';
+import { parseMaxTokenAge } from '../findings/token-math.js';
+import type { MaxTokenAge } from '../findings/types.js';
+
+/**
+ * ISO-8601 date (`2026-11-20`, read as UTC midnight) or date-time with an explicit zone
+ * (`2026-11-20T12:00:00Z`, `2026-11-20T13:00:00.5+01:00`). A date-time without a zone is refused:
+ * JavaScript would read it as local time, which makes a report depend on the machine.
+ */
+const ISO_8601 = /^\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2}))?$/i;
+
+/** True when the `YYYY-MM-DD` prefix names a real day (V8 reads `2026-02-30` as March 2). */
+function validCalendarDate(iso: string): boolean {
+  const [y, m, d] = iso.slice(0, 10).split('-').map(Number);
+  if (y === undefined || m === undefined || d === undefined || m < 1 || m > 12 || d < 1) return false;
+  return d <= new Date(Date.UTC(y, m, 0)).getUTCDate();
+}
+
+/**
+ * Parses `--now`.
+ * @returns epoch ms UTC
+ * @throws InvalidArgumentError when not an ISO-8601 date or zoned date-time
+ */
+export function parseNow(value: string): number {
+  const trimmed = value.trim();
+  const ms = ISO_8601.test(trimmed) && validCalendarDate(trimmed) ? Date.parse(trimmed) : Number.NaN;
+  if (Number.isNaN(ms)) {
+    throw new InvalidArgumentError('Expected an ISO-8601 time with a zone, e.g. 2026-11-20T12:00:00Z.');
+  }
+  return ms;
+}
+
+/**
+ * Parses `--max-token-age`: `eks` (90 days after warnafter), `upstream` (1 year after issue) or a
+ * positive whole number of seconds after warnafter. Delegates to the findings module's
+ * `parseMaxTokenAge` and rewraps its error for commander.
+ * @throws InvalidArgumentError
+ */
+export function parseMaxTokenAgeFlag(value: string): MaxTokenAge {
+  try {
+    return parseMaxTokenAge(value);
+  } catch {
+    throw new InvalidArgumentError('Expected eks, upstream or a positive whole number of seconds.');
+  }
+}
+
+/**
+ * Parses `--cluster`: any non-empty name without whitespace (used as a label in findings).
+ * @throws InvalidArgumentError
+ */
+export function parseClusterName(value: string): string {
+  if (!/^\S+$/.test(value)) throw new InvalidArgumentError('Expected a non-empty name without spaces.');
+  return value;
+}

@@ -1,0 +1,97 @@
+/**
+ * The `tokenwatch` commander program and its error handling. Subcommands live in
+ * `src/cli/commands/<name>.ts`, each exporting `register(program: Command): void`; `main.ts` lists them.
+ *
+ * Exit codes (design.md, "scan output"): 0 success, 1 a finding at or above `--fail-on`,
+ * 2 bad arguments or unreadable input. Errors are one line on stderr: `tokenwatch: <message>`.
+ */
+import { readFileSync } from 'node:fs';
+import { Command, CommanderError } from 'commander';
+import { InputError } from '../audit/types.js';
+
+/** A subcommand module's registration function. */
+export type Register = (program: Command) => void;
+
+/** Exit code for bad arguments or unreadable input. */
+export const EXIT_USAGE = 2;
+
+/** An error the CLI reports as one line and exit code {@link EXIT_USAGE} (bad flag combination, etc.). */
+export class UsageError extends Error {
+  override name = 'UsageError';
+}
+
+function packageVersion(): string {
+  // src/cli/program.ts and dist/cli/program.js both sit two levels below package.json.
+  const raw: unknown = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'));
+  const version = typeof raw === 'object' && raw !== null ? (raw as { version?: unknown }).version : undefined;
+  return typeof version === 'string' ? version : '0.0.0';
+}
+
+/** Turns commander's `error: …` text (possibly several lines, e.g. "(Did you mean …?)") into one line. */
+export function oneLine(message: string): string {
+  return message
+    .replace(/^error:\s*/i, '')
+    .replace(/\s*\n\s*/g, ' ')
+    .trim();
+}
+
+/** Writes `tokenwatch: <message>` as one line on stderr. */
+export function printError(message: string): void {
+  process.stderr.write(`tokenwatch: ${oneLine(message)}\n`);
+}
+
+/** Message for an unreadable input, always naming the file: `cannot read <file>: <why>`. */
+export function inputErrorMessage(err: InputError): string {
+  return err.message.includes(err.file) ? err.message : `cannot read ${err.file}: ${err.message}`;
+}
+
+/**
+ * Builds the program with the given subcommands. `exitOverride()` makes commander throw instead
+ * of exiting (so bad flags exit 2, not commander's 1); subcommands created with `program.command()`
+ * after this call inherit it and the output configuration.
+ */
+export function createProgram(registrations: Register[]): Command {
+  const program = new Command('tokenwatch')
+    .description(
+      'Find Kubernetes ServiceAccount clients that use stale bound tokens, legacy Secret tokens or get 401s, from API-server audit logs.',
+    )
+    .version(packageVersion(), '-V, --version', 'print the version')
+    .helpOption('-h, --help', 'show help')
+    .showSuggestionAfterError(true)
+    .exitOverride()
+    .configureOutput({
+      outputError: (str) => printError(str),
+    });
+  program.helpCommand('help [command]', 'show help for a command');
+  for (const register of registrations) register(program);
+  return program;
+}
+
+/**
+ * Parses `argv` (as `process.argv`) and runs the chosen command.
+ * @returns the exit code: the command's `process.exitCode` (0 or 1) on success, 0 for help/version,
+ *   {@link EXIT_USAGE} for bad arguments or unreadable input (message already printed).
+ * @throws only unexpected errors (bugs); the caller prints them.
+ */
+export async function runCli(argv: string[], registrations: Register[]): Promise<number> {
+  const program = createProgram(registrations);
+  try {
+    await program.parseAsync(argv);
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      // Help and version exit 0; everything else (unknown option, bad value, missing command) is a usage error.
+      return err.exitCode === 0 ? 0 : EXIT_USAGE;
+    }
+    if (err instanceof InputError) {
+      printError(inputErrorMessage(err));
+      return EXIT_USAGE;
+    }
+    if (err instanceof UsageError) {
+      printError(err.message);
+      return EXIT_USAGE;
+    }
+    throw err;
+  }
+  const code = process.exitCode;
+  return typeof code === 'number' ? code : 0;
+}
