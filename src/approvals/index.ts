@@ -1,0 +1,3 @@
+/** Approval policy and the pure approval state machine. */
+export * from './machine.js';
+export * from './policy.js';

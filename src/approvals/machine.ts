@@ -1,0 +1,560 @@
+/**
+ * The approval state machine for remediation actions (design.md "Slack" and "Security"; issue #4 §4).
+ *
+ * Pure: no I/O, no clock. Every function takes the current time `now` (epoch ms UTC) as a parameter and
+ * returns the next state plus a list of {@link Effect}s for the caller (the Slack/remediation shell) to
+ * carry out. Persisting is the caller's job: it applies the returned `patch` with the store's
+ * compare-and-set `transitionApproval(id, from, to, patch, at)`, so that of ten simultaneous clicks exactly
+ * one wins; the losers re-read the approval and call {@link decide} again, which then refuses with
+ * `already-decided` (naming the state and who decided).
+ *
+ * ## Transitions
+ *
+ * | from        | event              | guard                                         | to          | effects |
+ * |-------------|--------------------|-----------------------------------------------|-------------|---------|
+ * | (none)      | request            | {@link canRequest}                            | `requested` | action-log, kube-event |
+ * | `requested` | approve(user)      | allowed approver, not requester*, first vote, now < expiresAt, approvals+1 < required | `requested` | record-vote, action-log, update-approval-message |
+ * | `requested` | approve(user)      | same, approvals+1 ≥ required                  | `approved`  | record-vote, action-log, kube-event, update-approval-message, execute |
+ * | `requested` | reject(user)       | allowed approver or the requester, now < expiresAt | `rejected` | record-vote, action-log, kube-event, update-approval-message |
+ * | `requested` | expire             | now ≥ expiresAt                               | `expired`   | action-log, kube-event, update-approval-message |
+ * | `requested` | fail(error)        | (failed server-side dry run stops the flow)   | `failed`    | action-log, kube-event (Warning), update-approval-message |
+ * | `approved`  | start              | —                                             | `running`   | action-log, kube-event |
+ * | `approved`  | fail(error)        | (could not start, e.g. precondition)          | `failed`    | action-log, kube-event (Warning), update-approval-message |
+ * | `running`   | succeed            | —                                             | `succeeded` | action-log, kube-event, update-approval-message, start-verification (restart, recreate) |
+ * | `running`   | fail(error)        | —                                             | `failed`    | action-log, kube-event (Warning), update-approval-message |
+ *
+ * \* unless `policy.allowSelfApproval`. One reject rejects (a single deny always denies; peers.md §2.5).
+ * A request expires at exactly `expiresAt` (`now >= expiresAt`). `succeeded`, `failed`, `rejected` and
+ * `expired` are terminal. Any other (state, event) pair is refused.
+ */
+import {
+  isListed,
+  namespaceAllowed,
+  requiredApprovalsFor,
+  SLACK_GROUP_ID,
+  type ApprovalPolicy,
+} from './policy.js';
+
+/** Approval states (design.md): `requested → approved → running → succeeded | failed`, or `rejected | expired`. */
+export type ApprovalState = 'requested' | 'approved' | 'running' | 'succeeded' | 'failed' | 'rejected' | 'expired';
+
+/** All states, in lifecycle order. */
+export const APPROVAL_STATES: readonly ApprovalState[] = [
+  'requested',
+  'approved',
+  'running',
+  'succeeded',
+  'failed',
+  'rejected',
+  'expired',
+];
+
+/** States from which no event moves the approval any more. */
+export const TERMINAL_STATES: readonly ApprovalState[] = ['succeeded', 'failed', 'rejected', 'expired'];
+
+/**
+ * Remediation actions: `restart` = rollout restart of a DaemonSet/Deployment/StatefulSet; `recreate-serviceaccount`
+ * = delete and recreate the ServiceAccount (new UID invalidates its tokens, domain.md §7); `snooze` = mute a finding.
+ */
+export type ActionKind = 'restart' | 'recreate-serviceaccount' | 'snooze';
+
+/** Kinds of object an action can target. */
+export type TargetKind = 'DaemonSet' | 'Deployment' | 'StatefulSet' | 'ServiceAccount';
+
+/** Workload kinds a rollout restart applies to (kubectl `polymorphichelpers/objectrestarter.go`). */
+export const RESTARTABLE_KINDS: readonly TargetKind[] = ['DaemonSet', 'Deployment', 'StatefulSet'];
+
+/** The exact object an action changes, as stored server-side (never read from a button payload). */
+export interface ActionTarget {
+  cluster: string;
+  kind: TargetKind;
+  namespace: string;
+  name: string;
+  /** The finding the action was requested from. */
+  findingId: string;
+}
+
+/** One vote on an approval. `at` is epoch ms UTC. */
+export interface Vote {
+  user: string;
+  vote: 'approve' | 'reject';
+  at: number;
+  /** Optional reason given with a reject. */
+  reason?: string;
+}
+
+/** Result of the server-side dry run (`?dryRun=All`) made before the approval message is posted. */
+export interface DryRunResult {
+  ok: boolean;
+  /** e.g. `daemonsets.apps "kube-multus-ds" is forbidden: …` on failure, or a short summary on success. */
+  message: string;
+  /** Epoch ms UTC. */
+  at: number;
+}
+
+/** An approval request and its votes. Times are epoch ms UTC. */
+export interface Approval {
+  /** Opaque id (also what the Approve/Reject buttons carry). */
+  id: string;
+  action: ActionKind;
+  target: ActionTarget;
+  /** Slack user id of the requester. */
+  requester: string;
+  createdAt: number;
+  /** The request is refused from this instant on (`now >= expiresAt`). */
+  expiresAt: number;
+  /** Distinct approvals needed (1, or the policy's `protectedApprovals` for protected namespaces). */
+  requiredApprovals: number;
+  votes: Vote[];
+  state: ApprovalState;
+  dryRun: DryRunResult | null;
+  /** Error message of a failed action (state `failed`), else null/undefined. */
+  error?: string | null;
+  updatedAt: number;
+}
+
+/** Events that move an approval. `userGroups` = Slack user-group ids the clicking user belongs to. */
+export type ApprovalEvent =
+  | { type: 'approve'; user: string; userGroups?: readonly string[] }
+  | { type: 'reject'; user: string; userGroups?: readonly string[]; reason?: string }
+  | { type: 'expire' }
+  | { type: 'start' }
+  | { type: 'succeed' }
+  | { type: 'fail'; error: string };
+
+/** Event constructors, e.g. `decide(a, approvalEvent.approve('U2', ['S1']), policy, now)`. */
+export const approvalEvent = {
+  approve: (user: string, userGroups: readonly string[] = []): ApprovalEvent => ({ type: 'approve', user, userGroups }),
+  reject: (user: string, reason?: string, userGroups: readonly string[] = []): ApprovalEvent =>
+    reason === undefined ? { type: 'reject', user, userGroups } : { type: 'reject', user, userGroups, reason },
+  expire: (): ApprovalEvent => ({ type: 'expire' }),
+  start: (): ApprovalEvent => ({ type: 'start' }),
+  succeed: (): ApprovalEvent => ({ type: 'succeed' }),
+  fail: (error: string): ApprovalEvent => ({ type: 'fail', error }),
+} as const;
+
+/**
+ * Why a click or event is refused. `invalid-transition` is for system events (`start`, `succeed`, `fail`,
+ * `expire`) arriving in a state that does not accept them, e.g. `expire` before `expiresAt`.
+ */
+export type RefusalReason =
+  | 'not-an-approver'
+  | 'self-approval'
+  | 'already-voted'
+  | 'expired'
+  | 'already-decided'
+  | 'action-not-allowed'
+  | 'namespace-not-allowed'
+  | 'not-a-requester'
+  | 'invalid-transition';
+
+/** A refusal: `message` is one human sentence (mrkdwn, may mention `<@U…>`) for an ephemeral reply. */
+export interface Refusal {
+  ok: false;
+  reason: RefusalReason;
+  message: string;
+}
+
+/** Kubernetes Event `reason` per action (issue #4: "a Kubernetes Event on the target (`reason: TokenwatchRestart` etc.)"). */
+export const KUBE_EVENT_REASON: Record<ActionKind, string> = {
+  restart: 'TokenwatchRestart',
+  'recreate-serviceaccount': 'TokenwatchRecreateServiceAccount',
+  snooze: 'TokenwatchSnooze',
+};
+
+/** Work for the caller after a transition was persisted (only after its compare-and-set succeeded). */
+export type Effect =
+  /** Persist this vote (it is also in `patch.votes`). */
+  | { type: 'record-vote'; vote: Vote }
+  /** Write one action-log row: who, when (`now`), what, result. `actor` is null for system events. */
+  | { type: 'action-log'; from: ApprovalState | null; to: ApprovalState; actor: string | null; summary: string }
+  /** Create a Kubernetes Event on the target object; `message` ≤ 1024 chars (core/v1 Event note limit). */
+  | { type: 'kube-event'; reason: string; eventType: 'Normal' | 'Warning'; message: string }
+  /** Re-render the approval message (votes so far, or the decision without buttons) with chat.update. */
+  | { type: 'update-approval-message' }
+  /** Quorum reached: run the action now (then send `start`, and `succeed`/`fail`). */
+  | { type: 'execute' }
+  /** The action succeeded: watch the subject again and report resolved or recurrence. */
+  | { type: 'start-verification' };
+
+/** Fields to write with the store's compare-and-set (state moves `from` → `patch.state`). */
+export interface ApprovalPatch {
+  state: ApprovalState;
+  votes?: Vote[];
+  error?: string | null;
+  updatedAt: number;
+}
+
+/** An accepted event. `next` may equal the current state (a vote below quorum). */
+export interface Transition {
+  ok: true;
+  from: ApprovalState;
+  next: ApprovalState;
+  patch: ApprovalPatch;
+  effects: Effect[];
+}
+
+export type Decision = Transition | Refusal;
+
+/** Human name of an action, lower case, as used in sentences ("this restart"). */
+export function actionNoun(action: ActionKind): string {
+  switch (action) {
+    case 'restart':
+      return 'restart';
+    case 'recreate-serviceaccount':
+      return 'ServiceAccount recreation';
+    case 'snooze':
+      return 'snooze';
+  }
+}
+
+/** `DaemonSet kube-system/kube-multus-ds in prod-eks`. */
+export function describeTarget(t: ActionTarget): string {
+  return `${t.kind} ${t.namespace}/${t.name} in ${t.cluster}`;
+}
+
+/** Whether an action goes through approval. Snooze only mutes an alert, so it does not. */
+export function needsApproval(action: ActionKind): boolean {
+  return action !== 'snooze';
+}
+
+/** `2026-11-29 14:05 UTC` from epoch ms. */
+export function formatUtc(ms: number): string {
+  const iso = new Date(ms).toISOString();
+  return `${iso.slice(0, 10)} ${iso.slice(11, 16)} UTC`;
+}
+
+/** Slack mention for a user (`<@U…>`) or user group (`<!subteam^S…>`), per api.slack.com formatting docs. */
+export function mention(id: string): string {
+  return SLACK_GROUP_ID.test(id) ? `<!subteam^${id}>` : `<@${id}>`;
+}
+
+/** `a`, `a and b`, `a, b and c`. */
+export function joinAnd(items: readonly string[]): string {
+  if (items.length <= 1) return items.join('');
+  return `${items.slice(0, -1).join(', ')} and ${items[items.length - 1]}`;
+}
+
+function refuse(reason: RefusalReason, message: string): Refusal {
+  return { ok: false, reason, message };
+}
+
+/** Whether `approval` is past its expiry at `now` (`now >= expiresAt`). */
+export function isExpired(approval: Pick<Approval, 'expiresAt'>, now: number): boolean {
+  return now >= approval.expiresAt;
+}
+
+/** Distinct users who voted approve. */
+export function approvalsOf(approval: Pick<Approval, 'votes'>): string[] {
+  return [...new Set(approval.votes.filter((v) => v.vote === 'approve').map((v) => v.user))];
+}
+
+/**
+ * Who decided and how, as a sentence fragment for a state that no longer takes votes, e.g.
+ * `approved by <@U2> at 2026-11-29 14:10 UTC and is now running`.
+ */
+export function describeDecision(approval: Approval): string {
+  const approvers = approval.votes.filter((v) => v.vote === 'approve');
+  const approvedBy =
+    approvers.length > 0
+      ? `approved by ${joinAnd(approvers.map((v) => mention(v.user)))} at ${formatUtc(approvers[approvers.length - 1]!.at)}`
+      : '';
+  switch (approval.state) {
+    case 'requested':
+      return 'still waiting for approval';
+    case 'approved':
+      return `${approvedBy} and is about to run`;
+    case 'running':
+      return `${approvedBy} and is now running`;
+    case 'succeeded':
+      return `${approvedBy} and has succeeded`;
+    case 'failed':
+      return approvedBy
+        ? `${approvedBy} and has failed${approval.error ? ` (${approval.error})` : ''}`
+        : `stopped before approval: it failed${approval.error ? ` (${approval.error})` : ''}`;
+    case 'rejected': {
+      const r = approval.votes.find((v) => v.vote === 'reject');
+      return r
+        ? `rejected by ${mention(r.user)} at ${formatUtc(r.at)}${r.reason ? ` (“${r.reason}”)` : ''}`
+        : 'rejected';
+    }
+    case 'expired':
+      return `expired at ${formatUtc(approval.expiresAt)} without a decision`;
+  }
+}
+
+/** Whether `kind` is a valid target for `action`. */
+function kindFits(action: ActionKind, kind: TargetKind): boolean {
+  if (action === 'restart') return RESTARTABLE_KINDS.includes(kind);
+  if (action === 'recreate-serviceaccount') return kind === 'ServiceAccount';
+  return true;
+}
+
+function policyRefusal(action: ActionKind, target: ActionTarget, policy: ApprovalPolicy): Refusal | undefined {
+  if (!policy.actions.includes(action) || !kindFits(action, target.kind)) {
+    const allowed = policy.actions.map(actionNoun);
+    const why = !kindFits(action, target.kind)
+      ? `a ${actionNoun(action)} cannot target a ${target.kind}`
+      : `the policy for ${target.cluster} allows ${allowed.length ? joinAnd(allowed) : 'no actions'}`;
+    return refuse('action-not-allowed', `A ${actionNoun(action)} is not allowed here: ${why}.`);
+  }
+  if (!namespaceAllowed(target.namespace, policy)) {
+    return refuse(
+      'namespace-not-allowed',
+      `Actions on namespace ${target.namespace} are not allowed by the policy for ${target.cluster}.`,
+    );
+  }
+  return undefined;
+}
+
+/**
+ * Whether `user` may request `action` on `target`.
+ * @param userGroups Slack user-group ids `user` belongs to.
+ * @returns `{ ok: true }` or a refusal with reason `not-a-requester`, `action-not-allowed` or `namespace-not-allowed`.
+ */
+export function canRequest(
+  user: string,
+  action: ActionKind,
+  target: ActionTarget,
+  policy: ApprovalPolicy,
+  userGroups: readonly string[],
+): { ok: true } | Refusal {
+  if (!isListed(user, userGroups, policy.requesters, true)) {
+    return refuse(
+      'not-a-requester',
+      `You are not allowed to request actions in ${target.cluster}; ask someone on the tokenwatch requester list.`,
+    );
+  }
+  return policyRefusal(action, target, policy) ?? { ok: true };
+}
+
+/** Input of {@link createApproval}. */
+export interface ApprovalRequest {
+  /** Opaque id chosen by the caller (e.g. random 128-bit, base64url). */
+  id: string;
+  action: ActionKind;
+  target: ActionTarget;
+  requester: string;
+  requesterGroups: readonly string[];
+  dryRun?: DryRunResult | null;
+}
+
+/**
+ * A new approval in state `requested`, expiring `policy.expiryMs` after `now`, needing
+ * {@link requiredApprovalsFor} approvals; or the refusal from {@link canRequest}.
+ */
+export function createApproval(
+  req: ApprovalRequest,
+  policy: ApprovalPolicy,
+  now: number,
+): { ok: true; approval: Approval; effects: Effect[] } | Refusal {
+  const allowed = canRequest(req.requester, req.action, req.target, policy, req.requesterGroups);
+  if (!allowed.ok) return allowed;
+  const approval: Approval = {
+    id: req.id,
+    action: req.action,
+    target: { ...req.target },
+    requester: req.requester,
+    createdAt: now,
+    expiresAt: now + policy.expiryMs,
+    requiredApprovals: requiredApprovalsFor(req.target.namespace, policy),
+    votes: [],
+    state: 'requested',
+    dryRun: req.dryRun ?? null,
+    error: null,
+    updatedAt: now,
+  };
+  const what = `${actionNoun(req.action)} of ${describeTarget(req.target)}`;
+  return {
+    ok: true,
+    approval,
+    effects: [
+      { type: 'action-log', from: null, to: 'requested', actor: req.requester, summary: `${what} requested` },
+      kubeEvent(approval, 'Normal', `${what} requested by ${req.requester}; expires ${formatUtc(approval.expiresAt)}`),
+    ],
+  };
+}
+
+function kubeEvent(a: Approval, eventType: 'Normal' | 'Warning', message: string): Effect {
+  const full = `${message} (tokenwatch approval ${a.id})`;
+  return {
+    type: 'kube-event',
+    reason: KUBE_EVENT_REASON[a.action],
+    eventType,
+    message: full.length > 1024 ? `${full.slice(0, 1023)}…` : full,
+  };
+}
+
+function transition(a: Approval, next: ApprovalState, now: number, effects: Effect[], extra: Partial<ApprovalPatch> = {}): Transition {
+  return { ok: true, from: a.state, next, patch: { state: next, updatedAt: now, ...extra }, effects };
+}
+
+function voteRefusalForState(a: Approval, verb: string, now: number): Refusal | undefined {
+  const noun = actionNoun(a.action);
+  if (a.state === 'expired' || (a.state === 'requested' && isExpired(a, now))) {
+    return refuse(
+      'expired',
+      `This ${noun} request expired at ${formatUtc(a.expiresAt)}, so it can no longer be ${verb}; request it again if it is still needed.`,
+    );
+  }
+  if (a.state !== 'requested') {
+    return refuse('already-decided', `This ${noun} was already ${describeDecision(a)}; it no longer takes votes.`);
+  }
+  return undefined;
+}
+
+/**
+ * Decides what an event does to an approval at time `now` (epoch ms UTC). Pure.
+ *
+ * Refusals (reason → when):
+ * - `already-decided`: the state is not `requested` (the message names the state and who decided);
+ * - `expired`: `now >= expiresAt` or state `expired`;
+ * - `action-not-allowed` / `namespace-not-allowed`: the policy (re-checked at vote time) no longer allows it;
+ * - `self-approval`: the requester approves and `allowSelfApproval` is false;
+ * - `not-an-approver`: the user is not in `policy.approvers` (directly or via `userGroups`); the requester may
+ *   still reject (withdraw) their own request;
+ * - `already-voted`: the user already approved (quorum of distinct users);
+ * - `invalid-transition`: a system event in a state that does not take it (see the table above).
+ */
+export function decide(approval: Approval, event: ApprovalEvent, policy: ApprovalPolicy, now: number): Decision {
+  const a = approval;
+  const noun = actionNoun(a.action);
+  const what = `${noun} of ${describeTarget(a.target)}`;
+  switch (event.type) {
+    case 'approve':
+    case 'reject': {
+      const verb = event.type === 'approve' ? 'approved' : 'rejected';
+      const stateRefusal = voteRefusalForState(a, verb, now);
+      if (stateRefusal) return stateRefusal;
+      const groups = event.userGroups ?? [];
+      const isRequester = event.user === a.requester;
+      const isApprover = isListed(event.user, groups, policy.approvers);
+      if (event.type === 'approve') {
+        const pol = policyRefusal(a.action, a.target, policy);
+        if (pol) return pol;
+        if (isRequester && !policy.allowSelfApproval) {
+          return refuse('self-approval', `You requested this ${noun}, so someone else must approve it (no self-approval).`);
+        }
+        if (!isApprover) {
+          return refuse(
+            'not-an-approver',
+            `You are not an approver for ${a.target.cluster}, so you cannot approve this ${noun}; approvers: ${
+              policy.approvers.length ? joinAnd(policy.approvers.map(mention)) : 'none configured'
+            }.`,
+          );
+        }
+        if (approvalsOf(a).includes(event.user)) {
+          const left = a.requiredApprovals - approvalsOf(a).length;
+          return refuse(
+            'already-voted',
+            `You already approved this ${noun}; it needs ${left} more approval${left === 1 ? '' : 's'} from someone else.`,
+          );
+        }
+        const vote: Vote = { user: event.user, vote: 'approve', at: now };
+        const votes = [...a.votes, vote];
+        const count = new Set(votes.filter((v) => v.vote === 'approve').map((v) => v.user)).size;
+        if (count < a.requiredApprovals) {
+          return transition(a, 'requested', now, [
+            { type: 'record-vote', vote },
+            {
+              type: 'action-log',
+              from: 'requested',
+              to: 'requested',
+              actor: event.user,
+              summary: `${what}: approval ${count} of ${a.requiredApprovals}`,
+            },
+            { type: 'update-approval-message' },
+          ], { votes });
+        }
+        const by = votes.filter((v) => v.vote === 'approve').map((v) => v.user).join(', ');
+        return transition(a, 'approved', now, [
+          { type: 'record-vote', vote },
+          { type: 'action-log', from: 'requested', to: 'approved', actor: event.user, summary: `${what} approved` },
+          kubeEvent(a, 'Normal', `${what} approved by ${by}; requested by ${a.requester}`),
+          { type: 'update-approval-message' },
+          { type: 'execute' },
+        ], { votes });
+      }
+      // reject
+      if (!isApprover && !isRequester) {
+        return refuse('not-an-approver', `You are not an approver for ${a.target.cluster}, so you cannot reject this ${noun}.`);
+      }
+      const vote: Vote =
+        event.reason !== undefined && event.reason !== ''
+          ? { user: event.user, vote: 'reject', at: now, reason: event.reason }
+          : { user: event.user, vote: 'reject', at: now };
+      return transition(a, 'rejected', now, [
+        { type: 'record-vote', vote },
+        {
+          type: 'action-log',
+          from: 'requested',
+          to: 'rejected',
+          actor: event.user,
+          summary: `${what} ${isRequester ? 'withdrawn' : 'rejected'}${vote.reason ? `: ${vote.reason}` : ''}`,
+        },
+        kubeEvent(a, 'Normal', `${what} rejected by ${event.user}${vote.reason ? `: ${vote.reason}` : ''}`),
+        { type: 'update-approval-message' },
+      ], { votes: [...a.votes, vote] });
+    }
+    case 'expire': {
+      if (a.state !== 'requested') {
+        return refuse('already-decided', `This ${noun} was already ${describeDecision(a)}; it cannot expire.`);
+      }
+      if (!isExpired(a, now)) {
+        return refuse('invalid-transition', `This ${noun} request does not expire until ${formatUtc(a.expiresAt)}.`);
+      }
+      return transition(a, 'expired', now, [
+        { type: 'action-log', from: 'requested', to: 'expired', actor: null, summary: `${what} expired without a decision` },
+        kubeEvent(a, 'Normal', `${what} expired without a decision`),
+        { type: 'update-approval-message' },
+      ]);
+    }
+    case 'start': {
+      if (a.state !== 'approved') {
+        return refuse(
+          a.state === 'requested' ? 'invalid-transition' : 'already-decided',
+          a.state === 'requested'
+            ? `This ${noun} cannot start: it is still waiting for approval.`
+            : `This ${noun} cannot start again: it was already ${describeDecision(a)}.`,
+        );
+      }
+      return transition(a, 'running', now, [
+        { type: 'action-log', from: 'approved', to: 'running', actor: null, summary: `${what} started` },
+        kubeEvent(a, 'Normal', `${what} started`),
+      ]);
+    }
+    case 'succeed': {
+      if (a.state !== 'running') {
+        return refuse('invalid-transition', `This ${noun} cannot succeed from state ${a.state}: it is not running.`);
+      }
+      const effects: Effect[] = [
+        { type: 'action-log', from: 'running', to: 'succeeded', actor: null, summary: `${what} succeeded` },
+        kubeEvent(a, 'Normal', `${what} succeeded`),
+        { type: 'update-approval-message' },
+      ];
+      if (a.action !== 'snooze') effects.push({ type: 'start-verification' });
+      return transition(a, 'succeeded', now, effects);
+    }
+    case 'fail': {
+      if (a.state !== 'running' && a.state !== 'approved' && a.state !== 'requested') {
+        return refuse('invalid-transition', `This ${noun} cannot fail from state ${a.state}: it is already ${describeDecision(a)}.`);
+      }
+      return transition(
+        a,
+        'failed',
+        now,
+        [
+          { type: 'action-log', from: a.state, to: 'failed', actor: null, summary: `${what} failed: ${event.error}` },
+          kubeEvent(a, 'Warning', `${what} failed: ${event.error}`),
+          { type: 'update-approval-message' },
+        ],
+        { error: event.error },
+      );
+    }
+  }
+}
+
+/** The approval after an accepted transition (`{ ...approval, ...patch }`), e.g. to render the next message. */
+export function applyTransition(approval: Approval, t: Transition): Approval {
+  return { ...approval, ...t.patch, votes: t.patch.votes ?? approval.votes };
+}

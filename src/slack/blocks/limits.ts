@@ -1,0 +1,202 @@
+/**
+ * Block Kit limits and a validator that lists every violation of them.
+ *
+ * Limits from Slack's Block Kit reference (docs.slack.dev/reference/block-kit/blocks/*, composition objects)
+ * and @slack/types `block-kit/*.ts`, summarised in shared/docs/stack.md §1. Slack answers a message that breaks
+ * them with `invalid_blocks`; the builders never produce one, and the fake Slack Web API
+ * (`fakes/slack.ts`) uses this validator to reject messages the real API would reject.
+ */
+
+/** Limits in characters (UTF-16 units, which over-count emoji: conservative) or items. */
+export const LIMITS = {
+  blocksPerMessage: 50,
+  blockId: 255,
+  actionId: 255,
+  sectionText: 3000,
+  sectionFields: 10,
+  sectionFieldText: 2000,
+  headerText: 150,
+  contextElements: 10,
+  contextText: 3000,
+  actionsElements: 25,
+  buttonText: 75,
+  buttonValue: 2000,
+  buttonUrl: 3000,
+  confirmTitle: 100,
+  confirmText: 300,
+  confirmButton: 30,
+  imageUrl: 3000,
+  imageAltText: 2000,
+  markdownBlock: 12_000,
+  /** chat.postMessage `text`: longer text is truncated by Slack (`message_truncated` warning). */
+  messageText: 40_000,
+} as const;
+
+type Json = Record<string, unknown>;
+
+function isObj(v: unknown): v is Json {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function textOf(v: unknown): string | undefined {
+  return isObj(v) && typeof v.text === 'string' ? v.text : undefined;
+}
+
+/**
+ * Checks a `blocks` array (as sent to chat.postMessage/chat.update) against {@link LIMITS}.
+ * @param blocks any JSON value (a non-array is itself a violation).
+ * @returns human-readable violations, each starting with a JSON pointer (`/blocks/3/text/text: 3120 chars > 3000`);
+ *   empty when valid. Unknown block types are checked only for `type` and `block_id`.
+ */
+export function validateBlocks(blocks: unknown): string[] {
+  const errs: string[] = [];
+  if (!Array.isArray(blocks)) return ['/blocks: must be an array'];
+  if (blocks.length > LIMITS.blocksPerMessage) {
+    errs.push(`/blocks: ${blocks.length} blocks > ${LIMITS.blocksPerMessage}`);
+  }
+  const blockIds = new Set<string>();
+  blocks.forEach((b, i) => {
+    const p = `/blocks/${i}`;
+    if (!isObj(b) || typeof b.type !== 'string') {
+      errs.push(`${p}: must be an object with a string type`);
+      return;
+    }
+    if (b.block_id !== undefined) {
+      if (typeof b.block_id !== 'string' || b.block_id.length === 0) errs.push(`${p}/block_id: must be a non-empty string`);
+      else {
+        if (b.block_id.length > LIMITS.blockId) errs.push(`${p}/block_id: ${b.block_id.length} chars > ${LIMITS.blockId}`);
+        if (blockIds.has(b.block_id)) errs.push(`${p}/block_id: duplicate "${b.block_id}"`);
+        blockIds.add(b.block_id);
+      }
+    }
+    switch (b.type) {
+      case 'header':
+        checkText(errs, `${p}/text`, b.text, LIMITS.headerText, ['plain_text']);
+        break;
+      case 'section': {
+        if (b.text === undefined && b.fields === undefined) errs.push(`${p}: section needs text or fields`);
+        if (b.text !== undefined) checkText(errs, `${p}/text`, b.text, LIMITS.sectionText);
+        if (b.fields !== undefined) {
+          if (!Array.isArray(b.fields) || b.fields.length === 0) errs.push(`${p}/fields: must be a non-empty array`);
+          else {
+            if (b.fields.length > LIMITS.sectionFields) errs.push(`${p}/fields: ${b.fields.length} fields > ${LIMITS.sectionFields}`);
+            b.fields.forEach((f, j) => checkText(errs, `${p}/fields/${j}`, f, LIMITS.sectionFieldText));
+          }
+        }
+        if (b.accessory !== undefined) checkElement(errs, `${p}/accessory`, b.accessory, new Set());
+        break;
+      }
+      case 'context': {
+        if (!Array.isArray(b.elements) || b.elements.length === 0) {
+          errs.push(`${p}/elements: must be a non-empty array`);
+          break;
+        }
+        if (b.elements.length > LIMITS.contextElements) {
+          errs.push(`${p}/elements: ${b.elements.length} elements > ${LIMITS.contextElements}`);
+        }
+        b.elements.forEach((e, j) => {
+          if (isObj(e) && e.type === 'image') checkImage(errs, `${p}/elements/${j}`, e);
+          else checkText(errs, `${p}/elements/${j}`, e, LIMITS.contextText);
+        });
+        break;
+      }
+      case 'actions': {
+        if (!Array.isArray(b.elements) || b.elements.length === 0) {
+          errs.push(`${p}/elements: must be a non-empty array`);
+          break;
+        }
+        if (b.elements.length > LIMITS.actionsElements) {
+          errs.push(`${p}/elements: ${b.elements.length} elements > ${LIMITS.actionsElements}`);
+        }
+        const actionIds = new Set<string>();
+        b.elements.forEach((e, j) => checkElement(errs, `${p}/elements/${j}`, e, actionIds));
+        break;
+      }
+      case 'divider':
+        break;
+      case 'image':
+        checkImage(errs, p, b);
+        if (b.title !== undefined) checkText(errs, `${p}/title`, b.title, 2000, ['plain_text']);
+        break;
+      case 'markdown':
+        if (typeof b.text !== 'string' || b.text.length === 0) errs.push(`${p}/text: must be a non-empty string`);
+        else if (b.text.length > LIMITS.markdownBlock) errs.push(`${p}/text: ${b.text.length} chars > ${LIMITS.markdownBlock}`);
+        break;
+      default:
+        break;
+    }
+  });
+  return errs;
+}
+
+/** Violations of a whole message: `text` present (the fallback) and within limit, plus {@link validateBlocks}. */
+export function validateMessage(msg: { text?: unknown; blocks?: unknown }): string[] {
+  const errs: string[] = [];
+  if (typeof msg.text !== 'string' || msg.text.trim() === '') errs.push('/text: fallback text is required');
+  else if (msg.text.length > LIMITS.messageText) errs.push(`/text: ${msg.text.length} chars > ${LIMITS.messageText}`);
+  if (msg.blocks !== undefined) errs.push(...validateBlocks(msg.blocks));
+  return errs;
+}
+
+function checkText(errs: string[], p: string, t: unknown, max: number, types: string[] = ['plain_text', 'mrkdwn']): void {
+  if (!isObj(t) || typeof t.type !== 'string' || !types.includes(t.type)) {
+    errs.push(`${p}: must be a text object of type ${types.join(' or ')}`);
+    return;
+  }
+  const s = textOf(t);
+  if (s === undefined || s.length === 0) errs.push(`${p}/text: must be a non-empty string`);
+  else if (s.length > max) errs.push(`${p}/text: ${s.length} chars > ${max}`);
+}
+
+function checkImage(errs: string[], p: string, e: Json): void {
+  if (typeof e.image_url === 'string') {
+    if (e.image_url.length > LIMITS.imageUrl) errs.push(`${p}/image_url: ${e.image_url.length} chars > ${LIMITS.imageUrl}`);
+  } else if (e.slack_file === undefined) errs.push(`${p}: image needs image_url or slack_file`);
+  if (typeof e.alt_text !== 'string' || e.alt_text.length === 0) errs.push(`${p}/alt_text: must be a non-empty string`);
+  else if (e.alt_text.length > LIMITS.imageAltText) errs.push(`${p}/alt_text: ${e.alt_text.length} chars > ${LIMITS.imageAltText}`);
+}
+
+function checkElement(errs: string[], p: string, e: unknown, actionIds: Set<string>): void {
+  if (!isObj(e) || typeof e.type !== 'string') {
+    errs.push(`${p}: must be an object with a string type`);
+    return;
+  }
+  if (e.action_id !== undefined) {
+    if (typeof e.action_id !== 'string' || e.action_id.length === 0) errs.push(`${p}/action_id: must be a non-empty string`);
+    else {
+      if (e.action_id.length > LIMITS.actionId) errs.push(`${p}/action_id: ${e.action_id.length} chars > ${LIMITS.actionId}`);
+      if (actionIds.has(e.action_id)) errs.push(`${p}/action_id: duplicate "${e.action_id}" in this block`);
+      actionIds.add(e.action_id);
+    }
+  }
+  if (e.type === 'image') {
+    checkImage(errs, p, e);
+    return;
+  }
+  if (e.type !== 'button') return;
+  checkText(errs, `${p}/text`, e.text, LIMITS.buttonText, ['plain_text']);
+  if (e.value !== undefined) {
+    if (typeof e.value !== 'string') errs.push(`${p}/value: must be a string`);
+    else if (e.value.length > LIMITS.buttonValue) errs.push(`${p}/value: ${e.value.length} chars > ${LIMITS.buttonValue}`);
+  }
+  if (e.url !== undefined) {
+    if (typeof e.url !== 'string') errs.push(`${p}/url: must be a string`);
+    else if (e.url.length > LIMITS.buttonUrl) errs.push(`${p}/url: ${e.url.length} chars > ${LIMITS.buttonUrl}`);
+  }
+  if (e.style !== undefined && e.style !== 'primary' && e.style !== 'danger') {
+    errs.push(`${p}/style: must be primary or danger`);
+  }
+  if (e.confirm !== undefined) {
+    const c = e.confirm;
+    const cp = `${p}/confirm`;
+    if (!isObj(c)) {
+      errs.push(`${cp}: must be an object`);
+      return;
+    }
+    checkText(errs, `${cp}/title`, c.title, LIMITS.confirmTitle, ['plain_text']);
+    checkText(errs, `${cp}/text`, c.text, LIMITS.confirmText);
+    checkText(errs, `${cp}/confirm`, c.confirm, LIMITS.confirmButton, ['plain_text']);
+    checkText(errs, `${cp}/deny`, c.deny, LIMITS.confirmButton, ['plain_text']);
+    if (c.style !== undefined && c.style !== 'primary' && c.style !== 'danger') errs.push(`${cp}/style: must be primary or danger`);
+  }
+}

@@ -1,0 +1,125 @@
+/**
+ * Thread replies after an approved action: rollout progress (updated in place until complete or timed out)
+ * and verification (resolved ✅ or recurrence ⚠️ with the cause and its fix). Pure.
+ */
+import type { Finding } from '../../findings/types.js';
+import { actionNoun, type ActionKind, type ActionTarget } from '../../approvals/machine.js';
+import { subjectOf } from './finding.js';
+import { LIMITS } from './limits.js';
+import { clip, code, count, duration, escapeMrkdwn, listWithin, md, plural, progressBar, slackDate, sourceLink, type KnownBlock, type SlackMessage } from './text.js';
+
+/**
+ * Rollout status as read from the workload (domain.md §7: a DaemonSet rollout is complete when
+ * `observedGeneration >= generation`, `updatedNumberScheduled == desiredNumberScheduled` and
+ * `numberAvailable == desiredNumberScheduled`). Counts are pods.
+ */
+export interface RolloutStatus {
+  desired: number;
+  updated: number;
+  ready: number;
+  available: number;
+  done: boolean;
+  timedOut: boolean;
+}
+
+/** Context of {@link progressMessage}. Times are epoch ms UTC. */
+export interface ProgressContext {
+  target: ActionTarget;
+  now: number;
+  startedAt: number;
+  /** The configured rollout timeout, for the timed-out message. */
+  timeoutMs?: number;
+}
+
+function where(t: ActionTarget): string {
+  return `${escapeMrkdwn(t.kind)} ${code(`${t.namespace}/${t.name}`, 300)} in *${escapeMrkdwn(clip(t.cluster, 200))}*`;
+}
+
+/**
+ * Rollout progress: a `▰▱` bar of updated pods plus updated/ready/available of desired; ✅ when done, ⚠️ when
+ * timed out (with the `kubectl rollout status` command to look further).
+ */
+export function progressMessage(rollout: RolloutStatus, ctx: ProgressContext): SlackMessage {
+  const r = rollout;
+  const t = ctx.target;
+  const counts = `${count(r.updated)} of ${count(r.desired)} updated, ${count(r.ready)} ready, ${count(r.available)} available`;
+  const elapsed = duration(Math.max(0, ctx.now - ctx.startedAt));
+  let line: string;
+  let text: string;
+  if (r.done) {
+    line = `✅ Rollout of ${where(t)} complete: ${counts} (took ${elapsed}).`;
+    text = `✅ [${t.cluster}] rollout of ${t.kind} ${t.namespace}/${t.name} complete`;
+  } else if (r.timedOut) {
+    const limit = ctx.timeoutMs !== undefined ? ` within ${duration(ctx.timeoutMs)}` : '';
+    line = `⚠️ Rollout of ${where(t)} did not complete${limit}: ${counts}. Look at it with ${code(`kubectl -n ${t.namespace} rollout status ${t.kind.toLowerCase()}/${t.name}`, 400)}.`;
+    text = `⚠️ [${t.cluster}] rollout of ${t.kind} ${t.namespace}/${t.name} timed out (${r.updated}/${r.desired} updated)`;
+  } else {
+    const pct = r.desired > 0 ? Math.floor((100 * r.updated) / r.desired) : 0;
+    line = `⏳ Rolling out ${where(t)}: ${counts}\n\`${progressBar(r.updated, r.desired)}\` ${pct} %`;
+    text = `⏳ [${t.cluster}] rolling out ${t.kind} ${t.namespace}/${t.name}: ${r.updated}/${r.desired} updated`;
+  }
+  return {
+    text: clip(text, 3000),
+    blocks: [
+      { type: 'section', text: md(line) },
+      { type: 'context', elements: [md(`Started ${slackDate(ctx.startedAt)} · updated ${slackDate(ctx.now)} (${elapsed})`)] },
+    ],
+  };
+}
+
+/** Input of {@link verificationMessage}. Times are epoch ms UTC. */
+export interface Verification {
+  outcome: 'resolved' | 'recurrence';
+  finding: Finding;
+  action: ActionKind;
+  /** When the action completed. */
+  actionAt: number;
+  now: number;
+  /** Resolved: the quiet period that had to pass without stale use. */
+  settleMs?: number;
+  /** Recurrence: stale requests seen since the action, and the last one. */
+  staleRequests?: number;
+  lastSeen?: number;
+}
+
+/**
+ * Verification reply: ✅ resolved (no stale use for the settle period after the action) or ⚠️ recurrence
+ * naming the cause and its fix. For a `static-token-file` cause the recurrence says a restart only buys one
+ * more token lifetime (domain.md §6: e.g. Multus thin plugin copies the token into a host file once).
+ */
+export function verificationMessage(v: Verification): SlackMessage {
+  const f = v.finding;
+  const subject = subjectOf(f);
+  const who = `${code(subject, 300)} in *${escapeMrkdwn(clip(f.cluster, 200))}*`;
+  const noun = actionNoun(v.action);
+  const blocks: KnownBlock[] = [];
+  let text: string;
+  if (v.outcome === 'resolved') {
+    const quiet = duration(Math.max(0, v.now - v.actionAt));
+    blocks.push({
+      type: 'section',
+      text: md(
+        `✅ *Verified*: no stale token use by ${who} for ${quiet} since the ${noun} (${slackDate(v.actionAt)})${
+          v.settleMs !== undefined ? `, longer than the ${duration(v.settleMs)} settle period` : ''
+        }. The finding is resolved.`,
+      ),
+    });
+    text = `✅ [${f.cluster}] verified: no stale token use by ${subject} since the ${noun}; finding resolved`;
+  } else {
+    const after = v.lastSeen !== undefined ? ` ${duration(Math.max(0, v.lastSeen - v.actionAt))} after the ${noun}` : ` after the ${noun}`;
+    const reqs = v.staleRequests !== undefined ? ` (${plural(v.staleRequests, 'request')}${v.lastSeen !== undefined ? `, last ${slackDate(v.lastSeen)}` : ''})` : '';
+    const c = f.cause;
+    const staticFile =
+      c.id === 'static-token-file'
+        ? '\nA restart only rewrites the copied token, which buys one more token lifetime (90 days on EKS); it does not fix the cause.'
+        : '';
+    const body =
+      `⚠️ *Recurrence*: stale token use by ${who} came back${after}${reqs}.${staticFile}\n` +
+      `*Cause*${c.component ? ` (${code(c.component, 60)})` : ''}: ${clip(escapeMrkdwn(c.summary), 1000)}\n*Fix:* ${clip(escapeMrkdwn(c.fix), 1000)}`;
+    const sources = c.sources.length ? `\n*Sources:* ${listWithin(c.sources.slice(0, 5).map(sourceLink), 5, ' · ', c.sources.length)}` : '';
+    blocks.push({ type: 'section', text: md(body + clip(sources, Math.max(0, LIMITS.sectionText - body.length))) });
+    text = `⚠️ [${f.cluster}] recurrence: stale token use by ${subject} came back after the ${noun}; fix: ${c.fix}`;
+  }
+  blocks.push({ type: 'context', elements: [md(`Finding ${code(f.id, 100)} · checked ${slackDate(v.now)}`)] });
+  return { text: clip(text, 3000), blocks };
+}

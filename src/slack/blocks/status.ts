@@ -1,0 +1,108 @@
+/**
+ * `/tokens status [cluster]` reply (ephemeral): last poll and health per source, Slack channel problems,
+ * findings by severity, and the top findings with their buttons. Pure; stays within 50 blocks for any
+ * number of clusters and findings.
+ */
+import type { Finding, Severity } from '../../findings/types.js';
+import { daysLeft, findingButtons, SEVERITY_EMOJI, subjectOf, type FindingAction } from './finding.js';
+import { LIMITS } from './limits.js';
+import { clip, code, count, escapeMrkdwn, linesWithin, md, plain, plural, slackDate, type KnownBlock, type SlackMessage } from './text.js';
+
+/** Health of one input of a cluster (audit source, Kubernetes API, …). Times are epoch ms UTC. */
+export interface SourceHealth {
+  /** e.g. `audit: cloudwatch /aws/eks/prod/cluster`, `kubernetes API`. */
+  name: string;
+  ok: boolean;
+  /** Last error or remark, shown when not ok. */
+  detail?: string;
+  lastSuccess?: number | null;
+}
+
+/** One cluster as `/tokens status` shows it. */
+export interface ClusterStatus {
+  name: string;
+  /** Last completed poll, epoch ms UTC, or null when none yet. */
+  lastPoll: number | null;
+  health: SourceHealth[];
+  findingsBySeverity: Record<Severity, number>;
+  /** The cluster's alert channel; `error` is the Slack error seen when posting (e.g. `not_in_channel`). */
+  channel?: { id: string; error?: string };
+  /** Open findings to list with buttons, most urgent first. */
+  findings?: Finding[];
+  /** Opaque button ids for a listed finding (as in findingMessage's `buttonsFor`). */
+  buttonsFor?: (finding: Finding, action: FindingAction) => string | undefined;
+}
+
+/** Findings listed per cluster: 10 for one cluster, 5 each for several (then limited by the 50-block budget). */
+const PER_CLUSTER = { single: 10, multi: 5 } as const;
+const MAX_CLUSTERS = 10;
+
+const CHANNEL_ERRORS: Record<string, string> = {
+  not_in_channel: 'the bot is not in this channel; invite it with `/invite @tokenwatch`',
+  channel_not_found: 'channel not found (wrong id, or a private channel the bot was not invited to)',
+  is_archived: 'the channel is archived',
+};
+
+function severityCounts(s: Record<Severity, number>): string {
+  return `${SEVERITY_EMOJI.critical} ${count(s.critical)} critical · ${SEVERITY_EMOJI.warning} ${count(s.warning)} warning · ${SEVERITY_EMOJI.info} ${count(s.info)} info`;
+}
+
+function findingLine(f: Finding, now: number): string {
+  const left = daysLeft(f, now);
+  const when = left === null ? (f.kind === 'unauthorized' ? '401s now' : 'no rejection date') : left < 0 ? 'rejection date passed' : `${plural(left, 'day')} left`;
+  return `${SEVERITY_EMOJI[f.severity]} ${code(subjectOf(f), 300)} · ${f.kind} · ${when} · ${plural(f.requests, 'request')}`;
+}
+
+/**
+ * The status reply for one or more clusters. With one cluster the header names it; with several, each gets
+ * a section. Findings beyond the per-cluster limit or the block budget are summarised as "…and N more".
+ */
+export function statusMessage(clusters: readonly ClusterStatus[], ctx: { now: number }): SlackMessage {
+  const shown = clusters.slice(0, MAX_CLUSTERS);
+  const single = clusters.length === 1;
+  const header = single ? `Tokenwatch status · ${shown[0]!.name}` : `Tokenwatch status · ${plural(clusters.length, 'cluster')}`;
+  const blocks: KnownBlock[] = [{ type: 'header', text: plain(header, LIMITS.headerText) }];
+  if (clusters.length === 0) {
+    blocks.push({ type: 'section', text: md('No clusters are configured. Add one under `clusters:` in the tokenwatch config.') });
+    return { text: 'Tokenwatch status: no clusters configured', blocks };
+  }
+  // Block budget: header + per cluster (section [+ divider]) + one trailing note; findings take 2 blocks each.
+  const fixed = 1 + shown.length * 2 + 1;
+  let findingBudget = Math.max(0, Math.floor((LIMITS.blocksPerMessage - fixed) / 2));
+  const perCluster = single ? PER_CLUSTER.single : PER_CLUSTER.multi;
+  const textParts: string[] = [];
+
+  shown.forEach((c, i) => {
+    const listed = (c.findings ?? []).slice(0, Math.min(perCluster, findingBudget));
+    findingBudget -= listed.length;
+    const total = c.findings?.length ?? 0;
+    const lines: string[] = [];
+    lines.push(`*${escapeMrkdwn(clip(c.name, 200))}* · last poll ${c.lastPoll === null ? '_none yet_' : `${slackDate(c.lastPoll)} (${slackDate(c.lastPoll, '{ago}')})`}`);
+    lines.push(severityCounts(c.findingsBySeverity));
+    for (const h of c.health) {
+      const since = h.lastSuccess ? ` · last success ${slackDate(h.lastSuccess)}` : '';
+      lines.push(`${h.ok ? '✅' : '❌'} ${escapeMrkdwn(clip(h.name, 200))}${!h.ok && h.detail ? `: ${clip(escapeMrkdwn(h.detail), 400)}` : ''}${since}`);
+    }
+    if (c.channel?.error) {
+      const why = CHANNEL_ERRORS[c.channel.error] ?? `Slack error \`${escapeMrkdwn(clip(c.channel.error, 100))}\``;
+      lines.push(`⚠️ Alerts channel <#${escapeMrkdwn(clip(c.channel.id, 40))}>: ${why}`);
+    }
+    if (total > listed.length) lines.push(`…and ${count(total - listed.length)} more findings not listed here`);
+    blocks.push({ type: 'section', text: md(linesWithin(lines, LIMITS.sectionText)) });
+    for (const f of listed) {
+      blocks.push({ type: 'section', text: md(findingLine(f, ctx.now)) });
+      const buttons = c.buttonsFor ? findingButtons(f, (a) => c.buttonsFor!(f, a)) : [];
+      if (buttons.length) blocks.push({ type: 'actions', elements: buttons });
+    }
+    if (i < shown.length - 1) blocks.push({ type: 'divider' });
+    const s = c.findingsBySeverity;
+    textParts.push(`${c.name}: ${s.critical} critical, ${s.warning} warning, ${s.info} info`);
+  });
+  if (clusters.length > shown.length) {
+    blocks.push({
+      type: 'context',
+      elements: [md(`…and ${count(clusters.length - shown.length)} more clusters: ask for one with \`/tokens status <cluster>\``)],
+    });
+  }
+  return { text: clip(`Tokenwatch status — ${textParts.join('; ')}`, 3000), blocks };
+}
