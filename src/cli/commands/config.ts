@@ -1,0 +1,45 @@
+/**
+ * `tokenwatch config check [--config FILE]`: validates the configuration (file + environment) and prints the
+ * effective config as YAML with secrets masked (exit 0), or every problem on stderr (exit 2).
+ */
+import type { Command } from 'commander';
+import { ConfigError } from '../../config/schema.js';
+import { loadConfig, resolveConfigPath } from '../../config/load.js';
+import { renderEffectiveConfig } from '../../config/render.js';
+
+/** Options for {@link register}, for tests. */
+export interface ConfigCommandDeps {
+  /** Environment to read `TOKENWATCH_CONFIG` and the Slack secrets from (default `process.env`). */
+  env?: NodeJS.ProcessEnv;
+}
+
+/** Commander error code used for an invalid configuration (exit code 2). */
+export const CONFIG_INVALID_CODE = 'tokenwatch.configInvalid';
+
+/**
+ * Adds the `config` command group (`config check`) to `program`.
+ *
+ * Output goes through commander's output configuration (`configureOutput`), and failure through
+ * `command.error(..., { exitCode: 2 })`, so `exitOverride()` turns it into a thrown `CommanderError`.
+ * Commander copies these settings to subcommands when they are created: call `register` after
+ * `program.configureOutput(...)` / `program.exitOverride()`.
+ */
+export function register(program: Command, deps: ConfigCommandDeps = {}): void {
+  const group = program.command('config').description('inspect the tokenwatch serve configuration');
+  group
+    .command('check')
+    .description('validate the config file and environment, print the effective config (secrets masked)')
+    .option('--config <file>', 'config file (default: env TOKENWATCH_CONFIG)')
+    .action((_opts: unknown, cmd: Command) => {
+      const env = deps.env ?? process.env;
+      const flag = cmd.optsWithGlobals<{ config?: string }>().config;
+      try {
+        const config = loadConfig(resolveConfigPath(flag, env), env);
+        const out = cmd.configureOutput().writeOut ?? ((s: string) => process.stdout.write(s));
+        out(renderEffectiveConfig(config));
+      } catch (err) {
+        if (!(err instanceof ConfigError)) throw err;
+        cmd.error(err.message, { exitCode: err.exitCode, code: CONFIG_INVALID_CODE });
+      }
+    });
+}

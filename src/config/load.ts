@@ -1,0 +1,98 @@
+/**
+ * Loading the configuration file: path resolution (`--config` / `TOKENWATCH_CONFIG`), YAML parsing with
+ * resource limits, validation ({@link parseConfig}) and line numbers for every problem.
+ */
+import { readFileSync } from 'node:fs';
+import { LineCounter, parseDocument, isMap, isNode, isScalar, isSeq, type Document } from 'yaml';
+import { ConfigError, ENV, parseConfig, type ConfigIssue } from './schema.js';
+import type { Config } from './types.js';
+
+/** yaml's default alias limit; a "billion laughs" document fails instead of exhausting memory. */
+const MAX_ALIAS_COUNT = 100;
+/** A config file is small; refuse anything larger than this (bytes). */
+const MAX_FILE_BYTES = 1024 * 1024;
+
+/**
+ * The config file path: the `--config` flag, else env `TOKENWATCH_CONFIG`.
+ * @throws {ConfigError} when neither is set
+ */
+export function resolveConfigPath(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
+  if (flag !== undefined && flag !== '') return flag;
+  const fromEnv = env[ENV.configPath];
+  if (fromEnv !== undefined && fromEnv !== '') return fromEnv;
+  throw new ConfigError([{ path: ['--config'], message: `required: pass --config FILE or set ${ENV.configPath}` }]);
+}
+
+/**
+ * 1-based line of the key at `path` (for a map entry) or of the node there; when the path does not exist in
+ * the file (a missing field), the line of its nearest existing ancestor.
+ */
+function lineOf(doc: Document, counter: LineCounter, path: (string | number)[]): number | undefined {
+  for (let n = path.length; n >= 0; n--) {
+    const parent: unknown = n <= 1 ? doc.contents : doc.getIn(path.slice(0, n - 1), true);
+    if (n === 0) return isNode(parent) && parent.range ? counter.linePos(parent.range[0]).line : undefined;
+    const last = path[n - 1];
+    if (isMap(parent)) {
+      const pair = parent.items.find((p) => isScalar(p.key) && p.key.value === last);
+      if (pair !== undefined && isNode(pair.key) && pair.key.range) return counter.linePos(pair.key.range[0]).line;
+    } else if (isSeq(parent) && typeof last === 'number') {
+      const item: unknown = parent.items[last];
+      if (isNode(item) && item.range) return counter.linePos(item.range[0]).line;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Reads, parses and validates a YAML config file. Secrets come from `env`, never from the file.
+ * @param path config file (relative to the working directory)
+ * @param env environment (injected for tests, as probot's `readEnvOptions(env = process.env)`)
+ * @returns the effective configuration, defaults filled
+ * @throws {ConfigError} unreadable file, YAML syntax errors (all of them), or every invalid field at once,
+ *   each with its path and line
+ */
+export function loadConfig(path: string, env: NodeJS.ProcessEnv = process.env): Config {
+  let text: string;
+  try {
+    const buf = readFileSync(path);
+    if (buf.length > MAX_FILE_BYTES) {
+      throw new ConfigError([{ path: [], message: `file is larger than ${MAX_FILE_BYTES} bytes` }], path);
+    }
+    text = buf.toString('utf8');
+  } catch (err) {
+    if (err instanceof ConfigError) throw err;
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new ConfigError([{ path: [], message: `cannot read config file: ${code ?? (err as Error).message}` }], path);
+  }
+
+  const counter = new LineCounter();
+  const doc = parseDocument(text, { lineCounter: counter, uniqueKeys: true, prettyErrors: true });
+  if (doc.errors.length > 0) {
+    throw new ConfigError(
+      doc.errors.map((e) => ({
+        path: [],
+        message: `YAML ${e.code}: ${(e.message.split('\n')[0] ?? '').replace(/ at line \d+, column \d+:?$/, '')}`,
+        ...(e.linePos?.[0] ? { line: e.linePos[0].line } : {}),
+      })),
+      path,
+    );
+  }
+  let raw: unknown;
+  try {
+    raw = doc.toJS({ maxAliasCount: MAX_ALIAS_COUNT });
+  } catch (err) {
+    throw new ConfigError([{ path: [], message: `YAML: ${(err as Error).message}` }], path);
+  }
+
+  try {
+    return parseConfig(raw, env);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    const located: ConfigIssue[] = err.issues.map((i) => {
+      if (i.path[0] === 'env') return i;
+      const line = lineOf(doc, counter, i.path);
+      return line === undefined ? i : { ...i, line };
+    });
+    throw new ConfigError(located, path);
+  }
+}

@@ -1,0 +1,121 @@
+/**
+ * Printing a configuration safely: secret masking and the effective config as YAML
+ * (what `tokenwatch config check` prints).
+ */
+import { stringify } from 'yaml';
+import type { MaxTokenAge } from '../findings/types.js';
+import { formatDuration } from './duration.js';
+import { ENV } from './schema.js';
+import type { AuditSourceConfig, ClusterConfig, Config } from './types.js';
+
+/**
+ * Masks a secret, keeping the Slack token type prefix and, for long values, the last 4 characters:
+ * `xoxb-123…wxyz` → `xoxb-****wxyz`; a 32-character signing secret → `****` + last 4; short values → `****`.
+ */
+export function maskSecret(value: string): string {
+  const prefix = /^(xox[a-z]-|xapp-)/.exec(value)?.[0] ?? '';
+  const tail = value.length - prefix.length >= 16 ? value.slice(-4) : '';
+  return `${prefix}****${tail}`;
+}
+
+/** Replaces a password in a URL's userinfo (`https://u:p@host`) by `****`. */
+function maskUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password === '') return url;
+    u.password = '****';
+    return u.toString();
+  } catch {
+    return url;
+  }
+}
+
+/**
+ * A deep copy of `config` with every secret masked ({@link maskSecret}): the Slack bot token, app token and
+ * signing secret, and passwords inside URLs. Use it whenever a config is logged or printed.
+ */
+export function maskConfig(config: Config): Config {
+  const copy = structuredClone(config);
+  if (copy.slack !== undefined) {
+    const s = copy.slack;
+    if (s.botToken !== undefined) s.botToken = maskSecret(s.botToken);
+    if (s.appToken !== undefined) s.appToken = maskSecret(s.appToken);
+    if (s.signingSecret !== undefined) s.signingSecret = maskSecret(s.signingSecret);
+    if (s.apiUrl !== undefined) s.apiUrl = maskUrl(s.apiUrl);
+  }
+  for (const c of copy.clusters) {
+    if ('cloudwatch' in c.audit && c.audit.cloudwatch.endpoint !== undefined) {
+      c.audit.cloudwatch.endpoint = maskUrl(c.audit.cloudwatch.endpoint);
+    }
+  }
+  return copy;
+}
+
+function maxTokenAgeValue(m: MaxTokenAge): string | number {
+  return m.mode === 'seconds' ? m.seconds : m.mode;
+}
+
+function auditValue(a: AuditSourceConfig): unknown {
+  if ('file' in a) return { file: { ...a.file } };
+  return { cloudwatch: { ...a.cloudwatch, overlap: formatDuration(a.cloudwatch.overlap) } };
+}
+
+function clusterValue(c: ClusterConfig): unknown {
+  return {
+    name: c.name,
+    audit: auditValue(c.audit),
+    kubernetes: structuredClone(c.kubernetes),
+    maxTokenAge: maxTokenAgeValue(c.maxTokenAge),
+    schedule: c.schedule,
+    lookback: formatDuration(c.lookback),
+    ...(c.slack !== undefined ? { slack: structuredClone(c.slack) } : {}),
+    thresholds: { ...c.thresholds },
+  };
+}
+
+/**
+ * The config in the file's own form (durations as strings such as `10m`, `maxTokenAge` as `eks`/seconds),
+ * without the environment secrets. Feeding it back to `parseConfig` with the same env gives the same config.
+ */
+export function toFileForm(config: Config): Record<string, unknown> {
+  const out: Record<string, unknown> = {
+    store: { ...config.store },
+    http: { ...config.http },
+    log: { ...config.log },
+  };
+  if (config.slack !== undefined) {
+    const s = config.slack;
+    out.slack = {
+      enabled: s.enabled,
+      mode: s.mode,
+      ...(s.apiUrl !== undefined ? { apiUrl: s.apiUrl } : {}),
+      port: s.port,
+      approvals: { expiresAfter: formatDuration(s.approvals.expiresAfter) },
+    };
+  }
+  out.remediation = {
+    rolloutTimeout: formatDuration(config.remediation.rolloutTimeout),
+    settlePeriod: formatDuration(config.remediation.settlePeriod),
+  };
+  out.clusters = config.clusters.map(clusterValue);
+  return out;
+}
+
+/**
+ * The effective configuration as YAML, secrets masked: the file form ({@link toFileForm}) followed by a
+ * comment block listing the Slack secrets read from the environment (masked, or `(not set)`).
+ * Never contains an unmasked secret.
+ */
+export function renderEffectiveConfig(config: Config): string {
+  const masked = maskConfig(config);
+  let text = '# tokenwatch effective configuration (defaults filled in, secrets masked)\n';
+  text += stringify(toFileForm(masked), { lineWidth: 0 });
+  if (masked.slack !== undefined) {
+    const s = masked.slack;
+    text += '# secrets from the environment:\n';
+    text += `#   ${ENV.botToken}: ${s.botToken ?? '(not set)'}\n`;
+    text += `#   ${ENV.appToken}: ${s.appToken ?? '(not set)'}\n`;
+    text += `#   ${ENV.signingSecret}: ${s.signingSecret ?? '(not set)'}\n`;
+  }
+  return text;
+}

@@ -1,0 +1,458 @@
+/**
+ * zod 4 schema of the `tokenwatch serve` configuration file, plus the cross-field rules and the
+ * environment (secrets) checks. Every problem becomes a {@link ConfigIssue}; {@link parseConfig}
+ * reports all of them at once in one {@link ConfigError}.
+ *
+ * Why two passes: zod skips refinements of an object when its fields already failed, so rules that
+ * span fields (unique names, "exactly one of", Slack secrets per mode) are checked on the raw input by
+ * {@link crossFieldIssues}, which always runs. Both lists are merged.
+ */
+import { z } from 'zod';
+import { validateDetailed } from 'node-cron';
+import type { MaxTokenAge } from '../findings/types.js';
+import { DurationError, parseDuration } from './duration.js';
+import {
+  ACTIONS,
+  LOG_LEVELS,
+  type AuditSourceConfig,
+  type ClusterConfig,
+  type Config,
+  type KubernetesAccessConfig,
+  type SlackConfig,
+} from './types.js';
+
+/** One configuration problem: where (path into the file, or `env.NAME`) and what. */
+export interface ConfigIssue {
+  path: (string | number)[];
+  message: string;
+  /** 1-based line in the YAML file, when known. */
+  line?: number;
+}
+
+/**
+ * Thrown for an unusable configuration. `message` lists every problem (zod `prettifyError` format:
+ * `✖ message` / `  → at path`), `issues` has them structured. Callers exit with {@link exitCode} (2).
+ */
+export class ConfigError extends Error {
+  readonly exitCode = 2;
+  constructor(
+    readonly issues: ConfigIssue[],
+    /** The config file, when the problem is about one. */
+    readonly file?: string,
+  ) {
+    super(formatIssues(issues, file));
+    this.name = 'ConfigError';
+  }
+}
+
+function formatIssues(issues: ConfigIssue[], file?: string): string {
+  const zodIssues: z.core.$ZodIssue[] = issues.map((i) => ({
+    code: 'custom',
+    path: i.path,
+    message: i.line === undefined ? i.message : `${i.message} (line ${i.line})`,
+    input: undefined,
+  }));
+  const head = `invalid configuration${file === undefined ? '' : ` in ${file}`} (${issues.length} problem${issues.length === 1 ? '' : 's'}):`;
+  return `${head}\n${z.prettifyError(new z.ZodError(zodIssues))}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Field schemas
+
+const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const AWS_REGION = /^[a-z]{2}(-[a-z]+)+-\d+$/;
+/** Slack user ids start with U (W on Enterprise Grid), user group ids with S (api.slack.com/types/user, /usergroup). */
+const SLACK_PRINCIPAL = /^[UWS][A-Z0-9]{2,}$/;
+/** Channel id (C public, G private/legacy) or `#name` (lowercase, ≤ 80 chars, Slack channel naming rules). */
+const SLACK_CHANNEL = /^([CG][A-Z0-9]{2,}|#[a-z0-9][a-z0-9._-]{0,79})$/;
+
+const durationMessage = 'expected a duration string such as "10m", "24h" or "7d" (units ms, s, m, h, d, w)';
+
+/** A duration string (`10m`) parsed to milliseconds; `min` in ms. */
+function duration(min = 0) {
+  return z.string({ error: durationMessage }).transform((text, ctx) => {
+    try {
+      const ms = parseDuration(text);
+      if (ms < min) {
+        ctx.addIssue({ code: 'custom', message: `must be at least ${min / 1000}s, got "${text}"`, input: text });
+        return z.NEVER;
+      }
+      return ms;
+    } catch (err) {
+      if (!(err instanceof DurationError)) throw err;
+      ctx.addIssue({ code: 'custom', message: durationMessage, input: text });
+      return z.NEVER;
+    }
+  });
+}
+
+const maxTokenAgeMessage =
+  'expected "eks" (90 days), "upstream" (1 year), a number of seconds, or a duration such as "90d"';
+
+/** `eks` | `upstream` | integer seconds (number or digits) | duration string → {@link MaxTokenAge}. */
+const maxTokenAge = z.union([z.string(), z.number()], { error: maxTokenAgeMessage }).transform((v, ctx): MaxTokenAge => {
+  if (v === 'eks' || v === 'upstream') return { mode: v };
+  let seconds: number | undefined;
+  if (typeof v === 'number') seconds = v;
+  else if (/^\d+$/.test(v)) seconds = Number(v);
+  else {
+    try {
+      const ms = parseDuration(v);
+      if (ms % 1000 === 0) seconds = ms / 1000;
+    } catch {
+      seconds = undefined;
+    }
+  }
+  if (seconds === undefined || !Number.isSafeInteger(seconds) || seconds <= 0) {
+    ctx.addIssue({ code: 'custom', message: maxTokenAgeMessage, input: v });
+    return z.NEVER;
+  }
+  return { mode: 'seconds', seconds };
+});
+
+/** Cron expression checked with node-cron 4 `validateDetailed` (the scheduler's own parser). */
+const schedule = z.string().superRefine((expr, ctx) => {
+  const result = validateDetailed(expr);
+  if (!result.valid) {
+    const why = result.errors.map((e) => e.message).join('; ');
+    ctx.addIssue({ code: 'custom', message: `invalid cron expression "${expr}"${why ? `: ${why}` : ''}`, input: expr });
+  }
+});
+
+const httpUrl = z.url({ protocol: /^https?$/, error: 'expected an http:// or https:// URL' });
+
+const namespaceName = z.string().regex(DNS1123_LABEL, 'expected a namespace name (DNS-1123 label)');
+const slackPrincipal = z
+  .string()
+  .regex(SLACK_PRINCIPAL, 'expected a Slack user id (U…, W…) or user group id (S…)');
+
+const port = z.int().min(0).max(65535);
+
+const cloudWatchSchema = z.strictObject({
+  region: z.string().regex(AWS_REGION, 'expected an AWS region such as us-east-1').optional(),
+  logGroup: z.string().min(1).max(512).optional(),
+  streamPrefix: z.string().min(1).default('kube-apiserver-audit-'),
+  endpoint: httpUrl.optional(),
+  mode: z.enum(['filter', 'insights']).default('filter'),
+  overlap: duration().prefault('10m'),
+});
+
+const auditSchema = z.strictObject({
+  cloudwatch: cloudWatchSchema.optional(),
+  file: z.strictObject({ path: z.string().min(1) }).optional(),
+});
+
+const kubernetesSchema = z.strictObject({
+  inCluster: z.literal(true, { error: 'expected true' }).optional(),
+  kubeconfig: z.string().min(1).optional(),
+  context: z.string().min(1).optional(),
+  eks: z
+    .strictObject({
+      clusterName: z.string().regex(/^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$/, 'expected an EKS cluster name'),
+      region: z.string().regex(AWS_REGION, 'expected an AWS region such as us-east-1').optional(),
+    })
+    .optional(),
+  none: z.literal(true, { error: 'expected true' }).optional(),
+});
+
+const clusterSlackSchema = z.strictObject({
+  channel: z.string().regex(SLACK_CHANNEL, 'expected a channel id (C…, G…) or #name'),
+  requesters: z.array(slackPrincipal).optional(),
+  approvers: z.array(slackPrincipal).default([]),
+  allowSelfApproval: z.boolean().default(false),
+  protectedNamespaces: z.array(namespaceName).optional(),
+  actions: z.array(z.enum(ACTIONS)).default([...ACTIONS]),
+  namespaces: z
+    .strictObject({ allow: z.array(namespaceName).optional(), deny: z.array(namespaceName).optional() })
+    .optional(),
+});
+
+const clusterSchema = z.strictObject({
+  name: z.string().regex(DNS1123_LABEL, 'expected a DNS-1123 label: lowercase letters, digits and "-", at most 63 characters'),
+  audit: auditSchema,
+  kubernetes: kubernetesSchema.prefault({ none: true }),
+  maxTokenAge: maxTokenAge.prefault('eks'),
+  schedule: schedule.default('*/5 * * * *'),
+  lookback: duration(1000).prefault('24h'),
+  slack: clusterSlackSchema.optional(),
+  thresholds: z
+    .strictObject({
+      criticalDays: z.number().positive().default(7),
+      warningDays: z.number().positive().default(30),
+    })
+    .prefault({}),
+});
+
+const slackSchema = z.strictObject({
+  enabled: z.boolean().default(false),
+  mode: z.enum(['socket', 'http']).default('socket'),
+  apiUrl: httpUrl.transform((u) => (u.endsWith('/') ? u : `${u}/`)).optional(),
+  port: port.default(3000),
+  approvals: z.strictObject({ expiresAfter: duration(60_000).prefault('30m') }).prefault({}),
+});
+
+/** Schema of the YAML file (secrets are not allowed in it; they come from the environment). */
+export const fileSchema = z.strictObject({
+  store: z.strictObject({ path: z.string().min(1).default('./data/tokenwatch.db') }).prefault({}),
+  http: z.strictObject({ host: z.string().min(1).default('0.0.0.0'), port: port.default(8080) }).prefault({}),
+  log: z.strictObject({ level: z.enum(LOG_LEVELS).default('info') }).prefault({}),
+  slack: slackSchema.optional(),
+  remediation: z
+    .strictObject({ rolloutTimeout: duration(1000).prefault('10m'), settlePeriod: duration(60_000).prefault('2h') })
+    .prefault({}),
+  clusters: z.array(clusterSchema).min(1, 'at least one cluster is required'),
+});
+
+/** The file as zod outputs it, before defaults that depend on other fields or the environment. */
+export type FileConfig = z.output<typeof fileSchema>;
+
+/** Secret and override variables read from the environment. */
+export const ENV = {
+  botToken: 'SLACK_BOT_TOKEN',
+  appToken: 'SLACK_APP_TOKEN',
+  signingSecret: 'SLACK_SIGNING_SECRET',
+  logLevel: 'LOG_LEVEL',
+  region: 'AWS_REGION',
+  defaultRegion: 'AWS_DEFAULT_REGION',
+  configPath: 'TOKENWATCH_CONFIG',
+} as const;
+
+// ---------------------------------------------------------------------------------------------
+// Cross-field and environment rules (on the raw input, always run)
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** Environment value, with empty strings treated as unset (as t3-env's `emptyStringAsUndefined`). */
+function envValue(env: NodeJS.ProcessEnv, name: string): string | undefined {
+  const v = env[name];
+  return v === undefined || v === '' ? undefined : v;
+}
+
+/**
+ * Rules spanning several fields, checked on the raw (unvalidated) input so they are reported together
+ * with the field errors:
+ * - `audit` has exactly one of `cloudwatch`, `file`; `kubernetes` exactly one form;
+ * - a CloudWatch source (and an `eks` access) has a region, from the file or `AWS_REGION`/`AWS_DEFAULT_REGION`;
+ * - cluster names are unique;
+ * - a cluster `slack` section needs a top-level `slack` section; `slack.enabled` needs at least one;
+ * - `thresholds.criticalDays` < `warningDays`;
+ * - restart/recreate actions need approvers; two-approval namespaces need two possible approvers;
+ * - with `slack.enabled`: `SLACK_BOT_TOKEN` (xoxb-) always, plus `SLACK_APP_TOKEN` (xapp-) in socket mode or
+ *   `SLACK_SIGNING_SECRET` in http mode (bolt-js `App` constructor requirements);
+ * - `LOG_LEVEL`, when set, is a pino level.
+ * Messages never contain secret values.
+ */
+export function crossFieldIssues(raw: unknown, env: NodeJS.ProcessEnv): ConfigIssue[] {
+  const issues: ConfigIssue[] = [];
+  if (!isRecord(raw)) return issues;
+  const slack = isRecord(raw.slack) ? raw.slack : undefined;
+  const clusters = Array.isArray(raw.clusters) ? (raw.clusters as unknown[]) : [];
+  const envRegion = envValue(env, ENV.region) ?? envValue(env, ENV.defaultRegion);
+
+  const firstIndexByName = new Map<string, number>();
+  let clustersWithSlack = 0;
+  clusters.forEach((c, i) => {
+    if (!isRecord(c)) return;
+    const at = (...rest: (string | number)[]) => ['clusters', i, ...rest];
+
+    if (typeof c.name === 'string') {
+      const first = firstIndexByName.get(c.name);
+      if (first === undefined) firstIndexByName.set(c.name, i);
+      else issues.push({ path: at('name'), message: `duplicate cluster name "${c.name}" (also clusters[${first}])` });
+    }
+
+    if (isRecord(c.audit)) {
+      const audit = c.audit;
+      const forms = ['cloudwatch', 'file'].filter((k) => audit[k] !== undefined);
+      if (forms.length !== 1) {
+        issues.push({ path: at('audit'), message: `expected exactly one of cloudwatch, file (got ${forms.length === 0 ? 'none' : forms.join(', ')})` });
+      }
+      const cw = c.audit.cloudwatch;
+      if (isRecord(cw) && cw.region === undefined && envRegion === undefined) {
+        issues.push({ path: at('audit', 'cloudwatch', 'region'), message: 'required (or set AWS_REGION)' });
+      }
+    }
+
+    if (isRecord(c.kubernetes)) {
+      const k = c.kubernetes;
+      const forms: string[] = [];
+      if (k.inCluster !== undefined) forms.push('inCluster');
+      if (k.kubeconfig !== undefined || k.context !== undefined) forms.push('kubeconfig/context');
+      if (k.eks !== undefined) forms.push('eks');
+      if (k.none !== undefined) forms.push('none');
+      if (forms.length !== 1) {
+        issues.push({
+          path: at('kubernetes'),
+          message: `expected exactly one of inCluster, kubeconfig/context, eks, none (got ${forms.length === 0 ? 'none' : forms.join(', ')})`,
+        });
+      }
+      if (isRecord(k.eks) && k.eks.region === undefined && envRegion === undefined) {
+        issues.push({ path: at('kubernetes', 'eks', 'region'), message: 'required (or set AWS_REGION)' });
+      }
+    }
+
+    if (isRecord(c.thresholds)) {
+      const crit = c.thresholds.criticalDays ?? 7;
+      const warn = c.thresholds.warningDays ?? 30;
+      if (typeof crit === 'number' && typeof warn === 'number' && crit >= warn) {
+        issues.push({ path: at('thresholds'), message: `criticalDays (${crit}) must be less than warningDays (${warn})` });
+      }
+    }
+
+    if (isRecord(c.slack)) {
+      clustersWithSlack++;
+      if (slack === undefined) {
+        issues.push({ path: at('slack'), message: 'a cluster slack section needs a top-level slack section (enabled, mode)' });
+      }
+      const actions = Array.isArray(c.slack.actions) ? c.slack.actions : ACTIONS;
+      const approvers = Array.isArray(c.slack.approvers) ? c.slack.approvers : [];
+      if (approvers.length === 0 && actions.some((a) => a === 'restart' || a === 'recreate-serviceaccount')) {
+        issues.push({
+          path: at('slack', 'approvers'),
+          message: 'required (at least one approver) when actions include restart or recreate-serviceaccount',
+        });
+      }
+      const protectedNs = c.slack.protectedNamespaces;
+      const onlyUsers = approvers.every((a) => typeof a === 'string' && !a.startsWith('S'));
+      if (Array.isArray(protectedNs) && protectedNs.length > 0 && onlyUsers && new Set(approvers).size < 2) {
+        issues.push({
+          path: at('slack', 'protectedNamespaces'),
+          message: 'protected namespaces need two approvals, but fewer than two approvers are configured',
+        });
+      }
+    }
+  });
+
+  if (slack !== undefined && slack.enabled === true) {
+    if (clustersWithSlack === 0 && clusters.length > 0) {
+      issues.push({ path: ['slack', 'enabled'], message: 'slack is enabled but no cluster has a slack section (channel, approvers)' });
+    }
+    const mode = slack.mode ?? 'socket';
+    const bot = envValue(env, ENV.botToken);
+    if (bot === undefined) issues.push({ path: ['env', ENV.botToken], message: 'required when slack.enabled is true' });
+    else if (!bot.startsWith('xoxb-')) issues.push({ path: ['env', ENV.botToken], message: 'must be a bot token starting with "xoxb-"' });
+    if (mode === 'socket') {
+      const app = envValue(env, ENV.appToken);
+      if (app === undefined) issues.push({ path: ['env', ENV.appToken], message: 'required when slack.mode is socket' });
+      else if (!app.startsWith('xapp-')) issues.push({ path: ['env', ENV.appToken], message: 'must be an app-level token starting with "xapp-"' });
+    } else if (mode === 'http') {
+      const secret = envValue(env, ENV.signingSecret);
+      if (secret === undefined) issues.push({ path: ['env', ENV.signingSecret], message: 'required when slack.mode is http' });
+      else if (secret.length < 16) issues.push({ path: ['env', ENV.signingSecret], message: 'too short to be a Slack signing secret' });
+    }
+  }
+
+  const level = envValue(env, ENV.logLevel);
+  if (level !== undefined && !(LOG_LEVELS as readonly string[]).includes(level)) {
+    issues.push({ path: ['env', ENV.logLevel], message: `expected one of ${LOG_LEVELS.join(', ')}` });
+  }
+  return issues;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Assembly
+
+/** zod issue(s) → config issues; an unknown-keys issue becomes one issue per key, at the key's path. */
+function toIssues(i: z.core.$ZodIssue): ConfigIssue[] {
+  const path = i.path.map((p) => (typeof p === 'symbol' ? String(p) : p));
+  if (i.code === 'unrecognized_keys') return i.keys.map((k) => ({ path: [...path, k], message: 'unknown key' }));
+  if (i.code === 'invalid_type' && i.message.endsWith('received undefined')) return [{ path, message: 'required' }];
+  return [{ path, message: i.message }];
+}
+
+function buildAudit(a: FileConfig['clusters'][number]['audit'], name: string, eksName: string | undefined, envRegion: string | undefined): AuditSourceConfig {
+  if (a.cloudwatch !== undefined) {
+    const cw = a.cloudwatch;
+    return {
+      cloudwatch: {
+        region: cw.region ?? envRegion ?? '',
+        logGroup: cw.logGroup ?? `/aws/eks/${eksName ?? name}/cluster`,
+        streamPrefix: cw.streamPrefix,
+        ...(cw.endpoint !== undefined ? { endpoint: cw.endpoint } : {}),
+        mode: cw.mode,
+        overlap: cw.overlap,
+      },
+    };
+  }
+  return { file: { path: a.file?.path ?? '' } };
+}
+
+function buildKubernetes(k: FileConfig['clusters'][number]['kubernetes'], envRegion: string | undefined): KubernetesAccessConfig {
+  if (k.inCluster === true) return { inCluster: true };
+  if (k.eks !== undefined) return { eks: { clusterName: k.eks.clusterName, region: k.eks.region ?? envRegion ?? '' } };
+  if (k.kubeconfig !== undefined || k.context !== undefined) {
+    return { ...(k.kubeconfig !== undefined ? { kubeconfig: k.kubeconfig } : {}), ...(k.context !== undefined ? { context: k.context } : {}) };
+  }
+  return { none: true };
+}
+
+/**
+ * Validates a parsed YAML value (any JSON-like value) plus the environment and returns the effective config.
+ * @param raw the file's content as plain data (e.g. `yaml.parse` output); `null`/`undefined` = empty file
+ * @param env environment (injected for tests; `process.env` by default)
+ * @throws {ConfigError} listing every problem found, field and cross-field alike
+ */
+export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = process.env): Config {
+  const input = raw === null || raw === undefined ? {} : raw;
+  const result = fileSchema.safeParse(input);
+  const issues = [...(result.success ? [] : result.error.issues.flatMap(toIssues)), ...crossFieldIssues(input, env)];
+  if (!result.success || issues.length > 0) throw new ConfigError(issues);
+  return assemble(result.data, env);
+}
+
+/** Turns the validated file plus env into the effective {@link Config} (fills env- and name-dependent defaults). */
+function assemble(file: FileConfig, env: NodeJS.ProcessEnv): Config {
+  const envRegion = envValue(env, ENV.region) ?? envValue(env, ENV.defaultRegion);
+  const clusters: ClusterConfig[] = file.clusters.map((c) => {
+    const out: ClusterConfig = {
+      name: c.name,
+      audit: buildAudit(c.audit, c.name, c.kubernetes.eks?.clusterName, envRegion),
+      kubernetes: buildKubernetes(c.kubernetes, envRegion),
+      maxTokenAge: c.maxTokenAge,
+      schedule: c.schedule,
+      lookback: c.lookback,
+      thresholds: { criticalDays: c.thresholds.criticalDays, warningDays: c.thresholds.warningDays },
+    };
+    if (c.slack !== undefined) {
+      const s = c.slack;
+      out.slack = {
+        channel: s.channel,
+        ...(s.requesters !== undefined ? { requesters: s.requesters } : {}),
+        approvers: s.approvers,
+        allowSelfApproval: s.allowSelfApproval,
+        ...(s.protectedNamespaces !== undefined ? { protectedNamespaces: s.protectedNamespaces } : {}),
+        actions: s.actions,
+        ...(s.namespaces !== undefined ? { namespaces: s.namespaces } : {}),
+      };
+    }
+    return out;
+  });
+  let slack: SlackConfig | undefined;
+  if (file.slack !== undefined) {
+    const s = file.slack;
+    const botToken = envValue(env, ENV.botToken);
+    const appToken = envValue(env, ENV.appToken);
+    const signingSecret = envValue(env, ENV.signingSecret);
+    slack = {
+      enabled: s.enabled,
+      mode: s.mode,
+      ...(s.apiUrl !== undefined ? { apiUrl: s.apiUrl } : {}),
+      port: s.port,
+      approvals: { expiresAfter: s.approvals.expiresAfter },
+      ...(botToken !== undefined ? { botToken } : {}),
+      ...(appToken !== undefined ? { appToken } : {}),
+      ...(signingSecret !== undefined ? { signingSecret } : {}),
+    };
+  }
+  const level = envValue(env, ENV.logLevel);
+  return {
+    store: { path: file.store.path },
+    http: { host: file.http.host, port: file.http.port },
+    log: { level: level !== undefined ? (level as Config['log']['level']) : file.log.level },
+    ...(slack !== undefined ? { slack } : {}),
+    remediation: { rolloutTimeout: file.remediation.rolloutTimeout, settlePeriod: file.remediation.settlePeriod },
+    clusters,
+  };
+}

@@ -1,0 +1,155 @@
+/**
+ * The validated, effective configuration of `tokenwatch serve` (defaults filled in).
+ *
+ * It has the shape of the YAML file (see `config.example.yaml`), with three differences:
+ * durations are **milliseconds** (the file says `10m`), `maxTokenAge` is a {@link MaxTokenAge}
+ * (the file says `eks`, `upstream` or seconds), and the Slack secrets from the environment
+ * (`SLACK_BOT_TOKEN`, `SLACK_APP_TOKEN`, `SLACK_SIGNING_SECRET`) are added under `slack`.
+ * Relative paths are kept as written; they are relative to the working directory.
+ */
+import type { MaxTokenAge } from '../findings/types.js';
+
+/** pino log levels (pino `levels.values` plus `silent`). */
+export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/** Remediation actions a cluster may offer in Slack. */
+export const ACTIONS = ['restart', 'recreate-serviceaccount', 'snooze'] as const;
+export type ActionName = (typeof ACTIONS)[number];
+
+/** Whole configuration. */
+export interface Config {
+  /** SQLite store. */
+  store: {
+    /** Database file; its directory is created. Default `./data/tokenwatch.db`. */
+    path: string;
+  };
+  /** HTTP listener for `/healthz`, `/readyz` and `/metrics`. */
+  http: {
+    /** Default `0.0.0.0`. */
+    host: string;
+    /** 0–65535, default 8080 (0 = any free port). */
+    port: number;
+  };
+  log: {
+    /** Default `info`; env `LOG_LEVEL` overrides the file. */
+    level: LogLevel;
+  };
+  /** Slack integration; absent when the file has no `slack` section. */
+  slack?: SlackConfig;
+  /** Rollout progress and verification after an approved action. */
+  remediation: {
+    /** How long to follow a rollout before reporting a timeout, ms. Default `10m`. */
+    rolloutTimeout: number;
+    /**
+     * How long a subject must stay free of stale use after a fix before its finding is resolved, ms.
+     * Default `2h` (a new bound token only turns stale after about an hour, so less proves nothing).
+     */
+    settlePeriod: number;
+  };
+  /** Watched clusters, at least one, names unique. */
+  clusters: ClusterConfig[];
+}
+
+/** Top-level Slack settings plus the secrets read from the environment. */
+export interface SlackConfig {
+  /** Default false: with false, no Slack connection is made and cluster `slack` sections are ignored. */
+  enabled: boolean;
+  /** `socket` (default; Socket Mode, no inbound port) or `http` (Events API over HTTP, signed requests). */
+  mode: 'socket' | 'http';
+  /** Slack Web API base URL, e.g. `https://slack-gov.com/api/` (GovSlack) or a loopback fake in tests. */
+  apiUrl?: string;
+  /** HTTP mode only: port of the receiver (`/slack/events`). Default 3000. */
+  port: number;
+  approvals: {
+    /** An approval request not decided within this time expires, ms. Default `30m`. */
+    expiresAfter: number;
+  };
+  /** `SLACK_BOT_TOKEN` (xoxb-…), required when enabled. Secret. */
+  botToken?: string;
+  /** `SLACK_APP_TOKEN` (xapp-…, scope connections:write), required in socket mode. Secret. */
+  appToken?: string;
+  /** `SLACK_SIGNING_SECRET`, required in http mode. Secret. */
+  signingSecret?: string;
+}
+
+/** CloudWatch Logs audit source (EKS control-plane audit logs). */
+export interface CloudWatchAuditConfig {
+  /** AWS region, e.g. `us-east-1`; defaults to env `AWS_REGION` / `AWS_DEFAULT_REGION`. */
+  region: string;
+  /** Default `/aws/eks/<kubernetes.eks.clusterName or name>/cluster` (EKS user guide, control-plane logs). */
+  logGroup: string;
+  /** Log stream name prefix, default `kube-apiserver-audit-`. */
+  streamPrefix: string;
+  /**
+   * Endpoint override (e.g. a VPC endpoint). When absent the SDK's own resolution applies, including
+   * env `AWS_ENDPOINT_URL_CLOUDWATCH_LOGS`.
+   */
+  endpoint?: string;
+  /** `filter` (FilterLogEvents, default) or `insights` (Logs Insights aggregation server-side). */
+  mode: 'filter' | 'insights';
+  /** Each poll re-reads this much before the cursor, for late delivery, ms. Default `10m`. */
+  overlap: number;
+}
+
+/** An audit log file followed across rotation. */
+export interface FileAuditConfig {
+  path: string;
+}
+
+/** Where a cluster's audit events come from: exactly one key. */
+export type AuditSourceConfig = { cloudwatch: CloudWatchAuditConfig } | { file: FileAuditConfig };
+
+/**
+ * How tokenwatch reaches a cluster's API server: exactly one form. Narrow with `'inCluster' in k`,
+ * `'eks' in k`, `'none' in k`; otherwise it is the kubeconfig form.
+ * - `{ inCluster: true }`: the pod's ServiceAccount (client-node `loadFromCluster`);
+ * - `{ kubeconfig?, context? }`: a kubeconfig file (default `$KUBECONFIG` / `~/.kube/config`) and context;
+ * - `{ eks: { clusterName, region } }`: endpoint from EKS DescribeCluster, token from AWS credentials
+ *   (as `aws eks get-token` does);
+ * - `{ none: true }` (default): no cluster state; findings carry `clusterState: "cluster state unavailable"`-style notes.
+ */
+export type KubernetesAccessConfig =
+  | { inCluster: true }
+  | { kubeconfig?: string; context?: string }
+  | { eks: { clusterName: string; region: string } }
+  | { none: true };
+
+/** Per-cluster Slack channel and approval policy. */
+export interface ClusterSlackConfig {
+  /** Channel id (`C…`, `G…`) or name (`#ops`); ids survive renames. */
+  channel: string;
+  /** Who may request actions: Slack user ids (`U…`, `W…`) or user group ids (`S…`). Absent = anyone in the channel. */
+  requesters?: string[];
+  /** Who may approve: user ids or user group ids. Required (non-empty) when restart/recreate actions are enabled. */
+  approvers: string[];
+  /** Whether the requester may approve their own request. Default false. */
+  allowSelfApproval: boolean;
+  /** Namespaces whose actions need two approvals from two different approvers. */
+  protectedNamespaces?: string[];
+  /** Actions offered, default all: `restart`, `recreate-serviceaccount`, `snooze`. */
+  actions: ActionName[];
+  /** Namespaces actions may touch: `deny` wins over `allow`; no `allow` = all namespaces. */
+  namespaces?: { allow?: string[]; deny?: string[] };
+}
+
+/** One watched cluster. */
+export interface ClusterConfig {
+  /** DNS-1123 label (lowercase letters, digits, `-`, ≤ 63 chars), unique; shown in every message and command. */
+  name: string;
+  audit: AuditSourceConfig;
+  kubernetes: KubernetesAccessConfig;
+  /** Default `{ mode: 'eks' }` (90 days after warnAfter). */
+  maxTokenAge: MaxTokenAge;
+  /** 5- or 6-field cron expression (node-cron 4 syntax), default `*\/5 * * * *`. */
+  schedule: string;
+  /** How far back the first poll (no cursor yet) reads, ms. Default `24h`. */
+  lookback: number;
+  slack?: ClusterSlackConfig;
+  thresholds: {
+    /** Severity `critical` when rejection is less than this many days away. Default 7. */
+    criticalDays: number;
+    /** Severity `warning` when rejection is less than this many days away. Default 30. */
+    warningDays: number;
+  };
+}
