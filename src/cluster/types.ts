@@ -25,6 +25,10 @@ export interface ContainerInfo {
   imageTag?: string;
   /** Repository part without registry host and tag (`eks/multus-cni`). */
   imageRepository: string;
+  /** Registry host (and port) when the reference names one (`602401143452.dkr.ecr.us-west-2.amazonaws.com`, `localhost:5000`); undefined for Docker Hub short names. */
+  imageRegistry?: string;
+  /** Digest part (`sha256:…`) of `repo@sha256:…` or `repo:tag@sha256:…` references. */
+  imageDigest?: string;
   command: string[];
   args: string[];
   init: boolean;
