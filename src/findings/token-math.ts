@@ -1,0 +1,95 @@
+/**
+ * Token arithmetic: from one stale-token audit event to the token's `warnafter` point, its issue
+ * time and the time the API server will reject it.
+ *
+ * All times are epoch milliseconds UTC; durations named `...Seconds` are seconds.
+ *
+ * Sources (see shared/docs/domain.md §1):
+ * - kubernetes `pkg/serviceaccount/claims.go`: the kubelet requests bound tokens with
+ *   `expirationSeconds: 3607` (`WarnOnlyBoundTokenExpirationSeconds = 60*60 + 7`); a request made
+ *   after the token's `kubernetes.io/warnafter` claim is annotated
+ *   `authentication.k8s.io/stale-token: "subject: %s, seconds after warning threshold: %d"`,
+ *   the number being `now - warnafter` in whole seconds.
+ * - kubernetes `pkg/registry/core/serviceaccount/storage/token.go`: with
+ *   `--service-account-extend-token-expiration` the real expiry is extended to 1 year after issue
+ *   (`ExpirationExtensionSeconds = 24*365*60*60`), the 3607 s point becomes `warnafter`.
+ * - EKS user guide, "Service accounts" → "Identify pods using stale tokens"
+ *   (https://docs.aws.amazon.com/eks/latest/userguide/service-accounts.html): EKS rejects a token
+ *   once `seconds after warning threshold` exceeds 90 days = 7,776,000 s.
+ */
+import type { MaxTokenAge } from './types.js';
+
+/** Lifetime the kubelet requests for bound tokens, seconds (kubernetes `pkg/serviceaccount/claims.go`). */
+export const WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS = 3607;
+/** EKS limit: seconds after `warnafter` before a stale token is rejected (EKS user guide, service-accounts). */
+export const EKS_MAX_SECONDS_AFTER_WARNING = 7_776_000;
+/** Upstream extended expiry, seconds after issue (kubernetes `storage/token.go`, `ExpirationExtensionSeconds`). */
+export const UPSTREAM_EXPIRATION_EXTENSION_SECONDS = 31_536_000;
+
+/** The times of one token, epoch ms UTC. */
+export interface TokenTimes {
+  /** The token's `kubernetes.io/warnafter` point: `eventTime − secondsAfterWarning·1000`. */
+  warnAfter: number;
+  /** Approximate issue time: `warnAfter − 3607 s` (*inference*: the kubelet asks for 3607 s tokens). */
+  issuedAt: number;
+  /** When the API server will reject the token, per {@link MaxTokenAge}. */
+  rejectionAt: number;
+}
+
+/**
+ * Parses a `--max-token-age` / config value.
+ *
+ * @param s `eks`, `upstream` (case-insensitive, surrounding blanks ignored) or a positive whole
+ *   number of seconds after `warnAfter` (e.g. `7776000`).
+ * @returns `{mode:'eks'}`, `{mode:'upstream'}` or `{mode:'seconds', seconds}`.
+ * @throws Error naming the bad value when it is none of these (`0`, `-5`, `1.5`, `90d`, empty).
+ */
+export function parseMaxTokenAge(s: string): MaxTokenAge {
+  const v = s.trim().toLowerCase();
+  if (v === 'eks') return { mode: 'eks' };
+  if (v === 'upstream') return { mode: 'upstream' };
+  if (/^[0-9]+$/.test(v)) {
+    const seconds = Number(v);
+    if (Number.isSafeInteger(seconds) && seconds > 0) return { mode: 'seconds', seconds };
+  }
+  throw new Error(
+    `invalid max token age ${JSON.stringify(s)}: expected "eks", "upstream" or a positive whole number of seconds`,
+  );
+}
+
+/**
+ * When a token with the given `warnAfter` is rejected, epoch ms.
+ * - `eks`: `warnAfter + 7,776,000 s` (EKS user guide);
+ * - `upstream`: `issuedAt + 31,536,000 s`, `issuedAt = warnAfter − 3607 s` (kubernetes `storage/token.go`);
+ * - `seconds`: `warnAfter + N s`.
+ */
+export function rejectionTime(warnAfter: number, maxTokenAge: MaxTokenAge): number {
+  switch (maxTokenAge.mode) {
+    case 'eks':
+      return warnAfter + EKS_MAX_SECONDS_AFTER_WARNING * 1000;
+    case 'upstream':
+      return issuedTime(warnAfter) + UPSTREAM_EXPIRATION_EXTENSION_SECONDS * 1000;
+    case 'seconds':
+      return warnAfter + maxTokenAge.seconds * 1000;
+  }
+}
+
+/** Approximate issue time of a bound token, `warnAfter − 3607 s`, epoch ms (kubernetes `claims.go`). */
+export function issuedTime(warnAfter: number): number {
+  return warnAfter - WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS * 1000;
+}
+
+/**
+ * Times of the token seen in one stale-token audit event.
+ *
+ * Example (EKS): event `2022-05-19T11:38:39Z` with `seconds after warning threshold: 1728000` →
+ * warnAfter `2022-04-29T11:38:39Z`, issuedAt `2022-04-29T10:38:32Z`, rejectionAt `2022-07-28T11:38:39Z`.
+ *
+ * @param eventTimeMs the audit event's time, epoch ms UTC.
+ * @param secondsAfterWarning the annotation's `seconds after warning threshold`, seconds.
+ * @param maxTokenAge the cluster's rejection rule.
+ */
+export function tokenTimes(eventTimeMs: number, secondsAfterWarning: number, maxTokenAge: MaxTokenAge): TokenTimes {
+  const warnAfter = eventTimeMs - secondsAfterWarning * 1000;
+  return { warnAfter, issuedAt: issuedTime(warnAfter), rejectionAt: rejectionTime(warnAfter, maxTokenAge) };
+}

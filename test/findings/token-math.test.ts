@@ -1,0 +1,46 @@
+import { describe, expect, it } from 'vitest';
+import { parseMaxTokenAge, rejectionTime, tokenTimes } from '../../src/findings/token-math.js';
+
+const iso = (ms: number) => new Date(ms).toISOString();
+const EVENT = Date.parse('2022-05-19T11:38:39Z');
+
+describe('parseMaxTokenAge', () => {
+  it('accepts eks, upstream and positive whole seconds', () => {
+    expect(parseMaxTokenAge('eks')).toEqual({ mode: 'eks' });
+    expect(parseMaxTokenAge(' EKS ')).toEqual({ mode: 'eks' });
+    expect(parseMaxTokenAge('upstream')).toEqual({ mode: 'upstream' });
+    expect(parseMaxTokenAge('7776000')).toEqual({ mode: 'seconds', seconds: 7_776_000 });
+    expect(parseMaxTokenAge('1')).toEqual({ mode: 'seconds', seconds: 1 });
+  });
+
+  it.each(['0', '-5', '1.5', '90d', '', 'aws', '99999999999999999999'])('rejects %j naming the value', (bad) => {
+    expect(() => parseMaxTokenAge(bad)).toThrow(`invalid max token age ${JSON.stringify(bad)}`);
+  });
+});
+
+describe('tokenTimes', () => {
+  it('EKS: warnAfter = event − s, rejection 90 days after warnAfter (domain.md example)', () => {
+    const r = tokenTimes(EVENT, 1_728_000, { mode: 'eks' });
+    expect(iso(r.warnAfter)).toBe('2022-04-29T11:38:39.000Z');
+    expect(iso(r.issuedAt)).toBe('2022-04-29T10:38:32.000Z');
+    expect(iso(r.rejectionAt)).toBe('2022-07-28T11:38:39.000Z');
+  });
+
+  it('upstream: rejection one year (31,536,000 s) after issue = warnAfter − 3607 s', () => {
+    const r = tokenTimes(EVENT, 1_728_000, { mode: 'upstream' });
+    expect(iso(r.warnAfter)).toBe('2022-04-29T11:38:39.000Z');
+    expect(iso(r.rejectionAt)).toBe('2023-04-29T10:38:32.000Z');
+  });
+
+  it('custom seconds: rejection N s after warnAfter', () => {
+    const r = tokenTimes(EVENT, 1_728_000, { mode: 'seconds', seconds: 86_400 });
+    expect(iso(r.rejectionAt)).toBe('2022-04-30T11:38:39.000Z');
+    expect(rejectionTime(0, { mode: 'seconds', seconds: 5 })).toBe(5000);
+  });
+
+  it('zero seconds after warning: warnAfter is the event time', () => {
+    const r = tokenTimes(EVENT, 0, { mode: 'eks' });
+    expect(r.warnAfter).toBe(EVENT);
+    expect(r.rejectionAt - r.warnAfter).toBe(7_776_000_000);
+  });
+});
