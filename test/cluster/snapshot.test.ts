@@ -1,0 +1,226 @@
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { inspect } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { InputError } from '../../src/audit/types.js';
+import { loadSnapshot, SnapshotClusterState } from '../../src/cluster/snapshot.js';
+import type { SubjectState } from '../../src/cluster/types.js';
+
+export const FIXTURE = join(import.meta.dirname, '../fixtures/cluster/snapshot.json');
+
+const MULTUS_IMAGE = '602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/multus-cni:v3.7.2-eksbuild.1';
+const multusContainers = [
+  {
+    name: 'kube-multus',
+    image: MULTUS_IMAGE,
+    imageRepository: 'eks/multus-cni',
+    imageTag: 'v3.7.2-eksbuild.1',
+    imageRegistry: '602401143452.dkr.ecr.us-west-2.amazonaws.com',
+    command: ['/entrypoint.sh'],
+    args: ['--multus-conf-file=auto', '--cni-version=0.3.1'],
+    init: false,
+  },
+  {
+    name: 'install-cni',
+    image: MULTUS_IMAGE,
+    imageRepository: 'eks/multus-cni',
+    imageTag: 'v3.7.2-eksbuild.1',
+    imageRegistry: '602401143452.dkr.ecr.us-west-2.amazonaws.com',
+    command: ['/install_multus'],
+    args: ['--type', 'thin'],
+    init: true,
+  },
+];
+const multusPod = (name: string, uid: string, node: string, startTime: number) => ({
+  namespace: 'kube-system',
+  name,
+  uid,
+  node,
+  serviceAccount: 'multus',
+  startTime,
+  phase: 'Running',
+  containers: multusContainers,
+  hostPaths: ['/etc/cni/net.d', '/opt/cni/bin'],
+  projectedToken: true,
+  ownerChain: [{ kind: 'DaemonSet', namespace: 'kube-system', name: 'kube-multus-ds' }],
+  labels: { app: 'multus', 'controller-revision-hash': '5b7c9d' },
+});
+
+/** Hand-written expectation for kube-system/multus in the fixture. */
+export const EXPECTED_MULTUS: SubjectState = {
+  available: true,
+  serviceAccount: {
+    namespace: 'kube-system',
+    name: 'multus',
+    uid: 'sa-multus-uid',
+    labels: { app: 'multus' },
+    annotations: { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/multus' },
+    automountServiceAccountToken: true,
+    imagePullSecrets: ['ecr-pull'],
+    secrets: ['multus-token-4xv9q'],
+    createdAt: Date.UTC(2023, 1, 1, 9, 30, 0),
+  },
+  pods: [
+    multusPod('kube-multus-ds-8kq2t', 'pod-8kq2t-uid', 'ip-10-0-2-20.us-west-2.compute.internal', Date.UTC(2026, 7, 2, 11, 30, 0)),
+    multusPod('kube-multus-ds-zwh6w', 'pod-zwh6w-uid', 'ip-10-0-1-10.us-west-2.compute.internal', Date.UTC(2026, 7, 1, 10, 0, 0)),
+  ],
+  workloads: [
+    {
+      kind: 'DaemonSet',
+      namespace: 'kube-system',
+      name: 'kube-multus-ds',
+      uid: 'ds-multus-uid',
+      updateStrategy: 'RollingUpdate',
+      desired: 3,
+      images: [MULTUS_IMAGE, MULTUS_IMAGE],
+      args: ['--multus-conf-file=auto', '--cni-version=0.3.1', '--type', 'thin'],
+      serviceAccount: 'multus',
+    },
+  ],
+  legacySecrets: [
+    { namespace: 'kube-system', name: 'multus-manual-token', serviceAccount: 'multus', createdAt: Date.UTC(2024, 2, 5, 12, 0, 0) },
+    {
+      namespace: 'kube-system',
+      name: 'multus-token-4xv9q',
+      serviceAccount: 'multus',
+      lastUsed: '2026-11-20',
+      invalidSince: '2026-11-28',
+      createdAt: Date.UTC(2023, 1, 1, 9, 30, 5),
+    },
+  ],
+};
+
+describe('loadSnapshot', () => {
+  let dir: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'tokenwatch-snapshot-'));
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('describes a ServiceAccount with its DaemonSet pods and legacy Secrets', async () => {
+    const state = await loadSnapshot(FIXTURE);
+    expect(await state.describeServiceAccount('kube-system', 'multus')).toEqual(EXPECTED_MULTUS);
+  });
+
+  it('resolves Deployment, CronJob, StatefulSet and bare-pod workloads', async () => {
+    const state = await loadSnapshot(FIXTURE);
+    const ms = await state.describeServiceAccount('monitoring', 'metrics-server');
+    expect(ms.pods.map((p) => [p.name, p.ownerChain.map((o) => `${o.kind}/${o.name}`)])).toEqual([
+      ['metrics-server-6d4cf56db6-h7x2m', ['ReplicaSet/metrics-server-6d4cf56db6', 'Deployment/metrics-server']],
+      ['metrics-server-6d4cf56db6-p9r4s', ['ReplicaSet/metrics-server-6d4cf56db6', 'Deployment/metrics-server']],
+    ]);
+    expect(ms.workloads).toEqual([
+      {
+        kind: 'Deployment',
+        namespace: 'monitoring',
+        name: 'metrics-server',
+        uid: 'dep-ms-uid',
+        updateStrategy: 'RollingUpdate',
+        paused: false,
+        desired: 2,
+        images: ['registry.example.com:5000/metrics/metrics-server@sha256:1111111111111111111111111111111111111111111111111111111111111111'],
+        args: ['--kubelet-insecure-tls'],
+        serviceAccount: 'metrics-server',
+      },
+    ]);
+    expect(ms.pods[0]?.containers[0]).toMatchObject({ imageRegistry: 'registry.example.com:5000', imageRepository: 'metrics/metrics-server', imageDigest: 'sha256:1111111111111111111111111111111111111111111111111111111111111111' });
+    expect(ms.pods[0]?.containers[0]?.imageTag).toBeUndefined();
+
+    const backup = await state.describeServiceAccount('ops', 'backup');
+    expect(backup.pods.map((p) => p.ownerChain.map((o) => `${o.kind}/${o.name}`))).toEqual([['Job/backup-29410560', 'CronJob/backup']]);
+    expect(backup.pods[0]?.projectedToken).toBe(false);
+    expect(backup.serviceAccount?.automountServiceAccountToken).toBe(false);
+    expect(backup.workloads.map((w) => [w.kind, w.name, w.images])).toEqual([['CronJob', 'backup', ['busybox:1.36']]]);
+
+    const fluentd = await state.describeServiceAccount('logging', 'fluentd');
+    expect(fluentd.workloads.map((w) => [w.kind, w.name, w.updateStrategy, w.desired])).toEqual([
+      ['Pod', 'fluentd-debug', undefined, undefined],
+      ['StatefulSet', 'fluentd-aggregator', 'OnDelete', 1],
+    ]);
+    expect(fluentd.pods.map((p) => [p.name, p.phase, p.hostPaths])).toEqual([
+      ['fluentd-aggregator-0', 'Running', ['/var/log']],
+      ['fluentd-debug', 'Succeeded', []],
+    ]);
+  });
+
+  it('answers an unknown ServiceAccount with empty, available state', async () => {
+    const state = await loadSnapshot(FIXTURE);
+    expect(await state.describeServiceAccount('kube-system', 'nobody')).toEqual({ available: true, pods: [], workloads: [], legacySecrets: [] });
+  });
+
+  it('getPod returns the pod with its owner chain, or undefined', async () => {
+    const state = await loadSnapshot(FIXTURE);
+    expect(await state.getPod('kube-system', 'kube-multus-ds-zwh6w')).toEqual(EXPECTED_MULTUS.pods[1]);
+    expect(await state.getPod('kube-system', 'gone')).toBeUndefined();
+  });
+
+  it('keeps no Secret data in memory', async () => {
+    const state = await loadSnapshot(FIXTURE);
+    // Every field, Map contents included (JSON.stringify would print Maps as {}).
+    const dump = inspect(state, { depth: null, maxArrayLength: null, maxStringLength: null });
+    expect(dump).not.toContain('ZXlKaGJHY2lPaUpTVXpJMU5pSXNJbXRwWkNJNklrWkJTMFV0VkU5TFJVNGlmUQ==');
+    expect(dump).not.toContain('U0VDT05ELVRPS0VO');
+    expect(dump).not.toContain('TOKEN-IN-LAST-APPLIED');
+    expect(dump).not.toContain('aHVudGVyMg==');
+    expect(dump).toContain('multus-token-4xv9q');
+  });
+
+  it('accepts a List of Lists and typed lists (items without kind) with the same answers', async () => {
+    const flat = JSON.parse(await readFile(FIXTURE, 'utf8')) as { items: { kind: string }[] };
+    const pods = flat.items.filter((i) => i.kind === 'Pod').map(({ kind: _k, ...rest }) => rest);
+    const others = flat.items.filter((i) => i.kind !== 'Pod');
+    const nested = {
+      apiVersion: 'v1',
+      kind: 'List',
+      items: [
+        { apiVersion: 'v1', kind: 'PodList', items: pods },
+        { apiVersion: 'v1', kind: 'List', items: others },
+      ],
+    };
+    const file = join(dir, 'nested.json');
+    await writeFile(file, JSON.stringify(nested));
+    const state = await loadSnapshot(file);
+    expect(await state.describeServiceAccount('kube-system', 'multus')).toEqual(EXPECTED_MULTUS);
+  });
+
+  it('fromList strips Secret data from the object it is given', () => {
+    const list = {
+      kind: 'List',
+      items: [
+        {
+          kind: 'Secret',
+          type: 'kubernetes.io/service-account-token',
+          metadata: { name: 't', namespace: 'n', annotations: { 'kubernetes.io/service-account.name': 'sa' } },
+          data: { token: 'c2VjcmV0' },
+        },
+      ],
+    };
+    SnapshotClusterState.fromList(list);
+    expect(list.items[0]).not.toHaveProperty('data');
+  });
+
+  it.each([
+    ['bad.json', '{"kind":"List","items":[', /^cluster snapshot .*bad\.json: invalid JSON: /],
+    ['pod.json', '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"}}', /^cluster snapshot .*pod\.json: not a Kubernetes List \(found kind "Pod" without items\); produce it with kubectl get pods,/],
+    ['array.json', '[{"kind":"Pod"}]', /not a Kubernetes List \(found a JSON array\)/],
+    ['null.json', 'null', /not a Kubernetes List \(found a JSON null\)/],
+  ])('%s → InputError naming the file', async (name, content, message) => {
+    const file = join(dir, name);
+    await writeFile(file, content);
+    const err = await loadSnapshot(file).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(InputError);
+    expect((err as InputError).file).toBe(file);
+    expect((err as InputError).message).toMatch(message);
+  });
+
+  it('a missing file → InputError naming the file', async () => {
+    const file = join(dir, 'does-not-exist.json');
+    const err = await loadSnapshot(file).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(InputError);
+    expect((err as InputError).file).toBe(file);
+    expect((err as InputError).message).toMatch(/cannot read: ENOENT/);
+  });
+});
