@@ -291,12 +291,16 @@ function kindFits(action: ActionKind, kind: TargetKind): boolean {
 }
 
 function policyRefusal(action: ActionKind, target: ActionTarget, policy: ApprovalPolicy): Refusal | undefined {
-  if (!policy.actions.includes(action) || !kindFits(action, target.kind)) {
+  if (!kindFits(action, target.kind)) {
+    const noun = actionNoun(action);
+    return refuse('action-not-allowed', `A ${noun} cannot target a ${target.kind}.`);
+  }
+  if (!policy.actions.includes(action)) {
     const allowed = policy.actions.map(actionNoun);
-    const why = !kindFits(action, target.kind)
-      ? `a ${actionNoun(action)} cannot target a ${target.kind}`
-      : `the policy for ${target.cluster} allows ${allowed.length ? joinAnd(allowed) : 'no actions'}`;
-    return refuse('action-not-allowed', `A ${actionNoun(action)} is not allowed here: ${why}.`);
+    return refuse(
+      'action-not-allowed',
+      `A ${actionNoun(action)} is not allowed here: the policy for ${target.cluster} allows ${allowed.length ? joinAnd(allowed) : 'no actions'}.`,
+    );
   }
   if (!namespaceAllowed(target.namespace, policy)) {
     return refuse(
