@@ -1,0 +1,1292 @@
+/**
+ * A loopback fake of the Kubernetes API server for tests and the sandbox.
+ *
+ * `startFakeKube()` starts a `node:http` server on 127.0.0.1 (port 0) that speaks the real REST protocol closely
+ * enough for `@kubernetes/client-node` 1.4 (and curl) to use it unmodified:
+ *
+ * - paths `/api/v1/...` and `/apis/<group>/<version>/...`, namespaced (`/namespaces/<ns>/<resource>[/<name>[/<sub>]]`)
+ *   and cluster-wide (`/api/v1/pods`) collections, discovery (`/api`, `/apis`, `/api/v1`, `/apis/<g>/<v>`), `/version`;
+ * - verbs get, list, create (POST), update (PUT), patch, delete; `status` subresource for get/update/patch;
+ * - list `fieldSelector` (`=`, `==`, `!=`; per-resource supported fields as in the real API server, others → 400
+ *   `field label not supported`), `labelSelector` (`=`, `==`, `!=`, `in`, `notin`, `key`, `!key`), `limit`/`continue`;
+ *   lists are `{kind:'<Kind>List', apiVersion, metadata:{resourceVersion}, items}` sorted by namespace/name, items
+ *   without `kind`/`apiVersion` as a real server sends them;
+ * - metadata-only responses when `Accept` asks for `as=PartialObjectMetadataList` / `as=PartialObjectMetadata`
+ *   (Kubernetes API concepts, "Receiving resources as metadata only");
+ * - errors as `Status` objects (`{kind:'Status',apiVersion:'v1',metadata:{},status:'Failure',message,reason,details,code}`);
+ * - one global `resourceVersion` counter, incremented on every write; `metadata.generation` starts at 1 and is
+ *   bumped when `spec` changes; `uid` and `creationTimestamp` filled on create;
+ * - writes: POST create (409 AlreadyExists), PUT update (409 Conflict on a stale `metadata.resourceVersion`),
+ *   PATCH with `application/strategic-merge-patch+json` and `application/merge-patch+json` (recursive merge, see
+ *   {@link applyMergePatch}) and `application/json-patch+json` (RFC 6902; a non-array body → 400 BadRequest and a
+ *   failing op → 422, as kube-apiserver `handlers/patch.go` `applyJSPatch` does); any other patch type (incl.
+ *   server-side apply) → 415 UnsupportedMediaType; DELETE with `preconditions: {uid, resourceVersion}` in the
+ *   `DeleteOptions` body (mismatch → 409 Conflict "Precondition failed: …"); `?dryRun=All` validates and answers
+ *   without storing anything; on resources with a status subresource, writes to the main resource keep the stored
+ *   `status` and writes to `/status` change only `status`.
+ *
+ * Not implemented (extend here when needed): watch (→ 405), server-side apply, finalizers/graceful deletion
+ * (DELETE removes at once), garbage collection of dependents, admission/defaulting, `deletecollection`.
+ *
+ * Test hooks: {@link FakeKube.requests} (every request, with verb/resource/namespace/name, query, content type,
+ * parsed body), {@link FakeKube.failNext}, {@link FakeKube.delay}, {@link FakeKube.forbid} and the `rbac` option
+ * (403 Forbidden with the real message), {@link FakeKube.addReactor} (answer any request yourself), and
+ * {@link ObjectStore} `put/get/update/delete/list/onWrite` for seeding objects and for making status progress over
+ * time (e.g. a DaemonSet rollout: `store.onWrite(e => …store.update('DaemonSet', ns, name, o => { o.status = … }))`).
+ *
+ * Point client-node at it with {@link FakeKube.kubeConfig} (`loadFromOptions` with `skipTLSVerify: true`, required
+ * for an `http://` server by client-node 1.4; stack.md §8).
+ */
+import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { KubeConfig } from '@kubernetes/client-node';
+
+// ---------------------------------------------------------------------------------------------
+// Types
+// ---------------------------------------------------------------------------------------------
+
+/** A Kubernetes object as JSON. */
+export type KubeObject = Record<string, unknown> & {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: Record<string, unknown>;
+};
+
+/** API verbs as RBAC names them. */
+export type KubeVerb = 'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete' | 'deletecollection';
+
+/** A served resource type. Add your own with the `resources` option of {@link startFakeKube}. */
+export interface ResourceDef {
+  /** API group, `''` for core. */
+  group: string;
+  version: string;
+  /** Plural lower-case name (`daemonsets`). */
+  resource: string;
+  kind: string;
+  namespaced: boolean;
+  /** Whether `status` is a subresource (main-resource writes keep status; `/status` writes change only status). */
+  statusSubresource?: boolean;
+  /** Field selector keys supported besides `metadata.name` and `metadata.namespace`. */
+  fieldSelectors?: string[];
+}
+
+/** The resource types served by default (core/v1, apps/v1, batch/v1, coordination.k8s.io/v1, events.k8s.io/v1). */
+export const DEFAULT_RESOURCES: readonly ResourceDef[] = [
+  {
+    group: '',
+    version: 'v1',
+    resource: 'pods',
+    kind: 'Pod',
+    namespaced: true,
+    statusSubresource: true,
+    // kubernetes pkg/registry/core/pod/strategy.go PodToSelectableFields / apis/core/v1/conversion.go
+    fieldSelectors: [
+      'spec.nodeName',
+      'spec.restartPolicy',
+      'spec.schedulerName',
+      'spec.serviceAccountName',
+      'spec.hostNetwork',
+      'status.phase',
+      'status.podIP',
+      'status.nominatedNodeName',
+    ],
+  },
+  { group: '', version: 'v1', resource: 'serviceaccounts', kind: 'ServiceAccount', namespaced: true },
+  // kubernetes pkg/registry/core/secret/strategy.go SelectableFields: type
+  { group: '', version: 'v1', resource: 'secrets', kind: 'Secret', namespaced: true, fieldSelectors: ['type'] },
+  { group: '', version: 'v1', resource: 'configmaps', kind: 'ConfigMap', namespaced: true },
+  {
+    group: '',
+    version: 'v1',
+    resource: 'events',
+    kind: 'Event',
+    namespaced: true,
+    fieldSelectors: [
+      'involvedObject.kind',
+      'involvedObject.namespace',
+      'involvedObject.name',
+      'involvedObject.uid',
+      'involvedObject.apiVersion',
+      'involvedObject.resourceVersion',
+      'involvedObject.fieldPath',
+      'reason',
+      'reportingComponent',
+      'source',
+      'type',
+    ],
+  },
+  { group: '', version: 'v1', resource: 'namespaces', kind: 'Namespace', namespaced: false, statusSubresource: true, fieldSelectors: ['status.phase'] },
+  { group: '', version: 'v1', resource: 'nodes', kind: 'Node', namespaced: false, statusSubresource: true, fieldSelectors: ['spec.unschedulable'] },
+  { group: 'apps', version: 'v1', resource: 'daemonsets', kind: 'DaemonSet', namespaced: true, statusSubresource: true },
+  { group: 'apps', version: 'v1', resource: 'deployments', kind: 'Deployment', namespaced: true, statusSubresource: true },
+  { group: 'apps', version: 'v1', resource: 'statefulsets', kind: 'StatefulSet', namespaced: true, statusSubresource: true },
+  { group: 'apps', version: 'v1', resource: 'replicasets', kind: 'ReplicaSet', namespaced: true, statusSubresource: true, fieldSelectors: ['status.replicas'] },
+  { group: 'apps', version: 'v1', resource: 'controllerrevisions', kind: 'ControllerRevision', namespaced: true },
+  { group: 'batch', version: 'v1', resource: 'jobs', kind: 'Job', namespaced: true, statusSubresource: true, fieldSelectors: ['status.successful'] },
+  { group: 'batch', version: 'v1', resource: 'cronjobs', kind: 'CronJob', namespaced: true, statusSubresource: true },
+  { group: 'coordination.k8s.io', version: 'v1', resource: 'leases', kind: 'Lease', namespaced: true },
+  { group: 'events.k8s.io', version: 'v1', resource: 'events', kind: 'Event', namespaced: true },
+];
+
+/** One request as the fake received it. */
+export interface RecordedRequest {
+  method: string;
+  /** URL path without query. */
+  path: string;
+  /** Query parameters (last value wins). */
+  query: Record<string, string>;
+  /** `content-type` header, if any. */
+  contentType?: string;
+  /** `accept` header, if any. */
+  accept?: string;
+  headers: IncomingHttpHeaders;
+  /** Body parsed as JSON when it is JSON, else the raw text; undefined when empty. */
+  body?: unknown;
+  /** RBAC verb, when the path names a resource. */
+  verb?: KubeVerb;
+  group?: string;
+  version?: string;
+  resource?: string;
+  subresource?: string;
+  namespace?: string;
+  name?: string;
+  /** Whether `?dryRun=All` was given. */
+  dryRun: boolean;
+}
+
+/** Which requests a fault, delay or rule applies to: fields that must all equal (path may be a RegExp), or a predicate. */
+export type RequestMatch =
+  | {
+      method?: string;
+      verb?: KubeVerb;
+      group?: string;
+      resource?: string;
+      subresource?: string;
+      namespace?: string;
+      name?: string;
+      path?: string | RegExp;
+    }
+  | ((req: RecordedRequest) => boolean);
+
+/** A fault: an HTTP status (answered as a `Status` object), a full Status spec, or `'disconnect'` (socket destroyed). */
+export type Fault = number | { code: number; reason?: string; message?: string; body?: unknown } | 'disconnect';
+
+/** An RBAC PolicyRule subset (rbac.authorization.k8s.io/v1), `'*'` allowed in each list. */
+export interface PolicyRule {
+  apiGroups: string[];
+  resources: string[];
+  verbs: string[];
+  /** Namespaces the rule applies in (a RoleBinding's namespace); omitted = all (ClusterRoleBinding). */
+  namespaces?: string[];
+}
+
+/** Answer of a reactor: status code and JSON body (a `Status` is built for you by {@link statusObject}). */
+export interface ReactorResponse {
+  code: number;
+  body?: unknown;
+  headers?: Record<string, string>;
+}
+
+/** A reactor sees every request first (after delays); returning a response short-circuits normal handling. */
+export type Reactor = (req: RecordedRequest, store: ObjectStore) => ReactorResponse | undefined | Promise<ReactorResponse | undefined>;
+
+/** A change in the store. */
+export interface WriteEvent {
+  type: 'ADDED' | 'MODIFIED' | 'DELETED';
+  def: ResourceDef;
+  object: KubeObject;
+  previous?: KubeObject;
+}
+
+/** Thrown by {@link ObjectStore} methods; the HTTP layer turns it into a `Status` response. */
+export class StatusError extends Error {
+  constructor(
+    readonly code: number,
+    readonly reason: string,
+    message: string,
+    readonly details?: Record<string, unknown>,
+  ) {
+    super(message);
+    this.name = 'StatusError';
+  }
+  /** The `Status` object for this error. */
+  toStatus(): KubeObject {
+    return statusObject(this.code, this.message, this.reason, this.details);
+  }
+}
+
+/** Default `reason` for an HTTP code (apimachinery `pkg/apis/meta/v1/types.go` StatusReason values). */
+export function reasonFor(code: number): string {
+  const reasons: Record<number, string> = {
+    400: 'BadRequest',
+    401: 'Unauthorized',
+    403: 'Forbidden',
+    404: 'NotFound',
+    405: 'MethodNotAllowed',
+    406: 'NotAcceptable',
+    409: 'Conflict',
+    410: 'Expired',
+    413: 'RequestEntityTooLarge',
+    415: 'UnsupportedMediaType',
+    422: 'Invalid',
+    429: 'TooManyRequests',
+    500: 'InternalError',
+    503: 'ServiceUnavailable',
+    504: 'Timeout',
+  };
+  return reasons[code] ?? (code >= 500 ? 'InternalError' : 'Unknown');
+}
+
+/** A failure `Status` object as the API server sends it. */
+export function statusObject(code: number, message: string, reason = reasonFor(code), details?: Record<string, unknown>): KubeObject {
+  const s: KubeObject = { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code };
+  if (details) s['details'] = details;
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small JSON helpers
+// ---------------------------------------------------------------------------------------------
+
+type Obj = Record<string, unknown>;
+
+function isObj(v: unknown): v is Obj {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function meta(obj: KubeObject): Obj {
+  if (!isObj(obj.metadata)) obj.metadata = {};
+  return obj.metadata as Obj;
+}
+
+function metaStr(obj: KubeObject, key: string): string | undefined {
+  const v = isObj(obj.metadata) ? obj.metadata[key] : undefined;
+  return typeof v === 'string' ? v : undefined;
+}
+
+function clone<T>(v: T): T {
+  return structuredClone(v);
+}
+
+function apiVersionOf(def: ResourceDef): string {
+  return def.group ? `${def.group}/${def.version}` : def.version;
+}
+
+/** `pods`, `daemonsets.apps`: how error messages name a resource. */
+function qualifiedResource(def: ResourceDef): string {
+  return def.group ? `${def.resource}.${def.group}` : def.resource;
+}
+
+function notFoundDetails(def: ResourceDef, name: string): Obj {
+  const d: Obj = { name, kind: def.resource };
+  if (def.group) d['group'] = def.group;
+  return d;
+}
+
+function nowRfc3339(): string {
+  return new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+}
+
+function specJson(obj: KubeObject | undefined): string {
+  return JSON.stringify(obj?.['spec'] ?? null);
+}
+
+/** Value at a dotted field path as a field selector compares it (missing → `''`, booleans/numbers as text). */
+function fieldValue(obj: KubeObject, path: string): string {
+  let cur: unknown = obj;
+  for (const key of path.split('.')) {
+    if (!isObj(cur)) return '';
+    cur = cur[key];
+  }
+  if (typeof cur === 'string') return cur;
+  if (typeof cur === 'number' || typeof cur === 'boolean') return String(cur);
+  return '';
+}
+
+// ---------------------------------------------------------------------------------------------
+// Selectors
+// ---------------------------------------------------------------------------------------------
+
+interface FieldTerm {
+  field: string;
+  op: '=' | '!=';
+  value: string;
+}
+
+/**
+ * Parse a field selector (`a=b,c!=d`, `==` allowed). Supported fields: `metadata.name`, `metadata.namespace` and
+ * `def.fieldSelectors`.
+ * @throws StatusError 400 on a malformed term or an unsupported field (`field label not supported: <field>`).
+ */
+export function parseFieldSelector(selector: string, def: ResourceDef): FieldTerm[] {
+  const terms: FieldTerm[] = [];
+  for (const raw of selector.split(',')) {
+    const term = raw.trim();
+    if (!term) continue;
+    const m = /^([^!=]+?)\s*(==|=|!=)\s*(.*)$/.exec(term);
+    if (!m || !m[1]) throw new StatusError(400, 'BadRequest', `invalid field selector: '${term}'; can't understand '${term}'`);
+    const field = m[1].trim();
+    const supported = field === 'metadata.name' || field === 'metadata.namespace' || (def.fieldSelectors ?? []).includes(field);
+    if (!supported) throw new StatusError(400, 'BadRequest', `field label not supported: ${field}`);
+    terms.push({ field, op: m[2] === '!=' ? '!=' : '=', value: (m[3] ?? '').trim() });
+  }
+  return terms;
+}
+
+function matchesFields(obj: KubeObject, terms: FieldTerm[]): boolean {
+  return terms.every((t) => (fieldValue(obj, t.field) === t.value) === (t.op === '='));
+}
+
+type LabelTerm =
+  | { op: 'eq' | 'ne'; key: string; value: string }
+  | { op: 'in' | 'notin'; key: string; values: string[] }
+  | { op: 'exists' | 'notexists'; key: string };
+
+/**
+ * Parse a label selector: `k=v`, `k==v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`, comma-separated.
+ * @throws StatusError 400 on a malformed term.
+ */
+export function parseLabelSelector(selector: string): LabelTerm[] {
+  const parts: string[] = [];
+  let depth = 0;
+  let cur = '';
+  for (const ch of selector) {
+    if (ch === '(') depth++;
+    if (ch === ')') depth--;
+    if (ch === ',' && depth === 0) {
+      parts.push(cur);
+      cur = '';
+    } else cur += ch;
+  }
+  parts.push(cur);
+  const terms: LabelTerm[] = [];
+  for (const raw of parts) {
+    const term = raw.trim();
+    if (!term) continue;
+    let m: RegExpExecArray | null;
+    if ((m = /^([\w./-]+)\s+(in|notin)\s+\(([^)]*)\)$/.exec(term)) && m[1] && m[2]) {
+      terms.push({ op: m[2] === 'in' ? 'in' : 'notin', key: m[1], values: (m[3] ?? '').split(',').map((v) => v.trim()).filter(Boolean) });
+    } else if ((m = /^([\w./-]+)\s*(==|=|!=)\s*([\w.-]*)$/.exec(term)) && m[1]) {
+      terms.push({ op: m[2] === '!=' ? 'ne' : 'eq', key: m[1], value: m[3] ?? '' });
+    } else if ((m = /^!\s*([\w./-]+)$/.exec(term)) && m[1]) {
+      terms.push({ op: 'notexists', key: m[1] });
+    } else if ((m = /^([\w./-]+)$/.exec(term)) && m[1]) {
+      terms.push({ op: 'exists', key: m[1] });
+    } else {
+      throw new StatusError(400, 'BadRequest', `unable to parse requirement: invalid label selector '${term}'`);
+    }
+  }
+  return terms;
+}
+
+function matchesLabels(obj: KubeObject, terms: LabelTerm[]): boolean {
+  const raw = isObj(obj.metadata) ? obj.metadata['labels'] : undefined;
+  const labels: Obj = isObj(raw) ? raw : {};
+  return terms.every((t) => {
+    const has = typeof labels[t.key] === 'string';
+    const v = has ? String(labels[t.key]) : undefined;
+    switch (t.op) {
+      case 'eq':
+        return v === t.value;
+      case 'ne':
+        return v !== t.value;
+      case 'in':
+        return v !== undefined && t.values.includes(v);
+      case 'notin':
+        return v === undefined || !t.values.includes(v);
+      case 'exists':
+        return has;
+      case 'notexists':
+        return !has;
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Patches
+// ---------------------------------------------------------------------------------------------
+
+/** Merge keys of strategic-merge lists that are not keyed by `name` (k8s.io/api core/v1 `patchMergeKey` tags). */
+const MERGE_KEYS: Record<string, string> = { volumeMounts: 'mountPath', ports: 'containerPort', volumeDevices: 'devicePath', hostAliases: 'ip' };
+
+function mergeList(target: unknown[], patch: unknown[], key: string): unknown[] {
+  const out = target.map((x) => clone(x));
+  for (const item of patch) {
+    if (!isObj(item)) continue;
+    const idx = out.findIndex((x) => isObj(x) && x[key] === item[key]);
+    if (item['$patch'] === 'delete') {
+      if (idx >= 0) out.splice(idx, 1);
+      continue;
+    }
+    if (idx >= 0) out[idx] = applyMergePatch(out[idx], item, true);
+    else out.push(applyMergePatch(undefined, item, true));
+  }
+  return out;
+}
+
+/**
+ * Apply a JSON merge patch (RFC 7386: objects merge recursively, `null` deletes a key, anything else replaces).
+ * With `strategic`, an approximation of Kubernetes strategic merge patch: additionally, lists of objects that all carry
+ * their merge key (`name`, or `mountPath`/`containerPort`/… per {@link MERGE_KEYS}) are merged item by item
+ * (`$patch: delete` removes an item), and `$`-directives such as `$setElementOrder/…` and `$retainKeys` are ignored.
+ */
+export function applyMergePatch(target: unknown, patch: unknown, strategic = false): unknown {
+  if (!isObj(patch)) return clone(patch);
+  const out: Obj = isObj(target) ? { ...target } : {};
+  for (const [k, v] of Object.entries(patch)) {
+    if (strategic && k.startsWith('$')) continue;
+    if (v === null) {
+      delete out[k];
+      continue;
+    }
+    const cur = out[k];
+    if (strategic && Array.isArray(v) && Array.isArray(cur)) {
+      const key = MERGE_KEYS[k] ?? 'name';
+      if ([...v, ...cur].every((x) => isObj(x) && x[key] !== undefined)) {
+        out[k] = mergeList(cur, v, key);
+        continue;
+      }
+    }
+    out[k] = applyMergePatch(cur, v, strategic);
+  }
+  return out;
+}
+
+function decodePointer(pointer: string): string[] {
+  if (pointer === '') return [];
+  if (!pointer.startsWith('/')) throw new Error(`invalid JSON pointer ${JSON.stringify(pointer)}`);
+  return pointer
+    .slice(1)
+    .split('/')
+    .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+}
+
+function pointerGet(doc: unknown, path: string[]): unknown {
+  let cur = doc;
+  for (const seg of path) {
+    if (Array.isArray(cur)) cur = cur[Number(seg)];
+    else if (isObj(cur)) cur = cur[seg];
+    else return undefined;
+  }
+  return cur;
+}
+
+function pointerParent(doc: unknown, path: string[], op: string): { parent: Obj | unknown[]; key: string } {
+  const parent = pointerGet(doc, path.slice(0, -1));
+  const key = path[path.length - 1];
+  if (key === undefined || !(isObj(parent) || Array.isArray(parent))) {
+    throw new Error(`${op} operation does not apply: doc is missing path: /${path.join('/')}`);
+  }
+  return { parent, key };
+}
+
+/**
+ * Apply an RFC 6902 JSON patch (`add`, `remove`, `replace`, `move`, `copy`, `test`) to a copy of `doc`.
+ * @throws Error naming the failing op (the HTTP layer answers 422, as kube-apiserver does).
+ */
+export function applyJsonPatch(doc: unknown, ops: unknown[]): unknown {
+  const root: Obj = { doc: clone(doc) };
+  const full = (p: unknown): string[] => ['doc', ...decodePointer(String(p))];
+  for (const raw of ops) {
+    if (!isObj(raw)) throw new Error('JSON patch operation is not an object');
+    const op = String(raw['op']);
+    const path = full(raw['path']);
+    const add = (target: string[], value: unknown): void => {
+      const { parent, key } = pointerParent(root, target, op);
+      if (Array.isArray(parent)) {
+        const idx = key === '-' ? parent.length : Number(key);
+        if (!Number.isInteger(idx) || idx < 0 || idx > parent.length) throw new Error(`${op} operation: index ${key} out of bounds`);
+        parent.splice(idx, 0, clone(value));
+      } else parent[key] = clone(value);
+    };
+    const remove = (target: string[]): unknown => {
+      const { parent, key } = pointerParent(root, target, op);
+      if (Array.isArray(parent)) {
+        const idx = Number(key);
+        if (!Number.isInteger(idx) || idx < 0 || idx >= parent.length) throw new Error(`${op} operation: index ${key} out of bounds`);
+        return parent.splice(idx, 1)[0];
+      }
+      if (!(key in parent)) throw new Error(`${op} operation does not apply: doc is missing key: /${target.slice(1).join('/')}`);
+      const v = parent[key];
+      delete parent[key];
+      return v;
+    };
+    switch (op) {
+      case 'add':
+        add(path, raw['value']);
+        break;
+      case 'remove':
+        remove(path);
+        break;
+      case 'replace':
+        remove(path);
+        add(path, raw['value']);
+        break;
+      case 'move':
+        add(path, remove(full(raw['from'])));
+        break;
+      case 'copy':
+        add(path, pointerGet(root, full(raw['from'])));
+        break;
+      case 'test':
+        if (JSON.stringify(pointerGet(root, path)) !== JSON.stringify(raw['value'])) {
+          throw new Error(`testing value /${path.slice(1).join('/')} failed: test failed`);
+        }
+        break;
+      default:
+        throw new Error(`Unexpected kind: ${op}`);
+    }
+  }
+  return root['doc'];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Object store
+// ---------------------------------------------------------------------------------------------
+
+/** Options of {@link ObjectStore.list}. */
+export interface ListOptions {
+  /** Only this namespace (namespaced resources); omitted = all. */
+  namespace?: string;
+  fieldSelector?: string;
+  labelSelector?: string;
+}
+
+/**
+ * In-memory object storage with Kubernetes semantics for `resourceVersion` (one global counter, bumped on every
+ * write), `uid`/`creationTimestamp` (set on first write) and `metadata.generation` (1 on create, +1 when `spec`
+ * changes). Objects are addressed by `kind` (`'DaemonSet'`; for a kind served in two groups, such as `Event`, the
+ * core one unless an `apiVersion`-qualified kind `'events.k8s.io/v1/Event'` is given). Every read returns a copy.
+ */
+export class ObjectStore {
+  private readonly data = new Map<string, Map<string, KubeObject>>();
+  private readonly listeners = new Set<(e: WriteEvent) => void>();
+  private rv = 1000;
+
+  constructor(readonly resources: ResourceDef[]) {}
+
+  /** The current (last written) resourceVersion. */
+  get resourceVersion(): string {
+    return String(this.rv);
+  }
+
+  /** Take and return the next resourceVersion (used by writes; dry runs do not call it). */
+  nextResourceVersion(): string {
+    this.rv += 1;
+    return String(this.rv);
+  }
+
+  /** The definition for a kind (`'Pod'`, or `'<apiVersion>/<Kind>'`), or undefined. */
+  defForKind(kind: string, apiVersion?: string): ResourceDef | undefined {
+    let k = kind;
+    let av = apiVersion;
+    const slash = kind.lastIndexOf('/');
+    if (slash >= 0) {
+      av = kind.slice(0, slash);
+      k = kind.slice(slash + 1);
+    }
+    const matches = this.resources.filter((d) => d.kind === k);
+    return matches.find((d) => apiVersionOf(d) === av) ?? matches.find((d) => d.group === '') ?? matches[0];
+  }
+
+  /** The definition for a group and plural resource name, or undefined. */
+  defForResource(group: string, version: string, resource: string): ResourceDef | undefined {
+    return this.resources.find((d) => d.group === group && d.version === version && d.resource === resource);
+  }
+
+  private requireDef(kind: string): ResourceDef {
+    const def = this.defForKind(kind);
+    if (!def) throw new Error(`fake kube: unknown kind ${kind}; register it with the resources option`);
+    return def;
+  }
+
+  private bucket(def: ResourceDef): Map<string, KubeObject> {
+    const key = `${def.group}/${def.resource}`;
+    let b = this.data.get(key);
+    if (!b) {
+      b = new Map();
+      this.data.set(key, b);
+    }
+    return b;
+  }
+
+  private static key(def: ResourceDef, namespace: string | undefined, name: string): string {
+    return `${def.namespaced ? (namespace ?? '') : ''}/${name}`;
+  }
+
+  /** Subscribe to writes (put, update, delete and the HTTP writes built on them). Returns an unsubscribe function. */
+  onWrite(listener: (e: WriteEvent) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  private emit(e: WriteEvent): void {
+    for (const l of [...this.listeners]) l({ ...e, object: clone(e.object), ...(e.previous ? { previous: clone(e.previous) } : {}) });
+  }
+
+  /**
+   * Prepare an object for storage without storing it (used by dry runs and by {@link put}): fills `apiVersion`,
+   * `kind`, namespace (`default` for namespaced kinds without one), `uid`, `creationTimestamp`, `generation`.
+   */
+  prepare(def: ResourceDef, obj: KubeObject, previous?: KubeObject): KubeObject {
+    const o = clone(obj);
+    o.apiVersion = apiVersionOf(def);
+    o.kind = def.kind;
+    const m = meta(o);
+    if (def.namespaced) m['namespace'] = typeof m['namespace'] === 'string' && m['namespace'] ? m['namespace'] : 'default';
+    else delete m['namespace'];
+    const prevMeta = previous?.metadata ?? {};
+    m['uid'] = typeof m['uid'] === 'string' && m['uid'] ? m['uid'] : (prevMeta['uid'] ?? randomUUID());
+    m['creationTimestamp'] = m['creationTimestamp'] ?? prevMeta['creationTimestamp'] ?? nowRfc3339();
+    const prevGen = typeof prevMeta['generation'] === 'number' ? prevMeta['generation'] : undefined;
+    if (previous === undefined) m['generation'] = typeof m['generation'] === 'number' ? m['generation'] : 1;
+    else m['generation'] = (prevGen ?? 1) + (specJson(previous) !== specJson(o) ? 1 : 0);
+    return o;
+  }
+
+  /**
+   * Create or replace an object (no preconditions; for seeding and tests). The object needs `kind` (and `apiVersion`
+   * to disambiguate) and `metadata.name`. Returns the stored copy with its new resourceVersion.
+   */
+  put(obj: object): KubeObject {
+    const o = obj as KubeObject;
+    const def = this.requireDef(String(o.kind ?? ''));
+    const name = metaStr(o, 'name');
+    if (!name) throw new Error(`fake kube: ${def.kind} without metadata.name`);
+    const ns = def.namespaced ? (metaStr(o, 'namespace') || 'default') : undefined;
+    return this.store(def, this.prepare(def, o, this.raw(def, ns, name)));
+  }
+
+  /** Store a prepared object under a new resourceVersion and notify listeners. */
+  store(def: ResourceDef, prepared: KubeObject): KubeObject {
+    const name = String(meta(prepared)['name']);
+    const key = ObjectStore.key(def, metaStr(prepared, 'namespace'), name);
+    const previous = this.bucket(def).get(key);
+    const o = clone(prepared);
+    meta(o)['resourceVersion'] = this.nextResourceVersion();
+    this.bucket(def).set(key, o);
+    this.emit({ type: previous ? 'MODIFIED' : 'ADDED', def, object: o, ...(previous ? { previous } : {}) });
+    return clone(o);
+  }
+
+  /** The stored object itself (no copy), for internal use. */
+  raw(def: ResourceDef, namespace: string | undefined, name: string): KubeObject | undefined {
+    return this.bucket(def).get(ObjectStore.key(def, namespace, name));
+  }
+
+  /** A copy of an object, or undefined. `namespace` is ignored for cluster-scoped kinds. */
+  get(kind: string, namespace: string | undefined, name: string): KubeObject | undefined {
+    const o = this.raw(this.requireDef(kind), namespace, name);
+    return o ? clone(o) : undefined;
+  }
+
+  /**
+   * Change an object in place through `mutate` (which may edit its argument or return a replacement), as a
+   * controller would (e.g. progress `status`). Bumps resourceVersion, and generation when `spec` changed.
+   * @throws Error when the object does not exist.
+   */
+  update(kind: string, namespace: string | undefined, name: string, mutate: (obj: KubeObject) => KubeObject | void): KubeObject {
+    const def = this.requireDef(kind);
+    const current = this.raw(def, namespace, name);
+    if (!current) throw new Error(`fake kube: ${def.kind} ${namespace ?? ''}/${name} not found`);
+    const draft = clone(current);
+    const next = mutate(draft) ?? draft;
+    return this.store(def, this.prepare(def, next, current));
+  }
+
+  /** Remove an object; returns it (as it was) or undefined when absent. Bumps resourceVersion. */
+  delete(kind: string, namespace: string | undefined, name: string): KubeObject | undefined {
+    return this.remove(this.requireDef(kind), namespace, name);
+  }
+
+  /** {@link delete} by definition. */
+  remove(def: ResourceDef, namespace: string | undefined, name: string): KubeObject | undefined {
+    const key = ObjectStore.key(def, namespace, name);
+    const o = this.bucket(def).get(key);
+    if (!o) return undefined;
+    this.bucket(def).delete(key);
+    this.nextResourceVersion();
+    this.emit({ type: 'DELETED', def, object: o });
+    return clone(o);
+  }
+
+  /**
+   * Copies of the objects of a kind, sorted by namespace then name, filtered by namespace and selectors.
+   * @throws StatusError 400 for a malformed or unsupported selector.
+   */
+  list(kind: string, opts: ListOptions = {}): KubeObject[] {
+    return this.listDef(this.requireDef(kind), opts);
+  }
+
+  /** {@link list} by definition. */
+  listDef(def: ResourceDef, opts: ListOptions = {}): KubeObject[] {
+    const fields = opts.fieldSelector ? parseFieldSelector(opts.fieldSelector, def) : [];
+    const labels = opts.labelSelector ? parseLabelSelector(opts.labelSelector) : [];
+    return [...this.bucket(def).values()]
+      .filter((o) => !def.namespaced || opts.namespace === undefined || metaStr(o, 'namespace') === opts.namespace)
+      .filter((o) => matchesFields(o, fields) && matchesLabels(o, labels))
+      .sort((a, b) => (metaStr(a, 'namespace') ?? '').localeCompare(metaStr(b, 'namespace') ?? '') || (metaStr(a, 'name') ?? '').localeCompare(metaStr(b, 'name') ?? ''))
+      .map(clone);
+  }
+
+  /** Copies of every stored object. */
+  all(): KubeObject[] {
+    return [...this.data.values()].flatMap((b) => [...b.values()].map(clone));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The server
+// ---------------------------------------------------------------------------------------------
+
+/** Options of {@link startFakeKube}. */
+export interface FakeKubeOptions {
+  /** Objects to seed (each needs `kind`, `apiVersion` and `metadata.name`; `kubectl get -o json` items work). */
+  objects?: object[];
+  /** Extra resource types to serve (e.g. a CRD), added to {@link DEFAULT_RESOURCES}. */
+  resources?: ResourceDef[];
+  /** Username in Forbidden messages (default `system:serviceaccount:tokenwatch:tokenwatch`). */
+  user?: string;
+  /** When given, only requests these rules allow succeed; others get 403 as from real RBAC. */
+  rbac?: PolicyRule[];
+}
+
+/** A running fake API server. */
+export interface FakeKube {
+  /** `http://127.0.0.1:<port>` */
+  readonly url: string;
+  readonly port: number;
+  readonly store: ObjectStore;
+  /** Every request received, in order (also those answered by faults). */
+  readonly requests: RecordedRequest[];
+  /**
+   * A client-node KubeConfig for this server (`loadFromOptions`, `skipTLSVerify: true`, bearer `token`,
+   * context namespace `default`).
+   */
+  kubeConfig(opts?: { token?: string }): KubeConfig;
+  /** Answer the next `times` (default 1) matching requests with `fault` instead of handling them. */
+  failNext(match: RequestMatch, fault: Fault, times?: number): void;
+  /** Hold matching requests (all when `match` omitted) `ms` milliseconds before handling; `delay(0)` clears all delays. */
+  delay(ms: number, match?: RequestMatch): void;
+  /** Deny matching requests with 403 and the real RBAC message until {@link clearFaults}. */
+  forbid(match: RequestMatch): void;
+  /** Add a reactor (see {@link Reactor}); returns a function removing it. */
+  addReactor(reactor: Reactor): () => void;
+  /** Drop pending faults, delays and forbid rules. */
+  clearFaults(): void;
+  /** Requests matching `match`. */
+  requestsMatching(match: RequestMatch): RecordedRequest[];
+  /** Stop listening, drop open connections, cancel pending delays. */
+  close(): Promise<void>;
+}
+
+/** Whether a request matches a {@link RequestMatch}. */
+export function matchesRequest(req: RecordedRequest, match: RequestMatch): boolean {
+  if (typeof match === 'function') return match(req);
+  if (match.method !== undefined && match.method.toUpperCase() !== req.method) return false;
+  if (match.path !== undefined) {
+    if (typeof match.path === 'string' ? match.path !== req.path : !match.path.test(req.path)) return false;
+  }
+  for (const k of ['verb', 'group', 'resource', 'subresource', 'namespace', 'name'] as const) {
+    if (match[k] !== undefined && match[k] !== req[k]) return false;
+  }
+  return true;
+}
+
+function rbacAllows(rules: PolicyRule[], req: RecordedRequest): boolean {
+  const has = (list: string[], v: string | undefined): boolean => list.includes('*') || (v !== undefined && list.includes(v));
+  const resource = req.subresource ? `${req.resource}/${req.subresource}` : req.resource;
+  return rules.some(
+    (r) =>
+      has(r.apiGroups, req.group) &&
+      has(r.resources, resource) &&
+      has(r.verbs, req.verb) &&
+      (r.namespaces === undefined || (req.namespace !== undefined && r.namespaces.includes(req.namespace))),
+  );
+}
+
+/** The 403 the real authorizer returns (apiserver `endpoints/handlers/responsewriters/errors.go` `ForbiddenStatusError`). */
+function forbidden(req: RecordedRequest, user: string): ReactorResponse {
+  const resource = req.subresource ? `${req.resource}/${req.subresource}` : (req.resource ?? '');
+  const what = req.name ? `${req.resource}${req.group ? `.${req.group}` : ''} "${req.name}"` : `${req.resource}${req.group ? `.${req.group}` : ''}`;
+  const scope = req.namespace ? `in the namespace "${req.namespace}"` : 'at the cluster scope';
+  const message = `${what} is forbidden: User "${user}" cannot ${req.verb ?? req.method.toLowerCase()} resource "${resource}" in API group "${req.group ?? ''}" ${scope}`;
+  const details: Obj = { kind: req.resource ?? '' };
+  if (req.name) details['name'] = req.name;
+  if (req.group) details['group'] = req.group;
+  return { code: 403, body: statusObject(403, message, 'Forbidden', details) };
+}
+
+interface Route {
+  kind: 'resource' | 'discovery' | 'version' | 'unknown';
+  def?: ResourceDef;
+  body?: unknown;
+}
+
+function parseBody(raw: string, contentType: string | undefined): unknown {
+  if (raw === '') return undefined;
+  if (contentType === undefined || /json/i.test(contentType)) {
+    try {
+      return JSON.parse(raw);
+    } catch {
+      return raw;
+    }
+  }
+  return raw;
+}
+
+/** Fill verb/resource/namespace/name of a request from its path; returns the route. */
+function classify(req: RecordedRequest, store: ObjectStore): Route {
+  const segs = req.path.split('/').filter(Boolean);
+  if (segs[0] === 'version' && segs.length === 1) return { kind: 'version' };
+  let group: string;
+  let version: string;
+  let rest: string[];
+  if (segs[0] === 'api') {
+    if (segs.length === 1) return { kind: 'discovery', body: { kind: 'APIVersions', versions: ['v1'], serverAddressByClientCIDRs: [] } };
+    group = '';
+    version = segs[1] ?? '';
+    rest = segs.slice(2);
+  } else if (segs[0] === 'apis') {
+    if (segs.length === 1) {
+      const groups = [...new Set(store.resources.filter((d) => d.group).map((d) => d.group))].map((g) => {
+        const versions = [...new Set(store.resources.filter((d) => d.group === g).map((d) => d.version))].map((v) => ({ groupVersion: `${g}/${v}`, version: v }));
+        return { name: g, versions, preferredVersion: versions[0] };
+      });
+      return { kind: 'discovery', body: { kind: 'APIGroupList', apiVersion: 'v1', groups } };
+    }
+    group = segs[1] ?? '';
+    version = segs[2] ?? '';
+    rest = segs.slice(3);
+  } else return { kind: 'unknown' };
+  if (!version) return { kind: 'unknown' };
+  req.group = group;
+  req.version = version;
+  if (rest.length === 0) {
+    const defs = store.resources.filter((d) => d.group === group && d.version === version);
+    if (defs.length === 0) return { kind: 'unknown' };
+    const resources = defs.flatMap((d) => {
+      const verbs = ['create', 'delete', 'get', 'list', 'patch', 'update'];
+      const main = { name: d.resource, singularName: d.kind.toLowerCase(), namespaced: d.namespaced, kind: d.kind, verbs };
+      return d.statusSubresource ? [main, { name: `${d.resource}/status`, singularName: '', namespaced: d.namespaced, kind: d.kind, verbs: ['get', 'patch', 'update'] }] : [main];
+    });
+    return { kind: 'discovery', body: { kind: 'APIResourceList', apiVersion: 'v1', groupVersion: group ? `${group}/${version}` : version, resources } };
+  }
+  let namespace: string | undefined;
+  let resource: string;
+  let name: string | undefined;
+  let sub: string | undefined;
+  const nsNamed = rest[0] === 'namespaces' && rest.length >= 3 && !(group === '' && rest.length === 3 && (rest[2] === 'status' || rest[2] === 'finalize'));
+  if (nsNamed) {
+    namespace = rest[1];
+    resource = rest[2] ?? '';
+    name = rest[3];
+    sub = rest[4];
+    if (rest.length > 5) return { kind: 'unknown' };
+  } else {
+    resource = rest[0] ?? '';
+    name = rest[1];
+    sub = rest[2];
+    if (rest.length > 3) return { kind: 'unknown' };
+  }
+  const def = store.defForResource(group, version, resource);
+  if (!def || (namespace !== undefined && !def.namespaced) || (namespace === undefined && name !== undefined && def.namespaced)) {
+    return { kind: 'unknown' };
+  }
+  req.resource = resource;
+  if (namespace !== undefined) req.namespace = namespace;
+  if (name !== undefined) req.name = name;
+  if (sub !== undefined) req.subresource = sub;
+  const watch = req.query['watch'] === 'true' || req.query['watch'] === '1';
+  const m = req.method;
+  if (name === undefined) {
+    req.verb = m === 'GET' ? (watch ? 'watch' : 'list') : m === 'POST' ? 'create' : m === 'DELETE' ? 'deletecollection' : undefined;
+  } else {
+    req.verb = m === 'GET' ? 'get' : m === 'PUT' ? 'update' : m === 'PATCH' ? 'patch' : m === 'DELETE' ? 'delete' : undefined;
+  }
+  return { kind: 'resource', def };
+}
+
+const PATCH_TYPES = ['application/json-patch+json', 'application/merge-patch+json', 'application/apply-patch+yaml', 'application/strategic-merge-patch+json'];
+
+function mediaType(contentType: string | undefined): string {
+  return (contentType ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
+}
+
+/** Handles one classified resource request against the store. */
+class ResourceHandler {
+  constructor(private readonly store: ObjectStore) {}
+
+  handle(req: RecordedRequest, def: ResourceDef): ReactorResponse {
+    const dryRunParam = req.query['dryRun'];
+    if (dryRunParam !== undefined && dryRunParam !== 'All') {
+      throw new StatusError(400, 'BadRequest', `dryRun: Unsupported value: "${dryRunParam}": supported values: "All"`);
+    }
+    if (req.subresource !== undefined && req.subresource !== 'status') {
+      throw new StatusError(404, 'NotFound', 'the server could not find the requested resource');
+    }
+    if (req.subresource === 'status' && !def.statusSubresource) {
+      throw new StatusError(404, 'NotFound', 'the server could not find the requested resource');
+    }
+    switch (req.verb) {
+      case 'list':
+        return this.list(req, def);
+      case 'get':
+        return { code: 200, body: this.metadataOnly(req, this.mustGet(req, def), false) };
+      case 'create':
+        return this.create(req, def);
+      case 'update':
+        return this.update(req, def);
+      case 'patch':
+        return this.patch(req, def);
+      case 'delete':
+        return this.delete(req, def);
+      case 'watch':
+        throw new StatusError(405, 'MethodNotAllowed', 'watch is not implemented by the fake API server');
+      default:
+        throw new StatusError(405, 'MethodNotAllowed', `the server does not allow this method on the requested resource`);
+    }
+  }
+
+  private wantsMetadata(req: RecordedRequest, list: boolean): boolean {
+    const accept = req.accept ?? '';
+    return list ? /as=PartialObjectMetadataList/.test(accept) : /as=PartialObjectMetadata(?!List)/.test(accept);
+  }
+
+  private metadataOnly(req: RecordedRequest, obj: KubeObject, list: boolean): KubeObject {
+    if (!this.wantsMetadata(req, list)) return obj;
+    return { kind: 'PartialObjectMetadata', apiVersion: 'meta.k8s.io/v1', metadata: obj.metadata ?? {} };
+  }
+
+  private list(req: RecordedRequest, def: ResourceDef): ReactorResponse {
+    const opts: ListOptions = {};
+    if (req.namespace !== undefined) opts.namespace = req.namespace;
+    if (req.query['fieldSelector']) opts.fieldSelector = req.query['fieldSelector'];
+    if (req.query['labelSelector']) opts.labelSelector = req.query['labelSelector'];
+    let items = this.store.listDef(def, opts);
+    const start = req.query['continue'] ? Number(Buffer.from(req.query['continue'], 'base64url').toString('utf8')) : 0;
+    if (!Number.isInteger(start) || start < 0) throw new StatusError(400, 'BadRequest', 'continue key is not valid');
+    const limit = req.query['limit'] ? Number(req.query['limit']) : 0;
+    const listMeta: Obj = { resourceVersion: this.store.resourceVersion };
+    items = items.slice(start);
+    if (limit > 0 && items.length > limit) {
+      items = items.slice(0, limit);
+      listMeta['continue'] = Buffer.from(String(start + limit), 'utf8').toString('base64url');
+    }
+    const metadataOnly = this.wantsMetadata(req, true);
+    const body = {
+      kind: metadataOnly ? 'PartialObjectMetadataList' : `${def.kind}List`,
+      apiVersion: metadataOnly ? 'meta.k8s.io/v1' : apiVersionOf(def),
+      metadata: listMeta,
+      items: items.map((o) => {
+        if (metadataOnly) return { kind: 'PartialObjectMetadata', apiVersion: 'meta.k8s.io/v1', metadata: o.metadata ?? {} };
+        const { kind: _k, apiVersion: _a, ...rest } = o;
+        return rest;
+      }),
+    };
+    const headers: Record<string, string> = metadataOnly ? { 'content-type': 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1' } : {};
+    return { code: 200, body, headers };
+  }
+
+  private mustGet(req: RecordedRequest, def: ResourceDef): KubeObject {
+    const name = req.name ?? '';
+    const o = this.store.raw(def, req.namespace, name);
+    if (!o) throw new StatusError(404, 'NotFound', `${qualifiedResource(def)} "${name}" not found`, notFoundDetails(def, name));
+    return clone(o);
+  }
+
+  private bodyObject(req: RecordedRequest): KubeObject {
+    if (!isObj(req.body)) throw new StatusError(400, 'BadRequest', 'the request body must be a JSON object');
+    return req.body as KubeObject;
+  }
+
+  private requireJson(req: RecordedRequest): void {
+    const mt = mediaType(req.contentType);
+    if (mt !== 'application/json' && mt !== '') {
+      throw new StatusError(415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf`);
+    }
+  }
+
+  private checkIdentity(def: ResourceDef, req: RecordedRequest, obj: KubeObject): void {
+    if (obj.kind !== undefined && obj.kind !== def.kind) {
+      throw new StatusError(400, 'BadRequest', `the API version in the data (${String(obj.apiVersion)}) does not match the expected API version (${apiVersionOf(def)}) or kind ${String(obj.kind)} is not ${def.kind}`);
+    }
+    const ns = metaStr(obj, 'namespace');
+    if (def.namespaced && ns !== undefined && ns !== '' && ns !== req.namespace) {
+      throw new StatusError(400, 'BadRequest', 'the namespace of the provided object does not match the namespace sent on the request');
+    }
+  }
+
+  private create(req: RecordedRequest, def: ResourceDef): ReactorResponse {
+    this.requireJson(req);
+    if (req.subresource) throw new StatusError(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource');
+    const obj = clone(this.bodyObject(req));
+    this.checkIdentity(def, req, obj);
+    const m = meta(obj);
+    if (def.namespaced) m['namespace'] = req.namespace;
+    let name = metaStr(obj, 'name');
+    if (!name && metaStr(obj, 'generateName')) {
+      name = `${metaStr(obj, 'generateName')}${randomUUID().replace(/-/g, '').slice(0, 5)}`;
+      m['name'] = name;
+    }
+    if (!name) {
+      throw new StatusError(422, 'Invalid', `${def.kind} "" is invalid: metadata.name: Required value: name or generateName is required`, {
+        kind: def.kind,
+        causes: [{ reason: 'FieldValueRequired', message: 'Required value: name or generateName is required', field: 'metadata.name' }],
+      });
+    }
+    if (this.store.raw(def, req.namespace, name)) {
+      throw new StatusError(409, 'AlreadyExists', `${qualifiedResource(def)} "${name}" already exists`, notFoundDetails(def, name));
+    }
+    delete m['resourceVersion'];
+    delete m['uid'];
+    const prepared = this.store.prepare(def, obj);
+    if (req.dryRun) return { code: 201, body: prepared };
+    return { code: 201, body: this.store.store(def, prepared) };
+  }
+
+  /** Shared tail of update and patch: preconditions, status handling, generation, dry run. */
+  private write(req: RecordedRequest, def: ResourceDef, current: KubeObject, next: KubeObject): ReactorResponse {
+    const name = req.name ?? '';
+    if (metaStr(next, 'name') !== name) {
+      throw new StatusError(400, 'BadRequest', `the name of the object (${String(metaStr(next, 'name'))}) does not match the name on the URL (${name})`);
+    }
+    const rv = metaStr(next, 'resourceVersion');
+    if (rv !== undefined && rv !== '' && rv !== metaStr(current, 'resourceVersion')) {
+      throw new StatusError(409, 'Conflict', `Operation cannot be fulfilled on ${qualifiedResource(def)} "${name}": the object has been modified; please apply your changes to the latest version and try again`, notFoundDetails(def, name));
+    }
+    let result = clone(next);
+    if (def.statusSubresource) {
+      if (req.subresource === 'status') {
+        result = clone(current);
+        if (next['status'] === undefined) delete result['status'];
+        else result['status'] = clone(next['status']);
+      } else if (current['status'] === undefined) delete result['status'];
+      else result['status'] = clone(current['status']);
+    }
+    const m = meta(result);
+    m['uid'] = metaStr(current, 'uid');
+    m['creationTimestamp'] = current.metadata?.['creationTimestamp'];
+    if (def.namespaced) m['namespace'] = req.namespace;
+    const prepared = this.store.prepare(def, result, current);
+    if (req.dryRun) {
+      meta(prepared)['resourceVersion'] = metaStr(current, 'resourceVersion');
+      return { code: 200, body: prepared };
+    }
+    return { code: 200, body: this.store.store(def, prepared) };
+  }
+
+  private update(req: RecordedRequest, def: ResourceDef): ReactorResponse {
+    this.requireJson(req);
+    const current = this.mustGet(req, def);
+    const obj = clone(this.bodyObject(req));
+    this.checkIdentity(def, req, obj);
+    return this.write(req, def, current, obj);
+  }
+
+  private patch(req: RecordedRequest, def: ResourceDef): ReactorResponse {
+    const mt = mediaType(req.contentType);
+    if (!PATCH_TYPES.includes(mt) || mt === 'application/apply-patch+yaml') {
+      const detail = mt === 'application/apply-patch+yaml' ? ' (server-side apply is not implemented by the fake API server)' : '';
+      throw new StatusError(415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: ${PATCH_TYPES.join(', ')}${detail}`);
+    }
+    const current = this.mustGet(req, def);
+    let next: unknown;
+    if (mt === 'application/json-patch+json') {
+      if (!Array.isArray(req.body)) {
+        const found = isObj(req.body) ? 'object' : typeof req.body;
+        throw new StatusError(400, 'BadRequest', `json: cannot unmarshal ${found} into Go value of type jsonpatch.Patch`);
+      }
+      try {
+        next = applyJsonPatch(current, req.body);
+      } catch (err) {
+        throw new StatusError(422, 'Invalid', err instanceof Error ? err.message : String(err));
+      }
+    } else {
+      if (!isObj(req.body)) throw new StatusError(400, 'BadRequest', 'the patch body must be a JSON object');
+      next = applyMergePatch(current, req.body, mt === 'application/strategic-merge-patch+json');
+    }
+    if (!isObj(next)) throw new StatusError(422, 'Invalid', 'the patched object is not a JSON object');
+    const patched = next as KubeObject;
+    // A resourceVersion in the patch acts as a precondition; otherwise the current one is kept.
+    const patchRv = isObj(req.body) && isObj(req.body['metadata']) ? req.body['metadata']['resourceVersion'] : undefined;
+    if (typeof patchRv !== 'string') meta(patched)['resourceVersion'] = metaStr(current, 'resourceVersion');
+    return this.write(req, def, current, patched);
+  }
+
+  private delete(req: RecordedRequest, def: ResourceDef): ReactorResponse {
+    const current = this.mustGet(req, def);
+    const name = req.name ?? '';
+    const opts = isObj(req.body) ? req.body : {};
+    const pre = isObj(opts['preconditions']) ? opts['preconditions'] : {};
+    const bodyDryRun = Array.isArray(opts['dryRun']) && opts['dryRun'].includes('All');
+    const uid = metaStr(current, 'uid');
+    const rv = metaStr(current, 'resourceVersion');
+    if (typeof pre['uid'] === 'string' && pre['uid'] !== uid) {
+      throw new StatusError(409, 'Conflict', `Operation cannot be fulfilled on ${qualifiedResource(def)} "${name}": Precondition failed: UID in precondition: ${pre['uid']}, UID in object meta: ${uid ?? ''}`, notFoundDetails(def, name));
+    }
+    if (typeof pre['resourceVersion'] === 'string' && pre['resourceVersion'] !== rv) {
+      throw new StatusError(409, 'Conflict', `Operation cannot be fulfilled on ${qualifiedResource(def)} "${name}": Precondition failed: ResourceVersion in precondition: ${pre['resourceVersion']}, ResourceVersion in object meta: ${rv ?? ''}`, notFoundDetails(def, name));
+    }
+    if (!(req.dryRun || bodyDryRun)) this.store.remove(def, req.namespace, name);
+    // Pods answer with the object (graceful deletion); most registries answer with a Success Status.
+    if (def.kind === 'Pod') return { code: 200, body: current };
+    const details: Obj = { name, kind: def.resource, uid };
+    if (def.group) details['group'] = def.group;
+    return { code: 200, body: { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details } };
+  }
+}
+
+/**
+ * Start a fake API server on 127.0.0.1 (random port). See the module doc for what it serves.
+ * @returns the running {@link FakeKube}; call `close()` when done.
+ */
+export async function startFakeKube(opts: FakeKubeOptions = {}): Promise<FakeKube> {
+  const store = new ObjectStore([...DEFAULT_RESOURCES, ...(opts.resources ?? [])]);
+  for (const o of opts.objects ?? []) store.put(o);
+  const user = opts.user ?? 'system:serviceaccount:tokenwatch:tokenwatch';
+  const requests: RecordedRequest[] = [];
+  const faults: { match: RequestMatch; fault: Fault; remaining: number }[] = [];
+  const delays: { match: RequestMatch | undefined; ms: number }[] = [];
+  const denials: RequestMatch[] = [];
+  const reactors: Reactor[] = [];
+  const timers = new Set<NodeJS.Timeout>();
+  const handler = new ResourceHandler(store);
+
+  const sleep = (ms: number): Promise<void> =>
+    new Promise((resolve) => {
+      const t = setTimeout(() => {
+        timers.delete(t);
+        resolve();
+      }, ms);
+      timers.add(t);
+    });
+
+  const send = (res: ServerResponse, r: ReactorResponse): void => {
+    if (res.destroyed || res.writableEnded) return;
+    const text = r.body === undefined ? '' : JSON.stringify(r.body);
+    res.writeHead(r.code, { 'content-type': 'application/json', ...(r.headers ?? {}) });
+    res.end(text);
+  };
+
+  const respond = async (req: RecordedRequest, res: ServerResponse): Promise<void> => {
+    const route = classify(req, store);
+    const totalDelay = delays.filter((d) => d.match === undefined || matchesRequest(req, d.match)).reduce((a, d) => a + d.ms, 0);
+    if (totalDelay > 0) await sleep(totalDelay);
+    for (const reactor of reactors) {
+      const r = await reactor(req, store);
+      if (r) return send(res, r);
+    }
+    const fault = faults.find((f) => f.remaining > 0 && matchesRequest(req, f.match));
+    if (fault) {
+      fault.remaining -= 1;
+      const f = fault.fault;
+      if (f === 'disconnect') {
+        res.socket?.destroy();
+        return;
+      }
+      if (typeof f === 'number') return send(res, { code: f, body: statusObject(f, `injected fault: HTTP ${f}`) });
+      return send(res, { code: f.code, body: f.body ?? statusObject(f.code, f.message ?? `injected fault: HTTP ${f.code}`, f.reason) });
+    }
+    if (route.kind === 'version' && req.method === 'GET') {
+      return send(res, { code: 200, body: { major: '1', minor: '30', gitVersion: 'v1.30.0-fake', platform: 'linux/amd64' } });
+    }
+    if (route.kind === 'discovery' && req.method === 'GET') return send(res, { code: 200, body: route.body });
+    if (route.kind !== 'resource' || !route.def) {
+      return send(res, { code: 404, body: statusObject(404, 'the server could not find the requested resource', 'NotFound', {}) });
+    }
+    if (denials.some((m) => matchesRequest(req, m)) || (opts.rbac && !rbacAllows(opts.rbac, req))) {
+      return send(res, forbidden(req, user));
+    }
+    try {
+      send(res, handler.handle(req, route.def));
+    } catch (err) {
+      if (err instanceof StatusError) return send(res, { code: err.code, body: err.toStatus() });
+      const message = err instanceof Error ? err.message : String(err);
+      send(res, { code: 500, body: statusObject(500, `fake API server error: ${message}`) });
+    }
+  };
+
+  const server = createServer((inc: IncomingMessage, res: ServerResponse) => {
+    const chunks: Buffer[] = [];
+    inc.on('data', (c: Buffer) => chunks.push(c));
+    inc.on('end', () => {
+      const url = new URL(inc.url ?? '/', 'http://127.0.0.1');
+      const query: Record<string, string> = {};
+      for (const [k, v] of url.searchParams) query[k] = v;
+      const contentType = inc.headers['content-type'];
+      const rec: RecordedRequest = {
+        method: (inc.method ?? 'GET').toUpperCase(),
+        path: url.pathname,
+        query,
+        headers: inc.headers,
+        dryRun: query['dryRun'] === 'All',
+      };
+      if (contentType !== undefined) rec.contentType = contentType;
+      if (inc.headers.accept !== undefined) rec.accept = inc.headers.accept;
+      const body = parseBody(Buffer.concat(chunks).toString('utf8'), contentType);
+      if (body !== undefined) rec.body = body;
+      requests.push(rec);
+      respond(rec, res).catch((err: unknown) => {
+        send(res, { code: 500, body: statusObject(500, `fake API server error: ${err instanceof Error ? err.message : String(err)}`) });
+      });
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve());
+  });
+  const port = (server.address() as AddressInfo).port;
+  const url = `http://127.0.0.1:${port}`;
+
+  return {
+    url,
+    port,
+    store,
+    requests,
+    kubeConfig(o: { token?: string } = {}): KubeConfig {
+      const kc = new KubeConfig();
+      kc.loadFromOptions({
+        clusters: [{ name: 'fake', server: url, skipTLSVerify: true }],
+        users: [{ name: 'fake-user', token: o.token ?? 'fake-token' }],
+        contexts: [{ name: 'fake', cluster: 'fake', user: 'fake-user', namespace: 'default' }],
+        currentContext: 'fake',
+      });
+      return kc;
+    },
+    failNext(match, fault, times = 1) {
+      faults.push({ match, fault, remaining: times });
+    },
+    delay(ms, match) {
+      if (ms <= 0) delays.length = 0;
+      else delays.push({ match, ms });
+    },
+    forbid(match) {
+      denials.push(match);
+    },
+    addReactor(reactor) {
+      reactors.push(reactor);
+      return () => {
+        const i = reactors.indexOf(reactor);
+        if (i >= 0) reactors.splice(i, 1);
+      };
+    },
+    clearFaults() {
+      faults.length = 0;
+      delays.length = 0;
+      denials.length = 0;
+    },
+    requestsMatching(match) {
+      return requests.filter((r) => matchesRequest(r, match));
+    },
+    async close() {
+      for (const t of timers) clearTimeout(t);
+      timers.clear();
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+    },
+  };
+}
