@@ -1,0 +1,357 @@
+/**
+ * CloudWatch Logs audit source: reads EKS API-server audit events (log group `/aws/eks/<cluster>/cluster`, streams
+ * `kube-apiserver-audit-*`, EKS user guide "control-plane-logs") incrementally.
+ *
+ * Modes:
+ * - `filter` (default): FilterLogEvents over the audit streams with one quoted-term OR filter pattern
+ *   ({@link TOKEN_USE_FILTER_PATTERN}) that selects stale-token, legacy-token and 401 events server-side, all pages
+ *   (pages can be empty yet carry a `nextToken`, stack.md §3). Yields each event's message (the audit event JSON).
+ * - `insights`: one Logs Insights query per poll that aggregates server-side ({@link buildInsightsQuery}); yields
+ *   one `TokenUseAggregate` JSON document per result row (see `insights.ts`).
+ *
+ * Cursor: JSON `{"v":1,"until":<epoch ms>}`, the end of the last window read.
+ * - filter: window `[until − overlapMs, now]` (first poll `[now − lookbackMs, now]`); the overlap re-reads events
+ *   delivered late (EKS delivers "within a few minutes", best effort), and the caller dedupes by auditID. A poll with
+ *   nothing new is one FilterLogEvents request (if the overlap window's matches fit one page). The cursor moves to
+ *   `now` even when nothing matched, so a quiet cluster is not rescanned from its last match.
+ * - insights: window `[until, now − overlapMs)` (first poll from `now − lookbackMs`): aggregates cannot be deduped by
+ *   auditID, so instead of re-reading, the window trails `now` by `overlapMs` and late events have landed before it
+ *   is read. Findings lag by `overlapMs`. Store the rows and the cursor in one transaction.
+ * Events delivered later than `overlapMs` are missed in both modes.
+ *
+ * Credentials: the SDK's default provider chain (env, IRSA web identity, EKS Pod Identity, profile, IMDS) unless
+ * `credentials` is given; the endpoint: `endpoint`, else `AWS_ENDPOINT_URL_CLOUDWATCH_LOGS` / `AWS_ENDPOINT_URL`
+ * (SDK "service-specific endpoints"), else the Region's.
+ *
+ * Retries: SDK `maxAttempts` (default 6, standard mode) per request, then the source's own bounded backoff
+ * (`retry.ts`); a poll that still fails throws a {@link SourceError} and the poller marks the cluster degraded.
+ * IAM: `logs:FilterLogEvents` (filter), `logs:StartQuery`, `logs:GetQueryResults`, `logs:StopQuery` (insights) on
+ * the log group.
+ */
+import {
+  CloudWatchLogsClient,
+  GetQueryResultsCommand,
+  StartQueryCommand,
+  StopQueryCommand,
+  paginateFilterLogEvents,
+  type CloudWatchLogsClientConfig,
+  type FilterLogEventsCommandInput,
+  type GetQueryResultsCommandOutput,
+} from '@aws-sdk/client-cloudwatch-logs';
+import { ConfiguredRetryStrategy } from '@smithy/core/retry';
+import { buildInsightsQuery, rowToAggregate } from './insights.js';
+import { DEFAULT_RETRY_POLICY, RetryBudget, isThrottling, sleep, type RetryPolicy } from './retry.js';
+import { TOKEN_USE_FILTER_PATTERN } from './terms.js';
+import { SourceError, type AuditSource, type PollOptions, type SourceStats } from './types.js';
+
+/** Options of {@link CloudWatchSource}. */
+export interface CloudWatchSourceOptions {
+  region: string;
+  /** Log group name or ARN (EKS: `/aws/eks/<cluster>/cluster`). */
+  logGroup: string;
+  /** Stream name prefix (EKS: `kube-apiserver-audit-`). */
+  streamPrefix: string;
+  /** Endpoint override (VPC endpoint, tests). Default: SDK resolution (honours `AWS_ENDPOINT_URL_CLOUDWATCH_LOGS`). */
+  endpoint?: string;
+  /** Default `filter`. */
+  mode?: 'filter' | 'insights';
+  /** Late-delivery window, ms. Default 600,000 (10 min). */
+  overlapMs?: number;
+  /** A ready client (then `region`, `endpoint`, `credentials` and the SDK retry options are not used to build one). */
+  client?: CloudWatchLogsClient;
+  /** Static credentials or a provider; default: the SDK's default chain. */
+  credentials?: CloudWatchLogsClientConfig['credentials'];
+  /** SDK attempts per request (first try included). Default 6. */
+  maxAttempts?: number;
+  /** SDK retry mode. Default `standard`. */
+  retryMode?: 'standard' | 'adaptive';
+  /** Fixed SDK backoff base, ms (delay = base · 2^(attempt−1)); for tests. Default: the SDK's. */
+  sdkRetryDelayMs?: number;
+  /** The source's own retry layer. */
+  retry?: Partial<RetryPolicy>;
+  /** FilterLogEvents `limit` per page (≤ 10,000). Default 10,000. */
+  pageSize?: number;
+  /** Filter pattern. Default {@link TOKEN_USE_FILTER_PATTERN}. */
+  filterPattern?: string;
+  /** Logs Insights mode settings. */
+  insights?: {
+    /** Delay between GetQueryResults calls, ms. Default 1,000. */
+    pollIntervalMs?: number;
+    /** Give up (StopQuery) after this long, ms. Default 300,000. */
+    timeoutMs?: number;
+    /** Max result rows (≤ 100,000). Default 10,000. Reaching it is an error (results would be incomplete). */
+    limit?: number;
+  };
+  /** Jitter source for backoff (tests). Default `Math.random`. */
+  random?: () => number;
+}
+
+interface CursorDoc {
+  v: 1;
+  until: number;
+}
+
+/** Parses a cursor (`{"v":1,"until":ms}` or a bare epoch-ms number). @throws Error on anything else. */
+export function parseCloudWatchCursor(cursor: string | undefined): number | undefined {
+  if (cursor === undefined || cursor === '') return undefined;
+  const trimmed = cursor.trim();
+  if (/^\d+$/.test(trimmed)) return Number(trimmed);
+  const v: unknown = JSON.parse(trimmed);
+  if (v && typeof v === 'object' && typeof (v as CursorDoc).until === 'number') return (v as CursorDoc).until;
+  throw new Error(`not a CloudWatch source cursor: ${cursor.slice(0, 100)}`);
+}
+
+/** Encodes a cursor. */
+export function encodeCloudWatchCursor(until: number): string {
+  const doc: CursorDoc = { v: 1, until };
+  return JSON.stringify(doc);
+}
+
+type Middleware = (next: (args: unknown) => Promise<unknown>) => (args: unknown) => Promise<unknown>;
+
+function contentLength(response: unknown): number {
+  if (response && typeof response === 'object') {
+    const headers = (response as { headers?: Record<string, string | undefined> }).headers;
+    const v = headers?.['content-length'];
+    const n = v === undefined ? NaN : Number(v);
+    if (Number.isFinite(n)) return n;
+  }
+  return 0;
+}
+
+/** Counts every HTTP attempt (placed after the retry middleware), its response bytes and throttling responses. */
+function countingMiddleware(stats: SourceStats): Middleware {
+  return (next) => async (args) => {
+    stats.requests++;
+    try {
+      const out = await next(args);
+      stats.bytes += contentLength((out as { response?: unknown }).response);
+      return out;
+    } catch (err) {
+      stats.bytes += contentLength((err as { $response?: unknown }).$response);
+      if (isThrottling(err)) stats.throttled++;
+      throw err;
+    }
+  };
+}
+
+interface CommandLike {
+  middlewareStack: { add: (mw: never, opts: { step: 'finalizeRequest'; priority: 'low'; name: string }) => void };
+}
+
+function withCounting<C>(command: C, stats: SourceStats): C {
+  (command as unknown as CommandLike).middlewareStack.add(countingMiddleware(stats) as never, {
+    step: 'finalizeRequest',
+    priority: 'low',
+    name: 'tokenwatchRequestCounter',
+  });
+  return command;
+}
+
+/** Reads EKS audit events from CloudWatch Logs. See the module doc for modes, cursor and retries. */
+export class CloudWatchSource implements AuditSource {
+  readonly id: string;
+  private readonly client: CloudWatchLogsClient;
+  private readonly mode: 'filter' | 'insights';
+  private readonly overlapMs: number;
+  private readonly retryPolicy: RetryPolicy;
+  private readonly pageSize: number;
+  private readonly filterPattern: string;
+  private readonly random: () => number;
+  private readonly insightsPollMs: number;
+  private readonly insightsTimeoutMs: number;
+  private readonly insightsLimit: number;
+
+  constructor(private readonly opts: CloudWatchSourceOptions) {
+    if (!opts.logGroup) throw new Error('CloudWatchSource: logGroup is required');
+    if (!opts.region && !opts.client) throw new Error('CloudWatchSource: region is required');
+    this.id = `cloudwatch:${opts.region}:${opts.logGroup}`;
+    this.mode = opts.mode ?? 'filter';
+    this.overlapMs = opts.overlapMs ?? 600_000;
+    this.retryPolicy = { ...DEFAULT_RETRY_POLICY, ...opts.retry };
+    this.pageSize = Math.min(10_000, Math.max(1, opts.pageSize ?? 10_000));
+    this.filterPattern = opts.filterPattern ?? TOKEN_USE_FILTER_PATTERN;
+    this.random = opts.random ?? Math.random;
+    this.insightsPollMs = opts.insights?.pollIntervalMs ?? 1_000;
+    this.insightsTimeoutMs = opts.insights?.timeoutMs ?? 300_000;
+    this.insightsLimit = Math.min(100_000, opts.insights?.limit ?? 10_000);
+    if (opts.client) {
+      this.client = opts.client;
+    } else {
+      const maxAttempts = opts.maxAttempts ?? 6;
+      const config: CloudWatchLogsClientConfig = { region: opts.region, maxAttempts, retryMode: opts.retryMode ?? 'standard' };
+      if (opts.endpoint) config.endpoint = opts.endpoint;
+      if (opts.credentials) config.credentials = opts.credentials;
+      if (opts.sdkRetryDelayMs !== undefined) {
+        const base = opts.sdkRetryDelayMs;
+        config.retryStrategy = new ConfiguredRetryStrategy(maxAttempts, (attempt) => base * 2 ** Math.max(0, attempt - 1));
+      }
+      this.client = new CloudWatchLogsClient(config);
+    }
+  }
+
+  /** Releases the SDK client's sockets (only a client this source built). */
+  close(): void {
+    if (!this.opts.client) this.client.destroy();
+  }
+
+  /** {@inheritDoc AuditSource.poll} */
+  poll(cursor: string | undefined, opts: PollOptions): AsyncGenerator<string, string> {
+    let until: number | undefined;
+    try {
+      until = parseCloudWatchCursor(cursor);
+    } catch (err) {
+      throw new SourceError((err as Error).message, this.id, 'InvalidCursor', false, { cause: err });
+    }
+    return this.mode === 'insights' ? this.pollInsights(until, opts) : this.pollFilter(until, opts);
+  }
+
+  private describe(op: string): string {
+    return `CloudWatch Logs ${op} on log group '${this.opts.logGroup}' (${this.opts.region})`;
+  }
+
+  private async *pollFilter(until: number | undefined, o: PollOptions): AsyncGenerator<string, string> {
+    const startTime = until === undefined ? o.now - o.lookbackMs : Math.max(0, until - this.overlapMs);
+    const endTime = o.now;
+    if (endTime < startTime) return encodeCloudWatchCursor(until ?? endTime);
+    const input: FilterLogEventsCommandInput = {
+      logGroupIdentifier: this.opts.logGroup,
+      logStreamNamePrefix: this.opts.streamPrefix,
+      startTime,
+      endTime,
+      filterPattern: this.filterPattern,
+      limit: this.pageSize,
+    };
+    const budget = new RetryBudget(this.retryPolicy, this.id, this.describe('FilterLogEvents'), this.random);
+    const pages = (token: string | undefined) =>
+      paginateFilterLogEvents(
+        {
+          client: this.client,
+          pageSize: this.pageSize,
+          ...(token !== undefined && { startingToken: token }),
+          withCommand: (command) => withCounting(command, o.stats),
+        },
+        { ...input },
+        { abortSignal: o.signal },
+      );
+    let token: string | undefined;
+    let iter = pages(undefined);
+    for (;;) {
+      let res: IteratorResult<{ events?: { message?: string }[]; nextToken?: string }>;
+      try {
+        res = await iter.next();
+      } catch (err) {
+        await budget.onError(err, o.signal);
+        iter = pages(token);
+        continue;
+      }
+      budget.onSuccess();
+      if (res.done) break;
+      const page = res.value;
+      for (const e of page.events ?? []) {
+        if (typeof e.message !== 'string') continue;
+        o.stats.records++;
+        yield e.message;
+      }
+      token = page.nextToken;
+      if (!token) break;
+    }
+    return encodeCloudWatchCursor(endTime);
+  }
+
+  /** Sends one command through the retry budget. */
+  private async send<T>(make: () => { input: unknown }, budget: RetryBudget, o: PollOptions): Promise<T> {
+    for (;;) {
+      try {
+        const cmd = withCounting(make(), o.stats);
+        const out = await this.client.send(cmd as never, { abortSignal: o.signal });
+        budget.onSuccess();
+        return out as T;
+      } catch (err) {
+        await budget.onError(err, o.signal);
+      }
+    }
+  }
+
+  private async *pollInsights(until: number | undefined, o: PollOptions): AsyncGenerator<string, string> {
+    const windowStart = until ?? o.now - o.lookbackMs;
+    const windowEnd = o.now - this.overlapMs;
+    if (windowEnd <= windowStart) return encodeCloudWatchCursor(windowStart);
+    const queryString = buildInsightsQuery({
+      streamPrefix: this.opts.streamPrefix,
+      startMs: windowStart,
+      endMs: windowEnd,
+      limit: this.insightsLimit,
+    });
+    const budget = new RetryBudget(this.retryPolicy, this.id, this.describe('Logs Insights query'), this.random);
+    const started = await this.send<{ queryId?: string }>(
+      () =>
+        new StartQueryCommand({
+          logGroupIdentifiers: [this.opts.logGroup],
+          startTime: Math.floor(windowStart / 1000),
+          endTime: Math.ceil(windowEnd / 1000),
+          queryString,
+          limit: this.insightsLimit,
+        }),
+      budget,
+      o,
+    );
+    const queryId = started.queryId;
+    if (!queryId) throw new SourceError(`${this.describe('StartQuery')} returned no queryId`, this.id, 'NoQueryId', true);
+    const deadline = performance.now() + this.insightsTimeoutMs;
+    let finished = false;
+    try {
+      let out: GetQueryResultsCommandOutput;
+      for (;;) {
+        out = await this.send<GetQueryResultsCommandOutput>(() => new GetQueryResultsCommand({ queryId, maxItems: 10_000 }), budget, o);
+        const status = out.status ?? 'Unknown';
+        if (status === 'Complete') break;
+        if (status !== 'Scheduled' && status !== 'Running') {
+          finished = true;
+          throw new SourceError(`${this.describe('Logs Insights query')} ended with status ${status}`, this.id, `Query${status}`, status === 'Timeout');
+        }
+        if (performance.now() + this.insightsPollMs > deadline) {
+          throw new SourceError(
+            `${this.describe('Logs Insights query')} did not complete within ${this.insightsTimeoutMs} ms (status ${status})`,
+            this.id,
+            'QueryTimeout',
+            true,
+          );
+        }
+        await sleep(this.insightsPollMs, o.signal);
+      }
+      finished = true;
+      // Fetch every page before yielding: a truncated result must fail the poll before anything is stored.
+      const rows: NonNullable<GetQueryResultsCommandOutput['results']> = [...(out.results ?? [])];
+      while (out.nextToken) {
+        const next = out.nextToken;
+        out = await this.send<GetQueryResultsCommandOutput>(
+          () => new GetQueryResultsCommand({ queryId, nextToken: next, maxItems: 10_000 }),
+          budget,
+          o,
+        );
+        rows.push(...(out.results ?? []));
+      }
+      if (rows.length >= this.insightsLimit) {
+        throw new SourceError(
+          `${this.describe('Logs Insights query')} returned ${rows.length} rows, the limit: results are incomplete (raise insights.limit up to 100000, poll more often, or use filter mode)`,
+          this.id,
+          'QueryResultLimit',
+          false,
+        );
+      }
+      const ctx = { source: this.id, windowStart, windowEnd };
+      for (const row of rows) {
+        o.stats.records++;
+        const agg = rowToAggregate(row, ctx);
+        if (agg) yield JSON.stringify(agg);
+      }
+    } finally {
+      if (!finished) {
+        // Best effort: free the query slot (100 concurrent queries per account, shared).
+        await this.client.send(new StopQueryCommand({ queryId })).catch(() => undefined);
+      }
+    }
+    return encodeCloudWatchCursor(windowEnd);
+  }
+}

@@ -1,0 +1,78 @@
+/**
+ * Live audit sources: where `tokenwatch serve` reads new audit events from on every poll.
+ *
+ * Two implementations share {@link AuditSource}: the CloudWatch Logs source (`cloudwatch.ts`, EKS control-plane
+ * audit logs) and the file source (`file.ts`, `--audit-log-path` of a self-managed API server).
+ * All times are epoch milliseconds, UTC.
+ */
+
+/**
+ * Counters of one poll. The source adds to them (it never resets them), so a caller can pass one object per poll
+ * or one per cluster.
+ */
+export interface SourceStats {
+  /** Requests made: CloudWatch HTTP attempts (SDK retries included); for the file source, files opened. */
+  requests: number;
+  /** Bytes received: CloudWatch response bodies (`content-length`); for the file source, bytes read. */
+  bytes: number;
+  /** Records received: CloudWatch log events or Logs Insights rows; for the file source, complete lines read. */
+  records: number;
+  /** Throttling responses received (`ThrottlingException`, `LimitExceededException`), retried or not. */
+  throttled: number;
+}
+
+/** Options of one {@link AuditSource.poll}. */
+export interface PollOptions {
+  /** The poll's reference time, epoch ms UTC (the scheduler's clock; sources do not read the clock themselves). */
+  now: number;
+  /** How far back the first poll (cursor undefined) reads, in ms (config `lookback`, default 24 h). */
+  lookbackMs: number;
+  /** Aborts the poll (SIGTERM); the generator then throws the signal's reason. */
+  signal?: AbortSignal;
+  /** Counters the source adds to. */
+  stats: SourceStats;
+}
+
+/** A place audit events come from, read incrementally. */
+export interface AuditSource {
+  /** Stable id for the cursor, e.g. `cloudwatch:us-west-2:/aws/eks/prod/cluster` or `file:/var/log/audit.log`. */
+  readonly id: string;
+  /**
+   * Reads what is new since `cursor` (opaque string from a previous poll, undefined on the first poll).
+   * Yields raw audit event JSON texts (one audit event each). Returns the new cursor; the caller persists it only
+   * after it has stored what was yielded (so a crash mid-poll re-reads, and dedupe by auditID makes that safe).
+   *
+   * Exception: a CloudWatch source in `insights` mode yields `TokenUseAggregate` JSON documents instead
+   * (see `insights.ts`, `isTokenUseAggregateText`); they carry no auditID, so the caller must store them and
+   * the returned cursor in one transaction.
+   *
+   * @throws {SourceError} when the source cannot be read (after its retry budget for transient errors); the poller
+   *   marks the cluster degraded and keeps its cursor.
+   */
+  poll(cursor: string | undefined, opts: PollOptions): AsyncGenerator<string, string>;
+}
+
+/** Creates zeroed {@link SourceStats}. */
+export function emptyStats(): SourceStats {
+  return { requests: 0, bytes: 0, records: 0, throttled: 0 };
+}
+
+/**
+ * Error raised by a source that gave up: a non-retryable error (access denied, log group not found, bad parameter)
+ * or a transient one (throttling, 5xx, network) that outlasted the retry budget.
+ */
+export class SourceError extends Error {
+  constructor(
+    message: string,
+    /** The source's id. */
+    readonly sourceId: string,
+    /** AWS error code (e.g. `ThrottlingException`, `AccessDeniedException`) or Node error code (`ENOENT`). */
+    readonly code: string,
+    /** Whether the error is transient (a later poll may succeed). */
+    readonly retryable: boolean,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'SourceError';
+  }
+}
