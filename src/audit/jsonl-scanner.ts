@@ -1,0 +1,163 @@
+/**
+ * Incremental scanner for audit JSON lines (the `--audit-log-path` format: one audit.k8s.io/v1 Event per
+ * line). Pure and synchronous: feed it Buffers in any chunking, it counts lines and collects token uses.
+ *
+ * It is built for speed: it works on Buffers, finds newlines and the two prefilter needles with
+ * `Buffer.indexOf` (native memchr / Boyer-Moore-Horspool) and decodes + `JSON.parse`s only the lines that
+ * contain a needle. A line that does not start with `{` and end with `}` (after trimming spaces, tabs, `\r`)
+ * is malformed. A line longer than `maxLineBytes` is malformed and skipped without being buffered whole.
+ */
+import type { ReadStats, TokenUse } from './types.js';
+import { TOKEN_ANNOTATION_NEEDLE, UNAUTHORIZED_NEEDLE, tokenUseFromJson } from './records.js';
+
+const NEEDLE_A = Buffer.from(TOKEN_ANNOTATION_NEEDLE, 'latin1');
+const NEEDLE_B = Buffer.from(UNAUTHORIZED_NEEDLE, 'latin1');
+const LF = 0x0a;
+const OPEN = 0x7b; // {
+const CLOSE = 0x7d; // }
+
+/** Default for `maxLineBytes`: 64 MiB. */
+export const DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024;
+
+function isWsByte(c: number): boolean {
+  return c === 0x20 || c === 0x09 || c === 0x0d;
+}
+
+/**
+ * Scans audit JSON lines. Counts in `stats`: `lines` (non-blank lines), `events`, `malformed`
+ * (see `records.ts`); pushes token uses to `out` in input order, without deduplication.
+ * Blank (whitespace-only) lines are ignored and not counted. A UTF-8 BOM at the very start is skipped.
+ *
+ * Chunks are not retained after `push` returns (a partial last line is copied), so the caller may reuse
+ * its read buffer.
+ */
+export class JsonlScanner {
+  private parts: Buffer[] = [];
+  private partsLen = 0;
+  private skipping = false;
+  private atStart = true;
+
+  constructor(
+    private readonly stats: ReadStats,
+    private readonly out: TokenUse[],
+    private readonly maxLineBytes: number = DEFAULT_MAX_LINE_BYTES,
+  ) {}
+
+  /** Feeds the next bytes of the input. */
+  push(chunk: Buffer): void {
+    const len = chunk.length;
+    if (len === 0) return;
+    let pos = 0;
+    if (this.atStart) {
+      this.atStart = false;
+      if (len >= 3 && chunk[0] === 0xef && chunk[1] === 0xbb && chunk[2] === 0xbf) pos = 3;
+    }
+    if (this.skipping) {
+      const nl = chunk.indexOf(LF, pos);
+      if (nl === -1) return;
+      this.skipping = false;
+      pos = nl + 1;
+    } else if (this.partsLen > 0) {
+      const nl = chunk.indexOf(LF, pos);
+      if (nl === -1) {
+        this.appendPartial(chunk, pos);
+        return;
+      }
+      if (this.partsLen + nl - pos > this.maxLineBytes) {
+        this.parts = [];
+        this.partsLen = 0;
+        this.stats.lines++;
+        this.stats.malformed++;
+      } else {
+        this.parts.push(chunk.subarray(pos, nl));
+        const line = Buffer.concat(this.parts);
+        this.parts = [];
+        this.partsLen = 0;
+        this.line(line, 0, line.length);
+      }
+      pos = nl + 1;
+    }
+
+    // Hot loop over complete lines inside this chunk.
+    const stats = this.stats;
+    const max = this.maxLineBytes;
+    let nextA = -1; // next NEEDLE_A position ≥ current line start, or len when none
+    let nextB = -1;
+    for (;;) {
+      const nl = chunk.indexOf(LF, pos);
+      if (nl === -1) break;
+      let s = pos;
+      let e = nl;
+      pos = nl + 1;
+      while (s < e && isWsByte(chunk[s]!)) s++;
+      while (e > s && isWsByte(chunk[e - 1]!)) e--;
+      if (s === e) continue;
+      stats.lines++;
+      if (e - s > max || chunk[s] !== OPEN || chunk[e - 1] !== CLOSE) {
+        stats.malformed++;
+        continue;
+      }
+      if (nextA < s) {
+        nextA = chunk.indexOf(NEEDLE_A, s);
+        if (nextA === -1) nextA = len;
+      }
+      if (nextB < s) {
+        nextB = chunk.indexOf(NEEDLE_B, s);
+        if (nextB === -1) nextB = len;
+      }
+      if (nextA < e || nextB < e) {
+        const use = tokenUseFromJson(chunk.toString('utf8', s, e), stats);
+        if (use) this.out.push(use);
+      } else {
+        stats.events++;
+      }
+    }
+    if (pos < len) this.appendPartial(chunk, pos);
+  }
+
+  /** Signals the end of input: a last line without a trailing newline is processed now. */
+  end(): void {
+    if (this.partsLen > 0) {
+      const line = Buffer.concat(this.parts);
+      this.parts = [];
+      this.partsLen = 0;
+      this.line(line, 0, line.length);
+    }
+    this.skipping = false;
+  }
+
+  private appendPartial(chunk: Buffer, from: number): void {
+    const n = chunk.length - from;
+    if (this.partsLen + n > this.maxLineBytes) {
+      // Over the limit: count it once, drop what we hold and skip to the next newline.
+      this.parts = [];
+      this.partsLen = 0;
+      this.skipping = true;
+      this.stats.lines++;
+      this.stats.malformed++;
+      return;
+    }
+    this.parts.push(Buffer.from(chunk.subarray(from))); // copy: the caller may reuse `chunk`
+    this.partsLen += n;
+  }
+
+  /** One complete line `buf[s, e)` (no newline), outside the hot loop. */
+  private line(buf: Buffer, s: number, e: number): void {
+    while (s < e && isWsByte(buf[s]!)) s++;
+    while (e > s && isWsByte(buf[e - 1]!)) e--;
+    if (s === e) return;
+    this.stats.lines++;
+    if (e - s > this.maxLineBytes || buf[s] !== OPEN || buf[e - 1] !== CLOSE) {
+      this.stats.malformed++;
+      return;
+    }
+    const a = buf.indexOf(NEEDLE_A, s);
+    const b = a !== -1 && a < e ? a : buf.indexOf(NEEDLE_B, s);
+    if (b !== -1 && b < e) {
+      const use = tokenUseFromJson(buf.toString('utf8', s, e), this.stats);
+      if (use) this.out.push(use);
+    } else {
+      this.stats.events++;
+    }
+  }
+}

@@ -1,0 +1,427 @@
+/**
+ * Streaming reader of audit inputs: yields the {@link TokenUse}s found in files of any supported format,
+ * each request (auditID) once, with bounded memory.
+ *
+ * Formats are detected per file by content (see `formats.ts`), after transparent gzip decompression
+ * (magic bytes `1f 8b`, so rotated names such as `audit-2026-11-19T10-00-00.000.log.gz` or `audit.log.1`
+ * need no special handling):
+ * - audit JSON lines (`--audit-log-path` files): scanned on raw Buffers, see `jsonl-scanner.ts`;
+ * - `aws logs filter-log-events` JSON output and Logs Insights JSON exports: streamed with stream-json,
+ *   each log message prefiltered before it is parsed;
+ * - Logs Insights CSV exports (RFC 4180): streamed with csv-parse.
+ */
+import { open, stat, type FileHandle } from 'node:fs/promises';
+import { Readable, pipeline, type Duplex } from 'node:stream';
+import { createGunzip } from 'node:zlib';
+import { InputError, type InputFormat, type ReadStats, type TokenUse } from './types.js';
+import { DETECT_HEAD_BYTES, detectFormat, isGzip } from './formats.js';
+import { DEFAULT_MAX_LINE_BYTES, JsonlScanner } from './jsonl-scanner.js';
+import { tokenUseFromRecordText, tokenUseFromValue } from './records.js';
+import { isAuditEvent } from './token-use.js';
+
+export { detectFormat } from './formats.js';
+export { mayHoldTokenUse, tokenUseFromJson } from './records.js';
+export { DEFAULT_MAX_LINE_BYTES, JsonlScanner } from './jsonl-scanner.js';
+
+/** Progress of one file: bytes read from disk (compressed bytes for gzip) out of its size. */
+export interface ReadProgress {
+  file: string;
+  bytesRead: number;
+  /** File size from `fstat` (0 for pipes and other non-regular files). */
+  totalBytes: number;
+}
+
+/** Options of {@link readTokenUses}. */
+export interface ReadOptions {
+  /** Called at most about every 100 ms per file, and once when a file is fully read. */
+  onProgress?: (p: ReadProgress) => void;
+  /** A JSON line or CSV record longer than this is counted malformed and skipped. Default 64 MiB. */
+  maxLineBytes?: number;
+}
+
+/** A fresh, all-zero {@link ReadStats}. */
+export function createReadStats(): ReadStats {
+  return { files: 0, lines: 0, events: 0, tokenUses: 0, malformed: 0, duplicates: 0 };
+}
+
+/** Size of each read from disk. 1 MiB: few syscalls, buffers still cache-friendly. */
+const READ_CHUNK_BYTES = 1024 * 1024;
+/** Output chunk size of the gunzip stream. */
+const GUNZIP_CHUNK_BYTES = 256 * 1024;
+const PROGRESS_INTERVAL_MS = 100;
+
+interface FileContext {
+  file: string;
+  stats: ReadStats;
+  maxLineBytes: number;
+}
+
+/**
+ * Reads the files in order and yields their token uses.
+ *
+ * - Each request is yielded once: an `auditID` already yielded in this call (from any stage or file)
+ *   increments `stats.duplicates` instead.
+ * - Counts into `stats` (see `ReadStats`; `lines` = JSON lines / CSV rows / exported log events seen,
+ *   `events` = records that look like audit events, `malformed` = records skipped as unreadable).
+ *   A JSON export (`filter-log-events`, Insights JSON) that breaks off (syntax error, truncation) counts
+ *   one malformed record and ends that file; what was read before is kept.
+ * - Memory stays bounded: files are streamed; a line over `maxLineBytes` is skipped without being buffered.
+ *
+ * @throws InputError (naming the file) for a missing or unreadable file, a directory, a file whose format is
+ *   unknown (including binary data), or corrupt/truncated gzip data. All files are checked to exist before
+ *   the first is read.
+ */
+export async function* readTokenUses(
+  files: string[],
+  stats: ReadStats,
+  opts: ReadOptions = {},
+): AsyncGenerator<TokenUse> {
+  const maxLineBytes = opts.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES;
+  if (!(maxLineBytes > 0)) throw new RangeError('maxLineBytes must be positive');
+  for (const file of files) {
+    try {
+      const st = await stat(file);
+      if (st.isDirectory()) throw new InputError(`${file}: is a directory, not an audit log file`, file);
+    } catch (err) {
+      throw toOpenError(err, file);
+    }
+  }
+  const seen = new Set<string>();
+  for (const file of files) {
+    const ctx: FileContext = { file, stats, maxLineBytes };
+    for await (const use of readOneFile(ctx, opts.onProgress)) {
+      if (seen.has(use.auditID)) {
+        stats.duplicates++;
+        continue;
+      }
+      seen.add(use.auditID);
+      stats.tokenUses++;
+      yield use;
+    }
+  }
+}
+
+function errorReason(err: unknown): string {
+  if (err instanceof Error) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return code && !err.message.startsWith(code) ? `${code}: ${err.message}` : err.message;
+  }
+  return String(err);
+}
+
+function toOpenError(err: unknown, file: string): InputError {
+  if (err instanceof InputError) return err;
+  return new InputError(`${file}: cannot read file (${errorReason(err)})`, file);
+}
+
+async function* readOneFile(ctx: FileContext, onProgress: ReadOptions['onProgress']): AsyncGenerator<TokenUse> {
+  const { file } = ctx;
+  let fh: FileHandle;
+  try {
+    fh = await open(file, 'r');
+  } catch (err) {
+    throw toOpenError(err, file);
+  }
+  try {
+    let totalBytes = 0;
+    try {
+      const st = await fh.stat();
+      if (st.isDirectory()) throw new InputError(`${file}: is a directory, not an audit log file`, file);
+      totalBytes = st.isFile() ? st.size : 0;
+    } catch (err) {
+      throw toOpenError(err, file);
+    }
+    ctx.stats.files++;
+    const rawSource = new RawSource(fh, file, totalBytes, onProgress);
+    const raw = rawSource.chunks()[Symbol.asyncIterator]();
+    const rawHead = await peek(raw, 2);
+    const gzip = rawHead.chunks.length > 0 && isGzip(Buffer.concat(rawHead.chunks));
+    let data: AsyncIterator<Buffer> = replay(rawHead, raw);
+    if (gzip) data = gunzip(file, data)[Symbol.asyncIterator]();
+    const head = await peek(data, DETECT_HEAD_BYTES);
+    const headBytes = Buffer.concat(head.chunks);
+    const format = detectFormat(headBytes);
+    if (format === undefined) {
+      if (isBlank(headBytes) && head.done) return; // an empty (e.g. just rotated) log holds no events
+      const what = headBytes.indexOf(0) !== -1 ? 'binary data' : 'unknown content';
+      throw new InputError(
+        `${file}: unknown input format (${what}${gzip ? ' after gunzip' : ''}); expected audit JSON lines, ` +
+          '`aws logs filter-log-events` JSON output, or a CloudWatch Logs Insights export (JSON or CSV)',
+        file,
+      );
+    }
+    // Only the plain JSON-lines path consumes each chunk synchronously, so only it may reuse read buffers.
+    if (!gzip && format === 'audit-jsonl') rawSource.reuseBuffers = true;
+    const chunks = replay(head, data);
+    yield* scanFormat(format, chunks, ctx);
+  } finally {
+    await fh.close().catch(() => undefined);
+  }
+}
+
+function isBlank(b: Buffer): boolean {
+  for (let i = 0; i < b.length; i++) {
+    const c = b[i];
+    if (c !== 0x20 && c !== 0x09 && c !== 0x0a && c !== 0x0d) {
+      if (i === 0 && b.length >= 3 && c === 0xef && b[1] === 0xbb && b[2] === 0xbf) {
+        i = 2;
+        continue;
+      }
+      return false;
+    }
+  }
+  return true;
+}
+
+function scanFormat(format: InputFormat, chunks: AsyncIterable<Buffer>, ctx: FileContext): AsyncGenerator<TokenUse> {
+  switch (format) {
+    case 'audit-jsonl':
+      return scanJsonl(chunks, ctx);
+    case 'filter-log-events':
+    case 'insights-json':
+      return scanJsonExport(format, chunks, ctx);
+    case 'insights-csv':
+      return scanCsv(chunks, ctx);
+  }
+}
+
+/**
+ * Sequential reads of one open file, `READ_CHUNK_BYTES` at a time, with the next read issued before the
+ * current chunk is handed out (two buffers in flight). Reports progress.
+ */
+class RawSource {
+  /** When true, read buffers are recycled: a yielded chunk is valid only until the consumer asks for the next. */
+  reuseBuffers = false;
+  private bytesRead = 0;
+  private lastProgress = 0;
+
+  constructor(
+    private readonly fh: FileHandle,
+    private readonly file: string,
+    private readonly totalBytes: number,
+    private readonly onProgress: ReadOptions['onProgress'],
+  ) {}
+
+  async *chunks(): AsyncGenerator<Buffer> {
+    const spare: Buffer[] = [];
+    // Chunks handed out before `reuseBuffers` was set (the detection head) are never recycled.
+    const take = (): Buffer => (this.reuseBuffers && spare.length > 0 ? spare.pop()! : Buffer.allocUnsafeSlow(READ_CHUNK_BYTES));
+    let pending: Promise<{ bytesRead: number; buffer: Buffer }> | undefined = this.read(take());
+    try {
+      for (;;) {
+        const { bytesRead, buffer } = await pending;
+        pending = undefined;
+        if (bytesRead === 0) break;
+        this.progress(bytesRead, false);
+        const next = take();
+        pending = this.read(next);
+        const recyclable = this.reuseBuffers;
+        yield buffer.subarray(0, bytesRead);
+        if (recyclable && this.reuseBuffers) spare.push(buffer);
+      }
+      this.progress(0, true);
+    } finally {
+      if (pending) await pending.catch(() => undefined);
+    }
+  }
+
+  private read(buf: Buffer): Promise<{ bytesRead: number; buffer: Buffer }> {
+    return this.fh.read(buf, 0, buf.length, null).catch((err: unknown) => {
+      throw new InputError(`${this.file}: read failed after ${this.bytesRead} bytes (${errorReason(err)})`, this.file);
+    });
+  }
+
+  private progress(n: number, final: boolean): void {
+    this.bytesRead += n;
+    if (!this.onProgress) return;
+    const now = performance.now();
+    if (final || now - this.lastProgress >= PROGRESS_INTERVAL_MS) {
+      this.lastProgress = now;
+      this.onProgress({ file: this.file, bytesRead: this.bytesRead, totalBytes: this.totalBytes });
+    }
+  }
+}
+
+interface Peeked {
+  chunks: Buffer[];
+  done: boolean;
+}
+
+/** Pulls chunks until at least `want` bytes are held or the source ends. */
+async function peek(it: AsyncIterator<Buffer>, want: number): Promise<Peeked> {
+  const chunks: Buffer[] = [];
+  let n = 0;
+  while (n < want) {
+    const r = await it.next();
+    if (r.done) return { chunks, done: true };
+    chunks.push(r.value);
+    n += r.value.length;
+  }
+  return { chunks, done: false };
+}
+
+/** The peeked chunks, then the rest of the source. Closes the source when abandoned. */
+async function* replay(peeked: Peeked, it: AsyncIterator<Buffer>): AsyncGenerator<Buffer> {
+  try {
+    yield* peeked.chunks;
+    if (peeked.done) return;
+    for (;;) {
+      const r = await it.next();
+      if (r.done) return;
+      yield r.value;
+    }
+  } finally {
+    await it.return?.();
+  }
+}
+
+function isZlibError(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && code.startsWith('Z_');
+}
+
+/** Decompresses a gzip byte stream (concatenated members allowed). Corrupt or truncated data → InputError. */
+async function* gunzip(file: string, source: AsyncIterator<Buffer>): AsyncGenerator<Buffer> {
+  const src = Readable.from({ [Symbol.asyncIterator]: () => source }, { objectMode: false, highWaterMark: READ_CHUNK_BYTES });
+  const gz = createGunzip({ chunkSize: GUNZIP_CHUNK_BYTES });
+  pipeline(src, gz, () => undefined); // errors surface through the iteration below
+  try {
+    for await (const chunk of gz) yield chunk as Buffer;
+  } catch (err) {
+    if (err instanceof InputError) throw err;
+    if (isZlibError(err)) throw new InputError(`${file}: corrupt or truncated gzip data (${errorReason(err)})`, file);
+    throw new InputError(`${file}: cannot decompress (${errorReason(err)})`, file);
+  } finally {
+    gz.destroy();
+    src.destroy();
+  }
+}
+
+/** Audit JSON lines: the fast path. */
+async function* scanJsonl(chunks: AsyncIterable<Buffer>, ctx: FileContext): AsyncGenerator<TokenUse> {
+  const out: TokenUse[] = [];
+  const scanner = new JsonlScanner(ctx.stats, out, ctx.maxLineBytes);
+  for await (const chunk of chunks) {
+    scanner.push(chunk);
+    if (out.length > 0) {
+      const batch = out.splice(0, out.length);
+      yield* batch;
+    }
+  }
+  scanner.end();
+  yield* out;
+}
+
+/** One exported log record (a CloudWatch message, an export row's `@message`, or a whole audit event object). */
+function recordUse(value: unknown, stats: ReadStats): TokenUse | undefined {
+  stats.lines++;
+  if (typeof value === 'string') return tokenUseFromRecordText(value, stats);
+  if (typeof value === 'object' && value !== null && !Array.isArray(value)) return tokenUseFromValue(value, stats);
+  stats.malformed++;
+  return undefined;
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** Picks `events[i]` of each top-level object (filter-log-events), or each element of a top-level array (Insights). */
+function exportItemFilter(format: 'filter-log-events' | 'insights-json') {
+  return format === 'filter-log-events'
+    ? (stack: (string | number | null)[]) => stack.length === 2 && stack[0] === 'events' && typeof stack[1] === 'number'
+    : (stack: (string | number | null)[]) => stack.length === 1 && typeof stack[0] === 'number';
+}
+
+/**
+ * `aws logs filter-log-events` output (`{"events":[{"message": "<audit event JSON>", ...}], ...}`, several
+ * concatenated outputs allowed) or a Logs Insights JSON export (`[{"@timestamp": ..., "@message": ...}]`;
+ * a row without `@message` that is itself an audit event is read as one).
+ */
+async function* scanJsonExport(
+  format: 'filter-log-events' | 'insights-json',
+  chunks: AsyncIterable<Buffer>,
+  ctx: FileContext,
+): AsyncGenerator<TokenUse> {
+  const { stats } = ctx;
+  // Loaded on first use: the JSON-lines path never needs them.
+  const [{ parser: jsonTokenParser }, { pick }, { streamValues }] = await Promise.all([
+    import('stream-json'),
+    import('stream-json/filters/pick.js'),
+    import('stream-json/streamers/stream-values.js'),
+  ]);
+  const src = Readable.from(chunks, { objectMode: false, highWaterMark: READ_CHUNK_BYTES });
+  const tokens: Duplex = jsonTokenParser.asStream({ jsonStreaming: true, streamValues: false });
+  const picked: Duplex = pick.asStream({ filter: exportItemFilter(format), maxDepth: 256 });
+  const values: Duplex = streamValues.asStream();
+  pipeline(src, tokens, picked, values, () => undefined); // errors surface through the iteration below
+  try {
+    for await (const item of values as AsyncIterable<{ value: unknown }>) {
+      const v = item.value;
+      let use: TokenUse | undefined;
+      if (!isObject(v)) {
+        stats.lines++;
+        stats.malformed++;
+      } else if (format === 'filter-log-events') {
+        use = recordUse(v.message, stats);
+      } else if ('@message' in v) {
+        use = recordUse(v['@message'], stats);
+      } else if (isAuditEvent(v)) {
+        use = recordUse(v, stats);
+      } else {
+        stats.lines++;
+        stats.malformed++;
+      }
+      if (use) yield use;
+    }
+  } catch (err) {
+    if (err instanceof InputError) throw err;
+    // JSON syntax error or truncation: the rest of the document cannot be located. Count it, end this file.
+    stats.malformed++;
+  } finally {
+    values.destroy();
+    src.destroy();
+  }
+}
+
+/**
+ * Logs Insights CSV export: header with `@timestamp` and `@message`, RFC 4180 quoting (messages with
+ * embedded quotes, commas, newlines). A bad record (wrong column count, stray quote) is counted malformed
+ * and skipped. A record over `maxLineBytes` (in practice an unclosed quote swallowing the rest of the file)
+ * counts one malformed record and ends the file: csv-parse cannot find the next record after it.
+ */
+async function* scanCsv(chunks: AsyncIterable<Buffer>, ctx: FileContext): AsyncGenerator<TokenUse> {
+  const { stats } = ctx;
+  const { parse: parseCsv } = await import('csv-parse'); // loaded on first use
+  const src = Readable.from(chunks, { objectMode: false, highWaterMark: READ_CHUNK_BYTES });
+  let oversize = false;
+  const csv = parseCsv({
+    columns: true,
+    bom: true,
+    skip_empty_lines: true,
+    skip_records_with_error: true,
+    max_record_size: ctx.maxLineBytes,
+    on_skip: (err) => {
+      if (oversize) return undefined;
+      stats.lines++;
+      stats.malformed++;
+      if (err?.code === 'CSV_MAX_RECORD_SIZE') {
+        oversize = true;
+        queueMicrotask(() => csv.destroy());
+      }
+      return undefined;
+    },
+  });
+  pipeline(src, csv, () => undefined); // errors surface through the iteration below
+  try {
+    for await (const row of csv as AsyncIterable<Record<string, string>>) {
+      const use = recordUse(row['@message'], stats);
+      if (use) yield use;
+    }
+  } catch (err) {
+    if (err instanceof InputError) throw err;
+    if (!oversize) stats.malformed++;
+  } finally {
+    csv.destroy();
+    src.destroy();
+  }
+}

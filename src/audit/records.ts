@@ -1,0 +1,110 @@
+/**
+ * Per-record building blocks shared by the file reader and the live sources (file tail, CloudWatch):
+ * the cheap prefilter, parsing one audit event's JSON text, and the `ReadStats` counting rules.
+ *
+ * Pure: no I/O. Counting rules for one record (a JSON line, a CloudWatch log event's `message`, an
+ * export row), applied by the caller after it counts the record in `stats.lines`:
+ * - prefilter says "no token signal" → `events++` when the text looks like a JSON object, else `malformed++`;
+ * - otherwise it is parsed: unparsable JSON, not an object with an `auditID`, or a token signal that cannot
+ *   be read (e.g. a garbled stale-token value, no valid timestamp) → `malformed++`; else `events++`.
+ * `tokenUses` and `duplicates` are counted by whoever dedupes by `auditID`.
+ */
+import type { ReadStats, TokenUse } from './types.js';
+import { hasTokenSignal, isAuditEvent, toTokenUse } from './token-use.js';
+
+/**
+ * Needle 1: every token annotation key starts with `authentication.k8s.io/` (stale-token, legacy-token*;
+ * kubernetes `pkg/serviceaccount/claims.go`, `jwt.go`, `legacy.go`). The `authorization.k8s.io/` keys on
+ * every event do not match it.
+ */
+export const TOKEN_ANNOTATION_NEEDLE = 'authentication.k8s.io/';
+/**
+ * Needle 2: a rejected request's audit event has `responseStatus.message` "Authentication failed, attempted: …"
+ * or "Authentication failed, no credentials provided" (kubernetes
+ * `staging/src/k8s.io/apiserver/pkg/endpoints/filters/authn_audit.go`, `getAuthMethods`), `code` 401, empty user.
+ * Neither needle contains `"` or `\`, so both also match inside a JSON-string-escaped (CloudWatch) or
+ * CSV-quoted message.
+ */
+export const UNAUTHORIZED_NEEDLE = 'Authentication failed';
+
+const NEEDLE_A = Buffer.from(TOKEN_ANNOTATION_NEEDLE, 'latin1');
+const NEEDLE_B = Buffer.from(UNAUTHORIZED_NEEDLE, 'latin1');
+
+/**
+ * Cheap prefilter: can this text (an audit event's JSON, possibly still escaped inside a CloudWatch
+ * export) hold a token use? False positives are fine (the event is parsed and dropped); there are no
+ * false negatives for events the API server writes (see the two needles above).
+ */
+export function mayHoldTokenUse(text: string | Buffer): boolean {
+  if (typeof text === 'string') {
+    return text.includes(TOKEN_ANNOTATION_NEEDLE) || text.includes(UNAUTHORIZED_NEEDLE);
+  }
+  return text.indexOf(NEEDLE_A) !== -1 || text.indexOf(NEEDLE_B) !== -1;
+}
+
+/** True when the text, trimmed of whitespace, starts with `{` and ends with `}`. */
+export function looksLikeJsonObject(text: string): boolean {
+  let s = 0;
+  let e = text.length;
+  while (s < e && isWs(text.charCodeAt(s))) s++;
+  while (e > s && isWs(text.charCodeAt(e - 1))) e--;
+  return e - s >= 2 && text.charCodeAt(s) === 0x7b && text.charCodeAt(e - 1) === 0x7d;
+}
+
+function isWs(c: number): boolean {
+  return c === 0x20 || c === 0x09 || c === 0x0d || c === 0x0a || c === 0xfeff;
+}
+
+/**
+ * Counts a record the prefilter rejected: `events++` if it looks like a JSON object, else `malformed++`.
+ * (The record itself is counted in `lines` by the caller.)
+ */
+export function countUnparsedRecord(text: string, stats: ReadStats): void {
+  if (looksLikeJsonObject(text)) stats.events++;
+  else stats.malformed++;
+}
+
+/**
+ * Classifies an already-parsed JSON value as an audit event and token use, counting it in `stats`
+ * (`events` or `malformed`, see the module doc).
+ */
+export function tokenUseFromValue(value: unknown, stats: ReadStats): TokenUse | undefined {
+  if (!isAuditEvent(value)) {
+    stats.malformed++;
+    return undefined;
+  }
+  const use = toTokenUse(value);
+  if (use === undefined && hasTokenSignal(value)) {
+    stats.malformed++;
+    return undefined;
+  }
+  stats.events++;
+  return use;
+}
+
+/**
+ * Parses one audit event's JSON text and returns its token use, if any. Counts the record in
+ * `stats.events` or `stats.malformed` (never `lines`, `tokenUses` or `duplicates`). Never throws.
+ */
+export function tokenUseFromJson(text: string, stats: ReadStats): TokenUse | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    stats.malformed++;
+    return undefined;
+  }
+  return tokenUseFromValue(value, stats);
+}
+
+/**
+ * Handles one record's text the way every reader does: prefilter, then parse only when needed.
+ * Counts `events`/`malformed` (not `lines`). Never throws.
+ */
+export function tokenUseFromRecordText(text: string, stats: ReadStats): TokenUse | undefined {
+  if (!mayHoldTokenUse(text)) {
+    countUnparsedRecord(text, stats);
+    return undefined;
+  }
+  return tokenUseFromJson(text, stats);
+}
