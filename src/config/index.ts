@@ -4,3 +4,4 @@ export { ConfigError, ENV, parseConfig, crossFieldIssues, fileSchema, type Confi
 export { loadConfig, resolveConfigPath } from './load.js';
 export { maskConfig, maskSecret, renderEffectiveConfig, toFileForm } from './render.js';
 export { parseDuration, formatDuration, DurationError } from './duration.js';
+export { approvalPolicyFor } from './policy.js';

@@ -121,7 +121,10 @@ const schedule = z.string().superRefine((expr, ctx) => {
 
 const httpUrl = z.url({ protocol: /^https?$/, error: 'expected an http:// or https:// URL' });
 
-const namespaceName = z.string().regex(DNS1123_LABEL, 'expected a namespace name (DNS-1123 label)');
+/** A namespace, a prefix ending in `*`, or `*` (the approval policy's patterns, src/approvals/policy.ts). */
+const namespacePattern = z
+  .string()
+  .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$|^([a-z0-9][-a-z0-9]*)?\*$/, 'expected a namespace name, or a prefix ending in * (kube-*)');
 const slackPrincipal = z
   .string()
   .regex(SLACK_PRINCIPAL, 'expected a Slack user id (U…, W…) or user group id (S…)');
@@ -157,13 +160,14 @@ const kubernetesSchema = z.strictObject({
 
 const clusterSlackSchema = z.strictObject({
   channel: z.string().regex(SLACK_CHANNEL, 'expected a channel id (C…, G…) or #name'),
-  requesters: z.array(slackPrincipal).optional(),
+  requesters: z.array(z.union([z.literal('*'), slackPrincipal], { error: 'expected "*", a Slack user id (U…, W…) or user group id (S…)' })).optional(),
   approvers: z.array(slackPrincipal).default([]),
   allowSelfApproval: z.boolean().default(false),
-  protectedNamespaces: z.array(namespaceName).optional(),
+  protectedNamespaces: z.array(namespacePattern).optional(),
+  protectedApprovals: z.int().min(1).max(10).default(2),
   actions: z.array(z.enum(ACTIONS)).default([...ACTIONS]),
   namespaces: z
-    .strictObject({ allow: z.array(namespaceName).optional(), deny: z.array(namespaceName).optional() })
+    .strictObject({ allow: z.array(namespacePattern).optional(), deny: z.array(namespacePattern).optional() })
     .optional(),
 });
 
@@ -315,11 +319,12 @@ export function crossFieldIssues(raw: unknown, env: NodeJS.ProcessEnv): ConfigIs
         });
       }
       const protectedNs = c.slack.protectedNamespaces;
+      const needed = typeof c.slack.protectedApprovals === 'number' ? c.slack.protectedApprovals : 2;
       const onlyUsers = approvers.every((a) => typeof a === 'string' && !a.startsWith('S'));
-      if (Array.isArray(protectedNs) && protectedNs.length > 0 && onlyUsers && new Set(approvers).size < 2) {
+      if (Array.isArray(protectedNs) && protectedNs.length > 0 && onlyUsers && new Set(approvers).size < needed) {
         issues.push({
           path: at('slack', 'protectedNamespaces'),
-          message: 'protected namespaces need two approvals, but fewer than two approvers are configured',
+          message: `protected namespaces need ${needed} approvals, but fewer than ${needed} approvers are configured`,
         });
       }
     }
@@ -423,6 +428,7 @@ function assemble(file: FileConfig, env: NodeJS.ProcessEnv): Config {
         approvers: s.approvers,
         allowSelfApproval: s.allowSelfApproval,
         ...(s.protectedNamespaces !== undefined ? { protectedNamespaces: s.protectedNamespaces } : {}),
+        protectedApprovals: s.protectedApprovals,
         actions: s.actions,
         ...(s.namespaces !== undefined ? { namespaces: s.namespaces } : {}),
       };

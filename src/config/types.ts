@@ -119,17 +119,19 @@ export type KubernetesAccessConfig =
 export interface ClusterSlackConfig {
   /** Channel id (`C…`, `G…`) or name (`#ops`); ids survive renames. */
   channel: string;
-  /** Who may request actions: Slack user ids (`U…`, `W…`) or user group ids (`S…`). Absent = anyone in the channel. */
+  /** Who may request actions: Slack user ids (`U…`, `W…`), user group ids (`S…`) or `*`. Absent = anyone (`*`). */
   requesters?: string[];
   /** Who may approve: user ids or user group ids. Required (non-empty) when restart/recreate actions are enabled. */
   approvers: string[];
   /** Whether the requester may approve their own request. Default false. */
   allowSelfApproval: boolean;
-  /** Namespaces whose actions need two approvals from two different approvers. */
+  /** Namespaces (exact, prefix ending in `*`, or `*`) whose actions need {@link protectedApprovals} approvals. */
   protectedNamespaces?: string[];
+  /** Distinct approvals needed in protected namespaces, 1–10. Default 2. */
+  protectedApprovals: number;
   /** Actions offered, default all: `restart`, `recreate-serviceaccount`, `snooze`. */
   actions: ActionName[];
-  /** Namespaces actions may touch: `deny` wins over `allow`; no `allow` = all namespaces. */
+  /** Namespaces actions may touch (patterns as above): `deny` wins over `allow`; no `allow` = all namespaces. */
   namespaces?: { allow?: string[]; deny?: string[] };
 }
 

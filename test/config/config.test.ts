@@ -86,6 +86,7 @@ describe('parseConfig defaults', () => {
       channel: 'C0AAA',
       approvers: ['U0AAA'],
       allowSelfApproval: false,
+      protectedApprovals: 2,
       actions: ['restart', 'recreate-serviceaccount', 'snooze'],
     });
   });
@@ -155,7 +156,7 @@ describe('the example files', () => {
     const [prod, staging] = config.clusters;
     expect(prod!.kubernetes).toEqual({ eks: { clusterName: 'prod-eks', region: 'us-east-1' } });
     expect(prod!.slack?.protectedNamespaces).toEqual(['kube-system']);
-    expect(prod!.slack?.namespaces).toEqual({ allow: ['kube-system', 'monitoring', 'logging'], deny: ['kube-public'] });
+    expect(prod!.slack?.namespaces).toEqual({ allow: ['kube-system', 'monitoring*', 'logging'], deny: ['kube-public'] });
     expect(staging!.kubernetes).toEqual({ kubeconfig: '/etc/tokenwatch/staging.kubeconfig', context: 'staging' });
     expect(staging!.maxTokenAge).toEqual({ mode: 'upstream' });
   });
@@ -300,7 +301,7 @@ describe('errors', () => {
       ),
     ).toEqual([
       'clusters.0.slack.approvers → required (at least one approver) when actions include restart or recreate-serviceaccount',
-      'clusters.1.slack.protectedNamespaces → protected namespaces need two approvals, but fewer than two approvers are configured',
+      'clusters.1.slack.protectedNamespaces → protected namespaces need 2 approvals, but fewer than 2 approvers are configured',
     ]);
     // snooze-only clusters need no approvers; a user group may hold two approvers
     const ok = parseConfig(
@@ -434,5 +435,21 @@ describe('resolveConfigPath', () => {
     const file = join(dir, 'c.yaml');
     writeFileSync(file, 'clusters:\n  - name: x\n    audit: { file: { path: a.log } }\n    schedule: "0 * * * *"\n');
     expect(loadConfig(file, {}).clusters[0]!.schedule).toBe('0 * * * *');
+  });
+});
+
+describe('namespace patterns', () => {
+  const withNs = (patterns: string[]) =>
+    parseConfig(
+      { slack: {}, clusters: [{ ...fileCluster, slack: { channel: 'C0AAA', approvers: ['U0A', 'U0B'], namespaces: { allow: patterns } } }] },
+      {},
+    );
+  it('accepts names, prefixes ending in * and *', () => {
+    expect(withNs(['kube-system', 'kube-*', 'team*', '*']).clusters[0]!.slack?.namespaces?.allow).toEqual(['kube-system', 'kube-*', 'team*', '*']);
+  });
+  it.each(['Kube-system', 'kube-system-', '*kube', 'ku*be', ''])('rejects %j', (p) => {
+    expect(issuesOf(() => withNs([p]))).toEqual([
+      'clusters.0.slack.namespaces.allow.0 → expected a namespace name, or a prefix ending in * (kube-*)',
+    ]);
   });
 });

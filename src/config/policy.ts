@@ -1,0 +1,24 @@
+/**
+ * Maps a cluster's Slack section of the config to the approval policy of `src/approvals/policy.ts`.
+ */
+import { ANY_USER, type ApprovalPolicy } from '../approvals/policy.js';
+import type { ClusterConfig, Config } from './types.js';
+
+/**
+ * The {@link ApprovalPolicy} of `cluster`, or undefined when the cluster has no `slack` section (no actions).
+ * `requesters` absent → anyone (`'*'`); `expiryMs` from `slack.approvals.expiresAfter` (default 30 min).
+ */
+export function approvalPolicyFor(cluster: ClusterConfig, config: Pick<Config, 'slack'>): ApprovalPolicy | undefined {
+  const s = cluster.slack;
+  if (s === undefined) return undefined;
+  return {
+    requesters: s.requesters ?? [ANY_USER],
+    approvers: [...s.approvers],
+    allowSelfApproval: s.allowSelfApproval,
+    protectedNamespaces: [...(s.protectedNamespaces ?? [])],
+    protectedApprovals: s.protectedApprovals,
+    actions: [...s.actions],
+    namespaces: { allow: [...(s.namespaces?.allow ?? [])], deny: [...(s.namespaces?.deny ?? [])] },
+    expiryMs: config.slack?.approvals.expiresAfter ?? 30 * 60 * 1000,
+  };
+}
