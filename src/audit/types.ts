@@ -113,6 +113,11 @@ export interface TokenUse {
   responseCode?: number;
   /** Legacy token Secret, from the legacy-token-* annotations (legacy uses only). */
   legacySecret?: { name: string; namespace?: string; kind: LegacySecretKind };
+  /**
+   * Requests this use stands for; default 1. Greater than 1 only for uses made from a Logs Insights
+   * aggregate row (`src/sources/insights.ts`, `aggregateToTokenUses`).
+   */
+  weight?: number;
 }
 
 /** Counters of one read, as in the `scan` JSON `stats` object (contract, see design.md). */
