@@ -92,19 +92,29 @@ export function oldestTokenAgeDays(finding: Finding, now: number): number | unde
 /** How many pod names a table cell lists before `+N more`. */
 const MAX_PODS_SHOWN = 3;
 
+/** Pod names, up to {@link MAX_PODS_SHOWN}, then `+N more`; pods absent from cluster state get ` (gone)`. */
 function podsCell(finding: Finding): string {
   const pods = finding.pods;
   if (pods.length === 0) return '-';
-  const shown = pods.slice(0, MAX_PODS_SHOWN);
+  const gone = new Set(finding.missingPods ?? []);
+  const shown = pods.slice(0, MAX_PODS_SHOWN).map((p) => (gone.has(p) ? `${p} (gone)` : p));
   const more = pods.length - shown.length;
   return [...shown, ...(more > 0 ? [`+${more} more`] : [])].join('\n');
 }
 
+/** Top-level workloads as `Kind namespace/name`, one a line; `?` when unknown (see the notes under the table). */
 function workloadsCell(finding: Finding): string {
-  if (finding.workloads.length > 0) {
-    return finding.workloads.map((w) => `${w.kind} ${w.namespace}/${w.name}`).join('\n');
+  if (finding.workloads.length === 0) return '?';
+  return finding.workloads.map((w) => `${w.kind} ${w.namespace}/${w.name}`).join('\n');
+}
+
+/** Distinct reasons why workloads are unknown, for the notes under the table. */
+function unknownWorkloadNotes(findings: Finding[]): string[] {
+  const reasons = new Set<string>();
+  for (const f of findings) {
+    if (f.workloads.length === 0) reasons.add(f.clusterState ?? 'no pod of this ServiceAccount found in cluster state');
   }
-  return finding.clusterState ? `? (${finding.clusterState})` : '?';
+  return [...reasons].map((r) => `workload ?: ${r}`);
 }
 
 /** Rendering options of {@link renderScanTable}. */
@@ -229,5 +239,6 @@ export function renderScanTable(report: ScanReport, opts: RenderOptions): string
   const fixes = report.findings.map(
     (f, i) => `${paint('bold', `#${i + 1}`)} ${f.namespace}/${f.serviceAccount} ${f.kind}: fix: ${f.cause.fix}`,
   );
-  return [table.toString(), '', ...fixes, '', ...footer, ''].join('\n');
+  const notes = unknownWorkloadNotes(report.findings).map((n) => paint('dim', n));
+  return [table.toString(), '', ...fixes, '', ...notes, ...footer, ''].join('\n');
 }

@@ -40,9 +40,33 @@ export function printError(message: string): void {
   process.stderr.write(`tokenwatch: ${oneLine(message)}\n`);
 }
 
-/** Message for an unreadable input, always naming the file: `cannot read <file>: <why>`. */
+/** Plain words for the errno codes an unreadable input usually has. */
+const ERRNO_WORDS: Record<string, string> = {
+  ENOENT: 'no such file',
+  EACCES: 'permission denied',
+  EPERM: 'permission denied',
+  EISDIR: 'is a directory',
+  ENOTDIR: 'a parent is not a directory',
+};
+
+/**
+ * Message for an unreadable input, always `cannot read <file>: <why>` (`cannot read cluster snapshot
+ * <file>: <why>` for `--cluster-snapshot`), e.g. `cannot read examples/nope.log: no such file`.
+ * Common errno codes in the reader's message become plain words; otherwise the reader's reason is
+ * kept, without a repeated file name.
+ */
 export function inputErrorMessage(err: InputError): string {
-  return err.message.includes(err.file) ? err.message : `cannot read ${err.file}: ${err.message}`;
+  const snapshotPrefix = `cluster snapshot ${err.file}: `;
+  const isSnapshot = err.message.startsWith(snapshotPrefix);
+  const what = isSnapshot ? `cluster snapshot ${err.file}` : err.file;
+  const code = /\b(ENOENT|EACCES|EPERM|EISDIR|ENOTDIR)\b/.exec(err.message)?.[1];
+  if (code !== undefined) return `cannot read ${what}: ${ERRNO_WORDS[code] ?? code}`;
+  let why = err.message;
+  for (const prefix of [snapshotPrefix, `${err.file}: `]) {
+    if (why.startsWith(prefix)) why = why.slice(prefix.length);
+  }
+  why = why.replace(/^cannot read:\s*/, '');
+  return `cannot read ${what}: ${why}`;
 }
 
 /**

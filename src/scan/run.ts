@@ -3,7 +3,7 @@
  * build findings. Used by `tokenwatch scan` and by anything else that wants the same report
  * from files (e.g. a sandbox or a test), without any terminal concerns.
  */
-import { createReadStats, readTokenUses } from '../audit/reader.js';
+import { createReadStats, readTokenUses, type ReadProgress } from '../audit/reader.js';
 import { loadSnapshot } from '../cluster/snapshot.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import { TokenAggregator } from '../findings/aggregate.js';
@@ -11,11 +11,7 @@ import { buildFindings } from '../findings/build.js';
 import type { MaxTokenAge, ScanReport, SeverityThresholds } from '../findings/types.js';
 
 /** Progress of the read of one input file (bytes of the file on disk, compressed for `.gz`). */
-export interface ReadProgress {
-  file: string;
-  bytesRead: number;
-  totalBytes: number;
-}
+export type { ReadProgress } from '../audit/reader.js';
 
 /** Options of {@link runScan}. */
 export interface ScanOptions {

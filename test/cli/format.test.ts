@@ -124,6 +124,7 @@ describe('renderScanTable', () => {
         requests: 12,
         rejectionAt: '2026-11-17T06:00:00Z',
         pods: ['fb-1', 'fb-2', 'fb-3', 'fb-4', 'fb-5'],
+        missingPods: ['fb-2'],
         workloads: [],
         clusterState: 'cluster state unavailable',
         cause: { id: 'client-caches-token', component: null, summary: 's', fix: 'Upgrade Fluent Bit.', evidence: [], sources: [] },
@@ -143,13 +144,16 @@ describe('renderScanTable', () => {
     expect(out).toContain('(multus-thin)');
     expect(out).toContain('kube-multus-ds-zwh6w');
     const row2 = lines.find((l) => l.includes('logging/fluent-bit'));
-    for (const cell of ['warning', '? (cluster state unavailable)', 'fb-1', '2026-11-17 (REJECTED 3 d ago)', 'client-caches-token']) {
+    for (const cell of ['warning', '│ ? ', 'fb-1', '2026-11-17 (REJECTED 3 d ago)', 'client-caches-token']) {
       expect(row2).toContain(cell);
     }
     expect(out).toContain('+2 more');
+    expect(out).toContain('fb-2 (gone)');
+    expect(out).not.toContain('fb-1 (gone)');
     expect(out).not.toContain('fb-4');
     expect(lines).toContain('#1 kube-system/multus stale-token: fix: Move to the Multus thick plugin.');
     expect(lines).toContain('#2 logging/fluent-bit stale-token: fix: Upgrade Fluent Bit.');
+    expect(lines).toContain('workload ?: cluster state unavailable');
     expect(lines).toContain('as of 2026-11-20T12:00:00Z (latest event in input; override with --now)');
     expect(lines).toContain('read 2 files: 1,234 lines, 1,200 events, 57 token uses, 1 malformed, 3 duplicates');
     expect(out).not.toMatch(/\u001b\[/);

@@ -8,7 +8,7 @@
  */
 import { Option, type Command } from 'commander';
 import type { MaxTokenAge, Severity } from '../../findings/types.js';
-import { runScan, type ScanResult } from '../../scan/run.js';
+import type { ScanResult } from '../../scan/run.js';
 import { atOrAbove, isoSeconds, renderScanTable, shouldUseColor } from '../format.js';
 import { parseClusterName, parseMaxTokenAgeFlag, parseNow } from '../options.js';
 import { startProgress } from '../progress.js';
@@ -81,6 +81,8 @@ Examples:
   tokenwatch scan --audit-log audit.log.gz --format json --now 2026-11-20T12:00:00Z`,
     )
     .action(async (flags: ScanFlags) => {
+      // Loaded on use, so `--help` and argument errors stay fast (the pipeline pulls in zod, the catalog, …).
+      const { runScan } = await import('../../scan/run.js');
       const progress = startProgress(flags.auditLog, process.stderr);
       let result: ScanResult;
       try {
