@@ -16,13 +16,13 @@
  * means parsing it anyway, and the prefilter makes the full read cheap (only lines with a token-use term are
  * decoded and yielded).
  *
- * Yields only lines that pass the prefilter ({@link mayHoldTokenUseLocal}); stats: `requests` = files opened,
+ * Yields only lines that pass the audit reader's prefilter (`mayHoldTokenUse`, `src/audit/records.ts`); stats: `requests` = files opened,
  * `bytes` = bytes read, `records` = complete lines seen.
  */
 import { createHash } from 'node:crypto';
 import { open, readdir, stat, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, extname, join } from 'node:path';
-import { mayHoldTokenUseLocal } from './terms.js';
+import { mayHoldTokenUse } from '../audit/records.js';
 import { SourceError, type AuditSource, type PollOptions, type SourceStats } from './types.js';
 
 /** Options of {@link FileSource}. */
@@ -33,7 +33,7 @@ export interface FileSourceOptions {
   chunkBytes?: number;
   /** A line longer than this without a newline is skipped (counted in `records`). Default 16 MiB. */
   maxLineBytes?: number;
-  /** Line prefilter. Default {@link mayHoldTokenUseLocal}. */
+  /** Line prefilter. Default `mayHoldTokenUse` of the audit reader (`src/audit/records.ts`). */
   prefilter?: (line: Buffer) => boolean;
 }
 
@@ -92,7 +92,7 @@ export class FileSource implements AuditSource {
     this.id = `file:${opts.path}`;
     this.chunkBytes = opts.chunkBytes ?? 1024 * 1024;
     this.maxLineBytes = opts.maxLineBytes ?? 16 * 1024 * 1024;
-    this.prefilter = opts.prefilter ?? mayHoldTokenUseLocal;
+    this.prefilter = opts.prefilter ?? mayHoldTokenUse;
   }
 
   /** {@inheritDoc AuditSource.poll} */

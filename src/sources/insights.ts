@@ -217,7 +217,7 @@ export function rowToAggregate(row: readonly { field?: string; value?: string }[
   return agg;
 }
 
-/** A {@link TokenUse} standing for `weight` requests (see {@link aggregateToTokenUses}). */
+/** A {@link TokenUse} whose `weight` is always set (see {@link aggregateToTokenUses}). */
 export type WeightedTokenUse = TokenUse & { weight: number };
 
 const SA_PREFIX = 'system:serviceaccount:';
@@ -231,9 +231,8 @@ const SA_PREFIX = 'system:serviceaccount:';
  *   as for single events;
  * - auditID `insights:<id>:first|last` (unique per row and window, so replays of the same row dedupe).
  *
- * Consuming it needs one additive change to the shared `TokenUse` (audit/types.ts): an optional
- * `weight?: number` (requests this use stands for, default 1) that `TokenAggregator` adds to `requests` and to the
- * hourly bucket instead of 1. Until then `weight` rides along as an extra property.
+ * `weight` is `TokenUse.weight` (requests this use stands for): `TokenAggregator` adds it to `requests` and to the
+ * hourly bucket instead of 1.
  *
  * Counting note: Logs Insights counts audit events, not requests; EKS audit policies log `ResponseComplete` (and for
  * watches `ResponseStarted`), so a request may count more than once where FilterLogEvents mode would dedupe by auditID.

@@ -44,16 +44,3 @@ export function anyTermFilterPattern(terms: readonly string[] = TOKEN_USE_TERMS)
 
 /** The filter pattern the CloudWatch source sends: `?"authentication.k8s.io/stale-token" ?"authentication.k8s.io/legacy-token" ?"Authentication failed"`. */
 export const TOKEN_USE_FILTER_PATTERN = anyTermFilterPattern(TOKEN_USE_TERMS);
-
-const TERM_BUFFERS = TOKEN_USE_TERMS.map((t) => Buffer.from(t, 'utf8'));
-
-/**
- * Cheap prefilter: true when `line` contains one of {@link TOKEN_USE_TERMS}. A false positive only costs a JSON
- * parse; there are no false negatives for events tokenwatch reports.
- *
- * TODO: replace with `mayHoldTokenUse` from `src/audit/reader.ts` once the audit reader exports it.
- */
-export function mayHoldTokenUseLocal(line: string | Buffer): boolean {
-  if (typeof line === 'string') return TOKEN_USE_TERMS.some((t) => line.includes(t));
-  return TERM_BUFFERS.some((b) => line.includes(b));
-}

@@ -10,7 +10,7 @@ import {
   rowToAggregate,
   type TokenUseAggregate,
 } from '../../src/sources/insights.js';
-import { anyTermFilterPattern, mayHoldTokenUseLocal, quoteFilterTerm, TOKEN_USE_FILTER_PATTERN } from '../../src/sources/terms.js';
+import { anyTermFilterPattern, quoteFilterTerm, TOKEN_USE_FILTER_PATTERN } from '../../src/sources/terms.js';
 import { runInsightsQuery } from '../../fakes/cloudwatch.js';
 import { auditEvent } from './events.js';
 
@@ -23,14 +23,6 @@ describe('filter pattern terms', () => {
     expect(anyTermFilterPattern(['only'])).toBe('"only"');
     expect(quoteFilterTerm('a "b" \\c')).toBe('"a \\"b\\" \\\\c"');
     expect(() => anyTermFilterPattern([])).toThrow(/at least one term/);
-  });
-
-  it('prefilters lines by the same terms, for strings and buffers', () => {
-    const stale = auditEvent({ auditID: 'a', time: 0, kind: 'stale', pod: 'p' });
-    const plain = auditEvent({ auditID: 'b', time: 0, kind: 'plain' });
-    const unauth = auditEvent({ auditID: 'c', time: 0, kind: 'unauthorized' });
-    expect([stale, plain, unauth].map((l) => mayHoldTokenUseLocal(l))).toEqual([true, false, true]);
-    expect([stale, plain, unauth].map((l) => mayHoldTokenUseLocal(Buffer.from(l)))).toEqual([true, false, true]);
   });
 });
 
