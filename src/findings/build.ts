@@ -1,0 +1,375 @@
+/**
+ * Builds findings (the `scan --format json` contract, design.md) from token records: one finding
+ * per (cluster, namespace, serviceAccount, kind), with its tokens, pods, workloads, rejection date,
+ * severity and cause.
+ *
+ * Cluster state is optional: without it (no snapshot, API server unreachable) every finding is still
+ * reported, with `clusterState` saying why pods/workloads/images are unknown.
+ */
+import { createHash } from 'node:crypto';
+import pLimit from 'p-limit';
+import type { ClusterStateSource, PodInfo, SubjectState, WorkloadRef } from '../cluster/types.js';
+import { UNATTRIBUTED } from './aggregate.js';
+import { type CauseCatalog, DEFAULT_CATALOG, classifyCause, sameTokenPod } from './causes.js';
+import type { Finding, FindingKind, FindingToken, Severity, SeverityThresholds, TokenRecord } from './types.js';
+
+const DAY_SECONDS = 86_400;
+/** A token used within this long before the end of the data is "still in use" (live). */
+export const LIVE_USE_WINDOW_MS = 3_600_000;
+/** At most this many user agents / source IPs are listed per finding. */
+export const MAX_LISTED_VALUES = 20;
+/** Cluster-state reads run at most this many at a time (live API server). */
+const STATE_CONCURRENCY = 8;
+
+/** design.md "severity": critical under 7 days to rejection, warning under 30 days. */
+export const DEFAULT_THRESHOLDS: SeverityThresholds = {
+  criticalSeconds: 7 * DAY_SECONDS,
+  warningSeconds: 30 * DAY_SECONDS,
+};
+
+/** Note put in `clusterState` when no cluster state source was given. */
+export const STATE_NOT_PROVIDED = 'cluster state not provided: pods, workloads and images unknown';
+
+const RANK: Record<Severity, number> = { info: 0, warning: 1, critical: 2 };
+
+/** Orders severities: `critical` 2 > `warning` 1 > `info` 0. */
+export function severityRank(s: Severity): number {
+  return RANK[s];
+}
+
+/**
+ * The stable id of a finding: the first 16 hex chars of sha256(`cluster/namespace/serviceAccount/kind`).
+ */
+export function findingId(cluster: string, namespace: string, serviceAccount: string, kind: FindingKind): string {
+  return createHash('sha256').update(`${cluster}/${namespace}/${serviceAccount}/${kind}`).digest('hex').slice(0, 16);
+}
+
+/** Options of {@link buildFindings}. */
+export interface BuildOptions {
+  /** Reference time for severity (days to rejection), epoch ms UTC. */
+  now: number;
+  /** Default {@link DEFAULT_THRESHOLDS}. */
+  thresholds?: SeverityThresholds;
+  /** Cluster state; without it findings carry `clusterState: STATE_NOT_PROVIDED`. */
+  state?: ClusterStateSource;
+  /** Default: the built-in `catalog.json`. */
+  catalog?: CauseCatalog;
+}
+
+/**
+ * Builds the findings of a set of token records (all of one scan or one live poll).
+ *
+ * - `rejectionAt` of a stale-token finding is the earliest `rejectionAt` over its **live** tokens.
+ *   A token is live when it was used within {@link LIVE_USE_WINDOW_MS} of the end of the data
+ *   (the latest `lastSeen` over all `records`), or when it is the newest token (latest `warnAfter`)
+ *   of its pod and — when cluster state is available — that pod still exists (same uid when both
+ *   are known). Without cluster state every newest-per-pod token is live. No live token → null.
+ * - Severity: `critical` when `rejectionAt − now < thresholds.criticalSeconds` (past included) or
+ *   when 401s were attributed to the subject (this finding or another kind of the same subject);
+ *   `warning` when `< thresholds.warningSeconds`; else `info`. Exactly 7 d away is `warning`,
+ *   exactly 30 d is `info`. Legacy-token findings have no rejection date: `info`, or `warning` when
+ *   the Secret is invalidated (annotation `legacy-token-invalidated`, or label
+ *   `kubernetes.io/legacy-token-invalid-since` in cluster state). Unattributed 401s
+ *   (ServiceAccount `(unattributed)`) are `warning`: they name no subject to be critical about.
+ * - `pods`: pod names in the tokens. `workloads`: top-level owners of those pods in cluster state
+ *   (a bare pod is its own `Pod` workload); when none of them is in cluster state any more, the
+ *   workloads now running as the ServiceAccount. `missingPods`: token pods absent from cluster state.
+ * - Sorted by severity (critical first), then `rejectionAt` ascending (null last), then id.
+ *
+ * @throws Error when thresholds are negative or `criticalSeconds > warningSeconds`.
+ *   A failing cluster-state read never throws: the finding gets `clusterState` with the error.
+ */
+export async function buildFindings(records: TokenRecord[], opts: BuildOptions): Promise<Finding[]> {
+  const thresholds = opts.thresholds ?? DEFAULT_THRESHOLDS;
+  if (!(thresholds.criticalSeconds >= 0 && thresholds.warningSeconds >= thresholds.criticalSeconds)) {
+    throw new Error(
+      `invalid severity thresholds: critical ${thresholds.criticalSeconds} s, warning ${thresholds.warningSeconds} s (need 0 ≤ critical ≤ warning)`,
+    );
+  }
+  const catalog = opts.catalog ?? DEFAULT_CATALOG;
+  const dataEnd = records.length > 0 ? Math.max(...records.map((r) => r.lastSeen)) : opts.now;
+
+  const groups = new Map<string, TokenRecord[]>();
+  const staleBySubject = new Map<string, TokenRecord[]>();
+  const unauthorizedSubjects = new Set<string>();
+  for (const r of records) {
+    const key = `${r.cluster}\0${r.namespace}\0${r.serviceAccount}\0${r.kind}`;
+    let g = groups.get(key);
+    if (!g) groups.set(key, (g = []));
+    g.push(r);
+    const sk = subjectKey(r);
+    if (r.kind === 'stale-token') {
+      let s = staleBySubject.get(sk);
+      if (!s) staleBySubject.set(sk, (s = []));
+      s.push(r);
+    }
+    if (r.kind === 'unauthorized' && r.namespace !== UNATTRIBUTED) unauthorizedSubjects.add(sk);
+  }
+
+  const states = new StateCache(opts.state);
+  const limit = pLimit(STATE_CONCURRENCY);
+  const findings = await Promise.all(
+    [...groups.values()].map((g) =>
+      limit(() =>
+        buildOne(g, {
+          now: opts.now,
+          thresholds,
+          catalog,
+          dataEnd,
+          states,
+          staleOfSubject: staleBySubject.get(subjectKey(g[0]!)) ?? [],
+          has401: unauthorizedSubjects.has(subjectKey(g[0]!)),
+        }),
+      ),
+    ),
+  );
+  return findings.sort(compareFindings);
+}
+
+/** Sort order of findings: severity desc, rejectionAt asc (null last), id. */
+export function compareFindings(a: Finding, b: Finding): number {
+  const s = RANK[b.severity] - RANK[a.severity];
+  if (s !== 0) return s;
+  if (a.rejectionAt !== b.rejectionAt) {
+    if (a.rejectionAt === null) return 1;
+    if (b.rejectionAt === null) return -1;
+    return a.rejectionAt < b.rejectionAt ? -1 : 1;
+  }
+  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+}
+
+interface OneContext {
+  now: number;
+  thresholds: SeverityThresholds;
+  catalog: CauseCatalog;
+  dataEnd: number;
+  states: StateCache;
+  staleOfSubject: TokenRecord[];
+  has401: boolean;
+}
+
+/** What cluster state says about one finding's ServiceAccount and token pods. */
+interface StateView {
+  /** Subject state when it was read and available. */
+  subject?: SubjectState;
+  /** Why state is missing (the `clusterState` note). */
+  note?: string;
+  /** Token pod key (uid, else name) → the pod in cluster state, or null when absent. */
+  pods: Map<string, PodInfo | null>;
+}
+
+async function buildOne(group: TokenRecord[], ctx: OneContext): Promise<Finding> {
+  const first = group[0]!;
+  const { cluster, namespace, serviceAccount, kind } = first;
+  const view = await ctx.states.view(namespace, serviceAccount, kind === 'stale-token' ? group : []);
+
+  const tokens = group.map((r) => ({ r, live: false }));
+  if (kind === 'stale-token') markLive(tokens, view, ctx.dataEnd);
+
+  let rejectionAt: number | null = null;
+  for (const t of tokens) {
+    if (t.live && t.r.rejectionAt !== undefined && (rejectionAt === null || t.r.rejectionAt < rejectionAt)) {
+      rejectionAt = t.r.rejectionAt;
+    }
+  }
+
+  const severity = severityOf(kind, group, rejectionAt, view, ctx);
+  const podNames = [...new Set(group.map((r) => r.pod).filter((p): p is string => p !== undefined))].sort();
+  const missingPods = view.subject
+    ? [...new Set(group.filter((r) => podKey(r) !== undefined && view.pods.get(podKey(r)!) === null).map((r) => r.pod ?? r.podUid!))].sort()
+    : [];
+
+  const causeRecords = kind === 'unauthorized' ? [...group, ...ctx.staleOfSubject] : group;
+  const cause = classifyCause(
+    {
+      kind,
+      records: causeRecords,
+      now: ctx.now,
+      dataEnd: ctx.dataEnd,
+      ...(view.subject ? { state: view.subject } : {}),
+    },
+    ctx.catalog,
+  );
+
+  const maxSaw = group.reduce<number | null>(
+    (m, r) => (r.maxSecondsAfterWarning === undefined ? m : Math.max(m ?? 0, r.maxSecondsAfterWarning)),
+    null,
+  );
+  const finding: Finding = {
+    id: findingId(cluster, namespace, serviceAccount, kind),
+    cluster,
+    namespace,
+    serviceAccount,
+    kind,
+    severity,
+    requests: group.reduce((n, r) => n + r.requests, 0),
+    firstSeen: iso(Math.min(...group.map((r) => r.firstSeen))),
+    lastSeen: iso(Math.max(...group.map((r) => r.lastSeen))),
+    maxSecondsAfterWarning: maxSaw,
+    rejectionAt: rejectionAt === null ? null : iso(rejectionAt),
+    tokens: tokens.map((t) => findingToken(t.r)).sort(compareTokens),
+    pods: podNames,
+    workloads: workloadsOf(group, view),
+    userAgents: listed(group.flatMap((r) => r.userAgents)),
+    sourceIPs: listed(group.flatMap((r) => r.sourceIPs)),
+    cause,
+  };
+  if (missingPods.length > 0) finding.missingPods = missingPods;
+  if (view.note !== undefined) finding.clusterState = view.note;
+  return finding;
+}
+
+function markLive(tokens: { r: TokenRecord; live: boolean }[], view: StateView, dataEnd: number): void {
+  const newest = new Map<string, TokenRecord>();
+  for (const { r } of tokens) {
+    const k = podKey(r) ?? '';
+    const cur = newest.get(k);
+    if (!cur || (r.warnAfter ?? -Infinity) > (cur.warnAfter ?? -Infinity)) newest.set(k, r);
+  }
+  for (const t of tokens) {
+    const recent = t.r.lastSeen >= dataEnd - LIVE_USE_WINDOW_MS;
+    const isNewest = newest.get(podKey(t.r) ?? '') === t.r;
+    const podExists = view.subject ? (podKey(t.r) !== undefined && !!view.pods.get(podKey(t.r)!)) : true;
+    t.live = recent || (isNewest && podExists);
+  }
+}
+
+function severityOf(
+  kind: FindingKind,
+  group: TokenRecord[],
+  rejectionAt: number | null,
+  view: StateView,
+  ctx: OneContext,
+): Severity {
+  if (ctx.has401) return 'critical';
+  if (kind === 'unauthorized') return 'warning'; // unattributed: attributed 401s set has401
+  if (kind === 'legacy-token') {
+    const invalidated = group.some((r) => {
+      if (r.legacySecret?.kind === 'invalidated') return true;
+      const s = r.legacySecret;
+      const ns = s?.namespace ?? r.namespace;
+      return !!s && !!view.subject?.legacySecrets.some((x) => x.name === s.name && x.namespace === ns && x.invalidSince);
+    });
+    return invalidated ? 'warning' : 'info';
+  }
+  if (rejectionAt === null) return 'info';
+  const left = rejectionAt - ctx.now;
+  if (left < ctx.thresholds.criticalSeconds * 1000) return 'critical';
+  if (left < ctx.thresholds.warningSeconds * 1000) return 'warning';
+  return 'info';
+}
+
+function workloadsOf(group: TokenRecord[], view: StateView): WorkloadRef[] {
+  if (!view.subject) return [];
+  const refs = new Map<string, WorkloadRef>();
+  const add = (w: WorkloadRef) => refs.set(`${w.kind}/${w.namespace}/${w.name}`, { kind: w.kind, namespace: w.namespace, name: w.name });
+  for (const r of group) {
+    const k = podKey(r);
+    const pod = k !== undefined ? view.pods.get(k) : undefined;
+    if (!pod) continue;
+    const top = pod.ownerChain[pod.ownerChain.length - 1];
+    add(top ?? { kind: 'Pod', namespace: pod.namespace, name: pod.name });
+  }
+  if (refs.size === 0) for (const w of view.subject.workloads) add(w);
+  return [...refs.values()].sort((a, b) => cmp(`${a.kind}/${a.namespace}/${a.name}`, `${b.kind}/${b.namespace}/${b.name}`));
+}
+
+/** Reads each ServiceAccount's state once and resolves token pods (describe, then `getPod`). */
+class StateCache {
+  private readonly subjects = new Map<string, Promise<SubjectState>>();
+
+  constructor(private readonly source: ClusterStateSource | undefined) {}
+
+  async view(namespace: string, serviceAccount: string, staleRecords: TokenRecord[]): Promise<StateView> {
+    const pods = new Map<string, PodInfo | null>();
+    if (namespace === UNATTRIBUTED) return { pods };
+    if (!this.source) return { note: STATE_NOT_PROVIDED, pods };
+    const state = await this.subject(namespace, serviceAccount);
+    if (!state.available) return { note: state.error ?? 'cluster state unavailable', pods };
+
+    for (const r of staleRecords) {
+      const k = podKey(r);
+      if (k === undefined || pods.has(k)) continue;
+      const found = state.pods.find((p) => sameTokenPod(r, p));
+      if (found) {
+        pods.set(k, found);
+        continue;
+      }
+      let pod: PodInfo | undefined;
+      if (r.pod !== undefined) {
+        try {
+          pod = await this.source.getPod(namespace, r.pod);
+        } catch {
+          pod = undefined;
+        }
+      }
+      pods.set(k, pod && sameTokenPod(r, pod) ? pod : null);
+    }
+    const view: StateView = { subject: state, pods };
+    if (!state.serviceAccount && state.pods.length === 0) {
+      view.note = `ServiceAccount ${namespace}/${serviceAccount} not found in cluster state`;
+    } else if (state.error) {
+      view.note = state.error;
+    }
+    return view;
+  }
+
+  private subject(namespace: string, name: string): Promise<SubjectState> {
+    const key = `${namespace}\0${name}`;
+    let p = this.subjects.get(key);
+    if (!p) {
+      p = this.source!.describeServiceAccount(namespace, name).catch(
+        (e: unknown): SubjectState => ({
+          available: false,
+          error: `cluster state unavailable: ${e instanceof Error ? e.message : String(e)}`,
+          pods: [],
+          workloads: [],
+          legacySecrets: [],
+        }),
+      );
+      this.subjects.set(key, p);
+    }
+    return p;
+  }
+}
+
+function findingToken(r: TokenRecord): FindingToken {
+  return {
+    pod: r.pod ?? null,
+    podUid: r.podUid ?? null,
+    node: r.node ?? null,
+    warnAfter: r.warnAfter === undefined ? null : iso(r.warnAfter),
+    rejectionAt: r.rejectionAt === undefined ? null : iso(r.rejectionAt),
+    requests: r.requests,
+    lastSeen: iso(r.lastSeen),
+  };
+}
+
+function compareTokens(a: FindingToken, b: FindingToken): number {
+  if (a.rejectionAt !== b.rejectionAt) {
+    if (a.rejectionAt === null) return 1;
+    if (b.rejectionAt === null) return -1;
+    return cmp(a.rejectionAt, b.rejectionAt);
+  }
+  return cmp(a.pod ?? '', b.pod ?? '') || cmp(a.lastSeen, b.lastSeen);
+}
+
+function podKey(r: TokenRecord): string | undefined {
+  return r.podUid ?? r.pod;
+}
+
+function subjectKey(r: TokenRecord): string {
+  return `${r.cluster}\0${r.namespace}\0${r.serviceAccount}`;
+}
+
+function listed(values: string[]): string[] {
+  return [...new Set(values)].sort().slice(0, MAX_LISTED_VALUES);
+}
+
+function iso(t: number): string {
+  return new Date(t).toISOString();
+}
+
+function cmp(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
