@@ -92,6 +92,16 @@ describe('TokenAggregator: stale tokens', () => {
     });
   });
 
+  it('counts a weighted use (Logs Insights aggregate row) as that many requests', () => {
+    const agg = eks();
+    agg.add({ ...use('p', 0), weight: 40 });
+    agg.add(use('p', 2));
+    agg.add({ ...use('p', 3), weight: 0 }); // not a positive integer: counts once
+    const [r] = agg.records();
+    expect(r!.requests).toBe(42);
+    expect(Object.values(r!.hourly)).toEqual([42]);
+  });
+
   it('counts and skips a use without a valid time', () => {
     const agg = eks();
     agg.add({ ...use('p', 0), time: Number.NaN });
