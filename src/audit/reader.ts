@@ -62,7 +62,8 @@ interface FileContext {
  * - Each request is yielded once: an `auditID` already yielded in this call (from any stage or file)
  *   increments `stats.duplicates` instead.
  * - Counts into `stats` (see `ReadStats`; `lines` = JSON lines / CSV rows / exported log events seen,
- *   `events` = records that look like audit events, `malformed` = records skipped as unreadable).
+ *   `events` = records that look like audit events, `malformed` = records skipped as unreadable;
+ *   `lines = events + malformed` always holds; blank lines are not counted).
  *   A JSON export (`filter-log-events`, Insights JSON) that breaks off (syntax error, truncation) counts
  *   one malformed record and ends that file; what was read before is kept.
  * - Memory stays bounded: files are streamed; a line over `maxLineBytes` is skipped without being buffered.
@@ -353,7 +354,20 @@ async function* scanJsonExport(
   const tokens: Duplex = jsonTokenParser.asStream({ jsonStreaming: true, streamValues: false });
   const picked: Duplex = pick.asStream({ filter: exportItemFilter(format), maxDepth: 256 });
   const values: Duplex = streamValues.asStream();
-  pipeline(src, tokens, picked, values, () => undefined); // errors surface through the iteration below
+  // Wired by hand rather than with `pipeline`: a syntax error must END the chain (so records already parsed
+  // and buffered downstream are still delivered), while a read/gunzip InputError must abort it.
+  let broken = false;
+  const breakOff = (next: Duplex) => () => {
+    if (broken) return;
+    broken = true;
+    src.unpipe();
+    src.destroy();
+    next.end();
+  };
+  src.on('error', (err) => values.destroy(err));
+  tokens.on('error', breakOff(picked));
+  picked.on('error', breakOff(values));
+  src.pipe(tokens).pipe(picked).pipe(values);
   try {
     for await (const item of values as AsyncIterable<{ value: unknown }>) {
       const v = item.value;
@@ -375,11 +389,14 @@ async function* scanJsonExport(
     }
   } catch (err) {
     if (err instanceof InputError) throw err;
-    // JSON syntax error or truncation: the rest of the document cannot be located. Count it, end this file.
-    stats.malformed++;
+    broken = true;
   } finally {
-    values.destroy();
-    src.destroy();
+    for (const s of [src, tokens, picked, values]) s.destroy();
+  }
+  if (broken) {
+    // JSON syntax error or truncation: the rest of the document cannot be located. Count it, end this file.
+    stats.lines++;
+    stats.malformed++;
   }
 }
 
@@ -405,13 +422,20 @@ async function* scanCsv(chunks: AsyncIterable<Buffer>, ctx: FileContext): AsyncG
       stats.lines++;
       stats.malformed++;
       if (err?.code === 'CSV_MAX_RECORD_SIZE') {
+        // csv-parse cannot resync after this: stop feeding it, but let it deliver the rows it holds.
         oversize = true;
-        queueMicrotask(() => csv.destroy());
+        queueMicrotask(() => {
+          src.unpipe(csv);
+          src.destroy();
+          csv.end();
+        });
       }
       return undefined;
     },
   });
-  pipeline(src, csv, () => undefined); // errors surface through the iteration below
+  src.on('error', (err) => csv.destroy(err));
+  src.pipe(csv);
+  let failed = false;
   try {
     for await (const row of csv as AsyncIterable<Record<string, string>>) {
       const use = recordUse(row['@message'], stats);
@@ -419,9 +443,13 @@ async function* scanCsv(chunks: AsyncIterable<Buffer>, ctx: FileContext): AsyncG
     }
   } catch (err) {
     if (err instanceof InputError) throw err;
-    if (!oversize) stats.malformed++;
+    failed = !oversize;
   } finally {
     csv.destroy();
     src.destroy();
+  }
+  if (failed) {
+    stats.lines++;
+    stats.malformed++;
   }
 }
