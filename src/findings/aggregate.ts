@@ -9,7 +9,8 @@
  *   `staging/src/k8s.io/apiserver/pkg/authentication/token/cache/cached_token_authenticator.go`),
  *   so events of one token compute `warnAfter`s a few seconds apart. A `warnAfter` further away for
  *   the same pod is a new token. A token's `warnAfter` is the earliest seen (cached results only make
- *   the computed value later), so the result does not depend on the order uses arrive in.
+ *   the computed value later), so the result does not depend on the order uses arrive in. It is in
+ *   whole seconds, like the `warnafter` claim (see `warnAfterTime` in `./token-math.ts`).
  * - **legacy** uses: by (subject, Secret namespace/name named by the legacy-token annotations).
  * - **unauthorized** uses (401, no subject): by (source IPs, user agent). They are attributed to a
  *   subject in {@link TokenAggregator.records}, after all uses are in (files arrive in any order):
@@ -22,7 +23,7 @@
  * new uses then merge into them exactly as if they had been added in one run.
  */
 import type { TokenUse } from '../audit/types.js';
-import { rejectionTime } from './token-math.js';
+import { rejectionTime, warnAfterTime } from './token-math.js';
 import type { FindingKind, MaxTokenAge, TokenRecord } from './types.js';
 
 /** Uses whose `warnAfter` is within this many ms of a token's belong to that token. */
@@ -157,8 +158,10 @@ export class TokenAggregator {
     if (kind === 'stale-token') {
       const warnAfter =
         use.secondsAfterWarning !== undefined && Number.isFinite(use.secondsAfterWarning)
-          ? use.time - use.secondsAfterWarning * 1000
-          : use.warnAfter;
+          ? warnAfterTime(use.time, use.secondsAfterWarning)
+          : use.warnAfter !== undefined
+            ? Math.floor(use.warnAfter / 1000) * 1000
+            : undefined;
       if (warnAfter !== undefined && Number.isFinite(warnAfter)) {
         r.warnAfter = warnAfter;
         r.rejectionAt = rejectionTime(warnAfter, this.maxTokenAge);

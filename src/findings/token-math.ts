@@ -28,7 +28,7 @@ export const UPSTREAM_EXPIRATION_EXTENSION_SECONDS = 31_536_000;
 
 /** The times of one token, epoch ms UTC. */
 export interface TokenTimes {
-  /** The token's `kubernetes.io/warnafter` point: `eventTime − secondsAfterWarning·1000`. */
+  /** The token's `kubernetes.io/warnafter` point: `eventTime − secondsAfterWarning·1000`, in whole seconds. */
   warnAfter: number;
   /** Approximate issue time: `warnAfter − 3607 s` (*inference*: the kubelet asks for 3607 s tokens). */
   issuedAt: number;
@@ -80,7 +80,18 @@ export function issuedTime(warnAfter: number): number {
 }
 
 /**
- * Times of the token seen in one stale-token audit event.
+ * The `warnafter` point of the token seen in one stale-token audit event, epoch ms:
+ * `eventTime − secondsAfterWarning·1000`, with the event time truncated to whole seconds. The API
+ * server computes the annotation as `nowTime.Unix() - warnafter.Time().Unix()` and `warnafter` is a
+ * JWT NumericDate in whole seconds (kubernetes `pkg/serviceaccount/claims.go`), so the sub-second part
+ * of the event's microsecond timestamp is not part of it.
+ */
+export function warnAfterTime(eventTimeMs: number, secondsAfterWarning: number): number {
+  return Math.floor(eventTimeMs / 1000) * 1000 - secondsAfterWarning * 1000;
+}
+
+/**
+ * Times of the token seen in one stale-token audit event (`warnAfter` per {@link warnAfterTime}).
  *
  * Example (EKS): event `2022-05-19T11:38:39Z` with `seconds after warning threshold: 1728000` →
  * warnAfter `2022-04-29T11:38:39Z`, issuedAt `2022-04-29T10:38:32Z`, rejectionAt `2022-07-28T11:38:39Z`.
@@ -90,6 +101,6 @@ export function issuedTime(warnAfter: number): number {
  * @param maxTokenAge the cluster's rejection rule.
  */
 export function tokenTimes(eventTimeMs: number, secondsAfterWarning: number, maxTokenAge: MaxTokenAge): TokenTimes {
-  const warnAfter = eventTimeMs - secondsAfterWarning * 1000;
+  const warnAfter = warnAfterTime(eventTimeMs, secondsAfterWarning);
   return { warnAfter, issuedAt: issuedTime(warnAfter), rejectionAt: rejectionTime(warnAfter, maxTokenAge) };
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseMaxTokenAge, rejectionTime, tokenTimes } from '../../src/findings/token-math.js';
+import { parseMaxTokenAge, rejectionTime, tokenTimes, warnAfterTime } from '../../src/findings/token-math.js';
 
 const iso = (ms: number) => new Date(ms).toISOString();
 const EVENT = Date.parse('2022-05-19T11:38:39Z');
@@ -36,6 +36,12 @@ describe('tokenTimes', () => {
     const r = tokenTimes(EVENT, 1_728_000, { mode: 'seconds', seconds: 86_400 });
     expect(iso(r.rejectionAt)).toBe('2022-04-30T11:38:39.000Z');
     expect(rejectionTime(0, { mode: 'seconds', seconds: 5 })).toBe(5000);
+  });
+
+  it('truncates the event time to whole seconds, as the API server does (nowTime.Unix() − warnafter)', () => {
+    const r = tokenTimes(Date.parse('2022-05-19T11:38:39.750123Z'), 1_728_000, { mode: 'eks' });
+    expect(iso(r.warnAfter)).toBe('2022-04-29T11:38:39.000Z');
+    expect(warnAfterTime(Date.parse('2022-05-19T11:38:39.999Z'), 1)).toBe(Date.parse('2022-05-19T11:38:38Z'));
   });
 
   it('zero seconds after warning: warnAfter is the event time', () => {
