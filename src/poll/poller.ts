@@ -1,0 +1,209 @@
+/**
+ * One poll of one cluster: source → audit parsing → dedupe → token records → findings → store.
+ *
+ * Restart safety: the new token uses, the auditIDs marked seen, the merged token records and the
+ * source cursor are written in ONE store transaction. A crash before it commits loses nothing (the
+ * cursor did not move, the next poll re-reads); a crash after it double-counts nothing (the auditIDs
+ * are marked seen, and the source's overlap window re-reads are dropped by `markSeen`).
+ *
+ * Findings are rebuilt from all token records of the cluster on every poll (with cluster state when
+ * configured), so severity follows the clock even when nothing new arrives.
+ */
+import type { TokenUse } from '../audit/types.js';
+import { createReadStats, tokenUseFromJson } from '../audit/reader.js';
+import type { ClusterStateSource } from '../cluster/types.js';
+import type { ClusterConfig } from '../config/types.js';
+import { TokenAggregator } from '../findings/aggregate.js';
+import { buildFindings } from '../findings/build.js';
+import type { Finding, TokenRecord } from '../findings/types.js';
+import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
+import { aggregateToTokenUses, isTokenUseAggregateText, parseTokenUseAggregate } from '../sources/insights.js';
+import { emptyStats, type AuditSource, type SourceStats } from '../sources/types.js';
+import type { FindingChange, Store } from '../store/index.js';
+
+/** Health of a cluster's last poll, for `/tokens status` and `/readyz`. */
+export interface PollHealth {
+  cluster: string;
+  sourceId: string;
+  /** `ok` after a successful poll, `degraded` after a failed one, `pending` before the first. */
+  status: 'ok' | 'degraded' | 'pending';
+  lastPollAt?: number;
+  lastSuccessAt?: number;
+  lastError?: string;
+  /** Cluster-state problem of the last poll (e.g. a forbidden verb), if any. */
+  stateError?: string;
+}
+
+/** Result of {@link ClusterPoller.pollOnce}. Times are epoch ms UTC. */
+export interface PollOutcome {
+  cluster: string;
+  startedAt: number;
+  endedAt: number;
+  /** Records the source yielded. */
+  records: number;
+  /** Token uses that were new (auditID not seen before). */
+  newUses: number;
+  /** Token uses dropped as already seen (overlap window re-reads, replays). */
+  duplicates: number;
+  malformed: number;
+  source: SourceStats;
+  findings: Finding[];
+  /** Per finding: new or not, severity and status before and after this poll (from the store). */
+  changes: FindingChange[];
+  /** Why the poll failed; the cursor did not move. */
+  error?: string;
+}
+
+/** Dependencies of a {@link ClusterPoller}. */
+export interface PollerDeps {
+  cluster: ClusterConfig;
+  source: AuditSource;
+  store: Store;
+  /** Cluster state; undefined when the cluster is configured with `kubernetes: { none: true }`. */
+  state?: ClusterStateSource;
+  logger: Logger;
+  metrics?: Metrics;
+  /** Clock, epoch ms. Default `Date.now`. */
+  clock?: () => number;
+  /** How long seen auditIDs are kept, ms: at least the source's overlap window. Default 2 h. */
+  seenRetentionMs?: number;
+  /** Called after each successful poll with the fresh findings (Slack notifier, verification). */
+  onFindings?: (findings: Finding[], outcome: PollOutcome) => Promise<void>;
+}
+
+/** Polls one cluster; see the module docstring. */
+export class ClusterPoller {
+  private healthState: PollHealth;
+  private readonly clock: () => number;
+
+  constructor(private readonly deps: PollerDeps) {
+    this.clock = deps.clock ?? Date.now;
+    this.healthState = { cluster: deps.cluster.name, sourceId: deps.source.id, status: 'pending' };
+    const last = deps.store.lastPollRuns().find((r) => r.cluster === deps.cluster.name);
+    if (last) {
+      this.healthState.lastPollAt = last.startedAt;
+      if (last.error) {
+        this.healthState.status = 'degraded';
+        this.healthState.lastError = last.error;
+      }
+    }
+  }
+
+  get name(): string {
+    return this.deps.cluster.name;
+  }
+
+  /** Health after the last poll. */
+  health(): PollHealth {
+    return { ...this.healthState };
+  }
+
+  /**
+   * Runs one poll. Never throws for source or cluster-state failures: they are logged, recorded in the
+   * poll run, reflected in {@link health} (`degraded`) and returned in `error`; the cursor does not move.
+   */
+  async pollOnce(signal?: AbortSignal): Promise<PollOutcome> {
+    const { cluster, source, store, logger, metrics } = this.deps;
+    const startedAt = this.clock();
+    const runId = store.startPollRun(cluster.name, source.id, startedAt);
+    const log = logger.child({ cluster: cluster.name, pollId: runId });
+    const sourceStats = emptyStats();
+    const readStats = createReadStats();
+    const outcome: PollOutcome = { cluster: cluster.name, startedAt, endedAt: startedAt, records: 0, newUses: 0, duplicates: 0, malformed: 0, source: sourceStats, findings: [], changes: [] };
+    const timer = metrics?.pollDuration.startTimer({ cluster: cluster.name });
+    try {
+      const cursor = store.getCursor(source.id);
+      const uses: TokenUse[] = [];
+      const gen = source.poll(cursor, { now: startedAt, lookbackMs: cluster.lookback, signal, stats: sourceStats });
+      let next = await gen.next();
+      while (!next.done) {
+        const text = next.value;
+        outcome.records++;
+        if (isTokenUseAggregateText(text)) {
+          try {
+            uses.push(...aggregateToTokenUses(parseTokenUseAggregate(text)));
+          } catch {
+            readStats.malformed++;
+          }
+        } else {
+          const use = tokenUseFromJson(text, readStats);
+          if (use) uses.push(use);
+        }
+        next = await gen.next();
+      }
+      const newCursor = next.value;
+      outcome.malformed = readStats.malformed;
+
+      // One transaction: seen auditIDs, merged records, cursor (see module doc).
+      const records = store.transaction(() => {
+        const unique = new Map<string, TokenUse>();
+        for (const u of uses) if (!unique.has(u.auditID)) unique.set(u.auditID, u);
+        const fresh = new Set(store.markSeen(cluster.name, [...unique.keys()], startedAt));
+        const agg = TokenAggregator.from({ cluster: cluster.name, maxTokenAge: cluster.maxTokenAge }, store.listTokenRecords(cluster.name));
+        for (const u of unique.values()) {
+          if (fresh.has(u.auditID)) {
+            agg.add(u);
+            outcome.newUses++;
+            metrics?.tokenUses.inc({ cluster: cluster.name, kind: u.kind }, u.weight ?? 1);
+          }
+        }
+        outcome.duplicates = uses.length - outcome.newUses;
+        const merged: TokenRecord[] = agg.records();
+        store.replaceTokenRecords(cluster.name, merged); // keys may move (401 re-attribution), so replace, not upsert
+        store.setCursor(source.id, newCursor);
+        store.pruneSeen(cluster.name, startedAt - (this.deps.seenRetentionMs ?? 2 * 3_600_000));
+        return merged;
+      });
+      metrics?.auditEvents.inc({ cluster: cluster.name }, outcome.records);
+
+      const now = this.clock();
+      const findings = await buildFindings(records, {
+        now,
+        state: this.deps.state,
+        thresholds: { criticalSeconds: cluster.thresholds.criticalDays * 86_400, warningSeconds: cluster.thresholds.warningDays * 86_400 },
+      });
+      outcome.changes = store.saveFindings(cluster.name, findings, now);
+      outcome.findings = findings;
+      const stateProblem = findings.find((f) => f.clusterState && !('none' in cluster.kubernetes))?.clusterState;
+      this.updateGauges(findings, now);
+      outcome.endedAt = this.clock();
+      store.finishPollRun(runId, { endedAt: outcome.endedAt, events: outcome.records, tokenUses: outcome.newUses });
+      this.healthState = { ...this.healthState, status: 'ok', lastPollAt: startedAt, lastSuccessAt: startedAt, lastError: undefined, stateError: stateProblem };
+      metrics?.polls.inc({ cluster: cluster.name, outcome: 'ok' });
+      log.info(
+        { records: outcome.records, newUses: outcome.newUses, duplicates: outcome.duplicates, malformed: outcome.malformed, requests: sourceStats.requests, findings: findings.length },
+        'poll finished',
+      );
+      if (this.deps.onFindings) {
+        try {
+          await this.deps.onFindings(findings, outcome);
+        } catch (err) {
+          log.error({ err }, 'notifying findings failed');
+        }
+      }
+      return outcome;
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      outcome.error = message;
+      outcome.endedAt = this.clock();
+      store.finishPollRun(runId, { endedAt: outcome.endedAt, events: outcome.records, tokenUses: 0, error: message });
+      this.healthState = { ...this.healthState, status: 'degraded', lastPollAt: startedAt, lastError: message };
+      metrics?.polls.inc({ cluster: cluster.name, outcome: 'error' });
+      log.error({ err, code: (err as { code?: string }).code }, 'poll failed; cluster marked degraded, cursor kept');
+      return outcome;
+    } finally {
+      timer?.();
+    }
+  }
+
+  private updateGauges(findings: Finding[], now: number): void {
+    const m = this.deps.metrics;
+    if (!m) return;
+    const name = this.deps.cluster.name;
+    for (const sev of ['info', 'warning', 'critical'] as const) m.openFindings.set({ cluster: name, severity: sev }, findings.filter((f) => f.severity === sev).length);
+    const rej = findings.map((f) => (f.rejectionAt ? Date.parse(f.rejectionAt) : NaN)).filter((t) => Number.isFinite(t));
+    if (rej.length) m.daysToRejection.set({ cluster: name }, (Math.min(...rej) - now) / 86_400_000);
+    else m.daysToRejection.remove({ cluster: name });
+  }
+}

@@ -1,0 +1,166 @@
+import { appendFileSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { startFakeCloudWatch, type FakeCloudWatch } from '../../fakes/cloudwatch.js';
+import { parseConfig, type ClusterConfig } from '../../src/config/index.js';
+import { createLogger } from '../../src/observability/logger.js';
+import { Metrics } from '../../src/observability/metrics.js';
+import { ClusterPoller } from '../../src/poll/poller.js';
+import { CloudWatchSource } from '../../src/sources/cloudwatch.js';
+import { FileSource } from '../../src/sources/file.js';
+import type { AuditSource } from '../../src/sources/types.js';
+import { openStore, type Store } from '../../src/store/index.js';
+import { auditEvent } from '../sources/events.js';
+
+const T0 = Date.parse('2026-11-20T12:00:00Z');
+const quiet = createLogger({ level: 'silent' });
+
+function clusterConfig(name: string, audit: object): ClusterConfig {
+  return parseConfig({ clusters: [{ name, audit }] }, {}).clusters[0]!;
+}
+
+/** Two stages (RequestReceived + ResponseComplete) of one request: same auditID, counted once. */
+function staleRequest(auditID: string, time: number, pod = 'kube-multus-ds-aaaaa', secs = 7_000_000): string {
+  const e = auditEvent({ auditID, time, kind: 'stale', pod, secondsAfterWarning: secs + Math.round((time - T0) / 1000), sourceIP: '192.168.1.10', userAgent: 'multus/v0.0.0 (linux/amd64) kubernetes/$Format' });
+  const received = JSON.stringify({ ...JSON.parse(e), stage: 'RequestReceived' });
+  return `${received}\n${e}\n`;
+}
+
+let dir: string;
+let store: Store;
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'tw-poll-'));
+  store = openStore(join(dir, 'tw.db'));
+});
+afterEach(() => store.close());
+
+describe('ClusterPoller with a file source', () => {
+  it('counts each request once, keeps counts across polls, and a poll with nothing new adds nothing', async () => {
+    const log = join(dir, 'audit.log');
+    writeFileSync(log, staleRequest('a1', T0) + staleRequest('a2', T0 + 60_000) + '{"kind":"Event","auditID":"n1","user":{"username":"system:node:x"}}\n');
+    const cluster = clusterConfig('prod', { file: { path: log } });
+    const metrics = new Metrics();
+    const poller = new ClusterPoller({ cluster, source: new FileSource({ path: log }), store, logger: quiet, metrics, clock: () => T0 + 120_000 });
+    const first = await poller.pollOnce();
+    expect(first.error).toBeUndefined();
+    expect(first.newUses).toBe(2);
+    expect(first.duplicates).toBe(2); // the RequestReceived stages
+    expect(first.findings).toHaveLength(1);
+    expect(first.findings[0]).toMatchObject({ cluster: 'prod', namespace: 'kube-system', serviceAccount: 'multus', kind: 'stale-token', requests: 2 });
+    expect(first.changes[0]).toMatchObject({ isNew: true });
+
+    const second = await poller.pollOnce();
+    expect(second.newUses).toBe(0);
+    expect(second.findings[0]!.requests).toBe(2);
+    expect(second.changes[0]).toMatchObject({ isNew: false });
+
+    appendFileSync(log, staleRequest('a3', T0 + 90_000));
+    const third = await poller.pollOnce();
+    expect(third.newUses).toBe(1);
+    expect(third.findings[0]!.requests).toBe(3);
+    expect(store.listFindings('prod')).toHaveLength(1);
+    expect(poller.health()).toMatchObject({ status: 'ok', lastSuccessAt: T0 + 120_000 });
+    expect(await metrics.text()).toContain('tokenwatch_token_uses_total{cluster="prod",kind="stale"} 3');
+  });
+
+  it('a poll that dies mid-way stores nothing and moves no cursor; the next poll counts every auditID exactly once', async () => {
+    const log = join(dir, 'audit.log');
+    writeFileSync(log, staleRequest('b1', T0) + staleRequest('b2', T0 + 1000) + staleRequest('b3', T0 + 2000));
+    const cluster = clusterConfig('prod', { file: { path: log } });
+    const real = new FileSource({ path: log });
+    // A source that dies after two records, as a process killed mid-poll would.
+    const dying: AuditSource = {
+      id: real.id,
+      async *poll(cursor, opts) {
+        let n = 0;
+        const gen = real.poll(cursor, opts);
+        for (let r = await gen.next(); !r.done; r = await gen.next()) {
+          yield r.value;
+          if (++n === 2) throw new Error('killed');
+        }
+        return '';
+      },
+    };
+    const broken = await new ClusterPoller({ cluster, source: dying, store, logger: quiet, clock: () => T0 + 5000 }).pollOnce();
+    expect(broken.error).toBe('killed');
+    expect(store.getCursor(real.id)).toBeUndefined();
+    expect(store.listTokenRecords('prod')).toEqual([]);
+
+    // "restart": reopen the store, new poller
+    store.close();
+    store = openStore(join(dir, 'tw.db'));
+    const poller = new ClusterPoller({ cluster, source: new FileSource({ path: log }), store, logger: quiet, clock: () => T0 + 6000 });
+    expect(poller.health()).toMatchObject({ status: 'degraded', lastError: 'killed' });
+    const ok = await poller.pollOnce();
+    expect(ok.newUses).toBe(3);
+    expect(ok.findings[0]!.requests).toBe(3);
+    expect((await poller.pollOnce()).findings[0]!.requests).toBe(3);
+  });
+});
+
+describe('ClusterPoller with CloudWatch (loopback fake, real SDK)', () => {
+  let cw: FakeCloudWatch;
+  let cwNow = T0 + 10 * 60_000;
+  beforeEach(async () => {
+    cwNow = T0 + 10 * 60_000;
+    cw = await startFakeCloudWatch({ now: () => cwNow });
+  });
+  afterEach(async () => cw.close());
+
+  const source = (group: string) =>
+    new CloudWatchSource({ region: 'us-east-1', logGroup: group, streamPrefix: 'kube-apiserver-audit-', endpoint: cw.url, credentials: { accessKeyId: 'x', secretAccessKey: 'x' }, overlapMs: 10 * 60_000, sdkRetryDelayMs: 1, retry: { baseDelayMs: 1, maxDelayMs: 5, budgetMs: 200 } });
+  const put = (group: string, auditID: string, time: number, ingestionTime?: number) =>
+    cw.putEvents(group, 'kube-apiserver-audit-0a1b', staleRequest(auditID, time).trim().split('\n').map((message) => ({ timestamp: time, message, ingestionTime })));
+
+  it('survives a restart with late events inside the overlap window: every auditID counted once, none lost', async () => {
+    const g = '/aws/eks/prod/cluster';
+    for (let i = 0; i < 5; i++) put(g, `c${i}`, T0 + i * 60_000);
+    const cluster = clusterConfig('prod', { cloudwatch: { region: 'us-east-1', logGroup: g } });
+    let now = T0 + 10 * 60_000;
+    const first = await new ClusterPoller({ cluster, source: source(g), store, logger: quiet, clock: () => now }).pollOnce();
+    expect(first.error).toBeUndefined();
+    expect(first.newUses).toBe(5);
+
+    // A late event (timestamp before the cursor, delivered after the poll) and a new one.
+    put(g, 'late', T0 + 3 * 60_000 + 30_000, T0 + 11 * 60_000);
+    put(g, 'new', T0 + 11 * 60_000);
+    store.close();
+    store = openStore(join(dir, 'tw.db'));
+    now = T0 + 12 * 60_000;
+    cwNow = now;
+    const second = await new ClusterPoller({ cluster, source: source(g), store, logger: quiet, clock: () => now }).pollOnce();
+    expect(second.error).toBeUndefined();
+    expect(second.newUses).toBe(2);
+    expect(second.duplicates).toBeGreaterThan(0); // overlap re-reads, dropped by auditID
+    expect(second.findings[0]!.requests).toBe(7);
+  });
+
+  it('two clusters, one down: the healthy one keeps updating, the other is degraded with its cursor kept', async () => {
+    const good = '/aws/eks/good/cluster';
+    put(good, 'g1', T0);
+    const goodPoller = new ClusterPoller({ cluster: clusterConfig('good', { cloudwatch: { region: 'us-east-1', logGroup: good } }), source: source(good), store, logger: quiet, clock: () => T0 + 60_000 });
+    const badPoller = new ClusterPoller({ cluster: clusterConfig('bad', { cloudwatch: { region: 'us-east-1', logGroup: '/aws/eks/missing/cluster' } }), source: source('/aws/eks/missing/cluster'), store, logger: quiet, clock: () => T0 + 60_000 });
+    const [g, b] = await Promise.all([goodPoller.pollOnce(), badPoller.pollOnce()]);
+    expect(b.error).toMatch(/ResourceNotFound|does not exist/);
+    expect(badPoller.health().status).toBe('degraded');
+    expect(g.findings[0]!.requests).toBe(1);
+    put(good, 'g2', T0 + 30_000);
+    const g2 = await goodPoller.pollOnce();
+    expect(g2.findings[0]!.requests).toBe(2);
+    expect(store.lastPollRuns().find((r) => r.cluster === 'bad')).toMatchObject({ error: expect.stringMatching(/ResourceNotFound|does not exist/) });
+  });
+});
+
+describe('logs', () => {
+  it('a poll logs one structured line with the poll id and counts', async () => {
+    const lines: string[] = [];
+    const destination = new Writable({ write(c, _e, cb) { lines.push(String(c)); cb(); } });
+    const log = join(dir, 'audit.log');
+    writeFileSync(log, staleRequest('d1', T0));
+    await new ClusterPoller({ cluster: clusterConfig('prod', { file: { path: log } }), source: new FileSource({ path: log }), store, logger: createLogger({ destination }), clock: () => T0 }).pollOnce();
+    const line = JSON.parse(lines.find((l) => l.includes('poll finished'))!);
+    expect(line).toMatchObject({ cluster: 'prod', pollId: 1, newUses: 1, findings: 1 });
+  });
+});
