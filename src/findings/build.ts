@@ -87,7 +87,7 @@ export async function buildFindings(records: TokenRecord[], opts: BuildOptions):
     );
   }
   const catalog = opts.catalog ?? DEFAULT_CATALOG;
-  const dataEnd = records.length > 0 ? Math.max(...records.map((r) => r.lastSeen)) : opts.now;
+  const dataEnd = records.length > 0 ? records.reduce((m, r) => Math.max(m, r.lastSeen), -Infinity) : opts.now;
 
   const groups = new Map<string, TokenRecord[]>();
   const staleBySubject = new Map<string, TokenRecord[]>();
@@ -203,8 +203,8 @@ async function buildOne(group: TokenRecord[], ctx: OneContext): Promise<Finding>
     kind,
     severity,
     requests: group.reduce((n, r) => n + r.requests, 0),
-    firstSeen: iso(Math.min(...group.map((r) => r.firstSeen))),
-    lastSeen: iso(Math.max(...group.map((r) => r.lastSeen))),
+    firstSeen: iso(group.reduce((m, r) => Math.min(m, r.firstSeen), Infinity)),
+    lastSeen: iso(group.reduce((m, r) => Math.max(m, r.lastSeen), -Infinity)),
     maxSecondsAfterWarning: maxSaw,
     rejectionAt: rejectionAt === null ? null : iso(rejectionAt),
     tokens: tokens.map((t) => findingToken(t.r)).sort(compareTokens),

@@ -170,7 +170,6 @@ export interface CauseInput {
 
 /** A container (or pod template) whose image and args a catalog entry is matched against. */
 interface Candidate {
-  where: string;
   image: string;
   repository: string;
   tag?: string;
@@ -298,13 +297,7 @@ function contextOf(input: CauseInput): Context {
   const candidates: Candidate[] = [];
   for (const p of tokenPods.length > 0 ? tokenPods : pods) {
     for (const c of p.containers) {
-      const cand: Candidate = {
-        where: `pod ${p.name}`,
-        image: c.image,
-        repository: c.imageRepository,
-        command: c.command,
-        args: c.args,
-      };
+      const cand: Candidate = { image: c.image, repository: c.imageRepository, command: c.command, args: c.args };
       if (c.imageTag !== undefined) cand.tag = c.imageTag;
       candidates.push(cand);
     }
@@ -313,7 +306,7 @@ function contextOf(input: CauseInput): Context {
     for (const w of state.workloads) {
       for (const image of w.images) {
         const ref = parseImageRef(image);
-        const cand: Candidate = { where: `${w.kind} ${w.name}`, image, repository: ref.repository, command: [], args: w.args };
+        const cand: Candidate = { image, repository: ref.repository, command: [], args: w.args };
         if (ref.tag !== undefined) cand.tag = ref.tag;
         candidates.push(cand);
       }
@@ -330,7 +323,7 @@ function contextOf(input: CauseInput): Context {
     candidates,
     userAgents,
     now,
-    dataEnd: input.dataEnd ?? Math.max(...records.map((r) => r.lastSeen)),
+    dataEnd: input.dataEnd ?? records.reduce((m, r) => Math.max(m, r.lastSeen), -Infinity),
   };
   if (state) ctx.state = state;
   if (first) ctx.serviceAccount = { namespace: first.namespace, name: first.serviceAccount };
@@ -487,7 +480,7 @@ function ageEvidence(ctx: Context): string[] {
 
 function staleEvidence(ctx: Context): string[] {
   if (ctx.stale.length === 0) return [];
-  const max = Math.max(...ctx.stale.map((r) => r.maxSecondsAfterWarning ?? 0));
+  const max = ctx.stale.reduce((m, r) => Math.max(m, r.maxSecondsAfterWarning ?? 0), 0);
   const tokens = ctx.stale.length;
   return [
     `${tokens} stale token${tokens === 1 ? '' : 's'} in use, up to ${max} s (${days(max * 1000)} days) past the warnafter point`,
