@@ -196,14 +196,14 @@ export class CloudWatchSource implements AuditSource {
   }
 
   /** {@inheritDoc AuditSource.poll} */
-  poll(cursor: string | undefined, opts: PollOptions): AsyncGenerator<string, string> {
+  async *poll(cursor: string | undefined, opts: PollOptions): AsyncGenerator<string, string> {
     let until: number | undefined;
     try {
       until = parseCloudWatchCursor(cursor);
     } catch (err) {
       throw new SourceError((err as Error).message, this.id, 'InvalidCursor', false, { cause: err });
     }
-    return this.mode === 'insights' ? this.pollInsights(until, opts) : this.pollFilter(until, opts);
+    return yield* this.mode === 'insights' ? this.pollInsights(until, opts) : this.pollFilter(until, opts);
   }
 
   private describe(op: string): string {

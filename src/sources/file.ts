@@ -96,14 +96,14 @@ export class FileSource implements AuditSource {
   }
 
   /** {@inheritDoc AuditSource.poll} */
-  poll(cursor: string | undefined, opts: PollOptions): AsyncGenerator<string, string> {
+  async *poll(cursor: string | undefined, opts: PollOptions): AsyncGenerator<string, string> {
     let prev: FileCursor | undefined;
     try {
       prev = cursor ? parseFileCursor(cursor) : undefined;
     } catch (err) {
       throw new SourceError((err as Error).message, this.id, 'InvalidCursor', false, { cause: err });
     }
-    return this.run(prev, opts);
+    return yield* this.run(prev, opts);
   }
 
   private async *run(prev: FileCursor | undefined, o: PollOptions): AsyncGenerator<string, string> {

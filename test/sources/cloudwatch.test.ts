@@ -254,8 +254,11 @@ describe('CloudWatchSource filter mode', () => {
     }
   });
 
-  it('rejects a cursor it did not write', () => {
-    expect(() => source().poll('{"ino":1}', { now: T, lookbackMs: HOUR, stats: emptyStats() })).toThrow(SourceError);
+  it('rejects a cursor it did not write', async () => {
+    const err = await drain(source().poll('{"ino":1}', { now: T, lookbackMs: HOUR, stats: emptyStats() })).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(SourceError);
+    expect((err as SourceError).code).toBe('InvalidCursor');
+    expect(fle()).toHaveLength(0);
   });
 });
 

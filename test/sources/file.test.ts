@@ -136,9 +136,9 @@ describe('FileSource', () => {
     expect(err).toBeInstanceOf(SourceError);
     expect((err as SourceError).code).toBe('ENOENT');
     expect((err as SourceError).retryable).toBe(true);
-    expect(() => new FileSource({ path }).poll('{"v":1,"until":5}', { now: T, lookbackMs: 0, stats: emptyStats() })).toThrow(
-      /not a file source cursor/,
-    );
+    const bad = await poll('{"v":1,"until":5}').catch((e: unknown) => e);
+    expect((bad as SourceError).code).toBe('InvalidCursor');
+    expect((bad as SourceError).message).toMatch(/^not a file source cursor/);
   });
 
   it('reads across chunk boundaries and skips a runaway line without losing the next one', async () => {
