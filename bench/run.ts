@@ -15,6 +15,7 @@ import { spawn } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, renameSync, statSync, writeSync, createReadStream } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { cpus, loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -340,6 +341,8 @@ async function main(): Promise<void> {
   const grepCount = Number(grep.stdout.trim());
 
   const scan = await measureScan(gen.file);
+  // Process start-up (Node + tsx + imports), included in the scan time above.
+  const startup = await timed(process.execPath, ['bin/tokenwatch.js', '--version'], false);
 
   let jqSeconds: number | undefined;
   const hasJq = await commandExists('jq');
@@ -350,9 +353,12 @@ async function main(): Promise<void> {
   }
 
   const rate = (s: number): string => `${(sizeMB / s).toFixed(0)} MiB/s`;
+  const load = loadavg()[0] ?? 0;
   const lines = [
+    `machine: ${cpus().length} CPUs, load average ${load.toFixed(1)}${load > cpus().length ? ' (busy: timings are not representative)' : ''}`,
     '',
     `tokenwatch scan   ${scan.seconds.toFixed(2)} s  (${rate(scan.seconds)}), peak RSS ${scan.rssMB.toFixed(0)} MB (${scan.rssHow}), ${scan.tokenUses} token uses, ${scan.findings} findings`,
+    `  of which start-up ${startup.seconds.toFixed(2)} s (time of \`tokenwatch --version\`)`,
     `grep -c -F        ${grep.seconds.toFixed(2)} s  (${rate(grep.seconds)}), ${grepCount} matching lines`,
     jqSeconds === undefined
       ? 'jq                not installed: skipped (not installed by the bench)'
