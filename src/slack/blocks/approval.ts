@@ -13,7 +13,7 @@ import {
 } from '../../approvals/machine.js';
 import { ACTION_IDS, opaqueId } from './ids.js';
 import { LIMITS } from './limits.js';
-import { clip, code, escapeMrkdwn, linesWithin, listWithin, md, plain, slackDate, utc, type KnownBlock, type SlackMessage } from './text.js';
+import { clip, code, escapeMrkdwn, escClip, linesWithin, listWithin, md, plain, slackDate, utc, type KnownBlock, type SlackMessage } from './text.js';
 
 /** Extra facts about the exact target, shown in the request so approvers know what they approve. */
 export interface TargetFacts {
@@ -46,21 +46,21 @@ function titleOf(a: Approval): string {
 
 /** `*restart* DaemonSet `kube-system/kube-multus-ds` in *prod-eks*` */
 function targetLine(a: Approval): string {
-  return `*${actionNoun(a.action)}* of ${escapeMrkdwn(a.target.kind)} ${code(`${a.target.namespace}/${a.target.name}`, 300)} in *${escapeMrkdwn(clip(a.target.cluster, 200))}*`;
+  return `*${actionNoun(a.action)}* of ${escapeMrkdwn(a.target.kind)} ${code(`${a.target.namespace}/${a.target.name}`, 300)} in *${escClip(a.target.cluster, 200)}*`;
 }
 
 function dryRunLine(a: Approval): string | undefined {
   if (!a.dryRun) return undefined;
   return a.dryRun.ok
-    ? `✅ Server-side dry run passed${a.dryRun.message ? `: ${clip(escapeMrkdwn(a.dryRun.message), 800)}` : ''}`
-    : `❌ Server-side dry run failed: ${clip(escapeMrkdwn(a.dryRun.message), 1500)}`;
+    ? `✅ Server-side dry run passed${a.dryRun.message ? `: ${escClip(a.dryRun.message, 800)}` : ''}`
+    : `❌ Server-side dry run failed: ${escClip(a.dryRun.message, 1500)}`;
 }
 
 function votesLines(a: Approval): string[] {
   return a.votes.map((v) =>
     v.vote === 'approve'
       ? `✔︎ ${mention(v.user)} approved ${slackDate(v.at)}`
-      : `✖︎ ${mention(v.user)} rejected ${slackDate(v.at)}${v.reason ? `: ${clip(escapeMrkdwn(v.reason), 300)}` : ''}`,
+      : `✖︎ ${mention(v.user)} rejected ${slackDate(v.at)}${v.reason ? `: ${escClip(v.reason, 300)}` : ''}`,
   );
 }
 
@@ -70,7 +70,7 @@ function factsLine(f: TargetFacts | undefined): string | undefined {
   if (f.desired !== undefined) parts.push(`${f.desired} pod${f.desired === 1 ? '' : 's'}`);
   if (f.updateStrategy) parts.push(`update strategy ${code(f.updateStrategy, 40)}`);
   if (f.preserved?.length) parts.push(`keeps ${listWithin(f.preserved.slice(0, 5).map((p) => code(p, 100)), 5, ', ', f.preserved.length)}`);
-  if (f.note) parts.push(clip(escapeMrkdwn(f.note), 500));
+  if (f.note) parts.push(escClip(f.note, 500));
   return parts.length ? parts.join(' · ') : undefined;
 }
 
@@ -167,7 +167,7 @@ export function approvalDecidedMessage(approval: Approval, approvers: readonly s
         const withdrawn = rejectedBy.user === a.requester;
         lines.push(
           `${withdrawn ? 'Withdrawn' : 'Rejected'} by ${mention(rejectedBy.user)} ${slackDate(rejectedBy.at)}${
-            rejectedBy.reason ? `: “${clip(escapeMrkdwn(rejectedBy.reason), 500)}”` : ''
+            rejectedBy.reason ? `: “${escClip(rejectedBy.reason, 500)}”` : ''
           }. Nothing was changed.`,
         );
       }
@@ -177,7 +177,7 @@ export function approvalDecidedMessage(approval: Approval, approvers: readonly s
       break;
     case 'failed':
       if (!approvedBy.length) lines.push(`Stopped before approval. Nothing was changed.`);
-      lines.push(`Error: ${clip(escapeMrkdwn(a.error ?? a.dryRun?.message ?? 'unknown error'), 1500)}`);
+      lines.push(`Error: ${escClip(a.error ?? a.dryRun?.message ?? 'unknown error', 1500)}`);
       break;
     default:
       break;

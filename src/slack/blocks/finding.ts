@@ -13,6 +13,7 @@ import {
   count,
   duration,
   escapeMrkdwn,
+  escClip,
   linesWithin,
   listWithin,
   md,
@@ -210,7 +211,7 @@ export function causeText(f: Finding): string {
   const c = f.cause;
   const comp = c.component ? ` (${code(c.component, 60)})` : '';
   const sources = c.sources.length ? `\n*Sources:* ${listWithin(c.sources.slice(0, 5).map(sourceLink), 5, ' · ', c.sources.length)}` : '';
-  const text = `*Cause*${comp}: ${clip(escapeMrkdwn(c.summary), 1200)}\n*Fix:* ${clip(escapeMrkdwn(c.fix), 1200)}`;
+  const text = `*Cause*${comp}: ${escClip(c.summary, 1200)}\n*Fix:* ${escClip(c.fix, 1200)}`;
   return clip(text + clip(sources, LIMITS.sectionText - text.length - 1), LIMITS.sectionText);
 }
 
@@ -230,9 +231,9 @@ export function findingMessage(f: Finding, ctx: FindingMessageContext): SlackMes
   blocks.push({ type: 'header', text: plain(header, LIMITS.headerText) });
 
   const left = daysLeft(f, ctx.now);
-  let lead = `*${KIND_LABEL[f.kind]}* used by ServiceAccount ${code(subject, 300)} in *${escapeMrkdwn(clip(f.cluster, 200))}*`;
+  let lead = `*${KIND_LABEL[f.kind]}* used by ServiceAccount ${code(subject, 300)} in *${escClip(f.cluster, 200)}*`;
   if (ctx.resolved) {
-    lead = `✅ *Resolved* ${slackDate(ctx.resolved.at)}${ctx.resolved.note ? `: ${clip(escapeMrkdwn(ctx.resolved.note), 1000)}` : ''}\n${lead}`;
+    lead = `✅ *Resolved* ${slackDate(ctx.resolved.at)}${ctx.resolved.note ? `: ${escClip(ctx.resolved.note, 1000)}` : ''}\n${lead}`;
   } else if (left !== null && left >= 0) {
     lead += `: the API server will reject it in *${plural(left, 'day')}*`;
   } else if (left !== null) {
@@ -259,7 +260,7 @@ export function findingMessage(f: Finding, ctx: FindingMessageContext): SlackMes
   if (missing.length) {
     context.push(`Pods not in cluster state: ${listWithin(missing.slice(0, 3).map((p) => code(p, 80)), 3, ', ', missing.length)}`);
   }
-  if (f.clusterState) context.push(`⚠️ ${clip(escapeMrkdwn(f.clusterState), 500)}`);
+  if (f.clusterState) context.push(`⚠️ ${escClip(f.clusterState, 500)}`);
   const restartable = f.workloads.filter(isRestartable);
   if (!ctx.resolved && restartable.length > MAX_RESTART_BUTTONS) {
     context.push(`…and ${restartable.length - MAX_RESTART_BUTTONS} more workloads without a button here (see Details)`);
@@ -283,8 +284,8 @@ export function escalationMessage(f: Finding, e: Escalation, ctx: { now: number 
   const rej = rejectionLine(f, ctx.now);
   const line =
     e.type === 'severity'
-      ? `${SEVERITY_EMOJI[e.to]} Escalated from *${e.from}* to *${e.to}*: ${code(subject, 300)} in *${escapeMrkdwn(clip(f.cluster, 200))}*${rej ? `, rejection ${rej}` : ''}.`
-      : `🚫 First *401 Unauthorized* responses for ${code(subject, 300)} in *${escapeMrkdwn(clip(f.cluster, 200))}* (${plural(e.requests, 'request')}): its clients are already being rejected.`;
+      ? `${SEVERITY_EMOJI[e.to]} Escalated from *${e.from}* to *${e.to}*: ${code(subject, 300)} in *${escClip(f.cluster, 200)}*${rej ? `, rejection ${rej}` : ''}.`
+      : `🚫 First *401 Unauthorized* responses for ${code(subject, 300)} in *${escClip(f.cluster, 200)}* (${plural(e.requests, 'request')}): its clients are already being rejected.`;
   const text =
     e.type === 'severity'
       ? `[${f.cluster}] ${subject} escalated from ${e.from} to ${e.to}`

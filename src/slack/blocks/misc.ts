@@ -6,7 +6,7 @@ import type { Finding, FindingToken, TokenRecord } from '../../findings/types.js
 import { actionNoun, mention, type ActionKind, type ActionTarget, type ApprovalState } from '../../approvals/machine.js';
 import { SEVERITY_EMOJI, subjectOf } from './finding.js';
 import { LIMITS } from './limits.js';
-import { clip, code, count, escapeMrkdwn, linesWithin, listWithin, md, plain, plural, slackDate, type KnownBlock, type SlackMessage } from './text.js';
+import { clip, code, count, escapeMrkdwn, escClip, linesWithin, listWithin, md, plain, plural, slackDate, type KnownBlock, type SlackMessage } from './text.js';
 
 /** The subcommands of `/tokens` with one-line descriptions (help and unknown-command replies). */
 export const SUBCOMMANDS: ReadonlyArray<{ usage: string; what: string }> = [
@@ -94,13 +94,13 @@ const STATE_EMOJI: Record<ApprovalState, string> = {
 export function historyMessage(cluster: string, entries: readonly HistoryEntry[], _ctx: { now: number }): SlackMessage {
   const blocks: KnownBlock[] = [{ type: 'header', text: plain(`History · ${cluster}`, LIMITS.headerText) }];
   if (entries.length === 0) {
-    blocks.push({ type: 'section', text: md(`No actions yet in *${escapeMrkdwn(clip(cluster, 200))}*.`) });
+    blocks.push({ type: 'section', text: md(`No actions yet in *${escClip(cluster, 200)}*.`) });
     return { text: `tokenwatch history for ${cluster}: no actions yet`, blocks };
   }
   const shown = entries.slice(0, 100);
   const lines = shown.map((e) => {
     const approved = e.approvers.length ? `, approved by ${listWithin(e.approvers.slice(0, 3).map(mention), 3, ', ', e.approvers.length)}` : '';
-    const detail = e.detail ? `: ${clip(escapeMrkdwn(e.detail), 300)}` : '';
+    const detail = e.detail ? `: ${escClip(e.detail, 300)}` : '';
     return `${STATE_EMOJI[e.state]} ${slackDate(e.at)} *${actionNoun(e.action)}* ${escapeMrkdwn(e.target.kind)} ${code(`${e.target.namespace}/${e.target.name}`, 200)} by ${mention(e.requester)}${approved} · *${e.state}*${detail}`;
   });
   // Up to 5 sections of whole lines; the rest is summarised.
@@ -169,7 +169,7 @@ export function detailsMessage(finding: Finding, tokens: readonly AnyToken[] = f
       `*${plural(rows.length, 'token')}*\n${tokenLines.length ? linesWithin(tokenLines, LIMITS.sectionText - 40, (n) => `…and ${count(n + (rows.length - tokenLines.length))} more`) : '_none_'}`,
     ),
   });
-  const evidence = f.cause.evidence.map((e) => `• ${clip(escapeMrkdwn(e), 500)}`);
+  const evidence = f.cause.evidence.map((e) => `• ${escClip(e, 500)}`);
   blocks.push({
     type: 'section',
     text: md(`*Evidence* (cause ${code(f.cause.id, 40)})\n${evidence.length ? linesWithin(evidence, LIMITS.sectionText - 60) : '_none recorded_'}`),
@@ -185,7 +185,7 @@ export function detailsMessage(finding: Finding, tokens: readonly AnyToken[] = f
   blocks.push({ type: 'section', fields: fields.map((t) => md(clip(t, LIMITS.sectionFieldText), LIMITS.sectionFieldText)) });
   blocks.push({
     type: 'context',
-    elements: [md(`${SEVERITY_EMOJI[f.severity]} ${f.severity} · ${f.kind} · finding ${code(f.id, 100)}${f.clusterState ? ` · ⚠️ ${clip(escapeMrkdwn(f.clusterState), 300)}` : ''}`)],
+    elements: [md(`${SEVERITY_EMOJI[f.severity]} ${f.severity} · ${f.kind} · finding ${code(f.id, 100)}${f.clusterState ? ` · ⚠️ ${escClip(f.clusterState, 300)}` : ''}`)],
   });
   return { text: clip(`Details for ${subjectOf(f)} in ${f.cluster}: ${plural(rows.length, 'token')}, ${plural(f.requests, 'request')}`, 3000), blocks };
 }

@@ -6,7 +6,7 @@ import type { Finding } from '../../findings/types.js';
 import { actionNoun, type ActionKind, type ActionTarget } from '../../approvals/machine.js';
 import { subjectOf } from './finding.js';
 import { LIMITS } from './limits.js';
-import { clip, code, count, duration, escapeMrkdwn, listWithin, md, plural, progressBar, slackDate, sourceLink, type KnownBlock, type SlackMessage } from './text.js';
+import { clip, code, count, duration, escapeMrkdwn, escClip, listWithin, md, plural, progressBar, slackDate, sourceLink, type KnownBlock, type SlackMessage } from './text.js';
 
 /**
  * Rollout status as read from the workload (domain.md §7: a DaemonSet rollout is complete when
@@ -32,7 +32,7 @@ export interface ProgressContext {
 }
 
 function where(t: ActionTarget): string {
-  return `${escapeMrkdwn(t.kind)} ${code(`${t.namespace}/${t.name}`, 300)} in *${escapeMrkdwn(clip(t.cluster, 200))}*`;
+  return `${escapeMrkdwn(t.kind)} ${code(`${t.namespace}/${t.name}`, 300)} in *${escClip(t.cluster, 200)}*`;
 }
 
 /**
@@ -90,7 +90,7 @@ export interface Verification {
 export function verificationMessage(v: Verification): SlackMessage {
   const f = v.finding;
   const subject = subjectOf(f);
-  const who = `${code(subject, 300)} in *${escapeMrkdwn(clip(f.cluster, 200))}*`;
+  const who = `${code(subject, 300)} in *${escClip(f.cluster, 200)}*`;
   const noun = actionNoun(v.action);
   const blocks: KnownBlock[] = [];
   let text: string;
@@ -115,7 +115,7 @@ export function verificationMessage(v: Verification): SlackMessage {
         : '';
     const body =
       `⚠️ *Recurrence*: stale token use by ${who} came back${after}${reqs}.${staticFile}\n` +
-      `*Cause*${c.component ? ` (${code(c.component, 60)})` : ''}: ${clip(escapeMrkdwn(c.summary), 1000)}\n*Fix:* ${clip(escapeMrkdwn(c.fix), 1000)}`;
+      `*Cause*${c.component ? ` (${code(c.component, 60)})` : ''}: ${escClip(c.summary, 1000)}\n*Fix:* ${escClip(c.fix, 1000)}`;
     const sources = c.sources.length ? `\n*Sources:* ${listWithin(c.sources.slice(0, 5).map(sourceLink), 5, ' · ', c.sources.length)}` : '';
     blocks.push({ type: 'section', text: md(body + clip(sources, Math.max(0, LIMITS.sectionText - body.length))) });
     text = `⚠️ [${f.cluster}] recurrence: stale token use by ${subject} came back after the ${noun}; fix: ${c.fix}`;

@@ -6,7 +6,7 @@
 import type { Finding, Severity } from '../../findings/types.js';
 import { daysLeft, findingButtons, SEVERITY_EMOJI, subjectOf, type FindingAction } from './finding.js';
 import { LIMITS } from './limits.js';
-import { clip, code, count, escapeMrkdwn, linesWithin, md, plain, plural, slackDate, type KnownBlock, type SlackMessage } from './text.js';
+import { clip, code, count, escapeMrkdwn, escClip, linesWithin, md, plain, plural, slackDate, type KnownBlock, type SlackMessage } from './text.js';
 
 /** Health of one input of a cluster (audit source, Kubernetes API, …). Times are epoch ms UTC. */
 export interface SourceHealth {
@@ -77,15 +77,15 @@ export function statusMessage(clusters: readonly ClusterStatus[], ctx: { now: nu
     findingBudget -= listed.length;
     const total = c.findings?.length ?? 0;
     const lines: string[] = [];
-    lines.push(`*${escapeMrkdwn(clip(c.name, 200))}* · last poll ${c.lastPoll === null ? '_none yet_' : `${slackDate(c.lastPoll)} (${slackDate(c.lastPoll, '{ago}')})`}`);
+    lines.push(`*${escClip(c.name, 200)}* · last poll ${c.lastPoll === null ? '_none yet_' : `${slackDate(c.lastPoll)} (${slackDate(c.lastPoll, '{ago}')})`}`);
     lines.push(severityCounts(c.findingsBySeverity));
     for (const h of c.health) {
       const since = h.lastSuccess ? ` · last success ${slackDate(h.lastSuccess)}` : '';
-      lines.push(`${h.ok ? '✅' : '❌'} ${escapeMrkdwn(clip(h.name, 200))}${!h.ok && h.detail ? `: ${clip(escapeMrkdwn(h.detail), 400)}` : ''}${since}`);
+      lines.push(`${h.ok ? '✅' : '❌'} ${escClip(h.name, 200)}${!h.ok && h.detail ? `: ${escClip(h.detail, 400)}` : ''}${since}`);
     }
     if (c.channel?.error) {
-      const why = CHANNEL_ERRORS[c.channel.error] ?? `Slack error \`${escapeMrkdwn(clip(c.channel.error, 100))}\``;
-      lines.push(`⚠️ Alerts channel <#${escapeMrkdwn(clip(c.channel.id, 40))}>: ${why}`);
+      const why = CHANNEL_ERRORS[c.channel.error] ?? `Slack error \`${escClip(c.channel.error, 100)}\``;
+      lines.push(`⚠️ Alerts channel <#${escClip(c.channel.id, 40)}>: ${why}`);
     }
     if (total > listed.length) lines.push(`…and ${count(total - listed.length)} more findings not listed here`);
     blocks.push({ type: 'section', text: md(linesWithin(lines, LIMITS.sectionText)) });

@@ -22,12 +22,20 @@ export interface SlackMessage {
 
 /** Escapes `&`, `<`, `>` for mrkdwn (Slack formatting docs). */
 export function escapeMrkdwn(s: string): string {
-  return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+  return s.replace(/[&<>]/g, (c) => (c === '&' ? '&amp;' : c === '<' ? '&lt;' : '&gt;'));
+}
+
+/**
+ * Escaped and clipped to `max` chars: `clip(escapeMrkdwn(s), max)`, without escaping more of a huge `s` than
+ * can be shown (escaping only lengthens text, so `max + 1` raw chars are enough to know it must be cut).
+ */
+export function escClip(s: string, max: number): string {
+  return clip(escapeMrkdwn(s.length > max ? s.slice(0, max + 1) : s), max);
 }
 
 /** Inline code span of user text: escaped, backticks and newlines neutralised, clipped to `max` chars. */
 export function code(s: string, max = 200): string {
-  return `\`${clip(escapeMrkdwn(s.replace(/`/g, "'").replace(/[\r\n]+/g, ' ')), max)}\``;
+  return `\`${escClip((s.length > max ? s.slice(0, max + 1) : s).replace(/`/g, "'").replace(/[\r\n]+/g, ' '), max)}\``;
 }
 
 /**
