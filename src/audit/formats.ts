@@ -38,6 +38,7 @@ function skipWs(text: string, i: number): number {
  * @returns the format, or `undefined` for anything else, including binary data (a NUL byte) and empty input.
  */
 export function detectFormat(head: Buffer): InputFormat | undefined {
+  if (head.length > DETECT_HEAD_BYTES) head = head.subarray(0, DETECT_HEAD_BYTES);
   if (head.length === 0 || isGzip(head)) return undefined;
   if (head.indexOf(0) !== -1) return undefined; // binary: text formats never hold NUL
   const text = head.toString('utf8');

@@ -140,7 +140,7 @@ async function* readOneFile(ctx: FileContext, onProgress: ReadOptions['onProgres
     let data: AsyncIterator<Buffer> = replay(rawHead, raw);
     if (gzip) data = gunzip(file, data)[Symbol.asyncIterator]();
     const head = await peek(data, DETECT_HEAD_BYTES);
-    const headBytes = Buffer.concat(head.chunks);
+    const headBytes = Buffer.concat(head.chunks).subarray(0, DETECT_HEAD_BYTES);
     const format = detectFormat(headBytes);
     if (format === undefined) {
       if (isBlank(headBytes) && head.done) return; // an empty (e.g. just rotated) log holds no events

@@ -265,6 +265,25 @@ describe('CloudWatch formats', () => {
   });
 });
 
+describe('early stop', () => {
+  it.each(['audit.log', 'audit.log.gz', 'filter-log-events.json', 'insights.json', 'insights.csv'])(
+    'breaking out after the first use of %s closes the file',
+    async (name) => {
+      const { readdir } = await import('node:fs/promises');
+      const before = (await readdir('/proc/self/fd')).length;
+      const stats = createReadStats();
+      let first: TokenUse | undefined;
+      for await (const u of readTokenUses([fx(name)], stats)) {
+        first = u;
+        break;
+      }
+      expect(first?.auditID).toBe(ID(2));
+      await new Promise((r) => setTimeout(r, 20));
+      expect((await readdir('/proc/self/fd')).length).toBe(before);
+    },
+  );
+});
+
 describe('input errors name the file', () => {
   it.each([
     ['missing file', 'does-not-exist.log', /cannot read file.*ENOENT/],
