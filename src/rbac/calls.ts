@@ -1,0 +1,138 @@
+/**
+ * Every Kubernetes API call tokenwatch can make, as RBAC names them, and the PolicyRules that grant exactly those.
+ *
+ * Three groups, each declared next to (or for) the code that makes the calls and checked against the requests that
+ * code really sends to the fake API server (`test/manifests/rbac.test.ts`):
+ * - {@link KUBE_API_CALLS} (`src/cluster/kube.ts`): cluster-state reads, cluster-wide.
+ * - {@link REMEDIATION_API_CALLS} (`src/remediation/kube-remediator.ts`): reads and writes of remediation.
+ * - {@link LEADER_API_CALLS} (`src/leader/elector.ts`): the leader-election Lease in tokenwatch's own namespace.
+ *
+ * The manifests (`manifests/rbac-*.yaml`) split them by verb: read verbs (get, list, watch) in the `tokenwatch-reader`
+ * ClusterRole, write verbs in `tokenwatch-writer` (drop it for a read-only install), the Lease calls in a namespaced
+ * Role. A test checks that the roles grant exactly {@link readCalls} / {@link writeCalls} / {@link LEADER_API_CALLS}.
+ *
+ * RBAC facts (Kubernetes docs "Using RBAC Authorization"): a rule grants `verbs × resources × apiGroups`; a
+ * `resourceNames` restriction cannot apply to `create` (the name is not known when the request is authorized);
+ * `list` on Secrets also allows reading their data, even though tokenwatch asks for metadata only.
+ */
+import { KUBE_API_CALLS } from '../cluster/kube.js';
+
+export { KUBE_API_CALLS } from '../cluster/kube.js';
+
+/** RBAC verbs tokenwatch uses. */
+export type ApiVerb = 'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete';
+
+/** One kind of Kubernetes API call (for RBAC: `rules[].verbs/resources/apiGroups`); same shape as `KubeApiCall`. */
+export interface ApiCall {
+  verb: ApiVerb;
+  /** Plural resource name, e.g. `daemonsets`; `<resource>/<subresource>` for a subresource. */
+  resource: string;
+  /** `''` for the core group. */
+  apiGroup: string;
+}
+
+/** Verbs that only read. Everything else is a write and belongs in the writer role. */
+export const READ_VERBS: readonly ApiVerb[] = ['get', 'list', 'watch'];
+
+/** Whether a verb only reads. */
+export function isReadVerb(verb: string): boolean {
+  return (READ_VERBS as readonly string[]).includes(verb);
+}
+
+const RESTARTABLE = ['daemonsets', 'deployments', 'statefulsets'] as const;
+
+/**
+ * Every API call `KubeRemediator` (`src/remediation/kube-remediator.ts`) can make:
+ * - rollout restart: get (preflight, rollout progress) and patch (strategic merge; `?dryRun=All` in preflight is the
+ *   same verb) of DaemonSets, Deployments, StatefulSets (`apps`);
+ * - ServiceAccount recreation: get, delete and create `serviceaccounts` (dry runs included);
+ * - Kubernetes Events on the target: create `events` (core/v1).
+ */
+export const REMEDIATION_API_CALLS: readonly ApiCall[] = [
+  ...RESTARTABLE.map((resource) => ({ verb: 'get' as const, resource, apiGroup: 'apps' })),
+  ...RESTARTABLE.map((resource) => ({ verb: 'patch' as const, resource, apiGroup: 'apps' })),
+  { verb: 'get', resource: 'serviceaccounts', apiGroup: '' },
+  { verb: 'delete', resource: 'serviceaccounts', apiGroup: '' },
+  { verb: 'create', resource: 'serviceaccounts', apiGroup: '' },
+  { verb: 'create', resource: 'events', apiGroup: '' },
+];
+
+/**
+ * Every API call `LeaderElector` (`src/leader/elector.ts`) can make, in its own namespace only: read the Lease,
+ * create it when missing, replace it (acquire, renew, release).
+ */
+export const LEADER_API_CALLS: readonly ApiCall[] = [
+  { verb: 'get', resource: 'leases', apiGroup: 'coordination.k8s.io' },
+  { verb: 'create', resource: 'leases', apiGroup: 'coordination.k8s.io' },
+  { verb: 'update', resource: 'leases', apiGroup: 'coordination.k8s.io' },
+];
+
+/** Key of a call: `verb resource apiGroup` (the apiGroup is empty for core). */
+export function callKey(c: ApiCall | { verb: string; resource: string; apiGroup: string }): string {
+  return `${c.verb} ${c.resource} ${c.apiGroup}`;
+}
+
+/** Distinct calls, sorted by key. */
+export function uniqueCalls(calls: readonly ApiCall[]): ApiCall[] {
+  const byKey = new Map<string, ApiCall>();
+  for (const c of calls) byKey.set(callKey(c), { verb: c.verb, resource: c.resource, apiGroup: c.apiGroup });
+  return [...byKey.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([, c]) => c);
+}
+
+/** Cluster-wide calls with read verbs: cluster-state reads plus the reads of remediation (the reader ClusterRole). */
+export function readCalls(): ApiCall[] {
+  return uniqueCalls([...KUBE_API_CALLS, ...REMEDIATION_API_CALLS].filter((c) => isReadVerb(c.verb)));
+}
+
+/** Calls with write verbs (the writer ClusterRole): remediation's writes. */
+export function writeCalls(): ApiCall[] {
+  return uniqueCalls(REMEDIATION_API_CALLS.filter((c) => !isReadVerb(c.verb)));
+}
+
+/** An RBAC PolicyRule (`rbac.authorization.k8s.io/v1`), without nonResourceURLs. */
+export interface RbacRule {
+  apiGroups: string[];
+  resources: string[];
+  verbs: string[];
+  resourceNames?: string[];
+}
+
+/**
+ * The smallest readable set of PolicyRules granting exactly `calls`: one rule per (apiGroup, verb set), resources
+ * sorted. Expanding the result ({@link expandRules}) gives back exactly the calls.
+ */
+export function rulesFor(calls: readonly ApiCall[]): RbacRule[] {
+  const verbsByResource = new Map<string, { apiGroup: string; resource: string; verbs: Set<string> }>();
+  for (const c of calls) {
+    const k = `${c.apiGroup}\u0000${c.resource}`;
+    const e = verbsByResource.get(k) ?? { apiGroup: c.apiGroup, resource: c.resource, verbs: new Set<string>() };
+    e.verbs.add(c.verb);
+    verbsByResource.set(k, e);
+  }
+  const rules = new Map<string, RbacRule>();
+  for (const e of verbsByResource.values()) {
+    const verbs = [...e.verbs].sort();
+    const k = `${e.apiGroup}\u0000${verbs.join(',')}`;
+    const r = rules.get(k) ?? { apiGroups: [e.apiGroup], resources: [], verbs };
+    r.resources.push(e.resource);
+    rules.set(k, r);
+  }
+  return [...rules.values()]
+    .map((r) => ({ ...r, resources: [...r.resources].sort() }))
+    .sort((a, b) => (a.apiGroups[0] ?? '').localeCompare(b.apiGroups[0] ?? '') || a.verbs.join().localeCompare(b.verbs.join()));
+}
+
+/**
+ * Every (verb, resource, apiGroup) a list of rules grants, as sorted {@link callKey} strings.
+ * @throws Error on a `*` wildcard (which would grant more than any list of calls).
+ */
+export function expandRules(rules: readonly RbacRule[]): string[] {
+  const keys = new Set<string>();
+  for (const r of rules) {
+    for (const list of [r.apiGroups, r.resources, r.verbs]) {
+      if (list.includes('*')) throw new Error(`RBAC rule with a wildcard grants more than the code uses: ${JSON.stringify(r)}`);
+    }
+    for (const apiGroup of r.apiGroups) for (const resource of r.resources) for (const verb of r.verbs) keys.add(callKey({ verb, resource, apiGroup }));
+  }
+  return [...keys].sort();
+}
