@@ -1,0 +1,658 @@
+/**
+ * The SQLite store of `tokenwatch serve` (better-sqlite3 12): one file, WAL mode, foreign keys on, a busy
+ * timeout for concurrent connections, and versioned migrations (`src/store/migrations.ts`).
+ *
+ * Durability: `synchronous = FULL`, so a committed poll survives a crash or power loss; with WAL that costs
+ * one fsync per transaction (a poll is one transaction).
+ * Concurrency: every write transaction is `BEGIN IMMEDIATE` (takes the write lock up front, so two
+ * connections never deadlock upgrading a read lock; the loser waits up to `busyTimeoutMs`).
+ * Sources: SQLite docs `wal.html`, `pragma.html#pragma_synchronous`, `lang_transaction.html`;
+ * better-sqlite3 `docs/api.md` (`Database#transaction`, `.immediate`).
+ */
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import Database from 'better-sqlite3';
+import type { ApprovalState, DryRunResult, Vote } from '../approvals/machine.js';
+import type { Finding, Severity, TokenRecord } from '../findings/types.js';
+import { MIGRATIONS } from './migrations.js';
+import type {
+  ActionLogEntry,
+  ApprovalFilter,
+  ApprovalUpdate,
+  FindingChange,
+  FindingStatus,
+  FindingStatusUpdate,
+  MessageRef,
+  NewActionLogEntry,
+  NewApproval,
+  PollRunResult,
+  PollStatus,
+  Store,
+  StoredApproval,
+  StoredFinding,
+} from './types.js';
+
+/** Options of {@link openStore}. */
+export interface StoreOptions {
+  /** How long a statement waits for another connection's write lock before failing with SQLITE_BUSY, ms. Default 5000. */
+  busyTimeoutMs?: number;
+  /** Migration steps to apply (default: all of {@link MIGRATIONS}); tests use a prefix to build old databases. */
+  migrations?: readonly string[];
+}
+
+/** Error of the store with a clear message: unusable file, unknown schema version, broken reference. */
+export class StoreError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'StoreError';
+  }
+}
+
+/** A new opaque approval id: 16 random bytes, base64url (22 characters). */
+export function newApprovalId(): string {
+  return randomBytes(16).toString('base64url');
+}
+
+const SEP = '\u001f';
+
+/**
+ * The store key of a token record within (cluster, kind, subject), after design.md "Terms: token":
+ * - stale: pod uid (else pod name) and `warnAfter` in whole minutes (floor);
+ * - legacy: the Secret's namespace/name;
+ * - unauthorized: the sorted source IPs, first user agent and pod.
+ */
+export function tokenRecordKey(r: TokenRecord): string {
+  switch (r.kind) {
+    case 'stale-token':
+      return [r.podUid ?? r.pod ?? '', r.warnAfter === undefined ? '' : String(Math.floor(r.warnAfter / 60_000))].join(SEP);
+    case 'legacy-token':
+      return [r.legacySecret?.namespace ?? r.namespace, r.legacySecret?.name ?? ''].join(SEP);
+    case 'unauthorized':
+      return [[...r.sourceIPs].sort().join(','), r.userAgents[0] ?? '', r.pod ?? ''].join(SEP);
+  }
+}
+
+// Row shapes as better-sqlite3 returns them.
+interface FindingRow {
+  id: string;
+  cluster: string;
+  severity: Severity;
+  status: FindingStatus;
+  snoozed_until: number | null;
+  resolved_at: number | null;
+  created_at: number;
+  updated_at: number;
+  finding: string;
+}
+interface PollRow {
+  id: number;
+  cluster: string;
+  source: string;
+  started_at: number;
+  ended_at: number | null;
+  events: number;
+  token_uses: number;
+  error: string | null;
+  stats: string;
+  last_success_at?: number | null;
+}
+interface ApprovalRow {
+  id: string;
+  action: StoredApproval['action'];
+  target: string;
+  requester: string;
+  state: ApprovalState;
+  required_approvals: number;
+  created_at: number;
+  expires_at: number;
+  updated_at: number;
+  dry_run: string | null;
+  error: string | null;
+  message_channel: string | null;
+  message_ts: string | null;
+}
+interface VoteRow {
+  user: string;
+  vote: Vote['vote'];
+  at: number;
+  reason: string | null;
+}
+interface ActionRow {
+  id: number;
+  at: number;
+  cluster: string;
+  finding_id: string | null;
+  approval_id: string | null;
+  actor: string | null;
+  action: string;
+  target: string;
+  result: string;
+  detail: string | null;
+}
+
+function timeOf(iso: string | null): number | null {
+  if (iso === null) return null;
+  const t = Date.parse(iso);
+  return Number.isFinite(t) ? t : null;
+}
+
+function isConstraint(err: unknown, code: string): boolean {
+  return err instanceof Database.SqliteError && err.code === code;
+}
+
+/**
+ * Opens (creating if needed) the store at `path` and migrates it to the current schema.
+ * The file's directory is created. `:memory:` gives a private in-memory store (tests).
+ * @throws {StoreError} when the file is not a SQLite database, or its schema version is newer than this build knows
+ */
+export function openStore(path: string, opts: StoreOptions = {}): Store {
+  const memory = path === ':memory:';
+  if (!memory) mkdirSync(dirname(path), { recursive: true });
+  let db: Database.Database;
+  try {
+    db = new Database(path, { timeout: opts.busyTimeoutMs ?? 5000 });
+  } catch (err) {
+    throw new StoreError(`cannot open store ${path}: ${(err as Error).message}`, { cause: err });
+  }
+  try {
+    if (!memory) db.pragma('journal_mode = WAL');
+    db.pragma('foreign_keys = ON');
+    db.pragma('synchronous = FULL');
+    const version = migrate(db, path, opts.migrations ?? MIGRATIONS);
+    return new SqliteStore(db, path, version);
+  } catch (err) {
+    db.close();
+    if (err instanceof StoreError) throw err;
+    if (err instanceof Database.SqliteError && (err.code === 'SQLITE_NOTADB' || err.code === 'SQLITE_CORRUPT')) {
+      throw new StoreError(`cannot open store ${path}: not a tokenwatch SQLite database (${err.message})`, { cause: err });
+    }
+    throw err;
+  }
+}
+
+/** Applies the missing steps, each in its own immediate transaction with the version bump; returns the version. */
+function migrate(db: Database.Database, path: string, steps: readonly string[]): number {
+  const known = steps.length;
+  const current = (): number => db.pragma('user_version', { simple: true }) as number;
+  const found = current();
+  if (found > known) {
+    throw new StoreError(
+      `store ${path} has schema version ${found}, newer than this tokenwatch supports (${known}); ` +
+        'upgrade tokenwatch or point store.path at another file',
+    );
+  }
+  for (let v = found; v < known; v++) {
+    db.transaction(() => {
+      // Another process may have migrated meanwhile: re-check under the write lock.
+      if (current() !== v) return;
+      db.exec(steps[v]!);
+      db.pragma(`user_version = ${v + 1}`);
+    }).immediate();
+  }
+  return current();
+}
+
+/** The store's SQL, prepared lazily (a statement on a table of a later migration fails only when used). */
+const SQL = {
+  getCursor: 'SELECT cursor FROM cursors WHERE source_id = ?',
+  setCursor: 'INSERT INTO cursors (source_id, cursor) VALUES (?, ?) ON CONFLICT (source_id) DO UPDATE SET cursor = excluded.cursor',
+  markSeen: 'INSERT OR IGNORE INTO seen (cluster, audit_id, seen_at) VALUES (?, ?, ?)',
+  pruneSeen: 'DELETE FROM seen WHERE cluster = ? AND seen_at < ?',
+  countSeen: 'SELECT count(*) AS n FROM seen WHERE cluster = ?',
+  upsertRecord: `INSERT INTO token_records (cluster, kind, subject, token_key, namespace, service_account, last_seen, record)
+     VALUES (@cluster, @kind, @subject, @key, @namespace, @serviceAccount, @lastSeen, @record)
+     ON CONFLICT (cluster, kind, subject, token_key) DO UPDATE SET
+       namespace = excluded.namespace, service_account = excluded.service_account,
+       last_seen = excluded.last_seen, record = excluded.record`,
+  deleteRecords: 'DELETE FROM token_records WHERE cluster = ?',
+  listRecords: 'SELECT record FROM token_records WHERE cluster = ? ORDER BY kind, subject, token_key',
+  pruneRecords: 'DELETE FROM token_records WHERE cluster = ? AND last_seen < ?',
+  getFinding: 'SELECT * FROM findings WHERE id = ?',
+  insertFinding: `INSERT INTO findings (id, cluster, namespace, service_account, kind, severity, status, last_seen, rejection_at,
+                           created_at, updated_at, finding)
+     VALUES (@id, @cluster, @namespace, @serviceAccount, @kind, @severity, 'open', @lastSeen, @rejectionAt,
+             @now, @now, @finding)`,
+  updateFinding: `UPDATE findings SET severity = @severity, status = @status, snoozed_until = @snoozedUntil,
+       resolved_at = @resolvedAt, last_seen = @lastSeen, rejection_at = @rejectionAt, updated_at = @now,
+       finding = @finding
+     WHERE id = @id`,
+  setStatus: 'UPDATE findings SET status = ?, snoozed_until = ?, resolved_at = ?, updated_at = ? WHERE id = ?',
+  startPoll: 'INSERT INTO poll_runs (cluster, source, started_at) VALUES (?, ?, ?)',
+  finishPoll: 'UPDATE poll_runs SET ended_at = ?, events = ?, token_uses = ?, error = ?, stats = ? WHERE id = ?',
+  lastPolls: `SELECT p.*, (SELECT max(s.ended_at) FROM poll_runs s
+                  WHERE s.cluster = p.cluster AND s.ended_at IS NOT NULL AND s.error IS NULL) AS last_success_at
+     FROM poll_runs p
+     WHERE p.id = (SELECT max(q.id) FROM poll_runs q WHERE q.cluster = p.cluster)
+     ORDER BY p.cluster`,
+  prunePolls: 'DELETE FROM poll_runs WHERE started_at < ? AND id NOT IN (SELECT max(id) FROM poll_runs GROUP BY cluster)',
+  getRef: 'SELECT channel, ts, severity, hash FROM message_refs WHERE finding_id = ?',
+  saveRef: `INSERT INTO message_refs (finding_id, channel, ts, severity, hash) VALUES (?, ?, ?, ?, ?)
+     ON CONFLICT (finding_id) DO UPDATE SET channel = excluded.channel, ts = excluded.ts,
+       severity = excluded.severity, hash = excluded.hash`,
+  insertApproval: `INSERT INTO approvals (id, cluster, finding_id, action, target, requester, state, required_approvals,
+                            created_at, expires_at, updated_at, dry_run, error, message_channel, message_ts)
+     VALUES (@id, @cluster, @findingId, @action, @target, @requester, @state, @requiredApprovals,
+             @createdAt, @expiresAt, @updatedAt, @dryRun, @error, @messageChannel, @messageTs)`,
+  getApproval: 'SELECT * FROM approvals WHERE id = ?',
+  votesOf: 'SELECT user, vote, at, reason FROM votes WHERE approval_id = ? ORDER BY seq',
+  insertVote: `INSERT INTO votes (approval_id, user, vote, at, reason, seq)
+     VALUES (?, ?, ?, ?, ?, (SELECT coalesce(max(seq), 0) + 1 FROM votes WHERE approval_id = ?))`,
+  casApproval: `UPDATE approvals SET state = @to, updated_at = @at,
+       error = CASE WHEN @setError THEN @error ELSE error END,
+       dry_run = CASE WHEN @setDryRun THEN @dryRun ELSE dry_run END,
+       message_channel = CASE WHEN @setMessage THEN @messageChannel ELSE message_channel END,
+       message_ts = CASE WHEN @setMessage THEN @messageTs ELSE message_ts END
+     WHERE id = @id AND state = @from`,
+  logAction: `INSERT INTO action_log (at, cluster, finding_id, approval_id, actor, action, target, result, detail)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  listActions: 'SELECT * FROM action_log WHERE cluster = ? ORDER BY at DESC, id DESC LIMIT ?',
+  approvalActions: 'SELECT * FROM action_log WHERE approval_id = ? ORDER BY at, id',
+} as const;
+
+class SqliteStore implements Store {
+  private readonly prepared = new Map<keyof typeof SQL, Database.Statement>();
+
+  constructor(
+    private readonly db: Database.Database,
+    readonly path: string,
+    readonly schemaVersion: number,
+  ) {}
+
+  /** The prepared statement `name` (prepared on first use), typed with its row shape `R`. */
+  private st<R = unknown>(name: keyof typeof SQL): Database.Statement<unknown[], R> {
+    let stmt = this.prepared.get(name);
+    if (stmt === undefined) {
+      stmt = this.db.prepare(SQL[name]);
+      this.prepared.set(name, stmt);
+    }
+    return stmt as Database.Statement<unknown[], R>;
+  }
+
+  transaction<T>(fn: () => T): T {
+    return this.db.transaction(fn).immediate();
+  }
+
+  // --- cursors
+
+  getCursor(sourceId: string): string | undefined {
+    return this.st<{ cursor: string }>('getCursor').get(sourceId)?.cursor;
+  }
+
+  setCursor(sourceId: string, cursor: string): void {
+    this.st('setCursor').run(sourceId, cursor);
+  }
+
+  // --- seen
+
+  markSeen(cluster: string, auditIDs: readonly string[], seenAt: number): string[] {
+    return this.transaction(() => {
+      const fresh: string[] = [];
+      for (const id of auditIDs) if (this.st('markSeen').run(cluster, id, seenAt).changes === 1) fresh.push(id);
+      return fresh;
+    });
+  }
+
+  pruneSeen(cluster: string, olderThan: number): number {
+    return this.st('pruneSeen').run(cluster, olderThan).changes;
+  }
+
+  countSeen(cluster: string): number {
+    return this.st<{ n: number }>('countSeen').get(cluster)?.n ?? 0;
+  }
+
+  // --- token records
+
+  upsertTokenRecords(records: readonly TokenRecord[]): void {
+    this.transaction(() => {
+      for (const r of records) {
+        this.st('upsertRecord').run({
+          cluster: r.cluster,
+          kind: r.kind,
+          subject: r.subject,
+          key: tokenRecordKey(r),
+          namespace: r.namespace,
+          serviceAccount: r.serviceAccount,
+          lastSeen: r.lastSeen,
+          record: JSON.stringify(r),
+        });
+      }
+    });
+  }
+
+  replaceTokenRecords(cluster: string, records: readonly TokenRecord[]): void {
+    const foreign = records.find((r) => r.cluster !== cluster);
+    if (foreign !== undefined) {
+      throw new StoreError(`replaceTokenRecords(${cluster}): a record belongs to cluster ${foreign.cluster}`);
+    }
+    this.transaction(() => {
+      this.st('deleteRecords').run(cluster);
+      this.upsertTokenRecords(records);
+    });
+  }
+
+  listTokenRecords(cluster: string): TokenRecord[] {
+    return this.st<{ record: string }>('listRecords').all(cluster).map((row) => JSON.parse(row.record) as TokenRecord);
+  }
+
+  pruneTokenRecords(cluster: string, lastSeenBefore: number): number {
+    return this.st('pruneRecords').run(cluster, lastSeenBefore).changes;
+  }
+
+  // --- findings
+
+  saveFindings(cluster: string, findings: readonly Finding[], now: number): FindingChange[] {
+    const foreign = findings.find((f) => f.cluster !== cluster);
+    if (foreign !== undefined) {
+      throw new StoreError(`saveFindings(${cluster}): finding ${foreign.id} belongs to cluster ${foreign.cluster}`);
+    }
+    return this.transaction(() =>
+      findings.map((f): FindingChange => {
+        const lastSeen = timeOf(f.lastSeen) ?? now;
+        const columns = {
+          id: f.id,
+          severity: f.severity,
+          lastSeen,
+          rejectionAt: timeOf(f.rejectionAt),
+          now,
+          finding: JSON.stringify(f),
+        };
+        const old = this.st<FindingRow>('getFinding').get(f.id);
+        if (old === undefined) {
+          this.st('insertFinding').run({
+            ...columns,
+            cluster,
+            namespace: f.namespace,
+            serviceAccount: f.serviceAccount,
+            kind: f.kind,
+          });
+          return { id: f.id, isNew: true, severity: f.severity, previousSeverity: null, status: 'open', previousStatus: null };
+        }
+        if (old.cluster !== cluster) {
+          throw new StoreError(`saveFindings(${cluster}): finding id ${f.id} is stored for cluster ${old.cluster}`);
+        }
+        let status = old.status;
+        let snoozedUntil = old.snoozed_until;
+        let resolvedAt = old.resolved_at;
+        if (status === 'resolved' && resolvedAt !== null && lastSeen > resolvedAt) {
+          status = 'open';
+          resolvedAt = null;
+        } else if (status === 'snoozed' && snoozedUntil !== null && snoozedUntil <= now) {
+          status = 'open';
+          snoozedUntil = null;
+        }
+        this.st('updateFinding').run({ ...columns, status, snoozedUntil, resolvedAt });
+        return {
+          id: f.id,
+          isNew: false,
+          severity: f.severity,
+          previousSeverity: old.severity,
+          status,
+          previousStatus: old.status,
+        };
+      }),
+    );
+  }
+
+  listFindings(cluster?: string, opts: { status?: FindingStatus[] } = {}): StoredFinding[] {
+    const where: string[] = [];
+    const params: unknown[] = [];
+    if (cluster !== undefined) {
+      where.push('cluster = ?');
+      params.push(cluster);
+    }
+    if (opts.status !== undefined) {
+      where.push(`status IN (${opts.status.map(() => '?').join(', ') || 'NULL'})`);
+      params.push(...opts.status);
+    }
+    const sql =
+      `SELECT * FROM findings ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''} ` +
+      `ORDER BY CASE severity WHEN 'critical' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END, ` +
+      'rejection_at IS NULL, rejection_at, id';
+    return this.db.prepare<unknown[], FindingRow>(sql).all(...params).map(findingOf);
+  }
+
+  getFinding(id: string): StoredFinding | undefined {
+    const row = this.st<FindingRow>('getFinding').get(id);
+    return row === undefined ? undefined : findingOf(row);
+  }
+
+  setFindingStatus(id: string, update: FindingStatusUpdate, at: number): boolean {
+    const snoozedUntil = update.status === 'snoozed' ? update.until : null;
+    const resolvedAt = update.status === 'resolved' ? at : null;
+    return this.st('setStatus').run(update.status, snoozedUntil, resolvedAt, at, id).changes === 1;
+  }
+
+  // --- poll runs
+
+  startPollRun(cluster: string, source: string, startedAt: number): number {
+    return Number(this.st('startPoll').run(cluster, source, startedAt).lastInsertRowid);
+  }
+
+  finishPollRun(id: number, result: PollRunResult): void {
+    const { changes } = this.st('finishPoll').run(
+      result.endedAt,
+      result.events,
+      result.tokenUses,
+      result.error ?? null,
+      JSON.stringify(result.stats ?? {}),
+      id,
+    );
+    if (changes !== 1) throw new StoreError(`finishPollRun: no poll run with id ${id}`);
+  }
+
+  lastPollRuns(): PollStatus[] {
+    return this.st<PollRow>('lastPolls').all().map((r) => ({
+      id: r.id,
+      cluster: r.cluster,
+      source: r.source,
+      startedAt: r.started_at,
+      endedAt: r.ended_at,
+      events: r.events,
+      tokenUses: r.token_uses,
+      error: r.error,
+      stats: JSON.parse(r.stats) as Record<string, number>,
+      lastSuccessAt: r.last_success_at ?? null,
+    }));
+  }
+
+  prunePollRuns(olderThan: number): number {
+    return this.st('prunePolls').run(olderThan).changes;
+  }
+
+  // --- message refs
+
+  getMessageRef(findingId: string): MessageRef | undefined {
+    const row = this.st<MessageRef>('getRef').get(findingId);
+    return row === undefined ? undefined : { channel: row.channel, ts: row.ts, severity: row.severity, hash: row.hash };
+  }
+
+  saveMessageRef(findingId: string, ref: MessageRef): void {
+    try {
+      this.st('saveRef').run(findingId, ref.channel, ref.ts, ref.severity, ref.hash);
+    } catch (err) {
+      if (isConstraint(err, 'SQLITE_CONSTRAINT_FOREIGNKEY')) {
+        throw new StoreError(`saveMessageRef: finding ${findingId} is not stored (save the finding first)`, { cause: err });
+      }
+      throw err;
+    }
+  }
+
+  // --- approvals
+
+  createApproval(a: NewApproval): StoredApproval {
+    this.transaction(() => {
+      try {
+        this.st('insertApproval').run({
+          id: a.id,
+          cluster: a.target.cluster,
+          findingId: a.target.findingId,
+          action: a.action,
+          target: JSON.stringify(a.target),
+          requester: a.requester,
+          state: a.state,
+          requiredApprovals: a.requiredApprovals,
+          createdAt: a.createdAt,
+          expiresAt: a.expiresAt,
+          updatedAt: a.updatedAt,
+          dryRun: a.dryRun === null ? null : JSON.stringify(a.dryRun),
+          error: a.error ?? null,
+          messageChannel: a.message?.channel ?? null,
+          messageTs: a.message?.ts ?? null,
+        });
+      } catch (err) {
+        if (isConstraint(err, 'SQLITE_CONSTRAINT_PRIMARYKEY')) {
+          throw new StoreError(`createApproval: approval ${a.id} already exists`, { cause: err });
+        }
+        throw err;
+      }
+      for (const v of a.votes) this.insertVote(a.id, v);
+    });
+    return this.getApproval(a.id)!;
+  }
+
+  getApproval(id: string): StoredApproval | undefined {
+    const row = this.st<ApprovalRow>('getApproval').get(id);
+    return row === undefined ? undefined : this.approvalOf(row);
+  }
+
+  transitionApproval(id: string, from: ApprovalState, to: ApprovalState, patch: ApprovalUpdate, at: number): boolean {
+    if (patch.state !== undefined && patch.state !== to) {
+      throw new StoreError(`transitionApproval(${id}): patch.state ${patch.state} differs from to=${to}`);
+    }
+    return this.transaction(() => {
+      const row = this.st<ApprovalRow>('getApproval').get(id);
+      if (row === undefined || row.state !== from) return false;
+      let newVotes: Vote[] = [];
+      if (patch.votes !== undefined) {
+        const stored = new Set(this.st<VoteRow>('votesOf').all(id).map((v) => v.user));
+        const given = new Set(patch.votes.map((v) => v.user));
+        // Computed from a stale read: someone else's vote landed in between.
+        for (const user of stored) if (!given.has(user)) return false;
+        newVotes = patch.votes.filter((v) => !stored.has(v.user));
+      }
+      const { changes } = this.st('casApproval').run({
+        id,
+        from,
+        to,
+        at,
+        setError: 'error' in patch ? 1 : 0,
+        error: patch.error ?? null,
+        setDryRun: 'dryRun' in patch ? 1 : 0,
+        dryRun: patch.dryRun == null ? null : JSON.stringify(patch.dryRun),
+        setMessage: 'message' in patch ? 1 : 0,
+        messageChannel: patch.message?.channel ?? null,
+        messageTs: patch.message?.ts ?? null,
+      });
+      if (changes !== 1) return false;
+      for (const v of newVotes) this.insertVote(id, v);
+      return true;
+    });
+  }
+
+  listApprovals(filter: ApprovalFilter = {}): StoredApproval[] {
+    const where: string[] = [];
+    const params: unknown[] = [];
+    if (filter.cluster !== undefined) {
+      where.push('cluster = ?');
+      params.push(filter.cluster);
+    }
+    if (filter.states !== undefined) {
+      where.push(`state IN (${filter.states.map(() => '?').join(', ') || 'NULL'})`);
+      params.push(...filter.states);
+    }
+    if (filter.expiresAtOrBefore !== undefined) {
+      where.push('expires_at <= ?');
+      params.push(filter.expiresAtOrBefore);
+    }
+    if (filter.findingId !== undefined) {
+      where.push('finding_id = ?');
+      params.push(filter.findingId);
+    }
+    const sql = `SELECT * FROM approvals ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY created_at, id`;
+    return this.db.prepare<unknown[], ApprovalRow>(sql).all(...params).map((r) => this.approvalOf(r));
+  }
+
+  private insertVote(approvalId: string, v: Vote): void {
+    this.st('insertVote').run(approvalId, v.user, v.vote, v.at, v.reason ?? null, approvalId);
+  }
+
+  private approvalOf(row: ApprovalRow): StoredApproval {
+    const votes = this.st<VoteRow>('votesOf').all(row.id).map(
+      (v): Vote => (v.reason === null ? { user: v.user, vote: v.vote, at: v.at } : { user: v.user, vote: v.vote, at: v.at, reason: v.reason }),
+    );
+    return {
+      id: row.id,
+      action: row.action,
+      target: JSON.parse(row.target) as StoredApproval['target'],
+      requester: row.requester,
+      createdAt: row.created_at,
+      expiresAt: row.expires_at,
+      requiredApprovals: row.required_approvals,
+      votes,
+      state: row.state,
+      dryRun: row.dry_run === null ? null : (JSON.parse(row.dry_run) as DryRunResult),
+      error: row.error,
+      updatedAt: row.updated_at,
+      message: row.message_channel !== null && row.message_ts !== null ? { channel: row.message_channel, ts: row.message_ts } : null,
+    };
+  }
+
+  // --- action log
+
+  logAction(e: NewActionLogEntry): number {
+    const info = this.st('logAction').run(
+      e.at,
+      e.cluster,
+      e.findingId ?? null,
+      e.approvalId ?? null,
+      e.actor,
+      e.action,
+      e.target,
+      e.result,
+      e.detail ?? null,
+    );
+    return Number(info.lastInsertRowid);
+  }
+
+  listActions(cluster: string, limit = 20): ActionLogEntry[] {
+    return this.st<ActionRow>('listActions').all(cluster, limit).map(actionOf);
+  }
+
+  listApprovalActions(approvalId: string): ActionLogEntry[] {
+    return this.st<ActionRow>('approvalActions').all(approvalId).map(actionOf);
+  }
+
+  close(): void {
+    if (this.db.open) this.db.close();
+  }
+}
+
+function findingOf(row: FindingRow): StoredFinding {
+  return {
+    id: row.id,
+    cluster: row.cluster,
+    finding: JSON.parse(row.finding) as Finding,
+    severity: row.severity,
+    status: row.status,
+    snoozedUntil: row.snoozed_until,
+    resolvedAt: row.resolved_at,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+function actionOf(r: ActionRow): ActionLogEntry {
+  return {
+    id: r.id,
+    at: r.at,
+    cluster: r.cluster,
+    findingId: r.finding_id,
+    approvalId: r.approval_id,
+    actor: r.actor,
+    action: r.action,
+    target: r.target,
+    result: r.result,
+    detail: r.detail,
+  };
+}

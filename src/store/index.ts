@@ -1,0 +1,4 @@
+/** The durable SQLite store of `tokenwatch serve`. See `types.ts` for the row types and the {@link Store} interface. */
+export * from './types.js';
+export { openStore, newApprovalId, tokenRecordKey, StoreError, type StoreOptions } from './db.js';
+export { MIGRATIONS, SCHEMA_VERSION } from './migrations.js';

@@ -1,0 +1,129 @@
+/**
+ * Schema migrations of the store, applied in order; `PRAGMA user_version` holds how many have been applied.
+ *
+ * Rules: never edit or reorder a released step; add a new one at the end. Each step runs in its own
+ * transaction together with the `user_version` bump, so a crash leaves the schema at a step boundary.
+ * Times are INTEGER epoch ms UTC; JSON documents are TEXT.
+ */
+
+/** Step 1 (live mode, issue #3): cursors, seen auditIDs, token records, findings, poll runs. */
+const V1 = `
+CREATE TABLE cursors (
+  source_id  TEXT PRIMARY KEY,
+  cursor     TEXT NOT NULL
+) STRICT;
+
+CREATE TABLE seen (
+  cluster    TEXT NOT NULL,
+  audit_id   TEXT NOT NULL,
+  seen_at    INTEGER NOT NULL,
+  PRIMARY KEY (cluster, audit_id)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX seen_by_time ON seen (cluster, seen_at);
+
+CREATE TABLE token_records (
+  cluster          TEXT NOT NULL,
+  kind             TEXT NOT NULL CHECK (kind IN ('stale-token', 'legacy-token', 'unauthorized')),
+  subject          TEXT NOT NULL,
+  token_key        TEXT NOT NULL,
+  namespace        TEXT NOT NULL,
+  service_account  TEXT NOT NULL,
+  last_seen        INTEGER NOT NULL,
+  record           TEXT NOT NULL,
+  PRIMARY KEY (cluster, kind, subject, token_key)
+) STRICT;
+CREATE INDEX token_records_by_last_seen ON token_records (cluster, last_seen);
+
+CREATE TABLE findings (
+  id               TEXT PRIMARY KEY,
+  cluster          TEXT NOT NULL,
+  namespace        TEXT NOT NULL,
+  service_account  TEXT NOT NULL,
+  kind             TEXT NOT NULL,
+  severity         TEXT NOT NULL CHECK (severity IN ('info', 'warning', 'critical')),
+  status           TEXT NOT NULL DEFAULT 'open' CHECK (status IN ('open', 'resolved', 'snoozed')),
+  snoozed_until    INTEGER,
+  resolved_at      INTEGER,
+  last_seen        INTEGER NOT NULL,
+  rejection_at     INTEGER,
+  created_at       INTEGER NOT NULL,
+  updated_at       INTEGER NOT NULL,
+  finding          TEXT NOT NULL
+) STRICT;
+CREATE INDEX findings_by_cluster ON findings (cluster, status);
+
+CREATE TABLE poll_runs (
+  id          INTEGER PRIMARY KEY AUTOINCREMENT,
+  cluster     TEXT NOT NULL,
+  source      TEXT NOT NULL,
+  started_at  INTEGER NOT NULL,
+  ended_at    INTEGER,
+  events      INTEGER NOT NULL DEFAULT 0,
+  token_uses  INTEGER NOT NULL DEFAULT 0,
+  error       TEXT,
+  stats       TEXT NOT NULL DEFAULT '{}'
+) STRICT;
+CREATE INDEX poll_runs_by_cluster ON poll_runs (cluster, id);
+`;
+
+/** Step 2 (Slack and approvals, issue #4): message refs, approvals, votes, action log. */
+const V2 = `
+CREATE TABLE message_refs (
+  finding_id  TEXT PRIMARY KEY REFERENCES findings (id) ON DELETE CASCADE,
+  channel     TEXT NOT NULL,
+  ts          TEXT NOT NULL,
+  severity    TEXT NOT NULL CHECK (severity IN ('info', 'warning', 'critical')),
+  hash        TEXT NOT NULL
+) STRICT;
+
+CREATE TABLE approvals (
+  id                  TEXT PRIMARY KEY,
+  cluster             TEXT NOT NULL,
+  finding_id          TEXT NOT NULL,
+  action              TEXT NOT NULL,
+  target              TEXT NOT NULL,
+  requester           TEXT NOT NULL,
+  state               TEXT NOT NULL CHECK (state IN ('requested', 'approved', 'running', 'succeeded', 'failed', 'rejected', 'expired')),
+  required_approvals  INTEGER NOT NULL,
+  created_at          INTEGER NOT NULL,
+  expires_at          INTEGER NOT NULL,
+  updated_at          INTEGER NOT NULL,
+  dry_run             TEXT,
+  error               TEXT,
+  message_channel     TEXT,
+  message_ts          TEXT
+) STRICT;
+CREATE INDEX approvals_by_state ON approvals (state, expires_at);
+CREATE INDEX approvals_by_cluster ON approvals (cluster, created_at);
+
+CREATE TABLE votes (
+  approval_id  TEXT NOT NULL REFERENCES approvals (id) ON DELETE CASCADE,
+  user         TEXT NOT NULL,
+  vote         TEXT NOT NULL CHECK (vote IN ('approve', 'reject')),
+  at           INTEGER NOT NULL,
+  reason       TEXT,
+  seq          INTEGER NOT NULL,
+  PRIMARY KEY (approval_id, user)
+) STRICT;
+
+CREATE TABLE action_log (
+  id           INTEGER PRIMARY KEY AUTOINCREMENT,
+  at           INTEGER NOT NULL,
+  cluster      TEXT NOT NULL,
+  finding_id   TEXT,
+  approval_id  TEXT,
+  actor        TEXT,
+  action       TEXT NOT NULL,
+  target       TEXT NOT NULL,
+  result       TEXT NOT NULL,
+  detail       TEXT
+) STRICT;
+CREATE INDEX action_log_by_cluster ON action_log (cluster, at);
+CREATE INDEX action_log_by_approval ON action_log (approval_id);
+`;
+
+/** All migration steps; the schema version is the number applied. */
+export const MIGRATIONS: readonly string[] = [V1, V2];
+
+/** The schema version this build writes. */
+export const SCHEMA_VERSION = MIGRATIONS.length;

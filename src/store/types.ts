@@ -1,0 +1,276 @@
+/**
+ * Row types and the interface of the durable store of `tokenwatch serve` (SQLite, `src/store/db.ts`).
+ *
+ * All times are epoch milliseconds UTC, passed in by the caller (the store never reads the clock).
+ * Every method is synchronous (better-sqlite3). Several calls can be made atomic with
+ * {@link Store.transaction}: a poll stores its new token records, the auditIDs it saw and the source cursor in
+ * one transaction, so a crash mid-poll neither loses nor double-counts an audit event.
+ */
+import type { Approval, ApprovalState, DryRunResult, Vote } from '../approvals/machine.js';
+import type { Finding, Severity, TokenRecord } from '../findings/types.js';
+
+/**
+ * Status of a stored finding:
+ * - `open`: reported and current;
+ * - `resolved`: verified fixed (no stale use for the settle period) or closed by hand;
+ * - `snoozed`: muted until `snoozedUntil`.
+ */
+export type FindingStatus = 'open' | 'resolved' | 'snoozed';
+
+/** A finding as stored, with its lifecycle. */
+export interface StoredFinding {
+  id: string;
+  cluster: string;
+  /** The finding as last saved (the `scan` JSON contract shape). */
+  finding: Finding;
+  /** Severity as last saved (= `finding.severity`). */
+  severity: Severity;
+  status: FindingStatus;
+  /** Set while `status` is `snoozed`: snoozed until this time. */
+  snoozedUntil: number | null;
+  /** Set while `status` is `resolved`: when it was resolved. */
+  resolvedAt: number | null;
+  /** When the store first saw this finding (the `now` of its first save). */
+  createdAt: number;
+  /** The `now` of its latest save or status change. */
+  updatedAt: number;
+}
+
+/**
+ * What one {@link Store.saveFindings} did to one finding. Escalation = `previousSeverity` lower than `severity`;
+ * recurrence = `previousStatus` `resolved` and `status` `open`.
+ */
+export interface FindingChange {
+  id: string;
+  /** True when the finding was not stored before. */
+  isNew: boolean;
+  severity: Severity;
+  /** Severity before this save, null when new. */
+  previousSeverity: Severity | null;
+  status: FindingStatus;
+  /** Status before this save, null when new. */
+  previousStatus: FindingStatus | null;
+}
+
+/** New status of a finding for {@link Store.setFindingStatus}. */
+export type FindingStatusUpdate = { status: 'open' } | { status: 'resolved' } | { status: 'snoozed'; until: number };
+
+/** Result of a finished poll, for {@link Store.finishPollRun}. */
+export interface PollRunResult {
+  endedAt: number;
+  /** Audit events (or Logs Insights rows) read. */
+  events: number;
+  /** Token uses that were new (after auditID dedupe). */
+  tokenUses: number;
+  /** Why the poll failed; absent/undefined for a successful poll. */
+  error?: string;
+  /** Free-form counters (e.g. the source's `requests`, `bytes`, `throttled`). */
+  stats?: Record<string, number>;
+}
+
+/** One poll of one cluster. */
+export interface PollRun {
+  id: number;
+  cluster: string;
+  /** The source's id (e.g. `cloudwatch:us-west-2:/aws/eks/prod/cluster`, `file:/var/log/audit.log`). */
+  source: string;
+  startedAt: number;
+  /** Null while running (or when the process died mid-poll). */
+  endedAt: number | null;
+  events: number;
+  tokenUses: number;
+  /** Null for a successful (or still running) poll. */
+  error: string | null;
+  stats: Record<string, number>;
+}
+
+/** The latest poll of a cluster plus its last success, for `/tokens status` and `/readyz`. */
+export interface PollStatus extends PollRun {
+  /** `endedAt` of the latest successful poll of the cluster, null when none succeeded yet. */
+  lastSuccessAt: number | null;
+}
+
+/** Where a finding's Slack message is, and what it showed when last posted or updated. */
+export interface MessageRef {
+  /** Channel id the message was posted in. */
+  channel: string;
+  /** Message `ts` (its id in the channel; chat.update and thread replies use it). */
+  ts: string;
+  /** Severity the message shows (to detect escalations). */
+  severity: Severity;
+  /** Hash of the rendered content (skip chat.update when unchanged). */
+  hash: string;
+}
+
+/** Location of a Slack message (e.g. an approval request message). */
+export interface MessageLocation {
+  channel: string;
+  ts: string;
+}
+
+/** An approval as stored: the state machine's {@link Approval} plus where its Slack message is. */
+export interface StoredApproval extends Approval {
+  /** The approval request message, once posted. */
+  message: MessageLocation | null;
+}
+
+/** Input of {@link Store.createApproval}: an approval from `createApproval` of the state machine. */
+export type NewApproval = Approval & { message?: MessageLocation | null };
+
+/**
+ * Fields written together with a state change by {@link Store.transitionApproval}. Structurally a superset of
+ * the state machine's `ApprovalPatch`, so a transition's `patch` can be passed as it is.
+ * - `state`, when given, must equal the `to` argument;
+ * - `votes`: the full vote list after the transition (as the machine returns it); it must contain every vote
+ *   already stored, otherwise the patch was computed from a stale read and the transition loses;
+ * - `updatedAt` is ignored in favour of the `at` argument.
+ */
+export interface ApprovalUpdate {
+  state?: ApprovalState;
+  votes?: Vote[];
+  error?: string | null;
+  dryRun?: DryRunResult | null;
+  message?: MessageLocation | null;
+  updatedAt?: number;
+}
+
+/** Filter of {@link Store.listApprovals}. */
+export interface ApprovalFilter {
+  cluster?: string;
+  states?: ApprovalState[];
+  /** Only approvals with `expiresAt` ≤ this time (for expiry sweeps). */
+  expiresAtOrBefore?: number;
+  findingId?: string;
+}
+
+/** One action-log row: who did what to which target, when, with what result. Never updated or deleted. */
+export interface ActionLogEntry {
+  id: number;
+  at: number;
+  cluster: string;
+  findingId: string | null;
+  approvalId: string | null;
+  /** Slack user id, or null for tokenwatch itself (expiry, verification). */
+  actor: string | null;
+  /** e.g. `restart.requested`, `restart.approved`, `snooze`, `verification.resolved`. */
+  action: string;
+  /** Human-readable target, e.g. `DaemonSet kube-system/kube-multus-ds`. */
+  target: string;
+  /** e.g. `ok`, `refused`, `failed`, or the new approval state. */
+  result: string;
+  detail: string | null;
+}
+
+/** Input of {@link Store.logAction}. */
+export interface NewActionLogEntry {
+  at: number;
+  cluster: string;
+  findingId?: string | null;
+  approvalId?: string | null;
+  actor: string | null;
+  action: string;
+  target: string;
+  result: string;
+  detail?: string | null;
+}
+
+/** The durable store. Create one with `openStore(path)`; one per process, closed on shutdown. */
+export interface Store {
+  /** The database file (`:memory:` for an in-memory store). */
+  readonly path: string;
+  /** Schema version after migrations (`PRAGMA user_version`). */
+  readonly schemaVersion: number;
+
+  /**
+   * Runs `fn` in one write transaction (BEGIN IMMEDIATE) and returns its result. If `fn` throws, everything
+   * it wrote is rolled back and the error is rethrown. Nested calls become savepoints. `fn` must be
+   * synchronous (better-sqlite3 throws for a function returning a promise).
+   */
+  transaction<T>(fn: () => T): T;
+
+  // --- source cursors
+  /** The cursor last saved for a source, or undefined on the first poll. */
+  getCursor(sourceId: string): string | undefined;
+  /** Saves (replaces) a source's cursor. */
+  setCursor(sourceId: string, cursor: string): void;
+
+  // --- seen auditIDs (dedupe across overlapping polls and restarts)
+  /**
+   * Records auditIDs as seen at `seenAt` and returns those that were not seen before, in input order
+   * (an id repeated in the input counts once). One transaction; existing rows keep their first `seenAt`.
+   */
+  markSeen(cluster: string, auditIDs: readonly string[], seenAt: number): string[];
+  /** Forgets auditIDs of `cluster` seen before `olderThan`; returns how many. */
+  pruneSeen(cluster: string, olderThan: number): number;
+  /** Number of remembered auditIDs of `cluster`. */
+  countSeen(cluster: string): number;
+
+  // --- token records
+  /**
+   * Inserts or replaces records by {@link tokenRecordKey} (cluster, kind, subject, and pod + warnAfter minute,
+   * legacy Secret, or 401 source). Note: the aggregator may re-key a record when it merges (an earlier
+   * `warnAfter`, a new 401 attribution); for its full output use {@link replaceTokenRecords}.
+   */
+  upsertTokenRecords(records: readonly TokenRecord[]): void;
+  /** Replaces all records of `cluster` by `records` (one transaction). Records of another cluster throw. */
+  replaceTokenRecords(cluster: string, records: readonly TokenRecord[]): void;
+  /** All records of `cluster`, ordered by kind, subject, key. */
+  listTokenRecords(cluster: string): TokenRecord[];
+  /** Deletes records of `cluster` whose `lastSeen` is before `lastSeenBefore`; returns how many. */
+  pruneTokenRecords(cluster: string, lastSeenBefore: number): number;
+
+  // --- findings
+  /**
+   * Saves the current findings of `cluster` (insert or update) as of `now`. New findings are `open`.
+   * A `resolved` finding whose `lastSeen` is after its `resolvedAt` is reopened (a recurrence); a `snoozed`
+   * finding whose `snoozedUntil` ≤ `now` is reopened. Findings of the cluster not in `findings` are left as
+   * they are. @throws {StoreError} when a finding belongs to another cluster.
+   */
+  saveFindings(cluster: string, findings: readonly Finding[], now: number): FindingChange[];
+  /** Findings (of one cluster, or all), by severity (critical first), then `rejectionAt` (soonest first, none last), then id. */
+  listFindings(cluster?: string, opts?: { status?: FindingStatus[] }): StoredFinding[];
+  getFinding(id: string): StoredFinding | undefined;
+  /** Sets a finding's status at `at`; false when there is no such finding. */
+  setFindingStatus(id: string, update: FindingStatusUpdate, at: number): boolean;
+
+  // --- poll runs
+  /** Records the start of a poll; returns its id. */
+  startPollRun(cluster: string, source: string, startedAt: number): number;
+  /** Records the end of a poll. @throws {StoreError} for an unknown id. */
+  finishPollRun(id: number, result: PollRunResult): void;
+  /** The latest poll of each cluster (by start), ordered by cluster name, with its last success time. */
+  lastPollRuns(): PollStatus[];
+  /** Deletes poll runs that started before `olderThan`, keeping each cluster's latest; returns how many. */
+  prunePollRuns(olderThan: number): number;
+
+  // --- Slack message refs
+  getMessageRef(findingId: string): MessageRef | undefined;
+  /** Saves (replaces) a finding's message ref. @throws {StoreError} when the finding is not stored. */
+  saveMessageRef(findingId: string, ref: MessageRef): void;
+
+  // --- approvals
+  /** Stores a new approval. @throws {StoreError} when the id exists. */
+  createApproval(approval: NewApproval): StoredApproval;
+  getApproval(id: string): StoredApproval | undefined;
+  /**
+   * Compare-and-set: moves approval `id` from state `from` to `to` and writes `patch`, only if it is still in
+   * `from` (and, when `patch.votes` is given, no vote was stored since the caller read it). Returns whether it
+   * won; of concurrent callers (other connections or processes included) exactly one wins. `from === to` is
+   * allowed (a vote below quorum, saving the message location). Legality of the transition is the state
+   * machine's concern (`src/approvals/machine.ts`).
+   */
+  transitionApproval(id: string, from: ApprovalState, to: ApprovalState, patch: ApprovalUpdate, at: number): boolean;
+  /** Approvals matching `filter`, oldest first. */
+  listApprovals(filter?: ApprovalFilter): StoredApproval[];
+
+  // --- action log
+  /** Appends an action-log row; returns its id. */
+  logAction(entry: NewActionLogEntry): number;
+  /** The latest `limit` rows of `cluster`, newest first. */
+  listActions(cluster: string, limit?: number): ActionLogEntry[];
+  /** All rows of one approval, oldest first. */
+  listApprovalActions(approvalId: string): ActionLogEntry[];
+
+  /** Closes the database (idempotent). */
+  close(): void;
+}

@@ -1,0 +1,135 @@
+import { existsSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterEach, describe, expect, it } from 'vitest';
+import { openStore, StoreError } from '../../src/store/db.js';
+import { MIGRATIONS, SCHEMA_VERSION } from '../../src/store/migrations.js';
+import type { Store } from '../../src/store/types.js';
+import { approval, finding, staleRecord, T0, tempDir } from './helpers.js';
+
+const open: Store[] = [];
+function track(s: Store): Store {
+  open.push(s);
+  return s;
+}
+afterEach(() => {
+  for (const s of open.splice(0)) s.close();
+});
+
+describe('openStore', () => {
+  it('creates the directory, uses WAL, foreign keys and the current schema', () => {
+    const path = join(tempDir(), 'nested', 'deeper', 'tokenwatch.db');
+    const store = track(openStore(path));
+    expect(existsSync(path)).toBe(true);
+    expect(store.path).toBe(path);
+    expect(store.schemaVersion).toBe(2);
+    expect(SCHEMA_VERSION).toBe(2);
+    store.setCursor('s', 'c');
+    expect(existsSync(`${path}-wal`)).toBe(true);
+    const raw = new Database(path, { readonly: true });
+    expect(raw.pragma('journal_mode', { simple: true })).toBe('wal');
+    expect(raw.pragma('user_version', { simple: true })).toBe(2);
+    expect(
+      raw
+        .prepare<[], { name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
+        .all()
+        .map((r) => r.name),
+    ).toEqual(['action_log', 'approvals', 'cursors', 'findings', 'message_refs', 'poll_runs', 'seen', 'token_records', 'votes']);
+    raw.close();
+  });
+
+  it('enforces foreign keys', () => {
+    const store = track(openStore(':memory:'));
+    expect(() => store.saveMessageRef('no-such-finding', { channel: 'C1', ts: '1.1', severity: 'info', hash: 'h' })).toThrow(
+      new StoreError('saveMessageRef: finding no-such-finding is not stored (save the finding first)'),
+    );
+  });
+
+  it('migrates a version-1 database (live mode only) to the current schema, keeping its data', () => {
+    const path = join(tempDir(), 'old.db');
+    const v1 = openStore(path, { migrations: MIGRATIONS.slice(0, 1) });
+    expect(v1.schemaVersion).toBe(1);
+    v1.setCursor('file:/a.log', '{"ino":1,"pos":10}');
+    v1.saveFindings('prod', [finding()], T0);
+    v1.upsertTokenRecords([staleRecord()]);
+    v1.close();
+    const raw = new Database(path);
+    expect(raw.prepare("SELECT count(*) AS n FROM sqlite_master WHERE name = 'approvals'").get()).toEqual({ n: 0 });
+    raw.close();
+
+    const store = track(openStore(path));
+    expect(store.schemaVersion).toBe(2);
+    expect(store.getCursor('file:/a.log')).toBe('{"ino":1,"pos":10}');
+    expect(store.getFinding('f-multus')?.finding).toEqual(finding());
+    expect(store.listTokenRecords('prod')).toEqual([staleRecord()]);
+    store.saveMessageRef('f-multus', { channel: 'C1', ts: '1.1', severity: 'warning', hash: 'h' });
+    expect(store.createApproval(approval()).state).toBe('requested');
+  });
+
+  it('migrates an empty file (version 0)', () => {
+    const path = join(tempDir(), 'empty.db');
+    new Database(path).close();
+    expect(track(openStore(path)).schemaVersion).toBe(2);
+  });
+
+  it('refuses a database newer than it knows, and leaves it untouched', () => {
+    const path = join(tempDir(), 'new.db');
+    const raw = new Database(path);
+    raw.pragma('user_version = 3');
+    raw.close();
+    expect(() => openStore(path)).toThrow(
+      new StoreError(
+        `store ${path} has schema version 3, newer than this tokenwatch supports (2); upgrade tokenwatch or point store.path at another file`,
+      ),
+    );
+    const again = new Database(path);
+    expect(again.pragma('user_version', { simple: true })).toBe(3);
+    expect(again.prepare("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table'").get()).toEqual({ n: 0 });
+    again.close();
+  });
+
+  it('refuses a file that is not a database', () => {
+    const path = join(tempDir(), 'text.db');
+    writeFileSync(path, 'this is not sqlite '.repeat(100));
+    expect(() => openStore(path)).toThrow(StoreError);
+    expect(() => openStore(path)).toThrow(/^cannot open store .*text\.db: not a tokenwatch SQLite database/);
+  });
+
+  it('is idempotent to open twice and to close twice', () => {
+    const path = join(tempDir(), 'twice.db');
+    const a = openStore(path);
+    const b = track(openStore(path));
+    a.setCursor('x', '1');
+    expect(b.getCursor('x')).toBe('1');
+    a.close();
+    a.close();
+    expect(b.schemaVersion).toBe(2);
+  });
+});
+
+describe('reopen', () => {
+  it('keeps every kind of data across close and open', () => {
+    const path = join(tempDir(), 'keep.db');
+    const s1 = openStore(path);
+    s1.setCursor('cw', 'token-1');
+    s1.markSeen('prod', ['a', 'b'], T0);
+    s1.upsertTokenRecords([staleRecord()]);
+    s1.saveFindings('prod', [finding()], T0);
+    s1.saveMessageRef('f-multus', { channel: 'C1', ts: '1700000000.000100', severity: 'warning', hash: 'abc' });
+    const run = s1.startPollRun('prod', 'cw', T0);
+    s1.finishPollRun(run, { endedAt: T0 + 1000, events: 7, tokenUses: 2 });
+    s1.createApproval(approval());
+    s1.logAction({ at: T0, cluster: 'prod', actor: 'U0REQ', action: 'restart.requested', target: 'DaemonSet kube-system/kube-multus-ds', result: 'requested' });
+    s1.close();
+
+    const s2 = track(openStore(path));
+    expect(s2.getCursor('cw')).toBe('token-1');
+    expect(s2.markSeen('prod', ['a', 'b', 'c'], T0)).toEqual(['c']);
+    expect(s2.listTokenRecords('prod')).toEqual([staleRecord()]);
+    expect(s2.listFindings('prod').map((f) => f.id)).toEqual(['f-multus']);
+    expect(s2.getMessageRef('f-multus')).toEqual({ channel: 'C1', ts: '1700000000.000100', severity: 'warning', hash: 'abc' });
+    expect(s2.lastPollRuns()).toMatchObject([{ cluster: 'prod', events: 7, tokenUses: 2, lastSuccessAt: T0 + 1000 }]);
+    expect(s2.getApproval('appr-1')).toEqual({ ...approval(), message: null });
+    expect(s2.listActions('prod')).toHaveLength(1);
+  });
+});

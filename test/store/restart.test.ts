@@ -1,0 +1,111 @@
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openStore } from '../../src/store/db.js';
+import { bundleStore } from './bundle.js';
+import { finding, MIN, staleRecord, T0, tempDir } from './helpers.js';
+
+describe('transaction', () => {
+  it('rolls back cursor, seen auditIDs and token records together when the function throws', () => {
+    const store = openStore(join(tempDir(), 'tx.db'));
+    store.setCursor('src', 'c1');
+    expect(() =>
+      store.transaction(() => {
+        store.markSeen('prod', ['a', 'b'], T0);
+        store.upsertTokenRecords([staleRecord()]);
+        store.setCursor('src', 'c2');
+        store.saveFindings('prod', [finding()], T0);
+        throw new Error('poll failed half-way');
+      }),
+    ).toThrow('poll failed half-way');
+    expect(store.getCursor('src')).toBe('c1');
+    expect(store.countSeen('prod')).toBe(0);
+    expect(store.listTokenRecords('prod')).toEqual([]);
+    expect(store.listFindings()).toEqual([]);
+    // and commits when it returns
+    const fresh = store.transaction(() => {
+      const ids = store.markSeen('prod', ['a', 'b'], T0);
+      store.setCursor('src', 'c2');
+      return ids;
+    });
+    expect(fresh).toEqual(['a', 'b']);
+    expect(store.getCursor('src')).toBe('c2');
+    store.close();
+  });
+
+  it('a failing nested step rolls back only its savepoint when caught', () => {
+    const store = openStore(':memory:');
+    store.transaction(() => {
+      store.setCursor('src', 'outer');
+      try {
+        store.transaction(() => {
+          store.markSeen('prod', ['x'], T0);
+          throw new Error('inner');
+        });
+      } catch {
+        // ignored: the inner savepoint is rolled back
+      }
+    });
+    expect(store.getCursor('src')).toBe('outer');
+    expect(store.countSeen('prod')).toBe(0);
+    store.close();
+  });
+
+  it('refuses an async function', () => {
+    const store = openStore(':memory:');
+    expect(() => store.transaction((async () => 1) as unknown as () => number)).toThrow(TypeError);
+    store.close();
+  });
+});
+
+describe('restart safety (a process killed mid-poll)', () => {
+  let bundle: { url: string; cleanup: () => void };
+  beforeAll(async () => {
+    bundle = await bundleStore('restart');
+  });
+  afterAll(() => bundle.cleanup());
+
+  const event = (n: number, pod: string) => ({ auditID: `audit-${n}`, podUid: pod, time: T0 + n * MIN });
+  const range = (from: number, to: number, pod = (n: number) => (n % 2 === 0 ? 'pod-a' : 'pod-b')) =>
+    Array.from({ length: to - from + 1 }, (_, i) => event(from + i, pod(from + i)));
+
+  function poll(path: string, events: ReturnType<typeof range>, cursor: string, crashAt?: string): { status: number | null; signal: string | null } {
+    const job = JSON.stringify({ storeModule: bundle.url, path, events, cursor, crashAt, now: T0 });
+    const r = spawnSync(process.execPath, [join(import.meta.dirname, 'poll-child.mjs'), job], { encoding: 'utf8' });
+    if (r.stderr) throw new Error(r.stderr);
+    return { status: r.status, signal: r.signal };
+  }
+
+  function requestsByPod(path: string): Record<string, number> {
+    const store = openStore(path);
+    const out = Object.fromEntries(store.listTokenRecords('prod').map((r) => [r.podUid!, r.requests]));
+    store.close();
+    return out;
+  }
+
+  it('a poll killed at any point inside its transaction keeps nothing; the re-poll counts every event once', () => {
+    const path = join(tempDir(), 'restart.db');
+    expect(poll(path, range(1, 5), 'c1')).toEqual({ status: 0, signal: null });
+    expect(requestsByPod(path)).toEqual({ 'pod-a': 2, 'pod-b': 3 });
+
+    // the next poll re-reads 4..5 (overlap window) and finds 6..9; the process is killed inside the transaction
+    for (const crashAt of ['after-seen', 'after-records', 'before-commit']) {
+      expect(poll(path, range(4, 9), 'c2', crashAt)).toEqual({ status: null, signal: 'SIGKILL' });
+      const afterCrash = openStore(path);
+      expect([crashAt, afterCrash.getCursor('file:/audit-prod.log'), afterCrash.countSeen('prod')]).toEqual([crashAt, 'c1', 5]);
+      afterCrash.close();
+      expect(requestsByPod(path)).toEqual({ 'pod-a': 2, 'pod-b': 3 });
+    }
+
+    // after the restart the poll starts again from c1 minus the overlap; event 10 arrived late (old timestamp)
+    expect(poll(path, [...range(3, 9), event(10, 'pod-a')], 'c2')).toEqual({ status: 0, signal: null });
+    expect(requestsByPod(path)).toEqual({ 'pod-a': 5, 'pod-b': 5 });
+    // the same window read once more changes nothing
+    expect(poll(path, range(1, 10), 'c3')).toEqual({ status: 0, signal: null });
+    expect(requestsByPod(path)).toEqual({ 'pod-a': 5, 'pod-b': 5 });
+    const final = openStore(path);
+    expect(final.getCursor('file:/audit-prod.log')).toBe('c3');
+    expect(final.countSeen('prod')).toBe(10);
+    final.close();
+  });
+});
