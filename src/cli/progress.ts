@@ -29,7 +29,7 @@ export function totalInputBytes(files: string[]): number {
 }
 
 function mb(bytes: number): string {
-  return `${(bytes / 1024 / 1024).toFixed(0)} MB`;
+  return `${(bytes / 1024 / 1024).toFixed(0)} MiB`;
 }
 
 /** A running progress display: feed it reader progress, stop it before printing results. */
@@ -66,7 +66,7 @@ export function startProgress(files: string[], stream: NodeJS.WriteStream): Prog
       done = 0;
       for (const v of perFile.values()) done += v;
       const seconds = (Date.now() - started) / 1000;
-      const rate = seconds > 0 ? `${(done / 1024 / 1024 / seconds).toFixed(0)} MB/s` : '-';
+      const rate = seconds > 0 ? `${(done / 1024 / 1024 / seconds).toFixed(0)} MiB/s` : '-';
       bar.update(Math.min(done, total), { read: mb(done), size: mb(total), rate });
     },
     stop() {
