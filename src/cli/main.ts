@@ -2,11 +2,15 @@
  * `tokenwatch` entry point (run by bin/tokenwatch.js). Add a subcommand by creating
  * `src/cli/commands/<name>.ts` exporting `register(program)` and listing it below.
  */
+import { register as config } from './commands/config.js';
 import { register as scan } from './commands/scan.js';
+import { register as serve } from './commands/serve.js';
 import { printError, runCli, type Register } from './program.js';
 
 const commands: Register[] = [
   scan,
+  serve,
+  config,
 ];
 
 // A closed pipe (`tokenwatch scan … | head`) is not an error.

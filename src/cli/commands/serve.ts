@@ -1,0 +1,54 @@
+/**
+ * `tokenwatch serve [--config FILE]`: runs the live service (see `src/serve/serve.ts`) until SIGTERM/SIGINT.
+ *
+ * Exit codes: 0 after a clean stop, 2 for an invalid configuration (every problem listed on stderr),
+ * 1 when start-up fails otherwise (store cannot be opened, port taken).
+ */
+import type { Command } from 'commander';
+import { ConfigError } from '../../config/schema.js';
+import { loadConfig, resolveConfigPath } from '../../config/load.js';
+
+/** Adds `serve` to the program. */
+export function register(program: Command): void {
+  program
+    .command('serve')
+    .description('Watch the configured clusters on a schedule, keep findings in the store, post them to Slack when enabled')
+    .option('--config <file>', 'config file (default: env TOKENWATCH_CONFIG); see config.example.yaml')
+    .addHelpText(
+      'after',
+      '\nEndpoints: /healthz, /readyz and /metrics on http.host:http.port (default 0.0.0.0:8080).\nStop with SIGTERM or Ctrl-C: running polls finish first.\nTry it on the bundled examples: tokenwatch serve --config examples/serve.yaml',
+    )
+    .action(async (opts: { config?: string }, cmd: Command) => {
+      const env = process.env;
+      let config;
+      try {
+        config = loadConfig(resolveConfigPath(opts.config, env), env);
+      } catch (err) {
+        if (!(err instanceof ConfigError)) throw err;
+        cmd.error(err.message, { exitCode: 2, code: 'tokenwatch.configInvalid' });
+      }
+      // Loaded on use: the service pulls in the Kubernetes, AWS and Slack SDKs, which `--help` and `scan` do not need.
+      const { createLogger } = await import('../../observability/logger.js');
+      const { startServe } = await import('../../serve/serve.js');
+      const level = env.LOG_LEVEL && env.LOG_LEVEL !== '' ? env.LOG_LEVEL : config.log.level;
+      const logger = createLogger({ level });
+      let handle;
+      try {
+        handle = await startServe(config, { logger });
+      } catch (err) {
+        logger.fatal({ err }, 'tokenwatch serve could not start');
+        process.exitCode = 1;
+        return;
+      }
+      await new Promise<void>((resolve) => {
+        const onSignal = (sig: NodeJS.Signals) => {
+          logger.info({ signal: sig }, 'signal received');
+          process.off('SIGTERM', onSignal);
+          process.off('SIGINT', onSignal);
+          void handle.stop().then(resolve);
+        };
+        process.on('SIGTERM', onSignal);
+        process.on('SIGINT', onSignal);
+      });
+    });
+}

@@ -1,0 +1,228 @@
+/**
+ * `tokenwatch serve`: the long-running service. Wires config → store → one poller per cluster
+ * (audit source + optional cluster state) → scheduler, plus the health/metrics HTTP listener
+ * (`/healthz`, `/readyz`, `/metrics`) and, when enabled, the Slack integration.
+ *
+ * Lifecycle: {@link startServe} resolves once the store is open, the HTTP listener is up and the
+ * schedule is running (first polls start within the jitter). {@link ServeHandle.stop} (SIGTERM) stops
+ * new polls, waits for running ones, stops Slack, closes the listener and the store.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { KubeClusterState, kubeConfigFor } from '../cluster/kube.js';
+import type { ClusterStateSource } from '../cluster/types.js';
+import type { ClusterConfig, Config } from '../config/types.js';
+import type { Finding } from '../findings/types.js';
+import { createLogger, type Logger } from '../observability/logger.js';
+import { Metrics } from '../observability/metrics.js';
+import { ClusterPoller, type PollOutcome } from '../poll/poller.js';
+import { KubeRemediator } from '../remediation/kube-remediator.js';
+import { Scheduler } from '../scheduler/scheduler.js';
+import { CloudWatchSource } from '../sources/cloudwatch.js';
+import { FileSource } from '../sources/file.js';
+import type { AuditSource } from '../sources/types.js';
+import { openStore, type Store } from '../store/index.js';
+
+/** Everything serve runs for one cluster. */
+export interface ClusterRuntime {
+  config: ClusterConfig;
+  source: AuditSource;
+  poller: ClusterPoller;
+  /** Undefined with `kubernetes: { none: true }`. */
+  state?: ClusterStateSource;
+  /** Undefined with `kubernetes: { none: true }`: no remediation possible. */
+  kubeConfig?: KubeConfig;
+  remediator?: KubeRemediator;
+  /** Why Kubernetes access could not be set up (shown in `/tokens status`), if it could not. */
+  kubeError?: string;
+}
+
+/** A listener for fresh findings after each successful poll (Slack notifier, verification). */
+export type FindingsListener = (cluster: ClusterRuntime, findings: Finding[], outcome: PollOutcome) => Promise<void>;
+
+/** What an integration (Slack) gets from serve. */
+export interface ServeContext {
+  config: Config;
+  store: Store;
+  logger: Logger;
+  metrics: Metrics;
+  clusters: Map<string, ClusterRuntime>;
+  scheduler: Scheduler;
+  clock: () => number;
+  /** Registers a listener called after every successful poll of any cluster. */
+  onFindings(listener: FindingsListener): void;
+}
+
+/** An integration started and stopped with serve. */
+export interface Integration {
+  name: string;
+  stop(): Promise<void>;
+}
+
+/** Options of {@link startServe}. */
+export interface ServeOptions {
+  logger?: Logger;
+  metrics?: Metrics;
+  /** Clock, epoch ms. Default `Date.now`. */
+  clock?: () => number;
+  /** Scheduler jitter, ms (default 10,000; tests use 0). */
+  jitterMs?: number;
+  /** Starts integrations (Slack) once pollers exist; default: Slack when `config.slack.enabled`. */
+  integrations?: ((ctx: ServeContext) => Promise<Integration>)[];
+  /** Leader gate for polling (HA); default always leader. */
+  isLeader?: () => boolean;
+}
+
+/** A running service. */
+export interface ServeHandle {
+  /** Port of the health/metrics listener. */
+  port: number;
+  context: ServeContext;
+  /** Resolves when every cluster's first poll has finished (tests, sandbox). */
+  firstPolls: Promise<void>;
+  /** Graceful stop; idempotent. */
+  stop(): Promise<void>;
+}
+
+function buildSource(c: ClusterConfig): AuditSource {
+  if ('file' in c.audit) return new FileSource({ path: c.audit.file.path });
+  const cw = c.audit.cloudwatch;
+  return new CloudWatchSource({ region: cw.region, logGroup: cw.logGroup, streamPrefix: cw.streamPrefix, endpoint: cw.endpoint, mode: cw.mode, overlapMs: cw.overlap });
+}
+
+async function buildKube(c: ClusterConfig): Promise<{ kubeConfig?: KubeConfig; error?: string }> {
+  const k = c.kubernetes;
+  if ('none' in k) return {};
+  try {
+    if ('eks' in k) {
+      return { error: `Kubernetes access for cluster ${c.name}: EKS token authentication is not available in this build; use kubeconfig or inCluster` };
+    }
+    if ('inCluster' in k) return { kubeConfig: kubeConfigFor({ inCluster: true }) };
+    return { kubeConfig: kubeConfigFor({ kubeconfig: k.kubeconfig, context: k.context }) };
+  } catch (err) {
+    return { error: `Kubernetes access for cluster ${c.name} failed: ${err instanceof Error ? err.message : String(err)}` };
+  }
+}
+
+/** Starts the service; see the module docstring. @throws when the store cannot be opened or the port is taken. */
+export async function startServe(config: Config, opts: ServeOptions = {}): Promise<ServeHandle> {
+  const logger = opts.logger ?? createLogger({ level: config.log.level });
+  const metrics = opts.metrics ?? new Metrics({ defaultMetrics: true });
+  const clock = opts.clock ?? Date.now;
+  const store = openStore(config.store.path);
+  const listeners: FindingsListener[] = [];
+  const clusters = new Map<string, ClusterRuntime>();
+  let ready = false;
+  let stopping = false;
+
+  for (const c of config.clusters) {
+    const source = buildSource(c);
+    const kube = await buildKube(c);
+    if (kube.error) logger.error({ cluster: c.name }, kube.error);
+    const state = kube.kubeConfig ? new KubeClusterState(kube.kubeConfig) : undefined;
+    const runtime: ClusterRuntime = {
+      config: c,
+      source,
+      state,
+      kubeConfig: kube.kubeConfig,
+      remediator: kube.kubeConfig ? new KubeRemediator(kube.kubeConfig) : undefined,
+      kubeError: kube.error,
+      poller: undefined as unknown as ClusterPoller,
+    };
+    runtime.poller = new ClusterPoller({
+      cluster: c,
+      source,
+      store,
+      state,
+      logger,
+      metrics,
+      clock,
+      seenRetentionMs: Math.max(2 * 3_600_000, 'cloudwatch' in c.audit ? c.audit.cloudwatch.overlap * 2 : 0),
+      onFindings: async (findings, outcome) => {
+        for (const l of listeners) {
+          try {
+            await l(runtime, findings, outcome);
+          } catch (err) {
+            logger.error({ err, cluster: c.name }, 'findings listener failed');
+          }
+        }
+      },
+    });
+    clusters.set(c.name, runtime);
+  }
+
+  const firstDone = new Map<string, () => void>();
+  const firstPolls = Promise.all(config.clusters.map((c) => new Promise<void>((resolve) => firstDone.set(c.name, resolve)))).then(() => undefined);
+  const scheduler = new Scheduler({
+    jitterMs: opts.jitterMs,
+    shouldRun: opts.isLeader,
+    onOverlap: (job) => {
+      metrics.polls.inc({ cluster: job, outcome: 'skipped-overlap' });
+      logger.warn({ cluster: job }, 'poll skipped: the previous poll of this cluster is still running');
+    },
+    onError: (job, err) => logger.error({ err, cluster: job }, 'poll job failed'),
+  });
+
+  const context: ServeContext = { config, store, logger, metrics, clusters, scheduler, clock, onFindings: (l) => void listeners.push(l) };
+
+  const server: Server = createServer((req, res) => {
+    const url = (req.url ?? '/').split('?')[0];
+    if (url === '/healthz') {
+      res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
+    } else if (url === '/readyz') {
+      const ok = ready && !stopping;
+      res.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' }).end(ok ? 'ready\n' : stopping ? 'stopping\n' : 'starting\n');
+    } else if (url === '/metrics') {
+      metrics.registry.metrics().then(
+        (text) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
+        (err: unknown) => res.writeHead(500).end(String(err)),
+      );
+    } else {
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: try /healthz, /readyz, /metrics\n');
+    }
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.http.port, config.http.host, () => resolve());
+  });
+  const port = (server.address() as AddressInfo).port;
+
+  const integrations: Integration[] = [];
+  const starters = opts.integrations ?? [];
+  for (const start of starters) integrations.push(await start(context));
+
+  scheduler.start(
+    [...clusters.values()].map((rt) => ({
+      name: rt.config.name,
+      schedule: rt.config.schedule,
+      run: async () => {
+        await rt.poller.pollOnce();
+        firstDone.get(rt.config.name)?.();
+      },
+    })),
+  );
+  ready = true;
+  logger.info({ port, clusters: [...clusters.keys()], slack: integrations.map((i) => i.name) }, 'tokenwatch serve started');
+
+  let stopped: Promise<void> | undefined;
+  const stop = () =>
+    (stopped ??= (async () => {
+      stopping = true;
+      logger.info('stopping: no new polls, waiting for running ones');
+      await scheduler.stop();
+      for (const i of integrations.reverse()) {
+        try {
+          await i.stop();
+        } catch (err) {
+          logger.error({ err, integration: i.name }, 'integration stop failed');
+        }
+      }
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeAllConnections();
+      store.close();
+      logger.info('stopped');
+    })());
+
+  return { port, context, firstPolls, stop };
+}

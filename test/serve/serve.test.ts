@@ -1,0 +1,66 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config/index.js';
+import { createLogger } from '../../src/observability/logger.js';
+import { Metrics } from '../../src/observability/metrics.js';
+import { startServe } from '../../src/serve/serve.js';
+import { auditEvent } from '../sources/events.js';
+
+const T0 = Date.parse('2026-11-20T12:00:00Z');
+
+describe('startServe', () => {
+  it('polls every cluster at start, persists findings, serves /healthz /readyz /metrics, and stops cleanly', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tw-serve-'));
+    const log = join(dir, 'audit.log');
+    writeFileSync(log, [1, 2, 3].map((i) => auditEvent({ auditID: `s${i}`, time: T0 + i * 1000, kind: 'stale', pod: 'kube-multus-ds-aaaaa', secondsAfterWarning: 7_200_000 + i })).join('\n') + '\n');
+    const config = parseConfig(
+      {
+        store: { path: join(dir, 'db', 'tw.db') },
+        http: { host: '127.0.0.1', port: 0 },
+        clusters: [
+          { name: 'prod', audit: { file: { path: log } } },
+          { name: 'broken', audit: { file: { path: join(dir, 'missing.log') } } },
+        ],
+      },
+      {},
+    );
+    const metrics = new Metrics();
+    const handle = await startServe(config, { logger: createLogger({ level: 'silent' }), metrics, jitterMs: 0, clock: () => T0 + 10_000 });
+    try {
+      await handle.firstPolls;
+      const base = `http://127.0.0.1:${handle.port}`;
+      expect((await fetch(`${base}/healthz`)).status).toBe(200);
+      const ready = await fetch(`${base}/readyz`);
+      expect(ready.status).toBe(200);
+      const text = await (await fetch(`${base}/metrics`)).text();
+      expect(text).toContain('tokenwatch_polls_total{cluster="prod",outcome="ok"} 1');
+      expect(text).toContain('tokenwatch_polls_total{cluster="broken",outcome="error"} 1');
+      expect(text).toContain('tokenwatch_open_findings{cluster="prod",severity="critical"} 1');
+      expect((await fetch(`${base}/nope`)).status).toBe(404);
+      const stored = handle.context.store.listFindings('prod');
+      expect(stored).toHaveLength(1);
+      expect(handle.context.clusters.get('prod')!.poller.health().status).toBe('ok');
+      expect(handle.context.clusters.get('broken')!.poller.health()).toMatchObject({ status: 'degraded', lastError: expect.stringContaining('missing.log') });
+    } finally {
+      await handle.stop();
+    }
+    await expect(fetch(`http://127.0.0.1:${handle.port}/healthz`)).rejects.toThrow();
+  });
+});
+
+describe('tokenwatch serve (CLI)', () => {
+  it('an invalid config exits 2 and names every wrong field', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tw-serve-cli-'));
+    const bad = join(dir, 'bad.yaml');
+    writeFileSync(bad, 'http:\n  port: 99999\nclusters:\n  - name: Bad_Name\n    audit: {}\n    schedule: "every minute"\n');
+    const r = spawnSync(process.execPath, ['bin/tokenwatch.js', 'serve', '--config', bad], { encoding: 'utf8', timeout: 60_000 });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain('http.port');
+    expect(r.stderr).toContain('clusters[0].name');
+    expect(r.stderr).toContain('clusters[0].audit');
+    expect(r.stderr).toContain('clusters[0].schedule');
+  });
+});
