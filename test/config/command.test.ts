@@ -83,3 +83,22 @@ describe('tokenwatch config check', () => {
     });
   });
 });
+
+describe('tokenwatch config check inside the real CLI program', () => {
+  it('keeps one problem per line and exits 2 through runCli', async () => {
+    const { runCli } = await import('../../src/cli/program.js');
+    const chunks: string[] = [];
+    const write = process.stderr.write.bind(process.stderr);
+    process.stderr.write = ((s: string) => (chunks.push(String(s)), true)) as typeof process.stderr.write;
+    let code: number;
+    try {
+      code = await runCli(['node', 'tokenwatch', 'config', 'check', '--config', fixture('invalid-many.yaml')], [(p) => register(p, { env: {} })]);
+    } finally {
+      process.stderr.write = write;
+    }
+    expect(code).toBe(2);
+    const text = chunks.join('');
+    expect(text.split('\n')[0]).toBe(`tokenwatch: invalid configuration in ${fixture('invalid-many.yaml')} (13 problems):`);
+    expect(text).toContain('\n✖ unknown key (line 1)\n  → at stor\n');
+  });
+});

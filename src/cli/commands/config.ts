@@ -2,7 +2,7 @@
  * `tokenwatch config check [--config FILE]`: validates the configuration (file + environment) and prints the
  * effective config as YAML with secrets masked (exit 0), or every problem on stderr (exit 2).
  */
-import type { Command } from 'commander';
+import { CommanderError, type Command } from 'commander';
 import { ConfigError } from '../../config/schema.js';
 import { loadConfig, resolveConfigPath } from '../../config/load.js';
 import { renderEffectiveConfig } from '../../config/render.js';
@@ -19,10 +19,11 @@ export const CONFIG_INVALID_CODE = 'tokenwatch.configInvalid';
 /**
  * Adds the `config` command group (`config check`) to `program`.
  *
- * Output goes through commander's output configuration (`configureOutput`), and failure through
- * `command.error(..., { exitCode: 2 })`, so `exitOverride()` turns it into a thrown `CommanderError`.
- * Commander copies these settings to subcommands when they are created: call `register` after
- * `program.configureOutput(...)` / `program.exitOverride()`.
+ * Output goes through commander's output configuration (`writeOut`, `writeErr`; commander copies it to
+ * subcommands when they are created, so call `register` after `program.configureOutput(...)`). An invalid
+ * configuration writes `tokenwatch: invalid configuration … (N problems):` and one `✖ problem / → at path` pair
+ * per problem to `writeErr`, then throws `CommanderError(2, 'tokenwatch.configInvalid')` out of `parseAsync`
+ * (main's `runCli` maps it to exit code 2).
  */
 export function register(program: Command, deps: ConfigCommandDeps = {}): void {
   const group = program.command('config').description('inspect the tokenwatch serve configuration');
@@ -39,7 +40,10 @@ export function register(program: Command, deps: ConfigCommandDeps = {}): void {
         out(renderEffectiveConfig(config));
       } catch (err) {
         if (!(err instanceof ConfigError)) throw err;
-        cmd.error(err.message, { exitCode: err.exitCode, code: CONFIG_INVALID_CODE });
+        // Written as it is (one problem per line), not through `outputError`, which main.ts folds into one line.
+        const writeErr = cmd.configureOutput().writeErr ?? ((s: string) => process.stderr.write(s));
+        writeErr(`tokenwatch: ${err.message}\n`);
+        throw new CommanderError(err.exitCode, CONFIG_INVALID_CODE, err.message);
       }
     });
 }
