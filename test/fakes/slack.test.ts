@@ -196,7 +196,7 @@ describe('fake Slack Web API with the real WebClient', () => {
     fake.rateLimitNext('chat.postMessage', 1);
     const retrying = newClient(DEFAULT_BOT_TOKEN, { retryConfig: { retries: 2, minTimeout: 0, maxTimeout: 0 } });
     const limited: number[] = [];
-    retrying.on('rate_limited', (sec: number) => limited.push(sec));
+    retrying.on(webApi.WebClientEvent.RATE_LIMITED, (sec: number) => limited.push(sec));
     const t0 = performance.now();
     const r = await retrying.chat.postMessage({ channel: 'C0OPS00001', text: 'after the rate limit' });
     const elapsed = performance.now() - t0;
