@@ -417,7 +417,8 @@ function voteRefusalForState(a: Approval, verb: string, now: number): Refusal | 
  * - `self-approval`: the requester approves and `allowSelfApproval` is false;
  * - `not-an-approver`: the user is not in `policy.approvers` (directly or via `userGroups`); the requester may
  *   still reject (withdraw) their own request;
- * - `already-voted`: the user already approved (quorum of distinct users);
+ * - `already-voted`: the user already approved (quorum of distinct users; one vote per user, so an
+ *   approval cannot later become a reject);
  * - `invalid-transition`: a system event in a state that does not take it (see the table above).
  */
 export function decide(approval: Approval, event: ApprovalEvent, policy: ApprovalPolicy, now: number): Decision {
@@ -482,6 +483,13 @@ export function decide(approval: Approval, event: ApprovalEvent, policy: Approva
       // reject
       if (!isApprover && !isRequester) {
         return refuse('not-an-approver', `You are not an approver for ${a.target.cluster}, so you cannot reject this ${noun}.`);
+      }
+      if (approvalsOf(a).includes(event.user)) {
+        // One vote per user (the store keys votes by user): an approval is not turned into a reject.
+        return refuse(
+          'already-voted',
+          `You already approved this ${noun}, so you cannot reject it now; another approver still can.`,
+        );
       }
       const vote: Vote =
         event.reason !== undefined && event.reason !== ''

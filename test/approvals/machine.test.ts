@@ -197,6 +197,15 @@ describe('decide: votes', () => {
       message: 'You already approved this restart; it needs 1 more approval from someone else.',
     },
     {
+      name: 'reject after own approval (one vote per user)',
+      p: definePolicy({ ...policy, protectedNamespaces: ['kube-system'] }),
+      prep: [[ev.approve('U0APPROVE1'), T0 + MIN]],
+      event: ev.reject('U0APPROVE1'),
+      at: T0 + 2 * MIN,
+      reason: 'already-voted',
+      message: 'You already approved this restart, so you cannot reject it now; another approver still can.',
+    },
+    {
       name: 'approve after approval (second click)',
       prep: [[ev.approve('U0APPROVE1'), T0 + MIN]],
       event: ev.approve('U0APPROVE2'),
