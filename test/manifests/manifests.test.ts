@@ -1,0 +1,396 @@
+import { execFileSync } from 'node:child_process';
+import { readFileSync, readdirSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parse as parseYaml, parseAllDocuments } from 'yaml';
+import { parseConfig } from '../../src/config/index.js';
+import { MANIFESTS, idOf, kustomizationOf, nonResourceFiles, readDocs, render, yamlFiles, type K8sObject } from './kustomize.js';
+import { modelName, restrictedViolations, unknownFields, validateObject } from './schema.js';
+
+/** The kustomizations a user applies (`kubectl apply -k manifests/<entry>`). */
+const ENTRIES = ['.', 'base', 'writer', 'overlays/eks', 'overlays/writer-namespaces'];
+const rendered = new Map(ENTRIES.map((e) => [e, render(join(MANIFESTS, e))]));
+const install = rendered.get('.')!;
+
+function find<T = K8sObject>(objs: K8sObject[], kind: string, name: string): T {
+  const o = objs.find((x) => x.kind === kind && x.metadata.name === name);
+  if (!o) throw new Error(`${kind} ${name} not rendered`);
+  return o as unknown as T;
+}
+
+interface Container {
+  name: string;
+  image: string;
+  args?: string[];
+  env?: { name: string; value?: string; valueFrom?: { fieldRef?: { fieldPath: string } } }[];
+  envFrom?: { secretRef?: { name: string; optional?: boolean } }[];
+  ports?: { name: string; containerPort: number }[];
+  livenessProbe?: { httpGet?: { path: string; port: string | number } };
+  readinessProbe?: { httpGet?: { path: string; port: string | number } };
+  startupProbe?: { httpGet?: { path: string; port: string | number } };
+  resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
+  volumeMounts?: { name: string; mountPath: string; readOnly?: boolean }[];
+  securityContext?: Record<string, unknown>;
+}
+interface PodSpec {
+  serviceAccountName?: string;
+  containers: Container[];
+  volumes: { name: string; persistentVolumeClaim?: { claimName: string }; configMap?: { name: string }; emptyDir?: object }[];
+  affinity?: { podAffinity?: { requiredDuringSchedulingIgnoredDuringExecution?: { labelSelector: { matchLabels: Record<string, string> }; topologyKey: string }[] } };
+  securityContext?: Record<string, unknown>;
+}
+interface DeploymentLike {
+  metadata: { namespace: string };
+  spec: { replicas: number; selector: { matchLabels: Record<string, string> }; template: { metadata: { labels: Record<string, string> }; spec: PodSpec } };
+}
+
+const deployment = find<DeploymentLike>(install, 'Deployment', 'tokenwatch');
+const pod = deployment.spec.template.spec;
+const container = pod.containers[0]!;
+const podLabels = deployment.spec.template.metadata.labels;
+const matches = (selector: Record<string, string>) => Object.entries(selector).every(([k, v]) => podLabels[k] === v);
+
+describe('every manifest validates offline', () => {
+  const files = yamlFiles(MANIFESTS);
+  const patchesAndInputs = new Set(ENTRIES.flatMap((e) => nonResourceFiles(join(MANIFESTS, e))));
+  const objectFiles = files.filter((f) => !f.endsWith('kustomization.yaml') && !patchesAndInputs.has(f) && !f.endsWith('slack-app.yaml'));
+
+  it('finds the expected files (resources, patches, generator inputs)', () => {
+    expect(objectFiles.map((f) => relative(MANIFESTS, f))).toEqual([
+      'base/deployment.yaml',
+      'base/namespace.yaml',
+      'base/networkpolicy.yaml',
+      'base/pdb.yaml',
+      'base/pvc.yaml',
+      'base/rbac-leader-election.yaml',
+      'base/rbac-reader.yaml',
+      'base/secret.example.yaml',
+      'base/service.yaml',
+      'base/serviceaccount.yaml',
+      'overlays/eks/networkpolicy-pod-identity.yaml',
+      'overlays/eks/storageclass.yaml',
+      'overlays/writer-namespaces/rolebindings.yaml',
+      'writer/rbac-writer.yaml',
+    ]);
+    expect([...patchesAndInputs].map((f) => relative(MANIFESTS, f)).sort()).toEqual([
+      'base/tokenwatch.yaml',
+      'overlays/eks/pvc-gp3.yaml',
+      'overlays/eks/serviceaccount-irsa.yaml',
+      'overlays/writer-namespaces/delete-writer-clusterrolebinding.yaml',
+    ]);
+  });
+
+  it.each(objectFiles.map((f) => relative(MANIFESTS, f)))('%s: schema (kubernetes-models 4.5) and no unknown fields', (file) => {
+    const docs = readDocs(join(MANIFESTS, file)) as K8sObject[];
+    expect(docs.length).toBeGreaterThan(0);
+    for (const d of docs) {
+      expect(validateObject(d), idOf(d)).toBe('');
+      expect(unknownFields(d, modelName(d)), idOf(d)).toEqual([]);
+    }
+  });
+
+  it.each(ENTRIES)('kustomization %s renders objects that all validate, with unique identities', (entry) => {
+    const objs = rendered.get(entry)!;
+    expect(objs.length).toBeGreaterThan(0);
+    for (const o of objs) {
+      expect(validateObject(o), idOf(o)).toBe('');
+      expect(unknownFields(o, modelName(o)), idOf(o)).toEqual([]);
+    }
+    expect(new Set(objs.map(idOf)).size).toBe(objs.length);
+  });
+
+  it('the validators fail on bad input (so the checks above can fail)', () => {
+    const bad = structuredClone(deployment) as unknown as K8sObject & { spec: { replicas: unknown; template: { spec: PodSpec } } };
+    bad.spec.replicas = '2';
+    bad.spec.template.spec.containers[0]!.securityContext!['readOnlyRootFileSystem'] = true;
+    expect(validateObject(bad)).toBe('data/spec/replicas must be integer');
+    expect(unknownFields(bad, modelName(bad))).toEqual(['spec.template.spec.containers[0].securityContext.readOnlyRootFileSystem: unknown field of V1SecurityContext']);
+    expect(validateObject({ apiVersion: 'example.com/v1', kind: 'Widget' })).toBe('no schema for example.com/v1/Widget');
+  });
+
+  const kubectl = (() => {
+    try {
+      execFileSync('kubectl', ['version', '--client'], { stdio: 'ignore' });
+      return true;
+    } catch {
+      return false;
+    }
+  })();
+  it.skipIf(!kubectl).each(ENTRIES)('the test renderer agrees with `kubectl kustomize` for %s', (entry) => {
+    const out = execFileSync('kubectl', ['kustomize', join(MANIFESTS, entry)], { encoding: 'utf8' });
+    const real = parseAllDocuments(out).map((d) => d.toJS() as K8sObject);
+    const byId = (objs: K8sObject[]) => Object.fromEntries(objs.map((o) => [idOf(o), o]));
+    expect(byId(rendered.get(entry)!)).toEqual(byId(real));
+  });
+});
+
+describe('install layout', () => {
+  it('`kubectl apply -k manifests/` installs base + writer; the Secret example is not applied', () => {
+    expect(kustomizationOf(MANIFESTS)['resources']).toEqual(['base', 'writer']);
+    expect(install.map(idOf).sort()).toEqual(
+      [
+        'v1 Namespace /tokenwatch',
+        'v1 ServiceAccount tokenwatch/tokenwatch',
+        'rbac.authorization.k8s.io/v1 ClusterRole /tokenwatch-reader',
+        'rbac.authorization.k8s.io/v1 ClusterRoleBinding /tokenwatch-reader',
+        'rbac.authorization.k8s.io/v1 ClusterRole /tokenwatch-writer',
+        'rbac.authorization.k8s.io/v1 ClusterRoleBinding /tokenwatch-writer',
+        'rbac.authorization.k8s.io/v1 Role tokenwatch/tokenwatch-leader-election',
+        'rbac.authorization.k8s.io/v1 RoleBinding tokenwatch/tokenwatch-leader-election',
+        'v1 ConfigMap tokenwatch/tokenwatch-config',
+        'v1 PersistentVolumeClaim tokenwatch/tokenwatch-data',
+        'apps/v1 Deployment tokenwatch/tokenwatch',
+        'v1 Service tokenwatch/tokenwatch-metrics',
+        'networking.k8s.io/v1 NetworkPolicy tokenwatch/tokenwatch',
+        'policy/v1 PodDisruptionBudget tokenwatch/tokenwatch',
+      ].sort(),
+    );
+    for (const objs of rendered.values()) expect(objs.some((o) => o.kind === 'Secret')).toBe(false);
+  });
+
+  it('the read-only install (base alone) has no write role', () => {
+    const base = rendered.get('base')!;
+    expect(base.filter((o) => o.metadata.name === 'tokenwatch-writer')).toEqual([]);
+    expect(install.filter((o) => !base.some((b) => idOf(b) === idOf(o))).map(idOf)).toEqual([
+      'rbac.authorization.k8s.io/v1 ClusterRole /tokenwatch-writer',
+      'rbac.authorization.k8s.io/v1 ClusterRoleBinding /tokenwatch-writer',
+    ]);
+  });
+
+  it('the namespace enforces the restricted Pod Security Standard', () => {
+    expect(find(install, 'Namespace', 'tokenwatch').metadata.labels).toMatchObject({ 'pod-security.kubernetes.io/enforce': 'restricted' });
+    for (const o of install) if (o.kind !== 'Namespace' && !o.kind.startsWith('Cluster')) expect(o.metadata.namespace, idOf(o)).toBe('tokenwatch');
+  });
+
+  it('overlays/eks: ECR image, IRSA role annotation, gp3 StorageClass', () => {
+    const eks = rendered.get('overlays/eks')!;
+    expect(find<DeploymentLike>(eks, 'Deployment', 'tokenwatch').spec.template.spec.containers[0]!.image).toBe('111122223333.dkr.ecr.us-east-1.amazonaws.com/tokenwatch:0.1.0');
+    expect(find(eks, 'ServiceAccount', 'tokenwatch').metadata.annotations).toEqual({ 'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/tokenwatch' });
+    expect(find<{ spec: { storageClassName: string } }>(eks, 'PersistentVolumeClaim', 'tokenwatch-data').spec.storageClassName).toBe('tokenwatch-gp3');
+    expect(find<{ provisioner: string }>(eks, 'StorageClass', 'tokenwatch-gp3').provisioner).toBe('ebs.csi.aws.com');
+    expect(find(install, 'ServiceAccount', 'tokenwatch').metadata.annotations).toBeUndefined();
+  });
+});
+
+describe('Deployment', () => {
+  it('meets the restricted Pod Security Standard and has a read-only root filesystem', () => {
+    expect(restrictedViolations(pod as never)).toEqual([]);
+    expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: 10001, seccompProfile: { type: 'RuntimeDefault' } });
+    expect(container.securityContext).toEqual({
+      runAsNonRoot: true,
+      runAsUser: 10001,
+      runAsGroup: 10001,
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ['ALL'] },
+      seccompProfile: { type: 'RuntimeDefault' },
+    });
+  });
+
+  it('the restricted check reports each missing hardening field', () => {
+    const weak = structuredClone(pod) as PodSpec & { hostNetwork?: boolean };
+    weak.hostNetwork = true;
+    weak.securityContext = {};
+    weak.containers[0]!.securityContext = { capabilities: { add: ['SYS_ADMIN'] } };
+    weak.volumes.push({ name: 'host', hostPath: { path: '/' } } as never);
+    expect(restrictedViolations(weak as never)).toEqual([
+      'host namespaces: hostNetwork/hostPID/hostIPC must be unset or false',
+      'volume host: type hostPath is not allowed',
+      'container tokenwatch: allowPrivilegeEscalation must be false',
+      'container tokenwatch: runAsNonRoot must be true (container or pod)',
+      'container tokenwatch: seccompProfile.type must be RuntimeDefault or Localhost (container or pod)',
+      'container tokenwatch: capabilities.drop must include ALL',
+      'container tokenwatch: capability SYS_ADMIN may not be added',
+      'container tokenwatch: readOnlyRootFilesystem must be true',
+    ]);
+  });
+
+  it('two replicas, requests and limits, probes on /healthz and /readyz, the http port', () => {
+    expect(deployment.spec.replicas).toBe(2);
+    expect(matches(deployment.spec.selector.matchLabels)).toBe(true);
+    expect(container.args).toEqual(['serve']);
+    expect(container.resources).toEqual({ requests: { cpu: '50m', memory: '192Mi' }, limits: { cpu: '1', memory: '512Mi' } });
+    expect(container.ports).toEqual([{ name: 'http', containerPort: 8080, protocol: 'TCP' }]);
+    expect(container.livenessProbe?.httpGet).toEqual({ path: '/healthz', port: 'http' });
+    expect(container.startupProbe?.httpGet).toEqual({ path: '/healthz', port: 'http' });
+    expect(container.readinessProbe?.httpGet).toEqual({ path: '/readyz', port: 'http' });
+  });
+
+  it('volumes: the PVC at /data, the config read-only, an emptyDir /tmp', () => {
+    const mounts = Object.fromEntries((container.volumeMounts ?? []).map((m) => [m.mountPath, m]));
+    const vol = (name: string) => pod.volumes.find((v) => v.name === name)!;
+    expect(vol(mounts['/data']!.name).persistentVolumeClaim?.claimName).toBe('tokenwatch-data');
+    expect(find(install, 'PersistentVolumeClaim', 'tokenwatch-data').spec).toEqual({ accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } });
+    expect(vol(mounts['/etc/tokenwatch']!.name).configMap?.name).toBe('tokenwatch-config');
+    expect(mounts['/etc/tokenwatch']!.readOnly).toBe(true);
+    expect(vol(mounts['/tmp']!.name).emptyDir).toEqual({ sizeLimit: '64Mi' });
+    expect(pod.serviceAccountName).toBe('tokenwatch');
+  });
+
+  it('both replicas are scheduled on one node (they share the ReadWriteOnce SQLite volume)', () => {
+    const terms = pod.affinity?.podAffinity?.requiredDuringSchedulingIgnoredDuringExecution ?? [];
+    expect(terms).toHaveLength(1);
+    expect(terms[0]!.topologyKey).toBe('kubernetes.io/hostname');
+    expect(matches(terms[0]!.labelSelector.matchLabels)).toBe(true);
+  });
+
+  it('Service, PodDisruptionBudget and NetworkPolicy select the pods', () => {
+    const svc = find<{ spec: { selector: Record<string, string>; ports: { port: number; targetPort: string }[] } }>(install, 'Service', 'tokenwatch-metrics');
+    expect(matches(svc.spec.selector)).toBe(true);
+    expect(svc.spec.ports).toEqual([{ name: 'http-metrics', port: 8080, targetPort: 'http', protocol: 'TCP' }]);
+    const pdb = find<{ spec: { maxUnavailable: number; selector: { matchLabels: Record<string, string> } } }>(install, 'PodDisruptionBudget', 'tokenwatch');
+    expect(pdb.spec.maxUnavailable).toBe(1);
+    expect(matches(pdb.spec.selector.matchLabels)).toBe(true);
+    const np = find<{ spec: { podSelector: { matchLabels: Record<string, string> } } }>(install, 'NetworkPolicy', 'tokenwatch');
+    expect(matches(np.spec.podSelector.matchLabels)).toBe(true);
+  });
+});
+
+describe('NetworkPolicy', () => {
+  const np = find<{ spec: { policyTypes: string[]; ingress: { from: unknown[]; ports: { protocol: string; port: number }[] }[]; egress: { to?: unknown[]; ports: { protocol: string; port: number }[] }[] } }>(
+    install,
+    'NetworkPolicy',
+    'tokenwatch',
+  );
+  it('no ingress but metrics scraping on 8080', () => {
+    expect(np.spec.policyTypes).toEqual(['Ingress', 'Egress']);
+    expect(np.spec.ingress).toEqual([{ from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }], ports: [{ protocol: 'TCP', port: 8080 }] }]);
+  });
+  it('egress only to DNS and HTTPS / the API server port', () => {
+    expect(np.spec.egress.flatMap((e) => e.ports.map((p) => `${p.protocol}/${p.port}`)).sort()).toEqual(['TCP/443', 'TCP/53', 'TCP/6443', 'UDP/53']);
+  });
+});
+
+describe('ConfigMap and Secret', () => {
+  const cm = find<{ data: Record<string, string> }>(install, 'ConfigMap', 'tokenwatch-config');
+  const secret = readDocs(join(MANIFESTS, 'base/secret.example.yaml'))[0] as { metadata: { name: string }; stringData: Record<string, string> };
+  /** The environment the pod gets: literal env values, the Downward API, and the Secret's keys (envFrom). */
+  const podEnv: NodeJS.ProcessEnv = {
+    ...Object.fromEntries((container.env ?? []).map((e) => [e.name, e.value ?? `<${e.valueFrom?.fieldRef?.fieldPath}>`])),
+    ...secret.stringData,
+  };
+
+  it('the config parses with the real parseConfig, using the env the pod gets', () => {
+    const config = parseConfig(parseYaml(cm.data['tokenwatch.yaml']!), podEnv);
+    expect(config.store.path).toBe('/data/tokenwatch.db');
+    expect(config.http).toEqual({ host: '0.0.0.0', port: 8080 });
+    expect(config.slack?.mode).toBe('socket');
+    expect(config.clusters.map((c) => [c.name, c.kubernetes, c.audit])).toEqual([
+      [
+        'my-cluster',
+        { inCluster: true },
+        { cloudwatch: { region: 'us-east-1', logGroup: '/aws/eks/my-cluster/cluster', streamPrefix: 'kube-apiserver-audit-', mode: 'filter', overlap: 600_000 } },
+      ],
+    ]);
+  });
+
+  it('the pod points TOKENWATCH_CONFIG at the mounted key, and the store path is on the volume', () => {
+    const mount = container.volumeMounts!.find((m) => m.name === pod.volumes.find((v) => v.configMap?.name === 'tokenwatch-config')!.name)!;
+    expect(podEnv['TOKENWATCH_CONFIG']).toBe(`${mount.mountPath}/tokenwatch.yaml`);
+    expect(Object.keys(cm.data)).toEqual(['tokenwatch.yaml']);
+    expect(readFileSync(join(MANIFESTS, 'base/tokenwatch.yaml'), 'utf8')).toBe(cm.data['tokenwatch.yaml']);
+    expect(podEnv['POD_NAME']).toBe('<metadata.name>');
+    expect(podEnv['POD_NAMESPACE']).toBe('<metadata.namespace>');
+  });
+
+  it('the Secret example holds placeholders only, under the names the pod reads', () => {
+    expect(container.envFrom).toEqual([{ secretRef: { name: secret.metadata.name } }]);
+    expect(secret.stringData).toEqual({ SLACK_BOT_TOKEN: 'xoxb-REPLACE-ME', SLACK_APP_TOKEN: 'xapp-REPLACE-ME' });
+    // Without the Secret, the config check names the missing variables (one clear error, exit 2).
+    expect(() => parseConfig(parseYaml(cm.data['tokenwatch.yaml']!), { ...podEnv, SLACK_BOT_TOKEN: '', SLACK_APP_TOKEN: '' })).toThrow(/SLACK_BOT_TOKEN[\s\S]*SLACK_APP_TOKEN/);
+  });
+});
+
+describe('IAM policy (manifests/iam-policy.json)', () => {
+  interface Statement {
+    Effect: string;
+    Action: string[];
+    Resource: string | string[];
+  }
+  const policy = JSON.parse(readFileSync(join(MANIFESTS, 'iam-policy.json'), 'utf8')) as { Version: string; Statement: Statement[] };
+  /** IAM ARN pattern match: `*` any characters, `?` one. */
+  const arnMatches = (pattern: string, arn: string) => new RegExp(`^${pattern.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')}$`).test(arn);
+
+  /** CloudWatch Logs operations the source code can send: every `…Command` / `paginate…` imported from the SDK. */
+  function sdkOperations(): string[] {
+    const ops = new Set<string>();
+    const walk = (dir: string): void => {
+      for (const name of readdirSync(dir, { withFileTypes: true })) {
+        const p = join(dir, name.name);
+        if (name.isDirectory()) walk(p);
+        else if (p.endsWith('.ts')) {
+          const text = readFileSync(p, 'utf8');
+          for (const m of text.matchAll(/import\s*\{([^}]*)\}\s*from\s*'@aws-sdk\/client-cloudwatch-logs'/g)) {
+            for (const raw of m[1]!.split(',')) {
+              const id = raw.trim().replace(/^type\s+/, '');
+              const cmd = /^([A-Z]\w+)Command$/.exec(id);
+              const pag = /^paginate([A-Z]\w+)$/.exec(id);
+              if (cmd && !raw.trim().startsWith('type ')) ops.add(cmd[1]!);
+              if (pag) ops.add(pag[1]!);
+            }
+          }
+        }
+      }
+    };
+    walk(join(MANIFESTS, '../src'));
+    return [...ops].sort();
+  }
+
+  it('allows exactly the CloudWatch Logs actions the code uses', () => {
+    const actions = policy.Statement.flatMap((s) => s.Action).sort();
+    expect(actions).toEqual(sdkOperations().map((op) => `logs:${op}`));
+    expect(actions).toEqual(['logs:FilterLogEvents', 'logs:GetQueryResults', 'logs:StartQuery', 'logs:StopQuery']);
+    expect(policy.Statement.every((s) => s.Effect === 'Allow')).toBe(true);
+  });
+
+  it('scopes the log-group actions to EKS control-plane log groups; "*" only where AWS has no resource type', () => {
+    const scoped = policy.Statement.find((s) => s.Action.includes('logs:FilterLogEvents'))!;
+    expect(scoped.Action).toEqual(['logs:FilterLogEvents', 'logs:StartQuery']);
+    const resources = [scoped.Resource].flat();
+    const config = parseConfig(parseYaml(readFileSync(join(MANIFESTS, 'base/tokenwatch.yaml'), 'utf8')), { SLACK_BOT_TOKEN: 'xoxb-x', SLACK_APP_TOKEN: 'xapp-x' });
+    const cw = config.clusters[0]!.audit.cloudwatch!;
+    const arn = `arn:aws:logs:${cw.region}:111122223333:log-group:${cw.logGroup}`;
+    expect(resources.some((r) => arnMatches(r, arn))).toBe(true);
+    expect(resources.some((r) => arnMatches(r, `${arn}:*`))).toBe(true);
+    expect(resources.some((r) => arnMatches(r, 'arn:aws:logs:us-east-1:111122223333:log-group:/aws/lambda/payments'))).toBe(false);
+    const wildcard = policy.Statement.filter((s) => [s.Resource].flat().includes('*'));
+    expect(wildcard.flatMap((s) => s.Action)).toEqual(['logs:GetQueryResults', 'logs:StopQuery']);
+  });
+});
+
+describe('Slack app manifest (manifests/slack-app.yaml)', () => {
+  const text = readFileSync(join(MANIFESTS, 'slack-app.yaml'), 'utf8');
+  interface AppManifest {
+    features: { slash_commands: { command: string; url?: string; description: string; usage_hint: string }[]; bot_user: { display_name: string } };
+    oauth_config?: { scopes: { bot: string[] } };
+    settings: { interactivity: { is_enabled: boolean; request_url?: string }; socket_mode_enabled: boolean };
+  }
+  const app = parseYaml(text) as AppManifest;
+  const http = parseYaml(
+    text
+      .slice(text.indexOf('# features:'))
+      .split('\n')
+      .map((l) => l.replace(/^# ?/, ''))
+      .join('\n'),
+  ) as AppManifest;
+
+  it('Socket Mode: /tokens, interactivity, exactly the four bot scopes', () => {
+    expect(app.oauth_config?.scopes.bot).toEqual(['chat:write', 'commands', 'usergroups:read', 'users:read']);
+    expect(app.settings.socket_mode_enabled).toBe(true);
+    expect(app.settings.interactivity).toEqual({ is_enabled: true });
+    expect(app.features.slash_commands.map((c) => c.command)).toEqual(['/tokens']);
+    const cmd = app.features.slash_commands[0]!;
+    expect(cmd.url).toBeUndefined();
+    // Slack limits (docs.slack.dev app manifest reference): command ≤ 32 chars, description ≤ 2000, usage hint ≤ 1000.
+    expect(cmd.command.length).toBeLessThanOrEqual(32);
+    expect(cmd.description.length).toBeLessThanOrEqual(2000);
+    expect(cmd.usage_hint.length).toBeLessThanOrEqual(1000);
+  });
+
+  it('the commented HTTP-mode variant sends commands and interactions to /slack/events', () => {
+    expect(http.settings.socket_mode_enabled).toBe(false);
+    expect(http.settings.interactivity).toEqual({ is_enabled: true, request_url: 'https://tokenwatch.example.com/slack/events' });
+    expect(http.features.slash_commands.map((c) => [c.command, c.url])).toEqual([['/tokens', 'https://tokenwatch.example.com/slack/events']]);
+    expect(http.features.slash_commands[0]!.usage_hint).toBe(app.features.slash_commands[0]!.usage_hint);
+  });
+});
