@@ -166,7 +166,7 @@ function nowLine(now: number, source: NowSource): string {
       ? 'set with --now'
       : source === 'latest-event'
         ? 'latest event in input; override with --now'
-        : 'current time: no token use in input; override with --now';
+        : 'current time: no event in input; override with --now';
   return `as of ${isoSeconds(now)} (${why})`;
 }
 

@@ -9,6 +9,7 @@ import type { ClusterStateSource } from '../cluster/types.js';
 import { TokenAggregator } from '../findings/aggregate.js';
 import { buildFindings } from '../findings/build.js';
 import type { MaxTokenAge, ScanReport, SeverityThresholds } from '../findings/types.js';
+import { latestEventTimeOfFiles } from './latest-event.js';
 
 /** Progress of the read of one input file (bytes of the file on disk, compressed for `.gz`). */
 export type { ReadProgress } from '../audit/reader.js';
@@ -24,9 +25,9 @@ export interface ScanOptions {
   /** How long the API server accepts a stale token (`eks` = 90 days after warnafter). */
   maxTokenAge: MaxTokenAge;
   /**
-   * Reference time for severity and days left, epoch ms UTC. Default: the latest event time seen
-   * in the input (so an old export reads as it did when written), else the current clock when
-   * the input holds no token use at all.
+   * Reference time for severity and days left, epoch ms UTC. Default: the latest event time in the
+   * input (so an old export reads as it did when written), else the current clock when the input
+   * holds no event at all.
    */
   now?: number;
   /** Severity thresholds; default: the findings module's `DEFAULT_THRESHOLDS`. */
@@ -46,7 +47,10 @@ export interface ScanResult {
   now: number;
   /** Where {@link ScanResult.now} came from. */
   nowSource: NowSource;
-  /** Latest event time among the token uses read, epoch ms UTC; undefined when none was found. */
+  /**
+   * Latest event time in the input, epoch ms UTC; undefined when none was found. When `now` was given
+   * the file tails are not read, and this is the latest token use only.
+   */
   latestEventTime?: number;
 }
 
@@ -56,9 +60,10 @@ export interface ScanResult {
  * The cluster snapshot is loaded first, so a bad snapshot fails before a long read. Token uses are
  * streamed into a {@link TokenAggregator}; memory grows with distinct tokens, not with input size.
  *
- * The default reference time is the latest `time` of the token uses read: the reader's cheap
- * prefilter skips events without token signals, so their timestamps are never parsed
- * (design.md, "scan output": "default: the latest event time in the input").
+ * The default reference time is the latest event time in the input (design.md, "scan output"): the
+ * later of the latest token use and the latest event in the last lines of each audit JSON-lines file
+ * (see `latest-event.ts`; the reader's prefilter never parses the other events). Event time is
+ * `requestReceivedTimestamp`, else `stageTimestamp`.
  *
  * @throws InputError (src/audit/types.ts) for a missing/unreadable input file, an unknown format,
  *   corrupt gzip, or an unreadable/invalid snapshot. Malformed lines are counted in
@@ -70,12 +75,16 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
 
   const stats = createReadStats();
   const aggregator = new TokenAggregator({ cluster: opts.cluster, maxTokenAge: opts.maxTokenAge });
+  // Tails are read alongside the main pass (gzip inflation runs on libuv's thread pool).
+  const tails = opts.now === undefined ? latestEventTimeOfFiles(opts.files) : Promise.resolve(undefined);
   let latest: number | undefined;
   const readOpts = opts.onProgress ? { onProgress: opts.onProgress } : undefined;
   for await (const use of readTokenUses(opts.files, stats, readOpts)) {
     if (latest === undefined || use.time > latest) latest = use.time;
     aggregator.add(use);
   }
+  const tailLatest = await tails;
+  if (tailLatest !== undefined && (latest === undefined || tailLatest > latest)) latest = tailLatest;
 
   let now: number;
   let nowSource: NowSource;

@@ -176,7 +176,7 @@ describe('renderScanTable', () => {
     const out = renderScanTable({ findings: [], stats: { ...STATS, events: 1200 } }, { now: NOW, nowSource: 'clock', color: false });
     expect(out.split('\n')).toEqual([
       'no stale, legacy or unauthorized token use found in 1,200 events',
-      'as of 2026-11-20T12:00:00Z (current time: no token use in input; override with --now)',
+      'as of 2026-11-20T12:00:00Z (current time: no event in input; override with --now)',
       'read 2 files: 1,234 lines, 1,200 events, 57 token uses, 1 malformed, 3 duplicates',
       '',
     ]);

@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
 import { InputError } from '../../src/audit/types.js';
 import { runScan } from '../../src/scan/run.js';
@@ -58,11 +59,12 @@ const stale = file('stale.log', [
 ]);
 
 describe('runScan', () => {
-  it('defaults the reference time to the latest token-use event and computes severity from it', async () => {
+  it('defaults the reference time to the latest event and computes severity from it', async () => {
     const result = await runScan({ files: [stale], cluster: 'prod-eks', maxTokenAge: { mode: 'eks' } });
     expect(result.nowSource).toBe('latest-event');
-    expect(result.now).toBe(Date.parse('2026-11-20T12:00:00Z'));
-    expect(result.latestEventTime).toBe(Date.parse('2026-11-20T12:00:00Z'));
+    // The fresh-token event at 12:30 is the latest event, though not a token use.
+    expect(result.now).toBe(Date.parse('2026-11-20T12:30:00Z'));
+    expect(result.latestEventTime).toBe(Date.parse('2026-11-20T12:30:00Z'));
     expect(result.report.stats).toMatchObject({ files: 1, lines: 4, tokenUses: 2, malformed: 1, duplicates: 0 });
     expect(result.report.findings).toHaveLength(1);
     const f = result.report.findings[0];
@@ -71,7 +73,7 @@ describe('runScan', () => {
       namespace: 'kube-system',
       serviceAccount: 'multus',
       kind: 'stale-token',
-      severity: 'critical', // 6 days before rejection
+      severity: 'critical', // 5.96 days before rejection
       requests: 2,
       pods: ['kube-multus-ds-zwh6w'],
       maxSecondsAfterWarning: 84 * DAY_S,
@@ -99,10 +101,37 @@ describe('runScan', () => {
     expect(result.report.findings[0]?.requests).toBe(2);
   });
 
-  it('falls back to the clock when the input holds no token use', async () => {
-    const quiet = file('quiet.log', [event({ id: 'q1', time: '2026-11-20T12:30:00.000000Z', sa: 'kube-system:coredns' })]);
+  it('takes the latest event from the end of the log even when it is not a token use', async () => {
+    const later = file('later.log', [
+      event({ id: 'b1', time: '2026-11-20T12:00:00.000000Z', staleSeconds: 84 * DAY_S }),
+      event({ id: 'b2', time: '2026-11-20T13:30:00.123456Z', sa: 'kube-system:coredns' }),
+    ]);
+    const result = await runScan({ files: [later], cluster: 'c', maxTokenAge: { mode: 'eks' } });
+    expect(result.nowSource).toBe('latest-event');
+    expect(result.now).toBe(Date.parse('2026-11-20T13:30:00.123Z'));
+    expect(result.latestEventTime).toBe(Date.parse('2026-11-20T13:30:00.123Z'));
+  });
+
+  it('reads the tail of a gzip log too', async () => {
+    const path = join(dir, 'rotated.log.gz');
+    writeFileSync(
+      path,
+      gzipSync(
+        `${[
+          event({ id: 'c1', time: '2026-11-19T05:00:00.000000Z', staleSeconds: 80 * DAY_S }),
+          event({ id: 'c2', time: '2026-11-19T05:59:49.266968Z', sa: 'kube-system:coredns' }),
+        ].join('\n')}\n`,
+      ),
+    );
+    const result = await runScan({ files: [path], cluster: 'c', maxTokenAge: { mode: 'eks' } });
+    expect(result.now).toBe(Date.parse('2026-11-19T05:59:49.266Z'));
+    expect(result.report.stats.tokenUses).toBe(1);
+  });
+
+  it('falls back to the clock when the input holds no event', async () => {
+    const empty = file('empty.log', []);
     const before = Date.now();
-    const result = await runScan({ files: [quiet], cluster: 'c', maxTokenAge: { mode: 'eks' } });
+    const result = await runScan({ files: [empty], cluster: 'c', maxTokenAge: { mode: 'eks' } });
     expect(result.nowSource).toBe('clock');
     expect(result.now).toBeGreaterThanOrEqual(before);
     expect(result.latestEventTime).toBeUndefined();

@@ -1,0 +1,107 @@
+/**
+ * The latest event time of an audit JSON-lines file, read from its tail: the default reference time of
+ * `scan` is "the latest event time in the input" (design.md, "scan output"), but the reader's prefilter
+ * never parses events without token signals, so their times are not otherwise known.
+ *
+ * The API server writes events as their stages complete, so the latest `requestReceivedTimestamp` is
+ * among the last lines: the newest request's own `RequestReceived` (or later) event is written at or
+ * after it. A window of {@link TAIL_BYTES} covers hundreds of lines, enough for the small reorderings
+ * of buffered audit backends.
+ */
+import { createReadStream } from 'node:fs';
+import { open } from 'node:fs/promises';
+import { createGunzip } from 'node:zlib';
+import { isGzip } from '../audit/formats.js';
+import { eventTimeMs, isAuditEvent } from '../audit/token-use.js';
+
+/** Bytes of a file's (decompressed) end that are searched for events. */
+export const TAIL_BYTES = 256 * 1024;
+
+/**
+ * Latest event time (`requestReceivedTimestamp`, else `stageTimestamp`; `eventTimeMs` of the audit
+ * module) among the complete JSON lines in `tail`, epoch ms UTC; undefined when none is an audit event.
+ * The first line is skipped when `partialFirst` (the window starts mid-line). Pure.
+ */
+export function latestEventTimeInTail(tail: Buffer, partialFirst: boolean): number | undefined {
+  const lines = tail.toString('utf8').split('\n');
+  let latest: number | undefined;
+  for (let i = partialFirst ? 1 : 0; i < lines.length; i++) {
+    const line = lines[i]?.trim();
+    if (!line || line[0] !== '{') continue;
+    let value: unknown;
+    try {
+      value = JSON.parse(line);
+    } catch {
+      continue; // cut short or not JSON: the reader counts it as malformed
+    }
+    if (!isAuditEvent(value)) continue;
+    const t = eventTimeMs(value);
+    if (t !== undefined && (latest === undefined || t > latest)) latest = t;
+  }
+  return latest;
+}
+
+async function plainTail(file: string, size: number): Promise<{ tail: Buffer; partialFirst: boolean }> {
+  const fh = await open(file, 'r');
+  try {
+    const length = Math.min(size, TAIL_BYTES);
+    const tail = Buffer.alloc(length);
+    const { bytesRead } = await fh.read(tail, 0, length, size - length);
+    return { tail: tail.subarray(0, bytesRead), partialFirst: size > length };
+  } finally {
+    await fh.close();
+  }
+}
+
+/** Decompresses the whole gzip file (no random access) keeping only its last {@link TAIL_BYTES}. */
+async function gzipTail(file: string): Promise<{ tail: Buffer; partialFirst: boolean }> {
+  let kept: Buffer[] = [];
+  let keptBytes = 0;
+  let dropped = false;
+  const gunzip = createReadStream(file, { highWaterMark: 1024 * 1024 }).pipe(createGunzip({ chunkSize: 256 * 1024 }));
+  for await (const chunk of gunzip as AsyncIterable<Buffer>) {
+    kept.push(chunk);
+    keptBytes += chunk.length;
+    while (kept.length > 1 && keptBytes - (kept[0]?.length ?? 0) >= TAIL_BYTES) {
+      keptBytes -= kept[0]?.length ?? 0;
+      kept = kept.slice(1);
+      dropped = true;
+    }
+  }
+  const all = Buffer.concat(kept);
+  const tail = all.length > TAIL_BYTES ? all.subarray(all.length - TAIL_BYTES) : all;
+  return { tail, partialFirst: dropped || all.length > TAIL_BYTES };
+}
+
+/**
+ * Latest event time among the last lines of one file (plain or gzip audit JSON lines), epoch ms UTC.
+ * Best effort: undefined for other formats (exports hold no event per line), empty or unreadable files
+ * (the reader reports those). A gzip file is decompressed in full, on libuv's thread pool.
+ */
+export async function latestEventTimeOfFile(file: string): Promise<number | undefined> {
+  try {
+    const fh = await open(file, 'r');
+    let size: number;
+    const head = Buffer.alloc(2);
+    try {
+      const st = await fh.stat();
+      if (!st.isFile()) return undefined;
+      size = st.size;
+      await fh.read(head, 0, 2, 0);
+    } finally {
+      await fh.close();
+    }
+    const { tail, partialFirst } = isGzip(head) ? await gzipTail(file) : await plainTail(file, size);
+    return latestEventTimeInTail(tail, partialFirst);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Latest event time over the tails of all `files`, epoch ms UTC; undefined when none has one. Never throws. */
+export async function latestEventTimeOfFiles(files: string[]): Promise<number | undefined> {
+  const times = await Promise.all(files.map((f) => latestEventTimeOfFile(f)));
+  let latest: number | undefined;
+  for (const t of times) if (t !== undefined && (latest === undefined || t > latest)) latest = t;
+  return latest;
+}
