@@ -4,7 +4,7 @@
  * Exit codes: 0 after a clean stop, 2 for an invalid configuration (every problem listed on stderr),
  * 1 when start-up fails otherwise (store cannot be opened, port taken).
  */
-import type { Command } from 'commander';
+import { CommanderError, type Command } from 'commander';
 import { ConfigError } from '../../config/schema.js';
 import { loadConfig, resolveConfigPath } from '../../config/load.js';
 
@@ -25,7 +25,10 @@ export function register(program: Command): void {
         config = loadConfig(resolveConfigPath(opts.config, env), env);
       } catch (err) {
         if (!(err instanceof ConfigError)) throw err;
-        cmd.error(err.message, { exitCode: 2, code: 'tokenwatch.configInvalid' });
+        // One problem per line, as `config check` prints them (commander's error output folds lines).
+        const writeErr = cmd.configureOutput().writeErr ?? ((s: string) => process.stderr.write(s));
+        writeErr(`tokenwatch: ${err.message}\n`);
+        throw new CommanderError(err.exitCode, 'tokenwatch.configInvalid', err.message);
       }
       // Loaded on use: the service pulls in the Kubernetes, AWS and Slack SDKs, which `--help` and `scan` do not need.
       const { createLogger } = await import('../../observability/logger.js');
