@@ -311,36 +311,45 @@ describe('IAM policy (manifests/iam-policy.json)', () => {
   /** IAM ARN pattern match: `*` any characters, `?` one. */
   const arnMatches = (pattern: string, arn: string) => new RegExp(`^${pattern.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')}$`).test(arn);
 
-  /** CloudWatch Logs operations the source code can send: every `…Command` / `paginate…` imported from the SDK. */
-  function sdkOperations(): string[] {
-    const ops = new Set<string>();
+  /** IAM service prefix of each AWS SDK v3 client package the code may import. */
+  const SERVICE_PREFIX: Record<string, string> = { 'client-cloudwatch-logs': 'logs', 'client-eks': 'eks', 'client-sts': 'sts' };
+
+  /** IAM actions of the AWS operations the source code can send: every `…Command` / `paginate…` imported from an SDK client. */
+  function sdkActions(): string[] {
+    const actions = new Set<string>();
     const walk = (dir: string): void => {
       for (const name of readdirSync(dir, { withFileTypes: true })) {
         const p = join(dir, name.name);
         if (name.isDirectory()) walk(p);
         else if (p.endsWith('.ts')) {
           const text = readFileSync(p, 'utf8');
-          for (const m of text.matchAll(/import\s*\{([^}]*)\}\s*from\s*'@aws-sdk\/client-cloudwatch-logs'/g)) {
+          for (const m of text.matchAll(/import\s*\{([^}]*)\}\s*from\s*'@aws-sdk\/(client-[a-z0-9-]+)'/g)) {
+            const prefix = SERVICE_PREFIX[m[2]!];
+            if (!prefix) throw new Error(`${p}: add the IAM prefix of @aws-sdk/${m[2]} to SERVICE_PREFIX`);
             for (const raw of m[1]!.split(',')) {
-              const id = raw.trim().replace(/^type\s+/, '');
-              const cmd = /^([A-Z]\w+)Command$/.exec(id);
-              const pag = /^paginate([A-Z]\w+)$/.exec(id);
-              if (cmd && !raw.trim().startsWith('type ')) ops.add(cmd[1]!);
-              if (pag) ops.add(pag[1]!);
+              const id = raw.trim();
+              if (id.startsWith('type ')) continue;
+              const op = /^([A-Z]\w+)Command$/.exec(id)?.[1] ?? /^paginate([A-Z]\w+)$/.exec(id)?.[1];
+              if (op) actions.add(`${prefix}:${op}`);
             }
           }
         }
       }
     };
     walk(join(MANIFESTS, '../src'));
-    return [...ops].sort();
+    return [...actions].sort();
   }
 
   it('allows exactly the CloudWatch Logs actions the code uses', () => {
     const actions = policy.Statement.flatMap((s) => s.Action).sort();
-    expect(actions).toEqual(sdkOperations().map((op) => `logs:${op}`));
+    expect(actions).toEqual(sdkActions().filter((a) => a.startsWith('logs:')));
     expect(actions).toEqual(['logs:FilterLogEvents', 'logs:GetQueryResults', 'logs:StartQuery', 'logs:StopQuery']);
     expect(policy.Statement.every((s) => s.Effect === 'Allow')).toBe(true);
+  });
+
+  it('every other AWS action the code uses is documented in docs/install.md (remote EKS clusters)', () => {
+    const guide = readFileSync(join(MANIFESTS, '../docs/install.md'), 'utf8');
+    for (const a of sdkActions().filter((x) => !x.startsWith('logs:'))) expect(guide, a).toContain(`"${a}"`);
   });
 
   it('scopes the log-group actions to EKS control-plane log groups; "*" only where AWS has no resource type', () => {

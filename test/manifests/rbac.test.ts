@@ -1,0 +1,261 @@
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startFakeKube, type FakeKube, type PolicyRule, type RecordedRequest } from '../../fakes/kubernetes.js';
+import { KubeClusterState } from '../../src/cluster/kube.js';
+import { LeaderElector } from '../../src/leader/elector.js';
+import {
+  KUBE_API_CALLS,
+  LEADER_API_CALLS,
+  REMEDIATION_API_CALLS,
+  callKey,
+  expandRules,
+  isReadVerb,
+  readCalls,
+  rulesFor,
+  uniqueCalls,
+  writeCalls,
+  type RbacRule,
+} from '../../src/rbac/calls.js';
+import { KubeRemediator, type RestartableKind } from '../../src/remediation/kube-remediator.js';
+import { FIXTURE } from '../cluster/fixture.js';
+import { MANIFESTS, render, type K8sObject } from './kustomize.js';
+
+const SA = { namespace: 'tokenwatch', name: 'tokenwatch' };
+const NOW = new Date('2026-11-20T12:00:00Z');
+let items: object[];
+let fake: FakeKube | undefined;
+
+beforeAll(async () => {
+  items = (JSON.parse(await readFile(FIXTURE, 'utf8')) as { items: object[] }).items;
+});
+afterEach(async () => {
+  await fake?.close();
+  fake = undefined;
+});
+
+type Role = K8sObject & { rules: RbacRule[] };
+type Binding = K8sObject & { roleRef: { kind: string; name: string }; subjects: { kind: string; name: string; namespace?: string }[] };
+
+function roles(objs: K8sObject[]): Role[] {
+  return objs.filter((o) => o.kind === 'ClusterRole' || o.kind === 'Role') as Role[];
+}
+
+/** A rule as the fake API server applies it, plus the resourceNames restriction the fake does not know. */
+interface GrantedRule extends PolicyRule {
+  resourceNames?: string[];
+}
+
+/** The rules granted to tokenwatch's ServiceAccount by the bindings among `objs` (RoleBindings: in their namespace). */
+function grantedRules(objs: K8sObject[]): GrantedRule[] {
+  const bindings = objs.filter((o) => o.kind === 'ClusterRoleBinding' || o.kind === 'RoleBinding') as Binding[];
+  return bindings
+    .filter((b) => b.subjects.some((s) => s.kind === 'ServiceAccount' && s.name === SA.name && s.namespace === SA.namespace))
+    .flatMap((b) => {
+      const role = roles(objs).find((r) => r.kind === b.roleRef.kind && r.metadata.name === b.roleRef.name && (r.kind === 'ClusterRole' || r.metadata.namespace === b.metadata.namespace));
+      if (!role) throw new Error(`${b.kind} ${b.metadata.name}: role ${b.roleRef.kind} ${b.roleRef.name} not in the manifests`);
+      return role.rules.map((r) => ({
+        apiGroups: r.apiGroups,
+        resources: r.resources,
+        verbs: r.verbs,
+        ...(r.resourceNames ? { resourceNames: r.resourceNames } : {}),
+        ...(b.kind === 'RoleBinding' ? { namespaces: [b.metadata.namespace!] } : {}),
+      }));
+    });
+}
+
+/** RBAC evaluation including resourceNames (Kubernetes docs "Referring to resources": a create is never matched by them). */
+function allowed(rules: GrantedRule[], req: RecordedRequest): boolean {
+  return rules.some(
+    (r) =>
+      r.apiGroups.includes(req.group ?? '') &&
+      r.resources.includes(req.subresource ? `${req.resource}/${req.subresource}` : (req.resource ?? '')) &&
+      r.verbs.includes(req.verb ?? '') &&
+      (r.namespaces === undefined || r.namespaces.includes(req.namespace ?? '')) &&
+      (r.resourceNames === undefined || (req.verb !== 'create' && r.resourceNames.includes(req.name ?? ''))),
+  );
+}
+
+/** A fake API server with the fixture objects that authorizes like a cluster with these manifests applied. */
+async function clusterWith(objs: K8sObject[]): Promise<FakeKube> {
+  const rules = grantedRules(objs);
+  const f = await startFakeKube({ objects: items, rbac: rules.map(({ resourceNames: _r, ...rest }) => rest) });
+  f.forbid((req) => req.verb !== undefined && !allowed(rules, req));
+  return f;
+}
+
+function made(f: FakeKube): string[] {
+  return [...new Set(f.requests.filter((r) => r.verb).map((r) => callKey({ verb: r.verb!, resource: r.resource!, apiGroup: r.group ?? '' })))].sort();
+}
+
+const TARGETS: { kind: RestartableKind; namespace: string; name: string }[] = [
+  { kind: 'DaemonSet', namespace: 'kube-system', name: 'kube-multus-ds' },
+  { kind: 'Deployment', namespace: 'monitoring', name: 'metrics-server' },
+  { kind: 'StatefulSet', namespace: 'logging', name: 'fluentd-aggregator' },
+];
+
+/** Every remediation operation once. Returns what each returned (errors as their message). */
+async function remediateAll(rem: KubeRemediator, targets = TARGETS): Promise<Record<string, unknown>> {
+  const out: Record<string, unknown> = {};
+  const attempt = async (key: string, fn: () => Promise<unknown>) => {
+    try {
+      out[key] = await fn();
+    } catch (err) {
+      out[key] = `throws: ${err instanceof Error ? err.message : String(err)}`;
+    }
+  };
+  for (const t of targets) {
+    await attempt(`preflight ${t.kind}`, () => rem.preflightRestart(t, NOW));
+    await attempt(`restart ${t.kind}`, () => rem.restart(t, NOW));
+    await attempt(`progress ${t.kind}`, () => rem.rolloutProgress(t));
+    await attempt(`event ${t.kind}`, () => rem.recordEvent(t, { reason: 'TokenwatchRestart', message: 'restarted by tokenwatch', at: NOW }));
+  }
+  const sa = { kind: 'ServiceAccount' as const, namespace: 'kube-system', name: 'multus' };
+  await attempt('preflight ServiceAccount', () => rem.preflightRecreateServiceAccount(sa));
+  await attempt('recreate ServiceAccount', () => rem.recreateServiceAccount(sa));
+  return out;
+}
+
+describe('API call lists match what the code sends', () => {
+  it('REMEDIATION_API_CALLS = the calls KubeRemediator makes in every operation', async () => {
+    fake = await startFakeKube({ objects: items });
+    const results = await remediateAll(new KubeRemediator(fake.kubeConfig()));
+    expect(Object.values(results).filter((r) => typeof r === 'string' && r.startsWith('throws'))).toEqual([]);
+    expect(made(fake)).toEqual(uniqueCalls(REMEDIATION_API_CALLS).map(callKey).sort());
+    expect(fake.requests.some((r) => r.dryRun && r.verb === 'patch')).toBe(true);
+    expect(fake.requests.some((r) => r.dryRun && r.verb === 'delete')).toBe(true);
+  });
+
+  it('LEADER_API_CALLS = the calls LeaderElector makes (create, renew, release)', async () => {
+    fake = await startFakeKube();
+    const el = new LeaderElector({ kubeConfig: fake.kubeConfig(), namespace: 'tokenwatch', identity: 'pod-a', leaseDurationMs: 1000, renewDeadlineMs: 600, retryPeriodMs: 50 });
+    el.start();
+    while (fake.requestsMatching({ verb: 'update' }).length < 2) await new Promise((r) => setTimeout(r, 10));
+    await el.stop();
+    expect(made(fake)).toEqual(uniqueCalls(LEADER_API_CALLS).map(callKey).sort());
+  });
+});
+
+describe('ClusterRoles and Roles in manifests/ grant exactly the calls', () => {
+  const install = render(MANIFESTS);
+  const role = (name: string) => roles(install).find((r) => r.metadata.name === name)!;
+
+  it('only three roles: reader, writer, leader election', () => {
+    expect(roles(install).map((r) => `${r.kind} ${r.metadata.name}`).sort()).toEqual([
+      'ClusterRole tokenwatch-reader',
+      'ClusterRole tokenwatch-writer',
+      'Role tokenwatch-leader-election',
+    ]);
+  });
+
+  it('tokenwatch-reader = the read calls (cluster state + remediation reads), read verbs only', () => {
+    const rules = role('tokenwatch-reader').rules;
+    expect(expandRules(rules)).toEqual(readCalls().map(callKey).sort());
+    expect(rules).toEqual(rulesFor(readCalls()));
+    expect(rules.flatMap((r) => r.verbs).every(isReadVerb)).toBe(true);
+    for (const c of KUBE_API_CALLS) expect(expandRules(rules)).toContain(callKey(c));
+  });
+
+  it('tokenwatch-writer = the remediation writes, write verbs only', () => {
+    const rules = role('tokenwatch-writer').rules;
+    expect(expandRules(rules)).toEqual(writeCalls().map(callKey).sort());
+    expect(rules).toEqual(rulesFor(writeCalls()));
+    expect(rules.flatMap((r) => r.verbs).some(isReadVerb)).toBe(false);
+  });
+
+  it('tokenwatch-leader-election = the Lease calls, get/update limited to the Lease named "tokenwatch"', () => {
+    const leader = role('tokenwatch-leader-election');
+    expect(leader.metadata.namespace).toBe('tokenwatch');
+    expect(expandRules(leader.rules)).toEqual(LEADER_API_CALLS.map(callKey).sort());
+    expect(leader.rules.filter((r) => r.verbs.includes('get') || r.verbs.includes('update')).map((r) => r.resourceNames)).toEqual([['tokenwatch']]);
+    expect(leader.rules.filter((r) => r.verbs.includes('create')).map((r) => r.resourceNames)).toEqual([undefined]);
+  });
+
+  it('every call of the code is granted by exactly one kind of role', () => {
+    const all = uniqueCalls([...KUBE_API_CALLS, ...REMEDIATION_API_CALLS]).map(callKey).sort();
+    const granted = [...expandRules(role('tokenwatch-reader').rules), ...expandRules(role('tokenwatch-writer').rules)].sort();
+    expect(granted).toEqual(all);
+  });
+
+  it('a wildcard rule is refused by the check', () => {
+    expect(() => expandRules([{ apiGroups: ['apps'], resources: ['*'], verbs: ['get'] }])).toThrow(/wildcard/);
+  });
+});
+
+describe('the real code against an API server with these manifests applied', () => {
+  it('full install: cluster state, every remediation and leader election succeed without a 403', async () => {
+    fake = await clusterWith(render(MANIFESTS));
+    const kube = new KubeClusterState(fake.kubeConfig());
+    for (const [ns, name] of [
+      ['kube-system', 'multus'],
+      ['monitoring', 'metrics-server'],
+      ['ops', 'backup'],
+      ['logging', 'fluentd'],
+    ] as const) {
+      const state = await kube.describeServiceAccount(ns, name);
+      expect(state.available, `${ns}/${name}`).toBe(true);
+      expect(state.error, `${ns}/${name}`).toBeUndefined();
+    }
+    const results = await remediateAll(new KubeRemediator(fake.kubeConfig()));
+    expect(results['preflight DaemonSet']).toMatchObject({ ok: true });
+    expect(results['preflight ServiceAccount']).toMatchObject({ ok: true });
+    expect(results['event StatefulSet']).toBe(true);
+    expect(Object.values(results).filter((r) => typeof r === 'string')).toEqual([]);
+    const el = new LeaderElector({ kubeConfig: fake.kubeConfig(), namespace: 'tokenwatch', identity: 'pod-a', leaseDurationMs: 1000, renewDeadlineMs: 600, retryPeriodMs: 50 });
+    el.start();
+    while (!el.isLeader()) await new Promise((r) => setTimeout(r, 10));
+    await el.stop();
+    expect(fake.requests.filter((r) => r.verb && !allowed(grantedRules(render(MANIFESTS)), r)).map((r) => `${r.verb} ${r.resource}`)).toEqual([]);
+  });
+
+  it('read-only install (writer dropped): findings still work, every write fails with a 403 naming the verb', async () => {
+    fake = await clusterWith(render(join(MANIFESTS, 'base')));
+    const state = await new KubeClusterState(fake.kubeConfig()).describeServiceAccount('kube-system', 'multus');
+    expect(state.available).toBe(true);
+    expect(state.error).toBeUndefined();
+    const rem = new KubeRemediator(fake.kubeConfig());
+    expect(await rem.preflightRestart(TARGETS[0]!, NOW)).toEqual({
+      ok: false,
+      reason: 'forbidden',
+      message:
+        'dry-run restart of DaemonSet kube-system/kube-multus-ds: 403 daemonsets.apps "kube-multus-ds" is forbidden: User "system:serviceaccount:tokenwatch:tokenwatch" cannot patch resource "daemonsets" in API group "apps" in the namespace "kube-system"',
+    });
+    expect(await rem.preflightRecreateServiceAccount({ kind: 'ServiceAccount', namespace: 'kube-system', name: 'multus' })).toEqual({
+      ok: false,
+      reason: 'forbidden',
+      message:
+        'dry-run delete of ServiceAccount kube-system/multus: 403 serviceaccounts "multus" is forbidden: User "system:serviceaccount:tokenwatch:tokenwatch" cannot delete resource "serviceaccounts" in API group "" in the namespace "kube-system"',
+    });
+    expect(await rem.recordEvent(TARGETS[0]!, { reason: 'TokenwatchRestart', message: 'x', at: NOW })).toBe(false);
+    await expect(rem.restart(TARGETS[0]!, NOW)).rejects.toThrow(/cannot patch resource "daemonsets"/);
+    expect((fake.store.get('DaemonSet', 'kube-system', 'kube-multus-ds') as { spec: { template: { metadata?: { annotations?: object } } } }).spec.template.metadata?.annotations).toBeUndefined();
+  });
+
+  it('writer limited to named namespaces (overlays/writer-namespaces): writes there, 403 elsewhere', async () => {
+    fake = await clusterWith(render(join(MANIFESTS, 'overlays/writer-namespaces')));
+    const rem = new KubeRemediator(fake.kubeConfig());
+    expect(await rem.preflightRestart(TARGETS[0]!, NOW)).toMatchObject({ ok: true }); // kube-system
+    expect(await rem.preflightRestart(TARGETS[1]!, NOW)).toMatchObject({ ok: true }); // monitoring
+    await expect(rem.restart(TARGETS[2]!, NOW)).rejects.toThrow(
+      'rollout restart of StatefulSet logging/fluentd-aggregator: 403 statefulsets.apps "fluentd-aggregator" is forbidden: User "system:serviceaccount:tokenwatch:tokenwatch" cannot patch resource "statefulsets" in API group "apps" in the namespace "logging"',
+    );
+    expect(await rem.preflightRecreateServiceAccount({ kind: 'ServiceAccount', namespace: 'logging', name: 'fluentd' })).toMatchObject({ ok: false, reason: 'forbidden' });
+    expect(await rem.preflightRecreateServiceAccount({ kind: 'ServiceAccount', namespace: 'kube-system', name: 'multus' })).toMatchObject({ ok: true });
+    expect((await new KubeClusterState(fake.kubeConfig()).describeServiceAccount('logging', 'fluentd')).available).toBe(true);
+  });
+
+  it('the leader-election Role allows only the Lease named "tokenwatch" in namespace tokenwatch', async () => {
+    fake = await clusterWith(render(MANIFESTS));
+    const other = new LeaderElector({ kubeConfig: fake.kubeConfig(), namespace: 'tokenwatch', leaseName: 'other', identity: 'pod-a', leaseDurationMs: 1000, renewDeadlineMs: 600, retryPeriodMs: 50 });
+    other.start();
+    while (fake.requestsMatching({ verb: 'get', resource: 'leases' }).length < 2) await new Promise((r) => setTimeout(r, 10));
+    await other.stop();
+    expect(other.status().lastError).toMatch(/^leader election on lease tokenwatch\/other: forbidden: leases.coordination.k8s.io "other" is forbidden: .* cannot get resource "leases"/);
+    const elsewhere = new LeaderElector({ kubeConfig: fake.kubeConfig(), namespace: 'default', identity: 'pod-a', leaseDurationMs: 1000, renewDeadlineMs: 600, retryPeriodMs: 50 });
+    elsewhere.start();
+    while (fake.requestsMatching({ verb: 'get', namespace: 'default' }).length < 1) await new Promise((r) => setTimeout(r, 10));
+    await elsewhere.stop();
+    expect(elsewhere.status().leader).toBe(false);
+    expect(elsewhere.status().lastError).toMatch(/cannot get resource "leases" in API group "coordination.k8s.io" in the namespace "default"/);
+  });
+});
