@@ -96,7 +96,8 @@ async function buildKube(c: ClusterConfig): Promise<{ kubeConfig?: KubeConfig; e
   if ('none' in k) return {};
   try {
     if ('eks' in k) {
-      return { error: `Kubernetes access for cluster ${c.name}: EKS token authentication is not available in this build; use kubeconfig or inCluster` };
+      const { eksKubeConfig } = await import('../cluster/eks-auth.js');
+      return { kubeConfig: await eksKubeConfig({ clusterName: k.eks.clusterName, region: k.eks.region }) };
     }
     if ('inCluster' in k) return { kubeConfig: kubeConfigFor({ inCluster: true }) };
     return { kubeConfig: kubeConfigFor({ kubeconfig: k.kubeconfig, context: k.context }) };
