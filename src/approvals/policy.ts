@@ -62,7 +62,7 @@ const memberId = z
 const nsPattern = z
   .string()
   .min(1)
-  .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?\*?$|^\*$/, 'must be a namespace name, optionally ending in *');
+  .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(-?\*)?$|^\*$/, 'must be a namespace name, optionally ending in * (e.g. kube-*)');
 
 /**
  * zod schema for an approval policy as written in the config file; every field but `approvers` has a

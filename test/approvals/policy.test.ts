@@ -89,3 +89,13 @@ describe('approvalPolicySchema', () => {
     expect(r.success ? '' : r.error.issues[0]?.message).toBe('at least one approver (user or user group) is required');
   });
 });
+
+describe('approvalPolicySchema namespace patterns', () => {
+  it('accepts prefix patterns ending in -* (as the config does) and rejects malformed ones', () => {
+    const ok = approvalPolicySchema.safeParse({ approvers: ['U01'], protectedNamespaces: ['kube-*', 'prod*', '*', 'ci'] });
+    expect(ok.success).toBe(true);
+    for (const bad of ['Kube-*', '*-system', 'a**', '-x']) {
+      expect(approvalPolicySchema.safeParse({ approvers: ['U01'], protectedNamespaces: [bad] }).success, bad).toBe(false);
+    }
+  });
+});
