@@ -19,15 +19,13 @@ import { Metrics } from '../observability/metrics.js';
 import { ClusterPoller, type PollOutcome } from '../poll/poller.js';
 import { KubeRemediator } from '../remediation/kube-remediator.js';
 import { Scheduler } from '../scheduler/scheduler.js';
-import { CloudWatchSource } from '../sources/cloudwatch.js';
-import { FileSource } from '../sources/file.js';
-import type { AuditSource } from '../sources/types.js';
+import { createAuditSource, type ClosableAuditSource } from '../sources/index.js';
 import { openStore, type Store } from '../store/index.js';
 
 /** Everything serve runs for one cluster. */
 export interface ClusterRuntime {
   config: ClusterConfig;
-  source: AuditSource;
+  source: ClosableAuditSource;
   poller: ClusterPoller;
   /** Undefined with `kubernetes: { none: true }`. */
   state?: ClusterStateSource;
@@ -85,12 +83,6 @@ export interface ServeHandle {
   stop(): Promise<void>;
 }
 
-function buildSource(c: ClusterConfig): AuditSource {
-  if ('file' in c.audit) return new FileSource({ path: c.audit.file.path });
-  const cw = c.audit.cloudwatch;
-  return new CloudWatchSource({ region: cw.region, logGroup: cw.logGroup, streamPrefix: cw.streamPrefix, endpoint: cw.endpoint, mode: cw.mode, overlapMs: cw.overlap });
-}
-
 async function buildKube(c: ClusterConfig): Promise<{ kubeConfig?: KubeConfig; error?: string }> {
   const k = c.kubernetes;
   if ('none' in k) return {};
@@ -118,7 +110,7 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   let stopping = false;
 
   for (const c of config.clusters) {
-    const source = buildSource(c);
+    const source = createAuditSource(c.audit);
     const kube = await buildKube(c);
     if (kube.error) logger.error({ cluster: c.name }, kube.error);
     const state = kube.kubeConfig ? new KubeClusterState(kube.kubeConfig) : undefined;
@@ -219,6 +211,7 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
           logger.error({ err, integration: i.name }, 'integration stop failed');
         }
       }
+      for (const rt of clusters.values()) rt.source.close?.();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();
       store.close();
