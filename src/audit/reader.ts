@@ -6,22 +6,23 @@
  * (magic bytes `1f 8b`, so rotated names such as `audit-2026-11-19T10-00-00.000.log.gz` or `audit.log.1`
  * need no special handling):
  * - audit JSON lines (`--audit-log-path` files): scanned on raw Buffers, see `jsonl-scanner.ts`;
- * - `aws logs filter-log-events` JSON output and Logs Insights JSON exports: streamed with stream-json,
- *   each log message prefiltered before it is parsed;
+ * - `aws logs filter-log-events` JSON output and Logs Insights JSON exports: scanned on raw Buffers, each
+ *   log message prefiltered before it is decoded and parsed, see `json-export-scanner.ts`;
  * - Logs Insights CSV exports (RFC 4180): streamed with csv-parse.
  */
 import { open, stat, type FileHandle } from 'node:fs/promises';
-import { Readable, pipeline, type Duplex } from 'node:stream';
+import { Readable, pipeline } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 import { InputError, type InputFormat, type ReadStats, type TokenUse } from './types.js';
 import { DETECT_HEAD_BYTES, detectFormat, isGzip } from './formats.js';
 import { DEFAULT_MAX_LINE_BYTES, JsonlScanner } from './jsonl-scanner.js';
-import { tokenUseFromRecordText, tokenUseFromValue } from './records.js';
-import { isAuditEvent } from './token-use.js';
+import { JsonExportScanner, type JsonExportLayout } from './json-export-scanner.js';
+import { tokenUseFromRecordText } from './records.js';
 
 export { detectFormat } from './formats.js';
 export { mayHoldTokenUse, tokenUseFromJson } from './records.js';
 export { DEFAULT_MAX_LINE_BYTES, JsonlScanner } from './jsonl-scanner.js';
+export { JsonExportScanner, type JsonExportLayout } from './json-export-scanner.js';
 
 /** Progress of one file: bytes read from disk (compressed bytes for gzip) out of its size. */
 export interface ReadProgress {
@@ -151,8 +152,9 @@ async function* readOneFile(ctx: FileContext, onProgress: ReadOptions['onProgres
         file,
       );
     }
-    // Only the plain JSON-lines path consumes each chunk synchronously, so only it may reuse read buffers.
-    if (!gzip && format === 'audit-jsonl') rawSource.reuseBuffers = true;
+    // The byte scanners consume each chunk synchronously (copying what they keep), so read buffers can be
+    // recycled; csv-parse and gunzip may hold on to chunks, so not for them.
+    if (!gzip && format !== 'insights-csv') rawSource.reuseBuffers = true;
     const chunks = replay(head, data);
     yield* scanFormat(format, chunks, ctx);
   } finally {
@@ -313,91 +315,32 @@ async function* scanJsonl(chunks: AsyncIterable<Buffer>, ctx: FileContext): Asyn
   yield* out;
 }
 
-/** One exported log record (a CloudWatch message, an export row's `@message`, or a whole audit event object). */
-function recordUse(value: unknown, stats: ReadStats): TokenUse | undefined {
-  stats.lines++;
-  if (typeof value === 'string') return tokenUseFromRecordText(value, stats);
-  if (typeof value === 'object' && value !== null && !Array.isArray(value)) return tokenUseFromValue(value, stats);
-  stats.malformed++;
-  return undefined;
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
-/** Picks `events[i]` of each top-level object (filter-log-events), or each element of a top-level array (Insights). */
-function exportItemFilter(format: 'filter-log-events' | 'insights-json') {
-  return format === 'filter-log-events'
-    ? (stack: (string | number | null)[]) => stack.length === 2 && stack[0] === 'events' && typeof stack[1] === 'number'
-    : (stack: (string | number | null)[]) => stack.length === 1 && typeof stack[0] === 'number';
-}
-
 /**
- * `aws logs filter-log-events` output (`{"events":[{"message": "<audit event JSON>", ...}], ...}`, several
- * concatenated outputs allowed) or a Logs Insights JSON export (`[{"@timestamp": ..., "@message": ...}]`;
- * a row without `@message` that is itself an audit event is read as one).
+ * `aws logs filter-log-events` output or a Logs Insights JSON export, scanned on raw bytes
+ * (see `json-export-scanner.ts`).
  */
 async function* scanJsonExport(
-  format: 'filter-log-events' | 'insights-json',
+  layout: JsonExportLayout,
   chunks: AsyncIterable<Buffer>,
   ctx: FileContext,
 ): AsyncGenerator<TokenUse> {
-  const { stats } = ctx;
-  // Loaded on first use: the JSON-lines path never needs them.
-  const [{ parser: jsonTokenParser }, { pick }, { streamValues }] = await Promise.all([
-    import('stream-json'),
-    import('stream-json/filters/pick.js'),
-    import('stream-json/streamers/stream-values.js'),
-  ]);
-  const src = Readable.from(chunks, { objectMode: false, highWaterMark: READ_CHUNK_BYTES });
-  const tokens: Duplex = jsonTokenParser.asStream({ jsonStreaming: true, streamValues: false });
-  const picked: Duplex = pick.asStream({ filter: exportItemFilter(format), maxDepth: 256 });
-  const values: Duplex = streamValues.asStream();
-  // Wired by hand rather than with `pipeline`: a syntax error must END the chain (so records already parsed
-  // and buffered downstream are still delivered), while a read/gunzip InputError must abort it.
-  let broken = false;
-  const breakOff = (next: Duplex) => () => {
-    if (broken) return;
-    broken = true;
-    src.unpipe();
-    src.destroy();
-    next.end();
-  };
-  src.on('error', (err) => values.destroy(err));
-  tokens.on('error', breakOff(picked));
-  picked.on('error', breakOff(values));
-  src.pipe(tokens).pipe(picked).pipe(values);
-  try {
-    for await (const item of values as AsyncIterable<{ value: unknown }>) {
-      const v = item.value;
-      let use: TokenUse | undefined;
-      if (!isObject(v)) {
-        stats.lines++;
-        stats.malformed++;
-      } else if (format === 'filter-log-events') {
-        use = recordUse(v.message, stats);
-      } else if ('@message' in v) {
-        use = recordUse(v['@message'], stats);
-      } else if (isAuditEvent(v)) {
-        use = recordUse(v, stats);
-      } else {
-        stats.lines++;
-        stats.malformed++;
-      }
-      if (use) yield use;
-    }
-  } catch (err) {
-    if (err instanceof InputError) throw err;
-    broken = true;
-  } finally {
-    for (const s of [src, tokens, picked, values]) s.destroy();
+  const out: TokenUse[] = [];
+  const scanner = new JsonExportScanner(layout, ctx.stats, out, ctx.maxLineBytes);
+  for await (const chunk of chunks) {
+    scanner.push(chunk);
+    if (out.length > 0) yield* out.splice(0, out.length);
+    if (scanner.failed) return; // the rest of the document cannot be located
   }
-  if (broken) {
-    // JSON syntax error or truncation: the rest of the document cannot be located. Count it, end this file.
-    stats.lines++;
-    stats.malformed++;
-  }
+  scanner.end();
+  yield* out;
+}
+
+/** One CSV row's `@message`. */
+function recordUse(value: unknown, stats: ReadStats): TokenUse | undefined {
+  stats.lines++;
+  if (typeof value === 'string') return tokenUseFromRecordText(value, stats);
+  stats.malformed++;
+  return undefined;
 }
 
 /**

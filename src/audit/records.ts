@@ -52,7 +52,7 @@ export function looksLikeJsonObject(text: string): boolean {
 }
 
 function isWs(c: number): boolean {
-  return c === 0x20 || c === 0x09 || c === 0x0d || c === 0x0a || c === 0xfeff;
+  return c === 0x20 || c === 0x09 || c === 0x0d || c === 0x0a;
 }
 
 /**

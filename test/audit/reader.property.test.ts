@@ -4,7 +4,8 @@ import path from 'node:path';
 import { gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JsonlScanner, createReadStats, readTokenUses } from '../../src/audit/reader.js';
+import { JsonExportScanner, JsonlScanner, createReadStats, readTokenUses } from '../../src/audit/reader.js';
+import { tokenUseFromRecordText } from '../../src/audit/records.js';
 import { InputError, type ReadStats, type TokenUse } from '../../src/audit/types.js';
 
 const FIX = path.join(path.dirname(new URL(import.meta.url).pathname), '../fixtures/audit');
@@ -158,6 +159,100 @@ describe('reader properties', () => {
         for (const u of uses) expect(u.kind).toBe(kindOf.get(u.auditID));
       }),
       { numRuns: 60 },
+    );
+  });
+});
+
+describe('JsonExportScanner matches a JSON.parse reference', () => {
+  type Layout = 'filter-log-events' | 'insights-json';
+
+  /** Reference: parse the whole document, then apply the per-record rules of records.ts. */
+  function reference(docs: unknown[], layout: Layout): { stats: ReadStats; uses: TokenUse[] } {
+    const stats = createReadStats();
+    const uses: TokenUse[] = [];
+    const key = layout === 'filter-log-events' ? 'message' : '@message';
+    for (const doc of docs) {
+      const records = layout === 'filter-log-events' ? (doc as { events?: unknown }).events : doc;
+      if (!Array.isArray(records)) continue;
+      for (const r of records) {
+        stats.lines++;
+        const msg = typeof r === 'object' && r !== null && !Array.isArray(r) ? (r as Record<string, unknown>)[key] : undefined;
+        if (typeof msg !== 'string') {
+          stats.malformed++;
+          continue;
+        }
+        const use = tokenUseFromRecordText(msg, stats);
+        if (use) uses.push(use);
+      }
+    }
+    return { stats, uses };
+  }
+
+  const message = fc.oneof(
+    fc.constantFrom<Kind>('stale', 'legacy', 'unauthorized', 'none').chain((k) =>
+      fc.integer({ min: 0, max: 5 }).map((n) => event(`m-${k}-${n}`, k, 'ResponseComplete')),
+    ),
+    fc.string({ unit: 'binary', maxLength: 30 }),
+    fc.constantFrom(
+      '{"auditID":"x","annotations":{"authentication.k8s.io/stale-token":"garbage"}}',
+      'Authentication failed, attempted: bearer — plain text',
+      ' \n{"auditID":"ws","verb":"get"}\t ',
+      '{"truncated',
+      '',
+    ),
+  );
+  const record = fc.oneof(
+    { weight: 6, arbitrary: fc.tuple(message, fc.boolean()).map(([m, deep]) => ({ logStreamName: 's', timestamp: 1, message: m, '@message': m, ...(deep ? { nested: { message: 'x', list: [{ message: 1 }] } } : {}), eventId: 'e' })) },
+    { weight: 1, arbitrary: fc.constantFrom<unknown>(1, 'str', null, [1, { message: 'x' }], { other: 1 }, { message: 5, '@message': { a: 1 } }) },
+  );
+  const layout = fc.constantFrom<Layout>('filter-log-events', 'insights-json');
+
+  it('same stats and token uses for any document and chunking', async () => {
+    await fc.assert(
+      fc.property(
+        layout,
+        fc.array(fc.array(record, { maxLength: 8 }), { minLength: 1, maxLength: 3 }),
+        fc.constantFrom(0, 2, 4),
+        // random cut points, or tiny fixed-size chunks (1–7 bytes: escapes and keys split everywhere)
+        fc.oneof(fc.array(fc.nat(), { maxLength: 12 }), fc.integer({ min: 1, max: 7 })),
+        (lay, pages, indent, chunking) => {
+          const docs = lay === 'filter-log-events' ? pages.map((events, i) => ({ events, searchedLogStreams: [], ...(i % 2 ? { nextToken: 't' } : {}) })) : pages;
+          const text = (lay === 'insights-json' ? [docs[0]] : docs).map((d) => JSON.stringify(d, null, indent)).join('\n');
+          const bytes = Buffer.from(text);
+          const expected = reference(lay === 'insights-json' ? [docs[0]] : docs, lay);
+          const stats = createReadStats();
+          const out: TokenUse[] = [];
+          const scanner = new JsonExportScanner(lay, stats, out);
+          const cuts = Array.isArray(chunking)
+            ? chunking.map((c) => c % (bytes.length + 1))
+            : Array.from({ length: Math.floor(bytes.length / chunking) }, (_, k) => (k + 1) * chunking);
+          const points = [0, ...cuts.sort((a, b) => a - b), bytes.length];
+          for (let i = 1; i < points.length; i++) scanner.push(Buffer.from(bytes.subarray(points[i - 1], points[i])));
+          scanner.end();
+          expect(scanner.failed).toBe(false);
+          expect(stats).toEqual(expected.stats);
+          expect(out).toEqual(expected.uses);
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('a broken document counts exactly one extra malformed record and never throws', async () => {
+    await fc.assert(
+      fc.property(layout, fc.array(record, { maxLength: 6 }), fc.nat(), (lay, events, cutAt) => {
+        const doc = lay === 'filter-log-events' ? { events } : events;
+        const text = JSON.stringify(doc, null, 2);
+        const cut = 1 + (cutAt % (text.length - 1)); // strictly inside the document
+        const stats = createReadStats();
+        const scanner = new JsonExportScanner(lay, stats, []);
+        scanner.push(Buffer.from(text.slice(0, cut)));
+        scanner.end();
+        expect(scanner.failed).toBe(true);
+        expect(stats.lines).toBe(stats.events + stats.malformed);
+        expect(stats.lines).toBeLessThanOrEqual(events.length + 1);
+      }),
+      { numRuns: 200 },
     );
   });
 });
