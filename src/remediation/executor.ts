@@ -1,0 +1,316 @@
+/**
+ * Runs approved remediations and commits approval transitions with their side effects.
+ *
+ * The approval state machine (`src/approvals/machine.ts`) is pure: it returns a {@link Transition} (next state, a
+ * patch, and effects). This module is the shell that carries a transition out:
+ * 1. compare-and-set in the store (`Store.transitionApproval(id, from, to, patch, at)`): of concurrent callers
+ *    exactly one wins; the losers re-read and decide again (then usually get `already-decided`);
+ * 2. only after winning: one action-log row per `action-log` effect, a Kubernetes Event on the target per
+ *    `kube-event` effect (best effort, `KubeRemediator.recordEvent`), the approvals metric on final states.
+ * The remaining effects (`update-approval-message`, `execute`, `start-verification`) are returned to the caller,
+ * which owns Slack.
+ *
+ * {@link executeApproval} moves an `approved` approval to `running` (compare-and-set, so ten simultaneous clicks
+ * execute it once), performs the rollout restart (one strategic-merge patch, then rollout progress until complete
+ * or `rolloutTimeoutMs`) or the ServiceAccount recreation, and ends in `succeeded` or `failed`.
+ *
+ * Times are epoch ms UTC from the injected clock. Facts on rollouts and recreation: shared/docs/domain.md §7.
+ */
+import {
+  decide,
+  RESTARTABLE_KINDS,
+  type ActionTarget,
+  type Approval,
+  type ApprovalEvent,
+  type ApprovalPolicy,
+  type ApprovalState,
+  type DryRunResult,
+  type Effect,
+  type Refusal,
+  type Transition,
+} from '../approvals/index.js';
+import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
+import type { ApprovalUpdate, Store, StoredApproval } from '../store/index.js';
+import type { KubeRemediator, RecreateResult, RestartableKind, RolloutProgress } from './kube-remediator.js';
+
+/** The parts of {@link KubeRemediator} the executor uses. */
+export type Remediator = Pick<
+  KubeRemediator,
+  'preflightRestart' | 'restart' | 'rolloutProgress' | 'preflightRecreateServiceAccount' | 'recreateServiceAccount' | 'recordEvent'
+>;
+
+/**
+ * A dry-run result as the executor stores it: the state machine's {@link DryRunResult} plus the uid the
+ * ServiceAccount had at preflight, so the recreation deletes only that object (uid precondition). The store keeps
+ * the dry run as a JSON document, so the extra field survives a restart.
+ */
+export interface PreflightRecord extends DryRunResult {
+  uid?: string;
+}
+
+/** Final states of an approval. */
+const FINAL: readonly ApprovalState[] = ['succeeded', 'failed', 'rejected', 'expired'];
+
+/** What the Slack side does when the executor makes progress. All optional; errors are logged, never thrown. */
+export interface ExecutionHooks {
+  /** The approval changed state (re-render its message). */
+  onApprovalChanged?(approval: StoredApproval): Promise<void>;
+  /** Rollout figures changed (post or update the progress message). `startedAt` = when the patch was sent. */
+  onProgress?(approval: StoredApproval, progress: RolloutProgress, startedAt: number): Promise<void>;
+  /** A ServiceAccount was recreated (offer the restart of its workloads). */
+  onRecreated?(approval: StoredApproval, result: RecreateResult): Promise<void>;
+}
+
+/** Dependencies of the executor. */
+export interface ExecutorDeps {
+  store: Store;
+  /** The remediator of the approval's cluster, or undefined when the cluster has no Kubernetes access. */
+  remediatorFor(cluster: string): Remediator | undefined;
+  /** The approval policy of a cluster (undefined: no Slack section, no actions). */
+  policyFor(cluster: string): ApprovalPolicy | undefined;
+  /** Clock, epoch ms. */
+  clock: () => number;
+  /** How long to follow a rollout before it counts as failed, ms (`config.remediation.rolloutTimeout`). */
+  rolloutTimeoutMs: number;
+  /** Interval between rollout progress reads, ms. */
+  pollIntervalMs: number;
+  /** Sleep (default `setTimeout`); tests may shorten it. */
+  sleep?: (ms: number) => Promise<void>;
+  logger: Logger;
+  metrics?: Metrics;
+  hooks?: ExecutionHooks;
+  /**
+   * Aborted on shutdown: a rollout being followed is left `running` (the patch was sent) and is followed again by
+   * `executeApproval(…, { resume: true })` at the next start.
+   */
+  signal?: AbortSignal;
+}
+
+/** Returned by the rollout loop when {@link ExecutorDeps.signal} aborted it. */
+const INTERRUPTED = Symbol('interrupted');
+
+/** Result of {@link commitEvent}: the transition that was committed, or why the event was refused. */
+export type CommitResult =
+  | { ok: true; transition: Transition; approval: StoredApproval; effects: Effect[] }
+  | { ok: false; refusal: Refusal; approval: StoredApproval | undefined };
+
+/** `DaemonSet kube-system/kube-multus-ds` (the action-log target column). */
+export function targetLabel(t: ActionTarget): string {
+  return `${t.kind} ${t.namespace}/${t.name}`;
+}
+
+/**
+ * Commits one accepted transition: compare-and-set `transition.from → transition.next` with its patch (plus
+ * `extra`, e.g. the message location), then the action-log rows and Kubernetes Events of its effects.
+ * @returns the approval as stored after the transition, or undefined when another caller changed it first.
+ */
+export async function commitTransition(
+  deps: Pick<ExecutorDeps, 'store' | 'remediatorFor' | 'clock' | 'logger' | 'metrics'>,
+  approval: Approval,
+  transition: Transition,
+  now: number,
+  extra: ApprovalUpdate = {},
+): Promise<StoredApproval | undefined> {
+  const { store } = deps;
+  const won = store.transitionApproval(approval.id, transition.from, transition.next, { ...transition.patch, ...extra }, now);
+  if (!won) return undefined;
+  const after = store.getApproval(approval.id)!;
+  await applyEffects(deps, after, transition.effects, now);
+  if (FINAL.includes(transition.next) && transition.from !== transition.next) {
+    deps.metrics?.approvals.inc({ cluster: after.target.cluster, outcome: transition.next });
+  }
+  return after;
+}
+
+/**
+ * Writes the action-log rows and Kubernetes Events of `effects` (other effects are left to the caller).
+ * Events are best effort: a missing `create events` permission is logged, never fatal.
+ */
+export async function applyEffects(
+  deps: Pick<ExecutorDeps, 'store' | 'remediatorFor' | 'logger'>,
+  approval: Approval,
+  effects: readonly Effect[],
+  now: number,
+): Promise<void> {
+  const t = approval.target;
+  for (const e of effects) {
+    if (e.type === 'action-log') {
+      deps.store.logAction({
+        at: now,
+        cluster: t.cluster,
+        findingId: t.findingId,
+        approvalId: approval.id,
+        actor: e.actor,
+        action: `${approval.action}.${e.from === e.to ? 'vote' : e.to}`,
+        target: targetLabel(t),
+        result: e.to,
+        detail: e.summary,
+      });
+    } else if (e.type === 'kube-event') {
+      const rem = deps.remediatorFor(t.cluster);
+      if (!rem) continue;
+      const ok = await rem.recordEvent(
+        { kind: t.kind, namespace: t.namespace, name: t.name },
+        { reason: e.reason, message: e.message, type: e.eventType, at: new Date(now) },
+      );
+      if (!ok) deps.logger.warn({ cluster: t.cluster, target: targetLabel(t), reason: e.reason }, 'could not record the Kubernetes Event on the target (create events permission?)');
+    }
+  }
+}
+
+/**
+ * Decides `event` on the stored approval `id` and commits it, re-reading and deciding again when another caller
+ * changed the approval in between (up to `attempts` times). Refusals come from the latest stored state.
+ */
+export async function commitEvent(
+  deps: Pick<ExecutorDeps, 'store' | 'remediatorFor' | 'policyFor' | 'clock' | 'logger' | 'metrics'>,
+  id: string,
+  event: ApprovalEvent,
+  extra: ApprovalUpdate = {},
+  attempts = 5,
+): Promise<CommitResult> {
+  let last: StoredApproval | undefined;
+  for (let i = 0; i < attempts; i++) {
+    last = deps.store.getApproval(id);
+    if (!last) {
+      return { ok: false, refusal: { ok: false, reason: 'invalid-transition', message: 'This approval request no longer exists.' }, approval: undefined };
+    }
+    const policy = deps.policyFor(last.target.cluster);
+    if (!policy) {
+      return {
+        ok: false,
+        refusal: { ok: false, reason: 'action-not-allowed', message: `Cluster ${last.target.cluster} has no approval policy (no slack section in the config).` },
+        approval: last,
+      };
+    }
+    const now = deps.clock();
+    const d = decide(last, event, policy, now);
+    if (!d.ok) return { ok: false, refusal: d, approval: last };
+    const after = await commitTransition(deps, last, d, now, extra);
+    if (after) return { ok: true, transition: d, approval: after, effects: d.effects };
+  }
+  return {
+    ok: false,
+    refusal: { ok: false, reason: 'already-decided', message: 'This request changed several times while your click was processed; look at it again.' },
+    approval: last,
+  };
+}
+
+const defaultSleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+function isRestartable(kind: string): kind is RestartableKind {
+  return (RESTARTABLE_KINDS as readonly string[]).includes(kind);
+}
+
+async function safely(deps: ExecutorDeps, what: string, fn: () => Promise<void> | undefined): Promise<void> {
+  try {
+    await fn();
+  } catch (err) {
+    deps.logger.error({ err }, `${what} failed`);
+  }
+}
+
+/**
+ * Runs an `approved` approval: `approved → running` by compare-and-set (a caller that loses does nothing and gets
+ * undefined), then the action, then `succeeded` or `failed`. Never throws for Kubernetes failures: they end the
+ * approval in `failed` with the API server's message.
+ * @param resume when true, the approval is already `running` (tokenwatch restarted during a rollout): the patch
+ *   is not sent again; the rollout is followed to its end.
+ * @returns the final stored approval, or undefined when another caller runs it.
+ */
+export async function executeApproval(deps: ExecutorDeps, id: string, opts: { resume?: boolean } = {}): Promise<StoredApproval | undefined> {
+  let approval: StoredApproval | undefined;
+  if (opts.resume) {
+    approval = deps.store.getApproval(id);
+    if (!approval || approval.state !== 'running') return undefined;
+  } else {
+    const started = await commitEvent(deps, id, { type: 'start' });
+    if (!started.ok) return undefined;
+    approval = started.approval;
+    await safely(deps, 'approval message update', () => deps.hooks?.onApprovalChanged?.(approval!));
+  }
+  const a = approval;
+  const t = a.target;
+  const log = deps.logger.child({ cluster: t.cluster, approval: a.id, action: a.action, target: targetLabel(t) });
+  const rem = deps.remediatorFor(t.cluster);
+  let error: string | undefined;
+  if (!rem) {
+    error = `no Kubernetes access to cluster ${t.cluster}`;
+  } else if (a.action === 'restart' && isRestartable(t.kind)) {
+    const r = await runRestart(deps, rem, a, { ...t, kind: t.kind }, opts.resume === true, log);
+    if (r === INTERRUPTED) {
+      log.info('shutting down while following the rollout: left running, resumed at the next start');
+      return deps.store.getApproval(a.id);
+    }
+    error = r;
+  } else if (a.action === 'recreate-serviceaccount' && t.kind === 'ServiceAccount') {
+    try {
+      const uid = (a.dryRun as PreflightRecord | null)?.uid;
+      const result = await rem.recreateServiceAccount({ kind: 'ServiceAccount', namespace: t.namespace, name: t.name }, opts.resume ? undefined : uid);
+      log.info({ oldUid: result.oldUid, newUid: result.newUid, preserved: result.preserved }, 'ServiceAccount recreated');
+      await safely(deps, 'recreate hook', () => deps.hooks?.onRecreated?.(deps.store.getApproval(a.id)!, result));
+    } catch (err) {
+      error = err instanceof Error ? err.message : String(err);
+    }
+  } else {
+    error = `cannot run a ${a.action} on a ${t.kind}`;
+  }
+  const end = await commitEvent(deps, a.id, error === undefined ? { type: 'succeed' } : { type: 'fail', error });
+  const outcome = error === undefined ? 'succeeded' : 'failed';
+  deps.metrics?.remediations.inc({ cluster: t.cluster, action: a.action, outcome });
+  if (error !== undefined) log.error({ error }, `${a.action} failed`);
+  else log.info(`${a.action} succeeded`);
+  if (!end.ok) {
+    log.warn({ refusal: end.refusal.message }, 'could not record the end of the action');
+    return deps.store.getApproval(a.id);
+  }
+  await safely(deps, 'approval message update', () => deps.hooks?.onApprovalChanged?.(end.approval));
+  return end.approval;
+}
+
+/** The rollout restart and its progress; returns an error message, or undefined on success. */
+async function runRestart(
+  deps: ExecutorDeps,
+  rem: Remediator,
+  a: StoredApproval,
+  target: ActionTarget & { kind: RestartableKind },
+  resume: boolean,
+  log: Logger,
+): Promise<string | undefined | typeof INTERRUPTED> {
+  const sleep = deps.sleep ?? defaultSleep;
+  const ref = { kind: target.kind, namespace: target.namespace, name: target.name };
+  const startedAt = resume ? a.updatedAt : deps.clock();
+  if (!resume) {
+    try {
+      const r = await rem.restart(ref, new Date(startedAt));
+      log.info({ generation: r.generation }, 'rollout restart patch sent');
+    } catch (err) {
+      return err instanceof Error ? err.message : String(err);
+    }
+  }
+  let last = '';
+  for (;;) {
+    let p: RolloutProgress;
+    try {
+      p = await rem.rolloutProgress(ref);
+    } catch (err) {
+      return `rollout status unavailable: ${err instanceof Error ? err.message : String(err)}`;
+    }
+    const timedOut = !p.done && deps.clock() - startedAt >= deps.rolloutTimeoutMs;
+    // Until the controller observed the new generation, `updated*` counts refer to the previous template.
+    const current = p.observed ? p : { ...p, updated: 0 };
+    const shown = timedOut ? { ...current, timedOut: true } : current;
+    const key = JSON.stringify(shown);
+    if (key !== last) {
+      last = key;
+      await safely(deps, 'progress update', () => deps.hooks?.onProgress?.(a, shown, startedAt));
+    }
+    if (p.done) return undefined;
+    if (deps.signal?.aborted) return INTERRUPTED;
+    if (timedOut) {
+      return `the rollout did not complete within ${Math.round(deps.rolloutTimeoutMs / 1000)} s (${p.updated} of ${p.desired} pods updated, ${p.ready} ready)`;
+    }
+    await sleep(deps.pollIntervalMs);
+  }
+}

@@ -1,0 +1,211 @@
+/**
+ * Verification after a remediation: did the fix work?
+ *
+ * After a succeeded rollout restart (or ServiceAccount recreation) tokenwatch keeps watching the subject's token
+ * records as polls bring new audit events:
+ * - **recurrence**: a token *issued after the action started* is used stale again. A new bound token only turns
+ *   stale one hour after it is issued (`warnafter` = issue + 3607 s, kubernetes `pkg/serviceaccount/claims.go`), so
+ *   a stale use of such a token means the client still does not refresh it: the restart only bought another token
+ *   lifetime (e.g. Multus thin plugin copying the token into a host file; domain.md §6).
+ * - **persisting**: a token issued *before* the action is still used after the action completed (a pod that was
+ *   not replaced, a token copied elsewhere), or 401s / legacy-token use continue.
+ * - **resolved**: no use of the finding's kind after the action completed, for the whole settle period
+ *   (`config.remediation.settlePeriod`, default 2 h: longer than the hour a new token needs to turn stale).
+ * - otherwise **pending**.
+ *
+ * {@link assessVerification} is pure (time is a parameter). {@link Verifier} applies it after each poll to every
+ * succeeded action not yet concluded, records the conclusion in the store (finding status `resolved`; one
+ * `verification.<outcome>` action-log row, which also marks the approval as concluded so it is reported once, across
+ * restarts too) and hands it to a reporter (the Slack thread reply).
+ */
+import type { ApprovalState } from '../approvals/index.js';
+import type { FindingKind, TokenRecord } from '../findings/types.js';
+import type { Logger } from '../observability/logger.js';
+import type { Store, StoredApproval, StoredFinding } from '../store/index.js';
+import { targetLabel } from './executor.js';
+
+/** Seconds between a bound token's issue and its `warnafter` (kubernetes `pkg/serviceaccount/claims.go`: 3600 + 7). */
+export const ISSUE_TO_WARN_AFTER_SECONDS = 3607;
+
+/**
+ * Tolerance, ms, for comparing audit event times (API server clock) with tokenwatch's clock and for the ±60 s
+ * grouping of `warnAfter` values (design.md, Terms: token).
+ */
+export const CLOCK_TOLERANCE_MS = 60_000;
+
+/** Input of {@link assessVerification}. Times are epoch ms UTC. */
+export interface VerificationInput {
+  kind: FindingKind;
+  /** When the action started (the restart patch was sent, the ServiceAccount deleted). */
+  startedAt: number;
+  /** When it completed (rollout complete, ServiceAccount created). */
+  completedAt: number;
+  /** Quiet period required before the finding counts as resolved, ms. */
+  settleMs: number;
+  now: number;
+  /** The subject's token records of the finding's kind, as the store holds them after the latest poll. */
+  records: readonly TokenRecord[];
+}
+
+/** Result of {@link assessVerification}. */
+export type VerificationOutcome =
+  /** Not decided yet; decided at the latest at `decideAt` if nothing is seen. */
+  | { outcome: 'pending'; decideAt: number }
+  /** No use since the action completed, for at least the settle period (`quietMs`). */
+  | { outcome: 'resolved'; quietMs: number }
+  /** Tokens issued after the action started are used stale: the cause is still there. */
+  | { outcome: 'recurrence'; tokens: number; requests: number; firstSeen: number; lastSeen: number }
+  /** Tokens issued before the action (or 401s, legacy-token use) are still used after it completed. */
+  | { outcome: 'persisting'; tokens: number; lastSeen: number };
+
+/** Concluded outcomes (what gets reported). */
+export type ConcludedOutcome = Exclude<VerificationOutcome, { outcome: 'pending' }>;
+
+/** Issue time of a stale token's record (`warnAfter − 3607 s`), or undefined for records without `warnAfter`. */
+export function issuedAt(r: Pick<TokenRecord, 'warnAfter'>): number | undefined {
+  return r.warnAfter === undefined ? undefined : r.warnAfter - ISSUE_TO_WARN_AFTER_SECONDS * 1000;
+}
+
+/**
+ * Judges an action from the subject's token records; see the module docstring for the rules. Recurrence wins over
+ * persisting, and both are reported as soon as they are seen; resolved needs `now − completedAt ≥ settleMs`.
+ */
+export function assessVerification(input: VerificationInput): VerificationOutcome {
+  const { startedAt, completedAt, settleMs, now } = input;
+  const used = input.records.filter((r) => r.lastSeen > completedAt + (input.kind === 'stale-token' ? 0 : CLOCK_TOLERANCE_MS));
+  if (input.kind === 'stale-token') {
+    const fresh = input.records.filter((r) => {
+      const issued = issuedAt(r);
+      return issued !== undefined && issued >= startedAt - CLOCK_TOLERANCE_MS;
+    });
+    if (fresh.length > 0) {
+      return {
+        outcome: 'recurrence',
+        tokens: fresh.length,
+        requests: fresh.reduce((n, r) => n + r.requests, 0),
+        firstSeen: fresh.reduce((m, r) => Math.min(m, r.firstSeen), Infinity),
+        lastSeen: fresh.reduce((m, r) => Math.max(m, r.lastSeen), 0),
+      };
+    }
+    const old = used.filter((r) => r.lastSeen > completedAt + CLOCK_TOLERANCE_MS);
+    if (old.length > 0) return { outcome: 'persisting', tokens: old.length, lastSeen: old.reduce((m, r) => Math.max(m, r.lastSeen), 0) };
+    if (used.length > 0) return { outcome: 'pending', decideAt: completedAt + settleMs };
+  } else if (used.length > 0) {
+    return { outcome: 'persisting', tokens: used.length, lastSeen: used.reduce((m, r) => Math.max(m, r.lastSeen), 0) };
+  }
+  const quietMs = now - completedAt;
+  if (quietMs >= settleMs) return { outcome: 'resolved', quietMs };
+  return { outcome: 'pending', decideAt: completedAt + settleMs };
+}
+
+/** A concluded verification, for the reporter. */
+export interface VerificationReport {
+  approval: StoredApproval;
+  /** The finding as stored after the conclusion (status `resolved` for a resolved outcome). */
+  finding: StoredFinding;
+  outcome: ConcludedOutcome;
+  startedAt: number;
+  completedAt: number;
+  settleMs: number;
+  now: number;
+}
+
+/** Dependencies of {@link Verifier}. */
+export interface VerifierDeps {
+  store: Store;
+  clock: () => number;
+  /** `config.remediation.settlePeriod`, ms. */
+  settleMs: number;
+  logger: Logger;
+  /** Reports a conclusion (Slack thread reply, message edit). Errors are logged; the conclusion stays recorded. */
+  report?: (r: VerificationReport) => Promise<void>;
+}
+
+/** Actions that verification follows. */
+const VERIFIED_ACTIONS = new Set(['restart', 'recreate-serviceaccount']);
+
+/** Prefix of the action-log rows written by verification (`verification.resolved`, …). */
+export const VERIFICATION_LOG_PREFIX = 'verification.';
+
+function stateTime(rows: ReturnType<Store['listApprovalActions']>, state: ApprovalState): number | undefined {
+  return rows.find((r) => r.result === state)?.at;
+}
+
+/** Applies {@link assessVerification} to the succeeded actions of a cluster after each poll. */
+export class Verifier {
+  constructor(private readonly deps: VerifierDeps) {}
+
+  /**
+   * Checks every succeeded restart/recreation of `cluster` that is not concluded yet (the latest per finding; older
+   * ones are marked `verification.superseded`). Call after each successful poll of the cluster.
+   * @returns the conclusions reached now.
+   */
+  async verifyCluster(cluster: string): Promise<VerificationReport[]> {
+    const { store, clock, settleMs, logger } = this.deps;
+    const now = clock();
+    const candidates = store
+      .listApprovals({ cluster, states: ['succeeded'] })
+      .filter((a) => VERIFIED_ACTIONS.has(a.action))
+      .map((a) => ({ a, rows: store.listApprovalActions(a.id) }))
+      .filter(({ rows }) => !rows.some((r) => r.action.startsWith(VERIFICATION_LOG_PREFIX)));
+    const latest = new Map<string, (typeof candidates)[number]>();
+    for (const c of candidates) {
+      const key = c.a.target.findingId;
+      const prev = latest.get(key);
+      if (!prev || (stateTime(c.rows, 'succeeded') ?? c.a.updatedAt) >= (stateTime(prev.rows, 'succeeded') ?? prev.a.updatedAt)) latest.set(key, c);
+    }
+    const reports: VerificationReport[] = [];
+    let records: TokenRecord[] | undefined;
+    for (const c of candidates) {
+      const { a, rows } = c;
+      if (latest.get(a.target.findingId) !== c) {
+        store.logAction({ at: now, cluster, findingId: a.target.findingId, approvalId: a.id, actor: null, action: `${VERIFICATION_LOG_PREFIX}superseded`, target: targetLabel(a.target), result: 'superseded', detail: 'a later action on the same finding is verified instead' });
+        continue;
+      }
+      const stored = store.getFinding(a.target.findingId);
+      if (!stored) continue;
+      const f = stored.finding;
+      records ??= store.listTokenRecords(cluster);
+      const mine = records.filter((r) => r.kind === f.kind && r.namespace === f.namespace && r.serviceAccount === f.serviceAccount);
+      const startedAt = stateTime(rows, 'running') ?? a.updatedAt;
+      const completedAt = stateTime(rows, 'succeeded') ?? a.updatedAt;
+      const outcome = assessVerification({ kind: f.kind, startedAt, completedAt, settleMs, now, records: mine });
+      if (outcome.outcome === 'pending') continue;
+      if (outcome.outcome === 'resolved') store.setFindingStatus(f.id, { status: 'resolved' }, now);
+      store.logAction({
+        at: now,
+        cluster,
+        findingId: f.id,
+        approvalId: a.id,
+        actor: null,
+        action: `${VERIFICATION_LOG_PREFIX}${outcome.outcome}`,
+        target: targetLabel(a.target),
+        result: outcome.outcome,
+        detail: describeOutcome(outcome),
+      });
+      logger.info({ cluster, finding: f.id, approval: a.id, outcome }, `verification: ${outcome.outcome}`);
+      const report: VerificationReport = { approval: a, finding: store.getFinding(f.id)!, outcome, startedAt, completedAt, settleMs, now };
+      reports.push(report);
+      if (this.deps.report) {
+        try {
+          await this.deps.report(report);
+        } catch (err) {
+          logger.error({ err, finding: f.id }, 'reporting a verification failed');
+        }
+      }
+    }
+    return reports;
+  }
+}
+
+/** One line for the action log. */
+export function describeOutcome(o: ConcludedOutcome): string {
+  switch (o.outcome) {
+    case 'resolved':
+      return `no use for ${Math.round(o.quietMs / 60_000)} min after the action`;
+    case 'recurrence':
+      return `${o.tokens} token(s) issued after the action are used stale again (${o.requests} requests, last ${new Date(o.lastSeen).toISOString()})`;
+    case 'persisting':
+      return `${o.tokens} token(s) still used after the action (last ${new Date(o.lastSeen).toISOString()})`;
+  }
+}

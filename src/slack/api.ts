@@ -1,0 +1,198 @@
+/**
+ * The Slack Web API calls tokenwatch makes, over Bolt's `WebClient` (@slack/web-api 8 via `@slack/bolt` 5), with:
+ * - per-channel serialization of `chat.postMessage` and a minimum interval between posts to one channel (Slack
+ *   allows about one message per second per channel, short bursts aside; api.slack.com/apis/rate-limits). HTTP 429
+ *   answers are retried by the WebClient after `Retry-After` (its `retryConfig`, set in `app.ts`);
+ * - errors turned into {@link SlackCallError} with Slack's error code, counted in
+ *   `tokenwatch_slack_api_errors_total{method,error}`;
+ * - channel problems (`not_in_channel`, `channel_not_found`, `is_archived`, …) remembered per channel, logged once
+ *   per change (one clear line, not one per message) and shown by `/tokens status`.
+ * Scopes: `chat:write` (postMessage, update, postEphemeral), `usergroups:read` (usergroups.users.list).
+ */
+import { webApi } from '@slack/bolt';
+import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
+import type { KnownBlock } from './blocks/index.js';
+
+type WebClient = InstanceType<typeof webApi.WebClient>;
+
+/** A failed Web API call: `code` is Slack's error (`not_in_channel`, `ratelimited`, `http_500`, `request_error`). */
+export class SlackCallError extends Error {
+  constructor(
+    readonly method: string,
+    readonly code: string,
+    cause?: unknown,
+  ) {
+    super(`Slack ${method} failed: ${code}`, { cause });
+    this.name = 'SlackCallError';
+  }
+}
+
+/** Slack's error code of a WebClient error (web-api `ErrorCode` classes). */
+export function slackErrorCode(err: unknown): string {
+  const e = err as { code?: string; data?: { error?: string }; statusCode?: number; retryAfter?: number };
+  switch (e?.code) {
+    case webApi.ErrorCode.PlatformError:
+      return e.data?.error ?? 'platform_error';
+    case webApi.ErrorCode.RateLimitedError:
+      return 'ratelimited';
+    case webApi.ErrorCode.HTTPError:
+      return `http_${e.statusCode ?? 'error'}`;
+    case webApi.ErrorCode.RequestError:
+      return 'request_error';
+    default:
+      return err instanceof SlackCallError ? err.code : 'unknown_error';
+  }
+}
+
+/** Errors that say the channel itself is unusable (not a problem of one message). */
+export const CHANNEL_ERRORS: ReadonlySet<string> = new Set([
+  'not_in_channel',
+  'channel_not_found',
+  'is_archived',
+  'restricted_action',
+  'restricted_action_read_only_channel',
+  'missing_scope',
+  'not_authed',
+  'invalid_auth',
+  'account_inactive',
+  'team_access_not_granted',
+]);
+
+/** Human explanation of a channel error, for the log line. */
+export function explainChannelError(code: string): string {
+  switch (code) {
+    case 'not_in_channel':
+      return 'the bot is not a member of this channel: invite it with /invite @tokenwatch (or add the chat:write.public scope for public channels)';
+    case 'channel_not_found':
+      return 'channel not found: check the channel id in the config, or invite the bot to the private channel';
+    case 'is_archived':
+      return 'the channel is archived: unarchive it or configure another channel';
+    case 'missing_scope':
+      return 'the Slack app lacks a scope (chat:write); reinstall it from manifests/slack-app.yaml';
+    case 'not_authed':
+    case 'invalid_auth':
+    case 'account_inactive':
+      return 'the bot token is invalid or revoked: check SLACK_BOT_TOKEN';
+    default:
+      return `Slack answered ${code}`;
+  }
+}
+
+/** A message to post or update. */
+export interface OutgoingMessage {
+  text: string;
+  blocks: KnownBlock[];
+}
+
+/** Options of {@link SlackApi}. */
+export interface SlackApiOptions {
+  client: WebClient;
+  logger: Logger;
+  metrics?: Metrics;
+  /** Minimum time between two `chat.postMessage` calls to one channel, ms (default 1000). */
+  channelIntervalMs?: number;
+  /** Names of the clusters that alert in a channel, for log lines. */
+  clustersOf?: (channel: string) => string[];
+}
+
+/** A channel's current problem. `at` is epoch ms (wall clock). */
+export interface ChannelProblem {
+  error: string;
+  at: number;
+}
+
+/** See the module docstring. */
+export class SlackApi {
+  readonly client: WebClient;
+  private readonly queues = new Map<string, Promise<unknown>>();
+  private readonly lastPost = new Map<string, number>();
+  private readonly problems = new Map<string, ChannelProblem>();
+  private readonly interval: number;
+
+  constructor(private readonly opts: SlackApiOptions) {
+    this.client = opts.client;
+    this.interval = opts.channelIntervalMs ?? 1000;
+  }
+
+  /** The current problem of a channel (by the id or `#name` used to post), if any. */
+  channelProblem(channel: string): ChannelProblem | undefined {
+    return this.problems.get(channel);
+  }
+
+  /**
+   * `chat.postMessage` (serialized per channel, spaced by `channelIntervalMs`).
+   * @returns the channel id and `ts` of the new message.
+   * @throws SlackCallError
+   */
+  post(channel: string, msg: OutgoingMessage, threadTs?: string): Promise<{ channel: string; ts: string }> {
+    return this.inChannel(channel, async () => {
+      const wait = (this.lastPost.get(channel) ?? 0) + this.interval - Date.now();
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      try {
+        const res = await this.call('chat.postMessage', channel, () =>
+          this.client.chat.postMessage({ channel, text: msg.text, blocks: msg.blocks, unfurl_links: false, unfurl_media: false, ...(threadTs ? { thread_ts: threadTs } : {}) }),
+        );
+        return { channel: typeof res.channel === 'string' ? res.channel : channel, ts: String(res.ts) };
+      } finally {
+        this.lastPost.set(channel, Date.now());
+      }
+    });
+  }
+
+  /** `chat.update` of one of the bot's messages. @throws SlackCallError */
+  async update(channel: string, ts: string, msg: OutgoingMessage): Promise<void> {
+    await this.call('chat.update', channel, () => this.client.chat.update({ channel, ts, text: msg.text, blocks: msg.blocks }));
+  }
+
+  /** `chat.postEphemeral` to `user` in `channel`. @throws SlackCallError */
+  async ephemeral(channel: string, user: string, msg: OutgoingMessage, threadTs?: string): Promise<void> {
+    await this.call('chat.postEphemeral', undefined, () =>
+      this.client.chat.postEphemeral({ channel, user, text: msg.text, blocks: msg.blocks, ...(threadTs ? { thread_ts: threadTs } : {}) }),
+    );
+  }
+
+  /** `usergroups.users.list`: member user ids of a user group. @throws SlackCallError */
+  async usergroupMembers(groupId: string): Promise<string[]> {
+    const res = await this.call('usergroups.users.list', undefined, () => this.client.usergroups.users.list({ usergroup: groupId }));
+    return (res.users ?? []).filter((u): u is string => typeof u === 'string');
+  }
+
+  /** Counts an error of a call made elsewhere (e.g. `respond` to a response_url). */
+  countError(method: string, code: string): void {
+    this.opts.metrics?.slackErrors.inc({ method, error: code });
+  }
+
+  private inChannel<T>(channel: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.queues.get(channel) ?? Promise.resolve();
+    const next = prev.then(fn, fn);
+    const tail = next.catch(() => undefined);
+    this.queues.set(channel, tail);
+    void tail.then(() => {
+      if (this.queues.get(channel) === tail) this.queues.delete(channel);
+    });
+    return next;
+  }
+
+  private async call<T>(method: string, channel: string | undefined, fn: () => Promise<T>): Promise<T> {
+    try {
+      const res = await fn();
+      if (channel !== undefined && this.problems.has(channel)) {
+        this.problems.delete(channel);
+        this.opts.logger.info({ channel, clusters: this.opts.clustersOf?.(channel) }, 'Slack channel works again');
+      }
+      return res;
+    } catch (err) {
+      const code = slackErrorCode(err);
+      this.opts.metrics?.slackErrors.inc({ method, error: code });
+      if (channel !== undefined && CHANNEL_ERRORS.has(code)) {
+        const before = this.problems.get(channel);
+        this.problems.set(channel, { error: code, at: Date.now() });
+        if (before?.error !== code) {
+          this.opts.logger.error({ channel, clusters: this.opts.clustersOf?.(channel), error: code }, `cannot post to Slack channel ${channel}: ${explainChannelError(code)}`);
+        }
+      }
+      throw new SlackCallError(method, code, err);
+    }
+  }
+}

@@ -1,0 +1,295 @@
+/**
+ * The Slack integration of `tokenwatch serve`: a Bolt 5 app (`@slack/bolt`) that posts alerts, answers `/tokens`,
+ * and runs the approval-gated remediation flow with verification.
+ *
+ * - Transport: Socket Mode by default (`slack.mode: socket`, `SLACK_APP_TOKEN` xapp-… with `connections:write`; no
+ *   inbound port), or HTTP (`slack.mode: http`: Bolt's `HTTPReceiver` on `slack.port`, endpoint `/slack/events`,
+ *   requests verified with `SLACK_SIGNING_SECRET`: HMAC-SHA256 `v0:<timestamp>:<body>`, 5-minute window, else 401;
+ *   bolt-js `src/receivers/verify-request.ts`).
+ * - Web API: `slack.apiUrl` (GovSlack `https://slack-gov.com/api/`, a loopback fake in tests) as the WebClient's
+ *   `slackApiUrl`. HTTP 429 answers are retried after `Retry-After` (WebClient `retryConfig`, default 5 retries in
+ *   about 5 minutes), counted in `tokenwatch_slack_api_errors_total{error="ratelimited"}`.
+ * - The bot token is checked with `auth.test` at start (a bad token fails the start with a clear message); its bot
+ *   and user ids are handed to Bolt so no request waits for `auth.test` before `ack()`.
+ * - Socket Mode: connection state in `tokenwatch_slack_socket_connected`, and a watchdog restarting a socket that
+ *   stays down (bolt-js#1906); see `watchdog.ts`.
+ * - After every poll: alerts (`notifier.ts`), then verification of finished actions (`src/remediation/verify.ts`).
+ *   A periodic sweep expires undecided approvals. Approvals left `approved`/`running` by a previous process are
+ *   resumed at start.
+ *
+ * Scopes used (bot token): `chat:write`, `commands`, `usergroups:read`; optionally `chat:write.public` to post in
+ * public channels without being invited.
+ */
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { App, HTTPReceiver, LogLevel, SocketModeReceiver, webApi, type Logger as BoltLogger } from '@slack/bolt';
+import { approvalPolicyFor } from '../config/policy.js';
+import type { Logger } from '../observability/logger.js';
+import type { VerificationReport } from '../remediation/verify.js';
+import { Verifier } from '../remediation/verify.js';
+import type { Integration, ServeContext } from '../serve/serve.js';
+import { registerListeners } from './actions.js';
+import { slackErrorCode, SlackApi } from './api.js';
+import { verificationMessage } from './blocks/index.js';
+import { ButtonIds } from './buttons.js';
+import { ChannelMap } from './channels.js';
+import { TokensCommand } from './commands.js';
+import { Directory } from './directory.js';
+import { ApprovalFlow } from './flow.js';
+import { persistingMessage } from './messages.js';
+import { Notifier } from './notifier.js';
+import { SocketWatchdog } from './watchdog.js';
+
+type WebClientOptions = NonNullable<ConstructorParameters<typeof webApi.WebClient>[1]>;
+type RetryOptions = NonNullable<WebClientOptions['retryConfig']>;
+
+/**
+ * WebClient retries: 5 retries, backoff factor 3.86 from 1 s (about 5 minutes in all), as web-api's
+ * `fiveRetriesInFiveMinutes`; a 429 waits its `Retry-After` first.
+ */
+export const DEFAULT_RETRY: RetryOptions = { retries: 5, factor: 3.86, randomize: true };
+
+/** Tuning knobs, mostly for tests and benchmarks; defaults suit production. */
+export interface SlackOptions {
+  /** Minimum ms between two posts to one channel (default 1000: Slack's ~1 message/s per channel). */
+  channelIntervalMs?: number;
+  /** How often undecided approvals are checked for expiry, ms (default 30,000). */
+  sweepIntervalMs?: number;
+  /** Interval between rollout progress reads, ms (default 5,000). */
+  rolloutPollMs?: number;
+  /** WebClient retry policy (default {@link DEFAULT_RETRY}). */
+  retryConfig?: RetryOptions;
+  /** Timeout of one Web API request, ms (default 30,000). */
+  requestTimeoutMs?: number;
+  /** HTTP mode: listen address (default all interfaces). */
+  host?: string;
+  /** Socket Mode watchdog: check interval and restart threshold, ms. */
+  watchdog?: { intervalMs?: number; staleMs?: number };
+  /** How long `stop()` waits for work after an ack or a poll, ms (default 10,000). */
+  stopTimeoutMs?: number;
+}
+
+/** The running integration; the extra members serve tests, benchmarks and the sandbox. */
+export interface SlackIntegration extends Integration {
+  /** HTTP mode: the events URL, e.g. `http://127.0.0.1:3000/slack/events`. */
+  eventsUrl?: string;
+  /** Resolves when no work started by a Slack request or a poll is pending (rollouts included). */
+  idle(): Promise<void>;
+  /** Runs the expiry sweep now; returns how many approvals expired. */
+  sweep(): Promise<number>;
+  /** Socket Mode only: the connection watchdog. */
+  watchdog?: SocketWatchdog;
+  /** The parts, for tests. */
+  parts: { api: SlackApi; notifier: Notifier; flow: ApprovalFlow; ids: ButtonIds; verifier: Verifier; command: TokensCommand; app: App };
+}
+
+/** Bolt's Logger interface over pino (component `slack`). */
+export function boltLogger(log: Logger): BoltLogger {
+  let level = log.isLevelEnabled('debug') ? LogLevel.DEBUG : LogLevel.INFO;
+  const text = (msg: unknown[]): string => msg.map((m) => (m instanceof Error ? m.message : typeof m === 'string' ? m : JSON.stringify(m))).join(' ');
+  return {
+    debug: (...msg: unknown[]) => log.debug(text(msg)),
+    info: (...msg: unknown[]) => log.info(text(msg)),
+    warn: (...msg: unknown[]) => log.warn(text(msg)),
+    error: (...msg: unknown[]) => log.error(text(msg)),
+    setLevel: (l: LogLevel) => {
+      level = l;
+    },
+    getLevel: () => level,
+    setName: () => undefined,
+  };
+}
+
+/** Tracks promises of work done after an ack or a poll. */
+class Tasks {
+  private readonly pending = new Set<Promise<unknown>>();
+
+  track<T>(p: Promise<T>): Promise<T> {
+    this.pending.add(p);
+    void p.then(
+      () => this.pending.delete(p),
+      () => this.pending.delete(p),
+    );
+    return p;
+  }
+
+  async idle(timeoutMs = Infinity): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.pending.size > 0 && Date.now() < deadline) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        Promise.allSettled([...this.pending]),
+        ...(Number.isFinite(timeoutMs) ? [new Promise<void>((r) => (timer = setTimeout(r, Math.max(0, deadline - Date.now()))))] : []),
+      ]);
+      if (timer) clearTimeout(timer);
+    }
+  }
+}
+
+/**
+ * Starts the Slack integration for `tokenwatch serve` (called when `config.slack.enabled`).
+ * @throws Error when Slack is not enabled, a secret is missing, the bot token is rejected (`auth.test`), or the
+ *   HTTP port is taken.
+ */
+export function startSlack(ctx: ServeContext): Promise<Integration> {
+  return startSlackWith(ctx);
+}
+
+/** {@link startSlack} with tuning options; returns the {@link SlackIntegration}. */
+export async function startSlackWith(ctx: ServeContext, opts: SlackOptions = {}): Promise<SlackIntegration> {
+  const { config, store, clock, metrics, clusters } = ctx;
+  const cfg = config.slack;
+  if (!cfg?.enabled) throw new Error('Slack is not enabled (slack.enabled is false)');
+  if (!cfg.botToken) throw new Error('SLACK_BOT_TOKEN is required when slack.enabled is true');
+  if (cfg.mode === 'http' && !cfg.signingSecret) throw new Error('SLACK_SIGNING_SECRET is required in slack.mode http');
+  if (cfg.mode === 'socket' && !cfg.appToken) throw new Error('SLACK_APP_TOKEN is required in slack.mode socket');
+  const log = ctx.logger.child({ component: 'slack' });
+  const bolt = boltLogger(log);
+  const clientOptions: WebClientOptions = {
+    ...(cfg.apiUrl ? { slackApiUrl: cfg.apiUrl } : {}),
+    retryConfig: opts.retryConfig ?? DEFAULT_RETRY,
+    timeout: opts.requestTimeoutMs ?? 30_000,
+    logger: bolt,
+  };
+
+  let auth: { user_id?: string; bot_id?: string; user?: string; team?: string };
+  try {
+    auth = await new webApi.WebClient(cfg.botToken, { ...clientOptions }).auth.test();
+  } catch (err) {
+    throw new Error(`Slack rejected the bot token (auth.test: ${slackErrorCode(err)}): check SLACK_BOT_TOKEN${cfg.apiUrl ? ` and slack.apiUrl ${cfg.apiUrl}` : ''}`, { cause: err });
+  }
+
+  const receiver =
+    cfg.mode === 'http'
+      ? new HTTPReceiver({ signingSecret: cfg.signingSecret!, endpoints: '/slack/events', port: cfg.port, logger: bolt, processBeforeResponse: false })
+      : new SocketModeReceiver({ appToken: cfg.appToken!, logger: bolt, installerOptions: { clientOptions: { ...(cfg.apiUrl ? { slackApiUrl: cfg.apiUrl } : {}) } } });
+  const app = new App({
+    token: cfg.botToken,
+    ...(auth.bot_id ? { botId: auth.bot_id } : {}),
+    ...(auth.user_id ? { botUserId: auth.user_id } : {}),
+    receiver,
+    clientOptions,
+    logger: bolt,
+    convoStore: false,
+  });
+  app.client.on(webApi.WebClientEvent.RATE_LIMITED, (retrySec: number, info: { url?: string }) => {
+    const method = String(info?.url ?? '').split('/').pop() ?? 'unknown';
+    metrics.slackErrors.inc({ method, error: 'ratelimited' });
+    log.warn({ method, retryAfterSeconds: retrySec }, 'Slack rate limit: waiting Retry-After, then retrying');
+  });
+  app.error(async (err) => {
+    metrics.slackErrors.inc({ method: 'bolt', error: slackErrorCode(err) });
+    log.error({ err }, 'Slack listener error');
+  });
+
+  const tasks = new Tasks();
+  const track = <T>(p: Promise<T>): Promise<T> => tasks.track(p);
+  const abort = new AbortController();
+  const channels = new ChannelMap(config);
+  const api = new SlackApi({ client: app.client, logger: log, metrics, channelIntervalMs: opts.channelIntervalMs ?? 1000, clustersOf: (ch) => channels.clustersPostingTo(ch) });
+  const ids = new ButtonIds(cfg.botToken, store);
+  const directory = new Directory(api, { logger: log });
+  const policyFor = (cluster: string) => {
+    const c = clusters.get(cluster)?.config;
+    return c ? approvalPolicyFor(c, config) : undefined;
+  };
+  const remediatorFor = (cluster: string) => clusters.get(cluster)?.remediator;
+  const stateOf = (cluster: string) => clusters.get(cluster)?.state;
+  const notifier = new Notifier({ api, store, ids, channels, clock, logger: log, policyFor, canRemediate: (c) => remediatorFor(c) !== undefined, stateOf });
+  const flow = new ApprovalFlow({
+    store,
+    api,
+    notifier,
+    directory,
+    channels,
+    ids,
+    clock,
+    logger: log,
+    metrics,
+    policyFor,
+    remediatorFor,
+    remediationProblem: (cluster) => {
+      const rt = clusters.get(cluster);
+      if (!rt) return 'unknown cluster';
+      if (rt.kubeError) return rt.kubeError;
+      return 'none' in rt.config.kubernetes ? 'Kubernetes access is not configured for this cluster (kubernetes: none)' : 'no Kubernetes access';
+    },
+    stateOf,
+    rolloutTimeoutMs: config.remediation.rolloutTimeout,
+    rolloutPollMs: opts.rolloutPollMs ?? 5000,
+    track,
+    signal: abort.signal,
+  });
+  const command = new TokensCommand({ store, api, notifier, channels, clusters, runNow: (c) => ctx.scheduler.runNow(c), clock, logger: log });
+  registerListeners(app, { command, flow, api, logger: log, track });
+
+  const report = async (r: VerificationReport): Promise<void> => {
+    const f = r.finding.finding;
+    const o = r.outcome;
+    if (o.outcome === 'resolved') {
+      await notifier.refresh(f.id);
+      await notifier.reply(f, verificationMessage({ outcome: 'resolved', finding: f, action: r.approval.action, actionAt: r.completedAt, now: r.now, settleMs: r.settleMs }));
+    } else if (o.outcome === 'recurrence') {
+      await notifier.reply(f, verificationMessage({ outcome: 'recurrence', finding: f, action: r.approval.action, actionAt: r.completedAt, now: r.now, staleRequests: o.requests, lastSeen: o.lastSeen }));
+    } else {
+      await notifier.reply(f, persistingMessage(f, r.approval.action, o, r.completedAt));
+    }
+  };
+  const verifier = new Verifier({ store, clock, settleMs: config.remediation.settlePeriod, logger: log, report });
+
+  let stopped = false;
+  ctx.onFindings(async (rt, findings, outcome) => {
+    if (stopped) return;
+    await track(
+      (async () => {
+        await notifier.onFindings(rt.config.name, findings, outcome.changes);
+        await verifier.verifyCluster(rt.config.name);
+      })(),
+    );
+  });
+
+  let eventsUrl: string | undefined;
+  let watchdog: SocketWatchdog | undefined;
+  if (receiver instanceof HTTPReceiver) {
+    const server = (await app.start({ port: cfg.port, ...(opts.host ? { host: opts.host } : {}) })) as Server;
+    const addr = server.address() as AddressInfo;
+    const host = opts.host ?? '127.0.0.1';
+    eventsUrl = `http://${host.includes(':') ? `[${host}]` : host}:${addr.port}/slack/events`;
+    log.info({ port: addr.port, bot: auth.user, team: auth.team }, 'Slack HTTP receiver listening on /slack/events');
+  } else {
+    watchdog = new SocketWatchdog(receiver.client, { logger: log, metrics, ...(opts.watchdog ?? {}) });
+    watchdog.start();
+    void app.start().then(
+      () => log.info({ bot: auth.user, team: auth.team }, 'Slack Socket Mode started'),
+      (err: unknown) => log.error({ err }, 'Slack Socket Mode could not connect; the watchdog retries'),
+    );
+  }
+
+  const sweepTimer = setInterval(() => {
+    void track(flow.sweepExpired()).catch((err: unknown) => log.error({ err }, 'approval expiry sweep failed'));
+  }, opts.sweepIntervalMs ?? 30_000);
+  sweepTimer.unref();
+  await flow.resumePending();
+
+  return {
+    name: 'slack',
+    ...(eventsUrl ? { eventsUrl } : {}),
+    ...(watchdog ? { watchdog } : {}),
+    idle: () => tasks.idle(),
+    sweep: () => track(flow.sweepExpired()),
+    parts: { api, notifier, flow, ids, verifier, command, app },
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      clearInterval(sweepTimer);
+      watchdog?.stop();
+      abort.abort();
+      await tasks.idle(opts.stopTimeoutMs ?? 10_000);
+      try {
+        await app.stop();
+      } catch (err) {
+        log.warn({ err }, 'stopping the Slack app failed');
+      }
+    },
+  };
+}

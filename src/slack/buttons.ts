@@ -1,0 +1,116 @@
+/**
+ * Opaque button ids for finding buttons, and their resolution back to (finding, action, target).
+ *
+ * A button's `value` carries only an opaque id; the target is never read from the payload (design.md, Slack). The
+ * id of a finding button is a keyed hash: base64url(HMAC-SHA256(key, findingId ␟ action ␟ target))[0..22] (132 bits),
+ * with the key derived from the bot token. Resolving an id recomputes the ids of the actions each stored finding
+ * offers now and picks the one that matches, so the target always comes from the store's copy of the finding (its
+ * workloads, namespace and ServiceAccount). An id that matches nothing (tampered, or the finding or workload is
+ * gone) resolves to undefined. Ids are stable across restarts and replicas that share the bot token.
+ *
+ * Approve/Reject buttons carry the approval id (random, 128 bits; `newApprovalId` in the store), resolved with
+ * `Store.getApproval`.
+ */
+import { createHash, createHmac } from 'node:crypto';
+import type { ActionKind, ActionTarget, TargetKind } from '../approvals/index.js';
+import { RESTARTABLE_KINDS } from '../approvals/index.js';
+import type { WorkloadRef } from '../cluster/types.js';
+import type { Finding } from '../findings/types.js';
+import type { Store, StoredFinding } from '../store/index.js';
+import { OPAQUE_ID_PATTERN, type FindingAction } from './blocks/index.js';
+
+/** A resolved finding button. */
+export interface ResolvedButton {
+  finding: StoredFinding;
+  action: FindingAction;
+  /** The action kind for the approval machinery (`details` has none). */
+  kind: ActionKind | 'details';
+  /** The exact object the action changes (for snooze and details: the ServiceAccount, for context only). */
+  target: ActionTarget;
+}
+
+/** Whether a workload can be rollout-restarted. */
+export function isRestartable(w: WorkloadRef): w is WorkloadRef & { kind: TargetKind } {
+  return (RESTARTABLE_KINDS as readonly string[]).includes(w.kind);
+}
+
+/** Every button action a finding can offer (before policy): restarts of its workloads, recreate, snooze, details. */
+export function candidateActions(f: Finding): FindingAction[] {
+  const out: FindingAction[] = f.workloads.filter(isRestartable).map((workload) => ({ action: 'restart', workload }));
+  if (f.kind !== 'unauthorized') out.push({ action: 'recreate-serviceaccount' });
+  out.push({ action: 'snooze', days: 1 }, { action: 'snooze', days: 7 }, { action: 'details' });
+  return out;
+}
+
+/** The target of an action on a finding. */
+export function targetOf(f: Finding, a: FindingAction): ActionTarget {
+  if (a.action === 'restart') {
+    return { cluster: f.cluster, kind: a.workload.kind as TargetKind, namespace: a.workload.namespace, name: a.workload.name, findingId: f.id };
+  }
+  return { cluster: f.cluster, kind: 'ServiceAccount', namespace: f.namespace, name: f.serviceAccount, findingId: f.id };
+}
+
+/** Canonical text of an action (what the id hashes). */
+export function actionKey(a: FindingAction): string {
+  switch (a.action) {
+    case 'restart':
+      return `restart\u001f${a.workload.kind}\u001f${a.workload.namespace}\u001f${a.workload.name}`;
+    case 'snooze':
+      return `snooze\u001f${a.days}`;
+    default:
+      return a.action;
+  }
+}
+
+/** Opaque ids of finding buttons; see the module docstring. */
+export class ButtonIds {
+  private readonly key: Buffer;
+  private readonly cache = new Map<string, { findingId: string; action: FindingAction }>();
+
+  /**
+   * @param secret key material (the bot token); only its SHA-256 with a fixed label is kept.
+   * @param store where findings are read back from.
+   */
+  constructor(
+    secret: string,
+    private readonly store: Store,
+  ) {
+    this.key = createHash('sha256').update('tokenwatch button ids v1\u0000').update(secret).digest();
+  }
+
+  /** The opaque id of `action` on finding `findingId` (22 chars of `[A-Za-z0-9_-]`). */
+  idFor(findingId: string, action: FindingAction): string {
+    const id = createHmac('sha256', this.key).update(`${findingId}\u001f${actionKey(action)}`).digest('base64url').slice(0, 22);
+    if (this.cache.size > 50_000) this.cache.clear();
+    this.cache.set(id, { findingId, action });
+    return id;
+  }
+
+  /**
+   * The finding, action and target behind an id, read from the store; undefined for an id that is not opaque,
+   * unknown, or whose finding or workload no longer exists.
+   */
+  resolve(id: string): ResolvedButton | undefined {
+    if (!OPAQUE_ID_PATTERN.test(id)) return undefined;
+    const cached = this.cache.get(id);
+    if (cached) {
+      const stored = this.store.getFinding(cached.findingId);
+      const hit = stored && this.match(stored, id);
+      if (hit) return hit;
+    }
+    for (const stored of this.store.listFindings()) {
+      const hit = this.match(stored, id);
+      if (hit) return hit;
+    }
+    return undefined;
+  }
+
+  private match(stored: StoredFinding, id: string): ResolvedButton | undefined {
+    for (const action of candidateActions(stored.finding)) {
+      if (this.idFor(stored.id, action) === id) {
+        return { finding: stored, action, kind: action.action, target: targetOf(stored.finding, action) };
+      }
+    }
+    return undefined;
+  }
+}

@@ -1,0 +1,186 @@
+/**
+ * `/tokens` (slash command): `status [cluster]`, `scan <cluster>`, `history <cluster>`, `help`. Answers are
+ * ephemeral (visible to the caller only). The Bolt listener acknowledges first (`ack()`, well within Slack's 3 s)
+ * and then calls {@link TokensCommand.handle}.
+ *
+ * A command about cluster X works only from X's alert channel (per-team clusters: a channel reaches only its own
+ * clusters; others get a polite refusal naming the right channel). `status` without a cluster shows the clusters of
+ * the current channel. Unknown subcommands and clusters get a reply listing what exists.
+ */
+import { approvalsOf, type ActionKind, type ActionTarget } from '../approvals/index.js';
+import type { Severity } from '../findings/types.js';
+import type { Logger } from '../observability/logger.js';
+import type { ClusterRuntime } from '../serve/serve.js';
+import type { RunNowResult } from '../scheduler/scheduler.js';
+import type { Store } from '../store/index.js';
+import type { SlackApi } from './api.js';
+import {
+  helpMessage,
+  historyMessage,
+  refusalMessage,
+  statusMessage,
+  unknownCommandMessage,
+  type ClusterStatus,
+  type HistoryEntry,
+  type SlackMessage,
+  type SourceHealth,
+} from './blocks/index.js';
+import { targetOf } from './buttons.js';
+import type { ChannelMap, ChannelRef } from './channels.js';
+import { scanMessage, wrongChannelText } from './messages.js';
+import type { Notifier } from './notifier.js';
+
+/** Dependencies of {@link TokensCommand}. */
+export interface CommandDeps {
+  store: Store;
+  api: SlackApi;
+  notifier: Notifier;
+  channels: ChannelMap;
+  clusters: Map<string, ClusterRuntime>;
+  runNow(cluster: string): RunNowResult;
+  clock: () => number;
+  logger: Logger;
+}
+
+/** The parsed text of a `/tokens` command. */
+export type TokensCommandText =
+  | { sub: 'help' }
+  | { sub: 'status'; cluster?: string }
+  | { sub: 'scan' | 'history'; cluster?: string }
+  | { sub: 'unknown'; word: string };
+
+/** Parses the text after `/tokens` (case-insensitive subcommand; empty = help). */
+export function parseTokensCommand(text: string): TokensCommandText {
+  const words = text.trim().split(/\s+/).filter(Boolean);
+  const sub = (words[0] ?? 'help').toLowerCase();
+  const cluster = words[1];
+  switch (sub) {
+    case 'help':
+      return { sub: 'help' };
+    case 'status':
+    case 'scan':
+    case 'history':
+      return cluster === undefined ? { sub } : { sub, cluster };
+    default:
+      return { sub: 'unknown', word: words[0]! };
+  }
+}
+
+/** See the module docstring. */
+export class TokensCommand {
+  constructor(private readonly deps: CommandDeps) {}
+
+  /** The reply to `/tokens <text>` sent by `user` from `channel`. */
+  handle(text: string, user: string, channel: ChannelRef): SlackMessage {
+    const cmd = parseTokensCommand(text);
+    const names = [...this.deps.clusters.keys()];
+    this.deps.logger.info({ user, channel: channel.id, command: text.slice(0, 200) }, '/tokens');
+    switch (cmd.sub) {
+      case 'help':
+        return helpMessage(names);
+      case 'unknown':
+        return unknownCommandMessage({ kind: 'subcommand', value: cmd.word }, names);
+      case 'status': {
+        if (cmd.cluster === undefined) {
+          const mine = this.deps.channels.clustersIn(channel).map((c) => c.name);
+          if (mine.length === 0) return refusalMessage(this.noClusterHere());
+          return statusMessage(mine.map((n) => this.clusterStatus(n)), { now: this.deps.clock() });
+        }
+        const problem = this.check(cmd.cluster, channel);
+        if (problem) return problem;
+        return statusMessage([this.clusterStatus(cmd.cluster)], { now: this.deps.clock() });
+      }
+      case 'scan':
+      case 'history': {
+        if (cmd.cluster === undefined) {
+          const mine = this.deps.channels.clustersIn(channel).map((c) => c.name);
+          if (mine.length !== 1) {
+            return refusalMessage(`Usage: \`/tokens ${cmd.sub} <cluster>\`. ${mine.length ? `Clusters of this channel: ${mine.map((n) => `\`${n}\``).join(', ')}.` : this.noClusterHere()}`);
+          }
+          return this.run(cmd.sub, mine[0]!);
+        }
+        const problem = this.check(cmd.cluster, channel);
+        return problem ?? this.run(cmd.sub, cmd.cluster);
+      }
+    }
+  }
+
+  private run(sub: 'scan' | 'history', cluster: string): SlackMessage {
+    if (sub === 'scan') return scanMessage(cluster, this.deps.runNow(cluster), this.deps.channels.mention(cluster));
+    return historyMessage(cluster, this.history(cluster), { now: this.deps.clock() });
+  }
+
+  private noClusterHere(): string {
+    const where = [...this.deps.clusters.keys()]
+      .filter((n) => this.deps.channels.channelOf(n) !== undefined)
+      .map((n) => `\`${n}\` in ${this.deps.channels.mention(n)}`);
+    return `This channel is not the alert channel of any cluster.${where.length ? ` Clusters report to: ${where.slice(0, 20).join(', ')}.` : ' No cluster has a Slack channel configured.'}`;
+  }
+
+  /** Unknown cluster → what exists; wrong channel → where to ask. */
+  private check(cluster: string, channel: ChannelRef): SlackMessage | undefined {
+    if (!this.deps.clusters.has(cluster)) return unknownCommandMessage({ kind: 'cluster', value: cluster }, [...this.deps.clusters.keys()]);
+    if (!this.deps.channels.allows(cluster, channel)) {
+      return refusalMessage(wrongChannelText(cluster, this.deps.channels.channelOf(cluster) ? this.deps.channels.mention(cluster) : undefined));
+    }
+    return undefined;
+  }
+
+  /** `/tokens status` data of one cluster: poll health per source, Kubernetes access, channel, open findings. */
+  clusterStatus(name: string): ClusterStatus {
+    const rt = this.deps.clusters.get(name)!;
+    const h = rt.poller.health();
+    const health: SourceHealth[] = [
+      {
+        name: `audit source ${rt.source.id}`,
+        ok: h.status !== 'degraded',
+        ...(h.status === 'degraded' ? { detail: `degraded: ${h.lastError ?? 'last poll failed'}` } : h.status === 'pending' ? { detail: 'no poll yet' } : {}),
+        lastSuccess: h.lastSuccessAt ?? null,
+      },
+    ];
+    const k = rt.config.kubernetes;
+    if ('none' in k) {
+      health.push({ name: 'Kubernetes API: not configured (kubernetes: none): no workloads in findings, no actions', ok: true });
+    } else if (rt.kubeError) {
+      health.push({ name: 'Kubernetes API', ok: false, detail: rt.kubeError });
+    } else if (h.stateError) {
+      health.push({ name: 'Kubernetes API', ok: false, detail: h.stateError });
+    } else {
+      health.push({ name: 'Kubernetes API', ok: true });
+    }
+    const open = this.deps.store.listFindings(name, { status: ['open'] });
+    const counts: Record<Severity, number> = { critical: 0, warning: 0, info: 0 };
+    for (const f of open) counts[f.severity]++;
+    const configured = this.deps.channels.channelOf(name);
+    const problem = configured !== undefined ? this.deps.api.channelProblem(configured) ?? this.deps.api.channelProblem(this.deps.channels.channelIdOf(name) ?? '') : undefined;
+    return {
+      name,
+      lastPoll: h.lastPollAt ?? null,
+      health,
+      findingsBySeverity: counts,
+      ...(configured !== undefined ? { channel: { id: this.deps.channels.channelIdOf(name) ?? configured.replace(/^#/, ''), ...(problem ? { error: problem.error } : {}) } } : {}),
+      findings: open.map((f) => f.finding),
+      buttonsFor: (f, a) => this.deps.notifier.buttonsFor(f)(a),
+    };
+  }
+
+  /** `/tokens history` entries: approvals (with their verification) and snoozes, newest first. */
+  history(cluster: string): HistoryEntry[] {
+    const { store } = this.deps;
+    const entries: HistoryEntry[] = [];
+    for (const a of store.listApprovals({ cluster }).slice(-100)) {
+      const rows = store.listApprovalActions(a.id);
+      const verified = rows.find((r) => r.action.startsWith('verification.') && r.result !== 'superseded');
+      const rejected = a.votes.find((v) => v.vote === 'reject');
+      const detail = [a.error ?? undefined, rejected?.reason, verified ? `verification: ${verified.result}` : undefined].filter((x): x is string => !!x).join('; ');
+      entries.push({ at: a.updatedAt, action: a.action, target: a.target, requester: a.requester, approvers: approvalsOf(a), state: a.state, ...(detail ? { detail } : {}) });
+    }
+    for (const row of store.listActions(cluster, 200)) {
+      if (row.action !== 'snooze' || row.actor === null || row.findingId === null) continue;
+      const f = store.getFinding(row.findingId);
+      const target: ActionTarget = f ? targetOf(f.finding, { action: 'snooze', days: 1 }) : { cluster, kind: 'ServiceAccount', namespace: '?', name: row.target, findingId: row.findingId };
+      entries.push({ at: row.at, action: 'snooze' as ActionKind, target, requester: row.actor, approvers: [], state: 'succeeded', ...(row.detail ? { detail: row.detail } : {}) });
+    }
+    return entries.sort((x, y) => y.at - x.at).slice(0, 50);
+  }
+}

@@ -1,0 +1,72 @@
+/**
+ * Slack user-group membership for the approval policy: which of the policy's user groups (`S…`) a user belongs to,
+ * and the users an approver list names once its groups are expanded. Members come from `usergroups.users.list`
+ * (scope `usergroups:read`, api.slack.com/methods/usergroups.users.list), cached for `ttlMs` (default 5 min).
+ * When Slack cannot be asked, the last known members are used; with none, the group counts as empty (fail closed).
+ */
+import type { Logger } from '../observability/logger.js';
+import { resolveMembers, SLACK_GROUP_ID } from '../approvals/index.js';
+import type { SlackApi } from './api.js';
+
+/** Options of {@link Directory}. */
+export interface DirectoryOptions {
+  logger: Logger;
+  /** Cache lifetime of a group's members, ms (default 300,000). */
+  ttlMs?: number;
+  /** Wall clock, epoch ms. */
+  now?: () => number;
+}
+
+/** See the module docstring. */
+export class Directory {
+  private readonly cache = new Map<string, { members: string[]; at: number }>();
+  private readonly inflight = new Map<string, Promise<string[]>>();
+  private readonly ttl: number;
+  private readonly now: () => number;
+
+  constructor(
+    private readonly api: Pick<SlackApi, 'usergroupMembers'>,
+    private readonly opts: DirectoryOptions,
+  ) {
+    this.ttl = opts.ttlMs ?? 300_000;
+    this.now = opts.now ?? Date.now;
+  }
+
+  /** Member user ids of a user group (cached). Never throws. */
+  async members(groupId: string): Promise<string[]> {
+    const hit = this.cache.get(groupId);
+    if (hit && this.now() - hit.at < this.ttl) return hit.members;
+    let p = this.inflight.get(groupId);
+    if (!p) {
+      p = this.api
+        .usergroupMembers(groupId)
+        .then((members) => {
+          this.cache.set(groupId, { members, at: this.now() });
+          return members;
+        })
+        .catch((err: unknown) => {
+          this.opts.logger.warn({ err, group: groupId }, `cannot read the members of Slack user group ${groupId} (usergroups:read scope?); using ${hit ? 'the last known members' : 'none'}`);
+          return hit?.members ?? [];
+        })
+        .finally(() => this.inflight.delete(groupId));
+      this.inflight.set(groupId, p);
+    }
+    return p;
+  }
+
+  /** The user groups among `ids` (user and group ids of a policy list) that `user` belongs to. */
+  async groupsOf(user: string, ids: readonly string[]): Promise<string[]> {
+    const groups = [...new Set(ids.filter((id) => SLACK_GROUP_ID.test(id)))];
+    const out: string[] = [];
+    for (const g of groups) if ((await this.members(g)).includes(user)) out.push(g);
+    return out;
+  }
+
+  /** The distinct users `ids` names, groups expanded (see `resolveMembers`). */
+  async expand(ids: readonly string[]): Promise<string[]> {
+    const groups = [...new Set(ids.filter((id) => SLACK_GROUP_ID.test(id)))];
+    const members = new Map<string, string[]>();
+    for (const g of groups) members.set(g, await this.members(g));
+    return resolveMembers(ids, (g) => members.get(g) ?? []);
+  }
+}

@@ -1,0 +1,414 @@
+/**
+ * What happens after a button click (already acknowledged): the approval-gated remediation flow and the
+ * direct actions (Snooze, Details).
+ *
+ * Request (Restart / Recreate ServiceAccount): the button id is resolved in the store (never read from the
+ * payload) → the click must come from the cluster's alert channel → requester policy (`canRequest`, user groups
+ * via `usergroups.users.list`) → no other open request for the same target → server-side dry run (`dryRun=All`;
+ * a failure, e.g. RBAC or a paused Deployment, is reported in the thread and stops) → the approval message in the
+ * finding's thread, naming the requester, the exact target, the approvers and the expiry.
+ *
+ * Vote (Approve / Reject): the approval is read by its id; the pure state machine decides (`decide`: allowed
+ * approver, not the requester, not expired, not decided yet); the store's compare-and-set commits it, so of ten
+ * simultaneous clicks one wins and the others are told it is already decided. Quorum reached → the executor
+ * (`src/remediation/executor.ts`) runs it once (`approved → running` is a second compare-and-set), with rollout
+ * progress in the thread. Every refusal is an ephemeral message saying why, and an action-log row when the cluster
+ * is known. A periodic sweep expires requests past `expiresAt` and edits their message.
+ */
+import {
+  actionNoun,
+  approvalEvent,
+  canRequest,
+  createApproval,
+  type ActionKind,
+  type ApprovalPolicy,
+} from '../approvals/index.js';
+import type { ClusterStateSource } from '../cluster/types.js';
+import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
+import {
+  applyEffects,
+  commitEvent,
+  executeApproval,
+  targetLabel,
+  type ExecutorDeps,
+  type PreflightRecord,
+  type Remediator,
+} from '../remediation/executor.js';
+import type { Preflight, RecreateResult, RolloutProgress } from '../remediation/kube-remediator.js';
+import { newApprovalId, type MessageLocation, type Store, type StoredApproval } from '../store/index.js';
+import type { SlackApi } from './api.js';
+import {
+  approvalRequestMessage,
+  detailsMessage,
+  progressMessage,
+  refusalMessage,
+  type FindingAction,
+  type SlackMessage,
+  type TargetFacts,
+} from './blocks/index.js';
+import type { ButtonIds, ResolvedButton } from './buttons.js';
+import type { ChannelMap, ChannelRef } from './channels.js';
+import type { Directory } from './directory.js';
+import { noteMessage, recreatedMessage, requestedMessage, snoozedMessage, wrongChannelText } from './messages.js';
+import type { Notifier } from './notifier.js';
+
+const DAY = 86_400_000;
+
+/** The dry run as the flow stores it: the executor's record plus the facts shown to approvers. */
+export interface StoredDryRun extends PreflightRecord {
+  facts?: TargetFacts;
+}
+
+/** Who clicked, where, and how to answer them privately. */
+export interface Clicker {
+  user: string;
+  /** The channel the click came from (undefined outside a channel). */
+  channel: ChannelRef | undefined;
+  /** An ephemeral answer to the clicking user. */
+  reply(msg: SlackMessage): Promise<void>;
+}
+
+/** Dependencies of the {@link ApprovalFlow}. */
+export interface FlowDeps {
+  store: Store;
+  api: SlackApi;
+  notifier: Notifier;
+  directory: Directory;
+  channels: ChannelMap;
+  ids: ButtonIds;
+  clock: () => number;
+  logger: Logger;
+  metrics?: Metrics;
+  policyFor(cluster: string): ApprovalPolicy | undefined;
+  remediatorFor(cluster: string): Remediator | undefined;
+  /** Why a cluster cannot be acted on (Kubernetes access missing or broken), for the refusal. */
+  remediationProblem(cluster: string): string;
+  stateOf(cluster: string): ClusterStateSource | undefined;
+  /** `config.remediation.rolloutTimeout`, ms. */
+  rolloutTimeoutMs: number;
+  /** Interval between rollout progress reads, ms. */
+  rolloutPollMs: number;
+  /** Tracks background work (so `idle()` and `stop()` can wait for it). */
+  track<T>(p: Promise<T>): Promise<T>;
+  /** Aborted when Slack stops: running rollouts are left `running` and resumed at the next start. */
+  signal?: AbortSignal;
+}
+
+/** Action-id families of the finding buttons, to check that a button's id fits the button. */
+export type ButtonFamily = FindingAction['action'];
+
+/** See the module docstring. */
+export class ApprovalFlow {
+  private readonly progress = new Map<string, MessageLocation>();
+  private readonly approverCache = new Map<string, string[]>();
+  private readonly lastDetails = new Map<string, number>();
+  readonly executor: ExecutorDeps;
+
+  constructor(private readonly deps: FlowDeps) {
+    this.executor = {
+      store: deps.store,
+      remediatorFor: deps.remediatorFor,
+      policyFor: deps.policyFor,
+      clock: deps.clock,
+      rolloutTimeoutMs: deps.rolloutTimeoutMs,
+      pollIntervalMs: deps.rolloutPollMs,
+      logger: deps.logger,
+      ...(deps.metrics ? { metrics: deps.metrics } : {}),
+      ...(deps.signal ? { signal: deps.signal } : {}),
+      hooks: {
+        onApprovalChanged: (a) => this.updateApprovalMessage(a),
+        onProgress: (a, p, startedAt) => this.showProgress(a, p, startedAt),
+        onRecreated: (a, r) => this.showRecreated(a, r),
+      },
+    };
+  }
+
+  // ---- finding buttons ---------------------------------------------------------------------------------------
+
+  /**
+   * A click on a finding button (`family` from its action_id) carrying the opaque id `id`. Resolves the id in the
+   * store and dispatches to request / snooze / details.
+   */
+  async onFindingButton(c: Clicker, family: ButtonFamily, id: string, days?: 1 | 7): Promise<void> {
+    const btn = this.deps.ids.resolve(id);
+    if (!btn || btn.action.action !== family || (btn.action.action === 'snooze' && btn.action.days !== days)) {
+      this.deps.logger.warn({ user: c.user, family, valueLength: id.length }, 'refused a button click with an unknown or tampered value');
+      await c.reply(refusalMessage('This button is not valid any more (unknown or altered value), so nothing was done. Use the buttons on the current alert, or `/tokens status`.'));
+      return;
+    }
+    const cluster = btn.finding.cluster;
+    if (!c.channel || !this.deps.channels.allows(cluster, c.channel)) {
+      await this.refuse(c, btn, wrongChannelText(cluster, this.deps.channels.channelOf(cluster) ? this.deps.channels.mention(cluster) : undefined));
+      return;
+    }
+    switch (btn.action.action) {
+      case 'details':
+        return this.details(c, btn);
+      case 'snooze':
+        return this.snooze(c, btn, btn.action.days);
+      default:
+        return this.deps.notifier.withLock(`request:${btn.finding.id}`, () => this.request(c, btn, btn.action.action as ActionKind));
+    }
+  }
+
+  private async refuse(c: Clicker, btn: Pick<ResolvedButton, 'target'> & { kind: string }, text: string, approvalId?: string): Promise<void> {
+    const t = btn.target;
+    this.deps.store.logAction({
+      at: this.deps.clock(),
+      cluster: t.cluster,
+      findingId: t.findingId,
+      approvalId: approvalId ?? null,
+      actor: c.user,
+      action: `${btn.kind}.refused`,
+      target: targetLabel(t),
+      result: 'refused',
+      detail: text.replace(/[*`]/g, ''),
+    });
+    this.deps.logger.info({ user: c.user, cluster: t.cluster, target: targetLabel(t), action: btn.kind, why: text }, 'refused');
+    await c.reply(refusalMessage(text));
+  }
+
+  /** Restart or Recreate ServiceAccount: policy, dry run, approval message. */
+  private async request(c: Clicker, btn: ResolvedButton, action: ActionKind): Promise<void> {
+    const { store, clock } = this.deps;
+    const t = btn.target;
+    const policy = this.deps.policyFor(t.cluster);
+    if (!policy) return this.refuse(c, btn, `Cluster *${t.cluster}* has no approval policy (no slack section in the config), so no action can be requested.`);
+    const groups = await this.deps.directory.groupsOf(c.user, policy.requesters);
+    const allowed = canRequest(c.user, action, t, policy, groups);
+    if (!allowed.ok) return this.refuse(c, btn, allowed.message);
+    const rem = this.deps.remediatorFor(t.cluster);
+    if (!rem) return this.refuse(c, btn, `tokenwatch cannot act on *${t.cluster}*: ${this.deps.remediationProblem(t.cluster)}`);
+    const open = store
+      .listApprovals({ findingId: t.findingId, states: ['requested', 'approved', 'running'] })
+      .find((a) => a.action === action && a.target.kind === t.kind && a.target.namespace === t.namespace && a.target.name === t.name && !(a.state === 'requested' && a.expiresAt <= clock()));
+    if (open) {
+      return this.refuse(c, btn, `A ${actionNoun(action)} of ${t.kind} \`${t.namespace}/${t.name}\` was already requested by <@${open.requester}> and is ${open.state === 'requested' ? 'waiting for approval' : open.state}; see the alert's thread.`, open.id);
+    }
+
+    const now = clock();
+    const pre: Preflight =
+      action === 'restart'
+        ? await rem.preflightRestart({ kind: t.kind, namespace: t.namespace, name: t.name }, new Date(now))
+        : await rem.preflightRecreateServiceAccount({ kind: 'ServiceAccount', namespace: t.namespace, name: t.name });
+    const facts = await this.factsFor(btn, action);
+    const dryRun: StoredDryRun = pre.ok
+      ? { ok: true, message: pre.detail, at: now, ...(pre.uid ? { uid: pre.uid } : {}), ...(facts ? { facts } : {}) }
+      : { ok: false, message: pre.message, at: now, ...(facts ? { facts } : {}) };
+    const created = createApproval({ id: newApprovalId(), action, target: t, requester: c.user, requesterGroups: groups, dryRun }, policy, clock());
+    if (!created.ok) return this.refuse(c, btn, created.message);
+    store.createApproval(created.approval);
+    await applyEffects(this.executor, created.approval, created.effects, created.approval.createdAt);
+
+    if (!pre.ok) {
+      const failed = await commitEvent(this.executor, created.approval.id, approvalEvent.fail(`server-side dry run failed: ${pre.message}`));
+      const a = failed.approval ?? store.getApproval(created.approval.id)!;
+      await this.postApprovalMessage(a);
+      await c.reply(refusalMessage(`The server-side dry run of the ${actionNoun(action)} of ${t.kind} \`${t.namespace}/${t.name}\` failed, so nothing was requested or changed: ${pre.message}`));
+      return;
+    }
+    const a = store.getApproval(created.approval.id)!;
+    await this.postApprovalMessage(a);
+    await c.reply(requestedMessage(a, await this.approversOf(a)));
+  }
+
+  /** Facts about the exact target shown to approvers (pods, update strategy, what a recreation keeps). Best effort. */
+  private async factsFor(btn: ResolvedButton, action: ActionKind): Promise<TargetFacts | undefined> {
+    const state = this.deps.stateOf(btn.target.cluster);
+    if (!state) return undefined;
+    try {
+      const f = btn.finding.finding;
+      const s = await state.describeServiceAccount(f.namespace, f.serviceAccount);
+      if (!s.available) return undefined;
+      if (action === 'restart') {
+        const w = s.workloads.find((x) => x.kind === btn.target.kind && x.namespace === btn.target.namespace && x.name === btn.target.name);
+        if (!w) return undefined;
+        return { ...(w.desired !== undefined ? { desired: w.desired } : {}), ...(w.updateStrategy ? { updateStrategy: w.updateStrategy } : {}) };
+      }
+      const sa = s.serviceAccount;
+      if (!sa) return undefined;
+      const preserved = [...Object.keys(sa.annotations).filter((k) => k !== 'kubectl.kubernetes.io/last-applied-configuration'), ...(sa.imagePullSecrets.length ? ['imagePullSecrets'] : [])];
+      return { preserved, note: `${s.pods.length} running pod${s.pods.length === 1 ? '' : 's'} use it and need a restart afterwards` };
+    } catch {
+      return undefined;
+    }
+  }
+
+  private async snooze(c: Clicker, btn: ResolvedButton, days: 1 | 7): Promise<void> {
+    const { store, clock } = this.deps;
+    const t = btn.target;
+    const policy = this.deps.policyFor(t.cluster);
+    if (!policy) return this.refuse(c, btn, `Cluster *${t.cluster}* has no approval policy, so its alerts cannot be snoozed.`);
+    const groups = await this.deps.directory.groupsOf(c.user, policy.requesters);
+    const allowed = canRequest(c.user, 'snooze', t, policy, groups);
+    if (!allowed.ok) return this.refuse(c, btn, allowed.message);
+    const f = store.getFinding(t.findingId);
+    if (!f) return this.refuse(c, btn, 'This finding is no longer stored.');
+    if (f.status === 'resolved') return this.refuse(c, btn, 'This finding is already resolved; there is nothing to snooze.');
+    const now = clock();
+    const until = now + days * DAY;
+    store.setFindingStatus(f.id, { status: 'snoozed', until }, now);
+    store.logAction({ at: now, cluster: t.cluster, findingId: f.id, approvalId: null, actor: c.user, action: 'snooze', target: targetLabel(t), result: 'snoozed', detail: `for ${days} d, until ${new Date(until).toISOString()}` });
+    await this.deps.notifier.refresh(f.id);
+    await this.deps.notifier.reply(f.finding, snoozedMessage(f.finding, c.user, until));
+  }
+
+  private async details(c: Clicker, btn: ResolvedButton): Promise<void> {
+    const { store, clock } = this.deps;
+    const f = btn.finding.finding;
+    const now = clock();
+    const last = this.lastDetails.get(f.id);
+    if (last !== undefined && now - last < 60_000 && this.deps.notifier.messageOf(f.id)) {
+      await c.reply(noteMessage('The details were posted in the alert’s thread less than a minute ago.'));
+      return;
+    }
+    const tokens = store.listTokenRecords(f.cluster).filter((r) => r.kind === f.kind && r.namespace === f.namespace && r.serviceAccount === f.serviceAccount);
+    const msg = detailsMessage(f, tokens.length ? tokens : f.tokens, { now });
+    if (!this.deps.notifier.messageOf(f.id)) {
+      await c.reply(msg);
+      return;
+    }
+    this.lastDetails.set(f.id, now);
+    await this.deps.notifier.reply(f, msg);
+  }
+
+  // ---- approvals -----------------------------------------------------------------------------------------------
+
+  /** Approve or Reject on an approval message; `approvalId` is the button's value. */
+  async vote(c: Clicker, approvalId: string, kind: 'approve' | 'reject'): Promise<void> {
+    const { store } = this.deps;
+    const a = store.getApproval(approvalId);
+    if (!a) {
+      this.deps.logger.warn({ user: c.user, valueLength: approvalId.length }, 'refused a vote with an unknown or tampered approval id');
+      await c.reply(refusalMessage('This approval request does not exist (unknown or altered button value), so nothing was done.'));
+      return;
+    }
+    const ctx = { target: a.target, kind: a.action };
+    if (!c.channel || !this.deps.channels.allows(a.target.cluster, c.channel)) {
+      return this.refuse(c, ctx, wrongChannelText(a.target.cluster, this.deps.channels.channelOf(a.target.cluster) ? this.deps.channels.mention(a.target.cluster) : undefined), a.id);
+    }
+    const policy = this.deps.policyFor(a.target.cluster);
+    const groups = policy ? await this.deps.directory.groupsOf(c.user, [...policy.approvers, ...policy.requesters]) : [];
+    const event = kind === 'approve' ? approvalEvent.approve(c.user, groups) : approvalEvent.reject(c.user, undefined, groups);
+    const res = await commitEvent(this.executor, a.id, event);
+    if (!res.ok) {
+      await this.refuse(c, ctx, res.refusal.message, a.id);
+      if (res.refusal.reason === 'expired' && res.approval?.state === 'requested') await this.expire(a.id);
+      return;
+    }
+    await this.afterCommit(res.approval, res.effects.map((e) => e.type));
+    if (res.transition.next === 'requested') {
+      const n = res.approval.votes.filter((v) => v.vote === 'approve').length;
+      await c.reply(noteMessage(`Your approval is recorded (${n} of ${res.approval.requiredApprovals}); it runs once ${res.approval.requiredApprovals - n} more approver${res.approval.requiredApprovals - n === 1 ? '' : 's'} agree${res.approval.requiredApprovals - n === 1 ? 's' : ''}.`));
+    }
+  }
+
+  private async afterCommit(a: StoredApproval, effects: readonly string[]): Promise<void> {
+    if (effects.includes('update-approval-message')) await this.updateApprovalMessage(a);
+    if (effects.includes('execute')) void this.deps.track(executeApproval(this.executor, a.id));
+  }
+
+  private async expire(id: string): Promise<void> {
+    const res = await commitEvent(this.executor, id, approvalEvent.expire());
+    if (res.ok) await this.updateApprovalMessage(res.approval);
+  }
+
+  /** Expires every `requested` approval past its `expiresAt` and edits its message. Returns how many. */
+  async sweepExpired(): Promise<number> {
+    const due = this.deps.store.listApprovals({ states: ['requested'], expiresAtOrBefore: this.deps.clock() });
+    for (const a of due) await this.expire(a.id);
+    return due.length;
+  }
+
+  /**
+   * After a restart of tokenwatch: runs approvals left `approved`, follows rollouts left `running` (without
+   * patching again), and fails ServiceAccount recreations left `running` (they cannot be resumed safely).
+   */
+  async resumePending(): Promise<void> {
+    const { store } = this.deps;
+    for (const a of store.listApprovals({ states: ['approved', 'running'] })) {
+      if (a.state === 'approved') {
+        void this.deps.track(executeApproval(this.executor, a.id));
+      } else if (a.action === 'restart') {
+        void this.deps.track(executeApproval(this.executor, a.id, { resume: true }));
+      } else {
+        const res = await commitEvent(this.executor, a.id, approvalEvent.fail(`tokenwatch restarted while this ran; check that ServiceAccount ${a.target.namespace}/${a.target.name} exists (kubectl -n ${a.target.namespace} get serviceaccount ${a.target.name})`));
+        if (res.ok) await this.updateApprovalMessage(res.approval);
+      }
+    }
+  }
+
+  // ---- messages ------------------------------------------------------------------------------------------------
+
+  /** The users who may approve `a` (groups expanded; the requester left out unless self-approval is allowed). */
+  async approversOf(a: StoredApproval): Promise<string[]> {
+    const hit = this.approverCache.get(a.id);
+    if (hit) return hit;
+    const policy = this.deps.policyFor(a.target.cluster);
+    if (!policy) return [];
+    const all = await this.deps.directory.expand(policy.approvers);
+    const out = policy.allowSelfApproval ? all : all.filter((u) => u !== a.requester);
+    this.approverCache.set(a.id, out);
+    return out;
+  }
+
+  /** The approval message of `a` in its current state. */
+  async renderApproval(a: StoredApproval): Promise<SlackMessage> {
+    const facts = (a.dryRun as StoredDryRun | null)?.facts;
+    return approvalRequestMessage(a, facts, await this.approversOf(a), { now: this.deps.clock(), approveId: a.id, rejectId: a.id });
+  }
+
+  /** The thread an approval's replies go to: the finding's alert, else the approval message itself. */
+  threadOf(a: StoredApproval): MessageLocation | undefined {
+    return this.deps.notifier.messageOf(a.target.findingId) ?? a.message ?? undefined;
+  }
+
+  private async postApprovalMessage(a: StoredApproval): Promise<void> {
+    const msg = await this.renderApproval(a);
+    const alert = this.deps.notifier.messageOf(a.target.findingId);
+    const channel = alert?.channel ?? this.deps.channels.channelOf(a.target.cluster);
+    if (channel === undefined) return;
+    const posted = await this.deps.api.post(channel, msg, alert?.ts);
+    const loc = { channel: posted.channel, ts: posted.ts };
+    if (!this.deps.store.transitionApproval(a.id, a.state, a.state, { message: loc }, this.deps.clock())) {
+      // The state moved meanwhile (e.g. expired): keep the location anyway and show the current state.
+      const now = this.deps.store.getApproval(a.id);
+      if (now) {
+        this.deps.store.transitionApproval(a.id, now.state, now.state, { message: loc }, this.deps.clock());
+        await this.updateApprovalMessage(this.deps.store.getApproval(a.id)!);
+      }
+    }
+  }
+
+  /** Re-renders an approval's message (votes, decision, no buttons once decided). */
+  async updateApprovalMessage(a: StoredApproval): Promise<void> {
+    const current = this.deps.store.getApproval(a.id) ?? a;
+    if (!current.message) return;
+    await this.deps.api.update(current.message.channel, current.message.ts, await this.renderApproval(current));
+  }
+
+  private async showProgress(a: StoredApproval, p: RolloutProgress, startedAt: number): Promise<void> {
+    const thread = this.threadOf(a);
+    if (!thread) return;
+    const msg = progressMessage(
+      { desired: p.desired, updated: p.updated, ready: p.ready, available: p.available, done: p.done, timedOut: p.timedOut === true },
+      { target: a.target, now: this.deps.clock(), startedAt, timeoutMs: this.deps.rolloutTimeoutMs },
+    );
+    const at = this.progress.get(a.id);
+    if (at) {
+      await this.deps.api.update(at.channel, at.ts, msg);
+      if (p.done || p.timedOut) this.progress.delete(a.id);
+      return;
+    }
+    const posted = await this.deps.api.post(thread.channel, msg, thread.ts);
+    if (!p.done && !p.timedOut) this.progress.set(a.id, { channel: posted.channel, ts: posted.ts });
+  }
+
+  private async showRecreated(a: StoredApproval, r: RecreateResult): Promise<void> {
+    const f = this.deps.store.getFinding(a.target.findingId);
+    const thread = this.threadOf(a);
+    if (!f || !thread) return;
+    await this.deps.api.post(thread.channel, recreatedMessage(f.finding, r, this.deps.notifier.restartButtons(f.finding)), thread.ts);
+  }
+}

@@ -1,0 +1,116 @@
+/**
+ * Small Slack messages that the shared Block Kit builders (`src/slack/blocks/`) do not cover: acknowledgements to
+ * the requester, the snooze and reopen thread replies, the "persisting" verification reply, the reply after a
+ * ServiceAccount recreation (with the restart buttons of its workloads), and channel refusals. Pure, built with the
+ * same length-safe text helpers, so Block Kit limits hold for any input.
+ */
+import { actionNoun, formatUtc, type Approval } from '../approvals/index.js';
+import type { Finding } from '../findings/types.js';
+import type { RecreateResult } from '../remediation/kube-remediator.js';
+import type { ConcludedOutcome } from '../remediation/verify.js';
+import {
+  code,
+  duration,
+  escClip,
+  LIMITS,
+  listWithin,
+  md,
+  plural,
+  slackDate,
+  subjectOf,
+  type Button,
+  type KnownBlock,
+  type SlackMessage,
+} from './blocks/index.js';
+
+function where(f: Finding): string {
+  return `${code(subjectOf(f), 300)} in *${escClip(f.cluster, 200)}*`;
+}
+
+function section(text: string, fallback: string, extra: KnownBlock[] = []): SlackMessage {
+  return { text: fallback.slice(0, 3000), blocks: [{ type: 'section', text: md(text) }, ...extra] };
+}
+
+/** Ephemeral to the requester once the approval message is posted. */
+export function requestedMessage(a: Approval, approvers: readonly string[]): SlackMessage {
+  const who = approvers.length ? listWithin(approvers.slice(0, 10).map((u) => `<@${u}>`), 10, ', ', approvers.length) : 'the approvers';
+  return section(
+    `🔐 Your ${actionNoun(a.action)} of ${a.target.kind} ${code(`${a.target.namespace}/${a.target.name}`, 300)} is waiting for approval by ${who} in the alert's thread. It expires ${slackDate(a.expiresAt)}; nothing changes until then.`,
+    `Requested: ${actionNoun(a.action)} of ${a.target.kind} ${a.target.namespace}/${a.target.name}; waiting for approval until ${formatUtc(a.expiresAt)}`,
+  );
+}
+
+/** Thread reply when a finding is snoozed. */
+export function snoozedMessage(f: Finding, user: string, until: number): SlackMessage {
+  return section(
+    `😴 <@${user}> snoozed ${where(f)} until ${slackDate(until)}: this alert is not updated until then. New escalations still reopen it when the snooze ends.`,
+    `[${f.cluster}] ${subjectOf(f)} snoozed until ${formatUtc(until)}`,
+  );
+}
+
+/** Thread reply when a resolved finding is seen again. */
+export function reopenedMessage(f: Finding, resolvedAt: number | null): SlackMessage {
+  const since = resolvedAt !== null ? ` after it was resolved ${slackDate(resolvedAt)}` : '';
+  return section(
+    `🔁 *Reopened*: ${where(f)} was seen again${since} (last request ${slackDate(Date.parse(f.lastSeen))}). The alert above is current again.`,
+    `[${f.cluster}] ${subjectOf(f)} reopened: seen again after it was resolved`,
+  );
+}
+
+/** Verification reply for the `persisting` outcome: old tokens (or 401s, legacy use) continue after the action. */
+export function persistingMessage(f: Finding, action: Approval['action'], outcome: Extract<ConcludedOutcome, { outcome: 'persisting' }>, completedAt: number): SlackMessage {
+  const what = f.kind === 'unauthorized' ? '401 Unauthorized responses continue' : f.kind === 'legacy-token' ? 'the legacy Secret token is still used' : `${plural(outcome.tokens, 'token')} issued before the ${actionNoun(action)} ${outcome.tokens === 1 ? 'is' : 'are'} still used`;
+  const c = f.cause;
+  return section(
+    `⚠️ *Not fixed yet*: ${what} for ${where(f)} ${duration(Math.max(0, outcome.lastSeen - completedAt))} after the ${actionNoun(action)} completed (last ${slackDate(outcome.lastSeen)}). Some pods may not have been replaced, or the token was copied somewhere the restart does not reach.\n*Fix:* ${escClip(c.fix, 1200)}`,
+    `[${f.cluster}] ${subjectOf(f)}: still in use after the ${actionNoun(action)}`,
+  );
+}
+
+/**
+ * Thread reply after a ServiceAccount recreation: old and new uid, what was kept, and buttons to restart the
+ * workloads so their pods get tokens of the new ServiceAccount.
+ */
+export function recreatedMessage(f: Finding, result: RecreateResult, restartButtons: Button[]): SlackMessage {
+  const kept: string[] = [];
+  if (result.preserved.labels) kept.push(plural(result.preserved.labels, 'label'));
+  if (result.preserved.annotations.length) kept.push(`annotations ${listWithin(result.preserved.annotations.slice(0, 5).map((a) => code(a, 100)), 5, ', ', result.preserved.annotations.length)}`);
+  if (result.preserved.imagePullSecrets) kept.push(plural(result.preserved.imagePullSecrets, 'imagePullSecret'));
+  if (result.preserved.automountServiceAccountToken !== undefined) kept.push(`automountServiceAccountToken: ${result.preserved.automountServiceAccountToken}`);
+  const lines = [
+    `♻️ ServiceAccount ${where(f)} recreated: uid ${code(result.oldUid ?? '?', 60)} → ${code(result.newUid ?? '?', 60)}. Every token issued for the old uid is now invalid.`,
+    kept.length ? `Kept: ${kept.join(', ')}.` : 'It had no labels, annotations or imagePullSecrets to keep.',
+    restartButtons.length
+      ? 'Restart its workloads so their pods get tokens of the new ServiceAccount (each restart needs approval):'
+      : 'Restart the pods that use it so they get tokens of the new ServiceAccount.',
+  ];
+  const extra: KnownBlock[] = restartButtons.length ? [{ type: 'actions', block_id: 'tw_recreated_actions', elements: restartButtons.slice(0, LIMITS.actionsElements) }] : [];
+  return section(lines.join('\n'), `[${f.cluster}] ServiceAccount ${subjectOf(f)} recreated`, extra);
+}
+
+/** Refusal for a command or button about a cluster from a channel that is not the cluster's alert channel. */
+export function wrongChannelText(cluster: string, channelMention: string | undefined): string {
+  return channelMention
+    ? `Cluster *${escClip(cluster, 100)}* reports to ${channelMention}; ask there. Each channel only reaches its own clusters.`
+    : `Cluster *${escClip(cluster, 100)}* has no Slack channel configured, so it cannot be used from Slack.`;
+}
+
+/** `/tokens scan` answers. */
+export function scanMessage(cluster: string, result: 'started' | 'busy' | 'unknown-job' | 'stopped', channelMention: string): SlackMessage {
+  const c = `*${escClip(cluster, 100)}*`;
+  switch (result) {
+    case 'started':
+      return section(`🔄 Polling ${c} now. New or changed findings appear in ${channelMention} in a moment.`, `Polling ${cluster} now`);
+    case 'busy':
+      return section(`⏳ A poll of ${c} is already running; its results appear in ${channelMention} when it ends.`, `A poll of ${cluster} is already running`);
+    case 'stopped':
+      return section(`tokenwatch is shutting down; ${c} is not polled any more.`, 'tokenwatch is shutting down');
+    case 'unknown-job':
+      return section(`${c} is not scheduled in this tokenwatch (is this replica the leader?).`, `${cluster} is not scheduled here`);
+  }
+}
+
+/** A short ephemeral confirmation (e.g. after a vote below quorum). */
+export function noteMessage(text: string): SlackMessage {
+  return section(text, text.replace(/[*_`]/g, '').replace(/<[^>|]*\|([^>]*)>/g, '$1'));
+}

@@ -1,0 +1,310 @@
+/**
+ * The approval-gated remediation flow end to end: real `tokenwatch serve` + Bolt (HTTP mode) against the fake
+ * Slack and the fake Kubernetes API server, driven by the bundled Multus example (see harness.ts).
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { RESTARTED_AT } from '../../src/remediation/kube-remediator.js';
+import {
+  APPROVER,
+  blockText,
+  buttonIds,
+  buttonValue,
+  CLUSTER,
+  ELSEWHERE,
+  ONCALL_APPROVER,
+  OPS,
+  OUTSIDER,
+  REQUESTER,
+  staleLine,
+  startHarness,
+  type Harness,
+} from './harness.js';
+
+const MIN = 60_000;
+const HOUR = 60 * MIN;
+
+let h: Harness | undefined;
+afterEach(async () => {
+  await h?.stop();
+  h = undefined;
+});
+
+const realPatches = (x: Harness) => x.kube.requestsMatching({ method: 'PATCH', resource: 'daemonsets' }).filter((r) => !r.dryRun);
+const eventReasons = (x: Harness) =>
+  x.kube.requestsMatching({ method: 'POST', resource: 'events' }).map((r) => (r.body as { reason: string; type: string }).reason + '/' + (r.body as { type: string }).type);
+
+/** Requests a restart of kube-multus-ds as REQUESTER; returns the alert and the approval message. */
+async function requestRestart(x: Harness) {
+  const alert = x.alert('kube-system', 'multus');
+  const res = await x.click(REQUESTER, alert, 'tw_restart');
+  expect(res.status).toBe(200);
+  const thread = x.slack.thread(OPS, alert.ts);
+  const approval = thread.find((m) => m.text.includes('approval needed'));
+  if (!approval) throw new Error(`no approval message in ${JSON.stringify(thread.map((m) => m.text))}`);
+  return { alert, approval };
+}
+
+describe('restart flow', () => {
+  it('request by one user, approval by another: dry run, one strategic-merge PATCH, progress, events, action log, verification', async () => {
+    h = await startHarness();
+    const { alert, approval } = await requestRestart(h);
+
+    // The request: a dry run only, an approval message naming requester, exact target, approvers (group expanded), expiry.
+    const dry = h.kube.requestsMatching({ method: 'PATCH', resource: 'daemonsets' });
+    expect(dry.map((r) => r.dryRun)).toEqual([true]);
+    expect(approval.text).toBe('🔐 [prod-eks] approval needed: restart of DaemonSet kube-system/kube-multus-ds, requested by U0REQUEST1, expires 2026-11-20 12:30 UTC');
+    const approvalBlocks = blockText(approval);
+    expect(approvalBlocks).toContain('<@U0REQUEST1> asks for a *restart* of DaemonSet `kube-system/kube-multus-ds` in *prod-eks*');
+    expect(approvalBlocks).toContain('*Approvers*\\n<@U0APPROVE1>, <@U0APPROVE2>');
+    expect(approvalBlocks).toContain('6 pods · update strategy `RollingUpdate`');
+    expect(approvalBlocks).toContain('Server-side dry run passed');
+    expect(buttonIds(approval)).toEqual(['tw_approve', 'tw_reject']);
+    expect(h.ephemerals(REQUESTER)).toEqual([
+      'Requested: restart of DaemonSet kube-system/kube-multus-ds; waiting for approval until 2026-11-20 12:30 UTC',
+    ]);
+
+    // An approver from the on-call user group approves.
+    await h.click(ONCALL_APPROVER, approval, 'tw_approve');
+    const patches = realPatches(h);
+    expect(patches).toHaveLength(1);
+    expect(patches[0]!.contentType).toBe('application/strategic-merge-patch+json');
+    const restartedAt = ((patches[0]!.body as { spec: { template: { metadata: { annotations: Record<string, string> } } } }).spec.template.metadata.annotations)[RESTARTED_AT];
+    expect(restartedAt).toMatch(/^2026-11-20T12:00:\d\dZ$/);
+    expect((h.kube.store.get('DaemonSet', 'kube-system', 'kube-multus-ds')!['spec'] as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata.annotations[RESTARTED_AT]).toBe(restartedAt);
+
+    // Approval message: approved → running → done, buttons gone.
+    const decided = h.slack.message(OPS, approval.ts)!;
+    expect(decided.text).toBe('✅ Done [prod-eks]: restart of DaemonSet kube-system/kube-multus-ds (approved by U0APPROVE2)');
+    expect(decided.edits.map((e) => e.text.split(':')[0])).toEqual(['🔐 [prod-eks] approval needed', '✅ Approved [prod-eks]', '⏳ Running [prod-eks]']);
+    expect(buttonIds(decided)).toEqual([]);
+
+    // Rollout progress: one thread message updated until complete, counting from 0 updated pods.
+    const progress = h.slack.thread(OPS, alert.ts).find((m) => m.text.includes('rollout of DaemonSet'))!;
+    expect(progress.text).toBe('✅ [prod-eks] rollout of DaemonSet kube-system/kube-multus-ds complete');
+    expect(progress.edits[0]!.text).toBe('⏳ [prod-eks] rolling out DaemonSet kube-system/kube-multus-ds: 0/6 updated');
+    expect(progress.edits.length).toBeGreaterThanOrEqual(2);
+    expect(blockText(progress)).toContain('6 of 6 updated, 6 ready, 6 available');
+
+    // A Kubernetes Event per transition, an action-log row per transition.
+    expect(eventReasons(h)).toEqual(['TokenwatchRestart/Normal', 'TokenwatchRestart/Normal', 'TokenwatchRestart/Normal', 'TokenwatchRestart/Normal']);
+    const store = h.serve.context.store;
+    const a = store.listApprovals({ cluster: CLUSTER })[0]!;
+    expect(a.state).toBe('succeeded');
+    expect(store.listApprovalActions(a.id).map((r) => [r.action, r.actor])).toEqual([
+      ['restart.requested', REQUESTER],
+      ['restart.approved', ONCALL_APPROVER],
+      ['restart.running', null],
+      ['restart.succeeded', null],
+    ]);
+    expect(await h.metrics.text()).toContain('tokenwatch_remediations_total{cluster="prod-eks",action="restart",outcome="succeeded"} 1');
+
+    // Verification: a poll within the settle period says nothing; after it, resolved ✅ and the alert edited.
+    h.advance(HOUR);
+    await h.poll();
+    expect(h.slack.thread(OPS, alert.ts).map((m) => m.text)).not.toContainEqual(expect.stringContaining('verified'));
+    h.advance(HOUR + MIN);
+    await h.poll();
+    const replies = h.slack.thread(OPS, alert.ts).map((m) => m.text);
+    expect(replies[replies.length - 1]).toBe('✅ [prod-eks] verified: no stale token use by kube-system/multus since the restart; finding resolved');
+    const resolved = h.alert('kube-system', 'multus');
+    expect(resolved.text).toBe('✅ [prod-eks] resolved: stale token used by kube-system/multus');
+    expect(buttonIds(resolved)).toEqual([]);
+    expect(store.getFinding(a.target.findingId)!.status).toBe('resolved');
+    // Reported once.
+    h.advance(HOUR);
+    await h.poll();
+    expect(h.slack.thread(OPS, alert.ts).filter((m) => m.text.includes('verified'))).toHaveLength(1);
+    expect(h.slack.callsTo('chat.postMessage').filter((c) => c.args.channel === OPS && c.args.thread_ts === undefined)).toHaveLength(5);
+  });
+
+  it('recurrence: stale use of a token issued after the restart is reported with the cause and its fix', async () => {
+    h = await startHarness();
+    const { alert, approval } = await requestRestart(h);
+    await h.click(APPROVER, approval, 'tw_approve');
+    expect(h.serve.context.store.listApprovals()[0]!.state).toBe('succeeded');
+    // 90 minutes later, a new pod's token (issued at the restart) is presented stale: Multus copied it into a host file.
+    const t = h.now() + 90 * MIN;
+    h.appendAudit([staleLine('recur-1', t, 'kube-multus-ds-fresh1', 30 * 60), staleLine('recur-2', t + 5 * MIN, 'kube-multus-ds-fresh1', 35 * 60)]);
+    h.advance(95 * MIN);
+    await h.poll();
+    const reply = h.slack.thread(OPS, alert.ts).at(-1)!;
+    expect(reply.text).toMatch(/^⚠️ \[prod-eks\] recurrence: stale token use by kube-system\/multus came back after the restart; fix: /);
+    const text = blockText(reply);
+    expect(text).toContain('A restart only rewrites the copied token, which buys one more token lifetime (90 days on EKS)');
+    expect(text).toContain('(2 requests');
+    const store = h.serve.context.store;
+    const a = store.listApprovals()[0]!;
+    expect(store.listApprovalActions(a.id).at(-1)).toMatchObject({ action: 'verification.recurrence', result: 'recurrence' });
+    expect(store.getFinding(a.target.findingId)!.status).toBe('open');
+    // Not repeated on the next poll.
+    h.advance(10 * MIN);
+    await h.poll();
+    expect(h.slack.thread(OPS, alert.ts).filter((m) => m.text.includes('recurrence'))).toHaveLength(1);
+  });
+});
+
+describe('refusals', () => {
+  it('self-approval, a non-approver, and a click from another channel are refused ephemerally; nothing runs', async () => {
+    h = await startHarness();
+    const { approval } = await requestRestart(h);
+    await h.click(REQUESTER, approval, 'tw_approve');
+    await h.click(OUTSIDER, approval, 'tw_approve');
+    await h.click(APPROVER, approval, 'tw_approve', { channel: ELSEWHERE });
+    expect(h.ephemerals(REQUESTER).at(-1)).toBe('⛔ You requested this restart, so someone else must approve it (no self-approval).');
+    expect(h.ephemerals(OUTSIDER)).toEqual([
+      '⛔ You are not an approver for prod-eks, so you cannot approve this restart; approvers: <@U0APPROVE1> and <!subteam^S0ONCALL01>.',
+    ]);
+    expect(h.ephemerals(APPROVER)).toEqual(['⛔ Cluster *prod-eks* reports to <#C0OPS00001>; ask there. Each channel only reaches its own clusters.']);
+    expect(realPatches(h)).toHaveLength(0);
+    const store = h.serve.context.store;
+    const a = store.listApprovals()[0]!;
+    expect(a.state).toBe('requested');
+    expect(a.votes).toEqual([]);
+    expect(store.listApprovalActions(a.id).map((r) => [r.action, r.actor, r.result])).toEqual([
+      ['restart.requested', REQUESTER, 'requested'],
+      ['restart.refused', REQUESTER, 'refused'],
+      ['restart.refused', OUTSIDER, 'refused'],
+      ['restart.refused', APPROVER, 'refused'],
+    ]);
+  });
+
+  it('an expired request is refused at click time and its message edited; the sweep expires the others', async () => {
+    h = await startHarness();
+    const first = await requestRestart(h);
+    // A second request on another finding (fluent-bit DaemonSet).
+    const fb = h.alert('logging', 'fluent-bit');
+    await h.click(REQUESTER, fb, 'tw_restart');
+    const fbApproval = h.slack.thread(OPS, fb.ts).find((m) => m.text.includes('approval needed'))!;
+    h.advance(31 * MIN);
+    await h.click(APPROVER, first.approval, 'tw_approve');
+    expect(h.ephemerals(APPROVER)).toEqual([
+      '⛔ This restart request expired at 2026-11-20 12:30 UTC, so it can no longer be approved; request it again if it is still needed.',
+    ]);
+    expect(h.slack.message(OPS, first.approval.ts)!.text).toBe('⌛ Expired [prod-eks]: restart of DaemonSet kube-system/kube-multus-ds');
+    expect(await h.bot.sweep()).toBe(1);
+    expect(h.slack.message(OPS, fbApproval.ts)!.text).toBe('⌛ Expired [prod-eks]: restart of DaemonSet logging/fluent-bit');
+    expect(buttonIds(h.slack.message(OPS, fbApproval.ts)!)).toEqual([]);
+    expect(realPatches(h)).toHaveLength(0);
+    expect(h.serve.context.store.listApprovals().map((a) => a.state)).toEqual(['expired', 'expired']);
+    expect(await h.metrics.text()).toContain('tokenwatch_approvals_total{cluster="prod-eks",outcome="expired"} 2');
+  });
+
+  it('ten simultaneous approve clicks by ten approvers execute the restart once', async () => {
+    const many = Array.from({ length: 10 }, (_, i) => `U0MANY${String(i).padStart(4, '0')}`);
+    h = await startHarness({ oncall: many });
+    const { approval } = await requestRestart(h);
+    const results = await Promise.all(many.map((u) => h!.click(u, approval, 'tw_approve', { wait: false })));
+    expect(results.map((r) => r.status)).toEqual(Array(10).fill(200));
+    await h.bot.idle();
+    expect(realPatches(h)).toHaveLength(1);
+    const a = h.serve.context.store.listApprovals()[0]!;
+    expect(a.state).toBe('succeeded');
+    expect(a.votes).toHaveLength(1);
+    const refused = many.flatMap((u) => h!.ephemerals(u));
+    expect(refused).toHaveLength(9);
+    for (const r of refused) expect(r).toMatch(/^⛔ This restart was already approved by <@U0MANY\d{4}> at 2026-11-20 12:0\d UTC and is (about to run|now running|has succeeded); it no longer takes votes\.$/);
+  });
+
+  it('a tampered or unknown button value is refused and changes nothing', async () => {
+    h = await startHarness();
+    const alert = h.alert('kube-system', 'multus');
+    const before = h.kube.requests.length;
+    await h.click(REQUESTER, alert, 'tw_restart', { value: 'AAAAAAAAAAAAAAAAAAAAAA' });
+    await h.click(REQUESTER, alert, 'tw_restart', { value: 'kube-system/kube-multus-ds' });
+    // A genuine snooze id sent as a restart button.
+    await h.click(REQUESTER, alert, 'tw_restart', { value: buttonValue(alert, 'tw_snooze_1d') });
+    await h.click(APPROVER, alert, 'tw_approve', { value: 'nosuchapprovalid000000' });
+    expect(h.ephemerals(REQUESTER)).toEqual(Array(3).fill('⛔ This button is not valid any more (unknown or altered value), so nothing was done. Use the buttons on the current alert, or `/tokens status`.'));
+    expect(h.ephemerals(APPROVER)).toEqual(['⛔ This approval request does not exist (unknown or altered button value), so nothing was done.']);
+    expect(h.kube.requests.length).toBe(before);
+    expect(h.serve.context.store.listApprovals()).toEqual([]);
+    expect(h.slack.thread(OPS, alert.ts)).toEqual([]);
+    expect(h.serve.context.store.getFinding(h.serve.context.store.listFindings()[0]!.id)!.status).toBe('open');
+  });
+
+  it('a failing server-side dry run (RBAC) is reported in the thread and stops the flow', async () => {
+    h = await startHarness();
+    h.kube.forbid({ method: 'PATCH', resource: 'daemonsets' });
+    const alert = h.alert('kube-system', 'multus');
+    await h.click(REQUESTER, alert, 'tw_restart');
+    const thread = h.slack.thread(OPS, alert.ts);
+    expect(thread.map((m) => m.text)).toEqual(['❌ Failed [prod-eks]: restart of DaemonSet kube-system/kube-multus-ds']);
+    expect(buttonIds(thread[0]!)).toEqual([]);
+    expect(blockText(thread[0]!)).toContain('Stopped before approval. Nothing was changed.');
+    expect(blockText(thread[0]!)).toContain('forbidden');
+    expect(h.ephemerals(REQUESTER)[0]).toMatch(/^⛔ The server-side dry run of the restart of DaemonSet `kube-system\/kube-multus-ds` failed, so nothing was requested or changed: dry-run restart of DaemonSet kube-system\/kube-multus-ds: 403 .*forbidden/);
+    const a = h.serve.context.store.listApprovals()[0]!;
+    expect(a.state).toBe('failed');
+    expect(a.dryRun).toMatchObject({ ok: false });
+    expect(h.kube.requestsMatching({ method: 'PATCH', resource: 'daemonsets' }).map((r) => r.dryRun)).toEqual([true]);
+    expect(eventReasons(h)).toEqual(['TokenwatchRestart/Normal', 'TokenwatchRestart/Warning']);
+  });
+
+  it('a requester who is not on the requester list is refused', async () => {
+    h = await startHarness({ tweak: (c) => void (c.clusters[0]!.slack!.requesters = [APPROVER]) });
+    const alert = h.alert('kube-system', 'multus');
+    await h.click(OUTSIDER, alert, 'tw_restart');
+    expect(h.ephemerals(OUTSIDER)).toEqual(['⛔ You are not allowed to request actions in prod-eks; ask someone on the tokenwatch requester list.']);
+    expect(h.kube.requestsMatching({ method: 'PATCH' })).toEqual([]);
+  });
+});
+
+describe('recreate ServiceAccount', () => {
+  it('deletes with a uid precondition and recreates with the IRSA annotation, labels and imagePullSecrets, then offers the restart', async () => {
+    h = await startHarness();
+    const ROLE = 'arn:aws:iam::111122223333:role/multus-irsa';
+    h.kube.store.update('ServiceAccount', 'kube-system', 'multus', (o) => {
+      const md = o.metadata as { annotations?: Record<string, string> };
+      md.annotations = { ...(md.annotations ?? {}), 'eks.amazonaws.com/role-arn': ROLE };
+      o['imagePullSecrets'] = [{ name: 'ecr-pull' }];
+    });
+    const oldUid = String(h.kube.store.get('ServiceAccount', 'kube-system', 'multus')!.metadata!['uid']);
+    const alert = h.alert('kube-system', 'multus');
+    await h.click(REQUESTER, alert, 'tw_recreate_sa');
+    const approval = h.slack.thread(OPS, alert.ts).find((m) => m.text.includes('approval needed'))!;
+    expect(approval.text).toContain('ServiceAccount recreation of ServiceAccount kube-system/multus');
+    expect(blockText(approval)).toContain('`eks.amazonaws.com/role-arn`');
+    await h.click(APPROVER, approval, 'tw_approve');
+
+    const del = h.kube.requestsMatching({ method: 'DELETE', resource: 'serviceaccounts' }).filter((r) => !r.dryRun);
+    expect(del).toHaveLength(1);
+    expect((del[0]!.body as { preconditions: { uid: string } }).preconditions.uid).toBe(oldUid);
+    const sa = h.kube.store.get('ServiceAccount', 'kube-system', 'multus')!;
+    const md = sa.metadata as { uid: string; annotations: Record<string, string>; labels: Record<string, string> };
+    expect(md.uid).not.toBe(oldUid);
+    expect(md.annotations['eks.amazonaws.com/role-arn']).toBe(ROLE);
+    expect(md.labels).toEqual({ app: 'multus', tier: 'node' });
+    expect(sa['imagePullSecrets']).toEqual([{ name: 'ecr-pull' }]);
+
+    const thread = h.slack.thread(OPS, alert.ts);
+    const done = thread.find((m) => m.text.includes('recreated'))!;
+    expect(done.text).toBe('[prod-eks] ServiceAccount kube-system/multus recreated');
+    expect(blockText(done)).toContain(`\`${oldUid}\` → \`${md.uid}\``);
+    expect(buttonIds(done)).toEqual(['tw_restart']);
+    expect(h.serve.context.store.listApprovals()[0]!.state).toBe('succeeded');
+    expect(eventReasons(h).every((r) => r.startsWith('TokenwatchRecreateServiceAccount/'))).toBe(true);
+
+    // The offered restart button works like the alert's.
+    await h.click(REQUESTER, done, 'tw_restart');
+    expect(h.serve.context.store.listApprovals().map((a) => [a.action, a.state])).toEqual([
+      ['recreate-serviceaccount', 'succeeded'],
+      ['restart', 'requested'],
+    ]);
+  });
+});
+
+describe('ack', () => {
+  it('block_actions are acknowledged well before the work is done', async () => {
+    h = await startHarness();
+    h.kube.delay(300, { method: 'PATCH' });
+    const alert = h.alert('kube-system', 'multus');
+    const t0 = performance.now();
+    const res = await h.click(REQUESTER, alert, 'tw_restart', { wait: false });
+    const ackMs = performance.now() - t0;
+    expect(res.status).toBe(200);
+    expect(ackMs).toBeLessThan(250);
+    expect(h.slack.thread(OPS, alert.ts)).toEqual([]);
+    await h.bot.idle();
+    expect(h.slack.thread(OPS, alert.ts)).toHaveLength(1);
+  });
+});

@@ -1,0 +1,284 @@
+/**
+ * End-to-end harness for the Slack integration: the real `tokenwatch serve` (`startServe`) with a file audit source
+ * (a copy of the bundled Multus example log), the real Bolt app in HTTP mode on 127.0.0.1 port 0, the fake Slack Web
+ * API (`fakes/slack.ts`) and the fake Kubernetes API server (`fakes/kubernetes.ts`) seeded with the example cluster
+ * snapshot. Everything stays on loopback. The service clock runs in real time from the example's reference time
+ * (2026-11-20T12:00Z) and can be moved forward with {@link Harness.advance}.
+ */
+import { appendFileSync, copyFileSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  blockActionPayload,
+  DEFAULT_BOT_TOKEN,
+  sendBlockAction,
+  sendSlashCommand,
+  startFakeSlack,
+  type FakeMessage,
+  type FakeSlack,
+  type SendResult,
+} from '../../fakes/slack.js';
+import { startFakeKube, type FakeKube, type KubeObject } from '../../fakes/kubernetes.js';
+import { parseConfig, type Config } from '../../src/config/index.js';
+import { findingId } from '../../src/findings/build.js';
+import { createLogger } from '../../src/observability/logger.js';
+import { Metrics } from '../../src/observability/metrics.js';
+import { startServe, type ServeHandle } from '../../src/serve/serve.js';
+import { startSlackWith, type SlackIntegration, type SlackOptions } from '../../src/slack/app.js';
+import { auditEvent } from '../sources/events.js';
+
+export const SECRET = 'fake-signing-secret-0123456789abcdef';
+export const REF = Date.parse('2026-11-20T12:00:00Z');
+export const OPS = 'C0OPS00001';
+export const STAGING = 'C0STAGE001';
+export const ELSEWHERE = 'C0RANDOM01';
+export const REQUESTER = 'U0REQUEST1';
+export const APPROVER = 'U0APPROVE1';
+/** Approver through user group {@link ONCALL}. */
+export const ONCALL_APPROVER = 'U0APPROVE2';
+export const ONCALL = 'S0ONCALL01';
+export const OUTSIDER = 'U0OUTSIDE1';
+export const CLUSTER = 'prod-eks';
+
+const MIN = 60_000;
+
+/** Options of {@link startHarness}. */
+export interface HarnessOptions {
+  /** Extra members of the on-call user group (approvers). */
+  oncall?: string[];
+  /** Changes to the config after parsing (e.g. shorter settle period). */
+  tweak?: (c: Config) => void;
+  slack?: SlackOptions;
+  /** Reuse this directory (store, audit log, kubeconfig) — to restart tokenwatch on the same data. */
+  dir?: string;
+  /** Reuse fakes (restart scenario). */
+  fakeSlack?: FakeSlack;
+  kube?: FakeKube;
+  /** Time to start at (default {@link REF}). */
+  start?: number;
+}
+
+/** A running scenario. */
+export interface Harness {
+  dir: string;
+  slack: FakeSlack;
+  kube: FakeKube;
+  serve: ServeHandle;
+  bot: SlackIntegration;
+  metrics: Metrics;
+  auditPath: string;
+  /** Moves the service clock forward. */
+  advance(ms: number): void;
+  now(): number;
+  /** One poll of a cluster through the real poller (notifier and verification included), then idle. */
+  poll(cluster?: string): Promise<void>;
+  /** Appends audit event lines to the prod-eks audit log. */
+  appendAudit(lines: string[]): void;
+  /** The alert message of a finding (by namespace/serviceAccount/kind), from the fake Slack. */
+  alert(namespace: string, serviceAccount: string, kind?: 'stale-token' | 'legacy-token' | 'unauthorized', cluster?: string): FakeMessage;
+  /** Sends a signed /tokens command from `channel` by `user` and waits until its work is done. */
+  command(text: string, user: string, channel?: string, secret?: string): Promise<SendResult>;
+  /** Clicks a button (signed block_actions) and waits until its work is done. */
+  click(user: string, message: FakeMessage, actionId: string, opts?: { value?: string; channel?: string; wait?: boolean }): Promise<SendResult>;
+  /** Ephemerals for a user (newest last). */
+  ephemerals(user: string): string[];
+  stop(opts?: { keepFakes?: boolean }): Promise<void>;
+}
+
+/** The value of the button `actionId` in a message's blocks. */
+export function buttonValue(message: Pick<FakeMessage, 'blocks'>, actionId: string): string {
+  for (const b of (message.blocks ?? []) as Array<{ type: string; elements?: Array<{ action_id?: string; value?: string }> }>) {
+    if (b.type !== 'actions') continue;
+    const e = b.elements?.find((x) => x.action_id === actionId);
+    if (e?.value !== undefined) return e.value;
+  }
+  throw new Error(`no button ${actionId} in message "${(message as FakeMessage).text}"`);
+}
+
+/** Action ids of a message's buttons. */
+export function buttonIds(message: Pick<FakeMessage, 'blocks'>): string[] {
+  return ((message.blocks ?? []) as Array<{ type: string; elements?: Array<{ action_id?: string }> }>)
+    .filter((b) => b.type === 'actions')
+    .flatMap((b) => (b.elements ?? []).map((e) => e.action_id ?? ''));
+}
+
+/** All text of a message's blocks (for assertions). */
+export function blockText(message: Pick<FakeMessage, 'blocks'> | { blocks?: unknown[] }): string {
+  return JSON.stringify(message.blocks ?? []);
+}
+
+/** A stale-token audit line of the Multus subject at `time` (epoch ms) for `pod`, `secondsAfterWarning` past warnafter. */
+export function staleLine(auditID: string, time: number, pod: string, secondsAfterWarning: number): string {
+  return auditEvent({ auditID, time, kind: 'stale', namespace: 'kube-system', serviceAccount: 'multus', pod, secondsAfterWarning, sourceIP: '192.168.14.201' });
+}
+
+/** The snapshot objects, for the fake API server. */
+function snapshotObjects(): KubeObject[] {
+  const list = JSON.parse(readFileSync('examples/cluster-snapshot.json', 'utf8')) as { items: KubeObject[] };
+  return list.items;
+}
+
+/**
+ * Makes the fake API server act as the DaemonSet controller: after a spec change of a DaemonSet (a rollout restart),
+ * its status catches up two pods every `stepMs`.
+ */
+export function progressDaemonSets(kube: FakeKube, stepMs = 15): void {
+  kube.store.onWrite((e) => {
+    if (e.def.kind !== 'DaemonSet' || e.type !== 'MODIFIED' || !e.previous) return;
+    const gen = (e.object.metadata?.['generation'] as number | undefined) ?? 0;
+    if (gen === ((e.previous.metadata?.['generation'] as number | undefined) ?? 0)) return;
+    const ns = String(e.object.metadata?.['namespace']);
+    const name = String(e.object.metadata?.['name']);
+    const desired = ((e.object['status'] as Record<string, number> | undefined)?.['desiredNumberScheduled']) ?? 0;
+    let updated = 0;
+    const step = (): void => {
+      updated = Math.min(desired, updated + 2);
+      kube.store.update('DaemonSet', ns, name, (o) => {
+        o['status'] = { ...(o['status'] as object), observedGeneration: gen, updatedNumberScheduled: updated, numberAvailable: desired - (updated < desired ? 1 : 0), numberReady: desired - (updated < desired ? 1 : 0) };
+      });
+      if (updated < desired) setTimeout(step, stepMs);
+    };
+    setTimeout(step, stepMs);
+  });
+}
+
+/** Starts the scenario; see the module docstring. */
+export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> {
+  const dir = opts.dir ?? mkdtempSync(join(tmpdir(), 'tw-slack-'));
+  const auditPath = join(dir, 'audit.log');
+  const stagingAudit = join(dir, 'staging-audit.log');
+  if (!opts.dir) {
+    copyFileSync('examples/audit/kube-apiserver-audit.log', auditPath);
+    writeFileSync(stagingAudit, `${auditEvent({ auditID: 'stg-1', time: REF - 30 * MIN, kind: 'stale', namespace: 'logging', serviceAccount: 'fluent-bit', pod: 'fluent-bit-x1', secondsAfterWarning: 7_000_000 })}\n`);
+  }
+  const slack =
+    opts.fakeSlack ??
+    (await startFakeSlack({
+      channels: [
+        { id: OPS, name: 'ops' },
+        { id: STAGING, name: 'staging-alerts', botIsMember: false },
+        { id: ELSEWHERE, name: 'random' },
+      ],
+      userGroups: { [ONCALL]: [ONCALL_APPROVER, ...(opts.oncall ?? [])] },
+    }));
+  let kube = opts.kube;
+  if (!kube) {
+    kube = await startFakeKube({ objects: snapshotObjects() });
+    progressDaemonSets(kube);
+  }
+  const kubeconfig = join(dir, 'kubeconfig.yaml');
+  writeFileSync(
+    kubeconfig,
+    `apiVersion: v1
+kind: Config
+clusters:
+- name: fake
+  cluster:
+    server: ${kube.url}
+    insecure-skip-tls-verify: true
+users:
+- name: tokenwatch
+  user:
+    token: fake-token
+contexts:
+- name: fake
+  context:
+    cluster: fake
+    user: tokenwatch
+current-context: fake
+`,
+  );
+  const config = parseConfig(
+    {
+      store: { path: join(dir, 'tw.db') },
+      http: { host: '127.0.0.1', port: 0 },
+      log: { level: 'silent' },
+      slack: { enabled: true, mode: 'http', apiUrl: slack.apiUrl, port: 0, approvals: { expiresAfter: '30m' } },
+      remediation: { rolloutTimeout: '20s', settlePeriod: '2h' },
+      clusters: [
+        {
+          name: CLUSTER,
+          audit: { file: { path: auditPath } },
+          kubernetes: { kubeconfig },
+          schedule: '0 0 1 1 *',
+          slack: { channel: OPS, approvers: [APPROVER, ONCALL], requesters: ['*'] },
+        },
+        {
+          name: 'staging-eks',
+          audit: { file: { path: stagingAudit } },
+          kubernetes: { none: true },
+          schedule: '0 0 1 1 *',
+          slack: { channel: STAGING, approvers: [APPROVER] },
+        },
+      ],
+    },
+    { SLACK_BOT_TOKEN: DEFAULT_BOT_TOKEN, SLACK_SIGNING_SECRET: SECRET },
+  );
+  opts.tweak?.(config);
+  let offset = (opts.start ?? REF) - Date.now();
+  const clock = () => Date.now() + offset;
+  const metrics = new Metrics();
+  let bot: SlackIntegration | undefined;
+  const serve = await startServe(config, {
+    logger: createLogger({ level: 'silent' }),
+    metrics,
+    clock,
+    jitterMs: 0,
+    integrations: [
+      async (ctx) => {
+        bot = await startSlackWith(ctx, { channelIntervalMs: 0, sweepIntervalMs: 3_600_000, rolloutPollMs: 10, host: '127.0.0.1', retryConfig: { retries: 2, factor: 1, minTimeout: 5, maxTimeout: 10 }, ...opts.slack });
+        return bot;
+      },
+    ],
+  });
+  await serve.firstPolls;
+  await bot!.idle();
+  const url = bot!.eventsUrl!;
+  const h: Harness = {
+    dir,
+    slack,
+    kube,
+    serve,
+    bot: bot!,
+    metrics,
+    auditPath,
+    advance: (ms) => {
+      offset += ms;
+    },
+    now: clock,
+    async poll(cluster = CLUSTER) {
+      await serve.context.clusters.get(cluster)!.poller.pollOnce();
+      await h.bot.idle();
+    },
+    appendAudit(lines) {
+      appendFileSync(auditPath, lines.map((l) => `${l}\n`).join(''));
+    },
+    alert(namespace, serviceAccount, kind = 'stale-token', cluster = CLUSTER) {
+      const ref = serve.context.store.getMessageRef(findingId(cluster, namespace, serviceAccount, kind));
+      if (!ref) throw new Error(`no alert for ${namespace}/${serviceAccount} ${kind}`);
+      return slack.message(ref.channel, ref.ts)!;
+    },
+    async command(text, user, channel = OPS, secret = SECRET) {
+      const res = await sendSlashCommand(url, secret, { text, user_id: user, channel_id: channel, response_url: slack.responseUrl({ channel, user }) });
+      await h.bot.idle();
+      return res;
+    },
+    async click(user, message, actionId, o = {}) {
+      const channel = o.channel ?? message.channel;
+      const value = o.value ?? buttonValue(message, actionId);
+      const payload = blockActionPayload({ user, actionId, value, channel, messageTs: message.ts, responseUrl: slack.responseUrl({ channel, user, messageTs: message.ts }) });
+      const res = await sendBlockAction(url, SECRET, payload);
+      if (o.wait !== false) await h.bot.idle();
+      return res;
+    },
+    ephemerals: (user) => slack.ephemerals({ user }).map((e) => e.text),
+    async stop(o = {}) {
+      await serve.stop();
+      if (!o.keepFakes) {
+        await slack.close();
+        await kube!.close();
+      }
+    },
+  };
+  return h;
+}
