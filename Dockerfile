@@ -1,0 +1,46 @@
+# syntax=docker/dockerfile:1
+# tokenwatch container image: `docker build -t tokenwatch:0.1.0 .`
+#
+# build:   all dependencies (dev included) → `npm run build` (tsc → dist/) → `npm pack`: the package's own file list
+#          (package.json "files": bin/, dist/, examples/, catalog.json, README.md) → a clean production install of it
+#          (`npm ci --omit=dev`), compiling the better-sqlite3 native addon here, where python3/make/g++ exist.
+# runtime: node:20 slim, no compiler, no npm cache, no TypeScript sources or dev dependencies, non-root uid 10001.
+# test/docker/ checks this file; scripts/check-runtime.sh reproduces the build and runtime steps without Docker.
+
+ARG NODE_IMAGE=node:20-bookworm-slim
+
+FROM ${NODE_IMAGE} AS build
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3 make g++ \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY package.json package-lock.json ./
+RUN npm ci
+COPY tsconfig.json tsconfig.build.json README.md ./
+COPY bin ./bin
+COPY src ./src
+COPY examples ./examples
+RUN npm run build \
+ && npm pack --pack-destination /tmp \
+ && mkdir /app \
+ && tar -xzf /tmp/tokenwatch-*.tgz -C /app --strip-components=1 \
+ && cp package-lock.json /app/
+WORKDIR /app
+RUN npm ci --omit=dev --no-audit --no-fund \
+ && npm cache clean --force \
+ && node -e "new (require('better-sqlite3'))(':memory:').close()"
+
+FROM ${NODE_IMAGE} AS runtime
+ENV NODE_ENV=production \
+    AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED=true
+WORKDIR /app
+# Files stay owned by root (read-only for the app); only /data, the SQLite store, belongs to the app user.
+COPY --from=build /app /app
+RUN groupadd --system --gid 10001 tokenwatch \
+ && useradd --system --uid 10001 --gid 10001 --home-dir /nonexistent --no-create-home --shell /usr/sbin/nologin tokenwatch \
+ && mkdir -p /data \
+ && chown 10001:10001 /data
+USER 10001:10001
+EXPOSE 8080
+ENTRYPOINT ["node", "bin/tokenwatch.js"]
+CMD ["serve"]
