@@ -8,6 +8,7 @@
 import { appendFileSync, copyFileSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
 import {
   blockActionPayload,
   DEFAULT_BOT_TOKEN,
@@ -56,6 +57,8 @@ export interface HarnessOptions {
   kube?: FakeKube;
   /** Time to start at (default {@link REF}). */
   start?: number;
+  /** Collects the service's log lines (JSON objects) here. */
+  logs?: Array<Record<string, unknown>>;
 }
 
 /** A running scenario. */
@@ -220,7 +223,17 @@ current-context: fake
   const metrics = new Metrics();
   let bot: SlackIntegration | undefined;
   const serve = await startServe(config, {
-    logger: createLogger({ level: 'silent' }),
+    logger: opts.logs
+      ? createLogger({
+          level: 'info',
+          destination: new Writable({
+            write(chunk: Buffer, _enc, cb) {
+              for (const line of chunk.toString('utf8').split('\n')) if (line.trim()) opts.logs!.push(JSON.parse(line) as Record<string, unknown>);
+              cb();
+            },
+          }),
+        })
+      : createLogger({ level: 'silent' }),
     metrics,
     clock,
     jitterMs: 0,

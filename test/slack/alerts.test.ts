@@ -1,0 +1,153 @@
+/**
+ * Alerts end to end: one message per finding, never posted twice (next polls, restart of tokenwatch), updated in
+ * place, escalations in the thread, snooze, details, a channel the bot is not in, and a 429 from Slack.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { startFakeSlack } from '../../fakes/slack.js';
+import {
+  blockText,
+  buttonIds,
+  CLUSTER,
+  ONCALL,
+  ONCALL_APPROVER,
+  OPS,
+  REQUESTER,
+  STAGING,
+  startHarness,
+  type Harness,
+} from './harness.js';
+
+const HOUR = 3_600_000;
+const DAY = 24 * HOUR;
+
+let h: Harness | undefined;
+afterEach(async () => {
+  await h?.stop();
+  h = undefined;
+});
+
+const topLevelPosts = (x: Harness, channel = OPS) => x.slack.callsTo('chat.postMessage').filter((c) => c.args.channel === channel && c.args.thread_ts === undefined && c.status === 200 && c.response.ok === true);
+const updates = (x: Harness) => x.slack.callsTo('chat.update');
+
+describe('alerts', () => {
+  it('posts one alert per finding with the cluster name and buttons; later polls and a restart of tokenwatch never post it again', async () => {
+    h = await startHarness();
+    const texts = h.slack.messages(OPS).map((m) => m.text);
+    expect(texts).toEqual([
+      '🔴 [prod-eks] critical: stale token used by kube-system/multus — rejection date 2026-11-20 has passed',
+      '🔴 [prod-eks] critical: 401 unauthorized used by kube-system/multus',
+      '🔵 [prod-eks] info: stale token used by flux-system/helm-controller — rejected by the API server on 2027-01-04 (44 days left)',
+      '🔵 [prod-eks] info: stale token used by logging/fluent-bit — rejected by the API server on 2027-01-29 (70 days left)',
+      '🔵 [prod-eks] info: legacy secret token used by ci/deployer',
+    ]);
+    const multus = h.alert('kube-system', 'multus');
+    expect((multus.blocks![0] as { text: { text: string } }).text.text).toBe('🔴 Critical · prod-eks · kube-system/multus');
+    expect(buttonIds(multus)).toEqual(['tw_restart', 'tw_recreate_sa', 'tw_snooze_1d', 'tw_snooze_7d', 'tw_details']);
+    expect(blockText(multus)).toContain('Restart DaemonSet kube-multus-ds');
+    expect(blockText(multus)).toContain('of 6'); // pods affected n of m, m from the DaemonSet
+    expect(buttonIds(h.alert('kube-system', 'multus', 'unauthorized'))).toEqual(['tw_restart', 'tw_snooze_1d', 'tw_snooze_7d', 'tw_details']);
+    // The example's legacy-token subject runs no workload: no restart button.
+    expect(buttonIds(h.alert('ci', 'deployer', 'legacy-token'))).toEqual(['tw_recreate_sa', 'tw_snooze_1d', 'tw_snooze_7d', 'tw_details']);
+    expect(topLevelPosts(h)).toHaveLength(5);
+
+    await h.poll();
+    expect(topLevelPosts(h)).toHaveLength(5);
+    expect(updates(h)).toHaveLength(0); // nothing changed: same content hash
+
+    // Restart tokenwatch on the same store and audit log.
+    const { dir, slack, kube } = h;
+    await h.stop({ keepFakes: true });
+    h = await startHarness({ dir, fakeSlack: slack, kube });
+    expect(topLevelPosts(h)).toHaveLength(5);
+    expect(h.slack.messages(OPS)).toHaveLength(5);
+
+    // A day later the days-left figures change: updated in place, still no new message.
+    h.advance(DAY);
+    await h.poll();
+    expect(topLevelPosts(h)).toHaveLength(5);
+    expect(updates(h).length).toBeGreaterThanOrEqual(2);
+    expect(h.alert('flux-system', 'helm-controller').text).toBe('🔵 [prod-eks] info: stale token used by flux-system/helm-controller — rejected by the API server on 2027-01-04 (43 days left)');
+  });
+
+  it('posts an escalation (info → warning) in the alert thread and updates the header', async () => {
+    h = await startHarness();
+    const fb = h.alert('logging', 'fluent-bit');
+    h.advance(45 * DAY);
+    await h.poll();
+    const replies = h.slack.thread(OPS, fb.ts).map((m) => m.text);
+    expect(replies).toEqual(['[prod-eks] logging/fluent-bit escalated from info to warning']);
+    expect((h.alert('logging', 'fluent-bit').blocks![0] as { text: { text: string } }).text.text).toBe('🟠 Warning · prod-eks · logging/fluent-bit');
+    h.advance(HOUR);
+    await h.poll();
+    expect(h.slack.thread(OPS, fb.ts)).toHaveLength(1);
+  });
+
+  it('snooze: the alert says so and is not updated until the snooze ends', async () => {
+    h = await startHarness();
+    const multus = h.alert('kube-system', 'multus');
+    await h.click(REQUESTER, multus, 'tw_snooze_1d');
+    const store = h.serve.context.store;
+    const id = store.listFindings().find((f) => f.finding.serviceAccount === 'multus' && f.finding.kind === 'stale-token')!.id;
+    expect(store.getFinding(id)).toMatchObject({ status: 'snoozed' });
+    const snoozed = h.alert('kube-system', 'multus');
+    expect(blockText(snoozed)).toContain('😴 Snoozed until');
+    expect(h.slack.thread(OPS, multus.ts).map((m) => m.text)).toEqual(['[prod-eks] kube-system/multus snoozed until 2026-11-21 12:00 UTC']);
+    expect(store.listActions(CLUSTER).map((r) => [r.action, r.actor, r.result])).toEqual([['snooze', REQUESTER, 'snoozed']]);
+
+    const editsBefore = snoozed.edits.length;
+    h.advance(2 * HOUR);
+    await h.poll();
+    expect(h.alert('kube-system', 'multus').edits).toHaveLength(editsBefore);
+
+    h.advance(DAY);
+    await h.poll();
+    expect(store.getFinding(id)!.status).toBe('open');
+    expect(blockText(h.alert('kube-system', 'multus'))).not.toContain('Snoozed');
+    expect(topLevelPosts(h)).toHaveLength(5);
+  });
+
+  it('details: posts the tokens and evidence in the thread once a minute at most', async () => {
+    h = await startHarness();
+    const multus = h.alert('kube-system', 'multus');
+    await h.click(ONCALL_APPROVER, multus, 'tw_details');
+    await h.click(ONCALL_APPROVER, multus, 'tw_details');
+    const thread = h.slack.thread(OPS, multus.ts);
+    expect(thread).toHaveLength(1);
+    expect(blockText(thread[0]!)).toContain('🔎 Details · prod-eks · kube-system/multus');
+    expect(blockText(thread[0]!)).toContain('`kube-multus-ds-b4j4z`');
+    expect(h.ephemerals(ONCALL_APPROVER)).toEqual(['The details were posted in the alert’s thread less than a minute ago.']);
+  });
+
+  it('a channel the bot is not in: one clear log line, /tokens status shows it, alerts resume once invited', async () => {
+    const logs: Array<Record<string, unknown>> = [];
+    h = await startHarness({ logs });
+    const channelErrors = () => logs.filter((l) => typeof l['msg'] === 'string' && (l['msg'] as string).startsWith('cannot post to Slack channel'));
+    expect(channelErrors().map((l) => l['msg'])).toEqual([
+      'cannot post to Slack channel C0STAGE001: the bot is not a member of this channel: invite it with /invite @tokenwatch (or add the chat:write.public scope for public channels)',
+    ]);
+    expect(channelErrors()[0]).toMatchObject({ level: 'error', channel: STAGING, clusters: ['staging-eks'], error: 'not_in_channel' });
+    await h.poll('staging-eks');
+    expect(channelErrors()).toHaveLength(1);
+    await h.command('status staging-eks', REQUESTER, STAGING);
+    expect(blockText(h.slack.ephemerals({ user: REQUESTER }).at(-1)!)).toContain('⚠️ Alerts channel <#C0STAGE001>: the bot is not in this channel; invite it with `/invite @tokenwatch`');
+    expect(await h.metrics.text()).toContain('tokenwatch_slack_api_errors_total{method="chat.postMessage",error="not_in_channel"} 2');
+
+    h.slack.setBotMembership(STAGING, true);
+    await h.poll('staging-eks');
+    expect(h.slack.messages(STAGING).map((m) => m.text)).toEqual(['🟠 [staging-eks] warning: stale token used by logging/fluent-bit — rejected by the API server on 2026-11-29 (8 days left)']);
+    expect(logs.some((l) => l['msg'] === 'Slack channel works again')).toBe(true);
+  });
+
+  it('a 429 from chat.postMessage is retried after Retry-After and the alert is posted once', async () => {
+    const fake = await startFakeSlack({ channels: [{ id: OPS, name: 'ops' }], userGroups: { [ONCALL]: [ONCALL_APPROVER] } });
+    fake.rateLimitNext('chat.postMessage', 1, 1);
+    const t0 = Date.now();
+    h = await startHarness({ fakeSlack: fake, tweak: (c) => void c.clusters.splice(1) });
+    const calls = h.slack.callsTo('chat.postMessage');
+    expect(calls.map((c) => c.status)).toEqual([429, 200, 200, 200, 200, 200]);
+    expect(calls[1]!.at - calls[0]!.at).toBeGreaterThanOrEqual(1000);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(1000);
+    expect(h.slack.messages(OPS)).toHaveLength(5);
+    expect(await h.metrics.text()).toContain('tokenwatch_slack_api_errors_total{method="chat.postMessage",error="ratelimited"} 1');
+  });
+});
