@@ -357,7 +357,9 @@ describe('IAM policy (manifests/iam-policy.json)', () => {
     expect(scoped.Action).toEqual(['logs:FilterLogEvents', 'logs:StartQuery']);
     const resources = [scoped.Resource].flat();
     const config = parseConfig(parseYaml(readFileSync(join(MANIFESTS, 'base/tokenwatch.yaml'), 'utf8')), { SLACK_BOT_TOKEN: 'xoxb-x', SLACK_APP_TOKEN: 'xapp-x' });
-    const cw = config.clusters[0]!.audit.cloudwatch!;
+    const audit = config.clusters[0]!.audit;
+    if (!('cloudwatch' in audit)) throw new Error('the in-cluster config reads CloudWatch');
+    const cw = audit.cloudwatch;
     const arn = `arn:aws:logs:${cw.region}:111122223333:log-group:${cw.logGroup}`;
     expect(resources.some((r) => arnMatches(r, arn))).toBe(true);
     expect(resources.some((r) => arnMatches(r, `${arn}:*`))).toBe(true);
