@@ -309,7 +309,7 @@ async function runRestart(
     if (p.done) return undefined;
     if (deps.signal?.aborted) return INTERRUPTED;
     if (timedOut) {
-      return `the rollout did not complete within ${Math.round(deps.rolloutTimeoutMs / 1000)} s (${p.updated} of ${p.desired} pods updated, ${p.ready} ready)`;
+      return `the rollout did not complete within ${Math.round(deps.rolloutTimeoutMs / 1000)} s (${current.updated} of ${current.desired} pods updated, ${current.ready} ready)`;
     }
     await sleep(deps.pollIntervalMs);
   }
