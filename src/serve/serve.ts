@@ -50,6 +50,10 @@ export interface ServeContext {
   clock: () => number;
   /** Registers a listener called after every successful poll of any cluster. */
   onFindings(listener: FindingsListener): void;
+  /** Whether this replica is the leader (polls and executes approved actions). Always true without HA. */
+  isLeader(): boolean;
+  /** Leader-election state, when leader election runs. */
+  leaderStatus?: () => LeaderStatus;
 }
 
 /** An integration started and stopped with serve. */
@@ -70,6 +74,17 @@ export interface ServeOptions {
   integrations?: ((ctx: ServeContext) => Promise<Integration>)[];
   /** Leader gate for polling (HA); default always leader. */
   isLeader?: () => boolean;
+  /** Leader-election state for status displays; absent when running without leader election. */
+  leaderStatus?: () => LeaderStatus;
+}
+
+/** Leader-election state shown by `/tokens status` (see `src/leader/elector.ts`). */
+export interface LeaderStatus {
+  identity: string;
+  leader: boolean;
+  /** Current holder of the Lease ('' when released or unknown). */
+  holder: string;
+  lastError?: string;
 }
 
 /** A running service. */
@@ -157,7 +172,20 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
     onError: (job, err) => logger.error({ err, cluster: job }, 'poll job failed'),
   });
 
-  const context: ServeContext = { config, store, logger, metrics, clusters, scheduler, clock, onFindings: (l) => void listeners.push(l) };
+  const isLeader = opts.isLeader ?? (() => true);
+  const context: ServeContext = {
+    config,
+    store,
+    logger,
+    metrics,
+    clusters,
+    scheduler,
+    clock,
+    onFindings: (l) => void listeners.push(l),
+    isLeader,
+    leaderStatus: opts.leaderStatus,
+  };
+  if (!opts.isLeader) metrics.leader.set(1);
 
   const server: Server = createServer((req, res) => {
     const url = (req.url ?? '/').split('?')[0];

@@ -35,11 +35,36 @@ export function register(program: Command): void {
       const { startServe } = await import('../../serve/serve.js');
       const level = env.LOG_LEVEL && env.LOG_LEVEL !== '' ? env.LOG_LEVEL : config.log.level;
       const logger = createLogger({ level });
+      const { Metrics } = await import('../../observability/metrics.js');
+      const metrics = new Metrics({ defaultMetrics: true });
+      // High availability: with POD_NAME and POD_NAMESPACE set (the Deployment in manifests/ sets them) in a pod,
+      // replicas elect a leader on a coordination.k8s.io Lease; only the leader polls and executes actions.
+      const election = env.KUBERNETES_SERVICE_HOST ? (await import('../../leader/elector.js')).electionFromEnv(env) : undefined;
+      let elector: import('../../leader/elector.js').LeaderElector | undefined;
+      if (election) {
+        const { LeaderElector } = await import('../../leader/elector.js');
+        const { kubeConfigFor } = await import('../../cluster/kube.js');
+        elector = new LeaderElector({ kubeConfig: kubeConfigFor({ inCluster: true }), ...election, logger });
+        elector.on('started', () => {
+          metrics.leader.set(1);
+          logger.info({ identity: election.identity }, 'became leader: polling and executing approved actions');
+        });
+        elector.on('stopped', (reason) => {
+          metrics.leader.set(0);
+          logger.warn({ identity: election.identity, reason }, 'no longer leader: polls stop on this replica');
+        });
+        elector.start();
+      }
       let handle;
       try {
-        handle = await startServe(config, { logger });
+        handle = await startServe(config, {
+          logger,
+          metrics,
+          ...(elector && { isLeader: () => elector.isLeader(), leaderStatus: () => elector.status() }),
+        });
       } catch (err) {
         logger.fatal({ err }, 'tokenwatch serve could not start');
+        await elector?.stop({ release: true });
         process.exitCode = 1;
         return;
       }
@@ -48,7 +73,11 @@ export function register(program: Command): void {
           logger.info({ signal: sig }, 'signal received');
           process.off('SIGTERM', onSignal);
           process.off('SIGINT', onSignal);
-          void handle.stop().then(resolve);
+          // In-flight polls finish first (handle.stop waits for them); only then is the Lease released.
+          void handle
+            .stop()
+            .then(() => elector?.stop({ release: true }))
+            .then(resolve);
         };
         process.on('SIGTERM', onSignal);
         process.on('SIGINT', onSignal);
