@@ -70,7 +70,9 @@ interface FileContext {
  *   `lines = events + malformed` always holds; blank lines are not counted).
  *   A JSON export (`filter-log-events`, Insights JSON) that breaks off (syntax error, truncation) counts
  *   one malformed record and ends that file; what was read before is kept.
- * - Memory stays bounded: files are streamed; a line over `maxLineBytes` is skipped without being buffered.
+ * - Memory stays bounded by the longest line, not the file size: files are streamed, and a line over
+ *   `maxLineBytes` is buffered only up to that limit, then skipped. The dedupe set holds one auditID per
+ *   distinct token-use request (~100 bytes each).
  *
  * @throws InputError (naming the file) for a missing or unreadable file, a directory, a file whose format is
  *   unknown (including binary data), or corrupt/truncated gzip data. All files are checked to exist before
