@@ -275,7 +275,10 @@ export async function startSlackWith(ctx: ServeContext, opts: SlackOptions = {})
     name: 'slack',
     ...(eventsUrl ? { eventsUrl } : {}),
     ...(watchdog ? { watchdog } : {}),
-    idle: () => tasks.idle(),
+    idle: async () => {
+      await tasks.idle();
+      flow.flushRefusals();
+    },
     sweep: () => track(flow.sweepExpired()),
     parts: { api, notifier, flow, ids, verifier, command, app },
     async stop() {
@@ -285,6 +288,7 @@ export async function startSlackWith(ctx: ServeContext, opts: SlackOptions = {})
       watchdog?.stop();
       abort.abort();
       await tasks.idle(opts.stopTimeoutMs ?? 10_000);
+      flow.flushRefusals();
       try {
         await app.stop();
       } catch (err) {

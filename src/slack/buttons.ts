@@ -3,9 +3,9 @@
  *
  * A button's `value` carries only an opaque id; the target is never read from the payload (design.md, Slack). The
  * id of a finding button is a keyed hash: base64url(HMAC-SHA256(key, findingId ␟ action ␟ target))[0..22] (132 bits),
- * with the key derived from the bot token. Resolving an id recomputes the ids of the actions each stored finding
- * offers now and picks the one that matches, so the target always comes from the store's copy of the finding (its
- * workloads, namespace and ServiceAccount). An id that matches nothing (tampered, or the finding or workload is
+ * with the key derived from the bot token. Resolving an id finds the (finding, action) it was computed for and checks
+ * that the stored finding still offers that action, so the target always comes from the store's copy of the finding
+ * (its workloads, namespace and ServiceAccount). An id that matches nothing (tampered, or the finding or workload is
  * gone) resolves to undefined. Ids are stable across restarts and replicas that share the bot token.
  *
  * Approve/Reject buttons carry the approval id (random, 128 bits; `newApprovalId` in the store), resolved with
@@ -65,7 +65,9 @@ export function actionKey(a: FindingAction): string {
 /** Opaque ids of finding buttons; see the module docstring. */
 export class ButtonIds {
   private readonly key: Buffer;
-  private readonly cache = new Map<string, { findingId: string; action: FindingAction }>();
+  /** id → (finding, action), filled whenever an id is computed; primed from the store on the first unknown id. */
+  private readonly index = new Map<string, { findingId: string; action: FindingAction }>();
+  private primed = false;
 
   /**
    * @param secret key material (the bot token); only its SHA-256 with a fixed label is kept.
@@ -80,37 +82,49 @@ export class ButtonIds {
 
   /** The opaque id of `action` on finding `findingId` (22 chars of `[A-Za-z0-9_-]`). */
   idFor(findingId: string, action: FindingAction): string {
-    const id = createHmac('sha256', this.key).update(`${findingId}\u001f${actionKey(action)}`).digest('base64url').slice(0, 22);
-    if (this.cache.size > 50_000) this.cache.clear();
-    this.cache.set(id, { findingId, action });
+    const id = this.compute(findingId, action);
+    if (this.index.size >= MAX_INDEX) {
+      this.index.clear();
+      this.primed = false;
+    }
+    this.index.set(id, { findingId, action });
     return id;
+  }
+
+  private compute(findingId: string, action: FindingAction): string {
+    return createHmac('sha256', this.key).update(`${findingId}\u001f${actionKey(action)}`).digest('base64url').slice(0, 22);
   }
 
   /**
    * The finding, action and target behind an id, read from the store; undefined for an id that is not opaque,
-   * unknown, or whose finding or workload no longer exists.
+   * unknown, or whose finding or workload no longer exists. Every id rendered since the start is indexed; ids
+   * rendered by an earlier process are found by one scan of the stored findings (on the first unknown id), so an
+   * unknown or tampered id costs a map lookup, not a scan.
    */
   resolve(id: string): ResolvedButton | undefined {
     if (!OPAQUE_ID_PATTERN.test(id)) return undefined;
-    const cached = this.cache.get(id);
-    if (cached) {
-      const stored = this.store.getFinding(cached.findingId);
-      const hit = stored && this.match(stored, id);
-      if (hit) return hit;
+    let entry = this.index.get(id);
+    if (!entry && !this.primed) {
+      this.prime();
+      entry = this.index.get(id);
     }
-    for (const stored of this.store.listFindings()) {
-      const hit = this.match(stored, id);
-      if (hit) return hit;
-    }
-    return undefined;
+    if (!entry) return undefined;
+    const stored = this.store.getFinding(entry.findingId);
+    if (!stored) return undefined;
+    const key = actionKey(entry.action);
+    const action = candidateActions(stored.finding).find((a) => actionKey(a) === key);
+    if (!action || this.compute(stored.id, action) !== id) return undefined;
+    return { finding: stored, action, kind: action.action, target: targetOf(stored.finding, action) };
   }
 
-  private match(stored: StoredFinding, id: string): ResolvedButton | undefined {
-    for (const action of candidateActions(stored.finding)) {
-      if (this.idFor(stored.id, action) === id) {
-        return { finding: stored, action, kind: action.action, target: targetOf(stored.finding, action) };
-      }
+  /** Indexes the ids of every action of every stored finding. */
+  private prime(): void {
+    this.primed = true;
+    for (const stored of this.store.listFindings()) {
+      for (const action of candidateActions(stored.finding)) this.index.set(this.compute(stored.id, action), { findingId: stored.id, action });
     }
-    return undefined;
   }
 }
+
+/** Index size at which it is rebuilt from the store (bounds memory with many short-lived findings). */
+const MAX_INDEX = 200_000;

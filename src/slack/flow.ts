@@ -36,7 +36,7 @@ import {
   type Remediator,
 } from '../remediation/executor.js';
 import type { Preflight, RecreateResult, RolloutProgress } from '../remediation/kube-remediator.js';
-import { newApprovalId, type MessageLocation, type Store, type StoredApproval } from '../store/index.js';
+import { newApprovalId, type MessageLocation, type NewActionLogEntry, type Store, type StoredApproval } from '../store/index.js';
 import type { SlackApi } from './api.js';
 import {
   approvalRequestMessage,
@@ -54,6 +54,9 @@ import { noteMessage, recreatedMessage, requestedMessage, snoozedMessage, wrongC
 import type { Notifier } from './notifier.js';
 
 const DAY = 86_400_000;
+
+/** Refusal rows are written to the action log in batches, at most this long after the click, ms. */
+export const REFUSAL_FLUSH_MS = 200;
 
 /** The dry run as the flow stores it: the executor's record plus the facts shown to approvers. */
 export interface StoredDryRun extends PreflightRecord {
@@ -103,7 +106,29 @@ export class ApprovalFlow {
   private readonly progress = new Map<string, MessageLocation>();
   private readonly approverCache = new Map<string, string[]>();
   private readonly lastDetails = new Map<string, number>();
+  private refusals: NewActionLogEntry[] = [];
+  private refusalTimer: NodeJS.Timeout | undefined;
   readonly executor: ExecutorDeps;
+
+  /**
+   * Writes the buffered refusal rows of the action log in one transaction. Refusals change nothing, so they are
+   * batched (one fsync per {@link REFUSAL_FLUSH_MS} instead of one per click) to keep the event loop free for acks
+   * when many clicks arrive at once. Called by a timer and on stop.
+   */
+  flushRefusals(): void {
+    if (this.refusalTimer) clearTimeout(this.refusalTimer);
+    this.refusalTimer = undefined;
+    const rows = this.refusals;
+    this.refusals = [];
+    if (rows.length === 0) return;
+    try {
+      this.deps.store.transaction(() => {
+        for (const r of rows) this.deps.store.logAction(r);
+      });
+    } catch (err) {
+      this.deps.logger.error({ err, rows: rows.length }, 'could not write refusals to the action log');
+    }
+  }
 
   constructor(private readonly deps: FlowDeps) {
     this.executor = {
@@ -154,7 +179,7 @@ export class ApprovalFlow {
 
   private async refuse(c: Clicker, btn: Pick<ResolvedButton, 'target'> & { kind: string }, text: string, approvalId?: string): Promise<void> {
     const t = btn.target;
-    this.deps.store.logAction({
+    this.refusals.push({
       at: this.deps.clock(),
       cluster: t.cluster,
       findingId: t.findingId,
@@ -165,6 +190,7 @@ export class ApprovalFlow {
       result: 'refused',
       detail: text.replace(/[*`]/g, ''),
     });
+    this.refusalTimer ??= setTimeout(() => this.flushRefusals(), REFUSAL_FLUSH_MS);
     this.deps.logger.info({ user: c.user, cluster: t.cluster, target: targetLabel(t), action: btn.kind, why: text }, 'refused');
     await c.reply(refusalMessage(text));
   }

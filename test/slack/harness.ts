@@ -57,6 +57,8 @@ export interface HarnessOptions {
   kube?: FakeKube;
   /** Time to start at (default {@link REF}). */
   start?: number;
+  /** Fake DaemonSet controller speed: ms per step and pods updated per step (default 15 ms, 2 pods). */
+  rollout?: { stepMs: number; podsPerStep: number };
   /** Collects the service's log lines (JSON objects) here. */
   logs?: Array<Record<string, unknown>>;
 }
@@ -125,7 +127,7 @@ function snapshotObjects(): KubeObject[] {
  * Makes the fake API server act as the DaemonSet controller: after a spec change of a DaemonSet (a rollout restart),
  * its status catches up two pods every `stepMs`.
  */
-export function progressDaemonSets(kube: FakeKube, stepMs = 15): void {
+export function progressDaemonSets(kube: FakeKube, stepMs = 15, podsPerStep = 2): void {
   kube.store.onWrite((e) => {
     if (e.def.kind !== 'DaemonSet' || e.type !== 'MODIFIED' || !e.previous) return;
     const gen = (e.object.metadata?.['generation'] as number | undefined) ?? 0;
@@ -135,7 +137,7 @@ export function progressDaemonSets(kube: FakeKube, stepMs = 15): void {
     const desired = ((e.object['status'] as Record<string, number> | undefined)?.['desiredNumberScheduled']) ?? 0;
     let updated = 0;
     const step = (): void => {
-      updated = Math.min(desired, updated + 2);
+      updated = Math.min(desired, updated + podsPerStep);
       kube.store.update('DaemonSet', ns, name, (o) => {
         o['status'] = { ...(o['status'] as object), observedGeneration: gen, updatedNumberScheduled: updated, numberAvailable: desired - (updated < desired ? 1 : 0), numberReady: desired - (updated < desired ? 1 : 0) };
       });
@@ -167,7 +169,7 @@ export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> 
   let kube = opts.kube;
   if (!kube) {
     kube = await startFakeKube({ objects: snapshotObjects() });
-    progressDaemonSets(kube);
+    progressDaemonSets(kube, opts.rollout?.stepMs, opts.rollout?.podsPerStep);
   }
   const kubeconfig = join(dir, 'kubeconfig.yaml');
   writeFileSync(
