@@ -65,6 +65,11 @@ export interface SlackOptions {
   host?: string;
   /** Socket Mode watchdog: check interval and restart threshold, ms. */
   watchdog?: { intervalMs?: number; staleMs?: number };
+  /**
+   * Socket Mode: how long the client waits for a pong before it drops the connection, ms; also the base of its
+   * reconnect delay (@slack/socket-mode default 5,000).
+   */
+  socketClientPingTimeoutMs?: number;
   /** How long `stop()` waits for work after an ack or a poll, ms (default 10,000). */
   stopTimeoutMs?: number;
 }
@@ -162,7 +167,7 @@ export async function startSlackWith(ctx: ServeContext, opts: SlackOptions = {})
   const receiver =
     cfg.mode === 'http'
       ? new HTTPReceiver({ signingSecret: cfg.signingSecret!, endpoints: '/slack/events', port: cfg.port, logger: bolt, processBeforeResponse: false })
-      : new SocketModeReceiver({ appToken: cfg.appToken!, logger: bolt, installerOptions: { clientOptions: { ...(cfg.apiUrl ? { slackApiUrl: cfg.apiUrl } : {}) } } });
+      : new SocketModeReceiver({ appToken: cfg.appToken!, logger: bolt, ...(opts.socketClientPingTimeoutMs ? { clientPingTimeout: opts.socketClientPingTimeoutMs } : {}), installerOptions: { clientOptions: { ...(cfg.apiUrl ? { slackApiUrl: cfg.apiUrl } : {}) } } });
   const app = new App({
     token: cfg.botToken,
     ...(auth.bot_id ? { botId: auth.bot_id } : {}),
