@@ -1,0 +1,396 @@
+/**
+ * The sandbox's local channel page and its small JSON API, on 127.0.0.1 only.
+ *
+ * - `GET /` the page; `GET /assets/*` its script, styles and the Block Kit renderer (`page/blockkit.ts`,
+ *   transpiled once at start with esbuild, which tsx already ships; nothing is downloaded).
+ * - `GET /api/state?user=U…` the channel as the fake Slack holds it (messages with threads and edits), the
+ *   ephemerals visible to that user only, notices for that user, the sandbox clock.
+ * - `GET /api/cluster` the simulated workloads and their pods.
+ * - `GET /api/events` server-sent events: `slack` (the fake Slack changed), `cluster`, `tick` (sandbox time),
+ *   `notice` (a user's command failed).
+ * - `POST /api/command {user, text}` a slash command, `POST /api/action {user, channel, ts, ephemeral, actionId,
+ *   blockId, value, text}` a button click, `POST /api/message {user, text}` a plain message. Commands and clicks go
+ *   to the bot's HTTP receiver as **signed Slack requests** (`fakes/slack.ts` `sendSlashCommand` /
+ *   `sendBlockAction`), with a `trigger_id`, a `response_url` the fake Slack serves (bound to the channel, the user
+ *   and, for a message button, the message), and for clicks the `message`, `container`, `channel` and `user` Slack
+ *   sends (api.slack.com/reference/interaction-payloads/block-actions-payload).
+ * As Slack does, a non-empty answer to a slash command is shown to the user as an ephemeral (posted through the
+ * command's `response_url`), and a failed one as "/tokens failed with the error …".
+ *
+ * POSTs with an `Origin` header other than the page's own are refused (403), so another web page cannot drive the
+ * sandbox from a browser.
+ */
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { transformSync } from 'esbuild';
+import {
+  blockActionPayload,
+  sendBlockAction,
+  sendSlashCommand,
+  type FakeEphemeral,
+  type FakeMessage,
+  type FakeSlack,
+  type SendResult,
+} from '../../fakes/slack.js';
+import type { Logger } from '../observability/logger.js';
+
+/** A person the page lets you act as. */
+export interface SandboxUser {
+  id: string;
+  name: string;
+  /** Shown next to the name, e.g. `requester`. */
+  role: string;
+}
+
+/** A notice for one user (a failed command, an unknown command), epoch ms sandbox time. */
+export interface Notice {
+  id: number;
+  user: string;
+  text: string;
+  at: number;
+}
+
+/** Options of {@link startPageServer}. */
+export interface PageServerOptions {
+  /** Port on 127.0.0.1 (0 = any free port). */
+  port: number;
+  slack: FakeSlack;
+  channel: { id: string; name: string };
+  users: SandboxUser[];
+  bot: { id: string; name: string };
+  team: { id: string; domain: string };
+  signingSecret: string;
+  /** The bot's HTTP receiver (`…/slack/events`), when Slack runs. */
+  eventsUrl: () => string | undefined;
+  /** Sandbox time, epoch ms. */
+  clock: () => number;
+  speed: number;
+  /** What the page shows in its header and sidebar. */
+  info: Record<string, unknown>;
+  /** The cluster panel's data. */
+  cluster: () => unknown;
+  /** Subscribe to cluster changes; returns an unsubscribe function. */
+  onClusterChange: (listener: () => void) => () => void;
+  /** Directory of index.html, app.js, style.css, blockkit.ts. Default: `page/` next to this module. */
+  pageDir?: string;
+  logger: Logger;
+}
+
+/** The running page server. */
+export interface PageServer {
+  url: string;
+  port: number;
+  /** Notices shown so far. */
+  notices: Notice[];
+  close(): Promise<void>;
+}
+
+/** A JSON body field as a string, or undefined. */
+function field(body: Record<string, unknown>, key: string): string | undefined {
+  const v = body[key];
+  return typeof v === 'string' ? v : undefined;
+}
+
+/** A Slack-shaped `trigger_id` (`<digits>.<digits>.<hex>`); single-use and short-lived in real Slack. */
+export function triggerId(nowMs = Date.now()): string {
+  return `${Math.floor(nowMs / 1000)}${Math.floor(Math.random() * 1000)}.${Math.floor(Math.random() * 1e9)}.${randomBytes(16).toString('hex')}`;
+}
+
+function messageJson(m: FakeMessage): Record<string, unknown> {
+  return {
+    ts: m.ts,
+    user: m.user,
+    ...(m.botId ? { botId: m.botId } : {}),
+    text: m.text,
+    ...(m.blocks ? { blocks: m.blocks } : {}),
+    ...(m.threadTs ? { threadTs: m.threadTs } : {}),
+    edited: m.edits.length > 0,
+    replies: m.replies.filter((r) => !r.deleted).map(messageJson),
+  };
+}
+
+function ephemeralJson(e: FakeEphemeral): Record<string, unknown> {
+  return { ts: e.messageTs, text: e.text, ...(e.blocks ? { blocks: e.blocks } : {}), ...(e.threadTs ? { threadTs: e.threadTs } : {}), via: e.via };
+}
+
+/** Starts the page server; see the module docstring. @throws when the port is taken (EADDRINUSE). */
+export async function startPageServer(opts: PageServerOptions): Promise<PageServer> {
+  const pageDir = opts.pageDir ?? new URL('./page/', import.meta.url).pathname;
+  const assets = new Map<string, { type: string; body: string }>();
+  const read = (name: string) => readFileSync(join(pageDir, name), 'utf8');
+  assets.set('/', { type: 'text/html; charset=utf-8', body: read('index.html') });
+  assets.set('/assets/app.js', { type: 'text/javascript; charset=utf-8', body: read('app.js') });
+  assets.set('/assets/style.css', { type: 'text/css; charset=utf-8', body: read('style.css') });
+  assets.set('/assets/blockkit.js', {
+    type: 'text/javascript; charset=utf-8',
+    body: transformSync(read('blockkit.ts'), { loader: 'ts', format: 'esm', target: 'es2020', sourcefile: 'blockkit.ts' }).code,
+  });
+
+  const log = opts.logger.child({ component: 'sandbox-page' });
+  const users = new Map(opts.users.map((u) => [u.id, u]));
+  const notices: Notice[] = [];
+  let noticeSeq = 0;
+  const streams = new Set<ServerResponse>();
+
+  const broadcast = (event: string, data: unknown): void => {
+    const text = `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
+    for (const s of streams) s.write(text);
+  };
+  const offSlack = opts.slack.on('change', (c) => {
+    if (c.type === 'call') return;
+    if (c.type === 'ephemeral') broadcast('slack', { type: c.type, user: c.ephemeral.user, ts: c.ephemeral.messageTs });
+    else broadcast('slack', { type: c.type, channel: c.message.channel, ts: c.message.ts, threadTs: c.message.threadTs ?? null });
+  });
+  let clusterTimer: NodeJS.Timeout | undefined;
+  const offCluster = opts.onClusterChange(() => {
+    if (clusterTimer) return;
+    clusterTimer = setTimeout(() => {
+      clusterTimer = undefined;
+      broadcast('cluster', {});
+    }, 150);
+  });
+  const ticker = setInterval(() => broadcast('tick', { now: opts.clock() }), 1000);
+
+  const notify = (user: string, text: string): void => {
+    const n: Notice = { id: ++noticeSeq, user, text, at: opts.clock() };
+    notices.push(n);
+    if (notices.length > 200) notices.shift();
+    broadcast('notice', { user });
+  };
+
+  const send = (res: ServerResponse, status: number, body: unknown): void => {
+    const text = JSON.stringify(body);
+    res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' }).end(text);
+  };
+
+  const readJson = (req: IncomingMessage): Promise<Record<string, unknown>> =>
+    new Promise((resolve, reject) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      req.on('data', (c: Buffer) => {
+        size += c.length;
+        if (size > 256 * 1024) {
+          reject(new Error('request body too large'));
+          req.destroy();
+        } else chunks.push(c);
+      });
+      req.on('end', () => {
+        try {
+          const v: unknown = JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}');
+          resolve(typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : {});
+        } catch (err) {
+          reject(err);
+        }
+      });
+      req.on('error', reject);
+    });
+
+  const state = (user: string | undefined) => ({
+    now: opts.clock(),
+    speed: opts.speed,
+    info: opts.info,
+    bot: opts.bot,
+    channel: opts.channel,
+    users: opts.users,
+    slackReady: opts.eventsUrl() !== undefined,
+    messages: opts.slack.messages(opts.channel.id).map(messageJson),
+    ephemerals: user ? opts.slack.ephemerals({ user }).map(ephemeralJson) : [],
+    notices: user ? notices.filter((n) => n.user === user).slice(-20) : [],
+  });
+
+  /** Posts the bot's immediate answer to a slash command where Slack shows it (the command's response_url). */
+  const showCommandAnswer = async (result: SendResult, responseUrl: string, user: string, command: string): Promise<void> => {
+    if (result.status !== 200) {
+      notify(user, `${command} failed with the error "${result.status === 404 ? 'dispatch_failed' : `http_${result.status}`}"`);
+      return;
+    }
+    const body = result.body.trim();
+    if (!body) return;
+    let payload: Record<string, unknown>;
+    try {
+      const v: unknown = JSON.parse(body);
+      payload = typeof v === 'object' && v !== null ? (v as Record<string, unknown>) : { text: String(v) };
+    } catch {
+      payload = { text: body };
+    }
+    const r = await fetch(responseUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(payload) });
+    if (!r.ok) log.warn({ status: r.status }, 'could not show the answer to a slash command');
+  };
+
+  const handleCommand = async (body: Record<string, unknown>): Promise<{ status: number; body: unknown }> => {
+    const user = users.get(field(body, 'user') ?? '');
+    const text = (field(body, 'text') ?? '').trim();
+    if (!user) return { status: 400, body: { ok: false, error: 'unknown user' } };
+    const m = /^(\/[\w-]+)(?:\s+([\s\S]*))?$/.exec(text);
+    if (!m) return { status: 400, body: { ok: false, error: 'not a slash command' } };
+    const command = m[1]!;
+    if (command !== '/tokens') {
+      notify(user.id, `${command} is not a valid command. In this sandbox, \`/tokens\` is the only one (try \`/tokens help\`).`);
+      return { status: 200, body: { ok: false, error: 'unknown_command' } };
+    }
+    const eventsUrl = opts.eventsUrl();
+    if (!eventsUrl) {
+      notify(user.id, `${command} failed: the tokenwatch Slack app is not running in this sandbox.`);
+      return { status: 200, body: { ok: false, error: 'no_app' } };
+    }
+    const responseUrl = opts.slack.responseUrl({ channel: opts.channel.id, user: user.id });
+    const result = await sendSlashCommand(eventsUrl, opts.signingSecret, {
+      command,
+      text: m[2]?.trim() ?? '',
+      user_id: user.id,
+      user_name: user.name.toLowerCase(),
+      channel_id: opts.channel.id,
+      channel_name: opts.channel.name,
+      team_id: opts.team.id,
+      team_domain: opts.team.domain,
+      response_url: responseUrl,
+      trigger_id: triggerId(),
+    });
+    await showCommandAnswer(result, responseUrl, user.id, command);
+    return { status: 200, body: { ok: result.status === 200, status: result.status } };
+  };
+
+  const handleAction = async (body: Record<string, unknown>): Promise<{ status: number; body: unknown }> => {
+    const user = users.get(field(body, 'user') ?? '');
+    const ts = field(body, 'ts');
+    const actionId = field(body, 'actionId');
+    if (!user || !ts || !actionId) return { status: 400, body: { ok: false, error: 'user, ts and actionId are required' } };
+    const ephemeral = body.ephemeral === true;
+    const channel = opts.channel.id;
+    let message: { text: string; blocks?: unknown[]; threadTs?: string; user?: string; botId?: string } | undefined;
+    if (ephemeral) {
+      const e = opts.slack.ephemerals({ user: user.id }).find((x) => x.messageTs === ts);
+      if (e) message = { text: e.text, ...(e.blocks ? { blocks: e.blocks } : {}), ...(e.threadTs ? { threadTs: e.threadTs } : {}) };
+    } else {
+      const m = opts.slack.message(channel, ts);
+      if (m && !m.deleted) message = { text: m.text, ...(m.blocks ? { blocks: m.blocks } : {}), ...(m.threadTs ? { threadTs: m.threadTs } : {}), user: m.user, ...(m.botId ? { botId: m.botId } : {}) };
+    }
+    if (!message) return { status: 404, body: { ok: false, error: 'message_not_found' } };
+    const eventsUrl = opts.eventsUrl();
+    if (!eventsUrl) {
+      notify(user.id, 'The tokenwatch Slack app is not running in this sandbox, so buttons do nothing.');
+      return { status: 200, body: { ok: false, error: 'no_app' } };
+    }
+    // An ephemeral's response_url cannot replace it in the fake Slack; it answers with a new ephemeral instead.
+    const responseUrl = opts.slack.responseUrl({ channel, user: user.id, ...(ephemeral ? {} : { messageTs: ts }) });
+    const nowSec = Date.now() / 1000;
+    const payload = blockActionPayload(
+      {
+        user: user.id,
+        userName: user.name.toLowerCase(),
+        actionId,
+        value: field(body, 'value') ?? '',
+        ...(field(body, 'blockId') ? { blockId: field(body, 'blockId')! } : {}),
+        ...(field(body, 'text') ? { text: field(body, 'text')! } : {}),
+        channel,
+        channelName: opts.channel.name,
+        messageTs: ts,
+        message: { text: message.text, ...(message.blocks ? { blocks: message.blocks } : {}) },
+        teamId: opts.team.id,
+        responseUrl,
+        ephemeral,
+      },
+      nowSec,
+    );
+    // What Slack adds beyond the helper's defaults: a real trigger_id, the thread of a reply, the poster of the message.
+    payload.trigger_id = triggerId();
+    payload.team = { id: opts.team.id, domain: opts.team.domain };
+    const container = payload.container as Record<string, unknown>;
+    if (message.threadTs) container.thread_ts = message.threadTs;
+    if (ephemeral) delete payload.message;
+    else {
+      payload.message = {
+        type: 'message',
+        ...(message.botId ? { subtype: 'bot_message', bot_id: message.botId } : {}),
+        user: message.user,
+        ts,
+        text: message.text,
+        team: opts.team.id,
+        ...(message.blocks ? { blocks: message.blocks } : {}),
+        ...(message.threadTs ? { thread_ts: message.threadTs } : {}),
+      };
+    }
+    const result = await sendBlockAction(eventsUrl, opts.signingSecret, payload);
+    if (result.status !== 200) notify(user.id, `tokenwatch did not take the click (HTTP ${result.status}). Is the app still running?`);
+    return { status: 200, body: { ok: result.status === 200, status: result.status } };
+  };
+
+  const server: Server = createServer((req, res) => {
+    const url = new URL(req.url ?? '/', 'http://127.0.0.1');
+    const path = url.pathname;
+    const fail = (err: unknown) => {
+      log.error({ err, path }, 'sandbox page request failed');
+      if (!res.headersSent) send(res, 500, { ok: false, error: err instanceof Error ? err.message : String(err) });
+    };
+    if (req.method === 'GET') {
+      const asset = assets.get(path);
+      if (asset) {
+        res.writeHead(200, { 'content-type': asset.type, 'cache-control': 'no-cache' }).end(asset.body);
+        return;
+      }
+      if (path === '/api/state') return send(res, 200, state(url.searchParams.get('user') ?? undefined));
+      if (path === '/api/cluster') return send(res, 200, opts.cluster());
+      if (path === '/api/events') {
+        res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store', connection: 'keep-alive' });
+        res.write(`retry: 1000\nevent: hello\ndata: ${JSON.stringify({ now: opts.clock() })}\n\n`);
+        streams.add(res);
+        req.on('close', () => streams.delete(res));
+        return;
+      }
+      if (path === '/favicon.ico') {
+        res.writeHead(204).end();
+        return;
+      }
+      return send(res, 404, { ok: false, error: 'not found' });
+    }
+    if (req.method === 'POST') {
+      const origin = req.headers.origin;
+      if (origin !== undefined && origin !== `http://${req.headers.host ?? ''}`) return send(res, 403, { ok: false, error: 'cross-origin request refused' });
+      const handler = path === '/api/command' ? handleCommand : path === '/api/action' ? handleAction : path === '/api/message' ? handleMessage : undefined;
+      if (!handler) return send(res, 404, { ok: false, error: 'not found' });
+      readJson(req)
+        .then(handler)
+        .then((r) => send(res, r.status, r.body), fail);
+      return;
+    }
+    send(res, 405, { ok: false, error: 'method not allowed' });
+  });
+
+  async function handleMessage(body: Record<string, unknown>): Promise<{ status: number; body: unknown }> {
+    const user = users.get(field(body, 'user') ?? '');
+    const text = (field(body, 'text') ?? '').trim();
+    if (!user || !text) return { status: 400, body: { ok: false, error: 'user and text are required' } };
+    const m = opts.slack.postAsUser(opts.channel.id, user.id, text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;'));
+    return { status: 200, body: { ok: true, ts: m.ts } };
+  }
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port, '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+
+  return {
+    url: `http://127.0.0.1:${port}/`,
+    port,
+    notices,
+    close: async () => {
+      clearInterval(ticker);
+      if (clusterTimer) clearTimeout(clusterTimer);
+      offSlack();
+      offCluster();
+      for (const s of streams) s.end();
+      streams.clear();
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+    },
+  };
+}

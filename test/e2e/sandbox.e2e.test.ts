@@ -1,0 +1,160 @@
+/**
+ * End to end in headless Chromium: the sandbox (real `serve` pipeline, Slack app in HTTP mode against the fake Slack,
+ * simulated cluster, replayed audit log) driven through its channel page as a user would.
+ *
+ * Needs the Debian `chromium` package (`/usr/bin/chromium`; `.ci/run` installs it); without it the suite is skipped
+ * with a message saying so. Screenshots go to `test/artifacts/` (git-ignored); with TOKENWATCH_UPDATE_DOCS_IMG=1 the
+ * alert and approval-thread screenshots are also copied to `docs/img/` for the README.
+ */
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { BrowserContext, Locator, Page } from 'playwright-core';
+import { startSandbox, type SandboxHandle } from '../../src/sandbox/sandbox.js';
+
+const CHROMIUM = '/usr/bin/chromium';
+const HAS_CHROMIUM = existsSync(CHROMIUM);
+const ARTIFACTS = new URL('../artifacts/', import.meta.url).pathname;
+const DOCS_IMG = new URL('../../docs/img/', import.meta.url).pathname;
+if (!HAS_CHROMIUM) {
+  process.stderr.write(`\n[e2e] SKIPPED: the browser test needs Chromium at ${CHROMIUM} (Debian: apt-get install -y chromium; .ci/run installs it).\n\n`);
+}
+
+const title = HAS_CHROMIUM
+  ? 'sandbox end to end in headless Chromium'
+  : `sandbox end to end in headless Chromium (SKIPPED: ${CHROMIUM} not found; apt-get install -y chromium)`;
+
+describe.skipIf(!HAS_CHROMIUM)(title, () => {
+  let sandbox: SandboxHandle;
+  let browser: BrowserContext;
+  let page: Page;
+  let dataDir: string;
+
+  beforeAll(async () => {
+    dataDir = mkdtempSync(join(tmpdir(), 'tokenwatch-e2e-'));
+    mkdirSync(ARTIFACTS, { recursive: true });
+    // ×600: one sandbox hour (a new token turning stale) takes 6 s; polls every second.
+    sandbox = await startSandbox({ port: 0, speed: 600, pollEverySeconds: 1, dataDir, reset: true, stepMs: 500, rolloutPollMs: 250, channelIntervalMs: 100, tickMs: 500 });
+    const { chromium } = await import('playwright-core');
+    // A fresh profile directory (playwright passes it as --user-data-dir).
+    browser = await chromium.launchPersistentContext(join(dataDir, 'chromium-profile'), {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      viewport: { width: 1440, height: 1000 },
+    });
+    page = browser.pages()[0] ?? (await browser.newPage());
+  }, 40_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await sandbox?.stop();
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  }, 30_000);
+
+  const shot = async (name: string, target: Page | Locator = page): Promise<string> => {
+    const path = join(ARTIFACTS, `sandbox-${name}.png`);
+    await target.screenshot({ path });
+    return path;
+  };
+  const actAs = async (user: string) => {
+    await page.selectOption('[data-testid=user-switcher]', user);
+  };
+  const confirmDialog = async (expectTitle: string, button: string) => {
+    const dialog = page.locator('[data-testid=confirm-dialog]');
+    await dialog.waitFor({ state: 'visible', timeout: 5000 });
+    expect(await dialog.locator('h3').textContent()).toBe(expectTitle);
+    await dialog.getByRole('button', { name: button, exact: true }).click();
+    await dialog.waitFor({ state: 'hidden', timeout: 5000 });
+  };
+
+  it('alert → /tokens status → restart requested → refused for the requester and an outsider → approved → rollout → recurrence', async () => {
+    const errors: string[] = [];
+    page.on('pageerror', (e) => errors.push(e.message));
+    await page.goto(`${sandbox.url}?user=U0REQUEST`);
+    await page.waitForSelector('body[data-ready="1"]', { timeout: 10_000 });
+
+    // 1. The Multus alert, rendered from the bot's Block Kit.
+    const alert = page.locator('#messages .message', { hasText: 'Stale token used by ServiceAccount kube-system/multus' });
+    await alert.waitFor({ state: 'visible', timeout: 15_000 });
+    expect(await alert.locator('.bk-header').textContent()).toBe('🔴 Critical · prod-eks · kube-system/multus');
+    expect(await alert.textContent()).toContain('Move to the Multus thick plugin');
+    const restart = alert.getByRole('button', { name: 'Restart DaemonSet kube-multus-ds' });
+    await restart.waitFor();
+    expect(await restart.getAttribute('class')).toContain('bk-danger');
+    expect(await page.locator('.bk-unknown').count()).toBe(0);
+    const alertShot = await shot('01-alert', alert);
+
+    // 2. /tokens status prod-eks: an ephemeral only Riya sees.
+    await page.fill('[data-testid=composer]', '/tokens status prod-eks');
+    await page.press('[data-testid=composer]', 'Enter');
+    const status = page.locator('.message.ephemeral', { hasText: 'Tokenwatch status · prod-eks' });
+    await status.waitFor({ state: 'visible', timeout: 10_000 });
+    expect(await status.locator('.only-you').textContent()).toContain('Only visible to you');
+    await shot('02-status');
+
+    // 3. Restart, as the requester, through the confirm dialog.
+    const podsBefore = sandbox.kube.store.list('Pod', { namespace: 'kube-system' }).map((p) => String((p.metadata as { name: string }).name)).filter((n) => n.startsWith('kube-multus-ds-'));
+    expect(podsBefore).toHaveLength(6);
+    await restart.click();
+    await page.locator('[data-testid=confirm-dialog]').waitFor({ state: 'visible' });
+    await shot('03-confirm');
+    await confirmDialog('Restart DaemonSet?', 'Request restart');
+
+    // The approval request appears in the alert's thread.
+    const thread = page.locator('[data-testid=thread]');
+    const request = thread.locator('.message', { hasText: 'Approval needed: Restart DaemonSet kube-multus-ds' });
+    await request.waitFor({ state: 'visible', timeout: 15_000 });
+    expect(await request.textContent()).toContain('Server-side dry run passed');
+    await shot('04-approval-request');
+
+    // 4. The requester cannot approve her own request.
+    await request.getByRole('button', { name: 'Approve', exact: true }).click();
+    await confirmDialog('Approve: Restart DaemonSet kube-multus-ds?', 'Approve');
+    await page.locator('.message.ephemeral', { hasText: 'someone else must approve it' }).first().waitFor({ state: 'visible', timeout: 10_000 });
+    await shot('05-refused-requester');
+
+    // 5. Neither can an outsider.
+    await actAs('U0OUTSIDE');
+    await request.getByRole('button', { name: 'Approve', exact: true }).click();
+    await confirmDialog('Approve: Restart DaemonSet kube-multus-ds?', 'Approve');
+    await page.locator('.message.ephemeral', { hasText: 'You are not an approver for prod-eks' }).first().waitFor({ state: 'visible', timeout: 10_000 });
+    await shot('06-refused-outsider');
+    expect(sandbox.kube.requestsMatching((r) => r.method === 'PATCH' && !r.dryRun)).toHaveLength(0);
+
+    // 6. The approver approves: the DaemonSet is patched once and rolls.
+    await actAs('U0APPROVE');
+    await request.getByRole('button', { name: 'Approve', exact: true }).click();
+    await confirmDialog('Approve: Restart DaemonSet kube-multus-ds?', 'Approve');
+    await thread.locator('.message', { hasText: 'Rolling out DaemonSet kube-system/kube-multus-ds' }).or(thread.locator('.message', { hasText: 'Rollout of DaemonSet kube-system/kube-multus-ds in prod-eks complete' })).first().waitFor({ state: 'visible', timeout: 15_000 });
+    await shot('07-rollout');
+    await thread.locator('.message', { hasText: 'Rollout of DaemonSet kube-system/kube-multus-ds in prod-eks complete' }).waitFor({ state: 'visible', timeout: 20_000 });
+    await thread.locator('.message .bk-header', { hasText: 'Done: Restart DaemonSet kube-multus-ds' }).waitFor({ state: 'visible', timeout: 10_000 });
+    const patches = sandbox.kube.requestsMatching({ method: 'PATCH', resource: 'daemonsets', name: 'kube-multus-ds' });
+    expect(patches.filter((r) => !r.dryRun)).toHaveLength(1);
+    const podsAfter = sandbox.kube.store.list('Pod', { namespace: 'kube-system' }).map((p) => String((p.metadata as { name: string }).name)).filter((n) => n.startsWith('kube-multus-ds-'));
+    expect(podsAfter).toHaveLength(6);
+    expect(podsAfter.filter((n) => podsBefore.includes(n))).toEqual([]);
+    // The cluster panel shows the new pods.
+    await page.locator('[data-testid=cluster] li', { hasText: podsAfter[0]! }).waitFor({ state: 'visible', timeout: 5000 });
+
+    // 7. Verification: one sandbox hour later the copied Multus token is stale again — a recurrence naming the fix.
+    const recurrence = thread.locator('.message', { hasText: 'Recurrence' });
+    await recurrence.waitFor({ state: 'visible', timeout: 25_000 });
+    const text = (await recurrence.textContent()) ?? '';
+    expect(text).toContain('stale token use by kube-system/multus in prod-eks came back');
+    expect(text).toContain('A restart only rewrites the copied token');
+    expect(text).toContain('thick plugin');
+    expect(await page.locator('.bk-unknown').count()).toBe(0);
+    const threadShot = await shot('08-approval-thread', thread);
+    await shot('09-page');
+    expect(errors).toEqual([]);
+
+    if (process.env.TOKENWATCH_UPDATE_DOCS_IMG === '1') {
+      mkdirSync(DOCS_IMG, { recursive: true });
+      copyFileSync(alertShot, join(DOCS_IMG, 'sandbox-alert.png'));
+      copyFileSync(threadShot, join(DOCS_IMG, 'sandbox-approval-thread.png'));
+    }
+  }, 75_000);
+});

@@ -1,0 +1,143 @@
+/**
+ * The sandbox as a whole, without a browser: start (fake Slack, simulated cluster, replayed audit log, serve with the
+ * Slack app in HTTP mode, page server), the page's JSON API sending signed commands and clicks, a second run that
+ * continues from the saved state, and `reset`.
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { loadBundle } from '../../src/sandbox/replay.js';
+import { SANDBOX_CHANNEL, startSandbox, staticTokenSubjects, type SandboxHandle } from '../../src/sandbox/sandbox.js';
+
+const dataDir = mkdtempSync(join(tmpdir(), 'tokenwatch-sandbox-'));
+afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
+
+const FAST = { port: 0, speed: 600, pollEverySeconds: 1, dataDir, stepMs: 100, rolloutPollMs: 100, channelIntervalMs: 20, tickMs: 200 } as const;
+
+async function waitFor<T>(what: string, fn: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 15_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+interface PageState {
+  messages: Array<{ ts: string; text: string; blocks?: unknown[]; replies: Array<{ ts: string; text: string }> }>;
+  ephemerals: Array<{ ts: string; text: string; threadTs?: string }>;
+  notices: Array<{ text: string }>;
+  slackReady: boolean;
+}
+
+async function state(sb: SandboxHandle, user: string): Promise<PageState> {
+  const r = await fetch(`${sb.url}api/state?user=${user}`);
+  expect(r.status).toBe(200);
+  return (await r.json()) as PageState;
+}
+
+async function post(sb: SandboxHandle, path: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: Record<string, unknown> }> {
+  const r = await fetch(`${sb.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+  return { status: r.status, body: (await r.json()) as Record<string, unknown> };
+}
+
+describe('tokenwatch sandbox', () => {
+  let first: { tsByText: Map<string, string>; messages: number } | undefined;
+
+  it('derives the static-token-file subjects from the cause catalog', () => {
+    expect([...staticTokenSubjects()]).toContain('kube-system/multus');
+  });
+
+  it('starts everything on loopback, replays the examples shifted to now, posts the alerts, and answers signed commands and clicks from the page API', async () => {
+    const sb = await startSandbox({ ...FAST, reset: true });
+    try {
+      expect(sb.resumed).toBe(false);
+      expect(sb.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/);
+      expect(sb.kube.url.startsWith('http://127.0.0.1:')).toBe(true);
+      expect(sb.slack.url.startsWith('http://127.0.0.1:')).toBe(true);
+      expect(sb.app?.eventsUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/slack\/events$/);
+      // The audit log starts with the bundled events, shifted so the reference time is the sandbox's start.
+      const bundle = loadBundle(new URL('../../examples/', import.meta.url).pathname);
+      const firstLine = readFileSync(sb.auditLog, 'utf8').split('\n', 1)[0]!;
+      const orig = JSON.parse(bundle.lines[0]!) as { auditID: string; requestReceivedTimestamp: string };
+      const shifted = JSON.parse(firstLine) as { auditID: string; requestReceivedTimestamp: string };
+      expect(shifted.auditID).toBe(orig.auditID);
+      const shiftMs = Date.parse(shifted.requestReceivedTimestamp) - Date.parse(orig.requestReceivedTimestamp);
+      expect(Math.abs(bundle.referenceTime + shiftMs - Date.now())).toBeLessThan(60_000);
+      expect(readFileSync(sb.kubeconfig, 'utf8')).toContain(`server: ${sb.kube.url}`);
+      expect(readFileSync(join(dataDir, 'tokenwatch.yaml'), 'utf8')).toContain('mode: http');
+
+      // The five findings of the examples become five alerts in the channel.
+      const alerts = await waitFor('five alerts', () => (sb.slack.messages(SANDBOX_CHANNEL.id).length >= 5 ? sb.slack.messages(SANDBOX_CHANNEL.id) : undefined));
+      expect(alerts).toHaveLength(5);
+      expect(alerts[0]!.text).toContain('[prod-eks] critical: stale token used by kube-system/multus');
+      const s = await state(sb, 'U0REQUEST');
+      expect(s.slackReady).toBe(true);
+      expect(s.messages.map((m) => m.ts)).toEqual(alerts.map((m) => m.ts));
+
+      // A slash command goes to the bot signed; its answer is an ephemeral for that user only.
+      const cmd = await post(sb, 'api/command', { user: 'U0REQUEST', text: '/tokens help' });
+      expect(cmd).toEqual({ status: 200, body: { ok: true, status: 200 } });
+      const help = await waitFor('help ephemeral', async () => (await state(sb, 'U0REQUEST')).ephemerals.find((e) => e.text.startsWith('tokenwatch help')));
+      expect(help.text).toContain('/tokens status [cluster]');
+      expect((await state(sb, 'U0APPROVE')).ephemerals).toEqual([]);
+      // Another command name is not sent anywhere; the user gets Slack's notice.
+      expect((await post(sb, 'api/command', { user: 'U0OUTSIDE', text: '/deploy now' })).body).toEqual({ ok: false, error: 'unknown_command' });
+      expect((await state(sb, 'U0OUTSIDE')).notices.map((n) => n.text)).toEqual(['/deploy is not a valid command. In this sandbox, `/tokens` is the only one (try `/tokens help`).']);
+
+      // A click on Details: a signed block_actions payload; the bot answers in the alert's thread.
+      const multus = alerts[0]!;
+      const buttons = (multus.blocks as Array<{ elements?: Array<{ action_id?: string; value?: string }> }>).flatMap((b) => b.elements ?? []);
+      const value = buttons.find((e) => e.action_id === 'tw_details')!.value!;
+      const click = await post(sb, 'api/action', { user: 'U0OUTSIDE', ts: multus.ts, ephemeral: false, actionId: 'tw_details', blockId: 'tw_finding_actions', value, text: 'Details' });
+      expect(click).toEqual({ status: 200, body: { ok: true, status: 200 } });
+      const reply = await waitFor('details reply', () => sb.slack.thread(SANDBOX_CHANNEL.id, multus.ts).find((m) => m.text.startsWith('Details for kube-system/multus')));
+      expect(reply.threadTs).toBe(multus.ts);
+
+      // Clicks on unknown messages and cross-origin posts are refused.
+      expect((await post(sb, 'api/action', { user: 'U0REQUEST', ts: '1.000001', actionId: 'tw_details', value })).status).toBe(404);
+      expect((await post(sb, 'api/command', { user: 'U0REQUEST', text: '/tokens help' }, { origin: 'https://evil.example' })).status).toBe(403);
+      expect((await post(sb, 'api/command', { user: 'U9NOBODY', text: '/tokens help' })).status).toBe(400);
+
+      first = { tsByText: new Map(alerts.map((m) => [m.text.split(' — ')[0]!, m.ts])), messages: alerts.length };
+    } finally {
+      await sb.stop();
+    }
+  }, 40_000);
+
+  it('a second run continues: same channel and message ts, alerts updated in place, not posted again', async () => {
+    expect(first).toBeDefined();
+    const sb = await startSandbox({ ...FAST });
+    try {
+      expect(sb.resumed).toBe(true);
+      const restored = sb.slack.messages(SANDBOX_CHANNEL.id);
+      expect(restored).toHaveLength(first!.messages);
+      for (const m of restored) expect(first!.tsByText.get(m.text.split(' — ')[0]!)).toBe(m.ts);
+      // The Details reply was restored in its thread.
+      expect(sb.slack.thread(SANDBOX_CHANNEL.id, restored[0]!.ts).length).toBeGreaterThanOrEqual(1);
+      // Let a few polls run: updates, no new alerts, no failed updates.
+      await waitFor('an alert updated in place', () => sb.slack.callsTo('chat.update').length > 0, 10_000);
+      await new Promise((r) => setTimeout(r, 2500));
+      expect(sb.slack.messages(SANDBOX_CHANNEL.id)).toHaveLength(first!.messages);
+      const postsAfterRestore = sb.slack.callsTo('chat.postMessage').filter((c) => !c.args.thread_ts && c.at > Math.max(...restored.map((m) => m.postedAt)));
+      expect(postsAfterRestore).toEqual([]);
+      expect(sb.slack.callsTo('chat.update').filter((c) => c.response.ok !== true)).toEqual([]);
+    } finally {
+      await sb.stop();
+    }
+  }, 40_000);
+
+  it('reset starts over', async () => {
+    const sb = await startSandbox({ ...FAST, reset: true, slack: false });
+    try {
+      expect(sb.resumed).toBe(false);
+      expect(sb.slack.messages(SANDBOX_CHANNEL.id)).toEqual([]);
+      expect((await state(sb, 'U0REQUEST')).slackReady).toBe(false);
+      expect((await post(sb, 'api/command', { user: 'U0REQUEST', text: '/tokens help' })).body).toEqual({ ok: false, error: 'no_app' });
+    } finally {
+      await sb.stop();
+    }
+  }, 30_000);
+});
