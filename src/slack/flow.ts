@@ -206,6 +206,9 @@ export class ApprovalFlow {
     if (!allowed.ok) return this.refuse(c, btn, allowed.message);
     const rem = this.deps.remediatorFor(t.cluster);
     if (!rem) return this.refuse(c, btn, `tokenwatch cannot act on *${t.cluster}*: ${this.deps.remediationProblem(t.cluster)}`);
+    if (store.getFinding(t.findingId)?.status === 'resolved') {
+      return this.refuse(c, btn, 'This finding is already resolved, so nothing was requested. It reopens by itself if the stale use comes back.');
+    }
     const open = store
       .listApprovals({ findingId: t.findingId, states: ['requested', 'approved', 'running'] })
       .find((a) => a.action === action && a.target.kind === t.kind && a.target.namespace === t.namespace && a.target.name === t.name && !(a.state === 'requested' && a.expiresAt <= clock()));
@@ -332,7 +335,16 @@ export class ApprovalFlow {
 
   private async afterCommit(a: StoredApproval, effects: readonly string[]): Promise<void> {
     if (effects.includes('update-approval-message')) await this.updateApprovalMessage(a);
-    if (effects.includes('execute')) void this.deps.track(executeApproval(this.executor, a.id));
+    if (effects.includes('execute')) void this.deps.track(this.run(a.id));
+  }
+
+  /** Runs (or resumes) an approved action in the background; failures are logged. */
+  private async run(id: string, resume = false): Promise<void> {
+    try {
+      await executeApproval(this.executor, id, { resume });
+    } catch (err) {
+      this.deps.logger.error({ err, approval: id }, 'running an approved action failed');
+    }
   }
 
   private async expire(id: string): Promise<void> {
@@ -355,9 +367,9 @@ export class ApprovalFlow {
     const { store } = this.deps;
     for (const a of store.listApprovals({ states: ['approved', 'running'] })) {
       if (a.state === 'approved') {
-        void this.deps.track(executeApproval(this.executor, a.id));
+        void this.deps.track(this.run(a.id));
       } else if (a.action === 'restart') {
-        void this.deps.track(executeApproval(this.executor, a.id, { resume: true }));
+        void this.deps.track(this.run(a.id, true));
       } else {
         const res = await commitEvent(this.executor, a.id, approvalEvent.fail(`tokenwatch restarted while this ran; check that ServiceAccount ${a.target.namespace}/${a.target.name} exists (kubectl -n ${a.target.namespace} get serviceaccount ${a.target.name})`));
         if (res.ok) await this.updateApprovalMessage(res.approval);

@@ -43,7 +43,7 @@ export function requestedMessage(a: Approval, approvers: readonly string[]): Sla
 /** Thread reply when a finding is snoozed. */
 export function snoozedMessage(f: Finding, user: string, until: number): SlackMessage {
   return section(
-    `😴 <@${user}> snoozed ${where(f)} until ${slackDate(until)}: this alert is not updated until then. New escalations still reopen it when the snooze ends.`,
+    `😴 <@${user}> snoozed ${where(f)} until ${slackDate(until)}: this alert is not updated until then. When the snooze ends it is brought up to date, with an escalation reply if it got worse.`,
     `[${f.cluster}] ${subjectOf(f)} snoozed until ${formatUtc(until)}`,
   );
 }

@@ -3,7 +3,9 @@
  * Slack and the fake Kubernetes API server, driven by the bundled Multus example (see harness.ts).
  */
 import { afterEach, describe, expect, it } from 'vitest';
+import { join } from 'node:path';
 import { RESTARTED_AT } from '../../src/remediation/kube-remediator.js';
+import { openStore } from '../../src/store/index.js';
 import {
   APPROVER,
   blockText,
@@ -29,6 +31,7 @@ afterEach(async () => {
   h = undefined;
 });
 
+const openStoreFor = (dir: string) => openStore(join(dir, 'tw.db'));
 const realPatches = (x: Harness) => x.kube.requestsMatching({ method: 'PATCH', resource: 'daemonsets' }).filter((r) => !r.dryRun);
 const eventReasons = (x: Harness) =>
   x.kube.requestsMatching({ method: 'POST', resource: 'events' }).map((r) => (r.body as { reason: string; type: string }).reason + '/' + (r.body as { type: string }).type);
@@ -140,6 +143,29 @@ describe('restart flow', () => {
     h.advance(10 * MIN);
     await h.poll();
     expect(h.slack.thread(OPS, alert.ts).filter((m) => m.text.includes('recurrence'))).toHaveLength(1);
+  });
+});
+
+describe('restart of tokenwatch during a rollout', () => {
+  it('the rollout is left running on stop and followed to the end by the next process, without a second PATCH', async () => {
+    h = await startHarness({ rollout: { stepMs: 150, podsPerStep: 1 } });
+    const { alert, approval } = await requestRestart(h);
+    await h.click(APPROVER, approval, 'tw_approve', { wait: false });
+    const store = () => h!.serve.context.store;
+    for (let i = 0; i < 300 && realPatches(h).length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(realPatches(h)).toHaveLength(1);
+    const { dir, slack, kube } = h;
+    await h.stop({ keepFakes: true });
+    const reopened = openStoreFor(dir);
+    expect(reopened.listApprovals().map((a) => a.state)).toEqual(['running']);
+    reopened.close();
+    h = await startHarness({ dir, fakeSlack: slack, kube });
+    await h.bot.idle();
+    expect(store().listApprovals().map((a) => a.state)).toEqual(['succeeded']);
+    expect(realPatches(h)).toHaveLength(1);
+    const progress = h.slack.thread(OPS, alert.ts).filter((m) => m.text.includes('rollout of DaemonSet') || m.text.includes('rolling out'));
+    expect(progress.at(-1)!.text).toBe('✅ [prod-eks] rollout of DaemonSet kube-system/kube-multus-ds complete');
+    expect(h.slack.message(OPS, approval.ts)!.text).toBe('✅ Done [prod-eks]: restart of DaemonSet kube-system/kube-multus-ds (approved by U0APPROVE1)');
   });
 });
 
