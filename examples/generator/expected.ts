@@ -7,7 +7,7 @@
  * severity `critical` when rejection is < 7 days after the reference time or 401s are seen for the
  * ServiceAccount, `warning` < 30 days, else `info`; the reference time is the latest event time of the input.
  */
-import { DAY, SECOND, iso } from './format.js';
+import { DAY, HOUR, SECOND, iso } from './format.js';
 import {
   CLUSTER,
   EKS_MAX_SECONDS_AFTER_WARNING,
@@ -216,6 +216,8 @@ export function expectInput(model: ClusterModel, input: InputSet): ExpectedInput
     uses.set(e.req.auditID, e.req);
   }
   const reqs = [...uses.values()].sort((a, b) => a.t - b.t);
+  /** End of the token-use data (latest token use), epoch ms: the findings' "last hour of data" is measured from it. */
+  const dataEnd = reqs.reduce((m, q) => Math.max(m, msOf(q.t)), 0);
   const findings: ExpectedFinding[] = [];
 
   // 401s are attributed by (sourceIP, userAgent) to the subject seen with stale tokens from the same source.
@@ -284,17 +286,24 @@ export function expectInput(model: ClusterModel, input: InputSet): ExpectedInput
       });
       tokens.sort((a, b) => (a.warnAfter < b.warnAfter ? -1 : a.warnAfter > b.warnAfter ? 1 : a.pod < b.pod ? -1 : 1));
       const rejections = tokens.map((t) => Date.parse(t.rejectionAt));
-      const future = rejections.filter((t) => t > reference);
-      const rejectionAt = Math.min(...(future.length > 0 ? future : rejections));
+      // design.md: rejectionAt is the earliest over the finding's LIVE tokens. A token is live when it was used within
+      // the last hour of the data, or when it is the newest token of its pod and that pod is still in the snapshot
+      // (a pod's token keeps being presented until the pod goes, even after the API server started rejecting it).
+      const newestOfPod = new Map<string, number>();
+      for (const t of tokens) newestOfPod.set(t.pod, Math.max(newestOfPod.get(t.pod) ?? 0, Date.parse(t.warnAfter)));
+      const liveRejections = tokens
+        .filter((t) => Date.parse(t.lastSeen) >= dataEnd - HOUR || (t.podInSnapshot && Date.parse(t.warnAfter) === newestOfPod.get(t.pod)))
+        .map((t) => Date.parse(t.rejectionAt));
+      const rejectionAt = liveRejections.length > 0 ? Math.min(...liveRejections) : null;
       const pods = sortedUnique(tokens.map((t) => t.pod));
       findings.push({
         ...base,
         kind: 'stale-token',
         severity: severityOf(rejectionAt, reference, has401),
         maxSecondsAfterWarning: Math.max(...tokens.map((t) => t.maxSecondsAfterWarning)),
-        rejectionAt: iso(rejectionAt),
+        rejectionAt: rejectionAt === null ? null : iso(rejectionAt),
         earliestRejectionAt: iso(Math.min(...rejections)),
-        daysLeft: Math.round(((rejectionAt - reference) / DAY) * 10) / 10,
+        daysLeft: rejectionAt === null ? null : Math.round(((rejectionAt - reference) / DAY) * 10) / 10,
         tokens,
         pods,
         missingPods: pods.filter((p) => !live.has(`${namespace}/${p}`)),
