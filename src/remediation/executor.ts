@@ -85,9 +85,14 @@ export interface ExecutorDeps {
    * `executeApproval(…, { resume: true })` at the next start.
    */
   signal?: AbortSignal;
+  /**
+   * False once this replica lost leadership (HA): a followed rollout is then left `running` for the new leader to
+   * follow, as on shutdown. Default: always true.
+   */
+  isLeader?: () => boolean;
 }
 
-/** Returned by the rollout loop when {@link ExecutorDeps.signal} aborted it. */
+/** Returned by the rollout loop when {@link ExecutorDeps.signal} aborted it or leadership was lost. */
 const INTERRUPTED = Symbol('interrupted');
 
 /** Result of {@link commitEvent}: the transition that was committed, or why the event was refused. */
@@ -240,7 +245,7 @@ export async function executeApproval(deps: ExecutorDeps, id: string, opts: { re
   } else if (a.action === 'restart' && isRestartable(t.kind)) {
     const r = await runRestart(deps, rem, a, { ...t, kind: t.kind }, opts.resume === true, log);
     if (r === INTERRUPTED) {
-      log.info('shutting down while following the rollout: left running, resumed at the next start');
+      log.info('stopping or no longer the leader while following the rollout: left running for the next leader to follow');
       return deps.store.getApproval(a.id);
     }
     error = r;
@@ -307,7 +312,7 @@ async function runRestart(
       await safely(deps, 'progress update', () => deps.hooks?.onProgress?.(a, shown, startedAt));
     }
     if (p.done) return undefined;
-    if (deps.signal?.aborted) return INTERRUPTED;
+    if (deps.signal?.aborted || deps.isLeader?.() === false) return INTERRUPTED;
     if (timedOut) {
       return `the rollout did not complete within ${Math.round(deps.rolloutTimeoutMs / 1000)} s (${current.updated} of ${current.desired} pods updated, ${current.ready} ready)`;
     }

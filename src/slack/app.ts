@@ -14,8 +14,10 @@
  * - Socket Mode: connection state in `tokenwatch_slack_socket_connected`, and a watchdog restarting a socket that
  *   stays down (bolt-js#1906); see `watchdog.ts`.
  * - After every poll: alerts (`notifier.ts`), then verification of finished actions (`src/remediation/verify.ts`).
- *   A periodic sweep expires undecided approvals. Approvals left `approved`/`running` by a previous process are
- *   resumed at start.
+ *   A periodic sweep expires undecided approvals.
+ * - High availability (`ctx.isLeader()`): every replica takes clicks and commits votes in the shared store; only
+ *   the leader polls and executes. The leader picks up approved actions (approved on another replica, or left
+ *   `approved`/`running` by a process that stopped) every `pickupIntervalMs`.
  *
  * Scopes used (bot token): `chat:write`, `commands`, `usergroups:read`; optionally `chat:write.public` to post in
  * public channels without being invited.
@@ -70,6 +72,11 @@ export interface SlackOptions {
    * reconnect delay (@slack/socket-mode default 5,000).
    */
   socketClientPingTimeoutMs?: number;
+  /**
+   * How often the leader looks for approved actions to run (approved on another replica, or left by a stopped
+   * process), ms (default 2,000).
+   */
+  pickupIntervalMs?: number;
   /** How long `stop()` waits for work after an ack or a poll, ms (default 10,000). */
   stopTimeoutMs?: number;
 }
@@ -224,6 +231,7 @@ export async function startSlackWith(ctx: ServeContext, opts: SlackOptions = {})
     rolloutPollMs: opts.rolloutPollMs ?? 5000,
     track,
     signal: abort.signal,
+    isLeader: () => ctx.isLeader(),
   });
   const command = new TokensCommand({ store, api, notifier, channels, clusters, runNow: (c) => ctx.scheduler.runNow(c), clock, logger: log });
   registerListeners(app, { command, flow, api, logger: log, track });
@@ -274,7 +282,11 @@ export async function startSlackWith(ctx: ServeContext, opts: SlackOptions = {})
     void track(flow.sweepExpired()).catch((err: unknown) => log.error({ err }, 'approval expiry sweep failed'));
   }, opts.sweepIntervalMs ?? 30_000);
   sweepTimer.unref();
-  await flow.resumePending();
+  const pickupTimer = setInterval(() => {
+    if (!stopped) void track(flow.pickUp()).catch((err: unknown) => log.error({ err }, 'picking up approved actions failed'));
+  }, opts.pickupIntervalMs ?? 2000);
+  pickupTimer.unref();
+  await flow.pickUp();
 
   return {
     name: 'slack',
@@ -290,6 +302,7 @@ export async function startSlackWith(ctx: ServeContext, opts: SlackOptions = {})
       if (stopped) return;
       stopped = true;
       clearInterval(sweepTimer);
+      clearInterval(pickupTimer);
       watchdog?.stop();
       abort.abort();
       await tasks.idle(opts.stopTimeoutMs ?? 10_000);

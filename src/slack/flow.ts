@@ -55,6 +55,9 @@ import type { Notifier } from './notifier.js';
 
 const DAY = 86_400_000;
 
+/** An approval picked up by the leader must be at least this old in its state, ms (see `pickUp`). */
+export const PICKUP_GRACE_MS = 1000;
+
 /** Refusal rows are written to the action log in batches, at most this long after the click, ms. */
 export const REFUSAL_FLUSH_MS = 200;
 
@@ -96,6 +99,11 @@ export interface FlowDeps {
   track<T>(p: Promise<T>): Promise<T>;
   /** Aborted when Slack stops: running rollouts are left `running` and resumed at the next start. */
   signal?: AbortSignal;
+  /**
+   * Whether this replica is the leader (HA: only the leader executes approved actions; any replica takes clicks and
+   * commits votes in the shared store). Default: always.
+   */
+  isLeader?: () => boolean;
 }
 
 /** Action-id families of the finding buttons, to check that a button's id fits the button. */
@@ -106,6 +114,8 @@ export class ApprovalFlow {
   private readonly progress = new Map<string, MessageLocation>();
   private readonly approverCache = new Map<string, string[]>();
   private readonly lastDetails = new Map<string, number>();
+  /** Approvals this process is executing or following now. */
+  private readonly executing = new Set<string>();
   private refusals: NewActionLogEntry[] = [];
   private refusalTimer: NodeJS.Timeout | undefined;
   readonly executor: ExecutorDeps;
@@ -141,6 +151,7 @@ export class ApprovalFlow {
       logger: deps.logger,
       ...(deps.metrics ? { metrics: deps.metrics } : {}),
       ...(deps.signal ? { signal: deps.signal } : {}),
+      ...(deps.isLeader ? { isLeader: deps.isLeader } : {}),
       hooks: {
         onApprovalChanged: (a) => this.updateApprovalMessage(a),
         onProgress: (a, p, startedAt) => this.showProgress(a, p, startedAt),
@@ -335,15 +346,22 @@ export class ApprovalFlow {
 
   private async afterCommit(a: StoredApproval, effects: readonly string[]): Promise<void> {
     if (effects.includes('update-approval-message')) await this.updateApprovalMessage(a);
-    if (effects.includes('execute')) void this.deps.track(this.run(a.id));
+    if (effects.includes('execute')) {
+      if (this.deps.isLeader?.() === false) this.deps.logger.info({ approval: a.id }, 'approved here; the leader replica runs it');
+      else void this.deps.track(this.run(a.id));
+    }
   }
 
   /** Runs (or resumes) an approved action in the background; failures are logged. */
   private async run(id: string, resume = false): Promise<void> {
+    if (this.executing.has(id)) return;
+    this.executing.add(id);
     try {
       await executeApproval(this.executor, id, { resume });
     } catch (err) {
       this.deps.logger.error({ err, approval: id }, 'running an approved action failed');
+    } finally {
+      this.executing.delete(id);
     }
   }
 
@@ -360,18 +378,23 @@ export class ApprovalFlow {
   }
 
   /**
-   * After a restart of tokenwatch: runs approvals left `approved`, follows rollouts left `running` (without
-   * patching again), and fails ServiceAccount recreations left `running` (they cannot be resumed safely).
+   * On the leader only: runs approvals left `approved` (approved on another replica, or before a restart), follows
+   * rollouts left `running` by a process that stopped or lost leadership (without patching again), and fails
+   * ServiceAccount recreations left `running` (they cannot be resumed safely). Called at start and periodically.
    */
-  async resumePending(): Promise<void> {
+  async pickUp(): Promise<void> {
+    if (this.deps.isLeader?.() === false) return;
     const { store } = this.deps;
+    const settled = this.deps.clock() - PICKUP_GRACE_MS;
     for (const a of store.listApprovals({ states: ['approved', 'running'] })) {
+      // Leave fresh transitions to the process that made them (it runs what it approved when it leads).
+      if (this.executing.has(a.id) || a.updatedAt > settled) continue;
       if (a.state === 'approved') {
         void this.deps.track(this.run(a.id));
       } else if (a.action === 'restart') {
         void this.deps.track(this.run(a.id, true));
       } else {
-        const res = await commitEvent(this.executor, a.id, approvalEvent.fail(`tokenwatch restarted while this ran; check that ServiceAccount ${a.target.namespace}/${a.target.name} exists (kubectl -n ${a.target.namespace} get serviceaccount ${a.target.name})`));
+        const res = await commitEvent(this.executor, a.id, approvalEvent.fail(`tokenwatch stopped while this ran; check that ServiceAccount ${a.target.namespace}/${a.target.name} exists (kubectl -n ${a.target.namespace} get serviceaccount ${a.target.name})`));
         if (res.ok) await this.updateApprovalMessage(res.approval);
       }
     }
@@ -419,11 +442,16 @@ export class ApprovalFlow {
     }
   }
 
-  /** Re-renders an approval's message (votes, decision, no buttons once decided). */
+  /**
+   * Re-renders an approval's message (votes, decision, no buttons once decided) from its state in the store at the
+   * time of the update. Updates of one approval are serialized, so the last one shows the latest state.
+   */
   async updateApprovalMessage(a: StoredApproval): Promise<void> {
-    const current = this.deps.store.getApproval(a.id) ?? a;
-    if (!current.message) return;
-    await this.deps.api.update(current.message.channel, current.message.ts, await this.renderApproval(current));
+    await this.deps.notifier.withLock(`approval:${a.id}`, async () => {
+      const current = this.deps.store.getApproval(a.id) ?? a;
+      if (!current.message) return;
+      await this.deps.api.update(current.message.channel, current.message.ts, await this.renderApproval(current));
+    });
   }
 
   private async showProgress(a: StoredApproval, p: RolloutProgress, startedAt: number): Promise<void> {

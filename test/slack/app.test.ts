@@ -36,6 +36,7 @@ function context(env: Record<string, string>, slack: Record<string, unknown> = {
     scheduler: new Scheduler({ jitterMs: 0 }),
     clock: Date.now,
     onFindings: () => undefined,
+    isLeader: () => true,
   };
 }
 

@@ -160,12 +160,34 @@ describe('restart of tokenwatch during a rollout', () => {
     expect(reopened.listApprovals().map((a) => a.state)).toEqual(['running']);
     reopened.close();
     h = await startHarness({ dir, fakeSlack: slack, kube });
+    // The new process picks it up once it has been running for a second (PICKUP_GRACE_MS).
+    for (let i = 0; i < 500 && store().listApprovals()[0]!.state !== 'succeeded'; i++) await new Promise((r) => setTimeout(r, 10));
     await h.bot.idle();
     expect(store().listApprovals().map((a) => a.state)).toEqual(['succeeded']);
     expect(realPatches(h)).toHaveLength(1);
     const progress = h.slack.thread(OPS, alert.ts).filter((m) => m.text.includes('rollout of DaemonSet') || m.text.includes('rolling out'));
     expect(progress.at(-1)!.text).toBe('✅ [prod-eks] rollout of DaemonSet kube-system/kube-multus-ds complete');
     expect(h.slack.message(OPS, approval.ts)!.text).toBe('✅ Done [prod-eks]: restart of DaemonSet kube-system/kube-multus-ds (approved by U0APPROVE1)');
+  });
+});
+
+describe('two replicas (HA) on one store', () => {
+  it('a follower takes the approve click and commits the vote; the leader runs the restart once', async () => {
+    h = await startHarness();
+    const { alert, approval } = await requestRestart(h);
+    const follower = await startHarness({ dir: h.dir, fakeSlack: h.slack, kube: h.kube, isLeader: () => false });
+    try {
+      await follower.click(APPROVER, approval, 'tw_approve');
+      expect(realPatches(h)).toHaveLength(0);
+      for (let i = 0; i < 300 && h.serve.context.store.listApprovals()[0]!.state !== 'succeeded'; i++) await new Promise((r) => setTimeout(r, 10));
+      await h.bot.idle();
+      expect(realPatches(h)).toHaveLength(1);
+      expect(h.serve.context.store.listApprovals()[0]!.state).toBe('succeeded');
+      expect(h.slack.message(OPS, approval.ts)!.text).toBe('✅ Done [prod-eks]: restart of DaemonSet kube-system/kube-multus-ds (approved by U0APPROVE1)');
+      expect(h.slack.thread(OPS, alert.ts).filter((m) => m.text.includes('rollout of DaemonSet'))).toHaveLength(1);
+    } finally {
+      await follower.stop({ keepFakes: true });
+    }
   });
 });
 

@@ -59,6 +59,8 @@ export interface HarnessOptions {
   start?: number;
   /** Fake DaemonSet controller speed: ms per step and pods updated per step (default 15 ms, 2 pods). */
   rollout?: { stepMs: number; podsPerStep: number };
+  /** Leader gate (HA); a follower (false) does not poll, so its start does not wait for a first poll. */
+  isLeader?: () => boolean;
   /** Collects the service's log lines (JSON objects) here. */
   logs?: Array<Record<string, unknown>>;
 }
@@ -239,14 +241,15 @@ current-context: fake
     metrics,
     clock,
     jitterMs: 0,
+    ...(opts.isLeader ? { isLeader: opts.isLeader } : {}),
     integrations: [
       async (ctx) => {
-        bot = await startSlackWith(ctx, { channelIntervalMs: 0, sweepIntervalMs: 3_600_000, rolloutPollMs: 10, host: '127.0.0.1', retryConfig: { retries: 2, factor: 1, minTimeout: 5, maxTimeout: 10 }, ...opts.slack });
+        bot = await startSlackWith(ctx, { channelIntervalMs: 0, sweepIntervalMs: 3_600_000, pickupIntervalMs: 50, rolloutPollMs: 10, host: '127.0.0.1', retryConfig: { retries: 2, factor: 1, minTimeout: 5, maxTimeout: 10 }, ...opts.slack });
         return bot;
       },
     ],
   });
-  await serve.firstPolls;
+  if (opts.isLeader?.() !== false) await serve.firstPolls;
   await bot!.idle();
   const url = bot!.eventsUrl!;
   const h: Harness = {
