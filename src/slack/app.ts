@@ -74,7 +74,7 @@ export interface SlackOptions {
   socketClientPingTimeoutMs?: number;
   /**
    * How often the leader looks for approved actions to run (approved on another replica, or left by a stopped
-   * process), ms (default 2,000).
+   * process) and for `/tokens scan` requests taken by another replica, ms (default 2,000).
    */
   pickupIntervalMs?: number;
   /** How long `stop()` waits for work after an ack or a poll, ms (default 10,000). */
@@ -233,7 +233,25 @@ export async function startSlackWith(ctx: ServeContext, opts: SlackOptions = {})
     signal: abort.signal,
     isLeader: () => ctx.isLeader(),
   });
-  const command = new TokensCommand({ store, api, notifier, channels, clusters, runNow: (c) => ctx.scheduler.runNow(c), clock, logger: log });
+  // `/tokens scan` may reach a standby replica (HA): it leaves a request in the shared store for the leader.
+  const scanRequestKey = (cluster: string) => `slack:scan-request:${cluster}`;
+  const runNow = (cluster: string) => {
+    if (ctx.isLeader()) return ctx.scheduler.runNow(cluster);
+    if (!clusters.has(cluster)) return 'unknown-job' as const;
+    store.setCursor(scanRequestKey(cluster), String(clock()));
+    return 'started' as const;
+  };
+  const pickUpScans = () => {
+    if (!ctx.isLeader()) return;
+    for (const cluster of clusters.keys()) {
+      if (Number(store.getCursor(scanRequestKey(cluster)) ?? 0) > 0) {
+        store.setCursor(scanRequestKey(cluster), '0');
+        log.info({ cluster }, '/tokens scan requested on another replica: polling now');
+        ctx.scheduler.runNow(cluster);
+      }
+    }
+  };
+  const command = new TokensCommand({ store, api, notifier, channels, clusters, runNow, clock, logger: log });
   registerListeners(app, { command, flow, api, logger: log, track });
 
   const report = async (r: VerificationReport): Promise<void> => {
@@ -283,7 +301,13 @@ export async function startSlackWith(ctx: ServeContext, opts: SlackOptions = {})
   }, opts.sweepIntervalMs ?? 30_000);
   sweepTimer.unref();
   const pickupTimer = setInterval(() => {
-    if (!stopped) void track(flow.pickUp()).catch((err: unknown) => log.error({ err }, 'picking up approved actions failed'));
+    if (stopped) return;
+    void track(flow.pickUp()).catch((err: unknown) => log.error({ err }, 'picking up approved actions failed'));
+    try {
+      pickUpScans();
+    } catch (err) {
+      log.error({ err }, 'picking up scan requests failed');
+    }
   }, opts.pickupIntervalMs ?? 2000);
   pickupTimer.unref();
   await flow.pickUp();

@@ -185,6 +185,13 @@ describe('two replicas (HA) on one store', () => {
       expect(h.serve.context.store.listApprovals()[0]!.state).toBe('succeeded');
       expect(h.slack.message(OPS, approval.ts)!.text).toBe('✅ Done [prod-eks]: restart of DaemonSet kube-system/kube-multus-ds (approved by U0APPROVE1)');
       expect(h.slack.thread(OPS, alert.ts).filter((m) => m.text.includes('rollout of DaemonSet'))).toHaveLength(1);
+      // `/tokens scan` on the standby replica: the leader polls.
+      const polls = async () => Number(/tokenwatch_polls_total\{cluster="prod-eks",outcome="ok"\} (\d+)/.exec(await h!.metrics.text())?.[1] ?? 0);
+      const before = await polls();
+      await follower.command('scan prod-eks', REQUESTER);
+      expect(follower.ephemerals(REQUESTER).at(-1)).toBe('Polling prod-eks now');
+      for (let i = 0; i < 300 && (await polls()) === before; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(await polls()).toBe(before + 1);
     } finally {
       await follower.stop({ keepFakes: true });
     }
