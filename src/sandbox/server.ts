@@ -15,7 +15,9 @@
  *   and, for a message button, the message), and for clicks the `message`, `container`, `channel` and `user` Slack
  *   sends (api.slack.com/reference/interaction-payloads/block-actions-payload).
  * As Slack does, a non-empty answer to a slash command is shown to the user as an ephemeral (posted through the
- * command's `response_url`), and a failed one as "/tokens failed with the error …".
+ * command's `response_url`), and a failed one as "/tokens failed with the error …". The `response_url`s handed to
+ * the bot are this server's `POST /response/<id>`, forwarded to the fake Slack's, so that an ephemeral answer to a
+ * click in a thread is shown in that thread, as in Slack.
  *
  * POSTs with an `Origin` header other than the page's own are refused (403), so another web page cannot drive the
  * sandbox from a browser.
@@ -112,8 +114,9 @@ function messageJson(m: FakeMessage): Record<string, unknown> {
   };
 }
 
-function ephemeralJson(e: FakeEphemeral): Record<string, unknown> {
-  return { ts: e.messageTs, text: e.text, ...(e.blocks ? { blocks: e.blocks } : {}), ...(e.threadTs ? { threadTs: e.threadTs } : {}), via: e.via };
+function ephemeralJson(e: FakeEphemeral, placedIn: ReadonlyMap<string, string>): Record<string, unknown> {
+  const threadTs = e.threadTs ?? placedIn.get(e.messageTs);
+  return { ts: e.messageTs, text: e.text, ...(e.blocks ? { blocks: e.blocks } : {}), ...(threadTs ? { threadTs } : {}), via: e.via };
 }
 
 /** Starts the page server; see the module docstring. @throws when the port is taken (EADDRINUSE). */
@@ -131,6 +134,11 @@ export async function startPageServer(opts: PageServerOptions): Promise<PageServ
 
   const log = opts.logger.child({ component: 'sandbox-page' });
   const users = new Map(opts.users.map((u) => [u.id, u]));
+  // response_urls handed to the bot go through this server, so that an ephemeral answer to a click in a thread is
+  // shown in that thread, as Slack shows it (the fake Slack keeps ephemerals per channel only).
+  const responseProxies = new Map<string, { url: string; user: string; threadTs?: string }>();
+  const placedIn = new Map<string, string>();
+  let baseUrl = '';
   const notices: Notice[] = [];
   let noticeSeq = 0;
   const streams = new Set<ServerResponse>();
@@ -197,7 +205,7 @@ export async function startPageServer(opts: PageServerOptions): Promise<PageServ
     users: opts.users,
     slackReady: opts.eventsUrl() !== undefined,
     messages: opts.slack.messages(opts.channel.id).map(messageJson),
-    ephemerals: user ? opts.slack.ephemerals({ user }).map(ephemeralJson) : [],
+    ephemerals: user ? opts.slack.ephemerals({ user }).map((e) => ephemeralJson(e, placedIn)) : [],
     notices: user ? notices.filter((n) => n.user === user).slice(-20) : [],
   });
 
@@ -220,6 +228,36 @@ export async function startPageServer(opts: PageServerOptions): Promise<PageServ
     if (!r.ok) log.warn({ status: r.status }, 'could not show the answer to a slash command');
   };
 
+  /** A response_url for the bot: the fake Slack's, behind this server's `/response/<id>`. */
+  const responseUrl = (target: { channel: string; user: string; messageTs?: string }, threadTs?: string): string => {
+    const id = randomBytes(12).toString('base64url');
+    responseProxies.set(id, { url: opts.slack.responseUrl(target), user: target.user, ...(threadTs ? { threadTs } : {}) });
+    if (responseProxies.size > 5000) responseProxies.delete(responseProxies.keys().next().value!);
+    return `${baseUrl}response/${id}`;
+  };
+
+  /** Forwards a response_url POST to the fake Slack; ephemerals it creates are placed in the clicked message's thread. */
+  const forwardResponse = async (id: string, req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const p = responseProxies.get(id);
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    if (!p) return send(res, 404, { ok: false, error: 'expired_url' });
+    const before = new Set(opts.slack.ephemerals({ user: p.user }).map((e) => e.messageTs));
+    const r = await fetch(p.url, { method: 'POST', headers: { 'content-type': req.headers['content-type'] ?? 'application/json' }, body: Buffer.concat(chunks) });
+    const text = await r.text();
+    if (p.threadTs) {
+      let placed = false;
+      for (const e of opts.slack.ephemerals({ user: p.user })) {
+        if (!before.has(e.messageTs) && e.via === 'response_url' && !e.threadTs) {
+          placedIn.set(e.messageTs, p.threadTs);
+          placed = true;
+        }
+      }
+      if (placed) broadcast('slack', { type: 'ephemeral', user: p.user });
+    }
+    res.writeHead(r.status, { 'content-type': r.headers.get('content-type') ?? 'application/json' }).end(text);
+  };
+
   const handleCommand = async (body: Record<string, unknown>): Promise<{ status: number; body: unknown }> => {
     const user = users.get(field(body, 'user') ?? '');
     const text = (field(body, 'text') ?? '').trim();
@@ -236,7 +274,7 @@ export async function startPageServer(opts: PageServerOptions): Promise<PageServ
       notify(user.id, `${command} failed: the tokenwatch Slack app is not running in this sandbox.`);
       return { status: 200, body: { ok: false, error: 'no_app' } };
     }
-    const responseUrl = opts.slack.responseUrl({ channel: opts.channel.id, user: user.id });
+    const commandResponseUrl = responseUrl({ channel: opts.channel.id, user: user.id });
     const result = await sendSlashCommand(eventsUrl, opts.signingSecret, {
       command,
       text: m[2]?.trim() ?? '',
@@ -246,10 +284,10 @@ export async function startPageServer(opts: PageServerOptions): Promise<PageServ
       channel_name: opts.channel.name,
       team_id: opts.team.id,
       team_domain: opts.team.domain,
-      response_url: responseUrl,
+      response_url: commandResponseUrl,
       trigger_id: triggerId(),
     });
-    await showCommandAnswer(result, responseUrl, user.id, command);
+    await showCommandAnswer(result, commandResponseUrl, user.id, command);
     return { status: 200, body: { ok: result.status === 200, status: result.status } };
   };
 
@@ -275,7 +313,7 @@ export async function startPageServer(opts: PageServerOptions): Promise<PageServ
       return { status: 200, body: { ok: false, error: 'no_app' } };
     }
     // An ephemeral's response_url cannot replace it in the fake Slack; it answers with a new ephemeral instead.
-    const responseUrl = opts.slack.responseUrl({ channel, user: user.id, ...(ephemeral ? {} : { messageTs: ts }) });
+    const actionResponseUrl = responseUrl({ channel, user: user.id, ...(ephemeral ? {} : { messageTs: ts }) }, message.threadTs);
     const nowSec = Date.now() / 1000;
     const payload = blockActionPayload(
       {
@@ -290,7 +328,7 @@ export async function startPageServer(opts: PageServerOptions): Promise<PageServ
         messageTs: ts,
         message: { text: message.text, ...(message.blocks ? { blocks: message.blocks } : {}) },
         teamId: opts.team.id,
-        responseUrl,
+        responseUrl: actionResponseUrl,
         ephemeral,
       },
       nowSec,
@@ -346,6 +384,11 @@ export async function startPageServer(opts: PageServerOptions): Promise<PageServ
       }
       return send(res, 404, { ok: false, error: 'not found' });
     }
+    const proxied = /^\/response\/([A-Za-z0-9_-]+)$/.exec(path);
+    if (req.method === 'POST' && proxied) {
+      forwardResponse(proxied[1]!, req, res).catch(fail);
+      return;
+    }
     if (req.method === 'POST') {
       const origin = req.headers.origin;
       if (origin !== undefined && origin !== `http://${req.headers.host ?? ''}`) return send(res, 403, { ok: false, error: 'cross-origin request refused' });
@@ -375,6 +418,7 @@ export async function startPageServer(opts: PageServerOptions): Promise<PageServ
     });
   });
   const port = (server.address() as AddressInfo).port;
+  baseUrl = `http://127.0.0.1:${port}/`;
 
   return {
     url: `http://127.0.0.1:${port}/`,

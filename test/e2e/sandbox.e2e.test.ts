@@ -55,8 +55,15 @@ describe.skipIf(!HAS_CHROMIUM)(title, () => {
 
   const shot = async (name: string, target: Page | Locator = page): Promise<string> => {
     const path = join(ARTIFACTS, `sandbox-${name}.png`);
-    await target.screenshot({ path });
-    return path;
+    // A message can be replaced by a live update (chat.update) while it is being captured: try again.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await target.screenshot({ path, timeout: 5000 });
+        return path;
+      } catch (err) {
+        if (attempt >= 3) throw err;
+      }
+    }
   };
   const actAs = async (user: string) => {
     await page.selectOption('[data-testid=user-switcher]', user);
@@ -112,14 +119,17 @@ describe.skipIf(!HAS_CHROMIUM)(title, () => {
     // 4. The requester cannot approve her own request.
     await request.getByRole('button', { name: 'Approve', exact: true }).click();
     await confirmDialog('Approve: Restart DaemonSet kube-multus-ds?', 'Approve');
-    await page.locator('.message.ephemeral', { hasText: 'someone else must approve it' }).first().waitFor({ state: 'visible', timeout: 10_000 });
+    // The refusal is an ephemeral in the thread where she clicked.
+    await thread.locator('.message.ephemeral', { hasText: 'You requested this restart, so someone else must approve it' }).waitFor({ state: 'visible', timeout: 10_000 });
     await shot('05-refused-requester');
 
     // 5. Neither can an outsider.
     await actAs('U0OUTSIDE');
     await request.getByRole('button', { name: 'Approve', exact: true }).click();
     await confirmDialog('Approve: Restart DaemonSet kube-multus-ds?', 'Approve');
-    await page.locator('.message.ephemeral', { hasText: 'You are not an approver for prod-eks' }).first().waitFor({ state: 'visible', timeout: 10_000 });
+    await thread.locator('.message.ephemeral', { hasText: 'You are not an approver for prod-eks' }).waitFor({ state: 'visible', timeout: 10_000 });
+    // Ephemerals are per user: the outsider does not see Riya's refusal.
+    expect(await thread.locator('.message.ephemeral', { hasText: 'someone else must approve it' }).count()).toBe(0);
     await shot('06-refused-outsider');
     expect(sandbox.kube.requestsMatching((r) => r.method === 'PATCH' && !r.dryRun)).toHaveLength(0);
 
@@ -147,8 +157,13 @@ describe.skipIf(!HAS_CHROMIUM)(title, () => {
     expect(text).toContain('A restart only rewrites the copied token');
     expect(text).toContain('thick plugin');
     expect(await page.locator('.bk-unknown').count()).toBe(0);
-    const threadShot = await shot('08-approval-thread', thread);
     await shot('09-page');
+    // The approval thread as the requester sees it (her ephemerals included), whole and wider, for the README.
+    await actAs('U0REQUEST');
+    await thread.locator('.message.ephemeral', { hasText: 'someone else must approve it' }).waitFor({ state: 'visible', timeout: 5000 });
+    await page.addStyleTag({ content: '#thread { width: 760px; } #thread .thread-parent { display: none; } #thread-body { overflow: visible; flex: none; }' });
+    await page.setViewportSize({ width: 1600, height: 2400 });
+    const threadShot = await shot('08-approval-thread', page.locator('#thread-body'));
     expect(errors).toEqual([]);
 
     if (process.env.TOKENWATCH_UPDATE_DOCS_IMG === '1') {

@@ -129,6 +129,37 @@ describe('tokenwatch sandbox', () => {
     }
   }, 40_000);
 
+  it('the approval flow through the page API (no browser): a Fluent Bit restart requested by Riya, refused for her, approved by Ahmed, verified resolved after the settle period', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tokenwatch-sandbox-flow-'));
+    // ×3000: the 2-hour settle period takes 2.4 s.
+    const sb = await startSandbox({ ...FAST, dataDir: dir, speed: 3000, reset: true });
+    try {
+      const ch = SANDBOX_CHANNEL.id;
+      const alert = await waitFor('the Fluent Bit alert', () => sb.slack.messages(ch).find((m) => m.text.includes('logging/fluent-bit')));
+      const button = (blocks: unknown, actionId: string): string =>
+        (blocks as Array<{ elements?: Array<{ action_id?: string; value?: string }> }>).flatMap((b) => b.elements ?? []).find((e) => e.action_id === actionId)!.value!;
+      const click = (user: string, ts: string, actionId: string, value: string) => post(sb, 'api/action', { user, ts, ephemeral: false, actionId, value });
+      expect((await click('U0REQUEST', alert.ts, 'tw_restart', button(alert.blocks, 'tw_restart'))).body).toEqual({ ok: true, status: 200 });
+      const request = await waitFor('the approval request', () => sb.slack.thread(ch, alert.ts).find((m) => m.text.includes('approval needed: restart of DaemonSet logging/fluent-bit')));
+      const approve = button(request.blocks, 'tw_approve');
+      await click('U0REQUEST', request.ts, 'tw_approve', approve);
+      // Her refusal is placed in the thread she clicked in.
+      const refusal = await waitFor('the refusal', async () => (await state(sb, 'U0REQUEST')).ephemerals.find((e) => e.text.includes('someone else must approve it')));
+      expect(refusal.threadTs).toBe(alert.ts);
+      expect(sb.kube.requestsMatching((r) => r.method === 'PATCH' && !r.dryRun)).toHaveLength(0);
+      await click('U0APPROVE', request.ts, 'tw_approve', approve);
+      await waitFor('the rollout', () => sb.slack.thread(ch, alert.ts).find((m) => m.text.includes('rollout of DaemonSet logging/fluent-bit complete')), 20_000);
+      expect(sb.kube.requestsMatching((r) => r.method === 'PATCH' && !r.dryRun && r.name === 'fluent-bit')).toHaveLength(1);
+      const verified = await waitFor('the verification', () => sb.slack.thread(ch, alert.ts).find((m) => m.text.startsWith('✅ [prod-eks] verified: no stale token use by logging/fluent-bit')), 20_000);
+      expect(verified.threadTs).toBe(alert.ts);
+      // No recurrence for a client that is not a static token file.
+      expect(sb.slack.thread(ch, alert.ts).filter((m) => m.text.includes('recurrence'))).toEqual([]);
+    } finally {
+      await sb.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
   it('reset starts over', async () => {
     const sb = await startSandbox({ ...FAST, reset: true, slack: false });
     try {

@@ -27,7 +27,8 @@ function wholeNumber(min: number, max: number, what: string) {
 
 /** The console text shown once the sandbox runs. */
 export function banner(o: { url: string; speed: number; pollEverySeconds: number; dataDir: string; resumed: boolean; slack: boolean }): string {
-  const dir = relative(process.cwd(), o.dataDir) || '.';
+  const rel = relative(process.cwd(), o.dataDir);
+  const dir = rel === '' ? '.' : rel.startsWith('..') ? o.dataDir : rel;
   const perMinute = o.speed >= 60 ? `${+(o.speed / 60).toFixed(1)} sandbox hour${o.speed === 60 ? '' : 's'} per minute` : `${o.speed}× real time`;
   const recurrenceIn = Math.max(1, Math.round(3607 / o.speed));
   return [

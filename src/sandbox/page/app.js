@@ -66,6 +66,35 @@ function messageHtml(m, opts) {
   );
 }
 
+/**
+ * Updates `container` to show `items` ({key, html}) in order, touching only what changed: an element is kept while
+ * its HTML is the same, so a re-render does not replace (or detach) the messages that did not change.
+ */
+function patchList(container, items) {
+  const existing = new Map();
+  for (const el of [...container.children]) {
+    if (el.dataset.key) existing.set(el.dataset.key, el);
+    else el.remove();
+  }
+  const wanted = items.map(({ key, html }) => {
+    const old = existing.get(key);
+    if (old && old.__html === html) {
+      existing.delete(key);
+      return old;
+    }
+    const t = document.createElement('template');
+    t.innerHTML = html.trim();
+    const el = t.content.firstElementChild ?? document.createElement('div');
+    el.dataset.key = key;
+    el.__html = html;
+    return el;
+  });
+  for (const el of existing.values()) el.remove();
+  wanted.forEach((el, i) => {
+    if (container.children[i] !== el) container.insertBefore(el, container.children[i] ?? null);
+  });
+}
+
 function isNearBottom(el) {
   return el.scrollHeight - el.scrollTop - el.clientHeight < 120;
 }
@@ -88,7 +117,12 @@ function render() {
   ].sort((a, b) => a.order - b.order);
   const list = $('#messages');
   const stick = ui.firstRender || isNearBottom(list);
-  list.innerHTML = items.map((m) => messageHtml(m, { showReplies: true })).join('') || '<p class="muted" style="padding:16px">No messages yet: tokenwatch posts its alerts after the first poll.</p>';
+  patchList(
+    list,
+    items.length
+      ? items.map((m) => ({ key: m.key ?? `m${m.ts}`, html: messageHtml(m, { showReplies: true }) }))
+      : [{ key: 'empty', html: '<p class="muted" style="padding:16px">No messages yet: tokenwatch posts its alerts after the first poll.</p>' }],
+  );
   if (stick) list.scrollTop = list.scrollHeight;
 
   const thread = $('#thread');
@@ -100,10 +134,11 @@ function render() {
       ...parent.replies.map((m) => ({ ...m, kind: 'message', order: tsMs(m.ts) })),
       ...eph.filter((e) => e.threadTs === parent.ts).map((e) => ({ ...e, kind: 'ephemeral', key: `e${e.ts}`, order: tsMs(e.ts) })),
     ].sort((a, b) => a.order - b.order);
-    body.innerHTML =
-      `<div class="thread-parent">${messageHtml({ ...parent, kind: 'message' }, { showReplies: false })}</div>` +
-      `<div class="reply-count">${parent.replies.length} ${parent.replies.length === 1 ? 'reply' : 'replies'}</div>` +
-      replies.map((m) => messageHtml(m, { showReplies: false })).join('');
+    patchList(body, [
+      { key: `parent${parent.ts}`, html: `<div class="thread-parent">${messageHtml({ ...parent, kind: 'message' }, { showReplies: false })}</div>` },
+      { key: 'count', html: `<div class="reply-count">${parent.replies.length} ${parent.replies.length === 1 ? 'reply' : 'replies'}</div>` },
+      ...replies.map((m) => ({ key: m.key ?? `m${m.ts}`, html: messageHtml(m, { showReplies: false }) })),
+    ]);
     thread.hidden = false;
     if (stickThread) body.scrollTop = body.scrollHeight;
   } else {
