@@ -69,7 +69,7 @@ async function main(): Promise<void> {
   // event loop. (The fake Slack and fake Kubernetes API still do: they answer tokenwatch's follow-up calls.)
   const child = fork(fileURLToPath(import.meta.url), ['--client'], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   const ready = new Promise<void>((resolve) => child.once('message', () => resolve()));
-  const h = await startHarness({ rollout: { stepMs: 600, podsPerStep: 1 }, slack: { rolloutPollMs: 50 } });
+  const h = await startHarness({ rollout: { stepMs: 600, podsPerStep: 1 }, slack: { rolloutPollMs: 50, pickupIntervalMs: 2000 } });
   try {
     await ready;
     const store = h.serve.context.store;
