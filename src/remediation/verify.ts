@@ -8,7 +8,8 @@
  *   a stale use of such a token means the client still does not refresh it: the restart only bought another token
  *   lifetime (e.g. Multus thin plugin copying the token into a host file; domain.md §6).
  * - **persisting**: a token issued *before* the action is still used after the action completed (a pod that was
- *   not replaced, a token copied elsewhere), or 401s / legacy-token use continue.
+ *   not replaced, a token copied elsewhere), or 401s / legacy-token use continue; after a ServiceAccount
+ *   recreation, also 401s of the subject (its pods still present tokens of the old ServiceAccount).
  * - **resolved**: no use of the finding's kind after the action completed, for the whole settle period
  *   (`config.remediation.settlePeriod`, default 2 h: longer than the hour a new token needs to turn stale).
  * - otherwise **pending**.
@@ -169,7 +170,13 @@ export class Verifier {
       const mine = records.filter((r) => r.kind === f.kind && r.namespace === f.namespace && r.serviceAccount === f.serviceAccount);
       const startedAt = stateTime(rows, 'running') ?? a.updatedAt;
       const completedAt = stateTime(rows, 'succeeded') ?? a.updatedAt;
-      const outcome = assessVerification({ kind: f.kind, startedAt, completedAt, settleMs, now, records: mine });
+      let outcome = assessVerification({ kind: f.kind, startedAt, completedAt, settleMs, now, records: mine });
+      if (a.action === 'recreate-serviceaccount' && outcome.outcome !== 'recurrence') {
+        // Tokens of the old ServiceAccount stop showing as stale because they are now rejected: 401s of the subject
+        // after the recreation mean its pods were not restarted yet.
+        const rejected = records.filter((r) => r.kind === 'unauthorized' && r.namespace === f.namespace && r.serviceAccount === f.serviceAccount && r.lastSeen > completedAt + CLOCK_TOLERANCE_MS);
+        if (rejected.length > 0) outcome = { outcome: 'persisting', tokens: rejected.length, lastSeen: rejected.reduce((m, r) => Math.max(m, r.lastSeen), 0) };
+      }
       if (outcome.outcome === 'pending') continue;
       if (outcome.outcome === 'resolved') store.setFindingStatus(f.id, { status: 'resolved' }, now);
       store.logAction({

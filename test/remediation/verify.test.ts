@@ -113,6 +113,32 @@ describe('Verifier', () => {
     store.close();
   });
 
+  it('after a ServiceAccount recreation, 401s of the subject mean its pods still use old tokens (persisting), not resolved', async () => {
+    const { store, approvalId } = setup();
+    store.transitionApproval(approvalId, 'succeeded', 'succeeded', {}, T + 2 * MIN);
+    // Same store rows, but as a recreation: rewrite the action through a second approval on the same finding.
+    const created = createApproval(
+      { id: 'approval-0003', action: 'recreate-serviceaccount', target: { cluster: 'prod', kind: 'ServiceAccount', namespace: 'kube-system', name: 'multus', findingId: 'f-multus' }, requester: 'U0REQ', requesterGroups: [] },
+      definePolicy({ approvers: ['U0APP'], actions: ['recreate-serviceaccount'] }),
+      T + 3 * MIN,
+    );
+    if (!created.ok) throw new Error(created.message);
+    store.createApproval(created.approval);
+    store.transitionApproval('approval-0003', 'requested', 'approved', { votes: [{ user: 'U0APP', vote: 'approve', at: T + 4 * MIN }] }, T + 4 * MIN);
+    store.transitionApproval('approval-0003', 'approved', 'running', {}, T + 5 * MIN);
+    store.transitionApproval('approval-0003', 'running', 'succeeded', {}, T + 6 * MIN);
+    store.logAction({ at: T + 6 * MIN, cluster: 'prod', findingId: 'f-multus', approvalId: 'approval-0003', actor: null, action: 'recreate-serviceaccount.succeeded', target: 'x', result: 'succeeded' });
+    store.replaceTokenRecords('prod', [
+      token(T - 80 * 86_400_000, T - 5 * HOUR, T - 10 * MIN),
+      { ...staleRecord(), kind: 'unauthorized', warnAfter: undefined, rejectionAt: undefined, firstSeen: T + 20 * MIN, lastSeen: T + 30 * MIN, requests: 12 },
+    ]);
+    const v = new Verifier({ store, clock: () => T + 3 * HOUR, settleMs: SETTLE, logger: quiet });
+    const reports = await v.verifyCluster('prod');
+    expect(reports.map((r) => [r.approval.id, r.outcome])).toEqual([['approval-0003', { outcome: 'persisting', tokens: 1, lastSeen: T + 30 * MIN }]]);
+    expect(store.getFinding('f-multus')!.status).toBe('open');
+    store.close();
+  });
+
   it('only the latest succeeded action of a finding is verified; older ones are marked superseded', async () => {
     const { store, approvalId } = setup();
     const created = createApproval(
