@@ -210,8 +210,19 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   const port = (server.address() as AddressInfo).port;
 
   const integrations: Integration[] = [];
-  const starters = opts.integrations ?? [];
-  for (const start of starters) integrations.push(await start(context));
+  const starters =
+    opts.integrations ?? (config.slack?.enabled ? [async (ctx: ServeContext) => (await import('../slack/app.js')).startSlack(ctx)] : []);
+  try {
+    for (const start of starters) integrations.push(await start(context));
+  } catch (err) {
+    // e.g. an invalid Slack token (auth.test fails): release what was opened, then report.
+    for (const i of integrations.reverse()) await i.stop().catch(() => undefined);
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    server.closeAllConnections();
+    for (const rt of clusters.values()) rt.source.close?.();
+    store.close();
+    throw err;
+  }
 
   scheduler.start(
     [...clusters.values()].map((rt) => ({

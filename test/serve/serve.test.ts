@@ -64,3 +64,20 @@ describe('tokenwatch serve (CLI)', () => {
     expect(r.stderr).toContain('clusters[0].schedule');
   });
 });
+
+describe('startServe with a failing integration', () => {
+  it('closes its listener and store and rethrows, so a bad Slack token fails the start cleanly', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tw-serve-fail-'));
+    const log = join(dir, 'audit.log');
+    writeFileSync(log, '');
+    const config = parseConfig({ store: { path: join(dir, 'tw.db') }, http: { host: '127.0.0.1', port: 0 }, clusters: [{ name: 'prod', audit: { file: { path: log } } }] }, {});
+    await expect(
+      startServe(config, { logger: createLogger({ level: 'silent' }), jitterMs: 0, integrations: [async () => { throw new Error('slack auth.test failed: invalid_auth'); }] }),
+    ).rejects.toThrow('invalid_auth');
+    // the store was closed: it can be opened again at once (no lock held), and nothing was polled
+    const { openStore } = await import('../../src/store/index.js');
+    const store = openStore(join(dir, 'tw.db'));
+    expect(store.lastPollRuns()).toEqual([]);
+    store.close();
+  });
+});
