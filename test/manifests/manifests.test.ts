@@ -385,8 +385,33 @@ describe('Slack app manifest (manifests/slack-app.yaml)', () => {
       .join('\n'),
   ) as AppManifest;
 
-  it('Socket Mode: /tokens, interactivity, exactly the four bot scopes', () => {
-    expect(app.oauth_config?.scopes.bot).toEqual(['chat:write', 'commands', 'usergroups:read', 'users:read']);
+  it('asks for exactly the bot scopes of the Web API methods src/slack calls (api.slack.com/methods), plus commands', () => {
+    // Scope per method: api.slack.com/methods/<method> ("Required scopes"); auth.test needs none.
+    const SCOPE: Record<string, string | null> = {
+      'auth.test': null,
+      'chat.postMessage': 'chat:write',
+      'chat.update': 'chat:write',
+      'chat.postEphemeral': 'chat:write',
+      'chat.delete': 'chat:write',
+      'usergroups.users.list': 'usergroups:read',
+      'users.info': 'users:read',
+      'conversations.info': 'channels:read',
+      'views.open': null,
+    };
+    const dir = join(MANIFESTS, '..', 'src', 'slack');
+    const methods = new Set<string>();
+    for (const f of readdirSync(dir, { recursive: true }) as string[]) {
+      if (!f.endsWith('.ts')) continue;
+      for (const m of readFileSync(join(dir, f), 'utf8').matchAll(/\bclient\.((?:chat|usergroups|users|conversations|views|auth)\.[a-zA-Z]+(?:\.[a-zA-Z]+)?)\(/g)) methods.add(m[1]!);
+    }
+    expect(methods.size).toBeGreaterThan(3);
+    for (const m of methods) expect(SCOPE, `scope of ${m} unknown: add it to the table`).toHaveProperty([m]);
+    const needed = new Set([...methods].map((m) => SCOPE[m]).filter((s): s is string => !!s));
+    needed.add('commands'); // the /tokens slash command
+    expect([...(app.oauth_config?.scopes.bot ?? [])].sort()).toEqual([...needed].sort());
+  });
+
+  it('Socket Mode: /tokens, interactivity', () => {
     expect(app.settings.socket_mode_enabled).toBe(true);
     expect(app.settings.interactivity).toEqual({ is_enabled: true });
     expect(app.features.slash_commands.map((c) => c.command)).toEqual(['/tokens']);
