@@ -8,7 +8,7 @@ import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { stringify } from 'yaml';
-import type { KubeObject, ObjectStore } from '../../fakes/kubernetes.js';
+import type { KubeObject, ObjectStore } from './fakes.js';
 import type { ClusterView, PodView } from './replay.js';
 
 type Obj = Record<string, unknown>;

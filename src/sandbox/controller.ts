@@ -24,7 +24,7 @@
  * Timestamps written are sandbox time (the injected clock), RFC 3339 without fraction, as the API server writes them.
  */
 import { createHash } from 'node:crypto';
-import type { KubeObject, ObjectStore, WriteEvent } from '../../fakes/kubernetes.js';
+import type { KubeObject, ObjectStore, WriteEvent } from './fakes.js';
 
 /** Annotation holding the template hash a rollout is moving to, while it runs. */
 export const ROLLOUT_ANNOTATION = 'sandbox.tokenwatch.dev/rolling-to';

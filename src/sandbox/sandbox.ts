@@ -21,8 +21,6 @@ import { createWriteStream, existsSync, readFileSync } from 'node:fs';
 import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { stringify } from 'yaml';
-import { startFakeKube, type FakeKube } from '../../fakes/kubernetes.js';
-import { startFakeSlack, type FakeMessage, type FakeSlack } from '../../fakes/slack.js';
 import { parseConfig, type Config } from '../config/index.js';
 import catalog from '../findings/catalog.json' with { type: 'json' };
 import { createLogger, type Logger } from '../observability/logger.js';
@@ -31,6 +29,7 @@ import { startSlackWith, type SlackIntegration } from '../slack/app.js';
 import { SimClock, StrictClock, tsToMs } from './clock.js';
 import { clusterView, kubeconfigYaml, loadObjects, savedObjects, saveObjects, seedObjects, summarizeWorkloads } from './cluster.js';
 import { ROLLOUT_ANNOTATION, WorkloadController } from './controller.js';
+import { loadFakes, type FakeKube, type FakeMessage, type FakeSlack } from './fakes.js';
 import { AuditLogWriter, learnTemplates, LiveTraffic, loadBundle, shiftTimestampsDeep, shiftTimestampsInText } from './replay.js';
 import { startPageServer, type PageServer, type SandboxUser } from './server.js';
 
@@ -190,6 +189,8 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<SandboxHa
   await mkdir(join(dataDir, 'audit'), { recursive: true });
   const logger = createLogger({ level: opts.logLevel ?? 'info', destination: opts.logDestination ?? createWriteStream(join(dataDir, 'sandbox.log'), { flags: 'a' }), base: { sandbox: true } });
 
+  const fakes = await loadFakes();
+  const { startFakeSlack, startFakeKube } = fakes;
   const bundle = loadBundle(examplesDir);
   let saved: SavedState | undefined;
   if (existsSync(statePath) && existsSync(auditLog)) {
@@ -281,6 +282,7 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<SandboxHa
     page = await startPageServer({
       port: opts.port ?? 8787,
       slack,
+      requests: fakes,
       channel: SANDBOX_CHANNEL,
       users: [...SANDBOX_USERS],
       bot: { id: SANDBOX_BOT.userId, name: SANDBOX_BOT.name },

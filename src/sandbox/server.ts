@@ -28,15 +28,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { transformSync } from 'esbuild';
-import {
-  blockActionPayload,
-  sendBlockAction,
-  sendSlashCommand,
-  type FakeEphemeral,
-  type FakeMessage,
-  type FakeSlack,
-  type SendResult,
-} from '../../fakes/slack.js';
+import type { FakeEphemeral, FakeMessage, FakeSlack, SandboxFakes, SendResult } from './fakes.js';
 import type { Logger } from '../observability/logger.js';
 
 /** A person the page lets you act as. */
@@ -60,6 +52,8 @@ export interface PageServerOptions {
   /** Port on 127.0.0.1 (0 = any free port). */
   port: number;
   slack: FakeSlack;
+  /** How requests are signed and sent to the bot (`fakes/slack.ts`). */
+  requests: Pick<SandboxFakes, 'sendSlashCommand' | 'sendBlockAction' | 'blockActionPayload'>;
   channel: { id: string; name: string };
   users: SandboxUser[];
   bot: { id: string; name: string };
@@ -121,7 +115,8 @@ function ephemeralJson(e: FakeEphemeral, placedIn: ReadonlyMap<string, string>):
 
 /** Starts the page server; see the module docstring. @throws when the port is taken (EADDRINUSE). */
 export async function startPageServer(opts: PageServerOptions): Promise<PageServer> {
-  const pageDir = opts.pageDir ?? new URL('./page/', import.meta.url).pathname;
+  // Relative to the package root, so that it is the same directory from src/ and from a dist/ build.
+  const pageDir = opts.pageDir ?? new URL('../../src/sandbox/page/', import.meta.url).pathname;
   const assets = new Map<string, { type: string; body: string }>();
   const read = (name: string) => readFileSync(join(pageDir, name), 'utf8');
   assets.set('/', { type: 'text/html; charset=utf-8', body: read('index.html') });
@@ -133,6 +128,7 @@ export async function startPageServer(opts: PageServerOptions): Promise<PageServ
   });
 
   const log = opts.logger.child({ component: 'sandbox-page' });
+  const { sendSlashCommand, sendBlockAction, blockActionPayload } = opts.requests;
   const users = new Map(opts.users.map((u) => [u.id, u]));
   // response_urls handed to the bot go through this server, so that an ephemeral answer to a click in a thread is
   // shown in that thread, as Slack shows it (the fake Slack keeps ephemerals per channel only).

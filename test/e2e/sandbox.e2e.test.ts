@@ -141,7 +141,7 @@ describe.skipIf(!HAS_CHROMIUM)(title, () => {
     await shot('07-rollout');
     await thread.locator('.message', { hasText: 'Rollout of DaemonSet kube-system/kube-multus-ds in prod-eks complete' }).waitFor({ state: 'visible', timeout: 20_000 });
     await thread.locator('.message .bk-header', { hasText: 'Done: Restart DaemonSet kube-multus-ds' }).waitFor({ state: 'visible', timeout: 10_000 });
-    const patches = sandbox.kube.requestsMatching({ method: 'PATCH', resource: 'daemonsets', name: 'kube-multus-ds' });
+    const patches = sandbox.kube.requestsMatching((r) => r.method === 'PATCH' && r.resource === 'daemonsets' && r.name === 'kube-multus-ds');
     expect(patches.filter((r) => !r.dryRun)).toHaveLength(1);
     const podsAfter = sandbox.kube.store.list('Pod', { namespace: 'kube-system' }).map((p) => String((p.metadata as { name: string }).name)).filter((n) => n.startsWith('kube-multus-ds-'));
     expect(podsAfter).toHaveLength(6);
