@@ -189,9 +189,12 @@ export function findingFields(f: Finding, ctx: Pick<FindingMessageContext, 'now'
   const workloads = f.workloads.map((w) => `${escapeMrkdwn(w.kind)} ${code(`${w.namespace}/${w.name}`, 120)}`);
   fields.push(`*${f.workloads.length === 1 ? 'Workload' : 'Workloads'}*\n${workloads.length ? linesWithin(workloads, 1900) : '_none found in cluster state_'}`);
   const n = f.pods.length;
-  const ofM = ctx.podsTotal !== undefined ? ` of ${count(ctx.podsTotal)}` : '';
+  // "n of m": n counts affected pods still running, m the ServiceAccount's running pods; pods gone from cluster
+  // state (their tokens still seen in the audit log) are counted apart, so n never exceeds m.
+  const gone = Math.min(n, f.missingPods?.length ?? 0);
+  const ofM = ctx.podsTotal !== undefined ? `${count(n - gone)} of ${count(ctx.podsTotal)}${gone ? ` (+${count(gone)} gone)` : ''}` : count(n);
   const podNames = n ? `\n${listWithin(f.pods.slice(0, 3).map((p) => code(p, 80)), 3, ', ', n)}` : '';
-  fields.push(`*Pods affected*\n${count(n)}${ofM}${podNames}`);
+  fields.push(`*Pods affected*\n${ofM}${podNames}`);
   const age = oldestTokenAgeMs(f, ctx.now);
   if (age !== null && f.kind === 'stale-token') fields.push(`*Oldest token age*\n${duration(age)}`);
   const rej = rejectionLine(f, ctx.now);

@@ -1,0 +1,15 @@
+import { describe, expect, it } from 'vitest';
+import { findingFields } from '../../../src/slack/blocks/finding.js';
+import { NOW, multusFinding } from './fixtures.js';
+
+const podsField = (fields: string[]) => fields.find((f) => f.startsWith('*Pods affected*'))!.split('\n')[1];
+
+describe('Pods affected field', () => {
+  it('counts running affected pods against the running total, with pods gone from cluster state apart (never 7 of 6)', () => {
+    const pods = ['a', 'b', 'c', 'd', 'e', 'f', 'gone-1'];
+    const f = multusFinding({ pods, missingPods: ['gone-1'] });
+    expect(podsField(findingFields(f, { now: NOW, podsTotal: 6 }))).toBe('6 of 6 (+1 gone)');
+    expect(podsField(findingFields(multusFinding({ pods: ['a', 'b'], missingPods: [] }), { now: NOW, podsTotal: 4 }))).toBe('2 of 4');
+    expect(podsField(findingFields(multusFinding({ pods: ['a', 'b'] }), { now: NOW }))).toBe('2');
+  });
+});
