@@ -14,6 +14,8 @@ const ui = {
   openThread: null,
   dismissed: new Set(),
   seenEphemerals: new Set(),
+  seenNotices: new Set(),
+  scrollToBottom: false,
   firstRender: true,
   now: Date.now(),
 };
@@ -103,12 +105,16 @@ function render() {
   const d = ui.data;
   if (!d) return;
   const eph = d.ephemerals.filter((e) => !ui.dismissed.has(`e${e.ts}`));
+  let answered = false;
   for (const e of eph) {
     if (!ui.seenEphemerals.has(e.ts)) {
       ui.seenEphemerals.add(e.ts);
       if (!ui.firstRender && e.threadTs) ui.openThread = e.threadTs;
+      if (!ui.firstRender && !e.threadTs) answered = true;
     }
   }
+  const freshNotice = d.notices.some((n) => !ui.seenNotices.has(n.id));
+  for (const n of d.notices) ui.seenNotices.add(n.id);
   // Channel timeline: top-level messages, ephemerals outside threads, notices.
   const items = [
     ...d.messages.map((m) => ({ ...m, kind: 'message', order: tsMs(m.ts) })),
@@ -116,7 +122,9 @@ function render() {
     ...d.notices.filter((n) => !ui.dismissed.has(`n${n.id}`)).map((n) => ({ ...n, kind: 'notice', key: `n${n.id}`, order: n.at })),
   ].sort((a, b) => a.order - b.order);
   const list = $('#messages');
-  const stick = ui.firstRender || isNearBottom(list);
+  // Follow the bottom like Slack: on first load, after you sent something, when an answer for you arrives.
+  const stick = ui.firstRender || ui.scrollToBottom || answered || freshNotice || isNearBottom(list);
+  ui.scrollToBottom = false;
   patchList(
     list,
     items.length
@@ -304,6 +312,7 @@ $('#composer').addEventListener('submit', async (e) => {
   if (!text) return;
   input.value = '';
   input.disabled = true;
+  ui.scrollToBottom = true;
   try {
     await post(text.startsWith('/') ? '/api/command' : '/api/message', { user: ui.me, text });
   } finally {
