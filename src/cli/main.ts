@@ -3,6 +3,7 @@
  * `src/cli/commands/<name>.ts` exporting `register(program)` and listing it below.
  */
 import { register as config } from './commands/config.js';
+import { register as sandbox } from './commands/sandbox.js';
 import { register as scan } from './commands/scan.js';
 import { register as serve } from './commands/serve.js';
 import { printError, runCli, type Register } from './program.js';
@@ -10,6 +11,7 @@ import { printError, runCli, type Register } from './program.js';
 const commands: Register[] = [
   scan,
   serve,
+  sandbox,
   config,
 ];
 
