@@ -1,5 +1,5 @@
 /**
- * The sandbox's simulated cluster: the fake Kubernetes API server (`fakes/kubernetes.ts`) seeded from the bundled
+ * The sandbox's simulated cluster: the fake Kubernetes API server (`src/fakes/kubernetes.ts`) seeded from the bundled
  * cluster snapshot (timestamps shifted like the audit log), the workload controller simulation
  * (`controller.ts`), a kubeconfig file pointing at it, and saving/loading its objects so that a second sandbox run
  * continues with the same pods.

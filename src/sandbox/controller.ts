@@ -1,6 +1,6 @@
 /**
  * A small simulation of the Kubernetes workload controllers, on the fake API server's object store
- * (`fakes/kubernetes.ts` `ObjectStore`), so that a rollout restart really rolls in the sandbox.
+ * (`src/fakes/kubernetes.ts` `ObjectStore`), so that a rollout restart really rolls in the sandbox.
  *
  * When a write raises the `metadata.generation` of a DaemonSet, Deployment or StatefulSet (a change of
  * `spec.template`, e.g. the `kubectl.kubernetes.io/restartedAt` annotation of a rollout restart; the fake API server

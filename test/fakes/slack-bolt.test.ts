@@ -10,7 +10,7 @@ import {
   startFakeSlack,
   type FakeSlack,
   type FakeSlackChange,
-} from '../../fakes/slack.js';
+} from '../../src/fakes/slack.js';
 
 const SECRET = 'test-signing-secret';
 

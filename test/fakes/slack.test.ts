@@ -9,7 +9,7 @@ import {
   startFakeSlack,
   type FakeSlack,
   type FakeSlackChange,
-} from '../../fakes/slack.js';
+} from '../../src/fakes/slack.js';
 import { findingMessage } from '../../src/slack/blocks/index.js';
 import { multusFinding, NOW } from '../slack/blocks/fixtures.js';
 

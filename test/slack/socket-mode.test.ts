@@ -2,13 +2,13 @@
  * Socket Mode end to end on loopback: the real Bolt `SocketModeReceiver` (@slack/socket-mode 3, undici WebSocket)
  * connects to a minimal Socket Mode server written here (RFC 6455 handshake and text/ping/pong/close frames; Slack's
  * envelope protocol: `hello`, envelopes with `envelope_id`, acks echoing it). `apps.connections.open` is answered by
- * a small front that forwards every other Web API method to the fake Slack (`fakes/slack.ts`).
+ * a small front that forwards every other Web API method to the fake Slack (`src/fakes/slack.ts`).
  */
 import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { blockActionPayload, slashCommandBody, startFakeSlack, type FakeSlack } from '../../fakes/slack.js';
+import { blockActionPayload, slashCommandBody, startFakeSlack, type FakeSlack } from '../../src/fakes/slack.js';
 import { blockText, buttonValue, OPS, ONCALL, ONCALL_APPROVER, REQUESTER, startHarness, type Harness } from './harness.js';
 
 /** A minimal Socket Mode WebSocket server. */

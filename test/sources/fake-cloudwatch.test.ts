@@ -13,7 +13,7 @@ import {
   ResourceNotFoundException,
   StartQueryCommand,
 } from '@aws-sdk/client-cloudwatch-logs';
-import { compileFilterPattern, runInsightsQuery, startFakeCloudWatch, type FakeCloudWatch } from '../../fakes/cloudwatch.js';
+import { compileFilterPattern, runInsightsQuery, startFakeCloudWatch, type FakeCloudWatch } from '../../src/fakes/cloudwatch.js';
 import { auditEvent } from './events.js';
 
 let fake: FakeCloudWatch;
