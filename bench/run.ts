@@ -11,8 +11,8 @@
  * The log is written once to `bench/data/audit-<N>mb.jsonl` (git-ignored) and reused. Every tool
  * runs once on a warm page cache (the file is read once before timing). Not part of `npm test`.
  */
-import { spawn } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, renameSync, statSync, writeSync, createReadStream } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, renameSync, statSync, writeSync, createReadStream } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { cpus, loadavg } from 'node:os';
@@ -301,8 +301,25 @@ function summary(stdout: string): { tokenUses: number; findings: number } {
   };
 }
 
+/**
+ * Compiles the CLI (tsconfig.build.json) into `bench/data/build/dist` with a copy of package.json beside it, so the
+ * benchmark times the JavaScript a production install runs — not tsx transpiling at start-up — without leaving a
+ * `dist/` that `bin/tokenwatch.js` would prefer over the sources afterwards.
+ * @returns the path of the compiled `cli/main.js`, relative to the repository root.
+ */
+function buildCli(): string {
+  const out = join(DATA_DIR, 'build');
+  execFileSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(ROOT, 'tsconfig.build.json'), '--outDir', join(out, 'dist')], { cwd: ROOT, stdio: 'inherit' });
+  copyFileSync(join(ROOT, 'package.json'), join(out, 'package.json'));
+  return relative(ROOT, join(out, 'dist', 'cli', 'main.js'));
+}
+
+let CLI = 'bin/tokenwatch.js';
+/** Runs of grep and of scan; the fastest of each is reported (peak RSS: the largest). */
+const RUNS = 3;
+
 async function measureScan(file: string): Promise<ScanMeasure> {
-  const cli = ['bin/tokenwatch.js', 'scan', '--format', 'json', '--cluster', 'bench', '--audit-log', relative(ROOT, file)];
+  const cli = [CLI, 'scan', '--format', 'json', '--cluster', 'bench', '--audit-log', relative(ROOT, file)];
   if (existsSync('/usr/bin/time')) {
     const r = await timed('/usr/bin/time', ['-v', process.execPath, ...cli], true);
     if (r.code !== 0) throw new Error(`scan exited ${r.code}: ${r.stderr.trim().split('\n')[0] ?? ''}`);
@@ -334,15 +351,25 @@ async function main(): Promise<void> {
       ? `input: ${rel} (${sizeMB.toFixed(0)} MiB, reused; --regenerate to rewrite)\n`
       : `input: ${rel} (${sizeMB.toFixed(0)} MiB, written in ${gen.seconds.toFixed(1)} s)\n`,
   );
+  process.stdout.write('compiling the CLI (tsc -p tsconfig.build.json) into bench/data/build …\n');
+  CLI = buildCli();
   await warmCache(gen.file);
 
-  const grep = await timed('grep', ['-c', '-F', 'stale-token', gen.file], true);
+  // Best of three for grep and scan, alternating: on a shared machine the minimum is the least disturbed run.
+  let grep = await timed('grep', ['-c', '-F', 'stale-token', gen.file], true);
+  let scan = await measureScan(gen.file);
+  for (let i = 1; i < RUNS; i++) {
+    const g = await timed('grep', ['-c', '-F', 'stale-token', gen.file], true);
+    if (g.seconds < grep.seconds) grep = g;
+    const sc = await measureScan(gen.file);
+    if (sc.seconds < scan.seconds) scan = { ...sc, rssMB: Math.max(sc.rssMB, scan.rssMB) };
+    else scan = { ...scan, rssMB: Math.max(sc.rssMB, scan.rssMB) };
+  }
   if (grep.code !== 0 && grep.code !== 1) throw new Error(`grep failed: ${grep.stderr.trim()}`);
   const grepCount = Number(grep.stdout.trim());
 
-  const scan = await measureScan(gen.file);
   // Process start-up (Node + tsx + imports), included in the scan time above.
-  const startup = await timed(process.execPath, ['bin/tokenwatch.js', '--version'], false);
+  const startup = await timed(process.execPath, [CLI, '--version'], false);
 
   let jqSeconds: number | undefined;
   const hasJq = await commandExists('jq');
@@ -357,7 +384,7 @@ async function main(): Promise<void> {
   const lines = [
     `machine: ${cpus().length} CPUs, load average ${load.toFixed(1)}${load > cpus().length ? ' (busy: timings are not representative)' : ''}`,
     '',
-    `tokenwatch scan   ${scan.seconds.toFixed(2)} s  (${rate(scan.seconds)}), peak RSS ${scan.rssMB.toFixed(0)} MB (${scan.rssHow}), ${scan.tokenUses} token uses, ${scan.findings} findings`,
+    `tokenwatch scan   ${scan.seconds.toFixed(2)} s  (${rate(scan.seconds)}; best of ${RUNS}, grep too), peak RSS ${scan.rssMB.toFixed(0)} MB (${scan.rssHow}), ${scan.tokenUses} token uses, ${scan.findings} findings`,
     `  of which start-up ${startup.seconds.toFixed(2)} s (time of \`tokenwatch --version\`)`,
     `grep -c -F        ${grep.seconds.toFixed(2)} s  (${rate(grep.seconds)}), ${grepCount} matching lines`,
     jqSeconds === undefined

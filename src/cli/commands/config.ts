@@ -3,9 +3,6 @@
  * effective config as YAML with secrets masked (exit 0), or every problem on stderr (exit 2).
  */
 import { CommanderError, type Command } from 'commander';
-import { ConfigError } from '../../config/schema.js';
-import { loadConfig, resolveConfigPath } from '../../config/load.js';
-import { renderEffectiveConfig } from '../../config/render.js';
 
 /** Options for {@link register}, for tests. */
 export interface ConfigCommandDeps {
@@ -31,7 +28,11 @@ export function register(program: Command, deps: ConfigCommandDeps = {}): void {
     .command('check')
     .description('validate the config file and environment, print the effective config (secrets masked)')
     .option('--config <file>', 'config file (default: env TOKENWATCH_CONFIG)')
-    .action((_opts: unknown, cmd: Command) => {
+    .action(async (_opts: unknown, cmd: Command) => {
+      // Loaded on use: other commands should not pay for zod schemas, YAML and cron at start-up.
+      const { ConfigError } = await import('../../config/schema.js');
+      const { loadConfig, resolveConfigPath } = await import('../../config/load.js');
+      const { renderEffectiveConfig } = await import('../../config/render.js');
       const env = deps.env ?? process.env;
       const flag = cmd.optsWithGlobals<{ config?: string }>().config;
       try {

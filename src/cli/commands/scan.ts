@@ -11,7 +11,6 @@ import type { MaxTokenAge, Severity } from '../../findings/types.js';
 import type { ScanResult } from '../../scan/run.js';
 import { atOrAbove, isoSeconds, renderScanTable, shouldUseColor } from '../format.js';
 import { parseClusterName, parseMaxTokenAgeFlag, parseNow } from '../options.js';
-import { startProgress } from '../progress.js';
 
 /** Cluster name used when `--cluster` is not given. */
 export const DEFAULT_CLUSTER = 'default';
@@ -83,6 +82,7 @@ Examples:
     .action(async (flags: ScanFlags) => {
       // Loaded on use, so `--help` and argument errors stay fast (the pipeline pulls in zod, the catalog, …).
       const { runScan } = await import('../../scan/run.js');
+      const { startProgress } = await import('../progress.js');
       const progress = startProgress(flags.auditLog, process.stderr);
       let result: ScanResult;
       try {

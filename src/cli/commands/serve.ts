@@ -5,8 +5,6 @@
  * 1 when start-up fails otherwise (store cannot be opened, port taken).
  */
 import { CommanderError, type Command } from 'commander';
-import { ConfigError } from '../../config/schema.js';
-import { loadConfig, resolveConfigPath } from '../../config/load.js';
 
 /** Adds `serve` to the program. */
 export function register(program: Command): void {
@@ -20,6 +18,9 @@ export function register(program: Command): void {
     )
     .action(async (opts: { config?: string }, cmd: Command) => {
       const env = process.env;
+      // Loaded on use, like everything below: other commands (scan) should not pay for zod schemas, YAML and cron.
+      const { ConfigError } = await import('../../config/schema.js');
+      const { loadConfig, resolveConfigPath } = await import('../../config/load.js');
       let config;
       try {
         config = loadConfig(resolveConfigPath(opts.config, env), env);
