@@ -18,7 +18,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { createWriteStream, existsSync, readFileSync } from 'node:fs';
-import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { stringify } from 'yaml';
 import { parseConfig, type Config } from '../config/index.js';
@@ -185,6 +186,15 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<SandboxHa
   const auditLog = join(dataDir, 'audit', 'kube-apiserver-audit.log');
   const kubeconfig = join(dataDir, 'kubeconfig');
 
+  // Refuse before touching any state: another sandbox on this folder, or a taken page port.
+  await mkdir(dataDir, { recursive: true });
+  const releaseLock = await lockDataDir(dataDir);
+  try {
+    if (opts.port !== undefined && opts.port !== 0) await assertPortFree(opts.port);
+  } catch (err) {
+    await releaseLock();
+    throw err;
+  }
   if (opts.reset) for (const f of DATA_FILES) await rm(join(dataDir, f), { recursive: true, force: true });
   await mkdir(join(dataDir, 'audit'), { recursive: true });
   const logger = createLogger({ level: opts.logLevel ?? 'info', destination: opts.logDestination ?? createWriteStream(join(dataDir, 'sandbox.log'), { flags: 'a' }), base: { sandbox: true } });
@@ -353,6 +363,7 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<SandboxHa
       await saveSlackState(slack, slackPath);
       await saveState();
       await Promise.all([kube.close(), slack.close()]);
+      await releaseLock();
       logger.info('sandbox stopped');
     })());
 
@@ -424,4 +435,51 @@ async function restoreSlack(slack: FakeSlack, clock: StrictClock, path: string, 
   }
   if (mismatches) logger.warn({ mismatches }, 'sandbox: some restored messages got a new ts; their alerts may be posted again');
   logger.info({ messages: all.length }, 'sandbox: channel restored');
+}
+
+/**
+ * Takes `<dataDir>/sandbox.lock` (holding this process's pid) so two sandboxes never share one state folder.
+ * A lock left by a process that no longer runs is taken over.
+ * @throws Error naming the running sandbox's pid when the folder is in use.
+ * @returns a function releasing the lock.
+ */
+export async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
+  const lock = join(dataDir, 'sandbox.lock');
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      await writeFile(lock, String(process.pid), { flag: 'wx' });
+      let released = false;
+      return async () => {
+        if (released) return;
+        released = true;
+        await rm(lock, { force: true });
+      };
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      const pid = Number((await readFile(lock, 'utf8').catch(() => '')).trim());
+      if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && isRunning(pid)) {
+        throw new Error(`a sandbox is already running on ${dataDir} (pid ${pid}): stop it first, or pass --data-dir <another folder>`);
+      }
+      await rm(lock, { force: true }); // stale: its process is gone
+    }
+  }
+  throw new Error(`cannot lock ${dataDir}`);
+}
+
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Fails with EADDRINUSE when `port` on 127.0.0.1 is taken (checked before any state is touched). */
+async function assertPortFree(port: number): Promise<void> {
+  await new Promise<void>((resolvePort, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolvePort()));
+  });
 }

@@ -83,8 +83,8 @@ export function register(program: Command): void {
         const e = err as NodeJS.ErrnoException;
         const why = e.code === 'EADDRINUSE' ? `port ${opts.port} is in use: pass --port <another> (or --port 0 for any free port)` : e.message;
         process.stderr.write(`tokenwatch: the sandbox could not start: ${why}\n`);
-        process.exitCode = 1;
-        return;
+        // Parts started before the failure (fake servers, timers) would keep the process alive: exit now.
+        process.exit(2);
       }
       process.stdout.write(banner({ url: handle.url, speed: handle.speed, pollEverySeconds: handle.pollEverySeconds, dataDir: handle.dataDir, resumed: handle.resumed, slack: opts.slack }));
       await new Promise<void>((resolve) => {
