@@ -64,10 +64,16 @@ export function register(program: Command): void {
           ...(elector && { isLeader: () => elector.isLeader(), leaderStatus: () => elector.status() }),
         });
       } catch (err) {
+        const e = err as NodeJS.ErrnoException;
+        const why =
+          e.code === 'EADDRINUSE'
+            ? `http.port ${config.http.port} on ${config.http.host} is in use: set another http.port in the config`
+            : e.message;
         logger.fatal({ err }, 'tokenwatch serve could not start');
+        process.stderr.write(`tokenwatch: serve could not start: ${why}\n`);
         await elector?.stop({ release: true });
-        process.exitCode = 1;
-        return;
+        // Parts started before the failure (SDK clients, timers) must not keep the process alive.
+        process.exit(1);
       }
       await new Promise<void>((resolve) => {
         const onSignal = (sig: NodeJS.Signals) => {
