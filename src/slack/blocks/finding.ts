@@ -239,6 +239,9 @@ export function findingMessage(f: Finding, ctx: FindingMessageContext): SlackMes
     lead = `✅ *Resolved* ${slackDate(ctx.resolved.at)}${ctx.resolved.note ? `: ${escClip(ctx.resolved.note, 1000)}` : ''}\n${lead}`;
   } else if (left !== null && left >= 0) {
     lead += `: the API server will reject it in *${plural(left, 'day')}*`;
+    // Critical although rejection is further away: the findings stage makes every finding of a ServiceAccount
+    // critical once 401s are attributed to it (src/findings/build.ts). Say so, or the card contradicts itself.
+    if (f.severity === 'critical' && f.kind !== 'unauthorized' && left >= 7) lead += ` — *critical* because requests from this ServiceAccount are already rejected with 401 (see its Unauthorized alert)`;
   } else if (left !== null) {
     lead += ': its rejection date has *passed*';
   } else if (f.kind === 'unauthorized') {

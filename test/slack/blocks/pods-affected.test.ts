@@ -13,3 +13,16 @@ describe('Pods affected field', () => {
     expect(podsField(findingFields(multusFinding({ pods: ['a', 'b'] }), { now: NOW }))).toBe('2');
   });
 });
+
+describe('lead text of a critical finding whose rejection is far away', () => {
+  it('says the severity comes from 401s, so the card does not contradict itself', async () => {
+    const { findingMessage } = await import('../../../src/slack/blocks/finding.js');
+    const far = new Date(NOW + 89 * 86_400_000).toISOString();
+    const f = multusFinding({ severity: 'critical', rejectionAt: far });
+    const lead = (findingMessage(f, { now: NOW, buttonsFor: () => undefined }).blocks[1] as { text: { text: string } }).text.text;
+    expect(lead).toContain('will reject it in *89 days*');
+    expect(lead).toContain('*critical* because requests from this ServiceAccount are already rejected with 401');
+    const warn = multusFinding({ severity: 'warning', rejectionAt: new Date(NOW + 20 * 86_400_000).toISOString() });
+    expect((findingMessage(warn, { now: NOW, buttonsFor: () => undefined }).blocks[1] as { text: { text: string } }).text.text).not.toContain('because requests');
+  });
+});
