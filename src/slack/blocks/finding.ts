@@ -193,7 +193,9 @@ export function findingFields(f: Finding, ctx: Pick<FindingMessageContext, 'now'
   // state (their tokens still seen in the audit log) are counted apart, so n never exceeds m.
   const gone = Math.min(n, f.missingPods?.length ?? 0);
   const ofM = ctx.podsTotal !== undefined ? `${count(n - gone)} of ${count(ctx.podsTotal)}${gone ? ` (+${count(gone)} gone)` : ''}` : count(n);
-  const podNames = n ? `\n${listWithin(f.pods.slice(0, 3).map((p) => code(p, 80)), 3, ', ', n)}` : '';
+  const goneSet = new Set(f.missingPods ?? []);
+  const runningFirst = [...f.pods.filter((p) => !goneSet.has(p)), ...f.pods.filter((p) => goneSet.has(p))];
+  const podNames = n ? `\n${listWithin(runningFirst.slice(0, 3).map((p) => code(p, 80)), 3, ', ', n)}` : '';
   fields.push(`*Pods affected*\n${ofM}${podNames}`);
   const age = oldestTokenAgeMs(f, ctx.now);
   if (age !== null && f.kind === 'stale-token') fields.push(`*Oldest token age*\n${duration(age)}`);

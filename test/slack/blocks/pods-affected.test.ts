@@ -26,3 +26,12 @@ describe('lead text of a critical finding whose rejection is far away', () => {
     expect((findingMessage(warn, { now: NOW, buttonsFor: () => undefined }).blocks[1] as { text: { text: string } }).text.text).not.toContain('because requests');
   });
 });
+
+describe('pod names in Pods affected', () => {
+  it('lists running pods before pods gone from cluster state', () => {
+    const f = multusFinding({ pods: ['a-gone', 'b-gone', 'c-run', 'd-run'], missingPods: ['a-gone', 'b-gone'] });
+    const names = findingFields(f, { now: NOW, podsTotal: 2 }).find((x) => x.startsWith('*Pods affected*'))!.split('\n')[2]!;
+    expect(names.indexOf('c-run')).toBeLessThan(names.indexOf('a-gone'));
+    expect(names.startsWith('`c-run`')).toBe(true);
+  });
+});
