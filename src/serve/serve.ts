@@ -54,6 +54,8 @@ export interface ServeContext {
   isLeader(): boolean;
   /** Leader-election state, when leader election runs. */
   leaderStatus?: () => LeaderStatus;
+  /** Why integrations (Slack) failed to start, if any did; serve runs on without them. */
+  integrationErrors?: string[];
 }
 
 /** An integration started and stopped with serve. */
@@ -193,7 +195,8 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
     } else if (url === '/readyz') {
       const ok = ready && !stopping;
-      res.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' }).end(ok ? 'ready\n' : stopping ? 'stopping\n' : 'starting\n');
+      const degraded = context.integrationErrors?.length ? `degraded: ${context.integrationErrors.join('; ')}\n` : '';
+      res.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' }).end(ok ? `ready\n${degraded}` : stopping ? 'stopping\n' : 'starting\n');
     } else if (url === '/metrics') {
       metrics.registry.metrics().then(
         (text) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
@@ -212,17 +215,20 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   const integrations: Integration[] = [];
   const starters =
     opts.integrations ?? (config.slack?.enabled ? [async (ctx: ServeContext) => (await import('../slack/app.js')).startSlack(ctx)] : []);
-  try {
-    for (const start of starters) integrations.push(await start(context));
-  } catch (err) {
-    // e.g. an invalid Slack token (auth.test fails): release what was opened, then report.
-    for (const i of integrations.reverse()) await i.stop().catch(() => undefined);
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-    server.closeAllConnections();
-    for (const rt of clusters.values()) rt.source.close?.();
-    store.close();
-    throw err;
+  // An integration that cannot start (an expired or revoked Slack token: auth.test fails) must not take polling down
+  // with it, or a Deployment would crash-loop: serve keeps polling and storing findings, logs one clear line, and
+  // reports the integration as failed on /readyz's body and in the logs until it is fixed and serve restarted.
+  const failedIntegrations: string[] = [];
+  for (const start of starters) {
+    try {
+      integrations.push(await start(context));
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      failedIntegrations.push(message);
+      logger.error({ err }, `integration could not start, running without it (polling and the store go on): ${message}`);
+    }
   }
+  context.integrationErrors = failedIntegrations;
 
   scheduler.start(
     [...clusters.values()].map((rt) => ({

@@ -66,18 +66,25 @@ describe('tokenwatch serve (CLI)', () => {
 });
 
 describe('startServe with a failing integration', () => {
-  it('closes its listener and store and rethrows, so a bad Slack token fails the start cleanly', async () => {
+  it('keeps polling without it (no crash loop on a revoked Slack token) and says why on /readyz', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'tw-serve-fail-'));
     const log = join(dir, 'audit.log');
-    writeFileSync(log, '');
+    writeFileSync(log, auditEvent({ auditID: 'x1', time: T0, kind: 'stale', secondsAfterWarning: 100 }) + '\n');
     const config = parseConfig({ store: { path: join(dir, 'tw.db') }, http: { host: '127.0.0.1', port: 0 }, clusters: [{ name: 'prod', audit: { file: { path: log } } }] }, {});
-    await expect(
-      startServe(config, { logger: createLogger({ level: 'silent' }), jitterMs: 0, integrations: [async () => { throw new Error('slack auth.test failed: invalid_auth'); }] }),
-    ).rejects.toThrow('invalid_auth');
-    // the store was closed: it can be opened again at once (no lock held), and nothing was polled
-    const { openStore } = await import('../../src/store/index.js');
-    const store = openStore(join(dir, 'tw.db'));
-    expect(store.lastPollRuns()).toEqual([]);
-    store.close();
+    const handle = await startServe(config, {
+      logger: createLogger({ level: 'silent' }),
+      jitterMs: 0,
+      clock: () => T0,
+      integrations: [async () => { throw new Error('slack auth.test failed: invalid_auth'); }],
+    });
+    try {
+      await handle.firstPolls;
+      expect(handle.context.store.listFindings('prod')).toHaveLength(1);
+      const ready = await fetch(`http://127.0.0.1:${handle.port}/readyz`);
+      expect(ready.status).toBe(200);
+      expect(await ready.text()).toBe('ready\ndegraded: slack auth.test failed: invalid_auth\n');
+    } finally {
+      await handle.stop();
+    }
   });
 });
