@@ -270,6 +270,32 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
     return `${sec}.${String(micros % 1e6).padStart(6, '0')}`;
   };
 
+  /** Adds a bot message to a channel (or to `parent`'s thread) and emits the change. */
+  const postBotMessage = (
+    ch: ChannelState,
+    bot: { userId: string; botId: string },
+    text: string,
+    blocks: unknown[] | undefined,
+    parent: FakeMessage | undefined,
+  ): FakeMessage => {
+    const msg: FakeMessage = {
+      channel: ch.id,
+      ts: nextTs(),
+      user: bot.userId,
+      botId: bot.botId,
+      text,
+      blocks,
+      edits: [],
+      replies: [],
+      postedAt: now(),
+      ...(parent ? { threadTs: parent.ts } : {}),
+    };
+    if (parent) parent.replies.push(msg);
+    else ch.messages.push(msg);
+    emit({ type: 'message', message: msg });
+    return msg;
+  };
+
   const findMessage = (ch: ChannelState, ts: string): FakeMessage | undefined => {
     for (const m of ch.messages) {
       if (m.ts === ts) return m;
@@ -347,21 +373,7 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
         if (!target || target.deleted) return { ok: false, error: 'thread_not_found' };
         parent = target.threadTs ? ch.messages.find((m) => m.ts === target.threadTs) : target;
       }
-      const msg: FakeMessage = {
-        channel: ch.id,
-        ts: nextTs(),
-        user: bot.userId,
-        botId: bot.botId,
-        text,
-        blocks: pb.blocks,
-        edits: [],
-        replies: [],
-        postedAt: now(),
-        ...(parent ? { threadTs: parent.ts } : {}),
-      };
-      if (parent) parent.replies.push(msg);
-      else ch.messages.push(msg);
-      emit({ type: 'message', message: msg });
+      const msg = postBotMessage(ch, bot, text, pb.blocks, parent);
       return { ok: true, channel: ch.id, ts: msg.ts, message: messageJson(msg, bot.teamId) };
     },
 
@@ -572,21 +584,7 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
     if (args.response_type === 'in_channel') {
       const threadTs = str(args.thread_ts);
       const parent = threadTs ? ch.messages.find((m) => m.ts === threadTs) : undefined;
-      const msg: FakeMessage = {
-        channel: ch.id,
-        ts: nextTs(),
-        user: bot.userId,
-        botId: bot.botId,
-        text,
-        blocks: pb.blocks,
-        edits: [],
-        replies: [],
-        postedAt: now(),
-        ...(parent ? { threadTs: parent.ts } : {}),
-      };
-      if (parent) parent.replies.push(msg);
-      else ch.messages.push(msg);
-      emit({ type: 'message', message: msg });
+      const msg = postBotMessage(ch, bot, text, pb.blocks, parent);
       return send(res, 200, { ok: true });
     }
     const e: FakeEphemeral = { channel: ch.id, user: target.user, text, blocks: pb.blocks, messageTs: nextTs(), via: 'response_url', at: now() };
