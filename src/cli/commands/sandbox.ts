@@ -7,7 +7,7 @@
  * Exit codes: 0 after a clean stop, 2 for bad flags, 1 when it cannot start (port taken, examples missing).
  */
 import { relative } from 'node:path';
-import { InvalidArgumentError, type Command } from 'commander';
+import { InvalidArgumentError, Option, type Command } from 'commander';
 
 function positiveNumber(min: number, max: number, what: string) {
   return (v: string): number => {
@@ -39,14 +39,17 @@ export function banner(o: { url: string; speed: number; pollEverySeconds: number
     `  Cluster        prod-eks (simulated from examples/cluster-snapshot.json), audit log replayed from examples/audit`,
     `  Time           ×${o.speed}: ${perMinute}; tokenwatch polls every ${o.pollEverySeconds} s`,
     '',
-    'Try:',
-    '  1. Open the page: the Multus alert (🔴 Critical · prod-eks · kube-system/multus) is in #ops-prod-eks.',
-    '  2. Type  /tokens status prod-eks  in the message box.',
-    '  3. As Riya (requester), click "Restart DaemonSet kube-multus-ds" and confirm.',
-    '  4. Switch to Ahmed (approver) and click Approve in the thread: the pods roll one by one.',
-    `  5. About ${recurrenceIn < 120 ? `${recurrenceIn} s` : `${Math.round(recurrenceIn / 60)} min`} later the new pods' copied token turns stale: a recurrence reply names the real fix.`,
-    '  Also try approving as Riya or Olu (outsider): the two-person rule refuses.',
-    ...(o.slack ? [] : ['', 'Note: the Slack app is off (--no-slack): the page shows the channel, nothing answers.']),
+    ...(o.slack
+      ? [
+          'Try:',
+          '  1. Open the page: the Multus alert (🔴 Critical · prod-eks · kube-system/multus) is in #ops-prod-eks.',
+          '  2. Type  /tokens status prod-eks  in the message box.',
+          '  3. As Riya (requester), click "Restart DaemonSet kube-multus-ds" and confirm.',
+          '  4. Switch to Ahmed (approver) and click Approve in the thread: the pods roll one by one.',
+          `  5. About ${recurrenceIn < 120 ? `${recurrenceIn} s` : `${Math.round(recurrenceIn / 60)} min`} later the new pods' copied token turns stale: a recurrence reply names the real fix.`,
+          '  Also try approving as Riya or Olu (outsider): the two-person rule refuses.',
+        ]
+      : ['Note: the Slack app is off (--no-slack): the page shows the channel and the replayed cluster, nothing answers.']),
     '',
     `State: ${dir} (reused next time; --reset starts over). Log: ${dir}/sandbox.log. Stop with Ctrl-C.`,
     '',
@@ -64,7 +67,7 @@ export function register(program: Command): void {
     .option('--data-dir <dir>', 'where the sandbox keeps its state (store, audit log, cluster, channel)', './data/sandbox')
     .option('--reset', 'start over: remove the saved sandbox state first')
     .option('--no-slack', 'do not start the tokenwatch Slack app (the page shows the channel only)')
-    .option('--log-level <level>', 'level of the sandbox log file', 'info')
+    .addOption(new Option('--log-level <level>', 'level of the sandbox log file').choices(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'))
     .addHelpText('after', '\nEverything listens on 127.0.0.1 only. Details: docs/sandbox.md')
     .action(async (opts: { port: number; speed: number; pollEvery: number; dataDir: string; reset?: boolean; slack: boolean; logLevel: string }) => {
       const { startSandbox } = await import('../../sandbox/sandbox.js');
