@@ -45,7 +45,7 @@ export function register(program: Command): void {
     )
     .option(
       '--cluster-snapshot <file>',
-      'output of `kubectl get pods,daemonsets,deployments,statefulsets,replicasets,serviceaccounts,secrets -A -o json`, to name workloads and causes',
+      'output of `kubectl get pods,daemonsets,deployments,statefulsets,replicasets,jobs,cronjobs,serviceaccounts,secrets -A -o json`, to name workloads and causes',
     )
     .addOption(
       new Option(
