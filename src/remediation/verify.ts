@@ -20,19 +20,19 @@
  * restarts too) and hands it to a reporter (the Slack thread reply).
  */
 import type { ApprovalState } from '../approvals/index.js';
+import { WARN_AFTER_TOLERANCE_MS } from '../findings/aggregate.js';
+import { issuedTime } from '../findings/token-math.js';
 import type { FindingKind, TokenRecord } from '../findings/types.js';
 import type { Logger } from '../observability/logger.js';
 import type { Store, StoredApproval, StoredFinding } from '../store/index.js';
 import { targetLabel } from './executor.js';
 
-/** Seconds between a bound token's issue and its `warnafter` (kubernetes `pkg/serviceaccount/claims.go`: 3600 + 7). */
-export const ISSUE_TO_WARN_AFTER_SECONDS = 3607;
 
 /**
  * Tolerance, ms, for comparing audit event times (API server clock) with tokenwatch's clock and for the ±60 s
  * grouping of `warnAfter` values (design.md, Terms: token).
  */
-export const CLOCK_TOLERANCE_MS = 60_000;
+export const CLOCK_TOLERANCE_MS = WARN_AFTER_TOLERANCE_MS;
 
 /** Input of {@link assessVerification}. Times are epoch ms UTC. */
 export interface VerificationInput {
@@ -64,7 +64,7 @@ export type ConcludedOutcome = Exclude<VerificationOutcome, { outcome: 'pending'
 
 /** Issue time of a stale token's record (`warnAfter − 3607 s`), or undefined for records without `warnAfter`. */
 export function issuedAt(r: Pick<TokenRecord, 'warnAfter'>): number | undefined {
-  return r.warnAfter === undefined ? undefined : r.warnAfter - ISSUE_TO_WARN_AFTER_SECONDS * 1000;
+  return r.warnAfter === undefined ? undefined : issuedTime(r.warnAfter);
 }
 
 /**

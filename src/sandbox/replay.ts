@@ -25,12 +25,11 @@ import { dirname, join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { createReadStats, tokenUseFromJson } from '../audit/reader.js';
 import { ANNOTATION, USER_EXTRA, type AuditEvent } from '../audit/types.js';
+import { EKS_MAX_SECONDS_AFTER_WARNING, WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS } from '../findings/token-math.js';
 
-/** Seconds from a bound token's issue to its `warnafter` (kubernetes `pkg/serviceaccount/claims.go`: 60·60 + 7). */
-export const ISSUE_TO_WARN_AFTER_SECONDS = 3607;
-
-/** EKS rejects a bound token this many seconds after its `warnafter` (90 days; EKS user guide, service-accounts). */
-export const EKS_MAX_SECONDS_AFTER_WARNING = 7_776_000;
+/** Seconds from a bound token's issue to its `warnafter` (the findings stage's constant, with its source). */
+export const ISSUE_TO_WARN_AFTER_SECONDS = WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS;
+export { EKS_MAX_SECONDS_AFTER_WARNING };
 
 /** Bounds of the interval between two live uses of one credential, sandbox ms. */
 export const MIN_INTERVAL_MS = 10 * 60_000;

@@ -3,6 +3,7 @@
  * its buttons, and the escalation reply posted in its thread. Pure.
  */
 import type { WorkloadRef } from '../../cluster/types.js';
+import { WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS } from '../../findings/token-math.js';
 import type { Finding, FindingKind, Severity } from '../../findings/types.js';
 import { RESTARTABLE_KINDS, type TargetKind } from '../../approvals/machine.js';
 import { ACTION_IDS, opaqueId } from './ids.js';
@@ -65,8 +66,8 @@ const KIND_LABEL: Record<FindingKind, string> = {
   unauthorized: '401 Unauthorized',
 };
 
-/** Seconds between a bound token's issue and its `warnafter` (3607 s, kubernetes `pkg/serviceaccount/claims.go`). */
-const WARN_AFTER_SECONDS = 3607;
+/** Seconds between a bound token's issue and its `warnafter` (the findings stage's constant, with its source). */
+const WARN_AFTER_SECONDS = WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS;
 const DAY = 86_400_000;
 
 const isRestartable = (w: WorkloadRef): w is WorkloadRef & { kind: TargetKind } =>
