@@ -16,12 +16,14 @@ RUN apt-get update \
 WORKDIR /src
 COPY package.json package-lock.json ./
 RUN npm ci
-COPY tsconfig.json tsconfig.build.json README.md ./
+COPY tsconfig.json tsconfig.build.json README.md LICENSE ./
 COPY bin ./bin
 COPY src ./src
 COPY examples ./examples
+COPY scripts ./scripts
+# npm run build = tsc, then scripts/copy-assets.mjs; --ignore-scripts: prepack would build a second time.
 RUN npm run build \
- && npm pack --pack-destination /tmp \
+ && npm pack --ignore-scripts --pack-destination /tmp \
  && mkdir /app \
  && tar -xzf /tmp/tokenwatch-*.tgz -C /app --strip-components=1 \
  && cp package-lock.json /app/

@@ -17,7 +17,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 step() { printf '\n== %s\n' "$*"; }
 
-context=(package.json package-lock.json tsconfig.json tsconfig.build.json README.md bin src examples)
+context=(package.json package-lock.json tsconfig.json tsconfig.build.json README.md LICENSE bin src examples scripts)
 mkdir -p "$work/ctx"
 if [ "${1:-}" = "--committed" ]; then
   step "build context: committed files the Dockerfile copies"
@@ -36,7 +36,7 @@ if ! (cd "$work/ctx" && npm run build --silent); then
   [ "${ALLOW_TYPE_ERRORS:-}" = 1 ] || exit 1
   echo "ALLOW_TYPE_ERRORS=1: going on with what tsc emitted, to check the remaining steps."
 fi
-(cd "$work/ctx" && npm pack --silent --pack-destination "$work" >/dev/null)
+(cd "$work/ctx" && npm pack --ignore-scripts --silent --pack-destination "$work" >/dev/null)
 mkdir -p "$work/app"
 tar -xzf "$work"/tokenwatch-*.tgz -C "$work/app" --strip-components=1
 cp "$work/ctx/package-lock.json" "$work/app/"

@@ -2,7 +2,7 @@
  * The sandbox's local channel page and its small JSON API, on 127.0.0.1 only.
  *
  * - `GET /` the page; `GET /assets/*` its script, styles and the Block Kit renderer (`page/blockkit.ts`,
- *   transpiled once at start with esbuild, which tsx already ships; nothing is downloaded).
+ *   compiled by `npm run build`, or transpiled at start with esbuild in a checkout without a build; nothing is downloaded).
  * - `GET /api/state?user=U…` the channel as the fake Slack holds it (messages with threads and edits), the
  *   ephemerals visible to that user only, notices for that user, the sandbox clock.
  * - `GET /api/cluster` the simulated workloads and their pods.
@@ -23,11 +23,11 @@
  * sandbox from a browser.
  */
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { transformSync } from 'esbuild';
+import { fileURLToPath } from 'node:url';
 import type { FakeEphemeral, FakeMessage, FakeSlack, SandboxFakes, SendResult } from './fakes.js';
 import type { Logger } from '../observability/logger.js';
 
@@ -113,19 +113,33 @@ function ephemeralJson(e: FakeEphemeral, placedIn: ReadonlyMap<string, string>):
   return { ts: e.messageTs, text: e.text, ...(e.blocks ? { blocks: e.blocks } : {}), ...(threadTs ? { threadTs } : {}), via: e.via };
 }
 
-/** Starts the page server; see the module docstring. @throws when the port is taken (EADDRINUSE). */
-export async function startPageServer(opts: PageServerOptions): Promise<PageServer> {
-  // Relative to the package root, so that it is the same directory from src/ and from a dist/ build.
-  const pageDir = opts.pageDir ?? new URL('../../src/sandbox/page/', import.meta.url).pathname;
+/**
+ * The page's static assets, keyed by URL path. `pageDir` is `page/` next to this module: `src/sandbox/page/` in a
+ * checkout (run through tsx), `dist/sandbox/page/` in a build or an installed package, where `npm run build` compiled
+ * `blockkit.ts` to `blockkit.js` and copied the other files (scripts/copy-assets.mjs). Only a checkout without a build
+ * transpiles `blockkit.ts` at start, with esbuild — a devDependency that tsx brings, never needed in a package.
+ * @throws when a file is missing, or when only `blockkit.ts` exists and esbuild is not installed
+ */
+export async function loadPageAssets(pageDir: string): Promise<Map<string, { type: string; body: string }>> {
   const assets = new Map<string, { type: string; body: string }>();
   const read = (name: string) => readFileSync(join(pageDir, name), 'utf8');
   assets.set('/', { type: 'text/html; charset=utf-8', body: read('index.html') });
   assets.set('/assets/app.js', { type: 'text/javascript; charset=utf-8', body: read('app.js') });
   assets.set('/assets/style.css', { type: 'text/css; charset=utf-8', body: read('style.css') });
-  assets.set('/assets/blockkit.js', {
-    type: 'text/javascript; charset=utf-8',
-    body: transformSync(read('blockkit.ts'), { loader: 'ts', format: 'esm', target: 'es2020', sourcefile: 'blockkit.ts' }).code,
-  });
+  let blockkit: string;
+  if (existsSync(join(pageDir, 'blockkit.js'))) {
+    blockkit = read('blockkit.js');
+  } else {
+    const { transformSync } = await import('esbuild');
+    blockkit = transformSync(read('blockkit.ts'), { loader: 'ts', format: 'esm', target: 'es2020', sourcefile: 'blockkit.ts' }).code;
+  }
+  assets.set('/assets/blockkit.js', { type: 'text/javascript; charset=utf-8', body: blockkit });
+  return assets;
+}
+
+/** Starts the page server; see the module docstring. @throws when the port is taken (EADDRINUSE). */
+export async function startPageServer(opts: PageServerOptions): Promise<PageServer> {
+  const assets = await loadPageAssets(opts.pageDir ?? fileURLToPath(new URL('./page/', import.meta.url)));
 
   const log = opts.logger.child({ component: 'sandbox-page' });
   const { sendSlashCommand, sendBlockAction, blockActionPayload } = opts.requests;

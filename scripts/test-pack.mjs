@@ -1,0 +1,89 @@
+#!/usr/bin/env node
+/**
+ * `npm run test:pack`: proves the published package works on its own, as the Docker image and `npm install tokenwatch`
+ * use it — no TypeScript sources, no devDependencies, no run-time transform.
+ *
+ * 1. `npm pack` (prepack runs `npm run build`) into a temporary folder;
+ * 2. unpacks it with the project's package-lock.json and runs `npm ci --offline --omit=dev` there, from the npm cache
+ *    that `npm ci` filled — what the Dockerfile does (better-sqlite3 compiles from source: about 2 minutes);
+ * 3. runs the installed `tokenwatch`: `--version`, `scan` of the bundled examples (JSON with findings), `config check`
+ *    of a minimal config, and `sandbox --port 0 --no-slack` until its page answers on 127.0.0.1, then stops it.
+ * Prints one line per check; exits 0 when all pass, 1 otherwise. The temporary folder is removed unless `--keep`.
+ */
+import { execFileSync, spawn } from 'node:child_process';
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const root = new URL('../', import.meta.url).pathname;
+const keep = process.argv.includes('--keep');
+const dir = mkdtempSync(join(tmpdir(), 'tokenwatch-pack-'));
+const npm = (args, cwd) => execFileSync('npm', args, { cwd, stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
+let failed = 0;
+const check = (name, ok, detail = '') => {
+  console.log(`test:pack: ${ok ? 'ok  ' : 'FAIL'} ${name}${detail ? ` — ${detail}` : ''}`);
+  if (!ok) failed++;
+};
+
+try {
+  npm(['pack', '--pack-destination', dir, '--silent'], root);
+  const tarball = readdirSync(dir).find((f) => f.endsWith('.tgz'));
+  check('npm pack', Boolean(tarball), tarball);
+  // As the Dockerfile does: the package's own files plus the lockfile, production dependencies only.
+  const app = join(dir, 'app');
+  execFileSync('mkdir', ['-p', app]);
+  execFileSync('tar', ['-xzf', join(dir, tarball), '-C', app, '--strip-components=1']);
+  copyFileSync(join(root, 'package-lock.json'), join(app, 'package-lock.json'));
+  const sources = existsSync(join(app, 'src')) ? readdirSync(join(app, 'src'), { recursive: true }).filter((f) => String(f).endsWith('.ts')) : [];
+  check('package has no TypeScript sources', sources.length === 0, sources.slice(0, 3).join(', '));
+  npm(['ci', '--offline', '--omit=dev', '--no-audit', '--no-fund'], app);
+  const installed = readdirSync(join(app, 'node_modules'));
+  check('installed without devDependencies', !installed.includes('tsx') && !installed.includes('esbuild') && !installed.includes('typescript'),
+    ['tsx', 'esbuild', 'typescript'].filter((p) => installed.includes(p)).join(', ') || 'no tsx, esbuild, typescript');
+  const bin = join(app, 'bin', 'tokenwatch.js');
+  const run = (args, env = {}) => execFileSync(process.execPath, [bin, ...args], { cwd: app, encoding: 'utf8', env: { ...process.env, ...env } });
+
+  check('tokenwatch --version', /^\d+\.\d+\.\d+/.test(run(['--version']).trim()));
+  const ex = join(app, 'examples');
+  const audit = readdirSync(join(ex, 'audit')).map((f) => join(ex, 'audit', f));
+  const out = JSON.parse(run(['scan', '--audit-log', ...audit, '--cluster', 'prod-eks', '--cluster-snapshot', join(ex, 'cluster-snapshot.json'), '--format', 'json']));
+  check('tokenwatch scan (bundled examples)', out.findings.length > 0, `${out.findings.length} findings`);
+
+  const cfg = join(dir, 'config.yaml');
+  writeFileSync(cfg, 'clusters:\n  - name: prod\n    audit:\n      file:\n        path: /var/log/kubernetes/audit.log\n');
+  let cfgOut = '';
+  try {
+    cfgOut = run(['config', 'check', '--config', cfg]);
+  } catch (e) {
+    cfgOut = String(e.stdout ?? '') + String(e.stderr ?? '');
+  }
+  check('tokenwatch config check', cfgOut.includes('prod'), cfgOut.split('\n')[0]);
+
+  const sandbox = spawn(process.execPath, [bin, 'sandbox', '--port', '0', '--no-slack', '--data-dir', join(dir, 'sandbox')], { cwd: app, stdio: ['ignore', 'pipe', 'pipe'] });
+  let text = '';
+  const url = await new Promise((resolve) => {
+    const onData = (b) => {
+      text += b.toString();
+      const m = /http:\/\/127\.0\.0\.1:\d+\//.exec(text);
+      if (m) resolve(m[0]);
+    };
+    sandbox.stdout.on('data', onData);
+    sandbox.stderr.on('data', onData);
+    sandbox.on('exit', () => resolve(undefined));
+  });
+  if (url) {
+    const page = await (await fetch(url)).text();
+    const js = await fetch(new URL('assets/blockkit.js', url));
+    check('tokenwatch sandbox page', page.includes('<html') && js.ok, url);
+  } else {
+    check('tokenwatch sandbox page', false, text.trim().split('\n').slice(-3).join(' | '));
+  }
+  sandbox.kill('SIGTERM');
+} catch (e) {
+  check('unexpected error', false, e instanceof Error ? e.message : String(e));
+} finally {
+  if (keep) console.log(`test:pack: kept ${dir}`);
+  else rmSync(dir, { recursive: true, force: true });
+}
+console.log(`test:pack: ${failed === 0 ? 'all checks passed' : `${failed} check(s) failed`}`);
+process.exit(failed === 0 ? 0 : 1);
