@@ -25,8 +25,12 @@ const check = (name, ok, detail = '') => {
   if (!ok) failed++;
 };
 
+// prepack builds dist/ in the checkout; remove it again when it was not there, or bin/ would run that build (and
+// not the sources) from then on.
+const hadDist = existsSync(join(root, 'dist'));
 try {
   npm(['pack', '--pack-destination', dir, '--silent'], root);
+  if (!hadDist) rmSync(join(root, 'dist'), { recursive: true, force: true });
   const tarball = readdirSync(dir).find((f) => f.endsWith('.tgz'));
   check('npm pack', Boolean(tarball), tarball);
   // As the Dockerfile does: the package's own files plus the lockfile, production dependencies only.
