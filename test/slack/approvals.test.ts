@@ -85,7 +85,8 @@ describe('restart flow', () => {
     const progress = h.slack.thread(OPS, alert.ts).find((m) => m.text.includes('rollout of DaemonSet'))!;
     expect(progress.text).toBe('✅ [prod-eks] rollout of DaemonSet kube-system/kube-multus-ds complete');
     expect(progress.edits[0]!.text).toBe('⏳ [prod-eks] rolling out DaemonSet kube-system/kube-multus-ds: 0/6 updated');
-    expect(progress.edits.length).toBeGreaterThanOrEqual(2);
+    // How many intermediate counts are shown depends on how fast the rollout goes; each one is an in-progress text.
+    expect(progress.edits.every((e) => e.text.startsWith('⏳ [prod-eks] rolling out DaemonSet'))).toBe(true);
     expect(blockText(progress)).toContain('6 of 6 updated, 6 ready, 6 available');
 
     // A Kubernetes Event per transition, an action-log row per transition.
