@@ -10,7 +10,7 @@ import { modelName, restrictedViolations, unknownFields, validateObject } from '
 /** The kustomizations a user applies (`kubectl apply -k manifests/<entry>`). */
 const ENTRIES = ['.', 'base', 'writer', 'overlays/eks', 'overlays/writer-namespaces', 'overlays/writer-cluster-wide'];
 /** The optional components (`components:` of a kustomization). */
-const COMPONENTS = ['components/admission-policy', 'components/secret-metadata'];
+const COMPONENTS = ['components/admission-policy', 'components/prometheus', 'components/secret-metadata'];
 /** Entries with every component added, as a user's kustomization listing them renders. */
 const WITH_COMPONENTS = ['.', 'overlays/writer-cluster-wide'];
 const rendered = new Map(ENTRIES.map((e) => [e, render(join(MANIFESTS, e))]));
@@ -73,6 +73,8 @@ describe('every manifest validates offline', () => {
       'base/service.yaml',
       'base/serviceaccount.yaml',
       'components/admission-policy/admission-policy.yaml',
+      'components/prometheus/prometheusrule.yaml',
+      'components/prometheus/servicemonitor.yaml',
       'components/secret-metadata/rbac-secret-metadata.yaml',
       'overlays/eks/networkpolicy-pod-identity.yaml',
       'overlays/eks/storageclass.yaml',
@@ -197,6 +199,8 @@ describe('install layout', () => {
     expect(rendered.get('.+components')!.filter((o) => !install.some((b) => idOf(b) === idOf(o))).map(idOf)).toEqual([
       'admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy /tokenwatch-writes',
       'admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding /tokenwatch-writes',
+      'monitoring.coreos.com/v1 ServiceMonitor tokenwatch/tokenwatch',
+      'monitoring.coreos.com/v1 PrometheusRule tokenwatch/tokenwatch',
       'rbac.authorization.k8s.io/v1 ClusterRole /tokenwatch-secret-metadata',
       'rbac.authorization.k8s.io/v1 ClusterRoleBinding /tokenwatch-secret-metadata',
     ]);

@@ -21,6 +21,7 @@ import {
 } from '../../src/rbac/calls.js';
 import { KubeRemediator, type RestartableKind } from '../../src/remediation/kube-remediator.js';
 import { FIXTURE } from '../cluster/fixture.js';
+import { helmBinary, helmTemplate } from './helm.js';
 import { MANIFESTS, render, type K8sObject } from './kustomize.js';
 
 const SA = { namespace: 'tokenwatch', name: 'tokenwatch' };
@@ -146,6 +147,16 @@ const INSTALLS: [string, K8sObject[]][] = [
   ['kustomize writer-cluster-wide', render(join(MANIFESTS, 'overlays/writer-cluster-wide'))],
   ['kustomize writer-cluster-wide + components', render(join(MANIFESTS, 'overlays/writer-cluster-wide'), COMPONENTS)],
 ];
+/** The Helm chart's roles, where the helm binary runs (test/manifests/helm.ts; helm.test.ts reports a skip). */
+const HELM = helmBinary().path !== undefined;
+if (HELM) {
+  INSTALLS.push(
+    ['helm default', helmTemplate()],
+    ['helm components (rbac.secretMetadata, admissionPolicy)', helmTemplate({ set: { 'rbac.secretMetadata': true, 'admissionPolicy.enabled': true } })],
+    ['helm writer-cluster-wide', helmTemplate({ set: { 'rbac.writer.clusterWide': true } })],
+    ['helm writer-cluster-wide + components (rbac.secretMetadata)', helmTemplate({ set: { 'rbac.writer.clusterWide': true, 'rbac.secretMetadata': true } })],
+  );
+}
 
 describe.each(INSTALLS)('ClusterRoles and Roles of %s grant exactly the calls', (name, install) => {
   const role = (n: string) => roles(install).find((r) => r.metadata.name === n)!;
@@ -274,8 +285,10 @@ describe('the real code against an API server with these manifests applied', () 
     expect((fake.store.get('DaemonSet', 'kube-system', 'kube-multus-ds') as { spec: { template: { metadata?: { annotations?: object } } } }).spec.template.metadata?.annotations).toBeUndefined();
   });
 
-  it('default install, writer limited to the listed namespaces (overlays/writer-namespaces): writes there, 403 elsewhere', async () => {
-    fake = await clusterWith(render(MANIFESTS));
+  const defaults: [string, () => K8sObject[]][] = [['kustomize', () => render(MANIFESTS)]];
+  if (HELM) defaults.push(['helm', () => helmTemplate()]);
+  it.each(defaults)('%s default install, writer limited to the listed namespaces: writes there, 403 elsewhere', async (_name, objs) => {
+    fake = await clusterWith(objs());
     const rem = new KubeRemediator(fake.kubeConfig());
     expect(await rem.preflightRestart(TARGETS[0]!, NOW)).toMatchObject({ ok: true }); // kube-system
     expect(await rem.preflightRestart(TARGETS[1]!, NOW)).toMatchObject({ ok: true }); // monitoring
