@@ -10,7 +10,7 @@ import { copyFileSync, mkdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { parse as parseYaml } from 'yaml';
+import { parseAllDocuments, parse as parseYaml } from 'yaml';
 import { parseConfig } from '../../src/config/index.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { CHART, helmBinary, helmLint, helmTemplate, type ChartValues } from './helm.js';
@@ -112,6 +112,19 @@ describe.skipIf(!helmPath)(`Helm chart charts/tokenwatch${skip ? ` (skipped: ${s
       'app.kubernetes.io/version': '0.1.0',
       'helm.sh/chart': 'tokenwatch-0.1.0',
     });
+  });
+
+  const kubectl = (() => {
+    try {
+      execFileSync('kubectl', ['version', '--client'], { stdio: 'ignore' });
+      return true;
+    } catch {
+      return false;
+    }
+  })();
+  it.skipIf(!kubectl)('defaults: also equal to the output of the real `kubectl kustomize manifests/` (where kubectl is installed)', () => {
+    const real = parseAllDocuments(execFileSync('kubectl', ['kustomize', MANIFESTS], { encoding: 'utf8' })).map((d) => d.toJS() as K8sObject);
+    expect(byId(defaults)).toEqual(byId(real.filter((o) => o.kind !== 'Namespace')));
   });
 
   it('the comparison fails on a difference (so the check above can fail)', () => {
