@@ -2,11 +2,14 @@
  * Live cluster state from the Kubernetes API through `@kubernetes/client-node` 1.4 (object-parameter API;
  * stack.md §2 — 2.x needs Node ≥ 22).
  *
- * Reads are read-only and few: one ServiceAccount get, one pod list and one Secret list per ServiceAccount, plus
- * one get per distinct owner object (cached for the duration of one call). Every request goes through a shared
+ * Reads are read-only and few: one ServiceAccount get and one pod list per ServiceAccount, plus one get per distinct
+ * owner object (cached for the duration of one call), plus — only with the opt-in `secretMetadata` option — one
+ * Secret list per ServiceAccount. Every request goes through a shared
  * concurrency limit (p-limit) and a per-request timeout (an `AbortSignal` set on the request context by a
- * middleware). Secrets are listed metadata-only (`Accept: application/json;as=PartialObjectMetadataList;…`), so
- * token data never leaves the API server.
+ * middleware). Secrets, when read at all, are listed metadata-only
+ * (`Accept: application/json;as=PartialObjectMetadataList;…`), so token data never leaves the API server; but RBAC
+ * cannot grant "metadata only" (`list secrets` also allows reading the data), which is why the default install
+ * grants no Secret access and this read is off by default (docs/install.md "Secret metadata").
  *
  * Errors: 404 → empty/undefined; anything else that stops a core read (unreachable, timeout, 401, 403, 5xx) →
  * `{available:false, error:'cluster state unavailable: <reason>'}`; a 403 names the missing permission (verb,
@@ -45,17 +48,23 @@ export interface KubeApiCall {
 }
 
 /**
- * Every API call {@link KubeClusterState} can make. Keep in sync with the code: a test compares it with the calls
- * recorded by the fake API server, and the RBAC manifests must grant exactly these (namespaced reads in every
- * namespace watched).
+ * Every API call {@link KubeClusterState} makes by default (without {@link SECRET_METADATA_API_CALLS}). Keep in sync
+ * with the code: a test compares it with the calls recorded by the fake API server, and the RBAC manifests must
+ * grant exactly these (namespaced reads in every namespace watched).
  */
 export const KUBE_API_CALLS: readonly KubeApiCall[] = [
   { verb: 'get', resource: 'serviceaccounts', apiGroup: '' },
   { verb: 'get', resource: 'pods', apiGroup: '' },
   { verb: 'list', resource: 'pods', apiGroup: '' },
-  { verb: 'list', resource: 'secrets', apiGroup: '' },
   ...Object.values(OWNER_KINDS).map((k) => ({ verb: 'get' as const, resource: k.resource, apiGroup: k.apiGroup })),
 ];
+
+/**
+ * The extra call of the opt-in Secret metadata read ({@link KubeClusterStateOptions.secretMetadata}): list Secrets
+ * of type `kubernetes.io/service-account-token`, metadata only. Granted by the separate `tokenwatch-secret-metadata`
+ * ClusterRole (manifests/components/secret-metadata, Helm `rbac.secretMetadata`), never by the default install.
+ */
+export const SECRET_METADATA_API_CALLS: readonly KubeApiCall[] = [{ verb: 'list', resource: 'secrets', apiGroup: '' }];
 
 /** Options of {@link KubeClusterState}. */
 export interface KubeClusterStateOptions {
@@ -63,6 +72,12 @@ export interface KubeClusterStateOptions {
   timeoutMs?: number;
   /** Maximum requests in flight at once, shared by all calls on this instance (default 8). */
   concurrency?: number;
+  /**
+   * Also list the metadata of legacy token Secrets (`type=kubernetes.io/service-account-token`) of each
+   * ServiceAccount, for their `kubernetes.io/legacy-token-last-used` / `legacy-token-invalid-since` labels. Default
+   * false: the least-privilege install grants no Secret access. Config: `clusters[].kubernetes.secretMetadata`.
+   */
+  secretMetadata?: boolean;
 }
 
 /** Access to a cluster, as configured per cluster (design.md "Live mode"). */
@@ -204,6 +219,9 @@ function callOptions(ms: number, extra: ObservableMiddleware[] = []): Configurat
   };
 }
 
+/** Where the RBAC of the opt-in Secret metadata read comes from (for the 403 hint). */
+const SECRET_METADATA_RBAC_HINT = 'the secret-metadata RBAC (kustomize component manifests/components/secret-metadata, Helm rbac.secretMetadata=true)';
+
 /** Ask for a metadata-only list (Kubernetes API concepts, "Receiving resources as metadata only"). */
 const METADATA_ONLY = preMiddleware((ctx) =>
   ctx.setHeaderParam('Accept', 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json'),
@@ -219,6 +237,7 @@ export class KubeClusterState implements ClusterStateSource {
   private readonly batch: BatchV1Api;
   private readonly limit: LimitFunction;
   private readonly timeoutMs: number;
+  private readonly secretMetadata: boolean;
 
   /**
    * @param kc a client-node KubeConfig (see {@link kubeConfigFor}; tests use the fake's `kubeConfig()`).
@@ -229,6 +248,7 @@ export class KubeClusterState implements ClusterStateSource {
     this.batch = kc.makeApiClient(BatchV1Api);
     this.timeoutMs = opts.timeoutMs ?? 10_000;
     this.limit = pLimit(opts.concurrency ?? 8);
+    this.secretMetadata = opts.secretMetadata ?? false;
   }
 
   /** Run one API call under the limit and timeout; 404 → undefined; other failures → ReadError. */
@@ -294,9 +314,10 @@ export class KubeClusterState implements ClusterStateSource {
 
   /**
    * See {@link ClusterStateSource.describeServiceAccount}. Makes: get serviceaccount, list pods with
-   * `fieldSelector=spec.serviceAccountName=<name>`, list secrets (metadata only) with
-   * `fieldSelector=type=kubernetes.io/service-account-token`, and one get per owner object.
-   * Never throws for cluster errors; see the module doc for `available`/`error`.
+   * `fieldSelector=spec.serviceAccountName=<name>`, one get per owner object and, only with the `secretMetadata`
+   * option, list secrets (metadata only) with `fieldSelector=type=kubernetes.io/service-account-token`.
+   * Never throws for cluster errors; see the module doc for `available`/`error`. A 403 on the opt-in Secret list
+   * keeps the state available (`cluster state partial: …`, naming the RBAC component that grants it).
    */
   async describeServiceAccount(namespace: string, name: string): Promise<SubjectState> {
     const saCall = this.call({ verb: 'get', resource: 'serviceaccounts', apiGroup: '', namespace, name }, (o) =>
@@ -305,10 +326,17 @@ export class KubeClusterState implements ClusterStateSource {
     const podsCall = this.call({ verb: 'list', resource: 'pods', apiGroup: '', namespace }, (o) =>
       this.core.listNamespacedPod({ namespace, fieldSelector: `spec.serviceAccountName=${name}` }, o),
     );
-    const secretsCall = this.call({ verb: 'list', resource: 'secrets', apiGroup: '', namespace }, (o) =>
-      this.core.listNamespacedSecret({ namespace, fieldSelector: `type=${SA_TOKEN_SECRET_TYPE}` }, o),
-      [METADATA_ONLY],
-    );
+    const secretsCall = this.secretMetadata
+      ? this.call({ verb: 'list', resource: 'secrets', apiGroup: '', namespace }, (o) =>
+          this.core.listNamespacedSecret({ namespace, fieldSelector: `type=${SA_TOKEN_SECRET_TYPE}` }, o),
+          [METADATA_ONLY],
+        ).catch((err: unknown) => {
+          if (err instanceof ReadError && err.reason.startsWith('forbidden:')) {
+            throw new ReadError(`${err.reason}; kubernetes.secretMetadata is on but not granted: apply ${SECRET_METADATA_RBAC_HINT}, or turn it off`);
+          }
+          throw err;
+        })
+      : Promise.resolve(undefined);
     const [sa, pods, secrets] = await Promise.allSettled([saCall, podsCall, secretsCall]);
     for (const r of [sa, pods]) {
       if (r.status === 'rejected') return unavailable(r.reason);

@@ -156,6 +156,7 @@ const kubernetesSchema = z.strictObject({
     })
     .optional(),
   none: z.literal(true, { error: 'expected true' }).optional(),
+  secretMetadata: z.boolean().optional(),
 });
 
 const clusterSlackSchema = z.strictObject({
@@ -292,6 +293,9 @@ export function crossFieldIssues(raw: unknown, env: NodeJS.ProcessEnv): ConfigIs
           message: `expected exactly one of inCluster, kubeconfig/context, eks, none (got ${forms.length === 0 ? 'none' : forms.join(', ')})`,
         });
       }
+      if (k.none !== undefined && k.secretMetadata === true) {
+        issues.push({ path: at('kubernetes', 'secretMetadata'), message: 'needs cluster access (inCluster, kubeconfig/context or eks), not none' });
+      }
       if (isRecord(k.eks) && k.eks.region === undefined && envRegion === undefined) {
         issues.push({ path: at('kubernetes', 'eks', 'region'), message: 'required (or set AWS_REGION)' });
       }
@@ -385,10 +389,11 @@ function buildAudit(a: FileConfig['clusters'][number]['audit'], name: string, ek
 }
 
 function buildKubernetes(k: FileConfig['clusters'][number]['kubernetes'], envRegion: string | undefined): KubernetesAccessConfig {
-  if (k.inCluster === true) return { inCluster: true };
-  if (k.eks !== undefined) return { eks: { clusterName: k.eks.clusterName, region: k.eks.region ?? envRegion ?? '' } };
+  const opt = k.secretMetadata === true ? { secretMetadata: true } : {};
+  if (k.inCluster === true) return { inCluster: true, ...opt };
+  if (k.eks !== undefined) return { eks: { clusterName: k.eks.clusterName, region: k.eks.region ?? envRegion ?? '' }, ...opt };
   if (k.kubeconfig !== undefined || k.context !== undefined) {
-    return { ...(k.kubeconfig !== undefined ? { kubeconfig: k.kubeconfig } : {}), ...(k.context !== undefined ? { context: k.context } : {}) };
+    return { ...(k.kubeconfig !== undefined ? { kubeconfig: k.kubeconfig } : {}), ...(k.context !== undefined ? { context: k.context } : {}), ...opt };
   }
   return { none: true };
 }

@@ -108,11 +108,14 @@ export type AuditSourceConfig = { cloudwatch: CloudWatchAuditConfig } | { file: 
  * - `{ eks: { clusterName, region } }`: endpoint from EKS DescribeCluster, token from AWS credentials
  *   (as `aws eks get-token` does);
  * - `{ none: true }` (default): no cluster state; findings carry `clusterState: "cluster state unavailable"`-style notes.
+ *
+ * `secretMetadata: true` (any form but `none`; default off) also lists the metadata of legacy token Secrets, which
+ * needs the opt-in `tokenwatch-secret-metadata` RBAC (docs/install.md "Secret metadata").
  */
 export type KubernetesAccessConfig =
-  | { inCluster: true }
-  | { kubeconfig?: string; context?: string }
-  | { eks: { clusterName: string; region: string } }
+  | { inCluster: true; secretMetadata?: boolean }
+  | { kubeconfig?: string; context?: string; secretMetadata?: boolean }
+  | { eks: { clusterName: string; region: string }; secretMetadata?: boolean }
   | { none: true };
 
 /** Per-cluster Slack channel and approval policy. */

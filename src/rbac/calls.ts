@@ -3,21 +3,25 @@
  *
  * Three groups, each declared next to (or for) the code that makes the calls and checked against the requests that
  * code really sends to the fake API server (`test/manifests/rbac.test.ts`):
- * - {@link KUBE_API_CALLS} (`src/cluster/kube.ts`): cluster-state reads, cluster-wide.
+ * - {@link KUBE_API_CALLS} (`src/cluster/kube.ts`): cluster-state reads, cluster-wide; plus the opt-in
+ *   {@link SECRET_METADATA_API_CALLS} (list Secrets, metadata only) when `kubernetes.secretMetadata` is on.
  * - {@link REMEDIATION_API_CALLS} (`src/remediation/kube-remediator.ts`): reads and writes of remediation.
  * - {@link LEADER_API_CALLS} (`src/leader/elector.ts`): the leader-election Lease in tokenwatch's own namespace.
  *
  * The manifests (`manifests/rbac-*.yaml`) split them by verb: read verbs (get, list, watch) in the `tokenwatch-reader`
- * ClusterRole, write verbs in `tokenwatch-writer` (drop it for a read-only install), the Lease calls in a namespaced
- * Role. A test checks that the roles grant exactly {@link readCalls} / {@link writeCalls} / {@link LEADER_API_CALLS}.
+ * ClusterRole, write verbs in `tokenwatch-writer` (bound per namespace by default, cluster-wide on request; drop it
+ * for a read-only install), the Lease calls in a namespaced Role, and the opt-in Secret list in
+ * `tokenwatch-secret-metadata` (not in the default install). A test checks that the roles grant exactly
+ * {@link readCalls} / {@link writeCalls} / {@link LEADER_API_CALLS} / {@link secretMetadataCalls}, for the kustomize
+ * install and the Helm chart alike.
  *
  * RBAC facts (Kubernetes docs "Using RBAC Authorization"): a rule grants `verbs × resources × apiGroups`; a
  * `resourceNames` restriction cannot apply to `create` (the name is not known when the request is authorized);
  * `list` on Secrets also allows reading their data, even though tokenwatch asks for metadata only.
  */
-import { KUBE_API_CALLS } from '../cluster/kube.js';
+import { KUBE_API_CALLS, SECRET_METADATA_API_CALLS } from '../cluster/kube.js';
 
-export { KUBE_API_CALLS } from '../cluster/kube.js';
+export { KUBE_API_CALLS, SECRET_METADATA_API_CALLS } from '../cluster/kube.js';
 
 /** RBAC verbs tokenwatch uses. */
 export type ApiVerb = 'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete';
@@ -82,6 +86,11 @@ export function uniqueCalls(calls: readonly ApiCall[]): ApiCall[] {
 /** Cluster-wide calls with read verbs: cluster-state reads plus the reads of remediation (the reader ClusterRole). */
 export function readCalls(): ApiCall[] {
   return uniqueCalls([...KUBE_API_CALLS, ...REMEDIATION_API_CALLS].filter((c) => isReadVerb(c.verb)));
+}
+
+/** The opt-in Secret metadata read (the `tokenwatch-secret-metadata` ClusterRole): list Secrets. */
+export function secretMetadataCalls(): ApiCall[] {
+  return uniqueCalls(SECRET_METADATA_API_CALLS);
 }
 
 /** Calls with write verbs (the writer ClusterRole): remediation's writes. */

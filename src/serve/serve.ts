@@ -130,7 +130,8 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
     const source = createAuditSource(c.audit);
     const kube = await buildKube(c);
     if (kube.error) logger.error({ cluster: c.name }, kube.error);
-    const state = kube.kubeConfig ? new KubeClusterState(kube.kubeConfig) : undefined;
+    const secretMetadata = 'secretMetadata' in c.kubernetes && c.kubernetes.secretMetadata === true;
+    const state = kube.kubeConfig ? new KubeClusterState(kube.kubeConfig, { secretMetadata }) : undefined;
     const runtime: ClusterRuntime = {
       config: c,
       source,

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { startFakeKube, type FakeKube } from '../../src/fakes/kubernetes.js';
-import { ClusterUnavailableError, KUBE_API_CALLS, KubeClusterState, kubeConfigFor } from '../../src/cluster/kube.js';
+import { ClusterUnavailableError, KUBE_API_CALLS, KubeClusterState, SECRET_METADATA_API_CALLS, kubeConfigFor } from '../../src/cluster/kube.js';
 import { loadSnapshot, type SnapshotClusterState } from '../../src/cluster/snapshot.js';
 import { EXPECTED_MULTUS, FIXTURE } from './fixture.js';
 
@@ -36,8 +36,8 @@ afterEach(async () => {
 });
 
 describe('KubeClusterState', () => {
-  it('gives the same answers as the snapshot reader for the same objects', async () => {
-    const kube = new KubeClusterState(fake.kubeConfig());
+  it('gives the same answers as the snapshot reader for the same objects (with the opt-in Secret metadata)', async () => {
+    const kube = new KubeClusterState(fake.kubeConfig(), { secretMetadata: true });
     expect(await kube.describeServiceAccount('kube-system', 'multus')).toEqual(EXPECTED_MULTUS);
     for (const [ns, name] of SUBJECTS) {
       expect(await kube.describeServiceAccount(ns, name), `${ns}/${name}`).toEqual(await snapshot.describeServiceAccount(ns, name));
@@ -50,7 +50,7 @@ describe('KubeClusterState', () => {
   });
 
   it('sends the field selectors, asks for Secrets metadata-only, and reads each owner once per call', async () => {
-    const kube = new KubeClusterState(fake.kubeConfig());
+    const kube = new KubeClusterState(fake.kubeConfig(), { secretMetadata: true });
     await kube.describeServiceAccount('kube-system', 'multus');
     const calls = fake.requests.map((r) => `${r.verb} ${r.resource} ${r.namespace}/${r.name ?? ''} ${r.query['fieldSelector'] ?? ''}`);
     expect(calls.sort()).toEqual([
@@ -63,13 +63,31 @@ describe('KubeClusterState', () => {
     expect(secrets?.accept).toBe('application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json');
   });
 
-  it('makes exactly the API calls listed in KUBE_API_CALLS', async () => {
+  it('makes exactly the API calls listed in KUBE_API_CALLS, and no Secret read by default', async () => {
     const kube = new KubeClusterState(fake.kubeConfig());
     for (const [ns, name] of SUBJECTS) await kube.describeServiceAccount(ns, name);
     await kube.getPod('kube-system', 'kube-multus-ds-zwh6w');
     const made = new Set(fake.requests.map((r) => `${r.verb} ${r.resource} ${r.group}`));
     const declared = new Set(KUBE_API_CALLS.map((c) => `${c.verb} ${c.resource} ${c.apiGroup}`));
     expect([...made].sort()).toEqual([...declared].sort());
+    expect(fake.requestsMatching({ resource: 'secrets' })).toEqual([]);
+  });
+
+  it('secretMetadata: KUBE_API_CALLS plus SECRET_METADATA_API_CALLS', async () => {
+    const kube = new KubeClusterState(fake.kubeConfig(), { secretMetadata: true });
+    for (const [ns, name] of SUBJECTS) await kube.describeServiceAccount(ns, name);
+    await kube.getPod('kube-system', 'kube-multus-ds-zwh6w');
+    const made = new Set(fake.requests.map((r) => `${r.verb} ${r.resource} ${r.group}`));
+    const declared = new Set([...KUBE_API_CALLS, ...SECRET_METADATA_API_CALLS].map((c) => `${c.verb} ${c.resource} ${c.apiGroup}`));
+    expect([...made].sort()).toEqual([...declared].sort());
+  });
+
+  it('without Secret metadata the state is complete but has no legacy Secret labels', async () => {
+    const withSecrets = await new KubeClusterState(fake.kubeConfig(), { secretMetadata: true }).describeServiceAccount('kube-system', 'multus');
+    const without = await new KubeClusterState(fake.kubeConfig()).describeServiceAccount('kube-system', 'multus');
+    expect(without.available).toBe(true);
+    expect(without.error).toBeUndefined();
+    expect(without).toEqual({ ...withSecrets, legacySecrets: [] });
   });
 
   it('403 on the pod list → unavailable, naming verb, resource, API group and namespace', async () => {
@@ -85,14 +103,15 @@ describe('KubeClusterState', () => {
     });
   });
 
-  it('403 on Secrets or owners → still available, with a partial-state error', async () => {
+  it('403 on Secrets (opt-in on, RBAC missing) or owners → still available, with a partial-state error naming the fix', async () => {
     fake.forbid({ resource: 'secrets' });
     fake.forbid({ resource: 'daemonsets' });
-    const kube = new KubeClusterState(fake.kubeConfig());
+    const kube = new KubeClusterState(fake.kubeConfig(), { secretMetadata: true });
     const state = await kube.describeServiceAccount('kube-system', 'multus');
     expect(state.available).toBe(true);
     expect(state.error).toBe(
       'cluster state partial: forbidden: no permission to list secrets in namespace kube-system (RBAC rule needed: apiGroups [""], resources ["secrets"], verbs ["list"]); ' +
+        'kubernetes.secretMetadata is on but not granted: apply the secret-metadata RBAC (kustomize component manifests/components/secret-metadata, Helm rbac.secretMetadata=true), or turn it off; ' +
         'forbidden: no permission to get daemonsets in namespace kube-system (RBAC rule needed: apiGroups ["apps"], resources ["daemonsets"], verbs ["get"])',
     );
     expect(state.pods.map((p) => p.name)).toEqual(['kube-multus-ds-8kq2t', 'kube-multus-ds-zwh6w']);

@@ -118,6 +118,21 @@ describe('parseConfig defaults', () => {
     }
   });
 
+  it('kubernetes.secretMetadata: off unless asked for, kept on every access form, refused with none', () => {
+    for (const [input, output] of [
+      [{ inCluster: true, secretMetadata: true }, { inCluster: true, secretMetadata: true }],
+      [{ inCluster: true, secretMetadata: false }, { inCluster: true }],
+      [{ kubeconfig: '/k', secretMetadata: true }, { kubeconfig: '/k', secretMetadata: true }],
+      [{ eks: { clusterName: 'prod', region: 'us-east-1' }, secretMetadata: true }, { eks: { clusterName: 'prod', region: 'us-east-1' }, secretMetadata: true }],
+    ] as const) {
+      expect(parseConfig({ clusters: [{ ...fileCluster, kubernetes: input }] }, {}).clusters[0]!.kubernetes).toEqual(output);
+    }
+    expect(() => parseConfig({ clusters: [{ ...fileCluster, kubernetes: { none: true, secretMetadata: true } }] }, {})).toThrow(
+      /needs cluster access \(inCluster, kubeconfig\/context or eks\), not none\n  → at clusters\[0\]\.kubernetes\.secretMetadata/,
+    );
+    expect(() => parseConfig({ clusters: [{ ...fileCluster, kubernetes: { inCluster: true, secretMetadata: 'yes' } }] }, {})).toThrow(/secretMetadata/);
+  });
+
   it.each([
     ['eks', { mode: 'eks' }],
     ['upstream', { mode: 'upstream' }],

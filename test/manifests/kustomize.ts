@@ -1,7 +1,8 @@
 /**
  * Test helper: renders the kustomizations under `manifests/` without a kustomize binary, for the subset of
  * kustomize (v5, `kustomize.config.k8s.io/v1beta1`) that the manifests use — `resources` (files and directories),
- * `patches` (strategic-merge patch files, `$patch: delete`), `configMapGenerator` (`files`, `options.labels`,
+ * `components` (directories with `kind: Component`, `kustomize.config.k8s.io/v1alpha1`, applied after the
+ * resources), `patches` (strategic-merge patch files, `$patch: delete`), `configMapGenerator` (`files`, `options.labels`,
  * with `generatorOptions.disableNameSuffixHash: true`) and `images` (`newName`, `newTag`). Any other field is an
  * error, so this renderer cannot silently diverge from kustomize; where `kubectl` is installed a test also
  * compares it with `kubectl kustomize`.
@@ -21,7 +22,7 @@ export type K8sObject = {
   [k: string]: unknown;
 };
 
-const SUPPORTED = new Set(['apiVersion', 'kind', 'resources', 'patches', 'configMapGenerator', 'generatorOptions', 'images']);
+const SUPPORTED = new Set(['apiVersion', 'kind', 'resources', 'components', 'patches', 'configMapGenerator', 'generatorOptions', 'images']);
 
 /** Parses every YAML document of a file (empty documents dropped). @throws on YAML errors. */
 export function readDocs(file: string): unknown[] {
@@ -54,6 +55,8 @@ export function kustomizationOf(dir: string): Record<string, unknown> {
   const [k] = readDocs(file);
   if (typeof k !== 'object' || k === null) throw new Error(`${file}: empty`);
   for (const key of Object.keys(k)) if (!SUPPORTED.has(key)) throw new Error(`${file}: field ${key} is not supported by the test renderer`);
+  const kind = `${String((k as Record<string, unknown>)['apiVersion'])} ${String((k as Record<string, unknown>)['kind'])}`;
+  if (kind !== 'kustomize.config.k8s.io/v1beta1 Kustomization' && kind !== 'kustomize.config.k8s.io/v1alpha1 Component') throw new Error(`${file}: unexpected ${kind}`);
   return k as Record<string, unknown>;
 }
 
@@ -66,8 +69,12 @@ export function nonResourceFiles(dir: string): string[] {
   return out;
 }
 
-/** Renders a kustomization directory into its objects, in resource order. */
-export function render(dir: string): K8sObject[] {
+/**
+ * Renders a kustomization directory into its objects, in resource order. A Component directory renders on its own
+ * into its resources (kustomize refuses that; the tests use it to look at a component's objects).
+ * @param extraComponents component directories applied as if listed under `components:` of `dir`.
+ */
+export function render(dir: string, extraComponents: string[] = []): K8sObject[] {
   const k = kustomizationOf(dir);
   let objs: K8sObject[] = [];
   for (const r of (k['resources'] as string[] | undefined) ?? []) {
@@ -75,6 +82,12 @@ export function render(dir: string): K8sObject[] {
     if (!existsSync(p)) throw new Error(`${dir}: resource ${r} does not exist`);
     if (statSync(p).isDirectory()) objs.push(...render(p));
     else objs.push(...readDocs(p).map((d, i) => asObject(d, `${p}#${i}`)));
+  }
+  for (const c of [...((k['components'] as string[] | undefined) ?? []).map((c) => join(dir, c)), ...extraComponents]) {
+    const ck = kustomizationOf(c);
+    if (ck['kind'] !== 'Component') throw new Error(`${c}: not a kustomize Component`);
+    if (ck['patches'] || ck['configMapGenerator'] || ck['images'] || ck['components']) throw new Error(`${c}: the test renderer supports components with resources only`);
+    objs.push(...render(c));
   }
   const gens = (k['configMapGenerator'] as { name: string; namespace?: string; files?: string[]; options?: { labels?: Record<string, string> } }[] | undefined) ?? [];
   if (gens.length > 0 && (k['generatorOptions'] as { disableNameSuffixHash?: boolean } | undefined)?.disableNameSuffixHash !== true) {

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { readFileSync, readdirSync } from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse as parseYaml, parseAllDocuments } from 'yaml';
@@ -8,8 +8,13 @@ import { MANIFESTS, idOf, kustomizationOf, nonResourceFiles, readDocs, render, y
 import { modelName, restrictedViolations, unknownFields, validateObject } from './schema.js';
 
 /** The kustomizations a user applies (`kubectl apply -k manifests/<entry>`). */
-const ENTRIES = ['.', 'base', 'writer', 'overlays/eks', 'overlays/writer-namespaces'];
+const ENTRIES = ['.', 'base', 'writer', 'overlays/eks', 'overlays/writer-namespaces', 'overlays/writer-cluster-wide'];
+/** The optional components (`components:` of a kustomization). */
+const COMPONENTS = ['components/admission-policy', 'components/prometheus', 'components/secret-metadata'];
+/** Entries with every component added, as a user's kustomization listing them renders. */
+const WITH_COMPONENTS = ['.', 'overlays/writer-cluster-wide'];
 const rendered = new Map(ENTRIES.map((e) => [e, render(join(MANIFESTS, e))]));
+for (const e of WITH_COMPONENTS) rendered.set(`${e}+components`, render(join(MANIFESTS, e), COMPONENTS.map((c) => join(MANIFESTS, c))));
 const install = rendered.get('.')!;
 
 function find<T = K8sObject>(objs: K8sObject[], kind: string, name: string): T {
@@ -67,6 +72,10 @@ describe('every manifest validates offline', () => {
       'base/secret.example.yaml',
       'base/service.yaml',
       'base/serviceaccount.yaml',
+      'components/admission-policy/admission-policy.yaml',
+      'components/prometheus/prometheusrule.yaml',
+      'components/prometheus/servicemonitor.yaml',
+      'components/secret-metadata/rbac-secret-metadata.yaml',
       'overlays/eks/networkpolicy-pod-identity.yaml',
       'overlays/eks/storageclass.yaml',
       'overlays/writer-namespaces/rolebindings.yaml',
@@ -89,7 +98,7 @@ describe('every manifest validates offline', () => {
     }
   });
 
-  it.each(ENTRIES)('kustomization %s renders objects that all validate, with unique identities', (entry) => {
+  it.each([...rendered.keys()])('kustomization %s renders objects that all validate, with unique identities', (entry) => {
     const objs = rendered.get(entry)!;
     expect(objs.length).toBeGreaterThan(0);
     for (const o of objs) {
@@ -116,8 +125,17 @@ describe('every manifest validates offline', () => {
       return false;
     }
   })();
-  it.skipIf(!kubectl).each(ENTRIES)('the test renderer agrees with `kubectl kustomize` for %s', (entry) => {
-    const out = execFileSync('kubectl', ['kustomize', join(MANIFESTS, entry)], { encoding: 'utf8' });
+  it.skipIf(!kubectl).each([...rendered.keys()])('the test renderer agrees with `kubectl kustomize` for %s', (entry) => {
+    let dir = join(MANIFESTS, entry);
+    if (entry.endsWith('+components')) {
+      // A user's kustomization that lists the components (kustomize refuses absolute paths: a git-ignored folder).
+      dir = join(MANIFESTS, '../test/artifacts/kustomize', entry.replace(/[^a-z]+/g, '-'));
+      mkdirSync(dir, { recursive: true });
+      const up = relative(dir, MANIFESTS);
+      const e = entry.slice(0, -'+components'.length);
+      writeFileSync(join(dir, 'kustomization.yaml'), `resources:\n  - ${join(up, e)}\ncomponents:\n${COMPONENTS.map((c) => `  - ${join(up, c)}\n`).join('')}`);
+    }
+    const out = execFileSync('kubectl', ['kustomize', dir], { encoding: 'utf8' });
     const real = parseAllDocuments(out).map((d) => d.toJS() as K8sObject);
     const byId = (objs: K8sObject[]) => Object.fromEntries(objs.map((o) => [idOf(o), o]));
     expect(byId(rendered.get(entry)!)).toEqual(byId(real));
@@ -125,8 +143,9 @@ describe('every manifest validates offline', () => {
 });
 
 describe('install layout', () => {
-  it('`kubectl apply -k manifests/` installs base + writer; the Secret example is not applied', () => {
-    expect(kustomizationOf(MANIFESTS)['resources']).toEqual(['base', 'writer']);
+  it('`kubectl apply -k manifests/` installs base + writer bound per namespace; the Secret example is not applied', () => {
+    expect(kustomizationOf(MANIFESTS)['resources']).toEqual(['overlays/writer-namespaces']);
+    expect(kustomizationOf(MANIFESTS)['components']).toBeUndefined();
     expect(install.map(idOf).sort()).toEqual(
       [
         'v1 Namespace /tokenwatch',
@@ -134,7 +153,8 @@ describe('install layout', () => {
         'rbac.authorization.k8s.io/v1 ClusterRole /tokenwatch-reader',
         'rbac.authorization.k8s.io/v1 ClusterRoleBinding /tokenwatch-reader',
         'rbac.authorization.k8s.io/v1 ClusterRole /tokenwatch-writer',
-        'rbac.authorization.k8s.io/v1 ClusterRoleBinding /tokenwatch-writer',
+        'rbac.authorization.k8s.io/v1 RoleBinding kube-system/tokenwatch-writer',
+        'rbac.authorization.k8s.io/v1 RoleBinding monitoring/tokenwatch-writer',
         'rbac.authorization.k8s.io/v1 Role tokenwatch/tokenwatch-leader-election',
         'rbac.authorization.k8s.io/v1 RoleBinding tokenwatch/tokenwatch-leader-election',
         'v1 ConfigMap tokenwatch/tokenwatch-config',
@@ -148,18 +168,51 @@ describe('install layout', () => {
     for (const objs of rendered.values()) expect(objs.some((o) => o.kind === 'Secret')).toBe(false);
   });
 
-  it('the read-only install (base alone) has no write role', () => {
+  it('the read-only install (base alone) has no write role; cluster-wide writes only in overlays/writer-cluster-wide', () => {
     const base = rendered.get('base')!;
+    const added = (objs: K8sObject[]) => objs.filter((o) => !base.some((b) => idOf(b) === idOf(o))).map(idOf);
     expect(base.filter((o) => o.metadata.name === 'tokenwatch-writer')).toEqual([]);
-    expect(install.filter((o) => !base.some((b) => idOf(b) === idOf(o))).map(idOf)).toEqual([
+    expect(added(install)).toEqual([
+      'rbac.authorization.k8s.io/v1 ClusterRole /tokenwatch-writer',
+      'rbac.authorization.k8s.io/v1 RoleBinding kube-system/tokenwatch-writer',
+      'rbac.authorization.k8s.io/v1 RoleBinding monitoring/tokenwatch-writer',
+    ]);
+    expect(added(rendered.get('overlays/writer-cluster-wide')!)).toEqual([
       'rbac.authorization.k8s.io/v1 ClusterRole /tokenwatch-writer',
       'rbac.authorization.k8s.io/v1 ClusterRoleBinding /tokenwatch-writer',
+    ]);
+    expect(rendered.get('overlays/writer-namespaces')!).toEqual(install);
+    for (const [entry, objs] of rendered) {
+      if (entry.startsWith('overlays/writer-cluster-wide') || entry === 'writer') continue;
+      expect(objs.filter((o) => o.kind === 'ClusterRoleBinding' && o.metadata.name === 'tokenwatch-writer'), entry).toEqual([]);
+    }
+  });
+
+  it('no install but the secret-metadata component grants any access to Secrets', () => {
+    for (const [entry, objs] of rendered) {
+      const secretRoles = objs.filter((o) => (o.kind === 'ClusterRole' || o.kind === 'Role') && JSON.stringify(o['rules']).includes('secrets')).map(idOf);
+      expect(secretRoles, entry).toEqual(entry.endsWith('+components') ? ['rbac.authorization.k8s.io/v1 ClusterRole /tokenwatch-secret-metadata'] : []);
+    }
+  });
+
+  it('the components add exactly their objects', () => {
+    expect(rendered.get('.+components')!.filter((o) => !install.some((b) => idOf(b) === idOf(o))).map(idOf)).toEqual([
+      'admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy /tokenwatch-writes',
+      'admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding /tokenwatch-writes',
+      'monitoring.coreos.com/v1 ServiceMonitor tokenwatch/tokenwatch',
+      'monitoring.coreos.com/v1 PrometheusRule tokenwatch/tokenwatch',
+      'rbac.authorization.k8s.io/v1 ClusterRole /tokenwatch-secret-metadata',
+      'rbac.authorization.k8s.io/v1 ClusterRoleBinding /tokenwatch-secret-metadata',
     ]);
   });
 
   it('the namespace enforces the restricted Pod Security Standard', () => {
     expect(find(install, 'Namespace', 'tokenwatch').metadata.labels).toMatchObject({ 'pod-security.kubernetes.io/enforce': 'restricted' });
-    for (const o of install) if (o.kind !== 'Namespace' && !o.kind.startsWith('Cluster')) expect(o.metadata.namespace, idOf(o)).toBe('tokenwatch');
+    for (const o of install) {
+      if (o.kind === 'Namespace' || o.kind.startsWith('Cluster')) continue;
+      if (o.kind === 'RoleBinding' && o.metadata.name === 'tokenwatch-writer') continue; // in the namespaces written to
+      expect(o.metadata.namespace, idOf(o)).toBe('tokenwatch');
+    }
   });
 
   it('overlays/eks: ECR image, IRSA role annotation, gp3 StorageClass', () => {

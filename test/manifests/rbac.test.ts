@@ -8,17 +8,20 @@ import {
   KUBE_API_CALLS,
   LEADER_API_CALLS,
   REMEDIATION_API_CALLS,
+  SECRET_METADATA_API_CALLS,
   callKey,
   expandRules,
   isReadVerb,
   readCalls,
   rulesFor,
+  secretMetadataCalls,
   uniqueCalls,
   writeCalls,
   type RbacRule,
 } from '../../src/rbac/calls.js';
 import { KubeRemediator, type RestartableKind } from '../../src/remediation/kube-remediator.js';
 import { FIXTURE } from '../cluster/fixture.js';
+import { helmBinary, helmTemplate } from './helm.js';
 import { MANIFESTS, render, type K8sObject } from './kustomize.js';
 
 const SA = { namespace: 'tokenwatch', name: 'tokenwatch' };
@@ -136,16 +139,50 @@ describe('API call lists match what the code sends', () => {
   });
 });
 
-describe('ClusterRoles and Roles in manifests/ grant exactly the calls', () => {
-  const install = render(MANIFESTS);
-  const role = (name: string) => roles(install).find((r) => r.metadata.name === name)!;
+/** The installs whose roles are checked: kustomize default, cluster-wide writes, and both with every component. */
+const COMPONENTS = ['components/admission-policy', 'components/secret-metadata'].map((c) => join(MANIFESTS, c));
+const INSTALLS: [string, K8sObject[]][] = [
+  ['kustomize default', render(MANIFESTS)],
+  ['kustomize default + components', render(MANIFESTS, COMPONENTS)],
+  ['kustomize writer-cluster-wide', render(join(MANIFESTS, 'overlays/writer-cluster-wide'))],
+  ['kustomize writer-cluster-wide + components', render(join(MANIFESTS, 'overlays/writer-cluster-wide'), COMPONENTS)],
+];
+/** The Helm chart's roles, where the helm binary runs (test/manifests/helm.ts; helm.test.ts reports a skip). */
+const HELM = helmBinary().path !== undefined;
+if (HELM) {
+  INSTALLS.push(
+    ['helm default', helmTemplate()],
+    ['helm components (rbac.secretMetadata, admissionPolicy)', helmTemplate({ set: { 'rbac.secretMetadata': true, 'admissionPolicy.enabled': true } })],
+    ['helm writer-cluster-wide', helmTemplate({ set: { 'rbac.writer.clusterWide': true } })],
+    ['helm writer-cluster-wide + components (rbac.secretMetadata)', helmTemplate({ set: { 'rbac.writer.clusterWide': true, 'rbac.secretMetadata': true } })],
+  );
+}
 
-  it('only three roles: reader, writer, leader election', () => {
+describe.each(INSTALLS)('ClusterRoles and Roles of %s grant exactly the calls', (name, install) => {
+  const role = (n: string) => roles(install).find((r) => r.metadata.name === n)!;
+  const withSecrets = name.includes('components');
+
+  it('only the reader, writer and leader-election roles (+ secret-metadata with the components)', () => {
     expect(roles(install).map((r) => `${r.kind} ${r.metadata.name}`).sort()).toEqual([
       'ClusterRole tokenwatch-reader',
+      ...(withSecrets ? ['ClusterRole tokenwatch-secret-metadata'] : []),
       'ClusterRole tokenwatch-writer',
       'Role tokenwatch-leader-election',
     ]);
+  });
+
+  it('no Secret access but through tokenwatch-secret-metadata, which grants exactly the opt-in Secret list', () => {
+    for (const r of roles(install)) if (r.metadata.name !== 'tokenwatch-secret-metadata') expect(expandRules(r.rules).filter((k) => k.includes('secrets')), r.metadata.name).toEqual([]);
+    if (withSecrets) {
+      expect(expandRules(role('tokenwatch-secret-metadata').rules)).toEqual(secretMetadataCalls().map(callKey));
+      expect(grantedRules(install).some((r) => r.resources.includes('secrets') && r.namespaces === undefined)).toBe(true);
+    }
+  });
+
+  it('writes bound per namespace unless the install is cluster-wide', () => {
+    const writer = (install.filter((o) => o.kind === 'RoleBinding' || o.kind === 'ClusterRoleBinding') as Binding[]).filter((b) => b.roleRef.name === 'tokenwatch-writer');
+    if (name.includes('cluster-wide')) expect(writer.map((b) => b.kind)).toEqual(['ClusterRoleBinding']);
+    else expect(writer.map((b) => `${b.kind} ${b.metadata.namespace}`)).toEqual(['RoleBinding kube-system', 'RoleBinding monitoring']);
   });
 
   it('tokenwatch-reader = the read calls (cluster state + remediation reads), read verbs only', () => {
@@ -172,8 +209,12 @@ describe('ClusterRoles and Roles in manifests/ grant exactly the calls', () => {
   });
 
   it('every call of the code is granted by exactly one kind of role', () => {
-    const all = uniqueCalls([...KUBE_API_CALLS, ...REMEDIATION_API_CALLS]).map(callKey).sort();
-    const granted = [...expandRules(role('tokenwatch-reader').rules), ...expandRules(role('tokenwatch-writer').rules)].sort();
+    const all = uniqueCalls([...KUBE_API_CALLS, ...REMEDIATION_API_CALLS, ...(withSecrets ? SECRET_METADATA_API_CALLS : [])]).map(callKey).sort();
+    const granted = [
+      ...expandRules(role('tokenwatch-reader').rules),
+      ...expandRules(role('tokenwatch-writer').rules),
+      ...(withSecrets ? expandRules(role('tokenwatch-secret-metadata').rules) : []),
+    ].sort();
     expect(granted).toEqual(all);
   });
 
@@ -183,9 +224,10 @@ describe('ClusterRoles and Roles in manifests/ grant exactly the calls', () => {
 });
 
 describe('the real code against an API server with these manifests applied', () => {
-  it('full install: cluster state, every remediation and leader election succeed without a 403', async () => {
-    fake = await clusterWith(render(MANIFESTS));
-    const kube = new KubeClusterState(fake.kubeConfig());
+  it('cluster-wide writes + the secret-metadata component: cluster state with Secrets, every remediation and leader election succeed without a 403', async () => {
+    const objs = render(join(MANIFESTS, 'overlays/writer-cluster-wide'), COMPONENTS);
+    fake = await clusterWith(objs);
+    const kube = new KubeClusterState(fake.kubeConfig(), { secretMetadata: true });
     for (const [ns, name] of [
       ['kube-system', 'multus'],
       ['monitoring', 'metrics-server'],
@@ -205,7 +247,19 @@ describe('the real code against an API server with these manifests applied', () 
     el.start();
     while (!el.isLeader()) await new Promise((r) => setTimeout(r, 10));
     await el.stop();
-    expect(fake.requests.filter((r) => r.verb && !allowed(grantedRules(render(MANIFESTS)), r)).map((r) => `${r.verb} ${r.resource}`)).toEqual([]);
+    expect(fake.requests.filter((r) => r.verb && !allowed(grantedRules(objs), r)).map((r) => `${r.verb} ${r.resource}`)).toEqual([]);
+    expect(fake.requestsMatching({ resource: 'secrets' }).length).toBeGreaterThan(0);
+  });
+
+  it('default install: complete cluster state without reading Secrets; the opt-in without its RBAC is a partial state naming the fix', async () => {
+    fake = await clusterWith(render(MANIFESTS));
+    const state = await new KubeClusterState(fake.kubeConfig()).describeServiceAccount('kube-system', 'multus');
+    expect(state.available).toBe(true);
+    expect(state.error).toBeUndefined();
+    expect(fake.requestsMatching({ resource: 'secrets' })).toEqual([]);
+    const optIn = await new KubeClusterState(fake.kubeConfig(), { secretMetadata: true }).describeServiceAccount('kube-system', 'multus');
+    expect(optIn.available).toBe(true);
+    expect(optIn.error).toMatch(/^cluster state partial: forbidden: no permission to list secrets in namespace kube-system .*apply the secret-metadata RBAC \(kustomize component manifests\/components\/secret-metadata, Helm rbac.secretMetadata=true\), or turn it off$/);
   });
 
   it('read-only install (writer dropped): findings still work, every write fails with a 403 naming the verb', async () => {
@@ -231,8 +285,10 @@ describe('the real code against an API server with these manifests applied', () 
     expect((fake.store.get('DaemonSet', 'kube-system', 'kube-multus-ds') as { spec: { template: { metadata?: { annotations?: object } } } }).spec.template.metadata?.annotations).toBeUndefined();
   });
 
-  it('writer limited to named namespaces (overlays/writer-namespaces): writes there, 403 elsewhere', async () => {
-    fake = await clusterWith(render(join(MANIFESTS, 'overlays/writer-namespaces')));
+  const defaults: [string, () => K8sObject[]][] = [['kustomize', () => render(MANIFESTS)]];
+  if (HELM) defaults.push(['helm', () => helmTemplate()]);
+  it.each(defaults)('%s default install, writer limited to the listed namespaces: writes there, 403 elsewhere', async (_name, objs) => {
+    fake = await clusterWith(objs());
     const rem = new KubeRemediator(fake.kubeConfig());
     expect(await rem.preflightRestart(TARGETS[0]!, NOW)).toMatchObject({ ok: true }); // kube-system
     expect(await rem.preflightRestart(TARGETS[1]!, NOW)).toMatchObject({ ok: true }); // monitoring

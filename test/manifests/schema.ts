@@ -13,6 +13,8 @@ import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { ClusterRole, ClusterRoleBinding, Role, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
 import { StorageClass } from 'kubernetes-models/storage.k8s.io/v1';
+import { ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding } from 'kubernetes-models/admissionregistration.k8s.io/v1';
+import { PrometheusRule, ServiceMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1';
 import { ConfigMap, Namespace, PersistentVolumeClaim, Secret, Service, ServiceAccount } from 'kubernetes-models/v1';
 
 interface Validatable {
@@ -36,6 +38,11 @@ const MODELS: Record<string, ModelCtor> = {
   'rbac.authorization.k8s.io/v1/Role': Role as unknown as ModelCtor,
   'rbac.authorization.k8s.io/v1/RoleBinding': RoleBinding as unknown as ModelCtor,
   'storage.k8s.io/v1/StorageClass': StorageClass as unknown as ModelCtor,
+  'admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy': ValidatingAdmissionPolicy as unknown as ModelCtor,
+  'admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding': ValidatingAdmissionPolicyBinding as unknown as ModelCtor,
+  // Prometheus Operator CRDs (@kubernetes-models/prometheus-operator); unknownFields() cannot check these (no client-node model).
+  'monitoring.coreos.com/v1/ServiceMonitor': ServiceMonitor as unknown as ModelCtor,
+  'monitoring.coreos.com/v1/PrometheusRule': PrometheusRule as unknown as ModelCtor,
 };
 
 /**

@@ -1,0 +1,89 @@
+{{/* Name of the chart (app.kubernetes.io/name). */}}
+{{- define "tokenwatch.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Name of every object: fullnameOverride, else the release name when it contains the chart name, else <release>-<name>. */}}
+{{- define "tokenwatch.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "tokenwatch.name" . -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels of every object. */}}
+{{- define "tokenwatch.labels" -}}
+app.kubernetes.io/name: {{ include "tokenwatch.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Metadata labels + annotations block of an object; pass (dict "ctx" $ "component" "server") or (dict "ctx" $). */}}
+{{- define "tokenwatch.metadata" -}}
+labels:
+  {{- include "tokenwatch.labels" .ctx | nindent 2 }}
+  {{- with .component }}
+  app.kubernetes.io/component: {{ . }}
+  {{- end }}
+{{- with .ctx.Values.commonAnnotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* Pod selector (the same as the kustomize install's). */}}
+{{- define "tokenwatch.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "tokenwatch.name" . }}
+app.kubernetes.io/component: server
+{{- end -}}
+
+{{/* The container image: repository@digest, else repository:tag (tag default: appVersion). */}}
+{{- define "tokenwatch.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The ServiceAccount's user name, as the API server sees it. */}}
+{{- define "tokenwatch.serviceAccountUser" -}}
+system:serviceaccount:{{ .Release.Namespace }}:{{ include "tokenwatch.fullname" . }}
+{{- end -}}
+
+{{/* The config file: .Values.config, with kubernetes.secretMetadata set on every cluster with API access when rbac.secretMetadata. */}}
+{{- define "tokenwatch.config" -}}
+{{- $config := deepCopy .Values.config -}}
+{{- if .Values.rbac.secretMetadata -}}
+{{- range $config.clusters -}}
+{{- if and .kubernetes (not .kubernetes.none) -}}
+{{- $_ := set .kubernetes "secretMetadata" true -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $config -}}
+{{- end -}}
+
+{{/* The Slack HTTP port in HTTP mode, else empty. */}}
+{{- define "tokenwatch.slackHttpPort" -}}
+{{- $slack := default dict .Values.config.slack -}}
+{{- if and $slack.enabled (eq (default "socket" $slack.mode) "http") -}}
+{{- default 3000 $slack.port -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The port of /healthz, /readyz and /metrics (config http.port, default 8080). */}}
+{{- define "tokenwatch.httpPort" -}}
+{{- (default dict .Values.config.http).port | default 8080 -}}
+{{- end -}}

@@ -1,0 +1,179 @@
+/**
+ * The admission policy (manifests/components/admission-policy) applied to allowed and forbidden requests of
+ * tokenwatch's ServiceAccount, with @bufbuild/cel. The allowed workload updates are the objects before and after a
+ * real `KubeRemediator.restart` against the fake API server, so the policy is checked against the patch the code sends.
+ */
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startFakeKube, type FakeKube } from '../../src/fakes/kubernetes.js';
+import { KubeRemediator, RESTARTED_AT, type RestartableKind } from '../../src/remediation/kube-remediator.js';
+import { FIXTURE } from '../cluster/fixture.js';
+import { CEL_CORE_FUNCTIONS, admit, expressionsOf, functionsOf, policyObjects, type AdmissionInput } from './admission.js';
+import { MANIFESTS, render } from './kustomize.js';
+
+const SA_USER = 'system:serviceaccount:tokenwatch:tokenwatch';
+const NOW = new Date('2026-11-20T12:00:00Z');
+
+const { policy, binding } = policyObjects(render(MANIFESTS, [join(MANIFESTS, 'components/admission-policy')]));
+
+type Obj = Record<string, unknown> & { metadata: Record<string, unknown>; spec: Record<string, unknown> & { template: { metadata?: { annotations?: Record<string, string>; labels?: Record<string, string> }; spec: { serviceAccountName?: string; containers: { image: string }[] } } } };
+
+const GROUP = { group: 'apps', version: 'v1' };
+const RESOURCE: Record<RestartableKind, string> = { DaemonSet: 'daemonsets', Deployment: 'deployments', StatefulSet: 'statefulsets' };
+const TARGETS: { kind: RestartableKind; namespace: string; name: string }[] = [
+  { kind: 'DaemonSet', namespace: 'kube-system', name: 'kube-multus-ds' },
+  { kind: 'Deployment', namespace: 'monitoring', name: 'metrics-server' },
+  { kind: 'StatefulSet', namespace: 'logging', name: 'fluentd-aggregator' },
+];
+
+let fake: FakeKube;
+/** Before/after of one real rollout restart per kind, and of a second restart (restartedAt already set). */
+const restarts: { kind: RestartableKind; before: Obj; after: Obj; again: Obj }[] = [];
+
+beforeAll(async () => {
+  const items = (JSON.parse(await readFile(FIXTURE, 'utf8')) as { items: object[] }).items;
+  fake = await startFakeKube({ objects: items });
+  const rem = new KubeRemediator(fake.kubeConfig());
+  for (const t of TARGETS) {
+    const before = structuredClone(fake.store.get(t.kind, t.namespace, t.name)) as unknown as Obj;
+    await rem.restart(t, NOW);
+    const after = structuredClone(fake.store.get(t.kind, t.namespace, t.name)) as unknown as Obj;
+    await rem.restart(t, new Date(NOW.getTime() + 3_600_000));
+    const again = structuredClone(fake.store.get(t.kind, t.namespace, t.name)) as unknown as Obj;
+    restarts.push({ kind: t.kind, before, after, again });
+  }
+});
+afterAll(async () => {
+  await fake.close();
+});
+
+function update(kind: RestartableKind, oldObject: Obj, object: Obj, extra: Partial<AdmissionInput> = {}): AdmissionInput {
+  return {
+    operation: 'UPDATE',
+    resource: { ...GROUP, resource: RESOURCE[kind] },
+    namespace: oldObject.metadata['namespace'] as string,
+    name: oldObject.metadata['name'] as string,
+    username: SA_USER,
+    object,
+    oldObject,
+    ...extra,
+  };
+}
+
+describe('admission policy: the expressions', () => {
+  it('use CEL core only (no Kubernetes CEL library functions) and parse', () => {
+    for (const { at, expression } of expressionsOf(policy)) {
+      const extra = functionsOf(expression).filter((f) => !CEL_CORE_FUNCTIONS.has(f));
+      expect(extra, at).toEqual([]);
+    }
+    // The check sees library functions and the evaluator lacks them (so a policy using one cannot pass here).
+    expect(functionsOf("request.name.lowerAscii() == 'x' && [1, 2].isSorted()").filter((f) => !CEL_CORE_FUNCTIONS.has(f))).toEqual(['isSorted', 'lowerAscii']);
+    expect(admit({ ...policy, spec: { ...policy.spec, validations: [{ expression: "request.operation.lowerAscii() == 'update'" }] } }, { operation: 'DELETE', resource: { group: '', version: 'v1', resource: 'pods' }, username: SA_USER }).denied).toEqual([
+      expect.stringMatching(/^error: .*lowerAscii/),
+    ]);
+  });
+
+  it('the binding denies (not only warns/audits) and names the policy; failures close', () => {
+    expect(binding.spec).toEqual({ policyName: policy.metadata.name, validationActions: ['Deny'] });
+    expect(policy.spec.failurePolicy).toBe('Fail');
+  });
+});
+
+describe('admission policy: allowed', () => {
+  it.each(TARGETS.map((t) => t.kind))('the real rollout restart of a %s (first and second time), also as a dry run', (kind) => {
+    const r = restarts.find((x) => x.kind === kind)!;
+    expect(r.after.spec.template.metadata?.annotations?.[RESTARTED_AT]).toBe('2026-11-20T12:00:00Z');
+    expect(admit(policy, update(kind, r.before, r.after))).toEqual({ applies: true, allowed: true, denied: [] });
+    expect(admit(policy, update(kind, r.after, r.again))).toEqual({ applies: true, allowed: true, denied: [] });
+  });
+
+  it('ServiceAccount recreation (delete + create), Events, the leader Lease', () => {
+    const sa = { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'multus', namespace: 'kube-system' } };
+    const core = (resource: string) => ({ group: '', version: 'v1', resource });
+    const ok = { applies: true, allowed: true, denied: [] };
+    expect(admit(policy, { operation: 'DELETE', resource: core('serviceaccounts'), namespace: 'kube-system', name: 'multus', username: SA_USER, oldObject: sa })).toEqual(ok);
+    expect(admit(policy, { operation: 'CREATE', resource: core('serviceaccounts'), namespace: 'kube-system', name: 'multus', username: SA_USER, object: sa })).toEqual(ok);
+    const event = { apiVersion: 'v1', kind: 'Event', metadata: { name: 'x.1', namespace: 'kube-system' }, reason: 'TokenwatchRestart' };
+    expect(admit(policy, { operation: 'CREATE', resource: core('events'), namespace: 'kube-system', name: 'x.1', username: SA_USER, object: event })).toEqual(ok);
+    const lease = { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: 'tokenwatch', namespace: 'tokenwatch' }, spec: { holderIdentity: 'pod-a' } };
+    const leaseRes = { group: 'coordination.k8s.io', version: 'v1', resource: 'leases' };
+    expect(admit(policy, { operation: 'CREATE', resource: leaseRes, namespace: 'tokenwatch', name: 'tokenwatch', username: SA_USER, object: lease })).toEqual(ok);
+    expect(admit(policy, { operation: 'UPDATE', resource: leaseRes, namespace: 'tokenwatch', name: 'tokenwatch', username: SA_USER, object: lease, oldObject: lease })).toEqual(ok);
+  });
+
+  it('does not apply to anyone else (a person may still change the image)', () => {
+    const r = restarts.find((x) => x.kind === 'Deployment')!;
+    const changed = structuredClone(r.before);
+    changed.spec.template.spec.containers[0]!.image = 'evil:latest';
+    expect(admit(policy, update('Deployment', r.before, changed, { username: 'kubernetes-admin' }))).toEqual({ applies: false, allowed: true, denied: [] });
+    expect(admit(policy, update('Deployment', r.before, changed, { username: 'system:serviceaccount:other:tokenwatch' })).applies).toBe(false);
+  });
+});
+
+describe('admission policy: forbidden', () => {
+  const ONLY_RESTART = /only by the pod-template annotation kubectl\.kubernetes\.io\/restartedAt/;
+  /** A restart patch plus one more change made by `edit` to the patched object. */
+  const tampered = (kind: RestartableKind, edit: (o: Obj) => void) => {
+    const r = restarts.find((x) => x.kind === kind)!;
+    const o = structuredClone(r.after);
+    edit(o);
+    return admit(policy, update(kind, r.before, o));
+  };
+
+  it.each([
+    ['another image', (o: Obj) => void (o.spec.template.spec.containers[0]!.image = 'attacker.example.com/x:1')],
+    ['another ServiceAccount', (o: Obj) => void (o.spec.template.spec.serviceAccountName = 'cluster-admin-sa')],
+    ['hostPID', (o: Obj) => void ((o.spec.template.spec as Record<string, unknown>)['hostPID'] = true)],
+    ['another pod-template annotation', (o: Obj) => void (o.spec.template.metadata!.annotations!['x'] = '1')],
+    ['a pod-template label', (o: Obj) => void (o.spec.template.metadata!.labels = { ...o.spec.template.metadata!.labels, extra: 'x' })],
+    ['a pod-template label removed', (o: Obj) => void delete o.spec.template.metadata!.labels],
+    ['the update strategy / another top-level spec field', (o: Obj) => void (o.spec['minReadySeconds'] = 600)],
+    ['the object labels', (o: Obj) => void (o.metadata['labels'] = { ...(o.metadata['labels'] as object), owner: 'me' })],
+    ['the object annotations', (o: Obj) => void (o.metadata['annotations'] = { ...(o.metadata['annotations'] as object), x: 'y' })],
+    ['owner references', (o: Obj) => void (o.metadata['ownerReferences'] = [{ apiVersion: 'v1', kind: 'ConfigMap', name: 'x', uid: '1' }])],
+  ])('a restart that also changes %s', (_what, edit) => {
+    for (const { kind } of TARGETS) {
+      const res = tampered(kind, edit);
+      expect(res.allowed, kind).toBe(false);
+      expect(res.denied, kind).toEqual([expect.stringMatching(ONLY_RESTART)]);
+    }
+  });
+
+  it('scaling a Deployment or StatefulSet (replicas) or pausing a Deployment', () => {
+    expect(tampered('Deployment', (o) => void (o.spec['replicas'] = 0)).denied).toEqual([expect.stringMatching(ONLY_RESTART)]);
+    expect(tampered('StatefulSet', (o) => void (o.spec['replicas'] = 50)).denied).toEqual([expect.stringMatching(ONLY_RESTART)]);
+    expect(tampered('Deployment', (o) => void (o.spec['paused'] = true)).denied).toEqual([expect.stringMatching(ONLY_RESTART)]);
+  });
+
+  it('removing an existing pod-template annotation, while setting restartedAt', () => {
+    const r = restarts.find((x) => x.kind === 'Deployment')!;
+    const before = structuredClone(r.before);
+    before.spec.template.metadata = { ...before.spec.template.metadata, annotations: { 'prometheus.io/scrape': 'true' } };
+    const after = structuredClone(before);
+    after.spec.template.metadata!.annotations = { [RESTARTED_AT]: '2026-11-20T12:00:00Z' };
+    expect(admit(policy, update('Deployment', before, after)).denied).toEqual([expect.stringMatching(ONLY_RESTART)]);
+    after.spec.template.metadata!.annotations = { 'prometheus.io/scrape': 'true', [RESTARTED_AT]: '2026-11-20T12:00:00Z' };
+    expect(admit(policy, update('Deployment', before, after)).allowed).toBe(true);
+  });
+
+  const OTHER = /tokenwatch may only create ServiceAccounts, Events and its Lease, delete ServiceAccounts, and update its Lease and DaemonSets\/Deployments\/StatefulSets \(admission policy tokenwatch-writes\); refused: /;
+  const d = { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'x', namespace: 'default' }, spec: { template: { spec: { containers: [] } } } };
+  it.each<[string, AdmissionInput, string]>([
+    ['delete a Deployment', { operation: 'DELETE', resource: { ...GROUP, resource: 'deployments' }, namespace: 'default', name: 'x', username: SA_USER, oldObject: d }, 'DELETE deployments'],
+    ['create a Deployment', { operation: 'CREATE', resource: { ...GROUP, resource: 'deployments' }, namespace: 'default', name: 'x', username: SA_USER, object: d }, 'CREATE deployments'],
+    ['scale through the subresource', { operation: 'UPDATE', resource: { ...GROUP, resource: 'deployments' }, subResource: 'scale', namespace: 'default', name: 'x', username: SA_USER, object: {}, oldObject: {} }, 'UPDATE deployments/scale'],
+    ['create a Secret', { operation: 'CREATE', resource: { group: '', version: 'v1', resource: 'secrets' }, namespace: 'default', name: 's', username: SA_USER, object: { metadata: {} } }, 'CREATE secrets'],
+    ['delete a pod', { operation: 'DELETE', resource: { group: '', version: 'v1', resource: 'pods' }, namespace: 'default', name: 'p', username: SA_USER, oldObject: { metadata: {} } }, 'DELETE pods'],
+    ['request a token for another ServiceAccount', { operation: 'CREATE', resource: { group: '', version: 'v1', resource: 'serviceaccounts' }, subResource: 'token', namespace: 'kube-system', name: 'admin', username: SA_USER, object: {} }, 'CREATE serviceaccounts/token'],
+    ['update a ServiceAccount (e.g. add an imagePullSecret)', { operation: 'UPDATE', resource: { group: '', version: 'v1', resource: 'serviceaccounts' }, namespace: 'kube-system', name: 'multus', username: SA_USER, object: { metadata: {} }, oldObject: { metadata: {} } }, 'UPDATE serviceaccounts'],
+    ['create a ClusterRoleBinding', { operation: 'CREATE', resource: { group: 'rbac.authorization.k8s.io', version: 'v1', resource: 'clusterrolebindings' }, name: 'pwn', username: SA_USER, object: { metadata: {} } }, 'CREATE clusterrolebindings'],
+    ['exec into a pod', { operation: 'CONNECT', resource: { group: '', version: 'v1', resource: 'pods' }, subResource: 'exec', namespace: 'default', name: 'p', username: SA_USER, object: {} }, 'CONNECT pods/exec'],
+    ['update another Lease', { operation: 'UPDATE', resource: { group: 'coordination.k8s.io', version: 'v1', resource: 'leases' }, namespace: 'kube-system', name: 'kube-controller-manager', username: SA_USER, object: { metadata: {} }, oldObject: { metadata: {} } }, 'UPDATE leases'],
+    ['update a ConfigMap', { operation: 'UPDATE', resource: { group: '', version: 'v1', resource: 'configmaps' }, namespace: 'kube-system', name: 'aws-auth', username: SA_USER, object: { metadata: {} }, oldObject: { metadata: {} } }, 'UPDATE configmaps'],
+  ])('%s', (_what, input, refused) => {
+    const res = admit(policy, input);
+    expect(res.applies).toBe(true);
+    expect(res.denied).toEqual([expect.stringMatching(new RegExp(`${OTHER.source}${refused}$`))]);
+  });
+});

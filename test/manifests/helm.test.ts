@@ -1,0 +1,265 @@
+/**
+ * charts/tokenwatch rendered by a real helm 3.17 (test/manifests/helm.ts): lint and template for the defaults and
+ * combinations, every object validated like the kustomize manifests, the default render equal to
+ * `manifests/` (kustomize), the admission policy and Prometheus objects equal to the kustomize components, the
+ * values schema refusing bad values, and the chart README generated from values.yaml.
+ * The RBAC = code-calls checks run on the chart's roles in rbac.test.ts.
+ */
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join, resolve } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parseAllDocuments, parse as parseYaml } from 'yaml';
+import { parseConfig } from '../../src/config/index.js';
+import { Metrics } from '../../src/observability/metrics.js';
+import { CHART, helmBinary, helmLint, helmTemplate, type ChartValues } from './helm.js';
+import { MANIFESTS, idOf, render, type K8sObject } from './kustomize.js';
+import { modelName, restrictedViolations, unknownFields, validateObject } from './schema.js';
+
+const { path: helmPath, skip } = helmBinary();
+const ENV = { SLACK_BOT_TOKEN: 'xoxb-x', SLACK_APP_TOKEN: 'xapp-x', SLACK_SIGNING_SECRET: '8f742231b10e8888abcd99yyyzzz85a5' };
+
+/** Labels and annotations only Helm adds (release bookkeeping, the config checksum). */
+const HELM_ONLY_LABELS = ['app.kubernetes.io/instance', 'app.kubernetes.io/managed-by', 'app.kubernetes.io/version', 'helm.sh/chart'];
+
+/**
+ * An object without what only Helm adds, and with the config file parsed (the chart renders it with toYaml, the
+ * kustomize install from a commented file), so the two installs compare field by field.
+ */
+function comparable(o: K8sObject): unknown {
+  const c = structuredClone(o) as K8sObject & { data?: Record<string, string>; spec?: { template?: { metadata?: { labels?: Record<string, string>; annotations?: Record<string, string> } } } };
+  for (const l of HELM_ONLY_LABELS) delete c.metadata.labels?.[l];
+  const tm = c.spec?.template?.metadata;
+  if (tm) {
+    for (const l of HELM_ONLY_LABELS) delete tm.labels?.[l];
+    delete tm.annotations?.['checksum/config'];
+  }
+  if (c.kind === 'ConfigMap' && c.data?.['tokenwatch.yaml']) (c.data as Record<string, unknown>)['tokenwatch.yaml'] = parseYaml(c.data['tokenwatch.yaml']);
+  return c;
+}
+const byId = (objs: K8sObject[]) => Object.fromEntries(objs.map((o) => [idOf(o), comparable(o)]));
+
+/** The combinations rendered, linted and validated. */
+const COMBOS: [string, ChartValues][] = [
+  ['defaults', {}],
+  ['HTTP mode', { set: { 'config.slack.mode': 'http' } }],
+  ['writer namespaces', { values: { rbac: { writer: { namespaces: ['kube-system', 'logging', 'payments'] } } } }],
+  ['writer cluster-wide', { set: { 'rbac.writer.clusterWide': true } }],
+  ['read-only', { set: { 'rbac.writer.enabled': false } }],
+  ['IRSA', { set: { 'aws.irsaRoleArn': 'arn:aws:iam::111122223333:role/tokenwatch' } }],
+  ['EKS Pod Identity + AWS Secret', { set: { 'aws.podIdentity': true, 'aws.existingSecret': 'tokenwatch-aws' } }],
+  ['admission policy on', { set: { 'admissionPolicy.enabled': true } }],
+  ['secret metadata on', { set: { 'rbac.secretMetadata': true } }],
+  ['Prometheus Operator', { set: { 'serviceMonitor.enabled': true, 'prometheusRule.enabled': true }, values: { serviceMonitor: { labels: { release: 'kps' } } } }],
+  [
+    'scheduling, labels, image digest, no persistence',
+    {
+      values: {
+        image: { digest: `sha256:${'a'.repeat(64)}`, pullSecrets: ['regcred'] },
+        persistence: { enabled: false },
+        replicas: 1,
+        nodeSelector: { 'kubernetes.io/os': 'linux' },
+        tolerations: [{ key: 'dedicated', operator: 'Equal', value: 'ops', effect: 'NoSchedule' }],
+        affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'role', operator: 'In', values: ['ops'] }] }] } } },
+        commonLabels: { team: 'platform' },
+        commonAnnotations: { owner: 'platform@example.com' },
+        podLabels: { 'sidecar.istio.io/inject': 'false' },
+        podAnnotations: { 'example.com/x': 'y' },
+      },
+    },
+  ],
+];
+
+describe.skipIf(!helmPath)(`Helm chart charts/tokenwatch${skip ? ` (skipped: ${skip})` : ''}`, () => {
+  // Collected even when skipped: render only where helm runs.
+  const rendered = new Map(helmPath ? COMBOS.map(([name, v]) => [name, helmTemplate(v)]) : []);
+  const defaults = rendered.get('defaults') ?? [];
+  const find = (objs: K8sObject[], kind: string, name: string) => {
+    const o = objs.find((x) => x.kind === kind && x.metadata.name === name);
+    if (!o) throw new Error(`${kind} ${name} not rendered`);
+    return o as K8sObject & Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+  };
+
+  it.each(COMBOS)('%s: helm lint --strict passes', (_name, v) => {
+    expect(helmLint(v)).toMatch(/1 chart\(s\) linted, 0 chart\(s\) failed/);
+  });
+
+  it.each(COMBOS.map(([n]) => n))('%s: every object validates (kubernetes-models, no unknown fields), unique, restricted pods, config parses', (name) => {
+    const objs = rendered.get(name)!;
+    expect(objs.length).toBeGreaterThan(5);
+    for (const o of objs) {
+      expect(validateObject(o), idOf(o)).toBe('');
+      expect(unknownFields(o, modelName(o)), idOf(o)).toEqual([]);
+    }
+    expect(new Set(objs.map(idOf)).size).toBe(objs.length);
+    const pod = find(objs, 'Deployment', 'tokenwatch').spec.template.spec;
+    expect(restrictedViolations(pod)).toEqual([]);
+    const config = parseConfig(parseYaml(find(objs, 'ConfigMap', 'tokenwatch-config').data['tokenwatch.yaml']), ENV);
+    expect(config.clusters.map((c) => c.name)).toEqual(['my-cluster']);
+  });
+
+  it('defaults: the same objects as `kubectl kustomize manifests/` (names, RBAC, security context, everything) but the Namespace', () => {
+    const kustomize = render(MANIFESTS);
+    expect(kustomize.filter((o) => o.kind === 'Namespace').map(idOf)).toEqual(['v1 Namespace /tokenwatch']);
+    expect(byId(defaults)).toEqual(byId(kustomize.filter((o) => o.kind !== 'Namespace')));
+    // Helm's own labels are there (and only those were ignored).
+    expect(find(defaults, 'Deployment', 'tokenwatch').metadata.labels).toEqual({
+      'app.kubernetes.io/name': 'tokenwatch',
+      'app.kubernetes.io/component': 'server',
+      'app.kubernetes.io/instance': 'tokenwatch',
+      'app.kubernetes.io/managed-by': 'Helm',
+      'app.kubernetes.io/version': '0.1.0',
+      'helm.sh/chart': 'tokenwatch-0.1.0',
+    });
+  });
+
+  const kubectl = (() => {
+    try {
+      execFileSync('kubectl', ['version', '--client'], { stdio: 'ignore' });
+      return true;
+    } catch {
+      return false;
+    }
+  })();
+  it.skipIf(!kubectl)('defaults: also equal to the output of the real `kubectl kustomize manifests/` (where kubectl is installed)', () => {
+    const real = parseAllDocuments(execFileSync('kubectl', ['kustomize', MANIFESTS], { encoding: 'utf8' })).map((d) => d.toJS() as K8sObject);
+    expect(byId(defaults)).toEqual(byId(real.filter((o) => o.kind !== 'Namespace')));
+  });
+
+  it('the comparison fails on a difference (so the check above can fail)', () => {
+    const changed = helmTemplate({ set: { 'resources.limits.memory': '1Gi' } });
+    expect(byId(changed)).not.toEqual(byId(defaults));
+  });
+
+  it('admission policy on = the kustomize component; for another release/namespace it names that ServiceAccount and Lease', () => {
+    const kustomize = render(MANIFESTS, [join(MANIFESTS, 'components/admission-policy')]);
+    expect(byId(rendered.get('admission policy on')!)).toEqual(byId(kustomize.filter((o) => o.kind !== 'Namespace')));
+    const other = helmTemplate({ set: { 'admissionPolicy.enabled': true } }, 'tw', 'ops');
+    const policy = find(other, 'ValidatingAdmissionPolicy', 'tw-tokenwatch-writes');
+    expect(policy.spec.matchConditions).toEqual([{ name: 'tokenwatch-serviceaccount', expression: "request.userInfo.username == 'system:serviceaccount:ops:tw-tokenwatch'" }]);
+    expect(policy.spec.variables.find((v: { name: string }) => v.name === 'lease').expression).toContain("request.namespace == 'ops' && has(request.name) && request.name == 'tw-tokenwatch'");
+    expect(find(other, 'Deployment', 'tw-tokenwatch').spec.template.spec.containers[0].env).toContainEqual({ name: 'TOKENWATCH_LEASE_NAME', value: 'tw-tokenwatch' });
+    expect(find(other, 'Role', 'tw-tokenwatch-leader-election').rules[1].resourceNames).toEqual(['tw-tokenwatch']);
+    // Kubernetes 1.30 minimum, said at install time.
+    expect(helmTemplate({ set: { 'admissionPolicy.enabled': true } }, 'tokenwatch', 'tokenwatch', '1.30.0').some((o) => o.kind === 'ValidatingAdmissionPolicy')).toBe(true);
+    expect(() => helmTemplate({ set: { 'admissionPolicy.enabled': true } }, 'tokenwatch', 'tokenwatch', '1.29.4')).toThrow(
+      'admissionPolicy.enabled needs Kubernetes 1.30 or newer (ValidatingAdmissionPolicy v1); this cluster is v1.29.4: set admissionPolicy.enabled=false',
+    );
+  });
+
+  it('Prometheus Operator on = the kustomize component (+ the extra selector label); the rule uses metrics tokenwatch exports', async () => {
+    const kustomize = render(MANIFESTS, [join(MANIFESTS, 'components/prometheus')]);
+    const helmObjs = rendered.get('Prometheus Operator')!;
+    const sm = find(helmObjs, 'ServiceMonitor', 'tokenwatch');
+    expect(sm.metadata.labels?.['release']).toBe('kps');
+    delete sm.metadata.labels?.['release'];
+    expect(byId(helmObjs)).toEqual(byId(kustomize.filter((o) => o.kind !== 'Namespace')));
+    const rule = find(helmObjs, 'PrometheusRule', 'tokenwatch');
+    const exprs: string[] = rule.spec.groups[0].rules.map((r: { expr: string }) => r.expr);
+    expect(rule.spec.groups[0].rules.map((r: { alert: string }) => r.alert)).toEqual(['TokenwatchTokenRejectionSoon', 'TokenwatchPollsFailing']);
+    expect(exprs[0]).toBe('min by (cluster) (tokenwatch_days_to_nearest_rejection) < 7');
+    const m = new Metrics({ defaultMetrics: false });
+    m.daysToRejection.set({ cluster: 'a' }, 3);
+    m.polls.inc({ cluster: 'a', outcome: 'ok' });
+    m.polls.inc({ cluster: 'a', outcome: 'error' });
+    const exported = await m.registry.metrics();
+    for (const name of exprs.flatMap((e) => [...e.matchAll(/tokenwatch_[a-z_]+/g)].map((x) => x[0]))) expect(exported, name).toContain(`# TYPE ${name} `);
+    expect(exported).toContain('tokenwatch_polls_total{cluster="a",outcome="error"} 1');
+    expect(exported).toContain('tokenwatch_polls_total{cluster="a",outcome="ok"} 1');
+    expect(helmTemplate({ set: { 'prometheusRule.enabled': true, 'prometheusRule.daysToRejection': 14 } }).find((o) => o.kind === 'PrometheusRule')).toMatchObject({
+      spec: { groups: [{ rules: [{ expr: 'min by (cluster) (tokenwatch_days_to_nearest_rejection) < 14' }, {}] }] },
+    });
+  });
+
+  it('HTTP mode: a slack container port, a Service for the Ingress, and NetworkPolicy ingress on it', () => {
+    const objs = rendered.get('HTTP mode')!;
+    const c = find(objs, 'Deployment', 'tokenwatch').spec.template.spec.containers[0];
+    expect(c.ports).toEqual([
+      { name: 'http', containerPort: 8080, protocol: 'TCP' },
+      { name: 'slack', containerPort: 3000, protocol: 'TCP' },
+    ]);
+    expect(find(objs, 'Service', 'tokenwatch-slack').spec.ports).toEqual([{ name: 'http-slack', port: 3000, targetPort: 'slack', protocol: 'TCP' }]);
+    expect(find(objs, 'NetworkPolicy', 'tokenwatch').spec.ingress[1]).toEqual({
+      from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress-nginx' } } }],
+      ports: [{ protocol: 'TCP', port: 3000 }],
+    });
+    expect(parseConfig(parseYaml(find(objs, 'ConfigMap', 'tokenwatch-config').data['tokenwatch.yaml']), ENV).slack?.mode).toBe('http');
+    expect(defaults.some((o) => o.metadata.name === 'tokenwatch-slack')).toBe(false);
+  });
+
+  it('writer namespaces / cluster-wide / read-only', () => {
+    const writerBindings = (objs: K8sObject[]) => objs.filter((o) => o.kind.endsWith('RoleBinding') && o.metadata.name === 'tokenwatch-writer').map(idOf);
+    expect(writerBindings(defaults)).toEqual(['rbac.authorization.k8s.io/v1 RoleBinding kube-system/tokenwatch-writer', 'rbac.authorization.k8s.io/v1 RoleBinding monitoring/tokenwatch-writer']);
+    expect(writerBindings(rendered.get('writer namespaces')!)).toEqual(['kube-system', 'logging', 'payments'].map((n) => `rbac.authorization.k8s.io/v1 RoleBinding ${n}/tokenwatch-writer`));
+    expect(writerBindings(rendered.get('writer cluster-wide')!)).toEqual(['rbac.authorization.k8s.io/v1 ClusterRoleBinding /tokenwatch-writer']);
+    expect(rendered.get('read-only')!.filter((o) => o.metadata.name === 'tokenwatch-writer')).toEqual([]);
+  });
+
+  it('IRSA annotation, Pod Identity egress, AWS Secret', () => {
+    expect(find(rendered.get('IRSA')!, 'ServiceAccount', 'tokenwatch').metadata.annotations).toEqual({ 'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/tokenwatch' });
+    const pi = rendered.get('EKS Pod Identity + AWS Secret')!;
+    // The same policy as overlays/eks/networkpolicy-pod-identity.yaml (listed there only in a comment).
+    const file = parseYaml(readFileSync(join(MANIFESTS, 'overlays/eks/networkpolicy-pod-identity.yaml'), 'utf8')) as K8sObject;
+    expect(byId([find(pi, 'NetworkPolicy', 'tokenwatch-eks-pod-identity')])).toEqual(byId([file]));
+    expect(find(pi, 'Deployment', 'tokenwatch').spec.template.spec.containers[0].envFrom).toEqual([{ secretRef: { name: 'tokenwatch-slack' } }, { secretRef: { name: 'tokenwatch-aws' } }]);
+  });
+
+  it('secret metadata on: the ClusterRole and the config flag on every cluster with API access', () => {
+    const objs = rendered.get('secret metadata on')!;
+    expect(find(objs, 'ClusterRole', 'tokenwatch-secret-metadata').rules).toEqual([{ apiGroups: [''], resources: ['secrets'], verbs: ['list'] }]);
+    const config = parseConfig(parseYaml(find(objs, 'ConfigMap', 'tokenwatch-config').data['tokenwatch.yaml']), ENV);
+    expect(config.clusters[0]!.kubernetes).toEqual({ inCluster: true, secretMetadata: true });
+    const none = helmTemplate({
+      set: { 'rbac.secretMetadata': true, 'config.slack.enabled': false },
+      values: { config: { clusters: [{ name: 'offline', audit: { file: { path: '/x' } }, kubernetes: { none: true } }] } },
+    });
+    expect(parseConfig(parseYaml(find(none, 'ConfigMap', 'tokenwatch-config').data['tokenwatch.yaml']), ENV).clusters[0]!.kubernetes).toEqual({ none: true });
+    expect(JSON.stringify(defaults)).not.toContain('secrets');
+  });
+
+  it('scheduling, labels, digest, pull secrets; the default pod affinity is kept alongside a user affinity', () => {
+    const objs = rendered.get('scheduling, labels, image digest, no persistence')!;
+    const d = find(objs, 'Deployment', 'tokenwatch');
+    const pod = d.spec.template.spec;
+    expect(pod.containers[0].image).toBe(`registry.example.com/tokenwatch@sha256:${'a'.repeat(64)}`);
+    expect(pod.imagePullSecrets).toEqual([{ name: 'regcred' }]);
+    expect(pod.nodeSelector).toEqual({ 'kubernetes.io/os': 'linux' });
+    expect(pod.tolerations).toHaveLength(1);
+    expect(Object.keys(pod.affinity).sort()).toEqual(['nodeAffinity', 'podAffinity']);
+    expect(pod.volumes[0]).toEqual({ name: 'data', emptyDir: {} });
+    expect(objs.some((o) => o.kind === 'PersistentVolumeClaim')).toBe(false);
+    expect(d.spec.replicas).toBe(1);
+    expect(d.spec.template.metadata.labels['sidecar.istio.io/inject']).toBe('false');
+    expect(d.spec.template.metadata.annotations['example.com/x']).toBe('y');
+    for (const o of objs) {
+      expect(o.metadata.labels?.['team'], idOf(o)).toBe('platform');
+      expect(o.metadata.annotations?.['owner'], idOf(o)).toBe('platform@example.com');
+    }
+  });
+
+  it.each<[string, ChartValues, RegExp]>([
+    ['a typo in a value name', { set: { replica: 3 } }, /Additional property replica is not allowed/],
+    ['a bad namespace name', { values: { rbac: { writer: { namespaces: ['Kube_System'] } } } }, /rbac\.writer\.namespaces\.0: Does not match pattern/],
+    ['a wrong type', { set: { 'rbac.secretMetadata': 'yes' } }, /rbac\.secretMetadata: Invalid type\. Expected: boolean, given: string/],
+    ['an unknown Slack mode', { set: { 'config.slack.mode': 'webhook' } }, /config\.slack\.mode: config\.slack\.mode must be one of the following: "socket", "http"/],
+    ['no clusters', { values: { config: { clusters: [] } } }, /config\.clusters: Array must have at least 1 items/],
+    ['a bad IRSA role ARN', { set: { 'aws.irsaRoleArn': 'tokenwatch' } }, /aws\.irsaRoleArn: Does not match pattern/],
+  ])('values.schema.json refuses %s with a clear message', (_what, v, message) => {
+    expect(() => helmTemplate(v)).toThrow(message);
+  });
+
+  it('the chart README is what @bitnami/readme-generator-for-helm generates from values.yaml (run it after editing values)', () => {
+    const dir = resolve(import.meta.dirname, '../artifacts/readme');
+    mkdirSync(dir, { recursive: true });
+    const copy = join(dir, 'README.md');
+    copyFileSync(join(CHART, 'README.md'), copy);
+    const bin = join(createRequire(import.meta.url).resolve('@bitnami/readme-generator-for-helm/package.json'), '../bin/index.js');
+    execFileSync(process.execPath, [bin, '--values', join(CHART, 'values.yaml'), '--readme', copy], { stdio: 'pipe' });
+    expect(readFileSync(copy, 'utf8'), 'charts/tokenwatch/README.md is stale: npm run chart:readme').toBe(readFileSync(join(CHART, 'README.md'), 'utf8'));
+  });
+});
+
+it.skipIf(!skip)(`Helm chart tests (runs only to report why they were skipped)${skip ? `: ${skip}` : ''}`, () => {
+  expect(skip).toBeTruthy();
+});
