@@ -89,6 +89,23 @@ export function oldestTokenAgeDays(finding: Finding, now: number): number | unde
   return undefined;
 }
 
+// C0 controls (ESC, CR, BS, …, and LF/TAB: values never hold line breaks of their own), DEL, C1 controls, and the
+// Unicode bidirectional overrides/isolates that can reorder what a terminal shows.
+// eslint-disable-next-line no-control-regex
+const CONTROL_RE = /[\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+/**
+ * Makes external text (pod names, user agents, names from audit events or snapshots, reader messages) safe to
+ * print on a terminal: control characters become visible escapes (`\x1b`, `\x0a`, `\u202e`), so a value such
+ * as `ESC[31m` cannot recolour, move the cursor or hide text. Printable text is unchanged. Pure.
+ */
+export function escapeControl(text: string): string {
+  return text.replace(CONTROL_RE, (c) => {
+    const code = c.charCodeAt(0);
+    return code <= 0xff ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`;
+  });
+}
+
 /** How many pod names a table cell lists before `+N more`. */
 const MAX_PODS_SHOWN = 3;
 
@@ -97,7 +114,7 @@ function podsCell(finding: Finding): string {
   const pods = finding.pods;
   if (pods.length === 0) return '-';
   const gone = new Set(finding.missingPods ?? []);
-  const shown = pods.slice(0, MAX_PODS_SHOWN).map((p) => (gone.has(p) ? `${p} (gone)` : p));
+  const shown = pods.slice(0, MAX_PODS_SHOWN).map((p) => escapeControl(gone.has(p) ? `${p} (gone)` : p));
   const more = pods.length - shown.length;
   return [...shown, ...(more > 0 ? [`+${more} more`] : [])].join('\n');
 }
@@ -105,7 +122,7 @@ function podsCell(finding: Finding): string {
 /** Top-level workloads as `Kind namespace/name`, one a line; `?` when unknown (see the notes under the table). */
 function workloadsCell(finding: Finding): string {
   if (finding.workloads.length === 0) return '?';
-  return finding.workloads.map((w) => `${w.kind} ${w.namespace}/${w.name}`).join('\n');
+  return finding.workloads.map((w) => escapeControl(`${w.kind} ${w.namespace}/${w.name}`)).join('\n');
 }
 
 /** Distinct reasons why workloads are unknown, for the notes under the table. */
@@ -114,7 +131,7 @@ function unknownWorkloadNotes(findings: Finding[]): string[] {
   for (const f of findings) {
     if (f.workloads.length === 0) reasons.add(f.clusterState ?? 'no pod of this ServiceAccount found in cluster state');
   }
-  return [...reasons].map((r) => `workload ?: ${r}`);
+  return [...reasons].map((r) => `workload ?: ${escapeControl(r)}`);
 }
 
 /** Rendering options of {@link renderScanTable}. */
@@ -223,8 +240,8 @@ export function renderScanTable(report: ScanReport, opts: RenderOptions): string
     const rejection = formatRejection(f.rejectionAt, opts.now);
     table.push([
       String(i + 1),
-      f.cluster,
-      `${f.namespace}/${f.serviceAccount}`,
+      escapeControl(f.cluster),
+      escapeControl(`${f.namespace}/${f.serviceAccount}`),
       f.kind,
       severityCell(f.severity, paint),
       workloadsCell(f),
@@ -232,12 +249,14 @@ export function renderScanTable(report: ScanReport, opts: RenderOptions): string
       age === undefined ? '-' : String(age),
       rejection.includes('REJECTED') ? paint('red', rejection) : rejection,
       f.requests.toLocaleString('en-US'),
-      f.cause.component ? `${f.cause.id}\n(${f.cause.component})` : f.cause.id,
+      f.cause.component ? `${f.cause.id}\n(${escapeControl(f.cause.component)})` : f.cause.id,
     ]);
   });
 
   const fixes = report.findings.map(
-    (f, i) => `${paint('bold', `#${i + 1}`)} ${f.namespace}/${f.serviceAccount} ${f.kind}: fix: ${f.cause.fix}`,
+    (f, i) =>
+      `${paint('bold', `#${i + 1}`)} ${escapeControl(`${f.namespace}/${f.serviceAccount}`)} ${f.kind}: fix: ` +
+      escapeControl(f.cause.fix),
   );
   const notes = unknownWorkloadNotes(report.findings).map((n) => paint('dim', n));
   return [table.toString(), '', ...fixes, '', ...notes, ...footer, ''].join('\n');

@@ -3,7 +3,8 @@
  * build findings. Used by `tokenwatch scan` and by anything else that wants the same report
  * from files (e.g. a sandbox or a test), without any terminal concerns.
  */
-import { createReadStats, readTokenUses, type ReadProgress } from '../audit/reader.js';
+import { createReadStats, readTokenUses, type ReadOptions, type ReadProgress } from '../audit/reader.js';
+import type { ReadNotice } from '../audit/types.js';
 import { loadSnapshot } from '../cluster/snapshot.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import { TokenAggregator } from '../findings/aggregate.js';
@@ -34,6 +35,10 @@ export interface ScanOptions {
   thresholds?: SeverityThresholds;
   /** Called as bytes are read, per file (the reader decides how often). */
   onProgress?: (p: ReadProgress) => void;
+  /** Called for each reader notice as it happens (they are also returned in {@link ScanResult.notices}). */
+  onNotice?: (n: ReadNotice) => void;
+  /** Stop with an InputError when one gzip file inflates past this many bytes. Default: no limit. */
+  maxDecompressedBytes?: number;
 }
 
 /** Where the reference time of a scan came from. */
@@ -52,6 +57,11 @@ export interface ScanResult {
    * the file tails are not read, and this is the latest token use only.
    */
   latestEventTime?: number;
+  /**
+   * What the reader said about the inputs besides errors (partial / capped Logs Insights results, guide-query
+   * input without pods, files truncated at a record, skipped NUL bytes), in the order they happened.
+   */
+  notices: ReadNotice[];
 }
 
 /**
@@ -75,13 +85,29 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
 
   const stats = createReadStats();
   const aggregator = new TokenAggregator({ cluster: opts.cluster, maxTokenAge: opts.maxTokenAge });
-  // Tails are read alongside the main pass (gzip inflation runs on libuv's thread pool).
-  const tails = opts.now === undefined ? latestEventTimeOfFiles(opts.files) : Promise.resolve(undefined);
+  // Tails are read alongside the main pass (gzip inflation runs on libuv's thread pool), a few files at a time;
+  // a failed read stops them at once, so the process can exit as soon as the error is reported.
+  const abort = new AbortController();
+  const tails = opts.now === undefined ? latestEventTimeOfFiles(opts.files, abort.signal) : Promise.resolve(undefined);
   let latest: number | undefined;
-  const readOpts = opts.onProgress ? { onProgress: opts.onProgress } : undefined;
-  for await (const use of readTokenUses(opts.files, stats, readOpts)) {
-    if (latest === undefined || use.time > latest) latest = use.time;
-    aggregator.add(use);
+  const notices: ReadNotice[] = [];
+  const readOpts: ReadOptions = {
+    onNotice: (n) => {
+      notices.push(n);
+      opts.onNotice?.(n);
+    },
+    ...(opts.onProgress ? { onProgress: opts.onProgress } : {}),
+    ...(opts.maxDecompressedBytes !== undefined ? { maxDecompressedBytes: opts.maxDecompressedBytes } : {}),
+  };
+  try {
+    for await (const use of readTokenUses(opts.files, stats, readOpts)) {
+      if (latest === undefined || use.time > latest) latest = use.time;
+      aggregator.add(use);
+    }
+  } catch (err) {
+    abort.abort();
+    await tails; // never rejects; returns promptly once aborted
+    throw err;
   }
   const tailLatest = await tails;
   if (tailLatest !== undefined && (latest === undefined || tailLatest > latest)) latest = tailLatest;
@@ -116,5 +142,5 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
       duplicates: stats.duplicates,
     },
   };
-  return { report, now, nowSource, ...(latest !== undefined ? { latestEventTime: latest } : {}) };
+  return { report, now, nowSource, notices, ...(latest !== undefined ? { latestEventTime: latest } : {}) };
 }
