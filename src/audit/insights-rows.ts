@@ -26,11 +26,13 @@ export interface InsightsRowTally {
   messageRows: number;
   /** Rows of the EKS guide query (`subject`, `elapsedtime`). */
   guideRows: number;
+  /** Rows with `subject` but no readable `@timestamp` (e.g. the guide's `stats … by subject` variant). */
+  guideRowsWithoutTime: number;
 }
 
 /** A fresh, all-zero tally. */
 export function createRowTally(): InsightsRowTally {
-  return { messageRows: 0, guideRows: 0 };
+  return { messageRows: 0, guideRows: 0, guideRowsWithoutTime: 0 };
 }
 
 // Logs Insights prints @timestamp as `2022-08-24 14:25:33.659` (UTC, no zone); console JSON exports and
@@ -101,14 +103,16 @@ export function tokenUseFromInsightsRow(
     return tokenUseFromRecordText(message, stats);
   }
   const subject = typeof row['subject'] === 'string' ? row['subject'].trim() : undefined;
-  const elapsed = row['elapsedtime'];
+  const elapsed = row['elapsedtime'] ?? row['max(elapsedtime)'];
   if (subject === undefined || (typeof elapsed !== 'string' && typeof elapsed !== 'number')) {
+    if (tally && subject !== undefined && row['@timestamp'] === undefined) tally.guideRowsWithoutTime++;
     stats.malformed++;
     return undefined;
   }
   const secs = typeof elapsed === 'number' ? elapsed : /^\s*\d+\s*\.?\s*$/.test(elapsed) ? Number.parseInt(elapsed.trim(), 10) : NaN;
   const time = parseInsightsTimestamp(row['@timestamp']);
   if (subject === '' || !Number.isSafeInteger(secs) || secs < 0 || time === undefined) {
+    if (tally && time === undefined) tally.guideRowsWithoutTime++;
     stats.malformed++;
     return undefined;
   }

@@ -246,7 +246,12 @@ async function* readOneFile(ctx: FileContext): AsyncGenerator<TokenUse> {
     if (records > 0 && stats.events === before.events) {
       throw new InputError(
         `${file}: none of its ${records} records is an audit event in a format tokenwatch knows (read as ` +
-          `${FORMAT_NAMES[format]}); tokenwatch reads ${KNOWN_FORMATS_TEXT}`,
+          `${FORMAT_NAMES[format]}); ` +
+          (tally.guideRowsWithoutTime > 0
+            ? 'its rows have a subject but no @timestamp (a `stats … by subject` query): run the query without ' +
+              '`stats` (keep `fields @timestamp, @message`) so each row has its time; '
+            : '') +
+          `tokenwatch reads ${KNOWN_FORMATS_TEXT}`,
         file,
       );
     }
@@ -583,11 +588,13 @@ async function* scanCsv(chunks: AsyncIterable<Buffer>, ctx: FileContext, tally: 
       if (err?.code === 'CSV_MAX_RECORD_SIZE') {
         // csv-parse cannot resync after this: stop feeding it, but let it deliver the rows it holds.
         oversize = true;
+        // `records`: data records csv-parse has completed before this one (rows the loop below may not have seen yet).
+        const row = (typeof err.records === 'number' ? err.records : rows - 1) + 1;
         ctx.notice(
           'truncated',
-          `${ctx.file}: CSV data row ${rows} is longer than ${ctx.maxLineBytes} bytes (an unclosed quote?); the file was ` +
-            `truncated there: rows after ${rows - 1} were not read`,
-          rows,
+          `${ctx.file}: CSV data row ${row} is longer than ${ctx.maxLineBytes} bytes (an unclosed quote?); the file was ` +
+            `truncated there: rows after ${row - 1} were not read`,
+          row,
         );
         queueMicrotask(() => {
           src.unpipe(csv);
