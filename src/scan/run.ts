@@ -39,6 +39,8 @@ export interface ScanOptions {
   onNotice?: (n: ReadNotice) => void;
   /** Stop with an InputError when one gzip file inflates past this many bytes. Default: no limit. */
   maxDecompressedBytes?: number;
+  /** A JSON line or CSV record longer than this is skipped (see `ReadOptions.maxLineBytes`). Default 64 MiB. */
+  maxLineBytes?: number;
 }
 
 /** Where the reference time of a scan came from. */
@@ -98,6 +100,7 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
     },
     ...(opts.onProgress ? { onProgress: opts.onProgress } : {}),
     ...(opts.maxDecompressedBytes !== undefined ? { maxDecompressedBytes: opts.maxDecompressedBytes } : {}),
+    ...(opts.maxLineBytes !== undefined ? { maxLineBytes: opts.maxLineBytes } : {}),
   };
   try {
     for await (const use of readTokenUses(opts.files, stats, readOpts)) {
