@@ -17,7 +17,7 @@ const FILTER_LOG_EVENTS_RE = /^\{\s*"(?:events|searchedLogStreams|nextToken|next
 // (AWS CloudWatch Logs API reference, GetQueryResults: queryLanguage, results, statistics, status, encryptionKey).
 const QUERY_RESULTS_RE = /^\{\s*"(?:results|status|statistics|queryLanguage|encryptionKey)"\s*:/;
 // CloudWatch Logs export to S3 (`aws logs create-export-task`): `<ISO-8601 timestamp> <message>` per line.
-const S3_EXPORT_LINE_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})[ \t]+\{/;
+const S3_EXPORT_LINE_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})[ \t]+\S/;
 // Markers of an audit.k8s.io Event in its first line (Go encodes kind, apiVersion, level, auditID first).
 const AUDIT_EVENT_MARKERS = ['"auditID"', '"audit.k8s.io/', '"kind":"Event"'];
 
@@ -50,7 +50,8 @@ export const KNOWN_FORMATS_TEXT =
  *   `@message`: a Logs Insights console export of the EKS guide query (`@timestamp`, `subject`, `elapsedtime`);
  * - `insights-json`: any other JSON array (`[` then `{` or `]`): a CloudWatch Logs Insights console export
  *   of rows with `@timestamp` and `@message`;
- * - `cw-s3-export`: a first line `<ISO-8601 timestamp> {…}`: a CloudWatch Logs export to S3;
+ * - `cw-s3-export`: a first line `<ISO-8601 timestamp> <text>` and audit-event markers in the head: a CloudWatch
+ *   Logs export to S3 (lines of other log streams in it are counted malformed);
  * - `audit-jsonl`: a JSON object with audit-event markers (`"auditID"`, `audit.k8s.io/`, `"kind":"Event"`);
  * - `insights-csv`: a first line (header) naming `@timestamp` and `@message`, or `subject` and `elapsedtime`.
  *
@@ -82,7 +83,9 @@ export function detectFormat(head: Buffer): InputFormat | undefined {
   }
   const nl = text.indexOf('\n', i);
   const header = text.slice(i, nl === -1 ? text.length : nl);
-  if (S3_EXPORT_LINE_RE.test(header)) return 'cw-s3-export';
+  // An export of the whole log group may start with another stream's line (`<ts> I0510 …`): the audit markers
+  // anywhere in the head decide.
+  if (S3_EXPORT_LINE_RE.test(header) && AUDIT_EVENT_MARKERS.some((m) => text.includes(m))) return 'cw-s3-export';
   if (header.includes('@timestamp') && header.includes('@message')) return 'insights-csv';
   if (GUIDE_QUERY_FIELDS.every((f) => header.includes(f))) return 'insights-csv';
   return undefined;

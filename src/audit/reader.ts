@@ -242,19 +242,8 @@ async function* readOneFile(ctx: FileContext): AsyncGenerator<TokenUse> {
       }
       if (format === 'insights-json') capNotice(ctx, stats.lines - before.lines - (scanner.failed ? 1 : 0));
     }
-    const records = stats.lines - before.lines;
-    if (records > 0 && stats.events === before.events) {
-      throw new InputError(
-        `${file}: none of its ${records} records is an audit event in a format tokenwatch knows (read as ` +
-          `${FORMAT_NAMES[format]}); ` +
-          (tally.guideRowsWithoutTime > 0
-            ? 'its rows have a subject but no @timestamp (a `stats … by subject` query): run the query without ' +
-              '`stats` (keep `fields @timestamp, @message`) so each row has its time; '
-            : '') +
-          `tokenwatch reads ${KNOWN_FORMATS_TEXT}`,
-        file,
-      );
-    }
+    const noEvent = noAuditEventError(file, format, stats.lines - before.lines, stats.events - before.events, tally);
+    if (noEvent) throw noEvent;
     if (tally.guideRows > 0) {
       ctx.notice(
         'guide-query',
@@ -266,6 +255,34 @@ async function* readOneFile(ctx: FileContext): AsyncGenerator<TokenUse> {
   } finally {
     await fh.close().catch(() => undefined);
   }
+}
+
+/**
+ * The rule behind every format (issue 9): a file in which no record is an audit event in a known format is an
+ * error naming the file and the formats tokenwatch knows — never a run that counts every line malformed. Pure;
+ * call it once per file after scanning it (e.g. from a worker thread that scanned the file's chunks).
+ *
+ * @param records records of the file counted in `stats.lines`; @param events of them, counted in `stats.events`.
+ * @returns the InputError to throw, or `undefined` when the file is fine (no records at all, or ≥ 1 event).
+ */
+export function noAuditEventError(
+  file: string,
+  format: InputFormat,
+  records: number,
+  events: number,
+  tally: InsightsRowTally = createRowTally(),
+): InputError | undefined {
+  if (records === 0 || events > 0) return undefined;
+  return new InputError(
+    `${file}: none of its ${records} records is an audit event in a format tokenwatch knows (read as ` +
+      `${FORMAT_NAMES[format]}); ` +
+      (tally.guideRowsWithoutTime > 0
+        ? 'its rows have a subject but no @timestamp (a `stats … by subject` query): run the query without ' +
+          '`stats` (keep `fields @timestamp, @message`) so each row has its time; '
+        : '') +
+      `tokenwatch reads ${KNOWN_FORMATS_TEXT}`,
+    file,
+  );
 }
 
 /** How each format is named in messages. */

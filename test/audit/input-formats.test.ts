@@ -198,6 +198,14 @@ describe('Logs Insights console exports of the EKS guide query', () => {
     expect(uses.every((u) => u.namespace === 'kube-system' && u.serviceAccount === 'edge-router')).toBe(true);
   });
 
+  it('console JSON export with @message and exactly 10,000 rows warns that it is capped', async () => {
+    const msg = JSON.stringify('{"kind":"Event","apiVersion":"audit.k8s.io/v1","auditID":"x"}');
+    const rows = Array.from({ length: 10_000 }, () => `{"@timestamp":"2022-08-24 14:25:33.000","@message":${msg}}`);
+    const { notices, stats } = await read([await file(`[${rows.join(',\n')}]`, '.json')]);
+    expect(stats).toMatchObject({ lines: 10_000, events: 10_000 });
+    expect(notices.map((x) => x.code)).toEqual(['row-cap']);
+  });
+
   it('CSV with exactly 10,000 rows warns that the export is capped', async () => {
     const lines = Array.from({ length: 10_000 }, (_, i) => `2022-08-24 14:25:${String(i % 60).padStart(2, '0')}.${String(i % 1000).padStart(3, '0')},${SA}, ${15000 + i}`);
     const f = await file(`@timestamp,subject,elapsedtime\n${lines.join('\n')}\n`, '.csv');
@@ -226,6 +234,13 @@ describe('CloudWatch Logs export to S3 (`<timestamp> <event JSON>` lines)', () =
     const { uses, stats } = await read([await file(content, '')]);
     expect(stats).toMatchObject({ lines: 3, events: 3, tokenUses: 2, malformed: 0 });
     expect(uses.map((u) => u.auditID)).toEqual(['s1', 's2']);
+  });
+
+  it('an export of the whole log group: lines of other streams are counted malformed', async () => {
+    const mixed = `2022-05-10T08:16:30.000Z I0510 08:16:30.000000 11 controller.go:611] quota admission added\n${content}`;
+    const { uses, stats } = await read([await file(mixed, '')]);
+    expect(uses.map((u) => u.auditID)).toEqual(['s1', 's2']);
+    expect(stats).toMatchObject({ lines: 4, events: 3, malformed: 1 });
   });
 
   it('gzip (the objects S3 holds)', async () => {
