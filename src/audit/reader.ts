@@ -17,7 +17,8 @@
  * Per-record functions a worker thread can call on its own chunk/line (all pure, no I/O):
  * `JsonlScanner` (push Buffers of JSON lines, optionally `<timestamp> ` prefixed), `JsonExportScanner`,
  * `tokenUseFromRecordText` / `tokenUseFromJson` (one record's text), `tokenUseFromInsightsRow` (one Insights row),
- * `queryResultCells` (one get-query-results row → field map), `detectFormat` (a file's head).
+ * `queryResultCells` (one get-query-results row → field map), `detectFormat` (a file's head), and once per file
+ * `noAuditEventError` (the "no audit event in this file" rule).
  */
 import { readSync } from 'node:fs';
 import { open, stat, type FileHandle } from 'node:fs/promises';
