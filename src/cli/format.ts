@@ -7,6 +7,9 @@ import Table from 'cli-table3';
 import type { Finding, ScanReport, Severity } from '../findings/types.js';
 import { WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS } from '../findings/token-math.js';
 import type { NowSource } from '../scan/run.js';
+import { escapeControl } from './escape.js';
+
+export { escapeControl } from './escape.js';
 
 const DAY_MS = 86_400_000;
 const HOUR_MS = 3_600_000;
@@ -87,23 +90,6 @@ export function oldestTokenAgeDays(finding: Finding, now: number): number | unde
     return Math.floor((finding.maxSecondsAfterWarning + WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS) / 86_400);
   }
   return undefined;
-}
-
-// C0 controls (ESC, CR, BS, …, and LF/TAB: values never hold line breaks of their own), DEL, C1 controls, and the
-// Unicode bidirectional overrides/isolates that can reorder what a terminal shows.
-// eslint-disable-next-line no-control-regex
-const CONTROL_RE = /[\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
-
-/**
- * Makes external text (pod names, user agents, names from audit events or snapshots, reader messages) safe to
- * print on a terminal: control characters become visible escapes (`\x1b`, `\x0a`, `\u202e`), so a value such
- * as `ESC[31m` cannot recolour, move the cursor or hide text. Printable text is unchanged. Pure.
- */
-export function escapeControl(text: string): string {
-  return text.replace(CONTROL_RE, (c) => {
-    const code = c.charCodeAt(0);
-    return code <= 0xff ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`;
-  });
 }
 
 /** How many pod names a table cell lists before `+N more`. */

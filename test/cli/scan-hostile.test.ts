@@ -84,6 +84,13 @@ describe('terminal table escapes control characters (issue 14 §2)', () => {
     expect(table).toContain('evil\\x1b[31mpod\\x07\\x0d');
   });
 
+  it('error lines escape control characters in file names too', async () => {
+    const run = await runCli(['scan', '--audit-log', join(dir, 'missing\u001b[31m.log')]);
+    expect(run.code).toBe(2);
+    expect(run.stderr).not.toContain('\u001b');
+    expect(run.stderr).toContain('missing\\x1b[31m.log: no such file');
+  });
+
   it('escapeControl keeps printable text and escapes C0, DEL, C1 and bidi overrides', () => {
     expect(escapeControl('kube-multus-ds-458dh ✓')).toBe('kube-multus-ds-458dh ✓');
     expect(escapeControl('a\u001bb\u007fc\u009bd\u202ee\nf')).toBe('a\\x1bb\\x7fc\\x9bd\\u202ee\\x0af');

@@ -13,7 +13,7 @@ import type { ScanResult } from '../../scan/run.js';
 import type { ReadNotice } from '../../audit/types.js';
 import { atOrAbove, isoSeconds, renderScanTable, shouldUseColor } from '../format.js';
 import { parseByteSize, parseClusterName, parseMaxTokenAgeFlag, parseNow } from '../options.js';
-import { escapeControl } from '../format.js';
+import { escapeControl } from '../escape.js';
 
 /** Cluster name used when `--cluster` is not given. */
 export const DEFAULT_CLUSTER = 'default';
