@@ -329,3 +329,34 @@ describe('insights row helpers', () => {
     expect(stats).toMatchObject({ events: 0, malformed: 1 });
   });
 });
+
+describe('S3 export lines in pieces', () => {
+  it('JsonlScanner with timestampPrefix gives the same result at every cut point', async () => {
+    const { JsonlScanner } = await import('../../src/audit/jsonl-scanner.js');
+    const content = Buffer.from(
+      [`2022-05-10T08:16:35.058Z ${event('s1', 7)}`, `2022-05-10T08:16:36.058Z\t${event('s2', 8)}`, 'x'].join('\n'),
+    );
+    const whole = createReadStats();
+    const wholeOut: TokenUse[] = [];
+    const s0 = new JsonlScanner(whole, wholeOut, undefined, true);
+    s0.push(content);
+    s0.end();
+    expect(wholeOut.map((u) => u.auditID)).toEqual(['s1', 's2']);
+    for (let cut = 1; cut < content.length; cut += 7) {
+      const stats = createReadStats();
+      const out: TokenUse[] = [];
+      const s = new JsonlScanner(stats, out, undefined, true);
+      s.push(content.subarray(0, cut));
+      s.push(content.subarray(cut));
+      s.end();
+      expect(out.map((u) => u.auditID)).toEqual(['s1', 's2']);
+      expect(stats).toEqual(whole);
+    }
+  });
+
+  it('the default reference time reads prefixed tails', async () => {
+    const { latestEventTimeInTail } = await import('../../src/scan/latest-event.js');
+    const tail = Buffer.from(`2022-05-10T08:16:35.058Z ${event('s1', 7, '2022-05-10T08:16:34.208000Z')}\n`);
+    expect(latestEventTimeInTail(tail, false)).toBe(Date.parse('2022-05-10T08:16:34.208Z'));
+  });
+});
