@@ -37,11 +37,11 @@ export function createRowTally(): InsightsRowTally {
 
 // Logs Insights prints @timestamp as `2022-08-24 14:25:33.659` (UTC, no zone); console JSON exports and
 // hand-made files may hold ISO-8601 with a zone, or epoch milliseconds.
-const INSIGHTS_TIME_RE = /^(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}:?\d{2})?$/;
+const INSIGHTS_TIME_RE = /^(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?\s?(Z|UTC|[+-]\d{2}:?\d{2})?$/i;
 
 /**
  * Parses a Logs Insights `@timestamp`: `YYYY-MM-DD HH:MM:SS[.fff]` (UTC, as Logs Insights prints it), the same
- * with `T` and/or a zone (`Z`, `+01:00`), or epoch milliseconds (digits).
+ * with `T` and/or a zone (`Z`, `UTC`, `+01:00`, `+0000`, optionally after a space), or epoch milliseconds (digits).
  *
  * @returns epoch ms UTC, or `undefined` when the value is none of these.
  */
@@ -55,7 +55,7 @@ export function parseInsightsTimestamp(value: unknown): number | undefined {
   const [, y, mo, d, h, mi, se, frac, zone] = m;
   const ms = frac ? Math.floor(Number(`0.${frac}`) * 1000) : 0;
   let t = Date.UTC(Number(y), Number(mo) - 1, Number(d), Number(h), Number(mi), Number(se), ms);
-  if (zone && zone !== 'Z') {
+  if (zone && zone.toUpperCase() !== 'Z' && zone.toUpperCase() !== 'UTC') {
     const sign = zone[0] === '-' ? -1 : 1;
     const digits = zone.slice(1).replace(':', '');
     t -= sign * (Number(digits.slice(0, 2)) * 60 + Number(digits.slice(2, 4))) * 60_000;
@@ -87,9 +87,10 @@ export function queryResultCells(row: unknown): Record<string, string> | undefin
  *
  * - `@message` present: the audit event in it, prefiltered like every record.
  * - `subject` and `elapsedtime` present (EKS guide query): a `stale` use at `@timestamp` with
- *   `secondsAfterWarning = elapsedtime` and `warnAfter = time − elapsedtime·1000`; `auditID` is `insights:<@ptr>`
- *   when the row has `@ptr` (unique per log event), else `guide:<subject>|<time>|<elapsedtime>` so the same
- *   row read twice (overlapping exports) counts once. Malformed when the time or seconds do not parse.
+ *   `secondsAfterWarning = elapsedtime` and `warnAfter = time − elapsedtime·1000`; `auditID` is
+ *   `guide:<subject>|<time ms>|<elapsedtime>` (not `@ptr`, which CSV exports lack), so the same row read twice —
+ *   overlapping exports, or the CSV and the JSON of one query — counts once. Rows carry no auditID, so several
+ *   audit stages of one request count separately. Malformed when the time or seconds do not parse.
  * - anything else: malformed.
  */
 export function tokenUseFromInsightsRow(
@@ -118,10 +119,9 @@ export function tokenUseFromInsightsRow(
   }
   if (tally) tally.guideRows++;
   stats.events++;
-  const ptr = typeof row['@ptr'] === 'string' && row['@ptr'] !== '' ? row['@ptr'] : undefined;
   const use: TokenUse = {
     kind: 'stale',
-    auditID: ptr ? `insights:${ptr}` : `guide:${subject}|${time}|${secs}`,
+    auditID: `guide:${subject}|${time}|${secs}`,
     time,
     subject,
     secondsAfterWarning: secs,

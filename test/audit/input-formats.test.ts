@@ -119,7 +119,7 @@ describe('aws logs get-query-results --output json', () => {
     expect(stats).toMatchObject({ files: 1, lines: 2, events: 2, tokenUses: 2, malformed: 0 });
     expect(uses.map((u) => [u.auditID, u.serviceAccount, u.secondsAfterWarning])).toEqual([
       ['m1', 'edge-router', 100],
-      ['insights:p2', 'edge-router', 15329],
+      [`guide:${SA}|${Date.parse('2022-08-24T14:25:33.659Z')}|15329`, 'edge-router', 15329],
     ]);
     expect(notices.map((x) => x.code)).toEqual(['guide-query']);
   });
@@ -189,6 +189,13 @@ describe('Logs Insights console exports of the EKS guide query', () => {
     expect(stats).toMatchObject({ lines: 3, events: 3, tokenUses: 3, malformed: 0 });
     expect(uses.map((u) => u.secondsAfterWarning)).toEqual([15329, 15389, 15449]);
     expect(notices.map((x) => x.code)).toEqual(['guide-query']);
+  });
+
+  it('the CSV and the JSON of the same query count each row once', async () => {
+    const csv = await file(`@timestamp,subject,elapsedtime\n${[0, 1].map(guideRow).map((r) => `${r['@timestamp']},${r.subject},${r.elapsedtime}`).join('\n')}\n`, '.csv');
+    const json = await file(JSON.stringify([0, 1].map(guideRow)), '.json');
+    const { stats } = await read([csv, json]);
+    expect(stats).toMatchObject({ files: 2, lines: 4, tokenUses: 2, duplicates: 2 });
   });
 
   it('JSON: one stale use per row', async () => {
@@ -320,6 +327,8 @@ describe('insights row helpers', () => {
     expect(parseInsightsTimestamp('2022-08-24 14:25:33.659')).toBe(Date.parse('2022-08-24T14:25:33.659Z'));
     expect(parseInsightsTimestamp('2022-08-24T16:25:33.659+02:00')).toBe(Date.parse('2022-08-24T14:25:33.659Z'));
     expect(parseInsightsTimestamp('1661351133659')).toBe(1661351133659);
+    expect(parseInsightsTimestamp('2022-08-24 14:25:33.659 +0000')).toBe(Date.parse('2022-08-24T14:25:33.659Z'));
+    expect(parseInsightsTimestamp('2022-08-24 14:25:33.659 UTC')).toBe(Date.parse('2022-08-24T14:25:33.659Z'));
     expect(parseInsightsTimestamp('yesterday')).toBeUndefined();
   });
 
