@@ -9,7 +9,7 @@ import { loadSnapshot } from '../cluster/snapshot.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import { TokenAggregator } from '../findings/aggregate.js';
 import { buildFindings } from '../findings/build.js';
-import type { MaxTokenAge, ScanReport, SeverityThresholds } from '../findings/types.js';
+import type { Finding, MaxTokenAge, ScanReport, SeverityThresholds } from '../findings/types.js';
 import { latestEventTimeOfFiles } from './latest-event.js';
 
 /** Progress of the read of one input file (bytes of the file on disk, compressed for `.gz`). */
@@ -41,6 +41,21 @@ export interface ScanOptions {
   maxDecompressedBytes?: number;
   /** A JSON line or CSV record longer than this is skipped (see `ReadOptions.maxLineBytes`). Default 64 MiB. */
   maxLineBytes?: number;
+}
+
+/** Evidence line added to findings built only from EKS guide-query rows (no `@message`). */
+export const GUIDE_QUERY_EVIDENCE =
+  'built from EKS guide query rows (subject, elapsedtime) without @message: the input cannot tell pods, user ' +
+  'agents or source IPs, so the cause is a guess from the ServiceAccount alone; rerun the query with ' +
+  '`fields @timestamp, @message` (or use filter-log-events) to see which pods and clients use the token';
+
+/**
+ * A stale-token finding with no pod, user agent or source IP at all can only come from guide-query rows (every
+ * audit event of a token use names its source IP): say in its evidence what such input cannot tell.
+ */
+function noteGuideQueryLimits(f: Finding): void {
+  if (f.kind !== 'stale-token' || f.pods.length > 0 || f.userAgents.length > 0 || f.sourceIPs.length > 0) return;
+  if (!f.cause.evidence.includes(GUIDE_QUERY_EVIDENCE)) f.cause.evidence.push(GUIDE_QUERY_EVIDENCE);
 }
 
 /** Where the reference time of a scan came from. */
@@ -133,6 +148,7 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
     ...(opts.thresholds ? { thresholds: opts.thresholds } : {}),
     ...(state ? { state } : {}),
   });
+  if (notices.some((n) => n.code === 'guide-query')) for (const f of findings) noteGuideQueryLimits(f);
 
   const report: ScanReport = {
     findings,

@@ -6,5 +6,6 @@ describe('case insights-get-query-results-json', () => {
     const { doc } = await scanCase('insights-get-query-results-json');
     assertExpected('insights-get-query-results-json', doc.findings);
     expect(doc.stats.malformed).toBe(0);
+    expect(doc.warnings).toEqual([]); // a complete result, well under the 10,000-row cap
   });
 });
