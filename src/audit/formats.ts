@@ -46,6 +46,7 @@ export const KNOWN_FORMATS_TEXT =
  *   `aws logs filter-log-events` output, pretty-printed or compact;
  * - `insights-query-results`: a JSON object whose first key is `results`, `status`, `statistics`,
  *   `queryLanguage` or `encryptionKey`: `aws logs get-query-results --output json`;
+ * - `insights-query-rows`: a JSON array of arrays of `{field, value}`: `get-query-results --query results` output;
  * - `insights-json-fields`: a JSON array of objects whose head names `subject` and `elapsedtime` but not
  *   `@message`: a Logs Insights console export of the EKS guide query (`@timestamp`, `subject`, `elapsedtime`);
  * - `insights-json`: any other JSON array (`[` then `{` or `]`): a CloudWatch Logs Insights console export
@@ -69,6 +70,8 @@ export function detectFormat(head: Buffer): InputFormat | undefined {
   if (c === '[') {
     const j = skipWs(text, i + 1);
     if (j >= text.length || text[j] === ']') return 'insights-json';
+    // `get-query-results --query results`: just the rows, each an array of {field, value}.
+    if (text[j] === '[' && /^\[\s*\{\s*"(?:field|value)"\s*:/.test(text.slice(j, j + 256))) return 'insights-query-rows';
     if (text[j] === '{') {
       const guide = !text.includes('"@message"') && GUIDE_QUERY_FIELDS.every((f) => text.includes(`"${f}"`));
       return guide ? 'insights-json-fields' : 'insights-json';

@@ -218,7 +218,7 @@ async function* readOneFile(ctx: FileContext): AsyncGenerator<TokenUse> {
     const tally = createRowTally();
     if (format === 'insights-csv') {
       yield* scanCsv(replay(head, data), ctx, tally);
-    } else if (format === 'insights-query-results' || format === 'insights-json-fields') {
+    } else if (format === 'insights-query-results' || format === 'insights-query-rows' || format === 'insights-json-fields') {
       yield* scanJsonRows(replay(head, data), ctx, format, tally);
     } else {
       const out: TokenUse[] = [];
@@ -292,6 +292,7 @@ const FORMAT_NAMES: Record<InputFormat, string> = {
   'cw-s3-export': 'a CloudWatch export to S3',
   'filter-log-events': '`aws logs filter-log-events` output',
   'insights-query-results': '`aws logs get-query-results` output',
+  'insights-query-rows': '`aws logs get-query-results --query results` output',
   'insights-json': 'a Logs Insights JSON export',
   'insights-json-fields': 'a Logs Insights JSON export without @message',
   'insights-csv': 'a Logs Insights CSV export',
@@ -649,7 +650,7 @@ async function* scanCsv(chunks: AsyncIterable<Buffer>, ctx: FileContext, tally: 
 
 /**
  * `aws logs get-query-results --output json` (`{"results": [[{"field","value"}…]…], "statistics", "status"}`,
- * several documents concatenated allowed) or a Logs Insights JSON export without `@message` (`[{…}, …]`), streamed
+ * several documents concatenated allowed; or only its rows, `--query results`), or a Logs Insights JSON export without `@message` (`[{…}, …]`), streamed
  * one row at a time with @streamparser/json. Each row is one of `lines` and goes through `tokenUseFromInsightsRow`.
  * Notices: `status` other than `Complete` (partial result), exactly 10,000 rows in one result (cap). A syntax
  * error, truncation or one row over `maxLineBytes` counts one malformed record and ends the file (notice).
@@ -657,12 +658,13 @@ async function* scanCsv(chunks: AsyncIterable<Buffer>, ctx: FileContext, tally: 
 async function* scanJsonRows(
   chunks: AsyncIterable<Buffer>,
   ctx: FileContext,
-  format: 'insights-query-results' | 'insights-json-fields',
+  format: 'insights-query-results' | 'insights-query-rows' | 'insights-json-fields',
   tally: InsightsRowTally,
 ): AsyncGenerator<TokenUse> {
   const { stats, file } = ctx;
   const { JSONParser } = await import('@streamparser/json'); // loaded on first use
   const queryResults = format === 'insights-query-results';
+  const cells = format !== 'insights-json-fields'; // rows are arrays of {field, value}
   const parser = new JSONParser({
     paths: queryResults ? ['$.results.*', '$.status'] : ['$.*'],
     keepStack: false,
@@ -693,7 +695,7 @@ async function* scanJsonRows(
     fileRows++;
     stats.lines++;
     sinceRow = 0;
-    const row = queryResults ? queryResultCells(value) : value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+    const row = cells ? queryResultCells(value) : value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
     if (!row) {
       stats.malformed++;
       return;

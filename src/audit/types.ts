@@ -142,6 +142,7 @@ export type InputFormat =
   | 'cw-s3-export'
   | 'filter-log-events'
   | 'insights-query-results'
+  | 'insights-query-rows'
   | 'insights-json'
   | 'insights-json-fields'
   | 'insights-csv';

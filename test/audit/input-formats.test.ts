@@ -157,6 +157,15 @@ describe('aws logs get-query-results --output json', () => {
     expect(under.notices.map((x) => x.code)).not.toContain('row-cap');
   });
 
+  it('reads `--query results` output (the rows alone)', async () => {
+    const rows = JSON.parse(queryResults([guideRow(0), guideRow(1)])).results as unknown[];
+    const f = await file(JSON.stringify(rows, null, 4), '.json');
+    expect(detectFormat(Buffer.from(JSON.stringify(rows, null, 4)))).toBe('insights-query-rows');
+    const { uses, stats } = await read([f]);
+    expect(stats).toMatchObject({ lines: 2, events: 2, tokenUses: 2 });
+    expect(uses.map((u) => u.secondsAfterWarning)).toEqual([15329, 15389]);
+  });
+
   it('reads several outputs appended to one file', async () => {
     const f = await file(
       queryResults([{ '@timestamp': '2022-08-24 14:25:33.000', '@message': event('m1', 100) }]) +
