@@ -248,7 +248,8 @@ async function* readOneFile(ctx: FileContext): AsyncGenerator<TokenUse> {
     if (tally.guideRows > 0) {
       ctx.notice(
         'guide-query',
-        `${file}: ${tally.guideRows} rows of the EKS guide query (subject, elapsedtime) without @message: findings ` +
+        `${file}: ${tally.guideRows} ${tally.guideRows === 1 ? 'row' : 'rows'} of the EKS guide query (subject, ` +
+          'elapsedtime) without @message: findings ' +
           'name ServiceAccounts and rejection dates, but such input cannot tell pods, workloads from pods, user agents, ' +
           'source IPs or causes; keep @message in the query (`fields @timestamp, @message`) for those',
       );

@@ -54,7 +54,7 @@ describe('warnings on stderr and in the JSON', () => {
     writeFileSync(f, `@timestamp,subject,elapsedtime\n2022-08-24 14:25:33.659,${SA}, 15329\n`);
     const run = await runCli(['scan', '--audit-log', f, '--format', 'json']);
     expect(run.code).toBe(0);
-    expect(run.stderr).toMatch(/^tokenwatch: warning: .*guide\.csv: 1 rows of the EKS guide query.*cannot tell pods/);
+    expect(run.stderr).toMatch(/^tokenwatch: warning: .*guide\.csv: 1 row of the EKS guide query.*cannot tell pods/);
     const doc = JSON.parse(run.stdout) as { findings: Array<{ serviceAccount: string; rejectionAt: string }>; warnings: Array<{ code: string }>; stats: { truncated: unknown[] } };
     expect(doc.findings.map((x) => x.serviceAccount)).toEqual(['edge-router']);
     // warnAfter = 14:25:33.659 − 15329 s = 10:10:04.659; + 90 days (EKS)
