@@ -13,6 +13,11 @@ export function isGzip(head: Buffer): boolean {
 
 // `aws logs filter-log-events` (and get-log-events) output: an object whose first key is one of these.
 const FILTER_LOG_EVENTS_RE = /^\{\s*"(?:events|searchedLogStreams|nextToken|nextForwardToken|nextBackwardToken)"\s*:/;
+// `aws logs get-query-results` output: an object whose first key is one of the GetQueryResults response members
+// (AWS CloudWatch Logs API reference, GetQueryResults: queryLanguage, results, statistics, status, encryptionKey).
+const QUERY_RESULTS_RE = /^\{\s*"(?:results|status|statistics|queryLanguage|encryptionKey)"\s*:/;
+// CloudWatch Logs export to S3 (`aws logs create-export-task`): `<ISO-8601 timestamp> <message>` per line.
+const S3_EXPORT_LINE_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})[ \t]+\S/;
 // Markers of an audit.k8s.io Event in its first line (Go encodes kind, apiVersion, level, auditID first).
 const AUDIT_EVENT_MARKERS = ['"auditID"', '"audit.k8s.io/', '"kind":"Event"'];
 
@@ -25,17 +30,34 @@ function skipWs(text: string, i: number): number {
   return i;
 }
 
+/** Header columns of the EKS user guide's stale-token query (`parse @message … as subject, elapsedtime`). */
+export const GUIDE_QUERY_FIELDS = ['subject', 'elapsedtime'] as const;
+
+/** The formats {@link detectFormat} knows, for error messages (one phrase each, with the command that makes it). */
+export const KNOWN_FORMATS_TEXT =
+  'audit JSON lines (--audit-log-path files), CloudWatch export to S3 (`aws logs create-export-task`, ' +
+  '"<timestamp> <event>" lines), `aws logs filter-log-events --output json`, `aws logs get-query-results --output json`, ' +
+  'or a Logs Insights console export (JSON or CSV) with @message or with the EKS guide query\'s subject and elapsedtime';
+
 /**
- * Detects the input format from the first bytes of a file (already decompressed; give it up to
- * {@link DETECT_HEAD_BYTES}):
+ * Detects the input format from the first bytes of a file (already decompressed, leading NUL bytes already
+ * skipped; give it up to {@link DETECT_HEAD_BYTES}):
  * - `filter-log-events`: a JSON object whose first key is `events` (or `searchedLogStreams`, `nextToken`):
  *   `aws logs filter-log-events` output, pretty-printed or compact;
- * - `insights-json`: a JSON array (`[` then `{` or `]`): a CloudWatch Logs Insights export of rows
- *   with `@timestamp` and `@message`;
+ * - `insights-query-results`: a JSON object whose first key is `results`, `status`, `statistics`,
+ *   `queryLanguage` or `encryptionKey`: `aws logs get-query-results --output json`;
+ * - `insights-query-rows`: a JSON array of arrays of `{field, value}`: `get-query-results --query results` output;
+ * - `insights-json-fields`: a JSON array of objects whose head names `subject` and `elapsedtime` but not
+ *   `@message`: a Logs Insights console export of the EKS guide query (`@timestamp`, `subject`, `elapsedtime`);
+ * - `insights-json`: any other JSON array (`[` then `{` or `]`): a CloudWatch Logs Insights console export
+ *   of rows with `@timestamp` and `@message`;
+ * - `cw-s3-export`: a first line `<ISO-8601 timestamp> <text>` and audit-event markers in the head: a CloudWatch
+ *   Logs export to S3 (lines of other log streams in it are counted malformed);
  * - `audit-jsonl`: a JSON object with audit-event markers (`"auditID"`, `audit.k8s.io/`, `"kind":"Event"`);
- * - `insights-csv`: a first line (header) naming both `@timestamp` and `@message`.
+ * - `insights-csv`: a first line (header) naming `@timestamp` and `@message`, or `subject` and `elapsedtime`.
  *
- * @returns the format, or `undefined` for anything else, including binary data (a NUL byte) and empty input.
+ * @returns the format, or `undefined` for anything else, including binary data (a NUL byte) and empty input
+ *   (see {@link describeUnknownContent} for the reason).
  */
 export function detectFormat(head: Buffer): InputFormat | undefined {
   if (head.length > DETECT_HEAD_BYTES) head = head.subarray(0, DETECT_HEAD_BYTES);
@@ -47,15 +69,71 @@ export function detectFormat(head: Buffer): InputFormat | undefined {
   const c = text[i];
   if (c === '[') {
     const j = skipWs(text, i + 1);
-    if (j >= text.length || text[j] === '{' || text[j] === ']') return 'insights-json';
+    if (j >= text.length || text[j] === ']') return 'insights-json';
+    // `get-query-results --query results`: just the rows, each an array of {field, value}.
+    if (text[j] === '[' && /^\[\s*\{\s*"(?:field|value)"\s*:/.test(text.slice(j, j + 256))) return 'insights-query-rows';
+    if (text[j] === '{') {
+      const guide = !text.includes('"@message"') && GUIDE_QUERY_FIELDS.every((f) => text.includes(`"${f}"`));
+      return guide ? 'insights-json-fields' : 'insights-json';
+    }
     return undefined;
   }
   if (c === '{') {
-    if (FILTER_LOG_EVENTS_RE.test(text.slice(i, i + 4096))) return 'filter-log-events';
+    const start = text.slice(i, i + 4096);
+    if (FILTER_LOG_EVENTS_RE.test(start)) return 'filter-log-events';
+    if (QUERY_RESULTS_RE.test(start)) return 'insights-query-results';
     return AUDIT_EVENT_MARKERS.some((m) => text.includes(m)) ? 'audit-jsonl' : undefined;
   }
   const nl = text.indexOf('\n', i);
   const header = text.slice(i, nl === -1 ? text.length : nl);
+  // An export of the whole log group may start with another stream's line (`<ts> I0510 …`): the audit markers
+  // anywhere in the head decide.
+  if (S3_EXPORT_LINE_RE.test(header) && AUDIT_EVENT_MARKERS.some((m) => text.includes(m))) return 'cw-s3-export';
   if (header.includes('@timestamp') && header.includes('@message')) return 'insights-csv';
+  if (GUIDE_QUERY_FIELDS.every((f) => header.includes(f))) return 'insights-csv';
+  return undefined;
+}
+
+/** Number of leading NUL bytes in `b` (the hole `logrotate copytruncate` leaves at the start of a file). */
+export function leadingNulBytes(b: Buffer): number {
+  let i = 0;
+  while (i < b.length && b[i] === 0) i++;
+  return i;
+}
+
+/**
+ * Says why a head {@link detectFormat} rejected is not readable, for the error message: UTF-16 / UTF-32 text
+ * (by byte-order mark, or by the NUL byte every other byte that ASCII text in UTF-16 has), binary data, or
+ * unknown text.
+ */
+export function describeUnknownContent(head: Buffer): { what: string; hint?: string } {
+  const utf = utf16Or32(head);
+  if (utf) {
+    return {
+      what: `${utf} text`,
+      hint: `tokenwatch reads UTF-8; convert it first, e.g. \`iconv -f ${utf.replace(' ', '')} -t UTF-8 FILE > FILE.utf8\`` +
+        ' (PowerShell: `Get-Content FILE | Set-Content -Encoding utf8 FILE.utf8`)',
+    };
+  }
+  if (head.indexOf(0) !== -1) return { what: 'binary data' };
+  return { what: 'unknown content' };
+}
+
+function utf16Or32(b: Buffer): string | undefined {
+  if (b.length >= 4 && b[0] === 0xff && b[1] === 0xfe && b[2] === 0 && b[3] === 0) return 'UTF-32LE';
+  if (b.length >= 4 && b[0] === 0 && b[1] === 0 && b[2] === 0xfe && b[3] === 0xff) return 'UTF-32BE';
+  if (b.length >= 2 && b[0] === 0xff && b[1] === 0xfe) return 'UTF-16LE';
+  if (b.length >= 2 && b[0] === 0xfe && b[1] === 0xff) return 'UTF-16BE';
+  // No BOM: ASCII in UTF-16 has a NUL in every other byte.
+  const n = Math.min(b.length, 64) & ~1;
+  if (n < 4) return undefined;
+  let evenNul = 0;
+  let oddNul = 0;
+  for (let k = 0; k < n; k += 2) {
+    if (b[k] === 0 && b[k + 1] !== 0) evenNul++;
+    if (b[k] !== 0 && b[k + 1] === 0) oddNul++;
+  }
+  if (oddNul === n / 2) return 'UTF-16LE';
+  if (evenNul === n / 2) return 'UTF-16BE';
   return undefined;
 }

@@ -23,10 +23,31 @@ function isWsByte(c: number): boolean {
   return c === 0x20 || c === 0x09 || c === 0x0d;
 }
 
+/** Longest `<timestamp> ` prefix skipped in `timestampPrefix` mode (ISO-8601 with nanoseconds and a zone fits). */
+const MAX_PREFIX_BYTES = 48;
+
+/**
+ * Start of the JSON after a `<ISO-8601 timestamp> ` prefix (CloudWatch Logs export to S3) in `buf[s, e)`:
+ * the first byte after the first run of spaces/tabs, when the line starts with a digit and the gap comes within
+ * {@link MAX_PREFIX_BYTES}; else `s` unchanged. Pure.
+ */
+export function skipTimestampPrefix(buf: Buffer, s: number, e: number): number {
+  const c = buf[s];
+  if (c === undefined || c < 0x30 || c > 0x39) return s;
+  const end = Math.min(e, s + MAX_PREFIX_BYTES);
+  let i = s;
+  while (i < end && buf[i] !== 0x20 && buf[i] !== 0x09) i++;
+  if (i >= end) return s;
+  while (i < e && (buf[i] === 0x20 || buf[i] === 0x09)) i++;
+  return i;
+}
+
 /**
  * Scans audit JSON lines. Counts in `stats`: `lines` (non-blank lines), `events`, `malformed`
  * (see `records.ts`); pushes token uses to `out` in input order, without deduplication.
  * Blank (whitespace-only) lines are ignored and not counted. A UTF-8 BOM at the very start is skipped.
+ * With `timestampPrefix`, a line may start with `<ISO-8601 timestamp> ` before the event's JSON (CloudWatch Logs
+ * export to S3, `aws logs create-export-task`); the prefix is skipped (the event's own timestamps are used).
  *
  * Chunks are not retained after `push` returns (a partial last line is copied), so the caller may reuse
  * its read buffer.
@@ -41,6 +62,7 @@ export class JsonlScanner {
     private readonly stats: ReadStats,
     private readonly out: TokenUse[],
     private readonly maxLineBytes: number = DEFAULT_MAX_LINE_BYTES,
+    private readonly timestampPrefix = false,
   ) {}
 
   /** Feeds the next bytes of the input. */
@@ -93,6 +115,7 @@ export class JsonlScanner {
       while (e > s && isWsByte(chunk[e - 1]!)) e--;
       if (s === e) continue;
       stats.lines++;
+      if (this.timestampPrefix && chunk[s] !== OPEN) s = skipTimestampPrefix(chunk, s, e);
       if (e - s > max || chunk[s] !== OPEN || chunk[e - 1] !== CLOSE) {
         stats.malformed++;
         continue;
@@ -147,6 +170,7 @@ export class JsonlScanner {
     while (e > s && isWsByte(buf[e - 1]!)) e--;
     if (s === e) return;
     this.stats.lines++;
+    if (this.timestampPrefix && buf[s] !== OPEN) s = skipTimestampPrefix(buf, s, e);
     if (e - s > this.maxLineBytes || buf[s] !== OPEN || buf[e - 1] !== CLOSE) {
       this.stats.malformed++;
       return;

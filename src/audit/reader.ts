@@ -8,21 +8,38 @@
  * - audit JSON lines (`--audit-log-path` files): scanned on raw Buffers, see `jsonl-scanner.ts`;
  * - `aws logs filter-log-events` JSON output and Logs Insights JSON exports: scanned on raw Buffers, each
  *   log message prefiltered before it is decoded and parsed, see `json-export-scanner.ts`;
- * - Logs Insights CSV exports (RFC 4180): streamed with csv-parse.
+ * - CloudWatch Logs exports to S3 (`<timestamp> <event JSON>` lines): the JSON-lines scanner, prefix skipped;
+ * - Logs Insights CSV exports (RFC 4180): streamed with csv-parse;
+ * - `aws logs get-query-results` JSON and Logs Insights JSON exports without `@message` (e.g. the EKS guide
+ *   query's `subject`, `elapsedtime`): streamed with @streamparser/json, one row at a time.
+ * Rows of Insights results go through `tokenUseFromInsightsRow` (`insights-rows.ts`).
+ *
+ * Per-record functions a worker thread can call on its own chunk/line (all pure, no I/O):
+ * `JsonlScanner` (push Buffers of JSON lines, optionally `<timestamp> ` prefixed), `JsonExportScanner`,
+ * `tokenUseFromRecordText` / `tokenUseFromJson` (one record's text), `tokenUseFromInsightsRow` (one Insights row),
+ * `queryResultCells` (one get-query-results row → field map), `detectFormat` (a file's head), and once per file
+ * `noAuditEventError` (the "no audit event in this file" rule).
  */
 import { readSync } from 'node:fs';
 import { open, stat, type FileHandle } from 'node:fs/promises';
 import { Readable, pipeline } from 'node:stream';
 import { createGunzip } from 'node:zlib';
-import { InputError, type ReadStats, type TokenUse } from './types.js';
-import { DETECT_HEAD_BYTES, detectFormat, isGzip } from './formats.js';
+import { InputError, type InputFormat, type ReadNotice, type ReadStats, type TokenUse } from './types.js';
+import { DETECT_HEAD_BYTES, KNOWN_FORMATS_TEXT, describeUnknownContent, detectFormat, isGzip, leadingNulBytes } from './formats.js';
 import { DEFAULT_MAX_LINE_BYTES, JsonlScanner } from './jsonl-scanner.js';
 import { JsonExportScanner } from './json-export-scanner.js';
-import { tokenUseFromRecordText } from './records.js';
+import {
+  INSIGHTS_MAX_ROWS,
+  createRowTally,
+  queryResultCells,
+  tokenUseFromInsightsRow,
+  type InsightsRowTally,
+} from './insights-rows.js';
 
 export { detectFormat } from './formats.js';
-export { mayHoldTokenUse, tokenUseFromJson } from './records.js';
-export { DEFAULT_MAX_LINE_BYTES, JsonlScanner } from './jsonl-scanner.js';
+export { mayHoldTokenUse, tokenUseFromJson, tokenUseFromRecordText } from './records.js';
+export { DEFAULT_MAX_LINE_BYTES, JsonlScanner, skipTimestampPrefix } from './jsonl-scanner.js';
+export { queryResultCells, tokenUseFromInsightsRow, parseInsightsTimestamp, INSIGHTS_MAX_ROWS } from './insights-rows.js';
 export { JsonExportScanner, type JsonExportLayout } from './json-export-scanner.js';
 
 /** Progress of one file: bytes read from disk (compressed bytes for gzip) out of its size. */
@@ -31,6 +48,8 @@ export interface ReadProgress {
   bytesRead: number;
   /** File size from `fstat` (0 for pipes and other non-regular files). */
   totalBytes: number;
+  /** Gzip files: bytes inflated so far (the compressed `bytesRead` can lag far behind a large inflation). */
+  decompressedBytes?: number;
 }
 
 /** Options of {@link readTokenUses}. */
@@ -39,6 +58,13 @@ export interface ReadOptions {
   onProgress?: (p: ReadProgress) => void;
   /** A JSON line or CSV record longer than this is counted malformed and skipped. Default 64 MiB. */
   maxLineBytes?: number;
+  /**
+   * Stop with an InputError when one gzip file inflates to more than this many bytes (a decompression bomb
+   * guard). Default: no limit.
+   */
+  maxDecompressedBytes?: number;
+  /** Called for each {@link ReadNotice} (not an error: the read goes on). */
+  onNotice?: (n: ReadNotice) => void;
 }
 
 /** A fresh, all-zero {@link ReadStats}. */
@@ -58,6 +84,9 @@ interface FileContext {
   file: string;
   stats: ReadStats;
   maxLineBytes: number;
+  maxDecompressedBytes: number;
+  notice: (code: ReadNotice['code'], message: string, row?: number) => void;
+  onProgress: ReadOptions['onProgress'];
 }
 
 /**
@@ -74,9 +103,17 @@ interface FileContext {
  *   `maxLineBytes` is buffered only up to that limit, then skipped. The dedupe set holds one auditID per
  *   distinct token-use request (~100 bytes each).
  *
+ * - A file in which no record is an audit event (or an EKS guide query row) is an InputError naming the file and
+ *   the formats tokenwatch knows — never a run that counts every line malformed; a file with at least one
+ *   readable event keeps counting its malformed records.
+ * - Leading NUL bytes (the hole `logrotate copytruncate` leaves) are skipped, with a notice.
+ * - Notices (`opts.onNotice`): partial or capped Logs Insights results, guide-query rows without pods,
+ *   a file that could not be read to its end (truncated), skipped NUL bytes.
+ *
  * @throws InputError (naming the file) for a missing or unreadable file, a directory, a file whose format is
- *   unknown (including binary data), or corrupt/truncated gzip data. All files are checked to exist before
- *   the first is read.
+ *   unknown (including binary data and UTF-16 text, with how to convert it), a file without a single audit event,
+ *   corrupt/truncated gzip data, or a gzip file inflating past `maxDecompressedBytes`. All files are checked to
+ *   exist before the first is read.
  */
 export async function* readTokenUses(
   files: string[],
@@ -85,6 +122,8 @@ export async function* readTokenUses(
 ): AsyncGenerator<TokenUse> {
   const maxLineBytes = opts.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES;
   if (!(maxLineBytes > 0)) throw new RangeError('maxLineBytes must be positive');
+  const maxDecompressedBytes = opts.maxDecompressedBytes ?? Infinity;
+  if (!(maxDecompressedBytes > 0)) throw new RangeError('maxDecompressedBytes must be positive');
   for (const file of files) {
     try {
       const st = await stat(file);
@@ -95,8 +134,15 @@ export async function* readTokenUses(
   }
   const seen = new Set<string>();
   for (const file of files) {
-    const ctx: FileContext = { file, stats, maxLineBytes };
-    for await (const use of readOneFile(ctx, opts.onProgress)) {
+    const ctx: FileContext = {
+      file,
+      stats,
+      maxLineBytes,
+      maxDecompressedBytes,
+      onProgress: opts.onProgress,
+      notice: (code, message, row) => opts.onNotice?.({ file, code, message, ...(row !== undefined ? { row } : {}) }),
+    };
+    for await (const use of readOneFile(ctx)) {
       if (seen.has(use.auditID)) {
         stats.duplicates++;
         continue;
@@ -121,8 +167,8 @@ function toOpenError(err: unknown, file: string): InputError {
   return new InputError(`${file}: cannot read file (${errorReason(err)})`, file);
 }
 
-async function* readOneFile(ctx: FileContext, onProgress: ReadOptions['onProgress']): AsyncGenerator<TokenUse> {
-  const { file } = ctx;
+async function* readOneFile(ctx: FileContext): AsyncGenerator<TokenUse> {
+  const { file, stats } = ctx;
   let fh: FileHandle;
   try {
     fh = await open(file, 'r');
@@ -140,43 +186,152 @@ async function* readOneFile(ctx: FileContext, onProgress: ReadOptions['onProgres
     } catch (err) {
       throw toOpenError(err, file);
     }
-    ctx.stats.files++;
-    const rawSource = new RawSource(fh, file, totalBytes, regular, onProgress);
+    stats.files++;
+    const rawSource = new RawSource(fh, file, totalBytes, regular, ctx.onProgress);
     const raw = rawSource.chunks()[Symbol.asyncIterator]();
     const rawHead = await peek(raw, 2);
     const gzip = rawHead.chunks.length > 0 && isGzip(Buffer.concat(rawHead.chunks));
     let data: AsyncIterator<Buffer> = replay(rawHead, raw);
-    if (gzip) data = gunzip(file, data)[Symbol.asyncIterator]();
+    if (gzip) data = gunzip(ctx, data, rawSource)[Symbol.asyncIterator]();
+    const nul = { bytes: 0 };
+    data = skipLeadingNuls(data, nul)[Symbol.asyncIterator]();
     const head = await peek(data, DETECT_HEAD_BYTES);
+    if (nul.bytes > 0) {
+      ctx.notice(
+        'leading-nul',
+        `${file}: skipped ${nul.bytes} NUL bytes at the start of the file (the hole \`copytruncate\` log rotation leaves)`,
+      );
+    }
     const headBytes = Buffer.concat(head.chunks).subarray(0, DETECT_HEAD_BYTES);
     const format = detectFormat(headBytes);
     if (format === undefined) {
       if (isBlank(headBytes) && head.done) return; // an empty (e.g. just rotated) log holds no events
-      const what = headBytes.indexOf(0) !== -1 ? 'binary data' : 'unknown content';
+      const { what, hint } = describeUnknownContent(headBytes);
       throw new InputError(
-        `${file}: unknown input format (${what}${gzip ? ' after gunzip' : ''}); expected audit JSON lines, ` +
-          '`aws logs filter-log-events` JSON output, or a CloudWatch Logs Insights export (JSON or CSV)',
+        `${file}: unknown input format (${what}${gzip ? ' after gunzip' : ''}); ` +
+          (hint ? `${hint}. ` : '') +
+          `tokenwatch reads ${KNOWN_FORMATS_TEXT}`,
         file,
       );
     }
+    const before = { lines: stats.lines, events: stats.events };
+    const tally = createRowTally();
     if (format === 'insights-csv') {
-      yield* scanCsv(replay(head, data), ctx);
-      return;
-    }
-    const out: TokenUse[] = [];
-    const scanner: ByteScanner =
-      format === 'audit-jsonl'
-        ? new JsonlScanner(ctx.stats, out, ctx.maxLineBytes)
-        : new JsonExportScanner(format, ctx.stats, out, ctx.maxLineBytes);
-    if (!gzip && regular) {
-      // Fast path: the rest of the file is read synchronously into one recycled buffer (see RawSource).
-      await data.return?.();
-      yield* scanBytes(scanner, out, head.chunks, head.done ? () => undefined : () => rawSource.readChunkSync());
+      yield* scanCsv(replay(head, data), ctx, tally);
+    } else if (format === 'insights-query-results' || format === 'insights-query-rows' || format === 'insights-json-fields') {
+      yield* scanJsonRows(replay(head, data), ctx, format, tally);
     } else {
-      yield* scanBytes(scanner, out, head.chunks, head.done ? () => undefined : data);
+      const out: TokenUse[] = [];
+      const scanner: ByteScanner =
+        format === 'audit-jsonl' || format === 'cw-s3-export'
+          ? new JsonlScanner(stats, out, ctx.maxLineBytes, format === 'cw-s3-export')
+          : new JsonExportScanner(format, stats, out, ctx.maxLineBytes);
+      if (!gzip && regular) {
+        // Fast path: the rest of the file is read synchronously into one recycled buffer (see RawSource).
+        await data.return?.();
+        yield* scanBytes(scanner, out, head.chunks, head.done ? () => undefined : () => rawSource.readChunkSync());
+      } else {
+        yield* scanBytes(scanner, out, head.chunks, head.done ? () => undefined : data);
+      }
+      if (scanner.failed) {
+        ctx.notice(
+          'truncated',
+          `${file}: the JSON document breaks off after ${stats.lines - before.lines - 1} records (syntax error or ` +
+            'truncated file); the rest of the file was not read',
+          stats.lines - before.lines,
+        );
+      }
+      if (format === 'insights-json') capNotice(ctx, stats.lines - before.lines - (scanner.failed ? 1 : 0));
+    }
+    const noEvent = noAuditEventError(file, format, stats.lines - before.lines, stats.events - before.events, tally);
+    if (noEvent) throw noEvent;
+    if (tally.guideRows > 0) {
+      ctx.notice(
+        'guide-query',
+        `${file}: ${tally.guideRows} ${tally.guideRows === 1 ? 'row' : 'rows'} of the EKS guide query (subject, ` +
+          'elapsedtime) without @message: findings ' +
+          'name ServiceAccounts and rejection dates, but such input cannot tell pods, workloads from pods, user agents, ' +
+          'source IPs or causes; keep @message in the query (`fields @timestamp, @message`) for those',
+      );
     }
   } finally {
     await fh.close().catch(() => undefined);
+  }
+}
+
+/**
+ * The rule behind every format (issue 9): a file in which no record is an audit event in a known format is an
+ * error naming the file and the formats tokenwatch knows — never a run that counts every line malformed. Pure;
+ * call it once per file after scanning it (e.g. from a worker thread that scanned the file's chunks).
+ *
+ * @param records records of the file counted in `stats.lines`; @param events of them, counted in `stats.events`.
+ * @returns the InputError to throw, or `undefined` when the file is fine (no records at all, or ≥ 1 event).
+ */
+export function noAuditEventError(
+  file: string,
+  format: InputFormat,
+  records: number,
+  events: number,
+  tally: InsightsRowTally = createRowTally(),
+): InputError | undefined {
+  if (records === 0 || events > 0) return undefined;
+  return new InputError(
+    `${file}: none of its ${records} records is an audit event in a format tokenwatch knows (read as ` +
+      `${FORMAT_NAMES[format]}); ` +
+      (tally.guideRowsWithoutTime > 0
+        ? 'its rows have a subject but no @timestamp (a `stats … by subject` query): run the query without ' +
+          '`stats` (keep `fields @timestamp, @message`) so each row has its time; '
+        : '') +
+      `tokenwatch reads ${KNOWN_FORMATS_TEXT}`,
+    file,
+  );
+}
+
+/** How each format is named in messages. */
+const FORMAT_NAMES: Record<InputFormat, string> = {
+  'audit-jsonl': 'audit JSON lines',
+  'cw-s3-export': 'a CloudWatch export to S3',
+  'filter-log-events': '`aws logs filter-log-events` output',
+  'insights-query-results': '`aws logs get-query-results` output',
+  'insights-query-rows': '`aws logs get-query-results --query results` output',
+  'insights-json': 'a Logs Insights JSON export',
+  'insights-json-fields': 'a Logs Insights JSON export without @message',
+  'insights-csv': 'a Logs Insights CSV export',
+};
+
+const SPLIT_HINT =
+  'split the query by time range (e.g. one query per day with `aws logs start-query --start-time/--end-time`, ' +
+  'or narrower console time ranges) so that each returns fewer than 10,000 rows';
+
+/** A Logs Insights result of exactly {@link INSIGHTS_MAX_ROWS} rows was probably cut at the cap. */
+function capNotice(ctx: FileContext, rows: number): void {
+  if (rows !== INSIGHTS_MAX_ROWS) return;
+  ctx.notice(
+    'row-cap',
+    `${ctx.file}: exactly ${INSIGHTS_MAX_ROWS.toLocaleString('en-US')} rows, the Logs Insights per-query limit: the result ` +
+      `is probably truncated; ${SPLIT_HINT}`,
+  );
+}
+
+/** Drops the NUL bytes at the start of a stream (counted in `nul.bytes`), then passes everything through. */
+async function* skipLeadingNuls(it: AsyncIterator<Buffer>, nul: { bytes: number }): AsyncGenerator<Buffer> {
+  try {
+    let skipping = true;
+    for (;;) {
+      const r = await it.next();
+      if (r.done) return;
+      let chunk = r.value;
+      if (skipping) {
+        const n = leadingNulBytes(chunk);
+        nul.bytes += n;
+        if (n === chunk.length) continue;
+        skipping = false;
+        if (n > 0) chunk = chunk.subarray(n);
+      }
+      yield chunk;
+    }
+  } finally {
+    await it.return?.();
   }
 }
 
@@ -208,6 +363,7 @@ class RawSource {
   private bytesRead = 0;
   private lastProgress = 0;
   private spare: Buffer | undefined;
+  private decompressed: number | undefined;
 
   constructor(
     private readonly fh: FileHandle,
@@ -273,6 +429,17 @@ class RawSource {
     }
   }
 
+  /** Compressed bytes read so far. */
+  get bytesConsumed(): number {
+    return this.bytesRead;
+  }
+
+  /** Gzip: bytes inflated so far (reported with the next progress call, at most every 100 ms). */
+  inflated(total: number): void {
+    this.decompressed = total;
+    this.progress(0, false);
+  }
+
   private readError(err: unknown): InputError {
     return new InputError(`${this.file}: read failed after ${this.bytesRead} bytes (${errorReason(err)})`, this.file);
   }
@@ -283,7 +450,12 @@ class RawSource {
     const now = performance.now();
     if (final || now - this.lastProgress >= PROGRESS_INTERVAL_MS) {
       this.lastProgress = now;
-      this.onProgress({ file: this.file, bytesRead: this.bytesRead, totalBytes: this.totalBytes });
+      this.onProgress({
+        file: this.file,
+        bytesRead: this.bytesRead,
+        totalBytes: this.totalBytes,
+        ...(this.decompressed !== undefined ? { decompressedBytes: this.decompressed } : {}),
+      });
     }
   }
 }
@@ -326,13 +498,29 @@ function isZlibError(err: unknown): boolean {
   return typeof code === 'string' && code.startsWith('Z_');
 }
 
-/** Decompresses a gzip byte stream (concatenated members allowed). Corrupt or truncated data → InputError. */
-async function* gunzip(file: string, source: AsyncIterator<Buffer>): AsyncGenerator<Buffer> {
+/**
+ * Decompresses a gzip byte stream (concatenated members allowed), reporting inflated bytes with the file's
+ * progress. Corrupt or truncated data, or more than `ctx.maxDecompressedBytes` inflated → InputError.
+ */
+async function* gunzip(ctx: FileContext, source: AsyncIterator<Buffer>, raw: RawSource): AsyncGenerator<Buffer> {
+  const { file } = ctx;
   const src = Readable.from({ [Symbol.asyncIterator]: () => source }, { objectMode: false, highWaterMark: 1024 * 1024 });
   const gz = createGunzip({ chunkSize: GUNZIP_CHUNK_BYTES });
   pipeline(src, gz, () => undefined); // errors surface through the iteration below
+  let inflated = 0;
   try {
-    for await (const chunk of gz) yield chunk as Buffer;
+    for await (const chunk of gz) {
+      inflated += (chunk as Buffer).length;
+      if (inflated > ctx.maxDecompressedBytes) {
+        throw new InputError(
+          `${file}: inflates to more than ${ctx.maxDecompressedBytes} bytes (--max-decompressed-bytes) after ` +
+            `${raw.bytesConsumed} compressed bytes; stopped. Raise the limit if the file is genuine`,
+          file,
+        );
+      }
+      raw.inflated(inflated);
+      yield chunk as Buffer;
+    }
   } catch (err) {
     if (err instanceof InputError) throw err;
     if (isZlibError(err)) throw new InputError(`${file}: corrupt or truncated gzip data (${errorReason(err)})`, file);
@@ -392,25 +580,20 @@ async function* scanBytes(
   yield* out;
 }
 
-/** One CSV row's `@message`. */
-function recordUse(value: unknown, stats: ReadStats): TokenUse | undefined {
-  stats.lines++;
-  if (typeof value === 'string') return tokenUseFromRecordText(value, stats);
-  stats.malformed++;
-  return undefined;
-}
-
 /**
- * Logs Insights CSV export: header with `@timestamp` and `@message`, RFC 4180 quoting (messages with
- * embedded quotes, commas, newlines). A bad record (wrong column count, stray quote) is counted malformed
- * and skipped. A record over `maxLineBytes` (in practice an unclosed quote swallowing the rest of the file)
- * counts one malformed record and ends the file: csv-parse cannot find the next record after it.
+ * Logs Insights CSV export: a header with `@timestamp` and `@message` (or the EKS guide query's `subject` and
+ * `elapsedtime`), RFC 4180 quoting (messages with embedded quotes, commas, newlines). Each row goes through
+ * `tokenUseFromInsightsRow`. A bad record (wrong column count, stray quote) is counted malformed and skipped.
+ * A record over `maxLineBytes` (in practice an unclosed quote swallowing the rest of the file) counts one
+ * malformed record and ends the file — csv-parse cannot find the next record after it — with a `truncated`
+ * notice naming the data row.
  */
-async function* scanCsv(chunks: AsyncIterable<Buffer>, ctx: FileContext): AsyncGenerator<TokenUse> {
+async function* scanCsv(chunks: AsyncIterable<Buffer>, ctx: FileContext, tally: InsightsRowTally): AsyncGenerator<TokenUse> {
   const { stats } = ctx;
   const { parse: parseCsv } = await import('csv-parse'); // loaded on first use
   const src = Readable.from(chunks, { objectMode: false, highWaterMark: 1024 * 1024 });
   let oversize = false;
+  let rows = 0; // data rows seen (good and skipped)
   const csv = parseCsv({
     columns: true,
     bom: true,
@@ -419,11 +602,20 @@ async function* scanCsv(chunks: AsyncIterable<Buffer>, ctx: FileContext): AsyncG
     max_record_size: ctx.maxLineBytes,
     on_skip: (err) => {
       if (oversize) return undefined;
+      rows++;
       stats.lines++;
       stats.malformed++;
       if (err?.code === 'CSV_MAX_RECORD_SIZE') {
         // csv-parse cannot resync after this: stop feeding it, but let it deliver the rows it holds.
         oversize = true;
+        // `records`: data records csv-parse has completed before this one (rows the loop below may not have seen yet).
+        const row = (typeof err.records === 'number' ? err.records : rows - 1) + 1;
+        ctx.notice(
+          'truncated',
+          `${ctx.file}: CSV data row ${row} is longer than ${ctx.maxLineBytes} bytes (an unclosed quote?); the file was ` +
+            `truncated there: rows after ${row - 1} were not read`,
+          row,
+        );
         queueMicrotask(() => {
           src.unpipe(csv);
           src.destroy();
@@ -438,7 +630,9 @@ async function* scanCsv(chunks: AsyncIterable<Buffer>, ctx: FileContext): AsyncG
   let failed = false;
   try {
     for await (const row of csv as AsyncIterable<Record<string, string>>) {
-      const use = recordUse(row['@message'], stats);
+      rows++;
+      stats.lines++;
+      const use = tokenUseFromInsightsRow(row, stats, tally);
       if (use) yield use;
     }
   } catch (err) {
@@ -452,4 +646,97 @@ async function* scanCsv(chunks: AsyncIterable<Buffer>, ctx: FileContext): AsyncG
     stats.lines++;
     stats.malformed++;
   }
+  capNotice(ctx, rows);
+}
+
+/**
+ * `aws logs get-query-results --output json` (`{"results": [[{"field","value"}…]…], "statistics", "status"}`,
+ * several documents concatenated allowed; or only its rows, `--query results`), or a Logs Insights JSON export without `@message` (`[{…}, …]`), streamed
+ * one row at a time with @streamparser/json. Each row is one of `lines` and goes through `tokenUseFromInsightsRow`.
+ * Notices: `status` other than `Complete` (partial result), exactly 10,000 rows in one result (cap). A syntax
+ * error, truncation or one row over `maxLineBytes` counts one malformed record and ends the file (notice).
+ */
+async function* scanJsonRows(
+  chunks: AsyncIterable<Buffer>,
+  ctx: FileContext,
+  format: 'insights-query-results' | 'insights-query-rows' | 'insights-json-fields',
+  tally: InsightsRowTally,
+): AsyncGenerator<TokenUse> {
+  const { stats, file } = ctx;
+  const { JSONParser } = await import('@streamparser/json'); // loaded on first use
+  const queryResults = format === 'insights-query-results';
+  const cells = format !== 'insights-json-fields'; // rows are arrays of {field, value}
+  const parser = new JSONParser({
+    paths: queryResults ? ['$.results.*', '$.status'] : ['$.*'],
+    keepStack: false,
+    separator: '',
+    // Byte-buffered strings: ~10× faster than the default per-character string building on long @message values.
+    stringBufferSize: 64 * 1024,
+  });
+  const out: TokenUse[] = [];
+  let rows = 0; // rows of the current result document
+  let fileRows = 0; // rows of the whole file
+  let sinceRow = 0; // bytes fed since the last row ended (bounds one row's size)
+  let sawStatus = false;
+  parser.onValue = ({ value, key }) => {
+    if (queryResults && key === 'status') {
+      sawStatus = true;
+      if (value !== 'Complete') {
+        ctx.notice(
+          'partial-result',
+          `${file}: query status is ${JSON.stringify(value)}, not "Complete": the result is partial; wait for the ` +
+            'query to finish (`aws logs get-query-results` until status is Complete), or ' + SPLIT_HINT,
+        );
+      }
+      capNotice(ctx, rows);
+      rows = 0;
+      return;
+    }
+    rows++;
+    fileRows++;
+    stats.lines++;
+    sinceRow = 0;
+    const row = cells ? queryResultCells(value) : value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+    if (!row) {
+      stats.malformed++;
+      return;
+    }
+    const use = tokenUseFromInsightsRow(row, stats, tally);
+    if (use) out.push(use);
+  };
+  let broken = false;
+  const breakOff = (why: string): void => {
+    broken = true;
+    stats.lines++;
+    stats.malformed++;
+    ctx.notice('truncated', `${file}: ${why} after ${fileRows} rows; the rest of the file was not read`, fileRows + 1);
+  };
+  try {
+    for await (const chunk of chunks) {
+      sinceRow += chunk.length;
+      try {
+        parser.write(chunk);
+      } catch (err) {
+        breakOff(`the JSON document breaks off (${errorReason(err).slice(0, 120)})`);
+        break;
+      }
+      if (out.length > 0) yield* out.splice(0, out.length);
+      if (sinceRow > ctx.maxLineBytes + 1024 * 1024) {
+        breakOff(`one row is longer than ${ctx.maxLineBytes} bytes`);
+        break;
+      }
+    }
+    if (!broken) {
+      try {
+        parser.end();
+      } catch (err) {
+        breakOff(`the JSON document is truncated (${errorReason(err).slice(0, 120)})`);
+      }
+    }
+  } catch (err) {
+    if (err instanceof InputError) throw err;
+    throw new InputError(`${file}: read failed (${errorReason(err)})`, file);
+  }
+  yield* out;
+  if (!sawStatus || rows > 0) capNotice(ctx, rows);
 }

@@ -137,7 +137,34 @@ export interface ReadStats {
 }
 
 /** Input formats the reader auto-detects per file. */
-export type InputFormat = 'audit-jsonl' | 'filter-log-events' | 'insights-json' | 'insights-csv';
+export type InputFormat =
+  | 'audit-jsonl'
+  | 'cw-s3-export'
+  | 'filter-log-events'
+  | 'insights-query-results'
+  | 'insights-query-rows'
+  | 'insights-json'
+  | 'insights-json-fields'
+  | 'insights-csv';
+
+/**
+ * Something the reader wants the user to know about one input file that is not an error (printed on stderr by
+ * `scan` and listed in its JSON `warnings`):
+ * - `partial-result`: a Logs Insights result whose `status` is not `Complete`;
+ * - `row-cap`: a Logs Insights result with exactly 10,000 rows (the per-query cap), probably truncated;
+ * - `guide-query`: rows of the EKS guide query (subject, elapsedtime) without `@message`: no pods, user agents
+ *   or source IPs can be known;
+ * - `truncated`: the file could not be read past a record (e.g. a CSV record over the size limit), see `row`;
+ * - `leading-nul`: NUL bytes at the start of the file (a `copytruncate` hole) were skipped.
+ */
+export interface ReadNotice {
+  file: string;
+  code: 'partial-result' | 'row-cap' | 'guide-query' | 'truncated' | 'leading-nul';
+  /** One sentence naming the file, saying what happened and what to do. */
+  message: string;
+  /** `truncated`: the 1-based record (CSV data row) at which reading stopped. */
+  row?: number;
+}
 
 /** Error thrown for input that cannot be read at all (missing file, unknown format, corrupt gzip). */
 export class InputError extends Error {

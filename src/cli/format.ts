@@ -7,6 +7,9 @@ import Table from 'cli-table3';
 import type { Finding, ScanReport, Severity } from '../findings/types.js';
 import { WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS } from '../findings/token-math.js';
 import type { NowSource } from '../scan/run.js';
+import { escapeControl } from './escape.js';
+
+export { escapeControl } from './escape.js';
 
 const DAY_MS = 86_400_000;
 const HOUR_MS = 3_600_000;
@@ -97,7 +100,7 @@ function podsCell(finding: Finding): string {
   const pods = finding.pods;
   if (pods.length === 0) return '-';
   const gone = new Set(finding.missingPods ?? []);
-  const shown = pods.slice(0, MAX_PODS_SHOWN).map((p) => (gone.has(p) ? `${p} (gone)` : p));
+  const shown = pods.slice(0, MAX_PODS_SHOWN).map((p) => escapeControl(gone.has(p) ? `${p} (gone)` : p));
   const more = pods.length - shown.length;
   return [...shown, ...(more > 0 ? [`+${more} more`] : [])].join('\n');
 }
@@ -105,7 +108,7 @@ function podsCell(finding: Finding): string {
 /** Top-level workloads as `Kind namespace/name`, one a line; `?` when unknown (see the notes under the table). */
 function workloadsCell(finding: Finding): string {
   if (finding.workloads.length === 0) return '?';
-  return finding.workloads.map((w) => `${w.kind} ${w.namespace}/${w.name}`).join('\n');
+  return finding.workloads.map((w) => escapeControl(`${w.kind} ${w.namespace}/${w.name}`)).join('\n');
 }
 
 /** Distinct reasons why workloads are unknown, for the notes under the table. */
@@ -114,7 +117,7 @@ function unknownWorkloadNotes(findings: Finding[]): string[] {
   for (const f of findings) {
     if (f.workloads.length === 0) reasons.add(f.clusterState ?? 'no pod of this ServiceAccount found in cluster state');
   }
-  return [...reasons].map((r) => `workload ?: ${r}`);
+  return [...reasons].map((r) => `workload ?: ${escapeControl(r)}`);
 }
 
 /** Rendering options of {@link renderScanTable}. */
@@ -223,8 +226,8 @@ export function renderScanTable(report: ScanReport, opts: RenderOptions): string
     const rejection = formatRejection(f.rejectionAt, opts.now);
     table.push([
       String(i + 1),
-      f.cluster,
-      `${f.namespace}/${f.serviceAccount}`,
+      escapeControl(f.cluster),
+      escapeControl(`${f.namespace}/${f.serviceAccount}`),
       f.kind,
       severityCell(f.severity, paint),
       workloadsCell(f),
@@ -232,12 +235,14 @@ export function renderScanTable(report: ScanReport, opts: RenderOptions): string
       age === undefined ? '-' : String(age),
       rejection.includes('REJECTED') ? paint('red', rejection) : rejection,
       f.requests.toLocaleString('en-US'),
-      f.cause.component ? `${f.cause.id}\n(${f.cause.component})` : f.cause.id,
+      f.cause.component ? `${f.cause.id}\n(${escapeControl(f.cause.component)})` : f.cause.id,
     ]);
   });
 
   const fixes = report.findings.map(
-    (f, i) => `${paint('bold', `#${i + 1}`)} ${f.namespace}/${f.serviceAccount} ${f.kind}: fix: ${f.cause.fix}`,
+    (f, i) =>
+      `${paint('bold', `#${i + 1}`)} ${escapeControl(`${f.namespace}/${f.serviceAccount}`)} ${f.kind}: fix: ` +
+      escapeControl(f.cause.fix),
   );
   const notes = unknownWorkloadNotes(report.findings).map((n) => paint('dim', n));
   return [table.toString(), '', ...fixes, '', ...notes, ...footer, ''].join('\n');

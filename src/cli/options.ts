@@ -57,3 +57,36 @@ export function parseClusterName(value: string): string {
   if (!/^\S+$/.test(value)) throw new InvalidArgumentError('Expected a non-empty name without spaces.');
   return value;
 }
+
+const SIZE_UNITS: Record<string, number> = {
+  '': 1,
+  b: 1,
+  k: 1024,
+  kib: 1024,
+  kb: 1000,
+  m: 1024 ** 2,
+  mib: 1024 ** 2,
+  mb: 1000 ** 2,
+  g: 1024 ** 3,
+  gib: 1024 ** 3,
+  gb: 1000 ** 3,
+  t: 1024 ** 4,
+  tib: 1024 ** 4,
+  tb: 1000 ** 4,
+};
+
+/**
+ * Parses a byte size: a positive whole number of bytes, or a number with a unit (`K`/`KiB` = 1024,
+ * `KB` = 1000, likewise `M`, `G`, `T`; case-insensitive), e.g. `20GiB`, `500MB`, `1.5G`.
+ * @returns bytes (a safe integer, rounded down)
+ * @throws InvalidArgumentError
+ */
+export function parseByteSize(value: string): number {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$/i.exec(value);
+  const unit = m ? SIZE_UNITS[m[2]!.toLowerCase()] : undefined;
+  const bytes = m && unit !== undefined ? Math.floor(Number(m[1]) * unit) : Number.NaN;
+  if (!Number.isSafeInteger(bytes) || bytes <= 0) {
+    throw new InvalidArgumentError('Expected a positive size in bytes, e.g. 20GiB, 500MB or 1073741824.');
+  }
+  return bytes;
+}

@@ -8,6 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { InputError } from '../audit/types.js';
+import { escapeControl } from './escape.js';
 
 /** A subcommand module's registration function. */
 export type Register = (program: Command) => void;
@@ -37,7 +38,8 @@ export function oneLine(message: string): string {
 
 /** Writes `tokenwatch: <message>` as one line on stderr. */
 export function printError(message: string): void {
-  process.stderr.write(`tokenwatch: ${oneLine(message)}\n`);
+  // File names and reader messages come from outside: control characters are shown escaped, never sent raw.
+  process.stderr.write(`tokenwatch: ${escapeControl(oneLine(message))}\n`);
 }
 
 /** Plain words for the errno codes an unreadable input usually has. */

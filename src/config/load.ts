@@ -2,15 +2,40 @@
  * Loading the configuration file: path resolution (`--config` / `TOKENWATCH_CONFIG`), YAML parsing with
  * resource limits, validation ({@link parseConfig}) and line numbers for every problem.
  */
-import { readFileSync } from 'node:fs';
+import { closeSync, openSync, readSync } from 'node:fs';
 import { LineCounter, parseDocument, isMap, isNode, isScalar, isSeq, type Document } from 'yaml';
 import { ConfigError, ENV, parseConfig, type ConfigIssue } from './schema.js';
 import type { Config } from './types.js';
 
 /** yaml's default alias limit; a "billion laughs" document fails instead of exhausting memory. */
 const MAX_ALIAS_COUNT = 100;
-/** A config file is small; refuse anything larger than this (bytes). */
-const MAX_FILE_BYTES = 1024 * 1024;
+/** A config file is small; refuse anything larger than this (bytes): 1 MiB. */
+export const MAX_CONFIG_FILE_BYTES = 1024 * 1024;
+const MAX_FILE_BYTES = MAX_CONFIG_FILE_BYTES;
+
+/**
+ * Reads at most `maxBytes + 1` bytes of a file, sequentially from its start, whatever it is (regular file, pipe,
+ * process substitution `<(…)`, `/dev/zero`, `/dev/stdin`): the size is never trusted beforehand (pipes have none,
+ * and a file may grow while read).
+ *
+ * @returns the bytes read and whether the file holds more than `maxBytes` (then `bytes` is cut at `maxBytes + 1`).
+ * @throws the `fs` error (with its `code`) when the file cannot be opened or read.
+ */
+export function readFileCapped(path: string, maxBytes: number): { bytes: Buffer; tooLarge: boolean } {
+  const fd = openSync(path, 'r');
+  try {
+    const buf = Buffer.alloc(maxBytes + 1);
+    let n = 0;
+    while (n < buf.length) {
+      const r = readSync(fd, buf, n, buf.length - n, null);
+      if (r === 0) break;
+      n += r;
+    }
+    return { bytes: buf.subarray(0, Math.min(n, maxBytes)), tooLarge: n > maxBytes };
+  } finally {
+    closeSync(fd);
+  }
+}
 
 /**
  * The config file path: the `--config` flag, else env `TOKENWATCH_CONFIG`.
@@ -48,17 +73,22 @@ function lineOf(doc: Document, counter: LineCounter, path: (string | number)[]):
  * @param path config file (relative to the working directory)
  * @param env environment (injected for tests, as probot's `readEnvOptions(env = process.env)`)
  * @returns the effective configuration, defaults filled
- * @throws {ConfigError} unreadable file, YAML syntax errors (all of them), or every invalid field at once,
- *   each with its path and line
+ * @throws {ConfigError} unreadable file, a file over 1 MiB (only 1 MiB + 1 byte is ever read, so pipes such as
+ *   `--config <(envsubst < t.yaml)` work and `/dev/zero` is refused at once), YAML syntax errors (all of them),
+ *   or every invalid field at once, each with its path and line
  */
 export function loadConfig(path: string, env: NodeJS.ProcessEnv = process.env): Config {
   let text: string;
   try {
-    const buf = readFileSync(path);
-    if (buf.length > MAX_FILE_BYTES) {
-      throw new ConfigError([{ path: [], message: `file is larger than ${MAX_FILE_BYTES} bytes` }], path);
+    // At most 1 MiB + 1 byte is ever read, so `--config /dev/zero` or a huge file is refused at once.
+    const { bytes, tooLarge } = readFileCapped(path, MAX_FILE_BYTES);
+    if (tooLarge) {
+      throw new ConfigError(
+        [{ path: [], message: `file is larger than ${MAX_FILE_BYTES} bytes (1 MiB); a config file is a few KiB` }],
+        path,
+      );
     }
-    text = buf.toString('utf8');
+    text = bytes.toString('utf8');
   } catch (err) {
     if (err instanceof ConfigError) throw err;
     const code = (err as NodeJS.ErrnoException).code;

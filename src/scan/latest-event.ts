@@ -11,8 +11,11 @@
 import { createReadStream } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { createGunzip } from 'node:zlib';
+import pLimit from 'p-limit';
 import { isGzip } from '../audit/formats.js';
 import { eventTimeMs, isAuditEvent } from '../audit/token-use.js';
+
+const S3_PREFIX_RE = /^\d{4}-\d{2}-\d{2}T\S{1,40}[ \t]+(\{.*)$/;
 
 /** Bytes of a file's (decompressed) end that are searched for events. */
 export const TAIL_BYTES = 256 * 1024;
@@ -26,7 +29,8 @@ export function latestEventTimeInTail(tail: Buffer, partialFirst: boolean): numb
   const lines = tail.toString('utf8').split('\n');
   let latest: number | undefined;
   for (let i = partialFirst ? 1 : 0; i < lines.length; i++) {
-    const line = lines[i]?.trim();
+    let line = lines[i]?.trim();
+    if (line && line[0] !== '{') line = S3_PREFIX_RE.exec(line)?.[1]; // `<timestamp> {…}` (CloudWatch export to S3)
     if (!line || line[0] !== '{') continue;
     let value: unknown;
     try {
@@ -53,20 +57,38 @@ async function plainTail(file: string, size: number): Promise<{ tail: Buffer; pa
   }
 }
 
-/** Decompresses the whole gzip file (no random access) keeping only its last {@link TAIL_BYTES}. */
-async function gzipTail(file: string): Promise<{ tail: Buffer; partialFirst: boolean }> {
+/** Files whose tails are read at the same time: memory stays a few MiB whatever the number of files. */
+export const TAIL_CONCURRENCY = 2;
+
+/**
+ * Decompresses the whole gzip file (no random access) keeping only its last {@link TAIL_BYTES}. Stops (and
+ * frees its streams) when `signal` aborts.
+ */
+async function gzipTail(file: string, signal?: AbortSignal): Promise<{ tail: Buffer; partialFirst: boolean }> {
   let kept: Buffer[] = [];
   let keptBytes = 0;
   let dropped = false;
-  const gunzip = createReadStream(file, { highWaterMark: 1024 * 1024 }).pipe(createGunzip({ chunkSize: 256 * 1024 }));
-  for await (const chunk of gunzip as AsyncIterable<Buffer>) {
-    kept.push(chunk);
-    keptBytes += chunk.length;
-    while (kept.length > 1 && keptBytes - (kept[0]?.length ?? 0) >= TAIL_BYTES) {
-      keptBytes -= kept[0]?.length ?? 0;
-      kept = kept.slice(1);
-      dropped = true;
+  const input = createReadStream(file, { highWaterMark: 1024 * 1024 });
+  const gunzip = input.pipe(createGunzip({ chunkSize: 256 * 1024 }));
+  const onAbort = (): void => {
+    input.destroy();
+    gunzip.destroy(new Error('aborted'));
+  };
+  signal?.addEventListener('abort', onAbort, { once: true });
+  if (signal?.aborted) onAbort();
+  try {
+    for await (const chunk of gunzip as AsyncIterable<Buffer>) {
+      kept.push(chunk);
+      keptBytes += chunk.length;
+      while (kept.length > 1 && keptBytes - (kept[0]?.length ?? 0) >= TAIL_BYTES) {
+        keptBytes -= kept[0]?.length ?? 0;
+        kept = kept.slice(1);
+        dropped = true;
+      }
     }
+  } finally {
+    signal?.removeEventListener('abort', onAbort);
+    input.destroy();
   }
   const all = Buffer.concat(kept);
   const tail = all.length > TAIL_BYTES ? all.subarray(all.length - TAIL_BYTES) : all;
@@ -78,8 +100,9 @@ async function gzipTail(file: string): Promise<{ tail: Buffer; partialFirst: boo
  * Best effort: undefined for other formats (exports hold no event per line), empty or unreadable files
  * (the reader reports those). A gzip file is decompressed in full, on libuv's thread pool.
  */
-export async function latestEventTimeOfFile(file: string): Promise<number | undefined> {
+export async function latestEventTimeOfFile(file: string, signal?: AbortSignal): Promise<number | undefined> {
   try {
+    if (signal?.aborted) return undefined;
     const fh = await open(file, 'r');
     let size: number;
     const head = Buffer.alloc(2);
@@ -91,16 +114,21 @@ export async function latestEventTimeOfFile(file: string): Promise<number | unde
     } finally {
       await fh.close();
     }
-    const { tail, partialFirst } = isGzip(head) ? await gzipTail(file) : await plainTail(file, size);
+    const { tail, partialFirst } = isGzip(head) ? await gzipTail(file, signal) : await plainTail(file, size);
     return latestEventTimeInTail(tail, partialFirst);
   } catch {
     return undefined;
   }
 }
 
-/** Latest event time over the tails of all `files`, epoch ms UTC; undefined when none has one. Never throws. */
-export async function latestEventTimeOfFiles(files: string[]): Promise<number | undefined> {
-  const times = await Promise.all(files.map((f) => latestEventTimeOfFile(f)));
+/**
+ * Latest event time over the tails of all `files`, epoch ms UTC; undefined when none has one. Never throws.
+ * At most {@link TAIL_CONCURRENCY} files are open at once (so memory does not grow with the number of files);
+ * once `signal` aborts, no further file is read and a running gzip inflation stops.
+ */
+export async function latestEventTimeOfFiles(files: string[], signal?: AbortSignal): Promise<number | undefined> {
+  const limit = pLimit(TAIL_CONCURRENCY);
+  const times = await Promise.all(files.map((f) => limit(() => latestEventTimeOfFile(f, signal))));
   let latest: number | undefined;
   for (const t of times) if (t !== undefined && (latest === undefined || t > latest)) latest = t;
   return latest;

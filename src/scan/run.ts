@@ -3,12 +3,13 @@
  * build findings. Used by `tokenwatch scan` and by anything else that wants the same report
  * from files (e.g. a sandbox or a test), without any terminal concerns.
  */
-import { createReadStats, readTokenUses, type ReadProgress } from '../audit/reader.js';
+import { createReadStats, readTokenUses, type ReadOptions, type ReadProgress } from '../audit/reader.js';
+import type { ReadNotice } from '../audit/types.js';
 import { loadSnapshot } from '../cluster/snapshot.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import { TokenAggregator } from '../findings/aggregate.js';
 import { buildFindings } from '../findings/build.js';
-import type { MaxTokenAge, ScanReport, SeverityThresholds } from '../findings/types.js';
+import type { Finding, MaxTokenAge, ScanReport, SeverityThresholds } from '../findings/types.js';
 import { latestEventTimeOfFiles } from './latest-event.js';
 
 /** Progress of the read of one input file (bytes of the file on disk, compressed for `.gz`). */
@@ -34,6 +35,27 @@ export interface ScanOptions {
   thresholds?: SeverityThresholds;
   /** Called as bytes are read, per file (the reader decides how often). */
   onProgress?: (p: ReadProgress) => void;
+  /** Called for each reader notice as it happens (they are also returned in {@link ScanResult.notices}). */
+  onNotice?: (n: ReadNotice) => void;
+  /** Stop with an InputError when one gzip file inflates past this many bytes. Default: no limit. */
+  maxDecompressedBytes?: number;
+  /** A JSON line or CSV record longer than this is skipped (see `ReadOptions.maxLineBytes`). Default 64 MiB. */
+  maxLineBytes?: number;
+}
+
+/** Evidence line added to findings built only from EKS guide-query rows (no `@message`). */
+export const GUIDE_QUERY_EVIDENCE =
+  'built from EKS guide query rows (subject, elapsedtime) without @message: the input cannot tell pods, user ' +
+  'agents or source IPs, so the cause is a guess from the ServiceAccount alone; rerun the query with ' +
+  '`fields @timestamp, @message` (or use filter-log-events) to see which pods and clients use the token';
+
+/**
+ * A stale-token finding with no pod, user agent or source IP at all can only come from guide-query rows (every
+ * audit event of a token use names its source IP): say in its evidence what such input cannot tell.
+ */
+function noteGuideQueryLimits(f: Finding): void {
+  if (f.kind !== 'stale-token' || f.pods.length > 0 || f.userAgents.length > 0 || f.sourceIPs.length > 0) return;
+  if (!f.cause.evidence.includes(GUIDE_QUERY_EVIDENCE)) f.cause.evidence.push(GUIDE_QUERY_EVIDENCE);
 }
 
 /** Where the reference time of a scan came from. */
@@ -52,6 +74,11 @@ export interface ScanResult {
    * the file tails are not read, and this is the latest token use only.
    */
   latestEventTime?: number;
+  /**
+   * What the reader said about the inputs besides errors (partial / capped Logs Insights results, guide-query
+   * input without pods, files truncated at a record, skipped NUL bytes), in the order they happened.
+   */
+  notices: ReadNotice[];
 }
 
 /**
@@ -75,13 +102,30 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
 
   const stats = createReadStats();
   const aggregator = new TokenAggregator({ cluster: opts.cluster, maxTokenAge: opts.maxTokenAge });
-  // Tails are read alongside the main pass (gzip inflation runs on libuv's thread pool).
-  const tails = opts.now === undefined ? latestEventTimeOfFiles(opts.files) : Promise.resolve(undefined);
+  // Tails are read alongside the main pass (gzip inflation runs on libuv's thread pool), a few files at a time;
+  // a failed read stops them at once, so the process can exit as soon as the error is reported.
+  const abort = new AbortController();
+  const tails = opts.now === undefined ? latestEventTimeOfFiles(opts.files, abort.signal) : Promise.resolve(undefined);
   let latest: number | undefined;
-  const readOpts = opts.onProgress ? { onProgress: opts.onProgress } : undefined;
-  for await (const use of readTokenUses(opts.files, stats, readOpts)) {
-    if (latest === undefined || use.time > latest) latest = use.time;
-    aggregator.add(use);
+  const notices: ReadNotice[] = [];
+  const readOpts: ReadOptions = {
+    onNotice: (n) => {
+      notices.push(n);
+      opts.onNotice?.(n);
+    },
+    ...(opts.onProgress ? { onProgress: opts.onProgress } : {}),
+    ...(opts.maxDecompressedBytes !== undefined ? { maxDecompressedBytes: opts.maxDecompressedBytes } : {}),
+    ...(opts.maxLineBytes !== undefined ? { maxLineBytes: opts.maxLineBytes } : {}),
+  };
+  try {
+    for await (const use of readTokenUses(opts.files, stats, readOpts)) {
+      if (latest === undefined || use.time > latest) latest = use.time;
+      aggregator.add(use);
+    }
+  } catch (err) {
+    abort.abort();
+    await tails; // never rejects; returns promptly once aborted
+    throw err;
   }
   const tailLatest = await tails;
   if (tailLatest !== undefined && (latest === undefined || tailLatest > latest)) latest = tailLatest;
@@ -104,6 +148,7 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
     ...(opts.thresholds ? { thresholds: opts.thresholds } : {}),
     ...(state ? { state } : {}),
   });
+  if (notices.some((n) => n.code === 'guide-query')) for (const f of findings) noteGuideQueryLimits(f);
 
   const report: ScanReport = {
     findings,
@@ -116,5 +161,5 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
       duplicates: stats.duplicates,
     },
   };
-  return { report, now, nowSource, ...(latest !== undefined ? { latestEventTime: latest } : {}) };
+  return { report, now, nowSource, notices, ...(latest !== undefined ? { latestEventTime: latest } : {}) };
 }

@@ -4,7 +4,16 @@ import { describe, expect, it } from 'vitest';
 import { ROOT, runCli } from './run-cli.js';
 
 const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
-const SCAN_FLAGS = ['--audit-log', '--cluster', '--cluster-snapshot', '--max-token-age', '--format', '--fail-on', '--now'];
+const SCAN_FLAGS = [
+  '--audit-log',
+  '--cluster',
+  '--cluster-snapshot',
+  '--max-token-age',
+  '--format',
+  '--fail-on',
+  '--now',
+  '--max-decompressed-bytes',
+];
 
 /** Asserts a usage error: exit 2, nothing on stdout, exactly one `tokenwatch: …` line on stderr. */
 function expectUsageError(run: { code: number | null; stdout: string; stderr: string }, mentions: string[]): void {
@@ -44,7 +53,8 @@ describe('tokenwatch --help / --version', () => {
     const run = await runCli(['scan', '--help']);
     expect(run.code).toBe(0);
     for (const flag of SCAN_FLAGS) expect(run.stdout).toContain(flag);
-    expect(run.stdout).toContain('Exit codes: 0 success, 1 a finding at or above --fail-on exists, 2 bad arguments or unreadable input.');
+    expect(run.stdout).toContain('Exit codes: 0 success, 1 a finding at or above --fail-on exists, 2 bad arguments or unreadable input');
+    expect(run.stdout).toContain('no record is an audit event in a known format');
   });
 });
 
@@ -61,6 +71,8 @@ describe('bad arguments exit 2 with one line naming the flag', () => {
     ['bad --now', ['scan', '--audit-log', file, '--now', 'yesterday'], ['--now', "'yesterday'", 'ISO-8601']],
     ['--now without zone', ['scan', '--audit-log', file, '--now', '2026-11-20T12:00:00'], ['--now', 'ISO-8601']],
     ['empty --cluster', ['scan', '--audit-log', file, '--cluster', ''], ['--cluster']],
+    ['bad --max-decompressed-bytes', ['scan', '--audit-log', file, '--max-decompressed-bytes', '10 parsecs'], ['--max-decompressed-bytes', 'GiB']],
+    ['zero --max-decompressed-bytes', ['scan', '--audit-log', file, '--max-decompressed-bytes', '0'], ['--max-decompressed-bytes']],
   ])('%s', async (_name, args, mentions) => {
     expectUsageError(await runCli(args), mentions);
   });

@@ -54,7 +54,7 @@ const demoArgs = ['scan', '--audit-log', ...all.files, '--cluster', expected.clu
 /** Contract keys (design.md "tokenwatch scan output (contract)") and the documented additive ones. */
 const CONTRACT = {
   top: ['findings', 'stats'],
-  topAdditive: ['now', 'cluster'],
+  topAdditive: ['now', 'cluster', 'warnings'],
   finding: ['id', 'cluster', 'namespace', 'serviceAccount', 'kind', 'severity', 'requests', 'firstSeen', 'lastSeen',
     'maxSecondsAfterWarning', 'rejectionAt', 'tokens', 'pods', 'workloads', 'userAgents', 'sourceIPs', 'cause'],
   findingAdditive: ['missingPods', 'clusterState'],
@@ -62,6 +62,7 @@ const CONTRACT = {
   workload: ['kind', 'namespace', 'name'],
   cause: ['id', 'component', 'summary', 'fix', 'evidence', 'sources'],
   stats: ['files', 'lines', 'events', 'tokenUses', 'malformed', 'duplicates'],
+  statsAdditive: ['truncated'],
 };
 const SEVERITY_RANK = { info: 0, warning: 1, critical: 2 } as const;
 
@@ -114,9 +115,9 @@ describe('scan --format json on the bundled examples', () => {
     expect(json.stderr).toBe('');
   });
 
-  it('prints exactly the contract keys (plus the documented additive now/cluster/missingPods/clusterState)', () => {
+  it('prints exactly the contract keys (plus the documented additive now/cluster/warnings/stats.truncated/missingPods/clusterState)', () => {
     expect(Object.keys(doc).sort()).toEqual([...CONTRACT.top, ...CONTRACT.topAdditive].sort());
-    expect(Object.keys(doc.stats).sort()).toEqual([...CONTRACT.stats].sort());
+    expect(Object.keys(doc.stats).sort()).toEqual([...CONTRACT.stats, ...CONTRACT.statsAdditive].sort());
     expect(doc.findings.length).toBeGreaterThan(0);
     for (const f of doc.findings) {
       const keys = Object.keys(f);
@@ -141,6 +142,7 @@ describe('scan --format json on the bundled examples', () => {
       tokenUses: all.stats.tokenUses,
       malformed: all.stats.malformed,
       duplicates: all.stats.duplicates,
+      truncated: [],
     });
   });
 

@@ -2,15 +2,18 @@
  * `tokenwatch scan`: one offline pass over audit-log files, printing findings as a table or as
  * the JSON contract (shared/docs/design.md, "tokenwatch scan output (contract)").
  *
- * JSON output is the contract's `{findings, stats}` plus two additive top-level fields:
- * `now` (the ISO-8601 UTC reference time used for severity and days left) and `cluster`
- * (the cluster name given with `--cluster`, `default` when absent).
+ * JSON output is the contract's `{findings, stats}` plus additive fields: top-level `now` (the ISO-8601 UTC
+ * reference time used for severity and days left), `cluster` (the cluster name given with `--cluster`, `default`
+ * when absent) and `warnings` (reader notices, also printed on stderr), and `stats.truncated` (files that could not
+ * be read to their end, with the record where reading stopped).
  */
 import { Option, type Command } from 'commander';
 import type { MaxTokenAge, Severity } from '../../findings/types.js';
 import type { ScanResult } from '../../scan/run.js';
+import type { ReadNotice } from '../../audit/types.js';
 import { atOrAbove, isoSeconds, renderScanTable, shouldUseColor } from '../format.js';
-import { parseClusterName, parseMaxTokenAgeFlag, parseNow } from '../options.js';
+import { parseByteSize, parseClusterName, parseMaxTokenAgeFlag, parseNow } from '../options.js';
+import { escapeControl } from '../escape.js';
 
 /** Cluster name used when `--cluster` is not given. */
 export const DEFAULT_CLUSTER = 'default';
@@ -24,11 +27,25 @@ interface ScanFlags {
   format: 'table' | 'json';
   failOn?: Severity;
   now?: number;
+  maxDecompressedBytes?: number;
 }
 
-/** The `scan --format json` document: the contract plus the additive `now` and `cluster` fields. */
+/**
+ * The `scan --format json` document: the contract plus the additive `now`, `cluster` and `warnings`
+ * (`[{file, code, message, row?}]`, see `ReadNotice`) fields, and `stats.truncated` (`[{file, row, message}]`:
+ * files not read past data record `row`, 1-based).
+ */
 export function jsonDocument(result: ScanResult, cluster: string): object {
-  return { findings: result.report.findings, stats: result.report.stats, now: isoSeconds(result.now), cluster };
+  const truncated = result.notices
+    .filter((n) => n.code === 'truncated')
+    .map((n) => ({ file: n.file, row: n.row ?? null, message: n.message }));
+  return {
+    findings: result.report.findings,
+    stats: { ...result.report.stats, truncated },
+    now: isoSeconds(result.now),
+    cluster,
+    warnings: result.notices,
+  };
 }
 
 /** Registers `tokenwatch scan` on the program. */
@@ -38,7 +55,7 @@ export function register(program: Command): void {
     .description('Scan API-server audit logs for stale, legacy and unauthorized ServiceAccount token use.')
     .requiredOption(
       '--audit-log <file...>',
-      'audit log files: JSON lines (plain or .gz), `aws logs filter-log-events` output, Logs Insights export (JSON or CSV); repeatable',
+      'audit log files (plain or .gz): JSON lines, CloudWatch export to S3, `aws logs filter-log-events` or `get-query-results` JSON, Logs Insights export (JSON or CSV); repeatable',
     )
     .addOption(
       new Option('--cluster <name>', 'cluster name put on findings').default(DEFAULT_CLUSTER).argParser(parseClusterName),
@@ -69,10 +86,19 @@ export function register(program: Command): void {
         'reference time for severity and days left, ISO-8601 with zone (default: latest event time in the input)',
       ).argParser(parseNow),
     )
+    .addOption(
+      new Option(
+        '--max-decompressed-bytes <size>',
+        'stop with an error when one gzip input inflates past this size (e.g. 20GiB; default: no limit)',
+      ).argParser(parseByteSize),
+    )
     .addHelpText(
       'after',
       `
-Exit codes: 0 success, 1 a finding at or above --fail-on exists, 2 bad arguments or unreadable input.
+Exit codes: 0 success, 1 a finding at or above --fail-on exists, 2 bad arguments or unreadable input
+(including a file in which no record is an audit event in a known format).
+Warnings (partial or 10,000-row Logs Insights results, guide-query input without pods, truncated files)
+go to stderr as "tokenwatch: warning: …" and to the JSON "warnings" field.
 
 Examples:
   tokenwatch scan --audit-log /var/log/kubernetes/audit.log*
@@ -85,6 +111,7 @@ Examples:
       const { startProgress } = await import('../progress.js');
       const progress = startProgress(flags.auditLog, process.stderr);
       let result: ScanResult;
+      const notices: ReadNotice[] = [];
       try {
         result = await runScan({
           files: flags.auditLog,
@@ -93,9 +120,13 @@ Examples:
           ...(flags.clusterSnapshot !== undefined ? { snapshot: flags.clusterSnapshot } : {}),
           ...(flags.now !== undefined ? { now: flags.now } : {}),
           ...(progress ? { onProgress: progress.onProgress } : {}),
+          ...(flags.maxDecompressedBytes !== undefined ? { maxDecompressedBytes: flags.maxDecompressedBytes } : {}),
+          onNotice: (n) => notices.push(n),
         });
       } finally {
         progress?.stop();
+        // After the bar is gone (also when the read failed: what was seen before the error is worth saying).
+        for (const n of notices) process.stderr.write(`tokenwatch: warning: ${escapeControl(n.message)}\n`);
       }
 
       if (flags.format === 'json') {
