@@ -81,3 +81,74 @@ describe('Socket Mode', () => {
     expect(again.ack).toEqual({ envelope_id: 'env-3', payload: {} });
   }, 30_000);
 });
+
+describe('Socket Mode redeliveries and connection state', () => {
+  it('an envelope delivered twice (same envelope_id, or the same payload with a later retry_attempt) is acked each time but handled once', async () => {
+    ws = new SocketModeServer();
+    const wsPort = await ws.listen();
+    const fake = await startFakeSlack({ channels: [{ id: OPS, name: 'ops' }], userGroups: { [ONCALL]: [ONCALL_APPROVER] } });
+    front = await startApiFront(fake, `ws://127.0.0.1:${wsPort}/link`);
+    h = await startHarness({
+      fakeSlack: fake,
+      tweak: (c) => {
+        c.clusters.splice(1);
+        c.slack!.mode = 'socket';
+        c.slack!.apiUrl = front!.url;
+        c.slack!.appToken = 'xapp-1-A0FAKEAPP1-1-test';
+      },
+    });
+    await waitFor(async () => (await h!.metrics.text()).includes('tokenwatch_slack_socket_connected 1'));
+    const alert = h.alert('kube-system', 'multus');
+    const payload = blockActionPayload({ user: ONCALL_APPROVER, actionId: 'tw_details', value: buttonValue(alert, 'tw_details'), channel: OPS, messageTs: alert.ts, responseUrl: fake.responseUrl({ channel: OPS, user: ONCALL_APPROVER, messageTs: alert.ts }) });
+    const details = () => fake.thread(OPS, alert.ts).filter((m) => blockText(m).includes('Details'));
+    const first = await ws.send({ envelope_id: 'env-dup', type: 'interactive', accepts_response_payload: false, payload });
+    expect(first.ack).toMatchObject({ envelope_id: 'env-dup' });
+    await h.bot.idle();
+    expect(details()).toHaveLength(1);
+    // Same envelope again.
+    const second = await ws.send({ envelope_id: 'env-dup', type: 'interactive', accepts_response_payload: false, payload });
+    expect(second.ack).toMatchObject({ envelope_id: 'env-dup' });
+    // Slack's retry of it: a new envelope id, the same payload, retry_attempt 1.
+    const retry = await ws.send({ envelope_id: 'env-dup-retry', type: 'interactive', accepts_response_payload: false, retry_attempt: 1, retry_reason: 'timeout', payload });
+    expect(retry.ack).toMatchObject({ envelope_id: 'env-dup-retry' });
+    await h.bot.idle();
+    expect(details()).toHaveLength(1);
+    expect(await h.metrics.text()).toContain('tokenwatch_slack_duplicate_requests_total{transport="socket"} 2');
+    // New envelopes with new payloads are handled: a slash command, twice.
+    for (const id of ['env-cmd-1', 'env-cmd-2']) {
+      await ws.send({ envelope_id: id, type: 'slash_commands', accepts_response_payload: true, payload: slashCommandBody({ text: 'help', user_id: REQUESTER, channel_id: OPS, trigger_id: `${id}.fake`, response_url: fake.responseUrl({ channel: OPS, user: REQUESTER }) }) });
+      await h.bot.idle();
+    }
+    expect(fake.ephemerals({ user: REQUESTER })).toHaveLength(2);
+    // And a redelivered slash command envelope does not answer twice.
+    await ws.send({ envelope_id: 'env-cmd-2', type: 'slash_commands', accepts_response_payload: true, retry_attempt: 1, payload: slashCommandBody({ text: 'help', user_id: REQUESTER, channel_id: OPS, trigger_id: 'env-cmd-2.fake', response_url: fake.responseUrl({ channel: OPS, user: REQUESTER }) }) });
+    await h.bot.idle();
+    expect(fake.ephemerals({ user: REQUESTER })).toHaveLength(2);
+    expect(await h.metrics.text()).toContain('tokenwatch_slack_duplicate_requests_total{transport="socket"} 3');
+  }, 30_000);
+
+  it('tokenwatch_slack_socket_connected drops to 0 when the socket closes, before the client starts reconnecting', async () => {
+    ws = new SocketModeServer();
+    const wsPort = await ws.listen();
+    const fake = await startFakeSlack({ channels: [{ id: OPS, name: 'ops' }], userGroups: { [ONCALL]: [ONCALL_APPROVER] } });
+    front = await startApiFront(fake, `ws://127.0.0.1:${wsPort}/link`);
+    h = await startHarness({
+      fakeSlack: fake,
+      // The client's reconnect delay (its ping timeout) is 20 s here: the gauge must not wait for it.
+      slack: { socketClientPingTimeoutMs: 20_000 },
+      tweak: (c) => {
+        c.clusters.splice(1);
+        c.slack!.mode = 'socket';
+        c.slack!.apiUrl = front!.url;
+        c.slack!.appToken = 'xapp-1-A0FAKEAPP1-1-test';
+      },
+    });
+    await waitFor(async () => (await h!.metrics.text()).includes('tokenwatch_slack_socket_connected 1'));
+    expect(h.serve.readiness().integrations).toEqual({ slack: 'connected' });
+    ws.sockets.at(-1)!.destroy();
+    await waitFor(async () => (await h!.metrics.text()).includes('tokenwatch_slack_socket_connected 0'), 10_000);
+    expect(front.opens).toBe(1); // no reconnect attempt yet
+    expect(h.bot.watchdog!.isConnected).toBe(false);
+    expect(h.serve.readiness().integrations).toEqual({ slack: 'disconnected' });
+  }, 30_000);
+});
