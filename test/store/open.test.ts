@@ -1,4 +1,5 @@
-import { existsSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -34,7 +35,7 @@ describe('openStore', () => {
         .prepare<[], { name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
         .all()
         .map((r) => r.name),
-    ).toEqual(['action_log', 'approvals', 'cursors', 'findings', 'message_refs', 'poll_runs', 'seen', 'token_records', 'votes']);
+    ).toEqual(['action_log', 'approvals', 'cursors', 'findings', 'message_refs', 'poll_runs', 'seen', 'slack_seen_requests', 'token_records', 'votes']);
     raw.close();
   });
 
@@ -131,5 +132,45 @@ describe('reopen', () => {
     expect(s2.lastPollRuns()).toMatchObject([{ cluster: 'prod', events: 7, tokenUses: 2, lastSuccessAt: T0 + 1000 }]);
     expect(s2.getApproval('appr-1')).toEqual({ ...approval(), message: null });
     expect(s2.listActions('prod')).toHaveLength(1);
+  });
+});
+
+describe('openStore errors name the file and the reason', () => {
+  it('a directory in the way of the file: cannot open or create it', () => {
+    const path = join(tempDir(), 'is-a-dir.db');
+    mkdirSync(path);
+    expect(() => openStore(path)).toThrow(StoreError);
+    expect(() => openStore(path)).toThrow(new RegExp(`^cannot open store ${path}: SQLite cannot open or create the file \\(unable to open database file, SQLITE_CANTOPEN\\); check that the directory exists and is writable`));
+  });
+
+  it('a file where its directory should be: cannot create the directory', () => {
+    const base = tempDir();
+    writeFileSync(join(base, 'plain-file'), 'x');
+    const path = join(base, 'plain-file', 'tw.db');
+    expect(() => openStore(path)).toThrow(new RegExp(`^cannot open store ${path}: cannot create its directory ${join(base, 'plain-file')} \\(.*(EEXIST|ENOTDIR).*\\)`));
+  });
+
+  // Permissions do not bind root (the CI container runs as root): there, the opening runs in a child process as
+  // nobody (uid 65534).
+  it('a read-only file and directory: says read-only, and what must be writable', () => {
+    const dir = tempDir();
+    const path = join(dir, 'ro.db');
+    openStore(path).close();
+    chmodSync(dir, 0o555);
+    chmodSync(path, 0o444);
+    const expected = /cannot open store .*ro\.db: the file or its directory is read-only \(.*SQLITE_READONLY.*\); tokenwatch writes the file and its -wal and -shm files next to it/;
+    try {
+      if (process.getuid?.() === 0) {
+        const script = `import('${join(process.cwd(), 'src/store/db.ts')}').then((m) => { try { m.openStore(${JSON.stringify(path)}); console.log('opened'); } catch (e) { console.log(e.message); } });`;
+        const r = spawnSync(process.execPath, ['--import', 'tsx', '-e', script], { uid: 65534, gid: 65534, encoding: 'utf8', cwd: process.cwd(), timeout: 60_000 });
+        expect(r.stdout).toMatch(expected);
+        expect(r.stdout).toContain('tokenwatch runs as uid 65534');
+      } else {
+        expect(() => openStore(path)).toThrow(expected);
+      }
+    } finally {
+      chmodSync(dir, 0o755);
+      chmodSync(path, 0o644);
+    }
   });
 });
