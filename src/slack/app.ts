@@ -187,6 +187,12 @@ export async function startSlackWith(ctx: ServeContext, opts: SlackOptions = {})
   };
 
   const apiShown = maskUrl(cfg.apiUrl ?? 'https://slack.com/api/');
+  if (cfg.apiUrl && /^[a-z][a-z0-9+.-]*:\/\/[^/]*@/i.test(cfg.apiUrl)) {
+    // fetch (under WebClient) refuses URLs with credentials, so this can never work; say so instead of retrying.
+    throw new Error(
+      `slack.apiUrl ${apiShown} contains user:password@, which the Slack Web API client cannot send (fetch refuses URLs with credentials): remove them; for an authenticating proxy, configure the proxy outside the URL`,
+    );
+  }
   let auth: { user_id?: string; bot_id?: string; user?: string; team?: string };
   try {
     // No retries here: serve retries an unreachable Slack in the background while polling goes on.

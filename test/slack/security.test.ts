@@ -234,7 +234,8 @@ describe('Slack unreachable at start', () => {
     cleanups.push(() => handle.stop());
     await handle.firstPolls;
     const ready = await (await fetch(`http://127.0.0.1:${handle.port}/readyz`)).text();
-    expect(sink.raw.some((l) => l.includes('cannot reach Slack at http://[Redacted]@127.0.0.1'))).toBe(true);
+    expect(JSON.parse(ready)).toMatchObject({ integrations: { slack: 'failed' } });
+    expect(sink.raw.some((l) => l.includes(`slack.apiUrl http://[Redacted]@127.0.0.1:${port}/api/ contains user:password@`))).toBe(true);
     for (const text of [sink.raw.join('\n'), ready]) {
       expect(text).not.toContain('hunter2');
       expect(text).not.toContain('proxyuser');
@@ -244,7 +245,7 @@ describe('Slack unreachable at start', () => {
 
 describe('secrets through the log call sites that take external text', () => {
   for (const [kind, secret] of Object.entries(SECRET_SAMPLES)) {
-    it(`${kind}: /tokens command text, a failing poll, a Slack API error`, async () => {
+    it(`${kind}: /tokens command text, a failing poll, a Slack API error, Bolt's logger`, async () => {
       const logs: Array<Record<string, unknown>> = [];
       const h = await harness({ logs });
       // 1. /tokens text pasted by a user.
@@ -260,7 +261,10 @@ describe('secrets through the log call sites that take external text', () => {
       // 3. A Slack Web API error (the directory's usergroups.users.list call), error text from Slack.
       h.slack.failNext('usergroups.users.list', `bad ${secret}`, 10);
       await new Directory(h.bot.parts.api, { logger: h.serve.context.logger, ttlMs: 0 }).members(ONCALL);
+      // 4. Bolt's own log lines (receiver warnings carry request text), through the pino adapter.
+      h.bot.parts.app.logger.warn('Failed to parse and verify the request data:', new Error(`body had ${secret}`), { headers: { Authorization: secret } });
       const text = JSON.stringify(logs);
+      expect(logs.some((l) => String(l.msg).startsWith('Failed to parse and verify'))).toBe(true);
       expect(logs.some((l) => l.msg === '/tokens')).toBe(true);
       expect(logs.some((l) => String(l.msg).startsWith('poll failed'))).toBe(true);
       expect(logs.some((l) => String(l.msg).startsWith('cannot read the members'))).toBe(true);
