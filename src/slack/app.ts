@@ -358,8 +358,8 @@ export async function startSlackWith(ctx: ServeContext, opts: SlackOptions = {})
   pickupTimer.unref();
   await flow.pickUp();
   // Alerts of findings stored while Slack was unreachable (or before a restart) and never posted: post them now
-  // rather than at the next poll.
-  for (const name of clusters.keys()) {
+  // rather than at the next poll. Only the leader posts alerts (HA).
+  for (const name of ctx.isLeader() ? clusters.keys() : []) {
     if (channels.channelOf(name) === undefined) continue;
     const pending = store.listFindings(name, { status: ['open'] }).filter((f) => store.getMessageRef(f.finding.id) === undefined);
     if (pending.length === 0) continue;
