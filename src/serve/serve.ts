@@ -14,7 +14,7 @@ import { KubeClusterState, kubeConfigFor } from '../cluster/kube.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import type { ClusterConfig, Config } from '../config/types.js';
 import type { Finding } from '../findings/types.js';
-import { createLogger, type Logger } from '../observability/logger.js';
+import { createLogger, scrubSecrets, type Logger } from '../observability/logger.js';
 import { Metrics } from '../observability/metrics.js';
 import { ClusterPoller, type PollOutcome } from '../poll/poller.js';
 import { KubeRemediator } from '../remediation/kube-remediator.js';
@@ -152,7 +152,8 @@ async function buildKube(c: ClusterConfig): Promise<{ kubeConfig?: KubeConfig; e
     if ('inCluster' in k) return { kubeConfig: kubeConfigFor({ inCluster: true }) };
     return { kubeConfig: kubeConfigFor({ kubeconfig: k.kubeconfig, context: k.context }) };
   } catch (err) {
-    return { error: `Kubernetes access for cluster ${c.name} failed: ${err instanceof Error ? err.message : String(err)}` };
+    // Scrubbed: shown in `/tokens status` (Slack).
+    return { error: scrubSecrets(`Kubernetes access for cluster ${c.name} failed: ${err instanceof Error ? err.message : String(err)}`) };
   }
 }
 
