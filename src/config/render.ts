@@ -89,6 +89,7 @@ export function toFileForm(config: Config): Record<string, unknown> {
       enabled: s.enabled,
       mode: s.mode,
       ...(s.apiUrl !== undefined ? { apiUrl: s.apiUrl } : {}),
+      host: s.host,
       port: s.port,
       approvals: { expiresAfter: formatDuration(s.approvals.expiresAfter) },
     };

@@ -192,6 +192,7 @@ const slackSchema = z.strictObject({
   enabled: z.boolean().default(false),
   mode: z.enum(['socket', 'http']).default('socket'),
   apiUrl: httpUrl.transform((u) => (u.endsWith('/') ? u : `${u}/`)).optional(),
+  host: z.string().min(1).optional(),
   port: port.default(3000),
   approvals: z.strictObject({ expiresAfter: duration(60_000).prefault('30m') }).prefault({}),
 });
@@ -450,6 +451,7 @@ function assemble(file: FileConfig, env: NodeJS.ProcessEnv): Config {
       enabled: s.enabled,
       mode: s.mode,
       ...(s.apiUrl !== undefined ? { apiUrl: s.apiUrl } : {}),
+      host: s.host ?? file.http.host,
       port: s.port,
       approvals: { expiresAfter: s.approvals.expiresAfter },
       ...(botToken !== undefined ? { botToken } : {}),

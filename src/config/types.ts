@@ -59,6 +59,11 @@ export interface SlackConfig {
   mode: 'socket' | 'http';
   /** Slack Web API base URL, e.g. `https://slack-gov.com/api/` (GovSlack) or a loopback fake in tests. */
   apiUrl?: string;
+  /**
+   * HTTP mode only: listen address of the receiver (`/slack/events`). Default: `http.host` (itself `0.0.0.0` by
+   * default), so one setting keeps both listeners on loopback or on the pod network.
+   */
+  host: string;
   /** HTTP mode only: port of the receiver (`/slack/events`). Default 3000. */
   port: number;
   approvals: {

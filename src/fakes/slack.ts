@@ -841,3 +841,35 @@ export function sendSlashCommand(url: string, secret: string, fields: SlashComma
 export function sendBlockAction(url: string, secret: string, payload: Record<string, unknown>, opts: SendOptions = {}): Promise<SendResult> {
   return postSigned(url, secret, new URLSearchParams({ payload: JSON.stringify(payload) }).toString(), opts);
 }
+
+// ---- Replays: the same signed bytes sent again ---------------------------------------------------------------------
+
+/** A signed Slack request, kept byte for byte so it can be sent again ({@link sendRecordedRequest}). */
+export interface RecordedRequest {
+  body: string;
+  headers: Record<string, string>;
+}
+
+/**
+ * A signed slash command (form-urlencoded) as Slack would send it, without sending it: body and headers, signed at
+ * `opts.timestampSec` (epoch seconds, default now).
+ */
+export function recordSlashCommand(secret: string, fields: SlashCommandFields, opts: SendOptions = {}): RecordedRequest {
+  return recordSigned(secret, new URLSearchParams(slashCommandBody(fields)).toString(), opts);
+}
+
+/** A signed interaction (`payload=<JSON>`) as Slack would send it, without sending it. */
+export function recordBlockAction(secret: string, payload: Record<string, unknown>, opts: SendOptions = {}): RecordedRequest {
+  return recordSigned(secret, new URLSearchParams({ payload: JSON.stringify(payload) }).toString(), opts);
+}
+
+function recordSigned(secret: string, body: string, opts: SendOptions): RecordedRequest {
+  const sig = signSlackRequest(secret, body, opts.timestampSec ?? Math.floor(Date.now() / 1000));
+  return { body, headers: { 'content-type': 'application/x-www-form-urlencoded', ...sig, ...(opts.signature !== undefined ? { 'x-slack-signature': opts.signature } : {}) } };
+}
+
+/** POSTs a recorded request, byte-identical, to a bot's HTTP receiver (a replay when sent twice). */
+export async function sendRecordedRequest(url: string, req: RecordedRequest): Promise<SendResult> {
+  const res = await fetch(url, { method: 'POST', headers: req.headers, body: req.body });
+  return { status: res.status, body: await res.text(), headers: res.headers };
+}

@@ -12,6 +12,12 @@ export class Metrics {
   readonly registry = new Registry();
   /** Polls by cluster and outcome (`ok` | `error` | `skipped-overlap`). */
   readonly polls = new Counter({ name: 'tokenwatch_polls_total', help: 'Polls by cluster and outcome.', labelNames: ['cluster', 'outcome'] as const, registers: [this.registry] });
+  /** 1 while the last poll of a cluster failed (source, cluster state or store), 0 after a successful one. */
+  readonly pollFailing = new Gauge({ name: 'tokenwatch_poll_failing', help: '1 when the last poll of the cluster failed, 0 when it succeeded.', labelNames: ['cluster'] as const, registers: [this.registry] });
+  /** When the last successful poll of a cluster started, epoch seconds. */
+  readonly pollLastSuccess = new Gauge({ name: 'tokenwatch_poll_last_success_timestamp_seconds', help: 'Start of the last successful poll of the cluster (Unix time, seconds).', labelNames: ['cluster'] as const, registers: [this.registry] });
+  /** Slack requests or Socket Mode envelopes dropped as replays/redeliveries, by transport (`http` | `socket`). */
+  readonly slackDuplicates = new Counter({ name: 'tokenwatch_slack_duplicate_requests_total', help: 'Slack requests (HTTP replays, Socket Mode redeliveries) acknowledged but not handled again.', labelNames: ['transport'] as const, registers: [this.registry] });
   /** Poll duration in seconds. */
   readonly pollDuration = new Histogram({ name: 'tokenwatch_poll_duration_seconds', help: 'Duration of one poll of one cluster.', labelNames: ['cluster'] as const, buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120], registers: [this.registry] });
   /** Audit event records read from sources (after the source-side filter). */

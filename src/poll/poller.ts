@@ -16,7 +16,7 @@ import type { ClusterConfig } from '../config/types.js';
 import { TokenAggregator } from '../findings/aggregate.js';
 import { buildFindings } from '../findings/build.js';
 import type { Finding, TokenRecord } from '../findings/types.js';
-import type { Logger } from '../observability/logger.js';
+import { scrubSecrets, type Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { aggregateToTokenUses, isTokenUseAggregateText, parseTokenUseAggregate } from '../sources/insights.js';
 import { emptyStats, type AuditSource, type SourceStats } from '../sources/types.js';
@@ -106,13 +106,16 @@ export class ClusterPoller {
   async pollOnce(signal?: AbortSignal): Promise<PollOutcome> {
     const { cluster, source, store, logger, metrics } = this.deps;
     const startedAt = this.clock();
-    const runId = store.startPollRun(cluster.name, source.id, startedAt);
-    const log = logger.child({ cluster: cluster.name, pollId: runId });
+    let runId: number | undefined;
+    let log = logger.child({ cluster: cluster.name });
     const sourceStats = emptyStats();
     const readStats = createReadStats();
     const outcome: PollOutcome = { cluster: cluster.name, startedAt, endedAt: startedAt, records: 0, newUses: 0, duplicates: 0, malformed: 0, source: sourceStats, findings: [], changes: [] };
     const timer = metrics?.pollDuration.startTimer({ cluster: cluster.name });
     try {
+      // Inside the try: a full disk or a read-only store fails here already, and must show as a failed poll.
+      runId = store.startPollRun(cluster.name, source.id, startedAt);
+      log = log.child({ pollId: runId });
       const cursor = store.getCursor(source.id);
       const uses: TokenUse[] = [];
       const gen = source.poll(cursor, { now: startedAt, lookbackMs: cluster.lookback, signal, stats: sourceStats });
@@ -171,6 +174,8 @@ export class ClusterPoller {
       store.finishPollRun(runId, { endedAt: outcome.endedAt, events: outcome.records, tokenUses: outcome.newUses });
       this.healthState = { ...this.healthState, status: 'ok', lastPollAt: startedAt, lastSuccessAt: startedAt, lastError: undefined, stateError: stateProblem };
       metrics?.polls.inc({ cluster: cluster.name, outcome: 'ok' });
+      metrics?.pollFailing.set({ cluster: cluster.name }, 0);
+      metrics?.pollLastSuccess.set({ cluster: cluster.name }, startedAt / 1000);
       log.info(
         { records: outcome.records, newUses: outcome.newUses, duplicates: outcome.duplicates, malformed: outcome.malformed, requests: sourceStats.requests, findings: findings.length },
         'poll finished',
@@ -184,13 +189,22 @@ export class ClusterPoller {
       }
       return outcome;
     } catch (err) {
-      const message = err instanceof Error ? err.message : String(err);
+      // Scrubbed: this text reaches `/tokens status` (Slack) and the store.
+      const message = scrubSecrets(err instanceof Error ? err.message : String(err));
       outcome.error = message;
       outcome.endedAt = this.clock();
-      store.finishPollRun(runId, { endedAt: outcome.endedAt, events: outcome.records, tokenUses: 0, error: message });
+      // Health and metrics first: recording the failed run needs the store, which may be what failed (disk full).
       this.healthState = { ...this.healthState, status: 'degraded', lastPollAt: startedAt, lastError: message };
       metrics?.polls.inc({ cluster: cluster.name, outcome: 'error' });
+      metrics?.pollFailing.set({ cluster: cluster.name }, 1);
       log.error({ err, code: (err as { code?: string }).code }, 'poll failed; cluster marked degraded, cursor kept');
+      if (runId !== undefined) {
+        try {
+          store.finishPollRun(runId, { endedAt: outcome.endedAt, events: outcome.records, tokenUses: 0, error: message });
+        } catch (err2) {
+          log.error({ err: err2 }, 'could not record the failed poll in the store');
+        }
+      }
       return outcome;
     } finally {
       timer?.();

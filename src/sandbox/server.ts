@@ -20,7 +20,9 @@
  * click in a thread is shown in that thread, as in Slack.
  *
  * POSTs with an `Origin` header other than the page's own are refused (403), so another web page cannot drive the
- * sandbox from a browser.
+ * sandbox from a browser. Every request whose `Host` header is not a loopback name (`127.x.x.x`, `localhost`,
+ * `[::1]`, with any port) is refused (421 Misdirected Request), which stops DNS rebinding: a page on
+ * `evil.example` whose name later resolves to 127.0.0.1 still sends `Host: evil.example`.
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
@@ -45,6 +47,19 @@ export interface Notice {
   user: string;
   text: string;
   at: number;
+}
+
+/**
+ * Whether a `Host` header names this machine's loopback interface: `localhost`, `127.0.0.0/8` or `[::1]`, optionally
+ * with a port (RFC 9110 §7.2). Anything else, or no header, is false.
+ */
+export function isLoopbackHost(host: string | undefined): boolean {
+  if (!host) return false;
+  const m = /^(\[[^\]]+\]|[^:]+)(?::(\d{1,5}))?$/.exec(host.trim().toLowerCase());
+  if (!m) return false;
+  const name = m[1]!;
+  if (name === 'localhost' || name === '[::1]') return true;
+  return /^127\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.test(name) && name.split('.').every((p) => Number(p) <= 255);
 }
 
 /** Options of {@link startPageServer}. */
@@ -367,6 +382,10 @@ export async function startPageServer(opts: PageServerOptions): Promise<PageServ
   };
 
   const server: Server = createServer((req, res) => {
+    if (!isLoopbackHost(req.headers.host)) {
+      log.warn({ host: String(req.headers.host ?? '').slice(0, 100) }, 'sandbox request with a non-loopback Host header refused (DNS rebinding?)');
+      return send(res, 421, { ok: false, error: 'the sandbox answers only to 127.0.0.1, localhost or [::1] in the Host header' });
+    }
     const url = new URL(req.url ?? '/', 'http://127.0.0.1');
     const path = url.pathname;
     const fail = (err: unknown) => {

@@ -14,7 +14,7 @@ import { KubeClusterState, kubeConfigFor } from '../cluster/kube.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import type { ClusterConfig, Config } from '../config/types.js';
 import type { Finding } from '../findings/types.js';
-import { createLogger, type Logger } from '../observability/logger.js';
+import { createLogger, scrubSecrets, type Logger } from '../observability/logger.js';
 import { Metrics } from '../observability/metrics.js';
 import { ClusterPoller, type PollOutcome } from '../poll/poller.js';
 import { KubeRemediator } from '../remediation/kube-remediator.js';
@@ -62,6 +62,36 @@ export interface ServeContext {
 export interface Integration {
   name: string;
   stop(): Promise<void>;
+  /**
+   * A one-word state for `/readyz` (e.g. Socket Mode `connected` / `disconnected`); never error text.
+   * Default `ok` while started.
+   */
+  state?(): string;
+}
+
+/**
+ * Thrown by an integration starter when the failure is transient (the service is unreachable, times out or answers
+ * 5xx): serve keeps polling and retries the start in the background (see {@link ServeOptions.integrationRetryMs}).
+ * Any other error is final until serve restarts (e.g. Slack rejected the bot token).
+ */
+export class IntegrationUnavailableError extends Error {
+  readonly retryable = true;
+}
+
+/**
+ * The body of `/readyz` (JSON): states only, never error text (details are in the log, scrubbed).
+ * - `status`: `ready` | `starting` | `stopping` (the HTTP status is 200 only for `ready`);
+ * - `polls`: per cluster, `ok` | `degraded` (the last poll failed: source, cluster state or store) | `pending`;
+ * - `integrations`: per integration (`slack`), `ok` | `connected` | `disconnected` | `unavailable` (not reachable at
+ *   start, retrying) | `failed` (could not start; see the log).
+ * Readiness is about serving requests: failing polls never make a replica unready (every replica would turn
+ * unready together and stop answering `/tokens status`); they show here, in `/tokens status` and in the
+ * `tokenwatch_poll_failing` metric.
+ */
+export interface ReadinessBody {
+  status: 'ready' | 'starting' | 'stopping';
+  polls: Record<string, 'ok' | 'degraded' | 'pending'>;
+  integrations: Record<string, string>;
 }
 
 /** Options of {@link startServe}. */
@@ -78,6 +108,13 @@ export interface ServeOptions {
   isLeader?: () => boolean;
   /** Leader-election state for status displays; absent when running without leader election. */
   leaderStatus?: () => LeaderStatus;
+  /**
+   * First delay before retrying an integration that was unavailable at start, ms (default 15,000); it doubles after
+   * each failed attempt, up to 5 minutes.
+   */
+  integrationRetryMs?: number;
+  /** Names of the integrations in `integrations`, for `/readyz` (default `slack`, then `integration-<i>`). */
+  integrationNames?: string[];
 }
 
 /** Leader-election state shown by `/tokens status` (see `src/leader/elector.ts`). */
@@ -96,6 +133,10 @@ export interface ServeHandle {
   context: ServeContext;
   /** Resolves when every cluster's first poll has finished (tests, sandbox). */
   firstPolls: Promise<void>;
+  /** The `/readyz` body now. */
+  readiness(): ReadinessBody;
+  /** Resolves when a retried integration has started (tests); rejects never. */
+  integrationStarted(name: string): Promise<void>;
   /** Graceful stop; idempotent. */
   stop(): Promise<void>;
 }
@@ -111,7 +152,8 @@ async function buildKube(c: ClusterConfig): Promise<{ kubeConfig?: KubeConfig; e
     if ('inCluster' in k) return { kubeConfig: kubeConfigFor({ inCluster: true }) };
     return { kubeConfig: kubeConfigFor({ kubeconfig: k.kubeconfig, context: k.context }) };
   } catch (err) {
-    return { error: `Kubernetes access for cluster ${c.name} failed: ${err instanceof Error ? err.message : String(err)}` };
+    // Scrubbed: shown in `/tokens status` (Slack).
+    return { error: scrubSecrets(`Kubernetes access for cluster ${c.name} failed: ${err instanceof Error ? err.message : String(err)}`) };
   }
 }
 
@@ -190,18 +232,29 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   };
   if (!opts.isLeader) metrics.leader.set(1);
 
+  const integrations: Integration[] = [];
+  const integrationState = new Map<string, string>();
+  const readiness = (): ReadinessBody => {
+    const polls: ReadinessBody['polls'] = {};
+    for (const [name, rt] of clusters) polls[name] = rt.poller.health().status;
+    const states: Record<string, string> = Object.fromEntries(integrationState);
+    for (const i of integrations) states[i.name] = i.state?.() ?? 'ok';
+    return { status: stopping ? 'stopping' : ready ? 'ready' : 'starting', polls, integrations: states };
+  };
   const server: Server = createServer((req, res) => {
     const url = (req.url ?? '/').split('?')[0];
     if (url === '/healthz') {
       res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
     } else if (url === '/readyz') {
-      const ok = ready && !stopping;
-      const degraded = context.integrationErrors?.length ? `degraded: ${context.integrationErrors.join('; ')}\n` : '';
-      res.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' }).end(ok ? `ready\n${degraded}` : stopping ? 'stopping\n' : 'starting\n');
+      const body = readiness();
+      res.writeHead(body.status === 'ready' ? 200 : 503, { 'content-type': 'application/json' }).end(`${JSON.stringify(body)}\n`);
     } else if (url === '/metrics') {
       metrics.registry.metrics().then(
         (text) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
-        (err: unknown) => res.writeHead(500).end(String(err)),
+        (err: unknown) => {
+          logger.error({ err }, 'rendering /metrics failed');
+          res.writeHead(500, { 'content-type': 'text/plain' }).end('metrics unavailable (see the log)\n');
+        },
       );
     } else {
       res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: try /healthz, /readyz, /metrics\n');
@@ -213,22 +266,51 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   });
   const port = (server.address() as AddressInfo).port;
 
-  const integrations: Integration[] = [];
   const starters =
     opts.integrations ?? (config.slack?.enabled ? [async (ctx: ServeContext) => (await import('../slack/app.js')).startSlack(ctx)] : []);
-  // An integration that cannot start (an expired or revoked Slack token: auth.test fails) must not take polling down
-  // with it, or a Deployment would crash-loop: serve keeps polling and storing findings, logs one clear line, and
-  // reports the integration as failed on /readyz's body and in the logs until it is fixed and serve restarted.
+  // An integration that cannot start must not take polling down with it, or a Deployment would crash-loop: serve
+  // keeps polling and storing findings. A rejected token (final) is logged once and shown as `failed` on /readyz
+  // until serve restarts; an unreachable service (IntegrationUnavailableError) is retried in the background with
+  // backoff, shown as `unavailable` meanwhile; alerts found in between are posted once it starts.
   const failedIntegrations: string[] = [];
-  for (const start of starters) {
+  const retryTimers = new Set<NodeJS.Timeout>();
+  const startedWaiters = new Map<string, Array<() => void>>();
+  const retryBase = opts.integrationRetryMs ?? 15_000;
+  const nameOf = (i: number) => opts.integrationNames?.[i] ?? (i === 0 ? 'slack' : `integration-${i}`);
+  const attempt = async (start: (ctx: ServeContext) => Promise<Integration>, name: string, tries: number): Promise<void> => {
+    if (stopping) return;
     try {
-      integrations.push(await start(context));
+      const integration = await start(context);
+      if (stopping) {
+        await integration.stop().catch(() => undefined);
+        return;
+      }
+      integrations.push(integration);
+      integrationState.delete(integration.name);
+      integrationState.delete(name);
+      if (tries > 1) logger.info({ integration: name, attempts: tries }, `${name} is reachable again: integration started`);
+      for (const w of startedWaiters.get(name) ?? []) w();
+      startedWaiters.delete(name);
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
+      if ((err as { retryable?: unknown }).retryable === true) {
+        const delay = Math.min(retryBase * 2 ** (tries - 1), 300_000);
+        integrationState.set(name, 'unavailable');
+        logger.error({ err, integration: name, attempt: tries, retryInSeconds: Math.round(delay / 1000) }, `${message} (attempt ${tries}; retrying in ${Math.round(delay / 1000)} s)`);
+        const t = setTimeout(() => {
+          retryTimers.delete(t);
+          void attempt(start, name, tries + 1);
+        }, delay);
+        t.unref();
+        retryTimers.add(t);
+        return;
+      }
+      integrationState.set(name, 'failed');
       failedIntegrations.push(message);
-      logger.error({ err }, `integration could not start, running without it (polling and the store go on): ${message}`);
+      logger.error({ err, integration: name }, `integration could not start, running without it (polling and the store go on): ${message}`);
     }
-  }
+  };
+  for (const [i, start] of starters.entries()) await attempt(start, nameOf(i), 1);
   context.integrationErrors = failedIntegrations;
 
   scheduler.start(
@@ -248,6 +330,8 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   const stop = () =>
     (stopped ??= (async () => {
       stopping = true;
+      for (const t of retryTimers) clearTimeout(t);
+      retryTimers.clear();
       logger.info('stopping: no new polls, waiting for running ones');
       await scheduler.stop();
       for (const i of integrations.reverse()) {
@@ -264,5 +348,8 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       logger.info('stopped');
     })());
 
-  return { port, context, firstPolls, stop };
+  const integrationStarted = (name: string): Promise<void> =>
+    integrations.some((i) => i.name === name) ? Promise.resolve() : new Promise<void>((resolve) => startedWaiters.set(name, [...(startedWaiters.get(name) ?? []), resolve]));
+
+  return { port, context, firstPolls, stop, readiness, integrationStarted };
 }

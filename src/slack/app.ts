@@ -26,10 +26,10 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { App, HTTPReceiver, LogLevel, SocketModeReceiver, webApi, type Logger as BoltLogger } from '@slack/bolt';
 import { approvalPolicyFor } from '../config/policy.js';
-import type { Logger } from '../observability/logger.js';
+import { maskUrl, type Logger } from '../observability/logger.js';
 import type { VerificationReport } from '../remediation/verify.js';
 import { Verifier } from '../remediation/verify.js';
-import type { Integration, ServeContext } from '../serve/serve.js';
+import { IntegrationUnavailableError, type Integration, type ServeContext } from '../serve/serve.js';
 import { registerListeners } from './actions.js';
 import { slackErrorCode, SlackApi } from './api.js';
 import { verificationMessage } from './blocks/index.js';
@@ -39,6 +39,7 @@ import { TokensCommand } from './commands.js';
 import { Directory } from './directory.js';
 import { ApprovalFlow } from './flow.js';
 import { persistingMessage } from './messages.js';
+import { httpReplayProperties, replayGuard, socketReplayProperties } from './replay.js';
 import { Notifier } from './notifier.js';
 import { SocketWatchdog } from './watchdog.js';
 
@@ -63,8 +64,17 @@ export interface SlackOptions {
   retryConfig?: RetryOptions;
   /** Timeout of one Web API request, ms (default 30,000). */
   requestTimeoutMs?: number;
-  /** HTTP mode: listen address (default all interfaces). */
+  /** HTTP mode: listen address; overrides `slack.host` (default `http.host`). */
   host?: string;
+  /** Timeout of the start-up `auth.test` call, ms (default 10,000); it is not retried inside the call. */
+  authTimeoutMs?: number;
+  /**
+   * How long the members of an approver user group stay usable when `usergroups.users.list` fails, ms
+   * (default 900,000 = 15 min after they were last read); after that the group counts as empty (fail closed).
+   */
+  approverGroupsMaxStaleMs?: number;
+  /** Wall clock for the replay cache, epoch ms (default `Date.now`, the clock Bolt checks signatures with). */
+  wallClock?: () => number;
   /** Socket Mode watchdog: check interval and restart threshold, ms. */
   watchdog?: { intervalMs?: number; staleMs?: number };
   /**
@@ -112,6 +122,17 @@ export function boltLogger(log: Logger): BoltLogger {
   };
 }
 
+/** The network-level cause of a failed Web API call, e.g. `ECONNREFUSED`, `timeout`, `http_503` (no secrets). */
+function networkCause(err: unknown): string {
+  const e = err as { code?: string; original?: { code?: string; name?: string; message?: string; cause?: { code?: string; message?: string } } };
+  if (e?.code === webApi.ErrorCode.RequestError) {
+    const o = e.original;
+    const inner = o?.cause?.code ?? o?.code ?? (o?.name === 'TimeoutError' || o?.name === 'AbortError' ? 'timeout' : undefined) ?? o?.cause?.message ?? o?.message;
+    return inner ? `network error ${inner}` : 'network error';
+  }
+  return slackErrorCode(err);
+}
+
 /** Tracks promises of work done after an ack or a poll. */
 class Tasks {
   private readonly pending = new Set<Promise<unknown>>();
@@ -140,8 +161,9 @@ class Tasks {
 
 /**
  * Starts the Slack integration for `tokenwatch serve` (called when `config.slack.enabled`).
- * @throws Error when Slack is not enabled, a secret is missing, the bot token is rejected (`auth.test`), or the
- *   HTTP port is taken.
+ * @throws Error when Slack is not enabled, a secret is missing, the bot token is rejected (`auth.test` answers an
+ *   error such as `invalid_auth`), or the HTTP port is taken; {@link IntegrationUnavailableError} when Slack cannot
+ *   be reached (network error, timeout, HTTP 5xx, rate limit): serve then retries in the background.
  */
 export function startSlack(ctx: ServeContext): Promise<Integration> {
   return startSlackWith(ctx);
@@ -164,17 +186,39 @@ export async function startSlackWith(ctx: ServeContext, opts: SlackOptions = {})
     logger: bolt,
   };
 
+  const apiShown = maskUrl(cfg.apiUrl ?? 'https://slack.com/api/');
+  if (cfg.apiUrl && /^[a-z][a-z0-9+.-]*:\/\/[^/]*@/i.test(cfg.apiUrl)) {
+    // fetch (under WebClient) refuses URLs with credentials, so this can never work; say so instead of retrying.
+    throw new Error(
+      `slack.apiUrl ${apiShown} contains user:password@, which the Slack Web API client cannot send (fetch refuses URLs with credentials): remove them; for an authenticating proxy, configure the proxy outside the URL`,
+    );
+  }
   let auth: { user_id?: string; bot_id?: string; user?: string; team?: string };
   try {
-    auth = await new webApi.WebClient(cfg.botToken, { ...clientOptions }).auth.test();
+    // No retries here: serve retries an unreachable Slack in the background while polling goes on.
+    auth = await new webApi.WebClient(cfg.botToken, { ...clientOptions, retryConfig: { retries: 0 }, timeout: opts.authTimeoutMs ?? 10_000 }).auth.test();
   } catch (err) {
-    throw new Error(`Slack rejected the bot token (auth.test: ${slackErrorCode(err)}): check SLACK_BOT_TOKEN${cfg.apiUrl ? ` and slack.apiUrl ${cfg.apiUrl}` : ''}`, { cause: err });
+    const code = slackErrorCode(err);
+    if ((err as { code?: string }).code === webApi.ErrorCode.PlatformError) {
+      throw new Error(`Slack rejected the bot token (auth.test: ${code}): check SLACK_BOT_TOKEN${cfg.apiUrl ? ` and slack.apiUrl ${apiShown}` : ''}`, { cause: err });
+    }
+    throw new IntegrationUnavailableError(
+      `cannot reach Slack at ${apiShown} (auth.test: ${networkCause(err)}); polling and findings go on without Slack and alerts are posted once it answers`,
+      { cause: err },
+    );
   }
 
+  const slackHost = opts.host ?? cfg.host;
   const receiver =
     cfg.mode === 'http'
-      ? new HTTPReceiver({ signingSecret: cfg.signingSecret!, endpoints: '/slack/events', port: cfg.port, logger: bolt, processBeforeResponse: false })
-      : new SocketModeReceiver({ appToken: cfg.appToken!, logger: bolt, ...(opts.socketClientPingTimeoutMs ? { clientPingTimeout: opts.socketClientPingTimeoutMs } : {}), installerOptions: { clientOptions: { ...(cfg.apiUrl ? { slackApiUrl: cfg.apiUrl } : {}) } } });
+      ? new HTTPReceiver({ signingSecret: cfg.signingSecret!, endpoints: '/slack/events', port: cfg.port, logger: bolt, processBeforeResponse: false, customPropertiesExtractor: (req) => httpReplayProperties(req) })
+      : new SocketModeReceiver({
+          appToken: cfg.appToken!,
+          logger: bolt,
+          ...(opts.socketClientPingTimeoutMs ? { clientPingTimeout: opts.socketClientPingTimeoutMs } : {}),
+          installerOptions: { clientOptions: { ...(cfg.apiUrl ? { slackApiUrl: cfg.apiUrl } : {}) } },
+          customPropertiesExtractor: (args) => socketReplayProperties(args as { envelope_id?: string; body?: unknown }),
+        });
   const app = new App({
     token: cfg.botToken,
     ...(auth.bot_id ? { botId: auth.bot_id } : {}),
@@ -200,7 +244,7 @@ export async function startSlackWith(ctx: ServeContext, opts: SlackOptions = {})
   const channels = new ChannelMap(config);
   const api = new SlackApi({ client: app.client, logger: log, metrics, channelIntervalMs: opts.channelIntervalMs ?? 1000, clustersOf: (ch) => channels.clustersPostingTo(ch) });
   const ids = new ButtonIds(cfg.botToken, store);
-  const directory = new Directory(api, { logger: log });
+  const directory = new Directory(api, { logger: log, ...(opts.approverGroupsMaxStaleMs !== undefined ? { maxStaleMs: opts.approverGroupsMaxStaleMs } : {}) });
   const policyFor = (cluster: string) => {
     const c = clusters.get(cluster)?.config;
     return c ? approvalPolicyFor(c, config) : undefined;
@@ -252,6 +296,8 @@ export async function startSlackWith(ctx: ServeContext, opts: SlackOptions = {})
     }
   };
   const command = new TokensCommand({ store, api, notifier, channels, clusters, runNow, clock, logger: log });
+  // Before every listener: a replayed HTTP request or a redelivered envelope is acknowledged and dropped (replay.ts).
+  app.use(replayGuard({ store, logger: log, metrics, ...(opts.wallClock ? { now: opts.wallClock } : {}) }));
   registerListeners(app, { command, flow, api, logger: log, track });
 
   const report = async (r: VerificationReport): Promise<void> => {
@@ -282,11 +328,11 @@ export async function startSlackWith(ctx: ServeContext, opts: SlackOptions = {})
   let eventsUrl: string | undefined;
   let watchdog: SocketWatchdog | undefined;
   if (receiver instanceof HTTPReceiver) {
-    const server = (await app.start({ port: cfg.port, ...(opts.host ? { host: opts.host } : {}) })) as Server;
+    const server = (await app.start({ port: cfg.port, host: slackHost })) as Server;
     const addr = server.address() as AddressInfo;
-    const host = opts.host ?? '127.0.0.1';
-    eventsUrl = `http://${host.includes(':') ? `[${host}]` : host}:${addr.port}/slack/events`;
-    log.info({ port: addr.port, bot: auth.user, team: auth.team }, 'Slack HTTP receiver listening on /slack/events');
+    const shown = slackHost === '0.0.0.0' || slackHost === '::' ? '127.0.0.1' : slackHost;
+    eventsUrl = `http://${shown.includes(':') ? `[${shown}]` : shown}:${addr.port}/slack/events`;
+    log.info({ host: slackHost, port: addr.port, bot: auth.user, team: auth.team }, 'Slack HTTP receiver listening on /slack/events');
   } else {
     watchdog = new SocketWatchdog(receiver.client, { logger: log, metrics, ...(opts.watchdog ?? {}) });
     watchdog.start();
@@ -311,9 +357,19 @@ export async function startSlackWith(ctx: ServeContext, opts: SlackOptions = {})
   }, opts.pickupIntervalMs ?? 2000);
   pickupTimer.unref();
   await flow.pickUp();
+  // Alerts of findings stored while Slack was unreachable (or before a restart) and never posted: post them now
+  // rather than at the next poll. Only the leader posts alerts (HA).
+  for (const name of ctx.isLeader() ? clusters.keys() : []) {
+    if (channels.channelOf(name) === undefined) continue;
+    const pending = store.listFindings(name, { status: ['open'] }).filter((f) => store.getMessageRef(f.finding.id) === undefined);
+    if (pending.length === 0) continue;
+    log.info({ cluster: name, alerts: pending.length }, 'posting alerts found while Slack was not connected');
+    void track(notifier.onFindings(name, pending.map((f) => f.finding), [])).catch((err: unknown) => log.error({ err, cluster: name }, 'posting pending alerts failed'));
+  }
 
   return {
     name: 'slack',
+    state: () => (watchdog ? (watchdog.isConnected ? 'connected' : 'disconnected') : 'ok'),
     ...(eventsUrl ? { eventsUrl } : {}),
     ...(watchdog ? { watchdog } : {}),
     idle: async () => {

@@ -2,7 +2,9 @@
  * Slack user-group membership for the approval policy: which of the policy's user groups (`S…`) a user belongs to,
  * and the users an approver list names once its groups are expanded. Members come from `usergroups.users.list`
  * (scope `usergroups:read`, api.slack.com/methods/usergroups.users.list), cached for `ttlMs` (default 5 min).
- * When Slack cannot be asked, the last known members are used; with none, the group counts as empty (fail closed).
+ * When Slack cannot be asked, the last known members are used for at most `maxStaleMs` after they were read
+ * (default 15 min, so a short Slack outage does not block approvals); after that, or with none known, the group
+ * counts as empty (fail closed: someone removed from the group must not keep approving while the call fails).
  */
 import type { Logger } from '../observability/logger.js';
 import { resolveMembers, SLACK_GROUP_ID } from '../approvals/index.js';
@@ -13,6 +15,8 @@ export interface DirectoryOptions {
   logger: Logger;
   /** Cache lifetime of a group's members, ms (default 300,000). */
   ttlMs?: number;
+  /** How long after their last successful read members are still used when Slack cannot be asked, ms (default 900,000). */
+  maxStaleMs?: number;
   /** Wall clock, epoch ms. */
   now?: () => number;
 }
@@ -22,6 +26,7 @@ export class Directory {
   private readonly cache = new Map<string, { members: string[]; at: number }>();
   private readonly inflight = new Map<string, Promise<string[]>>();
   private readonly ttl: number;
+  private readonly maxStale: number;
   private readonly now: () => number;
 
   constructor(
@@ -29,6 +34,7 @@ export class Directory {
     private readonly opts: DirectoryOptions,
   ) {
     this.ttl = opts.ttlMs ?? 300_000;
+    this.maxStale = Math.max(this.ttl, opts.maxStaleMs ?? 900_000);
     this.now = opts.now ?? Date.now;
   }
 
@@ -45,8 +51,13 @@ export class Directory {
           return members;
         })
         .catch((err: unknown) => {
-          this.opts.logger.warn({ err, group: groupId }, `cannot read the members of Slack user group ${groupId} (usergroups:read scope?); using ${hit ? 'the last known members' : 'none'}`);
-          return hit?.members ?? [];
+          const last = this.cache.get(groupId);
+          const usable = last !== undefined && this.now() - last.at < this.maxStale;
+          this.opts.logger.warn(
+            { err, group: groupId, lastReadAgeMs: last ? this.now() - last.at : undefined },
+            `cannot read the members of Slack user group ${groupId} (usergroups:read scope?); ${usable ? 'using the last known members' : last ? 'the last known members are too old: nobody in this group may approve until Slack answers' : 'nobody in this group may approve until Slack answers'}`,
+          );
+          return usable ? last.members : [];
         })
         .finally(() => this.inflight.delete(groupId));
       this.inflight.set(groupId, p);

@@ -5,7 +5,9 @@
  * (`clientPingTimeout`), and reconnects on close. Users still report sockets that stay down or silent after a
  * disconnect (slackapi/bolt-js#1906, node-slack-sdk#1652: `slack_socket_mode_no_reply_received_error`, no events for
  * hours). The watchdog follows the client's state events (`connecting`, `connected`, `reconnecting`,
- * `disconnecting`, `disconnected`), sets `tokenwatch_slack_socket_connected`, and when the socket has not been
+ * `disconnecting`, `disconnected`) and the WebSocket's `close` (emitted at once when the socket closes; 3.1.0
+ * emits `reconnecting` only after its reconnect delay, 5 s or more later), sets `tokenwatch_slack_socket_connected`,
+ * and when the socket has not been
  * connected for `staleMs` it restarts it (`disconnect()` then `start()`), logging why.
  */
 import type { Logger } from '../observability/logger.js';
@@ -14,6 +16,8 @@ import type { Metrics } from '../observability/metrics.js';
 /** The part of `SocketModeClient` the watchdog needs. */
 export interface SocketLike {
   on(event: string, listener: (...args: unknown[]) => void): unknown;
+  /** The client's current WebSocket; a `close` of an old socket while a new one is active is ignored. */
+  websocket?: { isActive(): boolean } | null;
   start(): Promise<unknown>;
   disconnect(): Promise<void>;
 }
@@ -30,7 +34,7 @@ export interface WatchdogOptions {
   now?: () => number;
 }
 
-const DOWN_STATES = ['connecting', 'reconnecting', 'disconnecting', 'disconnected'];
+const DOWN_STATES = ['close', 'connecting', 'reconnecting', 'disconnecting', 'disconnected'];
 
 /** See the module docstring. */
 export class SocketWatchdog {
@@ -57,6 +61,7 @@ export class SocketWatchdog {
     });
     for (const state of DOWN_STATES) {
       client.on(state, () => {
+        if (state === 'close' && client.websocket?.isActive()) return;
         if (this.connected) {
           opts.logger.warn({ state }, 'Slack Socket Mode connection lost; the client reconnects');
           this.since = this.now();

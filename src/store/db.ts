@@ -148,12 +148,18 @@ function isConstraint(err: unknown, code: string): boolean {
  */
 export function openStore(path: string, opts: StoreOptions = {}): Store {
   const memory = path === ':memory:';
-  if (!memory) mkdirSync(dirname(path), { recursive: true });
+  if (!memory) {
+    try {
+      mkdirSync(dirname(path), { recursive: true });
+    } catch (err) {
+      throw new StoreError(`cannot open store ${path}: cannot create its directory ${dirname(path)} (${(err as Error).message})${accessHint()}`, { cause: err });
+    }
+  }
   let db: Database.Database;
   try {
     db = new Database(path, { timeout: opts.busyTimeoutMs ?? 5000 });
   } catch (err) {
-    throw new StoreError(`cannot open store ${path}: ${(err as Error).message}`, { cause: err });
+    throw new StoreError(`cannot open store ${path}: ${explainSqliteError(err)}${accessHint()}`, { cause: err });
   }
   try {
     if (!memory) db.pragma('journal_mode = WAL');
@@ -167,8 +173,31 @@ export function openStore(path: string, opts: StoreOptions = {}): Store {
     if (err instanceof Database.SqliteError && (err.code === 'SQLITE_NOTADB' || err.code === 'SQLITE_CORRUPT')) {
       throw new StoreError(`cannot open store ${path}: not a tokenwatch SQLite database (${err.message})`, { cause: err });
     }
+    if (err instanceof Database.SqliteError) {
+      throw new StoreError(`cannot open store ${path}: ${explainSqliteError(err)}${accessHint()}`, { cause: err });
+    }
     throw err;
   }
+}
+
+/** Why SQLite could not open or write the store, in words (the SQLite message and code kept in parentheses). */
+function explainSqliteError(err: unknown): string {
+  const e = err as { code?: string; message?: string };
+  const raw = `${e.message ?? String(err)}${e.code ? `, ${e.code}` : ''}`;
+  if (e.code?.startsWith('SQLITE_READONLY')) {
+    return `the file or its directory is read-only (${raw}); tokenwatch writes the file and its -wal and -shm files next to it, so both must be writable and the volume not mounted read-only`;
+  }
+  if (e.code?.startsWith('SQLITE_CANTOPEN')) return `SQLite cannot open or create the file (${raw}); check that the directory exists and is writable`;
+  if (e.code === 'SQLITE_FULL') return `the disk is full (${raw})`;
+  if (e.code === 'SQLITE_BUSY') return `the file is locked by another process (${raw})`;
+  if (e.code === 'SQLITE_PERM' || e.code === 'SQLITE_AUTH') return `permission denied (${raw})`;
+  if (e.code?.startsWith('SQLITE_IOERR')) return `an I/O error (${raw})`;
+  return raw;
+}
+
+/** ` (running as uid N, gid M)` on POSIX: who needs the permissions. */
+function accessHint(): string {
+  return typeof process.getuid === 'function' ? ` (tokenwatch runs as uid ${process.getuid()}, gid ${process.getgid?.() ?? '?'})` : '';
 }
 
 /** Applies the missing steps, each in its own immediate transaction with the version bump; returns the version. */
@@ -196,6 +225,8 @@ function migrate(db: Database.Database, path: string, steps: readonly string[]):
 /** The store's SQL, prepared lazily (a statement on a table of a later migration fails only when used). */
 const SQL = {
   getCursor: 'SELECT cursor FROM cursors WHERE source_id = ?',
+  pruneSlackSeen: 'DELETE FROM slack_seen_requests WHERE expires_at <= ?',
+  insertSlackSeen: 'INSERT OR IGNORE INTO slack_seen_requests (key, seen_at, expires_at) VALUES (?, ?, ?)',
   setCursor: 'INSERT INTO cursors (source_id, cursor) VALUES (?, ?) ON CONFLICT (source_id) DO UPDATE SET cursor = excluded.cursor',
   markSeen: 'INSERT OR IGNORE INTO seen (cluster, audit_id, seen_at) VALUES (?, ?, ?)',
   pruneSeen: 'DELETE FROM seen WHERE cluster = ? AND seen_at < ?',
@@ -271,6 +302,17 @@ class SqliteStore implements Store {
 
   transaction<T>(fn: () => T): T {
     return this.db.transaction(fn).immediate();
+  }
+
+  // --- Slack replay cache
+
+  claimSlackRequest(keys: readonly string[], now: number, expiresAt: number): boolean {
+    return this.transaction(() => {
+      this.st('pruneSlackSeen').run(now);
+      let fresh = true;
+      for (const k of new Set(keys)) if (this.st('insertSlackSeen').run(k, now, expiresAt).changes === 0) fresh = false;
+      return fresh;
+    });
   }
 
   // --- cursors

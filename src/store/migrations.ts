@@ -122,8 +122,22 @@ CREATE INDEX action_log_by_cluster ON action_log (cluster, at);
 CREATE INDEX action_log_by_approval ON action_log (approval_id);
 `;
 
+/**
+ * Slack request keys already handled (HTTP: the request signature; Socket Mode: the envelope id and the payload's
+ * trigger/event id), shared by every replica so a replay or redelivery reaching another replica is caught too.
+ * Rows expire (`expires_at`, epoch ms) shortly after Slack's 5-minute signature window; see src/slack/replay.ts.
+ */
+export const V_SLACK_REPLAY_CACHE = `
+CREATE TABLE slack_seen_requests (
+  key          TEXT PRIMARY KEY,
+  seen_at      INTEGER NOT NULL,
+  expires_at   INTEGER NOT NULL
+) STRICT;
+CREATE INDEX slack_seen_requests_by_expiry ON slack_seen_requests (expires_at);
+`;
+
 /** All migration steps; the schema version is the number applied. */
-export const MIGRATIONS: readonly string[] = [V1, V2];
+export const MIGRATIONS: readonly string[] = [V1, V2, V_SLACK_REPLAY_CACHE];
 
 /** The schema version this build writes. */
 export const SCHEMA_VERSION = MIGRATIONS.length;

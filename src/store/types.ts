@@ -191,6 +191,14 @@ export interface Store {
   // --- source cursors
   /** The cursor last saved for a source, or undefined on the first poll. */
   getCursor(sourceId: string): string | undefined;
+  /**
+   * Claims Slack request keys (replay cache, see src/slack/replay.ts) atomically across replicas: deletes expired
+   * keys (`expires_at <= now`), then inserts each key with `expiresAt`.
+   * @param keys one request's keys (e.g. its envelope id and trigger id); all are recorded
+   * @param now epoch ms; @param expiresAt epoch ms
+   * @returns true when none of the keys was present (the request is new), false when any was (a replay)
+   */
+  claimSlackRequest(keys: readonly string[], now: number, expiresAt: number): boolean;
   /** Saves (replaces) a source's cursor. */
   setCursor(sourceId: string, cursor: string): void;
 

@@ -68,6 +68,7 @@ describe('parseConfig defaults', () => {
     expect(config.slack).toEqual({
       enabled: true,
       mode: 'socket',
+      host: '0.0.0.0',
       port: 3000,
       approvals: { expiresAfter: 1_800_000 },
       botToken: BOT,

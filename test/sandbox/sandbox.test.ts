@@ -3,6 +3,7 @@
  * Slack app in HTTP mode, page server), the page's JSON API sending signed commands and clicks, a second run that
  * continues from the saved state, and `reset`.
  */
+import { request as httpRequest } from 'node:http';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,6 +15,19 @@ const dataDir = mkdtempSync(join(tmpdir(), 'tokenwatch-sandbox-'));
 afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
 
 const FAST = { port: 0, speed: 600, pollEverySeconds: 1, dataDir, stepMs: 100, rolloutPollMs: 100, channelIntervalMs: 20, tickMs: 200 } as const;
+
+/** GET `path` with a chosen Host header (fetch cannot set it); resolves with the status code. */
+function statusWithHost(sb: SandboxHandle, path: string, host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const u = new URL(`${sb.url}${path}`);
+    const req = httpRequest({ host: u.hostname, port: u.port, path: `${u.pathname}${u.search}`, headers: { host } }, (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
 
 async function waitFor<T>(what: string, fn: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 15_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -99,6 +113,12 @@ describe('tokenwatch sandbox', () => {
       // Clicks on unknown messages and cross-origin posts are refused.
       expect((await post(sb, 'api/action', { user: 'U0REQUEST', ts: '1.000001', actionId: 'tw_details', value })).status).toBe(404);
       expect((await post(sb, 'api/command', { user: 'U0REQUEST', text: '/tokens help' }, { origin: 'https://evil.example' })).status).toBe(403);
+      // DNS rebinding: a name that resolves to 127.0.0.1 still sends its own Host header; only loopback names pass.
+      const port = new URL(sb.url).port;
+      expect(await statusWithHost(sb, 'api/state?user=U0REQUEST', `evil.example:${port}`)).toBe(421);
+      expect(await statusWithHost(sb, '', 'evil.example')).toBe(421);
+      expect(await statusWithHost(sb, 'api/state?user=U0REQUEST', `localhost:${port}`)).toBe(200);
+      expect(await statusWithHost(sb, 'api/state?user=U0REQUEST', `[::1]:${port}`)).toBe(200);
       expect((await post(sb, 'api/command', { user: 'U9NOBODY', text: '/tokens help' })).status).toBe(400);
 
       first = { tsByText: new Map(alerts.map((m) => [m.text.split(' — ')[0]!, m.ts])), messages: alerts.length };

@@ -1,148 +1,13 @@
 /**
  * Socket Mode end to end on loopback: the real Bolt `SocketModeReceiver` (@slack/socket-mode 3, undici WebSocket)
- * connects to a minimal Socket Mode server written here (RFC 6455 handshake and text/ping/pong/close frames; Slack's
- * envelope protocol: `hello`, envelopes with `envelope_id`, acks echoing it). `apps.connections.open` is answered by
- * a small front that forwards every other Web API method to the fake Slack (`src/fakes/slack.ts`).
+ * connects to the Socket Mode fake in `src/fakes/slack-socket.ts` (RFC 6455 handshake and text/ping/pong/close frames;
+ * Slack's envelope protocol: `hello`, envelopes with `envelope_id`, acks echoing it). `apps.connections.open` is
+ * answered by a small front that forwards every other Web API method to the fake Slack (`src/fakes/slack.ts`).
  */
-import { createHash } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { blockActionPayload, slashCommandBody, startFakeSlack, type FakeSlack } from '../../src/fakes/slack.js';
+import { blockActionPayload, slashCommandBody, startFakeSlack } from '../../src/fakes/slack.js';
+import { SocketModeServer, startApiFront } from '../../src/fakes/slack-socket.js';
 import { blockText, buttonValue, OPS, ONCALL, ONCALL_APPROVER, REQUESTER, startHarness, type Harness } from './harness.js';
-
-/** A minimal Socket Mode WebSocket server. */
-class SocketModeServer {
-  readonly server: Server;
-  readonly sockets: Socket[] = [];
-  /** Messages the client sent (parsed JSON), in order. */
-  readonly received: Array<Record<string, unknown>> = [];
-  connections = 0;
-  private listeners: Array<(m: Record<string, unknown>) => void> = [];
-
-  constructor() {
-    this.server = createServer((_req, res) => res.writeHead(404).end());
-    this.server.on('upgrade', (req: IncomingMessage, socket: Socket) => {
-      const key = String(req.headers['sec-websocket-key'] ?? '');
-      const accept = createHash('sha1').update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
-      socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`);
-      this.connections++;
-      this.sockets.push(socket);
-      let buf = Buffer.alloc(0);
-      socket.on('data', (chunk: Buffer) => {
-        buf = Buffer.concat([buf, chunk]);
-        for (;;) {
-          const frame = SocketModeServer.parse(buf);
-          if (!frame) break;
-          buf = buf.subarray(frame.size);
-          if (frame.opcode === 0x1) {
-            const msg = JSON.parse(frame.payload.toString('utf8')) as Record<string, unknown>;
-            this.received.push(msg);
-            for (const l of this.listeners) l(msg);
-          } else if (frame.opcode === 0x9) {
-            socket.write(SocketModeServer.frame(0xa, frame.payload));
-          } else if (frame.opcode === 0x8) {
-            socket.end(SocketModeServer.frame(0x8, frame.payload));
-          }
-        }
-      });
-      socket.on('error', () => undefined);
-      socket.write(SocketModeServer.frame(0x1, Buffer.from(JSON.stringify({ type: 'hello', num_connections: 1, connection_info: { app_id: 'A0FAKEAPP1' } }))));
-    });
-  }
-
-  /** Parses one masked client frame (RFC 6455 §5.2), or undefined when incomplete. */
-  static parse(b: Buffer): { opcode: number; payload: Buffer; size: number } | undefined {
-    if (b.length < 2) return undefined;
-    const opcode = b[0]! & 0x0f;
-    const masked = (b[1]! & 0x80) !== 0;
-    let len = b[1]! & 0x7f;
-    let off = 2;
-    if (len === 126) {
-      if (b.length < 4) return undefined;
-      len = b.readUInt16BE(2);
-      off = 4;
-    } else if (len === 127) {
-      if (b.length < 10) return undefined;
-      len = Number(b.readBigUInt64BE(2));
-      off = 10;
-    }
-    const maskOff = off;
-    if (masked) off += 4;
-    if (b.length < off + len) return undefined;
-    const payload = Buffer.from(b.subarray(off, off + len));
-    if (masked) for (let i = 0; i < len; i++) payload[i]! ^= b[maskOff + (i % 4)]!;
-    return { opcode, payload, size: off + len };
-  }
-
-  /** An unmasked server frame. */
-  static frame(opcode: number, payload: Buffer): Buffer {
-    const len = payload.length;
-    const head = len < 126 ? Buffer.from([0x80 | opcode, len]) : len < 65536 ? Buffer.from([0x80 | opcode, 126, len >> 8, len & 0xff]) : (() => {
-      const h = Buffer.alloc(10);
-      h[0] = 0x80 | opcode;
-      h[1] = 127;
-      h.writeBigUInt64BE(BigInt(len), 2);
-      return h;
-    })();
-    return Buffer.concat([head, payload]);
-  }
-
-  /** Sends an envelope on the latest connection and resolves with the client's ack (same envelope_id). */
-  send(envelope: Record<string, unknown>, ms = 20_000): Promise<{ ack: Record<string, unknown>; elapsedMs: number }> {
-    const t0 = performance.now();
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no ack for ${String(envelope.envelope_id)}`)), ms);
-      const l = (m: Record<string, unknown>) => {
-        if (m.envelope_id !== envelope.envelope_id) return;
-        clearTimeout(timer);
-        this.listeners = this.listeners.filter((x) => x !== l);
-        resolve({ ack: m, elapsedMs: performance.now() - t0 });
-      };
-      this.listeners.push(l);
-      this.sockets.at(-1)!.write(SocketModeServer.frame(0x1, Buffer.from(JSON.stringify(envelope))));
-    });
-  }
-
-  async listen(): Promise<number> {
-    await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', () => r()));
-    return (this.server.address() as AddressInfo).port;
-  }
-
-  async close(): Promise<void> {
-    for (const s of this.sockets) s.destroy();
-    await new Promise<void>((r) => this.server.close(() => r()));
-  }
-}
-
-/** A Web API front: answers apps.connections.open with the WebSocket URL, forwards the rest to the fake Slack. */
-async function startApiFront(fake: FakeSlack, wsUrl: string): Promise<{ url: string; opens: number; close(): Promise<void> }> {
-  const state = { opens: 0 };
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const method = (req.url ?? '').replace(/^\/api\//, '');
-      if (method === 'apps.connections.open') {
-        state.opens++;
-        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ok: true, url: wsUrl }));
-        return;
-      }
-      fetch(`${fake.apiUrl}${method}`, { method: 'POST', headers: { 'content-type': String(req.headers['content-type'] ?? ''), authorization: String(req.headers.authorization ?? '') }, body: Buffer.concat(chunks) }).then(
-        async (r) => res.writeHead(r.status, { 'content-type': 'application/json', ...(r.headers.get('retry-after') ? { 'retry-after': r.headers.get('retry-after')! } : {}) }).end(await r.text()),
-        () => res.writeHead(502).end(),
-      );
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/api/`,
-    get opens() {
-      return state.opens;
-    },
-    close: () => new Promise<void>((r) => server.close(() => r())),
-  };
-}
 
 async function waitFor(cond: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> {
   const end = Date.now() + ms;
@@ -212,5 +77,76 @@ describe('Socket Mode', () => {
     expect(front.opens).toBe(2);
     const again = await ws.send({ envelope_id: 'env-3', type: 'slash_commands', accepts_response_payload: true, payload: slashCommandBody({ text: 'help', user_id: REQUESTER, channel_id: OPS, response_url: fake.responseUrl({ channel: OPS, user: REQUESTER }) }) });
     expect(again.ack).toEqual({ envelope_id: 'env-3', payload: {} });
+  }, 30_000);
+});
+
+describe('Socket Mode redeliveries and connection state', () => {
+  it('an envelope delivered twice (same envelope_id, or the same payload with a later retry_attempt) is acked each time but handled once', async () => {
+    ws = new SocketModeServer();
+    const wsPort = await ws.listen();
+    const fake = await startFakeSlack({ channels: [{ id: OPS, name: 'ops' }], userGroups: { [ONCALL]: [ONCALL_APPROVER] } });
+    front = await startApiFront(fake, `ws://127.0.0.1:${wsPort}/link`);
+    h = await startHarness({
+      fakeSlack: fake,
+      tweak: (c) => {
+        c.clusters.splice(1);
+        c.slack!.mode = 'socket';
+        c.slack!.apiUrl = front!.url;
+        c.slack!.appToken = 'xapp-1-A0FAKEAPP1-1-test';
+      },
+    });
+    await waitFor(async () => (await h!.metrics.text()).includes('tokenwatch_slack_socket_connected 1'));
+    const alert = h.alert('kube-system', 'multus');
+    const payload = blockActionPayload({ user: ONCALL_APPROVER, actionId: 'tw_details', value: buttonValue(alert, 'tw_details'), channel: OPS, messageTs: alert.ts, responseUrl: fake.responseUrl({ channel: OPS, user: ONCALL_APPROVER, messageTs: alert.ts }) });
+    const details = () => fake.thread(OPS, alert.ts).filter((m) => blockText(m).includes('Details'));
+    const first = await ws.send({ envelope_id: 'env-dup', type: 'interactive', accepts_response_payload: false, payload });
+    expect(first.ack).toMatchObject({ envelope_id: 'env-dup' });
+    await h.bot.idle();
+    expect(details()).toHaveLength(1);
+    // Same envelope again.
+    const second = await ws.send({ envelope_id: 'env-dup', type: 'interactive', accepts_response_payload: false, payload });
+    expect(second.ack).toMatchObject({ envelope_id: 'env-dup' });
+    // Slack's retry of it: a new envelope id, the same payload, retry_attempt 1.
+    const retry = await ws.send({ envelope_id: 'env-dup-retry', type: 'interactive', accepts_response_payload: false, retry_attempt: 1, retry_reason: 'timeout', payload });
+    expect(retry.ack).toMatchObject({ envelope_id: 'env-dup-retry' });
+    await h.bot.idle();
+    expect(details()).toHaveLength(1);
+    expect(await h.metrics.text()).toContain('tokenwatch_slack_duplicate_requests_total{transport="socket"} 2');
+    // New envelopes with new payloads are handled: a slash command, twice.
+    for (const id of ['env-cmd-1', 'env-cmd-2']) {
+      await ws.send({ envelope_id: id, type: 'slash_commands', accepts_response_payload: true, payload: slashCommandBody({ text: 'help', user_id: REQUESTER, channel_id: OPS, trigger_id: `${id}.fake`, response_url: fake.responseUrl({ channel: OPS, user: REQUESTER }) }) });
+      await h.bot.idle();
+    }
+    expect(fake.ephemerals({ user: REQUESTER })).toHaveLength(2);
+    // And a redelivered slash command envelope does not answer twice.
+    await ws.send({ envelope_id: 'env-cmd-2', type: 'slash_commands', accepts_response_payload: true, retry_attempt: 1, payload: slashCommandBody({ text: 'help', user_id: REQUESTER, channel_id: OPS, trigger_id: 'env-cmd-2.fake', response_url: fake.responseUrl({ channel: OPS, user: REQUESTER }) }) });
+    await h.bot.idle();
+    expect(fake.ephemerals({ user: REQUESTER })).toHaveLength(2);
+    expect(await h.metrics.text()).toContain('tokenwatch_slack_duplicate_requests_total{transport="socket"} 3');
+  }, 30_000);
+
+  it('tokenwatch_slack_socket_connected drops to 0 when the socket closes, before the client starts reconnecting', async () => {
+    ws = new SocketModeServer();
+    const wsPort = await ws.listen();
+    const fake = await startFakeSlack({ channels: [{ id: OPS, name: 'ops' }], userGroups: { [ONCALL]: [ONCALL_APPROVER] } });
+    front = await startApiFront(fake, `ws://127.0.0.1:${wsPort}/link`);
+    h = await startHarness({
+      fakeSlack: fake,
+      // The client's reconnect delay (its ping timeout) is 20 s here: the gauge must not wait for it.
+      slack: { socketClientPingTimeoutMs: 20_000 },
+      tweak: (c) => {
+        c.clusters.splice(1);
+        c.slack!.mode = 'socket';
+        c.slack!.apiUrl = front!.url;
+        c.slack!.appToken = 'xapp-1-A0FAKEAPP1-1-test';
+      },
+    });
+    await waitFor(async () => (await h!.metrics.text()).includes('tokenwatch_slack_socket_connected 1'));
+    expect(h.serve.readiness().integrations).toEqual({ slack: 'connected' });
+    ws.sockets.at(-1)!.destroy();
+    await waitFor(async () => (await h!.metrics.text()).includes('tokenwatch_slack_socket_connected 0'), 10_000);
+    expect(front.opens).toBe(1); // no reconnect attempt yet
+    expect(h.bot.watchdog!.isConnected).toBe(false);
+    expect(h.serve.readiness().integrations).toEqual({ slack: 'disconnected' });
   }, 30_000);
 });

@@ -1,4 +1,5 @@
-import { existsSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -22,19 +23,19 @@ describe('openStore', () => {
     const store = track(openStore(path));
     expect(existsSync(path)).toBe(true);
     expect(store.path).toBe(path);
-    expect(store.schemaVersion).toBe(2);
-    expect(SCHEMA_VERSION).toBe(2);
+    expect(store.schemaVersion).toBe(SCHEMA_VERSION);
+    expect(SCHEMA_VERSION).toBe(MIGRATIONS.length);
     store.setCursor('s', 'c');
     expect(existsSync(`${path}-wal`)).toBe(true);
     const raw = new Database(path, { readonly: true });
     expect(raw.pragma('journal_mode', { simple: true })).toBe('wal');
-    expect(raw.pragma('user_version', { simple: true })).toBe(2);
+    expect(raw.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
     expect(
       raw
         .prepare<[], { name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
         .all()
         .map((r) => r.name),
-    ).toEqual(['action_log', 'approvals', 'cursors', 'findings', 'message_refs', 'poll_runs', 'seen', 'token_records', 'votes']);
+    ).toEqual(['action_log', 'approvals', 'cursors', 'findings', 'message_refs', 'poll_runs', 'seen', 'slack_seen_requests', 'token_records', 'votes']);
     raw.close();
   });
 
@@ -58,7 +59,7 @@ describe('openStore', () => {
     raw.close();
 
     const store = track(openStore(path));
-    expect(store.schemaVersion).toBe(2);
+    expect(store.schemaVersion).toBe(SCHEMA_VERSION);
     expect(store.getCursor('file:/a.log')).toBe('{"ino":1,"pos":10}');
     expect(store.getFinding('f-multus')?.finding).toEqual(finding());
     expect(store.listTokenRecords('prod')).toEqual([staleRecord()]);
@@ -69,21 +70,21 @@ describe('openStore', () => {
   it('migrates an empty file (version 0)', () => {
     const path = join(tempDir(), 'empty.db');
     new Database(path).close();
-    expect(track(openStore(path)).schemaVersion).toBe(2);
+    expect(track(openStore(path)).schemaVersion).toBe(SCHEMA_VERSION);
   });
 
   it('refuses a database newer than it knows, and leaves it untouched', () => {
     const path = join(tempDir(), 'new.db');
     const raw = new Database(path);
-    raw.pragma('user_version = 3');
+    raw.pragma(`user_version = ${SCHEMA_VERSION + 1}`);
     raw.close();
     expect(() => openStore(path)).toThrow(
       new StoreError(
-        `store ${path} has schema version 3, newer than this tokenwatch supports (2); upgrade tokenwatch or point store.path at another file`,
+        `store ${path} has schema version ${SCHEMA_VERSION + 1}, newer than this tokenwatch supports (${SCHEMA_VERSION}); upgrade tokenwatch or point store.path at another file`,
       ),
     );
     const again = new Database(path);
-    expect(again.pragma('user_version', { simple: true })).toBe(3);
+    expect(again.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION + 1);
     expect(again.prepare("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table'").get()).toEqual({ n: 0 });
     again.close();
   });
@@ -103,7 +104,7 @@ describe('openStore', () => {
     expect(b.getCursor('x')).toBe('1');
     a.close();
     a.close();
-    expect(b.schemaVersion).toBe(2);
+    expect(b.schemaVersion).toBe(SCHEMA_VERSION);
   });
 });
 
@@ -131,5 +132,45 @@ describe('reopen', () => {
     expect(s2.lastPollRuns()).toMatchObject([{ cluster: 'prod', events: 7, tokenUses: 2, lastSuccessAt: T0 + 1000 }]);
     expect(s2.getApproval('appr-1')).toEqual({ ...approval(), message: null });
     expect(s2.listActions('prod')).toHaveLength(1);
+  });
+});
+
+describe('openStore errors name the file and the reason', () => {
+  it('a directory in the way of the file: cannot open or create it', () => {
+    const path = join(tempDir(), 'is-a-dir.db');
+    mkdirSync(path);
+    expect(() => openStore(path)).toThrow(StoreError);
+    expect(() => openStore(path)).toThrow(new RegExp(`^cannot open store ${path}: SQLite cannot open or create the file \\(unable to open database file, SQLITE_CANTOPEN\\); check that the directory exists and is writable`));
+  });
+
+  it('a file where its directory should be: cannot create the directory', () => {
+    const base = tempDir();
+    writeFileSync(join(base, 'plain-file'), 'x');
+    const path = join(base, 'plain-file', 'tw.db');
+    expect(() => openStore(path)).toThrow(new RegExp(`^cannot open store ${path}: cannot create its directory ${join(base, 'plain-file')} \\(.*(EEXIST|ENOTDIR).*\\)`));
+  });
+
+  // Permissions do not bind root (the CI container runs as root): there, the opening runs in a child process as
+  // nobody (uid 65534).
+  it('a read-only file and directory: says read-only, and what must be writable', () => {
+    const dir = tempDir();
+    const path = join(dir, 'ro.db');
+    openStore(path).close();
+    chmodSync(dir, 0o555);
+    chmodSync(path, 0o444);
+    const expected = /cannot open store .*ro\.db: the file or its directory is read-only \(.*SQLITE_READONLY.*\); tokenwatch writes the file and its -wal and -shm files next to it/;
+    try {
+      if (process.getuid?.() === 0) {
+        const script = `import('${join(process.cwd(), 'src/store/db.ts')}').then((m) => { try { m.openStore(${JSON.stringify(path)}); console.log('opened'); } catch (e) { console.log(e.message); } });`;
+        const r = spawnSync(process.execPath, ['--import', 'tsx', '-e', script], { uid: 65534, gid: 65534, encoding: 'utf8', cwd: process.cwd(), timeout: 60_000 });
+        expect(r.stdout).toMatch(expected);
+        expect(r.stdout).toContain('tokenwatch runs as uid 65534');
+      } else {
+        expect(() => openStore(path)).toThrow(expected);
+      }
+    } finally {
+      chmodSync(dir, 0o755);
+      chmodSync(path, 0o644);
+    }
   });
 });

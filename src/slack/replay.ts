@@ -1,0 +1,121 @@
+/**
+ * Replay and redelivery protection for Slack requests, shared by every replica through the store.
+ *
+ * - **HTTP mode.** Bolt's `HTTPReceiver` accepts a correctly signed request whose `x-slack-request-timestamp` is at
+ *   most 5 minutes old (bolt-js `src/receivers/verify-request.ts`), so a byte-identical request captured on the way
+ *   (a proxy log, a mirrored port) would run again within that window. Each verified request's signature
+ *   (`x-slack-signature`, an HMAC-SHA256 over timestamp and body) is claimed in the store; a second request with the
+ *   same signature is acknowledged (HTTP 200, empty) and not handled. Keys live until 6 minutes after the later of
+ *   the request timestamp and its arrival (the 5-minute window plus 1 minute of clock skew), then Bolt itself
+ *   rejects the request.
+ * - **Socket Mode.** Slack redelivers an envelope it thinks was not acknowledged (same `envelope_id`, or the same
+ *   payload with a higher `retry_attempt`; api.slack.com/apis/socket-mode). Each envelope's id and the SHA-256 of
+ *   its payload are claimed; a redelivery is acknowledged and not handled again. Keys live 15 minutes.
+ *
+ * The check is a global Bolt middleware, so it runs before any listener (slash command, button, view). Keys are
+ * claimed when the request arrives: a request whose handling then failed is not run again by a redelivery (the
+ * user clicks again, which is a new request).
+ */
+import { createHash } from 'node:crypto';
+import type { AnyMiddlewareArgs, Middleware } from '@slack/bolt';
+import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
+import type { Store } from '../store/index.js';
+
+/** Bolt's signature window: requests with an older timestamp are refused by Bolt itself (verify-request.ts). */
+export const SLACK_SIGNATURE_WINDOW_MS = 5 * 60_000;
+/** Allowed clock difference between Slack and this host when keeping HTTP keys. */
+export const CLOCK_SKEW_MS = 60_000;
+/** How long Socket Mode envelope keys are kept, ms. */
+export const SOCKET_KEY_TTL_MS = 15 * 60_000;
+
+/** Context property carrying the request's replay keys (set by the receivers' `customPropertiesExtractor`). */
+const KEYS_PROP = 'twReplayKeys';
+/** Context property: HTTP request timestamp, epoch seconds. */
+const TS_PROP = 'twRequestTimestampSec';
+/** Context property: transport. */
+const TRANSPORT_PROP = 'twTransport';
+
+/** The headers part of Bolt's buffered HTTP request. */
+interface RequestLike {
+  headers: Record<string, string | string[] | undefined>;
+}
+
+/**
+ * `customPropertiesExtractor` for Bolt's `HTTPReceiver` (called after the signature was verified): the signature as
+ * replay key, and the request timestamp.
+ */
+export function httpReplayProperties(req: RequestLike): Record<string, unknown> {
+  const one = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
+  const sig = one(req.headers['x-slack-signature']);
+  const ts = Number(one(req.headers['x-slack-request-timestamp']));
+  return { [KEYS_PROP]: sig ? [`http-sig:${sig}`] : [], [TS_PROP]: Number.isFinite(ts) ? ts : undefined, [TRANSPORT_PROP]: 'http' };
+}
+
+/** What `@slack/socket-mode` emits as `slack_event` (the part used here). */
+interface SocketEventLike {
+  envelope_id?: string;
+  body?: unknown;
+}
+
+/** `customPropertiesExtractor` for Bolt's `SocketModeReceiver`: the envelope id and the payload hash as keys. */
+export function socketReplayProperties(args: SocketEventLike): Record<string, unknown> {
+  const keys: string[] = [];
+  if (args.envelope_id) keys.push(`socket-env:${args.envelope_id}`);
+  if (args.body !== undefined) keys.push(`socket-payload:${createHash('sha256').update(JSON.stringify(args.body)).digest('hex')}`);
+  return { [KEYS_PROP]: keys, [TRANSPORT_PROP]: 'socket' };
+}
+
+/** Dependencies of {@link replayGuard}. */
+export interface ReplayGuardDeps {
+  store: Pick<Store, 'claimSlackRequest'>;
+  logger: Logger;
+  metrics?: Metrics;
+  /** Wall clock, epoch ms: the clock Bolt checks request timestamps against (default `Date.now`). */
+  now?: () => number;
+}
+
+/**
+ * The global middleware: claims the request's keys in the store; a replay/redelivery is acknowledged and dropped
+ * (logged at warn, counted in `tokenwatch_slack_duplicate_requests_total`). Requests without keys pass. A store
+ * failure lets the request through (logged): the approval state machine still refuses double decisions.
+ */
+export function replayGuard(deps: ReplayGuardDeps): Middleware<AnyMiddlewareArgs> {
+  const now = deps.now ?? Date.now;
+  return async (args) => {
+    const context = args.context as Record<string, unknown>;
+    const keys = context[KEYS_PROP];
+    if (!Array.isArray(keys) || keys.length === 0) {
+      await args.next();
+      return;
+    }
+    const transport = context[TRANSPORT_PROP] === 'http' ? 'http' : 'socket';
+    const t = now();
+    const tsMs = typeof context[TS_PROP] === 'number' ? (context[TS_PROP] as number) * 1000 : t;
+    const expiresAt = transport === 'http' ? Math.max(t, tsMs) + SLACK_SIGNATURE_WINDOW_MS + CLOCK_SKEW_MS : t + SOCKET_KEY_TTL_MS;
+    let fresh = true;
+    try {
+      fresh = deps.store.claimSlackRequest(keys as string[], t, expiresAt);
+    } catch (err) {
+      deps.logger.error({ err }, 'the Slack replay cache is unavailable (store error); handling the request anyway');
+    }
+    if (!fresh) {
+      deps.metrics?.slackDuplicates.inc({ transport });
+      deps.logger.warn(
+        { transport, body: describe(args.body) },
+        transport === 'http' ? 'replayed Slack request (same signature) acknowledged and not handled again' : 'redelivered Socket Mode envelope acknowledged and not handled again',
+      );
+      const ack = (args as { ack?: () => Promise<void> }).ack;
+      if (ack) await ack();
+      return;
+    }
+    await args.next();
+  };
+}
+
+/** A short, non-secret description of a request body for the log. */
+function describe(body: unknown): Record<string, unknown> {
+  const b = (body ?? {}) as Record<string, unknown>;
+  const user = (b.user as { id?: string } | undefined)?.id ?? b.user_id;
+  return { type: b.type ?? (b.command ? 'slash_command' : undefined), command: b.command, user };
+}
