@@ -21,6 +21,8 @@ import type { Metrics } from '../observability/metrics.js';
 import { aggregateToTokenUses, isTokenUseAggregateText, parseTokenUseAggregate } from '../sources/insights.js';
 import { emptyStats, type AuditSource, type SourceStats } from '../sources/types.js';
 import type { FindingChange, Store } from '../store/index.js';
+import type { TokenMetricsMonitor } from '../metrics/live.js';
+import { compareFindings } from '../findings/build.js';
 
 /** Health of a cluster's last poll, for `/tokens status` and `/readyz`. */
 export interface PollHealth {
@@ -33,6 +35,8 @@ export interface PollHealth {
   lastError?: string;
   /** Cluster-state problem of the last poll (e.g. a forbidden verb), if any. */
   stateError?: string;
+  /** Why the last API-server `/metrics` read failed, if it did (issue 13). */
+  metricsError?: string;
 }
 
 /** Result of {@link ClusterPoller.pollOnce}. Times are epoch ms UTC. */
@@ -68,6 +72,8 @@ export interface PollerDeps {
   clock?: () => number;
   /** How long seen auditIDs are kept, ms: at least the source's overlap window. Default 2 h. */
   seenRetentionMs?: number;
+  /** API-server token metrics (issue 13); absent without Kubernetes access. */
+  tokenMetrics?: TokenMetricsMonitor;
   /** Called after each successful poll with the fresh findings (Slack notifier, verification). */
   onFindings?: (findings: Finding[], outcome: PollOutcome) => Promise<void>;
 }
@@ -163,13 +169,22 @@ export class ClusterPoller {
         state: this.deps.state,
         thresholds: { criticalSeconds: cluster.thresholds.criticalDays * 86_400, warningSeconds: cluster.thresholds.warningDays * 86_400 },
       });
+      let metricsError: string | undefined;
+      if (this.deps.tokenMetrics) {
+        const m = await this.deps.tokenMetrics.poll(findings, now, signal);
+        metricsError = m.error;
+        if (m.findings.length) {
+          findings.push(...m.findings);
+          findings.sort(compareFindings);
+        }
+      }
       outcome.changes = store.saveFindings(cluster.name, findings, now);
       outcome.findings = findings;
       const stateProblem = findings.find((f) => f.clusterState && !('none' in cluster.kubernetes))?.clusterState;
       this.updateGauges(findings, now);
       outcome.endedAt = this.clock();
       store.finishPollRun(runId, { endedAt: outcome.endedAt, events: outcome.records, tokenUses: outcome.newUses });
-      this.healthState = { ...this.healthState, status: 'ok', lastPollAt: startedAt, lastSuccessAt: startedAt, lastError: undefined, stateError: stateProblem };
+      this.healthState = { ...this.healthState, status: 'ok', lastPollAt: startedAt, lastSuccessAt: startedAt, lastError: undefined, stateError: stateProblem, metricsError };
       metrics?.polls.inc({ cluster: cluster.name, outcome: 'ok' });
       log.info(
         { records: outcome.records, newUses: outcome.newUses, duplicates: outcome.duplicates, malformed: outcome.malformed, requests: sourceStats.requests, findings: findings.length },

@@ -122,8 +122,24 @@ CREATE INDEX action_log_by_cluster ON action_log (cluster, at);
 CREATE INDEX action_log_by_approval ON action_log (approval_id);
 `;
 
+/**
+ * API-server token metrics (issue 13): one row per `/metrics` scrape, keyed by the API-server process
+ * (`process_start_time_seconds` in epoch ms), so rates are computed only between scrapes of one process.
+ * `counters` is a JSON object of the `serviceaccount_*` counters (`TokenCounters`).
+ */
+const V_APISERVER_TOKEN_METRICS = `
+CREATE TABLE token_metric_samples (
+  cluster        TEXT NOT NULL,
+  process_start  INTEGER NOT NULL,
+  scraped_at     INTEGER NOT NULL,
+  counters       TEXT NOT NULL,
+  PRIMARY KEY (cluster, process_start, scraped_at)
+) STRICT;
+CREATE INDEX token_metric_samples_by_time ON token_metric_samples (cluster, scraped_at);
+`;
+
 /** All migration steps; the schema version is the number applied. */
-export const MIGRATIONS: readonly string[] = [V1, V2];
+export const MIGRATIONS: readonly string[] = [V1, V2, V_APISERVER_TOKEN_METRICS];
 
 /** The schema version this build writes. */
 export const SCHEMA_VERSION = MIGRATIONS.length;
