@@ -11,13 +11,16 @@ import type { MaxTokenAge, Severity } from '../../findings/types.js';
 import type { ScanResult } from '../../scan/run.js';
 import { atOrAbove, isoSeconds, renderScanTable, shouldUseColor } from '../format.js';
 import { parseClusterName, parseMaxTokenAgeFlag, parseNow } from '../options.js';
+import { UsageError } from '../program.js';
 
 /** Cluster name used when `--cluster` is not given. */
 export const DEFAULT_CLUSTER = 'default';
 
 /** Parsed `scan` options, as commander hands them to the action. */
 interface ScanFlags {
-  auditLog: string[];
+  auditLog?: string[];
+  /** `--metrics FILE` (issue 13). */
+  metrics?: string;
   cluster: string;
   clusterSnapshot?: string;
   maxTokenAge: MaxTokenAge;
@@ -36,9 +39,13 @@ export function register(program: Command): void {
   program
     .command('scan')
     .description('Scan API-server audit logs for stale, legacy and unauthorized ServiceAccount token use.')
-    .requiredOption(
+    .option(
       '--audit-log <file...>',
-      'audit log files: JSON lines (plain or .gz), `aws logs filter-log-events` output, Logs Insights export (JSON or CSV); repeatable',
+      'audit log files: JSON lines (plain or .gz), `aws logs filter-log-events` output, Logs Insights export (JSON or CSV); repeatable (required unless --metrics is given)',
+    )
+    .option(
+      '--metrics <file>',
+      'saved API-server metrics (`kubectl get --raw /metrics > FILE`): token-use totals since that API-server process started and their average rate as of --now',
     )
     .addOption(
       new Option('--cluster <name>', 'cluster name put on findings').default(DEFAULT_CLUSTER).argParser(parseClusterName),
@@ -77,17 +84,22 @@ Exit codes: 0 success, 1 a finding at or above --fail-on exists, 2 bad arguments
 Examples:
   tokenwatch scan --audit-log /var/log/kubernetes/audit.log*
   tokenwatch scan --audit-log events.json --cluster prod-eks --cluster-snapshot state.json --fail-on warning
-  tokenwatch scan --audit-log audit.log.gz --format json --now 2026-11-20T12:00:00Z`,
+  tokenwatch scan --audit-log audit.log.gz --format json --now 2026-11-20T12:00:00Z
+  kubectl get --raw /metrics > metrics.txt && tokenwatch scan --metrics metrics.txt --now "$(date -u +%FT%TZ)"`,
     )
     .action(async (flags: ScanFlags) => {
       // Loaded on use, so `--help` and argument errors stay fast (the pipeline pulls in zod, the catalog, …).
+      if (flags.auditLog === undefined && flags.metrics === undefined) {
+        throw new UsageError("required option '--audit-log <file...>' not specified (or give --metrics <file>)");
+      }
+      const auditLog = flags.auditLog ?? [];
       const { runScan } = await import('../../scan/run.js');
       const { startProgress } = await import('../progress.js');
-      const progress = startProgress(flags.auditLog, process.stderr);
+      const progress = startProgress(auditLog, process.stderr);
       let result: ScanResult;
       try {
         result = await runScan({
-          files: flags.auditLog,
+          files: auditLog,
           cluster: flags.cluster,
           maxTokenAge: flags.maxTokenAge,
           ...(flags.clusterSnapshot !== undefined ? { snapshot: flags.clusterSnapshot } : {}),
@@ -98,8 +110,12 @@ Examples:
         progress?.stop();
       }
 
+      const { metricsReportFromFile, renderMetricsSection } = await import('../../metrics/report.js');
+      const metrics = flags.metrics !== undefined ? await metricsReportFromFile(flags.metrics, result.now) : undefined;
+
       if (flags.format === 'json') {
-        process.stdout.write(`${JSON.stringify(jsonDocument(result, flags.cluster), null, 2)}\n`);
+        const doc = { ...jsonDocument(result, flags.cluster), ...(metrics ? { metrics } : {}) };
+        process.stdout.write(`${JSON.stringify(doc, null, 2)}\n`);
       } else {
         process.stdout.write(
           renderScanTable(result.report, {
@@ -108,6 +124,7 @@ Examples:
             color: shouldUseColor(process.stdout, process.env),
           }),
         );
+        if (metrics) process.stdout.write(`\n${renderMetricsSection(metrics)}`);
       }
 
       const failOn = flags.failOn;
