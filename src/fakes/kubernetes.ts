@@ -1200,7 +1200,6 @@ export async function startFakeKube(opts: FakeKubeOptions = {}): Promise<FakeKub
       return send(res, { code: f.code, body: f.body ?? statusObject(f.code, f.message ?? `injected fault: HTTP ${f.code}`, f.reason) });
     }
     if (req.path === '/metrics' && req.method === 'GET') {
-      req.verb = 'get';
       const allowed = !opts.rbac || opts.rbac.some((r) => (r.nonResourceURLs ?? []).includes('/metrics') && (r.verbs.includes('get') || r.verbs.includes('*')));
       if (denials.some((m) => matchesRequest(req, m)) || !allowed) {
         return send(res, { code: 403, body: statusObject(403, `forbidden: User "${user}" cannot get path "/metrics"`, 'Forbidden', {}) });
