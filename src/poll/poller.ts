@@ -22,6 +22,8 @@ import { aggregateToTokenUses, isTokenUseAggregateText, parseTokenUseAggregate }
 import { emptyStats, type AuditSource, type SourceStats } from '../sources/types.js';
 import type { FindingChange, Store } from '../store/index.js';
 import type { TokenMetricsMonitor } from '../metrics/live.js';
+import { applyProbeReports } from '../probe/findings.js';
+import type { ProbeReportSource } from '../probe/objects.js';
 import { compareFindings } from '../findings/build.js';
 
 /** Health of a cluster's last poll, for `/tokens status` and `/readyz`. */
@@ -37,6 +39,8 @@ export interface PollHealth {
   stateError?: string;
   /** Why the last API-server `/metrics` read failed, if it did (issue 13). */
   metricsError?: string;
+  /** Why the last read of the node-probe reports failed, if it did (issue 13). */
+  probeError?: string;
 }
 
 /** Result of {@link ClusterPoller.pollOnce}. Times are epoch ms UTC. */
@@ -74,6 +78,8 @@ export interface PollerDeps {
   seenRetentionMs?: number;
   /** API-server token metrics (issue 13); absent without Kubernetes access. */
   tokenMetrics?: TokenMetricsMonitor;
+  /** Node-probe reports (issue 13); absent without Kubernetes access. */
+  probe?: ProbeReportSource;
   /** Called after each successful poll with the fresh findings (Slack notifier, verification). */
   onFindings?: (findings: Finding[], outcome: PollOutcome) => Promise<void>;
 }
@@ -170,12 +176,25 @@ export class ClusterPoller {
         thresholds: { criticalSeconds: cluster.thresholds.criticalDays * 86_400, warningSeconds: cluster.thresholds.warningDays * 86_400 },
       });
       let metricsError: string | undefined;
+      let metricsShowUse = false;
       if (this.deps.tokenMetrics) {
         const m = await this.deps.tokenMetrics.poll(findings, now, signal);
         metricsError = m.error;
+        metricsShowUse = m.comparison?.kind === 'increase' && (m.comparison.deltas.stale ?? 0) > 0;
         if (m.findings.length) {
           findings.push(...m.findings);
           findings.sort(compareFindings);
+        }
+      }
+      let probeError: string | undefined;
+      if (this.deps.probe) {
+        try {
+          const reports = await this.deps.probe.read();
+          const thresholds = { criticalSeconds: cluster.thresholds.criticalDays * 86_400, warningSeconds: cluster.thresholds.warningDays * 86_400 };
+          findings.splice(0, findings.length, ...applyProbeReports({ cluster: cluster.name, reports, findings, now, metricsShowUse, thresholds }));
+        } catch (err) {
+          probeError = err instanceof Error ? err.message : String(err);
+          log.warn({ error: probeError }, 'node-probe reports unavailable');
         }
       }
       outcome.changes = store.saveFindings(cluster.name, findings, now);
@@ -184,7 +203,7 @@ export class ClusterPoller {
       this.updateGauges(findings, now);
       outcome.endedAt = this.clock();
       store.finishPollRun(runId, { endedAt: outcome.endedAt, events: outcome.records, tokenUses: outcome.newUses });
-      this.healthState = { ...this.healthState, status: 'ok', lastPollAt: startedAt, lastSuccessAt: startedAt, lastError: undefined, stateError: stateProblem, metricsError };
+      this.healthState = { ...this.healthState, status: 'ok', lastPollAt: startedAt, lastSuccessAt: startedAt, lastError: undefined, stateError: stateProblem, metricsError, probeError };
       metrics?.polls.inc({ cluster: cluster.name, outcome: 'ok' });
       log.info(
         { records: outcome.records, newUses: outcome.newUses, duplicates: outcome.duplicates, malformed: outcome.malformed, requests: sourceStats.requests, findings: findings.length },
