@@ -8,7 +8,7 @@ import { MANIFESTS, idOf, kustomizationOf, nonResourceFiles, readDocs, render, y
 import { modelName, restrictedViolations, unknownFields, validateObject } from './schema.js';
 
 /** The kustomizations a user applies (`kubectl apply -k manifests/<entry>`). */
-const ENTRIES = ['.', 'base', 'writer', 'overlays/eks', 'overlays/writer-namespaces'];
+const ENTRIES = ['.', 'base', 'writer', 'overlays/eks', 'overlays/writer-namespaces', 'probe'];
 const rendered = new Map(ENTRIES.map((e) => [e, render(join(MANIFESTS, e))]));
 const install = rendered.get('.')!;
 
@@ -70,6 +70,10 @@ describe('every manifest validates offline', () => {
       'overlays/eks/networkpolicy-pod-identity.yaml',
       'overlays/eks/storageclass.yaml',
       'overlays/writer-namespaces/rolebindings.yaml',
+      'probe/daemonset.yaml',
+      'probe/namespace.yaml',
+      'probe/rbac.yaml',
+      'probe/serviceaccount.yaml',
       'writer/rbac-writer.yaml',
     ]);
     expect([...patchesAndInputs].map((f) => relative(MANIFESTS, f)).sort()).toEqual([
