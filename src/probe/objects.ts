@@ -98,3 +98,20 @@ export class KubeProbeReports implements ProbeReportSource {
     }
   }
 }
+
+/**
+ * Reads a saved `kubectl get configmaps -n tokenwatch-probe -l app.kubernetes.io/component=tokenwatch-probe-report
+ * -o json` (a `v1 List`, or one ConfigMap) and returns its probe reports (other ConfigMaps are skipped). Pure.
+ * @throws Error naming what is wrong when the document is neither.
+ */
+export function reportsFromJson(doc: unknown): ProbeReport[] {
+  const o = doc as { kind?: unknown; items?: unknown; data?: Record<string, string> };
+  if (o && typeof o === 'object' && Array.isArray(o.items)) {
+    return (o.items as { data?: Record<string, string> }[]).map(reportOf).filter((r): r is ProbeReport => r !== undefined);
+  }
+  if (o && typeof o === 'object' && o.kind === 'ConfigMap') {
+    const r = reportOf(o);
+    return r ? [r] : [];
+  }
+  throw new Error('not a ConfigMap list (expected the output of `kubectl get configmaps -l app.kubernetes.io/component=tokenwatch-probe-report -o json`)');
+}

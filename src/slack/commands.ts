@@ -162,7 +162,7 @@ export class TokensCommand {
       ...(configured !== undefined ? { channel: { id: this.deps.channels.channelIdOf(name) ?? configured.replace(/^#/, ''), ...(problem ? { error: problem.error } : {}) } } : {}),
       findings: open.map((f) => f.finding),
       buttonsFor: (f, a) => this.deps.notifier.buttonsFor(f)(a),
-      ...metricsNotes(this.deps.store, rt, h.metricsError, this.deps.clock()),
+      ...metricsNotes(this.deps.store, rt, h, this.deps.clock()),
     };
   }
 

@@ -21,6 +21,8 @@ interface ScanFlags {
   auditLog?: string[];
   /** `--metrics FILE` (issue 13). */
   metrics?: string;
+  /** `--probe-report FILE` (issue 13). */
+  probeReport?: string;
   cluster: string;
   clusterSnapshot?: string;
   maxTokenAge: MaxTokenAge;
@@ -42,6 +44,10 @@ export function register(program: Command): void {
     .option(
       '--audit-log <file...>',
       'audit log files: JSON lines (plain or .gz), `aws logs filter-log-events` output, Logs Insights export (JSON or CSV); repeatable (required unless --metrics is given)',
+    )
+    .option(
+      '--probe-report <file>',
+      'node-probe reports (`kubectl get configmaps -n tokenwatch-probe -l app.kubernetes.io/component=tokenwatch-probe-report -o json`): token files on nodes become observed causes and findings',
     )
     .option(
       '--metrics <file>',
@@ -89,8 +95,8 @@ Examples:
     )
     .action(async (flags: ScanFlags) => {
       // Loaded on use, so `--help` and argument errors stay fast (the pipeline pulls in zod, the catalog, …).
-      if (flags.auditLog === undefined && flags.metrics === undefined) {
-        throw new UsageError("required option '--audit-log <file...>' not specified (or give --metrics <file>)");
+      if (flags.auditLog === undefined && flags.metrics === undefined && flags.probeReport === undefined) {
+        throw new UsageError("required option '--audit-log <file...>' not specified (or give --metrics <file> or --probe-report <file>)");
       }
       const auditLog = flags.auditLog ?? [];
       const { runScan } = await import('../../scan/run.js');
@@ -112,6 +118,13 @@ Examples:
 
       const { metricsReportFromFile, renderMetricsSection } = await import('../../metrics/report.js');
       const metrics = flags.metrics !== undefined ? await metricsReportFromFile(flags.metrics, result.now) : undefined;
+      if (flags.probeReport !== undefined) {
+        const { probeReportsFromFile } = await import('../../probe/scan-input.js');
+        const { applyProbeReports } = await import('../../probe/findings.js');
+        const reports = await probeReportsFromFile(flags.probeReport);
+        const metricsShowUse = (metrics?.totals['serviceaccount_stale_tokens_total'] ?? 0) > 0;
+        result.report.findings = applyProbeReports({ cluster: flags.cluster, reports, findings: result.report.findings, now: result.now, metricsShowUse });
+      }
 
       if (flags.format === 'json') {
         const doc = { ...jsonDocument(result, flags.cluster), ...(metrics ? { metrics } : {}) };
