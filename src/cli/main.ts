@@ -3,6 +3,7 @@
  * `src/cli/commands/<name>.ts` exporting `register(program)` and listing it below.
  */
 import { register as config } from './commands/config.js';
+import { register as probe } from './commands/probe.js';
 import { register as sandbox } from './commands/sandbox.js';
 import { register as scan } from './commands/scan.js';
 import { register as serve } from './commands/serve.js';
@@ -13,6 +14,7 @@ const commands: Register[] = [
   serve,
   sandbox,
   config,
+  probe,
 ];
 
 // A closed pipe (`tokenwatch scan … | head`) is not an error.

@@ -57,6 +57,7 @@ function maxTokenAgeValue(m: MaxTokenAge): string | number {
 
 function auditValue(a: AuditSourceConfig): unknown {
   if ('file' in a) return { file: { ...a.file } };
+  if ('none' in a) return { none: true };
   return { cloudwatch: { ...a.cloudwatch, overlap: formatDuration(a.cloudwatch.overlap) } };
 }
 

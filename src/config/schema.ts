@@ -143,6 +143,8 @@ const cloudWatchSchema = z.strictObject({
 const auditSchema = z.strictObject({
   cloudwatch: cloudWatchSchema.optional(),
   file: z.strictObject({ path: z.string().min(1) }).optional(),
+  /** No audit log (e.g. EKS with audit logging off): only API-server token metrics and the node probe. */
+  none: z.literal(true, { error: 'expected true' }).optional(),
 });
 
 const kubernetesSchema = z.strictObject({
@@ -271,9 +273,9 @@ export function crossFieldIssues(raw: unknown, env: NodeJS.ProcessEnv): ConfigIs
 
     if (isRecord(c.audit)) {
       const audit = c.audit;
-      const forms = ['cloudwatch', 'file'].filter((k) => audit[k] !== undefined);
+      const forms = ['cloudwatch', 'file', 'none'].filter((k) => audit[k] !== undefined);
       if (forms.length !== 1) {
-        issues.push({ path: at('audit'), message: `expected exactly one of cloudwatch, file (got ${forms.length === 0 ? 'none' : forms.join(', ')})` });
+        issues.push({ path: at('audit'), message: `expected exactly one of cloudwatch, file, none (got ${forms.length === 0 ? 'none' : forms.join(', ')})` });
       }
       const cw = c.audit.cloudwatch;
       if (isRecord(cw) && cw.region === undefined && envRegion === undefined) {
@@ -386,6 +388,7 @@ function buildAudit(a: FileConfig['clusters'][number]['audit'], name: string, ek
       },
     };
   }
+  if (a.none === true) return { none: true };
   return { file: { path: a.file?.path ?? '' } };
 }
 

@@ -102,8 +102,11 @@ export interface FileAuditConfig {
   path: string;
 }
 
-/** Where a cluster's audit events come from: exactly one key. */
-export type AuditSourceConfig = { cloudwatch: CloudWatchAuditConfig } | { file: FileAuditConfig };
+/**
+ * Where a cluster's audit events come from: exactly one key. `{ none: true }`: no audit log (findings then come
+ * only from API-server token metrics and the node probe; issue 13).
+ */
+export type AuditSourceConfig = { cloudwatch: CloudWatchAuditConfig } | { file: FileAuditConfig } | { none: true };
 
 /**
  * How tokenwatch reaches a cluster's API server: exactly one form. Narrow with `'inCluster' in k`,

@@ -21,6 +21,10 @@ import type { Metrics } from '../observability/metrics.js';
 import { aggregateToTokenUses, isTokenUseAggregateText, parseTokenUseAggregate } from '../sources/insights.js';
 import { emptyStats, type AuditSource, type SourceStats } from '../sources/types.js';
 import type { FindingChange, Store } from '../store/index.js';
+import type { TokenMetricsMonitor } from '../metrics/live.js';
+import { applyProbeReports } from '../probe/findings.js';
+import type { ProbeReportSource } from '../probe/objects.js';
+import { compareFindings } from '../findings/build.js';
 
 /** Health of a cluster's last poll, for `/tokens status` and `/readyz`. */
 export interface PollHealth {
@@ -33,6 +37,10 @@ export interface PollHealth {
   lastError?: string;
   /** Cluster-state problem of the last poll (e.g. a forbidden verb), if any. */
   stateError?: string;
+  /** Why the last API-server `/metrics` read failed, if it did (issue 13). */
+  metricsError?: string;
+  /** Why the last read of the node-probe reports failed, if it did (issue 13). */
+  probeError?: string;
 }
 
 /** Result of {@link ClusterPoller.pollOnce}. Times are epoch ms UTC. */
@@ -68,6 +76,10 @@ export interface PollerDeps {
   clock?: () => number;
   /** How long seen auditIDs are kept, ms: at least the source's overlap window. Default 2 h. */
   seenRetentionMs?: number;
+  /** API-server token metrics (issue 13); absent without Kubernetes access. */
+  tokenMetrics?: TokenMetricsMonitor;
+  /** Node-probe reports (issue 13); absent without Kubernetes access. */
+  probe?: ProbeReportSource;
   /** Called after each successful poll with the fresh findings (Slack notifier, verification). */
   onFindings?: (findings: Finding[], outcome: PollOutcome) => Promise<void>;
 }
@@ -166,13 +178,35 @@ export class ClusterPoller {
         state: this.deps.state,
         thresholds: { criticalSeconds: cluster.thresholds.criticalDays * 86_400, warningSeconds: cluster.thresholds.warningDays * 86_400 },
       });
+      let metricsError: string | undefined;
+      let metricsShowUse = false;
+      if (this.deps.tokenMetrics) {
+        const m = await this.deps.tokenMetrics.poll(findings, now, signal);
+        metricsError = m.error;
+        metricsShowUse = m.comparison?.kind === 'increase' && (m.comparison.deltas.stale ?? 0) > 0;
+        if (m.findings.length) {
+          findings.push(...m.findings);
+          findings.sort(compareFindings);
+        }
+      }
+      let probeError: string | undefined;
+      if (this.deps.probe) {
+        try {
+          const reports = await this.deps.probe.read();
+          const thresholds = { criticalSeconds: cluster.thresholds.criticalDays * 86_400, warningSeconds: cluster.thresholds.warningDays * 86_400 };
+          findings.splice(0, findings.length, ...applyProbeReports({ cluster: cluster.name, reports, findings, now, metricsShowUse, thresholds }));
+        } catch (err) {
+          probeError = err instanceof Error ? err.message : String(err);
+          log.warn({ error: probeError }, 'node-probe reports unavailable');
+        }
+      }
       outcome.changes = store.saveFindings(cluster.name, findings, now);
       outcome.findings = findings;
       const stateProblem = findings.find((f) => f.clusterState && !('none' in cluster.kubernetes))?.clusterState;
       this.updateGauges(findings, now);
       outcome.endedAt = this.clock();
       store.finishPollRun(runId, { endedAt: outcome.endedAt, events: outcome.records, tokenUses: outcome.newUses });
-      this.healthState = { ...this.healthState, status: 'ok', lastPollAt: startedAt, lastSuccessAt: startedAt, lastError: undefined, stateError: stateProblem };
+      this.healthState = { ...this.healthState, status: 'ok', lastPollAt: startedAt, lastSuccessAt: startedAt, lastError: undefined, stateError: stateProblem, metricsError, probeError };
       metrics?.polls.inc({ cluster: cluster.name, outcome: 'ok' });
       metrics?.pollFailing.set({ cluster: cluster.name }, 0);
       metrics?.pollLastSuccess.set({ cluster: cluster.name }, startedAt / 1000);

@@ -71,6 +71,34 @@ export const LEADER_API_CALLS: readonly ApiCall[] = [
   { verb: 'update', resource: 'leases', apiGroup: 'coordination.k8s.io' },
 ];
 
+/** A call to a non-resource URL (RBAC `nonResourceURLs`), e.g. `get /metrics`. */
+export interface NonResourceCall {
+  verb: 'get';
+  /** Exact path, e.g. `/metrics`. */
+  nonResourceURL: string;
+}
+
+/**
+ * Non-resource calls: `KubeMetricsScraper` (`src/metrics/scrape.ts`) reads the API server's `GET /metrics` for the
+ * ServiceAccount token counters (issue 13). Granted by the reader ClusterRole (non-resource URLs can only be granted
+ * by a ClusterRole; Kubernetes docs "Using RBAC Authorization").
+ */
+export const NON_RESOURCE_CALLS: readonly NonResourceCall[] = [{ verb: 'get', nonResourceURL: '/metrics' }];
+
+/** The PolicyRules granting exactly `calls` (one rule per verb set, URLs sorted). */
+export function nonResourceRulesFor(calls: readonly NonResourceCall[]): { nonResourceURLs: string[]; verbs: string[] }[] {
+  const byUrl = new Map<string, Set<string>>();
+  for (const c of calls) byUrl.set(c.nonResourceURL, (byUrl.get(c.nonResourceURL) ?? new Set()).add(c.verb));
+  const rules = new Map<string, { nonResourceURLs: string[]; verbs: string[] }>();
+  for (const [url, verbs] of byUrl) {
+    const v = [...verbs].sort();
+    const r = rules.get(v.join()) ?? { nonResourceURLs: [], verbs: v };
+    r.nonResourceURLs.push(url);
+    rules.set(v.join(), r);
+  }
+  return [...rules.values()].map((r) => ({ ...r, nonResourceURLs: r.nonResourceURLs.sort() }));
+}
+
 /** Key of a call: `verb resource apiGroup` (the apiGroup is empty for core). */
 export function callKey(c: ApiCall | { verb: string; resource: string; apiGroup: string }): string {
   return `${c.verb} ${c.resource} ${c.apiGroup}`;
@@ -98,7 +126,7 @@ export function writeCalls(): ApiCall[] {
   return uniqueCalls(REMEDIATION_API_CALLS.filter((c) => !isReadVerb(c.verb)));
 }
 
-/** An RBAC PolicyRule (`rbac.authorization.k8s.io/v1`), without nonResourceURLs. */
+/** An RBAC PolicyRule (`rbac.authorization.k8s.io/v1`) over resources (non-resource rules: {@link nonResourceRulesFor}). */
 export interface RbacRule {
   apiGroups: string[];
   resources: string[];
@@ -132,12 +160,18 @@ export function rulesFor(calls: readonly ApiCall[]): RbacRule[] {
 }
 
 /**
- * Every (verb, resource, apiGroup) a list of rules grants, as sorted {@link callKey} strings.
+ * Every (verb, resource, apiGroup) a list of rules grants, as sorted {@link callKey} strings. Rules over
+ * `nonResourceURLs` grant no resource call and are skipped (checked with {@link nonResourceRulesFor}).
  * @throws Error on a `*` wildcard (which would grant more than any list of calls).
  */
 export function expandRules(rules: readonly RbacRule[]): string[] {
   const keys = new Set<string>();
   for (const r of rules) {
+    const urls = (r as { nonResourceURLs?: string[] }).nonResourceURLs;
+    if (urls !== undefined) {
+      if (urls.includes('*')) throw new Error(`RBAC rule with a wildcard grants more than the code uses: ${JSON.stringify(r)}`);
+      continue;
+    }
     for (const list of [r.apiGroups, r.resources, r.verbs]) {
       if (list.includes('*')) throw new Error(`RBAC rule with a wildcard grants more than the code uses: ${JSON.stringify(r)}`);
     }

@@ -28,6 +28,7 @@ import { createLogger, type Logger } from '../observability/logger.js';
 import { startServe, type ServeHandle } from '../serve/serve.js';
 import { startSlackWith, type SlackIntegration } from '../slack/app.js';
 import { SimClock, StrictClock, tsToMs } from './clock.js';
+import { refreshProbeObjects, SandboxApiServerMetrics } from './probe-metrics.js';
 import { clusterView, kubeconfigYaml, loadObjects, savedObjects, saveObjects, seedObjects, summarizeWorkloads } from './cluster.js';
 import { ROLLOUT_ANNOTATION, WorkloadController } from './controller.js';
 import { loadFakes, type FakeKube, type FakeMessage, type FakeSlack } from './fakes.js';
@@ -258,9 +259,15 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<SandboxHa
     await rm(auditLog, { force: true });
     await writer.append(shiftedLines);
   }
-  const live = new LiveTraffic({ templates: learnTemplates(shiftedLines), cluster: clusterView(kube.store), staticTokenSubjects: staticTokenSubjects() });
+  const templates = learnTemplates(shiftedLines);
+  const live = new LiveTraffic({ templates, cluster: clusterView(kube.store), staticTokenSubjects: staticTokenSubjects() });
+  // API-server token metrics and node-probe objects (issue 13), fed by the same simulated traffic and pods.
+  const apiMetrics = new SandboxApiServerMetrics(clock.now()); // a fresh API-server process per sandbox start
+  kube.setMetrics(() => apiMetrics.text());
   const tick = async () => {
-    const { lines } = live.tick(clock.now());
+    const { lines, uses } = live.tick(clock.now());
+    apiMetrics.observe(uses);
+    refreshProbeObjects(kube.store, templates, staticTokenSubjects(), clock.now());
     await writer.append(lines);
   };
   await tick();

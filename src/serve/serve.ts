@@ -17,6 +17,9 @@ import type { Finding } from '../findings/types.js';
 import { createLogger, scrubSecrets, type Logger } from '../observability/logger.js';
 import { Metrics } from '../observability/metrics.js';
 import { ClusterPoller, type PollOutcome } from '../poll/poller.js';
+import { TokenMetricsMonitor } from '../metrics/live.js';
+import { KubeMetricsScraper } from '../metrics/scrape.js';
+import { KubeProbeReports } from '../probe/objects.js';
 import { KubeRemediator } from '../remediation/kube-remediator.js';
 import { Scheduler } from '../scheduler/scheduler.js';
 import { createAuditSource, type ClosableAuditSource } from '../sources/index.js';
@@ -191,6 +194,8 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       logger,
       metrics,
       clock,
+      ...(kube.kubeConfig ? { tokenMetrics: new TokenMetricsMonitor({ cluster: c.name, scraper: new KubeMetricsScraper(kube.kubeConfig), store, logger }) } : {}),
+      ...(kube.kubeConfig ? { probe: new KubeProbeReports(kube.kubeConfig) } : {}),
       seenRetentionMs: Math.max(2 * 3_600_000, 'cloudwatch' in c.audit ? c.audit.cloudwatch.overlap * 2 : 0),
       onFindings: async (findings, outcome) => {
         for (const l of listeners) {

@@ -29,6 +29,7 @@ import { targetOf } from './buttons.js';
 import type { ChannelMap, ChannelRef } from './channels.js';
 import { scanMessage, wrongChannelText } from './messages.js';
 import type { Notifier } from './notifier.js';
+import { metricsNotes } from '../metrics/status.js';
 
 /** Dependencies of {@link TokensCommand}. */
 export interface CommandDeps {
@@ -161,6 +162,7 @@ export class TokensCommand {
       ...(configured !== undefined ? { channel: { id: this.deps.channels.channelIdOf(name) ?? configured.replace(/^#/, ''), ...(problem ? { error: problem.error } : {}) } } : {}),
       findings: open.map((f) => f.finding),
       buttonsFor: (f, a) => this.deps.notifier.buttonsFor(f)(a),
+      ...metricsNotes(this.deps.store, rt, h, this.deps.clock()),
     };
   }
 

@@ -92,6 +92,8 @@ export class Notifier {
       if (a.action === 'snooze') return policy.actions.includes('snooze') ? this.deps.ids.idFor(f.id, a) : undefined;
       if (!act || !policy.actions.includes(a.action)) return undefined;
       if (a.action === 'recreate-serviceaccount' && f.kind === 'unauthorized') return undefined;
+      // A cluster-level finding from API-server metrics (namespace `*`) names no ServiceAccount to act on.
+      if (a.action === 'recreate-serviceaccount' && f.namespace === '*') return undefined;
       const ns = a.action === 'restart' ? a.workload.namespace : f.namespace;
       return namespaceAllowed(ns, policy) ? this.deps.ids.idFor(f.id, a) : undefined;
     };

@@ -5,6 +5,7 @@ import type { AuditSourceConfig } from '../config/types.js';
 import { CloudWatchSource, type CloudWatchSourceOptions } from './cloudwatch.js';
 import { FileSource } from './file.js';
 import type { AuditSource } from './types.js';
+import { NoAuditSource } from '../metrics/no-audit.js';
 
 export { CloudWatchSource, encodeCloudWatchCursor, parseCloudWatchCursor, type CloudWatchSourceOptions } from './cloudwatch.js';
 export { FileSource, parseFileCursor, type FileCursor, type FileSourceOptions } from './file.js';
@@ -29,6 +30,7 @@ export type ClosableAuditSource = AuditSource & { close?(): void };
  */
 export function createAuditSource(cfg: AuditSourceConfig, extra: Partial<CloudWatchSourceOptions> = {}): ClosableAuditSource {
   if ('file' in cfg) return new FileSource({ path: cfg.file.path });
+  if ('none' in cfg) return new NoAuditSource();
   const cw = cfg.cloudwatch;
   return new CloudWatchSource({
     region: cw.region,

@@ -9,6 +9,7 @@
  * Sources: SQLite docs `wal.html`, `pragma.html#pragma_synchronous`, `lang_transaction.html`;
  * better-sqlite3 `docs/api.md` (`Database#transaction`, `.immediate`).
  */
+import type { TokenCounters, TokenMetricsSample } from '../metrics/token-metrics.js';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -279,6 +280,11 @@ const SQL = {
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   listActions: 'SELECT * FROM action_log WHERE cluster = ? ORDER BY at DESC, id DESC LIMIT ?',
   approvalActions: 'SELECT * FROM action_log WHERE approval_id = ? ORDER BY at, id',
+  saveMetricSample: `INSERT INTO token_metric_samples (cluster, process_start, scraped_at, counters) VALUES (?, ?, ?, ?)
+     ON CONFLICT (cluster, process_start, scraped_at) DO UPDATE SET counters = excluded.counters`,
+  lastMetricSample: 'SELECT * FROM token_metric_samples WHERE cluster = ? AND process_start = ? ORDER BY scraped_at DESC LIMIT 1',
+  listMetricSamples: 'SELECT * FROM token_metric_samples WHERE cluster = ? AND scraped_at >= ? ORDER BY scraped_at',
+  pruneMetricSamples: 'DELETE FROM token_metric_samples WHERE cluster = ? AND scraped_at < ?',
 } as const;
 
 class SqliteStore implements Store {
@@ -665,9 +671,38 @@ class SqliteStore implements Store {
     return this.st<ActionRow>('approvalActions').all(approvalId).map(actionOf);
   }
 
+  saveTokenMetricSample(cluster: string, sample: TokenMetricsSample): void {
+    if (sample.processStartAt === null) return;
+    this.st('saveMetricSample').run(cluster, sample.processStartAt, sample.scrapedAt, JSON.stringify(sample.counters));
+  }
+
+  lastTokenMetricSample(cluster: string, processStartAt: number): TokenMetricsSample | undefined {
+    const row = this.st<MetricSampleRow>('lastMetricSample').get(cluster, processStartAt);
+    return row ? metricSampleOf(row) : undefined;
+  }
+
+  listTokenMetricSamples(cluster: string, since: number): TokenMetricsSample[] {
+    return this.st<MetricSampleRow>('listMetricSamples').all(cluster, since).map(metricSampleOf);
+  }
+
+  pruneTokenMetricSamples(cluster: string, olderThan: number): number {
+    return this.st('pruneMetricSamples').run(cluster, olderThan).changes;
+  }
+
   close(): void {
     if (this.db.open) this.db.close();
   }
+}
+
+interface MetricSampleRow {
+  cluster: string;
+  process_start: number;
+  scraped_at: number;
+  counters: string;
+}
+
+function metricSampleOf(r: MetricSampleRow): TokenMetricsSample {
+  return { scrapedAt: r.scraped_at, processStartAt: r.process_start, counters: JSON.parse(r.counters) as TokenCounters };
 }
 
 function findingOf(row: FindingRow): StoredFinding {

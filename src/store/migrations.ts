@@ -136,8 +136,24 @@ CREATE TABLE slack_seen_requests (
 CREATE INDEX slack_seen_requests_by_expiry ON slack_seen_requests (expires_at);
 `;
 
+/**
+ * API-server token metrics (issue 13): one row per `/metrics` scrape, keyed by the API-server process
+ * (`process_start_time_seconds` in epoch ms), so rates are computed only between scrapes of one process.
+ * `counters` is a JSON object of the `serviceaccount_*` counters (`TokenCounters`).
+ */
+const V_APISERVER_TOKEN_METRICS = `
+CREATE TABLE token_metric_samples (
+  cluster        TEXT NOT NULL,
+  process_start  INTEGER NOT NULL,
+  scraped_at     INTEGER NOT NULL,
+  counters       TEXT NOT NULL,
+  PRIMARY KEY (cluster, process_start, scraped_at)
+) STRICT;
+CREATE INDEX token_metric_samples_by_time ON token_metric_samples (cluster, scraped_at);
+`;
+
 /** All migration steps; the schema version is the number applied. */
-export const MIGRATIONS: readonly string[] = [V1, V2, V_SLACK_REPLAY_CACHE];
+export const MIGRATIONS: readonly string[] = [V1, V2, V_SLACK_REPLAY_CACHE, V_APISERVER_TOKEN_METRICS];
 
 /** The schema version this build writes. */
 export const SCHEMA_VERSION = MIGRATIONS.length;

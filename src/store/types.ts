@@ -6,6 +6,7 @@
  * {@link Store.transaction}: a poll stores its new token records, the auditIDs it saw and the source cursor in
  * one transaction, so a crash mid-poll neither loses nor double-counts an audit event.
  */
+import type { TokenMetricsSample } from '../metrics/token-metrics.js';
 import type { Approval, ApprovalState, DryRunResult, Vote } from '../approvals/machine.js';
 import type { Finding, Severity, TokenRecord } from '../findings/types.js';
 
@@ -278,6 +279,16 @@ export interface Store {
   listActions(cluster: string, limit?: number): ActionLogEntry[];
   /** All rows of one approval, oldest first. */
   listApprovalActions(approvalId: string): ActionLogEntry[];
+
+  // --- API-server token metrics (issue 13)
+  /** Stores one scrape; a sample without a known process start is not stored (no rate can use it). */
+  saveTokenMetricSample(cluster: string, sample: TokenMetricsSample): void;
+  /** The latest stored scrape of `cluster` from the API-server process started at `processStartAt` (epoch ms). */
+  lastTokenMetricSample(cluster: string, processStartAt: number): TokenMetricsSample | undefined;
+  /** Scrapes of `cluster` taken at or after `since` (epoch ms), oldest first. */
+  listTokenMetricSamples(cluster: string, since: number): TokenMetricsSample[];
+  /** Deletes scrapes of `cluster` older than `olderThan` (epoch ms); returns how many. */
+  pruneTokenMetricSamples(cluster: string, olderThan: number): number;
 
   /** Closes the database (idempotent). */
   close(): void;

@@ -8,7 +8,7 @@ import { MANIFESTS, idOf, kustomizationOf, nonResourceFiles, readDocs, render, y
 import { modelName, restrictedViolations, unknownFields, validateObject } from './schema.js';
 
 /** The kustomizations a user applies (`kubectl apply -k manifests/<entry>`). */
-const ENTRIES = ['.', 'base', 'writer', 'overlays/eks', 'overlays/writer-namespaces', 'overlays/writer-cluster-wide'];
+const ENTRIES = ['.', 'base', 'writer', 'overlays/eks', 'overlays/writer-namespaces', 'overlays/writer-cluster-wide', 'probe'];
 /** The optional components (`components:` of a kustomization). */
 const COMPONENTS = ['components/admission-policy', 'components/prometheus', 'components/secret-metadata'];
 /** Entries with every component added, as a user's kustomization listing them renders. */
@@ -79,6 +79,10 @@ describe('every manifest validates offline', () => {
       'overlays/eks/networkpolicy-pod-identity.yaml',
       'overlays/eks/storageclass.yaml',
       'overlays/writer-namespaces/rolebindings.yaml',
+      'probe/daemonset.yaml',
+      'probe/namespace.yaml',
+      'probe/rbac.yaml',
+      'probe/serviceaccount.yaml',
       'writer/rbac-writer.yaml',
     ]);
     expect([...patchesAndInputs].map((f) => relative(MANIFESTS, f)).sort()).toEqual([

@@ -4,11 +4,14 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeKube, type FakeKube, type PolicyRule, type RecordedRequest } from '../../src/fakes/kubernetes.js';
 import { KubeClusterState } from '../../src/cluster/kube.js';
 import { LeaderElector } from '../../src/leader/elector.js';
+import { KubeMetricsScraper } from '../../src/metrics/scrape.js';
 import {
   KUBE_API_CALLS,
   LEADER_API_CALLS,
+  NON_RESOURCE_CALLS,
   REMEDIATION_API_CALLS,
   SECRET_METADATA_API_CALLS,
+  nonResourceRulesFor,
   callKey,
   expandRules,
   isReadVerb,
@@ -58,9 +61,10 @@ function grantedRules(objs: K8sObject[]): GrantedRule[] {
       const role = roles(objs).find((r) => r.kind === b.roleRef.kind && r.metadata.name === b.roleRef.name && (r.kind === 'ClusterRole' || r.metadata.namespace === b.metadata.namespace));
       if (!role) throw new Error(`${b.kind} ${b.metadata.name}: role ${b.roleRef.kind} ${b.roleRef.name} not in the manifests`);
       return role.rules.map((r) => ({
-        apiGroups: r.apiGroups,
-        resources: r.resources,
+        apiGroups: r.apiGroups ?? [],
+        resources: r.resources ?? [],
         verbs: r.verbs,
+        ...((r as { nonResourceURLs?: string[] }).nonResourceURLs ? { nonResourceURLs: (r as { nonResourceURLs?: string[] }).nonResourceURLs } : {}),
         ...(r.resourceNames ? { resourceNames: r.resourceNames } : {}),
         ...(b.kind === 'RoleBinding' ? { namespaces: [b.metadata.namespace!] } : {}),
       }));
@@ -186,7 +190,9 @@ describe.each(INSTALLS)('ClusterRoles and Roles of %s grant exactly the calls', 
   });
 
   it('tokenwatch-reader = the read calls (cluster state + remediation reads), read verbs only', () => {
-    const rules = role('tokenwatch-reader').rules;
+    const all = role('tokenwatch-reader').rules as (RbacRule & { nonResourceURLs?: string[] })[];
+    const rules = all.filter((r) => r.nonResourceURLs === undefined);
+    expect(all.filter((r) => r.nonResourceURLs !== undefined)).toEqual(nonResourceRulesFor(NON_RESOURCE_CALLS));
     expect(expandRules(rules)).toEqual(readCalls().map(callKey).sort());
     expect(rules).toEqual(rulesFor(readCalls()));
     expect(rules.flatMap((r) => r.verbs).every(isReadVerb)).toBe(true);
@@ -238,6 +244,8 @@ describe('the real code against an API server with these manifests applied', () 
       expect(state.available, `${ns}/${name}`).toBe(true);
       expect(state.error, `${ns}/${name}`).toBeUndefined();
     }
+    fake.setMetrics('serviceaccount_stale_tokens_total 3\n');
+    expect(await new KubeMetricsScraper(fake.kubeConfig()).scrape()).toBe('serviceaccount_stale_tokens_total 3\n');
     const results = await remediateAll(new KubeRemediator(fake.kubeConfig()));
     expect(results['preflight DaemonSet']).toMatchObject({ ok: true });
     expect(results['preflight ServiceAccount']).toMatchObject({ ok: true });

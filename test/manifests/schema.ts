@@ -8,7 +8,7 @@
  *   `readOnlyRootFileSystem` that the API server would drop (or reject with `fieldValidation=Strict`).
  */
 import * as k8s from '@kubernetes/client-node';
-import { Deployment } from 'kubernetes-models/apps/v1';
+import { DaemonSet, Deployment } from 'kubernetes-models/apps/v1';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { ClusterRole, ClusterRoleBinding, Role, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
@@ -31,6 +31,7 @@ const MODELS: Record<string, ModelCtor> = {
   'v1/Service': Service as unknown as ModelCtor,
   'v1/PersistentVolumeClaim': PersistentVolumeClaim as unknown as ModelCtor,
   'apps/v1/Deployment': Deployment as unknown as ModelCtor,
+  'apps/v1/DaemonSet': DaemonSet as unknown as ModelCtor,
   'policy/v1/PodDisruptionBudget': PodDisruptionBudget as unknown as ModelCtor,
   'networking.k8s.io/v1/NetworkPolicy': NetworkPolicy as unknown as ModelCtor,
   'rbac.authorization.k8s.io/v1/ClusterRole': ClusterRole as unknown as ModelCtor,

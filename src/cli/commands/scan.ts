@@ -14,13 +14,18 @@ import type { ReadNotice } from '../../audit/types.js';
 import { atOrAbove, isoSeconds, renderScanTable, shouldUseColor } from '../format.js';
 import { parseByteSize, parseClusterName, parseMaxTokenAgeFlag, parseNow } from '../options.js';
 import { escapeControl } from '../escape.js';
+import { UsageError } from '../program.js';
 
 /** Cluster name used when `--cluster` is not given. */
 export const DEFAULT_CLUSTER = 'default';
 
 /** Parsed `scan` options, as commander hands them to the action. */
 interface ScanFlags {
-  auditLog: string[];
+  auditLog?: string[];
+  /** `--metrics FILE` (issue 13). */
+  metrics?: string;
+  /** `--probe-report FILE` (issue 13). */
+  probeReport?: string;
   cluster: string;
   clusterSnapshot?: string;
   maxTokenAge: MaxTokenAge;
@@ -53,9 +58,17 @@ export function register(program: Command): void {
   program
     .command('scan')
     .description('Scan API-server audit logs for stale, legacy and unauthorized ServiceAccount token use.')
-    .requiredOption(
+    .option(
       '--audit-log <file...>',
-      'audit log files (plain or .gz): JSON lines, CloudWatch export to S3, `aws logs filter-log-events` or `get-query-results` JSON, Logs Insights export (JSON or CSV); repeatable',
+      'audit log files (plain or .gz): JSON lines, CloudWatch export to S3, `aws logs filter-log-events` or `get-query-results` JSON, Logs Insights export (JSON or CSV); repeatable (required unless --metrics or --probe-report is given)',
+    )
+    .option(
+      '--probe-report <file>',
+      'node-probe reports (`kubectl get configmaps -n tokenwatch-probe -l app.kubernetes.io/component=tokenwatch-probe-report -o json`): token files on nodes become observed causes and findings',
+    )
+    .option(
+      '--metrics <file>',
+      'saved API-server metrics (`kubectl get --raw /metrics > FILE`): token-use totals since that API-server process started and their average rate as of --now',
     )
     .addOption(
       new Option('--cluster <name>', 'cluster name put on findings').default(DEFAULT_CLUSTER).argParser(parseClusterName),
@@ -103,18 +116,23 @@ go to stderr as "tokenwatch: warning: …" and to the JSON "warnings" field.
 Examples:
   tokenwatch scan --audit-log /var/log/kubernetes/audit.log*
   tokenwatch scan --audit-log events.json --cluster prod-eks --cluster-snapshot state.json --fail-on warning
-  tokenwatch scan --audit-log audit.log.gz --format json --now 2026-11-20T12:00:00Z`,
+  tokenwatch scan --audit-log audit.log.gz --format json --now 2026-11-20T12:00:00Z
+  kubectl get --raw /metrics > metrics.txt && tokenwatch scan --metrics metrics.txt --now "$(date -u +%FT%TZ)"`,
     )
     .action(async (flags: ScanFlags) => {
       // Loaded on use, so `--help` and argument errors stay fast (the pipeline pulls in zod, the catalog, …).
+      if (flags.auditLog === undefined && flags.metrics === undefined && flags.probeReport === undefined) {
+        throw new UsageError("required option '--audit-log <file...>' not specified (or give --metrics <file> or --probe-report <file>)");
+      }
+      const auditLog = flags.auditLog ?? [];
       const { runScan } = await import('../../scan/run.js');
       const { startProgress } = await import('../progress.js');
-      const progress = startProgress(flags.auditLog, process.stderr);
+      const progress = startProgress(auditLog, process.stderr);
       let result: ScanResult;
       const notices: ReadNotice[] = [];
       try {
         result = await runScan({
-          files: flags.auditLog,
+          files: auditLog,
           cluster: flags.cluster,
           maxTokenAge: flags.maxTokenAge,
           ...(flags.clusterSnapshot !== undefined ? { snapshot: flags.clusterSnapshot } : {}),
@@ -129,8 +147,19 @@ Examples:
         for (const n of notices) process.stderr.write(`tokenwatch: warning: ${escapeControl(n.message)}\n`);
       }
 
+      const { metricsReportFromFile, renderMetricsSection } = await import('../../metrics/report.js');
+      const metrics = flags.metrics !== undefined ? await metricsReportFromFile(flags.metrics, result.now) : undefined;
+      if (flags.probeReport !== undefined) {
+        const { probeReportsFromFile } = await import('../../probe/scan-input.js');
+        const { applyProbeReports } = await import('../../probe/findings.js');
+        const reports = await probeReportsFromFile(flags.probeReport);
+        const metricsShowUse = (metrics?.totals['serviceaccount_stale_tokens_total'] ?? 0) > 0;
+        result.report.findings = applyProbeReports({ cluster: flags.cluster, reports, findings: result.report.findings, now: result.now, metricsShowUse });
+      }
+
       if (flags.format === 'json') {
-        process.stdout.write(`${JSON.stringify(jsonDocument(result, flags.cluster), null, 2)}\n`);
+        const doc = { ...jsonDocument(result, flags.cluster), ...(metrics ? { metrics } : {}) };
+        process.stdout.write(`${JSON.stringify(doc, null, 2)}\n`);
       } else {
         process.stdout.write(
           renderScanTable(result.report, {
@@ -139,6 +168,7 @@ Examples:
             color: shouldUseColor(process.stdout, process.env),
           }),
         );
+        if (metrics) process.stdout.write(`\n${renderMetricsSection(metrics)}`);
       }
 
       const failOn = flags.failOn;

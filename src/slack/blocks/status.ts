@@ -31,6 +31,8 @@ export interface ClusterStatus {
   findings?: Finding[];
   /** Opaque button ids for a listed finding (as in findingMessage's `buttonsFor`). */
   buttonsFor?: (finding: Finding, action: FindingAction) => string | undefined;
+  /** Extra lines under the health lines, e.g. the API-server token metrics line (issue 13); plain text, escaped here. */
+  notes?: string[];
 }
 
 /** Findings listed per cluster: 10 for one cluster, 5 each for several (then limited by the 50-block budget). */
@@ -83,6 +85,7 @@ export function statusMessage(clusters: readonly ClusterStatus[], ctx: { now: nu
       const since = h.lastSuccess ? ` · last success ${slackDate(h.lastSuccess)}` : '';
       lines.push(`${h.ok ? '✅' : '❌'} ${escClip(h.name, 200)}${!h.ok && h.detail ? `: ${escClip(h.detail, 400)}` : ''}${since}`);
     }
+    for (const n of c.notes ?? []) lines.push(`📈 ${escClip(n, 600)}`);
     if (c.channel?.error) {
       const why = CHANNEL_ERRORS[c.channel.error] ?? `Slack error \`${escClip(c.channel.error, 100)}\``;
       lines.push(`⚠️ Alerts channel <#${escClip(c.channel.id, 40)}>: ${why}`);

@@ -1,0 +1,18 @@
+/**
+ * The audit source of a cluster configured with `audit: { none: true }` (audit logging off): it yields nothing,
+ * so findings come only from API-server token metrics and the node probe (issue 13).
+ */
+import type { AuditSource, PollOptions } from '../sources/types.js';
+
+/** Id of {@link NoAuditSource}; `/tokens status` shows "audit log: off" for it. */
+export const NO_AUDIT_SOURCE_ID = 'none';
+
+/** An {@link AuditSource} that has no events. */
+export class NoAuditSource implements AuditSource {
+  readonly id = NO_AUDIT_SOURCE_ID;
+
+  // eslint-disable-next-line require-yield
+  async *poll(_cursor: string | undefined, _opts: PollOptions): AsyncGenerator<string, string> {
+    return '';
+  }
+}

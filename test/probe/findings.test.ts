@@ -1,0 +1,56 @@
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config/index.js';
+import { toFileForm } from '../../src/config/render.js';
+import { applyProbeReports } from '../../src/probe/findings.js';
+import type { ProbeReport } from '../../src/probe/host.js';
+
+const NOW = Date.parse('2026-11-20T12:00:00Z');
+const DAY = 86_400_000;
+const iso = (ms: number) => new Date(ms).toISOString();
+
+function report(issued: number): ProbeReport {
+  return {
+    version: 1,
+    node: 'node-a',
+    probedAt: iso(NOW),
+    globs: [],
+    entries: [
+      {
+        path: '/etc/cni/net.d/multus.d/multus.kubeconfig',
+        pathHash: '0123456789abcdef',
+        mtime: iso(issued),
+        status: 'token',
+        tokenKind: 'bound',
+        namespace: 'kube-system',
+        serviceAccount: 'multus',
+        pod: 'kube-multus-ds-a',
+        issuedAt: iso(issued),
+        warnAfter: iso(issued + 3_607_000),
+        rejectionAt: iso(issued + 3_607_000 + 90 * DAY),
+      },
+      { path: '/etc/cni/net.d/fresh.kubeconfig', pathHash: 'fedcba9876543210', mtime: iso(NOW - 60_000), status: 'token', tokenKind: 'bound', namespace: 'x', serviceAccount: 'fresh', warnAfter: iso(NOW + 3_000_000), rejectionAt: iso(NOW + 90 * DAY) },
+      { path: '/etc/cni/net.d/secret.kubeconfig', pathHash: 'aaaaaaaaaaaaaaaa', mtime: null, status: 'unreadable', error: 'EACCES' },
+    ],
+  };
+}
+
+describe('applyProbeReports', () => {
+  it('a probe-only token is info without metrics, and follows its rejection date when metrics show stale use', () => {
+    const issued = NOW - 88 * DAY; // rejection in ~2 days
+    const quiet = applyProbeReports({ cluster: 'prod', reports: [report(issued)], findings: [], now: NOW, metricsShowUse: false });
+    expect(quiet.map((f) => [f.serviceAccount, f.kind, f.severity])).toEqual([['multus', 'stale-token', 'info']]); // the fresh token says nothing yet
+    expect(quiet[0]!.cause.evidence).toContain('no use seen yet (no audit event, no rise in API-server metrics): the file may be left over from an uninstalled plugin');
+    const used = applyProbeReports({ cluster: 'prod', reports: [report(issued)], findings: [], now: NOW, metricsShowUse: true });
+    expect(used[0]!.severity).toBe('critical');
+    expect(used[0]!.tokens).toEqual([{ pod: 'kube-multus-ds-a', podUid: null, node: 'node-a', warnAfter: iso(issued + 3_607_000), rejectionAt: iso(issued + 3_607_000 + 90 * DAY), requests: 0, lastSeen: iso(issued) }]);
+  });
+});
+
+describe('config audit: { none: true }', () => {
+  it('parses, renders back, and is refused together with another form', () => {
+    const c = parseConfig({ clusters: [{ name: 'dark', audit: { none: true }, kubernetes: { inCluster: true } }] }, {});
+    expect(c.clusters[0]!.audit).toEqual({ none: true });
+    expect((toFileForm(c)['clusters'] as { audit: unknown }[])[0]!.audit).toEqual({ none: true });
+    expect(() => parseConfig({ clusters: [{ name: 'dark', audit: { none: true, file: { path: '/x' } } }] }, {})).toThrow(/expected exactly one of cloudwatch, file, none \(got file, none\)/);
+  });
+});

@@ -1,0 +1,88 @@
+/**
+ * manifests/probe: the DaemonSet's hardening, hostPath mounts of exactly the default glob directories, the
+ * namespace's Pod Security level, and RBAC = the calls the probe and serve's reader make (checked against the fake
+ * API server authorizing with exactly these rules).
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { startFakeKube, type FakeKube, type PolicyRule } from '../../src/fakes/kubernetes.js';
+import { DEFAULT_PROBE_GLOBS, type ProbeReport } from '../../src/probe/host.js';
+import { KubeProbeReports, PROBE_NAMESPACE, publishReport } from '../../src/probe/objects.js';
+import { MANIFESTS, render, type K8sObject } from '../manifests/kustomize.js';
+
+const objs = render(`${MANIFESTS}/probe`);
+const find = (kind: string, name: string) => objs.find((o) => o.kind === kind && o.metadata.name === name)!;
+
+type Rule = { apiGroups: string[]; resources: string[]; verbs: string[] };
+function rulesFor(sa: { namespace: string; name: string }): PolicyRule[] {
+  return objs
+    .filter((o) => o.kind === 'RoleBinding')
+    .filter((b) => (b['subjects'] as { kind: string; name: string; namespace: string }[]).some((s) => s.kind === 'ServiceAccount' && s.name === sa.name && s.namespace === sa.namespace))
+    .flatMap((b) => (find('Role', (b['roleRef'] as { name: string }).name)['rules'] as Rule[]).map((r) => ({ ...r, namespaces: [b.metadata.namespace!] })));
+}
+
+let kube: FakeKube | undefined;
+afterEach(async () => {
+  await kube?.close();
+  kube = undefined;
+});
+
+const report: ProbeReport = { version: 1, node: 'node-a', probedAt: '2026-11-20T12:00:00.000Z', globs: [...DEFAULT_PROBE_GLOBS], entries: [] };
+
+describe('manifests/probe', () => {
+  it('namespace enforces Pod Security "privileged" (hostPath), warns and audits at baseline', () => {
+    expect(find('Namespace', PROBE_NAMESPACE).metadata.labels).toMatchObject({
+      'pod-security.kubernetes.io/enforce': 'privileged',
+      'pod-security.kubernetes.io/warn': 'baseline',
+      'pod-security.kubernetes.io/audit': 'baseline',
+    });
+  });
+
+  it('DaemonSet: read-only hostPath of the glob directories only, uid 0 with no capabilities, no escalation, read-only root', () => {
+    const ds = find('DaemonSet', 'tokenwatch-probe') as K8sObject & { spec: { template: { spec: Record<string, unknown> } } };
+    const pod = ds.spec.template.spec as {
+      containers: { args: string[]; securityContext: Record<string, unknown>; volumeMounts: { name: string; mountPath: string; readOnly?: boolean }[] }[];
+      volumes: { name: string; hostPath?: { path: string } }[];
+    };
+    const c = pod.containers[0]!;
+    expect(c.securityContext).toEqual({
+      runAsUser: 0,
+      runAsGroup: 0,
+      runAsNonRoot: false,
+      privileged: false,
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ['ALL'] },
+    });
+    const hostPaths = pod.volumes.filter((v) => v.hostPath).map((v) => v.hostPath!.path);
+    expect(hostPaths).toEqual(['/etc/cni/net.d']);
+    // Every mounted host directory is the fixed prefix of a default glob; every host mount is read-only under /host.
+    for (const p of hostPaths) expect(DEFAULT_PROBE_GLOBS.some((g) => g.startsWith(`${p}/`))).toBe(true);
+    for (const m of c.volumeMounts.filter((m) => pod.volumes.find((v) => v.name === m.name)?.hostPath)) {
+      expect(m.readOnly).toBe(true);
+      expect(m.mountPath.startsWith('/host/')).toBe(true);
+    }
+    expect(c.args.slice(0, 3)).toEqual(['probe', '--host-root', '/host']);
+  });
+
+  it('RBAC: the probe may only get/create/update ConfigMaps in its namespace; serve may list them there', async () => {
+    const probeRules = rulesFor({ namespace: PROBE_NAMESPACE, name: 'tokenwatch-probe' });
+    expect(probeRules).toEqual([{ apiGroups: [''], resources: ['configmaps'], verbs: ['create', 'get', 'update'], namespaces: [PROBE_NAMESPACE] }]);
+    expect(objs.filter((o) => o.kind === 'ClusterRole' || o.kind === 'ClusterRoleBinding')).toEqual([]);
+
+    kube = await startFakeKube({ rbac: probeRules });
+    expect(await publishReport(kube.kubeConfig(), report, PROBE_NAMESPACE)).toBe('created');
+    expect(await publishReport(kube.kubeConfig(), report, PROBE_NAMESPACE)).toBe('updated');
+    await expect(publishReport(kube.kubeConfig(), report, 'default')).rejects.toMatchObject({ code: 403 });
+    expect(kube.requests.filter((r) => r.verb).map((r) => r.verb)).toEqual(['get', 'create', 'get', 'update', 'get']);
+    await kube.close();
+
+    const serveRules = rulesFor({ namespace: 'tokenwatch', name: 'tokenwatch' });
+    kube = await startFakeKube({ rbac: serveRules });
+    expect(await new KubeProbeReports(kube.kubeConfig()).read()).toEqual([]);
+    await kube.close();
+    kube = await startFakeKube({ rbac: [] });
+    await expect(new KubeProbeReports(kube.kubeConfig()).read()).rejects.toThrow(
+      'listing probe ConfigMaps in namespace tokenwatch-probe is forbidden: grant list configmaps there (manifests/probe)',
+    );
+  });
+});
