@@ -5,6 +5,7 @@
  */
 import { createReadStats, readTokenUses, type ReadProgress } from '../audit/reader.js';
 import { loadSnapshot } from '../cluster/snapshot.js';
+import type { TokenUse } from '../audit/types.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import { TokenAggregator } from '../findings/aggregate.js';
 import { buildFindings } from '../findings/build.js';
@@ -34,6 +35,12 @@ export interface ScanOptions {
   thresholds?: SeverityThresholds;
   /** Called as bytes are read, per file (the reader decides how often). */
   onProgress?: (p: ReadProgress) => void;
+  /**
+   * Worker threads for reading, ≥ 1; default 1 (serial). More than 1 reads large inputs (≥ 16 MiB in all) on that
+   * many `node:worker_threads` workers with identical results (see `parallel.ts`); callers should cap it at
+   * `maxJobs()` (`os.availableParallelism()`), as the CLI's `--jobs` does.
+   */
+  jobs?: number;
 }
 
 /** Where the reference time of a scan came from. */
@@ -75,15 +82,33 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
 
   const stats = createReadStats();
   const aggregator = new TokenAggregator({ cluster: opts.cluster, maxTokenAge: opts.maxTokenAge });
-  // Tails are read alongside the main pass (gzip inflation runs on libuv's thread pool).
-  const tails = opts.now === undefined ? latestEventTimeOfFiles(opts.files) : Promise.resolve(undefined);
+  const jobs = opts.jobs ?? 1;
+  const plan = jobs > 1 ? await (await import('./parallel.js')).planParallelRead(opts.files, { jobs }) : undefined;
+  // Tails are read alongside the main pass (gzip inflation runs on libuv's thread pool; in a parallel read the
+  // workers keep the tails of the gzip files they inflate anyway).
+  const tailFiles = plan ? opts.files.filter((f) => !plan.workerTailFiles.has(f)) : opts.files;
+  const tails = opts.now === undefined ? latestEventTimeOfFiles(tailFiles) : Promise.resolve(undefined);
   let latest: number | undefined;
   const readOpts = opts.onProgress ? { onProgress: opts.onProgress } : undefined;
-  for await (const use of readTokenUses(opts.files, stats, readOpts)) {
+  let workerTails: (() => Promise<number | undefined>) | undefined;
+  let uses: AsyncIterable<TokenUse>;
+  if (plan) {
+    const { readParallel } = await import('./parallel.js');
+    const read = readParallel(plan, stats, readOpts);
+    uses = read.uses;
+    if (opts.now === undefined) workerTails = read.tailLatest;
+  } else {
+    uses = readTokenUses(opts.files, stats, readOpts);
+  }
+  for await (const use of uses) {
     if (latest === undefined || use.time > latest) latest = use.time;
     aggregator.add(use);
   }
-  const tailLatest = await tails;
+  const tailTimes = [await tails, await workerTails?.()];
+  const tailLatest = tailTimes.reduce<number | undefined>(
+    (a, t) => (t !== undefined && (a === undefined || t > a) ? t : a),
+    undefined,
+  );
   if (tailLatest !== undefined && (latest === undefined || tailLatest > latest)) latest = tailLatest;
 
   let now: number;

@@ -10,7 +10,8 @@ import { Option, type Command } from 'commander';
 import type { MaxTokenAge, Severity } from '../../findings/types.js';
 import type { ScanResult } from '../../scan/run.js';
 import { atOrAbove, isoSeconds, renderScanTable, shouldUseColor } from '../format.js';
-import { parseClusterName, parseMaxTokenAgeFlag, parseNow } from '../options.js';
+import { availableParallelism } from 'node:os';
+import { parseClusterName, parseJobs, parseMaxTokenAgeFlag, parseNow } from '../options.js';
 
 /** Cluster name used when `--cluster` is not given. */
 export const DEFAULT_CLUSTER = 'default';
@@ -24,6 +25,7 @@ interface ScanFlags {
   format: 'table' | 'json';
   failOn?: Severity;
   now?: number;
+  jobs?: number;
 }
 
 /** The `scan --format json` document: the contract plus the additive `now` and `cluster` fields. */
@@ -69,6 +71,12 @@ export function register(program: Command): void {
         'reference time for severity and days left, ISO-8601 with zone (default: latest event time in the input)',
       ).argParser(parseNow),
     )
+    .addOption(
+      new Option(
+        '--jobs <n>',
+        `worker threads for reading inputs of 16 MiB or more (plain JSON-lines files are split, .gz and exports read whole per thread); capped at the available CPUs (default: ${availableParallelism()}, the available CPUs)`,
+      ).argParser((v) => parseJobs(v)),
+    )
     .addHelpText(
       'after',
       `
@@ -93,6 +101,7 @@ Examples:
           ...(flags.clusterSnapshot !== undefined ? { snapshot: flags.clusterSnapshot } : {}),
           ...(flags.now !== undefined ? { now: flags.now } : {}),
           ...(progress ? { onProgress: progress.onProgress } : {}),
+          jobs: flags.jobs ?? availableParallelism(),
         });
       } finally {
         progress?.stop();
