@@ -90,8 +90,10 @@ Examples:
     .action(async (flags: ScanFlags) => {
       // Loaded on use, so `--help` and argument errors stay fast (the pipeline pulls in zod, the catalog, …).
       const { runScan } = await import('../../scan/run.js');
-      const { startProgress } = await import('../progress.js');
-      const progress = startProgress(flags.auditLog, process.stderr);
+      // cli-progress only for a terminal: pipes and CI logs never show a bar.
+      const progress = process.stderr.isTTY
+        ? (await import('../progress.js')).startProgress(flags.auditLog, process.stderr)
+        : undefined;
       let result: ScanResult;
       try {
         result = await runScan({
