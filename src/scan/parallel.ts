@@ -24,7 +24,10 @@ import { DEFAULT_MAX_LINE_BYTES, type ReadProgress } from '../audit/reader.js';
 import { InputError, type ReadStats, type TokenUse } from '../audit/types.js';
 import type { WorkerReply, WorkerTask } from './worker.js';
 
-/** Inputs smaller than this in all (16 MiB on disk) are read on the main thread: a worker costs ~30 ms to start. */
+/**
+ * Inputs smaller than this in all (16 MiB; gzip files counted uncompressed, see `inputBytes`) are read on the main
+ * thread: a worker costs tens of ms to start, about what one core scans 16 MiB in.
+ */
 export const PARALLEL_MIN_BYTES = 16 * 1024 * 1024;
 /** Range size bounds for splitting plain files: 1–16 MiB, aiming at 8 ranges per worker for an even finish. */
 const MIN_PART_BYTES = 1024 * 1024;
@@ -45,7 +48,7 @@ export interface PlanOptions {
   jobs: number;
   /** As `ReadOptions.maxLineBytes` of the reader. Default 64 MiB. */
   maxLineBytes?: number;
-  /** Inputs below this total size on disk stay serial. Default {@link PARALLEL_MIN_BYTES}. Tests pass 0. */
+  /** Inputs below this total size (gzip uncompressed) stay serial. Default {@link PARALLEL_MIN_BYTES}. Tests pass 0. */
   minBytes?: number;
   /** Range size for splitting plain JSON-lines files, bytes. Default: see MIN/MAX_PART_BYTES. Tests pass small ones. */
   partBytes?: number;
@@ -73,19 +76,31 @@ function reason(err: unknown): string {
   return String(err);
 }
 
-async function readHead(file: string): Promise<Buffer | undefined> {
+/** The first {@link DETECT_HEAD_BYTES} of a file and its last 4 bytes; undefined when it cannot be read. */
+async function readHeadAndTrailer(file: string, size: number): Promise<{ head: Buffer; trailer: Buffer } | undefined> {
   try {
     const fh = await open(file, 'r');
     try {
       const buf = Buffer.alloc(DETECT_HEAD_BYTES);
       const { bytesRead } = await fh.read(buf, 0, buf.length, 0);
-      return buf.subarray(0, bytesRead);
+      const trailer = Buffer.alloc(4);
+      const t = size >= 4 ? (await fh.read(trailer, 0, 4, size - 4)).bytesRead : 0;
+      return { head: buf.subarray(0, bytesRead), trailer: trailer.subarray(0, t) };
     } finally {
       await fh.close();
     }
   } catch {
     return undefined; // the worker's serial reader reports it with its own wording
   }
+}
+
+/**
+ * Bytes of input a file stands for: its size, or for gzip the larger of its size and the uncompressed size in its
+ * trailer (ISIZE, RFC 1952 §2.3.1: the last member's length mod 2^32, so a lower bound for multi-member files).
+ * Audit logs compress 10–20×, so sizes on disk alone would keep many rotated `.gz` files on one thread.
+ */
+function inputBytes(size: number, gzip: boolean, trailer: Buffer): number {
+  return gzip && trailer.length === 4 ? Math.max(size, trailer.readUInt32LE(0)) : size;
 }
 
 /**
@@ -99,30 +114,35 @@ async function readHead(file: string): Promise<Buffer | undefined> {
 export async function planParallelRead(files: string[], opts: PlanOptions): Promise<ParallelPlan | undefined> {
   const sizes = new Map<string, number>();
   let regular = true;
-  let total = 0;
   for (const file of files) {
     try {
       const st = await stat(file);
       if (st.isDirectory()) throw new InputError(`${file}: is a directory, not an audit log file`, file);
       if (!st.isFile()) regular = false;
       sizes.set(file, st.size);
-      total += st.size;
     } catch (err) {
       if (err instanceof InputError) throw err;
       throw new InputError(`${file}: cannot read file (${reason(err)})`, file);
     }
   }
-  if (opts.jobs <= 1 || !regular || total < (opts.minBytes ?? PARALLEL_MIN_BYTES)) return undefined;
+  if (opts.jobs <= 1 || !regular) return undefined;
+  const heads = await Promise.all(files.map((f) => readHeadAndTrailer(f, sizes.get(f) ?? 0)));
+  let total = 0;
+  for (const [i, file] of files.entries()) {
+    const h = heads[i];
+    total += h ? inputBytes(sizes.get(file) ?? 0, isGzip(h.head), h.trailer) : (sizes.get(file) ?? 0);
+  }
+  if (total < (opts.minBytes ?? PARALLEL_MIN_BYTES)) return undefined;
   const maxLineBytes = opts.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES;
   const partBytes =
     opts.partBytes ?? Math.min(MAX_PART_BYTES, Math.max(MIN_PART_BYTES, Math.ceil(total / (opts.jobs * PARTS_PER_JOB))));
   if (!(partBytes > 0)) throw new RangeError('partBytes must be positive');
   const tasks: WorkerTask[] = [];
   const workerTailFiles = new Set<string>();
-  for (const file of files) {
+  for (const [i, file] of files.entries()) {
     const id = tasks.length;
     const size = sizes.get(file) ?? 0;
-    const head = await readHead(file);
+    const head = heads[i]?.head;
     if (head !== undefined && isGzip(head)) {
       tasks.push({ kind: 'gzip', id, file, maxLineBytes });
       workerTailFiles.add(file);

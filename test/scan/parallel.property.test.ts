@@ -239,3 +239,18 @@ describe('parallel read', () => {
     }
   });
 });
+
+describe('parallel plan', () => {
+  it('counts gzip files at their uncompressed size (trailer ISIZE) against the serial threshold', async () => {
+    const text = `${event('z', 'stale', 1)}\n`.repeat(2000); // ~1 MB, compresses to a few KB
+    const a = tmpFile('.log.gz');
+    const b = tmpFile('.log.gz');
+    await writeFile(a, gzipSync(Buffer.from(text)));
+    await writeFile(b, gzipSync(Buffer.from(text)));
+    const bytes = Buffer.byteLength(text);
+    expect(await planParallelRead([a, b], { jobs: 2, minBytes: 2 * bytes + 1 })).toBeUndefined();
+    const plan = await planParallelRead([a, b], { jobs: 2, minBytes: 2 * bytes });
+    expect(plan?.tasks.map((t) => t.kind)).toEqual(['gzip', 'gzip']);
+    expect([...(plan?.workerTailFiles ?? [])]).toEqual([a, b]);
+  });
+});
