@@ -8,7 +8,6 @@ import { loadSnapshot } from '../cluster/snapshot.js';
 import type { TokenUse } from '../audit/types.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import { TokenAggregator } from '../findings/aggregate.js';
-import { buildFindings } from '../findings/build.js';
 import type { MaxTokenAge, ScanReport, SeverityThresholds } from '../findings/types.js';
 import { latestEventTimeOfFiles } from './latest-event.js';
 
@@ -100,6 +99,9 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
   } else {
     uses = readTokenUses(opts.files, stats, readOpts);
   }
+  // The findings module (zod, the cause catalog: ~70 ms of CPU) loads while the inputs are read, not before.
+  const findingsModule = import('../findings/build.js');
+  findingsModule.catch(() => undefined); // awaited below
   for await (const use of uses) {
     if (latest === undefined || use.time > latest) latest = use.time;
     aggregator.add(use);
@@ -124,6 +126,7 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
     nowSource = 'clock';
   }
 
+  const { buildFindings } = await findingsModule;
   const findings = await buildFindings(aggregator.records(), {
     now,
     ...(opts.thresholds ? { thresholds: opts.thresholds } : {}),
