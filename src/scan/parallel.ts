@@ -57,7 +57,7 @@ export interface PlanOptions {
 /** How a parallel read will run: the tasks in input order and the worker count. */
 export interface ParallelPlan {
   tasks: WorkerTask[];
-  /** Workers to start: min(jobs, tasks). */
+  /** Readers to use, the calling thread included: min(jobs, tasks). */
   workers: number;
   /** Sizes on disk of the files, for progress. */
   sizes: Map<string, number>;
@@ -176,19 +176,27 @@ export function workerEntry(moduleUrl: string = import.meta.url): URL {
   return moduleUrl.endsWith('.ts') ? new URL('./worker-tsx.mjs', moduleUrl) : new URL('./worker.js', moduleUrl);
 }
 
+/** `workerData` that tells `worker.ts` it runs as a scan worker (and not, say, in a test runner's thread). */
+export const WORKER_DATA = { tokenwatchScanWorker: true } as const;
+
 /**
- * A pool of `size` worker threads taking tasks in order as they become free.
- * A worker that dies (uncaught error, `process.exit`) fails the task it held and every task after it.
+ * A pool of `size` readers taking tasks in order as they become free: the calling thread itself (it would
+ * otherwise sit idle while it waits for results; a worker thread costs ~35 ms of CPU to start and ~10 MB) and
+ * `size - 1` worker threads, started as tasks arrive. Tasks the calling thread takes run between event-loop turns
+ * (a range scan blocks it for one range, ≤ 16 MiB). A worker that dies (uncaught error, `process.exit`) fails the
+ * task it held and every task after it.
  */
 export function workerPool(size: number, entry: URL = workerEntry()): TaskRunner {
   interface Slot {
-    worker: Worker;
+    worker?: Worker;
     task?: { task: WorkerTask; onReply: (r: WorkerReply) => void };
   }
   const queue: { task: WorkerTask; onReply: (r: WorkerReply) => void }[] = [];
-  const slots: Slot[] = [];
+  const inline: Slot = {};
+  const slots: Slot[] = [inline];
   let broken: Error | undefined;
   let closed = false;
+  let runInline: Promise<typeof import('./worker.js')['runTask']> | undefined;
 
   const fail = (err: Error): void => {
     if (broken) return;
@@ -198,20 +206,27 @@ export function workerPool(size: number, entry: URL = workerEntry()): TaskRunner
       p.onReply({ type: 'error', id: p.task.id, name: 'Error', message: `scan worker failed: ${err.message}`, file: p.task.file });
     }
   };
+  const finished = (slot: Slot, r: WorkerReply): void => {
+    const current = slot.task;
+    if (!current || r.id !== current.task.id || broken) return;
+    current.onReply(r);
+    if (r.type !== 'progress') dispatch(slot);
+  };
   const dispatch = (slot: Slot): void => {
-    const next = queue.shift();
+    const next = closed ? undefined : queue.shift();
     slot.task = next;
-    if (next) slot.worker.postMessage(next.task);
+    if (!next) return;
+    if (slot.worker) {
+      slot.worker.postMessage(next.task);
+    } else {
+      runInline ??= import('./worker.js').then((m) => m.runTask);
+      void runInline.then((runTask) => setImmediate(() => void runTask(next.task, (r) => finished(slot, r))));
+    }
   };
   const spawn = (): Slot => {
-    const worker = new Worker(entry);
+    const worker = new Worker(entry, { workerData: WORKER_DATA });
     const slot: Slot = { worker };
-    worker.on('message', (r: WorkerReply) => {
-      const current = slot.task;
-      if (!current || r.id !== current.task.id) return;
-      current.onReply(r);
-      if (r.type !== 'progress') dispatch(slot);
-    });
+    worker.on('message', (r: WorkerReply) => finished(slot, r));
     worker.on('error', (err) => fail(err));
     worker.on('exit', (code) => {
       if (!closed) fail(new Error(`worker exited with code ${code}`));
@@ -232,7 +247,7 @@ export function workerPool(size: number, entry: URL = workerEntry()): TaskRunner
     async close() {
       closed = true;
       queue.splice(0);
-      await Promise.all(slots.map((s) => s.worker.terminate()));
+      await Promise.all(slots.map((s) => s.worker?.terminate()));
     },
   };
 }

@@ -1,8 +1,8 @@
 /**
  * Worker thread of the parallel scan (`parallel.ts`): runs the existing audit scanners on one task at a time and
- * posts back compact results. Loaded by `new Worker(...)` only: from `dist/scan/worker.js` when compiled, or
- * through `worker-tsx.mjs` (tsx) when running from the TypeScript sources (vitest, `bin/tokenwatch.js` without
- * `dist/`).
+ * posts back compact results. Started by `new Worker(...)`: from `dist/scan/worker.js` when compiled, or through
+ * `worker-tsx.mjs` (tsx) when running from the TypeScript sources (vitest, `bin/tokenwatch.js` without `dist/`).
+ * The pool's own thread also runs tasks, with {@link runTask}.
  *
  * Tasks (see {@link WorkerTask}):
  * - `range`: the lines of a plain audit JSON-lines file that *start* in a byte range (see {@link lineStart}),
@@ -17,7 +17,7 @@
  * within the file (`file`, as `readTokenUses` does); the main thread dedupes across tasks by `auditID`.
  */
 import { closeSync, createReadStream, openSync, readSync } from 'node:fs';
-import { parentPort } from 'node:worker_threads';
+import { parentPort, workerData } from 'node:worker_threads';
 import { createGunzip } from 'node:zlib';
 import { detectFormat } from '../audit/formats.js';
 import { DEFAULT_MAX_LINE_BYTES, JsonlScanner, createReadStats, readTokenUses } from '../audit/reader.js';
@@ -255,7 +255,9 @@ export async function runTask(task: WorkerTask, post: (r: WorkerReply) => void):
   }
 }
 
-if (parentPort) {
+// Only in a thread started by parallel.ts `workerPool` (which passes `WORKER_DATA`): imported elsewhere (the pool's
+// own thread, a test runner's worker thread) this module must not take over the thread's port.
+if (parentPort && (workerData as { tokenwatchScanWorker?: unknown } | null)?.tokenwatchScanWorker === true) {
   const port = parentPort;
   const post = (r: WorkerReply): void => port.postMessage(r);
   port.on('message', (task: WorkerTask) => {

@@ -213,6 +213,17 @@ describe('parallel read', () => {
     expect((err as InputError).file).toBe(path.join(FIX, 'corrupt.log.gz'));
   });
 
+  it('a worker thread that dies fails the read with an error naming it (no hang)', async () => {
+    const dying = tmpFile('.mjs');
+    await writeFile(dying, "import { parentPort } from 'node:worker_threads';\nparentPort.on('message', () => process.exit(3));\n");
+    const f = tmpFile('.log');
+    await writeFile(f, `${event('d', 'stale', 1)}\n`.repeat(100));
+    const plan = await planParallelRead([f], { jobs: 2, minBytes: 0, partBytes: 1000 });
+    const err = await parallel(plan!, workerPool(2, new URL(`file://${dying}`))).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(Error);
+    expect((err as Error).message).toBe('scan worker failed: worker exited with code 3');
+  });
+
   it('checks every file before reading any, as the serial reader does', async () => {
     await expect(planParallelRead([path.join(FIX, 'audit.log'), path.join(FIX, 'nope.log')], { jobs: 2, minBytes: 0 })).rejects.toThrow(
       /nope\.log: cannot read file \(ENOENT/,
