@@ -537,7 +537,8 @@ async function main(): Promise<void> {
   const rate = (s: number): string => `${(sizeMB / s).toFixed(0)} MiB/s`;
   const load = loadavg()[0] ?? 0;
   const cores = cpus().length;
-  const perWorker = jobs > 1 ? (scan.rssMB - serial.rssMB) / jobs : undefined;
+  // The calling thread reads too: --jobs N starts N - 1 worker threads.
+  const perWorker = jobs > 1 ? (scan.rssMB - serial.rssMB) / (jobs - 1) : undefined;
   const lines = [
     `machine: ${cores} CPUs (${jobs} available), load average ${load.toFixed(1)}${load > cores ? ' (busy: timings are not representative)' : ''}`,
     `best of ${RUNS} runs, tools alternating; default --jobs ${jobs}`,
@@ -582,7 +583,7 @@ async function main(): Promise<void> {
   }
   lines.push(
     `${verdict(maxRss <= TARGETS.maxRssMB)}  peak RSS = ${maxRss.toFixed(0)} MB at --jobs ${jobs} (goal ≤ ${TARGETS.maxRssMB} MB)` +
-      (perWorker === undefined ? '' : `; ${perWorker.toFixed(0)} MB per worker (plain: ${serial.rssMB.toFixed(0)} MB at --jobs 1, ${scan.rssMB.toFixed(0)} MB at --jobs ${jobs})`),
+      (perWorker === undefined ? '' : `; ${perWorker.toFixed(0)} MB per worker thread (plain: ${serial.rssMB.toFixed(0)} MB at --jobs 1, ${scan.rssMB.toFixed(0)} MB at --jobs ${jobs})`),
     `${verdict(version.seconds <= TARGETS.maxStartupSeconds && oneScan.seconds <= TARGETS.maxStartupSeconds)}  start-up: --version ${version.seconds.toFixed(3)} s, one-line scan ${oneScan.seconds.toFixed(3)} s (goal ≤ ${TARGETS.maxStartupSeconds} s each, wall time)` +
       (load > cores && version.cpu !== undefined && oneScan.cpu !== undefined
         ? `; busy machine: CPU time ${version.cpu.toFixed(3)} s and ${oneScan.cpu.toFixed(3)} s`
