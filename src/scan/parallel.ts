@@ -21,7 +21,7 @@ import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { DETECT_HEAD_BYTES, detectFormat, isGzip } from '../audit/formats.js';
 import { DEFAULT_MAX_LINE_BYTES, type ReadProgress } from '../audit/reader.js';
-import { InputError, type ReadStats, type TokenUse } from '../audit/types.js';
+import { InputError, type InputFormat, type ReadStats, type TokenUse } from '../audit/types.js';
 import type { WorkerReply, WorkerTask } from './worker.js';
 
 /**
@@ -33,6 +33,15 @@ export const PARALLEL_MIN_BYTES = 16 * 1024 * 1024;
 const MIN_PART_BYTES = 1024 * 1024;
 const MAX_PART_BYTES = 16 * 1024 * 1024;
 const PARTS_PER_JOB = 8;
+
+/**
+ * Formats split into byte ranges: one record per line, a record never spans lines, and a blank line is ignored (a
+ * range that does not start the file is scanned after a `\n`, so a BOM-like first line is data, as in a serial read).
+ * Others (CSV with quoted newlines, whole-document JSON exports) are read whole by one thread. A line-oriented format
+ * added to the reader (e.g. `<ISO timestamp> <event JSON>` export lines) can join this set once `worker.ts`
+ * `scanRange` picks its scanner.
+ */
+const SPLIT_FORMATS: ReadonlySet<InputFormat> = new Set<InputFormat>(['audit-jsonl']);
 
 /**
  * The default and upper bound of `--jobs`: `os.availableParallelism()` (CPUs this process may use, which honours
@@ -146,7 +155,7 @@ export async function planParallelRead(files: string[], opts: PlanOptions): Prom
     if (head !== undefined && isGzip(head)) {
       tasks.push({ kind: 'gzip', id, file, maxLineBytes });
       workerTailFiles.add(file);
-    } else if (head !== undefined && size > partBytes && detectFormat(head) === 'audit-jsonl') {
+    } else if (head !== undefined && size > partBytes && SPLIT_FORMATS.has(detectFormat(head) as InputFormat)) {
       for (let start = 0; start < size; start += partBytes) {
         const end = Math.min(size, start + partBytes);
         tasks.push({ kind: 'range', id: tasks.length, file, start, end, last: end === size, maxLineBytes });
