@@ -3,7 +3,8 @@
  * No I/O and no clock: the reference time is passed in. Colour is decided by the caller
  * (see {@link shouldUseColor}).
  */
-import Table from 'cli-table3';
+import { createRequire } from 'node:module';
+import type TableClass from 'cli-table3';
 import type { Finding, ScanReport, Severity } from '../findings/types.js';
 import { WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS } from '../findings/token-math.js';
 import type { NowSource } from '../scan/run.js';
@@ -217,6 +218,8 @@ export function renderScanTable(report: ScanReport, opts: RenderOptions): string
     'requests',
     'cause',
   ];
+  // Loaded on first use (~13 ms): `--version`, `--help` and JSON output never need it.
+  const Table = createRequire(import.meta.url)('cli-table3') as typeof TableClass;
   const table = new Table({
     head: head.map((h) => paint('bold', h)),
     style: { head: [], border: [] },

@@ -3,6 +3,7 @@
  * says what is expected; commander prefixes it with the flag name (`option '--now <iso>' argument
  * 'x' is invalid. …`), and the CLI prints it on one line and exits 2.
  */
+import { availableParallelism } from 'node:os';
 import { InvalidArgumentError } from 'commander';
 import { parseMaxTokenAge } from '../findings/token-math.js';
 import type { MaxTokenAge } from '../findings/types.js';
@@ -89,4 +90,15 @@ export function parseByteSize(value: string): number {
     throw new InvalidArgumentError('Expected a positive size in bytes, e.g. 20GiB, 500MB or 1073741824.');
   }
   return bytes;
+}
+
+/**
+ * Parses `--jobs`: a positive whole number of worker threads, capped at `os.availableParallelism()` (more threads
+ * than usable CPUs only add start-up cost and memory).
+ * @throws InvalidArgumentError
+ */
+export function parseJobs(value: string, cap: number = availableParallelism()): number {
+  const n = /^\s*\d+\s*$/.test(value) ? Number(value) : Number.NaN;
+  if (!Number.isSafeInteger(n) || n < 1) throw new InvalidArgumentError('Expected a positive whole number of threads.');
+  return Math.min(n, Math.max(1, cap));
 }

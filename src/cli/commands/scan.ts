@@ -12,7 +12,8 @@ import type { MaxTokenAge, Severity } from '../../findings/types.js';
 import type { ScanResult } from '../../scan/run.js';
 import type { ReadNotice } from '../../audit/types.js';
 import { atOrAbove, isoSeconds, renderScanTable, shouldUseColor } from '../format.js';
-import { parseByteSize, parseClusterName, parseMaxTokenAgeFlag, parseNow } from '../options.js';
+import { availableParallelism } from 'node:os';
+import { parseByteSize, parseClusterName, parseJobs, parseMaxTokenAgeFlag, parseNow } from '../options.js';
 import { escapeControl } from '../escape.js';
 import { UsageError } from '../program.js';
 
@@ -33,6 +34,7 @@ interface ScanFlags {
   failOn?: Severity;
   now?: number;
   maxDecompressedBytes?: number;
+  jobs?: number;
 }
 
 /**
@@ -105,6 +107,12 @@ export function register(program: Command): void {
         'stop with an error when one gzip input inflates past this size (e.g. 20GiB; default: no limit)',
       ).argParser(parseByteSize),
     )
+    .addOption(
+      new Option(
+        '--jobs <n>',
+        `worker threads for inputs of 16 MiB or more: plain JSON-lines files are split, .gz files and exports are read whole, one per thread; capped at the available CPUs (default: ${availableParallelism()}, the available CPUs)`,
+      ).argParser((v) => parseJobs(v)),
+    )
     .addHelpText(
       'after',
       `
@@ -126,8 +134,10 @@ Examples:
       }
       const auditLog = flags.auditLog ?? [];
       const { runScan } = await import('../../scan/run.js');
-      const { startProgress } = await import('../progress.js');
-      const progress = startProgress(auditLog, process.stderr);
+      // cli-progress only for a terminal: pipes and CI logs never show a bar (and never load it).
+      const progress = process.stderr.isTTY
+        ? (await import('../progress.js')).startProgress(auditLog, process.stderr)
+        : undefined;
       let result: ScanResult;
       const notices: ReadNotice[] = [];
       try {
@@ -140,6 +150,7 @@ Examples:
           ...(progress ? { onProgress: progress.onProgress } : {}),
           ...(flags.maxDecompressedBytes !== undefined ? { maxDecompressedBytes: flags.maxDecompressedBytes } : {}),
           onNotice: (n) => notices.push(n),
+          jobs: flags.jobs ?? availableParallelism(),
         });
       } finally {
         progress?.stop();

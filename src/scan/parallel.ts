@@ -1,0 +1,405 @@
+/**
+ * Multi-core read of audit inputs: splits the work into tasks (byte ranges of plain audit JSON-lines files, whole
+ * gzip files, whole files of the other formats), runs them on `node:worker_threads` workers (`worker.ts`), and
+ * merges the results in input order, deduplicating by `auditID`, so the token uses and `ReadStats` are identical
+ * to the serial `readTokenUses` over the same files (same uses in the same order, same `lines`, `events`,
+ * `malformed`, `tokenUses`, `duplicates`, `files`).
+ *
+ * Why this is identical:
+ * - every line of a plain JSON-lines file belongs to exactly one range (the one its first byte falls in, see
+ *   `worker.ts` `lineStart`) and is scanned whole by the same `JsonlScanner` the serial reader uses;
+ * - results are consumed in task order (file order, then byte order), and the first use of each `auditID` is kept:
+ *   the same use the serial reader keeps; later ones count as `duplicates`;
+ * - gzip, CSV and whole-document JSON exports are read whole by one worker, with the serial reader's code or
+ *   (gzip audit JSON lines) its `JsonlScanner`; errors are worded by the serial reader.
+ *
+ * Small inputs ({@link PARALLEL_MIN_BYTES}), a single task, pipes and `jobs` 1 are not worth a worker:
+ * {@link planParallelRead} returns `undefined` and the caller reads serially.
+ */
+import { open, stat } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
+import { Worker } from 'node:worker_threads';
+import { DETECT_HEAD_BYTES, detectFormat, isGzip } from '../audit/formats.js';
+import { DEFAULT_MAX_LINE_BYTES, noAuditEventError, type ReadProgress } from '../audit/reader.js';
+import { InputError, type InputFormat, type ReadNotice, type ReadStats, type TokenUse } from '../audit/types.js';
+import type { WorkerReply, WorkerTask } from './worker.js';
+
+/**
+ * Inputs smaller than this in all (16 MiB; gzip files counted uncompressed, see `inputBytes`) are read on the main
+ * thread: a worker costs tens of ms to start, about what one core scans 16 MiB in.
+ */
+export const PARALLEL_MIN_BYTES = 16 * 1024 * 1024;
+/** Range size bounds for splitting plain files: 1–16 MiB, aiming at 8 ranges per worker for an even finish. */
+const MIN_PART_BYTES = 1024 * 1024;
+const MAX_PART_BYTES = 16 * 1024 * 1024;
+const PARTS_PER_JOB = 8;
+
+/**
+ * Formats split into byte ranges: one record per line, a record never spans lines, and a blank line is ignored (a
+ * range that does not start the file is scanned after a `\n`, so a BOM-like first line is data, as in a serial read).
+ * Others (CSV with quoted newlines, whole-document JSON exports) are read whole by one thread. A line-oriented format
+ * added to the reader (e.g. `<ISO timestamp> <event JSON>` export lines) can join this set once `worker.ts`
+ * `scanRange` picks its scanner.
+ */
+const SPLIT_FORMATS: ReadonlySet<InputFormat> = new Set<InputFormat>(['audit-jsonl']);
+
+/**
+ * The default and upper bound of `--jobs`: `os.availableParallelism()` (CPUs this process may use, which honours
+ * CPU affinity masks such as `taskset` and container cpusets).
+ */
+export function maxJobs(): number {
+  return Math.max(1, availableParallelism());
+}
+
+/** Options of {@link planParallelRead}. */
+export interface PlanOptions {
+  /** Worker threads to use, ≥ 1 (the CLI caps it at {@link maxJobs}). 1 means serial. */
+  jobs: number;
+  /** As `ReadOptions.maxLineBytes` of the reader. Default 64 MiB. */
+  maxLineBytes?: number;
+  /** As `ReadOptions.maxDecompressedBytes`: gzip files are then read by the reader itself (`file` tasks), guard included. */
+  maxDecompressedBytes?: number;
+  /** Inputs below this total size (gzip uncompressed) stay serial. Default {@link PARALLEL_MIN_BYTES}. Tests pass 0. */
+  minBytes?: number;
+  /** Range size for splitting plain JSON-lines files, bytes. Default: see MIN/MAX_PART_BYTES. Tests pass small ones. */
+  partBytes?: number;
+}
+
+/** How a parallel read will run: the tasks in input order and the worker count. */
+export interface ParallelPlan {
+  tasks: WorkerTask[];
+  /** Readers to use, the calling thread included: min(jobs, tasks). */
+  workers: number;
+  /** Sizes on disk of the files, for progress. */
+  sizes: Map<string, number>;
+  /**
+   * Gzip files whose tail (`latestEventTimeOfFile`) the workers compute while they inflate them, so the
+   * caller need not inflate them a second time; see {@link ParallelRead.tailLatest}.
+   */
+  workerTailFiles: Set<string>;
+}
+
+function reason(err: unknown): string {
+  if (err instanceof Error) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return code && !err.message.startsWith(code) ? `${code}: ${err.message}` : err.message;
+  }
+  return String(err);
+}
+
+/** The first {@link DETECT_HEAD_BYTES} of a file and its last 4 bytes; undefined when it cannot be read. */
+async function readHeadAndTrailer(file: string, size: number): Promise<{ head: Buffer; trailer: Buffer } | undefined> {
+  try {
+    const fh = await open(file, 'r');
+    try {
+      const buf = Buffer.alloc(DETECT_HEAD_BYTES);
+      const { bytesRead } = await fh.read(buf, 0, buf.length, 0);
+      const trailer = Buffer.alloc(4);
+      const t = size >= 4 ? (await fh.read(trailer, 0, 4, size - 4)).bytesRead : 0;
+      return { head: buf.subarray(0, bytesRead), trailer: trailer.subarray(0, t) };
+    } finally {
+      await fh.close();
+    }
+  } catch {
+    return undefined; // the worker's serial reader reports it with its own wording
+  }
+}
+
+/**
+ * Bytes of input a file stands for: its size, or for gzip the larger of its size and the uncompressed size in its
+ * trailer (ISIZE, RFC 1952 §2.3.1: the last member's length mod 2^32, so a lower bound for multi-member files).
+ * Audit logs compress 10–20×, so sizes on disk alone would keep many rotated `.gz` files on one thread.
+ */
+function inputBytes(size: number, gzip: boolean, trailer: Buffer): number {
+  return gzip && trailer.length === 4 ? Math.max(size, trailer.readUInt32LE(0)) : size;
+}
+
+/**
+ * Decides whether and how to read `files` in parallel.
+ *
+ * @returns undefined when the read should stay serial: `jobs` ≤ 1, inputs under `minBytes` in all, a non-regular
+ *   file (a pipe cannot be read twice), or fewer than two tasks (e.g. one gzip file).
+ * @throws InputError for a missing or unreadable file or a directory, worded as the serial reader does, before
+ *   any file is read (as the serial reader checks them all first).
+ */
+export async function planParallelRead(files: string[], opts: PlanOptions): Promise<ParallelPlan | undefined> {
+  const sizes = new Map<string, number>();
+  let regular = true;
+  for (const file of files) {
+    try {
+      const st = await stat(file);
+      if (st.isDirectory()) throw new InputError(`${file}: is a directory, not an audit log file`, file);
+      if (!st.isFile()) regular = false;
+      sizes.set(file, st.size);
+    } catch (err) {
+      if (err instanceof InputError) throw err;
+      throw new InputError(`${file}: cannot read file (${reason(err)})`, file);
+    }
+  }
+  if (opts.jobs <= 1 || !regular) return undefined;
+  const heads = await Promise.all(files.map((f) => readHeadAndTrailer(f, sizes.get(f) ?? 0)));
+  let total = 0;
+  for (const [i, file] of files.entries()) {
+    const h = heads[i];
+    total += h ? inputBytes(sizes.get(file) ?? 0, isGzip(h.head), h.trailer) : (sizes.get(file) ?? 0);
+  }
+  if (total < (opts.minBytes ?? PARALLEL_MIN_BYTES)) return undefined;
+  const maxLineBytes = opts.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES;
+  const partBytes =
+    opts.partBytes ?? Math.min(MAX_PART_BYTES, Math.max(MIN_PART_BYTES, Math.ceil(total / (opts.jobs * PARTS_PER_JOB))));
+  if (!(partBytes > 0)) throw new RangeError('partBytes must be positive');
+  const tasks: WorkerTask[] = [];
+  const workerTailFiles = new Set<string>();
+  for (const [i, file] of files.entries()) {
+    const id = tasks.length;
+    const size = sizes.get(file) ?? 0;
+    const head = heads[i]?.head;
+    if (head !== undefined && isGzip(head) && opts.maxDecompressedBytes === undefined) {
+      tasks.push({ kind: 'gzip', id, file, maxLineBytes });
+      workerTailFiles.add(file);
+    } else if (head !== undefined && size > partBytes && SPLIT_FORMATS.has(detectFormat(head) as InputFormat)) {
+      for (let start = 0; start < size; start += partBytes) {
+        const end = Math.min(size, start + partBytes);
+        tasks.push({ kind: 'range', id: tasks.length, file, start, end, last: end === size, maxLineBytes });
+      }
+    } else {
+      const guard = opts.maxDecompressedBytes !== undefined ? { maxDecompressedBytes: opts.maxDecompressedBytes } : {};
+      tasks.push({ kind: 'file', id, file, maxLineBytes, ...guard });
+    }
+  }
+  if (tasks.length < 2) return undefined;
+  return { tasks, workers: Math.min(opts.jobs, tasks.length), sizes, workerTailFiles };
+}
+
+/** Runs tasks somewhere and reports each task's replies. Injectable so tests can run tasks in-process. */
+export interface TaskRunner {
+  /** Starts the task; `onReply` gets its `progress` replies, then exactly one `done` or `error`. */
+  run(task: WorkerTask, onReply: (r: WorkerReply) => void): void;
+  /** Stops all work; pending tasks never reply. */
+  close(): Promise<void>;
+}
+
+/**
+ * Where the worker's module is: `dist/scan/worker.js` next to the compiled `parallel.js`, or, when this module
+ * itself is TypeScript run by tsx or vitest, `worker-tsx.mjs`, which registers tsx in the worker thread (hooks
+ * registered in the main thread do not reach workers) before importing `worker.ts`.
+ */
+export function workerEntry(moduleUrl: string = import.meta.url): URL {
+  return moduleUrl.endsWith('.ts') ? new URL('./worker-tsx.mjs', moduleUrl) : new URL('./worker.js', moduleUrl);
+}
+
+/** `workerData` that tells `worker.ts` it runs as a scan worker (and not, say, in a test runner's thread). */
+export const WORKER_DATA = { tokenwatchScanWorker: true } as const;
+
+/**
+ * A pool of `size` readers taking tasks in order as they become free: the calling thread itself (it would
+ * otherwise sit idle while it waits for results; a worker thread costs ~35 ms of CPU to start and ~10 MB) and
+ * `size - 1` worker threads, started as tasks arrive. Tasks the calling thread takes run between event-loop turns
+ * (a range scan blocks it for one range, ≤ 16 MiB). A worker that dies (uncaught error, `process.exit`) fails the
+ * task it held and every task after it.
+ */
+export function workerPool(size: number, entry: URL = workerEntry()): TaskRunner {
+  interface Slot {
+    worker?: Worker;
+    task?: { task: WorkerTask; onReply: (r: WorkerReply) => void };
+  }
+  const queue: { task: WorkerTask; onReply: (r: WorkerReply) => void }[] = [];
+  const inline: Slot = {};
+  const slots: Slot[] = [inline];
+  let broken: Error | undefined;
+  let closed = false;
+  let runInline: Promise<typeof import('./worker.js')['runTask']> | undefined;
+
+  const fail = (err: Error): void => {
+    if (broken) return;
+    broken = err;
+    const pending = [...slots.flatMap((s) => (s.task ? [s.task] : [])), ...queue.splice(0)];
+    for (const p of pending) {
+      p.onReply({ type: 'error', id: p.task.id, name: 'Error', message: `scan worker failed: ${err.message}`, file: p.task.file });
+    }
+  };
+  const finished = (slot: Slot, r: WorkerReply): void => {
+    const current = slot.task;
+    if (!current || r.id !== current.task.id || broken) return;
+    current.onReply(r);
+    if (r.type !== 'progress') dispatch(slot);
+  };
+  const dispatch = (slot: Slot): void => {
+    const next = closed ? undefined : queue.shift();
+    slot.task = next;
+    if (!next) return;
+    if (slot.worker) {
+      slot.worker.postMessage(next.task);
+    } else {
+      runInline ??= import('./worker.js').then((m) => m.runTask);
+      void runInline.then((runTask) => setImmediate(() => void runTask(next.task, (r) => finished(slot, r))));
+    }
+  };
+  const spawn = (): Slot => {
+    const worker = new Worker(entry, { workerData: WORKER_DATA });
+    const slot: Slot = { worker };
+    worker.on('message', (r: WorkerReply) => finished(slot, r));
+    worker.on('error', (err) => fail(err));
+    worker.on('exit', (code) => {
+      if (!closed) fail(new Error(`worker exited with code ${code}`));
+    });
+    return slot;
+  };
+  return {
+    run(task, onReply) {
+      if (broken) {
+        onReply({ type: 'error', id: task.id, name: 'Error', message: `scan worker failed: ${broken.message}`, file: task.file });
+        return;
+      }
+      queue.push({ task, onReply });
+      const idle = slots.find((s) => s.task === undefined);
+      if (idle) dispatch(idle);
+      else if (slots.length < size) dispatch(slots[slots.push(spawn()) - 1]!);
+    },
+    async close() {
+      closed = true;
+      queue.splice(0);
+      await Promise.all(slots.map((s) => s.worker?.terminate()));
+    },
+  };
+}
+
+/** Options of {@link readParallel}. */
+export interface ParallelReadOptions {
+  /** Progress per file, summed over its ranges; `bytesRead` ≤ the file size seen when planning. */
+  onProgress?: (p: ReadProgress) => void;
+  /** The reader's notices (as `ReadOptions.onNotice`), reported in input order as each file's results are merged. */
+  onNotice?: (n: ReadNotice) => void;
+  /** Default: a {@link workerPool} of `plan.workers` threads. */
+  runner?: TaskRunner;
+}
+
+/** A running parallel read. */
+export interface ParallelRead {
+  /** The token uses, each `auditID` once, in the order the serial reader yields them. */
+  uses: AsyncGenerator<TokenUse>;
+  /**
+   * After `uses` is exhausted: the latest event time in the tails of {@link ParallelPlan.workerTailFiles}
+   * (as `latestEventTimeOfFiles` would give for them), epoch ms UTC; undefined when none has one.
+   * Files whose tail no worker computed (not audit JSON lines) are read by `latestEventTimeOfFile` here.
+   */
+  tailLatest: () => Promise<number | undefined>;
+}
+
+type Done = Extract<WorkerReply, { type: 'done' }>;
+
+/** `Promise.withResolvers` (Node 22+) for Node 20. */
+function deferred<T>(): { promise: Promise<T>; resolve: (v: T) => void; reject: (e: unknown) => void } {
+  let resolve!: (v: T) => void;
+  let reject!: (e: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+/**
+ * Runs a plan and merges its results into `stats` (as `readTokenUses` counts them). Workers are stopped when
+ * the uses are exhausted, on error, or when the consumer stops early.
+ *
+ * @throws (from `uses`) the InputError of the first failing task in input order, as the serial reader would
+ *   throw it; an Error when a worker dies.
+ */
+export function readParallel(plan: ParallelPlan, stats: ReadStats, opts: ParallelReadOptions = {}): ParallelRead {
+  const tails: (number | undefined)[] = [];
+  const lateTails: string[] = [];
+  const uses = mergeResults(plan, stats, opts, (file, tail) => {
+    if (tail === undefined) lateTails.push(file);
+    else if (tail !== null) tails.push(tail);
+  });
+  return {
+    uses,
+    async tailLatest() {
+      if (lateTails.length > 0) {
+        const { latestEventTimeOfFiles } = await import('./latest-event.js');
+        tails.push(await latestEventTimeOfFiles(lateTails));
+      }
+      let latest: number | undefined;
+      for (const t of tails) if (t !== undefined && (latest === undefined || t > latest)) latest = t;
+      return latest;
+    },
+  };
+}
+
+async function* mergeResults(
+  plan: ParallelPlan,
+  stats: ReadStats,
+  opts: ParallelReadOptions,
+  onTail: (file: string, tail: number | null | undefined) => void,
+): AsyncGenerator<TokenUse> {
+  const runner = opts.runner ?? workerPool(plan.workers);
+  const results = plan.tasks.map(() => deferred<Done>());
+  const readByFile = new Map<string, number>();
+  const onProgress = opts.onProgress;
+  for (const [i, task] of plan.tasks.entries()) {
+    runner.run(task, (r) => {
+      if (r.type === 'progress') {
+        if (!onProgress) return;
+        const totalBytes = plan.sizes.get(task.file) ?? 0;
+        const bytesRead = Math.min(totalBytes, (readByFile.get(task.file) ?? 0) + r.bytes);
+        readByFile.set(task.file, bytesRead);
+        onProgress({ file: task.file, bytesRead, totalBytes });
+      } else if (r.type === 'done') {
+        results[i]!.resolve(r);
+      } else {
+        results[i]!.reject(r.name === 'InputError' ? new InputError(r.message, r.file) : new Error(r.message));
+      }
+    });
+  }
+  for (const r of results) r.promise.catch(() => undefined); // rejections are awaited in order below
+  const seen = new Set<string>();
+  let fileTally: { lines: number; events: number } | undefined;
+  try {
+    for (const [i, task] of plan.tasks.entries()) {
+      const done = await results[i]!.promise;
+      const s = done.stats;
+      for (const n of done.notices ?? []) opts.onNotice?.(n);
+      if (task.kind === 'range') {
+        if (task.start === 0) {
+          stats.files++;
+          fileTally = { lines: 0, events: 0 };
+        }
+        fileTally!.lines += s.lines;
+        fileTally!.events += s.events;
+        // The reader's "no audit event in this file" rule, over all ranges of the file (a `file` task applies it itself).
+        if (task.last) {
+          const err = noAuditEventError(task.file, 'audit-jsonl', fileTally!.lines, fileTally!.events);
+          if (err) throw err;
+        }
+      } else if (task.kind === 'gzip' && done.tailLatest !== undefined) {
+        // The fast path of an audit JSON-lines gzip file: the same rule, for the whole file.
+        const err = noAuditEventError(task.file, 'audit-jsonl', s.lines, s.events);
+        if (err) throw err;
+      }
+      if (task.kind !== 'range') {
+        stats.files += s.files;
+        stats.duplicates += s.duplicates; // within the file, counted by the serial reader (`file` tasks)
+        onTail(task.file, task.kind === 'gzip' ? done.tailLatest : null);
+      }
+      stats.lines += s.lines;
+      stats.events += s.events;
+      stats.malformed += s.malformed;
+      if (onProgress && (task.kind !== 'range' || task.last)) {
+        const totalBytes = plan.sizes.get(task.file) ?? 0;
+        onProgress({ file: task.file, bytesRead: totalBytes, totalBytes });
+      }
+      for (const use of done.uses) {
+        if (seen.has(use.auditID)) {
+          stats.duplicates++;
+          continue;
+        }
+        seen.add(use.auditID);
+        stats.tokenUses++;
+        yield use;
+      }
+    }
+  } finally {
+    await runner.close();
+  }
+}

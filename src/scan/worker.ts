@@ -1,0 +1,278 @@
+/**
+ * Worker thread of the parallel scan (`parallel.ts`): runs the existing audit scanners on one task at a time and
+ * posts back compact results. Started by `new Worker(...)`: from `dist/scan/worker.js` when compiled, or through
+ * `worker-tsx.mjs` (tsx) when running from the TypeScript sources (vitest, `bin/tokenwatch.js` without `dist/`).
+ * The pool's own thread also runs tasks, with {@link runTask}.
+ *
+ * Tasks (see {@link WorkerTask}):
+ * - `range`: the lines of a plain audit JSON-lines file that *start* in a byte range (see {@link lineStart}),
+ *   scanned with the reader's `JsonlScanner`;
+ * - `gzip`: a whole gzip file; audit JSON lines are scanned with `JsonlScanner` while the last
+ *   {@link TAIL_BYTES} of the decompressed data are kept for `latestEventTimeInTail` (so the file is inflated once,
+ *   not twice); any other content or any error falls back to the `file` path, which words errors exactly as a
+ *   serial scan does;
+ * - `file`: a whole file of any format through the reader's `readTokenUses` (CSV and whole-document JSON exports).
+ *
+ * Token uses are returned in input order without cross-task deduplication (`range`, `gzip`) or deduplicated
+ * within the file (`file`, as `readTokenUses` does); the main thread dedupes across tasks by `auditID`.
+ */
+import { closeSync, createReadStream, openSync, readSync } from 'node:fs';
+import { parentPort, workerData } from 'node:worker_threads';
+import { createGunzip } from 'node:zlib';
+import { detectFormat } from '../audit/formats.js';
+import { DEFAULT_MAX_LINE_BYTES, JsonlScanner, createReadStats, readTokenUses, type ReadOptions } from '../audit/reader.js';
+import { InputError, type ReadNotice, type ReadStats, type TokenUse } from '../audit/types.js';
+import { TAIL_BYTES, latestEventTimeInTail } from './latest-event.js';
+
+/** Scan the lines of `file` that start in `[start, end)` (byte offsets; `end` = file size for the last range). */
+export interface RangeTask {
+  kind: 'range';
+  id: number;
+  file: string;
+  start: number;
+  end: number;
+  /** True for the range that ends at the file size seen when planning: it reads on to EOF (a growing log). */
+  last: boolean;
+  maxLineBytes: number;
+}
+
+/** Scan a whole file: `gzip` (fast path with tail) or `file` (the reader's `readTokenUses`). */
+export interface FileTask {
+  kind: 'gzip' | 'file';
+  id: number;
+  file: string;
+  maxLineBytes: number;
+  /** As `ReadOptions.maxDecompressedBytes`; the planner gives such gzip files `file` tasks (the reader's guard). */
+  maxDecompressedBytes?: number;
+}
+
+/** A task posted by the main thread. */
+export type WorkerTask = RangeTask | FileTask;
+
+/** Messages a worker posts back. `bytes` are raw bytes read from disk (compressed for gzip) since the last report. */
+export type WorkerReply =
+  | { type: 'progress'; id: number; bytes: number }
+  | {
+      type: 'done';
+      id: number;
+      uses: TokenUse[];
+      stats: ReadStats;
+      /** The reader's notices about the file (`file` tasks), in order; the main thread reports them. */
+      notices?: ReadNotice[];
+      /**
+       * Latest event time in the file's last lines (`latestEventTimeInTail`), epoch ms UTC, computed for `gzip`
+       * tasks that took the fast path: `null` when there is none; absent when this task did not compute it.
+       */
+      tailLatest?: number | null;
+    }
+  | { type: 'error'; id: number; name: string; message: string; file: string };
+
+const READ_BYTES = 64 * 1024;
+const LF = 0x0a;
+const PROGRESS_MS = 100;
+
+/** Reports raw bytes read, at most every {@link PROGRESS_MS}. */
+class Progress {
+  private pending = 0;
+  private last = performance.now();
+  constructor(
+    private readonly id: number,
+    private readonly post: (r: WorkerReply) => void,
+  ) {}
+  add(n: number): void {
+    this.pending += n;
+    const now = performance.now();
+    if (now - this.last >= PROGRESS_MS) this.flush(now);
+  }
+  flush(now = performance.now()): void {
+    this.last = now;
+    if (this.pending === 0) return;
+    this.post({ type: 'progress', id: this.id, bytes: this.pending });
+    this.pending = 0;
+  }
+}
+
+/**
+ * Offset where the first line starting at or after `offset` begins: 0 for 0, else one past the first `\n` at or
+ * after `offset - 1` (so a line that starts exactly at `offset` belongs to the range that starts there), or the end
+ * of the file when there is none. Adjacent ranges computed with the same rule share their boundary, so every line is scanned
+ * exactly once.
+ */
+export function lineStart(fd: number, offset: number, buf: Buffer): number {
+  if (offset <= 0) return 0;
+  let pos = offset - 1;
+  for (;;) {
+    const n = readSync(fd, buf, 0, buf.length, pos);
+    if (n === 0) return pos;
+    const nl = buf.subarray(0, n).indexOf(LF);
+    if (nl !== -1) return pos + nl + 1;
+    pos += n;
+  }
+}
+
+/** Scans one range (see {@link RangeTask}) with `JsonlScanner`. Synchronous: a worker does nothing else meanwhile. */
+export function scanRange(task: RangeTask, progress?: Progress): { uses: TokenUse[]; stats: ReadStats } {
+  const stats = createReadStats();
+  const uses: TokenUse[] = [];
+  const scanner = new JsonlScanner(stats, uses, task.maxLineBytes);
+  const buf = Buffer.allocUnsafeSlow(READ_BYTES);
+  let fd: number;
+  try {
+    fd = openSync(task.file, 'r');
+  } catch (err) {
+    throw new InputError(`${task.file}: cannot read file (${reason(err)})`, task.file);
+  }
+  try {
+    const from = lineStart(fd, task.start, buf);
+    // The range ends where the next one starts (`lineStart(end)`): after the first `\n` at or after `end - 1`.
+    const stopAt = task.last ? Number.POSITIVE_INFINITY : task.end - 1;
+    if (!task.last && from >= task.end) return { uses, stats }; // no line starts in this range
+    if (from > 0) scanner.push(Buffer.from('\n')); // not the file's start: a BOM here is data, as in a serial read
+    let pos = from;
+    for (;;) {
+      let n: number;
+      try {
+        n = readSync(fd, buf, 0, buf.length, pos);
+      } catch (err) {
+        throw new InputError(`${task.file}: read failed after ${pos} bytes (${reason(err)})`, task.file);
+      }
+      if (n === 0) break;
+      progress?.add(n);
+      if (pos + n > stopAt) {
+        const nl = buf.subarray(0, n).indexOf(LF, Math.max(0, stopAt - pos));
+        if (nl !== -1) {
+          scanner.push(buf.subarray(0, nl + 1));
+          break;
+        }
+      }
+      scanner.push(buf.subarray(0, n));
+      pos += n;
+    }
+    scanner.end();
+    return { uses, stats };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Fast path of a gzip task: audit JSON lines only; `undefined` for any other content (caller falls back). */
+async function scanGzipJsonl(
+  task: FileTask,
+  progress: Progress,
+): Promise<{ uses: TokenUse[]; stats: ReadStats; tailLatest: number | null } | undefined> {
+  const stats = createReadStats();
+  stats.files = 1;
+  const uses: TokenUse[] = [];
+  const scanner = new JsonlScanner(stats, uses, task.maxLineBytes);
+  const raw = createReadStream(task.file, { highWaterMark: READ_BYTES });
+  raw.on('data', (b) => progress.add(b.length));
+  const gz = createGunzip({ chunkSize: READ_BYTES });
+  raw.on('error', (err) => gz.destroy(err));
+  raw.pipe(gz);
+  let head: Buffer[] | undefined = [];
+  let headBytes = 0;
+  let tail: Buffer[] = [];
+  let tailBytes = 0;
+  let total = 0;
+  try {
+    for await (const chunk of gz as AsyncIterable<Buffer>) {
+      total += chunk.length;
+      tail.push(chunk);
+      tailBytes += chunk.length;
+      while (tail.length > 1 && tailBytes - (tail[0]?.length ?? 0) >= TAIL_BYTES) {
+        tailBytes -= tail[0]?.length ?? 0;
+        tail = tail.slice(1);
+      }
+      if (head) {
+        head.push(chunk);
+        headBytes += chunk.length;
+        if (headBytes < 64 * 1024) continue;
+        if (detectFormat(Buffer.concat(head)) !== 'audit-jsonl') return undefined;
+        for (const h of head) scanner.push(h);
+        head = undefined;
+      } else {
+        scanner.push(chunk);
+      }
+    }
+    if (head) {
+      if (detectFormat(Buffer.concat(head)) !== 'audit-jsonl') return undefined;
+      for (const h of head) scanner.push(h);
+    }
+  } finally {
+    gz.destroy();
+    raw.destroy();
+  }
+  scanner.end();
+  const all = Buffer.concat(tail);
+  const last = all.length > TAIL_BYTES ? all.subarray(all.length - TAIL_BYTES) : all;
+  return { uses, stats, tailLatest: latestEventTimeInTail(last, total > TAIL_BYTES) ?? null };
+}
+
+/** A whole file through the reader, exactly as a serial scan reads it (formats, errors, in-file dedupe). */
+async function scanFile(
+  task: FileTask,
+  progress: Progress,
+): Promise<{ uses: TokenUse[]; stats: ReadStats; notices: ReadNotice[] }> {
+  const stats = createReadStats();
+  const uses: TokenUse[] = [];
+  const notices: ReadNotice[] = [];
+  let seen = 0;
+  const opts: ReadOptions = {
+    maxLineBytes: task.maxLineBytes,
+    ...(task.maxDecompressedBytes !== undefined ? { maxDecompressedBytes: task.maxDecompressedBytes } : {}),
+    onNotice: (n) => notices.push(n),
+    onProgress: (p: { bytesRead: number }) => {
+      progress.add(p.bytesRead - seen);
+      seen = p.bytesRead;
+    },
+  };
+  for await (const use of readTokenUses([task.file], stats, opts)) uses.push(use);
+  return { uses, stats, notices };
+}
+
+function reason(err: unknown): string {
+  if (err instanceof Error) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return code && !err.message.startsWith(code) ? `${code}: ${err.message}` : err.message;
+  }
+  return String(err);
+}
+
+/** Runs one task and posts its progress and result (or error). Exported for tests; never throws. */
+export async function runTask(task: WorkerTask, post: (r: WorkerReply) => void): Promise<void> {
+  const progress = new Progress(task.id, post);
+  try {
+    let done: Extract<WorkerReply, { type: 'done' }>;
+    if (task.kind === 'range') {
+      done = { type: 'done', id: task.id, ...scanRange(task, progress) };
+    } else if (task.kind === 'gzip') {
+      const fast = await scanGzipJsonl(task, progress).catch(() => undefined);
+      // Anything unusual (other formats, corrupt data, read errors): the reader's own path and messages.
+      done = { type: 'done', id: task.id, ...(fast ?? (await scanFile(task, new Progress(task.id, () => undefined)))) };
+    } else {
+      done = { type: 'done', id: task.id, ...(await scanFile(task, progress)) };
+    }
+    progress.flush();
+    post(done);
+  } catch (err) {
+    post({
+      type: 'error',
+      id: task.id,
+      name: err instanceof InputError ? 'InputError' : err instanceof Error ? err.name : 'Error',
+      message: err instanceof Error ? err.message : String(err),
+      file: err instanceof InputError ? err.file : task.file,
+    });
+  }
+}
+
+// Only in a thread started by parallel.ts `workerPool` (which passes `WORKER_DATA`): imported elsewhere (the pool's
+// own thread, a test runner's worker thread) this module must not take over the thread's port.
+if (parentPort && (workerData as { tokenwatchScanWorker?: unknown } | null)?.tokenwatchScanWorker === true) {
+  const port = parentPort;
+  const post = (r: WorkerReply): void => port.postMessage(r);
+  port.on('message', (task: WorkerTask) => {
+    void runTask(task, post);
+  });
+}
+
+export { DEFAULT_MAX_LINE_BYTES };
