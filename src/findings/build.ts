@@ -11,7 +11,7 @@ import pLimit from 'p-limit';
 import type { ClusterStateSource, PodInfo, SubjectState, WorkloadRef } from '../cluster/types.js';
 import { NOT_A_SERVICE_ACCOUNT, UNATTRIBUTED } from './aggregate.js';
 import { nearestWorkload } from '../cluster/convert.js';
-import { type CauseCatalog, DEFAULT_CATALOG, classifyCause, sameTokenPod } from './causes.js';
+import { type CauseCatalog, DEFAULT_CATALOG, classifyCause, podMatchesUserAgent, sameTokenPod } from './causes.js';
 import type { Finding, FindingKind, FindingToken, Severity, SeverityThresholds, TokenRecord } from './types.js';
 
 const DAY_SECONDS = 86_400;
@@ -90,6 +90,7 @@ export async function buildFindings(records: TokenRecord[], opts: BuildOptions):
   const catalog = opts.catalog ?? DEFAULT_CATALOG;
   const dataEnd = records.length > 0 ? records.reduce((m, r) => Math.max(m, r.lastSeen), -Infinity) : opts.now;
   records = await resolveLegacySecretOwners(records, opts.state);
+  records = await attributeBySourceIP(records, opts.state, catalog);
 
   const groups = new Map<string, TokenRecord[]>();
   const staleBySubject = new Map<string, TokenRecord[]>();
@@ -422,6 +423,74 @@ async function resolveLegacySecretOwners(records: TokenRecord[], state: ClusterS
       c.attribution = `the audit events name only Secret ${ns}/${s.name}; its ServiceAccount is unknown (${state ? 'not found in cluster state' : 'no cluster state'})`;
     }
     c.subject = `system:serviceaccount:${ns}:${c.serviceAccount}`;
+    out.push(c);
+  }
+  return out;
+}
+
+/** At most this many candidate pods are named in an ambiguous source-IP attribution. */
+const MAX_IP_CANDIDATES = 5;
+
+/**
+ * Attributes unattributed 401 records (ServiceAccount `(unattributed)`) by source IP when cluster state can list the
+ * pods on an IP ({@link ClusterStateSource.podsByIP}). Every hostNetwork pod on a node reports the node's IP, so an IP
+ * alone names no client: a record is attributed only when exactly one pod running on that IP by the record's last
+ * use matches its user agent or a catalog entry ({@link podMatchesUserAgent}); the attribution then says it was made
+ * by source IP. Otherwise the candidate pods are listed and the match is called ambiguous. Returns new records.
+ */
+async function attributeBySourceIP(
+  records: TokenRecord[],
+  state: ClusterStateSource | undefined,
+  catalog: CauseCatalog,
+): Promise<TokenRecord[]> {
+  if (!state?.podsByIP) return records;
+  const byIp = new Map<string, Promise<PodInfo[] | undefined>>();
+  const podsOn = (ip: string) => {
+    let p = byIp.get(ip);
+    if (!p) {
+      p = state.podsByIP!(ip).catch(() => undefined);
+      byIp.set(ip, p);
+    }
+    return p;
+  };
+  const out: TokenRecord[] = [];
+  for (const r of records) {
+    if (r.kind !== 'unauthorized' || r.namespace !== UNATTRIBUTED || r.sourceIPs.length === 0 || r.overflow) {
+      out.push(r);
+      continue;
+    }
+    const ua = r.userAgents[0];
+    const candidates: PodInfo[] = [];
+    let ip: string | undefined;
+    for (const x of r.sourceIPs.slice(0, 3)) {
+      const pods = (await podsOn(x)) ?? [];
+      const running = pods.filter((p) => (p.phase === undefined || p.phase === 'Running') && (p.startTime === undefined || p.startTime <= r.lastSeen));
+      if (running.length > 0) {
+        ip = x;
+        candidates.push(...running);
+        break;
+      }
+    }
+    if (ip === undefined || candidates.length === 0) {
+      out.push(r);
+      continue;
+    }
+    const matches = ua === undefined ? [] : candidates.map((p) => ({ p, why: podMatchesUserAgent(p, ua, catalog) })).filter((m) => m.why !== undefined);
+    const c: TokenRecord = { ...r, userAgents: [...r.userAgents], sourceIPs: [...r.sourceIPs], hourly: { ...r.hourly } };
+    if (matches.length === 1) {
+      const { p, why } = matches[0]!;
+      c.namespace = p.namespace;
+      c.serviceAccount = p.serviceAccount;
+      c.subject = `system:serviceaccount:${p.namespace}:${p.serviceAccount}`;
+      c.pod = p.name;
+      c.attribution = `inferred: attributed by source IP ${ip}: of the ${candidates.length} pod${candidates.length === 1 ? '' : 's'} running on that IP, only ${p.namespace}/${p.name} (ServiceAccount ${p.serviceAccount}) matches user agent ${ua} (${why})`;
+    } else {
+      const names = candidates.map((p) => `${p.namespace}/${p.name}`).sort();
+      const listed = `${names.slice(0, MAX_IP_CANDIDATES).join(', ')}${names.length > MAX_IP_CANDIDATES ? ` and ${names.length - MAX_IP_CANDIDATES} more` : ''}`;
+      c.attribution = `${r.attribution ?? 'unattributed'}; ambiguous by source IP ${ip}: ${
+        matches.length > 1 ? `${matches.length} pods there match user agent ${ua ?? '(none)'}` : `no pod there matches user agent ${ua ?? '(none)'}`
+      }; candidate pods: ${listed}`;
+    }
     out.push(c);
   }
   return out;

@@ -76,6 +76,8 @@ const catalogEntry = z.strictObject({
     serviceAccounts: z.array(z.strictObject({ namespace: z.string().min(1).optional(), name: z.string().min(1) })).optional(),
   }),
   fixedIn: z.string().min(1).nullable(),
+  /** A fact added to the evidence whenever the entry matches (e.g. which library is *not* to blame). */
+  evidenceNote: z.string().min(1).optional(),
   summary: z.string().min(1),
   fix: z.string().min(1),
   sources: z.array(z.url()).min(1),
@@ -279,7 +281,7 @@ export function classifyCause(input: CauseInput, catalog: CauseCatalog = DEFAULT
           component: entry.component,
           summary: entry.summary,
           fix: entry.fix,
-          evidence: dedupe([...r.evidence, ...extra, ...replacedPodEvidence(ctx)]),
+          evidence: cappedEvidence([...r.evidence, ...(entry.evidenceNote ? [entry.evidenceNote] : []), ...extra, ...replacedPodEvidence(ctx)]),
           sources: [...entry.sources],
         };
       }
@@ -349,7 +351,7 @@ const GENERIC: Record<Exclude<CauseId, 'legacy-secret-token'>, { summary: string
 
 function generic(id: Exclude<CauseId, 'legacy-secret-token'>, evidence: string[]): Cause {
   const g = GENERIC[id];
-  return { id, component: null, summary: g.summary, fix: g.fix, evidence: dedupe(evidence), sources: [...g.sources] };
+  return { id, component: null, summary: g.summary, fix: g.fix, evidence: cappedEvidence(evidence), sources: [...g.sources] };
 }
 
 function contextOf(input: CauseInput): Context {
@@ -400,6 +402,31 @@ function contextOf(input: CauseInput): Context {
   return ctx;
 }
 
+/**
+ * Why a pod may be the client behind a user agent, or undefined: its container image is a catalog component whose
+ * user-agent prefix the user agent starts with, or the user agent's product (`multus` in `multus/v0.0.0 (…)`) names
+ * one of its containers or images (`multus`, `multus-cni`, `kube-multus`). Used to attribute 401s by source IP.
+ */
+export function podMatchesUserAgent(pod: PodInfo, userAgent: string, catalog: CauseCatalog = DEFAULT_CATALOG): string | undefined {
+  const ua = userAgent.toLowerCase();
+  for (const e of catalog.entries) {
+    if (!e.match.images || !e.match.userAgents?.some((p) => ua.startsWith(p.toLowerCase()))) continue;
+    const c = pod.containers.find((x) => e.match.images!.some((s) => repositoryMatches(x.imageRepository, s)));
+    if (c) return `image ${c.image} is ${e.name}, whose user agent starts with ${e.match.userAgents.join(' or ')}`;
+  }
+  const product = ua.split('/')[0]?.trim() ?? '';
+  if (product.length < 3 || /^(go-http-client|java|python-requests|curl|okhttp|kubectl|mozilla)$/.test(product)) return undefined;
+  const named = (n: string) => {
+    const x = n.toLowerCase();
+    return x === product || x.startsWith(`${product}-`) || x.endsWith(`-${product}`);
+  };
+  for (const c of pod.containers) {
+    const seg = c.imageRepository.slice(c.imageRepository.lastIndexOf('/') + 1);
+    if (named(c.name) || named(seg)) return `container ${c.name} (${c.image}) is named like the user agent's program "${product}"`;
+  }
+  return undefined;
+}
+
 /** Whether a stale token record names this pod (uid when both are known, else name). */
 export function sameTokenPod(r: TokenRecord, p: PodInfo): boolean {
   if (r.podUid && p.uid) return r.podUid === p.uid;
@@ -436,7 +463,7 @@ function matchImages(entry: CatalogEntry, ctx: Context): EntryResult {
       continue;
     }
     let note: string;
-    if (!m.versions) note = entry.name;
+    if (!m.versions) note = m.versionNote ?? entry.name;
     else if (!v) note = `${entry.name}; version unknown from ${c.tag !== undefined ? `tag ${c.tag}` : 'a digest-pinned reference without tag'}`;
     else note = m.versionNote ?? `${entry.name} ${v.join('.')} ${affectedText(range, entry)}`;
     return { status: 'match', evidence: [`image ${c.image} (${note})`] };
@@ -624,8 +651,26 @@ function staleEvidence(ctx: Context): string[] {
   ];
 }
 
+/** At most this many 401 attributions are quoted in a cause's evidence (the overflow line always is). */
+export const MAX_ATTRIBUTION_LINES = 10;
+/** At most this many evidence lines per cause; the last says how many more there were. */
+export const MAX_EVIDENCE_LINES = 25;
+
 function attributionEvidence(ctx: Context): string[] {
-  return dedupe(ctx.records.filter((r) => r.kind === 'unauthorized' && r.attribution).map((r) => r.attribution!));
+  const recs = ctx.records.filter((r) => r.kind === 'unauthorized' && r.attribution);
+  const overflow = recs.filter((r) => r.overflow).map((r) => r.attribution!);
+  const lines = dedupe(recs.filter((r) => !r.overflow).map((r) => r.attribution!));
+  if (lines.length <= MAX_ATTRIBUTION_LINES) return [...overflow, ...lines];
+  const more = lines.length - MAX_ATTRIBUTION_LINES;
+  return [...overflow, ...lines.slice(0, MAX_ATTRIBUTION_LINES), `… and ${more} more source${more === 1 ? '' : 's'} attributed the same way`];
+}
+
+/** `xs` without duplicates, at most {@link MAX_EVIDENCE_LINES} long (the last line then counts the rest). */
+function cappedEvidence(xs: string[]): string[] {
+  const d = dedupe(xs);
+  if (d.length <= MAX_EVIDENCE_LINES) return d;
+  const more = d.length - (MAX_EVIDENCE_LINES - 1);
+  return [...d.slice(0, MAX_EVIDENCE_LINES - 1), `… and ${more} more`];
 }
 
 function clientEvidence(ctx: Context): string[] {
@@ -678,7 +723,7 @@ function legacyCause(ctx: Context): Cause {
       summary:
         'The client still authenticates with an auto-generated legacy Secret token that the API server invalidated (LegacyServiceAccountTokenCleanUp, Kubernetes 1.29+: unused for the clean-up period, labelled kubernetes.io/legacy-token-invalid-since), so its requests fail with 401.',
       fix: `To get the client working again for now, re-enable the token by removing the label (${labelCmds}); the cleaner invalidates it again, and later deletes it, once it is unused for the clean-up period. ${moveFix}`,
-      evidence: dedupe(evidence),
+      evidence: cappedEvidence(evidence),
       sources: [K8S_SA_ADMIN_DOC, KEP_2799],
     };
   }
@@ -688,7 +733,7 @@ function legacyCause(ctx: Context): Cause {
     summary:
       'The client authenticates with a long-lived legacy token from a kubernetes.io/service-account-token Secret instead of a bound, rotating projected token.',
     fix: `${moveFix} Kubernetes 1.30+ (LegacyServiceAccountTokenCleanUp) invalidates auto-generated legacy tokens left unused.`,
-    evidence: dedupe(evidence),
+    evidence: cappedEvidence(evidence),
     sources: [KEP_2799, K8S_SA_ADMIN_DOC],
   };
 }

@@ -62,6 +62,12 @@ export interface TokenRecord {
   hourly: Record<string, number>;
   /** Unauthorized records only: how the 401s were attributed to this subject. */
   attribution?: string;
+  /**
+   * Unattributed 401s folded beyond the per-cluster bound ({@link MAX_UNATTRIBUTED_SOURCES} in `aggregate.ts`): this one
+   * record stands for `sources` (an estimate) further distinct (source IPs, user agent) pairs; `sketch` is the
+   * serialised `DistinctCounter` that estimate comes from. Its `sourceIPs`/`userAgents` are only a sample.
+   */
+  overflow?: { sources: number; sketch: string };
 }
 
 /** Token as printed in the `scan` JSON (contract). */

@@ -318,7 +318,7 @@ describe('catalog data', () => {
     expect(DEFAULT_CATALOG.entries.length).toBeGreaterThanOrEqual(15);
     for (const e of DEFAULT_CATALOG.entries) {
       expect(e.sources.length, e.id).toBeGreaterThan(0);
-      for (const s of e.sources) expect(s, e.id).toMatch(/^https:\/\/(github\.com|docs\.aws\.amazon\.com)\//);
+      for (const s of e.sources) expect(s, e.id).toMatch(/^https:\/\/(github\.com|docs\.aws\.amazon\.com|issues\.apache\.org)\//);
       expect(e.fix.length, e.id).toBeGreaterThan(20);
       expect(e.summary.length, e.id).toBeGreaterThan(20);
     }
