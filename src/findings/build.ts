@@ -11,7 +11,7 @@ import pLimit from 'p-limit';
 import type { ClusterStateSource, PodInfo, SubjectState, WorkloadRef } from '../cluster/types.js';
 import { NOT_A_SERVICE_ACCOUNT, UNATTRIBUTED } from './aggregate.js';
 import { nearestWorkload } from '../cluster/convert.js';
-import { type CauseCatalog, DEFAULT_CATALOG, classifyCause, podMatchesUserAgent, sameTokenPod } from './causes.js';
+import { type CauseCatalog, DEFAULT_CATALOG, classifyCause, podMatchesUserAgent, sameTokenPod, successorPod } from './causes.js';
 import type { Finding, FindingKind, FindingToken, Severity, SeverityThresholds, TokenRecord } from './types.js';
 
 const DAY_SECONDS = 86_400;
@@ -239,8 +239,8 @@ async function buildOne(group: TokenRecord[], ctx: OneContext): Promise<Finding>
 /**
  * Marks the live tokens of a stale-token finding (see {@link buildFindings}). A token whose pod is known to be gone
  * at the reference time `now` is never live: deleting a pod invalidates its bound tokens. A pod is known gone when it
- * is absent from cluster state and a pod of the same name (its replacement, e.g. a StatefulSet pod) started at or
- * before `now`, or when the state source reads the cluster as it is now ({@link ClusterStateSource.readsCurrentState}).
+ * is absent from cluster state and its successor (`successorPod`: the pod of the same name, e.g. a StatefulSet pod,
+ * else a newer pod of the same Deployment/DaemonSet) started at or before `now`, or when the state source reads the cluster as it is now ({@link ClusterStateSource.readsCurrentState}).
  */
 function markLive(tokens: { r: TokenRecord; live: boolean }[], view: StateView, dataEnd: number, now: number): void {
   const newest = new Map<string, TokenRecord>();
@@ -262,7 +262,7 @@ function podGoneAt(r: TokenRecord, view: StateView, now: number): boolean {
   const k = podKey(r);
   if (!view.subject || k === undefined || view.pods.get(k) !== null) return false;
   if (view.current) return true;
-  const successor = r.pod !== undefined ? view.subject.pods.find((p) => p.name === r.pod) : undefined;
+  const successor = successorPod(r, view.subject.pods);
   return successor?.startTime !== undefined && successor.startTime <= now;
 }
 

@@ -20,7 +20,7 @@
 import semver from 'semver';
 import { z } from 'zod';
 import catalogJson from './catalog.json' with { type: 'json' };
-import { parseImageRef } from '../cluster/convert.js';
+import { nearestWorkload, parseImageRef } from '../cluster/convert.js';
 import type { PodInfo, SubjectState } from '../cluster/types.js';
 import { issuedTime } from './token-math.js';
 import type { Cause, CauseId, FindingKind, TokenRecord } from './types.js';
@@ -427,6 +427,28 @@ export function podMatchesUserAgent(pod: PodInfo, userAgent: string, catalog: Ca
   return undefined;
 }
 
+/**
+ * The pod that replaced the (gone) pod of a token, among `pods` (cluster state): the running pod of the same name (a
+ * StatefulSet pod, a recreated bare pod), else the earliest-started pod of the same workload — the nearest
+ * restartable controller, CronJob or Job whose name plus `-` starts the token's pod name (`<deployment>-<hash>-<id>`,
+ * `<daemonset>-<id>`) — that started after the token was first used. Undefined when none is known; `r`'s own pod
+ * (same uid) is never its successor.
+ */
+export function successorPod(r: TokenRecord, pods: readonly PodInfo[]): PodInfo | undefined {
+  if (r.pod === undefined) return undefined;
+  const same = pods.find((p) => p.name === r.pod && !sameTokenPod(r, p));
+  if (same) return same;
+  if (pods.some((p) => sameTokenPod(r, p))) return undefined;
+  let best: PodInfo | undefined;
+  for (const p of pods) {
+    if (p.startTime === undefined || p.startTime <= r.firstSeen) continue;
+    const w = nearestWorkload(p.ownerChain)?.workload;
+    if (!w || !r.pod.startsWith(`${w.name}-`)) continue;
+    if (!best || p.startTime < best.startTime!) best = p;
+  }
+  return best;
+}
+
 /** Whether a stale token record names this pod (uid when both are known, else name). */
 export function sameTokenPod(r: TokenRecord, p: PodInfo): boolean {
   if (r.podUid && p.uid) return r.podUid === p.uid;
@@ -554,7 +576,7 @@ function outsidePodEvidence(ctx: Context): string[] {
   const out: string[] = [];
   for (const r of ctx.stale) {
     if (r.pod === undefined || ctx.state.pods.some((p) => sameTokenPod(r, p))) continue;
-    const replacement = ctx.state.pods.find((p) => p.name === r.pod);
+    const replacement = successorPod(r, ctx.state.pods);
     if (replacement?.startTime === undefined) continue;
     const start = replacement.startTime;
     const after = ctx.unauthorized.filter(
@@ -564,7 +586,7 @@ function outsidePodEvidence(ctx: Context): string[] {
     const n = after.reduce((sum, u) => sum + u.requests, 0);
     const last = after.reduce((m, u) => Math.max(m, u.lastSeen), -Infinity);
     out.push(
-      `${n} request${n === 1 ? '' : 's'} rejected with 401 up to ${iso(last)}, after pod ${r.pod} was replaced (its successor started ${iso(start)}), from the source IP and user agent of its stale uses: something outside the pod still presents the pod's invalidated token (e.g. a copy on the host)`,
+      `${n} request${n === 1 ? '' : 's'} rejected with 401 up to ${iso(last)}, after pod ${r.pod} was replaced (its successor ${replacement.name} started ${iso(start)}), from the source IP and user agent of its stale uses: something outside the pod still presents the pod's invalidated token (e.g. a copy on the host)`,
     );
   }
   const own = (r: TokenRecord, p: PodInfo): boolean => {
@@ -588,7 +610,13 @@ function outsidePodEvidence(ctx: Context): string[] {
 }
 
 /**
- * Tokens of pods that are gone and whose successor of the same name started after the token's last use: the uses are
+ * How long an old pod may keep working after its replacement started (a rolling update with surge stops the old pod
+ * only once the new one is ready).
+ */
+const REPLACEMENT_OVERLAP_MS = 10 * 60_000;
+
+/**
+ * Tokens of pods that are gone and whose successor ({@link successorPod}) started about when the token was last used: the uses are
  * from before a restart, and deleting a pod invalidates its tokens (they are bound to its uid).
  */
 function replacedPodEvidence(ctx: Context): string[] {
@@ -597,15 +625,15 @@ function replacedPodEvidence(ctx: Context): string[] {
   let latestStart = -Infinity;
   for (const r of ctx.stale) {
     if (r.pod === undefined || ctx.state.pods.some((p) => sameTokenPod(r, p))) continue;
-    const next = ctx.state.pods.find((p) => p.name === r.pod);
-    if (next?.startTime === undefined || r.lastSeen > next.startTime) continue;
+    const next = successorPod(r, ctx.state.pods);
+    if (next?.startTime === undefined || r.lastSeen > next.startTime + REPLACEMENT_OVERLAP_MS) continue;
     if (!replaced.includes(r.pod)) replaced.push(r.pod);
     latestStart = Math.max(latestStart, next.startTime);
   }
   if (replaced.length === 0) return [];
   replaced.sort();
   return [
-    `stale uses came from earlier pods ${replaced.slice(0, 5).join(', ')}${replaced.length > 5 ? ` and ${replaced.length - 5} more` : ''}, each before its replacement started (last at ${iso(latestStart)}): deleting a pod invalidates its tokens, so these tokens are dead now; the client read its token once and will go stale again`,
+    `stale uses came from earlier pods ${replaced.slice(0, 5).join(', ')}${replaced.length > 5 ? ` and ${replaced.length - 5} more` : ''}, each up to its replacement's start (last replacement started ${iso(latestStart)}): deleting a pod invalidates its tokens, so these tokens are dead now; the client read its token once and will go stale again`,
   ];
 }
 

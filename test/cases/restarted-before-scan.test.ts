@@ -14,7 +14,7 @@ describe('case restarted-before-scan', () => {
     expect(f.missingPods).toEqual(['cachegrid-0', 'cachegrid-1', 'cachegrid-2']);
     expect(f.cause.evidence.join('\n')).not.toContain('outside the pod');
     expect(f.cause.evidence).toContainEqual(
-      expect.stringContaining('stale uses came from earlier pods cachegrid-0, cachegrid-1, cachegrid-2, each before its replacement started'),
+      expect.stringContaining('stale uses came from earlier pods cachegrid-0, cachegrid-1, cachegrid-2, each up to its replacement\'s start'),
     );
   });
 });

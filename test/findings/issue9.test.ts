@@ -109,7 +109,20 @@ describe('§3 tokens of pods that no longer exist', () => {
     const findings = await build([staleOld(NOW - 40 * 60_000), u], items());
     const f = findings.find((x) => x.kind === 'stale-token')!;
     expect(f.cause.id).toBe('static-token-file');
-    expect(f.cause.evidence[0]).toMatch(/^1 request rejected with 401 up to 2024-06-05T11:55:00\.000Z, after pod api-0 was replaced \(its successor started 2024-06-05T11:30:00\.000Z\)/);
+    expect(f.cause.evidence[0]).toMatch(/^1 request rejected with 401 up to 2024-06-05T11:55:00\.000Z, after pod api-0 was replaced \(its successor api-0 started 2024-06-05T11:30:00\.000Z\)/);
+  });
+
+  it('a Deployment restarted 30 min ago (new pod names): old tokens are not live and not a token file', async () => {
+    const old = (time: number) => staleUse({ ...sa, pod: 'api-6f7c9-abcde', podUid: 'gone-uid', time, secondsAfterWarning: 87 * 86_400, ua: 'api/1.0' });
+    const state = [
+      meta('ServiceAccount', 'web', 'api'),
+      meta('Deployment', 'web', 'api'),
+      meta('ReplicaSet', 'web', 'api-88d1e', {}, ['Deployment', 'api']),
+      podObj('web', 'api-88d1e-fghij', 'api', ['ReplicaSet', 'api-88d1e'], { start: '2024-06-05T11:30:00Z' }),
+    ];
+    const [f] = await build([old(NOW - 3 * 3_600_000), old(NOW - 35 * 60_000)], state);
+    expect(f).toMatchObject({ cause: { id: 'client-caches-token' }, rejectionAt: null, severity: 'info', workloads: [{ kind: 'Deployment', name: 'api' }] });
+    expect(f!.cause.evidence).toContainEqual(expect.stringContaining('stale uses came from earlier pods api-6f7c9-abcde'));
   });
 
   it('a running pod whose token comes from another IP while other tokens come from their pods: static-token-file', async () => {
