@@ -345,7 +345,7 @@ class StateCache {
         try {
           pod = await this.source.getPod(namespace, r.pod);
         } catch {
-          pod = undefined;
+          continue; // unknown, not gone: a failed read must not make its tokens dead
         }
       }
       pods.set(k, pod && sameTokenPod(r, pod) ? pod : null);

@@ -125,6 +125,24 @@ describe('§3 tokens of pods that no longer exist', () => {
     expect(f!.cause.evidence).toContainEqual(expect.stringContaining('stale uses came from earlier pods api-6f7c9-abcde'));
   });
 
+  it('live state (readsCurrentState): an absent pod token is dead, but a failed pod read leaves it live', async () => {
+    const use = staleUse({ ...sa, pod: 'api-0', podUid: 'u0', time: NOW, secondsAfterWarning: 88 * 86_400, ua: 'api/1.0' });
+    const agg = new TokenAggregator({ cluster: 'prod', maxTokenAge: { mode: 'eks' } });
+    agg.add(use);
+    const live = (fail: boolean) => ({
+      readsCurrentState: true,
+      describeServiceAccount: async () => subjectState({ serviceAccount: { namespace: 'web', name: 'api', labels: {}, annotations: {}, imagePullSecrets: [], secrets: [] } }),
+      getPod: async () => {
+        if (fail) throw new Error('connect ECONNREFUSED');
+        return undefined;
+      },
+    });
+    const [gone] = await buildFindings(agg.records(), { now: NOW, state: live(false) });
+    expect([gone!.rejectionAt, gone!.severity]).toEqual([null, 'info']);
+    const [unknown] = await buildFindings(agg.records(), { now: NOW, state: live(true) });
+    expect(unknown!.severity).toBe('critical');
+  });
+
   it('a running pod whose token comes from another IP while other tokens come from their pods: static-token-file', async () => {
     const a = staleUse({ ...sa, pod: 'api-0', podUid: 'api-0-uid', time: NOW, secondsAfterWarning: 80 * 86_400, ip: '10.1.0.9', ua: 'api/1.0' });
     const b = staleUse({ ...sa, pod: 'api-1', podUid: 'api-1-uid', time: NOW, secondsAfterWarning: 80 * 86_400, ip: '172.16.9.9', ua: 'api/1.0' });
