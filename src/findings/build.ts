@@ -72,9 +72,18 @@ export interface BuildOptions {
  *   the Secret is invalidated (annotation `legacy-token-invalidated`, or label
  *   `kubernetes.io/legacy-token-invalid-since` in cluster state). Unattributed 401s
  *   (ServiceAccount `(unattributed)`) are `warning`: they name no subject to be critical about.
- * - `pods`: pod names in the tokens. `workloads`: top-level owners of those pods in cluster state
- *   (a bare pod is its own `Pod` workload); when none of them is in cluster state any more, the
- *   workloads now running as the ServiceAccount. `missingPods`: token pods absent from cluster state.
+ * - A token whose pod is known to be gone at `now` is never live (see `markLive`): deleting a pod
+ *   invalidates its bound tokens.
+ * - `pods`: pod names in the tokens. `workloads`: for each token pod in cluster state, the nearest
+ *   restartable controller (`nearestWorkload` in `src/cluster/convert.ts`: StatefulSet, Deployment via
+ *   its ReplicaSet, DaemonSet; else the CronJob/Job, else the top owner), with the object above it as
+ *   `owner` (e.g. an operator's custom resource); a bare pod is its own `Pod` workload; when none of
+ *   them is in cluster state any more, the workloads now running as the ServiceAccount. CronJob/Job
+ *   workloads add an evidence line (no restart; the next run gets a fresh token). `missingPods`: token
+ *   pods absent from cluster state.
+ * - Before grouping: legacy-token records that name only their Secret get its ServiceAccount
+ *   (`resolveLegacySecretOwners`), and unattributed 401s may be attributed by source IP when exactly
+ *   one pod on that IP matches (`attributeBySourceIP`).
  * - Sorted by severity (critical first), then `rejectionAt` ascending (null last), then id.
  *
  * @throws Error when thresholds are negative or `criticalSeconds > warningSeconds`.
