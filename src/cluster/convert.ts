@@ -251,6 +251,15 @@ export function toPodInfo(pod: unknown, ownerChain: WorkloadRef[] = []): PodInfo
   if (startTime !== undefined) info.startTime = startTime;
   const phase = str(at(pod, 'status', 'phase'));
   if (phase) info.phase = phase;
+  const ips = arr(at(pod, 'status', 'podIPs'))
+    .map((x) => str(at(x, 'ip')))
+    .filter((x): x is string => !!x);
+  const podIP = str(at(pod, 'status', 'podIP'));
+  if (podIP && !ips.includes(podIP)) ips.unshift(podIP);
+  if (ips.length > 0) info.ips = ips;
+  const hostIP = str(at(pod, 'status', 'hostIP'));
+  if (hostIP) info.hostIP = hostIP;
+  if (bool(at(spec, 'hostNetwork')) === true) info.hostNetwork = true;
   return info;
 }
 
@@ -276,7 +285,59 @@ export function controllerRef(obj: unknown): WorkloadRef | undefined {
   const name = str(at(ref, 'name'));
   if (!kind || !name) return undefined;
   const namespace = kind === 'Node' ? '' : (str(at(obj, 'metadata', 'namespace')) ?? '');
-  return { kind, namespace, name };
+  const apiVersion = str(at(ref, 'apiVersion'));
+  const out: WorkloadRef = { kind, namespace, name };
+  // Kept only where it matters: a custom resource reusing a built-in kind name (e.g. apps.kruise.io StatefulSet).
+  if (apiVersion && OWNER_KINDS[kind] && !isBuiltinOwner({ kind, namespace, name, apiVersion })) out.apiVersion = apiVersion;
+  return out;
+}
+
+/** Kinds `kubectl rollout restart` can restart (kubectl `polymorphichelpers/objectrestarter.go`), all in group `apps`. */
+export const ROLLOUT_KINDS: readonly string[] = ['Deployment', 'StatefulSet', 'DaemonSet'];
+
+/** API group of an `apiVersion` (`apps/v1` → `apps`, `v1` → `''`). */
+export function apiGroupOf(apiVersion: string): string {
+  const i = apiVersion.indexOf('/');
+  return i < 0 ? '' : apiVersion.slice(0, i);
+}
+
+/**
+ * Whether an owner reference names a built-in kind tokenwatch reads ({@link OWNER_KINDS}): same kind and, when the
+ * reference carries an `apiVersion`, the same API group (`extensions` is accepted for the old apps kinds). A custom
+ * resource that reuses a built-in kind name (OpenKruise `apps.kruise.io` StatefulSet/DaemonSet) is not one.
+ */
+export function isBuiltinOwner(ref: WorkloadRef): boolean {
+  const k = OWNER_KINDS[ref.kind];
+  if (!k) return false;
+  if (ref.apiVersion === undefined) return true;
+  const g = apiGroupOf(ref.apiVersion);
+  return g === k.apiGroup || (g === 'extensions' && k.apiGroup === 'apps');
+}
+
+/**
+ * The workload to name for a pod with this owner chain (direct owner first), and the object above it:
+ * - the nearest restartable controller (apps/v1 Deployment, StatefulSet, DaemonSet — a ReplicaSet is climbed to its
+ *   Deployment), so an operator's pods are named by the StatefulSet/Deployment it created, not by its custom resource;
+ * - else, for a Job, its CronJob when it has one (not restartable: the next run gets a fresh token), else the Job;
+ * - else the top of the chain (a bare ReplicaSet, a custom resource, a Node for mirror pods).
+ * `owner` is the next reference up the chain, when there is one.
+ * @returns undefined for a bare pod (empty chain).
+ */
+export function nearestWorkload(chain: readonly WorkloadRef[]): { workload: WorkloadRef; owner?: WorkloadRef } | undefined {
+  if (chain.length === 0) return undefined;
+  let i = chain.findIndex((r) => ROLLOUT_KINDS.includes(r.kind) && isBuiltinOwner(r));
+  if (i < 0) {
+    const job = chain.findIndex((r) => r.kind === 'Job' && isBuiltinOwner(r));
+    if (job >= 0) {
+      const next = chain[job + 1];
+      i = next && next.kind === 'CronJob' && isBuiltinOwner(next) ? job + 1 : job;
+    } else {
+      i = chain.length - 1;
+    }
+  }
+  const workload = chain[i]!;
+  const owner = chain[i + 1];
+  return owner ? { workload, owner } : { workload };
 }
 
 /**
@@ -296,6 +357,7 @@ export async function resolveOwnerChain(obj: unknown, lookup: OwnerLookup): Prom
     if (seen.has(key)) break;
     seen.add(key);
     chain.push(ref);
+    if (!isBuiltinOwner(ref)) break; // a custom resource: its owners are not read
     const next = await lookup(ref);
     if (next === undefined || next === null) break;
     cur = next;
@@ -423,9 +485,10 @@ export interface SubjectObjects {
  * with `lookup`. Sets `available: true`; the caller adds `error` for partial state.
  *
  * - `pods` sorted by name; `legacySecrets` only those annotated for this ServiceAccount, sorted by name;
- * - `workloads` = the top of each pod's owner chain, deduplicated, sorted by kind then name. A bare pod is its own
- *   workload (`kind: 'Pod'`); a top owner the lookup cannot return (e.g. a custom resource or `Node`) appears with
- *   only its reference (`images: []`, `args: []`).
+ * - `workloads` = for each pod the workload {@link nearestWorkload} names (the nearest restartable controller, else
+ *   the CronJob or Job, else the top of the chain), with the object above it as `owner` (e.g. an operator's custom
+ *   resource), deduplicated, sorted by kind then name. A bare pod is its own workload (`kind: 'Pod'`); a workload the
+ *   lookup cannot return (e.g. a custom resource or `Node`) appears with only its reference (`images: []`, `args: []`).
  */
 export async function assembleSubjectState(
   namespace: string,
@@ -439,21 +502,22 @@ export async function assembleSubjectState(
     const chain = await resolveOwnerChain(pod, lookup);
     const info = toPodInfo(pod, chain);
     pods.push(info);
-    const top = chain[chain.length - 1];
-    if (!top) {
+    const near = nearestWorkload(chain);
+    if (!near) {
       const w = toWorkloadInfo(pod, 'Pod');
       workloads.set(refKey(w), w);
       continue;
     }
+    const top = near.workload;
     const key = refKey(top);
     if (workloads.has(key)) continue;
-    const obj = await lookup(top);
-    workloads.set(
-      key,
+    const obj = isBuiltinOwner(top) ? await lookup(top) : undefined;
+    const w: WorkloadInfo =
       obj === undefined || obj === null
         ? { kind: top.kind, namespace: top.namespace, name: top.name, images: [], args: [] }
-        : toWorkloadInfo(obj, top.kind),
-    );
+        : toWorkloadInfo(obj, top.kind);
+    if (near.owner) w.owner = { kind: near.owner.kind, namespace: near.owner.namespace, name: near.owner.name };
+    workloads.set(key, w);
   }
   pods.sort((a, b) => a.namespace.localeCompare(b.namespace) || a.name.localeCompare(b.name));
   const legacySecrets = objects.legacySecrets

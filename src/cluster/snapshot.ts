@@ -11,8 +11,15 @@
  */
 import { readFile } from 'node:fs/promises';
 import { InputError } from '../audit/types.js';
-import { assembleSubjectState, objectKey, resolveOwnerChain, toLegacySecretInfo, toPodInfo } from './convert.js';
-import type { ClusterStateSource, LegacySecretInfo, PodInfo, SubjectState, WorkloadRef } from './types.js';
+import {
+  assembleSubjectState,
+  objectKey,
+  resolveOwnerChain,
+  toLegacySecretInfo,
+  toPodInfo,
+  toServiceAccountInfo,
+} from './convert.js';
+import type { ClusterStateSource, LegacySecretInfo, LegacySecretOwner, PodInfo, SubjectState, WorkloadRef } from './types.js';
 
 /** Kinds kept from a snapshot; everything else is ignored. */
 const KEPT_KINDS = new Set([
@@ -70,6 +77,12 @@ export class SnapshotClusterState implements ClusterStateSource {
   private readonly podsBySa = new Map<string, unknown[]>();
   /** ServiceAccount token Secrets (metadata facts only) by `namespace/serviceAccount`. */
   private readonly secretsBySa = new Map<string, LegacySecretInfo[]>();
+  /** ServiceAccount token Secrets by `namespace/secretName`. */
+  private readonly secretsByName = new Map<string, LegacySecretInfo>();
+  /** ServiceAccount name by `namespace/secretName` for every Secret listed in a ServiceAccount's `.secrets[]`. */
+  private readonly saBySecret = new Map<string, string>();
+  /** Pods by pod IP, and hostNetwork pods also by node IP. */
+  private readonly podsByIp = new Map<string, unknown[]>();
 
   private constructor(items: unknown[]) {
     for (const item of items) this.add(item);
@@ -117,15 +130,27 @@ export class SnapshotClusterState implements ClusterStateSource {
       const list = this.secretsBySa.get(key) ?? [];
       list.push(info);
       this.secretsBySa.set(key, list);
+      this.secretsByName.set(`${info.namespace}/${info.name}`, info);
       return;
     }
     this.objects.set(`${kind}/${namespace}/${name}`, item);
+    if (kind === 'ServiceAccount') {
+      for (const secret of toServiceAccountInfo(item).secrets) this.saBySecret.set(`${namespace}/${secret}`, name);
+    }
     if (kind === 'Pod') {
       const sa = toPodInfo(item).serviceAccount;
       const key = `${namespace}/${sa}`;
       const list = this.podsBySa.get(key) ?? [];
       list.push(item);
       this.podsBySa.set(key, list);
+      const info = toPodInfo(item);
+      const ips = new Set(info.ips ?? []);
+      if (info.hostNetwork && info.hostIP) ips.add(info.hostIP);
+      for (const ip of ips) {
+        const byIp = this.podsByIp.get(ip) ?? [];
+        byIp.push(item);
+        this.podsByIp.set(ip, byIp);
+      }
     }
   }
 
@@ -144,6 +169,39 @@ export class SnapshotClusterState implements ClusterStateSource {
       },
       this.lookup,
     );
+  }
+
+  /**
+   * See {@link ClusterStateSource.legacySecretOwner}: the ServiceAccount whose `.secrets[]` lists the Secret, else the
+   * Secret's `kubernetes.io/service-account.name` annotation.
+   */
+  async legacySecretOwner(namespace: string, secretName: string): Promise<LegacySecretOwner | undefined> {
+    const key = `${namespace}/${secretName}`;
+    const secret = this.secretsByName.get(key);
+    const listed = this.saBySecret.get(key);
+    if (listed !== undefined) {
+      const owner: LegacySecretOwner = {
+        serviceAccount: listed,
+        via: `ServiceAccount ${namespace}/${listed} lists Secret ${secretName} in .secrets[]`,
+      };
+      if (secret && secret.serviceAccount === listed) owner.secret = secret;
+      return owner;
+    }
+    if (secret) {
+      return {
+        serviceAccount: secret.serviceAccount,
+        via: `Secret ${namespace}/${secretName} is annotated kubernetes.io/service-account.name: ${secret.serviceAccount}`,
+        secret,
+      };
+    }
+    return undefined;
+  }
+
+  /** See {@link ClusterStateSource.podsByIP}: every snapshot pod with that pod IP (or node IP, for hostNetwork pods). */
+  async podsByIP(ip: string): Promise<PodInfo[]> {
+    const out: PodInfo[] = [];
+    for (const pod of this.podsByIp.get(ip) ?? []) out.push(toPodInfo(pod, await resolveOwnerChain(pod, this.lookup)));
+    return out;
   }
 
   /** See {@link ClusterStateSource.getPod}. */

@@ -14,6 +14,17 @@ export interface WorkloadRef {
   kind: string;
   namespace: string;
   name: string;
+  /**
+   * `apiVersion` of an owner reference whose kind is a built-in workload kind but whose API group is not the built-in
+   * one: a custom resource reusing the kind name (OpenKruise `apps.kruise.io/v1beta1` StatefulSet). Absent otherwise
+   * (built-in owners, other custom resources), and in findings output and store targets.
+   */
+  apiVersion?: string;
+  /**
+   * Findings only (additive to the `scan` JSON contract): the object that owns this workload, e.g. the custom
+   * resource an operator created the StatefulSet for. Actions (restart) target the workload itself.
+   */
+  owner?: { kind: string; namespace: string; name: string };
 }
 
 /** One container of a pod (init containers included, flagged). */
@@ -52,6 +63,12 @@ export interface PodInfo {
   /** Owner chain from the direct owner up to the top (e.g. ReplicaSet → Deployment). Empty for bare pods. */
   ownerChain: WorkloadRef[];
   labels: Record<string, string>;
+  /** `status.podIPs[].ip` (else `status.podIP`); a hostNetwork pod's IP is its node's. */
+  ips?: string[];
+  /** `status.hostIP`: the node's IP. */
+  hostIP?: string;
+  /** `spec.hostNetwork`: the pod shares its node's network namespace (and IP). */
+  hostNetwork?: boolean;
 }
 
 /** A workload (top of an owner chain) with the facts remediation and cause analysis need. */
@@ -68,6 +85,11 @@ export interface WorkloadInfo extends WorkloadRef {
   /** Container args of the pod template, flattened. */
   args: string[];
   serviceAccount?: string;
+  /**
+   * The object above this workload in its pods' owner chain, when there is one (e.g. the custom resource an operator
+   * created a StatefulSet for, or the custom resource owning a CronJob). Informational: actions target the workload.
+   */
+  owner?: { kind: string; namespace: string; name: string };
 }
 
 /** A ServiceAccount. */
@@ -115,10 +137,38 @@ export interface SubjectState {
 /** Read access to a cluster's state. Implementations must not throw for a missing object; they return empty state. */
 export interface ClusterStateSource {
   /**
+   * True when every answer describes the cluster as it is at the time of the call (the live API reader): an object
+   * absent from it is gone now. Absent/false for snapshots, whose time is unknown.
+   */
+  readonly readsCurrentState?: boolean;
+  /**
    * State of one ServiceAccount: the SA, the pods using it, their workloads, its legacy Secrets.
    * @throws never for "not found"; an implementation that cannot reach the cluster returns `{available:false, error}`.
    */
   describeServiceAccount(namespace: string, name: string): Promise<SubjectState>;
   /** A pod by namespace and name (or undefined when gone), for pods named in audit events. */
   getPod(namespace: string, name: string): Promise<PodInfo | undefined>;
+  /**
+   * Optional: the ServiceAccount a legacy token Secret belongs to, for requests whose audit event names only the
+   * Secret (`authentication.k8s.io/legacy-token-invalidated: <secret>/<namespace>`, Kubernetes 1.29+). Found from the
+   * ServiceAccount whose `.secrets[]` lists the Secret (auto-generated tokens; needs only ServiceAccount reads) or the
+   * Secret's `kubernetes.io/service-account.name` annotation (needs Secret metadata).
+   * @returns undefined when no ServiceAccount is known to own the Secret. Never throws for "not found".
+   */
+  legacySecretOwner?(namespace: string, secretName: string): Promise<LegacySecretOwner | undefined>;
+  /**
+   * Optional: pods whose pod IP or (for hostNetwork pods) node IP is `ip`, in every namespace the source sees; used to
+   * attribute 401s from a node's IP. Undefined when the source cannot answer (then nothing is attributed by IP).
+   */
+  podsByIP?(ip: string): Promise<PodInfo[] | undefined>;
+}
+
+/** Result of {@link ClusterStateSource.legacySecretOwner}. */
+export interface LegacySecretOwner {
+  /** The ServiceAccount's name (same namespace as the Secret). */
+  serviceAccount: string;
+  /** How it was found, e.g. `ServiceAccount ops/backup-runner lists it in .secrets[]`. */
+  via: string;
+  /** The Secret's metadata facts, when Secret metadata was readable. */
+  secret?: LegacySecretInfo;
 }

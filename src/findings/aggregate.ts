@@ -23,6 +23,7 @@
  * new uses then merge into them exactly as if they had been added in one run.
  */
 import type { TokenUse } from '../audit/types.js';
+import { DistinctCounter } from './distinct.js';
 import { rejectionTime, warnAfterTime } from './token-math.js';
 import type { FindingKind, MaxTokenAge, TokenRecord } from './types.js';
 
@@ -38,6 +39,17 @@ export const MAX_DISTINCT_VALUES = 20;
 export const UNATTRIBUTED = '(unattributed)';
 /** Attribution of a 401 whose audit event named the subject itself. */
 export const DIRECT_ATTRIBUTION = 'subject named in the audit event';
+/**
+ * At most this many unattributed 401 sources (distinct source IPs + user agent) are kept one by one per cluster: the
+ * ones with the most requests, plus any that share a source with stale uses (they may be attributed). The others are
+ * folded into one overflow record (`TokenRecord.overflow`) that counts their requests and estimates how many they
+ * were, so memory, the live store and the findings stay bounded whatever arrives (anyone who can reach the API server
+ * can make audit-logged 401s).
+ */
+export const MAX_UNATTRIBUTED_SOURCES = 100;
+/** Bucket-key prefix of 401 records whose audit events named no subject. */
+const UNDIRECTED_401 = 'u\0\0';
+
 /** Subject of a stale or legacy use whose event named neither a user nor a ServiceAccount. */
 export const UNKNOWN_SUBJECT = '(unknown subject)';
 /** Namespace and ServiceAccount used for a subject that is not `system:serviceaccount:<ns>:<name>`. */
@@ -85,6 +97,10 @@ export class TokenAggregator {
   invalid = 0;
   /** Bucket key → records of that bucket (several tokens per pod for stale uses, else one). */
   private readonly buckets = new Map<string, TokenRecord[]>();
+  /** Number of buckets of unattributed 401s (keys starting with {@link UNDIRECTED_401}). */
+  private undirected = 0;
+  /** 401s folded beyond {@link MAX_UNATTRIBUTED_SOURCES}, and the distinct sources among them. */
+  private overflow: { record: TokenRecord; counter: DistinctCounter } | undefined;
 
   constructor(opts: AggregatorOptions) {
     this.cluster = opts.cluster;
@@ -118,6 +134,10 @@ export class TokenAggregator {
   addRecord(record: TokenRecord): void {
     const r = cloneRecord(record);
     r.cluster = this.cluster;
+    if (r.overflow) {
+      this.foldOverflow(r, new DistinctCounter(r.overflow.sketch));
+      return;
+    }
     if (r.warnAfter !== undefined) r.rejectionAt = rejectionTime(r.warnAfter, this.maxTokenAge);
     this.insert(r);
   }
@@ -127,11 +147,70 @@ export class TokenAggregator {
    * order: kind, subject, pod, warnAfter, first seen.
    */
   records(): TokenRecord[] {
+    this.compact(MAX_UNATTRIBUTED_SOURCES);
     const all: TokenRecord[] = [];
     for (const list of this.buckets.values()) for (const r of list) all.push(cloneRecord(r));
     const index = staleSourceIndex(all);
     for (const r of all) if (r.kind === 'unauthorized' && r.attribution !== DIRECT_ATTRIBUTION) attribute(r, index);
+    if (this.overflow) {
+      const o = cloneRecord(this.overflow.record);
+      const sources = this.overflow.counter.estimate();
+      o.overflow = { sources, sketch: this.overflow.counter.serialize() };
+      o.attribution = `unattributed: about ${sources} more source${sources === 1 ? '' : 's'} (source IP and user agent) with ${o.requests} request${o.requests === 1 ? '' : 's'}, beyond the ${MAX_UNATTRIBUTED_SOURCES} with the most requests; not listed one by one (sample of source IPs: ${o.sourceIPs.slice(0, 5).join(', ') || '(none)'})`;
+      all.push(o);
+    }
     return all.sort(compareRecords);
+  }
+
+  /**
+   * Keeps at most `keep` buckets of unattributed 401s: those with the most requests (ties by key), plus those sharing
+   * a source IP and user agent with a stale use; folds the rest into the overflow record.
+   */
+  private compact(keep: number): void {
+    if (this.undirected <= keep) return;
+    const staleKeys = new Set<string>();
+    for (const list of this.buckets.values()) {
+      for (const r of list) {
+        if (r.kind !== 'stale-token') continue;
+        for (const ip of r.sourceIPs) for (const ua of r.userAgents.length > 0 ? r.userAgents : ['']) staleKeys.add(`${ip}\0${ua}`);
+      }
+    }
+    const undirected: [string, TokenRecord][] = [];
+    for (const [k, list] of this.buckets) if (k.startsWith(UNDIRECTED_401)) undirected.push([k, list[0]!]);
+    undirected.sort(([ka, a], [kb, b]) => b.requests - a.requests || (ka < kb ? -1 : ka > kb ? 1 : 0));
+    let kept = 0;
+    for (const [k, r] of undirected) {
+      const ua = r.userAgents[0] ?? '';
+      if (kept < keep || r.sourceIPs.some((ip) => staleKeys.has(`${ip}\0${ua}`))) {
+        kept++;
+        continue;
+      }
+      this.buckets.delete(k);
+      this.undirected--;
+      const counter = new DistinctCounter();
+      counter.add(k);
+      this.foldOverflow(r, counter);
+    }
+  }
+
+  private foldOverflow(r: TokenRecord, counter: DistinctCounter): void {
+    if (!this.overflow) {
+      const record: TokenRecord = {
+        ...cloneRecord(r),
+        subject: UNATTRIBUTED,
+        namespace: UNATTRIBUTED,
+        serviceAccount: UNATTRIBUTED,
+      };
+      delete record.overflow;
+      delete record.pod;
+      delete record.podUid;
+      delete record.node;
+      delete record.credentialId;
+      this.overflow = { record, counter };
+      return;
+    }
+    mergeRecord(this.overflow.record, r, this.maxTokenAge);
+    this.overflow.counter.merge(counter);
   }
 
   private recordOfUse(use: TokenUse): TokenRecord {
@@ -181,6 +260,9 @@ export class TokenAggregator {
     const list = this.buckets.get(key);
     if (!list) {
       this.buckets.set(key, [r]);
+      if (key.startsWith(UNDIRECTED_401) && ++this.undirected > 2 * MAX_UNATTRIBUTED_SOURCES) {
+        this.compact(MAX_UNATTRIBUTED_SOURCES);
+      }
       return;
     }
     if (r.kind !== 'stale-token') {
@@ -339,6 +421,7 @@ function cloneRecord(r: TokenRecord): TokenRecord {
     hourly: { ...r.hourly },
   };
   if (r.legacySecret) c.legacySecret = { ...r.legacySecret };
+  if (r.overflow) c.overflow = { ...r.overflow };
   return c;
 }
 

@@ -9,8 +9,9 @@
 import { createHash } from 'node:crypto';
 import pLimit from 'p-limit';
 import type { ClusterStateSource, PodInfo, SubjectState, WorkloadRef } from '../cluster/types.js';
-import { UNATTRIBUTED } from './aggregate.js';
-import { type CauseCatalog, DEFAULT_CATALOG, classifyCause, sameTokenPod } from './causes.js';
+import { NOT_A_SERVICE_ACCOUNT, UNATTRIBUTED } from './aggregate.js';
+import { nearestWorkload } from '../cluster/convert.js';
+import { type CauseCatalog, DEFAULT_CATALOG, classifyCause, podMatchesUserAgent, sameTokenPod, successorPod } from './causes.js';
 import type { Finding, FindingKind, FindingToken, Severity, SeverityThresholds, TokenRecord } from './types.js';
 
 const DAY_SECONDS = 86_400;
@@ -71,9 +72,18 @@ export interface BuildOptions {
  *   the Secret is invalidated (annotation `legacy-token-invalidated`, or label
  *   `kubernetes.io/legacy-token-invalid-since` in cluster state). Unattributed 401s
  *   (ServiceAccount `(unattributed)`) are `warning`: they name no subject to be critical about.
- * - `pods`: pod names in the tokens. `workloads`: top-level owners of those pods in cluster state
- *   (a bare pod is its own `Pod` workload); when none of them is in cluster state any more, the
- *   workloads now running as the ServiceAccount. `missingPods`: token pods absent from cluster state.
+ * - A token whose pod is known to be gone at `now` is never live (see `markLive`): deleting a pod
+ *   invalidates its bound tokens.
+ * - `pods`: pod names in the tokens. `workloads`: for each token pod in cluster state, the nearest
+ *   restartable controller (`nearestWorkload` in `src/cluster/convert.ts`: StatefulSet, Deployment via
+ *   its ReplicaSet, DaemonSet; else the CronJob/Job, else the top owner), with the object above it as
+ *   `owner` (e.g. an operator's custom resource); a bare pod is its own `Pod` workload; when none of
+ *   them is in cluster state any more, the workloads now running as the ServiceAccount. CronJob/Job
+ *   workloads add an evidence line (no restart; the next run gets a fresh token). `missingPods`: token
+ *   pods absent from cluster state.
+ * - Before grouping: legacy-token records that name only their Secret get its ServiceAccount
+ *   (`resolveLegacySecretOwners`), and unattributed 401s may be attributed by source IP when exactly
+ *   one pod on that IP matches (`attributeBySourceIP`).
  * - Sorted by severity (critical first), then `rejectionAt` ascending (null last), then id.
  *
  * @throws Error when thresholds are negative or `criticalSeconds > warningSeconds`.
@@ -88,9 +98,12 @@ export async function buildFindings(records: TokenRecord[], opts: BuildOptions):
   }
   const catalog = opts.catalog ?? DEFAULT_CATALOG;
   const dataEnd = records.length > 0 ? records.reduce((m, r) => Math.max(m, r.lastSeen), -Infinity) : opts.now;
+  records = await resolveLegacySecretOwners(records, opts.state);
+  records = await attributeBySourceIP(records, opts.state, catalog);
 
   const groups = new Map<string, TokenRecord[]>();
   const staleBySubject = new Map<string, TokenRecord[]>();
+  const unauthorizedBySubject = new Map<string, TokenRecord[]>();
   const unauthorizedSubjects = new Set<string>();
   for (const r of records) {
     const key = `${r.cluster}\0${r.namespace}\0${r.serviceAccount}\0${r.kind}`;
@@ -103,7 +116,12 @@ export async function buildFindings(records: TokenRecord[], opts: BuildOptions):
       if (!s) staleBySubject.set(sk, (s = []));
       s.push(r);
     }
-    if (r.kind === 'unauthorized' && r.namespace !== UNATTRIBUTED) unauthorizedSubjects.add(sk);
+    if (r.kind === 'unauthorized' && r.namespace !== UNATTRIBUTED) {
+      unauthorizedSubjects.add(sk);
+      let u = unauthorizedBySubject.get(sk);
+      if (!u) unauthorizedBySubject.set(sk, (u = []));
+      u.push(r);
+    }
   }
 
   const states = new StateCache(opts.state);
@@ -118,6 +136,7 @@ export async function buildFindings(records: TokenRecord[], opts: BuildOptions):
           dataEnd,
           states,
           staleOfSubject: staleBySubject.get(subjectKey(g[0]!)) ?? [],
+          unauthorizedOfSubject: unauthorizedBySubject.get(subjectKey(g[0]!)) ?? [],
           has401: unauthorizedSubjects.has(subjectKey(g[0]!)),
         }),
       ),
@@ -145,6 +164,7 @@ interface OneContext {
   dataEnd: number;
   states: StateCache;
   staleOfSubject: TokenRecord[];
+  unauthorizedOfSubject: TokenRecord[];
   has401: boolean;
 }
 
@@ -156,6 +176,8 @@ interface StateView {
   note?: string;
   /** Token pod key (uid, else name) → the pod in cluster state, or null when absent. */
   pods: Map<string, PodInfo | null>;
+  /** The state is the cluster as it is now (live API), so an absent pod is gone at the reference time. */
+  current?: boolean;
 }
 
 async function buildOne(group: TokenRecord[], ctx: OneContext): Promise<Finding> {
@@ -164,7 +186,7 @@ async function buildOne(group: TokenRecord[], ctx: OneContext): Promise<Finding>
   const view = await ctx.states.view(namespace, serviceAccount, kind === 'stale-token' ? group : []);
 
   const tokens = group.map((r) => ({ r, live: false }));
-  if (kind === 'stale-token') markLive(tokens, view, ctx.dataEnd);
+  if (kind === 'stale-token') markLive(tokens, view, ctx.dataEnd, ctx.now);
 
   let rejectionAt: number | null = null;
   for (const t of tokens) {
@@ -187,9 +209,13 @@ async function buildOne(group: TokenRecord[], ctx: OneContext): Promise<Finding>
       now: ctx.now,
       dataEnd: ctx.dataEnd,
       ...(view.subject ? { state: view.subject } : {}),
+      ...(kind === 'stale-token' ? { unauthorized: ctx.unauthorizedOfSubject } : {}),
     },
     ctx.catalog,
   );
+  const workloads = workloadsOf(group, view);
+  const scheduled = scheduledWorkloadNote(workloads);
+  if (scheduled) cause.evidence.push(scheduled);
 
   const maxSaw = group.reduce<number | null>(
     (m, r) => (r.maxSecondsAfterWarning === undefined ? m : Math.max(m ?? 0, r.maxSecondsAfterWarning)),
@@ -209,7 +235,7 @@ async function buildOne(group: TokenRecord[], ctx: OneContext): Promise<Finding>
     rejectionAt: rejectionAt === null ? null : iso(rejectionAt),
     tokens: tokens.map((t) => findingToken(t.r)).sort(compareTokens),
     pods: podNames,
-    workloads: workloadsOf(group, view),
+    workloads,
     userAgents: listed(group.flatMap((r) => r.userAgents)),
     sourceIPs: listed(group.flatMap((r) => r.sourceIPs)),
     cause,
@@ -219,7 +245,13 @@ async function buildOne(group: TokenRecord[], ctx: OneContext): Promise<Finding>
   return finding;
 }
 
-function markLive(tokens: { r: TokenRecord; live: boolean }[], view: StateView, dataEnd: number): void {
+/**
+ * Marks the live tokens of a stale-token finding (see {@link buildFindings}). A token whose pod is known to be gone
+ * at the reference time `now` is never live: deleting a pod invalidates its bound tokens. A pod is known gone when it
+ * is absent from cluster state and its successor (`successorPod`: the pod of the same name, e.g. a StatefulSet pod,
+ * else a newer pod of the same Deployment/DaemonSet) started at or before `now`, or when the state source reads the cluster as it is now ({@link ClusterStateSource.readsCurrentState}).
+ */
+function markLive(tokens: { r: TokenRecord; live: boolean }[], view: StateView, dataEnd: number, now: number): void {
   const newest = new Map<string, TokenRecord>();
   for (const { r } of tokens) {
     const k = podKey(r) ?? '';
@@ -230,8 +262,17 @@ function markLive(tokens: { r: TokenRecord; live: boolean }[], view: StateView, 
     const recent = t.r.lastSeen >= dataEnd - LIVE_USE_WINDOW_MS;
     const isNewest = newest.get(podKey(t.r) ?? '') === t.r;
     const podExists = view.subject ? (podKey(t.r) !== undefined && !!view.pods.get(podKey(t.r)!)) : true;
-    t.live = recent || (isNewest && podExists);
+    t.live = (recent || (isNewest && podExists)) && !podGoneAt(t.r, view, now);
   }
+}
+
+/** Whether the token's pod is known to be gone at `now` (see {@link markLive}). */
+function podGoneAt(r: TokenRecord, view: StateView, now: number): boolean {
+  const k = podKey(r);
+  if (!view.subject || k === undefined || view.pods.get(k) !== null) return false;
+  if (view.current) return true;
+  const successor = successorPod(r, view.subject.pods);
+  return successor?.startTime !== undefined && successor.startTime <= now;
 }
 
 function severityOf(
@@ -262,16 +303,29 @@ function severityOf(
 function workloadsOf(group: TokenRecord[], view: StateView): WorkloadRef[] {
   if (!view.subject) return [];
   const refs = new Map<string, WorkloadRef>();
-  const add = (w: WorkloadRef) => refs.set(`${w.kind}/${w.namespace}/${w.name}`, { kind: w.kind, namespace: w.namespace, name: w.name });
+  const add = (w: WorkloadRef, owner?: WorkloadRef) => {
+    const ref: WorkloadRef = { kind: w.kind, namespace: w.namespace, name: w.name };
+    if (owner) ref.owner = { kind: owner.kind, namespace: owner.namespace, name: owner.name };
+    refs.set(`${w.kind}/${w.namespace}/${w.name}`, ref);
+  };
   for (const r of group) {
     const k = podKey(r);
     const pod = k !== undefined ? view.pods.get(k) : undefined;
     if (!pod) continue;
-    const top = pod.ownerChain[pod.ownerChain.length - 1];
-    add(top ?? { kind: 'Pod', namespace: pod.namespace, name: pod.name });
+    const near = nearestWorkload(pod.ownerChain);
+    if (near) add(near.workload, near.owner);
+    else add({ kind: 'Pod', namespace: pod.namespace, name: pod.name });
   }
-  if (refs.size === 0) for (const w of view.subject.workloads) add(w);
+  if (refs.size === 0) for (const w of view.subject.workloads) add(w, w.owner);
   return [...refs.values()].sort((a, b) => cmp(`${a.kind}/${a.namespace}/${a.name}`, `${b.kind}/${b.namespace}/${b.name}`));
+}
+
+/** What a finding whose pods a CronJob (or a bare Job) runs should say: no restart, the next run gets a fresh token. */
+function scheduledWorkloadNote(workloads: WorkloadRef[]): string | undefined {
+  const scheduled = workloads.filter((w) => w.kind === 'CronJob' || w.kind === 'Job');
+  if (scheduled.length === 0) return undefined;
+  const names = scheduled.map((w) => `${w.kind} ${w.namespace}/${w.name}`).join(', ');
+  return `${names} runs these pods: there is nothing to restart, each run's pod gets a fresh token, so the next run is clean (a run that lasts longer than an hour must still re-read its token file)`;
 }
 
 /** Reads each ServiceAccount's state once and resolves token pods (describe, then `getPod`). */
@@ -300,12 +354,13 @@ class StateCache {
         try {
           pod = await this.source.getPod(namespace, r.pod);
         } catch {
-          pod = undefined;
+          continue; // unknown, not gone: a failed read must not make its tokens dead
         }
       }
       pods.set(k, pod && sameTokenPod(r, pod) ? pod : null);
     }
     const view: StateView = { subject: state, pods };
+    if (this.source.readsCurrentState === true) view.current = true;
     if (!state.serviceAccount && state.pods.length === 0) {
       view.note = `ServiceAccount ${namespace}/${serviceAccount} not found in cluster state`;
     } else if (state.error) {
@@ -332,6 +387,126 @@ class StateCache {
     return p;
   }
 }
+
+/**
+ * Gives legacy-token records whose audit events named only the Secret (`authentication.k8s.io/legacy-token-invalidated:
+ * <secret>/<namespace>`, Kubernetes 1.29+: the request is rejected and carries no user) their ServiceAccount, so each
+ * ServiceAccount gets its own finding instead of one `(not a ServiceAccount)` finding for all:
+ * - from cluster state ({@link ClusterStateSource.legacySecretOwner}: the ServiceAccount whose `.secrets[]` lists the
+ *   Secret, or the Secret's `kubernetes.io/service-account.name` annotation);
+ * - else from the auto-generated Secret name `<serviceAccount>-token-<xxxxx>` (kubernetes `tokens_controller.go`),
+ *   said to be inferred and unconfirmed;
+ * - else the Secret's namespace with ServiceAccount `(secret <name>)` (Kubernetes names cannot contain parentheses).
+ * Returns new records; the input is not changed. The attribution is kept in `attribution` (shown as evidence).
+ */
+async function resolveLegacySecretOwners(records: TokenRecord[], state: ClusterStateSource | undefined): Promise<TokenRecord[]> {
+  const cache = new Map<string, Promise<{ serviceAccount: string; via: string } | undefined>>();
+  const out: TokenRecord[] = [];
+  for (const r of records) {
+    const s = r.legacySecret;
+    if (r.kind !== 'legacy-token' || r.namespace !== NOT_A_SERVICE_ACCOUNT || !s?.namespace) {
+      out.push(r);
+      continue;
+    }
+    const ns = s.namespace;
+    const key = `${ns}/${s.name}`;
+    let p = cache.get(key);
+    if (!p) {
+      p = state?.legacySecretOwner
+        ? state.legacySecretOwner(ns, s.name).catch(() => undefined)
+        : Promise.resolve(undefined);
+      cache.set(key, p);
+    }
+    const owner = await p;
+    const guess = AUTOGENERATED_SECRET.exec(s.name)?.[1];
+    const c: TokenRecord = { ...r, legacySecret: { ...s }, userAgents: [...r.userAgents], sourceIPs: [...r.sourceIPs], hourly: { ...r.hourly } };
+    c.namespace = ns;
+    if (owner) {
+      c.serviceAccount = owner.serviceAccount;
+      c.attribution = `ServiceAccount ${ns}/${owner.serviceAccount} owns Secret ${s.name}: ${owner.via}`;
+    } else if (guess !== undefined) {
+      c.serviceAccount = guess;
+      c.attribution = `ServiceAccount ${ns}/${guess} inferred from the Secret name ${s.name} (auto-generated legacy token Secrets are named <serviceaccount>-token-<5 characters>); not confirmed: ${state ? 'no ServiceAccount in cluster state lists the Secret' : 'no cluster state'}`;
+    } else {
+      c.serviceAccount = `(secret ${s.name})`;
+      c.attribution = `the audit events name only Secret ${ns}/${s.name}; its ServiceAccount is unknown (${state ? 'not found in cluster state' : 'no cluster state'})`;
+    }
+    c.subject = `system:serviceaccount:${ns}:${c.serviceAccount}`;
+    out.push(c);
+  }
+  return out;
+}
+
+/** At most this many candidate pods are named in an ambiguous source-IP attribution. */
+const MAX_IP_CANDIDATES = 5;
+
+/**
+ * Attributes unattributed 401 records (ServiceAccount `(unattributed)`) by source IP when cluster state can list the
+ * pods on an IP ({@link ClusterStateSource.podsByIP}). Every hostNetwork pod on a node reports the node's IP, so an IP
+ * alone names no client: a record is attributed only when exactly one pod running on that IP by the record's last
+ * use matches its user agent or a catalog entry ({@link podMatchesUserAgent}); the attribution then says it was made
+ * by source IP. Otherwise the candidate pods are listed and the match is called ambiguous. Returns new records.
+ */
+async function attributeBySourceIP(
+  records: TokenRecord[],
+  state: ClusterStateSource | undefined,
+  catalog: CauseCatalog,
+): Promise<TokenRecord[]> {
+  if (!state?.podsByIP) return records;
+  const byIp = new Map<string, Promise<PodInfo[] | undefined>>();
+  const podsOn = (ip: string) => {
+    let p = byIp.get(ip);
+    if (!p) {
+      p = state.podsByIP!(ip).catch(() => undefined);
+      byIp.set(ip, p);
+    }
+    return p;
+  };
+  const out: TokenRecord[] = [];
+  for (const r of records) {
+    if (r.kind !== 'unauthorized' || r.namespace !== UNATTRIBUTED || r.sourceIPs.length === 0 || r.overflow) {
+      out.push(r);
+      continue;
+    }
+    const ua = r.userAgents[0];
+    const candidates: PodInfo[] = [];
+    let ip: string | undefined;
+    for (const x of r.sourceIPs.slice(0, 3)) {
+      const pods = (await podsOn(x)) ?? [];
+      const running = pods.filter((p) => (p.phase === undefined || p.phase === 'Running') && (p.startTime === undefined || p.startTime <= r.lastSeen));
+      if (running.length > 0) {
+        ip = x;
+        candidates.push(...running);
+        break;
+      }
+    }
+    if (ip === undefined || candidates.length === 0) {
+      out.push(r);
+      continue;
+    }
+    const matches = ua === undefined ? [] : candidates.map((p) => ({ p, why: podMatchesUserAgent(p, ua, catalog) })).filter((m) => m.why !== undefined);
+    const c: TokenRecord = { ...r, userAgents: [...r.userAgents], sourceIPs: [...r.sourceIPs], hourly: { ...r.hourly } };
+    if (matches.length === 1) {
+      const { p, why } = matches[0]!;
+      c.namespace = p.namespace;
+      c.serviceAccount = p.serviceAccount;
+      c.subject = `system:serviceaccount:${p.namespace}:${p.serviceAccount}`;
+      c.pod = p.name;
+      c.attribution = `inferred: attributed by source IP ${ip}: of the ${candidates.length} pod${candidates.length === 1 ? '' : 's'} running on that IP, only ${p.namespace}/${p.name} (ServiceAccount ${p.serviceAccount}) matches user agent ${ua} (${why})`;
+    } else {
+      const names = candidates.map((p) => `${p.namespace}/${p.name}`).sort();
+      const listed = `${names.slice(0, MAX_IP_CANDIDATES).join(', ')}${names.length > MAX_IP_CANDIDATES ? ` and ${names.length - MAX_IP_CANDIDATES} more` : ''}`;
+      c.attribution = `${r.attribution ?? 'unattributed'}; ambiguous by source IP ${ip}: ${
+        matches.length > 1 ? `${matches.length} pods there match user agent ${ua ?? '(none)'}` : `no pod there matches user agent ${ua ?? '(none)'}`
+      }; candidate pods: ${listed}`;
+    }
+    out.push(c);
+  }
+  return out;
+}
+
+/** Auto-generated legacy token Secret name: `<serviceAccount>-token-<5 random chars>` (kubernetes `tokens_controller.go`). */
+const AUTOGENERATED_SECRET = /^(.+)-token-[a-z0-9]{5}$/;
 
 function findingToken(r: TokenRecord): FindingToken {
   return {

@@ -17,9 +17,10 @@
  *
  * Pure: no I/O; `now` is passed in.
  */
+import semver from 'semver';
 import { z } from 'zod';
 import catalogJson from './catalog.json' with { type: 'json' };
-import { parseImageRef } from '../cluster/convert.js';
+import { nearestWorkload, parseImageRef } from '../cluster/convert.js';
 import type { PodInfo, SubjectState } from '../cluster/types.js';
 import { issuedTime } from './token-math.js';
 import type { Cause, CauseId, FindingKind, TokenRecord } from './types.js';
@@ -42,7 +43,10 @@ export const K8S_SA_ADMIN_DOC = 'https://kubernetes.io/docs/reference/access-aut
 // Catalog
 // ---------------------------------------------------------------------------------------------
 
-const versionRange = z.strictObject({ from: z.string().min(1).optional(), below: z.string().min(1).optional() });
+const versionRange = z.union([
+  z.strictObject({ from: z.string().min(1).optional(), below: z.string().min(1).optional() }),
+  z.string().refine((r) => semver.validRange(r) !== null, 'not a valid semver range (npm semver syntax, e.g. ">=6.0.0 <6.1.0")'),
+]);
 const regexString = z.string().refine((s) => {
   try {
     new RegExp(s);
@@ -68,9 +72,12 @@ const catalogEntry = z.strictObject({
     unlessArgsNote: z.string().min(1).optional(),
     userAgents: z.array(z.string().min(1)).optional(),
     userAgentVersion: regexString.optional(),
+    podLabels: z.array(z.string().min(1)).optional(),
     serviceAccounts: z.array(z.strictObject({ namespace: z.string().min(1).optional(), name: z.string().min(1) })).optional(),
   }),
   fixedIn: z.string().min(1).nullable(),
+  /** A fact added to the evidence whenever the entry matches (e.g. which library is *not* to blame). */
+  evidenceNote: z.string().min(1).optional(),
   summary: z.string().min(1),
   fix: z.string().min(1),
   sources: z.array(z.url()).min(1),
@@ -120,29 +127,66 @@ export function parseVersion(s: string): number[] | undefined {
   return [m[1], m[2], m[3]].filter((p): p is string => p !== undefined).map(Number);
 }
 
-/** Compares versions numerically, missing parts counting as 0. Negative when `a < b`. */
+/** Compares versions numerically, missing parts counting as 0 (npm `semver` order). Negative when `a < b`. */
 export function compareVersions(a: number[], b: number[]): number {
-  for (let i = 0; i < Math.max(a.length, b.length, 3); i++) {
-    const d = (a[i] ?? 0) - (b[i] ?? 0);
-    if (d !== 0) return d;
-  }
-  return 0;
+  return semver.compare(toSemver(a), toSemver(b));
 }
 
-/** The range of `ranges` containing `v` (from inclusive, below exclusive), if any. */
-function rangeOf(v: number[], ranges: CatalogEntry['match']['versions']): { from?: string; below?: string } | undefined {
-  return ranges?.find((r) => {
-    const from = r.from !== undefined ? parseVersion(r.from) : undefined;
-    const below = r.below !== undefined ? parseVersion(r.below) : undefined;
-    return (!from || compareVersions(v, from) >= 0) && (!below || compareVersions(v, below) < 0);
-  });
+function toSemver(v: number[]): string {
+  return `${v[0] ?? 0}.${v[1] ?? 0}.${v[2] ?? 0}`;
 }
 
-/** Whether an image repository (no registry host) ends with the catalog's path suffix, on whole path segments. */
-function repositoryMatches(repository: string, suffix: string): boolean {
+/** A catalog version range as an npm `semver` range: `{from, below}` → `>=from <below` (coerced), strings as written. */
+function semverRange(r: string | { from?: string; below?: string }): string {
+  if (typeof r === 'string') return r;
+  const parts: string[] = [];
+  const from = r.from !== undefined ? semver.coerce(r.from) : null;
+  const below = r.below !== undefined ? semver.coerce(r.below) : null;
+  if (from) parts.push(`>=${from.version}`);
+  if (below) parts.push(`<${below.version}`);
+  return parts.length > 0 ? parts.join(' ') : '*';
+}
+
+/** `< 1.9.4` for a range with an upper bound, else `(affected: <range>)`. */
+function affectedText(range: string | { from?: string; below?: string } | undefined, entry: CatalogEntry): string {
+  if (range !== undefined && typeof range !== 'string' && range.below !== undefined) return `< ${range.below}`;
+  if (range !== undefined) return `(affected: ${rangeText(range)})`;
+  return `< ${entry.fixedIn ?? '?'}`;
+}
+
+/** Human text of a catalog range (`< 1.9.4`, `>=6.0.0 <6.1.0`). */
+function rangeText(r: string | { from?: string; below?: string }): string {
+  if (typeof r === 'string') return r;
+  if (r.from === undefined && r.below !== undefined) return `< ${r.below}`;
+  return semverRange(r);
+}
+
+/**
+ * The range of `ranges` containing `v`, if any, matched with npm `semver` (`satisfies`, pre-release tags ignored:
+ * `v3.7.2-eksbuild.1` counts as 3.7.2).
+ */
+function rangeOf(
+  v: number[],
+  ranges: CatalogEntry['match']['versions'],
+): string | { from?: string; below?: string } | undefined {
+  const sv = toSemver(v);
+  return ranges?.find((r) => semver.satisfies(sv, semverRange(r), { includePrerelease: true }));
+}
+
+/**
+ * Whether an image repository (no registry host) is the catalog's repository: it ends with the catalog's path suffix
+ * on whole path segments (`eks/multus-cni`, `mirror/docker.io/calico/cni`), or it is a distribution's rebuild or
+ * mirror of it, whose last segment is `hardened-<name>` or `mirrored-<org>-<name>` (Rancher RKE2:
+ * `rancher/hardened-multus-cni`, `rancher/mirrored-calico-cni`, `rancher/mirrored-istio-install-cni`).
+ */
+export function repositoryMatches(repository: string, suffix: string): boolean {
   const r = repository.toLowerCase();
   const s = suffix.toLowerCase();
-  return r === s || r.endsWith(`/${s}`);
+  if (r === s || r.endsWith(`/${s}`)) return true;
+  const last = r.slice(r.lastIndexOf('/') + 1);
+  const rebuilt = /^(?:hardened|mirrored)-(.+)$/.exec(last)?.[1];
+  if (rebuilt === undefined) return false;
+  return rebuilt === s.replaceAll('/', '-') || (!s.includes('/') && rebuilt === s);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -166,6 +210,11 @@ export interface CauseInput {
    * before it is "still in use". Default: the latest `lastSeen` of `records`.
    */
   dataEnd?: number;
+  /**
+   * 401 records attributed to this finding's subject (by source IP and user agent), for stale-token findings: 401s
+   * that arrive after a token's pod was replaced show that something outside the pod presents that token.
+   */
+  unauthorized?: TokenRecord[];
 }
 
 /** A container (or pod template) whose image and args a catalog entry is matched against. */
@@ -179,6 +228,7 @@ interface Candidate {
 
 interface Context {
   records: TokenRecord[];
+  unauthorized: TokenRecord[];
   stale: TokenRecord[];
   state?: SubjectState;
   stateKnown: boolean;
@@ -193,7 +243,8 @@ interface Context {
 
 type EntryResult =
   | { status: 'match'; evidence: string[] }
-  | { status: 'ruled-out'; evidence: string[] }
+  /** `fixed`: ruled out because the version found already has the fix (the component itself refreshes). */
+  | { status: 'ruled-out'; evidence: string[]; fixed?: string[]; otherReason?: boolean }
   | { status: 'none' };
 
 /**
@@ -212,9 +263,12 @@ export function classifyCause(input: CauseInput, catalog: CauseCatalog = DEFAULT
 
   const extra = [...attributionEvidence(ctx), ...ageEvidence(ctx)];
   const ruledOut: string[] = [];
+  const fixedBy = new Map<string, string[]>();
+  const notFixed = new Set<string>();
   const explained: string[] = [];
   const stages: ((e: CatalogEntry) => EntryResult)[] = [
     (e) => matchImages(e, ctx),
+    (e) => matchLabels(e, ctx),
     (e) => matchUserAgents(e, ctx, explained),
     (e) => matchServiceAccount(e, ctx),
   ];
@@ -227,28 +281,42 @@ export function classifyCause(input: CauseInput, catalog: CauseCatalog = DEFAULT
           component: entry.component,
           summary: entry.summary,
           fix: entry.fix,
-          evidence: dedupe([...r.evidence, ...extra]),
+          evidence: cappedEvidence([...r.evidence, ...(entry.evidenceNote ? [entry.evidenceNote] : []), ...extra, ...replacedPodEvidence(ctx)]),
           sources: [...entry.sources],
         };
       }
       if (r.status === 'ruled-out') {
         ruledOut.push(...r.evidence);
+        if (r.otherReason || !r.fixed?.length) notFixed.add(entry.component);
+        else fixedBy.set(entry.component, [...(fixedBy.get(entry.component) ?? []), ...r.fixed]);
         explained.push(...(entry.match.userAgents ?? []));
       }
     }
   }
 
+  // A component counts as "already fixed" only when every entry of it was ruled out by its version.
+  const fixed = [...fixedBy.entries()].filter(([c]) => !notFixed.has(c)).flatMap(([, e]) => e);
   const outside = outsidePodEvidence(ctx);
   const hostPaths = ruledOut.length === 0 ? hostPathEvidence(ctx) : [];
+  const replaced = replacedPodEvidence(ctx);
   if (outside.length > 0 || hostPaths.length > 0) {
-    return generic('static-token-file', [...outside, ...hostPaths, ...ruledOut, ...extra, ...clientEvidence(ctx)]);
+    return generic('static-token-file', [...outside, ...hostPaths, ...ruledOut, ...extra, ...replaced, ...clientEvidence(ctx)]);
   }
   if (ctx.stale.length > 0 || (input.kind === 'unauthorized' && ctx.records.some((r) => r.attribution?.startsWith('inferred:')))) {
-    return generic('client-caches-token', [...ruledOut, ...extra, ...staleEvidence(ctx), ...clientEvidence(ctx)]);
+    const evidence = [...ruledOut, ...fixed, ...extra, ...staleEvidence(ctx), ...replaced, ...clientEvidence(ctx)];
+    if (fixed.length > 0) return { ...generic('client-caches-token', evidence), fix: OWN_TOKEN_FIX };
+    return generic('client-caches-token', evidence);
   }
   if (input.kind === 'unauthorized') return generic('unknown', [...ruledOut, ...extra, ...clientEvidence(ctx)]);
   return generic('unknown', [...ruledOut, ...clientEvidence(ctx)]);
 }
+
+/**
+ * Fix of `client-caches-token` when the client library (or component) found is a version that already re-reads the
+ * token: upgrading it would change nothing, the application keeps its own copy.
+ */
+export const OWN_TOKEN_FIX =
+  'The client library already re-reads the projected token file; this application keeps a token of its own. Find where it reads /var/run/secrets/kubernetes.io/serviceaccount/token once (a bearer or OAuth token put into its client configuration, or a client built once at start and kept) and let the library load the in-cluster configuration itself, or re-read the file at use time. A rollout restart gives a fresh token but only buys one more period (90 days on EKS).';
 
 const GENERIC: Record<Exclude<CauseId, 'legacy-secret-token'>, { summary: string; fix: string; sources: string[] }> = {
   'static-token-file': {
@@ -283,7 +351,7 @@ const GENERIC: Record<Exclude<CauseId, 'legacy-secret-token'>, { summary: string
 
 function generic(id: Exclude<CauseId, 'legacy-secret-token'>, evidence: string[]): Cause {
   const g = GENERIC[id];
-  return { id, component: null, summary: g.summary, fix: g.fix, evidence: dedupe(evidence), sources: [...g.sources] };
+  return { id, component: null, summary: g.summary, fix: g.fix, evidence: cappedEvidence(evidence), sources: [...g.sources] };
 }
 
 function contextOf(input: CauseInput): Context {
@@ -317,6 +385,10 @@ function contextOf(input: CauseInput): Context {
   const first = records.find((r) => r.kind !== 'unauthorized' || r.attribution?.startsWith('inferred:'));
   const ctx: Context = {
     records,
+    unauthorized: [
+      ...records.filter((r) => r.kind === 'unauthorized' && r.attribution?.startsWith('inferred:')),
+      ...(input.unauthorized ?? []),
+    ],
     stale,
     stateKnown,
     tokenPods,
@@ -330,41 +402,111 @@ function contextOf(input: CauseInput): Context {
   return ctx;
 }
 
+/**
+ * Why a pod may be the client behind a user agent, or undefined: its container image is a catalog component whose
+ * user-agent prefix the user agent starts with, or the user agent's product (`multus` in `multus/v0.0.0 (…)`) names
+ * one of its containers or images (`multus`, `multus-cni`, `kube-multus`). Used to attribute 401s by source IP.
+ */
+export function podMatchesUserAgent(pod: PodInfo, userAgent: string, catalog: CauseCatalog = DEFAULT_CATALOG): string | undefined {
+  const ua = userAgent.toLowerCase();
+  for (const e of catalog.entries) {
+    if (!e.match.images || !e.match.userAgents?.some((p) => ua.startsWith(p.toLowerCase()))) continue;
+    const c = pod.containers.find((x) => e.match.images!.some((s) => repositoryMatches(x.imageRepository, s)));
+    if (c) return `image ${c.image} is ${e.name}, whose user agent starts with ${e.match.userAgents.join(' or ')}`;
+  }
+  const product = ua.split('/')[0]?.trim() ?? '';
+  if (product.length < 3 || /^(go-http-client|java|python-requests|curl|okhttp|kubectl|mozilla)$/.test(product)) return undefined;
+  const named = (n: string) => {
+    const x = n.toLowerCase();
+    return x === product || x.startsWith(`${product}-`) || x.endsWith(`-${product}`);
+  };
+  for (const c of pod.containers) {
+    const seg = c.imageRepository.slice(c.imageRepository.lastIndexOf('/') + 1);
+    if (named(c.name) || named(seg)) return `container ${c.name} (${c.image}) is named like the user agent's program "${product}"`;
+  }
+  return undefined;
+}
+
+/**
+ * The pod that replaced the (gone) pod of a token, among `pods` (cluster state): the running pod of the same name (a
+ * StatefulSet pod, a recreated bare pod), else the earliest-started pod of the same workload — the nearest
+ * restartable controller, CronJob or Job whose name plus `-` starts the token's pod name (`<deployment>-<hash>-<id>`,
+ * `<daemonset>-<id>`) — that started after the token was first used. Undefined when none is known; `r`'s own pod
+ * (same uid) is never its successor.
+ */
+export function successorPod(r: TokenRecord, pods: readonly PodInfo[]): PodInfo | undefined {
+  if (r.pod === undefined) return undefined;
+  const same = pods.find((p) => p.name === r.pod && !sameTokenPod(r, p));
+  if (same) return same;
+  if (pods.some((p) => sameTokenPod(r, p))) return undefined;
+  let best: PodInfo | undefined;
+  for (const p of pods) {
+    if (p.startTime === undefined || p.startTime <= r.firstSeen) continue;
+    const w = nearestWorkload(p.ownerChain)?.workload;
+    if (!w || !r.pod.startsWith(`${w.name}-`)) continue;
+    if (!best || p.startTime < best.startTime!) best = p;
+  }
+  return best;
+}
+
 /** Whether a stale token record names this pod (uid when both are known, else name). */
 export function sameTokenPod(r: TokenRecord, p: PodInfo): boolean {
   if (r.podUid && p.uid) return r.podUid === p.uid;
   return r.pod !== undefined && r.pod === p.name;
 }
 
-/** Stage 1: container images in cluster state (versions from image tags). */
+/** Stage 1: container images in cluster state (versions from image tags, compared with npm `semver`). */
 function matchImages(entry: CatalogEntry, ctx: Context): EntryResult {
   const m = entry.match;
   if (!m.images || ctx.candidates.length === 0) return { status: 'none' };
   const ruledOut: string[] = [];
+  const fixed: string[] = [];
+  let otherReason = false;
   const hits = ctx.candidates.filter((c) => m.images!.some((s) => repositoryMatches(c.repository, s)));
   for (const c of hits) {
     const cmdline = [...c.command, ...c.args].join(' ');
     if (m.excludeImages?.some((x) => c.image.includes(x)) || m.excludeCommands?.some((x) => cmdline.includes(x))) {
       ruledOut.push(`image ${c.image}: ${m.excludeNote ?? `not affected (${entry.name})`}`);
+      otherReason = true;
       continue;
     }
     const v = c.tag !== undefined ? parseVersion(c.tag) : undefined;
     const range = v && m.versions ? rangeOf(v, m.versions) : undefined;
     if (v && m.versions && !range) {
       ruledOut.push(`image ${c.image}: version ${v.join('.')} is outside the affected versions of ${entry.name}`);
+      fixed.push(
+        `image ${c.image}: ${entry.name} ${v.join('.')} already has the fix (${entry.fixedIn ?? 'see sources'}), yet this client presents a stale token: something in the pod keeps a token of its own (its configuration, a plugin or another client in the same pod)`,
+      );
       continue;
     }
     if (m.unlessAllArgs?.every((a) => c.args.includes(a) || c.command.includes(a))) {
       ruledOut.push(`image ${c.image} runs with ${m.unlessAllArgs.join(' and ')}: ${m.unlessArgsNote ?? 'not affected'}`);
+      otherReason = true;
       continue;
     }
     let note: string;
-    if (!m.versions) note = entry.name;
-    else if (!v) note = `${entry.name}; version unknown from tag ${c.tag ?? '(none)'}`;
-    else note = m.versionNote ?? `${entry.name} ${v.join('.')} < ${range?.below ?? entry.fixedIn}`;
+    if (!m.versions) note = m.versionNote ?? entry.name;
+    else if (!v) note = `${entry.name}; version unknown from ${c.tag !== undefined ? `tag ${c.tag}` : 'a digest-pinned reference without tag'}`;
+    else note = m.versionNote ?? `${entry.name} ${v.join('.')} ${affectedText(range, entry)}`;
     return { status: 'match', evidence: [`image ${c.image} (${note})`] };
   }
-  return ruledOut.length > 0 ? { status: 'ruled-out', evidence: ruledOut } : { status: 'none' };
+  return ruledOut.length > 0 ? { status: 'ruled-out', evidence: ruledOut, fixed, otherReason } : { status: 'none' };
+}
+
+/** Stage 1b: pod labels that identify the component (e.g. Spark's `spark-role`), for images built by users. */
+function matchLabels(entry: CatalogEntry, ctx: Context): EntryResult {
+  const keys = entry.match.podLabels;
+  if (!keys || !ctx.state) return { status: 'none' };
+  const pods = ctx.tokenPods.length > 0 ? ctx.tokenPods : ctx.stateKnown ? ctx.state.pods : [];
+  for (const p of pods) {
+    const key = keys.find((k) => p.labels[k] !== undefined);
+    if (key === undefined) continue;
+    const version = entry.match.versions
+      ? `; version unknown from the labels (affected: ${entry.match.versions.map(rangeText).join(' or ')}; fixed in ${entry.fixedIn ?? '—'})`
+      : '';
+    return { status: 'match', evidence: [`pod ${p.name} is labelled ${key}=${p.labels[key]} (${entry.name})${version}`] };
+  }
+  return { status: 'none' };
 }
 
 /**
@@ -375,6 +517,7 @@ function matchUserAgents(entry: CatalogEntry, ctx: Context, explained: string[])
   const m = entry.match;
   if (!m.userAgents) return { status: 'none' };
   const ruledOut: string[] = [];
+  const fixed: string[] = [];
   for (const ua of ctx.userAgents) {
     const lower = ua.toLowerCase();
     if (!m.userAgents.some((p) => lower.startsWith(p.toLowerCase()))) continue;
@@ -386,9 +529,12 @@ function matchUserAgents(entry: CatalogEntry, ctx: Context, explained: string[])
       const range = v && m.versions ? rangeOf(v, m.versions) : undefined;
       if (v && m.versions && !range) {
         ruledOut.push(`user agent "${ua}": version ${v.join('.')} is outside the affected versions of ${entry.name}`);
+        fixed.push(
+          `user agent "${ua}": ${entry.name} ${v.join('.')} re-reads the token file itself (fixed in ${entry.fixedIn ?? 'this version'}), yet this application presents a stale token: it keeps a token of its own (e.g. reads the token file once into its client configuration, or builds its client once with that token)`,
+        );
         continue;
       }
-      const note = v ? `${entry.name} ${v.join('.')} < ${range?.below ?? entry.fixedIn}` : `${entry.name}, version unknown`;
+      const note = v ? `${entry.name} ${v.join('.')} ${affectedText(range, entry)}` : `${entry.name}, version unknown`;
       return { status: 'match', evidence: [`user agent "${ua}" (${note})`] };
     }
     const unknownVersion = m.versions
@@ -398,7 +544,7 @@ function matchUserAgents(entry: CatalogEntry, ctx: Context, explained: string[])
       : '';
     return { status: 'match', evidence: [`user agent "${ua}" identifies ${entry.name}${unknownVersion}`] };
   }
-  return ruledOut.length > 0 ? { status: 'ruled-out', evidence: ruledOut } : { status: 'none' };
+  return ruledOut.length > 0 ? { status: 'ruled-out', evidence: ruledOut, fixed } : { status: 'none' };
 }
 
 /** Stage 3: the ServiceAccount, only when cluster state shows no image at all. */
@@ -415,34 +561,80 @@ function matchServiceAccount(entry: CatalogEntry, ctx: Context): EntryResult {
   };
 }
 
-/** Stale tokens used from outside their pod: pod gone while the token is still in use, or token older than the pod. */
+/**
+ * Real evidence that a stale token is presented from outside its pod (e.g. a copy in a kubeconfig on the host):
+ * - 401s attributed to this client (same source IP and user agent as the token's stale uses) after the token's pod
+ *   was replaced: deleting a pod invalidates its bound tokens (they carry the pod uid; kubernetes
+ *   `pkg/serviceaccount/claims.go` checks it), so a process in that pod cannot be the one still presenting it;
+ * - a token of a running pod (same uid) used from a source IP that is neither the pod's IP nor its node's, when other
+ *   tokens of this finding do come from their pods' IPs (so source IPs are pod IPs here, not a NAT gateway's).
+ * A token of an earlier pod used *before* its replacement started is not such evidence: that is what a client that
+ * caches its token looks like just before a restart (see {@link replacedPodEvidence}).
+ */
 function outsidePodEvidence(ctx: Context): string[] {
   if (!ctx.stateKnown || !ctx.state) return [];
   const out: string[] = [];
   for (const r of ctx.stale) {
-    if (r.pod === undefined && r.podUid === undefined) continue;
-    const label = r.pod ?? r.podUid!;
-    const running = ctx.state.pods.find((p) => sameTokenPod(r, p));
-    const byName = r.pod !== undefined ? ctx.state.pods.find((p) => p.name === r.pod) : undefined;
-    const inUse = r.lastSeen >= ctx.dataEnd - HOUR_MS;
-    if (!running && byName && inUse) {
+    if (r.pod === undefined || ctx.state.pods.some((p) => sameTokenPod(r, p))) continue;
+    const replacement = successorPod(r, ctx.state.pods);
+    if (replacement?.startTime === undefined) continue;
+    const start = replacement.startTime;
+    const after = ctx.unauthorized.filter(
+      (u) => u.lastSeen > start && u.sourceIPs.some((ip) => r.sourceIPs.includes(ip)) && (u.userAgents.length === 0 || u.userAgents.some((ua) => r.userAgents.includes(ua))),
+    );
+    if (after.length === 0) continue;
+    const n = after.reduce((sum, u) => sum + u.requests, 0);
+    const last = after.reduce((m, u) => Math.max(m, u.lastSeen), -Infinity);
+    out.push(
+      `${n} request${n === 1 ? '' : 's'} rejected with 401 up to ${iso(last)}, after pod ${r.pod} was replaced (its successor ${replacement.name} started ${iso(start)}), from the source IP and user agent of its stale uses: something outside the pod still presents the pod's invalidated token (e.g. a copy on the host)`,
+    );
+  }
+  const own = (r: TokenRecord, p: PodInfo): boolean => {
+    const ips = new Set([...(p.ips ?? []), ...(p.hostIP ? [p.hostIP] : [])]);
+    return r.sourceIPs.some((ip) => ips.has(ip));
+  };
+  const pairs: { r: TokenRecord; p: PodInfo }[] = [];
+  for (const r of ctx.stale) {
+    const p = r.podUid ? ctx.state.pods.find((x) => x.uid === r.podUid) : undefined;
+    if (p && ((p.ips?.length ?? 0) > 0 || p.hostIP) && r.sourceIPs.length > 0) pairs.push({ r, p });
+  }
+  if (pairs.some(({ r, p }) => own(r, p))) {
+    for (const { r, p } of pairs) {
+      if (own(r, p)) continue;
       out.push(
-        `token of an earlier pod ${label} (uid ${r.podUid ?? 'unknown'}) still used at ${iso(r.lastSeen)}; the running pod ${byName.name} has uid ${byName.uid ?? 'unknown'}: the token is presented from outside the pod (e.g. a file on the host)`,
+        `token of pod ${p.name} used from source IP ${r.sourceIPs.join(', ')}, which is neither the pod's IP (${(p.ips ?? []).join(', ') || 'unknown'}) nor its node's (${p.hostIP ?? 'unknown'}), while other tokens here come from their own pods' IPs: the token is presented from elsewhere (e.g. a copy on another host)`,
       );
-    } else if (!running && inUse) {
-      out.push(
-        `token of pod ${label} still used at ${iso(r.lastSeen)}, but the pod is gone from cluster state: the token is presented from outside the pod (e.g. a file on the host)`,
-      );
-    } else if (running?.startTime !== undefined && r.warnAfter !== undefined) {
-      const issued = issuedTime(r.warnAfter);
-      if (issued < running.startTime - HOUR_MS) {
-        out.push(
-          `token issued ${iso(issued)}, before pod ${running.name} started (${iso(running.startTime)}): the token was copied out of an earlier pod`,
-        );
-      }
     }
   }
   return out;
+}
+
+/**
+ * How long an old pod may keep working after its replacement started (a rolling update with surge stops the old pod
+ * only once the new one is ready).
+ */
+const REPLACEMENT_OVERLAP_MS = 10 * 60_000;
+
+/**
+ * Tokens of pods that are gone and whose successor ({@link successorPod}) started about when the token was last used: the uses are
+ * from before a restart, and deleting a pod invalidates its tokens (they are bound to its uid).
+ */
+function replacedPodEvidence(ctx: Context): string[] {
+  if (!ctx.stateKnown || !ctx.state) return [];
+  const replaced: string[] = [];
+  let latestStart = -Infinity;
+  for (const r of ctx.stale) {
+    if (r.pod === undefined || ctx.state.pods.some((p) => sameTokenPod(r, p))) continue;
+    const next = successorPod(r, ctx.state.pods);
+    if (next?.startTime === undefined || r.lastSeen > next.startTime + REPLACEMENT_OVERLAP_MS) continue;
+    if (!replaced.includes(r.pod)) replaced.push(r.pod);
+    latestStart = Math.max(latestStart, next.startTime);
+  }
+  if (replaced.length === 0) return [];
+  replaced.sort();
+  return [
+    `stale uses came from earlier pods ${replaced.slice(0, 5).join(', ')}${replaced.length > 5 ? ` and ${replaced.length - 5} more` : ''}, each up to its replacement's start (last replacement started ${iso(latestStart)}): deleting a pod invalidates its tokens, so these tokens are dead now; the client read its token once and will go stale again`,
+  ];
 }
 
 /** Pods that mount a CNI config directory from the host. */
@@ -487,8 +679,26 @@ function staleEvidence(ctx: Context): string[] {
   ];
 }
 
+/** At most this many 401 attributions are quoted in a cause's evidence (the overflow line always is). */
+export const MAX_ATTRIBUTION_LINES = 10;
+/** At most this many evidence lines per cause; the last says how many more there were. */
+export const MAX_EVIDENCE_LINES = 25;
+
 function attributionEvidence(ctx: Context): string[] {
-  return dedupe(ctx.records.filter((r) => r.kind === 'unauthorized' && r.attribution).map((r) => r.attribution!));
+  const recs = ctx.records.filter((r) => r.kind === 'unauthorized' && r.attribution);
+  const overflow = recs.filter((r) => r.overflow).map((r) => r.attribution!);
+  const lines = dedupe(recs.filter((r) => !r.overflow).map((r) => r.attribution!));
+  if (lines.length <= MAX_ATTRIBUTION_LINES) return [...overflow, ...lines];
+  const more = lines.length - MAX_ATTRIBUTION_LINES;
+  return [...overflow, ...lines.slice(0, MAX_ATTRIBUTION_LINES), `… and ${more} more source${more === 1 ? '' : 's'} attributed the same way`];
+}
+
+/** `xs` without duplicates, at most {@link MAX_EVIDENCE_LINES} long (the last line then counts the rest). */
+function cappedEvidence(xs: string[]): string[] {
+  const d = dedupe(xs);
+  if (d.length <= MAX_EVIDENCE_LINES) return d;
+  const more = d.length - (MAX_EVIDENCE_LINES - 1);
+  return [...d.slice(0, MAX_EVIDENCE_LINES - 1), `… and ${more} more`];
 }
 
 function clientEvidence(ctx: Context): string[] {
@@ -502,7 +712,9 @@ function clientEvidence(ctx: Context): string[] {
 function legacyCause(ctx: Context): Cause {
   const evidence: string[] = [];
   const legacy = ctx.records.filter((r) => r.kind === 'legacy-token');
+  const invalidated: { name: string; namespace: string }[] = [];
   for (const r of legacy) {
+    if (r.attribution) evidence.push(r.attribution);
     const s = r.legacySecret;
     if (!s) {
       evidence.push(
@@ -511,24 +723,45 @@ function legacyCause(ctx: Context): Cause {
       continue;
     }
     const ns = s.namespace ?? r.namespace;
+    const info = ctx.stateKnown ? ctx.state?.legacySecrets.find((x) => x.name === s.name && x.namespace === ns) : undefined;
+    if (s.kind === 'invalidated' || info?.invalidSince) invalidated.push({ name: s.name, namespace: ns });
     const how =
       s.kind === 'invalidated'
-        ? 'invalidated (annotation authentication.k8s.io/legacy-token-invalidated)'
-        : `${s.kind} (annotation authentication.k8s.io/legacy-token-${s.kind}-secret)`;
-    evidence.push(`Secret ${ns}/${s.name}: legacy token ${how}, used ${r.requests} times, last at ${iso(r.lastSeen)}`);
-    const info = ctx.stateKnown ? ctx.state?.legacySecrets.find((x) => x.name === s.name && x.namespace === ns) : undefined;
+        ? `invalidated (annotation authentication.k8s.io/legacy-token-invalidated): ${r.requests} request${r.requests === 1 ? '' : 's'} rejected with 401`
+        : `${s.kind} (annotation authentication.k8s.io/legacy-token-${s.kind}-secret), used ${r.requests} times`;
+    evidence.push(`Secret ${ns}/${s.name}: legacy token ${how}, last at ${iso(r.lastSeen)}`);
     if (info?.lastUsed) evidence.push(`Secret ${ns}/${s.name} label kubernetes.io/legacy-token-last-used: ${info.lastUsed}`);
     if (info?.invalidSince) evidence.push(`Secret ${ns}/${s.name} label kubernetes.io/legacy-token-invalid-since: ${info.invalidSince}`);
+    if (!info && s.kind === 'invalidated') {
+      evidence.push(`Secret ${ns}/${s.name}: labels unknown (${ctx.stateKnown ? 'no Secret metadata in cluster state' : 'no cluster state'})`);
+    }
+    if (r.sourceIPs.length > 0) evidence.push(`requests came from source IP ${r.sourceIPs.slice(0, 5).join(', ')}`);
   }
   evidence.push(...clientEvidence(ctx));
+  const moveFix =
+    'Move the client to a bound token (the default kube-api-access projected volume, or a serviceAccountToken projection read from the file at use time; outside the cluster, `kubectl create token <serviceaccount>` issues a bound token with an expiry), then delete the Secret.';
+  if (invalidated.length > 0) {
+    const labelCmds = invalidated
+      .slice(0, 3)
+      .map((x) => `kubectl label secret ${x.name} -n ${x.namespace} kubernetes.io/legacy-token-invalid-since-`)
+      .join('; ');
+    return {
+      id: 'legacy-secret-token',
+      component: null,
+      summary:
+        'The client still authenticates with an auto-generated legacy Secret token that the API server invalidated (LegacyServiceAccountTokenCleanUp, Kubernetes 1.29+: unused for the clean-up period, labelled kubernetes.io/legacy-token-invalid-since), so its requests fail with 401.',
+      fix: `To get the client working again for now, re-enable the token by removing the label (${labelCmds}); the cleaner invalidates it again, and later deletes it, once it is unused for the clean-up period. ${moveFix}`,
+      evidence: cappedEvidence(evidence),
+      sources: [K8S_SA_ADMIN_DOC, KEP_2799],
+    };
+  }
   return {
     id: 'legacy-secret-token',
     component: null,
     summary:
       'The client authenticates with a long-lived legacy token from a kubernetes.io/service-account-token Secret instead of a bound, rotating projected token.',
-    fix:
-      'Move the client to a bound token (the default kube-api-access projected volume or a serviceAccountToken projection, read from the file at use time), then delete the Secret. Kubernetes 1.30+ (LegacyServiceAccountTokenCleanUp) invalidates auto-generated legacy tokens left unused.',
-    evidence: dedupe(evidence),
+    fix: `${moveFix} Kubernetes 1.30+ (LegacyServiceAccountTokenCleanUp) invalidates auto-generated legacy tokens left unused.`,
+    evidence: cappedEvidence(evidence),
     sources: [KEP_2799, K8S_SA_ADMIN_DOC],
   };
 }

@@ -60,8 +60,17 @@ export interface TokenRecord {
   legacySecret?: { name: string; namespace?: string; kind: string };
   /** Requests per UTC hour, keyed by the hour's epoch ms (for sparklines). */
   hourly: Record<string, number>;
-  /** Unauthorized records only: how the 401s were attributed to this subject. */
+  /**
+   * Unauthorized records: how the 401s were attributed to this subject. Legacy-token records whose audit events named
+   * only the Secret: how their ServiceAccount was found (set by `buildFindings`, shown as evidence).
+   */
   attribution?: string;
+  /**
+   * Unattributed 401s folded beyond the per-cluster bound ({@link MAX_UNATTRIBUTED_SOURCES} in `aggregate.ts`): this one
+   * record stands for `sources` (an estimate) further distinct (source IPs, user agent) pairs; `sketch` is the
+   * serialised `DistinctCounter` that estimate comes from. Its `sourceIPs`/`userAgents` are only a sample.
+   */
+  overflow?: { sources: number; sketch: string };
 }
 
 /** Token as printed in the `scan` JSON (contract). */

@@ -70,6 +70,8 @@ export function tokenRecordKey(r: TokenRecord): string {
     case 'legacy-token':
       return [r.legacySecret?.namespace ?? r.namespace, r.legacySecret?.name ?? ''].join(SEP);
     case 'unauthorized':
+      // The overflow record (401s folded beyond the aggregator's bound) only samples source IPs: its own key.
+      if (r.overflow) return ['(overflow)', '', ''].join(SEP);
       return [[...r.sourceIPs].sort().join(','), r.userAgents[0] ?? '', r.pod ?? ''].join(SEP);
   }
 }

@@ -43,6 +43,8 @@ const multusPod = (name: string, uid: string, node: string, startTime: number) =
   projectedToken: true,
   ownerChain: [{ kind: 'DaemonSet', namespace: 'kube-system', name: 'kube-multus-ds' }],
   labels: { app: 'multus', 'controller-revision-hash': '5b7c9d' },
+  ips: ['10.0.1.10'],
+  hostNetwork: true,
 });
 
 /** Hand-written expectation for kube-system/multus in the fixture. */

@@ -49,6 +49,20 @@ describe('KubeClusterState', () => {
     expect(await kube.getPod('kube-system', 'gone')).toBeUndefined();
   });
 
+  it('finds the owner of a legacy token Secret like the snapshot reader: .secrets[] with one SA get, else the annotation', async () => {
+    const kube = new KubeClusterState(fake.kubeConfig());
+    expect(await kube.legacySecretOwner('kube-system', 'multus-token-4xv9q')).toEqual({
+      serviceAccount: 'multus',
+      via: 'ServiceAccount kube-system/multus lists Secret multus-token-4xv9q in .secrets[]',
+    });
+    expect(fake.requests.map((r) => `${r.verb} ${r.resource} ${r.namespace}/${r.name ?? ''}`)).toEqual(['get serviceaccounts kube-system/multus']);
+    const manual = await kube.legacySecretOwner('kube-system', 'multus-manual-token');
+    expect(manual).toMatchObject({ serviceAccount: 'multus', via: 'Secret kube-system/multus-manual-token is annotated kubernetes.io/service-account.name: multus' });
+    expect((await snapshot.legacySecretOwner('kube-system', 'multus-manual-token'))?.serviceAccount).toBe('multus');
+    expect((await snapshot.legacySecretOwner('kube-system', 'multus-token-4xv9q'))?.serviceAccount).toBe('multus');
+    expect(await kube.legacySecretOwner('kube-system', 'nobody-token-zzzzz')).toBeUndefined();
+  });
+
   it('sends the field selectors, asks for Secrets metadata-only, and reads each owner once per call', async () => {
     const kube = new KubeClusterState(fake.kubeConfig(), { secretMetadata: true });
     await kube.describeServiceAccount('kube-system', 'multus');

@@ -187,7 +187,10 @@ export function findingButtons(f: Finding, buttonsFor: FindingMessageContext['bu
 /** The mrkdwn fields of a finding (≤ 10, each ≤ 2000 chars). */
 export function findingFields(f: Finding, ctx: Pick<FindingMessageContext, 'now' | 'podsTotal'>): string[] {
   const fields: string[] = [];
-  const workloads = f.workloads.map((w) => `${escapeMrkdwn(w.kind)} ${code(`${w.namespace}/${w.name}`, 120)}`);
+  const workloads = f.workloads.map(
+    (w) =>
+      `${escapeMrkdwn(w.kind)} ${code(`${w.namespace}/${w.name}`, 120)}${w.owner ? ` (owned by ${escapeMrkdwn(w.owner.kind)} ${code(w.owner.name, 80)})` : ''}`,
+  );
   fields.push(`*${f.workloads.length === 1 ? 'Workload' : 'Workloads'}*\n${workloads.length ? linesWithin(workloads, 1900) : '_none found in cluster state_'}`);
   const n = f.pods.length;
   // "n of m": n counts affected pods still running, m the ServiceAccount's running pods; pods gone from cluster
