@@ -396,6 +396,18 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
       return { ok: true, channel: ch.id, ts: msg.ts, text: msg.text, message: messageJson(msg, bot.teamId) };
     },
 
+    // https://api.slack.com/methods/chat.getPermalink: no scope needed; `permalink` of a message in a channel.
+    'chat.getPermalink': (args, bot) => {
+      const chId = str(args.channel);
+      const ts = str(args.message_ts);
+      const ch = chId ? findChannel(chId) : undefined;
+      if (!ch) return { ok: false, error: 'channel_not_found' };
+      const msg = ts ? findMessage(ch, ts) : undefined;
+      if (!msg || msg.deleted) return { ok: false, error: 'message_not_found' };
+      const thread = msg.threadTs ? `?thread_ts=${msg.threadTs}&cid=${ch.id}` : '';
+      return { ok: true, channel: ch.id, permalink: `https://${bot.team}.slack.com/archives/${ch.id}/p${msg.ts.replace('.', '')}${thread}` };
+    },
+
     'chat.postEphemeral': (args) => {
       const chId = str(args.channel);
       const user = str(args.user);

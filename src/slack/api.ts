@@ -145,6 +145,15 @@ export class SlackApi {
     await this.call('chat.update', channel, () => this.client.chat.update({ channel, ts, text: msg.text, blocks: msg.blocks }));
   }
 
+  /**
+   * `chat.getPermalink` (no scope needed): a link to one message, e.g. `https://acme.slack.com/archives/C…/p…`.
+   * @throws SlackCallError
+   */
+  async permalink(channel: string, ts: string): Promise<string> {
+    const res = await this.call('chat.getPermalink', undefined, () => this.client.chat.getPermalink({ channel, message_ts: ts }));
+    return String(res.permalink);
+  }
+
   /** `chat.postEphemeral` to `user` in `channel`. @throws SlackCallError */
   async ephemeral(channel: string, user: string, msg: OutgoingMessage, threadTs?: string): Promise<void> {
     await this.call('chat.postEphemeral', undefined, () =>

@@ -184,7 +184,8 @@ export class ApprovalFlow {
       case 'snooze':
         return this.snooze(c, btn, btn.action.days);
       default:
-        return this.deps.notifier.withLock(`request:${btn.finding.id}`, () => this.request(c, btn, btn.action.action as ActionKind));
+        // One request at a time per target in this process (the store arbitrates between processes).
+        return this.deps.notifier.withLock(`request:${targetLabel(btn.target)}@${btn.target.cluster}`, () => this.request(c, btn, btn.action.action as ActionKind));
     }
   }
 
@@ -206,6 +207,34 @@ export class ApprovalFlow {
     await c.reply(refusalMessage(text));
   }
 
+  /**
+   * Refuses a request because `open` (requested / approved / running) already acts on the same target, or is the
+   * other action on the same ServiceAccount; the refusal links to the open request's message.
+   */
+  private async refuseOpen(c: Clicker, btn: ResolvedButton, action: ActionKind, open: StoredApproval): Promise<void> {
+    const t = btn.target;
+    const o = open.target;
+    const status = open.state === 'requested' ? 'waiting for approval' : open.state === 'approved' ? 'approved and about to run' : 'running';
+    const link = await this.linkTo(open);
+    const see = link ? `<${link}|See the open request>.` : 'See the alert’s thread.';
+    const same = o.kind === t.kind && o.namespace === t.namespace && o.name === t.name && open.action === action;
+    const text = same
+      ? `A ${actionNoun(action)} of ${t.kind} \`${t.namespace}/${t.name}\` is already open (requested by <@${open.requester}>, ${status}), so nothing new was requested. ${see}`
+      : `A ${actionNoun(open.action)} of ${o.kind} \`${o.namespace}/${o.name}\` is open (requested by <@${open.requester}>, ${status}), so a ${actionNoun(action)} of ${t.kind} \`${t.namespace}/${t.name}\` cannot be requested until it ends. ${see}`;
+    return this.refuse(c, btn, text, open.id);
+  }
+
+  /** A permalink to an approval's message (best effort: undefined when not posted or Slack fails). */
+  private async linkTo(a: StoredApproval): Promise<string | undefined> {
+    if (!a.message) return undefined;
+    try {
+      return await this.deps.api.permalink(a.message.channel, a.message.ts);
+    } catch (err) {
+      this.deps.logger.warn({ err, approval: a.id }, 'could not get the permalink of an approval message');
+      return undefined;
+    }
+  }
+
   /** Restart or Recreate ServiceAccount: policy, dry run, approval message. */
   private async request(c: Clicker, btn: ResolvedButton, action: ActionKind): Promise<void> {
     const { store, clock } = this.deps;
@@ -220,12 +249,8 @@ export class ApprovalFlow {
     if (store.getFinding(t.findingId)?.status === 'resolved') {
       return this.refuse(c, btn, 'This finding is already resolved, so nothing was requested. It reopens by itself if the stale use comes back.');
     }
-    const open = store
-      .listApprovals({ findingId: t.findingId, states: ['requested', 'approved', 'running'] })
-      .find((a) => a.action === action && a.target.kind === t.kind && a.target.namespace === t.namespace && a.target.name === t.name && !(a.state === 'requested' && a.expiresAt <= clock()));
-    if (open) {
-      return this.refuse(c, btn, `A ${actionNoun(action)} of ${t.kind} \`${t.namespace}/${t.name}\` was already requested by <@${open.requester}> and is ${open.state === 'requested' ? 'waiting for approval' : open.state}; see the alert's thread.`, open.id);
-    }
+    const blocking = store.openApprovalFor(action, t, clock());
+    if (blocking) return this.refuseOpen(c, btn, action, blocking);
 
     const now = clock();
     const pre: Preflight =
@@ -238,7 +263,13 @@ export class ApprovalFlow {
       : { ok: false, message: pre.message, at: now, ...(facts ? { facts } : {}) };
     const created = createApproval({ id: newApprovalId(), action, target: t, requester: c.user, requesterGroups: groups, dryRun }, policy, clock());
     if (!created.ok) return this.refuse(c, btn, created.message);
-    store.createApproval(created.approval);
+    // The store decides: of concurrent requests for one target (other findings, other replicas), exactly one is stored.
+    const claim = store.claimApproval(created.approval, created.approval.createdAt);
+    for (const e of claim.expired) {
+      this.deps.metrics?.approvals.inc({ cluster: e.target.cluster, outcome: 'expired' });
+      await this.updateApprovalMessage(e).catch((err: unknown) => this.deps.logger.warn({ err, approval: e.id }, 'could not edit an expired approval message'));
+    }
+    if (!claim.ok) return this.refuseOpen(c, btn, action, claim.open);
     await applyEffects(this.executor, created.approval, created.effects, created.approval.createdAt);
 
     if (!pre.ok) {
