@@ -111,7 +111,6 @@ export type ButtonFamily = FindingAction['action'];
 
 /** See the module docstring. */
 export class ApprovalFlow {
-  private readonly progress = new Map<string, MessageLocation>();
   private readonly approverCache = new Map<string, string[]>();
   private readonly lastDetails = new Map<string, number>();
   /** Approvals this process is executing or following now. */
@@ -259,7 +258,7 @@ export class ApprovalFlow {
         : await rem.preflightRecreateServiceAccount({ kind: 'ServiceAccount', namespace: t.namespace, name: t.name });
     const facts = await this.factsFor(btn, action);
     const dryRun: StoredDryRun = pre.ok
-      ? { ok: true, message: pre.detail, at: now, ...(pre.uid ? { uid: pre.uid } : {}), ...(facts ? { facts } : {}) }
+      ? { ok: true, message: pre.detail, at: now, ...(pre.uid ? { uid: pre.uid } : {}), ...(pre.resourceVersion ? { resourceVersion: pre.resourceVersion } : {}), ...(facts ? { facts } : {}) }
       : { ok: false, message: pre.message, at: now, ...(facts ? { facts } : {}) };
     const created = createApproval({ id: newApprovalId(), action, target: t, requester: c.user, requesterGroups: groups, dryRun }, policy, clock());
     if (!created.ok) return this.refuse(c, btn, created.message);
@@ -409,9 +408,10 @@ export class ApprovalFlow {
   }
 
   /**
-   * On the leader only: runs approvals left `approved` (approved on another replica, or before a restart), follows
-   * rollouts left `running` by a process that stopped or lost leadership (without patching again), and fails
-   * ServiceAccount recreations left `running` (they cannot be resumed safely). Called at start and periodically.
+   * On the leader only: runs approvals left `approved` (approved on another replica, or before a restart), and
+   * resumes actions left `running` by a process that stopped or lost leadership: a restart sends its PATCH unless
+   * the workload's `restartedAt` annotation shows it was applied, then follows the rollout (updating the same
+   * progress message); a recreation does the steps not yet done (see the executor). Called at start and periodically.
    */
   async pickUp(): Promise<void> {
     if (this.deps.isLeader?.() === false) return;
@@ -420,14 +420,8 @@ export class ApprovalFlow {
     for (const a of store.listApprovals({ states: ['approved', 'running'] })) {
       // Leave fresh transitions to the process that made them (it runs what it approved when it leads).
       if (this.executing.has(a.id) || a.updatedAt > settled) continue;
-      if (a.state === 'approved') {
-        void this.deps.track(this.run(a.id));
-      } else if (a.action === 'restart') {
-        void this.deps.track(this.run(a.id, true));
-      } else {
-        const res = await commitEvent(this.executor, a.id, approvalEvent.fail(`tokenwatch stopped while this ran; check that ServiceAccount ${a.target.namespace}/${a.target.name} exists (kubectl -n ${a.target.namespace} get serviceaccount ${a.target.name})`));
-        if (res.ok) await this.updateApprovalMessage(res.approval);
-      }
+      // `running`: resumed; the executor first establishes what was done (restart annotation, recorded steps).
+      void this.deps.track(this.run(a.id, a.state === 'running'));
     }
   }
 
@@ -492,14 +486,16 @@ export class ApprovalFlow {
       { desired: p.desired, updated: p.updated, ready: p.ready, available: p.available, done: p.done, timedOut: p.timedOut === true },
       { target: a.target, now: this.deps.clock(), startedAt, timeoutMs: this.deps.rolloutTimeoutMs },
     );
-    const at = this.progress.get(a.id);
+    // The progress message's location is in the store, so a restarted or new leader edits the same message.
+    const at = this.deps.store.getApproval(a.id)?.progress;
     if (at) {
       await this.deps.api.update(at.channel, at.ts, msg);
-      if (p.done || p.timedOut) this.progress.delete(a.id);
       return;
     }
     const posted = await this.deps.api.post(thread.channel, msg, thread.ts);
-    if (!p.done && !p.timedOut) this.progress.set(a.id, { channel: posted.channel, ts: posted.ts });
+    const loc = { channel: posted.channel, ts: posted.ts };
+    const cur = this.deps.store.getApproval(a.id);
+    if (cur) this.deps.store.transitionApproval(a.id, cur.state, cur.state, { progress: loc }, this.deps.clock());
   }
 
   private async showRecreated(a: StoredApproval, r: RecreateResult): Promise<void> {
