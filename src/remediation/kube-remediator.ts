@@ -315,7 +315,9 @@ export class KubeRemediator {
       const e = toKubeError(err, `dry-run create of ${ref}`);
       if (e.status !== 409) return this.preflightError(err, `dry-run create of ${ref}`);
     }
-    return { ok: true, detail: `dry run of deleting and recreating ${ref} passed`, uid: sa.metadata?.uid, resourceVersion: sa.metadata?.resourceVersion };
+    const owners = sa.metadata?.ownerReferences ?? [];
+    const keeps = owners.length ? `; the new ServiceAccount keeps its ownerReferences (${owners.map((o) => `${o.kind}/${o.name}`).join(', ')})` : '';
+    return { ok: true, detail: `dry run of deleting and recreating ${ref} passed${keeps}`, uid: sa.metadata?.uid, resourceVersion: sa.metadata?.resourceVersion };
   }
 
   /**
