@@ -158,6 +158,8 @@ export interface FakeSlack {
   /** Every Web API call, in order. */
   calls: FakeCall[];
   callsTo(method: string): FakeCall[];
+  /** Modals opened with `views.open`, oldest first (the parsed `view` plus the `trigger_id` and the id given). */
+  views(): FakeView[];
   /** Top-level messages of a channel (id or `#name`), oldest first, deleted ones excluded. */
   messages(channel: string): FakeMessage[];
   /** Thread replies of a message, oldest first. */
@@ -185,6 +187,13 @@ export interface FakeSlack {
   /** Subscribe to changes; returns an unsubscribe function. */
   on(event: 'change', listener: (change: FakeSlackChange) => void): () => void;
   close(): Promise<void>;
+}
+
+/** A modal opened with `views.open`. */
+export interface FakeView {
+  id: string;
+  triggerId: string;
+  view: { type: string; callback_id?: string; private_metadata?: string; title?: unknown; blocks?: unknown[] } & Record<string, unknown>;
 }
 
 /** Identity of the default token `xoxb-test-token`. */
@@ -227,6 +236,7 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
   const groups = new Map<string, string[]>(Object.entries(opts.userGroups ?? {}));
   const ephemerals: FakeEphemeral[] = [];
   const calls: FakeCall[] = [];
+  const openedViews: FakeView[] = [];
   const rateLimits = new Map<string, Array<number>>();
   const failures = new Map<string, string[]>();
   const responseUrls = new Map<string, ResponseTarget & { uses: number }>();
@@ -394,6 +404,23 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
       if (pb.blocks) msg.blocks = pb.blocks;
       emit({ type: 'update', message: msg });
       return { ok: true, channel: ch.id, ts: msg.ts, text: msg.text, message: messageJson(msg, bot.teamId) };
+    },
+
+    // https://api.slack.com/methods/views.open: `trigger_id` (from an interaction) and a `view` (JSON) of type modal
+    // with a title and blocks; errors `invalid_arguments` / `invalid_trigger_id`.
+    'views.open': (args) => {
+      const trigger = str(args.trigger_id);
+      if (!trigger) return { ok: false, error: 'invalid_trigger_id' };
+      let view: FakeView['view'] | undefined;
+      try {
+        view = (typeof args.view === 'string' ? JSON.parse(args.view) : args.view) as FakeView['view'];
+      } catch {
+        return { ok: false, error: 'invalid_arguments' };
+      }
+      if (!view || view.type !== 'modal' || !view.title || !Array.isArray(view.blocks)) return { ok: false, error: 'invalid_arguments' };
+      const v: FakeView = { id: `V${String(openedViews.length + 1).padStart(9, '0')}`, triggerId: trigger, view };
+      openedViews.push(v);
+      return { ok: true, view: { id: v.id, ...view, state: { values: {} } } };
     },
 
     // https://api.slack.com/methods/chat.getPermalink: no scope needed; `permalink` of a message in a channel.
@@ -638,6 +665,7 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
     port,
     calls,
     callsTo: (method) => calls.filter((c) => c.method === method),
+    views: () => [...openedViews],
     messages: (channel) => (findChannel(channel)?.messages ?? []).filter((m) => !m.deleted),
     thread: (channel, ts) => (findChannel(channel)?.messages.find((m) => m.ts === ts)?.replies ?? []).filter((m) => !m.deleted),
     message: (channel, ts) => {
@@ -844,6 +872,39 @@ async function postSigned(url: string, secret: string, body: string, opts: SendO
  */
 export function sendSlashCommand(url: string, secret: string, fields: SlashCommandFields, opts: SendOptions = {}): Promise<SendResult> {
   return postSigned(url, secret, new URLSearchParams(slashCommandBody(fields)).toString(), opts);
+}
+
+/**
+ * A `view_submission` interaction payload (docs "Handling user interaction in modals"): the submitted modal `view`
+ * (its `callback_id`, `private_metadata`) with `state.values[blockId][actionId] = { type: 'plain_text_input', value }`
+ * from `values` (`{ blockId: { actionId: value } }`). Send it with {@link sendBlockAction}.
+ */
+export function viewSubmissionPayload(c: { user: string; view: FakeView; values?: Record<string, Record<string, string | null>>; teamId?: string }): Record<string, unknown> {
+  const teamId = c.teamId ?? DEFAULT_BOT.teamId;
+  const values: Record<string, Record<string, unknown>> = {};
+  for (const [block, actions] of Object.entries(c.values ?? {})) {
+    values[block] = Object.fromEntries(Object.entries(actions).map(([a, v]) => [a, { type: 'plain_text_input', value: v }]));
+  }
+  return {
+    type: 'view_submission',
+    team: { id: teamId, domain: DEFAULT_BOT.team },
+    user: { id: c.user, username: c.user.toLowerCase(), name: c.user.toLowerCase(), team_id: teamId },
+    api_app_id: 'A0FAKEAPP1',
+    token: 'fake-verification-token',
+    trigger_id: `${Math.floor(Date.now() / 1000)}.2.fake`,
+    view: {
+      id: c.view.id,
+      team_id: teamId,
+      ...c.view.view,
+      state: { values },
+      hash: 'fake-hash',
+      app_id: 'A0FAKEAPP1',
+      bot_id: DEFAULT_BOT.botId,
+    },
+    response_urls: [],
+    is_enterprise_install: false,
+    enterprise: null,
+  };
 }
 
 /**

@@ -154,6 +154,11 @@ export class SlackApi {
     return String(res.permalink);
   }
 
+  /** `views.open` (no scope needed; `trigger_id` from an interaction, valid 3 s). @throws SlackCallError */
+  async openView(triggerId: string, view: object): Promise<void> {
+    await this.call('views.open', undefined, () => this.client.views.open({ trigger_id: triggerId, view: view as never }));
+  }
+
   /** `chat.postEphemeral` to `user` in `channel`. @throws SlackCallError */
   async ephemeral(channel: string, user: string, msg: OutgoingMessage, threadTs?: string): Promise<void> {
     await this.call('chat.postEphemeral', undefined, () =>

@@ -173,7 +173,7 @@ export class TokensCommand {
       const verified = rows.find((r) => r.action.startsWith('verification.') && r.result !== 'superseded');
       const rejected = a.votes.find((v) => v.vote === 'reject');
       const detail = [a.error ?? undefined, rejected?.reason, verified ? `verification: ${verified.result}` : undefined].filter((x): x is string => !!x).join('; ');
-      entries.push({ at: a.updatedAt, action: a.action, target: a.target, requester: a.requester, approvers: approvalsOf(a), state: a.state, ...(detail ? { detail } : {}) });
+      entries.push({ at: a.updatedAt, action: a.action, target: a.target, requester: a.requester, approvers: approvalsOf(a), state: a.state, ...(detail ? { detail } : {}), ...(a.state === 'rejected' && rejected ? { rejectedBy: rejected.user } : {}) });
     }
     for (const row of store.listActions(cluster, 200)) {
       if (row.action !== 'snooze' || row.actor === null || row.findingId === null) continue;

@@ -20,6 +20,7 @@ import {
   approvalEvent,
   canRequest,
   createApproval,
+  decide,
   type ActionKind,
   type ApprovalPolicy,
 } from '../approvals/index.js';
@@ -43,6 +44,7 @@ import {
   detailsMessage,
   progressMessage,
   refusalMessage,
+  rejectReasonModal,
   type FindingAction,
   type SlackMessage,
   type TargetFacts,
@@ -73,6 +75,8 @@ export interface Clicker {
   channel: ChannelRef | undefined;
   /** An ephemeral answer to the clicking user. */
   reply(msg: SlackMessage): Promise<void>;
+  /** The interaction's `trigger_id` (to open a modal), when it has one. */
+  triggerId?: string;
 }
 
 /** Dependencies of the {@link ApprovalFlow}. */
@@ -345,8 +349,13 @@ export class ApprovalFlow {
 
   // ---- approvals -----------------------------------------------------------------------------------------------
 
-  /** Approve or Reject on an approval message; `approvalId` is the button's value. */
-  async vote(c: Clicker, approvalId: string, kind: 'approve' | 'reject'): Promise<void> {
+  /**
+   * Approve or Reject on an approval message; `approvalId` is the button's value. Reject by an approver (not the
+   * requester) with a `triggerId` first opens a modal asking an optional reason ({@link rejectReasonModal}); its
+   * submission comes back as {@link rejectWithReason}. Reject by the requester withdraws the request at once
+   * ("Withdrawn by @user") and confirms it ephemerally.
+   */
+  async vote(c: Clicker, approvalId: string, kind: 'approve' | 'reject', reason?: string): Promise<void> {
     const { store } = this.deps;
     const a = store.getApproval(approvalId);
     if (!a) {
@@ -360,7 +369,18 @@ export class ApprovalFlow {
     }
     const policy = this.deps.policyFor(a.target.cluster);
     const groups = policy ? await this.deps.directory.groupsOf(c.user, [...policy.approvers, ...policy.requesters]) : [];
-    const event = kind === 'approve' ? approvalEvent.approve(c.user, groups) : approvalEvent.reject(c.user, undefined, groups);
+    const event = kind === 'approve' ? approvalEvent.approve(c.user, groups) : approvalEvent.reject(c.user, reason?.trim() || undefined, groups);
+    if (kind === 'reject' && reason === undefined && c.user !== a.requester && c.triggerId && policy) {
+      // Ask for the reason only when the reject would be accepted now; otherwise refuse below as usual.
+      if (decide(a, event, policy, this.deps.clock()).ok) {
+        try {
+          await this.deps.api.openView(c.triggerId, rejectReasonModal(a, JSON.stringify({ approval: a.id, channel: c.channel.id })));
+          return;
+        } catch (err) {
+          this.deps.logger.warn({ err, approval: a.id }, 'could not open the reject-reason modal; rejecting without a reason');
+        }
+      }
+    }
     const res = await commitEvent(this.executor, a.id, event);
     if (!res.ok) {
       await this.refuse(c, ctx, res.refusal.message, a.id);
@@ -368,10 +388,29 @@ export class ApprovalFlow {
       return;
     }
     await this.afterCommit(res.approval, res.effects.map((e) => e.type));
+    if (res.transition.next === 'rejected' && c.user === a.requester) {
+      await c.reply(noteMessage(`You withdrew your request for the ${actionNoun(a.action)} of ${a.target.kind} \`${a.target.namespace}/${a.target.name}\`; nothing was changed.`));
+    }
     if (res.transition.next === 'requested') {
       const n = res.approval.votes.filter((v) => v.vote === 'approve').length;
       await c.reply(noteMessage(`Your approval is recorded (${n} of ${res.approval.requiredApprovals}); it runs once ${res.approval.requiredApprovals - n} more approver${res.approval.requiredApprovals - n === 1 ? '' : 's'} agree${res.approval.requiredApprovals - n === 1 ? 's' : ''}.`));
     }
+  }
+
+  /**
+   * The reject-reason modal was submitted: rejects with the (optional) reason, with the same checks as a click
+   * (`privateMetadata` is what {@link vote} put in the modal: approval id and channel of the click).
+   */
+  async rejectWithReason(user: string, privateMetadata: string, reason: string, reply: (channel: string | undefined) => Clicker['reply']): Promise<void> {
+    let meta: { approval?: unknown; channel?: unknown } = {};
+    try {
+      meta = JSON.parse(privateMetadata) as typeof meta;
+    } catch {
+      // handled below
+    }
+    const channel = typeof meta.channel === 'string' ? meta.channel : undefined;
+    const c: Clicker = { user, channel: channel ? { id: channel } : undefined, reply: reply(channel) };
+    await this.vote(c, typeof meta.approval === 'string' ? meta.approval : '', 'reject', reason);
   }
 
   private async afterCommit(a: StoredApproval, effects: readonly string[]): Promise<void> {

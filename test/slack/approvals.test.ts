@@ -84,7 +84,9 @@ describe('restart flow', () => {
     // Rollout progress: one thread message updated until complete, counting from 0 updated pods.
     const progress = h.slack.thread(OPS, alert.ts).find((m) => m.text.includes('rollout of DaemonSet'))!;
     expect(progress.text).toBe('✅ [prod-eks] rollout of DaemonSet kube-system/kube-multus-ds complete');
-    expect(progress.edits[0]!.text).toBe('⏳ [prod-eks] rolling out DaemonSet kube-system/kube-multus-ds: 0/6 updated');
+    // The first figures never count the old template's pods as updated (6/6 before the controller saw the change);
+    // how far the fake controller got by the first read depends on the machine's load.
+    expect(progress.edits[0]!.text).toMatch(/^⏳ \[prod-eks\] rolling out DaemonSet kube-system\/kube-multus-ds: [0-5]\/6 updated$/);
     expect(progress.edits.length).toBeGreaterThanOrEqual(2);
     expect(blockText(progress)).toContain('6 of 6 updated, 6 ready, 6 available');
 
