@@ -105,6 +105,8 @@ export interface FakeMessage {
   replies: FakeMessage[];
   deleted?: boolean;
   postedAt: number;
+  /** Message metadata given to chat.postMessage (`{ event_type, event_payload }`). */
+  metadata?: { event_type: string; event_payload: Record<string, unknown> };
 }
 
 /** An ephemeral message (visible only to `user`). */
@@ -287,8 +289,10 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
     text: string,
     blocks: unknown[] | undefined,
     parent: FakeMessage | undefined,
+    metadata?: FakeMessage['metadata'],
   ): FakeMessage => {
     const msg: FakeMessage = {
+      ...(metadata ? { metadata } : {}),
       channel: ch.id,
       ts: nextTs(),
       user: bot.userId,
@@ -383,7 +387,16 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
         if (!target || target.deleted) return { ok: false, error: 'thread_not_found' };
         parent = target.threadTs ? ch.messages.find((m) => m.ts === target.threadTs) : target;
       }
-      const msg = postBotMessage(ch, bot, text, pb.blocks, parent);
+      let metadata: FakeMessage['metadata'];
+      if (args.metadata !== undefined) {
+        try {
+          metadata = (typeof args.metadata === 'string' ? JSON.parse(args.metadata) : args.metadata) as FakeMessage['metadata'];
+        } catch {
+          return { ok: false, error: 'invalid_metadata_format' };
+        }
+        if (!metadata || typeof metadata.event_type !== 'string' || typeof metadata.event_payload !== 'object') return { ok: false, error: 'invalid_metadata_schema' };
+      }
+      const msg = postBotMessage(ch, bot, text, pb.blocks, parent, metadata);
       return { ok: true, channel: ch.id, ts: msg.ts, message: messageJson(msg, bot.teamId) };
     },
 
@@ -404,6 +417,29 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
       if (pb.blocks) msg.blocks = pb.blocks;
       emit({ type: 'update', message: msg });
       return { ok: true, channel: ch.id, ts: msg.ts, text: msg.text, message: messageJson(msg, bot.teamId) };
+    },
+
+    // https://api.slack.com/methods/conversations.history: top-level messages of a channel, newest first, between
+    // `oldest` and `latest` (exclusive, seconds as strings), at most `limit` (default 100); `metadata` only with
+    // `include_all_metadata`. The bot must be a member (`not_in_channel`).
+    'conversations.history': (args, bot) => {
+      const id = str(args.channel);
+      const ch = id ? findChannel(id) : undefined;
+      if (!ch) return { ok: false, error: 'channel_not_found' };
+      if (!ch.botIsMember) return { ok: false, error: 'not_in_channel' };
+      const oldest = Number(str(args.oldest) ?? '0');
+      const latest = Number(str(args.latest) ?? 'Infinity');
+      const limit = Number(str(args.limit) ?? '100');
+      const withMeta = args.include_all_metadata === true || args.include_all_metadata === 'true';
+      const msgs = ch.messages
+        .filter((m) => !m.threadTs && !m.deleted && Number(m.ts) > oldest && Number(m.ts) < latest)
+        .reverse()
+        .slice(0, limit);
+      return {
+        ok: true,
+        messages: msgs.map((m) => ({ ...messageJson(m, bot.teamId), ...(withMeta && m.metadata ? { metadata: m.metadata } : {}) })),
+        has_more: false,
+      };
     },
 
     // https://api.slack.com/methods/views.open: `trigger_id` (from an interaction) and a `view` (JSON) of type modal

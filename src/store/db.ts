@@ -239,6 +239,10 @@ const SQL = {
   saveRef: `INSERT INTO message_refs (finding_id, channel, ts, severity, hash) VALUES (?, ?, ?, ?, ?)
      ON CONFLICT (finding_id) DO UPDATE SET channel = excluded.channel, ts = excluded.ts,
        severity = excluded.severity, hash = excluded.hash`,
+  getIntent: 'SELECT channel, at FROM alert_intents WHERE finding_id = ?',
+  saveIntent: `INSERT INTO alert_intents (finding_id, channel, at) VALUES (?, ?, ?)
+     ON CONFLICT (finding_id) DO UPDATE SET channel = excluded.channel, at = excluded.at`,
+  deleteIntent: 'DELETE FROM alert_intents WHERE finding_id = ?',
   insertApproval: `INSERT INTO approvals (id, cluster, finding_id, action, target, requester, state, required_approvals,
                             created_at, expires_at, updated_at, dry_run, error, message_channel, message_ts,
                             target_key, subject_key)
@@ -491,13 +495,24 @@ class SqliteStore implements Store {
 
   saveMessageRef(findingId: string, ref: MessageRef): void {
     try {
-      this.st('saveRef').run(findingId, ref.channel, ref.ts, ref.severity, ref.hash);
+      this.transaction(() => {
+        this.st('saveRef').run(findingId, ref.channel, ref.ts, ref.severity, ref.hash);
+        this.st('deleteIntent').run(findingId);
+      });
     } catch (err) {
       if (isConstraint(err, 'SQLITE_CONSTRAINT_FOREIGNKEY')) {
         throw new StoreError(`saveMessageRef: finding ${findingId} is not stored (save the finding first)`, { cause: err });
       }
       throw err;
     }
+  }
+
+  getAlertIntent(findingId: string): { channel: string; at: number } | undefined {
+    return this.st<{ channel: string; at: number }>('getIntent').get(findingId);
+  }
+
+  recordAlertIntent(findingId: string, channel: string, at: number): void {
+    this.st('saveIntent').run(findingId, channel, at);
   }
 
   // --- approvals

@@ -132,6 +132,8 @@ CREATE INDEX action_log_by_approval ON action_log (approval_id);
  * - `started_at`: when execution started (epoch ms; for a restart, the `restartedAt` value sent), written before
  *   any Kubernetes write; `execution`: JSON record of what was done (PATCH response, the ServiceAccount body to
  *   recreate and which step completed); `progress_channel`/`progress_ts`: the rollout progress message.
+ * - `alert_intents`: an alert about to be posted (written before chat.postMessage, deleted with the message ref
+ *   saved), so a process that died in between looks the message up by its metadata instead of posting it twice.
  */
 const V_ACTION_TARGETS = `
 ALTER TABLE approvals ADD COLUMN target_key TEXT;
@@ -148,6 +150,12 @@ UPDATE approvals SET
     ELSE (SELECT f.cluster || char(31) || f.namespace || char(31) || f.service_account FROM findings f WHERE f.id = approvals.finding_id) END;
 CREATE INDEX approvals_by_target ON approvals (target_key, state);
 CREATE INDEX approvals_by_subject ON approvals (subject_key, state);
+
+CREATE TABLE alert_intents (
+  finding_id  TEXT PRIMARY KEY REFERENCES findings (id) ON DELETE CASCADE,
+  channel     TEXT NOT NULL,
+  at          INTEGER NOT NULL
+) STRICT;
 `;
 
 /** All migration steps; the schema version is the number applied. */

@@ -289,6 +289,14 @@ export interface Store {
   getMessageRef(findingId: string): MessageRef | undefined;
   /** Saves (replaces) a finding's message ref. @throws {StoreError} when the finding is not stored. */
   saveMessageRef(findingId: string, ref: MessageRef): void;
+  /**
+   * Records that the alert of a finding is about to be posted to `channel` at `at` (epoch ms), before
+   * chat.postMessage; {@link saveMessageRef} clears it. An intent without a ref after a restart means the post may
+   * have happened: look the message up (by its metadata) before posting again.
+   */
+  recordAlertIntent(findingId: string, channel: string, at: number): void;
+  /** The pending alert intent of a finding (see {@link recordAlertIntent}). */
+  getAlertIntent(findingId: string): { channel: string; at: number } | undefined;
 
   // --- approvals
   /** Stores a new approval (no open-action check: use {@link claimApproval}). @throws {StoreError} when the id exists. */

@@ -180,3 +180,40 @@ describe('kill -9 during an approved ServiceAccount recreation', { timeout: 120_
     expect(slack.thread(OPS, alert.ts).filter((m) => m.text.includes('recreated')).map((m) => m.text)).toEqual(['[prod-eks] ServiceAccount kube-system/multus recreated']);
   });
 });
+
+describe('kill -9 between posting an alert and saving its message ref', { timeout: 120_000 }, () => {
+  it('the next process finds the posted alert by its metadata and updates it instead of posting it twice', async () => {
+    const dir = prepareDir();
+    fakes = await startFakes();
+    const { slack, kube } = fakes;
+    // Killed while the fake answers the first alert's chat.postMessage: the message exists, the ref was never saved.
+    let first: string | undefined;
+    slack.on('change', (c) => {
+      if (c.type === 'message' && c.message.channel === OPS && !c.message.threadTs && first === undefined) {
+        first = c.message.ts;
+        kill();
+      }
+    });
+    await expect(startChild(dir, fakes)).rejects.toThrow(/exited before serving/);
+    child = undefined;
+    const killedFinding = slack.message(OPS, first!)!.metadata!.event_payload['finding_id'] as string;
+    peek = openStore(join(dir, 'tw.db'));
+    expect(peek.getMessageRef(killedFinding)).toBeUndefined();
+    expect(peek.getAlertIntent(killedFinding)).toMatchObject({ channel: OPS });
+
+    h = await startHarness({ dir, fakeSlack: slack, kube });
+    const store = h.serve.context.store;
+    expect(store.getMessageRef(killedFinding)).toMatchObject({ channel: OPS, ts: first });
+    expect(store.getAlertIntent(killedFinding)).toBeUndefined();
+    expect(slack.message(OPS, first!)!.edits.length).toBeGreaterThanOrEqual(1);
+    // One alert per finding, each carrying its finding id in the message metadata.
+    const alerts = slack.messages(OPS).filter((m) => !m.threadTs);
+    const ids = alerts.map((m) => m.metadata?.event_payload['finding_id']);
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(ids.sort()).toEqual(store.listFindings(CLUSTER).filter((f) => store.getMessageRef(f.id)?.channel === OPS).map((f) => f.id).sort());
+    // Looked up only for findings with an intent left (posts are queued per channel, so more than one may be pending).
+    const looked = slack.callsTo('conversations.history').length;
+    expect(looked).toBeGreaterThanOrEqual(1);
+    expect(looked).toBeLessThan(ids.length);
+  });
+});
