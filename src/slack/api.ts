@@ -7,7 +7,9 @@
  *   `tokenwatch_slack_api_errors_total{method,error}`;
  * - channel problems (`not_in_channel`, `channel_not_found`, `is_archived`, …) remembered per channel, logged once
  *   per change (one clear line, not one per message) and shown by `/tokens status`.
- * Scopes: `chat:write` (postMessage, update, postEphemeral), `usergroups:read` (usergroups.users.list).
+ * Scopes: `chat:write` (postMessage, update, postEphemeral), `usergroups:read` (usergroups.users.list),
+ * `channels:history` / `groups:history` (conversations.history, crash recovery of alerts only); chat.getPermalink and
+ * views.open need none.
  */
 import { webApi } from '@slack/bolt';
 import type { Logger } from '../observability/logger.js';
