@@ -83,3 +83,19 @@ describe('withdraw and reject', () => {
     expect(h.ephemerals(APPROVER).at(-1)).toMatch(/^⛔ This restart was already rejected by <@U0APPROVE1>/);
   });
 });
+
+describe('/tokens history', () => {
+  it('shows a restart whose verification was superseded by a later restart of the same finding', async () => {
+    h = await startHarness();
+    // Two restarts of kube-multus-ds one after the other (the first is done, so the second may be requested).
+    for (let i = 0; i < 2; i++) {
+      const approval = await requestRestart(h);
+      await h.click(APPROVER, approval, 'tw_approve');
+      expect(h.serve.context.store.listApprovals().at(-1)!.state).toBe('succeeded');
+    }
+    await h.poll();
+    await h.command(`history ${CLUSTER}`, REQUESTER);
+    const history = blockText(h.slack.ephemerals({ user: REQUESTER }).at(-1)!);
+    expect(history).toContain('*succeeded*: verification: superseded by a later action on the same finding');
+  });
+});
