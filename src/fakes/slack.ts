@@ -1,6 +1,7 @@
 /**
  * A fake Slack on loopback, for tests, benchmarks and the sandbox: the Web API a bot calls, the `response_url`s
- * it answers on, and helpers that send signed slash commands and `block_actions` to a bot's HTTP receiver.
+ * it answers on, and helpers that send signed slash commands, `block_actions` and `view_submission`s
+ * ({@link viewSubmissionPayload}) to a bot's HTTP receiver.
  *
  * ## Web API (`POST /api/<method>`)
  * Speaks the wire protocol `@slack/web-api`'s WebClient uses (shared/docs/stack.md §1): form-urlencoded bodies
@@ -15,7 +16,10 @@
  * is not a member; `no_text` without text and blocks); `chat.update` (own messages only: `cant_update_message`;
  * `message_not_found`); `chat.postEphemeral` (`user_not_in_channel` when the channel has a member list without the
  * user); `usergroups.users.list` (`no_such_subteam`); `users.info` (`user_not_found`); `conversations.info`
- * (`channel_not_found`). Messages breaking Block Kit limits get `invalid_blocks` with `errors` from
+ * (`channel_not_found`); `conversations.history` (top-level messages newest first, `oldest`/`latest`/`limit`, message
+ * `metadata` with `include_all_metadata`; `not_in_channel`); `chat.getPermalink`; `views.open` (a modal with a title
+ * and blocks; {@link FakeSlack.views} lists them; `invalid_trigger_id`, `invalid_arguments`). `chat.postMessage` keeps
+ * `metadata` (`{event_type, event_payload}`, else `invalid_metadata_schema`). Messages breaking Block Kit limits get `invalid_blocks` with `errors` from
  * `validateBlocks` (src/slack/blocks/limits.ts); a `blocks` value that is not a JSON array gets
  * `invalid_blocks_format`. Other methods answer `unknown_method`.
  *
