@@ -217,3 +217,32 @@ describe('kill -9 between posting an alert and saving its message ref', { timeou
     expect(looked).toBeLessThan(ids.length);
   });
 });
+
+describe('leader change during an approved restart', () => {
+  it('the old leader stops before the PATCH; the new leader sends it once and follows the rollout to the end', async () => {
+    let lead: 'a' | 'b' = 'a';
+    h = await startHarness({ isLeader: () => lead === 'a' });
+    const other = await startHarness({ dir: h.dir, fakeSlack: h.slack, kube: h.kube, isLeader: () => lead === 'b' });
+    try {
+      // Leadership moves right after the old leader stored `running` (its "started" Event), before its PATCH.
+      h.kube.addReactor((req) => {
+        if (req.method === 'POST' && req.resource === 'events' && String((req.body as { message?: string }).message).includes(' started')) lead = 'b';
+        return undefined;
+      });
+      const alert = h.alert('kube-system', 'multus');
+      await h.click(REQUESTER, alert, 'tw_restart');
+      const approval = h.slack.thread(OPS, alert.ts).find((m) => m.text.includes('approval needed'))!;
+      await h.click(APPROVER, approval, 'tw_approve');
+      const store = h.serve.context.store;
+      await until(() => store.listApprovals()[0]!.state === 'succeeded', 'the new leader to finish the restart');
+      await other.bot.idle();
+      expect(realWrites(h.kube, 'PATCH', 'daemonsets')).toHaveLength(1);
+      expect(h.slack.message(OPS, approval.ts)!.text).toBe('✅ Done [prod-eks]: restart of DaemonSet kube-system/kube-multus-ds (approved by U0APPROVE1)');
+      expect(h.slack.thread(OPS, alert.ts).filter((m) => m.text.includes('rollout of DaemonSet') || m.text.includes('rolling out')).map((m) => m.text)).toEqual([
+        '✅ [prod-eks] rollout of DaemonSet kube-system/kube-multus-ds complete',
+      ]);
+    } finally {
+      await other.stop({ keepFakes: true });
+    }
+  });
+});
