@@ -255,7 +255,10 @@ export async function executeApproval(deps: ExecutorDeps, id: string, opts: { re
     const started = await commitEvent(deps, id, { type: 'start' }, { startedAt: Math.floor(deps.clock() / 1000) * 1000 });
     if (!started.ok) return undefined;
     approval = started.approval;
-    await safely(deps, 'approval message update', () => deps.hooks?.onApprovalChanged?.(approval!));
+    // Not awaited: a slow or rate-limited chat.update must not hold the Kubernetes write back (the message updates of
+    // one approval are serialized by the Slack side, so the final update still lands last).
+    const shown = approval;
+    void safely(deps, 'approval message update', () => deps.hooks?.onApprovalChanged?.(shown));
   }
   const a = approval;
   const t = a.target;
