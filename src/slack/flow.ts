@@ -21,6 +21,7 @@ import {
   canRequest,
   createApproval,
   decide,
+  KUBE_EVENT_REASON,
   type ActionKind,
   type ApprovalPolicy,
 } from '../approvals/index.js';
@@ -270,6 +271,8 @@ export class ApprovalFlow {
     const claim = store.claimApproval(created.approval, created.approval.createdAt);
     for (const e of claim.expired) {
       this.deps.metrics?.approvals.inc({ cluster: e.target.cluster, outcome: 'expired' });
+      // The store wrote the action-log row; the Kubernetes Event of an expiry is written here, as for the sweep.
+      await applyEffects(this.executor, e, [{ type: 'kube-event', reason: KUBE_EVENT_REASON[e.action], eventType: 'Normal', message: `${actionNoun(e.action)} of ${e.target.kind} ${e.target.namespace}/${e.target.name} in ${e.target.cluster} expired without a decision (tokenwatch approval ${e.id})` }], created.approval.createdAt);
       await this.updateApprovalMessage(e).catch((err: unknown) => this.deps.logger.warn({ err, approval: e.id }, 'could not edit an expired approval message'));
     }
     if (!claim.ok) return this.refuseOpen(c, btn, action, claim.open);

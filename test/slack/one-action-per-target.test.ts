@@ -89,6 +89,8 @@ describe('one open action per target', () => {
       ['restart.requested', 'requested'],
       ['restart.expired', 'expired'],
     ]);
+    const events = h.kube.requestsMatching({ method: 'POST', resource: 'events' }).map((r) => (r.body as { message: string }).message);
+    expect(events.filter((m) => m.includes(`expired without a decision (tokenwatch approval ${old.id})`))).toHaveLength(1);
   });
 
   it('20 concurrent requests from both alerts on two replicas sharing one store: 1 request, 1 PATCH', async () => {
