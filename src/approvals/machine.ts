@@ -274,8 +274,9 @@ export function describeDecision(approval: Approval): string {
         : `stopped before approval: it failed${approval.error ? ` (${approval.error})` : ''}`;
     case 'rejected': {
       const r = approval.votes.find((v) => v.vote === 'reject');
+      const verb = r && r.user === approval.requester ? 'withdrawn' : 'rejected';
       return r
-        ? `rejected by ${mention(r.user)} at ${formatUtc(r.at)}${r.reason ? ` (“${r.reason}”)` : ''}`
+        ? `${verb} by ${mention(r.user)} at ${formatUtc(r.at)}${r.reason ? ` (“${r.reason}”)` : ''}`
         : 'rejected';
     }
     case 'expired':
@@ -504,7 +505,7 @@ export function decide(approval: Approval, event: ApprovalEvent, policy: Approva
           actor: event.user,
           summary: `${what} ${isRequester ? 'withdrawn' : 'rejected'}${vote.reason ? `: ${vote.reason}` : ''}`,
         },
-        kubeEvent(a, 'Normal', `${what} rejected by ${event.user}${vote.reason ? `: ${vote.reason}` : ''}`),
+        kubeEvent(a, 'Normal', `${what} ${isRequester ? 'withdrawn' : 'rejected'} by ${event.user}${vote.reason ? `: ${vote.reason}` : ''}`),
         { type: 'update-approval-message' },
       ], { votes: [...a.votes, vote] });
     }

@@ -1,6 +1,7 @@
 /**
  * A fake Slack on loopback, for tests, benchmarks and the sandbox: the Web API a bot calls, the `response_url`s
- * it answers on, and helpers that send signed slash commands and `block_actions` to a bot's HTTP receiver.
+ * it answers on, and helpers that send signed slash commands, `block_actions` and `view_submission`s
+ * ({@link viewSubmissionPayload}) to a bot's HTTP receiver.
  *
  * ## Web API (`POST /api/<method>`)
  * Speaks the wire protocol `@slack/web-api`'s WebClient uses (shared/docs/stack.md §1): form-urlencoded bodies
@@ -15,7 +16,10 @@
  * is not a member; `no_text` without text and blocks); `chat.update` (own messages only: `cant_update_message`;
  * `message_not_found`); `chat.postEphemeral` (`user_not_in_channel` when the channel has a member list without the
  * user); `usergroups.users.list` (`no_such_subteam`); `users.info` (`user_not_found`); `conversations.info`
- * (`channel_not_found`). Messages breaking Block Kit limits get `invalid_blocks` with `errors` from
+ * (`channel_not_found`); `conversations.history` (top-level messages newest first, `oldest`/`latest`/`limit`, message
+ * `metadata` with `include_all_metadata`; `not_in_channel`); `chat.getPermalink`; `views.open` (a modal with a title
+ * and blocks; {@link FakeSlack.views} lists them; `invalid_trigger_id`, `invalid_arguments`). `chat.postMessage` keeps
+ * `metadata` (`{event_type, event_payload}`, else `invalid_metadata_schema`). Messages breaking Block Kit limits get `invalid_blocks` with `errors` from
  * `validateBlocks` (src/slack/blocks/limits.ts); a `blocks` value that is not a JSON array gets
  * `invalid_blocks_format`. Other methods answer `unknown_method`.
  *
@@ -105,6 +109,8 @@ export interface FakeMessage {
   replies: FakeMessage[];
   deleted?: boolean;
   postedAt: number;
+  /** Message metadata given to chat.postMessage (`{ event_type, event_payload }`). */
+  metadata?: { event_type: string; event_payload: Record<string, unknown> };
 }
 
 /** An ephemeral message (visible only to `user`). */
@@ -158,6 +164,8 @@ export interface FakeSlack {
   /** Every Web API call, in order. */
   calls: FakeCall[];
   callsTo(method: string): FakeCall[];
+  /** Modals opened with `views.open`, oldest first (the parsed `view` plus the `trigger_id` and the id given). */
+  views(): FakeView[];
   /** Top-level messages of a channel (id or `#name`), oldest first, deleted ones excluded. */
   messages(channel: string): FakeMessage[];
   /** Thread replies of a message, oldest first. */
@@ -185,6 +193,13 @@ export interface FakeSlack {
   /** Subscribe to changes; returns an unsubscribe function. */
   on(event: 'change', listener: (change: FakeSlackChange) => void): () => void;
   close(): Promise<void>;
+}
+
+/** A modal opened with `views.open`. */
+export interface FakeView {
+  id: string;
+  triggerId: string;
+  view: { type: string; callback_id?: string; private_metadata?: string; title?: unknown; blocks?: unknown[] } & Record<string, unknown>;
 }
 
 /** Identity of the default token `xoxb-test-token`. */
@@ -227,6 +242,7 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
   const groups = new Map<string, string[]>(Object.entries(opts.userGroups ?? {}));
   const ephemerals: FakeEphemeral[] = [];
   const calls: FakeCall[] = [];
+  const openedViews: FakeView[] = [];
   const rateLimits = new Map<string, Array<number>>();
   const failures = new Map<string, string[]>();
   const responseUrls = new Map<string, ResponseTarget & { uses: number }>();
@@ -277,8 +293,10 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
     text: string,
     blocks: unknown[] | undefined,
     parent: FakeMessage | undefined,
+    metadata?: FakeMessage['metadata'],
   ): FakeMessage => {
     const msg: FakeMessage = {
+      ...(metadata ? { metadata } : {}),
       channel: ch.id,
       ts: nextTs(),
       user: bot.userId,
@@ -373,7 +391,16 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
         if (!target || target.deleted) return { ok: false, error: 'thread_not_found' };
         parent = target.threadTs ? ch.messages.find((m) => m.ts === target.threadTs) : target;
       }
-      const msg = postBotMessage(ch, bot, text, pb.blocks, parent);
+      let metadata: FakeMessage['metadata'];
+      if (args.metadata !== undefined) {
+        try {
+          metadata = (typeof args.metadata === 'string' ? JSON.parse(args.metadata) : args.metadata) as FakeMessage['metadata'];
+        } catch {
+          return { ok: false, error: 'invalid_metadata_format' };
+        }
+        if (!metadata || typeof metadata.event_type !== 'string' || typeof metadata.event_payload !== 'object') return { ok: false, error: 'invalid_metadata_schema' };
+      }
+      const msg = postBotMessage(ch, bot, text, pb.blocks, parent, metadata);
       return { ok: true, channel: ch.id, ts: msg.ts, message: messageJson(msg, bot.teamId) };
     },
 
@@ -394,6 +421,58 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
       if (pb.blocks) msg.blocks = pb.blocks;
       emit({ type: 'update', message: msg });
       return { ok: true, channel: ch.id, ts: msg.ts, text: msg.text, message: messageJson(msg, bot.teamId) };
+    },
+
+    // https://api.slack.com/methods/conversations.history: top-level messages of a channel, newest first, between
+    // `oldest` and `latest` (exclusive, seconds as strings), at most `limit` (default 100); `metadata` only with
+    // `include_all_metadata`. The bot must be a member (`not_in_channel`).
+    'conversations.history': (args, bot) => {
+      const id = str(args.channel);
+      const ch = id ? findChannel(id) : undefined;
+      if (!ch) return { ok: false, error: 'channel_not_found' };
+      if (!ch.botIsMember) return { ok: false, error: 'not_in_channel' };
+      const oldest = Number(str(args.oldest) ?? '0');
+      const latest = Number(str(args.latest) ?? 'Infinity');
+      const limit = Number(str(args.limit) ?? '100');
+      const withMeta = args.include_all_metadata === true || args.include_all_metadata === 'true';
+      const msgs = ch.messages
+        .filter((m) => !m.threadTs && !m.deleted && Number(m.ts) > oldest && Number(m.ts) < latest)
+        .reverse()
+        .slice(0, limit);
+      return {
+        ok: true,
+        messages: msgs.map((m) => ({ ...messageJson(m, bot.teamId), ...(withMeta && m.metadata ? { metadata: m.metadata } : {}) })),
+        has_more: false,
+      };
+    },
+
+    // https://api.slack.com/methods/views.open: `trigger_id` (from an interaction) and a `view` (JSON) of type modal
+    // with a title and blocks; errors `invalid_arguments` / `invalid_trigger_id`.
+    'views.open': (args) => {
+      const trigger = str(args.trigger_id);
+      if (!trigger) return { ok: false, error: 'invalid_trigger_id' };
+      let view: FakeView['view'] | undefined;
+      try {
+        view = (typeof args.view === 'string' ? JSON.parse(args.view) : args.view) as FakeView['view'];
+      } catch {
+        return { ok: false, error: 'invalid_arguments' };
+      }
+      if (!view || view.type !== 'modal' || !view.title || !Array.isArray(view.blocks)) return { ok: false, error: 'invalid_arguments' };
+      const v: FakeView = { id: `V${String(openedViews.length + 1).padStart(9, '0')}`, triggerId: trigger, view };
+      openedViews.push(v);
+      return { ok: true, view: { id: v.id, ...view, state: { values: {} } } };
+    },
+
+    // https://api.slack.com/methods/chat.getPermalink: no scope needed; `permalink` of a message in a channel.
+    'chat.getPermalink': (args, bot) => {
+      const chId = str(args.channel);
+      const ts = str(args.message_ts);
+      const ch = chId ? findChannel(chId) : undefined;
+      if (!ch) return { ok: false, error: 'channel_not_found' };
+      const msg = ts ? findMessage(ch, ts) : undefined;
+      if (!msg || msg.deleted) return { ok: false, error: 'message_not_found' };
+      const thread = msg.threadTs ? `?thread_ts=${msg.threadTs}&cid=${ch.id}` : '';
+      return { ok: true, channel: ch.id, permalink: `https://${bot.team}.slack.com/archives/${ch.id}/p${msg.ts.replace('.', '')}${thread}` };
     },
 
     'chat.postEphemeral': (args) => {
@@ -626,6 +705,7 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
     port,
     calls,
     callsTo: (method) => calls.filter((c) => c.method === method),
+    views: () => [...openedViews],
     messages: (channel) => (findChannel(channel)?.messages ?? []).filter((m) => !m.deleted),
     thread: (channel, ts) => (findChannel(channel)?.messages.find((m) => m.ts === ts)?.replies ?? []).filter((m) => !m.deleted),
     message: (channel, ts) => {
@@ -832,6 +912,39 @@ async function postSigned(url: string, secret: string, body: string, opts: SendO
  */
 export function sendSlashCommand(url: string, secret: string, fields: SlashCommandFields, opts: SendOptions = {}): Promise<SendResult> {
   return postSigned(url, secret, new URLSearchParams(slashCommandBody(fields)).toString(), opts);
+}
+
+/**
+ * A `view_submission` interaction payload (docs "Handling user interaction in modals"): the submitted modal `view`
+ * (its `callback_id`, `private_metadata`) with `state.values[blockId][actionId] = { type: 'plain_text_input', value }`
+ * from `values` (`{ blockId: { actionId: value } }`). Send it with {@link sendBlockAction}.
+ */
+export function viewSubmissionPayload(c: { user: string; view: FakeView; values?: Record<string, Record<string, string | null>>; teamId?: string }): Record<string, unknown> {
+  const teamId = c.teamId ?? DEFAULT_BOT.teamId;
+  const values: Record<string, Record<string, unknown>> = {};
+  for (const [block, actions] of Object.entries(c.values ?? {})) {
+    values[block] = Object.fromEntries(Object.entries(actions).map(([a, v]) => [a, { type: 'plain_text_input', value: v }]));
+  }
+  return {
+    type: 'view_submission',
+    team: { id: teamId, domain: DEFAULT_BOT.team },
+    user: { id: c.user, username: c.user.toLowerCase(), name: c.user.toLowerCase(), team_id: teamId },
+    api_app_id: 'A0FAKEAPP1',
+    token: 'fake-verification-token',
+    trigger_id: `${Math.floor(Date.now() / 1000)}.2.fake`,
+    view: {
+      id: c.view.id,
+      team_id: teamId,
+      ...c.view.view,
+      state: { values },
+      hash: 'fake-hash',
+      app_id: 'A0FAKEAPP1',
+      bot_id: DEFAULT_BOT.botId,
+    },
+    response_urls: [],
+    is_enterprise_install: false,
+    enterprise: null,
+  };
 }
 
 /**

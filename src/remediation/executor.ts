@@ -31,13 +31,30 @@ import {
 } from '../approvals/index.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
-import type { ApprovalUpdate, Store, StoredApproval } from '../store/index.js';
-import type { KubeRemediator, RecreateResult, RestartableKind, RolloutProgress } from './kube-remediator.js';
+import type { ApprovalUpdate, ExecutionRecord, Store, StoredApproval } from '../store/index.js';
+import type { V1ServiceAccount } from '@kubernetes/client-node';
+import {
+  KubeCallError,
+  preservedOf,
+  recreatedServiceAccount,
+  type KubeRemediator,
+  type RecreateResult,
+  type RestartableKind,
+  type RolloutProgress,
+} from './kube-remediator.js';
 
 /** The parts of {@link KubeRemediator} the executor uses. */
 export type Remediator = Pick<
   KubeRemediator,
-  'preflightRestart' | 'restart' | 'rolloutProgress' | 'preflightRecreateServiceAccount' | 'recreateServiceAccount' | 'recordEvent'
+  | 'preflightRestart'
+  | 'restart'
+  | 'restartedAt'
+  | 'rolloutProgress'
+  | 'preflightRecreateServiceAccount'
+  | 'readServiceAccount'
+  | 'deleteServiceAccount'
+  | 'createServiceAccount'
+  | 'recordEvent'
 >;
 
 /**
@@ -47,6 +64,8 @@ export type Remediator = Pick<
  */
 export interface PreflightRecord extends DryRunResult {
   uid?: string;
+  /** The ServiceAccount's resourceVersion the approvers saw: the recreation's delete precondition. */
+  resourceVersion?: string;
 }
 
 /** Final states of an approval. */
@@ -220,8 +239,9 @@ async function safely(deps: ExecutorDeps, what: string, fn: () => Promise<void> 
  * Runs an `approved` approval: `approved → running` by compare-and-set (a caller that loses does nothing and gets
  * undefined), then the action, then `succeeded` or `failed`. Never throws for Kubernetes failures: they end the
  * approval in `failed` with the API server's message.
- * @param resume when true, the approval is already `running` (tokenwatch restarted during a rollout): the patch
- *   is not sent again; the rollout is followed to its end.
+ * @param resume when true, the approval is already `running` (tokenwatch stopped, or leadership moved, while it
+ *   ran): a restart first establishes whether its PATCH was applied (see `runRestart`) and sends it if not, then
+ *   follows the rollout to its end.
  * @returns the final stored approval, or undefined when another caller runs it.
  */
 export async function executeApproval(deps: ExecutorDeps, id: string, opts: { resume?: boolean } = {}): Promise<StoredApproval | undefined> {
@@ -230,10 +250,15 @@ export async function executeApproval(deps: ExecutorDeps, id: string, opts: { re
     approval = deps.store.getApproval(id);
     if (!approval || approval.state !== 'running') return undefined;
   } else {
-    const started = await commitEvent(deps, id, { type: 'start' });
+    // The execution time is stored with the start (whole seconds: the `restartedAt` annotation has second
+    // precision), before any Kubernetes write, so a resumed action can tell whether the PATCH happened.
+    const started = await commitEvent(deps, id, { type: 'start' }, { startedAt: Math.floor(deps.clock() / 1000) * 1000 });
     if (!started.ok) return undefined;
     approval = started.approval;
-    await safely(deps, 'approval message update', () => deps.hooks?.onApprovalChanged?.(approval!));
+    // Not awaited: a slow or rate-limited chat.update must not hold the Kubernetes write back (the message updates of
+    // one approval are serialized by the Slack side, so the final update still lands last).
+    const shown = approval;
+    void safely(deps, 'approval message update', () => deps.hooks?.onApprovalChanged?.(shown));
   }
   const a = approval;
   const t = a.target;
@@ -250,13 +275,12 @@ export async function executeApproval(deps: ExecutorDeps, id: string, opts: { re
     }
     error = r;
   } else if (a.action === 'recreate-serviceaccount' && t.kind === 'ServiceAccount') {
-    try {
-      const uid = (a.dryRun as PreflightRecord | null)?.uid;
-      const result = await rem.recreateServiceAccount({ kind: 'ServiceAccount', namespace: t.namespace, name: t.name }, opts.resume ? undefined : uid);
-      log.info({ oldUid: result.oldUid, newUid: result.newUid, preserved: result.preserved }, 'ServiceAccount recreated');
-      await safely(deps, 'recreate hook', () => deps.hooks?.onRecreated?.(deps.store.getApproval(a.id)!, result));
-    } catch (err) {
-      error = err instanceof Error ? err.message : String(err);
+    const r = await runRecreate(deps, rem, a, opts.resume === true, log);
+    if (r === INTERRUPTED) return deps.store.getApproval(a.id);
+    if (typeof r === 'string') error = r;
+    else {
+      log.info({ oldUid: r.oldUid, newUid: r.newUid, preserved: r.preserved }, 'ServiceAccount recreated');
+      await safely(deps, 'recreate hook', () => deps.hooks?.onRecreated?.(deps.store.getApproval(a.id)!, r));
     }
   } else {
     error = `cannot run a ${a.action} on a ${t.kind}`;
@@ -274,7 +298,99 @@ export async function executeApproval(deps: ExecutorDeps, id: string, opts: { re
   return end.approval;
 }
 
-/** The rollout restart and its progress; returns an error message, or undefined on success. */
+const message = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+
+/**
+ * ServiceAccount recreation in recorded steps, each stored before the next Kubernetes write:
+ * 1. read the ServiceAccount; refuse ("changed since it was approved") when its uid or resourceVersion differs from
+ *    the dry run the approvers saw, or it has finalizers; store the body to create (labels, annotations,
+ *    ownerReferences, imagePullSecrets, automount) and the old uid;
+ * 2. DELETE with the dry run's uid and resourceVersion as preconditions; store that it was deleted;
+ * 3. POST the stored body.
+ * Resumed after a crash, it establishes which step happened from the store and the API server (the old uid still
+ * there: not deleted; a 409 on create with a new uid: already created) and does only the missing ones, so the
+ * ServiceAccount exists at the end and is deleted at most once.
+ */
+async function runRecreate(
+  deps: ExecutorDeps,
+  rem: Remediator,
+  a: StoredApproval,
+  resume: boolean,
+  log: Logger,
+): Promise<RecreateResult | string | typeof INTERRUPTED> {
+  const t = a.target;
+  const ref = { kind: 'ServiceAccount' as const, namespace: t.namespace, name: t.name };
+  const label = `ServiceAccount ${t.namespace}/${t.name}`;
+  const dry = a.dryRun as PreflightRecord | null;
+  let exec: ExecutionRecord = a.execution ?? {};
+  try {
+    if (exec.body === undefined) {
+      const sa = await rem.readServiceAccount(ref);
+      if (!sa) return `${label} no longer exists; nothing was deleted or created`;
+      const uid = sa.metadata?.uid;
+      const rv = sa.metadata?.resourceVersion;
+      if ((dry?.uid !== undefined && uid !== dry.uid) || (dry?.resourceVersion !== undefined && rv !== dry.resourceVersion)) {
+        return `${label} changed since it was approved (${uid !== dry?.uid ? `uid ${uid} ≠ ${dry?.uid}` : `resourceVersion ${rv} ≠ ${dry?.resourceVersion}`}); nothing was deleted. Request it again to review the current object.`;
+      }
+      if (sa.metadata?.finalizers?.length) {
+        return `${label} has finalizers (${sa.metadata.finalizers.join(', ')}); nothing was deleted`;
+      }
+      exec = { body: recreatedServiceAccount(sa), ...(uid !== undefined ? { oldUid: uid } : {}) };
+      record(deps, a, exec);
+    }
+    if (!exec.deleted) {
+      let gone = false;
+      if (resume) {
+        const now = await rem.readServiceAccount(ref);
+        gone = !now || now.metadata?.uid !== exec.oldUid;
+      }
+      if (!gone) {
+        if (deps.signal?.aborted || deps.isLeader?.() === false) return INTERRUPTED;
+        try {
+          await rem.deleteServiceAccount(ref, { uid: exec.oldUid, resourceVersion: dry?.resourceVersion });
+        } catch (err) {
+          if (err instanceof KubeCallError && err.status === 409) {
+            return `${label} changed since it was approved (${err.message}); nothing was deleted. Request it again to review the current object.`;
+          }
+          throw err;
+        }
+      } else {
+        log.info('resumed: the ServiceAccount was already deleted; not deleting again');
+      }
+      exec = { ...exec, deleted: true };
+      record(deps, a, { deleted: true });
+    }
+    const body = exec.body as V1ServiceAccount;
+    let created: V1ServiceAccount;
+    try {
+      created = await rem.createServiceAccount(t.namespace, body);
+    } catch (err) {
+      const existing = err instanceof KubeCallError && err.status === 409 ? await rem.readServiceAccount(ref) : undefined;
+      if (!existing || existing.metadata?.uid === exec.oldUid) {
+        return `${message(err)} (it was deleted; recreate it from: ${JSON.stringify(body)})`;
+      }
+      log.info('resumed: the ServiceAccount was already created again');
+      created = existing;
+    }
+    return { oldUid: exec.oldUid, newUid: created.metadata?.uid, preserved: preservedOf(body) };
+  } catch (err) {
+    return message(err);
+  }
+}
+
+/** Stores what a running action did (merged into its execution record) without changing its state. */
+function record(deps: ExecutorDeps, a: StoredApproval, what: ExecutionRecord): void {
+  const current = deps.store.getApproval(a.id);
+  if (!current || current.state !== 'running') return;
+  deps.store.transitionApproval(a.id, 'running', 'running', { execution: { ...current.execution, ...what } }, deps.clock());
+}
+
+/**
+ * The rollout restart and its progress; returns an error message, or undefined on success.
+ * When resuming (`resume`), first establishes whether the PATCH happened: recorded in the store, or the workload's
+ * `restartedAt` annotation is at or after the approval's `startedAt`; otherwise sends it (with the same
+ * `restartedAt` value), so nothing is reported done that the API server did not do.
+ */
 async function runRestart(
   deps: ExecutorDeps,
   rem: Remediator,
@@ -285,11 +401,32 @@ async function runRestart(
 ): Promise<string | undefined | typeof INTERRUPTED> {
   const sleep = deps.sleep ?? defaultSleep;
   const ref = { kind: target.kind, namespace: target.namespace, name: target.name };
-  const startedAt = resume ? a.updatedAt : deps.clock();
-  if (!resume) {
+  // Rows of older versions have no startedAt: their `updatedAt` (the start transition) is the best estimate.
+  const startedAt = a.startedAt ?? Math.floor(a.updatedAt / 1000) * 1000;
+  let patched = a.execution?.patched !== undefined;
+  if (!patched && resume) {
+    // A process stopped (kill -9, leader change) after `running` was stored: did its PATCH reach the API server?
+    let seen: number | undefined;
+    try {
+      seen = await rem.restartedAt(ref);
+    } catch (err) {
+      return `cannot establish whether the restart was sent: ${err instanceof Error ? err.message : String(err)}`;
+    }
+    if (seen !== undefined && seen >= startedAt) {
+      patched = true;
+      log.info({ restartedAt: new Date(seen).toISOString() }, 'resumed: the restart annotation shows the PATCH was applied; not sending it again');
+      record(deps, a, { patched: { at: deps.clock() } });
+    } else {
+      log.warn('resumed: the restart PATCH was never applied; sending it now');
+    }
+  }
+  if (!patched) {
+    // A replica that is stopping or lost leadership sends nothing; the next leader resumes from here.
+    if (deps.signal?.aborted || deps.isLeader?.() === false) return INTERRUPTED;
     try {
       const r = await rem.restart(ref, new Date(startedAt));
       log.info({ generation: r.generation }, 'rollout restart patch sent');
+      record(deps, a, { patched: { ...(r.generation !== undefined ? { generation: r.generation } : {}), at: deps.clock() } });
     } catch (err) {
       return err instanceof Error ? err.message : String(err);
     }

@@ -37,7 +37,7 @@ export interface RemediationTarget {
 /** Outcome of a preflight (checks + server-side dry run). */
 export type Preflight =
   | { ok: true; detail: string; uid?: string; resourceVersion?: string }
-  | { ok: false; reason: 'not-found' | 'paused' | 'on-delete' | 'forbidden' | 'dry-run-failed' | 'unsupported'; message: string };
+  | { ok: false; reason: 'not-found' | 'paused' | 'on-delete' | 'finalizers' | 'forbidden' | 'dry-run-failed' | 'unsupported'; message: string };
 
 /** Rollout progress of a workload, read from its status. */
 export interface RolloutProgress {
@@ -56,7 +56,18 @@ export interface RolloutProgress {
 export interface RecreateResult {
   oldUid?: string;
   newUid?: string;
-  preserved: { labels: number; annotations: string[]; imagePullSecrets: number; automountServiceAccountToken?: boolean };
+  preserved: { labels: number; annotations: string[]; imagePullSecrets: number; automountServiceAccountToken?: boolean; ownerReferences?: number };
+}
+
+/** What a recreation keeps of `body` (the object it creates), for {@link RecreateResult.preserved}. */
+export function preservedOf(body: V1ServiceAccount): RecreateResult['preserved'] {
+  return {
+    labels: Object.keys(body.metadata?.labels ?? {}).length,
+    annotations: Object.keys(body.metadata?.annotations ?? {}),
+    imagePullSecrets: body.imagePullSecrets?.length ?? 0,
+    automountServiceAccountToken: body.automountServiceAccountToken,
+    ...(body.metadata?.ownerReferences?.length ? { ownerReferences: body.metadata.ownerReferences.length } : {}),
+  };
 }
 
 /** Annotation `kubectl rollout restart` sets (kubectl `polymorphichelpers/objectrestarter.go`). */
@@ -218,6 +229,22 @@ export class KubeRemediator {
     }
   }
 
+  /**
+   * The `kubectl.kubernetes.io/restartedAt` annotation of a workload's pod template, as epoch ms UTC (undefined
+   * when absent or not a time). Used to establish whether a restart PATCH reached the API server before a crash.
+   */
+  async restartedAt(target: RemediationTarget & { kind: RestartableKind }): Promise<number | undefined> {
+    let obj;
+    try {
+      obj = await this.readWorkload(target.kind, target.namespace, target.name);
+    } catch (err) {
+      throw toKubeError(err, `read ${target.kind} ${target.namespace}/${target.name}`);
+    }
+    const v = obj.spec?.template?.metadata?.annotations?.[RESTARTED_AT];
+    const t = v === undefined ? NaN : Date.parse(v);
+    return Number.isFinite(t) ? t : undefined;
+  }
+
   /** Reads the rollout progress of a workload. */
   async rolloutProgress(target: RemediationTarget & { kind: RestartableKind }): Promise<RolloutProgress> {
     try {
@@ -264,6 +291,14 @@ export class KubeRemediator {
     } catch (err) {
       return this.preflightError(err, `read ${ref}`);
     }
+    const finalizers = sa.metadata?.finalizers ?? [];
+    if (finalizers.length > 0) {
+      return {
+        ok: false,
+        reason: 'finalizers',
+        message: `${ref} has finalizers (${finalizers.join(', ')}): a DELETE would leave it Terminating until they are removed, and creating it again would fail, so tokenwatch does not recreate it. Remove the finalizers (or let their controller finish) and request again.`,
+      };
+    }
     try {
       await this.core.deleteNamespacedServiceAccount({
         name: target.name,
@@ -280,7 +315,9 @@ export class KubeRemediator {
       const e = toKubeError(err, `dry-run create of ${ref}`);
       if (e.status !== 409) return this.preflightError(err, `dry-run create of ${ref}`);
     }
-    return { ok: true, detail: `dry run of deleting and recreating ${ref} passed`, uid: sa.metadata?.uid, resourceVersion: sa.metadata?.resourceVersion };
+    const owners = sa.metadata?.ownerReferences ?? [];
+    const keeps = owners.length ? `; the new ServiceAccount keeps its ownerReferences (${owners.map((o) => `${o.kind}/${o.name}`).join(', ')})` : '';
+    return { ok: true, detail: `dry run of deleting and recreating ${ref} passed${keeps}`, uid: sa.metadata?.uid, resourceVersion: sa.metadata?.resourceVersion };
   }
 
   /**
@@ -315,16 +352,39 @@ export class KubeRemediator {
     } catch (err) {
       throw toKubeError(err, `create ${ref} (it was deleted; recreate it from: ${JSON.stringify(body)})`);
     }
-    return {
-      oldUid: sa.metadata?.uid,
-      newUid: created.metadata?.uid,
-      preserved: {
-        labels: Object.keys(body.metadata?.labels ?? {}).length,
-        annotations: Object.keys(body.metadata?.annotations ?? {}),
-        imagePullSecrets: body.imagePullSecrets?.length ?? 0,
-        automountServiceAccountToken: body.automountServiceAccountToken,
-      },
-    };
+    return { oldUid: sa.metadata?.uid, newUid: created.metadata?.uid, preserved: preservedOf(body) };
+  }
+
+  /** Reads a ServiceAccount; undefined when it does not exist (404). @throws {KubeCallError} on other failures. */
+  async readServiceAccount(target: RemediationTarget): Promise<V1ServiceAccount | undefined> {
+    try {
+      return await this.core.readNamespacedServiceAccount({ name: target.name, namespace: target.namespace });
+    } catch (err) {
+      const e = toKubeError(err, `read ServiceAccount ${target.namespace}/${target.name}`);
+      if (e.status === 404) return undefined;
+      throw e;
+    }
+  }
+
+  /**
+   * Deletes a ServiceAccount only if it still has `uid` and `resourceVersion` (API-server preconditions: 409
+   * Conflict otherwise). @throws {KubeCallError}
+   */
+  async deleteServiceAccount(target: RemediationTarget, preconditions: { uid?: string; resourceVersion?: string }): Promise<void> {
+    try {
+      await this.core.deleteNamespacedServiceAccount({ name: target.name, namespace: target.namespace, body: { preconditions } });
+    } catch (err) {
+      throw toKubeError(err, `delete ServiceAccount ${target.namespace}/${target.name}`);
+    }
+  }
+
+  /** Creates a ServiceAccount from `body`. @throws {KubeCallError} (409 when it exists). */
+  async createServiceAccount(namespace: string, body: V1ServiceAccount): Promise<V1ServiceAccount> {
+    try {
+      return await this.core.createNamespacedServiceAccount({ namespace, body, fieldManager: this.fieldManager });
+    } catch (err) {
+      throw toKubeError(err, `create ServiceAccount ${namespace}/${body.metadata?.name}`);
+    }
   }
 
   /**
@@ -366,7 +426,11 @@ export function restartPatch(now: Date): object {
   return { spec: { template: { metadata: { annotations: { [RESTARTED_AT]: now.toISOString().replace(/\.\d{3}Z$/, 'Z') } } } } };
 }
 
-/** The body to recreate a ServiceAccount with: same name, labels, annotations, imagePullSecrets, automount; no uid, resourceVersion or secrets. */
+/**
+ * The body to recreate a ServiceAccount with: same name, labels, annotations, ownerReferences (so garbage
+ * collection by its owner, e.g. a Helm-less operator's CR, keeps working), imagePullSecrets, automount; no uid,
+ * resourceVersion, finalizers or secrets.
+ */
 export function recreatedServiceAccount(sa: V1ServiceAccount): V1ServiceAccount {
   const md = sa.metadata ?? {};
   const body: V1ServiceAccount = {
@@ -377,6 +441,7 @@ export function recreatedServiceAccount(sa: V1ServiceAccount): V1ServiceAccount 
       namespace: md.namespace,
       ...(md.labels ? { labels: { ...md.labels } } : {}),
       ...(md.annotations ? { annotations: { ...md.annotations } } : {}),
+      ...(md.ownerReferences?.length ? { ownerReferences: md.ownerReferences.map((o) => ({ ...o })) } : {}),
     },
   };
   if (sa.imagePullSecrets?.length) body.imagePullSecrets = sa.imagePullSecrets.map((s) => ({ name: s.name }));

@@ -8,7 +8,7 @@
 import type { App, BlockButtonAction, RespondFn } from '@slack/bolt';
 import type { Logger } from '../observability/logger.js';
 import { slackErrorCode, type SlackApi } from './api.js';
-import { ACTION_IDS, RESTART_ACTION_ID_PATTERN, type SlackMessage } from './blocks/index.js';
+import { ACTION_IDS, REJECT_MODAL_CALLBACK_ID, REJECT_REASON_INPUT, REJECT_REASON_MAX, RESTART_ACTION_ID_PATTERN, type SlackMessage } from './blocks/index.js';
 import type { ChannelRef } from './channels.js';
 import type { TokensCommand } from './commands.js';
 import type { ApprovalFlow, Clicker } from './flow.js';
@@ -71,7 +71,12 @@ export function registerListeners(app: App, deps: ListenerDeps): void {
         (async () => {
           const channel = body.channel ? { id: body.channel.id, name: body.channel.name } : body.container?.channel_id ? { id: String(body.container.channel_id) } : undefined;
           const threadTs = typeof body.message?.thread_ts === 'string' ? body.message.thread_ts : undefined;
-          const c: Clicker = { user: body.user.id, channel, reply: replier(deps, respond, channel?.id, body.user.id, threadTs) };
+          const c: Clicker = {
+            user: body.user.id,
+            channel,
+            reply: replier(deps, respond, channel?.id, body.user.id, threadTs),
+            ...(typeof body.trigger_id === 'string' ? { triggerId: body.trigger_id } : {}),
+          };
           try {
             await handler(c, typeof action.value === 'string' ? action.value : '', action.action_id);
           } catch (err) {
@@ -89,4 +94,20 @@ export function registerListeners(app: App, deps: ListenerDeps): void {
   app.action<BlockButtonAction>(ACTION_IDS.details, button((c, v) => deps.flow.onFindingButton(c, 'details', v)));
   app.action<BlockButtonAction>(ACTION_IDS.approve, button((c, v) => deps.flow.vote(c, v, 'approve')));
   app.action<BlockButtonAction>(ACTION_IDS.reject, button((c, v) => deps.flow.vote(c, v, 'reject')));
+
+  // The reject-reason modal (opened by a Reject click of an approver): close it at once, then reject.
+  app.view(REJECT_MODAL_CALLBACK_ID, async ({ ack, body, view }) => {
+    await ack();
+    const input = view.state.values[REJECT_REASON_INPUT]?.[REJECT_REASON_INPUT];
+    const reason = (typeof input?.value === 'string' ? input.value : '').slice(0, REJECT_REASON_MAX);
+    await deps.track(
+      (async () => {
+        try {
+          await deps.flow.rejectWithReason(body.user.id, view.private_metadata, reason, (channel) => replier(deps, undefined, channel, body.user.id));
+        } catch (err) {
+          logger.error({ err, user: body.user.id }, 'reject with reason failed');
+        }
+      })(),
+    );
+  });
 }

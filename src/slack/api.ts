@@ -7,7 +7,9 @@
  *   `tokenwatch_slack_api_errors_total{method,error}`;
  * - channel problems (`not_in_channel`, `channel_not_found`, `is_archived`, …) remembered per channel, logged once
  *   per change (one clear line, not one per message) and shown by `/tokens status`.
- * Scopes: `chat:write` (postMessage, update, postEphemeral), `usergroups:read` (usergroups.users.list).
+ * Scopes: `chat:write` (postMessage, update, postEphemeral), `usergroups:read` (usergroups.users.list),
+ * `channels:history` / `groups:history` (conversations.history, crash recovery of alerts only); chat.getPermalink and
+ * views.open need none.
  */
 import { webApi } from '@slack/bolt';
 import type { Logger } from '../observability/logger.js';
@@ -85,6 +87,12 @@ export interface OutgoingMessage {
   blocks: KnownBlock[];
 }
 
+/** Slack message metadata (api.slack.com/metadata): an event type and a small JSON payload, readable by the app. */
+export interface MessageMetadata {
+  event_type: string;
+  event_payload: Record<string, string | number | boolean>;
+}
+
 /** Options of {@link SlackApi}. */
 export interface SlackApiOptions {
   client: WebClient;
@@ -125,13 +133,21 @@ export class SlackApi {
    * @returns the channel id and `ts` of the new message.
    * @throws SlackCallError
    */
-  post(channel: string, msg: OutgoingMessage, threadTs?: string): Promise<{ channel: string; ts: string }> {
+  post(channel: string, msg: OutgoingMessage, threadTs?: string, metadata?: MessageMetadata): Promise<{ channel: string; ts: string }> {
     return this.inChannel(channel, async () => {
       const wait = (this.lastPost.get(channel) ?? 0) + this.interval - Date.now();
       if (wait > 0) await new Promise((r) => setTimeout(r, wait));
       try {
         const res = await this.call('chat.postMessage', channel, () =>
-          this.client.chat.postMessage({ channel, text: msg.text, blocks: msg.blocks, unfurl_links: false, unfurl_media: false, ...(threadTs ? { thread_ts: threadTs } : {}) }),
+          this.client.chat.postMessage({
+            channel,
+            text: msg.text,
+            blocks: msg.blocks,
+            unfurl_links: false,
+            unfurl_media: false,
+            ...(threadTs ? { thread_ts: threadTs } : {}),
+            ...(metadata ? { metadata } : {}),
+          }),
         );
         return { channel: typeof res.channel === 'string' ? res.channel : channel, ts: String(res.ts) };
       } finally {
@@ -143,6 +159,37 @@ export class SlackApi {
   /** `chat.update` of one of the bot's messages. @throws SlackCallError */
   async update(channel: string, ts: string, msg: OutgoingMessage): Promise<void> {
     await this.call('chat.update', channel, () => this.client.chat.update({ channel, ts, text: msg.text, blocks: msg.blocks }));
+  }
+
+  /**
+   * `chat.getPermalink` (no scope needed): a link to one message, e.g. `https://acme.slack.com/archives/C…/p…`.
+   * @throws SlackCallError
+   */
+  async permalink(channel: string, ts: string): Promise<string> {
+    const res = await this.call('chat.getPermalink', undefined, () => this.client.chat.getPermalink({ channel, message_ts: ts }));
+    return String(res.permalink);
+  }
+
+  /**
+   * Finds the newest top-level message in `channel` posted after `oldestMs` (epoch ms) whose message metadata has
+   * `event_type` and `event_payload[key] === value` (`conversations.history` with `include_all_metadata`, scopes
+   * `channels:history` / `groups:history`; at most `limit` messages are read).
+   * @returns its `ts`, or undefined. @throws SlackCallError
+   */
+  async findByMetadata(channel: string, eventType: string, key: string, value: string, oldestMs: number, limit = 200): Promise<string | undefined> {
+    const res = await this.call('conversations.history', channel, () =>
+      this.client.conversations.history({ channel, oldest: (oldestMs / 1000).toFixed(6), limit, include_all_metadata: true }),
+    );
+    for (const m of res.messages ?? []) {
+      const md = (m as { metadata?: { event_type?: string; event_payload?: Record<string, unknown> } }).metadata;
+      if (md?.event_type === eventType && md.event_payload?.[key] === value && typeof m.ts === 'string') return m.ts;
+    }
+    return undefined;
+  }
+
+  /** `views.open` (no scope needed; `trigger_id` from an interaction, valid 3 s). @throws SlackCallError */
+  async openView(triggerId: string, view: object): Promise<void> {
+    await this.call('views.open', undefined, () => this.client.views.open({ trigger_id: triggerId, view: view as never }));
   }
 
   /** `chat.postEphemeral` to `user` in `channel`. @throws SlackCallError */

@@ -173,9 +173,11 @@ export class TokensCommand {
     for (const a of store.listApprovals({ cluster }).slice(-100)) {
       const rows = store.listApprovalActions(a.id);
       const verified = rows.find((r) => r.action.startsWith('verification.') && r.result !== 'superseded');
+      const superseded = !verified && rows.some((r) => r.action === 'verification.superseded');
       const rejected = a.votes.find((v) => v.vote === 'reject');
-      const detail = [a.error ?? undefined, rejected?.reason, verified ? `verification: ${verified.result}` : undefined].filter((x): x is string => !!x).join('; ');
-      entries.push({ at: a.updatedAt, action: a.action, target: a.target, requester: a.requester, approvers: approvalsOf(a), state: a.state, ...(detail ? { detail } : {}) });
+      const verification = verified ? `verification: ${verified.result}` : superseded ? 'verification: superseded by a later action on the same finding' : undefined;
+      const detail = [a.error ?? undefined, rejected?.reason, verification].filter((x): x is string => !!x).join('; ');
+      entries.push({ at: a.updatedAt, action: a.action, target: a.target, requester: a.requester, approvers: approvalsOf(a), state: a.state, ...(detail ? { detail } : {}), ...(a.state === 'rejected' && rejected ? { rejectedBy: rejected.user } : {}) });
     }
     for (const row of store.listActions(cluster, 200)) {
       if (row.action !== 'snooze' || row.actor === null || row.findingId === null) continue;

@@ -20,6 +20,8 @@ import {
   approvalEvent,
   canRequest,
   createApproval,
+  decide,
+  KUBE_EVENT_REASON,
   type ActionKind,
   type ApprovalPolicy,
 } from '../approvals/index.js';
@@ -43,6 +45,7 @@ import {
   detailsMessage,
   progressMessage,
   refusalMessage,
+  rejectReasonModal,
   type FindingAction,
   type SlackMessage,
   type TargetFacts,
@@ -73,6 +76,8 @@ export interface Clicker {
   channel: ChannelRef | undefined;
   /** An ephemeral answer to the clicking user. */
   reply(msg: SlackMessage): Promise<void>;
+  /** The interaction's `trigger_id` (to open a modal), when it has one. */
+  triggerId?: string;
 }
 
 /** Dependencies of the {@link ApprovalFlow}. */
@@ -111,7 +116,6 @@ export type ButtonFamily = FindingAction['action'];
 
 /** See the module docstring. */
 export class ApprovalFlow {
-  private readonly progress = new Map<string, MessageLocation>();
   private readonly approverCache = new Map<string, string[]>();
   private readonly lastDetails = new Map<string, number>();
   /** Approvals this process is executing or following now. */
@@ -184,7 +188,8 @@ export class ApprovalFlow {
       case 'snooze':
         return this.snooze(c, btn, btn.action.days);
       default:
-        return this.deps.notifier.withLock(`request:${btn.finding.id}`, () => this.request(c, btn, btn.action.action as ActionKind));
+        // One request at a time per target in this process (the store arbitrates between processes).
+        return this.deps.notifier.withLock(`request:${targetLabel(btn.target)}@${btn.target.cluster}`, () => this.request(c, btn, btn.action.action as ActionKind));
     }
   }
 
@@ -206,6 +211,34 @@ export class ApprovalFlow {
     await c.reply(refusalMessage(text));
   }
 
+  /**
+   * Refuses a request because `open` (requested / approved / running) already acts on the same target, or is the
+   * other action on the same ServiceAccount; the refusal links to the open request's message.
+   */
+  private async refuseOpen(c: Clicker, btn: ResolvedButton, action: ActionKind, open: StoredApproval): Promise<void> {
+    const t = btn.target;
+    const o = open.target;
+    const status = open.state === 'requested' ? 'waiting for approval' : open.state === 'approved' ? 'approved and about to run' : 'running';
+    const link = await this.linkTo(open);
+    const see = link ? `<${link}|See the open request>.` : 'See the alert’s thread.';
+    const same = o.kind === t.kind && o.namespace === t.namespace && o.name === t.name && open.action === action;
+    const text = same
+      ? `A ${actionNoun(action)} of ${t.kind} \`${t.namespace}/${t.name}\` is already open (requested by <@${open.requester}>, ${status}), so nothing new was requested. ${see}`
+      : `A ${actionNoun(open.action)} of ${o.kind} \`${o.namespace}/${o.name}\` is open (requested by <@${open.requester}>, ${status}), so a ${actionNoun(action)} of ${t.kind} \`${t.namespace}/${t.name}\` cannot be requested until it ends. ${see}`;
+    return this.refuse(c, btn, text, open.id);
+  }
+
+  /** A permalink to an approval's message (best effort: undefined when not posted or Slack fails). */
+  private async linkTo(a: StoredApproval): Promise<string | undefined> {
+    if (!a.message) return undefined;
+    try {
+      return await this.deps.api.permalink(a.message.channel, a.message.ts);
+    } catch (err) {
+      this.deps.logger.warn({ err, approval: a.id }, 'could not get the permalink of an approval message');
+      return undefined;
+    }
+  }
+
   /** Restart or Recreate ServiceAccount: policy, dry run, approval message. */
   private async request(c: Clicker, btn: ResolvedButton, action: ActionKind): Promise<void> {
     const { store, clock } = this.deps;
@@ -220,12 +253,8 @@ export class ApprovalFlow {
     if (store.getFinding(t.findingId)?.status === 'resolved') {
       return this.refuse(c, btn, 'This finding is already resolved, so nothing was requested. It reopens by itself if the stale use comes back.');
     }
-    const open = store
-      .listApprovals({ findingId: t.findingId, states: ['requested', 'approved', 'running'] })
-      .find((a) => a.action === action && a.target.kind === t.kind && a.target.namespace === t.namespace && a.target.name === t.name && !(a.state === 'requested' && a.expiresAt <= clock()));
-    if (open) {
-      return this.refuse(c, btn, `A ${actionNoun(action)} of ${t.kind} \`${t.namespace}/${t.name}\` was already requested by <@${open.requester}> and is ${open.state === 'requested' ? 'waiting for approval' : open.state}; see the alert's thread.`, open.id);
-    }
+    const blocking = store.openApprovalFor(action, t, clock());
+    if (blocking) return this.refuseOpen(c, btn, action, blocking);
 
     const now = clock();
     const pre: Preflight =
@@ -234,11 +263,19 @@ export class ApprovalFlow {
         : await rem.preflightRecreateServiceAccount({ kind: 'ServiceAccount', namespace: t.namespace, name: t.name });
     const facts = await this.factsFor(btn, action);
     const dryRun: StoredDryRun = pre.ok
-      ? { ok: true, message: pre.detail, at: now, ...(pre.uid ? { uid: pre.uid } : {}), ...(facts ? { facts } : {}) }
+      ? { ok: true, message: pre.detail, at: now, ...(pre.uid ? { uid: pre.uid } : {}), ...(pre.resourceVersion ? { resourceVersion: pre.resourceVersion } : {}), ...(facts ? { facts } : {}) }
       : { ok: false, message: pre.message, at: now, ...(facts ? { facts } : {}) };
     const created = createApproval({ id: newApprovalId(), action, target: t, requester: c.user, requesterGroups: groups, dryRun }, policy, clock());
     if (!created.ok) return this.refuse(c, btn, created.message);
-    store.createApproval(created.approval);
+    // The store decides: of concurrent requests for one target (other findings, other replicas), exactly one is stored.
+    const claim = store.claimApproval(created.approval, created.approval.createdAt);
+    for (const e of claim.expired) {
+      this.deps.metrics?.approvals.inc({ cluster: e.target.cluster, outcome: 'expired' });
+      // The store wrote the action-log row; the Kubernetes Event of an expiry is written here, as for the sweep.
+      await applyEffects(this.executor, e, [{ type: 'kube-event', reason: KUBE_EVENT_REASON[e.action], eventType: 'Normal', message: `${actionNoun(e.action)} of ${e.target.kind} ${e.target.namespace}/${e.target.name} in ${e.target.cluster} expired without a decision (tokenwatch approval ${e.id})` }], created.approval.createdAt);
+      await this.updateApprovalMessage(e).catch((err: unknown) => this.deps.logger.warn({ err, approval: e.id }, 'could not edit an expired approval message'));
+    }
+    if (!claim.ok) return this.refuseOpen(c, btn, action, claim.open);
     await applyEffects(this.executor, created.approval, created.effects, created.approval.createdAt);
 
     if (!pre.ok) {
@@ -315,8 +352,13 @@ export class ApprovalFlow {
 
   // ---- approvals -----------------------------------------------------------------------------------------------
 
-  /** Approve or Reject on an approval message; `approvalId` is the button's value. */
-  async vote(c: Clicker, approvalId: string, kind: 'approve' | 'reject'): Promise<void> {
+  /**
+   * Approve or Reject on an approval message; `approvalId` is the button's value. Reject by an approver (not the
+   * requester) with a `triggerId` first opens a modal asking an optional reason ({@link rejectReasonModal}); its
+   * submission comes back as {@link rejectWithReason}. Reject by the requester withdraws the request at once
+   * ("Withdrawn by @user") and confirms it ephemerally.
+   */
+  async vote(c: Clicker, approvalId: string, kind: 'approve' | 'reject', reason?: string): Promise<void> {
     const { store } = this.deps;
     const a = store.getApproval(approvalId);
     if (!a) {
@@ -330,7 +372,18 @@ export class ApprovalFlow {
     }
     const policy = this.deps.policyFor(a.target.cluster);
     const groups = policy ? await this.deps.directory.groupsOf(c.user, [...policy.approvers, ...policy.requesters]) : [];
-    const event = kind === 'approve' ? approvalEvent.approve(c.user, groups) : approvalEvent.reject(c.user, undefined, groups);
+    const event = kind === 'approve' ? approvalEvent.approve(c.user, groups) : approvalEvent.reject(c.user, reason?.trim() || undefined, groups);
+    if (kind === 'reject' && reason === undefined && c.user !== a.requester && c.triggerId && policy) {
+      // Ask for the reason only when the reject would be accepted now; otherwise refuse below as usual.
+      if (decide(a, event, policy, this.deps.clock()).ok) {
+        try {
+          await this.deps.api.openView(c.triggerId, rejectReasonModal(a, JSON.stringify({ approval: a.id, channel: c.channel.id })));
+          return;
+        } catch (err) {
+          this.deps.logger.warn({ err, approval: a.id }, 'could not open the reject-reason modal; rejecting without a reason');
+        }
+      }
+    }
     const res = await commitEvent(this.executor, a.id, event);
     if (!res.ok) {
       await this.refuse(c, ctx, res.refusal.message, a.id);
@@ -338,10 +391,29 @@ export class ApprovalFlow {
       return;
     }
     await this.afterCommit(res.approval, res.effects.map((e) => e.type));
+    if (res.transition.next === 'rejected' && c.user === a.requester) {
+      await c.reply(noteMessage(`You withdrew your request for the ${actionNoun(a.action)} of ${a.target.kind} \`${a.target.namespace}/${a.target.name}\`; nothing was changed.`));
+    }
     if (res.transition.next === 'requested') {
       const n = res.approval.votes.filter((v) => v.vote === 'approve').length;
       await c.reply(noteMessage(`Your approval is recorded (${n} of ${res.approval.requiredApprovals}); it runs once ${res.approval.requiredApprovals - n} more approver${res.approval.requiredApprovals - n === 1 ? '' : 's'} agree${res.approval.requiredApprovals - n === 1 ? 's' : ''}.`));
     }
+  }
+
+  /**
+   * The reject-reason modal was submitted: rejects with the (optional) reason, with the same checks as a click
+   * (`privateMetadata` is what {@link vote} put in the modal: approval id and channel of the click).
+   */
+  async rejectWithReason(user: string, privateMetadata: string, reason: string, reply: (channel: string | undefined) => Clicker['reply']): Promise<void> {
+    let meta: { approval?: unknown; channel?: unknown } = {};
+    try {
+      meta = JSON.parse(privateMetadata) as typeof meta;
+    } catch {
+      // handled below
+    }
+    const channel = typeof meta.channel === 'string' ? meta.channel : undefined;
+    const c: Clicker = { user, channel: channel ? { id: channel } : undefined, reply: reply(channel) };
+    await this.vote(c, typeof meta.approval === 'string' ? meta.approval : '', 'reject', reason);
   }
 
   private async afterCommit(a: StoredApproval, effects: readonly string[]): Promise<void> {
@@ -378,9 +450,10 @@ export class ApprovalFlow {
   }
 
   /**
-   * On the leader only: runs approvals left `approved` (approved on another replica, or before a restart), follows
-   * rollouts left `running` by a process that stopped or lost leadership (without patching again), and fails
-   * ServiceAccount recreations left `running` (they cannot be resumed safely). Called at start and periodically.
+   * On the leader only: runs approvals left `approved` (approved on another replica, or before a restart), and
+   * resumes actions left `running` by a process that stopped or lost leadership: a restart sends its PATCH unless
+   * the workload's `restartedAt` annotation shows it was applied, then follows the rollout (updating the same
+   * progress message); a recreation does the steps not yet done (see the executor). Called at start and periodically.
    */
   async pickUp(): Promise<void> {
     if (this.deps.isLeader?.() === false) return;
@@ -389,14 +462,8 @@ export class ApprovalFlow {
     for (const a of store.listApprovals({ states: ['approved', 'running'] })) {
       // Leave fresh transitions to the process that made them (it runs what it approved when it leads).
       if (this.executing.has(a.id) || a.updatedAt > settled) continue;
-      if (a.state === 'approved') {
-        void this.deps.track(this.run(a.id));
-      } else if (a.action === 'restart') {
-        void this.deps.track(this.run(a.id, true));
-      } else {
-        const res = await commitEvent(this.executor, a.id, approvalEvent.fail(`tokenwatch stopped while this ran; check that ServiceAccount ${a.target.namespace}/${a.target.name} exists (kubectl -n ${a.target.namespace} get serviceaccount ${a.target.name})`));
-        if (res.ok) await this.updateApprovalMessage(res.approval);
-      }
+      // `running`: resumed; the executor first establishes what was done (restart annotation, recorded steps).
+      void this.deps.track(this.run(a.id, a.state === 'running'));
     }
   }
 
@@ -461,14 +528,16 @@ export class ApprovalFlow {
       { desired: p.desired, updated: p.updated, ready: p.ready, available: p.available, done: p.done, timedOut: p.timedOut === true },
       { target: a.target, now: this.deps.clock(), startedAt, timeoutMs: this.deps.rolloutTimeoutMs },
     );
-    const at = this.progress.get(a.id);
+    // The progress message's location is in the store, so a restarted or new leader edits the same message.
+    const at = this.deps.store.getApproval(a.id)?.progress;
     if (at) {
       await this.deps.api.update(at.channel, at.ts, msg);
-      if (p.done || p.timedOut) this.progress.delete(a.id);
       return;
     }
     const posted = await this.deps.api.post(thread.channel, msg, thread.ts);
-    if (!p.done && !p.timedOut) this.progress.set(a.id, { channel: posted.channel, ts: posted.ts });
+    const loc = { channel: posted.channel, ts: posted.ts };
+    const cur = this.deps.store.getApproval(a.id);
+    if (cur) this.deps.store.transitionApproval(a.id, cur.state, cur.state, { progress: loc }, this.deps.clock());
   }
 
   private async showRecreated(a: StoredApproval, r: RecreateResult): Promise<void> {

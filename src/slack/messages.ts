@@ -76,6 +76,7 @@ export function recreatedMessage(f: Finding, result: RecreateResult, restartButt
   if (result.preserved.labels) kept.push(plural(result.preserved.labels, 'label'));
   if (result.preserved.annotations.length) kept.push(`annotations ${listWithin(result.preserved.annotations.slice(0, 5).map((a) => code(a, 100)), 5, ', ', result.preserved.annotations.length)}`);
   if (result.preserved.imagePullSecrets) kept.push(plural(result.preserved.imagePullSecrets, 'imagePullSecret'));
+  if (result.preserved.ownerReferences) kept.push(plural(result.preserved.ownerReferences, 'ownerReference'));
   if (result.preserved.automountServiceAccountToken !== undefined) kept.push(`automountServiceAccountToken: ${result.preserved.automountServiceAccountToken}`);
   const lines = [
     `♻️ ServiceAccount ${where(f)} recreated: uid ${code(result.oldUid ?? '?', 60)} → ${code(result.newUid ?? '?', 60)}. Every token issued for the old uid is now invalid.`,

@@ -37,6 +37,11 @@ import { reopenedMessage } from './messages.js';
 
 const RANK: Record<Severity, number> = { info: 0, warning: 1, critical: 2 };
 
+/** Slack message metadata `event_type` of an alert; its `event_payload.finding_id` is the finding id. */
+export const ALERT_EVENT_TYPE = 'tokenwatch_alert';
+/** How far before a recorded intent the channel history is searched (clock skew with Slack), ms. */
+const INTENT_LOOKBACK_MS = 10 * 60_000;
+
 /** How long the pod count of a finding's workloads is reused before asking the cluster again, ms. */
 const PODS_TOTAL_TTL_MS = 30 * 60_000;
 
@@ -173,7 +178,26 @@ export class Notifier {
     if (!ref) {
       if (stored.status !== 'open') return;
       const msg = this.render(stored, records, now);
-      const posted = await api.post(channel, msg);
+      // A process that died between chat.postMessage and saving the ref left an intent: find that message by its
+      // metadata (the finding id) and adopt it instead of posting the alert twice (issue #10 §3).
+      const intent = store.getAlertIntent(f.id);
+      if (intent) {
+        const ts = await api
+          .findByMetadata(this.deps.channels.channelIdOf(f.cluster) ?? intent.channel, ALERT_EVENT_TYPE, 'finding_id', f.id, intent.at - INTENT_LOOKBACK_MS)
+          .catch((err: unknown) => {
+            this.deps.logger.warn({ err, finding: f.id }, 'could not look for an alert posted before a restart (channels:history / groups:history scope?); posting it');
+            return undefined;
+          });
+        if (ts !== undefined) {
+          this.deps.logger.info({ finding: f.id, channel: intent.channel, ts }, 'found the alert posted before a restart; updating it instead of posting again');
+          const at = this.deps.channels.channelIdOf(f.cluster) ?? intent.channel;
+          await api.update(at, ts, msg);
+          store.saveMessageRef(f.id, { channel: at, ts, severity: f.severity, hash: messageHash(msg) });
+          return;
+        }
+      }
+      store.recordAlertIntent(f.id, this.deps.channels.channelIdOf(f.cluster) ?? channel, now);
+      const posted = await api.post(channel, msg, undefined, { event_type: ALERT_EVENT_TYPE, event_payload: { finding_id: f.id } });
       this.deps.channels.learn(channel, posted.channel);
       store.saveMessageRef(f.id, { channel: posted.channel, ts: posted.ts, severity: f.severity, hash: messageHash(msg) });
       return;

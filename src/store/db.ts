@@ -14,12 +14,15 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import Database from 'better-sqlite3';
-import type { ApprovalState, DryRunResult, Vote } from '../approvals/machine.js';
+import { actionNoun, describeTarget, type ApprovalState, type DryRunResult, type Vote } from '../approvals/machine.js';
 import type { Finding, Severity, TokenRecord } from '../findings/types.js';
 import { MIGRATIONS } from './migrations.js';
 import type {
   ActionLogEntry,
+  ActionSubject,
   ApprovalFilter,
+  ClaimResult,
+  ExecutionRecord,
   ApprovalUpdate,
   FindingChange,
   FindingStatus,
@@ -114,6 +117,12 @@ interface ApprovalRow {
   error: string | null;
   message_channel: string | null;
   message_ts: string | null;
+  target_key?: string | null;
+  subject_key?: string | null;
+  started_at?: number | null;
+  execution?: string | null;
+  progress_channel?: string | null;
+  progress_ts?: string | null;
 }
 interface VoteRow {
   user: string;
@@ -264,10 +273,23 @@ const SQL = {
   saveRef: `INSERT INTO message_refs (finding_id, channel, ts, severity, hash) VALUES (?, ?, ?, ?, ?)
      ON CONFLICT (finding_id) DO UPDATE SET channel = excluded.channel, ts = excluded.ts,
        severity = excluded.severity, hash = excluded.hash`,
+  getIntent: 'SELECT channel, at FROM alert_intents WHERE finding_id = ?',
+  saveIntent: `INSERT INTO alert_intents (finding_id, channel, at) VALUES (?, ?, ?)
+     ON CONFLICT (finding_id) DO UPDATE SET channel = excluded.channel, at = excluded.at`,
+  deleteIntent: 'DELETE FROM alert_intents WHERE finding_id = ?',
   insertApproval: `INSERT INTO approvals (id, cluster, finding_id, action, target, requester, state, required_approvals,
-                            created_at, expires_at, updated_at, dry_run, error, message_channel, message_ts)
+                            created_at, expires_at, updated_at, dry_run, error, message_channel, message_ts,
+                            target_key, subject_key)
      VALUES (@id, @cluster, @findingId, @action, @target, @requester, @state, @requiredApprovals,
-             @createdAt, @expiresAt, @updatedAt, @dryRun, @error, @messageChannel, @messageTs)`,
+             @createdAt, @expiresAt, @updatedAt, @dryRun, @error, @messageChannel, @messageTs, @targetKey, @subjectKey)`,
+  subjectOfFinding: 'SELECT namespace, service_account FROM findings WHERE id = ?',
+  openFor: `SELECT * FROM approvals
+     WHERE state IN ('requested', 'approved', 'running') AND NOT (state = 'requested' AND expires_at <= @now)
+       AND (target_key = @targetKey OR (subject_key = @subjectKey AND action <> @action))
+     ORDER BY created_at, id LIMIT 1`,
+  staleFor: `SELECT * FROM approvals WHERE state = 'requested' AND expires_at <= @now
+       AND (target_key = @targetKey OR subject_key = @subjectKey) ORDER BY created_at, id`,
+  expireStale: "UPDATE approvals SET state = 'expired', updated_at = ? WHERE id = ? AND state = 'requested'",
   getApproval: 'SELECT * FROM approvals WHERE id = ?',
   votesOf: 'SELECT user, vote, at, reason FROM votes WHERE approval_id = ? ORDER BY seq',
   insertVote: `INSERT INTO votes (approval_id, user, vote, at, reason, seq)
@@ -276,7 +298,11 @@ const SQL = {
        error = CASE WHEN @setError THEN @error ELSE error END,
        dry_run = CASE WHEN @setDryRun THEN @dryRun ELSE dry_run END,
        message_channel = CASE WHEN @setMessage THEN @messageChannel ELSE message_channel END,
-       message_ts = CASE WHEN @setMessage THEN @messageTs ELSE message_ts END
+       message_ts = CASE WHEN @setMessage THEN @messageTs ELSE message_ts END,
+       started_at = CASE WHEN @setStartedAt THEN @startedAt ELSE started_at END,
+       execution = CASE WHEN @setExecution THEN @execution ELSE execution END,
+       progress_channel = CASE WHEN @setProgress THEN @progressChannel ELSE progress_channel END,
+       progress_ts = CASE WHEN @setProgress THEN @progressTs ELSE progress_ts END
      WHERE id = @id AND state = @from`,
   logAction: `INSERT INTO action_log (at, cluster, finding_id, approval_id, actor, action, target, result, detail)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -519,7 +545,10 @@ class SqliteStore implements Store {
 
   saveMessageRef(findingId: string, ref: MessageRef): void {
     try {
-      this.st('saveRef').run(findingId, ref.channel, ref.ts, ref.severity, ref.hash);
+      this.transaction(() => {
+        this.st('saveRef').run(findingId, ref.channel, ref.ts, ref.severity, ref.hash);
+        this.st('deleteIntent').run(findingId);
+      });
     } catch (err) {
       if (isConstraint(err, 'SQLITE_CONSTRAINT_FOREIGNKEY')) {
         throw new StoreError(`saveMessageRef: finding ${findingId} is not stored (save the finding first)`, { cause: err });
@@ -528,9 +557,62 @@ class SqliteStore implements Store {
     }
   }
 
+  getAlertIntent(findingId: string): { channel: string; at: number } | undefined {
+    return this.st<{ channel: string; at: number }>('getIntent').get(findingId);
+  }
+
+  recordAlertIntent(findingId: string, channel: string, at: number): void {
+    this.st('saveIntent').run(findingId, channel, at);
+  }
+
   // --- approvals
 
-  createApproval(a: NewApproval): StoredApproval {
+  /** The keys of {@link claimApproval}: target and subject (see the V_ACTION_TARGETS migration). */
+  private keysOf(target: NewApproval['target'], subject: ActionSubject | undefined): { targetKey: string; subjectKey: string | null } {
+    const targetKey = [target.cluster, target.kind, target.namespace, target.name].join(SEP);
+    let s = subject;
+    if (!s && target.kind === 'ServiceAccount') s = { namespace: target.namespace, serviceAccount: target.name };
+    if (!s) {
+      const row = this.st<{ namespace: string; service_account: string }>('subjectOfFinding').get(target.findingId);
+      if (row) s = { namespace: row.namespace, serviceAccount: row.service_account };
+    }
+    return { targetKey, subjectKey: s ? [target.cluster, s.namespace, s.serviceAccount].join(SEP) : null };
+  }
+
+  openApprovalFor(action: NewApproval['action'], target: NewApproval['target'], now: number, subject?: ActionSubject): StoredApproval | undefined {
+    const keys = this.keysOf(target, subject);
+    const row = this.st<ApprovalRow>('openFor').get({ ...keys, subjectKey: keys.subjectKey ?? '\u0000none', action, now });
+    return row === undefined ? undefined : this.approvalOf(row);
+  }
+
+  claimApproval(a: NewApproval, now: number, subject?: ActionSubject): ClaimResult {
+    return this.transaction((): ClaimResult => {
+      const keys = this.keysOf(a.target, subject);
+      const params = { ...keys, subjectKey: keys.subjectKey ?? '\u0000none', action: a.action, now };
+      const expired: StoredApproval[] = [];
+      for (const row of this.st<ApprovalRow>('staleFor').all(params)) {
+        if (this.st('expireStale').run(now, row.id).changes !== 1) continue;
+        const old = this.approvalOf(row);
+        this.logAction({
+          at: now,
+          cluster: old.target.cluster,
+          findingId: old.target.findingId,
+          approvalId: old.id,
+          actor: null,
+          action: `${old.action}.expired`,
+          target: `${old.target.kind} ${old.target.namespace}/${old.target.name}`,
+          result: 'expired',
+          detail: `${actionNoun(old.action)} of ${describeTarget(old.target)} expired without a decision`,
+        });
+        expired.push(this.getApproval(old.id)!);
+      }
+      const open = this.st<ApprovalRow>('openFor').get(params);
+      if (open !== undefined) return { ok: false, open: this.approvalOf(open), expired };
+      return { ok: true, approval: this.createApproval(a, subject), expired };
+    });
+  }
+
+  createApproval(a: NewApproval, subject?: ActionSubject): StoredApproval {
     this.transaction(() => {
       try {
         this.st('insertApproval').run({
@@ -549,6 +631,7 @@ class SqliteStore implements Store {
           error: a.error ?? null,
           messageChannel: a.message?.channel ?? null,
           messageTs: a.message?.ts ?? null,
+          ...this.keysOf(a.target, subject),
         });
       } catch (err) {
         if (isConstraint(err, 'SQLITE_CONSTRAINT_PRIMARYKEY')) {
@@ -593,6 +676,13 @@ class SqliteStore implements Store {
         setMessage: 'message' in patch ? 1 : 0,
         messageChannel: patch.message?.channel ?? null,
         messageTs: patch.message?.ts ?? null,
+        setStartedAt: patch.startedAt !== undefined ? 1 : 0,
+        startedAt: patch.startedAt ?? null,
+        setExecution: patch.execution !== undefined ? 1 : 0,
+        execution: patch.execution === undefined ? null : JSON.stringify(patch.execution),
+        setProgress: patch.progress !== undefined ? 1 : 0,
+        progressChannel: patch.progress?.channel ?? null,
+        progressTs: patch.progress?.ts ?? null,
       });
       if (changes !== 1) return false;
       for (const v of newVotes) this.insertVote(id, v);
@@ -645,6 +735,9 @@ class SqliteStore implements Store {
       error: row.error,
       updatedAt: row.updated_at,
       message: row.message_channel !== null && row.message_ts !== null ? { channel: row.message_channel, ts: row.message_ts } : null,
+      ...(row.started_at != null ? { startedAt: row.started_at } : {}),
+      ...(row.execution != null ? { execution: JSON.parse(row.execution) as ExecutionRecord } : {}),
+      ...(row.progress_channel != null && row.progress_ts != null ? { progress: { channel: row.progress_channel, ts: row.progress_ts } } : {}),
     };
   }
 

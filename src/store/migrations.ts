@@ -152,8 +152,44 @@ CREATE TABLE token_metric_samples (
 CREATE INDEX token_metric_samples_by_time ON token_metric_samples (cluster, scraped_at);
 `;
 
+/**
+ * Step (issue #10 §1 and §3): one open action per target, and what an action did, for crash-safe resumption.
+ * - `target_key` = cluster␟kind␟namespace␟name of the object the action changes; `subject_key` =
+ *   cluster␟namespace␟serviceAccount the action is about (the finding's ServiceAccount for a restart, the
+ *   ServiceAccount itself for a recreation). `Store.claimApproval` refuses a new request while an open one
+ *   (requested / approved / running) has the same target, or the same subject and the other action. Rows of
+ *   earlier versions are backfilled.
+ * - `started_at`: when execution started (epoch ms; for a restart, the `restartedAt` value sent), written before
+ *   any Kubernetes write; `execution`: JSON record of what was done (PATCH response, the ServiceAccount body to
+ *   recreate and which step completed); `progress_channel`/`progress_ts`: the rollout progress message.
+ * - `alert_intents`: an alert about to be posted (written before chat.postMessage, deleted with the message ref
+ *   saved), so a process that died in between looks the message up by its metadata instead of posting it twice.
+ */
+const V_ACTION_TARGETS = `
+ALTER TABLE approvals ADD COLUMN target_key TEXT;
+ALTER TABLE approvals ADD COLUMN subject_key TEXT;
+ALTER TABLE approvals ADD COLUMN started_at INTEGER;
+ALTER TABLE approvals ADD COLUMN execution TEXT;
+ALTER TABLE approvals ADD COLUMN progress_channel TEXT;
+ALTER TABLE approvals ADD COLUMN progress_ts TEXT;
+UPDATE approvals SET
+  target_key = cluster || char(31) || json_extract(target, '$.kind') || char(31) || json_extract(target, '$.namespace')
+    || char(31) || json_extract(target, '$.name'),
+  subject_key = CASE WHEN json_extract(target, '$.kind') = 'ServiceAccount'
+    THEN cluster || char(31) || json_extract(target, '$.namespace') || char(31) || json_extract(target, '$.name')
+    ELSE (SELECT f.cluster || char(31) || f.namespace || char(31) || f.service_account FROM findings f WHERE f.id = approvals.finding_id) END;
+CREATE INDEX approvals_by_target ON approvals (target_key, state);
+CREATE INDEX approvals_by_subject ON approvals (subject_key, state);
+
+CREATE TABLE alert_intents (
+  finding_id  TEXT PRIMARY KEY REFERENCES findings (id) ON DELETE CASCADE,
+  channel     TEXT NOT NULL,
+  at          INTEGER NOT NULL
+) STRICT;
+`;
+
 /** All migration steps; the schema version is the number applied. */
-export const MIGRATIONS: readonly string[] = [V1, V2, V_SLACK_REPLAY_CACHE, V_APISERVER_TOKEN_METRICS];
+export const MIGRATIONS: readonly string[] = [V1, V2, V_SLACK_REPLAY_CACHE, V_APISERVER_TOKEN_METRICS, V_ACTION_TARGETS];
 
 /** The schema version this build writes. */
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -109,11 +109,47 @@ export interface MessageLocation {
   ts: string;
 }
 
+/**
+ * What a running action did, recorded as it goes so that a process that resumes it (after a crash or a leader
+ * change) knows which Kubernetes writes were made (issue #10 §3). JSON in the store.
+ */
+export interface ExecutionRecord {
+  /** Restart: the strategic-merge PATCH was answered (its response's `metadata.generation`). */
+  patched?: { generation?: number; at: number };
+  /** Recreation: the ServiceAccount body to create (labels, annotations, … of the object that was deleted). */
+  body?: unknown;
+  /** Recreation: uid of the ServiceAccount that is (to be) deleted. */
+  oldUid?: string;
+  /** Recreation: the DELETE was answered. */
+  deleted?: boolean;
+}
+
 /** An approval as stored: the state machine's {@link Approval} plus where its Slack message is. */
 export interface StoredApproval extends Approval {
   /** The approval request message, once posted. */
   message: MessageLocation | null;
+  /** When execution started (epoch ms UTC; for a restart, the `restartedAt` value sent). Absent before. */
+  startedAt?: number;
+  /** What the running action did so far (absent before execution). */
+  execution?: ExecutionRecord;
+  /** The rollout progress message in the thread, once posted. */
+  progress?: MessageLocation;
 }
+
+/** The ServiceAccount an action is about: the finding's for a restart, the target itself for a recreation. */
+export interface ActionSubject {
+  namespace: string;
+  serviceAccount: string;
+}
+
+/**
+ * Result of {@link Store.claimApproval}: the stored approval, or the open approval that blocks it. `expired`
+ * lists the `requested` approvals of the same target or subject that were past `expiresAt` and were moved to
+ * `expired` in the same transaction (their Slack messages still need an edit).
+ */
+export type ClaimResult =
+  | { ok: true; approval: StoredApproval; expired: StoredApproval[] }
+  | { ok: false; open: StoredApproval; expired: StoredApproval[] };
 
 /** Input of {@link Store.createApproval}: an approval from `createApproval` of the state machine. */
 export type NewApproval = Approval & { message?: MessageLocation | null };
@@ -132,6 +168,12 @@ export interface ApprovalUpdate {
   error?: string | null;
   dryRun?: DryRunResult | null;
   message?: MessageLocation | null;
+  /** Sets `startedAt` (see {@link StoredApproval.startedAt}). */
+  startedAt?: number;
+  /** Replaces the execution record. */
+  execution?: ExecutionRecord;
+  /** Sets the progress message location. */
+  progress?: MessageLocation;
   updatedAt?: number;
 }
 
@@ -256,10 +298,30 @@ export interface Store {
   getMessageRef(findingId: string): MessageRef | undefined;
   /** Saves (replaces) a finding's message ref. @throws {StoreError} when the finding is not stored. */
   saveMessageRef(findingId: string, ref: MessageRef): void;
+  /**
+   * Records that the alert of a finding is about to be posted to `channel` at `at` (epoch ms), before
+   * chat.postMessage; {@link saveMessageRef} clears it. An intent without a ref after a restart means the post may
+   * have happened: look the message up (by its metadata) before posting again.
+   */
+  recordAlertIntent(findingId: string, channel: string, at: number): void;
+  /** The pending alert intent of a finding (see {@link recordAlertIntent}). */
+  getAlertIntent(findingId: string): { channel: string; at: number } | undefined;
 
   // --- approvals
-  /** Stores a new approval. @throws {StoreError} when the id exists. */
-  createApproval(approval: NewApproval): StoredApproval;
+  /** Stores a new approval (no open-action check: use {@link claimApproval}). @throws {StoreError} when the id exists. */
+  createApproval(approval: NewApproval, subject?: ActionSubject): StoredApproval;
+  /**
+   * Stores a new `requested` approval unless an open one (requested / approved / running, a `requested` one not
+   * past `expiresAt`) blocks it, in one write transaction (so of concurrent claims, from other connections or
+   * processes too, exactly one wins): one with the same target (cluster, kind, namespace, name), whatever finding
+   * it came from; or, for a restart, an open ServiceAccount recreation of its subject; for a recreation, an open
+   * restart of a workload of that ServiceAccount. In the same transaction, `requested` approvals of that target or
+   * subject past `expiresAt` at `now` become `expired` (with an action-log row), so an expired request never
+   * blocks. `subject` defaults to the finding's ServiceAccount (or the target, for a ServiceAccount).
+   */
+  claimApproval(approval: NewApproval, now: number, subject?: ActionSubject): ClaimResult;
+  /** The open approval that would block a new `action` on `target` at `now` (read only; see {@link claimApproval}). */
+  openApprovalFor(action: NewApproval['action'], target: NewApproval['target'], now: number, subject?: ActionSubject): StoredApproval | undefined;
   getApproval(id: string): StoredApproval | undefined;
   /**
    * Compare-and-set: moves approval `id` from state `from` to `to` and writes `patch`, only if it is still in

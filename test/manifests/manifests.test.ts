@@ -444,7 +444,7 @@ describe('Slack app manifest (manifests/slack-app.yaml)', () => {
 
   it('asks for exactly the bot scopes of the Web API methods src/slack calls (api.slack.com/methods), plus commands', () => {
     // Scope per method: api.slack.com/methods/<method> ("Required scopes"); auth.test needs none.
-    const SCOPE: Record<string, string | null> = {
+    const SCOPE: Record<string, string | string[] | null> = {
       'auth.test': null,
       'chat.postMessage': 'chat:write',
       'chat.update': 'chat:write',
@@ -454,6 +454,9 @@ describe('Slack app manifest (manifests/slack-app.yaml)', () => {
       'users.info': 'users:read',
       'conversations.info': 'channels:read',
       'views.open': null,
+      'chat.getPermalink': null,
+      // Public and private channels: api.slack.com/methods/conversations.history.
+      'conversations.history': ['channels:history', 'groups:history'],
     };
     const dir = join(MANIFESTS, '..', 'src', 'slack');
     const methods = new Set<string>();
@@ -463,7 +466,7 @@ describe('Slack app manifest (manifests/slack-app.yaml)', () => {
     }
     expect(methods.size).toBeGreaterThan(3);
     for (const m of methods) expect(SCOPE, `scope of ${m} unknown: add it to the table`).toHaveProperty([m]);
-    const needed = new Set([...methods].map((m) => SCOPE[m]).filter((s): s is string => !!s));
+    const needed = new Set([...methods].flatMap((m) => [SCOPE[m] ?? []].flat()));
     needed.add('commands'); // the /tokens slash command
     expect([...(app.oauth_config?.scopes.bot ?? [])].sort()).toEqual([...needed].sort());
   });

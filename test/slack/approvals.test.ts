@@ -84,8 +84,10 @@ describe('restart flow', () => {
     // Rollout progress: one thread message updated until complete, counting from 0 updated pods.
     const progress = h.slack.thread(OPS, alert.ts).find((m) => m.text.includes('rollout of DaemonSet'))!;
     expect(progress.text).toBe('✅ [prod-eks] rollout of DaemonSet kube-system/kube-multus-ds complete');
-    expect(progress.edits[0]!.text).toBe('⏳ [prod-eks] rolling out DaemonSet kube-system/kube-multus-ds: 0/6 updated');
-    // How many intermediate counts are shown depends on how fast the rollout goes; each one is an in-progress text.
+    // The first figures never count the old template's pods as updated (6/6 before the controller saw the change);
+    // how far the fake controller got by the first read depends on the machine's load.
+    expect(progress.edits[0]!.text).toMatch(/^⏳ \[prod-eks\] rolling out DaemonSet kube-system\/kube-multus-ds: [0-5]\/6 updated$/);
+    // Edited in place; how many intermediate figures were seen depends on the machine's load, each an in-progress text.
     expect(progress.edits.every((e) => e.text.startsWith('⏳ [prod-eks] rolling out DaemonSet'))).toBe(true);
     expect(blockText(progress)).toContain('6 of 6 updated, 6 ready, 6 available');
 

@@ -149,30 +149,36 @@ export function progressDaemonSets(kube: FakeKube, stepMs = 15, podsPerStep = 2)
   });
 }
 
+/** A new scenario directory with the audit logs (the Multus example for prod-eks, one line for staging-eks). */
+export function prepareDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'tw-slack-'));
+  copyFileSync('examples/audit/kube-apiserver-audit.log', join(dir, 'audit.log'));
+  writeFileSync(join(dir, 'staging-audit.log'), `${auditEvent({ auditID: 'stg-1', time: REF - 30 * MIN, kind: 'stale', namespace: 'logging', serviceAccount: 'fluent-bit', pod: 'fluent-bit-x1', secondsAfterWarning: 7_000_000 })}\n`);
+  return dir;
+}
+
+/** The fake Slack (channels, on-call group) and fake Kubernetes API server (snapshot, DaemonSet controller) of a scenario. */
+export async function startFakes(opts: Pick<HarnessOptions, 'oncall' | 'rollout'> = {}): Promise<{ slack: FakeSlack; kube: FakeKube }> {
+  const slack = await startFakeSlack({
+    channels: [
+      { id: OPS, name: 'ops' },
+      { id: STAGING, name: 'staging-alerts', botIsMember: false },
+      { id: ELSEWHERE, name: 'random' },
+    ],
+    userGroups: { [ONCALL]: [ONCALL_APPROVER, ...(opts.oncall ?? [])] },
+  });
+  const kube = await startFakeKube({ objects: snapshotObjects() });
+  progressDaemonSets(kube, opts.rollout?.stepMs, opts.rollout?.podsPerStep);
+  return { slack, kube };
+}
+
 /** Starts the scenario; see the module docstring. */
 export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> {
-  const dir = opts.dir ?? mkdtempSync(join(tmpdir(), 'tw-slack-'));
+  const dir = opts.dir ?? prepareDir();
   const auditPath = join(dir, 'audit.log');
-  const stagingAudit = join(dir, 'staging-audit.log');
-  if (!opts.dir) {
-    copyFileSync('examples/audit/kube-apiserver-audit.log', auditPath);
-    writeFileSync(stagingAudit, `${auditEvent({ auditID: 'stg-1', time: REF - 30 * MIN, kind: 'stale', namespace: 'logging', serviceAccount: 'fluent-bit', pod: 'fluent-bit-x1', secondsAfterWarning: 7_000_000 })}\n`);
-  }
-  const slack =
-    opts.fakeSlack ??
-    (await startFakeSlack({
-      channels: [
-        { id: OPS, name: 'ops' },
-        { id: STAGING, name: 'staging-alerts', botIsMember: false },
-        { id: ELSEWHERE, name: 'random' },
-      ],
-      userGroups: { [ONCALL]: [ONCALL_APPROVER, ...(opts.oncall ?? [])] },
-    }));
-  let kube = opts.kube;
-  if (!kube) {
-    kube = await startFakeKube({ objects: snapshotObjects() });
-    progressDaemonSets(kube, opts.rollout?.stepMs, opts.rollout?.podsPerStep);
-  }
+  const fakes = opts.fakeSlack && opts.kube ? undefined : await startFakes(opts);
+  const slack = opts.fakeSlack ?? fakes!.slack;
+  const kube = opts.kube ?? fakes!.kube;
   const kubeconfig = join(dir, 'kubeconfig.yaml');
   writeFileSync(
     kubeconfig,
@@ -212,7 +218,7 @@ current-context: fake
         },
         {
           name: 'staging-eks',
-          audit: { file: { path: stagingAudit } },
+          audit: { file: { path: join(dir, 'staging-audit.log') } },
           kubernetes: { none: true },
           schedule: '0 0 1 1 *',
           slack: { channel: STAGING, approvers: [APPROVER] },
@@ -294,7 +300,7 @@ current-context: fake
       await serve.stop();
       if (!o.keepFakes) {
         await slack.close();
-        await kube!.close();
+        await kube.close();
       }
     },
   };

@@ -157,9 +157,11 @@ const STATE_HEAD: Record<ApprovalState, string> = {
 export function approvalDecidedMessage(approval: Approval, approvers: readonly string[], _ctx: { now: number }): SlackMessage {
   const a = approval;
   const title = titleOf(a);
-  const blocks: KnownBlock[] = [{ type: 'header', text: plain(`${STATE_HEAD[a.state]}: ${title}`, LIMITS.headerText) }];
   const approvedBy = a.votes.filter((v) => v.vote === 'approve');
   const rejectedBy = a.votes.find((v) => v.vote === 'reject');
+  // The requester's own "Reject" withdraws the request (issue #10 §3): said so, not "Rejected".
+  const head = a.state === 'rejected' && rejectedBy?.user === a.requester ? '↩️ Withdrawn' : STATE_HEAD[a.state];
+  const blocks: KnownBlock[] = [{ type: 'header', text: plain(`${head}: ${title}`, LIMITS.headerText) }];
   const lines: string[] = [`${mention(a.requester)} asked for a ${targetLine(a)} ${slackDate(a.createdAt)}.`];
   switch (a.state) {
     case 'rejected':
@@ -202,6 +204,50 @@ export function approvalDecidedMessage(approval: Approval, approvers: readonly s
       : approvedBy.length && a.state !== 'expired'
         ? ` (approved by ${approvedBy.map((v) => v.user).join(', ')})`
         : '';
-  const text = `${STATE_HEAD[a.state]} [${a.target.cluster}]: ${actionNoun(a.action)} of ${a.target.kind} ${a.target.namespace}/${a.target.name}${who}`;
+  const text = `${head} [${a.target.cluster}]: ${actionNoun(a.action)} of ${a.target.kind} ${a.target.namespace}/${a.target.name}${who}`;
   return { text: clip(text, 3000), blocks };
+}
+
+/** `callback_id` of the reject-reason modal. */
+export const REJECT_MODAL_CALLBACK_ID = 'tw_reject_reason';
+/** block_id / action_id of the modal's reason input. */
+export const REJECT_REASON_INPUT = 'tw_reason';
+/** Longest reason kept, characters. */
+export const REJECT_REASON_MAX = 500;
+
+/** A Slack modal view (views.open `view`). */
+export interface ModalView {
+  type: 'modal';
+  callback_id: string;
+  private_metadata: string;
+  title: { type: 'plain_text'; text: string };
+  submit: { type: 'plain_text'; text: string };
+  close: { type: 'plain_text'; text: string };
+  blocks: unknown[];
+}
+
+/**
+ * The modal a (non-requesting) approver gets on Reject: what is rejected and an optional reason (plain text, at most
+ * {@link REJECT_REASON_MAX} characters), shown in the thread's approval message and written to the action log.
+ * `privateMetadata` carries the approval id and the channel of the click (opaque to the user; Slack signs the submission).
+ */
+export function rejectReasonModal(a: Approval, privateMetadata: string): ModalView {
+  return {
+    type: 'modal',
+    callback_id: REJECT_MODAL_CALLBACK_ID,
+    private_metadata: privateMetadata,
+    title: { type: 'plain_text', text: 'Reject request' },
+    submit: { type: 'plain_text', text: 'Reject' },
+    close: { type: 'plain_text', text: 'Cancel' },
+    blocks: [
+      { type: 'section', text: md(`Reject the ${targetLine(a)} requested by ${mention(a.requester)}? Nothing will be changed.`) },
+      {
+        type: 'input',
+        block_id: REJECT_REASON_INPUT,
+        optional: true,
+        label: { type: 'plain_text', text: 'Reason (optional, shown in the thread)' },
+        element: { type: 'plain_text_input', action_id: REJECT_REASON_INPUT, multiline: true, max_length: REJECT_REASON_MAX },
+      },
+    ],
+  };
 }

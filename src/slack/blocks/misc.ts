@@ -78,6 +78,8 @@ export interface HistoryEntry {
   state: ApprovalState;
   /** e.g. the error of a failed action or a reject reason. */
   detail?: string;
+  /** Who rejected it (state `rejected`); the requester themself means the request was withdrawn. */
+  rejectedBy?: string;
 }
 
 const STATE_EMOJI: Record<ApprovalState, string> = {
@@ -101,7 +103,13 @@ export function historyMessage(cluster: string, entries: readonly HistoryEntry[]
   const lines = shown.map((e) => {
     const approved = e.approvers.length ? `, approved by ${listWithin(e.approvers.slice(0, 3).map(mention), 3, ', ', e.approvers.length)}` : '';
     const detail = e.detail ? `: ${escClip(e.detail, 300)}` : '';
-    return `${STATE_EMOJI[e.state]} ${slackDate(e.at)} *${actionNoun(e.action)}* ${escapeMrkdwn(e.target.kind)} ${code(`${e.target.namespace}/${e.target.name}`, 200)} by ${mention(e.requester)}${approved} · *${e.state}*${detail}`;
+    const withdrawn = e.state === 'rejected' && e.rejectedBy !== undefined && e.rejectedBy === e.requester;
+    const state = withdrawn
+      ? '*withdrawn* by the requester'
+      : e.state === 'rejected' && e.rejectedBy !== undefined
+        ? `*rejected* by ${mention(e.rejectedBy)}`
+        : `*${e.state}*`;
+    return `${withdrawn ? '↩️' : STATE_EMOJI[e.state]} ${slackDate(e.at)} *${actionNoun(e.action)}* ${escapeMrkdwn(e.target.kind)} ${code(`${e.target.namespace}/${e.target.name}`, 200)} by ${mention(e.requester)}${approved} · ${state}${detail}`;
   });
   // Up to 5 sections of whole lines; the rest is summarised.
   let i = 0;
