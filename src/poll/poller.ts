@@ -7,7 +7,18 @@
  * are marked seen, and the source's overlap window re-reads are dropped by `markSeen`).
  *
  * Findings are rebuilt from all token records of the cluster on every poll (with cluster state when
- * configured), so severity follows the clock even when nothing new arrives.
+ * configured), so severity follows the clock even when nothing new arrives. Only records that changed are written
+ * (an idle poll writes no token record), and 401s count toward severity only while they are recent
+ * (`activeWindowMs`).
+ *
+ * After each successful poll:
+ * - retention: token records not seen for `retention.tokenRecordsMs` are dropped, poll runs and action-log rows older
+ *   than their retention are deleted (poll runs are kept at least as long as the quiet period);
+ * - quiet resolution: an open or snoozed finding whose signal has been absent for `quietPeriodMs`, while every
+ *   recorded poll of the cluster over that period succeeded (and one succeeded at or before its start), and that has
+ *   no live token (a stale-token finding with a `rejectionAt` still has one), is resolved with reason `quiet` and an
+ *   action-log row `finding.quiet`; its id is returned in {@link PollOutcome.concluded}. A broken source never
+ *   resolves anything: any failed poll in the period blocks it. When the signal returns, `saveFindings` reopens it.
  */
 import type { TokenUse } from '../audit/types.js';
 import { createReadStats, tokenUseFromJson } from '../audit/reader.js';
@@ -51,9 +62,29 @@ export interface PollOutcome {
   findings: Finding[];
   /** Per finding: new or not, severity and status before and after this poll (from the store). */
   changes: FindingChange[];
+  /** Findings resolved as quiet by this poll (see the module docstring); their `changes` entry says `resolved`. */
+  concluded: string[];
+  /** Rows deleted by retention in this poll. */
+  pruned: { tokenRecords: number; pollRuns: number; actionLog: number };
+  /** Token-record rows written by this poll (upserted + deleted): 0 for an idle poll. */
+  recordsWritten: number;
   /** Why the poll failed; the cursor did not move. */
   error?: string;
 }
+
+/** Retention of store rows, ms (see `Config.retention`). */
+export interface RetentionMs {
+  tokenRecordsMs: number;
+  pollRunsMs: number;
+  actionLogMs: number;
+}
+
+/** Defaults of {@link PollerDeps}: `Config` defaults (findings.activeWindow 1 h, quietPeriod 24 h, retention 7 d / 7 d / 90 d). */
+export const POLLER_DEFAULTS = {
+  activeWindowMs: 3_600_000,
+  quietPeriodMs: 86_400_000,
+  retention: { tokenRecordsMs: 7 * 86_400_000, pollRunsMs: 7 * 86_400_000, actionLogMs: 90 * 86_400_000 } satisfies RetentionMs,
+} as const;
 
 /** Dependencies of a {@link ClusterPoller}. */
 export interface PollerDeps {
@@ -68,6 +99,12 @@ export interface PollerDeps {
   clock?: () => number;
   /** How long seen auditIDs are kept, ms: at least the source's overlap window. Default 2 h. */
   seenRetentionMs?: number;
+  /** 401s seen within this window count as current (severity critical), ms. Default 1 h. */
+  activeWindowMs?: number;
+  /** Quiet period before a finding with no signal is resolved, ms. Default 24 h. */
+  quietPeriodMs?: number;
+  /** Store retention. Default {@link POLLER_DEFAULTS}.retention. */
+  retention?: RetentionMs;
   /** Called after each successful poll with the fresh findings (Slack notifier, verification). */
   onFindings?: (findings: Finding[], outcome: PollOutcome) => Promise<void>;
 }
@@ -110,7 +147,23 @@ export class ClusterPoller {
     const log = logger.child({ cluster: cluster.name, pollId: runId });
     const sourceStats = emptyStats();
     const readStats = createReadStats();
-    const outcome: PollOutcome = { cluster: cluster.name, startedAt, endedAt: startedAt, records: 0, newUses: 0, duplicates: 0, malformed: 0, source: sourceStats, findings: [], changes: [] };
+    const outcome: PollOutcome = {
+      cluster: cluster.name,
+      startedAt,
+      endedAt: startedAt,
+      records: 0,
+      newUses: 0,
+      duplicates: 0,
+      malformed: 0,
+      source: sourceStats,
+      findings: [],
+      changes: [],
+      concluded: [],
+      pruned: { tokenRecords: 0, pollRuns: 0, actionLog: 0 },
+      recordsWritten: 0,
+    };
+    const retention = this.deps.retention ?? POLLER_DEFAULTS.retention;
+    const quietMs = this.deps.quietPeriodMs ?? POLLER_DEFAULTS.quietPeriodMs;
     const timer = metrics?.pollDuration.startTimer({ cluster: cluster.name });
     try {
       const cursor = store.getCursor(source.id);
@@ -149,8 +202,14 @@ export class ClusterPoller {
           }
         }
         outcome.duplicates = uses.length - outcome.newUses;
-        const merged: TokenRecord[] = agg.records();
-        store.replaceTokenRecords(cluster.name, merged); // keys may move (401 re-attribution), so replace, not upsert
+        // Retention: records not seen for tokenRecordsMs are left out, so the replace below deletes them.
+        const keepSince = startedAt - retention.tokenRecordsMs;
+        const all: TokenRecord[] = agg.records();
+        const merged = all.filter((r) => r.lastSeen >= keepSince);
+        outcome.pruned.tokenRecords = all.length - merged.length;
+        // Keys may move (401 re-attribution), so replace, not upsert; only changed rows are written.
+        const written = store.replaceTokenRecords(cluster.name, merged);
+        outcome.recordsWritten = written.upserted + written.deleted;
         store.setCursor(source.id, newCursor);
         store.pruneSeen(cluster.name, startedAt - (this.deps.seenRetentionMs ?? 2 * 3_600_000));
         return merged;
@@ -160,11 +219,16 @@ export class ClusterPoller {
       const now = this.clock();
       const findings = await buildFindings(records, {
         now,
+        unauthorizedSince: now - (this.deps.activeWindowMs ?? POLLER_DEFAULTS.activeWindowMs),
         state: this.deps.state,
         thresholds: { criticalSeconds: cluster.thresholds.criticalDays * 86_400, warningSeconds: cluster.thresholds.warningDays * 86_400 },
       });
       outcome.changes = store.saveFindings(cluster.name, findings, now);
       outcome.findings = findings;
+      outcome.concluded = this.concludeQuiet(now, quietMs);
+      for (const c of outcome.changes) if (outcome.concluded.includes(c.id)) c.status = 'resolved';
+      outcome.pruned.pollRuns = store.prunePollRuns(now - Math.max(retention.pollRunsMs, quietMs + 3_600_000));
+      outcome.pruned.actionLog = store.pruneActionLog(now - retention.actionLogMs);
       const stateProblem = findings.find((f) => f.clusterState && !('none' in cluster.kubernetes))?.clusterState;
       this.updateGauges(findings, now);
       outcome.endedAt = this.clock();
@@ -172,7 +236,17 @@ export class ClusterPoller {
       this.healthState = { ...this.healthState, status: 'ok', lastPollAt: startedAt, lastSuccessAt: startedAt, lastError: undefined, stateError: stateProblem };
       metrics?.polls.inc({ cluster: cluster.name, outcome: 'ok' });
       log.info(
-        { records: outcome.records, newUses: outcome.newUses, duplicates: outcome.duplicates, malformed: outcome.malformed, requests: sourceStats.requests, findings: findings.length },
+        {
+          records: outcome.records,
+          newUses: outcome.newUses,
+          duplicates: outcome.duplicates,
+          malformed: outcome.malformed,
+          requests: sourceStats.requests,
+          findings: findings.length,
+          recordsWritten: outcome.recordsWritten,
+          ...(outcome.concluded.length ? { concludedQuiet: outcome.concluded.length } : {}),
+          ...(outcome.pruned.tokenRecords + outcome.pruned.pollRuns + outcome.pruned.actionLog > 0 ? { pruned: outcome.pruned } : {}),
+        },
         'poll finished',
       );
       if (this.deps.onFindings) {
@@ -195,6 +269,40 @@ export class ClusterPoller {
     } finally {
       timer?.();
     }
+  }
+
+  /**
+   * Quiet resolution (module docstring): resolves every open or snoozed finding of the cluster whose signal has been
+   * absent for `quietMs` while the cluster's polls succeeded over the whole period. Returns the ids resolved.
+   */
+  private concludeQuiet(now: number, quietMs: number): string[] {
+    const { store, cluster } = this.deps;
+    const from = now - quietMs;
+    const coverage = store.pollCoverage(cluster.name, from);
+    // A broken source never resolves anything: one failed poll in the period, or no successful poll before it, and
+    // the absence of a signal proves nothing.
+    if (coverage.failed > 0 || coverage.lastSuccessAtOrBefore === null) return [];
+    const resolved: string[] = [];
+    for (const s of store.listFindings(cluster.name, { status: ['open', 'snoozed'] })) {
+      const f = s.finding;
+      const lastSeen = Date.parse(f.lastSeen);
+      if (!Number.isFinite(lastSeen) || lastSeen > from) continue;
+      if (f.kind === 'stale-token' && f.rejectionAt !== null) continue; // a live token: it may be used any time
+      if (!store.setFindingStatus(f.id, { status: 'resolved', reason: 'quiet' }, now)) continue;
+      store.logAction({
+        at: now,
+        cluster: cluster.name,
+        findingId: f.id,
+        actor: null,
+        action: 'finding.quiet',
+        target: `ServiceAccount ${f.namespace}/${f.serviceAccount}`,
+        result: 'resolved',
+        detail: `no ${f.kind} signal since ${f.lastSeen} (${Math.round(quietMs / 3_600_000)} h quiet period) while every poll succeeded`,
+      });
+      resolved.push(f.id);
+    }
+    if (resolved.length) this.deps.logger.info({ cluster: cluster.name, findings: resolved }, 'findings resolved as quiet');
+    return resolved;
   }
 
   private updateGauges(findings: Finding[], now: number): void {

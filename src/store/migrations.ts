@@ -122,8 +122,17 @@ CREATE INDEX action_log_by_cluster ON action_log (cluster, at);
 CREATE INDEX action_log_by_approval ON action_log (approval_id);
 `;
 
+/**
+ * Findings that conclude (issue 10.2): why a finding was resolved — `verified` (a fix was verified), `quiet` (its
+ * signal stayed absent for the quiet period while polls succeeded), `manual` — shown on its alert. Null for findings
+ * resolved before this step and for unresolved ones.
+ */
+const V_FINDING_RESOLUTION = `
+ALTER TABLE findings ADD COLUMN resolution TEXT;
+`;
+
 /** All migration steps; the schema version is the number applied. */
-export const MIGRATIONS: readonly string[] = [V1, V2];
+export const MIGRATIONS: readonly string[] = [V1, V2, V_FINDING_RESOLUTION];
 
 /** The schema version this build writes. */
 export const SCHEMA_VERSION = MIGRATIONS.length;

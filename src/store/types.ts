@@ -30,6 +30,11 @@ export interface StoredFinding {
   snoozedUntil: number | null;
   /** Set while `status` is `resolved`: when it was resolved. */
   resolvedAt: number | null;
+  /**
+   * Set while `status` is `resolved`: why — `verified` (a fix was verified), `quiet` (no signal for the quiet period
+   * while every poll succeeded), or null (resolved before the store recorded reasons, or without one).
+   */
+  resolution: FindingResolution | null;
   /** When the store first saw this finding (the `now` of its first save). */
   createdAt: number;
   /** The `now` of its latest save or status change. */
@@ -52,8 +57,21 @@ export interface FindingChange {
   previousStatus: FindingStatus | null;
 }
 
+/** Why a finding was resolved (see {@link StoredFinding.resolution}). */
+export type FindingResolution = 'verified' | 'quiet';
+
 /** New status of a finding for {@link Store.setFindingStatus}. */
-export type FindingStatusUpdate = { status: 'open' } | { status: 'resolved' } | { status: 'snoozed'; until: number };
+export type FindingStatusUpdate = { status: 'open' } | { status: 'resolved'; reason?: FindingResolution } | { status: 'snoozed'; until: number };
+
+/** Polls of one cluster over a period, for quiet resolution ({@link Store.pollCoverage}). */
+export interface PollCoverage {
+  /** Polls that failed and started at or after `from`. */
+  failed: number;
+  /** Successful polls that started at or after `from`. */
+  succeeded: number;
+  /** Start of the latest successful poll that started at or before `from`, or null when there is none. */
+  lastSuccessAtOrBefore: number | null;
+}
 
 /** Result of a finished poll, for {@link Store.finishPollRun}. */
 export interface PollRunResult {
@@ -212,12 +230,18 @@ export interface Store {
    * `warnAfter`, a new 401 attribution); for its full output use {@link replaceTokenRecords}.
    */
   upsertTokenRecords(records: readonly TokenRecord[]): void;
-  /** Replaces all records of `cluster` by `records` (one transaction). Records of another cluster throw. */
-  replaceTokenRecords(cluster: string, records: readonly TokenRecord[]): void;
+  /**
+   * Makes the records of `cluster` equal to `records` (one transaction), writing only what changed: records whose
+   * key is gone are deleted, new or changed ones upserted, identical ones not touched (an idle poll writes nothing).
+   * Records of another cluster throw. @returns rows written (upserted + deleted).
+   */
+  replaceTokenRecords(cluster: string, records: readonly TokenRecord[]): { upserted: number; deleted: number };
   /** All records of `cluster`, ordered by kind, subject, key. */
   listTokenRecords(cluster: string): TokenRecord[];
   /** Deletes records of `cluster` whose `lastSeen` is before `lastSeenBefore`; returns how many. */
   pruneTokenRecords(cluster: string, lastSeenBefore: number): number;
+  /** Number of stored token records of `cluster`. */
+  countTokenRecords(cluster: string): number;
 
   // --- findings
   /**
@@ -242,6 +266,8 @@ export interface Store {
   lastPollRuns(): PollStatus[];
   /** Deletes poll runs that started before `olderThan`, keeping each cluster's latest; returns how many. */
   prunePollRuns(olderThan: number): number;
+  /** What the polls of `cluster` did since `from` (epoch ms): see {@link PollCoverage}. Running polls are not counted. */
+  pollCoverage(cluster: string, from: number): PollCoverage;
 
   // --- Slack message refs
   getMessageRef(findingId: string): MessageRef | undefined;
@@ -270,6 +296,11 @@ export interface Store {
   listActions(cluster: string, limit?: number): ActionLogEntry[];
   /** All rows of one approval, oldest first. */
   listApprovalActions(approvalId: string): ActionLogEntry[];
+  /**
+   * Deletes action-log rows older than `olderThan` (retention; the log is otherwise append-only). Rows of approvals
+   * still open (requested, approved, running) are kept. Returns how many were deleted.
+   */
+  pruneActionLog(olderThan: number): number;
 
   /** Closes the database (idempotent). */
   close(): void;

@@ -120,6 +120,7 @@ describe('findings', () => {
       status: 'open',
       snoozedUntil: null,
       resolvedAt: null,
+      resolution: null,
       createdAt: T0,
       updatedAt: T0,
     });

@@ -22,13 +22,13 @@ describe('openStore', () => {
     const store = track(openStore(path));
     expect(existsSync(path)).toBe(true);
     expect(store.path).toBe(path);
-    expect(store.schemaVersion).toBe(2);
-    expect(SCHEMA_VERSION).toBe(2);
+    expect(store.schemaVersion).toBe(SCHEMA_VERSION);
+    expect(SCHEMA_VERSION).toBe(MIGRATIONS.length);
     store.setCursor('s', 'c');
     expect(existsSync(`${path}-wal`)).toBe(true);
     const raw = new Database(path, { readonly: true });
     expect(raw.pragma('journal_mode', { simple: true })).toBe('wal');
-    expect(raw.pragma('user_version', { simple: true })).toBe(2);
+    expect(raw.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
     expect(
       raw
         .prepare<[], { name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
@@ -58,7 +58,7 @@ describe('openStore', () => {
     raw.close();
 
     const store = track(openStore(path));
-    expect(store.schemaVersion).toBe(2);
+    expect(store.schemaVersion).toBe(SCHEMA_VERSION);
     expect(store.getCursor('file:/a.log')).toBe('{"ino":1,"pos":10}');
     expect(store.getFinding('f-multus')?.finding).toEqual(finding());
     expect(store.listTokenRecords('prod')).toEqual([staleRecord()]);
@@ -69,21 +69,22 @@ describe('openStore', () => {
   it('migrates an empty file (version 0)', () => {
     const path = join(tempDir(), 'empty.db');
     new Database(path).close();
-    expect(track(openStore(path)).schemaVersion).toBe(2);
+    expect(track(openStore(path)).schemaVersion).toBe(SCHEMA_VERSION);
   });
 
   it('refuses a database newer than it knows, and leaves it untouched', () => {
     const path = join(tempDir(), 'new.db');
     const raw = new Database(path);
-    raw.pragma('user_version = 3');
+    const newer = SCHEMA_VERSION + 1;
+    raw.pragma(`user_version = ${newer}`);
     raw.close();
     expect(() => openStore(path)).toThrow(
       new StoreError(
-        `store ${path} has schema version 3, newer than this tokenwatch supports (2); upgrade tokenwatch or point store.path at another file`,
+        `store ${path} has schema version ${newer}, newer than this tokenwatch supports (${SCHEMA_VERSION}); upgrade tokenwatch or point store.path at another file`,
       ),
     );
     const again = new Database(path);
-    expect(again.pragma('user_version', { simple: true })).toBe(3);
+    expect(again.pragma('user_version', { simple: true })).toBe(newer);
     expect(again.prepare("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table'").get()).toEqual({ n: 0 });
     again.close();
   });
@@ -103,7 +104,7 @@ describe('openStore', () => {
     expect(b.getCursor('x')).toBe('1');
     a.close();
     a.close();
-    expect(b.schemaVersion).toBe(2);
+    expect(b.schemaVersion).toBe(SCHEMA_VERSION);
   });
 });
 
