@@ -76,7 +76,10 @@ export interface Config {
    * `findings.quietPeriod` (quiet resolution needs them), and each cluster's latest poll is always kept.
    */
   retention: {
-    /** Token records not seen for this long are deleted (findings made only of them disappear). Default `7d`. */
+    /**
+     * Token records not seen for this long are deleted, except stale tokens whose rejection date is still ahead (they
+     * can be used again and their finding escalates as the date nears). Default `7d`.
+     */
     tokenRecords: number;
     /** Poll runs older than this are deleted. Default `7d`. */
     pollRuns: number;

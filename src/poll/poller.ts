@@ -12,7 +12,8 @@
  * (`activeWindowMs`).
  *
  * After each successful poll:
- * - retention: token records not seen for `retention.tokenRecordsMs` are dropped, poll runs and action-log rows older
+ * - retention: token records not seen for `retention.tokenRecordsMs` are dropped (stale tokens are kept until their
+ *   rejection date passes), poll runs and action-log rows older
  *   than their retention are deleted (poll runs are kept at least as long as the quiet period);
  * - quiet resolution: an open or snoozed finding whose signal has been absent for `quietPeriodMs`, while every
  *   recorded poll of the cluster over that period succeeded (and one succeeded at or before its start), and that has
@@ -202,10 +203,12 @@ export class ClusterPoller {
           }
         }
         outcome.duplicates = uses.length - outcome.newUses;
-        // Retention: records not seen for tokenRecordsMs are left out, so the replace below deletes them.
+        // Retention: records not seen for tokenRecordsMs are left out, so the replace below deletes them — except stale
+        // tokens whose rejection date is still ahead: they can be used again any time and their finding escalates
+        // as the date nears (bounded: EKS rejects 90 days after warnAfter).
         const keepSince = startedAt - retention.tokenRecordsMs;
         const all: TokenRecord[] = agg.records();
-        const merged = all.filter((r) => r.lastSeen >= keepSince);
+        const merged = all.filter((r) => r.lastSeen >= keepSince || (r.rejectionAt !== undefined && r.rejectionAt > startedAt));
         outcome.pruned.tokenRecords = all.length - merged.length;
         // Keys may move (401 re-attribution), so replace, not upsert; only changed rows are written.
         const written = store.replaceTokenRecords(cluster.name, merged);
