@@ -114,6 +114,8 @@ export interface PollerDeps {
 export class ClusterPoller {
   private healthState: PollHealth;
   private readonly clock: () => number;
+  /** Whether a poll of this instance has compared all token records with the store (see pollOnce). */
+  private recordsCompared = false;
 
   constructor(private readonly deps: PollerDeps) {
     this.clock = deps.clock ?? Date.now;
@@ -210,9 +212,14 @@ export class ClusterPoller {
         const all: TokenRecord[] = agg.records();
         const merged = all.filter((r) => r.lastSeen >= keepSince || (r.rejectionAt !== undefined && r.rejectionAt > startedAt));
         outcome.pruned.tokenRecords = all.length - merged.length;
-        // Keys may move (401 re-attribution), so replace, not upsert; only changed rows are written.
-        const written = store.replaceTokenRecords(cluster.name, merged);
-        outcome.recordsWritten = written.upserted + written.deleted;
+        // Keys may move (401 re-attribution), so replace, not upsert; only changed rows are written. With no new use
+        // and nothing to prune the aggregator's output is what it wrote last time (same records, same config): skip
+        // even the comparison — after this process's first poll, which compares everything once (config changes).
+        if (outcome.newUses > 0 || outcome.pruned.tokenRecords > 0 || !this.recordsCompared) {
+          const written = store.replaceTokenRecords(cluster.name, merged);
+          outcome.recordsWritten = written.upserted + written.deleted;
+          this.recordsCompared = true;
+        }
         store.setCursor(source.id, newCursor);
         store.pruneSeen(cluster.name, startedAt - (this.deps.seenRetentionMs ?? 2 * 3_600_000));
         return merged;
