@@ -6,7 +6,8 @@
  * read records, aggregate, write, build findings, save findings, retention, quiet check) three times each:
  *   - before: token records written the old way (all deleted and re-inserted on every poll);
  *   - after, first poll of a process: every record compared with the stored row, none written;
- *   - after, later polls: nothing new and nothing to prune, so nothing compared or written.
+ *   - after, later polls: nothing new and nothing to prune, so nothing compared or written;
+ *   - after, a poll with one new token use: every record compared in memory, one written.
  * Prints the median of each. Wall-clock times: run it on an otherwise idle machine.
  *
  * Part 2 — store size over a simulated period longer than the longest default retention (action log, 90 d): every
@@ -23,7 +24,7 @@
  *
  * Usage: `npm run bench:store -- [--days N] [--events-per-day N] [--distinct-ratio R] [--actions-per-day N] [--records N]`
  */
-import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -33,6 +34,7 @@ import { createLogger } from '../src/observability/logger.js';
 import { ClusterPoller, POLLER_DEFAULTS } from '../src/poll/poller.js';
 import { FileSource } from '../src/sources/file.js';
 import { openStore, type Store } from '../src/store/index.js';
+import { auditEvent } from '../test/sources/events.js';
 
 interface Args {
   days: number;
@@ -139,7 +141,9 @@ async function idlePoll(args: Args, dir: string): Promise<void> {
     ['before', 'before: every record deleted and re-inserted  '],
     ['first', 'after, first poll of a process: all compared  '],
     ['steady', 'after, later polls: nothing compared        '],
+    ['one-new', 'after, a poll with one new token use         '],
   ] as const;
+  let seq = 0;
   for (const [mode, label] of modes) {
     const path = join(dir, `idle-${mode}.db`);
     const store = openStore(path);
@@ -152,7 +156,11 @@ async function idlePoll(args: Args, dir: string): Promise<void> {
     let written = 0;
     for (let i = 0; i < 3; i++) {
       // The old poller rewrote on every poll; a new poller instance compares everything once.
-      if (mode !== 'steady') poller = mk();
+      if (mode === 'before' || mode === 'first') poller = mk();
+      if (mode === 'one-new') {
+        const pod = 'sa-7-pod-7';
+        appendFileSync(log, `${auditEvent({ auditID: `new-${seq++}`, time: now - MIN, kind: 'stale', namespace: 'ns-7', serviceAccount: 'sa-7', pod, secondsAfterWarning: 20 * 86_400 })}\n`);
+      }
       const t = performance.now();
       const out = await poller.pollOnce();
       times.push(performance.now() - t);

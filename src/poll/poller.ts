@@ -196,7 +196,8 @@ export class ClusterPoller {
         const unique = new Map<string, TokenUse>();
         for (const u of uses) if (!unique.has(u.auditID)) unique.set(u.auditID, u);
         const fresh = new Set(store.markSeen(cluster.name, [...unique.keys()], startedAt));
-        const agg = TokenAggregator.from({ cluster: cluster.name, maxTokenAge: cluster.maxTokenAge }, store.listTokenRecords(cluster.name));
+        const stored = store.listTokenRecords(cluster.name); // the aggregator clones them: unmodified for the diff below
+        const agg = TokenAggregator.from({ cluster: cluster.name, maxTokenAge: cluster.maxTokenAge }, stored);
         for (const u of unique.values()) {
           if (fresh.has(u.auditID)) {
             agg.add(u);
@@ -216,7 +217,7 @@ export class ClusterPoller {
         // and nothing to prune the aggregator's output is what it wrote last time (same records, same config): skip
         // even the comparison — after this process's first poll, which compares everything once (config changes).
         if (outcome.newUses > 0 || outcome.pruned.tokenRecords > 0 || !this.recordsCompared) {
-          const written = store.replaceTokenRecords(cluster.name, merged);
+          const written = store.replaceTokenRecords(cluster.name, merged, stored);
           outcome.recordsWritten = written.upserted + written.deleted;
           this.recordsCompared = true;
         }
@@ -240,7 +241,9 @@ export class ClusterPoller {
       outcome.pruned.pollRuns = store.prunePollRuns(now - Math.max(retention.pollRunsMs, quietMs + 3_600_000));
       outcome.pruned.actionLog = store.pruneActionLog(now - retention.actionLogMs);
       const stateProblem = findings.find((f) => f.clusterState && !('none' in cluster.kubernetes))?.clusterState;
-      this.updateGauges(findings, now);
+      // Gauges count open findings only: resolved (verified, quiet) and snoozed ones are not "open".
+      const open = new Set(store.listFindings(cluster.name, { status: ['open'] }).map((f) => f.id));
+      this.updateGauges(findings.filter((f) => open.has(f.id)), now);
       outcome.endedAt = this.clock();
       store.finishPollRun(runId, { endedAt: outcome.endedAt, events: outcome.records, tokenUses: outcome.newUses });
       this.healthState = { ...this.healthState, status: 'ok', lastPollAt: startedAt, lastSuccessAt: startedAt, lastError: undefined, stateError: stateProblem };

@@ -12,6 +12,7 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { randomBytes } from 'node:crypto';
+import { isDeepStrictEqual } from 'node:util';
 import Database from 'better-sqlite3';
 import type { ApprovalState, DryRunResult, Vote } from '../approvals/machine.js';
 import type { Finding, Severity, TokenRecord } from '../findings/types.js';
@@ -331,7 +332,7 @@ class SqliteStore implements Store {
     });
   }
 
-  replaceTokenRecords(cluster: string, records: readonly TokenRecord[]): { upserted: number; deleted: number } {
+  replaceTokenRecords(cluster: string, records: readonly TokenRecord[], previous?: readonly TokenRecord[]): { upserted: number; deleted: number } {
     const foreign = records.find((r) => r.cluster !== cluster);
     if (foreign !== undefined) {
       throw new StoreError(`replaceTokenRecords(${cluster}): a record belongs to cluster ${foreign.cluster}`);
@@ -339,13 +340,22 @@ class SqliteStore implements Store {
     return this.transaction(() => {
       // Diff against what is stored: an idle poll (nothing new) rewrites no row. Keys may move (the aggregator re-keys
       // a record on an earlier warnAfter or a new 401 attribution): the old key is deleted, the new one inserted.
-      type Row = { kind: string; subject: string; token_key: string; record: string };
+      type Row = { kind: string; subject: string; token_key: string; record?: string; parsed?: TokenRecord };
       const stored = new Map<string, Row>();
-      for (const row of this.st<Row>('recordKeys').iterate(cluster)) stored.set([row.kind, row.subject, row.token_key].join(SEP), row);
+      if (previous !== undefined) {
+        for (const r of previous) stored.set([r.kind, r.subject, tokenRecordKey(r)].join(SEP), { kind: r.kind, subject: r.subject, token_key: tokenRecordKey(r), parsed: r });
+      } else {
+        for (const row of this.st<Row>('recordKeys').iterate(cluster)) stored.set([row.kind, row.subject, row.token_key].join(SEP), row);
+      }
       const changed: TokenRecord[] = [];
       for (const r of records) {
         const id = [r.kind, r.subject, tokenRecordKey(r)].join(SEP);
-        if (stored.get(id)?.record !== JSON.stringify(r)) changed.push(r);
+        const old = stored.get(id);
+        // Structural comparison first (cheap); the JSON text decides when they differ only by undefined-valued keys.
+        const same =
+          old !== undefined &&
+          (old.parsed !== undefined ? isDeepStrictEqual(old.parsed, r) || JSON.stringify(old.parsed) === JSON.stringify(r) : old.record === JSON.stringify(r));
+        if (!same) changed.push(r);
         stored.delete(id);
       }
       for (const row of stored.values()) this.st('deleteRecord').run(cluster, row.kind, row.subject, row.token_key);

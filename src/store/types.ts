@@ -234,8 +234,10 @@ export interface Store {
    * Makes the records of `cluster` equal to `records` (one transaction), writing only what changed: records whose
    * key is gone are deleted, new or changed ones upserted, identical ones not touched (an idle poll writes nothing).
    * Records of another cluster throw. @returns rows written (upserted + deleted).
+   * @param previous the cluster's records as {@link listTokenRecords} returned them earlier in the same transaction
+   *   (unmodified): compared in memory instead of reading every row again. Omit it when unsure.
    */
-  replaceTokenRecords(cluster: string, records: readonly TokenRecord[]): { upserted: number; deleted: number };
+  replaceTokenRecords(cluster: string, records: readonly TokenRecord[], previous?: readonly TokenRecord[]): { upserted: number; deleted: number };
   /** All records of `cluster`, ordered by kind, subject, key. */
   listTokenRecords(cluster: string): TokenRecord[];
   /** Deletes records of `cluster` whose `lastSeen` is before `lastSeenBefore`; returns how many. */

@@ -193,6 +193,9 @@ describe('ClusterPoller store writes and retention (issue 14)', () => {
     const idle = await poller.pollOnce();
     expect(idle.error).toBeUndefined();
     expect(idle.recordsWritten).toBe(0);
+    // A new process (new poller) compares every record with the store once: still nothing to write.
+    const fresh = new ClusterPoller({ cluster, source: new FileSource({ path: log }), store, logger: quiet, clock: () => T0 + 180_000 });
+    expect((await fresh.pollOnce()).recordsWritten).toBe(0);
     appendFileSync(log, staleRequest('a2', T0 + 60_000));
     const one = await poller.pollOnce();
     expect(one.newUses).toBe(1);

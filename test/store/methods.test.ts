@@ -96,6 +96,13 @@ describe('token records', () => {
     expect(store.replaceTokenRecords('prod', store.listTokenRecords('prod'))).toEqual({ upserted: 0, deleted: 0 });
     expect(store.replaceTokenRecords('prod', [{ ...rekeyed, requests: 7 }])).toEqual({ upserted: 1, deleted: 0 });
     expect(store.replaceTokenRecords('prod', [rekeyed])).toEqual({ upserted: 1, deleted: 0 });
+    // Compared with the records listed earlier instead of the rows: same answers.
+    const listed = store.listTokenRecords('prod');
+    expect(store.replaceTokenRecords('prod', listed.map((r) => ({ ...r })), listed)).toEqual({ upserted: 0, deleted: 0 });
+    expect(store.replaceTokenRecords('prod', [{ ...rekeyed, requests: 8 }, staleRecord({ podUid: 'uid-3' })], store.listTokenRecords('prod'))).toEqual({ upserted: 2, deleted: 0 });
+    expect(store.replaceTokenRecords('prod', [], store.listTokenRecords('prod'))).toEqual({ upserted: 0, deleted: 2 });
+    expect(store.listTokenRecords('prod')).toEqual([]);
+    store.replaceTokenRecords('prod', [rekeyed]);
     expect(store.listTokenRecords('staging')).toHaveLength(1);
     expect(() => store.replaceTokenRecords('prod', [staleRecord({ cluster: 'staging' })])).toThrow(
       new StoreError('replaceTokenRecords(prod): a record belongs to cluster staging'),
