@@ -420,7 +420,9 @@ class SqliteStore implements Store {
           status = 'open';
           snoozedUntil = null;
         }
-        this.st('updateFinding').run({ ...columns, status, snoozedUntil, resolvedAt, resolution });
+        // Write only what changed: an idle poll re-saves every finding unchanged.
+        const unchanged = old.finding === columns.finding && status === old.status && snoozedUntil === old.snoozed_until && resolvedAt === old.resolved_at;
+        if (!unchanged) this.st('updateFinding').run({ ...columns, status, snoozedUntil, resolvedAt, resolution });
         return {
           id: f.id,
           isNew: false,

@@ -37,7 +37,7 @@ export interface StoredFinding {
   resolution: FindingResolution | null;
   /** When the store first saw this finding (the `now` of its first save). */
   createdAt: number;
-  /** The `now` of its latest save or status change. */
+  /** The `now` of its latest save that changed it, or of its latest status change. */
   updatedAt: number;
 }
 
@@ -247,7 +247,8 @@ export interface Store {
 
   // --- findings
   /**
-   * Saves the current findings of `cluster` (insert or update) as of `now`. New findings are `open`.
+   * Saves the current findings of `cluster` (insert or update) as of `now`; a finding identical to the stored one
+   * (same JSON, same status) is not written. New findings are `open`.
    * A `resolved` finding whose `lastSeen` is after its `resolvedAt` is reopened (a recurrence); a `snoozed`
    * finding whose `snoozedUntil` ≤ `now` is reopened. Findings of the cluster not in `findings` are left as
    * they are. @throws {StoreError} when a finding belongs to another cluster.

@@ -159,6 +159,9 @@ describe('findings', () => {
     const stored = store.getFinding('f-multus')!;
     expect(stored.finding.requests).toBe(50);
     expect([stored.createdAt, stored.updatedAt]).toEqual([T0, T0 + HOUR]);
+    // Saved again unchanged (an idle poll): not written, updatedAt kept.
+    expect(store.saveFindings('prod', [critical], T0 + 2 * HOUR)[0]).toMatchObject({ isNew: false, previousSeverity: 'critical' });
+    expect(store.getFinding('f-multus')!.updatedAt).toBe(T0 + HOUR);
   });
 
   it('lists by severity, then rejection date (none last), then id; filters by cluster and status', () => {
