@@ -99,6 +99,13 @@ export function toFileForm(config: Config): Record<string, unknown> {
     rolloutTimeout: formatDuration(config.remediation.rolloutTimeout),
     settlePeriod: formatDuration(config.remediation.settlePeriod),
   };
+  out.poll = { jitter: formatDuration(config.poll.jitter) };
+  out.findings = { activeWindow: formatDuration(config.findings.activeWindow), quietPeriod: formatDuration(config.findings.quietPeriod) };
+  out.retention = {
+    tokenRecords: formatDuration(config.retention.tokenRecords),
+    pollRuns: formatDuration(config.retention.pollRuns),
+    actionLog: formatDuration(config.retention.actionLog),
+  };
   out.clusters = config.clusters.map(clusterValue);
   return out;
 }

@@ -208,6 +208,17 @@ export const fileSchema = z.strictObject({
   remediation: z
     .strictObject({ rolloutTimeout: duration(1000).prefault('10m'), settlePeriod: duration(60_000).prefault('2h') })
     .prefault({}),
+  poll: z.strictObject({ jitter: duration().prefault('10s') }).prefault({}),
+  findings: z
+    .strictObject({ activeWindow: duration(60_000).prefault('1h'), quietPeriod: duration(60_000).prefault('24h') })
+    .prefault({}),
+  retention: z
+    .strictObject({
+      tokenRecords: duration(3_600_000).prefault('7d'),
+      pollRuns: duration(3_600_000).prefault('7d'),
+      actionLog: duration(86_400_000).prefault('90d'),
+    })
+    .prefault({}),
   clusters: z.array(clusterSchema).min(1, 'at least one cluster is required'),
 });
 
@@ -469,6 +480,9 @@ function assemble(file: FileConfig, env: NodeJS.ProcessEnv): Config {
     log: { level: level !== undefined ? (level as Config['log']['level']) : file.log.level },
     ...(slack !== undefined ? { slack } : {}),
     remediation: { rolloutTimeout: file.remediation.rolloutTimeout, settlePeriod: file.remediation.settlePeriod },
+    poll: { jitter: file.poll.jitter },
+    findings: { activeWindow: file.findings.activeWindow, quietPeriod: file.findings.quietPeriod },
+    retention: { tokenRecords: file.retention.tokenRecords, pollRuns: file.retention.pollRuns, actionLog: file.retention.actionLog },
     clusters,
   };
 }

@@ -47,6 +47,45 @@ export interface Config {
      */
     settlePeriod: number;
   };
+  /** Scheduling of polls. */
+  poll: {
+    /**
+     * Each scheduled poll (and the first one at start) waits a random delay in [0, jitter), ms, so that many clusters
+     * or replicas do not hit the CloudWatch quota (5 FilterLogEvents/s per account and region) at the same second.
+     * Default `10s`; `0s` turns it off. `/tokens scan` polls at once, without jitter.
+     */
+    jitter: number;
+  };
+  /** When a finding counts as current, and when it concludes on its own. */
+  findings: {
+    /**
+     * A finding's signal (a stale use, a 401, a legacy-token use) seen within this window before now is current: its
+     * alert says "now" and 401s make the ServiceAccount's findings critical. Older signals are shown with the time they
+     * were last seen. Default `1h` (also the findings stage's "still in use" window), ms.
+     */
+    activeWindow: number;
+    /**
+     * A finding whose signal has been absent this long, while every poll of its cluster over the whole period
+     * succeeded, and that has no live token, is resolved as quiet (its alert is updated in place, buttons removed);
+     * it reopens, same alert plus a thread reply, when the signal returns. Default `24h`, ms.
+     */
+    quietPeriod: number;
+  };
+  /**
+   * How long the store keeps rows, ms; pruned after every successful poll. Poll runs are kept at least as long as
+   * `findings.quietPeriod` (quiet resolution needs them), and each cluster's latest poll is always kept.
+   */
+  retention: {
+    /**
+     * Token records not seen for this long are deleted, except stale tokens whose rejection date is still ahead (they
+     * can be used again and their finding escalates as the date nears). Default `7d`.
+     */
+    tokenRecords: number;
+    /** Poll runs older than this are deleted. Default `7d`. */
+    pollRuns: number;
+    /** Action-log rows older than this are deleted (the audit trail of approvals and snoozes). Default `90d`. */
+    actionLog: number;
+  };
   /** Watched clusters, at least one, names unique. */
   clusters: ClusterConfig[];
 }

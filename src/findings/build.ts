@@ -55,6 +55,12 @@ export interface BuildOptions {
   state?: ClusterStateSource;
   /** Default: the built-in `catalog.json`. */
   catalog?: CauseCatalog;
+  /**
+   * Live mode: only 401 records last seen at or after this time (epoch ms UTC) make a ServiceAccount's findings
+   * critical; older 401s leave severity to the rejection date (an unauthorized finding whose 401s stopped is
+   * `warning`). Default: every 401 record counts (`scan`, where the data is one window).
+   */
+  unauthorizedSince?: number;
 }
 
 /**
@@ -66,7 +72,8 @@ export interface BuildOptions {
  *   of its pod and — when cluster state is available — that pod still exists (same uid when both
  *   are known). Without cluster state every newest-per-pod token is live. No live token → null.
  * - Severity: `critical` when `rejectionAt − now < thresholds.criticalSeconds` (past included) or
- *   when 401s were attributed to the subject (this finding or another kind of the same subject);
+ *   when 401s were attributed to the subject (this finding or another kind of the same subject; with
+ *   `unauthorizedSince`, only 401s seen since then);
  *   `warning` when `< thresholds.warningSeconds`; else `info`. Exactly 7 d away is `warning`,
  *   exactly 30 d is `info`. Legacy-token findings have no rejection date: `info`, or `warning` when
  *   the Secret is invalidated (annotation `legacy-token-invalidated`, or label
@@ -116,7 +123,7 @@ export async function buildFindings(records: TokenRecord[], opts: BuildOptions):
       if (!s) staleBySubject.set(sk, (s = []));
       s.push(r);
     }
-    if (r.kind === 'unauthorized' && r.namespace !== UNATTRIBUTED) {
+    if (r.kind === 'unauthorized' && r.namespace !== UNATTRIBUTED && (opts.unauthorizedSince === undefined || r.lastSeen >= opts.unauthorizedSince)) {
       unauthorizedSubjects.add(sk);
       let u = unauthorizedBySubject.get(sk);
       if (!u) unauthorizedBySubject.set(sk, (u = []));

@@ -7,7 +7,19 @@
  * are marked seen, and the source's overlap window re-reads are dropped by `markSeen`).
  *
  * Findings are rebuilt from all token records of the cluster on every poll (with cluster state when
- * configured), so severity follows the clock even when nothing new arrives.
+ * configured), so severity follows the clock even when nothing new arrives. Only records that changed are written
+ * (an idle poll writes no token record), and 401s count toward severity only while they are recent
+ * (`activeWindowMs`).
+ *
+ * After each successful poll:
+ * - retention: token records not seen for `retention.tokenRecordsMs` are dropped (stale tokens are kept until their
+ *   rejection date passes), poll runs and action-log rows older
+ *   than their retention are deleted (poll runs are kept at least as long as the quiet period);
+ * - quiet resolution: an open or snoozed finding whose signal has been absent for `quietPeriodMs`, while every
+ *   recorded poll of the cluster over that period succeeded (and one succeeded at or before its start), and that has
+ *   no live token (a stale-token finding with a `rejectionAt` still has one), is resolved with reason `quiet` and an
+ *   action-log row `finding.quiet`; its id is returned in {@link PollOutcome.concluded}. A broken source never
+ *   resolves anything: any failed poll in the period blocks it. When the signal returns, `saveFindings` reopens it.
  */
 import type { TokenUse } from '../audit/types.js';
 import { createReadStats, tokenUseFromJson } from '../audit/reader.js';
@@ -59,9 +71,29 @@ export interface PollOutcome {
   findings: Finding[];
   /** Per finding: new or not, severity and status before and after this poll (from the store). */
   changes: FindingChange[];
+  /** Findings resolved as quiet by this poll (see the module docstring); their `changes` entry says `resolved`. */
+  concluded: string[];
+  /** Rows deleted by retention in this poll. */
+  pruned: { tokenRecords: number; pollRuns: number; actionLog: number };
+  /** Token-record rows written by this poll (upserted + deleted): 0 for an idle poll. */
+  recordsWritten: number;
   /** Why the poll failed; the cursor did not move. */
   error?: string;
 }
+
+/** Retention of store rows, ms (see `Config.retention`). */
+export interface RetentionMs {
+  tokenRecordsMs: number;
+  pollRunsMs: number;
+  actionLogMs: number;
+}
+
+/** Defaults of {@link PollerDeps}: `Config` defaults (findings.activeWindow 1 h, quietPeriod 24 h, retention 7 d / 7 d / 90 d). */
+export const POLLER_DEFAULTS = {
+  activeWindowMs: 3_600_000,
+  quietPeriodMs: 86_400_000,
+  retention: { tokenRecordsMs: 7 * 86_400_000, pollRunsMs: 7 * 86_400_000, actionLogMs: 90 * 86_400_000 } satisfies RetentionMs,
+} as const;
 
 /** Dependencies of a {@link ClusterPoller}. */
 export interface PollerDeps {
@@ -80,6 +112,12 @@ export interface PollerDeps {
   tokenMetrics?: TokenMetricsMonitor;
   /** Node-probe reports (issue 13); absent without Kubernetes access. */
   probe?: ProbeReportSource;
+  /** 401s seen within this window count as current (severity critical), ms. Default 1 h. */
+  activeWindowMs?: number;
+  /** Quiet period before a finding with no signal is resolved, ms. Default 24 h. */
+  quietPeriodMs?: number;
+  /** Store retention. Default {@link POLLER_DEFAULTS}.retention. */
+  retention?: RetentionMs;
   /** Called after each successful poll with the fresh findings (Slack notifier, verification). */
   onFindings?: (findings: Finding[], outcome: PollOutcome) => Promise<void>;
 }
@@ -88,6 +126,8 @@ export interface PollerDeps {
 export class ClusterPoller {
   private healthState: PollHealth;
   private readonly clock: () => number;
+  /** Whether a poll of this instance has compared all token records with the store (see pollOnce). */
+  private recordsCompared = false;
 
   constructor(private readonly deps: PollerDeps) {
     this.clock = deps.clock ?? Date.now;
@@ -122,7 +162,23 @@ export class ClusterPoller {
     let log = logger.child({ cluster: cluster.name });
     const sourceStats = emptyStats();
     const readStats = createReadStats();
-    const outcome: PollOutcome = { cluster: cluster.name, startedAt, endedAt: startedAt, records: 0, newUses: 0, duplicates: 0, malformed: 0, source: sourceStats, findings: [], changes: [] };
+    const outcome: PollOutcome = {
+      cluster: cluster.name,
+      startedAt,
+      endedAt: startedAt,
+      records: 0,
+      newUses: 0,
+      duplicates: 0,
+      malformed: 0,
+      source: sourceStats,
+      findings: [],
+      changes: [],
+      concluded: [],
+      pruned: { tokenRecords: 0, pollRuns: 0, actionLog: 0 },
+      recordsWritten: 0,
+    };
+    const retention = this.deps.retention ?? POLLER_DEFAULTS.retention;
+    const quietMs = this.deps.quietPeriodMs ?? POLLER_DEFAULTS.quietPeriodMs;
     const timer = metrics?.pollDuration.startTimer({ cluster: cluster.name });
     try {
       // Inside the try: a full disk or a read-only store fails here already, and must show as a failed poll.
@@ -155,7 +211,8 @@ export class ClusterPoller {
         const unique = new Map<string, TokenUse>();
         for (const u of uses) if (!unique.has(u.auditID)) unique.set(u.auditID, u);
         const fresh = new Set(store.markSeen(cluster.name, [...unique.keys()], startedAt));
-        const agg = TokenAggregator.from({ cluster: cluster.name, maxTokenAge: cluster.maxTokenAge }, store.listTokenRecords(cluster.name));
+        const stored = store.listTokenRecords(cluster.name); // the aggregator clones them: unmodified for the diff below
+        const agg = TokenAggregator.from({ cluster: cluster.name, maxTokenAge: cluster.maxTokenAge }, stored);
         for (const u of unique.values()) {
           if (fresh.has(u.auditID)) {
             agg.add(u);
@@ -164,8 +221,21 @@ export class ClusterPoller {
           }
         }
         outcome.duplicates = uses.length - outcome.newUses;
-        const merged: TokenRecord[] = agg.records();
-        store.replaceTokenRecords(cluster.name, merged); // keys may move (401 re-attribution), so replace, not upsert
+        // Retention: records not seen for tokenRecordsMs are left out, so the replace below deletes them — except stale
+        // tokens whose rejection date is still ahead: they can be used again any time and their finding escalates
+        // as the date nears (bounded: EKS rejects 90 days after warnAfter).
+        const keepSince = startedAt - retention.tokenRecordsMs;
+        const all: TokenRecord[] = agg.records();
+        const merged = all.filter((r) => r.lastSeen >= keepSince || (r.rejectionAt !== undefined && r.rejectionAt > startedAt));
+        outcome.pruned.tokenRecords = all.length - merged.length;
+        // Keys may move (401 re-attribution), so replace, not upsert; only changed rows are written. With no new use
+        // and nothing to prune the aggregator's output is what it wrote last time (same records, same config): skip
+        // even the comparison — after this process's first poll, which compares everything once (config changes).
+        if (outcome.newUses > 0 || outcome.pruned.tokenRecords > 0 || !this.recordsCompared) {
+          const written = store.replaceTokenRecords(cluster.name, merged, stored);
+          outcome.recordsWritten = written.upserted + written.deleted;
+          this.recordsCompared = true;
+        }
         store.setCursor(source.id, newCursor);
         store.pruneSeen(cluster.name, startedAt - (this.deps.seenRetentionMs ?? 2 * 3_600_000));
         return merged;
@@ -175,6 +245,7 @@ export class ClusterPoller {
       const now = this.clock();
       const findings = await buildFindings(records, {
         now,
+        unauthorizedSince: now - (this.deps.activeWindowMs ?? POLLER_DEFAULTS.activeWindowMs),
         state: this.deps.state,
         thresholds: { criticalSeconds: cluster.thresholds.criticalDays * 86_400, warningSeconds: cluster.thresholds.warningDays * 86_400 },
       });
@@ -202,8 +273,14 @@ export class ClusterPoller {
       }
       outcome.changes = store.saveFindings(cluster.name, findings, now);
       outcome.findings = findings;
+      outcome.concluded = this.concludeQuiet(now, quietMs);
+      for (const c of outcome.changes) if (outcome.concluded.includes(c.id)) c.status = 'resolved';
+      outcome.pruned.pollRuns = store.prunePollRuns(now - Math.max(retention.pollRunsMs, quietMs + 3_600_000));
+      outcome.pruned.actionLog = store.pruneActionLog(now - retention.actionLogMs);
       const stateProblem = findings.find((f) => f.clusterState && !('none' in cluster.kubernetes))?.clusterState;
-      this.updateGauges(findings, now);
+      // Gauges count open findings only: resolved (verified, quiet) and snoozed ones are not "open".
+      const open = new Set(store.listFindings(cluster.name, { status: ['open'] }).map((f) => f.id));
+      this.updateGauges(findings.filter((f) => open.has(f.id)), now);
       outcome.endedAt = this.clock();
       store.finishPollRun(runId, { endedAt: outcome.endedAt, events: outcome.records, tokenUses: outcome.newUses });
       this.healthState = { ...this.healthState, status: 'ok', lastPollAt: startedAt, lastSuccessAt: startedAt, lastError: undefined, stateError: stateProblem, metricsError, probeError };
@@ -211,7 +288,17 @@ export class ClusterPoller {
       metrics?.pollFailing.set({ cluster: cluster.name }, 0);
       metrics?.pollLastSuccess.set({ cluster: cluster.name }, startedAt / 1000);
       log.info(
-        { records: outcome.records, newUses: outcome.newUses, duplicates: outcome.duplicates, malformed: outcome.malformed, requests: sourceStats.requests, findings: findings.length },
+        {
+          records: outcome.records,
+          newUses: outcome.newUses,
+          duplicates: outcome.duplicates,
+          malformed: outcome.malformed,
+          requests: sourceStats.requests,
+          findings: findings.length,
+          recordsWritten: outcome.recordsWritten,
+          ...(outcome.concluded.length ? { concludedQuiet: outcome.concluded.length } : {}),
+          ...(outcome.pruned.tokenRecords + outcome.pruned.pollRuns + outcome.pruned.actionLog > 0 ? { pruned: outcome.pruned } : {}),
+        },
         'poll finished',
       );
       if (this.deps.onFindings) {
@@ -243,6 +330,40 @@ export class ClusterPoller {
     } finally {
       timer?.();
     }
+  }
+
+  /**
+   * Quiet resolution (module docstring): resolves every open or snoozed finding of the cluster whose signal has been
+   * absent for `quietMs` while the cluster's polls succeeded over the whole period. Returns the ids resolved.
+   */
+  private concludeQuiet(now: number, quietMs: number): string[] {
+    const { store, cluster } = this.deps;
+    const from = now - quietMs;
+    const coverage = store.pollCoverage(cluster.name, from);
+    // A broken source never resolves anything: one failed poll in the period, or no successful poll before it, and
+    // the absence of a signal proves nothing.
+    if (coverage.failed > 0 || coverage.lastSuccessAtOrBefore === null) return [];
+    const resolved: string[] = [];
+    for (const s of store.listFindings(cluster.name, { status: ['open', 'snoozed'] })) {
+      const f = s.finding;
+      const lastSeen = Date.parse(f.lastSeen);
+      if (!Number.isFinite(lastSeen) || lastSeen > from) continue;
+      if (f.kind === 'stale-token' && f.rejectionAt !== null) continue; // a live token: it may be used any time
+      if (!store.setFindingStatus(f.id, { status: 'resolved', reason: 'quiet' }, now)) continue;
+      store.logAction({
+        at: now,
+        cluster: cluster.name,
+        findingId: f.id,
+        actor: null,
+        action: 'finding.quiet',
+        target: `ServiceAccount ${f.namespace}/${f.serviceAccount}`,
+        result: 'resolved',
+        detail: `no ${f.kind} signal since ${f.lastSeen} (${Math.round(quietMs / 3_600_000)} h quiet period) while every poll succeeded`,
+      });
+      resolved.push(f.id);
+    }
+    if (resolved.length) this.deps.logger.info({ cluster: cluster.name, findings: resolved }, 'findings resolved as quiet');
+    return resolved;
   }
 
   private updateGauges(findings: Finding[], now: number): void {

@@ -14,6 +14,11 @@
  *   (`config.remediation.settlePeriod`, default 2 h: longer than the hour a new token needs to turn stale).
  * - otherwise **pending**.
  *
+ * A resolved outcome concludes the whole subject: every other open or snoozed finding of the same ServiceAccount
+ * whose signal stopped with the action (no record of its kind seen after the action completed) is resolved with it,
+ * with its own `verification.resolved` row and report (e.g. the 401 finding of a ServiceAccount whose restart fixed
+ * its stale tokens).
+ *
  * {@link assessVerification} is pure (time is a parameter). {@link Verifier} applies it after each poll to every
  * succeeded action not yet concluded, records the conclusion in the store (finding status `resolved`; one
  * `verification.<outcome>` action-log row, which also marks the approval as concluded so it is reported once, across
@@ -178,7 +183,7 @@ export class Verifier {
         if (rejected.length > 0) outcome = { outcome: 'persisting', tokens: rejected.length, lastSeen: rejected.reduce((m, r) => Math.max(m, r.lastSeen), 0) };
       }
       if (outcome.outcome === 'pending') continue;
-      if (outcome.outcome === 'resolved') store.setFindingStatus(f.id, { status: 'resolved' }, now);
+      if (outcome.outcome === 'resolved') store.setFindingStatus(f.id, { status: 'resolved', reason: 'verified' }, now);
       store.logAction({
         at: now,
         cluster,
@@ -191,13 +196,38 @@ export class Verifier {
         detail: describeOutcome(outcome),
       });
       logger.info({ cluster, finding: f.id, approval: a.id, outcome }, `verification: ${outcome.outcome}`);
-      const report: VerificationReport = { approval: a, finding: store.getFinding(f.id)!, outcome, startedAt, completedAt, settleMs, now };
-      reports.push(report);
-      if (this.deps.report) {
-        try {
-          await this.deps.report(report);
-        } catch (err) {
-          logger.error({ err, finding: f.id }, 'reporting a verification failed');
+      const concluded: VerificationReport[] = [{ approval: a, finding: store.getFinding(f.id)!, outcome, startedAt, completedAt, settleMs, now }];
+      if (outcome.outcome === 'resolved') {
+        // The fix concludes every finding of the subject whose signal stopped with it.
+        for (const sib of store.listFindings(cluster, { status: ['open', 'snoozed'] })) {
+          const s = sib.finding;
+          if (s.id === f.id || s.namespace !== f.namespace || s.serviceAccount !== f.serviceAccount) continue;
+          const after = records.filter((r) => r.kind === s.kind && r.namespace === s.namespace && r.serviceAccount === s.serviceAccount && r.lastSeen > completedAt + CLOCK_TOLERANCE_MS);
+          if (after.length > 0) continue;
+          store.setFindingStatus(s.id, { status: 'resolved', reason: 'verified' }, now);
+          store.logAction({
+            at: now,
+            cluster,
+            findingId: s.id,
+            approvalId: a.id,
+            actor: null,
+            action: `${VERIFICATION_LOG_PREFIX}resolved`,
+            target: targetLabel(a.target),
+            result: 'resolved',
+            detail: `no ${s.kind} signal since the action either; concluded with finding ${f.id}`,
+          });
+          logger.info({ cluster, finding: s.id, with: f.id, approval: a.id }, 'verification: resolved with its subject');
+          concluded.push({ approval: a, finding: store.getFinding(s.id)!, outcome, startedAt, completedAt, settleMs, now });
+        }
+      }
+      for (const report of concluded) {
+        reports.push(report);
+        if (this.deps.report) {
+          try {
+            await this.deps.report(report);
+          } catch (err) {
+            logger.error({ err, finding: report.finding.id }, 'reporting a verification failed');
+          }
         }
       }
     }

@@ -49,9 +49,14 @@ export class Scheduler {
 
   constructor(private readonly opts: SchedulerOptions = {}) {}
 
+  /** The max random delay before each run, ms (`SchedulerOptions.jitterMs`, default 10,000; `poll.jitter` in serve). */
+  get jitterMs(): number {
+    return this.opts.jitterMs ?? 10_000;
+  }
+
   /** Registers and starts the jobs. Call once. */
   start(jobs: Job[]): void {
-    const jitter = this.opts.jitterMs ?? 10_000;
+    const jitter = this.jitterMs;
     for (const job of jobs) {
       this.jobs.set(job.name, job);
       const task = createTask(job.schedule, () => this.tick(job.name), {

@@ -103,7 +103,7 @@ export interface ServeOptions {
   metrics?: Metrics;
   /** Clock, epoch ms. Default `Date.now`. */
   clock?: () => number;
-  /** Scheduler jitter, ms (default 10,000; tests use 0). */
+  /** Scheduler jitter, ms; overrides `config.poll.jitter` (default 10 s; tests use 0). */
   jitterMs?: number;
   /** Starts integrations (Slack) once pollers exist; default: Slack when `config.slack.enabled`. */
   integrations?: ((ctx: ServeContext) => Promise<Integration>)[];
@@ -197,6 +197,9 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       ...(kube.kubeConfig ? { tokenMetrics: new TokenMetricsMonitor({ cluster: c.name, scraper: new KubeMetricsScraper(kube.kubeConfig), store, logger }) } : {}),
       ...(kube.kubeConfig ? { probe: new KubeProbeReports(kube.kubeConfig) } : {}),
       seenRetentionMs: Math.max(2 * 3_600_000, 'cloudwatch' in c.audit ? c.audit.cloudwatch.overlap * 2 : 0),
+      activeWindowMs: config.findings.activeWindow,
+      quietPeriodMs: config.findings.quietPeriod,
+      retention: { tokenRecordsMs: config.retention.tokenRecords, pollRunsMs: config.retention.pollRuns, actionLogMs: config.retention.actionLog },
       onFindings: async (findings, outcome) => {
         for (const l of listeners) {
           try {
@@ -213,7 +216,7 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   const firstDone = new Map<string, () => void>();
   const firstPolls = Promise.all(config.clusters.map((c) => new Promise<void>((resolve) => firstDone.set(c.name, resolve)))).then(() => undefined);
   const scheduler = new Scheduler({
-    jitterMs: opts.jitterMs,
+    jitterMs: opts.jitterMs ?? config.poll.jitter,
     shouldRun: opts.isLeader,
     onOverlap: (job) => {
       metrics.polls.inc({ cluster: job, outcome: 'skipped-overlap' });

@@ -251,7 +251,19 @@ export async function startSlackWith(ctx: ServeContext, opts: SlackOptions = {})
   };
   const remediatorFor = (cluster: string) => clusters.get(cluster)?.remediator;
   const stateOf = (cluster: string) => clusters.get(cluster)?.state;
-  const notifier = new Notifier({ api, store, ids, channels, clock, logger: log, policyFor, canRemediate: (c) => remediatorFor(c) !== undefined, stateOf });
+  const notifier = new Notifier({
+    api,
+    store,
+    ids,
+    channels,
+    clock,
+    logger: log,
+    policyFor,
+    canRemediate: (c) => remediatorFor(c) !== undefined,
+    stateOf,
+    activeWindowMs: config.findings.activeWindow,
+    quietPeriodMs: config.findings.quietPeriod,
+  });
   const flow = new ApprovalFlow({
     store,
     api,
@@ -295,7 +307,7 @@ export async function startSlackWith(ctx: ServeContext, opts: SlackOptions = {})
       }
     }
   };
-  const command = new TokensCommand({ store, api, notifier, channels, clusters, runNow, clock, logger: log });
+  const command = new TokensCommand({ store, api, notifier, channels, clusters, runNow, clock, logger: log, activeWindowMs: config.findings.activeWindow });
   // Before every listener: a replayed HTTP request or a redelivered envelope is acknowledged and dropped (replay.ts).
   app.use(replayGuard({ store, logger: log, metrics, ...(opts.wallClock ? { now: opts.wallClock } : {}) }));
   registerListeners(app, { command, flow, api, logger: log, track });
@@ -320,6 +332,17 @@ export async function startSlackWith(ctx: ServeContext, opts: SlackOptions = {})
     await track(
       (async () => {
         await notifier.onFindings(rt.config.name, findings, outcome.changes);
+        // Findings resolved as quiet that no longer have records (retention) are not among `findings`: update their
+        // alerts too (resolved variant, buttons removed).
+        const shown = new Set(findings.map((f) => f.id));
+        for (const id of outcome.concluded) {
+          if (shown.has(id)) continue;
+          try {
+            await notifier.refresh(id);
+          } catch (err) {
+            log.error({ err, finding: id }, 'could not update the alert of a finding resolved as quiet');
+          }
+        }
         await verifier.verifyCluster(rt.config.name);
       })(),
     );

@@ -5,7 +5,8 @@
  *
  * A command about cluster X works only from X's alert channel (per-team clusters: a channel reaches only its own
  * clusters; others get a polite refusal naming the right channel). `status` without a cluster shows the clusters of
- * the current channel. Unknown subcommands and clusters get a reply listing what exists.
+ * the current channel. Unknown subcommands and clusters get a reply listing what exists. Cluster names match
+ * case-insensitively when only one configured name fits ({@link resolveClusterName}).
  */
 import { approvalsOf, type ActionKind, type ActionTarget } from '../approvals/index.js';
 import type { Severity } from '../findings/types.js';
@@ -41,6 +42,20 @@ export interface CommandDeps {
   runNow(cluster: string): RunNowResult;
   clock: () => number;
   logger: Logger;
+  /** `findings.activeWindow`, ms: 401s seen within it read "401s now". Default 1 h. */
+  activeWindowMs?: number;
+}
+
+/**
+ * The configured cluster a user meant by `typed`: the exact name, else the one name equal ignoring case (`Prod-EKS` →
+ * `prod-eks`). Undefined when none matches, or when several differ only by case (ambiguous: the exact name is needed).
+ */
+export function resolveClusterName(typed: string, names: Iterable<string>): string | undefined {
+  const all = [...names];
+  if (all.includes(typed)) return typed;
+  const folded = typed.toLowerCase();
+  const matches = all.filter((n) => n.toLowerCase() === folded);
+  return matches.length === 1 ? matches[0] : undefined;
 }
 
 /** The parsed text of a `/tokens` command. */
@@ -73,8 +88,10 @@ export class TokensCommand {
 
   /** The reply to `/tokens <text>` sent by `user` from `channel`. */
   handle(text: string, user: string, channel: ChannelRef): SlackMessage {
-    const cmd = parseTokensCommand(text);
+    const parsed = parseTokensCommand(text);
     const names = [...this.deps.clusters.keys()];
+    // Cluster names match case-insensitively where that is unambiguous.
+    const cmd = 'cluster' in parsed && parsed.cluster !== undefined ? { ...parsed, cluster: resolveClusterName(parsed.cluster, names) ?? parsed.cluster } : parsed;
     this.deps.logger.info({ user, channel: channel.id, command: text.slice(0, 200) }, '/tokens');
     switch (cmd.sub) {
       case 'help':
@@ -85,11 +102,11 @@ export class TokensCommand {
         if (cmd.cluster === undefined) {
           const mine = this.deps.channels.clustersIn(channel).map((c) => c.name);
           if (mine.length === 0) return refusalMessage(this.noClusterHere());
-          return statusMessage(mine.map((n) => this.clusterStatus(n)), { now: this.deps.clock() });
+          return statusMessage(mine.map((n) => this.clusterStatus(n)), { now: this.deps.clock(), activeWindowMs: this.deps.activeWindowMs });
         }
         const problem = this.check(cmd.cluster, channel);
         if (problem) return problem;
-        return statusMessage([this.clusterStatus(cmd.cluster)], { now: this.deps.clock() });
+        return statusMessage([this.clusterStatus(cmd.cluster)], { now: this.deps.clock(), activeWindowMs: this.deps.activeWindowMs });
       }
       case 'scan':
       case 'history': {

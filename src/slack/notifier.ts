@@ -8,7 +8,9 @@
  *   resolved); a snoozed finding is not touched until the snooze ends;
  * - severity went up since the message was last rendered (warning → critical) → an escalation reply in the thread;
  * - a new `unauthorized` finding for a subject whose stale-token alert already exists → a "first 401s" reply there;
- * - a resolved finding seen again (store status `resolved` → `open`) → a "reopened" reply, buttons back.
+ * - a resolved finding seen again (store status `resolved` → `open`) → a "reopened" reply, buttons back;
+ * - a finding resolved (verified, or quiet: no signal for `findings.quietPeriod`) → the alert is updated in place to
+ *   its resolved variant (✅ header, why, no buttons).
  * Every message names the cluster. Posts to a channel are serialized and spaced (`SlackApi`), and work on one
  * finding is serialized by a per-finding lock, so two polls or a poll and a button click never race to post.
  * A channel that cannot be posted to (bot not invited, archived) stops the round for that cluster; the problem is
@@ -58,6 +60,19 @@ export interface NotifierDeps {
   canRemediate(cluster: string): boolean;
   /** Cluster state, to count the pods of a finding's workloads (the "m" of "n of m pods"). */
   stateOf?(cluster: string): ClusterStateSource | undefined;
+  /** `findings.activeWindow`, ms: a signal seen within it reads "now" on the alert. Default 1 h. */
+  activeWindowMs?: number;
+  /** `findings.quietPeriod`, ms, named on alerts resolved as quiet. Default 24 h. */
+  quietPeriodMs?: number;
+}
+
+/** The note of a resolved alert, by why it was resolved. */
+export function resolutionNote(stored: Pick<StoredFinding, 'resolution' | 'finding'>, quietPeriodMs = 86_400_000): string {
+  const signal = stored.finding.kind === 'unauthorized' ? '401 responses' : stored.finding.kind === 'legacy-token' ? 'legacy-token use' : 'stale token use';
+  if (stored.resolution === 'quiet') {
+    return `no ${signal} for ${Math.round(quietPeriodMs / 3_600_000)} h while every poll succeeded (quiet); it reopens here if seen again`;
+  }
+  return `no ${signal} after the fix for the settle period`;
 }
 
 /** Content hash of a rendered message (16 hex chars of SHA-256). */
@@ -118,7 +133,8 @@ export class Notifier {
     return findingMessage(f, {
       now,
       buttonsFor: this.buttonsFor(f),
-      ...(stored.status === 'resolved' ? { resolved: { at: stored.resolvedAt ?? now, note: 'no stale use after the fix for the settle period' } } : {}),
+      ...(stored.status === 'resolved' ? { resolved: { at: stored.resolvedAt ?? now, note: resolutionNote(stored, this.deps.quietPeriodMs) } } : {}),
+      ...(this.deps.activeWindowMs !== undefined ? { activeWindowMs: this.deps.activeWindowMs } : {}),
       ...(stored.status === 'snoozed' && stored.snoozedUntil !== null ? { snoozedUntil: stored.snoozedUntil } : {}),
       ...(mine.length ? { hourly: mergeHourly(mine.map((r) => r.hourly)) } : {}),
       ...(podsTotal !== undefined ? { podsTotal } : {}),

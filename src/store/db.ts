@@ -13,6 +13,7 @@ import type { TokenCounters, TokenMetricsSample } from '../metrics/token-metrics
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { randomBytes } from 'node:crypto';
+import { isDeepStrictEqual } from 'node:util';
 import Database from 'better-sqlite3';
 import { actionNoun, describeTarget, type ApprovalState, type DryRunResult, type Vote } from '../approvals/machine.js';
 import type { Finding, Severity, TokenRecord } from '../findings/types.js';
@@ -25,11 +26,13 @@ import type {
   ExecutionRecord,
   ApprovalUpdate,
   FindingChange,
+  FindingResolution,
   FindingStatus,
   FindingStatusUpdate,
   MessageRef,
   NewActionLogEntry,
   NewApproval,
+  PollCoverage,
   PollRunResult,
   PollStatus,
   Store,
@@ -87,6 +90,7 @@ interface FindingRow {
   status: FindingStatus;
   snoozed_until: number | null;
   resolved_at: number | null;
+  resolution?: string | null;
   created_at: number;
   updated_at: number;
   finding: string;
@@ -248,7 +252,9 @@ const SQL = {
      ON CONFLICT (cluster, kind, subject, token_key) DO UPDATE SET
        namespace = excluded.namespace, service_account = excluded.service_account,
        last_seen = excluded.last_seen, record = excluded.record`,
-  deleteRecords: 'DELETE FROM token_records WHERE cluster = ?',
+  deleteRecord: 'DELETE FROM token_records WHERE cluster = ? AND kind = ? AND subject = ? AND token_key = ?',
+  recordKeys: 'SELECT kind, subject, token_key, record FROM token_records WHERE cluster = ?',
+  countRecords: 'SELECT count(*) AS n FROM token_records WHERE cluster = ?',
   listRecords: 'SELECT record FROM token_records WHERE cluster = ? ORDER BY kind, subject, token_key',
   pruneRecords: 'DELETE FROM token_records WHERE cluster = ? AND last_seen < ?',
   getFinding: 'SELECT * FROM findings WHERE id = ?',
@@ -257,10 +263,10 @@ const SQL = {
      VALUES (@id, @cluster, @namespace, @serviceAccount, @kind, @severity, 'open', @lastSeen, @rejectionAt,
              @now, @now, @finding)`,
   updateFinding: `UPDATE findings SET severity = @severity, status = @status, snoozed_until = @snoozedUntil,
-       resolved_at = @resolvedAt, last_seen = @lastSeen, rejection_at = @rejectionAt, updated_at = @now,
+       resolved_at = @resolvedAt, resolution = @resolution, last_seen = @lastSeen, rejection_at = @rejectionAt, updated_at = @now,
        finding = @finding
      WHERE id = @id`,
-  setStatus: 'UPDATE findings SET status = ?, snoozed_until = ?, resolved_at = ?, updated_at = ? WHERE id = ?',
+  setStatus: 'UPDATE findings SET status = ?, snoozed_until = ?, resolved_at = ?, resolution = ?, updated_at = ? WHERE id = ?',
   startPoll: 'INSERT INTO poll_runs (cluster, source, started_at) VALUES (?, ?, ?)',
   finishPoll: 'UPDATE poll_runs SET ended_at = ?, events = ?, token_uses = ?, error = ?, stats = ? WHERE id = ?',
   lastPolls: `SELECT p.*, (SELECT max(s.ended_at) FROM poll_runs s
@@ -269,6 +275,12 @@ const SQL = {
      WHERE p.id = (SELECT max(q.id) FROM poll_runs q WHERE q.cluster = p.cluster)
      ORDER BY p.cluster`,
   prunePolls: 'DELETE FROM poll_runs WHERE started_at < ? AND id NOT IN (SELECT max(id) FROM poll_runs GROUP BY cluster)',
+  pollCoverage: `SELECT
+       (SELECT count(*) FROM poll_runs WHERE cluster = @cluster AND started_at >= @from AND ended_at IS NOT NULL AND error IS NOT NULL) AS failed,
+       (SELECT count(*) FROM poll_runs WHERE cluster = @cluster AND started_at >= @from AND ended_at IS NOT NULL AND error IS NULL) AS succeeded,
+       (SELECT max(started_at) FROM poll_runs WHERE cluster = @cluster AND started_at <= @from AND ended_at IS NOT NULL AND error IS NULL) AS last_before`,
+  pruneActions: `DELETE FROM action_log WHERE at < ? AND (approval_id IS NULL OR approval_id NOT IN
+       (SELECT id FROM approvals WHERE state IN ('requested', 'approved', 'running')))`,
   getRef: 'SELECT channel, ts, severity, hash FROM message_refs WHERE finding_id = ?',
   saveRef: `INSERT INTO message_refs (finding_id, channel, ts, severity, hash) VALUES (?, ?, ?, ?, ?)
      ON CONFLICT (finding_id) DO UPDATE SET channel = excluded.channel, ts = excluded.ts,
@@ -396,14 +408,35 @@ class SqliteStore implements Store {
     });
   }
 
-  replaceTokenRecords(cluster: string, records: readonly TokenRecord[]): void {
+  replaceTokenRecords(cluster: string, records: readonly TokenRecord[], previous?: readonly TokenRecord[]): { upserted: number; deleted: number } {
     const foreign = records.find((r) => r.cluster !== cluster);
     if (foreign !== undefined) {
       throw new StoreError(`replaceTokenRecords(${cluster}): a record belongs to cluster ${foreign.cluster}`);
     }
-    this.transaction(() => {
-      this.st('deleteRecords').run(cluster);
-      this.upsertTokenRecords(records);
+    return this.transaction(() => {
+      // Diff against what is stored: an idle poll (nothing new) rewrites no row. Keys may move (the aggregator re-keys
+      // a record on an earlier warnAfter or a new 401 attribution): the old key is deleted, the new one inserted.
+      type Row = { kind: string; subject: string; token_key: string; record?: string; parsed?: TokenRecord };
+      const stored = new Map<string, Row>();
+      if (previous !== undefined) {
+        for (const r of previous) stored.set([r.kind, r.subject, tokenRecordKey(r)].join(SEP), { kind: r.kind, subject: r.subject, token_key: tokenRecordKey(r), parsed: r });
+      } else {
+        for (const row of this.st<Row>('recordKeys').iterate(cluster)) stored.set([row.kind, row.subject, row.token_key].join(SEP), row);
+      }
+      const changed: TokenRecord[] = [];
+      for (const r of records) {
+        const id = [r.kind, r.subject, tokenRecordKey(r)].join(SEP);
+        const old = stored.get(id);
+        // Structural comparison first (cheap); the JSON text decides when they differ only by undefined-valued keys.
+        const same =
+          old !== undefined &&
+          (old.parsed !== undefined ? isDeepStrictEqual(old.parsed, r) || JSON.stringify(old.parsed) === JSON.stringify(r) : old.record === JSON.stringify(r));
+        if (!same) changed.push(r);
+        stored.delete(id);
+      }
+      for (const row of stored.values()) this.st('deleteRecord').run(cluster, row.kind, row.subject, row.token_key);
+      this.upsertTokenRecords(changed);
+      return { upserted: changed.length, deleted: stored.size };
     });
   }
 
@@ -413,6 +446,10 @@ class SqliteStore implements Store {
 
   pruneTokenRecords(cluster: string, lastSeenBefore: number): number {
     return this.st('pruneRecords').run(cluster, lastSeenBefore).changes;
+  }
+
+  countTokenRecords(cluster: string): number {
+    return this.st<{ n: number }>('countRecords').get(cluster)?.n ?? 0;
   }
 
   // --- findings
@@ -450,14 +487,18 @@ class SqliteStore implements Store {
         let status = old.status;
         let snoozedUntil = old.snoozed_until;
         let resolvedAt = old.resolved_at;
+        let resolution = old.resolution ?? null;
         if (status === 'resolved' && resolvedAt !== null && lastSeen > resolvedAt) {
           status = 'open';
           resolvedAt = null;
+          resolution = null;
         } else if (status === 'snoozed' && snoozedUntil !== null && snoozedUntil <= now) {
           status = 'open';
           snoozedUntil = null;
         }
-        this.st('updateFinding').run({ ...columns, status, snoozedUntil, resolvedAt });
+        // Write only what changed: an idle poll re-saves every finding unchanged.
+        const unchanged = old.finding === columns.finding && status === old.status && snoozedUntil === old.snoozed_until && resolvedAt === old.resolved_at;
+        if (!unchanged) this.st('updateFinding').run({ ...columns, status, snoozedUntil, resolvedAt, resolution });
         return {
           id: f.id,
           isNew: false,
@@ -496,7 +537,8 @@ class SqliteStore implements Store {
   setFindingStatus(id: string, update: FindingStatusUpdate, at: number): boolean {
     const snoozedUntil = update.status === 'snoozed' ? update.until : null;
     const resolvedAt = update.status === 'resolved' ? at : null;
-    return this.st('setStatus').run(update.status, snoozedUntil, resolvedAt, at, id).changes === 1;
+    const resolution: FindingResolution | null = update.status === 'resolved' ? (update.reason ?? null) : null;
+    return this.st('setStatus').run(update.status, snoozedUntil, resolvedAt, resolution, at, id).changes === 1;
   }
 
   // --- poll runs
@@ -534,6 +576,11 @@ class SqliteStore implements Store {
 
   prunePollRuns(olderThan: number): number {
     return this.st('prunePolls').run(olderThan).changes;
+  }
+
+  pollCoverage(cluster: string, from: number): PollCoverage {
+    const row = this.st<{ failed: number; succeeded: number; last_before: number | null }>('pollCoverage').get({ cluster, from })!;
+    return { failed: row.failed, succeeded: row.succeeded, lastSuccessAtOrBefore: row.last_before };
   }
 
   // --- message refs
@@ -784,6 +831,10 @@ class SqliteStore implements Store {
     return this.st('pruneMetricSamples').run(cluster, olderThan).changes;
   }
 
+  pruneActionLog(olderThan: number): number {
+    return this.st('pruneActions').run(olderThan).changes;
+  }
+
   close(): void {
     if (this.db.open) this.db.close();
   }
@@ -809,6 +860,7 @@ function findingOf(row: FindingRow): StoredFinding {
     status: row.status,
     snoozedUntil: row.snoozed_until,
     resolvedAt: row.resolved_at,
+    resolution: row.status === 'resolved' && (row.resolution === 'verified' || row.resolution === 'quiet') ? row.resolution : null,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   };

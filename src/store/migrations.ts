@@ -188,8 +188,24 @@ CREATE TABLE alert_intents (
 ) STRICT;
 `;
 
+/**
+ * Findings that conclude (issue 10.2): why a finding was resolved — `verified` (a fix was verified), `quiet` (its
+ * signal stayed absent for the quiet period while polls succeeded), `manual` — shown on its alert. Null for findings
+ * resolved before this step and for unresolved ones.
+ */
+const V_FINDING_RESOLUTION = `
+ALTER TABLE findings ADD COLUMN resolution TEXT;
+`;
+
 /** All migration steps; the schema version is the number applied. */
-export const MIGRATIONS: readonly string[] = [V1, V2, V_SLACK_REPLAY_CACHE, V_APISERVER_TOKEN_METRICS, V_ACTION_TARGETS];
+export const MIGRATIONS: readonly string[] = [
+  V1,
+  V2,
+  V_SLACK_REPLAY_CACHE,
+  V_APISERVER_TOKEN_METRICS,
+  V_ACTION_TARGETS,
+  V_FINDING_RESOLUTION,
+];
 
 /** The schema version this build writes. */
 export const SCHEMA_VERSION = MIGRATIONS.length;

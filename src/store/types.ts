@@ -31,9 +31,14 @@ export interface StoredFinding {
   snoozedUntil: number | null;
   /** Set while `status` is `resolved`: when it was resolved. */
   resolvedAt: number | null;
+  /**
+   * Set while `status` is `resolved`: why — `verified` (a fix was verified), `quiet` (no signal for the quiet period
+   * while every poll succeeded), or null (resolved before the store recorded reasons, or without one).
+   */
+  resolution: FindingResolution | null;
   /** When the store first saw this finding (the `now` of its first save). */
   createdAt: number;
-  /** The `now` of its latest save or status change. */
+  /** The `now` of its latest save that changed it, or of its latest status change. */
   updatedAt: number;
 }
 
@@ -53,8 +58,21 @@ export interface FindingChange {
   previousStatus: FindingStatus | null;
 }
 
+/** Why a finding was resolved (see {@link StoredFinding.resolution}). */
+export type FindingResolution = 'verified' | 'quiet';
+
 /** New status of a finding for {@link Store.setFindingStatus}. */
-export type FindingStatusUpdate = { status: 'open' } | { status: 'resolved' } | { status: 'snoozed'; until: number };
+export type FindingStatusUpdate = { status: 'open' } | { status: 'resolved'; reason?: FindingResolution } | { status: 'snoozed'; until: number };
+
+/** Polls of one cluster over a period, for quiet resolution ({@link Store.pollCoverage}). */
+export interface PollCoverage {
+  /** Polls that failed and started at or after `from`. */
+  failed: number;
+  /** Successful polls that started at or after `from`. */
+  succeeded: number;
+  /** Start of the latest successful poll that started at or before `from`, or null when there is none. */
+  lastSuccessAtOrBefore: number | null;
+}
 
 /** Result of a finished poll, for {@link Store.finishPollRun}. */
 export interface PollRunResult {
@@ -263,16 +281,25 @@ export interface Store {
    * `warnAfter`, a new 401 attribution); for its full output use {@link replaceTokenRecords}.
    */
   upsertTokenRecords(records: readonly TokenRecord[]): void;
-  /** Replaces all records of `cluster` by `records` (one transaction). Records of another cluster throw. */
-  replaceTokenRecords(cluster: string, records: readonly TokenRecord[]): void;
+  /**
+   * Makes the records of `cluster` equal to `records` (one transaction), writing only what changed: records whose
+   * key is gone are deleted, new or changed ones upserted, identical ones not touched (an idle poll writes nothing).
+   * Records of another cluster throw. @returns rows written (upserted + deleted).
+   * @param previous the cluster's records as {@link listTokenRecords} returned them earlier in the same transaction
+   *   (unmodified): compared in memory instead of reading every row again. Omit it when unsure.
+   */
+  replaceTokenRecords(cluster: string, records: readonly TokenRecord[], previous?: readonly TokenRecord[]): { upserted: number; deleted: number };
   /** All records of `cluster`, ordered by kind, subject, key. */
   listTokenRecords(cluster: string): TokenRecord[];
   /** Deletes records of `cluster` whose `lastSeen` is before `lastSeenBefore`; returns how many. */
   pruneTokenRecords(cluster: string, lastSeenBefore: number): number;
+  /** Number of stored token records of `cluster`. */
+  countTokenRecords(cluster: string): number;
 
   // --- findings
   /**
-   * Saves the current findings of `cluster` (insert or update) as of `now`. New findings are `open`.
+   * Saves the current findings of `cluster` (insert or update) as of `now`; a finding identical to the stored one
+   * (same JSON, same status) is not written. New findings are `open`.
    * A `resolved` finding whose `lastSeen` is after its `resolvedAt` is reopened (a recurrence); a `snoozed`
    * finding whose `snoozedUntil` ≤ `now` is reopened. Findings of the cluster not in `findings` are left as
    * they are. @throws {StoreError} when a finding belongs to another cluster.
@@ -293,6 +320,8 @@ export interface Store {
   lastPollRuns(): PollStatus[];
   /** Deletes poll runs that started before `olderThan`, keeping each cluster's latest; returns how many. */
   prunePollRuns(olderThan: number): number;
+  /** What the polls of `cluster` did since `from` (epoch ms): see {@link PollCoverage}. Running polls are not counted. */
+  pollCoverage(cluster: string, from: number): PollCoverage;
 
   // --- Slack message refs
   getMessageRef(findingId: string): MessageRef | undefined;
@@ -341,6 +370,11 @@ export interface Store {
   listActions(cluster: string, limit?: number): ActionLogEntry[];
   /** All rows of one approval, oldest first. */
   listApprovalActions(approvalId: string): ActionLogEntry[];
+  /**
+   * Deletes action-log rows older than `olderThan` (retention; the log is otherwise append-only). Rows of approvals
+   * still open (requested, approved, running) are kept. Returns how many were deleted.
+   */
+  pruneActionLog(olderThan: number): number;
 
   // --- API-server token metrics (issue 13)
   /** Stores one scrape; a sample without a known process start is not stored (no rate can use it). */

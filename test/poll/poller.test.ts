@@ -12,7 +12,9 @@ import { CloudWatchSource } from '../../src/sources/cloudwatch.js';
 import { FileSource } from '../../src/sources/file.js';
 import type { AuditSource } from '../../src/sources/types.js';
 import { openStore, type Store } from '../../src/store/index.js';
+import type { TokenRecord } from '../../src/findings/types.js';
 import { auditEvent } from '../sources/events.js';
+import { approval, staleRecord } from '../store/helpers.js';
 
 const T0 = Date.parse('2026-11-20T12:00:00Z');
 const quiet = createLogger({ level: 'silent' });
@@ -162,5 +164,72 @@ describe('logs', () => {
     await new ClusterPoller({ cluster: clusterConfig('prod', { file: { path: log } }), source: new FileSource({ path: log }), store, logger: createLogger({ destination }), clock: () => T0 }).pollOnce();
     const line = JSON.parse(lines.find((l) => l.includes('poll finished'))!);
     expect(line).toMatchObject({ cluster: 'prod', pollId: 1, newUses: 1, findings: 1 });
+  });
+});
+
+describe('ClusterPoller store writes and retention (issue 14)', () => {
+  const HOUR = 3_600_000;
+  const DAY = 24 * HOUR;
+  const r401 = (ip: string, lastSeen: number): TokenRecord => ({
+    ...staleRecord({ cluster: 'prod' }),
+    kind: 'unauthorized',
+    pod: undefined,
+    podUid: undefined,
+    warnAfter: undefined,
+    rejectionAt: undefined,
+    maxSecondsAfterWarning: undefined,
+    sourceIPs: [ip],
+    firstSeen: lastSeen - HOUR,
+    lastSeen,
+    hourly: {},
+  });
+
+  it('an idle poll writes no token record; a new use writes only its record', async () => {
+    const log = join(dir, 'audit.log');
+    writeFileSync(log, staleRequest('a1', T0) + staleRequest('b1', T0, 'kube-multus-ds-bbb'));
+    const cluster = clusterConfig('prod', { file: { path: log } });
+    const poller = new ClusterPoller({ cluster, source: new FileSource({ path: log }), store, logger: quiet, clock: () => T0 + 120_000 });
+    expect((await poller.pollOnce()).recordsWritten).toBe(2);
+    const idle = await poller.pollOnce();
+    expect(idle.error).toBeUndefined();
+    expect(idle.recordsWritten).toBe(0);
+    // A new process (new poller) compares every record with the store once: still nothing to write.
+    const fresh = new ClusterPoller({ cluster, source: new FileSource({ path: log }), store, logger: quiet, clock: () => T0 + 180_000 });
+    expect((await fresh.pollOnce()).recordsWritten).toBe(0);
+    appendFileSync(log, staleRequest('a2', T0 + 60_000));
+    const one = await poller.pollOnce();
+    expect(one.newUses).toBe(1);
+    expect(one.recordsWritten).toBe(1);
+    expect(store.countTokenRecords('prod')).toBe(2);
+  });
+
+  it('prunes token records, poll runs and the action log by retention, keeping live stale tokens and open approvals', async () => {
+    const log = join(dir, 'audit.log');
+    writeFileSync(log, '');
+    const now = T0 + 100 * DAY;
+    const cluster = clusterConfig('prod', { file: { path: log } });
+    store.upsertTokenRecords([
+      r401('10.0.0.1', now - 8 * DAY), // older than 7 d: pruned
+      r401('10.0.0.2', now - 6 * DAY), // kept
+      staleRecord({ cluster: 'prod', lastSeen: now - 30 * DAY, warnAfter: now - 80 * DAY, rejectionAt: now + 10 * DAY }), // rejection ahead (EKS: warnAfter + 90 d): kept
+      staleRecord({ cluster: 'prod', podUid: 'other', lastSeen: now - 30 * DAY, warnAfter: now - 91 * DAY, rejectionAt: now - DAY }), // pruned
+    ]);
+    for (const at of [now - 8 * DAY, now - 6 * DAY]) store.finishPollRun(store.startPollRun('prod', 'file', at), { endedAt: at + 1000, events: 0, tokenUses: 0 });
+    const open = approval({ id: 'open-approval', createdAt: now - 100 * DAY, expiresAt: now + HOUR, updatedAt: now - 100 * DAY });
+    store.createApproval(open);
+    const row = (at: number, approvalId: string | null) =>
+      store.logAction({ at, cluster: 'prod', approvalId, actor: 'U1', action: 'snooze', target: 'x', result: 'ok' });
+    row(now - 91 * DAY, null); // pruned
+    row(now - 91 * DAY, 'open-approval'); // kept: its approval is still open
+    row(now - 89 * DAY, null); // kept
+    const poller = new ClusterPoller({ cluster, source: new FileSource({ path: log }), store, logger: quiet, clock: () => now });
+    const out = await poller.pollOnce();
+    expect(out.error).toBeUndefined();
+    expect(out.pruned).toEqual({ tokenRecords: 2, pollRuns: 1, actionLog: 1 });
+    expect(store.listTokenRecords('prod').map((r) => [r.kind, r.lastSeen])).toEqual([
+      ['stale-token', now - 30 * DAY],
+      ['unauthorized', now - 6 * DAY],
+    ]);
+    expect(store.listActions('prod').filter((r) => r.action === 'snooze').map((r) => r.at)).toEqual([now - 89 * DAY, now - 91 * DAY]);
   });
 });

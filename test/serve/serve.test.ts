@@ -89,4 +89,40 @@ describe('startServe with a failing integration', () => {
       await handle.stop();
     }
   });
+
+  it('poll.jitter from the config spreads scheduled polls (default 10 s); the option overrides it', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tw-jitter-'));
+    const log = join(dir, 'audit.log');
+    writeFileSync(log, '');
+    const base = { store: { path: join(dir, 'tw.db') }, http: { host: '127.0.0.1', port: 0 }, clusters: [{ name: 'prod', audit: { file: { path: log } }, schedule: '0 0 1 1 *' }] };
+    expect(parseConfig(base, {}).poll.jitter).toBe(10_000);
+    const config = parseConfig({ ...base, poll: { jitter: '0s' } }, {});
+    expect(config.poll.jitter).toBe(0);
+    const handle = await startServe(config, { logger: createLogger({ level: 'silent' }), metrics: new Metrics() });
+    try {
+      expect(handle.context.scheduler.jitterMs).toBe(0);
+      await handle.firstPolls; // no jitter: the first poll runs at once
+    } finally {
+      await handle.stop();
+    }
+    const overridden = await startServe(parseConfig({ ...base, poll: { jitter: '30s' } }, {}), { logger: createLogger({ level: 'silent' }), metrics: new Metrics(), jitterMs: 0 });
+    try {
+      expect(overridden.context.scheduler.jitterMs).toBe(0);
+    } finally {
+      await overridden.stop();
+    }
+  });
+});
+
+describe('tokenwatch serve --help', () => {
+  it('lists the environment variables serve reads, the signing secret check, and points to .env.example', async () => {
+    const { runCli } = await import('../cli/run-cli.js');
+    const run = await runCli(['serve', '--help']);
+    expect(run.code).toBe(0);
+    for (const name of ['TOKENWATCH_CONFIG', 'LOG_LEVEL', 'SLACK_BOT_TOKEN', 'SLACK_APP_TOKEN', 'SLACK_SIGNING_SECRET', 'AWS_REGION', 'AWS_DEFAULT_REGION', 'AWS_PROFILE', 'AWS_ENDPOINT_URL_CLOUDWATCH_LOGS', 'KUBECONFIG', 'POD_NAME']) {
+      expect(run.stdout).toContain(name);
+    }
+    expect(run.stdout).toContain('see .env.example');
+    expect(run.stdout).toContain('at least 16 characters');
+  });
 });

@@ -90,13 +90,36 @@ describe('token records', () => {
     store.upsertTokenRecords([staleRecord(), staleRecord({ podUid: 'uid-2' }), staleRecord({ cluster: 'staging' })]);
     // the aggregator merged the token into an earlier warnAfter: its key changed
     const rekeyed = staleRecord({ warnAfter: T0 - 20 * DAY - 5 * MIN, requests: 6 });
-    store.replaceTokenRecords('prod', [rekeyed]);
+    expect(store.replaceTokenRecords('prod', [rekeyed])).toEqual({ upserted: 1, deleted: 2 });
     expect(store.listTokenRecords('prod')).toEqual([rekeyed]);
+    // Writes only what changed: the same set again writes nothing; one changed record writes one row.
+    expect(store.replaceTokenRecords('prod', store.listTokenRecords('prod'))).toEqual({ upserted: 0, deleted: 0 });
+    expect(store.replaceTokenRecords('prod', [{ ...rekeyed, requests: 7 }])).toEqual({ upserted: 1, deleted: 0 });
+    expect(store.replaceTokenRecords('prod', [rekeyed])).toEqual({ upserted: 1, deleted: 0 });
+    // Compared with the records listed earlier instead of the rows: same answers.
+    const listed = store.listTokenRecords('prod');
+    expect(store.replaceTokenRecords('prod', listed.map((r) => ({ ...r })), listed)).toEqual({ upserted: 0, deleted: 0 });
+    expect(store.replaceTokenRecords('prod', [{ ...rekeyed, requests: 8 }, staleRecord({ podUid: 'uid-3' })], store.listTokenRecords('prod'))).toEqual({ upserted: 2, deleted: 0 });
+    expect(store.replaceTokenRecords('prod', [], store.listTokenRecords('prod'))).toEqual({ upserted: 0, deleted: 2 });
+    expect(store.listTokenRecords('prod')).toEqual([]);
+    store.replaceTokenRecords('prod', [rekeyed]);
     expect(store.listTokenRecords('staging')).toHaveLength(1);
     expect(() => store.replaceTokenRecords('prod', [staleRecord({ cluster: 'staging' })])).toThrow(
       new StoreError('replaceTokenRecords(prod): a record belongs to cluster staging'),
     );
     expect(store.listTokenRecords('prod')).toEqual([rekeyed]);
+  });
+
+  it('pollCoverage counts failed and successful polls since a time, and the last success at or before it', () => {
+    const run = (at: number, error?: string) => store.finishPollRun(store.startPollRun('prod', 'file', at), { endedAt: at + 1000, events: 0, tokenUses: 0, ...(error ? { error } : {}) });
+    run(T0 - 2 * HOUR);
+    run(T0 - HOUR, 'boom');
+    run(T0 + HOUR);
+    store.startPollRun('prod', 'file', T0 + 2 * HOUR); // still running: not counted
+    expect(store.pollCoverage('prod', T0)).toEqual({ failed: 0, succeeded: 1, lastSuccessAtOrBefore: T0 - 2 * HOUR });
+    expect(store.pollCoverage('prod', T0 - 90 * MIN)).toEqual({ failed: 1, succeeded: 1, lastSuccessAtOrBefore: T0 - 2 * HOUR });
+    expect(store.pollCoverage('prod', T0 - 3 * HOUR)).toMatchObject({ lastSuccessAtOrBefore: null });
+    expect(store.pollCoverage('staging', T0)).toEqual({ failed: 0, succeeded: 0, lastSuccessAtOrBefore: null });
   });
 
   it('pruneTokenRecords deletes records last seen before the cutoff', () => {
@@ -120,6 +143,7 @@ describe('findings', () => {
       status: 'open',
       snoozedUntil: null,
       resolvedAt: null,
+      resolution: null,
       createdAt: T0,
       updatedAt: T0,
     });
@@ -135,6 +159,9 @@ describe('findings', () => {
     const stored = store.getFinding('f-multus')!;
     expect(stored.finding.requests).toBe(50);
     expect([stored.createdAt, stored.updatedAt]).toEqual([T0, T0 + HOUR]);
+    // Saved again unchanged (an idle poll): not written, updatedAt kept.
+    expect(store.saveFindings('prod', [critical], T0 + 2 * HOUR)[0]).toMatchObject({ isNew: false, previousSeverity: 'critical' });
+    expect(store.getFinding('f-multus')!.updatedAt).toBe(T0 + HOUR);
   });
 
   it('lists by severity, then rejection date (none last), then id; filters by cluster and status', () => {

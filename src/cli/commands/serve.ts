@@ -14,7 +14,29 @@ export function register(program: Command): void {
     .option('--config <file>', 'config file (default: env TOKENWATCH_CONFIG); see config.example.yaml')
     .addHelpText(
       'after',
-      '\nEndpoints: /healthz, /readyz and /metrics on http.host:http.port (default 0.0.0.0:8080).\nStop with SIGTERM or Ctrl-C: running polls finish first.\nTry it on the bundled examples: tokenwatch serve --config examples/serve.yaml',
+      [
+        '',
+        'Environment variables read (secrets only here, never in the config file; see .env.example):',
+        '  TOKENWATCH_CONFIG      config file when --config is not given',
+        '  LOG_LEVEL              overrides log.level (trace, debug, info, warn, error, fatal, silent)',
+        '  SLACK_BOT_TOKEN        bot token, starts with xoxb- (required when slack.enabled)',
+        '  SLACK_APP_TOKEN        app-level token with connections:write, starts with xapp- (slack.mode socket)',
+        '  SLACK_SIGNING_SECRET   signing secret (slack.mode http); checked to be at least 16 characters',
+        '                         (Slack\'s are 32 hex characters); requests are verified with it (HMAC-SHA256)',
+        '  AWS_REGION, AWS_DEFAULT_REGION',
+        '                         region of clusters without cloudwatch.region / kubernetes.eks.region',
+        '  AWS_PROFILE, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_WEB_IDENTITY_TOKEN_FILE, ...',
+        '                         AWS credentials, by the SDK\'s default chain (IRSA, Pod Identity, instance role)',
+        '  AWS_ENDPOINT_URL_CLOUDWATCH_LOGS',
+        '                         CloudWatch Logs endpoint override (a cluster\'s audit.cloudwatch.endpoint wins)',
+        '  KUBECONFIG             kubeconfig of clusters with kubernetes.kubeconfig unset',
+        '  POD_NAME, POD_NAMESPACE, TOKENWATCH_LEASE_NAME (in a pod)',
+        '                         leader election between replicas on a Lease (default name tokenwatch)',
+        '',
+        'Endpoints: /healthz, /readyz and /metrics on http.host:http.port (default 0.0.0.0:8080).',
+        'Stop with SIGTERM or Ctrl-C: running polls finish first.',
+        'Try it on the bundled examples: tokenwatch serve --config examples/serve.yaml',
+      ].join('\n'),
     )
     .action(async (opts: { config?: string }, cmd: Command) => {
       const env = process.env;

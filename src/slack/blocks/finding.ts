@@ -50,6 +50,23 @@ export interface FindingMessageContext {
   hourly?: Record<string, number>;
   /** Pods the finding's workloads run (the "m" in "n of m pods affected"), when known. */
   podsTotal?: number;
+  /**
+   * A signal (401s, stale or legacy use) last seen within this long before `now` is current ("now"); an older one is
+   * shown with when it was last seen, ms. Default {@link DEFAULT_ACTIVE_WINDOW_MS} (`findings.activeWindow`).
+   */
+  activeWindowMs?: number;
+}
+
+/** Default of `findings.activeWindow`: 1 h, the findings stage's "still in use" window (LIVE_USE_WINDOW_MS). */
+export const DEFAULT_ACTIVE_WINDOW_MS = 3_600_000;
+
+/**
+ * Whether a finding's signal is current: last seen within `windowMs` (default {@link DEFAULT_ACTIVE_WINDOW_MS}) before
+ * `now` (epoch ms UTC). "401s now" wording depends on it, not on the finding existing.
+ */
+export function signalIsCurrent(f: Pick<Finding, 'lastSeen'>, now: number, windowMs = DEFAULT_ACTIVE_WINDOW_MS): boolean {
+  const last = Date.parse(f.lastSeen);
+  return Number.isFinite(last) && now - last <= windowMs;
 }
 
 /** At most this many restart buttons per message (one per restartable workload). */
@@ -185,7 +202,7 @@ export function findingButtons(f: Finding, buttonsFor: FindingMessageContext['bu
 }
 
 /** The mrkdwn fields of a finding (≤ 10, each ≤ 2000 chars). */
-export function findingFields(f: Finding, ctx: Pick<FindingMessageContext, 'now' | 'podsTotal'>): string[] {
+export function findingFields(f: Finding, ctx: Pick<FindingMessageContext, 'now' | 'podsTotal' | 'activeWindowMs'>): string[] {
   const fields: string[] = [];
   const workloads = f.workloads.map(
     (w) =>
@@ -205,7 +222,13 @@ export function findingFields(f: Finding, ctx: Pick<FindingMessageContext, 'now'
   if (age !== null && f.kind === 'stale-token') fields.push(`*Oldest token age*\n${duration(age)}`);
   const rej = rejectionLine(f, ctx.now);
   if (rej) fields.push(`*Rejection*\n${rej}`);
-  else if (f.kind === 'unauthorized') fields.push('*Rejection*\n*Now*: requests already fail with 401');
+  else if (f.kind === 'unauthorized') {
+    fields.push(
+      signalIsCurrent(f, ctx.now, ctx.activeWindowMs)
+        ? '*Rejection*\n*Now*: requests already fail with 401'
+        : `*Rejection*\nRequests failed with 401 until ${slackDate(Date.parse(f.lastSeen))}; none since`,
+    );
+  }
   fields.push(
     `*Requests*\n${count(f.requests)} · first ${slackDate(Date.parse(f.firstSeen))} · last ${slackDate(Date.parse(f.lastSeen))}`,
   );
@@ -251,7 +274,9 @@ export function findingMessage(f: Finding, ctx: FindingMessageContext): SlackMes
   } else if (left !== null) {
     lead += ': its rejection date has *passed*';
   } else if (f.kind === 'unauthorized') {
-    lead += ': requests are already *rejected with 401*';
+    lead += signalIsCurrent(f, ctx.now, ctx.activeWindowMs)
+      ? ': requests are already *rejected with 401*'
+      : `: requests were *rejected with 401*, the last one ${slackDate(Date.parse(f.lastSeen))} (${duration(Math.max(0, ctx.now - Date.parse(f.lastSeen)))} ago), none since`;
   }
   blocks.push({
     type: 'section',

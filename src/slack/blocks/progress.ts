@@ -96,15 +96,17 @@ export function verificationMessage(v: Verification): SlackMessage {
   let text: string;
   if (v.outcome === 'resolved') {
     const quiet = duration(Math.max(0, v.now - v.actionAt));
+    // The signal this finding is about: a subject's 401 finding concluded with its stale-token finding says 401s.
+    const signal = f.kind === 'unauthorized' ? '401 Unauthorized responses' : f.kind === 'legacy-token' ? 'legacy Secret token use' : 'stale token use';
     blocks.push({
       type: 'section',
       text: md(
-        `✅ *Verified*: no stale token use by ${who} for ${quiet} since the ${noun} (${slackDate(v.actionAt)})${
+        `✅ *Verified*: no ${signal} by ${who} for ${quiet} since the ${noun} (${slackDate(v.actionAt)})${
           v.settleMs !== undefined ? `, longer than the ${duration(v.settleMs)} settle period` : ''
         }. The finding is resolved.`,
       ),
     });
-    text = `✅ [${f.cluster}] verified: no stale token use by ${subject} since the ${noun}; finding resolved`;
+    text = `✅ [${f.cluster}] verified: no ${signal} by ${subject} since the ${noun}; finding resolved`;
   } else {
     const after = v.lastSeen !== undefined ? ` ${duration(Math.max(0, v.lastSeen - v.actionAt))} after the ${noun}` : ` after the ${noun}`;
     const reqs = v.staleRequests !== undefined ? ` (${plural(v.staleRequests, 'request')}${v.lastSeen !== undefined ? `, last ${slackDate(v.lastSeen)}` : ''})` : '';

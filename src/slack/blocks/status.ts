@@ -4,9 +4,9 @@
  * number of clusters and findings.
  */
 import type { Finding, Severity } from '../../findings/types.js';
-import { daysLeft, findingButtons, SEVERITY_EMOJI, subjectOf, type FindingAction } from './finding.js';
+import { daysLeft, findingButtons, SEVERITY_EMOJI, signalIsCurrent, subjectOf, type FindingAction } from './finding.js';
 import { LIMITS } from './limits.js';
-import { clip, code, count, escapeMrkdwn, escClip, linesWithin, md, plain, plural, slackDate, type KnownBlock, type SlackMessage } from './text.js';
+import { clip, code, count, duration, escapeMrkdwn, escClip, linesWithin, md, plain, plural, slackDate, type KnownBlock, type SlackMessage } from './text.js';
 
 /** Health of one input of a cluster (audit source, Kubernetes API, …). Times are epoch ms UTC. */
 export interface SourceHealth {
@@ -49,9 +49,11 @@ function severityCounts(s: Record<Severity, number>): string {
   return `${SEVERITY_EMOJI.critical} ${count(s.critical)} critical · ${SEVERITY_EMOJI.warning} ${count(s.warning)} warning · ${SEVERITY_EMOJI.info} ${count(s.info)} info`;
 }
 
-function findingLine(f: Finding, now: number): string {
+function findingLine(f: Finding, now: number, activeWindowMs?: number): string {
   const left = daysLeft(f, now);
-  const when = left === null ? (f.kind === 'unauthorized' ? '401s now' : 'no rejection date') : left < 0 ? 'rejection date passed' : `${plural(left, 'day')} left`;
+  const last401 = (): string =>
+    signalIsCurrent(f, now, activeWindowMs) ? '401s now' : `last 401 ${duration(Math.max(0, now - Date.parse(f.lastSeen)))} ago`;
+  const when = left === null ? (f.kind === 'unauthorized' ? last401() : 'no rejection date') : left < 0 ? 'rejection date passed' : `${plural(left, 'day')} left`;
   return `${SEVERITY_EMOJI[f.severity]} ${code(subjectOf(f), 300)} · ${f.kind} · ${when} · ${plural(f.requests, 'request')}`;
 }
 
@@ -59,7 +61,7 @@ function findingLine(f: Finding, now: number): string {
  * The status reply for one or more clusters. With one cluster the header names it; with several, each gets
  * a section. Findings beyond the per-cluster limit or the block budget are summarised as "…and N more".
  */
-export function statusMessage(clusters: readonly ClusterStatus[], ctx: { now: number }): SlackMessage {
+export function statusMessage(clusters: readonly ClusterStatus[], ctx: { now: number; activeWindowMs?: number }): SlackMessage {
   const shown = clusters.slice(0, MAX_CLUSTERS);
   const single = clusters.length === 1;
   const header = single ? `Tokenwatch status · ${shown[0]!.name}` : `Tokenwatch status · ${plural(clusters.length, 'cluster')}`;
@@ -93,7 +95,7 @@ export function statusMessage(clusters: readonly ClusterStatus[], ctx: { now: nu
     if (total > listed.length) lines.push(`…and ${count(total - listed.length)} more findings not listed here`);
     blocks.push({ type: 'section', text: md(linesWithin(lines, LIMITS.sectionText)) });
     for (const f of listed) {
-      blocks.push({ type: 'section', text: md(findingLine(f, ctx.now)) });
+      blocks.push({ type: 'section', text: md(findingLine(f, ctx.now, ctx.activeWindowMs)) });
       const buttons = c.buttonsFor ? findingButtons(f, (a) => c.buttonsFor!(f, a)) : [];
       if (buttons.length) blocks.push({ type: 'actions', elements: buttons });
     }

@@ -1,0 +1,163 @@
+/**
+ * Findings that conclude (issue 10.2), end to end through `startServe`, the real Bolt app (HTTP mode, signed requests)
+ * and the loopback Slack and Kubernetes fakes, with the service clock moved by the harness:
+ * - "401s now" wording and severity follow when the 401s were last seen, not the finding's existence;
+ * - a verified restart concludes the subject's 401 finding too (resolved alert, same verification wording);
+ * - quiet resolution after `findings.quietPeriod` of successful polls (never while a poll failed), in place, and a
+ *   reopen in the same message with a thread reply when the signal returns;
+ * - `/tokens status <cluster>` matches the cluster name case-insensitively.
+ */
+import { mkdirSync, renameSync, rmdirSync } from 'node:fs';
+import { afterEach, describe, expect, it } from 'vitest';
+import { findingId } from '../../src/findings/build.js';
+import { resolveClusterName } from '../../src/slack/commands.js';
+import { auditEvent } from '../sources/events.js';
+import { APPROVER, blockText, buttonIds, CLUSTER, OPS, REF, REQUESTER, startHarness, type Harness } from './harness.js';
+
+const MIN = 60_000;
+const HOUR = 60 * MIN;
+
+let h: Harness | undefined;
+afterEach(async () => {
+  await h?.stop();
+  h = undefined;
+});
+
+const lastEphemeral = (x: Harness, user: string) => x.slack.ephemerals({ user }).at(-1)!;
+const header = (m: { blocks?: unknown[] }) => (m.blocks![0] as { text: { text: string } }).text.text;
+const topLevelPosts = (x: Harness) =>
+  x.slack.callsTo('chat.postMessage').filter((c) => c.args.channel === OPS && c.args.thread_ts === undefined && c.status === 200 && c.response.ok === true);
+
+describe('findings that conclude', () => {
+  it('401 wording and severity follow the last 401; the verified restart resolves the 401 finding with the stale one', async () => {
+    h = await startHarness();
+    const store = h.serve.context.store;
+    const u401 = h.alert('kube-system', 'multus', 'unauthorized');
+    expect(u401.text).toBe('🔴 [prod-eks] critical: 401 unauthorized used by kube-system/multus');
+    expect(blockText(u401)).toContain('requests are already *rejected with 401*');
+    await h.command('status prod-eks', REQUESTER);
+    expect(blockText(lastEphemeral(h, REQUESTER))).toContain('unauthorized · 401s now');
+
+    // Restart requested and approved; the rollout completes.
+    const alert = h.alert('kube-system', 'multus');
+    await h.click(REQUESTER, alert, 'tw_restart');
+    const approval = h.slack.thread(OPS, alert.ts).find((m) => m.text.includes('approval needed'))!;
+    await h.click(APPROVER, approval, 'tw_approve');
+    expect(store.listApprovals({ cluster: CLUSTER })[0]!.state).toBe('succeeded');
+
+    // 65 min later no 401 arrived: no longer "now", no longer critical (the stale finding stays critical on its own).
+    h.advance(HOUR + 5 * MIN);
+    await h.poll();
+    const quiet401 = h.alert('kube-system', 'multus', 'unauthorized');
+    expect(quiet401.ts).toBe(u401.ts);
+    expect(quiet401.text).toBe('🟠 [prod-eks] warning: 401 unauthorized used by kube-system/multus');
+    expect(header(quiet401)).toBe('🟠 Warning · prod-eks · kube-system/multus');
+    expect(blockText(quiet401)).toContain('requests were *rejected with 401*, the last one');
+    expect(blockText(quiet401)).toContain('none since');
+    expect(blockText(quiet401)).not.toContain('already fail with 401');
+    await h.command('status prod-eks', REQUESTER);
+    let status = lastEphemeral(h, REQUESTER);
+    expect(status.text).toBe('Tokenwatch status — prod-eks: 1 critical, 1 warning, 3 info');
+    expect(blockText(status)).toMatch(/unauthorized · last 401 1 h \d+ min ago/);
+
+    // After the settle period the restart is verified: both findings of the subject are resolved.
+    h.advance(HOUR);
+    await h.poll();
+    const id401 = findingId(CLUSTER, 'kube-system', 'multus', 'unauthorized');
+    expect(store.getFinding(id401)).toMatchObject({ status: 'resolved', resolution: 'verified' });
+    expect(store.getFinding(findingId(CLUSTER, 'kube-system', 'multus', 'stale-token'))).toMatchObject({ status: 'resolved', resolution: 'verified' });
+    const resolved401 = h.alert('kube-system', 'multus', 'unauthorized');
+    expect(resolved401.text).toBe('✅ [prod-eks] resolved: 401 unauthorized used by kube-system/multus');
+    expect(buttonIds(resolved401)).toEqual([]);
+    expect(blockText(resolved401)).toContain('no 401 responses after the fix for the settle period');
+    expect(h.slack.thread(OPS, u401.ts).map((m) => m.text)).toContain(
+      '✅ [prod-eks] verified: no 401 Unauthorized responses by kube-system/multus since the restart; finding resolved',
+    );
+    expect(h.slack.thread(OPS, alert.ts).map((m) => m.text)).toContain('✅ [prod-eks] verified: no stale token use by kube-system/multus since the restart; finding resolved');
+    const approvalId = store.listApprovals({ cluster: CLUSTER })[0]!.id;
+    expect(store.listApprovalActions(approvalId).filter((r) => r.action === 'verification.resolved').map((r) => r.findingId).sort()).toEqual(
+      [findingId(CLUSTER, 'kube-system', 'multus', 'stale-token'), id401].sort(),
+    );
+    // /tokens status counts no concluded finding as critical.
+    await h.command('status prod-eks', REQUESTER);
+    status = lastEphemeral(h, REQUESTER);
+    expect(status.text).toBe('Tokenwatch status — prod-eks: 0 critical, 0 warning, 3 info');
+    expect(blockText(status)).not.toContain('multus');
+    expect(topLevelPosts(h)).toHaveLength(5);
+  });
+
+  it('quiet: no signal for the quiet period while every poll succeeded → resolved in place; a failed poll blocks it; the signal returning reopens the same message', async () => {
+    h = await startHarness();
+    const store = h.serve.context.store;
+    const deployer = h.alert('ci', 'deployer', 'legacy-token');
+    expect(buttonIds(deployer)).toContain('tw_recreate_sa');
+    const id = findingId(CLUSTER, 'ci', 'deployer', 'legacy-token');
+    const poller = h.serve.context.clusters.get(CLUSTER)!.poller;
+
+    // Two hours in, the audit source breaks for one poll (the log path is a directory).
+    h.advance(2 * HOUR);
+    renameSync(h.auditPath, `${h.auditPath}.away`);
+    mkdirSync(h.auditPath);
+    const failed = await poller.pollOnce();
+    await h.bot.idle();
+    expect(failed.error).toBeDefined();
+    rmdirSync(h.auditPath);
+    renameSync(`${h.auditPath}.away`, h.auditPath);
+
+    // 25 h after the start: the signal has been absent for more than 24 h, but a poll failed in the period.
+    h.advance(23 * HOUR);
+    const blocked = await poller.pollOnce();
+    await h.bot.idle();
+    expect(blocked.error).toBeUndefined();
+    expect(blocked.concluded).toEqual([]);
+    expect(store.getFinding(id)!.status).toBe('open');
+    expect(buttonIds(h.alert('ci', 'deployer', 'legacy-token'))).toContain('tw_recreate_sa');
+
+    // Another 24 h of successful polls: resolved as quiet, the alert updated in place, buttons removed.
+    h.advance(24 * HOUR);
+    const quiet = await poller.pollOnce();
+    await h.bot.idle();
+    expect(quiet.concluded).toContain(id);
+    expect(store.getFinding(id)).toMatchObject({ status: 'resolved', resolution: 'quiet' });
+    const resolved = h.alert('ci', 'deployer', 'legacy-token');
+    expect(resolved.ts).toBe(deployer.ts);
+    expect(resolved.text).toBe('✅ [prod-eks] resolved: legacy secret token used by ci/deployer');
+    expect(buttonIds(resolved)).toEqual([]);
+    expect(blockText(resolved)).toContain('no legacy-token use for 24 h while every poll succeeded (quiet)');
+    expect(store.listActions(CLUSTER).find((r) => r.findingId === id)).toMatchObject({ action: 'finding.quiet', result: 'resolved', actor: null });
+    // A stale-token finding with a live token is not resolved however quiet it is.
+    expect(store.getFinding(findingId(CLUSTER, 'logging', 'fluent-bit', 'stale-token'))!.status).toBe('open');
+    await h.command('status prod-eks', REQUESTER);
+    expect(blockText(lastEphemeral(h, REQUESTER))).not.toContain('ci/deployer');
+
+    // Ten minutes later the legacy token is used again: same message reopened, buttons back, a thread reply.
+    h.advance(10 * MIN);
+    h.appendAudit([auditEvent({ auditID: 'legacy-again-1', time: h.now() - MIN, kind: 'legacy', namespace: 'ci', serviceAccount: 'deployer', legacySecret: 'deployer-token' })]);
+    await h.poll();
+    expect(store.getFinding(id)).toMatchObject({ status: 'open', resolution: null });
+    const reopened = h.alert('ci', 'deployer', 'legacy-token');
+    expect(reopened.ts).toBe(deployer.ts);
+    expect(reopened.text).toBe('🔵 [prod-eks] info: legacy secret token used by ci/deployer');
+    expect(buttonIds(reopened)).toContain('tw_recreate_sa');
+    expect(h.slack.thread(OPS, deployer.ts).map((m) => m.text)).toEqual(['[prod-eks] ci/deployer reopened: seen again after it was resolved']);
+    expect(topLevelPosts(h)).toHaveLength(5);
+    expect(Date.parse(store.getFinding(id)!.finding.lastSeen)).toBeGreaterThan(REF + 48 * HOUR);
+  });
+
+  it('/tokens status <cluster> matches the cluster name case-insensitively', async () => {
+    h = await startHarness();
+    await h.command('status PROD-EKS', REQUESTER);
+    expect(lastEphemeral(h, REQUESTER).text).toMatch(/^Tokenwatch status — prod-eks: /);
+    await h.command('history Prod-Eks', REQUESTER);
+    expect(lastEphemeral(h, REQUESTER).text).not.toMatch(/Unknown cluster/);
+  });
+});
+
+describe('resolveClusterName', () => {
+  it('exact first, else the one name equal ignoring case; ambiguous or unknown → undefined', () => {
+    expect(resolveClusterName('prod', ['prod', 'Prod'])).toBe('prod');
+    expect(resolveClusterName('PROD-EKS', ['prod-eks', 'staging'])).toBe('prod-eks');
+    expect(resolveClusterName('PROD', ['prod', 'Prod'])).toBeUndefined();
+    expect(resolveClusterName('dev', ['prod'])).toBeUndefined();
+  });
+});
