@@ -3,7 +3,7 @@
  * token, and what fixes it.
  *
  * Two layers:
- * 1. the **catalog** (`catalog.json`, validated by {@link parseCatalog}) of known offenders from
+ * 1. the **catalog** (`catalog.json`, validated by `parseCatalog` in catalog-schema.ts) of known offenders from
  *    shared/docs/domain.md §6, each backed by public issues; matched on container images in cluster
  *    state (versions come from image tags, never from client-go user agents, which often say
  *    `v0.0.0`, domain.md §5), then on user-agent prefixes, then on the ServiceAccount;
@@ -18,8 +18,8 @@
  * Pure: no I/O; `now` is passed in.
  */
 import semver from 'semver';
-import { z } from 'zod';
 import catalogJson from './catalog.json' with { type: 'json' };
+import type { CatalogEntryShape, CauseCatalogShape } from './catalog-schema.js';
 import { nearestWorkload, parseImageRef } from '../cluster/convert.js';
 import type { PodInfo, SubjectState } from '../cluster/types.js';
 import { issuedTime } from './token-math.js';
@@ -43,74 +43,15 @@ export const K8S_SA_ADMIN_DOC = 'https://kubernetes.io/docs/reference/access-aut
 // Catalog
 // ---------------------------------------------------------------------------------------------
 
-const versionRange = z.union([
-  z.strictObject({ from: z.string().min(1).optional(), below: z.string().min(1).optional() }),
-  z.string().refine((r) => semver.validRange(r) !== null, 'not a valid semver range (npm semver syntax, e.g. ">=6.0.0 <6.1.0")'),
-]);
-const regexString = z.string().refine((s) => {
-  try {
-    new RegExp(s);
-    return true;
-  } catch {
-    return false;
-  }
-}, 'not a valid regular expression');
-
-const catalogEntry = z.strictObject({
-  id: z.string().min(1),
-  component: z.string().min(1),
-  name: z.string().min(1),
-  cause: z.enum(['static-token-file', 'client-caches-token', 'refresh-on-401']),
-  match: z.strictObject({
-    images: z.array(z.string().min(1)).optional(),
-    versions: z.array(versionRange).min(1).optional(),
-    versionNote: z.string().min(1).optional(),
-    excludeImages: z.array(z.string().min(1)).optional(),
-    excludeCommands: z.array(z.string().min(1)).optional(),
-    excludeNote: z.string().min(1).optional(),
-    unlessAllArgs: z.array(z.string().min(1)).min(1).optional(),
-    unlessArgsNote: z.string().min(1).optional(),
-    userAgents: z.array(z.string().min(1)).optional(),
-    userAgentVersion: regexString.optional(),
-    podLabels: z.array(z.string().min(1)).optional(),
-    serviceAccounts: z.array(z.strictObject({ namespace: z.string().min(1).optional(), name: z.string().min(1) })).optional(),
-  }),
-  fixedIn: z.string().min(1).nullable(),
-  /** A fact added to the evidence whenever the entry matches (e.g. which library is *not* to blame). */
-  evidenceNote: z.string().min(1).optional(),
-  summary: z.string().min(1),
-  fix: z.string().min(1),
-  sources: z.array(z.url()).min(1),
-});
-
-const catalogSchema = z.strictObject({
-  version: z.literal(1),
-  description: z.string().optional(),
-  entries: z.array(catalogEntry),
-});
-
 /** One known offender (see `catalog.json` `description` for the match rules). */
-export type CatalogEntry = z.infer<typeof catalogEntry>;
+export type CatalogEntry = CatalogEntryShape;
 /** The cause catalog: entries matched in order, first match wins. */
-export type CauseCatalog = z.infer<typeof catalogSchema>;
-
-/**
- * Validates a catalog document (the shape of `catalog.json`).
- * @throws Error listing every problem (bad field, bad URL, bad regex, duplicate id).
- */
-export function parseCatalog(json: unknown): CauseCatalog {
-  const parsed = catalogSchema.safeParse(json);
-  if (!parsed.success) throw new Error(`invalid cause catalog:\n${z.prettifyError(parsed.error)}`);
-  const seen = new Set<string>();
-  for (const e of parsed.data.entries) {
-    if (seen.has(e.id)) throw new Error(`invalid cause catalog: duplicate entry id "${e.id}"`);
-    seen.add(e.id);
-  }
-  return parsed.data;
-}
+export type CauseCatalog = CauseCatalogShape;
 
 /** The built-in catalog (`src/findings/catalog.json`). */
-export const DEFAULT_CATALOG: CauseCatalog = parseCatalog(catalogJson);
+// Trusted as shipped: test/findings/causes.test.ts validates it with `parseCatalog` (catalog-schema.ts), which
+// loads zod — kept out of this module so a scan does not pay zod's start-up (~60 ms) for the built-in catalog.
+export const DEFAULT_CATALOG: CauseCatalog = catalogJson as unknown as CauseCatalog;
 
 // ---------------------------------------------------------------------------------------------
 // Versions and images
