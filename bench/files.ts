@@ -126,6 +126,7 @@ if (count > 0) {
   lines.push(report(`${few.length} files (a tenth), default reference time`, run(few, [])));
   lines.push(report(`${files.length} files, default reference time`, run(files, [])));
   lines.push(report(`${files.length} files, --now`, run(files, ['--now', '2026-11-30T00:00:00Z'])));
+  lines.push(report(`${files.length} files, --now --jobs 1`, run(files, ['--now', '2026-11-30T00:00:00Z', '--jobs', '1'])));
 }
 if (gzCount > 0) {
   const gz = ensureFiles(join(DATA_DIR, `files-${gzCount}x30k-gz`), gzCount, 30 * 1024, true);

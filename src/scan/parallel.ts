@@ -19,6 +19,7 @@
 import { open, stat } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
+import pLimit from 'p-limit';
 import { DETECT_HEAD_BYTES, detectFormat, isGzip } from '../audit/formats.js';
 import { DEFAULT_MAX_LINE_BYTES, noAuditEventError, type ReadProgress } from '../audit/reader.js';
 import { InputError, type InputFormat, type ReadNotice, type ReadStats, type TokenUse } from '../audit/types.js';
@@ -87,16 +88,30 @@ function reason(err: unknown): string {
   return String(err);
 }
 
-/** The first {@link DETECT_HEAD_BYTES} of a file and its last 4 bytes; undefined when it cannot be read. */
-async function readHeadAndTrailer(file: string, size: number): Promise<{ head: Buffer; trailer: Buffer } | undefined> {
+/** What the planner needs of a file's first {@link DETECT_HEAD_BYTES} and last 4 bytes. */
+interface FileHead {
+  gzip: boolean;
+  /** The gzip trailer (ISIZE), or empty. */
+  trailer: Buffer;
+  /** The format detected from the head (plain files only). */
+  format: InputFormat | undefined;
+}
+
+/**
+ * Reads and classifies a file's head and trailer; undefined when it cannot be read. Only the classification is
+ * kept (not the head itself), so planning many files holds a few bytes per file, not 64 KiB.
+ */
+async function readHeadAndTrailer(file: string, size: number): Promise<FileHead | undefined> {
   try {
     const fh = await open(file, 'r');
     try {
       const buf = Buffer.alloc(DETECT_HEAD_BYTES);
       const { bytesRead } = await fh.read(buf, 0, buf.length, 0);
+      const head = buf.subarray(0, bytesRead);
       const trailer = Buffer.alloc(4);
       const t = size >= 4 ? (await fh.read(trailer, 0, 4, size - 4)).bytesRead : 0;
-      return { head: buf.subarray(0, bytesRead), trailer: trailer.subarray(0, t) };
+      const gzip = isGzip(head);
+      return { gzip, trailer: trailer.subarray(0, t), format: gzip ? undefined : (detectFormat(head) as InputFormat) };
     } finally {
       await fh.close();
     }
@@ -104,6 +119,9 @@ async function readHeadAndTrailer(file: string, size: number): Promise<{ head: B
     return undefined; // the worker's serial reader reports it with its own wording
   }
 }
+
+/** Files whose heads are read at once while planning (memory and open file descriptors stay bounded). */
+const HEAD_READ_CONCURRENCY = 8;
 
 /**
  * Bytes of input a file stands for: its size, or for gzip the larger of its size and the uncompressed size in its
@@ -137,11 +155,12 @@ export async function planParallelRead(files: string[], opts: PlanOptions): Prom
     }
   }
   if (opts.jobs <= 1 || !regular) return undefined;
-  const heads = await Promise.all(files.map((f) => readHeadAndTrailer(f, sizes.get(f) ?? 0)));
+  const limit = pLimit(HEAD_READ_CONCURRENCY);
+  const heads = await Promise.all(files.map((f) => limit(() => readHeadAndTrailer(f, sizes.get(f) ?? 0))));
   let total = 0;
   for (const [i, file] of files.entries()) {
     const h = heads[i];
-    total += h ? inputBytes(sizes.get(file) ?? 0, isGzip(h.head), h.trailer) : (sizes.get(file) ?? 0);
+    total += h ? inputBytes(sizes.get(file) ?? 0, h.gzip, h.trailer) : (sizes.get(file) ?? 0);
   }
   if (total < (opts.minBytes ?? PARALLEL_MIN_BYTES)) return undefined;
   const maxLineBytes = opts.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES;
@@ -153,11 +172,11 @@ export async function planParallelRead(files: string[], opts: PlanOptions): Prom
   for (const [i, file] of files.entries()) {
     const id = tasks.length;
     const size = sizes.get(file) ?? 0;
-    const head = heads[i]?.head;
-    if (head !== undefined && isGzip(head) && opts.maxDecompressedBytes === undefined) {
+    const head = heads[i];
+    if (head !== undefined && head.gzip && opts.maxDecompressedBytes === undefined) {
       tasks.push({ kind: 'gzip', id, file, maxLineBytes });
       workerTailFiles.add(file);
-    } else if (head !== undefined && size > partBytes && SPLIT_FORMATS.has(detectFormat(head) as InputFormat)) {
+    } else if (head !== undefined && head.format !== undefined && size > partBytes && SPLIT_FORMATS.has(head.format)) {
       for (let start = 0; start < size; start += partBytes) {
         const end = Math.min(size, start + partBytes);
         tasks.push({ kind: 'range', id: tasks.length, file, start, end, last: end === size, maxLineBytes });
