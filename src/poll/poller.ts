@@ -265,7 +265,7 @@ export class ClusterPoller {
         try {
           const reports = await this.deps.probe.read();
           const thresholds = { criticalSeconds: cluster.thresholds.criticalDays * 86_400, warningSeconds: cluster.thresholds.warningDays * 86_400 };
-          findings.splice(0, findings.length, ...applyProbeReports({ cluster: cluster.name, reports, findings, now, metricsShowUse, thresholds }));
+          findings.splice(0, findings.length, ...applyProbeReports({ cluster: cluster.name, reports, findings, now, metricsShowUse, thresholds, maxTokenAge: cluster.maxTokenAge }));
         } catch (err) {
           probeError = err instanceof Error ? err.message : String(err);
           log.warn({ error: probeError }, 'node-probe reports unavailable');

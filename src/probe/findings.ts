@@ -4,11 +4,13 @@
  *   with the file, node and age in its evidence, and a summary that says it was observed, not inferred;
  * - a token found only by the probe raises its own finding — before any audit event exists — at `info` unless the
  *   API-server metrics show stale use (a kubeconfig left behind by an uninstalled plugin is not a client), with the
- *   rejection date known from the token's `exp`.
+ *   rejection date from its `warnafter` and the cluster's `maxTokenAge` (EKS: 90 days after `warnafter`), never later
+ *   than the token's own `exp`.
  * Also {@link probeVerifiesRestart}: after a restart, the file was rewritten with a token issued after it.
  */
 import { compareFindings, findingId } from '../findings/build.js';
-import type { Cause, Finding, FindingKind, FindingToken, Severity, SeverityThresholds } from '../findings/types.js';
+import { rejectionTime } from '../findings/token-math.js';
+import type { Cause, Finding, FindingKind, FindingToken, MaxTokenAge, Severity, SeverityThresholds } from '../findings/types.js';
 import type { ProbeEntry, ProbeReport } from './host.js';
 
 const DAY = 86_400_000;
@@ -69,6 +71,22 @@ export interface ProbeFindingOptions {
   /** Whether API-server metrics show stale use right now (raises probe-only findings above `info`). */
   metricsShowUse: boolean;
   thresholds?: SeverityThresholds;
+  /**
+   * When the API server rejects a stale token (the cluster's `maxTokenAge`, `scan --max-token-age`). A bound token's
+   * `exp` is its real expiry only upstream (issue + 1 year); EKS rejects 90 days after `warnafter` (EKS user guide,
+   * service accounts; docs/design/domain.md §1). Default: the token's `exp`.
+   */
+  maxTokenAge?: MaxTokenAge;
+}
+
+/** The entry with `rejectionAt` = min(`exp`, `warnafter` + maxTokenAge), as ISO-8601 UTC. */
+function withRejection(l: Located, maxTokenAge: MaxTokenAge | undefined): Located {
+  const warn = ms(l.entry.warnAfter);
+  if (maxTokenAge === undefined || warn === null || l.entry.tokenKind === 'legacy') return l;
+  const exp = ms(l.entry.rejectionAt);
+  const byAge = rejectionTime(warn, maxTokenAge);
+  const at = exp === null ? byAge : Math.min(exp, byAge);
+  return { node: l.node, entry: { ...l.entry, rejectionAt: new Date(at).toISOString() } };
 }
 
 function observedCause(prev: Cause | undefined, lines: string[]): Cause {
@@ -99,7 +117,7 @@ function severityFor(rejectionAt: number | null, now: number, t: SeverityThresho
 export function applyProbeReports(o: ProbeFindingOptions): Finding[] {
   const t = o.thresholds ?? { criticalSeconds: 7 * 86_400, warningSeconds: 30 * 86_400 };
   const groups = new Map<string, { namespace: string; serviceAccount: string; kind: FindingKind; items: Located[] }>();
-  for (const l of located(o.reports)) {
+  for (const l of located(o.reports).map((x) => withRejection(x, o.maxTokenAge))) {
     const kind = kindOf(l.entry, o.now);
     if (kind === undefined) continue;
     const k = `${l.entry.namespace}/${l.entry.serviceAccount}/${kind}`;

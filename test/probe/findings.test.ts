@@ -46,6 +46,30 @@ describe('applyProbeReports', () => {
   });
 });
 
+describe('applyProbeReports: rejection date from the cluster\'s maxTokenAge', () => {
+  // A real bound token: exp one year after issue (upstream extension), warnafter 3607 s after issue. EKS rejects it
+  // 90 days after warnafter, so a token 92 days past warnafter is already rejected there (found in a new-user trial:
+  // the finding said "rejected in 272 d" from exp, whatever --max-token-age said).
+  const issued = NOW - 92 * DAY - 3_607_000;
+  const warnAfter = issued + 3_607_000;
+  const oneYearToken = (): ProbeReport => {
+    const r = report(issued);
+    r.entries = r.entries.map((e) => (e.serviceAccount === 'multus' ? { ...e, rejectionAt: iso(issued + 365 * DAY) } : e));
+    return r;
+  };
+  it('EKS: warnafter + 90 days, and critical when metrics show use', () => {
+    const [f] = applyProbeReports({ cluster: 'prod', reports: [oneYearToken()], findings: [], now: NOW, metricsShowUse: true, maxTokenAge: { mode: 'eks' } });
+    expect(f!.rejectionAt).toBe(iso(warnAfter + 90 * DAY));
+    expect(f!.tokens[0]!.rejectionAt).toBe(iso(warnAfter + 90 * DAY));
+    expect(f!.severity).toBe('critical');
+    expect(f!.cause.evidence.some((l) => l.includes(`rejected from ${iso(warnAfter + 90 * DAY)}`))).toBe(true);
+  });
+  it('upstream: never later than the token\'s own exp', () => {
+    const [f] = applyProbeReports({ cluster: 'prod', reports: [oneYearToken()], findings: [], now: NOW, metricsShowUse: true, maxTokenAge: { mode: 'upstream' } });
+    expect(f!.rejectionAt).toBe(iso(issued + 365 * DAY));
+  });
+});
+
 describe('config audit: { none: true }', () => {
   it('parses, renders back, and is refused together with another form', () => {
     const c = parseConfig({ clusters: [{ name: 'dark', audit: { none: true }, kubernetes: { inCluster: true } }] }, {});

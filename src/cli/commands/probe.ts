@@ -48,8 +48,8 @@ export function register(program: Command): void {
       'after',
       `
 The report (ConfigMap tokenwatch-probe-<node>, key report.json) holds per file: path, a hash of the path, mtime,
-the token's owner claims (namespace, ServiceAccount, pod, node, Secret for legacy tokens), iat, warnafter and the
-rejection date (exp); a file it cannot read is reported with its errno (EACCES), never as "no token".
+the token's owner claims (namespace, ServiceAccount, pod, node, Secret for legacy tokens), iat, warnafter and
+exp (serve and scan compute the rejection date from warnafter and the cluster's maxTokenAge, at most exp); a file it cannot read is reported with its errno (EACCES), never as "no token".
 RBAC: get, create, update ConfigMaps in its own namespace only. Manifests: manifests/probe/ (docs/install.md).
 
 Examples:

@@ -165,7 +165,7 @@ Examples:
         const { applyProbeReports } = await import('../../probe/findings.js');
         const reports = await probeReportsFromFile(flags.probeReport);
         const metricsShowUse = (metrics?.totals['serviceaccount_stale_tokens_total'] ?? 0) > 0;
-        result.report.findings = applyProbeReports({ cluster: flags.cluster, reports, findings: result.report.findings, now: result.now, metricsShowUse });
+        result.report.findings = applyProbeReports({ cluster: flags.cluster, reports, findings: result.report.findings, now: result.now, metricsShowUse, maxTokenAge: flags.maxTokenAge });
       }
 
       if (flags.format === 'json') {
