@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { startFakeKube, statusObject, type FakeKube, type RecordedRequest } from '../../src/fakes/kubernetes.js';
+import { startFakeKube, statusObject, type FakeKube, type RecordedRequest } from '../../src/sandbox/fakes/kubernetes.js';
 import { LEADER_API_CALLS, LeaderElector, decide, electionFromEnv, toLeaseRecord, type ElectorLogger, type LeaderElectorOptions } from '../../src/leader/elector.js';
 import { Scheduler } from '../../src/scheduler/scheduler.js';
 

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { startFakeCloudWatch, type FakeCloudWatch } from '../../src/fakes/cloudwatch.js';
+import { startFakeCloudWatch, type FakeCloudWatch } from '../fakes/cloudwatch.js';
 import { parseConfig, type ClusterConfig } from '../../src/config/index.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';

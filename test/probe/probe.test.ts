@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { parseConfig, type ClusterConfig } from '../../src/config/index.js';
-import { apiServerMetricsText, startFakeKube, type FakeKube } from '../../src/fakes/kubernetes.js';
+import { apiServerMetricsText, startFakeKube, type FakeKube } from '../../src/sandbox/fakes/kubernetes.js';
 import { TokenMetricsMonitor } from '../../src/metrics/live.js';
 import { NoAuditSource } from '../../src/metrics/no-audit.js';
 import { KubeMetricsScraper } from '../../src/metrics/scrape.js';
