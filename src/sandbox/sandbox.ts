@@ -25,7 +25,7 @@ import { stringify } from 'yaml';
 import { parseConfig, type Config } from '../config/index.js';
 import catalog from '../findings/catalog.json' with { type: 'json' };
 import { createLogger, type Logger } from '../observability/logger.js';
-import { startServe, type ServeHandle } from '../serve/serve.js';
+import { startServe, type ServeHandle } from '../runtime/serve.js';
 import { startSlackWith, type SlackIntegration } from '../slack/app.js';
 import { SimClock, StrictClock, tsToMs } from './clock.js';
 import { refreshProbeObjects, SandboxApiServerMetrics } from './probe-metrics.js';

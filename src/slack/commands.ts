@@ -11,8 +11,8 @@
 import { approvalsOf, type ActionKind, type ActionTarget } from '../approvals/index.js';
 import type { Severity } from '../findings/types.js';
 import type { Logger } from '../observability/logger.js';
-import type { ClusterRuntime } from '../serve/serve.js';
-import type { RunNowResult } from '../scheduler/scheduler.js';
+import type { ClusterRuntime } from '../runtime/serve.js';
+import type { RunNowResult } from '../runtime/scheduler.js';
 import type { Store } from '../store/index.js';
 import type { SlackApi } from './api.js';
 import {

@@ -14,7 +14,7 @@ import { TokenMetricsMonitor } from '../../src/metrics/live.js';
 import { NoAuditSource } from '../../src/metrics/no-audit.js';
 import { KubeMetricsScraper } from '../../src/metrics/scrape.js';
 import { createLogger } from '../../src/observability/logger.js';
-import { ClusterPoller } from '../../src/poll/poller.js';
+import { ClusterPoller } from '../../src/runtime/poller.js';
 import { tokenClaims } from '../../src/probe/claims.js';
 import { probeVerifiesRestart } from '../../src/probe/findings.js';
 import { probeHost, type ProbeReport } from '../../src/probe/host.js';

@@ -3,8 +3,8 @@ import { DEFAULT_BOT_TOKEN, startFakeSlack, type FakeSlack } from '../../src/san
 import { parseConfig, type Config } from '../../src/config/index.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
-import { Scheduler } from '../../src/scheduler/scheduler.js';
-import type { ServeContext } from '../../src/serve/serve.js';
+import { Scheduler } from '../../src/runtime/scheduler.js';
+import type { ServeContext } from '../../src/runtime/serve.js';
 import { startSlack, startSlackWith, type SlackIntegration } from '../../src/slack/app.js';
 import { openStore, type Store } from '../../src/store/index.js';
 

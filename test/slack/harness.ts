@@ -24,7 +24,7 @@ import { parseConfig, type Config } from '../../src/config/index.js';
 import { findingId } from '../../src/findings/build.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
-import { startServe, type ServeHandle } from '../../src/serve/serve.js';
+import { startServe, type ServeHandle } from '../../src/runtime/serve.js';
 import { startSlackWith, type SlackIntegration, type SlackOptions } from '../../src/slack/app.js';
 import { auditEvent } from '../sources/events.js';
 

@@ -15,7 +15,7 @@ import { startApiFront } from '../../src/sandbox/fakes/slack-socket.js';
 import { blockActionPayload, DEFAULT_BOT_TOKEN, recordBlockAction, recordSlashCommand, sendRecordedRequest, startFakeSlack, type FakeSlack } from '../../src/sandbox/fakes/slack.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
-import { startServe, type ServeHandle } from '../../src/serve/serve.js';
+import { startServe, type ServeHandle } from '../../src/runtime/serve.js';
 import { SlackApi } from '../../src/slack/api.js';
 import { startSlackWith, type SlackIntegration } from '../../src/slack/app.js';
 import { Directory } from '../../src/slack/directory.js';

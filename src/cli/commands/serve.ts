@@ -1,5 +1,5 @@
 /**
- * `tokenwatch serve [--config FILE]`: runs the live service (see `src/serve/serve.ts`) until SIGTERM/SIGINT.
+ * `tokenwatch serve [--config FILE]`: runs the live service (see `src/runtime/serve.ts`) until SIGTERM/SIGINT.
  *
  * Exit codes: 0 after a clean stop, 2 for an invalid configuration (every problem listed on stderr),
  * 1 when start-up fails otherwise (store cannot be opened, port taken).
@@ -55,17 +55,17 @@ export function register(program: Command): void {
       }
       // Loaded on use: the service pulls in the Kubernetes, AWS and Slack SDKs, which `--help` and `scan` do not need.
       const { createLogger } = await import('../../observability/logger.js');
-      const { startServe } = await import('../../serve/serve.js');
+      const { startServe } = await import('../../runtime/serve.js');
       const level = env.LOG_LEVEL && env.LOG_LEVEL !== '' ? env.LOG_LEVEL : config.log.level;
       const logger = createLogger({ level });
       const { Metrics } = await import('../../observability/metrics.js');
       const metrics = new Metrics({ defaultMetrics: true });
       // High availability: with POD_NAME and POD_NAMESPACE set (the Deployment in manifests/ sets them) in a pod,
       // replicas elect a leader on a coordination.k8s.io Lease; only the leader polls and executes actions.
-      const election = env.KUBERNETES_SERVICE_HOST ? (await import('../../leader/elector.js')).electionFromEnv(env) : undefined;
-      let elector: import('../../leader/elector.js').LeaderElector | undefined;
+      const election = env.KUBERNETES_SERVICE_HOST ? (await import('../../runtime/leader.js')).electionFromEnv(env) : undefined;
+      let elector: import('../../runtime/leader.js').LeaderElector | undefined;
       if (election) {
-        const { LeaderElector } = await import('../../leader/elector.js');
+        const { LeaderElector } = await import('../../runtime/leader.js');
         const { kubeConfigFor } = await import('../../cluster/kube.js');
         elector = new LeaderElector({ kubeConfig: kubeConfigFor({ inCluster: true }), ...election, logger });
         elector.on('started', () => {

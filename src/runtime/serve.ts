@@ -16,12 +16,12 @@ import type { ClusterConfig, Config } from '../config/types.js';
 import type { Finding } from '../findings/types.js';
 import { createLogger, scrubSecrets, type Logger } from '../observability/logger.js';
 import { Metrics } from '../observability/metrics.js';
-import { ClusterPoller, type PollOutcome } from '../poll/poller.js';
+import { ClusterPoller, type PollOutcome } from './poller.js';
 import { TokenMetricsMonitor } from '../metrics/live.js';
 import { KubeMetricsScraper } from '../metrics/scrape.js';
 import { KubeProbeReports } from '../probe/objects.js';
 import { KubeRemediator } from '../remediation/kube-remediator.js';
-import { Scheduler } from '../scheduler/scheduler.js';
+import { Scheduler } from './scheduler.js';
 import { createAuditSource, type ClosableAuditSource } from '../sources/index.js';
 import { openStore, type Store } from '../store/index.js';
 
@@ -120,7 +120,7 @@ export interface ServeOptions {
   integrationNames?: string[];
 }
 
-/** Leader-election state shown by `/tokens status` (see `src/leader/elector.ts`). */
+/** Leader-election state shown by `/tokens status` (see `src/runtime/leader.ts`). */
 export interface LeaderStatus {
   identity: string;
   leader: boolean;
