@@ -6,12 +6,12 @@
  * `response_url`, or `chat.postEphemeral` when that fails.
  */
 import type { App, BlockButtonAction, RespondFn } from '@slack/bolt';
-import type { Logger } from '../observability/logger.js';
-import { slackErrorCode, type SlackApi } from './api.js';
-import { ACTION_IDS, REJECT_MODAL_CALLBACK_ID, REJECT_REASON_INPUT, REJECT_REASON_MAX, RESTART_ACTION_ID_PATTERN, type SlackMessage } from './blocks/index.js';
-import type { ChannelRef } from './channels.js';
-import type { TokensCommand } from './commands.js';
-import type { ApprovalFlow, Clicker } from './flow.js';
+import type { Logger } from '../../observability/logger.js';
+import { slackErrorCode, type SlackApi } from '../api.js';
+import { ACTION_IDS, REJECT_MODAL_CALLBACK_ID, REJECT_REASON_INPUT, REJECT_REASON_MAX, RESTART_ACTION_ID_PATTERN, type SlackMessage } from '../blocks/index.js';
+import type { ChannelRef } from '../channels.js';
+import type { TokensCommand } from '../commands.js';
+import type { ApprovalFlow, Clicker } from '../flow.js';
 
 /** Dependencies of {@link registerListeners}. */
 export interface ListenerDeps {
