@@ -30,7 +30,7 @@ import { maskUrl, type Logger } from '../observability/logger.js';
 import type { VerificationReport } from '../remediation/verify.js';
 import { Verifier } from '../remediation/verify.js';
 import { IntegrationUnavailableError, type Integration, type ServeContext } from '../runtime/serve.js';
-import { registerListeners } from './listeners/actions.js';
+import { registerListeners } from './listeners/index.js';
 import { slackErrorCode, SlackApi } from './api.js';
 import { verificationMessage } from './blocks/index.js';
 import { ButtonIds } from './buttons.js';
