@@ -64,8 +64,6 @@ export interface ServeContext extends SlackContext {
   integrationErrors?: string[];
 }
 
-export { IntegrationUnavailableError, type Integration } from '../slack/context.js';
-
 /**
  * The body of `/readyz` (JSON): states only, never error text (details are in the log, scrubbed).
  * - `status`: `ready` | `starting` | `stopping` (the HTTP status is 200 only for `ready`);

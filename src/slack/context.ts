@@ -12,7 +12,7 @@ import type { Remediator } from '../remediation/executor.js';
 import type { FindingChange, Store } from '../store/index.js';
 
 /** Health of a cluster's last poll, as `/tokens status` shows it. */
-export interface SlackPollHealth {
+interface SlackPollHealth {
   /** `ok` after a successful poll, `degraded` after a failed one, `pending` before the first. */
   status: 'ok' | 'degraded' | 'pending';
   lastPollAt?: number;
@@ -42,14 +42,14 @@ export interface SlackCluster {
 }
 
 /** What a poll tells Slack besides the findings: the changes to alert on and the findings it resolved as quiet. */
-export interface SlackPollOutcome {
+interface SlackPollOutcome {
   changes: FindingChange[];
   /** Ids of the findings resolved as quiet by this poll. */
   concluded: string[];
 }
 
 /** A listener for fresh findings after each successful poll of a cluster. */
-export type SlackFindingsListener = (cluster: SlackCluster, findings: Finding[], outcome: SlackPollOutcome) => Promise<void>;
+type SlackFindingsListener = (cluster: SlackCluster, findings: Finding[], outcome: SlackPollOutcome) => Promise<void>;
 
 /** What `/tokens scan` answers: the poll started, one is already running, the cluster is unknown, or polling stopped. */
 export type RunNowResult = 'started' | 'busy' | 'unknown-job' | 'stopped';
