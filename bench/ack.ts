@@ -18,7 +18,7 @@ import { fork } from 'node:child_process';
 import { cpus, loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { blockActionPayload, sendBlockAction } from '../src/fakes/slack.js';
+import { blockActionPayload, sendBlockAction } from '../src/sandbox/fakes/slack.js';
 import { APPROVER, buttonValue, OPS, OUTSIDER, REQUESTER, SECRET, startHarness } from '../test/slack/harness.js';
 
 /** What the parent sends the click client. */

@@ -5,7 +5,7 @@
  * prints peak RSS for 1,000,000 such events (default) through:
  *   1. `tokenwatch scan`: a JSON-lines audit log of N 401 events (`bench/data/flood-<N>.jsonl`, git-ignored, written
  *      once), scanned in a child process; its peak RSS (`process.resourceUsage().maxRSS`);
- *   2. the live pipeline's per-poll path (what `src/poll/poller.ts` does after reading): reload the token records from
+ *   2. the live pipeline's per-poll path (what `src/runtime/poller.ts` does after reading): reload the token records from
  *      the SQLite store, merge the poll's new uses in a `TokenAggregator`, write the records back, build findings —
  *      over 10 polls of N/10 uses, in this process; its peak RSS, the records kept and the evidence lines.
  * The Deployment's memory limit is 512 MiB (manifests/); both figures must stay well under it.

@@ -2,7 +2,7 @@
  * Poll benchmark (design.md "Performance targets": a poll with nothing new costs one CloudWatch request per log
  * group; work grows with new token uses, not with audit volume).
  *
- * Runs the CloudWatch source with the real SDK against the loopback fake (`src/fakes/cloudwatch.ts`) holding a day of
+ * Runs the CloudWatch source with the real SDK against the loopback fake (`test/fakes/cloudwatch.ts`) holding a day of
  * synthetic EKS audit events, and prints requests and response bytes per poll:
  *   1. first poll, filter mode (24 h lookback);
  *   2. next poll 5 min later with 5 min of new audit volume;
@@ -19,7 +19,7 @@
 process.env['AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED'] = 'true';
 
 import { performance } from 'node:perf_hooks';
-import { startFakeCloudWatch } from '../src/fakes/cloudwatch.js';
+import { startFakeCloudWatch } from '../test/fakes/cloudwatch.js';
 import { CloudWatchSource } from '../src/sources/cloudwatch.js';
 import { emptyStats, type SourceStats } from '../src/sources/types.js';
 import { auditEvent } from '../test/sources/events.js';

@@ -31,7 +31,7 @@ import { performance } from 'node:perf_hooks';
 import { parseConfig } from '../src/config/index.js';
 import type { TokenRecord } from '../src/findings/types.js';
 import { createLogger } from '../src/observability/logger.js';
-import { ClusterPoller, POLLER_DEFAULTS } from '../src/poll/poller.js';
+import { ClusterPoller, POLLER_DEFAULTS } from '../src/runtime/poller.js';
 import { FileSource } from '../src/sources/file.js';
 import { openStore, type Store } from '../src/store/index.js';
 import { auditEvent } from '../test/sources/events.js';

@@ -32,6 +32,7 @@ import {
   namespaceAllowed,
   requiredApprovalsFor,
   SLACK_GROUP_ID,
+  type ActionKind,
   type ApprovalPolicy,
 } from './policy.js';
 
@@ -52,11 +53,8 @@ export const APPROVAL_STATES: readonly ApprovalState[] = [
 /** States from which no event moves the approval any more. */
 export const TERMINAL_STATES: readonly ApprovalState[] = ['succeeded', 'failed', 'rejected', 'expired'];
 
-/**
- * Remediation actions: `restart` = rollout restart of a DaemonSet/Deployment/StatefulSet; `recreate-serviceaccount`
- * = delete and recreate the ServiceAccount (new UID invalidates its tokens, domain.md §7); `snooze` = mute a finding.
- */
-export type ActionKind = 'restart' | 'recreate-serviceaccount' | 'snooze';
+/** The remediation action kinds, defined beside the approval policy that lists them (re-exported here). */
+export type { ActionKind };
 
 /** Kinds of object an action can target. */
 export type TargetKind = 'DaemonSet' | 'Deployment' | 'StatefulSet' | 'ServiceAccount';

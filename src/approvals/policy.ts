@@ -10,7 +10,6 @@
  * api.slack.com/types/usergroup): users `U…` (or `W…` for Enterprise Grid org-wide users), user groups `S…`.
  */
 import { z } from 'zod';
-import type { ActionKind } from './machine.js';
 
 /** Default expiry of a pending approval: 30 minutes, in milliseconds (design.md, Security). */
 export const DEFAULT_EXPIRY_MS = 30 * 60 * 1000;
@@ -25,6 +24,13 @@ export const ANY_USER = '*';
 export const SLACK_USER_ID = /^[UW][A-Z0-9]{2,}$/;
 /** A Slack user-group (subteam) id (`S…`). */
 export const SLACK_GROUP_ID = /^S[A-Z0-9]{2,}$/;
+
+/**
+ * Remediation actions: `restart` = rollout restart of a DaemonSet/Deployment/StatefulSet; `recreate-serviceaccount`
+ * = delete and recreate the ServiceAccount (new UID invalidates its tokens, domain.md §7); `snooze` = mute a finding.
+ * Defined here (not in machine.ts, which imports this module) so the two modules do not import each other.
+ */
+export type ActionKind = 'restart' | 'recreate-serviceaccount' | 'snooze';
 
 /** Every action kind, in display order. */
 export const ACTION_KINDS: readonly ActionKind[] = ['restart', 'recreate-serviceaccount', 'snooze'];

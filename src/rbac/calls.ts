@@ -6,7 +6,7 @@
  * - {@link KUBE_API_CALLS} (`src/cluster/kube.ts`): cluster-state reads, cluster-wide; plus the opt-in
  *   {@link SECRET_METADATA_API_CALLS} (list Secrets, metadata only) when `kubernetes.secretMetadata` is on.
  * - {@link REMEDIATION_API_CALLS} (`src/remediation/kube-remediator.ts`): reads and writes of remediation.
- * - {@link LEADER_API_CALLS} (`src/leader/elector.ts`): the leader-election Lease in tokenwatch's own namespace.
+ * - {@link LEADER_API_CALLS} (`src/runtime/leader.ts`): the leader-election Lease in tokenwatch's own namespace.
  *
  * The manifests (`manifests/rbac-*.yaml`) split them by verb: read verbs (get, list, watch) in the `tokenwatch-reader`
  * ClusterRole, write verbs in `tokenwatch-writer` (bound per namespace by default, cluster-wide on request; drop it
@@ -62,7 +62,7 @@ export const REMEDIATION_API_CALLS: readonly ApiCall[] = [
 ];
 
 /**
- * Every API call `LeaderElector` (`src/leader/elector.ts`) can make, in its own namespace only: read the Lease,
+ * Every API call `LeaderElector` (`src/runtime/leader.ts`) can make, in its own namespace only: read the Lease,
  * create it when missing, replace it (acquire, renew, release).
  */
 export const LEADER_API_CALLS: readonly ApiCall[] = [

@@ -1,5 +1,5 @@
 /**
- * The sandbox's simulated cluster: the fake Kubernetes API server (`src/fakes/kubernetes.ts`) seeded from the bundled
+ * The sandbox's simulated cluster: the fake Kubernetes API server (`src/sandbox/fakes/kubernetes.ts`) seeded from the bundled
  * cluster snapshot (timestamps shifted like the audit log), the workload controller simulation
  * (`controller.ts`), a kubeconfig file pointing at it, and saving/loading its objects so that a second sandbox run
  * continues with the same pods.
@@ -8,7 +8,7 @@ import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { stringify } from 'yaml';
-import type { KubeObject, ObjectStore } from './fakes.js';
+import type { KubeObject, ObjectStore } from './fakes/index.js';
 import type { ClusterView, PodView } from './replay.js';
 
 type Obj = Record<string, unknown>;

@@ -1,6 +1,6 @@
 /**
  * A small simulation of the Kubernetes workload controllers, on the fake API server's object store
- * (`src/fakes/kubernetes.ts` `ObjectStore`), so that a rollout restart really rolls in the sandbox.
+ * (`src/sandbox/fakes/kubernetes.ts` `ObjectStore`), so that a rollout restart really rolls in the sandbox.
  *
  * When a write raises the `metadata.generation` of a DaemonSet, Deployment or StatefulSet (a change of
  * `spec.template`, e.g. the `kubectl.kubernetes.io/restartedAt` annotation of a rollout restart; the fake API server
@@ -24,7 +24,7 @@
  * Timestamps written are sandbox time (the injected clock), RFC 3339 without fraction, as the API server writes them.
  */
 import { createHash } from 'node:crypto';
-import type { KubeObject, ObjectStore, WriteEvent } from './fakes.js';
+import type { KubeObject, ObjectStore, WriteEvent } from './fakes/index.js';
 
 /** Annotation holding the template hash a rollout is moving to, while it runs. */
 export const ROLLOUT_ANNOTATION = 'sandbox.tokenwatch.dev/rolling-to';

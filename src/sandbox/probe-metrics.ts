@@ -6,7 +6,7 @@
  *   ServiceAccount (Multus), as the node probe would publish it: the kubeconfig path, the token's claims (issued when
  *   its pod started, or at the `warnafter` learnt from the audit log minus 3607 s), never a token.
  */
-import { apiServerMetricsText, type ObjectStore } from '../fakes/kubernetes.js';
+import { apiServerMetricsText, type ObjectStore } from './fakes/kubernetes.js';
 import { EKS_MAX_SECONDS_AFTER_WARNING, WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS } from '../findings/token-math.js';
 import { pathHash, type ProbeEntry, type ProbeReport, DEFAULT_PROBE_GLOBS } from '../probe/host.js';
 import { PROBE_NAMESPACE, probeConfigMap, probeObjectName } from '../probe/objects.js';

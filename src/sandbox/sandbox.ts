@@ -1,8 +1,8 @@
 /**
  * `tokenwatch sandbox`: the whole loop on one machine, on 127.0.0.1 only — no Slack workspace, cluster or AWS
  * account. It starts:
- * 1. the fake Slack Web API (`src/fakes/slack.ts`) with one channel and three people (requester, approver, outsider);
- * 2. a simulated Kubernetes API: the fake API server (`src/fakes/kubernetes.ts`) seeded from the bundled cluster
+ * 1. the fake Slack Web API (`src/sandbox/fakes/slack.ts`) with one channel and three people (requester, approver, outsider);
+ * 2. a simulated Kubernetes API: the fake API server (`src/sandbox/fakes/kubernetes.ts`) seeded from the bundled cluster
  *    snapshot, with the workload controller simulation (`controller.ts`): a rollout restart really rolls;
  * 3. the replay writer (`replay.ts`): the bundled audit logs, shifted so their reference time is the sandbox's
  *    start, then live traffic as sandbox time passes (tokens age `speed` times faster; a static-token-file pod
@@ -25,13 +25,13 @@ import { stringify } from 'yaml';
 import { parseConfig, type Config } from '../config/index.js';
 import catalog from '../findings/catalog.json' with { type: 'json' };
 import { createLogger, type Logger } from '../observability/logger.js';
-import { startServe, type ServeHandle } from '../serve/serve.js';
+import { startServe, type ServeHandle } from '../runtime/serve.js';
 import { startSlackWith, type SlackIntegration } from '../slack/app.js';
 import { SimClock, StrictClock, tsToMs } from './clock.js';
 import { refreshProbeObjects, SandboxApiServerMetrics } from './probe-metrics.js';
 import { clusterView, kubeconfigYaml, loadObjects, savedObjects, saveObjects, seedObjects, summarizeWorkloads } from './cluster.js';
 import { ROLLOUT_ANNOTATION, WorkloadController } from './controller.js';
-import { loadFakes, type FakeKube, type FakeMessage, type FakeSlack } from './fakes.js';
+import { loadFakes, type FakeKube, type FakeMessage, type FakeSlack } from './fakes/index.js';
 import { AuditLogWriter, learnTemplates, LiveTraffic, loadBundle, shiftTimestampsDeep, shiftTimestampsInText } from './replay.js';
 import { startPageServer, type PageServer, type SandboxUser } from './server.js';
 

@@ -10,7 +10,7 @@
  *   `notice` (a user's command failed).
  * - `POST /api/command {user, text}` a slash command, `POST /api/action {user, channel, ts, ephemeral, actionId,
  *   blockId, value, text}` a button click, `POST /api/message {user, text}` a plain message. Commands and clicks go
- *   to the bot's HTTP receiver as **signed Slack requests** (`src/fakes/slack.ts` `sendSlashCommand` /
+ *   to the bot's HTTP receiver as **signed Slack requests** (`src/sandbox/fakes/slack.ts` `sendSlashCommand` /
  *   `sendBlockAction`), with a `trigger_id`, a `response_url` the fake Slack serves (bound to the channel, the user
  *   and, for a message button, the message), and for clicks the `message`, `container`, `channel` and `user` Slack
  *   sends (api.slack.com/reference/interaction-payloads/block-actions-payload).
@@ -30,7 +30,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { FakeEphemeral, FakeMessage, FakeSlack, SandboxFakes, SendResult } from './fakes.js';
+import type { FakeEphemeral, FakeMessage, FakeSlack, SandboxFakes, SendResult } from './fakes/index.js';
 import type { Logger } from '../observability/logger.js';
 
 /** A person the page lets you act as. */
@@ -67,7 +67,7 @@ export interface PageServerOptions {
   /** Port on 127.0.0.1 (0 = any free port). */
   port: number;
   slack: FakeSlack;
-  /** How requests are signed and sent to the bot (`src/fakes/slack.ts`). */
+  /** How requests are signed and sent to the bot (`src/sandbox/fakes/slack.ts`). */
   requests: Pick<SandboxFakes, 'sendSlashCommand' | 'sendBlockAction' | 'blockActionPayload'>;
   channel: { id: string; name: string };
   users: SandboxUser[];

@@ -29,13 +29,13 @@ import { approvalPolicyFor } from '../config/policy.js';
 import { maskUrl, type Logger } from '../observability/logger.js';
 import type { VerificationReport } from '../remediation/verify.js';
 import { Verifier } from '../remediation/verify.js';
-import { IntegrationUnavailableError, type Integration, type ServeContext } from '../serve/serve.js';
-import { registerListeners } from './actions.js';
+import { registerListeners } from './listeners/index.js';
 import { slackErrorCode, SlackApi } from './api.js';
 import { verificationMessage } from './blocks/index.js';
 import { ButtonIds } from './buttons.js';
 import { ChannelMap } from './channels.js';
 import { TokensCommand } from './commands.js';
+import { IntegrationUnavailableError, type Integration, type SlackContext } from './context.js';
 import { Directory } from './directory.js';
 import { ApprovalFlow } from './flow.js';
 import { persistingMessage } from './messages.js';
@@ -165,12 +165,12 @@ class Tasks {
  *   error such as `invalid_auth`), or the HTTP port is taken; {@link IntegrationUnavailableError} when Slack cannot
  *   be reached (network error, timeout, HTTP 5xx, rate limit): serve then retries in the background.
  */
-export function startSlack(ctx: ServeContext): Promise<Integration> {
+export function startSlack(ctx: SlackContext): Promise<Integration> {
   return startSlackWith(ctx);
 }
 
 /** {@link startSlack} with tuning options; returns the {@link SlackIntegration}. */
-export async function startSlackWith(ctx: ServeContext, opts: SlackOptions = {}): Promise<SlackIntegration> {
+export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {}): Promise<SlackIntegration> {
   const { config, store, clock, metrics, clusters } = ctx;
   const cfg = config.slack;
   if (!cfg?.enabled) throw new Error('Slack is not enabled (slack.enabled is false)');
@@ -292,7 +292,7 @@ export async function startSlackWith(ctx: ServeContext, opts: SlackOptions = {})
   // `/tokens scan` may reach a standby replica (HA): it leaves a request in the shared store for the leader.
   const scanRequestKey = (cluster: string) => `slack:scan-request:${cluster}`;
   const runNow = (cluster: string) => {
-    if (ctx.isLeader()) return ctx.scheduler.runNow(cluster);
+    if (ctx.isLeader()) return ctx.runNow(cluster);
     if (!clusters.has(cluster)) return 'unknown-job' as const;
     store.setCursor(scanRequestKey(cluster), String(clock()));
     return 'started' as const;
@@ -303,7 +303,7 @@ export async function startSlackWith(ctx: ServeContext, opts: SlackOptions = {})
       if (Number(store.getCursor(scanRequestKey(cluster)) ?? 0) > 0) {
         store.setCursor(scanRequestKey(cluster), '0');
         log.info({ cluster }, '/tokens scan requested on another replica: polling now');
-        ctx.scheduler.runNow(cluster);
+        ctx.runNow(cluster);
       }
     }
   };

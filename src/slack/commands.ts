@@ -11,8 +11,6 @@
 import { approvalsOf, type ActionKind, type ActionTarget } from '../approvals/index.js';
 import type { Severity } from '../findings/types.js';
 import type { Logger } from '../observability/logger.js';
-import type { ClusterRuntime } from '../serve/serve.js';
-import type { RunNowResult } from '../scheduler/scheduler.js';
 import type { Store } from '../store/index.js';
 import type { SlackApi } from './api.js';
 import {
@@ -28,6 +26,7 @@ import {
 } from './blocks/index.js';
 import { targetOf } from './buttons.js';
 import type { ChannelMap, ChannelRef } from './channels.js';
+import type { RunNowResult, SlackCluster } from './context.js';
 import { scanMessage, wrongChannelText } from './messages.js';
 import type { Notifier } from './notifier.js';
 import { metricsNotes } from '../metrics/status.js';
@@ -38,7 +37,7 @@ export interface CommandDeps {
   api: SlackApi;
   notifier: Notifier;
   channels: ChannelMap;
-  clusters: Map<string, ClusterRuntime>;
+  clusters: ReadonlyMap<string, SlackCluster>;
   runNow(cluster: string): RunNowResult;
   clock: () => number;
   logger: Logger;

@@ -5,7 +5,7 @@ import { EKSClient } from '@aws-sdk/client-eks';
 import { CoreV1Api } from '@kubernetes/client-node';
 import type { AwsCredentialIdentity } from '@smithy/types';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startFakeKube, type FakeKube } from '../../src/fakes/kubernetes.js';
+import { startFakeKube, type FakeKube } from '../../src/sandbox/fakes/kubernetes.js';
 import {
   describeEksCluster,
   EKS_AUTH_PROVIDER,

@@ -5,7 +5,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { startFakeKube, type FakeKube } from '../../src/fakes/kubernetes.js';
+import { startFakeKube, type FakeKube } from '../../src/sandbox/fakes/kubernetes.js';
 import { ClusterUnavailableError, KUBE_API_CALLS, KubeClusterState, SECRET_METADATA_API_CALLS, kubeConfigFor } from '../../src/cluster/kube.js';
 import { loadSnapshot, type SnapshotClusterState } from '../../src/cluster/snapshot.js';
 import { EXPECTED_MULTUS, FIXTURE } from './fixture.js';

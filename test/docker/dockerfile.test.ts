@@ -170,7 +170,7 @@ describe('.dockerignore', () => {
       'src/.env',
       '.env',
       '.git/HEAD',
-      'test/leader/elector.test.ts',
+      'test/runtime/leader.test.ts',
       'test/artifacts/run.log',
       'coverage/index.html',
       'bench/data/audit-1g.log',

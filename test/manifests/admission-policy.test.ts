@@ -6,7 +6,7 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startFakeKube, type FakeKube } from '../../src/fakes/kubernetes.js';
+import { startFakeKube, type FakeKube } from '../../src/sandbox/fakes/kubernetes.js';
 import { KubeRemediator, RESTARTED_AT, type RestartableKind } from '../../src/remediation/kube-remediator.js';
 import { FIXTURE } from '../cluster/fixture.js';
 import { CEL_CORE_FUNCTIONS, admit, expressionsOf, functionsOf, policyObjects, type AdmissionInput } from './admission.js';

@@ -1,9 +1,9 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startFakeKube, type FakeKube, type PolicyRule, type RecordedRequest } from '../../src/fakes/kubernetes.js';
+import { startFakeKube, type FakeKube, type PolicyRule, type RecordedRequest } from '../../src/sandbox/fakes/kubernetes.js';
 import { KubeClusterState } from '../../src/cluster/kube.js';
-import { LeaderElector } from '../../src/leader/elector.js';
+import { LeaderElector } from '../../src/runtime/leader.js';
 import { KubeMetricsScraper } from '../../src/metrics/scrape.js';
 import {
   KUBE_API_CALLS,

@@ -4,7 +4,7 @@
  * API server authorizing with exactly these rules).
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { startFakeKube, type FakeKube, type PolicyRule } from '../../src/fakes/kubernetes.js';
+import { startFakeKube, type FakeKube, type PolicyRule } from '../../src/sandbox/fakes/kubernetes.js';
 import { DEFAULT_PROBE_GLOBS, type ProbeReport } from '../../src/probe/host.js';
 import { KubeProbeReports, PROBE_NAMESPACE, publishReport } from '../../src/probe/objects.js';
 import { MANIFESTS, render, type K8sObject } from '../manifests/kustomize.js';

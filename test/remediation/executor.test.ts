@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { startFakeKube, type FakeKube } from '../../src/fakes/kubernetes.js';
+import { startFakeKube, type FakeKube } from '../../src/sandbox/fakes/kubernetes.js';
 import { approvalEvent, definePolicy } from '../../src/approvals/index.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { startFakeKube, type FakeKube } from '../../src/fakes/kubernetes.js';
+import { startFakeKube, type FakeKube } from '../../src/sandbox/fakes/kubernetes.js';
 import { KubeRemediator, RESTARTED_AT, progressOf, restartPatch } from '../../src/remediation/kube-remediator.js';
 
 const NOW = new Date('2026-11-20T12:00:00.123Z');

@@ -3,7 +3,7 @@
  * place, escalations in the thread, snooze, details, a channel the bot is not in, and a 429 from Slack.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { startFakeSlack } from '../../src/fakes/slack.js';
+import { startFakeSlack } from '../../src/sandbox/fakes/slack.js';
 import {
   blockText,
   buttonIds,

@@ -1,11 +1,10 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { DEFAULT_BOT_TOKEN, startFakeSlack, type FakeSlack } from '../../src/fakes/slack.js';
+import { DEFAULT_BOT_TOKEN, startFakeSlack, type FakeSlack } from '../../src/sandbox/fakes/slack.js';
 import { parseConfig, type Config } from '../../src/config/index.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
-import { Scheduler } from '../../src/scheduler/scheduler.js';
-import type { ServeContext } from '../../src/serve/serve.js';
 import { startSlack, startSlackWith, type SlackIntegration } from '../../src/slack/app.js';
+import type { SlackContext } from '../../src/slack/context.js';
 import { openStore, type Store } from '../../src/store/index.js';
 
 let fake: FakeSlack;
@@ -19,7 +18,7 @@ afterEach(async () => {
   await fake.close();
 });
 
-function context(env: Record<string, string>, slack: Record<string, unknown> = {}): ServeContext {
+function context(env: Record<string, string>, slack: Record<string, unknown> = {}): SlackContext {
   const config: Config = parseConfig(
     {
       slack: { enabled: true, mode: 'http', apiUrl: fake.apiUrl, port: 0, ...slack },
@@ -33,7 +32,8 @@ function context(env: Record<string, string>, slack: Record<string, unknown> = {
     logger: createLogger({ level: 'silent' }),
     metrics: new Metrics(),
     clusters: new Map(),
-    scheduler: new Scheduler({ jitterMs: 0 }),
+    // No poll jobs here: what the scheduler answers for a cluster it does not run.
+    runNow: () => 'unknown-job',
     clock: Date.now,
     onFindings: () => undefined,
     isLeader: () => true,

@@ -4,7 +4,7 @@
  */
 import { mkdirSync, rmSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { sendSlashCommand } from '../../src/fakes/slack.js';
+import { sendSlashCommand } from '../../src/sandbox/fakes/slack.js';
 import { parseTokensCommand } from '../../src/slack/commands.js';
 import {
   APPROVER,

@@ -7,8 +7,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { blockActionPayload, sendBlockAction, type FakeSlack } from '../../src/fakes/slack.js';
-import type { FakeKube } from '../../src/fakes/kubernetes.js';
+import { blockActionPayload, sendBlockAction, type FakeSlack } from '../../src/sandbox/fakes/slack.js';
+import type { FakeKube } from '../../src/sandbox/fakes/kubernetes.js';
 import { findingId } from '../../src/findings/build.js';
 import { RESTARTED_AT } from '../../src/remediation/kube-remediator.js';
 import { PICKUP_GRACE_MS } from '../../src/slack/flow.js';

@@ -1,7 +1,7 @@
 /**
  * End-to-end harness for the Slack integration: the real `tokenwatch serve` (`startServe`) with a file audit source
  * (a copy of the bundled Multus example log), the real Bolt app in HTTP mode on 127.0.0.1 port 0, the fake Slack Web
- * API (`src/fakes/slack.ts`) and the fake Kubernetes API server (`src/fakes/kubernetes.ts`) seeded with the example cluster
+ * API (`src/sandbox/fakes/slack.ts`) and the fake Kubernetes API server (`src/sandbox/fakes/kubernetes.ts`) seeded with the example cluster
  * snapshot. Everything stays on loopback. The service clock runs in real time from the example's reference time
  * (2026-11-20T12:00Z) and can be moved forward with {@link Harness.advance}.
  */
@@ -18,13 +18,13 @@ import {
   type FakeMessage,
   type FakeSlack,
   type SendResult,
-} from '../../src/fakes/slack.js';
-import { startFakeKube, type FakeKube, type KubeObject } from '../../src/fakes/kubernetes.js';
+} from '../../src/sandbox/fakes/slack.js';
+import { startFakeKube, type FakeKube, type KubeObject } from '../../src/sandbox/fakes/kubernetes.js';
 import { parseConfig, type Config } from '../../src/config/index.js';
 import { findingId } from '../../src/findings/build.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
-import { startServe, type ServeHandle } from '../../src/serve/serve.js';
+import { startServe, type ServeHandle } from '../../src/runtime/serve.js';
 import { startSlackWith, type SlackIntegration, type SlackOptions } from '../../src/slack/app.js';
 import { auditEvent } from '../sources/events.js';
 

@@ -5,8 +5,8 @@
  * SIGKILL at the step under test (no cleanup runs).
  * argv[2]: JSON `{ dir, slackApiUrl, kubeUrl }`.
  */
-import type { FakeSlack } from '../../src/fakes/slack.js';
-import type { FakeKube } from '../../src/fakes/kubernetes.js';
+import type { FakeSlack } from '../../src/sandbox/fakes/slack.js';
+import type { FakeKube } from '../../src/sandbox/fakes/kubernetes.js';
 import { startHarness } from './harness.js';
 
 const job = JSON.parse(process.argv[2]!) as { dir: string; slackApiUrl: string; kubeUrl: string };

@@ -4,7 +4,7 @@
 process.env['AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED'] = 'true';
 
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { startFakeCloudWatch, type FakeCloudWatch } from '../../src/fakes/cloudwatch.js';
+import { startFakeCloudWatch, type FakeCloudWatch } from '../fakes/cloudwatch.js';
 import { CloudWatchSource, type CloudWatchSourceOptions } from '../../src/sources/cloudwatch.js';
 import { aggregateToTokenUses, parseTokenUseAggregate, type TokenUseAggregate } from '../../src/sources/insights.js';
 import { emptyStats, SourceError } from '../../src/sources/types.js';

@@ -11,7 +11,7 @@ import {
   type TokenUseAggregate,
 } from '../../src/sources/insights.js';
 import { anyTermFilterPattern, quoteFilterTerm, TOKEN_USE_FILTER_PATTERN } from '../../src/sources/terms.js';
-import { runInsightsQuery } from '../../src/fakes/cloudwatch.js';
+import { runInsightsQuery } from '../fakes/cloudwatch.js';
 import { auditEvent } from './events.js';
 
 const ctx = { source: 'cloudwatch:r:/g', windowStart: 1_000_000, windowEnd: 2_000_000 };

@@ -1,5 +1,5 @@
 /**
- * `tokenwatch serve [--config FILE]`: runs the live service (see `src/serve/serve.ts`) until SIGTERM/SIGINT.
+ * `tokenwatch serve [--config FILE]`: runs the live service (built by `src/runtime/compose.ts`) until SIGTERM/SIGINT.
  *
  * Exit codes: 0 after a clean stop, 2 for an invalid configuration (every problem listed on stderr),
  * 1 when start-up fails otherwise (store cannot be opened, port taken).
@@ -55,36 +55,15 @@ export function register(program: Command): void {
       }
       // Loaded on use: the service pulls in the Kubernetes, AWS and Slack SDKs, which `--help` and `scan` do not need.
       const { createLogger } = await import('../../observability/logger.js');
-      const { startServe } = await import('../../serve/serve.js');
+      const { composeServe } = await import('../../runtime/compose.js');
       const level = env.LOG_LEVEL && env.LOG_LEVEL !== '' ? env.LOG_LEVEL : config.log.level;
       const logger = createLogger({ level });
       const { Metrics } = await import('../../observability/metrics.js');
       const metrics = new Metrics({ defaultMetrics: true });
-      // High availability: with POD_NAME and POD_NAMESPACE set (the Deployment in manifests/ sets them) in a pod,
-      // replicas elect a leader on a coordination.k8s.io Lease; only the leader polls and executes actions.
-      const election = env.KUBERNETES_SERVICE_HOST ? (await import('../../leader/elector.js')).electionFromEnv(env) : undefined;
-      let elector: import('../../leader/elector.js').LeaderElector | undefined;
-      if (election) {
-        const { LeaderElector } = await import('../../leader/elector.js');
-        const { kubeConfigFor } = await import('../../cluster/kube.js');
-        elector = new LeaderElector({ kubeConfig: kubeConfigFor({ inCluster: true }), ...election, logger });
-        elector.on('started', () => {
-          metrics.leader.set(1);
-          logger.info({ identity: election.identity }, 'became leader: polling and executing approved actions');
-        });
-        elector.on('stopped', (reason) => {
-          metrics.leader.set(0);
-          logger.warn({ identity: election.identity, reason }, 'no longer leader: polls stop on this replica');
-        });
-        elector.start();
-      }
-      let handle;
+      // The runtime (src/runtime/compose.ts) builds everything, leader election included.
+      let service;
       try {
-        handle = await startServe(config, {
-          logger,
-          metrics,
-          ...(elector && { isLeader: () => elector.isLeader(), leaderStatus: () => elector.status() }),
-        });
+        service = await composeServe(config, { env, logger, metrics });
       } catch (err) {
         const e = err as NodeJS.ErrnoException;
         const why =
@@ -93,7 +72,6 @@ export function register(program: Command): void {
             : e.message;
         logger.fatal({ err }, 'tokenwatch serve could not start');
         process.stderr.write(`tokenwatch: serve could not start: ${why}\n`);
-        await elector?.stop({ release: true });
         // Parts started before the failure (SDK clients, timers) must not keep the process alive.
         process.exit(1);
       }
@@ -102,11 +80,8 @@ export function register(program: Command): void {
           logger.info({ signal: sig }, 'signal received');
           process.off('SIGTERM', onSignal);
           process.off('SIGINT', onSignal);
-          // In-flight polls finish first (handle.stop waits for them); only then is the Lease released.
-          void handle
-            .stop()
-            .then(() => elector?.stop({ release: true }))
-            .then(resolve);
+          // In-flight polls finish first (service.stop waits for them); only then is the Lease released.
+          void service.stop().then(resolve);
         };
         process.on('SIGTERM', onSignal);
         process.on('SIGINT', onSignal);

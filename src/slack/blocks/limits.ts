@@ -4,7 +4,7 @@
  * Limits from Slack's Block Kit reference (docs.slack.dev/reference/block-kit/blocks/*, composition objects)
  * and @slack/types `block-kit/*.ts`, summarised in shared/docs/stack.md §1. Slack answers a message that breaks
  * them with `invalid_blocks`; the builders never produce one, and the fake Slack Web API
- * (`src/fakes/slack.ts`) uses this validator to reject messages the real API would reject.
+ * (`src/sandbox/fakes/slack.ts`) uses this validator to reject messages the real API would reject.
  */
 
 /** Limits in characters (UTF-16 units, which over-count emoji: conservative) or items. */

@@ -3,7 +3,7 @@
  * pong and close frames) and Slack's envelope protocol (`hello` on connect; envelopes with `envelope_id`, optional
  * `retry_attempt`/`retry_reason`; the client acks by echoing `envelope_id`; api.slack.com/apis/socket-mode), plus
  * a Web API front that answers `apps.connections.open` with the WebSocket URL and forwards every other method to
- * the fake Slack Web API (`src/fakes/slack.ts`). The real Bolt `SocketModeReceiver` (@slack/socket-mode 3) connects
+ * the fake Slack Web API (`src/sandbox/fakes/slack.ts`). The real Bolt `SocketModeReceiver` (@slack/socket-mode 3) connects
  * to it. Loopback only.
  */
 import { createHash } from 'node:crypto';

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { Scheduler } from '../../src/scheduler/scheduler.js';
+import { Scheduler } from '../../src/runtime/scheduler.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 let sched: Scheduler | undefined;

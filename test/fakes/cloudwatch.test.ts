@@ -13,8 +13,8 @@ import {
   ResourceNotFoundException,
   StartQueryCommand,
 } from '@aws-sdk/client-cloudwatch-logs';
-import { compileFilterPattern, runInsightsQuery, startFakeCloudWatch, type FakeCloudWatch } from '../../src/fakes/cloudwatch.js';
-import { auditEvent } from './events.js';
+import { compileFilterPattern, runInsightsQuery, startFakeCloudWatch, type FakeCloudWatch } from './cloudwatch.js';
+import { auditEvent } from '../sources/events.js';
 
 let fake: FakeCloudWatch;
 let client: CloudWatchLogsClient;

@@ -10,7 +10,7 @@ import {
   startFakeSlack,
   type FakeSlack,
   type FakeSlackChange,
-} from '../../src/fakes/slack.js';
+} from '../../../src/sandbox/fakes/slack.js';
 
 const SECRET = 'test-signing-secret';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { loadFakes } from '../../src/sandbox/fakes.js';
+import { loadFakes } from '../../../src/sandbox/fakes/index.js';
 
 describe('the sandbox fakes', () => {
   it('are the shared loopback fakes, and they work', async () => {

@@ -9,9 +9,9 @@ import {
   startFakeSlack,
   type FakeSlack,
   type FakeSlackChange,
-} from '../../src/fakes/slack.js';
-import { findingMessage } from '../../src/slack/blocks/index.js';
-import { multusFinding, NOW } from '../slack/blocks/fixtures.js';
+} from '../../../src/sandbox/fakes/slack.js';
+import { findingMessage } from '../../../src/slack/blocks/index.js';
+import { multusFinding, NOW } from '../../slack/blocks/fixtures.js';
 
 const { WebClient } = webApi;
 type WebClientT = InstanceType<typeof WebClient>;

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/index.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
-import { startServe } from '../../src/serve/serve.js';
+import { startServe } from '../../src/runtime/serve.js';
 import { auditEvent } from '../sources/events.js';
 
 const T0 = Date.parse('2026-11-20T12:00:00Z');

@@ -1,12 +1,12 @@
 /**
- * The loopback fakes the sandbox runs on — the fake Slack Web API (`src/fakes/slack.ts`) and the fake Kubernetes
- * API server (`src/fakes/kubernetes.ts`), the same ones the tests use — gathered behind one small interface so the
+ * The loopback fakes the sandbox runs on — the fake Slack Web API (`src/sandbox/fakes/slack.ts`) and the fake Kubernetes
+ * API server (`src/sandbox/fakes/kubernetes.ts`), the same ones the tests use — gathered behind one small interface so the
  * sandbox (and its tests) can swap them.
  */
-import { startFakeKube } from '../fakes/kubernetes.js';
-import { blockActionPayload, sendBlockAction, sendSlashCommand, startFakeSlack } from '../fakes/slack.js';
+import { startFakeKube } from './kubernetes.js';
+import { blockActionPayload, sendBlockAction, sendSlashCommand, startFakeSlack } from './slack.js';
 
-export type { FakeKube, KubeObject, ObjectStore, RecordedRequest, WriteEvent } from '../fakes/kubernetes.js';
+export type { FakeKube, KubeObject, ObjectStore, RecordedRequest, WriteEvent } from './kubernetes.js';
 export type {
   ButtonClick,
   FakeCall,
@@ -17,7 +17,7 @@ export type {
   FakeSlackOptions,
   SendResult,
   SlashCommandFields,
-} from '../fakes/slack.js';
+} from './slack.js';
 
 /** What the sandbox uses of the fakes. */
 export interface SandboxFakes {

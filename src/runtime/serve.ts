@@ -16,14 +16,15 @@ import type { ClusterConfig, Config } from '../config/types.js';
 import type { Finding } from '../findings/types.js';
 import { createLogger, scrubSecrets, type Logger } from '../observability/logger.js';
 import { Metrics } from '../observability/metrics.js';
-import { ClusterPoller, type PollOutcome } from '../poll/poller.js';
+import { ClusterPoller, type PollOutcome } from './poller.js';
 import { TokenMetricsMonitor } from '../metrics/live.js';
 import { KubeMetricsScraper } from '../metrics/scrape.js';
 import { KubeProbeReports } from '../probe/objects.js';
 import { KubeRemediator } from '../remediation/kube-remediator.js';
-import { Scheduler } from '../scheduler/scheduler.js';
+import { Scheduler, type RunNowResult } from './scheduler.js';
 import { createAuditSource, type ClosableAuditSource } from '../sources/index.js';
 import { openStore, type Store } from '../store/index.js';
+import type { Integration, SlackContext } from '../slack/context.js';
 
 /** Everything serve runs for one cluster. */
 export interface ClusterRuntime {
@@ -42,8 +43,8 @@ export interface ClusterRuntime {
 /** A listener for fresh findings after each successful poll (Slack notifier, verification). */
 export type FindingsListener = (cluster: ClusterRuntime, findings: Finding[], outcome: PollOutcome) => Promise<void>;
 
-/** What an integration (Slack) gets from serve. */
-export interface ServeContext {
+/** What an integration (Slack) gets from serve; it satisfies the Slack integration's own {@link SlackContext}. */
+export interface ServeContext extends SlackContext {
   config: Config;
   store: Store;
   logger: Logger;
@@ -51,6 +52,8 @@ export interface ServeContext {
   clusters: Map<string, ClusterRuntime>;
   scheduler: Scheduler;
   clock: () => number;
+  /** Starts a poll of `cluster` now through the scheduler (`/tokens scan`). */
+  runNow(cluster: string): RunNowResult;
   /** Registers a listener called after every successful poll of any cluster. */
   onFindings(listener: FindingsListener): void;
   /** Whether this replica is the leader (polls and executes approved actions). Always true without HA. */
@@ -59,26 +62,6 @@ export interface ServeContext {
   leaderStatus?: () => LeaderStatus;
   /** Why integrations (Slack) failed to start, if any did; serve runs on without them. */
   integrationErrors?: string[];
-}
-
-/** An integration started and stopped with serve. */
-export interface Integration {
-  name: string;
-  stop(): Promise<void>;
-  /**
-   * A one-word state for `/readyz` (e.g. Socket Mode `connected` / `disconnected`); never error text.
-   * Default `ok` while started.
-   */
-  state?(): string;
-}
-
-/**
- * Thrown by an integration starter when the failure is transient (the service is unreachable, times out or answers
- * 5xx): serve keeps polling and retries the start in the background (see {@link ServeOptions.integrationRetryMs}).
- * Any other error is final until serve restarts (e.g. Slack rejected the bot token).
- */
-export class IntegrationUnavailableError extends Error {
-  readonly retryable = true;
 }
 
 /**
@@ -120,7 +103,7 @@ export interface ServeOptions {
   integrationNames?: string[];
 }
 
-/** Leader-election state shown by `/tokens status` (see `src/leader/elector.ts`). */
+/** Leader-election state shown by `/tokens status` (see `src/runtime/leader.ts`). */
 export interface LeaderStatus {
   identity: string;
   leader: boolean;
@@ -234,6 +217,7 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
     clusters,
     scheduler,
     clock,
+    runNow: (cluster) => scheduler.runNow(cluster),
     onFindings: (l) => void listeners.push(l),
     isLeader,
     leaderStatus: opts.leaderStatus,

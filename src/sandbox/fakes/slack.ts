@@ -40,7 +40,7 @@ import { createHmac } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { validateBlocks } from '../slack/blocks/limits.js';
+import { validateBlocks } from '../../slack/blocks/limits.js';
 
 /** The identity behind a bot token (what `auth.test` answers). */
 export interface FakeBotIdentity {

@@ -1,9 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { startFakeKube, statusObject, type FakeKube, type RecordedRequest } from '../../src/fakes/kubernetes.js';
-import { LEADER_API_CALLS, LeaderElector, decide, electionFromEnv, toLeaseRecord, type ElectorLogger, type LeaderElectorOptions } from '../../src/leader/elector.js';
-import { Scheduler } from '../../src/scheduler/scheduler.js';
+import { startFakeKube, statusObject, type FakeKube, type RecordedRequest } from '../../src/sandbox/fakes/kubernetes.js';
+import { LEADER_API_CALLS, LeaderElector, decide, electionFromEnv, toLeaseRecord, type ElectorLogger, type LeaderElectorOptions } from '../../src/runtime/leader.js';
+import { Scheduler } from '../../src/runtime/scheduler.js';
 
 // Short timings so failover happens in about a second (production defaults: 15 s / 10 s / 2 s).
 const LEASE_MS = 1000;

@@ -1,0 +1,91 @@
+/**
+ * What the Slack integration needs from the runtime that starts it, and what it gives back: small interfaces, so
+ * that `slack/` never imports the wiring (`src/runtime/`). The runtime's own context (`ServeContext`) satisfies
+ * {@link SlackContext}; tests hand in a plain object.
+ */
+import type { ClusterStateSource } from '../cluster/types.js';
+import type { ClusterConfig, Config } from '../config/types.js';
+import type { Finding } from '../findings/types.js';
+import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
+import type { Remediator } from '../remediation/executor.js';
+import type { FindingChange, Store } from '../store/index.js';
+
+/** Health of a cluster's last poll, as `/tokens status` shows it. */
+interface SlackPollHealth {
+  /** `ok` after a successful poll, `degraded` after a failed one, `pending` before the first. */
+  status: 'ok' | 'degraded' | 'pending';
+  lastPollAt?: number;
+  lastSuccessAt?: number;
+  lastError?: string;
+  /** Cluster-state problem of the last poll (e.g. a forbidden verb), if any. */
+  stateError?: string;
+  /** Why the last API-server `/metrics` read failed, if it did. */
+  metricsError?: string;
+  /** Why the last read of the node-probe reports failed, if it did. */
+  probeError?: string;
+}
+
+/** What Slack uses of one watched cluster. */
+export interface SlackCluster {
+  config: ClusterConfig;
+  /** The audit source (its id names it in `/tokens status`). */
+  source: { id: string };
+  /** The cluster's poller, for its health. */
+  poller: { health(): SlackPollHealth };
+  /** Undefined with `kubernetes: { none: true }`. */
+  state?: ClusterStateSource;
+  /** Undefined with `kubernetes: { none: true }`: no remediation possible. */
+  remediator?: Remediator;
+  /** Why Kubernetes access could not be set up (shown in `/tokens status`), if it could not. */
+  kubeError?: string;
+}
+
+/** What a poll tells Slack besides the findings: the changes to alert on and the findings it resolved as quiet. */
+interface SlackPollOutcome {
+  changes: FindingChange[];
+  /** Ids of the findings resolved as quiet by this poll. */
+  concluded: string[];
+}
+
+/** A listener for fresh findings after each successful poll of a cluster. */
+type SlackFindingsListener = (cluster: SlackCluster, findings: Finding[], outcome: SlackPollOutcome) => Promise<void>;
+
+/** What `/tokens scan` answers: the poll started, one is already running, the cluster is unknown, or polling stopped. */
+export type RunNowResult = 'started' | 'busy' | 'unknown-job' | 'stopped';
+
+/** What the Slack integration gets from the runtime. */
+export interface SlackContext {
+  config: Config;
+  store: Store;
+  logger: Logger;
+  metrics: Metrics;
+  clusters: ReadonlyMap<string, SlackCluster>;
+  clock: () => number;
+  /** Starts a poll of `cluster` now (on this replica; the caller checks leadership). */
+  runNow(cluster: string): RunNowResult;
+  /** Registers a listener called after every successful poll of any cluster. */
+  onFindings(listener: SlackFindingsListener): void;
+  /** Whether this replica is the leader (polls and executes approved actions). Always true without HA. */
+  isLeader(): boolean;
+}
+
+/** An integration started and stopped with serve. */
+export interface Integration {
+  name: string;
+  stop(): Promise<void>;
+  /**
+   * A one-word state for `/readyz` (e.g. Socket Mode `connected` / `disconnected`); never error text.
+   * Default `ok` while started.
+   */
+  state?(): string;
+}
+
+/**
+ * Thrown by an integration starter when the failure is transient (the service is unreachable, times out or answers
+ * 5xx): serve keeps polling and retries the start in the background (`ServeOptions.integrationRetryMs`).
+ * Any other error is final until serve restarts (e.g. Slack rejected the bot token).
+ */
+export class IntegrationUnavailableError extends Error {
+  readonly retryable = true;
+}

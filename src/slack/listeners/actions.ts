@@ -1,0 +1,44 @@
+/**
+ * The `block_actions` listeners of tokenwatch's buttons (restart, recreate, snooze, details, approve, reject): each
+ * acks, then hands the click to the approval flow (see `deps.ts`).
+ */
+import type { App, BlockButtonAction, RespondFn } from '@slack/bolt';
+import { ACTION_IDS, RESTART_ACTION_ID_PATTERN } from '../blocks/index.js';
+import type { Clicker } from '../flow.js';
+import { replier, type ListenerDeps } from './deps.js';
+
+/** Registers the button listeners on `app`. */
+export function register(app: App, deps: ListenerDeps): void {
+  const { logger } = deps;
+
+  const button = (handler: (c: Clicker, value: string, actionId: string) => Promise<void>) =>
+    async ({ ack, body, action, respond }: { ack: () => Promise<void>; body: BlockButtonAction; action: BlockButtonAction['actions'][number]; respond: RespondFn }) => {
+      await ack();
+      await deps.track(
+        (async () => {
+          const channel = body.channel ? { id: body.channel.id, name: body.channel.name } : body.container?.channel_id ? { id: String(body.container.channel_id) } : undefined;
+          const threadTs = typeof body.message?.thread_ts === 'string' ? body.message.thread_ts : undefined;
+          const c: Clicker = {
+            user: body.user.id,
+            channel,
+            reply: replier(deps, respond, channel?.id, body.user.id, threadTs),
+            ...(typeof body.trigger_id === 'string' ? { triggerId: body.trigger_id } : {}),
+          };
+          try {
+            await handler(c, typeof action.value === 'string' ? action.value : '', action.action_id);
+          } catch (err) {
+            logger.error({ err, actionId: action.action_id, user: body.user.id }, 'button handling failed');
+            await c.reply({ text: '⚠️ tokenwatch could not complete this; see its logs.', blocks: [{ type: 'section', text: { type: 'mrkdwn', text: '⚠️ tokenwatch could not complete this; see its logs.' } }] });
+          }
+        })(),
+      );
+    };
+
+  app.action<BlockButtonAction>(RESTART_ACTION_ID_PATTERN, button((c, v) => deps.flow.onFindingButton(c, 'restart', v)));
+  app.action<BlockButtonAction>(ACTION_IDS.recreateServiceAccount, button((c, v) => deps.flow.onFindingButton(c, 'recreate-serviceaccount', v)));
+  app.action<BlockButtonAction>(ACTION_IDS.snooze1d, button((c, v) => deps.flow.onFindingButton(c, 'snooze', v, 1)));
+  app.action<BlockButtonAction>(ACTION_IDS.snooze7d, button((c, v) => deps.flow.onFindingButton(c, 'snooze', v, 7)));
+  app.action<BlockButtonAction>(ACTION_IDS.details, button((c, v) => deps.flow.onFindingButton(c, 'details', v)));
+  app.action<BlockButtonAction>(ACTION_IDS.approve, button((c, v) => deps.flow.vote(c, v, 'approve')));
+  app.action<BlockButtonAction>(ACTION_IDS.reject, button((c, v) => deps.flow.vote(c, v, 'reject')));
+}

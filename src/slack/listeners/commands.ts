@@ -1,0 +1,25 @@
+/** The `/tokens` slash-command listener: acks, then answers through `TokensCommand.handle` (`../commands.ts`) (see `deps.ts`). */
+import type { App } from '@slack/bolt';
+import type { ChannelRef } from '../channels.js';
+import { replier, type ListenerDeps } from './deps.js';
+
+/** Registers `/tokens` on `app`. */
+export function register(app: App, deps: ListenerDeps): void {
+  const { logger } = deps;
+
+  app.command('/tokens', async ({ ack, command, respond }) => {
+    await ack();
+    await deps.track(
+      (async () => {
+        const channel: ChannelRef = { id: command.channel_id, name: command.channel_name };
+        const reply = replier(deps, respond, command.channel_id, command.user_id);
+        try {
+          await reply(deps.command.handle(command.text ?? '', command.user_id, channel));
+        } catch (err) {
+          logger.error({ err }, '/tokens failed');
+          await reply({ text: 'tokenwatch could not answer this command; see its logs.', blocks: [{ type: 'section', text: { type: 'mrkdwn', text: '⚠️ tokenwatch could not answer this command; see its logs.' } }] });
+        }
+      })(),
+    );
+  });
+}

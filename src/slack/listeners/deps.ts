@@ -1,0 +1,44 @@
+/**
+ * What the Bolt listeners get (a small interface handed in by the Slack integration, `../app.ts`) and the ephemeral
+ * answer they share. Each listener calls `ack()` first — before any Kubernetes, store-heavy or Slack write — and then
+ * hands the work to the command handler or the approval flow. Slack needs the ack within 3 s (docs "Acknowledging
+ * requests"); tokenwatch's target is 100 ms at p99 while a rollout runs (`bench/ack.ts`). Answers go to the user
+ * ephemerally through the payload's `response_url`, or `chat.postEphemeral` when that fails.
+ */
+import type { RespondFn } from '@slack/bolt';
+import type { Logger } from '../../observability/logger.js';
+import { slackErrorCode, type SlackApi } from '../api.js';
+import type { SlackMessage } from '../blocks/index.js';
+import type { TokensCommand } from '../commands.js';
+import type { ApprovalFlow } from '../flow.js';
+
+/** Dependencies of the listeners (`register(app, deps)` of each kind). */
+export interface ListenerDeps {
+  command: Pick<TokensCommand, 'handle'>;
+  flow: Pick<ApprovalFlow, 'onFindingButton' | 'vote' | 'rejectWithReason'>;
+  api: Pick<SlackApi, 'countError' | 'ephemeral'>;
+  logger: Logger;
+  /** Tracks work done after the ack. */
+  track<T>(p: Promise<T>): Promise<T>;
+}
+
+/** An ephemeral answer: `respond` (response_url), falling back to chat.postEphemeral. */
+export function replier(deps: ListenerDeps, respond: RespondFn | undefined, channel: string | undefined, user: string, threadTs?: string): (msg: SlackMessage) => Promise<void> {
+  return async (msg) => {
+    if (respond) {
+      try {
+        await respond({ response_type: 'ephemeral', replace_original: false, text: msg.text, blocks: msg.blocks });
+        return;
+      } catch (err) {
+        deps.api.countError('response_url', 'respond_failed');
+        deps.logger.warn({ err: String(err) }, 'answering through response_url failed; trying chat.postEphemeral');
+      }
+    }
+    if (channel === undefined) return;
+    try {
+      await deps.api.ephemeral(channel, user, msg, threadTs);
+    } catch (err) {
+      deps.logger.error({ user, channel, error: slackErrorCode(err) }, 'could not answer the user');
+    }
+  };
+}
