@@ -6,18 +6,8 @@
 import { startFakeKube } from '../fakes/kubernetes.js';
 import { blockActionPayload, sendBlockAction, sendSlashCommand, startFakeSlack } from '../fakes/slack.js';
 
-export type { FakeKube, KubeObject, ObjectStore, RecordedRequest, WriteEvent } from '../fakes/kubernetes.js';
-export type {
-  ButtonClick,
-  FakeCall,
-  FakeEphemeral,
-  FakeMessage,
-  FakeSlack,
-  FakeSlackChange,
-  FakeSlackOptions,
-  SendResult,
-  SlashCommandFields,
-} from '../fakes/slack.js';
+export type { FakeKube, KubeObject, ObjectStore, WriteEvent } from '../fakes/kubernetes.js';
+export type { FakeEphemeral, FakeMessage, FakeSlack, SendResult } from '../fakes/slack.js';
 
 /** What the sandbox uses of the fakes. */
 export interface SandboxFakes {
