@@ -15,15 +15,15 @@ module.exports = {
     {
       name: 'core-stays-pure',
       severity: 'error',
-      comment: 'audit/, findings/ and approvals/ are the pure core: no Slack, Kubernetes, AWS or SQLite modules.',
-      from: { path: '^src/(audit|findings|approvals)/' },
+      comment: 'core/ (units), audit/, findings/ and approvals/ are the pure core: no Slack, Kubernetes, AWS or SQLite modules.',
+      from: { path: '^src/(core|audit|findings|approvals)/' },
       to: { path: ['@slack/', '@kubernetes/', '@aws-sdk/', '@smithy/', 'better-sqlite3'], dependencyTypesNot: ['type-only'] },
     },
     {
       name: 'core-does-not-reach-edges',
       severity: 'error',
       comment: 'The core never imports the edges (Slack, cluster access, store, sources, remediation, runtime wiring).',
-      from: { path: '^src/(audit|findings|approvals)/' },
+      from: { path: '^src/(core|audit|findings|approvals)/' },
       to: { path: ['^src/(slack|store|sources|remediation|serve|poll|scheduler|leader|runtime|sandbox|cli)/', '^src/cluster/(kube|eks-auth)'] },
     },
     {

@@ -502,7 +502,6 @@ async function main(): Promise<void> {
   let serial: ScanMeasure | undefined;
   let zgrep: Run | undefined;
   let gzScan: ScanMeasure | undefined;
-  let gzSerial: ScanMeasure | undefined;
   for (let i = 0; i < RUNS; i++) {
     grep = fastest(grep, await timed('grep', [...grepArgs, gen.file], true));
     scan = best(scan, await measureScan([gen.file]));
@@ -510,7 +509,7 @@ async function main(): Promise<void> {
     zgrep = fastest(zgrep, await timed('sh', ['-c', zcatGrep], true));
     gzScan = best(gzScan, await measureScan(gzFiles));
   }
-  gzSerial = await measureScan(gzFiles, 1); // once: for the identity check and the serial RSS
+  const gzSerial = await measureScan(gzFiles, 1); // once: for the identity check and the serial RSS
   if (!grep || !scan || !serial || !zgrep || !gzScan || !gzSerial) throw new Error('no runs');
   if (grep.code !== 0 && grep.code !== 1) throw new Error(`grep failed: ${grep.stderr.trim()}`);
   if (zgrep.code !== 0 && zgrep.code !== 1) throw new Error(`zcat | grep failed: ${zgrep.stderr.trim()}`);

@@ -23,7 +23,9 @@ const cores = availableParallelism();
 const load = Array.from({ length: cores }, () =>
   spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' }),
 );
-const stopLoad = () => load.forEach((p) => p.kill('SIGKILL'));
+const stopLoad = () => {
+  for (const p of load) p.kill('SIGKILL');
+};
 process.on('exit', stopLoad);
 for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.exit(130));
 console.log(`test:busy: ${cores} load process(es) keep every core busy; running the suite ${runs} time(s)`);

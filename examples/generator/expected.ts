@@ -227,7 +227,7 @@ export function expectInput(model: ClusterModel, input: InputSet): ExpectedInput
   const attributed401 = new Map<string, Req[]>();
   for (const q of unauthorized) {
     const src = staleBySource.get(`${q.sourceIP} ${q.userAgent}`);
-    if (!src || src.signal?.kind !== 'stale') throw new Error(`401 ${q.auditID} cannot be attributed in ${input.name}`);
+    if (src?.signal?.kind !== 'stale') throw new Error(`401 ${q.auditID} cannot be attributed in ${input.name}`);
     const key = src.signal.token.pod.sa.namespace + '/' + src.signal.token.pod.sa.name;
     attributed401.set(key, [...(attributed401.get(key) ?? []), q]);
   }
@@ -429,11 +429,5 @@ export function tokenFacts(model: ClusterModel, reqs: readonly Req[]): TokenFact
     });
   }
   return [...seen.values()].sort((a, b) => (a.warnAfter < b.warnAfter ? -1 : a.warnAfter > b.warnAfter ? 1 : a.pod < b.pod ? -1 : 1));
-}
-
-/** Subject of the legacy story (for README text). */
-export function deployerSubject(model: ClusterModel): string {
-  const s = model.ref.sa['ci/deployer'];
-  return s ? saUsername(s) : '';
 }
 

@@ -5,9 +5,9 @@
  * 4-space indented like kubectl's JSON printer. Pod specs carry the defaults the API server adds (tolerations,
  * `kube-api-access-xxxxx` projected volume, DaemonSet `matchFields` node affinity, ...).
  */
-import { Rng } from './rng.js';
+import type { Rng } from './rng.js';
 import { MINUTE, SECOND, kubectlJson, rfc3339 } from './format.js';
-import { type ClusterModel, type PodModel, type SaModel, type WorkloadModel } from './model.js';
+import type { ClusterModel, PodModel, SaModel, WorkloadModel } from './model.js';
 
 type Obj = Record<string, unknown>;
 
@@ -498,7 +498,4 @@ export function buildSnapshot(model: ClusterModel, rng: Rng): Obj {
 export function snapshotJson(model: ClusterModel, rng: Rng): string {
   return kubectlJson(buildSnapshot(model, rng));
 }
-
-/** The kubectl command whose output the snapshot is. */
-export const SNAPSHOT_COMMAND = 'kubectl get pods,daemonsets,deployments,statefulsets,replicasets,serviceaccounts,secrets -A -o json';
 

@@ -32,28 +32,14 @@ import {
   namespaceAllowed,
   requiredApprovalsFor,
   SLACK_GROUP_ID,
-  type ActionKind,
   type ApprovalPolicy,
 } from './policy.js';
+import type { ActionKind } from './kinds.js';
 
 /** Approval states (design.md): `requested → approved → running → succeeded | failed`, or `rejected | expired`. */
 export type ApprovalState = 'requested' | 'approved' | 'running' | 'succeeded' | 'failed' | 'rejected' | 'expired';
 
-/** All states, in lifecycle order. */
-export const APPROVAL_STATES: readonly ApprovalState[] = [
-  'requested',
-  'approved',
-  'running',
-  'succeeded',
-  'failed',
-  'rejected',
-  'expired',
-];
-
-/** States from which no event moves the approval any more. */
-export const TERMINAL_STATES: readonly ApprovalState[] = ['succeeded', 'failed', 'rejected', 'expired'];
-
-/** The remediation action kinds, defined beside the approval policy that lists them (re-exported here). */
+/** Remediation action kinds (defined once, in ./kinds.ts). */
 export type { ActionKind };
 
 /** Kinds of object an action can target. */
@@ -209,11 +195,6 @@ export function actionNoun(action: ActionKind): string {
 /** `DaemonSet kube-system/kube-multus-ds in prod-eks`. */
 export function describeTarget(t: ActionTarget): string {
   return `${t.kind} ${t.namespace}/${t.name} in ${t.cluster}`;
-}
-
-/** Whether an action goes through approval. Snooze only mutes an alert, so it does not. */
-export function needsApproval(action: ActionKind): boolean {
-  return action !== 'snooze';
 }
 
 /** `2026-11-29 14:05 UTC` from epoch ms. */

@@ -10,9 +10,11 @@
  * api.slack.com/types/usergroup): users `U…` (or `W…` for Enterprise Grid org-wide users), user groups `S…`.
  */
 import { z } from 'zod';
+import { MINUTE_MS } from '../core/units.js';
+import { ACTION_KINDS, type ActionKind } from './kinds.js';
 
 /** Default expiry of a pending approval: 30 minutes, in milliseconds (design.md, Security). */
-export const DEFAULT_EXPIRY_MS = 30 * 60 * 1000;
+export const DEFAULT_EXPIRY_MS = 30 * MINUTE_MS;
 
 /** Approvals required for a target in a protected namespace (issue #4: "optional two approvals"). */
 export const DEFAULT_PROTECTED_APPROVALS = 2;
@@ -24,16 +26,6 @@ export const ANY_USER = '*';
 export const SLACK_USER_ID = /^[UW][A-Z0-9]{2,}$/;
 /** A Slack user-group (subteam) id (`S…`). */
 export const SLACK_GROUP_ID = /^S[A-Z0-9]{2,}$/;
-
-/**
- * Remediation actions: `restart` = rollout restart of a DaemonSet/Deployment/StatefulSet; `recreate-serviceaccount`
- * = delete and recreate the ServiceAccount (new UID invalidates its tokens, domain.md §7); `snooze` = mute a finding.
- * Defined here (not in machine.ts, which imports this module) so the two modules do not import each other.
- */
-export type ActionKind = 'restart' | 'recreate-serviceaccount' | 'snooze';
-
-/** Every action kind, in display order. */
-export const ACTION_KINDS: readonly ActionKind[] = ['restart', 'recreate-serviceaccount', 'snooze'];
 
 /**
  * Per-cluster approval policy.
@@ -80,7 +72,7 @@ export const approvalPolicySchema = z.object({
   allowSelfApproval: z.boolean().default(false),
   protectedNamespaces: z.array(nsPattern).default([]),
   protectedApprovals: z.number().int().min(1).max(10).default(DEFAULT_PROTECTED_APPROVALS),
-  actions: z.array(z.enum(['restart', 'recreate-serviceaccount', 'snooze'])).default(['restart', 'snooze']),
+  actions: z.array(z.enum(ACTION_KINDS)).default(['restart', 'snooze']),
   namespaces: z
     .object({ allow: z.array(nsPattern).default([]), deny: z.array(nsPattern).default([]) })
     .default({ allow: [], deny: [] }),

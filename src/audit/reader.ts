@@ -37,10 +37,9 @@ import {
 } from './insights-rows.js';
 
 export { detectFormat } from './formats.js';
-export { mayHoldTokenUse, tokenUseFromJson, tokenUseFromRecordText } from './records.js';
-export { DEFAULT_MAX_LINE_BYTES, JsonlScanner, skipTimestampPrefix } from './jsonl-scanner.js';
-export { queryResultCells, tokenUseFromInsightsRow, parseInsightsTimestamp, INSIGHTS_MAX_ROWS } from './insights-rows.js';
-export { JsonExportScanner, type JsonExportLayout } from './json-export-scanner.js';
+export { mayHoldTokenUse, tokenUseFromJson } from './records.js';
+export { DEFAULT_MAX_LINE_BYTES, JsonlScanner } from './jsonl-scanner.js';
+export { JsonExportScanner } from './json-export-scanner.js';
 
 /** Progress of one file: bytes read from disk (compressed bytes for gzip) out of its size. */
 export interface ReadProgress {

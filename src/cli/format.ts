@@ -5,18 +5,13 @@
  */
 import { createRequire } from 'node:module';
 import type TableClass from 'cli-table3';
-import type { Finding, ScanReport, Severity } from '../findings/types.js';
+import { SEVERITY_RANK, type Finding, type ScanReport, type Severity } from '../findings/types.js';
+import { DAY_MS, DAY_SECONDS, HOUR_MS } from '../core/units.js';
 import { WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS } from '../findings/token-math.js';
 import type { NowSource } from '../scan/run.js';
 import { escapeControl } from './escape.js';
 
 export { escapeControl } from './escape.js';
-
-const DAY_MS = 86_400_000;
-const HOUR_MS = 3_600_000;
-
-/** Severity order, most severe last: `info < warning < critical`. */
-export const SEVERITY_RANK: Record<Severity, number> = { info: 0, warning: 1, critical: 2 };
 
 /** True when `severity` is at or above `threshold` (`critical ≥ warning ≥ info`). */
 export function atOrAbove(severity: Severity, threshold: Severity): boolean {
@@ -88,7 +83,7 @@ export function oldestTokenAgeDays(finding: Finding, now: number): number | unde
     return Math.floor((now - oldestWarnAfter + WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS * 1000) / DAY_MS);
   }
   if (finding.maxSecondsAfterWarning !== null) {
-    return Math.floor((finding.maxSecondsAfterWarning + WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS) / 86_400);
+    return Math.floor((finding.maxSecondsAfterWarning + WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS) / DAY_SECONDS);
   }
   return undefined;
 }

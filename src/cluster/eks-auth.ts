@@ -34,7 +34,7 @@ import type { AwsCredentialIdentity, AwsCredentialIdentityProvider } from '@smit
 /** Prefix of EKS bearer tokens (aws-iam-authenticator `v1Prefix`). */
 export const EKS_TOKEN_PREFIX = 'k8s-aws-v1.';
 /** Signed header naming the cluster the token is for (aws-iam-authenticator `clusterIDHeader`). */
-export const CLUSTER_ID_HEADER = 'x-k8s-aws-id';
+const CLUSTER_ID_HEADER = 'x-k8s-aws-id';
 /** `X-Amz-Expires` of the presigned URL, seconds; ignored by STS (aws-iam-authenticator `requestPresignParam`). */
 export const PRESIGN_EXPIRES_SECONDS = 60;
 /** How long STS accepts a presigned URL after its `X-Amz-Date`, ms (aws-iam-authenticator `presignedURLExpiration`). */

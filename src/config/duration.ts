@@ -6,19 +6,17 @@
  * negative or fractional values (`-5m`, `1.5h`) and long words (`10 minutes`) are accepted too. This parser
  * accepts only non-negative integers with a unit, optionally chained from the largest unit to the smallest.
  */
+import { DAY_MS, HOUR_MS, MINUTE_MS, SECOND_MS, WEEK_MS } from '../core/units.js';
 
 /** Units and their length in milliseconds, largest first (the order a chained duration must follow). */
 export const DURATION_UNITS = [
-  ['w', 7 * 24 * 60 * 60 * 1000],
-  ['d', 24 * 60 * 60 * 1000],
-  ['h', 60 * 60 * 1000],
-  ['m', 60 * 1000],
-  ['s', 1000],
+  ['w', WEEK_MS],
+  ['d', DAY_MS],
+  ['h', HOUR_MS],
+  ['m', MINUTE_MS],
+  ['s', SECOND_MS],
   ['ms', 1],
 ] as const;
-
-/** A duration unit: `w`, `d`, `h`, `m`, `s` or `ms`. */
-export type DurationUnit = (typeof DURATION_UNITS)[number][0];
 
 const PART = /(\d+)(ms|w|d|h|m|s)/y;
 

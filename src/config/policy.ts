@@ -1,7 +1,7 @@
 /**
  * Maps a cluster's Slack section of the config to the approval policy of `src/approvals/policy.ts`.
  */
-import { ANY_USER, type ApprovalPolicy } from '../approvals/policy.js';
+import { ANY_USER, DEFAULT_EXPIRY_MS, type ApprovalPolicy } from '../approvals/policy.js';
 import type { ClusterConfig, Config } from './types.js';
 
 /**
@@ -19,6 +19,6 @@ export function approvalPolicyFor(cluster: ClusterConfig, config: Pick<Config, '
     protectedApprovals: s.protectedApprovals,
     actions: [...s.actions],
     namespaces: { allow: [...(s.namespaces?.allow ?? [])], deny: [...(s.namespaces?.deny ?? [])] },
-    expiryMs: config.slack?.approvals.expiresAfter ?? 30 * 60 * 1000,
+    expiryMs: config.slack?.approvals.expiresAfter ?? DEFAULT_EXPIRY_MS,
   };
 }

@@ -10,16 +10,12 @@
 import { z } from 'zod';
 import { validateDetailed } from 'node-cron';
 import type { MaxTokenAge } from '../findings/types.js';
+import { ACTION_KINDS, CLUSTER_ACTION_KINDS } from '../approvals/kinds.js';
+import { DAY_MS, HOUR_MS, MINUTE_MS, SECOND_MS } from '../core/units.js';
 import { DurationError, parseDuration } from './duration.js';
-import {
-  ACTIONS,
-  LOG_LEVELS,
-  type AuditSourceConfig,
-  type ClusterConfig,
-  type Config,
-  type KubernetesAccessConfig,
-  type SlackConfig,
-} from './types.js';
+
+/** pino log levels (pino `levels.values` plus `silent`). */
+export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
 
 /** One configuration problem: where (path into the file, or `env.NAME`) and what. */
 export interface ConfigIssue {
@@ -132,11 +128,20 @@ const slackPrincipal = z
 const port = z.int().min(0).max(65535);
 
 const cloudWatchSchema = z.strictObject({
+  /** AWS region, e.g. `us-east-1`; defaults to env `AWS_REGION` / `AWS_DEFAULT_REGION`. */
   region: z.string().regex(AWS_REGION, 'expected an AWS region such as us-east-1').optional(),
+  /** Default `/aws/eks/<kubernetes.eks.clusterName or name>/cluster` (EKS user guide, control-plane logs). */
   logGroup: z.string().min(1).max(512).optional(),
+  /** Log stream name prefix, default `kube-apiserver-audit-`. */
   streamPrefix: z.string().min(1).default('kube-apiserver-audit-'),
+  /**
+   * Endpoint override (e.g. a VPC endpoint). When absent the SDK's own resolution applies, including
+   * env `AWS_ENDPOINT_URL_CLOUDWATCH_LOGS`.
+   */
   endpoint: httpUrl.optional(),
+  /** `filter` (FilterLogEvents, default) or `insights` (Logs Insights aggregation server-side). */
   mode: z.enum(['filter', 'insights']).default('filter'),
+  /** Each poll re-reads this much before the cursor, for late delivery, ms. Default `10m`. */
   overlap: duration().prefault('10m'),
 });
 
@@ -161,69 +166,245 @@ const kubernetesSchema = z.strictObject({
   secretMetadata: z.boolean().optional(),
 });
 
+/** Per-cluster Slack channel and approval policy. */
 const clusterSlackSchema = z.strictObject({
+  /** Channel id (`C…`, `G…`) or name (`#ops`); ids survive renames. */
   channel: z.string().regex(SLACK_CHANNEL, 'expected a channel id (C…, G…) or #name'),
+  /** Who may request actions: Slack user ids (`U…`, `W…`), user group ids (`S…`) or `*`. Absent = anyone (`*`). */
   requesters: z.array(z.union([z.literal('*'), slackPrincipal], { error: 'expected "*", a Slack user id (U…, W…) or user group id (S…)' })).optional(),
+  /** Who may approve: user ids or user group ids. Required (non-empty) when restart/recreate actions are enabled. */
   approvers: z.array(slackPrincipal).default([]),
+  /** Whether the requester may approve their own request. Default false. */
   allowSelfApproval: z.boolean().default(false),
+  /** Namespaces (exact, prefix ending in `*`, or `*`) whose actions need `protectedApprovals` approvals. */
   protectedNamespaces: z.array(namespacePattern).optional(),
+  /** Distinct approvals needed in protected namespaces, 1–10. Default 2. */
   protectedApprovals: z.int().min(1).max(10).default(2),
-  actions: z.array(z.enum(ACTIONS)).default([...ACTIONS]),
+  /** Actions offered, default all: `restart`, `recreate-serviceaccount`, `snooze`. */
+  actions: z.array(z.enum(ACTION_KINDS)).default([...ACTION_KINDS]),
+  /** Namespaces actions may touch (patterns as above): `deny` wins over `allow`; no `allow` = all namespaces. */
   namespaces: z
     .strictObject({ allow: z.array(namespacePattern).optional(), deny: z.array(namespacePattern).optional() })
     .optional(),
 });
 
+/** One watched cluster. */
 const clusterSchema = z.strictObject({
+  /** DNS-1123 label (lowercase letters, digits, `-`, ≤ 63 chars), unique; shown in every message and command. */
   name: z.string().regex(DNS1123_LABEL, 'expected a DNS-1123 label: lowercase letters, digits and "-", at most 63 characters'),
   audit: auditSchema,
   kubernetes: kubernetesSchema.prefault({ none: true }),
+  /** Default `{ mode: 'eks' }` (90 days after warnAfter). */
   maxTokenAge: maxTokenAge.prefault('eks'),
+  /** 5- or 6-field cron expression (node-cron 4 syntax), default `*\/5 * * * *`. */
   schedule: schedule.default('*/5 * * * *'),
-  lookback: duration(1000).prefault('24h'),
+  /** How far back the first poll (no cursor yet) reads, ms. Default `24h`. */
+  lookback: duration(SECOND_MS).prefault('24h'),
   slack: clusterSlackSchema.optional(),
   thresholds: z
     .strictObject({
+      /** Severity `critical` when rejection is less than this many days away. Default 7. */
       criticalDays: z.number().positive().default(7),
+      /** Severity `warning` when rejection is less than this many days away. Default 30. */
       warningDays: z.number().positive().default(30),
     })
     .prefault({}),
 });
 
+/** Top-level Slack settings (the secrets come from the environment, see {@link SlackConfig}). */
 const slackSchema = z.strictObject({
+  /** Default false: with false, no Slack connection is made and cluster `slack` sections are ignored. */
   enabled: z.boolean().default(false),
+  /** `socket` (default; Socket Mode, no inbound port) or `http` (Events API over HTTP, signed requests). */
   mode: z.enum(['socket', 'http']).default('socket'),
+  /** Slack Web API base URL, e.g. `https://slack-gov.com/api/` (GovSlack) or a loopback fake in tests. */
   apiUrl: httpUrl.transform((u) => (u.endsWith('/') ? u : `${u}/`)).optional(),
+  /**
+   * HTTP mode only: listen address of the receiver (`/slack/events`). Default: `http.host` (itself `0.0.0.0` by
+   * default), so one setting keeps both listeners on loopback or on the pod network.
+   */
   host: z.string().min(1).optional(),
+  /** HTTP mode only: port of the receiver (`/slack/events`). Default 3000. */
   port: port.default(3000),
-  approvals: z.strictObject({ expiresAfter: duration(60_000).prefault('30m') }).prefault({}),
+  approvals: z
+    .strictObject({
+      /** An approval request not decided within this time expires, ms. Default `30m`. */
+      expiresAfter: duration(MINUTE_MS).prefault('30m'),
+    })
+    .prefault({}),
 });
 
 /** Schema of the YAML file (secrets are not allowed in it; they come from the environment). */
 export const fileSchema = z.strictObject({
-  store: z.strictObject({ path: z.string().min(1).default('./data/tokenwatch.db') }).prefault({}),
-  http: z.strictObject({ host: z.string().min(1).default('0.0.0.0'), port: port.default(8080) }).prefault({}),
-  log: z.strictObject({ level: z.enum(LOG_LEVELS).default('info') }).prefault({}),
-  slack: slackSchema.optional(),
-  remediation: z
-    .strictObject({ rolloutTimeout: duration(1000).prefault('10m'), settlePeriod: duration(60_000).prefault('2h') })
-    .prefault({}),
-  poll: z.strictObject({ jitter: duration().prefault('10s') }).prefault({}),
-  findings: z
-    .strictObject({ activeWindow: duration(60_000).prefault('1h'), quietPeriod: duration(60_000).prefault('24h') })
-    .prefault({}),
-  retention: z
+  /** SQLite store. */
+  store: z
     .strictObject({
-      tokenRecords: duration(3_600_000).prefault('7d'),
-      pollRuns: duration(3_600_000).prefault('7d'),
-      actionLog: duration(86_400_000).prefault('90d'),
+      /** Database file; its directory is created. Default `./data/tokenwatch.db`. */
+      path: z.string().min(1).default('./data/tokenwatch.db'),
     })
     .prefault({}),
+  /** HTTP listener for `/healthz`, `/readyz` and `/metrics`. */
+  http: z
+    .strictObject({
+      /** Default `0.0.0.0`. */
+      host: z.string().min(1).default('0.0.0.0'),
+      /** 0–65535, default 8080 (0 = any free port). */
+      port: port.default(8080),
+    })
+    .prefault({}),
+  log: z
+    .strictObject({
+      /** Default `info`; env `LOG_LEVEL` overrides the file. */
+      level: z.enum(LOG_LEVELS).default('info'),
+    })
+    .prefault({}),
+  /** Slack integration; absent when the file has no `slack` section. */
+  slack: slackSchema.optional(),
+  /** Rollout progress and verification after an approved action. */
+  remediation: z
+    .strictObject({
+      /** How long to follow a rollout before reporting a timeout, ms. Default `10m`. */
+      rolloutTimeout: duration(SECOND_MS).prefault('10m'),
+      /**
+       * How long a subject must stay free of stale use after a fix before its finding is resolved, ms.
+       * Default `2h` (a new bound token only turns stale after about an hour, so less proves nothing).
+       */
+      settlePeriod: duration(MINUTE_MS).prefault('2h'),
+    })
+    .prefault({}),
+  /** Scheduling of polls. */
+  poll: z
+    .strictObject({
+      /**
+       * Each scheduled poll (and the first one at start) waits a random delay in [0, jitter), ms, so that many clusters
+       * or replicas do not hit the CloudWatch quota (5 FilterLogEvents/s per account and region) at the same second.
+       * Default `10s`; `0s` turns it off. `/tokens scan` polls at once, without jitter.
+       */
+      jitter: duration().prefault('10s'),
+    })
+    .prefault({}),
+  /** When a finding counts as current, and when it concludes on its own. */
+  findings: z
+    .strictObject({
+      /**
+       * A finding's signal (a stale use, a 401, a legacy-token use) seen within this window before now is current: its
+       * alert says "now" and 401s make the ServiceAccount's findings critical. Older signals are shown with the time they
+       * were last seen. Default `1h` (also the findings stage's "still in use" window), ms.
+       */
+      activeWindow: duration(MINUTE_MS).prefault('1h'),
+      /**
+       * A finding whose signal has been absent this long, while every poll of its cluster over the whole period
+       * succeeded, and that has no live token, is resolved as quiet (its alert is updated in place, buttons removed);
+       * it reopens, same alert plus a thread reply, when the signal returns. Default `24h`, ms.
+       */
+      quietPeriod: duration(MINUTE_MS).prefault('24h'),
+    })
+    .prefault({}),
+  /**
+   * How long the store keeps rows, ms; pruned after every successful poll. Poll runs are kept at least as long as
+   * `findings.quietPeriod` (quiet resolution needs them), and each cluster's latest poll is always kept.
+   */
+  retention: z
+    .strictObject({
+      /**
+       * Token records not seen for this long are deleted, except stale tokens whose rejection date is still ahead (they
+       * can be used again and their finding escalates as the date nears). Default `7d`.
+       */
+      tokenRecords: duration(HOUR_MS).prefault('7d'),
+      /** Poll runs older than this are deleted. Default `7d`. */
+      pollRuns: duration(HOUR_MS).prefault('7d'),
+      /** Action-log rows older than this are deleted (the audit trail of approvals and snoozes). Default `90d`. */
+      actionLog: duration(DAY_MS).prefault('90d'),
+    })
+    .prefault({}),
+  /** Watched clusters, at least one, names unique. */
   clusters: z.array(clusterSchema).min(1, 'at least one cluster is required'),
 });
 
 /** The file as zod outputs it, before defaults that depend on other fields or the environment. */
 export type FileConfig = z.output<typeof fileSchema>;
+
+// ---------------------------------------------------------------------------------------------
+// The effective configuration: the type zod infers for the file (above), with the one-of sections narrowed to the
+// forms the cross-field rules guarantee, env-dependent defaults filled in and the Slack secrets added.
+
+type FileCluster = FileConfig['clusters'][number];
+type FileCloudWatch = NonNullable<FileCluster['audit']['cloudwatch']>;
+type FileKubernetes = FileCluster['kubernetes'];
+type SecretMetadata = Pick<FileKubernetes, 'secretMetadata'>;
+
+/** CloudWatch Logs audit source (EKS control-plane audit logs), region and log group filled in. */
+export type CloudWatchAuditConfig = Omit<FileCloudWatch, 'region' | 'logGroup'> & {
+  /** AWS region, e.g. `us-east-1` (from the file, else env `AWS_REGION` / `AWS_DEFAULT_REGION`). */
+  region: string;
+  /** Log group; default `/aws/eks/<kubernetes.eks.clusterName or name>/cluster` (EKS user guide, control-plane logs). */
+  logGroup: string;
+};
+
+/** An audit log file followed across rotation. */
+export type FileAuditConfig = NonNullable<FileCluster['audit']['file']>;
+
+/**
+ * Where a cluster's audit events come from: exactly one key. `{ none: true }`: no audit log (findings then come
+ * only from API-server token metrics and the node probe; issue 13).
+ */
+export type AuditSourceConfig = { cloudwatch: CloudWatchAuditConfig } | { file: FileAuditConfig } | { none: true };
+
+/**
+ * How tokenwatch reaches a cluster's API server: exactly one form. Narrow with `'inCluster' in k`,
+ * `'eks' in k`, `'none' in k`; otherwise it is the kubeconfig form.
+ * - `{ inCluster: true }`: the pod's ServiceAccount (client-node `loadFromCluster`);
+ * - `{ kubeconfig?, context? }`: a kubeconfig file (default `$KUBECONFIG` / `~/.kube/config`) and context;
+ * - `{ eks: { clusterName, region } }`: endpoint from EKS DescribeCluster, token from AWS credentials
+ *   (as `aws eks get-token` does); the region comes from the environment when the file has none;
+ * - `{ none: true }` (default): no cluster state; findings carry `clusterState: "cluster state unavailable"`-style notes.
+ *
+ * `secretMetadata: true` (any form but `none`; default off) also lists the metadata of legacy token Secrets, which
+ * needs the opt-in `tokenwatch-secret-metadata` RBAC (docs/install.md "Secret metadata").
+ */
+export type KubernetesAccessConfig =
+  | ({ inCluster: true } & SecretMetadata)
+  | (Pick<FileKubernetes, 'kubeconfig' | 'context'> & SecretMetadata)
+  | ({ eks: Required<NonNullable<FileKubernetes['eks']>> } & SecretMetadata)
+  | { none: true };
+
+/** Per-cluster Slack channel and approval policy. */
+export type ClusterSlackConfig = NonNullable<FileCluster['slack']>;
+
+/** One watched cluster. */
+export type ClusterConfig = Omit<FileCluster, 'audit' | 'kubernetes' | 'slack'> & {
+  audit: AuditSourceConfig;
+  kubernetes: KubernetesAccessConfig;
+  slack?: ClusterSlackConfig;
+};
+
+/** Top-level Slack settings plus the secrets read from the environment. */
+export type SlackConfig = Omit<NonNullable<FileConfig['slack']>, 'host'> & {
+  /** HTTP mode only: listen address of the receiver (`/slack/events`); `http.host` when the file has none. */
+  host: string;
+  /** `SLACK_BOT_TOKEN` (xoxb-…), required when enabled. Secret. */
+  botToken?: string;
+  /** `SLACK_APP_TOKEN` (xapp-…, scope connections:write), required in socket mode. Secret. */
+  appToken?: string;
+  /** `SLACK_SIGNING_SECRET`, required in http mode. Secret. */
+  signingSecret?: string;
+};
+
+/**
+ * The validated, effective configuration of `tokenwatch serve` (defaults filled in).
+ *
+ * It has the shape of the YAML file (see `config.example.yaml`), with three differences:
+ * durations are **milliseconds** (the file says `10m`), `maxTokenAge` is a {@link MaxTokenAge}
+ * (the file says `eks`, `upstream` or seconds), and the Slack secrets from the environment
+ * (`SLACK_BOT_TOKEN`, `SLACK_APP_TOKEN`, `SLACK_SIGNING_SECRET`) are added under `slack`.
+ * Relative paths are kept as written; they are relative to the working directory.
+ */
+export type Config = Omit<FileConfig, 'slack' | 'clusters'> & {
+  /** Slack integration; absent when the file has no `slack` section. */
+  slack?: SlackConfig;
+  /** Watched clusters, at least one, names unique. */
+  clusters: ClusterConfig[];
+};
 
 /** Secret and override variables read from the environment. */
 export const ENV = {
@@ -328,9 +509,9 @@ export function crossFieldIssues(raw: unknown, env: NodeJS.ProcessEnv): ConfigIs
       if (slack === undefined) {
         issues.push({ path: at('slack'), message: 'a cluster slack section needs a top-level slack section (enabled, mode)' });
       }
-      const actions = Array.isArray(c.slack.actions) ? c.slack.actions : ACTIONS;
+      const actions: unknown[] = Array.isArray(c.slack.actions) ? c.slack.actions : [...ACTION_KINDS];
       const approvers = Array.isArray(c.slack.approvers) ? c.slack.approvers : [];
-      if (approvers.length === 0 && actions.some((a) => a === 'restart' || a === 'recreate-serviceaccount')) {
+      if (approvers.length === 0 && actions.some((a) => (CLUSTER_ACTION_KINDS as readonly unknown[]).includes(a))) {
         issues.push({
           path: at('slack', 'approvers'),
           message: 'required (at least one approver) when actions include restart or recreate-serviceaccount',

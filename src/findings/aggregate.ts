@@ -26,9 +26,10 @@ import type { TokenUse } from '../audit/types.js';
 import { DistinctCounter } from './distinct.js';
 import { rejectionTime, warnAfterTime } from './token-math.js';
 import type { FindingKind, MaxTokenAge, TokenRecord } from './types.js';
+import { HOUR_MS, MINUTE_MS } from '../core/units.js';
 
 /** Uses whose `warnAfter` is within this many ms of a token's belong to that token. */
-export const WARN_AFTER_TOLERANCE_MS = 60_000;
+export const WARN_AFTER_TOLERANCE_MS = MINUTE_MS;
 /** At most this many distinct user agents and source IPs are kept per record. */
 export const MAX_DISTINCT_VALUES = 20;
 /**
@@ -55,7 +56,6 @@ export const UNKNOWN_SUBJECT = '(unknown subject)';
 /** Namespace and ServiceAccount used for a subject that is not `system:serviceaccount:<ns>:<name>`. */
 export const NOT_A_SERVICE_ACCOUNT = '(not a ServiceAccount)';
 
-const HOUR_MS = 3_600_000;
 const SA_PREFIX = 'system:serviceaccount:';
 
 /** Options of {@link TokenAggregator}. */

@@ -12,11 +12,11 @@ import type { ClusterStateSource, PodInfo, SubjectState, WorkloadRef } from '../
 import { NOT_A_SERVICE_ACCOUNT, UNATTRIBUTED } from './aggregate.js';
 import { nearestWorkload } from '../cluster/convert.js';
 import { type CauseCatalog, DEFAULT_CATALOG, classifyCause, podMatchesUserAgent, sameTokenPod, successorPod } from './causes.js';
-import type { Finding, FindingKind, FindingToken, Severity, SeverityThresholds, TokenRecord } from './types.js';
+import { SEVERITY_RANK, type Finding, type FindingKind, type FindingToken, type Severity, type SeverityThresholds, type TokenRecord } from './types.js';
+import { DAY_SECONDS, HOUR_MS } from '../core/units.js';
 
-const DAY_SECONDS = 86_400;
 /** A token used within this long before the end of the data is "still in use" (live). */
-export const LIVE_USE_WINDOW_MS = 3_600_000;
+export const LIVE_USE_WINDOW_MS = HOUR_MS;
 /** At most this many user agents / source IPs are listed per finding. */
 export const MAX_LISTED_VALUES = 20;
 /** Cluster-state reads run at most this many at a time (live API server). */
@@ -31,11 +31,9 @@ export const DEFAULT_THRESHOLDS: SeverityThresholds = {
 /** Note put in `clusterState` when no cluster state source was given. */
 export const STATE_NOT_PROVIDED = 'cluster state not provided: pods, workloads and images unknown';
 
-const RANK: Record<Severity, number> = { info: 0, warning: 1, critical: 2 };
-
-/** Orders severities: `critical` 2 > `warning` 1 > `info` 0. */
+/** Orders severities: `critical` 2 > `warning` 1 > `info` 0 ({@link SEVERITY_RANK}). */
 export function severityRank(s: Severity): number {
-  return RANK[s];
+  return SEVERITY_RANK[s];
 }
 
 /**
@@ -154,7 +152,7 @@ export async function buildFindings(records: TokenRecord[], opts: BuildOptions):
 
 /** Sort order of findings: severity desc, rejectionAt asc (null last), id. */
 export function compareFindings(a: Finding, b: Finding): number {
-  const s = RANK[b.severity] - RANK[a.severity];
+  const s = SEVERITY_RANK[b.severity] - SEVERITY_RANK[a.severity];
   if (s !== 0) return s;
   if (a.rejectionAt !== b.rejectionAt) {
     if (a.rejectionAt === null) return 1;

@@ -24,9 +24,7 @@ import { nearestWorkload, parseImageRef } from '../cluster/convert.js';
 import type { PodInfo, SubjectState } from '../cluster/types.js';
 import { issuedTime } from './token-math.js';
 import type { Cause, CauseId, FindingKind, TokenRecord } from './types.js';
-
-const DAY_MS = 86_400_000;
-const HOUR_MS = 3_600_000;
+import { DAY_MS, HOUR_MS, MINUTE_MS } from '../core/units.js';
 
 /** EKS user guide, service accounts: stale-token detection and client library versions that re-read the token. */
 export const EKS_SERVICE_ACCOUNTS_GUIDE = 'https://docs.aws.amazon.com/eks/latest/userguide/service-accounts.html';
@@ -554,7 +552,7 @@ function outsidePodEvidence(ctx: Context): string[] {
  * How long an old pod may keep working after its replacement started (a rolling update with surge stops the old pod
  * only once the new one is ready).
  */
-const REPLACEMENT_OVERLAP_MS = 10 * 60_000;
+const REPLACEMENT_OVERLAP_MS = 10 * MINUTE_MS;
 
 /**
  * Tokens of pods that are gone and whose successor ({@link successorPod}) started about when the token was last used: the uses are

@@ -10,8 +10,14 @@ import type { WorkloadRef } from '../cluster/types.js';
 /** Finding kinds (contract). */
 export type FindingKind = 'stale-token' | 'legacy-token' | 'unauthorized';
 
+/** Severities (contract), from least to most severe: the one definition of the names and their order. */
+export const SEVERITIES = ['info', 'warning', 'critical'] as const;
+
 /** Severity (contract), ordered `critical > warning > info`. */
-export type Severity = 'info' | 'warning' | 'critical';
+export type Severity = (typeof SEVERITIES)[number];
+
+/** Rank of each severity, higher = more severe (`info` 0, `warning` 1, `critical` 2). */
+export const SEVERITY_RANK: Readonly<Record<Severity, number>> = { info: 0, warning: 1, critical: 2 };
 
 /** Cause ids (contract). */
 export type CauseId = 'static-token-file' | 'client-caches-token' | 'refresh-on-401' | 'legacy-secret-token' | 'unknown';

@@ -11,7 +11,7 @@ export const NO_AUDIT_SOURCE_ID = 'none';
 export class NoAuditSource implements AuditSource {
   readonly id = NO_AUDIT_SOURCE_ID;
 
-  // eslint-disable-next-line require-yield
+  // biome-ignore lint/correctness/useYield: a source without events; the generator only returns its cursor
   async *poll(_cursor: string | undefined, _opts: PollOptions): AsyncGenerator<string, string> {
     return '';
   }

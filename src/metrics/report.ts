@@ -7,6 +7,7 @@
  */
 import { open } from 'node:fs/promises';
 import { InputError } from '../audit/types.js';
+import { HOUR_SECONDS } from '../core/units.js';
 import { sinceStart, TOKEN_COUNTERS, tokenMetricsFromText, TokenMetricsError, type TokenCounter } from './token-metrics.js';
 
 /** Largest metrics file read, bytes (a kube-apiserver `/metrics` is a few MiB). */
@@ -82,7 +83,7 @@ export function renderMetricsSection(r: MetricsReport): string {
   if (r.processStart === null || r.uptimeSeconds === null) {
     lines.push('  process start unknown (no process_start_time_seconds): totals only, no rate');
   } else {
-    lines.push(`  process started ${r.processStart.replace(/\.\d{3}Z$/, 'Z')}, ${(r.uptimeSeconds / 3600).toFixed(1)} h before ${r.at.replace(/\.\d{3}Z$/, 'Z')}`);
+    lines.push(`  process started ${r.processStart.replace(/\.\d{3}Z$/, 'Z')}, ${(r.uptimeSeconds / HOUR_SECONDS).toFixed(1)} h before ${r.at.replace(/\.\d{3}Z$/, 'Z')}`);
   }
   const width = Math.max(...Object.keys(r.totals).map((k) => k.length));
   for (const [name, total] of Object.entries(r.totals)) {

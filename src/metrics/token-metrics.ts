@@ -17,6 +17,7 @@
  * successive scrapes reach different replicas. So a rate is computed only between two scrapes of the same process
  * (same start time), and a counter that went down is a reset, never a negative rate.
  */
+import { HOUR_SECONDS } from '../core/units.js';
 import { findingId } from '../findings/build.js';
 import type { Finding, FindingKind, Severity } from '../findings/types.js';
 import { parsePrometheusText } from './prometheus.js';
@@ -143,7 +144,7 @@ export function sinceStart(sample: TokenMetricsSample, at: number): SinceStart {
     throw new TokenMetricsError(`reference time ${new Date(at).toISOString()} is before the API-server process started (${new Date(sample.processStartAt).toISOString()})`);
   }
   const perHour: TokenCounters = {};
-  for (const [k, v] of Object.entries(sample.counters) as [TokenCounter, number][]) perHour[k] = uptimeSeconds > 0 ? (v / uptimeSeconds) * 3600 : 0;
+  for (const [k, v] of Object.entries(sample.counters) as [TokenCounter, number][]) perHour[k] = uptimeSeconds > 0 ? (v / uptimeSeconds) * HOUR_SECONDS : 0;
   return { processStartAt: sample.processStartAt, at, uptimeSeconds, totals: { ...sample.counters }, perHour };
 }
 
@@ -151,7 +152,7 @@ export function sinceStart(sample: TokenMetricsSample, at: number): SinceStart {
 export function ratePerHour(cmp: SampleComparison, key: TokenCounter): number | null {
   if (cmp.kind !== 'increase' || cmp.seconds <= 0) return null;
   const d = cmp.deltas[key];
-  return d === undefined ? null : (d / cmp.seconds) * 3600;
+  return d === undefined ? null : (d / cmp.seconds) * HOUR_SECONDS;
 }
 
 /** Options of {@link metricsFindings}. */
@@ -202,7 +203,7 @@ export function metricsFindings(o: MetricsFindingOptions): Finding[] {
   const make = (kind: FindingKind, counter: TokenCounter, severity: Severity, what: string, fix: string): void => {
     const delta = cmp.deltas[counter] ?? 0;
     if (delta <= 0 || explained(kind)) return;
-    const perHour = Math.round((delta / cmp.seconds) * 3600);
+    const perHour = Math.round((delta / cmp.seconds) * HOUR_SECONDS);
     out.push({
       id: findingId(o.cluster, CLUSTER_WIDE, CLUSTER_WIDE, kind),
       cluster: o.cluster,

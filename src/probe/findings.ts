@@ -12,8 +12,7 @@ import { compareFindings, findingId } from '../findings/build.js';
 import { rejectionTime } from '../findings/token-math.js';
 import type { Cause, Finding, FindingKind, FindingToken, MaxTokenAge, Severity, SeverityThresholds } from '../findings/types.js';
 import type { ProbeEntry, ProbeReport } from './host.js';
-
-const DAY = 86_400_000;
+import { DAY_MS, DAY_SECONDS, HOUR_MS } from '../core/units.js';
 
 /** A token entry with its node. */
 interface Located {
@@ -24,8 +23,8 @@ interface Located {
 const ms = (s: string | null | undefined): number | null => (s ? Date.parse(s) : null);
 
 function age(from: number, now: number): string {
-  const d = Math.floor((now - from) / DAY);
-  return d >= 1 ? `${d} d` : `${Math.max(0, Math.floor((now - from) / 3_600_000))} h`;
+  const d = Math.floor((now - from) / DAY_MS);
+  return d >= 1 ? `${d} d` : `${Math.max(0, Math.floor((now - from) / HOUR_MS))} h`;
 }
 
 /** The evidence line of one file. */
@@ -115,7 +114,7 @@ function severityFor(rejectionAt: number | null, now: number, t: SeverityThresho
  * probe-only findings have `requests: 0`. Returns a new array; inputs are not modified.
  */
 export function applyProbeReports(o: ProbeFindingOptions): Finding[] {
-  const t = o.thresholds ?? { criticalSeconds: 7 * 86_400, warningSeconds: 30 * 86_400 };
+  const t = o.thresholds ?? { criticalSeconds: 7 * DAY_SECONDS, warningSeconds: 30 * DAY_SECONDS };
   const groups = new Map<string, { namespace: string; serviceAccount: string; kind: FindingKind; items: Located[] }>();
   for (const l of located(o.reports).map((x) => withRejection(x, o.maxTokenAge))) {
     const kind = kindOf(l.entry, o.now);

@@ -29,6 +29,7 @@ import {
   type Refusal,
   type Transition,
 } from '../approvals/index.js';
+import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { ApprovalUpdate, ExecutionRecord, Store, StoredApproval } from '../store/index.js';
@@ -221,8 +222,6 @@ export async function commitEvent(
   };
 }
 
-const defaultSleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
 function isRestartable(kind: string): kind is RestartableKind {
   return (RESTARTABLE_KINDS as readonly string[]).includes(kind);
 }
@@ -248,7 +247,7 @@ export async function executeApproval(deps: ExecutorDeps, id: string, opts: { re
   let approval: StoredApproval | undefined;
   if (opts.resume) {
     approval = deps.store.getApproval(id);
-    if (!approval || approval.state !== 'running') return undefined;
+    if (approval?.state !== 'running') return undefined;
   } else {
     // The execution time is stored with the start (whole seconds: the `restartedAt` annotation has second
     // precision), before any Kubernetes write, so a resumed action can tell whether the PATCH happened.
@@ -381,7 +380,7 @@ async function runRecreate(
 /** Stores what a running action did (merged into its execution record) without changing its state. */
 function record(deps: ExecutorDeps, a: StoredApproval, what: ExecutionRecord): void {
   const current = deps.store.getApproval(a.id);
-  if (!current || current.state !== 'running') return;
+  if (current?.state !== 'running') return;
   deps.store.transitionApproval(a.id, 'running', 'running', { execution: { ...current.execution, ...what } }, deps.clock());
 }
 
@@ -399,7 +398,7 @@ async function runRestart(
   resume: boolean,
   log: Logger,
 ): Promise<string | undefined | typeof INTERRUPTED> {
-  const sleep = deps.sleep ?? defaultSleep;
+  const sleep = deps.sleep ?? ((ms: number) => delay(ms));
   const ref = { kind: target.kind, namespace: target.namespace, name: target.name };
   // Rows of older versions have no startedAt: their `updatedAt` (the start transition) is the best estimate.
   const startedAt = a.startedAt ?? Math.floor(a.updatedAt / 1000) * 1000;

@@ -14,6 +14,7 @@
  *   annotations (e.g. `eks.amazonaws.com/role-arn` for IRSA), `imagePullSecrets` and
  *   `automountServiceAccountToken` are preserved; RoleBindings reference the SA by name and keep applying.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
   ApiException,
   AppsV1Api,
@@ -274,7 +275,7 @@ export class KubeRemediator {
       }
       if (p.done) return p;
       if (Date.now() >= deadline || opts.signal?.aborted) return { ...p, timedOut: true };
-      await new Promise((r) => setTimeout(r, opts.intervalMs));
+      await sleep(opts.intervalMs);
     }
   }
 

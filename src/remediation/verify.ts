@@ -24,7 +24,7 @@
  * `verification.<outcome>` action-log row, which also marks the approval as concluded so it is reported once, across
  * restarts too) and hands it to a reporter (the Slack thread reply).
  */
-import type { ApprovalState } from '../approvals/index.js';
+import { CLUSTER_ACTION_KINDS, type ActionKind, type ApprovalState } from '../approvals/index.js';
 import { WARN_AFTER_TOLERANCE_MS } from '../findings/aggregate.js';
 import { issuedTime } from '../findings/token-math.js';
 import type { FindingKind, TokenRecord } from '../findings/types.js';
@@ -127,8 +127,8 @@ export interface VerifierDeps {
   report?: (r: VerificationReport) => Promise<void>;
 }
 
-/** Actions that verification follows. */
-const VERIFIED_ACTIONS = new Set(['restart', 'recreate-serviceaccount']);
+/** Actions that verification follows: those that change the cluster. */
+const VERIFIED_ACTIONS: ReadonlySet<ActionKind> = new Set(CLUSTER_ACTION_KINDS);
 
 /** Prefix of the action-log rows written by verification (`verification.resolved`, …). */
 export const VERIFICATION_LOG_PREFIX = 'verification.';

@@ -27,7 +27,8 @@ import type { ClusterStateSource } from '../cluster/types.js';
 import type { ClusterConfig } from '../config/types.js';
 import { TokenAggregator } from '../findings/aggregate.js';
 import { buildFindings } from '../findings/build.js';
-import type { Finding, TokenRecord } from '../findings/types.js';
+import { SEVERITIES, type Finding, type TokenRecord } from '../findings/types.js';
+import { DAY_MS, DAY_SECONDS, HOUR_MS } from '../core/units.js';
 import { scrubSecrets, type Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { aggregateToTokenUses, isTokenUseAggregateText, parseTokenUseAggregate } from '../sources/insights.js';
@@ -90,9 +91,9 @@ export interface RetentionMs {
 
 /** Defaults of {@link PollerDeps}: `Config` defaults (findings.activeWindow 1 h, quietPeriod 24 h, retention 7 d / 7 d / 90 d). */
 export const POLLER_DEFAULTS = {
-  activeWindowMs: 3_600_000,
-  quietPeriodMs: 86_400_000,
-  retention: { tokenRecordsMs: 7 * 86_400_000, pollRunsMs: 7 * 86_400_000, actionLogMs: 90 * 86_400_000 } satisfies RetentionMs,
+  activeWindowMs: HOUR_MS,
+  quietPeriodMs: DAY_MS,
+  retention: { tokenRecordsMs: 7 * DAY_MS, pollRunsMs: 7 * DAY_MS, actionLogMs: 90 * DAY_MS } satisfies RetentionMs,
 } as const;
 
 /** Dependencies of a {@link ClusterPoller}. */
@@ -237,7 +238,7 @@ export class ClusterPoller {
           this.recordsCompared = true;
         }
         store.setCursor(source.id, newCursor);
-        store.pruneSeen(cluster.name, startedAt - (this.deps.seenRetentionMs ?? 2 * 3_600_000));
+        store.pruneSeen(cluster.name, startedAt - (this.deps.seenRetentionMs ?? 2 * HOUR_MS));
         return merged;
       });
       metrics?.auditEvents.inc({ cluster: cluster.name }, outcome.records);
@@ -247,7 +248,7 @@ export class ClusterPoller {
         now,
         unauthorizedSince: now - (this.deps.activeWindowMs ?? POLLER_DEFAULTS.activeWindowMs),
         state: this.deps.state,
-        thresholds: { criticalSeconds: cluster.thresholds.criticalDays * 86_400, warningSeconds: cluster.thresholds.warningDays * 86_400 },
+        thresholds: { criticalSeconds: cluster.thresholds.criticalDays * DAY_SECONDS, warningSeconds: cluster.thresholds.warningDays * DAY_SECONDS },
       });
       let metricsError: string | undefined;
       let metricsShowUse = false;
@@ -264,7 +265,7 @@ export class ClusterPoller {
       if (this.deps.probe) {
         try {
           const reports = await this.deps.probe.read();
-          const thresholds = { criticalSeconds: cluster.thresholds.criticalDays * 86_400, warningSeconds: cluster.thresholds.warningDays * 86_400 };
+          const thresholds = { criticalSeconds: cluster.thresholds.criticalDays * DAY_SECONDS, warningSeconds: cluster.thresholds.warningDays * DAY_SECONDS };
           findings.splice(0, findings.length, ...applyProbeReports({ cluster: cluster.name, reports, findings, now, metricsShowUse, thresholds, maxTokenAge: cluster.maxTokenAge }));
         } catch (err) {
           probeError = err instanceof Error ? err.message : String(err);
@@ -275,7 +276,7 @@ export class ClusterPoller {
       outcome.findings = findings;
       outcome.concluded = this.concludeQuiet(now, quietMs);
       for (const c of outcome.changes) if (outcome.concluded.includes(c.id)) c.status = 'resolved';
-      outcome.pruned.pollRuns = store.prunePollRuns(now - Math.max(retention.pollRunsMs, quietMs + 3_600_000));
+      outcome.pruned.pollRuns = store.prunePollRuns(now - Math.max(retention.pollRunsMs, quietMs + HOUR_MS));
       outcome.pruned.actionLog = store.pruneActionLog(now - retention.actionLogMs);
       const stateProblem = findings.find((f) => f.clusterState && !('none' in cluster.kubernetes))?.clusterState;
       // Gauges count open findings only: resolved (verified, quiet) and snoozed ones are not "open".
@@ -358,7 +359,7 @@ export class ClusterPoller {
         action: 'finding.quiet',
         target: `ServiceAccount ${f.namespace}/${f.serviceAccount}`,
         result: 'resolved',
-        detail: `no ${f.kind} signal since ${f.lastSeen} (${Math.round(quietMs / 3_600_000)} h quiet period) while every poll succeeded`,
+        detail: `no ${f.kind} signal since ${f.lastSeen} (${Math.round(quietMs / HOUR_MS)} h quiet period) while every poll succeeded`,
       });
       resolved.push(f.id);
     }
@@ -370,9 +371,9 @@ export class ClusterPoller {
     const m = this.deps.metrics;
     if (!m) return;
     const name = this.deps.cluster.name;
-    for (const sev of ['info', 'warning', 'critical'] as const) m.openFindings.set({ cluster: name, severity: sev }, findings.filter((f) => f.severity === sev).length);
+    for (const sev of SEVERITIES) m.openFindings.set({ cluster: name, severity: sev }, findings.filter((f) => f.severity === sev).length);
     const rej = findings.map((f) => (f.rejectionAt ? Date.parse(f.rejectionAt) : NaN)).filter((t) => Number.isFinite(t));
-    if (rej.length) m.daysToRejection.set({ cluster: name }, (Math.min(...rej) - now) / 86_400_000);
+    if (rej.length) m.daysToRejection.set({ cluster: name }, (Math.min(...rej) - now) / DAY_MS);
     else m.daysToRejection.remove({ cluster: name });
   }
 }

@@ -13,6 +13,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { KubeClusterState, kubeConfigFor } from '../cluster/kube.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import type { ClusterConfig, Config } from '../config/types.js';
+import { HOUR_MS } from '../core/units.js';
 import type { Finding } from '../findings/types.js';
 import { createLogger, scrubSecrets, type Logger } from '../observability/logger.js';
 import { Metrics } from '../observability/metrics.js';
@@ -179,7 +180,7 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       clock,
       ...(kube.kubeConfig ? { tokenMetrics: new TokenMetricsMonitor({ cluster: c.name, scraper: new KubeMetricsScraper(kube.kubeConfig), store, logger }) } : {}),
       ...(kube.kubeConfig ? { probe: new KubeProbeReports(kube.kubeConfig) } : {}),
-      seenRetentionMs: Math.max(2 * 3_600_000, 'cloudwatch' in c.audit ? c.audit.cloudwatch.overlap * 2 : 0),
+      seenRetentionMs: Math.max(2 * HOUR_MS, 'cloudwatch' in c.audit ? c.audit.cloudwatch.overlap * 2 : 0),
       activeWindowMs: config.findings.activeWindow,
       quietPeriodMs: config.findings.quietPeriod,
       retention: { tokenRecordsMs: config.retention.tokenRecords, pollRunsMs: config.retention.pollRuns, actionLogMs: config.retention.actionLog },

@@ -48,7 +48,7 @@ export function refreshProbeObjects(store: ObjectStore, templates: readonly Cred
   const byNode = new Map<string, ProbeEntry[]>();
   for (const p of store.list('Pod')) {
     const v = podView(p);
-    if (!v || !v.node || !staticTokenSubjects.has(`${v.namespace}/${v.serviceAccount}`)) continue;
+    if (!v?.node || !staticTokenSubjects.has(`${v.namespace}/${v.serviceAccount}`)) continue;
     const learnt = templates.find((t) => t.podUid === v.uid && t.warnAfter !== undefined);
     const issued = learnt ? learnt.warnAfter! - WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS * 1000 : v.startedAt;
     const warnAfter = issued + WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS * 1000;

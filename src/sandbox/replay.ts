@@ -149,7 +149,7 @@ export function learnTemplates(lines: readonly string[]): CredentialTemplate[] {
   for (const line of lines) {
     if (!line.includes(ANNOTATION.staleToken) && !line.includes(ANNOTATION.legacyToken)) continue;
     const use = tokenUseFromJson(line, stats);
-    if (!use || !use.subject || !use.namespace || !use.serviceAccount) continue;
+    if (!use?.subject || !use.namespace || !use.serviceAccount) continue;
     if (use.kind !== 'stale' && use.kind !== 'legacy') continue;
     const key =
       use.kind === 'stale'

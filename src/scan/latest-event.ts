@@ -31,7 +31,7 @@ export function latestEventTimeInTail(tail: Buffer, partialFirst: boolean): numb
   for (let i = partialFirst ? 1 : 0; i < lines.length; i++) {
     let line = lines[i]?.trim();
     if (line && line[0] !== '{') line = S3_PREFIX_RE.exec(line)?.[1]; // `<timestamp> {…}` (CloudWatch export to S3)
-    if (!line || line[0] !== '{') continue;
+    if (line?.[0] !== '{') continue;
     let value: unknown;
     try {
       value = JSON.parse(line);

@@ -12,6 +12,7 @@
  * views.open need none.
  */
 import { webApi } from '@slack/bolt';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { KnownBlock } from './blocks/index.js';
@@ -136,7 +137,7 @@ export class SlackApi {
   post(channel: string, msg: OutgoingMessage, threadTs?: string, metadata?: MessageMetadata): Promise<{ channel: string; ts: string }> {
     return this.inChannel(channel, async () => {
       const wait = (this.lastPost.get(channel) ?? 0) + this.interval - Date.now();
-      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      if (wait > 0) await sleep(wait);
       try {
         const res = await this.call('chat.postMessage', channel, () =>
           this.client.chat.postMessage({

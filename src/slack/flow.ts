@@ -26,6 +26,7 @@ import {
   type ApprovalPolicy,
 } from '../approvals/index.js';
 import type { ClusterStateSource } from '../cluster/types.js';
+import { DAY_MS } from '../core/units.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import {
@@ -55,8 +56,6 @@ import type { ChannelMap, ChannelRef } from './channels.js';
 import type { Directory } from './directory.js';
 import { noteMessage, recreatedMessage, requestedMessage, snoozedMessage, wrongChannelText } from './messages.js';
 import type { Notifier } from './notifier.js';
-
-const DAY = 86_400_000;
 
 /** An approval picked up by the leader must be at least this old in its state, ms (see `pickUp`). */
 export const PICKUP_GRACE_MS = 1000;
@@ -324,7 +323,7 @@ export class ApprovalFlow {
     if (!f) return this.refuse(c, btn, 'This finding is no longer stored.');
     if (f.status === 'resolved') return this.refuse(c, btn, 'This finding is already resolved; there is nothing to snooze.');
     const now = clock();
-    const until = now + days * DAY;
+    const until = now + days * DAY_MS;
     store.setFindingStatus(f.id, { status: 'snoozed', until }, now);
     store.logAction({ at: now, cluster: t.cluster, findingId: f.id, approvalId: null, actor: c.user, action: 'snooze', target: targetLabel(t), result: 'snoozed', detail: `for ${days} d, until ${new Date(until).toISOString()}` });
     await this.deps.notifier.refresh(f.id);

@@ -20,7 +20,8 @@ import { createHash } from 'node:crypto';
 import type { ApprovalPolicy } from '../approvals/index.js';
 import { namespaceAllowed } from '../approvals/index.js';
 import type { ClusterStateSource } from '../cluster/types.js';
-import type { Finding, Severity, TokenRecord } from '../findings/types.js';
+import { DAY_MS, HOUR_MS } from '../core/units.js';
+import { SEVERITY_RANK, type Finding, type TokenRecord } from '../findings/types.js';
 import type { Logger } from '../observability/logger.js';
 import type { FindingChange, MessageLocation, Store, StoredFinding } from '../store/index.js';
 import { SlackCallError, type SlackApi } from './api.js';
@@ -36,8 +37,6 @@ import {
 import type { ButtonIds } from './buttons.js';
 import type { ChannelMap } from './channels.js';
 import { reopenedMessage } from './messages.js';
-
-const RANK: Record<Severity, number> = { info: 0, warning: 1, critical: 2 };
 
 /** Slack message metadata `event_type` of an alert; its `event_payload.finding_id` is the finding id. */
 export const ALERT_EVENT_TYPE = 'tokenwatch_alert';
@@ -67,10 +66,10 @@ export interface NotifierDeps {
 }
 
 /** The note of a resolved alert, by why it was resolved. */
-export function resolutionNote(stored: Pick<StoredFinding, 'resolution' | 'finding'>, quietPeriodMs = 86_400_000): string {
+export function resolutionNote(stored: Pick<StoredFinding, 'resolution' | 'finding'>, quietPeriodMs = DAY_MS): string {
   const signal = stored.finding.kind === 'unauthorized' ? '401 responses' : stored.finding.kind === 'legacy-token' ? 'legacy-token use' : 'stale token use';
   if (stored.resolution === 'quiet') {
-    return `no ${signal} for ${Math.round(quietPeriodMs / 3_600_000)} h while every poll succeeded (quiet); it reopens here if seen again`;
+    return `no ${signal} for ${Math.round(quietPeriodMs / HOUR_MS)} h while every poll succeeded (quiet); it reopens here if seen again`;
   }
   return `no ${signal} after the fix for the settle period`;
 }
@@ -223,7 +222,7 @@ export class Notifier {
     const hash = messageHash(msg);
     let at = { channel: ref.channel, ts: ref.ts };
     if (hash !== ref.hash) at = await this.updateOrRepost(at, msg, channel);
-    if (stored.status === 'open' && RANK[f.severity] > RANK[ref.severity]) {
+    if (stored.status === 'open' && SEVERITY_RANK[f.severity] > SEVERITY_RANK[ref.severity]) {
       await api.post(at.channel, escalationMessage(f, { type: 'severity', from: ref.severity, to: f.severity }, { now }), at.ts);
     }
     if (change?.previousStatus === 'resolved' && change.status === 'open') {

@@ -7,19 +7,9 @@ import { FileSource } from './file.js';
 import type { AuditSource } from './types.js';
 import { NoAuditSource } from '../metrics/no-audit.js';
 
-export { CloudWatchSource, encodeCloudWatchCursor, parseCloudWatchCursor, type CloudWatchSourceOptions } from './cloudwatch.js';
-export { FileSource, parseFileCursor, type FileCursor, type FileSourceOptions } from './file.js';
-export {
-  aggregateToTokenUses,
-  buildInsightsQuery,
-  isTokenUseAggregateText,
-  parseTokenUseAggregate,
-  rowToAggregate,
-  type TokenUseAggregate,
-  type WeightedTokenUse,
-} from './insights.js';
-export { TOKEN_USE_FILTER_PATTERN, TOKEN_USE_TERMS, anyTermFilterPattern } from './terms.js';
-export { SourceError, emptyStats, type AuditSource, type PollOptions, type SourceStats } from './types.js';
+export { CloudWatchSource, type CloudWatchSourceOptions } from './cloudwatch.js';
+export { FileSource } from './file.js';
+export type { AuditSource } from './types.js';
 
 /** An audit source that may hold resources (the CloudWatch SDK client's sockets). */
 export type ClosableAuditSource = AuditSource & { close?(): void };

@@ -7,6 +7,7 @@
  * (repost.aws knowledge-center/cloudwatch-logs-throttling); many clusters polling the same account can see long
  * throttling storms, and the SDK's retry quota (token bucket) may refuse retries during one.
  */
+import { setTimeout as wait } from 'node:timers/promises';
 import { SourceError } from './types.js';
 
 /** Retry settings of the source's own layer. */
@@ -76,23 +77,17 @@ export function isRetryable(err: unknown): boolean {
   return false;
 }
 
-/** Resolves after `ms`, or rejects with the signal's reason when it aborts. */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) {
-      reject(signal.reason);
-      return;
-    }
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
+/**
+ * Resolves after `ms` (`node:timers/promises`), or rejects with the signal's own reason when it aborts, as the file
+ * source does (`node:timers/promises` alone would reject with a generic `AbortError`).
+ */
+export async function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  try {
+    await wait(ms, undefined, signal === undefined ? undefined : { signal });
+  } catch (err) {
+    if (signal?.aborted) throw signal.reason;
+    throw err;
+  }
 }
 
 /** Tracks one poll's retries. */

@@ -1,4 +1,3 @@
 /** The durable SQLite store of `tokenwatch serve`. See `types.ts` for the row types and the {@link Store} interface. */
 export * from './types.js';
-export { openStore, newApprovalId, tokenRecordKey, StoreError, type StoreOptions } from './db.js';
-export { MIGRATIONS, SCHEMA_VERSION } from './migrations.js';
+export { openStore, newApprovalId } from './db.js';

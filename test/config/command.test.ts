@@ -89,7 +89,10 @@ describe('tokenwatch config check inside the real CLI program', () => {
     const { runCli } = await import('../../src/cli/program.js');
     const chunks: string[] = [];
     const write = process.stderr.write.bind(process.stderr);
-    process.stderr.write = ((s: string) => (chunks.push(String(s)), true)) as typeof process.stderr.write;
+    process.stderr.write = ((s: string) => {
+      chunks.push(String(s));
+      return true;
+    }) as typeof process.stderr.write;
     let code: number;
     try {
       code = await runCli(['node', 'tokenwatch', 'config', 'check', '--config', fixture('invalid-many.yaml')], [(p) => register(p, { env: {} })]);

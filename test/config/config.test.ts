@@ -132,7 +132,7 @@ describe('parseConfig defaults', () => {
       expect(parseConfig({ clusters: [{ ...fileCluster, kubernetes: input }] }, {}).clusters[0]!.kubernetes).toEqual(output);
     }
     expect(() => parseConfig({ clusters: [{ ...fileCluster, kubernetes: { none: true, secretMetadata: true } }] }, {})).toThrow(
-      /needs cluster access \(inCluster, kubeconfig\/context or eks\), not none\n  → at clusters\[0\]\.kubernetes\.secretMetadata/,
+      /needs cluster access \(inCluster, kubeconfig\/context or eks\), not none\n {2}→ at clusters\[0\]\.kubernetes\.secretMetadata/,
     );
     expect(() => parseConfig({ clusters: [{ ...fileCluster, kubernetes: { inCluster: true, secretMetadata: 'yes' } }] }, {})).toThrow(/secretMetadata/);
   });
@@ -188,7 +188,10 @@ describe('the example files', () => {
     const keys = new Set<string>();
     const walk = (v: unknown): void => {
       if (Array.isArray(v)) v.forEach(walk);
-      else if (typeof v === 'object' && v !== null) for (const [k, x] of Object.entries(v)) (keys.add(k), walk(x));
+      else if (typeof v === 'object' && v !== null) for (const [k, x] of Object.entries(v)) {
+        keys.add(k);
+        walk(x);
+      }
     };
     walk(exampleText);
     const source = readFileSync(repo('config.example.yaml'), 'utf8');

@@ -683,7 +683,6 @@ type Tok =
   | { t: 'op'; v: string }
   | { t: 'pipe' };
 
-const KEYWORDS = new Set(['like', 'and', 'or', 'not', 'as', 'by', 'asc', 'desc', 'in']);
 const AGGS = new Set(['count', 'count_distinct', 'min', 'max', 'sum', 'avg']);
 
 function toRegExp(src: string): RegExp {
@@ -1280,7 +1279,9 @@ function runProgram(program: Program, input: InsightsRecord[], maxRows: number):
         }
         records = [...groups.values()].map((g) => {
           const rec: InsightsRecord = new Map();
-          cmd.by.forEach((b, i) => rec.set(b.name, g.keys[i] ?? null));
+          cmd.by.forEach((b, i) => {
+            rec.set(b.name, g.keys[i] ?? null);
+          });
           cmd.aggs.forEach((a, i) => {
             const call = a.e as { k: 'call'; fn: string };
             const st = g.aggs[i] as AggState;

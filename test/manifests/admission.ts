@@ -135,7 +135,10 @@ export function expressionsOf(policy: AdmissionPolicy): { at: string; expression
 export function functionsOf(expression: string): string[] {
   const out = new Set<string>();
   const walk = (node: unknown): void => {
-    if (Array.isArray(node)) return node.forEach(walk);
+    if (Array.isArray(node)) {
+      node.forEach(walk);
+      return;
+    }
     if (typeof node !== 'object' || node === null) return;
     const n = node as { $typeName?: string; function?: string };
     if (n.$typeName === 'cel.expr.Expr.Call' && typeof n.function === 'string') out.add(n.function);

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startFakeKube, statusObject, type FakeKube, type RecordedRequest } from '../../src/sandbox/fakes/kubernetes.js';
@@ -52,12 +53,10 @@ async function waitFor(what: string, cond: () => boolean, timeoutMs = 5000): Pro
   const start = Date.now();
   while (!cond()) {
     if (Date.now() - start > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
+    await sleep(5);
   }
   return Date.now();
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Samples isLeader() of all electors every few ms; `max` is the most that were leader at the same moment. */
 function watchLeaders(list: LeaderElector[]) {
@@ -222,7 +221,7 @@ describe('two replicas against the fake API server', () => {
     expect(lease.spec['holderIdentity']).toBe('replica-b');
     expect(lease.spec['leaseTransitions']).toBe(1);
     const release = leaseWrites().find((w) => (w.body as { spec: { holderIdentity?: string } }).spec.holderIdentity === '');
-    expect((release?.body as { spec: Record<string, unknown> }).spec['leaseDurationSeconds']).toBe(1);
+    expect((release!.body as { spec: Record<string, unknown> }).spec['leaseDurationSeconds']).toBe(1);
   });
 
   it('crash: a leader process killed with SIGKILL (no release) is replaced once its lease expires', async () => {

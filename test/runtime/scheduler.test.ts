@@ -1,7 +1,7 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Scheduler } from '../../src/runtime/scheduler.js';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 let sched: Scheduler | undefined;
 afterEach(async () => {
   await sched?.stop(1000);

@@ -130,10 +130,10 @@ const isObj = (v: unknown): v is Json => typeof v === 'object' && v !== null && 
 
 /** Every object of a JSON tree with `type === t`. */
 function collect(v: unknown, t: string, out: Json[] = []): Json[] {
-  if (Array.isArray(v)) v.forEach((x) => collect(x, t, out));
+  if (Array.isArray(v)) for (const x of v) collect(x, t, out);
   else if (isObj(v)) {
     if (v.type === t) out.push(v);
-    Object.values(v).forEach((x) => collect(x, t, out));
+    for (const x of Object.values(v)) collect(x, t, out);
   }
   return out;
 }

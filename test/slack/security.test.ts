@@ -12,7 +12,7 @@ import { webApi } from '@slack/bolt';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/index.js';
 import { startApiFront } from '../../src/sandbox/fakes/slack-socket.js';
-import { blockActionPayload, DEFAULT_BOT_TOKEN, recordBlockAction, recordSlashCommand, sendRecordedRequest, startFakeSlack, type FakeSlack } from '../../src/sandbox/fakes/slack.js';
+import { blockActionPayload, DEFAULT_BOT_TOKEN, recordBlockAction, recordSlashCommand, sendRecordedRequest, startFakeSlack } from '../../src/sandbox/fakes/slack.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { startServe, type ServeHandle } from '../../src/runtime/serve.js';

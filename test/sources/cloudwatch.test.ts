@@ -104,8 +104,8 @@ describe('CloudWatchSource filter mode', () => {
       filterPattern: PATTERN,
       limit: 10_000,
     });
-    expect(reqs[1]?.body['nextToken']).toBe((reqs[0]?.response as { nextToken: string }).nextToken);
-    expect(reqs[3]?.body['nextToken']).toBe((reqs[2]?.response as { nextToken: string }).nextToken);
+    expect(reqs[1]?.body['nextToken']).toBe((reqs[0]!.response as { nextToken: string }).nextToken);
+    expect(reqs[3]?.body['nextToken']).toBe((reqs[2]!.response as { nextToken: string }).nextToken);
     expect(stats).toEqual({ requests: 4, bytes: reqs.reduce((n, r) => n + r.responseBytes, 0), records: 5, throttled: 0 });
   });
 
@@ -184,7 +184,7 @@ describe('CloudWatchSource filter mode', () => {
     expect(ids(rest)).toEqual(['b']);
     const reqs = fle();
     expect(reqs.map((r) => r.status)).toEqual([200, 500, 500, 500, 500, 500, 500, 500, 200]);
-    const token = (reqs[0]?.response as { nextToken: string }).nextToken;
+    const token = (reqs[0]!.response as { nextToken: string }).nextToken;
     expect(reqs[7]?.body['nextToken']).toBe(token); // own retry resumes at page 2, not page 1
   });
 
@@ -427,7 +427,7 @@ describe('CloudWatchSource insights mode', () => {
     expect((err as SourceError).code).toBe('QueryTimeout');
     const stop = fake.requestsOf('StopQuery');
     expect(stop).toHaveLength(1);
-    expect(stop[0]?.body['queryId']).toBe((fake.requestsOf('StartQuery')[0]?.response as { queryId: string }).queryId);
+    expect(stop[0]?.body['queryId']).toBe((fake.requestsOf('StartQuery')[0]!.response as { queryId: string }).queryId);
     expect(stop[0]?.response).toEqual({ success: true });
   });
 

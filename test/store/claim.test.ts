@@ -9,7 +9,10 @@ const opened: Store[] = [];
 afterEach(() => {
   for (const s of opened.splice(0)) s.close();
 });
-const track = (s: Store) => (opened.push(s), s);
+const track = (s: Store) => {
+  opened.push(s);
+  return s;
+};
 
 const F401 = finding({ id: 'f-multus-401', kind: 'unauthorized' });
 const SA = { cluster: 'prod', kind: 'ServiceAccount' as const, namespace: 'kube-system', name: 'multus', findingId: 'f-multus' };

@@ -6,18 +6,8 @@
 import { startFakeKube } from './kubernetes.js';
 import { blockActionPayload, sendBlockAction, sendSlashCommand, startFakeSlack } from './slack.js';
 
-export type { FakeKube, KubeObject, ObjectStore, RecordedRequest, WriteEvent } from './kubernetes.js';
-export type {
-  ButtonClick,
-  FakeCall,
-  FakeEphemeral,
-  FakeMessage,
-  FakeSlack,
-  FakeSlackChange,
-  FakeSlackOptions,
-  SendResult,
-  SlashCommandFields,
-} from './slack.js';
+export type { FakeKube, KubeObject, ObjectStore, WriteEvent } from './kubernetes.js';
+export type { FakeEphemeral, FakeMessage, FakeSlack, SendResult } from './slack.js';
 
 /** What the sandbox uses of the fakes. */
 export interface SandboxFakes {

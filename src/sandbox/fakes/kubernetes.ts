@@ -327,7 +327,7 @@ export function parseFieldSelector(selector: string, def: ResourceDef): FieldTer
     const term = raw.trim();
     if (!term) continue;
     const m = /^([^!=]+?)\s*(==|=|!=)\s*(.*)$/.exec(term);
-    if (!m || !m[1]) throw new StatusError(400, 'BadRequest', `invalid field selector: '${term}'; can't understand '${term}'`);
+    if (!m?.[1]) throw new StatusError(400, 'BadRequest', `invalid field selector: '${term}'; can't understand '${term}'`);
     const field = m[1].trim();
     const supported = field === 'metadata.name' || field === 'metadata.namespace' || (def.fieldSelectors ?? []).includes(field);
     if (!supported) throw new StatusError(400, 'BadRequest', `field label not supported: ${field}`);
@@ -385,6 +385,7 @@ export function parseLabelSelector(selector: string): LabelTerm[] {
 function matchesLabels(obj: KubeObject, terms: LabelTerm[]): boolean {
   const raw = isObj(obj.metadata) ? obj.metadata['labels'] : undefined;
   const labels: Obj = isObj(raw) ? raw : {};
+  // biome-ignore lint/suspicious/useIterableCallbackReturn: the switch below is exhaustive over the operators
   return terms.every((t) => {
     const has = typeof labels[t.key] === 'string';
     const v = has ? String(labels[t.key]) : undefined;
@@ -688,6 +689,7 @@ export class ObjectStore {
    * controller would (e.g. progress `status`). Bumps resourceVersion, and generation when `spec` changed.
    * @throws Error when the object does not exist.
    */
+  // biome-ignore lint/suspicious/noConfusingVoidType: `mutate` may return nothing (edits in place) or a replacement
   update(kind: string, namespace: string | undefined, name: string, mutate: (obj: KubeObject) => KubeObject | void): KubeObject {
     const def = this.requireDef(kind);
     const current = this.raw(def, namespace, name);

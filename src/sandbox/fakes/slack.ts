@@ -457,7 +457,7 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
       } catch {
         return { ok: false, error: 'invalid_arguments' };
       }
-      if (!view || view.type !== 'modal' || !view.title || !Array.isArray(view.blocks)) return { ok: false, error: 'invalid_arguments' };
+      if (view?.type !== 'modal' || !view.title || !Array.isArray(view.blocks)) return { ok: false, error: 'invalid_arguments' };
       const v: FakeView = { id: `V${String(openedViews.length + 1).padStart(9, '0')}`, triggerId: trigger, view };
       openedViews.push(v);
       return { ok: true, view: { id: v.id, ...view, state: { values: {} } } };
@@ -604,7 +604,7 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
       emit({ type: 'call', call });
     };
     const limited = rateLimits.get(method);
-    if (limited && limited.length) {
+    if (limited?.length) {
       const seconds = limited.shift()!;
       const response = { ok: false, error: 'ratelimited' };
       record(429, response);
@@ -616,7 +616,7 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
     else {
       const failing = failures.get(method);
       const handler = methods[method];
-      if (failing && failing.length) response = { ok: false, error: failing.shift()! };
+      if (failing?.length) response = { ok: false, error: failing.shift()! };
       else if (!handler) response = { ok: false, error: 'unknown_method' };
       else response = handler(args, tokens.get(token)!);
     }
@@ -663,7 +663,7 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
     if (args.response_type === 'in_channel') {
       const threadTs = str(args.thread_ts);
       const parent = threadTs ? ch.messages.find((m) => m.ts === threadTs) : undefined;
-      const msg = postBotMessage(ch, bot, text, pb.blocks, parent);
+      postBotMessage(ch, bot, text, pb.blocks, parent);
       return send(res, 200, { ok: true });
     }
     const e: FakeEphemeral = { channel: ch.id, user: target.user, text, blocks: pb.blocks, messageTs: nextTs(), via: 'response_url', at: now() };

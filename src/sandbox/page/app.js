@@ -57,7 +57,7 @@ function messageHtml(m, opts) {
       ? `<div class="only-you">👁 Only visible to you · <button type="button" class="link" data-dismiss="${escapeHtml(m.key)}">Dismiss</button></div>`
       : '';
   const body = m.kind === 'notice' ? `<div class="bk-blocks"><div class="bk-block bk-text">${mrkdwnToHtml(m.text, renderCtx())}</div></div>` : renderMessageBody(m, renderCtx());
-  const replies = opts.showReplies && m.replies && m.replies.length
+  const replies = opts.showReplies && m.replies?.length
     ? `<div class="thread-summary"><button type="button" data-open-thread="${escapeHtml(m.ts)}">${m.replies.length} ${m.replies.length === 1 ? 'reply' : 'replies'}</button></div>`
     : '';
   return (

@@ -356,6 +356,6 @@ export function renderBlocks(blocks: readonly unknown[], ctx: RenderContext = {}
 
 /** A message's body: its blocks, or its `text` as mrkdwn when it has none (as Slack shows it). */
 export function renderMessageBody(msg: { text?: string; blocks?: readonly unknown[] }, ctx: RenderContext = {}): string {
-  if (msg.blocks && msg.blocks.length) return `<div class="bk-blocks">${renderBlocks(msg.blocks, ctx)}</div>`;
+  if (msg.blocks?.length) return `<div class="bk-blocks">${renderBlocks(msg.blocks, ctx)}</div>`;
   return `<div class="bk-blocks"><div class="bk-block bk-text">${mrkdwnToHtml(msg.text ?? '', ctx)}</div></div>`;
 }

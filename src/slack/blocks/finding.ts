@@ -3,6 +3,7 @@
  * its buttons, and the escalation reply posted in its thread. Pure.
  */
 import type { WorkloadRef } from '../../cluster/types.js';
+import { DAY_MS, HOUR_MS } from '../../core/units.js';
 import { WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS } from '../../findings/token-math.js';
 import type { Finding, FindingKind, Severity } from '../../findings/types.js';
 import { RESTARTABLE_KINDS, type TargetKind } from '../../approvals/machine.js';
@@ -58,7 +59,7 @@ export interface FindingMessageContext {
 }
 
 /** Default of `findings.activeWindow`: 1 h, the findings stage's "still in use" window (LIVE_USE_WINDOW_MS). */
-export const DEFAULT_ACTIVE_WINDOW_MS = 3_600_000;
+export const DEFAULT_ACTIVE_WINDOW_MS = HOUR_MS;
 
 /**
  * Whether a finding's signal is current: last seen within `windowMs` (default {@link DEFAULT_ACTIVE_WINDOW_MS}) before
@@ -85,7 +86,6 @@ const KIND_LABEL: Record<FindingKind, string> = {
 
 /** Seconds between a bound token's issue and its `warnafter` (the findings stage's constant, with its source). */
 const WARN_AFTER_SECONDS = WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS;
-const DAY = 86_400_000;
 
 const isRestartable = (w: WorkloadRef): w is WorkloadRef & { kind: TargetKind } =>
   (RESTARTABLE_KINDS as readonly string[]).includes(w.kind);
@@ -99,7 +99,7 @@ export function subjectOf(f: Pick<Finding, 'namespace' | 'serviceAccount'>): str
 export function daysLeft(f: Pick<Finding, 'rejectionAt'>, now: number): number | null {
   if (!f.rejectionAt) return null;
   const at = Date.parse(f.rejectionAt);
-  return Number.isNaN(at) ? null : Math.floor((at - now) / DAY);
+  return Number.isNaN(at) ? null : Math.floor((at - now) / DAY_MS);
 }
 
 /** Age of the oldest token (now − issue, issue ≈ warnAfter − 3607 s; domain.md §1), in ms, or null. */

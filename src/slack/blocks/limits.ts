@@ -80,7 +80,7 @@ export function validateBlocks(blocks: unknown): string[] {
           if (!Array.isArray(b.fields) || b.fields.length === 0) errs.push(`${p}/fields: must be a non-empty array`);
           else {
             if (b.fields.length > LIMITS.sectionFields) errs.push(`${p}/fields: ${b.fields.length} fields > ${LIMITS.sectionFields}`);
-            b.fields.forEach((f, j) => checkText(errs, `${p}/fields/${j}`, f, LIMITS.sectionFieldText));
+            for (const [j, f] of b.fields.entries()) checkText(errs, `${p}/fields/${j}`, f, LIMITS.sectionFieldText);
           }
         }
         if (b.accessory !== undefined) checkElement(errs, `${p}/accessory`, b.accessory, new Set());
@@ -109,7 +109,7 @@ export function validateBlocks(blocks: unknown): string[] {
           errs.push(`${p}/elements: ${b.elements.length} elements > ${LIMITS.actionsElements}`);
         }
         const actionIds = new Set<string>();
-        b.elements.forEach((e, j) => checkElement(errs, `${p}/elements/${j}`, e, actionIds));
+        for (const [j, e] of b.elements.entries()) checkElement(errs, `${p}/elements/${j}`, e, actionIds);
         break;
       }
       case 'divider':

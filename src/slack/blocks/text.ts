@@ -12,7 +12,6 @@ export type KnownBlock = types.KnownBlock;
 export type Button = types.Button;
 export type PlainTextElement = types.PlainTextElement;
 export type MrkdwnElement = types.MrkdwnElement;
-export type ConfirmationDialog = types.ConfirmationDialog;
 
 /** What every builder returns: `text` is the notification / screen-reader fallback, always set. */
 export interface SlackMessage {

@@ -298,8 +298,8 @@ describe('writes through client-node', () => {
       setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
     );
     const stored = fake.store.get('DaemonSet', 'kube-system', 'kube-multus-ds');
-    expect((stored?.['status'] as Record<string, unknown>)['numberAvailable']).toBe(1);
-    expect((stored?.['spec'] as Record<string, unknown>)['minReadySeconds']).toBeUndefined();
+    expect((stored!['status'] as Record<string, unknown>)['numberAvailable']).toBe(1);
+    expect((stored!['spec'] as Record<string, unknown>)['minReadySeconds']).toBeUndefined();
   });
 });
 
