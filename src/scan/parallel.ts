@@ -173,7 +173,7 @@ export async function planParallelRead(files: string[], opts: PlanOptions): Prom
     const id = tasks.length;
     const size = sizes.get(file) ?? 0;
     const head = heads[i];
-    if (head !== undefined && head.gzip && opts.maxDecompressedBytes === undefined) {
+    if (head?.gzip && opts.maxDecompressedBytes === undefined) {
       tasks.push({ kind: 'gzip', id, file, maxLineBytes });
       workerTailFiles.add(file);
     } else if (head !== undefined && head.format !== undefined && size > partBytes && SPLIT_FORMATS.has(head.format)) {

@@ -31,7 +31,12 @@ const MESSAGE: SlackMessage = { text: 'hello', blocks: [] };
 
 function deps(order: string[]) {
   const d = {
-    command: { handle: vi.fn((text: string, user: string, channel: { id: string }) => (order.push(`handle ${text} ${user} ${channel.id}`), MESSAGE)) },
+    command: {
+      handle: vi.fn((text: string, user: string, channel: { id: string }) => {
+        order.push(`handle ${text} ${user} ${channel.id}`);
+        return MESSAGE;
+      }),
+    },
     flow: {
       onFindingButton: vi.fn(async () => void order.push('onFindingButton')),
       vote: vi.fn(async () => void order.push('vote')),
