@@ -17,6 +17,7 @@
  *
  * Pure: no I/O; `now` is passed in.
  */
+import { ErrorCode, TokenwatchError } from '../errors.js';
 import semver from 'semver';
 import { z } from 'zod';
 import catalogJson from './catalog.json' with { type: 'json' };
@@ -100,10 +101,10 @@ export type CauseCatalog = z.infer<typeof catalogSchema>;
  */
 export function parseCatalog(json: unknown): CauseCatalog {
   const parsed = catalogSchema.safeParse(json);
-  if (!parsed.success) throw new Error(`invalid cause catalog:\n${z.prettifyError(parsed.error)}`);
+  if (!parsed.success) throw new TokenwatchError(ErrorCode.Internal, `invalid cause catalog:\n${z.prettifyError(parsed.error)}`);
   const seen = new Set<string>();
   for (const e of parsed.data.entries) {
-    if (seen.has(e.id)) throw new Error(`invalid cause catalog: duplicate entry id "${e.id}"`);
+    if (seen.has(e.id)) throw new TokenwatchError(ErrorCode.Internal, `invalid cause catalog: duplicate entry id "${e.id}"`);
     seen.add(e.id);
   }
   return parsed.data;

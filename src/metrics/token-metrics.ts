@@ -17,6 +17,7 @@
  * successive scrapes reach different replicas. So a rate is computed only between two scrapes of the same process
  * (same start time), and a counter that went down is a reset, never a negative rate.
  */
+import { ErrorCode, TokenwatchError } from '../errors.js';
 import { findingId } from '../findings/build.js';
 import type { Finding, FindingKind, Severity } from '../findings/types.js';
 import { parsePrometheusText } from './prometheus.js';
@@ -53,9 +54,9 @@ export interface TokenMetricsSample {
 }
 
 /** The text is not usable: no token counters at all (wrong endpoint, not Prometheus text, too old a server). */
-export class TokenMetricsError extends Error {
+export class TokenMetricsError extends TokenwatchError {
   constructor(message: string) {
-    super(message);
+    super(ErrorCode.TokenMetricsInvalid, message);
     this.name = 'TokenMetricsError';
   }
 }

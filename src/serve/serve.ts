@@ -7,6 +7,7 @@
  * schedule is running (first polls start within the jitter). {@link ServeHandle.stop} (SIGTERM) stops
  * new polls, waits for running ones, stops Slack, closes the listener and the store.
  */
+import { ErrorCode, TokenwatchError } from '../errors.js';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -77,8 +78,11 @@ export interface Integration {
  * 5xx): serve keeps polling and retries the start in the background (see {@link ServeOptions.integrationRetryMs}).
  * Any other error is final until serve restarts (e.g. Slack rejected the bot token).
  */
-export class IntegrationUnavailableError extends Error {
+export class IntegrationUnavailableError extends TokenwatchError {
   readonly retryable = true;
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(ErrorCode.IntegrationUnavailable, message, options);
+  }
 }
 
 /**
