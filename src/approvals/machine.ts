@@ -6,7 +6,7 @@
  * carry out. Persisting is the caller's job: it applies the returned `patch` with the store's
  * compare-and-set `transitionApproval(id, from, to, patch, at)`, so that of ten simultaneous clicks exactly
  * one wins; the losers re-read the approval and call {@link decide} again, which then refuses with
- * `already-decided` (naming the state and who decided).
+ * `already-decided` (its detail carries the approval as it now stands, to say who decided).
  *
  * ## Transitions
  *
@@ -31,7 +31,6 @@ import {
   isListed,
   namespaceAllowed,
   requiredApprovalsFor,
-  SLACK_GROUP_ID,
   type ApprovalPolicy,
 } from './policy.js';
 import type { ActionKind } from './kinds.js';
@@ -132,11 +131,47 @@ export type RefusalReason =
   | 'not-a-requester'
   | 'invalid-transition';
 
-/** A refusal: `message` is one human sentence (mrkdwn, may mention `<@U…>`) for an ephemeral reply. */
+/**
+ * The facts of a refusal, one variant per situation, for the caller to word (the Slack wording is
+ * `refusalText` in `src/slack/blocks/refusal.ts`; this module carries no chat syntax).
+ */
+export type RefusalDetail =
+  /** The action does not apply to this kind of object (e.g. a ServiceAccount recreation of a DaemonSet). */
+  | { type: 'kind-mismatch'; action: ActionKind; targetKind: TargetKind }
+  /** The cluster's policy does not allow the action; `allowed` are the actions it does allow. */
+  | { type: 'action-not-in-policy'; action: ActionKind; cluster: string; allowed: ActionKind[] }
+  /** The cluster has no approval policy at all. */
+  | { type: 'no-policy'; cluster: string }
+  /** The cluster's policy does not allow actions in the namespace. */
+  | { type: 'namespace-not-in-policy'; cluster: string; namespace: string }
+  /** The user may not request actions in the cluster. */
+  | { type: 'not-a-requester'; cluster: string }
+  /** The requester approves their own request. */
+  | { type: 'self-approval'; action: ActionKind }
+  /** The user is not an approver; `approvers` are the policy's approvers (user or user-group ids). */
+  | { type: 'not-an-approver'; action: ActionKind; cluster: string; vote: Vote['vote']; approvers: string[] }
+  /** The user already approved; `left` approvals are still needed. */
+  | { type: 'already-approved'; action: ActionKind; vote: Vote['vote']; left: number }
+  /** The request expired before the vote. */
+  | { type: 'expired'; action: ActionKind; vote: Vote['vote']; expiresAt: number }
+  /** The approval is no longer `requested` (or no longer `approved` for `start`): `approval` is how it stands. */
+  | { type: 'decided'; attempted: 'vote' | 'expire' | 'start' | 'fail'; approval: Approval }
+  /** `expire` before the expiry time. */
+  | { type: 'not-due'; action: ActionKind; expiresAt: number }
+  /** `start` while the request still waits for approval. */
+  | { type: 'not-approved-yet'; action: ActionKind }
+  /** `succeed` while not running. */
+  | { type: 'not-running'; action: ActionKind; state: ApprovalState }
+  /** The approval kept changing while a click was being processed. */
+  | { type: 'changed-concurrently' }
+  /** The approval does not exist (any more). */
+  | { type: 'approval-missing' };
+
+/** A refusal: a stable {@link RefusalReason} and the {@link RefusalDetail} to word it from. */
 export interface Refusal {
   ok: false;
   reason: RefusalReason;
-  message: string;
+  detail: RefusalDetail;
 }
 
 /** Kubernetes Event `reason` per action (issue #4: "a Kubernetes Event on the target (`reason: TokenwatchRestart` etc.)"). */
@@ -203,19 +238,9 @@ export function formatUtc(ms: number): string {
   return `${iso.slice(0, 10)} ${iso.slice(11, 16)} UTC`;
 }
 
-/** Slack mention for a user (`<@U…>`) or user group (`<!subteam^S…>`), per api.slack.com formatting docs. */
-export function mention(id: string): string {
-  return SLACK_GROUP_ID.test(id) ? `<!subteam^${id}>` : `<@${id}>`;
-}
-
-/** `a`, `a and b`, `a, b and c`. */
-export function joinAnd(items: readonly string[]): string {
-  if (items.length <= 1) return items.join('');
-  return `${items.slice(0, -1).join(', ')} and ${items[items.length - 1]}`;
-}
-
-function refuse(reason: RefusalReason, message: string): Refusal {
-  return { ok: false, reason, message };
+/** A {@link Refusal} with the given reason and facts. */
+export function refuse(reason: RefusalReason, detail: RefusalDetail): Refusal {
+  return { ok: false, reason, detail };
 }
 
 /** Whether `approval` is past its expiry at `now` (`now >= expiresAt`). */
@@ -228,41 +253,6 @@ export function approvalsOf(approval: Pick<Approval, 'votes'>): string[] {
   return [...new Set(approval.votes.filter((v) => v.vote === 'approve').map((v) => v.user))];
 }
 
-/**
- * Who decided and how, as a sentence fragment for a state that no longer takes votes, e.g.
- * `approved by <@U2> at 2026-11-29 14:10 UTC and is now running`.
- */
-export function describeDecision(approval: Approval): string {
-  const approvers = approval.votes.filter((v) => v.vote === 'approve');
-  const approvedBy =
-    approvers.length > 0
-      ? `approved by ${joinAnd(approvers.map((v) => mention(v.user)))} at ${formatUtc(approvers[approvers.length - 1]!.at)}`
-      : '';
-  switch (approval.state) {
-    case 'requested':
-      return 'still waiting for approval';
-    case 'approved':
-      return `${approvedBy} and is about to run`;
-    case 'running':
-      return `${approvedBy} and is now running`;
-    case 'succeeded':
-      return `${approvedBy} and has succeeded`;
-    case 'failed':
-      return approvedBy
-        ? `${approvedBy} and has failed${approval.error ? ` (${approval.error})` : ''}`
-        : `stopped before approval: it failed${approval.error ? ` (${approval.error})` : ''}`;
-    case 'rejected': {
-      const r = approval.votes.find((v) => v.vote === 'reject');
-      const verb = r && r.user === approval.requester ? 'withdrawn' : 'rejected';
-      return r
-        ? `${verb} by ${mention(r.user)} at ${formatUtc(r.at)}${r.reason ? ` (“${r.reason}”)` : ''}`
-        : 'rejected';
-    }
-    case 'expired':
-      return `expired at ${formatUtc(approval.expiresAt)} without a decision`;
-  }
-}
-
 /** Whether `kind` is a valid target for `action`. */
 function kindFits(action: ActionKind, kind: TargetKind): boolean {
   if (action === 'restart') return RESTARTABLE_KINDS.includes(kind);
@@ -272,21 +262,13 @@ function kindFits(action: ActionKind, kind: TargetKind): boolean {
 
 function policyRefusal(action: ActionKind, target: ActionTarget, policy: ApprovalPolicy): Refusal | undefined {
   if (!kindFits(action, target.kind)) {
-    const noun = actionNoun(action);
-    return refuse('action-not-allowed', `A ${noun} cannot target a ${target.kind}.`);
+    return refuse('action-not-allowed', { type: 'kind-mismatch', action, targetKind: target.kind });
   }
   if (!policy.actions.includes(action)) {
-    const allowed = policy.actions.map(actionNoun);
-    return refuse(
-      'action-not-allowed',
-      `A ${actionNoun(action)} is not allowed here: the policy for ${target.cluster} allows ${allowed.length ? joinAnd(allowed) : 'no actions'}.`,
-    );
+    return refuse('action-not-allowed', { type: 'action-not-in-policy', action, cluster: target.cluster, allowed: [...policy.actions] });
   }
   if (!namespaceAllowed(target.namespace, policy)) {
-    return refuse(
-      'namespace-not-allowed',
-      `Actions on namespace ${target.namespace} are not allowed by the policy for ${target.cluster}.`,
-    );
+    return refuse('namespace-not-allowed', { type: 'namespace-not-in-policy', cluster: target.cluster, namespace: target.namespace });
   }
   return undefined;
 }
@@ -304,10 +286,7 @@ export function canRequest(
   userGroups: readonly string[],
 ): { ok: true } | Refusal {
   if (!isListed(user, userGroups, policy.requesters, true)) {
-    return refuse(
-      'not-a-requester',
-      `You are not allowed to request actions in ${target.cluster}; ask someone on the tokenwatch requester list.`,
-    );
+    return refuse('not-a-requester', { type: 'not-a-requester', cluster: target.cluster });
   }
   return policyRefusal(action, target, policy) ?? { ok: true };
 }
@@ -373,16 +352,12 @@ function transition(a: Approval, next: ApprovalState, now: number, effects: Effe
   return { ok: true, from: a.state, next, patch: { state: next, updatedAt: now, ...extra }, effects };
 }
 
-function voteRefusalForState(a: Approval, verb: string, now: number): Refusal | undefined {
-  const noun = actionNoun(a.action);
+function voteRefusalForState(a: Approval, vote: Vote['vote'], now: number): Refusal | undefined {
   if (a.state === 'expired' || (a.state === 'requested' && isExpired(a, now))) {
-    return refuse(
-      'expired',
-      `This ${noun} request expired at ${formatUtc(a.expiresAt)}, so it can no longer be ${verb}; request it again if it is still needed.`,
-    );
+    return refuse('expired', { type: 'expired', action: a.action, vote, expiresAt: a.expiresAt });
   }
   if (a.state !== 'requested') {
-    return refuse('already-decided', `This ${noun} was already ${describeDecision(a)}; it no longer takes votes.`);
+    return refuse('already-decided', { type: 'decided', attempted: 'vote', approval: a });
   }
   return undefined;
 }
@@ -391,7 +366,7 @@ function voteRefusalForState(a: Approval, verb: string, now: number): Refusal | 
  * Decides what an event does to an approval at time `now` (epoch ms UTC). Pure.
  *
  * Refusals (reason → when):
- * - `already-decided`: the state is not `requested` (the message names the state and who decided);
+ * - `already-decided`: the state is not `requested` (the detail carries the approval, to say who decided);
  * - `expired`: `now >= expiresAt` or state `expired`;
  * - `action-not-allowed` / `namespace-not-allowed`: the policy (re-checked at vote time) no longer allows it;
  * - `self-approval`: the requester approves and `allowSelfApproval` is false;
@@ -403,13 +378,11 @@ function voteRefusalForState(a: Approval, verb: string, now: number): Refusal | 
  */
 export function decide(approval: Approval, event: ApprovalEvent, policy: ApprovalPolicy, now: number): Decision {
   const a = approval;
-  const noun = actionNoun(a.action);
-  const what = `${noun} of ${describeTarget(a.target)}`;
+  const what = `${actionNoun(a.action)} of ${describeTarget(a.target)}`;
   switch (event.type) {
     case 'approve':
     case 'reject': {
-      const verb = event.type === 'approve' ? 'approved' : 'rejected';
-      const stateRefusal = voteRefusalForState(a, verb, now);
+      const stateRefusal = voteRefusalForState(a, event.type, now);
       if (stateRefusal) return stateRefusal;
       const groups = event.userGroups ?? [];
       const isRequester = event.user === a.requester;
@@ -418,22 +391,20 @@ export function decide(approval: Approval, event: ApprovalEvent, policy: Approva
         const pol = policyRefusal(a.action, a.target, policy);
         if (pol) return pol;
         if (isRequester && !policy.allowSelfApproval) {
-          return refuse('self-approval', `You requested this ${noun}, so someone else must approve it (no self-approval).`);
+          return refuse('self-approval', { type: 'self-approval', action: a.action });
         }
         if (!isApprover) {
-          return refuse(
-            'not-an-approver',
-            `You are not an approver for ${a.target.cluster}, so you cannot approve this ${noun}; approvers: ${
-              policy.approvers.length ? joinAnd(policy.approvers.map(mention)) : 'none configured'
-            }.`,
-          );
+          return refuse('not-an-approver', {
+            type: 'not-an-approver',
+            action: a.action,
+            cluster: a.target.cluster,
+            vote: 'approve',
+            approvers: [...policy.approvers],
+          });
         }
         if (approvalsOf(a).includes(event.user)) {
           const left = a.requiredApprovals - approvalsOf(a).length;
-          return refuse(
-            'already-voted',
-            `You already approved this ${noun}; it needs ${left} more approval${left === 1 ? '' : 's'} from someone else.`,
-          );
+          return refuse('already-voted', { type: 'already-approved', action: a.action, vote: 'approve', left });
         }
         const vote: Vote = { user: event.user, vote: 'approve', at: now };
         const votes = [...a.votes, vote];
@@ -462,14 +433,18 @@ export function decide(approval: Approval, event: ApprovalEvent, policy: Approva
       }
       // reject
       if (!isApprover && !isRequester) {
-        return refuse('not-an-approver', `You are not an approver for ${a.target.cluster}, so you cannot reject this ${noun}.`);
+        return refuse('not-an-approver', {
+          type: 'not-an-approver',
+          action: a.action,
+          cluster: a.target.cluster,
+          vote: 'reject',
+          approvers: [...policy.approvers],
+        });
       }
       if (approvalsOf(a).includes(event.user)) {
         // One vote per user (the store keys votes by user): an approval is not turned into a reject.
-        return refuse(
-          'already-voted',
-          `You already approved this ${noun}, so you cannot reject it now; another approver still can.`,
-        );
+        const left = a.requiredApprovals - approvalsOf(a).length;
+        return refuse('already-voted', { type: 'already-approved', action: a.action, vote: 'reject', left });
       }
       const vote: Vote =
         event.reason !== undefined && event.reason !== ''
@@ -490,10 +465,10 @@ export function decide(approval: Approval, event: ApprovalEvent, policy: Approva
     }
     case 'expire': {
       if (a.state !== 'requested') {
-        return refuse('already-decided', `This ${noun} was already ${describeDecision(a)}; it cannot expire.`);
+        return refuse('already-decided', { type: 'decided', attempted: 'expire', approval: a });
       }
       if (!isExpired(a, now)) {
-        return refuse('invalid-transition', `This ${noun} request does not expire until ${formatUtc(a.expiresAt)}.`);
+        return refuse('invalid-transition', { type: 'not-due', action: a.action, expiresAt: a.expiresAt });
       }
       return transition(a, 'expired', now, [
         { type: 'action-log', from: 'requested', to: 'expired', actor: null, summary: `${what} expired without a decision` },
@@ -503,12 +478,9 @@ export function decide(approval: Approval, event: ApprovalEvent, policy: Approva
     }
     case 'start': {
       if (a.state !== 'approved') {
-        return refuse(
-          a.state === 'requested' ? 'invalid-transition' : 'already-decided',
-          a.state === 'requested'
-            ? `This ${noun} cannot start: it is still waiting for approval.`
-            : `This ${noun} cannot start again: it was already ${describeDecision(a)}.`,
-        );
+        return a.state === 'requested'
+          ? refuse('invalid-transition', { type: 'not-approved-yet', action: a.action })
+          : refuse('already-decided', { type: 'decided', attempted: 'start', approval: a });
       }
       return transition(a, 'running', now, [
         { type: 'action-log', from: 'approved', to: 'running', actor: null, summary: `${what} started` },
@@ -517,7 +489,7 @@ export function decide(approval: Approval, event: ApprovalEvent, policy: Approva
     }
     case 'succeed': {
       if (a.state !== 'running') {
-        return refuse('invalid-transition', `This ${noun} cannot succeed from state ${a.state}: it is not running.`);
+        return refuse('invalid-transition', { type: 'not-running', action: a.action, state: a.state });
       }
       const effects: Effect[] = [
         { type: 'action-log', from: 'running', to: 'succeeded', actor: null, summary: `${what} succeeded` },
@@ -529,7 +501,7 @@ export function decide(approval: Approval, event: ApprovalEvent, policy: Approva
     }
     case 'fail': {
       if (a.state !== 'running' && a.state !== 'approved' && a.state !== 'requested') {
-        return refuse('invalid-transition', `This ${noun} cannot fail from state ${a.state}: it is already ${describeDecision(a)}.`);
+        return refuse('invalid-transition', { type: 'decided', attempted: 'fail', approval: a });
       }
       return transition(
         a,

@@ -126,7 +126,7 @@ export async function* readTokenUses(
   for (const file of files) {
     try {
       const st = await stat(file);
-      if (st.isDirectory()) throw new InputError(`${file}: is a directory, not an audit log file`, file);
+      if (st.isDirectory()) throw new InputError(file, 'is a directory, not an audit log file');
     } catch (err) {
       throw toOpenError(err, file);
     }
@@ -163,7 +163,7 @@ function errorReason(err: unknown): string {
 
 function toOpenError(err: unknown, file: string): InputError {
   if (err instanceof InputError) return err;
-  return new InputError(`${file}: cannot read file (${errorReason(err)})`, file);
+  return new InputError(file, `cannot read file (${errorReason(err)})`, { cause: err });
 }
 
 async function* readOneFile(ctx: FileContext): AsyncGenerator<TokenUse> {
@@ -179,7 +179,7 @@ async function* readOneFile(ctx: FileContext): AsyncGenerator<TokenUse> {
     let regular = false;
     try {
       const st = await fh.stat();
-      if (st.isDirectory()) throw new InputError(`${file}: is a directory, not an audit log file`, file);
+      if (st.isDirectory()) throw new InputError(file, 'is a directory, not an audit log file');
       regular = st.isFile();
       totalBytes = regular ? st.size : 0;
     } catch (err) {
@@ -207,10 +207,10 @@ async function* readOneFile(ctx: FileContext): AsyncGenerator<TokenUse> {
       if (isBlank(headBytes) && head.done) return; // an empty (e.g. just rotated) log holds no events
       const { what, hint } = describeUnknownContent(headBytes);
       throw new InputError(
-        `${file}: unknown input format (${what}${gzip ? ' after gunzip' : ''}); ` +
+        file,
+        `unknown input format (${what}${gzip ? ' after gunzip' : ''}); ` +
           (hint ? `${hint}. ` : '') +
           `tokenwatch reads ${KNOWN_FORMATS_TEXT}`,
-        file,
       );
     }
     const before = { lines: stats.lines, events: stats.events };
@@ -275,14 +275,14 @@ export function noAuditEventError(
 ): InputError | undefined {
   if (records === 0 || events > 0) return undefined;
   return new InputError(
-    `${file}: none of its ${records} records is an audit event in a format tokenwatch knows (read as ` +
+    file,
+    `none of its ${records} records is an audit event in a format tokenwatch knows (read as ` +
       `${FORMAT_NAMES[format]}); ` +
       (tally.guideRowsWithoutTime > 0
         ? 'its rows have a subject but no @timestamp (a `stats … by subject` query): run the query without ' +
           '`stats` (keep `fields @timestamp, @message`) so each row has its time; '
         : '') +
       `tokenwatch reads ${KNOWN_FORMATS_TEXT}`,
-    file,
   );
 }
 
@@ -440,7 +440,7 @@ class RawSource {
   }
 
   private readError(err: unknown): InputError {
-    return new InputError(`${this.file}: read failed after ${this.bytesRead} bytes (${errorReason(err)})`, this.file);
+    return new InputError(this.file, `read failed after ${this.bytesRead} bytes (${errorReason(err)})`, { cause: err });
   }
 
   private progress(n: number, final: boolean): void {
@@ -512,9 +512,9 @@ async function* gunzip(ctx: FileContext, source: AsyncIterator<Buffer>, raw: Raw
       inflated += (chunk as Buffer).length;
       if (inflated > ctx.maxDecompressedBytes) {
         throw new InputError(
-          `${file}: inflates to more than ${ctx.maxDecompressedBytes} bytes (--max-decompressed-bytes) after ` +
-            `${raw.bytesConsumed} compressed bytes; stopped. Raise the limit if the file is genuine`,
           file,
+          `inflates to more than ${ctx.maxDecompressedBytes} bytes (--max-decompressed-bytes) after ` +
+            `${raw.bytesConsumed} compressed bytes; stopped. Raise the limit if the file is genuine`,
         );
       }
       raw.inflated(inflated);
@@ -522,8 +522,8 @@ async function* gunzip(ctx: FileContext, source: AsyncIterator<Buffer>, raw: Raw
     }
   } catch (err) {
     if (err instanceof InputError) throw err;
-    if (isZlibError(err)) throw new InputError(`${file}: corrupt or truncated gzip data (${errorReason(err)})`, file);
-    throw new InputError(`${file}: cannot decompress (${errorReason(err)})`, file);
+    if (isZlibError(err)) throw new InputError(file, `corrupt or truncated gzip data (${errorReason(err)})`, { cause: err });
+    throw new InputError(file, `cannot decompress (${errorReason(err)})`, { cause: err });
   } finally {
     gz.destroy();
     src.destroy();
@@ -734,7 +734,7 @@ async function* scanJsonRows(
     }
   } catch (err) {
     if (err instanceof InputError) throw err;
-    throw new InputError(`${file}: read failed (${errorReason(err)})`, file);
+    throw new InputError(file, `read failed (${errorReason(err)})`, { cause: err });
   }
   yield* out;
   if (!sawStatus || rows > 0) capNotice(ctx, rows);

@@ -5,6 +5,7 @@
  * Exit codes (design.md, "scan output"): 0 success, 1 a finding at or above `--fail-on`,
  * 2 bad arguments or unreadable input. Errors are one line on stderr: `tokenwatch: <message>`.
  */
+import { ErrorCode, TokenwatchError } from '../errors.js';
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { InputError } from '../audit/types.js';
@@ -13,12 +14,15 @@ import { escapeControl } from './escape.js';
 /** A subcommand module's registration function. */
 export type Register = (program: Command) => void;
 
-/** Exit code for bad arguments or unreadable input. */
+/** Exit code for bad arguments or unreadable input (`CLI_EXIT_CODES` of `usage` and `input_unreadable` in errors.ts). */
 export const EXIT_USAGE = 2;
 
 /** An error the CLI reports as one line and exit code {@link EXIT_USAGE} (bad flag combination, etc.). */
-export class UsageError extends Error {
+export class UsageError extends TokenwatchError {
   override name = 'UsageError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(ErrorCode.Usage, message, options);
+  }
 }
 
 function packageVersion(): string {
@@ -52,23 +56,29 @@ const ERRNO_WORDS: Record<string, string> = {
 };
 
 /**
- * Message for an unreadable input, always `cannot read <file>: <why>` (`cannot read cluster snapshot
+ * Message for an unreadable input, always `cannot read <subject>: <why>` (`cannot read cluster snapshot
  * <file>: <why>` for `--cluster-snapshot`), e.g. `cannot read examples/nope.log: no such file`.
- * Common errno codes in the reader's message become plain words; otherwise the reader's reason is
- * kept, without a repeated file name.
+ * Built from the error's fields, never its message: a common {@link InputError.errno} becomes plain words;
+ * otherwise the reader's {@link InputError.reason} is kept (without its own `cannot read:` lead).
  */
 export function inputErrorMessage(err: InputError): string {
-  const snapshotPrefix = `cluster snapshot ${err.file}: `;
-  const isSnapshot = err.message.startsWith(snapshotPrefix);
-  const what = isSnapshot ? `cluster snapshot ${err.file}` : err.file;
-  const code = /\b(ENOENT|EACCES|EPERM|EISDIR|ENOTDIR)\b/.exec(err.message)?.[1];
-  if (code !== undefined) return `cannot read ${what}: ${ERRNO_WORDS[code] ?? code}`;
-  let why = err.message;
-  for (const prefix of [snapshotPrefix, `${err.file}: `]) {
-    if (why.startsWith(prefix)) why = why.slice(prefix.length);
-  }
-  why = why.replace(/^cannot read:\s*/, '');
-  return `cannot read ${what}: ${why}`;
+  const words = err.errno === undefined ? undefined : ERRNO_WORDS[err.errno];
+  if (words !== undefined) return `cannot read ${err.subject}: ${words}`;
+  const why = err.reason.startsWith(CANNOT_READ) ? err.reason.slice(CANNOT_READ.length).trimStart() : err.reason;
+  return `cannot read ${err.subject}: ${why}`;
+}
+
+const CANNOT_READ = 'cannot read:';
+
+/**
+ * How the CLI reports an error that reaches it: the exit code and the one-line message, or undefined when the
+ * error is unexpected (a bug; the caller reports it as `internal error`). Decided by the error's
+ * {@link TokenwatchError.code} and {@link TokenwatchError.exitCode} (see `CLI_EXIT_CODES` in errors.ts), never its text.
+ */
+export function cliOutcome(err: unknown): { exitCode: number; message: string } | undefined {
+  if (!(err instanceof TokenwatchError) || err.exitCode === undefined) return undefined;
+  const message = err instanceof InputError ? inputErrorMessage(err) : err.message;
+  return { exitCode: err.exitCode, message };
 }
 
 /**
@@ -108,15 +118,10 @@ export async function runCli(argv: string[], registrations: Register[]): Promise
       // Help and version exit 0; everything else (unknown option, bad value, missing command) is a usage error.
       return err.exitCode === 0 ? 0 : EXIT_USAGE;
     }
-    if (err instanceof InputError) {
-      printError(inputErrorMessage(err));
-      return EXIT_USAGE;
-    }
-    if (err instanceof UsageError) {
-      printError(err.message);
-      return EXIT_USAGE;
-    }
-    throw err;
+    const outcome = cliOutcome(err);
+    if (outcome === undefined) throw err;
+    printError(outcome.message);
+    return outcome.exitCode;
   }
   const code = process.exitCode;
   return typeof code === 'number' ? code : 0;

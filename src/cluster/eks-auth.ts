@@ -23,6 +23,7 @@
  * process, while a `loadFromOptions({users:[{token}]})` KubeConfig would have to be rebuilt and every client
  * re-made every 14 minutes.
  */
+import { ErrorCode, TokenwatchError, isTokenwatchError } from '../errors.js';
 import { AccessDeniedException, DescribeClusterCommand, EKSClient, ResourceNotFoundException } from '@aws-sdk/client-eks';
 import { defaultProvider } from '@aws-sdk/credential-provider-node';
 import { KubeConfig, type User } from '@kubernetes/client-node';
@@ -89,7 +90,7 @@ function errorText(err: unknown): string {
 }
 
 function validName(what: string, value: string): void {
-  if (typeof value !== 'string' || value.trim() === '') throw new Error(`EKS ${what} must be a non-empty string`);
+  if (typeof value !== 'string' || value.trim() === '') throw new TokenwatchError(ErrorCode.KubeConfigInvalid, `EKS ${what} must be a non-empty string`);
 }
 
 /**
@@ -112,8 +113,10 @@ export async function eksToken(opts: EksTokenOptions): Promise<EksToken> {
   try {
     creds = typeof source === 'function' ? await source() : source;
   } catch (err) {
-    throw new Error(
+    throw new TokenwatchError(
+      ErrorCode.EksAuthFailed,
       `cannot get AWS credentials to sign an EKS token for cluster "${opts.clusterName}" (${opts.region}): ${errorText(err)}`,
+      { cause: err },
     );
   }
   const signer = new SignatureV4({
@@ -220,26 +223,31 @@ export async function describeEksCluster(opts: DescribeEksClusterOptions): Promi
     const endpoint = c?.endpoint;
     const caData = c?.certificateAuthority?.data;
     if (!endpoint || !caData) {
-      throw new Error(
+      throw new TokenwatchError(
+        ErrorCode.EksAuthFailed,
         `${where} has no API server ${!endpoint ? 'endpoint' : 'certificate authority'} yet (status ${c?.status ?? 'unknown'})`,
       );
     }
     return { ...(c.arn ? { arn: c.arn } : {}), endpoint, caData };
   } catch (err) {
     if (err instanceof AccessDeniedException || (err instanceof Error && err.name === 'AccessDeniedException')) {
-      throw new Error(
+      throw new TokenwatchError(
+        ErrorCode.EksAuthFailed,
         `cannot read ${where}: access denied (${err.message}); the AWS identity needs IAM permission ${PERMISSION} ` +
           `on arn:aws:eks:${region}:<account>:cluster/${clusterName}`,
+        { cause: err },
       );
     }
     if (err instanceof ResourceNotFoundException || (err instanceof Error && err.name === 'ResourceNotFoundException')) {
-      throw new Error(
+      throw new TokenwatchError(
+        ErrorCode.EksAuthFailed,
         `${where} not found (${err.message}); check kubernetes.eks.clusterName and region ` +
           `(tokenwatch calls ${PERMISSION} on it)`,
+        { cause: err },
       );
     }
-    if (err instanceof Error && err.message.startsWith(where)) throw err;
-    throw new Error(`cannot describe ${where} (${PERMISSION}): ${errorText(err)}`);
+    if (isTokenwatchError(err, ErrorCode.EksAuthFailed)) throw err; // ours, from the try above
+    throw new TokenwatchError(ErrorCode.EksAuthFailed, `cannot describe ${where} (${PERMISSION}): ${errorText(err)}`, { cause: err });
   } finally {
     if (!opts.eksClient) client.destroy();
   }
@@ -290,10 +298,10 @@ export async function eksKubeConfig(opts: EksKubeConfigOptions): Promise<KubeCon
   try {
     protocol = new URL(server).protocol;
   } catch {
-    throw new Error(`EKS cluster "${clusterName}" in region ${region}: API server endpoint is not a URL: ${server}`);
+    throw new TokenwatchError(ErrorCode.EksAuthFailed, `EKS cluster "${clusterName}" in region ${region}: API server endpoint is not a URL: ${server}`);
   }
   if (protocol !== 'https:' && !(protocol === 'http:' && opts.insecureHttpForTests)) {
-    throw new Error(`EKS cluster "${clusterName}" in region ${region}: API server endpoint must be https, got ${server}`);
+    throw new TokenwatchError(ErrorCode.EksAuthFailed, `EKS cluster "${clusterName}" in region ${region}: API server endpoint must be https, got ${server}`);
   }
   const tokens = eksTokenSource({
     clusterName,

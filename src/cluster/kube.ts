@@ -16,6 +16,7 @@
  * resource, API group, namespace). Failures of the optional reads (owner objects, Secrets) keep the state
  * available and set `error: 'cluster state partial: <reason>'`.
  */
+import { ErrorCode, TokenwatchError } from '../errors.js';
 import {
   ApiException,
   AppsV1Api,
@@ -114,14 +115,16 @@ export function kubeConfigFor(opts: KubeAccess = {}): KubeConfig {
   const kc = new KubeConfig();
   if (opts.inCluster) {
     if (!process.env['KUBERNETES_SERVICE_HOST']) {
-      throw new Error('in-cluster Kubernetes config requested but KUBERNETES_SERVICE_HOST is not set (not running in a pod?)');
+      throw new TokenwatchError(ErrorCode.KubeConfigInvalid, 'in-cluster Kubernetes config requested but KUBERNETES_SERVICE_HOST is not set (not running in a pod?)');
     }
     kc.loadFromCluster();
   } else if (opts.kubeconfig) {
     try {
       kc.loadFromFile(opts.kubeconfig);
     } catch (err) {
-      throw new Error(`cannot load kubeconfig ${opts.kubeconfig}: ${err instanceof Error ? err.message : String(err)}`);
+      throw new TokenwatchError(ErrorCode.KubeConfigInvalid, `cannot load kubeconfig ${opts.kubeconfig}: ${err instanceof Error ? err.message : String(err)}`, {
+        cause: err,
+      });
     }
   } else {
     kc.loadFromDefault();
@@ -129,7 +132,7 @@ export function kubeConfigFor(opts: KubeAccess = {}): KubeConfig {
   if (opts.context) {
     if (!kc.getContextObject(opts.context)) {
       const known = kc.getContexts().map((c) => c.name);
-      throw new Error(`kubeconfig context "${opts.context}" not found (contexts: ${known.length ? known.join(', ') : 'none'})`);
+      throw new TokenwatchError(ErrorCode.KubeConfigInvalid, `kubeconfig context "${opts.context}" not found (contexts: ${known.length ? known.join(', ') : 'none'})`);
     }
     kc.setCurrentContext(opts.context);
   }
@@ -137,9 +140,9 @@ export function kubeConfigFor(opts: KubeAccess = {}): KubeConfig {
 }
 
 /** Thrown by {@link KubeClusterState.getPod} when the cluster cannot be read (never for a missing pod). */
-export class ClusterUnavailableError extends Error {
-  constructor(message: string) {
-    super(message);
+export class ClusterUnavailableError extends TokenwatchError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(ErrorCode.ClusterUnavailable, message, options);
     this.name = 'ClusterUnavailableError';
   }
 }
@@ -154,9 +157,9 @@ interface CallInfo {
 }
 
 /** A read that failed for a reason other than 404; `reason` is human-readable, without the `cluster state …:` prefix. */
-class ReadError extends Error {
+class ReadError extends TokenwatchError {
   constructor(readonly reason: string) {
-    super(reason);
+    super(ErrorCode.ClusterReadFailed, reason);
   }
 }
 

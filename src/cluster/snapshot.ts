@@ -103,10 +103,9 @@ export class SnapshotClusterState implements ClusterStateSource {
             ? `kind ${JSON.stringify(obj['kind'])}${Array.isArray(obj['items']) ? '' : ' without items'}`
             : 'an object without kind'
           : `a JSON ${obj === null ? 'null' : typeof obj}`;
-      throw new InputError(
-        `cluster snapshot ${source}: not a Kubernetes List (found ${found}); produce it with ${SNAPSHOT_COMMAND}`,
-        source,
-      );
+      throw new InputError(source, `not a Kubernetes List (found ${found}); produce it with ${SNAPSHOT_COMMAND}`, {
+        subject: `cluster snapshot ${source}`,
+      });
     }
     return new SnapshotClusterState(flatten(obj, 0));
   }
@@ -239,14 +238,14 @@ export async function loadSnapshot(file: string): Promise<SnapshotClusterState> 
     text = await readFile(file, 'utf8');
   } catch (err) {
     const reason = err instanceof Error ? err.message : String(err);
-    throw new InputError(`cluster snapshot ${file}: cannot read: ${reason}`, file);
+    throw new InputError(file, `cannot read: ${reason}`, { cause: err, subject: `cluster snapshot ${file}` });
   }
   let parsed: unknown;
   try {
     parsed = JSON.parse(text, dropSecretData);
   } catch (err) {
     const reason = err instanceof Error ? err.message : String(err);
-    throw new InputError(`cluster snapshot ${file}: invalid JSON: ${reason}`, file);
+    throw new InputError(file, `invalid JSON: ${reason}`, { cause: err, subject: `cluster snapshot ${file}` });
   }
   return SnapshotClusterState.fromList(parsed, file);
 }

@@ -7,6 +7,7 @@
  * accepts only non-negative integers with a unit, optionally chained from the largest unit to the smallest.
  */
 import { DAY_MS, HOUR_MS, MINUTE_MS, SECOND_MS, WEEK_MS } from '../core/units.js';
+import { ErrorCode, TokenwatchError } from '../errors.js';
 
 /** Units and their length in milliseconds, largest first (the order a chained duration must follow). */
 export const DURATION_UNITS = [
@@ -21,9 +22,10 @@ export const DURATION_UNITS = [
 const PART = /(\d+)(ms|w|d|h|m|s)/y;
 
 /** Error thrown by {@link parseDuration}; the message says what is accepted. */
-export class DurationError extends Error {
+export class DurationError extends TokenwatchError {
   constructor(readonly input: string) {
     super(
+      ErrorCode.DurationInvalid,
       `invalid duration ${JSON.stringify(input)}: expected an integer with a unit (ms, s, m, h, d, w), ` +
         `e.g. "10m", "24h", "7d" or "1h30m"`,
     );

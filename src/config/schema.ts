@@ -7,6 +7,7 @@
  * span fields (unique names, "exactly one of", Slack secrets per mode) are checked on the raw input by
  * {@link crossFieldIssues}, which always runs. Both lists are merged.
  */
+import { ErrorCode, TokenwatchError } from '../errors.js';
 import { z } from 'zod';
 import { validateDetailed } from 'node-cron';
 import type { MaxTokenAge } from '../findings/types.js';
@@ -29,14 +30,14 @@ export interface ConfigIssue {
  * Thrown for an unusable configuration. `message` lists every problem (zod `prettifyError` format:
  * `✖ message` / `  → at path`), `issues` has them structured. Callers exit with {@link exitCode} (2).
  */
-export class ConfigError extends Error {
-  readonly exitCode = 2;
+export class ConfigError extends TokenwatchError {
+  declare readonly exitCode: number;
   constructor(
     readonly issues: ConfigIssue[],
     /** The config file, when the problem is about one. */
     readonly file?: string,
   ) {
-    super(formatIssues(issues, file));
+    super(ErrorCode.ConfigInvalid, formatIssues(issues, file), { exitCode: 2 });
     this.name = 'ConfigError';
   }
 }

@@ -6,6 +6,7 @@
  * Cluster state is optional: without it (no snapshot, API server unreachable) every finding is still
  * reported, with `clusterState` saying why pods/workloads/images are unknown.
  */
+import { ErrorCode, TokenwatchError } from '../errors.js';
 import { createHash } from 'node:crypto';
 import pLimit from 'p-limit';
 import type { ClusterStateSource, PodInfo, SubjectState, WorkloadRef } from '../cluster/types.js';
@@ -97,7 +98,8 @@ export interface BuildOptions {
 export async function buildFindings(records: TokenRecord[], opts: BuildOptions): Promise<Finding[]> {
   const thresholds = opts.thresholds ?? DEFAULT_THRESHOLDS;
   if (!(thresholds.criticalSeconds >= 0 && thresholds.warningSeconds >= thresholds.criticalSeconds)) {
-    throw new Error(
+    throw new TokenwatchError(
+      ErrorCode.Internal,
       `invalid severity thresholds: critical ${thresholds.criticalSeconds} s, warning ${thresholds.warningSeconds} s (need 0 ≤ critical ≤ warning)`,
     );
   }

@@ -5,6 +5,7 @@
  */
 import semver from 'semver';
 import { z } from 'zod';
+import { ErrorCode, TokenwatchError } from '../errors.js';
 
 const versionRange = z.union([
   z.strictObject({ from: z.string().min(1).optional(), below: z.string().min(1).optional() }),
@@ -59,14 +60,14 @@ export type CauseCatalogShape = z.infer<typeof catalogSchema>;
 
 /**
  * Validates a catalog document (the shape of `catalog.json`).
- * @throws Error listing every problem (bad field, bad URL, bad regex, duplicate id).
+ * @throws TokenwatchError (code `internal`) listing every problem (bad field, bad URL, bad regex, duplicate id).
  */
 export function parseCatalog(json: unknown): CauseCatalogShape {
   const parsed = catalogSchema.safeParse(json);
-  if (!parsed.success) throw new Error(`invalid cause catalog:\n${z.prettifyError(parsed.error)}`);
+  if (!parsed.success) throw new TokenwatchError(ErrorCode.Internal, `invalid cause catalog:\n${z.prettifyError(parsed.error)}`);
   const seen = new Set<string>();
   for (const e of parsed.data.entries) {
-    if (seen.has(e.id)) throw new Error(`invalid cause catalog: duplicate entry id "${e.id}"`);
+    if (seen.has(e.id)) throw new TokenwatchError(ErrorCode.Internal, `invalid cause catalog: duplicate entry id "${e.id}"`);
     seen.add(e.id);
   }
   return parsed.data;

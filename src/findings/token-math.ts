@@ -17,6 +17,7 @@
  *   (https://docs.aws.amazon.com/eks/latest/userguide/service-accounts.html): EKS rejects a token
  *   once `seconds after warning threshold` exceeds 90 days = 7,776,000 s.
  */
+import { ErrorCode, TokenwatchError } from '../errors.js';
 import type { MaxTokenAge } from './types.js';
 
 /** Lifetime the kubelet requests for bound tokens, seconds (kubernetes `pkg/serviceaccount/claims.go`). */
@@ -52,7 +53,8 @@ export function parseMaxTokenAge(s: string): MaxTokenAge {
     const seconds = Number(v);
     if (Number.isSafeInteger(seconds) && seconds > 0) return { mode: 'seconds', seconds };
   }
-  throw new Error(
+  throw new TokenwatchError(
+    ErrorCode.ValueInvalid,
     `invalid max token age ${JSON.stringify(s)}: expected "eks", "upstream" or a positive whole number of seconds`,
   );
 }

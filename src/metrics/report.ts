@@ -35,16 +35,16 @@ async function readCapped(file: string): Promise<string> {
   try {
     fh = await open(file, 'r');
   } catch (err) {
-    throw new InputError(`${file}: ${err instanceof Error ? err.message : String(err)}`, file);
+    throw new InputError(file, err instanceof Error ? err.message : String(err), { cause: err });
   }
   try {
     const st = await fh.stat();
-    if (!st.isFile()) throw new InputError(`${file}: not a regular file`, file);
-    if (st.size > MAX_METRICS_FILE_BYTES) throw new InputError(`${file}: larger than ${MAX_METRICS_FILE_BYTES} bytes; not an API-server /metrics answer`, file);
+    if (!st.isFile()) throw new InputError(file, 'not a regular file');
+    if (st.size > MAX_METRICS_FILE_BYTES) throw new InputError(file, `larger than ${MAX_METRICS_FILE_BYTES} bytes; not an API-server /metrics answer`);
     return await fh.readFile('utf8');
   } catch (err) {
     if (err instanceof InputError) throw err;
-    throw new InputError(`${file}: ${err instanceof Error ? err.message : String(err)}`, file);
+    throw new InputError(file, err instanceof Error ? err.message : String(err), { cause: err });
   } finally {
     await fh.close();
   }
@@ -72,7 +72,7 @@ export async function metricsReportFromFile(file: string, at: number): Promise<M
       perHour: s.perHour === null ? null : Object.fromEntries(Object.entries(named(s.perHour)).map(([k, v]) => [k, Math.round(v * 100) / 100])),
     };
   } catch (err) {
-    if (err instanceof TokenMetricsError) throw new InputError(`${file}: ${err.message}`, file);
+    if (err instanceof TokenMetricsError) throw new InputError(file, err.message, { cause: err });
     throw err;
   }
 }

@@ -7,6 +7,7 @@
  * On EKS this reaches the control plane's API-server metrics; behind its load balancer each request may reach a
  * different replica (see `token-metrics.ts`).
  */
+import { ErrorCode, TokenwatchError } from '../errors.js';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -21,12 +22,13 @@ export interface MetricsScraper {
 }
 
 /** A failed `/metrics` read; `status` is the HTTP status when there was an answer. */
-export class MetricsScrapeError extends Error {
+export class MetricsScrapeError extends TokenwatchError {
   constructor(
     message: string,
     readonly status?: number,
+    options?: { cause?: unknown },
   ) {
-    super(message);
+    super(ErrorCode.MetricsScrapeFailed, message, options);
     this.name = 'MetricsScrapeError';
   }
 }

@@ -18,6 +18,7 @@
  * (same start time), and a counter that went down is a reset, never a negative rate.
  */
 import { HOUR_SECONDS } from '../core/units.js';
+import { ErrorCode, TokenwatchError } from '../errors.js';
 import { findingId } from '../findings/build.js';
 import type { Finding, FindingKind, Severity } from '../findings/types.js';
 import { parsePrometheusText } from './prometheus.js';
@@ -54,9 +55,9 @@ export interface TokenMetricsSample {
 }
 
 /** The text is not usable: no token counters at all (wrong endpoint, not Prometheus text, too old a server). */
-export class TokenMetricsError extends Error {
+export class TokenMetricsError extends TokenwatchError {
   constructor(message: string) {
-    super(message);
+    super(ErrorCode.TokenMetricsInvalid, message);
     this.name = 'TokenMetricsError';
   }
 }

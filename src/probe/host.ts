@@ -7,6 +7,7 @@
  * A file that cannot be read is reported with its errno (`EACCES`, …), never as "no token": these kubeconfigs are
  * normally root-owned with mode 0600, and a probe without the right uid must say so.
  */
+import { ErrorCode, TokenwatchError } from '../errors.js';
 import { createHash } from 'node:crypto';
 import { open, stat } from 'node:fs/promises';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
@@ -174,7 +175,7 @@ async function probeFile(hostRoot: string, path: string): Promise<ProbeEntry[]> 
  */
 export async function probeHost(o: ProbeHostOptions): Promise<ProbeReport> {
   const globs = [...(o.globs ?? DEFAULT_PROBE_GLOBS)];
-  for (const g of globs) if (!g.startsWith('/')) throw new Error(`probe glob must be an absolute host path: ${g}`);
+  for (const g of globs) if (!g.startsWith('/')) throw new TokenwatchError(ErrorCode.ProbeFailed, `probe glob must be an absolute host path: ${g}`);
   const hostRoot = o.hostRoot ?? '/';
   const matches = await glob(
     globs.map((g) => g.slice(1)),

@@ -3,6 +3,7 @@
  * key `report.json` = the {@link ProbeReport}. The probe writes it (get, then update or create — the only verbs its
  * RBAC grants); `serve` lists them (`list configmaps` in that namespace, by label).
  */
+import { ErrorCode, TokenwatchError } from '../errors.js';
 import { ApiException, CoreV1Api, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
 import type { ProbeReport } from './host.js';
 
@@ -93,8 +94,8 @@ export class KubeProbeReports implements ProbeReportSource {
       return list.items.map(reportOf).filter((r): r is ProbeReport => r !== undefined);
     } catch (err) {
       if (status(err) === 404) return [];
-      if (status(err) === 403) throw new Error(`listing probe ConfigMaps in namespace ${this.namespace} is forbidden: grant list configmaps there (manifests/probe)`);
-      throw new Error(`listing probe ConfigMaps in namespace ${this.namespace} failed: ${err instanceof Error ? err.message : String(err)}`);
+      if (status(err) === 403) throw new TokenwatchError(ErrorCode.ProbeFailed, `listing probe ConfigMaps in namespace ${this.namespace} is forbidden: grant list configmaps there (manifests/probe)`);
+      throw new TokenwatchError(ErrorCode.ProbeFailed, `listing probe ConfigMaps in namespace ${this.namespace} failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
     }
   }
 }
@@ -113,5 +114,5 @@ export function reportsFromJson(doc: unknown): ProbeReport[] {
     const r = reportOf(o);
     return r ? [r] : [];
   }
-  throw new Error('not a ConfigMap list (expected the output of `kubectl get configmaps -l app.kubernetes.io/component=tokenwatch-probe-report -o json`)');
+  throw new TokenwatchError(ErrorCode.ProbeFailed, 'not a ConfigMap list (expected the output of `kubectl get configmaps -l app.kubernetes.io/component=tokenwatch-probe-report -o json`)');
 }

@@ -15,21 +15,21 @@ export async function probeReportsFromFile(file: string): Promise<ProbeReport[]>
   let text: string;
   try {
     const st = await stat(file);
-    if (st.size > MAX_PROBE_REPORT_BYTES) throw new InputError(`${file}: larger than ${MAX_PROBE_REPORT_BYTES} bytes`, file);
+    if (st.size > MAX_PROBE_REPORT_BYTES) throw new InputError(file, `larger than ${MAX_PROBE_REPORT_BYTES} bytes`);
     text = await readFile(file, 'utf8');
   } catch (err) {
     if (err instanceof InputError) throw err;
-    throw new InputError(`${file}: ${err instanceof Error ? err.message : String(err)}`, file);
+    throw new InputError(file, err instanceof Error ? err.message : String(err), { cause: err });
   }
   let doc: unknown;
   try {
     doc = JSON.parse(text);
   } catch {
-    throw new InputError(`${file}: not JSON`, file);
+    throw new InputError(file, 'not JSON');
   }
   try {
     return reportsFromJson(doc);
   } catch (err) {
-    throw new InputError(`${file}: ${err instanceof Error ? err.message : String(err)}`, file);
+    throw new InputError(file, err instanceof Error ? err.message : String(err), { cause: err });
   }
 }

@@ -19,6 +19,7 @@
  * `resourceNames` restriction cannot apply to `create` (the name is not known when the request is authorized);
  * `list` on Secrets also allows reading their data, even though tokenwatch asks for metadata only.
  */
+import { ErrorCode, TokenwatchError } from '../errors.js';
 import { KUBE_API_CALLS, SECRET_METADATA_API_CALLS } from '../cluster/kube.js';
 
 export { KUBE_API_CALLS, SECRET_METADATA_API_CALLS } from '../cluster/kube.js';
@@ -169,11 +170,11 @@ export function expandRules(rules: readonly RbacRule[]): string[] {
   for (const r of rules) {
     const urls = (r as { nonResourceURLs?: string[] }).nonResourceURLs;
     if (urls !== undefined) {
-      if (urls.includes('*')) throw new Error(`RBAC rule with a wildcard grants more than the code uses: ${JSON.stringify(r)}`);
+      if (urls.includes('*')) throw new TokenwatchError(ErrorCode.Internal, `RBAC rule with a wildcard grants more than the code uses: ${JSON.stringify(r)}`);
       continue;
     }
     for (const list of [r.apiGroups, r.resources, r.verbs]) {
-      if (list.includes('*')) throw new Error(`RBAC rule with a wildcard grants more than the code uses: ${JSON.stringify(r)}`);
+      if (list.includes('*')) throw new TokenwatchError(ErrorCode.Internal, `RBAC rule with a wildcard grants more than the code uses: ${JSON.stringify(r)}`);
     }
     for (const apiGroup of r.apiGroups) for (const resource of r.resources) for (const verb of r.verbs) keys.add(callKey({ verb, resource, apiGroup }));
   }

@@ -19,6 +19,7 @@
 import {
   decide,
   RESTARTABLE_KINDS,
+  refuse,
   type ActionTarget,
   type Approval,
   type ApprovalEvent,
@@ -199,13 +200,13 @@ export async function commitEvent(
   for (let i = 0; i < attempts; i++) {
     last = deps.store.getApproval(id);
     if (!last) {
-      return { ok: false, refusal: { ok: false, reason: 'invalid-transition', message: 'This approval request no longer exists.' }, approval: undefined };
+      return { ok: false, refusal: refuse('invalid-transition', { type: 'approval-missing' }), approval: undefined };
     }
     const policy = deps.policyFor(last.target.cluster);
     if (!policy) {
       return {
         ok: false,
-        refusal: { ok: false, reason: 'action-not-allowed', message: `Cluster ${last.target.cluster} has no approval policy (no slack section in the config).` },
+        refusal: refuse('action-not-allowed', { type: 'no-policy', cluster: last.target.cluster }),
         approval: last,
       };
     }
@@ -217,7 +218,7 @@ export async function commitEvent(
   }
   return {
     ok: false,
-    refusal: { ok: false, reason: 'already-decided', message: 'This request changed several times while your click was processed; look at it again.' },
+    refusal: refuse('already-decided', { type: 'changed-concurrently' }),
     approval: last,
   };
 }
@@ -290,7 +291,7 @@ export async function executeApproval(deps: ExecutorDeps, id: string, opts: { re
   if (error !== undefined) log.error({ error }, `${a.action} failed`);
   else log.info(`${a.action} succeeded`);
   if (!end.ok) {
-    log.warn({ refusal: end.refusal.message }, 'could not record the end of the action');
+    log.warn({ refusal: end.refusal.reason, detail: end.refusal.detail.type }, 'could not record the end of the action');
     return deps.store.getApproval(a.id);
   }
   await safely(deps, 'approval message update', () => deps.hooks?.onApprovalChanged?.(end.approval));

@@ -15,6 +15,7 @@
  *   `automountServiceAccountToken` are preserved; RoleBindings reference the SA by name and keep applying.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
+import { ErrorCode, TokenwatchError } from '../errors.js';
 import {
   ApiException,
   AppsV1Api,
@@ -75,13 +76,14 @@ export function preservedOf(body: V1ServiceAccount): RecreateResult['preserved']
 export const RESTARTED_AT = 'kubectl.kubernetes.io/restartedAt';
 
 /** Error from a failed Kubernetes call, with the HTTP status and the API server's Status message. */
-export class KubeCallError extends Error {
+export class KubeCallError extends TokenwatchError {
   constructor(
     message: string,
     readonly status: number | undefined,
     readonly reason?: string,
+    options?: { cause?: unknown },
   ) {
-    super(message);
+    super(ErrorCode.KubeCallFailed, message, options);
     this.name = 'KubeCallError';
   }
 }
@@ -100,7 +102,8 @@ export function toKubeError(err: unknown, what: string): KubeCallError {
     return new KubeCallError(`${what}: ${err.code} ${message}`, err.code, reason);
   }
   const e = err as { message?: string; code?: string };
-  return new KubeCallError(`${what}: ${e?.message ?? String(err)}`, undefined, e?.code);
+  // A Node/network error's own code (`ECONNREFUSED`); never the ErrorCode of one of ours.
+  return new KubeCallError(`${what}: ${e?.message ?? String(err)}`, undefined, err instanceof TokenwatchError ? undefined : e?.code);
 }
 
 function safeJson(s: string): unknown {

@@ -24,6 +24,7 @@
  *
  * RBAC: get, create, update `leases` in the elector's namespace ({@link LEADER_API_CALLS}).
  */
+import { ErrorCode, TokenwatchError } from '../errors.js';
 import { EventEmitter } from 'node:events';
 import {
   ApiException,
@@ -267,7 +268,7 @@ export class LeaderElector extends EventEmitter<LeaderElectorEvents> {
 
   /** Starts the election loop (idempotent). @throws Error after {@link stop}. */
   start(): void {
-    if (this.stopping) throw new Error('leader election: start() after stop()');
+    if (this.stopping) throw new TokenwatchError(ErrorCode.LeaderElection, 'leader election: start() after stop()');
     if (this.loop) return;
     this.loop = this.run();
   }

@@ -32,7 +32,7 @@ import { DAY_MS, DAY_SECONDS, HOUR_MS } from '../core/units.js';
 import { scrubSecrets, type Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { aggregateToTokenUses, isTokenUseAggregateText, parseTokenUseAggregate } from '../sources/insights.js';
-import { emptyStats, type AuditSource, type SourceStats } from '../sources/types.js';
+import { emptyStats, SourceError, type AuditSource, type SourceStats } from '../sources/types.js';
 import type { FindingChange, Store } from '../store/index.js';
 import type { TokenMetricsMonitor } from '../metrics/live.js';
 import { applyProbeReports } from '../probe/findings.js';
@@ -319,7 +319,10 @@ export class ClusterPoller {
       this.healthState = { ...this.healthState, status: 'degraded', lastPollAt: startedAt, lastError: message };
       metrics?.polls.inc({ cluster: cluster.name, outcome: 'error' });
       metrics?.pollFailing.set({ cluster: cluster.name }, 1);
-      log.error({ err, code: (err as { code?: string }).code }, 'poll failed; cluster marked degraded, cursor kept');
+      log.error(
+        { err, code: err instanceof SourceError ? err.awsCode : (err as { code?: string }).code },
+        'poll failed; cluster marked degraded, cursor kept',
+      );
       if (runId !== undefined) {
         try {
           store.finishPollRun(runId, { endedAt: outcome.endedAt, events: outcome.records, tokenUses: 0, error: message });

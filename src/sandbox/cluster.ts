@@ -4,6 +4,7 @@
  * (`controller.ts`), a kubeconfig file pointing at it, and saving/loading its objects so that a second sandbox run
  * continues with the same pods.
  */
+import { ErrorCode, TokenwatchError } from '../errors.js';
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
@@ -89,7 +90,7 @@ export function loadObjects(path: string): Obj[] | undefined {
     return undefined;
   }
   const v: unknown = JSON.parse(text);
-  if (!isObj(v) || !Array.isArray(v.items)) throw new Error(`sandbox: ${path} is not a saved object list`);
+  if (!isObj(v) || !Array.isArray(v.items)) throw new TokenwatchError(ErrorCode.SandboxFailed, `sandbox: ${path} is not a saved object list`);
   return v.items.filter(isObj);
 }
 

@@ -18,6 +18,7 @@
  *
  * All times are epoch milliseconds, UTC. {@link LiveTraffic.tick} is deterministic given its `random` and `newId`.
  */
+import { ErrorCode, TokenwatchError } from '../errors.js';
 import { randomUUID } from 'node:crypto';
 import { appendFile, mkdir } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
@@ -99,12 +100,12 @@ export function loadBundle(examplesDir: string): Bundle {
     try {
       return readFileSync(join(examplesDir, rel));
     } catch (err) {
-      throw new Error(`sandbox: cannot read bundled example ${join(examplesDir, rel)}: ${(err as Error).message}`);
+      throw new TokenwatchError(ErrorCode.SandboxFailed, `sandbox: cannot read bundled example ${join(examplesDir, rel)}: ${(err as Error).message}`, { cause: err });
     }
   };
   const expected = JSON.parse(read('expected.json').toString('utf8')) as { referenceTime?: string };
   const referenceTime = Date.parse(expected.referenceTime ?? '');
-  if (Number.isNaN(referenceTime)) throw new Error('sandbox: examples/expected.json has no referenceTime');
+  if (Number.isNaN(referenceTime)) throw new TokenwatchError(ErrorCode.SandboxFailed, 'sandbox: examples/expected.json has no referenceTime');
   const rotated = read('audit/kube-apiserver-audit-2026-11-19T06-00-00.000.log.gz');
   const current = read('audit/kube-apiserver-audit.log');
   const lines = [...gunzipSync(rotated).toString('utf8').split('\n'), ...current.toString('utf8').split('\n')].filter((l) => l.length > 0);

@@ -16,6 +16,7 @@
  * objects, the Slack channel, the sandbox clock. A second run continues from it (messages keep their `ts`, so the
  * alerts are updated in place, not posted again); `reset` starts over. See docs/sandbox.md.
  */
+import { ErrorCode, TokenwatchError } from '../errors.js';
 import { randomBytes } from 'node:crypto';
 import { createWriteStream, existsSync, readFileSync } from 'node:fs';
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
@@ -465,12 +466,12 @@ export async function lockDataDir(dataDir: string): Promise<() => Promise<void>>
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
       const pid = Number((await readFile(lock, 'utf8').catch(() => '')).trim());
       if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && isRunning(pid)) {
-        throw new Error(`a sandbox is already running on ${dataDir} (pid ${pid}): stop it first, or pass --data-dir <another folder>`);
+        throw new TokenwatchError(ErrorCode.SandboxFailed, `a sandbox is already running on ${dataDir} (pid ${pid}): stop it first, or pass --data-dir <another folder>`);
       }
       await rm(lock, { force: true }); // stale: its process is gone
     }
   }
-  throw new Error(`cannot lock ${dataDir}`);
+  throw new TokenwatchError(ErrorCode.SandboxFailed, `cannot lock ${dataDir}`);
 }
 
 function isRunning(pid: number): boolean {

@@ -24,6 +24,7 @@
  * `[::1]`, with any port) is refused (421 Misdirected Request), which stops DNS rebinding: a page on
  * `evil.example` whose name later resolves to 127.0.0.1 still sends `Host: evil.example`.
  */
+import { ErrorCode, TokenwatchError } from '../errors.js';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -206,7 +207,7 @@ export async function startPageServer(opts: PageServerOptions): Promise<PageServ
       req.on('data', (c: Buffer) => {
         size += c.length;
         if (size > 256 * 1024) {
-          reject(new Error('request body too large'));
+          reject(new TokenwatchError(ErrorCode.SandboxFailed, 'request body too large'));
           req.destroy();
         } else chunks.push(c);
       });

@@ -8,6 +8,7 @@
  * after it. A window of {@link TAIL_BYTES} covers hundreds of lines, enough for the small reorderings
  * of buffered audit backends.
  */
+import { ErrorCode, TokenwatchError } from '../errors.js';
 import { createReadStream } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { createGunzip } from 'node:zlib';
@@ -72,7 +73,7 @@ async function gzipTail(file: string, signal?: AbortSignal): Promise<{ tail: Buf
   const gunzip = input.pipe(createGunzip({ chunkSize: 256 * 1024 }));
   const onAbort = (): void => {
     input.destroy();
-    gunzip.destroy(new Error('aborted'));
+    gunzip.destroy(new TokenwatchError(ErrorCode.Aborted, 'aborted'));
   };
   signal?.addEventListener('abort', onAbort, { once: true });
   if (signal?.aborted) onAbort();

@@ -16,6 +16,7 @@
  * Small inputs ({@link PARALLEL_MIN_BYTES}), a single task, pipes and `jobs` 1 are not worth a worker:
  * {@link planParallelRead} returns `undefined` and the caller reads serially.
  */
+import { ErrorCode, TokenwatchError } from '../errors.js';
 import { open, stat } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
@@ -146,12 +147,12 @@ export async function planParallelRead(files: string[], opts: PlanOptions): Prom
   for (const file of files) {
     try {
       const st = await stat(file);
-      if (st.isDirectory()) throw new InputError(`${file}: is a directory, not an audit log file`, file);
+      if (st.isDirectory()) throw new InputError(file, 'is a directory, not an audit log file');
       if (!st.isFile()) regular = false;
       sizes.set(file, st.size);
     } catch (err) {
       if (err instanceof InputError) throw err;
-      throw new InputError(`${file}: cannot read file (${reason(err)})`, file);
+      throw new InputError(file, `cannot read file (${reason(err)})`, { cause: err });
     }
   }
   if (opts.jobs <= 1 || !regular) return undefined;
@@ -260,7 +261,7 @@ export function workerPool(size: number, entry: URL = workerEntry()): TaskRunner
     worker.on('message', (r: WorkerReply) => finished(slot, r));
     worker.on('error', (err) => fail(err));
     worker.on('exit', (code) => {
-      if (!closed) fail(new Error(`worker exited with code ${code}`));
+      if (!closed) fail(new TokenwatchError(ErrorCode.ScanWorkerFailed, `worker exited with code ${code}`));
     });
     return slot;
   };
@@ -367,7 +368,11 @@ async function* mergeResults(
       } else if (r.type === 'done') {
         results[i]!.resolve(r);
       } else {
-        results[i]!.reject(r.name === 'InputError' ? new InputError(r.message, r.file) : new Error(r.message));
+        results[i]!.reject(
+          r.name === 'InputError'
+            ? new InputError(r.file, r.reason ?? r.message, r.errno !== undefined ? { errno: r.errno } : {})
+            : new TokenwatchError(ErrorCode.ScanWorkerFailed, r.message),
+        );
       }
     });
   }

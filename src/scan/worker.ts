@@ -65,7 +65,7 @@ export type WorkerReply =
        */
       tailLatest?: number | null;
     }
-  | { type: 'error'; id: number; name: string; message: string; file: string };
+  | { type: 'error'; id: number; name: string; message: string; file: string; reason?: string; errno?: string };
 
 const READ_BYTES = 64 * 1024;
 const LF = 0x0a;
@@ -120,7 +120,7 @@ export function scanRange(task: RangeTask, progress?: Progress): { uses: TokenUs
   try {
     fd = openSync(task.file, 'r');
   } catch (err) {
-    throw new InputError(`${task.file}: cannot read file (${reason(err)})`, task.file);
+    throw new InputError(task.file, `cannot read file (${reason(err)})`, { cause: err });
   }
   try {
     const from = lineStart(fd, task.start, buf);
@@ -134,7 +134,7 @@ export function scanRange(task: RangeTask, progress?: Progress): { uses: TokenUs
       try {
         n = readSync(fd, buf, 0, buf.length, pos);
       } catch (err) {
-        throw new InputError(`${task.file}: read failed after ${pos} bytes (${reason(err)})`, task.file);
+        throw new InputError(task.file, `read failed after ${pos} bytes (${reason(err)})`, { cause: err });
       }
       if (n === 0) break;
       progress?.add(n);
@@ -261,6 +261,7 @@ export async function runTask(task: WorkerTask, post: (r: WorkerReply) => void):
       name: err instanceof InputError ? 'InputError' : err instanceof Error ? err.name : 'Error',
       message: err instanceof Error ? err.message : String(err),
       file: err instanceof InputError ? err.file : task.file,
+      ...(err instanceof InputError ? { reason: err.reason, ...(err.errno !== undefined ? { errno: err.errno } : {}) } : {}),
     });
   }
 }

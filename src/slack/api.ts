@@ -11,6 +11,7 @@
  * `channels:history` / `groups:history` (conversations.history, crash recovery of alerts only); chat.getPermalink and
  * views.open need none.
  */
+import { ErrorCode, TokenwatchError } from '../errors.js';
 import { webApi } from '@slack/bolt';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../observability/logger.js';
@@ -19,14 +20,14 @@ import type { KnownBlock } from './blocks/index.js';
 
 type WebClient = InstanceType<typeof webApi.WebClient>;
 
-/** A failed Web API call: `code` is Slack's error (`not_in_channel`, `ratelimited`, `http_500`, `request_error`). */
-export class SlackCallError extends Error {
+/** A failed Web API call: `slackError` is Slack's error (`not_in_channel`, `ratelimited`, `http_500`, `request_error`). */
+export class SlackCallError extends TokenwatchError {
   constructor(
     readonly method: string,
-    readonly code: string,
+    readonly slackError: string,
     cause?: unknown,
   ) {
-    super(`Slack ${method} failed: ${code}`, { cause });
+    super(ErrorCode.SlackCallFailed, `Slack ${method} failed: ${slackError}`, { cause });
     this.name = 'SlackCallError';
   }
 }
@@ -44,7 +45,7 @@ export function slackErrorCode(err: unknown): string {
     case webApi.ErrorCode.RequestError:
       return 'request_error';
     default:
-      return err instanceof SlackCallError ? err.code : 'unknown_error';
+      return err instanceof SlackCallError ? err.slackError : 'unknown_error';
   }
 }
 

@@ -22,6 +22,7 @@
  * Scopes used (bot token): `chat:write`, `commands`, `usergroups:read`; optionally `chat:write.public` to post in
  * public channels without being invited.
  */
+import { ErrorCode, TokenwatchError } from '../errors.js';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { App, HTTPReceiver, LogLevel, SocketModeReceiver, webApi, type Logger as BoltLogger } from '@slack/bolt';
@@ -173,10 +174,10 @@ export function startSlack(ctx: SlackContext): Promise<Integration> {
 export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {}): Promise<SlackIntegration> {
   const { config, store, clock, metrics, clusters } = ctx;
   const cfg = config.slack;
-  if (!cfg?.enabled) throw new Error('Slack is not enabled (slack.enabled is false)');
-  if (!cfg.botToken) throw new Error('SLACK_BOT_TOKEN is required when slack.enabled is true');
-  if (cfg.mode === 'http' && !cfg.signingSecret) throw new Error('SLACK_SIGNING_SECRET is required in slack.mode http');
-  if (cfg.mode === 'socket' && !cfg.appToken) throw new Error('SLACK_APP_TOKEN is required in slack.mode socket');
+  if (!cfg?.enabled) throw new TokenwatchError(ErrorCode.SlackStartFailed, 'Slack is not enabled (slack.enabled is false)');
+  if (!cfg.botToken) throw new TokenwatchError(ErrorCode.SlackStartFailed, 'SLACK_BOT_TOKEN is required when slack.enabled is true');
+  if (cfg.mode === 'http' && !cfg.signingSecret) throw new TokenwatchError(ErrorCode.SlackStartFailed, 'SLACK_SIGNING_SECRET is required in slack.mode http');
+  if (cfg.mode === 'socket' && !cfg.appToken) throw new TokenwatchError(ErrorCode.SlackStartFailed, 'SLACK_APP_TOKEN is required in slack.mode socket');
   const log = ctx.logger.child({ component: 'slack' });
   const bolt = boltLogger(log);
   const clientOptions: WebClientOptions = {
@@ -189,7 +190,8 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
   const apiShown = maskUrl(cfg.apiUrl ?? 'https://slack.com/api/');
   if (cfg.apiUrl && /^[a-z][a-z0-9+.-]*:\/\/[^/]*@/i.test(cfg.apiUrl)) {
     // fetch (under WebClient) refuses URLs with credentials, so this can never work; say so instead of retrying.
-    throw new Error(
+    throw new TokenwatchError(
+      ErrorCode.SlackStartFailed,
       `slack.apiUrl ${apiShown} contains user:password@, which the Slack Web API client cannot send (fetch refuses URLs with credentials): remove them; for an authenticating proxy, configure the proxy outside the URL`,
     );
   }
@@ -200,7 +202,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
   } catch (err) {
     const code = slackErrorCode(err);
     if ((err as { code?: string }).code === webApi.ErrorCode.PlatformError) {
-      throw new Error(`Slack rejected the bot token (auth.test: ${code}): check SLACK_BOT_TOKEN${cfg.apiUrl ? ` and slack.apiUrl ${apiShown}` : ''}`, { cause: err });
+      throw new TokenwatchError(ErrorCode.SlackStartFailed, `Slack rejected the bot token (auth.test: ${code}): check SLACK_BOT_TOKEN${cfg.apiUrl ? ` and slack.apiUrl ${apiShown}` : ''}`, { cause: err });
     }
     throw new IntegrationUnavailableError(
       `cannot reach Slack at ${apiShown} (auth.test: ${networkCause(err)}); polling and findings go on without Slack and alerts are posted once it answers`,

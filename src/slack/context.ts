@@ -3,6 +3,7 @@
  * that `slack/` never imports the wiring (`src/runtime/`). The runtime's own context (`ServeContext`) satisfies
  * {@link SlackContext}; tests hand in a plain object.
  */
+import { ErrorCode, TokenwatchError } from '../errors.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import type { ClusterConfig, Config } from '../config/types.js';
 import type { Finding } from '../findings/types.js';
@@ -86,6 +87,9 @@ export interface Integration {
  * 5xx): serve keeps polling and retries the start in the background (`ServeOptions.integrationRetryMs`).
  * Any other error is final until serve restarts (e.g. Slack rejected the bot token).
  */
-export class IntegrationUnavailableError extends Error {
+export class IntegrationUnavailableError extends TokenwatchError {
   readonly retryable = true;
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(ErrorCode.IntegrationUnavailable, message, options);
+  }
 }

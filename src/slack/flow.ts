@@ -46,6 +46,7 @@ import {
   detailsMessage,
   progressMessage,
   refusalMessage,
+  refusalText,
   rejectReasonModal,
   type FindingAction,
   type SlackMessage,
@@ -246,7 +247,7 @@ export class ApprovalFlow {
     if (!policy) return this.refuse(c, btn, `Cluster *${t.cluster}* has no approval policy (no slack section in the config), so no action can be requested.`);
     const groups = await this.deps.directory.groupsOf(c.user, policy.requesters);
     const allowed = canRequest(c.user, action, t, policy, groups);
-    if (!allowed.ok) return this.refuse(c, btn, allowed.message);
+    if (!allowed.ok) return this.refuse(c, btn, refusalText(allowed));
     const rem = this.deps.remediatorFor(t.cluster);
     if (!rem) return this.refuse(c, btn, `tokenwatch cannot act on *${t.cluster}*: ${this.deps.remediationProblem(t.cluster)}`);
     if (store.getFinding(t.findingId)?.status === 'resolved') {
@@ -265,7 +266,7 @@ export class ApprovalFlow {
       ? { ok: true, message: pre.detail, at: now, ...(pre.uid ? { uid: pre.uid } : {}), ...(pre.resourceVersion ? { resourceVersion: pre.resourceVersion } : {}), ...(facts ? { facts } : {}) }
       : { ok: false, message: pre.message, at: now, ...(facts ? { facts } : {}) };
     const created = createApproval({ id: newApprovalId(), action, target: t, requester: c.user, requesterGroups: groups, dryRun }, policy, clock());
-    if (!created.ok) return this.refuse(c, btn, created.message);
+    if (!created.ok) return this.refuse(c, btn, refusalText(created));
     // The store decides: of concurrent requests for one target (other findings, other replicas), exactly one is stored.
     const claim = store.claimApproval(created.approval, created.approval.createdAt);
     for (const e of claim.expired) {
@@ -318,7 +319,7 @@ export class ApprovalFlow {
     if (!policy) return this.refuse(c, btn, `Cluster *${t.cluster}* has no approval policy, so its alerts cannot be snoozed.`);
     const groups = await this.deps.directory.groupsOf(c.user, policy.requesters);
     const allowed = canRequest(c.user, 'snooze', t, policy, groups);
-    if (!allowed.ok) return this.refuse(c, btn, allowed.message);
+    if (!allowed.ok) return this.refuse(c, btn, refusalText(allowed));
     const f = store.getFinding(t.findingId);
     if (!f) return this.refuse(c, btn, 'This finding is no longer stored.');
     if (f.status === 'resolved') return this.refuse(c, btn, 'This finding is already resolved; there is nothing to snooze.');
@@ -385,7 +386,7 @@ export class ApprovalFlow {
     }
     const res = await commitEvent(this.executor, a.id, event);
     if (!res.ok) {
-      await this.refuse(c, ctx, res.refusal.message, a.id);
+      await this.refuse(c, ctx, refusalText(res.refusal), a.id);
       if (res.refusal.reason === 'expired' && res.approval?.state === 'requested') await this.expire(a.id);
       return;
     }

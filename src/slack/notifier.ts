@@ -163,7 +163,7 @@ export class Notifier {
         await this.withLock(f.id, () => this.notifyOne(channel, f, byId.get(f.id), records));
       } catch (err) {
         if (err instanceof SlackCallError && this.deps.api.channelProblem(channel)) {
-          logger.warn({ cluster, channel, error: err.code }, 'alerts for this cluster are paused until the channel problem is fixed');
+          logger.warn({ cluster, channel, error: err.slackError }, 'alerts for this cluster are paused until the channel problem is fixed');
           return;
         }
         logger.error({ err, cluster, finding: f.id }, 'could not post or update the alert of a finding');
@@ -237,7 +237,7 @@ export class Notifier {
       await this.deps.api.update(at.channel, at.ts, msg);
       return at;
     } catch (err) {
-      if (err instanceof SlackCallError && err.code === 'message_not_found') {
+      if (err instanceof SlackCallError && err.slackError === 'message_not_found') {
         this.deps.logger.warn({ channel: at.channel, ts: at.ts }, 'the alert message was deleted in Slack; posting it again');
         const posted = await this.deps.api.post(channel, msg);
         return { channel: posted.channel, ts: posted.ts };

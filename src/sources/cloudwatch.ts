@@ -28,6 +28,7 @@
  * IAM: `logs:FilterLogEvents` (filter), `logs:StartQuery`, `logs:GetQueryResults`, `logs:StopQuery` (insights) on
  * the log group.
  */
+import { ErrorCode, TokenwatchError } from '../errors.js';
 import {
   CloudWatchLogsClient,
   GetQueryResultsCommand,
@@ -98,7 +99,7 @@ export function parseCloudWatchCursor(cursor: string | undefined): number | unde
   if (/^\d+$/.test(trimmed)) return Number(trimmed);
   const v: unknown = JSON.parse(trimmed);
   if (v && typeof v === 'object' && typeof (v as CursorDoc).until === 'number') return (v as CursorDoc).until;
-  throw new Error(`not a CloudWatch source cursor: ${cursor.slice(0, 100)}`);
+  throw new TokenwatchError(ErrorCode.CursorInvalid, `not a CloudWatch source cursor: ${cursor.slice(0, 100)}`);
 }
 
 /** Encodes a cursor. */
@@ -163,8 +164,8 @@ export class CloudWatchSource implements AuditSource {
   private readonly insightsLimit: number;
 
   constructor(private readonly opts: CloudWatchSourceOptions) {
-    if (!opts.logGroup) throw new Error('CloudWatchSource: logGroup is required');
-    if (!opts.region && !opts.client) throw new Error('CloudWatchSource: region is required');
+    if (!opts.logGroup) throw new TokenwatchError(ErrorCode.Internal, 'CloudWatchSource: logGroup is required');
+    if (!opts.region && !opts.client) throw new TokenwatchError(ErrorCode.Internal, 'CloudWatchSource: region is required');
     this.id = `cloudwatch:${opts.region}:${opts.logGroup}`;
     this.mode = opts.mode ?? 'filter';
     this.overlapMs = opts.overlapMs ?? 600_000;

@@ -19,6 +19,7 @@
  * Yields only lines that pass the audit reader's prefilter (`mayHoldTokenUse`, `src/audit/records.ts`); stats: `requests` = files opened,
  * `bytes` = bytes read, `records` = complete lines seen.
  */
+import { ErrorCode, TokenwatchError } from '../errors.js';
 import { createHash } from 'node:crypto';
 import { open, readdir, stat, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, extname, join } from 'node:path';
@@ -55,7 +56,7 @@ export function parseFileCursor(cursor: string): FileCursor {
   const v: unknown = JSON.parse(cursor);
   const c = v as Partial<FileCursor>;
   if (!v || typeof v !== 'object' || typeof c.ino !== 'number' || typeof c.pos !== 'number' || typeof c.size !== 'number' || typeof c.head !== 'string') {
-    throw new Error(`not a file source cursor: ${cursor.slice(0, 100)}`);
+    throw new TokenwatchError(ErrorCode.CursorInvalid, `not a file source cursor: ${cursor.slice(0, 100)}`);
   }
   return { v: 1, ino: c.ino, size: c.size, pos: c.pos, head: c.head };
 }
@@ -88,7 +89,7 @@ export class FileSource implements AuditSource {
   private readonly prefilter: (line: Buffer) => boolean;
 
   constructor(private readonly opts: FileSourceOptions) {
-    if (!opts.path) throw new Error('FileSource: path is required');
+    if (!opts.path) throw new TokenwatchError(ErrorCode.Internal, 'FileSource: path is required');
     this.id = `file:${opts.path}`;
     this.chunkBytes = opts.chunkBytes ?? 1024 * 1024;
     this.maxLineBytes = opts.maxLineBytes ?? 16 * 1024 * 1024;

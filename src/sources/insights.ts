@@ -7,6 +7,7 @@
  *
  * Pure: no I/O. Times are epoch ms UTC unless a name says seconds.
  */
+import { ErrorCode, TokenwatchError } from '../errors.js';
 import { createHash } from 'node:crypto';
 import type { LegacySecretKind, TokenUse, TokenUseKind } from '../audit/types.js';
 
@@ -121,15 +122,15 @@ export function isTokenUseAggregateText(text: string): boolean {
   return text.startsWith('{"kind":"TokenUseAggregate"');
 }
 
-/** Parses a {@link TokenUseAggregate} text. @throws Error when it is not one. */
+/** Parses a {@link TokenUseAggregate} text. @throws TokenwatchError (`source_failed`) when it is not one. */
 export function parseTokenUseAggregate(text: string): TokenUseAggregate {
   const v: unknown = JSON.parse(text);
   if (!v || typeof v !== 'object' || (v as { kind?: unknown }).kind !== 'TokenUseAggregate') {
-    throw new Error('not a TokenUseAggregate document');
+    throw new TokenwatchError(ErrorCode.SourceFailed, 'not a TokenUseAggregate document');
   }
   const a = v as TokenUseAggregate;
   if (typeof a.requests !== 'number' || typeof a.firstSeen !== 'number' || typeof a.lastSeen !== 'number') {
-    throw new Error('TokenUseAggregate: requests, firstSeen and lastSeen must be numbers');
+    throw new TokenwatchError(ErrorCode.SourceFailed, 'TokenUseAggregate: requests, firstSeen and lastSeen must be numbers');
   }
   return a;
 }

@@ -3,6 +3,7 @@
  * from them. One list, so the CloudWatch filter, the Logs Insights query and the file prefilter select the same
  * events.
  */
+import { ErrorCode, TokenwatchError } from '../errors.js';
 
 /**
  * Substrings present in every audit event tokenwatch reports:
@@ -37,7 +38,7 @@ export function quoteFilterTerm(term: string): string {
  * `authentication.k8s.io/stale-token` (domain.md §4).
  */
 export function anyTermFilterPattern(terms: readonly string[] = TOKEN_USE_TERMS): string {
-  if (terms.length === 0) throw new Error('anyTermFilterPattern: at least one term is required');
+  if (terms.length === 0) throw new TokenwatchError(ErrorCode.Internal, 'anyTermFilterPattern: at least one term is required');
   if (terms.length === 1) return quoteFilterTerm(terms[0] as string);
   return terms.map((t) => '?' + quoteFilterTerm(t)).join(' ');
 }

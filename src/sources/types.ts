@@ -5,6 +5,7 @@
  * audit logs) and the file source (`file.ts`, `--audit-log-path` of a self-managed API server).
  * All times are epoch milliseconds, UTC.
  */
+import { ErrorCode, TokenwatchError } from '../errors.js';
 
 /**
  * Counters of one poll. The source adds to them (it never resets them), so a caller can pass one object per poll
@@ -61,18 +62,18 @@ export function emptyStats(): SourceStats {
  * Error raised by a source that gave up: a non-retryable error (access denied, log group not found, bad parameter)
  * or a transient one (throttling, 5xx, network) that outlasted the retry budget.
  */
-export class SourceError extends Error {
+export class SourceError extends TokenwatchError {
   constructor(
     message: string,
     /** The source's id. */
     readonly sourceId: string,
     /** AWS error code (e.g. `ThrottlingException`, `AccessDeniedException`) or Node error code (`ENOENT`). */
-    readonly code: string,
+    readonly awsCode: string,
     /** Whether the error is transient (a later poll may succeed). */
     readonly retryable: boolean,
     options?: { cause?: unknown },
   ) {
-    super(message, options);
+    super(ErrorCode.SourceFailed, message, options);
     this.name = 'SourceError';
   }
 }

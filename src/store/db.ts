@@ -9,6 +9,7 @@
  * Sources: SQLite docs `wal.html`, `pragma.html#pragma_synchronous`, `lang_transaction.html`;
  * better-sqlite3 `docs/api.md` (`Database#transaction`, `.immediate`).
  */
+import { ErrorCode, TokenwatchError } from '../errors.js';
 import type { TokenCounters, TokenMetricsSample } from '../metrics/token-metrics.js';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
@@ -49,9 +50,9 @@ export interface StoreOptions {
 }
 
 /** Error of the store with a clear message: unusable file, unknown schema version, broken reference. */
-export class StoreError extends Error {
+export class StoreError extends TokenwatchError {
   constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
+    super(ErrorCode.StoreFailed, message, options);
     this.name = 'StoreError';
   }
 }

@@ -13,6 +13,7 @@ import {
   type RefusalReason,
 } from '../../src/approvals/machine.js';
 import { definePolicy, type ApprovalPolicy } from '../../src/approvals/policy.js';
+import { refusalText } from '../../src/slack/blocks/refusal.js';
 
 const T0 = Date.parse('2026-11-29T12:00:00Z');
 const MIN = 60_000;
@@ -23,7 +24,7 @@ const REQ = 'U0REQUEST1';
 
 function request(p: ApprovalPolicy = policy, t: ActionTarget = target, requester = REQ): Approval {
   const r = createApproval({ id: 'appr_0000001', action: 'restart', target: t, requester, requesterGroups: [] }, p, T0);
-  if (!r.ok) throw new Error(r.message);
+  if (!r.ok) throw new Error(refusalText(r));
   return r.approval;
 }
 
@@ -32,15 +33,21 @@ function run(a: Approval, steps: Array<[ApprovalEvent, number]>, p: ApprovalPoli
   let cur = a;
   for (const [e, at] of steps) {
     const d = decide(cur, e, p, at);
-    if (!d.ok) throw new Error(`refused ${e.type}: ${d.reason} ${d.message}`);
+    if (!d.ok) throw new Error(`refused ${e.type}: ${d.reason} ${refusalText(d)}`);
     cur = applyTransition(cur, d);
   }
   return cur;
 }
 
+/** The refusal's code and its Slack wording (`refusalText`, src/slack/blocks/refusal.ts). */
 function refusal(d: Decision): { reason: RefusalReason; message: string } {
   if (d.ok) throw new Error(`expected a refusal, got → ${d.next}`);
-  return { reason: d.reason, message: d.message };
+  return { reason: d.reason, message: refusalText(d) };
+}
+
+/** A `canRequest` result with a refusal worded as Slack shows it. */
+function worded(r: ReturnType<typeof canRequest>): { ok: true } | { ok: false; reason: RefusalReason; message: string } {
+  return r.ok ? r : { ok: false, reason: r.reason, message: refusalText(r) };
 }
 
 describe('createApproval', () => {
@@ -103,17 +110,17 @@ describe('canRequest', () => {
   }
 
   it('explains refusals in a sentence', () => {
-    expect(canRequest('U0ANYONE01', 'restart', target, definePolicy({ ...policy, requesters: ['S0SRE00001'] }), [])).toEqual({
+    expect(worded(canRequest('U0ANYONE01', 'restart', target, definePolicy({ ...policy, requesters: ['S0SRE00001'] }), []))).toEqual({
       ok: false,
       reason: 'not-a-requester',
       message: 'You are not allowed to request actions in prod-eks; ask someone on the tokenwatch requester list.',
     });
-    expect(canRequest(REQ, 'recreate-serviceaccount', { ...target, kind: 'ServiceAccount', name: 'multus' }, definePolicy({ ...policy, actions: ['restart', 'snooze'] }), [])).toEqual({
+    expect(worded(canRequest(REQ, 'recreate-serviceaccount', { ...target, kind: 'ServiceAccount', name: 'multus' }, definePolicy({ ...policy, actions: ['restart', 'snooze'] }), []))).toEqual({
       ok: false,
       reason: 'action-not-allowed',
       message: 'A ServiceAccount recreation is not allowed here: the policy for prod-eks allows restart and snooze.',
     });
-    expect(canRequest(REQ, 'recreate-serviceaccount', target, policy, [])).toEqual({
+    expect(worded(canRequest(REQ, 'recreate-serviceaccount', target, policy, []))).toEqual({
       ok: false,
       reason: 'action-not-allowed',
       message: 'A ServiceAccount recreation cannot target a DaemonSet.',

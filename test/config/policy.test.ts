@@ -54,7 +54,7 @@ describe('approvalPolicyFor', () => {
       policy,
       1_000,
     );
-    if (!created.ok) throw new Error(created.message);
+    if (!created.ok) throw new Error(`refused: ${created.reason}`);
     expect(created.approval.requiredApprovals).toBe(3);
     expect(created.approval.expiresAt).toBe(901_000);
     const refused = decide(created.approval, approvalEvent.approve('U0MALLORY'), policy, 2_000);

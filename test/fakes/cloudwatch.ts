@@ -32,6 +32,7 @@
  * Strictness beyond AWS (to catch unit mistakes): StartQuery rejects `startTime`/`endTime` above 10^11 (that is
  * milliseconds, not seconds) with `InvalidParameterException`.
  */
+import { ErrorCode, TokenwatchError } from '../../src/errors.js';
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { randomUUID } from 'node:crypto';
@@ -125,13 +126,13 @@ export interface FakeCloudWatch {
   close(): Promise<void>;
 }
 
-class ApiError extends Error {
+class ApiError extends TokenwatchError {
   constructor(
     readonly type: string,
     message: string,
     readonly status = 400,
   ) {
-    super(message);
+    super(ErrorCode.FakeRequestInvalid, message);
   }
 }
 
@@ -419,7 +420,7 @@ export async function startFakeCloudWatch(opts: FakeCloudWatchOptions = {}): Pro
         }
         try {
           const parsed: unknown = raw.length ? JSON.parse(raw.toString('utf8')) : {};
-          if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error('not an object');
+          if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) throw new TokenwatchError(ErrorCode.FakeRequestInvalid, 'not an object');
           body = parsed as Record<string, unknown>;
           record.body = body;
         } catch {
@@ -692,11 +693,11 @@ function toRegExp(src: string): RegExp {
     flags = 'i';
     body = body.slice(4);
   }
-  if (body.includes('(?i)')) throw new Error('Inline (?i) is supported only at the start of a regex');
+  if (body.includes('(?i)')) throw new TokenwatchError(ErrorCode.FakeRequestInvalid, 'Inline (?i) is supported only at the start of a regex');
   try {
     return new RegExp(body, flags);
   } catch (err) {
-    throw new Error(`Invalid regex /${src}/: ${(err as Error).message}`);
+    throw new TokenwatchError(ErrorCode.FakeRequestInvalid, `Invalid regex /${src}/: ${(err as Error).message}`);
   }
 }
 
@@ -736,14 +737,14 @@ function tokenize(q: string): Tok[] {
           i += 2;
         } else s += q[i++];
       }
-      if (i >= q.length) throw new Error('Unterminated string');
+      if (i >= q.length) throw new TokenwatchError(ErrorCode.FakeRequestInvalid, 'Unterminated string');
       i++;
       toks.push({ t: 'str', v: s });
       continue;
     }
     if (c === '`') {
       const end = q.indexOf('`', i + 1);
-      if (end < 0) throw new Error('Unterminated backtick');
+      if (end < 0) throw new TokenwatchError(ErrorCode.FakeRequestInvalid, 'Unterminated backtick');
       toks.push({ t: 'id', v: q.slice(i + 1, end), quoted: true });
       i = end + 1;
       continue;
@@ -757,7 +758,7 @@ function tokenize(q: string): Tok[] {
           i += 2;
         } else s += q[i++];
       }
-      if (i >= q.length) throw new Error('Unterminated regex');
+      if (i >= q.length) throw new TokenwatchError(ErrorCode.FakeRequestInvalid, 'Unterminated regex');
       i++;
       toks.push({ t: 're', v: toRegExp(s) });
       continue;
@@ -780,7 +781,7 @@ function tokenize(q: string): Tok[] {
       i += op[0].length;
       continue;
     }
-    throw new Error(`Unexpected character '${c}' at ${i}`);
+    throw new TokenwatchError(ErrorCode.FakeRequestInvalid, `Unexpected character '${c}' at ${i}`);
   }
   return toks;
 }
@@ -796,7 +797,7 @@ class Parser {
   }
   next(): Tok {
     const t = this.toks[this.i++];
-    if (!t) throw new Error('Unexpected end of query');
+    if (!t) throw new TokenwatchError(ErrorCode.FakeRequestInvalid, 'Unexpected end of query');
     return t;
   }
   isKw(v: string): boolean {
@@ -809,11 +810,11 @@ class Parser {
   }
   expectOp(v: string): void {
     const t = this.next();
-    if (t.t !== 'op' || t.v !== v) throw new Error(`Expected '${v}'`);
+    if (t.t !== 'op' || t.v !== v) throw new TokenwatchError(ErrorCode.FakeRequestInvalid, `Expected '${v}'`);
   }
   field(): string {
     const t = this.next();
-    if (t.t !== 'id') throw new Error('Expected a field name');
+    if (t.t !== 'id') throw new TokenwatchError(ErrorCode.FakeRequestInvalid, 'Expected a field name');
     return t.v;
   }
   expr(): Expr {
@@ -860,7 +861,7 @@ class Parser {
       let like: Expr;
       if (r.t === 're') like = { k: 'like', e: a, re: r.v };
       else if (r.t === 'str') like = { k: 'like', e: a, re: r.v };
-      else throw new Error('Expected a regex or string after like');
+      else throw new TokenwatchError(ErrorCode.FakeRequestInvalid, 'Expected a regex or string after like');
       return negate ? { k: 'not', e: like } : like;
     }
     return a;
@@ -921,7 +922,7 @@ class Parser {
       }
       return { k: 'field', name: t.v };
     }
-    throw new Error('Unexpected token in expression');
+    throw new TokenwatchError(ErrorCode.FakeRequestInvalid, 'Unexpected token in expression');
   }
   named(): NamedExpr {
     const e = this.expr();
@@ -975,10 +976,10 @@ function parseQuery(q: string): Program {
   }
   const program: Program = [];
   for (const part of parts) {
-    if (part.length === 0) throw new Error('Empty command');
+    if (part.length === 0) throw new TokenwatchError(ErrorCode.FakeRequestInvalid, 'Empty command');
     const p = new Parser(part);
     const head = p.next();
-    if (head.t !== 'id') throw new Error('Expected a command');
+    if (head.t !== 'id') throw new TokenwatchError(ErrorCode.FakeRequestInvalid, 'Expected a command');
     const cmd = head.v.toLowerCase();
     switch (cmd) {
       case 'fields':
@@ -995,14 +996,14 @@ function parseQuery(q: string): Program {
         const pat = p.next();
         if (pat.t === 're') {
           const names = [...pat.v.source.matchAll(/\(\?<([A-Za-z_]\w*)>/g)].map((m) => m[1] as string);
-          if (names.length === 0) throw new Error('parse regex needs named groups');
+          if (names.length === 0) throw new TokenwatchError(ErrorCode.FakeRequestInvalid, 'parse regex needs named groups');
           program.push({ c: 'parse', field, re: pat.v, names });
         } else if (pat.t === 'str') {
-          if (!p.isKw('as')) throw new Error('parse with a glob needs "as"');
+          if (!p.isKw('as')) throw new TokenwatchError(ErrorCode.FakeRequestInvalid, 'parse with a glob needs "as"');
           p.next();
           const names = p.list(() => p.field());
           const pieces = pat.v.split('*');
-          if (pieces.length - 1 !== names.length) throw new Error('parse: number of * and names differ');
+          if (pieces.length - 1 !== names.length) throw new TokenwatchError(ErrorCode.FakeRequestInvalid, 'parse: number of * and names differ');
           const esc = (x: string): string => x.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
           // Each * captures lazily; a * at the very end captures the rest of the field.
           const src = pieces
@@ -1013,13 +1014,13 @@ function parseQuery(q: string): Program {
             })
             .join('');
           program.push({ c: 'parse', field, re: new RegExp(src), names });
-        } else throw new Error('parse needs a regex or a glob string');
+        } else throw new TokenwatchError(ErrorCode.FakeRequestInvalid, 'parse needs a regex or a glob string');
         break;
       }
       case 'stats': {
         const aggs = p.list(() => p.named());
         for (const a of aggs) {
-          if (a.e.k !== 'call' || !AGGS.has(a.e.fn)) throw new Error(`stats: unsupported aggregate '${a.name}'`);
+          if (a.e.k !== 'call' || !AGGS.has(a.e.fn)) throw new TokenwatchError(ErrorCode.FakeRequestInvalid, `stats: unsupported aggregate '${a.name}'`);
         }
         let by: NamedExpr[] = [];
         if (p.isKw('by')) {
@@ -1044,14 +1045,14 @@ function parseQuery(q: string): Program {
       }
       case 'limit': {
         const n = p.next();
-        if (n.t !== 'num') throw new Error('limit needs a number');
+        if (n.t !== 'num') throw new TokenwatchError(ErrorCode.FakeRequestInvalid, 'limit needs a number');
         program.push({ c: 'limit', n: n.v });
         break;
       }
       default:
-        throw new Error(`Unsupported command '${head.v}'`);
+        throw new TokenwatchError(ErrorCode.FakeRequestInvalid, `Unsupported command '${head.v}'`);
     }
-    if (!p.done()) throw new Error(`Unexpected tokens after ${cmd}`);
+    if (!p.done()) throw new TokenwatchError(ErrorCode.FakeRequestInvalid, `Unexpected tokens after ${cmd}`);
   }
   return program;
 }
@@ -1204,7 +1205,7 @@ function callFn(fn: string, args: Expr[], r: InsightsRecord): Value {
       return ns.length === 0 ? null : fn === 'greatest' ? Math.max(...ns) : Math.min(...ns);
     }
     default:
-      throw new Error(`Unsupported function '${fn}'`);
+      throw new TokenwatchError(ErrorCode.FakeRequestInvalid, `Unsupported function '${fn}'`);
   }
 }
 

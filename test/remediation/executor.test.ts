@@ -5,6 +5,7 @@ import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { commitEvent, executeApproval, type ExecutorDeps } from '../../src/remediation/executor.js';
 import { KubeRemediator, type RolloutProgress } from '../../src/remediation/kube-remediator.js';
+import { refusalText } from '../../src/slack/blocks/refusal.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import { approval, finding } from '../store/helpers.js';
 
@@ -86,7 +87,8 @@ describe('commitEvent', () => {
 
   it('refuses an unknown approval id', async () => {
     const r = await commitEvent(deps(), 'nope', approvalEvent.approve(approvers[0]!));
-    expect(r).toMatchObject({ ok: false, refusal: { reason: 'invalid-transition', message: 'This approval request no longer exists.' } });
+    expect(r).toMatchObject({ ok: false, refusal: { reason: 'invalid-transition', detail: { type: 'approval-missing' } } });
+    expect(!r.ok && refusalText(r.refusal)).toBe('This approval request no longer exists.');
   });
 });
 

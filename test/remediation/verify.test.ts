@@ -73,7 +73,7 @@ describe('Verifier', () => {
       definePolicy({ approvers: ['U0APP'] }),
       T - 4 * MIN,
     );
-    if (!created.ok) throw new Error(created.message);
+    if (!created.ok) throw new Error(`refused: ${created.reason}`);
     store.createApproval(created.approval);
     const id = created.approval.id;
     const log = (at: number, result: string) => store.logAction({ at, cluster: 'prod', findingId: 'f-multus', approvalId: id, actor: null, action: `restart.${result}`, target: 'DaemonSet kube-system/kube-multus-ds', result });
@@ -122,7 +122,7 @@ describe('Verifier', () => {
       definePolicy({ approvers: ['U0APP'], actions: ['recreate-serviceaccount'] }),
       T + 3 * MIN,
     );
-    if (!created.ok) throw new Error(created.message);
+    if (!created.ok) throw new Error(`refused: ${created.reason}`);
     store.createApproval(created.approval);
     store.transitionApproval('approval-0003', 'requested', 'approved', { votes: [{ user: 'U0APP', vote: 'approve', at: T + 4 * MIN }] }, T + 4 * MIN);
     store.transitionApproval('approval-0003', 'approved', 'running', {}, T + 5 * MIN);
@@ -146,7 +146,7 @@ describe('Verifier', () => {
       definePolicy({ approvers: ['U0APP'] }),
       T + 10 * MIN,
     );
-    if (!created.ok) throw new Error(created.message);
+    if (!created.ok) throw new Error(`refused: ${created.reason}`);
     store.createApproval(created.approval);
     store.transitionApproval('approval-0002', 'requested', 'approved', { votes: [{ user: 'U0APP', vote: 'approve', at: T + 11 * MIN }] }, T + 11 * MIN);
     store.transitionApproval('approval-0002', 'approved', 'running', {}, T + 12 * MIN);

@@ -194,7 +194,8 @@ describe('CloudWatchSource filter mode', () => {
     const err = await drain(source().poll(undefined, { now: T, lookbackMs: HOUR, stats: emptyStats() })).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(SourceError);
     const se = err as SourceError;
-    expect(se.code).toBe('ServiceUnavailableException');
+    expect(se.awsCode).toBe('ServiceUnavailableException');
+    expect(se.code).toBe('source_failed');
     expect(se.retryable).toBe(true);
     expect(se.sourceId).toBe('cloudwatch:us-west-2:/aws/eks/prod/cluster');
     expect(se.message).toMatch(
@@ -208,14 +209,14 @@ describe('CloudWatchSource filter mode', () => {
     fake.failNext(1, { type: 'AccessDeniedException' });
     const denied = await drain(source().poll(undefined, { now: T, lookbackMs: HOUR, stats: emptyStats() })).catch((e: unknown) => e);
     expect(denied).toBeInstanceOf(SourceError);
-    expect((denied as SourceError).code).toBe('AccessDeniedException');
+    expect((denied as SourceError).awsCode).toBe('AccessDeniedException');
     expect((denied as SourceError).retryable).toBe(false);
     expect(fle()).toHaveLength(1);
 
     const missing = await drain(source({ logGroup: '/aws/eks/nope/cluster' }).poll(undefined, { now: T, lookbackMs: HOUR, stats: emptyStats() })).catch(
       (e: unknown) => e,
     );
-    expect((missing as SourceError).code).toBe('ResourceNotFoundException');
+    expect((missing as SourceError).awsCode).toBe('ResourceNotFoundException');
     expect((missing as SourceError).message).toBe(
       "CloudWatch Logs FilterLogEvents on log group '/aws/eks/nope/cluster' (us-west-2) failed: ResourceNotFoundException: The specified log group does not exist.",
     );
@@ -257,7 +258,7 @@ describe('CloudWatchSource filter mode', () => {
   it('rejects a cursor it did not write', async () => {
     const err = await drain(source().poll('{"ino":1}', { now: T, lookbackMs: HOUR, stats: emptyStats() })).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(SourceError);
-    expect((err as SourceError).code).toBe('InvalidCursor');
+    expect((err as SourceError).awsCode).toBe('InvalidCursor');
     expect(fle()).toHaveLength(0);
   });
 });
@@ -424,7 +425,7 @@ describe('CloudWatchSource insights mode', () => {
     const src = source({ mode: 'insights', insights: { pollIntervalMs: 5, timeoutMs: 60 } });
     const err = await drain(src.poll(undefined, { now: T, lookbackMs: HOUR, stats: emptyStats() })).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(SourceError);
-    expect((err as SourceError).code).toBe('QueryTimeout');
+    expect((err as SourceError).awsCode).toBe('QueryTimeout');
     const stop = fake.requestsOf('StopQuery');
     expect(stop).toHaveLength(1);
     expect(stop[0]?.body['queryId']).toBe((fake.requestsOf('StartQuery')[0]!.response as { queryId: string }).queryId);
@@ -436,7 +437,7 @@ describe('CloudWatchSource insights mode', () => {
     const src = source({ mode: 'insights', insights: { pollIntervalMs: 1, limit: 3 } });
     const gen = src.poll(undefined, { now: T, lookbackMs: HOUR, stats: emptyStats() });
     const err = await gen.next().catch((e: unknown) => e);
-    expect((err as SourceError).code).toBe('QueryResultLimit');
+    expect((err as SourceError).awsCode).toBe('QueryResultLimit');
   });
 
   it('retries a throttled StartQuery', async () => {

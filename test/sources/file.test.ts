@@ -134,10 +134,10 @@ describe('FileSource', () => {
   it('reports a missing file as a retryable SourceError and a foreign cursor as a bad one', async () => {
     const err = await poll(undefined).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(SourceError);
-    expect((err as SourceError).code).toBe('ENOENT');
+    expect((err as SourceError).awsCode).toBe('ENOENT');
     expect((err as SourceError).retryable).toBe(true);
     const bad = await poll('{"v":1,"until":5}').catch((e: unknown) => e);
-    expect((bad as SourceError).code).toBe('InvalidCursor');
+    expect((bad as SourceError).awsCode).toBe('InvalidCursor');
     expect((bad as SourceError).message).toMatch(/^not a file source cursor/);
   });
 

@@ -140,7 +140,7 @@ describe('compare-and-set under concurrency', () => {
     let executes = 0;
     const won = reads.map((a, i) => {
       const d = decide(a, approvalEvent.approve(`U0AP${i}`), policy, T0 + MIN);
-      if (!d.ok) throw new Error(d.message);
+      if (!d.ok) throw new Error(`refused: ${d.reason}`);
       const ok = stores[i]!.transitionApproval(a.id, d.from, d.next, d.patch, T0 + MIN);
       if (ok) executes += d.effects.filter((e) => e.type === 'execute').length;
       return ok;
@@ -171,7 +171,7 @@ describe('compare-and-set under concurrency', () => {
     // Bob's handler re-reads and decides again: now the quorum is reached
     const reread = b.getApproval('appr-1')!;
     const retry = decide(reread, approvalEvent.approve('U0BOB'), policy, T0 + MIN);
-    if (!retry.ok) throw new Error(retry.message);
+    if (!retry.ok) throw new Error(`refused: ${retry.reason}`);
     expect(retry.next).toBe('approved');
     expect(b.transitionApproval('appr-1', retry.from, retry.next, retry.patch, T0 + MIN)).toBe(true);
     const final = a.getApproval('appr-1')!;

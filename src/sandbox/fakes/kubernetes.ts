@@ -37,6 +37,7 @@
  * Point client-node at it with {@link FakeKube.kubeConfig} (`loadFromOptions` with `skipTLSVerify: true`, required
  * for an `http://` server by client-node 1.4; stack.md §8).
  */
+import { ErrorCode, TokenwatchError } from '../../errors.js';
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -202,19 +203,20 @@ export interface WriteEvent {
 }
 
 /** Thrown by {@link ObjectStore} methods; the HTTP layer turns it into a `Status` response. */
-export class StatusError extends Error {
+export class StatusError extends TokenwatchError {
   constructor(
-    readonly code: number,
+    /** The HTTP status code of the answer. */
+    readonly httpStatus: number,
     readonly reason: string,
     message: string,
     readonly details?: Record<string, unknown>,
   ) {
-    super(message);
+    super(ErrorCode.FakeRequestInvalid, message);
     this.name = 'StatusError';
   }
   /** The `Status` object for this error. */
   toStatus(): KubeObject {
-    return statusObject(this.code, this.message, this.reason, this.details);
+    return statusObject(this.httpStatus, this.message, this.reason, this.details);
   }
 }
 
@@ -458,7 +460,7 @@ export function applyMergePatch(target: unknown, patch: unknown, strategic = fal
 
 function decodePointer(pointer: string): string[] {
   if (pointer === '') return [];
-  if (!pointer.startsWith('/')) throw new Error(`invalid JSON pointer ${JSON.stringify(pointer)}`);
+  if (!pointer.startsWith('/')) throw new TokenwatchError(ErrorCode.FakeRequestInvalid, `invalid JSON pointer ${JSON.stringify(pointer)}`);
   return pointer
     .slice(1)
     .split('/')
@@ -479,7 +481,7 @@ function pointerParent(doc: unknown, path: string[], op: string): { parent: Obj 
   const parent = pointerGet(doc, path.slice(0, -1));
   const key = path[path.length - 1];
   if (key === undefined || !(isObj(parent) || Array.isArray(parent))) {
-    throw new Error(`${op} operation does not apply: doc is missing path: /${path.join('/')}`);
+    throw new TokenwatchError(ErrorCode.FakeRequestInvalid, `${op} operation does not apply: doc is missing path: /${path.join('/')}`);
   }
   return { parent, key };
 }
@@ -492,14 +494,14 @@ export function applyJsonPatch(doc: unknown, ops: unknown[]): unknown {
   const root: Obj = { doc: clone(doc) };
   const full = (p: unknown): string[] => ['doc', ...decodePointer(String(p))];
   for (const raw of ops) {
-    if (!isObj(raw)) throw new Error('JSON patch operation is not an object');
+    if (!isObj(raw)) throw new TokenwatchError(ErrorCode.FakeRequestInvalid, 'JSON patch operation is not an object');
     const op = String(raw['op']);
     const path = full(raw['path']);
     const add = (target: string[], value: unknown): void => {
       const { parent, key } = pointerParent(root, target, op);
       if (Array.isArray(parent)) {
         const idx = key === '-' ? parent.length : Number(key);
-        if (!Number.isInteger(idx) || idx < 0 || idx > parent.length) throw new Error(`${op} operation: index ${key} out of bounds`);
+        if (!Number.isInteger(idx) || idx < 0 || idx > parent.length) throw new TokenwatchError(ErrorCode.FakeRequestInvalid, `${op} operation: index ${key} out of bounds`);
         parent.splice(idx, 0, clone(value));
       } else parent[key] = clone(value);
     };
@@ -507,10 +509,10 @@ export function applyJsonPatch(doc: unknown, ops: unknown[]): unknown {
       const { parent, key } = pointerParent(root, target, op);
       if (Array.isArray(parent)) {
         const idx = Number(key);
-        if (!Number.isInteger(idx) || idx < 0 || idx >= parent.length) throw new Error(`${op} operation: index ${key} out of bounds`);
+        if (!Number.isInteger(idx) || idx < 0 || idx >= parent.length) throw new TokenwatchError(ErrorCode.FakeRequestInvalid, `${op} operation: index ${key} out of bounds`);
         return parent.splice(idx, 1)[0];
       }
-      if (!(key in parent)) throw new Error(`${op} operation does not apply: doc is missing key: /${target.slice(1).join('/')}`);
+      if (!(key in parent)) throw new TokenwatchError(ErrorCode.FakeRequestInvalid, `${op} operation does not apply: doc is missing key: /${target.slice(1).join('/')}`);
       const v = parent[key];
       delete parent[key];
       return v;
@@ -534,11 +536,11 @@ export function applyJsonPatch(doc: unknown, ops: unknown[]): unknown {
         break;
       case 'test':
         if (JSON.stringify(pointerGet(root, path)) !== JSON.stringify(raw['value'])) {
-          throw new Error(`testing value /${path.slice(1).join('/')} failed: test failed`);
+          throw new TokenwatchError(ErrorCode.FakeRequestInvalid, `testing value /${path.slice(1).join('/')} failed: test failed`);
         }
         break;
       default:
-        throw new Error(`Unexpected kind: ${op}`);
+        throw new TokenwatchError(ErrorCode.FakeRequestInvalid, `Unexpected kind: ${op}`);
     }
   }
   return root['doc'];
@@ -600,7 +602,7 @@ export class ObjectStore {
 
   private requireDef(kind: string): ResourceDef {
     const def = this.defForKind(kind);
-    if (!def) throw new Error(`fake kube: unknown kind ${kind}; register it with the resources option`);
+    if (!def) throw new TokenwatchError(ErrorCode.FakeRequestInvalid, `fake kube: unknown kind ${kind}; register it with the resources option`);
     return def;
   }
 
@@ -656,7 +658,7 @@ export class ObjectStore {
     const o = obj as KubeObject;
     const def = this.requireDef(String(o.kind ?? ''));
     const name = metaStr(o, 'name');
-    if (!name) throw new Error(`fake kube: ${def.kind} without metadata.name`);
+    if (!name) throw new TokenwatchError(ErrorCode.FakeRequestInvalid, `fake kube: ${def.kind} without metadata.name`);
     const ns = def.namespaced ? (metaStr(o, 'namespace') || 'default') : undefined;
     return this.store(def, this.prepare(def, o, this.raw(def, ns, name)));
   }
@@ -693,7 +695,7 @@ export class ObjectStore {
   update(kind: string, namespace: string | undefined, name: string, mutate: (obj: KubeObject) => KubeObject | void): KubeObject {
     const def = this.requireDef(kind);
     const current = this.raw(def, namespace, name);
-    if (!current) throw new Error(`fake kube: ${def.kind} ${namespace ?? ''}/${name} not found`);
+    if (!current) throw new TokenwatchError(ErrorCode.FakeRequestInvalid, `fake kube: ${def.kind} ${namespace ?? ''}/${name} not found`);
     const draft = clone(current);
     const next = mutate(draft) ?? draft;
     return this.store(def, this.prepare(def, next, current));
@@ -1224,7 +1226,7 @@ export async function startFakeKube(opts: FakeKubeOptions = {}): Promise<FakeKub
     try {
       send(res, handler.handle(req, route.def));
     } catch (err) {
-      if (err instanceof StatusError) return send(res, { code: err.code, body: err.toStatus() });
+      if (err instanceof StatusError) return send(res, { code: err.httpStatus, body: err.toStatus() });
       const message = err instanceof Error ? err.message : String(err);
       send(res, { code: 500, body: statusObject(500, `fake API server error: ${message}`) });
     }

@@ -6,6 +6,7 @@
  * the fake Slack Web API (`src/sandbox/fakes/slack.ts`). The real Bolt `SocketModeReceiver` (@slack/socket-mode 3) connects
  * to it. Loopback only.
  */
+import { ErrorCode, TokenwatchError } from '../../errors.js';
 import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
@@ -92,7 +93,7 @@ export class SocketModeServer {
   send(envelope: Record<string, unknown>, ms = 20_000): Promise<{ ack: Record<string, unknown>; elapsedMs: number }> {
     const t0 = performance.now();
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no ack for ${String(envelope.envelope_id)}`)), ms);
+      const timer = setTimeout(() => reject(new TokenwatchError(ErrorCode.Timeout, `no ack for ${String(envelope.envelope_id)}`)), ms);
       const l = (m: Record<string, unknown>) => {
         if (m.envelope_id !== envelope.envelope_id) return;
         clearTimeout(timer);

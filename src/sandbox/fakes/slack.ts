@@ -36,6 +36,7 @@
  * Channels → top-level messages (each with its edit history and thread replies) and ephemerals, all in memory.
  * Every change emits a {@link FakeSlackChange} (`fake.on('change', …)`), e.g. for a sandbox page to show live.
  */
+import { ErrorCode, TokenwatchError } from '../../errors.js';
 import { createHmac } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -632,7 +633,7 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
     let args: Json;
     try {
       const parsed: unknown = JSON.parse(body);
-      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('not an object');
+      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new TokenwatchError(ErrorCode.FakeRequestInvalid, 'not an object');
       args = parsed as Json;
     } catch {
       return send(res, 400, { ok: false, error: 'invalid_payload' });
@@ -695,7 +696,7 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
 
   const requireChannel = (idOrName: string): ChannelState => {
     const ch = findChannel(idOrName);
-    if (!ch) throw new Error(`fake Slack: unknown channel ${idOrName}`);
+    if (!ch) throw new TokenwatchError(ErrorCode.FakeRequestInvalid, `fake Slack: unknown channel ${idOrName}`);
     return ch;
   };
 

@@ -6,14 +6,13 @@ import {
   actionNoun,
   approvalsOf,
   isExpired,
-  mention,
   type Approval,
   type ApprovalState,
   type ActionKind,
 } from '../../approvals/machine.js';
 import { ACTION_IDS, opaqueId } from './ids.js';
 import { LIMITS } from './limits.js';
-import { clip, code, escapeMrkdwn, escClip, linesWithin, listWithin, md, plain, slackDate, utc, type KnownBlock, type SlackMessage } from './text.js';
+import { clip, code, escapeMrkdwn, escClip, linesWithin, listWithin, md, mention, plain, slackDate, utc, type KnownBlock, type SlackMessage } from './text.js';
 
 /** Extra facts about the exact target, shown in the request so approvers know what they approve. */
 export interface TargetFacts {

@@ -7,3 +7,4 @@ export * from './approval.js';
 export * from './progress.js';
 export * from './status.js';
 export * from './misc.js';
+export * from './refusal.js';

@@ -3,10 +3,10 @@
  * (tokens and evidence of a finding). Pure.
  */
 import type { Finding, FindingToken, TokenRecord } from '../../findings/types.js';
-import { actionNoun, mention, type ActionKind, type ActionTarget, type ApprovalState } from '../../approvals/machine.js';
+import { actionNoun, type ActionKind, type ActionTarget, type ApprovalState } from '../../approvals/machine.js';
 import { SEVERITY_EMOJI, subjectOf } from './finding.js';
 import { LIMITS } from './limits.js';
-import { clip, code, count, escapeMrkdwn, escClip, linesWithin, listWithin, md, plain, plural, slackDate, type KnownBlock, type SlackMessage } from './text.js';
+import { clip, code, count, escapeMrkdwn, escClip, linesWithin, listWithin, md, mention, plain, plural, slackDate, type KnownBlock, type SlackMessage } from './text.js';
 
 /** The subcommands of `/tokens` with one-line descriptions (help and unknown-command replies). */
 export const SUBCOMMANDS: ReadonlyArray<{ usage: string; what: string }> = [

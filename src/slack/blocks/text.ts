@@ -7,6 +7,7 @@
  * links as `<url|label>`; user mentions `<@U…>`.
  */
 import type { types } from '@slack/bolt';
+import { SLACK_GROUP_ID } from '../../approvals/policy.js';
 
 export type KnownBlock = types.KnownBlock;
 export type Button = types.Button;
@@ -200,4 +201,9 @@ export function mergeHourly(maps: ReadonlyArray<Readonly<Record<string, number>>
 export function progressBar(done: number, total: number, width = 10): string {
   const filled = total <= 0 ? 0 : Math.min(width, Math.max(0, Math.round((done / total) * width)));
   return '▰'.repeat(filled) + '▱'.repeat(width - filled);
+}
+
+/** Slack mention for a user (`<@U…>`) or user group (`<!subteam^S…>`), per api.slack.com formatting docs. */
+export function mention(id: string): string {
+  return SLACK_GROUP_ID.test(id) ? `<!subteam^${id}>` : `<@${id}>`;
 }

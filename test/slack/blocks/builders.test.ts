@@ -160,12 +160,12 @@ describe('approval messages', () => {
       policy,
       T0,
     );
-    if (!r.ok) throw new Error(r.message);
+    if (!r.ok) throw new Error(`refused: ${r.reason}`);
     return r.approval;
   }
   const step = (a: Approval, e: Parameters<typeof decide>[1], at: number): Approval => {
     const d = decide(a, e, policy, at);
-    if (!d.ok) throw new Error(d.message);
+    if (!d.ok) throw new Error(`refused: ${d.reason}`);
     return applyTransition(a, d);
   };
 
