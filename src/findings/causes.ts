@@ -17,7 +17,6 @@
  *
  * Pure: no I/O; `now` is passed in.
  */
-import { ErrorCode, TokenwatchError } from '../errors.js';
 import semver from 'semver';
 import catalogJson from './catalog.json' with { type: 'json' };
 import type { CatalogEntryShape, CauseCatalogShape } from './catalog-schema.js';

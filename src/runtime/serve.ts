@@ -7,7 +7,6 @@
  * schedule is running (first polls start within the jitter). {@link ServeHandle.stop} (SIGTERM) stops
  * new polls, waits for running ones, stops Slack, closes the listener and the store.
  */
-import { ErrorCode, TokenwatchError } from '../errors.js';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { KubeConfig } from '@kubernetes/client-node';

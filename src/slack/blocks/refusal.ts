@@ -94,6 +94,7 @@ export function refusalText(refusal: Pick<Refusal, 'detail'>): string {
         case 'fail':
           return `This ${noun} cannot fail from state ${d.approval.state}: it is already ${decision}.`;
       }
+      return `This ${noun} was already ${decision}.`; // not reached: the switch covers every attempt
     }
     case 'not-due':
       return `This ${actionNoun(d.action)} request does not expire until ${formatUtc(d.expiresAt)}.`;
