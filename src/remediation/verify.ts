@@ -6,7 +6,7 @@
  * - **recurrence**: a token *issued after the action started* is used stale again. A new bound token only turns
  *   stale one hour after it is issued (`warnafter` = issue + 3607 s, kubernetes `pkg/serviceaccount/claims.go`), so
  *   a stale use of such a token means the client still does not refresh it: the restart only bought another token
- *   lifetime (e.g. Multus thin plugin copying the token into a host file; domain.md §6).
+ *   lifetime (e.g. Multus thin plugin copying the token into a host file; docs/design/domain.md §6).
  * - **persisting**: a token issued *before* the action is still used after the action completed (a pod that was
  *   not replaced, a token copied elsewhere), or 401s / legacy-token use continue; after a ServiceAccount
  *   recreation, also 401s of the subject (its pods still present tokens of the old ServiceAccount).
@@ -46,7 +46,7 @@ import { targetLabel } from './executor.js';
 
 /**
  * Tolerance, ms, for comparing audit event times (API server clock) with tokenwatch's clock and for the ±60 s
- * grouping of `warnAfter` values (design.md, Terms: token).
+ * grouping of `warnAfter` values (docs/design/architecture.md "Terms": token).
  */
 export const CLOCK_TOLERANCE_MS = WARN_AFTER_TOLERANCE_MS;
 

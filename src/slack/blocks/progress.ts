@@ -9,7 +9,7 @@ import { LIMITS } from './limits.js';
 import { clip, code, count, duration, escapeMrkdwn, escClip, listWithin, md, plural, progressBar, slackDate, sourceLink, type KnownBlock, type SlackMessage } from './text.js';
 
 /**
- * Rollout status as read from the workload (domain.md §7: a DaemonSet rollout is complete when
+ * Rollout status as read from the workload (docs/design/domain.md §7: a DaemonSet rollout is complete when
  * `observedGeneration >= generation`, `updatedNumberScheduled == desiredNumberScheduled` and
  * `numberAvailable == desiredNumberScheduled`). Counts are pods.
  */
@@ -85,7 +85,7 @@ export interface Verification {
 /**
  * Verification reply: ✅ resolved (no stale use for the settle period after the action) or ⚠️ recurrence
  * naming the cause and its fix. For a `static-token-file` cause the recurrence says a restart only buys one
- * more token lifetime (domain.md §6: e.g. Multus thin plugin copies the token into a host file once).
+ * more token lifetime (docs/design/domain.md §6: e.g. Multus thin plugin copies the token into a host file once).
  */
 export function verificationMessage(v: Verification): SlackMessage {
   const f = v.finding;
