@@ -1,7 +1,7 @@
 /**
  * `npx tsx bench/ack.ts [--clicks N] [--concurrency C]`: Slack `ack()` latency while a remediation runs.
  *
- * Target (design.md, "Performance targets"): every `block_actions` request is acknowledged within 100 ms at p99
+ * Target (docs/design/architecture.md "Performance targets"): every `block_actions` request is acknowledged within 100 ms at p99
  * while a rollout is in progress (Slack's own limit is 3 s). Setup, all on loopback: the real `tokenwatch serve`
  * with the Slack integration in HTTP mode, the fake Slack Web API and the fake Kubernetes API server
  * (`test/slack/harness.ts`, bundled Multus example). A restart of the Multus DaemonSet is requested and approved;

@@ -1,5 +1,5 @@
 /**
- * Poll benchmark (design.md "Performance targets": a poll with nothing new costs one CloudWatch request per log
+ * Poll benchmark (docs/design/architecture.md "Performance targets": a poll with nothing new costs one CloudWatch request per log
  * group; work grows with new token uses, not with audit volume).
  *
  * Runs the CloudWatch source with the real SDK against the loopback fake (`test/fakes/cloudwatch.ts`) holding a day of

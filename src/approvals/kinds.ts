@@ -5,7 +5,7 @@
 
 /**
  * Every remediation action kind, in display order: `restart` = rollout restart of a DaemonSet/Deployment/StatefulSet;
- * `recreate-serviceaccount` = delete and recreate the ServiceAccount (new UID invalidates its tokens, domain.md §7);
+ * `recreate-serviceaccount` = delete and recreate the ServiceAccount (new UID invalidates its tokens, docs/design/domain.md §7);
  * `snooze` = mute a finding.
  */
 export const ACTION_KINDS = ['restart', 'recreate-serviceaccount', 'snooze'] as const;

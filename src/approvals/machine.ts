@@ -1,5 +1,5 @@
 /**
- * The approval state machine for remediation actions (design.md "Slack" and "Security"; issue #4 §4).
+ * The approval state machine for remediation actions (docs/design/architecture.md "Slack and approvals" and "Security"; issue #4 §4).
  *
  * Pure: no I/O, no clock. Every function takes the current time `now` (epoch ms UTC) as a parameter and
  * returns the next state plus a list of {@link Effect}s for the caller (the Slack/remediation shell) to
@@ -23,7 +23,7 @@
  * | `running`   | succeed            | —                                             | `succeeded` | action-log, kube-event, update-approval-message, start-verification (restart, recreate) |
  * | `running`   | fail(error)        | —                                             | `failed`    | action-log, kube-event (Warning), update-approval-message |
  *
- * \* unless `policy.allowSelfApproval`. One reject rejects (a single deny always denies; peers.md §2.5).
+ * \* unless `policy.allowSelfApproval`. One reject rejects (a single deny always denies; docs/design/prior-art.md).
  * A request expires at exactly `expiresAt` (`now >= expiresAt`). `succeeded`, `failed`, `rejected` and
  * `expired` are terminal. Any other (state, event) pair is refused.
  */
@@ -35,7 +35,7 @@ import {
 } from './policy.js';
 import type { ActionKind } from './kinds.js';
 
-/** Approval states (design.md): `requested → approved → running → succeeded | failed`, or `rejected | expired`. */
+/** Approval states (docs/design/architecture.md "Slack and approvals"): `requested → approved → running → succeeded | failed`, or `rejected | expired`. */
 export type ApprovalState = 'requested' | 'approved' | 'running' | 'succeeded' | 'failed' | 'rejected' | 'expired';
 
 /** Remediation action kinds (defined once, in ./kinds.ts). */

@@ -13,7 +13,7 @@ import { z } from 'zod';
 import { MINUTE_MS } from '../core/units.js';
 import { ACTION_KINDS, type ActionKind } from './kinds.js';
 
-/** Default expiry of a pending approval: 30 minutes, in milliseconds (design.md, Security). */
+/** Default expiry of a pending approval: 30 minutes, in milliseconds (docs/design/architecture.md "Security"). */
 export const DEFAULT_EXPIRY_MS = 30 * MINUTE_MS;
 
 /** Approvals required for a target in a protected namespace (issue #4: "optional two approvals"). */
@@ -32,7 +32,7 @@ export const SLACK_GROUP_ID = /^S[A-Z0-9]{2,}$/;
  *
  * - `requesters`, `approvers`: Slack user ids (`U…`/`W…`) and user-group ids (`S…`). `requesters` may also
  *   contain {@link ANY_USER} (`'*'`). `approvers` never accepts a wildcard: an approval button without a
- *   clicker allow-list lets any workspace member approve (peers.md §3, hermes-agent#6735).
+ *   clicker allow-list lets any workspace member approve (NousResearch/hermes-agent#6735; docs/design/prior-art.md).
  * - `allowSelfApproval`: the requester may vote on their own request (default false).
  * - `protectedNamespaces`: namespaces (exact, or a prefix ending in `*`) whose targets need
  *   `protectedApprovals` distinct approvals (default 2) instead of 1.

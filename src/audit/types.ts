@@ -121,7 +121,7 @@ export interface TokenUse {
   weight?: number;
 }
 
-/** Counters of one read, as in the `scan` JSON `stats` object (contract, see design.md). */
+/** Counters of one read, as in the `scan` JSON `stats` object (contract: docs/design/contracts.md). */
 export interface ReadStats {
   /** Input files read. */
   files: number;

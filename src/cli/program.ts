@@ -2,7 +2,7 @@
  * The `tokenwatch` commander program and its error handling. Subcommands live in
  * `src/cli/commands/<name>.ts`, each exporting `register(program: Command): void`; `main.ts` lists them.
  *
- * Exit codes (design.md, "scan output"): 0 success, 1 a finding at or above `--fail-on`,
+ * Exit codes (docs/design/contracts.md "Exit codes"): 0 success, 1 a finding at or above `--fail-on`,
  * 2 bad arguments or unreadable input. Errors are one line on stderr: `tokenwatch: <message>`.
  */
 import { ErrorCode, TokenwatchError } from '../errors.js';

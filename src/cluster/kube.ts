@@ -1,6 +1,6 @@
 /**
  * Live cluster state from the Kubernetes API through `@kubernetes/client-node` 1.4 (object-parameter API;
- * stack.md §2 — 2.x needs Node ≥ 22).
+ * docs/design/stack.md "Versions" — 2.x needs Node ≥ 22).
  *
  * Reads are read-only and few: one ServiceAccount get and one pod list per ServiceAccount, plus one get per distinct
  * owner object (cached for the duration of one call), plus — only with the opt-in `secretMetadata` option — one
@@ -89,7 +89,7 @@ export interface KubeClusterStateOptions {
   secretMetadata?: boolean;
 }
 
-/** Access to a cluster, as configured per cluster (design.md "Live mode"). */
+/** Access to a cluster, as configured per cluster (docs/design/architecture.md "Live mode"). */
 export interface KubeAccess {
   /** Use the pod's ServiceAccount (`KUBERNETES_SERVICE_HOST/PORT`, token and CA under `/var/run/secrets/kubernetes.io/serviceaccount`). */
   inCluster?: boolean;

@@ -2,7 +2,7 @@
  * Aggregation of token uses (one per audit event, see `src/audit/types.ts`) into token records
  * (`TokenRecord`, one per token), the unit the findings are built from and the live store persists.
  *
- * Grouping (design.md "Terms: token"):
+ * Grouping (docs/design/architecture.md "Terms": token):
  * - **stale** uses: by (subject, pod uid — else pod name), joined to an existing token of that pod
  *   when their `warnAfter` lies within ±{@link WARN_AFTER_TOLERANCE_MS} of it. The API server caches
  *   authentication results together with their audit annotations (kubernetes
@@ -15,7 +15,7 @@
  * - **unauthorized** uses (401, no subject): by (source IPs, user agent). They are attributed to a
  *   subject in {@link TokenAggregator.records}, after all uses are in (files arrive in any order):
  *   to the one subject whose *stale* uses came from the same source IP with the same user agent
- *   (domain.md §2: 401 events carry no user, `authn_audit.go`). The attribution says it is inferred.
+ *   (docs/design/domain.md §2: 401 events carry no user, `authn_audit.go`). The attribution says it is inferred.
  *   401s that match no subject, or several, go to the subject {@link UNATTRIBUTED}
  *   (namespace and ServiceAccount `(unattributed)` too), with an attribution saying why.
  *

@@ -1,5 +1,5 @@
 /**
- * Builds findings (the `scan --format json` contract, design.md) from token records: one finding
+ * Builds findings (the `scan --format json` contract, docs/design/contracts.md) from token records: one finding
  * per (cluster, namespace, serviceAccount, kind), with its tokens, pods, workloads, rejection date,
  * severity and cause.
  *
@@ -23,7 +23,7 @@ export const MAX_LISTED_VALUES = 20;
 /** Cluster-state reads run at most this many at a time (live API server). */
 const STATE_CONCURRENCY = 8;
 
-/** design.md "severity": critical under 7 days to rejection, warning under 30 days. */
+/** docs/design/architecture.md "Terms" (severity): critical under 7 days to rejection, warning under 30 days. */
 export const DEFAULT_THRESHOLDS: SeverityThresholds = {
   criticalSeconds: 7 * DAY_SECONDS,
   warningSeconds: 30 * DAY_SECONDS,

@@ -4,9 +4,9 @@
  *
  * Two layers:
  * 1. the **catalog** (`catalog.json`, validated by `parseCatalog` in catalog-schema.ts) of known offenders from
- *    shared/docs/domain.md §6, each backed by public issues; matched on container images in cluster
+ *    docs/design/domain.md §6, each backed by public issues; matched on container images in cluster
  *    state (versions come from image tags, never from client-go user agents, which often say
- *    `v0.0.0`, domain.md §5), then on user-agent prefixes, then on the ServiceAccount;
+ *    `v0.0.0`, docs/design/domain.md §5), then on user-agent prefixes, then on the ServiceAccount;
  * 2. **generic evidence rules** for everything else (most offenders are in no catalog):
  *    - token still used while its pod is gone, or issued before the running pod of that name started,
  *      or a pod mounting hostPath `/etc/cni…` → `static-token-file` (the token lives outside the pod);

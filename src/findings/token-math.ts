@@ -4,7 +4,7 @@
  *
  * All times are epoch milliseconds UTC; durations named `...Seconds` are seconds.
  *
- * Sources (see shared/docs/domain.md §1):
+ * Sources (see docs/design/domain.md §1):
  * - kubernetes `pkg/serviceaccount/claims.go`: the kubelet requests bound tokens with
  *   `expirationSeconds: 3607` (`WarnOnlyBoundTokenExpirationSeconds = 60*60 + 7`); a request made
  *   after the token's `kubernetes.io/warnafter` claim is annotated

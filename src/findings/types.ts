@@ -2,7 +2,7 @@
  * Findings: what tokenwatch reports per (cluster, namespace, serviceAccount, kind).
  *
  * The JSON shape of {@link Finding} is the `tokenwatch scan --format json` **contract**
- * (shared/docs/design.md): field names and meanings must not change silently.
+ * (docs/design/contracts.md "--format json"): field names and meanings must not change silently.
  * Internal times are epoch milliseconds UTC; the JSON carries ISO-8601 UTC strings.
  */
 import type { WorkloadRef } from '../cluster/types.js';
@@ -31,7 +31,7 @@ export type CauseId = 'static-token-file' | 'client-caches-token' | 'refresh-on-
  */
 export type MaxTokenAge = { mode: 'eks' } | { mode: 'upstream' } | { mode: 'seconds'; seconds: number };
 
-/** Severity thresholds in seconds before rejection (design.md: critical < 7 d, warning < 30 d). */
+/** Severity thresholds in seconds before rejection (docs/design/architecture.md "Terms": critical < 7 d, warning < 30 d). */
 export interface SeverityThresholds {
   criticalSeconds: number;
   warningSeconds: number;

@@ -182,6 +182,17 @@ export interface ProbeRestartCheck {
   evidence: string[];
   /** Files still holding a token issued before the restart. */
   stale: string[];
+  /** Each file of the subject: where, its token's issue time (ISO-8601, or null) and whether it was rewritten. */
+  files: ProbeRestartFile[];
+}
+
+/** One file of {@link ProbeRestartCheck}. */
+export interface ProbeRestartFile {
+  path: string;
+  node: string;
+  issuedAt: string | null;
+  /** The token it holds was issued at or after the restart. */
+  rewritten: boolean;
 }
 
 /**
@@ -195,5 +206,6 @@ export function probeVerifiesRestart(reports: readonly ProbeReport[], subject: {
     verified: mine.length > 0 && stale.length === 0,
     evidence: mine.map((l) => probeEvidence(l, now)),
     stale: stale.map((l) => `${l.entry.path} on node ${l.node}`),
+    files: mine.map((l) => ({ path: l.entry.path, node: l.node, issuedAt: l.entry.issuedAt ?? null, rewritten: !stale.includes(l) })),
   };
 }

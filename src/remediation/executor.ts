@@ -14,7 +14,7 @@
  * execute it once), performs the rollout restart (one strategic-merge patch, then rollout progress until complete
  * or `rolloutTimeoutMs`) or the ServiceAccount recreation, and ends in `succeeded` or `failed`.
  *
- * Times are epoch ms UTC from the injected clock. Facts on rollouts and recreation: shared/docs/domain.md §7.
+ * Times are epoch ms UTC from the injected clock. Facts on rollouts and recreation: docs/design/domain.md §7.
  */
 import {
   decide,

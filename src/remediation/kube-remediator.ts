@@ -3,7 +3,7 @@
  * DaemonSet / Deployment / StatefulSet, recreation of a ServiceAccount, rollout progress, and
  * Kubernetes Events on the target. Every write can run as a server-side dry run (`?dryRun=All`).
  *
- * Facts (shared/docs/domain.md §7):
+ * Facts (docs/design/domain.md §7):
  * - `kubectl rollout restart` sets `spec.template.metadata.annotations["kubectl.kubernetes.io/restartedAt"]`
  *   to the current time (RFC 3339) with a strategic-merge patch and refuses paused Deployments
  *   (kubectl `polymorphichelpers/objectrestarter.go`). A DaemonSet or StatefulSet with
@@ -117,7 +117,7 @@ function safeJson(s: string): unknown {
 /**
  * Whether a rollout is complete, per kind:
  * DaemonSet: observedGeneration ≥ generation, updatedNumberScheduled = numberAvailable = desiredNumberScheduled
- * (shared/docs/domain.md §7); Deployment: updatedReplicas = availableReplicas = replicas and no old replicas;
+ * (docs/design/domain.md §7); Deployment: updatedReplicas = availableReplicas = replicas and no old replicas;
  * StatefulSet: updatedReplicas = readyReplicas = replicas (kubectl `rollout status` logic).
  */
 export function rolloutComplete(p: Omit<RolloutProgress, 'done'>): boolean {

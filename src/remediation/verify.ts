@@ -6,7 +6,7 @@
  * - **recurrence**: a token *issued after the action started* is used stale again. A new bound token only turns
  *   stale one hour after it is issued (`warnafter` = issue + 3607 s, kubernetes `pkg/serviceaccount/claims.go`), so
  *   a stale use of such a token means the client still does not refresh it: the restart only bought another token
- *   lifetime (e.g. Multus thin plugin copying the token into a host file; domain.md §6).
+ *   lifetime (e.g. Multus thin plugin copying the token into a host file; docs/design/domain.md §6).
  * - **persisting**: a token issued *before* the action is still used after the action completed (a pod that was
  *   not replaced, a token copied elsewhere), or 401s / legacy-token use continue; after a ServiceAccount
  *   recreation, also 401s of the subject (its pods still present tokens of the old ServiceAccount).
@@ -23,19 +23,30 @@
  * succeeded action not yet concluded, records the conclusion in the store (finding status `resolved`; one
  * `verification.<outcome>` action-log row, which also marks the approval as concluded so it is reported once, across
  * restarts too) and hands it to a reporter (the Slack thread reply).
+ *
+ * **Node probe** (issue 13): where the node probe (`tokenwatch probe`, `src/probe/`) reports a host file holding the
+ * subject's token, the restart is also checked on the file itself, independently of the audit-based outcome and usually
+ * much sooner: once every node whose report names the subject has reported again after the action completed, the
+ * file was either *rewritten* with a token issued after the action started, or *not rewritten* (e.g. the Multus thin
+ * plugin v4 without `--cleanup-config-on-exit=true` keeps the old kubeconfig). {@link assessProbeCheck} is pure; the
+ * Verifier records one `probe-check.<outcome>` action-log row per action and hands it to `reportProbe` (a thread reply).
+ * After the settle period it decides with the nodes that did report, or records `probe-check.none` (no Slack reply)
+ * when no report names the subject.
  */
 import { CLUSTER_ACTION_KINDS, type ActionKind, type ApprovalState } from '../approvals/index.js';
 import { WARN_AFTER_TOLERANCE_MS } from '../findings/aggregate.js';
 import { issuedTime } from '../findings/token-math.js';
 import type { FindingKind, TokenRecord } from '../findings/types.js';
 import type { Logger } from '../observability/logger.js';
+import { probeVerifiesRestart, type ProbeRestartFile } from '../probe/findings.js';
+import type { ProbeReport } from '../probe/host.js';
 import type { Store, StoredApproval, StoredFinding } from '../store/index.js';
 import { targetLabel } from './executor.js';
 
 
 /**
  * Tolerance, ms, for comparing audit event times (API server clock) with tokenwatch's clock and for the ±60 s
- * grouping of `warnAfter` values (design.md, Terms: token).
+ * grouping of `warnAfter` values (docs/design/architecture.md "Terms": token).
  */
 export const CLOCK_TOLERANCE_MS = WARN_AFTER_TOLERANCE_MS;
 
@@ -116,6 +127,66 @@ export interface VerificationReport {
   now: number;
 }
 
+/** Input of {@link assessProbeCheck}. Times are epoch ms UTC. */
+export interface ProbeCheckInput {
+  /** The cluster's current node-probe reports (one per node). */
+  reports: readonly ProbeReport[];
+  subject: { namespace: string; serviceAccount: string };
+  /** When the action started: a token issued from then on (less {@link CLOCK_TOLERANCE_MS}) counts as rewritten. */
+  startedAt: number;
+  /** When it completed: only reports probed after this say anything about the restart. */
+  completedAt: number;
+  /** After `completedAt + settleMs` the check decides with the nodes that reported. */
+  settleMs: number;
+  now: number;
+}
+
+/** Result of {@link assessProbeCheck}. */
+export type ProbeCheckOutcome =
+  /** Wait for the probe to report again from `waitingFor` (nodes). */
+  | { outcome: 'pending'; waitingFor: string[] }
+  /** No report names the subject (no probe, or no token file of it): nothing to say. */
+  | { outcome: 'none' }
+  /**
+   * Every file of the subject reported after the action holds a token issued after it (`rewritten`), or at least one
+   * still holds an older token (`not-rewritten`). `silent`: nodes whose file was reported before the action and that
+   * have not reported since (only after the settle period).
+   */
+  | { outcome: 'rewritten' | 'not-rewritten'; files: ProbeRestartFile[]; silent: string[] };
+
+/** Concluded probe outcomes (what gets reported in Slack). */
+export type ConcludedProbeOutcome = Extract<ProbeCheckOutcome, { files: ProbeRestartFile[] }>;
+
+/**
+ * Judges an action from the node-probe reports (see the module docstring). Pure. A node's report counts once it was
+ * probed at or after `completedAt`; a node whose report names the subject but is older makes the check wait, until
+ * the settle period has passed.
+ */
+export function assessProbeCheck(input: ProbeCheckInput): ProbeCheckOutcome {
+  const { subject, completedAt } = input;
+  const names = (r: ProbeReport) => r.entries.some((e) => e.status === 'token' && e.namespace === subject.namespace && e.serviceAccount === subject.serviceAccount);
+  const fresh = input.reports.filter((r) => Date.parse(r.probedAt) >= completedAt);
+  const waiting = input.reports.filter((r) => !fresh.includes(r) && names(r)).map((r) => r.node);
+  const due = input.now >= completedAt + input.settleMs;
+  if (waiting.length > 0 && !due) return { outcome: 'pending', waitingFor: waiting };
+  const check = probeVerifiesRestart(fresh, subject, input.startedAt - CLOCK_TOLERANCE_MS, input.now);
+  if (check.files.length === 0) return due ? { outcome: 'none' } : { outcome: 'pending', waitingFor: waiting };
+  return { outcome: check.verified ? 'rewritten' : 'not-rewritten', files: check.files, silent: waiting };
+}
+
+/** A concluded probe check, for the reporter. */
+export interface ProbeCheckReport {
+  approval: StoredApproval;
+  finding: StoredFinding;
+  outcome: ConcludedProbeOutcome;
+  startedAt: number;
+  completedAt: number;
+  now: number;
+}
+
+/** Prefix of the action-log rows written by the probe check (`probe-check.rewritten`, …). */
+export const PROBE_CHECK_LOG_PREFIX = 'probe-check.';
+
 /** Dependencies of {@link Verifier}. */
 export interface VerifierDeps {
   store: Store;
@@ -125,6 +196,13 @@ export interface VerifierDeps {
   logger: Logger;
   /** Reports a conclusion (Slack thread reply, message edit). Errors are logged; the conclusion stays recorded. */
   report?: (r: VerificationReport) => Promise<void>;
+  /**
+   * The cluster's node-probe reports (issue 13), or undefined when the cluster has no Kubernetes access. Read only
+   * while a probe check is open. Errors are logged and the check retried after the next poll.
+   */
+  probeReports?: (cluster: string) => Promise<readonly ProbeReport[]> | undefined;
+  /** Reports a concluded probe check (Slack thread reply). Errors are logged; the conclusion stays recorded. */
+  reportProbe?: (r: ProbeCheckReport) => Promise<void>;
 }
 
 /** Actions that verification follows: those that change the cluster. */
@@ -147,6 +225,7 @@ export class Verifier {
    * @returns the conclusions reached now.
    */
   async verifyCluster(cluster: string): Promise<VerificationReport[]> {
+    await this.checkProbe(cluster);
     const { store, clock, settleMs, logger } = this.deps;
     const now = clock();
     const candidates = store
@@ -232,6 +311,62 @@ export class Verifier {
       }
     }
     return reports;
+  }
+
+  /**
+   * The node-probe check of every succeeded restart/recreation of `cluster` that has none yet and is not superseded
+   * (see the module docstring). Called by {@link verifyCluster} first, so that in one poll the probe's reply comes
+   * before the audit-based one.
+   * @returns the conclusions reached now.
+   */
+  async checkProbe(cluster: string): Promise<ProbeCheckReport[]> {
+    const { store, clock, settleMs, logger } = this.deps;
+    if (!this.deps.probeReports) return [];
+    const open = store
+      .listApprovals({ cluster, states: ['succeeded'] })
+      .filter((a) => VERIFIED_ACTIONS.has(a.action))
+      .map((a) => ({ a, rows: store.listApprovalActions(a.id) }))
+      .filter(({ rows }) => !rows.some((r) => r.action.startsWith(PROBE_CHECK_LOG_PREFIX) || r.action === `${VERIFICATION_LOG_PREFIX}superseded`));
+    if (open.length === 0) return [];
+    let reports: readonly ProbeReport[] | undefined;
+    try {
+      reports = await this.deps.probeReports(cluster);
+    } catch (err) {
+      logger.warn({ cluster, error: err instanceof Error ? err.message : String(err) }, 'probe check: node-probe reports unavailable; retrying after the next poll');
+      return [];
+    }
+    if (reports === undefined) return [];
+    const now = clock();
+    const out: ProbeCheckReport[] = [];
+    for (const { a, rows } of open) {
+      const stored = store.getFinding(a.target.findingId);
+      if (!stored) continue;
+      const f = stored.finding;
+      const startedAt = stateTime(rows, 'running') ?? a.updatedAt;
+      const completedAt = stateTime(rows, 'succeeded') ?? a.updatedAt;
+      const outcome = assessProbeCheck({ reports, subject: f, startedAt, completedAt, settleMs, now });
+      if (outcome.outcome === 'pending') continue;
+      const detail =
+        outcome.outcome === 'none'
+          ? 'no node-probe report names the ServiceAccount'
+          : [
+              ...outcome.files.map((x) => `${x.path} on node ${x.node}: ${x.rewritten ? 'rewritten' : 'not rewritten'}, token issued ${x.issuedAt ?? 'unknown'}`),
+              ...(outcome.silent.length ? [`no report since the action from node(s) ${outcome.silent.join(', ')}`] : []),
+            ].join('; ');
+      store.logAction({ at: now, cluster, findingId: f.id, approvalId: a.id, actor: null, action: `${PROBE_CHECK_LOG_PREFIX}${outcome.outcome}`, target: targetLabel(a.target), result: outcome.outcome, detail });
+      if (outcome.outcome === 'none') continue;
+      logger.info({ cluster, finding: f.id, approval: a.id, outcome: outcome.outcome, files: outcome.files }, `probe check: token file ${outcome.outcome}`);
+      const report: ProbeCheckReport = { approval: a, finding: store.getFinding(f.id)!, outcome, startedAt, completedAt, now };
+      out.push(report);
+      if (this.deps.reportProbe) {
+        try {
+          await this.deps.reportProbe(report);
+        } catch (err) {
+          logger.error({ err, finding: f.id }, 'reporting a probe check failed');
+        }
+      }
+    }
+    return out;
   }
 }
 

@@ -12,7 +12,7 @@
  * `stop()` releases the Lease (`holderIdentity: ""`, `leaseDurationSeconds: 1`, as client-go's `release()` does), so
  * a follower takes over within one retry period instead of a whole lease duration.
  *
- * Why not a library: client-node 1.4 ships no elector (stack.md §2); `@codedependant/kubernetes-leader-election`
+ * Why not a library: client-node 1.4 ships no elector (docs/design/stack.md §2); `@codedependant/kubernetes-leader-election`
  * 1.0.1 builds its own KubeConfig from the environment (cannot be pointed at a given cluster), acts as leader
  * without any Lease when `KUBERNETES_SERVICE_HOST` is unset, depends on a watch, stops retrying after three
  * attempts, creates Leases with a misspelt `leaseDurationSec` field, and has no renew deadline or drain step.
@@ -20,7 +20,7 @@
  * MicroTime: `spec.renewTime` / `spec.acquireTime` are `metav1.MicroTime`, which the API server parses with
  * RFC3339Micro (`2006-01-02T15:04:05.000000Z07:00`, exactly 6 fractional digits; apimachinery
  * `pkg/apis/meta/v1/micro_time.go`); `Date#toISOString()` has 3 and is rejected. client-node's `V1MicroTime`
- * serializes with 6 (stack.md §2), so every time sent is a `V1MicroTime`.
+ * serializes with 6 (docs/design/stack.md §2), so every time sent is a `V1MicroTime`.
  *
  * RBAC: get, create, update `leases` in the elector's namespace ({@link LEADER_API_CALLS}).
  */

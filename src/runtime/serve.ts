@@ -20,7 +20,7 @@ import { Metrics } from '../observability/metrics.js';
 import { ClusterPoller, type PollOutcome } from './poller.js';
 import { TokenMetricsMonitor } from '../metrics/live.js';
 import { KubeMetricsScraper } from '../metrics/scrape.js';
-import { KubeProbeReports } from '../probe/objects.js';
+import { KubeProbeReports, type ProbeReportSource } from '../probe/objects.js';
 import { KubeRemediator } from '../remediation/kube-remediator.js';
 import { Scheduler, type RunNowResult } from './scheduler.js';
 import { createAuditSource, type ClosableAuditSource } from '../sources/index.js';
@@ -36,6 +36,8 @@ export interface ClusterRuntime {
   state?: ClusterStateSource;
   /** Undefined with `kubernetes: { none: true }`: no remediation possible. */
   kubeConfig?: KubeConfig;
+  /** The node-probe reports of the cluster (issue 13); undefined without Kubernetes access. */
+  probe?: ProbeReportSource;
   remediator?: KubeRemediator;
   /** Why Kubernetes access could not be set up (shown in `/tokens status`), if it could not. */
   kubeError?: string;
@@ -161,11 +163,13 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
     if (kube.error) logger.error({ cluster: c.name }, kube.error);
     const secretMetadata = 'secretMetadata' in c.kubernetes && c.kubernetes.secretMetadata === true;
     const state = kube.kubeConfig ? new KubeClusterState(kube.kubeConfig, { secretMetadata }) : undefined;
+    const probe = kube.kubeConfig ? new KubeProbeReports(kube.kubeConfig) : undefined;
     const runtime: ClusterRuntime = {
       config: c,
       source,
       state,
       kubeConfig: kube.kubeConfig,
+      probe,
       remediator: kube.kubeConfig ? new KubeRemediator(kube.kubeConfig) : undefined,
       kubeError: kube.error,
       poller: undefined as unknown as ClusterPoller,
@@ -179,7 +183,7 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       metrics,
       clock,
       ...(kube.kubeConfig ? { tokenMetrics: new TokenMetricsMonitor({ cluster: c.name, scraper: new KubeMetricsScraper(kube.kubeConfig), store, logger }) } : {}),
-      ...(kube.kubeConfig ? { probe: new KubeProbeReports(kube.kubeConfig) } : {}),
+      ...(probe ? { probe } : {}),
       seenRetentionMs: Math.max(2 * HOUR_MS, 'cloudwatch' in c.audit ? c.audit.cloudwatch.overlap * 2 : 0),
       activeWindowMs: config.findings.activeWindow,
       quietPeriodMs: config.findings.quietPeriod,

@@ -96,7 +96,7 @@ export function loadObjects(path: string): Obj[] | undefined {
 
 /**
  * A kubeconfig (YAML) for the fake API server at `server` (`http://127.0.0.1:<port>`): `insecure-skip-tls-verify`
- * because client-node 1.4 refuses an `http://` server otherwise (shared/docs/stack.md §2, §8), a static bearer token.
+ * because client-node 1.4 refuses an `http://` server otherwise (docs/design/stack.md §2, §8), a static bearer token.
  */
 export function kubeconfigYaml(server: string, cluster = 'sandbox'): string {
   return stringify({

@@ -12,7 +12,7 @@
  *    creation and start time = sandbox now, the template's labels, annotations and images — and counted updated,
  *    ready and available;
  * 3. ends with a status that `progressOf` (src/remediation/kube-remediator.ts) reads as complete: DaemonSet
- *    `updatedNumberScheduled == numberAvailable == desiredNumberScheduled` (shared/docs/domain.md §7); Deployment
+ *    `updatedNumberScheduled == numberAvailable == desiredNumberScheduled` (docs/design/domain.md §7); Deployment
  *    `updatedReplicas == availableReplicas == replicas` with a new ReplicaSet (old one scaled to 0); StatefulSet
  *    `updatedReplicas == readyReplicas == replicas`.
  * A DaemonSet or StatefulSet with `updateStrategy: OnDelete` only records `observedGeneration` (its pods are not

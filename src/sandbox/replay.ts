@@ -2,7 +2,7 @@
  * The sandbox's audit traffic: the bundled example audit logs replayed with their timestamps shifted so that the
  * examples' reference time is "now", then live traffic generated from them as sandbox time passes.
  *
- * Live traffic follows the facts of shared/docs/domain.md §1 and §6:
+ * Live traffic follows the facts of docs/design/domain.md §1 and §6:
  * - every token the examples show being used stale (a **credential template**: subject, pod, `warnafter`) keeps
  *   being used while its pod exists with the same uid, with `seconds after warning threshold` = event time −
  *   `warnafter` (so it grows with sandbox time). Past the EKS limit (7,776,000 s after `warnafter`) the request is

@@ -1,6 +1,6 @@
 /**
  * The latest event time of an audit JSON-lines file, read from its tail: the default reference time of
- * `scan` is "the latest event time in the input" (design.md, "scan output"), but the reader's prefilter
+ * `scan` is "the latest event time in the input" (docs/design/contracts.md "--format json"), but the reader's prefilter
  * never parses events without token signals, so their times are not otherwise known.
  *
  * The API server writes events as their stages complete, so the latest `requestReceivedTimestamp` is

@@ -92,7 +92,7 @@ export interface ScanResult {
  * The cluster snapshot is loaded first, so a bad snapshot fails before a long read. Token uses are
  * streamed into a {@link TokenAggregator}; memory grows with distinct tokens, not with input size.
  *
- * The default reference time is the latest event time in the input (design.md, "scan output"): the
+ * The default reference time is the latest event time in the input (docs/design/contracts.md "--format json"): the
  * later of the latest token use and the latest event in the last lines of each audit JSON-lines file
  * (see `latest-event.ts`; the reader's prefilter never parses the other events). Event time is
  * `requestReceivedTimestamp`, else `stageTimestamp`.

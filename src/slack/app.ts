@@ -28,11 +28,11 @@ import type { AddressInfo } from 'node:net';
 import { App, HTTPReceiver, LogLevel, SocketModeReceiver, webApi, type Logger as BoltLogger } from '@slack/bolt';
 import { approvalPolicyFor } from '../config/policy.js';
 import { maskUrl, type Logger } from '../observability/logger.js';
-import type { VerificationReport } from '../remediation/verify.js';
+import type { ProbeCheckReport, VerificationReport } from '../remediation/verify.js';
 import { Verifier } from '../remediation/verify.js';
 import { registerListeners } from './listeners/index.js';
 import { slackErrorCode, SlackApi } from './api.js';
-import { verificationMessage } from './blocks/index.js';
+import { probeCheckMessage, verificationMessage } from './blocks/index.js';
 import { ButtonIds } from './buttons.js';
 import { ChannelMap } from './channels.js';
 import { TokensCommand } from './commands.js';
@@ -326,7 +326,13 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
       await notifier.reply(f, persistingMessage(f, r.approval.action, o, r.completedAt));
     }
   };
-  const verifier = new Verifier({ store, clock, settleMs: config.remediation.settlePeriod, logger: log, report });
+  // The node probe's check of a restart (issue 13): the token file rewritten with a token issued after it, or not.
+  const reportProbe = async (r: ProbeCheckReport): Promise<void> => {
+    const o = r.outcome;
+    await notifier.reply(r.finding.finding, probeCheckMessage({ outcome: o.outcome, finding: r.finding.finding, action: r.approval.action, startedAt: r.startedAt, now: r.now, files: o.files, silent: o.silent }));
+  };
+  const probeReports = (cluster: string) => clusters.get(cluster)?.probe?.read();
+  const verifier = new Verifier({ store, clock, settleMs: config.remediation.settlePeriod, logger: log, report, probeReports, reportProbe });
 
   let stopped = false;
   ctx.onFindings(async (rt, findings, outcome) => {

@@ -1,7 +1,7 @@
 /**
  * Opaque button ids for finding buttons, and their resolution back to (finding, action, target).
  *
- * A button's `value` carries only an opaque id; the target is never read from the payload (design.md, Slack). The
+ * A button's `value` carries only an opaque id; the target is never read from the payload (docs/design/architecture.md "Slack and approvals"). The
  * id of a finding button is a keyed hash: base64url(HMAC-SHA256(key, findingId ␟ action ␟ target))[0..22] (132 bits),
  * with the key derived from the bot token. Resolving an id finds the (finding, action) it was computed for and checks
  * that the stored finding still offers that action, so the target always comes from the store's copy of the finding

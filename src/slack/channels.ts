@@ -1,7 +1,7 @@
 /**
  * Which Slack channel belongs to which cluster. Each cluster's `slack.channel` is its alert channel and the only
  * channel from which `/tokens … <cluster>` and its buttons work: per-team clusters in one workspace, where a channel
- * reaches only its own cluster (peers.md §3, botkube#250 and #235: refuse elsewhere, and say why).
+ * reaches only its own cluster (kubeshop/botkube#250 and #235, docs/design/prior-art.md: refuse elsewhere, and say why).
  *
  * The config names a channel by id (`C…`, `G…`) or by `#name`. Slack payloads carry the channel id and name (slash
  * commands from private channels may say `privategroup` instead of the name), so for a `#name` the id is learned

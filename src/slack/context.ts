@@ -9,6 +9,7 @@ import type { ClusterConfig, Config } from '../config/types.js';
 import type { Finding } from '../findings/types.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
+import type { ProbeReportSource } from '../probe/objects.js';
 import type { Remediator } from '../remediation/executor.js';
 import type { FindingChange, Store } from '../store/index.js';
 
@@ -38,6 +39,8 @@ export interface SlackCluster {
   state?: ClusterStateSource;
   /** Undefined with `kubernetes: { none: true }`: no remediation possible. */
   remediator?: Remediator;
+  /** The node-probe reports (restart verification by the probe); undefined without Kubernetes access. */
+  probe?: ProbeReportSource;
   /** Why Kubernetes access could not be set up (shown in `/tokens status`), if it could not. */
   kubeError?: string;
 }

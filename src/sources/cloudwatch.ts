@@ -5,7 +5,7 @@
  * Modes:
  * - `filter` (default): FilterLogEvents over the audit streams with one quoted-term OR filter pattern
  *   ({@link TOKEN_USE_FILTER_PATTERN}) that selects stale-token, legacy-token and 401 events server-side, all pages
- *   (pages can be empty yet carry a `nextToken`, stack.md §3). Yields each event's message (the audit event JSON).
+ *   (pages can be empty yet carry a `nextToken`, docs/design/stack.md §3). Yields each event's message (the audit event JSON).
  * - `insights`: one Logs Insights query per poll that aggregates server-side ({@link buildInsightsQuery}); yields
  *   one `TokenUseAggregate` JSON document per result row (see `insights.ts`).
  *

@@ -1,6 +1,6 @@
 /**
  * File audit source: follows the audit log a self-managed API server writes (`--audit-log-path`, JSON lines;
- * rotated by size with `--audit-log-maxsize`/`--audit-log-maxbackup`, domain.md §3) across polls.
+ * rotated by size with `--audit-log-maxsize`/`--audit-log-maxbackup`, docs/design/domain.md §3) across polls.
  *
  * Cursor: JSON `{"v":1,"ino":<inode>,"size":<bytes>,"pos":<bytes>,"head":"<sha256 of the first line, 16 hex>"}`.
  * - Appends: reads from `pos` to the last complete line; a partial last line waits for the next poll.

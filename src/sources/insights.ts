@@ -47,10 +47,10 @@ function escapeRegex(s: string): string {
 /**
  * The Logs Insights query (Logs Insights QL) of one poll window. It selects the events the filter pattern selects
  * (same terms, `src/sources/terms.ts`), extracts with `parse` regexes (named groups; the documented way, since the
- * annotation key has dots and slashes — AWS EKS guide's stale-token query, domain.md §4):
+ * annotation key has dots and slashes — AWS EKS guide's stale-token query, docs/design/domain.md §4):
  * user, pod name, user agent, first source IP, seconds after warning, legacy-token markers and a 401 marker; then
  * `stats count(*), min/max(toMillis(@timestamp)), max(seconds after warning)` grouped by subject, pod and warnAfter
- * (event time − seconds after warning, rounded down to the minute — the token identity of design.md; a token whose
+ * (event time − seconds after warning, rounded down to the minute — the token identity of docs/design/architecture.md "Terms"; a token whose
  * warnAfter jitters across a minute boundary gives two rows, which the aggregator joins, ±60 s). The groups are
  * further split by the legacy-token annotations, the 401 marker, user agent and source IP, so each row is one kind
  * of use from one client (these rarely split a token).
@@ -158,7 +158,7 @@ function intOf(s: string | undefined): number | undefined {
  * Converts one GetQueryResults row (`{field, value}[]`, values are strings) of {@link buildInsightsQuery} to a
  * {@link TokenUseAggregate}. Kind: stale when warnAfter is present, else legacy when a legacy-token annotation is,
  * else unauthorized when the 401 marker is; rows with none of them (the term matched elsewhere in the event)
- * give undefined. The legacy `invalidated` value is `<secret-name>/<namespace>`, name first (domain.md §2).
+ * give undefined. The legacy `invalidated` value is `<secret-name>/<namespace>`, name first (docs/design/domain.md §2).
  */
 export function rowToAggregate(row: readonly { field?: string; value?: string }[], ctx: RowContext): TokenUseAggregate | undefined {
   const F = INSIGHTS_FIELDS;

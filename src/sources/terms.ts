@@ -35,7 +35,7 @@ export function quoteFilterTerm(term: string): string {
  * `?"a" ?"b"`). A single term is sent quoted without `?`.
  *
  * JSON selectors (`{ $.annotations... }`) are not used: they cannot address a key with dots and slashes such as
- * `authentication.k8s.io/stale-token` (domain.md §4).
+ * `authentication.k8s.io/stale-token` (docs/design/domain.md §4).
  */
 export function anyTermFilterPattern(terms: readonly string[] = TOKEN_USE_TERMS): string {
   if (terms.length === 0) throw new TokenwatchError(ErrorCode.Internal, 'anyTermFilterPattern: at least one term is required');

@@ -65,7 +65,7 @@ export function newApprovalId(): string {
 const SEP = '\u001f';
 
 /**
- * The store key of a token record within (cluster, kind, subject), after design.md "Terms: token":
+ * The store key of a token record within (cluster, kind, subject), after docs/design/architecture.md "Terms" (token):
  * - stale: pod uid (else pod name) and `warnAfter` in whole minutes (floor);
  * - legacy: the Secret's namespace/name;
  * - unauthorized: the sorted source IPs, first user agent and pod.

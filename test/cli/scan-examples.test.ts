@@ -51,7 +51,7 @@ if (!all) throw new Error('examples/expected.json has no audit-all input');
 const SNAPSHOT = 'examples/cluster-snapshot.json';
 const demoArgs = ['scan', '--audit-log', ...all.files, '--cluster', expected.cluster, '--cluster-snapshot', SNAPSHOT];
 
-/** Contract keys (design.md "tokenwatch scan output (contract)") and the documented additive ones. */
+/** Contract keys (docs/design/contracts.md "--format json") and the documented additive ones. */
 const CONTRACT = {
   top: ['findings', 'stats'],
   topAdditive: ['now', 'cluster', 'warnings'],

@@ -190,7 +190,7 @@ describe('fake CloudWatch Logs: Logs Insights interpreter', () => {
         { timestamp: 6, stream: 'authenticator-1', message: auditEvent({ auditID: '6', time: 6, kind: 'stale', secondsAfterWarning: 7 }) },
       ],
     );
-    // elapsedtime keeps the leading space, as domain.md §4 notes; max() compares numerically.
+    // elapsedtime keeps the leading space, as docs/design/domain.md §4 notes; max() compares numerically.
     expect(rows).toEqual([
       { subject: sa('kube-system', 'multus'), hits: '3', maxAge: ' 5000' },
       { subject: sa('flux-system', 'helm-controller'), hits: '1', maxAge: ' 42' },

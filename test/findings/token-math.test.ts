@@ -19,7 +19,7 @@ describe('parseMaxTokenAge', () => {
 });
 
 describe('tokenTimes', () => {
-  it('EKS: warnAfter = event − s, rejection 90 days after warnAfter (domain.md example)', () => {
+  it('EKS: warnAfter = event − s, rejection 90 days after warnAfter (docs/design/domain.md §1 example)', () => {
     const r = tokenTimes(EVENT, 1_728_000, { mode: 'eks' });
     expect(iso(r.warnAfter)).toBe('2022-04-29T11:38:39.000Z');
     expect(iso(r.issuedAt)).toBe('2022-04-29T10:38:32.000Z');

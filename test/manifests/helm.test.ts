@@ -1,7 +1,8 @@
 /**
  * charts/tokenwatch rendered by a real helm 3.17 (test/manifests/helm.ts): lint and template for the defaults and
  * combinations, every object validated like the kustomize manifests, the default render equal to
- * `manifests/` (kustomize), the admission policy and Prometheus objects equal to the kustomize components, the
+ * `manifests/` (kustomize), the admission policy and Prometheus objects equal to the kustomize components, the node
+ * probe (`probe.enabled`) equal to `manifests/probe`, the
  * values schema refusing bad values, and the chart README generated from values.yaml.
  * The RBAC = code-calls checks run on the chart's roles in rbac.test.ts.
  */
@@ -50,6 +51,7 @@ const COMBOS: [string, ChartValues][] = [
   ['IRSA', { set: { 'aws.irsaRoleArn': 'arn:aws:iam::111122223333:role/tokenwatch' } }],
   ['EKS Pod Identity + AWS Secret', { set: { 'aws.podIdentity': true, 'aws.existingSecret': 'tokenwatch-aws' } }],
   ['admission policy on', { set: { 'admissionPolicy.enabled': true } }],
+  ['probe on', { set: { 'probe.enabled': true } }],
   ['secret metadata on', { set: { 'rbac.secretMetadata': true } }],
   ['Prometheus Operator', { set: { 'serviceMonitor.enabled': true, 'prometheusRule.enabled': true }, values: { serviceMonitor: { labels: { release: 'kps' } } } }],
   [
@@ -146,6 +148,66 @@ describe.skipIf(!helmPath)(`Helm chart charts/tokenwatch${skip ? ` (skipped: ${s
     expect(() => helmTemplate({ set: { 'admissionPolicy.enabled': true } }, 'tokenwatch', 'tokenwatch', '1.29.4')).toThrow(
       'admissionPolicy.enabled needs Kubernetes 1.30 or newer (ValidatingAdmissionPolicy v1); this cluster is v1.29.4: set admissionPolicy.enabled=false',
     );
+  });
+
+  it('probe on = `kubectl kustomize manifests/probe` (namespace, ServiceAccount, Roles, DaemonSet), the rest unchanged', () => {
+    const objs = rendered.get('probe on')!;
+    const defaultIds = new Set(defaults.map(idOf));
+    const probe = objs.filter((o) => !defaultIds.has(idOf(o)));
+    expect(byId(objs.filter((o) => defaultIds.has(idOf(o))))).toEqual(byId(defaults));
+    expect(byId(probe)).toEqual(byId(render(join(MANIFESTS, 'probe'))));
+    if (kubectl) {
+      const real = parseAllDocuments(execFileSync('kubectl', ['kustomize', join(MANIFESTS, 'probe')], { encoding: 'utf8' })).map((d) => d.toJS() as K8sObject);
+      expect(byId(probe)).toEqual(byId(real));
+    }
+  });
+
+  it('probe values: interval, globs with their host paths, scheduling, pull secrets; serve of another release reads the reports; no namespace on request', () => {
+    const objs = helmTemplate(
+      {
+        values: {
+          image: { pullSecrets: ['regcred'] },
+          probe: {
+            enabled: true,
+            createNamespace: false,
+            interval: '1h',
+            globs: ['/etc/cni/net.d/**/*kubeconfig*', '/var/run/istio-cni/*kubeconfig*'],
+            hostPaths: [
+              { name: 'cni-net-d', path: '/etc/cni/net.d' },
+              { name: 'istio-cni', path: '/var/run/istio-cni' },
+            ],
+            nodeSelector: { 'kubernetes.io/os': 'linux' },
+            tolerations: [{ key: 'dedicated', operator: 'Exists', effect: 'NoSchedule' }],
+          },
+        },
+      },
+      'tw',
+      'ops',
+    );
+    expect(objs.filter((o) => o.kind === 'Namespace')).toEqual([]);
+    const ds = find(objs, 'DaemonSet', 'tw-tokenwatch-probe');
+    expect(ds.metadata.namespace).toBe('tokenwatch-probe');
+    const pod = ds.spec.template.spec;
+    expect(pod.serviceAccountName).toBe('tw-tokenwatch-probe');
+    expect(pod.imagePullSecrets).toEqual([{ name: 'regcred' }]);
+    expect(pod.nodeSelector).toEqual({ 'kubernetes.io/os': 'linux' });
+    expect(pod.tolerations).toEqual([{ key: 'dedicated', operator: 'Exists', effect: 'NoSchedule' }]);
+    expect(pod.containers[0].image).toBe('registry.example.com/tokenwatch:0.1.0');
+    expect(pod.containers[0].args).toEqual(['probe', '--host-root', '/host', '--interval', '1h', '--glob', '/etc/cni/net.d/**/*kubeconfig*', '--glob', '/var/run/istio-cni/*kubeconfig*']);
+    expect(pod.volumes.filter((v: { hostPath?: object }) => v.hostPath)).toEqual([
+      { name: 'cni-net-d', hostPath: { path: '/etc/cni/net.d', type: 'Directory' } },
+      { name: 'istio-cni', hostPath: { path: '/var/run/istio-cni', type: 'Directory' } },
+    ]);
+    expect(pod.containers[0].volumeMounts.filter((m: { name: string }) => m.name !== 'tmp')).toEqual([
+      { name: 'cni-net-d', mountPath: '/host/etc/cni/net.d', readOnly: true },
+      { name: 'istio-cni', mountPath: '/host/var/run/istio-cni', readOnly: true },
+    ]);
+    expect(find(objs, 'RoleBinding', 'tw-tokenwatch-probe-reader').subjects).toEqual([{ kind: 'ServiceAccount', name: 'tw-tokenwatch', namespace: 'ops' }]);
+    for (const o of objs) {
+      expect(validateObject(o), idOf(o)).toBe('');
+      expect(unknownFields(o, modelName(o)), idOf(o)).toEqual([]);
+    }
+    expect(helmLint({ set: { 'probe.enabled': true, 'probe.createNamespace': false } })).toMatch(/0 chart\(s\) failed/);
   });
 
   it('Prometheus Operator on = the kustomize component (+ the extra selector label); the rule uses metrics tokenwatch exports', async () => {
@@ -245,6 +307,8 @@ describe.skipIf(!helmPath)(`Helm chart charts/tokenwatch${skip ? ` (skipped: ${s
     ['an unknown Slack mode', { set: { 'config.slack.mode': 'webhook' } }, /config\.slack\.mode: config\.slack\.mode must be one of the following: "socket", "http"/],
     ['no clusters', { values: { config: { clusters: [] } } }, /config\.clusters: Array must have at least 1 items/],
     ['a bad IRSA role ARN', { set: { 'aws.irsaRoleArn': 'tokenwatch' } }, /aws\.irsaRoleArn: Does not match pattern/],
+    ['a probe host path that is a glob', { values: { probe: { enabled: true, hostPaths: [{ name: 'cni', path: '/etc/cni/*' }] } } }, /probe\.hostPaths\.0\.path: Does not match pattern/],
+    ['a bad probe interval', { set: { 'probe.interval': 'often' } }, /probe\.interval: Does not match pattern/],
   ])('values.schema.json refuses %s with a clear message', (_what, v, message) => {
     expect(() => helmTemplate(v)).toThrow(message);
   });

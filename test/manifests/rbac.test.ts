@@ -159,20 +159,28 @@ if (HELM) {
     ['helm components (rbac.secretMetadata, admissionPolicy)', helmTemplate({ set: { 'rbac.secretMetadata': true, 'admissionPolicy.enabled': true } })],
     ['helm writer-cluster-wide', helmTemplate({ set: { 'rbac.writer.clusterWide': true } })],
     ['helm writer-cluster-wide + components (rbac.secretMetadata)', helmTemplate({ set: { 'rbac.writer.clusterWide': true, 'rbac.secretMetadata': true } })],
+    // The probe's own Roles are checked against its calls in test/probe/manifests.test.ts; here: serve's roles stay exact.
+    ['helm probe on', helmTemplate({ set: { 'probe.enabled': true } })],
   );
 }
 
 describe.each(INSTALLS)('ClusterRoles and Roles of %s grant exactly the calls', (name, install) => {
   const role = (n: string) => roles(install).find((r) => r.metadata.name === n)!;
   const withSecrets = name.includes('components');
+  const withProbe = name.includes('probe');
 
-  it('only the reader, writer and leader-election roles (+ secret-metadata with the components)', () => {
+  it('only the reader, writer and leader-election roles (+ secret-metadata with the components, the probe\'s with the probe)', () => {
     expect(roles(install).map((r) => `${r.kind} ${r.metadata.name}`).sort()).toEqual([
       'ClusterRole tokenwatch-reader',
       ...(withSecrets ? ['ClusterRole tokenwatch-secret-metadata'] : []),
       'ClusterRole tokenwatch-writer',
       'Role tokenwatch-leader-election',
+      ...(withProbe ? ['Role tokenwatch-probe', 'Role tokenwatch-probe-reader'] : []),
     ]);
+    // Serve gets exactly the probe reports' list in the probe namespace on top.
+    expect(grantedRules(install).filter((r) => r.namespaces?.includes('tokenwatch-probe'))).toEqual(
+      withProbe ? [{ apiGroups: [''], resources: ['configmaps'], verbs: ['list'], namespaces: ['tokenwatch-probe'] }] : [],
+    );
   });
 
   it('no Secret access but through tokenwatch-secret-metadata, which grants exactly the opt-in Secret list', () => {

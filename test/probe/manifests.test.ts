@@ -1,24 +1,22 @@
 /**
- * manifests/probe: the DaemonSet's hardening, hostPath mounts of exactly the default glob directories, the
- * namespace's Pod Security level, and RBAC = the calls the probe and serve's reader make (checked against the fake
- * API server authorizing with exactly these rules).
+ * manifests/probe, and the Helm chart with `probe.enabled` (where the helm binary runs; test/manifests/helm.ts): the
+ * DaemonSet's hardening, hostPath mounts of exactly the default glob directories, the namespace's Pod Security level,
+ * and RBAC = the calls the probe and serve's reader make (checked against the fake API server authorizing with
+ * exactly these rules).
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { startFakeKube, type FakeKube, type PolicyRule } from '../../src/sandbox/fakes/kubernetes.js';
 import { DEFAULT_PROBE_GLOBS, type ProbeReport } from '../../src/probe/host.js';
 import { KubeProbeReports, PROBE_NAMESPACE, publishReport } from '../../src/probe/objects.js';
+import { helmBinary, helmTemplate } from '../manifests/helm.js';
 import { MANIFESTS, render, type K8sObject } from '../manifests/kustomize.js';
 
-const objs = render(`${MANIFESTS}/probe`);
-const find = (kind: string, name: string) => objs.find((o) => o.kind === kind && o.metadata.name === name)!;
+/** The probe's objects: everything in its namespace, and the namespace. */
+const probeObjects = (all: K8sObject[]) => all.filter((o) => o.metadata.namespace === PROBE_NAMESPACE || (o.kind === 'Namespace' && o.metadata.name === PROBE_NAMESPACE));
+const INSTALLS: [string, K8sObject[]][] = [['kustomize manifests/probe', render(`${MANIFESTS}/probe`)]];
+if (helmBinary().path !== undefined) INSTALLS.push(['helm probe.enabled=true', probeObjects(helmTemplate({ set: { 'probe.enabled': true } }))]);
 
 type Rule = { apiGroups: string[]; resources: string[]; verbs: string[] };
-function rulesFor(sa: { namespace: string; name: string }): PolicyRule[] {
-  return objs
-    .filter((o) => o.kind === 'RoleBinding')
-    .filter((b) => (b['subjects'] as { kind: string; name: string; namespace: string }[]).some((s) => s.kind === 'ServiceAccount' && s.name === sa.name && s.namespace === sa.namespace))
-    .flatMap((b) => (find('Role', (b['roleRef'] as { name: string }).name)['rules'] as Rule[]).map((r) => ({ ...r, namespaces: [b.metadata.namespace!] })));
-}
 
 let kube: FakeKube | undefined;
 afterEach(async () => {
@@ -28,7 +26,15 @@ afterEach(async () => {
 
 const report: ProbeReport = { version: 1, node: 'node-a', probedAt: '2026-11-20T12:00:00.000Z', globs: [...DEFAULT_PROBE_GLOBS], entries: [] };
 
-describe('manifests/probe', () => {
+describe.each(INSTALLS)('%s', (_name, objs) => {
+  const find = (kind: string, name: string) => objs.find((o) => o.kind === kind && o.metadata.name === name)!;
+  function rulesFor(sa: { namespace: string; name: string }): PolicyRule[] {
+    return objs
+      .filter((o) => o.kind === 'RoleBinding')
+      .filter((b) => (b['subjects'] as { kind: string; name: string; namespace: string }[]).some((s) => s.kind === 'ServiceAccount' && s.name === sa.name && s.namespace === sa.namespace))
+      .flatMap((b) => (find('Role', (b['roleRef'] as { name: string }).name)['rules'] as Rule[]).map((r) => ({ ...r, namespaces: [b.metadata.namespace!] })));
+  }
+
   it('namespace enforces Pod Security "privileged" (hostPath), warns and audits at baseline', () => {
     expect(find('Namespace', PROBE_NAMESPACE).metadata.labels).toMatchObject({
       'pod-security.kubernetes.io/enforce': 'privileged',

@@ -1,6 +1,6 @@
 /**
  * Builders of audit event JSON lines for the source tests (audit.k8s.io/v1 Event, the fields EKS writes;
- * domain.md §3). Times are epoch ms; the event carries RFC 3339 with microseconds.
+ * docs/design/domain.md §3). Times are epoch ms; the event carries RFC 3339 with microseconds.
  */
 export interface EventSpec {
   auditID: string;

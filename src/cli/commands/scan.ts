@@ -1,6 +1,6 @@
 /**
  * `tokenwatch scan`: one offline pass over audit-log files, printing findings as a table or as
- * the JSON contract (shared/docs/design.md, "tokenwatch scan output (contract)").
+ * the JSON contract (docs/design/contracts.md "--format json").
  *
  * JSON output is the contract's `{findings, stats}` plus additive fields: top-level `now` (the ISO-8601 UTC
  * reference time used for severity and days left), `cluster` (the cluster name given with `--cluster`, `default`

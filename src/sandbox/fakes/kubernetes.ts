@@ -35,7 +35,7 @@
  * time (e.g. a DaemonSet rollout: `store.onWrite(e => …store.update('DaemonSet', ns, name, o => { o.status = … }))`).
  *
  * Point client-node at it with {@link FakeKube.kubeConfig} (`loadFromOptions` with `skipTLSVerify: true`, required
- * for an `http://` server by client-node 1.4; stack.md §8).
+ * for an `http://` server by client-node 1.4; docs/design/stack.md §8).
  */
 import { ErrorCode, TokenwatchError } from '../../errors.js';
 import { randomUUID } from 'node:crypto';

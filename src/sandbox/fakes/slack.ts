@@ -4,7 +4,7 @@
  * ({@link viewSubmissionPayload}) to a bot's HTTP receiver.
  *
  * ## Web API (`POST /api/<method>`)
- * Speaks the wire protocol `@slack/web-api`'s WebClient uses (shared/docs/stack.md §1): form-urlencoded bodies
+ * Speaks the wire protocol `@slack/web-api`'s WebClient uses (docs/design/stack.md §1): form-urlencoded bodies
  * with object arguments (e.g. `blocks`) as JSON strings, or JSON bodies; `authorization: Bearer xoxb-…` (or a
  * `token` field) checked against the configured tokens (`not_authed` without one, `invalid_auth` for an unknown
  * one). Answers are HTTP 200 `{ok:true,…}` or `{ok:false,error}` as Slack's are; a rate limit is HTTP 429 with
@@ -816,7 +816,7 @@ export interface SlashCommandFields {
   is_enterprise_install?: string;
 }
 
-/** The complete form fields of a slash command (stack.md §1 payload shape), defaults filled in. */
+/** The complete form fields of a slash command (docs/design/stack.md §1 payload shape), defaults filled in. */
 export function slashCommandBody(f: SlashCommandFields): Record<string, string> {
   const out: Record<string, string> = {
     token: f.token ?? 'fake-verification-token',
@@ -860,7 +860,7 @@ export interface ButtonClick {
   ephemeral?: boolean;
 }
 
-/** A `block_actions` payload for a button click (bolt `BlockAction`, stack.md §1), at `nowSec` (epoch seconds). */
+/** A `block_actions` payload for a button click (bolt `BlockAction`, docs/design/stack.md §1), at `nowSec` (epoch seconds). */
 export function blockActionPayload(c: ButtonClick, nowSec = Date.now() / 1000): Record<string, unknown> {
   const teamId = c.teamId ?? DEFAULT_BOT.teamId;
   const blockId = c.blockId ?? 'actions';

@@ -102,7 +102,7 @@ export function daysLeft(f: Pick<Finding, 'rejectionAt'>, now: number): number |
   return Number.isNaN(at) ? null : Math.floor((at - now) / DAY_MS);
 }
 
-/** Age of the oldest token (now − issue, issue ≈ warnAfter − 3607 s; domain.md §1), in ms, or null. */
+/** Age of the oldest token (now − issue, issue ≈ warnAfter − 3607 s; docs/design/domain.md §1), in ms, or null. */
 export function oldestTokenAgeMs(f: Pick<Finding, 'tokens' | 'maxSecondsAfterWarning' | 'lastSeen'>, now: number): number | null {
   const warns = f.tokens.map((t) => (t.warnAfter ? Date.parse(t.warnAfter) : NaN)).filter((n) => !Number.isNaN(n));
   if (warns.length) return now - (Math.min(...warns) - WARN_AFTER_SECONDS * 1000);

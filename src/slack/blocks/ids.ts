@@ -2,7 +2,7 @@
  * `action_id`s of tokenwatch's buttons (what Bolt listeners match on) and the opaque-id rule for button values.
  *
  * Buttons carry only an opaque id in `value`; the target is read from the store, never from the payload
- * (design.md, Slack). An opaque id is 8–128 chars of `[A-Za-z0-9_-]` (e.g. 128 random bits in base64url);
+ * (docs/design/architecture.md "Slack and approvals"). An opaque id is 8–128 chars of `[A-Za-z0-9_-]` (e.g. 128 random bits in base64url);
  * anything else (a `namespace/name`, JSON, spaces) is rejected so a target cannot leak into a payload.
  */
 

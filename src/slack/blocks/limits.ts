@@ -2,7 +2,7 @@
  * Block Kit limits and a validator that lists every violation of them.
  *
  * Limits from Slack's Block Kit reference (docs.slack.dev/reference/block-kit/blocks/*, composition objects)
- * and @slack/types `block-kit/*.ts`, summarised in shared/docs/stack.md §1. Slack answers a message that breaks
+ * and @slack/types `block-kit/*.ts`, summarised in docs/design/stack.md §1. Slack answers a message that breaks
  * them with `invalid_blocks`; the builders never produce one, and the fake Slack Web API
  * (`src/sandbox/fakes/slack.ts`) uses this validator to reject messages the real API would reject.
  */

@@ -9,7 +9,7 @@ import { LIMITS } from './limits.js';
 import { clip, code, count, duration, escapeMrkdwn, escClip, listWithin, md, plural, progressBar, slackDate, sourceLink, type KnownBlock, type SlackMessage } from './text.js';
 
 /**
- * Rollout status as read from the workload (domain.md §7: a DaemonSet rollout is complete when
+ * Rollout status as read from the workload (docs/design/domain.md §7: a DaemonSet rollout is complete when
  * `observedGeneration >= generation`, `updatedNumberScheduled == desiredNumberScheduled` and
  * `numberAvailable == desiredNumberScheduled`). Counts are pods.
  */
@@ -85,7 +85,7 @@ export interface Verification {
 /**
  * Verification reply: ✅ resolved (no stale use for the settle period after the action) or ⚠️ recurrence
  * naming the cause and its fix. For a `static-token-file` cause the recurrence says a restart only buys one
- * more token lifetime (domain.md §6: e.g. Multus thin plugin copies the token into a host file once).
+ * more token lifetime (docs/design/domain.md §6: e.g. Multus thin plugin copies the token into a host file once).
  */
 export function verificationMessage(v: Verification): SlackMessage {
   const f = v.finding;
@@ -124,4 +124,69 @@ export function verificationMessage(v: Verification): SlackMessage {
   }
   blocks.push({ type: 'context', elements: [md(`Finding ${code(f.id, 100)} · checked ${slackDate(v.now)}`)] });
   return { text: clip(text, 3000), blocks };
+}
+
+/** One host file of {@link ProbeCheckMessage}. */
+export interface ProbeCheckFile {
+  path: string;
+  node: string;
+  /** Issue time of the token the file holds now (ISO-8601), or null. */
+  issuedAt: string | null;
+  /** The token was issued after the action started. */
+  rewritten: boolean;
+}
+
+/** Input of {@link probeCheckMessage}. Times are epoch ms UTC. */
+export interface ProbeCheckMessage {
+  outcome: 'rewritten' | 'not-rewritten';
+  finding: Finding;
+  action: ActionKind;
+  /** When the action started (a token issued from then on counts as a rewrite). */
+  startedAt: number;
+  now: number;
+  files: readonly ProbeCheckFile[];
+  /** Nodes that held the file before the action and have not reported since. */
+  silent?: readonly string[];
+}
+
+/**
+ * The node probe's verification reply (issue 13): the token file on the node was rewritten with a token issued after
+ * the restart (🔎, naming file, node and the token's `iat`), or it was NOT rewritten (⚠️: the component that writes it
+ * does not rewrite it on start, e.g. the Multus thin plugin v4 without `--cleanup-config-on-exit=true` and
+ * `--multus-conf-file=auto`). It stands beside the audit-based verification, which still follows.
+ */
+export function probeCheckMessage(v: ProbeCheckMessage): SlackMessage {
+  const f = v.finding;
+  const subject = subjectOf(f);
+  const noun = actionNoun(v.action);
+  const issued = (x: ProbeCheckFile) => (x.issuedAt ? slackDate(Date.parse(x.issuedAt)) : 'an unknown time');
+  const line = (x: ProbeCheckFile) =>
+    `• ${code(x.path, 300)} on node ${code(x.node, 200)}: ${x.rewritten ? 'rewritten, token issued' : '*not rewritten*, still a token issued'} ${issued(x)}`;
+  const files = listWithin(v.files.map(line), 10, '\n');
+  const silent = v.silent?.length ? `\nNo probe report since the ${noun} from node(s) ${listWithin(v.silent.map((n) => code(n, 200)), 10)}.` : '';
+  const first = v.files.find((x) => (v.outcome === 'rewritten' ? x.rewritten : !x.rewritten)) ?? v.files[0];
+  const where = first ? ` (${first.path} on node ${first.node}${first.issuedAt ? `, token issued ${first.issuedAt}` : ''}${v.files.length > 1 ? `, +${v.files.length - 1} more` : ''})` : '';
+  let body: string;
+  let text: string;
+  if (v.outcome === 'rewritten') {
+    const period =
+      f.cause.id === 'static-token-file'
+        ? ' The new token is a copy too: it goes stale the same way after its period unless the cause is fixed.'
+        : '';
+    body = `🔎 *Node probe*: the token file of ${code(subject, 300)} was rewritten after the ${noun} (${slackDate(v.startedAt)}).${period}\n${files}${silent}`;
+    text = `🔎 [${f.cluster}] node probe: token file rewritten after the ${noun}${where}`;
+  } else {
+    const multus = (f.cause.component ?? '').startsWith('multus')
+      ? ' The Multus thin plugin writes this kubeconfig from its entrypoint; without `--cleanup-config-on-exit=true` and `--multus-conf-file=auto` in the DaemonSet\'s args it may keep the old one. The thick plugin (multus-daemon) has no such file.'
+      : ' Whatever writes it (CNI plugin, node agent) did not rewrite it on start; the client keeps presenting the old token until the API server rejects it.';
+    body = `⚠️ *Node probe*: the token file of ${code(subject, 300)} was *NOT rewritten* after the ${noun} (${slackDate(v.startedAt)}).${multus}\n${files}${silent}`;
+    text = `⚠️ [${f.cluster}] node probe: token file NOT rewritten after the ${noun}${where}`;
+  }
+  return {
+    text: clip(text, 3000),
+    blocks: [
+      { type: 'section', text: md(clip(body, LIMITS.sectionText)) },
+      { type: 'context', elements: [md(`Finding ${code(f.id, 100)} · node probe checked ${slackDate(v.now)} · the audit-based verification follows separately`)] },
+    ],
+  };
 }

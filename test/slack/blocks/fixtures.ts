@@ -4,7 +4,7 @@ import type { Finding } from '../../../src/findings/types.js';
 export const NOW = Date.parse('2026-11-29T12:00:00Z');
 export const HOUR = 3_600_000;
 
-/** The Multus thin-plugin finding (domain.md §6) as `scan` reports it. */
+/** The Multus thin-plugin finding (docs/design/domain.md §6) as `scan` reports it. */
 export function multusFinding(over: Partial<Finding> = {}): Finding {
   return {
     id: 'f3c1a9e07b2d',
