@@ -11,7 +11,7 @@ import type { RenderedEvent } from './events.js';
 const FILE_DESCRIPTIONS = (): Array<[string, string]> => [
   ['audit/kube-apiserver-audit.log', 'Current API-server audit log (`--audit-log-path`): audit.k8s.io/v1 Event JSON lines, 2026-11-19T06:00Z → 2026-11-20T12:00Z, with 2 malformed lines'],
   ['audit/kube-apiserver-audit-2026-11-19T06-00-00.000.log.gz', 'The previous file, rotated and gzip-compressed at 2026-11-19T06:00Z (lumberjack backup name), 2026-11-18T12:00Z → 06:00Z'],
-  ['cluster-snapshot.json', '`kubectl get pods,daemonsets,deployments,statefulsets,replicasets,serviceaccounts,secrets -A -o json` at the reference time (a `v1 List`)'],
+  ['cluster-snapshot.json', '`kubectl get pods,daemonsets,deployments,statefulsets,replicasets,jobs,cronjobs,serviceaccounts,secrets -A -o json` at the reference time (a `v1 List`)'],
   ['cloudwatch/filter-log-events.json', `\`aws logs filter-log-events --log-group-name /aws/eks/prod-eks/cluster --log-stream-name-prefix kube-apiserver-audit --filter-pattern '"system:serviceaccount:kube-system:multus, seconds after warning threshold"' --start-time ${ROTATION_TIME} --end-time ${REFERENCE_TIME + 1}\` output (4-space JSON)`],
   ['insights/stale-tokens.csv', 'Logs Insights console export (CSV) of `fields @timestamp, @message \\| filter @logStream like /kube-apiserver-audit/ \\| filter @message like /seconds after warning threshold/ \\| sort @timestamp desc`, last 12 hours'],
   ['insights/stale-tokens.json', 'The same Logs Insights result exported as JSON'],
@@ -113,7 +113,7 @@ export function renderReadme(
       return `| \`${f}\` | ${what} | ${size}${extra} |`;
     }),
     '',
-    `Data files total ${kb(totalBytes)}. \`serve-audit.log\` and \`serve.yaml\`, when present, belong to the \`tokenwatch serve\` demo, not to this generator.`,
+    `Data files total ${kb(totalBytes)}. \`serve.yaml\` belongs to the \`tokenwatch serve\` demo, not to this generator.`,
     '',
     '```sh',
     'npm run demo                               # scan both audit files with the snapshot (table)',

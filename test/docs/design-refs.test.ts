@@ -13,6 +13,7 @@ const DESIGN = join(ROOT, 'docs/design');
 const SCANNED = ['src', 'test', 'bench', 'scripts'];
 const EXTENSIONS = /\.(ts|mts|cts|js|mjs|cjs|json)$/;
 
+/** The source files under `dir`; generated and git-ignored folders (bench/data, test/artifacts) are not sources. */
 function files(dir: string): string[] {
   let entries: string[];
   try {
@@ -21,7 +22,7 @@ function files(dir: string): string[] {
     return [];
   }
   return entries.flatMap((e) => {
-    if (e === 'node_modules' || e === 'artifacts') return [];
+    if (e === 'node_modules' || e === 'artifacts' || join(dir, e) === join(ROOT, 'bench', 'data')) return [];
     const p = join(dir, e);
     return statSync(p).isDirectory() ? files(p) : EXTENSIONS.test(e) ? [p] : [];
   });

@@ -250,6 +250,15 @@ describe.skipIf(!helmPath)(`Helm chart charts/tokenwatch${skip ? ` (skipped: ${s
     expect(defaults.some((o) => o.metadata.name === 'tokenwatch-slack')).toBe(false);
   });
 
+  it('NetworkPolicy: an empty peer list closes its port, never opens it to every source (a rule with from: [] would)', () => {
+    // Found in a new-user trial: the chart README shows these lists as [], and `from: []` admits everyone.
+    const only = (set: ChartValues) => find(helmTemplate(set), 'NetworkPolicy', 'tokenwatch').spec.ingress;
+    expect(only({ values: { networkPolicy: { metricsFrom: [], slackFrom: [] }, config: { slack: { mode: 'http' } } } })).toEqual([]);
+    const slackOnly = only({ values: { networkPolicy: { metricsFrom: [] }, config: { slack: { mode: 'http' } } } });
+    expect(slackOnly).toEqual([{ from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress-nginx' } } }], ports: [{ protocol: 'TCP', port: 3000 }] }]);
+    for (const rule of only({ values: { networkPolicy: { slackFrom: [] }, config: { slack: { mode: 'http' } } } })) expect(rule.from.length).toBeGreaterThan(0);
+  });
+
   it('writer namespaces / cluster-wide / read-only', () => {
     const writerBindings = (objs: K8sObject[]) => objs.filter((o) => o.kind.endsWith('RoleBinding') && o.metadata.name === 'tokenwatch-writer').map(idOf);
     expect(writerBindings(defaults)).toEqual(['rbac.authorization.k8s.io/v1 RoleBinding kube-system/tokenwatch-writer', 'rbac.authorization.k8s.io/v1 RoleBinding monitoring/tokenwatch-writer']);
