@@ -38,22 +38,12 @@ import type { TokenMetricsMonitor } from '../metrics/live.js';
 import { applyProbeReports } from '../probe/findings.js';
 import type { ProbeReportSource } from '../probe/objects.js';
 import { compareFindings } from '../findings/build.js';
+import type { SlackPollHealth } from '../slack/context.js';
 
-/** Health of a cluster's last poll, for `/tokens status` and `/readyz`. */
-export interface PollHealth {
+/** Health of a cluster's last poll, for `/tokens status` and `/readyz` (the fields Slack shows, plus which ones). */
+export interface PollHealth extends SlackPollHealth {
   cluster: string;
   sourceId: string;
-  /** `ok` after a successful poll, `degraded` after a failed one, `pending` before the first. */
-  status: 'ok' | 'degraded' | 'pending';
-  lastPollAt?: number;
-  lastSuccessAt?: number;
-  lastError?: string;
-  /** Cluster-state problem of the last poll (e.g. a forbidden verb), if any. */
-  stateError?: string;
-  /** Why the last API-server `/metrics` read failed, if it did (issue 13). */
-  metricsError?: string;
-  /** Why the last read of the node-probe reports failed, if it did (issue 13). */
-  probeError?: string;
 }
 
 /** Result of {@link ClusterPoller.pollOnce}. Times are epoch ms UTC. */

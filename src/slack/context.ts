@@ -13,8 +13,8 @@ import type { ProbeReportSource } from '../probe/objects.js';
 import type { Remediator } from '../remediation/executor.js';
 import type { FindingChange, Store } from '../store/index.js';
 
-/** Health of a cluster's last poll, as `/tokens status` shows it. */
-interface SlackPollHealth {
+/** What `/tokens status` shows of a cluster's last poll (the runtime's `PollHealth` extends it). */
+export interface SlackPollHealth {
   /** `ok` after a successful poll, `degraded` after a failed one, `pending` before the first. */
   status: 'ok' | 'degraded' | 'pending';
   lastPollAt?: number;
