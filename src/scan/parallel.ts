@@ -31,6 +31,9 @@ import type { WorkerReply, WorkerTask } from './worker.js';
  * thread: a worker costs tens of ms to start, about what one core scans 16 MiB in.
  */
 export const PARALLEL_MIN_BYTES = 16 * 1024 * 1024;
+
+/** Tasks handed to the pool ahead of the merge, per worker (bounds the results held while earlier ones finish). */
+const TASKS_AHEAD_PER_WORKER = 4;
 /** Range size bounds for splitting plain files: 1–16 MiB, aiming at 8 ranges per worker for an even finish. */
 const MIN_PART_BYTES = 1024 * 1024;
 const MAX_PART_BYTES = 16 * 1024 * 1024;
@@ -354,10 +357,19 @@ async function* mergeResults(
   onTail: (file: string, tail: number | null | undefined) => void,
 ): AsyncGenerator<TokenUse> {
   const runner = opts.runner ?? workerPool(plan.workers);
-  const results = plan.tasks.map(() => deferred<Done>());
+  // Each task's result, dropped once merged (a merged task keeps nothing alive).
+  const results: (ReturnType<typeof deferred<Done>> | undefined)[] = plan.tasks.map(() => deferred<Done>());
   const readByFile = new Map<string, number>();
   const onProgress = opts.onProgress;
-  for (const [i, task] of plan.tasks.entries()) {
+  // Tasks are handed to the pool a bounded window ahead of the merge, so that results waiting to be merged (and the
+  // pool's queue) stay bounded however many files there are.
+  const window = Math.max(2, plan.workers * TASKS_AHEAD_PER_WORKER);
+  let dispatched = 0;
+  const dispatch = (upTo: number): void => {
+    for (; dispatched < Math.min(upTo, plan.tasks.length); dispatched++) start(dispatched);
+  };
+  const start = (i: number): void => {
+    const task = plan.tasks[i]!;
     runner.run(task, (r) => {
       if (r.type === 'progress') {
         if (!onProgress) return;
@@ -366,22 +378,25 @@ async function* mergeResults(
         readByFile.set(task.file, bytesRead);
         onProgress({ file: task.file, bytesRead, totalBytes });
       } else if (r.type === 'done') {
-        results[i]!.resolve(r);
+        results[i]?.resolve(r);
       } else {
-        results[i]!.reject(
+        results[i]?.reject(
           r.name === 'InputError'
             ? new InputError(r.file, r.reason ?? r.message, r.errno !== undefined ? { errno: r.errno } : {})
             : new TokenwatchError(ErrorCode.ScanWorkerFailed, r.message),
         );
       }
     });
-  }
-  for (const r of results) r.promise.catch(() => undefined); // rejections are awaited in order below
+  };
+  for (const r of results) r?.promise.catch(() => undefined); // rejections are awaited in order below
+  dispatch(window);
   const seen = new Set<string>();
   let fileTally: { lines: number; events: number } | undefined;
   try {
     for (const [i, task] of plan.tasks.entries()) {
+      dispatch(i + window);
       const done = await results[i]!.promise;
+      results[i] = undefined;
       const s = done.stats;
       for (const n of done.notices ?? []) opts.onNotice?.(n);
       if (task.kind === 'range') {
