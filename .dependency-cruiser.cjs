@@ -34,6 +34,13 @@ module.exports = {
       to: { path: '^src/(serve|runtime)/' },
     },
     {
+      name: 'runtime-builds-the-verifier',
+      severity: 'error',
+      comment: 'The composition root (src/runtime/) builds the verifier; slack/ only reports its conclusions (types only).',
+      from: { path: '^src/slack/' },
+      to: { path: '^src/remediation/verify\\.ts$', dependencyTypesNot: ['type-only'] },
+    },
+    {
       name: 'product-does-not-import-tests',
       severity: 'error',
       comment: 'Product code never imports test code.',

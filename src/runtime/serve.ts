@@ -25,6 +25,7 @@ import { KubeRemediator } from '../remediation/kube-remediator.js';
 import { Scheduler, type RunNowResult } from './scheduler.js';
 import { createAuditSource, type ClosableAuditSource } from '../sources/index.js';
 import { openStore, type Store } from '../store/index.js';
+import { Verifier } from '../remediation/verify.js';
 import type { Integration, SlackContext } from '../slack/context.js';
 
 /** Everything serve runs for one cluster. */
@@ -274,6 +275,23 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   const startedWaiters = new Map<string, Array<() => void>>();
   const retryBase = opts.integrationRetryMs ?? 15_000;
   const nameOf = (i: number) => opts.integrationNames?.[i] ?? (i === 0 ? 'slack' : `integration-${i}`);
+  // Verification of approved actions (resolved / recurrence / persisting, and the node probe's check): after every
+  // successful poll of a cluster, once the integration that reports it (Slack) has started. Registered after that
+  // integration's own findings listener, so its alerts are up to date when a verification replies in their threads.
+  const verifyAfterPolls = (reporter: NonNullable<Integration['verificationReporter']>): void => {
+    const verifier = new Verifier({
+      store,
+      clock,
+      settleMs: config.remediation.settlePeriod,
+      logger: logger.child({ component: 'verify' }),
+      probeReports: (cluster) => clusters.get(cluster)?.probe?.read(),
+      ...reporter,
+    });
+    listeners.push(async (rt) => {
+      if (stopping) return;
+      await verifier.verifyCluster(rt.config.name);
+    });
+  };
   const attempt = async (start: (ctx: ServeContext) => Promise<Integration>, name: string, tries: number): Promise<void> => {
     if (stopping) return;
     try {
@@ -283,6 +301,7 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
         return;
       }
       integrations.push(integration);
+      if (integration.verificationReporter) verifyAfterPolls(integration.verificationReporter);
       integrationState.delete(integration.name);
       integrationState.delete(name);
       if (tries > 1) logger.info({ integration: name, attempts: tries }, `${name} is reachable again: integration started`);

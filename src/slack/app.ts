@@ -29,7 +29,6 @@ import { App, HTTPReceiver, LogLevel, SocketModeReceiver, webApi, type Logger as
 import { approvalPolicyFor } from '../config/policy.js';
 import { maskUrl, type Logger } from '../observability/logger.js';
 import type { ProbeCheckReport, VerificationReport } from '../remediation/verify.js';
-import { Verifier } from '../remediation/verify.js';
 import { registerListeners } from './listeners/index.js';
 import { slackErrorCode, SlackApi } from './api.js';
 import { probeCheckMessage, verificationMessage } from './blocks/index.js';
@@ -103,7 +102,7 @@ export interface SlackIntegration extends Integration {
   /** Socket Mode only: the connection watchdog. */
   watchdog?: SocketWatchdog;
   /** The parts, for tests. */
-  parts: { api: SlackApi; notifier: Notifier; flow: ApprovalFlow; ids: ButtonIds; verifier: Verifier; command: TokensCommand; app: App };
+  parts: { api: SlackApi; notifier: Notifier; flow: ApprovalFlow; ids: ButtonIds; command: TokensCommand; app: App };
 }
 
 /** Bolt's Logger interface over pino (component `slack`). */
@@ -331,8 +330,6 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     const o = r.outcome;
     await notifier.reply(r.finding.finding, probeCheckMessage({ outcome: o.outcome, finding: r.finding.finding, action: r.approval.action, startedAt: r.startedAt, now: r.now, files: o.files, silent: o.silent }));
   };
-  const probeReports = (cluster: string) => clusters.get(cluster)?.probe?.read();
-  const verifier = new Verifier({ store, clock, settleMs: config.remediation.settlePeriod, logger: log, report, probeReports, reportProbe });
 
   let stopped = false;
   ctx.onFindings(async (rt, findings, outcome) => {
@@ -351,7 +348,6 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
             log.error({ err, finding: id }, 'could not update the alert of a finding resolved as quiet');
           }
         }
-        await verifier.verifyCluster(rt.config.name);
       })(),
     );
   });
@@ -408,7 +404,8 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
       flow.flushRefusals();
     },
     sweep: () => track(flow.sweepExpired()),
-    parts: { api, notifier, flow, ids, verifier, command, app },
+    verificationReporter: { report, reportProbe },
+    parts: { api, notifier, flow, ids, command, app },
     async stop() {
       if (stopped) return;
       stopped = true;

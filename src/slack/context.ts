@@ -11,6 +11,7 @@ import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { ProbeReportSource } from '../probe/objects.js';
 import type { Remediator } from '../remediation/executor.js';
+import type { VerifierDeps } from '../remediation/verify.js';
 import type { FindingChange, Store } from '../store/index.js';
 
 /** What `/tokens status` shows of a cluster's last poll (the runtime's `PollHealth` extends it). */
@@ -83,6 +84,11 @@ export interface Integration {
    * Default `ok` while started.
    */
   state?(): string;
+  /**
+   * Where the runtime's verifier reports its conclusions (Slack thread replies). An integration that has none gets
+   * no verification: approvals, and so the actions to verify, exist only through it.
+   */
+  verificationReporter?: Pick<VerifierDeps, 'report' | 'reportProbe'>;
 }
 
 /**
