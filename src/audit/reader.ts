@@ -89,6 +89,21 @@ interface FileContext {
 }
 
 /**
+ * The dedupe rule of a read (one request counts once, docs/design/domain.md §3): true for the first use of its
+ * `auditID` (counted in `stats.tokenUses`), false for a repeat (counted in `stats.duplicates`). Shared by the serial
+ * reader and the parallel merge (`scan/parallel.ts`), so both count alike.
+ */
+export function countOnce(seen: Set<string>, stats: ReadStats, use: TokenUse): boolean {
+  if (seen.has(use.auditID)) {
+    stats.duplicates++;
+    return false;
+  }
+  seen.add(use.auditID);
+  stats.tokenUses++;
+  return true;
+}
+
+/**
  * Reads the files in order and yields their token uses.
  *
  * - Each request is yielded once: an `auditID` already yielded in this call (from any stage or file)
@@ -142,13 +157,7 @@ export async function* readTokenUses(
       notice: (code, message, row) => opts.onNotice?.({ file, code, message, ...(row !== undefined ? { row } : {}) }),
     };
     for await (const use of readOneFile(ctx)) {
-      if (seen.has(use.auditID)) {
-        stats.duplicates++;
-        continue;
-      }
-      seen.add(use.auditID);
-      stats.tokenUses++;
-      yield use;
+      if (countOnce(seen, stats, use)) yield use;
     }
   }
 }

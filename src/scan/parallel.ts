@@ -22,7 +22,7 @@ import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import pLimit from 'p-limit';
 import { DETECT_HEAD_BYTES, detectFormat, isGzip } from '../audit/formats.js';
-import { DEFAULT_MAX_LINE_BYTES, noAuditEventError, type ReadProgress } from '../audit/reader.js';
+import { DEFAULT_MAX_LINE_BYTES, countOnce, noAuditEventError, type ReadProgress } from '../audit/reader.js';
 import { InputError, type InputFormat, type ReadNotice, type ReadStats, type TokenUse } from '../audit/types.js';
 import type { WorkerReply, WorkerTask } from './worker.js';
 
@@ -429,13 +429,7 @@ async function* mergeResults(
         onProgress({ file: task.file, bytesRead: totalBytes, totalBytes });
       }
       for (const use of done.uses) {
-        if (seen.has(use.auditID)) {
-          stats.duplicates++;
-          continue;
-        }
-        seen.add(use.auditID);
-        stats.tokenUses++;
-        yield use;
+        if (countOnce(seen, stats, use)) yield use;
       }
     }
   } finally {
