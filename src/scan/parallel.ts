@@ -203,7 +203,8 @@ export interface TaskRunner {
 }
 
 /**
- * Where the worker's module is: `dist/scan/worker.js` next to the compiled `parallel.js`, or, when this module
+ * Where the worker's module is: `worker.js` next to the module this code is in — in a build, `dist/cli/worker.js`
+ * beside the bundle chunk holding `parallel.ts` (scripts/build.mjs puts every chunk in `dist/cli/`) — or, when this module
  * itself is TypeScript run by tsx or vitest, `worker-tsx.mjs`, which registers tsx in the worker thread (hooks
  * registered in the main thread do not reach workers) before importing `worker.ts`.
  */
@@ -215,52 +216,68 @@ export function workerEntry(moduleUrl: string = import.meta.url): URL {
 export const WORKER_DATA = { tokenwatchScanWorker: true } as const;
 
 /**
+ * Tasks a worker thread holds at once: the one it runs and the next, queued in the worker. The pool's own thread
+ * hands out tasks only between its own ranges (a range scan blocks it for ~10 ms), so a worker given one task at a
+ * time would sit idle until then after each task; with a second one queued it goes straight on.
+ */
+const TASKS_PER_WORKER = 2;
+
+/**
  * A pool of `size` readers taking tasks in order as they become free: the calling thread itself (it would
  * otherwise sit idle while it waits for results; a worker thread costs ~35 ms of CPU to start and ~10 MB) and
  * `size - 1` worker threads, started as tasks arrive. Tasks the calling thread takes run between event-loop turns
- * (a range scan blocks it for one range, ≤ 16 MiB). A worker that dies (uncaught error, `process.exit`) fails the
- * task it held and every task after it.
+ * (a range scan blocks it for one range, ≤ 16 MiB), one at a time; a worker holds up to {@link TASKS_PER_WORKER}
+ * and runs them one after the other (`worker.ts`). A worker that dies (uncaught error, `process.exit`) fails the
+ * tasks it held and every task after it.
  */
 export function workerPool(size: number, entry: URL = workerEntry()): TaskRunner {
+  type Job = { task: WorkerTask; onReply: (r: WorkerReply) => void };
   interface Slot {
     worker?: Worker;
-    task?: { task: WorkerTask; onReply: (r: WorkerReply) => void };
+    /** Tasks given to this reader and not finished, in the order it runs them. */
+    jobs: Job[];
   }
-  const queue: { task: WorkerTask; onReply: (r: WorkerReply) => void }[] = [];
-  const inline: Slot = {};
+  const queue: Job[] = [];
+  const inline: Slot = { jobs: [] };
   const slots: Slot[] = [inline];
   let broken: Error | undefined;
   let closed = false;
   let runInline: Promise<typeof import('./worker.js')['runTask']> | undefined;
 
+  const capacity = (slot: Slot): number => (slot.worker ? TASKS_PER_WORKER : 1);
   const fail = (err: Error): void => {
     if (broken) return;
     broken = err;
-    const pending = [...slots.flatMap((s) => (s.task ? [s.task] : [])), ...queue.splice(0)];
+    const pending = [...slots.flatMap((s) => s.jobs.splice(0)), ...queue.splice(0)];
     for (const p of pending) {
       p.onReply({ type: 'error', id: p.task.id, name: 'Error', message: `scan worker failed: ${err.message}`, file: p.task.file });
     }
   };
   const finished = (slot: Slot, r: WorkerReply): void => {
-    const current = slot.task;
-    if (!current || r.id !== current.task.id || broken) return;
-    current.onReply(r);
-    if (r.type !== 'progress') dispatch(slot);
+    const at = slot.jobs.findIndex((j) => j.task.id === r.id);
+    if (at === -1 || broken) return;
+    const job = slot.jobs[at]!;
+    if (r.type !== 'progress') slot.jobs.splice(at, 1);
+    job.onReply(r);
+    if (r.type !== 'progress') fill(slot);
   };
-  const dispatch = (slot: Slot): void => {
-    const next = closed ? undefined : queue.shift();
-    slot.task = next;
-    if (!next) return;
-    if (slot.worker) {
-      slot.worker.postMessage(next.task);
-    } else {
-      runInline ??= import('./worker.js').then((m) => m.runTask);
-      void runInline.then((runTask) => setImmediate(() => void runTask(next.task, (r) => finished(slot, r))));
+  /** Gives the slot queued tasks up to its capacity. */
+  const fill = (slot: Slot): void => {
+    while (!closed && slot.jobs.length < capacity(slot)) {
+      const next = queue.shift();
+      if (!next) return;
+      slot.jobs.push(next);
+      if (slot.worker) {
+        slot.worker.postMessage(next.task);
+      } else {
+        runInline ??= import('./worker.js').then((m) => m.runTask);
+        void runInline.then((runTask) => setImmediate(() => void runTask(next.task, (r) => finished(slot, r))));
+      }
     }
   };
   const spawn = (): Slot => {
     const worker = new Worker(entry, { workerData: WORKER_DATA });
-    const slot: Slot = { worker };
+    const slot: Slot = { worker, jobs: [] };
     worker.on('message', (r: WorkerReply) => finished(slot, r));
     worker.on('error', (err) => fail(err));
     worker.on('exit', (code) => {
@@ -275,9 +292,10 @@ export function workerPool(size: number, entry: URL = workerEntry()): TaskRunner
         return;
       }
       queue.push({ task, onReply });
-      const idle = slots.find((s) => s.task === undefined);
-      if (idle) dispatch(idle);
-      else if (slots.length < size) dispatch(slots[slots.push(spawn()) - 1]!);
+      // Start readers while there are fewer than `size` (the calling thread first), then fill free capacity in order.
+      if (inline.jobs.length === 0) return fill(inline);
+      if (slots.length < size) return fill(slots[slots.push(spawn()) - 1]!);
+      for (const slot of slots) if (slot.jobs.length < capacity(slot)) return fill(slot);
     },
     async close() {
       closed = true;

