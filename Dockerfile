@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # tokenwatch container image: `docker build -t tokenwatch:0.1.0 .`
 #
-# build:   all dependencies (dev included) → `npm run build` (tsc → dist/) → `npm pack`: the package's own file list
+# build:   all dependencies (dev included) → `npm run build` (esbuild bundle → dist/cli/) → `npm pack`: the package's own file list
 #          (package.json "files": bin/, dist/, examples/, catalog.json, README.md) → a clean production install of it
 #          (`npm ci --omit=dev`), compiling the better-sqlite3 native addon here, where python3/make/g++ exist.
 # runtime: node:20 slim, no compiler, no npm cache, no TypeScript sources or dev dependencies, non-root uid 10001.
@@ -16,12 +16,13 @@ RUN apt-get update \
 WORKDIR /src
 COPY package.json package-lock.json ./
 RUN npm ci
-COPY tsconfig.json tsconfig.build.json README.md LICENSE ./
+COPY tsconfig.json README.md LICENSE ./
 COPY bin ./bin
 COPY src ./src
 COPY examples ./examples
 COPY scripts ./scripts
-# npm run build = tsc, then scripts/copy-assets.mjs; --ignore-scripts: prepack would build a second time.
+# npm run build = scripts/build.mjs (esbuild: the CLI bundled into dist/cli/); --ignore-scripts: prepack would build a
+# second time.
 RUN npm run build \
  && npm pack --ignore-scripts --pack-destination /tmp \
  && mkdir /app \

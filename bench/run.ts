@@ -414,15 +414,15 @@ function summary(stdout: string): { tokenUses: number; findings: number } {
 }
 
 /**
- * Compiles the CLI (tsconfig.build.json) into `bench/data/build/dist` with a copy of package.json beside it, so the
- * benchmark times the JavaScript a production install runs — not tsx transpiling at start-up — without leaving a
- * `dist/` that `bin/tokenwatch.js` would prefer over the sources afterwards.
+ * Builds the CLI as `npm run build` does (scripts/build.mjs, the esbuild bundle) into `bench/data/build/dist` with a
+ * copy of package.json beside it, so the benchmark times the JavaScript a production install runs — not tsx
+ * transpiling at start-up — without leaving a `dist/` that `bin/tokenwatch.js` would prefer over the sources afterwards.
  * @returns the path of the compiled `cli/main.js`, relative to the repository root.
  */
 function buildCli(): string {
   const out = join(DATA_DIR, 'build');
   rmSync(join(out, 'dist'), { recursive: true, force: true });
-  execFileSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(ROOT, 'tsconfig.build.json'), '--outDir', join(out, 'dist')], { cwd: ROOT, stdio: 'inherit' });
+  execFileSync(process.execPath, [join(ROOT, 'scripts', 'build.mjs'), '--out', relative(ROOT, join(out, 'dist'))], { cwd: ROOT, stdio: 'inherit' });
   copyFileSync(join(ROOT, 'package.json'), join(out, 'package.json'));
   return relative(ROOT, join(out, 'dist', 'cli', 'main.js'));
 }
@@ -490,7 +490,7 @@ async function main(): Promise<void> {
   );
   const small = generate(1, args.regenerate, Number.POSITIVE_INFINITY, 'audit-1mb.jsonl');
   const oneLine = generate(1, args.regenerate, 1, 'one-line.jsonl');
-  process.stdout.write('compiling the CLI (tsc -p tsconfig.build.json) into bench/data/build …\n');
+  process.stdout.write('building the CLI (scripts/build.mjs) into bench/data/build …\n');
   CLI = buildCli();
   await warmCache([gen.file, ...gzFiles, small.file]);
 

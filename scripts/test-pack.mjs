@@ -6,12 +6,13 @@
  * 1. `npm pack` (prepack runs `npm run build`) into a temporary folder;
  * 2. unpacks it with the project's package-lock.json and runs `npm ci --offline --omit=dev` there, from the npm cache
  *    that `npm ci` filled — what the Dockerfile does (better-sqlite3 compiles from source: about 2 minutes);
- * 3. runs the installed `tokenwatch`: `--version`, `scan` of the bundled examples (JSON with findings), `config check`
- *    of a minimal config, and `sandbox --port 0 --no-slack` until its page answers on 127.0.0.1, then stops it.
+ * 3. runs the installed `tokenwatch`: `--version`, `scan` of the bundled examples (JSON with findings), a `scan` large
+ *    enough for worker threads (the bundle's `worker.js`) that must print what `--jobs 1` prints, `config check` of a
+ *    minimal config, and `sandbox --port 0 --no-slack` until its page answers on 127.0.0.1, then stops it.
  * Prints one line per check; exits 0 when all pass, 1 otherwise. The temporary folder is removed unless `--keep`.
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -52,6 +53,16 @@ try {
   const audit = readdirSync(join(ex, 'audit')).map((f) => join(ex, 'audit', f));
   const out = JSON.parse(run(['scan', '--audit-log', ...audit, '--cluster', 'prod-eks', '--cluster-snapshot', join(ex, 'cluster-snapshot.json'), '--format', 'json']));
   check('tokenwatch scan (bundled examples)', out.findings.length > 0, `${out.findings.length} findings`);
+
+  // Over the 16 MiB parallel threshold: the example's lines, repeated (repeats count as duplicates).
+  const lines = readFileSync(join(ex, 'audit', 'kube-apiserver-audit.log'));
+  const big = join(dir, 'big-audit.log');
+  writeFileSync(big, Buffer.concat(Array.from({ length: Math.ceil((17 * 1024 * 1024) / lines.length) }, () => lines)));
+  const scanBig = (jobs) => run(['scan', '--audit-log', big, '--cluster', 'prod-eks', '--format', 'json', '--jobs', jobs]);
+  const [serial, threads] = [scanBig('1'), scanBig('2')];
+  const parsed = JSON.parse(threads);
+  check('tokenwatch scan --jobs 2 (worker threads) = --jobs 1', threads === serial && parsed.stats.lines > 0,
+    `${parsed.stats.lines} lines, ${parsed.findings.length} findings`);
 
   const cfg = join(dir, 'config.yaml');
   writeFileSync(cfg, 'clusters:\n  - name: prod\n    audit:\n      file:\n        path: /var/log/kubernetes/audit.log\n');

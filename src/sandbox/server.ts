@@ -131,8 +131,9 @@ function ephemeralJson(e: FakeEphemeral, placedIn: ReadonlyMap<string, string>):
 
 /**
  * The page's static assets, keyed by URL path. `pageDir` is `page/` next to this module: `src/sandbox/page/` in a
- * checkout (run through tsx), `dist/sandbox/page/` in a build or an installed package, where `npm run build` compiled
- * `blockkit.ts` to `blockkit.js` and copied the other files (scripts/copy-assets.mjs). Only a checkout without a build
+ * checkout (run through tsx), `dist/cli/page/` in a build or an installed package (the bundle's chunks all sit in
+ * `dist/cli/`), where `npm run build` compiled `blockkit.ts` to `blockkit.js` and copied the other files
+ * (scripts/build.mjs). Only a checkout without a build
  * transpiles `blockkit.ts` at start, with esbuild — a devDependency that tsx brings, never needed in a package.
  * @throws when a file is missing, or when only `blockkit.ts` exists and esbuild is not installed
  */

@@ -81,7 +81,7 @@ describe('runScan with worker threads', () => {
     expect(last?.bytesRead).toBe(last?.totalBytes);
   });
 
-  it('compiled: the worker is dist/scan/worker.js next to parallel.js', () => {
-    expect(workerEntry('file:///opt/tokenwatch/dist/scan/parallel.js').href).toBe('file:///opt/tokenwatch/dist/scan/worker.js');
+  it('built: the worker is dist/cli/worker.js next to the bundle chunk that holds parallel.ts', () => {
+    expect(workerEntry('file:///opt/tokenwatch/dist/cli/chunk-ABCD1234.js').href).toBe('file:///opt/tokenwatch/dist/cli/worker.js');
   });
 });

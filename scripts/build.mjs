@@ -1,0 +1,86 @@
+#!/usr/bin/env node
+/**
+ * `npm run build`: bundles the CLI into `dist/cli/` with esbuild, so that an installed package (and the Docker image)
+ * starts fast — Node 20 has no compile cache for ES modules (`module.enableCompileCache` is Node 22), so every module
+ * file costs a resolve, a read and a compile at each start (issue 12: `--version` and a one-line scan ≤ 0.1 s).
+ *
+ * - Entry points: `src/cli/main.ts` → `dist/cli/main.js` (run by bin/tokenwatch.js) and `src/scan/worker.ts` →
+ *   `dist/cli/worker.js` (the scan's worker threads; `parallel.ts` `workerEntry` finds it next to its own chunk).
+ * - Code splitting: what only `serve`, `sandbox`, `probe` or `config` need lives in chunks loaded by their dynamic
+ *   `import()`s, so `scan` and `--version` load neither Slack, Kubernetes, AWS nor SQLite code.
+ * - Bundled: our sources and the small pure-JS packages on the scan path ({@link BUNDLED}). Every other package stays
+ *   an `import` of `node_modules` (native addons, packages that load their own files by path such as pino's transports).
+ * - All output is flat in `dist/cli/`, two levels below package.json, as `src/cli/*.ts` are: module-relative URLs
+ *   (`../../package.json`, `../../examples/`, `./page/`) resolve the same from the sources and from the bundle.
+ * - The sandbox page (`src/sandbox/page/`) is copied to `dist/cli/page/`, its `blockkit.ts` compiled to `blockkit.js`.
+ *
+ * Type checking is `npm run typecheck` (tsc); esbuild only strips types. Source maps are written next to the chunks
+ * (`node --enable-source-maps` shows TypeScript positions).
+ *
+ * Usage: `node scripts/build.mjs [--out DIR]` — DIR (default `dist`, relative to the repository) is emptied and
+ * receives `cli/`; `npm run bench` builds into `bench/data/build/dist` beside a copy of package.json.
+ */
+import { cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { build, transform } from 'esbuild';
+
+const root = new URL('../', import.meta.url);
+const { values } = parseArgs({ options: { out: { type: 'string', default: 'dist' } } });
+const outDir = values.out.replace(/\/+$/, '');
+const out = new URL(`${outDir}/`, root);
+
+/**
+ * Packages bundled into the CLI: pure JavaScript, no files loaded by path, on the scan or start-up path (`semver` alone
+ * is ~40 CommonJS files). Listed in package.json `dependencies` all the same (an installed package still has them).
+ */
+const BUNDLED = new Set(['commander', 'semver', 'p-limit', 'yocto-queue', '@streamparser/json', 'csv-parse', 'tinyglobby', 'fdir', 'picomatch']);
+
+const packageName = (spec) => (spec.startsWith('@') ? spec.split('/').slice(0, 2).join('/') : spec.split('/')[0]);
+
+/** Marks every bare import external unless its package is in {@link BUNDLED}. */
+const externals = {
+  name: 'tokenwatch-externals',
+  setup(b) {
+    b.onResolve({ filter: /^[^./]/ }, (args) => {
+      if (args.path.startsWith('node:') || !BUNDLED.has(packageName(args.path))) return { path: args.path, external: true };
+      return undefined;
+    });
+  },
+};
+
+rmSync(out, { recursive: true, force: true });
+const result = await build({
+  absWorkingDir: new URL('.', root).pathname,
+  entryPoints: { main: 'src/cli/main.ts', worker: 'src/scan/worker.ts' },
+  outdir: `${outDir}/cli`,
+  chunkNames: 'chunk-[hash]',
+  bundle: true,
+  splitting: true,
+  format: 'esm',
+  platform: 'node',
+  target: 'node20',
+  sourcemap: 'linked',
+  legalComments: 'linked',
+  logLevel: 'warning',
+  metafile: true,
+  // Bundled CommonJS packages (commander, semver) call `require` for Node built-ins; ES modules have none.
+  banner: { js: "import { createRequire as __tokenwatchCreateRequire } from 'node:module'; const require = __tokenwatchCreateRequire(import.meta.url);" },
+  plugins: [externals],
+});
+
+// The sandbox page: served as files, not imported.
+const pageFrom = new URL('src/sandbox/page/', root);
+const pageTo = new URL('cli/page/', out);
+mkdirSync(pageTo, { recursive: true });
+for (const name of ['index.html', 'app.js', 'style.css']) cpSync(new URL(name, pageFrom), new URL(name, pageTo));
+const blockkit = await transform(readFileSync(new URL('blockkit.ts', pageFrom), 'utf8'), {
+  loader: 'ts',
+  format: 'esm',
+  target: 'es2020',
+  sourcefile: 'blockkit.ts',
+});
+writeFileSync(new URL('blockkit.js', pageTo), blockkit.code);
+
+const files = Object.keys(result.metafile.outputs).filter((f) => f.endsWith('.js'));
+const bytes = files.reduce((n, f) => n + result.metafile.outputs[f].bytes, 0);
+console.log(`build: ${outDir}/cli/ — ${files.length} files, ${(bytes / 1024).toFixed(0)} KiB of JavaScript (entry points main.js, worker.js)`);
