@@ -17,7 +17,10 @@
  *
  * Pure: no I/O; `now` is passed in.
  */
-import semver from 'semver';
+// The three functions used, not the whole of `semver` (its index loads ~40 modules: start-up time, issue 12).
+import semverCoerce from 'semver/functions/coerce.js';
+import semverCompare from 'semver/functions/compare.js';
+import semverSatisfies from 'semver/functions/satisfies.js';
 import catalogJson from './catalog.json' with { type: 'json' };
 import type { CatalogEntryShape, CauseCatalogShape } from './catalog-schema.js';
 import { nearestWorkload, parseImageRef } from '../cluster/convert.js';
@@ -68,7 +71,7 @@ export function parseVersion(s: string): number[] | undefined {
 
 /** Compares versions numerically, missing parts counting as 0 (npm `semver` order). Negative when `a < b`. */
 export function compareVersions(a: number[], b: number[]): number {
-  return semver.compare(toSemver(a), toSemver(b));
+  return semverCompare(toSemver(a), toSemver(b));
 }
 
 function toSemver(v: number[]): string {
@@ -79,8 +82,8 @@ function toSemver(v: number[]): string {
 function semverRange(r: string | { from?: string; below?: string }): string {
   if (typeof r === 'string') return r;
   const parts: string[] = [];
-  const from = r.from !== undefined ? semver.coerce(r.from) : null;
-  const below = r.below !== undefined ? semver.coerce(r.below) : null;
+  const from = r.from !== undefined ? semverCoerce(r.from) : null;
+  const below = r.below !== undefined ? semverCoerce(r.below) : null;
   if (from) parts.push(`>=${from.version}`);
   if (below) parts.push(`<${below.version}`);
   return parts.length > 0 ? parts.join(' ') : '*';
@@ -109,7 +112,7 @@ function rangeOf(
   ranges: CatalogEntry['match']['versions'],
 ): string | { from?: string; below?: string } | undefined {
   const sv = toSemver(v);
-  return ranges?.find((r) => semver.satisfies(sv, semverRange(r), { includePrerelease: true }));
+  return ranges?.find((r) => semverSatisfies(sv, semverRange(r), { includePrerelease: true }));
 }
 
 /**
