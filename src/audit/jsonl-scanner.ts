@@ -2,12 +2,13 @@
  * Incremental scanner for audit JSON lines (the `--audit-log-path` format: one audit.k8s.io/v1 Event per
  * line). Pure and synchronous: feed it Buffers in any chunking, it counts lines and collects token uses.
  *
- * It is built for speed: it works on Buffers, finds newlines and the two prefilter needles with
- * `Buffer.indexOf` (native memchr / Boyer-Moore-Horspool) and decodes + `JSON.parse`s only the lines that
- * contain a needle. A line that does not start with `{` and end with `}` (after trimming spaces, tabs, `\r`)
+ * It is built for speed: it works on Buffers, finds newlines with `Buffer.indexOf` (native memchr) and both
+ * prefilter needles in one pass ({@link NeedleSearch}, WebAssembly SIMD), and decodes + `JSON.parse`s only the
+ * lines that contain a needle. A line that does not start with `{` and end with `}` (after trimming spaces, tabs, `\r`)
  * is malformed. A line longer than `maxLineBytes` is malformed and skipped without being buffered whole.
  */
 import type { ReadStats, TokenUse } from './types.js';
+import { needleSearch, type NeedleSearch } from './needle-search.js';
 import { TOKEN_ANNOTATION_NEEDLE, UNAUTHORIZED_NEEDLE, tokenUseFromJson } from './records.js';
 
 const NEEDLE_A = Buffer.from(TOKEN_ANNOTATION_NEEDLE, 'latin1');
@@ -57,13 +58,29 @@ export class JsonlScanner {
   private partsLen = 0;
   private skipping = false;
   private atStart = true;
+  private readonly needles: NeedleSearch;
 
+  /**
+   * @param readBytes reserve a {@link JsonlScanner.readBuffer} of this many bytes: a caller that reads its input into
+   *   it (and pushes subarrays of it) spares the needle search a copy of every byte.
+   */
   constructor(
     private readonly stats: ReadStats,
     private readonly out: TokenUse[],
     private readonly maxLineBytes: number = DEFAULT_MAX_LINE_BYTES,
     private readonly timestampPrefix = false,
-  ) {}
+    readBytes = 0,
+  ) {
+    this.needles = needleSearch(NEEDLE_A, NEEDLE_B, readBytes);
+  }
+
+  /**
+   * A buffer to read input into before pushing it (see the constructor's `readBytes`), or undefined (then any
+   * Buffer will do). The same buffer every time: push what was read before reading again.
+   */
+  get readBuffer(): Buffer | undefined {
+    return this.needles.readBuffer;
+  }
 
   /** Feeds the next bytes of the input. */
   push(chunk: Buffer): void {
@@ -103,8 +120,8 @@ export class JsonlScanner {
     // Hot loop over complete lines inside this chunk.
     const stats = this.stats;
     const max = this.maxLineBytes;
-    let nextA = -1; // next NEEDLE_A position ≥ current line start, or len when none
-    let nextB = -1;
+    const needles = this.needles;
+    let next = -1; // next position of either needle ≥ the current line's start, or len when none
     for (;;) {
       const nl = chunk.indexOf(LF, pos);
       if (nl === -1) break;
@@ -120,15 +137,11 @@ export class JsonlScanner {
         stats.malformed++;
         continue;
       }
-      if (nextA < s) {
-        nextA = chunk.indexOf(NEEDLE_A, s);
-        if (nextA === -1) nextA = len;
+      if (next < s) {
+        next = needles.indexOf(chunk, s);
+        if (next === -1) next = len;
       }
-      if (nextB < s) {
-        nextB = chunk.indexOf(NEEDLE_B, s);
-        if (nextB === -1) nextB = len;
-      }
-      if (nextA < e || nextB < e) {
+      if (next < e) {
         const use = tokenUseFromJson(chunk.toString('utf8', s, e), stats);
         if (use) this.out.push(use);
       } else {
