@@ -59,27 +59,32 @@ export class JsonlScanner {
   private skipping = false;
   private atStart = true;
   private readonly needles: NeedleSearch;
+  private claimed: Buffer | undefined;
 
-  /**
-   * @param readBytes reserve a {@link JsonlScanner.readBuffer} of this many bytes: a caller that reads its input into
-   *   it (and pushes subarrays of it) spares the needle search a copy of every byte.
-   */
   constructor(
     private readonly stats: ReadStats,
     private readonly out: TokenUse[],
     private readonly maxLineBytes: number = DEFAULT_MAX_LINE_BYTES,
     private readonly timestampPrefix = false,
-    readBytes = 0,
   ) {
-    this.needles = needleSearch(NEEDLE_A, NEEDLE_B, readBytes);
+    this.needles = needleSearch(NEEDLE_A, NEEDLE_B);
   }
 
   /**
-   * A buffer to read input into before pushing it (see the constructor's `readBytes`), or undefined (then any
-   * Buffer will do). The same buffer every time: push what was read before reading again.
+   * A buffer to read input into before pushing it (subarrays of it): the needle search's own memory
+   * ({@link NeedleSearch.claimReadBuffer}, 1 MiB), which spares the search a copy of every byte. Undefined when
+   * another scanner of this thread holds it (then read into any Buffer). The same buffer every call; push what was
+   * read before reading again. Given back by {@link JsonlScanner.end} or {@link JsonlScanner.release}.
    */
-  get readBuffer(): Buffer | undefined {
-    return this.needles.readBuffer;
+  claimReadBuffer(): Buffer | undefined {
+    this.claimed ??= this.needles.claimReadBuffer();
+    return this.claimed;
+  }
+
+  /** Gives back the buffer of {@link JsonlScanner.claimReadBuffer} (call it when reading stops early, e.g. on error). */
+  release(): void {
+    this.needles.releaseReadBuffer(this.claimed);
+    this.claimed = undefined;
   }
 
   /** Feeds the next bytes of the input. */
@@ -151,8 +156,9 @@ export class JsonlScanner {
     if (pos < len) this.appendPartial(chunk, pos);
   }
 
-  /** Signals the end of input: a last line without a trailing newline is processed now. */
+  /** Signals the end of input: a last line without a trailing newline is processed now; gives back the read buffer. */
   end(): void {
+    this.release();
     if (this.partsLen > 0) {
       const line = Buffer.concat(this.parts);
       this.parts = [];

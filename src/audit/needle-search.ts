@@ -8,8 +8,8 @@
  * `Buffer.indexOf` calls, with the same results.
  *
  * The WebAssembly code can only read its own memory: a haystack elsewhere is copied in, {@link COPY_BYTES} at a
- * time. Callers that read files themselves can read straight into {@link NeedleSearch.readBuffer}, which lies in that
- * memory, and nothing is copied.
+ * time. A caller that reads a file itself can read straight into {@link NeedleSearch.claimReadBuffer}'s buffer, which
+ * lies in that memory, and nothing is copied. One search per thread and needle pair serves every reader.
  */
 import { NEEDLE_SEARCH_WASM } from './needle-search-wasm.js';
 
@@ -25,20 +25,26 @@ const DATA_AT = 1024;
 const PAD = 128;
 const PAGE = 64 * 1024;
 
+/** Size of {@link NeedleSearch.claimReadBuffer}'s buffer: 1 MiB. */
+export const READ_BUFFER_BYTES = 1024 * 1024;
+
 /** Finds the next occurrence of either of two needles. */
 export interface NeedleSearch {
   /**
    * Offset in `haystack` of the first byte of the leftmost occurrence of either needle that begins at or after
    * `from` and lies wholly inside `haystack`; -1 when there is none. Same result as
-   * `min(haystack.indexOf(a, from), haystack.indexOf(b, from))` ignoring -1s.
+   * `min(haystack.indexOf(a, from), haystack.indexOf(b, from))` ignoring -1s. Synchronous and self-contained: one
+   * search may serve any number of readers in a thread.
    */
   indexOf(haystack: Buffer, from: number): number;
   /**
-   * A buffer of the requested size in the search's own memory, to read input into: searching it (or a subarray of
-   * it) copies nothing. The same buffer each call; undefined when the search runs without WebAssembly or was created
-   * without `readBytes`.
+   * A {@link READ_BUFFER_BYTES} buffer in the search's own memory, to read input into: searching it (or a subarray
+   * of it) copies nothing. One reader at a time holds it: undefined while another holds it (or on the fallback);
+   * give it back with {@link NeedleSearch.releaseReadBuffer}.
    */
-  readonly readBuffer: Buffer | undefined;
+  claimReadBuffer(): Buffer | undefined;
+  /** Gives back the buffer {@link NeedleSearch.claimReadBuffer} returned (no-op when it was not claimed). */
+  releaseReadBuffer(buffer: Buffer | undefined): void;
   /** True when the WebAssembly search runs; false on the `Buffer.indexOf` fallback. */
   readonly simd: boolean;
 }
@@ -80,25 +86,42 @@ function indexOfEither(haystack: Buffer, a: Buffer, b: Buffer, from: number): nu
   return i === -1 ? j : Math.min(i, j);
 }
 
+/** Searches made in this thread, by needle pair: instances (and their ~1.3 MiB of memory) are made once, not per file. */
+const shared = new Map<string, NeedleSearch>();
+
 /**
- * A search for needles `a` and `b` (each 1–{@link MAX_NEEDLE_BYTES} bytes; pass one twice to search for one).
- * `readBytes` reserves a {@link NeedleSearch.readBuffer} of that size. `options.wasm: false` forces the fallback
- * (tests). Each search owns its memory (~`readBytes` + 300 KiB); keep one per reader, not one per chunk.
+ * The search for needles `a` and `b` of this thread (each 1–{@link MAX_NEEDLE_BYTES} bytes; pass one twice to search
+ * for one), made on first use and then shared. `options.wasm: false` gives a fallback search (tests).
  * @throws RangeError for an empty or too long needle
  */
-export function needleSearch(a: Buffer, b: Buffer, readBytes = 0, options: { wasm?: boolean } = {}): NeedleSearch {
+export function needleSearch(a: Buffer, b: Buffer, options: { wasm?: boolean } = {}): NeedleSearch {
   for (const n of [a, b]) {
     if (n.length === 0 || n.length > MAX_NEEDLE_BYTES) throw new RangeError(`a needle is 1–${MAX_NEEDLE_BYTES} bytes (got ${n.length})`);
   }
   const mod = options.wasm === false ? null : wasmModule();
   if (mod === null) {
-    return { indexOf: (haystack, from) => indexOfEither(haystack, a, b, from), readBuffer: undefined, simd: false };
+    return {
+      indexOf: (haystack, from) => indexOfEither(haystack, a, b, from),
+      claimReadBuffer: () => undefined,
+      releaseReadBuffer: () => undefined,
+      simd: false,
+    };
   }
+  const key = `${a.toString('hex')}/${b.toString('hex')}`;
+  let search = shared.get(key);
+  if (!search) {
+    search = wasmSearch(mod, a, b);
+    shared.set(key, search);
+  }
+  return search;
+}
+
+function wasmSearch(mod: object, a: Buffer, b: Buffer): NeedleSearch {
   const api = (globalThis as { WebAssembly?: WasmApi }).WebAssembly!;
   const { memory, find } = new api.Instance(mod, {}).exports as Exports;
   const copyAt = DATA_AT;
   const readAt = copyAt + COPY_BYTES + PAD;
-  const bytes = readAt + readBytes + PAD;
+  const bytes = readAt + READ_BUFFER_BYTES + PAD;
   if (bytes > memory.buffer.byteLength) memory.grow(Math.ceil((bytes - memory.buffer.byteLength) / PAGE));
   // Views are made after the last grow (growing detaches the old ArrayBuffer).
   const mem = Buffer.from(memory.buffer);
@@ -106,7 +129,8 @@ export function needleSearch(a: Buffer, b: Buffer, readBytes = 0, options: { was
   b.copy(mem, NEEDLE_B_AT);
   mem.writeUInt32LE(a.length, LENGTHS_AT);
   mem.writeUInt32LE(b.length, LENGTHS_AT + 4);
-  const readBuffer = readBytes > 0 ? mem.subarray(readAt, readAt + readBytes) : undefined;
+  const readBuffer = mem.subarray(readAt, readAt + READ_BUFFER_BYTES);
+  let claimed = false;
   const overlap = Math.max(a.length, b.length) - 1;
 
   const indexOf = (haystack: Buffer, from: number): number => {
@@ -128,5 +152,16 @@ export function needleSearch(a: Buffer, b: Buffer, readBytes = 0, options: { was
     }
     return -1;
   };
-  return { indexOf, readBuffer, simd: true };
+  return {
+    indexOf,
+    claimReadBuffer() {
+      if (claimed) return undefined;
+      claimed = true;
+      return readBuffer;
+    },
+    releaseReadBuffer(buffer) {
+      if (buffer === readBuffer) claimed = false;
+    },
+    simd: true,
+  };
 }

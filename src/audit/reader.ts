@@ -71,8 +71,13 @@ export function createReadStats(): ReadStats {
   return { files: 0, lines: 0, events: 0, tokenUses: 0, malformed: 0, duplicates: 0 };
 }
 
-/** Size of each read from disk: 64 KiB, small enough to stay in L2 cache while it is scanned (see RawSource). */
+/** Size of each read from disk into a fresh buffer (consumers may keep it): 64 KiB (see RawSource). */
 const READ_CHUNK_BYTES = 64 * 1024;
+/**
+ * Size of each read of the fast path into one recycled buffer (`RawSource.readChunkSync`): 1 MiB, which scans ~8 %
+ * faster than 64 KiB (fewer calls, fewer lines split across reads) and is never kept.
+ */
+const RECYCLED_READ_BYTES = 1024 * 1024;
 /** Longest stretch of synchronous reading and scanning before the event loop gets a turn. */
 const YIELD_EVERY_MS = 20;
 /** Output chunk size of the gunzip stream. */
@@ -235,9 +240,16 @@ async function* readOneFile(ctx: FileContext): AsyncGenerator<TokenUse> {
           ? new JsonlScanner(stats, out, ctx.maxLineBytes, format === 'cw-s3-export')
           : new JsonExportScanner(format, stats, out, ctx.maxLineBytes);
       if (!gzip && regular) {
-        // Fast path: the rest of the file is read synchronously into one recycled buffer (see RawSource).
+        // Fast path: the rest of the file is read synchronously into one recycled buffer (see RawSource) — for JSON
+        // lines, the needle search's own memory, so that searching it copies nothing.
         await data.return?.();
-        yield* scanBytes(scanner, out, head.chunks, head.done ? () => undefined : () => rawSource.readChunkSync());
+        const lines: JsonlScanner | undefined = scanner instanceof JsonlScanner ? scanner : undefined;
+        const into = lines?.claimReadBuffer();
+        try {
+          yield* scanBytes(scanner, out, head.chunks, head.done ? () => undefined : () => rawSource.readChunkSync(into));
+        } finally {
+          lines?.release();
+        }
       } else {
         yield* scanBytes(scanner, out, head.chunks, head.done ? () => undefined : data);
       }
@@ -387,11 +399,11 @@ class RawSource {
   }
 
   /**
-   * The next chunk of a regular file, read synchronously into a recycled buffer: valid only until the next
-   * call. `undefined` at the end of the file.
+   * The next chunk of a regular file, read synchronously into `into` (default: a recycled buffer of
+   * RECYCLED_READ_BYTES): valid only until the next call. `undefined` at the end of the file.
    */
-  readChunkSync(): Buffer | undefined {
-    const buf = (this.spare ??= Buffer.allocUnsafeSlow(READ_CHUNK_BYTES));
+  readChunkSync(into?: Buffer): Buffer | undefined {
+    const buf = into ?? (this.spare ??= Buffer.allocUnsafeSlow(RECYCLED_READ_BYTES));
     const n = this.readInto(buf);
     return n === 0 ? undefined : buf.subarray(0, n);
   }

@@ -67,7 +67,7 @@ export type WorkerReply =
     }
   | { type: 'error'; id: number; name: string; message: string; file: string; reason?: string; errno?: string };
 
-/** Read size of range tasks (and gzip streams): 1 MiB reads scan ~8 % faster than 64 KiB ones (fewer calls, fewer split lines). */
+/** Read size of range tasks when the needle search's read buffer (also 1 MiB) is taken: 1 MiB reads scan ~8 % faster than 64 KiB ones. */
 const READ_BYTES = 1024 * 1024;
 /** Read and inflate chunk size of gzip tasks. */
 const GZIP_CHUNK_BYTES = 64 * 1024;
@@ -117,15 +117,15 @@ export function lineStart(fd: number, offset: number, buf: Buffer): number {
 export function scanRange(task: RangeTask, progress?: Progress): { uses: TokenUse[]; stats: ReadStats } {
   const stats = createReadStats();
   const uses: TokenUse[] = [];
-  const scanner = new JsonlScanner(stats, uses, task.maxLineBytes, false, READ_BYTES);
-  // Read straight into the scanner's needle-search memory: nothing is copied again to search it.
-  const buf = scanner.readBuffer ?? Buffer.allocUnsafeSlow(READ_BYTES);
+  const scanner = new JsonlScanner(stats, uses, task.maxLineBytes);
   let fd: number;
   try {
     fd = openSync(task.file, 'r');
   } catch (err) {
     throw new InputError(task.file, `cannot read file (${reason(err)})`, { cause: err });
   }
+  // Read straight into the needle search's memory (1 MiB): nothing is copied again to search it.
+  const buf = scanner.claimReadBuffer() ?? Buffer.allocUnsafeSlow(READ_BYTES);
   try {
     const from = lineStart(fd, task.start, buf);
     // The range ends where the next one starts (`lineStart(end)`): after the first `\n` at or after `end - 1`.
@@ -155,6 +155,7 @@ export function scanRange(task: RangeTask, progress?: Progress): { uses: TokenUs
     scanner.end();
     return { uses, stats };
   } finally {
+    scanner.release();
     closeSync(fd);
   }
 }

@@ -6,9 +6,11 @@
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { COPY_BYTES, MAX_NEEDLE_BYTES, needleSearch } from '../../src/audit/needle-search.js';
+import { COPY_BYTES, MAX_NEEDLE_BYTES, READ_BUFFER_BYTES, needleSearch } from '../../src/audit/needle-search.js';
 import { NEEDLE_SEARCH_WASM } from '../../src/audit/needle-search-wasm.js';
+import { JsonlScanner, createReadStats } from '../../src/audit/reader.js';
 import { TOKEN_ANNOTATION_NEEDLE, UNAUTHORIZED_NEEDLE } from '../../src/audit/records.js';
+import type { TokenUse } from '../../src/audit/types.js';
 // @ts-expect-error -- a plain .mjs script without types
 import { generate } from '../../scripts/gen-wasm.mjs';
 
@@ -43,12 +45,13 @@ const haystack = fc
 describe('needleSearch', () => {
   it('runs the WebAssembly SIMD search on this Node (the fallback is for --jitless)', () => {
     expect(needleSearch(A, B).simd).toBe(true);
-    expect(needleSearch(A, B, 0, { wasm: false }).simd).toBe(false);
+    expect(needleSearch(A, B, { wasm: false }).simd).toBe(false);
+    expect(needleSearch(A, B, { wasm: false }).claimReadBuffer()).toBeUndefined();
   });
 
   it('finds the leftmost of either needle, from any offset, as two Buffer.indexOf calls do (copied haystacks)', () => {
     const simd = needleSearch(A, B);
-    const fallback = needleSearch(A, B, 0, { wasm: false });
+    const fallback = needleSearch(A, B, { wasm: false });
     fc.assert(
       fc.property(haystack, fc.nat(), (h, f) => {
         const from = h.length === 0 ? 0 : f % (h.length + 2);
@@ -61,10 +64,25 @@ describe('needleSearch', () => {
     );
   });
 
-  it('gives the same results on haystacks read into its own memory (readBuffer, no copy), at any offset and length', () => {
-    const search = needleSearch(A, B, 4096);
-    const mem = search.readBuffer!;
-    expect(mem.length).toBe(4096);
+  it('is made once per thread and needle pair; its read buffer is held by one reader at a time', () => {
+    const search = needleSearch(A, B);
+    expect(needleSearch(Buffer.from(A), Buffer.from(B))).toBe(search);
+    expect(needleSearch(B, A)).not.toBe(search);
+    const held = search.claimReadBuffer();
+    expect(held?.length).toBe(READ_BUFFER_BYTES);
+    expect(search.claimReadBuffer()).toBeUndefined();
+    search.releaseReadBuffer(Buffer.alloc(10)); // not the buffer: still held
+    expect(search.claimReadBuffer()).toBeUndefined();
+    search.releaseReadBuffer(held);
+    const again = search.claimReadBuffer();
+    expect(again).toBe(held);
+    search.releaseReadBuffer(again);
+  });
+
+  it('gives the same results on haystacks read into its own memory (read buffer, no copy), at any offset and length', () => {
+    const search = needleSearch(A, B);
+    const mem = search.claimReadBuffer()!;
+    expect(mem.length).toBe(READ_BUFFER_BYTES);
     fc.assert(
       fc.property(haystack, fc.nat(64), (h, offset) => {
         const len = Math.min(h.length, mem.length - offset);
@@ -76,6 +94,7 @@ describe('needleSearch', () => {
       }),
       { numRuns: 300 },
     );
+    search.releaseReadBuffer(mem);
   });
 
   it('finds needles across the 256 KiB pieces a copied haystack is searched in, and at its very end', () => {
@@ -110,6 +129,36 @@ describe('needleSearch', () => {
     );
     expect(() => needleSearch(Buffer.alloc(0), B)).toThrow(RangeError);
     expect(() => needleSearch(A, Buffer.alloc(MAX_NEEDLE_BYTES + 1, 'a'))).toThrow(RangeError);
+  });
+
+  it('JsonlScanner: one scanner at a time reads into the search memory, and scans the same either way', () => {
+    const line = (id: string, annotation: string) =>
+      `${JSON.stringify({ kind: 'Event', apiVersion: 'audit.k8s.io/v1', auditID: id, stage: 'ResponseComplete', verb: 'get', user: { username: 'system:serviceaccount:kube-system:multus' }, requestReceivedTimestamp: '2022-05-19T11:38:39.000000Z', stageTimestamp: '2022-05-19T11:38:39.000100Z', annotations: { [annotation]: 'subject: system:serviceaccount:kube-system:multus, seconds after warning threshold: 4000' } })}\n`;
+    const input = Buffer.from(line('a', 'authentication.k8s.io/stale-token') + line('b', 'authorization.k8s.io/reason') + 'not json\n');
+    const scan = (into: Buffer | undefined, scanner: JsonlScanner, uses: TokenUse[]) => {
+      const buf = into ?? Buffer.alloc(input.length);
+      input.copy(buf);
+      scanner.push(buf.subarray(0, input.length));
+      scanner.end();
+      return uses.map((u) => u.auditID);
+    };
+    const s1 = { stats: createReadStats(), uses: [] as TokenUse[] };
+    const first = new JsonlScanner(s1.stats, s1.uses);
+    const s2 = { stats: createReadStats(), uses: [] as TokenUse[] };
+    const second = new JsonlScanner(s2.stats, s2.uses);
+    const held = first.claimReadBuffer();
+    expect(held).toBeDefined();
+    expect(second.claimReadBuffer()).toBeUndefined(); // held by the first
+    expect(scan(held, first, s1.uses)).toEqual(['a']);
+    expect(scan(undefined, second, s2.uses)).toEqual(['a']);
+    expect(s1.stats).toEqual(s2.stats);
+    expect(s1.stats).toMatchObject({ lines: 3, events: 2, malformed: 1 });
+    // end() gave it back; release() too (a reader that stops early).
+    const third = new JsonlScanner(createReadStats(), []);
+    expect(third.claimReadBuffer()).toBe(held);
+    third.release();
+    expect(new JsonlScanner(createReadStats(), []).claimReadBuffer()).toBe(held);
+    needleSearch(A, B).releaseReadBuffer(held);
   });
 
   it('the committed module is what scripts/gen-wasm.mjs makes of needle-search.wat (run `npm run gen:wasm` after editing it)', async () => {
