@@ -147,7 +147,7 @@ describe('Dockerfile', () => {
     expect(build).toContain("main: 'src/cli/main.ts'");
     expect(build).toContain("worker: 'src/scan/worker.ts'");
     expect(build).toContain("default: 'dist'");
-    expect(build).toContain('outdir: `${outDir}/cli`');
+    expect(build).toMatch(/outdir: `\$\{outDir\}\/cli`/);
     expect(existsSync(join(ROOT, 'src/cli/main.ts'))).toBe(true);
     expect(pkg.files).toEqual(expect.arrayContaining(['bin/', 'dist/']));
   });
