@@ -14,7 +14,7 @@ import { open } from 'node:fs/promises';
 import { createGunzip } from 'node:zlib';
 import pLimit from 'p-limit';
 import { isGzip } from '../audit/formats.js';
-import { eventTimeMs, isAuditEvent } from '../audit/token-use.js';
+import { eventTimeMs, isAuditEvent, parseRfc3339Ms } from '../audit/token-use.js';
 
 const S3_PREFIX_RE = /^\d{4}-\d{2}-\d{2}T\S{1,40}[ \t]+(\{.*)$/;
 
@@ -25,14 +25,19 @@ export const TAIL_BYTES = 256 * 1024;
  * Latest event time (`requestReceivedTimestamp`, else `stageTimestamp`; `eventTimeMs` of the audit
  * module) among the complete JSON lines in `tail`, epoch ms UTC; undefined when none is an audit event.
  * The first line is skipped when `partialFirst` (the window starts mid-line). Pure.
+ *
+ * Lines are taken from the last one back (the newest come last, so the latest time is found early), and a line is
+ * `JSON.parse`d only when {@link eventTimeUpperBound} says it could hold a later time: on many small files this skips
+ * most of the parsing (10,000 files of 300 KB: 256 KiB of tail each) with the same result.
  */
 export function latestEventTimeInTail(tail: Buffer, partialFirst: boolean): number | undefined {
   const lines = tail.toString('utf8').split('\n');
   let latest: number | undefined;
-  for (let i = partialFirst ? 1 : 0; i < lines.length; i++) {
+  for (let i = lines.length - 1; i >= (partialFirst ? 1 : 0); i--) {
     let line = lines[i]?.trim();
     if (line && line[0] !== '{') line = S3_PREFIX_RE.exec(line)?.[1]; // `<timestamp> {…}` (CloudWatch export to S3)
     if (line?.[0] !== '{') continue;
+    if (latest !== undefined && eventTimeUpperBound(line) <= latest) continue;
     let value: unknown;
     try {
       value = JSON.parse(line);
@@ -44,6 +49,38 @@ export function latestEventTimeInTail(tail: Buffer, partialFirst: boolean): numb
     if (t !== undefined && (latest === undefined || t > latest)) latest = t;
   }
   return latest;
+}
+
+/** The two keys `eventTimeMs` reads, as they appear in JSON text (with their quotes). */
+const TIME_KEYS = ['"requestReceivedTimestamp"', '"stageTimestamp"'] as const;
+/** `\u0040`–`\u007f` escapes: a key spelled with escaped letters would hide from a text search (Go never writes them). */
+const ESCAPED_LETTER_RE = /\\u00[4-7][0-9a-f]/i;
+
+/**
+ * An upper bound of the time `eventTimeMs(JSON.parse(line))` gives, epoch ms UTC, from the text alone: the latest
+ * of every string value written after a `"requestReceivedTimestamp"` or `"stageTimestamp"` key anywhere in the line
+ * (the event's own keys among them, so its time cannot be later); -Infinity when there is none (no time at all);
+ * Infinity when the text cannot be trusted (a value or a key with escapes). Pure.
+ */
+export function eventTimeUpperBound(line: string): number {
+  if (line.includes('\\u') && ESCAPED_LETTER_RE.test(line)) return Number.POSITIVE_INFINITY;
+  let bound = Number.NEGATIVE_INFINITY;
+  for (const key of TIME_KEYS) {
+    for (let at = line.indexOf(key); at !== -1; at = line.indexOf(key, at + 1)) {
+      let i = at + key.length;
+      while (line[i] === ' ' || line[i] === '\t') i++;
+      if (line[i] !== ':') continue; // a string value, not a key
+      i++;
+      while (line[i] === ' ' || line[i] === '\t') i++;
+      if (line[i] !== '"') continue; // not a string: eventTimeMs ignores it
+      const end = line.indexOf('"', i + 1);
+      const raw = end === -1 ? '' : line.slice(i + 1, end);
+      if (end === -1 || raw.includes('\\')) return Number.POSITIVE_INFINITY;
+      const t = parseRfc3339Ms(raw);
+      if (t !== undefined && t > bound) bound = t;
+    }
+  }
+  return bound;
 }
 
 async function plainTail(file: string, size: number): Promise<{ tail: Buffer; partialFirst: boolean }> {

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { latestEventTimeInTail } from '../../src/scan/latest-event.js';
+import fc from 'fast-check';
+import { eventTimeMs, isAuditEvent } from '../../src/audit/token-use.js';
+import { eventTimeUpperBound, latestEventTimeInTail } from '../../src/scan/latest-event.js';
 
 const line = (id: string, received: string, stage = received) =>
   JSON.stringify({ kind: 'Event', auditID: id, requestReceivedTimestamp: received, stageTimestamp: stage });
@@ -37,5 +39,69 @@ describe('latestEventTimeInTail', () => {
     );
     expect(latestEventTimeInTail(Buffer.from('"@timestamp","@message"\n'), false)).toBeUndefined();
     expect(latestEventTimeInTail(Buffer.alloc(0), false)).toBeUndefined();
+  });
+});
+
+/** The reference: every line parsed, front to back (what latestEventTimeInTail did before it skipped lines). */
+function parseEveryLine(tail: Buffer, partialFirst: boolean): number | undefined {
+  let latest: number | undefined;
+  const lines = tail.toString('utf8').split('\n');
+  for (let i = partialFirst ? 1 : 0; i < lines.length; i++) {
+    let line = lines[i]?.trim();
+    if (line && line[0] !== '{') line = /^\d{4}-\d{2}-\d{2}T\S{1,40}[ \t]+(\{.*)$/.exec(line)?.[1];
+    if (line?.[0] !== '{') continue;
+    let v: unknown;
+    try {
+      v = JSON.parse(line);
+    } catch {
+      continue;
+    }
+    if (!isAuditEvent(v)) continue;
+    const t = eventTimeMs(v);
+    if (t !== undefined && (latest === undefined || t > latest)) latest = t;
+  }
+  return latest;
+}
+
+describe('latestEventTimeInTail skips only lines that cannot hold a later time', () => {
+  const time = fc.date({ min: new Date('2026-01-01T00:00:00Z'), max: new Date('2026-12-31T00:00:00Z'), noInvalidDate: true }).map((d) => d.toISOString().replace('Z', '123Z'));
+  const value = fc.oneof(time, fc.constantFrom('not a time', '', '2026-02-30T00:00:00Z'), fc.constant(7), fc.constant(null));
+  /** Keys written in the ways a text search could miss or misread: spaces, escapes, nesting, as values. */
+  const line = fc
+    .record(
+      {
+        auditID: fc.constantFrom('a', 'b', ''),
+        requestReceivedTimestamp: value,
+        stageTimestamp: value,
+        requestObject: fc.record({ requestReceivedTimestamp: value, note: fc.constantFrom('requestReceivedTimestamp', 'x\\"stageTimestamp\\":\\"2026-12-30T00:00:00Z') }, { requiredKeys: [] }),
+      },
+      { requiredKeys: [] },
+    )
+    .chain((o) =>
+      fc.constantFrom(
+        JSON.stringify(o),
+        JSON.stringify(o, null, 0).replaceAll('":', '" : '),
+        JSON.stringify(o).replace('"requestReceivedTimestamp"', '"requestReceived\\u0054imestamp"'),
+        JSON.stringify(o).replace('"stageTimestamp":"', '"stageTimestamp":"\\u0032'),
+        `2026-11-30T00:00:00.000Z ${JSON.stringify(o)}`,
+        '{"cut": ',
+      ),
+    );
+
+  it('gives what parsing every line gives, for random tails (property)', () => {
+    fc.assert(
+      fc.property(fc.array(line, { maxLength: 30 }), fc.boolean(), (lines, partialFirst) => {
+        const tail = Buffer.from(lines.join('\n'));
+        expect(latestEventTimeInTail(tail, partialFirst)).toBe(parseEveryLine(tail, partialFirst));
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('bounds: the latest time string after either key, -Infinity without one, Infinity for escapes', () => {
+    expect(eventTimeUpperBound('{"auditID":"a","requestReceivedTimestamp":"2026-11-20T10:00:00Z","stageTimestamp" : "2026-11-20T10:00:01Z"}')).toBe(Date.parse('2026-11-20T10:00:01Z'));
+    expect(eventTimeUpperBound('{"auditID":"a","note":"requestReceivedTimestamp"}')).toBe(Number.NEGATIVE_INFINITY);
+    expect(eventTimeUpperBound('{"requestReceived\\u0054imestamp":"2026-11-20T10:00:00Z"}')).toBe(Number.POSITIVE_INFINITY);
+    expect(eventTimeUpperBound('{"stageTimestamp":"2026-11-20T10:00:0\\u0030Z"}')).toBe(Number.POSITIVE_INFINITY);
   });
 });
