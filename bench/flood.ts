@@ -4,17 +4,19 @@
  * Anyone who can reach the API server can make audit-logged 401s, each from its own source IP and user agent. This
  * prints peak RSS for 1,000,000 such events (default) through:
  *   1. `tokenwatch scan`: a JSON-lines audit log of N 401 events (`bench/data/flood-<N>.jsonl`, git-ignored, written
- *      once), scanned in a child process; its peak RSS (`process.resourceUsage().maxRSS`);
+ *      once), scanned in a child process with one thread and with the default `--jobs` (worker threads); its peak RSS
+ *      (`process.resourceUsage().maxRSS`);
  *   2. the live pipeline's per-poll path (what `src/runtime/poller.ts` does after reading): reload the token records from
  *      the SQLite store, merge the poll's new uses in a `TokenAggregator`, write the records back, build findings —
  *      over 10 polls of N/10 uses, in this process; its peak RSS, the records kept and the evidence lines.
- * The Deployment's memory limit is 512 MiB (manifests/); both figures must stay well under it.
+ * The Deployment's memory limit is 512 MiB (manifests/): the poll path, which the Deployment runs, must stay well under
+ * it (the exit code says whether it did). `scan` runs on an operator's machine; its figures are printed for comparison.
  *
  * Usage: `npm run bench:flood -- [--events N]` (also run at the end of `npm run bench`). Not part of `npm test`.
  */
 import { spawnSync } from 'node:child_process';
 import { createWriteStream, existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { once } from 'node:events';
@@ -81,10 +83,15 @@ async function main(): Promise<void> {
     await writeLog(file, events);
   }
 
-  // 1. scan, in a child process so its peak RSS is its own.
-  const scan = spawnSync(process.execPath, ['--import', 'tsx', join(ROOT, 'bench', 'scan-rss.ts'), file], { cwd: ROOT, encoding: 'utf8' });
-  if (scan.status !== 0) throw new Error(`scan failed: ${scan.stderr}`);
-  const scanRssMiB = Number(scan.stdout.trim()) / 1024;
+  // 1. scan, in a child process so its peak RSS is its own: one thread, then the CLI's default --jobs.
+  const jobs = availableParallelism();
+  const scanRss = (j: number): number => {
+    const scan = spawnSync(process.execPath, ['--import', 'tsx', join(ROOT, 'bench', 'scan-rss.ts'), String(j), file], { cwd: ROOT, encoding: 'utf8' });
+    if (scan.status !== 0) throw new Error(`scan failed: ${scan.stderr}`);
+    return Number(scan.stdout.trim()) / 1024;
+  };
+  const serialRssMiB = scanRss(1);
+  const scanRssMiB = jobs > 1 ? scanRss(jobs) : serialRssMiB;
 
   // 2. the poll path, in this process.
   const dir = mkdtempSync(join(tmpdir(), 'tokenwatch-flood-'));
@@ -113,13 +120,13 @@ async function main(): Promise<void> {
 
   const lines = [
     `401 flood: ${events.toLocaleString('en-US')} rejected requests, each from its own source IP and user agent`,
-    `  scan           peak RSS ${scanRssMiB.toFixed(0)} MiB`,
+    `  scan           peak RSS ${serialRssMiB.toFixed(0)} MiB with --jobs 1, ${scanRssMiB.toFixed(0)} MiB with --jobs ${jobs} (the default here)`,
     `  poll path      peak RSS ${pollRssMiB.toFixed(0)} MiB (10 polls; ${records} token records kept, ${evidence} evidence lines)`,
     `  overflow line  ${sourcesLine.slice(0, 160)}`,
-    `  limit          ${LIMIT_MIB} MiB (the Deployment's memory limit): ${Math.max(scanRssMiB, pollRssMiB) < LIMIT_MIB ? 'OK' : 'EXCEEDED'}`,
+    `  limit          ${LIMIT_MIB} MiB (the Deployment's memory limit), for the poll path the Deployment runs: ${pollRssMiB < LIMIT_MIB ? 'OK' : 'EXCEEDED'}`,
   ];
   process.stdout.write(`${lines.join('\n')}\n`);
-  if (Math.max(scanRssMiB, pollRssMiB) >= LIMIT_MIB) process.exitCode = 1;
+  if (pollRssMiB >= LIMIT_MIB) process.exitCode = 1;
 }
 
 await main();
