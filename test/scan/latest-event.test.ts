@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { eventTimeMs, isAuditEvent } from '../../src/audit/token-use.js';
-import { eventTimeUpperBound, latestEventTimeInTail } from '../../src/scan/latest-event.js';
+import { eventTimeUpperBounds, latestEventTimeInTail } from '../../src/scan/latest-event.js';
 
 const line = (id: string, received: string, stage = received) =>
   JSON.stringify({ kind: 'Event', auditID: id, requestReceivedTimestamp: received, stageTimestamp: stage });
@@ -64,7 +64,17 @@ function parseEveryLine(tail: Buffer, partialFirst: boolean): number | undefined
 }
 
 describe('latestEventTimeInTail skips only lines that cannot hold a later time', () => {
-  const time = fc.date({ min: new Date('2026-01-01T00:00:00Z'), max: new Date('2026-12-31T00:00:00Z'), noInvalidDate: true }).map((d) => d.toISOString().replace('Z', '123Z'));
+  // Times a few seconds apart, written as the API server does (microseconds, Z) and in the other RFC 3339 forms.
+  const time = fc
+    .tuple(fc.integer({ min: 0, max: 20_000 }), fc.constantFrom('micro', 'plain', 'offset', 'lower', 'nano'))
+    .map(([ms, form]) => {
+      const iso = new Date(Date.UTC(2026, 10, 20) + ms).toISOString();
+      if (form === 'micro') return iso.replace('Z', '123Z');
+      if (form === 'plain') return `${iso.slice(0, 19)}Z`;
+      if (form === 'offset') return `${iso.slice(0, 19)}+00:00`;
+      if (form === 'lower') return iso.replace('T', 't');
+      return iso.replace('Z', '123456Z');
+    });
   const value = fc.oneof(time, fc.constantFrom('not a time', '', '2026-02-30T00:00:00Z'), fc.constant(7), fc.constant(null));
   /** Keys written in the ways a text search could miss or misread: spaces, escapes, nesting, as values. */
   const line = fc
@@ -98,10 +108,22 @@ describe('latestEventTimeInTail skips only lines that cannot hold a later time',
     );
   });
 
-  it('bounds: the latest time string after either key, -Infinity without one, Infinity for escapes', () => {
-    expect(eventTimeUpperBound('{"auditID":"a","requestReceivedTimestamp":"2026-11-20T10:00:00Z","stageTimestamp" : "2026-11-20T10:00:01Z"}')).toBe(Date.parse('2026-11-20T10:00:01Z'));
-    expect(eventTimeUpperBound('{"auditID":"a","note":"requestReceivedTimestamp"}')).toBe(Number.NEGATIVE_INFINITY);
-    expect(eventTimeUpperBound('{"requestReceived\\u0054imestamp":"2026-11-20T10:00:00Z"}')).toBe(Number.POSITIVE_INFINITY);
-    expect(eventTimeUpperBound('{"stageTimestamp":"2026-11-20T10:00:0\\u0030Z"}')).toBe(Number.POSITIVE_INFINITY);
+  it('bounds per line: the latest time string after either key, -Infinity without one, Infinity for escapes', () => {
+    const lines = [
+      '{"auditID":"a","requestReceivedTimestamp":"2026-11-20T10:00:00Z","stageTimestamp" : "2026-11-20T10:00:01.5Z"}',
+      '{"auditID":"a","note":"requestReceivedTimestamp"}',
+      '{"requestReceived\\u0054imestamp":"2026-11-20T10:00:00Z"}',
+      '{"stageTimestamp":"2026-11-20T10:00:0\\u0030Z"}',
+      '{"stageTimestamp":"2026-11-20T11:00:00+01:00"}',
+      '{"stageTimestamp":"2026-11-20T10:00:00.999999',
+    ];
+    expect([...eventTimeUpperBounds(lines.join('\n'))]).toEqual([
+      Date.parse('2026-11-20T10:00:01.500Z'),
+      Number.NEGATIVE_INFINITY,
+      Number.POSITIVE_INFINITY,
+      Number.POSITIVE_INFINITY,
+      Date.parse('2026-11-20T10:00:00Z'),
+      Number.POSITIVE_INFINITY,
+    ]);
   });
 });
