@@ -55,9 +55,10 @@ export function latestEventTimeInTail(tail: Buffer, partialFirst: boolean): numb
 
 /**
  * A key `eventTimeMs` reads followed by its string value: the value, then what ends it (`"`, or `\\` for a value with
- * escapes, which cannot be read from the text; nothing when the line ends first). Whitespace as JSON allows it.
+ * escapes, which cannot be read from the text; nothing when the line ends first). Whitespace as JSON allows it within
+ * a line (RFC 8259 §2: space, tab, CR; a line feed ends the line).
  */
-const TIME_VALUE_RE = /"(?:requestReceivedTimestamp|stageTimestamp)"[ \t]*:[ \t]*"([^"\\\n]*)(["\\]?)/g;
+const TIME_VALUE_RE = /"(?:requestReceivedTimestamp|stageTimestamp)"[ \t\r]*:[ \t\r]*"([^"\\\n]*)(["\\]?)/g;
 /** `\u0040`–`\u007f` escapes: a key spelled with escaped letters would hide from a text search (Go never writes them). */
 const ESCAPED_LETTER_RE = /\\u00[4-7][0-9a-f]/gi;
 

@@ -91,6 +91,7 @@ describe('latestEventTimeInTail skips only lines that cannot hold a later time',
       fc.constantFrom(
         JSON.stringify(o),
         JSON.stringify(o, null, 0).replaceAll('":', '" : '),
+        JSON.stringify(o).replaceAll('":', '"\r:\t\r'),
         JSON.stringify(o).replace('"requestReceivedTimestamp"', '"requestReceived\\u0054imestamp"'),
         JSON.stringify(o).replace('"stageTimestamp":"', '"stageTimestamp":"\\u0032'),
         `2026-11-30T00:00:00.000Z ${JSON.stringify(o)}`,
@@ -106,6 +107,15 @@ describe('latestEventTimeInTail skips only lines that cannot hold a later time',
       }),
       { numRuns: 500 },
     );
+  });
+
+  it('a key followed by CR before its colon still counts (JSON whitespace; found by the new-user trial)', () => {
+    const ev = (id: string, t: string, sep: string) =>
+      `{"kind":"Event","auditID":"${id}","requestReceivedTimestamp"${sep}"${t}","stageTimestamp"${sep}"${t}"}`;
+    const a = ev('a', '2026-11-28T00:00:00.000000Z', '\r:');
+    const b = ev('b', '2026-11-10T00:00:00.000000Z', ':');
+    expect(latestEventTimeInTail(Buffer.from(`${a}\n${b}\n`), false)).toBe(Date.parse('2026-11-28T00:00:00Z'));
+    expect(latestEventTimeInTail(Buffer.from(`${b}\n${a}\n`), false)).toBe(Date.parse('2026-11-28T00:00:00Z'));
   });
 
   it('bounds per line: the latest time string after either key, -Infinity without one, Infinity for escapes', () => {
