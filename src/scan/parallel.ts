@@ -24,13 +24,15 @@ import pLimit from 'p-limit';
 import { DETECT_HEAD_BYTES, detectFormat, isGzip } from '../audit/formats.js';
 import { DEFAULT_MAX_LINE_BYTES, countOnce, noAuditEventError, type ReadProgress } from '../audit/reader.js';
 import { InputError, type InputFormat, type ReadNotice, type ReadStats, type TokenUse } from '../audit/types.js';
-import type { WorkerReply, WorkerTask } from './worker.js';
+import type { WorkerMessage, WorkerReply, WorkerTask } from './worker.js';
 
 /**
- * Inputs smaller than this in all (16 MiB; gzip files counted uncompressed, see `inputBytes`) are read on the main
- * thread: a worker costs tens of ms to start, about what one core scans 16 MiB in.
+ * Inputs smaller than this in all (64 MiB; gzip files counted uncompressed, see `inputBytes`) are read on the main
+ * thread: a worker costs ~50 ms to start (its own V8, the bundle's chunks, the WebAssembly search), about what one core
+ * scans 64 MiB of plain JSON lines in. Measured on the 2-CPU development VM (`npm run bench` and README "Benchmark"):
+ * two threads pay off from ~64 MiB of gzip input and a few hundred MiB of plain lines.
  */
-export const PARALLEL_MIN_BYTES = 16 * 1024 * 1024;
+export const PARALLEL_MIN_BYTES = 64 * 1024 * 1024;
 
 /** Tasks handed to the pool ahead of the merge, per worker (bounds the results held while earlier ones finish). */
 const TASKS_AHEAD_PER_WORKER = 4;
@@ -218,7 +220,9 @@ export const WORKER_DATA = { tokenwatchScanWorker: true } as const;
 /**
  * Tasks a worker thread holds at once: the one it runs and the next, queued in the worker. The pool's own thread
  * hands out tasks only between its own ranges (a range scan blocks it for ~10 ms), so a worker given one task at a
- * time would sit idle until then after each task; with a second one queued it goes straight on.
+ * time would sit idle until then after each task; with a second one queued it goes straight on. A worker gets none
+ * before it says it is ready: one that is still starting (~50 ms) would hold them while the calling thread, done with
+ * the rest, waits.
  */
 const TASKS_PER_WORKER = 2;
 
@@ -228,23 +232,25 @@ const TASKS_PER_WORKER = 2;
  * `size - 1` worker threads, started as tasks arrive. Tasks the calling thread takes run between event-loop turns
  * (a range scan blocks it for one range, ≤ 16 MiB), one at a time; a worker holds up to {@link TASKS_PER_WORKER}
  * and runs them one after the other (`worker.ts`). A worker that dies (uncaught error, `process.exit`) fails the
- * tasks it held and every task after it.
+ * tasks it held and every task after it. `callingThread: false` leaves every task to `size` worker threads (tests).
  */
-export function workerPool(size: number, entry: URL = workerEntry()): TaskRunner {
+export function workerPool(size: number, entry: URL = workerEntry(), callingThread = true): TaskRunner {
   type Job = { task: WorkerTask; onReply: (r: WorkerReply) => void };
   interface Slot {
     worker?: Worker;
+    /** A worker posted `ready` (the calling thread's slot is always ready). */
+    ready: boolean;
     /** Tasks given to this reader and not finished, in the order it runs them. */
     jobs: Job[];
   }
   const queue: Job[] = [];
-  const inline: Slot = { jobs: [] };
-  const slots: Slot[] = [inline];
+  const inline: Slot = { ready: callingThread, jobs: [] };
+  const slots: Slot[] = callingThread ? [inline] : [];
   let broken: Error | undefined;
   let closed = false;
   let runInline: Promise<typeof import('./worker.js')['runTask']> | undefined;
 
-  const capacity = (slot: Slot): number => (slot.worker ? TASKS_PER_WORKER : 1);
+  const capacity = (slot: Slot): number => (!slot.ready ? 0 : slot.worker ? TASKS_PER_WORKER : 1);
   const fail = (err: Error): void => {
     if (broken) return;
     broken = err;
@@ -277,8 +283,12 @@ export function workerPool(size: number, entry: URL = workerEntry()): TaskRunner
   };
   const spawn = (): Slot => {
     const worker = new Worker(entry, { workerData: WORKER_DATA });
-    const slot: Slot = { worker, jobs: [] };
-    worker.on('message', (r: WorkerReply) => finished(slot, r));
+    const slot: Slot = { worker, ready: false, jobs: [] };
+    worker.on('message', (m: WorkerMessage) => {
+      if (m.type !== 'ready') return finished(slot, m);
+      slot.ready = true;
+      fill(slot);
+    });
     worker.on('error', (err) => fail(err));
     worker.on('exit', (code) => {
       if (!closed) fail(new TokenwatchError(ErrorCode.ScanWorkerFailed, `worker exited with code ${code}`));
@@ -293,7 +303,7 @@ export function workerPool(size: number, entry: URL = workerEntry()): TaskRunner
       }
       queue.push({ task, onReply });
       // Start readers while there are fewer than `size` (the calling thread first), then fill free capacity in order.
-      if (inline.jobs.length === 0) return fill(inline);
+      if (callingThread && inline.jobs.length === 0) return fill(inline);
       if (slots.length < size) return fill(slots[slots.push(spawn()) - 1]!);
       for (const slot of slots) if (slot.jobs.length < capacity(slot)) return fill(slot);
     },

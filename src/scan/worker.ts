@@ -67,6 +67,9 @@ export type WorkerReply =
     }
   | { type: 'error'; id: number; name: string; message: string; file: string; reason?: string; errno?: string };
 
+/** What a worker thread posts: its task replies, and once, when it has loaded and listens for tasks, `ready`. */
+export type WorkerMessage = WorkerReply | { type: 'ready' };
+
 /** Read size of range tasks when the needle search's read buffer (also 1 MiB) is taken: 1 MiB reads scan ~8 % faster than 64 KiB ones. */
 const READ_BYTES = 1024 * 1024;
 /** Read and inflate chunk size of gzip tasks. */
@@ -281,6 +284,7 @@ if (parentPort && (workerData as { tokenwatchScanWorker?: unknown } | null)?.tok
   port.on('message', (task: WorkerTask) => {
     running = running.then(() => runTask(task, post));
   });
+  port.postMessage({ type: 'ready' } satisfies WorkerMessage);
 }
 
 export { DEFAULT_MAX_LINE_BYTES };

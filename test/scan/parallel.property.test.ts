@@ -255,14 +255,40 @@ describe('parallel read', () => {
   });
 
   it('a worker thread that dies fails the read with an error naming it (no hang)', async () => {
+    // As worker.ts does: says it is ready (the pool sends no task before), then dies on its first task.
     const dying = tmpFile('.mjs');
-    await writeFile(dying, "import { parentPort } from 'node:worker_threads';\nparentPort.on('message', () => process.exit(3));\n");
+    await writeFile(
+      dying,
+      "import { parentPort } from 'node:worker_threads';\nparentPort.on('message', () => process.exit(3));\nparentPort.postMessage({ type: 'ready' });\n",
+    );
     const f = tmpFile('.log');
     await writeFile(f, `${event('d', 'stale', 1)}\n`.repeat(100));
     const plan = await planParallelRead([f], { jobs: 2, minBytes: 0, partBytes: 1000 });
-    const err = await parallel(plan!, workerPool(2, new URL(`file://${dying}`))).catch((e: unknown) => e);
+    const err = await parallel(plan!, workerPool(2, new URL(`file://${dying}`), false)).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(Error);
     expect((err as Error).message).toBe('scan worker failed: worker exited with code 3');
+  });
+
+  it('a worker thread that cannot start fails the read too (it is given no task before it is ready)', async () => {
+    const broken = tmpFile('.mjs');
+    await writeFile(broken, "throw new Error('cannot load');\n");
+    const f = tmpFile('.log');
+    await writeFile(f, `${event('d', 'stale', 1)}\n`.repeat(100));
+    const plan = await planParallelRead([f], { jobs: 2, minBytes: 0, partBytes: 1000 });
+    const err = await parallel(plan!, workerPool(2, new URL(`file://${broken}`), false)).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(Error);
+    expect((err as Error).message).toMatch(/^scan worker failed: cannot load/);
+  });
+
+  it('a worker that is not ready yet gets no task: the calling thread reads everything meanwhile', async () => {
+    const silent = tmpFile('.mjs'); // never says ready
+    await writeFile(silent, "import { parentPort } from 'node:worker_threads';\nparentPort.on('message', () => process.exit(4));\n");
+    const f = tmpFile('.log');
+    await writeFile(f, `${event('d', 'stale', 1)}\n`.repeat(100));
+    const plan = await planParallelRead([f], { jobs: 2, minBytes: 0, partBytes: 1000 });
+    expect(plan!.tasks.length).toBeGreaterThan(2);
+    const got = await parallel(plan!, workerPool(2, new URL(`file://${silent}`)));
+    expect(got.stats.lines).toBe(100);
   });
 
   it('checks every file before reading any, as the serial reader does', async () => {
