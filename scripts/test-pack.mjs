@@ -54,10 +54,10 @@ try {
   const out = JSON.parse(run(['scan', '--audit-log', ...audit, '--cluster', 'prod-eks', '--cluster-snapshot', join(ex, 'cluster-snapshot.json'), '--format', 'json']));
   check('tokenwatch scan (bundled examples)', out.findings.length > 0, `${out.findings.length} findings`);
 
-  // Over the 16 MiB parallel threshold: the example's lines, repeated (repeats count as duplicates).
+  // Over the 64 MiB parallel threshold: the example's lines, repeated (repeats count as duplicates).
   const lines = readFileSync(join(ex, 'audit', 'kube-apiserver-audit.log'));
   const big = join(dir, 'big-audit.log');
-  writeFileSync(big, Buffer.concat(Array.from({ length: Math.ceil((17 * 1024 * 1024) / lines.length) }, () => lines)));
+  writeFileSync(big, Buffer.concat(Array.from({ length: Math.ceil((65 * 1024 * 1024) / lines.length) }, () => lines)));
   const scanBig = (jobs) => run(['scan', '--audit-log', big, '--cluster', 'prod-eks', '--format', 'json', '--jobs', jobs]);
   const [serial, threads] = [scanBig('1'), scanBig('2')];
   const parsed = JSON.parse(threads);

@@ -41,7 +41,7 @@ export interface ScanOptions {
   /** A JSON line or CSV record longer than this is skipped (see `ReadOptions.maxLineBytes`). Default 64 MiB. */
   maxLineBytes?: number;
   /**
-   * Worker threads for reading, ≥ 1; default 1 (serial). More than 1 reads large inputs (≥ 16 MiB in all) on that
+   * Worker threads for reading, ≥ 1; default 1 (serial). More than 1 reads large inputs (≥ 64 MiB in all) on that
    * many `node:worker_threads` workers with identical results (see `parallel.ts`); callers should cap it at
    * `maxJobs()` (`os.availableParallelism()`), as the CLI's `--jobs` does.
    */

@@ -63,11 +63,11 @@ describe('tokenwatch scan --jobs', () => {
           requestReceivedTimestamp: `2026-11-20T10:${String(Math.floor(i / 1000) % 60).padStart(2, '0')}:00.000000Z`,
           annotations: stale
             ? { 'authentication.k8s.io/stale-token': `subject: system:serviceaccount:kube-system:sa-${i % 3}, seconds after warning threshold: ${i}` }
-            : { 'authorization.k8s.io/decision': 'allow', pad: 'x'.repeat(200) },
+            : { 'authorization.k8s.io/decision': 'allow', pad: 'x'.repeat(1100) }, // 60,000 lines ≈ 72 MB: above the 64 MiB threshold
         }),
       );
     }
-    writeFileSync(file, `${lines.join('\n')}\n`); // ~20 MB
+    writeFileSync(file, `${lines.join('\n')}\n`); // ~72 MB
     const args = ['scan', '--format', 'json', '--audit-log', file];
     const [one, two] = await Promise.all([runCli([...args, '--jobs', '1']), runCli([...args, '--jobs', '2'])]);
     expect(one.stderr).toBe('');
