@@ -9,15 +9,17 @@
  * plus, for information: a 1 MiB file scan, the serial (`--jobs 1`) scan against grep (the per-core scanner's
  * distance from 1.0×), and a check that `--jobs 1` and the default print the same JSON.
  *
- * Usage: `npm run bench -- [--size-mb N] [--gz-files N] [--runs N] [--regenerate]`
- *   --size-mb N     size of the synthetic log in MiB (default 1024; also TOKENWATCH_BENCH_SIZE_MB)
- *   --gz-files N    rotated .gz files the same log is split into (default 16)
- *   --runs N        timed runs per tool, best kept (default 3)
- *   --regenerate    rewrite the inputs even if they exist
+ * Usage: `npm run bench -- [--size-mb N] [--gz-files N] [--runs N] [--regenerate] [--flood-events N | --no-flood]`
+ *   --size-mb N        size of the synthetic log in MiB (default 1024; also TOKENWATCH_BENCH_SIZE_MB)
+ *   --gz-files N       rotated .gz files the same log is split into (default 16)
+ *   --runs N           timed runs per tool, best kept (default 3)
+ *   --regenerate       rewrite the inputs even if they exist
+ *   --flood-events N   events of the 401-flood benchmark run afterwards (bench/flood.ts `--events`; default 1,000,000)
+ *   --no-flood         do not run the 401-flood benchmark afterwards
  *
  * Inputs are written once under `bench/data/` (git-ignored) and reused. Not part of `npm test`.
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import {
   closeSync,
   copyFileSync,
@@ -55,9 +57,12 @@ interface Args {
   gzFiles: number;
   runs: number;
   regenerate: boolean;
+  /** `--flood-events N`: passed to bench/flood.ts as `--events N`; `--no-flood` skips it. */
+  floodEvents?: number;
+  flood: boolean;
 }
 
-const USAGE = 'usage: npm run bench -- [--size-mb N] [--gz-files N] [--runs N] [--regenerate]';
+const USAGE = 'usage: npm run bench -- [--size-mb N] [--gz-files N] [--runs N] [--regenerate] [--flood-events N | --no-flood]';
 
 function positiveInt(flag: string, raw: string | undefined): number {
   const v = Number(raw);
@@ -72,6 +77,7 @@ function parseArgs(argv: string[], env: NodeJS.ProcessEnv): Args {
     gzFiles: 16,
     runs: 3,
     regenerate: false,
+    flood: true,
   };
   for (let i = 0; i < argv.length; i++) {
     const raw = argv[i] ?? '';
@@ -82,6 +88,8 @@ function parseArgs(argv: string[], env: NodeJS.ProcessEnv): Args {
     else if (a === '--gz-files') args.gzFiles = positiveInt(a, value());
     else if (a === '--runs') args.runs = positiveInt(a, value());
     else if (a === '--regenerate') args.regenerate = true;
+    else if (a === '--flood-events') args.floodEvents = positiveInt(a, value());
+    else if (a === '--no-flood') args.flood = false;
     else if (a === '--help' || a === '-h') {
       process.stdout.write(`${USAGE}\n`);
       process.exit(0);
@@ -615,6 +623,16 @@ async function main(): Promise<void> {
     '',
   );
   process.stdout.write(lines.join('\n'));
+
+  // Then the 401-flood benchmark (bench/flood.ts), as its own process (its peak RSS must be its own).
+  if (args.flood) {
+    process.stdout.write('\n');
+    const flood = spawnSync(process.execPath, ['--import', 'tsx', join(ROOT, 'bench', 'flood.ts'), ...(args.floodEvents ? ['--events', String(args.floodEvents)] : [])], {
+      cwd: ROOT,
+      stdio: 'inherit',
+    });
+    if (flood.status !== 0) process.exitCode = flood.status ?? 1;
+  }
 }
 
 main().catch((err: unknown) => {
