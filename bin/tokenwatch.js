@@ -1,13 +1,29 @@
 #!/usr/bin/env node
-// Entry point of the `tokenwatch` command. Runs the compiled CLI in dist/ — what an installed package (and the Docker
+// Entry point of the `tokenwatch` command. Runs the bundled CLI in dist/ — what an installed package (and the Docker
 // image) contains, since `npm pack` builds it (prepack). In a checkout without a build it runs the TypeScript sources
-// through tsx, a devDependency that `npm ci` installs.
-import { existsSync } from 'node:fs';
+// through tsx, a devDependency that `npm ci` installs. In a checkout with a build older than a source file, it says so
+// on stderr (the build still runs: `npm run build` again, or `rm -rf dist` to run the sources).
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const compiled = new URL('../dist/cli/main.js', import.meta.url);
-if (existsSync(fileURLToPath(compiled))) {
-  await import(compiled.href);
+const compiled = fileURLToPath(new URL('../dist/cli/main.js', import.meta.url));
+const sources = fileURLToPath(new URL('../src/', import.meta.url));
+if (existsSync(compiled)) {
+  if (existsSync(join(sources, 'cli', 'main.ts'))) {
+    const built = statSync(compiled).mtimeMs;
+    const newer = readdirSync(sources, { recursive: true }).find((f) => {
+      const st = statSync(join(sources, String(f)));
+      return st.isFile() && st.mtimeMs > built;
+    });
+    if (newer !== undefined) {
+      process.stderr.write(
+        `tokenwatch: note: src/${newer} changed after the last \`npm run build\`: running the older build in dist/ ` +
+          '(`npm run build` again, or `rm -rf dist` to run the sources)\n',
+      );
+    }
+  }
+  await import(new URL('../dist/cli/main.js', import.meta.url).href);
 } else {
   let register;
   try {
