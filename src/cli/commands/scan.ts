@@ -158,8 +158,9 @@ Examples:
         for (const n of notices) process.stderr.write(`tokenwatch: warning: ${escapeControl(n.message)}\n`);
       }
 
-      const { metricsReportFromFile, renderMetricsSection } = await import('../../metrics/report.js');
-      const metrics = flags.metrics !== undefined ? await metricsReportFromFile(flags.metrics, result.now) : undefined;
+      // Loaded only with --metrics (a plain scan's start-up need not pay for it).
+      const metricsModule = flags.metrics !== undefined ? await import('../../metrics/report.js') : undefined;
+      const metrics = flags.metrics !== undefined ? await metricsModule?.metricsReportFromFile(flags.metrics, result.now) : undefined;
       if (flags.probeReport !== undefined) {
         const { probeReportsFromFile } = await import('../../probe/scan-input.js');
         const { applyProbeReports } = await import('../../probe/findings.js');
@@ -179,7 +180,7 @@ Examples:
             color: shouldUseColor(process.stdout, process.env),
           }),
         );
-        if (metrics) process.stdout.write(`\n${renderMetricsSection(metrics)}`);
+        if (metrics && metricsModule) process.stdout.write(`\n${metricsModule.renderMetricsSection(metrics)}`);
       }
 
       const failOn = flags.failOn;
