@@ -17,7 +17,7 @@
  * {@link planParallelRead} returns `undefined` and the caller reads serially.
  */
 import { ErrorCode, TokenwatchError } from '../errors.js';
-import { open, stat } from 'node:fs/promises';
+import { open, stat, type FileHandle } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import pLimit from 'p-limit';
@@ -84,6 +84,16 @@ export interface ParallelPlan {
    * caller need not inflate them a second time; see {@link ParallelRead.tailLatest}.
    */
   workerTailFiles: Set<string>;
+  /**
+   * One open handle per file split into ranges; its descriptor is in each of the file's range tasks. Closed when the
+   * read ends (`readParallel`), or by {@link closePlan} when a plan is dropped unread.
+   */
+  handles: FileHandle[];
+}
+
+/** Closes the plan's file handles (after its read, or when it is not read at all). Never throws. */
+export async function closePlan(plan: ParallelPlan): Promise<void> {
+  await Promise.all(plan.handles.splice(0).map((h) => h.close().catch(() => undefined)));
 }
 
 function reason(err: unknown): string {
@@ -175,25 +185,41 @@ export async function planParallelRead(files: string[], opts: PlanOptions): Prom
   if (!(partBytes > 0)) throw new RangeError('partBytes must be positive');
   const tasks: WorkerTask[] = [];
   const workerTailFiles = new Set<string>();
-  for (const [i, file] of files.entries()) {
-    const id = tasks.length;
-    const size = sizes.get(file) ?? 0;
-    const head = heads[i];
-    if (head?.gzip && opts.maxDecompressedBytes === undefined) {
-      tasks.push({ kind: 'gzip', id, file, maxLineBytes });
-      workerTailFiles.add(file);
-    } else if (head !== undefined && head.format !== undefined && size > partBytes && SPLIT_FORMATS.has(head.format)) {
-      for (let start = 0; start < size; start += partBytes) {
-        const end = Math.min(size, start + partBytes);
-        tasks.push({ kind: 'range', id: tasks.length, file, start, end, last: end === size, maxLineBytes });
+  const handles: FileHandle[] = [];
+  try {
+    for (const [i, file] of files.entries()) {
+      const id = tasks.length;
+      const head = heads[i];
+      const split = head !== undefined && head.format !== undefined && (sizes.get(file) ?? 0) > partBytes && SPLIT_FORMATS.has(head.format);
+      // A file split into ranges is read through one handle opened now, as the serial reader reads it through one:
+      // renaming or replacing the path meanwhile (log rotation) cannot send later ranges to another file.
+      const handle = split ? await open(file, 'r').catch(() => undefined) : undefined;
+      if (handle) handles.push(handle);
+      const size = handle ? (await handle.stat()).size : (sizes.get(file) ?? 0);
+      if (head?.gzip && opts.maxDecompressedBytes === undefined) {
+        tasks.push({ kind: 'gzip', id, file, maxLineBytes });
+        workerTailFiles.add(file);
+      } else if (handle && size > partBytes) {
+        sizes.set(file, size);
+        for (let start = 0; start < size; start += partBytes) {
+          const end = Math.min(size, start + partBytes);
+          tasks.push({ kind: 'range', id: tasks.length, file, fd: handle.fd, start, end, last: end === size, maxLineBytes });
+        }
+      } else {
+        const guard = opts.maxDecompressedBytes !== undefined ? { maxDecompressedBytes: opts.maxDecompressedBytes } : {};
+        tasks.push({ kind: 'file', id, file, maxLineBytes, ...guard });
       }
-    } else {
-      const guard = opts.maxDecompressedBytes !== undefined ? { maxDecompressedBytes: opts.maxDecompressedBytes } : {};
-      tasks.push({ kind: 'file', id, file, maxLineBytes, ...guard });
     }
+  } catch (err) {
+    await Promise.all(handles.map((h) => h.close().catch(() => undefined)));
+    throw err;
   }
-  if (tasks.length < 2) return undefined;
-  return { tasks, workers: Math.min(opts.jobs, tasks.length), sizes, workerTailFiles };
+  const plan: ParallelPlan = { tasks, workers: Math.min(opts.jobs, tasks.length), sizes, workerTailFiles, handles };
+  if (tasks.length < 2) {
+    await closePlan(plan);
+    return undefined;
+  }
+  return plan;
 }
 
 /** Runs tasks somewhere and reports each task's replies. Injectable so tests can run tasks in-process. */
@@ -277,7 +303,11 @@ export function workerPool(size: number, entry: URL = workerEntry(), callingThre
         slot.worker.postMessage(next.task);
       } else {
         runInline ??= import('./worker.js').then((m) => m.runTask);
-        void runInline.then((runTask) => setImmediate(() => void runTask(next.task, (r) => finished(slot, r))));
+        void runInline.then((runTask) =>
+          setImmediate(() => {
+            if (!closed) void runTask(next.task, (r) => finished(slot, r)); // not after close: its descriptors may be closed
+          }),
+        );
       }
     }
   };
@@ -461,6 +491,7 @@ async function* mergeResults(
       }
     }
   } finally {
-    await runner.close();
+    await runner.close(); // workers stopped first: none reads a descriptor after it is closed
+    await closePlan(plan);
   }
 }

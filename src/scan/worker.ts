@@ -29,6 +29,12 @@ export interface RangeTask {
   kind: 'range';
   id: number;
   file: string;
+  /**
+   * A descriptor of `file` that the planner opened (threads share the process's descriptors; reads are positional):
+   * every range of the file reads the same file even if its path is renamed or replaced meanwhile. Without it the
+   * task opens `file` by name.
+   */
+  fd?: number;
   start: number;
   end: number;
   /** True for the range that ends at the file size seen when planning: it reads on to EOF (a growing log). */
@@ -122,8 +128,9 @@ export function scanRange(task: RangeTask, progress?: Progress): { uses: TokenUs
   const uses: TokenUse[] = [];
   const scanner = new JsonlScanner(stats, uses, task.maxLineBytes);
   let fd: number;
+  const own = task.fd === undefined;
   try {
-    fd = openSync(task.file, 'r');
+    fd = task.fd ?? openSync(task.file, 'r');
   } catch (err) {
     throw new InputError(task.file, `cannot read file (${reason(err)})`, { cause: err });
   }
@@ -159,7 +166,7 @@ export function scanRange(task: RangeTask, progress?: Progress): { uses: TokenUs
     return { uses, stats };
   } finally {
     scanner.release();
-    closeSync(fd);
+    if (own) closeSync(fd);
   }
 }
 
