@@ -9,19 +9,29 @@ import { fileURLToPath } from 'node:url';
 
 const compiled = fileURLToPath(new URL('../dist/cli/main.js', import.meta.url));
 const sources = fileURLToPath(new URL('../src/', import.meta.url));
-if (existsSync(compiled)) {
-  if (existsSync(join(sources, 'cli', 'main.ts'))) {
+/** A source file changed after the build, or undefined. Best effort: never stops the CLI (dangling links, races). */
+function newerSource() {
+  try {
     const built = statSync(compiled).mtimeMs;
-    const newer = readdirSync(sources, { recursive: true }).find((f) => {
-      const st = statSync(join(sources, String(f)));
-      return st.isFile() && st.mtimeMs > built;
+    return readdirSync(sources, { recursive: true }).find((f) => {
+      // Editors leave dangling links (Emacs `.#file` locks) and delete temp files while we look: skip those.
+      const st = statSync(join(sources, String(f)), { throwIfNoEntry: false });
+      return st?.isFile() === true && st.mtimeMs > built;
     });
-    if (newer !== undefined) {
-      process.stderr.write(
-        `tokenwatch: note: src/${newer} changed after the last \`npm run build\`: running the older build in dist/ ` +
-          '(`npm run build` again, or `rm -rf dist` to run the sources)\n',
-      );
-    }
+  } catch {
+    return undefined;
+  }
+}
+
+if (existsSync(compiled)) {
+  const newer = existsSync(join(sources, 'cli', 'main.ts')) ? newerSource() : undefined;
+  if (newer !== undefined) {
+    // Names come from the file system: control characters are shown escaped, never sent raw.
+    const name = String(newer).replace(/[\u0000-\u001f\u007f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
+    process.stderr.write(
+      `tokenwatch: note: src/${name} changed after the last \`npm run build\`: running the older build in dist/ ` +
+        '(`npm run build` again, or `rm -rf dist` to run the sources)\n',
+    );
   }
   await import(new URL('../dist/cli/main.js', import.meta.url).href);
 } else {

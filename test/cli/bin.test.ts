@@ -4,7 +4,7 @@
  * Run on a copy of the script in a temporary layout whose dist/cli/main.js only prints a word.
  */
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -48,5 +48,28 @@ describe('bin/tokenwatch.js with a build in a checkout', () => {
       'tokenwatch: note: src/audit/reader.ts changed after the last `npm run build`: running the older build in dist/ ' +
         '(`npm run build` again, or `rm -rf dist` to run the sources)\n',
     );
+  });
+
+  it('is not stopped by a dangling link under src/ (an editor lock file) and escapes control characters in the name', () => {
+    for (const f of sources) at(f, 3600);
+    at(built, 60);
+    const lock = join(root, 'src', 'cli', '.#main.ts');
+    symlinkSync('user@host.1234:1700000000', lock);
+    const quiet = run(); // every file older than the build: the walk must get past the link without a word
+    expect(quiet.status).toBe(0);
+    expect(quiet.stdout).toBe('built\n');
+    expect(quiet.stderr).toBe('');
+    const odd = join(root, 'src', 'audit', 'x\u001b[31m.ts');
+    writeFileSync(odd, '// odd name\n');
+    try {
+      const r = run();
+      expect(r.status).toBe(0);
+      expect(r.stdout).toBe('built\n');
+      expect(r.stderr).toContain('src/audit/x\\x1b[31m.ts changed after the last `npm run build`');
+      expect(r.stderr).not.toContain('\u001b');
+    } finally {
+      unlinkSync(lock);
+      unlinkSync(odd);
+    }
   });
 });
