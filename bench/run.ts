@@ -65,8 +65,9 @@ interface Args {
 const USAGE = 'usage: npm run bench -- [--size-mb N] [--gz-files N] [--runs N] [--regenerate] [--flood-events N | --no-flood]';
 
 function positiveInt(flag: string, raw: string | undefined): number {
-  const v = Number(raw);
-  if (!Number.isInteger(v) || v <= 0) fail(`${flag} needs a positive whole number (got '${raw ?? ''}')`);
+  // Digits only: Number() would also take '1e3', '0x40' and ' 5 '.
+  const v = raw !== undefined && /^[0-9]+$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!Number.isSafeInteger(v) || v <= 0) fail(`${flag} needs a positive whole number (got '${raw ?? ''}')`);
   return v;
 }
 
@@ -95,6 +96,7 @@ function parseArgs(argv: string[], env: NodeJS.ProcessEnv): Args {
       process.exit(0);
     } else fail(`unknown argument '${raw}' (${USAGE})`);
   }
+  if (!args.flood && args.floodEvents !== undefined) fail(`--flood-events and --no-flood exclude each other (${USAGE})`);
   return args;
 }
 
