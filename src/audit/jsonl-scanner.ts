@@ -194,9 +194,8 @@ export class JsonlScanner {
       this.stats.malformed++;
       return;
     }
-    const a = buf.indexOf(NEEDLE_A, s);
-    const b = a !== -1 && a < e ? a : buf.indexOf(NEEDLE_B, s);
-    if (b !== -1 && b < e) {
+    const hit = this.needles.indexOf(buf, s);
+    if (hit !== -1 && hit < e) {
       const use = tokenUseFromJson(buf.toString('utf8', s, e), this.stats);
       if (use) this.out.push(use);
     } else {

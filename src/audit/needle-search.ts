@@ -79,11 +79,8 @@ function wasmModule(): object | null {
 /** Two `Buffer.indexOf` passes: the reference the WebAssembly search must equal, and its fallback. */
 function indexOfEither(haystack: Buffer, a: Buffer, b: Buffer, from: number): number {
   const i = haystack.indexOf(a, from);
-  const end = i === -1 ? haystack.length : i;
-  // Only the part before A's match can hold an earlier B (plus B's length, so a B that starts there fits).
-  const j = haystack.subarray(0, Math.min(haystack.length, end + b.length - 1)).indexOf(b, from);
-  if (j === -1) return i;
-  return i === -1 ? j : Math.min(i, j);
+  const j = haystack.indexOf(b, from);
+  return i === -1 ? j : j === -1 ? i : Math.min(i, j);
 }
 
 /** Searches made in this thread, by needle pair: instances (and their ~1.3 MiB of memory) are made once, not per file. */

@@ -93,7 +93,11 @@ export interface ParallelPlan {
 
 /** Closes the plan's file handles (after its read, or when it is not read at all). Never throws. */
 export async function closePlan(plan: ParallelPlan): Promise<void> {
-  await Promise.all(plan.handles.splice(0).map((h) => h.close().catch(() => undefined)));
+  await closeHandles(plan.handles.splice(0));
+}
+
+async function closeHandles(handles: FileHandle[]): Promise<void> {
+  await Promise.all(handles.map((h) => h.close().catch(() => undefined)));
 }
 
 function reason(err: unknown): string {
@@ -211,7 +215,7 @@ export async function planParallelRead(files: string[], opts: PlanOptions): Prom
       }
     }
   } catch (err) {
-    await Promise.all(handles.map((h) => h.close().catch(() => undefined)));
+    await closeHandles(handles);
     throw err;
   }
   const plan: ParallelPlan = { tasks, workers: Math.min(opts.jobs, tasks.length), sizes, workerTailFiles, handles };
