@@ -5,7 +5,7 @@
  *
  * 1. `npm pack` (prepack runs `npm run build`) into a temporary folder;
  * 2. unpacks it with the project's package-lock.json and runs `npm ci --offline --omit=dev` there, from the npm cache
- *    that `npm ci` filled — what the Dockerfile does (better-sqlite3 compiles from source: about 2 minutes);
+ *    that `npm ci` filled — what the Dockerfile does (nothing compiles: better-sqlite3 ships prebuilt N-API binaries);
  * 3. runs the installed `tokenwatch`: `--version`, `scan` of the bundled examples (JSON with findings), a `scan` large
  *    enough for worker threads (the bundle's `worker.js`) that must print what `--jobs 1` prints, `config check` of a
  *    minimal config, and `sandbox --port 0 --no-slack` until its page answers on 127.0.0.1, then stops it.
