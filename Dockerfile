@@ -2,7 +2,7 @@
 # tokenwatch container image: `docker build -t tokenwatch:0.1.0 .`
 #
 # build:   all dependencies (dev included) → `npm run build` (esbuild bundle → dist/cli/) → `npm pack`: the package's own file list
-#          (package.json "files": bin/, dist/, examples/, catalog.json, README.md) → a clean production install of it
+#          (package.json "files": bin/, dist/, examples/, catalog.json, config.example.yaml, .env.example, README.md) → a clean production install of it
 #          (`npm ci --omit=dev`). No compiler anywhere: better-sqlite3 13 ships prebuilt N-API binaries in its package.
 # runtime: Node 26 (the active LTS) on Debian trixie slim, no npm cache, no TypeScript sources or dev dependencies,
 #          non-root uid 10001. The node probe DaemonSet (manifests/probe, the chart's probe.enabled) runs this same image.
@@ -15,7 +15,7 @@ FROM ${NODE_IMAGE} AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
 RUN npm ci
-COPY tsconfig.json README.md LICENSE ./
+COPY tsconfig.json README.md LICENSE config.example.yaml .env.example ./
 COPY bin ./bin
 COPY src ./src
 COPY examples ./examples

@@ -16,7 +16,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 step() { printf '\n== %s\n' "$*"; }
 
-context=(package.json package-lock.json tsconfig.json README.md LICENSE bin src examples scripts)
+context=(package.json package-lock.json tsconfig.json README.md LICENSE config.example.yaml .env.example bin src examples scripts)
 mkdir -p "$work/ctx"
 if [ "${1:-}" = "--committed" ]; then
   step "build context: committed files the Dockerfile copies"

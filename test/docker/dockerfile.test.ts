@@ -162,7 +162,7 @@ describe('Dockerfile', () => {
 describe('.dockerignore', () => {
   it('lets through every file the build stage copies from the context', () => {
     const sources = contextCopies(build!);
-    expect(sources).toEqual(['package.json', 'package-lock.json', 'tsconfig.json', 'README.md', 'LICENSE', 'bin', 'src', 'examples', 'scripts']);
+    expect(sources).toEqual(['package.json', 'package-lock.json', 'tsconfig.json', 'README.md', 'LICENSE', 'config.example.yaml', '.env.example', 'bin', 'src', 'examples', 'scripts']);
     for (const s of sources) {
       const files = gitFiles.filter((f) => f === s || f.startsWith(`${s}/`));
       expect(files.length, s).toBeGreaterThan(0);
