@@ -2,21 +2,20 @@
 # tokenwatch container image: `docker build -t tokenwatch:0.1.0 .`
 #
 # build:   all dependencies (dev included) → `npm run build` (esbuild bundle → dist/cli/) → `npm pack`: the package's own file list
-#          (package.json "files": bin/, dist/, examples/, catalog.json, README.md) → a clean production install of it
-#          (`npm ci --omit=dev`), compiling the better-sqlite3 native addon here, where python3/make/g++ exist.
-# runtime: node:20 slim, no compiler, no npm cache, no TypeScript sources or dev dependencies, non-root uid 10001.
+#          (package.json "files": bin/, dist/, examples/, catalog.json, config.example.yaml, .env.example, README.md) → a clean production install of it
+#          (`npm ci --omit=dev`). No compiler anywhere: better-sqlite3 13 ships prebuilt N-API binaries in its package.
+# runtime: Node 26 (the active LTS) on Debian trixie slim, no npm cache, no TypeScript sources or dev dependencies,
+#          non-root uid 10001. The node probe DaemonSet (manifests/probe, the chart's probe.enabled) runs this same image.
+# Another Node (22.19 or later): `docker build --build-arg NODE_IMAGE=node:24-trixie-slim .`
 # test/docker/ checks this file; scripts/check-runtime.sh reproduces the build and runtime steps without Docker.
 
-ARG NODE_IMAGE=node:20-bookworm-slim
+ARG NODE_IMAGE=node:26-trixie-slim
 
 FROM ${NODE_IMAGE} AS build
-RUN apt-get update \
- && apt-get install -y --no-install-recommends python3 make g++ \
- && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY package.json package-lock.json ./
 RUN npm ci
-COPY tsconfig.json README.md LICENSE ./
+COPY tsconfig.json README.md LICENSE config.example.yaml .env.example ./
 COPY bin ./bin
 COPY src ./src
 COPY examples ./examples

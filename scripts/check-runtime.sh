@@ -4,8 +4,7 @@
 #      as committed with `--committed` (git ls-files, like a build from a clean checkout);
 #   2. build stage: dependencies (the repository's node_modules stands in for `npm ci`, same lockfile),
 #      `npm run build`, `npm pack` → the runtime file list;
-#   3. a clean `npm ci --omit=dev` of the packed app (compiles better-sqlite3 when no prebuilt binary is reachable:
-#      about 2 minutes);
+#   3. a clean `npm ci --omit=dev` of the packed app (nothing compiles: better-sqlite3 ships prebuilt N-API binaries);
 #   4. the entrypoint: `node bin/tokenwatch.js --help`, `serve --help`, `config check` of the Kubernetes config,
 #      `scan` of the bundled examples, better-sqlite3 loading, and that dist/ (not tsx) ran; as uid 10001 when
 #      setpriv is available, with the app files not writable by it.
@@ -17,7 +16,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 step() { printf '\n== %s\n' "$*"; }
 
-context=(package.json package-lock.json tsconfig.json README.md LICENSE bin src examples scripts)
+context=(package.json package-lock.json tsconfig.json README.md LICENSE config.example.yaml .env.example bin src examples scripts)
 mkdir -p "$work/ctx"
 if [ "${1:-}" = "--committed" ]; then
   step "build context: committed files the Dockerfile copies"

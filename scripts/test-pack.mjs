@@ -5,10 +5,11 @@
  *
  * 1. `npm pack` (prepack runs `npm run build`) into a temporary folder;
  * 2. unpacks it with the project's package-lock.json and runs `npm ci --offline --omit=dev` there, from the npm cache
- *    that `npm ci` filled — what the Dockerfile does (better-sqlite3 compiles from source: about 2 minutes);
+ *    that `npm ci` filled — what the Dockerfile does (nothing compiles: better-sqlite3 ships prebuilt N-API binaries);
  * 3. runs the installed `tokenwatch`: `--version`, `scan` of the bundled examples (JSON with findings), a `scan` large
  *    enough for worker threads (the bundle's `worker.js`) that must print what `--jobs 1` prints, `config check` of a
- *    minimal config, and `sandbox --port 0 --no-slack` until its page answers on 127.0.0.1, then stops it.
+ *    minimal config and of the shipped `config.example.yaml` (README's command, run in the installed package), and
+ *    `sandbox --port 0 --no-slack` until its page answers on 127.0.0.1, then stops it.
  * Prints one line per check; exits 0 when all pass, 1 otherwise. The temporary folder is removed unless `--keep`.
  */
 import { execFileSync, spawn } from 'node:child_process';
@@ -73,6 +74,19 @@ try {
     cfgOut = String(e.stdout ?? '') + String(e.stderr ?? '');
   }
   check('tokenwatch config check', cfgOut.includes('prod'), cfgOut.split('\n')[0]);
+
+  // README's `config check --config config.example.yaml`, as written, from the installed package (Slack secrets
+  // from the environment, as README shows); .env.example ships beside it.
+  check('package ships config.example.yaml and .env.example', existsSync(join(app, 'config.example.yaml')) && existsSync(join(app, '.env.example')));
+  let exampleOut = '';
+  let exampleOk = false;
+  try {
+    exampleOut = run(['config', 'check', '--config', 'config.example.yaml'], { SLACK_BOT_TOKEN: 'xoxb-example', SLACK_APP_TOKEN: 'xapp-example' });
+    exampleOk = true;
+  } catch (e) {
+    exampleOut = String(e.stdout ?? '') + String(e.stderr ?? '');
+  }
+  check('tokenwatch config check --config config.example.yaml', exampleOk && !exampleOut.includes('xoxb-example'), exampleOut.split('\n')[0]);
 
   const sandbox = spawn(process.execPath, [bin, 'sandbox', '--port', '0', '--no-slack', '--data-dir', join(dir, 'sandbox')], { cwd: app, stdio: ['ignore', 'pipe', 'pipe'] });
   let text = '';

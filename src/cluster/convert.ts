@@ -2,7 +2,7 @@
  * Pure converters from Kubernetes API objects to the cluster-state shapes of `./types.ts`.
  *
  * Inputs are typed loosely (`unknown`): they may be plain JSON (a `kubectl get -o json` snapshot,
- * timestamps as RFC 3339 strings) or `@kubernetes/client-node` 1.4 model instances (`V1Pod`, …,
+ * timestamps as RFC 3339 strings) or `@kubernetes/client-node` 2 model instances (`V1Pod`, …,
  * timestamps deserialized to `Date`). Both are read through the narrowing helpers below, so no
  * converter throws on a malformed object: missing fields become `undefined`, `[]` or `{}`.
  *

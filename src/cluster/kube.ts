@@ -1,5 +1,5 @@
 /**
- * Live cluster state from the Kubernetes API through `@kubernetes/client-node` 1.4 (object-parameter API;
+ * Live cluster state from the Kubernetes API through `@kubernetes/client-node` 2 (object-parameter API;
  * docs/design/stack.md "Versions" — 2.x needs Node ≥ 22).
  *
  * Reads are read-only and few: one ServiceAccount get and one pod list per ServiceAccount, plus one get per distinct
@@ -200,9 +200,10 @@ function classify(err: unknown, call: CallInfo, timeoutMs: number): string | und
     if (err.name === 'AbortError' || err.name === 'TimeoutError') {
       return `request timed out after ${timeoutMs} ms (${describeCall(call)})`;
     }
-    // node-fetch FetchError: "request to <url> failed, reason: connect ECONNREFUSED 127.0.0.1:443"
-    const m = /reason: (.*)$/.exec(err.message);
-    return `${m?.[1] ?? err.message} (${describeCall(call)})`;
+    // undici's fetch (client-node 2) rejects with TypeError "fetch failed" whose `cause` says why, e.g.
+    // "connect ECONNREFUSED 127.0.0.1:443" (https://undici.nodejs.org/#/?id=undicifetchinput-init-promise).
+    const cause = err.cause instanceof Error ? err.cause.message : undefined;
+    return `${cause ?? err.message} (${describeCall(call)})`;
   }
   return `${String(err)} (${describeCall(call)})`;
 }
@@ -219,8 +220,8 @@ function preMiddleware(edit: (ctx: RequestContext) => void): ObservableMiddlewar
 }
 
 /**
- * Per-call options: a fresh abort signal firing after `ms` milliseconds (node-fetch honours `RequestContext` signals,
- * client-node `gen/http/isomorphic-fetch.js`), plus any extra middleware. Appended to the API client's own
+ * Per-call options: a fresh abort signal firing after `ms` milliseconds (client-node passes `RequestContext` signals to
+ * undici's fetch, `gen/http/isomorphic-fetch.js`), plus any extra middleware. Appended to the API client's own
  * middleware, like client-node's `setHeaderOptions`.
  */
 function callOptions(ms: number, extra: ObservableMiddleware[] = []): ConfigurationOptions {

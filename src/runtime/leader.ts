@@ -12,7 +12,7 @@
  * `stop()` releases the Lease (`holderIdentity: ""`, `leaseDurationSeconds: 1`, as client-go's `release()` does), so
  * a follower takes over within one retry period instead of a whole lease duration.
  *
- * Why not a library: client-node 1.4 ships no elector (docs/design/stack.md §2); `@codedependant/kubernetes-leader-election`
+ * Why not a library: client-node 2 ships no elector (docs/design/stack.md §2); `@codedependant/kubernetes-leader-election`
  * 1.0.1 builds its own KubeConfig from the environment (cannot be pointed at a given cluster), acts as leader
  * without any Lease when `KUBERNETES_SERVICE_HOST` is unset, depends on a watch, stops retrying after three
  * attempts, creates Leases with a misspelt `leaseDurationSec` field, and has no renew deadline or drain step.
@@ -170,7 +170,7 @@ export interface LeaderElectorEvents {
 
 type Attempt = { ok: true; transitions: number } | { ok: false; heldBy?: string };
 
-/** Sets an abort signal on every request (node-fetch honours `RequestContext` signals; client-node `isomorphic-fetch.js`). */
+/** Sets an abort signal on every request (client-node 2 passes `RequestContext` signals to undici's fetch; `gen/http/isomorphic-fetch.js`). */
 function timeoutOptions(ms: number): ConfigurationOptions {
   const mw: ObservableMiddleware = {
     pre: (ctx: RequestContext) => {

@@ -1,5 +1,5 @@
 /**
- * The SQLite store of `tokenwatch serve` (better-sqlite3 12): one file, WAL mode, foreign keys on, a busy
+ * The SQLite store of `tokenwatch serve` (better-sqlite3 13): one file, WAL mode, foreign keys on, a busy
  * timeout for concurrent connections, and versioned migrations (`src/store/migrations.ts`).
  *
  * Durability: `synchronous = FULL`, so a committed poll survives a crash or power loss; with WAL that costs

@@ -3,7 +3,7 @@
  *
  * - {@link validateObject}: the JSON schemas of `kubernetes-models` 4.5 (types, required fields, formats; Kubernetes
  *   1.27 OpenAPI). Those schemas allow unknown fields, so
- * - {@link unknownFields} walks the object against the model classes of `@kubernetes/client-node` 1.4
+ * - {@link unknownFields} walks the object against the model classes of `@kubernetes/client-node` 2
  *   (`getAttributeTypeMap()`: every field name and type of the Kubernetes 1.32 OpenAPI), catching typos such as
  *   `readOnlyRootFileSystem` that the API server would drop (or reject with `fieldValidation=Strict`).
  */
