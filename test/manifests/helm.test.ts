@@ -261,7 +261,7 @@ describe.skipIf(!helmPath)(`Helm chart charts/tokenwatch${skip ? ` (skipped: ${s
 
   it('writer namespaces / cluster-wide / read-only', () => {
     const writerBindings = (objs: K8sObject[]) => objs.filter((o) => o.kind.endsWith('RoleBinding') && o.metadata.name === 'tokenwatch-writer').map(idOf);
-    expect(writerBindings(defaults)).toEqual(['rbac.authorization.k8s.io/v1 RoleBinding kube-system/tokenwatch-writer', 'rbac.authorization.k8s.io/v1 RoleBinding monitoring/tokenwatch-writer']);
+    expect(writerBindings(defaults)).toEqual(['rbac.authorization.k8s.io/v1 RoleBinding kube-system/tokenwatch-writer']);
     expect(writerBindings(rendered.get('writer namespaces')!)).toEqual(['kube-system', 'logging', 'payments'].map((n) => `rbac.authorization.k8s.io/v1 RoleBinding ${n}/tokenwatch-writer`));
     expect(writerBindings(rendered.get('writer cluster-wide')!)).toEqual(['rbac.authorization.k8s.io/v1 ClusterRoleBinding /tokenwatch-writer']);
     expect(rendered.get('read-only')!.filter((o) => o.metadata.name === 'tokenwatch-writer')).toEqual([]);

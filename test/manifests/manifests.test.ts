@@ -158,7 +158,6 @@ describe('install layout', () => {
         'rbac.authorization.k8s.io/v1 ClusterRoleBinding /tokenwatch-reader',
         'rbac.authorization.k8s.io/v1 ClusterRole /tokenwatch-writer',
         'rbac.authorization.k8s.io/v1 RoleBinding kube-system/tokenwatch-writer',
-        'rbac.authorization.k8s.io/v1 RoleBinding monitoring/tokenwatch-writer',
         'rbac.authorization.k8s.io/v1 Role tokenwatch/tokenwatch-leader-election',
         'rbac.authorization.k8s.io/v1 RoleBinding tokenwatch/tokenwatch-leader-election',
         'v1 ConfigMap tokenwatch/tokenwatch-config',
@@ -179,7 +178,6 @@ describe('install layout', () => {
     expect(added(install)).toEqual([
       'rbac.authorization.k8s.io/v1 ClusterRole /tokenwatch-writer',
       'rbac.authorization.k8s.io/v1 RoleBinding kube-system/tokenwatch-writer',
-      'rbac.authorization.k8s.io/v1 RoleBinding monitoring/tokenwatch-writer',
     ]);
     expect(added(rendered.get('overlays/writer-cluster-wide')!)).toEqual([
       'rbac.authorization.k8s.io/v1 ClusterRole /tokenwatch-writer',
