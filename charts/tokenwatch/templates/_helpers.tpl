@@ -115,3 +115,12 @@ only the actions that write nothing (snooze) are offered.
 {{- define "tokenwatch.httpPort" -}}
 {{- (default dict .Values.config.http).port | default 8080 -}}
 {{- end -}}
+
+{{/* A list as a ConfigMap value, one item per line (the admission policy's CEL reads lines): a YAML string. */}}
+{{- define "tokenwatch.lines" -}}
+{{- if . -}}
+{{- printf "%s\n" (join "\n" .) | toJson -}}
+{{- else -}}
+""
+{{- end -}}
+{{- end -}}
