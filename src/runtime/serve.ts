@@ -167,7 +167,7 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   if (!opts.isLeader) {
     try {
       // Wall-clock time by default, not `clock`: the sandbox runs serve on a faster simulated clock.
-      lock = acquirePollerLock({ store, clock: Date.now, logger, ...opts.pollerLock });
+      lock = acquirePollerLock({ store, clock: Date.now, logger, onLost: () => metrics.leader.set(0), ...opts.pollerLock });
     } catch (err) {
       store.close();
       throw err;
