@@ -2,7 +2,8 @@
  * Loading the configuration file: path resolution (`--config` / `TOKENWATCH_CONFIG`), YAML parsing with
  * resource limits, validation ({@link parseConfig}) and line numbers for every problem.
  */
-import { closeSync, openSync, readSync } from 'node:fs';
+import { closeSync, openSync, readSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { LineCounter, parseDocument, isMap, isNode, isScalar, isSeq, type Document } from 'yaml';
 import { ConfigError, ENV, parseConfig, type ConfigIssue } from './schema.js';
 import type { Config } from './types.js';
@@ -69,13 +70,29 @@ function lineOf(doc: Document, counter: LineCounter, path: (string | number)[]):
 }
 
 /**
+ * File-system checks of `store.path` that the schema cannot make: it must not be an existing directory (SQLite
+ * would fail at start with "unable to open database file", far from the setting that caused it).
+ * @returns the problems (empty when the path is usable or does not exist yet; its directory is created at start)
+ */
+function storePathIssues(path: string): ConfigIssue[] {
+  let isDirectory = false;
+  try {
+    isDirectory = statSync(path, { throwIfNoEntry: false })?.isDirectory() ?? false;
+  } catch {
+    // Unreadable parent and the like: openStore reports it with the SQLite error and an access hint.
+  }
+  if (!isDirectory) return [];
+  return [{ path: ['store', 'path'], message: `${path} is a directory; give the database file inside it (e.g. ${join(path, 'tokenwatch.db')})` }];
+}
+
+/**
  * Reads, parses and validates a YAML config file. Secrets come from `env`, never from the file.
  * @param path config file (relative to the working directory)
  * @param env environment (injected for tests, as probot's `readEnvOptions(env = process.env)`)
  * @returns the effective configuration, defaults filled
  * @throws {ConfigError} unreadable file, a file over 1 MiB (only 1 MiB + 1 byte is ever read, so pipes such as
  *   `--config <(envsubst < t.yaml)` work and `/dev/zero` is refused at once), YAML syntax errors (all of them),
- *   or every invalid field at once, each with its path and line
+ *   or every invalid field at once, each with its path and line (plus `store.path` naming an existing directory)
  */
 export function loadConfig(path: string, env: NodeJS.ProcessEnv = process.env): Config {
   let text: string;
@@ -115,7 +132,10 @@ export function loadConfig(path: string, env: NodeJS.ProcessEnv = process.env): 
   }
 
   try {
-    return parseConfig(raw, env);
+    const config = parseConfig(raw, env);
+    const fsIssues = storePathIssues(config.store.path);
+    if (fsIssues.length > 0) throw new ConfigError(fsIssues);
+    return config;
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     const located: ConfigIssue[] = err.issues.map((i) => {

@@ -240,8 +240,18 @@ export const fileSchema = z.strictObject({
   /** SQLite store. */
   store: z
     .strictObject({
-      /** Database file; its directory is created. Default `./data/tokenwatch.db`. */
-      path: z.string().min(1).default('./data/tokenwatch.db'),
+      /**
+       * Database file; its directory is created. Default `./data/tokenwatch.db`. Not `:memory:` (a restart would
+       * forget every finding, approval and cursor) and not a directory (`loadConfig` also checks the file system).
+       */
+      path: z
+        .string()
+        .min(1)
+        .refine((p) => p !== ':memory:', {
+          message: 'an in-memory store forgets every finding, approval and cursor at restart; give a file path (e.g. ./data/tokenwatch.db)',
+        })
+        .refine((p) => !/[/\\]$/.test(p), { message: 'names a directory (ends with a slash); give the database file inside it (e.g. ./data/tokenwatch.db)' })
+        .default('./data/tokenwatch.db'),
     })
     .prefault({}),
   /** HTTP listener for `/healthz`, `/readyz` and `/metrics`. */

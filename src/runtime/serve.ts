@@ -25,6 +25,7 @@ import { KubeRemediator } from '../remediation/kube-remediator.js';
 import { Scheduler, type RunNowResult } from './scheduler.js';
 import { createAuditSource, type ClosableAuditSource } from '../sources/index.js';
 import { openStore, type Store } from '../store/index.js';
+import { acquirePollerLock, type PollerLock, type PollerLockError, type PollerLockOptions } from './poller-lock.js';
 import { Verifier } from '../remediation/verify.js';
 import type { Integration, SlackContext } from '../slack/context.js';
 
@@ -94,8 +95,13 @@ export interface ServeOptions {
   jitterMs?: number;
   /** Starts integrations (Slack) once pollers exist; default: Slack when `config.slack.enabled`. */
   integrations?: ((ctx: ServeContext) => Promise<Integration>)[];
-  /** Leader gate for polling (HA); default always leader. */
+  /**
+   * Leader gate for polling (HA). Without it this process takes the store's poller lock (`poller-lock.ts`) and
+   * polls while it holds it; start fails with a {@link PollerLockError} when another live process holds it.
+   */
   isLeader?: () => boolean;
+  /** Poller-lock clock (default `Date.now`, not `clock`), timing and identity (tests); see {@link PollerLockOptions}. */
+  pollerLock?: Pick<PollerLockOptions, 'clock' | 'staleAfterMs' | 'heartbeatMs' | 'host' | 'pid' | 'isRunning'>;
   /** Leader-election state for status displays; absent when running without leader election. */
   leaderStatus?: () => LeaderStatus;
   /**
@@ -147,12 +153,26 @@ async function buildKube(c: ClusterConfig): Promise<{ kubeConfig?: KubeConfig; e
   }
 }
 
-/** Starts the service; see the module docstring. @throws when the store cannot be opened or the port is taken. */
+/**
+ * Starts the service; see the module docstring.
+ * @throws when the store cannot be opened, another process polls it ({@link PollerLockError}), or the port is taken
+ */
 export async function startServe(config: Config, opts: ServeOptions = {}): Promise<ServeHandle> {
   const logger = opts.logger ?? createLogger({ level: config.log.level });
   const metrics = opts.metrics ?? new Metrics({ defaultMetrics: true });
   const clock = opts.clock ?? Date.now;
   const store = openStore(config.store.path);
+  // Without leader election this process polls: it must be the only one on this store (docs/design/architecture.md "Live mode").
+  let lock: PollerLock | undefined;
+  if (!opts.isLeader) {
+    try {
+      // Wall-clock time by default, not `clock`: the sandbox runs serve on a faster simulated clock.
+      lock = acquirePollerLock({ store, clock: Date.now, logger, onLost: () => metrics.leader.set(0), ...opts.pollerLock });
+    } catch (err) {
+      store.close();
+      throw err;
+    }
+  }
   const listeners: FindingsListener[] = [];
   const clusters = new Map<string, ClusterRuntime>();
   let ready = false;
@@ -204,9 +224,10 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
 
   const firstDone = new Map<string, () => void>();
   const firstPolls = Promise.all(config.clusters.map((c) => new Promise<void>((resolve) => firstDone.set(c.name, resolve)))).then(() => undefined);
+  const isLeader = opts.isLeader ?? (() => lock?.held() ?? true);
   const scheduler = new Scheduler({
     jitterMs: opts.jitterMs ?? config.poll.jitter,
-    shouldRun: opts.isLeader,
+    shouldRun: isLeader,
     onOverlap: (job) => {
       metrics.polls.inc({ cluster: job, outcome: 'skipped-overlap' });
       logger.warn({ cluster: job }, 'poll skipped: the previous poll of this cluster is still running');
@@ -214,7 +235,6 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
     onError: (job, err) => logger.error({ err, cluster: job }, 'poll job failed'),
   });
 
-  const isLeader = opts.isLeader ?? (() => true);
   const context: ServeContext = {
     config,
     store,
@@ -261,6 +281,10 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.http.port, config.http.host, () => resolve());
+  }).catch((err: unknown) => {
+    lock?.release();
+    store.close();
+    throw err;
   });
   const port = (server.address() as AddressInfo).port;
 
@@ -360,6 +384,7 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       for (const rt of clusters.values()) rt.source.close?.();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();
+      lock?.release();
       store.close();
       logger.info('stopped');
     })());

@@ -14,12 +14,14 @@
  *
  * State lives in `dataDir` (default `./data/sandbox`): the store (`tokenwatch.db`), the audit log, the cluster
  * objects, the Slack channel, the sandbox clock. A second run continues from it (messages keep their `ts`, so the
- * alerts are updated in place, not posted again); `reset` starts over. See docs/sandbox.md.
+ * alerts are updated in place, not posted again); `reset` starts over. The sandbox writes only into a folder it
+ * created or was given empty (marked by {@link DATA_DIR_MARKER}), and `reset` removes only the files it writes.
+ * See docs/sandbox.md.
  */
 import { ErrorCode, TokenwatchError } from '../errors.js';
 import { randomBytes } from 'node:crypto';
 import { createWriteStream, existsSync, readFileSync } from 'node:fs';
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, rmdir, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { stringify } from 'yaml';
@@ -59,8 +61,31 @@ const PANEL_WORKLOADS = [
   { kind: 'Deployment', namespace: 'flux-system', name: 'helm-controller' },
 ];
 
-/** Files the sandbox owns in its data directory (what `reset` removes). */
-const DATA_FILES = ['tokenwatch.db', 'tokenwatch.db-wal', 'tokenwatch.db-shm', 'audit', 'cluster.json', 'slack.json', 'sandbox.json', 'kubeconfig', 'tokenwatch.yaml', 'sandbox.log'];
+/**
+ * Files the sandbox writes in its data directory, relative to it: what `reset` removes, and nothing else (the
+ * `audit` folder goes too only when it is left empty). Temporary `.tmp` siblings of the JSON files are included.
+ */
+const DATA_FILES = [
+  'tokenwatch.db',
+  'tokenwatch.db-wal',
+  'tokenwatch.db-shm',
+  'audit/kube-apiserver-audit.log',
+  'cluster.json',
+  'cluster.json.tmp',
+  'slack.json',
+  'slack.json.tmp',
+  'sandbox.json',
+  'sandbox.json.tmp',
+  'kubeconfig',
+  'tokenwatch.yaml',
+  'sandbox.log',
+];
+
+/** The marker file: the sandbox writes only into a data directory holding it (one it created, or was given empty). */
+export const DATA_DIR_MARKER = '.tokenwatch-sandbox';
+const MARKER_TEXT =
+  'This folder holds the state of `tokenwatch sandbox` (it created it, or was given it empty).\n' +
+  '`tokenwatch sandbox --reset` removes only the files the sandbox writes here; anything else you put here stays.\n';
 
 /** Options of {@link startSandbox}. */
 export interface SandboxOptions {
@@ -188,8 +213,8 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<SandboxHa
   const auditLog = join(dataDir, 'audit', 'kube-apiserver-audit.log');
   const kubeconfig = join(dataDir, 'kubeconfig');
 
-  // Refuse before touching any state: another sandbox on this folder, or a taken page port.
-  await mkdir(dataDir, { recursive: true });
+  // Refuse before touching any state: a folder the sandbox did not create, another sandbox on it, a taken page port.
+  await claimDataDir(dataDir);
   const releaseLock = await lockDataDir(dataDir);
   try {
     if (opts.port !== undefined && opts.port !== 0) await assertPortFree(opts.port);
@@ -197,7 +222,7 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<SandboxHa
     await releaseLock();
     throw err;
   }
-  if (opts.reset) for (const f of DATA_FILES) await rm(join(dataDir, f), { recursive: true, force: true });
+  if (opts.reset) await removeSandboxFiles(dataDir);
   await mkdir(join(dataDir, 'audit'), { recursive: true });
   const logger = createLogger({ level: opts.logLevel ?? 'info', destination: opts.logDestination ?? createWriteStream(join(dataDir, 'sandbox.log'), { flags: 'a' }), base: { sandbox: true } });
 
@@ -443,6 +468,60 @@ async function restoreSlack(slack: FakeSlack, clock: StrictClock, path: string, 
   }
   if (mismatches) logger.warn({ mismatches }, 'sandbox: some restored messages got a new ts; their alerts may be posted again');
   logger.info({ messages: all.length }, 'sandbox: channel restored');
+}
+
+/** Whether `dir` holds the state of a sandbox from before the marker file: `sandbox.json` and only sandbox files. */
+function isUnmarkedSandboxDir(dir: string, entries: string[]): boolean {
+  if (!entries.includes('sandbox.json')) return false;
+  const own = new Set([...DATA_FILES.map((f) => f.split('/')[0]!), 'sandbox.lock']);
+  if (!entries.every((e) => own.has(e))) return false;
+  try {
+    const v = JSON.parse(readFileSync(join(dir, 'sandbox.json'), 'utf8')) as { version?: unknown; shiftSec?: unknown };
+    return v.version === 1 && typeof v.shiftSec === 'number';
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Makes sure the sandbox may write into `dataDir`: creates it (with the {@link DATA_DIR_MARKER} file) when it does
+ * not exist, marks it when it is empty (or holds only an earlier sandbox's state), and accepts it when marked.
+ * @throws {TokenwatchError} (`sandbox_failed`) for a path that is not a directory, or a non-empty directory
+ *   without the marker (an operator's folder with a real `tokenwatch.yaml`, kubeconfig or audit logs): nothing
+ *   in it is read, written or removed
+ */
+export async function claimDataDir(dataDir: string): Promise<void> {
+  let entries: string[] | undefined;
+  try {
+    entries = await readdir(dataDir);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOTDIR') throw new TokenwatchError(ErrorCode.SandboxFailed, `--data-dir ${dataDir} is a file, not a folder: pass a new or empty folder`);
+    if (code !== 'ENOENT') throw err;
+  }
+  if (entries?.includes(DATA_DIR_MARKER)) return;
+  if (entries !== undefined && entries.length > 0 && !isUnmarkedSandboxDir(dataDir, entries)) {
+    const shown = entries.sort().slice(0, 5).join(', ');
+    throw new TokenwatchError(
+      ErrorCode.SandboxFailed,
+      `--data-dir ${dataDir} is not empty and was not created by the sandbox (it holds ${shown}${entries.length > 5 ? `, … ${entries.length} entries` : ''}); ` +
+        `the sandbox writes only into a folder it created (marked by ${DATA_DIR_MARKER}), so nothing in it was touched. ` +
+        'Pass --data-dir with a new or empty folder (default ./data/sandbox)',
+    );
+  }
+  await mkdir(dataDir, { recursive: true });
+  await writeFile(join(dataDir, DATA_DIR_MARKER), MARKER_TEXT, { flag: 'w' });
+}
+
+/** `--reset`: removes the files the sandbox writes ({@link DATA_FILES}), and `audit/` only if that leaves it empty. */
+async function removeSandboxFiles(dataDir: string): Promise<void> {
+  for (const f of DATA_FILES) await rm(join(dataDir, f), { force: true });
+  try {
+    await rmdir(join(dataDir, 'audit'));
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== 'ENOENT' && code !== 'ENOTEMPTY' && code !== 'EEXIST') throw err;
+  }
 }
 
 /**

@@ -11,8 +11,8 @@
  */
 import { ErrorCode, TokenwatchError } from '../errors.js';
 import type { TokenCounters, TokenMetricsSample } from '../metrics/token-metrics.js';
-import { mkdirSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { mkdirSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import Database from 'better-sqlite3';
@@ -36,6 +36,9 @@ import type {
   PollCoverage,
   PollRunResult,
   PollStatus,
+  PollerLockClaim,
+  PollerLockHolder,
+  PollerLockRow,
   Store,
   StoredApproval,
   StoredFinding,
@@ -161,11 +164,15 @@ function isConstraint(err: unknown, code: string): boolean {
 /**
  * Opens (creating if needed) the store at `path` and migrates it to the current schema.
  * The file's directory is created. `:memory:` gives a private in-memory store (tests).
- * @throws {StoreError} when the file is not a SQLite database, or its schema version is newer than this build knows
+ * @throws {StoreError} when the file is not a SQLite database, fails SQLite's integrity check (`PRAGMA quick_check`),
+ *   or its schema version is newer than this build knows
  */
 export function openStore(path: string, opts: StoreOptions = {}): Store {
   const memory = path === ':memory:';
   if (!memory) {
+    if (statSync(path, { throwIfNoEntry: false })?.isDirectory()) {
+      throw new StoreError(`cannot open store ${path}: it is a directory; point store.path at the database file inside it (e.g. ${join(path, 'tokenwatch.db')})`);
+    }
     try {
       mkdirSync(dirname(path), { recursive: true });
     } catch (err) {
@@ -182,6 +189,7 @@ export function openStore(path: string, opts: StoreOptions = {}): Store {
     if (!memory) db.pragma('journal_mode = WAL');
     db.pragma('foreign_keys = ON');
     db.pragma('synchronous = FULL');
+    if (!memory) checkIntegrity(db, path);
     const version = migrate(db, path, opts.migrations ?? MIGRATIONS);
     return new SqliteStore(db, path, version);
   } catch (err) {
@@ -217,6 +225,32 @@ function accessHint(): string {
   return typeof process.getuid === 'function' ? ` (tokenwatch runs as uid ${process.getuid()}, gid ${process.getgid?.() ?? '?'})` : '';
 }
 
+/** How many of `PRAGMA quick_check`'s problem lines a refusal quotes. */
+const INTEGRITY_LINES_SHOWN = 3;
+
+/**
+ * Refuses a damaged store before anything reads or writes it: `PRAGMA quick_check` (every page and index entry
+ * is well formed; O(N) in the file's size, no index-content comparison; https://sqlite.org/pragma.html#pragma_quick_check).
+ * Without it, a torn file (e.g. pages zeroed by a failed disk or a copy taken mid-write) opens, reports ready, and
+ * fails every poll.
+ * @throws {StoreError} naming the file and quoting the first problems SQLite reports
+ */
+function checkIntegrity(db: Database.Database, path: string): void {
+  let problems: string[];
+  try {
+    const rows = db.pragma(`quick_check(${INTEGRITY_LINES_SHOWN})`) as Record<string, unknown>[];
+    problems = rows.map((row) => String(Object.values(row)[0])).filter((line) => line !== 'ok');
+  } catch (err) {
+    if (!(err instanceof Database.SqliteError) || (err.code !== 'SQLITE_CORRUPT' && err.code !== 'SQLITE_NOTADB')) throw err;
+    problems = [err.message];
+  }
+  if (problems.length === 0) return;
+  throw new StoreError(
+    `store ${path} is damaged: SQLite's integrity check (PRAGMA quick_check) failed: ${problems.join('; ')}. ` +
+      'tokenwatch will not start on it: restore the file from a backup, or move it aside to start with an empty store',
+  );
+}
+
 /** Applies the missing steps, each in its own immediate transaction with the version bump; returns the version. */
 function migrate(db: Database.Database, path: string, steps: readonly string[]): number {
   const known = steps.length;
@@ -241,6 +275,13 @@ function migrate(db: Database.Database, path: string, steps: readonly string[]):
 
 /** The store's SQL, prepared lazily (a statement on a table of a later migration fails only when used). */
 const SQL = {
+  getPollerLock: 'SELECT holder, host, pid, acquired_at, heartbeat_at FROM poller_lock WHERE id = 1',
+  setPollerLock: `INSERT INTO poller_lock (id, holder, host, pid, acquired_at, heartbeat_at) VALUES (1, @id, @host, @pid, @now, @now)
+     ON CONFLICT (id) DO UPDATE SET holder = excluded.holder, host = excluded.host, pid = excluded.pid,
+       acquired_at = CASE WHEN poller_lock.holder = excluded.holder THEN poller_lock.acquired_at ELSE excluded.acquired_at END,
+       heartbeat_at = excluded.heartbeat_at`,
+  heartbeatPollerLock: 'UPDATE poller_lock SET heartbeat_at = ? WHERE id = 1 AND holder = ?',
+  releasePollerLock: 'DELETE FROM poller_lock WHERE id = 1 AND holder = ?',
   getCursor: 'SELECT cursor FROM cursors WHERE source_id = ?',
   pruneSlackSeen: 'DELETE FROM slack_seen_requests WHERE expires_at <= ?',
   insertSlackSeen: 'INSERT OR IGNORE INTO slack_seen_requests (key, seen_at, expires_at) VALUES (?, ?, ?)',
@@ -349,6 +390,31 @@ class SqliteStore implements Store {
 
   transaction<T>(fn: () => T): T {
     return this.db.transaction(fn).immediate();
+  }
+
+  // --- poller lock
+
+  getPollerLock(): PollerLockRow | undefined {
+    const r = this.st<{ holder: string; host: string; pid: number; acquired_at: number; heartbeat_at: number }>('getPollerLock').get();
+    return r === undefined ? undefined : { id: r.holder, host: r.host, pid: r.pid, acquiredAt: r.acquired_at, heartbeatAt: r.heartbeat_at };
+  }
+
+  claimPollerLock(holder: PollerLockHolder, now: number, staleAfterMs: number, isGone: (row: PollerLockRow) => boolean = () => false): PollerLockClaim {
+    return this.transaction((): PollerLockClaim => {
+      const current = this.getPollerLock();
+      const live = current !== undefined && current.id !== holder.id && now - current.heartbeatAt < staleAfterMs && !isGone(current);
+      if (live) return { acquired: false, holder: current };
+      this.st('setPollerLock').run({ id: holder.id, host: holder.host, pid: holder.pid, now });
+      return current === undefined || current.id === holder.id ? { acquired: true } : { acquired: true, replaced: current };
+    });
+  }
+
+  heartbeatPollerLock(holderId: string, now: number): boolean {
+    return this.st('heartbeatPollerLock').run(now, holderId).changes === 1;
+  }
+
+  releasePollerLock(holderId: string): void {
+    this.st('releasePollerLock').run(holderId);
   }
 
   // --- Slack replay cache

@@ -197,6 +197,22 @@ const V_FINDING_RESOLUTION = `
 ALTER TABLE findings ADD COLUMN resolution TEXT;
 `;
 
+/**
+ * One poller per SQLite store (docs/design/architecture.md "Live mode"): the process that polls holds this
+ * single row and refreshes `heartbeat_at` (epoch ms); another process refuses to poll while the heartbeat is
+ * fresh. `holder` is a random id per process; `host` and `pid` name it in the refusal.
+ */
+const V_POLLER_LOCK = `
+CREATE TABLE poller_lock (
+  id            INTEGER PRIMARY KEY CHECK (id = 1),
+  holder        TEXT NOT NULL,
+  host          TEXT NOT NULL,
+  pid           INTEGER NOT NULL,
+  acquired_at   INTEGER NOT NULL,
+  heartbeat_at  INTEGER NOT NULL
+) STRICT;
+`;
+
 /** All migration steps; the schema version is the number applied. */
 export const MIGRATIONS: readonly string[] = [
   V1,
@@ -205,6 +221,7 @@ export const MIGRATIONS: readonly string[] = [
   V_APISERVER_TOKEN_METRICS,
   V_ACTION_TARGETS,
   V_FINDING_RESOLUTION,
+  V_POLLER_LOCK,
 ];
 
 /** The schema version this build writes. */

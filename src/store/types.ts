@@ -235,6 +235,24 @@ export interface NewActionLogEntry {
   detail?: string | null;
 }
 
+/** Who holds (or asks for) a store's poller lock: a random id per process, and where it runs (for messages). */
+export interface PollerLockHolder {
+  /** Random per process; only the holder with this id may refresh or release the lock. */
+  id: string;
+  /** Host name (in Kubernetes, the pod name). */
+  host: string;
+  pid: number;
+}
+
+/** The lock's row: the holder plus when it took the lock and last refreshed it (epoch ms, UTC). */
+export interface PollerLockRow extends PollerLockHolder {
+  acquiredAt: number;
+  heartbeatAt: number;
+}
+
+/** What {@link Store.claimPollerLock} found: taken (perhaps over a stale or dead holder) or held by another live process. */
+export type PollerLockClaim = { acquired: true; replaced?: PollerLockRow } | { acquired: false; holder: PollerLockRow };
+
 /** The durable store. Create one with `openStore(path)`; one per process, closed on shutdown. */
 export interface Store {
   /** The database file (`:memory:` for an in-memory store). */
@@ -248,6 +266,21 @@ export interface Store {
    * synchronous (better-sqlite3 throws for a function returning a promise).
    */
   transaction<T>(fn: () => T): T;
+
+  // --- the poller lock (one polling process per store)
+  /**
+   * Takes the store's poller lock for `holder` in one write transaction, unless another holder refreshed it
+   * within `staleAfterMs` before `now` and `isGone(row)` is false (e.g. same host, a pid that no longer runs).
+   * Re-claiming one's own lock refreshes it.
+   * @param now epoch ms; @param staleAfterMs ms without a heartbeat after which the lock is free
+   */
+  claimPollerLock(holder: PollerLockHolder, now: number, staleAfterMs: number, isGone?: (row: PollerLockRow) => boolean): PollerLockClaim;
+  /** Refreshes the holder's heartbeat to `now`; false when the lock is no longer this holder's (taken over as stale). */
+  heartbeatPollerLock(holderId: string, now: number): boolean;
+  /** Releases the lock if `holderId` holds it (idempotent). */
+  releasePollerLock(holderId: string): void;
+  /** The lock's row, if anyone holds it. */
+  getPollerLock(): PollerLockRow | undefined;
 
   // --- source cursors
   /** The cursor last saved for a source, or undefined on the first poll. */

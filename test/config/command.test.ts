@@ -1,3 +1,5 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Command, CommanderError } from 'commander';
 import { describe, expect, it } from 'vitest';
@@ -72,6 +74,44 @@ describe('tokenwatch config check', () => {
     expect(r.stderr).toContain('must be a bot token starting with "xoxb-"');
     expect(r.stderr + r.stdout).not.toContain('TOPSECRET');
     expect(r.stderr + r.stdout).not.toContain(APP);
+  });
+
+  describe('store.path that cannot hold a store', () => {
+    const withStore = (path: string): string => {
+      const dir = mkdtempSync(join(tmpdir(), 'tw-config-store-'));
+      const file = join(dir, 'tokenwatch.yaml');
+      writeFileSync(file, `store:\n  path: ${JSON.stringify(path)}\nclusters:\n  - name: prod\n    audit:\n      file:\n        path: ./audit.log\n`);
+      return file;
+    };
+
+    it('refuses ":memory:" (a restart would forget everything), at the key and its line', async () => {
+      const r = await run(['config', 'check', '--config', withStore(':memory:')], {});
+      expect(r.code).toBe(2);
+      expect(r.stdout).toBe('');
+      expect(r.stderr).toContain(
+        '✖ an in-memory store forgets every finding, approval and cursor at restart; give a file path (e.g. ./data/tokenwatch.db) (line 2)\n  → at store.path',
+      );
+    });
+
+    it('refuses an existing directory, naming a file inside it', async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'tw-config-storedir-'));
+      const r = await run(['config', 'check', '--config', withStore(dir)], {});
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain(`✖ ${dir} is a directory; give the database file inside it (e.g. ${join(dir, 'tokenwatch.db')}) (line 2)\n  → at store.path`);
+    });
+
+    it('refuses a path ending with a slash, even before the directory exists', async () => {
+      const r = await run(['config', 'check', '--config', withStore('./not-yet/')], {});
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain('✖ names a directory (ends with a slash); give the database file inside it (e.g. ./data/tokenwatch.db) (line 2)\n  → at store.path');
+    });
+
+    it('accepts a file path whose directory does not exist yet (serve creates it)', async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'tw-config-storenew-'));
+      const r = await run(['config', 'check', '--config', withStore(join(dir, 'later', 'tw.db'))], {});
+      expect(r.stderr).toBe('');
+      expect(r.code).toBe(0);
+    });
   });
 
   it('uses the CommanderError code for invalid configs', async () => {

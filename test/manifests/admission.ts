@@ -16,6 +16,7 @@ export interface AdmissionPolicy {
   spec: {
     failurePolicy?: string;
     matchConstraints: { resourceRules: { apiGroups: string[]; apiVersions: string[]; operations: string[]; resources: string[] }[] };
+    paramKind?: { apiVersion: string; kind: string };
     matchConditions?: { name: string; expression: string }[];
     variables?: { name: string; expression: string }[];
     validations: { expression: string; message?: string; messageExpression?: string; reason?: string }[];
@@ -31,6 +32,10 @@ export interface AdmissionInput {
   namespace?: string;
   name?: string;
   username: string;
+  /** The user's groups (absent = none, as `userInfo.groups` is omitted when empty). */
+  groups?: string[];
+  /** The binding's params object (the ConfigMap of `paramRef`); absent = none found (`params` is null). */
+  params?: unknown;
   object?: unknown;
   oldObject?: unknown;
 }
@@ -56,7 +61,7 @@ function requestOf(i: AdmissionInput): Record<string, unknown> {
     operation: i.operation,
     resource: i.resource,
     kind: {},
-    userInfo: { username: i.username },
+    userInfo: { username: i.username, ...(i.groups && i.groups.length > 0 ? { groups: i.groups } : {}) },
     dryRun: false,
   };
   // omitempty fields of AdmissionRequest: absent when empty, as in the unstructured request the API server builds.
@@ -84,6 +89,7 @@ export function admit(policy: AdmissionPolicy, input: AdmissionInput): Admission
     request: toCel(requestOf(input)),
     object: toCel(input.object),
     oldObject: toCel(input.oldObject),
+    params: toCel(input.params),
   };
   if (!matchesConstraints(policy, input)) return { applies: false, allowed: true, denied: [] };
   for (const c of policy.spec.matchConditions ?? []) {

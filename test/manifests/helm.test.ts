@@ -139,7 +139,11 @@ describe.skipIf(!helmPath)(`Helm chart charts/tokenwatch${skip ? ` (skipped: ${s
     expect(byId(rendered.get('admission policy on')!)).toEqual(byId(kustomize.filter((o) => o.kind !== 'Namespace')));
     const other = helmTemplate({ set: { 'admissionPolicy.enabled': true } }, 'tw', 'ops');
     const policy = find(other, 'ValidatingAdmissionPolicy', 'tw-tokenwatch-writes');
-    expect(policy.spec.matchConditions).toEqual([{ name: 'tokenwatch-serviceaccount', expression: "request.userInfo.username == 'system:serviceaccount:ops:tw-tokenwatch'" }]);
+    expect(policy.spec.matchConditions).toHaveLength(1);
+    expect(policy.spec.matchConditions[0].name).toBe('tokenwatch-identity');
+    expect(policy.spec.matchConditions[0].expression.startsWith("request.userInfo.username == 'system:serviceaccount:ops:tw-tokenwatch' || (params != null")).toBe(true);
+    expect(find(other, 'ValidatingAdmissionPolicyBinding', 'tw-tokenwatch-writes').spec.paramRef).toEqual({ name: 'tw-tokenwatch-admission', namespace: 'ops', parameterNotFoundAction: 'Allow' });
+    expect(find(other, 'ConfigMap', 'tw-tokenwatch-admission').metadata.namespace).toBe('ops');
     expect(policy.spec.variables.find((v: { name: string }) => v.name === 'lease').expression).toContain("request.namespace == 'ops' && has(request.name) && request.name == 'tw-tokenwatch'");
     expect(find(other, 'Deployment', 'tw-tokenwatch').spec.template.spec.containers[0].env).toContainEqual({ name: 'TOKENWATCH_LEASE_NAME', value: 'tw-tokenwatch' });
     expect(find(other, 'Role', 'tw-tokenwatch-leader-election').rules[1].resourceNames).toEqual(['tw-tokenwatch']);
@@ -148,6 +152,15 @@ describe.skipIf(!helmPath)(`Helm chart charts/tokenwatch${skip ? ` (skipped: ${s
     expect(() => helmTemplate({ set: { 'admissionPolicy.enabled': true } }, 'tokenwatch', 'tokenwatch', '1.29.4')).toThrow(
       'admissionPolicy.enabled needs Kubernetes 1.30 or newer (ValidatingAdmissionPolicy v1); this cluster is v1.29.4: set admissionPolicy.enabled=false',
     );
+  });
+
+  it('admission policy for a remote cluster (remoteOnly) = manifests/admission-policy-remote but the Namespace; nothing else rendered', () => {
+    const remote = helmTemplate({ values: { admissionPolicy: { enabled: true, remoteOnly: true, params: { groups: ['tokenwatch-writer'] } } } });
+    const kustomize = render(join(MANIFESTS, 'admission-policy-remote'));
+    expect(byId(remote)).toEqual(byId(kustomize.filter((o) => o.kind !== 'Namespace')));
+    expect(() => helmTemplate({ set: { 'admissionPolicy.remoteOnly': true } })).toThrow('admissionPolicy.remoteOnly renders only the admission policy: set admissionPolicy.enabled=true too');
+    const arns = helmTemplate({ values: { admissionPolicy: { enabled: true, params: { roleArns: { 'kube-system': ['arn:aws:iam::111122223333:role/multus'] } } } } });
+    expect(find(arns, 'ConfigMap', 'tokenwatch-admission').data['role-arns.kube-system']).toBe('arn:aws:iam::111122223333:role/multus\n');
   });
 
   it('probe on = `kubectl kustomize manifests/probe` (namespace, ServiceAccount, Roles, DaemonSet), the rest unchanged', () => {
@@ -261,7 +274,7 @@ describe.skipIf(!helmPath)(`Helm chart charts/tokenwatch${skip ? ` (skipped: ${s
 
   it('writer namespaces / cluster-wide / read-only', () => {
     const writerBindings = (objs: K8sObject[]) => objs.filter((o) => o.kind.endsWith('RoleBinding') && o.metadata.name === 'tokenwatch-writer').map(idOf);
-    expect(writerBindings(defaults)).toEqual(['rbac.authorization.k8s.io/v1 RoleBinding kube-system/tokenwatch-writer', 'rbac.authorization.k8s.io/v1 RoleBinding monitoring/tokenwatch-writer']);
+    expect(writerBindings(defaults)).toEqual(['rbac.authorization.k8s.io/v1 RoleBinding kube-system/tokenwatch-writer']);
     expect(writerBindings(rendered.get('writer namespaces')!)).toEqual(['kube-system', 'logging', 'payments'].map((n) => `rbac.authorization.k8s.io/v1 RoleBinding ${n}/tokenwatch-writer`));
     expect(writerBindings(rendered.get('writer cluster-wide')!)).toEqual(['rbac.authorization.k8s.io/v1 ClusterRoleBinding /tokenwatch-writer']);
     expect(rendered.get('read-only')!.filter((o) => o.metadata.name === 'tokenwatch-writer')).toEqual([]);

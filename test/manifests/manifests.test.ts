@@ -8,7 +8,7 @@ import { MANIFESTS, idOf, kustomizationOf, nonResourceFiles, readDocs, render, y
 import { modelName, restrictedViolations, unknownFields, validateObject } from './schema.js';
 
 /** The kustomizations a user applies (`kubectl apply -k manifests/<entry>`). */
-const ENTRIES = ['.', 'base', 'writer', 'overlays/eks', 'overlays/writer-namespaces', 'overlays/writer-cluster-wide', 'probe'];
+const ENTRIES = ['.', 'base', 'writer', 'overlays/eks', 'overlays/writer-namespaces', 'overlays/writer-cluster-wide', 'probe', 'admission-policy-remote'];
 /** The optional components (`components:` of a kustomization). */
 const COMPONENTS = ['components/admission-policy', 'components/prometheus', 'components/secret-metadata'];
 /** Entries with every component added, as a user's kustomization listing them renders. */
@@ -62,6 +62,7 @@ describe('every manifest validates offline', () => {
 
   it('finds the expected files (resources, patches, generator inputs)', () => {
     expect(objectFiles.map((f) => relative(MANIFESTS, f))).toEqual([
+      'admission-policy-remote/namespace.yaml',
       'base/deployment.yaml',
       'base/namespace.yaml',
       'base/networkpolicy.yaml',
@@ -73,6 +74,7 @@ describe('every manifest validates offline', () => {
       'base/service.yaml',
       'base/serviceaccount.yaml',
       'components/admission-policy/admission-policy.yaml',
+      'components/admission-policy/params.yaml',
       'components/prometheus/prometheusrule.yaml',
       'components/prometheus/servicemonitor.yaml',
       'components/secret-metadata/rbac-secret-metadata.yaml',
@@ -86,6 +88,7 @@ describe('every manifest validates offline', () => {
       'writer/rbac-writer.yaml',
     ]);
     expect([...patchesAndInputs].map((f) => relative(MANIFESTS, f)).sort()).toEqual([
+      'admission-policy-remote/params-remote.yaml',
       'base/tokenwatch.yaml',
       'overlays/eks/pvc-gp3.yaml',
       'overlays/eks/serviceaccount-irsa.yaml',
@@ -158,7 +161,6 @@ describe('install layout', () => {
         'rbac.authorization.k8s.io/v1 ClusterRoleBinding /tokenwatch-reader',
         'rbac.authorization.k8s.io/v1 ClusterRole /tokenwatch-writer',
         'rbac.authorization.k8s.io/v1 RoleBinding kube-system/tokenwatch-writer',
-        'rbac.authorization.k8s.io/v1 RoleBinding monitoring/tokenwatch-writer',
         'rbac.authorization.k8s.io/v1 Role tokenwatch/tokenwatch-leader-election',
         'rbac.authorization.k8s.io/v1 RoleBinding tokenwatch/tokenwatch-leader-election',
         'v1 ConfigMap tokenwatch/tokenwatch-config',
@@ -179,7 +181,6 @@ describe('install layout', () => {
     expect(added(install)).toEqual([
       'rbac.authorization.k8s.io/v1 ClusterRole /tokenwatch-writer',
       'rbac.authorization.k8s.io/v1 RoleBinding kube-system/tokenwatch-writer',
-      'rbac.authorization.k8s.io/v1 RoleBinding monitoring/tokenwatch-writer',
     ]);
     expect(added(rendered.get('overlays/writer-cluster-wide')!)).toEqual([
       'rbac.authorization.k8s.io/v1 ClusterRole /tokenwatch-writer',
@@ -203,6 +204,7 @@ describe('install layout', () => {
     expect(rendered.get('.+components')!.filter((o) => !install.some((b) => idOf(b) === idOf(o))).map(idOf)).toEqual([
       'admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy /tokenwatch-writes',
       'admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding /tokenwatch-writes',
+      'v1 ConfigMap tokenwatch/tokenwatch-admission',
       'monitoring.coreos.com/v1 ServiceMonitor tokenwatch/tokenwatch',
       'monitoring.coreos.com/v1 PrometheusRule tokenwatch/tokenwatch',
       'rbac.authorization.k8s.io/v1 ClusterRole /tokenwatch-secret-metadata',

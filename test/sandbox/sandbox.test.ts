@@ -4,7 +4,7 @@
  * continues from the saved state, and `reset`.
  */
 import { request as httpRequest } from 'node:http';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -180,9 +180,15 @@ describe('tokenwatch sandbox', () => {
     }
   }, 60_000);
 
-  it('reset starts over', async () => {
+  it('reset starts over, removing only the files the sandbox wrote', async () => {
+    // Files a user put into the sandbox's folder after it created it stay.
+    writeFileSync(join(dataDir, 'notes.txt'), 'mine');
+    writeFileSync(join(dataDir, 'audit', 'my-own.log'), 'mine too');
+    expect(existsSync(join(dataDir, 'sandbox.json'))).toBe(true);
     const sb = await startSandbox({ ...FAST, reset: true, slack: false });
     try {
+      expect(readFileSync(join(dataDir, 'notes.txt'), 'utf8')).toBe('mine');
+      expect(readFileSync(join(dataDir, 'audit', 'my-own.log'), 'utf8')).toBe('mine too');
       expect(sb.resumed).toBe(false);
       expect(sb.slack.messages(SANDBOX_CHANNEL.id)).toEqual([]);
       expect((await state(sb, 'U0REQUEST')).slackReady).toBe(false);

@@ -63,8 +63,36 @@ system:serviceaccount:{{ .Release.Namespace }}:{{ include "tokenwatch.fullname" 
 {{- end -}}
 
 {{/* The config file: .Values.config, with kubernetes.secretMetadata set on every cluster with API access when rbac.secretMetadata. */}}
+{{- /*
+The buttons follow the writer RBAC, for every cluster reached in-cluster (the pod's ServiceAccount is what the RBAC
+binds; other clusters have their own): with writes bound per namespace and no `slack.namespaces.allow` of its own, a
+cluster's actions are allowed in exactly `rbac.writer.namespaces`; an allow list naming a namespace without a
+RoleBinding there fails the render, naming both; with no writes (`rbac.writer.enabled: false`, or no namespaces)
+only the actions that write nothing (snooze) are offered.
+*/ -}}
 {{- define "tokenwatch.config" -}}
 {{- $config := deepCopy .Values.config -}}
+{{- $writer := .Values.rbac.writer -}}
+{{- $writes := and $writer.enabled (or $writer.clusterWide (gt (len (default list $writer.namespaces)) 0)) -}}
+{{- range $i, $c := $config.clusters -}}
+{{- if and $c.slack $c.kubernetes $c.kubernetes.inCluster -}}
+{{- if not $writes -}}
+{{- $_ := set $c.slack "actions" (without (default (list "restart" "recreate-serviceaccount" "snooze") $c.slack.actions) "restart" "recreate-serviceaccount") -}}
+{{- else if not $writer.clusterWide -}}
+{{- $ns := default dict $c.slack.namespaces -}}
+{{- if $ns.allow -}}
+{{- range $ns.allow -}}
+{{- if not (has . $writer.namespaces) -}}
+{{- fail (printf "config.clusters[%d].slack.namespaces.allow offers actions in %q, but rbac.writer.namespaces %v has no RoleBinding there: a restart would fail its dry run with \"forbidden\". Add it to rbac.writer.namespaces, remove it from the allow list, or set rbac.writer.clusterWide" $i . $writer.namespaces) -}}
+{{- end -}}
+{{- end -}}
+{{- else -}}
+{{- $_ := set $ns "allow" $writer.namespaces -}}
+{{- $_ := set $c.slack "namespaces" $ns -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- if .Values.rbac.secretMetadata -}}
 {{- range $config.clusters -}}
 {{- if and .kubernetes (not .kubernetes.none) -}}
@@ -86,4 +114,13 @@ system:serviceaccount:{{ .Release.Namespace }}:{{ include "tokenwatch.fullname" 
 {{/* The port of /healthz, /readyz and /metrics (config http.port, default 8080). */}}
 {{- define "tokenwatch.httpPort" -}}
 {{- (default dict .Values.config.http).port | default 8080 -}}
+{{- end -}}
+
+{{/* A list as a ConfigMap value, one item per line (the admission policy's CEL reads lines): a YAML string. */}}
+{{- define "tokenwatch.lines" -}}
+{{- if . -}}
+{{- printf "%s\n" (join "\n" .) | toJson -}}
+{{- else -}}
+""
+{{- end -}}
 {{- end -}}

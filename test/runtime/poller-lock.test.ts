@@ -1,0 +1,158 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { hostname, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config/index.js';
+import { createLogger } from '../../src/observability/logger.js';
+import { Metrics } from '../../src/observability/metrics.js';
+import { acquirePollerLock, PollerLockError } from '../../src/runtime/poller-lock.js';
+import { startServe, type ServeHandle } from '../../src/runtime/serve.js';
+import { openStore } from '../../src/store/db.js';
+import type { Store } from '../../src/store/types.js';
+import { auditEvent } from '../sources/events.js';
+
+const T0 = Date.parse('2026-11-20T12:00:00Z');
+const silent = createLogger({ level: 'silent' });
+
+function setup(): { dir: string; db: string; config: ReturnType<typeof parseConfig> } {
+  const dir = mkdtempSync(join(tmpdir(), 'tw-lock-'));
+  const log = join(dir, 'audit.log');
+  writeFileSync(log, `${auditEvent({ auditID: 'a1', time: T0, kind: 'stale', secondsAfterWarning: 7_200_000 })}\n`);
+  const db = join(dir, 'tw.db');
+  const config = parseConfig({ store: { path: db }, http: { host: '127.0.0.1', port: 0 }, clusters: [{ name: 'prod', audit: { file: { path: log } }, schedule: '0 0 1 1 *' }] }, {});
+  return { dir, db, config };
+}
+
+const handles: ServeHandle[] = [];
+const stores: Store[] = [];
+afterEach(async () => {
+  for (const h of handles.splice(0)) await h.stop();
+  for (const s of stores.splice(0)) s.close();
+});
+
+describe('two serve instances on one SQLite store, without leader election', () => {
+  it('refuses the second, naming the store file and the other holder; it starts once the first stopped', async () => {
+    const { db, config } = setup();
+    const first = await startServe(config, { logger: silent, metrics: new Metrics(), jitterMs: 0, clock: () => T0, pollerLock: { clock: () => T0, host: 'node-a', pid: 4101 } });
+    handles.push(first);
+    await first.firstPolls;
+    expect(first.context.isLeader()).toBe(true);
+
+    let refused: unknown;
+    try {
+      handles.push(await startServe(config, { logger: silent, metrics: new Metrics(), jitterMs: 0, clock: () => T0, pollerLock: { clock: () => T0 + 20_000, host: 'node-b', pid: 4202 } }));
+    } catch (err) {
+      refused = err;
+    }
+    expect(refused).toBeInstanceOf(PollerLockError);
+    expect((refused as Error).message).toBe(
+      `another tokenwatch process polls the store ${db}: pid 4101 on host node-a, holding it since 2026-11-20T12:00:00.000Z, ` +
+        'last heartbeat 2026-11-20T12:00:00.000Z (20 s ago). Two pollers on one SQLite store post every alert twice, so this one does not start. ' +
+        'Stop the other process, give this one its own store.path, or run replicas with leader election (POD_NAME and POD_NAMESPACE set in a pod); ' +
+        'the lock is free once its heartbeat is 60 s old',
+    );
+    // The refused instance polled nothing and left the first one's lock and findings alone.
+    expect(first.context.store.getPollerLock()).toMatchObject({ host: 'node-a', pid: 4101 });
+    expect(first.context.store.listFindings('prod')).toHaveLength(1);
+
+    await handles.shift()!.stop();
+    const second = await startServe(config, { logger: silent, metrics: new Metrics(), jitterMs: 0, clock: () => T0, pollerLock: { clock: () => T0 + 30_000, host: 'node-b', pid: 4202 } });
+    handles.push(second);
+    expect(second.context.store.getPollerLock()).toMatchObject({ host: 'node-b', pid: 4202, acquiredAt: T0 + 30_000 });
+  });
+
+  it('with leader election (isLeader given) takes no lock: replicas share the store by design', async () => {
+    const { config } = setup();
+    const a = await startServe(config, { logger: silent, metrics: new Metrics(), jitterMs: 0, isLeader: () => true });
+    handles.push(a);
+    const b = await startServe(config, { logger: silent, metrics: new Metrics(), jitterMs: 0, isLeader: () => false });
+    handles.push(b);
+    expect(a.context.store.getPollerLock()).toBeUndefined();
+  });
+
+  it('refuses while another real process on this host polls the store; takes over at once after it is killed', async () => {
+    const { dir, db } = setup();
+    const cfg = join(dir, 'tokenwatch.yaml');
+    writeFileSync(cfg, `store:\n  path: ${db}\nhttp:\n  host: 127.0.0.1\n  port: 0\nclusters:\n  - name: prod\n    audit:\n      file:\n        path: ${join(dir, 'audit.log')}\n    schedule: "0 0 1 1 *"\n`);
+    const child = spawn(process.execPath, ['bin/tokenwatch.js', 'serve', '--config', cfg], { stdio: ['ignore', 'pipe', 'pipe'] });
+    try {
+      await new Promise<void>((resolve, reject) => {
+        let out = '';
+        child.stdout.on('data', (b: Buffer) => {
+          out += b.toString();
+          if (out.includes('tokenwatch serve started')) resolve();
+        });
+        child.once('exit', (code) => reject(new Error(`serve exited early (${code}): ${out}`)));
+      });
+      const config = parseConfig({ store: { path: db }, http: { host: '127.0.0.1', port: 0 }, clusters: [{ name: 'prod', audit: { file: { path: join(dir, 'audit.log') } }, schedule: '0 0 1 1 *' }] }, {});
+      await expect(startServe(config, { logger: silent, metrics: new Metrics(), jitterMs: 0 })).rejects.toThrow(
+        new RegExp(`^another tokenwatch process polls the store ${db.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: pid ${child.pid} on host ${hostname().replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}, `),
+      );
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGKILL');
+      await exited;
+      // Killed: its row stays, but its pid no longer runs on this host, so the lock is free without waiting 60 s.
+      const handle = await startServe(config, { logger: silent, metrics: new Metrics(), jitterMs: 0 });
+      handles.push(handle);
+      expect(handle.context.store.getPollerLock()).toMatchObject({ host: hostname(), pid: process.pid });
+    } finally {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    }
+  });
+});
+
+describe('acquirePollerLock (injected clock)', () => {
+  function store(): Store {
+    const s = openStore(join(mkdtempSync(join(tmpdir(), 'tw-lock-unit-')), 'tw.db'));
+    stores.push(s);
+    return s;
+  }
+  const opts = (s: Store, now: () => number, host: string, pid: number) => ({ store: s, clock: now, logger: silent, host, pid, isRunning: () => true });
+
+  it('a lock without a heartbeat for 60 s is free; the stalled holder finds it lost at its next beat and stops', () => {
+    const s = store();
+    let now = T0;
+    const a = acquirePollerLock(opts(s, () => now, 'node-a', 1));
+    now = T0 + 45_000;
+    expect(a.beat()).toBe(true);
+    expect(s.getPollerLock()).toMatchObject({ host: 'node-a', heartbeatAt: T0 + 45_000, acquiredAt: T0 });
+    now = T0 + 45_000 + 59_999;
+    expect(() => acquirePollerLock(opts(s, () => now, 'node-b', 2))).toThrow(PollerLockError);
+    now = T0 + 45_000 + 60_000;
+    const b = acquirePollerLock(opts(s, () => now, 'node-b', 2));
+    expect(s.getPollerLock()).toMatchObject({ host: 'node-b', pid: 2, acquiredAt: now });
+    expect(a.beat()).toBe(false);
+    expect(a.held()).toBe(false);
+    // The old holder's release does not free the new holder's lock.
+    a.release();
+    expect(s.getPollerLock()).toMatchObject({ host: 'node-b' });
+    expect(b.held()).toBe(true);
+    b.release();
+    expect(s.getPollerLock()).toBeUndefined();
+  });
+
+  it('calls onLost with the new holder', () => {
+    const s = store();
+    let now = T0;
+    const lost: unknown[] = [];
+    const a = acquirePollerLock({ ...opts(s, () => now, 'node-a', 1), onLost: (by) => lost.push(by) });
+    now = T0 + 60_000;
+    acquirePollerLock(opts(s, () => now, 'node-b', 2));
+    a.beat();
+    a.beat();
+    expect(lost).toEqual([{ id: expect.any(String), host: 'node-b', pid: 2, acquiredAt: T0 + 60_000, heartbeatAt: T0 + 60_000 }]);
+  });
+
+  it('a lock left on this host by a pid that no longer runs, or by this very pid (a restarted container), is free at once', () => {
+    const s = store();
+    acquirePollerLock(opts(s, () => T0, 'pod-x', 1));
+    // Same host, same pid: a container restarted as pid 1 again.
+    expect(() => acquirePollerLock({ ...opts(s, () => T0 + 1000, 'pod-x', 1) })).not.toThrow();
+    // Same host, pid 1 no longer runs: a process that crashed.
+    expect(() => acquirePollerLock({ ...opts(s, () => T0 + 3000, 'pod-x', 8), isRunning: (pid) => pid !== 1 })).not.toThrow();
+    expect(s.getPollerLock()).toMatchObject({ host: 'pod-x', pid: 8 });
+    // Another host's pid says nothing about liveness here: only the heartbeat counts.
+    expect(() => acquirePollerLock({ ...opts(s, () => T0 + 4000, 'pod-y', 8), isRunning: () => false })).toThrow(PollerLockError);
+  });
+});
