@@ -25,7 +25,17 @@ import { open, stat, type FileHandle } from 'node:fs/promises';
 import { Readable, pipeline } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 import { InputError, type InputFormat, type ReadNotice, type ReadStats, type TokenUse } from './types.js';
-import { DETECT_HEAD_BYTES, KNOWN_FORMATS_TEXT, describeUnknownContent, detectFormat, isGzip, leadingNulBytes } from './formats.js';
+import {
+  DETECT_HEAD_BYTES,
+  KNOWN_FORMATS_TEXT,
+  describeFirstRecord,
+  describeUnknownContent,
+  detectFormat,
+  documentPaths,
+  isGzip,
+  leadingNulBytes,
+} from './formats.js';
+import { createShapeTally, tokenUsesFromWrappedValue, type ShapeTally } from './records.js';
 import { DEFAULT_MAX_LINE_BYTES, JsonlScanner } from './jsonl-scanner.js';
 import { JsonExportScanner } from './json-export-scanner.js';
 import {
@@ -143,9 +153,10 @@ export async function* readTokenUses(
   if (!(maxLineBytes > 0)) throw new RangeError('maxLineBytes must be positive');
   const maxDecompressedBytes = opts.maxDecompressedBytes ?? Infinity;
   if (!(maxDecompressedBytes > 0)) throw new RangeError('maxDecompressedBytes must be positive');
+  if (files.filter((f) => f === STDIN).length > 1) throw new InputError(STDIN, 'standard input can be read only once');
   for (const file of files) {
     try {
-      const st = await stat(file);
+      const st = await stat(inputPath(file));
       if (st.isDirectory()) throw new InputError(file, 'is a directory, not an audit log file');
     } catch (err) {
       throw toOpenError(err, file);
@@ -177,14 +188,28 @@ function errorReason(err: unknown): string {
 
 function toOpenError(err: unknown, file: string): InputError {
   if (err instanceof InputError) return err;
-  return new InputError(file, `cannot read file (${errorReason(err)})`, { cause: err });
+  return new InputError(file, `cannot read file (${errorReason(err)})`, {
+    cause: err,
+    ...(file === STDIN ? { subject: 'standard input' } : {}),
+  });
+}
+
+/** The `--audit-log` name of standard input. */
+export const STDIN = '-';
+
+/**
+ * The path to open for an input name: `-` is standard input (`/dev/stdin`, a pipe or a redirected file; read as a
+ * stream, so every format works, none needs to seek), anything else the path itself.
+ */
+export function inputPath(file: string): string {
+  return file === STDIN ? '/dev/stdin' : file;
 }
 
 async function* readOneFile(ctx: FileContext): AsyncGenerator<TokenUse> {
   const { file, stats } = ctx;
   let fh: FileHandle;
   try {
-    fh = await open(file, 'r');
+    fh = await open(inputPath(file), 'r');
   } catch (err) {
     throw toOpenError(err, file);
   }
@@ -227,17 +252,27 @@ async function* readOneFile(ctx: FileContext): AsyncGenerator<TokenUse> {
           `tokenwatch reads ${KNOWN_FORMATS_TEXT}`,
       );
     }
-    const before = { lines: stats.lines, events: stats.events };
+    const before = { lines: stats.lines, events: stats.events, malformed: stats.malformed };
     const tally = createRowTally();
+    const shapes = createShapeTally();
+    if (format === 'wrapped-jsonl' || format === 'json-documents') tallyHead(headBytes, shapes);
     if (format === 'insights-csv') {
       yield* scanCsv(replay(head, data), ctx, tally);
     } else if (format === 'insights-query-results' || format === 'insights-query-rows' || format === 'insights-json-fields') {
       yield* scanJsonRows(replay(head, data), ctx, format, tally);
+    } else if (format === 'json-documents') {
+      yield* scanDocuments(replay(head, data), ctx, documentPaths(headBytes), shapes);
     } else {
       const out: TokenUse[] = [];
       const scanner: ByteScanner =
-        format === 'audit-jsonl' || format === 'cw-s3-export'
-          ? new JsonlScanner(stats, out, ctx.maxLineBytes, format === 'cw-s3-export')
+        format === 'audit-jsonl' || format === 'cw-s3-export' || format === 'aws-logs-tail' || format === 'wrapped-jsonl'
+          ? new JsonlScanner(
+              stats,
+              out,
+              ctx.maxLineBytes,
+              format === 'cw-s3-export' || format === 'aws-logs-tail',
+              format === 'wrapped-jsonl' ? shapes : undefined,
+            )
           : new JsonExportScanner(format, stats, out, ctx.maxLineBytes);
       if (!gzip && regular) {
         // Fast path: the rest of the file is read synchronously into one recycled buffer (see RawSource) — for JSON
@@ -263,8 +298,11 @@ async function* readOneFile(ctx: FileContext): AsyncGenerator<TokenUse> {
       }
       if (format === 'insights-json') capNotice(ctx, stats.lines - before.lines - (scanner.failed ? 1 : 0));
     }
-    const noEvent = noAuditEventError(file, format, stats.lines - before.lines, stats.events - before.events, tally);
+    const records = stats.lines - before.lines;
+    const events = stats.events - before.events;
+    const noEvent = noAuditEventError(file, format, records, events, tally, describeFirstRecord(headBytes));
     if (noEvent) throw noEvent;
+    shapeNotices(ctx, records, events, stats.malformed - before.malformed, shapes);
     if (tally.guideRows > 0) {
       ctx.notice(
         'guide-query',
@@ -293,12 +331,14 @@ export function noAuditEventError(
   records: number,
   events: number,
   tally: InsightsRowTally = createRowTally(),
+  first?: { what: string; hint?: string },
 ): InputError | undefined {
   if (records === 0 || events > 0) return undefined;
   return new InputError(
     file,
     `none of its ${records} records is an audit event in a format tokenwatch knows (read as ` +
-      `${FORMAT_NAMES[format]}); ` +
+      `${FORMAT_NAMES[format]}${first ? `; the first record is ${first.what}` : ''}); ` +
+      (first?.hint ? `${first.hint}; ` : '') +
       (tally.guideRowsWithoutTime > 0
         ? 'its rows have a subject but no @timestamp (a `stats … by subject` query): run the query without ' +
           '`stats` (keep `fields @timestamp, @message`) so each row has its time; '
@@ -310,6 +350,9 @@ export function noAuditEventError(
 /** How each format is named in messages. */
 const FORMAT_NAMES: Record<InputFormat, string> = {
   'audit-jsonl': 'audit JSON lines',
+  'wrapped-jsonl': 'JSON lines of audit webhook batches, GKE, AKS or Loki records',
+  'json-documents': 'pretty-printed, concatenated or JSON-array documents',
+  'aws-logs-tail': '`aws logs tail` text',
   'cw-s3-export': 'a CloudWatch export to S3',
   'filter-log-events': '`aws logs filter-log-events` output',
   'insights-query-results': '`aws logs get-query-results` output',
@@ -759,4 +802,116 @@ async function* scanJsonRows(
   }
   yield* out;
   if (!sawStatus || rows > 0) capNotice(ctx, rows);
+}
+
+/** What the head of a wrapped-shape file says about its platform (AKS categories, GKE log names), into `shapes`. */
+function tallyHead(head: Buffer, shapes: ShapeTally): void {
+  const text = head.toString('latin1');
+  if (text.includes('"kube-audit-admin"')) shapes.aksCategories.add('kube-audit-admin');
+  if (text.includes('"kube-audit"')) shapes.aksCategories.add('kube-audit');
+  if (text.includes('cloudaudit.googleapis.com%2Factivity')) shapes.gkeLogs.add('activity');
+  if (text.includes('cloudaudit.googleapis.com%2Fdata_access')) shapes.gkeLogs.add('data_access');
+}
+
+/**
+ * Notices from a read file's counts and its platform wrappers: most records not audit events (with the count), GKE
+ * entries' missing fields, and logs that cannot see most stale-token requests (AKS `kube-audit-admin` only, which
+ * leaves out get and list; GKE Admin Activity without Data Access, where reads are logged).
+ */
+function shapeNotices(ctx: FileContext, records: number, events: number, malformed: number, shapes: ShapeTally): void {
+  const { file } = ctx;
+  if (events > 0 && malformed > events) {
+    ctx.notice(
+      'mostly-not-events',
+      `${file}: only ${events} of its ${records} records are audit events; ${malformed} were skipped as unreadable ` +
+        '(not an audit event in a known shape, or cut short): check that the file holds only the audit log',
+    );
+  }
+  if (shapes.gkeEntries > 0) {
+    ctx.notice(
+      'gke-fields',
+      `${file}: GKE Cloud Audit Logs entries carry no pod claims (user.extra) and no request URI: findings name ` +
+        'ServiceAccounts, source IPs and user agents, but not pods or workloads from pods',
+    );
+  }
+  if (shapes.aksCategories.has('kube-audit-admin') && !shapes.aksCategories.has('kube-audit')) {
+    ctx.notice(
+      'blind-log',
+      `${file}: only the AKS kube-audit-admin category is exported; it leaves out get and list requests, where most ` +
+        'stale-token uses are: enable the kube-audit category in the cluster\'s diagnostic setting',
+    );
+  }
+  if (shapes.gkeLogs.has('activity') && !shapes.gkeLogs.has('data_access')) {
+    ctx.notice(
+      'blind-log',
+      `${file}: GKE Admin Activity audit entries but no Data Access entries: reads (get, list, watch), where most ` +
+        'stale-token uses are, are logged only as Data Access; enable Data Access audit logs for the Kubernetes Engine API ' +
+        '(https://cloud.google.com/logging/docs/audit/configure-data-access) and include them in the export',
+    );
+  }
+}
+
+/**
+ * Pretty-printed (`jq .`), concatenated or JSON-array documents of any shape of `shapes.ts`, streamed one record at a
+ * time with @streamparser/json (`paths` from `documentPaths`: the array's elements, an EventList's `items` or Event
+ * Hubs `records`, or each top-level document). Each record counts as in `tokenUsesFromWrappedValue`. A syntax error,
+ * truncation or one record over `maxLineBytes` counts one malformed record and ends the file (notice).
+ */
+async function* scanDocuments(
+  chunks: AsyncIterable<Buffer>,
+  ctx: FileContext,
+  paths: string[],
+  shapes: ShapeTally,
+): AsyncGenerator<TokenUse> {
+  const { stats, file } = ctx;
+  const { JSONParser } = await import('@streamparser/json'); // loaded on first use
+  const parser = new JSONParser({ paths, keepStack: false, separator: '', stringBufferSize: 64 * 1024 });
+  const out: TokenUse[] = [];
+  let records = 0;
+  let sinceRecord = 0;
+  let first = true;
+  parser.onValue = ({ value }) => {
+    records++;
+    stats.lines++;
+    sinceRecord = 0;
+    tokenUsesFromWrappedValue(value, stats, out, shapes);
+  };
+  let broken = false;
+  const breakOff = (why: string): void => {
+    broken = true;
+    stats.lines++;
+    stats.malformed++;
+    ctx.notice('truncated', `${file}: ${why} after ${records} records; the rest of the file was not read`, records + 1);
+  };
+  try {
+    for await (let chunk of chunks) {
+      if (first) {
+        first = false;
+        if (chunk.length >= 3 && chunk[0] === 0xef && chunk[1] === 0xbb && chunk[2] === 0xbf) chunk = chunk.subarray(3);
+      }
+      sinceRecord += chunk.length;
+      try {
+        parser.write(chunk);
+      } catch (err) {
+        breakOff(`the JSON document breaks off (${errorReason(err).slice(0, 120)})`);
+        break;
+      }
+      if (out.length > 0) yield* out.splice(0, out.length);
+      if (sinceRecord > ctx.maxLineBytes + 1024 * 1024) {
+        breakOff(`one record is longer than ${ctx.maxLineBytes} bytes`);
+        break;
+      }
+    }
+    if (!broken) {
+      try {
+        parser.end();
+      } catch (err) {
+        breakOff(`the JSON document is truncated (${errorReason(err).slice(0, 120)})`);
+      }
+    }
+  } catch (err) {
+    if (err instanceof InputError) throw err;
+    throw new InputError(file, `read failed (${errorReason(err)})`, { cause: err });
+  }
+  yield* out;
 }
