@@ -43,8 +43,49 @@ function firstLine(text: string, i: number, complete: boolean): FirstLine {
   try {
     return { kind: 'value', value: JSON.parse(line) };
   } catch {
-    return line.endsWith('}') ? { kind: 'bad' } : { kind: 'unfinished' };
+    if (!line.endsWith('}')) return { kind: 'unfinished' };
+    return startsWithWholeObject(line) ? { kind: 'unfinished' } : { kind: 'bad' };
   }
+}
+
+/** Does the line start with one whole JSON object followed by another (`{…}{…}`: documents concatenated)? */
+function startsWithWholeObject(line: string): boolean {
+  const m = /\}\s*\{/g;
+  for (let k = 0; k < 16; k++) {
+    const hit = m.exec(line);
+    if (!hit) return false;
+    try {
+      JSON.parse(line.slice(0, hit.index + 1));
+      return true;
+    } catch {
+      // a `}{` inside the first object (in a string): try the next one
+    }
+  }
+  return false;
+}
+
+/** Lines of the head after the first that {@link detectFormat} looks at when the first is no known record. */
+const MORE_LINES = 4;
+
+/** The shape of the first few complete lines after an unknown first one: an audit event, a wrapper, or neither. */
+function laterLines(text: string, i: number): 'audit-jsonl' | 'wrapped-jsonl' | undefined {
+  let from = text.indexOf('\n', i);
+  for (let k = 0; k < MORE_LINES && from !== -1; k++) {
+    const nl = text.indexOf('\n', from + 1);
+    if (nl === -1) return undefined;
+    const line = text.slice(from + 1, nl).trim();
+    from = nl;
+    if (line === '') continue;
+    let value: unknown;
+    try {
+      value = JSON.parse(line);
+    } catch {
+      continue;
+    }
+    if (isAuditEvent(value)) return 'audit-jsonl';
+    if (unwrapAuditEvents(value)) return 'wrapped-jsonl';
+  }
+  return undefined;
 }
 
 function skipWs(text: string, i: number): number {
@@ -136,7 +177,8 @@ export function detectFormat(head: Buffer, complete = head.length < DETECT_HEAD_
     if (first.kind === 'value') {
       if (isAuditEvent(first.value)) return 'audit-jsonl';
       if (unwrapAuditEvents(first.value)) return 'wrapped-jsonl';
-      return audit ? 'audit-jsonl' : undefined; // an odd first line before the events: counted malformed
+      // A JSON object of no known shape: unknown, unless events follow an odd first line (counted malformed).
+      return laterLines(text, i);
     }
     if (first.kind === 'long') {
       if (BATCH_DOCUMENT_RE.test(start)) return 'wrapped-jsonl'; // a webhook batch longer than the head, one per line

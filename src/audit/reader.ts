@@ -300,7 +300,10 @@ async function* readOneFile(ctx: FileContext): AsyncGenerator<TokenUse> {
     }
     const records = stats.lines - before.lines;
     const events = stats.events - before.events;
-    const noEvent = noAuditEventError(file, format, records, events, tally, describeFirstRecord(headBytes));
+    // (Audit JSON lines are not described: their first record is an event; and a parallel read of their ranges words
+    // the error alike without the head.)
+    const first = format === 'audit-jsonl' ? undefined : describeFirstRecord(headBytes);
+    const noEvent = noAuditEventError(file, format, records, events, tally, first);
     if (noEvent) throw noEvent;
     shapeNotices(ctx, records, events, stats.malformed - before.malformed, shapes);
     if (tally.guideRows > 0) {
