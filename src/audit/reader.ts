@@ -155,8 +155,9 @@ export async function* readTokenUses(
   if (!(maxDecompressedBytes > 0)) throw new RangeError('maxDecompressedBytes must be positive');
   if (files.filter((f) => f === STDIN).length > 1) throw new InputError(STDIN, 'standard input can be read only once');
   for (const file of files) {
+    if (file === STDIN) continue;
     try {
-      const st = await stat(inputPath(file));
+      const st = await stat(file);
       if (st.isDirectory()) throw new InputError(file, 'is a directory, not an audit log file');
     } catch (err) {
       throw toOpenError(err, file);
@@ -197,19 +198,14 @@ function toOpenError(err: unknown, file: string): InputError {
 /** The `--audit-log` name of standard input. */
 export const STDIN = '-';
 
-/**
- * The path to open for an input name: `-` is standard input (`/dev/stdin`, a pipe or a redirected file; read as a
- * stream, so every format works, none needs to seek), anything else the path itself.
- */
-export function inputPath(file: string): string {
-  return file === STDIN ? '/dev/stdin' : file;
-}
+
 
 async function* readOneFile(ctx: FileContext): AsyncGenerator<TokenUse> {
   const { file, stats } = ctx;
-  let fh: FileHandle;
+  // Standard input (a pipe, socket or redirected file) is read as a stream: every format works, none needs to seek.
+  let fh: FileHandle | undefined;
   try {
-    fh = await open(inputPath(file), 'r');
+    if (file !== STDIN) fh = await open(file, 'r');
   } catch (err) {
     throw toOpenError(err, file);
   }
@@ -217,15 +213,15 @@ async function* readOneFile(ctx: FileContext): AsyncGenerator<TokenUse> {
     let totalBytes = 0;
     let regular = false;
     try {
-      const st = await fh.stat();
-      if (st.isDirectory()) throw new InputError(file, 'is a directory, not an audit log file');
-      regular = st.isFile();
-      totalBytes = regular ? st.size : 0;
+      const st = await fh?.stat();
+      if (st?.isDirectory()) throw new InputError(file, 'is a directory, not an audit log file');
+      regular = st?.isFile() ?? false;
+      totalBytes = regular && st ? st.size : 0;
     } catch (err) {
       throw toOpenError(err, file);
     }
     stats.files++;
-    const rawSource = new RawSource(fh, file, totalBytes, regular, ctx.onProgress);
+    const rawSource = new RawSource(fh ?? process.stdin, file, totalBytes, regular, ctx.onProgress);
     const raw = rawSource.chunks()[Symbol.asyncIterator]();
     const rawHead = await peek(raw, 2);
     const gzip = rawHead.chunks.length > 0 && isGzip(Buffer.concat(rawHead.chunks));
@@ -316,7 +312,7 @@ async function* readOneFile(ctx: FileContext): AsyncGenerator<TokenUse> {
       );
     }
   } finally {
-    await fh.close().catch(() => undefined);
+    await fh?.close().catch(() => undefined);
   }
 }
 
@@ -432,7 +428,8 @@ class RawSource {
   private decompressed: number | undefined;
 
   constructor(
-    private readonly fh: FileHandle,
+    /** The open file, or a stream (standard input) that is read as a pipe. */
+    private readonly fh: FileHandle | Readable,
     private readonly file: string,
     private readonly totalBytes: number,
     private readonly regular: boolean,
@@ -457,6 +454,7 @@ class RawSource {
   private readInto(buf: Buffer): number {
     let n: number;
     try {
+      if (this.fh instanceof Readable) throw new Error('a stream cannot be read synchronously');
       n = readSync(this.fh.fd, buf, 0, buf.length, null);
     } catch (err) {
       throw this.readError(err);
@@ -481,6 +479,20 @@ class RawSource {
   }
 
   private async *asyncChunks(): AsyncGenerator<Buffer> {
+    if (this.fh instanceof Readable) {
+      const stream = this.fh;
+      try {
+        for await (const chunk of stream) {
+          const buf = typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer);
+          this.progress(buf.length, false);
+          yield buf;
+        }
+      } catch (err) {
+        throw this.readError(err);
+      }
+      this.progress(0, true);
+      return;
+    }
     for (;;) {
       const buf = Buffer.allocUnsafeSlow(READ_CHUNK_BYTES);
       let n: number;
