@@ -22,7 +22,8 @@
  *   resolves anything: any failed poll in the period blocks it. When the signal returns, `saveFindings` reopens it.
  */
 import type { TokenUse } from '../audit/types.js';
-import { createReadStats, tokenUseFromJson } from '../audit/reader.js';
+import { createReadStats } from '../audit/reader.js';
+import { tokenUsesFromWrappedText } from '../audit/records.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import type { ClusterConfig } from '../config/types.js';
 import { TokenAggregator } from '../findings/aggregate.js';
@@ -189,8 +190,8 @@ export class ClusterPoller {
             readStats.malformed++;
           }
         } else {
-          const use = tokenUseFromJson(text, readStats);
-          if (use) uses.push(use);
+          // An event, or a record of another shape (EventList, GKE entry, AKS record, Loki line: src/audit/shapes.ts).
+          tokenUsesFromWrappedText(text, readStats, uses);
         }
         next = await gen.next();
       }
