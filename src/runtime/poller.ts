@@ -110,6 +110,8 @@ export interface PollerDeps {
   quietPeriodMs?: number;
   /** Store retention. Default {@link POLLER_DEFAULTS}.retention. */
   retention?: RetentionMs;
+  /** Told of every successful poll and the records it read (blind-log detection, src/runtime/blind.ts). */
+  blind?: { observePoll(at: number, records: number): void };
   /** Called after each successful poll with the fresh findings (Slack notifier, verification). */
   onFindings?: (findings: Finding[], outcome: PollOutcome) => Promise<void>;
 }
@@ -275,6 +277,7 @@ export class ClusterPoller {
       this.updateGauges(findings.filter((f) => open.has(f.id)), now);
       outcome.endedAt = this.clock();
       store.finishPollRun(runId, { endedAt: outcome.endedAt, events: outcome.records, tokenUses: outcome.newUses });
+      this.deps.blind?.observePoll(startedAt, outcome.records);
       this.healthState = { ...this.healthState, status: 'ok', lastPollAt: startedAt, lastSuccessAt: startedAt, lastError: undefined, stateError: stateProblem, metricsError, probeError };
       metrics?.polls.inc({ cluster: cluster.name, outcome: 'ok' });
       metrics?.pollFailing.set({ cluster: cluster.name }, 0);

@@ -176,6 +176,12 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   let ready = false;
   let stopping = false;
 
+  const blindReasons: BlindReason[] = ['eks-audit-log-off', 'no-events-for-polls', 'no-events-for-time'];
+  const updateBlindGauge = (rt: ClusterRuntime): void => {
+    const b = rt.blind.state(clock());
+    for (const reason of blindReasons) metrics.auditLogBlind.set({ cluster: rt.config.name, reason }, b.blind && b.reason === reason ? 1 : 0);
+  };
+
   for (const c of config.clusters) {
     const source = createAuditSource(c.audit);
     const kube = await buildKube(c);
@@ -215,7 +221,9 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       activeWindowMs: config.findings.activeWindow,
       quietPeriodMs: config.findings.quietPeriod,
       retention: { tokenRecordsMs: config.retention.tokenRecords, pollRunsMs: config.retention.pollRuns, actionLogMs: config.retention.actionLog },
+      blind,
       onFindings: async (findings, outcome) => {
+        updateBlindGauge(runtime);
         for (const l of listeners) {
           try {
             await l(runtime, findings, outcome);
@@ -240,11 +248,6 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
     onError: (job, err) => logger.error({ err, cluster: job }, 'poll job failed'),
   });
 
-  const blindReasons: BlindReason[] = ['eks-audit-log-off', 'no-events-for-polls', 'no-events-for-time'];
-  const updateBlindGauge = (rt: ClusterRuntime): void => {
-    const b = rt.blind.state(clock());
-    for (const reason of blindReasons) metrics.auditLogBlind.set({ cluster: rt.config.name, reason }, b.blind && b.reason === reason ? 1 : 0);
-  };
   for (const rt of clusters.values()) updateBlindGauge(rt); // EKS audit logging off is known before the first poll
 
   const isLeader = opts.isLeader ?? (() => true);
@@ -372,9 +375,7 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       name: rt.config.name,
       schedule: rt.config.schedule,
       run: async () => {
-        const outcome = await rt.poller.pollOnce();
-        if (!outcome.error) rt.blind.observePoll(outcome.startedAt, outcome.records);
-        updateBlindGauge(rt);
+        await rt.poller.pollOnce();
         firstDone.get(rt.config.name)?.();
       },
     })),
