@@ -753,8 +753,7 @@ async function* scanJsonRows(
   });
   const out: TokenUse[] = [];
   let rows = 0; // rows of the current result document
-  let fileRows = 0; // rows of the whole file
-  let sinceRow = 0; // bytes fed since the last row ended (bounds one row's size)
+  const progress = { records: 0, sinceRecord: 0 }; // rows of the whole file; bytes fed since the last one ended
   let sawStatus = false;
   parser.onValue = ({ value, key }) => {
     if (queryResults && key === 'status') {
@@ -771,9 +770,9 @@ async function* scanJsonRows(
       return;
     }
     rows++;
-    fileRows++;
+    progress.records++;
     stats.lines++;
-    sinceRow = 0;
+    progress.sinceRecord = 0;
     const row = cells ? queryResultCells(value) : value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
     if (!row) {
       stats.malformed++;
@@ -782,40 +781,7 @@ async function* scanJsonRows(
     const use = tokenUseFromInsightsRow(row, stats, tally);
     if (use) out.push(use);
   };
-  let broken = false;
-  const breakOff = (why: string): void => {
-    broken = true;
-    stats.lines++;
-    stats.malformed++;
-    ctx.notice('truncated', `${file}: ${why} after ${fileRows} rows; the rest of the file was not read`, fileRows + 1);
-  };
-  try {
-    for await (const chunk of chunks) {
-      sinceRow += chunk.length;
-      try {
-        parser.write(chunk);
-      } catch (err) {
-        breakOff(`the JSON document breaks off (${errorReason(err).slice(0, 120)})`);
-        break;
-      }
-      if (out.length > 0) yield* out.splice(0, out.length);
-      if (sinceRow > ctx.maxLineBytes + 1024 * 1024) {
-        breakOff(`one row is longer than ${ctx.maxLineBytes} bytes`);
-        break;
-      }
-    }
-    if (!broken) {
-      try {
-        parser.end();
-      } catch (err) {
-        breakOff(`the JSON document is truncated (${errorReason(err).slice(0, 120)})`);
-      }
-    }
-  } catch (err) {
-    if (err instanceof InputError) throw err;
-    throw new InputError(file, `read failed (${errorReason(err)})`, { cause: err });
-  }
-  yield* out;
+  yield* streamJson(chunks, ctx, parser, out, progress, 'rows');
   if (!sawStatus || rows > 0) capNotice(ctx, rows);
 }
 
@@ -878,25 +844,42 @@ async function* scanDocuments(
   paths: string[],
   shapes: ShapeTally,
 ): AsyncGenerator<TokenUse> {
-  const { stats, file } = ctx;
+  const { stats } = ctx;
   const { JSONParser } = await import('@streamparser/json'); // loaded on first use
   const parser = new JSONParser({ paths, keepStack: false, separator: '', stringBufferSize: 64 * 1024 });
   const out: TokenUse[] = [];
-  let records = 0;
-  let sinceRecord = 0;
-  let first = true;
+  const progress = { records: 0, sinceRecord: 0 };
   parser.onValue = ({ value }) => {
-    records++;
+    progress.records++;
     stats.lines++;
-    sinceRecord = 0;
+    progress.sinceRecord = 0;
     tokenUsesFromWrappedValue(value, stats, out, shapes);
   };
+  yield* streamJson(chunks, ctx, parser, out, progress, 'records');
+}
+
+/**
+ * Feeds a @streamparser/json parser the chunks (a UTF-8 BOM at the start skipped) and yields the token uses its
+ * `onValue` pushes to `out`, as they come. `progress` is kept by `onValue`: records seen, and bytes fed since the last
+ * one ended (reset to 0 there). A syntax error, truncation or one record over `maxLineBytes` counts one malformed
+ * record and ends the read, with a `truncated` notice counting the records (`unit`) read before.
+ */
+async function* streamJson(
+  chunks: AsyncIterable<Buffer>,
+  ctx: FileContext,
+  parser: { write(b: Uint8Array): void; end(): void },
+  out: TokenUse[],
+  progress: { records: number; sinceRecord: number },
+  unit: 'rows' | 'records',
+): AsyncGenerator<TokenUse> {
+  const { stats, file } = ctx;
   let broken = false;
+  let first = true;
   const breakOff = (why: string): void => {
     broken = true;
     stats.lines++;
     stats.malformed++;
-    ctx.notice('truncated', `${file}: ${why} after ${records} records; the rest of the file was not read`, records + 1);
+    ctx.notice('truncated', `${file}: ${why} after ${progress.records} ${unit}; the rest of the file was not read`, progress.records + 1);
   };
   try {
     for await (let chunk of chunks) {
@@ -904,7 +887,7 @@ async function* scanDocuments(
         first = false;
         if (chunk.length >= 3 && chunk[0] === 0xef && chunk[1] === 0xbb && chunk[2] === 0xbf) chunk = chunk.subarray(3);
       }
-      sinceRecord += chunk.length;
+      progress.sinceRecord += chunk.length;
       try {
         parser.write(chunk);
       } catch (err) {
@@ -912,8 +895,8 @@ async function* scanDocuments(
         break;
       }
       if (out.length > 0) yield* out.splice(0, out.length);
-      if (sinceRecord > ctx.maxLineBytes + 1024 * 1024) {
-        breakOff(`one record is longer than ${ctx.maxLineBytes} bytes`);
+      if (progress.sinceRecord > ctx.maxLineBytes + 1024 * 1024) {
+        breakOff(`one ${unit === 'rows' ? 'row' : 'record'} is longer than ${ctx.maxLineBytes} bytes`);
         break;
       }
     }
@@ -928,5 +911,5 @@ async function* scanDocuments(
     if (err instanceof InputError) throw err;
     throw new InputError(file, `read failed (${errorReason(err)})`, { cause: err });
   }
-  yield* out;
+  yield* out.splice(0, out.length);
 }
