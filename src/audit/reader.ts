@@ -452,9 +452,9 @@ class RawSource {
   }
 
   private readInto(buf: Buffer): number {
+    if (this.fh instanceof Readable) throw new InputError(this.file, 'is a stream: it cannot be read synchronously');
     let n: number;
     try {
-      if (this.fh instanceof Readable) throw new Error('a stream cannot be read synchronously');
       n = readSync(this.fh.fd, buf, 0, buf.length, null);
     } catch (err) {
       throw this.readError(err);
