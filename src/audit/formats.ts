@@ -2,6 +2,8 @@
  * Input format detection by content (never by file name). Pure.
  */
 import type { InputFormat } from './types.js';
+import { isAuditEvent } from './token-use.js';
+import { closestShapeHint, describeJsonValue, unwrapAuditEvents } from './shapes.js';
 
 /** Bytes of (decompressed) input that {@link detectFormat} wants to see: 64 KiB. */
 export const DETECT_HEAD_BYTES = 64 * 1024;
@@ -20,6 +22,71 @@ const QUERY_RESULTS_RE = /^\{\s*"(?:results|status|statistics|queryLanguage|encr
 const S3_EXPORT_LINE_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})[ \t]+\S/;
 // Markers of an audit.k8s.io Event in its first line (Go encodes kind, apiVersion, level, auditID first).
 const AUDIT_EVENT_MARKERS = ['"auditID"', '"audit.k8s.io/', '"kind":"Event"'];
+// Markers of the wrapper shapes of `shapes.ts` (GKE LogEntry, AKS records and Log Analytics rows, Loki lines).
+const WRAPPER_MARKERS = ['"protoPayload"', '"properties"', '"AuditId"', '"log_s"', '"records"', '"line"', '"EventList"'];
+// `aws logs tail` text: `<ISO-8601 timestamp> <log stream> {…}`.
+const TAIL_LINE_RE = /^\d{4}-\d{2}-\d{2}T\S{1,40}[ \t]+[^\s{]\S{0,511}[ \t]+\{/;
+// A document whose events sit in a big array member: an EventList (Go and jq keep `kind` first) or Event Hubs records.
+const BATCH_DOCUMENT_RE = /^\{\s*(?:"kind"\s*:\s*"EventList"|"apiVersion"\s*:\s*"audit\.k8s\.io\/[^"]*"\s*,\s*"kind"\s*:\s*"EventList"|"records"\s*:)/;
+
+function hasMarker(text: string, markers: readonly string[]): boolean {
+  return markers.some((m) => text.includes(m));
+}
+
+/** The first line of a JSON-lines head starting at `i`: parsed, too long for the head, or not one JSON value. */
+type FirstLine = { kind: 'value'; value: unknown } | { kind: 'long' } | { kind: 'unfinished' } | { kind: 'bad' };
+
+function firstLine(text: string, i: number, complete: boolean): FirstLine {
+  const nl = text.indexOf('\n', i);
+  if (nl === -1 && !complete) return { kind: 'long' };
+  const line = text.slice(i, nl === -1 ? text.length : nl).trim();
+  try {
+    return { kind: 'value', value: JSON.parse(line) };
+  } catch {
+    if (!line.endsWith('}')) return { kind: 'unfinished' };
+    return startsWithWholeObject(line) ? { kind: 'unfinished' } : { kind: 'bad' };
+  }
+}
+
+/** Does the line start with one whole JSON object followed by another (`{…}{…}`: documents concatenated)? */
+function startsWithWholeObject(line: string): boolean {
+  const m = /\}\s*\{/g;
+  for (let k = 0; k < 16; k++) {
+    const hit = m.exec(line);
+    if (!hit) return false;
+    try {
+      JSON.parse(line.slice(0, hit.index + 1));
+      return true;
+    } catch {
+      // a `}{` inside the first object (in a string): try the next one
+    }
+  }
+  return false;
+}
+
+/** Lines of the head after the first that {@link detectFormat} looks at when the first is no known record. */
+const MORE_LINES = 4;
+
+/** The shape of the first few complete lines after an unknown first one: an audit event, a wrapper, or neither. */
+function laterLines(text: string, i: number): 'audit-jsonl' | 'wrapped-jsonl' | undefined {
+  let from = text.indexOf('\n', i);
+  for (let k = 0; k < MORE_LINES && from !== -1; k++) {
+    const nl = text.indexOf('\n', from + 1);
+    if (nl === -1) return undefined;
+    const line = text.slice(from + 1, nl).trim();
+    from = nl;
+    if (line === '') continue;
+    let value: unknown;
+    try {
+      value = JSON.parse(line);
+    } catch {
+      continue;
+    }
+    if (isAuditEvent(value)) return 'audit-jsonl';
+    if (unwrapAuditEvents(value)) return 'wrapped-jsonl';
+  }
+  return undefined;
+}
 
 function skipWs(text: string, i: number): number {
   while (i < text.length) {
@@ -35,9 +102,13 @@ export const GUIDE_QUERY_FIELDS = ['subject', 'elapsedtime'] as const;
 
 /** The formats {@link detectFormat} knows, for error messages (one phrase each, with the command that makes it). */
 export const KNOWN_FORMATS_TEXT =
-  'audit JSON lines (--audit-log-path files), CloudWatch export to S3 (`aws logs create-export-task`, ' +
-  '"<timestamp> <event>" lines), `aws logs filter-log-events --output json`, `aws logs get-query-results --output json`, ' +
-  'or a Logs Insights console export (JSON or CSV) with @message or with the EKS guide query\'s subject and elapsedtime';
+  'audit JSON lines (--audit-log-path files), audit webhook batches (EventList), pretty-printed, concatenated or ' +
+  'JSON-array events (`jq .`, `jq -s .`), CloudWatch export to S3 (`aws logs create-export-task`, ' +
+  '"<timestamp> <event>" lines), `aws logs tail` text, `aws logs filter-log-events --output json`, ' +
+  '`aws logs get-query-results --output json`, a Logs Insights console export (JSON or CSV) with @message or with ' +
+  "the EKS guide query's subject and elapsedtime, GKE Cloud Audit Logs (`gcloud logging read --format=json`, or " +
+  'one LogEntry per line from Cloud Storage), AKS kube-audit diagnostic records (storage account, Event Hubs ' +
+  '`{"records":[…]}`, Log Analytics AKSAudit/AzureDiagnostics rows) and Loki `logcli query --output=jsonl`';
 
 /**
  * Detects the input format from the first bytes of a file (already decompressed, leading NUL bytes already
@@ -53,14 +124,28 @@ export const KNOWN_FORMATS_TEXT =
  *   of rows with `@timestamp` and `@message`;
  * - `cw-s3-export`: a first line `<ISO-8601 timestamp> <text>` and audit-event markers in the head: a CloudWatch
  *   Logs export to S3 (lines of other log streams in it are counted malformed);
- * - `audit-jsonl`: a JSON object with audit-event markers (`"auditID"`, `audit.k8s.io/`, `"kind":"Event"`);
+ * - `json-documents` (array): a JSON array of objects without `@message` whose head holds audit-event or wrapper
+ *   markers: events, GKE entries (`gcloud logging read --format=json`), Log Analytics rows, EventLists;
+ * - `cw-s3-export` / `aws-logs-tail`: see below;
+ * - `audit-jsonl`: a JSON object on the first line that is an audit event, or (an odd first line, e.g. a rotated
+ *   file's cut-off record) audit-event markers (`"auditID"`, `audit.k8s.io/`, `"kind":"Event"`) in the head;
+ * - `wrapped-jsonl`: a first line that is one JSON object of a wrapper shape (`shapes.ts`: EventList, GKE LogEntry,
+ *   AKS record, Event Hubs records, Log Analytics row, Loki line), or longer than the head and starting as an
+ *   EventList or `{"records":`;
+ * - `json-documents` (objects): an object that goes on past its first line (pretty-printed, `jq .`; several
+ *   documents concatenated) with audit-event or wrapper markers in the head;
+ * - `aws-logs-tail`: like `cw-s3-export`, but `<timestamp> <log stream> <event JSON>` (`aws logs tail`);
  * - `insights-csv`: a first line (header) naming `@timestamp` and `@message`, or `subject` and `elapsedtime`.
  *
- * @returns the format, or `undefined` for anything else, including binary data (a NUL byte) and empty input
- *   (see {@link describeUnknownContent} for the reason).
+ * @param complete the head is the whole input (default: it is shorter than {@link DETECT_HEAD_BYTES}).
+ * @returns the format, or `undefined` for anything else, including binary data (a NUL byte), empty input and a first
+ *   JSON record of no known shape (see {@link describeUnknownContent} for the reason).
  */
-export function detectFormat(head: Buffer): InputFormat | undefined {
-  if (head.length > DETECT_HEAD_BYTES) head = head.subarray(0, DETECT_HEAD_BYTES);
+export function detectFormat(head: Buffer, complete = head.length < DETECT_HEAD_BYTES): InputFormat | undefined {
+  if (head.length > DETECT_HEAD_BYTES) {
+    head = head.subarray(0, DETECT_HEAD_BYTES);
+    complete = false;
+  }
   if (head.length === 0 || isGzip(head)) return undefined;
   if (head.indexOf(0) !== -1) return undefined; // binary: text formats never hold NUL
   const text = head.toString('utf8');
@@ -73,8 +158,13 @@ export function detectFormat(head: Buffer): InputFormat | undefined {
     // `get-query-results --query results`: just the rows, each an array of {field, value}.
     if (text[j] === '[' && /^\[\s*\{\s*"(?:field|value)"\s*:/.test(text.slice(j, j + 256))) return 'insights-query-rows';
     if (text[j] === '{') {
-      const guide = !text.includes('"@message"') && GUIDE_QUERY_FIELDS.every((f) => text.includes(`"${f}"`));
-      return guide ? 'insights-json-fields' : 'insights-json';
+      const atMessage = text.includes('"@message"');
+      const guide = !atMessage && GUIDE_QUERY_FIELDS.every((f) => text.includes(`"${f}"`));
+      if (guide) return 'insights-json-fields';
+      // A JSON array of events (or of GKE entries, AKS rows, EventLists): `gcloud logging read --format=json`, a Log
+      // Analytics export, `jq -s .` output.
+      if (!atMessage && (hasMarker(text, AUDIT_EVENT_MARKERS) || hasMarker(text, WRAPPER_MARKERS))) return 'json-documents';
+      return 'insights-json';
     }
     return undefined;
   }
@@ -82,13 +172,31 @@ export function detectFormat(head: Buffer): InputFormat | undefined {
     const start = text.slice(i, i + 4096);
     if (FILTER_LOG_EVENTS_RE.test(start)) return 'filter-log-events';
     if (QUERY_RESULTS_RE.test(start)) return 'insights-query-results';
-    return AUDIT_EVENT_MARKERS.some((m) => text.includes(m)) ? 'audit-jsonl' : undefined;
+    const audit = hasMarker(text, AUDIT_EVENT_MARKERS);
+    const first = firstLine(text, i, complete);
+    if (first.kind === 'value') {
+      if (isAuditEvent(first.value)) return 'audit-jsonl';
+      if (unwrapAuditEvents(first.value)) return 'wrapped-jsonl';
+      // A JSON object of no known shape: unknown, unless events follow an odd first line (counted malformed).
+      return laterLines(text, i);
+    }
+    if (first.kind === 'long') {
+      if (BATCH_DOCUMENT_RE.test(start)) return 'wrapped-jsonl'; // a webhook batch longer than the head, one per line
+      return audit ? 'audit-jsonl' : undefined;
+    }
+    if (first.kind === 'unfinished') {
+      // An object that goes on past its first line: pretty-printed (`jq .`) or concatenated documents.
+      return audit || hasMarker(text, WRAPPER_MARKERS) ? 'json-documents' : undefined;
+    }
+    return audit ? 'audit-jsonl' : undefined;
   }
   const nl = text.indexOf('\n', i);
   const header = text.slice(i, nl === -1 ? text.length : nl);
   // An export of the whole log group may start with another stream's line (`<ts> I0510 …`): the audit markers
   // anywhere in the head decide.
-  if (S3_EXPORT_LINE_RE.test(header) && AUDIT_EVENT_MARKERS.some((m) => text.includes(m))) return 'cw-s3-export';
+  if (S3_EXPORT_LINE_RE.test(header) && AUDIT_EVENT_MARKERS.some((m) => text.includes(m))) {
+    return TAIL_LINE_RE.test(header) ? 'aws-logs-tail' : 'cw-s3-export';
+  }
   if (header.includes('@timestamp') && header.includes('@message')) return 'insights-csv';
   if (GUIDE_QUERY_FIELDS.every((f) => header.includes(f))) return 'insights-csv';
   return undefined;
@@ -116,7 +224,41 @@ export function describeUnknownContent(head: Buffer): { what: string; hint?: str
     };
   }
   if (head.indexOf(0) !== -1) return { what: 'binary data' };
+  const first = describeFirstRecord(head);
+  if (first) return { what: `its first record is ${first.what}`, ...(first.hint ? { hint: first.hint } : {}) };
   return { what: 'unknown content' };
+}
+
+/**
+ * What the first record of a JSON head looks like, for messages: its top-level keys (never its values) and the
+ * closest known shape with the command that makes it readable. Undefined when the head does not start with JSON.
+ */
+export function describeFirstRecord(head: Buffer): { what: string; hint?: string } | undefined {
+  const text = head.subarray(0, DETECT_HEAD_BYTES).toString('utf8');
+  const i = skipWs(text, 0);
+  if (text[i] !== '{' && text[i] !== '[') return undefined;
+  const first = firstLine(text, i, head.length < DETECT_HEAD_BYTES);
+  let value: unknown;
+  let pretty = false;
+  if (first.kind === 'value') value = first.value;
+  else {
+    try {
+      value = JSON.parse(text.slice(i));
+      pretty = true;
+    } catch {
+      return { what: first.kind === 'long' ? 'a JSON record longer than 64 KiB' : 'JSON that does not parse' };
+    }
+  }
+  const hint = closestShapeHint(value);
+  return { what: `${pretty ? 'pretty-printed JSON: ' : ''}${describeJsonValue(value)}`, ...(hint ? { hint } : {}) };
+}
+
+/** @streamparser/json paths of a `json-documents` input's records, chosen from its head (see `detectFormat`). */
+export function documentPaths(head: Buffer): string[] {
+  const text = head.subarray(0, 4096).toString('utf8');
+  const i = skipWs(text, 0);
+  if (text[i] === '[') return ['$.*'];
+  return BATCH_DOCUMENT_RE.test(text.slice(i)) ? ['$.items.*', '$.records.*'] : ['$'];
 }
 
 function utf16Or32(b: Buffer): string | undefined {

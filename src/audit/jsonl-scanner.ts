@@ -9,7 +9,7 @@
  */
 import type { ReadStats, TokenUse } from './types.js';
 import { needleSearch, type NeedleSearch } from './needle-search.js';
-import { TOKEN_ANNOTATION_NEEDLE, UNAUTHORIZED_NEEDLE, tokenUseFromJson } from './records.js';
+import { TOKEN_ANNOTATION_NEEDLE, UNAUTHORIZED_NEEDLE, tokenUseFromJson, tokenUsesFromWrappedText, type ShapeTally } from './records.js';
 
 const NEEDLE_A = Buffer.from(TOKEN_ANNOTATION_NEEDLE, 'latin1');
 const NEEDLE_B = Buffer.from(UNAUTHORIZED_NEEDLE, 'latin1');
@@ -27,10 +27,15 @@ function isWsByte(c: number): boolean {
 /** Longest `<timestamp> ` prefix skipped in `timestampPrefix` mode (ISO-8601 with nanoseconds and a zone fits). */
 const MAX_PREFIX_BYTES = 48;
 
+/** Longest log stream name (CloudWatch Logs limit: 512 characters, `CreateLogStream` API reference). */
+const MAX_STREAM_BYTES = 512;
+
 /**
  * Start of the JSON after a `<ISO-8601 timestamp> ` prefix (CloudWatch Logs export to S3) in `buf[s, e)`:
  * the first byte after the first run of spaces/tabs, when the line starts with a digit and the gap comes within
- * {@link MAX_PREFIX_BYTES}; else `s` unchanged. Pure.
+ * {@link MAX_PREFIX_BYTES}; else `s` unchanged. When what follows is not `{` but a second word and a `{` follow
+ * (`aws logs tail` output: `<timestamp> <log stream> <message>`,
+ * https://awscli.amazonaws.com/v2/documentation/api/latest/reference/logs/tail.html), the start of that `{`. Pure.
  */
 export function skipTimestampPrefix(buf: Buffer, s: number, e: number): number {
   const c = buf[s];
@@ -40,7 +45,13 @@ export function skipTimestampPrefix(buf: Buffer, s: number, e: number): number {
   while (i < end && buf[i] !== 0x20 && buf[i] !== 0x09) i++;
   if (i >= end) return s;
   while (i < e && (buf[i] === 0x20 || buf[i] === 0x09)) i++;
-  return i;
+  if (buf[i] === OPEN) return i;
+  const streamEnd = Math.min(e, i + MAX_STREAM_BYTES);
+  let j = i;
+  while (j < streamEnd && buf[j] !== 0x20 && buf[j] !== 0x09) j++;
+  if (j >= streamEnd) return i;
+  while (j < e && (buf[j] === 0x20 || buf[j] === 0x09)) j++;
+  return buf[j] === OPEN ? j : i;
 }
 
 /**
@@ -66,6 +77,11 @@ export class JsonlScanner {
     private readonly out: TokenUse[],
     private readonly maxLineBytes: number = DEFAULT_MAX_LINE_BYTES,
     private readonly timestampPrefix = false,
+    /**
+     * Set: each line may be any shape of `shapes.ts` (EventList, GKE entry, AKS record, Loki line, …), unwrapped by
+     * `tokenUsesFromWrappedText`, which tallies the platforms' wrappers here; unset: each line is one audit event.
+     */
+    private readonly shapes?: ShapeTally,
   ) {
     this.needles = needleSearch(NEEDLE_A, NEEDLE_B);
   }
@@ -147,8 +163,7 @@ export class JsonlScanner {
         if (next === -1) next = len;
       }
       if (next < e) {
-        const use = tokenUseFromJson(chunk.toString('utf8', s, e), stats);
-        if (use) this.out.push(use);
+        this.record(chunk.toString('utf8', s, e));
       } else {
         stats.events++;
       }
@@ -183,6 +198,16 @@ export class JsonlScanner {
     this.partsLen += n;
   }
 
+  /** One record's text that passed the prefilter. */
+  private record(text: string): void {
+    if (this.shapes) {
+      tokenUsesFromWrappedText(text, this.stats, this.out, this.shapes);
+      return;
+    }
+    const use = tokenUseFromJson(text, this.stats);
+    if (use) this.out.push(use);
+  }
+
   /** One complete line `buf[s, e)` (no newline), outside the hot loop. */
   private line(buf: Buffer, s: number, e: number): void {
     while (s < e && isWsByte(buf[s]!)) s++;
@@ -196,8 +221,7 @@ export class JsonlScanner {
     }
     const hit = this.needles.indexOf(buf, s);
     if (hit !== -1 && hit < e) {
-      const use = tokenUseFromJson(buf.toString('utf8', s, e), this.stats);
-      if (use) this.out.push(use);
+      this.record(buf.toString('utf8', s, e));
     } else {
       this.stats.events++;
     }

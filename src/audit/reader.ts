@@ -25,7 +25,17 @@ import { open, stat, type FileHandle } from 'node:fs/promises';
 import { Readable, pipeline } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 import { InputError, type InputFormat, type ReadNotice, type ReadStats, type TokenUse } from './types.js';
-import { DETECT_HEAD_BYTES, KNOWN_FORMATS_TEXT, describeUnknownContent, detectFormat, isGzip, leadingNulBytes } from './formats.js';
+import {
+  DETECT_HEAD_BYTES,
+  KNOWN_FORMATS_TEXT,
+  describeFirstRecord,
+  describeUnknownContent,
+  detectFormat,
+  documentPaths,
+  isGzip,
+  leadingNulBytes,
+} from './formats.js';
+import { createShapeTally, tokenUsesFromWrappedValue, type ShapeTally } from './records.js';
 import { DEFAULT_MAX_LINE_BYTES, JsonlScanner } from './jsonl-scanner.js';
 import { JsonExportScanner } from './json-export-scanner.js';
 import {
@@ -143,7 +153,9 @@ export async function* readTokenUses(
   if (!(maxLineBytes > 0)) throw new RangeError('maxLineBytes must be positive');
   const maxDecompressedBytes = opts.maxDecompressedBytes ?? Infinity;
   if (!(maxDecompressedBytes > 0)) throw new RangeError('maxDecompressedBytes must be positive');
+  if (files.filter((f) => f === STDIN).length > 1) throw new InputError(STDIN, 'standard input can be read only once');
   for (const file of files) {
+    if (file === STDIN) continue;
     try {
       const st = await stat(file);
       if (st.isDirectory()) throw new InputError(file, 'is a directory, not an audit log file');
@@ -177,14 +189,23 @@ function errorReason(err: unknown): string {
 
 function toOpenError(err: unknown, file: string): InputError {
   if (err instanceof InputError) return err;
-  return new InputError(file, `cannot read file (${errorReason(err)})`, { cause: err });
+  return new InputError(file, `cannot read file (${errorReason(err)})`, {
+    cause: err,
+    ...(file === STDIN ? { subject: 'standard input' } : {}),
+  });
 }
+
+/** The `--audit-log` name of standard input. */
+export const STDIN = '-';
+
+
 
 async function* readOneFile(ctx: FileContext): AsyncGenerator<TokenUse> {
   const { file, stats } = ctx;
-  let fh: FileHandle;
+  // Standard input (a pipe, socket or redirected file) is read as a stream: every format works, none needs to seek.
+  let fh: FileHandle | undefined;
   try {
-    fh = await open(file, 'r');
+    if (file !== STDIN) fh = await open(file, 'r');
   } catch (err) {
     throw toOpenError(err, file);
   }
@@ -192,15 +213,15 @@ async function* readOneFile(ctx: FileContext): AsyncGenerator<TokenUse> {
     let totalBytes = 0;
     let regular = false;
     try {
-      const st = await fh.stat();
-      if (st.isDirectory()) throw new InputError(file, 'is a directory, not an audit log file');
-      regular = st.isFile();
-      totalBytes = regular ? st.size : 0;
+      const st = await fh?.stat();
+      if (st?.isDirectory()) throw new InputError(file, 'is a directory, not an audit log file');
+      regular = st?.isFile() ?? false;
+      totalBytes = regular && st ? st.size : 0;
     } catch (err) {
       throw toOpenError(err, file);
     }
     stats.files++;
-    const rawSource = new RawSource(fh, file, totalBytes, regular, ctx.onProgress);
+    const rawSource = new RawSource(fh ?? process.stdin, file, totalBytes, regular, ctx.onProgress);
     const raw = rawSource.chunks()[Symbol.asyncIterator]();
     const rawHead = await peek(raw, 2);
     const gzip = rawHead.chunks.length > 0 && isGzip(Buffer.concat(rawHead.chunks));
@@ -227,17 +248,27 @@ async function* readOneFile(ctx: FileContext): AsyncGenerator<TokenUse> {
           `tokenwatch reads ${KNOWN_FORMATS_TEXT}`,
       );
     }
-    const before = { lines: stats.lines, events: stats.events };
+    const before = { lines: stats.lines, events: stats.events, malformed: stats.malformed };
     const tally = createRowTally();
+    const shapes = createShapeTally();
+    if (format === 'wrapped-jsonl' || format === 'json-documents') tallyHead(headBytes, shapes);
     if (format === 'insights-csv') {
       yield* scanCsv(replay(head, data), ctx, tally);
     } else if (format === 'insights-query-results' || format === 'insights-query-rows' || format === 'insights-json-fields') {
       yield* scanJsonRows(replay(head, data), ctx, format, tally);
+    } else if (format === 'json-documents') {
+      yield* scanDocuments(replay(head, data), ctx, documentPaths(headBytes), shapes);
     } else {
       const out: TokenUse[] = [];
       const scanner: ByteScanner =
-        format === 'audit-jsonl' || format === 'cw-s3-export'
-          ? new JsonlScanner(stats, out, ctx.maxLineBytes, format === 'cw-s3-export')
+        format === 'audit-jsonl' || format === 'cw-s3-export' || format === 'aws-logs-tail' || format === 'wrapped-jsonl'
+          ? new JsonlScanner(
+              stats,
+              out,
+              ctx.maxLineBytes,
+              format === 'cw-s3-export' || format === 'aws-logs-tail',
+              format === 'wrapped-jsonl' ? shapes : undefined,
+            )
           : new JsonExportScanner(format, stats, out, ctx.maxLineBytes);
       if (!gzip && regular) {
         // Fast path: the rest of the file is read synchronously into one recycled buffer (see RawSource) — for JSON
@@ -263,8 +294,14 @@ async function* readOneFile(ctx: FileContext): AsyncGenerator<TokenUse> {
       }
       if (format === 'insights-json') capNotice(ctx, stats.lines - before.lines - (scanner.failed ? 1 : 0));
     }
-    const noEvent = noAuditEventError(file, format, stats.lines - before.lines, stats.events - before.events, tally);
+    const records = stats.lines - before.lines;
+    const events = stats.events - before.events;
+    // (Audit JSON lines are not described: their first record is an event; and a parallel read of their ranges words
+    // the error alike without the head.)
+    const first = format === 'audit-jsonl' ? undefined : describeFirstRecord(headBytes);
+    const noEvent = noAuditEventError(file, format, records, events, tally, first);
     if (noEvent) throw noEvent;
+    shapeNotices(ctx, records, events, stats.malformed - before.malformed, shapes);
     if (tally.guideRows > 0) {
       ctx.notice(
         'guide-query',
@@ -275,7 +312,7 @@ async function* readOneFile(ctx: FileContext): AsyncGenerator<TokenUse> {
       );
     }
   } finally {
-    await fh.close().catch(() => undefined);
+    await fh?.close().catch(() => undefined);
   }
 }
 
@@ -293,12 +330,14 @@ export function noAuditEventError(
   records: number,
   events: number,
   tally: InsightsRowTally = createRowTally(),
+  first?: { what: string; hint?: string },
 ): InputError | undefined {
   if (records === 0 || events > 0) return undefined;
   return new InputError(
     file,
     `none of its ${records} records is an audit event in a format tokenwatch knows (read as ` +
-      `${FORMAT_NAMES[format]}); ` +
+      `${FORMAT_NAMES[format]}${first ? `; the first record is ${first.what}` : ''}); ` +
+      (first?.hint ? `${first.hint}; ` : '') +
       (tally.guideRowsWithoutTime > 0
         ? 'its rows have a subject but no @timestamp (a `stats … by subject` query): run the query without ' +
           '`stats` (keep `fields @timestamp, @message`) so each row has its time; '
@@ -310,6 +349,9 @@ export function noAuditEventError(
 /** How each format is named in messages. */
 const FORMAT_NAMES: Record<InputFormat, string> = {
   'audit-jsonl': 'audit JSON lines',
+  'wrapped-jsonl': 'JSON lines of audit webhook batches, GKE, AKS or Loki records',
+  'json-documents': 'pretty-printed, concatenated or JSON-array documents',
+  'aws-logs-tail': '`aws logs tail` text',
   'cw-s3-export': 'a CloudWatch export to S3',
   'filter-log-events': '`aws logs filter-log-events` output',
   'insights-query-results': '`aws logs get-query-results` output',
@@ -386,7 +428,8 @@ class RawSource {
   private decompressed: number | undefined;
 
   constructor(
-    private readonly fh: FileHandle,
+    /** The open file, or a stream (standard input) that is read as a pipe. */
+    private readonly fh: FileHandle | Readable,
     private readonly file: string,
     private readonly totalBytes: number,
     private readonly regular: boolean,
@@ -409,6 +452,7 @@ class RawSource {
   }
 
   private readInto(buf: Buffer): number {
+    if (this.fh instanceof Readable) throw new InputError(this.file, 'is a stream: it cannot be read synchronously');
     let n: number;
     try {
       n = readSync(this.fh.fd, buf, 0, buf.length, null);
@@ -435,6 +479,20 @@ class RawSource {
   }
 
   private async *asyncChunks(): AsyncGenerator<Buffer> {
+    if (this.fh instanceof Readable) {
+      const stream = this.fh;
+      try {
+        for await (const chunk of stream) {
+          const buf = typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer);
+          this.progress(buf.length, false);
+          yield buf;
+        }
+      } catch (err) {
+        throw this.readError(err);
+      }
+      this.progress(0, true);
+      return;
+    }
     for (;;) {
       const buf = Buffer.allocUnsafeSlow(READ_CHUNK_BYTES);
       let n: number;
@@ -695,8 +753,7 @@ async function* scanJsonRows(
   });
   const out: TokenUse[] = [];
   let rows = 0; // rows of the current result document
-  let fileRows = 0; // rows of the whole file
-  let sinceRow = 0; // bytes fed since the last row ended (bounds one row's size)
+  const progress = { records: 0, sinceRecord: 0 }; // rows of the whole file; bytes fed since the last one ended
   let sawStatus = false;
   parser.onValue = ({ value, key }) => {
     if (queryResults && key === 'status') {
@@ -713,9 +770,9 @@ async function* scanJsonRows(
       return;
     }
     rows++;
-    fileRows++;
+    progress.records++;
     stats.lines++;
-    sinceRow = 0;
+    progress.sinceRecord = 0;
     const row = cells ? queryResultCells(value) : value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
     if (!row) {
       stats.malformed++;
@@ -724,16 +781,113 @@ async function* scanJsonRows(
     const use = tokenUseFromInsightsRow(row, stats, tally);
     if (use) out.push(use);
   };
+  yield* streamJson(chunks, ctx, parser, out, progress, 'rows');
+  if (!sawStatus || rows > 0) capNotice(ctx, rows);
+}
+
+/** What the head of a wrapped-shape file says about its platform (AKS categories, GKE log names), into `shapes`. */
+function tallyHead(head: Buffer, shapes: ShapeTally): void {
+  const text = head.toString('latin1');
+  if (text.includes('"kube-audit-admin"')) shapes.aksCategories.add('kube-audit-admin');
+  if (text.includes('"kube-audit"')) shapes.aksCategories.add('kube-audit');
+  if (text.includes('cloudaudit.googleapis.com%2Factivity')) shapes.gkeLogs.add('activity');
+  if (text.includes('cloudaudit.googleapis.com%2Fdata_access')) shapes.gkeLogs.add('data_access');
+}
+
+/**
+ * Notices from a read file's counts and its platform wrappers: most records not audit events (with the count), GKE
+ * entries' missing fields, and logs that cannot see most stale-token requests (AKS `kube-audit-admin` only, which
+ * leaves out get and list; GKE Admin Activity without Data Access, where reads are logged).
+ */
+function shapeNotices(ctx: FileContext, records: number, events: number, malformed: number, shapes: ShapeTally): void {
+  const { file } = ctx;
+  if (events > 0 && malformed > events) {
+    ctx.notice(
+      'mostly-not-events',
+      `${file}: only ${events} of its ${records} records are audit events; ${malformed} were skipped as unreadable ` +
+        '(not an audit event in a known shape, or cut short): check that the file holds only the audit log',
+    );
+  }
+  if (shapes.gkeEntries > 0) {
+    ctx.notice(
+      'gke-fields',
+      `${file}: GKE Cloud Audit Logs entries carry no pod claims (user.extra) and no request URI: findings name ` +
+        'ServiceAccounts, source IPs and user agents, but not pods or workloads from pods',
+    );
+  }
+  if (shapes.aksCategories.has('kube-audit-admin') && !shapes.aksCategories.has('kube-audit')) {
+    ctx.notice(
+      'blind-log',
+      `${file}: only the AKS kube-audit-admin category is exported; it leaves out get and list requests, where most ` +
+        'stale-token uses are: enable the kube-audit category in the cluster\'s diagnostic setting',
+    );
+  }
+  if (shapes.gkeLogs.has('activity') && !shapes.gkeLogs.has('data_access')) {
+    ctx.notice(
+      'blind-log',
+      `${file}: GKE Admin Activity audit entries but no Data Access entries: reads (get, list, watch), where most ` +
+        'stale-token uses are, are logged only as Data Access; enable Data Access audit logs for the Kubernetes Engine API ' +
+        '(https://cloud.google.com/logging/docs/audit/configure-data-access) and include them in the export',
+    );
+  }
+}
+
+/**
+ * Pretty-printed (`jq .`), concatenated or JSON-array documents of any shape of `shapes.ts`, streamed one record at a
+ * time with @streamparser/json (`paths` from `documentPaths`: the array's elements, an EventList's `items` or Event
+ * Hubs `records`, or each top-level document). Each record counts as in `tokenUsesFromWrappedValue`. A syntax error,
+ * truncation or one record over `maxLineBytes` counts one malformed record and ends the file (notice).
+ */
+async function* scanDocuments(
+  chunks: AsyncIterable<Buffer>,
+  ctx: FileContext,
+  paths: string[],
+  shapes: ShapeTally,
+): AsyncGenerator<TokenUse> {
+  const { stats } = ctx;
+  const { JSONParser } = await import('@streamparser/json'); // loaded on first use
+  const parser = new JSONParser({ paths, keepStack: false, separator: '', stringBufferSize: 64 * 1024 });
+  const out: TokenUse[] = [];
+  const progress = { records: 0, sinceRecord: 0 };
+  parser.onValue = ({ value }) => {
+    progress.records++;
+    stats.lines++;
+    progress.sinceRecord = 0;
+    tokenUsesFromWrappedValue(value, stats, out, shapes);
+  };
+  yield* streamJson(chunks, ctx, parser, out, progress, 'records');
+}
+
+/**
+ * Feeds a @streamparser/json parser the chunks (a UTF-8 BOM at the start skipped) and yields the token uses its
+ * `onValue` pushes to `out`, as they come. `progress` is kept by `onValue`: records seen, and bytes fed since the last
+ * one ended (reset to 0 there). A syntax error, truncation or one record over `maxLineBytes` counts one malformed
+ * record and ends the read, with a `truncated` notice counting the records (`unit`) read before.
+ */
+async function* streamJson(
+  chunks: AsyncIterable<Buffer>,
+  ctx: FileContext,
+  parser: { write(b: Uint8Array): void; end(): void },
+  out: TokenUse[],
+  progress: { records: number; sinceRecord: number },
+  unit: 'rows' | 'records',
+): AsyncGenerator<TokenUse> {
+  const { stats, file } = ctx;
   let broken = false;
+  let first = true;
   const breakOff = (why: string): void => {
     broken = true;
     stats.lines++;
     stats.malformed++;
-    ctx.notice('truncated', `${file}: ${why} after ${fileRows} rows; the rest of the file was not read`, fileRows + 1);
+    ctx.notice('truncated', `${file}: ${why} after ${progress.records} ${unit}; the rest of the file was not read`, progress.records + 1);
   };
   try {
-    for await (const chunk of chunks) {
-      sinceRow += chunk.length;
+    for await (let chunk of chunks) {
+      if (first) {
+        first = false;
+        if (chunk.length >= 3 && chunk[0] === 0xef && chunk[1] === 0xbb && chunk[2] === 0xbf) chunk = chunk.subarray(3);
+      }
+      progress.sinceRecord += chunk.length;
       try {
         parser.write(chunk);
       } catch (err) {
@@ -741,8 +895,8 @@ async function* scanJsonRows(
         break;
       }
       if (out.length > 0) yield* out.splice(0, out.length);
-      if (sinceRow > ctx.maxLineBytes + 1024 * 1024) {
-        breakOff(`one row is longer than ${ctx.maxLineBytes} bytes`);
+      if (progress.sinceRecord > ctx.maxLineBytes + 1024 * 1024) {
+        breakOff(`one ${unit === 'rows' ? 'row' : 'record'} is longer than ${ctx.maxLineBytes} bytes`);
         break;
       }
     }
@@ -757,6 +911,5 @@ async function* scanJsonRows(
     if (err instanceof InputError) throw err;
     throw new InputError(file, `read failed (${errorReason(err)})`, { cause: err });
   }
-  yield* out;
-  if (!sawStatus || rows > 0) capNotice(ctx, rows);
+  yield* out.splice(0, out.length);
 }

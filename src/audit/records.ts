@@ -11,6 +11,7 @@
  */
 import type { ReadStats, TokenUse } from './types.js';
 import { hasTokenSignal, isAuditEvent, toTokenUse } from './token-use.js';
+import { unwrapAuditEvents } from './shapes.js';
 
 /**
  * Needle 1: every token annotation key starts with `authentication.k8s.io/` (stale-token, legacy-token*;
@@ -107,4 +108,60 @@ export function tokenUseFromRecordText(text: string, stats: ReadStats): TokenUse
     return undefined;
   }
   return tokenUseFromJson(text, stats);
+}
+
+/** What the wrapped-shape readers saw of the platforms' wrappers (for notices: GKE's missing fields, AKS categories). */
+export interface ShapeTally {
+  /** GKE `LogEntry`s parsed. */
+  gkeEntries: number;
+  /** AKS diagnostic categories seen (on parsed records, and in the file's head). */
+  aksCategories: Set<string>;
+  /** GKE Cloud Audit Logs seen in the file's head: `activity`, `data_access`. */
+  gkeLogs: Set<string>;
+}
+
+/** A fresh, empty {@link ShapeTally}. */
+export function createShapeTally(): ShapeTally {
+  return { gkeEntries: 0, aksCategories: new Set(), gkeLogs: new Set() };
+}
+
+/**
+ * Parses one record of any shape of `shapes.ts` (an event, an EventList, a GKE entry, an AKS record, a Loki line, …)
+ * and pushes the token uses of the events inside to `out`. The caller counted the record once in `stats.lines`; a
+ * record holding n > 1 events adds n − 1 (so `lines = events + malformed` still holds), each event counted
+ * in `events` or `malformed` as {@link tokenUseFromValue} does. Unparsable JSON, an unknown shape or a wrapper whose
+ * inner event is unreadable → `malformed`; an empty batch → one event. Never throws.
+ */
+export function tokenUsesFromWrappedText(text: string, stats: ReadStats, out: TokenUse[], tally?: ShapeTally): void {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    stats.malformed++;
+    return;
+  }
+  tokenUsesFromWrappedValue(value, stats, out, tally);
+}
+
+/** {@link tokenUsesFromWrappedText} for an already-parsed value (same counting). */
+export function tokenUsesFromWrappedValue(value: unknown, stats: ReadStats, out: TokenUse[], tally?: ShapeTally): void {
+  const u = unwrapAuditEvents(value);
+  if (!u) {
+    stats.malformed++;
+    return;
+  }
+  if (tally) {
+    if (u.gke) tally.gkeEntries++;
+    for (const c of u.aksCategories ?? []) tally.aksCategories.add(c);
+  }
+  if (u.events.length === 0) {
+    if (u.shape === 'event-list' || u.shape === 'event-hubs' || u.shape === 'array') stats.events++;
+    else stats.malformed++;
+    return;
+  }
+  stats.lines += u.events.length - 1;
+  for (const e of u.events) {
+    const use = tokenUseFromValue(e, stats);
+    if (use) out.push(use);
+  }
 }

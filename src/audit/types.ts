@@ -140,7 +140,10 @@ export interface ReadStats {
 /** Input formats the reader auto-detects per file. */
 export type InputFormat =
   | 'audit-jsonl'
+  | 'wrapped-jsonl'
+  | 'json-documents'
   | 'cw-s3-export'
+  | 'aws-logs-tail'
   | 'filter-log-events'
   | 'insights-query-results'
   | 'insights-query-rows'
@@ -156,11 +159,14 @@ export type InputFormat =
  * - `guide-query`: rows of the EKS guide query (subject, elapsedtime) without `@message`: no pods, user agents
  *   or source IPs can be known;
  * - `truncated`: the file could not be read past a record (e.g. a CSV record over the size limit), see `row`;
- * - `leading-nul`: NUL bytes at the start of the file (a `copytruncate` hole) were skipped.
+ * - `leading-nul`: NUL bytes at the start of the file (a `copytruncate` hole) were skipped;
+ * - `mostly-not-events`: most records of the file are not audit events (some are): the count, and what to check;
+ * - `gke-fields`: GKE Cloud Audit Logs entries carry no pod claims (`user.extra`) and no request URI;
+ * - `blind-log`: the input cannot see most stale-token requests (e.g. AKS `kube-audit-admin` only).
  */
 export interface ReadNotice {
   file: string;
-  code: 'partial-result' | 'row-cap' | 'guide-query' | 'truncated' | 'leading-nul';
+  code: 'partial-result' | 'row-cap' | 'guide-query' | 'truncated' | 'leading-nul' | 'mostly-not-events' | 'gke-fields' | 'blind-log';
   /** One sentence naming the file, saying what happened and what to do. */
   message: string;
   /** `truncated`: the 1-based record (CSV data row) at which reading stopped. */

@@ -190,6 +190,26 @@ export interface EksClusterInfo {
   endpoint: string;
   /** Base64-encoded PEM of the cluster CA (as in a kubeconfig's `certificate-authority-data`). */
   caData: string;
+  /**
+   * Whether the `audit` control-plane log type is enabled (`cluster.logging.clusterLogging`, see
+   * {@link eksAuditLoggingEnabled}); undefined when EKS returned no logging setup.
+   */
+  auditLogging?: boolean;
+}
+
+/**
+ * Whether an EKS cluster's `audit` control-plane log type is enabled, from a `DescribeCluster` response's `logging`
+ * (`{clusterLogging: [{types: [...], enabled}]}`,
+ * https://docs.aws.amazon.com/eks/latest/APIReference/API_DescribeCluster.html). Undefined when the response has no
+ * logging setup at all. Pure.
+ */
+export function eksAuditLoggingEnabled(logging: unknown): boolean | undefined {
+  const setups = (logging as { clusterLogging?: unknown } | null | undefined)?.clusterLogging;
+  if (!Array.isArray(setups)) return undefined;
+  return setups.some((s) => {
+    const o = s as { types?: unknown; enabled?: unknown } | null;
+    return o?.enabled === true && Array.isArray(o.types) && o.types.includes('audit');
+  });
 }
 
 /** Options of {@link describeEksCluster}. */
@@ -228,7 +248,8 @@ export async function describeEksCluster(opts: DescribeEksClusterOptions): Promi
         `${where} has no API server ${!endpoint ? 'endpoint' : 'certificate authority'} yet (status ${c?.status ?? 'unknown'})`,
       );
     }
-    return { ...(c.arn ? { arn: c.arn } : {}), endpoint, caData };
+    const auditLogging = eksAuditLoggingEnabled(c.logging);
+    return { ...(c.arn ? { arn: c.arn } : {}), endpoint, caData, ...(auditLogging !== undefined ? { auditLogging } : {}) };
   } catch (err) {
     if (err instanceof AccessDeniedException || (err instanceof Error && err.name === 'AccessDeniedException')) {
       throw new TokenwatchError(
@@ -263,6 +284,8 @@ export interface EksKubeConfigOptions {
   credentials?: AwsCredentialIdentity | AwsCredentialIdentityProvider;
   /** API server URL to use instead of `cluster.endpoint` (e.g. a tunnel); the CA from DescribeCluster still applies. */
   endpointOverride?: string;
+  /** Called with what `DescribeCluster` returned (e.g. for its audit logging setup), before the config is built. */
+  onClusterInfo?: (info: EksClusterInfo) => void;
   /** Clock for token signing and refresh; default `() => new Date()`. */
   now?: () => Date;
   /** STS base URL for tokens; default {@link defaultStsEndpoint}(region). */
@@ -293,6 +316,7 @@ function isRecord(v: unknown): v is Record<string, unknown> {
 export async function eksKubeConfig(opts: EksKubeConfigOptions): Promise<KubeConfig> {
   const { clusterName, region } = opts;
   const info = await describeEksCluster(opts);
+  opts.onClusterInfo?.(info);
   const server = opts.endpointOverride ?? info.endpoint;
   let protocol: string;
   try {

@@ -202,6 +202,15 @@ const clusterSchema = z.strictObject({
   /** How far back the first poll (no cursor yet) reads, ms. Default `24h`. */
   lookback: duration(SECOND_MS).prefault('24h'),
   slack: clusterSlackSchema.optional(),
+  /** When `serve` reports the audit log blind (src/runtime/blind.ts): no event for this long / this many polls. */
+  blindLog: z
+    .strictObject({
+      /** File sources: blind after this long without an audit event, ms. Default `1h`. */
+      silentAfter: duration(SECOND_MS).prefault('1h'),
+      /** CloudWatch sources: blind after this many successful polls in a row without an audit event. Default 6. */
+      silentPolls: z.int().min(1).default(6),
+    })
+    .prefault({}),
   thresholds: z
     .strictObject({
       /** Severity `critical` when rejection is less than this many days away. Default 7. */
@@ -383,8 +392,10 @@ export type KubernetesAccessConfig =
 export type ClusterSlackConfig = NonNullable<FileCluster['slack']>;
 
 /** One watched cluster. */
-export type ClusterConfig = Omit<FileCluster, 'audit' | 'kubernetes' | 'slack'> & {
+export type ClusterConfig = Omit<FileCluster, 'audit' | 'kubernetes' | 'slack' | 'blindLog'> & {
   audit: AuditSourceConfig;
+  /** Blind-log thresholds (default `{ silentAfter: 1h, silentPolls: 6 }` when absent). */
+  blindLog?: FileCluster['blindLog'];
   kubernetes: KubernetesAccessConfig;
   slack?: ClusterSlackConfig;
 };
@@ -631,6 +642,7 @@ function assemble(file: FileConfig, env: NodeJS.ProcessEnv): Config {
       schedule: c.schedule,
       lookback: c.lookback,
       thresholds: { criticalDays: c.thresholds.criticalDays, warningDays: c.thresholds.warningDays },
+      blindLog: { silentAfter: c.blindLog.silentAfter, silentPolls: c.blindLog.silentPolls },
     };
     if (c.slack !== undefined) {
       const s = c.slack;

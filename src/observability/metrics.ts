@@ -36,6 +36,8 @@ export class Metrics {
   readonly remediations = new Counter({ name: 'tokenwatch_remediations_total', help: 'Remediations by action and outcome.', labelNames: ['cluster', 'action', 'outcome'] as const, registers: [this.registry] });
   /** 1 while the Slack Socket Mode connection is open, else 0. */
   readonly socketConnected = new Gauge({ name: 'tokenwatch_slack_socket_connected', help: 'Slack Socket Mode connection state (1 = connected).', registers: [this.registry] });
+  /** 1 while a cluster's audit log is blind (src/runtime/blind.ts), by reason; 0 otherwise. */
+  readonly auditLogBlind = new Gauge({ name: 'tokenwatch_audit_log_blind', help: '1 when the audit log of the cluster cannot see stale tokens (audit log type off, no events), by reason.', labelNames: ['cluster', 'reason'] as const, registers: [this.registry] });
   /** 1 while this replica holds the leader lease (or, without leader election, the store's poller lock), else 0. */
   readonly leader = new Gauge({ name: 'tokenwatch_leader', help: '1 when this replica is the active leader.', registers: [this.registry] });
 

@@ -22,7 +22,8 @@
  *   resolves anything: any failed poll in the period blocks it. When the signal returns, `saveFindings` reopens it.
  */
 import type { TokenUse } from '../audit/types.js';
-import { createReadStats, tokenUseFromJson } from '../audit/reader.js';
+import { createReadStats } from '../audit/reader.js';
+import { tokenUsesFromWrappedText } from '../audit/records.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import type { ClusterConfig } from '../config/types.js';
 import { TokenAggregator } from '../findings/aggregate.js';
@@ -109,6 +110,8 @@ export interface PollerDeps {
   quietPeriodMs?: number;
   /** Store retention. Default {@link POLLER_DEFAULTS}.retention. */
   retention?: RetentionMs;
+  /** Told of every successful poll and the records it read (blind-log detection, src/runtime/blind.ts). */
+  blind?: { observePoll(at: number, records: number): void };
   /** Called after each successful poll with the fresh findings (Slack notifier, verification). */
   onFindings?: (findings: Finding[], outcome: PollOutcome) => Promise<void>;
 }
@@ -189,8 +192,8 @@ export class ClusterPoller {
             readStats.malformed++;
           }
         } else {
-          const use = tokenUseFromJson(text, readStats);
-          if (use) uses.push(use);
+          // An event, or a record of another shape (EventList, GKE entry, AKS record, Loki line: src/audit/shapes.ts).
+          tokenUsesFromWrappedText(text, readStats, uses);
         }
         next = await gen.next();
       }
@@ -274,6 +277,7 @@ export class ClusterPoller {
       this.updateGauges(findings.filter((f) => open.has(f.id)), now);
       outcome.endedAt = this.clock();
       store.finishPollRun(runId, { endedAt: outcome.endedAt, events: outcome.records, tokenUses: outcome.newUses });
+      this.deps.blind?.observePoll(startedAt, outcome.records);
       this.healthState = { ...this.healthState, status: 'ok', lastPollAt: startedAt, lastSuccessAt: startedAt, lastError: undefined, stateError: stateProblem, metricsError, probeError };
       metrics?.polls.inc({ cluster: cluster.name, outcome: 'ok' });
       metrics?.pollFailing.set({ cluster: cluster.name }, 0);

@@ -18,6 +18,7 @@ import type { Finding } from '../findings/types.js';
 import { createLogger, scrubSecrets, type Logger } from '../observability/logger.js';
 import { Metrics } from '../observability/metrics.js';
 import { ClusterPoller, type PollOutcome } from './poller.js';
+import { BlindLogMonitor, type BlindReason } from './blind.js';
 import { TokenMetricsMonitor } from '../metrics/live.js';
 import { KubeMetricsScraper } from '../metrics/scrape.js';
 import { KubeProbeReports, type ProbeReportSource } from '../probe/objects.js';
@@ -33,6 +34,8 @@ import type { Integration, SlackContext } from '../slack/context.js';
 export interface ClusterRuntime {
   config: ClusterConfig;
   source: ClosableAuditSource;
+  /** Whether the audit log is blind (fed after every successful poll). */
+  blind: BlindLogMonitor;
   poller: ClusterPoller;
   /** Undefined with `kubernetes: { none: true }`. */
   state?: ClusterStateSource;
@@ -74,7 +77,9 @@ export interface ServeContext extends SlackContext {
  * - `status`: `ready` | `starting` | `stopping` (the HTTP status is 200 only for `ready`);
  * - `polls`: per cluster, `ok` | `degraded` (the last poll failed: source, cluster state or store) | `pending`;
  * - `integrations`: per integration (`slack`), `ok` | `connected` | `disconnected` | `unavailable` (not reachable at
- *   start, retrying) | `failed` (could not start; see the log).
+ *   start, retrying) | `failed` (could not start; see the log);
+ * - `blind`: per cluster whose audit log cannot see stale tokens, the reason (a blind log never makes a replica
+ *   unready either).
  * Readiness is about serving requests: failing polls never make a replica unready (every replica would turn
  * unready together and stop answering `/tokens status`); they show here, in `/tokens status` and in the
  * `tokenwatch_poll_failing` metric.
@@ -83,6 +88,11 @@ export interface ReadinessBody {
   status: 'ready' | 'starting' | 'stopping';
   polls: Record<string, 'ok' | 'degraded' | 'pending'>;
   integrations: Record<string, string>;
+  /**
+   * Clusters whose audit log is blind (src/runtime/blind.ts), with the reason: `eks-audit-log-off`,
+   * `no-events-for-polls`, `no-events-for-time`. Clusters that are not blind are absent.
+   */
+  blind: Record<string, BlindReason>;
 }
 
 /** Options of {@link startServe}. */
@@ -137,13 +147,21 @@ export interface ServeHandle {
   stop(): Promise<void>;
 }
 
-async function buildKube(c: ClusterConfig): Promise<{ kubeConfig?: KubeConfig; error?: string }> {
+async function buildKube(c: ClusterConfig): Promise<{ kubeConfig?: KubeConfig; error?: string; eksAuditLogging?: boolean }> {
   const k = c.kubernetes;
   if ('none' in k) return {};
   try {
     if ('eks' in k) {
       const { eksKubeConfig } = await import('../cluster/eks-auth.js');
-      return { kubeConfig: await eksKubeConfig({ clusterName: k.eks.clusterName, region: k.eks.region }) };
+      let eksAuditLogging: boolean | undefined;
+      const kubeConfig = await eksKubeConfig({
+        clusterName: k.eks.clusterName,
+        region: k.eks.region,
+        onClusterInfo: (info) => {
+          eksAuditLogging = info.auditLogging;
+        },
+      });
+      return { kubeConfig, ...(eksAuditLogging !== undefined ? { eksAuditLogging } : {}) };
     }
     if ('inCluster' in k) return { kubeConfig: kubeConfigFor({ inCluster: true }) };
     return { kubeConfig: kubeConfigFor({ kubeconfig: k.kubeconfig, context: k.context }) };
@@ -178,6 +196,12 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   let ready = false;
   let stopping = false;
 
+  const blindReasons: BlindReason[] = ['eks-audit-log-off', 'no-events-for-polls', 'no-events-for-time'];
+  const updateBlindGauge = (rt: ClusterRuntime): void => {
+    const b = rt.blind.state(clock());
+    for (const reason of blindReasons) metrics.auditLogBlind.set({ cluster: rt.config.name, reason }, b.blind && b.reason === reason ? 1 : 0);
+  };
+
   for (const c of config.clusters) {
     const source = createAuditSource(c.audit);
     const kube = await buildKube(c);
@@ -185,9 +209,17 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
     const secretMetadata = 'secretMetadata' in c.kubernetes && c.kubernetes.secretMetadata === true;
     const state = kube.kubeConfig ? new KubeClusterState(kube.kubeConfig, { secretMetadata }) : undefined;
     const probe = kube.kubeConfig ? new KubeProbeReports(kube.kubeConfig) : undefined;
+    const blind = new BlindLogMonitor({
+      source: 'cloudwatch' in c.audit ? 'cloudwatch' : 'file' in c.audit ? 'file' : 'none',
+      ...(c.blindLog ? { silentAfterMs: c.blindLog.silentAfter, silentPolls: c.blindLog.silentPolls } : {}),
+      startedAt: clock(),
+      otherSignals: kube.kubeConfig !== undefined, // token metrics and the node probe need Kubernetes access
+    });
+    blind.setEksAuditLogging(kube.eksAuditLogging);
     const runtime: ClusterRuntime = {
       config: c,
       source,
+      blind,
       state,
       kubeConfig: kube.kubeConfig,
       probe,
@@ -209,7 +241,9 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       activeWindowMs: config.findings.activeWindow,
       quietPeriodMs: config.findings.quietPeriod,
       retention: { tokenRecordsMs: config.retention.tokenRecords, pollRunsMs: config.retention.pollRuns, actionLogMs: config.retention.actionLog },
+      blind,
       onFindings: async (findings, outcome) => {
+        updateBlindGauge(runtime);
         for (const l of listeners) {
           try {
             await l(runtime, findings, outcome);
@@ -235,6 +269,8 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
     onError: (job, err) => logger.error({ err, cluster: job }, 'poll job failed'),
   });
 
+  for (const rt of clusters.values()) updateBlindGauge(rt); // EKS audit logging off is known before the first poll
+
   const context: ServeContext = {
     config,
     store,
@@ -257,7 +293,12 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
     for (const [name, rt] of clusters) polls[name] = rt.poller.health().status;
     const states: Record<string, string> = Object.fromEntries(integrationState);
     for (const i of integrations) states[i.name] = i.state?.() ?? 'ok';
-    return { status: stopping ? 'stopping' : ready ? 'ready' : 'starting', polls, integrations: states };
+    const blind: ReadinessBody['blind'] = {};
+    for (const [name, rt] of clusters) {
+      const b = rt.blind.state(clock());
+      if (b.blind) blind[name] = b.reason;
+    }
+    return { status: stopping ? 'stopping' : ready ? 'ready' : 'starting', polls, integrations: states, blind };
   };
   const server: Server = createServer((req, res) => {
     const url = (req.url ?? '/').split('?')[0];

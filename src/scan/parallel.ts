@@ -22,7 +22,7 @@ import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import pLimit from 'p-limit';
 import { DETECT_HEAD_BYTES, detectFormat, isGzip } from '../audit/formats.js';
-import { DEFAULT_MAX_LINE_BYTES, countOnce, noAuditEventError, type ReadProgress } from '../audit/reader.js';
+import { DEFAULT_MAX_LINE_BYTES, STDIN, countOnce, noAuditEventError, type ReadProgress } from '../audit/reader.js';
 import { InputError, type InputFormat, type ReadNotice, type ReadStats, type TokenUse } from '../audit/types.js';
 import type { WorkerMessage, WorkerReply, WorkerTask } from './worker.js';
 
@@ -164,6 +164,10 @@ export async function planParallelRead(files: string[], opts: PlanOptions): Prom
   const sizes = new Map<string, number>();
   let regular = true;
   for (const file of files) {
+    if (file === STDIN) {
+      regular = false; // standard input is read once, serially
+      continue;
+    }
     try {
       const st = await stat(file);
       if (st.isDirectory()) throw new InputError(file, 'is a directory, not an audit log file');

@@ -63,6 +63,16 @@ function noteGuideQueryLimits(f: Finding): void {
   if (!f.cause.evidence.includes(GUIDE_QUERY_EVIDENCE)) f.cause.evidence.push(GUIDE_QUERY_EVIDENCE);
 }
 
+const GKE_EVIDENCE =
+  'read from GKE Cloud Audit Logs, whose entries carry no pod claims (user.extra): the pods and workloads using the ' +
+  'token cannot be told from them; the node probe or the API server\'s own audit log file can';
+
+/** A finding with no pod read from GKE entries: say in its evidence that GKE does not carry the pod claims. */
+function noteGkeLimits(f: Finding): void {
+  if (f.pods.length > 0 || f.cause.evidence.includes(GKE_EVIDENCE)) return;
+  f.cause.evidence.push(GKE_EVIDENCE);
+}
+
 /** Where the reference time of a scan came from. */
 export type NowSource = 'option' | 'latest-event' | 'clock';
 
@@ -183,6 +193,7 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
     ...(state ? { state } : {}),
   });
   if (notices.some((n) => n.code === 'guide-query')) for (const f of findings) noteGuideQueryLimits(f);
+  if (notices.some((n) => n.code === 'gke-fields')) for (const f of findings) noteGkeLimits(f);
 
   const report: ScanReport = {
     findings,

@@ -155,6 +155,8 @@ export class TokensCommand {
         lastSuccess: h.lastSuccessAt ?? null,
       },
     ];
+    const blind = rt.blind?.state(this.deps.clock());
+    if (blind?.blind) health.push({ name: blind.text, ok: false });
     const k = rt.config.kubernetes;
     if ('none' in k) {
       health.push({ name: 'Kubernetes API: not configured (kubernetes: none): no workloads in findings, no actions', ok: true });

@@ -44,6 +44,8 @@ export interface SlackCluster {
   probe?: ProbeReportSource;
   /** Why Kubernetes access could not be set up (shown in `/tokens status`), if it could not. */
   kubeError?: string;
+  /** Whether the audit log is blind (`src/runtime/blind.ts`): one line for `/tokens status` when it is. */
+  blind?: { state(now: number): { blind: false } | { blind: true; text: string } };
 }
 
 /** What a poll tells Slack besides the findings: the changes to alert on and the findings it resolved as quiet. */

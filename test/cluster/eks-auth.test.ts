@@ -1,11 +1,10 @@
 import { createHash, createHmac } from 'node:crypto';
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { EKSClient } from '@aws-sdk/client-eks';
 import { CoreV1Api } from '@kubernetes/client-node';
 import type { AwsCredentialIdentity } from '@smithy/types';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeKube, type FakeKube } from '../../src/sandbox/fakes/kubernetes.js';
+import { startFakeEks, type EksReply, type FakeEks } from '../fakes/eks.js';
 import {
   describeEksCluster,
   EKS_AUTH_PROVIDER,
@@ -266,57 +265,6 @@ describe('eksTokenSource', () => {
 // ---------------------------------------------------------------------------------------------
 // DescribeCluster against a loopback fake EKS API (REST-JSON) and the built KubeConfig against the fake API server
 // ---------------------------------------------------------------------------------------------
-
-interface EksReply {
-  status: number;
-  headers?: Record<string, string>;
-  body: unknown;
-}
-interface EksRequest {
-  method: string;
-  path: string;
-  headers: IncomingHttpHeaders;
-}
-
-interface FakeEks {
-  url: string;
-  requests: EksRequest[];
-  clusters: Map<string, EksReply>;
-  close(): Promise<void>;
-}
-
-/** `GET /clusters/<name>` → the reply registered for that name, else ResourceNotFoundException as EKS sends it. */
-async function startFakeEks(): Promise<FakeEks> {
-  const requests: EksRequest[] = [];
-  const clusters = new Map<string, EksReply>();
-  const server: Server = createServer((req, res) => {
-    req.resume();
-    req.on('end', () => {
-      const path = new URL(req.url ?? '/', 'http://127.0.0.1').pathname;
-      requests.push({ method: req.method ?? '', path, headers: req.headers });
-      const m = /^\/clusters\/([^/]+)$/.exec(path);
-      const name = m?.[1] ? decodeURIComponent(m[1]) : '';
-      const reply: EksReply = (req.method === 'GET' && clusters.get(name)) || {
-        status: 404,
-        headers: { 'x-amzn-errortype': 'ResourceNotFoundException:http://internal.amazon.com/coral/com.amazonaws.eks/' },
-        body: { message: `No cluster found for name: ${name}.` },
-      };
-      res.writeHead(reply.status, { 'content-type': 'application/json', ...(reply.headers ?? {}) });
-      res.end(JSON.stringify(reply.body));
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    requests,
-    clusters,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
-}
 
 const CA_DATA = Buffer.from('-----BEGIN CERTIFICATE-----\nMIIC/jCCAeagAwIBAgIBADANBgkqhkiG9w0BAQsFADAVMRMwEQYDVQQDEwprdWJl\n-----END CERTIFICATE-----\n').toString('base64');
 const ARN = 'arn:aws:eks:us-west-2:123456789012:cluster/prod';

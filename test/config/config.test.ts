@@ -48,6 +48,7 @@ describe('parseConfig defaults', () => {
           schedule: '*/5 * * * *',
           lookback: 86_400_000,
           thresholds: { criticalDays: 7, warningDays: 30 },
+          blindLog: { silentAfter: 3_600_000, silentPolls: 6 },
         },
       ],
     };
@@ -211,6 +212,7 @@ describe('the example files', () => {
         schedule: '*/5 * * * *',
         lookback: 86_400_000,
         thresholds: { criticalDays: 7, warningDays: 30 },
+        blindLog: { silentAfter: 3_600_000, silentPolls: 6 },
       },
     ]);
   });

@@ -36,7 +36,7 @@ describe('startServe', () => {
       const ready = await fetch(`${base}/readyz`);
       expect(ready.status).toBe(200);
       // States only: the broken cluster's error text (a file path here) is in the log, not in the body.
-      expect(await ready.json()).toEqual({ status: 'ready', polls: { prod: 'ok', broken: 'degraded' }, integrations: {} });
+      expect(await ready.json()).toEqual({ status: 'ready', polls: { prod: 'ok', broken: 'degraded' }, integrations: {}, blind: {} });
       const text = await (await fetch(`${base}/metrics`)).text();
       expect(text).toContain('tokenwatch_polls_total{cluster="prod",outcome="ok"} 1');
       expect(text).toContain('tokenwatch_polls_total{cluster="broken",outcome="error"} 1');
@@ -84,7 +84,7 @@ describe('startServe with a failing integration', () => {
       expect(handle.context.store.listFindings('prod')).toHaveLength(1);
       const ready = await fetch(`http://127.0.0.1:${handle.port}/readyz`);
       expect(ready.status).toBe(200);
-      expect(await ready.json()).toEqual({ status: 'ready', polls: { prod: 'ok' }, integrations: { slack: 'failed' } });
+      expect(await ready.json()).toEqual({ status: 'ready', polls: { prod: 'ok' }, integrations: { slack: 'failed' }, blind: {} });
     } finally {
       await handle.stop();
     }

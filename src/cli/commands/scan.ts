@@ -62,7 +62,7 @@ export function register(program: Command): void {
     .description('Scan API-server audit logs for stale, legacy and unauthorized ServiceAccount token use.')
     .option(
       '--audit-log <file...>',
-      'audit log files (plain or .gz): JSON lines, CloudWatch export to S3, `aws logs filter-log-events` or `get-query-results` JSON, Logs Insights export (JSON or CSV); repeatable (required unless --metrics or --probe-report is given)',
+      'audit log files (plain or .gz; `-` for standard input): JSON lines, webhook batches (EventList), pretty/array/concatenated JSON, CloudWatch export to S3, `aws logs tail` text, `aws logs filter-log-events` or `get-query-results` JSON, Logs Insights export (JSON or CSV), GKE Cloud Audit Logs, AKS kube-audit records, Loki `logcli --output=jsonl`; repeatable (required unless --metrics or --probe-report is given)',
     )
     .option(
       '--probe-report <file>',

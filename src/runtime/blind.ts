@@ -1,0 +1,105 @@
+/**
+ * Blind-log detection for `serve`: an audit input that cannot see stale tokens is the most dangerous failure, because
+ * everything looks green. A {@link BlindLogMonitor} per cluster watches the successful polls of its audit source and
+ * what the platform says of its audit logging, and names the first reason the log is blind:
+ * - `eks-audit-log-off`: EKS `DescribeCluster` reports the cluster's `audit` control-plane log type not enabled
+ *   (`cluster.logging.clusterLogging[].types`/`enabled`,
+ *   https://docs.aws.amazon.com/eks/latest/APIReference/API_DescribeCluster.html,
+ *   https://docs.aws.amazon.com/eks/latest/userguide/control-plane-logs.html): the log group receives no audit event;
+ * - `no-events-for-polls`: a CloudWatch log group that returned no event for `silentPolls` successful polls in a row
+ *   (the API server logs its own requests all the time, so a silent log group is not a quiet cluster);
+ * - `no-events-for-time`: a file source that delivered no event for `silentAfterMs`.
+ *
+ * Reported in `/tokens status`, the `/readyz` body (`blind`) and the `tokenwatch_audit_log_blind` metric. Pure state:
+ * the caller feeds it poll results and the clock (all times epoch ms UTC).
+ */
+
+/** Why a cluster's audit log is blind. */
+export type BlindReason = 'eks-audit-log-off' | 'no-events-for-polls' | 'no-events-for-time';
+
+/** Defaults of {@link BlindLogOptions}: 1 h without an event (file), 6 empty polls (CloudWatch: 30 min at the default schedule). */
+export const BLIND_DEFAULTS = { silentAfterMs: 60 * 60 * 1000, silentPolls: 6 } as const;
+
+/** Options of a {@link BlindLogMonitor}. */
+export interface BlindLogOptions {
+  /** What kind of audit source the cluster reads (`none`: audit logging off by configuration, never "blind"). */
+  source: 'cloudwatch' | 'file' | 'none';
+  /** File source: blind after this long without an event, ms. Default {@link BLIND_DEFAULTS}. */
+  silentAfterMs?: number;
+  /** CloudWatch source: blind after this many successful polls in a row without an event. Default {@link BLIND_DEFAULTS}. */
+  silentPolls?: number;
+  /** When the monitor started (the file source's clock starts here before its first event), epoch ms UTC. */
+  startedAt: number;
+  /** API-server token metrics or the node probe are configured: findings still come from them while the log is blind. */
+  otherSignals?: boolean;
+}
+
+/** What {@link BlindLogMonitor.state} says. */
+export type BlindState = { blind: false } | { blind: true; reason: BlindReason; text: string };
+
+/** See the module doc. */
+export class BlindLogMonitor {
+  private lastEventAt: number | undefined;
+  private emptyPolls = 0;
+  private polls = 0;
+  private eksAuditLogging: boolean | undefined;
+  private readonly silentAfterMs: number;
+  private readonly silentPolls: number;
+
+  constructor(private readonly opts: BlindLogOptions) {
+    this.silentAfterMs = opts.silentAfterMs ?? BLIND_DEFAULTS.silentAfterMs;
+    this.silentPolls = opts.silentPolls ?? BLIND_DEFAULTS.silentPolls;
+    if (!(this.silentAfterMs > 0) || !(this.silentPolls >= 1)) throw new RangeError('silentAfterMs and silentPolls must be positive');
+  }
+
+  /** A successful poll at `at` that read `records` audit records (failed polls are not fed: they prove nothing). */
+  observePoll(at: number, records: number): void {
+    this.polls++;
+    if (records > 0) {
+      this.lastEventAt = at;
+      this.emptyPolls = 0;
+    } else {
+      this.emptyPolls++;
+    }
+  }
+
+  /** What EKS `DescribeCluster` says of the `audit` log type (undefined: not known, e.g. not an EKS cluster). */
+  setEksAuditLogging(enabled: boolean | undefined): void {
+    this.eksAuditLogging = enabled;
+  }
+
+  /** Whether the log is blind at `now`, why, and one line saying so (with what findings still come from). */
+  state(now: number): BlindState {
+    if (this.opts.source === 'none') return { blind: false };
+    const tail = this.opts.otherSignals
+      ? '; findings now come from API-server token metrics and the node probe only'
+      : '; no stale-token findings can come from it';
+    if (this.eksAuditLogging === false) {
+      return {
+        blind: true,
+        reason: 'eks-audit-log-off',
+        text: 'audit log blind: the EKS cluster\'s "audit" control-plane log type is not enabled (aws eks ' +
+          'update-cluster-config --logging \'{"clusterLogging":[{"types":["audit"],"enabled":true}]}\')' + tail,
+      };
+    }
+    if (this.opts.source === 'cloudwatch' && this.polls >= this.silentPolls && this.emptyPolls >= this.silentPolls) {
+      return {
+        blind: true,
+        reason: 'no-events-for-polls',
+        text: `audit log blind: the log group returned no audit event in the last ${this.emptyPolls} polls${tail}`,
+      };
+    }
+    if (this.opts.source === 'file' && this.polls > 0) {
+      const since = this.lastEventAt ?? this.opts.startedAt;
+      if (now - since >= this.silentAfterMs) {
+        const minutes = Math.floor((now - since) / 60_000);
+        return {
+          blind: true,
+          reason: 'no-events-for-time',
+          text: `audit log blind: no audit event for ${minutes} min (since ${new Date(since).toISOString()})${tail}`,
+        };
+      }
+    }
+    return { blind: false };
+  }
+}

@@ -1,0 +1,172 @@
+/**
+ * Blind-log detection: an audit input that cannot see stale tokens is reported, never a green status. Unit rules of
+ * the monitor, the EKS `DescribeCluster` logging setup through the real EKS client against the loopback fake, and
+ * `serve` end to end (/readyz body, the metric, /tokens status data).
+ */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { EKSClient } from '@aws-sdk/client-eks';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describeEksCluster } from '../../src/cluster/eks-auth.js';
+import { parseConfig } from '../../src/config/index.js';
+import { createLogger } from '../../src/observability/logger.js';
+import { Metrics } from '../../src/observability/metrics.js';
+import { BlindLogMonitor } from '../../src/runtime/blind.js';
+import { startServe } from '../../src/runtime/serve.js';
+import { startFakeEks, type FakeEks } from '../fakes/eks.js';
+import { auditEvent } from '../sources/events.js';
+import { CLUSTER, REQUESTER, blockText, startHarness, type Harness } from '../slack/harness.js';
+
+const T0 = Date.parse('2026-11-20T12:00:00Z');
+const MIN = 60_000;
+
+describe('BlindLogMonitor', () => {
+  it('a file source is blind after silentAfter without an event, and sees again with the next one', () => {
+    const m = new BlindLogMonitor({ source: 'file', silentAfterMs: 60 * MIN, startedAt: T0 });
+    expect(m.state(T0 + 120 * MIN)).toEqual({ blind: false }); // no poll yet: nothing is known
+    m.observePoll(T0, 3);
+    m.observePoll(T0 + 30 * MIN, 0);
+    expect(m.state(T0 + 59 * MIN)).toEqual({ blind: false });
+    const s = m.state(T0 + 61 * MIN);
+    expect(s).toMatchObject({ blind: true, reason: 'no-events-for-time' });
+    expect(s.blind && s.text).toBe(
+      'audit log blind: no audit event for 61 min (since 2026-11-20T12:00:00.000Z); no stale-token findings can come from it',
+    );
+    m.observePoll(T0 + 62 * MIN, 1);
+    expect(m.state(T0 + 63 * MIN)).toEqual({ blind: false });
+  });
+
+  it('a file source that never delivered counts from the start', () => {
+    const m = new BlindLogMonitor({ source: 'file', silentAfterMs: 10 * MIN, startedAt: T0, otherSignals: true });
+    m.observePoll(T0 + MIN, 0);
+    const s = m.state(T0 + 10 * MIN);
+    expect(s).toMatchObject({ blind: true, reason: 'no-events-for-time' });
+    expect(s.blind && s.text).toContain('findings now come from API-server token metrics and the node probe only');
+  });
+
+  it('a log group is blind after silentPolls empty polls in a row', () => {
+    const m = new BlindLogMonitor({ source: 'cloudwatch', silentPolls: 3, startedAt: T0 });
+    m.observePoll(T0, 5);
+    m.observePoll(T0 + 5 * MIN, 0);
+    m.observePoll(T0 + 10 * MIN, 0);
+    expect(m.state(T0 + 10 * MIN)).toEqual({ blind: false });
+    m.observePoll(T0 + 15 * MIN, 0);
+    const s = m.state(T0 + 15 * MIN);
+    expect(s).toMatchObject({ blind: true, reason: 'no-events-for-polls' });
+    expect(s.blind && s.text).toContain('no audit event in the last 3 polls');
+    m.observePoll(T0 + 20 * MIN, 1);
+    expect(m.state(T0 + 20 * MIN)).toEqual({ blind: false });
+  });
+
+  it('EKS with the audit log type off is blind whatever arrives; audit: none never is', () => {
+    const m = new BlindLogMonitor({ source: 'cloudwatch', startedAt: T0 });
+    m.setEksAuditLogging(false);
+    m.observePoll(T0, 10);
+    expect(m.state(T0)).toMatchObject({ blind: true, reason: 'eks-audit-log-off' });
+    m.setEksAuditLogging(true);
+    expect(m.state(T0)).toEqual({ blind: false });
+    const none = new BlindLogMonitor({ source: 'none', silentAfterMs: 1, silentPolls: 1, startedAt: T0 });
+    none.observePoll(T0, 0);
+    expect(none.state(T0 + 60 * MIN)).toEqual({ blind: false });
+  });
+});
+
+describe('EKS DescribeCluster logging setup', () => {
+  let eks: FakeEks;
+  let client: EKSClient;
+  beforeAll(async () => {
+    eks = await startFakeEks();
+    client = new EKSClient({ region: 'us-west-2', endpoint: eks.url, credentials: { accessKeyId: 'AKIDEXAMPLE', secretAccessKey: 'x' }, maxAttempts: 1 });
+  });
+  afterAll(async () => {
+    client.destroy();
+    await eks.close();
+  });
+
+  const reply = (clusterLogging: unknown) => ({
+    status: 200,
+    body: {
+      cluster: {
+        name: 'prod',
+        arn: 'arn:aws:eks:us-west-2:123456789012:cluster/prod',
+        endpoint: 'https://ABC.gr7.us-west-2.eks.amazonaws.com',
+        status: 'ACTIVE',
+        certificateAuthority: { data: Buffer.from('ca').toString('base64') },
+        ...(clusterLogging === undefined ? {} : { logging: { clusterLogging } }),
+      },
+    },
+  });
+
+  it('reads whether the audit log type is enabled (as EKS lists enabled and disabled types)', async () => {
+    eks.clusters.set('prod', reply([{ types: ['api', 'audit'], enabled: false }, { types: ['authenticator'], enabled: true }]));
+    expect((await describeEksCluster({ clusterName: 'prod', region: 'us-west-2', eksClient: client })).auditLogging).toBe(false);
+    eks.clusters.set('prod', reply([{ types: ['audit', 'authenticator'], enabled: true }, { types: ['api'], enabled: false }]));
+    expect((await describeEksCluster({ clusterName: 'prod', region: 'us-west-2', eksClient: client })).auditLogging).toBe(true);
+    eks.clusters.set('prod', reply(undefined));
+    expect((await describeEksCluster({ clusterName: 'prod', region: 'us-west-2', eksClient: client })).auditLogging).toBeUndefined();
+    expect(eks.requests.map((r) => `${r.method} ${r.path}`)).toEqual(Array(3).fill('GET /clusters/prod'));
+  });
+});
+
+describe('serve reports a blind audit log', () => {
+  it('in /readyz (state only), the metric and the status health lines; an event clears it', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tw-blind-'));
+    const log = join(dir, 'audit.log');
+    writeFileSync(log, '');
+    const config = parseConfig(
+      {
+        store: { path: join(dir, 'tw.db') },
+        http: { host: '127.0.0.1', port: 0 },
+        clusters: [{ name: 'prod', audit: { file: { path: log } }, schedule: '0 0 1 1 *', blindLog: { silentAfter: '30m' } }],
+      },
+      {},
+    );
+    let now = T0;
+    const metrics = new Metrics();
+    const handle = await startServe(config, { logger: createLogger({ level: 'silent' }), metrics, jitterMs: 0, clock: () => now });
+    const readyz = async () => (await (await fetch(`http://127.0.0.1:${handle.port}/readyz`)).json()) as { blind: Record<string, string> };
+    try {
+      await handle.firstPolls;
+      expect((await readyz()).blind).toEqual({});
+      now = T0 + 31 * MIN;
+      await handle.context.clusters.get('prod')!.poller.pollOnce();
+      expect((await readyz()).blind).toEqual({ prod: 'no-events-for-time' });
+      const text = await metrics.text();
+      expect(text).toContain('tokenwatch_audit_log_blind{cluster="prod",reason="no-events-for-time"} 1');
+      expect(text).toContain('tokenwatch_audit_log_blind{cluster="prod",reason="eks-audit-log-off"} 0');
+      const b = handle.context.clusters.get('prod')!.blind.state(now);
+      expect(b.blind && b.text).toContain('no audit event for 31 min');
+
+      writeFileSync(log, `${auditEvent({ auditID: 'e1', time: now, kind: 'stale', secondsAfterWarning: 100 })}\n`);
+      now += MIN;
+      await handle.context.clusters.get('prod')!.poller.pollOnce();
+      expect((await readyz()).blind).toEqual({});
+      expect(await metrics.text()).toContain('tokenwatch_audit_log_blind{cluster="prod",reason="no-events-for-time"} 0');
+    } finally {
+      await handle.stop();
+    }
+  });
+});
+
+describe('/tokens status', () => {
+  let h: Harness | undefined;
+  afterAll(async () => {
+    await h?.stop();
+  });
+
+  it('shows one line when the audit log is blind', async () => {
+    h = await startHarness({
+      tweak: (c) => {
+        c.clusters[0]!.blindLog = { silentAfter: 10 * MIN, silentPolls: 6 };
+      },
+    });
+    await h.command(`status ${CLUSTER}`, REQUESTER);
+    expect(blockText(h.slack.ephemerals({ user: REQUESTER }).at(-1)!)).not.toContain('audit log blind');
+    h.advance(11 * MIN);
+    await h.poll();
+    await h.command(`status ${CLUSTER}`, REQUESTER);
+    const text = blockText(h.slack.ephemerals({ user: REQUESTER }).at(-1)!);
+    expect(text).toMatch(/❌ audit log blind: no audit event for 1\d min \(since [^)]+\); findings now come from API-server token metrics and the node probe only/);
+  });
+});
