@@ -107,12 +107,16 @@ try {
   } else {
     check('tokenwatch sandbox page', false, text.trim().split('\n').slice(-3).join(' | '));
   }
+  // Wait for it to stop: it still writes its store under the temporary folder while it shuts down, and removing the
+  // folder meanwhile fails with ENOTEMPTY.
+  const stopped = new Promise((resolve) => (sandbox.exitCode !== null || sandbox.signalCode !== null ? resolve() : sandbox.once('exit', resolve)));
   sandbox.kill('SIGTERM');
+  await stopped;
 } catch (e) {
   check('unexpected error', false, e instanceof Error ? e.message : String(e));
 } finally {
   if (keep) console.log(`test:pack: kept ${dir}`);
-  else rmSync(dir, { recursive: true, force: true });
+  else rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
 }
 console.log(`test:pack: ${failed === 0 ? 'all checks passed' : `${failed} check(s) failed`}`);
 process.exit(failed === 0 ? 0 : 1);
