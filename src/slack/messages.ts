@@ -31,6 +31,14 @@ function section(text: string, fallback: string, extra: KnownBlock[] = []): Slac
   return { text: fallback.slice(0, 3000), blocks: [{ type: 'section', text: md(text) }, ...extra] };
 }
 
+/**
+ * Thread reply when an action needs a human now (e.g. a ServiceAccount was created by someone else during a
+ * recreation). `text` may carry cluster-controlled values (annotations), so it is escaped; the fallback `text` too.
+ */
+export function alarmMessage(cluster: string, text: string): SlackMessage {
+  return section(`🚨 *${escClip(cluster, 200)}*: ${escClip(text, 2800)}`, `🚨 [${escClip(cluster, 200)}] ${escClip(text, 2800)}`);
+}
+
 /** Ephemeral to the requester once the approval message is posted. */
 export function requestedMessage(a: Approval, approvers: readonly string[]): SlackMessage {
   const who = approvers.length ? listWithin(approvers.slice(0, 10).map((u) => `<@${u}>`), 10, ', ', approvers.length) : 'the approvers';
