@@ -119,6 +119,19 @@ export function scanMessage(cluster: string, result: 'started' | 'busy' | 'unkno
   }
 }
 
+/**
+ * `/tokens scan` refused by the per-user, per-cluster limit: when the last one was, and when the next is allowed
+ * (a Slack date, shown in the reader's time zone; UTC in the fallback text).
+ */
+export function scanLimitedMessage(cluster: string, last: number, next: number, now: number): SlackMessage {
+  const c = `*${escClip(cluster, 100)}*`;
+  const wait = duration(Math.max(1000, next - now));
+  return section(
+    `⏱️ You asked for a poll of ${c} at ${slackDate(last, '{time_secs}')}; the next one you can ask for is at ${slackDate(next, '{time_secs}')} (in ${wait}). Scheduled polls go on meanwhile, and \`/tokens status ${escClip(cluster, 100)}\` shows the latest.`,
+    `You can ask for the next poll of ${cluster} at ${formatUtc(next)} (in ${wait})`,
+  );
+}
+
 /** A short ephemeral confirmation (e.g. after a vote below quorum). */
 export function noteMessage(text: string): SlackMessage {
   return section(text, text.replace(/[*_`]/g, '').replace(/<[^>|]*\|([^>]*)>/g, '$1'));
