@@ -160,7 +160,7 @@ describe('executeApproval', () => {
 
 /** The pod template's restartedAt annotation of the fake's DaemonSet. */
 const templateRestartedAt = (): string | undefined =>
-  ((kube.store.get('DaemonSet', 'kube-system', 'kube-multus-ds')!['spec'] as { template: { metadata: { annotations?: Record<string, string> } } }).template.metadata.annotations ?? {})[RESTARTED_AT];
+  (kube.store.get('DaemonSet', 'kube-system', 'kube-multus-ds')!['spec'] as { template: { metadata: { annotations?: Record<string, string> } } }).template.metadata.annotations?.[RESTARTED_AT];
 
 /** Approves and stores the start of appr-1 (as executeApproval does before its PATCH), without sending anything. */
 async function startedWithoutPatch(dryRunUid?: string): Promise<number> {
