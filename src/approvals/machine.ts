@@ -399,7 +399,7 @@ export function decide(approval: Approval, event: ApprovalEvent, policy: Approva
             action: a.action,
             cluster: a.target.cluster,
             vote: 'approve',
-            approvers: [...policy.approvers],
+            approvers: approversShown(a, policy),
           });
         }
         if (approvalsOf(a).includes(event.user)) {
@@ -438,7 +438,7 @@ export function decide(approval: Approval, event: ApprovalEvent, policy: Approva
           action: a.action,
           cluster: a.target.cluster,
           vote: 'reject',
-          approvers: [...policy.approvers],
+          approvers: approversShown(a, policy),
         });
       }
       if (approvalsOf(a).includes(event.user)) {
@@ -521,4 +521,12 @@ export function decide(approval: Approval, event: ApprovalEvent, policy: Approva
 /** The approval after an accepted transition (`{ ...approval, ...patch }`), e.g. to render the next message. */
 export function applyTransition(approval: Approval, t: Transition): Approval {
   return { ...approval, ...t.patch, votes: t.patch.votes ?? approval.votes };
+}
+
+/**
+ * The approvers a refusal names: the policy's approvers (users and user groups) without the requester, who may
+ * not approve their own request unless `allowSelfApproval`.
+ */
+function approversShown(a: Pick<Approval, 'requester'>, policy: Pick<ApprovalPolicy, 'approvers' | 'allowSelfApproval'>): string[] {
+  return policy.allowSelfApproval ? [...policy.approvers] : policy.approvers.filter((u) => u !== a.requester);
 }

@@ -93,6 +93,7 @@ export function toFileForm(config: Config): Record<string, unknown> {
       host: s.host,
       port: s.port,
       approvals: { expiresAfter: formatDuration(s.approvals.expiresAfter) },
+      commands: { scanInterval: formatDuration(s.commands.scanInterval) },
     };
   }
   out.remediation = {

@@ -242,6 +242,15 @@ const slackSchema = z.strictObject({
       expiresAfter: duration(MINUTE_MS).prefault('30m'),
     })
     .prefault({}),
+  commands: z
+    .strictObject({
+      /**
+       * `/tokens scan`: one poll per user and cluster within this time, ms (the reply says when the next is allowed;
+       * each poll reads the audit source, e.g. CloudWatch FilterLogEvents). `0s` = no limit. Default `2m`.
+       */
+      scanInterval: duration().prefault('2m'),
+    })
+    .prefault({}),
 });
 
 /** Schema of the YAML file (secrets are not allowed in it; they come from the environment). */
@@ -672,6 +681,7 @@ function assemble(file: FileConfig, env: NodeJS.ProcessEnv): Config {
       host: s.host ?? file.http.host,
       port: s.port,
       approvals: { expiresAfter: s.approvals.expiresAfter },
+      commands: { scanInterval: s.commands.scanInterval },
       ...(botToken !== undefined ? { botToken } : {}),
       ...(appToken !== undefined ? { appToken } : {}),
       ...(signingSecret !== undefined ? { signingSecret } : {}),

@@ -36,9 +36,11 @@ import type { Metrics } from '../observability/metrics.js';
 import type { ApprovalUpdate, ExecutionRecord, Store, StoredApproval } from '../store/index.js';
 import type { V1ServiceAccount } from '@kubernetes/client-node';
 import {
+  isUidMismatch,
   KubeCallError,
   preservedOf,
   recreatedServiceAccount,
+  restartedAtValue,
   type KubeRemediator,
   type RecreateResult,
   type RestartableKind,
@@ -77,10 +79,17 @@ const FINAL: readonly ApprovalState[] = ['succeeded', 'failed', 'rejected', 'exp
 export interface ExecutionHooks {
   /** The approval changed state (re-render its message). */
   onApprovalChanged?(approval: StoredApproval): Promise<void>;
-  /** Rollout figures changed (post or update the progress message). `startedAt` = when the patch was sent. */
+  /**
+   * Rollout figures changed (post or update the progress message). `startedAt` = when the patch was sent. Throws
+   * when Slack did not accept it: the executor then sends it again (see `runRestart`).
+   */
   onProgress?(approval: StoredApproval, progress: RolloutProgress, startedAt: number): Promise<void>;
+  /** The final progress was not accepted after bounded retries and is stored for the next tick ({@link resendPendingProgress}). */
+  onProgressPending?(approval: StoredApproval): Promise<void>;
   /** A ServiceAccount was recreated (offer the restart of its workloads). */
   onRecreated?(approval: StoredApproval, result: RecreateResult): Promise<void>;
+  /** Something needs a human now (e.g. a ServiceAccount created by someone else during a recreation): alert. */
+  onAlarm?(approval: StoredApproval, text: string): Promise<void>;
 }
 
 /** Dependencies of the executor. */
@@ -98,6 +107,8 @@ export interface ExecutorDeps {
   pollIntervalMs: number;
   /** Sleep (default `setTimeout`); tests may shorten it. */
   sleep?: (ms: number) => Promise<void>;
+  /** First wait before retrying the final progress edit, ms (doubles per attempt; default 1000). */
+  progressRetryMs?: number;
   logger: Logger;
   metrics?: Metrics;
   hooks?: ExecutionHooks;
@@ -369,13 +380,49 @@ async function runRecreate(
       if (!existing || existing.metadata?.uid === exec.oldUid) {
         return `${message(err)} (it was deleted; recreate it from: ${JSON.stringify(body)})`;
       }
-      log.info('resumed: the ServiceAccount was already created again');
+      // Another client created it between our DELETE and POST (or this approval did, before a restart): only an
+      // object equal to the stored body is ours to report as recreated.
+      const diff = bodyDifferences(body, existing);
+      if (diff.length > 0) {
+        const text = `${label} was created by someone else, with different ${diff.join('; ')}, after tokenwatch deleted it and before it could create it again; tokenwatch did not recreate it. Check who created it (the audit log has the request) and delete it if it is not yours.`;
+        log.error({ uid: existing.metadata?.uid, differences: diff }, 'the ServiceAccount was created by someone else between the DELETE and the POST');
+        await safely(deps, 'recreation conflict alert', () => deps.hooks?.onAlarm?.(deps.store.getApproval(a.id) ?? a, text));
+        return text;
+      }
+      log.info('the ServiceAccount exists again with exactly the stored body (created by this approval before a restart)');
       created = existing;
     }
     return { oldUid: exec.oldUid, newUid: created.metadata?.uid, preserved: preservedOf(body) };
   } catch (err) {
     return message(err);
   }
+}
+
+/**
+ * How `existing` differs from the body a recreation would create, per field a recreation keeps (labels,
+ * annotations, ownerReferences, imagePullSecrets, automountServiceAccountToken), e.g.
+ * `annotations: eks.amazonaws.com/role-arn=arn:aws:iam::999999999999:role/x (expected …=arn:…:role/y)`. Empty when equal.
+ */
+export function bodyDifferences(body: V1ServiceAccount, existing: V1ServiceAccount): string[] {
+  const out: string[] = [];
+  const maps = (name: 'labels' | 'annotations') => {
+    const want = body.metadata?.[name] ?? {};
+    const got = existing.metadata?.[name] ?? {};
+    const keys = [...new Set([...Object.keys(want), ...Object.keys(got)])].sort().filter((k) => want[k] !== got[k]);
+    if (keys.length === 0) return;
+    const shown = keys.map((k) => `${k}=${got[k] ?? '(absent)'} (expected ${want[k] ?? '(absent)'})`);
+    out.push(`${name}: ${shown.join(', ')}`);
+  };
+  maps('annotations');
+  maps('labels');
+  const owners = (sa: V1ServiceAccount) => (sa.metadata?.ownerReferences ?? []).map((o) => `${o.kind}/${o.name}/${o.uid}`).sort().join(',');
+  if (owners(body) !== owners(existing)) out.push(`ownerReferences: ${owners(existing) || '(none)'} (expected ${owners(body) || '(none)'})`);
+  const secrets = (sa: V1ServiceAccount) => (sa.imagePullSecrets ?? []).map((x) => x.name ?? '').sort().join(',');
+  if (secrets(body) !== secrets(existing)) out.push(`imagePullSecrets: ${secrets(existing) || '(none)'} (expected ${secrets(body) || '(none)'})`);
+  if ((body.automountServiceAccountToken ?? null) !== (existing.automountServiceAccountToken ?? null)) {
+    out.push(`automountServiceAccountToken: ${String(existing.automountServiceAccountToken ?? '(unset)')} (expected ${String(body.automountServiceAccountToken ?? '(unset)')})`);
+  }
+  return out;
 }
 
 /** Stores what a running action did (merged into its execution record) without changing its state. */
@@ -385,11 +432,51 @@ function record(deps: ExecutorDeps, a: StoredApproval, what: ExecutionRecord): v
   deps.store.transitionApproval(a.id, 'running', 'running', { execution: { ...current.execution, ...what } }, deps.clock());
 }
 
+/** How often the final progress edit is tried before it is left to the next tick (attempts, with doubling waits). */
+export const FINAL_PROGRESS_ATTEMPTS = 5;
+
+/** JSON of a progress as recorded in {@link ExecutionRecord.shown}. */
+export function progressKey(p: RolloutProgress): string {
+  return JSON.stringify(p);
+}
+
+/**
+ * Shows `p` in the progress message through the hook; up to `attempts` tries with doubling waits from
+ * `progressRetryMs`. @returns whether Slack accepted it (true when there is no hook).
+ */
+async function showProgress(deps: ExecutorDeps, a: StoredApproval, p: RolloutProgress, startedAt: number, attempts: number, log: Logger): Promise<boolean> {
+  const hook = deps.hooks?.onProgress;
+  if (!hook) return true;
+  const sleep = deps.sleep ?? ((ms: number) => delay(ms));
+  for (let i = 0; ; i++) {
+    try {
+      await hook(a, p, startedAt);
+      return true;
+    } catch (err) {
+      if (i + 1 >= attempts) {
+        log.warn({ err, attempts }, 'the progress message was not updated; trying again at the next tick');
+        return false;
+      }
+      await sleep((deps.progressRetryMs ?? 1000) * 2 ** i);
+    }
+  }
+}
+
 /**
  * The rollout restart and its progress; returns an error message, or undefined on success.
- * When resuming (`resume`), first establishes whether the PATCH happened: recorded in the store, or the workload's
- * `restartedAt` annotation is at or after the approval's `startedAt`; otherwise sends it (with the same
- * `restartedAt` value), so nothing is reported done that the API server did not do.
+ *
+ * Every write carries the uid the approvers saw in the dry run (`metadata.uid` in the strategic-merge patch, which
+ * the API server refuses to change), so a workload deleted and recreated under the same name since the approval is
+ * not patched: that ends as "the <kind> was replaced since it was approved".
+ *
+ * When resuming (`resume`), first establishes whether its own PATCH happened: recorded in the store, or the
+ * workload (same uid) carries exactly the `restartedAt` value this approval sends (its `startedAt`, stored before
+ * the PATCH). Any other value — an older one, or a later one written by someone else or a replica with a fast clock —
+ * proves nothing, so the PATCH is sent (with the same value): nothing is reported done that the API server did not do.
+ *
+ * Progress is recorded as shown only once Slack accepted it ({@link ExecutionRecord.shown}), so an edit that failed is
+ * sent again on the next read; the final one is tried {@link FINAL_PROGRESS_ATTEMPTS} times and, if Slack still
+ * refuses, stored as {@link ExecutionRecord.pendingProgress} for the next tick.
  */
 async function runRestart(
   deps: ExecutorDeps,
@@ -403,50 +490,61 @@ async function runRestart(
   const ref = { kind: target.kind, namespace: target.namespace, name: target.name };
   // Rows of older versions have no startedAt: their `updatedAt` (the start transition) is the best estimate.
   const startedAt = a.startedAt ?? Math.floor(a.updatedAt / 1000) * 1000;
+  const sent = restartedAtValue(new Date(startedAt));
+  const uid = (a.dryRun as PreflightRecord | null)?.uid;
   let patched = a.execution?.patched !== undefined;
   if (!patched && resume) {
     // A process stopped (kill -9, leader change) after `running` was stored: did its PATCH reach the API server?
-    let seen: number | undefined;
+    let seen: { value?: string; uid?: string };
     try {
       seen = await rem.restartedAt(ref);
     } catch (err) {
-      return `cannot establish whether the restart was sent: ${err instanceof Error ? err.message : String(err)}`;
+      return `cannot establish whether the restart was sent: ${message(err)}`;
     }
-    if (seen !== undefined && seen >= startedAt) {
+    if (seen.value === sent && (uid === undefined || seen.uid === uid)) {
       patched = true;
-      log.info({ restartedAt: new Date(seen).toISOString() }, 'resumed: the restart annotation shows the PATCH was applied; not sending it again');
+      log.info({ restartedAt: sent }, 'resumed: the workload carries the exact restartedAt value this approval sends, so its PATCH was applied; not sending it again');
       record(deps, a, { patched: { at: deps.clock() } });
     } else {
-      log.warn('resumed: the restart PATCH was never applied; sending it now');
+      log.warn({ found: seen.value ?? null, sends: sent }, 'resumed: the workload does not carry this approval\'s restartedAt value, so its PATCH was never applied; sending it now');
     }
   }
   if (!patched) {
     // A replica that is stopping or lost leadership sends nothing; the next leader resumes from here.
     if (deps.signal?.aborted || deps.isLeader?.() === false) return INTERRUPTED;
     try {
-      const r = await rem.restart(ref, new Date(startedAt));
+      const r = await rem.restart(ref, new Date(startedAt), uid);
       log.info({ generation: r.generation }, 'rollout restart patch sent');
       record(deps, a, { patched: { ...(r.generation !== undefined ? { generation: r.generation } : {}), at: deps.clock() } });
     } catch (err) {
-      return err instanceof Error ? err.message : String(err);
+      if (isUidMismatch(err)) {
+        return `the ${target.kind} ${target.namespace}/${target.name} was replaced since it was approved (the approvers saw uid ${uid}; the API server holds another object under that name), so nothing was patched. Request it again to review the current object.`;
+      }
+      return message(err);
     }
   }
-  let last = '';
+  let shownKey = a.execution?.shown;
   for (;;) {
     let p: RolloutProgress;
     try {
       p = await rem.rolloutProgress(ref);
     } catch (err) {
-      return `rollout status unavailable: ${err instanceof Error ? err.message : String(err)}`;
+      return `rollout status unavailable: ${message(err)}`;
     }
     const timedOut = !p.done && deps.clock() - startedAt >= deps.rolloutTimeoutMs;
     // Until the controller observed the new generation, `updated*` counts refer to the previous template.
     const current = p.observed ? p : { ...p, updated: 0 };
     const shown = timedOut ? { ...current, timedOut: true } : current;
-    const key = JSON.stringify(shown);
-    if (key !== last) {
-      last = key;
-      await safely(deps, 'progress update', () => deps.hooks?.onProgress?.(a, shown, startedAt));
+    const key = progressKey(shown);
+    const final = p.done || timedOut;
+    if (key !== shownKey) {
+      if (await showProgress(deps, a, shown, startedAt, final ? FINAL_PROGRESS_ATTEMPTS : 1, log)) {
+        shownKey = key;
+        record(deps, a, { shown: key });
+      } else if (final) {
+        record(deps, a, { pendingProgress: shown });
+        await safely(deps, 'progress retry hook', () => deps.hooks?.onProgressPending?.(deps.store.getApproval(a.id) ?? a));
+      }
     }
     if (p.done) return undefined;
     if (deps.signal?.aborted || deps.isLeader?.() === false) return INTERRUPTED;
@@ -455,4 +553,23 @@ async function runRestart(
     }
     await sleep(deps.pollIntervalMs);
   }
+}
+
+/**
+ * Sends the final progress of an ended restart that Slack did not accept yet ({@link ExecutionRecord.pendingProgress})
+ * once more; on success records it as shown. Called on each tick by the Slack side. @returns whether it is shown now.
+ */
+export async function resendPendingProgress(deps: ExecutorDeps, id: string): Promise<boolean> {
+  const a = deps.store.getApproval(id);
+  const pending = a?.execution?.pendingProgress;
+  if (!a || !pending) return true;
+  const log = deps.logger.child({ approval: id });
+  const startedAt = a.startedAt ?? Math.floor(a.updatedAt / 1000) * 1000;
+  if (!(await showProgress(deps, a, pending, startedAt, 1, log))) return false;
+  const now = deps.store.getApproval(id);
+  if (now) {
+    const { pendingProgress: _done, ...rest } = now.execution ?? {};
+    deps.store.transitionApproval(id, now.state, now.state, { execution: { ...rest, shown: progressKey(pending) } }, deps.clock());
+  }
+  return true;
 }

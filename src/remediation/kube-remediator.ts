@@ -75,17 +75,36 @@ export function preservedOf(body: V1ServiceAccount): RecreateResult['preserved']
 /** Annotation `kubectl rollout restart` sets (kubectl `polymorphichelpers/objectrestarter.go`). */
 export const RESTARTED_AT = 'kubectl.kubernetes.io/restartedAt';
 
-/** Error from a failed Kubernetes call, with the HTTP status and the API server's Status message. */
+/**
+ * Error from a failed Kubernetes call, with the HTTP status, the API server's Status `reason` and message, and the
+ * fields its `details.causes` name (e.g. `metadata.uid` for a write refused because the uid changed).
+ */
 export class KubeCallError extends TokenwatchError {
   constructor(
     message: string,
     readonly status: number | undefined,
     readonly reason?: string,
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; fields?: readonly string[] },
   ) {
     super(ErrorCode.KubeCallFailed, message, options);
     this.name = 'KubeCallError';
+    this.fields = options?.fields ?? [];
   }
+
+  /** `details.causes[].field` of the API server's Status (empty when it named none). */
+  readonly fields: readonly string[];
+}
+
+/**
+ * Whether a write was refused because the object's uid is not the one it carried: a patch setting `metadata.uid`
+ * to another value → 422 Invalid on field `metadata.uid` (immutable, apimachinery `ValidateObjectMetaUpdate`); a
+ * DELETE or PUT with a uid precondition → 409 Conflict "Precondition failed: UID in precondition: …"
+ * (apiserver `storage.Preconditions.Check`).
+ */
+export function isUidMismatch(err: unknown): boolean {
+  if (!(err instanceof KubeCallError)) return false;
+  if (err.status === 422) return err.fields.includes('metadata.uid');
+  return err.status === 409 && err.message.includes('Precondition failed: UID in precondition');
 }
 
 /** Converts a client-node error into a {@link KubeCallError} with the API server's message. */
@@ -93,13 +112,16 @@ export function toKubeError(err: unknown, what: string): KubeCallError {
   if (err instanceof ApiException) {
     let message = String(err.message);
     let reason: string | undefined;
+    let fields: string[] = [];
     const body: unknown = typeof err.body === 'string' ? safeJson(err.body) : err.body;
     if (body && typeof body === 'object') {
-      const b = body as { message?: unknown; reason?: unknown };
+      const b = body as { message?: unknown; reason?: unknown; details?: { causes?: unknown } };
       if (typeof b.message === 'string') message = b.message;
       if (typeof b.reason === 'string') reason = b.reason;
+      const causes = b.details?.causes;
+      if (Array.isArray(causes)) fields = causes.map((c) => (c as { field?: unknown })?.field).filter((f): f is string => typeof f === 'string');
     }
-    return new KubeCallError(`${what}: ${err.code} ${message}`, err.code, reason);
+    return new KubeCallError(`${what}: ${err.code} ${message}`, err.code, reason, { fields });
   }
   const e = err as { message?: string; code?: string };
   // A Node/network error's own code (`ECONNREFUSED`); never the ErrorCode of one of ours.
@@ -206,7 +228,7 @@ export class KubeRemediator {
       };
     }
     try {
-      await this.patchWorkload(target.kind, target.namespace, target.name, restartPatch(now), true);
+      await this.patchWorkload(target.kind, target.namespace, target.name, restartPatch(now, obj.metadata?.uid), true);
     } catch (err) {
       return this.preflightError(err, `dry-run restart of ${ref}`);
     }
@@ -222,11 +244,15 @@ export class KubeRemediator {
 
   /**
    * Rollout restart: one strategic-merge patch setting `kubectl.kubernetes.io/restartedAt` to `now` (RFC 3339).
+   * @param uid when given, the patch also carries `metadata.uid`: the API server applies the patch to the object it
+   *   stores, and validation refuses to change the immutable uid, so an object deleted and recreated under the same
+   *   name is not patched (422 Invalid on `metadata.uid`, see {@link isUidMismatch}).
    * @returns the workload's new `metadata.generation`.
+   * @throws {KubeCallError}
    */
-  async restart(target: RemediationTarget & { kind: RestartableKind }, now: Date): Promise<{ generation?: number }> {
+  async restart(target: RemediationTarget & { kind: RestartableKind }, now: Date, uid?: string): Promise<{ generation?: number }> {
     try {
-      const obj = await this.patchWorkload(target.kind, target.namespace, target.name, restartPatch(now), false);
+      const obj = await this.patchWorkload(target.kind, target.namespace, target.name, restartPatch(now, uid), false);
       return { generation: obj.metadata?.generation };
     } catch (err) {
       throw toKubeError(err, `rollout restart of ${target.kind} ${target.namespace}/${target.name}`);
@@ -234,19 +260,19 @@ export class KubeRemediator {
   }
 
   /**
-   * The `kubectl.kubernetes.io/restartedAt` annotation of a workload's pod template, as epoch ms UTC (undefined
-   * when absent or not a time). Used to establish whether a restart PATCH reached the API server before a crash.
+   * The raw `kubectl.kubernetes.io/restartedAt` annotation of a workload's pod template (undefined when absent) and
+   * the workload's uid. Used to establish whether tokenwatch's own restart PATCH reached the API server before a
+   * crash: only an exact match of the value it sent proves that. @throws {KubeCallError}
    */
-  async restartedAt(target: RemediationTarget & { kind: RestartableKind }): Promise<number | undefined> {
+  async restartedAt(target: RemediationTarget & { kind: RestartableKind }): Promise<{ value?: string; uid?: string }> {
     let obj;
     try {
       obj = await this.readWorkload(target.kind, target.namespace, target.name);
     } catch (err) {
       throw toKubeError(err, `read ${target.kind} ${target.namespace}/${target.name}`);
     }
-    const v = obj.spec?.template?.metadata?.annotations?.[RESTARTED_AT];
-    const t = v === undefined ? NaN : Date.parse(v);
-    return Number.isFinite(t) ? t : undefined;
+    const value = obj.spec?.template?.metadata?.annotations?.[RESTARTED_AT];
+    return { ...(value !== undefined ? { value } : {}), ...(obj.metadata?.uid !== undefined ? { uid: obj.metadata.uid } : {}) };
   }
 
   /** Reads the rollout progress of a workload. */
@@ -425,9 +451,17 @@ export class KubeRemediator {
   }
 }
 
-/** The strategic-merge patch body of a rollout restart at `now`. */
-export function restartPatch(now: Date): object {
-  return { spec: { template: { metadata: { annotations: { [RESTARTED_AT]: now.toISOString().replace(/\.\d{3}Z$/, 'Z') } } } } };
+/** The `restartedAt` value of a restart at `now`: RFC 3339 UTC, whole seconds (as `kubectl rollout restart`). */
+export function restartedAtValue(now: Date): string {
+  return now.toISOString().replace(/\.\d{3}Z$/, 'Z');
+}
+
+/**
+ * The strategic-merge patch body of a rollout restart at `now`; with `uid`, it also carries `metadata.uid`, which
+ * the API server refuses to change (a uid precondition, see {@link KubeRemediator.restart}).
+ */
+export function restartPatch(now: Date, uid?: string): object {
+  return { ...(uid ? { metadata: { uid } } : {}), spec: { template: { metadata: { annotations: { [RESTARTED_AT]: restartedAtValue(now) } } } } };
 }
 
 /**

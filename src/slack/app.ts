@@ -34,7 +34,7 @@ import { slackErrorCode, SlackApi } from './api.js';
 import { probeCheckMessage, verificationMessage } from './blocks/index.js';
 import { ButtonIds } from './buttons.js';
 import { ChannelMap } from './channels.js';
-import { TokensCommand } from './commands.js';
+import { DEFAULT_SCAN_INTERVAL_MS, TokensCommand } from './commands.js';
 import { IntegrationUnavailableError, type Integration, type SlackContext } from './context.js';
 import { Directory } from './directory.js';
 import { ApprovalFlow } from './flow.js';
@@ -60,6 +60,8 @@ export interface SlackOptions {
   sweepIntervalMs?: number;
   /** Interval between rollout progress reads, ms (default 5,000). */
   rolloutPollMs?: number;
+  /** First wait before retrying the final progress edit, ms; doubles per attempt (default 1,000). */
+  progressRetryMs?: number;
   /** WebClient retry policy (default {@link DEFAULT_RETRY}). */
   retryConfig?: RetryOptions;
   /** Timeout of one Web API request, ms (default 30,000). */
@@ -286,6 +288,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     stateOf,
     rolloutTimeoutMs: config.remediation.rolloutTimeout,
     rolloutPollMs: opts.rolloutPollMs ?? 5000,
+    ...(opts.progressRetryMs !== undefined ? { progressRetryMs: opts.progressRetryMs } : {}),
     track,
     signal: abort.signal,
     isLeader: () => ctx.isLeader(),
@@ -308,7 +311,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
       }
     }
   };
-  const command = new TokensCommand({ store, api, notifier, channels, clusters, runNow, clock, logger: log, activeWindowMs: config.findings.activeWindow });
+  const command = new TokensCommand({ store, api, notifier, channels, clusters, runNow, clock, logger: log, activeWindowMs: config.findings.activeWindow, scanIntervalMs: config.slack?.commands.scanInterval ?? DEFAULT_SCAN_INTERVAL_MS });
   // Before every listener: a replayed HTTP request or a redelivered envelope is acknowledged and dropped (replay.ts).
   app.use(replayGuard({ store, logger: log, metrics, ...(opts.wallClock ? { now: opts.wallClock } : {}) }));
   registerListeners(app, { command, flow, api, logger: log, track });

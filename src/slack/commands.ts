@@ -27,7 +27,7 @@ import {
 import { targetOf } from './buttons.js';
 import type { ChannelMap, ChannelRef } from './channels.js';
 import type { RunNowResult, SlackCluster } from './context.js';
-import { scanMessage, wrongChannelText } from './messages.js';
+import { scanLimitedMessage, scanMessage, wrongChannelText } from './messages.js';
 import type { Notifier } from './notifier.js';
 import { metricsNotes } from '../metrics/status.js';
 
@@ -43,7 +43,12 @@ export interface CommandDeps {
   logger: Logger;
   /** `findings.activeWindow`, ms: 401s seen within it read "401s now". Default 1 h. */
   activeWindowMs?: number;
+  /** `slack.commands.scanInterval`, ms: one `/tokens scan` per user and cluster within it (0 = no limit). Default 2 min. */
+  scanIntervalMs?: number;
 }
+
+/** Default of {@link CommandDeps.scanIntervalMs}, ms. */
+export const DEFAULT_SCAN_INTERVAL_MS = 120_000;
 
 /**
  * The configured cluster a user meant by `typed`: the exact name, else the one name equal ignoring case (`Prod-EKS` →
@@ -83,6 +88,9 @@ export function parseTokensCommand(text: string): TokensCommandText {
 
 /** See the module docstring. */
 export class TokensCommand {
+  /** When each user last started a poll of each cluster with `/tokens scan` (key `user\0cluster`), epoch ms. */
+  private readonly scans = new Map<string, number>();
+
   constructor(private readonly deps: CommandDeps) {}
 
   /** The reply to `/tokens <text>` sent by `user` from `channel`. */
@@ -114,17 +122,39 @@ export class TokensCommand {
           if (mine.length !== 1) {
             return refusalMessage(`Usage: \`/tokens ${cmd.sub} <cluster>\`. ${mine.length ? `Clusters of this channel: ${mine.map((n) => `\`${n}\``).join(', ')}.` : this.noClusterHere()}`);
           }
-          return this.run(cmd.sub, mine[0]!);
+          return this.run(cmd.sub, mine[0]!, user);
         }
         const problem = this.check(cmd.cluster, channel);
-        return problem ?? this.run(cmd.sub, cmd.cluster);
+        return problem ?? this.run(cmd.sub, cmd.cluster, user);
       }
     }
   }
 
-  private run(sub: 'scan' | 'history', cluster: string): SlackMessage {
-    if (sub === 'scan') return scanMessage(cluster, this.deps.runNow(cluster), this.deps.channels.mention(cluster));
+  private run(sub: 'scan' | 'history', cluster: string, user: string): SlackMessage {
+    if (sub === 'scan') return this.scan(cluster, user);
     return historyMessage(cluster, this.history(cluster), { now: this.deps.clock() });
+  }
+
+  /**
+   * `/tokens scan`: at most one poll started per user and cluster within `scanIntervalMs` (a poll that was already
+   * running, or not started, does not count); a refused one says when the next is allowed.
+   */
+  private scan(cluster: string, user: string): SlackMessage {
+    const interval = this.deps.scanIntervalMs ?? DEFAULT_SCAN_INTERVAL_MS;
+    const now = this.deps.clock();
+    const key = `${user}\0${cluster}`;
+    const last = this.scans.get(key);
+    if (interval > 0 && last !== undefined && now - last < interval) {
+      this.deps.logger.info({ user, cluster }, '/tokens scan refused by the per-user rate limit');
+      return scanLimitedMessage(cluster, last, last + interval, now);
+    }
+    const result = this.deps.runNow(cluster);
+    if (result === 'started' && interval > 0) {
+      // Bounded by users × clusters; entries past their interval are dropped as new ones come.
+      for (const [k, at] of this.scans) if (now - at >= interval) this.scans.delete(k);
+      this.scans.set(key, now);
+    }
+    return scanMessage(cluster, result, this.deps.channels.mention(cluster));
   }
 
   private noClusterHere(): string {

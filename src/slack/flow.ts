@@ -33,6 +33,7 @@ import {
   applyEffects,
   commitEvent,
   executeApproval,
+  resendPendingProgress,
   targetLabel,
   type ExecutorDeps,
   type PreflightRecord,
@@ -40,7 +41,7 @@ import {
 } from '../remediation/executor.js';
 import type { Preflight, RecreateResult, RolloutProgress } from '../remediation/kube-remediator.js';
 import { newApprovalId, type MessageLocation, type NewActionLogEntry, type Store, type StoredApproval } from '../store/index.js';
-import type { SlackApi } from './api.js';
+import { SlackCallError, type SlackApi } from './api.js';
 import {
   approvalRequestMessage,
   detailsMessage,
@@ -55,7 +56,7 @@ import {
 import type { ButtonIds, ResolvedButton } from './buttons.js';
 import type { ChannelMap, ChannelRef } from './channels.js';
 import type { Directory } from './directory.js';
-import { noteMessage, recreatedMessage, requestedMessage, snoozedMessage, wrongChannelText } from './messages.js';
+import { alarmMessage, noteMessage, recreatedMessage, requestedMessage, snoozedMessage, wrongChannelText } from './messages.js';
 import type { Notifier } from './notifier.js';
 
 /** An approval picked up by the leader must be at least this old in its state, ms (see `pickUp`). */
@@ -100,6 +101,8 @@ export interface FlowDeps {
   rolloutTimeoutMs: number;
   /** Interval between rollout progress reads, ms. */
   rolloutPollMs: number;
+  /** First wait before retrying the final progress edit, ms (see `ExecutorDeps.progressRetryMs`). */
+  progressRetryMs?: number;
   /** Tracks background work (so `idle()` and `stop()` can wait for it). */
   track<T>(p: Promise<T>): Promise<T>;
   /** Aborted when Slack stops: running rollouts are left `running` and resumed at the next start. */
@@ -120,6 +123,10 @@ export class ApprovalFlow {
   private readonly lastDetails = new Map<string, number>();
   /** Approvals this process is executing or following now. */
   private readonly executing = new Set<string>();
+  /** Ended restarts whose final progress Slack has not accepted yet (re-sent at each {@link pickUp}). */
+  private readonly progressPending = new Set<string>();
+  /** Whether the first pickUp has read {@link progressPending} from the store (so they survive a restart). */
+  private progressScanned = false;
   private refusals: NewActionLogEntry[] = [];
   private refusalTimer: NodeJS.Timeout | undefined;
   readonly executor: ExecutorDeps;
@@ -152,6 +159,7 @@ export class ApprovalFlow {
       clock: deps.clock,
       rolloutTimeoutMs: deps.rolloutTimeoutMs,
       pollIntervalMs: deps.rolloutPollMs,
+      ...(deps.progressRetryMs !== undefined ? { progressRetryMs: deps.progressRetryMs } : {}),
       logger: deps.logger,
       ...(deps.metrics ? { metrics: deps.metrics } : {}),
       ...(deps.signal ? { signal: deps.signal } : {}),
@@ -159,7 +167,9 @@ export class ApprovalFlow {
       hooks: {
         onApprovalChanged: (a) => this.updateApprovalMessage(a),
         onProgress: (a, p, startedAt) => this.showProgress(a, p, startedAt),
+        onProgressPending: async (a) => void this.progressPending.add(a.id),
         onRecreated: (a, r) => this.showRecreated(a, r),
+        onAlarm: (a, text) => this.alarm(a, text),
       },
     };
   }
@@ -281,12 +291,26 @@ export class ApprovalFlow {
     if (!pre.ok) {
       const failed = await commitEvent(this.executor, created.approval.id, approvalEvent.fail(`server-side dry run failed: ${pre.message}`));
       const a = failed.approval ?? store.getApproval(created.approval.id)!;
-      await this.postApprovalMessage(a);
+      // The failed request blocks nothing; the requester is told below even when its message cannot be posted.
+      await this.postApprovalMessage(a).catch((err: unknown) => this.deps.logger.warn({ err, approval: a.id }, 'could not post the failed approval request'));
       await c.reply(refusalMessage(`The server-side dry run of the ${actionNoun(action)} of ${t.kind} \`${t.namespace}/${t.name}\` failed, so nothing was requested or changed: ${pre.message}`));
       return;
     }
     const a = store.getApproval(created.approval.id)!;
-    await this.postApprovalMessage(a);
+    try {
+      await this.postApprovalMessage(a);
+    } catch (err) {
+      // Nobody could approve a request without a message: release the target at once instead of blocking it until
+      // expiry, and tell the requester.
+      const why = err instanceof SlackCallError ? `Slack answered ${err.slackError}` : 'Slack did not accept it';
+      this.deps.logger.warn({ err, approval: a.id, target: targetLabel(t) }, 'could not post the approval request; released it');
+      const failed = await commitEvent(this.executor, a.id, approvalEvent.fail(`the approval request could not be posted in Slack (${why}); nothing was changed`));
+      if (!failed.ok) this.deps.logger.warn({ approval: a.id, refusal: failed.refusal.reason }, 'could not release the unposted approval request');
+      await c.reply(
+        refusalMessage(`Your ${actionNoun(action)} request for ${t.kind} \`${t.namespace}/${t.name}\` could not be posted in the channel (${why}), so it was withdrawn and nothing was changed. Try again in a moment.`),
+      );
+      return;
+    }
     await c.reply(requestedMessage(a, await this.approversOf(a)));
   }
 
@@ -458,12 +482,27 @@ export class ApprovalFlow {
   async pickUp(): Promise<void> {
     if (this.deps.isLeader?.() === false) return;
     const { store } = this.deps;
+    await this.resendProgress();
     const settled = this.deps.clock() - PICKUP_GRACE_MS;
     for (const a of store.listApprovals({ states: ['approved', 'running'] })) {
       // Leave fresh transitions to the process that made them (it runs what it approved when it leads).
       if (this.executing.has(a.id) || a.updatedAt > settled) continue;
       // `running`: resumed; the executor first establishes what was done (restart annotation, recorded steps).
       void this.deps.track(this.run(a.id, a.state === 'running'));
+    }
+  }
+
+  /**
+   * Sends again the final progress of ended restarts that Slack did not accept (`execution.pendingProgress`); read
+   * from the store at the first call, then tracked in memory.
+   */
+  private async resendProgress(): Promise<void> {
+    if (!this.progressScanned) {
+      this.progressScanned = true;
+      for (const a of this.deps.store.listApprovals({ states: ['succeeded', 'failed'] })) if (a.execution?.pendingProgress) this.progressPending.add(a.id);
+    }
+    for (const id of [...this.progressPending]) {
+      if (await resendPendingProgress(this.executor, id)) this.progressPending.delete(id);
     }
   }
 
@@ -538,6 +577,13 @@ export class ApprovalFlow {
     const loc = { channel: posted.channel, ts: posted.ts };
     const cur = this.deps.store.getApproval(a.id);
     if (cur) this.deps.store.transitionApproval(a.id, cur.state, cur.state, { progress: loc }, this.deps.clock());
+  }
+
+  /** Posts an alarm (escaped text) in the approval's thread, where the failed approval message is too. */
+  private async alarm(a: StoredApproval, text: string): Promise<void> {
+    const thread = this.threadOf(a);
+    if (!thread) return;
+    await this.deps.api.post(thread.channel, alarmMessage(a.target.cluster, text), thread.ts);
   }
 
   private async showRecreated(a: StoredApproval, r: RecreateResult): Promise<void> {

@@ -31,6 +31,14 @@ function section(text: string, fallback: string, extra: KnownBlock[] = []): Slac
   return { text: fallback.slice(0, 3000), blocks: [{ type: 'section', text: md(text) }, ...extra] };
 }
 
+/**
+ * Thread reply when an action needs a human now (e.g. a ServiceAccount was created by someone else during a
+ * recreation). `text` may carry cluster-controlled values (annotations), so it is escaped; the fallback `text` too.
+ */
+export function alarmMessage(cluster: string, text: string): SlackMessage {
+  return section(`🚨 *${escClip(cluster, 200)}*: ${escClip(text, 2800)}`, `🚨 [${escClip(cluster, 200)}] ${escClip(text, 2800)}`);
+}
+
 /** Ephemeral to the requester once the approval message is posted. */
 export function requestedMessage(a: Approval, approvers: readonly string[]): SlackMessage {
   const who = approvers.length ? listWithin(approvers.slice(0, 10).map((u) => `<@${u}>`), 10, ', ', approvers.length) : 'the approvers';
@@ -109,6 +117,19 @@ export function scanMessage(cluster: string, result: 'started' | 'busy' | 'unkno
     case 'unknown-job':
       return section(`${c} is not scheduled in this tokenwatch (is this replica the leader?).`, `${cluster} is not scheduled here`);
   }
+}
+
+/**
+ * `/tokens scan` refused by the per-user, per-cluster limit: when the last one was, and when the next is allowed
+ * (a Slack date, shown in the reader's time zone; UTC in the fallback text).
+ */
+export function scanLimitedMessage(cluster: string, last: number, next: number, now: number): SlackMessage {
+  const c = `*${escClip(cluster, 100)}*`;
+  const wait = duration(Math.max(1000, next - now));
+  return section(
+    `⏱️ You asked for a poll of ${c} at ${slackDate(last, '{time_secs}')}; the next one you can ask for is at ${slackDate(next, '{time_secs}')} (in ${wait}). Scheduled polls go on meanwhile, and \`/tokens status ${escClip(cluster, 100)}\` shows the latest.`,
+    `You can ask for the next poll of ${cluster} at ${formatUtc(next)} (in ${wait})`,
+  );
 }
 
 /** A short ephemeral confirmation (e.g. after a vote below quorum). */

@@ -140,6 +140,13 @@ export interface ExecutionRecord {
   oldUid?: string;
   /** Recreation: the DELETE was answered. */
   deleted?: boolean;
+  /** Restart: the rollout progress (JSON of its figures) that Slack last accepted in the progress message. */
+  shown?: string;
+  /**
+   * Restart: the final progress of the rollout when Slack did not accept its edit after bounded retries; re-sent on
+   * the next tick (and after a restart of tokenwatch) until accepted, then removed.
+   */
+  pendingProgress?: { desired: number; updated: number; ready: number; available: number; done: boolean; observed: boolean; timedOut?: boolean };
 }
 
 /** An approval as stored: the state machine's {@link Approval} plus where its Slack message is. */

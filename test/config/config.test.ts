@@ -75,6 +75,7 @@ describe('parseConfig defaults', () => {
       host: '0.0.0.0',
       port: 3000,
       approvals: { expiresAfter: 1_800_000 },
+      commands: { scanInterval: 120_000 },
       botToken: BOT,
       appToken: APP,
     });

@@ -4,7 +4,7 @@ import { approvalEvent, definePolicy } from '../../src/approvals/index.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { commitEvent, executeApproval, type ExecutorDeps } from '../../src/remediation/executor.js';
-import { KubeRemediator, type RolloutProgress } from '../../src/remediation/kube-remediator.js';
+import { KubeRemediator, RESTARTED_AT, type RolloutProgress } from '../../src/remediation/kube-remediator.js';
 import { refusalText } from '../../src/slack/blocks/refusal.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import { approval, finding } from '../store/helpers.js';
@@ -154,5 +154,88 @@ describe('executeApproval', () => {
     expect(kube.requestsMatching({ method: 'PATCH' })).toHaveLength(1);
     // Resume of an approval that is not running does nothing.
     expect(await executeApproval(deps(), 'appr-1', { resume: true })).toBeUndefined();
+  });
+
+});
+
+/** The pod template's restartedAt annotation of the fake's DaemonSet. */
+const templateRestartedAt = (): string | undefined =>
+  (kube.store.get('DaemonSet', 'kube-system', 'kube-multus-ds')!['spec'] as { template: { metadata: { annotations?: Record<string, string> } } }).template.metadata.annotations?.[RESTARTED_AT];
+
+/** Approves and stores the start of appr-1 (as executeApproval does before its PATCH), without sending anything. */
+async function startedWithoutPatch(dryRunUid?: string): Promise<number> {
+  if (dryRunUid) {
+    store.close();
+    store = openStore(':memory:');
+    store.saveFindings('prod', [finding()], T);
+    store.createApproval(approval({ createdAt: T, expiresAt: T + 1_800_000, updatedAt: T, dryRun: { ok: true, message: 'dry run ok', at: T, uid: dryRunUid } as never }));
+  }
+  await commitEvent(deps(), 'appr-1', approvalEvent.approve(approvers[0]!));
+  const startedAt = Math.floor(now / 1000) * 1000;
+  const started = await commitEvent(deps(), 'appr-1', { type: 'start' }, { startedAt });
+  expect(started.ok && started.approval.state).toBe('running');
+  return startedAt;
+}
+
+describe('resume proves its own PATCH by the exact restartedAt value it sends', () => {
+  it('a later restartedAt already on the pod template (fast clock, someone with edit rights) proves nothing: the PATCH is sent', async () => {
+    progressOnReads();
+    const startedAt = await startedWithoutPatch();
+    const later = '2026-11-21T08:00:00Z';
+    expect(Date.parse(later)).toBeGreaterThan(startedAt);
+    kube.store.update('DaemonSet', 'kube-system', 'kube-multus-ds', (o) => {
+      (o['spec'] as { template: { metadata: Record<string, unknown> } }).template.metadata['annotations'] = { [RESTARTED_AT]: later };
+    });
+    const generation = kube.store.get('DaemonSet', 'kube-system', 'kube-multus-ds')!.metadata!['generation'] as number;
+    const a = await executeApproval(deps(), 'appr-1', { resume: true });
+    expect(a!.state).toBe('succeeded');
+    const patches = kube.requestsMatching({ method: 'PATCH' }).filter((r) => !r.dryRun);
+    expect(patches).toHaveLength(1);
+    expect(templateRestartedAt()).toBe(new Date(startedAt).toISOString().replace('.000Z', 'Z'));
+    expect(kube.store.get('DaemonSet', 'kube-system', 'kube-multus-ds')!.metadata!['generation']).toBe(generation + 1);
+  });
+
+  it('the exact value this approval sends, on the same object, proves the PATCH: not sent again', async () => {
+    progressOnReads();
+    const startedAt = await startedWithoutPatch('uid-ds');
+    kube.store.update('DaemonSet', 'kube-system', 'kube-multus-ds', (o) => {
+      (o['spec'] as { template: { metadata: Record<string, unknown> } }).template.metadata['annotations'] = { [RESTARTED_AT]: new Date(startedAt).toISOString().replace('.000Z', 'Z') };
+      (o.metadata as Record<string, unknown>)['generation'] = 4;
+    });
+    const a = await executeApproval(deps(), 'appr-1', { resume: true });
+    expect(a!.state).toBe('succeeded');
+    expect(kube.requestsMatching({ method: 'PATCH' })).toHaveLength(0);
+  });
+});
+
+describe('uid precondition on the restart PATCH', () => {
+  it('a DaemonSet deleted and recreated under the same name since the approval is not patched: "replaced since it was approved"', async () => {
+    await startedWithoutPatch('uid-ds');
+    // Replaced between the dry run and the execution: same name, new uid, another image.
+    kube.store.delete('DaemonSet', 'kube-system', 'kube-multus-ds');
+    const replacement = daemonSet();
+    replacement.metadata.uid = 'uid-replacement';
+    replacement.spec.template.spec.containers[0]!.image = 'attacker/multus';
+    kube.store.put(replacement);
+    const before = structuredClone(kube.store.get('DaemonSet', 'kube-system', 'kube-multus-ds'));
+    const a = await executeApproval(deps(), 'appr-1', { resume: true });
+    expect(a!.state).toBe('failed');
+    expect(a!.error).toBe(
+      'the DaemonSet kube-system/kube-multus-ds was replaced since it was approved (the approvers saw uid uid-ds; the API server holds another object under that name), so nothing was patched. Request it again to review the current object.',
+    );
+    // The PATCH carried the approved uid, and the API server (the fake, as kube-apiserver) refused it.
+    const patch = kube.requestsMatching({ method: 'PATCH' })[0]!;
+    expect((patch.body as { metadata: { uid: string } }).metadata.uid).toBe('uid-ds');
+    expect(kube.store.get('DaemonSet', 'kube-system', 'kube-multus-ds')).toEqual(before);
+  });
+
+  it('the same object is patched as before: the uid in the patch changes nothing', async () => {
+    progressOnReads();
+    await startedWithoutPatch('uid-ds');
+    const a = await executeApproval(deps(), 'appr-1', { resume: true });
+    expect(a!.state).toBe('succeeded');
+    const ds = kube.store.get('DaemonSet', 'kube-system', 'kube-multus-ds')!;
+    expect(ds.metadata!['uid']).toBe('uid-ds');
+    expect(templateRestartedAt()).toBeDefined();
   });
 });

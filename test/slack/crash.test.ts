@@ -143,6 +143,41 @@ describe('kill -9 during an approved restart', { timeout: 120_000 }, () => {
   }
 });
 
+describe('kill -9 in the PATCH window with a later restartedAt already on the pod template', { timeout: 120_000 }, () => {
+  it('the later value (a fast clock, anyone with edit rights) proves nothing: the next process sends its PATCH, then Done', async () => {
+    const dir = prepareDir();
+    fakes = await startFakes({ rollout: { stepMs: 100, podsPerStep: 1 } });
+    const { slack, kube } = fakes;
+    const LATER = '2026-11-21T09:00:00Z';
+    kube.store.update('DaemonSet', 'kube-system', 'kube-multus-ds', (o) => {
+      const tpl = (o['spec'] as { template: { metadata: { annotations?: Record<string, string> } } }).template;
+      tpl.metadata.annotations = { ...(tpl.metadata.annotations ?? {}), [RESTARTED_AT]: LATER };
+    });
+    const generation = kube.store.get('DaemonSet', 'kube-system', 'kube-multus-ds')!.metadata!['generation'] as number;
+    const { url, exited } = await startChild(dir, fakes);
+    armRestartKill('before-patch', fakes);
+    const { approval } = await requestAndApprove(url, dir, slack, 'tw_restart');
+    expect(await exited).toBe('SIGKILL');
+    child = undefined;
+    const left = peek!.listApprovals()[0]!;
+    expect(left.state).toBe('running');
+    expect(Date.parse(LATER)).toBeGreaterThan(left.startedAt!);
+    expect(realWrites(kube, 'PATCH', 'daemonsets')).toHaveLength(0);
+
+    h = await startHarness({ dir, fakeSlack: slack, kube, start: resumeAt(left) });
+    const store = h.serve.context.store;
+    await until(() => store.getApproval(left.id)!.state !== 'running', 'the resumed restart to end');
+    await h.bot.idle();
+    expect(store.getApproval(left.id)!.state).toBe('succeeded');
+    const patches = realWrites(kube, 'PATCH', 'daemonsets');
+    expect(patches).toHaveLength(1);
+    const ds = kube.store.get('DaemonSet', 'kube-system', 'kube-multus-ds')!;
+    expect(ds.metadata!['generation']).toBe(generation + 1);
+    expect(Date.parse((ds['spec'] as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata.annotations[RESTARTED_AT]!)).toBe(left.startedAt);
+    expect(slack.message(OPS, approval.ts)!.text).toBe('✅ Done [prod-eks]: restart of DaemonSet kube-system/kube-multus-ds (approved by U0APPROVE1)');
+  });
+});
+
 describe('kill -9 during an approved ServiceAccount recreation', { timeout: 120_000 }, () => {
   it('killed between DELETE and POST: the next process creates the ServiceAccount from the stored body; exactly one DELETE', async () => {
     const dir = prepareDir();

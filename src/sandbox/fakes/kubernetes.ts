@@ -19,9 +19,12 @@
  * - writes: POST create (409 AlreadyExists), PUT update (409 Conflict on a stale `metadata.resourceVersion`),
  *   PATCH with `application/strategic-merge-patch+json` and `application/merge-patch+json` (recursive merge, see
  *   {@link applyMergePatch}) and `application/json-patch+json` (RFC 6902; a non-array body → 400 BadRequest and a
- *   failing op → 422, as kube-apiserver `handlers/patch.go` `applyJSPatch` does); any other patch type (incl.
- *   server-side apply) → 415 UnsupportedMediaType; DELETE with `preconditions: {uid, resourceVersion}` in the
- *   `DeleteOptions` body (mismatch → 409 Conflict "Precondition failed: …"); `?dryRun=All` validates and answers
+ *   failing op, e.g. a `test` of `/metadata/uid` that does not match → 422 Invalid "the server rejected our request
+ *   due to an error in our request", as kube-apiserver `handlers/patch.go` `applyJSPatch` does); any other patch type
+ *   (incl. server-side apply) → 415 UnsupportedMediaType; uid preconditions as the API server enforces them: a patch
+ *   that changes `metadata.uid` → 422 Invalid `metadata.uid: … field is immutable` (apimachinery
+ *   `ValidateObjectMetaUpdate`), a PUT body whose `metadata.uid` differs and DELETE with `preconditions: {uid,
+ *   resourceVersion}` in the `DeleteOptions` body → 409 Conflict "Precondition failed: …"; `?dryRun=All` validates and answers
  *   without storing anything; on resources with a status subresource, writes to the main resource keep the stored
  *   `status` and writes to `/status` change only `status`.
  *
@@ -286,6 +289,17 @@ function notFoundDetails(def: ResourceDef, name: string): Obj {
   const d: Obj = { name, kind: def.resource };
   if (def.group) d['group'] = def.group;
   return d;
+}
+
+/**
+ * The 422 of a write that changes `metadata.uid`: apimachinery `ValidateObjectMetaUpdate` (field is immutable),
+ * worded as `errors.NewInvalid` words it (`<Kind>.<group> "<name>" is invalid: <field>: <detail>`).
+ */
+function immutableUid(def: ResourceDef, name: string, uid: string): StatusError {
+  const detail = `Invalid value: "${uid}": field is immutable`;
+  const details: Obj = { name, kind: def.kind, causes: [{ reason: 'FieldValueInvalid', message: detail, field: 'metadata.uid' }] };
+  if (def.group) details['group'] = def.group;
+  return new StatusError(422, 'Invalid', `${def.group ? `${def.kind}.${def.group}` : def.kind} "${name}" is invalid: metadata.uid: ${detail}`, details);
 }
 
 function nowRfc3339(): string {
@@ -1095,6 +1109,13 @@ class ResourceHandler {
     const current = this.mustGet(req, def);
     const obj = clone(this.bodyObject(req));
     this.checkIdentity(def, req, obj);
+    // The uid of a PUT body is a precondition (`rest.defaultUpdatedObjectInfo.Preconditions`), checked as DELETE's is.
+    const bodyUid = metaStr(obj, 'uid');
+    const currentUid = metaStr(current, 'uid');
+    if (bodyUid !== undefined && bodyUid !== '' && bodyUid !== currentUid) {
+      const name = req.name ?? '';
+      throw new StatusError(409, 'Conflict', `Operation cannot be fulfilled on ${qualifiedResource(def)} "${name}": Precondition failed: UID in precondition: ${bodyUid}, UID in object meta: ${currentUid ?? ''}`, notFoundDetails(def, name));
+    }
     return this.write(req, def, current, obj);
   }
 
@@ -1113,8 +1134,10 @@ class ResourceHandler {
       }
       try {
         next = applyJsonPatch(current, req.body);
-      } catch (err) {
-        throw new StatusError(422, 'Invalid', err instanceof Error ? err.message : String(err));
+      } catch {
+        // kube-apiserver answers any failed op (a `test` that does not match, say) with the generic 422 of
+        // `errors.NewGenericServerResponse(422, …, isUnexpectedResponse=false)`: the op's own message is not sent.
+        throw new StatusError(422, 'Invalid', 'the server rejected our request due to an error in our request', {});
       }
     } else {
       if (!isObj(req.body)) throw new StatusError(400, 'BadRequest', 'the patch body must be a JSON object');
@@ -1122,6 +1145,10 @@ class ResourceHandler {
     }
     if (!isObj(next)) throw new StatusError(422, 'Invalid', 'the patched object is not a JSON object');
     const patched = next as KubeObject;
+    // A patch that sets another uid is refused by validation (`metadata.uid` is immutable), whatever the patch type.
+    const patchedUid = metaStr(patched, 'uid');
+    const currentUid = metaStr(current, 'uid');
+    if (patchedUid !== undefined && patchedUid !== '' && patchedUid !== currentUid) throw immutableUid(def, req.name ?? '', patchedUid);
     // A resourceVersion in the patch acts as a precondition; otherwise the current one is kept.
     const patchRv = isObj(req.body) && isObj(req.body['metadata']) ? req.body['metadata']['resourceVersion'] : undefined;
     if (typeof patchRv !== 'string') meta(patched)['resourceVersion'] = metaStr(current, 'resourceVersion');

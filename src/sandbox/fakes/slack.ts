@@ -181,8 +181,11 @@ export interface FakeSlack {
   snapshot(): { channels: Array<{ id: string; name: string; botIsMember: boolean; messages: FakeMessage[] }>; ephemerals: FakeEphemeral[] };
   /** The next `times` calls to `method` get HTTP 429 with `Retry-After: seconds`. */
   rateLimitNext(method: string, seconds: number, times?: number): void;
-  /** The next `times` calls to `method` answer `{ok:false, error}` (e.g. `channel_not_found`). */
-  failNext(method: string, error: string, times?: number): void;
+  /**
+   * The next `times` calls to `method` answer `{ok:false, error}` (e.g. `channel_not_found`); with `when`, only calls
+   * whose arguments it accepts count (e.g. the `chat.update` that carries a given text).
+   */
+  failNext(method: string, error: string, times?: number, when?: (args: Record<string, unknown>) => boolean): void;
   addChannel(channel: FakeChannelInput): void;
   setBotMembership(channel: string, isMember: boolean): void;
   addUser(user: FakeUserInput): void;
@@ -245,7 +248,7 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
   const calls: FakeCall[] = [];
   const openedViews: FakeView[] = [];
   const rateLimits = new Map<string, Array<number>>();
-  const failures = new Map<string, string[]>();
+  const failures = new Map<string, Array<{ error: string; when?: (args: Record<string, unknown>) => boolean }>>();
   const responseUrls = new Map<string, ResponseTarget & { uses: number }>();
   const emitter = new EventEmitter();
   emitter.setMaxListeners(0);
@@ -615,9 +618,10 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
     if (!token) response = { ok: false, error: 'not_authed' };
     else if (!tokens.has(token)) response = { ok: false, error: 'invalid_auth' };
     else {
-      const failing = failures.get(method);
+      const failing = failures.get(method) ?? [];
       const handler = methods[method];
-      if (failing?.length) response = { ok: false, error: failing.shift()! };
+      const hit = failing.findIndex((f) => !f.when || f.when(args));
+      if (hit >= 0) response = { ok: false, error: failing.splice(hit, 1)[0]!.error };
       else if (!handler) response = { ok: false, error: 'unknown_method' };
       else response = handler(args, tokens.get(token)!);
     }
@@ -729,9 +733,9 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
       for (let i = 0; i < times; i++) q.push(seconds);
       rateLimits.set(method, q);
     },
-    failNext: (method, error, times = 1) => {
+    failNext: (method, error, times = 1, when) => {
       const q = failures.get(method) ?? [];
-      for (let i = 0; i < times; i++) q.push(error);
+      for (let i = 0; i < times; i++) q.push(when ? { error, when } : { error });
       failures.set(method, q);
     },
     addChannel: (c) => {

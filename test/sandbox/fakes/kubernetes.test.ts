@@ -235,6 +235,66 @@ describe('writes through client-node', () => {
       .patchNamespacedDaemonSet({ name: 'kube-multus-ds', namespace: 'kube-system', body: [{ op: 'test', path: '/spec/template/spec/containers/0/image', value: 'img:1' }] }, options)
       .catch((e: unknown) => e);
     expect((err as ApiException<unknown>).code).toBe(422);
+    // kube-apiserver's generic 422 for a failed op (apimachinery `NewGenericServerResponse`): the op's text is not sent.
+    expect(JSON.parse(String((err as ApiException<unknown>).body))).toEqual({
+      kind: 'Status',
+      apiVersion: 'v1',
+      metadata: {},
+      status: 'Failure',
+      message: 'the server rejected our request due to an error in our request',
+      reason: 'Invalid',
+      details: {},
+      code: 422,
+    });
+  });
+
+  it('a JSON Patch `test` of /metadata/uid is a uid precondition: 422 on another object, applied on the same', async () => {
+    const apps = fake.kubeConfig().makeApiClient(AppsV1Api);
+    const options = setHeaderOptions('Content-Type', PatchStrategy.JsonPatch);
+    const uid = String(fake.store.get('DaemonSet', 'kube-system', 'kube-multus-ds')?.metadata?.['uid']);
+    const add = { op: 'add', path: '/metadata/labels/checked', value: 'yes' };
+    const err = await apps
+      .patchNamespacedDaemonSet({ name: 'kube-multus-ds', namespace: 'kube-system', body: [{ op: 'test', path: '/metadata/uid', value: 'approved-uid' }, add] }, options)
+      .catch((e: unknown) => e);
+    expect((err as ApiException<unknown>).code).toBe(422);
+    expect(fake.store.get('DaemonSet', 'kube-system', 'kube-multus-ds')?.metadata?.['labels']).toEqual({ app: 'kube-multus-ds' });
+    const out = await apps.patchNamespacedDaemonSet({ name: 'kube-multus-ds', namespace: 'kube-system', body: [{ op: 'test', path: '/metadata/uid', value: uid }, add] }, options);
+    expect(out.metadata?.labels).toEqual({ app: 'kube-multus-ds', checked: 'yes' });
+  });
+
+  it('a patch that sets another metadata.uid is refused as the immutable field it is (422 Invalid on metadata.uid); the same uid passes', async () => {
+    const apps = fake.kubeConfig().makeApiClient(AppsV1Api);
+    const uid = String(fake.store.get('DaemonSet', 'kube-system', 'kube-multus-ds')?.metadata?.['uid']);
+    const body = (u: string) => ({ metadata: { uid: u }, spec: { template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': '2026-11-29T10:00:00Z' } } } } });
+    for (const strategy of [PatchStrategy.StrategicMergePatch, PatchStrategy.MergePatch]) {
+      const err = await apps
+        .patchNamespacedDaemonSet({ name: 'kube-multus-ds', namespace: 'kube-system', body: body('approved-uid') }, setHeaderOptions('Content-Type', strategy))
+        .catch((e: unknown) => e);
+      expect((err as ApiException<unknown>).code).toBe(422);
+      expect(JSON.parse(String((err as ApiException<unknown>).body))).toMatchObject({
+        reason: 'Invalid',
+        message: 'DaemonSet.apps "kube-multus-ds" is invalid: metadata.uid: Invalid value: "approved-uid": field is immutable',
+        details: { name: 'kube-multus-ds', group: 'apps', kind: 'DaemonSet', causes: [{ reason: 'FieldValueInvalid', field: 'metadata.uid' }] },
+      });
+    }
+    expect(fake.store.get('DaemonSet', 'kube-system', 'kube-multus-ds')?.metadata?.['generation']).toBe(1);
+    const out = await apps.patchNamespacedDaemonSet({ name: 'kube-multus-ds', namespace: 'kube-system', body: body(uid) }, setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch));
+    expect(out.metadata?.uid).toBe(uid);
+    expect(out.metadata?.generation).toBe(2);
+  });
+
+  it('a PUT whose metadata.uid differs is a failed precondition: 409 Conflict', async () => {
+    const core = fake.kubeConfig().makeApiClient(CoreV1Api);
+    const current = await core.readNamespacedServiceAccount({ name: 'multus', namespace: 'kube-system' });
+    const uid = current.metadata!.uid!;
+    const err = await core
+      .replaceNamespacedServiceAccount({ name: 'multus', namespace: 'kube-system', body: { ...current, metadata: { ...current.metadata, uid: 'approved-uid' } } })
+      .catch((e: unknown) => e);
+    expect((err as ApiException<unknown>).code).toBe(409);
+    expect(JSON.parse(String((err as ApiException<unknown>).body))).toMatchObject({
+      reason: 'Conflict',
+      message: `Operation cannot be fulfilled on serviceaccounts "multus": Precondition failed: UID in precondition: approved-uid, UID in object meta: ${uid}`,
+    });
   });
 
   it('answers an unsupported patch content type with 415', async () => {
