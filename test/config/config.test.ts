@@ -161,6 +161,16 @@ describe('parseConfig defaults', () => {
     ]);
   });
 
+  it('poll.chunkEvents: a whole number from 100 to 1,000,000, default 10,000', () => {
+    expect(parseConfig({ poll: { chunkEvents: 25_000 }, clusters: [fileCluster] }, {}).poll).toEqual({ jitter: 10_000, chunkEvents: 25_000 });
+    const issues = (v: unknown) => issuesOf(() => parseConfig({ poll: { chunkEvents: v }, clusters: [fileCluster] }, {}));
+    expect(issues(99)).toHaveLength(1);
+    expect(issues(99)[0]).toMatch(/^poll\.chunkEvents → .*100/);
+    expect(issues(1_000_001)[0]).toMatch(/^poll\.chunkEvents → .*1000000/);
+    expect(issues(500.5)[0]).toMatch(/^poll\.chunkEvents → .*int/i);
+    expect(issues('10k')[0]).toMatch(/^poll\.chunkEvents → .*number/);
+  });
+
   it('adds a trailing slash to slack.apiUrl (WebClient slackApiUrl is a base URL)', () => {
     const config = parseConfig({ slack: { apiUrl: 'http://127.0.0.1:9999/api' }, clusters: [fileCluster] }, {});
     expect(config.slack?.apiUrl).toBe('http://127.0.0.1:9999/api/');
