@@ -85,6 +85,9 @@ function isEnoent(err: unknown): boolean {
   return !!err && typeof err === 'object' && (err as { code?: unknown }).code === 'ENOENT';
 }
 
+/** Options of one poll's reads: the poll's, plus the lines yielded since the last checkpoint. */
+type ReadOptions = PollOptions & { since: { lines: number } };
+
 /** Follows one audit log file. See the module doc. */
 export class FileSource implements AuditSource {
   readonly id: string;
@@ -108,10 +111,11 @@ export class FileSource implements AuditSource {
     } catch (err) {
       throw new SourceError((err as Error).message, this.id, 'InvalidCursor', false, { cause: err });
     }
-    return yield* this.run(prev, opts);
+    // One count across the rotated file and the new one: a checkpoint at least every `checkpointEvents` lines.
+    return yield* this.run(prev, { ...opts, since: { lines: 0 } });
   }
 
-  private async *run(prev: FileCursor | undefined, o: PollOptions): AsyncGenerator<string, string> {
+  private async *run(prev: FileCursor | undefined, o: ReadOptions): AsyncGenerator<string, string> {
     let fh: FileHandle;
     try {
       fh = await open(this.opts.path, 'r');
@@ -148,7 +152,7 @@ export class FileSource implements AuditSource {
    * Reads the rest of the rotated-away file with inode `prev.ino` from `prev.pos`, if it is found under a rotation
    * name. Returns the cursor after it, or undefined when not found.
    */
-  private async *finishRotated(prev: FileCursor, o: PollOptions): AsyncGenerator<string, FileCursor | undefined> {
+  private async *finishRotated(prev: FileCursor, o: ReadOptions): AsyncGenerator<string, FileCursor | undefined> {
     const path = await this.findRotated(prev.ino);
     if (!path) return undefined;
     let fh: FileHandle;
@@ -202,10 +206,9 @@ export class FileSource implements AuditSource {
    * Yields prefiltered complete lines in [from, size); returns the offset after the last complete line. After every
    * `o.checkpointEvents` yielded lines it awaits `o.checkpoint(cursorAt(offset after the last yielded line))`.
    */
-  private async *readLines(fh: FileHandle, from: number, size: number, o: PollOptions, cursorAt: (pos: number) => string): AsyncGenerator<string, number> {
+  private async *readLines(fh: FileHandle, from: number, size: number, o: ReadOptions, cursorAt: (pos: number) => string): AsyncGenerator<string, number> {
     const stats: SourceStats = o.stats;
     const every = Math.max(1, o.checkpointEvents ?? DEFAULT_CHECKPOINT_EVENTS);
-    let sinceCheckpoint = 0;
     let pos = from;
     let carry: Buffer = Buffer.alloc(0);
     let skipping = false;
@@ -234,8 +237,8 @@ export class FileSource implements AuditSource {
         stats.records++;
         if (line.length > 0 && this.prefilter(line)) {
           yield line.toString('utf8');
-          if (o.checkpoint && ++sinceCheckpoint >= every) {
-            sinceCheckpoint = 0;
+          if (o.checkpoint && ++o.since.lines >= every) {
+            o.since.lines = 0;
             await o.checkpoint(cursorAt(pos));
           }
         }
