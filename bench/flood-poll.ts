@@ -4,8 +4,8 @@
  * `--max-old-space-size`. Prints one JSON line: peak RSS (`process.resourceUsage().maxRSS`, KiB), the V8 heap limit,
  * and the poll's counts.
  *
- * Usage: `node --max-old-space-size=384 --import tsx bench/flood-poll.ts file PATH` or
- * `… bench/flood-poll.ts cloudwatch ENDPOINT LOG_GROUP NOW_MS`.
+ * Usage: `node --max-old-space-size=384 --import tsx bench/flood-poll.ts NOW_MS file PATH` or
+ * `… bench/flood-poll.ts NOW_MS cloudwatch ENDPOINT LOG_GROUP` (NOW_MS: the poll's clock, epoch ms).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -20,19 +20,22 @@ import type { AuditSource } from '../src/sources/types.js';
 import { openStore } from '../src/store/index.js';
 
 process.env['AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED'] = 'true';
-const [kind, a, b, c] = process.argv.slice(2);
+const [nowArg, kind, a, b] = process.argv.slice(2);
 let source: AuditSource & { close?(): void };
 let audit: object;
-let now = Date.now();
+const now = Number(nowArg);
+if (!(now > 0)) {
+  process.stderr.write('usage: flood-poll.ts NOW_MS file PATH | NOW_MS cloudwatch ENDPOINT LOG_GROUP\n');
+  process.exit(2);
+}
 if (kind === 'file' && a) {
   source = new FileSource({ path: a });
   audit = { file: { path: a } };
-} else if (kind === 'cloudwatch' && a && b && c) {
+} else if (kind === 'cloudwatch' && a && b) {
   source = new CloudWatchSource({ region: 'us-east-1', logGroup: b, streamPrefix: 'kube-apiserver-audit-', endpoint: a, credentials: { accessKeyId: 'bench', secretAccessKey: 'bench' } });
   audit = { cloudwatch: { region: 'us-east-1', logGroup: b } };
-  now = Number(c);
 } else {
-  process.stderr.write('usage: flood-poll.ts file PATH | cloudwatch ENDPOINT LOG_GROUP NOW_MS\n');
+  process.stderr.write('usage: flood-poll.ts NOW_MS file PATH | NOW_MS cloudwatch ENDPOINT LOG_GROUP\n');
   process.exit(2);
 }
 const config = parseConfig({ clusters: [{ name: 'bench', audit }] }, {});

@@ -227,7 +227,7 @@ async function servePolls(args: Args): Promise<boolean> {
       process.stderr.write(`writing ${events} distinct-source 401 events to ${file} …\n`);
       await writeLog(file, events);
     }
-    report('file', events, await pollChild(heapMiB, ['file', file]));
+    report('file', events, await pollChild(heapMiB, [String(T0 + events * 10 + 60_000), 'file', file]));
   }
   for (const events of args.cloudwatchEvents) {
     const fake = await startFakeCloudWatch();
@@ -239,7 +239,7 @@ async function servePolls(args: Args): Promise<boolean> {
         fake.putEvents(group, 'kube-apiserver-audit-0a1b', batch);
       }
       fake.requests.length = 0;
-      const r = await pollChild(heapMiB, ['cloudwatch', fake.url, group, String(T0 + events * 10 + 60_000)]);
+      const r = await pollChild(heapMiB, [String(T0 + events * 10 + 60_000), 'cloudwatch', fake.url, group]);
       fake.requests.length = 0;
       report('cloudwatch', events, r);
     } finally {
