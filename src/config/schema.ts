@@ -310,6 +310,13 @@ export const fileSchema = z.strictObject({
        * Default `10s`; `0s` turns it off. `/tokens scan` polls at once, without jitter.
        */
       jitter: duration().prefault('10s'),
+      /**
+       * Token uses a poll holds in memory before it stores them, and the most audit events between two progress commits
+       * of the source (its cursor moves with them): a poll's memory is bounded by this, not by how many events its
+       * window holds (a 401 flood), and a restart goes on after the last committed chunk (docs/live-mode.md#bounded-polls).
+       * CloudWatch pages then hold at most this many events. Default `10000` (one full FilterLogEvents page); 100 to 1,000,000.
+       */
+      chunkEvents: z.number().int().min(100).max(1_000_000).prefault(10_000),
     })
     .prefault({}),
   /** When a finding counts as current, and when it concludes on its own. */
@@ -694,7 +701,7 @@ function assemble(file: FileConfig, env: NodeJS.ProcessEnv): Config {
     log: { level: level !== undefined ? (level as Config['log']['level']) : file.log.level },
     ...(slack !== undefined ? { slack } : {}),
     remediation: { rolloutTimeout: file.remediation.rolloutTimeout, settlePeriod: file.remediation.settlePeriod },
-    poll: { jitter: file.poll.jitter },
+    poll: { jitter: file.poll.jitter, chunkEvents: file.poll.chunkEvents },
     findings: { activeWindow: file.findings.activeWindow, quietPeriod: file.findings.quietPeriod },
     retention: { tokenRecords: file.retention.tokenRecords, pollRuns: file.retention.pollRuns, actionLog: file.retention.actionLog },
     clusters,

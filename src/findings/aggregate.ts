@@ -187,6 +187,12 @@ export class TokenAggregator {
       }
       this.buckets.delete(k);
       this.undirected--;
+      if (this.overflow) {
+        // The same as merging a one-key counter, without allocating a sketch per folded source (401 floods).
+        mergeRecord(this.overflow.record, r, this.maxTokenAge);
+        this.overflow.counter.add(k);
+        continue;
+      }
       const counter = new DistinctCounter();
       counter.add(k);
       this.foldOverflow(r, counter);

@@ -2,9 +2,17 @@
  * One poll of one cluster: source → audit parsing → dedupe → token records → findings → store.
  *
  * Restart safety: the new token uses, the auditIDs marked seen, the merged token records and the
- * source cursor are written in ONE store transaction. A crash before it commits loses nothing (the
+ * source cursor are written in ONE store transaction per chunk. A crash before it commits loses nothing (the
  * cursor did not move, the next poll re-reads); a crash after it double-counts nothing (the auditIDs
  * are marked seen, and the source's overlap window re-reads are dropped by `markSeen`).
+ *
+ * Bounded memory (docs/live-mode.md#bounded-polls): a poll holds at most `chunkEvents` token uses. The source hands out
+ * a resumable cursor at least every `chunkEvents` events (`PollOptions.checkpoint`); the poller then commits what it
+ * holds with that cursor, so a window of a million 401s is stored in chunks, its cursor moves with what was aggregated,
+ * and a restart goes on after the last committed chunk. A source without checkpoints gets its chunks committed
+ * without a cursor (safe: re-read auditIDs are dropped as seen). The aggregation itself is bounded (top sources plus one
+ * overflow record, `findings/aggregate.ts`). Logs Insights aggregates carry no auditID: they are held and stored with
+ * the final cursor in one transaction (bounded by `insights.limit` rows).
  *
  * Findings are rebuilt from all token records of the cluster on every poll (with cluster state when
  * configured), so severity follows the clock even when nothing new arrives. Only records that changed are written
@@ -33,7 +41,7 @@ import { DAY_MS, DAY_SECONDS, HOUR_MS } from '../core/units.js';
 import { scrubSecrets, type Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { aggregateToTokenUses, isTokenUseAggregateText, parseTokenUseAggregate } from '../sources/insights.js';
-import { emptyStats, SourceError, type AuditSource, type SourceStats } from '../sources/types.js';
+import { DEFAULT_CHECKPOINT_EVENTS, emptyStats, SourceError, type AuditSource, type SourceStats } from '../sources/types.js';
 import type { FindingChange, Store } from '../store/index.js';
 import type { TokenMetricsMonitor } from '../metrics/live.js';
 import { applyProbeReports } from '../probe/findings.js';
@@ -69,7 +77,11 @@ export interface PollOutcome {
   pruned: { tokenRecords: number; pollRuns: number; actionLog: number };
   /** Token-record rows written by this poll (upserted + deleted): 0 for an idle poll. */
   recordsWritten: number;
-  /** Why the poll failed; the cursor did not move. */
+  /** Store transactions that committed what was read (chunks; the last one also moves the cursor to the window's end). */
+  commits: number;
+  /** Most token uses held in memory at once, uncommitted: at most {@link PollerDeps.chunkEvents} except in Logs Insights mode. */
+  maxHeld: number;
+  /** Why the poll failed; the cursor stayed at the last committed chunk (where the poll started if none was). */
   error?: string;
 }
 
@@ -80,8 +92,9 @@ export interface RetentionMs {
   actionLogMs: number;
 }
 
-/** Defaults of {@link PollerDeps}: `Config` defaults (findings.activeWindow 1 h, quietPeriod 24 h, retention 7 d / 7 d / 90 d). */
+/** Defaults of {@link PollerDeps}: `Config` defaults (findings.activeWindow 1 h, quietPeriod 24 h, retention 7 d / 7 d / 90 d, poll.chunkEvents 10,000). */
 export const POLLER_DEFAULTS = {
+  chunkEvents: DEFAULT_CHECKPOINT_EVENTS,
   activeWindowMs: HOUR_MS,
   quietPeriodMs: DAY_MS,
   retention: { tokenRecordsMs: 7 * DAY_MS, pollRunsMs: 7 * DAY_MS, actionLogMs: 90 * DAY_MS } satisfies RetentionMs,
@@ -112,6 +125,11 @@ export interface PollerDeps {
   retention?: RetentionMs;
   /** Told of every successful poll and the records it read (blind-log detection, src/runtime/blind.ts). */
   blind?: { observePoll(at: number, records: number): void };
+  /**
+   * Token uses a poll holds before it commits them, and the most events between two progress commits of the source
+   * (`poll.chunkEvents`, see the module doc). Default {@link POLLER_DEFAULTS}.chunkEvents.
+   */
+  chunkEvents?: number;
   /** Called after each successful poll with the fresh findings (Slack notifier, verification). */
   onFindings?: (findings: Finding[], outcome: PollOutcome) => Promise<void>;
 }
@@ -147,7 +165,8 @@ export class ClusterPoller {
 
   /**
    * Runs one poll. Never throws for source or cluster-state failures: they are logged, recorded in the
-   * poll run, reflected in {@link health} (`degraded`) and returned in `error`; the cursor does not move.
+   * poll run, reflected in {@link health} (`degraded`) and returned in `error`; the cursor stays at the last
+   * committed chunk (see the module doc, "Bounded memory").
    */
   async pollOnce(signal?: AbortSignal): Promise<PollOutcome> {
     const { cluster, source, store, logger, metrics } = this.deps;
@@ -170,6 +189,8 @@ export class ClusterPoller {
       concluded: [],
       pruned: { tokenRecords: 0, pollRuns: 0, actionLog: 0 },
       recordsWritten: 0,
+      commits: 0,
+      maxHeld: 0,
     };
     const retention = this.deps.retention ?? POLLER_DEFAULTS.retention;
     const quietMs = this.deps.quietPeriodMs ?? POLLER_DEFAULTS.quietPeriodMs;
@@ -179,61 +200,97 @@ export class ClusterPoller {
       runId = store.startPollRun(cluster.name, source.id, startedAt);
       log = log.child({ pollId: runId });
       const cursor = store.getCursor(source.id);
-      const uses: TokenUse[] = [];
-      const gen = source.poll(cursor, { now: startedAt, lookbackMs: cluster.lookback, signal, stats: sourceStats });
+      const chunkEvents = Math.max(1, this.deps.chunkEvents ?? POLLER_DEFAULTS.chunkEvents);
+      /** Token uses read and not yet committed: at most `chunkEvents` (see the module doc, "Bounded memory"). */
+      const pending: TokenUse[] = [];
+      /** Logs Insights aggregates carry no auditID: they are stored with the poll's final cursor, in one transaction. */
+      let holdAll = false;
+      let agg: TokenAggregator | undefined;
+      /** The token records as stored now (read once, then what the last commit wrote): the diff base. */
+      let stored: TokenRecord[] = [];
+      const keepSince = startedAt - retention.tokenRecordsMs;
+      // One transaction per chunk: seen auditIDs, merged records and, when given, the cursor (see module doc).
+      const commit = (cursorAfter: string | undefined, final: boolean): TokenRecord[] =>
+        store.transaction(() => {
+          if (!agg) {
+            stored = store.listTokenRecords(cluster.name); // the aggregator clones them: unmodified for the diff below
+            agg = TokenAggregator.from({ cluster: cluster.name, maxTokenAge: cluster.maxTokenAge }, stored);
+          }
+          const unique = new Map<string, TokenUse>();
+          for (const u of pending) if (!unique.has(u.auditID)) unique.set(u.auditID, u);
+          const fresh = new Set(store.markSeen(cluster.name, [...unique.keys()], startedAt));
+          let added = 0;
+          for (const u of unique.values()) {
+            if (fresh.has(u.auditID)) {
+              agg.add(u);
+              added++;
+              metrics?.tokenUses.inc({ cluster: cluster.name, kind: u.kind }, u.weight ?? 1);
+            }
+          }
+          outcome.newUses += added;
+          outcome.duplicates += pending.length - added;
+          pending.length = 0;
+          // Retention: records not seen for tokenRecordsMs are left out, so the replace below deletes them — except stale
+          // tokens whose rejection date is still ahead: they can be used again any time and their finding escalates
+          // as the date nears (bounded: EKS rejects 90 days after warnAfter).
+          const all: TokenRecord[] = agg.records();
+          const merged = all.filter((r) => r.lastSeen >= keepSince || (r.rejectionAt !== undefined && r.rejectionAt > startedAt));
+          const pruned = all.length - merged.length;
+          // Keys may move (401 re-attribution), so replace, not upsert; only changed rows are written. With no new use
+          // and nothing to prune the aggregator's output is what it wrote last time (same records, same config): skip
+          // even the comparison — after this process's first poll, which compares everything once (config changes).
+          if (added > 0 || (final && (pruned > 0 || !this.recordsCompared))) {
+            const written = store.replaceTokenRecords(cluster.name, merged, stored);
+            outcome.recordsWritten += written.upserted + written.deleted;
+            stored = merged;
+            this.recordsCompared = true;
+          }
+          if (cursorAfter !== undefined) store.setCursor(source.id, cursorAfter);
+          if (final) {
+            outcome.pruned.tokenRecords = pruned;
+            store.pruneSeen(cluster.name, startedAt - (this.deps.seenRetentionMs ?? 2 * HOUR_MS));
+          }
+          outcome.commits++;
+          return merged;
+        });
+      const unwrapped: TokenUse[] = []; // the uses of one record (an EventList line carries many)
+      const hold = (u: TokenUse): void => {
+        // Full: commit what is held without moving the cursor (safe: a re-read drops these auditIDs as seen).
+        if (!holdAll && pending.length >= chunkEvents) commit(undefined, false);
+        pending.push(u);
+        if (pending.length > outcome.maxHeld) outcome.maxHeld = pending.length;
+      };
+      const gen = source.poll(cursor, {
+        now: startedAt,
+        lookbackMs: cluster.lookback,
+        signal,
+        stats: sourceStats,
+        checkpointEvents: chunkEvents,
+        checkpoint: (c) => {
+          if (!holdAll) commit(c, false);
+        },
+      });
       let next = await gen.next();
       while (!next.done) {
         const text = next.value;
         outcome.records++;
         if (isTokenUseAggregateText(text)) {
+          holdAll = true;
           try {
-            uses.push(...aggregateToTokenUses(parseTokenUseAggregate(text)));
+            for (const u of aggregateToTokenUses(parseTokenUseAggregate(text))) hold(u);
           } catch {
             readStats.malformed++;
           }
         } else {
           // An event, or a record of another shape (EventList, GKE entry, AKS record, Loki line: src/audit/shapes.ts).
-          tokenUsesFromWrappedText(text, readStats, uses);
+          unwrapped.length = 0;
+          tokenUsesFromWrappedText(text, readStats, unwrapped);
+          for (const u of unwrapped) hold(u);
         }
         next = await gen.next();
       }
-      const newCursor = next.value;
       outcome.malformed = readStats.malformed;
-
-      // One transaction: seen auditIDs, merged records, cursor (see module doc).
-      const records = store.transaction(() => {
-        const unique = new Map<string, TokenUse>();
-        for (const u of uses) if (!unique.has(u.auditID)) unique.set(u.auditID, u);
-        const fresh = new Set(store.markSeen(cluster.name, [...unique.keys()], startedAt));
-        const stored = store.listTokenRecords(cluster.name); // the aggregator clones them: unmodified for the diff below
-        const agg = TokenAggregator.from({ cluster: cluster.name, maxTokenAge: cluster.maxTokenAge }, stored);
-        for (const u of unique.values()) {
-          if (fresh.has(u.auditID)) {
-            agg.add(u);
-            outcome.newUses++;
-            metrics?.tokenUses.inc({ cluster: cluster.name, kind: u.kind }, u.weight ?? 1);
-          }
-        }
-        outcome.duplicates = uses.length - outcome.newUses;
-        // Retention: records not seen for tokenRecordsMs are left out, so the replace below deletes them — except stale
-        // tokens whose rejection date is still ahead: they can be used again any time and their finding escalates
-        // as the date nears (bounded: EKS rejects 90 days after warnAfter).
-        const keepSince = startedAt - retention.tokenRecordsMs;
-        const all: TokenRecord[] = agg.records();
-        const merged = all.filter((r) => r.lastSeen >= keepSince || (r.rejectionAt !== undefined && r.rejectionAt > startedAt));
-        outcome.pruned.tokenRecords = all.length - merged.length;
-        // Keys may move (401 re-attribution), so replace, not upsert; only changed rows are written. With no new use
-        // and nothing to prune the aggregator's output is what it wrote last time (same records, same config): skip
-        // even the comparison — after this process's first poll, which compares everything once (config changes).
-        if (outcome.newUses > 0 || outcome.pruned.tokenRecords > 0 || !this.recordsCompared) {
-          const written = store.replaceTokenRecords(cluster.name, merged, stored);
-          outcome.recordsWritten = written.upserted + written.deleted;
-          this.recordsCompared = true;
-        }
-        store.setCursor(source.id, newCursor);
-        store.pruneSeen(cluster.name, startedAt - (this.deps.seenRetentionMs ?? 2 * HOUR_MS));
-        return merged;
-      });
+      const records = commit(next.value, true);
       metrics?.auditEvents.inc({ cluster: cluster.name }, outcome.records);
 
       const now = this.clock();
@@ -315,11 +372,11 @@ export class ClusterPoller {
       metrics?.pollFailing.set({ cluster: cluster.name }, 1);
       log.error(
         { err, code: err instanceof SourceError ? err.awsCode : (err as { code?: string }).code },
-        'poll failed; cluster marked degraded, cursor kept',
+        'poll failed; cluster marked degraded, cursor kept at the last committed chunk',
       );
       if (runId !== undefined) {
         try {
-          store.finishPollRun(runId, { endedAt: outcome.endedAt, events: outcome.records, tokenUses: 0, error: message });
+          store.finishPollRun(runId, { endedAt: outcome.endedAt, events: outcome.records, tokenUses: outcome.newUses, error: message });
         } catch (err2) {
           log.error({ err: err2 }, 'could not record the failed poll in the store');
         }

@@ -238,6 +238,7 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       ...(kube.kubeConfig ? { tokenMetrics: new TokenMetricsMonitor({ cluster: c.name, scraper: new KubeMetricsScraper(kube.kubeConfig), store, logger }) } : {}),
       ...(probe ? { probe } : {}),
       seenRetentionMs: Math.max(2 * HOUR_MS, 'cloudwatch' in c.audit ? c.audit.cloudwatch.overlap * 2 : 0),
+      chunkEvents: config.poll.chunkEvents,
       activeWindowMs: config.findings.activeWindow,
       quietPeriodMs: config.findings.quietPeriod,
       retention: { tokenRecordsMs: config.retention.tokenRecords, pollRunsMs: config.retention.pollRuns, actionLogMs: config.retention.actionLog },

@@ -18,6 +18,10 @@
  *   auditID, so instead of re-reading, the window trails `now` by `overlapMs` and late events have landed before it
  *   is read. Findings lag by `overlapMs`. Store the rows and the cursor in one transaction.
  * Events delivered later than `overlapMs` are missed in both modes.
+ * - Progress commits (filter mode, `PollOptions.checkpoint`): pages then hold at most `checkpointEvents` events, and
+ *   between pages the source hands out `{"v":1,"until":…,"resume":{"start","end","nextToken"}}` (see
+ *   {@link CloudWatchResume}); a poll starting from it reads the rest of that window only, so a window too large for
+ *   one poll (a 401 flood) is read in committed chunks and never from its start again (docs/live-mode.md#bounded-polls).
  *
  * Credentials: the SDK's default provider chain (env, IRSA web identity, EKS Pod Identity, profile, IMDS) unless
  * `credentials` is given; the endpoint: `endpoint`, else `AWS_ENDPOINT_URL_CLOUDWATCH_LOGS` / `AWS_ENDPOINT_URL`
@@ -43,7 +47,7 @@ import { ConfiguredRetryStrategy } from '@smithy/core/retry';
 import { buildInsightsQuery, rowToAggregate } from './insights.js';
 import { DEFAULT_RETRY_POLICY, RetryBudget, isThrottling, sleep, type RetryPolicy } from './retry.js';
 import { TOKEN_USE_FILTER_PATTERN } from './terms.js';
-import { SourceError, type AuditSource, type PollOptions, type SourceStats } from './types.js';
+import { DEFAULT_CHECKPOINT_EVENTS, SourceError, type AuditSource, type PollOptions, type SourceStats } from './types.js';
 
 /** Options of {@link CloudWatchSource}. */
 export interface CloudWatchSourceOptions {
@@ -90,6 +94,33 @@ export interface CloudWatchSourceOptions {
 interface CursorDoc {
   v: 1;
   until: number;
+  /** A filter-mode window read in part (see {@link CloudWatchResume}). */
+  resume?: CloudWatchResume;
+}
+
+/**
+ * Where a filter-mode poll stopped inside its window (a progress commit, `PollOptions.checkpoint`): the window
+ * `[start, end]` (epoch ms UTC, as sent to FilterLogEvents) and the `nextToken` of its next page. CloudWatch's
+ * tokens expire after 24 hours (FilterLogEvents API reference,
+ * https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_FilterLogEvents.html); one it refuses
+ * makes the window start over (the auditIDs already stored are dropped as seen).
+ */
+export interface CloudWatchResume {
+  start: number;
+  end: number;
+  nextToken: string;
+}
+
+/** Parses a cursor into its `until` and, if present, its {@link CloudWatchResume}. @throws like {@link parseCloudWatchCursor}. */
+export function parseCloudWatchCursorDoc(cursor: string | undefined): { until: number | undefined; resume?: CloudWatchResume } {
+  const until = parseCloudWatchCursor(cursor);
+  if (until === undefined || cursor === undefined || /^\s*\d+\s*$/.test(cursor)) return { until };
+  const r = (JSON.parse(cursor) as CursorDoc).resume as Partial<CloudWatchResume> | undefined;
+  if (r === undefined) return { until };
+  if (typeof r !== 'object' || r === null || typeof r.start !== 'number' || typeof r.end !== 'number' || typeof r.nextToken !== 'string' || r.end < r.start) {
+    throw new TokenwatchError(ErrorCode.CursorInvalid, `not a CloudWatch source cursor (bad resume): ${cursor.slice(0, 100)}`);
+  }
+  return { until, resume: { start: r.start, end: r.end, nextToken: r.nextToken } };
 }
 
 /** Parses a cursor (`{"v":1,"until":ms}` or a bare epoch-ms number). @throws Error on anything else. */
@@ -102,10 +133,15 @@ export function parseCloudWatchCursor(cursor: string | undefined): number | unde
   throw new TokenwatchError(ErrorCode.CursorInvalid, `not a CloudWatch source cursor: ${cursor.slice(0, 100)}`);
 }
 
-/** Encodes a cursor. */
-export function encodeCloudWatchCursor(until: number): string {
-  const doc: CursorDoc = { v: 1, until };
+/** Encodes a cursor; `resume` when a filter-mode window was read in part. */
+export function encodeCloudWatchCursor(until: number, resume?: CloudWatchResume): string {
+  const doc: CursorDoc = resume ? { v: 1, until, resume } : { v: 1, until };
   return JSON.stringify(doc);
+}
+
+function isInvalidToken(err: unknown): boolean {
+  const e = err as { name?: unknown; message?: unknown } | undefined;
+  return e?.name === 'InvalidParameterException' && typeof e.message === 'string' && /nextToken/i.test(e.message);
 }
 
 type Middleware = (next: (args: unknown) => Promise<unknown>) => (args: unknown) => Promise<unknown>;
@@ -198,50 +234,63 @@ export class CloudWatchSource implements AuditSource {
 
   /** {@inheritDoc AuditSource.poll} */
   async *poll(cursor: string | undefined, opts: PollOptions): AsyncGenerator<string, string> {
-    let until: number | undefined;
+    let doc: { until: number | undefined; resume?: CloudWatchResume };
     try {
-      until = parseCloudWatchCursor(cursor);
+      doc = parseCloudWatchCursorDoc(cursor);
     } catch (err) {
       throw new SourceError((err as Error).message, this.id, 'InvalidCursor', false, { cause: err });
     }
-    return yield* this.mode === 'insights' ? this.pollInsights(until, opts) : this.pollFilter(until, opts);
+    // Insights mode never writes a resume point; one left by filter mode (a mode switch) is ignored there.
+    return yield* this.mode === 'insights' ? this.pollInsights(doc.until, opts) : this.pollFilter(doc.until, opts, doc.resume);
   }
 
   private describe(op: string): string {
     return `CloudWatch Logs ${op} on log group '${this.opts.logGroup}' (${this.opts.region})`;
   }
 
-  private async *pollFilter(until: number | undefined, o: PollOptions): AsyncGenerator<string, string> {
-    const startTime = until === undefined ? o.now - o.lookbackMs : Math.max(0, until - this.overlapMs);
-    const endTime = o.now;
+  private async *pollFilter(until: number | undefined, o: PollOptions, resume?: CloudWatchResume): AsyncGenerator<string, string> {
+    // A window read in part goes on from its next page, and this poll ends with it; the next poll reads on to `now`.
+    const startTime = resume ? resume.start : until === undefined ? o.now - o.lookbackMs : Math.max(0, until - this.overlapMs);
+    const endTime = resume ? resume.end : o.now;
     if (endTime < startTime) return encodeCloudWatchCursor(until ?? endTime);
+    const every = Math.max(1, o.checkpointEvents ?? DEFAULT_CHECKPOINT_EVENTS);
+    // With progress commits a page may not hold more than one chunk: a checkpoint can only fall between pages.
+    const pageSize = o.checkpoint ? Math.min(this.pageSize, every) : this.pageSize;
+    const untilOut = until ?? startTime;
+    let sinceCheckpoint = 0;
     const input: FilterLogEventsCommandInput = {
       logGroupIdentifier: this.opts.logGroup,
       logStreamNamePrefix: this.opts.streamPrefix,
       startTime,
       endTime,
       filterPattern: this.filterPattern,
-      limit: this.pageSize,
+      limit: pageSize,
     };
     const budget = new RetryBudget(this.retryPolicy, this.id, this.describe('FilterLogEvents'), this.random);
     const pages = (token: string | undefined) =>
       paginateFilterLogEvents(
         {
           client: this.client,
-          pageSize: this.pageSize,
+          pageSize,
           ...(token !== undefined && { startingToken: token }),
           withCommand: (command) => withCounting(command, o.stats),
         },
         { ...input },
         { abortSignal: o.signal },
       );
-    let token: string | undefined;
-    let iter = pages(undefined);
+    let token: string | undefined = resume?.nextToken;
+    let iter = pages(token);
     for (;;) {
       let res: IteratorResult<{ events?: { message?: string }[]; nextToken?: string }>;
       try {
         res = await iter.next();
       } catch (err) {
+        if (token !== undefined && token === resume?.nextToken && isInvalidToken(err)) {
+          // The stored page token is refused (expired, or the filter changed): read the window from its start.
+          token = undefined;
+          iter = pages(undefined);
+          continue;
+        }
         await budget.onError(err, o.signal);
         iter = pages(token);
         continue;
@@ -252,10 +301,15 @@ export class CloudWatchSource implements AuditSource {
       for (const e of page.events ?? []) {
         if (typeof e.message !== 'string') continue;
         o.stats.records++;
+        sinceCheckpoint++;
         yield e.message;
       }
       token = page.nextToken;
       if (!token) break;
+      if (o.checkpoint && sinceCheckpoint > 0 && sinceCheckpoint + pageSize > every) {
+        sinceCheckpoint = 0;
+        await o.checkpoint(encodeCloudWatchCursor(untilOut, { start: startTime, end: endTime, nextToken: token }));
+      }
     }
     return encodeCloudWatchCursor(endTime);
   }

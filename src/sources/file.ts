@@ -16,6 +16,10 @@
  * means parsing it anyway, and the prefilter makes the full read cheap (only lines with a token-use term are
  * decoded and yielded).
  *
+ * Progress commits (`PollOptions.checkpoint`): after every `checkpointEvents` yielded lines the source hands out the
+ * cursor of the offset after the last one, so a long read (a 401 flood) is stored in bounded chunks and a restart goes
+ * on from the last committed chunk (docs/live-mode.md#bounded-polls).
+ *
  * Yields only lines that pass the audit reader's prefilter (`mayHoldTokenUse`, `src/audit/records.ts`); stats: `requests` = files opened,
  * `bytes` = bytes read, `records` = complete lines seen.
  */
@@ -24,7 +28,7 @@ import { createHash } from 'node:crypto';
 import { open, readdir, stat, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, extname, join } from 'node:path';
 import { mayHoldTokenUse } from '../audit/records.js';
-import { SourceError, type AuditSource, type PollOptions, type SourceStats } from './types.js';
+import { DEFAULT_CHECKPOINT_EVENTS, SourceError, type AuditSource, type PollOptions, type SourceStats } from './types.js';
 
 /** Options of {@link FileSource}. */
 export interface FileSourceOptions {
@@ -81,6 +85,9 @@ function isEnoent(err: unknown): boolean {
   return !!err && typeof err === 'object' && (err as { code?: unknown }).code === 'ENOENT';
 }
 
+/** Options of one poll's reads: the poll's, plus the lines yielded since the last checkpoint. */
+type ReadOptions = PollOptions & { since: { lines: number } };
+
 /** Follows one audit log file. See the module doc. */
 export class FileSource implements AuditSource {
   readonly id: string;
@@ -104,10 +111,11 @@ export class FileSource implements AuditSource {
     } catch (err) {
       throw new SourceError((err as Error).message, this.id, 'InvalidCursor', false, { cause: err });
     }
-    return yield* this.run(prev, opts);
+    // One count across the rotated file and the new one: a checkpoint at least every `checkpointEvents` lines.
+    return yield* this.run(prev, { ...opts, since: { lines: 0 } });
   }
 
-  private async *run(prev: FileCursor | undefined, o: PollOptions): AsyncGenerator<string, string> {
+  private async *run(prev: FileCursor | undefined, o: ReadOptions): AsyncGenerator<string, string> {
     let fh: FileHandle;
     try {
       fh = await open(this.opts.path, 'r');
@@ -133,9 +141,8 @@ export class FileSource implements AuditSource {
       } else if (prev) {
         yield* this.finishRotated(prev, o);
       }
-      const end = yield* this.readLines(fh, pos, size, o);
-      const next: FileCursor = { v: 1, ino, size, pos: end, head };
-      return JSON.stringify(next);
+      const at = (p: number): string => JSON.stringify({ v: 1, ino, size, pos: p, head } satisfies FileCursor);
+      return at(yield* this.readLines(fh, pos, size, o, at));
     } finally {
       await fh.close();
     }
@@ -145,7 +152,7 @@ export class FileSource implements AuditSource {
    * Reads the rest of the rotated-away file with inode `prev.ino` from `prev.pos`, if it is found under a rotation
    * name. Returns the cursor after it, or undefined when not found.
    */
-  private async *finishRotated(prev: FileCursor, o: PollOptions): AsyncGenerator<string, FileCursor | undefined> {
+  private async *finishRotated(prev: FileCursor, o: ReadOptions): AsyncGenerator<string, FileCursor | undefined> {
     const path = await this.findRotated(prev.ino);
     if (!path) return undefined;
     let fh: FileHandle;
@@ -160,8 +167,10 @@ export class FileSource implements AuditSource {
       if (st.ino !== prev.ino) return undefined;
       const head = await readHead(fh, st.size);
       const from = st.size < prev.pos || (prev.head !== '' && head !== prev.head) ? 0 : prev.pos;
-      const end = yield* this.readLines(fh, from, st.size, o);
-      return { v: 1, ino: st.ino, size: st.size, pos: end, head };
+      const at = (p: number): FileCursor => ({ v: 1, ino: st.ino, size: st.size, pos: p, head });
+      // A checkpoint here names the rotated file's inode: a restart finds it again by inode and goes on from `pos`.
+      const end = yield* this.readLines(fh, from, st.size, o, (p) => JSON.stringify(at(p)));
+      return at(end);
     } finally {
       await fh.close();
     }
@@ -193,9 +202,13 @@ export class FileSource implements AuditSource {
     return undefined;
   }
 
-  /** Yields prefiltered complete lines in [from, size); returns the offset after the last complete line. */
-  private async *readLines(fh: FileHandle, from: number, size: number, o: PollOptions): AsyncGenerator<string, number> {
+  /**
+   * Yields prefiltered complete lines in [from, size); returns the offset after the last complete line. After every
+   * `o.checkpointEvents` yielded lines it awaits `o.checkpoint(cursorAt(offset after the last yielded line))`.
+   */
+  private async *readLines(fh: FileHandle, from: number, size: number, o: ReadOptions, cursorAt: (pos: number) => string): AsyncGenerator<string, number> {
     const stats: SourceStats = o.stats;
+    const every = Math.max(1, o.checkpointEvents ?? DEFAULT_CHECKPOINT_EVENTS);
     let pos = from;
     let carry: Buffer = Buffer.alloc(0);
     let skipping = false;
@@ -222,7 +235,13 @@ export class FileSource implements AuditSource {
           continue;
         }
         stats.records++;
-        if (line.length > 0 && this.prefilter(line)) yield line.toString('utf8');
+        if (line.length > 0 && this.prefilter(line)) {
+          yield line.toString('utf8');
+          if (o.checkpoint && ++o.since.lines >= every) {
+            o.since.lines = 0;
+            await o.checkpoint(cursorAt(pos));
+          }
+        }
       }
       carry = data.subarray(start);
       if (carry.length > this.maxLineBytes) {

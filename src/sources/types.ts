@@ -32,7 +32,21 @@ export interface PollOptions {
   signal?: AbortSignal;
   /** Counters the source adds to. */
   stats: SourceStats;
+  /**
+   * Progress commits, so that a poll's memory does not grow with its window (docs/live-mode.md#bounded-polls). A source
+   * that supports them calls this with a cursor that resumes right after the last text it yielded, at the latest after
+   * every `checkpointEvents` yielded texts (the CloudWatch source at page boundaries, its pages then hold at most
+   * `checkpointEvents` events). The caller stores what it was yielded so far and this cursor together before it
+   * resolves; a poll that fails later keeps that progress. Sources that cannot resume mid-poll (Logs Insights) never
+   * call it.
+   */
+  checkpoint?: (cursor: string) => void | Promise<void>;
+  /** Yielded texts between two {@link checkpoint} calls, at most. Default 10,000 ({@link DEFAULT_CHECKPOINT_EVENTS}). */
+  checkpointEvents?: number;
 }
+
+/** Default {@link PollOptions.checkpointEvents}: 10,000 events, one full CloudWatch FilterLogEvents page. */
+export const DEFAULT_CHECKPOINT_EVENTS = 10_000;
 
 /** A place audit events come from, read incrementally. */
 export interface AuditSource {

@@ -141,6 +141,8 @@ interface Group {
   creationTime: number;
   events: FakeStoredEvent[];
   sorted: boolean;
+  /** Names of the streams that hold events (so a page does not scan every event to list them). */
+  streams: Set<string>;
 }
 
 interface Fault {
@@ -179,7 +181,7 @@ export async function startFakeCloudWatch(opts: FakeCloudWatchOptions = {}): Pro
   const groupOf = (name: string, create: boolean): Group | undefined => {
     let g = groups.get(name);
     if (!g && create) {
-      g = { name, creationTime: now(), events: [], sorted: true };
+      g = { name, creationTime: now(), events: [], sorted: true, streams: new Set() };
       groups.set(name, g);
     }
     return g;
@@ -226,7 +228,7 @@ export async function startFakeCloudWatch(opts: FakeCloudWatchOptions = {}): Pro
       if (!tok || tok.q !== queryKey) throw new ApiError('InvalidParameterException', 'The specified nextToken is invalid.');
       from = lowerBound(events, tok.ts, tok.seq);
     }
-    const searched = [...new Set(events.filter((e) => streamOk(e.stream)).map((e) => e.stream))].sort();
+    const searched = [...g.streams].filter(streamOk).sort();
     const searchedLogStreams = searched.map((logStreamName) => ({ logStreamName, searchedCompletely: true }));
     if (emptyPages > 0) {
       emptyPages--;
@@ -457,6 +459,7 @@ export async function startFakeCloudWatch(opts: FakeCloudWatchOptions = {}): Pro
     },
     putEvents(group, stream, events) {
       const g = groupOf(group, true) as Group;
+      if (events.length > 0) g.streams.add(stream);
       for (const e of events) {
         seq++;
         g.events.push({

@@ -92,6 +92,28 @@ describe('FileSource', () => {
     expect(c.pos).toBe((await stat(path)).size);
   });
 
+  it('hands out a checkpoint every checkpointEvents lines; one taken inside a rotated file resumes there, then the new file', async () => {
+    await writeFile(path, lines(stale('a')));
+    const first = await poll(undefined);
+    await appendFile(path, lines(stale('b'), plain('x'), stale('c'), stale('d')));
+    await rename(path, `${path}.1`);
+    await writeFile(path, lines(stale('e'), stale('f'), stale('g')));
+    const checkpoints: string[] = [];
+    const all = await drain(new FileSource({ path }).poll(first.result, { now: T, lookbackMs: 86_400_000, stats: emptyStats(), checkpointEvents: 2, checkpoint: (c) => void checkpoints.push(c) }));
+    expect(ids(all.items)).toEqual(['b', 'c', 'd', 'e', 'f', 'g']);
+    // After b, c (2 yielded, the plain line between them not counted), then d, e — across the rotation — then f, g.
+    expect(checkpoints).toHaveLength(3);
+    const inRotated = parseFileCursor(checkpoints[0]!);
+    expect(inRotated.ino).toBe((await stat(`${path}.1`)).ino);
+    expect(inRotated.pos).toBe(Buffer.byteLength(lines(stale('a'), stale('b'), plain('x'), stale('c'))));
+    // A restart from the first checkpoint reads the rest of the rotated file, then the new one: nothing twice.
+    expect(ids((await poll(checkpoints[0])).items)).toEqual(['d', 'e', 'f', 'g']);
+    const inNew = parseFileCursor(checkpoints[1]!);
+    expect(inNew.ino).toBe((await stat(path)).ino);
+    expect(ids((await poll(checkpoints[1])).items)).toEqual(['f', 'g']);
+    expect(parseFileCursor(checkpoints[2]!)).toEqual(parseFileCursor(all.result));
+  });
+
   it("finishes a file rotated to the API server's <name>-<timestamp>.log name", async () => {
     await writeFile(path, lines(stale('a')));
     const first = await poll(undefined);
