@@ -299,6 +299,12 @@ export const fileSchema = z.strictObject({
        * it reopens, same alert plus a thread reply, when the signal returns. Default `24h`, ms.
        */
       quietPeriod: duration(MINUTE_MS).prefault('24h'),
+      /**
+       * Shortest audit window (from the first successful poll) for a "safe" verdict on turning token extension off
+       * (`/tokens status`): shorter windows read "unknown", as clients that refresh a cached token only daily or weekly
+       * may not have shown up yet. Default `7d`, ms.
+       */
+      readinessMinWindow: duration(MINUTE_MS).prefault('7d'),
     })
     .prefault({}),
   /**
@@ -663,7 +669,7 @@ function assemble(file: FileConfig, env: NodeJS.ProcessEnv): Config {
     ...(slack !== undefined ? { slack } : {}),
     remediation: { rolloutTimeout: file.remediation.rolloutTimeout, settlePeriod: file.remediation.settlePeriod },
     poll: { jitter: file.poll.jitter },
-    findings: { activeWindow: file.findings.activeWindow, quietPeriod: file.findings.quietPeriod },
+    findings: { activeWindow: file.findings.activeWindow, quietPeriod: file.findings.quietPeriod, readinessMinWindow: file.findings.readinessMinWindow },
     retention: { tokenRecords: file.retention.tokenRecords, pollRuns: file.retention.pollRuns, actionLog: file.retention.actionLog },
     clusters,
   };

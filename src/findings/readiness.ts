@@ -36,8 +36,14 @@ export interface ReadinessCoverage {
   windowStart?: number;
   /** Latest event time of the data; undefined when unknown. */
   windowEnd?: number;
-  /** Audit events (lines, rows or records) read in the window; 0 means the log showed nothing. */
-  events: number;
+  /**
+   * Audit events (lines, rows or records) read in the window; 0 means the log showed nothing (blind). Leave it out
+   * when the source reads only matching events (live mode's filtered CloudWatch queries: none is what a safe cluster
+   * gives).
+   */
+  events?: number;
+  /** Live mode: polls of the window that succeeded and failed. */
+  polls?: { succeeded: number; failed: number };
   /** Why the audit log cannot show stale-token annotations at all (a blind log), when known. */
   blind?: string;
   /** Why the data may be incomplete (partial or truncated inputs, failed polls); empty when complete. */
@@ -67,7 +73,7 @@ export interface Readiness {
   /** Why the verdict is `unknown` (empty otherwise). */
   reasons: string[];
   window: { start: string | null; end: string | null; seconds: number | null; minimumSeconds: number };
-  coverage: { events: number; blind: string | null; gaps: string[] };
+  coverage: { events: number | null; polls: { succeeded: number; failed: number } | null; blind: string | null; gaps: string[] };
   /** Clients that would break (stale-token findings), most recent last use first; empty unless `not-safe`. */
   clients: ReadinessClient[];
 }
@@ -105,7 +111,10 @@ export function readinessVerdict(input: ReadinessInput): Readiness {
     )
     .sort((a, b) => (a.lastUse < b.lastUse ? 1 : a.lastUse > b.lastUse ? -1 : 0) || cmp(`${a.namespace}/${a.serviceAccount}`, `${b.namespace}/${b.serviceAccount}`));
   const windowText = length === undefined ? 'window unknown' : `${durationText(length)} of audit data (${iso(c.windowStart!)} to ${iso(c.windowEnd!)})`;
-  const coverageText = `${c.events.toLocaleString('en-US')} audit event${c.events === 1 ? '' : 's'} read${c.gaps.length > 0 ? `; ${c.gaps.join('; ')}` : ''}`;
+  const coverageText = [
+    ...(c.events !== undefined ? [`${c.events.toLocaleString('en-US')} audit event${c.events === 1 ? '' : 's'} read`] : []),
+    ...(c.polls ? [`${c.polls.succeeded.toLocaleString('en-US')} successful poll${c.polls.succeeded === 1 ? '' : 's'}${c.polls.failed > 0 ? `, ${c.polls.failed.toLocaleString('en-US')} failed and retried` : ''}`] : []),
+  ].join(', ');
 
   const reasons: string[] = [];
   let verdict: ReadinessVerdict;
@@ -125,7 +134,7 @@ export function readinessVerdict(input: ReadinessInput): Readiness {
       summary = `unknown: ${reasons.join('; ')}`;
     } else {
       verdict = 'safe';
-      summary = `safe: no stale token use in ${windowText}; ${coverageText}`;
+      summary = `safe: no stale token use in ${windowText}${coverageText ? `; ${coverageText}` : ''}`;
     }
   }
   return {
@@ -139,7 +148,7 @@ export function readinessVerdict(input: ReadinessInput): Readiness {
       seconds: length === undefined ? null : Math.floor(length / 1000),
       minimumSeconds: Math.floor(min / 1000),
     },
-    coverage: { events: c.events, blind: c.blind ?? null, gaps: [...c.gaps] },
+    coverage: { events: c.events ?? null, polls: c.polls ? { ...c.polls } : null, blind: c.blind ?? null, gaps: [...c.gaps] },
     clients: verdict === 'not-safe' ? clients : [],
   };
 }

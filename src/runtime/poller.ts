@@ -274,6 +274,7 @@ export class ClusterPoller {
       this.updateGauges(findings.filter((f) => open.has(f.id)), now);
       outcome.endedAt = this.clock();
       store.finishPollRun(runId, { endedAt: outcome.endedAt, events: outcome.records, tokenUses: outcome.newUses });
+      store.markWatchedSince(cluster.name, startedAt); // start of the readiness verdict's window
       this.healthState = { ...this.healthState, status: 'ok', lastPollAt: startedAt, lastSuccessAt: startedAt, lastError: undefined, stateError: stateProblem, metricsError, probeError };
       metrics?.polls.inc({ cluster: cluster.name, outcome: 'ok' });
       metrics?.pollFailing.set({ cluster: cluster.name }, 0);

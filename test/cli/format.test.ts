@@ -227,7 +227,7 @@ describe('readiness section', () => {
         summary: 'not safe: 1 client would break (stale tokens in 8 days of audit data)',
         reasons: [],
         window: { start: null, end: null, seconds: null, minimumSeconds: 604_800 },
-        coverage: { events: 10, blind: null, gaps: [] },
+        coverage: { events: 10, polls: null, blind: null, gaps: [] },
         clients: [{ findingId: 'x', namespace: 'logging', serviceAccount: 'fluent-bit', workloads: [{ kind: 'DaemonSet', namespace: 'logging', name: 'fluent-bit' }], lastUse: '2026-11-06T00:00:00.000Z', cause: 'client-caches-token', fix: 'Upgrade.' }],
       },
       [],

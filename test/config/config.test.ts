@@ -37,7 +37,7 @@ describe('parseConfig defaults', () => {
       log: { level: 'info' },
       remediation: { rolloutTimeout: 600_000, settlePeriod: 7_200_000 },
       poll: { jitter: 10_000 },
-      findings: { activeWindow: 3_600_000, quietPeriod: 86_400_000 },
+      findings: { activeWindow: 3_600_000, quietPeriod: 86_400_000, readinessMinWindow: 7 * 86_400_000 },
       retention: { tokenRecords: 7 * 86_400_000, pollRuns: 7 * 86_400_000, actionLog: 90 * 86_400_000 },
       clusters: [
         {
