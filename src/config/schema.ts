@@ -208,6 +208,11 @@ const clusterSchema = z.strictObject({
       criticalDays: z.number().positive().default(7),
       /** Severity `warning` when rejection is less than this many days away. Default 30. */
       warningDays: z.number().positive().default(30),
+      /**
+       * 401s tied to a ServiceAccount only by source IP and user agent (no stale use of it) make it `critical` only from
+       * this many requests: such requests are easy to forge from the node network. Default 10.
+       */
+      inferred401CriticalRequests: z.number().int().positive().default(10),
     })
     .prefault({}),
 });
@@ -626,7 +631,7 @@ function assemble(file: FileConfig, env: NodeJS.ProcessEnv): Config {
       maxTokenAge: c.maxTokenAge,
       schedule: c.schedule,
       lookback: c.lookback,
-      thresholds: { criticalDays: c.thresholds.criticalDays, warningDays: c.thresholds.warningDays },
+      thresholds: { criticalDays: c.thresholds.criticalDays, warningDays: c.thresholds.warningDays, inferred401CriticalRequests: c.thresholds.inferred401CriticalRequests },
     };
     if (c.slack !== undefined) {
       const s = c.slack;

@@ -239,6 +239,7 @@ export class ClusterPoller {
         unauthorizedSince: now - (this.deps.activeWindowMs ?? POLLER_DEFAULTS.activeWindowMs),
         state: this.deps.state,
         thresholds: { criticalSeconds: cluster.thresholds.criticalDays * DAY_SECONDS, warningSeconds: cluster.thresholds.warningDays * DAY_SECONDS },
+        inferred401CriticalRequests: cluster.thresholds.inferred401CriticalRequests,
       });
       let metricsError: string | undefined;
       let metricsShowUse = false;

@@ -47,7 +47,7 @@ describe('parseConfig defaults', () => {
           maxTokenAge: { mode: 'eks' },
           schedule: '*/5 * * * *',
           lookback: 86_400_000,
-          thresholds: { criticalDays: 7, warningDays: 30 },
+          thresholds: { criticalDays: 7, warningDays: 30, inferred401CriticalRequests: 10 },
         },
       ],
     };
@@ -210,7 +210,7 @@ describe('the example files', () => {
         maxTokenAge: { mode: 'eks' },
         schedule: '*/5 * * * *',
         lookback: 86_400_000,
-        thresholds: { criticalDays: 7, warningDays: 30 },
+        thresholds: { criticalDays: 7, warningDays: 30, inferred401CriticalRequests: 10 },
       },
     ]);
   });
