@@ -91,6 +91,8 @@ export interface TokenUse {
   auditID: string;
   /** Event time (requestReceivedTimestamp, else stageTimestamp), epoch ms UTC. */
   time: number;
+  /** The event's `stage` (RequestReceived, ResponseStarted, ResponseComplete, Panic), when it has one. */
+  stage?: string;
   /** `system:serviceaccount:<ns>:<name>` or another username; undefined for 401 events. */
   subject?: string;
   /** ServiceAccount namespace, when the subject is a ServiceAccount. */
@@ -135,6 +137,12 @@ export interface ReadStats {
   malformed: number;
   /** Token uses dropped because their auditID was already counted. */
   duplicates: number;
+  /**
+   * Token uses kept although their auditID was already counted, because an earlier record with that auditID and the
+   * same stage carried different token annotations (a forged or corrupted event must not hide a real token use).
+   * Absent when none.
+   */
+  auditIdConflicts?: number;
 }
 
 /** Input formats the reader auto-detects per file. */
@@ -156,11 +164,13 @@ export type InputFormat =
  * - `guide-query`: rows of the EKS guide query (subject, elapsedtime) without `@message`: no pods, user agents
  *   or source IPs can be known;
  * - `truncated`: the file could not be read past a record (e.g. a CSV record over the size limit), see `row`;
- * - `leading-nul`: NUL bytes at the start of the file (a `copytruncate` hole) were skipped.
+ * - `leading-nul`: NUL bytes at the start of the file (a `copytruncate` hole) were skipped;
+ * - `auditid-conflict`: two records with one auditID and one stage carry different token annotations; both were kept
+ *   (reported once per read, counted in `stats.auditIdConflicts`).
  */
 export interface ReadNotice {
   file: string;
-  code: 'partial-result' | 'row-cap' | 'guide-query' | 'truncated' | 'leading-nul';
+  code: 'partial-result' | 'row-cap' | 'guide-query' | 'truncated' | 'leading-nul' | 'auditid-conflict';
   /** One sentence naming the file, saying what happened and what to do. */
   message: string;
   /** `truncated`: the 1-based record (CSV data row) at which reading stopped. */

@@ -132,5 +132,14 @@ export interface Finding {
 /** The `scan --format json` document (contract). */
 export interface ScanReport {
   findings: Finding[];
-  stats: { files: number; lines: number; events: number; tokenUses: number; malformed: number; duplicates: number };
+  stats: {
+    files: number;
+    lines: number;
+    events: number;
+    tokenUses: number;
+    malformed: number;
+    duplicates: number;
+    /** Extension (additive, present only when non-zero): uses kept despite a repeated auditID and stage (`ReadStats`). */
+    auditIdConflicts?: number;
+  };
 }

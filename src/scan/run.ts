@@ -275,6 +275,7 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
       tokenUses: stats.tokenUses,
       malformed: stats.malformed,
       duplicates: stats.duplicates,
+      ...(stats.auditIdConflicts ? { auditIdConflicts: stats.auditIdConflicts } : {}),
     },
   };
   return {

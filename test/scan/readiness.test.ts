@@ -102,3 +102,26 @@ describe('default reference time ignores implausible event times', () => {
     expect(plausibleLatest([START, START + 30 * DAY], CLOCK() + DAY).latest).toBe(START + 30 * DAY);
   });
 });
+
+describe('a repeated auditID does not hide a token use', () => {
+  const stale: EventSpec = { auditID: 'req-42', time: START + DAY, kind: 'stale', namespace: 'apps', serviceAccount: 'worker', pod: 'worker-1', secondsAfterWarning: 86_400, userAgent: 'Go-http-client/1.1' };
+
+  it('an earlier forged record with the same auditID and stage but other annotations: both kept, conflict counted and warned', async () => {
+    const forged: EventSpec = { ...stale, time: START + DAY - HOUR, namespace: 'decoy', serviceAccount: 'nobody', pod: 'decoy-1' };
+    const r = await scan([file('conflict.log', [...quiet(8), forged, stale])]);
+    expect(r.report.findings.map((f) => `${f.namespace}/${f.serviceAccount}`).sort()).toEqual(['apps/worker', 'decoy/nobody']);
+    expect(r.report.stats.auditIdConflicts).toBe(1);
+    expect(r.notices.filter((n) => n.code === 'auditid-conflict')).toHaveLength(1);
+    expect(r.notices.find((n) => n.code === 'auditid-conflict')!.message).toContain('auditID req-42 and stage ResponseComplete');
+  });
+
+  it('the same request at two stages is still counted once', async () => {
+    const lines = [auditEvent(stale), auditEvent(stale).replace('"stage":"ResponseComplete"', '"stage":"ResponseStarted"'), auditEvent(stale)];
+    const p = join(dir, 'stages.log');
+    writeFileSync(p, `${lines.join('\n')}\n`);
+    const r = await scan([p]);
+    expect(r.report.stats.tokenUses).toBe(1);
+    expect(r.report.stats.duplicates).toBe(2);
+    expect(r.report.stats.auditIdConflicts).toBeUndefined();
+  });
+});
