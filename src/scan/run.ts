@@ -10,6 +10,7 @@ import type { ClusterStateSource } from '../cluster/types.js';
 import { TokenAggregator } from '../findings/aggregate.js';
 import type { Finding, MaxTokenAge, ScanReport, SeverityThresholds } from '../findings/types.js';
 import { readinessVerdict, type Readiness } from '../findings/readiness.js';
+import { applyCredentialEvents, detectCredentialEvents, type ClusterEvent } from '../findings/cluster-events.js';
 import { PLAUSIBLE_CLOCK_SKEW_MS, earliestEventTimeOfFiles, latestEventTimeOfFiles } from './latest-event.js';
 import { DAY_MS } from '../core/units.js';
 
@@ -134,6 +135,8 @@ export interface ScanResult {
   ignoredEventTimes: IgnoredEventTime[];
   /** "Is it safe to turn token extension off?" for the cluster (see `src/findings/readiness.ts`). */
   readiness: Readiness;
+  /** Cluster-level credential events (signing-key rotation, issuer change; `src/findings/cluster-events.ts`). */
+  clusterEvents: ClusterEvent[];
 }
 
 /**
@@ -240,12 +243,14 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
     nowSource = 'clock';
   }
 
-  const { buildFindings } = await findingsModule;
-  const findings = await buildFindings(aggregator.records(), {
+  const { buildFindings, compareFindings } = await findingsModule;
+  const built = await buildFindings(aggregator.records(), {
     now,
     ...(opts.thresholds ? { thresholds: opts.thresholds } : {}),
     ...(state ? { state } : {}),
   });
+  const clusterEvents = detectCredentialEvents(built);
+  const findings = applyCredentialEvents(built, clusterEvents).sort(compareFindings);
   if (notices.some((n) => n.code === 'guide-query')) for (const f of findings) noteGuideQueryLimits(f);
 
   const gaps = notices
@@ -285,6 +290,7 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
     notices,
     ignoredEventTimes: opts.now === undefined ? plausible.ignored : [],
     readiness,
+    clusterEvents,
     ...(latest !== undefined ? { latestEventTime: latest } : {}),
   };
 }

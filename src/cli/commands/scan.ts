@@ -43,8 +43,9 @@ interface ScanFlags {
  * The `scan --format json` document: the contract plus the additive `now`, `cluster` and `warnings`
  * (`[{file, code, message, row?}]`, see `ReadNotice`) fields, `stats.truncated` (`[{file, row, message}]`:
  * files not read past data record `row`, 1-based), `ignoredEventTimes` (`[{time, reason}]`: event times left out of
- * the default reference time as implausible) and `readiness` (the token-extension verdict, `Readiness` in
- * `src/findings/readiness.ts`).
+ * the default reference time as implausible), `readiness` (the token-extension verdict, `Readiness` in
+ * `src/findings/readiness.ts`) and `clusterEvents` (`ClusterEvent[]` of `src/findings/cluster-events.ts`: signing-key
+ * rotations and issuer changes, once per cluster).
  */
 export function jsonDocument(result: ScanResult, cluster: string): object {
   const truncated = result.notices
@@ -58,6 +59,7 @@ export function jsonDocument(result: ScanResult, cluster: string): object {
     warnings: result.notices,
     ignoredEventTimes: result.ignoredEventTimes,
     readiness: result.readiness,
+    clusterEvents: result.clusterEvents,
   };
 }
 
@@ -206,6 +208,7 @@ Examples:
             readiness: result.readiness,
           }),
         );
+        for (const e of result.clusterEvents) process.stdout.write(`cluster event (${e.kind}): ${escapeControl(e.summary)}\n`);
         if (metrics && metricsModule) process.stdout.write(`\n${metricsModule.renderMetricsSection(metrics)}`);
       }
 
