@@ -32,7 +32,7 @@ export const TAIL_BYTES = 256 * 1024;
  * Latest event time (`requestReceivedTimestamp`, else `stageTimestamp`; `eventTimeMs` of the audit
  * module) among the complete JSON lines in `tail`, epoch ms UTC, ignoring times after `ceiling` (default: the clock
  * plus {@link PLAUSIBLE_CLOCK_SKEW_MS}); undefined when none is an audit event.
- * The first line is skipped when `partialFirst` (the window starts mid-line). Pure.
+ * The first line is skipped when `partialFirst` (the window starts mid-line). Pure when `ceiling` is given.
  *
  * Lines are taken from the last one back (the newest come last, so the latest time is found early), and a line is
  * `JSON.parse`d only when its upper bound ({@link eventTimeUpperBounds}) says it could hold a later time: on many
