@@ -311,7 +311,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
       }
     }
   };
-  const command = new TokensCommand({ store, api, notifier, channels, clusters, runNow, clock, logger: log, activeWindowMs: config.findings.activeWindow, scanIntervalMs: config.slack?.commands.scanInterval ?? DEFAULT_SCAN_INTERVAL_MS });
+  const command = new TokensCommand({ store, api, notifier, channels, clusters, runNow, clock, logger: log, activeWindowMs: config.findings.activeWindow, scanIntervalMs: config.slack?.commands.scanInterval ?? DEFAULT_SCAN_INTERVAL_MS, readinessMinWindowMs: config.findings.readinessMinWindow });
   // Before every listener: a replayed HTTP request or a redelivered envelope is acknowledged and dropped (replay.ts).
   app.use(replayGuard({ store, logger: log, metrics, ...(opts.wallClock ? { now: opts.wallClock } : {}) }));
   registerListeners(app, { command, flow, api, logger: log, track });
