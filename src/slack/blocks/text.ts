@@ -16,10 +16,16 @@ export type MrkdwnElement = types.MrkdwnElement;
 
 /**
  * What every builder returns: `text` is the notification / screen-reader fallback, always set. It is plain text
- * (no mrkdwn, no links or mentions): the Slack client escapes it once, with {@link wireText}, when it is sent.
+ * (no mrkdwn, no links or mentions) unless `textFormat` is `mrkdwn`: the Slack client escapes plain text once, with
+ * {@link wireText}, when it is sent.
  */
 export interface SlackMessage {
   text: string;
+  /**
+   * `mrkdwn`: `text` is already mrkdwn (mentions, links), built like block text — every user-supplied part escaped
+   * with {@link escapeMrkdwn} by the builder — and sent as it is. Default `plain`.
+   */
+  textFormat?: 'plain' | 'mrkdwn';
   blocks: KnownBlock[];
 }
 
@@ -36,10 +42,10 @@ const MESSAGE_TEXT_MAX = 40_000;
  * `response_url`): the builder's plain text with `&`, `<`, `>` escaped by {@link escapeMrkdwn} — the same function
  * as every user-supplied part of the blocks — so a name such as `<!channel>` or `<https://evil.example|click>` from
  * an audit line or a probe report shows as text and never becomes a mention or a link. Clipped to Slack's 40,000
- * chars without splitting an entity.
+ * chars without splitting an entity. `format: 'mrkdwn'` (see {@link SlackMessage.textFormat}) is only clipped.
  */
-export function wireText(text: string): string {
-  return escClip(text, MESSAGE_TEXT_MAX);
+export function wireText(text: string, format: 'plain' | 'mrkdwn' = 'plain'): string {
+  return format === 'mrkdwn' ? clip(text, MESSAGE_TEXT_MAX) : escClip(text, MESSAGE_TEXT_MAX);
 }
 
 /**

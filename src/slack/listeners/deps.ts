@@ -27,7 +27,7 @@ export function replier(deps: ListenerDeps, respond: RespondFn | undefined, chan
   return async (msg) => {
     if (respond) {
       try {
-        await respond({ response_type: 'ephemeral', replace_original: false, text: wireText(msg.text), blocks: msg.blocks });
+        await respond({ response_type: 'ephemeral', replace_original: false, text: wireText(msg.text, msg.textFormat), blocks: msg.blocks });
         return;
       } catch (err) {
         deps.api.countError('response_url', 'respond_failed');
