@@ -8,6 +8,7 @@
  * `authentication.kubernetes.io/pod-name`, `pod-uid`, `credential-id` and, unless `withNodeInfo: false` (clusters
  * before Kubernetes 1.30), `node-name`/`node-uid` recorded when the token was issued.
  */
+import { ErrorCode, TokenwatchError } from '../../errors.js';
 import { randomBytes } from 'node:crypto';
 import type { FakeKube, KubeObject } from './kubernetes.js';
 
@@ -26,7 +27,7 @@ interface Issued {
 export interface FakeTokenIssuer {
   /**
    * A token bound to the pod `namespace/pod` (which must exist in the fake), for its ServiceAccount.
-   * @throws Error when the pod does not exist
+   * @throws TokenwatchError when the pod does not exist
    */
   issue(o: { namespace: string; pod: string; audience: string; expiresAt?: number; withNodeInfo?: boolean }): string;
   /** Stops answering TokenReviews. */
@@ -66,7 +67,7 @@ export function serveTokenReviews(kube: FakeKube, now: () => number = Date.now):
   return {
     issue(o) {
       const pod = kube.store.get('Pod', o.namespace, o.pod) as (KubeObject & { metadata?: { uid?: string }; spec?: { nodeName?: string; serviceAccountName?: string } }) | undefined;
-      if (!pod) throw new Error(`no pod ${o.namespace}/${o.pod} in the fake`);
+      if (!pod) throw new TokenwatchError(ErrorCode.FakeRequestInvalid, `no pod ${o.namespace}/${o.pod} in the fake`);
       const token = randomBytes(24).toString('base64url');
       tokens.set(token, {
         namespace: o.namespace,
