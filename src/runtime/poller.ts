@@ -317,7 +317,8 @@ export class ClusterPoller {
         try {
           const reports = await this.deps.probe.read();
           const thresholds = { criticalSeconds: cluster.thresholds.criticalDays * DAY_SECONDS, warningSeconds: cluster.thresholds.warningDays * DAY_SECONDS };
-          findings.splice(0, findings.length, ...applyProbeReports({ cluster: cluster.name, reports, findings, now, metricsShowUse, thresholds, maxTokenAge: cluster.maxTokenAge }));
+          const onOverflow = (n: number) => this.deps.metrics?.probeDropped.inc({ cluster: cluster.name, what: 'finding', reason: 'over-cap' }, n);
+          findings.splice(0, findings.length, ...applyProbeReports({ cluster: cluster.name, reports, findings, now, metricsShowUse, thresholds, maxTokenAge: cluster.maxTokenAge, onOverflow }));
         } catch (err) {
           probeError = err instanceof Error ? err.message : String(err);
           log.warn({ error: probeError }, 'node-probe reports unavailable');
