@@ -10,7 +10,7 @@ import { boundToken, multusKubeconfig } from './jwt.js';
 const DAY = 86_400;
 
 describe('tokenwatch scan --probe-report', () => {
-  it('turns saved probe ConfigMaps into findings naming file, node and rejection date; exit 2 on a bad file', async () => {
+  it('turns saved probe ConfigMaps into findings naming file, node and rejection date; exit 2 on a bad file', { timeout: 120_000 }, async () => {
     const dir = mkdtempSync(join(tmpdir(), 'tw-scan-probe-'));
     const now = Date.parse('2026-11-20T12:00:00Z');
     const iat = now / 1000 - 80 * DAY;
