@@ -10,10 +10,9 @@ import { readFileSync } from 'node:fs';
 import { ErrorCode, TokenwatchError } from '../errors.js';
 import { NoAuditSource } from '../metrics/no-audit.js';
 
-export { CloudWatchSource, type CloudWatchSourceOptions } from './cloudwatch.js';
+export { CloudWatchSource } from './cloudwatch.js';
 export { FileSource } from './file.js';
 export type { AuditSource } from './types.js';
-export { WebhookSource } from './webhook.js';
 
 /**
  * An audit source that may hold resources (the CloudWatch SDK client's sockets) or a listener to start (the audit

@@ -16,7 +16,7 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
-import { open, stat, truncate } from 'node:fs/promises';
+import { open, truncate, type FileHandle } from 'node:fs/promises';
 import { createServer, type Server } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -109,11 +109,7 @@ export class WebhookSource implements AuditSource {
 
   /** Starts the HTTPS listener; resolves with the bound port. @throws when the port cannot be bound or TLS is invalid. */
   async start(): Promise<number> {
-    try {
-      this.size = (await stat(this.opts.spoolPath)).size;
-    } catch {
-      this.size = 0;
-    }
+    this.size = await repairSpool(this.opts.spoolPath);
     const server = createServer(
       {
         cert: this.opts.cert,
@@ -254,6 +250,39 @@ export class WebhookSource implements AuditSource {
     });
     this.tail = run.catch(() => undefined);
     return run;
+  }
+}
+
+/**
+ * Cuts a torn last line (a crash during an append, never acknowledged) so the next append starts on a line of its
+ * own; creates the spool when absent; returns its size.
+ */
+async function repairSpool(path: string): Promise<number> {
+  let fh: FileHandle;
+  fh = await open(path, 'a+'); // created empty when absent, so a poll before the first batch finds the file
+  await fh.close();
+  fh = await open(path, 'r+');
+  try {
+    const size = (await fh.stat()).size;
+    const buf = Buffer.alloc(64 * 1024);
+    let end = size;
+    while (end > 0) {
+      const from = Math.max(0, end - buf.length);
+      const { bytesRead } = await fh.read(buf, 0, end - from, from);
+      const nl = buf.subarray(0, bytesRead).lastIndexOf(0x0a);
+      if (nl >= 0) {
+        end = from + nl + 1;
+        break;
+      }
+      end = from;
+    }
+    if (end < size) {
+      await fh.truncate(end);
+      await fh.sync();
+    }
+    return end;
+  } finally {
+    await fh.close();
   }
 }
 
