@@ -136,7 +136,7 @@ export class WebhookSource implements AuditSource {
   }
 
   /** Counters for `/tokens status`. */
-  status(): WebhookStatus {
+  webhookStatus(): WebhookStatus {
     return { shedBatches: this.shed, acceptedEvents: this.accepted, unconsumedBytes: Math.max(0, this.size - this.consumed) };
   }
 

@@ -68,7 +68,7 @@ describe('WebhookSource', () => {
     expect((await pollAll(source, first.result)).items).toEqual([]);
     expect((await postBatch({ port, ca: server.cert, token: TOKEN, body: batch(stale('d')) })).status).toBe(200);
     expect(ids((await pollAll(source, first.result)).items)).toEqual(['d']);
-    expect(source.status()).toMatchObject({ acceptedEvents: 4, shedBatches: 0 });
+    expect(source.webhookStatus()).toMatchObject({ acceptedEvents: 4, shedBatches: 0 });
   });
 
   it('answers 401 to a wrong or missing token and stores nothing', async () => {
@@ -79,7 +79,7 @@ describe('WebhookSource', () => {
     expect(wrong.body).not.toContain(TOKEN);
     expect(spoolSize(spool)).toBe(0);
     expect((await pollAll(source)).items).toEqual([]);
-    expect(source.status().acceptedEvents).toBe(0);
+    expect(source.webhookStatus().acceptedEvents).toBe(0);
   });
 
   it('accepts a client certificate signed by the configured CA instead of a token', async () => {
@@ -112,13 +112,13 @@ describe('WebhookSource', () => {
     expect(refused.status).toBe(429);
     expect(refused.headers['retry-after']).toBe('5');
     expect(shed).toBe(1);
-    expect(source.status().shedBatches).toBe(1);
+    expect(source.webhookStatus().shedBatches).toBe(1);
     const read = await pollAll(source);
     expect(ids(read.items)).toEqual(['s-0', 's-1', 's-2', 's-3', 's-4']);
     // the next poll starts with everything committed: the spool is emptied, and batches are accepted again
     expect((await pollAll(source, read.result)).items).toEqual([]);
     expect(spoolSize(spool)).toBe(0);
-    expect(source.status().unconsumedBytes).toBe(0);
+    expect(source.webhookStatus().unconsumedBytes).toBe(0);
     expect((await postBatch({ port, ca: server.cert, token: TOKEN, body: batch(stale('late')) })).status).toBe(200);
     expect(ids((await pollAll(source, read.result)).items)).toEqual(['late']);
   });
