@@ -58,6 +58,7 @@ function maxTokenAgeValue(m: MaxTokenAge): string | number {
 function auditValue(a: AuditSourceConfig): unknown {
   if ('file' in a) return { file: { ...a.file } };
   if ('none' in a) return { none: true };
+  if ('webhook' in a) return { webhook: { ...a.webhook } }; // file paths and an env var name only, no secret
   return { cloudwatch: { ...a.cloudwatch, overlap: formatDuration(a.cloudwatch.overlap) } };
 }
 

@@ -8,6 +8,7 @@
  * {@link crossFieldIssues}, which always runs. Both lists are merged.
  */
 import { ErrorCode, TokenwatchError } from '../errors.js';
+import { dirname, join } from 'node:path';
 import { z } from 'zod';
 import { validateDetailed } from 'node-cron';
 import type { MaxTokenAge } from '../findings/types.js';
@@ -146,9 +147,35 @@ const cloudWatchSchema = z.strictObject({
   overlap: duration().prefault('10m'),
 });
 
+/** Audit webhook listener (src/sources/webhook.ts, docs/live-mode.md#audit-webhook). */
+const webhookSchema = z.strictObject({
+  /** Listen address. Default `0.0.0.0`. */
+  host: z.string().min(1).default('0.0.0.0'),
+  /** HTTPS port. Default 8443. */
+  port: port.default(8443),
+  /** PEM server certificate file (the API server checks it against the webhook kubeconfig's `certificate-authority`). */
+  certFile: z.string().min(1),
+  /** PEM private key file of `certFile`. */
+  keyFile: z.string().min(1),
+  /** File holding the bearer token the webhook kubeconfig's user sends (trimmed). */
+  tokenFile: z.string().min(1).optional(),
+  /** Environment variable holding that token (instead of `tokenFile`). */
+  tokenEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'expected an environment variable name').optional(),
+  /** PEM CA file: client certificates it signed are accepted (the kubeconfig's `client-certificate`). */
+  clientCaFile: z.string().min(1).optional(),
+  /** Spool file. Default `webhook-<cluster name>.spool` next to the store's database file. */
+  spool: z.string().min(1).optional(),
+  /** Largest request body, bytes; larger → 413. Default 16 MiB. */
+  maxBodyBytes: z.int().min(1024).default(16 * 1024 * 1024),
+  /** Unconsumed spool bytes past which batches are answered 429. Default 256 MiB. */
+  maxSpoolBytes: z.int().min(1024).default(256 * 1024 * 1024),
+});
+
 const auditSchema = z.strictObject({
   cloudwatch: cloudWatchSchema.optional(),
   file: z.strictObject({ path: z.string().min(1) }).optional(),
+  /** HTTPS listener for the API server's audit webhook backend. */
+  webhook: webhookSchema.optional(),
   /** No audit log (e.g. EKS with audit logging off): only API-server token metrics and the node probe. */
   none: z.literal(true, { error: 'expected true' }).optional(),
 });
@@ -391,11 +418,17 @@ export type CloudWatchAuditConfig = Omit<FileCloudWatch, 'region' | 'logGroup'> 
 /** An audit log file followed across rotation. */
 export type FileAuditConfig = NonNullable<FileCluster['audit']['file']>;
 
+/** The audit webhook listener; `spool` filled in. */
+export type WebhookAuditConfig = Omit<NonNullable<FileCluster['audit']['webhook']>, 'spool'> & {
+  /** Spool file path (default `webhook-<cluster>.spool` next to the store's database file). */
+  spool: string;
+};
+
 /**
  * Where a cluster's audit events come from: exactly one key. `{ none: true }`: no audit log (findings then come
  * only from API-server token metrics and the node probe; issue 13).
  */
-export type AuditSourceConfig = { cloudwatch: CloudWatchAuditConfig } | { file: FileAuditConfig } | { none: true };
+export type AuditSourceConfig = { cloudwatch: CloudWatchAuditConfig } | { file: FileAuditConfig } | { webhook: WebhookAuditConfig } | { none: true };
 
 /**
  * How tokenwatch reaches a cluster's API server: exactly one form. Narrow with `'inCluster' in k`,
@@ -514,9 +547,16 @@ export function crossFieldIssues(raw: unknown, env: NodeJS.ProcessEnv): ConfigIs
 
     if (isRecord(c.audit)) {
       const audit = c.audit;
-      const forms = ['cloudwatch', 'file', 'none'].filter((k) => audit[k] !== undefined);
+      const forms = ['cloudwatch', 'file', 'webhook', 'none'].filter((k) => audit[k] !== undefined);
       if (forms.length !== 1) {
-        issues.push({ path: at('audit'), message: `expected exactly one of cloudwatch, file, none (got ${forms.length === 0 ? 'none' : forms.join(', ')})` });
+        issues.push({ path: at('audit'), message: `expected exactly one of cloudwatch, file, webhook, none (got ${forms.length === 0 ? 'none' : forms.join(', ')})` });
+      }
+      const wh = audit.webhook;
+      if (isRecord(wh) && wh.tokenFile === undefined && wh.tokenEnv === undefined && wh.clientCaFile === undefined) {
+        issues.push({ path: at('audit', 'webhook'), message: 'needs client authentication: tokenFile, tokenEnv or clientCaFile' });
+      }
+      if (isRecord(wh) && wh.tokenFile !== undefined && wh.tokenEnv !== undefined) {
+        issues.push({ path: at('audit', 'webhook'), message: 'tokenFile and tokenEnv are exclusive' });
       }
       const cw = c.audit.cloudwatch;
       if (isRecord(cw) && cw.region === undefined && envRegion === undefined) {
@@ -615,7 +655,11 @@ function toIssues(i: z.core.$ZodIssue): ConfigIssue[] {
   return [{ path, message: i.message }];
 }
 
-function buildAudit(a: FileConfig['clusters'][number]['audit'], name: string, eksName: string | undefined, envRegion: string | undefined): AuditSourceConfig {
+function buildAudit(a: FileConfig['clusters'][number]['audit'], name: string, eksName: string | undefined, envRegion: string | undefined, storePath: string): AuditSourceConfig {
+  if (a.webhook !== undefined) {
+    const { spool, ...w } = a.webhook;
+    return { webhook: { ...w, spool: spool ?? join(dirname(storePath), `webhook-${name}.spool`) } };
+  }
   if (a.cloudwatch !== undefined) {
     const cw = a.cloudwatch;
     return {
@@ -663,7 +707,7 @@ function assemble(file: FileConfig, env: NodeJS.ProcessEnv): Config {
   const clusters: ClusterConfig[] = file.clusters.map((c) => {
     const out: ClusterConfig = {
       name: c.name,
-      audit: buildAudit(c.audit, c.name, c.kubernetes.eks?.clusterName, envRegion),
+      audit: buildAudit(c.audit, c.name, c.kubernetes.eks?.clusterName, envRegion, file.store.path),
       kubernetes: buildKubernetes(c.kubernetes, envRegion),
       maxTokenAge: c.maxTokenAge,
       schedule: c.schedule,

@@ -46,6 +46,8 @@ export interface ClusterRuntime {
   remediator?: KubeRemediator;
   /** Why Kubernetes access could not be set up (shown in `/tokens status`), if it could not. */
   kubeError?: string;
+  /** The bound port of the cluster's audit webhook listener (`audit.webhook`), once started. */
+  webhookPort?: number;
 }
 
 /** A listener for fresh findings after each successful poll (Slack notifier, verification). */
@@ -203,14 +205,14 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   };
 
   for (const c of config.clusters) {
-    const source = createAuditSource(c.audit);
+    const source = createAuditSource(c.audit, { cluster: c.name, onShed: () => metrics.webhookShed.inc({ cluster: c.name }) });
     const kube = await buildKube(c);
     if (kube.error) logger.error({ cluster: c.name }, kube.error);
     const secretMetadata = 'secretMetadata' in c.kubernetes && c.kubernetes.secretMetadata === true;
     const state = kube.kubeConfig ? new KubeClusterState(kube.kubeConfig, { secretMetadata }) : undefined;
     const probe = kube.kubeConfig ? new KubeProbeReports(kube.kubeConfig, PROBE_NAMESPACE, (what, reason, n) => metrics.probeDropped.inc({ cluster: c.name, what, reason }, n)) : undefined;
     const blind = new BlindLogMonitor({
-      source: 'cloudwatch' in c.audit ? 'cloudwatch' : 'file' in c.audit ? 'file' : 'none',
+      source: 'cloudwatch' in c.audit ? 'cloudwatch' : 'file' in c.audit || 'webhook' in c.audit ? 'file' : 'none',
       ...(c.blindLog ? { silentAfterMs: c.blindLog.silentAfter, silentPolls: c.blindLog.silentPolls } : {}),
       startedAt: clock(),
       otherSignals: kube.kubeConfig !== undefined, // token metrics and the node probe need Kubernetes access
@@ -329,6 +331,16 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
     throw err;
   });
   const port = (server.address() as AddressInfo).port;
+  // Audit webhook listeners (src/sources/webhook.ts) start before the first poll; one that cannot bind stops serve.
+  try {
+    for (const rt of clusters.values()) if (rt.source.start) rt.webhookPort = await rt.source.start();
+  } catch (err) {
+    for (const rt of clusters.values()) rt.source.close?.();
+    server.close();
+    lock?.release();
+    store.close();
+    throw err;
+  }
 
   const starters =
     opts.integrations ?? (config.slack?.enabled ? [async (ctx: ServeContext) => (await import('../slack/app.js')).startSlack(ctx)] : []);

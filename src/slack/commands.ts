@@ -195,6 +195,11 @@ export class TokensCommand {
     ];
     const blind = rt.blind?.state(this.deps.clock());
     if (blind?.blind) health.push({ name: blind.text, ok: false });
+    const wh = rt.source.webhookStatus?.();
+    if (wh) {
+      const waiting = (wh.unconsumedBytes / 1048576).toFixed(1);
+      health.push({ name: `audit webhook: ${wh.acceptedEvents} events accepted, ${wh.shedBatches} batches shed (429), ${waiting} MiB waiting`, ok: wh.shedBatches === 0 });
+    }
     const k = rt.config.kubernetes;
     if ('none' in k) {
       health.push({ name: 'Kubernetes API: not configured (kubernetes: none): no workloads in findings, no actions', ok: true });

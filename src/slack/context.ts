@@ -32,8 +32,11 @@ export interface SlackPollHealth {
 /** What Slack uses of one watched cluster. */
 export interface SlackCluster {
   config: ClusterConfig;
-  /** The audit source (its id names it in `/tokens status`). */
-  source: { id: string };
+  /**
+   * The audit source (its id names it in `/tokens status`); the audit webhook source also reports its counters
+   * (`src/sources/webhook.ts`), one status line.
+   */
+  source: { id: string; webhookStatus?(): { acceptedEvents: number; shedBatches: number; unconsumedBytes: number } };
   /** The cluster's poller, for its health. */
   poller: { health(): SlackPollHealth };
   /** Undefined with `kubernetes: { none: true }`. */

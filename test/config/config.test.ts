@@ -237,7 +237,7 @@ describe('errors', () => {
       'clusters.0.name:11 → expected a DNS-1123 label: lowercase letters, digits and "-", at most 63 characters',
       'clusters.0.schedule:16 → invalid cron expression "61 * * * *": 61 is a invalid expression for minute',
       'clusters.0.slack.approvers.0:20 → expected a Slack user id (U…, W…) or user group id (S…)',
-      'clusters.1.audit:22 → expected exactly one of cloudwatch, file, none (got cloudwatch, file)',
+      'clusters.1.audit:22 → expected exactly one of cloudwatch, file, webhook, none (got cloudwatch, file)',
       'clusters.1.thresholds:27 → criticalDays (30) must be less than warningDays (7)',
       'clusters.2.name:30 → duplicate cluster name "staging" (also clusters[1])',
       'env.SLACK_APP_TOKEN → required when slack.mode is socket',
@@ -305,7 +305,7 @@ describe('errors', () => {
         ),
       ),
     ).toEqual([
-      'clusters.0.audit → expected exactly one of cloudwatch, file, none (got none)',
+      'clusters.0.audit → expected exactly one of cloudwatch, file, webhook, none (got none)',
       'clusters.0.kubernetes → expected exactly one of inCluster, kubeconfig/context, eks, none (got inCluster, eks)',
       'clusters.0.kubernetes.eks.region → required (or set AWS_REGION)',
       'clusters.1.audit.cloudwatch.region → required (or set AWS_REGION)',
@@ -488,3 +488,23 @@ describe('namespace patterns', () => {
     ]);
   });
 });
+
+describe('audit.webhook', () => {
+  const cluster = (webhook: Record<string, unknown>) => ({ clusters: [{ name: 'prod', audit: { webhook } }], store: { path: '/var/lib/tw/tw.db' } });
+  it('fills defaults: listener 0.0.0.0:8443, 16 MiB bodies, 256 MiB spool next to the store', () => {
+    const c = parseConfig(cluster({ certFile: '/tls/crt', keyFile: '/tls/key', tokenFile: '/tok' }), {});
+    expect(c.clusters[0]!.audit).toEqual({
+      webhook: { host: '0.0.0.0', port: 8443, certFile: '/tls/crt', keyFile: '/tls/key', tokenFile: '/tok', maxBodyBytes: 16777216, maxSpoolBytes: 268435456, spool: '/var/lib/tw/webhook-prod.spool' },
+    });
+  });
+  it('needs client authentication, and one token form only', () => {
+    expect(issuesOf(() => parseConfig(cluster({ certFile: '/c', keyFile: '/k' }), {}))).toEqual([
+      'clusters.0.audit.webhook → needs client authentication: tokenFile, tokenEnv or clientCaFile',
+    ]);
+    expect(issuesOf(() => parseConfig(cluster({ certFile: '/c', keyFile: '/k', tokenFile: '/t', tokenEnv: 'TW_TOKEN' }), {}))).toEqual([
+      'clusters.0.audit.webhook → tokenFile and tokenEnv are exclusive',
+    ]);
+    expect(issuesOf(() => parseConfig(cluster({ keyFile: '/k', clientCaFile: '/ca' }), {}))).toEqual(['clusters.0.audit.webhook.certFile → required']);
+  });
+});
+

@@ -264,6 +264,20 @@ describe.skipIf(!helmPath)(`Helm chart charts/tokenwatch${skip ? ` (skipped: ${s
     expect(defaults.some((o) => o.metadata.name === 'tokenwatch-slack')).toBe(false);
   });
 
+  it('audit webhook on: a container port, a Service, the Secret mounted, NetworkPolicy ingress from the given peers only; off by default', () => {
+    const peers = [{ ipBlock: { cidr: '10.0.0.0/16' } }];
+    const objs = helmTemplate({ values: { webhook: { enabled: true, port: 9443, existingSecret: 'tw-webhook', from: peers } } });
+    const pod = find(objs, 'Deployment', 'tokenwatch').spec.template.spec;
+    expect(pod.containers[0].ports).toContainEqual({ name: 'webhook', containerPort: 9443, protocol: 'TCP' });
+    expect(pod.containers[0].volumeMounts).toContainEqual({ name: 'webhook', mountPath: '/etc/tokenwatch-webhook', readOnly: true });
+    expect(pod.volumes).toContainEqual({ name: 'webhook', secret: { secretName: 'tw-webhook' } });
+    expect(find(objs, 'Service', 'tokenwatch-webhook').spec.ports).toEqual([{ name: 'https-webhook', port: 9443, targetPort: 'webhook', protocol: 'TCP' }]);
+    expect(find(objs, 'NetworkPolicy', 'tokenwatch').spec.ingress).toContainEqual({ from: peers, ports: [{ protocol: 'TCP', port: 9443 }] });
+    const closed = helmTemplate({ values: { webhook: { enabled: true } } });
+    expect(find(closed, 'NetworkPolicy', 'tokenwatch').spec.ingress.some((r: { ports: { port: number }[] }) => r.ports[0]!.port === 8443)).toBe(false);
+    expect(defaults.some((o) => o.metadata.name === 'tokenwatch-webhook')).toBe(false);
+  });
+
   it('NetworkPolicy: an empty peer list closes its port, never opens it to every source (a rule with from: [] would)', () => {
     // Found in a new-user trial: the chart README shows these lists as [], and `from: []` admits everyone.
     const only = (set: ChartValues) => find(helmTemplate(set), 'NetworkPolicy', 'tokenwatch').spec.ingress;
