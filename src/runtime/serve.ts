@@ -263,9 +263,16 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   const scheduler = new Scheduler({
     jitterMs: opts.jitterMs ?? config.poll.jitter,
     shouldRun: isLeader,
-    onOverlap: (job) => {
-      metrics.polls.inc({ cluster: job, outcome: 'skipped-overlap' });
-      logger.warn({ cluster: job }, 'poll skipped: the previous poll of this cluster is still running');
+    onOverlap: (job) => metrics.polls.inc({ cluster: job, outcome: 'skipped-overlap' }),
+    onMissed: (job, tick) => {
+      metrics.pollsMissed.inc({ cluster: job, reason: tick.reason });
+      clusters.get(job)?.poller.recordMissed(tick.dueAt, tick.reason);
+      const why = tick.reason === 'overlap' ? 'the previous poll of this cluster is still running' : 'folded into a late poll of this cluster that is still running';
+      logger.warn({ cluster: job, dueAt: new Date(tick.dueAt).toISOString(), reason: tick.reason }, `scheduled poll missed: ${why}`);
+    },
+    onLate: (job, tick) => {
+      metrics.pollsLate.inc({ cluster: job });
+      logger.warn({ cluster: job, dueAt: new Date(tick.dueAt).toISOString(), lateMs: tick.lateMs }, 'scheduled poll ran late: its timer fired late (event loop busy)');
     },
     onError: (job, err) => logger.error({ err, cluster: job }, 'poll job failed'),
   });

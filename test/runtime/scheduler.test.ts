@@ -143,7 +143,10 @@ describe('Scheduler: missed ticks (node-cron execution:missed, on a fake clock)'
     vi.useFakeTimers({ toFake: ['Date'], now: at('00.000') });
     const events: string[] = [];
     let beats = 0;
-    sched = new Scheduler({ jitterMs: 0, runAtStart: false, shouldRun: () => (beats++, false), onLate: () => events.push('late'), onMissed: () => events.push('missed') });
+    sched = new Scheduler({ jitterMs: 0, runAtStart: false, shouldRun: () => {
+        beats++;
+        return false;
+      }, onLate: () => events.push('late'), onMissed: () => events.push('missed') });
     let runs = 0;
     sched.start([{ name: 'c', schedule: '* * * * * *', run: async () => void runs++ }]);
     vi.setSystemTime(at('03.500'));
