@@ -5,6 +5,7 @@
  */
 import { ErrorCode, TokenwatchError } from '../errors.js';
 import { ApiException, CoreV1Api, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
+import { timeoutOptions } from '../cluster/kube.js';
 import type { ProbeReport } from './host.js';
 
 /** Default namespace of the probe DaemonSet and its ConfigMaps. */
@@ -80,21 +81,27 @@ export interface ProbeReportSource {
   read(): Promise<ProbeReport[]>;
 }
 
-/** {@link ProbeReportSource} over the Kubernetes API: `list configmaps` in the probe namespace, by label. */
+/**
+ * {@link ProbeReportSource} over the Kubernetes API: `list configmaps` in the probe namespace, by label. Each list
+ * is aborted after `timeoutMs` (default 10,000 ms; `poll.requestTimeout` in serve), so a hung API server fails the
+ * read instead of holding the poll.
+ */
 export class KubeProbeReports implements ProbeReportSource {
   constructor(
     private readonly kc: KubeConfig,
     private readonly namespace: string = PROBE_NAMESPACE,
+    private readonly timeoutMs = 10_000,
   ) {}
 
   async read(): Promise<ProbeReport[]> {
     const core = this.kc.makeApiClient(CoreV1Api);
     try {
-      const list = await core.listNamespacedConfigMap({ namespace: this.namespace, labelSelector: `${PROBE_LABEL.key}=${PROBE_LABEL.value}` });
+      const list = await core.listNamespacedConfigMap({ namespace: this.namespace, labelSelector: `${PROBE_LABEL.key}=${PROBE_LABEL.value}` }, timeoutOptions(this.timeoutMs));
       return list.items.map(reportOf).filter((r): r is ProbeReport => r !== undefined);
     } catch (err) {
       if (status(err) === 404) return [];
       if (status(err) === 403) throw new TokenwatchError(ErrorCode.ProbeFailed, `listing probe ConfigMaps in namespace ${this.namespace} is forbidden: grant list configmaps there (manifests/probe)`);
+      if (err instanceof Error && err.name === 'TimeoutError') throw new TokenwatchError(ErrorCode.ProbeFailed, `listing probe ConfigMaps in namespace ${this.namespace} timed out after ${this.timeoutMs} ms`, { cause: err });
       throw new TokenwatchError(ErrorCode.ProbeFailed, `listing probe ConfigMaps in namespace ${this.namespace} failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
     }
   }

@@ -207,8 +207,9 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
     const kube = await buildKube(c);
     if (kube.error) logger.error({ cluster: c.name }, kube.error);
     const secretMetadata = 'secretMetadata' in c.kubernetes && c.kubernetes.secretMetadata === true;
-    const state = kube.kubeConfig ? new KubeClusterState(kube.kubeConfig, { secretMetadata }) : undefined;
-    const probe = kube.kubeConfig ? new KubeProbeReports(kube.kubeConfig) : undefined;
+    const timeoutMs = config.poll.requestTimeout;
+    const state = kube.kubeConfig ? new KubeClusterState(kube.kubeConfig, { secretMetadata, timeoutMs }) : undefined;
+    const probe = kube.kubeConfig ? new KubeProbeReports(kube.kubeConfig, undefined, timeoutMs) : undefined;
     const blind = new BlindLogMonitor({
       source: 'cloudwatch' in c.audit ? 'cloudwatch' : 'file' in c.audit ? 'file' : 'none',
       ...(c.blindLog ? { silentAfterMs: c.blindLog.silentAfter, silentPolls: c.blindLog.silentPolls } : {}),
@@ -235,7 +236,7 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       logger,
       metrics,
       clock,
-      ...(kube.kubeConfig ? { tokenMetrics: new TokenMetricsMonitor({ cluster: c.name, scraper: new KubeMetricsScraper(kube.kubeConfig), store, logger }) } : {}),
+      ...(kube.kubeConfig ? { tokenMetrics: new TokenMetricsMonitor({ cluster: c.name, scraper: new KubeMetricsScraper(kube.kubeConfig, { timeoutMs: config.poll.requestTimeout }), store, logger }) } : {}),
       ...(probe ? { probe } : {}),
       seenRetentionMs: Math.max(2 * HOUR_MS, 'cloudwatch' in c.audit ? c.audit.cloudwatch.overlap * 2 : 0),
       chunkEvents: config.poll.chunkEvents,
