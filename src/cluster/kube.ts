@@ -222,9 +222,10 @@ function preMiddleware(edit: (ctx: RequestContext) => void): ObservableMiddlewar
 /**
  * Per-call options: a fresh abort signal firing after `ms` milliseconds (client-node passes `RequestContext` signals to
  * undici's fetch, `gen/http/isomorphic-fetch.js`), plus any extra middleware. Appended to the API client's own
- * middleware, like client-node's `setHeaderOptions`.
+ * middleware, like client-node's `setHeaderOptions`. Build them per call: the signal's clock starts here. A timed-out
+ * call rejects with the signal's `TimeoutError` (a `DOMException`, https://developer.mozilla.org/docs/Web/API/AbortSignal/timeout_static).
  */
-function callOptions(ms: number, extra: ObservableMiddleware[] = []): ConfigurationOptions {
+export function timeoutOptions(ms: number, extra: ObservableMiddleware[] = []): ConfigurationOptions {
   return {
     middleware: [preMiddleware((ctx) => ctx.setSignal(AbortSignal.timeout(ms))), ...extra],
     middlewareMergeStrategy: 'append',
@@ -273,7 +274,7 @@ export class KubeClusterState implements ClusterStateSource {
   ): Promise<T | undefined> {
     return this.limit(async () => {
       try {
-        return await fn(callOptions(this.timeoutMs, extra));
+        return await fn(timeoutOptions(this.timeoutMs, extra));
       } catch (err) {
         const reason = classify(err, info, this.timeoutMs);
         if (reason === undefined) return undefined;

@@ -101,7 +101,7 @@ export function toFileForm(config: Config): Record<string, unknown> {
     rolloutTimeout: formatDuration(config.remediation.rolloutTimeout),
     settlePeriod: formatDuration(config.remediation.settlePeriod),
   };
-  out.poll = { jitter: formatDuration(config.poll.jitter), chunkEvents: config.poll.chunkEvents };
+  out.poll = { jitter: formatDuration(config.poll.jitter), chunkEvents: config.poll.chunkEvents, requestTimeout: formatDuration(config.poll.requestTimeout) };
   out.findings = {
     activeWindow: formatDuration(config.findings.activeWindow),
     quietPeriod: formatDuration(config.findings.quietPeriod),

@@ -349,6 +349,12 @@ export const fileSchema = z.strictObject({
        * CloudWatch pages then hold at most this many events. Default `10000` (one full FilterLogEvents page); 100 to 1,000,000.
        */
       chunkEvents: z.number().int().min(100).max(1_000_000).prefault(10_000),
+      /**
+       * Longest wait for one Kubernetes API request of a poll (cluster state, probe ConfigMaps, the API server's
+       * `/metrics`), ms: a hung API server (accepts the connection, never answers) fails that read and marks the poll
+       * degraded instead of holding it. Default `10s`; at least `1s`.
+       */
+      requestTimeout: duration(SECOND_MS).prefault('10s'),
     })
     .prefault({}),
   /** When a finding counts as current, and when it concludes on its own. */
@@ -756,7 +762,7 @@ function assemble(file: FileConfig, env: NodeJS.ProcessEnv): Config {
     log: { level: level !== undefined ? (level as Config['log']['level']) : file.log.level },
     ...(slack !== undefined ? { slack } : {}),
     remediation: { rolloutTimeout: file.remediation.rolloutTimeout, settlePeriod: file.remediation.settlePeriod },
-    poll: { jitter: file.poll.jitter, chunkEvents: file.poll.chunkEvents },
+    poll: { jitter: file.poll.jitter, chunkEvents: file.poll.chunkEvents, requestTimeout: file.poll.requestTimeout },
     findings: { activeWindow: file.findings.activeWindow, quietPeriod: file.findings.quietPeriod, readinessMinWindow: file.findings.readinessMinWindow },
     retention: { tokenRecords: file.retention.tokenRecords, pollRuns: file.retention.pollRuns, actionLog: file.retention.actionLog },
     clusters,

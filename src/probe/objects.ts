@@ -5,6 +5,7 @@
  */
 import { ErrorCode, TokenwatchError } from '../errors.js';
 import { ApiException, AuthenticationV1Api, CoreV1Api, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
+import { timeoutOptions } from '../cluster/kube.js';
 import type { ProbeReport } from './host.js';
 import { PROBE_AUDIENCE, PROOF_KEY, probeObjectName, sanitizeReport, verifiedReports, type DropCounter, type ProbeClusterView } from './verify.js';
 
@@ -78,8 +79,8 @@ export interface ProbeReportSource {
   read(): Promise<ProbeReport[]>;
 }
 
-/** {@link ProbeClusterView} over the Kubernetes API (TokenReview, get pod, get ServiceAccount). */
-export function kubeProbeView(kc: KubeConfig): ProbeClusterView {
+/** {@link ProbeClusterView} over the Kubernetes API (TokenReview, get pod, get ServiceAccount), each call aborted after `timeoutMs`. */
+export function kubeProbeView(kc: KubeConfig, timeoutMs = 10_000): ProbeClusterView {
   const core = kc.makeApiClient(CoreV1Api);
   const auth = kc.makeApiClient(AuthenticationV1Api);
   const orMissing = async <T>(fn: () => Promise<T>): Promise<T | undefined> => {
@@ -92,16 +93,16 @@ export function kubeProbeView(kc: KubeConfig): ProbeClusterView {
   };
   return {
     async review(token) {
-      const r = await auth.createTokenReview({ body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token, audiences: [PROBE_AUDIENCE] } } });
+      const r = await auth.createTokenReview({ body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token, audiences: [PROBE_AUDIENCE] } } }, timeoutOptions(timeoutMs));
       const st = r.status ?? {};
       return { authenticated: st.authenticated === true, ...(st.user?.username ? { username: st.user.username } : {}), ...(st.audiences ? { audiences: st.audiences } : {}), ...(st.user?.extra ? { extra: st.user.extra } : {}) };
     },
     async pod(namespace, name) {
-      const p = await orMissing(() => core.readNamespacedPod({ namespace, name }));
+      const p = await orMissing(() => core.readNamespacedPod({ namespace, name }, timeoutOptions(timeoutMs)));
       return p ? { uid: p.metadata?.uid ?? '', nodeName: p.spec?.nodeName } : undefined;
     },
     async serviceAccountUid(namespace, name) {
-      const sa = await orMissing(() => core.readNamespacedServiceAccount({ namespace, name }));
+      const sa = await orMissing(() => core.readNamespacedServiceAccount({ namespace, name }, timeoutOptions(timeoutMs)));
       return sa ? (sa.metadata?.uid ?? '') : undefined;
     },
   };
@@ -109,28 +110,32 @@ export function kubeProbeView(kc: KubeConfig): ProbeClusterView {
 
 /**
  * {@link ProbeReportSource} over the Kubernetes API: `list configmaps` in the probe namespace, by label; only the
- * reports `verify.ts` believes are returned, and what it drops is counted through `onDrop`.
+ * reports `verify.ts` believes are returned, and what it drops is counted through `onDrop`. Each call is aborted
+ * after `timeoutMs` (default 10,000 ms; `poll.requestTimeout` in serve), so a hung API server fails the read instead
+ * of holding the poll.
  */
 export class KubeProbeReports implements ProbeReportSource {
   constructor(
     private readonly kc: KubeConfig,
     private readonly namespace: string = PROBE_NAMESPACE,
     private readonly onDrop?: DropCounter,
+    private readonly timeoutMs = 10_000,
   ) {}
 
   async read(): Promise<ProbeReport[]> {
     const core = this.kc.makeApiClient(CoreV1Api);
     let items: V1ConfigMap[];
     try {
-      const list = await core.listNamespacedConfigMap({ namespace: this.namespace, labelSelector: `${PROBE_LABEL.key}=${PROBE_LABEL.value}` });
+      const list = await core.listNamespacedConfigMap({ namespace: this.namespace, labelSelector: `${PROBE_LABEL.key}=${PROBE_LABEL.value}` }, timeoutOptions(this.timeoutMs));
       items = list.items;
     } catch (err) {
       if (status(err) === 404) return [];
       if (status(err) === 403) throw new TokenwatchError(ErrorCode.ProbeFailed, `listing probe ConfigMaps in namespace ${this.namespace} is forbidden: grant list configmaps there (manifests/probe)`);
+      if (err instanceof Error && err.name === 'TimeoutError') throw new TokenwatchError(ErrorCode.ProbeFailed, `listing probe ConfigMaps in namespace ${this.namespace} timed out after ${this.timeoutMs} ms`, { cause: err });
       throw new TokenwatchError(ErrorCode.ProbeFailed, `listing probe ConfigMaps in namespace ${this.namespace} failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
     }
     const cms = items.map((cm) => ({ name: cm.metadata?.name ?? '', data: cm.data ?? {} }));
-    return verifiedReports(cms, this.namespace, kubeProbeView(this.kc), this.onDrop);
+    return verifiedReports(cms, this.namespace, kubeProbeView(this.kc, this.timeoutMs), this.onDrop);
   }
 }
 

@@ -29,15 +29,12 @@ import { EventEmitter } from 'node:events';
 import {
   ApiException,
   CoordinationV1Api,
-  Observable,
   V1MicroTime,
   type ConfigurationOptions,
   type KubeConfig,
-  type ObservableMiddleware,
-  type RequestContext,
-  type ResponseContext,
   type V1Lease,
 } from '@kubernetes/client-node';
+import { timeoutOptions } from '../cluster/kube.js';
 
 export { LEADER_API_CALLS } from '../rbac/calls.js';
 
@@ -169,18 +166,6 @@ export interface LeaderElectorEvents {
 }
 
 type Attempt = { ok: true; transitions: number } | { ok: false; heldBy?: string };
-
-/** Sets an abort signal on every request (client-node 2 passes `RequestContext` signals to undici's fetch; `gen/http/isomorphic-fetch.js`). */
-function timeoutOptions(ms: number): ConfigurationOptions {
-  const mw: ObservableMiddleware = {
-    pre: (ctx: RequestContext) => {
-      ctx.setSignal(AbortSignal.timeout(ms));
-      return new Observable(Promise.resolve(ctx));
-    },
-    post: (rsp: ResponseContext) => new Observable(Promise.resolve(rsp)),
-  };
-  return { middleware: [mw], middlewareMergeStrategy: 'append' };
-}
 
 /** HTTP status of a client-node error, or undefined. */
 function statusOf(err: unknown): number | undefined {

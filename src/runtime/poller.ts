@@ -158,6 +158,11 @@ export class ClusterPoller {
     return this.deps.cluster.name;
   }
 
+  /** Records a scheduled poll that did not run (`dueAt` epoch ms UTC; reason from the scheduler), for {@link health}. */
+  recordMissed(dueAt: number, reason: string): void {
+    this.healthState.missed = { count: (this.healthState.missed?.count ?? 0) + 1, lastDueAt: dueAt, lastReason: reason };
+  }
+
   /** Health after the last poll. */
   health(): PollHealth {
     return { ...this.healthState };

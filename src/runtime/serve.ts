@@ -209,8 +209,9 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
     const kube = await buildKube(c);
     if (kube.error) logger.error({ cluster: c.name }, kube.error);
     const secretMetadata = 'secretMetadata' in c.kubernetes && c.kubernetes.secretMetadata === true;
-    const state = kube.kubeConfig ? new KubeClusterState(kube.kubeConfig, { secretMetadata }) : undefined;
-    const probe = kube.kubeConfig ? new KubeProbeReports(kube.kubeConfig, PROBE_NAMESPACE, (what, reason, n) => metrics.probeDropped.inc({ cluster: c.name, what, reason }, n)) : undefined;
+    const timeoutMs = config.poll.requestTimeout;
+    const state = kube.kubeConfig ? new KubeClusterState(kube.kubeConfig, { secretMetadata, timeoutMs }) : undefined;
+    const probe = kube.kubeConfig ? new KubeProbeReports(kube.kubeConfig, PROBE_NAMESPACE, (what, reason, n) => metrics.probeDropped.inc({ cluster: c.name, what, reason }, n), timeoutMs) : undefined;
     const blind = new BlindLogMonitor({
       source: 'cloudwatch' in c.audit ? 'cloudwatch' : 'file' in c.audit || 'webhook' in c.audit ? 'file' : 'none',
       ...(c.blindLog ? { silentAfterMs: c.blindLog.silentAfter, silentPolls: c.blindLog.silentPolls } : {}),
@@ -237,7 +238,7 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       logger,
       metrics,
       clock,
-      ...(kube.kubeConfig ? { tokenMetrics: new TokenMetricsMonitor({ cluster: c.name, scraper: new KubeMetricsScraper(kube.kubeConfig), store, logger }) } : {}),
+      ...(kube.kubeConfig ? { tokenMetrics: new TokenMetricsMonitor({ cluster: c.name, scraper: new KubeMetricsScraper(kube.kubeConfig, { timeoutMs: config.poll.requestTimeout }), store, logger }) } : {}),
       ...(probe ? { probe } : {}),
       seenRetentionMs: Math.max(2 * HOUR_MS, 'cloudwatch' in c.audit ? c.audit.cloudwatch.overlap * 2 : 0),
       chunkEvents: config.poll.chunkEvents,
@@ -265,9 +266,16 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   const scheduler = new Scheduler({
     jitterMs: opts.jitterMs ?? config.poll.jitter,
     shouldRun: isLeader,
-    onOverlap: (job) => {
-      metrics.polls.inc({ cluster: job, outcome: 'skipped-overlap' });
-      logger.warn({ cluster: job }, 'poll skipped: the previous poll of this cluster is still running');
+    onOverlap: (job) => metrics.polls.inc({ cluster: job, outcome: 'skipped-overlap' }),
+    onMissed: (job, tick) => {
+      metrics.pollsMissed.inc({ cluster: job, reason: tick.reason });
+      clusters.get(job)?.poller.recordMissed(tick.dueAt, tick.reason);
+      const why = tick.reason === 'overlap' ? 'the previous poll of this cluster is still running' : 'folded into a late poll of this cluster that is still running';
+      logger.warn({ cluster: job, dueAt: new Date(tick.dueAt).toISOString(), reason: tick.reason }, `scheduled poll missed: ${why}`);
+    },
+    onLate: (job, tick) => {
+      metrics.pollsLate.inc({ cluster: job });
+      logger.warn({ cluster: job, dueAt: new Date(tick.dueAt).toISOString(), lateMs: tick.lateMs }, 'scheduled poll ran late: its timer fired late (event loop busy)');
     },
     onError: (job, err) => logger.error({ err, cluster: job }, 'poll job failed'),
   });

@@ -193,6 +193,10 @@ export class TokensCommand {
         lastSuccess: h.lastSuccessAt ?? null,
       },
     ];
+    if (h.missed) {
+      const why = h.missed.lastReason === 'overlap' ? 'the previous poll was still running' : 'folded into a late poll';
+      health.push({ name: `scheduled polls missed: ${h.missed.count}`, ok: false, detail: `last due ${new Date(h.missed.lastDueAt).toISOString()}, ${why}` });
+    }
     const blind = rt.blind?.state(this.deps.clock());
     if (blind?.blind) health.push({ name: blind.text, ok: false });
     const wh = rt.source.webhookStatus?.();

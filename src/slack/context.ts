@@ -27,6 +27,8 @@ export interface SlackPollHealth {
   metricsError?: string;
   /** Why the last read of the node-probe reports failed, if it did. */
   probeError?: string;
+  /** Scheduled polls of this cluster that did not run since start: how many, and the latest (due time epoch ms UTC, reason). */
+  missed?: { count: number; lastDueAt: number; lastReason: string };
 }
 
 /** What Slack uses of one watched cluster. */

@@ -36,7 +36,7 @@ describe('parseConfig defaults', () => {
       http: { host: '0.0.0.0', port: 8080 },
       log: { level: 'info' },
       remediation: { rolloutTimeout: 600_000, settlePeriod: 7_200_000 },
-      poll: { jitter: 10_000, chunkEvents: 10_000 },
+      poll: { jitter: 10_000, chunkEvents: 10_000, requestTimeout: 10_000 },
       findings: { activeWindow: 3_600_000, quietPeriod: 86_400_000, readinessMinWindow: 7 * 86_400_000 },
       retention: { tokenRecords: 7 * 86_400_000, pollRuns: 7 * 86_400_000, actionLog: 90 * 86_400_000 },
       clusters: [
@@ -164,7 +164,7 @@ describe('parseConfig defaults', () => {
   });
 
   it('poll.chunkEvents: a whole number from 100 to 1,000,000, default 10,000', () => {
-    expect(parseConfig({ poll: { chunkEvents: 25_000 }, clusters: [fileCluster] }, {}).poll).toEqual({ jitter: 10_000, chunkEvents: 25_000 });
+    expect(parseConfig({ poll: { chunkEvents: 25_000 }, clusters: [fileCluster] }, {}).poll).toEqual({ jitter: 10_000, chunkEvents: 25_000, requestTimeout: 10_000 });
     const issues = (v: unknown) => issuesOf(() => parseConfig({ poll: { chunkEvents: v }, clusters: [fileCluster] }, {}));
     expect(issues(99)).toHaveLength(1);
     expect(issues(99)[0]).toMatch(/^poll\.chunkEvents → .*100/);

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Scheduler } from '../../src/runtime/scheduler.js';
 
 let sched: Scheduler | undefined;
@@ -75,5 +75,83 @@ describe('Scheduler', () => {
     expect(runs).toBe(1);
     expect(errors.map((e) => (e as Error).message)).toEqual(['boom']);
     expect(sched.runNow('nope')).toBe('unknown-job');
+  });
+});
+
+describe('Scheduler: missed ticks (node-cron execution:missed, on a fake clock)', () => {
+  // Only `Date` is faked: node-cron's heartbeat timer stays real (≤ 1 s on a per-second schedule) and reads the
+  // fake clock when it fires, so moving the clock forward stands for an event loop blocked that long.
+  // (Not vi.waitFor: under fake timers it advances the fake clock.)
+  const at = (hms: string): number => Date.parse(`2026-12-01T10:00:${hms}Z`);
+  async function until(cond: () => boolean): Promise<void> {
+    while (!cond()) await sleep(20);
+  }
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('runs a tick whose timer fired late, once; the other ticks of that beat are coalesced, a later one overlaps', async () => {
+    vi.useFakeTimers({ toFake: ['Date'], now: at('00.000') });
+    const runs: number[] = [];
+    const late: { dueAt: number; lateMs: number }[] = [];
+    const missed: { job: string; dueAt: number; reason: string }[] = [];
+    const releases: (() => void)[] = [];
+    sched = new Scheduler({
+      jitterMs: 0,
+      runAtStart: false,
+      onLate: (_j, t) => late.push(t),
+      onMissed: (job, t) => missed.push({ job, ...t }),
+    });
+    sched.start([
+      {
+        name: 'c1',
+        schedule: '* * * * * *',
+        run: () => {
+          runs.push(Date.now());
+          return new Promise<void>((r) => releases.push(r));
+        },
+      },
+    ]);
+    // Blocked from :00 to :03.5: the :01 and :02 ticks are past node-cron's 1 s tolerance, :03 is on time.
+    vi.setSystemTime(at('03.500'));
+    await until(() => missed.length >= 2);
+    expect(runs).toEqual([at('03.500')]); // one late run at once, not three
+    expect(late).toEqual([{ dueAt: at('01.000'), lateMs: 2500 }]);
+    expect(missed).toEqual([
+      { job: 'c1', dueAt: at('02.000'), reason: 'coalesced' },
+      { job: 'c1', dueAt: at('03.000'), reason: 'coalesced' },
+    ]);
+    // :04 comes on time while the run started at :03.5 (before :04 was due) is still going.
+    vi.setSystemTime(at('04.200'));
+    await until(() => missed.length >= 3);
+    expect(missed[2]).toEqual({ job: 'c1', dueAt: at('04.000'), reason: 'overlap' });
+    expect(sched.missed.get('c1')).toEqual({ coalesced: 2, overlap: 1 });
+    releases.shift()!();
+    await sched.current('c1');
+    vi.setSystemTime(at('05.000'));
+    await until(() => runs.length >= 2);
+    expect(runs[1]).toBe(at('05.000')); // on time again
+    expect(late).toHaveLength(1);
+    expect(missed).toHaveLength(3);
+    const stopping = sched.stop(1000);
+    releases.shift()!();
+    await stopping;
+    sched = undefined;
+  });
+
+  it('a follower (shouldRun false) neither runs nor reports missed ticks', async () => {
+    vi.useFakeTimers({ toFake: ['Date'], now: at('00.000') });
+    const events: string[] = [];
+    let beats = 0;
+    sched = new Scheduler({ jitterMs: 0, runAtStart: false, shouldRun: () => {
+        beats++;
+        return false;
+      }, onLate: () => events.push('late'), onMissed: () => events.push('missed') });
+    let runs = 0;
+    sched.start([{ name: 'c', schedule: '* * * * * *', run: async () => void runs++ }]);
+    vi.setSystemTime(at('03.500'));
+    await until(() => beats >= 3); // :01, :02 missed and :03 asked the gate
+    expect(runs).toBe(0);
+    expect(events).toEqual([]);
   });
 });
