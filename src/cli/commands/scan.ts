@@ -16,6 +16,7 @@ import { availableParallelism } from 'node:os';
 import { parseByteSize, parseClusterName, parseJobs, parseMaxTokenAgeFlag, parseNow } from '../options.js';
 import { escapeControl } from '../escape.js';
 import { UsageError } from '../program.js';
+import { DNS1123_LABEL, DNS1123_LABEL_WORDS } from '../../core/names.js';
 
 /** Cluster name used when `--cluster` is not given. */
 export const DEFAULT_CLUSTER = 'default';
@@ -55,11 +56,21 @@ export function jsonDocument(result: ScanResult, cluster: string): object {
   };
 }
 
+/**
+ * The warning for a `--cluster` name that `serve` would refuse (its config requires a DNS-1123 label), or undefined.
+ * `scan` only warns: refusing would turn runs that exit 0 today into exit 2.
+ */
+export function clusterNameWarning(name: string): string | undefined {
+  if (DNS1123_LABEL.test(name)) return undefined;
+  return `--cluster ${JSON.stringify(name)} is not ${DNS1123_LABEL_WORDS}; scan accepts it, but serve's config (clusters[].name) would refuse it`;
+}
+
 /** Registers `tokenwatch scan` on the program. */
 export function register(program: Command): void {
   program
     .command('scan')
     .description('Scan API-server audit logs for stale, legacy and unauthorized ServiceAccount token use.')
+    .argument('[file...]', 'audit log files, the same as --audit-log FILE... (as grep and jq take them)')
     .option(
       '--audit-log <file...>',
       'audit log files (plain or .gz; `-` for standard input): JSON lines, webhook batches (EventList), pretty/array/concatenated JSON, CloudWatch export to S3, `aws logs tail` text, `aws logs filter-log-events` or `get-query-results` JSON, Logs Insights export (JSON or CSV), GKE Cloud Audit Logs, AKS kube-audit records, Loki `logcli --output=jsonl`; repeatable (required unless --metrics or --probe-report is given)',
@@ -82,7 +93,7 @@ export function register(program: Command): void {
     .addOption(
       new Option(
         '--max-token-age <limit>',
-        'when the API server rejects a stale token: eks (90 d after warnafter), upstream (1 year after issue) or SECONDS after warnafter',
+        'when the API server rejects a stale token: eks (90 d after warnafter), upstream (1 year after issue), SECONDS or a duration such as 90d after warnafter (as maxTokenAge in the config)',
       )
         .default({ mode: 'eks' } satisfies MaxTokenAge, 'eks')
         .argParser(parseMaxTokenAgeFlag),
@@ -122,17 +133,22 @@ Warnings (partial or 10,000-row Logs Insights results, guide-query input without
 go to stderr as "tokenwatch: warning: …" and to the JSON "warnings" field.
 
 Examples:
+  tokenwatch scan /var/log/kubernetes/audit.log*
   tokenwatch scan --audit-log /var/log/kubernetes/audit.log*
   tokenwatch scan --audit-log events.json --cluster prod-eks --cluster-snapshot state.json --fail-on warning
   tokenwatch scan --audit-log audit.log.gz --format json --now 2026-11-20T12:00:00Z
   kubectl get --raw /metrics > metrics.txt && tokenwatch scan --metrics metrics.txt --now "$(date -u +%FT%TZ)"`,
     )
-    .action(async (flags: ScanFlags) => {
+    .action(async (files: string[], flags: ScanFlags) => {
       // Loaded on use, so `--help` and argument errors stay fast (the pipeline pulls in zod, the catalog, …).
-      if (flags.auditLog === undefined && flags.metrics === undefined && flags.probeReport === undefined) {
-        throw new UsageError("required option '--audit-log <file...>' not specified (or give --metrics <file> or --probe-report <file>)");
+      const auditLog = [...(flags.auditLog ?? []), ...files];
+      if (auditLog.length === 0 && flags.metrics === undefined && flags.probeReport === undefined) {
+        throw new UsageError(
+          "required option '--audit-log <file...>' not specified (or give the files as arguments, --metrics <file> or --probe-report <file>)",
+        );
       }
-      const auditLog = flags.auditLog ?? [];
+      const clusterWarning = clusterNameWarning(flags.cluster);
+      if (clusterWarning !== undefined) process.stderr.write(`tokenwatch: warning: ${escapeControl(clusterWarning)}\n`);
       const { runScan } = await import('../../scan/run.js');
       // cli-progress only for a terminal: pipes and CI logs never show a bar (and never load it).
       const progress = process.stderr.isTTY
