@@ -109,14 +109,50 @@ interface FileContext {
  * `auditID` (counted in `stats.tokenUses`), false for a repeat (counted in `stats.duplicates`). Shared by the serial
  * reader and the parallel merge (`scan/parallel.ts`), so both count alike.
  */
-export function countOnce(seen: Set<string>, stats: ReadStats, use: TokenUse): boolean {
-  if (seen.has(use.auditID)) {
-    stats.duplicates++;
-    return false;
+export function countOnce(seen: SeenAuditIDs, stats: ReadStats, use: TokenUse, onConflict?: (use: TokenUse) => void): boolean {
+  const mark = useMark(use);
+  const prev = seen.get(use.auditID);
+  if (prev !== undefined) {
+    // One request logs one event per stage with different content: a repeat proves nothing. The same stage twice with
+    // different token annotations does: keep this use too, count and report the conflict.
+    if (Math.floor(prev / 2 ** 32) !== Math.floor(mark / 2 ** 32) || prev === mark) {
+      stats.duplicates++;
+      return false;
+    }
+    stats.auditIdConflicts = (stats.auditIdConflicts ?? 0) + 1;
+    onConflict?.(use);
+    stats.tokenUses++;
+    return true;
   }
-  seen.add(use.auditID);
+  seen.set(use.auditID, mark);
   stats.tokenUses++;
   return true;
+}
+
+/** auditID → {@link useMark} of the first use counted with it (a number: memory stays that of a set of ids). */
+export type SeenAuditIDs = Map<string, number>;
+
+const STAGES = ['RequestReceived', 'ResponseStarted', 'ResponseComplete', 'Panic'];
+
+/**
+ * A use's stage (high part: index in {@link STAGES} + 1, 0 when unknown, 5 for another value) and a 32-bit FNV-1a hash
+ * of its token annotations (kind, subject, seconds after warning, legacy Secret) in the low 32 bits.
+ */
+function useMark(use: TokenUse): number {
+  const i = use.stage === undefined ? -1 : STAGES.indexOf(use.stage);
+  const stage = use.stage === undefined ? 0 : i >= 0 ? i + 1 : STAGES.length + 1;
+  const text = `${use.kind}\0${use.subject ?? ''}\0${use.secondsAfterWarning ?? ''}\0${use.legacySecret?.kind ?? ''}\0${use.legacySecret?.name ?? ''}\0${use.legacySecret?.namespace ?? ''}`;
+  let h = 0x811c9dc5;
+  for (let k = 0; k < text.length; k++) {
+    h ^= text.charCodeAt(k);
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return stage * 2 ** 32 + h;
+}
+
+/** The warning for the first auditID conflict of a read (later ones are only counted, in `stats.auditIdConflicts`). */
+export function auditIdConflictMessage(file: string, use: TokenUse): string {
+  return `${file}: two records with auditID ${use.auditID} and stage ${use.stage ?? '(none)'} carry different token annotations; both are kept (a forged or corrupted event must not hide a token use) and further conflicts are counted in stats.auditIdConflicts`;
 }
 
 /**
@@ -164,7 +200,8 @@ export async function* readTokenUses(
       throw toOpenError(err, file);
     }
   }
-  const seen = new Set<string>();
+  const seen: SeenAuditIDs = new Map();
+  let conflictReported = false;
   for (const file of files) {
     const ctx: FileContext = {
       file,
@@ -174,8 +211,13 @@ export async function* readTokenUses(
       onProgress: opts.onProgress,
       notice: (code, message, row) => opts.onNotice?.({ file, code, message, ...(row !== undefined ? { row } : {}) }),
     };
+    const onConflict = (use: TokenUse): void => {
+      if (conflictReported) return;
+      conflictReported = true;
+      ctx.notice('auditid-conflict', auditIdConflictMessage(file, use));
+    };
     for await (const use of readOneFile(ctx)) {
-      if (countOnce(seen, stats, use)) yield use;
+      if (countOnce(seen, stats, use, onConflict)) yield use;
     }
   }
 }

@@ -189,6 +189,7 @@ export function toTokenUse(e: AuditEvent): TokenUse | undefined {
     ? e.sourceIPs.filter((x): x is string => typeof x === 'string' && x !== '')
     : [];
   const use: TokenUse = { kind, auditID: e.auditID, time, sourceIPs };
+  if (typeof e.stage === 'string' && e.stage !== '') use.stage = e.stage;
   if (subject !== undefined) {
     use.subject = subject;
     const sa = parseServiceAccountUsername(subject);

@@ -91,6 +91,8 @@ export interface TokenUse {
   auditID: string;
   /** Event time (requestReceivedTimestamp, else stageTimestamp), epoch ms UTC. */
   time: number;
+  /** The event's `stage` (RequestReceived, ResponseStarted, ResponseComplete, Panic), when it has one. */
+  stage?: string;
   /** `system:serviceaccount:<ns>:<name>` or another username; undefined for 401 events. */
   subject?: string;
   /** ServiceAccount namespace, when the subject is a ServiceAccount. */
@@ -135,6 +137,12 @@ export interface ReadStats {
   malformed: number;
   /** Token uses dropped because their auditID was already counted. */
   duplicates: number;
+  /**
+   * Token uses kept although their auditID was already counted, because an earlier record with that auditID and the
+   * same stage carried different token annotations (a forged or corrupted event must not hide a real token use).
+   * Absent when none.
+   */
+  auditIdConflicts?: number;
 }
 
 /** Input formats the reader auto-detects per file. */
@@ -163,10 +171,12 @@ export type InputFormat =
  * - `mostly-not-events`: most records of the file are not audit events (some are): the count, and what to check;
  * - `gke-fields`: GKE Cloud Audit Logs entries carry no pod claims (`user.extra`) and no request URI;
  * - `blind-log`: the input cannot see most stale-token requests (e.g. AKS `kube-audit-admin` only).
+ * - `auditid-conflict`: two records with one auditID and one stage carry different token annotations; both were kept
+ *   (reported once per read, counted in `stats.auditIdConflicts`).
  */
 export interface ReadNotice {
   file: string;
-  code: 'partial-result' | 'row-cap' | 'guide-query' | 'truncated' | 'leading-nul' | 'mostly-not-events' | 'gke-fields' | 'blind-log';
+  code: 'partial-result' | 'row-cap' | 'guide-query' | 'truncated' | 'leading-nul' | 'mostly-not-events' | 'gke-fields' | 'blind-log' | 'auditid-conflict';
   /** One sentence naming the file, saying what happened and what to do. */
   message: string;
   /** `truncated`: the 1-based record (CSV data row) at which reading stopped. */

@@ -8,6 +8,7 @@ import type TableClass from 'cli-table3';
 import { SEVERITY_RANK, type Finding, type ScanReport, type Severity } from '../findings/types.js';
 import { DAY_MS, DAY_SECONDS, HOUR_MS } from '../core/units.js';
 import { WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS } from '../findings/token-math.js';
+import type { Readiness } from '../findings/readiness.js';
 import type { NowSource } from '../scan/run.js';
 import { escapeControl } from './escape.js';
 
@@ -124,6 +125,26 @@ export interface RenderOptions {
   nowSource: NowSource;
   /** Emit ANSI colour (severity, rejected tokens, header). */
   color: boolean;
+  /** The readiness verdict, printed as its own section above the footer. */
+  readiness?: Readiness;
+}
+
+/** Heading of the readiness section of the table output. */
+export const READINESS_HEADING = 'Is it safe to turn token extension off (--service-account-extend-token-expiration=false)?';
+
+/**
+ * The readiness section of the table output: the heading, the verdict's one-line summary and, when not safe, one line
+ * per client (ServiceAccount, workloads, last use, and the finding number whose fix applies).
+ */
+export function readinessSection(r: Readiness, findings: readonly Finding[], paint: Paint = (_s, t) => t): string[] {
+  const style = r.verdict === 'safe' ? 'bold' : r.verdict === 'not-safe' ? 'red' : 'yellow';
+  const lines = [paint('bold', READINESS_HEADING), `  ${paint(style, escapeControl(r.summary))}`];
+  for (const c of r.clients) {
+    const n = findings.findIndex((f) => f.id === c.findingId);
+    const workloads = c.workloads.length > 0 ? c.workloads.map((w) => `${w.kind} ${w.namespace}/${w.name}`).join(', ') : 'workload unknown';
+    lines.push(escapeControl(`  - ${c.namespace}/${c.serviceAccount} (${workloads}): last stale use ${c.lastUse}; fix: ${n >= 0 ? `see #${n + 1} above` : c.fix}`));
+  }
+  return lines;
 }
 
 /** ANSI SGR codes used by the table (open, close). */
@@ -192,9 +213,11 @@ export function renderScanTable(report: ScanReport, opts: RenderOptions): string
   const paint: Paint = opts.color ? ansi : (_styles, text) => text;
   const footer = [paint('dim', nowLine(opts.now, opts.nowSource)), paint('dim', statsLine(report.stats))];
 
+  const readiness = opts.readiness ? [...readinessSection(opts.readiness, report.findings, paint), ''] : [];
   if (report.findings.length === 0) {
     return [
       `no stale, legacy or unauthorized token use found in ${plural(report.stats.events, 'event')}`,
+      ...(readiness.length > 0 ? ['', ...readiness] : []),
       ...footer,
       '',
     ].join('\n');
@@ -243,5 +266,5 @@ export function renderScanTable(report: ScanReport, opts: RenderOptions): string
       escapeControl(f.cause.fix),
   );
   const notes = unknownWorkloadNotes(report.findings).map((n) => paint('dim', n));
-  return [table.toString(), '', ...fixes, '', ...notes, ...footer, ''].join('\n');
+  return [table.toString(), '', ...fixes, '', ...notes, ...readiness, ...footer, ''].join('\n');
 }

@@ -195,6 +195,13 @@ export function toContainerInfo(container: unknown, init: boolean): ContainerInf
     args: strings(at(container, 'args')),
     init,
   };
+  const env: Record<string, string> = {};
+  for (const e of arr(at(container, 'env'))) {
+    const name = str(at(e, 'name'));
+    const value = str(at(e, 'value'));
+    if (name !== undefined && value !== undefined) env[name] = value;
+  }
+  if (Object.keys(env).length > 0) info.env = env;
   if (ref.tag !== undefined) info.imageTag = ref.tag;
   if (ref.registry !== undefined) info.imageRegistry = ref.registry;
   if (ref.digest !== undefined) info.imageDigest = ref.digest;

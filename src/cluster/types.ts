@@ -42,6 +42,11 @@ export interface ContainerInfo {
   imageDigest?: string;
   command: string[];
   args: string[];
+  /**
+   * `env[]` entries with a literal `value` (name → value); entries taken from ConfigMaps, Secrets or fields
+   * (`valueFrom`) are left out, their value is not in the pod spec. Absent when the source does not read env.
+   */
+  env?: Record<string, string>;
   init: boolean;
 }
 

@@ -101,7 +101,11 @@ export function toFileForm(config: Config): Record<string, unknown> {
     settlePeriod: formatDuration(config.remediation.settlePeriod),
   };
   out.poll = { jitter: formatDuration(config.poll.jitter), chunkEvents: config.poll.chunkEvents };
-  out.findings = { activeWindow: formatDuration(config.findings.activeWindow), quietPeriod: formatDuration(config.findings.quietPeriod) };
+  out.findings = {
+    activeWindow: formatDuration(config.findings.activeWindow),
+    quietPeriod: formatDuration(config.findings.quietPeriod),
+    readinessMinWindow: formatDuration(config.findings.readinessMinWindow),
+  };
   out.retention = {
     tokenRecords: formatDuration(config.retention.tokenRecords),
     pollRuns: formatDuration(config.retention.pollRuns),

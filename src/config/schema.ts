@@ -210,6 +210,11 @@ const clusterSchema = z.strictObject({
       criticalDays: z.number().positive().default(7),
       /** Severity `warning` when rejection is less than this many days away. Default 30. */
       warningDays: z.number().positive().default(30),
+      /**
+       * 401s tied to a ServiceAccount only by source IP and user agent (no stale use of it) make it `critical` only from
+       * this many requests: such requests are easy to forge from the node network. Default 10.
+       */
+      inferred401CriticalRequests: z.number().int().positive().default(10),
     })
     .prefault({}),
 });
@@ -327,6 +332,12 @@ export const fileSchema = z.strictObject({
        * it reopens, same alert plus a thread reply, when the signal returns. Default `24h`, ms.
        */
       quietPeriod: duration(MINUTE_MS).prefault('24h'),
+      /**
+       * Shortest audit window (from the first successful poll) for a "safe" verdict on turning token extension off
+       * (`/tokens status`): shorter windows read "unknown", as clients that refresh a cached token only daily or weekly
+       * may not have shown up yet. Default `7d`, ms.
+       */
+      readinessMinWindow: duration(MINUTE_MS).prefault('7d'),
     })
     .prefault({}),
   /**
@@ -650,7 +661,7 @@ function assemble(file: FileConfig, env: NodeJS.ProcessEnv): Config {
       maxTokenAge: c.maxTokenAge,
       schedule: c.schedule,
       lookback: c.lookback,
-      thresholds: { criticalDays: c.thresholds.criticalDays, warningDays: c.thresholds.warningDays },
+      thresholds: { criticalDays: c.thresholds.criticalDays, warningDays: c.thresholds.warningDays, inferred401CriticalRequests: c.thresholds.inferred401CriticalRequests },
       blindLog: { silentAfter: c.blindLog.silentAfter, silentPolls: c.blindLog.silentPolls },
     };
     if (c.slack !== undefined) {
@@ -695,7 +706,7 @@ function assemble(file: FileConfig, env: NodeJS.ProcessEnv): Config {
     ...(slack !== undefined ? { slack } : {}),
     remediation: { rolloutTimeout: file.remediation.rolloutTimeout, settlePeriod: file.remediation.settlePeriod },
     poll: { jitter: file.poll.jitter, chunkEvents: file.poll.chunkEvents },
-    findings: { activeWindow: file.findings.activeWindow, quietPeriod: file.findings.quietPeriod },
+    findings: { activeWindow: file.findings.activeWindow, quietPeriod: file.findings.quietPeriod, readinessMinWindow: file.findings.readinessMinWindow },
     retention: { tokenRecords: file.retention.tokenRecords, pollRuns: file.retention.pollRuns, actionLog: file.retention.actionLog },
     clusters,
   };

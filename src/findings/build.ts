@@ -60,7 +60,19 @@ export interface BuildOptions {
    * `warning`). Default: every 401 record counts (`scan`, where the data is one window).
    */
   unauthorizedSince?: number;
+  /**
+   * 401s tied to a ServiceAccount only by source IP and user agent (no stale use of it, no subject in the events) make
+   * it critical only from this many requests: anyone on the node network can send token-less requests with a pod's IP
+   * and user agent. Default {@link DEFAULT_INFERRED_401_CRITICAL_REQUESTS}.
+   */
+  inferred401CriticalRequests?: number;
 }
+
+/** Default of {@link BuildOptions.inferred401CriticalRequests}. */
+export const DEFAULT_INFERRED_401_CRITICAL_REQUESTS = 10;
+
+/** Evidence phrase of a 401 signal tied to its ServiceAccount only by source IP and user agent (shown in the alert). */
+export const IP_UA_ATTRIBUTION = 'attributed by source IP and user agent';
 
 /**
  * Builds the findings of a set of token records (all of one scan or one live poll).
@@ -124,11 +136,20 @@ export async function buildFindings(records: TokenRecord[], opts: BuildOptions):
       s.push(r);
     }
     if (r.kind === 'unauthorized' && r.namespace !== UNATTRIBUTED && (opts.unauthorizedSince === undefined || r.lastSeen >= opts.unauthorizedSince)) {
-      unauthorizedSubjects.add(sk);
       let u = unauthorizedBySubject.get(sk);
       if (!u) unauthorizedBySubject.set(sk, (u = []));
       u.push(r);
     }
+  }
+  // 401s raise a ServiceAccount to critical when it also used a stale token, when the events named it, or when there
+  // are enough of them; 401s tied to it only by source IP and user agent are too easy to forge on their own.
+  const minInferred = opts.inferred401CriticalRequests ?? DEFAULT_INFERRED_401_CRITICAL_REQUESTS;
+  const weakSubjects = new Set<string>();
+  for (const [sk, u] of unauthorizedBySubject) {
+    const byIpOnly = u.every((r) => r.attribution?.startsWith('inferred:') === true && r.attribution.includes(IP_UA_ATTRIBUTION));
+    const requests = u.reduce((n, r) => n + r.requests, 0);
+    if (!byIpOnly || staleBySubject.has(sk) || requests >= minInferred) unauthorizedSubjects.add(sk);
+    else weakSubjects.add(sk);
   }
 
   const states = new StateCache(opts.state);
@@ -145,6 +166,7 @@ export async function buildFindings(records: TokenRecord[], opts: BuildOptions):
           staleOfSubject: staleBySubject.get(subjectKey(g[0]!)) ?? [],
           unauthorizedOfSubject: unauthorizedBySubject.get(subjectKey(g[0]!)) ?? [],
           has401: unauthorizedSubjects.has(subjectKey(g[0]!)),
+          weak401: weakSubjects.has(subjectKey(g[0]!)) ? minInferred : undefined,
         }),
       ),
     ),
@@ -173,6 +195,8 @@ interface OneContext {
   staleOfSubject: TokenRecord[];
   unauthorizedOfSubject: TokenRecord[];
   has401: boolean;
+  /** Set when the subject's 401s are tied to it only by source IP and user agent and too few: the request minimum. */
+  weak401?: number | undefined;
 }
 
 /** What cluster state says about one finding's ServiceAccount and token pods. */
@@ -223,6 +247,11 @@ async function buildOne(group: TokenRecord[], ctx: OneContext): Promise<Finding>
   const workloads = workloadsOf(group, view);
   const scheduled = scheduledWorkloadNote(workloads);
   if (scheduled) cause.evidence.push(scheduled);
+  if (ctx.weak401 !== undefined && kind === 'unauthorized') {
+    cause.evidence.push(
+      `these 401s are ${IP_UA_ATTRIBUTION} only (anyone on the node network can send token-less requests with a pod's IP and user agent): not critical without a stale use of this ServiceAccount or at least ${ctx.weak401} requests`,
+    );
+  }
 
   const maxSaw = group.reduce<number | null>(
     (m, r) => (r.maxSecondsAfterWarning === undefined ? m : Math.max(m ?? 0, r.maxSecondsAfterWarning)),
@@ -493,13 +522,22 @@ async function attributeBySourceIP(
     }
     const matches = ua === undefined ? [] : candidates.map((p) => ({ p, why: podMatchesUserAgent(p, ua, catalog) })).filter((m) => m.why !== undefined);
     const c: TokenRecord = { ...r, userAgents: [...r.userAgents], sourceIPs: [...r.sourceIPs], hourly: { ...r.hourly } };
-    if (matches.length === 1) {
+    const only = candidates.length === 1 ? candidates[0]! : undefined;
+    if (only && only.hostNetwork !== true && only.startTime !== undefined && only.startTime <= r.firstSeen) {
+      // A pod IP (not a node's) held by exactly one pod for the whole time of the 401s: whatever the user agent says
+      // (`Java/17`, `OpenAPI-Generator/31.0.0/python`), the requests came from that pod.
+      c.namespace = only.namespace;
+      c.serviceAccount = only.serviceAccount;
+      c.subject = `system:serviceaccount:${only.namespace}:${only.serviceAccount}`;
+      c.pod = only.name;
+      c.attribution = `inferred: attributed by source IP ${ip}, the pod IP of exactly one pod, ${only.namespace}/${only.name} (ServiceAccount ${only.serviceAccount}, not hostNetwork), running since ${iso(only.startTime)} through the 401s (${iso(r.firstSeen)} to ${iso(r.lastSeen)})${continuityNote(c, only, records)}`;
+    } else if (matches.length === 1) {
       const { p, why } = matches[0]!;
       c.namespace = p.namespace;
       c.serviceAccount = p.serviceAccount;
       c.subject = `system:serviceaccount:${p.namespace}:${p.serviceAccount}`;
       c.pod = p.name;
-      c.attribution = `inferred: attributed by source IP ${ip}: of the ${candidates.length} pod${candidates.length === 1 ? '' : 's'} running on that IP, only ${p.namespace}/${p.name} (ServiceAccount ${p.serviceAccount}) matches user agent ${ua} (${why})`;
+      c.attribution = `inferred: ${IP_UA_ATTRIBUTION} (source IP ${ip}): of the ${candidates.length} pod${candidates.length === 1 ? '' : 's'} running on that IP, only ${p.namespace}/${p.name} (ServiceAccount ${p.serviceAccount}) matches user agent ${ua} (${why})`;
     } else {
       const names = candidates.map((p) => `${p.namespace}/${p.name}`).sort();
       const listed = `${names.slice(0, MAX_IP_CANDIDATES).join(', ')}${names.length > MAX_IP_CANDIDATES ? ` and ${names.length - MAX_IP_CANDIDATES} more` : ''}`;
@@ -510,6 +548,23 @@ async function attributeBySourceIP(
     out.push(c);
   }
   return out;
+}
+
+/**
+ * Continuity across a pod replacement: when earlier pods of the same workload (pod names with the workload's name
+ * plus `-` in front), running as the same ServiceAccount, made stale uses with the user agent of these 401s, say so —
+ * the client that kept its token is still the one failing now. Empty when there is no such stale use.
+ */
+function continuityNote(r: TokenRecord, pod: PodInfo, records: readonly TokenRecord[]): string {
+  const ua = r.userAgents[0];
+  const w = nearestWorkload(pod.ownerChain)?.workload;
+  if (ua === undefined || !w) return '';
+  const earlier = records.filter(
+    (s) => s.kind === 'stale-token' && s.subject === r.subject && s.pod !== undefined && s.pod !== pod.name && s.pod.startsWith(`${w.name}-`) && s.userAgents.includes(ua),
+  );
+  if (earlier.length === 0) return '';
+  const pods = [...new Set(earlier.map((s) => s.pod!))].sort().slice(0, 3);
+  return `; the same user agent ${ua} made stale uses from earlier pod${pods.length === 1 ? '' : 's'} ${pods.join(', ')} of ${w.kind} ${w.namespace}/${w.name}: the client that kept its token goes on failing after the pod was replaced`;
 }
 
 /** Auto-generated legacy token Secret name: `<serviceAccount>-token-<5 random chars>` (kubernetes `tokens_controller.go`). */

@@ -20,6 +20,22 @@ const regexString = z.string().refine((s) => {
   }
 }, 'not a valid regular expression');
 
+/**
+ * A setting that switches an entry's fix off again (e.g. Calico's `CALICO_MANAGE_CNI=false`): an env var of a
+ * container (`env`, with the literal `values` that undo the fix, compared case-insensitively) or a command-line flag
+ * (`arg`, matched as a whole argument or as `arg=…` with one of `values`). `source` is the public page that says so.
+ */
+const fixUndoneBy = z
+  .strictObject({
+    env: z.string().min(1).optional(),
+    arg: z.string().min(1).optional(),
+    values: z.array(z.string()).min(1),
+    note: z.string().min(1),
+    fix: z.string().min(1),
+    source: z.url(),
+  })
+  .refine((s) => (s.env === undefined) !== (s.arg === undefined), 'exactly one of env or arg');
+
 const catalogEntry = z.strictObject({
   id: z.string().min(1),
   component: z.string().min(1),
@@ -40,6 +56,8 @@ const catalogEntry = z.strictObject({
     serviceAccounts: z.array(z.strictObject({ namespace: z.string().min(1).optional(), name: z.string().min(1) })).optional(),
   }),
   fixedIn: z.string().min(1).nullable(),
+  /** Settings that undo the fix of `fixedIn`: a version past the fix with one of them set is still affected. */
+  fixUndoneBy: z.array(fixUndoneBy).min(1).optional(),
   /** A fact added to the evidence whenever the entry matches (e.g. which library is *not* to blame). */
   evidenceNote: z.string().min(1).optional(),
   summary: z.string().min(1),

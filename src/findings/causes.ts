@@ -166,6 +166,8 @@ interface Candidate {
   tag?: string;
   command: string[];
   args: string[];
+  /** Literal env values of the container (none for pod templates). */
+  env: Record<string, string>;
 }
 
 interface Context {
@@ -184,7 +186,8 @@ interface Context {
 }
 
 type EntryResult =
-  | { status: 'match'; evidence: string[] }
+  /** `fix`: replaces the entry's fix (a setting undid the fix, or the user agent is ambiguous). */
+  | { status: 'match'; evidence: string[]; fix?: string; sources?: string[] }
   /** `fixed`: ruled out because the version found already has the fix (the component itself refreshes). */
   | { status: 'ruled-out'; evidence: string[]; fixed?: string[]; otherReason?: boolean }
   | { status: 'none' };
@@ -211,10 +214,10 @@ export function classifyCause(input: CauseInput, catalog: CauseCatalog = DEFAULT
   const stages: ((e: CatalogEntry) => EntryResult)[] = [
     (e) => matchImages(e, ctx),
     (e) => matchLabels(e, ctx),
-    (e) => matchUserAgents(e, ctx, explained),
+    (e) => matchUserAgents(e, ctx, explained, catalog),
     (e) => matchServiceAccount(e, ctx),
   ];
-  for (const stage of stages) {
+  for (const [stageIndex, stage] of stages.entries()) {
     for (const entry of catalog.entries) {
       const r = stage(entry);
       if (r.status === 'match') {
@@ -222,16 +225,18 @@ export function classifyCause(input: CauseInput, catalog: CauseCatalog = DEFAULT
           id: entry.cause,
           component: entry.component,
           summary: entry.summary,
-          fix: entry.fix,
+          fix: r.fix ?? entry.fix,
           evidence: cappedEvidence([...r.evidence, ...(entry.evidenceNote ? [entry.evidenceNote] : []), ...extra, ...replacedPodEvidence(ctx)]),
-          sources: [...entry.sources],
+          sources: dedupe([...entry.sources, ...(r.sources ?? [])]),
         };
       }
       if (r.status === 'ruled-out') {
         ruledOut.push(...r.evidence);
         if (r.otherReason || !r.fixed?.length) notFixed.add(entry.component);
         else fixedBy.set(entry.component, [...(fixedBy.get(entry.component) ?? []), ...r.fixed]);
-        explained.push(...(entry.match.userAgents ?? []));
+        // Only a component recognised by its image or labels explains its user agents; a user agent ruled out by the
+        // version it carries may still be another library's that sends the same scheme (see `ambiguousReading`).
+        if (stageIndex < 2) explained.push(...(entry.match.userAgents ?? []));
       }
     }
   }
@@ -239,7 +244,9 @@ export function classifyCause(input: CauseInput, catalog: CauseCatalog = DEFAULT
   // A component counts as "already fixed" only when every entry of it was ruled out by its version.
   const fixed = [...fixedBy.entries()].filter(([c]) => !notFixed.has(c)).flatMap(([, e]) => e);
   const outside = outsidePodEvidence(ctx);
-  const hostPaths = ruledOut.length === 0 ? hostPathEvidence(ctx) : [];
+  // What the cluster shows outranks a version rule: a hostPath into a CNI directory counts unless a catalog entry
+  // ruled the component out for another reason than its version (e.g. the Multus thick plugin, which mounts it too).
+  const hostPaths = notFixed.size === 0 ? hostPathEvidence(ctx) : [];
   const replaced = replacedPodEvidence(ctx);
   if (outside.length > 0 || hostPaths.length > 0) {
     return generic('static-token-file', [...outside, ...hostPaths, ...ruledOut, ...extra, ...replaced, ...clientEvidence(ctx)]);
@@ -307,7 +314,7 @@ function contextOf(input: CauseInput): Context {
   const candidates: Candidate[] = [];
   for (const p of tokenPods.length > 0 ? tokenPods : pods) {
     for (const c of p.containers) {
-      const cand: Candidate = { image: c.image, repository: c.imageRepository, command: c.command, args: c.args };
+      const cand: Candidate = { image: c.image, repository: c.imageRepository, command: c.command, args: c.args, env: c.env ?? {} };
       if (c.imageTag !== undefined) cand.tag = c.imageTag;
       candidates.push(cand);
     }
@@ -316,7 +323,7 @@ function contextOf(input: CauseInput): Context {
     for (const w of state.workloads) {
       for (const image of w.images) {
         const ref = parseImageRef(image);
-        const cand: Candidate = { image, repository: ref.repository, command: [], args: w.args };
+        const cand: Candidate = { image, repository: ref.repository, command: [], args: w.args, env: {} };
         if (ref.tag !== undefined) cand.tag = ref.tag;
         candidates.push(cand);
       }
@@ -415,6 +422,17 @@ function matchImages(entry: CatalogEntry, ctx: Context): EntryResult {
     const v = c.tag !== undefined ? parseVersion(c.tag) : undefined;
     const range = v && m.versions ? rangeOf(v, m.versions) : undefined;
     if (v && m.versions && !range) {
+      const undone = undoingSetting(entry, hits);
+      if (undone) {
+        return {
+          status: 'match',
+          evidence: [
+            `image ${c.image}: ${entry.name} ${v.join('.')} has the fix (${entry.fixedIn ?? 'see sources'}), but container ${undone.where} sets ${undone.setting}: ${undone.rule.note} (${undone.rule.source})`,
+          ],
+          fix: undone.rule.fix,
+          sources: [undone.rule.source],
+        };
+      }
       ruledOut.push(`image ${c.image}: version ${v.join('.')} is outside the affected versions of ${entry.name}`);
       fixed.push(
         `image ${c.image}: ${entry.name} ${v.join('.')} already has the fix (${entry.fixedIn ?? 'see sources'}), yet this client presents a stale token: something in the pod keeps a token of its own (its configuration, a plugin or another client in the same pod)`,
@@ -433,6 +451,35 @@ function matchImages(entry: CatalogEntry, ctx: Context): EntryResult {
     return { status: 'match', evidence: [`image ${c.image} (${note})`] };
   }
   return ruledOut.length > 0 ? { status: 'ruled-out', evidence: ruledOut, fixed, otherReason } : { status: 'none' };
+}
+
+/**
+ * The first of `entry.fixUndoneBy` that a candidate container sets: an env var with one of the rule's values
+ * (case-insensitive), or a flag given as `--flag=value` or as `--flag value`. Settings of every container of the
+ * component's pods count (the setting may sit on a sibling container, e.g. calico-node beside install-cni).
+ */
+function undoingSetting(
+  entry: CatalogEntry,
+  candidates: Candidate[],
+): { rule: NonNullable<CatalogEntry['fixUndoneBy']>[number]; setting: string; where: string } | undefined {
+  for (const rule of entry.fixUndoneBy ?? []) {
+    const values = rule.values.map((v) => v.toLowerCase());
+    for (const c of candidates) {
+      if (rule.env !== undefined) {
+        const v = c.env[rule.env];
+        if (v !== undefined && values.includes(v.toLowerCase())) return { rule, setting: `${rule.env}=${v}`, where: c.image };
+      }
+      if (rule.arg !== undefined) {
+        const argv = [...c.command, ...c.args];
+        for (let i = 0; i < argv.length; i++) {
+          const a = argv[i]!;
+          const v = a.startsWith(`${rule.arg}=`) ? a.slice(rule.arg.length + 1) : a === rule.arg ? argv[i + 1] : undefined;
+          if (v !== undefined && values.includes(v.toLowerCase())) return { rule, setting: `${rule.arg}=${v}`, where: c.image };
+        }
+      }
+    }
+  }
+  return undefined;
 }
 
 /** Stage 1b: pod labels that identify the component (e.g. Spark's `spark-role`), for images built by users. */
@@ -455,29 +502,34 @@ function matchLabels(entry: CatalogEntry, ctx: Context): EntryResult {
  * Stage 2: user-agent prefixes. `explained` holds prefixes of entries whose image stage recognised
  * the component and ruled it out: a user agent starting with one of them belongs to that component.
  */
-function matchUserAgents(entry: CatalogEntry, ctx: Context, explained: string[]): EntryResult {
+function matchUserAgents(entry: CatalogEntry, ctx: Context, explained: string[], catalog: CauseCatalog): EntryResult {
   const m = entry.match;
   if (!m.userAgents) return { status: 'none' };
   const ruledOut: string[] = [];
   const fixed: string[] = [];
   for (const ua of ctx.userAgents) {
     const lower = ua.toLowerCase();
-    if (!m.userAgents.some((p) => lower.startsWith(p.toLowerCase()))) continue;
+    const prefix = m.userAgents.find((p) => lower.startsWith(p.toLowerCase()));
+    if (prefix === undefined) continue;
     if (explained.some((p) => lower.startsWith(p.toLowerCase()))) continue;
-    if (m.userAgentVersion) {
-      const vm = new RegExp(m.userAgentVersion).exec(ua);
-      if (!vm || vm[1] === undefined) continue; // same prefix, another client
-      const v = parseVersion(vm[1]);
-      const range = v && m.versions ? rangeOf(v, m.versions) : undefined;
-      if (v && m.versions && !range) {
+    const reading = m.userAgentVersion ? readUserAgent(entry, ua) : undefined;
+    if (reading === 'other') continue; // same prefix, another client
+    if (reading !== undefined && reading !== 'no-version') {
+      const { v, range } = reading;
+      if (m.versions && !range) {
         ruledOut.push(`user agent "${ua}": version ${v.join('.')} is outside the affected versions of ${entry.name}`);
         fixed.push(
           `user agent "${ua}": ${entry.name} ${v.join('.')} re-reads the token file itself (fixed in ${entry.fixedIn ?? 'this version'}), yet this application presents a stale token: it keeps a token of its own (e.g. reads the token file once into its client configuration, or builds its client once with that token)`,
         );
         continue;
       }
-      const note = v ? `${entry.name} ${v.join('.')} ${affectedText(range, entry)}` : `${entry.name}, version unknown`;
-      return { status: 'match', evidence: [`user agent "${ua}" (${note})`] };
+      const note = `${entry.name} ${v.join('.')} ${affectedText(range, entry)}`;
+      const amb = ambiguousReading(entry, ua, catalog);
+      return {
+        status: 'match',
+        evidence: [`user agent "${ua}" (${note})`, ...amb.evidence],
+        ...(amb.fix !== undefined ? { fix: amb.fix, sources: amb.sources ?? [] } : {}),
+      };
     }
     const unknownVersion = m.versions
       ? ctx.stateKnown
@@ -487,6 +539,52 @@ function matchUserAgents(entry: CatalogEntry, ctx: Context, explained: string[])
     return { status: 'match', evidence: [`user agent "${ua}" identifies ${entry.name}${unknownVersion}`] };
   }
   return ruledOut.length > 0 ? { status: 'ruled-out', evidence: ruledOut, fixed } : { status: 'none' };
+}
+
+/**
+ * The library version an entry's `userAgentVersion` (case-insensitive) reads from a user agent, with the affected
+ * range it falls in; `no-version` when the user agent carries no version at all after the prefix (`Fluent-Bit`), so
+ * the entry still applies with the version unknown; `other` when it carries one the regex does not read (same
+ * prefix, another client: `OpenAPI-Generator/6.0.0/java`).
+ */
+function readUserAgent(
+  entry: CatalogEntry,
+  ua: string,
+): { v: number[]; range: ReturnType<typeof rangeOf> } | 'no-version' | 'other' {
+  const vm = new RegExp(entry.match.userAgentVersion!, 'i').exec(ua);
+  const v = vm?.[1] !== undefined ? parseVersion(vm[1]) : undefined;
+  if (!v) {
+    const prefix = entry.match.userAgents?.find((p) => ua.toLowerCase().startsWith(p.toLowerCase())) ?? '';
+    return /\d/.test(ua.slice(prefix.length)) ? 'other' : 'no-version';
+  }
+  return { v, range: entry.match.versions ? rangeOf(v, entry.match.versions) : undefined };
+}
+
+/**
+ * When entries of other components read the same user agent with their own `userAgentVersion` (the Kubernetes Python
+ * client and kubernetes_asyncio both send `OpenAPI-Generator/<version>/python`), the user agent alone cannot tell
+ * which library it is: the evidence says so, with the verdict for each reading, and the fix names every fix
+ * (`entry`'s, which matched, first). Nothing when no other entry reads it.
+ */
+function ambiguousReading(entry: CatalogEntry, ua: string, catalog: CauseCatalog): { evidence: string[]; fix?: string; sources?: string[] } {
+  const evidence: string[] = [];
+  const fixes: string[] = [];
+  const sources: string[] = [];
+  for (const e of catalog.entries) {
+    if (e.component === entry.component || !e.match.userAgentVersion || !e.match.userAgents?.some((p) => ua.toLowerCase().startsWith(p.toLowerCase()))) continue;
+    const r = readUserAgent(e, ua);
+    if (r === 'other' || r === 'no-version') continue;
+    const affected = !e.match.versions || r.range !== undefined;
+    evidence.push(
+      affected
+        ? `ambiguous: user agent "${ua}" is also what ${e.name} ${r.v.join('.')} sends, which is affected too (${affectedText(r.range, e)})`
+        : `ambiguous: affected if this is ${entry.name}; user agent "${ua}" is also what ${e.name} ${r.v.join('.')} sends, which is outside its affected versions (fixed in ${e.fixedIn ?? 'this version'})`,
+    );
+    fixes.push(affected ? `If it is ${e.name}: ${e.fix}` : `If it is ${e.name} (fixed in ${e.fixedIn ?? 'this version'}): ${OWN_TOKEN_FIX}`);
+    sources.push(...e.sources);
+  }
+  if (fixes.length === 0) return { evidence };
+  return { evidence, fix: [`If it is ${entry.name}: ${entry.fix}`, ...fixes].join(' '), sources };
 }
 
 /** Stage 3: the ServiceAccount, only when cluster state shows no image at all. */

@@ -132,5 +132,6 @@ export interface Finding {
 /** The `scan --format json` document (contract). */
 export interface ScanReport {
   findings: Finding[];
-  stats: { files: number; lines: number; events: number; tokenUses: number; malformed: number; duplicates: number };
+  /** `auditIdConflicts`: extension (additive, only when non-zero), uses kept despite a repeated auditID and stage. */
+  stats: { files: number; lines: number; events: number; tokenUses: number; malformed: number; duplicates: number; auditIdConflicts?: number };
 }

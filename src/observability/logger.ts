@@ -40,7 +40,14 @@ export const REDACT_PATHS: readonly string[] = [
  * - AWS access key ids `AKIA…`/`ASIA…` (16 upper-case letters/digits after the prefix; IAM user guide "Access key
  *   format"), `aws_secret_access_key=…`/`aws_session_token=…` assignments, and SigV4 query parameters
  *   `X-Amz-Signature`, `X-Amz-Security-Token`, `X-Amz-Credential`;
- * - URL userinfo `scheme://user:password@host` (RFC 3986 §3.2.1): the whole userinfo becomes `[Redacted]`.
+ * - URL userinfo `scheme://user:password@host` (RFC 3986 §3.2.1): the whole userinfo becomes `[Redacted]`;
+ * - Slack's one-time Socket Mode WebSocket `ticket=` query parameter (the `url` that `apps.connections.open` returns,
+ *   https://api.slack.com/methods/apps.connections.open) and `token=`/`access_token=` query parameters;
+ * - Slack response URLs `https://hooks.slack.com/…` (anyone holding one can post in the channel for 30 minutes:
+ *   https://api.slack.com/interactivity/handling#message_responses).
+ * Besides these shapes, {@link scrubSecrets} masks the value of every `"key": "value"` pair inside a string whose key
+ * names a secret ({@link isSecretKey}): the Socket Mode client and Bolt print whole envelopes as JSON at debug level,
+ * with the payload's verification `token` and its `response_url`.
  */
 const SECRET_PATTERNS: ReadonlyArray<[RegExp, string]> = [
   [/\bxox[abposr]-[A-Za-z0-9-]+/g, '[Redacted]'],
@@ -51,7 +58,12 @@ const SECRET_PATTERNS: ReadonlyArray<[RegExp, string]> = [
   [/\b(aws_secret_access_key|aws_session_token|secretAccessKey|sessionToken)(["']?\s*[=:]\s*["']?)[A-Za-z0-9/+=]{16,}/gi, '$1$2[Redacted]'],
   [/\b(X-Amz-(?:Signature|Security-Token|Credential))=[^&\s"']+/gi, '$1=[Redacted]'],
   [/\b([a-z][a-z0-9+.-]*:\/\/)[^\s/?#@"'<>]+@/gi, '$1[Redacted]@'],
+  [/([?&](?:ticket|token|access_token)=)[^&\s"'#<>]+/gi, '$1[Redacted]'],
+  [/\bhttps:\/\/hooks\.slack\.com\/[^\s"'<>\\]+/gi, 'https://hooks.slack.com/[Redacted]'],
 ];
+
+/** A `"key": "value"` pair of JSON text inside a string (value with JSON escapes). */
+const JSON_PAIR = /"([A-Za-z0-9_.-]{1,64})"(\s*:\s*)"((?:[^"\\]|\\.)*)"/g;
 
 /**
  * Masks Slack tokens, bearer/basic credentials, JWTs, AWS keys and URL userinfo (user:password@) inside a string
@@ -61,6 +73,7 @@ const SECRET_PATTERNS: ReadonlyArray<[RegExp, string]> = [
 export function scrubSecrets(text: string): string {
   let out = text;
   for (const [re, to] of SECRET_PATTERNS) out = out.replace(re, to);
+  if (out.includes('"')) out = out.replace(JSON_PAIR, (pair, key: string, colon: string) => (isSecretKey(key) ? `"${key}"${colon}"[Redacted]"` : pair));
   return out;
 }
 
@@ -110,6 +123,8 @@ const SECRET_KEYS = new Set([
   'apikey',
   'xapikey',
   'xslacksignature',
+  'responseurl',
+  'ticket',
 ]);
 
 /** Whether a field name names a secret (see `SECRET_KEYS`). */

@@ -18,6 +18,17 @@ export class Metrics {
   readonly pollLastSuccess = new Gauge({ name: 'tokenwatch_poll_last_success_timestamp_seconds', help: 'Start of the last successful poll of the cluster (Unix time, seconds).', labelNames: ['cluster'] as const, registers: [this.registry] });
   /** Slack requests or Socket Mode envelopes dropped as replays/redeliveries, by transport (`http` | `socket`). */
   readonly slackDuplicates = new Counter({ name: 'tokenwatch_slack_duplicate_requests_total', help: 'Slack requests (HTTP replays, Socket Mode redeliveries) acknowledged but not handled again.', labelNames: ['transport'] as const, registers: [this.registry] });
+  /**
+   * Slack HTTP requests refused before any handler ran, by reason (`signature`: signature or timestamp did not
+   * verify; `body-too-large`). Their log lines are rate-limited; this counts every one.
+   */
+  readonly slackRejectedRequests = new Counter({ name: 'tokenwatch_slack_rejected_requests_total', help: 'Slack HTTP requests refused before handling (bad signature or timestamp, body too large).', labelNames: ['reason'] as const, registers: [this.registry] });
+  /**
+   * Node-probe input not believed or over a cap: `what` = `report` (a whole ConfigMap), `entry` (a file of a believed
+   * report) or `finding` (probe-only findings over the per-poll cap); `reason` as in src/probe/verify.ts
+   * (`no-proof`, `wrong-node`, `invalid-name`, `over-cap`, …).
+   */
+  readonly probeDropped = new Counter({ name: 'tokenwatch_probe_dropped_total', help: 'Node-probe reports, entries and findings dropped (not believed, or over a cap).', labelNames: ['cluster', 'what', 'reason'] as const, registers: [this.registry] });
   /** Poll duration in seconds. */
   readonly pollDuration = new Histogram({ name: 'tokenwatch_poll_duration_seconds', help: 'Duration of one poll of one cluster.', labelNames: ['cluster'] as const, buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120], registers: [this.registry] });
   /** Audit event records read from sources (after the source-side filter). */

@@ -76,7 +76,17 @@ export interface ProbeFindingOptions {
    * service accounts; docs/design/domain.md §1). Default: the token's `exp`.
    */
   maxTokenAge?: MaxTokenAge;
+  /**
+   * Most findings the probe alone may raise in one poll (default {@link MAX_PROBE_FINDINGS_PER_POLL}); those with
+   * the nearest rejection date are kept. Audit findings it annotates are not counted.
+   */
+  maxNewFindings?: number;
+  /** Called with how many probe-only findings the cap left out (only when > 0). */
+  onOverflow?: (count: number) => void;
 }
+
+/** Default of {@link ProbeFindingOptions.maxNewFindings}. */
+export const MAX_PROBE_FINDINGS_PER_POLL = 20;
 
 /** The entry with `rejectionAt` = min(`exp`, `warnafter` + maxTokenAge), as ISO-8601 UTC. */
 function withRejection(l: Located, maxTokenAge: MaxTokenAge | undefined): Located {
@@ -125,6 +135,7 @@ export function applyProbeReports(o: ProbeFindingOptions): Finding[] {
     groups.set(k, g);
   }
   const out = o.findings.map((f) => ({ ...f }));
+  const probeOnly: Finding[] = [];
   for (const g of groups.values()) {
     const lines = g.items.map((l) => probeEvidence(l, o.now));
     const existing = out.find((f) => f.namespace === g.namespace && f.serviceAccount === g.serviceAccount && f.kind === g.kind);
@@ -146,7 +157,7 @@ export function applyProbeReports(o: ProbeFindingOptions): Finding[] {
       lastSeen: l.entry.mtime ?? new Date(o.now).toISOString(),
     }));
     const warn = g.items.map((l) => ms(l.entry.warnAfter)).filter((x): x is number => x !== null);
-    out.push({
+    probeOnly.push({
       id: findingId(o.cluster, g.namespace, g.serviceAccount, g.kind),
       cluster: o.cluster,
       namespace: g.namespace,
@@ -171,6 +182,12 @@ export function applyProbeReports(o: ProbeFindingOptions): Finding[] {
       ]),
     });
   }
+  const cap = Math.max(0, o.maxNewFindings ?? MAX_PROBE_FINDINGS_PER_POLL);
+  if (probeOnly.length > cap) {
+    probeOnly.sort((a, b) => (a.rejectionAt ?? '9999').localeCompare(b.rejectionAt ?? '9999') || a.id.localeCompare(b.id));
+    o.onOverflow?.(probeOnly.length - cap);
+  }
+  out.push(...probeOnly.slice(0, cap));
   return out.sort(compareFindings);
 }
 

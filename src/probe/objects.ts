@@ -4,8 +4,11 @@
  * RBAC grants); `serve` lists them (`list configmaps` in that namespace, by label).
  */
 import { ErrorCode, TokenwatchError } from '../errors.js';
-import { ApiException, CoreV1Api, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
+import { ApiException, AuthenticationV1Api, CoreV1Api, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
 import type { ProbeReport } from './host.js';
+import { PROBE_AUDIENCE, PROOF_KEY, probeObjectName, sanitizeReport, verifiedReports, type DropCounter, type ProbeClusterView } from './verify.js';
+
+export { probeObjectName } from './verify.js';
 
 /** Default namespace of the probe DaemonSet and its ConfigMaps. */
 export const PROBE_NAMESPACE = 'tokenwatch-probe';
@@ -14,13 +17,11 @@ export const PROBE_LABEL = { key: 'app.kubernetes.io/component', value: 'tokenwa
 /** ConfigMap key holding the report. */
 export const REPORT_KEY = 'report.json';
 
-/** `tokenwatch-probe-<node>`, lower-cased and cut to the 253-character object-name limit. */
-export function probeObjectName(node: string): string {
-  return `tokenwatch-probe-${node.toLowerCase()}`.slice(0, 253).replace(/[^a-z0-9]+$/, '');
-}
-
-/** The ConfigMap for a report. */
-export function probeConfigMap(report: ProbeReport, namespace: string): V1ConfigMap {
+/**
+ * The ConfigMap for a report. `proof` is the probe pod's projected ServiceAccount token for {@link PROBE_AUDIENCE}
+ * (see `verify.ts`); without it serve refuses the report.
+ */
+export function probeConfigMap(report: ProbeReport, namespace: string, proof?: string): V1ConfigMap {
   return {
     apiVersion: 'v1',
     kind: 'ConfigMap',
@@ -29,7 +30,7 @@ export function probeConfigMap(report: ProbeReport, namespace: string): V1Config
       namespace,
       labels: { [PROBE_LABEL.key]: PROBE_LABEL.value, 'app.kubernetes.io/name': 'tokenwatch' },
     },
-    data: { [REPORT_KEY]: JSON.stringify(report, null, 1) },
+    data: { [REPORT_KEY]: JSON.stringify(report, null, 1), ...(proof ? { [PROOF_KEY]: proof } : {}) },
   };
 }
 
@@ -52,24 +53,21 @@ function status(err: unknown): number | undefined {
 }
 
 /**
- * Writes the report's ConfigMap: read it, then replace it (with its resourceVersion) or create it when missing.
+ * Writes the report's ConfigMap: create it, or replace it when it exists (409), without reading it first. The probe
+ * needs no `get`, so one probe cannot read another node's ConfigMap and the proof token in it. A replace without
+ * `resourceVersion` is an unconditional update, which the API server allows for ConfigMaps.
  * @throws the API error (403 names the verb) — the caller logs it and retries on the next run.
  */
-export async function publishReport(kc: KubeConfig, report: ProbeReport, namespace: string): Promise<'created' | 'updated'> {
+export async function publishReport(kc: KubeConfig, report: ProbeReport, namespace: string, proof?: string): Promise<'created' | 'updated'> {
   const core = kc.makeApiClient(CoreV1Api);
-  const body = probeConfigMap(report, namespace);
+  const body = probeConfigMap(report, namespace, proof);
   const name = body.metadata!.name!;
-  let current: V1ConfigMap | undefined;
   try {
-    current = await core.readNamespacedConfigMap({ name, namespace });
-  } catch (err) {
-    if (status(err) !== 404) throw err;
-  }
-  if (current === undefined) {
     await core.createNamespacedConfigMap({ namespace, body });
     return 'created';
+  } catch (err) {
+    if (status(err) !== 409) throw err;
   }
-  body.metadata!.resourceVersion = current.metadata?.resourceVersion;
   await core.replaceNamespacedConfigMap({ name, namespace, body });
   return 'updated';
 }
@@ -80,39 +78,81 @@ export interface ProbeReportSource {
   read(): Promise<ProbeReport[]>;
 }
 
-/** {@link ProbeReportSource} over the Kubernetes API: `list configmaps` in the probe namespace, by label. */
+/** {@link ProbeClusterView} over the Kubernetes API (TokenReview, get pod, get ServiceAccount). */
+export function kubeProbeView(kc: KubeConfig): ProbeClusterView {
+  const core = kc.makeApiClient(CoreV1Api);
+  const auth = kc.makeApiClient(AuthenticationV1Api);
+  const orMissing = async <T>(fn: () => Promise<T>): Promise<T | undefined> => {
+    try {
+      return await fn();
+    } catch (err) {
+      if (status(err) === 404) return undefined;
+      throw err;
+    }
+  };
+  return {
+    async review(token) {
+      const r = await auth.createTokenReview({ body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token, audiences: [PROBE_AUDIENCE] } } });
+      const st = r.status ?? {};
+      return { authenticated: st.authenticated === true, ...(st.user?.username ? { username: st.user.username } : {}), ...(st.audiences ? { audiences: st.audiences } : {}), ...(st.user?.extra ? { extra: st.user.extra } : {}) };
+    },
+    async pod(namespace, name) {
+      const p = await orMissing(() => core.readNamespacedPod({ namespace, name }));
+      return p ? { uid: p.metadata?.uid ?? '', nodeName: p.spec?.nodeName } : undefined;
+    },
+    async serviceAccountUid(namespace, name) {
+      const sa = await orMissing(() => core.readNamespacedServiceAccount({ namespace, name }));
+      return sa ? (sa.metadata?.uid ?? '') : undefined;
+    },
+  };
+}
+
+/**
+ * {@link ProbeReportSource} over the Kubernetes API: `list configmaps` in the probe namespace, by label; only the
+ * reports `verify.ts` believes are returned, and what it drops is counted through `onDrop`.
+ */
 export class KubeProbeReports implements ProbeReportSource {
   constructor(
     private readonly kc: KubeConfig,
     private readonly namespace: string = PROBE_NAMESPACE,
+    private readonly onDrop?: DropCounter,
   ) {}
 
   async read(): Promise<ProbeReport[]> {
     const core = this.kc.makeApiClient(CoreV1Api);
+    let items: V1ConfigMap[];
     try {
       const list = await core.listNamespacedConfigMap({ namespace: this.namespace, labelSelector: `${PROBE_LABEL.key}=${PROBE_LABEL.value}` });
-      return list.items.map(reportOf).filter((r): r is ProbeReport => r !== undefined);
+      items = list.items;
     } catch (err) {
       if (status(err) === 404) return [];
       if (status(err) === 403) throw new TokenwatchError(ErrorCode.ProbeFailed, `listing probe ConfigMaps in namespace ${this.namespace} is forbidden: grant list configmaps there (manifests/probe)`);
       throw new TokenwatchError(ErrorCode.ProbeFailed, `listing probe ConfigMaps in namespace ${this.namespace} failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
     }
+    const cms = items.map((cm) => ({ name: cm.metadata?.name ?? '', data: cm.data ?? {} }));
+    return verifiedReports(cms, this.namespace, kubeProbeView(this.kc), this.onDrop);
   }
 }
 
 /**
  * Reads a saved `kubectl get configmaps -n tokenwatch-probe -l app.kubernetes.io/component=tokenwatch-probe-report
- * -o json` (a `v1 List`, or one ConfigMap) and returns its probe reports (other ConfigMaps are skipped). Pure.
+ * -o json` (a `v1 List`, or one ConfigMap) and returns its probe reports (other ConfigMaps are skipped), with
+ * entries whose names are not Kubernetes names dropped and at most `MAX_REPORT_ENTRIES` token entries per report
+ * ({@link sanitizeReport}; a saved file is the operator's own, so the writer and live checks of serve do not apply).
+ * Pure.
  * @throws Error naming what is wrong when the document is neither.
  */
 export function reportsFromJson(doc: unknown): ProbeReport[] {
   const o = doc as { kind?: unknown; items?: unknown; data?: Record<string, string> };
   if (o && typeof o === 'object' && Array.isArray(o.items)) {
-    return (o.items as { data?: Record<string, string> }[]).map(reportOf).filter((r): r is ProbeReport => r !== undefined);
+    return (o.items as { data?: Record<string, string> }[])
+      .map(reportOf)
+      .filter((r): r is ProbeReport => r !== undefined)
+      .map((r) => sanitizeReport(r));
   }
   if (o && typeof o === 'object' && o.kind === 'ConfigMap') {
     const r = reportOf(o);
-    return r ? [r] : [];
+    return r ? [sanitizeReport(r)] : [];
   }
   throw new TokenwatchError(ErrorCode.ProbeFailed, 'not a ConfigMap list (expected the output of `kubectl get configmaps -l app.kubernetes.io/component=tokenwatch-probe-report -o json`)');
 }

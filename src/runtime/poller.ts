@@ -299,6 +299,7 @@ export class ClusterPoller {
         unauthorizedSince: now - (this.deps.activeWindowMs ?? POLLER_DEFAULTS.activeWindowMs),
         state: this.deps.state,
         thresholds: { criticalSeconds: cluster.thresholds.criticalDays * DAY_SECONDS, warningSeconds: cluster.thresholds.warningDays * DAY_SECONDS },
+        inferred401CriticalRequests: cluster.thresholds.inferred401CriticalRequests,
       });
       let metricsError: string | undefined;
       let metricsShowUse = false;
@@ -316,7 +317,8 @@ export class ClusterPoller {
         try {
           const reports = await this.deps.probe.read();
           const thresholds = { criticalSeconds: cluster.thresholds.criticalDays * DAY_SECONDS, warningSeconds: cluster.thresholds.warningDays * DAY_SECONDS };
-          findings.splice(0, findings.length, ...applyProbeReports({ cluster: cluster.name, reports, findings, now, metricsShowUse, thresholds, maxTokenAge: cluster.maxTokenAge }));
+          const onOverflow = (n: number) => this.deps.metrics?.probeDropped.inc({ cluster: cluster.name, what: 'finding', reason: 'over-cap' }, n);
+          findings.splice(0, findings.length, ...applyProbeReports({ cluster: cluster.name, reports, findings, now, metricsShowUse, thresholds, maxTokenAge: cluster.maxTokenAge, onOverflow }));
         } catch (err) {
           probeError = err instanceof Error ? err.message : String(err);
           log.warn({ error: probeError }, 'node-probe reports unavailable');
@@ -335,6 +337,7 @@ export class ClusterPoller {
       outcome.endedAt = this.clock();
       store.finishPollRun(runId, { endedAt: outcome.endedAt, events: outcome.records, tokenUses: outcome.newUses });
       this.deps.blind?.observePoll(startedAt, outcome.records);
+      store.markWatchedSince(cluster.name, startedAt); // start of the readiness verdict's window
       this.healthState = { ...this.healthState, status: 'ok', lastPollAt: startedAt, lastSuccessAt: startedAt, lastError: undefined, stateError: stateProblem, metricsError, probeError };
       metrics?.polls.inc({ cluster: cluster.name, outcome: 'ok' });
       metrics?.pollFailing.set({ cluster: cluster.name }, 0);

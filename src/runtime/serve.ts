@@ -21,7 +21,7 @@ import { ClusterPoller, type PollOutcome } from './poller.js';
 import { BlindLogMonitor, type BlindReason } from './blind.js';
 import { TokenMetricsMonitor } from '../metrics/live.js';
 import { KubeMetricsScraper } from '../metrics/scrape.js';
-import { KubeProbeReports, type ProbeReportSource } from '../probe/objects.js';
+import { KubeProbeReports, PROBE_NAMESPACE, type ProbeReportSource } from '../probe/objects.js';
 import { KubeRemediator } from '../remediation/kube-remediator.js';
 import { Scheduler, type RunNowResult } from './scheduler.js';
 import { createAuditSource, type ClosableAuditSource } from '../sources/index.js';
@@ -208,7 +208,7 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
     if (kube.error) logger.error({ cluster: c.name }, kube.error);
     const secretMetadata = 'secretMetadata' in c.kubernetes && c.kubernetes.secretMetadata === true;
     const state = kube.kubeConfig ? new KubeClusterState(kube.kubeConfig, { secretMetadata }) : undefined;
-    const probe = kube.kubeConfig ? new KubeProbeReports(kube.kubeConfig) : undefined;
+    const probe = kube.kubeConfig ? new KubeProbeReports(kube.kubeConfig, PROBE_NAMESPACE, (what, reason, n) => metrics.probeDropped.inc({ cluster: c.name, what, reason }, n)) : undefined;
     const blind = new BlindLogMonitor({
       source: 'cloudwatch' in c.audit ? 'cloudwatch' : 'file' in c.audit ? 'file' : 'none',
       ...(c.blindLog ? { silentAfterMs: c.blindLog.silentAfter, silentPolls: c.blindLog.silentPolls } : {}),

@@ -4,9 +4,12 @@
  *   `serviceaccount_stale_tokens_total` / `serviceaccount_legacy_tokens_total` count the simulated audit traffic;
  * - {@link refreshProbeObjects}: one `tokenwatch-probe-<node>` ConfigMap per node running a pod of a static-token-file
  *   ServiceAccount (Multus), as the node probe would publish it: the kubeconfig path, the token's claims (issued when
- *   its pod started, or at the `warnafter` learnt from the audit log minus 3607 s), never a token.
+ *   its pod started, or at the `warnafter` learnt from the audit log minus 3607 s), never a token; with the proof
+ *   serve checks ({@link sandboxProbeProofs}: a probe pod on the node and its token, answered by the fake's TokenReview).
  */
-import { apiServerMetricsText, type ObjectStore } from './fakes/kubernetes.js';
+import { apiServerMetricsText, type FakeKube, type ObjectStore } from './fakes/kubernetes.js';
+import { serveTokenReviews } from './fakes/token-review.js';
+import { PROBE_AUDIENCE } from '../probe/verify.js';
 import { EKS_MAX_SECONDS_AFTER_WARNING, WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS } from '../findings/token-math.js';
 import { pathHash, type ProbeEntry, type ProbeReport, DEFAULT_PROBE_GLOBS } from '../probe/host.js';
 import { PROBE_NAMESPACE, probeConfigMap, probeObjectName } from '../probe/objects.js';
@@ -41,10 +44,27 @@ export class SandboxApiServerMetrics {
 export const MULTUS_KUBECONFIG = '/etc/cni/net.d/multus.d/multus.kubeconfig';
 
 /**
- * Writes (creates or updates, only when changed) the probe ConfigMaps for the nodes of the pods of
- * `staticTokenSubjects` (`namespace/name`). Returns how many objects were written.
+ * The proof of each node's report, as the probe DaemonSet would publish it: a probe pod on the node (created in the
+ * fake when missing) and a token bound to it for the audience `tokenwatch-probe`, answered by the fake's TokenReview.
+ * The sandbox clock runs fast and a report is rewritten only when it changes, so these tokens do not expire.
  */
-export function refreshProbeObjects(store: ObjectStore, templates: readonly CredentialTemplate[], staticTokenSubjects: ReadonlySet<string>, now: number): number {
+export function sandboxProbeProofs(kube: FakeKube, now: () => number): (node: string) => string {
+  const issuer = serveTokenReviews(kube, now);
+  return (node) => {
+    const name = `tokenwatch-probe-${pathHash(node).slice(0, 5)}`;
+    if (!kube.store.get('Pod', PROBE_NAMESPACE, name)) {
+      kube.store.put({ apiVersion: 'v1', kind: 'Pod', metadata: { namespace: PROBE_NAMESPACE, name, labels: { 'app.kubernetes.io/component': 'probe' } }, spec: { nodeName: node, serviceAccountName: 'tokenwatch-probe' } });
+    }
+    return issuer.issue({ namespace: PROBE_NAMESPACE, pod: name, audience: PROBE_AUDIENCE, expiresAt: Number.MAX_SAFE_INTEGER });
+  };
+}
+
+/**
+ * Writes (creates or updates, only when changed) the probe ConfigMaps for the nodes of the pods of
+ * `staticTokenSubjects` (`namespace/name`), each with `proofFor(node)` as its proof. Returns how many objects were
+ * written.
+ */
+export function refreshProbeObjects(store: ObjectStore, templates: readonly CredentialTemplate[], staticTokenSubjects: ReadonlySet<string>, now: number, proofFor?: (node: string) => string): number {
   const byNode = new Map<string, ProbeEntry[]>();
   for (const p of store.list('Pod')) {
     const v = podView(p);
@@ -91,7 +111,7 @@ export function refreshProbeObjects(store: ObjectStore, templates: readonly Cred
       }
     };
     if (current && same(current.data?.['report.json'])) continue;
-    const cm = probeConfigMap(report, PROBE_NAMESPACE);
+    const cm = probeConfigMap(report, PROBE_NAMESPACE, proofFor?.(node));
     if (current) store.update('ConfigMap', PROBE_NAMESPACE, name, (o) => void (o['data'] = cm.data));
     else store.put(cm);
     written++;

@@ -31,7 +31,7 @@ import { createLogger, type Logger } from '../observability/logger.js';
 import { startServe, type ServeHandle } from '../runtime/serve.js';
 import { startSlackWith, type SlackIntegration } from '../slack/app.js';
 import { SimClock, StrictClock, tsToMs } from './clock.js';
-import { refreshProbeObjects, SandboxApiServerMetrics } from './probe-metrics.js';
+import { refreshProbeObjects, SandboxApiServerMetrics, sandboxProbeProofs } from './probe-metrics.js';
 import { clusterView, kubeconfigYaml, loadObjects, savedObjects, saveObjects, seedObjects, summarizeWorkloads } from './cluster.js';
 import { ROLLOUT_ANNOTATION, WorkloadController } from './controller.js';
 import { loadFakes, type FakeKube, type FakeMessage, type FakeSlack } from './fakes/index.js';
@@ -290,10 +290,11 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<SandboxHa
   // API-server token metrics and node-probe objects (issue 13), fed by the same simulated traffic and pods.
   const apiMetrics = new SandboxApiServerMetrics(clock.now()); // a fresh API-server process per sandbox start
   kube.setMetrics(() => apiMetrics.text());
+  const proofFor = sandboxProbeProofs(kube, () => clock.now());
   const tick = async () => {
     const { lines, uses } = live.tick(clock.now());
     apiMetrics.observe(uses);
-    refreshProbeObjects(kube.store, templates, staticTokenSubjects(), clock.now());
+    refreshProbeObjects(kube.store, templates, staticTokenSubjects(), clock.now(), proofFor);
     await writer.append(lines);
   };
   await tick();

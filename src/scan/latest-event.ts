@@ -18,19 +18,27 @@ import { eventTimeMs, isAuditEvent, parseRfc3339Ms } from '../audit/token-use.js
 
 const S3_PREFIX_RE = /^\d{4}-\d{2}-\d{2}T\S{1,40}[ \t]+(\{.*)$/;
 
+/**
+ * An event time later than the scanning host's clock plus this much cannot come from a real API server (the
+ * clocks of the two may differ a little): such times are ignored for the default reference time (a forged event
+ * stamped 9999-12-31 must not turn every finding critical).
+ */
+export const PLAUSIBLE_CLOCK_SKEW_MS = 24 * 3_600_000;
+
 /** Bytes of a file's (decompressed) end that are searched for events. */
 export const TAIL_BYTES = 256 * 1024;
 
 /**
  * Latest event time (`requestReceivedTimestamp`, else `stageTimestamp`; `eventTimeMs` of the audit
- * module) among the complete JSON lines in `tail`, epoch ms UTC; undefined when none is an audit event.
- * The first line is skipped when `partialFirst` (the window starts mid-line). Pure.
+ * module) among the complete JSON lines in `tail`, epoch ms UTC, ignoring times after `ceiling` (default: the clock
+ * plus {@link PLAUSIBLE_CLOCK_SKEW_MS}); undefined when none is an audit event.
+ * The first line is skipped when `partialFirst` (the window starts mid-line). Pure when `ceiling` is given.
  *
  * Lines are taken from the last one back (the newest come last, so the latest time is found early), and a line is
  * `JSON.parse`d only when its upper bound ({@link eventTimeUpperBounds}) says it could hold a later time: on many
  * small files this skips most of the parsing (10,000 files of 300 KB: 256 KiB of tail each) with the same result.
  */
-export function latestEventTimeInTail(tail: Buffer, partialFirst: boolean): number | undefined {
+export function latestEventTimeInTail(tail: Buffer, partialFirst: boolean, ceiling: number = Date.now() + PLAUSIBLE_CLOCK_SKEW_MS): number | undefined {
   const text = tail.toString('utf8');
   const lines = text.split('\n');
   const bounds = eventTimeUpperBounds(text, lines);
@@ -48,7 +56,7 @@ export function latestEventTimeInTail(tail: Buffer, partialFirst: boolean): numb
     }
     if (!isAuditEvent(value)) continue;
     const t = eventTimeMs(value);
-    if (t !== undefined && (latest === undefined || t > latest)) latest = t;
+    if (t !== undefined && t <= ceiling && (latest === undefined || t > latest)) latest = t;
   }
   return latest;
 }
@@ -226,4 +234,87 @@ export async function latestEventTimeOfFiles(files: string[], signal?: AbortSign
   let latest: number | undefined;
   for (const t of times) if (t !== undefined && (latest === undefined || t > latest)) latest = t;
   return latest;
+}
+
+/**
+ * Earliest event time among the complete JSON lines of `head` (the first bytes of a file), epoch ms UTC; undefined when
+ * none is an audit event. The last line is skipped when `partialLast` (the window ends mid-line). Pure.
+ */
+export function earliestEventTimeInHead(head: Buffer, partialLast: boolean): number | undefined {
+  const lines = head.toString('utf8').split('\n');
+  let earliest: number | undefined;
+  for (let i = 0; i < lines.length - (partialLast ? 1 : 0); i++) {
+    let line = lines[i]?.trim();
+    if (line && line[0] !== '{') line = S3_PREFIX_RE.exec(line)?.[1];
+    if (line?.[0] !== '{') continue;
+    let value: unknown;
+    try {
+      value = JSON.parse(line);
+    } catch {
+      continue;
+    }
+    if (!isAuditEvent(value)) continue;
+    const t = eventTimeMs(value);
+    if (t !== undefined && (earliest === undefined || t < earliest)) earliest = t;
+  }
+  return earliest;
+}
+
+/** The first {@link TAIL_BYTES} of a file, inflated when it is gzip (only that much is inflated). */
+async function fileHead(file: string): Promise<{ head: Buffer; partialLast: boolean } | undefined> {
+  const fh = await open(file, 'r');
+  let raw: Buffer;
+  let size: number;
+  try {
+    const st = await fh.stat();
+    if (!st.isFile()) return undefined;
+    size = st.size;
+    raw = Buffer.alloc(Math.min(size, TAIL_BYTES));
+    const { bytesRead } = await fh.read(raw, 0, raw.length, 0);
+    raw = raw.subarray(0, bytesRead);
+  } finally {
+    await fh.close();
+  }
+  if (!isGzip(raw)) return { head: raw, partialLast: size > raw.length };
+  const chunks: Buffer[] = [];
+  let bytes = 0;
+  const input = createReadStream(file, { highWaterMark: 256 * 1024 });
+  const gunzip = input.pipe(createGunzip({ chunkSize: 64 * 1024 }));
+  try {
+    for await (const chunk of gunzip as AsyncIterable<Buffer>) {
+      chunks.push(chunk);
+      bytes += chunk.length;
+      if (bytes >= TAIL_BYTES) break;
+    }
+  } catch {
+    // a corrupt or cut-off gzip: what was inflated still counts (the reader reports the error)
+  } finally {
+    input.destroy();
+    gunzip.destroy();
+  }
+  return { head: Buffer.concat(chunks), partialLast: true };
+}
+
+/**
+ * Earliest event time over the heads (first {@link TAIL_BYTES}) of all `files` (plain or gzip audit JSON lines), epoch
+ * ms UTC: where the audit window of the input starts (the readiness verdict, `src/findings/readiness.ts`). Best effort,
+ * never throws: undefined for other formats and unreadable files. At most {@link TAIL_CONCURRENCY} files at once.
+ */
+export async function earliestEventTimeOfFiles(files: string[]): Promise<number | undefined> {
+  const limit = pLimit(TAIL_CONCURRENCY);
+  const times = await Promise.all(
+    files.map((f) =>
+      limit(async () => {
+        try {
+          const h = await fileHead(f);
+          return h ? earliestEventTimeInHead(h.head, h.partialLast) : undefined;
+        } catch {
+          return undefined;
+        }
+      }),
+    ),
+  );
+  let earliest: number | undefined;
+  for (const t of times) if (t !== undefined && (earliest === undefined || t < earliest)) earliest = t;
+  return earliest;
 }

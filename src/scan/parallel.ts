@@ -22,7 +22,7 @@ import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import pLimit from 'p-limit';
 import { DETECT_HEAD_BYTES, detectFormat, isGzip } from '../audit/formats.js';
-import { DEFAULT_MAX_LINE_BYTES, STDIN, countOnce, noAuditEventError, type ReadProgress } from '../audit/reader.js';
+import { DEFAULT_MAX_LINE_BYTES, STDIN, auditIdConflictMessage, countOnce, noAuditEventError, type ReadProgress, type SeenAuditIDs } from '../audit/reader.js';
 import { InputError, type InputFormat, type ReadNotice, type ReadStats, type TokenUse } from '../audit/types.js';
 import type { WorkerMessage, WorkerReply, WorkerTask } from './worker.js';
 
@@ -456,7 +456,9 @@ async function* mergeResults(
   };
   for (const r of results) r?.promise.catch(() => undefined); // rejections are awaited in order below
   dispatch(window);
-  const seen = new Set<string>();
+  const seen: SeenAuditIDs = new Map();
+  // A conflict within one file is reported by the worker that read it; one across files (or ranges) here, once.
+  let conflictReported = false;
   let fileTally: { lines: number; events: number } | undefined;
   try {
     for (const [i, task] of plan.tasks.entries()) {
@@ -494,8 +496,14 @@ async function* mergeResults(
         const totalBytes = plan.sizes.get(task.file) ?? 0;
         onProgress({ file: task.file, bytesRead: totalBytes, totalBytes });
       }
+      const file = task.file;
+      const onConflict = (use: TokenUse): void => {
+        if (conflictReported || (done.notices ?? []).some((n) => n.code === 'auditid-conflict')) return;
+        conflictReported = true;
+        opts.onNotice?.({ file, code: 'auditid-conflict', message: auditIdConflictMessage(file, use) });
+      };
       for (const use of done.uses) {
-        if (countOnce(seen, stats, use)) yield use;
+        if (countOnce(seen, stats, use, onConflict)) yield use;
       }
     }
   } finally {

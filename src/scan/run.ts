@@ -9,7 +9,10 @@ import { loadSnapshot } from '../cluster/snapshot.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import { TokenAggregator } from '../findings/aggregate.js';
 import type { Finding, MaxTokenAge, ScanReport, SeverityThresholds } from '../findings/types.js';
-import { latestEventTimeOfFiles } from './latest-event.js';
+import { readinessVerdict, type Readiness } from '../findings/readiness.js';
+import { applyCredentialEvents, detectCredentialEvents, type ClusterEvent } from '../findings/cluster-events.js';
+import { PLAUSIBLE_CLOCK_SKEW_MS, earliestEventTimeOfFiles, latestEventTimeOfFiles } from './latest-event.js';
+import { DAY_MS } from '../core/units.js';
 
 /** Progress of the read of one input file (bytes of the file on disk, compressed for `.gz`). */
 export type { ReadProgress } from '../audit/reader.js';
@@ -46,6 +49,50 @@ export interface ScanOptions {
    * `maxJobs()` (`os.availableParallelism()`), as the CLI's `--jobs` does.
    */
   jobs?: number;
+  /** Minimum audit window for a `safe` readiness verdict, ms; default 7 days (`DEFAULT_READINESS_MIN_WINDOW_MS`). */
+  readinessMinWindowMs?: number;
+  /** The scanning host's clock (epoch ms UTC), for the plausibility of event times; default `Date.now`. */
+  clock?: () => number;
+}
+
+/**
+ * The latest token-use times kept to judge the default reference time ({@link plausibleLatest}): a few forged events
+ * are among them, the bulk of the input is not.
+ */
+const LATEST_KEPT = 64;
+/** A latest event time more than this after the next latest one is "implausibly far past the bulk of the input". */
+export const IMPLAUSIBLE_GAP_MS = 7 * DAY_MS;
+
+/** The gap rule of {@link plausibleLatest} applies only with at least this many earlier times (a sparse input has none). */
+const GAP_RULE_MIN_BULK = 10;
+
+/** An event time left out of the default reference time, and why. */
+export interface IgnoredEventTime {
+  /** ISO-8601 UTC. */
+  time: string;
+  reason: string;
+}
+
+/**
+ * The latest plausible time of `times` (any order): times after `ceiling` (the clock plus a day) are dropped, then,
+ * from the latest down while at least 10 earlier times remain, a time more than {@link IMPLAUSIBLE_GAP_MS} after the
+ * next one (the bulk of the input ends before it). Returns the time (undefined when none is left) and the times ignored, with their reason. Pure.
+ */
+export function plausibleLatest(times: readonly number[], ceiling: number): { latest?: number; ignored: IgnoredEventTime[] } {
+  const sorted = [...times].sort((a, b) => b - a);
+  const ignored: IgnoredEventTime[] = [];
+  let i = 0;
+  for (; i < sorted.length && sorted[i]! > ceiling; i++) {
+    ignored.push({ time: new Date(sorted[i]!).toISOString(), reason: `later than the scanning host's clock plus ${PLAUSIBLE_CLOCK_SKEW_MS / 3_600_000} h` });
+  }
+  // The gap rule needs a bulk to compare with: at least GAP_RULE_MIN_BULK other times.
+  for (; sorted.length - i - 1 >= GAP_RULE_MIN_BULK && sorted[i]! - sorted[i + 1]! > IMPLAUSIBLE_GAP_MS; i++) {
+    ignored.push({
+      time: new Date(sorted[i]!).toISOString(),
+      reason: `more than ${IMPLAUSIBLE_GAP_MS / DAY_MS} days after every other event (next: ${new Date(sorted[i + 1]!).toISOString()})`,
+    });
+  }
+  return i < sorted.length ? { latest: sorted[i]!, ignored } : { ignored };
 }
 
 /** Evidence line added to findings built only from EKS guide-query rows (no `@message`). */
@@ -85,8 +132,8 @@ export interface ScanResult {
   /** Where {@link ScanResult.now} came from. */
   nowSource: NowSource;
   /**
-   * Latest event time in the input, epoch ms UTC; undefined when none was found. When `now` was given
-   * the file tails are not read, and this is the latest token use only.
+   * Latest plausible event time in the input (see {@link plausibleLatest}), epoch ms UTC; undefined when none was
+   * found. It ends the audit window of the readiness verdict.
    */
   latestEventTime?: number;
   /**
@@ -94,6 +141,12 @@ export interface ScanResult {
    * input without pods, files truncated at a record, skipped NUL bytes), in the order they happened.
    */
   notices: ReadNotice[];
+  /** Event times left out of the default reference time as implausible (empty when `now` was given). */
+  ignoredEventTimes: IgnoredEventTime[];
+  /** "Is it safe to turn token extension off?" for the cluster (see `src/findings/readiness.ts`). */
+  readiness: Readiness;
+  /** Cluster-level credential events (signing-key rotation, issuer change; `src/findings/cluster-events.ts`). */
+  clusterEvents: ClusterEvent[];
 }
 
 /**
@@ -131,7 +184,9 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
   // so the process can exit as soon as the error is reported.
   const abort = new AbortController();
   const tailFiles = plan ? opts.files.filter((f) => !plan.workerTailFiles.has(f)) : opts.files;
-  const tails = opts.now === undefined ? latestEventTimeOfFiles(tailFiles, abort.signal) : Promise.resolve(undefined);
+  // Tails and heads are read also when `now` is given: they bound the audit window of the readiness verdict.
+  const tails = latestEventTimeOfFiles(tailFiles, abort.signal);
+  const heads = earliestEventTimeOfFiles(opts.files);
   let latest: number | undefined;
   const notices: ReadNotice[] = [];
   const readOpts: ReadOptions = {
@@ -149,16 +204,25 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
     const { readParallel } = await import('./parallel.js');
     const read = readParallel(plan, stats, readOpts);
     uses = read.uses;
-    if (opts.now === undefined) workerTails = read.tailLatest;
+    workerTails = read.tailLatest;
   } else {
     uses = readTokenUses(opts.files, stats, readOpts);
   }
   // The findings module (zod, the cause catalog: ~70 ms of CPU) loads while the inputs are read, not before.
   const findingsModule = import('../findings/build.js');
   findingsModule.catch(() => undefined); // awaited below
+  const clock = opts.clock ?? Date.now;
+  const ceiling = clock() + PLAUSIBLE_CLOCK_SKEW_MS;
+  // The LATEST_KEPT latest distinct use times, ascending (bounded: memory does not grow with the input).
+  const top: number[] = [];
+  let earliest: number | undefined;
   try {
     for await (const use of uses) {
-      if (latest === undefined || use.time > latest) latest = use.time;
+      if (earliest === undefined || use.time < earliest) earliest = use.time;
+      if ((top.length < LATEST_KEPT || use.time > top[0]!) && !top.includes(use.time)) {
+        top.splice(sortedIndex(top, use.time), 0, use.time);
+        if (top.length > LATEST_KEPT) top.shift();
+      }
       aggregator.add(use);
     }
   } catch (err) {
@@ -171,7 +235,10 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
     (a, t) => (t !== undefined && (a === undefined || t > a) ? t : a),
     undefined,
   );
-  if (tailLatest !== undefined && (latest === undefined || tailLatest > latest)) latest = tailLatest;
+  const plausible = plausibleLatest(tailLatest !== undefined ? [...top, tailLatest] : top, ceiling);
+  latest = plausible.latest;
+  const headEarliest = await heads;
+  if (headEarliest !== undefined && (earliest === undefined || headEarliest < earliest)) earliest = headEarliest;
 
   let now: number;
   let nowSource: NowSource;
@@ -186,14 +253,34 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
     nowSource = 'clock';
   }
 
-  const { buildFindings } = await findingsModule;
-  const findings = await buildFindings(aggregator.records(), {
+  const { buildFindings, compareFindings } = await findingsModule;
+  const built = await buildFindings(aggregator.records(), {
     now,
     ...(opts.thresholds ? { thresholds: opts.thresholds } : {}),
     ...(state ? { state } : {}),
   });
+  const clusterEvents = detectCredentialEvents(built);
+  const findings = applyCredentialEvents(built, clusterEvents).sort(compareFindings);
   if (notices.some((n) => n.code === 'guide-query')) for (const f of findings) noteGuideQueryLimits(f);
   if (notices.some((n) => n.code === 'gke-fields')) for (const f of findings) noteGkeLimits(f);
+
+  const gaps = notices
+    .filter((n) => n.code === 'partial-result' || n.code === 'row-cap' || n.code === 'truncated')
+    .map((n) => n.message);
+  const readiness = readinessVerdict({
+    cluster: opts.cluster,
+    findings,
+    coverage: {
+      ...(earliest !== undefined ? { windowStart: earliest } : {}),
+      ...(latest !== undefined ? { windowEnd: latest } : {}),
+      events: stats.lines,
+      gaps,
+      ...(notices.some((n) => n.code === 'guide-query')
+        ? { blind: 'the input holds only rows of the EKS guide query, which lists stale uses only: it cannot show a quiet window' }
+        : {}),
+    },
+    ...(opts.readinessMinWindowMs !== undefined ? { minWindowMs: opts.readinessMinWindowMs } : {}),
+  });
 
   const report: ScanReport = {
     findings,
@@ -204,7 +291,29 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
       tokenUses: stats.tokenUses,
       malformed: stats.malformed,
       duplicates: stats.duplicates,
+      ...(stats.auditIdConflicts ? { auditIdConflicts: stats.auditIdConflicts } : {}),
     },
   };
-  return { report, now, nowSource, notices, ...(latest !== undefined ? { latestEventTime: latest } : {}) };
+  return {
+    report,
+    now,
+    nowSource,
+    notices,
+    ignoredEventTimes: opts.now === undefined ? plausible.ignored : [],
+    readiness,
+    clusterEvents,
+    ...(latest !== undefined ? { latestEventTime: latest } : {}),
+  };
+}
+
+/** Where `t` goes in the ascending array `xs`. */
+function sortedIndex(xs: readonly number[], t: number): number {
+  let lo = 0;
+  let hi = xs.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (xs[mid]! < t) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }

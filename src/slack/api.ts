@@ -16,7 +16,7 @@ import { webApi } from '@slack/bolt';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
-import type { KnownBlock } from './blocks/index.js';
+import { wireText, type KnownBlock } from './blocks/index.js';
 
 type WebClient = InstanceType<typeof webApi.WebClient>;
 
@@ -86,6 +86,8 @@ export function explainChannelError(code: string): string {
 /** A message to post or update. */
 export interface OutgoingMessage {
   text: string;
+  /** See `SlackMessage.textFormat` (blocks/text.ts). */
+  textFormat?: 'plain' | 'mrkdwn';
   blocks: KnownBlock[];
 }
 
@@ -143,7 +145,7 @@ export class SlackApi {
         const res = await this.call('chat.postMessage', channel, () =>
           this.client.chat.postMessage({
             channel,
-            text: msg.text,
+            text: wireText(msg.text, msg.textFormat),
             blocks: msg.blocks,
             unfurl_links: false,
             unfurl_media: false,
@@ -160,7 +162,7 @@ export class SlackApi {
 
   /** `chat.update` of one of the bot's messages. @throws SlackCallError */
   async update(channel: string, ts: string, msg: OutgoingMessage): Promise<void> {
-    await this.call('chat.update', channel, () => this.client.chat.update({ channel, ts, text: msg.text, blocks: msg.blocks }));
+    await this.call('chat.update', channel, () => this.client.chat.update({ channel, ts, text: wireText(msg.text, msg.textFormat), blocks: msg.blocks }));
   }
 
   /**
@@ -197,7 +199,7 @@ export class SlackApi {
   /** `chat.postEphemeral` to `user` in `channel`. @throws SlackCallError */
   async ephemeral(channel: string, user: string, msg: OutgoingMessage, threadTs?: string): Promise<void> {
     await this.call('chat.postEphemeral', undefined, () =>
-      this.client.chat.postEphemeral({ channel, user, text: msg.text, blocks: msg.blocks, ...(threadTs ? { thread_ts: threadTs } : {}) }),
+      this.client.chat.postEphemeral({ channel, user, text: wireText(msg.text, msg.textFormat), blocks: msg.blocks, ...(threadTs ? { thread_ts: threadTs } : {}) }),
     );
   }
 

@@ -27,6 +27,7 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { App, HTTPReceiver, LogLevel, SocketModeReceiver, webApi, type Logger as BoltLogger } from '@slack/bolt';
 import { approvalPolicyFor } from '../config/policy.js';
+import { LogRateLimit } from '../observability/log-limit.js';
 import { maskUrl, type Logger } from '../observability/logger.js';
 import type { ProbeCheckReport, VerificationReport } from '../remediation/verify.js';
 import { registerListeners } from './listeners/index.js';
@@ -75,7 +76,7 @@ export interface SlackOptions {
    * (default 900,000 = 15 min after they were last read); after that the group counts as empty (fail closed).
    */
   approverGroupsMaxStaleMs?: number;
-  /** Wall clock for the replay cache, epoch ms (default `Date.now`, the clock Bolt checks signatures with). */
+  /** Wall clock for the replay cache and the log limit of refused requests, epoch ms (default `Date.now`, the clock Bolt checks signatures with). */
   wallClock?: () => number;
   /** Socket Mode watchdog: check interval and restart threshold, ms. */
   watchdog?: { intervalMs?: number; staleMs?: number };
@@ -107,14 +108,51 @@ export interface SlackIntegration extends Integration {
   parts: { api: SlackApi; notifier: Notifier; flow: ApprovalFlow; ids: ButtonIds; command: TokensCommand; app: App };
 }
 
-/** Bolt's Logger interface over pino (component `slack`). */
-export function boltLogger(log: Logger): BoltLogger {
+/**
+ * Warnings Bolt's `HTTPReceiver` logs once per refused request (`@slack/bolt` dist/receivers/HTTPReceiver.js): a
+ * signature or timestamp that does not verify, and a body over the size limit. Anyone who can reach the port can send
+ * these at will, so they are counted in a metric and logged at most once per {@link REJECTED_LOG_INTERVAL_MS}.
+ */
+const REJECTED_REQUEST: ReadonlyArray<[RegExp, 'signature' | 'body-too-large']> = [
+  [/^Failed to parse and verify the request data/, 'signature'],
+  [/^Request body exceeded the maximum allowed size/, 'body-too-large'],
+];
+
+/** At most one log line per this many ms for refused Slack requests of one reason (their count is a metric). */
+export const REJECTED_LOG_INTERVAL_MS = 60_000;
+
+/** Options of {@link boltLogger}. */
+export interface BoltLoggerOptions {
+  /** Counts every refused request (see {@link REJECTED_REQUEST}), logged or not. */
+  onRejected?: (reason: 'signature' | 'body-too-large') => void;
+  /** Clock of the log limiter, epoch ms (default `Date.now`). */
+  now?: () => number;
+}
+
+/**
+ * Bolt's Logger interface over pino (component `slack`). Warnings about refused HTTP requests are rate-limited per
+ * reason ({@link LogRateLimit}: one line per minute, saying how many were left out) and each one is reported to
+ * `onRejected`.
+ */
+export function boltLogger(log: Logger, opts: BoltLoggerOptions = {}): BoltLogger {
   let level = log.isLevelEnabled('debug') ? LogLevel.DEBUG : LogLevel.INFO;
   const text = (msg: unknown[]): string => msg.map((m) => (m instanceof Error ? m.message : typeof m === 'string' ? m : JSON.stringify(m))).join(' ');
+  const limits = new Map(REJECTED_REQUEST.map(([, reason]) => [reason, new LogRateLimit(REJECTED_LOG_INTERVAL_MS, opts.now)]));
+  const warn = (line: string): void => {
+    const reason = REJECTED_REQUEST.find(([re]) => re.test(line))?.[1];
+    if (reason === undefined) {
+      log.warn(line);
+      return;
+    }
+    opts.onRejected?.(reason);
+    const left = limits.get(reason)!.take();
+    if (left === undefined) return;
+    log.warn({ reason, suppressedSinceLastLine: left, logIntervalSeconds: REJECTED_LOG_INTERVAL_MS / 1000 }, `${line} (refused Slack requests are logged at most once a minute; all are counted in tokenwatch_slack_rejected_requests_total)`);
+  };
   return {
     debug: (...msg: unknown[]) => log.debug(text(msg)),
     info: (...msg: unknown[]) => log.info(text(msg)),
-    warn: (...msg: unknown[]) => log.warn(text(msg)),
+    warn: (...msg: unknown[]) => warn(text(msg)),
     error: (...msg: unknown[]) => log.error(text(msg)),
     setLevel: (l: LogLevel) => {
       level = l;
@@ -180,7 +218,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
   if (cfg.mode === 'http' && !cfg.signingSecret) throw new TokenwatchError(ErrorCode.SlackStartFailed, 'SLACK_SIGNING_SECRET is required in slack.mode http');
   if (cfg.mode === 'socket' && !cfg.appToken) throw new TokenwatchError(ErrorCode.SlackStartFailed, 'SLACK_APP_TOKEN is required in slack.mode socket');
   const log = ctx.logger.child({ component: 'slack' });
-  const bolt = boltLogger(log);
+  const bolt = boltLogger(log, { onRejected: (reason) => metrics.slackRejectedRequests.inc({ reason }), ...(opts.wallClock ? { now: opts.wallClock } : {}) });
   const clientOptions: WebClientOptions = {
     ...(cfg.apiUrl ? { slackApiUrl: cfg.apiUrl } : {}),
     retryConfig: opts.retryConfig ?? DEFAULT_RETRY,
@@ -311,7 +349,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
       }
     }
   };
-  const command = new TokensCommand({ store, api, notifier, channels, clusters, runNow, clock, logger: log, activeWindowMs: config.findings.activeWindow, scanIntervalMs: config.slack?.commands.scanInterval ?? DEFAULT_SCAN_INTERVAL_MS });
+  const command = new TokensCommand({ store, api, notifier, channels, clusters, runNow, clock, logger: log, activeWindowMs: config.findings.activeWindow, scanIntervalMs: config.slack?.commands.scanInterval ?? DEFAULT_SCAN_INTERVAL_MS, readinessMinWindowMs: config.findings.readinessMinWindow });
   // Before every listener: a replayed HTTP request or a redelivered envelope is acknowledged and dropped (replay.ts).
   app.use(replayGuard({ store, logger: log, metrics, ...(opts.wallClock ? { now: opts.wallClock } : {}) }));
   registerListeners(app, { command, flow, api, logger: log, track });

@@ -9,7 +9,8 @@
  * case-insensitively when only one configured name fits ({@link resolveClusterName}).
  */
 import { approvalsOf, type ActionKind, type ActionTarget } from '../approvals/index.js';
-import type { Severity } from '../findings/types.js';
+import type { Finding, Severity } from '../findings/types.js';
+import { readinessVerdict } from '../findings/readiness.js';
 import type { Logger } from '../observability/logger.js';
 import type { Store } from '../store/index.js';
 import type { SlackApi } from './api.js';
@@ -45,6 +46,8 @@ export interface CommandDeps {
   activeWindowMs?: number;
   /** `slack.commands.scanInterval`, ms: one `/tokens scan` per user and cluster within it (0 = no limit). Default 2 min. */
   scanIntervalMs?: number;
+  /** `findings.readinessMinWindow`, ms: the shortest window for a "safe" readiness verdict. Default 7 days. */
+  readinessMinWindowMs?: number;
 }
 
 /** Default of {@link CommandDeps.scanIntervalMs}, ms. */
@@ -60,6 +63,11 @@ export function resolveClusterName(typed: string, names: Iterable<string>): stri
   const folded = typed.toLowerCase();
   const matches = all.filter((n) => n.toLowerCase() === folded);
   return matches.length === 1 ? matches[0] : undefined;
+}
+
+/** `notes` of a cluster's status with the readiness line added last. */
+function withReadiness(m: { notes?: string[] }, line: string): { notes: string[] } {
+  return { notes: [...(m.notes ?? []), line] };
 }
 
 /** The parsed text of a `/tokens` command. */
@@ -210,8 +218,33 @@ export class TokensCommand {
       ...(configured !== undefined ? { channel: { id: this.deps.channels.channelIdOf(name) ?? configured.replace(/^#/, ''), ...(problem ? { error: problem.error } : {}) } } : {}),
       findings: open.map((f) => f.finding),
       buttonsFor: (f, a) => this.deps.notifier.buttonsFor(f)(a),
-      ...metricsNotes(this.deps.store, rt, h, this.deps.clock()),
+      ...withReadiness(metricsNotes(this.deps.store, rt, h, this.deps.clock()), this.readinessLine(name, open.map((f) => f.finding), h)),
     };
+  }
+
+  /**
+   * The status line answering "is it safe to turn token extension off?" (`src/findings/readiness.ts`): the window runs
+   * from the cluster's first successful poll to its latest; the polls since then are the coverage. Live sources read
+   * only matching events, so a quiet source is not blind; a cluster without an audit source is, and failing polls
+   * leave the verdict unknown.
+   */
+  private readinessLine(name: string, findings: Finding[], h: { status: string; lastSuccessAt?: number }): string {
+    const rt = this.deps.clusters.get(name)!;
+    const since = this.deps.store.watchedSince(name);
+    const polls = since !== undefined ? this.deps.store.pollCoverage(name, since) : undefined;
+    const r = readinessVerdict({
+      cluster: name,
+      findings,
+      coverage: {
+        ...(since !== undefined ? { windowStart: since } : {}),
+        ...(h.lastSuccessAt !== undefined ? { windowEnd: h.lastSuccessAt } : {}),
+        ...(polls ? { polls: { succeeded: polls.succeeded, failed: polls.failed } } : {}),
+        ...('none' in rt.config.audit ? { blind: 'no audit source is configured (audit: none)' } : {}),
+        gaps: h.status === 'degraded' ? ['the latest poll failed'] : [],
+      },
+      ...(this.deps.readinessMinWindowMs !== undefined ? { minWindowMs: this.deps.readinessMinWindowMs } : {}),
+    });
+    return `Token extension off (--service-account-extend-token-expiration=false)? ${r.summary}`;
   }
 
   /** `/tokens history` entries: approvals (with their verification) and snoozes, newest first. */

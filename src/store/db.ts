@@ -438,6 +438,16 @@ class SqliteStore implements Store {
     this.st('setCursor').run(sourceId, cursor);
   }
 
+  // Kept in the cursors table under a key no source id can have (source ids name a source kind and its target).
+  watchedSince(cluster: string): number | undefined {
+    const v = this.getCursor(`\0watched-since\0${cluster}`);
+    return v === undefined ? undefined : Number(v);
+  }
+
+  markWatchedSince(cluster: string, at: number): void {
+    if (this.watchedSince(cluster) === undefined) this.setCursor(`\0watched-since\0${cluster}`, String(at));
+  }
+
   // --- seen
 
   markSeen(cluster: string, auditIDs: readonly string[], seenAt: number): string[] {

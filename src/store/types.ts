@@ -302,6 +302,13 @@ export interface Store {
   claimSlackRequest(keys: readonly string[], now: number, expiresAt: number): boolean;
   /** Saves (replaces) a source's cursor. */
   setCursor(sourceId: string, cursor: string): void;
+  /**
+   * Start of the first successful poll of a cluster (epoch ms UTC), kept for good (poll runs are pruned): where the
+   * audit window of live mode's readiness verdict begins. Undefined before the first success.
+   */
+  watchedSince(cluster: string): number | undefined;
+  /** Records `at` as {@link Store.watchedSince} unless one is already recorded. */
+  markWatchedSince(cluster: string, at: number): void;
 
   // --- seen auditIDs (dedupe across overlapping polls and restarts)
   /**

@@ -80,6 +80,7 @@ describe('audit JSON lines', () => {
       kind: 'stale',
       auditID: ID(2),
       time: 1652960319000,
+      stage: 'RequestReceived',
       subject: MULTUS,
       namespace: 'kube-system',
       serviceAccount: 'multus',

@@ -61,6 +61,7 @@ describe('toTokenUse', () => {
     expect(toTokenUse(staleEvent())).toEqual({
       kind: 'stale',
       auditID: 'id-stale',
+      stage: 'ResponseComplete',
       time: 1652960319000, // 2022-05-19T11:38:39Z
       subject: 'system:serviceaccount:kube-system:multus',
       namespace: 'kube-system',
@@ -185,6 +186,7 @@ describe('toTokenUse', () => {
     expect(use).toEqual({
       kind: 'unauthorized',
       auditID: 'id-401',
+      stage: 'ResponseStarted',
       time: 1660736320500,
       sourceIPs: ['192.168.12.34'],
       userAgent: 'multus/v0.0.0 (linux/amd64) kubernetes/$Format',

@@ -216,3 +216,27 @@ describe('helpers', () => {
     }
   });
 });
+
+describe('readiness section', () => {
+  it('names the flag, the verdict and each client with its finding number', async () => {
+    const { readinessSection, READINESS_HEADING } = await import('../../src/cli/format.js');
+    const lines = readinessSection(
+      {
+        cluster: 'prod',
+        verdict: 'not-safe',
+        summary: 'not safe: 1 client would break (stale tokens in 8 days of audit data)',
+        reasons: [],
+        window: { start: null, end: null, seconds: null, minimumSeconds: 604_800 },
+        coverage: { events: 10, polls: null, blind: null, gaps: [] },
+        clients: [{ findingId: 'x', namespace: 'logging', serviceAccount: 'fluent-bit', workloads: [{ kind: 'DaemonSet', namespace: 'logging', name: 'fluent-bit' }], lastUse: '2026-11-06T00:00:00.000Z', cause: 'client-caches-token', fix: 'Upgrade.' }],
+      },
+      [],
+    );
+    expect(READINESS_HEADING).toContain('--service-account-extend-token-expiration=false');
+    expect(lines).toEqual([
+      READINESS_HEADING,
+      '  not safe: 1 client would break (stale tokens in 8 days of audit data)',
+      '  - logging/fluent-bit (DaemonSet logging/fluent-bit): last stale use 2026-11-06T00:00:00.000Z; fix: Upgrade.',
+    ]);
+  });
+});

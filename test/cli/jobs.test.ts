@@ -50,6 +50,7 @@ describe('tokenwatch scan --jobs', () => {
     const lines: string[] = [];
     for (let i = 0; i < 60_000; i++) {
       const stale = i % 100 === 0; // ids repeat after 50 000 lines: duplicates
+      const k = i % 50_000; // a repeat carries the same annotations (else it is an auditID conflict, kept and warned)
       lines.push(
         JSON.stringify({
           kind: 'Event',
@@ -57,12 +58,12 @@ describe('tokenwatch scan --jobs', () => {
           auditID: `id-${i % 50_000}`,
           stage: 'ResponseComplete',
           verb: 'get',
-          user: { username: `system:serviceaccount:kube-system:sa-${i % 3}` },
+          user: { username: `system:serviceaccount:kube-system:sa-${k % 3}` },
           sourceIPs: ['10.0.0.1'],
           responseStatus: { code: 200 },
           requestReceivedTimestamp: `2026-11-20T10:${String(Math.floor(i / 1000) % 60).padStart(2, '0')}:00.000000Z`,
           annotations: stale
-            ? { 'authentication.k8s.io/stale-token': `subject: system:serviceaccount:kube-system:sa-${i % 3}, seconds after warning threshold: ${i}` }
+            ? { 'authentication.k8s.io/stale-token': `subject: system:serviceaccount:kube-system:sa-${k % 3}, seconds after warning threshold: ${k}` }
             : { 'authorization.k8s.io/decision': 'allow', pad: 'x'.repeat(1100) }, // 60,000 lines ≈ 72 MB: above the 64 MiB threshold
         }),
       );

@@ -54,7 +54,7 @@ const demoArgs = ['scan', '--audit-log', ...all.files, '--cluster', expected.clu
 /** Contract keys (docs/design/contracts.md "--format json") and the documented additive ones. */
 const CONTRACT = {
   top: ['findings', 'stats'],
-  topAdditive: ['now', 'cluster', 'warnings'],
+  topAdditive: ['now', 'cluster', 'warnings', 'ignoredEventTimes', 'readiness', 'clusterEvents'],
   finding: ['id', 'cluster', 'namespace', 'serviceAccount', 'kind', 'severity', 'requests', 'firstSeen', 'lastSeen',
     'maxSecondsAfterWarning', 'rejectionAt', 'tokens', 'pods', 'workloads', 'userAgents', 'sourceIPs', 'cause'],
   findingAdditive: ['missingPods', 'clusterState'],
@@ -115,7 +115,7 @@ describe('scan --format json on the bundled examples', () => {
     expect(json.stderr).toBe('');
   });
 
-  it('prints exactly the contract keys (plus the documented additive now/cluster/warnings/stats.truncated/missingPods/clusterState)', () => {
+  it('prints exactly the contract keys (plus the documented additive now/cluster/warnings/ignoredEventTimes/readiness/clusterEvents/stats.truncated/missingPods/clusterState)', () => {
     expect(Object.keys(doc).sort()).toEqual([...CONTRACT.top, ...CONTRACT.topAdditive].sort());
     expect(Object.keys(doc.stats).sort()).toEqual([...CONTRACT.stats, ...CONTRACT.statsAdditive].sort());
     expect(doc.findings.length).toBeGreaterThan(0);

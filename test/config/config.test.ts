@@ -37,7 +37,7 @@ describe('parseConfig defaults', () => {
       log: { level: 'info' },
       remediation: { rolloutTimeout: 600_000, settlePeriod: 7_200_000 },
       poll: { jitter: 10_000, chunkEvents: 10_000 },
-      findings: { activeWindow: 3_600_000, quietPeriod: 86_400_000 },
+      findings: { activeWindow: 3_600_000, quietPeriod: 86_400_000, readinessMinWindow: 7 * 86_400_000 },
       retention: { tokenRecords: 7 * 86_400_000, pollRuns: 7 * 86_400_000, actionLog: 90 * 86_400_000 },
       clusters: [
         {
@@ -47,7 +47,7 @@ describe('parseConfig defaults', () => {
           maxTokenAge: { mode: 'eks' },
           schedule: '*/5 * * * *',
           lookback: 86_400_000,
-          thresholds: { criticalDays: 7, warningDays: 30 },
+          thresholds: { criticalDays: 7, warningDays: 30, inferred401CriticalRequests: 10 },
           blindLog: { silentAfter: 3_600_000, silentPolls: 6 },
         },
       ],
@@ -222,7 +222,7 @@ describe('the example files', () => {
         maxTokenAge: { mode: 'eks' },
         schedule: '*/5 * * * *',
         lookback: 86_400_000,
-        thresholds: { criticalDays: 7, warningDays: 30 },
+        thresholds: { criticalDays: 7, warningDays: 30, inferred401CriticalRequests: 10 },
         blindLog: { silentAfter: 3_600_000, silentPolls: 6 },
       },
     ]);

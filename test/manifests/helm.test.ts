@@ -214,6 +214,7 @@ describe.skipIf(!helmPath)(`Helm chart charts/tokenwatch${skip ? ` (skipped: ${s
     expect(pod.containers[0].volumeMounts.filter((m: { name: string }) => m.name !== 'tmp')).toEqual([
       { name: 'cni-net-d', mountPath: '/host/etc/cni/net.d', readOnly: true },
       { name: 'istio-cni', mountPath: '/host/var/run/istio-cni', readOnly: true },
+      { name: 'proof', mountPath: '/var/run/secrets/tokenwatch-probe', readOnly: true },
     ]);
     expect(find(objs, 'RoleBinding', 'tw-tokenwatch-probe-reader').subjects).toEqual([{ kind: 'ServiceAccount', name: 'tw-tokenwatch', namespace: 'ops' }]);
     for (const o of objs) {

@@ -171,16 +171,24 @@ describe.each(INSTALLS)('ClusterRoles and Roles of %s grant exactly the calls', 
 
   it('only the reader, writer and leader-election roles (+ secret-metadata with the components, the probe\'s with the probe)', () => {
     expect(roles(install).map((r) => `${r.kind} ${r.metadata.name}`).sort()).toEqual([
+      ...(withProbe ? ['ClusterRole tokenwatch-probe-reviewer'] : []),
       'ClusterRole tokenwatch-reader',
       ...(withSecrets ? ['ClusterRole tokenwatch-secret-metadata'] : []),
       'ClusterRole tokenwatch-writer',
       'Role tokenwatch-leader-election',
       ...(withProbe ? ['Role tokenwatch-probe', 'Role tokenwatch-probe-reader'] : []),
     ]);
-    // Serve gets exactly the probe reports' list in the probe namespace on top.
+    // Serve gets exactly the probe reports' list and the probe pods' get in the probe namespace on top (the pods
+    // check which node wrote a report), and TokenReview create cluster-wide (the reports' proofs).
     expect(grantedRules(install).filter((r) => r.namespaces?.includes('tokenwatch-probe'))).toEqual(
-      withProbe ? [{ apiGroups: [''], resources: ['configmaps'], verbs: ['list'], namespaces: ['tokenwatch-probe'] }] : [],
+      withProbe
+        ? [
+            { apiGroups: [''], resources: ['configmaps'], verbs: ['list'], namespaces: ['tokenwatch-probe'] },
+            { apiGroups: [''], resources: ['pods'], verbs: ['get'], namespaces: ['tokenwatch-probe'] },
+          ]
+        : [],
     );
+    expect(grantedRules(install).filter((r) => r.resources.includes('tokenreviews'))).toEqual(withProbe ? [expect.objectContaining({ apiGroups: ['authentication.k8s.io'], resources: ['tokenreviews'], verbs: ['create'] })] : []);
   });
 
   it('no Secret access but through tokenwatch-secret-metadata, which grants exactly the opt-in Secret list', () => {

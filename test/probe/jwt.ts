@@ -13,7 +13,7 @@ export function signJwt(payload: object): string {
 }
 
 /** A kubelet-requested bound token (kubernetes pkg/serviceaccount/claims.go), issued at `iat` (epoch s). */
-export function boundToken(o: { iat: number; namespace?: string; sa?: string; pod?: string; node?: string; expSeconds?: number }): string {
+export function boundToken(o: { iat: number; namespace?: string; sa?: string; saUid?: string; pod?: string; node?: string; expSeconds?: number }): string {
   const iat = o.iat;
   return signJwt({
     aud: ['https://kubernetes.default.svc'],
@@ -25,7 +25,7 @@ export function boundToken(o: { iat: number; namespace?: string; sa?: string; po
       namespace: o.namespace ?? 'kube-system',
       node: { name: o.node ?? 'ip-192-168-14-201.ec2.internal', uid: 'node-uid-1' },
       pod: { name: o.pod ?? 'kube-multus-ds-zwh6w', uid: 'pod-uid-1' },
-      serviceaccount: { name: o.sa ?? 'multus', uid: 'sa-uid-1' },
+      serviceaccount: { name: o.sa ?? 'multus', uid: o.saUid ?? 'sa-uid-1' },
       warnafter: iat + 3607,
     },
     nbf: iat,

@@ -13,8 +13,12 @@ import { MANIFESTS, render, type K8sObject } from '../manifests/kustomize.js';
 
 /** The probe's objects: everything in its namespace, and the namespace. */
 const probeObjects = (all: K8sObject[]) => all.filter((o) => o.metadata.namespace === PROBE_NAMESPACE || (o.kind === 'Namespace' && o.metadata.name === PROBE_NAMESPACE));
-const INSTALLS: [string, K8sObject[]][] = [['kustomize manifests/probe', render(`${MANIFESTS}/probe`)]];
-if (helmBinary().path !== undefined) INSTALLS.push(['helm probe.enabled=true', probeObjects(helmTemplate({ set: { 'probe.enabled': true } }))]);
+/** Each install: its probe objects, and everything it renders (for the cluster-scoped reviewer role). */
+const INSTALLS: [string, K8sObject[], K8sObject[]][] = [['kustomize manifests/probe', render(`${MANIFESTS}/probe`), render(`${MANIFESTS}/probe`)]];
+if (helmBinary().path !== undefined) {
+  const all = helmTemplate({ set: { 'probe.enabled': true } });
+  INSTALLS.push(['helm probe.enabled=true', probeObjects(all), all]);
+}
 
 type Rule = { apiGroups: string[]; resources: string[]; verbs: string[] };
 
@@ -26,7 +30,7 @@ afterEach(async () => {
 
 const report: ProbeReport = { version: 1, node: 'node-a', probedAt: '2026-11-20T12:00:00.000Z', globs: [...DEFAULT_PROBE_GLOBS], entries: [] };
 
-describe.each(INSTALLS)('%s', (_name, objs) => {
+describe.each(INSTALLS)('%s', (_name, objs, allObjs) => {
   const find = (kind: string, name: string) => objs.find((o) => o.kind === kind && o.metadata.name === name)!;
   function rulesFor(sa: { namespace: string; name: string }): PolicyRule[] {
     return objs
@@ -70,16 +74,20 @@ describe.each(INSTALLS)('%s', (_name, objs) => {
     expect(c.args.slice(0, 3)).toEqual(['probe', '--host-root', '/host']);
   });
 
-  it('RBAC: the probe may only get/create/update ConfigMaps in its namespace; serve may list them there', async () => {
+  it('RBAC: the probe may only create/update ConfigMaps in its namespace (no get); serve may list them and get pods there', async () => {
     const probeRules = rulesFor({ namespace: PROBE_NAMESPACE, name: 'tokenwatch-probe' });
-    expect(probeRules).toEqual([{ apiGroups: [''], resources: ['configmaps'], verbs: ['create', 'get', 'update'], namespaces: [PROBE_NAMESPACE] }]);
-    expect(objs.filter((o) => o.kind === 'ClusterRole' || o.kind === 'ClusterRoleBinding')).toEqual([]);
+    expect(probeRules).toEqual([{ apiGroups: [''], resources: ['configmaps'], verbs: ['create', 'update'], namespaces: [PROBE_NAMESPACE] }]);
+    // Nothing cluster-wide for the probe; serve's TokenReview (create only) is the one cluster-scoped rule.
+    const clusterRoles = allObjs.filter((o) => o.kind === 'ClusterRole' && o.metadata.name.endsWith('probe-reviewer'));
+    expect(clusterRoles.map((o) => o['rules'])).toEqual([[{ apiGroups: ['authentication.k8s.io'], resources: ['tokenreviews'], verbs: ['create'] }]]);
+    const reviewerSubjects = allObjs.filter((o) => o.kind === 'ClusterRoleBinding' && o.metadata.name.endsWith('probe-reviewer')).flatMap((b) => b['subjects'] as { name: string }[]);
+    expect(reviewerSubjects.map((s) => s.name)).toEqual(['tokenwatch']);
 
     kube = await startFakeKube({ rbac: probeRules });
     expect(await publishReport(kube.kubeConfig(), report, PROBE_NAMESPACE)).toBe('created');
     expect(await publishReport(kube.kubeConfig(), report, PROBE_NAMESPACE)).toBe('updated');
     await expect(publishReport(kube.kubeConfig(), report, 'default')).rejects.toMatchObject({ code: 403 });
-    expect(kube.requests.filter((r) => r.verb).map((r) => r.verb)).toEqual(['get', 'create', 'get', 'update', 'get']);
+    expect(kube.requests.filter((r) => r.verb).map((r) => r.verb)).toEqual(['create', 'create', 'update', 'create']);
     await kube.close();
 
     const serveRules = rulesFor({ namespace: 'tokenwatch', name: 'tokenwatch' });

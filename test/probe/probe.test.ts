@@ -19,6 +19,8 @@ import { tokenClaims } from '../../src/probe/claims.js';
 import { probeVerifiesRestart } from '../../src/probe/findings.js';
 import { probeHost, type ProbeReport } from '../../src/probe/host.js';
 import { KubeProbeReports, PROBE_NAMESPACE, reportOf } from '../../src/probe/objects.js';
+import { PROBE_AUDIENCE } from '../../src/probe/verify.js';
+import { serveTokenReviews } from '../../src/sandbox/fakes/token-review.js';
 import { FileSource } from '../../src/sources/file.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import { ROOT } from '../cli/run-cli.js';
@@ -35,6 +37,9 @@ let host: string;
 let kube: FakeKube;
 let store: Store;
 let multusToken: string;
+/** The probe pod's projected token (audience tokenwatch-probe), as the kubelet writes it. */
+let proofFile: string;
+const NODE = 'ip-192-168-14-201.ec2.internal';
 let legacy: string;
 
 function put(path: string, text: string, mode = 0o600): void {
@@ -58,7 +63,8 @@ function probeKubeconfig(): string {
 /** Runs `tokenwatch probe` as a child process. */
 function runProbe(args: string[], opts: { uid?: number } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['bin/tokenwatch.js', 'probe', ...args], {
+    const withProof = args.includes('--dry-run') ? args : [...args, '--proof-token-file', proofFile];
+    const child = spawn(process.execPath, ['bin/tokenwatch.js', 'probe', ...withProof], {
       cwd: ROOT,
       env: { ...process.env, LOG_LEVEL: 'debug', NODE_NAME: '' },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -89,7 +95,15 @@ beforeEach(async () => {
   put('/etc/cni/net.d/calico-token', `${legacy}\n`);
   put('/etc/cni/net.d/10-aws.conflist', '{"cniVersion":"0.4.0"}');
   put('/var/run/istio-cni/istio-cni.kubeconfig', 'not a kubeconfig at all: [', 0o644);
-  kube = await startFakeKube({});
+  kube = await startFakeKube({
+    objects: [
+      { apiVersion: 'v1', kind: 'Pod', metadata: { namespace: PROBE_NAMESPACE, name: 'tokenwatch-probe-x7k2p', uid: 'probe-pod-uid' }, spec: { nodeName: NODE, serviceAccountName: 'tokenwatch-probe' } },
+      { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { namespace: 'kube-system', name: 'multus', uid: 'sa-uid-1' } },
+      { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { namespace: 'ci', name: 'deployer', uid: 'legacy-sa-uid' } },
+    ],
+  });
+  proofFile = join(base, 'proof-token');
+  writeFileSync(proofFile, serveTokenReviews(kube).issue({ namespace: PROBE_NAMESPACE, pod: 'tokenwatch-probe-x7k2p', audience: PROBE_AUDIENCE }));
   store = openStore(':memory:');
 });
 afterEach(async () => {
@@ -136,7 +150,8 @@ describe('probeHost', () => {
   });
 });
 
-describe('tokenwatch probe (process) → ConfigMap → serve', () => {
+// Each test spawns the CLI once or twice; on a loaded shared machine one spawn takes over 15 s.
+describe('tokenwatch probe (process) → ConfigMap → serve', { timeout: 120_000 }, () => {
   it('publishes tokenwatch-probe-<node> with claims only; the token and its signature appear nowhere', async () => {
     const run = await runProbe(['--once', '--host-root', host, '--node', 'ip-192-168-14-201.ec2.internal', '--kubeconfig', probeKubeconfig(), '--namespace', PROBE_NAMESPACE]);
     expect(run.stderr).toContain('probe report published');
@@ -146,13 +161,14 @@ describe('tokenwatch probe (process) → ConfigMap → serve', () => {
     expect(report.node).toBe('ip-192-168-14-201.ec2.internal');
     expect(report.entries.filter((e) => e.status === 'token').map((e) => e.path)).toEqual(['/etc/cni/net.d/calico-kubeconfig', MULTUS]);
     // Only the verbs its RBAC grants, only in its namespace.
-    expect(kube.requests.filter((r) => r.verb).map((r) => `${r.verb} ${r.resource} ${r.namespace}`)).toEqual([`get configmaps ${PROBE_NAMESPACE}`, `create configmaps ${PROBE_NAMESPACE}`]);
+    expect(kube.requests.filter((r) => r.verb).map((r) => `${r.verb} ${r.resource} ${r.namespace}`)).toEqual([`create configmaps ${PROBE_NAMESPACE}`]);
+    expect(cm.data['proof']).toBe(readFileSync(proofFile, 'utf8'));
     const everything = [run.stdout, run.stderr, JSON.stringify(kube.store.list('ConfigMap')), JSON.stringify(kube.requests.map((r) => r.body))].join('\n');
     for (const t of [multusToken, legacy, multusToken.split('.')[2]!, legacy.split('.')[2]!]) expect(everything).not.toContain(t);
 
     const again = await runProbe(['--once', '--host-root', host, '--node', 'ip-192-168-14-201.ec2.internal', '--kubeconfig', probeKubeconfig()]);
     expect(again.code).toBe(0);
-    expect(kube.requests.filter((r) => r.verb).map((r) => r.verb)).toEqual(['get', 'create', 'get', 'update']);
+    expect(kube.requests.filter((r) => r.verb).map((r) => r.verb)).toEqual(['create', 'create', 'update']); // no get: a probe cannot read another's proof
   });
 
   it('reports a file it cannot read as EACCES, never as "no token"', async () => {
@@ -166,7 +182,7 @@ describe('tokenwatch probe (process) → ConfigMap → serve', () => {
   });
 
   it('probe only (no audit log, no metrics rise): a finding with file, node and rejection date, at info', async () => {
-    expect((await runProbe(['--once', '--host-root', host, '--node', 'node-a', '--kubeconfig', probeKubeconfig()])).code).toBe(0);
+    expect((await runProbe(['--once', '--host-root', host, '--node', NODE, '--kubeconfig', probeKubeconfig()])).code).toBe(0);
     const poller = new ClusterPoller({ cluster: cluster(), source: new NoAuditSource(), store, logger: quiet, clock: () => NOW, probe: new KubeProbeReports(kube.kubeConfig()) });
     const out = await poller.pollOnce();
     expect(out.error).toBeUndefined();
@@ -175,13 +191,13 @@ describe('tokenwatch probe (process) → ConfigMap → serve', () => {
     expect(multus).toMatchObject({ namespace: 'kube-system', kind: 'stale-token', severity: 'info', requests: 0, rejectionAt: rejection });
     expect(multus.cause.id).toBe('static-token-file');
     expect(multus.cause.summary).toMatch(/^Observed, not inferred: the node probe found/);
-    expect(multus.cause.evidence[0]).toMatch(new RegExp(`^node probe: ${MULTUS} on node node-a, file written 0 h ago .*, token issued .*, rejected from ${rejection.replace(/\./g, '\\.')}$`));
+    expect(multus.cause.evidence[0]).toMatch(new RegExp(`^node probe: ${MULTUS} on node ${NODE}, file written 0 h ago .*, token issued .*, rejected from ${rejection.replace(/\./g, '\\.')}$`));
     expect(out.findings.find((f) => f.serviceAccount === 'deployer')).toMatchObject({ kind: 'legacy-token', severity: 'info', rejectionAt: null });
     expect(store.listFindings('prod').map((f) => f.finding.serviceAccount).sort()).toEqual(['deployer', 'multus']);
   });
 
   it('probe + audit + metrics: one finding for the ServiceAccount, its cause observed (static-token-file)', async () => {
-    expect((await runProbe(['--once', '--host-root', host, '--node', 'node-a', '--kubeconfig', probeKubeconfig()])).code).toBe(0);
+    expect((await runProbe(['--once', '--host-root', host, '--node', NODE, '--kubeconfig', probeKubeconfig()])).code).toBe(0);
     const start = NOW - 3_600_000 * 5;
     let stale = 10;
     kube.setMetrics(() => apiServerMetricsText({ processStart: start, counters: { stale } }));
@@ -207,17 +223,17 @@ describe('tokenwatch probe (process) → ConfigMap → serve', () => {
     expect(multus[0]).toMatchObject({ namespace: 'kube-system', kind: 'stale-token', requests: 1 });
     expect(multus[0]!.severity).toBe('info'); // from the audit events: rejection 50 days away
     expect(multus[0]!.cause.id).toBe('static-token-file');
-    expect(multus[0]!.cause.evidence.some((e) => e.startsWith(`node probe: ${MULTUS} on node node-a`))).toBe(true);
+    expect(multus[0]!.cause.evidence.some((e) => e.startsWith(`node probe: ${MULTUS} on node ${NODE}`))).toBe(true);
   });
 
   it('verifies a restart by the probe: the file rewritten with a token issued after the restart', async () => {
     const kc = probeKubeconfig();
-    const args = ['--once', '--host-root', host, '--node', 'node-a', '--kubeconfig', kc];
+    const args = ['--once', '--host-root', host, '--node', NODE, '--kubeconfig', kc];
     expect((await runProbe(args)).code).toBe(0);
     const reports = new KubeProbeReports(kube.kubeConfig());
     const restartedAt = NOW - 60_000;
     const before = probeVerifiesRestart(await reports.read(), { namespace: 'kube-system', serviceAccount: 'multus' }, restartedAt, NOW);
-    expect(before).toMatchObject({ verified: false, stale: [`${MULTUS} on node node-a`] });
+    expect(before).toMatchObject({ verified: false, stale: [`${MULTUS} on node ${NODE}`] });
 
     const rewritten = multusKubeconfig(boundToken({ iat: NOW_S - 30, pod: 'kube-multus-ds-new01' }));
     put(MULTUS, rewritten);

@@ -5,13 +5,15 @@
  * verification thread says whether the file was rewritten with a token issued after the restart (file, node, `iat`),
  * beside the audit-based verification that still follows.
  */
-import { chmodSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { findingId } from '../../src/findings/build.js';
 import { probeHost } from '../../src/probe/host.js';
 import { PROBE_NAMESPACE, publishReport } from '../../src/probe/objects.js';
+import { PROBE_AUDIENCE } from '../../src/probe/verify.js';
+import { serveTokenReviews, type FakeTokenIssuer } from '../../src/sandbox/fakes/token-review.js';
 import { assessProbeCheck } from '../../src/remediation/verify.js';
 import { APPROVER, blockText, CLUSTER, OPS, REF, REQUESTER, startHarness, type Harness } from '../slack/harness.js';
 import { boundToken, multusKubeconfig } from './jwt.js';
@@ -24,12 +26,20 @@ const NODE = 'ip-192-168-14-201.ec2.internal';
 
 let h: Harness | undefined;
 let host: string;
+let issuer: FakeTokenIssuer | undefined;
+
+/** The uid of kube-system/multus in the harness's cluster (the token's claim must match the live ServiceAccount). */
+const MULTUS_SA_UID = (JSON.parse(readFileSync('examples/cluster-snapshot.json', 'utf8')) as { items: { kind: string; metadata: { namespace?: string; name: string; uid: string } }[] }).items.find(
+  (o) => o.kind === 'ServiceAccount' && o.metadata.namespace === 'kube-system' && o.metadata.name === 'multus',
+)!.metadata.uid;
 
 beforeEach(() => {
   host = join(mkdtempSync(join(tmpdir(), 'tw-probe-verify-')), 'host');
-  writeKubeconfig(boundToken({ iat: REF / 1000 - 40 * DAY_S }));
+  writeKubeconfig(boundToken({ iat: REF / 1000 - 40 * DAY_S, saUid: MULTUS_SA_UID }));
 });
 afterEach(async () => {
+  issuer?.remove();
+  issuer = undefined;
   await h?.stop();
   h = undefined;
 });
@@ -41,10 +51,17 @@ function writeKubeconfig(token: string): void {
   chmodSync(full, 0o600);
 }
 
-/** One probe run on {@link NODE} at the service clock's time, published to the fake as the DaemonSet would. */
+/**
+ * One probe run on {@link NODE} at the service clock's time, published to the fake as the DaemonSet would: by the
+ * probe pod on that node, with its projected token as proof.
+ */
 async function probe(x: Harness): Promise<void> {
+  if (!issuer) {
+    x.kube.store.put({ apiVersion: 'v1', kind: 'Pod', metadata: { namespace: PROBE_NAMESPACE, name: 'tokenwatch-probe-q9z8x', uid: 'probe-pod-uid' }, spec: { nodeName: NODE, serviceAccountName: 'tokenwatch-probe' } });
+    issuer = serveTokenReviews(x.kube, x.now);
+  }
   const report = await probeHost({ node: NODE, hostRoot: host, now: x.now() });
-  await publishReport(x.kube.kubeConfig(), report, PROBE_NAMESPACE);
+  await publishReport(x.kube.kubeConfig(), report, PROBE_NAMESPACE, issuer.issue({ namespace: PROBE_NAMESPACE, pod: 'tokenwatch-probe-q9z8x', audience: PROBE_AUDIENCE }));
 }
 
 /** Restart of the Multus DaemonSet requested and approved; the rollout completes. */
@@ -79,7 +96,7 @@ describe('restart verified by the node probe', () => {
     // The new pod rewrote the kubeconfig; the probe's next run publishes it.
     h.advance(2 * MIN);
     const iat = Math.floor(h.now() / 1000) - 30;
-    writeKubeconfig(boundToken({ iat, pod: 'kube-multus-ds-new01' }));
+    writeKubeconfig(boundToken({ iat, pod: 'kube-multus-ds-new01', saUid: MULTUS_SA_UID }));
     await probe(h);
     await h.poll();
     const issued = new Date(iat * 1000).toISOString();

@@ -99,9 +99,10 @@ describe('/tokens', () => {
     await h.command('status prod', REQUESTER);
     expect(lastEphemeral(h, REQUESTER).text).toBe('Unknown cluster "prod". Known clusters: prod-eks, staging-eks.');
     await h.command('restart kube-multus-ds', REQUESTER);
-    expect(lastEphemeral(h, REQUESTER).text).toBe('Unknown subcommand "restart". Subcommands: status [cluster], scan <cluster>, history <cluster>, help.');
+    // As sent: the fallback text is escaped (Slack shows `<cluster>`; raw, `<cluster>` would be parsed as a link).
+    expect(lastEphemeral(h, REQUESTER).text).toBe('Unknown subcommand "restart". Subcommands: status [cluster], scan &lt;cluster&gt;, history &lt;cluster&gt;, help.');
     await h.command('', REQUESTER);
-    expect(lastEphemeral(h, REQUESTER).text).toBe('tokenwatch help: /tokens status [cluster], /tokens scan <cluster>, /tokens history <cluster>, /tokens help');
+    expect(lastEphemeral(h, REQUESTER).text).toBe('tokenwatch help: /tokens status [cluster], /tokens scan &lt;cluster&gt;, /tokens history &lt;cluster&gt;, /tokens help');
   });
 
   it('scan <cluster> starts a poll now, or says one is running', async () => {

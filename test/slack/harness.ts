@@ -63,6 +63,8 @@ export interface HarnessOptions {
   isLeader?: () => boolean;
   /** Collects the service's log lines (JSON objects) here. */
   logs?: Array<Record<string, unknown>>;
+  /** Level of the collected log lines (default `info`). */
+  logLevel?: string;
 }
 
 /** A running scenario. */
@@ -235,7 +237,7 @@ current-context: fake
   const serve = await startServe(config, {
     logger: opts.logs
       ? createLogger({
-          level: 'info',
+          level: opts.logLevel ?? 'info',
           destination: new Writable({
             write(chunk: Buffer, _enc, cb) {
               for (const line of chunk.toString('utf8').split('\n')) if (line.trim()) opts.logs!.push(JSON.parse(line) as Record<string, unknown>);

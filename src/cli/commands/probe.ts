@@ -8,6 +8,7 @@
  *
  * Exit codes: 0 (`--once` done, or a clean stop on SIGTERM), 1 when `--once` could not publish, 2 bad arguments.
  */
+import { readFile } from 'node:fs/promises';
 import { Option, type Command } from 'commander';
 import { parseDuration } from '../../config/duration.js';
 import { UsageError } from '../program.js';
@@ -21,7 +22,11 @@ interface ProbeFlags {
   once?: boolean;
   dryRun?: boolean;
   kubeconfig?: string;
+  proofTokenFile: string;
 }
+
+/** Where the DaemonSet mounts the probe pod's projected token for serve (audience `tokenwatch-probe`). */
+const DEFAULT_PROOF_TOKEN_FILE = '/var/run/secrets/tokenwatch-probe/token';
 
 function durationFlag(v: string): number {
   try {
@@ -44,13 +49,16 @@ export function register(program: Command): void {
     .option('--once', 'run once and exit')
     .option('--dry-run', 'print the report as JSON on stdout and publish nothing (no Kubernetes access needed)')
     .option('--kubeconfig <file>', 'kubeconfig to publish with (default: the pod\'s ServiceAccount, in-cluster)')
+    .option('--proof-token-file <file>', 'projected ServiceAccount token (audience tokenwatch-probe) published with the report so serve can check which node wrote it', DEFAULT_PROOF_TOKEN_FILE)
     .addHelpText(
       'after',
       `
 The report (ConfigMap tokenwatch-probe-<node>, key report.json) holds per file: path, a hash of the path, mtime,
 the token's owner claims (namespace, ServiceAccount, pod, node, Secret for legacy tokens), iat, warnafter and
 exp (serve and scan compute the rejection date from warnafter and the cluster's maxTokenAge, at most exp); a file it cannot read is reported with its errno (EACCES), never as "no token".
-RBAC: get, create, update ConfigMaps in its own namespace only. Manifests: manifests/probe/ (docs/install.md).
+With it goes the pod's projected token for the audience tokenwatch-probe (--proof-token-file): serve accepts a
+report only when the API server says that token belongs to the probe pod on the node the report names.
+RBAC: create and update ConfigMaps in its own namespace only (no get: one probe cannot read another's proof). Manifests: manifests/probe/ (docs/install.md).
 
 Examples:
   tokenwatch probe --dry-run --once
@@ -93,8 +101,14 @@ Examples:
           process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
           return true;
         }
+        let proof: string | undefined;
         try {
-          const how = await publishReport(kc!, report, namespace);
+          proof = (await readFile(flags.proofTokenFile, 'utf8')).trim() || undefined;
+        } catch (err) {
+          logger.warn({ file: flags.proofTokenFile, error: (err as { code?: string }).code ?? 'EIO' }, 'no proof token: serve will refuse this report (mount the projected token, manifests/probe/daemonset.yaml)');
+        }
+        try {
+          const how = await publishReport(kc!, report, namespace, proof);
           logger.info({ namespace, configMap: `tokenwatch-probe-${report.node}`, how }, 'probe report published');
           return true;
         } catch (err) {

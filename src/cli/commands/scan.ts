@@ -17,6 +17,7 @@ import { parseByteSize, parseClusterName, parseJobs, parseMaxTokenAgeFlag, parse
 import { escapeControl } from '../escape.js';
 import { UsageError } from '../program.js';
 import { DNS1123_LABEL, DNS1123_LABEL_WORDS } from '../../core/names.js';
+import { parseDuration } from '../../config/duration.js';
 
 /** Cluster name used when `--cluster` is not given. */
 export const DEFAULT_CLUSTER = 'default';
@@ -36,12 +37,16 @@ interface ScanFlags {
   now?: number;
   maxDecompressedBytes?: number;
   jobs?: number;
+  readinessMinWindow?: number;
 }
 
 /**
  * The `scan --format json` document: the contract plus the additive `now`, `cluster` and `warnings`
- * (`[{file, code, message, row?}]`, see `ReadNotice`) fields, and `stats.truncated` (`[{file, row, message}]`:
- * files not read past data record `row`, 1-based).
+ * (`[{file, code, message, row?}]`, see `ReadNotice`) fields, `stats.truncated` (`[{file, row, message}]`:
+ * files not read past data record `row`, 1-based), `ignoredEventTimes` (`[{time, reason}]`: event times left out of
+ * the default reference time as implausible), `readiness` (the token-extension verdict, `Readiness` in
+ * `src/findings/readiness.ts`) and `clusterEvents` (`ClusterEvent[]` of `src/findings/cluster-events.ts`: signing-key
+ * rotations and issuer changes, once per cluster).
  */
 export function jsonDocument(result: ScanResult, cluster: string): object {
   const truncated = result.notices
@@ -53,6 +58,9 @@ export function jsonDocument(result: ScanResult, cluster: string): object {
     now: isoSeconds(result.now),
     cluster,
     warnings: result.notices,
+    ignoredEventTimes: result.ignoredEventTimes,
+    readiness: result.readiness,
+    clusterEvents: result.clusterEvents,
   };
 }
 
@@ -63,6 +71,15 @@ export function jsonDocument(result: ScanResult, cluster: string): object {
 export function clusterNameWarning(name: string): string | undefined {
   if (DNS1123_LABEL.test(name)) return undefined;
   return `--cluster ${JSON.stringify(name)} is not ${DNS1123_LABEL_WORDS}; scan accepts it, but serve's config (clusters[].name) would refuse it`;
+}
+
+/** `--readiness-min-window`: a duration (`7d`, `36h`, `90m`; `parseDuration` of the config module). */
+function parseReadinessWindow(value: string): number {
+  try {
+    return parseDuration(value);
+  } catch (e) {
+    throw new UsageError(`--readiness-min-window: ${e instanceof Error ? e.message : String(e)}`);
+  }
 }
 
 /** Registers `tokenwatch scan` on the program. */
@@ -111,6 +128,12 @@ export function register(program: Command): void {
         '--now <iso>',
         'reference time for severity and days left, ISO-8601 with zone (default: latest event time in the input)',
       ).argParser(parseNow),
+    )
+    .addOption(
+      new Option(
+        '--readiness-min-window <duration>',
+        'shortest audit window for a "safe" token-extension readiness verdict, e.g. 7d, 36h (default: 7d)',
+      ).argParser(parseReadinessWindow),
     )
     .addOption(
       new Option(
@@ -167,11 +190,15 @@ Examples:
           ...(flags.maxDecompressedBytes !== undefined ? { maxDecompressedBytes: flags.maxDecompressedBytes } : {}),
           onNotice: (n) => notices.push(n),
           jobs: flags.jobs ?? availableParallelism(),
+          ...(flags.readinessMinWindow !== undefined ? { readinessMinWindowMs: flags.readinessMinWindow } : {}),
         });
       } finally {
         progress?.stop();
         // After the bar is gone (also when the read failed: what was seen before the error is worth saying).
         for (const n of notices) process.stderr.write(`tokenwatch: warning: ${escapeControl(n.message)}\n`);
+      }
+      for (const t of result.ignoredEventTimes) {
+        process.stderr.write(`tokenwatch: warning: event time ${t.time} ignored for the default reference time: ${escapeControl(t.reason)}\n`);
       }
 
       // Loaded only with --metrics (a plain scan's start-up need not pay for it).
@@ -194,8 +221,10 @@ Examples:
             now: result.now,
             nowSource: result.nowSource,
             color: shouldUseColor(process.stdout, process.env),
+            readiness: result.readiness,
           }),
         );
+        for (const e of result.clusterEvents) process.stdout.write(`cluster event (${e.kind}): ${escapeControl(e.summary)}\n`);
         if (metrics && metricsModule) process.stdout.write(`\n${metricsModule.renderMetricsSection(metrics)}`);
       }
 

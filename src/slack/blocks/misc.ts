@@ -65,7 +65,7 @@ export function unknownCommandMessage(problem: { kind: 'cluster' | 'subcommand';
 
 /** An ephemeral refusal ("You requested this restart, so someone else must approve it…"). `reason` is mrkdwn. */
 export function refusalMessage(reason: string): SlackMessage {
-  return { text: clip(`⛔ ${reason}`, 3000), blocks: [{ type: 'section', text: md(`⛔ ${reason}`) }] };
+  return { text: clip(`⛔ ${reason}`, 3000), textFormat: 'mrkdwn', blocks: [{ type: 'section', text: md(`⛔ ${reason}`) }] };
 }
 
 /** One row of `/tokens history`. Times are epoch ms UTC. */

@@ -14,15 +14,38 @@ export type Button = types.Button;
 export type PlainTextElement = types.PlainTextElement;
 export type MrkdwnElement = types.MrkdwnElement;
 
-/** What every builder returns: `text` is the notification / screen-reader fallback, always set. */
+/**
+ * What every builder returns: `text` is the notification / screen-reader fallback, always set. It is plain text
+ * (no mrkdwn, no links or mentions) unless `textFormat` is `mrkdwn`: the Slack client escapes plain text once, with
+ * {@link wireText}, when it is sent.
+ */
 export interface SlackMessage {
   text: string;
+  /**
+   * `mrkdwn`: `text` is already mrkdwn (mentions, links), built like block text — every user-supplied part escaped
+   * with {@link escapeMrkdwn} by the builder — and sent as it is. Default `plain`.
+   */
+  textFormat?: 'plain' | 'mrkdwn';
   blocks: KnownBlock[];
 }
 
 /** Escapes `&`, `<`, `>` for mrkdwn (Slack formatting docs). */
 export function escapeMrkdwn(s: string): string {
   return s.replace(/[&<>]/g, (c) => (c === '&' ? '&amp;' : c === '<' ? '&lt;' : '&gt;'));
+}
+
+/** Slack's limit on a message's top-level `text`, chars (https://api.slack.com/methods/chat.postMessage#truncating). */
+const MESSAGE_TEXT_MAX = 40_000;
+
+/**
+ * A message's fallback `text` as it is sent to Slack (chat.postMessage, chat.update, chat.postEphemeral, a
+ * `response_url`): the builder's plain text with `&`, `<`, `>` escaped by {@link escapeMrkdwn} — the same function
+ * as every user-supplied part of the blocks — so a name such as `<!channel>` or `<https://evil.example|click>` from
+ * an audit line or a probe report shows as text and never becomes a mention or a link. Clipped to Slack's 40,000
+ * chars without splitting an entity. `format: 'mrkdwn'` (see {@link SlackMessage.textFormat}) is only clipped.
+ */
+export function wireText(text: string, format: 'plain' | 'mrkdwn' = 'plain'): string {
+  return format === 'mrkdwn' ? clip(text, MESSAGE_TEXT_MAX) : escClip(text, MESSAGE_TEXT_MAX);
 }
 
 /**
@@ -53,9 +76,13 @@ export function clip(s: string, max: number): string {
   return `${cut}…`;
 }
 
-/** A `plain_text` object, clipped to `max` (never empty: Slack rejects empty text). */
+/**
+ * A `plain_text` object, clipped to `max` (never empty: Slack rejects empty text). `&`, `<`, `>` are escaped with
+ * {@link escapeMrkdwn} like every other text sent to Slack (Slack decodes exactly these three entities for display:
+ * https://api.slack.com/reference/surfaces/formatting#escaping); pass raw text.
+ */
 export function plain(text: string, max: number): PlainTextElement {
-  const t = clip(text.replace(/\s+/g, ' ').trim(), max);
+  const t = escClip(text.replace(/\s+/g, ' ').trim(), max);
   return { type: 'plain_text', text: t === '' ? '-' : t, emoji: true };
 }
 

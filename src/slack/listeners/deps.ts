@@ -8,7 +8,7 @@
 import type { RespondFn } from '@slack/bolt';
 import type { Logger } from '../../observability/logger.js';
 import { slackErrorCode, type SlackApi } from '../api.js';
-import type { SlackMessage } from '../blocks/index.js';
+import { wireText, type SlackMessage } from '../blocks/index.js';
 import type { TokensCommand } from '../commands.js';
 import type { ApprovalFlow } from '../flow.js';
 
@@ -27,7 +27,7 @@ export function replier(deps: ListenerDeps, respond: RespondFn | undefined, chan
   return async (msg) => {
     if (respond) {
       try {
-        await respond({ response_type: 'ephemeral', replace_original: false, text: msg.text, blocks: msg.blocks });
+        await respond({ response_type: 'ephemeral', replace_original: false, text: wireText(msg.text, msg.textFormat), blocks: msg.blocks });
         return;
       } catch (err) {
         deps.api.countError('response_url', 'respond_failed');

@@ -1,0 +1,127 @@
+/**
+ * The token-extension readiness verdict of `scan` (safe / not safe / unknown) and the plausibility of the default
+ * reference time, over real audit JSON-lines files. The facts: a projected token past its one-hour exp is annotated
+ * `authentication.k8s.io/stale-token` while extension is on, and is refused with 401 once it is off
+ * (kubernetes pkg/serviceaccount/claims.go); CIS Kubernetes Benchmark 1.2.30 asks for extension off.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { readinessVerdict } from '../../src/findings/readiness.js';
+import { plausibleLatest, runScan } from '../../src/scan/run.js';
+import { jsonDocument } from '../../src/cli/commands/scan.js';
+import { auditEvent, type EventSpec } from '../sources/events.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'tw-readiness-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const HOUR = 3_600_000;
+const DAY = 24 * HOUR;
+const START = Date.parse('2026-11-01T00:00:00Z');
+const CLOCK = () => Date.parse('2026-12-01T00:00:00Z');
+
+function file(name: string, specs: EventSpec[]): string {
+  const p = join(dir, name);
+  writeFileSync(p, `${specs.map(auditEvent).join('\n')}\n`);
+  return p;
+}
+
+/** One plain (non-token) request every 6 hours for `days` days from START. */
+function quiet(days: number): EventSpec[] {
+  const out: EventSpec[] = [];
+  for (let t = START; t <= START + days * DAY; t += 6 * HOUR) out.push({ auditID: `q-${t}`, time: t, kind: 'plain' });
+  return out;
+}
+
+const scan = (files: string[], extra: Partial<Parameters<typeof runScan>[0]> = {}) =>
+  runScan({ files, cluster: 'prod', maxTokenAge: { mode: 'eks' }, clock: CLOCK, ...extra });
+
+describe('readiness verdict in scan', () => {
+  it('safe: 8 days of audit events without a stale use, with the window and the events it relied on', async () => {
+    const r = await scan([file('safe.log', quiet(8))]);
+    expect(r.readiness.verdict).toBe('safe');
+    expect(r.readiness.window).toEqual({ start: '2026-11-01T00:00:00.000Z', end: '2026-11-09T00:00:00.000Z', seconds: 8 * 86_400, minimumSeconds: 7 * 86_400 });
+    expect(r.readiness.coverage.events).toBe(8 * 4 + 1);
+    expect(r.readiness.summary).toBe('safe: no stale token use in 8 days of audit data (2026-11-01T00:00:00.000Z to 2026-11-09T00:00:00.000Z); 33 audit events read');
+    expect(r.readiness.clients).toEqual([]);
+  });
+
+  it('not safe: the client that presented a stale token would break, with its last use and fix', async () => {
+    const stale: EventSpec = { auditID: 's-1', time: START + 5 * DAY, kind: 'stale', namespace: 'logging', serviceAccount: 'fluent-bit', pod: 'fluent-bit-x1', secondsAfterWarning: 20 * 86_400, userAgent: 'fluent-bit/1.8.3' };
+    const r = await scan([file('not-safe.log', [...quiet(8), stale])]);
+    expect(r.readiness.verdict).toBe('not-safe');
+    expect(r.readiness.summary).toMatch(/^not safe: 1 client would break/);
+    expect(r.readiness.clients).toHaveLength(1);
+    expect(r.readiness.clients[0]).toMatchObject({ namespace: 'logging', serviceAccount: 'fluent-bit', lastUse: '2026-11-06T00:00:00.000Z', cause: 'client-caches-token' });
+    expect(r.readiness.clients[0]!.fix).toContain('1.9.4');
+    const doc = jsonDocument(r, 'prod') as { readiness: { verdict: string }; findings: unknown[] };
+    expect(doc.readiness.verdict).toBe('not-safe');
+    expect(doc.findings).toHaveLength(1);
+  });
+
+  it('unknown: a window shorter than the minimum says so, and a configured minimum applies', async () => {
+    const f = file('short.log', quiet(2));
+    const r = await scan([f]);
+    expect(r.readiness.verdict).toBe('unknown');
+    expect(r.readiness.reasons).toEqual([
+      'the audit window (2 days) is shorter than the minimum of 7 days: clients that refresh a cached token daily or weekly may not show up yet',
+    ]);
+    expect((await scan([f], { readinessMinWindowMs: DAY })).readiness.verdict).toBe('safe');
+  });
+
+  it('unknown: a blind log (no audit events) and incomplete data', () => {
+    const blind = readinessVerdict({ cluster: 'prod', findings: [], coverage: { events: 0, gaps: [] } });
+    expect(blind.verdict).toBe('unknown');
+    expect(blind.reasons).toEqual(['the audit log is blind: no audit events were read', 'the audit window is unknown (no event times)']);
+    const partial = readinessVerdict({ cluster: 'prod', findings: [], coverage: { windowStart: START, windowEnd: START + 10 * DAY, events: 5000, gaps: ['2 polls failed'] } });
+    expect(partial.verdict).toBe('unknown');
+    expect(partial.reasons).toEqual(['the audit data is incomplete: 2 polls failed']);
+  });
+});
+
+describe('default reference time ignores implausible event times', () => {
+  it('one event stamped 9999-12-31 does not move the reference time, and is named', async () => {
+    const forged: EventSpec = { auditID: 'forged', time: Date.parse('9999-12-31T00:00:00Z'), kind: 'plain' };
+    const r = await scan([file('forged.log', [...quiet(8), forged])]);
+    expect(new Date(r.now).toISOString()).toBe('2026-11-09T00:00:00.000Z');
+    expect(r.readiness.window.end).toBe('2026-11-09T00:00:00.000Z');
+  });
+
+  it('a forged token use far past the bulk is ignored with its reason', () => {
+    const bulk = Array.from({ length: 20 }, (_, i) => START + i * HOUR);
+    const far = START + 400 * DAY;
+    const r = plausibleLatest([...bulk, far], far + DAY);
+    expect(r.latest).toBe(START + 19 * HOUR);
+    expect(r.ignored).toEqual([{ time: new Date(far).toISOString(), reason: `more than 7 days after every other event (next: ${new Date(START + 19 * HOUR).toISOString()})` }]);
+    const future = plausibleLatest([...bulk, Date.parse('9999-12-31T00:00:00Z')], CLOCK() + DAY);
+    expect(future.latest).toBe(START + 19 * HOUR);
+    expect(future.ignored[0]!.reason).toBe("later than the scanning host's clock plus 24 h");
+  });
+
+  it('a sparse input keeps its latest time (no bulk to compare with)', () => {
+    expect(plausibleLatest([START, START + 30 * DAY], CLOCK() + DAY).latest).toBe(START + 30 * DAY);
+  });
+});
+
+describe('a repeated auditID does not hide a token use', () => {
+  const stale: EventSpec = { auditID: 'req-42', time: START + DAY, kind: 'stale', namespace: 'apps', serviceAccount: 'worker', pod: 'worker-1', secondsAfterWarning: 86_400, userAgent: 'Go-http-client/1.1' };
+
+  it('an earlier forged record with the same auditID and stage but other annotations: both kept, conflict counted and warned', async () => {
+    const forged: EventSpec = { ...stale, time: START + DAY - HOUR, namespace: 'decoy', serviceAccount: 'nobody', pod: 'decoy-1' };
+    const r = await scan([file('conflict.log', [...quiet(8), forged, stale])]);
+    expect(r.report.findings.map((f) => `${f.namespace}/${f.serviceAccount}`).sort()).toEqual(['apps/worker', 'decoy/nobody']);
+    expect(r.report.stats.auditIdConflicts).toBe(1);
+    expect(r.notices.filter((n) => n.code === 'auditid-conflict')).toHaveLength(1);
+    expect(r.notices.find((n) => n.code === 'auditid-conflict')!.message).toContain('auditID req-42 and stage ResponseComplete');
+  });
+
+  it('the same request at two stages is still counted once', async () => {
+    const lines = [auditEvent(stale), auditEvent(stale).replace('"stage":"ResponseComplete"', '"stage":"ResponseStarted"'), auditEvent(stale)];
+    const p = join(dir, 'stages.log');
+    writeFileSync(p, `${lines.join('\n')}\n`);
+    const r = await scan([p]);
+    expect(r.report.stats.tokenUses).toBe(1);
+    expect(r.report.stats.duplicates).toBe(2);
+    expect(r.report.stats.auditIdConflicts).toBeUndefined();
+  });
+});
