@@ -11,7 +11,7 @@ import { Option, type Command } from 'commander';
 import type { MaxTokenAge, Severity } from '../../findings/types.js';
 import type { ScanResult } from '../../scan/run.js';
 import type { ReadNotice } from '../../audit/types.js';
-import { atOrAbove, isoSeconds, renderScanTable, shouldUseColor } from '../format.js';
+import { atOrAbove, DEFAULT_WIDTH, isoSeconds, renderScanTable, shouldUseColor } from '../format.js';
 import { availableParallelism } from 'node:os';
 import { parseByteSize, parseClusterName, parseJobs, parseMaxTokenAgeFlag, parseNow } from '../options.js';
 import { escapeControl } from '../escape.js';
@@ -33,6 +33,8 @@ interface ScanFlags {
   clusterSnapshot?: string;
   maxTokenAge: MaxTokenAge;
   format: 'table' | 'json';
+  /** `--wide`: the full table instead of one fitted to the terminal. */
+  wide?: boolean;
   failOn?: Severity;
   now?: number;
   maxDecompressedBytes?: number;
@@ -116,6 +118,10 @@ export function register(program: Command): void {
         .argParser(parseMaxTokenAgeFlag),
     )
     .addOption(new Option('--format <format>', 'output format').choices(['table', 'json']).default('table'))
+    .option(
+      '--wide',
+      `the full table (pods, token age, cause in columns; as wide as its cells) instead of one fitted to the terminal (${DEFAULT_WIDTH} columns when not a terminal)`,
+    )
     .addOption(
       new Option('--fail-on <severity>', 'exit 1 when a finding at or above this severity exists').choices([
         'info',
@@ -222,6 +228,7 @@ Examples:
             nowSource: result.nowSource,
             color: shouldUseColor(process.stdout, process.env),
             readiness: result.readiness,
+            ...(flags.wide === true ? {} : { width: process.stdout.columns || DEFAULT_WIDTH }),
           }),
         );
         for (const e of result.clusterEvents) process.stdout.write(`cluster event (${e.kind}): ${escapeControl(e.summary)}\n`);
