@@ -306,10 +306,19 @@ export function renderScanTable(report: ScanReport, opts: RenderOptions): string
 /** Width `scan` fits its table to when standard output is not a terminal. */
 export const DEFAULT_WIDTH = 80;
 
+/**
+ * The width `scan` fits its output to: the terminal's (`stream.columns`), else a positive whole `COLUMNS` from the
+ * environment (as `ls` reads it), else {@link DEFAULT_WIDTH}.
+ */
+export function outputWidth(stream: { columns?: number }, env: NodeJS.ProcessEnv): number {
+  if (typeof stream.columns === 'number' && stream.columns > 0) return stream.columns;
+  const fromEnv = /^\d+$/.test(env.COLUMNS ?? '') ? Number(env.COLUMNS) : 0;
+  return fromEnv > 0 ? fromEnv : DEFAULT_WIDTH;
+}
+
 /** The narrowest table column {@link renderFitted} shrinks to (border and padding included). */
 const MIN_COLUMN = 6;
 
-// biome-ignore lint/suspicious/noControlCharactersInRegex: ANSI SGR sequences start with ESC.
 const SGR = /\u001b\[[0-9;]*m/g;
 
 /** Visible width of a line (ANSI colour codes take no room). */
@@ -412,7 +421,7 @@ function renderFitted(report: ScanReport, opts: RenderOptions, width: number, pa
     if (age !== undefined) lines.push(`   oldest token age: ${age} d`);
     lines.push(`   cause: ${f.cause.component ? `${f.cause.id} (${escapeControl(f.cause.component)})` : f.cause.id}`);
     lines.push(`   fix: ${escapeControl(f.cause.fix)}`);
-    return lines.map((l) => wrapLine(l, width, 5)).flat();
+    return lines.flatMap((l) => wrapLine(l, width, 5));
   });
   const notes = unknownWorkloadNotes(report.findings).map((n) => paint('dim', n));
   const wrapped = [...notes, ...tail].flatMap((l) => (l === '' ? [''] : wrapLine(l, width, 2)));

@@ -11,7 +11,7 @@ import { Option, type Command } from 'commander';
 import type { MaxTokenAge, Severity } from '../../findings/types.js';
 import type { ScanResult } from '../../scan/run.js';
 import type { ReadNotice } from '../../audit/types.js';
-import { atOrAbove, DEFAULT_WIDTH, isoSeconds, renderScanTable, shouldUseColor } from '../format.js';
+import { atOrAbove, DEFAULT_WIDTH, isoSeconds, outputWidth, renderScanTable, shouldUseColor } from '../format.js';
 import { availableParallelism } from 'node:os';
 import { parseByteSize, parseClusterName, parseJobs, parseMaxTokenAgeFlag, parseNow } from '../options.js';
 import { escapeControl } from '../escape.js';
@@ -120,7 +120,7 @@ export function register(program: Command): void {
     .addOption(new Option('--format <format>', 'output format').choices(['table', 'json']).default('table'))
     .option(
       '--wide',
-      `the full table (pods, token age, cause in columns; as wide as its cells) instead of one fitted to the terminal (${DEFAULT_WIDTH} columns when not a terminal)`,
+      `the full table (pods, token age, cause in columns; as wide as its cells) instead of one fitted to the terminal (COLUMNS or ${DEFAULT_WIDTH} columns when not a terminal)`,
     )
     .addOption(
       new Option('--fail-on <severity>', 'exit 1 when a finding at or above this severity exists').choices([
@@ -228,7 +228,7 @@ Examples:
             nowSource: result.nowSource,
             color: shouldUseColor(process.stdout, process.env),
             readiness: result.readiness,
-            ...(flags.wide === true ? {} : { width: process.stdout.columns || DEFAULT_WIDTH }),
+            ...(flags.wide === true ? {} : { width: outputWidth(process.stdout, process.env) }),
           }),
         );
         for (const e of result.clusterEvents) process.stdout.write(`cluster event (${e.kind}): ${escapeControl(e.summary)}\n`);
