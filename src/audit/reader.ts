@@ -36,6 +36,7 @@ import {
   leadingNulBytes,
 } from './formats.js';
 import { createShapeTally, tokenUsesFromWrappedValue, type ShapeTally } from './records.js';
+import { countOf } from '../core/plural.js';
 import { DEFAULT_MAX_LINE_BYTES, JsonlScanner } from './jsonl-scanner.js';
 import { JsonExportScanner } from './json-export-scanner.js';
 import {
@@ -329,7 +330,7 @@ async function* readOneFile(ctx: FileContext): AsyncGenerator<TokenUse> {
       if (scanner.failed) {
         ctx.notice(
           'truncated',
-          `${file}: the JSON document breaks off after ${stats.lines - before.lines - 1} records (syntax error or ` +
+          `${file}: the JSON document breaks off after ${countOf(stats.lines - before.lines - 1, 'record')} (syntax error or ` +
             'truncated file); the rest of the file was not read',
           stats.lines - before.lines,
         );
@@ -377,7 +378,7 @@ export function noAuditEventError(
   if (records === 0 || events > 0) return undefined;
   return new InputError(
     file,
-    `none of its ${records} records is an audit event in a format tokenwatch knows (read as ` +
+    `${records === 1 ? 'its only record is not' : `none of its ${countOf(records, 'record')} is`} an audit event in a format tokenwatch knows (read as ` +
       `${FORMAT_NAMES[format]}${first ? `; the first record is ${first.what}` : ''}); ` +
       (first?.hint ? `${first.hint}; ` : '') +
       (tally.guideRowsWithoutTime > 0

@@ -125,6 +125,12 @@ export interface RenderOptions {
   nowSource: NowSource;
   /** Emit ANSI colour (severity, rejected tokens, header). */
   color: boolean;
+  /**
+   * Fit the output to this many columns (`scan` passes `process.stdout.columns`, {@link DEFAULT_WIDTH} when not a
+   * terminal): a narrow table, with workloads, pods, token age and cause listed under it. Absent: the full table
+   * (`scan --wide`), as wide as its cells.
+   */
+  width?: number;
   /** The readiness verdict, printed as its own section above the footer. */
   readiness?: Readiness;
 }
@@ -169,7 +175,7 @@ function ansi(styles: Style | Style[], text: string): string {
   return `${open}${text}${close}`;
 }
 
-function severityCell(severity: Severity, paint: Paint): string {
+function severityWord(severity: Severity, paint: Paint): string {
   switch (severity) {
     case 'critical':
       return paint(['red', 'bold'], severity);
@@ -178,6 +184,32 @@ function severityCell(severity: Severity, paint: Paint): string {
     default:
       return paint('cyan', severity);
   }
+}
+
+/** The severity cell; `critical` gets `(401s)` under it when 401s made it so (see {@link criticalBy401s}). */
+function severityCell(f: Finding, findings: readonly Finding[], now: number, paint: Paint): string {
+  const word = severityWord(f.severity, paint);
+  return criticalBy401s(f, findings, now) === undefined ? word : `${word}\n(401s)`;
+}
+
+/** Days before rejection under which a finding is critical by its date alone (docs/design/architecture.md "Terms"). */
+const CRITICAL_DAYS = 7;
+
+/**
+ * Why a critical finding is critical when its rejection date does not make it so: the API server answered 401 to
+ * requests of its ServiceAccount (`buildFindings` raises every finding of a subject with attributed 401s to critical).
+ * @returns the number of 401 requests of that ServiceAccount in the report (its `unauthorized` finding), or
+ *   undefined when the finding is not critical, or its rejection date alone (under 7 days) explains it.
+ */
+export function criticalBy401s(f: Finding, findings: readonly Finding[], now: number): number | undefined {
+  if (f.severity !== 'critical') return undefined;
+  const at = f.rejectionAt === null ? Number.NaN : Date.parse(f.rejectionAt);
+  if (!Number.isNaN(at) && at - now < CRITICAL_DAYS * DAY_MS) return undefined;
+  const same = findings.filter(
+    (g) => g.kind === 'unauthorized' && g.cluster === f.cluster && g.namespace === f.namespace && g.serviceAccount === f.serviceAccount,
+  );
+  if (same.length === 0) return undefined;
+  return same.reduce((n, g) => n + g.requests, 0);
 }
 
 function nowLine(now: number, source: NowSource): string {
@@ -223,6 +255,8 @@ export function renderScanTable(report: ScanReport, opts: RenderOptions): string
     ].join('\n');
   }
 
+  if (opts.width !== undefined) return renderFitted(report, opts, opts.width, paint, [...readiness, ...footer]);
+
   const head = [
     '#',
     'cluster',
@@ -250,7 +284,7 @@ export function renderScanTable(report: ScanReport, opts: RenderOptions): string
       escapeControl(f.cluster),
       escapeControl(`${f.namespace}/${f.serviceAccount}`),
       f.kind,
-      severityCell(f.severity, paint),
+      severityCell(f, report.findings, opts.now, paint),
       workloadsCell(f),
       podsCell(f),
       age === undefined ? '-' : String(age),
@@ -267,4 +301,129 @@ export function renderScanTable(report: ScanReport, opts: RenderOptions): string
   );
   const notes = unknownWorkloadNotes(report.findings).map((n) => paint('dim', n));
   return [table.toString(), '', ...fixes, '', ...notes, ...readiness, ...footer, ''].join('\n');
+}
+
+/** Width `scan` fits its table to when standard output is not a terminal. */
+export const DEFAULT_WIDTH = 80;
+
+/**
+ * The width `scan` fits its output to: the terminal's (`stream.columns`), else a positive whole `COLUMNS` from the
+ * environment (as `ls` reads it), else {@link DEFAULT_WIDTH}.
+ */
+export function outputWidth(stream: { columns?: number }, env: NodeJS.ProcessEnv): number {
+  if (typeof stream.columns === 'number' && stream.columns > 0) return stream.columns;
+  const fromEnv = /^\d+$/.test(env.COLUMNS ?? '') ? Number(env.COLUMNS) : 0;
+  return fromEnv > 0 ? fromEnv : DEFAULT_WIDTH;
+}
+
+/** The narrowest table column {@link renderFitted} shrinks to (border and padding included). */
+const MIN_COLUMN = 6;
+
+const SGR = /\u001b\[[0-9;]*m/g;
+
+/** Visible width of a line (ANSI colour codes take no room). */
+function visibleLength(line: string): number {
+  return line.replace(SGR, '').length;
+}
+
+/**
+ * Wraps one line to `width` columns at spaces; continuation lines start with `indent` spaces; a word longer than a
+ * line is cut. Colour codes stay with their word and take no room.
+ */
+export function wrapLine(line: string, width: number, indent = 0): string[] {
+  if (visibleLength(line) <= width) return [line];
+  const lead = /^ */.exec(line)?.[0] ?? '';
+  const pad = ' '.repeat(Math.min(indent, Math.max(0, width - 1)));
+  const out: string[] = [];
+  let current = lead;
+  let empty = true;
+  const push = (): void => {
+    out.push(current);
+    current = pad;
+    empty = true;
+  };
+  for (const word of line.slice(lead.length).split(' ')) {
+    let w = word;
+    const sep = empty ? '' : ' ';
+    if (visibleLength(current) + sep.length + visibleLength(w) <= width) {
+      current += sep + w;
+      empty = false;
+      continue;
+    }
+    if (!empty) push();
+    while (visibleLength(current) + visibleLength(w) > width) {
+      const room = Math.max(1, width - visibleLength(current));
+      const plain = w.replace(SGR, '');
+      current += plain.slice(0, room);
+      w = plain.slice(room);
+      push();
+    }
+    current += w;
+    empty = w === '';
+  }
+  if (!empty) out.push(current);
+  return out;
+}
+
+/** Column widths (padding and one border included) that make `natural` fit in `width`: the widest shrinks first. */
+function fitColumns(natural: number[], width: number): number[] {
+  const cols = [...natural];
+  // cli-table3 draws one border per column plus one: a column of colWidth w takes w + 1 characters.
+  const total = (): number => cols.reduce((n, w) => n + w + 1, 1);
+  while (total() > width) {
+    const widest = cols.reduce((best, w, i) => (w > (cols[best] ?? 0) ? i : best), 0);
+    if ((cols[widest] ?? 0) <= MIN_COLUMN) break;
+    cols[widest] = (cols[widest] ?? 0) - 1;
+  }
+  return cols;
+}
+
+/**
+ * The table fitted to `width` columns: `#`, ServiceAccount, kind, severity, rejection and requests in the table;
+ * per finding below it the reason 401s made it critical, workloads, pods, oldest token age, cause and fix, each line
+ * wrapped to `width`. `tail` (readiness section and footer) is wrapped too.
+ */
+function renderFitted(report: ScanReport, opts: RenderOptions, width: number, paint: Paint, tail: string[]): string {
+  const head = ['#', 'namespace/\nServiceAccount', 'kind', 'severity', 'rejection', 'requests'];
+  const rows = report.findings.map((f, i) => {
+    // Date and time left on two lines: the column stays narrow.
+    const rejection = formatRejection(f.rejectionAt, opts.now).replace(' (', '\n(');
+    return [
+      String(i + 1),
+      `${escapeControl(f.namespace)}/\n${escapeControl(f.serviceAccount)}`,
+      f.kind,
+      severityCell(f, report.findings, opts.now, paint),
+      rejection.includes('REJECTED') ? paint('red', rejection) : rejection,
+      f.requests.toLocaleString('en-US'),
+    ];
+  });
+  const natural = head.map((h, c) =>
+    Math.max(...h.split('\n').map(visibleLength), ...rows.map((r) => Math.max(...(r[c] ?? '').split('\n').map(visibleLength)))) + 2,
+  );
+  const Table = createRequire(import.meta.url)('cli-table3') as typeof TableClass;
+  const table = new Table({
+    head: head.map((h) => paint('bold', h)),
+    style: { head: [], border: [] },
+    colWidths: fitColumns(natural, width),
+    wordWrap: true,
+  });
+  for (const r of rows) table.push(r);
+
+  const details = report.findings.flatMap((f, i) => {
+    const lines = [`${paint('bold', `#${i + 1}`)} ${escapeControl(`${f.namespace}/${f.serviceAccount}`)} ${f.kind}`];
+    const by401 = criticalBy401s(f, report.findings, opts.now);
+    if (by401 !== undefined) {
+      lines.push(`   critical: the API server answered 401 Unauthorized to ${by401.toLocaleString('en-US')} request${by401 === 1 ? '' : 's'} of this ServiceAccount`);
+    }
+    if (f.workloads.length > 0) lines.push(`   workloads: ${f.workloads.map((w) => escapeControl(`${w.kind} ${w.namespace}/${w.name}`)).join(', ')}`);
+    if (f.pods.length > 0) lines.push(`   pods: ${podsCell(f).split('\n').join(', ')}`);
+    const age = oldestTokenAgeDays(f, opts.now);
+    if (age !== undefined) lines.push(`   oldest token age: ${age} d`);
+    lines.push(`   cause: ${f.cause.component ? `${f.cause.id} (${escapeControl(f.cause.component)})` : f.cause.id}`);
+    lines.push(`   fix: ${escapeControl(f.cause.fix)}`);
+    return lines.flatMap((l) => wrapLine(l, width, 5));
+  });
+  const notes = unknownWorkloadNotes(report.findings).map((n) => paint('dim', n));
+  const wrapped = [...notes, ...tail].flatMap((l) => (l === '' ? [''] : wrapLine(l, width, 2)));
+  return [table.toString(), '', ...details, '', ...wrapped, ''].join('\n');
 }

@@ -37,16 +37,16 @@ export function parseNow(value: string): number {
 }
 
 /**
- * Parses `--max-token-age`: `eks` (90 days after warnafter), `upstream` (1 year after issue) or a
- * positive whole number of seconds after warnafter. Delegates to the findings module's
- * `parseMaxTokenAge` and rewraps its error for commander.
+ * Parses `--max-token-age`: `eks` (90 days after warnafter), `upstream` (1 year after issue), a positive whole
+ * number of seconds after warnafter, or a duration such as `90d` — the config's `maxTokenAge` grammar, by the
+ * same function (`parseMaxTokenAge` in the findings module); its error is rewrapped for commander.
  * @throws InvalidArgumentError
  */
 export function parseMaxTokenAgeFlag(value: string): MaxTokenAge {
   try {
     return parseMaxTokenAge(value);
   } catch {
-    throw new InvalidArgumentError('Expected eks, upstream or a positive whole number of seconds.');
+    throw new InvalidArgumentError('Expected eks, upstream, a positive whole number of seconds or a duration such as 90d.');
   }
 }
 

@@ -100,7 +100,26 @@ export function createProgram(registrations: Register[]): Command {
     });
   program.helpCommand('help [command]', 'show help for a command');
   for (const register of registrations) register(program);
+  for (const command of [program, ...program.commands]) {
+    const longFlags = [...command.options, ...(command === program ? [] : program.options)]
+      .filter((o) => !o.hidden && o.long !== undefined)
+      .map((o) => o.long as string);
+    command.configureOutput({ outputError: (str) => printError(withPrefixSuggestion(str, longFlags)) });
+  }
   return program;
+}
+
+/**
+ * Adds commander's `(Did you mean --audit-log?)` to an `unknown option '--audit'` error when commander found no
+ * similar flag but exactly one of `longFlags` starts with the unknown one (commander 15 suggests by edit distance
+ * only, at most 3 edits: `--auditlog` gets `--audit-log`, the prefix `--audit` does not). Other messages pass unchanged.
+ */
+export function withPrefixSuggestion(message: string, longFlags: readonly string[]): string {
+  const m = /unknown option '(--[^'=]+)(?:=[^']*)?'/.exec(message);
+  if (m === null || /Did you mean/.test(message)) return message;
+  const flag = m[1] as string;
+  const matches = longFlags.filter((f) => f.startsWith(flag) && f !== flag);
+  return matches.length === 1 ? `${message.trimEnd()}\n(Did you mean ${matches[0]}?)\n` : message;
 }
 
 /**

@@ -12,9 +12,11 @@ import { dirname, join } from 'node:path';
 import { z } from 'zod';
 import { validateDetailed } from 'node-cron';
 import type { MaxTokenAge } from '../findings/types.js';
+import { MAX_TOKEN_AGE_EXPECTED, parseMaxTokenAge } from '../findings/token-math.js';
 import { ACTION_KINDS, CLUSTER_ACTION_KINDS } from '../approvals/kinds.js';
 import { DAY_MS, HOUR_MS, MINUTE_MS, SECOND_MS } from '../core/units.js';
 import { DurationError, parseDuration } from './duration.js';
+import { DNS1123_LABEL, DNS1123_LABEL_WORDS } from '../core/names.js';
 
 /** pino log levels (pino `levels.values` plus `silent`). */
 export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
@@ -57,7 +59,6 @@ function formatIssues(issues: ConfigIssue[], file?: string): string {
 // ---------------------------------------------------------------------------------------------
 // Field schemas
 
-const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const AWS_REGION = /^[a-z]{2}(-[a-z]+)+-\d+$/;
 /** Slack user ids start with U (W on Enterprise Grid), user group ids with S (api.slack.com/types/user, /usergroup). */
 const SLACK_PRINCIPAL = /^[UWS][A-Z0-9]{2,}$/;
@@ -84,35 +85,27 @@ function duration(min = 0) {
   });
 }
 
-const maxTokenAgeMessage =
-  'expected "eks" (90 days), "upstream" (1 year), a number of seconds, or a duration such as "90d"';
-
-/** `eks` | `upstream` | integer seconds (number or digits) | duration string → {@link MaxTokenAge}. */
-const maxTokenAge = z.union([z.string(), z.number()], { error: maxTokenAgeMessage }).transform((v, ctx): MaxTokenAge => {
-  if (v === 'eks' || v === 'upstream') return { mode: v };
-  let seconds: number | undefined;
-  if (typeof v === 'number') seconds = v;
-  else if (/^\d+$/.test(v)) seconds = Number(v);
-  else {
-    try {
-      const ms = parseDuration(v);
-      if (ms % 1000 === 0) seconds = ms / 1000;
-    } catch {
-      seconds = undefined;
-    }
-  }
-  if (seconds === undefined || !Number.isSafeInteger(seconds) || seconds <= 0) {
-    ctx.addIssue({ code: 'custom', message: maxTokenAgeMessage, input: v });
+/** `eks` | `upstream` | integer seconds (number or digits) | duration string → {@link MaxTokenAge} (`parseMaxTokenAge`, the CLI's grammar too). */
+const maxTokenAge = z.union([z.string(), z.number()], { error: MAX_TOKEN_AGE_EXPECTED }).transform((v, ctx): MaxTokenAge => {
+  try {
+    return parseMaxTokenAge(v);
+  } catch (err) {
+    if (!(err instanceof TokenwatchError)) throw err;
+    ctx.addIssue({ code: 'custom', message: MAX_TOKEN_AGE_EXPECTED, input: v });
     return z.NEVER;
   }
-  return { mode: 'seconds', seconds };
 });
+
+/** node-cron 4 says "61 is a invalid expression for minute"; shown as "61 is not a valid minute value". */
+function cronWords(message: string): string {
+  return message.replace(/^(.*) is a invalid expression for (.*)$/, '$1 is not a valid $2 value');
+}
 
 /** Cron expression checked with node-cron 4 `validateDetailed` (the scheduler's own parser). */
 const schedule = z.string().superRefine((expr, ctx) => {
   const result = validateDetailed(expr);
   if (!result.valid) {
-    const why = result.errors.map((e) => e.message).join('; ');
+    const why = result.errors.map((e) => cronWords(e.message)).join('; ');
     ctx.addIssue({ code: 'custom', message: `invalid cron expression "${expr}"${why ? `: ${why}` : ''}`, input: expr });
   }
 });
@@ -219,7 +212,7 @@ const clusterSlackSchema = z.strictObject({
 /** One watched cluster. */
 const clusterSchema = z.strictObject({
   /** DNS-1123 label (lowercase letters, digits, `-`, ≤ 63 chars), unique; shown in every message and command. */
-  name: z.string().regex(DNS1123_LABEL, 'expected a DNS-1123 label: lowercase letters, digits and "-", at most 63 characters'),
+  name: z.string().regex(DNS1123_LABEL, `expected ${DNS1123_LABEL_WORDS}`),
   audit: auditSchema,
   kubernetes: kubernetesSchema.prefault({ none: true }),
   /** Default `{ mode: 'eks' }` (90 days after warnAfter). */

@@ -18,6 +18,7 @@
  *   once `seconds after warning threshold` exceeds 90 days = 7,776,000 s.
  */
 import { ErrorCode, TokenwatchError } from '../errors.js';
+import { DurationError, parseDuration } from '../config/duration.js';
 import type { MaxTokenAge } from './types.js';
 
 /** Lifetime the kubelet requests for bound tokens, seconds (kubernetes `pkg/serviceaccount/claims.go`). */
@@ -37,26 +38,36 @@ export interface TokenTimes {
   rejectionAt: number;
 }
 
+/** What {@link parseMaxTokenAge} accepts, in the words its error uses. */
+export const MAX_TOKEN_AGE_EXPECTED =
+  'expected "eks" (90 days), "upstream" (1 year), a number of seconds, or a duration such as "90d"';
+
 /**
- * Parses a `--max-token-age` / config value.
+ * Parses a `maxTokenAge` config value or a `scan --max-token-age` flag: one grammar for both.
  *
- * @param s `eks`, `upstream` (case-insensitive, surrounding blanks ignored) or a positive whole
- *   number of seconds after `warnAfter` (e.g. `7776000`).
+ * @param v `eks`, `upstream` (case-insensitive, surrounding blanks ignored), a positive whole number of seconds
+ *   after `warnAfter` (a number, or digits such as `7776000`), or a duration string in the config's grammar
+ *   (`90d`, `2w`, `1d12h`; see `parseDuration` in src/config/duration.ts) that is a positive whole number of seconds.
  * @returns `{mode:'eks'}`, `{mode:'upstream'}` or `{mode:'seconds', seconds}`.
- * @throws Error naming the bad value when it is none of these (`0`, `-5`, `1.5`, `90d`, empty).
+ * @throws TokenwatchError (`value_invalid`) naming the bad value when it is none of these (`0`, `-5`, `1.5`, `1500ms`, empty).
  */
-export function parseMaxTokenAge(s: string): MaxTokenAge {
-  const v = s.trim().toLowerCase();
-  if (v === 'eks') return { mode: 'eks' };
-  if (v === 'upstream') return { mode: 'upstream' };
-  if (/^[0-9]+$/.test(v)) {
-    const seconds = Number(v);
-    if (Number.isSafeInteger(seconds) && seconds > 0) return { mode: 'seconds', seconds };
+export function parseMaxTokenAge(v: string | number): MaxTokenAge {
+  const text = typeof v === 'number' ? '' : v.trim().toLowerCase();
+  if (text === 'eks') return { mode: 'eks' };
+  if (text === 'upstream') return { mode: 'upstream' };
+  let seconds: number | undefined;
+  if (typeof v === 'number') seconds = v;
+  else if (/^[0-9]+$/.test(text)) seconds = Number(text);
+  else {
+    try {
+      const ms = parseDuration(text);
+      if (ms % 1000 === 0) seconds = ms / 1000;
+    } catch (err) {
+      if (!(err instanceof DurationError)) throw err;
+    }
   }
-  throw new TokenwatchError(
-    ErrorCode.ValueInvalid,
-    `invalid max token age ${JSON.stringify(s)}: expected "eks", "upstream" or a positive whole number of seconds`,
-  );
+  if (seconds !== undefined && Number.isSafeInteger(seconds) && seconds > 0) return { mode: 'seconds', seconds };
+  throw new TokenwatchError(ErrorCode.ValueInvalid, `invalid max token age ${JSON.stringify(v)}: ${MAX_TOKEN_AGE_EXPECTED}`);
 }
 
 /**

@@ -18,6 +18,7 @@
  * (same start time), and a counter that went down is a reset, never a negative rate.
  */
 import { HOUR_SECONDS } from '../core/units.js';
+import { countOf } from '../core/plural.js';
 import { ErrorCode, TokenwatchError } from '../errors.js';
 import { findingId } from '../findings/build.js';
 import type { Finding, FindingKind, Severity } from '../findings/types.js';
@@ -84,8 +85,8 @@ export function tokenMetricsFromText(text: string, scrapedAt: number): TokenMetr
   if (Object.keys(counters).length === 0) {
     const what =
       parsed.samples.length === 0
-        ? `not Prometheus text (${parsed.malformed} unreadable line${parsed.malformed === 1 ? '' : 's'}${parsed.malformedLines.length ? `, first at line ${parsed.malformedLines[0]}` : ''})`
-        : `${parsed.samples.length} samples but no serviceaccount_* token counter (is this the API server's /metrics?)`;
+        ? `not Prometheus text (${countOf(parsed.malformed, 'unreadable line')}${parsed.malformedLines.length ? `, first at line ${parsed.malformedLines[0]}` : ''})`
+        : `${countOf(parsed.samples.length, 'sample')} but no serviceaccount_* token counter (is this the API server's /metrics?)`;
     throw new TokenMetricsError(what);
   }
   return { scrapedAt, processStartAt, counters };

@@ -42,6 +42,7 @@ import { probeVerifiesRestart, type ProbeRestartFile } from '../probe/findings.j
 import type { ProbeReport } from '../probe/host.js';
 import type { Store, StoredApproval, StoredFinding } from '../store/index.js';
 import { targetLabel } from './executor.js';
+import { countOf } from '../core/plural.js';
 
 
 /**
@@ -376,8 +377,8 @@ export function describeOutcome(o: ConcludedOutcome): string {
     case 'resolved':
       return `no use for ${Math.round(o.quietMs / 60_000)} min after the action`;
     case 'recurrence':
-      return `${o.tokens} token(s) issued after the action are used stale again (${o.requests} requests, last ${new Date(o.lastSeen).toISOString()})`;
+      return `${countOf(o.tokens, 'token')} issued after the action ${o.tokens === 1 ? 'is' : 'are'} used stale again (${countOf(o.requests, 'request')}, last ${new Date(o.lastSeen).toISOString()})`;
     case 'persisting':
-      return `${o.tokens} token(s) still used after the action (last ${new Date(o.lastSeen).toISOString()})`;
+      return `${countOf(o.tokens, 'token')} still used after the action (last ${new Date(o.lastSeen).toISOString()})`;
   }
 }

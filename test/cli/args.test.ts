@@ -67,7 +67,7 @@ describe('bad arguments exit 2 with one line naming the flag', () => {
     ['--audit-log without a value', ['scan', '--audit-log'], ['--audit-log']],
     ['bad --format', ['scan', '--audit-log', file, '--format', 'xml'], ['--format', "'xml'", 'table, json']],
     ['bad --fail-on', ['scan', '--audit-log', file, '--fail-on', 'high'], ['--fail-on', "'high'", 'info, warning, critical']],
-    ['bad --max-token-age', ['scan', '--audit-log', file, '--max-token-age', '90d'], ['--max-token-age', "'90d'", 'eks, upstream']],
+    ['bad --max-token-age', ['scan', '--audit-log', file, '--max-token-age', '90 days'], ['--max-token-age', "'90 days'", 'eks, upstream']],
     ['bad --now', ['scan', '--audit-log', file, '--now', 'yesterday'], ['--now', "'yesterday'", 'ISO-8601']],
     ['--now without zone', ['scan', '--audit-log', file, '--now', '2026-11-20T12:00:00'], ['--now', 'ISO-8601']],
     ['empty --cluster', ['scan', '--audit-log', file, '--cluster', ''], ['--cluster']],

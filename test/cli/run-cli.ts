@@ -19,6 +19,8 @@ export function runCli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Cli
   return new Promise((resolve, reject) => {
     const childEnv: NodeJS.ProcessEnv = { ...process.env, ...env };
     delete childEnv.FORCE_COLOR;
+    // The table fits COLUMNS when stdout is not a terminal: only a test that asks for a width gets one.
+    if (env.COLUMNS === undefined) delete childEnv.COLUMNS;
     const child = spawn(process.execPath, ['bin/tokenwatch.js', ...args], {
       cwd: ROOT,
       env: childEnv,

@@ -99,7 +99,8 @@ beforeAll(async () => {
   const [f1, f2] = all.files;
   [json, table, failOnRepeated, emptyFailOn, withNow] = await Promise.all([
     runCli([...demoArgs, '--format', 'json']),
-    runCli(demoArgs),
+    // The full table: one line per row holds every column (the default fitted table wraps them).
+    runCli([...demoArgs, '--wide']),
     // --audit-log repeated instead of variadic, and --fail-on at the highest expected severity.
     runCli(['scan', '--audit-log', f1 ?? '', '--audit-log', f2 ?? '', '--cluster', expected.cluster,
       '--cluster-snapshot', SNAPSHOT, '--format', 'json', '--fail-on', maxSeverity]),

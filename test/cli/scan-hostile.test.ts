@@ -43,7 +43,7 @@ describe('no readable audit event: exit 2 naming the file and the known formats'
     expect(run.code).toBe(2);
     expect(run.stdout).toBe('');
     expect(run.stderr.trim().split('\n')).toHaveLength(1);
-    expect(run.stderr).toContain(`cannot read ${f}: none of its 1 records is an audit event`);
+    expect(run.stderr).toContain(`cannot read ${f}: its only record is not an audit event`);
     expect(run.stderr).toContain('aws logs get-query-results --output json');
   });
 });

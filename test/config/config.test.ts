@@ -235,7 +235,7 @@ describe('errors', () => {
       'clusters.0.audit.cloudwatch.overlap:15 → expected a duration string such as "10m", "24h" or "7d" (units ms, s, m, h, d, w)',
       'clusters.0.maxTokenAge:17 → expected "eks" (90 days), "upstream" (1 year), a number of seconds, or a duration such as "90d"',
       'clusters.0.name:11 → expected a DNS-1123 label: lowercase letters, digits and "-", at most 63 characters',
-      'clusters.0.schedule:16 → invalid cron expression "61 * * * *": 61 is a invalid expression for minute',
+      'clusters.0.schedule:16 → invalid cron expression "61 * * * *": 61 is not a valid minute value',
       'clusters.0.slack.approvers.0:20 → expected a Slack user id (U…, W…) or user group id (S…)',
       'clusters.1.audit:22 → expected exactly one of cloudwatch, file, webhook, none (got cloudwatch, file)',
       'clusters.1.thresholds:27 → criticalDays (30) must be less than warningDays (7)',

@@ -11,9 +11,16 @@ describe('parseMaxTokenAge', () => {
     expect(parseMaxTokenAge('upstream')).toEqual({ mode: 'upstream' });
     expect(parseMaxTokenAge('7776000')).toEqual({ mode: 'seconds', seconds: 7_776_000 });
     expect(parseMaxTokenAge('1')).toEqual({ mode: 'seconds', seconds: 1 });
+    expect(parseMaxTokenAge(86_400)).toEqual({ mode: 'seconds', seconds: 86_400 });
   });
 
-  it.each(['0', '-5', '1.5', '90d', '', 'aws', '99999999999999999999'])('rejects %j naming the value', (bad) => {
+  it('accepts the config duration grammar, in whole seconds', () => {
+    expect(parseMaxTokenAge('90d')).toEqual({ mode: 'seconds', seconds: 90 * 86_400 });
+    expect(parseMaxTokenAge('1d12h')).toEqual({ mode: 'seconds', seconds: 36 * 3600 });
+    expect(parseMaxTokenAge('2000ms')).toEqual({ mode: 'seconds', seconds: 2 });
+  });
+
+  it.each(['0', '-5', '1.5', '1500ms', '0d', '90 d', '', 'aws', '99999999999999999999'])('rejects %j naming the value', (bad) => {
     expect(() => parseMaxTokenAge(bad)).toThrow(`invalid max token age ${JSON.stringify(bad)}`);
   });
 });

@@ -68,7 +68,7 @@ describe('tokenMetricsFromText', () => {
 
   it('says what it found when the text has no token counters', () => {
     expect(() => tokenMetricsFromText('<html>nope</html>\n', T0)).toThrow(new TokenMetricsError('not Prometheus text (1 unreadable line, first at line 1)'));
-    expect(() => tokenMetricsFromText('# TYPE up gauge\nup 1\n', T0)).toThrow(/1 samples but no serviceaccount_\* token counter/);
+    expect(() => tokenMetricsFromText('# TYPE up gauge\nup 1\n', T0)).toThrow(/\b1 sample but no serviceaccount_\* token counter/);
   });
 });
 

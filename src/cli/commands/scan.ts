@@ -11,11 +11,12 @@ import { Option, type Command } from 'commander';
 import type { MaxTokenAge, Severity } from '../../findings/types.js';
 import type { ScanResult } from '../../scan/run.js';
 import type { ReadNotice } from '../../audit/types.js';
-import { atOrAbove, isoSeconds, renderScanTable, shouldUseColor } from '../format.js';
+import { atOrAbove, DEFAULT_WIDTH, isoSeconds, outputWidth, renderScanTable, shouldUseColor } from '../format.js';
 import { availableParallelism } from 'node:os';
 import { parseByteSize, parseClusterName, parseJobs, parseMaxTokenAgeFlag, parseNow } from '../options.js';
 import { escapeControl } from '../escape.js';
 import { UsageError } from '../program.js';
+import { DNS1123_LABEL, DNS1123_LABEL_WORDS } from '../../core/names.js';
 import { parseDuration } from '../../config/duration.js';
 
 /** Cluster name used when `--cluster` is not given. */
@@ -32,6 +33,8 @@ interface ScanFlags {
   clusterSnapshot?: string;
   maxTokenAge: MaxTokenAge;
   format: 'table' | 'json';
+  /** `--wide`: the full table instead of one fitted to the terminal. */
+  wide?: boolean;
   failOn?: Severity;
   now?: number;
   maxDecompressedBytes?: number;
@@ -63,6 +66,15 @@ export function jsonDocument(result: ScanResult, cluster: string): object {
   };
 }
 
+/**
+ * The warning for a `--cluster` name that `serve` would refuse (its config requires a DNS-1123 label), or undefined.
+ * `scan` only warns: refusing would turn runs that exit 0 today into exit 2.
+ */
+export function clusterNameWarning(name: string): string | undefined {
+  if (DNS1123_LABEL.test(name)) return undefined;
+  return `--cluster ${JSON.stringify(name)} is not ${DNS1123_LABEL_WORDS}; scan accepts it, but serve's config (clusters[].name) would refuse it`;
+}
+
 /** `--readiness-min-window`: a duration (`7d`, `36h`, `90m`; `parseDuration` of the config module). */
 function parseReadinessWindow(value: string): number {
   try {
@@ -77,6 +89,7 @@ export function register(program: Command): void {
   program
     .command('scan')
     .description('Scan API-server audit logs for stale, legacy and unauthorized ServiceAccount token use.')
+    .argument('[file...]', 'audit log files, the same as --audit-log FILE... (as grep and jq take them)')
     .option(
       '--audit-log <file...>',
       'audit log files (plain or .gz; `-` for standard input): JSON lines, webhook batches (EventList), pretty/array/concatenated JSON, CloudWatch export to S3, `aws logs tail` text, `aws logs filter-log-events` or `get-query-results` JSON, Logs Insights export (JSON or CSV), GKE Cloud Audit Logs, AKS kube-audit records, Loki `logcli --output=jsonl`; repeatable (required unless --metrics or --probe-report is given)',
@@ -99,12 +112,16 @@ export function register(program: Command): void {
     .addOption(
       new Option(
         '--max-token-age <limit>',
-        'when the API server rejects a stale token: eks (90 d after warnafter), upstream (1 year after issue) or SECONDS after warnafter',
+        'when the API server rejects a stale token: eks (90 d after warnafter), upstream (1 year after issue), SECONDS or a duration such as 90d after warnafter (as maxTokenAge in the config)',
       )
         .default({ mode: 'eks' } satisfies MaxTokenAge, 'eks')
         .argParser(parseMaxTokenAgeFlag),
     )
     .addOption(new Option('--format <format>', 'output format').choices(['table', 'json']).default('table'))
+    .option(
+      '--wide',
+      `the full table (pods, token age, cause in columns; as wide as its cells) instead of one fitted to the terminal (COLUMNS or ${DEFAULT_WIDTH} columns when not a terminal)`,
+    )
     .addOption(
       new Option('--fail-on <severity>', 'exit 1 when a finding at or above this severity exists').choices([
         'info',
@@ -145,17 +162,22 @@ Warnings (partial or 10,000-row Logs Insights results, guide-query input without
 go to stderr as "tokenwatch: warning: …" and to the JSON "warnings" field.
 
 Examples:
+  tokenwatch scan /var/log/kubernetes/audit.log*
   tokenwatch scan --audit-log /var/log/kubernetes/audit.log*
   tokenwatch scan --audit-log events.json --cluster prod-eks --cluster-snapshot state.json --fail-on warning
   tokenwatch scan --audit-log audit.log.gz --format json --now 2026-11-20T12:00:00Z
   kubectl get --raw /metrics > metrics.txt && tokenwatch scan --metrics metrics.txt --now "$(date -u +%FT%TZ)"`,
     )
-    .action(async (flags: ScanFlags) => {
+    .action(async (files: string[], flags: ScanFlags) => {
       // Loaded on use, so `--help` and argument errors stay fast (the pipeline pulls in zod, the catalog, …).
-      if (flags.auditLog === undefined && flags.metrics === undefined && flags.probeReport === undefined) {
-        throw new UsageError("required option '--audit-log <file...>' not specified (or give --metrics <file> or --probe-report <file>)");
+      const auditLog = [...(flags.auditLog ?? []), ...files];
+      if (auditLog.length === 0 && flags.metrics === undefined && flags.probeReport === undefined) {
+        throw new UsageError(
+          "required option '--audit-log <file...>' not specified (or give the files as arguments, --metrics <file> or --probe-report <file>)",
+        );
       }
-      const auditLog = flags.auditLog ?? [];
+      const clusterWarning = clusterNameWarning(flags.cluster);
+      if (clusterWarning !== undefined) process.stderr.write(`tokenwatch: warning: ${escapeControl(clusterWarning)}\n`);
       const { runScan } = await import('../../scan/run.js');
       // cli-progress only for a terminal: pipes and CI logs never show a bar (and never load it).
       const progress = process.stderr.isTTY
@@ -206,6 +228,7 @@ Examples:
             nowSource: result.nowSource,
             color: shouldUseColor(process.stdout, process.env),
             readiness: result.readiness,
+            ...(flags.wide === true ? {} : { width: outputWidth(process.stdout, process.env) }),
           }),
         );
         for (const e of result.clusterEvents) process.stdout.write(`cluster event (${e.kind}): ${escapeControl(e.summary)}\n`);

@@ -1,0 +1,13 @@
+/**
+ * Kubernetes name grammars used outside the audit parser.
+ */
+
+/**
+ * DNS-1123 label: lowercase letters, digits and `-`, starting and ending with a letter or digit, at most 63
+ * characters (https://kubernetes.io/docs/concepts/overview/working-with-objects/names/#dns-label-names).
+ * `serve` requires cluster names to be one.
+ */
+export const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+
+/** What a DNS-1123 label is, in the words errors and warnings use. */
+export const DNS1123_LABEL_WORDS = 'a DNS-1123 label: lowercase letters, digits and "-", at most 63 characters';
