@@ -71,12 +71,14 @@ function sha256(s: string | Buffer): Buffer {
   return createHash('sha256').update(s).digest();
 }
 
-class HttpError extends Error {
+/** A request the listener refuses: `status` is the HTTP status it answers with, `message` the answer's text. */
+class HttpError extends TokenwatchError {
   constructor(
     readonly status: number,
     message: string,
   ) {
-    super(message);
+    super(ErrorCode.ValueInvalid, message);
+    this.name = 'HttpError';
   }
 }
 
