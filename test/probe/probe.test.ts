@@ -74,7 +74,9 @@ function runProbe(args: string[], opts: { uid?: number } = {}): Promise<{ code: 
     const err: Buffer[] = [];
     child.stdout.on('data', (b: Buffer) => out.push(b));
     child.stderr.on('data', (b: Buffer) => err.push(b));
-    child.on('error', reject);
+    child.on('error', (e) =>
+      reject(opts.uid === undefined ? e : new Error(`uid ${opts.uid} must be able to run ${process.execPath} and read ${ROOT} (.ci/run opens both): ${e.message}`)),
+    );
     child.on('close', (code) => resolve({ code, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() }));
   });
 }

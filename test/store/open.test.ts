@@ -197,6 +197,7 @@ describe('openStore errors name the file and the reason', () => {
       if (process.getuid?.() === 0) {
         const script = `import('${join(process.cwd(), 'src/store/db.ts')}').then((m) => { try { m.openStore(${JSON.stringify(path)}); console.log('opened'); } catch (e) { console.log(e.message); } });`;
         const r = spawnSync(process.execPath, ['--import', 'tsx', '-e', script], { uid: 65534, gid: 65534, encoding: 'utf8', cwd: process.cwd(), timeout: 60_000 });
+        expect(r.error?.message, `uid 65534 must be able to run ${process.execPath} and read ${process.cwd()} (.ci/run opens both)`).toBeUndefined();
         expect(r.stdout).toMatch(expected);
         expect(r.stdout).toContain('tokenwatch runs as uid 65534');
       } else {
