@@ -11,6 +11,7 @@ import type { ConcludedOutcome } from '../remediation/verify.js';
 import {
   code,
   duration,
+  escapeMrkdwn,
   escClip,
   LIMITS,
   listWithin,
@@ -43,7 +44,7 @@ export function alarmMessage(cluster: string, text: string): SlackMessage {
 export function requestedMessage(a: Approval, approvers: readonly string[]): SlackMessage {
   const who = approvers.length ? listWithin(approvers.slice(0, 10).map((u) => `<@${u}>`), 10, ', ', approvers.length) : 'the approvers';
   return section(
-    `🔐 Your ${actionNoun(a.action)} of ${a.target.kind} ${code(`${a.target.namespace}/${a.target.name}`, 300)} is waiting for approval by ${who} in the alert's thread. It expires ${slackDate(a.expiresAt)}; nothing changes until then.`,
+    `🔐 Your ${actionNoun(a.action)} of ${a.target.kind} ${code(`${a.target.namespace}/${a.target.name}`, 300)} is waiting for approval by ${who} in the alert's thread (${a.requiredApprovals > 1 ? `${escapeMrkdwn(a.target.namespace)} is protected: ${a.requiredApprovals} approvals from different people` : 'one approval'}). It expires ${slackDate(a.expiresAt)}; nothing changes until then.`,
     `Requested: ${actionNoun(a.action)} of ${a.target.kind} ${a.target.namespace}/${a.target.name}; waiting for approval until ${formatUtc(a.expiresAt)}`,
   );
 }
