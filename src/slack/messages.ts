@@ -57,8 +57,17 @@ export function snoozedMessage(f: Finding, user: string, until: number): SlackMe
   );
 }
 
-/** Thread reply when a resolved finding is seen again. */
-export function reopenedMessage(f: Finding, resolvedAt: number | null): SlackMessage {
+/**
+ * Thread reply when a resolved finding is seen again. `late`: reopened by a use delivered after it was resolved as quiet
+ * at `resolvedAt` but dated before that (see `FindingChange.lateUse` in src/store/types.ts).
+ */
+export function reopenedMessage(f: Finding, resolvedAt: number | null, late = false): SlackMessage {
+  if (late && resolvedAt !== null) {
+    return section(
+      `🔁 *Reopened*: ${where(f)} was seen late — a request at ${slackDate(Date.parse(f.lastSeen))}, before it was resolved as quiet ${slackDate(resolvedAt)}, reached tokenwatch only after that (the audit log delivered it late). The quiet period was not quiet; the alert above is current again.`,
+      `[${f.cluster}] ${subjectOf(f)} reopened: a use before its quiet resolution was seen late`,
+    );
+  }
   const since = resolvedAt !== null ? ` after it was resolved ${slackDate(resolvedAt)}` : '';
   return section(
     `🔁 *Reopened*: ${where(f)} was seen again${since} (last request ${slackDate(Date.parse(f.lastSeen))}). The alert above is current again.`,

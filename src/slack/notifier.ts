@@ -8,7 +8,8 @@
  *   resolved); a snoozed finding is not touched until the snooze ends;
  * - severity went up since the message was last rendered (warning → critical) → an escalation reply in the thread;
  * - a new `unauthorized` finding for a subject whose stale-token alert already exists → a "first 401s" reply there;
- * - a resolved finding seen again (store status `resolved` → `open`) → a "reopened" reply, buttons back;
+ * - a resolved finding seen again (store status `resolved` → `open`) → a "reopened" reply, buttons back; reopened by a
+ *   use delivered late into a quiet-resolved period (`FindingChange.lateUse`) → the reply says it was seen late;
  * - a finding resolved (verified, or quiet: no signal for `findings.quietPeriod`) → the alert is updated in place to
  *   its resolved variant (✅ header, why, no buttons).
  * Every message names the cluster. Posts to a channel are serialized and spaced (`SlackApi`), and work on one
@@ -226,7 +227,7 @@ export class Notifier {
       await api.post(at.channel, escalationMessage(f, { type: 'severity', from: ref.severity, to: f.severity }, { now }), at.ts);
     }
     if (change?.previousStatus === 'resolved' && change.status === 'open') {
-      await api.post(at.channel, reopenedMessage(f, null), at.ts);
+      await api.post(at.channel, reopenedMessage(f, change.lateUse?.resolvedAt ?? null, change.lateUse !== undefined), at.ts);
     }
     store.saveMessageRef(f.id, { ...at, severity: f.severity, hash });
   }

@@ -118,6 +118,7 @@ function allMessages(): Array<[string, SlackMessage]> {
   out.push(['requested', requestedMessage(approval(), approvers)]);
   out.push(['snoozed', snoozedMessage(multus, 'U0REQUEST', NOW + 86_400_000)]);
   out.push(['reopened', reopenedMessage(multus, NOW - 3_600_000)]);
+  out.push(['reopened late', reopenedMessage(multus, NOW - 3_600_000, true)]);
   out.push(['persisting', persistingMessage(legacy, 'recreate-serviceaccount', { outcome: 'persisting', tokens: 1, lastSeen: NOW }, NOW - 600_000)]);
   out.push(['recreated', recreatedMessage(multus, { oldUid: 'old-uid', newUid: 'new-uid', preserved: { labels: 2, annotations: ['eks.amazonaws.com/role-arn'], imagePullSecrets: 1, automountServiceAccountToken: true } }, findingButtons(multus, buttonsFor).slice(0, 1))]);
   for (const r of ['started', 'busy', 'unknown-job', 'stopped'] as const) out.push([`scan ${r}`, scanMessage('prod-eks', r, '<#C0OPSPROD1>')]);
