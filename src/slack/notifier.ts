@@ -22,6 +22,7 @@ import type { ApprovalPolicy } from '../approvals/index.js';
 import { namespaceAllowed } from '../approvals/index.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import { DAY_MS, HOUR_MS } from '../core/units.js';
+import { isCredentialEventFinding } from '../findings/cluster-events.js';
 import { SEVERITY_RANK, type Finding, type TokenRecord } from '../findings/types.js';
 import type { Logger } from '../observability/logger.js';
 import type { FindingChange, MessageLocation, Store, StoredFinding } from '../store/index.js';
@@ -112,6 +113,8 @@ export class Notifier {
       if (a.action === 'snooze') return policy.actions.includes('snooze') ? this.deps.ids.idFor(f.id, a) : undefined;
       if (!act || !policy.actions.includes(a.action)) return undefined;
       if (a.action === 'recreate-serviceaccount' && f.kind === 'unauthorized') return undefined;
+      // 401s of a cluster-level credential event (signing-key rotation) that recovered: nothing of this client to restart.
+      if (a.action === 'restart' && isCredentialEventFinding(f)) return undefined;
       // A cluster-level finding from API-server metrics (namespace `*`) names no ServiceAccount to act on.
       if (a.action === 'recreate-serviceaccount' && f.namespace === '*') return undefined;
       const ns = a.action === 'restart' ? a.workload.namespace : f.namespace;
