@@ -213,6 +213,39 @@ describe('final progress edit', () => {
   });
 });
 
+describe('final progress edit across a restart', () => {
+  it('Slack refuses every bounded retry and tokenwatch stops before the next tick: the next process re-sends the stored final state at start', async () => {
+    // No pickUp tick in this process (1 h interval): only the next process's start can re-send it.
+    h = await startHarness({ slack: { progressRetryMs: 1, pickupIntervalMs: 3_600_000 } });
+    const isFinal = (args: Record<string, unknown>) => String(args['text']).startsWith('✅ [prod-eks] rollout of DaemonSet');
+    h.slack.failNext('chat.update', 'internal_error', 5, isFinal);
+    const alert = h.alert('kube-system', 'multus');
+    await h.click(REQUESTER, alert, 'tw_restart');
+    await h.click(APPROVER, approvalMessage(h, alert.ts)!, 'tw_approve');
+    await until(() => h!.serve.context.store.listApprovals()[0]!.state === 'succeeded', 'the restart to succeed');
+    await h.bot.idle();
+    const store = () => h!.serve.context.store;
+    // All five attempts refused: stored as pending, not as shown; the message still shows the last accepted state.
+    expect(h.slack.callsTo('chat.update').filter((c) => isFinal(c.args)).map((c) => c.response['ok'])).toEqual([false, false, false, false, false]);
+    const pending = store().listApprovals()[0]!.execution!;
+    expect(pending.pendingProgress).toMatchObject({ done: true });
+    expect(JSON.parse(pending.shown!)).not.toMatchObject({ done: true });
+    const rolling = () => h!.slack.thread(OPS, alert.ts).filter((m) => m.text.includes('rollout of DaemonSet') || m.text.includes('rolling out'));
+    expect(rolling().map((m) => m.text)).not.toContain('✅ [prod-eks] rollout of DaemonSet kube-system/kube-multus-ds complete');
+
+    const { dir, slack, kube } = h;
+    await h.stop({ keepFakes: true });
+    h = await startHarness({ dir, fakeSlack: slack, kube, slack: { pickupIntervalMs: 3_600_000 } });
+    await h.bot.idle();
+    expect(h.slack.callsTo('chat.update').filter((c) => isFinal(c.args)).map((c) => c.response['ok'])).toEqual([false, false, false, false, false, true]);
+    expect(rolling().map((m) => m.text)).toEqual(['✅ [prod-eks] rollout of DaemonSet kube-system/kube-multus-ds complete']);
+    const done = store().listApprovals()[0]!.execution!;
+    expect(done.pendingProgress).toBeUndefined();
+    expect(JSON.parse(done.shown!)).toMatchObject({ done: true });
+    expect(realWrites(h, 'PATCH', 'daemonsets')).toHaveLength(1);
+  }, 120_000);
+});
+
 describe('/tokens scan rate limit', () => {
   it('one poll per user and cluster within slack.commands.scanInterval; the reply says when the next is allowed', async () => {
     h = await startHarness();
