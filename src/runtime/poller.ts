@@ -47,6 +47,7 @@ import type { TokenMetricsMonitor } from '../metrics/live.js';
 import { applyProbeReports } from '../probe/findings.js';
 import type { ProbeReportSource } from '../probe/objects.js';
 import { compareFindings } from '../findings/build.js';
+import { applyCredentialEvents, detectCredentialEvents, type ClusterEvent } from '../findings/cluster-events.js';
 import type { SlackPollHealth } from '../slack/context.js';
 
 /** Health of a cluster's last poll, for `/tokens status` and `/readyz` (the fields Slack shows, plus which ones). */
@@ -73,6 +74,12 @@ export interface PollOutcome {
   changes: FindingChange[];
   /** Findings resolved as quiet by this poll (see the module docstring); their `changes` entry says `resolved`. */
   concluded: string[];
+  /**
+   * Cluster-level credential events seen in the cluster's findings (a signing-key rotation or issuer change:
+   * `src/findings/cluster-events.ts`), already applied to `findings`. Detected again on every poll while their
+   * records are kept; announcing one once is the caller's job.
+   */
+  clusterEvents: ClusterEvent[];
   /** Rows deleted by retention in this poll. */
   pruned: { tokenRecords: number; pollRuns: number; actionLog: number };
   /** Token-record rows written by this poll (upserted + deleted): 0 for an idle poll. */
@@ -192,6 +199,7 @@ export class ClusterPoller {
       findings: [],
       changes: [],
       concluded: [],
+      clusterEvents: [],
       pruned: { tokenRecords: 0, pollRuns: 0, actionLog: 0 },
       recordsWritten: 0,
       commits: 0,
@@ -299,13 +307,18 @@ export class ClusterPoller {
       metrics?.auditEvents.inc({ cluster: cluster.name }, outcome.records);
 
       const now = this.clock();
-      const findings = await buildFindings(records, {
+      const built = await buildFindings(records, {
         now,
         unauthorizedSince: now - (this.deps.activeWindowMs ?? POLLER_DEFAULTS.activeWindowMs),
         state: this.deps.state,
         thresholds: { criticalSeconds: cluster.thresholds.criticalDays * DAY_SECONDS, warningSeconds: cluster.thresholds.warningDays * DAY_SECONDS },
         inferred401CriticalRequests: cluster.thresholds.inferred401CriticalRequests,
       });
+      // Many ServiceAccounts refused in the same minute across namespaces is the cluster's doing (a key rotation), not
+      // many clients caching tokens: the recovered ones lose that cause (as `scan` does, src/findings/cluster-events.ts).
+      outcome.clusterEvents = detectCredentialEvents(built);
+      const findings = applyCredentialEvents(built, outcome.clusterEvents);
+      if (outcome.clusterEvents.length) findings.sort(compareFindings);
       let metricsError: string | undefined;
       let metricsShowUse = false;
       if (this.deps.tokenMetrics) {
@@ -343,7 +356,7 @@ export class ClusterPoller {
       store.finishPollRun(runId, { endedAt: outcome.endedAt, events: outcome.records, tokenUses: outcome.newUses });
       this.deps.blind?.observePoll(startedAt, outcome.records);
       store.markWatchedSince(cluster.name, startedAt); // start of the readiness verdict's window
-      this.healthState = { ...this.healthState, status: 'ok', lastPollAt: startedAt, lastSuccessAt: startedAt, lastError: undefined, stateError: stateProblem, metricsError, probeError };
+      this.healthState = { ...this.healthState, status: 'ok', lastPollAt: startedAt, lastSuccessAt: startedAt, lastError: undefined, stateError: stateProblem, metricsError, probeError, clusterEvents: outcome.clusterEvents };
       metrics?.polls.inc({ cluster: cluster.name, outcome: 'ok' });
       metrics?.pollFailing.set({ cluster: cluster.name }, 0);
       metrics?.pollLastSuccess.set({ cluster: cluster.name }, startedAt / 1000);

@@ -210,7 +210,7 @@ describe('refusals', () => {
     await h.click(APPROVER, approval, 'tw_approve', { channel: ELSEWHERE });
     expect(h.ephemerals(REQUESTER).at(-1)).toBe('⛔ You requested this restart, so someone else must approve it (no self-approval).');
     expect(h.ephemerals(OUTSIDER)).toEqual([
-      '⛔ You are not an approver for prod-eks, so you cannot approve this restart; approvers: <@U0APPROVE1> and <!subteam^S0ONCALL01>.',
+      '⛔ You are not an approver for prod-eks, so you cannot approve this restart; approvers: <@U0APPROVE1> and <@U0APPROVE2>.',
     ]);
     expect(h.ephemerals(APPROVER)).toEqual(['⛔ Cluster *prod-eks* reports to <#C0OPS00001>; ask there. Each channel only reaches its own clusters.']);
     expect(realPatches(h)).toHaveLength(0);
