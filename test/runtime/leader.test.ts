@@ -73,6 +73,11 @@ function holder(): string | undefined {
   return lease?.spec?.holderIdentity;
 }
 
+/** GETs of the Lease made with `identity`'s token. */
+function leaseReadsBy(identity: string): number {
+  return fake.requestsMatching((r) => r.resource === 'leases' && r.method === 'GET' && r.headers.authorization === `Bearer ${identity}`).length;
+}
+
 function leaseWrites(): RecordedRequest[] {
   return fake.requestsMatching((r) => r.resource === 'leases' && (r.method === 'POST' || r.method === 'PUT'));
 }
@@ -241,10 +246,15 @@ describe('two replicas against the fake API server', () => {
 
     child.kill('SIGKILL');
     const killed = Date.now();
+    const readsBefore = leaseReadsBy('replica-b');
     const takeover = await waitFor('B leader', () => b.isLeader());
-    // B waits for the lease to expire as it observed it (≥ lease − one renew period), then takes it within one retry.
+    // B waits for the lease to expire as it observed it (≥ lease − one renew period): a busy machine can only make
+    // that later, so the lower bound is safe to assert on wall-clock time.
     expect(takeover - killed).toBeGreaterThanOrEqual(LEASE_MS - 2 * RETRY_MS);
-    expect(takeover - killed).toBeLessThanOrEqual(LEASE_MS + 2 * RETRY_MS * 1.2 + 500);
+    // ... then takes it at its first look after expiry: one write (no failed attempt), and no more reads than one
+    // per retry period over the lease (timers that fire late on a busy machine make fewer reads, never more).
+    expect(leaseWrites().filter((w) => w.headers.authorization === 'Bearer replica-b')).toHaveLength(1);
+    expect(leaseReadsBy('replica-b') - readsBefore).toBeLessThanOrEqual(Math.ceil(LEASE_MS / RETRY_MS) + 2);
     expect(holder()).toBe('replica-b');
     expect(leaseWrites().filter((w) => w.headers.authorization === 'Bearer replica-a').length).toBeGreaterThan(3);
   }, 60_000);
@@ -265,7 +275,9 @@ describe('two replicas against the fake API server', () => {
     const bIn = await waitFor('B leader', () => b.isLeader());
     seen.stop();
     expect(seen.state.max).toBe(1);
-    expect(aOut - cut).toBeLessThanOrEqual(RENEW_MS + 150); // isLeader() turns false at the renew deadline
+    // isLeader() turns false at the renew deadline, before the follower can take the lease (the renew deadline is
+    // shorter than the lease): never two leaders. Order, not wall-clock bounds, so a busy machine cannot fail it.
+    expect(aOut).toBeLessThanOrEqual(bIn);
     expect(bIn - cut).toBeGreaterThanOrEqual(LEASE_MS - 2 * RETRY_MS); // B waited for the lease to expire
     await waitFor('stopped event', () => stoppedReasons.length > 0);
     expect(stoppedReasons).toEqual([`could not renew for ${RENEW_MS} ms`]);
