@@ -12,7 +12,7 @@ import { describeEksCluster } from '../../src/cluster/eks-auth.js';
 import { parseConfig } from '../../src/config/index.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
-import { BlindLogMonitor } from '../../src/runtime/blind.js';
+import { BlindLogMonitor, EksLoggingRecheck } from '../../src/runtime/blind.js';
 import { startServe } from '../../src/runtime/serve.js';
 import { startFakeEks, type FakeEks } from '../fakes/eks.js';
 import { auditEvent } from '../sources/events.js';
@@ -69,6 +69,60 @@ describe('BlindLogMonitor', () => {
     const none = new BlindLogMonitor({ source: 'none', silentAfterMs: 1, silentPolls: 1, startedAt: T0 });
     none.observePoll(T0, 0);
     expect(none.state(T0 + 60 * MIN)).toEqual({ blind: false });
+  });
+});
+
+describe('EksLoggingRecheck', () => {
+  it('reads at most once per interval, one reading for concurrent polls; a failed reading keeps the last value', async () => {
+    const m = new BlindLogMonitor({ source: 'cloudwatch', startedAt: T0 });
+    const answers: Array<boolean | Error> = [false, new Error('throttled'), true];
+    let reads = 0;
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((r) => (release = r));
+    const errors: unknown[] = [];
+    const check = new EksLoggingRecheck({
+      monitor: m,
+      readAt: T0,
+      intervalMs: 60 * MIN,
+      read: async () => {
+        reads++;
+        await gate;
+        const a = answers.shift()!;
+        if (a instanceof Error) throw a;
+        return a;
+      },
+      onRead: (err) => errors.push(err),
+    });
+    await check.due(T0 + 59 * MIN);
+    expect(reads).toBe(0);
+    const both = Promise.all([check.due(T0 + 60 * MIN), check.due(T0 + 61 * MIN)]);
+    release();
+    await both;
+    expect(reads).toBe(1);
+    expect(m.state(T0 + 61 * MIN)).toMatchObject({ blind: true, reason: 'eks-audit-log-off' });
+    await check.due(T0 + 119 * MIN);
+    expect(reads).toBe(1);
+    await check.due(T0 + 120 * MIN); // throttled: still blind, as last read
+    expect(reads).toBe(2);
+    expect(m.state(T0 + 120 * MIN)).toMatchObject({ blind: true, reason: 'eks-audit-log-off' });
+    await check.due(T0 + 180 * MIN);
+    expect(reads).toBe(3);
+    expect(m.state(T0 + 180 * MIN)).toEqual({ blind: false });
+    expect(errors.map((e) => (e instanceof Error ? e.message : e))).toEqual([undefined, 'throttled', undefined]);
+    expect(() => new EksLoggingRecheck({ monitor: m, readAt: undefined, read: async () => true, intervalMs: 0 })).toThrow(RangeError);
+  });
+
+  it('reads at the first poll when it was never read (Kubernetes access failed at start)', async () => {
+    const m = new BlindLogMonitor({ source: 'cloudwatch', startedAt: T0 });
+    let reads = 0;
+    const check = new EksLoggingRecheck({ monitor: m, readAt: undefined, read: async () => {
+        reads++;
+        return false;
+      },
+    });
+    await check.due(T0);
+    expect(reads).toBe(1);
+    expect(m.state(T0)).toMatchObject({ blind: true, reason: 'eks-audit-log-off' });
   });
 });
 
