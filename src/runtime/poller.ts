@@ -133,6 +133,12 @@ export interface PollerDeps {
   /** Told of every successful poll and the records it read (blind-log detection, src/runtime/blind.ts). */
   blind?: { observePoll(at: number, records: number): void };
   /**
+   * Awaited at the start of every poll, before the source is read, with the poll's start (epoch ms UTC): `serve`'s
+   * re-reading of the EKS audit logging setup (`EksLoggingRecheck`, src/runtime/blind.ts). Must not throw (a
+   * rejection is logged and the poll goes on).
+   */
+  beforePoll?: (at: number) => Promise<void>;
+  /**
    * Token uses a poll holds before it commits them, and the most events between two progress commits of the source
    * (`poll.chunkEvents`, see the module doc). Default {@link POLLER_DEFAULTS}.chunkEvents.
    */
@@ -207,6 +213,13 @@ export class ClusterPoller {
     };
     const retention = this.deps.retention ?? POLLER_DEFAULTS.retention;
     const quietMs = this.deps.quietPeriodMs ?? POLLER_DEFAULTS.quietPeriodMs;
+    if (this.deps.beforePoll) {
+      try {
+        await this.deps.beforePoll(startedAt);
+      } catch (err) {
+        log.warn({ err }, 'before-poll check failed; polling anyway');
+      }
+    }
     const timer = metrics?.pollDuration.startTimer({ cluster: cluster.name });
     try {
       // Inside the try: a full disk or a read-only store fails here already, and must show as a failed poll.

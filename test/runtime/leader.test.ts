@@ -1,10 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startFakeKube, statusObject, type FakeKube, type RecordedRequest } from '../../src/sandbox/fakes/kubernetes.js';
 import { LEADER_API_CALLS, LeaderElector, decide, electionFromEnv, toLeaseRecord, type ElectorLogger, type LeaderElectorOptions } from '../../src/runtime/leader.js';
 import { Scheduler } from '../../src/runtime/scheduler.js';
+import { childScript } from '../support/build.js';
 
 // Short timings so failover happens in about a second (production defaults: 15 s / 10 s / 2 s).
 const LEASE_MS = 1000;
@@ -230,14 +230,13 @@ describe('two replicas against the fake API server', () => {
   });
 
   it('crash: a leader process killed with SIGKILL (no release) is replaced once its lease expires', async () => {
-    const script = fileURLToPath(new URL('./fixtures/child-elector.ts', import.meta.url));
-    const child = spawn(process.execPath, ['--import', 'tsx', script, fake.url, 'replica-a', String(LEASE_MS), String(RENEW_MS), String(RETRY_MS)], {
+    const child = spawn(process.execPath, [childScript('child-elector'), fake.url, 'replica-a', String(LEASE_MS), String(RENEW_MS), String(RETRY_MS)], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     children.push(child);
     let out = '';
     child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-    await waitFor('child leader', () => out.includes('leader replica-a'), 45_000); // tsx start-up is slow on a busy machine
+    await waitFor('child leader', () => out.includes('leader replica-a'), 45_000); // a start is slow on a busy machine
     const b = elector('replica-b');
     b.start();
     await sleep(LEASE_MS * 1.5);
