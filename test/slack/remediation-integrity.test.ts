@@ -175,7 +175,8 @@ describe('approver lists with user groups', () => {
   }, 120_000);
 });
 
-describe('final progress edit', () => {
+// Each test runs a restart through Bolt and the fakes; on a loaded shared machine that takes well over 20 s.
+describe('final progress edit', { timeout: 120_000 }, () => {
   it('Slack answers internal_error to the first final edit: it is retried and the progress message ends "complete"', async () => {
     h = await startHarness({ slack: { progressRetryMs: 20 } });
     const isFinal = (args: Record<string, unknown>) => String(args['text']).startsWith('✅ [prod-eks] rollout of DaemonSet');
@@ -223,8 +224,13 @@ describe('final progress edit across a restart', () => {
     await h.click(REQUESTER, alert, 'tw_restart');
     await h.click(APPROVER, approvalMessage(h, alert.ts)!, 'tw_approve');
     await until(() => h!.serve.context.store.listApprovals()[0]!.state === 'succeeded', 'the restart to succeed');
-    await h.bot.idle();
     const store = () => h!.serve.context.store;
+    // The final edit's retries run after the approval ends: wait for the last one to be refused and stored as pending.
+    await until(
+      () => h!.slack.callsTo('chat.update').filter((c) => isFinal(c.args)).length === 5 && store().listApprovals()[0]!.execution?.pendingProgress?.done === true,
+      'the five refused final edits and the stored pending state',
+    );
+    await h.bot.idle();
     // All five attempts refused: stored as pending, not as shown; the message still shows the last accepted state.
     expect(h.slack.callsTo('chat.update').filter((c) => isFinal(c.args)).map((c) => c.response['ok'])).toEqual([false, false, false, false, false]);
     const pending = store().listApprovals()[0]!.execution!;
