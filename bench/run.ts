@@ -1,5 +1,5 @@
 /**
- * `npm run bench`: checks the scan performance goals (issue 12, "Scan at the speed of grep"), side by side in one
+ * `npm run bench`: checks the scan performance goals (docs/design/architecture.md "Performance targets"), side by side in one
  * run, best of `--runs` (default 3) with the tools alternating, on a warm page cache:
  * 1. 1 GiB of plain audit JSON lines (0.1 % stale events): `tokenwatch scan` ≤ 1.3× `grep -c -F stale-token`;
  * 2. the same events in 16 rotated `.gz` files: scan ≤ 1.2× `zcat … | grep -c -F stale-token`;
@@ -46,7 +46,7 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const DATA_DIR = join(ROOT, 'bench', 'data');
 const MiB = 1024 * 1024;
 
-/** Goals of issue 12. */
+/** The goals of docs/design/architecture.md "Performance targets". */
 const TARGETS = { maxRatioToGrep: 1.3, maxRatioToZcatGrep: 1.2, minSpeedupOverJq: 20, maxRssMB: 150, maxStartupSeconds: 0.1 };
 
 // ---------------------------------------------------------------------------------------------

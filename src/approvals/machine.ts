@@ -1,5 +1,5 @@
 /**
- * The approval state machine for remediation actions (docs/design/architecture.md "Slack and approvals" and "Security"; issue #4 §4).
+ * The approval state machine for remediation actions (docs/design/architecture.md "Slack and approvals" and "Security").
  *
  * Pure: no I/O, no clock. Every function takes the current time `now` (epoch ms UTC) as a parameter and
  * returns the next state plus a list of {@link Effect}s for the caller (the Slack/remediation shell) to
@@ -174,7 +174,7 @@ export interface Refusal {
   detail: RefusalDetail;
 }
 
-/** Kubernetes Event `reason` per action (issue #4: "a Kubernetes Event on the target (`reason: TokenwatchRestart` etc.)"). */
+/** Kubernetes Event `reason` per action (docs/design/architecture.md "Slack and approvals": the target gets a Kubernetes Event, `reason: TokenwatchRestart` etc.). */
 export const KUBE_EVENT_REASON: Record<ActionKind, string> = {
   restart: 'TokenwatchRestart',
   'recreate-serviceaccount': 'TokenwatchRecreateServiceAccount',

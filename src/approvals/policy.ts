@@ -16,7 +16,7 @@ import { ACTION_KINDS, type ActionKind } from './kinds.js';
 /** Default expiry of a pending approval: 30 minutes, in milliseconds (docs/design/architecture.md "Security"). */
 export const DEFAULT_EXPIRY_MS = 30 * MINUTE_MS;
 
-/** Approvals required for a target in a protected namespace (issue #4: "optional two approvals"). */
+/** Approvals required for a target in a protected namespace (docs/design/architecture.md "Security": protected namespaces). */
 export const DEFAULT_PROTECTED_APPROVALS = 2;
 
 /** Wildcard allowed in {@link ApprovalPolicy.requesters} only: any workspace member may *request*. */

@@ -360,7 +360,7 @@ async function* readOneFile(ctx: FileContext): AsyncGenerator<TokenUse> {
 }
 
 /**
- * The rule behind every format (issue 9): a file in which no record is an audit event in a known format is an
+ * The rule behind every format (docs/design/contracts.md "Exit codes", exit 2: unknown format): a file in which no record is an audit event in a known format is an
  * error naming the file and the formats tokenwatch knows — never a run that counts every line malformed. Pure;
  * call it once per file after scanning it (e.g. from a worker thread that scanned the file's chunks).
  *

@@ -425,7 +425,7 @@ export type WebhookAuditConfig = Omit<NonNullable<FileCluster['audit']['webhook'
 
 /**
  * Where a cluster's audit events come from: exactly one key. `{ none: true }`: no audit log (findings then come
- * only from API-server token metrics and the node probe; issue 13).
+ * only from API-server token metrics and the node probe; docs/design/architecture.md "Signals besides the audit log").
  */
 export type AuditSourceConfig = { cloudwatch: CloudWatchAuditConfig } | { file: FileAuditConfig } | { webhook: WebhookAuditConfig } | { none: true };
 

@@ -17,7 +17,7 @@
  *
  * Pure: no I/O; `now` is passed in.
  */
-// The three functions used, not the whole of `semver` (its index loads ~40 modules: start-up time, issue 12).
+// The three functions used, not the whole of `semver` (its index loads ~40 modules: start-up time, docs/design/architecture.md "Performance targets").
 import semverCoerce from 'semver/functions/coerce.js';
 import semverCompare from 'semver/functions/compare.js';
 import semverSatisfies from 'semver/functions/satisfies.js';

@@ -1,6 +1,6 @@
 /**
  * The audit source of a cluster configured with `audit: { none: true }` (audit logging off): it yields nothing,
- * so findings come only from API-server token metrics and the node probe (issue 13).
+ * so findings come only from API-server token metrics and the node probe (docs/design/architecture.md "Signals besides the audit log").
  */
 import type { AuditSource, PollOptions } from '../sources/types.js';
 

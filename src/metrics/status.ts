@@ -1,5 +1,5 @@
 /**
- * The `/tokens status` note about API-server token metrics for one cluster (issue 13), read from the store.
+ * The `/tokens status` note about API-server token metrics for one cluster, read from the store.
  */
 import type { ClusterConfig } from '../config/types.js';
 import type { Store } from '../store/index.js';

@@ -81,7 +81,7 @@ export interface NonResourceCall {
 
 /**
  * Non-resource calls: `KubeMetricsScraper` (`src/metrics/scrape.ts`) reads the API server's `GET /metrics` for the
- * ServiceAccount token counters (issue 13). Granted by the reader ClusterRole (non-resource URLs can only be granted
+ * ServiceAccount token counters. Granted by the reader ClusterRole (non-resource URLs can only be granted
  * by a ClusterRole; Kubernetes docs "Using RBAC Authorization").
  */
 export const NON_RESOURCE_CALLS: readonly NonResourceCall[] = [{ verb: 'get', nonResourceURL: '/metrics' }];

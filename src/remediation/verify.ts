@@ -24,7 +24,7 @@
  * `verification.<outcome>` action-log row, which also marks the approval as concluded so it is reported once, across
  * restarts too) and hands it to a reporter (the Slack thread reply).
  *
- * **Node probe** (issue 13): where the node probe (`tokenwatch probe`, `src/probe/`) reports a host file holding the
+ * **Node probe** (docs/design/architecture.md "Signals besides the audit log"): where the node probe (`tokenwatch probe`, `src/probe/`) reports a host file holding the
  * subject's token, the restart is also checked on the file itself, independently of the audit-based outcome and usually
  * much sooner: once every node whose report names the subject has reported again after the action completed, the
  * file was either *rewritten* with a token issued after the action started, or *not rewritten* (e.g. the Multus thin
@@ -198,7 +198,7 @@ export interface VerifierDeps {
   /** Reports a conclusion (Slack thread reply, message edit). Errors are logged; the conclusion stays recorded. */
   report?: (r: VerificationReport) => Promise<void>;
   /**
-   * The cluster's node-probe reports (issue 13), or undefined when the cluster has no Kubernetes access. Read only
+   * The cluster's node-probe reports, or undefined when the cluster has no Kubernetes access. Read only
    * while a probe check is open. Errors are logged and the check retried after the next poll.
    */
   probeReports?: (cluster: string) => Promise<readonly ProbeReport[]> | undefined;

@@ -113,9 +113,9 @@ export interface PollerDeps {
   clock?: () => number;
   /** How long seen auditIDs are kept, ms: at least the source's overlap window. Default 2 h. */
   seenRetentionMs?: number;
-  /** API-server token metrics (issue 13); absent without Kubernetes access. */
+  /** API-server token metrics; absent without Kubernetes access. */
   tokenMetrics?: TokenMetricsMonitor;
-  /** Node-probe reports (issue 13); absent without Kubernetes access. */
+  /** Node-probe reports; absent without Kubernetes access. */
   probe?: ProbeReportSource;
   /** 401s seen within this window count as current (severity critical), ms. Default 1 h. */
   activeWindowMs?: number;

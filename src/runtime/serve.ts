@@ -41,7 +41,7 @@ export interface ClusterRuntime {
   state?: ClusterStateSource;
   /** Undefined with `kubernetes: { none: true }`: no remediation possible. */
   kubeConfig?: KubeConfig;
-  /** The node-probe reports of the cluster (issue 13); undefined without Kubernetes access. */
+  /** The node-probe reports of the cluster; undefined without Kubernetes access. */
   probe?: ProbeReportSource;
   remediator?: KubeRemediator;
   /** Why Kubernetes access could not be set up (shown in `/tokens status`), if it could not. */

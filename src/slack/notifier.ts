@@ -194,7 +194,7 @@ export class Notifier {
       if (stored.status !== 'open') return;
       const msg = this.render(stored, records, now);
       // A process that died between chat.postMessage and saving the ref left an intent: find that message by its
-      // metadata (the finding id) and adopt it instead of posting the alert twice (issue #10 §3).
+      // metadata (the finding id) and adopt it instead of posting the alert twice (docs/slack.md, "Crash safety").
       const intent = store.getAlertIntent(f.id);
       if (intent) {
         const ts = await api

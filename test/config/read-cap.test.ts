@@ -10,7 +10,7 @@ import { ROOT } from '../cli/run-cli.js';
 const dir = mkdtempSync(join(tmpdir(), 'tw-config-cap-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-describe('config file read cap (issue 14: 1 MiB + 1 byte, whatever the file is)', () => {
+describe('config file read cap (1 MiB + 1 byte, whatever the file is)', () => {
   it('reads at most maxBytes + 1 bytes of an endless file (/dev/zero)', () => {
     const { bytes, tooLarge } = readFileCapped('/dev/zero', 4096);
     expect(tooLarge).toBe(true);

@@ -241,7 +241,7 @@ describe('generic causes', () => {
     expect(cause.evidence[0]).toBe('pod acme-cni-xyz mounts hostPath /etc/cni/net.d (CNI plugins write a kubeconfig holding the token there)');
   });
 
-  it('a token of a pod that is gone is not by itself evidence of a token file outside the pod (issue 9 §3)', () => {
+  it('a token of a pod that is gone is not by itself evidence of a token file outside the pod', () => {
     const cause = classify(
       staleRecords({ ns: 'apps', sa: 'agent', pod: 'agent-old', ua: 'agent/v0.0.0' }),
       subjectState({ pods: [pod({ name: 'agent-new', namespace: 'apps', startTime: NOW - DAY, containers: [container('acme/agent:3.1')] })] }),

@@ -1,4 +1,4 @@
-/** The sandbox shows API-server token metrics and node-probe objects (issue 13). */
+/** The sandbox shows API-server token metrics and node-probe objects (docs/design/architecture.md "Signals besides the audit log"). */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -1,5 +1,5 @@
 /**
- * Issue #10 §3: withdrawing one's own request says "Withdrawn by @user" (not "Rejected") with an ephemeral
+ * Withdrawing one's own request says "Withdrawn by @user" (not "Rejected") with an ephemeral
  * confirmation; Reject by an approver opens a modal (views.open) asking an optional reason, shown in the thread's
  * approval message and the action log; `/tokens history` tells withdrawn from rejected. Real Bolt app (HTTP mode),
  * fake Slack (views.open, view_submission), fake Kubernetes API.

@@ -25,9 +25,9 @@ export const DEFAULT_CLUSTER = 'default';
 /** Parsed `scan` options, as commander hands them to the action. */
 interface ScanFlags {
   auditLog?: string[];
-  /** `--metrics FILE` (issue 13). */
+  /** `--metrics FILE`. */
   metrics?: string;
-  /** `--probe-report FILE` (issue 13). */
+  /** `--probe-report FILE`. */
   probeReport?: string;
   cluster: string;
   clusterSnapshot?: string;

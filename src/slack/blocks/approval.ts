@@ -158,7 +158,7 @@ export function approvalDecidedMessage(approval: Approval, approvers: readonly s
   const title = titleOf(a);
   const approvedBy = a.votes.filter((v) => v.vote === 'approve');
   const rejectedBy = a.votes.find((v) => v.vote === 'reject');
-  // The requester's own "Reject" withdraws the request (issue #10 §3): said so, not "Rejected".
+  // The requester's own "Reject" withdraws the request (docs/slack.md, "Approvals"): said so, not "Rejected".
   const head = a.state === 'rejected' && rejectedBy?.user === a.requester ? '↩️ Withdrawn' : STATE_HEAD[a.state];
   const blocks: KnownBlock[] = [{ type: 'header', text: plain(`${head}: ${title}`, LIMITS.headerText) }];
   const lines: string[] = [`${mention(a.requester)} asked for a ${targetLine(a)} ${slackDate(a.createdAt)}.`];

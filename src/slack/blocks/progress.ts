@@ -150,7 +150,7 @@ export interface ProbeCheckMessage {
 }
 
 /**
- * The node probe's verification reply (issue 13): the token file on the node was rewritten with a token issued after
+ * The node probe's verification reply: the token file on the node was rewritten with a token issued after
  * the restart (🔎, naming file, node and the token's `iat`), or it was NOT rewritten (⚠️: the component that writes it
  * does not rewrite it on start, e.g. the Multus thin plugin v4 without `--cleanup-config-on-exit=true` and
  * `--multus-conf-file=auto`). It stands beside the audit-based verification, which still follows.
