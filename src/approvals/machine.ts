@@ -33,7 +33,7 @@ import {
   requiredApprovalsFor,
   type ApprovalPolicy,
 } from './policy.js';
-import type { ActionKind } from './kinds.js';
+import { actionNoun, describeTarget, type ActionKind } from '../core/actions.js';
 
 /** Approval states (docs/design/architecture.md "Slack and approvals"): `requested → approved → running → succeeded | failed`, or `rejected | expired`. */
 export type ApprovalState = 'requested' | 'approved' | 'running' | 'succeeded' | 'failed' | 'rejected' | 'expired';
@@ -214,23 +214,6 @@ export interface Transition {
 }
 
 export type Decision = Transition | Refusal;
-
-/** Human name of an action, lower case, as used in sentences ("this restart"). */
-export function actionNoun(action: ActionKind): string {
-  switch (action) {
-    case 'restart':
-      return 'restart';
-    case 'recreate-serviceaccount':
-      return 'ServiceAccount recreation';
-    case 'snooze':
-      return 'snooze';
-  }
-}
-
-/** `DaemonSet kube-system/kube-multus-ds in prod-eks`. */
-export function describeTarget(t: ActionTarget): string {
-  return `${t.kind} ${t.namespace}/${t.name} in ${t.cluster}`;
-}
 
 /** `2026-11-29 14:05 UTC` from epoch ms. */
 export function formatUtc(ms: number): string {

@@ -11,7 +11,7 @@
  */
 import { z } from 'zod';
 import { MINUTE_MS } from '../core/units.js';
-import { ACTION_KINDS, type ActionKind } from './kinds.js';
+import { ACTION_KINDS, type ActionKind } from '../core/actions.js';
 
 /** Default expiry of a pending approval: 30 minutes, in milliseconds (docs/design/architecture.md "Security"). */
 export const DEFAULT_EXPIRY_MS = 30 * MINUTE_MS;

@@ -80,7 +80,7 @@ export interface NonResourceCall {
 }
 
 /**
- * Non-resource calls: `KubeMetricsScraper` (`src/metrics/scrape.ts`) reads the API server's `GET /metrics` for the
+ * Non-resource calls: `KubeMetricsScraper` (`src/sources/apiserver-metrics.ts`) reads the API server's `GET /metrics` for the
  * ServiceAccount token counters. Granted by the reader ClusterRole (non-resource URLs can only be granted
  * by a ClusterRole; Kubernetes docs "Using RBAC Authorization").
  */

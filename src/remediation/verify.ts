@@ -33,7 +33,8 @@
  * After the settle period it decides with the nodes that did report, or records `probe-check.none` (no Slack reply)
  * when no report names the subject.
  */
-import { CLUSTER_ACTION_KINDS, type ActionKind, type ApprovalState } from '../approvals/index.js';
+import type { ActionKind, ApprovalState } from '../approvals/index.js';
+import { CLUSTER_ACTION_KINDS } from '../core/actions.js';
 import { WARN_AFTER_TOLERANCE_MS } from '../findings/aggregate.js';
 import { issuedTime } from '../findings/token-math.js';
 import type { FindingKind, TokenRecord } from '../findings/types.js';

@@ -30,7 +30,7 @@
  *   resolves anything: any failed poll in the period blocks it. When the signal returns, `saveFindings` reopens it.
  */
 import type { TokenUse } from '../audit/types.js';
-import { createReadStats } from '../audit/reader.js';
+import { createReadStats } from '../sources/reader.js';
 import { tokenUsesFromWrappedText } from '../audit/records.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import type { ClusterConfig } from '../config/types.js';
@@ -43,7 +43,7 @@ import type { Metrics } from '../observability/metrics.js';
 import { aggregateToTokenUses, isTokenUseAggregateText, parseTokenUseAggregate } from '../sources/insights.js';
 import { DEFAULT_CHECKPOINT_EVENTS, emptyStats, SourceError, type AuditSource, type SourceStats } from '../sources/types.js';
 import type { FindingChange, Store } from '../store/index.js';
-import type { TokenMetricsMonitor } from '../metrics/live.js';
+import type { TokenMetricsMonitor } from './token-metrics-monitor.js';
 import { applyProbeReports } from '../probe/findings.js';
 import type { ProbeReportSource } from '../probe/objects.js';
 import { compareFindings } from '../findings/build.js';

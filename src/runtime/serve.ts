@@ -19,8 +19,8 @@ import { createLogger, scrubSecrets, type Logger } from '../observability/logger
 import { Metrics } from '../observability/metrics.js';
 import { ClusterPoller, type PollOutcome } from './poller.js';
 import { BlindLogMonitor, type BlindReason } from './blind.js';
-import { TokenMetricsMonitor } from '../metrics/live.js';
-import { KubeMetricsScraper } from '../metrics/scrape.js';
+import { TokenMetricsMonitor } from './token-metrics-monitor.js';
+import { KubeMetricsScraper } from '../sources/apiserver-metrics.js';
 import { KubeProbeReports, PROBE_NAMESPACE, type ProbeReportSource } from '../probe/objects.js';
 import { KubeRemediator } from '../remediation/kube-remediator.js';
 import { Scheduler, type RunNowResult } from './scheduler.js';

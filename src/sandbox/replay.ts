@@ -24,7 +24,7 @@ import { appendFile, mkdir } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
-import { createReadStats, tokenUseFromJson } from '../audit/reader.js';
+import { createReadStats, tokenUseFromJson } from '../sources/reader.js';
 import { ANNOTATION, USER_EXTRA, type AuditEvent } from '../audit/types.js';
 import { EKS_MAX_SECONDS_AFTER_WARNING, WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS } from '../findings/token-math.js';
 

@@ -16,14 +16,14 @@
  * Small inputs ({@link PARALLEL_MIN_BYTES}), a single task, pipes and `jobs` 1 are not worth a worker:
  * {@link planParallelRead} returns `undefined` and the caller reads serially.
  */
-import { ErrorCode, TokenwatchError } from '../errors.js';
+import { ErrorCode, TokenwatchError, InputError } from '../errors.js';
 import { open, stat, type FileHandle } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import pLimit from 'p-limit';
 import { DETECT_HEAD_BYTES, detectFormat, isGzip } from '../audit/formats.js';
-import { DEFAULT_MAX_LINE_BYTES, STDIN, auditIdConflictMessage, countOnce, noAuditEventError, type ReadProgress, type SeenAuditIDs } from '../audit/reader.js';
-import { InputError, type InputFormat, type ReadNotice, type ReadStats, type TokenUse } from '../audit/types.js';
+import { DEFAULT_MAX_LINE_BYTES, STDIN, auditIdConflictMessage, countOnce, noAuditEventError, type ReadProgress, type SeenAuditIDs } from '../sources/reader.js';
+import type { InputFormat, ReadNotice, ReadStats, TokenUse } from '../audit/types.js';
 import type { WorkerMessage, WorkerReply, WorkerTask } from './worker.js';
 
 /**

@@ -21,8 +21,9 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { createGunzip } from 'node:zlib';
 import { detectFormat } from '../audit/formats.js';
 import { READ_BUFFER_BYTES } from '../audit/needle-search.js';
-import { DEFAULT_MAX_LINE_BYTES, JsonlScanner, createReadStats, readTokenUses, type ReadOptions } from '../audit/reader.js';
-import { InputError, type ReadNotice, type ReadStats, type TokenUse } from '../audit/types.js';
+import { DEFAULT_MAX_LINE_BYTES, JsonlScanner, createReadStats, readTokenUses, type ReadOptions } from '../sources/reader.js';
+import type { ReadNotice, ReadStats, TokenUse } from '../audit/types.js';
+import { InputError } from '../errors.js';
 import { TAIL_BYTES, latestEventTimeInTail } from './latest-event.js';
 
 /** Scan the lines of `file` that start in `[start, end)` (byte offsets; `end` = file size for the last range). */

@@ -26,7 +26,7 @@ import { ErrorCode, TokenwatchError } from '../errors.js';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { App, HTTPReceiver, LogLevel, SocketModeReceiver, webApi, type Logger as BoltLogger } from '@slack/bolt';
-import { approvalPolicyFor } from '../config/policy.js';
+import { approvalPolicyFor } from '../approvals/from-config.js';
 import { LogRateLimit } from '../observability/log-limit.js';
 import { maskUrl, type Logger } from '../observability/logger.js';
 import type { ProbeCheckReport, VerificationReport } from '../remediation/verify.js';

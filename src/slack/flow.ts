@@ -15,16 +15,8 @@
  * progress in the thread. Every refusal is an ephemeral message saying why, and an action-log row when the cluster
  * is known. A periodic sweep expires requests past `expiresAt` and edits their message.
  */
-import {
-  actionNoun,
-  approvalEvent,
-  canRequest,
-  createApproval,
-  decide,
-  KUBE_EVENT_REASON,
-  type ActionKind,
-  type ApprovalPolicy,
-} from '../approvals/index.js';
+import { approvalEvent, canRequest, createApproval, decide, KUBE_EVENT_REASON, type ActionKind, type ApprovalPolicy } from '../approvals/index.js';
+import { actionNoun } from '../core/actions.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import { DAY_MS } from '../core/units.js';
 import type { Logger } from '../observability/logger.js';

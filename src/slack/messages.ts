@@ -4,7 +4,8 @@
  * ServiceAccount recreation (with the restart buttons of its workloads), and channel refusals. Pure, built with the
  * same length-safe text helpers, so Block Kit limits hold for any input.
  */
-import { actionNoun, formatUtc, type Approval } from '../approvals/index.js';
+import { formatUtc, type Approval } from '../approvals/index.js';
+import { actionNoun } from '../core/actions.js';
 import type { Finding } from '../findings/types.js';
 import type { RecreateResult } from '../remediation/kube-remediator.js';
 import type { ConcludedOutcome } from '../remediation/verify.js';

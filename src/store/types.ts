@@ -6,7 +6,7 @@
  * {@link Store.transaction}: a poll stores its new token records, the auditIDs it saw and the source cursor in
  * one transaction, so a crash mid-poll neither loses nor double-counts an audit event.
  */
-import type { TokenMetricsSample } from '../metrics/token-metrics.js';
+import type { TokenMetricsSample } from '../findings/token-metrics.js';
 import type { Approval, ApprovalState, DryRunResult, Vote } from '../approvals/machine.js';
 import type { Finding, Severity, TokenRecord } from '../findings/types.js';
 

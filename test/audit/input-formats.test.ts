@@ -7,9 +7,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createReadStats, detectFormat, readTokenUses, type ReadOptions } from '../../src/audit/reader.js';
+import { createReadStats, detectFormat, readTokenUses, type ReadOptions } from '../../src/sources/reader.js';
 import { parseInsightsTimestamp, tokenUseFromInsightsRow } from '../../src/audit/insights-rows.js';
-import { InputError, type ReadNotice, type ReadStats, type TokenUse } from '../../src/audit/types.js';
+import type { ReadNotice, ReadStats, TokenUse } from '../../src/audit/types.js';
+import { InputError } from '../../src/errors.js';
 
 const SA = 'system:serviceaccount:kube-system:edge-router';
 

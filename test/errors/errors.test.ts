@@ -2,22 +2,13 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { InputError } from '../../src/audit/types.js';
+import { InputError, asCodedError, CLI_EXIT_CODES, ErrorCode, errnoOf, isTokenwatchError, TokenwatchError, UnknownError } from '../../src/errors.js';
 import { UsageError } from '../../src/cli/program.js';
 import { ClusterUnavailableError } from '../../src/cluster/kube.js';
 import { ConfigError } from '../../src/config/schema.js';
 import { DurationError, parseDuration } from '../../src/config/duration.js';
-import {
-  asCodedError,
-  CLI_EXIT_CODES,
-  ErrorCode,
-  errnoOf,
-  isTokenwatchError,
-  TokenwatchError,
-  UnknownError,
-} from '../../src/errors.js';
-import { MetricsScrapeError } from '../../src/metrics/scrape.js';
-import { TokenMetricsError } from '../../src/metrics/token-metrics.js';
+import { MetricsScrapeError } from '../../src/sources/apiserver-metrics.js';
+import { TokenMetricsError } from '../../src/findings/token-metrics.js';
 import { KubeCallError } from '../../src/remediation/kube-remediator.js';
 import { SlackCallError } from '../../src/slack/api.js';
 import { SourceError } from '../../src/sources/types.js';

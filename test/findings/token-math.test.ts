@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { parseMaxTokenAge, rejectionTime, tokenTimes, warnAfterTime } from '../../src/findings/token-math.js';
+import { rejectionTime, tokenTimes, warnAfterTime } from '../../src/findings/token-math.js';
+import { parseMaxTokenAge } from '../../src/config/max-token-age.js';
 
 const iso = (ms: number) => new Date(ms).toISOString();
 const EVENT = Date.parse('2022-05-19T11:38:39Z');

@@ -4,7 +4,7 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeKube, type FakeKube, type PolicyRule, type RecordedRequest } from '../../src/sandbox/fakes/kubernetes.js';
 import { KubeClusterState } from '../../src/cluster/kube.js';
 import { LeaderElector } from '../../src/runtime/leader.js';
-import { KubeMetricsScraper } from '../../src/metrics/scrape.js';
+import { KubeMetricsScraper } from '../../src/sources/apiserver-metrics.js';
 import {
   KUBE_API_CALLS,
   LEADER_API_CALLS,

@@ -3,8 +3,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { KubeMetricsScraper } from '../../src/metrics/scrape.js';
-import { tokenMetricsFromText } from '../../src/metrics/token-metrics.js';
+import { KubeMetricsScraper } from '../../src/sources/apiserver-metrics.js';
+import { tokenMetricsFromText } from '../../src/findings/token-metrics.js';
 import { KubeProbeReports } from '../../src/probe/objects.js';
 import { startSandbox } from '../../src/sandbox/sandbox.js';
 

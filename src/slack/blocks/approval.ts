@@ -2,14 +2,8 @@
  * Approval messages: the request (requester, exact target, approvers, expiry, dry-run result, Approve/Reject
  * buttons) and the same message once decided (no buttons; who and when). Pure.
  */
-import {
-  actionNoun,
-  approvalsOf,
-  isExpired,
-  type Approval,
-  type ApprovalState,
-  type ActionKind,
-} from '../../approvals/machine.js';
+import { approvalsOf, isExpired, type Approval, type ApprovalState, type ActionKind } from '../../approvals/machine.js';
+import { actionNoun } from '../../core/actions.js';
 import { ACTION_IDS, opaqueId } from './ids.js';
 import { LIMITS } from './limits.js';
 import { clip, code, escapeMrkdwn, escClip, linesWithin, listWithin, md, mention, plain, slackDate, utc, type KnownBlock, type SlackMessage } from './text.js';

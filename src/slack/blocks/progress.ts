@@ -3,7 +3,8 @@
  * and verification (resolved ✅ or recurrence ⚠️ with the cause and its fix). Pure.
  */
 import type { Finding } from '../../findings/types.js';
-import { actionNoun, type ActionKind, type ActionTarget } from '../../approvals/machine.js';
+import type { ActionKind, ActionTarget } from '../../approvals/machine.js';
+import { actionNoun } from '../../core/actions.js';
 import { subjectOf } from './finding.js';
 import { LIMITS } from './limits.js';
 import { clip, code, count, duration, escapeMrkdwn, escClip, listWithin, md, plural, progressBar, slackDate, sourceLink, type KnownBlock, type SlackMessage } from './text.js';

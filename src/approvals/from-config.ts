@@ -1,8 +1,8 @@
 /**
  * Maps a cluster's Slack section of the config to the approval policy of `src/approvals/policy.ts`.
  */
-import { ANY_USER, DEFAULT_EXPIRY_MS, type ApprovalPolicy } from '../approvals/policy.js';
-import type { ClusterConfig, Config } from './types.js';
+import { ANY_USER, DEFAULT_EXPIRY_MS, type ApprovalPolicy } from './policy.js';
+import type { ClusterConfig, Config } from '../config/types.js';
 
 /**
  * The {@link ApprovalPolicy} of `cluster`, or undefined when the cluster has no `slack` section (no actions).

@@ -3,8 +3,7 @@
  */
 import type { ClusterConfig } from '../config/types.js';
 import type { Store } from '../store/index.js';
-import { REPLICA_WINDOW_MS } from './live.js';
-import { metricsStatusLine } from './token-metrics.js';
+import { REPLICA_WINDOW_MS, metricsStatusLine } from '../findings/token-metrics.js';
 
 /**
  * `{ notes: [...] }` for `ClusterStatus`: the API-server token metrics line (samples of the last 24 h before `now`,
