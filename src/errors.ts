@@ -124,6 +124,18 @@ export function asCodedError(err: unknown): TokenwatchError {
   return err instanceof TokenwatchError ? err : new UnknownError(err);
 }
 
+/**
+ * The reason of a failure in words for an error message: the error's message, prefixed by its `code` (`ENOENT: …`,
+ * `Z_DATA_ERROR: …`) unless the message starts with it already; `String(err)` for a thrown non-Error.
+ */
+export function errorReason(err: unknown): string {
+  if (err instanceof Error) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return code && !err.message.startsWith(code) ? `${code}: ${err.message}` : err.message;
+  }
+  return String(err);
+}
+
 /** The Node errno code (`ENOENT`, `EACCES`, …) of an error, if it has one. */
 export function errnoOf(err: unknown): string | undefined {
   const code = (err as { code?: unknown } | null | undefined)?.code;

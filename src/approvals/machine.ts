@@ -13,19 +13,20 @@
  * | from        | event              | guard                                         | to          | effects |
  * |-------------|--------------------|-----------------------------------------------|-------------|---------|
  * | (none)      | request            | {@link canRequest}                            | `requested` | action-log, kube-event |
- * | `requested` | approve(user)      | allowed approver, not requester*, first vote, now < expiresAt, approvals+1 < required | `requested` | record-vote, action-log, update-approval-message |
- * | `requested` | approve(user)      | same, approvals+1 ≥ required                  | `approved`  | record-vote, action-log, kube-event, update-approval-message, execute |
- * | `requested` | reject(user)       | allowed approver or the requester, now < expiresAt | `rejected` | record-vote, action-log, kube-event, update-approval-message |
+ * | `requested` | approve(user)      | allowed approver, not requester*, first vote, now < expiresAt, approvals+1 < required | `requested` | action-log, update-approval-message |
+ * | `requested` | approve(user)      | same, approvals+1 ≥ required                  | `approved`  | action-log, kube-event, update-approval-message, execute |
+ * | `requested` | reject(user)       | allowed approver or the requester, now < expiresAt | `rejected` | action-log, kube-event, update-approval-message |
  * | `requested` | expire             | now ≥ expiresAt                               | `expired`   | action-log, kube-event, update-approval-message |
  * | `requested` | fail(error)        | (failed server-side dry run stops the flow)   | `failed`    | action-log, kube-event (Warning), update-approval-message |
  * | `approved`  | start              | —                                             | `running`   | action-log, kube-event |
  * | `approved`  | fail(error)        | (could not start, e.g. precondition)          | `failed`    | action-log, kube-event (Warning), update-approval-message |
- * | `running`   | succeed            | —                                             | `succeeded` | action-log, kube-event, update-approval-message, start-verification (restart, recreate) |
+ * | `running`   | succeed            | —                                             | `succeeded` | action-log, kube-event, update-approval-message |
  * | `running`   | fail(error)        | —                                             | `failed`    | action-log, kube-event (Warning), update-approval-message |
  *
  * \* unless `policy.allowSelfApproval`. One reject rejects (a single deny always denies; docs/design/prior-art.md).
  * A request expires at exactly `expiresAt` (`now >= expiresAt`). `succeeded`, `failed`, `rejected` and
- * `expired` are terminal. Any other (state, event) pair is refused.
+ * `expired` are terminal. Any other (state, event) pair is refused. Votes travel in `patch.votes`; a succeeded
+ * restart or recreation is verified by the verifier after later polls (src/remediation/verify.ts), not by an effect.
  */
 import {
   isListed,
@@ -33,7 +34,7 @@ import {
   requiredApprovalsFor,
   type ApprovalPolicy,
 } from './policy.js';
-import { actionNoun, describeTarget, type ActionKind } from '../core/actions.js';
+import { actionNoun, describeTarget, isRestartableKind, type ActionKind, type RestartableKind } from '../core/actions.js';
 
 /** Approval states (docs/design/architecture.md "Slack and approvals"): `requested → approved → running → succeeded | failed`, or `rejected | expired`. */
 export type ApprovalState = 'requested' | 'approved' | 'running' | 'succeeded' | 'failed' | 'rejected' | 'expired';
@@ -41,11 +42,8 @@ export type ApprovalState = 'requested' | 'approved' | 'running' | 'succeeded' |
 /** Remediation action kinds (defined once, in ./kinds.ts). */
 export type { ActionKind };
 
-/** Kinds of object an action can target. */
-export type TargetKind = 'DaemonSet' | 'Deployment' | 'StatefulSet' | 'ServiceAccount';
-
-/** Workload kinds a rollout restart applies to (kubectl `polymorphichelpers/objectrestarter.go`). */
-export const RESTARTABLE_KINDS: readonly TargetKind[] = ['DaemonSet', 'Deployment', 'StatefulSet'];
+/** Kinds of object an action can target: a restartable workload (src/core/actions.ts) or a ServiceAccount. */
+export type TargetKind = RestartableKind | 'ServiceAccount';
 
 /** The exact object an action changes, as stored server-side (never read from a button payload). */
 export interface ActionTarget {
@@ -183,8 +181,6 @@ export const KUBE_EVENT_REASON: Record<ActionKind, string> = {
 
 /** Work for the caller after a transition was persisted (only after its compare-and-set succeeded). */
 export type Effect =
-  /** Persist this vote (it is also in `patch.votes`). */
-  | { type: 'record-vote'; vote: Vote }
   /** Write one action-log row: who, when (`now`), what, result. `actor` is null for system events. */
   | { type: 'action-log'; from: ApprovalState | null; to: ApprovalState; actor: string | null; summary: string }
   /** Create a Kubernetes Event on the target object; `message` ≤ 1024 chars (core/v1 Event note limit). */
@@ -192,9 +188,7 @@ export type Effect =
   /** Re-render the approval message (votes so far, or the decision without buttons) with chat.update. */
   | { type: 'update-approval-message' }
   /** Quorum reached: run the action now (then send `start`, and `succeed`/`fail`). */
-  | { type: 'execute' }
-  /** The action succeeded: watch the subject again and report resolved or recurrence. */
-  | { type: 'start-verification' };
+  | { type: 'execute' };
 
 /** Fields to write with the store's compare-and-set (state moves `from` → `patch.state`). */
 export interface ApprovalPatch {
@@ -238,7 +232,7 @@ export function approvalsOf(approval: Pick<Approval, 'votes'>): string[] {
 
 /** Whether `kind` is a valid target for `action`. */
 function kindFits(action: ActionKind, kind: TargetKind): boolean {
-  if (action === 'restart') return RESTARTABLE_KINDS.includes(kind);
+  if (action === 'restart') return isRestartableKind(kind);
   if (action === 'recreate-serviceaccount') return kind === 'ServiceAccount';
   return true;
 }
@@ -394,7 +388,6 @@ export function decide(approval: Approval, event: ApprovalEvent, policy: Approva
         const count = new Set(votes.filter((v) => v.vote === 'approve').map((v) => v.user)).size;
         if (count < a.requiredApprovals) {
           return transition(a, 'requested', now, [
-            { type: 'record-vote', vote },
             {
               type: 'action-log',
               from: 'requested',
@@ -407,7 +400,6 @@ export function decide(approval: Approval, event: ApprovalEvent, policy: Approva
         }
         const by = votes.filter((v) => v.vote === 'approve').map((v) => v.user).join(', ');
         return transition(a, 'approved', now, [
-          { type: 'record-vote', vote },
           { type: 'action-log', from: 'requested', to: 'approved', actor: event.user, summary: `${what} approved` },
           kubeEvent(a, 'Normal', `${what} approved by ${by}; requested by ${a.requester}`),
           { type: 'update-approval-message' },
@@ -434,7 +426,6 @@ export function decide(approval: Approval, event: ApprovalEvent, policy: Approva
           ? { user: event.user, vote: 'reject', at: now, reason: event.reason }
           : { user: event.user, vote: 'reject', at: now };
       return transition(a, 'rejected', now, [
-        { type: 'record-vote', vote },
         {
           type: 'action-log',
           from: 'requested',
@@ -479,7 +470,6 @@ export function decide(approval: Approval, event: ApprovalEvent, policy: Approva
         kubeEvent(a, 'Normal', `${what} succeeded`),
         { type: 'update-approval-message' },
       ];
-      if (a.action !== 'snooze') effects.push({ type: 'start-verification' });
       return transition(a, 'succeeded', now, effects);
     }
     case 'fail': {

@@ -20,6 +20,7 @@
  * `list` on Secrets also allows reading their data, even though tokenwatch asks for metadata only.
  */
 import { ErrorCode, TokenwatchError } from '../errors.js';
+import { RESTARTABLE_KINDS } from '../core/actions.js';
 import { KUBE_API_CALLS, SECRET_METADATA_API_CALLS } from '../cluster/kube.js';
 
 export { KUBE_API_CALLS, SECRET_METADATA_API_CALLS } from '../cluster/kube.js';
@@ -44,7 +45,8 @@ export function isReadVerb(verb: string): boolean {
   return (READ_VERBS as readonly string[]).includes(verb);
 }
 
-const RESTARTABLE = ['daemonsets', 'deployments', 'statefulsets'] as const;
+/** The plural resources of the restartable kinds: `daemonsets`, `deployments`, `statefulsets`. */
+const RESTARTABLE = RESTARTABLE_KINDS.map((kind) => `${kind.toLowerCase()}s`);
 
 /**
  * Every API call `KubeRemediator` (`src/remediation/kube-remediator.ts`) can make:

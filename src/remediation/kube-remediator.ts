@@ -16,6 +16,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ErrorCode, TokenwatchError } from '../errors.js';
+import { objectLabel, type RestartableKind } from '../core/actions.js';
 import {
   ApiException,
   AppsV1Api,
@@ -27,7 +28,6 @@ import {
 } from '@kubernetes/client-node';
 
 /** A workload tokenwatch can rollout-restart. */
-export type RestartableKind = 'DaemonSet' | 'Deployment' | 'StatefulSet';
 
 /** What a remediation acts on. */
 export interface RemediationTarget {
@@ -209,7 +209,7 @@ export class KubeRemediator {
    */
   async preflightRestart(target: RemediationTarget, now: Date): Promise<Preflight> {
     if (target.kind === 'ServiceAccount') return { ok: false, reason: 'unsupported', message: 'A ServiceAccount cannot be rollout-restarted; recreate it instead.' };
-    const ref = `${target.kind} ${target.namespace}/${target.name}`;
+    const ref = objectLabel(target);
     let obj;
     try {
       obj = await this.readWorkload(target.kind, target.namespace, target.name);
@@ -255,7 +255,7 @@ export class KubeRemediator {
       const obj = await this.patchWorkload(target.kind, target.namespace, target.name, restartPatch(now, uid), false);
       return { generation: obj.metadata?.generation };
     } catch (err) {
-      throw toKubeError(err, `rollout restart of ${target.kind} ${target.namespace}/${target.name}`);
+      throw toKubeError(err, `rollout restart of ${objectLabel(target)}`);
     }
   }
 
@@ -269,7 +269,7 @@ export class KubeRemediator {
     try {
       obj = await this.readWorkload(target.kind, target.namespace, target.name);
     } catch (err) {
-      throw toKubeError(err, `read ${target.kind} ${target.namespace}/${target.name}`);
+      throw toKubeError(err, `read ${objectLabel(target)}`);
     }
     const value = obj.spec?.template?.metadata?.annotations?.[RESTARTED_AT];
     return { ...(value !== undefined ? { value } : {}), ...(obj.metadata?.uid !== undefined ? { uid: obj.metadata.uid } : {}) };
@@ -281,7 +281,7 @@ export class KubeRemediator {
       const obj = await this.readWorkload(target.kind, target.namespace, target.name);
       return progressOf(target.kind, obj as Parameters<typeof progressOf>[1]);
     } catch (err) {
-      throw toKubeError(err, `read ${target.kind} ${target.namespace}/${target.name}`);
+      throw toKubeError(err, `read ${objectLabel(target)}`);
     }
   }
 

@@ -26,7 +26,7 @@ import { open, stat, type FileHandle } from 'node:fs/promises';
 import { Readable, pipeline } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 import type { InputFormat, ReadNotice, ReadStats, TokenUse } from '../audit/types.js';
-import { InputError } from '../errors.js';
+import { InputError, errorReason } from '../errors.js';
 import {
   DETECT_HEAD_BYTES,
   KNOWN_FORMATS_TEXT,
@@ -222,14 +222,6 @@ export async function* readTokenUses(
       if (countOnce(seen, stats, use, onConflict)) yield use;
     }
   }
-}
-
-function errorReason(err: unknown): string {
-  if (err instanceof Error) {
-    const code = (err as NodeJS.ErrnoException).code;
-    return code && !err.message.startsWith(code) ? `${code}: ${err.message}` : err.message;
-  }
-  return String(err);
 }
 
 function toOpenError(err: unknown, file: string): InputError {

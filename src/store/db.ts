@@ -17,7 +17,7 @@ import { randomBytes } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import Database from 'better-sqlite3';
 import type { ApprovalState, DryRunResult, Vote } from '../approvals/machine.js';
-import { actionNoun, describeTarget } from '../core/actions.js';
+import { actionNoun, describeTarget, objectLabel } from '../core/actions.js';
 import type { Finding, Severity, TokenRecord } from '../findings/types.js';
 import { MIGRATIONS } from './migrations.js';
 import type {
@@ -725,7 +725,7 @@ class SqliteStore implements Store {
           approvalId: old.id,
           actor: null,
           action: `${old.action}.expired`,
-          target: `${old.target.kind} ${old.target.namespace}/${old.target.name}`,
+          target: objectLabel(old.target),
           result: 'expired',
           detail: `${actionNoun(old.action)} of ${describeTarget(old.target)} expired without a decision`,
         });

@@ -22,7 +22,8 @@ import {
   writeCalls,
   type RbacRule,
 } from '../../src/rbac/calls.js';
-import { KubeRemediator, type RestartableKind } from '../../src/remediation/kube-remediator.js';
+import { KubeRemediator } from '../../src/remediation/kube-remediator.js';
+import type { RestartableKind } from '../../src/core/actions.js';
 import { FIXTURE } from '../cluster/fixture.js';
 import { helmBinary, helmTemplate } from './helm.js';
 import { MANIFESTS, render, type K8sObject } from './kustomize.js';

@@ -3,7 +3,7 @@
  * buttons) and the same message once decided (no buttons; who and when). Pure.
  */
 import { approvalsOf, isExpired, type Approval, type ApprovalState, type ActionKind } from '../../approvals/machine.js';
-import { actionNoun } from '../../core/actions.js';
+import { actionNoun, objectLabel } from '../../core/actions.js';
 import { ACTION_IDS, opaqueId } from './ids.js';
 import { LIMITS } from './limits.js';
 import { clip, code, escapeMrkdwn, escClip, linesWithin, listWithin, md, mention, plain, slackDate, utc, type KnownBlock, type SlackMessage } from './text.js';
@@ -129,7 +129,7 @@ export function approvalRequestMessage(
     });
   }
   blocks.push({ type: 'context', elements: [md(`Approval ${code(a.id, 140)} · requested ${slackDate(a.createdAt)}`)] });
-  const text = `🔐 [${a.target.cluster}] approval needed: ${actionNoun(a.action)} of ${a.target.kind} ${a.target.namespace}/${a.target.name}, requested by ${a.requester}, expires ${utc(a.expiresAt)}`;
+  const text = `🔐 [${a.target.cluster}] approval needed: ${actionNoun(a.action)} of ${objectLabel(a.target)}, requested by ${a.requester}, expires ${utc(a.expiresAt)}`;
   return { text: clip(text, 3000), blocks };
 }
 
@@ -197,7 +197,7 @@ export function approvalDecidedMessage(approval: Approval, approvers: readonly s
       : approvedBy.length && a.state !== 'expired'
         ? ` (approved by ${approvedBy.map((v) => v.user).join(', ')})`
         : '';
-  const text = `${head} [${a.target.cluster}]: ${actionNoun(a.action)} of ${a.target.kind} ${a.target.namespace}/${a.target.name}${who}`;
+  const text = `${head} [${a.target.cluster}]: ${actionNoun(a.action)} of ${objectLabel(a.target)}${who}`;
   return { text: clip(text, 3000), blocks };
 }
 

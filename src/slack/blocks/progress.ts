@@ -4,7 +4,7 @@
  */
 import type { Finding } from '../../findings/types.js';
 import type { ActionKind, ActionTarget } from '../../approvals/machine.js';
-import { actionNoun } from '../../core/actions.js';
+import { actionNoun, objectLabel } from '../../core/actions.js';
 import { subjectOf } from './finding.js';
 import { LIMITS } from './limits.js';
 import { clip, code, count, duration, escapeMrkdwn, escClip, listWithin, md, plural, progressBar, slackDate, sourceLink, type KnownBlock, type SlackMessage } from './text.js';
@@ -49,15 +49,15 @@ export function progressMessage(rollout: RolloutStatus, ctx: ProgressContext): S
   let text: string;
   if (r.done) {
     line = `✅ Rollout of ${where(t)} complete: ${counts} (took ${elapsed}).`;
-    text = `✅ [${t.cluster}] rollout of ${t.kind} ${t.namespace}/${t.name} complete`;
+    text = `✅ [${t.cluster}] rollout of ${objectLabel(t)} complete`;
   } else if (r.timedOut) {
     const limit = ctx.timeoutMs !== undefined ? ` within ${duration(ctx.timeoutMs)}` : '';
     line = `⚠️ Rollout of ${where(t)} did not complete${limit}: ${counts}. Look at it with ${code(`kubectl -n ${t.namespace} rollout status ${t.kind.toLowerCase()}/${t.name}`, 400)}.`;
-    text = `⚠️ [${t.cluster}] rollout of ${t.kind} ${t.namespace}/${t.name} timed out (${r.updated}/${r.desired} updated)`;
+    text = `⚠️ [${t.cluster}] rollout of ${objectLabel(t)} timed out (${r.updated}/${r.desired} updated)`;
   } else {
     const pct = r.desired > 0 ? Math.floor((100 * r.updated) / r.desired) : 0;
     line = `⏳ Rolling out ${where(t)}: ${counts}\n\`${progressBar(r.updated, r.desired)}\` ${pct} %`;
-    text = `⏳ [${t.cluster}] rolling out ${t.kind} ${t.namespace}/${t.name}: ${r.updated}/${r.desired} updated`;
+    text = `⏳ [${t.cluster}] rolling out ${objectLabel(t)}: ${r.updated}/${r.desired} updated`;
   }
   return {
     text: clip(text, 3000),
