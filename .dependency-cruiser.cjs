@@ -13,7 +13,7 @@ const SHARED = ['core', 'config', 'observability'];
  * sources call audit's parsers, the store keeps the approval machine's states, Slack's listeners call the machine and
  * the executor. A folder of src/ that is in neither list fails `every-folder-has-a-place`.
  */
-const IMPORT_ORDER = ['cluster', 'rbac', 'audit', 'sources', 'findings', 'probe', 'approvals', 'store', 'remediation', 'slack', 'runtime', 'scan', 'sandbox', 'cli'];
+const IMPORT_ORDER = ['cluster', 'audit', 'sources', 'findings', 'probe', 'approvals', 'store', 'remediation', 'slack', 'runtime', 'scan', 'sandbox', 'cli'];
 const LATER = (i) => IMPORT_ORDER.slice(i + 1);
 
 /** One rule per stage: it imports no stage after it. */

@@ -7,12 +7,12 @@
  * carry another system's code are named for it (`SourceError.awsCode`, `SlackCallError.slackError`,
  * `InputError.errno`), so `code` always means an {@link ErrorCode}.
  *
- * Modelled on bolt-js `src/errors.ts` (`CodedError`, `ErrorCode`, `asCodedError`).
+ * Modelled on bolt-js `src/errors.ts` (`CodedError`, `ErrorCode`).
  */
 
 /** Every error code tokenwatch uses (closed set; values are stable, do not rename them). */
 export const ErrorCode = {
-  /** A thrown value that was not a {@link TokenwatchError} (see {@link asCodedError}). */
+  /** A thrown value that was not a {@link TokenwatchError} (kept in the closed set; the CLI reports those as internal errors). */
   Unknown: 'unknown',
   /** A broken invariant or a misuse of an internal API: a bug, not a user or environment problem. */
   Internal: 'internal',
@@ -106,22 +106,9 @@ export class TokenwatchError extends Error {
   }
 }
 
-/** Wraps a thrown value that is not a {@link TokenwatchError}; the original is the `cause`. */
-export class UnknownError extends TokenwatchError {
-  override name = 'UnknownError';
-  constructor(original: unknown) {
-    super(ErrorCode.Unknown, original instanceof Error ? original.message : String(original), { cause: original });
-  }
-}
-
 /** Whether `err` is a {@link TokenwatchError} (optionally with the given code). */
 export function isTokenwatchError(err: unknown, code?: ErrorCode): err is TokenwatchError {
   return err instanceof TokenwatchError && (code === undefined || err.code === code);
-}
-
-/** `err` itself when it is a {@link TokenwatchError}, else an {@link UnknownError} wrapping it. */
-export function asCodedError(err: unknown): TokenwatchError {
-  return err instanceof TokenwatchError ? err : new UnknownError(err);
 }
 
 /**

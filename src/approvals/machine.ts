@@ -491,11 +491,6 @@ export function decide(approval: Approval, event: ApprovalEvent, policy: Approva
   }
 }
 
-/** The approval after an accepted transition (`{ ...approval, ...patch }`), e.g. to render the next message. */
-export function applyTransition(approval: Approval, t: Transition): Approval {
-  return { ...approval, ...t.patch, votes: t.patch.votes ?? approval.votes };
-}
-
 /**
  * The approvers a refusal names: the policy's approvers (users and user groups) without the requester, who may
  * not approve their own request unless `allowSelfApproval`.

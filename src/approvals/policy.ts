@@ -9,7 +9,7 @@
  * Identifiers follow Slack's id prefixes (api.slack.com/changelog/2016-08-11-user-id-format-changes and
  * api.slack.com/types/usergroup): users `U…` (or `W…` for Enterprise Grid org-wide users), user groups `S…`.
  */
-import { ANY_USER, APPROVAL_DEFAULTS, type ActionKind } from '../core/actions.js';
+import { ANY_USER, type ActionKind } from '../core/actions.js';
 
 /** A Slack user id (`U…`, `W…`). */
 export const SLACK_USER_ID = /^[UW][A-Z0-9]{2,}$/;
@@ -39,23 +39,6 @@ export interface ApprovalPolicy {
   actions: ActionKind[];
   namespaces: { allow: string[]; deny: string[] };
   expiryMs: number;
-}
-
-/**
- * A complete policy from a partial one, with the defaults of {@link APPROVAL_DEFAULTS} (those the config fills in).
- * Approvers default to none (nobody can approve) so a missing setting fails closed.
- */
-export function definePolicy(partial: Partial<ApprovalPolicy> = {}): ApprovalPolicy {
-  return {
-    requesters: partial.requesters ?? [...APPROVAL_DEFAULTS.requesters],
-    approvers: partial.approvers ?? [],
-    allowSelfApproval: partial.allowSelfApproval ?? APPROVAL_DEFAULTS.allowSelfApproval,
-    protectedNamespaces: partial.protectedNamespaces ?? [],
-    protectedApprovals: partial.protectedApprovals ?? APPROVAL_DEFAULTS.protectedApprovals,
-    actions: partial.actions ?? [...APPROVAL_DEFAULTS.actions],
-    namespaces: { allow: partial.namespaces?.allow ?? [], deny: partial.namespaces?.deny ?? [] },
-    expiryMs: partial.expiryMs ?? APPROVAL_DEFAULTS.expiryMs,
-  };
 }
 
 /**

@@ -13,7 +13,6 @@ import type { Readiness } from '../findings/readiness.js';
 import type { NowSource } from '../scan/run.js';
 import { escapeControl } from './escape.js';
 
-export { escapeControl } from './escape.js';
 
 /** True when `severity` is at or above `threshold` (`critical ≥ warning ≥ info`). */
 export function atOrAbove(severity: Severity, threshold: Severity): boolean {

@@ -26,16 +26,6 @@ export const EKS_MAX_SECONDS_AFTER_WARNING = 7_776_000;
 /** Upstream extended expiry, seconds after issue (kubernetes `storage/token.go`, `ExpirationExtensionSeconds`). */
 export const UPSTREAM_EXPIRATION_EXTENSION_SECONDS = 31_536_000;
 
-/** The times of one token, epoch ms UTC. */
-export interface TokenTimes {
-  /** The token's `kubernetes.io/warnafter` point: `eventTime − secondsAfterWarning·1000`, in whole seconds. */
-  warnAfter: number;
-  /** Approximate issue time: `warnAfter − 3607 s` (*inference*: the kubelet asks for 3607 s tokens). */
-  issuedAt: number;
-  /** When the API server will reject the token, per {@link MaxTokenAge}. */
-  rejectionAt: number;
-}
-
 /**
  * When a token with the given `warnAfter` is rejected, epoch ms.
  * - `eks`: `warnAfter + 7,776,000 s` (EKS user guide);
@@ -67,19 +57,4 @@ export function issuedTime(warnAfter: number): number {
  */
 export function warnAfterTime(eventTimeMs: number, secondsAfterWarning: number): number {
   return Math.floor(eventTimeMs / 1000) * 1000 - secondsAfterWarning * 1000;
-}
-
-/**
- * Times of the token seen in one stale-token audit event (`warnAfter` per {@link warnAfterTime}).
- *
- * Example (EKS): event `2022-05-19T11:38:39Z` with `seconds after warning threshold: 1728000` →
- * warnAfter `2022-04-29T11:38:39Z`, issuedAt `2022-04-29T10:38:32Z`, rejectionAt `2022-07-28T11:38:39Z`.
- *
- * @param eventTimeMs the audit event's time, epoch ms UTC.
- * @param secondsAfterWarning the annotation's `seconds after warning threshold`, seconds.
- * @param maxTokenAge the cluster's rejection rule.
- */
-export function tokenTimes(eventTimeMs: number, secondsAfterWarning: number, maxTokenAge: MaxTokenAge): TokenTimes {
-  const warnAfter = warnAfterTime(eventTimeMs, secondsAfterWarning);
-  return { warnAfter, issuedAt: issuedTime(warnAfter), rejectionAt: rejectionTime(warnAfter, maxTokenAge) };
 }

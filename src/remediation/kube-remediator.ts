@@ -350,41 +350,6 @@ export class KubeRemediator {
     return { ok: true, detail: `dry run of deleting and recreating ${ref} passed${keeps}`, uid: sa.metadata?.uid, resourceVersion: sa.metadata?.resourceVersion };
   }
 
-  /**
-   * Deletes the ServiceAccount with uid/resourceVersion preconditions (so a concurrent change aborts it)
-   * and creates it again with the same labels, annotations, imagePullSecrets and automount setting.
-   * @param expectedUid when given, the SA must still have this uid (409 Conflict otherwise).
-   */
-  async recreateServiceAccount(target: RemediationTarget, expectedUid?: string): Promise<RecreateResult> {
-    const ref = `ServiceAccount ${target.namespace}/${target.name}`;
-    let sa: V1ServiceAccount;
-    try {
-      sa = await this.core.readNamespacedServiceAccount({ name: target.name, namespace: target.namespace });
-    } catch (err) {
-      throw toKubeError(err, `read ${ref}`);
-    }
-    if (expectedUid && sa.metadata?.uid !== expectedUid) {
-      throw new KubeCallError(`${ref} changed since the request (uid ${sa.metadata?.uid} ≠ ${expectedUid}); nothing was deleted`, 409, 'Conflict');
-    }
-    const body = recreatedServiceAccount(sa);
-    try {
-      await this.core.deleteNamespacedServiceAccount({
-        name: target.name,
-        namespace: target.namespace,
-        body: { preconditions: { uid: sa.metadata?.uid, resourceVersion: sa.metadata?.resourceVersion } },
-      });
-    } catch (err) {
-      throw toKubeError(err, `delete ${ref}`);
-    }
-    let created: V1ServiceAccount;
-    try {
-      created = await this.core.createNamespacedServiceAccount({ namespace: target.namespace, body, fieldManager: this.fieldManager });
-    } catch (err) {
-      throw toKubeError(err, `create ${ref} (it was deleted; recreate it from: ${JSON.stringify(body)})`);
-    }
-    return { oldUid: sa.metadata?.uid, newUid: created.metadata?.uid, preserved: preservedOf(body) };
-  }
-
   /** Reads a ServiceAccount; undefined when it does not exist (404). @throws {KubeCallError} on other failures. */
   async readServiceAccount(target: RemediationTarget): Promise<V1ServiceAccount | undefined> {
     try {

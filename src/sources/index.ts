@@ -10,8 +10,6 @@ import { readFileSync } from 'node:fs';
 import { ErrorCode, TokenwatchError } from '../errors.js';
 import { NoAuditSource } from './no-audit.js';
 
-export { CloudWatchSource } from './cloudwatch.js';
-export { FileSource } from './file.js';
 export type { AuditSource } from './types.js';
 
 /**

@@ -49,10 +49,8 @@ import {
   type InsightsRowTally,
 } from '../audit/insights-rows.js';
 
-export { detectFormat } from '../audit/formats.js';
-export { mayHoldTokenUse, tokenUseFromJson } from '../audit/records.js';
+export { tokenUseFromJson } from '../audit/records.js';
 export { DEFAULT_MAX_LINE_BYTES, JsonlScanner } from '../audit/jsonl-scanner.js';
-export { JsonExportScanner } from '../audit/json-export-scanner.js';
 
 /** Progress of one file: bytes read from disk (compressed bytes for gzip) out of its size. */
 export interface ReadProgress {

@@ -224,5 +224,3 @@ export const MIGRATIONS: readonly string[] = [
   V_POLLER_LOCK,
 ];
 
-/** The schema version this build writes. */
-export const SCHEMA_VERSION = MIGRATIONS.length;

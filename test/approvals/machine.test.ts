@@ -1,18 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import {
-  applyTransition,
-  approvalEvent as ev,
-  canRequest,
-  createApproval,
-  decide,
-  type ActionTarget,
-  type Approval,
-  type ApprovalEvent,
-  type ApprovalState,
-  type Decision,
-  type RefusalReason,
-} from '../../src/approvals/machine.js';
-import { definePolicy, type ApprovalPolicy } from '../../src/approvals/policy.js';
+import { approvalEvent as ev, canRequest, createApproval, decide, type ActionTarget, type Approval, type ApprovalEvent, type ApprovalState, type Decision, type RefusalReason } from '../../src/approvals/machine.js';
+import { applyTransition } from './helpers.js';
+import type { ApprovalPolicy } from '../../src/approvals/policy.js';
+import { definePolicy } from './helpers.js';
 import { refusalText } from '../../src/slack/blocks/refusal.js';
 
 const T0 = Date.parse('2026-11-29T12:00:00Z');

@@ -1,14 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { approvalPolicyFor } from '../../src/approvals/from-config.js';
 import { parseConfig } from '../../src/config/index.js';
-import {
-  definePolicy,
-  isListed,
-  matchesNamespace,
-  namespaceAllowed,
-  requiredApprovalsFor,
-  resolveMembers,
-} from '../../src/approvals/policy.js';
+import { isListed, matchesNamespace, namespaceAllowed, requiredApprovalsFor, resolveMembers } from '../../src/approvals/policy.js';
+import { definePolicy } from './helpers.js';
 
 describe('resolveMembers', () => {
   const groups: Record<string, string[]> = { S0OPS00001: ['U0AAAAAAA1', 'U0BBBBBBB2'], S0SRE00001: ['U0BBBBBBB2', 'W0CCCCCCC3'] };

@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createReadStats, detectFormat, readTokenUses, type ReadOptions } from '../../src/sources/reader.js';
+import { createReadStats, readTokenUses, type ReadOptions } from '../../src/sources/reader.js';
+import { detectFormat } from '../../src/audit/formats.js';
 import type { ReadStats, TokenUse } from '../../src/audit/types.js';
 import { InputError } from '../../src/errors.js';
 

@@ -21,8 +21,8 @@ import {
   uniqueCalls,
   writeCalls,
   type RbacRule,
-} from '../../src/rbac/calls.js';
-import { KubeRemediator } from '../../src/remediation/kube-remediator.js';
+} from './rbac-calls.js';
+import { KubeRemediator, recreatedServiceAccount } from '../../src/remediation/kube-remediator.js';
 import type { RestartableKind } from '../../src/core/actions.js';
 import { FIXTURE } from '../cluster/fixture.js';
 import { helmBinary, helmTemplate } from './helm.js';
@@ -120,7 +120,13 @@ async function remediateAll(rem: KubeRemediator, targets = TARGETS): Promise<Rec
   }
   const sa = { kind: 'ServiceAccount' as const, namespace: 'kube-system', name: 'multus' };
   await attempt('preflight ServiceAccount', () => rem.preflightRecreateServiceAccount(sa));
-  await attempt('recreate ServiceAccount', () => rem.recreateServiceAccount(sa));
+  // The executor's recreation steps (src/remediation/executor.ts): read, delete with preconditions, create.
+  await attempt('recreate ServiceAccount', async () => {
+    const old = await rem.readServiceAccount(sa);
+    if (!old) throw new Error('ServiceAccount kube-system/multus is missing');
+    await rem.deleteServiceAccount(sa, { uid: old.metadata?.uid, resourceVersion: old.metadata?.resourceVersion });
+    return rem.createServiceAccount(sa.namespace, recreatedServiceAccount(old));
+  });
   return out;
 }
 

@@ -3,7 +3,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startFakeKube, statusObject, type FakeKube, type RecordedRequest } from '../../src/sandbox/fakes/kubernetes.js';
-import { LEADER_API_CALLS, LeaderElector, decide, electionFromEnv, toLeaseRecord, type ElectorLogger, type LeaderElectorOptions } from '../../src/runtime/leader.js';
+import { LEADER_API_CALLS } from '../manifests/rbac-calls.js';
+import { LeaderElector, decide, electionFromEnv, toLeaseRecord, type ElectorLogger, type LeaderElectorOptions } from '../../src/runtime/leader.js';
 import { Scheduler } from '../../src/runtime/scheduler.js';
 
 // Short timings so failover happens in about a second (production defaults: 15 s / 10 s / 2 s).

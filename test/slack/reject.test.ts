@@ -5,7 +5,8 @@
  * fake Slack (views.open, view_submission), fake Kubernetes API.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { sendBlockAction, viewSubmissionPayload } from '../../src/sandbox/fakes/slack.js';
+import { sendBlockAction } from '../../src/sandbox/fakes/slack.js';
+import { viewSubmissionPayload } from '../fakes/slack-requests.js';
 import { APPROVER, blockText, buttonIds, CLUSTER, OPS, REQUESTER, SECRET, startHarness, type Harness } from './harness.js';
 
 let h: Harness | undefined;
