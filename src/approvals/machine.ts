@@ -370,19 +370,8 @@ export function decide(approval: Approval, event: ApprovalEvent, policy: Approva
         if (isRequester && !policy.allowSelfApproval) {
           return refuse('self-approval', { type: 'self-approval', action: a.action });
         }
-        if (!isApprover) {
-          return refuse('not-an-approver', {
-            type: 'not-an-approver',
-            action: a.action,
-            cluster: a.target.cluster,
-            vote: 'approve',
-            approvers: approversShown(a, policy),
-          });
-        }
-        if (approvalsOf(a).includes(event.user)) {
-          const left = a.requiredApprovals - approvalsOf(a).length;
-          return refuse('already-voted', { type: 'already-approved', action: a.action, vote: 'approve', left });
-        }
+        if (!isApprover) return notAnApprover(a, policy, 'approve');
+        if (approvalsOf(a).includes(event.user)) return alreadyApproved(a, 'approve');
         const vote: Vote = { user: event.user, vote: 'approve', at: now };
         const votes = [...a.votes, vote];
         const count = new Set(votes.filter((v) => v.vote === 'approve').map((v) => v.user)).size;
@@ -407,20 +396,9 @@ export function decide(approval: Approval, event: ApprovalEvent, policy: Approva
         ], { votes });
       }
       // reject
-      if (!isApprover && !isRequester) {
-        return refuse('not-an-approver', {
-          type: 'not-an-approver',
-          action: a.action,
-          cluster: a.target.cluster,
-          vote: 'reject',
-          approvers: approversShown(a, policy),
-        });
-      }
-      if (approvalsOf(a).includes(event.user)) {
-        // One vote per user (the store keys votes by user): an approval is not turned into a reject.
-        const left = a.requiredApprovals - approvalsOf(a).length;
-        return refuse('already-voted', { type: 'already-approved', action: a.action, vote: 'reject', left });
-      }
+      if (!isApprover && !isRequester) return notAnApprover(a, policy, 'reject');
+      // One vote per user (the store keys votes by user): an approval is not turned into a reject.
+      if (approvalsOf(a).includes(event.user)) return alreadyApproved(a, 'reject');
       const vote: Vote =
         event.reason !== undefined && event.reason !== ''
           ? { user: event.user, vote: 'reject', at: now, reason: event.reason }
@@ -489,6 +467,16 @@ export function decide(approval: Approval, event: ApprovalEvent, policy: Approva
       );
     }
   }
+}
+
+/** The refusal of a vote by someone who may not cast it; it names who may. */
+function notAnApprover(a: Approval, policy: ApprovalPolicy, vote: Vote['vote']): Refusal {
+  return refuse('not-an-approver', { type: 'not-an-approver', action: a.action, cluster: a.target.cluster, vote, approvers: approversShown(a, policy) });
+}
+
+/** The refusal of a second vote by a user who approved already; it says how many approvals are still needed. */
+function alreadyApproved(a: Approval, vote: Vote['vote']): Refusal {
+  return refuse('already-voted', { type: 'already-approved', action: a.action, vote, left: a.requiredApprovals - approvalsOf(a).length });
 }
 
 /**
