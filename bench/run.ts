@@ -1,5 +1,5 @@
 /**
- * `npm run bench`: checks the scan performance goals (issue 12, "Scan at the speed of grep"), side by side in one
+ * `npm run bench`: checks the scan performance goals (docs/design/architecture.md "Performance targets"), side by side in one
  * run, `--runs` rounds (default 5) with the tools alternating, on a warm page cache; each figure is the median of the
  * rounds with their min–max, each ratio the median of the rounds' own ratios (a round's tools ran back to back, under
  * about the same load) with its min–max:
@@ -48,7 +48,7 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const DATA_DIR = join(ROOT, 'bench', 'data');
 const MiB = 1024 * 1024;
 
-/** Goals of issue 12. */
+/** The goals of docs/design/architecture.md "Performance targets". */
 const TARGETS = { maxRatioToGrep: 1.3, maxRatioToZcatGrep: 1.2, minSpeedupOverJq: 20, maxRssMB: 150, maxStartupSeconds: 0.1 };
 
 // ---------------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
  * No I/O and no clock: the reference time is passed in. Colour is decided by the caller
  * (see {@link shouldUseColor}).
  */
+import { objectLabel } from '../core/actions.js';
 import { createRequire } from 'node:module';
 import type TableClass from 'cli-table3';
 import { SEVERITY_RANK, type Finding, type ScanReport, type Severity } from '../findings/types.js';
@@ -12,7 +13,6 @@ import type { Readiness } from '../findings/readiness.js';
 import type { NowSource } from '../scan/run.js';
 import { escapeControl } from './escape.js';
 
-export { escapeControl } from './escape.js';
 
 /** True when `severity` is at or above `threshold` (`critical ≥ warning ≥ info`). */
 export function atOrAbove(severity: Severity, threshold: Severity): boolean {
@@ -105,7 +105,7 @@ function podsCell(finding: Finding): string {
 /** Top-level workloads as `Kind namespace/name`, one a line; `?` when unknown (see the notes under the table). */
 function workloadsCell(finding: Finding): string {
   if (finding.workloads.length === 0) return '?';
-  return finding.workloads.map((w) => escapeControl(`${w.kind} ${w.namespace}/${w.name}`)).join('\n');
+  return finding.workloads.map((w) => escapeControl(objectLabel(w))).join('\n');
 }
 
 /** Distinct reasons why workloads are unknown, for the notes under the table. */
@@ -147,7 +147,7 @@ export function readinessSection(r: Readiness, findings: readonly Finding[], pai
   const lines = [paint('bold', READINESS_HEADING), `  ${paint(style, escapeControl(r.summary))}`];
   for (const c of r.clients) {
     const n = findings.findIndex((f) => f.id === c.findingId);
-    const workloads = c.workloads.length > 0 ? c.workloads.map((w) => `${w.kind} ${w.namespace}/${w.name}`).join(', ') : 'workload unknown';
+    const workloads = c.workloads.length > 0 ? c.workloads.map((w) => objectLabel(w)).join(', ') : 'workload unknown';
     lines.push(escapeControl(`  - ${c.namespace}/${c.serviceAccount} (${workloads}): last stale use ${c.lastUse}; fix: ${n >= 0 ? `see #${n + 1} above` : c.fix}`));
   }
   return lines;
@@ -415,7 +415,7 @@ function renderFitted(report: ScanReport, opts: RenderOptions, width: number, pa
     if (by401 !== undefined) {
       lines.push(`   critical: the API server answered 401 Unauthorized to ${by401.toLocaleString('en-US')} request${by401 === 1 ? '' : 's'} of this ServiceAccount`);
     }
-    if (f.workloads.length > 0) lines.push(`   workloads: ${f.workloads.map((w) => escapeControl(`${w.kind} ${w.namespace}/${w.name}`)).join(', ')}`);
+    if (f.workloads.length > 0) lines.push(`   workloads: ${f.workloads.map((w) => escapeControl(objectLabel(w))).join(', ')}`);
     if (f.pods.length > 0) lines.push(`   pods: ${podsCell(f).split('\n').join(', ')}`);
     const age = oldestTokenAgeDays(f, opts.now);
     if (age !== undefined) lines.push(`   oldest token age: ${age} d`);

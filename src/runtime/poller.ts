@@ -30,7 +30,7 @@
  *   resolves anything: any failed poll in the period blocks it. When the signal returns, `saveFindings` reopens it.
  */
 import type { TokenUse } from '../audit/types.js';
-import { createReadStats } from '../audit/reader.js';
+import { createReadStats } from '../sources/reader.js';
 import { tokenUsesFromWrappedText } from '../audit/records.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import type { ClusterConfig } from '../config/types.js';
@@ -43,7 +43,7 @@ import type { Metrics } from '../observability/metrics.js';
 import { aggregateToTokenUses, isTokenUseAggregateText, parseTokenUseAggregate } from '../sources/insights.js';
 import { DEFAULT_CHECKPOINT_EVENTS, emptyStats, SourceError, type AuditSource, type SourceStats } from '../sources/types.js';
 import type { FindingChange, Store } from '../store/index.js';
-import type { TokenMetricsMonitor } from '../metrics/live.js';
+import type { TokenMetricsMonitor } from './token-metrics-monitor.js';
 import { applyProbeReports } from '../probe/findings.js';
 import type { ProbeReportSource } from '../probe/objects.js';
 import { compareFindings } from '../findings/build.js';
@@ -120,9 +120,9 @@ export interface PollerDeps {
   clock?: () => number;
   /** How long seen auditIDs are kept, ms: at least the source's overlap window. Default 2 h. */
   seenRetentionMs?: number;
-  /** API-server token metrics (issue 13); absent without Kubernetes access. */
+  /** API-server token metrics; absent without Kubernetes access. */
   tokenMetrics?: TokenMetricsMonitor;
-  /** Node-probe reports (issue 13); absent without Kubernetes access. */
+  /** Node-probe reports; absent without Kubernetes access. */
   probe?: ProbeReportSource;
   /** 401s seen within this window count as current (severity critical), ms. Default 1 h. */
   activeWindowMs?: number;

@@ -7,6 +7,7 @@
  * schedule is running (first polls start within the jitter). {@link ServeHandle.stop} (SIGTERM) stops
  * new polls, waits for running ones, stops Slack, closes the listener and the store.
  */
+import { backoffDelay } from '../core/backoff.js';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -19,16 +20,16 @@ import { createLogger, scrubSecrets, type Logger } from '../observability/logger
 import { Metrics } from '../observability/metrics.js';
 import { ClusterPoller, type PollOutcome } from './poller.js';
 import { BlindLogMonitor, EksLoggingRecheck, type BlindReason } from './blind.js';
-import { TokenMetricsMonitor } from '../metrics/live.js';
-import { KubeMetricsScraper } from '../metrics/scrape.js';
+import { TokenMetricsMonitor } from './token-metrics-monitor.js';
+import { KubeMetricsScraper } from '../sources/apiserver-metrics.js';
 import { KubeProbeReports, PROBE_NAMESPACE, type ProbeReportSource } from '../probe/objects.js';
 import { KubeRemediator } from '../remediation/kube-remediator.js';
-import { Scheduler, type RunNowResult } from './scheduler.js';
+import { Scheduler } from './scheduler.js';
 import { createAuditSource, type ClosableAuditSource } from '../sources/index.js';
 import { openStore, type Store } from '../store/index.js';
 import { acquirePollerLock, type PollerLock, type PollerLockError, type PollerLockOptions } from './poller-lock.js';
 import { Verifier } from '../remediation/verify.js';
-import type { Integration, SlackContext } from '../slack/context.js';
+import type { Integration, RunNowResult, SlackContext } from '../slack/context.js';
 
 /** Everything serve runs for one cluster. */
 export interface ClusterRuntime {
@@ -41,7 +42,7 @@ export interface ClusterRuntime {
   state?: ClusterStateSource;
   /** Undefined with `kubernetes: { none: true }`: no remediation possible. */
   kubeConfig?: KubeConfig;
-  /** The node-probe reports of the cluster (issue 13); undefined without Kubernetes access. */
+  /** The node-probe reports of the cluster; undefined without Kubernetes access. */
   probe?: ProbeReportSource;
   remediator?: KubeRemediator;
   /** Why Kubernetes access could not be set up (shown in `/tokens status`), if it could not. */
@@ -421,7 +422,7 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
       if ((err as { retryable?: unknown }).retryable === true) {
-        const delay = Math.min(retryBase * 2 ** (tries - 1), 300_000);
+        const delay = backoffDelay(retryBase, tries - 1, 300_000);
         integrationState.set(name, 'unavailable');
         logger.error({ err, integration: name, attempt: tries, retryInSeconds: Math.round(delay / 1000) }, `${message} (attempt ${tries}; retrying in ${Math.round(delay / 1000)} s)`);
         const t = setTimeout(() => {

@@ -291,7 +291,7 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<SandboxHa
   }
   const templates = learnTemplates(shiftedLines);
   const live = new LiveTraffic({ templates, cluster: clusterView(kube.store), staticTokenSubjects: staticTokenSubjects() });
-  // API-server token metrics and node-probe objects (issue 13), fed by the same simulated traffic and pods.
+  // API-server token metrics and node-probe objects, fed by the same simulated traffic and pods.
   const apiMetrics = new SandboxApiServerMetrics(clock.now()); // a fresh API-server process per sandbox start
   kube.setMetrics(() => apiMetrics.text());
   const proofFor = sandboxProbeProofs(kube, () => clock.now());

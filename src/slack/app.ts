@@ -26,7 +26,7 @@ import { ErrorCode, TokenwatchError } from '../errors.js';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { App, HTTPReceiver, LogLevel, SocketModeReceiver, webApi, type Logger as BoltLogger } from '@slack/bolt';
-import { approvalPolicyFor } from '../config/policy.js';
+import { approvalPolicyFor } from '../approvals/from-config.js';
 import type { ClusterEvent } from '../findings/cluster-events.js';
 import { LogRateLimit } from '../observability/log-limit.js';
 import { maskUrl, type Logger } from '../observability/logger.js';
@@ -367,7 +367,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
       await notifier.reply(f, persistingMessage(f, r.approval.action, o, r.completedAt));
     }
   };
-  // The node probe's check of a restart (issue 13): the token file rewritten with a token issued after it, or not.
+  // The node probe's check of a restart: the token file rewritten with a token issued after it, or not.
   const reportProbe = async (r: ProbeCheckReport): Promise<void> => {
     const o = r.outcome;
     await notifier.reply(r.finding.finding, probeCheckMessage({ outcome: o.outcome, finding: r.finding.finding, action: r.approval.action, startedAt: r.startedAt, now: r.now, files: o.files, silent: o.silent }));

@@ -31,7 +31,7 @@ import type { ChannelMap, ChannelRef } from './channels.js';
 import type { RunNowResult, SlackCluster } from './context.js';
 import { scanLimitedMessage, scanMessage, wrongChannelText } from './messages.js';
 import type { Notifier } from './notifier.js';
-import { metricsNotes } from '../metrics/status.js';
+import { metricsNotes } from './metrics-status.js';
 
 /** Dependencies of {@link TokensCommand}. */
 export interface CommandDeps {

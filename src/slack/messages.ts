@@ -4,7 +4,8 @@
  * ServiceAccount recreation (with the restart buttons of its workloads), and channel refusals. Pure, built with the
  * same length-safe text helpers, so Block Kit limits hold for any input.
  */
-import { actionNoun, formatUtc, type Approval } from '../approvals/index.js';
+import { formatUtc, type Approval } from '../approvals/index.js';
+import { actionNoun, objectLabel } from '../core/actions.js';
 import type { ClusterEvent } from '../findings/cluster-events.js';
 import type { Finding } from '../findings/types.js';
 import type { RecreateResult } from '../remediation/kube-remediator.js';
@@ -46,7 +47,7 @@ export function requestedMessage(a: Approval, approvers: readonly string[]): Sla
   const who = approvers.length ? listWithin(approvers.slice(0, 10).map((u) => `<@${u}>`), 10, ', ', approvers.length) : 'the approvers';
   return section(
     `🔐 Your ${actionNoun(a.action)} of ${a.target.kind} ${code(`${a.target.namespace}/${a.target.name}`, 300)} is waiting for approval by ${who} in the alert's thread (${a.requiredApprovals > 1 ? `${escapeMrkdwn(a.target.namespace)} is protected: ${a.requiredApprovals} approvals from different people` : 'one approval'}). It expires ${slackDate(a.expiresAt)}; nothing changes until then.`,
-    `Requested: ${actionNoun(a.action)} of ${a.target.kind} ${a.target.namespace}/${a.target.name}; waiting for approval until ${formatUtc(a.expiresAt)}`,
+    `Requested: ${actionNoun(a.action)} of ${objectLabel(a.target)}; waiting for approval until ${formatUtc(a.expiresAt)}`,
   );
 }
 

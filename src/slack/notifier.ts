@@ -17,6 +17,7 @@
  * A channel that cannot be posted to (bot not invited, archived) stops the round for that cluster; the problem is
  * logged once and shown by `/tokens status`.
  */
+import { KeyedLock } from '../core/keyed-lock.js';
 import { createHash } from 'node:crypto';
 import type { ApprovalPolicy } from '../approvals/index.js';
 import { namespaceAllowed } from '../approvals/index.js';
@@ -83,21 +84,14 @@ export function messageHash(msg: SlackMessage): string {
 
 /** See the module docstring. */
 export class Notifier {
-  private readonly locks = new Map<string, Promise<unknown>>();
+  private readonly locks = new KeyedLock();
   private readonly podsTotal = new Map<string, { value: number | undefined; at: number }>();
 
   constructor(private readonly deps: NotifierDeps) {}
 
   /** Runs `fn` after every earlier task for the same key (finding id) has finished. */
   withLock<T>(key: string, fn: () => Promise<T>): Promise<T> {
-    const prev = this.locks.get(key) ?? Promise.resolve();
-    const next = prev.then(fn, fn);
-    const tail = next.catch(() => undefined);
-    this.locks.set(key, tail);
-    void tail.then(() => {
-      if (this.locks.get(key) === tail) this.locks.delete(key);
-    });
-    return next;
+    return this.locks.run(key, fn);
   }
 
   /**
@@ -198,7 +192,7 @@ export class Notifier {
       if (stored.status !== 'open') return;
       const msg = this.render(stored, records, now);
       // A process that died between chat.postMessage and saving the ref left an intent: find that message by its
-      // metadata (the finding id) and adopt it instead of posting the alert twice (issue #10 §3).
+      // metadata (the finding id) and adopt it instead of posting the alert twice (docs/slack.md, "Crash safety").
       const intent = store.getAlertIntent(f.id);
       if (intent) {
         const ts = await api

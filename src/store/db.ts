@@ -10,13 +10,14 @@
  * better-sqlite3 `docs/api.md` (`Database#transaction`, `.immediate`).
  */
 import { ErrorCode, TokenwatchError } from '../errors.js';
-import type { TokenCounters, TokenMetricsSample } from '../metrics/token-metrics.js';
+import type { TokenCounters, TokenMetricsSample } from '../findings/token-metrics.js';
 import { mkdirSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import Database from 'better-sqlite3';
-import { actionNoun, describeTarget, type ApprovalState, type DryRunResult, type Vote } from '../approvals/machine.js';
+import type { ApprovalState, DryRunResult, Vote } from '../approvals/machine.js';
+import { actionNoun, describeTarget, objectLabel } from '../core/actions.js';
 import type { Finding, Severity, TokenRecord } from '../findings/types.js';
 import { MIGRATIONS } from './migrations.js';
 import type {
@@ -750,7 +751,7 @@ class SqliteStore implements Store {
           approvalId: old.id,
           actor: null,
           action: `${old.action}.expired`,
-          target: `${old.target.kind} ${old.target.namespace}/${old.target.name}`,
+          target: objectLabel(old.target),
           result: 'expired',
           detail: `${actionNoun(old.action)} of ${describeTarget(old.target)} expired without a decision`,
         });

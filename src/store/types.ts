@@ -6,7 +6,7 @@
  * {@link Store.transaction}: a poll stores its new token records, the auditIDs it saw and the source cursor in
  * one transaction, so a crash mid-poll neither loses nor double-counts an audit event.
  */
-import type { TokenMetricsSample } from '../metrics/token-metrics.js';
+import type { TokenMetricsSample } from '../findings/token-metrics.js';
 import type { Approval, ApprovalState, DryRunResult, Vote } from '../approvals/machine.js';
 import type { Finding, Severity, TokenRecord } from '../findings/types.js';
 
@@ -136,7 +136,7 @@ export interface MessageLocation {
 
 /**
  * What a running action did, recorded as it goes so that a process that resumes it (after a crash or a leader
- * change) knows which Kubernetes writes were made (issue #10 §3). JSON in the store.
+ * change) knows which Kubernetes writes were made (docs/design/architecture.md "Slack and approvals"). JSON in the store.
  */
 export interface ExecutionRecord {
   /** Restart: the strategic-merge PATCH was answered (its response's `metadata.generation`). */
@@ -431,7 +431,7 @@ export interface Store {
    */
   pruneActionLog(olderThan: number): number;
 
-  // --- API-server token metrics (issue 13)
+  // --- API-server token metrics
   /** Stores one scrape; a sample without a known process start is not stored (no rate can use it). */
   saveTokenMetricSample(cluster: string, sample: TokenMetricsSample): void;
   /** The latest stored scrape of `cluster` from the API-server process started at `processStartAt` (epoch ms). */

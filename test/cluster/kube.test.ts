@@ -6,7 +6,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { startFakeKube, type FakeKube } from '../../src/sandbox/fakes/kubernetes.js';
-import { ClusterUnavailableError, KUBE_API_CALLS, KubeClusterState, SECRET_METADATA_API_CALLS, kubeConfigFor } from '../../src/cluster/kube.js';
+import { ClusterUnavailableError, KubeClusterState, kubeConfigFor } from '../../src/cluster/kube.js';
+import { KUBE_API_CALLS, SECRET_METADATA_API_CALLS } from '../manifests/rbac-calls.js';
 import { loadSnapshot, type SnapshotClusterState } from '../../src/cluster/snapshot.js';
 import { EXPECTED_MULTUS, FIXTURE } from './fixture.js';
 

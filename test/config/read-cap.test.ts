@@ -11,7 +11,7 @@ import { cliMain } from '../support/build.js';
 const dir = mkdtempSync(join(tmpdir(), 'tw-config-cap-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-describe('config file read cap (issue 14: 1 MiB + 1 byte, whatever the file is)', () => {
+describe('config file read cap (1 MiB + 1 byte, whatever the file is)', () => {
   it('reads at most maxBytes + 1 bytes of an endless file (/dev/zero)', () => {
     const { bytes, tooLarge } = readFileCapped('/dev/zero', 4096);
     expect(tooLarge).toBe(true);

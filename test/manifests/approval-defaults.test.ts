@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { requiredApprovalsFor, namespaceAllowed, canRequest } from '../../src/approvals/index.js';
-import { approvalPolicyFor } from '../../src/config/policy.js';
+import { approvalPolicyFor } from '../../src/approvals/from-config.js';
 import { parseConfig, type Config } from '../../src/config/index.js';
 import { sandboxConfigFile, SANDBOX_CLUSTER, SANDBOX_USERS } from '../../src/sandbox/sandbox.js';
 import { helmBinary, helmTemplate } from './helm.js';

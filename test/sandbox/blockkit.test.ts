@@ -7,24 +7,8 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { Approval } from '../../src/approvals/index.js';
 import type { Finding } from '../../src/findings/types.js';
 import { runScan } from '../../src/scan/run.js';
-import {
-  approvalDecidedMessage,
-  approvalRequestMessage,
-  detailsMessage,
-  escalationMessage,
-  findingButtons,
-  findingMessage,
-  helpMessage,
-  historyMessage,
-  progressMessage,
-  refusalMessage,
-  statusMessage,
-  unknownCommandMessage,
-  validateMessage,
-  verificationMessage,
-  type FindingAction,
-  type SlackMessage,
-} from '../../src/slack/blocks/index.js';
+import { approvalDecidedMessage, approvalRequestMessage, detailsMessage, escalationMessage, findingButtons, findingMessage, helpMessage, historyMessage, progressMessage, refusalMessage, statusMessage, unknownCommandMessage, verificationMessage, type FindingAction, type SlackMessage } from '../../src/slack/blocks/index.js';
+import { validateMessage } from '../slack/blocks/validate.js';
 import { clusterEventMessage, noteMessage, persistingMessage, recreatedMessage, reopenedMessage, requestedMessage, scanMessage, snoozedMessage } from '../../src/slack/messages.js';
 import {
   escapeHtml,

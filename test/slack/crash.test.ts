@@ -1,5 +1,5 @@
 /**
- * Issue #10 §3: crash safety. `tokenwatch serve` runs in a child process (serve-child.ts: the real Bolt app in HTTP
+ * Crash safety (docs/slack.md, "Crash safety"). `tokenwatch serve` runs in a child process (serve-child.ts: the real Bolt app in HTTP
  * mode) against the fake Slack and fake Kubernetes API in this process; it is killed with SIGKILL at one step of an
  * approved action (no cleanup runs), and a new process on the same store (the harness, in this process) resumes it.
  * Whatever the step: exactly one real PATCH (or DELETE), and an end state that matches what the API server did.

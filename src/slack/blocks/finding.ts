@@ -6,7 +6,8 @@ import type { WorkloadRef } from '../../cluster/types.js';
 import { DAY_MS, HOUR_MS } from '../../core/units.js';
 import { WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS } from '../../findings/token-math.js';
 import type { Finding, FindingKind, Severity } from '../../findings/types.js';
-import { RESTARTABLE_KINDS, type TargetKind } from '../../approvals/machine.js';
+import type { TargetKind } from '../../approvals/machine.js';
+import { isRestartableKind, objectLabel } from '../../core/actions.js';
 import { ACTION_IDS, opaqueId } from './ids.js';
 import { LIMITS } from './limits.js';
 import {
@@ -87,8 +88,7 @@ const KIND_LABEL: Record<FindingKind, string> = {
 /** Seconds between a bound token's issue and its `warnafter` (the findings stage's constant, with its source). */
 const WARN_AFTER_SECONDS = WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS;
 
-const isRestartable = (w: WorkloadRef): w is WorkloadRef & { kind: TargetKind } =>
-  (RESTARTABLE_KINDS as readonly string[]).includes(w.kind);
+const isRestartable = (w: WorkloadRef): w is WorkloadRef & { kind: TargetKind } => isRestartableKind(w.kind);
 
 /** `kube-system/multus`. */
 export function subjectOf(f: Pick<Finding, 'namespace' | 'serviceAccount'>): string {
@@ -154,7 +154,7 @@ export function findingButtons(f: Finding, buttonsFor: FindingMessageContext['bu
       confirm: {
         title: plain(`Restart ${w.kind}?`, LIMITS.confirmTitle),
         text: plain(
-          `Ask for approval to restart ${w.kind} ${w.namespace}/${w.name} in ${f.cluster}. Its pods are replaced and get fresh tokens. Nothing changes until an approver agrees.`,
+          `Ask for approval to restart ${objectLabel(w)} in ${f.cluster}. Its pods are replaced and get fresh tokens. Nothing changes until an approver agrees.`,
           LIMITS.confirmText,
         ),
         confirm: plain('Request restart', LIMITS.confirmButton),

@@ -2,7 +2,8 @@
  * The wording of the approval machine's refusals (`src/approvals/machine.ts` returns a coded
  * {@link RefusalReason} with its {@link RefusalDetail}; the sentence, with Slack mentions, is made here). Pure.
  */
-import { actionNoun, formatUtc, type Approval, type Refusal, type RefusalDetail } from '../../approvals/machine.js';
+import { formatUtc, type Approval, type Refusal, type RefusalDetail } from '../../approvals/machine.js';
+import { actionNoun } from '../../core/actions.js';
 import { mention } from './text.js';
 
 /** `a`, `a and b`, `a, b and c`. */

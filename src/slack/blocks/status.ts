@@ -31,7 +31,7 @@ export interface ClusterStatus {
   findings?: Finding[];
   /** Opaque button ids for a listed finding (as in findingMessage's `buttonsFor`). */
   buttonsFor?: (finding: Finding, action: FindingAction) => string | undefined;
-  /** Extra lines under the health lines, e.g. the API-server token metrics line (issue 13); plain text, escaped here. */
+  /** Extra lines under the health lines, e.g. the API-server token metrics line; plain text, escaped here. */
   notes?: string[];
 }
 

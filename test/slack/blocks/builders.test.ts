@@ -1,24 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { applyTransition, approvalEvent as ev, createApproval, decide, type Approval } from '../../../src/approvals/machine.js';
-import { definePolicy } from '../../../src/approvals/policy.js';
-import {
-  ACTION_IDS,
-  approvalDecidedMessage,
-  approvalRequestMessage,
-  detailsMessage,
-  escalationMessage,
-  findingMessage,
-  helpMessage,
-  historyMessage,
-  progressMessage,
-  refusalMessage,
-  statusMessage,
-  unknownCommandMessage,
-  validateMessage,
-  verificationMessage,
-  type ClusterStatus,
-  type SlackMessage,
-} from '../../../src/slack/blocks/index.js';
+import { approvalEvent as ev, createApproval, decide, type Approval } from '../../../src/approvals/machine.js';
+import { applyTransition } from '../../approvals/helpers.js';
+import { definePolicy } from '../../approvals/helpers.js';
+import { ACTION_IDS, approvalDecidedMessage, approvalRequestMessage, detailsMessage, escalationMessage, findingMessage, helpMessage, historyMessage, progressMessage, refusalMessage, statusMessage, unknownCommandMessage, verificationMessage, type ClusterStatus, type SlackMessage } from '../../../src/slack/blocks/index.js';
+import { validateMessage } from './validate.js';
 import { allText, buttonsIn, HOUR, idMinter, multusFinding, NOW } from './fixtures.js';
 
 function valid(m: SlackMessage): SlackMessage {

@@ -2,17 +2,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { Approval } from '../../../src/approvals/machine.js';
 import type { Finding } from '../../../src/findings/types.js';
-import {
-  approvalRequestMessage,
-  detailsMessage,
-  findingMessage,
-  historyMessage,
-  OPAQUE_ID_PATTERN,
-  statusMessage,
-  validateMessage,
-  verificationMessage,
-  type FindingAction,
-} from '../../../src/slack/blocks/index.js';
+import { approvalRequestMessage, detailsMessage, findingMessage, historyMessage, OPAQUE_ID_PATTERN, statusMessage, verificationMessage, type FindingAction } from '../../../src/slack/blocks/index.js';
+import { validateMessage } from './validate.js';
 import { buttonsIn, NOW } from './fixtures.js';
 
 const chars = fc.constantFrom('&', '<', '>', 'a', 'Z', '😀', '`', '*', '\n', ' ', '|', 'é', '-', '/');
