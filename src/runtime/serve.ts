@@ -10,7 +10,9 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { KubeConfig } from '@kubernetes/client-node';
+import { ClusterWatchCache } from '../cluster/cache.js';
 import { KubeClusterState, kubeConfigFor } from '../cluster/kube.js';
+import { poolConnections } from '../cluster/pool.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import type { ClusterConfig, Config } from '../config/types.js';
 import { HOUR_MS } from '../core/units.js';
@@ -39,6 +41,8 @@ export interface ClusterRuntime {
   poller: ClusterPoller;
   /** Undefined with `kubernetes: { none: true }`. */
   state?: ClusterStateSource;
+  /** The cluster's watch cache (undefined without Kubernetes access or with `kubernetes.watch: false`). */
+  watchCache?: ClusterWatchCache;
   /** Undefined with `kubernetes: { none: true }`: no remediation possible. */
   kubeConfig?: KubeConfig;
   /** The node-probe reports of the cluster (issue 13); undefined without Kubernetes access. */
@@ -173,6 +177,21 @@ async function buildKube(c: ClusterConfig): Promise<{ kubeConfig?: KubeConfig; e
   }
 }
 
+/** Start a cluster's watch cache, logging its syncs, relists and failures (scrubbed: reasons may quote the server). */
+function startWatchCache(kc: KubeConfig, cluster: string, logger: Logger): ClusterWatchCache {
+  const cache = new ClusterWatchCache(kc, {
+    onEvent: (e) => {
+      const fields = { cluster, resource: e.resource, ...(e.reason ? { reason: scrubSecrets(e.reason) } : {}) };
+      if (e.kind === 'synced') logger.debug(fields, 'watch cache: listed, now watching');
+      else if (e.kind === 'relist') logger.info(fields, 'watch cache: relisting (resourceVersion too old)');
+      else if (e.kind === 'watch-failed') logger.warn(fields, 'watch cache: watch failed, retrying with backoff');
+      else logger.error(fields, 'watch cache disabled: reading the API directly');
+    },
+  });
+  cache.start();
+  return cache;
+}
+
 /**
  * Starts the service; see the module docstring.
  * @throws when the store cannot be opened, another process polls it ({@link PollerLockError}), or the port is taken
@@ -208,9 +227,27 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
     const source = createAuditSource(c.audit, { cluster: c.name, onShed: () => metrics.webhookShed.inc({ cluster: c.name }) });
     const kube = await buildKube(c);
     if (kube.error) logger.error({ cluster: c.name }, kube.error);
+    // One keep-alive connection pool per cluster for every call below (state, probe, metrics, remediation, watches).
+    if (kube.kubeConfig) poolConnections(kube.kubeConfig);
     const secretMetadata = 'secretMetadata' in c.kubernetes && c.kubernetes.secretMetadata === true;
+    const watch = !('watch' in c.kubernetes && c.kubernetes.watch === false);
     const timeoutMs = config.poll.requestTimeout;
-    const state = kube.kubeConfig ? new KubeClusterState(kube.kubeConfig, { secretMetadata, timeoutMs }) : undefined;
+    const watchCache = kube.kubeConfig && watch ? startWatchCache(kube.kubeConfig, c.name, logger) : undefined;
+    const state = kube.kubeConfig
+      ? new KubeClusterState(kube.kubeConfig, {
+          secretMetadata,
+          timeoutMs,
+          ...(watchCache
+            ? {
+                cache: watchCache,
+                onFallback: (reason: string | undefined) =>
+                  reason === undefined
+                    ? logger.info({ cluster: c.name }, 'cluster state: reading the watch cache again')
+                    : logger.warn({ cluster: c.name, reason }, `cluster state read from the API directly: ${reason}`),
+              }
+            : {}),
+        })
+      : undefined;
     const probe = kube.kubeConfig ? new KubeProbeReports(kube.kubeConfig, PROBE_NAMESPACE, (what, reason, n) => metrics.probeDropped.inc({ cluster: c.name, what, reason }, n), timeoutMs) : undefined;
     const blind = new BlindLogMonitor({
       source: 'cloudwatch' in c.audit ? 'cloudwatch' : 'file' in c.audit || 'webhook' in c.audit ? 'file' : 'none',
@@ -224,6 +261,7 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       source,
       blind,
       state,
+      ...(watchCache ? { watchCache } : {}),
       kubeConfig: kube.kubeConfig,
       probe,
       remediator: kube.kubeConfig ? new KubeRemediator(kube.kubeConfig) : undefined,
@@ -443,7 +481,10 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
           logger.error({ err, integration: i.name }, 'integration stop failed');
         }
       }
-      for (const rt of clusters.values()) rt.source.close?.();
+      for (const rt of clusters.values()) {
+        rt.source.close?.();
+        rt.watchCache?.stop();
+      }
       await new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();
       lock?.release();
