@@ -64,7 +64,8 @@ describe('/tokens', () => {
   });
 
   it('status shows Kubernetes access problems and a degraded audit source with the reason', async () => {
-    h = await startHarness();
+    // Direct reads (kubernetes.watch: false): a fresh watch cache would answer without the forbidden pod list.
+    h = await startHarness({ tweak: (c) => Object.assign(c.clusters[0]!.kubernetes, { watch: false }) });
     h.kube.forbid({ verb: 'list', resource: 'pods' });
     await h.poll();
     rmSync(h.auditPath);
