@@ -65,8 +65,12 @@ export interface CacheContents {
   owners: CachedOwner[];
 }
 
-/** Whether reads may come from the cache; when not, why (`reason`, one line, no secrets). */
-export type CacheFreshness = { ok: true } | { ok: false; reason: string };
+/**
+ * Whether reads may come from the cache; when not, why (`reason`, one line, no secrets) and in which state the cache
+ * is: `syncing` (not every resource listed yet — normal right after start), `broken` (a watch down beyond the bound),
+ * `disabled` (over `maxObjects`), `stopped` (not started, or stopped).
+ */
+export type CacheFreshness = { ok: true } | { ok: false; state: 'syncing' | 'broken' | 'disabled' | 'stopped'; reason: string };
 
 /** A change in a cache's life, for logs (`serve` logs them per cluster). */
 export interface CacheEvent {
@@ -304,19 +308,19 @@ export class ClusterWatchCache {
 
   /** Whether reads may come from the cache now; see the module doc. */
   freshness(): CacheFreshness {
-    if (this.disabledReason !== undefined) return { ok: false, reason: this.disabledReason };
-    if (!this.started) return { ok: false, reason: 'watch cache not started' };
-    if (this.abort.signal.aborted) return { ok: false, reason: 'watch cache stopped' };
+    if (this.disabledReason !== undefined) return { ok: false, state: 'disabled', reason: this.disabledReason };
+    if (!this.started) return { ok: false, state: 'stopped', reason: 'watch cache not started' };
+    if (this.abort.signal.aborted) return { ok: false, state: 'stopped', reason: 'watch cache stopped' };
     const unsynced = this.reflectors.filter((r) => !r.synced);
     if (unsynced.length > 0) {
       const why = unsynced.map((r) => (r.lastError ? `${r.watched.name}: ${r.lastError}` : r.watched.name)).join('; ');
-      return { ok: false, reason: `watch cache not synced yet (${why})` };
+      return { ok: false, state: 'syncing', reason: `watch cache not synced yet (${why})` };
     }
     const now = this.opts.clock();
     for (const r of this.reflectors) {
       if (r.downSince !== undefined && now - r.downSince > this.opts.maxStaleMs) {
         const secs = Math.round((now - r.downSince) / 1000);
-        return { ok: false, reason: `watch of ${r.watched.name} down for ${secs} s${r.lastError ? ` (${r.lastError})` : ''}` };
+        return { ok: false, state: 'broken', reason: `watch of ${r.watched.name} down for ${secs} s${r.lastError ? ` (${r.lastError})` : ''}` };
       }
     }
     return { ok: true };

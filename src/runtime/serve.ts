@@ -240,10 +240,10 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
           ...(watchCache
             ? {
                 cache: watchCache,
-                onFallback: (reason: string | undefined) =>
-                  reason === undefined
-                    ? logger.info({ cluster: c.name }, 'cluster state: reading the watch cache again')
-                    : logger.warn({ cluster: c.name, reason }, `cluster state read from the API directly: ${reason}`),
+                onFallback: (f?: { state: string; reason: string }) => {
+                  if (f === undefined) logger.info({ cluster: c.name }, 'cluster state: reading the watch cache again');
+                  else logger[f.state === 'syncing' ? 'info' : 'warn']({ cluster: c.name, reason: scrubSecrets(f.reason) }, `cluster state read from the API directly: ${scrubSecrets(f.reason)}`);
+                },
               }
             : {}),
         })

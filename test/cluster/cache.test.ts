@@ -264,7 +264,7 @@ describe('ClusterWatchCache', () => {
     await cache.synced();
     await watching(fake);
     const reasons: (string | undefined)[] = [];
-    const kube = new KubeClusterState(fake.kubeConfig(), { cache, onFallback: (r) => reasons.push(r) });
+    const kube = new KubeClusterState(fake.kubeConfig(), { cache, onFallback: (f) => reasons.push(f && `${f.state}: ${f.reason}`) });
     expect((await kube.describeServiceAccount('kube-system', 'multus')).pods.length).toBeGreaterThan(0);
     fake.forbid({ verb: 'watch', resource: 'pods' });
     fake.dropWatches();
@@ -275,7 +275,7 @@ describe('ClusterWatchCache', () => {
     expect(state).toEqual(await new KubeClusterState(fake.kubeConfig()).describeServiceAccount('kube-system', 'multus'));
     expect(fake.requestsMatching({ verb: 'list', resource: 'pods' }).filter((r) => r.namespace === 'kube-system').length).toBeGreaterThan(0);
     expect(fake.requestsMatching({ verb: 'list', resource: 'pods' }).length).toBeGreaterThan(before);
-    expect(reasons.at(-1)).toMatch(/^watch of pods down for \d+ s \(forbidden: no permission to watch pods \(cluster-wide\): pods is forbidden: User ".*" cannot watch resource "pods" in API group "" at the cluster scope\)$/);
+    expect(reasons.at(-1)).toMatch(/^broken: watch of pods down for \d+ s \(forbidden: no permission to watch pods \(cluster-wide\): pods is forbidden: User ".*" cannot watch resource "pods" in API group "" at the cluster scope\)$/);
     expect(kube.readSource()).toMatchObject({ source: 'direct' });
     fake.clearFaults();
     await vi.waitFor(() => expect(cache.freshness()).toEqual({ ok: true }), { timeout: 10_000, interval: 10 });
@@ -288,11 +288,36 @@ describe('ClusterWatchCache', () => {
     fake.delay(300, { verb: 'list', resource: 'pods', namespace: undefined, path: '/api/v1/pods' });
     const reasons: (string | undefined)[] = [];
     const cache = startCache(fake);
-    const kube = new KubeClusterState(fake.kubeConfig(), { cache, onFallback: (r) => reasons.push(r) });
+    const kube = new KubeClusterState(fake.kubeConfig(), { cache, waitForSyncMs: 0, onFallback: (f) => reasons.push(f && `${f.state}: ${f.reason}`) });
     const state = await kube.describeServiceAccount('kube-system', 'multus');
     expect(state).toEqual({ ...EXPECTED_MULTUS, legacySecrets: [] });
-    expect(reasons[0]).toMatch(/^watch cache not synced yet \(.*pods.*\)$/);
+    expect(reasons[0]).toMatch(/^syncing: watch cache not synced yet \(.*pods.*\)$/);
+    expect(fake.requestsMatching({ verb: 'list', resource: 'pods', namespace: 'kube-system' }).length).toBe(1); // the direct read
     await cache.synced();
+  });
+
+  it('a first read waits (bounded) for the syncing cache instead of reading the API as well', { timeout: 60_000 }, async () => {
+    fake = await startFakeKube({ objects: items });
+    fake.delay(200, { path: '/api/v1/pods' });
+    const reasons: unknown[] = [];
+    const cache = startCache(fake);
+    const kube = new KubeClusterState(fake.kubeConfig(), { cache, onFallback: (f) => reasons.push(f) });
+    expect(await kube.describeServiceAccount('kube-system', 'multus')).toEqual({ ...EXPECTED_MULTUS, legacySecrets: [] });
+    expect(reasons).toEqual([]);
+    expect(fake.requests.filter((r) => r.namespace !== undefined)).toEqual([]); // no direct (namespaced) read at all
+    // A cache that cannot sync: the wait ends after waitForSyncMs and the read goes to the API.
+    const f2 = await startFakeKube({ objects: items });
+    try {
+      f2.forbid({ verb: 'list', path: '/api/v1/serviceaccounts' });
+      const stuck = new ClusterWatchCache(f2.kubeConfig(), FAST);
+      caches.push(stuck);
+      stuck.start();
+      const k2 = new KubeClusterState(f2.kubeConfig(), { cache: stuck, waitForSyncMs: 100, onFallback: (f) => reasons.push(f?.state) });
+      expect((await k2.describeServiceAccount('kube-system', 'multus')).pods.length).toBeGreaterThan(0);
+      expect(reasons).toEqual(['syncing']);
+    } finally {
+      await f2.close();
+    }
   });
 
   it('keeps only the converted fields: no raw object, no metadata/spec/status; past maxObjects it disables itself', { timeout: 60_000 }, async () => {
@@ -314,7 +339,7 @@ describe('ClusterWatchCache', () => {
 
     const events: string[] = [];
     const small = startCache(fake, { maxObjects: 3, onEvent: (e) => events.push(e.kind) });
-    await vi.waitFor(() => expect(small.freshness()).toEqual({ ok: false, reason: 'watch cache disabled: more than 3 objects (pods, ServiceAccounts, workloads) in the cluster' }), { timeout: 10_000, interval: 10 });
+    await vi.waitFor(() => expect(small.freshness()).toEqual({ ok: false, state: 'disabled', reason: 'watch cache disabled: more than 3 objects (pods, ServiceAccounts, workloads) in the cluster' }), { timeout: 10_000, interval: 10 });
     expect(small.size).toBe(0);
     expect(events).toContain('disabled');
     const kube = new KubeClusterState(fake.kubeConfig(), { cache: small });
