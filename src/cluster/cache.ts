@@ -541,6 +541,7 @@ class Reflector {
     const onStop = (): void => ac.abort();
     this.cache.signal.addEventListener('abort', onStop, { once: true });
     let idle = false;
+    let opened = false;
     let timer: NodeJS.Timeout | undefined;
     const arm = (ms = idleTimeoutMs): void => {
       clearTimeout(timer);
@@ -560,6 +561,7 @@ class Reflector {
         return 'gone';
       }
       if (res.status !== 200) throw await this.failure(res, 'watch');
+      opened = true;
       this.downSince = undefined;
       this.lastError = undefined;
       this.delay = 0;
@@ -580,7 +582,9 @@ class Reflector {
       }
       return 'closed';
     } catch (err) {
-      if (idle) return 'idle';
+      // Quiet after the 200: reopen. No answer at all: a failure (backoff), e.g. a black-holed API server.
+      if (idle && opened) return 'idle';
+      if (idle) throw new WatchError(0, `no answer to watch ${this.watched.name} within ${Math.min(idleTimeoutMs, listTimeoutMs)} ms`);
       throw err;
     } finally {
       clearTimeout(timer);

@@ -258,6 +258,42 @@ describe('ClusterWatchCache', () => {
     expect(fake.requestsMatching({ verb: 'list' }).length).toBe(lists);
   });
 
+  it('a watch quiet for idleTimeoutMs is reopened from its resourceVersion; bookmarks keep it open', { timeout: 60_000 }, async () => {
+    fake = await startFakeKube({ objects: items });
+    const cache = startCache(fake, { idleTimeoutMs: 150 });
+    await cache.synced();
+    const podWatches = () => fake!.requestsMatching({ verb: 'watch', resource: 'pods' });
+    await vi.waitFor(() => expect(podWatches().length).toBeGreaterThanOrEqual(3), { timeout: 10_000, interval: 10 });
+    expect(new Set(podWatches().map((r) => r.query['resourceVersion'])).size).toBe(1); // same rv: nothing happened
+    expect(fake.requestsMatching({ verb: 'list' }).length).toBe(8); // no relist
+    expect(cache.freshness()).toEqual({ ok: true });
+
+    const chatty = await startFakeKube({ objects: items, bookmarkIntervalMs: 20 });
+    try {
+      const kept = new ClusterWatchCache(chatty.kubeConfig(), { ...FAST, idleTimeoutMs: 1500 });
+      caches.push(kept);
+      kept.start();
+      await kept.synced();
+      await watching(chatty);
+      const opened = chatty.requestsMatching({ verb: 'watch' }).length;
+      await new Promise((r) => setTimeout(r, 3000)); // two idle timeouts, bridged by bookmarks 75 times as frequent
+      expect(chatty.requestsMatching({ verb: 'watch' }).length).toBe(opened);
+    } finally {
+      await chatty.close();
+    }
+  });
+
+  it('a watch that gets no answer (black-holed API server) counts as a failure with the reason', { timeout: 60_000 }, async () => {
+    fake = await startFakeKube({ objects: items });
+    fake.delay(60_000, { verb: 'watch', resource: 'pods' });
+    const cache = startCache(fake, { listTimeoutMs: 100, maxStaleMs: 0 });
+    await cache.synced();
+    await vi.waitFor(() => expect(cache.freshness()).toMatchObject({ ok: false, state: 'broken', reason: expect.stringMatching(/^watch of pods down for \d+ s \(no answer to watch pods within 100 ms\)$/) }), {
+      timeout: 10_000,
+      interval: 10,
+    });
+  });
+
   it('a watch broken beyond the bound → direct reads, and the reason is told; back on the cache once it reconnects', { timeout: 60_000 }, async () => {
     fake = await startFakeKube({ objects: items });
     const cache = startCache(fake, { maxStaleMs: 0 });
