@@ -77,6 +77,17 @@ describe('/tokens', () => {
     expect(blocks).toMatch(/❌ Kubernetes API: [^"]*forbidden/);
   });
 
+  it('status says when cluster state bypasses the watch cache, and is silent while the cache serves', async () => {
+    h = await startHarness();
+    const cache = h.serve.context.clusters.get(CLUSTER)!.watchCache!;
+    await cache.synced();
+    await h.command('status prod-eks', REQUESTER);
+    expect(blockText(lastEphemeral(h, REQUESTER))).not.toContain('watch cache');
+    cache.stop();
+    await h.command('status prod-eks', REQUESTER);
+    expect(blockText(lastEphemeral(h, REQUESTER))).toContain('❌ Kubernetes watch cache: cluster state read from the API directly: watch cache stopped');
+  });
+
   it('status without a cluster shows the clusters of this channel; elsewhere it says where clusters report', async () => {
     h = await startHarness();
     await h.command('status', REQUESTER, OPS);
