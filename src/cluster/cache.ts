@@ -24,8 +24,9 @@
  * on undici's `fetch` with the KubeConfig's own authentication and connection pool ({@link poolConnections}).
  *
  * Memory is bounded per cluster: objects are converted on arrival ({@link toPodInfo}, {@link toWorkloadInfo},
- * {@link toServiceAccountInfo}) plus each object's controller reference; nothing of the raw JSON is kept. Past
- * `maxObjects` entries the cache stops itself and every read goes to the API server.
+ * {@link toServiceAccountInfo}) plus each object's controller reference; nothing of the raw JSON is kept, and equal
+ * strings (images, label values, node names) are shared between entries. Past `maxObjects` entries the cache stops
+ * itself and every read goes to the API server. Reads return copies.
  *
  * Freshness: {@link ClusterWatchCache.freshness} says whether a read may come from the cache: every resource listed,
  * and no watch down for longer than `maxStaleMs`. Otherwise {@link KubeClusterState} reads the API directly and says
@@ -167,6 +168,38 @@ function bareWorkload(p: PodInfo): WorkloadInfo {
   return w;
 }
 
+/**
+ * Shares equal strings between entries (images, registries, label values, node names repeat across pods and across
+ * clusters, but every JSON.parse makes fresh copies). Bounded: past `max` distinct strings it starts over.
+ */
+class Interner {
+  private readonly strings = new Map<string, string>();
+  constructor(private readonly max = 200_000) {}
+
+  /** `v` with every string in it (values, not keys) replaced by the shared copy; arrays and objects edited in place. */
+  deep<T>(v: T): T {
+    if (typeof v === 'string') return this.string(v) as T;
+    if (Array.isArray(v)) {
+      for (let i = 0; i < v.length; i++) v[i] = this.deep(v[i]);
+    } else if (isObj(v)) {
+      const o: Obj = v;
+      for (const k of Object.keys(o)) o[k] = this.deep(o[k]);
+    }
+    return v;
+  }
+
+  private string(s: string): string {
+    const known = this.strings.get(s);
+    if (known !== undefined) return known;
+    if (this.strings.size >= this.max) this.strings.clear();
+    this.strings.set(s, s);
+    return s;
+  }
+}
+
+/** One interner for every cache of the process: clusters share images and label values too. */
+const SHARED_STRINGS = new Interner();
+
 /** Deepest owner chain followed (as `resolveOwnerChain` in convert.ts). */
 const MAX_OWNER_DEPTH = 8;
 
@@ -187,6 +220,7 @@ export class ClusterWatchCache {
   private started = false;
   private readonly opts: Required<Omit<WatchCacheOptions, 'onEvent'>> & Pick<WatchCacheOptions, 'onEvent'>;
   private syncedResolve: (() => void) | undefined;
+  private readonly interner = SHARED_STRINGS;
   private readonly syncedPromise: Promise<void>;
 
   /** @param kc the cluster's KubeConfig (server, authentication, TLS; see {@link poolConnections}). */
@@ -208,7 +242,10 @@ export class ClusterWatchCache {
       this.syncedResolve = resolve;
     });
     const podStore: EntryStore = {
-      convert: (o) => ({ info: toPodInfo(o), ...(controllerRef(o) ? { controller: controllerRef(o) } : {}) }) satisfies CachedPod,
+      convert: (o) => {
+        const ref = controllerRef(o);
+        return this.interner.deep({ info: toPodInfo(o), ...(ref ? { controller: ref } : {}) } satisfies CachedPod);
+      },
       replaceAll: (entries) => {
         this.pods.clear();
         this.podsBySa.clear();
@@ -218,14 +255,14 @@ export class ClusterWatchCache {
       remove: (k) => this.dropPod(k),
     };
     this.reflectors.push(new Reflector(this, { name: 'pods', path: '/api/v1/pods' }, podStore));
-    const saStore = mapStore(this.serviceAccounts, (o) => toServiceAccountInfo(o), (k) => k);
+    const saStore = mapStore(this.serviceAccounts, (o) => this.interner.deep(toServiceAccountInfo(o)), (k) => k);
     this.reflectors.push(new Reflector(this, { name: 'serviceaccounts', path: '/api/v1/serviceaccounts' }, saStore));
     for (const [kind, def] of Object.entries(OWNER_KINDS)) {
       const store = mapStore(
         this.owners,
         (o): CachedOwner => {
           const ref = controllerRef(o);
-          return { info: toWorkloadInfo(o, kind), ...(ref ? { controller: ref } : {}) };
+          return this.interner.deep({ info: toWorkloadInfo(o, kind), ...(ref ? { controller: ref } : {}) });
         },
         (k) => `${kind}/${k}`,
         (k) => k.startsWith(`${kind}/`),
@@ -356,8 +393,9 @@ export class ClusterWatchCache {
     return chain;
   }
 
+  /** A copy (callers may edit what they get) of a cached pod, with its owner chain. */
   private podWithChain(p: CachedPod): PodInfo {
-    return { ...p.info, ownerChain: this.chainFrom(p.controller) };
+    return { ...structuredClone(p.info), ownerChain: this.chainFrom(p.controller) };
   }
 
   /** A pod with its owner chain, or undefined when the cache has no such pod. */
@@ -395,7 +433,7 @@ export class ClusterWatchCache {
       if (workloads.has(wkey)) continue;
       const found = isBuiltinOwner(top) ? this.owner(top) : undefined;
       const w: WorkloadInfo = found
-        ? { ...found.info, images: [...found.info.images], args: [...found.info.args] }
+        ? structuredClone(found.info)
         : { kind: top.kind, namespace: top.namespace, name: top.name, images: [], args: [] };
       if (near.owner) w.owner = { kind: near.owner.kind, namespace: near.owner.namespace, name: near.owner.name };
       workloads.set(wkey, w);
@@ -410,7 +448,7 @@ export class ClusterWatchCache {
       legacySecrets: legacySecrets.filter((s) => s.namespace === namespace && s.serviceAccount === name).sort((a, b) => a.name.localeCompare(b.name)),
     };
     const sa = this.getServiceAccount(namespace, name);
-    if (sa) state.serviceAccount = sa;
+    if (sa) state.serviceAccount = structuredClone(sa);
     return state;
   }
 }
