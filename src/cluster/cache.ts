@@ -15,7 +15,9 @@
  * - `410 Gone` (an `ERROR` event whose Status has `code: 410`, reason `Expired`, or a 410 answer) means the history
  *   before `rv` is gone: relist, and replace the cache with the new list (objects missing from it are dropped);
  * - a stream the server ends (its `timeoutSeconds`), or one quiet for longer than `idleTimeoutMs` (a connection that
- *   went dark), is reopened at once from `rv`; any other failure (connection refused, 403, 5xx, a broken line) is
+ *   went dark; default 5 min, while kube-apiserver's watch cache sends a bookmark about every minute,
+ *   `defaultBookmarkFrequency = time.Minute` in kubernetes `staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go`),
+ *   is reopened at once from `rv`; any other failure (connection refused, 403, 5xx, a broken line) is
  *   retried with exponential backoff (1 s doubling to 30 s, jittered).
  *
  * client-node 2 has a `ListWatch`/`makeInformer`, but it keeps every object whole, gives up after any error other

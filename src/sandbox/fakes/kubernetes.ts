@@ -790,7 +790,10 @@ export interface FakeKubeOptions {
   metrics?: string | (() => string);
   /** Watch events kept for watches resuming from a resourceVersion (default 10,000); older → 410 Expired. */
   watchHistory?: number;
-  /** Interval of `BOOKMARK` events on watches asking `allowWatchBookmarks=true`, ms (default 60,000). */
+  /**
+   * Interval of `BOOKMARK` events on watches asking `allowWatchBookmarks=true`, ms (default 60,000, as kube-apiserver's
+   * watch cache: `defaultBookmarkFrequency = time.Minute` in `staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go`).
+   */
   bookmarkIntervalMs?: number;
 }
 
