@@ -4,7 +4,7 @@
  * ServiceAccount or workload read — and the findings are the same as with direct reads (`kubernetes.watch: false`).
  * Real serve, real client-node and Bolt, against the loopback Kubernetes and Slack fakes (test/slack/harness.ts).
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { CLUSTER, startHarness, type Harness } from '../slack/harness.js';
 
 let h: Harness | undefined;
@@ -34,7 +34,12 @@ describe('serve with the watch cache', () => {
     const cached = findings(h);
     expect(cached.length).toBeGreaterThan(0);
     expect(cached.some((f) => f.workloads.length > 0)).toBe(true); // state from the cache made it into the findings
-    await h.stop();
+    expect(h.kube.openWatches().length).toBe(8);
+    const kube = h.kube;
+    await h.stop({ keepFakes: true }); // serve's stop closes its watches
+    await vi.waitFor(() => expect(kube.openWatches()).toEqual([]), { timeout: 10_000, interval: 10 });
+    await h.slack.close();
+    await kube.close();
     h = await startHarness({ tweak: (c) => Object.assign(c.clusters[0]!.kubernetes, { watch: false }) });
     expect(h.serve.context.clusters.get(CLUSTER)?.watchCache).toBeUndefined();
     const start = h.kube.requests.length;
