@@ -2,7 +2,7 @@
  * A loopback fake of the Kubernetes API server for tests and the sandbox.
  *
  * `startFakeKube()` starts a `node:http` server on 127.0.0.1 (port 0) that speaks the real REST protocol closely
- * enough for `@kubernetes/client-node` 1.4 (and curl) to use it unmodified:
+ * enough for `@kubernetes/client-node` 2 (and curl, and tokenwatch's watch cache) to use it unmodified:
  *
  * - paths `/api/v1/...` and `/apis/<group>/<version>/...`, namespaced (`/namespaces/<ns>/<resource>[/<name>[/<sub>]]`)
  *   and cluster-wide (`/api/v1/pods`) collections, discovery (`/api`, `/apis`, `/api/v1`, `/apis/<g>/<v>`), `/version`;
