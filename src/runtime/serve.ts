@@ -20,7 +20,7 @@ import type { Finding } from '../findings/types.js';
 import { createLogger, scrubSecrets, type Logger } from '../observability/logger.js';
 import { Metrics } from '../observability/metrics.js';
 import { ClusterPoller, type PollOutcome } from './poller.js';
-import { BlindLogMonitor, type BlindReason } from './blind.js';
+import { BlindLogMonitor, EksLoggingRecheck, type BlindReason } from './blind.js';
 import { TokenMetricsMonitor } from '../metrics/live.js';
 import { KubeMetricsScraper } from '../metrics/scrape.js';
 import { KubeProbeReports, PROBE_NAMESPACE, type ProbeReportSource } from '../probe/objects.js';
@@ -153,13 +153,17 @@ export interface ServeHandle {
   stop(): Promise<void>;
 }
 
-async function buildKube(c: ClusterConfig): Promise<{ kubeConfig?: KubeConfig; error?: string; eksAuditLogging?: boolean }> {
+async function buildKube(
+  c: ClusterConfig,
+  clock: () => number,
+): Promise<{ kubeConfig?: KubeConfig; error?: string; eksAuditLogging?: boolean; eksDescribedAt?: number }> {
   const k = c.kubernetes;
   if ('none' in k) return {};
   try {
     if ('eks' in k) {
       const { eksKubeConfig } = await import('../cluster/eks-auth.js');
       let eksAuditLogging: boolean | undefined;
+      const describedAt = clock();
       const kubeConfig = await eksKubeConfig({
         clusterName: k.eks.clusterName,
         region: k.eks.region,
@@ -167,7 +171,7 @@ async function buildKube(c: ClusterConfig): Promise<{ kubeConfig?: KubeConfig; e
           eksAuditLogging = info.auditLogging;
         },
       });
-      return { kubeConfig, ...(eksAuditLogging !== undefined ? { eksAuditLogging } : {}) };
+      return { kubeConfig, eksDescribedAt: describedAt, ...(eksAuditLogging !== undefined ? { eksAuditLogging } : {}) };
     }
     if ('inCluster' in k) return { kubeConfig: kubeConfigFor({ inCluster: true }) };
     return { kubeConfig: kubeConfigFor({ kubeconfig: k.kubeconfig, context: k.context }) };
@@ -225,7 +229,7 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
 
   for (const c of config.clusters) {
     const source = createAuditSource(c.audit, { cluster: c.name, onShed: () => metrics.webhookShed.inc({ cluster: c.name }) });
-    const kube = await buildKube(c);
+    const kube = await buildKube(c, clock);
     if (kube.error) logger.error({ cluster: c.name }, kube.error);
     // One keep-alive connection pool per cluster for every call below (state, probe, metrics, remediation, watches).
     if (kube.kubeConfig) poolConnections(kube.kubeConfig);
@@ -256,6 +260,26 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       otherSignals: kube.kubeConfig !== undefined, // token metrics and the node probe need Kubernetes access
     });
     blind.setEksAuditLogging(kube.eksAuditLogging);
+    // The logging setup can change while serve runs: read again before a poll once the last reading is an hour old
+    // (src/runtime/blind.ts). Not read at start (Kubernetes access failed): the first poll reads it.
+    const k = c.kubernetes;
+    const eksRecheck =
+      'eks' in k
+        ? new EksLoggingRecheck({
+            monitor: blind,
+            readAt: kube.eksDescribedAt,
+            read: async () => {
+              const { describeEksCluster } = await import('../cluster/eks-auth.js');
+              const info = await describeEksCluster({ clusterName: k.eks.clusterName, region: k.eks.region, abortSignal: AbortSignal.timeout(config.poll.requestTimeout) });
+              return info.auditLogging;
+            },
+            onRead: (err) => {
+              // Scrubbed like the start-up error: the SDK's message may quote a request.
+              if (err !== undefined) logger.warn({ cluster: c.name }, scrubSecrets(`EKS audit logging setup not re-read (the last reading stands): ${err instanceof Error ? err.message : String(err)}`));
+              updateBlindGauge(runtime);
+            },
+          })
+        : undefined;
     const runtime: ClusterRuntime = {
       config: c,
       source,
@@ -284,6 +308,7 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       quietPeriodMs: config.findings.quietPeriod,
       retention: { tokenRecordsMs: config.retention.tokenRecords, pollRunsMs: config.retention.pollRuns, actionLogMs: config.retention.actionLog },
       blind,
+      ...(eksRecheck ? { beforePoll: (at: number) => eksRecheck.due(at) } : {}),
       onFindings: async (findings, outcome) => {
         updateBlindGauge(runtime);
         for (const l of listeners) {

@@ -410,7 +410,10 @@ export class ApprovalFlow {
     }
     const res = await commitEvent(this.executor, a.id, event);
     if (!res.ok) {
-      await this.refuse(c, ctx, refusalText(res.refusal), a.id);
+      // Name the people who may approve as the approval message does: user groups expanded, the requester left out
+      // (a group the requester belongs to must not read as "ask the requester").
+      const refusal = res.refusal.detail.type === 'not-an-approver' ? { detail: { ...res.refusal.detail, approvers: await this.approversOf(a) } } : res.refusal;
+      await this.refuse(c, ctx, refusalText(refusal), a.id);
       if (res.refusal.reason === 'expired' && res.approval?.state === 'requested') await this.expire(a.id);
       return;
     }

@@ -8,7 +8,8 @@
  *   resolved); a snoozed finding is not touched until the snooze ends;
  * - severity went up since the message was last rendered (warning → critical) → an escalation reply in the thread;
  * - a new `unauthorized` finding for a subject whose stale-token alert already exists → a "first 401s" reply there;
- * - a resolved finding seen again (store status `resolved` → `open`) → a "reopened" reply, buttons back;
+ * - a resolved finding seen again (store status `resolved` → `open`) → a "reopened" reply, buttons back; reopened by a
+ *   use delivered late into a quiet-resolved period (`FindingChange.lateUse`) → the reply says it was seen late;
  * - a finding resolved (verified, or quiet: no signal for `findings.quietPeriod`) → the alert is updated in place to
  *   its resolved variant (✅ header, why, no buttons).
  * Every message names the cluster. Posts to a channel are serialized and spaced (`SlackApi`), and work on one
@@ -21,6 +22,7 @@ import type { ApprovalPolicy } from '../approvals/index.js';
 import { namespaceAllowed } from '../approvals/index.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import { DAY_MS, HOUR_MS } from '../core/units.js';
+import { isCredentialEventFinding } from '../findings/cluster-events.js';
 import { SEVERITY_RANK, type Finding, type TokenRecord } from '../findings/types.js';
 import type { Logger } from '../observability/logger.js';
 import type { FindingChange, MessageLocation, Store, StoredFinding } from '../store/index.js';
@@ -111,6 +113,8 @@ export class Notifier {
       if (a.action === 'snooze') return policy.actions.includes('snooze') ? this.deps.ids.idFor(f.id, a) : undefined;
       if (!act || !policy.actions.includes(a.action)) return undefined;
       if (a.action === 'recreate-serviceaccount' && f.kind === 'unauthorized') return undefined;
+      // 401s of a cluster-level credential event (signing-key rotation) that recovered: nothing of this client to restart.
+      if (a.action === 'restart' && isCredentialEventFinding(f)) return undefined;
       // A cluster-level finding from API-server metrics (namespace `*`) names no ServiceAccount to act on.
       if (a.action === 'recreate-serviceaccount' && f.namespace === '*') return undefined;
       const ns = a.action === 'restart' ? a.workload.namespace : f.namespace;
@@ -226,7 +230,7 @@ export class Notifier {
       await api.post(at.channel, escalationMessage(f, { type: 'severity', from: ref.severity, to: f.severity }, { now }), at.ts);
     }
     if (change?.previousStatus === 'resolved' && change.status === 'open') {
-      await api.post(at.channel, reopenedMessage(f, null), at.ts);
+      await api.post(at.channel, reopenedMessage(f, change.lateUse?.resolvedAt ?? null, change.lateUse !== undefined), at.ts);
     }
     store.saveMessageRef(f.id, { ...at, severity: f.severity, hash });
   }

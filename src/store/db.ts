@@ -157,6 +157,24 @@ function timeOf(iso: string | null): number | null {
   return Number.isFinite(t) ? t : null;
 }
 
+/**
+ * Whether `next` carries a use of a finding resolved as quiet at `resolvedAt` that the resolution could not know: a use
+ * not seen before (the request count rose) whose time lies inside the quiet-resolved period — after the last use the
+ * stored finding had (the silence began there) and at or before `resolvedAt` (later uses reopen anyway).
+ */
+function isLateUse(old: Pick<FindingRow, 'finding'>, next: Finding, resolvedAt: number): boolean {
+  let before: Pick<Finding, 'requests' | 'lastSeen'>;
+  try {
+    before = JSON.parse(old.finding) as Finding;
+  } catch {
+    return false;
+  }
+  const prevLast = timeOf(before.lastSeen);
+  const nextLast = timeOf(next.lastSeen);
+  if (prevLast === null || nextLast === null || typeof before.requests !== 'number') return false;
+  return next.requests > before.requests && nextLast > prevLast && nextLast <= resolvedAt;
+}
+
 function isConstraint(err: unknown, code: string): boolean {
   return err instanceof Database.SqliteError && err.code === code;
 }
@@ -565,7 +583,14 @@ class SqliteStore implements Store {
         let snoozedUntil = old.snoozed_until;
         let resolvedAt = old.resolved_at;
         let resolution = old.resolution ?? null;
+        let lateUse: FindingChange['lateUse'];
         if (status === 'resolved' && resolvedAt !== null && lastSeen > resolvedAt) {
+          status = 'open';
+          resolvedAt = null;
+          resolution = null;
+        } else if (status === 'resolved' && resolvedAt !== null && resolution === 'quiet' && isLateUse(old, f, resolvedAt)) {
+          // The quiet period the resolution relied on was not quiet: a use inside it arrived after the resolution.
+          lateUse = { resolvedAt };
           status = 'open';
           resolvedAt = null;
           resolution = null;
@@ -583,6 +608,7 @@ class SqliteStore implements Store {
           previousSeverity: old.severity,
           status,
           previousStatus: old.status,
+          ...(lateUse ? { lateUse } : {}),
         };
       }),
     );

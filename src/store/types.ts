@@ -56,6 +56,13 @@ export interface FindingChange {
   status: FindingStatus;
   /** Status before this save, null when new. */
   previousStatus: FindingStatus | null;
+  /**
+   * Set when this save reopened a finding resolved as quiet because of a use delivered late: not seen before (its
+   * request count rose) and dated inside the quiet-resolved period (after the last use the resolution relied on, at or
+   * before `resolvedAt`), e.g. an audit event CloudWatch delivered after the poll that resolved it, inside the poll
+   * overlap. `resolvedAt`: when it had been resolved, epoch ms.
+   */
+  lateUse?: { resolvedAt: number };
 }
 
 /** Why a finding was resolved (see {@link StoredFinding.resolution}). */
@@ -347,7 +354,8 @@ export interface Store {
   /**
    * Saves the current findings of `cluster` (insert or update) as of `now`; a finding identical to the stored one
    * (same JSON, same status) is not written. New findings are `open`.
-   * A `resolved` finding whose `lastSeen` is after its `resolvedAt` is reopened (a recurrence); a `snoozed`
+   * A `resolved` finding whose `lastSeen` is after its `resolvedAt` is reopened (a recurrence); one resolved as
+   * `quiet` is also reopened by a late use (see {@link FindingChange.lateUse}); a `snoozed`
    * finding whose `snoozedUntil` ≤ `now` is reopened. Findings of the cluster not in `findings` are left as
    * they are. @throws {StoreError} when a finding belongs to another cluster.
    */

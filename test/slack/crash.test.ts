@@ -14,6 +14,7 @@ import { RESTARTED_AT } from '../../src/remediation/kube-remediator.js';
 import { PICKUP_GRACE_MS } from '../../src/slack/flow.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import { APPROVER, buttonValue, CLUSTER, OPS, prepareDir, REF, REQUESTER, SECRET, startFakes, startHarness, type Harness } from './harness.js';
+import { childScript } from '../support/build.js';
 
 let child: ChildProcess | undefined;
 let h: Harness | undefined;
@@ -44,7 +45,7 @@ async function until(cond: () => boolean, what: string): Promise<void> {
 
 /** Starts serve in a child process on `dir`; resolves with its Bolt events URL and a promise of its exit. */
 async function startChild(dir: string, f: { slack: FakeSlack; kube: FakeKube }): Promise<{ url: string; exited: Promise<NodeJS.Signals | null> }> {
-  const c = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'serve-child.ts'), JSON.stringify({ dir, slackApiUrl: f.slack.apiUrl, kubeUrl: f.kube.url })], {
+  const c = spawn(process.execPath, [childScript('serve-child'), JSON.stringify({ dir, slackApiUrl: f.slack.apiUrl, kubeUrl: f.kube.url })], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   child = c;

@@ -63,6 +63,16 @@ function votesLines(a: Approval): string[] {
   );
 }
 
+/**
+ * How many approvals `a` needs and why, e.g. `kube-system is protected: 2 approvals` (a target in one of the policy's
+ * `protectedNamespaces` needs `protectedApprovals` distinct approvals, see docs/slack.md) or `1 approval`. The
+ * requester's own approval never counts unless self-approval is allowed.
+ */
+export function approvalNeed(a: Pick<Approval, 'requiredApprovals' | 'target'>): string {
+  const n = a.requiredApprovals;
+  return n > 1 ? `${a.target.namespace} is protected: ${n} approvals` : '1 approval';
+}
+
 function factsLine(f: TargetFacts | undefined): string | undefined {
   if (!f) return undefined;
   const parts: string[] = [];
@@ -99,7 +109,7 @@ export function approvalRequestMessage(
     fields: [
       md(`*Requested by*\n${mention(a.requester)}`),
       md(`*Approvers*\n${approvers.length ? listWithin(approvers.slice(0, 15).map(mention), 15, ', ', approvers.length) : '_none configured_'}`, LIMITS.sectionFieldText),
-      md(`*Approvals*\n${approvalsOf(a).length} of ${a.requiredApprovals}${a.requiredApprovals > 1 ? ' (protected namespace)' : ''}`),
+      md(`*Approvals*\n${approvalsOf(a).length} of ${a.requiredApprovals}${a.requiredApprovals > 1 ? ` · ${escClip(approvalNeed(a), 200)}` : ''}`),
       md(`*Expires*\n${slackDate(a.expiresAt)}${expired ? ' (*expired*)' : ''}`),
     ],
   });

@@ -11,6 +11,15 @@ export function joinAnd(items: readonly string[]): string {
   return `${items.slice(0, -1).join(', ')} and ${items[items.length - 1]}`;
 }
 
+/** At most this many approvers are named in a refusal; more read "and N others". */
+const MAX_APPROVERS_NAMED = 10;
+
+function approverMentions(ids: readonly string[]): string[] {
+  if (ids.length <= MAX_APPROVERS_NAMED) return ids.map(mention);
+  const shown = ids.slice(0, MAX_APPROVERS_NAMED - 1).map(mention);
+  return [...shown, `${ids.length - shown.length} others`];
+}
+
 /**
  * Who decided and how, as a sentence fragment for a state that no longer takes votes, e.g.
  * `approved by <@U2> at 2026-11-29 14:10 UTC and is now running`.
@@ -70,7 +79,7 @@ export function refusalText(refusal: Pick<Refusal, 'detail'>): string {
     case 'not-an-approver':
       return d.vote === 'approve'
         ? `You are not an approver for ${d.cluster}, so you cannot approve this ${actionNoun(d.action)}; approvers: ${
-            d.approvers.length ? joinAnd(d.approvers.map(mention)) : 'none configured'
+            d.approvers.length ? joinAnd(approverMentions(d.approvers)) : 'none configured'
           }.`
         : `You are not an approver for ${d.cluster}, so you cannot reject this ${actionNoun(d.action)}.`;
     case 'already-approved':
