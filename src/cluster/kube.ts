@@ -2,9 +2,13 @@
  * Live cluster state from the Kubernetes API through `@kubernetes/client-node` 2 (object-parameter API;
  * docs/design/stack.md "Versions" — 2.x needs Node ≥ 22).
  *
- * Reads are read-only and few: one ServiceAccount get and one pod list per ServiceAccount, plus one get per distinct
+ * With a {@link ClusterWatchCache} (`./cache.ts`, the default in `serve`) a poll reads pods, ServiceAccounts and owner
+ * workloads from the cache and makes no request; while the cache is not synced, or a watch has been down longer than
+ * its bound, reads go to the API as below and {@link KubeClusterStateOptions.onFallback} says why.
+ *
+ * Direct reads are read-only and few: one ServiceAccount get and one pod list per ServiceAccount, plus one get per distinct
  * owner object (cached for the duration of one call), plus — only with the opt-in `secretMetadata` option — one
- * Secret list per ServiceAccount. Every request goes through a shared
+ * Secret list per ServiceAccount (also with the cache: Secrets are not watched). Every request goes through a shared
  * concurrency limit (p-limit) and a per-request timeout (an `AbortSignal` set on the request context by a
  * middleware). Secrets, when read at all, are listed metadata-only
  * (`Accept: application/json;as=PartialObjectMetadataList;…`), so token data never leaves the API server; but RBAC
@@ -40,6 +44,7 @@ import {
   toServiceAccountInfo,
 } from './convert.js';
 import type { ClusterStateSource, LegacySecretInfo, LegacySecretOwner, PodInfo, SubjectState, WorkloadRef } from './types.js';
+import type { CacheFreshness, ClusterWatchCache } from './cache.js';
 
 /**
  * Name of an auto-generated legacy token Secret: `<serviceAccount>-token-<5 random chars>` (kubernetes
@@ -60,6 +65,21 @@ export interface KubeClusterStateOptions {
    * false: the least-privilege install grants no Secret access. Config: `clusters[].kubernetes.secretMetadata`.
    */
   secretMetadata?: boolean;
+  /**
+   * The cluster's watch cache: reads come from it while it is fresh ({@link ClusterWatchCache.freshness}). The caller
+   * starts and stops it. Config: `clusters[].kubernetes.watch` (default true in `serve`).
+   */
+  cache?: ClusterWatchCache;
+  /**
+   * Called when reads switch source: with the cache's freshness (reason and state) when they fall back from the cache
+   * to direct API reads, with undefined when they come from the cache again. Only with {@link cache}.
+   */
+  onFallback?: (fallback: Exclude<CacheFreshness, { ok: true }> | undefined) => void;
+  /**
+   * How long a read waits for a cache that is still syncing (its first list) before reading the API directly, ms
+   * (default 5,000): the first poll after a start then usually reads the fresh cache instead of doubling the load.
+   */
+  waitForSyncMs?: number;
 }
 
 /** Access to a cluster, as configured per cluster (docs/design/architecture.md "Live mode"). */
@@ -226,6 +246,13 @@ export class KubeClusterState implements ClusterStateSource {
   private readonly limit: LimitFunction;
   private readonly timeoutMs: number;
   private readonly secretMetadata: boolean;
+  private readonly cache: ClusterWatchCache | undefined;
+  private readonly onFallback: KubeClusterStateOptions['onFallback'];
+  private readonly waitForSyncMs: number;
+  /** Resolves once the first read has waited for the cache's sync (bounded by `waitForSyncMs`). */
+  private syncWait: Promise<void> | undefined;
+  /** The last fallback reason reported (undefined: reads come from the cache, or nothing reported yet). */
+  private fallbackReason: string | undefined;
 
   /**
    * @param kc a client-node KubeConfig (see {@link kubeConfigFor}; tests use the fake's `kubeConfig()`).
@@ -237,6 +264,44 @@ export class KubeClusterState implements ClusterStateSource {
     this.timeoutMs = opts.timeoutMs ?? 10_000;
     this.limit = pLimit(opts.concurrency ?? 8);
     this.secretMetadata = opts.secretMetadata ?? false;
+    this.cache = opts.cache;
+    this.onFallback = opts.onFallback;
+    this.waitForSyncMs = opts.waitForSyncMs ?? 5000;
+  }
+
+  /**
+   * The cache when reads may come from it now; otherwise undefined, after reporting a changed fallback reason. While
+   * the cache is syncing, waits (once, at most `waitForSyncMs`) for its first sync.
+   */
+  private async freshCache(): Promise<ClusterWatchCache | undefined> {
+    const cache = this.cache;
+    if (!cache) return undefined;
+    let f = cache.freshness();
+    if (!f.ok && f.state === 'syncing' && this.waitForSyncMs > 0) {
+      this.syncWait ??= new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, this.waitForSyncMs);
+        t.unref();
+        void cache.synced().then(() => {
+          clearTimeout(t);
+          resolve();
+        });
+      });
+      await this.syncWait;
+      f = cache.freshness();
+    }
+    const reason = f.ok ? undefined : f.reason;
+    if (reason !== this.fallbackReason) {
+      this.fallbackReason = reason;
+      this.onFallback?.(f.ok ? undefined : f);
+    }
+    return f.ok ? cache : undefined;
+  }
+
+  /** Where reads come from now: `'cache'`, or `'direct'` with the reason (for `/tokens status` and logs). */
+  readSource(): { source: 'cache' } | { source: 'direct'; reason: string } {
+    if (!this.cache) return { source: 'direct', reason: 'watch cache off (kubernetes.watch: false)' };
+    const f = this.cache.freshness();
+    return f.ok ? { source: 'cache' } : { source: 'direct', reason: f.reason };
   }
 
   /** Run one API call under the limit and timeout; 404 → undefined; other failures → ReadError. */
@@ -308,23 +373,15 @@ export class KubeClusterState implements ClusterStateSource {
    * keeps the state available (`cluster state partial: …`, naming the RBAC component that grants it).
    */
   async describeServiceAccount(namespace: string, name: string): Promise<SubjectState> {
+    const cache = await this.freshCache();
+    if (cache) return this.describeFromCache(cache, namespace, name);
     const saCall = this.call({ verb: 'get', resource: 'serviceaccounts', apiGroup: '', namespace, name }, (o) =>
       this.core.readNamespacedServiceAccount({ name, namespace }, o),
     );
     const podsCall = this.call({ verb: 'list', resource: 'pods', apiGroup: '', namespace }, (o) =>
       this.core.listNamespacedPod({ namespace, fieldSelector: `spec.serviceAccountName=${name}` }, o),
     );
-    const secretsCall = this.secretMetadata
-      ? this.call({ verb: 'list', resource: 'secrets', apiGroup: '', namespace }, (o) =>
-          this.core.listNamespacedSecret({ namespace, fieldSelector: `type=${SA_TOKEN_SECRET_TYPE}` }, o),
-          [METADATA_ONLY],
-        ).catch((err: unknown) => {
-          if (err instanceof ReadError && err.reason.startsWith('forbidden:')) {
-            throw new ReadError(`${err.reason}; kubernetes.secretMetadata is on but not granted: apply ${SECRET_METADATA_RBAC_HINT}, or turn it off`);
-          }
-          throw err;
-        })
-      : Promise.resolve(undefined);
+    const secretsCall = this.listTokenSecrets(namespace);
     const [sa, pods, secrets] = await Promise.allSettled([saCall, podsCall, secretsCall]);
     for (const r of [sa, pods]) {
       if (r.status === 'rejected') return unavailable(r.reason);
@@ -354,6 +411,36 @@ export class KubeClusterState implements ClusterStateSource {
     return state;
   }
 
+  /** The opt-in metadata-only Secret list of a namespace (undefined without `secretMetadata`). */
+  private listTokenSecrets(namespace: string) {
+    if (!this.secretMetadata) return Promise.resolve(undefined);
+    return this.call({ verb: 'list', resource: 'secrets', apiGroup: '', namespace }, (o) =>
+      this.core.listNamespacedSecret({ namespace, fieldSelector: `type=${SA_TOKEN_SECRET_TYPE}` }, o),
+      [METADATA_ONLY],
+    ).catch((err: unknown) => {
+      if (err instanceof ReadError && err.reason.startsWith('forbidden:')) {
+        throw new ReadError(`${err.reason}; kubernetes.secretMetadata is on but not granted: apply ${SECRET_METADATA_RBAC_HINT}, or turn it off`);
+      }
+      throw err;
+    });
+  }
+
+  /** {@link describeServiceAccount} from a fresh cache; only the opt-in Secret list is a request. */
+  private async describeFromCache(cache: ClusterWatchCache, namespace: string, name: string): Promise<SubjectState> {
+    let legacySecrets: LegacySecretInfo[] = [];
+    let problem: string | undefined;
+    try {
+      const list = await this.listTokenSecrets(namespace);
+      legacySecrets = (list?.items ?? []).map(toLegacySecretInfo).filter((s): s is LegacySecretInfo => s !== undefined);
+    } catch (err) {
+      if (!(err instanceof ReadError)) throw err;
+      problem = err.reason;
+    }
+    const state = cache.describeServiceAccount(namespace, name, legacySecrets);
+    if (problem !== undefined) state.error = `cluster state partial: ${problem}`;
+    return state;
+  }
+
   /**
    * See {@link ClusterStateSource.legacySecretOwner}. First with ServiceAccount reads only: the ServiceAccount the
    * auto-generated name `<sa>-token-<xxxxx>` points at, confirmed by its `.secrets[]` listing the Secret (one `get
@@ -362,7 +449,12 @@ export class KubeClusterState implements ClusterStateSource {
    */
   async legacySecretOwner(namespace: string, secretName: string): Promise<LegacySecretOwner | undefined> {
     const guess = AUTOGENERATED_SECRET_NAME.exec(secretName)?.[1];
-    if (guess !== undefined) {
+    const cache = await this.freshCache();
+    if (guess !== undefined && cache) {
+      if (cache.getServiceAccount(namespace, guess)?.secrets.includes(secretName)) {
+        return { serviceAccount: guess, via: `ServiceAccount ${namespace}/${guess} lists Secret ${secretName} in .secrets[]` };
+      }
+    } else if (guess !== undefined) {
       try {
         const sa = await this.call({ verb: 'get', resource: 'serviceaccounts', apiGroup: '', namespace, name: guess }, (o) =>
           this.core.readNamespacedServiceAccount({ name: guess, namespace }, o),
@@ -401,6 +493,8 @@ export class KubeClusterState implements ClusterStateSource {
    * @throws ClusterUnavailableError (`cluster state unavailable: <reason>`) when the pod cannot be read.
    */
   async getPod(namespace: string, name: string): Promise<PodInfo | undefined> {
+    const cache = await this.freshCache();
+    if (cache) return cache.getPod(namespace, name);
     let pod: unknown;
     try {
       pod = await this.call({ verb: 'get', resource: 'pods', apiGroup: '', namespace, name }, (o) =>

@@ -182,6 +182,11 @@ const kubernetesSchema = z.strictObject({
     .optional(),
   none: z.literal(true, { error: 'expected true' }).optional(),
   secretMetadata: z.boolean().optional(),
+  /**
+   * Keep a watch cache of pods, ServiceAccounts and owner workloads (list once, then watch; src/cluster/cache.ts) so
+   * that polls make no Kubernetes request. Default true; `false` reads the API on every poll instead.
+   */
+  watch: z.boolean().optional(),
 });
 
 /** Per-cluster Slack channel and approval policy. */
@@ -401,7 +406,7 @@ export type FileConfig = z.output<typeof fileSchema>;
 type FileCluster = FileConfig['clusters'][number];
 type FileCloudWatch = NonNullable<FileCluster['audit']['cloudwatch']>;
 type FileKubernetes = FileCluster['kubernetes'];
-type SecretMetadata = Pick<FileKubernetes, 'secretMetadata'>;
+type SecretMetadata = Pick<FileKubernetes, 'secretMetadata' | 'watch'>;
 
 /** CloudWatch Logs audit source (EKS control-plane audit logs), region and log group filled in. */
 export type CloudWatchAuditConfig = Omit<FileCloudWatch, 'region' | 'logGroup'> & {
@@ -436,7 +441,8 @@ export type AuditSourceConfig = { cloudwatch: CloudWatchAuditConfig } | { file: 
  * - `{ none: true }` (default): no cluster state; findings carry `clusterState: "cluster state unavailable"`-style notes.
  *
  * `secretMetadata: true` (any form but `none`; default off) also lists the metadata of legacy token Secrets, which
- * needs the opt-in `tokenwatch-secret-metadata` RBAC (docs/install.md "Secret metadata").
+ * needs the opt-in `tokenwatch-secret-metadata` RBAC (docs/install.md "Secret metadata"). `watch: false` (any form
+ * but `none`; absent = on) turns the watch cache off: every poll reads the API directly.
  */
 export type KubernetesAccessConfig =
   | ({ inCluster: true } & SecretMetadata)
@@ -576,6 +582,9 @@ export function crossFieldIssues(raw: unknown, env: NodeJS.ProcessEnv): ConfigIs
       if (k.none !== undefined && k.secretMetadata === true) {
         issues.push({ path: at('kubernetes', 'secretMetadata'), message: 'needs cluster access (inCluster, kubeconfig/context or eks), not none' });
       }
+      if (k.none !== undefined && k.watch !== undefined) {
+        issues.push({ path: at('kubernetes', 'watch'), message: 'needs cluster access (inCluster, kubeconfig/context or eks), not none' });
+      }
       if (isRecord(k.eks) && k.eks.region === undefined && envRegion === undefined) {
         issues.push({ path: at('kubernetes', 'eks', 'region'), message: 'required (or set AWS_REGION)' });
       }
@@ -674,7 +683,7 @@ function buildAudit(a: FileConfig['clusters'][number]['audit'], name: string, ek
 }
 
 function buildKubernetes(k: FileConfig['clusters'][number]['kubernetes'], envRegion: string | undefined): KubernetesAccessConfig {
-  const opt = k.secretMetadata === true ? { secretMetadata: true } : {};
+  const opt = { ...(k.secretMetadata === true ? { secretMetadata: true } : {}), ...(k.watch === false ? { watch: false } : {}) };
   if (k.inCluster === true) return { inCluster: true, ...opt };
   if (k.eks !== undefined) return { eks: { clusterName: k.eks.clusterName, region: k.eks.region ?? envRegion ?? '' }, ...opt };
   if (k.kubeconfig !== undefined || k.context !== undefined) {

@@ -14,6 +14,7 @@
  * The CLI (`src/cli/commands/serve.ts`) loads the config, calls {@link composeServe} and stops it on a signal.
  */
 import { kubeConfigFor } from '../cluster/kube.js';
+import { poolConnections } from '../cluster/pool.js';
 import type { Config } from '../config/types.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -39,7 +40,7 @@ export interface ComposedServe {
 function startLeaderElection({ env, logger, metrics }: ComposeOptions): LeaderElector | undefined {
   const election = env.KUBERNETES_SERVICE_HOST ? electionFromEnv(env) : undefined;
   if (!election) return undefined;
-  const elector = new LeaderElector({ kubeConfig: kubeConfigFor({ inCluster: true }), ...election, logger });
+  const elector = new LeaderElector({ kubeConfig: poolConnections(kubeConfigFor({ inCluster: true })), ...election, logger }); // keep-alive: renewals every retry period
   elector.on('started', () => {
     metrics.leader.set(1);
     logger.info({ identity: election.identity }, 'became leader: polling and executing approved actions');

@@ -11,7 +11,9 @@ import { backoffDelay } from '../core/backoff.js';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { KubeConfig } from '@kubernetes/client-node';
+import { ClusterWatchCache } from '../cluster/cache.js';
 import { KubeClusterState, kubeConfigFor } from '../cluster/kube.js';
+import { poolConnections } from '../cluster/pool.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import type { ClusterConfig, Config } from '../config/types.js';
 import { HOUR_MS } from '../core/units.js';
@@ -40,6 +42,8 @@ export interface ClusterRuntime {
   poller: ClusterPoller;
   /** Undefined with `kubernetes: { none: true }`. */
   state?: ClusterStateSource;
+  /** The cluster's watch cache (undefined without Kubernetes access or with `kubernetes.watch: false`). */
+  watchCache?: ClusterWatchCache;
   /** Undefined with `kubernetes: { none: true }`: no remediation possible. */
   kubeConfig?: KubeConfig;
   /** The node-probe reports of the cluster; undefined without Kubernetes access. */
@@ -178,6 +182,21 @@ async function buildKube(
   }
 }
 
+/** Start a cluster's watch cache, logging its syncs, relists and failures (scrubbed: reasons may quote the server). */
+function startWatchCache(kc: KubeConfig, cluster: string, logger: Logger): ClusterWatchCache {
+  const cache = new ClusterWatchCache(kc, {
+    onEvent: (e) => {
+      const fields = { cluster, resource: e.resource, ...(e.reason ? { reason: scrubSecrets(e.reason) } : {}) };
+      if (e.kind === 'synced') logger.debug(fields, 'watch cache: listed, now watching');
+      else if (e.kind === 'relist') logger.info(fields, 'watch cache: relisting (resourceVersion too old)');
+      else if (e.kind === 'watch-failed') logger.warn(fields, 'watch cache: watch failed, retrying with backoff');
+      else logger.error(fields, 'watch cache disabled: reading the API directly');
+    },
+  });
+  cache.start();
+  return cache;
+}
+
 /**
  * Starts the service; see the module docstring.
  * @throws when the store cannot be opened, another process polls it ({@link PollerLockError}), or the port is taken
@@ -213,9 +232,27 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
     const source = createAuditSource(c.audit, { cluster: c.name, onShed: () => metrics.webhookShed.inc({ cluster: c.name }) });
     const kube = await buildKube(c, clock);
     if (kube.error) logger.error({ cluster: c.name }, kube.error);
+    // One keep-alive connection pool per cluster for every call below (state, probe, metrics, remediation, watches).
+    if (kube.kubeConfig) poolConnections(kube.kubeConfig);
     const secretMetadata = 'secretMetadata' in c.kubernetes && c.kubernetes.secretMetadata === true;
+    const watch = !('watch' in c.kubernetes && c.kubernetes.watch === false);
     const timeoutMs = config.poll.requestTimeout;
-    const state = kube.kubeConfig ? new KubeClusterState(kube.kubeConfig, { secretMetadata, timeoutMs }) : undefined;
+    const watchCache = kube.kubeConfig && watch ? startWatchCache(kube.kubeConfig, c.name, logger) : undefined;
+    const state = kube.kubeConfig
+      ? new KubeClusterState(kube.kubeConfig, {
+          secretMetadata,
+          timeoutMs,
+          ...(watchCache
+            ? {
+                cache: watchCache,
+                onFallback: (f?: { state: string; reason: string }) => {
+                  if (f === undefined) logger.info({ cluster: c.name }, 'cluster state: reading the watch cache again');
+                  else logger[f.state === 'syncing' ? 'info' : 'warn']({ cluster: c.name, reason: scrubSecrets(f.reason) }, `cluster state read from the API directly: ${scrubSecrets(f.reason)}`);
+                },
+              }
+            : {}),
+        })
+      : undefined;
     const probe = kube.kubeConfig ? new KubeProbeReports(kube.kubeConfig, PROBE_NAMESPACE, (what, reason, n) => metrics.probeDropped.inc({ cluster: c.name, what, reason }, n), timeoutMs) : undefined;
     const blind = new BlindLogMonitor({
       source: 'cloudwatch' in c.audit ? 'cloudwatch' : 'file' in c.audit || 'webhook' in c.audit ? 'file' : 'none',
@@ -249,6 +286,7 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       source,
       blind,
       state,
+      ...(watchCache ? { watchCache } : {}),
       kubeConfig: kube.kubeConfig,
       probe,
       remediator: kube.kubeConfig ? new KubeRemediator(kube.kubeConfig) : undefined,
@@ -469,7 +507,10 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
           logger.error({ err, integration: i.name }, 'integration stop failed');
         }
       }
-      for (const rt of clusters.values()) rt.source.close?.();
+      for (const rt of clusters.values()) {
+        rt.source.close?.();
+        rt.watchCache?.stop();
+      }
       await new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();
       lock?.release();

@@ -12,7 +12,7 @@ import { approvalsOf, formatUtc, type ActionKind, type ActionTarget } from '../a
 import type { ClusterEvent } from '../findings/cluster-events.js';
 import type { Finding, Severity } from '../findings/types.js';
 import { readinessVerdict } from '../findings/readiness.js';
-import type { Logger } from '../observability/logger.js';
+import { scrubSecrets, type Logger } from '../observability/logger.js';
 import type { Store } from '../store/index.js';
 import type { SlackApi } from './api.js';
 import {
@@ -227,6 +227,14 @@ export class TokensCommand {
       health.push({ name: 'Kubernetes API', ok: false, detail: h.stateError });
     } else {
       health.push({ name: 'Kubernetes API', ok: true });
+    }
+    const cache = rt.watchCache?.freshness();
+    if (cache && !cache.ok) {
+      health.push(
+        cache.state === 'syncing'
+          ? { name: 'Kubernetes watch cache: syncing, cluster state read from the API directly', ok: true }
+          : { name: 'Kubernetes watch cache', ok: false, detail: `cluster state read from the API directly: ${scrubSecrets(cache.reason)}` },
+      );
     }
     const open = this.deps.store.listFindings(name, { status: ['open'] });
     const counts: Record<Severity, number> = { critical: 0, warning: 0, info: 0 };

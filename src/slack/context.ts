@@ -52,6 +52,8 @@ export interface SlackCluster {
   probe?: ProbeReportSource;
   /** Why Kubernetes access could not be set up (shown in `/tokens status`), if it could not. */
   kubeError?: string;
+  /** The cluster's watch cache (`src/cluster/cache.ts`), when on: one `/tokens status` line while reads bypass it. */
+  watchCache?: { freshness(): { ok: true } | { ok: false; state: string; reason: string } };
   /** Whether the audit log is blind (`src/runtime/blind.ts`): one line for `/tokens status` when it is. */
   blind?: { state(now: number): { blind: false } | { blind: true; text: string } };
 }

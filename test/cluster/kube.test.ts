@@ -9,6 +9,7 @@ import { startFakeKube, type FakeKube } from '../../src/sandbox/fakes/kubernetes
 import { ClusterUnavailableError, KubeClusterState, kubeConfigFor } from '../../src/cluster/kube.js';
 import { KUBE_API_CALLS, SECRET_METADATA_API_CALLS } from '../manifests/rbac-calls.js';
 import { loadSnapshot, type SnapshotClusterState } from '../../src/cluster/snapshot.js';
+import { ClusterWatchCache } from '../../src/cluster/cache.js';
 import { EXPECTED_MULTUS, FIXTURE } from './fixture.js';
 
 /** Every ServiceAccount referenced in the fixture, plus one that does not exist. */
@@ -78,10 +79,20 @@ describe('KubeClusterState', () => {
     expect(secrets?.accept).toBe('application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json');
   });
 
-  it('makes exactly the API calls listed in KUBE_API_CALLS, and no Secret read by default', async () => {
+  /** Sync a watch cache against the fake (its list + watch calls), then stop it. */
+  const syncCache = async (): Promise<void> => {
+    const cache = new ClusterWatchCache(fake.kubeConfig());
+    cache.start();
+    await cache.synced();
+    await vi.waitFor(() => expect(fake.openWatches().length).toBe(8), { timeout: 10_000, interval: 10 });
+    cache.stop();
+  };
+
+  it('direct reads plus the watch cache make exactly the API calls listed in KUBE_API_CALLS, and no Secret read by default', async () => {
     const kube = new KubeClusterState(fake.kubeConfig());
     for (const [ns, name] of SUBJECTS) await kube.describeServiceAccount(ns, name);
     await kube.getPod('kube-system', 'kube-multus-ds-zwh6w');
+    await syncCache();
     const made = new Set(fake.requests.map((r) => `${r.verb} ${r.resource} ${r.group}`));
     const declared = new Set(KUBE_API_CALLS.map((c) => `${c.verb} ${c.resource} ${c.apiGroup}`));
     expect([...made].sort()).toEqual([...declared].sort());
@@ -92,6 +103,7 @@ describe('KubeClusterState', () => {
     const kube = new KubeClusterState(fake.kubeConfig(), { secretMetadata: true });
     for (const [ns, name] of SUBJECTS) await kube.describeServiceAccount(ns, name);
     await kube.getPod('kube-system', 'kube-multus-ds-zwh6w');
+    await syncCache();
     const made = new Set(fake.requests.map((r) => `${r.verb} ${r.resource} ${r.group}`));
     const declared = new Set([...KUBE_API_CALLS, ...SECRET_METADATA_API_CALLS].map((c) => `${c.verb} ${c.resource} ${c.apiGroup}`));
     expect([...made].sort()).toEqual([...declared].sort());

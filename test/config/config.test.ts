@@ -139,6 +139,22 @@ describe('parseConfig defaults', () => {
     expect(() => parseConfig({ clusters: [{ ...fileCluster, kubernetes: { inCluster: true, secretMetadata: 'yes' } }] }, {})).toThrow(/secretMetadata/);
   });
 
+  it('kubernetes.watch: on unless turned off (only false is kept), on every access form, refused with none', () => {
+    for (const [input, output] of [
+      [{ inCluster: true }, { inCluster: true }],
+      [{ inCluster: true, watch: true }, { inCluster: true }],
+      [{ inCluster: true, watch: false }, { inCluster: true, watch: false }],
+      [{ kubeconfig: '/k', watch: false, secretMetadata: true }, { kubeconfig: '/k', secretMetadata: true, watch: false }],
+      [{ eks: { clusterName: 'prod', region: 'us-east-1' }, watch: false }, { eks: { clusterName: 'prod', region: 'us-east-1' }, watch: false }],
+    ] as const) {
+      expect(parseConfig({ clusters: [{ ...fileCluster, kubernetes: input }] }, {}).clusters[0]!.kubernetes).toEqual(output);
+    }
+    expect(() => parseConfig({ clusters: [{ ...fileCluster, kubernetes: { none: true, watch: false } }] }, {})).toThrow(
+      /needs cluster access \(inCluster, kubeconfig\/context or eks\), not none\n {2}→ at clusters\[0\]\.kubernetes\.watch/,
+    );
+    expect(() => parseConfig({ clusters: [{ ...fileCluster, kubernetes: { inCluster: true, watch: 'no' } }] }, {})).toThrow(/watch/);
+  });
+
   it.each([
     ['eks', { mode: 'eks' }],
     ['upstream', { mode: 'upstream' }],

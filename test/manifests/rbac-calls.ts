@@ -36,16 +36,27 @@ export interface ApiCall {
   apiGroup: string;
 }
 
+/** The resources the watch cache lists and watches cluster-wide (`src/cluster/cache.ts`): pods, ServiceAccounts, owner kinds. */
+const WATCHED: readonly { resource: string; apiGroup: string }[] = [
+  { resource: 'pods', apiGroup: '' },
+  { resource: 'serviceaccounts', apiGroup: '' },
+  ...Object.values(OWNER_KINDS),
+];
+
 /**
- * Every API call `KubeClusterState` (src/cluster/kube.ts) makes by default (without {@link SECRET_METADATA_API_CALLS}). Keep in sync
- * with the code: a test compares it with the calls recorded by the fake API server, and the RBAC manifests must
- * grant exactly these (namespaced reads in every namespace watched).
+ * Every API call `KubeClusterState` (src/cluster/kube.ts) and its watch cache (src/cluster/cache.ts) make by default
+ * (without {@link SECRET_METADATA_API_CALLS}): the direct reads (get ServiceAccount, get and list pods, get each owner
+ * kind) and the cache's list + watch of pods, ServiceAccounts and owner kinds. Keep in sync with the code: a test
+ * compares it with the calls recorded by the fake API server, and the RBAC manifests must grant exactly these,
+ * cluster-wide.
  */
 export const KUBE_API_CALLS: readonly ApiCall[] = [
   { verb: 'get', resource: 'serviceaccounts', apiGroup: '' },
   { verb: 'get', resource: 'pods', apiGroup: '' },
   { verb: 'list', resource: 'pods', apiGroup: '' },
   ...Object.values(OWNER_KINDS).map((k) => ({ verb: 'get' as const, resource: k.resource, apiGroup: k.apiGroup })),
+  ...WATCHED.filter((w) => w.resource !== 'pods').map((w) => ({ verb: 'list' as const, resource: w.resource, apiGroup: w.apiGroup })),
+  ...WATCHED.map((w) => ({ verb: 'watch' as const, resource: w.resource, apiGroup: w.apiGroup })),
 ];
 
 /**

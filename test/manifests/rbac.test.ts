@@ -1,8 +1,9 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startFakeKube, type FakeKube, type PolicyRule, type RecordedRequest } from '../../src/sandbox/fakes/kubernetes.js';
 import { KubeClusterState } from '../../src/cluster/kube.js';
+import { ClusterWatchCache } from '../../src/cluster/cache.js';
 import { LeaderElector } from '../../src/runtime/leader.js';
 import { KubeMetricsScraper } from '../../src/sources/apiserver-metrics.js';
 import {
@@ -256,6 +257,15 @@ describe('the real code against an API server with these manifests applied', () 
   it('cluster-wide writes + the secret-metadata component: cluster state with Secrets, every remediation and leader election succeed without a 403', async () => {
     const objs = render(join(MANIFESTS, 'overlays/writer-cluster-wide'), COMPONENTS);
     fake = await clusterWith(objs);
+    // The watch cache's list + watch of every watched resource, under these roles (a 403 would leave it unsynced).
+    const cache = new ClusterWatchCache(fake.kubeConfig());
+    cache.start();
+    await cache.synced();
+    await vi.waitFor(() => expect(fake!.openWatches().length).toBe(8), { timeout: 10_000, interval: 10 });
+    const cached = new KubeClusterState(fake.kubeConfig(), { cache, secretMetadata: true });
+    expect(cached.readSource()).toEqual({ source: 'cache' });
+    expect((await cached.describeServiceAccount('kube-system', 'multus')).error).toBeUndefined();
+    cache.stop();
     const kube = new KubeClusterState(fake.kubeConfig(), { secretMetadata: true });
     for (const [ns, name] of [
       ['kube-system', 'multus'],

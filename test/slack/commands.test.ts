@@ -64,7 +64,8 @@ describe('/tokens', () => {
   });
 
   it('status shows Kubernetes access problems and a degraded audit source with the reason', async () => {
-    h = await startHarness();
+    // Direct reads (kubernetes.watch: false): a fresh watch cache would answer without the forbidden pod list.
+    h = await startHarness({ tweak: (c) => Object.assign(c.clusters[0]!.kubernetes, { watch: false }) });
     h.kube.forbid({ verb: 'list', resource: 'pods' });
     await h.poll();
     rmSync(h.auditPath);
@@ -74,6 +75,17 @@ describe('/tokens', () => {
     const blocks = blockText(lastEphemeral(h, REQUESTER));
     expect(blocks).toMatch(/❌ audit source file:[^:]+: degraded: [^"]*EISDIR/);
     expect(blocks).toMatch(/❌ Kubernetes API: [^"]*forbidden/);
+  });
+
+  it('status says when cluster state bypasses the watch cache, and is silent while the cache serves', async () => {
+    h = await startHarness();
+    const cache = h.serve.context.clusters.get(CLUSTER)!.watchCache!;
+    await cache.synced();
+    await h.command('status prod-eks', REQUESTER);
+    expect(blockText(lastEphemeral(h, REQUESTER))).not.toContain('watch cache');
+    cache.stop();
+    await h.command('status prod-eks', REQUESTER);
+    expect(blockText(lastEphemeral(h, REQUESTER))).toContain('❌ Kubernetes watch cache: cluster state read from the API directly: watch cache stopped');
   });
 
   it('status without a cluster shows the clusters of this channel; elsewhere it says where clusters report', async () => {

@@ -2,7 +2,7 @@
  * A loopback fake of the Kubernetes API server for tests and the sandbox.
  *
  * `startFakeKube()` starts a `node:http` server on 127.0.0.1 (port 0) that speaks the real REST protocol closely
- * enough for `@kubernetes/client-node` 1.4 (and curl) to use it unmodified:
+ * enough for `@kubernetes/client-node` 2 (and curl, and tokenwatch's watch cache) to use it unmodified:
  *
  * - paths `/api/v1/...` and `/apis/<group>/<version>/...`, namespaced (`/namespaces/<ns>/<resource>[/<name>[/<sub>]]`)
  *   and cluster-wide (`/api/v1/pods`) collections, discovery (`/api`, `/apis`, `/api/v1`, `/apis/<g>/<v>`), `/version`;
@@ -28,22 +28,35 @@
  *   without storing anything; on resources with a status subresource, writes to the main resource keep the stored
  *   `status` and writes to `/status` change only `status`.
  *
- * Not implemented (extend here when needed): watch (→ 405), server-side apply, finalizers/graceful deletion
+ * - watch (`?watch=1` or `watch=true` on a collection; Kubernetes API concepts, "Efficient detection of changes",
+ *   https://kubernetes.io/docs/reference/using-api/api-concepts/#efficient-detection-of-changes): a `200` chunked
+ *   stream of JSON lines `{"type":"ADDED|MODIFIED|DELETED|BOOKMARK|ERROR","object":…}`, objects with `kind` and
+ *   `apiVersion`; from `resourceVersion` R the events after R (kept in a bounded history), without one (or `0`) a
+ *   synthetic `ADDED` per current object first; an R older than the history → one `ERROR` event carrying a `Status`
+ *   (`code: 410`, `reason: Expired`, `too old resource version: R (oldest)`) and the end of the stream, as the API
+ *   server answers; `allowWatchBookmarks=true` → a `BOOKMARK` (object with only `metadata.resourceVersion`) every
+ *   `bookmarkIntervalMs`; `timeoutSeconds` ends the stream; `fieldSelector`/`labelSelector` filter by the object's new
+ *   state (the real server also sends `DELETED` for an object leaving the selection; the fake does not);
+ *
+ * Not implemented (extend here when needed): server-side apply, finalizers/graceful deletion
  * (DELETE removes at once), garbage collection of dependents, admission/defaulting, `deletecollection`.
  *
  * Test hooks: {@link FakeKube.requests} (every request, with verb/resource/namespace/name, query, content type,
  * parsed body), {@link FakeKube.failNext}, {@link FakeKube.delay}, {@link FakeKube.forbid} and the `rbac` option
  * (403 Forbidden with the real message), {@link FakeKube.addReactor} (answer any request yourself), and
  * {@link ObjectStore} `put/get/update/delete/list/onWrite` for seeding objects and for making status progress over
- * time (e.g. a DaemonSet rollout: `store.onWrite(e => …store.update('DaemonSet', ns, name, o => { o.status = … }))`).
+ * time (e.g. a DaemonSet rollout: `store.onWrite(e => …store.update('DaemonSet', ns, name, o => { o.status = … }))`);
+ * for watches {@link FakeKube.openWatches}, {@link FakeKube.dropWatches} (connections cut, as by a load balancer),
+ * {@link FakeKube.compactHistory} (every older resourceVersion becomes "too old": the next watch gets 410) and
+ * {@link FakeKube.connections} (TCP connections accepted, to check keep-alive reuse).
  *
  * Point client-node at it with {@link FakeKube.kubeConfig} (`loadFromOptions` with `skipTLSVerify: true`, required
- * for an `http://` server by client-node 1.4; docs/design/stack.md §8).
+ * for an `http://` server by client-node; docs/design/stack.md §8).
  */
 import { ErrorCode, TokenwatchError } from '../../errors.js';
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 
 // ---------------------------------------------------------------------------------------------
@@ -775,6 +788,13 @@ export interface FakeKubeOptions {
    * function called per request (e.g. to alternate replicas). Without it `/metrics` answers 404.
    */
   metrics?: string | (() => string);
+  /** Watch events kept for watches resuming from a resourceVersion (default 10,000); older → 410 Expired. */
+  watchHistory?: number;
+  /**
+   * Interval of `BOOKMARK` events on watches asking `allowWatchBookmarks=true`, ms (default 60,000, as kube-apiserver's
+   * watch cache: `defaultBookmarkFrequency = time.Minute` in `staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go`).
+   */
+  bookmarkIntervalMs?: number;
 }
 
 /** A running fake API server. */
@@ -804,8 +824,36 @@ export interface FakeKube {
   requestsMatching(match: RequestMatch): RecordedRequest[];
   /** Replaces what `GET /metrics` serves (undefined → 404). */
   setMetrics(metrics: string | (() => string) | undefined): void;
+  /** Watch streams open now, with what they watch (`resource`, `namespace` when namespaced). */
+  openWatches(): { resource: string; group: string; namespace?: string }[];
+  /** Cut every open watch connection (socket destroyed, no final chunk); returns how many were cut. */
+  dropWatches(): number;
+  /** Forget the watch history: a watch from any resourceVersion before now gets `410 Expired`. */
+  compactHistory(): void;
+  /** TCP connections accepted so far (one per client connection; keep-alive reuses one). */
+  readonly connections: number;
   /** Stop listening, drop open connections, cancel pending delays. */
   close(): Promise<void>;
+}
+
+/** One write as watch history keeps it. */
+interface WatchRecord {
+  rv: number;
+  type: WriteEvent['type'];
+  def: ResourceDef;
+  object: KubeObject;
+}
+
+/** An open watch stream. */
+interface OpenWatch {
+  resource: string;
+  group: string;
+  namespace?: string;
+  /** Send the record when it matches the watch. */
+  offer(rec: WatchRecord): void;
+  /** Stop sending (timers cleared, unsubscribed). */
+  close(): void;
+  socket(): Socket | null;
 }
 
 /** Whether a request matches a {@link RequestMatch}. */
@@ -894,7 +942,7 @@ function classify(req: RecordedRequest, store: ObjectStore): Route {
     const defs = store.resources.filter((d) => d.group === group && d.version === version);
     if (defs.length === 0) return { kind: 'unknown' };
     const resources = defs.flatMap((d) => {
-      const verbs = ['create', 'delete', 'get', 'list', 'patch', 'update'];
+      const verbs = ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'];
       const main = { name: d.resource, singularName: d.kind.toLowerCase(), namespaced: d.namespaced, kind: d.kind, verbs };
       return d.statusSubresource ? [main, { name: `${d.resource}/status`, singularName: '', namespaced: d.namespaced, kind: d.kind, verbs: ['get', 'patch', 'update'] }] : [main];
     });
@@ -970,7 +1018,7 @@ class ResourceHandler {
       case 'delete':
         return this.delete(req, def);
       case 'watch':
-        throw new StatusError(405, 'MethodNotAllowed', 'watch is not implemented by the fake API server');
+        throw new StatusError(405, 'MethodNotAllowed', 'watch streams are served by startFakeKube, not by ResourceHandler');
       default:
         throw new StatusError(405, 'MethodNotAllowed', `the server does not allow this method on the requested resource`);
     }
@@ -1194,6 +1242,22 @@ export async function startFakeKube(opts: FakeKubeOptions = {}): Promise<FakeKub
   const timers = new Set<NodeJS.Timeout>();
   const handler = new ResourceHandler(store);
   let metricsText = opts.metrics;
+  const historyLimit = opts.watchHistory ?? 10_000;
+  const bookmarkMs = opts.bookmarkIntervalMs ?? 60_000;
+  /** Watch history: every write with the resourceVersion it made; `oldestRv` is the last one forgotten. */
+  const history: WatchRecord[] = [];
+  let oldestRv = Number(store.resourceVersion);
+  const watchers = new Set<OpenWatch>();
+  let connections = 0;
+  store.onWrite((e) => {
+    const rv = store.resourceVersion;
+    const object = e.object;
+    meta(object)['resourceVersion'] = rv; // a DELETED event carries the deletion's resourceVersion
+    const rec: WatchRecord = { rv: Number(rv), type: e.type, def: e.def, object };
+    history.push(rec);
+    while (history.length > historyLimit) oldestRv = history.shift()?.rv ?? oldestRv;
+    for (const w of watchers) w.offer(rec);
+  });
 
   const sleep = (ms: number): Promise<void> =>
     new Promise((resolve) => {
@@ -1250,12 +1314,77 @@ export async function startFakeKube(opts: FakeKubeOptions = {}): Promise<FakeKub
     if (denials.some((m) => matchesRequest(req, m)) || (opts.rbac && !rbacAllows(opts.rbac, req))) {
       return send(res, forbidden(req, user));
     }
+    if (req.verb === 'watch') {
+      try {
+        serveWatch(req, route.def, res);
+      } catch (err) {
+        if (err instanceof StatusError) return send(res, { code: err.httpStatus, body: err.toStatus() });
+        throw err;
+      }
+      return;
+    }
     try {
       send(res, handler.handle(req, route.def));
     } catch (err) {
       if (err instanceof StatusError) return send(res, { code: err.httpStatus, body: err.toStatus() });
       const message = err instanceof Error ? err.message : String(err);
       send(res, { code: 500, body: statusObject(500, `fake API server error: ${message}`) });
+    }
+  };
+
+  /** Serve one watch stream (see the module doc); selectors are checked before the 200 is sent. */
+  const serveWatch = (req: RecordedRequest, def: ResourceDef, res: ServerResponse): void => {
+    const fields = req.query['fieldSelector'] ? parseFieldSelector(req.query['fieldSelector'], def) : [];
+    const labels = req.query['labelSelector'] ? parseLabelSelector(req.query['labelSelector']) : [];
+    const rvParam = req.query['resourceVersion'] ?? '';
+    const from = rvParam === '' || rvParam === '0' ? undefined : Number(rvParam);
+    if (from !== undefined && !Number.isInteger(from)) throw new StatusError(400, 'BadRequest', `invalid resource version: ${rvParam}`);
+    const matches = (o: KubeObject): boolean =>
+      (req.namespace === undefined || metaStr(o, 'namespace') === req.namespace) && matchesFields(o, fields) && matchesLabels(o, labels);
+    res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
+    res.flushHeaders(); // as the API server does: the client sees the 200 before the first event
+    const line = (type: string, object: KubeObject): void => {
+      if (!res.destroyed && !res.writableEnded) res.write(`${JSON.stringify({ type, object })}\n`);
+    };
+    const withType = (o: KubeObject): KubeObject => ({ ...o, apiVersion: apiVersionOf(def), kind: def.kind });
+    const timers: NodeJS.Timeout[] = [];
+    const w: OpenWatch = {
+      resource: def.resource,
+      group: def.group,
+      ...(req.namespace !== undefined ? { namespace: req.namespace } : {}),
+      offer: (rec) => {
+        if (rec.def === def && matches(rec.object)) line(rec.type, withType(rec.object));
+      },
+      close: () => {
+        watchers.delete(w);
+        for (const t of timers) clearInterval(t);
+      },
+      socket: () => res.socket,
+    };
+    res.on('close', w.close);
+    if (from !== undefined && from < oldestRv) {
+      // apiserver storage: errors.NewResourceExpired("too old resource version: %d (%d)"), sent as an ERROR event.
+      line('ERROR', statusObject(410, `too old resource version: ${from} (${oldestRv + 1})`, 'Expired'));
+      res.end();
+      return;
+    }
+    if (from === undefined) {
+      for (const o of store.listDef(def, req.namespace !== undefined ? { namespace: req.namespace } : {})) if (matches(o)) line('ADDED', withType(o));
+    } else {
+      for (const rec of history) if (rec.rv > from) w.offer(rec);
+    }
+    watchers.add(w);
+    if (req.query['allowWatchBookmarks'] === 'true') {
+      timers.push(setInterval(() => line('BOOKMARK', { kind: def.kind, apiVersion: apiVersionOf(def), metadata: { resourceVersion: store.resourceVersion } }), bookmarkMs));
+    }
+    const timeout = Number(req.query['timeoutSeconds'] ?? '');
+    if (Number.isFinite(timeout) && timeout > 0) {
+      timers.push(
+        setTimeout(() => {
+          w.close();
+          res.end();
+        }, timeout * 1000),
+      );
     }
   };
 
@@ -1283,6 +1412,9 @@ export async function startFakeKube(opts: FakeKubeOptions = {}): Promise<FakeKub
         send(res, { code: 500, body: statusObject(500, `fake API server error: ${err instanceof Error ? err.message : String(err)}`) });
       });
     });
+  });
+  server.on('connection', () => {
+    connections += 1;
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -1334,9 +1466,28 @@ export async function startFakeKube(opts: FakeKubeOptions = {}): Promise<FakeKub
     requestsMatching(match) {
       return requests.filter((r) => matchesRequest(r, match));
     },
+    openWatches() {
+      return [...watchers].map((w) => ({ resource: w.resource, group: w.group, ...(w.namespace !== undefined ? { namespace: w.namespace } : {}) }));
+    },
+    dropWatches() {
+      const open = [...watchers];
+      for (const w of open) {
+        w.close();
+        w.socket()?.destroy();
+      }
+      return open.length;
+    },
+    compactHistory() {
+      history.length = 0;
+      oldestRv = Number(store.resourceVersion);
+    },
+    get connections() {
+      return connections;
+    },
     async close() {
       for (const t of timers) clearTimeout(t);
       timers.clear();
+      for (const w of [...watchers]) w.close();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();

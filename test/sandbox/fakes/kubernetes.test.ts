@@ -407,3 +407,103 @@ describe('fault injection', () => {
     });
   });
 });
+
+/** Read a watch stream's JSON lines until `n` events arrived or the stream ended; returns them and whether it ended. */
+async function readEvents(res: Response, n: number, onOpen?: () => void): Promise<{ events: { type: string; object: KubeObject }[]; ended: boolean }> {
+  const events: { type: string; object: KubeObject }[] = [];
+  const reader = res.body!.getReader();
+  const decoder = new TextDecoder();
+  let buf = '';
+  onOpen?.();
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return { events, ended: true };
+    buf += decoder.decode(value, { stream: true });
+    let nl: number;
+    while ((nl = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, nl);
+      buf = buf.slice(nl + 1);
+      events.push(JSON.parse(line) as { type: string; object: KubeObject });
+      if (events.length >= n) {
+        await reader.cancel();
+        return { events, ended: false };
+      }
+    }
+  }
+}
+
+describe('watch (Kubernetes API concepts, "Efficient detection of changes")', () => {
+  const rv = (o: KubeObject): number => Number((o.metadata as { resourceVersion: string }).resourceVersion);
+
+  it('from a list resourceVersion: ADDED, MODIFIED, DELETED as chunked JSON lines, objects with kind and apiVersion, each with its new resourceVersion', async () => {
+    const list = (await (await fetch(`${fake.url}/api/v1/namespaces/kube-system/pods`)).json()) as KubeObject & { metadata: { resourceVersion: string } };
+    const res = await fetch(`${fake.url}/api/v1/namespaces/kube-system/pods?watch=1&resourceVersion=${list.metadata.resourceVersion}`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('application/json');
+    expect(res.headers.get('transfer-encoding')).toBe('chunked');
+    const { events } = await readEvents(res, 3, () => {
+      fake.store.put(pod('new', 'kube-system', 'multus', 'node-3'));
+      fake.store.put(pod('elsewhere', 'monitoring', 'multus', 'node-3')); // another namespace: not in this watch
+      fake.store.update('Pod', 'kube-system', 'new', (o) => void ((o.metadata as { labels: Record<string, string> }).labels = { v: '2' }));
+      fake.store.delete('Pod', 'kube-system', 'new');
+    });
+    expect(events.map((e) => `${e.type} ${e.object.kind} ${e.object.apiVersion} ${(e.object.metadata as { name: string }).name}`)).toEqual([
+      'ADDED Pod v1 new',
+      'MODIFIED Pod v1 new',
+      'DELETED Pod v1 new',
+    ]);
+    const rvs = events.map((e) => rv(e.object));
+    expect(rvs[0]).toBeGreaterThan(Number(list.metadata.resourceVersion));
+    expect(rvs[1]).toBeGreaterThan(rvs[0]!);
+    expect(rvs[2]).toBeGreaterThan(rvs[1]!); // the deletion's own resourceVersion
+    expect(fake.requests.at(-1)).toMatchObject({ verb: 'watch', resource: 'pods', namespace: 'kube-system' });
+  });
+
+  it('without a resourceVersion: a synthetic ADDED per current object first, honouring selectors', async () => {
+    const res = await fetch(`${fake.url}/api/v1/pods?watch=true&labelSelector=tier%3Dnet`);
+    const { events } = await readEvents(res, 2);
+    expect(events.map((e) => `${e.type} ${(e.object.metadata as { name: string }).name}`)).toEqual(['ADDED a', 'ADDED b']);
+  });
+
+  it('a resourceVersion older than the history → one ERROR event with a 410 Expired Status, then the stream ends', async () => {
+    const old = fake.store.resourceVersion;
+    fake.store.put(pod('later', 'kube-system', 'multus', 'node-1'));
+    fake.compactHistory();
+    const res = await fetch(`${fake.url}/api/v1/pods?watch=1&resourceVersion=${old}`);
+    expect(res.status).toBe(200);
+    const { events, ended } = await readEvents(res, 2);
+    expect(ended).toBe(true);
+    expect(events).toEqual([
+      {
+        type: 'ERROR',
+        object: { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: `too old resource version: ${old} (${Number(fake.store.resourceVersion) + 1})`, reason: 'Expired', code: 410 },
+      },
+    ]);
+  });
+
+  it('allowWatchBookmarks=true → BOOKMARK events carrying only the current resourceVersion; timeoutSeconds ends the stream', async () => {
+    const f = await startFakeKube({ objects: [ds('d')], bookmarkIntervalMs: 20 });
+    try {
+      const res = await fetch(`${f.url}/apis/apps/v1/daemonsets?watch=1&resourceVersion=${f.store.resourceVersion}&allowWatchBookmarks=true`);
+      const { events } = await readEvents(res, 1);
+      expect(events).toEqual([{ type: 'BOOKMARK', object: { kind: 'DaemonSet', apiVersion: 'apps/v1', metadata: { resourceVersion: f.store.resourceVersion } } }]);
+      const timed = await fetch(`${f.url}/apis/apps/v1/daemonsets?watch=1&resourceVersion=${f.store.resourceVersion}&timeoutSeconds=1`);
+      expect(await readEvents(timed, 1)).toEqual({ events: [], ended: true });
+      expect(f.openWatches()).toEqual([]);
+    } finally {
+      await f.close();
+    }
+  });
+
+  it('openWatches lists open streams; dropWatches cuts them; RBAC applies to the watch verb', async () => {
+    const res = await fetch(`${fake.url}/api/v1/namespaces/kube-system/serviceaccounts?watch=1&resourceVersion=${fake.store.resourceVersion}`);
+    expect(fake.openWatches()).toEqual([{ resource: 'serviceaccounts', group: '', namespace: 'kube-system' }]);
+    expect(fake.dropWatches()).toBe(1);
+    await expect(res.body!.getReader().read()).rejects.toThrow();
+    expect(fake.openWatches()).toEqual([]);
+    fake.forbid({ verb: 'watch' });
+    const denied = await fetch(`${fake.url}/api/v1/pods?watch=1`);
+    expect(denied.status).toBe(403);
+    expect(((await denied.json()) as { message: string }).message).toBe('pods is forbidden: User "system:serviceaccount:tokenwatch:tokenwatch" cannot watch resource "pods" in API group "" at the cluster scope');
+  });
+});

@@ -1,0 +1,668 @@
+/**
+ * A watch cache of one cluster, the way controllers keep many clusters (client-go's Reflector/informer): list each
+ * resource once, then watch it from the list's `resourceVersion`, so a poll reads memory instead of the API server.
+ *
+ * Watched, cluster-wide: pods, ServiceAccounts and the owner workloads of {@link OWNER_KINDS} (ReplicaSets,
+ * Deployments, DaemonSets, StatefulSets, Jobs, CronJobs) — the objects {@link KubeClusterState} reads per poll. The
+ * reads are cluster-wide like the direct reads they replace: the audit log names ServiceAccounts in every namespace,
+ * and the approval policy's `namespaces` lists scope actions, not what tokenwatch explains.
+ *
+ * Protocol (Kubernetes API concepts, "Efficient detection of changes" and "Watch bookmarks",
+ * https://kubernetes.io/docs/reference/using-api/api-concepts/#efficient-detection-of-changes):
+ * - list in pages (`limit`, `continue`), remember the list's `metadata.resourceVersion`;
+ * - watch with `watch=true&resourceVersion=<rv>&allowWatchBookmarks=true&timeoutSeconds=<30–60 min>`: a stream of JSON
+ *   lines `{type, object}`; every event (bookmarks included) moves `rv` on, so a reconnect resumes where it stopped;
+ * - `410 Gone` (an `ERROR` event whose Status has `code: 410`, reason `Expired`, or a 410 answer) means the history
+ *   before `rv` is gone: relist, and replace the cache with the new list (objects missing from it are dropped);
+ * - a stream the server ends (its `timeoutSeconds`), or one quiet for longer than `idleTimeoutMs` (a connection that
+ *   went dark; default 5 min, while kube-apiserver's watch cache sends a bookmark about every minute,
+ *   `defaultBookmarkFrequency = time.Minute` in kubernetes `staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go`),
+ *   is reopened at once from `rv`; any other failure (connection refused, 403, 5xx, a broken line) is
+ *   retried with exponential backoff (1 s doubling to 30 s, jittered).
+ *
+ * client-node 2 has a `ListWatch`/`makeInformer`, but it keeps every object whole, gives up after any error other
+ * than 410 or a timeout (no reconnect), sends no `allowWatchBookmarks`, and its `Watch` aborts any stream quiet for
+ * 30 s (a fixed private `requestTimeoutMs`) — a reconnect every 30 s per quiet resource. Hence this small list+watch
+ * on undici's `fetch` with the KubeConfig's own authentication and connection pool ({@link poolConnections}).
+ *
+ * Memory is bounded per cluster: objects are converted on arrival ({@link toPodInfo}, {@link toWorkloadInfo},
+ * {@link toServiceAccountInfo}) plus each object's controller reference; nothing of the raw JSON is kept, and equal
+ * strings (images, label values, node names) are shared between entries. Past `maxObjects` entries the cache stops
+ * itself and every read goes to the API server. Reads return copies.
+ *
+ * Freshness: {@link ClusterWatchCache.freshness} says whether a read may come from the cache: every resource listed,
+ * and no watch down for longer than `maxStaleMs`. Otherwise {@link KubeClusterState} reads the API directly and says
+ * why ({@link KubeClusterStateOptions.onFallback}), so findings never come from a stale cache silently.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { HttpMethod, type KubeConfig, RequestContext } from '@kubernetes/client-node';
+import { fetch } from 'undici';
+import { ErrorCode, TokenwatchError } from '../errors.js';
+import {
+  controllerRef,
+  isBuiltinOwner,
+  nearestWorkload,
+  OWNER_KINDS,
+  toPodInfo,
+  toServiceAccountInfo,
+  toWorkloadInfo,
+} from './convert.js';
+import type { LegacySecretInfo, PodInfo, ServiceAccountInfo, SubjectState, WorkloadInfo, WorkloadRef } from './types.js';
+
+/** A pod as the cache keeps it: its {@link PodInfo} (empty `ownerChain`) and its controller reference. */
+export interface CachedPod {
+  info: PodInfo;
+  controller?: WorkloadRef;
+}
+
+/** An owner workload as the cache keeps it: its {@link WorkloadInfo} and its own controller reference. */
+export interface CachedOwner {
+  info: WorkloadInfo;
+  controller?: WorkloadRef;
+}
+
+/** What the cache holds now (diagnostics and tests): the converted entries, never raw objects. */
+export interface CacheContents {
+  pods: CachedPod[];
+  serviceAccounts: ServiceAccountInfo[];
+  owners: CachedOwner[];
+}
+
+/**
+ * Whether reads may come from the cache; when not, why (`reason`, one line, no secrets) and in which state the cache
+ * is: `syncing` (not every resource listed yet — normal right after start), `broken` (a watch down beyond the bound),
+ * `disabled` (over `maxObjects`), `stopped` (not started, or stopped).
+ */
+export type CacheFreshness = { ok: true } | { ok: false; state: 'syncing' | 'broken' | 'disabled' | 'stopped'; reason: string };
+
+/** A change in a cache's life, for logs (`serve` logs them per cluster). */
+export interface CacheEvent {
+  kind: 'synced' | 'relist' | 'watch-failed' | 'disabled';
+  /** `pods`, `serviceaccounts`, `deployments.apps`, … (absent for `disabled`). */
+  resource?: string;
+  /** For `watch-failed`, `relist`, `disabled`: why. */
+  reason?: string;
+}
+
+/** Options of {@link ClusterWatchCache}. */
+export interface WatchCacheOptions {
+  /** Longest a watch may be down (reconnecting) before reads go to the API server again, ms (default 30,000). */
+  maxStaleMs?: number;
+  /** A watch stream quiet (no event, no bookmark) this long is reopened from its resourceVersion, ms (default 300,000). */
+  idleTimeoutMs?: number;
+  /** Timeout of one list page request, ms (default 60,000). */
+  listTimeoutMs?: number;
+  /** Items per list page (`limit`, default 500 as client-go's reflector). */
+  pageSize?: number;
+  /** Most entries kept, all resources together (default 200,000); past it the cache disables itself. */
+  maxObjects?: number;
+  /** First and largest retry delay after a failure, ms (default 1,000 and 30,000). */
+  backoffMs?: { initial: number; max: number };
+  /** Clock for staleness, epoch ms (default `Date.now`). */
+  clock?: () => number;
+  /** Told about syncs, relists, failures (default: nothing). */
+  onEvent?: (e: CacheEvent) => void;
+}
+
+/** A resource the cache watches. */
+interface Watched {
+  /** `pods`, `deployments.apps`: how messages name it. */
+  name: string;
+  /** Collection path, cluster-wide (`/api/v1/pods`). */
+  path: string;
+}
+
+/** One resource's store: the converted entries by `namespace/name`. */
+interface EntryStore {
+  replaceAll(entries: Map<string, unknown>): void;
+  upsert(key: string, obj: unknown): void;
+  remove(key: string): void;
+  convert(obj: unknown): unknown;
+}
+
+/** A failure with the HTTP status it came with (0: none). */
+class WatchError extends TokenwatchError {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(ErrorCode.ClusterReadFailed, message);
+  }
+}
+
+type Obj = Record<string, unknown>;
+const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+const metaOf = (o: unknown): Obj => (isObj(o) && isObj(o['metadata']) ? o['metadata'] : {});
+const keyOf = (o: unknown): string => {
+  const m = metaOf(o);
+  return `${typeof m['namespace'] === 'string' ? m['namespace'] : ''}/${typeof m['name'] === 'string' ? m['name'] : ''}`;
+};
+const rvOf = (o: unknown): string | undefined => {
+  const rv = metaOf(o)['resourceVersion'];
+  return typeof rv === 'string' && rv !== '' ? rv : undefined;
+};
+
+function statusText(body: unknown): string | undefined {
+  return isObj(body) && typeof body['message'] === 'string' ? body['message'] : undefined;
+}
+
+function describeError(err: unknown): string {
+  if (err instanceof WatchError) return err.message;
+  if (err instanceof Error) {
+    if (err.name === 'TimeoutError') return 'request timed out';
+    // undici's fetch rejects with TypeError "fetch failed"; its cause says why (ECONNREFUSED, …).
+    return err.cause instanceof Error ? err.cause.message : err.message;
+  }
+  return String(err);
+}
+
+/** Cut a WorkloadInfo for a bare pod from its PodInfo (what `toWorkloadInfo(pod, 'Pod')` gives). */
+function bareWorkload(p: PodInfo): WorkloadInfo {
+  const w: WorkloadInfo = {
+    kind: 'Pod',
+    namespace: p.namespace,
+    name: p.name,
+    images: p.containers.map((c) => c.image),
+    args: p.containers.flatMap((c) => c.args),
+  };
+  if (p.uid) w.uid = p.uid;
+  w.serviceAccount = p.serviceAccount;
+  return w;
+}
+
+/**
+ * Shares equal strings between entries (images, registries, label values, node names repeat across pods and across
+ * clusters, but every JSON.parse makes fresh copies). Bounded: past `max` distinct strings it starts over.
+ */
+class Interner {
+  private readonly strings = new Map<string, string>();
+  constructor(private readonly max = 200_000) {}
+
+  /** `v` with every string in it (values, not keys) replaced by the shared copy; arrays and objects edited in place. */
+  deep<T>(v: T): T {
+    if (typeof v === 'string') return this.string(v) as T;
+    if (Array.isArray(v)) {
+      for (let i = 0; i < v.length; i++) v[i] = this.deep(v[i]);
+    } else if (isObj(v)) {
+      const o: Obj = v;
+      for (const k of Object.keys(o)) o[k] = this.deep(o[k]);
+    }
+    return v;
+  }
+
+  private string(s: string): string {
+    const known = this.strings.get(s);
+    if (known !== undefined) return known;
+    if (this.strings.size >= this.max) this.strings.clear();
+    this.strings.set(s, s);
+    return s;
+  }
+}
+
+/** One interner for every cache of the process: clusters share images and label values too. */
+const SHARED_STRINGS = new Interner();
+
+/** Deepest owner chain followed (as `resolveOwnerChain` in convert.ts). */
+const MAX_OWNER_DEPTH = 8;
+
+/**
+ * The watch cache of one cluster (see the module doc). {@link start} once; {@link stop} on shutdown. Reads are
+ * synchronous and never touch the network.
+ */
+export class ClusterWatchCache {
+  private readonly pods = new Map<string, CachedPod>();
+  /** Pod names by `namespace/serviceAccount`. */
+  private readonly podsBySa = new Map<string, Set<string>>();
+  private readonly serviceAccounts = new Map<string, ServiceAccountInfo>();
+  /** Owners by `Kind/namespace/name`. */
+  private readonly owners = new Map<string, CachedOwner>();
+  private readonly reflectors: Reflector[] = [];
+  private readonly abort = new AbortController();
+  private disabledReason: string | undefined;
+  private started = false;
+  private readonly opts: Required<Omit<WatchCacheOptions, 'onEvent'>> & Pick<WatchCacheOptions, 'onEvent'>;
+  private syncedResolve: (() => void) | undefined;
+  private readonly interner = SHARED_STRINGS;
+  private readonly syncedPromise: Promise<void>;
+
+  /** @param kc the cluster's KubeConfig (server, authentication, TLS; see {@link poolConnections}). */
+  constructor(
+    private readonly kc: KubeConfig,
+    opts: WatchCacheOptions = {},
+  ) {
+    this.opts = {
+      maxStaleMs: opts.maxStaleMs ?? 30_000,
+      idleTimeoutMs: opts.idleTimeoutMs ?? 300_000,
+      listTimeoutMs: opts.listTimeoutMs ?? 60_000,
+      pageSize: opts.pageSize ?? 500,
+      maxObjects: opts.maxObjects ?? 200_000,
+      backoffMs: opts.backoffMs ?? { initial: 1000, max: 30_000 },
+      clock: opts.clock ?? Date.now,
+      ...(opts.onEvent ? { onEvent: opts.onEvent } : {}),
+    };
+    this.syncedPromise = new Promise((resolve) => {
+      this.syncedResolve = resolve;
+    });
+    const podStore: EntryStore = {
+      convert: (o) => {
+        const ref = controllerRef(o);
+        return this.interner.deep({ info: toPodInfo(o), ...(ref ? { controller: ref } : {}) } satisfies CachedPod);
+      },
+      replaceAll: (entries) => {
+        this.pods.clear();
+        this.podsBySa.clear();
+        for (const [k, v] of entries) this.putPod(k, v as CachedPod);
+      },
+      upsert: (k, v) => this.putPod(k, v as CachedPod),
+      remove: (k) => this.dropPod(k),
+    };
+    this.reflectors.push(new Reflector(this, { name: 'pods', path: '/api/v1/pods' }, podStore));
+    const saStore = mapStore(this.serviceAccounts, (o) => this.interner.deep(toServiceAccountInfo(o)), (k) => k);
+    this.reflectors.push(new Reflector(this, { name: 'serviceaccounts', path: '/api/v1/serviceaccounts' }, saStore));
+    for (const [kind, def] of Object.entries(OWNER_KINDS)) {
+      const store = mapStore(
+        this.owners,
+        (o): CachedOwner => {
+          const ref = controllerRef(o);
+          return this.interner.deep({ info: toWorkloadInfo(o, kind), ...(ref ? { controller: ref } : {}) });
+        },
+        (k) => `${kind}/${k}`,
+        (k) => k.startsWith(`${kind}/`),
+      );
+      this.reflectors.push(new Reflector(this, { name: `${def.resource}.${def.apiGroup}`, path: `/apis/${def.apiGroup}/v1/${def.resource}` }, store));
+    }
+  }
+
+  /** @internal shared with {@link Reflector}. */
+  get options(): typeof this.opts {
+    return this.opts;
+  }
+
+  /** @internal the stop signal shared by every request of this cache. */
+  get signal(): AbortSignal {
+    return this.abort.signal;
+  }
+
+  /** @internal the KubeConfig requests authenticate with. */
+  get kubeConfig(): KubeConfig {
+    return this.kc;
+  }
+
+  /** @internal called by reflectors after a change: enforce `maxObjects`; after a first sync: maybe resolve {@link synced}. */
+  changed(): void {
+    if (this.disabledReason !== undefined) return;
+    const n = this.pods.size + this.serviceAccounts.size + this.owners.size;
+    if (n > this.opts.maxObjects) {
+      this.disabledReason = `watch cache disabled: more than ${this.opts.maxObjects} objects (pods, ServiceAccounts, workloads) in the cluster`;
+      this.opts.onEvent?.({ kind: 'disabled', reason: this.disabledReason });
+      this.abort.abort();
+      this.pods.clear();
+      this.podsBySa.clear();
+      this.serviceAccounts.clear();
+      this.owners.clear();
+    }
+    if (this.reflectors.every((r) => r.synced)) this.syncedResolve?.();
+  }
+
+  /** @internal event hook for reflectors. */
+  emit(e: CacheEvent): void {
+    this.opts.onEvent?.(e);
+  }
+
+  private putPod(key: string, p: CachedPod): void {
+    this.dropPod(key);
+    this.pods.set(key, p);
+    const saKey = `${p.info.namespace}/${p.info.serviceAccount}`;
+    let set = this.podsBySa.get(saKey);
+    if (!set) this.podsBySa.set(saKey, (set = new Set()));
+    set.add(key);
+  }
+
+  private dropPod(key: string): void {
+    const old = this.pods.get(key);
+    if (!old) return;
+    this.pods.delete(key);
+    const saKey = `${old.info.namespace}/${old.info.serviceAccount}`;
+    const set = this.podsBySa.get(saKey);
+    set?.delete(key);
+    if (set?.size === 0) this.podsBySa.delete(saKey);
+  }
+
+  /** Start listing and watching (idempotent). Failures are retried in the background, never thrown. */
+  start(): void {
+    if (this.started) return;
+    this.started = true;
+    for (const r of this.reflectors) void r.run();
+  }
+
+  /** Stop every watch and pending retry; the cache stays readable but is no longer fresh. */
+  stop(): void {
+    this.abort.abort();
+  }
+
+  /** Resolves once every resource has been listed (never rejects; may never resolve when the API is unreachable). */
+  synced(): Promise<void> {
+    return this.syncedPromise;
+  }
+
+  /** Whether reads may come from the cache now; see the module doc. */
+  freshness(): CacheFreshness {
+    if (this.disabledReason !== undefined) return { ok: false, state: 'disabled', reason: this.disabledReason };
+    if (!this.started) return { ok: false, state: 'stopped', reason: 'watch cache not started' };
+    if (this.abort.signal.aborted) return { ok: false, state: 'stopped', reason: 'watch cache stopped' };
+    const unsynced = this.reflectors.filter((r) => !r.synced);
+    if (unsynced.length > 0) {
+      const why = unsynced.map((r) => (r.lastError ? `${r.watched.name}: ${r.lastError}` : r.watched.name)).join('; ');
+      return { ok: false, state: 'syncing', reason: `watch cache not synced yet (${why})` };
+    }
+    const now = this.opts.clock();
+    for (const r of this.reflectors) {
+      if (r.downSince !== undefined && now - r.downSince > this.opts.maxStaleMs) {
+        const secs = Math.round((now - r.downSince) / 1000);
+        return { ok: false, state: 'broken', reason: `watch of ${r.watched.name} down for ${secs} s${r.lastError ? ` (${r.lastError})` : ''}` };
+      }
+    }
+    return { ok: true };
+  }
+
+  /** What the cache holds (copies of the entry lists; for diagnostics and tests). */
+  contents(): CacheContents {
+    return { pods: [...this.pods.values()], serviceAccounts: [...this.serviceAccounts.values()], owners: [...this.owners.values()] };
+  }
+
+  /** Number of entries kept, all resources. */
+  get size(): number {
+    return this.pods.size + this.serviceAccounts.size + this.owners.size;
+  }
+
+  private owner(ref: WorkloadRef): CachedOwner | undefined {
+    return this.owners.get(`${ref.kind}/${ref.namespace}/${ref.name}`);
+  }
+
+  /** The owner chain above a controller reference, as `resolveOwnerChain` (convert.ts) climbs it over API reads. */
+  private chainFrom(first: WorkloadRef | undefined): WorkloadRef[] {
+    const chain: WorkloadRef[] = [];
+    const seen = new Set<string>();
+    let ref = first;
+    while (ref && chain.length < MAX_OWNER_DEPTH) {
+      const key = `${ref.kind}/${ref.namespace}/${ref.name}`;
+      if (seen.has(key)) break;
+      seen.add(key);
+      chain.push(ref);
+      if (!isBuiltinOwner(ref)) break;
+      ref = this.owner(ref)?.controller;
+    }
+    return chain;
+  }
+
+  /** A copy (callers may edit what they get) of a cached pod, with its owner chain. */
+  private podWithChain(p: CachedPod): PodInfo {
+    return { ...structuredClone(p.info), ownerChain: this.chainFrom(p.controller) };
+  }
+
+  /** A pod with its owner chain, or undefined when the cache has no such pod. */
+  getPod(namespace: string, name: string): PodInfo | undefined {
+    const p = this.pods.get(`${namespace}/${name}`);
+    return p ? this.podWithChain(p) : undefined;
+  }
+
+  /** A ServiceAccount, or undefined. */
+  getServiceAccount(namespace: string, name: string): ServiceAccountInfo | undefined {
+    return this.serviceAccounts.get(`${namespace}/${name}`);
+  }
+
+  /**
+   * The {@link SubjectState} of a ServiceAccount from the cache, built as `assembleSubjectState` (convert.ts) builds
+   * it from API reads: pods sorted by namespace and name, workloads by {@link nearestWorkload} (a bare pod is its own
+   * workload), deduplicated and sorted by kind, namespace, name; `legacySecrets` filtered to this ServiceAccount.
+   */
+  describeServiceAccount(namespace: string, name: string, legacySecrets: LegacySecretInfo[] = []): SubjectState {
+    const pods: PodInfo[] = [];
+    const workloads = new Map<string, WorkloadInfo>();
+    for (const key of this.podsBySa.get(`${namespace}/${name}`) ?? []) {
+      const cached = this.pods.get(key);
+      if (!cached) continue;
+      const info = this.podWithChain(cached);
+      pods.push(info);
+      const near = nearestWorkload(info.ownerChain);
+      if (!near) {
+        const w = bareWorkload(info);
+        workloads.set(`Pod/${w.namespace}/${w.name}`, w);
+        continue;
+      }
+      const top = near.workload;
+      const wkey = `${top.kind}/${top.namespace}/${top.name}`;
+      if (workloads.has(wkey)) continue;
+      const found = isBuiltinOwner(top) ? this.owner(top) : undefined;
+      const w: WorkloadInfo = found
+        ? structuredClone(found.info)
+        : { kind: top.kind, namespace: top.namespace, name: top.name, images: [], args: [] };
+      if (near.owner) w.owner = { kind: near.owner.kind, namespace: near.owner.namespace, name: near.owner.name };
+      workloads.set(wkey, w);
+    }
+    pods.sort((a, b) => a.namespace.localeCompare(b.namespace) || a.name.localeCompare(b.name));
+    const state: SubjectState = {
+      available: true,
+      pods,
+      workloads: [...workloads.values()].sort(
+        (a, b) => a.kind.localeCompare(b.kind) || a.namespace.localeCompare(b.namespace) || a.name.localeCompare(b.name),
+      ),
+      legacySecrets: legacySecrets.filter((s) => s.namespace === namespace && s.serviceAccount === name).sort((a, b) => a.name.localeCompare(b.name)),
+    };
+    const sa = this.getServiceAccount(namespace, name);
+    if (sa) state.serviceAccount = structuredClone(sa);
+    return state;
+  }
+}
+
+/** An {@link EntryStore} over a map, keys mapped by `mapKey`; `owns` tells this store's keys in a shared map. */
+function mapStore<T>(map: Map<string, T>, convert: (o: unknown) => T, mapKey: (k: string) => string, owns: (k: string) => boolean = () => true): EntryStore {
+  return {
+    convert,
+    replaceAll(entries) {
+      for (const k of [...map.keys()]) if (owns(k)) map.delete(k);
+      for (const [k, v] of entries) map.set(mapKey(k), v as T);
+    },
+    upsert(k, v) {
+      map.set(mapKey(k), v as T);
+    },
+    remove(k) {
+      map.delete(mapKey(k));
+    },
+  };
+}
+
+/** Why a watch stream ended. */
+type StreamEnd = 'closed' | 'gone' | 'idle';
+
+/** List+watch of one resource into one store (see the module doc). */
+class Reflector {
+  synced = false;
+  /** When the watch went down (undefined while a watch stream is open). */
+  downSince: number | undefined;
+  lastError: string | undefined;
+  private rv = '';
+  private delay = 0;
+
+  constructor(
+    private readonly cache: ClusterWatchCache,
+    readonly watched: Watched,
+    private readonly store: EntryStore,
+  ) {}
+
+  /** Runs until the cache stops. Never throws. */
+  async run(): Promise<void> {
+    const { signal } = this.cache;
+    this.downSince = this.cache.options.clock();
+    while (!signal.aborted) {
+      try {
+        if (this.rv === '') await this.list();
+        const end = await this.watch();
+        if (end === 'gone') {
+          this.cache.emit({ kind: 'relist', resource: this.watched.name, reason: 'resourceVersion too old (410 Gone)' });
+          this.rv = '';
+        }
+        // Reopen at once: the server ended the stream, it went quiet, or its history expired.
+        this.downSince ??= this.cache.options.clock();
+      } catch (err) {
+        if (signal.aborted) return;
+        this.downSince ??= this.cache.options.clock();
+        const reason = describeError(err);
+        if (reason !== this.lastError) this.cache.emit({ kind: 'watch-failed', resource: this.watched.name, reason }); // once per new reason
+        this.lastError = reason;
+        if (err instanceof WatchError && err.status === 410) this.rv = '';
+        const { initial, max } = this.cache.options.backoffMs;
+        this.delay = this.delay === 0 ? initial : Math.min(this.delay * 2, max);
+        try {
+          await sleep(this.delay * (0.5 + Math.random() / 2), undefined, { signal });
+        } catch {
+          return; // stopped
+        }
+      }
+    }
+  }
+
+  private async request(query: Record<string, string>, signal: AbortSignal): Promise<Awaited<ReturnType<typeof fetch>>> {
+    const kc = this.cache.kubeConfig;
+    const server = kc.getCurrentCluster()?.server;
+    if (!server) throw new WatchError(0, 'no current cluster in the kubeconfig');
+    const url = new URL(server.replace(/\/+$/, '') + this.watched.path);
+    for (const [k, v] of Object.entries(query)) url.searchParams.set(k, v);
+    const ctx = new RequestContext(url.toString(), HttpMethod.GET);
+    ctx.setHeaderParam('Accept', 'application/json');
+    await kc.applySecurityAuthentication(ctx);
+    const dispatcher = ctx.getDispatcher();
+    return fetch(url, { headers: ctx.getHeaders(), signal, ...(dispatcher ? { dispatcher } : {}) });
+  }
+
+  private async failure(res: Awaited<ReturnType<typeof fetch>>, verb: string): Promise<WatchError> {
+    let msg: string | undefined;
+    try {
+      msg = statusText(JSON.parse(await res.text()));
+    } catch {
+      msg = undefined;
+    }
+    if (res.status === 403) {
+      return new WatchError(403, `forbidden: no permission to ${verb} ${this.watched.name} (cluster-wide)${msg ? `: ${msg}` : ''}`);
+    }
+    return new WatchError(res.status, `HTTP ${res.status} on ${verb} ${this.watched.name}${msg ? `: ${msg}` : ''}`);
+  }
+
+  /** List every page; replace the store with the result; remember the list's resourceVersion. */
+  private async list(): Promise<void> {
+    const { pageSize, listTimeoutMs } = this.cache.options;
+    const fresh = new Map<string, unknown>();
+    let cont: string | undefined;
+    let rv = '';
+    do {
+      const signal = AbortSignal.any([this.cache.signal, AbortSignal.timeout(listTimeoutMs)]);
+      const res = await this.request({ limit: String(pageSize), ...(cont ? { continue: cont } : {}) }, signal);
+      if (res.status !== 200) throw await this.failure(res, 'list');
+      const body = (await res.json()) as unknown;
+      const items = isObj(body) && Array.isArray(body['items']) ? body['items'] : [];
+      for (const item of items) fresh.set(keyOf(item), this.store.convert(item));
+      const m = metaOf(body);
+      rv = typeof m['resourceVersion'] === 'string' ? m['resourceVersion'] : '';
+      cont = typeof m['continue'] === 'string' && m['continue'] !== '' ? m['continue'] : undefined;
+    } while (cont !== undefined);
+    if (rv === '') throw new WatchError(0, `list ${this.watched.name}: answer without metadata.resourceVersion`);
+    this.store.replaceAll(fresh);
+    this.rv = rv;
+    const first = !this.synced;
+    this.synced = true;
+    this.cache.changed();
+    if (first) this.cache.emit({ kind: 'synced', resource: this.watched.name });
+  }
+
+  /** One watch stream from `rv`; resolves when it ends normally, goes quiet, or reports 410. */
+  private async watch(): Promise<StreamEnd> {
+    const { idleTimeoutMs, listTimeoutMs } = this.cache.options;
+    const ac = new AbortController();
+    const onStop = (): void => ac.abort();
+    this.cache.signal.addEventListener('abort', onStop, { once: true });
+    let idle = false;
+    let opened = false;
+    let timer: NodeJS.Timeout | undefined;
+    const arm = (ms = idleTimeoutMs): void => {
+      clearTimeout(timer);
+      timer = setTimeout(() => {
+        idle = true;
+        ac.abort();
+      }, ms);
+      timer.unref();
+    };
+    try {
+      arm(Math.min(idleTimeoutMs, listTimeoutMs)); // the answer's headers must come within a request timeout
+      // client-go's reflector spreads watch ends over [min, 2·min); 30–60 min is the API server's own default range.
+      const timeoutSeconds = String(Math.floor(1800 * (1 + Math.random())));
+      const res = await this.request({ watch: 'true', resourceVersion: this.rv, allowWatchBookmarks: 'true', timeoutSeconds }, ac.signal);
+      if (res.status === 410) {
+        await res.body?.cancel();
+        return 'gone';
+      }
+      if (res.status !== 200) throw await this.failure(res, 'watch');
+      opened = true;
+      this.downSince = undefined;
+      this.lastError = undefined;
+      this.delay = 0;
+      arm();
+      const decoder = new TextDecoder();
+      let buf = '';
+      if (!res.body) return 'closed';
+      for await (const chunk of res.body) {
+        arm();
+        buf += decoder.decode(chunk as Uint8Array, { stream: true });
+        let nl = buf.indexOf('\n');
+        while (nl >= 0) {
+          const line = buf.slice(0, nl).trim();
+          buf = buf.slice(nl + 1);
+          if (line !== '' && this.event(line) === 'gone') return 'gone'; // leaving the loop cancels the body
+          nl = buf.indexOf('\n');
+        }
+      }
+      return 'closed';
+    } catch (err) {
+      // Quiet after the 200: reopen. No answer at all: a failure (backoff), e.g. a black-holed API server.
+      if (idle && opened) return 'idle';
+      if (idle) throw new WatchError(0, `no answer to watch ${this.watched.name} within ${Math.min(idleTimeoutMs, listTimeoutMs)} ms`);
+      throw err;
+    } finally {
+      clearTimeout(timer);
+      this.cache.signal.removeEventListener('abort', onStop);
+    }
+  }
+
+  /** Apply one watch event line. @throws WatchError on an unparseable line or an ERROR other than 410. */
+  private event(line: string): 'ok' | 'gone' {
+    let e: unknown;
+    try {
+      e = JSON.parse(line);
+    } catch {
+      throw new WatchError(0, `watch ${this.watched.name}: unparseable event line`);
+    }
+    const type = isObj(e) ? e['type'] : undefined;
+    const obj = isObj(e) ? e['object'] : undefined;
+    switch (type) {
+      case 'ADDED':
+      case 'MODIFIED':
+        this.store.upsert(keyOf(obj), this.store.convert(obj));
+        this.cache.changed();
+        break;
+      case 'DELETED':
+        this.store.remove(keyOf(obj));
+        break;
+      case 'BOOKMARK':
+        break;
+      case 'ERROR': {
+        const code = isObj(obj) && typeof obj['code'] === 'number' ? obj['code'] : 0;
+        if (code === 410) return 'gone';
+        throw new WatchError(code, `watch ${this.watched.name}: ERROR event${code ? ` ${code}` : ''}${statusText(obj) ? `: ${statusText(obj)}` : ''}`);
+      }
+      default:
+        throw new WatchError(0, `watch ${this.watched.name}: unknown event type ${JSON.stringify(type)}`);
+    }
+    const rv = rvOf(obj);
+    if (rv !== undefined) this.rv = rv;
+    return 'ok';
+  }
+}

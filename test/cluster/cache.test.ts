@@ -1,0 +1,401 @@
+/**
+ * The watch cache (src/cluster/cache.ts) with the real client-node KubeConfig and undici against the loopback fake API
+ * server, which speaks list + watch as kube-apiserver does (chunked JSON lines, bookmarks, 410 Expired).
+ */
+import { readFile } from 'node:fs/promises';
+import fc from 'fast-check';
+import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { ClusterWatchCache, type WatchCacheOptions } from '../../src/cluster/cache.js';
+import { KubeClusterState } from '../../src/cluster/kube.js';
+import { poolConnections } from '../../src/cluster/pool.js';
+import { startFakeKube, type FakeKube } from '../../src/sandbox/fakes/kubernetes.js';
+import { EXPECTED_MULTUS, FIXTURE } from './fixture.js';
+
+const SUBJECTS: [string, string][] = [
+  ['kube-system', 'multus'],
+  ['kube-system', 'aws-node'],
+  ['monitoring', 'metrics-server'],
+  ['ops', 'backup'],
+  ['logging', 'fluentd'],
+  ['kube-system', 'nobody'],
+];
+/** Fast retries for tests; the defaults are 1 s doubling to 30 s. */
+const FAST: WatchCacheOptions = { backoffMs: { initial: 10, max: 50 } };
+
+let items: { kind: string; metadata: { namespace: string; name: string } }[];
+let fake: FakeKube | undefined;
+const caches: ClusterWatchCache[] = [];
+
+beforeAll(async () => {
+  items = (JSON.parse(await readFile(FIXTURE, 'utf8')) as { items: typeof items }).items;
+});
+afterEach(async () => {
+  for (const c of caches.splice(0)) c.stop();
+  await fake?.close();
+  fake = undefined;
+});
+
+function startCache(f: FakeKube, opts: WatchCacheOptions = {}): ClusterWatchCache {
+  const c = new ClusterWatchCache(f.kubeConfig(), { ...FAST, ...opts });
+  caches.push(c);
+  c.start();
+  return c;
+}
+
+/** Resolves when every resource's watch stream is open on the fake (8: pods, serviceaccounts, 6 owner kinds). */
+async function watching(f: FakeKube, n = 8): Promise<void> {
+  await vi.waitFor(() => expect(f.openWatches().length).toBe(n), { timeout: 10_000, interval: 10 });
+}
+
+const pod = (ns: string, name: string, sa: string, owner?: { kind: string; name: string; apiVersion?: string }, image = 'registry.example/app:1') => ({
+  apiVersion: 'v1',
+  kind: 'Pod',
+  metadata: {
+    namespace: ns,
+    name,
+    uid: `uid-${ns}-${name}`,
+    labels: { app: name },
+    ...(owner ? { ownerReferences: [{ apiVersion: owner.apiVersion ?? (owner.kind === 'Job' ? 'batch/v1' : 'apps/v1'), kind: owner.kind, name: owner.name, controller: true, uid: 'x' }] } : {}),
+  },
+  spec: {
+    serviceAccountName: sa,
+    nodeName: 'node-1',
+    containers: [{ name: 'main', image, args: ['--flag'] }],
+    volumes: [{ name: 'kube-api-access-x', projected: { sources: [{ serviceAccountToken: { path: 'token' } }] } }],
+  },
+  status: { phase: 'Running', startTime: '2026-11-01T10:00:00Z', podIP: '10.0.0.9' },
+});
+
+const workload = (kind: string, ns: string, name: string, owner?: { kind: string; name: string }) => ({
+  apiVersion: kind === 'Job' || kind === 'CronJob' ? 'batch/v1' : 'apps/v1',
+  kind,
+  metadata: {
+    namespace: ns,
+    name,
+    uid: `uid-${kind}-${name}`,
+    ...(owner ? { ownerReferences: [{ apiVersion: owner.kind === 'CronJob' ? 'batch/v1' : 'apps/v1', kind: owner.kind, name: owner.name, controller: true, uid: 'y' }] } : {}),
+  },
+  spec:
+    kind === 'CronJob'
+      ? { schedule: '* * * * *', jobTemplate: { spec: { template: { spec: { serviceAccountName: 'sa-a', containers: [{ name: 'c', image: 'cron:1' }] } } } } }
+      : { replicas: 2, strategy: kind === 'Deployment' ? { type: 'RollingUpdate' } : undefined, template: { spec: { serviceAccountName: 'sa-a', containers: [{ name: 'c', image: `${kind.toLowerCase()}:1`, args: ['-v'] }] } } },
+  status: { desiredNumberScheduled: 3 },
+});
+
+describe('ClusterWatchCache', () => {
+  it('lists then watches pods, ServiceAccounts and the six owner kinds, cluster-wide, with bookmarks', { timeout: 60_000 }, async () => {
+    fake = await startFakeKube({ objects: items });
+    const cache = startCache(fake);
+    await cache.synced();
+    await watching(fake);
+    const watches = fake.requestsMatching({ verb: 'watch' });
+    expect(watches.map((r) => `${r.group}/${r.resource}`).sort()).toEqual(
+      ['/pods', '/serviceaccounts', 'apps/daemonsets', 'apps/deployments', 'apps/replicasets', 'apps/statefulsets', 'batch/cronjobs', 'batch/jobs'].sort(),
+    );
+    for (const w of watches) {
+      expect(w.namespace).toBeUndefined();
+      expect(w.query['allowWatchBookmarks']).toBe('true');
+      expect(w.query['resourceVersion']).toMatch(/^\d+$/);
+      expect(Number(w.query['timeoutSeconds'])).toBeGreaterThanOrEqual(1800);
+      expect(Number(w.query['timeoutSeconds'])).toBeLessThan(3600);
+    }
+    expect(fake.requestsMatching({ verb: 'list' }).every((r) => r.query['limit'] === '500')).toBe(true);
+  });
+
+  it('gives the same SubjectState and pods as direct reads on the shared fixture, and a steady-state poll makes 0 requests', { timeout: 60_000 }, async () => {
+    fake = await startFakeKube({ objects: items });
+    const cache = startCache(fake);
+    await cache.synced();
+    await watching(fake);
+    const cached = new KubeClusterState(fake.kubeConfig(), { cache });
+    const direct = new KubeClusterState(fake.kubeConfig());
+    const before = fake.requests.length;
+    const fromCache = [];
+    for (const [ns, name] of SUBJECTS) fromCache.push(await cached.describeServiceAccount(ns, name));
+    const pods = items.filter((i) => i.kind === 'Pod');
+    const podsFromCache = [];
+    for (const p of pods) podsFromCache.push(await cached.getPod(p.metadata.namespace, p.metadata.name));
+    expect(await cached.getPod('kube-system', 'gone')).toBeUndefined();
+    expect(await cached.legacySecretOwner('kube-system', 'multus-token-4xv9q')).toEqual({
+      serviceAccount: 'multus',
+      via: 'ServiceAccount kube-system/multus lists Secret multus-token-4xv9q in .secrets[]',
+    });
+    expect(fake.requests.length - before).toBe(0); // no request at all while the cache is fresh
+    expect(cached.readSource()).toEqual({ source: 'cache' });
+    expect(fromCache[0]).toEqual({ ...EXPECTED_MULTUS, legacySecrets: [] });
+    for (const [i, [ns, name]] of SUBJECTS.entries()) expect(fromCache[i], `${ns}/${name}`).toEqual(await direct.describeServiceAccount(ns, name));
+    for (const [i, p] of pods.entries()) expect(podsFromCache[i]).toEqual(await direct.getPod(p.metadata.namespace, p.metadata.name));
+  });
+
+  it('converges to the direct reads over random pod and owner sets (property)', { timeout: 120_000 }, async () => {
+    const ownerKind = fc.constantFrom('Deployment', 'DaemonSet', 'StatefulSet', 'CronJob', 'bare', 'orphan-rs', 'kruise');
+    const podSpec = fc.record({ ns: fc.constantFrom('a', 'b'), sa: fc.constantFrom('sa-a', 'sa-b', 'default'), owner: ownerKind, w: fc.integer({ min: 0, max: 2 }) });
+    await fc.assert(
+      fc.asyncProperty(fc.array(podSpec, { minLength: 1, maxLength: 12 }), async (specs) => {
+        const objects: object[] = [
+          { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { namespace: 'a', name: 'sa-a', uid: 'u1', annotations: { k: 'v' } } },
+          { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { namespace: 'b', name: 'sa-b', uid: 'u2' }, secrets: [{ name: 'sa-b-token-abcde' }] },
+        ];
+        const seen = new Set<string>();
+        const add = (o: { kind: string; metadata: { namespace: string; name: string } }) => {
+          const k = `${o.kind}/${o.metadata.namespace}/${o.metadata.name}`;
+          if (seen.has(k)) return;
+          objects.push(o);
+          seen.add(k);
+        };
+        specs.forEach((s, i) => {
+          const w = `w${s.w}`;
+          switch (s.owner) {
+            case 'Deployment':
+              add(workload('Deployment', s.ns, w));
+              add(workload('ReplicaSet', s.ns, `${w}-rs`, { kind: 'Deployment', name: w }));
+              add(pod(s.ns, `p${i}`, s.sa, { kind: 'ReplicaSet', name: `${w}-rs` }));
+              break;
+            case 'CronJob':
+              add(workload('CronJob', s.ns, w));
+              add(workload('Job', s.ns, `${w}-1`, { kind: 'CronJob', name: w }));
+              add(pod(s.ns, `p${i}`, s.sa, { kind: 'Job', name: `${w}-1` }));
+              break;
+            case 'bare':
+              add(pod(s.ns, `p${i}`, s.sa, undefined, `bare:${i}`));
+              break;
+            case 'orphan-rs': // a ReplicaSet whose Deployment is gone
+              add(workload('ReplicaSet', s.ns, `${w}-orphan`, { kind: 'Deployment', name: `${w}-gone` }));
+              add(pod(s.ns, `p${i}`, s.sa, { kind: 'ReplicaSet', name: `${w}-orphan` }));
+              break;
+            case 'kruise': // a custom resource reusing a built-in kind name: not read
+              add(pod(s.ns, `p${i}`, s.sa, { kind: 'StatefulSet', name: w, apiVersion: 'apps.kruise.io/v1beta1' }));
+              break;
+            default:
+              add(workload(s.owner, s.ns, `${s.owner.toLowerCase()}-${w}`));
+              add(pod(s.ns, `p${i}`, s.sa, { kind: s.owner, name: `${s.owner.toLowerCase()}-${w}` }));
+          }
+        });
+        const f = await startFakeKube({ objects });
+        const cache = new ClusterWatchCache(f.kubeConfig(), FAST);
+        try {
+          cache.start();
+          await cache.synced();
+          const cached = new KubeClusterState(f.kubeConfig(), { cache });
+          const direct = new KubeClusterState(f.kubeConfig());
+          for (const ns of ['a', 'b']) {
+            for (const sa of ['sa-a', 'sa-b', 'default']) {
+              expect(await cached.describeServiceAccount(ns, sa)).toEqual(await direct.describeServiceAccount(ns, sa));
+            }
+          }
+          for (const [i, s] of specs.entries()) expect(await cached.getPod(s.ns, `p${i}`)).toEqual(await direct.getPod(s.ns, `p${i}`));
+          expect(cached.readSource()).toEqual({ source: 'cache' });
+        } finally {
+          cache.stop();
+          await f.close();
+        }
+      }),
+      { numRuns: 8 },
+    );
+  });
+
+  it('sees a pod created and one deleted between polls, without a request of its own', { timeout: 60_000 }, async () => {
+    fake = await startFakeKube({ objects: items });
+    const cache = startCache(fake);
+    await cache.synced();
+    await watching(fake);
+    const kube = new KubeClusterState(fake.kubeConfig(), { cache });
+    const names = async () => (await kube.describeServiceAccount('kube-system', 'multus')).pods.map((p) => p.name);
+    const initial = await names();
+    expect(initial.length).toBeGreaterThan(0);
+    const requests = fake.requests.length;
+    fake.store.put({ ...pod('kube-system', 'kube-multus-ds-new01', 'multus', { kind: 'DaemonSet', name: 'kube-multus-ds' }) });
+    fake.store.delete('Pod', 'kube-system', initial[0]!);
+    await vi.waitFor(async () => expect(await names()).toEqual([...initial.slice(1), 'kube-multus-ds-new01'].sort()), { timeout: 10_000, interval: 10 });
+    const added = (await kube.describeServiceAccount('kube-system', 'multus')).pods.find((p) => p.name === 'kube-multus-ds-new01');
+    expect(added?.ownerChain).toEqual([{ kind: 'DaemonSet', namespace: 'kube-system', name: 'kube-multus-ds' }]);
+    expect(await kube.getPod('kube-system', initial[0]!)).toBeUndefined();
+    expect(fake.requests.length).toBe(requests);
+  });
+
+  it('410 Gone on resuming a watch → relists and replaces the cache (objects gone meanwhile are dropped)', { timeout: 60_000 }, async () => {
+    fake = await startFakeKube({ objects: items });
+    const events: string[] = [];
+    const cache = startCache(fake, { onEvent: (e) => events.push(`${e.kind} ${e.resource ?? ''}`) });
+    await cache.synced();
+    await watching(fake);
+    const kube = new KubeClusterState(fake.kubeConfig(), { cache });
+    const podLists = () => fake!.requestsMatching({ verb: 'list', resource: 'pods' }).length;
+    expect(podLists()).toBe(1);
+    // The connections go down; meanwhile the history expires and the cluster changes.
+    fake.delay(200, { verb: 'watch' });
+    fake.dropWatches();
+    const victim = (await kube.describeServiceAccount('kube-system', 'multus')).pods[0]!.name;
+    fake.store.delete('Pod', 'kube-system', victim);
+    fake.store.put(pod('kube-system', 'kube-multus-ds-after', 'multus', { kind: 'DaemonSet', name: 'kube-multus-ds' }));
+    fake.compactHistory(); // the changes above are no longer in the history: resuming from before them is "too old"
+    fake.clearFaults();
+    await vi.waitFor(() => expect(podLists()).toBe(2), { timeout: 10_000, interval: 10 });
+    await watching(fake);
+    await vi.waitFor(() => expect(cache.freshness()).toEqual({ ok: true }), { timeout: 10_000, interval: 10 });
+    const resumed = fake.requestsMatching({ verb: 'watch', resource: 'pods' });
+    expect(resumed.length).toBeGreaterThanOrEqual(3); // first watch, the resume answered 410, the one after the relist
+    expect(events).toContain('relist pods');
+    const direct = new KubeClusterState(fake.kubeConfig());
+    expect(await kube.describeServiceAccount('kube-system', 'multus')).toEqual(await direct.describeServiceAccount('kube-system', 'multus'));
+    expect(await kube.getPod('kube-system', victim)).toBeUndefined();
+  });
+
+  it('a dropped watch connection is reopened from its resourceVersion (no relist) and changes keep arriving', { timeout: 60_000 }, async () => {
+    fake = await startFakeKube({ objects: items });
+    const cache = startCache(fake);
+    await cache.synced();
+    await watching(fake);
+    const lists = fake.requestsMatching({ verb: 'list' }).length;
+    const firstPodWatch = fake.requestsMatching({ verb: 'watch', resource: 'pods' })[0]!;
+    expect(fake.dropWatches()).toBe(8);
+    fake.store.put(pod('ops', 'late-pod', 'backup'));
+    await watching(fake);
+    const kube = new KubeClusterState(fake.kubeConfig(), { cache });
+    await vi.waitFor(async () => expect((await kube.getPod('ops', 'late-pod'))?.serviceAccount).toBe('backup'), { timeout: 10_000, interval: 10 });
+    const again = fake.requestsMatching({ verb: 'watch', resource: 'pods' })[1]!;
+    expect(Number(again.query['resourceVersion'])).toBeGreaterThanOrEqual(Number(firstPodWatch.query['resourceVersion']));
+    expect(fake.requestsMatching({ verb: 'list' }).length).toBe(lists);
+  });
+
+  it('a watch quiet for idleTimeoutMs is reopened from its resourceVersion; bookmarks keep it open', { timeout: 60_000 }, async () => {
+    fake = await startFakeKube({ objects: items });
+    const cache = startCache(fake, { idleTimeoutMs: 150 });
+    await cache.synced();
+    const podWatches = () => fake!.requestsMatching({ verb: 'watch', resource: 'pods' });
+    await vi.waitFor(() => expect(podWatches().length).toBeGreaterThanOrEqual(3), { timeout: 10_000, interval: 10 });
+    expect(new Set(podWatches().map((r) => r.query['resourceVersion'])).size).toBe(1); // same rv: nothing happened
+    expect(fake.requestsMatching({ verb: 'list' }).length).toBe(8); // no relist
+    expect(cache.freshness()).toEqual({ ok: true });
+
+    const chatty = await startFakeKube({ objects: items, bookmarkIntervalMs: 20 });
+    try {
+      const kept = new ClusterWatchCache(chatty.kubeConfig(), { ...FAST, idleTimeoutMs: 1500 });
+      caches.push(kept);
+      kept.start();
+      await kept.synced();
+      await watching(chatty);
+      const opened = chatty.requestsMatching({ verb: 'watch' }).length;
+      await new Promise((r) => setTimeout(r, 3000)); // two idle timeouts, bridged by bookmarks 75 times as frequent
+      expect(chatty.requestsMatching({ verb: 'watch' }).length).toBe(opened);
+    } finally {
+      await chatty.close();
+    }
+  });
+
+  it('a watch that gets no answer (black-holed API server) counts as a failure with the reason', { timeout: 60_000 }, async () => {
+    fake = await startFakeKube({ objects: items });
+    fake.delay(60_000, { verb: 'watch', resource: 'pods' });
+    const cache = startCache(fake, { listTimeoutMs: 100, maxStaleMs: 0 });
+    await cache.synced();
+    await vi.waitFor(() => expect(cache.freshness()).toMatchObject({ ok: false, state: 'broken', reason: expect.stringMatching(/^watch of pods down for \d+ s \(no answer to watch pods within 100 ms\)$/) }), {
+      timeout: 10_000,
+      interval: 10,
+    });
+  });
+
+  it('a watch broken beyond the bound → direct reads, and the reason is told; back on the cache once it reconnects', { timeout: 60_000 }, async () => {
+    fake = await startFakeKube({ objects: items });
+    const cache = startCache(fake, { maxStaleMs: 0 });
+    await cache.synced();
+    await watching(fake);
+    const reasons: (string | undefined)[] = [];
+    const kube = new KubeClusterState(fake.kubeConfig(), { cache, onFallback: (f) => reasons.push(f && `${f.state}: ${f.reason}`) });
+    expect((await kube.describeServiceAccount('kube-system', 'multus')).pods.length).toBeGreaterThan(0);
+    fake.forbid({ verb: 'watch', resource: 'pods' });
+    fake.dropWatches();
+    await vi.waitFor(() => expect(fake!.requestsMatching({ verb: 'watch', resource: 'pods' }).length).toBeGreaterThanOrEqual(2), { timeout: 10_000, interval: 10 });
+    await vi.waitFor(() => expect(cache.freshness().ok).toBe(false), { timeout: 10_000, interval: 10 });
+    const before = fake.requestsMatching({ verb: 'list', resource: 'pods' }).length;
+    const state = await kube.describeServiceAccount('kube-system', 'multus');
+    expect(state).toEqual(await new KubeClusterState(fake.kubeConfig()).describeServiceAccount('kube-system', 'multus'));
+    expect(fake.requestsMatching({ verb: 'list', resource: 'pods' }).filter((r) => r.namespace === 'kube-system').length).toBeGreaterThan(0);
+    expect(fake.requestsMatching({ verb: 'list', resource: 'pods' }).length).toBeGreaterThan(before);
+    expect(reasons.at(-1)).toMatch(/^broken: watch of pods down for \d+ s \(forbidden: no permission to watch pods \(cluster-wide\): pods is forbidden: User ".*" cannot watch resource "pods" in API group "" at the cluster scope\)$/);
+    expect(kube.readSource()).toMatchObject({ source: 'direct' });
+    fake.clearFaults();
+    await vi.waitFor(() => expect(cache.freshness()).toEqual({ ok: true }), { timeout: 10_000, interval: 10 });
+    await kube.describeServiceAccount('kube-system', 'multus');
+    expect(reasons.at(-1)).toBeUndefined();
+  });
+
+  it('before the first sync reads go to the API and say the cache is not synced yet', { timeout: 60_000 }, async () => {
+    fake = await startFakeKube({ objects: items });
+    fake.delay(300, { verb: 'list', resource: 'pods', namespace: undefined, path: '/api/v1/pods' });
+    const reasons: (string | undefined)[] = [];
+    const cache = startCache(fake);
+    const kube = new KubeClusterState(fake.kubeConfig(), { cache, waitForSyncMs: 0, onFallback: (f) => reasons.push(f && `${f.state}: ${f.reason}`) });
+    const state = await kube.describeServiceAccount('kube-system', 'multus');
+    expect(state).toEqual({ ...EXPECTED_MULTUS, legacySecrets: [] });
+    expect(reasons[0]).toMatch(/^syncing: watch cache not synced yet \(.*pods.*\)$/);
+    expect(fake.requestsMatching({ verb: 'list', resource: 'pods', namespace: 'kube-system' }).length).toBe(1); // the direct read
+    await cache.synced();
+  });
+
+  it('a first read waits (bounded) for the syncing cache instead of reading the API as well', { timeout: 60_000 }, async () => {
+    fake = await startFakeKube({ objects: items });
+    fake.delay(200, { path: '/api/v1/pods' });
+    const reasons: unknown[] = [];
+    const cache = startCache(fake);
+    const kube = new KubeClusterState(fake.kubeConfig(), { cache, onFallback: (f) => reasons.push(f) });
+    expect(await kube.describeServiceAccount('kube-system', 'multus')).toEqual({ ...EXPECTED_MULTUS, legacySecrets: [] });
+    expect(reasons).toEqual([]);
+    expect(fake.requests.filter((r) => r.namespace !== undefined)).toEqual([]); // no direct (namespaced) read at all
+    // A cache that cannot sync: the wait ends after waitForSyncMs and the read goes to the API.
+    const f2 = await startFakeKube({ objects: items });
+    try {
+      f2.forbid({ verb: 'list', path: '/api/v1/serviceaccounts' });
+      const stuck = new ClusterWatchCache(f2.kubeConfig(), FAST);
+      caches.push(stuck);
+      stuck.start();
+      const k2 = new KubeClusterState(f2.kubeConfig(), { cache: stuck, waitForSyncMs: 100, onFallback: (f) => reasons.push(f?.state) });
+      expect((await k2.describeServiceAccount('kube-system', 'multus')).pods.length).toBeGreaterThan(0);
+      expect(reasons).toEqual(['syncing']);
+    } finally {
+      await f2.close();
+    }
+  });
+
+  it('keeps only the converted fields: no raw object, no metadata/spec/status; past maxObjects it disables itself', { timeout: 60_000 }, async () => {
+    fake = await startFakeKube({ objects: items });
+    const cache = startCache(fake);
+    await cache.synced();
+    const { pods, serviceAccounts, owners } = cache.contents();
+    expect(pods.length).toBe(items.filter((i) => i.kind === 'Pod').length);
+    expect(serviceAccounts.length).toBe(items.filter((i) => i.kind === 'ServiceAccount').length);
+    const podKeys = new Set(['namespace', 'name', 'uid', 'node', 'serviceAccount', 'startTime', 'phase', 'containers', 'hostPaths', 'projectedToken', 'ownerChain', 'labels', 'ips', 'hostIP', 'hostNetwork']);
+    for (const p of pods) {
+      expect(Object.keys(p).every((k) => k === 'info' || k === 'controller')).toBe(true);
+      expect(Object.keys(p.info).filter((k) => !podKeys.has(k))).toEqual([]);
+      expect(p.info.ownerChain).toEqual([]);
+    }
+    for (const o of owners) expect(Object.keys(o.info).filter((k) => ['metadata', 'spec', 'status', 'apiVersion'].includes(k))).toEqual([]);
+    const raw = JSON.stringify(items.filter((i) => i.kind !== 'Secret')).length;
+    expect(JSON.stringify(cache.contents()).length).toBeLessThan(raw);
+
+    const events: string[] = [];
+    const small = startCache(fake, { maxObjects: 3, onEvent: (e) => events.push(e.kind) });
+    await vi.waitFor(() => expect(small.freshness()).toEqual({ ok: false, state: 'disabled', reason: 'watch cache disabled: more than 3 objects (pods, ServiceAccounts, workloads) in the cluster' }), { timeout: 10_000, interval: 10 });
+    expect(small.size).toBe(0);
+    expect(events).toContain('disabled');
+    const kube = new KubeClusterState(fake.kubeConfig(), { cache: small });
+    expect((await kube.describeServiceAccount('kube-system', 'multus')).pods.length).toBeGreaterThan(0);
+  });
+});
+
+describe('poolConnections', () => {
+  it('direct reads share keep-alive connections instead of one TCP connection per request', { timeout: 60_000 }, async () => {
+    fake = await startFakeKube({ objects: items });
+    const unpooled = new KubeClusterState(fake.kubeConfig(), { concurrency: 1 });
+    for (const [ns, name] of SUBJECTS) await unpooled.describeServiceAccount(ns, name);
+    const perRequest = fake.connections;
+    expect(perRequest).toBe(fake.requests.length); // client-node 2: a new undici Agent, hence connection, per request
+    const requests = fake.requests.length;
+    const kc = poolConnections(fake.kubeConfig());
+    expect(poolConnections(kc)).toBe(kc);
+    const pooled = new KubeClusterState(kc, { concurrency: 1 });
+    for (const [ns, name] of SUBJECTS) await pooled.describeServiceAccount(ns, name);
+    expect(fake.requests.length - requests).toBeGreaterThan(10);
+    expect(fake.connections - perRequest).toBeLessThanOrEqual(2);
+  });
+});
