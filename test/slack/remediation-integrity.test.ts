@@ -186,9 +186,11 @@ describe('final progress edit', { timeout: 120_000 }, () => {
     await h.click(APPROVER, approvalMessage(h, alert.ts)!, 'tw_approve');
     const store = h.serve.context.store;
     await until(() => store.listApprovals()[0]!.state === 'succeeded', 'the restart to succeed');
+    // The final edit is sent (and retried) after the approval ends.
+    const finals = () => h!.slack.callsTo('chat.update').filter((c) => isFinal(c.args));
+    await until(() => finals().some((c) => c.response['ok'] === true), 'the retried final edit to land');
     await h.bot.idle();
-    const finals = h.slack.callsTo('chat.update').filter((c) => isFinal(c.args));
-    expect(finals.map((c) => c.response['ok'])).toEqual([false, true]);
+    expect(finals().map((c) => c.response['ok'])).toEqual([false, true]);
     const progress = h.slack.thread(OPS, alert.ts).filter((m) => m.text.includes('rollout of DaemonSet') || m.text.includes('rolling out'));
     expect(progress.map((m) => m.text)).toEqual(['✅ [prod-eks] rollout of DaemonSet kube-system/kube-multus-ds complete']);
     const a = store.listApprovals()[0]!;
