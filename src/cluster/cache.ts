@@ -519,6 +519,7 @@ export class ClusterWatchCache {
    * started, or before `ipHistoryMs`, is not known: such requests find no pod, or a pod started after them.
    */
   podsByIP(ip: string, during?: TimeRange): PodInfo[] {
+    this.pruneIpHistory(this.opts.eventClock());
     const found = new Map<string, PodInfo>();
     for (const hold of this.ipHolders.get(ip)?.values() ?? []) {
       if (during && hold.since > during.to) continue;
