@@ -85,6 +85,26 @@ describe('watch cache: pods by IP over time', () => {
     expect(cache.podsByIP('10.1.9.9', { from: T0 - MIN, to: T0 })[0]!.phase).toBe('Running'); // as it was while it held the IP
   });
 
+  it('a pod deleted while the watch was down (410, relist) ends its hold when the relist misses it, not silently', { timeout: 60_000 }, async () => {
+    fake = await startFakeKube({ objects: [pod('keycloak', 'keycloak-0', 'keycloak', '10.1.2.3', T0 - 60 * MIN)] });
+    const clock = eventClock();
+    const cache = startCache(fake, { eventClock: clock.now });
+    await cache.synced();
+    await vi.waitFor(() => expect(fake!.openWatches().length).toBe(8), { timeout: 10_000, interval: 10 });
+    const podLists = () => fake!.requestsMatching({ verb: 'list', resource: 'pods' }).length;
+    fake.delay(200, { verb: 'watch' });
+    fake.dropWatches();
+    clock.advance(5 * MIN);
+    fake.store.delete('Pod', 'keycloak', 'keycloak-0');
+    fake.compactHistory(); // the deletion is no longer in the watch history: the resume gets 410 and relists
+    fake.clearFaults();
+    await vi.waitFor(() => expect(podLists()).toBe(2), { timeout: 10_000, interval: 10 });
+    await vi.waitFor(() => expect(cache.getPod('keycloak', 'keycloak-0')).toBeUndefined(), { timeout: 10_000, interval: 10 });
+    expect(cache.podsByIP('10.1.2.3')).toEqual([]);
+    expect(names(cache.podsByIP('10.1.2.3', { from: T0 - MIN, to: T0 }))).toEqual(['keycloak/keycloak-0']);
+    expect(cache.podsByIP('10.1.2.3', { from: T0 + 6 * MIN, to: T0 + 7 * MIN })).toEqual([]);
+  });
+
   it('the history is bounded: by count (oldest first) and by ipHistoryMs', { timeout: 60_000 }, async () => {
     const ips = ['10.1.0.1', '10.1.0.2', '10.1.0.3'];
     fake = await startFakeKube({ objects: ips.map((ip, i) => pod('apps', `app-${i}`, 'app', ip, T0 - 60 * MIN)) });
