@@ -118,7 +118,8 @@ export interface WatchCacheOptions {
 
 /**
  * One pod's hold of one IP (its pod IP, or for a hostNetwork pod its node's IP): from `since` (the pod's
- * `status.startTime`, else when the cache saw it with that IP) to `until` (when the cache saw it deleted, with another
+ * `status.startTime`, else when the cache saw it with that IP — but never before the IP's previous pod let it go: a
+ * pod may start while the pod whose IP it gets is still terminating) to `until` (when the cache saw it deleted, with another
  * IP, or Succeeded/Failed; undefined while held). Epoch ms of the cache's event clock.
  */
 interface IpHold {
@@ -377,7 +378,10 @@ export class ClusterWatchCache {
     return ips;
   }
 
-  /** Moves the IP holds of pod `key` to its new state `next` (undefined: deleted): ended holds go to the history. */
+  /**
+   * Moves the IP holds of pod `key` to its new state `next` (undefined: deleted): ended holds go to the history. A new
+   * hold starts at the pod's start, but not before the latest end of another pod's hold of that IP (see {@link IpHold}).
+   */
   private updateHolds(key: string, next: CachedPod | undefined): void {
     const now = this.opts.eventClock();
     const before = ClusterWatchCache.heldIps(this.pods.get(key));
@@ -400,7 +404,11 @@ export class ClusterWatchCache {
       if (!holders) this.ipHolders.set(ip, (holders = new Map()));
       const hold = holders.get(key);
       if (hold) hold.pod = next!;
-      else holders.set(key, { key, pod: next!, since: Math.min(next!.info.startTime ?? now, now) });
+      else {
+        let since = Math.min(next!.info.startTime ?? now, now);
+        for (const h of this.ipEnded.get(ip) ?? []) if (h.key !== key && h.until !== undefined && h.until > since) since = Math.min(h.until, now);
+        holders.set(key, { key, pod: next!, since });
+      }
     }
     this.pruneIpHistory(now);
   }
@@ -512,7 +520,8 @@ export class ClusterWatchCache {
   /**
    * Pods that held `ip` (as pod IP, or as node IP for a hostNetwork pod), with their owner chains, sorted by
    * namespace and name. Without `during`: the pods holding it now. With `during` (epoch ms, the times of the requests
-   * to explain): every pod that held it at some time in the range — pods holding it now from their start on, and pods
+   * to explain): every pod that held it at some time in the range — pods holding it now from their start (or from when the IP's
+   * previous pod let it go), and pods
    * that stopped holding it (deleted, IP changed, Succeeded/Failed) up to when the cache saw that, kept for
    * `ipHistoryMs` — so a request is matched with the pod that had the IP at the request's time, and a range spanning
    * an IP's reuse gives both pods (ambiguous, never the wrong one). A pod that held an IP only before the cache

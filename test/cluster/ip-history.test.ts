@@ -66,6 +66,33 @@ describe('watch cache: pods by IP over time', () => {
     expect(cache.getPod('keycloak', 'keycloak-0')).toBeUndefined(); // gone from the pods, only in the IP history
   });
 
+  it('a pod that started before its IP was freed holds it from the watch event that gave it the IP, not from its start', { timeout: 60_000 }, async () => {
+    fake = await startFakeKube({ objects: [pod('keycloak', 'keycloak-0', 'keycloak', '10.1.2.3', T0 - 60 * MIN)] });
+    const clock = eventClock();
+    const cache = startCache(fake, { eventClock: clock.now });
+    await cache.synced();
+    await vi.waitFor(() => expect(fake!.openWatches().length).toBe(8), { timeout: 10_000, interval: 10 });
+    // grafana starts at T0−2 min, Pending without an IP; keycloak-0 goes at T0+5 min and its IP goes to grafana a minute later.
+    const pending = pod('monitoring', 'grafana-6d9f-abcde', 'grafana', '10.1.2.3', T0 - 2 * MIN);
+    const status = pending.status as Record<string, unknown>;
+    delete status['podIP'];
+    delete status['podIPs'];
+    status['phase'] = 'Pending';
+    fake.store.put(pending);
+    await vi.waitFor(() => expect(cache.getPod('monitoring', 'grafana-6d9f-abcde')).toBeDefined(), { timeout: 10_000, interval: 10 });
+    clock.advance(5 * MIN);
+    fake.store.delete('Pod', 'keycloak', 'keycloak-0');
+    await vi.waitFor(() => expect(cache.getPod('keycloak', 'keycloak-0')).toBeUndefined(), { timeout: 10_000, interval: 10 });
+    clock.advance(MIN);
+    fake.store.update('Pod', 'monitoring', 'grafana-6d9f-abcde', (o) => {
+      Object.assign(o['status'] as object, { phase: 'Running', podIP: '10.1.2.3', podIPs: [{ ip: '10.1.2.3' }] });
+    });
+    await vi.waitFor(() => expect(cache.getPod('monitoring', 'grafana-6d9f-abcde')?.ips).toEqual(['10.1.2.3']), { timeout: 10_000, interval: 10 });
+    // 401s at T0−1 min to T0: after grafana's start, but keycloak-0 alone had the IP then.
+    expect(names(cache.podsByIP('10.1.2.3', { from: T0 - MIN, to: T0 }))).toEqual(['keycloak/keycloak-0']);
+    expect(names(cache.podsByIP('10.1.2.3', { from: T0 + 7 * MIN, to: T0 + 8 * MIN }))).toEqual(['monitoring/grafana-6d9f-abcde']);
+  });
+
   it('a Succeeded pod frees its IP (status.podIP stays on the object); hostNetwork pods are indexed by the node IP', { timeout: 60_000 }, async () => {
     fake = await startFakeKube({
       objects: [pod('ops', 'backup-29000', 'backup', '10.1.9.9', T0 - 30 * MIN), pod('kube-system', 'node-agent-x1', 'node-agent', '10.20.0.5', T0 - 60 * MIN, { hostNetwork: true })],
