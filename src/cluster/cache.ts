@@ -100,8 +100,39 @@ export interface WatchCacheOptions {
   backoffMs?: { initial: number; max: number };
   /** Clock for staleness, epoch ms (default `Date.now`). */
   clock?: () => number;
+  /**
+   * Clock the pod-IP history is stamped with, epoch ms, in the time of the audit events it explains (`serve` passes
+   * its service clock; default {@link clock}).
+   */
+  eventClock?: () => number;
+  /**
+   * How long a pod that stopped holding an IP (deleted, IP changed, Succeeded/Failed) stays findable by that IP, ms
+   * (default 86,400,000: the default poll `lookback`); see {@link ClusterWatchCache.podsByIP}.
+   */
+  ipHistoryMs?: number;
+  /** Most ended IP holds kept, all IPs together (default 10,000); past it the oldest are dropped first. */
+  maxIpHistory?: number;
   /** Told about syncs, relists, failures (default: nothing). */
   onEvent?: (e: CacheEvent) => void;
+}
+
+/**
+ * One pod's hold of one IP (its pod IP, or for a hostNetwork pod its node's IP): from `since` (the pod's
+ * `status.startTime`, else when the cache saw it with that IP — but never before the IP's previous pod let it go: a
+ * pod may start while the pod whose IP it gets is still terminating) to `until` (when the cache saw it deleted, with another
+ * IP, or Succeeded/Failed; undefined while held). Epoch ms of the cache's event clock.
+ */
+interface IpHold {
+  key: string;
+  pod: CachedPod;
+  since: number;
+  until?: number;
+}
+
+/** A time range, epoch ms, both ends included. */
+export interface TimeRange {
+  from: number;
+  to: number;
 }
 
 /** A resource the cache watches. */
@@ -216,11 +247,16 @@ export class ClusterWatchCache {
   private readonly serviceAccounts = new Map<string, ServiceAccountInfo>();
   /** Owners by `Kind/namespace/name`. */
   private readonly owners = new Map<string, CachedOwner>();
+  /** Current IP holds: IP → pod key → hold. */
+  private readonly ipHolders = new Map<string, Map<string, IpHold>>();
+  /** Ended IP holds by IP, and all of them in the order they ended (for pruning). */
+  private readonly ipEnded = new Map<string, IpHold[]>();
+  private ipEndedQueue: { ip: string; hold: IpHold }[] = [];
   private readonly reflectors: Reflector[] = [];
   private readonly abort = new AbortController();
   private disabledReason: string | undefined;
   private started = false;
-  private readonly opts: Required<Omit<WatchCacheOptions, 'onEvent'>> & Pick<WatchCacheOptions, 'onEvent'>;
+  private readonly opts: Required<Omit<WatchCacheOptions, 'onEvent' | 'eventClock'>> & Pick<WatchCacheOptions, 'onEvent'> & { eventClock: () => number };
   private syncedResolve: (() => void) | undefined;
   private readonly interner = SHARED_STRINGS;
   private readonly syncedPromise: Promise<void>;
@@ -238,6 +274,9 @@ export class ClusterWatchCache {
       maxObjects: opts.maxObjects ?? 200_000,
       backoffMs: opts.backoffMs ?? { initial: 1000, max: 30_000 },
       clock: opts.clock ?? Date.now,
+      eventClock: opts.eventClock ?? opts.clock ?? Date.now,
+      ipHistoryMs: opts.ipHistoryMs ?? 86_400_000,
+      maxIpHistory: opts.maxIpHistory ?? 10_000,
       ...(opts.onEvent ? { onEvent: opts.onEvent } : {}),
     };
     this.syncedPromise = new Promise((resolve) => {
@@ -249,8 +288,8 @@ export class ClusterWatchCache {
         return this.interner.deep({ info: toPodInfo(o), ...(ref ? { controller: ref } : {}) } satisfies CachedPod);
       },
       replaceAll: (entries) => {
-        this.pods.clear();
-        this.podsBySa.clear();
+        // Pods missing from a relist were deleted meanwhile: they end their IP holds now (not silently forgotten).
+        for (const k of [...this.pods.keys()]) if (!entries.has(k)) this.dropPod(k);
         for (const [k, v] of entries) this.putPod(k, v as CachedPod);
       },
       upsert: (k, v) => this.putPod(k, v as CachedPod),
@@ -300,6 +339,9 @@ export class ClusterWatchCache {
       this.podsBySa.clear();
       this.serviceAccounts.clear();
       this.owners.clear();
+      this.ipHolders.clear();
+      this.ipEnded.clear();
+      this.ipEndedQueue = [];
     }
     if (this.reflectors.every((r) => r.synced)) this.syncedResolve?.();
   }
@@ -310,7 +352,8 @@ export class ClusterWatchCache {
   }
 
   private putPod(key: string, p: CachedPod): void {
-    this.dropPod(key);
+    this.updateHolds(key, p);
+    this.unindexPod(key);
     this.pods.set(key, p);
     const saKey = `${p.info.namespace}/${p.info.serviceAccount}`;
     let set = this.podsBySa.get(saKey);
@@ -319,6 +362,74 @@ export class ClusterWatchCache {
   }
 
   private dropPod(key: string): void {
+    this.updateHolds(key, undefined);
+    this.unindexPod(key);
+  }
+
+  /**
+   * The IPs a pod holds: none once it is Succeeded or Failed (its IP is free for another pod, though `status.podIP`
+   * stays on the object), else its pod IPs and, for a hostNetwork pod, its node's IP (as the snapshot indexes them).
+   */
+  private static heldIps(p: CachedPod | undefined): Set<string> {
+    const ips = new Set<string>();
+    if (!p || p.info.phase === 'Succeeded' || p.info.phase === 'Failed') return ips;
+    for (const ip of p.info.ips ?? []) ips.add(ip);
+    if (p.info.hostNetwork && p.info.hostIP) ips.add(p.info.hostIP);
+    return ips;
+  }
+
+  /**
+   * Moves the IP holds of pod `key` to its new state `next` (undefined: deleted): ended holds go to the history. A new
+   * hold starts at the pod's start, but not before the latest end of another pod's hold of that IP (see {@link IpHold}).
+   */
+  private updateHolds(key: string, next: CachedPod | undefined): void {
+    const now = this.opts.eventClock();
+    const before = ClusterWatchCache.heldIps(this.pods.get(key));
+    const after = ClusterWatchCache.heldIps(next);
+    for (const ip of before) {
+      if (after.has(ip)) continue;
+      const holders = this.ipHolders.get(ip);
+      const hold = holders?.get(key);
+      if (!hold) continue;
+      holders!.delete(key);
+      if (holders!.size === 0) this.ipHolders.delete(ip);
+      hold.until = now;
+      let ended = this.ipEnded.get(ip);
+      if (!ended) this.ipEnded.set(ip, (ended = []));
+      ended.push(hold);
+      this.ipEndedQueue.push({ ip, hold });
+    }
+    for (const ip of after) {
+      let holders = this.ipHolders.get(ip);
+      if (!holders) this.ipHolders.set(ip, (holders = new Map()));
+      const hold = holders.get(key);
+      if (hold) hold.pod = next!;
+      else {
+        let since = Math.min(next!.info.startTime ?? now, now);
+        for (const h of this.ipEnded.get(ip) ?? []) if (h.key !== key && h.until !== undefined && h.until > since) since = Math.min(h.until, now);
+        holders.set(key, { key, pod: next!, since });
+      }
+    }
+    this.pruneIpHistory(now);
+  }
+
+  /** Drops ended holds older than `ipHistoryMs`, and the oldest beyond `maxIpHistory`. */
+  private pruneIpHistory(now: number): void {
+    const cutoff = now - this.opts.ipHistoryMs;
+    let n = 0;
+    const q = this.ipEndedQueue;
+    while (n < q.length && (q.length - n > this.opts.maxIpHistory || (q[n]!.hold.until ?? now) < cutoff)) {
+      const { ip, hold } = q[n]!;
+      const list = this.ipEnded.get(ip);
+      const i = list ? list.indexOf(hold) : -1;
+      if (i >= 0) list!.splice(i, 1);
+      if (list && list.length === 0) this.ipEnded.delete(ip);
+      n++;
+    }
+    if (n > 0) this.ipEndedQueue = q.slice(n);
+  }
+
+  private unindexPod(key: string): void {
     const old = this.pods.get(key);
     if (!old) return;
     this.pods.delete(key);
@@ -404,6 +515,37 @@ export class ClusterWatchCache {
   getPod(namespace: string, name: string): PodInfo | undefined {
     const p = this.pods.get(`${namespace}/${name}`);
     return p ? this.podWithChain(p) : undefined;
+  }
+
+  /**
+   * Pods that held `ip` (as pod IP, or as node IP for a hostNetwork pod), with their owner chains, sorted by
+   * namespace and name. Without `during`: the pods holding it now. With `during` (epoch ms, the times of the requests
+   * to explain): every pod that held it at some time in the range — pods holding it now from their start (or from when the IP's
+   * previous pod let it go), and pods
+   * that stopped holding it (deleted, IP changed, Succeeded/Failed) up to when the cache saw that, kept for
+   * `ipHistoryMs` — so a request is matched with the pod that had the IP at the request's time, and a range spanning
+   * an IP's reuse gives both pods (ambiguous, never the wrong one). A pod that held an IP only before the cache
+   * started, or before `ipHistoryMs`, is not known: such requests find no pod, or a pod started after them.
+   */
+  podsByIP(ip: string, during?: TimeRange): PodInfo[] {
+    this.pruneIpHistory(this.opts.eventClock());
+    const found = new Map<string, PodInfo>();
+    for (const hold of this.ipHolders.get(ip)?.values() ?? []) {
+      if (during && hold.since > during.to) continue;
+      found.set(hold.key, this.podWithChain(hold.pod));
+    }
+    if (during) {
+      for (const hold of this.ipEnded.get(ip) ?? []) {
+        if (found.has(hold.key) || hold.since > during.to || (hold.until ?? Infinity) < during.from) continue;
+        found.set(hold.key, this.podWithChain(hold.pod));
+      }
+    }
+    return [...found.values()].sort((a, b) => a.namespace.localeCompare(b.namespace) || a.name.localeCompare(b.name));
+  }
+
+  /** Number of ended IP holds kept (diagnostics and tests; bounded by `maxIpHistory`). */
+  get ipHistorySize(): number {
+    return this.ipEndedQueue.length;
   }
 
   /** A ServiceAccount, or undefined. */

@@ -488,6 +488,17 @@ export class KubeClusterState implements ClusterStateSource {
   }
 
   /**
+   * See {@link ClusterStateSource.podsByIP}: from the fresh watch cache only ({@link ClusterWatchCache.podsByIP}: the
+   * pods that held `ip` during `during`, also pods deleted since). Undefined — nothing attributed by IP — without a
+   * cache, or while it is not fresh (syncing, broken, disabled): a direct list shows only the pods of now, and a pod
+   * that got the IP after the requests would take the blame for them.
+   */
+  async podsByIP(ip: string, during?: { from: number; to: number }): Promise<PodInfo[] | undefined> {
+    const cache = await this.freshCache();
+    return cache ? cache.podsByIP(ip, during) : undefined;
+  }
+
+  /**
    * See {@link ClusterStateSource.getPod}: the pod with its owner chain, or undefined when it does not exist.
    * Owner reads that fail shorten the chain silently.
    * @throws ClusterUnavailableError (`cluster state unavailable: <reason>`) when the pod cannot be read.

@@ -196,8 +196,11 @@ export class SnapshotClusterState implements ClusterStateSource {
     return undefined;
   }
 
-  /** See {@link ClusterStateSource.podsByIP}: every snapshot pod with that pod IP (or node IP, for hostNetwork pods). */
-  async podsByIP(ip: string): Promise<PodInfo[]> {
+  /**
+   * See {@link ClusterStateSource.podsByIP}: every snapshot pod with that pod IP (or node IP, for hostNetwork pods).
+   * `during` is ignored: a snapshot has no history of who held an IP (the caller checks the pods' start times).
+   */
+  async podsByIP(ip: string, _during?: { from: number; to: number }): Promise<PodInfo[]> {
     const out: PodInfo[] = [];
     for (const pod of this.podsByIp.get(ip) ?? []) out.push(toPodInfo(pod, await resolveOwnerChain(pod, this.lookup)));
     return out;

@@ -163,9 +163,12 @@ export interface ClusterStateSource {
   legacySecretOwner?(namespace: string, secretName: string): Promise<LegacySecretOwner | undefined>;
   /**
    * Optional: pods whose pod IP or (for hostNetwork pods) node IP is `ip`, in every namespace the source sees; used to
-   * attribute 401s from a node's IP. Undefined when the source cannot answer (then nothing is attributed by IP).
+   * attribute 401s by source IP. `during` (epoch ms, both ends included) is the time of the requests to explain: a
+   * source that knows when pods held an IP (the live watch cache) answers with every pod that held it at some time in
+   * that range, also pods gone since; a source without that history (a snapshot, whose time is unknown) ignores it and
+   * answers with the pods it has on that IP. Undefined when the source cannot answer (then nothing is attributed by IP).
    */
-  podsByIP?(ip: string): Promise<PodInfo[] | undefined>;
+  podsByIP?(ip: string, during?: { from: number; to: number }): Promise<PodInfo[] | undefined>;
 }
 
 /** Result of {@link ClusterStateSource.legacySecretOwner}. */

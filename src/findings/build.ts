@@ -491,11 +491,13 @@ async function attributeBySourceIP(
 ): Promise<TokenRecord[]> {
   if (!state?.podsByIP) return records;
   const byIp = new Map<string, Promise<PodInfo[] | undefined>>();
-  const podsOn = (ip: string) => {
-    let p = byIp.get(ip);
+  // The pods on the IP during the record's 401s: a live source with an IP history names the pod of that time.
+  const podsOn = (ip: string, r: TokenRecord) => {
+    const key = `${ip}\0${r.firstSeen}\0${r.lastSeen}`;
+    let p = byIp.get(key);
     if (!p) {
-      p = state.podsByIP!(ip).catch(() => undefined);
-      byIp.set(ip, p);
+      p = state.podsByIP!(ip, { from: r.firstSeen, to: r.lastSeen }).catch(() => undefined);
+      byIp.set(key, p);
     }
     return p;
   };
@@ -509,7 +511,7 @@ async function attributeBySourceIP(
     const candidates: PodInfo[] = [];
     let ip: string | undefined;
     for (const x of r.sourceIPs.slice(0, 3)) {
-      const pods = (await podsOn(x)) ?? [];
+      const pods = (await podsOn(x, r)) ?? [];
       const running = pods.filter((p) => (p.phase === undefined || p.phase === 'Running') && (p.startTime === undefined || p.startTime <= r.lastSeen));
       if (running.length > 0) {
         ip = x;

@@ -182,9 +182,13 @@ async function buildKube(
   }
 }
 
-/** Start a cluster's watch cache, logging its syncs, relists and failures (scrubbed: reasons may quote the server). */
-function startWatchCache(kc: KubeConfig, cluster: string, logger: Logger): ClusterWatchCache {
+/**
+ * Start a cluster's watch cache, logging its syncs, relists and failures (scrubbed: reasons may quote the server).
+ * Its pod-IP history is stamped with the service clock and kept for the cluster's `lookback` (the 401s it explains).
+ */
+function startWatchCache(kc: KubeConfig, cluster: string, logger: Logger, ip: { eventClock: () => number; ipHistoryMs: number }): ClusterWatchCache {
   const cache = new ClusterWatchCache(kc, {
+    ...ip,
     onEvent: (e) => {
       const fields = { cluster, resource: e.resource, ...(e.reason ? { reason: scrubSecrets(e.reason) } : {}) };
       if (e.kind === 'synced') logger.debug(fields, 'watch cache: listed, now watching');
@@ -237,7 +241,7 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
     const secretMetadata = 'secretMetadata' in c.kubernetes && c.kubernetes.secretMetadata === true;
     const watch = !('watch' in c.kubernetes && c.kubernetes.watch === false);
     const timeoutMs = config.poll.requestTimeout;
-    const watchCache = kube.kubeConfig && watch ? startWatchCache(kube.kubeConfig, c.name, logger) : undefined;
+    const watchCache = kube.kubeConfig && watch ? startWatchCache(kube.kubeConfig, c.name, logger, { eventClock: clock, ipHistoryMs: c.lookback }) : undefined;
     const state = kube.kubeConfig
       ? new KubeClusterState(kube.kubeConfig, {
           secretMetadata,
