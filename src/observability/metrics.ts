@@ -16,8 +16,26 @@ export class Metrics {
   readonly pollsMissed = new Counter({ name: 'tokenwatch_polls_missed_total', help: 'Scheduled polls that did not run, by cluster and reason (overlap: the previous poll was still running; coalesced: folded into a late poll).', labelNames: ['cluster', 'reason'] as const, registers: [this.registry] });
   /** Scheduled polls whose timer fired past node-cron's tolerance (a blocked event loop) and that ran late. */
   readonly pollsLate = new Counter({ name: 'tokenwatch_polls_late_total', help: 'Scheduled polls that ran late because their timer fired late.', labelNames: ['cluster'] as const, registers: [this.registry] });
-  /** 1 while the last poll of a cluster failed (source, cluster state or store), 0 after a successful one. */
-  readonly pollFailing = new Gauge({ name: 'tokenwatch_poll_failing', help: '1 when the last poll of the cluster failed, 0 when it succeeded.', labelNames: ['cluster'] as const, registers: [this.registry] });
+  /**
+   * 1 while the last poll of a cluster failed (source, cluster state or store) or one of its Kubernetes reads timed out
+   * (a slow or hung API server), 0 after a successful one.
+   */
+  readonly pollFailing = new Gauge({ name: 'tokenwatch_poll_failing', help: '1 when the last poll of the cluster failed or a Kubernetes read of it timed out, 0 when it succeeded.', labelNames: ['cluster'] as const, registers: [this.registry] });
+  /**
+   * Per cluster, how long its running poll has been running, seconds (0 when none runs): read from
+   * {@link Metrics.pollRunningOf} (serve sets it) each time the registry is collected.
+   */
+  pollRunningOf: (() => Iterable<readonly [cluster: string, seconds: number]>) | undefined;
+  /** How long the running poll of a cluster has been running, seconds (0 when none runs); see {@link pollRunningOf}. */
+  readonly pollRunning: Gauge<'cluster'> = new Gauge({
+    name: 'tokenwatch_poll_running_seconds',
+    help: 'How long the running poll of the cluster has been running (0 when none runs).',
+    labelNames: ['cluster'] as const,
+    registers: [this.registry],
+    collect: () => {
+      for (const [cluster, seconds] of this.pollRunningOf?.() ?? []) this.pollRunning.set({ cluster }, seconds);
+    },
+  });
   /** When the last successful poll of a cluster started, epoch seconds. */
   readonly pollLastSuccess = new Gauge({ name: 'tokenwatch_poll_last_success_timestamp_seconds', help: 'Start of the last successful poll of the cluster (Unix time, seconds).', labelNames: ['cluster'] as const, registers: [this.registry] });
   /** Slack requests or Socket Mode envelopes dropped as replays/redeliveries, by transport (`http` | `socket`). */

@@ -5,7 +5,8 @@
  *
  * Lifecycle: {@link startServe} resolves once the store is open, the HTTP listener is up and the
  * schedule is running (first polls start within the jitter). {@link ServeHandle.stop} (SIGTERM) stops
- * new polls, waits for running ones, stops Slack, closes the listener and the store.
+ * new polls, aborts running ones (a hung cluster does not hold up shutdown) and waits for them to settle, stops Slack,
+ * closes the listener and the store.
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -77,7 +78,8 @@ export interface ServeContext extends SlackContext {
 /**
  * The body of `/readyz` (JSON): states only, never error text (details are in the log, scrubbed).
  * - `status`: `ready` | `starting` | `stopping` (the HTTP status is 200 only for `ready`);
- * - `polls`: per cluster, `ok` | `degraded` (the last poll failed: source, cluster state or store) | `pending`;
+ * - `polls`: per cluster, `ok` | `degraded` (the last poll failed: source, cluster state or store; or the running poll
+ *   has taken longer than 3 × `poll.requestTimeout`: a slow or hung cluster) | `pending`;
  * - `integrations`: per integration (`slack`), `ok` | `connected` | `disconnected` | `unavailable` (not reachable at
  *   start, retrying) | `failed` (could not start; see the log);
  * - `blind`: per cluster whose audit log cannot see stale tokens, the reason (a blind log never makes a replica
@@ -105,6 +107,8 @@ export interface ServeOptions {
   clock?: () => number;
   /** Scheduler jitter, ms; overrides `config.poll.jitter` (default 10 s; tests use 0). */
   jitterMs?: number;
+  /** Whether scheduled polls start at each cluster's stable offset; overrides `config.poll.spread` (tests of tick timing use false). */
+  spread?: boolean;
   /** Starts integrations (Slack) once pollers exist; default: Slack when `config.slack.enabled`. */
   integrations?: ((ctx: ServeContext) => Promise<Integration>)[];
   /**
@@ -242,6 +246,7 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       ...(probe ? { probe } : {}),
       seenRetentionMs: Math.max(2 * HOUR_MS, 'cloudwatch' in c.audit ? c.audit.cloudwatch.overlap * 2 : 0),
       chunkEvents: config.poll.chunkEvents,
+      slowAfterMs: 3 * config.poll.requestTimeout,
       activeWindowMs: config.findings.activeWindow,
       quietPeriodMs: config.findings.quietPeriod,
       retention: { tokenRecordsMs: config.retention.tokenRecords, pollRunsMs: config.retention.pollRuns, actionLogMs: config.retention.actionLog },
@@ -265,6 +270,8 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   const isLeader = opts.isLeader ?? (() => lock?.held() ?? true);
   const scheduler = new Scheduler({
     jitterMs: opts.jitterMs ?? config.poll.jitter,
+    spread: opts.spread ?? config.poll.spread,
+    concurrency: config.poll.concurrency,
     shouldRun: isLeader,
     onOverlap: (job) => metrics.polls.inc({ cluster: job, outcome: 'skipped-overlap' }),
     onMissed: (job, tick) => {
@@ -280,6 +287,11 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
     onError: (job, err) => logger.error({ err, cluster: job }, 'poll job failed'),
   });
 
+  metrics.pollRunningOf = () =>
+    [...clusters].map(([name, rt]) => {
+      const since = rt.poller.health().runningSince;
+      return [name, since === undefined ? 0 : Math.max(0, clock() - since) / 1000] as const;
+    });
   for (const rt of clusters.values()) updateBlindGauge(rt); // EKS audit logging off is known before the first poll
 
   const context: ServeContext = {
@@ -419,8 +431,8 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
     [...clusters.values()].map((rt) => ({
       name: rt.config.name,
       schedule: rt.config.schedule,
-      run: async () => {
-        await rt.poller.pollOnce();
+      run: async (signal) => {
+        await rt.poller.pollOnce(signal);
         firstDone.get(rt.config.name)?.();
       },
     })),
@@ -434,7 +446,7 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       stopping = true;
       for (const t of retryTimers) clearTimeout(t);
       retryTimers.clear();
-      logger.info('stopping: no new polls, waiting for running ones');
+      logger.info('stopping: no new polls, aborting running ones');
       await scheduler.stop();
       for (const i of integrations.reverse()) {
         try {
