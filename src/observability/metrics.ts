@@ -38,6 +38,10 @@ export class Metrics {
   });
   /** When the last successful poll of a cluster started, epoch seconds. */
   readonly pollLastSuccess = new Gauge({ name: 'tokenwatch_poll_last_success_timestamp_seconds', help: 'Start of the last successful poll of the cluster (Unix time, seconds).', labelNames: ['cluster'] as const, registers: [this.registry] });
+  /** CloudWatch Logs `ThrottlingException` answers, per account, Region and operation (the shared budget then slows down). */
+  readonly cloudwatchThrottled = new Counter({ name: 'tokenwatch_cloudwatch_throttled_total', help: 'CloudWatch Logs ThrottlingException answers by account, Region and operation.', labelNames: ['account', 'region', 'operation'] as const, registers: [this.registry] });
+  /** The shared budget's current rate after its last throttling answer, requests per second (src/sources/rate-limit.ts). */
+  readonly cloudwatchRate = new Gauge({ name: 'tokenwatch_cloudwatch_budget_rate', help: 'Current CloudWatch Logs request rate of the shared budget after the last throttling (requests per second).', labelNames: ['account', 'region', 'operation'] as const, registers: [this.registry] });
   /** Slack requests or Socket Mode envelopes dropped as replays/redeliveries, by transport (`http` | `socket`). */
   readonly slackDuplicates = new Counter({ name: 'tokenwatch_slack_duplicate_requests_total', help: 'Slack requests (HTTP replays, Socket Mode redeliveries) acknowledged but not handled again.', labelNames: ['transport'] as const, registers: [this.registry] });
   /**

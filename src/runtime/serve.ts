@@ -26,6 +26,7 @@ import { KubeProbeReports, PROBE_NAMESPACE, type ProbeReportSource } from '../pr
 import { KubeRemediator } from '../remediation/kube-remediator.js';
 import { Scheduler, type RunNowResult } from './scheduler.js';
 import { createAuditSource, type ClosableAuditSource } from '../sources/index.js';
+import { CloudWatchRateLimiter } from '../sources/rate-limit.js';
 import { openStore, type Store } from '../store/index.js';
 import { acquirePollerLock, type PollerLock, type PollerLockError, type PollerLockOptions } from './poller-lock.js';
 import { Verifier } from '../remediation/verify.js';
@@ -153,7 +154,7 @@ export interface ServeHandle {
   stop(): Promise<void>;
 }
 
-async function buildKube(c: ClusterConfig): Promise<{ kubeConfig?: KubeConfig; error?: string; eksAuditLogging?: boolean }> {
+async function buildKube(c: ClusterConfig, requestTimeoutMs: number): Promise<{ kubeConfig?: KubeConfig; error?: string; eksAuditLogging?: boolean }> {
   const k = c.kubernetes;
   if ('none' in k) return {};
   try {
@@ -163,6 +164,7 @@ async function buildKube(c: ClusterConfig): Promise<{ kubeConfig?: KubeConfig; e
       const kubeConfig = await eksKubeConfig({
         clusterName: k.eks.clusterName,
         region: k.eks.region,
+        requestTimeoutMs,
         onClusterInfo: (info) => {
           eksAuditLogging = info.auditLogging;
         },
@@ -208,9 +210,23 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
     for (const reason of blindReasons) metrics.auditLogBlind.set({ cluster: rt.config.name, reason }, b.blind && b.reason === reason ? 1 : 0);
   };
 
+  // One CloudWatch Logs budget per account and Region for every cluster of this deployment (src/sources/rate-limit.ts).
+  const rateLimiter = new CloudWatchRateLimiter({
+    tps: config.poll.cloudwatchTps,
+    onThrottle: (key, rate) => {
+      const [account = '', region = '', operation = ''] = key.split('/');
+      metrics.cloudwatchThrottled.inc({ account, region, operation });
+      metrics.cloudwatchRate.set({ account, region, operation }, rate);
+    },
+  });
   for (const c of config.clusters) {
-    const source = createAuditSource(c.audit, { cluster: c.name, onShed: () => metrics.webhookShed.inc({ cluster: c.name }) });
-    const kube = await buildKube(c);
+    const source = createAuditSource(c.audit, {
+      cluster: c.name,
+      onShed: () => metrics.webhookShed.inc({ cluster: c.name }),
+      rateLimiter,
+      requestTimeoutMs: config.poll.requestTimeout,
+    });
+    const kube = await buildKube(c, config.poll.requestTimeout);
     if (kube.error) logger.error({ cluster: c.name }, kube.error);
     const secretMetadata = 'secretMetadata' in c.kubernetes && c.kubernetes.secretMetadata === true;
     const timeoutMs = config.poll.requestTimeout;

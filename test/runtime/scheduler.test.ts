@@ -92,7 +92,10 @@ describe('Scheduler: spread, concurrency, abort', () => {
     // 1,000 clusters in ten 30 s slots: about 100 each (binomial, sd ≈ 9.5; ±40 is over 4 sd).
     const slots = new Array<number>(10).fill(0);
     for (const o of offsets) slots[Math.floor(o / 30_000)]!++;
-    for (const n of slots) expect(n).toBeGreaterThan(60), expect(n).toBeLessThan(140);
+    for (const n of slots) {
+      expect(n).toBeGreaterThan(60);
+      expect(n).toBeLessThan(140);
+    }
     expect(spreadOffsetMs('x', 0)).toBe(0);
   });
 
@@ -124,7 +127,12 @@ describe('Scheduler: spread, concurrency, abort', () => {
           active++;
           maxActive = Math.max(maxActive, active);
           ran.push(name);
-          return new Promise<void>((r) => releases.push(() => (active--, r())));
+          return new Promise<void>((r) =>
+            releases.push(() => {
+              active--;
+              r();
+            }),
+          );
         },
       })),
     );
