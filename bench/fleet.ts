@@ -7,8 +7,9 @@
  * - one fake Kubernetes API server per cluster (`src/sandbox/fakes/kubernetes.ts`; a kubeconfig file each): 20
  *   namespaces, 200 pods — 3 DaemonSets of 10 pods, 17 Deployments of 10 pods through ReplicaSets — their
  *   ServiceAccounts;
- * - one fake CloudWatch Logs (`test/fakes/cloudwatch.ts`) with a log group per cluster and AWS's 5 TPS FilterLogEvents
- *   bucket (`tps`), holding for each cluster 4 stale-token users (the 3 DaemonSets' and one Deployment's
+ * - one fake CloudWatch Logs (`test/fakes/cloudwatch.ts`) with a log group per cluster and a FilterLogEvents token
+ *   bucket (`tps`) at AWS's 5 requests/s scaled by the schedule's compression (`--tps`; 50/s for a 30 s interval
+ *   standing for 5 minutes), the same as serve's `poll.cloudwatchTps`, holding for each cluster 4 stale-token users (the 3 DaemonSets' and one Deployment's
  *   ServiceAccounts) that use their token once per schedule interval, from 10 minutes before the start to the end;
  * - one fake Slack Web API (`src/sandbox/fakes/slack.ts`) with K alert channels the clusters share;
  * - a slash-command client sending a signed `/tokens status <cluster>` about once a second to serve's
@@ -61,15 +62,17 @@ interface Args {
   channels: number;
   concurrency: number;
   hung: number;
+  /** FilterLogEvents budget, requests/s: AWS's 5 scaled by the compression (300 s / interval), unless given. */
+  tps: number;
 }
 
 function usage(msg: string): never {
-  process.stderr.write(`${msg}\nusage: npm run bench:fleet -- [--clusters 100,500,1000] [--cycles 3] [--interval 30] [--channels 10] [--concurrency 10] [--hung 0]\n`);
+  process.stderr.write(`${msg}\nusage: npm run bench:fleet -- [--clusters 100,500,1000] [--cycles 3] [--interval 30] [--channels 10] [--concurrency 10] [--hung 0] [--tps 5·300/interval]\n`);
   process.exit(2);
 }
 
 function parseArgs(argv: string[]): Args {
-  const a: Args = { clusters: [20], cycles: 3, intervalS: 30, channels: 10, concurrency: 10, hung: 0 };
+  const a: Args = { clusters: [20], cycles: 3, intervalS: 30, channels: 10, concurrency: 10, hung: 0, tps: 0 };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i]!;
     const v = argv[++i];
@@ -85,10 +88,12 @@ function parseArgs(argv: string[]): Args {
     else if (k === '--channels') a.channels = Math.max(1, whole(v));
     else if (k === '--concurrency') a.concurrency = Math.max(1, whole(v));
     else if (k === '--hung') a.hung = whole(v);
+    else if (k === '--tps') a.tps = whole(v);
     else usage(`unknown argument ${k}`);
   }
   if (![1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30].includes(a.intervalS)) usage('--interval must divide 60 (1–30 s)');
   if (a.clusters.some((n) => n < 1)) usage('--clusters: each N must be at least 1');
+  if (a.tps === 0) a.tps = (5 * 300) / a.intervalS;
   return a;
 }
 
@@ -96,6 +101,7 @@ function parseArgs(argv: string[]): Args {
 // The fakes (child process)
 
 interface FakesJob {
+  tps: number;
   clusters: number;
   hung: number;
   channels: number;
@@ -202,7 +208,7 @@ function percentile(sorted: number[], p: number): number {
 }
 
 async function runFakes(job: FakesJob): Promise<void> {
-  const cw: FakeCloudWatch = await startFakeCloudWatch({ tps: { FilterLogEvents: 5 } });
+  const cw: FakeCloudWatch = await startFakeCloudWatch({ tps: { FilterLogEvents: job.tps } });
   const channels = Array.from({ length: job.channels }, (_, i) => ({ id: channelId(i), name: `alerts-${i}` }));
   const slack: FakeSlack = await startFakeSlack({ channels });
   const kubes: FakeKube[] = [];
@@ -334,7 +340,7 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
   const intervalMs = a.intervalS * 1000;
   const startMs = Date.now();
   // Warm-up ≤ 3 intervals, then the window, then slack.
-  const endMs = startMs + (a.cycles + 5) * intervalMs;
+  const endMs = startMs + (a.cycles + 6) * intervalMs;
   const child: ChildProcess = fork(fileURLToPath(import.meta.url), ['--fakes'], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   const fromChild = <T>(key: string): Promise<T> =>
     new Promise<T>((resolve, reject) => {
@@ -348,7 +354,7 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
       child.once('exit', (code) => reject(new Error(`fakes exited with ${code}`)));
     });
   const readyP = fromChild<FakesReady>('ready');
-  child.send({ clusters: n, hung: a.hung, channels: a.channels, intervalS: a.intervalS, dir, startMs, endMs } satisfies FakesJob);
+  child.send({ tps: a.tps, clusters: n, hung: a.hung, channels: a.channels, intervalS: a.intervalS, dir, startMs, endMs } satisfies FakesJob);
   const ready = await readyP;
   const clusters = [
     ...ready.kubeconfigs.map((kubeconfig, i) => ({ name: clusterName(i), kubeconfig, channel: channelId(i % a.channels) })),
@@ -360,7 +366,7 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
       http: { host: '127.0.0.1', port: 0 },
       log: { level: 'silent' },
       slack: { enabled: true, mode: 'http', apiUrl: ready.slackApiUrl, port: 0 },
-      poll: { jitter: '0s', spread: true, concurrency: a.concurrency, requestTimeout: '5s' },
+      poll: { jitter: '0s', spread: true, concurrency: a.concurrency, requestTimeout: '5s', cloudwatchTps: { filterLogEvents: a.tps } },
       clusters: clusters.map((c) => ({
         name: c.name,
         audit: { cloudwatch: { region: 'us-east-1', logGroup: `/aws/eks/${c.name}/cluster`, endpoint: ready.cloudwatchUrl } },
@@ -399,7 +405,8 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
   const warmUntil = performance.now() + 3 * intervalMs;
   while (healthy.some((c) => !firstDone.has(c)) && performance.now() < warmUntil) await new Promise((r) => setTimeout(r, 200));
   const firstPollsS = (performance.now() - t0) / 1000;
-  // Align the window to a tick boundary.
+  // One more interval for the backlog of the warm-up to drain, then align the window to a tick boundary.
+  await new Promise((r) => setTimeout(r, intervalMs));
   await new Promise((r) => setTimeout(r, intervalMs - (Date.now() % intervalMs) + 5));
   const before = await metrics.text();
   const cpu0 = process.cpuUsage();
@@ -445,7 +452,7 @@ function report(r: RunResult, a: Args): void {
   line(`N = ${r.n} clusters${a.hung ? ` (+ ${a.hung} hung)` : ''}, schedule every ${a.intervalS} s, ${a.cycles} cycles measured (${r.windowS.toFixed(0)} s), poll.concurrency ${a.concurrency}, ${a.channels} channels`);
   line(`  first polls done after   ${r.firstPollsS.toFixed(1)} s`);
   line(`  polls run / scheduled / missed   ${r.ran} / ${r.scheduled} / ${r.missed}   (failed ${r.failed}, late ${r.late})`);
-  line(`  CloudWatch FilterLogEvents       ${(s.filterLogEvents / r.windowS).toFixed(2)} req/s mean, ${s.peakPerSecond} peak in 1 s (one account; budget 5/s), ${s.throttled} throttled`);
+  line(`  CloudWatch FilterLogEvents       ${(s.filterLogEvents / r.windowS).toFixed(2)} req/s mean, ${s.peakPerSecond} peak in 1 s (one account; budget ${a.tps}/s = AWS's 5/s × ${300 / a.intervalS} compression), ${s.throttled} throttled`);
   line(`  Kubernetes requests per poll     ${(s.kubeRequests / polls).toFixed(1)} per cluster`);
   line(`  chat.update per cycle            ${(s.chatUpdates / a.cycles).toFixed(1)}   (chat.postMessage ${(s.chatPosts / a.cycles).toFixed(1)})`);
   line(`  peak RSS (serve)                 ${r.peakRssMiB.toFixed(0)} MiB`);

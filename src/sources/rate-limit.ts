@@ -8,8 +8,8 @@
  * Clusters that each retry on their own overrun it together and spend most requests on throttling answers.
  *
  * The bucket: `rate` tokens per second, at most {@link BUCKET_BURST} held (requests go out evenly, not in bursts);
- * a request takes one token, and when there is none it reserves the next one and waits for it (a queue in time, so
- * the callers of one bucket never send faster than its rate together). Adaptive: a `ThrottlingException` (someone
+ * a request takes one token as it is sent, and when there is none it waits until the next one is due and tries again,
+ * so the callers of one bucket never send faster than its rate together, even when their timers fire late at once. Adaptive: a `ThrottlingException` (someone
  * else shares the quota: another tool, a replica) halves the bucket's current rate, down to
  * {@link MIN_RATE_FRACTION} of the configured one; after {@link RECOVER_AFTER_MS} without one it climbs back by
  * {@link RECOVER_PER_SECOND} of the configured rate per second (additive increase, multiplicative decrease).
@@ -22,7 +22,7 @@ import { sleep } from './retry.js';
 
 /** The state of one bucket. Times are ms on the limiter's clock. */
 export interface BucketState {
-  /** Tokens now (negative: that many are reserved by waiting callers). */
+  /** Tokens now, 0 to {@link BUCKET_BURST}. */
   tokens: number;
   /** When `tokens` was computed. */
   updatedAt: number;
@@ -122,26 +122,35 @@ export class CloudWatchRateLimiter {
   }
 
   /**
-   * Takes a token of bucket `key`, waiting for one when there is none (the wait is reserved: callers queue in time).
+   * Takes a token of bucket `key`, waiting for one when there is none.
    * @throws the signal's reason when `signal` aborts while waiting
    */
   async acquire(key: string, signal?: AbortSignal): Promise<void> {
     const max = this.rateOf(key);
     if (!Number.isFinite(max)) return;
-    const now = this.clock();
-    const waitMs = this.store.update(key, (s) => {
-      const st: BucketState = s ? { ...s } : { tokens: BUCKET_BURST, updatedAt: now, rate: max };
-      const dt = Math.max(0, now - st.updatedAt) / 1000;
-      st.rate = Math.min(st.rate, max);
-      if (st.rate < max && (st.lastThrottleAt === undefined || now - st.lastThrottleAt >= RECOVER_AFTER_MS)) {
-        st.rate = Math.min(max, st.rate + dt * max * RECOVER_PER_SECOND);
-      }
-      st.tokens = Math.min(BUCKET_BURST, st.tokens + dt * st.rate);
-      st.updatedAt = now;
-      st.tokens -= 1;
-      return { state: st, result: st.tokens >= 0 ? 0 : (-st.tokens / st.rate) * 1000 };
-    });
-    if (waitMs > 0) await sleep(Math.ceil(waitMs), signal);
+    // Take a token when there is one; otherwise wait until one is due and try again. Tokens are taken when requests
+    // are sent, not reserved ahead: callers whose timers fire late together (a busy event loop) cannot burst.
+    for (;;) {
+      if (signal?.aborted) throw signal.reason;
+      const now = this.clock();
+      const waitMs = this.store.update(key, (s) => {
+        const st: BucketState = s ? { ...s } : { tokens: BUCKET_BURST, updatedAt: now, rate: max };
+        const dt = Math.max(0, now - st.updatedAt) / 1000;
+        st.rate = Math.min(st.rate, max);
+        if (st.rate < max && (st.lastThrottleAt === undefined || now - st.lastThrottleAt >= RECOVER_AFTER_MS)) {
+          st.rate = Math.min(max, st.rate + dt * max * RECOVER_PER_SECOND);
+        }
+        st.tokens = Math.min(BUCKET_BURST, st.tokens + dt * st.rate);
+        st.updatedAt = now;
+        if (st.tokens >= 1) {
+          st.tokens -= 1;
+          return { state: st, result: 0 };
+        }
+        return { state: st, result: ((1 - st.tokens) / st.rate) * 1000 };
+      });
+      if (waitMs <= 0) return;
+      await sleep(Math.max(1, Math.ceil(waitMs)), signal);
+    }
   }
 
   /** A `ThrottlingException` from bucket `key`'s operation: halves its current rate (not below the floor). */
