@@ -343,9 +343,10 @@ export const fileSchema = z.strictObject({
        */
       chunkEvents: z.number().int().min(100).max(1_000_000).prefault(10_000),
       /**
-       * Longest wait for one Kubernetes API request of a poll (cluster state, probe ConfigMaps, the API server's
-       * `/metrics`), ms: a hung API server (accepts the connection, never answers) fails that read and marks the poll
-       * degraded instead of holding it. Default `10s`; at least `1s`.
+       * Longest wait for one request of a poll, ms: Kubernetes API reads (cluster state, probe ConfigMaps, the API
+       * server's `/metrics`), each CloudWatch Logs HTTP attempt, and EKS DescribeCluster at start. A hung server
+       * (accepts the connection, never answers) fails that read and marks the poll degraded instead of holding it;
+       * a poll running longer than 3 × this shows degraded while it runs. Default `10s`; at least `1s`.
        */
       requestTimeout: duration(SECOND_MS).prefault('10s'),
       /**
