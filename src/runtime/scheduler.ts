@@ -20,6 +20,7 @@
  *   cannot run is reported to {@link SchedulerOptions.onMissed} with a {@link MissReason}.
  */
 import { createHash } from 'node:crypto';
+import { ErrorCode, TokenwatchError } from '../errors.js';
 import { createTask, type ScheduledTask } from 'node-cron';
 import pLimit, { type LimitFunction } from 'p-limit';
 
@@ -251,7 +252,7 @@ export class Scheduler {
     for (const t of this.timers) clearTimeout(t);
     this.timers.clear();
     for (const task of this.tasks.values()) await task.destroy();
-    for (const c of this.controllers.values()) c.abort(new Error('the scheduler is stopping (shutdown)'));
+    for (const c of this.controllers.values()) c.abort(new TokenwatchError(ErrorCode.Aborted, 'the scheduler is stopping (shutdown)'));
     this.limit?.clearQueue();
     const pending = [...this.running.values()];
     if (pending.length === 0) return;
