@@ -221,6 +221,11 @@ export interface DescribeEksClusterOptions {
   credentials?: AwsCredentialIdentity | AwsCredentialIdentityProvider;
   /** Aborts the request (e.g. `AbortSignal.timeout(ms)`); an aborted request throws as any other failure does. */
   abortSignal?: AbortSignal;
+  /**
+   * Longest wait for one HTTP attempt of the default client, ms: the SDK `NodeHttpHandler`'s `connectionTimeout` and
+   * `requestTimeout` (a timed-out attempt fails with `TimeoutError`, retried by the SDK). Default 10,000.
+   */
+  requestTimeoutMs?: number;
 }
 
 const PERMISSION = 'eks:DescribeCluster';
@@ -237,7 +242,10 @@ export async function describeEksCluster(opts: DescribeEksClusterOptions): Promi
   const { clusterName, region } = opts;
   validName('cluster name', clusterName);
   validName('region', region);
-  const client = opts.eksClient ?? new EKSClient({ region, credentials: opts.credentials ?? defaultAwsCredentials() });
+  const timeout = opts.requestTimeoutMs ?? 10_000;
+  const client =
+    opts.eksClient ??
+    new EKSClient({ region, credentials: opts.credentials ?? defaultAwsCredentials(), requestHandler: { connectionTimeout: timeout, requestTimeout: timeout, throwOnRequestTimeout: true } });
   const where = `EKS cluster "${clusterName}" in region ${region}`;
   try {
     const out = await client.send(new DescribeClusterCommand({ name: clusterName }), opts.abortSignal ? { abortSignal: opts.abortSignal } : {});
@@ -286,6 +294,8 @@ export interface EksKubeConfigOptions {
   credentials?: AwsCredentialIdentity | AwsCredentialIdentityProvider;
   /** API server URL to use instead of `cluster.endpoint` (e.g. a tunnel); the CA from DescribeCluster still applies. */
   endpointOverride?: string;
+  /** Longest wait for one `DescribeCluster` HTTP attempt, ms (see {@link DescribeEksClusterOptions.requestTimeoutMs}). */
+  requestTimeoutMs?: number;
   /** Called with what `DescribeCluster` returned (e.g. for its audit logging setup), before the config is built. */
   onClusterInfo?: (info: EksClusterInfo) => void;
   /** Clock for token signing and refresh; default `() => new Date()`. */

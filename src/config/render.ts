@@ -101,7 +101,14 @@ export function toFileForm(config: Config): Record<string, unknown> {
     rolloutTimeout: formatDuration(config.remediation.rolloutTimeout),
     settlePeriod: formatDuration(config.remediation.settlePeriod),
   };
-  out.poll = { jitter: formatDuration(config.poll.jitter), chunkEvents: config.poll.chunkEvents, requestTimeout: formatDuration(config.poll.requestTimeout) };
+  out.poll = {
+    jitter: formatDuration(config.poll.jitter),
+    chunkEvents: config.poll.chunkEvents,
+    requestTimeout: formatDuration(config.poll.requestTimeout),
+    spread: config.poll.spread,
+    concurrency: config.poll.concurrency,
+    cloudwatchTps: { ...config.poll.cloudwatchTps },
+  };
   out.findings = {
     activeWindow: formatDuration(config.findings.activeWindow),
     quietPeriod: formatDuration(config.findings.quietPeriod),

@@ -345,11 +345,34 @@ export const fileSchema = z.strictObject({
        */
       chunkEvents: z.number().int().min(100).max(1_000_000).prefault(10_000),
       /**
-       * Longest wait for one Kubernetes API request of a poll (cluster state, probe ConfigMaps, the API server's
-       * `/metrics`), ms: a hung API server (accepts the connection, never answers) fails that read and marks the poll
-       * degraded instead of holding it. Default `10s`; at least `1s`.
+       * Longest wait for one request of a poll, ms: Kubernetes API reads (cluster state, probe ConfigMaps, the API
+       * server's `/metrics`), each CloudWatch Logs HTTP attempt, and EKS DescribeCluster at start. A hung server
+       * (accepts the connection, never answers) fails that read and marks the poll degraded instead of holding it;
+       * a poll running longer than 3 × this shows degraded while it runs. Default `10s`; at least `1s`.
        */
       requestTimeout: duration(SECOND_MS).prefault('10s'),
+      /**
+       * Whether each cluster's scheduled polls start at a stable offset after the cron tick (a hash of the cluster's
+       * name mapped into the schedule's interval), so that many clusters on one schedule poll evenly over the interval
+       * instead of all at the tick. `jitter` is added on top. Default `true`.
+       */
+      spread: z.boolean().prefault(true),
+      /** Most polls running at once across all clusters; the others wait in a queue. Default `10`; 1 to 1,000. */
+      concurrency: z.number().int().min(1).max(1_000).prefault(10),
+      /**
+       * CloudWatch Logs requests per second per AWS account and Region, shared by every cluster this deployment polls
+       * there (each SDK attempt counts; the rate halves on `ThrottlingException` and recovers). AWS quotas: 5 TPS for
+       * FilterLogEvents, StartQuery and GetQueryResults
+       * (https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/cloudwatch_limits_cwl.html). Lower them when other
+       * tools share the account's quota.
+       */
+      cloudwatchTps: z
+        .strictObject({
+          filterLogEvents: z.number().positive().max(1_000).prefault(5),
+          startQuery: z.number().positive().max(1_000).prefault(5),
+          getQueryResults: z.number().positive().max(1_000).prefault(5),
+        })
+        .prefault({}),
     })
     .prefault({}),
   /** When a finding counts as current, and when it concludes on its own. */
@@ -761,7 +784,14 @@ function assemble(file: FileConfig, env: NodeJS.ProcessEnv): Config {
     log: { level: level !== undefined ? (level as Config['log']['level']) : file.log.level },
     ...(slack !== undefined ? { slack } : {}),
     remediation: { rolloutTimeout: file.remediation.rolloutTimeout, settlePeriod: file.remediation.settlePeriod },
-    poll: { jitter: file.poll.jitter, chunkEvents: file.poll.chunkEvents, requestTimeout: file.poll.requestTimeout },
+    poll: {
+      jitter: file.poll.jitter,
+      chunkEvents: file.poll.chunkEvents,
+      requestTimeout: file.poll.requestTimeout,
+      spread: file.poll.spread,
+      concurrency: file.poll.concurrency,
+      cloudwatchTps: { ...file.poll.cloudwatchTps },
+    },
     findings: { activeWindow: file.findings.activeWindow, quietPeriod: file.findings.quietPeriod, readinessMinWindow: file.findings.readinessMinWindow },
     retention: { tokenRecords: file.retention.tokenRecords, pollRuns: file.retention.pollRuns, actionLog: file.retention.actionLog },
     clusters,

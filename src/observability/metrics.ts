@@ -16,10 +16,32 @@ export class Metrics {
   readonly pollsMissed = new Counter({ name: 'tokenwatch_polls_missed_total', help: 'Scheduled polls that did not run, by cluster and reason (overlap: the previous poll was still running; coalesced: folded into a late poll).', labelNames: ['cluster', 'reason'] as const, registers: [this.registry] });
   /** Scheduled polls whose timer fired past node-cron's tolerance (a blocked event loop) and that ran late. */
   readonly pollsLate = new Counter({ name: 'tokenwatch_polls_late_total', help: 'Scheduled polls that ran late because their timer fired late.', labelNames: ['cluster'] as const, registers: [this.registry] });
-  /** 1 while the last poll of a cluster failed (source, cluster state or store), 0 after a successful one. */
-  readonly pollFailing = new Gauge({ name: 'tokenwatch_poll_failing', help: '1 when the last poll of the cluster failed, 0 when it succeeded.', labelNames: ['cluster'] as const, registers: [this.registry] });
+  /**
+   * 1 while the last poll of a cluster failed (source, cluster state or store) or one of its Kubernetes reads timed out
+   * (a slow or hung API server), 0 after a successful one.
+   */
+  readonly pollFailing = new Gauge({ name: 'tokenwatch_poll_failing', help: '1 when the last poll of the cluster failed or a Kubernetes read of it timed out, 0 when it succeeded.', labelNames: ['cluster'] as const, registers: [this.registry] });
+  /**
+   * Per cluster, how long its running poll has been running, seconds (0 when none runs): read from
+   * {@link Metrics.pollRunningOf} (serve sets it) each time the registry is collected.
+   */
+  pollRunningOf: (() => Iterable<readonly [cluster: string, seconds: number]>) | undefined;
+  /** How long the running poll of a cluster has been running, seconds (0 when none runs); see {@link pollRunningOf}. */
+  readonly pollRunning: Gauge<'cluster'> = new Gauge({
+    name: 'tokenwatch_poll_running_seconds',
+    help: 'How long the running poll of the cluster has been running (0 when none runs).',
+    labelNames: ['cluster'] as const,
+    registers: [this.registry],
+    collect: () => {
+      for (const [cluster, seconds] of this.pollRunningOf?.() ?? []) this.pollRunning.set({ cluster }, seconds);
+    },
+  });
   /** When the last successful poll of a cluster started, epoch seconds. */
   readonly pollLastSuccess = new Gauge({ name: 'tokenwatch_poll_last_success_timestamp_seconds', help: 'Start of the last successful poll of the cluster (Unix time, seconds).', labelNames: ['cluster'] as const, registers: [this.registry] });
+  /** CloudWatch Logs `ThrottlingException` answers, per account, Region and operation (the shared budget then slows down). */
+  readonly cloudwatchThrottled = new Counter({ name: 'tokenwatch_cloudwatch_throttled_total', help: 'CloudWatch Logs ThrottlingException answers by account, Region and operation.', labelNames: ['account', 'region', 'operation'] as const, registers: [this.registry] });
+  /** The shared budget's current rate after its last throttling answer, requests per second (src/sources/rate-limit.ts). */
+  readonly cloudwatchRate = new Gauge({ name: 'tokenwatch_cloudwatch_budget_rate', help: 'Current CloudWatch Logs request rate of the shared budget after the last throttling (requests per second).', labelNames: ['account', 'region', 'operation'] as const, registers: [this.registry] });
   /** Slack requests or Socket Mode envelopes dropped as replays/redeliveries, by transport (`http` | `socket`). */
   readonly slackDuplicates = new Counter({ name: 'tokenwatch_slack_duplicate_requests_total', help: 'Slack requests (HTTP replays, Socket Mode redeliveries) acknowledged but not handled again.', labelNames: ['transport'] as const, registers: [this.registry] });
   /**

@@ -50,6 +50,23 @@ import { compareFindings } from '../findings/build.js';
 import { applyCredentialEvents, detectCredentialEvents, type ClusterEvent } from '../findings/cluster-events.js';
 import type { SlackPollHealth } from '../slack/context.js';
 
+/** `p`, or a rejection with the signal's reason as soon as `signal` aborts (`p` then runs on, its result unused). */
+function untilAborted<T>(p: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return p;
+  if (signal.aborted) {
+    p.catch(() => undefined); // abandoned: its failure is nobody's
+    return Promise.reject(signal.reason as Error);
+  }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason as Error);
+    signal.addEventListener('abort', onAbort, { once: true });
+    p.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
+}
+
+/** A Kubernetes read's timeout, as its error text says it (see where {@link ClusterPoller.pollOnce} uses it). */
+const TIMED_OUT = /\btimed out after \d+ ms\b/;
+
 /** Health of a cluster's last poll, for `/tokens status` and `/readyz` (the fields Slack shows, plus which ones). */
 export interface PollHealth extends SlackPollHealth {
   cluster: string;
@@ -143,6 +160,11 @@ export interface PollerDeps {
    * (`poll.chunkEvents`, see the module doc). Default {@link POLLER_DEFAULTS}.chunkEvents.
    */
   chunkEvents?: number;
+  /**
+   * A poll running longer than this, ms, makes {@link ClusterPoller.health} say `degraded` (slow: the cluster's APIs
+   * are slow or not answering) until it ends. Default 30,000 (serve: 3 × `poll.requestTimeout`).
+   */
+  slowAfterMs?: number;
   /** Called after each successful poll with the fresh findings (Slack notifier, verification). */
   onFindings?: (findings: Finding[], outcome: PollOutcome) => Promise<void>;
 }
@@ -153,6 +175,8 @@ export class ClusterPoller {
   private readonly clock: () => number;
   /** Whether a poll of this instance has compared all token records with the store (see pollOnce). */
   private recordsCompared = false;
+  /** When the running poll started, epoch ms; undefined when none runs. */
+  private runningSince: number | undefined;
 
   constructor(private readonly deps: PollerDeps) {
     this.clock = deps.clock ?? Date.now;
@@ -176,9 +200,35 @@ export class ClusterPoller {
     this.healthState.missed = { count: (this.healthState.missed?.count ?? 0) + 1, lastDueAt: dueAt, lastReason: reason };
   }
 
-  /** Health after the last poll. */
+  /**
+   * Health after the last poll, and of the running one: a poll running longer than `slowAfterMs` makes the status
+   * `degraded` with `slow` set (how long it has run), whatever the last poll did — a hung cluster never shows healthy.
+   */
   health(): PollHealth {
-    return { ...this.healthState };
+    const h: PollHealth = { ...this.healthState };
+    if (this.runningSince !== undefined) {
+      const forMs = Math.max(0, this.clock() - this.runningSince);
+      h.runningSince = this.runningSince;
+      if (forMs > (this.deps.slowAfterMs ?? 30_000)) {
+        h.status = 'degraded';
+        h.slow = { since: this.runningSince, forMs };
+      }
+    }
+    return h;
+  }
+
+  /**
+   * Runs one poll; see {@link pollOnce0}. An aborted poll (`signal`: serve is stopping) is left unfinished in the store,
+   * as a crash would leave it (the cursor stayed at the last committed chunk), not recorded as a failure: the next poll
+   * reads on, and a shutdown does not hold up quiet resolution.
+   */
+  async pollOnce(signal?: AbortSignal): Promise<PollOutcome> {
+    this.runningSince = this.clock();
+    try {
+      return await this.pollOnce0(signal);
+    } finally {
+      this.runningSince = undefined;
+    }
   }
 
   /**
@@ -186,7 +236,7 @@ export class ClusterPoller {
    * poll run, reflected in {@link health} (`degraded`) and returned in `error`; the cursor stays at the last
    * committed chunk (see the module doc, "Bounded memory").
    */
-  async pollOnce(signal?: AbortSignal): Promise<PollOutcome> {
+  private async pollOnce0(signal?: AbortSignal): Promise<PollOutcome> {
     const { cluster, source, store, logger, metrics } = this.deps;
     const startedAt = this.clock();
     let runId: number | undefined;
@@ -320,13 +370,14 @@ export class ClusterPoller {
       metrics?.auditEvents.inc({ cluster: cluster.name }, outcome.records);
 
       const now = this.clock();
-      const built = await buildFindings(records, {
+      // Cluster-state reads end on their own timeouts; the abort (shutdown) does not wait for them.
+      const built = await untilAborted(buildFindings(records, {
         now,
         unauthorizedSince: now - (this.deps.activeWindowMs ?? POLLER_DEFAULTS.activeWindowMs),
         state: this.deps.state,
         thresholds: { criticalSeconds: cluster.thresholds.criticalDays * DAY_SECONDS, warningSeconds: cluster.thresholds.warningDays * DAY_SECONDS },
         inferred401CriticalRequests: cluster.thresholds.inferred401CriticalRequests,
-      });
+      }), signal);
       // Many ServiceAccounts refused in the same minute across namespaces is the cluster's doing (a key rotation), not
       // many clients caching tokens: the recovered ones lose that cause (as `scan` does, src/findings/cluster-events.ts).
       outcome.clusterEvents = detectCredentialEvents(built);
@@ -346,11 +397,12 @@ export class ClusterPoller {
       let probeError: string | undefined;
       if (this.deps.probe) {
         try {
-          const reports = await this.deps.probe.read();
+          const reports = await untilAborted(this.deps.probe.read(), signal);
           const thresholds = { criticalSeconds: cluster.thresholds.criticalDays * DAY_SECONDS, warningSeconds: cluster.thresholds.warningDays * DAY_SECONDS };
           const onOverflow = (n: number) => this.deps.metrics?.probeDropped.inc({ cluster: cluster.name, what: 'finding', reason: 'over-cap' }, n);
           findings.splice(0, findings.length, ...applyProbeReports({ cluster: cluster.name, reports, findings, now, metricsShowUse, thresholds, maxTokenAge: cluster.maxTokenAge, onOverflow }));
         } catch (err) {
+          if (signal?.aborted) throw err;
           probeError = err instanceof Error ? err.message : String(err);
           log.warn({ error: probeError }, 'node-probe reports unavailable');
         }
@@ -369,9 +421,23 @@ export class ClusterPoller {
       store.finishPollRun(runId, { endedAt: outcome.endedAt, events: outcome.records, tokenUses: outcome.newUses });
       this.deps.blind?.observePoll(startedAt, outcome.records);
       store.markWatchedSince(cluster.name, startedAt); // start of the readiness verdict's window
-      this.healthState = { ...this.healthState, status: 'ok', lastPollAt: startedAt, lastSuccessAt: startedAt, lastError: undefined, stateError: stateProblem, metricsError, probeError, clusterEvents: outcome.clusterEvents };
+      // A Kubernetes read that timed out (a slow or hung API server) leaves the poll's findings without that read: the
+      // cluster shows degraded, not healthy. The three timeout texts: src/cluster/kube.ts, src/probe/objects.ts,
+      // src/metrics/scrape.ts ("… timed out after <n> ms …").
+      const hung = [stateProblem, probeError, metricsError].find((e) => e !== undefined && TIMED_OUT.test(e));
+      this.healthState = {
+        ...this.healthState,
+        status: hung ? 'degraded' : 'ok',
+        lastPollAt: startedAt,
+        lastSuccessAt: startedAt,
+        lastError: hung ? `Kubernetes API not answering: ${hung}` : undefined,
+        stateError: stateProblem,
+        metricsError,
+        probeError,
+        clusterEvents: outcome.clusterEvents,
+      };
       metrics?.polls.inc({ cluster: cluster.name, outcome: 'ok' });
-      metrics?.pollFailing.set({ cluster: cluster.name }, 0);
+      metrics?.pollFailing.set({ cluster: cluster.name }, hung ? 1 : 0);
       metrics?.pollLastSuccess.set({ cluster: cluster.name }, startedAt / 1000);
       log.info(
         {
@@ -400,6 +466,10 @@ export class ClusterPoller {
       const message = scrubSecrets(err instanceof Error ? err.message : String(err));
       outcome.error = message;
       outcome.endedAt = this.clock();
+      if (signal?.aborted) {
+        log.info({ reason: scrubSecrets(String((signal.reason as Error | undefined)?.message ?? signal.reason)) }, 'poll aborted; the next poll reads on from the last committed chunk');
+        return outcome;
+      }
       // Health and metrics first: recording the failed run needs the store, which may be what failed (disk full).
       this.healthState = { ...this.healthState, status: 'degraded', lastPollAt: startedAt, lastError: message };
       metrics?.polls.inc({ cluster: cluster.name, outcome: 'error' });

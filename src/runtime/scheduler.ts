@@ -5,7 +5,13 @@
  *   tick is counted (`execution:overlap`, node-cron `src/tasks/scheduled-task.ts`).
  * - A first run at {@link Scheduler.start}, spread by a random jitter so many clusters do not hit
  *   the CloudWatch quota (5 FilterLogEvents/s per account and region) at once.
- * - {@link Scheduler.stop} stops new runs and waits for running ones (SIGTERM handling).
+ * - Spread by design ({@link SchedulerOptions.spread}): each job runs at a stable offset after its cron tick, a hash of its
+ *   name mapped into the schedule's interval (the shortest gap between its next runs), so N clusters on one schedule
+ *   start their polls evenly over the interval instead of all at the tick; the random jitter comes on top.
+ * - Bounded concurrency ({@link SchedulerOptions.concurrency}, `p-limit`): at most that many runs at once; the others
+ *   wait in a queue (a job waiting there counts as running for the overlap guard).
+ * - Every run gets an `AbortSignal`; {@link Scheduler.stop} stops new runs, aborts running ones (SIGTERM handling:
+ *   shutdown does not wait out a slow cluster) and waits for them to settle.
  * - {@link Scheduler.runNow} runs a job at once (`/tokens scan <cluster>`), unless it is already running.
  * - No tick is lost without a trace. node-cron drops a tick whose timer fires later than its
  *   `missedExecutionTolerance` (1 s; a blocked event loop) and emits `execution:missed` for it
@@ -13,9 +19,12 @@
  *   runs at once, late ({@link SchedulerOptions.onLate}), unless the job is running; a scheduled tick that
  *   cannot run is reported to {@link SchedulerOptions.onMissed} with a {@link MissReason}.
  */
+import { createHash } from 'node:crypto';
+import { ErrorCode, TokenwatchError } from '../errors.js';
 /** What {@link Scheduler.runNow} returns is what `/tokens scan` answers with, defined by the Slack context. */
 import type { RunNowResult } from '../slack/context.js';
 import { createTask, type ScheduledTask } from 'node-cron';
+import pLimit, { type LimitFunction } from 'p-limit';
 
 /** One scheduled job. */
 export interface Job {
@@ -23,8 +32,11 @@ export interface Job {
   name: string;
   /** Cron expression (5 or 6 fields), validated by the config. */
   schedule: string;
-  /** The work. Errors are caught, reported through `onError`, and do not stop the schedule. */
-  run: () => Promise<void>;
+  /**
+   * The work. Errors are caught, reported through `onError`, and do not stop the schedule. `signal` aborts when the
+   * scheduler stops (the run should end promptly, e.g. pass it to its requests).
+   */
+  run: (signal: AbortSignal) => Promise<void>;
 }
 
 /**
@@ -59,6 +71,31 @@ export interface SchedulerOptions {
   runAtStart?: boolean;
   /** Gate checked before each run; returns false to skip (used for leader election). Default: always run. */
   shouldRun?: () => boolean;
+  /**
+   * Whether scheduled runs start at the job's stable offset within its interval ({@link spreadOffsetMs}) after the
+   * cron tick. Default false (runs at the tick); serve turns it on (`poll.spread`).
+   */
+  spread?: boolean;
+  /** Most runs at once, across all jobs (`poll.concurrency` in serve). Default: no limit. */
+  concurrency?: number;
+}
+
+/**
+ * The stable offset of job `name` within an interval of `intervalMs`: the first 32 bits of SHA-256 of the name, as a
+ * fraction of 2^32, times the interval (ms, in [0, intervalMs)). Names hash evenly, so N jobs spread about evenly.
+ */
+export function spreadOffsetMs(name: string, intervalMs: number): number {
+  if (!(intervalMs > 0)) return 0;
+  const h = createHash('sha256').update(name).digest().readUInt32BE(0);
+  return Math.floor((h / 2 ** 32) * intervalMs);
+}
+
+/** The shortest gap between the next runs of a node-cron task, ms (its interval; 0 when it cannot tell). */
+function intervalOf(task: ScheduledTask): number {
+  const runs = task.getNextRuns(4).map((d) => d.getTime());
+  let min = Infinity;
+  for (let i = 1; i < runs.length; i++) min = Math.min(min, runs[i]! - runs[i - 1]!);
+  return Number.isFinite(min) ? min : 0;
 }
 
 /** Schedules jobs; see the module docstring. */
@@ -70,12 +107,30 @@ export class Scheduler {
   private readonly jobs = new Map<string, Job>();
   private stopped = false;
   private readonly timers = new Set<NodeJS.Timeout>();
+  /** The abort controller of each running (or queued) run. */
+  private readonly controllers = new Map<string, AbortController>();
+  /** Each job's offset after its cron tick, ms (0 without `spread`). */
+  private readonly offsets = new Map<string, number>();
+  private readonly limit: LimitFunction | undefined;
   /** Ticks skipped per job because a run was still in progress. */
   readonly overlaps = new Map<string, number>();
   /** Scheduled ticks that did not start a run, per job and reason. */
   readonly missed = new Map<string, Record<MissReason, number>>();
 
-  constructor(private readonly opts: SchedulerOptions = {}) {}
+  constructor(private readonly opts: SchedulerOptions = {}) {
+    const c = opts.concurrency;
+    this.limit = c !== undefined && Number.isFinite(c) && c > 0 ? pLimit({ concurrency: Math.floor(c), rejectOnClear: true }) : undefined;
+  }
+
+  /** A job's offset after its cron tick, ms (see {@link SchedulerOptions.spread}); 0 for an unknown job. */
+  offsetOf(name: string): number {
+    return this.offsets.get(name) ?? 0;
+  }
+
+  /** Runs waiting for a concurrency slot now (0 without a limit). */
+  get queued(): number {
+    return this.limit?.pendingCount ?? 0;
+  }
 
   /** The max random delay before each run, ms (`SchedulerOptions.jitterMs`, default 10,000; `poll.jitter` in serve). */
   get jitterMs(): number {
@@ -87,7 +142,7 @@ export class Scheduler {
     const jitter = this.jitterMs;
     for (const job of jobs) {
       this.jobs.set(job.name, job);
-      const task = createTask(job.schedule, (ctx) => this.tick(job.name, ctx.date.getTime()), {
+      const task = createTask(job.schedule, (ctx) => this.scheduled(job.name, ctx.date.getTime()), {
         name: `poll:${job.name}`,
         noOverlap: false, // overlap is handled by tick() so that runNow() and the schedule share one guard
         maxRandomDelay: jitter,
@@ -95,6 +150,7 @@ export class Scheduler {
       // Registering the listener also stops node-cron's own "missed execution" warning: the handler logs instead.
       task.on('execution:missed', (ctx) => this.late(job.name, ctx.date.getTime()));
       this.tasks.set(job.name, task);
+      this.offsets.set(job.name, this.opts.spread ? spreadOffsetMs(job.name, intervalOf(task)) : 0);
       void task.start();
       if (this.opts.runAtStart ?? true) {
         const t = setTimeout(() => {
@@ -125,6 +181,18 @@ export class Scheduler {
     return this.running.get(name);
   }
 
+  /** A cron tick: runs the job at its offset after the tick (at once without `spread`). */
+  private scheduled(name: string, dueAt: number): Promise<void> | undefined {
+    const offset = this.offsets.get(name) ?? 0;
+    if (offset <= 0) return this.tick(name, dueAt);
+    const t = setTimeout(() => {
+      this.timers.delete(t);
+      void this.tick(name, dueAt);
+    }, offset);
+    this.timers.add(t);
+    return undefined;
+  }
+
   /** A tick node-cron reported as missed (its timer fired past the tolerance): run it now, late, or report it. */
   private late(name: string, dueAt: number): void {
     if (this.stopped || !this.jobs.has(name)) return;
@@ -152,27 +220,39 @@ export class Scheduler {
       return Promise.resolve();
     }
     if (this.opts.shouldRun && !this.opts.shouldRun()) return Promise.resolve();
+    const controller = new AbortController();
+    const body = async (): Promise<void> => {
+      if (controller.signal.aborted) return; // stopped while it waited for a slot
+      await job.run(controller.signal);
+    };
     const p = (async () => {
       try {
-        await job.run();
+        await (this.limit ? this.limit(body) : body());
       } catch (err) {
-        this.opts.onError?.(name, err);
+        if (!controller.signal.aborted) this.opts.onError?.(name, err);
       } finally {
         this.running.delete(name);
         this.startedAt.delete(name);
+        this.controllers.delete(name);
       }
     })();
+    this.controllers.set(name, controller);
     this.running.set(name, p);
     this.startedAt.set(name, Date.now());
     return p;
   }
 
-  /** Stops scheduling and waits for running jobs to finish (bounded by `timeoutMs`, default 60 s). */
+  /**
+   * Stops scheduling, aborts running jobs (their `signal`; queued ones never start) and waits for them to settle
+   * (bounded by `timeoutMs`, default 60 s).
+   */
   async stop(timeoutMs = 60_000): Promise<void> {
     this.stopped = true;
     for (const t of this.timers) clearTimeout(t);
     this.timers.clear();
     for (const task of this.tasks.values()) await task.destroy();
+    for (const c of this.controllers.values()) c.abort(new TokenwatchError(ErrorCode.Aborted, 'the scheduler is stopping (shutdown)'));
+    this.limit?.clearQueue();
     const pending = [...this.running.values()];
     if (pending.length === 0) return;
     let timer: NodeJS.Timeout | undefined;

@@ -5,7 +5,8 @@
  *
  * Lifecycle: {@link startServe} resolves once the store is open, the HTTP listener is up and the
  * schedule is running (first polls start within the jitter). {@link ServeHandle.stop} (SIGTERM) stops
- * new polls, waits for running ones, stops Slack, closes the listener and the store.
+ * new polls, aborts running ones (a hung cluster does not hold up shutdown) and waits for them to settle, stops Slack,
+ * closes the listener and the store.
  */
 import { backoffDelay } from '../core/backoff.js';
 import { createServer, type Server } from 'node:http';
@@ -28,6 +29,7 @@ import { KubeProbeReports, PROBE_NAMESPACE, type ProbeReportSource } from '../pr
 import { KubeRemediator } from '../remediation/kube-remediator.js';
 import { Scheduler } from './scheduler.js';
 import { createAuditSource, type ClosableAuditSource } from '../sources/index.js';
+import { CloudWatchRateLimiter } from '../sources/rate-limit.js';
 import { openStore, type Store } from '../store/index.js';
 import { acquirePollerLock, type PollerLock, type PollerLockError, type PollerLockOptions } from './poller-lock.js';
 import { Verifier } from '../remediation/verify.js';
@@ -82,7 +84,8 @@ export interface ServeContext extends SlackContext {
 /**
  * The body of `/readyz` (JSON): states only, never error text (details are in the log, scrubbed).
  * - `status`: `ready` | `starting` | `stopping` (the HTTP status is 200 only for `ready`);
- * - `polls`: per cluster, `ok` | `degraded` (the last poll failed: source, cluster state or store) | `pending`;
+ * - `polls`: per cluster, `ok` | `degraded` (the last poll failed: source, cluster state or store; or the running poll
+ *   has taken longer than 3 × `poll.requestTimeout`: a slow or hung cluster) | `pending`;
  * - `integrations`: per integration (`slack`), `ok` | `connected` | `disconnected` | `unavailable` (not reachable at
  *   start, retrying) | `failed` (could not start; see the log);
  * - `blind`: per cluster whose audit log cannot see stale tokens, the reason (a blind log never makes a replica
@@ -110,6 +113,8 @@ export interface ServeOptions {
   clock?: () => number;
   /** Scheduler jitter, ms; overrides `config.poll.jitter` (default 10 s; tests use 0). */
   jitterMs?: number;
+  /** Whether scheduled polls start at each cluster's stable offset; overrides `config.poll.spread` (tests of tick timing use false). */
+  spread?: boolean;
   /** Starts integrations (Slack) once pollers exist; default: Slack when `config.slack.enabled`. */
   integrations?: ((ctx: ServeContext) => Promise<Integration>)[];
   /**
@@ -157,6 +162,7 @@ export interface ServeHandle {
 async function buildKube(
   c: ClusterConfig,
   clock: () => number,
+  requestTimeoutMs: number,
 ): Promise<{ kubeConfig?: KubeConfig; error?: string; eksAuditLogging?: boolean; eksDescribedAt?: number }> {
   const k = c.kubernetes;
   if ('none' in k) return {};
@@ -168,6 +174,7 @@ async function buildKube(
       const kubeConfig = await eksKubeConfig({
         clusterName: k.eks.clusterName,
         region: k.eks.region,
+        requestTimeoutMs,
         onClusterInfo: (info) => {
           eksAuditLogging = info.auditLogging;
         },
@@ -232,9 +239,23 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
     for (const reason of blindReasons) metrics.auditLogBlind.set({ cluster: rt.config.name, reason }, b.blind && b.reason === reason ? 1 : 0);
   };
 
+  // One CloudWatch Logs budget per account and Region for every cluster of this deployment (src/sources/rate-limit.ts).
+  const rateLimiter = new CloudWatchRateLimiter({
+    tps: config.poll.cloudwatchTps,
+    onThrottle: (key, rate) => {
+      const [account = '', region = '', operation = ''] = key.split('/');
+      metrics.cloudwatchThrottled.inc({ account, region, operation });
+      metrics.cloudwatchRate.set({ account, region, operation }, rate);
+    },
+  });
   for (const c of config.clusters) {
-    const source = createAuditSource(c.audit, { cluster: c.name, onShed: () => metrics.webhookShed.inc({ cluster: c.name }) });
-    const kube = await buildKube(c, clock);
+    const source = createAuditSource(c.audit, {
+      cluster: c.name,
+      onShed: () => metrics.webhookShed.inc({ cluster: c.name }),
+      rateLimiter,
+      requestTimeoutMs: config.poll.requestTimeout,
+    });
+    const kube = await buildKube(c, clock, config.poll.requestTimeout);
     if (kube.error) logger.error({ cluster: c.name }, kube.error);
     // One keep-alive connection pool per cluster for every call below (state, probe, metrics, remediation, watches).
     if (kube.kubeConfig) poolConnections(kube.kubeConfig);
@@ -309,6 +330,7 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       ...(probe ? { probe } : {}),
       seenRetentionMs: Math.max(2 * HOUR_MS, 'cloudwatch' in c.audit ? c.audit.cloudwatch.overlap * 2 : 0),
       chunkEvents: config.poll.chunkEvents,
+      slowAfterMs: 3 * config.poll.requestTimeout,
       activeWindowMs: config.findings.activeWindow,
       quietPeriodMs: config.findings.quietPeriod,
       retention: { tokenRecordsMs: config.retention.tokenRecords, pollRunsMs: config.retention.pollRuns, actionLogMs: config.retention.actionLog },
@@ -333,6 +355,8 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   const isLeader = opts.isLeader ?? (() => lock?.held() ?? true);
   const scheduler = new Scheduler({
     jitterMs: opts.jitterMs ?? config.poll.jitter,
+    spread: opts.spread ?? config.poll.spread,
+    concurrency: config.poll.concurrency,
     shouldRun: isLeader,
     onOverlap: (job) => metrics.polls.inc({ cluster: job, outcome: 'skipped-overlap' }),
     onMissed: (job, tick) => {
@@ -348,6 +372,11 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
     onError: (job, err) => logger.error({ err, cluster: job }, 'poll job failed'),
   });
 
+  metrics.pollRunningOf = () =>
+    [...clusters].map(([name, rt]) => {
+      const since = rt.poller.health().runningSince;
+      return [name, since === undefined ? 0 : Math.max(0, clock() - since) / 1000] as const;
+    });
   for (const rt of clusters.values()) updateBlindGauge(rt); // EKS audit logging off is known before the first poll
 
   const context: ServeContext = {
@@ -487,8 +516,8 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
     [...clusters.values()].map((rt) => ({
       name: rt.config.name,
       schedule: rt.config.schedule,
-      run: async () => {
-        await rt.poller.pollOnce();
+      run: async (signal) => {
+        await rt.poller.pollOnce(signal);
         firstDone.get(rt.config.name)?.();
       },
     })),
@@ -502,7 +531,7 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       stopping = true;
       for (const t of retryTimers) clearTimeout(t);
       retryTimers.clear();
-      logger.info('stopping: no new polls, waiting for running ones');
+      logger.info('stopping: no new polls, aborting running ones');
       await scheduler.stop();
       for (const i of integrations.reverse()) {
         try {

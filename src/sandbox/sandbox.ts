@@ -314,6 +314,7 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<SandboxHa
     logger,
     clock: clock.fn,
     jitterMs: 0,
+    spread: false, // one cluster, polled at each tick of its (short) schedule
     integrations: wantSlack
       ? [
           async (ctx) => {

@@ -168,7 +168,9 @@ function networkCause(err: unknown): string {
   const e = err as { code?: string; original?: { code?: string; name?: string; message?: string; cause?: { code?: string; message?: string } } };
   if (e?.code === webApi.ErrorCode.RequestError) {
     const o = e.original;
-    const inner = o?.cause?.code ?? o?.code ?? (o?.name === 'TimeoutError' || o?.name === 'AbortError' ? 'timeout' : undefined) ?? o?.cause?.message ?? o?.message;
+    // A fetch timeout is a DOMException `TimeoutError` whose numeric `code` (23) says nothing: its name goes first.
+    const timedOut = o?.name === 'TimeoutError' || o?.name === 'AbortError' ? 'timeout' : undefined;
+    const inner = o?.cause?.code ?? timedOut ?? o?.code ?? o?.cause?.message ?? o?.message;
     return inner ? `network error ${inner}` : 'network error';
   }
   return slackErrorCode(err);

@@ -203,7 +203,13 @@ export class TokensCommand {
       {
         name: `audit source ${rt.source.id}`,
         ok: h.status !== 'degraded',
-        ...(h.status === 'degraded' ? { detail: `degraded: ${h.lastError ?? 'last poll failed'}` } : h.status === 'pending' ? { detail: 'no poll yet' } : {}),
+        ...(h.slow
+          ? { detail: `degraded: a poll has been running for ${Math.round(h.slow.forMs / 1000)} s (since ${new Date(h.slow.since).toISOString()}): the cluster's APIs are slow or not answering` }
+          : h.status === 'degraded'
+            ? { detail: `degraded: ${h.lastError ?? 'last poll failed'}` }
+            : h.status === 'pending'
+              ? { detail: 'no poll yet' }
+              : {}),
         lastSuccess: h.lastSuccessAt ?? null,
       },
     ];

@@ -30,6 +30,10 @@ export interface SlackPollHealth {
   probeError?: string;
   /** Cluster-level credential events in the last successful poll's findings (`src/findings/cluster-events.ts`). */
   clusterEvents?: readonly ClusterEvent[];
+  /** When the poll running now started, epoch ms UTC; absent when none runs. */
+  runningSince?: number;
+  /** Set (with status `degraded`) while the running poll has taken longer than expected: since when, and for how long (ms). */
+  slow?: { since: number; forMs: number };
   /** Scheduled polls of this cluster that did not run since start: how many, and the latest (due time epoch ms UTC, reason). */
   missed?: { count: number; lastDueAt: number; lastReason: string };
 }

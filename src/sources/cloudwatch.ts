@@ -46,6 +46,7 @@ import {
 } from '@aws-sdk/client-cloudwatch-logs';
 import { ConfiguredRetryStrategy } from '@smithy/core/retry';
 import { buildInsightsQuery, rowToAggregate } from './insights.js';
+import { accountOfLogGroup, type CloudWatchRateLimiter } from './rate-limit.js';
 import { DEFAULT_RETRY_POLICY, RetryBudget, isThrottling, sleep, type RetryPolicy } from './retry.js';
 import { TOKEN_USE_FILTER_PATTERN } from './terms.js';
 import { DEFAULT_CHECKPOINT_EVENTS, SourceError, type AuditSource, type PollOptions, type SourceStats } from './types.js';
@@ -90,6 +91,18 @@ export interface CloudWatchSourceOptions {
   };
   /** Jitter source for backoff (tests). Default `Math.random`. */
   random?: () => number;
+  /**
+   * The deployment's shared request budget per account and Region (`rate-limit.ts`); every HTTP attempt of
+   * FilterLogEvents, StartQuery and GetQueryResults takes a token. Default: none (no shared budget).
+   */
+  rateLimiter?: CloudWatchRateLimiter;
+  /**
+   * Longest wait for one HTTP request, ms: the SDK's `NodeHttpHandler` `connectionTimeout` (TCP connect) and
+   * `requestTimeout` (no answer), https://docs.aws.amazon.com/sdk-for-javascript/v3/developer-guide/node-configuring-maxsockets.html
+   * and the `@smithy/node-http-handler` options. A timed-out attempt fails with `TimeoutError` (retried like a
+   * 5xx). Default 10,000 (`poll.requestTimeout` in serve).
+   */
+  requestTimeoutMs?: number;
 }
 
 interface CursorDoc {
@@ -146,6 +159,7 @@ function isInvalidToken(err: unknown): boolean {
 }
 
 type Middleware = (next: (args: unknown) => Promise<unknown>) => (args: unknown) => Promise<unknown>;
+type ContextMiddleware = (next: (args: unknown) => Promise<unknown>, context: { commandName?: string }) => (args: unknown) => Promise<unknown>;
 
 function contentLength(response: unknown): number {
   if (response && typeof response === 'object') {
@@ -177,12 +191,41 @@ interface CommandLike {
   middlewareStack: { add: (mw: never, opts: { step: 'finalizeRequest'; priority: 'low'; name: string }) => void };
 }
 
-function withCounting<C>(command: C, stats: SourceStats): C {
-  (command as unknown as CommandLike).middlewareStack.add(countingMiddleware(stats) as never, {
+/**
+ * The account/Region budget in front of every HTTP attempt (after the SDK's retry middleware): a token, then the
+ * request. The operation is the SDK's `commandName` in the handler context (`FilterLogEventsCommand` → `FilterLogEvents`).
+ */
+function budgetMiddleware(b: Budget): ContextMiddleware {
+  return (next, context) => async (args) => {
+    const key = b.limiter.keyOf(b.account, b.region, String(context.commandName ?? '').replace(/Command$/, ''));
+    if (key === undefined) return next(args);
+    const { limiter, signal } = b;
+    await limiter.acquire(key, signal);
+    try {
+      return await next(args);
+    } catch (err) {
+      if (isThrottling(err)) limiter.throttled(key);
+      throw err;
+    }
+  };
+}
+
+/** What {@link withCounting} adds besides counting: the shared budget of the command's operation, if any. */
+interface Budget {
+  limiter: CloudWatchRateLimiter;
+  account: string;
+  region: string;
+  signal: AbortSignal | undefined;
+}
+
+function withCounting<C>(command: C, stats: SourceStats, budget?: Budget): C {
+  const stack = (command as unknown as CommandLike).middlewareStack;
+  stack.add(countingMiddleware(stats) as never, {
     step: 'finalizeRequest',
     priority: 'low',
     name: 'tokenwatchRequestCounter',
   });
+  if (budget) stack.add(budgetMiddleware(budget) as never, { step: 'finalizeRequest', priority: 'low', name: 'tokenwatchAccountBudget' });
   return command;
 }
 
@@ -217,7 +260,13 @@ export class CloudWatchSource implements AuditSource {
       this.client = opts.client;
     } else {
       const maxAttempts = opts.maxAttempts ?? 6;
-      const config: CloudWatchLogsClientConfig = { region: opts.region, maxAttempts, retryMode: opts.retryMode ?? 'standard' };
+      const timeout = opts.requestTimeoutMs ?? 10_000;
+      const config: CloudWatchLogsClientConfig = {
+        region: opts.region,
+        maxAttempts,
+        retryMode: opts.retryMode ?? 'standard',
+        requestHandler: { connectionTimeout: timeout, requestTimeout: timeout, throwOnRequestTimeout: true },
+      };
       if (opts.endpoint) config.endpoint = opts.endpoint;
       if (opts.credentials) config.credentials = opts.credentials;
       if (opts.sdkRetryDelayMs !== undefined) {
@@ -243,6 +292,11 @@ export class CloudWatchSource implements AuditSource {
     }
     // Insights mode never writes a resume point; one left by filter mode (a mode switch) is ignored there.
     return yield* this.mode === 'insights' ? this.pollInsights(doc.until, opts) : this.pollFilter(doc.until, opts, doc.resume);
+  }
+
+  private budget(o: PollOptions): Budget | undefined {
+    const limiter = this.opts.rateLimiter;
+    return limiter ? { limiter, account: accountOfLogGroup(this.opts.logGroup), region: this.opts.region, signal: o.signal } : undefined;
   }
 
   private describe(op: string): string {
@@ -274,7 +328,7 @@ export class CloudWatchSource implements AuditSource {
           client: this.client,
           pageSize,
           ...(token !== undefined && { startingToken: token }),
-          withCommand: (command) => withCounting(command, o.stats),
+          withCommand: (command) => withCounting(command, o.stats, this.budget(o)),
         },
         { ...input },
         { abortSignal: o.signal },
@@ -319,7 +373,7 @@ export class CloudWatchSource implements AuditSource {
   private async send<T>(make: () => { input: unknown }, budget: RetryBudget, o: PollOptions): Promise<T> {
     for (;;) {
       try {
-        const cmd = withCounting(make(), o.stats);
+        const cmd = withCounting(make(), o.stats, this.budget(o));
         const out = await this.client.send(cmd as never, { abortSignal: o.signal });
         budget.onSuccess();
         return out as T;

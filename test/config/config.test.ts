@@ -36,7 +36,7 @@ describe('parseConfig defaults', () => {
       http: { host: '0.0.0.0', port: 8080 },
       log: { level: 'info' },
       remediation: { rolloutTimeout: 600_000, settlePeriod: 7_200_000 },
-      poll: { jitter: 10_000, chunkEvents: 10_000, requestTimeout: 10_000 },
+      poll: { jitter: 10_000, chunkEvents: 10_000, requestTimeout: 10_000, spread: true, concurrency: 10, cloudwatchTps: { filterLogEvents: 5, startQuery: 5, getQueryResults: 5 } },
       findings: { activeWindow: 3_600_000, quietPeriod: 86_400_000, readinessMinWindow: 7 * 86_400_000 },
       retention: { tokenRecords: 7 * 86_400_000, pollRuns: 7 * 86_400_000, actionLog: 90 * 86_400_000 },
       clusters: [
@@ -179,8 +179,22 @@ describe('parseConfig defaults', () => {
     ]);
   });
 
+  it('poll.spread, poll.concurrency and poll.cloudwatchTps: defaults, overrides and bounds', () => {
+    const poll = (p: unknown) => parseConfig({ poll: p, clusters: [fileCluster] }, {}).poll;
+    expect(poll({ spread: false, concurrency: 50, cloudwatchTps: { filterLogEvents: 2.5 } })).toMatchObject({
+      spread: false,
+      concurrency: 50,
+      cloudwatchTps: { filterLogEvents: 2.5, startQuery: 5, getQueryResults: 5 }, // the AWS quotas, 5 TPS each
+    });
+    const issues = (p: unknown) => issuesOf(() => parseConfig({ poll: p, clusters: [fileCluster] }, {}));
+    expect(issues({ concurrency: 0 })[0]).toMatch(/^poll\.concurrency → /);
+    expect(issues({ concurrency: 2.5 })[0]).toMatch(/^poll\.concurrency → .*int/i);
+    expect(issues({ cloudwatchTps: { filterLogEvents: 0 } })[0]).toMatch(/^poll\.cloudwatchTps\.filterLogEvents → /);
+    expect(issues({ cloudwatchTps: { filterLogEvent: 5 } })).toHaveLength(1); // a misspelt key is refused (strict)
+  });
+
   it('poll.chunkEvents: a whole number from 100 to 1,000,000, default 10,000', () => {
-    expect(parseConfig({ poll: { chunkEvents: 25_000 }, clusters: [fileCluster] }, {}).poll).toEqual({ jitter: 10_000, chunkEvents: 25_000, requestTimeout: 10_000 });
+    expect(parseConfig({ poll: { chunkEvents: 25_000 }, clusters: [fileCluster] }, {}).poll).toMatchObject({ jitter: 10_000, chunkEvents: 25_000, requestTimeout: 10_000 });
     const issues = (v: unknown) => issuesOf(() => parseConfig({ poll: { chunkEvents: v }, clusters: [fileCluster] }, {}));
     expect(issues(99)).toHaveLength(1);
     expect(issues(99)[0]).toMatch(/^poll\.chunkEvents → .*100/);

@@ -211,3 +211,25 @@ describe('fake CloudWatch Logs: Logs Insights interpreter', () => {
     ]);
   });
 });
+
+describe('fake CloudWatch Logs: per-operation rate limit (tps)', () => {
+  it('answers ThrottlingException past a burst of `rate`, refills at `rate` per second, and limits only that operation', async () => {
+    let now = 0;
+    const limited = await startFakeCloudWatch({ tps: { FilterLogEvents: 5 }, rateClock: () => now });
+    const c = new CloudWatchLogsClient({ region: 'us-east-1', endpoint: limited.url, credentials: { accessKeyId: 'a', secretAccessKey: 'b' }, maxAttempts: 1 });
+    try {
+      limited.createLogGroup('/g');
+      const call = () => c.send(new FilterLogEventsCommand({ logGroupName: '/g' })).then(() => 'ok', (e: Error) => e.name);
+      const burst: string[] = [];
+      for (let i = 0; i < 7; i++) burst.push(await call()); // all at the same instant of the rate clock
+      expect(burst).toEqual(['ok', 'ok', 'ok', 'ok', 'ok', 'ThrottlingException', 'ThrottlingException']);
+      now += 400; // 2 tokens back at 5 per second
+      expect([await call(), await call(), await call()]).toEqual(['ok', 'ok', 'ThrottlingException']);
+      expect(await c.send(new DescribeLogGroupsCommand({})).then(() => 'ok')).toBe('ok'); // not limited
+      expect(limited.requestsOf('FilterLogEvents').map((r) => r.receivedAt)).toEqual([0, 0, 0, 0, 0, 0, 0, 400, 400, 400]);
+    } finally {
+      c.destroy();
+      await limited.close();
+    }
+  });
+});

@@ -25,6 +25,12 @@
  *   `nextToken`.
  * - `DescribeLogGroups` (`logGroupNamePrefix`).
  *
+ * Rate limits like AWS's ({@link FakeCloudWatchOptions.tps}): a token bucket per operation for the whole fake (one
+ * account and Region), `rate` requests per second with a burst of `rate`; a request over it gets
+ * `400 ThrottlingException: Rate exceeded` (CloudWatch Logs quotas: FilterLogEvents 5 TPS per account and Region,
+ * https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/cloudwatch_limits_cwl.html). Each request records when it
+ * arrived (`receivedAt`), so a test can count requests per second.
+ *
  * Test controls: {@link FakeCloudWatch.throttleNext}, {@link FakeCloudWatch.failNext}, {@link FakeCloudWatch.emptyPagesNext},
  * the {@link FakeCloudWatch.requests} log, and late delivery (an event's `ingestionTime` may be later than its
  * `timestamp`; with the `now` option, events ingested after `now()` are not visible yet).
@@ -74,6 +80,8 @@ export interface FakeRequestRecord {
   /** The response payload sent (parsed form). */
   response?: unknown;
   headers: IncomingHttpHeaders;
+  /** When it arrived, ms on the fake's rate clock ({@link FakeCloudWatchOptions.rateClock}). */
+  receivedAt: number;
 }
 
 /** Options of {@link startFakeCloudWatch}. */
@@ -86,6 +94,13 @@ export interface FakeCloudWatchOptions {
   queryRunningPolls?: number;
   /** The fake's clock (epoch ms) for default `ingestionTime` and visibility. Default `Date.now`. */
   now?: () => number;
+  /**
+   * Requests per second per operation (e.g. `{ FilterLogEvents: 5 }`, AWS's quota), enforced with a token bucket of
+   * that rate and a burst of the same size; over it: `ThrottlingException`. Default: no limit.
+   */
+  tps?: Record<string, number>;
+  /** The clock of `tps` and `receivedAt`, ms (monotonic). Default `performance.now`. */
+  rateClock?: () => number;
   /** Region and account used in ARNs. Defaults `us-east-1`, `123456789012`. */
   region?: string;
   accountId?: string;
@@ -177,6 +192,20 @@ export async function startFakeCloudWatch(opts: FakeCloudWatchOptions = {}): Pro
   const queries = new Map<string, QueryState>();
   let emptyPages = 0;
   let seq = 0;
+  const rateClock = opts.rateClock ?? (() => performance.now());
+  const buckets = new Map<string, { tokens: number; at: number }>();
+  /** Takes a token of `op`'s bucket; false when it is empty (the request is throttled). */
+  const takeToken = (op: string, at: number): boolean => {
+    const rate = opts.tps?.[op];
+    if (rate === undefined) return true;
+    const b = buckets.get(op) ?? { tokens: rate, at };
+    b.tokens = Math.min(rate, b.tokens + ((at - b.at) / 1000) * rate);
+    b.at = at;
+    buckets.set(op, b);
+    if (b.tokens < 1) return false;
+    b.tokens -= 1;
+    return true;
+  };
 
   const groupOf = (name: string, create: boolean): Group | undefined => {
     let g = groups.get(name);
@@ -393,7 +422,7 @@ export async function startFakeCloudWatch(opts: FakeCloudWatchOptions = {}): Pro
       const target = String(req.headers['x-amz-target'] ?? '');
       const op = target.startsWith('Logs_20140328.') ? target.slice('Logs_20140328.'.length) : target;
       let body: Record<string, unknown> = {};
-      const record: FakeRequestRecord = { op, body, bytes: raw.length, responseBytes: 0, status: 200, headers: req.headers };
+      const record: FakeRequestRecord = { op, body, bytes: raw.length, responseBytes: 0, status: 200, headers: req.headers, receivedAt: rateClock() };
       requests.push(record);
       const send = (status: number, payload: unknown, errorType?: string): void => {
         const buf = Buffer.from(JSON.stringify(payload), 'utf8');
@@ -435,6 +464,7 @@ export async function startFakeCloudWatch(opts: FakeCloudWatchOptions = {}): Pro
           const status = e.status ?? (e.type === 'ServiceUnavailableException' || e.type === 'InternalFailure' ? 500 : 400);
           throw new ApiError(e.type, e.message ?? defaultMessage(e.type), status);
         }
+        if (!takeToken(op, record.receivedAt)) throw new ApiError('ThrottlingException', 'Rate exceeded');
         const handler = handlers[op];
         if (!handler) throw new ApiError('UnknownOperationException', `Operation ${op} is not supported by the fake`);
         send(200, handler(body));

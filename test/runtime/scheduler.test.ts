@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { Scheduler } from '../../src/runtime/scheduler.js';
+import { Scheduler, spreadOffsetMs } from '../../src/runtime/scheduler.js';
 
 let sched: Scheduler | undefined;
 afterEach(async () => {
@@ -75,6 +75,106 @@ describe('Scheduler', () => {
     expect(runs).toBe(1);
     expect(errors.map((e) => (e as Error).message)).toEqual(['boom']);
     expect(sched.runNow('nope')).toBe('unknown-job');
+  });
+});
+
+describe('Scheduler: spread, concurrency, abort', () => {
+  async function until(cond: () => boolean): Promise<void> {
+    while (!cond()) await sleep(10);
+  }
+
+  it('gives each job a stable offset within its schedule interval, spread about evenly over it', () => {
+    const five = 5 * 60_000;
+    expect(spreadOffsetMs('prod-eks', five)).toBe(spreadOffsetMs('prod-eks', five)); // stable across calls (and restarts)
+    const offsets = Array.from({ length: 1000 }, (_, i) => spreadOffsetMs(`cluster-${i}`, five));
+    expect(Math.min(...offsets)).toBeGreaterThanOrEqual(0);
+    expect(Math.max(...offsets)).toBeLessThan(five);
+    // 1,000 clusters in ten 30 s slots: about 100 each (binomial, sd ≈ 9.5; ±40 is over 4 sd).
+    const slots = new Array<number>(10).fill(0);
+    for (const o of offsets) slots[Math.floor(o / 30_000)]!++;
+    for (const n of slots) {
+      expect(n).toBeGreaterThan(60);
+      expect(n).toBeLessThan(140);
+    }
+    expect(spreadOffsetMs('x', 0)).toBe(0);
+  });
+
+  it('derives the interval from the cron schedule: a minute for "* * * * *", five for "*/5 * * * *"', () => {
+    sched = new Scheduler({ jitterMs: 0, runAtStart: false, spread: true });
+    sched.start([
+      { name: 'a', schedule: '* * * * *', run: async () => undefined },
+      { name: 'b', schedule: '*/5 * * * *', run: async () => undefined },
+    ]);
+    expect(sched.offsetOf('a')).toBe(spreadOffsetMs('a', 60_000));
+    expect(sched.offsetOf('b')).toBe(spreadOffsetMs('b', 300_000));
+    const plain = new Scheduler({ jitterMs: 0, runAtStart: false });
+    plain.start([{ name: 'a', schedule: '* * * * *', run: async () => undefined }]);
+    expect(plain.offsetOf('a')).toBe(0); // without spread: at the tick
+    return plain.stop(100);
+  });
+
+  it('runs at most `concurrency` jobs at once; the others queue and run as slots free up', async () => {
+    let active = 0;
+    let maxActive = 0;
+    const ran: string[] = [];
+    const releases: (() => void)[] = [];
+    sched = new Scheduler({ jitterMs: 0, concurrency: 2 });
+    sched.start(
+      ['a', 'b', 'c', 'd', 'e'].map((name) => ({
+        name,
+        schedule: '0 0 1 1 *',
+        run: () => {
+          active++;
+          maxActive = Math.max(maxActive, active);
+          ran.push(name);
+          return new Promise<void>((r) =>
+            releases.push(() => {
+              active--;
+              r();
+            }),
+          );
+        },
+      })),
+    );
+    await until(() => ran.length === 2);
+    expect(sched.queued).toBe(3);
+    expect(sched.isBusy('e')).toBe(true); // queued counts as running: its next tick would be a missed overlap
+    while (ran.length < 5 || releases.length > 0) {
+      releases.shift()?.();
+      await sleep(10);
+    }
+    expect(maxActive).toBe(2);
+    expect(ran.sort()).toEqual(['a', 'b', 'c', 'd', 'e']);
+  });
+
+  it('stop() aborts running jobs through their signal and starts no queued one', async () => {
+    const reasons: string[] = [];
+    const started: string[] = [];
+    const errors: unknown[] = [];
+    sched = new Scheduler({ jitterMs: 0, concurrency: 1, onError: (_j, e) => errors.push(e) });
+    sched.start(
+      ['hung', 'queued'].map((name) => ({
+        name,
+        schedule: '0 0 1 1 *',
+        run: (signal: AbortSignal) => {
+          started.push(name);
+          // A hung cluster: never answers; only the abort ends it.
+          return new Promise<void>((_r, reject) =>
+            signal.addEventListener('abort', () => {
+              reasons.push((signal.reason as Error).message);
+              reject(signal.reason);
+            }),
+          );
+        },
+      })),
+    );
+    await until(() => started.length === 1);
+    await sched.stop(); // would wait 60 s for a job that ignored the signal
+    expect(reasons).toEqual(['the scheduler is stopping (shutdown)']);
+    expect(started).toHaveLength(1);
+    expect(sched.isBusy('hung') || sched.isBusy('queued')).toBe(false);
+    expect(errors).toEqual([]); // an aborted run is not an error
+    sched = undefined;
   });
 });
 

@@ -249,6 +249,7 @@ current-context: fake
     metrics,
     clock,
     jitterMs: 0,
+    spread: false, // polls at the cron tick: tests move the clock to a tick
     ...(opts.isLeader ? { isLeader: opts.isLeader } : {}),
     integrations: [
       async (ctx) => {

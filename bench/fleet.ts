@@ -1,0 +1,485 @@
+/**
+ * `npm run bench:fleet -- [--clusters 100,500,1000] [--cycles C] [--interval S] [--channels K] [--concurrency P] [--hung H]`:
+ * one `tokenwatch serve` watching N loopback clusters on a compressed schedule.
+ *
+ * Per N, a fresh process pair: this process runs `serve` (the real `startServe`, Slack in HTTP mode through
+ * `startSlackWith`), a child process runs every fake and the Slack client, so the fakes' CPU is measured apart:
+ * - one fake Kubernetes API server per cluster (`src/sandbox/fakes/kubernetes.ts`; a kubeconfig file each): 20
+ *   namespaces, 200 pods — 3 DaemonSets of 10 pods, 17 Deployments of 10 pods through ReplicaSets — their
+ *   ServiceAccounts;
+ * - one fake CloudWatch Logs (`test/fakes/cloudwatch.ts`) with a log group per cluster and a FilterLogEvents token
+ *   bucket (`tps`) at AWS's 5 requests/s scaled by the schedule's compression (`--tps`; 50/s for a 30 s interval
+ *   standing for 5 minutes), the same as serve's `poll.cloudwatchTps`, holding for each cluster 4 stale-token users (the 3 DaemonSets' and one Deployment's
+ *   ServiceAccounts) that use their token once per schedule interval, from 10 minutes before the start to the end;
+ * - one fake Slack Web API (`src/sandbox/fakes/slack.ts`) with K alert channels the clusters share;
+ * - a slash-command client sending a signed `/tokens status <cluster>` about once a second to serve's
+ *   `/slack/events`, timing each HTTP answer (Bolt answers when `ack()` runs).
+ *
+ * Schedule: every cluster `*\/S * * * * *` (S = `--interval`, default 30 s: a 5-minute schedule compressed 10×),
+ * `poll.spread` on, `poll.jitter` 0, `poll.concurrency` P (default 10), `poll.cloudwatchTps` at AWS's 5. After the first
+ * polls (or 3 intervals, whichever is first), C cycles (default 3) are measured, aligned to the schedule's ticks.
+ * `--hung H` makes H more clusters whose Kubernetes API is a black hole (accepts, never answers), to show they change
+ * nothing for the others.
+ *
+ * Printed per N: polls run / scheduled / missed in the window; CloudWatch FilterLogEvents requests per second (mean
+ * and peak in any 1 s, one account) and throttled answers; Kubernetes requests per poll per cluster; `chat.update`
+ * per cycle; peak RSS of serve's process; serve's CPU per cycle; `/tokens status` ack p50/p99/max; the fakes' CPU per
+ * cycle; and the machine's load. Run from the repository root; the npm script raises `ulimit -n` first.
+ */
+process.env['AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED'] = 'true';
+
+import { fork, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Socket } from 'node:net';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { parseConfig } from '../src/config/index.js';
+import { createLogger } from '../src/observability/logger.js';
+import { Metrics } from '../src/observability/metrics.js';
+import { startServe } from '../src/runtime/serve.js';
+import { DEFAULT_BOT_TOKEN, sendSlashCommand, startFakeSlack, type FakeSlack } from '../src/sandbox/fakes/slack.js';
+import { startFakeKube, type FakeKube } from '../src/sandbox/fakes/kubernetes.js';
+import { startSlackWith, type SlackIntegration } from '../src/slack/app.js';
+import { startFakeCloudWatch, type FakeCloudWatch } from '../test/fakes/cloudwatch.js';
+import { auditEvent } from '../test/sources/events.js';
+
+const SECRET = 'bench-fleet-signing-secret-0123456789';
+const REQUESTER = 'U0BENCHREQ';
+const PREFIX = 'kube-apiserver-audit-';
+const DAEMONSETS = [
+  { ns: 'kube-system', name: 'aws-node' },
+  { ns: 'logging', name: 'fluent-bit' },
+  { ns: 'monitoring', name: 'node-exporter' },
+];
+const NAMESPACES = [...new Set([...DAEMONSETS.map((d) => d.ns), ...Array.from({ length: 17 }, (_, i) => `team-${i}`)])];
+
+interface Args {
+  clusters: number[];
+  cycles: number;
+  intervalS: number;
+  channels: number;
+  concurrency: number;
+  hung: number;
+  /** FilterLogEvents budget, requests/s: AWS's 5 scaled by the compression (300 s / interval), unless given. */
+  tps: number;
+}
+
+function usage(msg: string): never {
+  process.stderr.write(`${msg}\nusage: npm run bench:fleet -- [--clusters 100,500,1000] [--cycles 3] [--interval 30] [--channels 10] [--concurrency 10] [--hung 0] [--tps 5·300/interval]\n`);
+  process.exit(2);
+}
+
+function parseArgs(argv: string[]): Args {
+  const a: Args = { clusters: [20], cycles: 3, intervalS: 30, channels: 10, concurrency: 10, hung: 0, tps: 0 };
+  for (let i = 0; i < argv.length; i++) {
+    const k = argv[i]!;
+    const v = argv[++i];
+    if (v === undefined) usage(`${k} needs a value`);
+    const whole = (s: string): number => {
+      const n = Number(s);
+      if (!Number.isInteger(n) || n < 0) usage(`${k}: '${s}' is not a whole number`);
+      return n;
+    };
+    if (k === '--clusters') a.clusters = v.split(',').map(whole);
+    else if (k === '--cycles') a.cycles = Math.max(1, whole(v));
+    else if (k === '--interval') a.intervalS = whole(v);
+    else if (k === '--channels') a.channels = Math.max(1, whole(v));
+    else if (k === '--concurrency') a.concurrency = Math.max(1, whole(v));
+    else if (k === '--hung') a.hung = whole(v);
+    else if (k === '--tps') a.tps = whole(v);
+    else usage(`unknown argument ${k}`);
+  }
+  if (![1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30].includes(a.intervalS)) usage('--interval must divide 60 (1–30 s)');
+  if (a.clusters.some((n) => n < 1)) usage('--clusters: each N must be at least 1');
+  if (a.tps === 0) a.tps = (5 * 300) / a.intervalS;
+  return a;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The fakes (child process)
+
+interface FakesJob {
+  tps: number;
+  clusters: number;
+  hung: number;
+  channels: number;
+  intervalS: number;
+  dir: string;
+  startMs: number;
+  endMs: number;
+}
+
+interface FakesReady {
+  cloudwatchUrl: string;
+  slackApiUrl: string;
+  kubeconfigs: string[];
+  hungKubeconfigs: string[];
+}
+
+interface WindowStats {
+  cpuMs: number;
+  filterLogEvents: number;
+  throttled: number;
+  peakPerSecond: number;
+  kubeRequests: number;
+  chatUpdates: number;
+  chatPosts: number;
+  acks: number[];
+}
+
+const clusterName = (i: number): string => `c${String(i).padStart(4, '0')}`;
+const channelId = (i: number): string => `C0FLEET${String(i).padStart(3, '0')}`;
+
+function clusterObjects(): object[] {
+  const objects: object[] = [];
+  const meta = (ns: string, name: string, extra: Record<string, unknown> = {}) => ({ name, namespace: ns, uid: `${ns}-${name}`, ...extra });
+  for (const ns of NAMESPACES) objects.push({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
+  const pod = (ns: string, name: string, sa: string, owner: { kind: string; name: string; apiVersion: string }) => ({
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: meta(ns, name, { ownerReferences: [{ ...owner, controller: true, uid: `${ns}-${owner.name}` }], creationTimestamp: '2026-10-01T00:00:00Z' }),
+    spec: { serviceAccountName: sa, nodeName: `node-${name.length % 10}`, containers: [{ name: 'main', image: 'registry.example/app:1' }] },
+    status: { phase: 'Running', startTime: '2026-10-01T00:00:00Z' },
+  });
+  for (const d of DAEMONSETS) {
+    objects.push({ apiVersion: 'v1', kind: 'ServiceAccount', metadata: meta(d.ns, d.name) });
+    objects.push({
+      apiVersion: 'apps/v1',
+      kind: 'DaemonSet',
+      metadata: meta(d.ns, d.name, { generation: 1 }),
+      spec: { selector: { matchLabels: { app: d.name } }, template: { metadata: { labels: { app: d.name } }, spec: { serviceAccountName: d.name, containers: [{ name: 'main', image: 'registry.example/ds:1' }] } } },
+      status: { desiredNumberScheduled: 10, numberReady: 10, numberAvailable: 10, updatedNumberScheduled: 10, observedGeneration: 1 },
+    });
+    for (let p = 0; p < 10; p++) objects.push(pod(d.ns, `${d.name}-p${p}`, d.name, { kind: 'DaemonSet', name: d.name, apiVersion: 'apps/v1' }));
+  }
+  for (let i = 0; i < 17; i++) {
+    const ns = `team-${i}`;
+    const name = `app-${i}`;
+    const rs = `${name}-5d9f8c7b6`;
+    objects.push({ apiVersion: 'v1', kind: 'ServiceAccount', metadata: meta(ns, name) });
+    objects.push({
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: meta(ns, name, { generation: 1 }),
+      spec: { replicas: 10, selector: { matchLabels: { app: name } }, template: { metadata: { labels: { app: name } }, spec: { serviceAccountName: name, containers: [{ name: 'main', image: 'registry.example/app:1' }] } } },
+      status: { replicas: 10, readyReplicas: 10, availableReplicas: 10, updatedReplicas: 10, observedGeneration: 1 },
+    });
+    objects.push({
+      apiVersion: 'apps/v1',
+      kind: 'ReplicaSet',
+      metadata: meta(ns, rs, { ownerReferences: [{ apiVersion: 'apps/v1', kind: 'Deployment', name, controller: true, uid: `${ns}-${name}` }] }),
+      spec: { replicas: 10, selector: { matchLabels: { app: name } } },
+      status: { replicas: 10 },
+    });
+    for (let p = 0; p < 10; p++) objects.push(pod(ns, `${rs}-p${p}`, name, { kind: 'ReplicaSet', name: rs, apiVersion: 'apps/v1' }));
+  }
+  return objects;
+}
+
+/** The 4 stale-token users of a cluster: each DaemonSet's first pod, and the first pod of `app-0`. */
+const STALE_USERS = [...DAEMONSETS.map((d) => ({ ns: d.ns, sa: d.name, pod: `${d.name}-p0` })), { ns: 'team-0', sa: 'app-0', pod: 'app-0-5d9f8c7b6-p0' }];
+
+function kubeconfigText(url: string, name: string): string {
+  return `apiVersion: v1
+kind: Config
+clusters:
+- name: ${name}
+  cluster:
+    server: ${url}
+    insecure-skip-tls-verify: true
+users:
+- name: tokenwatch
+  user:
+    token: bench-token-${name}
+contexts:
+- name: ${name}
+  context:
+    cluster: ${name}
+    user: tokenwatch
+current-context: ${name}
+`;
+}
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+async function runFakes(job: FakesJob): Promise<void> {
+  const cw: FakeCloudWatch = await startFakeCloudWatch({ tps: { FilterLogEvents: job.tps } });
+  const channels = Array.from({ length: job.channels }, (_, i) => ({ id: channelId(i), name: `alerts-${i}` }));
+  const slack: FakeSlack = await startFakeSlack({ channels });
+  const kubes: FakeKube[] = [];
+  const kubeconfigs: string[] = [];
+  const objects = clusterObjects();
+  for (let i = 0; i < job.clusters; i++) {
+    const kube = await startFakeKube({ objects: structuredClone(objects) });
+    kubes.push(kube);
+    const path = join(job.dir, `kubeconfig-${i}.yaml`);
+    writeFileSync(path, kubeconfigText(kube.url, clusterName(i)));
+    kubeconfigs.push(path);
+    const group = `/aws/eks/${clusterName(i)}/cluster`;
+    const events = [];
+    for (let t = job.startMs - 10 * 60_000, k = 0; t <= job.endMs; t += job.intervalS * 1000, k++) {
+      for (const [u, s] of STALE_USERS.entries()) {
+        const time = t + u * 1000 + (i % 1000);
+        events.push({ timestamp: time, ingestionTime: time, message: auditEvent({ auditID: `${clusterName(i)}-${u}-${k}`, time, kind: 'stale', namespace: s.ns, serviceAccount: s.sa, pod: s.pod, secondsAfterWarning: 7_000_000 }) });
+      }
+    }
+    cw.putEvents(group, `${PREFIX}0`, events);
+  }
+  // Black-holed API servers for --hung.
+  const sockets = new Set<Socket>();
+  const hungKubeconfigs: string[] = [];
+  const holes: ReturnType<typeof createServer>[] = [];
+  for (let i = 0; i < job.hung; i++) {
+    const hole = createServer((s) => {
+      sockets.add(s);
+      s.on('close', () => sockets.delete(s));
+    });
+    await new Promise<void>((r) => hole.listen(0, '127.0.0.1', r));
+    holes.push(hole);
+    const path = join(job.dir, `kubeconfig-hung-${i}.yaml`);
+    writeFileSync(path, kubeconfigText(`http://127.0.0.1:${(hole.address() as { port: number }).port}`, `hung-${i}`));
+    hungKubeconfigs.push(path);
+    cw.createLogGroup(`/aws/eks/hung-${i}/cluster`);
+  }
+  process.send!({ ready: { cloudwatchUrl: cw.url, slackApiUrl: slack.apiUrl, kubeconfigs, hungKubeconfigs } satisfies FakesReady });
+
+  let eventsUrl: string | undefined;
+  let window: { cpu: NodeJS.CpuUsage; t0: number; cw: number; kube: number; updates: number; posts: number; acks: number[] } | undefined;
+  const kubeCount = (): number => kubes.reduce((n, k) => n + k.requests.length, 0);
+  // Keep the fakes' request logs from growing without bound: count, then drop (the counts are what is reported).
+  let kubeDropped = 0;
+  const trim = setInterval(() => {
+    for (const k of kubes) {
+      kubeDropped += k.requests.length;
+      k.requests.length = 0;
+    }
+  }, 5_000);
+  let k = 0;
+  const ackTimer = setInterval(() => {
+    if (!eventsUrl) return;
+    const cluster = clusterName(k % job.clusters);
+    const channel = channelId(k % job.clusters % job.channels);
+    k++;
+    const t0 = performance.now();
+    void sendSlashCommand(eventsUrl, SECRET, { text: `status ${cluster}`, user_id: REQUESTER, channel_id: channel, response_url: slack.responseUrl({ channel, user: REQUESTER }) }).then(
+      (res) => {
+        if (res.status === 200) window?.acks.push(performance.now() - t0);
+      },
+      () => undefined,
+    );
+  }, 1_000);
+  process.on('message', (m: { eventsUrl?: string; windowStart?: true; windowEnd?: true; stop?: true }) => {
+    if (m.eventsUrl) eventsUrl = m.eventsUrl;
+    if (m.windowStart) {
+      window = { cpu: process.cpuUsage(), t0: performance.now(), cw: cw.requests.length, kube: kubeDropped + kubeCount(), updates: slack.callsTo('chat.update').length, posts: slack.callsTo('chat.postMessage').length, acks: [] };
+    }
+    if (m.windowEnd && window) {
+      const cpu = process.cpuUsage(window.cpu);
+      const t1 = performance.now();
+      const reqs = cw.requests.slice(window.cw).filter((r) => r.op === 'FilterLogEvents' && r.receivedAt >= window!.t0 && r.receivedAt <= t1);
+      const at = reqs.map((r) => r.receivedAt).sort((a, b) => a - b);
+      let peak = 0;
+      for (let i = 0, j = 0; i < at.length; i++) {
+        while (at[i]! - at[j]! >= 1000) j++;
+        peak = Math.max(peak, i - j + 1);
+      }
+      const stats: WindowStats = {
+        cpuMs: (cpu.user + cpu.system) / 1000,
+        filterLogEvents: reqs.length,
+        throttled: reqs.filter((r) => r.error === 'ThrottlingException').length,
+        peakPerSecond: peak,
+        kubeRequests: kubeDropped + kubeCount() - window.kube,
+        chatUpdates: slack.callsTo('chat.update').length - window.updates,
+        chatPosts: slack.callsTo('chat.postMessage').length - window.posts,
+        acks: window.acks,
+      };
+      process.send!({ stats });
+      window = undefined;
+    }
+    if (m.stop) {
+      clearInterval(ackTimer);
+      clearInterval(trim);
+      for (const s of sockets) s.destroy();
+      for (const h of holes) h.close();
+      void Promise.all([cw.close(), slack.close(), ...kubes.map((x) => x.close())]).finally(() => process.exit(0));
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// serve (this process), one N
+
+interface RunResult {
+  n: number;
+  scheduled: number;
+  ran: number;
+  failed: number;
+  missed: number;
+  late: number;
+  stats: WindowStats;
+  windowS: number;
+  serveCpuMs: number;
+  peakRssMiB: number;
+  firstPollsS: number;
+  hungStatus: string[];
+}
+
+function counterSum(text: string, name: string, filter: (labels: string) => boolean = () => true): number {
+  let sum = 0;
+  for (const m of text.matchAll(new RegExp(`^${name}\\{([^}]*)\\} (\\S+)$`, 'gm'))) if (filter(m[1]!)) sum += Number(m[2]);
+  return sum;
+}
+
+async function runOne(n: number, a: Args): Promise<RunResult> {
+  const dir = mkdtempSync(join(tmpdir(), 'tw-fleet-'));
+  const intervalMs = a.intervalS * 1000;
+  const startMs = Date.now();
+  // Warm-up ≤ 3 intervals, then the window, then slack.
+  const endMs = startMs + (a.cycles + 6) * intervalMs;
+  const child: ChildProcess = fork(fileURLToPath(import.meta.url), ['--fakes'], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const fromChild = <T>(key: string): Promise<T> =>
+    new Promise<T>((resolve, reject) => {
+      const on = (m: Record<string, unknown>) => {
+        if (key in m) {
+          child.off('message', on);
+          resolve(m[key] as T);
+        }
+      };
+      child.on('message', on);
+      child.once('exit', (code) => reject(new Error(`fakes exited with ${code}`)));
+    });
+  const readyP = fromChild<FakesReady>('ready');
+  child.send({ tps: a.tps, clusters: n, hung: a.hung, channels: a.channels, intervalS: a.intervalS, dir, startMs, endMs } satisfies FakesJob);
+  const ready = await readyP;
+  const clusters = [
+    ...ready.kubeconfigs.map((kubeconfig, i) => ({ name: clusterName(i), kubeconfig, channel: channelId(i % a.channels) })),
+    ...ready.hungKubeconfigs.map((kubeconfig, i) => ({ name: `hung-${i}`, kubeconfig, channel: channelId(i % a.channels) })),
+  ];
+  const config = parseConfig(
+    {
+      store: { path: join(dir, 'tw.db') },
+      http: { host: '127.0.0.1', port: 0 },
+      log: { level: 'silent' },
+      slack: { enabled: true, mode: 'http', apiUrl: ready.slackApiUrl, port: 0 },
+      poll: { jitter: '0s', spread: true, concurrency: a.concurrency, requestTimeout: '5s', cloudwatchTps: { filterLogEvents: a.tps } },
+      clusters: clusters.map((c) => ({
+        name: c.name,
+        audit: { cloudwatch: { region: 'us-east-1', logGroup: `/aws/eks/${c.name}/cluster`, endpoint: ready.cloudwatchUrl } },
+        kubernetes: { kubeconfig: c.kubeconfig },
+        schedule: `*/${a.intervalS} * * * * *`,
+        lookback: '15m',
+        slack: { channel: c.channel, approvers: ['U0BENCHAPP'], requesters: ['*'] },
+      })),
+    },
+    { SLACK_BOT_TOKEN: DEFAULT_BOT_TOKEN, SLACK_SIGNING_SECRET: SECRET, AWS_ACCESS_KEY_ID: 'AKIDFLEET', AWS_SECRET_ACCESS_KEY: 'fleet' },
+  );
+  process.env['AWS_ACCESS_KEY_ID'] = 'AKIDFLEET';
+  process.env['AWS_SECRET_ACCESS_KEY'] = 'fleet-bench-secret';
+  const metrics = new Metrics();
+  let bot: SlackIntegration | undefined;
+  let peakRss = process.memoryUsage.rss();
+  const rssTimer = setInterval(() => {
+    peakRss = Math.max(peakRss, process.memoryUsage.rss());
+  }, 250);
+  const t0 = performance.now();
+  const serve = await startServe(config, {
+    logger: createLogger({ level: 'silent' }),
+    metrics,
+    integrations: [
+      async (ctx) => {
+        bot = await startSlackWith(ctx, { host: '127.0.0.1' });
+        return bot;
+      },
+    ],
+  });
+  child.send({ eventsUrl: bot!.eventsUrl });
+  const healthy = [...serve.context.clusters.keys()].filter((c) => !c.startsWith('hung-'));
+  // Warm-up: the first polls of the healthy clusters (their alerts posted), at most 3 intervals.
+  const firstDone = new Set<string>();
+  serve.context.onFindings(async (rt) => void firstDone.add(rt.config.name));
+  const warmUntil = performance.now() + 3 * intervalMs;
+  while (healthy.some((c) => !firstDone.has(c)) && performance.now() < warmUntil) await new Promise((r) => setTimeout(r, 200));
+  const firstPollsS = (performance.now() - t0) / 1000;
+  // One more interval for the backlog of the warm-up to drain, then align the window to a tick boundary.
+  await new Promise((r) => setTimeout(r, intervalMs));
+  await new Promise((r) => setTimeout(r, intervalMs - (Date.now() % intervalMs) + 5));
+  const before = await metrics.text();
+  const cpu0 = process.cpuUsage();
+  const w0 = performance.now();
+  const statsP = fromChild<WindowStats>('stats');
+  child.send({ windowStart: true });
+  await new Promise((r) => setTimeout(r, a.cycles * intervalMs));
+  child.send({ windowEnd: true });
+  const cpu = process.cpuUsage(cpu0);
+  const windowS = (performance.now() - w0) / 1000;
+  const after = await metrics.text();
+  const stats = await statsP;
+  const onlyHealthy = (labels: string) => !labels.includes('cluster="hung-');
+  const delta = (name: string, filter: (l: string) => boolean) => counterSum(after, name, filter) - counterSum(before, name, filter);
+  const hungStatus = [...serve.context.clusters.keys()].filter((c) => c.startsWith('hung-')).map((c) => `${c}: ${serve.readiness().polls[c]}`);
+  clearInterval(rssTimer);
+  const result: RunResult = {
+    n,
+    scheduled: healthy.length * a.cycles,
+    ran: delta('tokenwatch_polls_total', (l) => onlyHealthy(l) && !l.includes('skipped-overlap')),
+    failed: delta('tokenwatch_polls_total', (l) => onlyHealthy(l) && l.includes('outcome="error"')),
+    missed: delta('tokenwatch_polls_missed_total', onlyHealthy),
+    late: delta('tokenwatch_polls_late_total', onlyHealthy),
+    stats,
+    windowS,
+    serveCpuMs: (cpu.user + cpu.system) / 1000,
+    peakRssMiB: Math.max(peakRss, process.resourceUsage().maxRSS * 1024) / 1048576,
+    firstPollsS,
+    hungStatus,
+  };
+  await serve.stop();
+  child.send({ stop: true });
+  await new Promise<void>((r) => (child.exitCode !== null ? r() : child.once('exit', () => r())));
+  rmSync(dir, { recursive: true, force: true });
+  return result;
+}
+
+function report(r: RunResult, a: Args): void {
+  const line = (s: string) => process.stdout.write(`${s}\n`);
+  const s = r.stats;
+  const acks = [...s.acks].sort((x, y) => x - y);
+  const polls = Math.max(1, r.ran);
+  line(`N = ${r.n} clusters${a.hung ? ` (+ ${a.hung} hung)` : ''}, schedule every ${a.intervalS} s, ${a.cycles} cycles measured (${r.windowS.toFixed(0)} s), poll.concurrency ${a.concurrency}, ${a.channels} channels`);
+  line(`  first polls done after   ${r.firstPollsS.toFixed(1)} s`);
+  line(`  polls run / scheduled / missed   ${r.ran} / ${r.scheduled} / ${r.missed}   (failed ${r.failed}, late ${r.late})`);
+  line(`  CloudWatch FilterLogEvents       ${(s.filterLogEvents / r.windowS).toFixed(2)} req/s mean, ${s.peakPerSecond} peak in 1 s (one account; budget ${a.tps}/s = AWS's 5/s × ${300 / a.intervalS} compression), ${s.throttled} throttled`);
+  line(`  Kubernetes requests per poll     ${(s.kubeRequests / polls).toFixed(1)} per cluster`);
+  line(`  chat.update per cycle            ${(s.chatUpdates / a.cycles).toFixed(1)}   (chat.postMessage ${(s.chatPosts / a.cycles).toFixed(1)})`);
+  line(`  peak RSS (serve)                 ${r.peakRssMiB.toFixed(0)} MiB`);
+  line(`  CPU per cycle                    serve ${(r.serveCpuMs / a.cycles / 1000).toFixed(2)} s, fakes + client ${(s.cpuMs / a.cycles / 1000).toFixed(2)} s (of ${a.intervalS * cpus().length} CPU-s)`);
+  line(`  /tokens status ack               p50 ${percentile(acks, 50).toFixed(1)} ms, p99 ${percentile(acks, 99).toFixed(1)} ms, max ${(acks.at(-1) ?? Number.NaN).toFixed(1)} ms (${acks.length} commands)`);
+  if (r.hungStatus.length) line(`  hung clusters (/readyz)          ${r.hungStatus.join(', ')}`);
+  line(`  machine: ${cpus().length} CPUs, load ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+}
+
+async function main(): Promise<void> {
+  const a = parseArgs(process.argv.slice(2));
+  for (const n of a.clusters) report(await runOne(n, a), a);
+}
+
+if (process.argv.includes('--fakes')) {
+  process.once('message', (job) => {
+    runFakes(job as FakesJob).catch((err: unknown) => {
+      process.stderr.write(`bench/fleet fakes failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+      process.exit(1);
+    });
+  });
+} else {
+  main().then(
+    () => process.exit(0),
+    (err: unknown) => {
+      process.stderr.write(`bench/fleet failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+      process.exit(1);
+    },
+  );
+}
