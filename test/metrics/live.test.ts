@@ -64,8 +64,8 @@ describe('metrics-only cluster (audit log off)', () => {
 
     await h.command(`status ${CLUSTER}`, REQUESTER, OPS);
     const status = blockText(h.slack.ephemerals({ user: REQUESTER }).at(-1)!);
-    expect(status).toContain('stale tokens in use: 42/h, audit log: off — which clients? enable audit logging or run the node probe');
-    expect(status).toContain('per API-server replica reached (2 replicas seen');
+    expect(status).toContain('stale tokens in use: 42/h · audit log: off — which clients? enable audit logging or run the node probe');
+    expect(status).toContain('per API-server replica reached: 2 replicas seen');
 
     // A drop on process A is a reset: no new increase, the finding keeps its figure.
     m.set(START_A, { stale: 2, valid: 1 });

@@ -130,10 +130,9 @@ describe('builders never break Block Kit limits (property)', () => {
             name: `${cluster}-${i}`,
             lastPoll: NOW,
             health: [{ name: cluster, ok: false, detail: f.cause.summary }],
-            findingsBySeverity: { critical: 1, warning: 2, info: 3 },
+            alertsBySeverity: { critical: 1, warning: 2, info: 3 },
             channel: { id: 'C0OPS00001', error: 'not_in_channel' },
-            findings,
-            buttonsFor: () => 'opaque_btn_1',
+            alerts: findings.map((x) => ({ live: [x], severity: x.severity, permalink: `https://example.slack.com/archives/C0OPS00001/p${i}` })),
           })),
           { now: NOW },
         );
