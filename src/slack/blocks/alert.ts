@@ -110,6 +110,10 @@ export function signalLabels(live: readonly Finding[]): string[] {
 }
 
 function impact(live: readonly Finding[], subject: string, cluster: string, now: number, activeWindowMs?: number): string {
+  // A cluster-level finding from API-server metrics (namespace `*`) names no ServiceAccount: say what is known.
+  if (live.every((f) => f.namespace === '*')) {
+    return `API-server metrics show stale tokens in use in *${escClip(cluster, 200)}*; no audit event names the clients (exact figures in Details).`;
+  }
   const who = `Clients of ServiceAccount ${code(subject, 300)} in *${escClip(cluster, 200)}*`;
   const fact = worstFact(live, now, activeWindowMs);
   if (fact === 'requests now fail with 401') return `${who} are being refused by the API server now.`;
@@ -121,6 +125,7 @@ function impact(live: readonly Finding[], subject: string, cluster: string, now:
 }
 
 function workloadField(members: readonly Finding[]): string {
+  if (members.every((f) => f.namespace === '*')) return '*Workload*\nunknown: the metrics name no client';
   const seen = new Map<string, WorkloadRef>();
   for (const f of members) for (const w of f.workloads) seen.set(`${w.kind}/${w.namespace}/${w.name}`, w);
   const ws = [...seen.values()];
@@ -150,7 +155,8 @@ function rejectionField(live: readonly Finding[], now: number, activeWindowMs?: 
   const rej = earliestRejection(live);
   if (rej !== null) return `*Rejection*\n${slackDate(rej, '{date_short_pretty}')} (${rej <= now ? '*passed*' : `*${plural(daysLeft({ rejectionAt: new Date(rej).toISOString() }, now) ?? 0, 'day')} left*`})`;
   if (unauth) return `*Rejection*\n401s until ${slackDate(Date.parse(unauth.lastSeen), '{date_short_pretty}')}; none since`;
-  return '*Rejection*\nnone: a legacy Secret token does not expire';
+  if (live.some((f) => f.kind === 'legacy-token')) return '*Rejection*\nnone: a legacy Secret token does not expire';
+  return '*Rejection*\nunknown: no token of it was seen';
 }
 
 function requestsField(members: readonly Finding[], now: number, activeWindowMs?: number): string {
