@@ -12,22 +12,10 @@
  * ones stopping. Its severity is the worst of its members' (callers pass the live members when that matters).
  */
 import { createHash } from 'node:crypto';
-import { SEVERITY_RANK, type Finding, type FindingKind, type Severity } from './types.js';
+import { SEVERITY_RANK, type Finding, type FindingKind, type ScanGroup, type Severity } from './types.js';
 
-/** One alert group as printed in `scan --format json` under `groups` (contract, additive). */
-export interface FindingGroupJson {
-  /** Stable hash of cluster/namespace/serviceAccount (16 hex chars, prefixed `g`). */
-  id: string;
-  cluster: string;
-  namespace: string;
-  serviceAccount: string;
-  /** The worst severity of its findings. */
-  severity: Severity;
-  /** Kinds of its findings, in the order of {@link FINDING_KIND_ORDER}. */
-  kinds: FindingKind[];
-  /** Ids of its findings (each one of the report's `findings[].id`), most severe first. */
-  findings: string[];
-}
+/** One alert group as printed in `scan --format json` under `groups` (contract, additive): {@link ScanGroup}. */
+export type FindingGroupJson = ScanGroup;
 
 /** A group with its member findings (most severe first, in `compareFindings` order of the input). */
 export interface FindingGroup<F extends Finding = Finding> extends FindingGroupJson {
