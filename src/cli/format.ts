@@ -189,11 +189,6 @@ function severityWord(severity: Severity, paint: Paint): string {
   }
 }
 
-/** The severity cell; `critical` gets `(401s)` under it when 401s made it so (see {@link criticalBy401s}). */
-function severityCell(f: Finding, findings: readonly Finding[], now: number, paint: Paint): string {
-  const word = severityWord(f.severity, paint);
-  return criticalBy401s(f, findings, now) === undefined ? word : `${word}\n(401s)`;
-}
 
 /** Days before rejection under which a finding is critical by its date alone (docs/design/architecture.md "Terms"). */
 const CRITICAL_DAYS = 7;
@@ -243,7 +238,7 @@ function byKind(g: FindingGroup): Finding[] {
   return FINDING_KIND_ORDER.flatMap((k) => g.members.filter((m) => m.kind === k));
 }
 
-/** The group's severity cell: its worst severity, with `(401s)` when 401s made a member critical. */
+/** The group's severity cell: its worst severity, with `(401s)` under it when 401s made a member critical (see {@link criticalBy401s}). */
 function groupSeverityCell(g: FindingGroup, findings: readonly Finding[], now: number, paint: Paint): string {
   const word = severityWord(g.severity, paint);
   return g.members.some((m) => criticalBy401s(m, findings, now) !== undefined) ? `${word}\n(401s)` : word;
@@ -260,7 +255,9 @@ function groupUnion(g: FindingGroup): Finding {
   const seen = new Set<string>();
   const workloads = g.members.flatMap((m) => m.workloads).filter((w) => {
     const k = `${w.kind}/${w.namespace}/${w.name}`;
-    return seen.has(k) ? false : (seen.add(k), true);
+    if (seen.has(k)) return false;
+    seen.add(k);
+    return true;
   });
   const pods = [...new Set(g.members.flatMap((m) => m.pods))];
   const missingPods = [...new Set(g.members.flatMap((m) => m.missingPods ?? []))];

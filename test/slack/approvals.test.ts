@@ -11,7 +11,6 @@ import {
   APPROVER,
   blockText,
   buttonIds,
-  buttonValue,
   CLUSTER,
   ELSEWHERE,
   ONCALL_APPROVER,

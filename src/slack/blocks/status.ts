@@ -7,7 +7,7 @@ import type { Finding, Severity } from '../../findings/types.js';
 import { signalLabels, worstFact } from './alert.js';
 import { SEVERITY_EMOJI, subjectOf } from './finding.js';
 import { LIMITS } from './limits.js';
-import { clip, code, count, duration, escClip, linesWithin, md, plain, plural, slackDate, type KnownBlock, type SlackMessage } from './text.js';
+import { clip, code, count, escClip, linesWithin, md, plain, plural, slackDate, type KnownBlock, type SlackMessage } from './text.js';
 
 /** Health of one input of a cluster (audit source, Kubernetes API, …). Times are epoch ms UTC. */
 export interface SourceHealth {
