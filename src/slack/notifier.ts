@@ -28,7 +28,7 @@ import type { ClusterStateSource } from '../cluster/types.js';
 import { DAY_MS, HOUR_MS } from '../core/units.js';
 import { compareFindings } from '../findings/build.js';
 import { FINDING_KIND_ORDER, groupFindings, groupIdOf, worstSeverity } from '../findings/groups.js';
-import { SEVERITY_RANK, type Finding, type FindingKind, type TokenRecord } from '../findings/types.js';
+import { SEVERITY_RANK, type Finding, type FindingKind } from '../findings/types.js';
 import type { Logger } from '../observability/logger.js';
 import type { FindingChange, MessageLocation, MessageRef, Store, StoredFinding } from '../store/index.js';
 import { SlackCallError, type SlackApi } from './api.js';
@@ -37,10 +37,8 @@ import {
   buysDays,
   escalationMessage,
   findingButtons,
-  findingMessage,
   MAX_RESTART_BUTTONS,
   mergedAlertMessage,
-  mergeHourly,
   signalChangeMessage,
   subjectOf,
   type Button,
@@ -78,15 +76,6 @@ export interface NotifierDeps {
   activeWindowMs?: number;
   /** `findings.quietPeriod`, ms, named on alerts resolved as quiet. Default 24 h. */
   quietPeriodMs?: number;
-}
-
-/** The note of a resolved alert, by why it was resolved. */
-export function resolutionNote(stored: Pick<StoredFinding, 'resolution' | 'finding'>, quietPeriodMs = DAY_MS): string {
-  const signal = stored.finding.kind === 'unauthorized' ? '401 responses' : stored.finding.kind === 'legacy-token' ? 'legacy-token use' : 'stale token use';
-  if (stored.resolution === 'quiet') {
-    return `no ${signal} for ${Math.round(quietPeriodMs / HOUR_MS)} h while every poll succeeded (quiet); it reopens here if seen again`;
-  }
-  return `no ${signal} after the fix for the settle period`;
 }
 
 /** The note of a resolved group: why its last signal stopped. */
@@ -152,22 +141,6 @@ export class Notifier {
     return findingButtons(f, (a) => (a.action === 'restart' ? ids(a) : undefined));
   }
 
-  /** Renders a stored finding as its alert (resolved variant for resolved findings). */
-  render(stored: StoredFinding, records: readonly TokenRecord[], now: number): SlackMessage {
-    const f = stored.finding;
-    const mine = records.filter((r) => r.kind === f.kind && r.namespace === f.namespace && r.serviceAccount === f.serviceAccount);
-    const podsTotal = this.podsTotal.get(f.id)?.value;
-    return findingMessage(f, {
-      now,
-      buttonsFor: this.buttonsFor(f),
-      ...(stored.status === 'resolved' ? { resolved: { at: stored.resolvedAt ?? now, note: resolutionNote(stored, this.deps.quietPeriodMs) } } : {}),
-      ...(this.deps.activeWindowMs !== undefined ? { activeWindowMs: this.deps.activeWindowMs } : {}),
-      ...(stored.status === 'snoozed' && stored.snoozedUntil !== null ? { snoozedUntil: stored.snoozedUntil } : {}),
-      ...(mine.length ? { hourly: mergeHourly(mine.map((r) => r.hourly)) } : {}),
-      ...(podsTotal !== undefined ? { podsTotal } : {}),
-    });
-  }
-
   /** Where the alert of a finding's group is, if posted (a per-kind message of an earlier version until merged). */
   messageOf(findingId: string): MessageLocation | undefined {
     const stored = this.deps.store.getFinding(findingId);
@@ -196,7 +169,7 @@ export class Notifier {
    * its restartable workloads (first primary), and the overflow menu (Recreate where it is a fix, Snooze, Details),
    * each limited by the cluster's policy ({@link buttonsFor}).
    */
-  renderGroup(members: readonly StoredFinding[], records: readonly TokenRecord[], now: number): SlackMessage {
+  renderGroup(members: readonly StoredFinding[], now: number): SlackMessage {
     const sorted = [...members].sort((a, b) => compareFindings(a.finding, b.finding));
     const live = sorted.filter((m) => m.status !== 'resolved');
     const liveF = live.map((m) => m.finding);
@@ -238,7 +211,6 @@ export class Notifier {
     const open = live.filter((m) => m.status === 'open');
     const snoozes = live.map((m) => m.snoozedUntil).filter((u): u is number => u !== null && u > now);
     const podsTotal = this.podsTotal.get(groupIdOf(lead))?.value;
-    void records;
     return alertMessage(
       sorted.map((m) => m.finding),
       liveF,
@@ -264,14 +236,13 @@ export class Notifier {
     if (channel === undefined) return;
     const { store, logger } = this.deps;
     const byId = new Map(changes.map((c) => [c.id, c]));
-    const records = store.listTokenRecords(cluster);
     const stored = store.listFindings(cluster);
     await this.refreshPodCounts(cluster, findings);
     for (const g of groupFindings([...findings].sort(compareFindings))) {
       const members = stored.filter((s) => groupIdOf(s.finding) === g.id);
       if (members.length === 0) continue;
       try {
-        await this.withLock(g.id, () => this.notifyGroup(channel, g.id, members, byId, records));
+        await this.withLock(g.id, () => this.notifyGroup(channel, g.id, members, byId));
       } catch (err) {
         if (err instanceof SlackCallError && this.deps.api.channelProblem(channel)) {
           logger.warn({ cluster, channel, error: err.slackError }, 'alerts for this cluster are paused until the channel problem is fixed');
@@ -290,7 +261,7 @@ export class Notifier {
       .sort((a, b) => compareFindings(a.finding, b.finding));
   }
 
-  private async notifyGroup(channel: string, gid: string, members: StoredFinding[], byId: ReadonlyMap<string, FindingChange>, records: readonly TokenRecord[]): Promise<void> {
+  private async notifyGroup(channel: string, gid: string, members: StoredFinding[], byId: ReadonlyMap<string, FindingChange>): Promise<void> {
     const { store, api, clock } = this.deps;
     const now = clock();
     members = [...members].sort((a, b) => compareFindings(a.finding, b.finding));
@@ -303,9 +274,9 @@ export class Notifier {
         const r = store.getMessageRef(m.id);
         return r ? [{ id: m.id, ref: r }] : [];
       });
-      if (legacy.length) return this.mergeLegacy(gid, members, legacy, records, now);
+      if (legacy.length) return this.mergeLegacy(gid, members, legacy, now);
       if (open.length === 0) return;
-      const msg = this.renderGroup(members, records, now);
+      const msg = this.renderGroup(members, now);
       // A process that died between chat.postMessage and saving the ref left an intent: find that message by its
       // metadata (the group id) and adopt it instead of posting the alert twice.
       const intent = store.getGroupIntent(gid);
@@ -330,7 +301,7 @@ export class Notifier {
       return;
     }
     if (open.length === 0 && live.length > 0 && live.every((m) => m.status === 'snoozed' && m.snoozedUntil !== null && m.snoozedUntil > now)) return;
-    const msg = this.renderGroup(members, records, now);
+    const msg = this.renderGroup(members, now);
     const hash = messageHash(msg);
     let at = { channel: ref.channel, ts: ref.ts };
     if (hash !== ref.hash) at = await this.updateOrRepost(at, msg, channel);
@@ -358,13 +329,13 @@ export class Notifier {
    * Upgrade from one alert per finding: the newest per-kind message of the group is kept and shows the group; every
    * other one is edited once to point at it; the per-finding refs are deleted so they are never edited again.
    */
-  private async mergeLegacy(gid: string, members: StoredFinding[], legacy: Array<{ id: string; ref: MessageRef }>, records: readonly TokenRecord[], now: number): Promise<void> {
+  private async mergeLegacy(gid: string, members: StoredFinding[], legacy: Array<{ id: string; ref: MessageRef }>, now: number): Promise<void> {
     const { store, api, logger } = this.deps;
     const live = members.filter((m) => m.status !== 'resolved');
     const lead = (live[0] ?? members[0])!.finding;
     const sorted = [...legacy].sort((a, b) => Number(b.ref.ts) - Number(a.ref.ts));
     const keep = sorted[0]!;
-    const msg = this.renderGroup(members, records, now);
+    const msg = this.renderGroup(members, now);
     const at = await this.updateOrRepost({ channel: keep.ref.channel, ts: keep.ref.ts }, msg, keep.ref.channel);
     store.saveAlertRef(gid, lead.cluster, { ...at, severity: live.length ? worstSeverity(live.map((m) => m.finding)) : keep.ref.severity, hash: messageHash(msg), signals: liveKinds(live) });
     let link: string | undefined;
@@ -408,7 +379,7 @@ export class Notifier {
       const ref = store.getAlertRef(gid);
       if (!ref) return;
       const members = this.membersOf(stored.finding);
-      const msg = this.renderGroup(members, store.listTokenRecords(stored.cluster), this.deps.clock());
+      const msg = this.renderGroup(members, this.deps.clock());
       const hash = messageHash(msg);
       if (hash === ref.hash) return;
       const at = await this.updateOrRepost({ channel: ref.channel, ts: ref.ts }, msg, ref.channel);
