@@ -202,9 +202,13 @@ export class ApprovalFlow {
         return this.details(c, btn);
       case 'snooze':
         return this.snooze(c, btn, btn.action.days);
-      case 'recreate-serviceaccount':
+      case 'recreate-serviceaccount': {
+        // Checked at the click and again at the modal's submission: the alert's signals may have changed between.
+        const notAFix = this.recreateRefusal(btn);
+        if (notAFix) return this.refuse(c, btn, notAFix);
         if (!confirmed) return this.confirmRecreate(c, btn);
         return this.deps.notifier.withLock(`request:${targetLabel(btn.target)}@${btn.target.cluster}`, () => this.request(c, btn, 'recreate-serviceaccount'));
+      }
       default:
         // One request at a time per target in this process (the store arbitrates between processes).
         return this.deps.notifier.withLock(`request:${targetLabel(btn.target)}@${btn.target.cluster}`, () => this.request(c, btn, btn.action.action as ActionKind));
@@ -212,17 +216,23 @@ export class ApprovalFlow {
   }
 
   /**
-   * Recreate ServiceAccount chosen: refused with the reason where recreating is not a fix for this alert's cause,
-   * else the confirm modal (views.open) saying what breaks. Without a `trigger_id` (no modal possible) it is refused.
+   * Why recreating the button's ServiceAccount is not a fix for its alert's live signals (a forged or stale Recreate
+   * click is refused with it), or undefined when it is (see `Notifier.recreateOffered`).
+   */
+  private recreateRefusal(btn: ResolvedButton): string | undefined {
+    const live = this.deps.notifier.membersOf(btn.finding.finding).filter((m) => m.status !== 'resolved').map((m) => m.finding);
+    if (this.deps.notifier.recreateOffered(live.length ? live : [btn.finding.finding])) return undefined;
+    const why = live.some((f) => f.cause.id === 'static-token-file')
+      ? 'its token is read from a file on the node, which would keep the revoked token'
+      : 'no leaked or legacy Secret token has to be revoked, and every pod of it would lose its token until restarted';
+    return `Recreating ServiceAccount \`${btn.target.namespace}/${btn.target.name}\` is not a fix for this alert (${why}), so nothing was requested. Use the alert’s Restart button.`;
+  }
+
+  /**
+   * Recreate ServiceAccount chosen (and offered): the confirm modal (views.open) saying what breaks. Without a
+   * `trigger_id` (no modal possible) it is refused.
    */
   private async confirmRecreate(c: Clicker, btn: ResolvedButton): Promise<void> {
-    const live = this.deps.notifier.membersOf(btn.finding.finding).filter((m) => m.status !== 'resolved').map((m) => m.finding);
-    if (!this.deps.notifier.recreateOffered(live.length ? live : [btn.finding.finding])) {
-      const fix = live.some((f) => f.cause.id === 'static-token-file')
-        ? 'its token is read from a file on the node, which would keep the revoked token'
-        : 'no leaked or legacy Secret token has to be revoked, and every pod of it would lose its token until restarted';
-      return this.refuse(c, btn, `Recreating ServiceAccount \`${btn.target.namespace}/${btn.target.name}\` is not a fix for this alert (${fix}), so nothing was requested. Use the alert’s Restart button.`);
-    }
     if (!c.triggerId || !c.channel) return this.refuse(c, btn, 'Recreate ServiceAccount needs a confirmation dialog, which Slack did not allow here; choose it again from the alert’s ⋯ menu.');
     const pods = await this.podsOf(btn);
     try {

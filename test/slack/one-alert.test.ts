@@ -174,6 +174,16 @@ describe('one alert per root cause', { timeout: 120_000 }, () => {
     expect(views.map((v) => v.view.callback_id)).toEqual(['tw_recreate_confirm']);
     expect(JSON.stringify(views[0]!.view.blocks)).toContain('*What breaks:* its new UID invalidates every token issued for it');
     expect(h.serve.context.store.listApprovals({ cluster: CLUSTER })).toEqual([]);
+    // Checked again at submission: had the legacy token's signal been resolved meanwhile, nothing is requested.
+    const legacyId = findingId(CLUSTER, 'ci', 'deployer', 'legacy-token');
+    h.serve.context.store.setFindingStatus(legacyId, { status: 'resolved', reason: 'quiet' }, h.now());
+    await h.submitView(REQUESTER, 'tw_recreate_confirm');
+    expect(h.ephemerals(REQUESTER).at(-1)).toMatch(/^⛔ This finding is already resolved, so nothing was requested/);
+    expect(h.serve.context.store.listApprovals({ cluster: CLUSTER })).toEqual([]);
+    // Seen again: chosen again from the menu, a new confirmation, submitted.
+    h.serve.context.store.setFindingStatus(legacyId, { status: 'open' }, h.now());
+    await h.click(REQUESTER, deployer, 'tw_recreate_sa');
+    expect(h.slack.views()).toHaveLength(2);
     await h.submitView(REQUESTER, 'tw_recreate_confirm');
     const approvals = h.serve.context.store.listApprovals({ cluster: CLUSTER });
     expect(approvals.map((a) => [a.action, a.target.kind, `${a.target.namespace}/${a.target.name}`, a.requester])).toEqual([['recreate-serviceaccount', 'ServiceAccount', 'ci/deployer', REQUESTER]]);
