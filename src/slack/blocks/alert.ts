@@ -144,6 +144,8 @@ export function podCounts(members: readonly Finding[]): { live: number; gone: nu
 }
 
 function podsField(members: readonly Finding[], podsTotal: number | undefined): string {
+  // 401s carry no pod claim (the token was rejected before it was read): say so rather than "0 live".
+  if (members.every((f) => f.kind === 'unauthorized' && f.pods.length === 0)) return '*Pods*\nunknown: rejected requests name no pod';
   const { live, gone } = podCounts(members);
   const liveText = podsTotal !== undefined ? `${count(Math.min(live, podsTotal))} of ${count(podsTotal)} live` : `${count(live)} live`;
   return `*Pods*\n${liveText}${gone ? ` · ${count(gone)} gone` : ''}`;

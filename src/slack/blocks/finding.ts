@@ -1,6 +1,8 @@
 /**
- * The alert message of one finding (posted once per finding, then updated in place with chat.update),
- * its buttons, and the escalation reply posted in its thread. Pure.
+ * Per-finding rendering: the finding card of earlier versions (`findingMessage`, kept for the sandbox's Block Kit
+ * fixtures), its buttons (`findingButtons`: the Restart buttons offered in the thread after a ServiceAccount
+ * recreation), the cause text of Details, and the escalation reply posted in an alert's thread. Alerts themselves are
+ * one per root cause (`alert.ts`). Pure.
  */
 import type { WorkloadRef } from '../../cluster/types.js';
 import { DAY_MS, HOUR_MS } from '../../core/units.js';

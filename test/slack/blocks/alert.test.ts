@@ -83,6 +83,12 @@ describe('alert message of a group', () => {
     expect(allText(m.blocks)).toContain('*Rejection*\\nnone: a legacy Secret token does not expire');
   });
 
+  it('401s alone: pods unknown (a rejected request names no pod), never "0 of 6"', () => {
+    const m = valid(alertMessage([unauth], [unauth], ctx));
+    expect(allText(m.blocks)).toContain('*Pods*\\nunknown: rejected requests name no pod');
+    expect(allText(m.blocks)).not.toContain('0 of 6');
+  });
+
   it('worst fact in words: days left, passed, 401s past', () => {
     expect(worstFact([multusFinding({ rejectionAt: new Date(NOW + 12 * DAY + HOUR).toISOString() })], NOW)).toBe('rejected in 12 days');
     expect(worstFact([multusFinding({ rejectionAt: new Date(NOW - HOUR).toISOString() })], NOW)).toBe('rejection date passed');
