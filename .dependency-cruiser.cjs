@@ -1,10 +1,66 @@
 /**
- * Layering rules of tokenwatch (docs/design/architecture.md): data flows one way, the core does no I/O, no cycles.
+ * Layering rules of tokenwatch (docs/design/architecture.md "Stage rules"): data flows one way, each stage imports only
+ * the shared modules and the stages before it in IMPORT_ORDER, the pure core does no I/O, no cycles.
  * Run by `npm run lint` (which `npm test` runs): `depcruise src --config .dependency-cruiser.cjs`.
  */
+
+/** Shared by every stage; they import only each other (and `core/` imports nothing of tokenwatch). */
+const SHARED = ['core', 'config', 'observability'];
+/**
+ * The stages (folders of src/) in the order their imports allow: each may import the shared modules, `errors.ts` and
+ * the stages before it, never one after it. Data flows sources → audit → findings → store → slack → approvals →
+ * remediation → verify, with cluster state read beside it; imports differ from that where a stage calls a pure one:
+ * sources call audit's parsers, the store keeps the approval machine's states, Slack's listeners call the machine and
+ * the executor. A folder of src/ that is in neither list fails `every-folder-has-a-place`.
+ */
+const IMPORT_ORDER = ['cluster', 'audit', 'sources', 'findings', 'probe', 'approvals', 'store', 'remediation', 'slack', 'runtime', 'scan', 'sandbox', 'cli'];
+const LATER = (i) => IMPORT_ORDER.slice(i + 1);
+
+/** One rule per stage: it imports no stage after it. */
+const stageRules = IMPORT_ORDER.slice(0, -1).map((stage, i) => ({
+  name: `stage-${stage}`,
+  severity: 'error',
+  comment: `src/${stage}/ imports only the shared modules and the stages before it (${IMPORT_ORDER.slice(0, i).join(', ') || 'none'}); not ${LATER(i).join(', ')}.`,
+  from: { path: `^src/${stage}/` },
+  to: { path: `^src/(${LATER(i).join('|')})/` },
+}));
+
+/** The pure core: it computes, never opens a file, a socket or a process. */
+const PURE_CORE = '^src/(core|audit|findings|approvals|slack/blocks)/|^src/errors\\.ts$';
+const NODE_IO = '^(node:)?(fs|fs/promises|zlib|net|http|https|http2|tls|dgram|child_process|worker_threads)$';
+
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
   forbidden: [
+    ...stageRules,
+    {
+      name: 'shared-imports-only-shared',
+      severity: 'error',
+      comment: 'core/, config/, observability/ and errors.ts are shared by every stage: they import no stage.',
+      from: { path: `^src/(${SHARED.join('|')})/|^src/errors\\.ts$` },
+      to: { path: `^src/(${IMPORT_ORDER.join('|')})/` },
+    },
+    {
+      name: 'every-folder-has-a-place',
+      severity: 'error',
+      comment: 'Every folder of src/ is a stage of IMPORT_ORDER or a shared one; place a new folder there first.',
+      from: { path: '^src/', pathNot: `^src/(${[...SHARED, ...IMPORT_ORDER].join('|')})/|^src/errors\\.ts$` },
+      to: {},
+    },
+    {
+      name: 'core-is-a-leaf',
+      severity: 'error',
+      comment: 'core/ (units, names, actions) imports nothing of tokenwatch, so every module can use it.',
+      from: { path: '^src/core/' },
+      to: { path: '^src/', pathNot: '^src/core/' },
+    },
+    {
+      name: 'pure-core-does-no-io',
+      severity: 'error',
+      comment: 'The pure core (core/, audit/, findings/, approvals/, slack/blocks/, errors.ts) reads no file and opens no socket or process: file reading lives in sources/.',
+      from: { path: PURE_CORE },
+      to: { dependencyTypes: ['core'], path: NODE_IO },
+    },
     {
       name: 'no-circular',
       severity: 'error',
@@ -15,23 +71,16 @@ module.exports = {
     {
       name: 'core-stays-pure',
       severity: 'error',
-      comment: 'core/ (units), audit/, findings/ and approvals/ are the pure core: no Slack, Kubernetes, AWS or SQLite modules.',
-      from: { path: '^src/(core|audit|findings|approvals)/' },
+      comment: 'core/, audit/, findings/, approvals/ and slack/blocks/ are the pure core: no Slack, Kubernetes, AWS or SQLite modules.',
+      from: { path: PURE_CORE },
       to: { path: ['@slack/', '@kubernetes/', '@aws-sdk/', '@smithy/', 'better-sqlite3'], dependencyTypesNot: ['type-only'] },
     },
     {
       name: 'core-does-not-reach-edges',
       severity: 'error',
       comment: 'The core never imports the edges (Slack, cluster access, store, sources, remediation, runtime wiring).',
-      from: { path: '^src/(core|audit|findings|approvals)/' },
-      to: { path: ['^src/(slack|store|sources|remediation|serve|poll|scheduler|leader|runtime|sandbox|cli)/', '^src/cluster/(kube|eks-auth)'] },
-    },
-    {
-      name: 'slack-does-not-import-serve',
-      severity: 'error',
-      comment: 'slack/ depends on interfaces handed to it, never on the serve wiring.',
-      from: { path: '^src/slack/' },
-      to: { path: '^src/(serve|runtime)/' },
+      from: { path: PURE_CORE },
+      to: { path: ['^src/(slack|store|sources|remediation|runtime|sandbox|cli|scan|probe)/', '^src/cluster/(kube|eks-auth)'], pathNot: '^src/slack/blocks/' },
     },
     {
       name: 'runtime-builds-the-verifier',

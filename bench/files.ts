@@ -1,5 +1,5 @@
 /**
- * Many-files benchmark (issue 14 §1): `tokenwatch scan` memory must not grow with the number of input files.
+ * Many-files benchmark: `tokenwatch scan` memory must not grow with the number of input files.
  *
  * Writes (once, then reuses) N plain audit JSON-lines files of about S KB each under `bench/data/files-<N>x<S>k/`
  * (git-ignored; every request has its own auditID, 0.1 % carry the stale-token annotation) and, optionally, the same

@@ -1,6 +1,8 @@
 /**
- * `npm run bench`: checks the scan performance goals (issue 12, "Scan at the speed of grep"), side by side in one
- * run, best of `--runs` (default 3) with the tools alternating, on a warm page cache:
+ * `npm run bench`: checks the scan performance goals (docs/design/architecture.md "Performance targets"), side by side in one
+ * run, `--runs` rounds (default 5) with the tools alternating, on a warm page cache; each figure is the median of the
+ * rounds with their min–max, each ratio the median of the rounds' own ratios (a round's tools ran back to back, under
+ * about the same load) with its min–max:
  * 1. 1 GiB of plain audit JSON lines (0.1 % stale events): `tokenwatch scan` ≤ 1.3× `grep -c -F stale-token`;
  * 2. the same events in 16 rotated `.gz` files: scan ≤ 1.2× `zcat … | grep -c -F stale-token`;
  * 3. scan ≥ 20× faster than the `jq` select on the plain file;
@@ -12,7 +14,7 @@
  * Usage: `npm run bench -- [--size-mb N] [--gz-files N] [--runs N] [--regenerate] [--flood-events N | --no-flood]`
  *   --size-mb N        size of the synthetic log in MiB (default 1024; also TOKENWATCH_BENCH_SIZE_MB)
  *   --gz-files N       rotated .gz files the same log is split into (default 16)
- *   --runs N           timed runs per tool, best kept (default 3)
+ *   --runs N           timed rounds, each tool once per round (default 5; median and min–max printed)
  *   --regenerate       rewrite the inputs even if they exist
  *   --flood-events N   events of the 401-flood benchmark run afterwards (bench/flood.ts `--events`; default 1,000,000)
  *   --no-flood         do not run the 401-flood benchmark afterwards
@@ -46,7 +48,7 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const DATA_DIR = join(ROOT, 'bench', 'data');
 const MiB = 1024 * 1024;
 
-/** Goals of issue 12. */
+/** The goals of docs/design/architecture.md "Performance targets". */
 const TARGETS = { maxRatioToGrep: 1.3, maxRatioToZcatGrep: 1.2, minSpeedupOverJq: 20, maxRssMB: 150, maxStartupSeconds: 0.1 };
 
 // ---------------------------------------------------------------------------------------------
@@ -76,7 +78,7 @@ function parseArgs(argv: string[], env: NodeJS.ProcessEnv): Args {
   const args: Args = {
     sizeMB: fromEnv ? positiveInt('TOKENWATCH_BENCH_SIZE_MB', fromEnv) : 1024,
     gzFiles: 16,
-    runs: 3,
+    runs: 5,
     regenerate: false,
     flood: true,
   };
@@ -462,15 +464,44 @@ async function measureScan(files: string[], jobs?: number): Promise<ScanMeasure>
   return { seconds: r.seconds, rssMB: rssKB / 1024, rssHow: 'process.resourceUsage().maxRSS', stdout: r.stdout, ...summary(r.stdout) };
 }
 
+/** Median and range of some measurements (the median of an even count is the mean of the two middle values). */
+interface Spread {
+  median: number;
+  min: number;
+  max: number;
+}
+
+function spread(xs: readonly number[]): Spread {
+  const s = [...xs].sort((a, b) => a - b);
+  if (s.length === 0) throw new Error('no runs');
+  const mid = Math.floor(s.length / 2);
+  const median = s.length % 2 === 1 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+  return { median, min: s[0]!, max: s[s.length - 1]! };
+}
+
+/** `0.53 s (0.45–0.63)`: the median and the range. */
+function seconds(x: Spread, digits = 2): string {
+  return `${x.median.toFixed(digits)} s (${x.min.toFixed(digits)}–${x.max.toFixed(digits)})`;
+}
+
+/** `0.79× (0.70–0.85×)`: the median ratio and the range. */
+function ratio(x: Spread): string {
+  return `${x.median.toFixed(2)}× (${x.min.toFixed(2)}–${x.max.toFixed(2)}×)`;
+}
+
+/** The run at the median (the lower middle of an even count), with the largest peak RSS of all runs. */
+function medianScan(runs: readonly ScanMeasure[]): ScanMeasure {
+  const sorted = [...runs].sort((a, b) => a.seconds - b.seconds);
+  const mid = sorted[Math.floor((sorted.length - 1) / 2)];
+  if (!mid) throw new Error('no runs');
+  return { ...mid, rssMB: Math.max(...runs.map((r) => r.rssMB)) };
+}
+
 /** Keeps the faster run, and the larger peak RSS of the two. */
 function best(a: ScanMeasure | undefined, b: ScanMeasure): ScanMeasure {
   if (!a) return b;
   const faster = b.seconds < a.seconds ? b : a;
   return { ...faster, rssMB: Math.max(a.rssMB, b.rssMB) };
-}
-
-function fastest(a: Run | undefined, b: Run): Run {
-  return !a || b.seconds < a.seconds ? b : a;
 }
 
 function verdict(ok: boolean): string {
@@ -508,23 +539,39 @@ async function main(): Promise<void> {
 
   const grepArgs = ['-c', '-F', 'stale-token'];
   const zcatGrep = `zcat ${gzFiles.map((f) => `'${relative(ROOT, f)}'`).join(' ')} | grep -c -F stale-token`;
-  // Best of RUNS, tools alternating: on a shared machine the minimum is the least disturbed run.
-  let grep: Run | undefined;
-  let scan: ScanMeasure | undefined;
-  let serial: ScanMeasure | undefined;
-  let zgrep: Run | undefined;
-  let gzScan: ScanMeasure | undefined;
+  // RUNS rounds, tools alternating; medians and ranges, ratios per round (on a shared machine the load changes
+  // between rounds more than within one).
+  const grepRuns: Run[] = [];
+  const scanRuns: ScanMeasure[] = [];
+  const serialRuns: ScanMeasure[] = [];
+  const zgrepRuns: Run[] = [];
+  const gzScanRuns: ScanMeasure[] = [];
+  const loads: number[] = [];
   for (let i = 0; i < RUNS; i++) {
-    grep = fastest(grep, await timed('grep', [...grepArgs, gen.file], true));
-    scan = best(scan, await measureScan([gen.file]));
-    serial = best(serial, await measureScan([gen.file], 1));
-    zgrep = fastest(zgrep, await timed('sh', ['-c', zcatGrep], true));
-    gzScan = best(gzScan, await measureScan(gzFiles));
+    loads.push(loadavg()[0] ?? 0);
+    grepRuns.push(await timed('grep', [...grepArgs, gen.file], true));
+    scanRuns.push(await measureScan([gen.file]));
+    serialRuns.push(await measureScan([gen.file], 1));
+    zgrepRuns.push(await timed('sh', ['-c', zcatGrep], true));
+    gzScanRuns.push(await measureScan(gzFiles));
   }
   const gzSerial = await measureScan(gzFiles, 1); // once: for the identity check and the serial RSS
-  if (!grep || !scan || !serial || !zgrep || !gzScan || !gzSerial) throw new Error('no runs');
-  if (grep.code !== 0 && grep.code !== 1) throw new Error(`grep failed: ${grep.stderr.trim()}`);
-  if (zgrep.code !== 0 && zgrep.code !== 1) throw new Error(`zcat | grep failed: ${zgrep.stderr.trim()}`);
+  const grep = grepRuns[0];
+  const zgrep = zgrepRuns[0];
+  const scan = medianScan(scanRuns);
+  const serial = medianScan(serialRuns);
+  const gzScan = medianScan(gzScanRuns);
+  if (!grep || !zgrep) throw new Error('no runs');
+  const t = {
+    grep: spread(grepRuns.map((r) => r.seconds)),
+    scan: spread(scanRuns.map((r) => r.seconds)),
+    serial: spread(serialRuns.map((r) => r.seconds)),
+    zgrep: spread(zgrepRuns.map((r) => r.seconds)),
+    gzScan: spread(gzScanRuns.map((r) => r.seconds)),
+  };
+  const perRound = (a: readonly { seconds: number }[], b: readonly { seconds: number }[]) => spread(a.map((x, i) => x.seconds / b[i]!.seconds));
+  const r = { toGrep: perRound(scanRuns, grepRuns), serialToGrep: perRound(serialRuns, grepRuns), toZgrep: perRound(gzScanRuns, zgrepRuns) };
+  for (const g of [...grepRuns, ...zgrepRuns]) if (g.code !== 0 && g.code !== 1) throw new Error(`grep failed: ${g.stderr.trim()}`);
   const grepCount = Number(grep.stdout.trim());
   const zgrepCount = Number(zgrep.stdout.trim());
 
@@ -553,25 +600,27 @@ async function main(): Promise<void> {
   }
 
   const rate = (s: number): string => `${(sizeMB / s).toFixed(0)} MiB/s`;
-  const load = loadavg()[0] ?? 0;
+  loads.push(loadavg()[0] ?? 0);
+  const load = Math.max(...loads);
+  const loadRange = spread(loads);
   const cores = cpus().length;
   // The calling thread reads too: --jobs N starts N - 1 worker threads.
   const perWorker = jobs > 1 ? (scan.rssMB - serial.rssMB) / (jobs - 1) : undefined;
   const lines = [
-    `machine: ${cores} CPUs (${jobs} available), load average ${load.toFixed(1)}${load > cores ? ' (busy: timings are not representative)' : ''}`,
-    `best of ${RUNS} runs, tools alternating; default --jobs ${jobs}`,
+    `machine: ${cores} CPUs (${jobs} available), load average ${loadRange.min.toFixed(1)}–${loadRange.max.toFixed(1)} during the rounds${load > cores ? ' (busy: timings are not representative)' : ''}`,
+    `median (min–max) of ${RUNS} rounds, tools alternating; ratios are the median (min–max) of each round's ratio; default --jobs ${jobs}`,
     '',
     `plain ${sizeMB.toFixed(0)} MiB JSON lines:`,
-    `  tokenwatch scan            ${scan.seconds.toFixed(2)} s  (${rate(scan.seconds)}${cpuNote(scan)}), peak RSS ${scan.rssMB.toFixed(0)} MB (${scan.rssHow}), ${scan.tokenUses} token uses, ${scan.findings} findings`,
-    `  tokenwatch scan --jobs 1   ${serial.seconds.toFixed(2)} s  (${rate(serial.seconds)}${cpuNote(serial)}), peak RSS ${serial.rssMB.toFixed(0)} MB`,
-    `  grep -c -F stale-token     ${grep.seconds.toFixed(2)} s  (${rate(grep.seconds)}), ${grepCount} matching lines`,
+    `  tokenwatch scan            ${seconds(t.scan)}  (${rate(t.scan.median)}${cpuNote(scan)}), peak RSS ${scan.rssMB.toFixed(0)} MB (${scan.rssHow}), ${scan.tokenUses} token uses, ${scan.findings} findings`,
+    `  tokenwatch scan --jobs 1   ${seconds(t.serial)}  (${rate(t.serial.median)}${cpuNote(serial)}), peak RSS ${serial.rssMB.toFixed(0)} MB`,
+    `  grep -c -F stale-token     ${seconds(t.grep)}  (${rate(t.grep.median)}), ${grepCount} matching lines`,
     jqSeconds === undefined
       ? '  jq                         not installed: skipped (not installed by the bench)'
       : `  jq select(...)             ${jqSeconds.toFixed(2)} s  (${rate(jqSeconds)})`,
     `${gzFiles.length} rotated .gz (${sizeMB.toFixed(0)} MiB uncompressed, ${(gzBytes / MiB).toFixed(0)} MiB on disk):`,
-    `  tokenwatch scan            ${gzScan.seconds.toFixed(2)} s  (${rate(gzScan.seconds)}${cpuNote(gzScan)}), peak RSS ${gzScan.rssMB.toFixed(0)} MB, ${gzScan.tokenUses} token uses`,
+    `  tokenwatch scan            ${seconds(t.gzScan)}  (${rate(t.gzScan.median)}${cpuNote(gzScan)}), peak RSS ${gzScan.rssMB.toFixed(0)} MB, ${gzScan.tokenUses} token uses`,
     `  tokenwatch scan --jobs 1   ${gzSerial.seconds.toFixed(2)} s  (1 run${cpuNote(gzSerial)}), peak RSS ${gzSerial.rssMB.toFixed(0)} MB`,
-    `  zcat … | grep -c -F        ${zgrep.seconds.toFixed(2)} s  (${rate(zgrep.seconds)}), ${zgrepCount} matching lines`,
+    `  zcat … | grep -c -F        ${seconds(t.zgrep)}  (${rate(t.zgrep.median)}), ${zgrepCount} matching lines`,
     'start-up (compiled CLI, best of 5):',
     `  tokenwatch --version       ${version.seconds.toFixed(3)} s${cpuNote(version)}  (node -e 0: ${bare.seconds.toFixed(3)} s${cpuNote(bare)})`,
     `  scan of a one-line file    ${oneScan.seconds.toFixed(3)} s${cpuNote(oneScan)}`,
@@ -591,17 +640,17 @@ async function main(): Promise<void> {
   if (gzScan.tokenUses !== zgrepCount) {
     lines.push(`WARNING: .gz scan counted ${gzScan.tokenUses} token uses but zcat | grep found ${zgrepCount} stale-token lines`, '');
   }
-  const toGrep = scan.seconds / grep.seconds;
-  const toZgrep = gzScan.seconds / zgrep.seconds;
+  const toGrep = r.toGrep.median;
+  const toZgrep = r.toZgrep.median;
   const maxRss = Math.max(scan.rssMB, gzScan.rssMB);
   const same = comparable(scan.stdout) === comparable(serial.stdout) && comparable(gzScan.stdout) === comparable(gzSerial.stdout);
   lines.push(
-    `${verdict(toGrep <= TARGETS.maxRatioToGrep)}  plain: scan / grep = ${toGrep.toFixed(2)}× (goal ≤ ${TARGETS.maxRatioToGrep}×; long-term 1.0×: ` +
-      `serial scan / grep = ${(serial.seconds / grep.seconds).toFixed(2)}×, start-up ${oneScan.seconds.toFixed(2)} s of ${scan.seconds.toFixed(2)} s)`,
-    `${verdict(toZgrep <= TARGETS.maxRatioToZcatGrep)}  ${gzFiles.length} × .gz: scan / (zcat | grep) = ${toZgrep.toFixed(2)}× (goal ≤ ${TARGETS.maxRatioToZcatGrep}×)`,
+    `${verdict(toGrep <= TARGETS.maxRatioToGrep)}  plain: scan / grep = ${ratio(r.toGrep)} (goal ≤ ${TARGETS.maxRatioToGrep}×; long-term 1.0×: ` +
+      `serial scan / grep = ${ratio(r.serialToGrep)}, start-up ${oneScan.seconds.toFixed(2)} s of ${t.scan.median.toFixed(2)} s)`,
+    `${verdict(toZgrep <= TARGETS.maxRatioToZcatGrep)}  ${gzFiles.length} × .gz: scan / (zcat | grep) = ${ratio(r.toZgrep)} (goal ≤ ${TARGETS.maxRatioToZcatGrep}×)`,
   );
   if (jqSeconds !== undefined) {
-    const speedup = jqSeconds / scan.seconds;
+    const speedup = jqSeconds / t.scan.median;
     lines.push(`${verdict(speedup >= TARGETS.minSpeedupOverJq)}  jq / scan = ${speedup.toFixed(1)}× faster (goal ≥ ${TARGETS.minSpeedupOverJq}×)`);
   } else {
     lines.push('SKIP  jq / scan: jq not installed');

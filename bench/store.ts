@@ -1,5 +1,5 @@
 /**
- * Store benchmark (issue 14, "the store is never pruned and each poll rewrites every record").
+ * Store benchmark (the store is pruned by retention, and a poll writes only what changed).
  *
  * Part 1 — idle poll: a store holding N token records (default 100,000: stale tokens of 1,000 ServiceAccounts × 100
  * pods, without cluster state) and an audit source with nothing new. Times `ClusterPoller.pollOnce` (the real poller:

@@ -7,12 +7,12 @@
  * carry another system's code are named for it (`SourceError.awsCode`, `SlackCallError.slackError`,
  * `InputError.errno`), so `code` always means an {@link ErrorCode}.
  *
- * Modelled on bolt-js `src/errors.ts` (`CodedError`, `ErrorCode`, `asCodedError`).
+ * Modelled on bolt-js `src/errors.ts` (`CodedError`, `ErrorCode`).
  */
 
 /** Every error code tokenwatch uses (closed set; values are stable, do not rename them). */
 export const ErrorCode = {
-  /** A thrown value that was not a {@link TokenwatchError} (see {@link asCodedError}). */
+  /** A thrown value that was not a {@link TokenwatchError} (kept in the closed set; the CLI reports those as internal errors). */
   Unknown: 'unknown',
   /** A broken invariant or a misuse of an internal API: a bug, not a user or environment problem. */
   Internal: 'internal',
@@ -106,26 +106,60 @@ export class TokenwatchError extends Error {
   }
 }
 
-/** Wraps a thrown value that is not a {@link TokenwatchError}; the original is the `cause`. */
-export class UnknownError extends TokenwatchError {
-  override name = 'UnknownError';
-  constructor(original: unknown) {
-    super(ErrorCode.Unknown, original instanceof Error ? original.message : String(original), { cause: original });
-  }
-}
-
 /** Whether `err` is a {@link TokenwatchError} (optionally with the given code). */
 export function isTokenwatchError(err: unknown, code?: ErrorCode): err is TokenwatchError {
   return err instanceof TokenwatchError && (code === undefined || err.code === code);
 }
 
-/** `err` itself when it is a {@link TokenwatchError}, else an {@link UnknownError} wrapping it. */
-export function asCodedError(err: unknown): TokenwatchError {
-  return err instanceof TokenwatchError ? err : new UnknownError(err);
+/**
+ * The reason of a failure in words for an error message: the error's message, prefixed by its `code` (`ENOENT: …`,
+ * `Z_DATA_ERROR: …`) unless the message starts with it already; `String(err)` for a thrown non-Error.
+ */
+export function errorReason(err: unknown): string {
+  if (err instanceof Error) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return code && !err.message.startsWith(code) ? `${code}: ${err.message}` : err.message;
+  }
+  return String(err);
 }
 
 /** The Node errno code (`ENOENT`, `EACCES`, …) of an error, if it has one. */
 export function errnoOf(err: unknown): string | undefined {
   const code = (err as { code?: unknown } | null | undefined)?.code;
   return typeof code === 'string' && /^E[A-Z0-9]+$/.test(code) ? code : undefined;
+}
+
+/** Options of {@link InputError}. */
+export interface InputErrorOptions {
+  /** The underlying failure (e.g. the Node error of `open`); its errno code becomes {@link InputError.errno}. */
+  cause?: unknown;
+  /** Node errno code (`ENOENT`, `EACCES`, …), when the cause is not at hand (e.g. a worker thread's reply). */
+  errno?: string;
+  /** How the input is named in messages when not by its path alone, e.g. `cluster snapshot <file>`. */
+  subject?: string;
+}
+
+/**
+ * Error thrown for input that cannot be read at all (missing file, unknown format, corrupt gzip). The message is
+ * `<subject>: <reason>`; the CLI words it from the fields (`errno`, `subject`, `reason`), never from the message.
+ */
+export class InputError extends TokenwatchError {
+  /** Node errno code of the failure (`ENOENT`, `EACCES`, …), when it was a system call that failed. */
+  readonly errno: string | undefined;
+  /** How the input is named: the file, or e.g. `cluster snapshot <file>`. */
+  readonly subject: string;
+
+  constructor(
+    /** The file the error is about. */
+    readonly file: string,
+    /** What is wrong with it, without the file name. */
+    readonly reason: string,
+    options: InputErrorOptions = {},
+  ) {
+    const subject = options.subject ?? file;
+    super(ErrorCode.InputUnreadable, `${subject}: ${reason}`, { cause: options.cause });
+    this.name = 'InputError';
+    this.subject = subject;
+    this.errno = options.errno ?? errnoOf(options.cause);
+  }
 }

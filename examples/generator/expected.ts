@@ -2,7 +2,7 @@
  * What tokenwatch should find in the bundled examples, computed from the generator's own ground truth (the
  * requests it wrote), so tests and the README cannot drift from the data. Written to `examples/expected.json`.
  *
- * Rules (shared/docs/design.md, domain.md): a request is counted once however many stages it logged; a token is
+ * Rules (docs/design/architecture.md "Terms", docs/design/domain.md §1): a request is counted once however many stages it logged; a token is
  * (subject, pod, warnAfter); EKS rejects a token `warnAfter + 7,776,000 s`; upstream `issuedAt + 31,536,000 s`;
  * severity `critical` when rejection is < 7 days after the reference time or 401s are seen for the
  * ServiceAccount, `warning` < 30 days, else `info`; the reference time is the latest event time of the input.

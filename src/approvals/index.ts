@@ -1,4 +1,3 @@
 /** Approval policy and the pure approval state machine. */
 export * from './machine.js';
 export * from './policy.js';
-export { CLUSTER_ACTION_KINDS } from './kinds.js';

@@ -1,5 +1,5 @@
 /**
- * The approval state machine for remediation actions (docs/design/architecture.md "Slack and approvals" and "Security"; issue #4 §4).
+ * The approval state machine for remediation actions (docs/design/architecture.md "Slack and approvals" and "Security").
  *
  * Pure: no I/O, no clock. Every function takes the current time `now` (epoch ms UTC) as a parameter and
  * returns the next state plus a list of {@link Effect}s for the caller (the Slack/remediation shell) to
@@ -13,19 +13,20 @@
  * | from        | event              | guard                                         | to          | effects |
  * |-------------|--------------------|-----------------------------------------------|-------------|---------|
  * | (none)      | request            | {@link canRequest}                            | `requested` | action-log, kube-event |
- * | `requested` | approve(user)      | allowed approver, not requester*, first vote, now < expiresAt, approvals+1 < required | `requested` | record-vote, action-log, update-approval-message |
- * | `requested` | approve(user)      | same, approvals+1 ≥ required                  | `approved`  | record-vote, action-log, kube-event, update-approval-message, execute |
- * | `requested` | reject(user)       | allowed approver or the requester, now < expiresAt | `rejected` | record-vote, action-log, kube-event, update-approval-message |
+ * | `requested` | approve(user)      | allowed approver, not requester*, first vote, now < expiresAt, approvals+1 < required | `requested` | action-log, update-approval-message |
+ * | `requested` | approve(user)      | same, approvals+1 ≥ required                  | `approved`  | action-log, kube-event, update-approval-message, execute |
+ * | `requested` | reject(user)       | allowed approver or the requester, now < expiresAt | `rejected` | action-log, kube-event, update-approval-message |
  * | `requested` | expire             | now ≥ expiresAt                               | `expired`   | action-log, kube-event, update-approval-message |
  * | `requested` | fail(error)        | (failed server-side dry run stops the flow)   | `failed`    | action-log, kube-event (Warning), update-approval-message |
  * | `approved`  | start              | —                                             | `running`   | action-log, kube-event |
  * | `approved`  | fail(error)        | (could not start, e.g. precondition)          | `failed`    | action-log, kube-event (Warning), update-approval-message |
- * | `running`   | succeed            | —                                             | `succeeded` | action-log, kube-event, update-approval-message, start-verification (restart, recreate) |
+ * | `running`   | succeed            | —                                             | `succeeded` | action-log, kube-event, update-approval-message |
  * | `running`   | fail(error)        | —                                             | `failed`    | action-log, kube-event (Warning), update-approval-message |
  *
  * \* unless `policy.allowSelfApproval`. One reject rejects (a single deny always denies; docs/design/prior-art.md).
  * A request expires at exactly `expiresAt` (`now >= expiresAt`). `succeeded`, `failed`, `rejected` and
- * `expired` are terminal. Any other (state, event) pair is refused.
+ * `expired` are terminal. Any other (state, event) pair is refused. Votes travel in `patch.votes`; a succeeded
+ * restart or recreation is verified by the verifier after later polls (src/remediation/verify.ts), not by an effect.
  */
 import {
   isListed,
@@ -33,7 +34,7 @@ import {
   requiredApprovalsFor,
   type ApprovalPolicy,
 } from './policy.js';
-import type { ActionKind } from './kinds.js';
+import { actionNoun, describeTarget, isRestartableKind, type ActionKind, type RestartableKind } from '../core/actions.js';
 
 /** Approval states (docs/design/architecture.md "Slack and approvals"): `requested → approved → running → succeeded | failed`, or `rejected | expired`. */
 export type ApprovalState = 'requested' | 'approved' | 'running' | 'succeeded' | 'failed' | 'rejected' | 'expired';
@@ -41,11 +42,8 @@ export type ApprovalState = 'requested' | 'approved' | 'running' | 'succeeded' |
 /** Remediation action kinds (defined once, in ./kinds.ts). */
 export type { ActionKind };
 
-/** Kinds of object an action can target. */
-export type TargetKind = 'DaemonSet' | 'Deployment' | 'StatefulSet' | 'ServiceAccount';
-
-/** Workload kinds a rollout restart applies to (kubectl `polymorphichelpers/objectrestarter.go`). */
-export const RESTARTABLE_KINDS: readonly TargetKind[] = ['DaemonSet', 'Deployment', 'StatefulSet'];
+/** Kinds of object an action can target: a restartable workload (src/core/actions.ts) or a ServiceAccount. */
+export type TargetKind = RestartableKind | 'ServiceAccount';
 
 /** The exact object an action changes, as stored server-side (never read from a button payload). */
 export interface ActionTarget {
@@ -174,7 +172,7 @@ export interface Refusal {
   detail: RefusalDetail;
 }
 
-/** Kubernetes Event `reason` per action (issue #4: "a Kubernetes Event on the target (`reason: TokenwatchRestart` etc.)"). */
+/** Kubernetes Event `reason` per action (docs/design/architecture.md "Slack and approvals": the target gets a Kubernetes Event, `reason: TokenwatchRestart` etc.). */
 export const KUBE_EVENT_REASON: Record<ActionKind, string> = {
   restart: 'TokenwatchRestart',
   'recreate-serviceaccount': 'TokenwatchRecreateServiceAccount',
@@ -183,8 +181,6 @@ export const KUBE_EVENT_REASON: Record<ActionKind, string> = {
 
 /** Work for the caller after a transition was persisted (only after its compare-and-set succeeded). */
 export type Effect =
-  /** Persist this vote (it is also in `patch.votes`). */
-  | { type: 'record-vote'; vote: Vote }
   /** Write one action-log row: who, when (`now`), what, result. `actor` is null for system events. */
   | { type: 'action-log'; from: ApprovalState | null; to: ApprovalState; actor: string | null; summary: string }
   /** Create a Kubernetes Event on the target object; `message` ≤ 1024 chars (core/v1 Event note limit). */
@@ -192,9 +188,7 @@ export type Effect =
   /** Re-render the approval message (votes so far, or the decision without buttons) with chat.update. */
   | { type: 'update-approval-message' }
   /** Quorum reached: run the action now (then send `start`, and `succeed`/`fail`). */
-  | { type: 'execute' }
-  /** The action succeeded: watch the subject again and report resolved or recurrence. */
-  | { type: 'start-verification' };
+  | { type: 'execute' };
 
 /** Fields to write with the store's compare-and-set (state moves `from` → `patch.state`). */
 export interface ApprovalPatch {
@@ -214,23 +208,6 @@ export interface Transition {
 }
 
 export type Decision = Transition | Refusal;
-
-/** Human name of an action, lower case, as used in sentences ("this restart"). */
-export function actionNoun(action: ActionKind): string {
-  switch (action) {
-    case 'restart':
-      return 'restart';
-    case 'recreate-serviceaccount':
-      return 'ServiceAccount recreation';
-    case 'snooze':
-      return 'snooze';
-  }
-}
-
-/** `DaemonSet kube-system/kube-multus-ds in prod-eks`. */
-export function describeTarget(t: ActionTarget): string {
-  return `${t.kind} ${t.namespace}/${t.name} in ${t.cluster}`;
-}
 
 /** `2026-11-29 14:05 UTC` from epoch ms. */
 export function formatUtc(ms: number): string {
@@ -255,7 +232,7 @@ export function approvalsOf(approval: Pick<Approval, 'votes'>): string[] {
 
 /** Whether `kind` is a valid target for `action`. */
 function kindFits(action: ActionKind, kind: TargetKind): boolean {
-  if (action === 'restart') return RESTARTABLE_KINDS.includes(kind);
+  if (action === 'restart') return isRestartableKind(kind);
   if (action === 'recreate-serviceaccount') return kind === 'ServiceAccount';
   return true;
 }
@@ -393,25 +370,13 @@ export function decide(approval: Approval, event: ApprovalEvent, policy: Approva
         if (isRequester && !policy.allowSelfApproval) {
           return refuse('self-approval', { type: 'self-approval', action: a.action });
         }
-        if (!isApprover) {
-          return refuse('not-an-approver', {
-            type: 'not-an-approver',
-            action: a.action,
-            cluster: a.target.cluster,
-            vote: 'approve',
-            approvers: approversShown(a, policy),
-          });
-        }
-        if (approvalsOf(a).includes(event.user)) {
-          const left = a.requiredApprovals - approvalsOf(a).length;
-          return refuse('already-voted', { type: 'already-approved', action: a.action, vote: 'approve', left });
-        }
+        if (!isApprover) return notAnApprover(a, policy, 'approve');
+        if (approvalsOf(a).includes(event.user)) return alreadyApproved(a, 'approve');
         const vote: Vote = { user: event.user, vote: 'approve', at: now };
         const votes = [...a.votes, vote];
         const count = new Set(votes.filter((v) => v.vote === 'approve').map((v) => v.user)).size;
         if (count < a.requiredApprovals) {
           return transition(a, 'requested', now, [
-            { type: 'record-vote', vote },
             {
               type: 'action-log',
               from: 'requested',
@@ -424,7 +389,6 @@ export function decide(approval: Approval, event: ApprovalEvent, policy: Approva
         }
         const by = votes.filter((v) => v.vote === 'approve').map((v) => v.user).join(', ');
         return transition(a, 'approved', now, [
-          { type: 'record-vote', vote },
           { type: 'action-log', from: 'requested', to: 'approved', actor: event.user, summary: `${what} approved` },
           kubeEvent(a, 'Normal', `${what} approved by ${by}; requested by ${a.requester}`),
           { type: 'update-approval-message' },
@@ -432,26 +396,14 @@ export function decide(approval: Approval, event: ApprovalEvent, policy: Approva
         ], { votes });
       }
       // reject
-      if (!isApprover && !isRequester) {
-        return refuse('not-an-approver', {
-          type: 'not-an-approver',
-          action: a.action,
-          cluster: a.target.cluster,
-          vote: 'reject',
-          approvers: approversShown(a, policy),
-        });
-      }
-      if (approvalsOf(a).includes(event.user)) {
-        // One vote per user (the store keys votes by user): an approval is not turned into a reject.
-        const left = a.requiredApprovals - approvalsOf(a).length;
-        return refuse('already-voted', { type: 'already-approved', action: a.action, vote: 'reject', left });
-      }
+      if (!isApprover && !isRequester) return notAnApprover(a, policy, 'reject');
+      // One vote per user (the store keys votes by user): an approval is not turned into a reject.
+      if (approvalsOf(a).includes(event.user)) return alreadyApproved(a, 'reject');
       const vote: Vote =
         event.reason !== undefined && event.reason !== ''
           ? { user: event.user, vote: 'reject', at: now, reason: event.reason }
           : { user: event.user, vote: 'reject', at: now };
       return transition(a, 'rejected', now, [
-        { type: 'record-vote', vote },
         {
           type: 'action-log',
           from: 'requested',
@@ -496,7 +448,6 @@ export function decide(approval: Approval, event: ApprovalEvent, policy: Approva
         kubeEvent(a, 'Normal', `${what} succeeded`),
         { type: 'update-approval-message' },
       ];
-      if (a.action !== 'snooze') effects.push({ type: 'start-verification' });
       return transition(a, 'succeeded', now, effects);
     }
     case 'fail': {
@@ -518,9 +469,14 @@ export function decide(approval: Approval, event: ApprovalEvent, policy: Approva
   }
 }
 
-/** The approval after an accepted transition (`{ ...approval, ...patch }`), e.g. to render the next message. */
-export function applyTransition(approval: Approval, t: Transition): Approval {
-  return { ...approval, ...t.patch, votes: t.patch.votes ?? approval.votes };
+/** The refusal of a vote by someone who may not cast it; it names who may. */
+function notAnApprover(a: Approval, policy: ApprovalPolicy, vote: Vote['vote']): Refusal {
+  return refuse('not-an-approver', { type: 'not-an-approver', action: a.action, cluster: a.target.cluster, vote, approvers: approversShown(a, policy) });
+}
+
+/** The refusal of a second vote by a user who approved already; it says how many approvals are still needed. */
+function alreadyApproved(a: Approval, vote: Vote['vote']): Refusal {
+  return refuse('already-voted', { type: 'already-approved', action: a.action, vote, left: a.requiredApprovals - approvalsOf(a).length });
 }
 
 /**

@@ -9,18 +9,7 @@
  * Identifiers follow Slack's id prefixes (api.slack.com/changelog/2016-08-11-user-id-format-changes and
  * api.slack.com/types/usergroup): users `U…` (or `W…` for Enterprise Grid org-wide users), user groups `S…`.
  */
-import { z } from 'zod';
-import { MINUTE_MS } from '../core/units.js';
-import { ACTION_KINDS, type ActionKind } from './kinds.js';
-
-/** Default expiry of a pending approval: 30 minutes, in milliseconds (docs/design/architecture.md "Security"). */
-export const DEFAULT_EXPIRY_MS = 30 * MINUTE_MS;
-
-/** Approvals required for a target in a protected namespace (issue #4: "optional two approvals"). */
-export const DEFAULT_PROTECTED_APPROVALS = 2;
-
-/** Wildcard allowed in {@link ApprovalPolicy.requesters} only: any workspace member may *request*. */
-export const ANY_USER = '*';
+import { ANY_USER, type ActionKind } from '../core/actions.js';
 
 /** A Slack user id (`U…`, `W…`). */
 export const SLACK_USER_ID = /^[UW][A-Z0-9]{2,}$/;
@@ -50,50 +39,6 @@ export interface ApprovalPolicy {
   actions: ActionKind[];
   namespaces: { allow: string[]; deny: string[] };
   expiryMs: number;
-}
-
-const memberId = z
-  .string()
-  .refine((s) => SLACK_USER_ID.test(s) || SLACK_GROUP_ID.test(s), {
-    message: 'must be a Slack user id (U…/W…) or user-group id (S…)',
-  });
-const nsPattern = z
-  .string()
-  .min(1)
-  .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(-?\*)?$|^\*$/, 'must be a namespace name, optionally ending in * (e.g. kube-*)');
-
-/**
- * zod schema for an approval policy as written in the config file; every field but `approvers` has a
- * default. Parse output is a complete {@link ApprovalPolicy}. For the config loader (src/config).
- */
-export const approvalPolicySchema = z.object({
-  requesters: z.array(z.union([z.literal(ANY_USER), memberId])).default([ANY_USER]),
-  approvers: z.array(memberId).min(1, 'at least one approver (user or user group) is required'),
-  allowSelfApproval: z.boolean().default(false),
-  protectedNamespaces: z.array(nsPattern).default([]),
-  protectedApprovals: z.number().int().min(1).max(10).default(DEFAULT_PROTECTED_APPROVALS),
-  actions: z.array(z.enum(ACTION_KINDS)).default(['restart', 'snooze']),
-  namespaces: z
-    .object({ allow: z.array(nsPattern).default([]), deny: z.array(nsPattern).default([]) })
-    .default({ allow: [], deny: [] }),
-  expiryMs: z.number().int().positive().default(DEFAULT_EXPIRY_MS),
-});
-
-/**
- * A complete policy from a partial one, with the documented defaults. Approvers default to none
- * (nobody can approve) so a missing setting fails closed.
- */
-export function definePolicy(partial: Partial<ApprovalPolicy> = {}): ApprovalPolicy {
-  return {
-    requesters: partial.requesters ?? [ANY_USER],
-    approvers: partial.approvers ?? [],
-    allowSelfApproval: partial.allowSelfApproval ?? false,
-    protectedNamespaces: partial.protectedNamespaces ?? [],
-    protectedApprovals: partial.protectedApprovals ?? DEFAULT_PROTECTED_APPROVALS,
-    actions: partial.actions ?? ['restart', 'snooze'],
-    namespaces: { allow: partial.namespaces?.allow ?? [], deny: partial.namespaces?.deny ?? [] },
-    expiryMs: partial.expiryMs ?? DEFAULT_EXPIRY_MS,
-  };
 }
 
 /**

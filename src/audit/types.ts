@@ -5,7 +5,6 @@
  * Source: kubernetes `staging/src/k8s.io/apiserver/pkg/apis/audit/v1/types.go`.
  * Timestamps in audit events are RFC 3339 strings with microseconds, UTC.
  */
-import { ErrorCode, TokenwatchError, errnoOf } from '../errors.js';
 
 /** Audit stage. One request may log one event per stage, all with the same `auditID`. */
 export type AuditStage = 'RequestReceived' | 'ResponseStarted' | 'ResponseComplete' | 'Panic';
@@ -181,39 +180,4 @@ export interface ReadNotice {
   message: string;
   /** `truncated`: the 1-based record (CSV data row) at which reading stopped. */
   row?: number;
-}
-
-/** Options of {@link InputError}. */
-export interface InputErrorOptions {
-  /** The underlying failure (e.g. the Node error of `open`); its errno code becomes {@link InputError.errno}. */
-  cause?: unknown;
-  /** Node errno code (`ENOENT`, `EACCES`, …), when the cause is not at hand (e.g. a worker thread's reply). */
-  errno?: string;
-  /** How the input is named in messages when not by its path alone, e.g. `cluster snapshot <file>`. */
-  subject?: string;
-}
-
-/**
- * Error thrown for input that cannot be read at all (missing file, unknown format, corrupt gzip). The message is
- * `<subject>: <reason>`; the CLI words it from the fields (`errno`, `subject`, `reason`), never from the message.
- */
-export class InputError extends TokenwatchError {
-  /** Node errno code of the failure (`ENOENT`, `EACCES`, …), when it was a system call that failed. */
-  readonly errno: string | undefined;
-  /** How the input is named: the file, or e.g. `cluster snapshot <file>`. */
-  readonly subject: string;
-
-  constructor(
-    /** The file the error is about. */
-    readonly file: string,
-    /** What is wrong with it, without the file name. */
-    readonly reason: string,
-    options: InputErrorOptions = {},
-  ) {
-    const subject = options.subject ?? file;
-    super(ErrorCode.InputUnreadable, `${subject}: ${reason}`, { cause: options.cause });
-    this.name = 'InputError';
-    this.subject = subject;
-    this.errno = options.errno ?? errnoOf(options.cause);
-  }
 }

@@ -3,6 +3,7 @@
  * No I/O and no clock: the reference time is passed in. Colour is decided by the caller
  * (see {@link shouldUseColor}).
  */
+import { objectLabel } from '../core/actions.js';
 import { createRequire } from 'node:module';
 import type TableClass from 'cli-table3';
 import { SEVERITY_RANK, type Finding, type ScanReport, type Severity } from '../findings/types.js';
@@ -13,7 +14,6 @@ import type { NowSource } from '../scan/run.js';
 import { FINDING_KIND_ORDER, groupFindings, type FindingGroup } from '../findings/groups.js';
 import { escapeControl } from './escape.js';
 
-export { escapeControl } from './escape.js';
 
 /** True when `severity` is at or above `threshold` (`critical ≥ warning ≥ info`). */
 export function atOrAbove(severity: Severity, threshold: Severity): boolean {
@@ -106,7 +106,7 @@ function podsCell(finding: Finding): string {
 /** Top-level workloads as `Kind namespace/name`, one a line; `?` when unknown (see the notes under the table). */
 function workloadsCell(finding: Finding): string {
   if (finding.workloads.length === 0) return '?';
-  return finding.workloads.map((w) => escapeControl(`${w.kind} ${w.namespace}/${w.name}`)).join('\n');
+  return finding.workloads.map((w) => escapeControl(objectLabel(w))).join('\n');
 }
 
 /** Distinct reasons why workloads are unknown, for the notes under the table. */
@@ -150,7 +150,7 @@ export function readinessSection(r: Readiness, findings: readonly Finding[], pai
   const groups = groupFindings(findings);
   for (const c of r.clients) {
     const n = groups.findIndex((g) => g.findings.includes(c.findingId));
-    const workloads = c.workloads.length > 0 ? c.workloads.map((w) => `${w.kind} ${w.namespace}/${w.name}`).join(', ') : 'workload unknown';
+    const workloads = c.workloads.length > 0 ? c.workloads.map((w) => objectLabel(w)).join(', ') : 'workload unknown';
     lines.push(escapeControl(`  - ${c.namespace}/${c.serviceAccount} (${workloads}): last stale use ${c.lastUse}; fix: ${n >= 0 ? `see #${n + 1} above` : c.fix}`));
   }
   return lines;
@@ -460,7 +460,7 @@ function renderFitted(report: ScanReport, opts: RenderOptions, width: number, pa
     if (by401 !== undefined) {
       lines.push(`   critical: the API server answered 401 Unauthorized to ${by401.toLocaleString('en-US')} request${by401 === 1 ? '' : 's'} of this ServiceAccount`);
     }
-    if (u.workloads.length > 0) lines.push(`   workloads: ${u.workloads.map((w) => escapeControl(`${w.kind} ${w.namespace}/${w.name}`)).join(', ')}`);
+    if (u.workloads.length > 0) lines.push(`   workloads: ${u.workloads.map((w) => escapeControl(objectLabel(w))).join(', ')}`);
     if (u.pods.length > 0) lines.push(`   pods: ${podsCell(u).split('\n').join(', ')}`);
     const age = oldestTokenAgeDays(u, opts.now);
     if (age !== undefined) lines.push(`   oldest token age: ${age} d`);

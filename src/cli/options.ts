@@ -5,8 +5,7 @@
  */
 import { availableParallelism } from 'node:os';
 import { InvalidArgumentError } from 'commander';
-import { parseMaxTokenAge } from '../findings/token-math.js';
-import type { MaxTokenAge } from '../findings/types.js';
+import { parseMaxTokenAge, type MaxTokenAge } from '../config/max-token-age.js';
 
 /**
  * ISO-8601 date (`2026-11-20`, read as UTC midnight) or date-time with an explicit zone

@@ -5,10 +5,9 @@
  * Exit codes (docs/design/contracts.md "Exit codes"): 0 success, 1 a finding at or above `--fail-on`,
  * 2 bad arguments or unreadable input. Errors are one line on stderr: `tokenwatch: <message>`.
  */
-import { ErrorCode, TokenwatchError } from '../errors.js';
+import { ErrorCode, TokenwatchError, InputError } from '../errors.js';
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
-import { InputError } from '../audit/types.js';
 import { escapeControl } from './escape.js';
 
 /** A subcommand module's registration function. */

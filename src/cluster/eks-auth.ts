@@ -219,6 +219,8 @@ export interface DescribeEksClusterOptions {
   /** Client to use (tests point one at a loopback fake with `endpoint`); default a new `EKSClient({region, credentials})`, destroyed after. */
   eksClient?: EKSClient;
   credentials?: AwsCredentialIdentity | AwsCredentialIdentityProvider;
+  /** Aborts the request (e.g. `AbortSignal.timeout(ms)`); an aborted request throws as any other failure does. */
+  abortSignal?: AbortSignal;
 }
 
 const PERMISSION = 'eks:DescribeCluster';
@@ -238,7 +240,7 @@ export async function describeEksCluster(opts: DescribeEksClusterOptions): Promi
   const client = opts.eksClient ?? new EKSClient({ region, credentials: opts.credentials ?? defaultAwsCredentials() });
   const where = `EKS cluster "${clusterName}" in region ${region}`;
   try {
-    const out = await client.send(new DescribeClusterCommand({ name: clusterName }));
+    const out = await client.send(new DescribeClusterCommand({ name: clusterName }), opts.abortSignal ? { abortSignal: opts.abortSignal } : {});
     const c = out.cluster;
     const endpoint = c?.endpoint;
     const caData = c?.certificateAuthority?.data;

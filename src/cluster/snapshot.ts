@@ -10,7 +10,7 @@
  * ServiceAccount token Secrets are kept, as {@link LegacySecretInfo}.
  */
 import { readFile } from 'node:fs/promises';
-import { InputError } from '../audit/types.js';
+import { InputError } from '../errors.js';
 import {
   assembleSubjectState,
   objectKey,

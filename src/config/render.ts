@@ -3,7 +3,7 @@
  * (what `tokenwatch config check` prints).
  */
 import { stringify } from 'yaml';
-import type { MaxTokenAge } from '../findings/types.js';
+import type { MaxTokenAge } from './max-token-age.js';
 import { formatDuration } from './duration.js';
 import { ENV } from './schema.js';
 import type { AuditSourceConfig, ClusterConfig, Config } from './types.js';

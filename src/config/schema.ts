@@ -11,12 +11,11 @@ import { ErrorCode, TokenwatchError } from '../errors.js';
 import { dirname, join } from 'node:path';
 import { z } from 'zod';
 import { validateDetailed } from 'node-cron';
-import type { MaxTokenAge } from '../findings/types.js';
-import { MAX_TOKEN_AGE_EXPECTED, parseMaxTokenAge } from '../findings/token-math.js';
-import { ACTION_KINDS, CLUSTER_ACTION_KINDS } from '../approvals/kinds.js';
+import { MAX_TOKEN_AGE_EXPECTED, parseMaxTokenAge, type MaxTokenAge } from './max-token-age.js';
+import { ACTION_KINDS, CLUSTER_ACTION_KINDS, APPROVAL_DEFAULTS } from '../core/actions.js';
 import { DAY_MS, HOUR_MS, MINUTE_MS, SECOND_MS } from '../core/units.js';
 import { DurationError, parseDuration } from './duration.js';
-import { DNS1123_LABEL, DNS1123_LABEL_WORDS } from '../core/names.js';
+import { DNS1123_LABEL, DNS1123_LABEL_WORDS, NAMESPACE_PATTERN, NAMESPACE_PATTERN_WORDS } from '../core/names.js';
 
 /** pino log levels (pino `levels.values` plus `silent`). */
 export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
@@ -113,9 +112,7 @@ const schedule = z.string().superRefine((expr, ctx) => {
 const httpUrl = z.url({ protocol: /^https?$/, error: 'expected an http:// or https:// URL' });
 
 /** A namespace, a prefix ending in `*`, or `*` (the approval policy's patterns, src/approvals/policy.ts). */
-const namespacePattern = z
-  .string()
-  .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$|^([a-z0-9][-a-z0-9]*)?\*$/, 'expected a namespace name, or a prefix ending in * (kube-*)');
+const namespacePattern = z.string().regex(NAMESPACE_PATTERN, `expected ${NAMESPACE_PATTERN_WORDS}`);
 const slackPrincipal = z
   .string()
   .regex(SLACK_PRINCIPAL, 'expected a Slack user id (U…, W…) or user group id (S…)');
@@ -196,13 +193,13 @@ const clusterSlackSchema = z.strictObject({
   /** Who may approve: user ids or user group ids. Required (non-empty) when restart/recreate actions are enabled. */
   approvers: z.array(slackPrincipal).default([]),
   /** Whether the requester may approve their own request. Default false. */
-  allowSelfApproval: z.boolean().default(false),
+  allowSelfApproval: z.boolean().default(APPROVAL_DEFAULTS.allowSelfApproval),
   /** Namespaces (exact, prefix ending in `*`, or `*`) whose actions need `protectedApprovals` approvals. */
   protectedNamespaces: z.array(namespacePattern).optional(),
   /** Distinct approvals needed in protected namespaces, 1–10. Default 2. */
-  protectedApprovals: z.int().min(1).max(10).default(2),
+  protectedApprovals: z.int().min(1).max(10).default(APPROVAL_DEFAULTS.protectedApprovals),
   /** Actions offered, default all: `restart`, `recreate-serviceaccount`, `snooze`. */
-  actions: z.array(z.enum(ACTION_KINDS)).default([...ACTION_KINDS]),
+  actions: z.array(z.enum(ACTION_KINDS)).default([...APPROVAL_DEFAULTS.actions]),
   /** Namespaces actions may touch (patterns as above): `deny` wins over `allow`; no `allow` = all namespaces. */
   namespaces: z
     .strictObject({ allow: z.array(namespacePattern).optional(), deny: z.array(namespacePattern).optional() })
@@ -425,7 +422,7 @@ export type WebhookAuditConfig = Omit<NonNullable<FileCluster['audit']['webhook'
 
 /**
  * Where a cluster's audit events come from: exactly one key. `{ none: true }`: no audit log (findings then come
- * only from API-server token metrics and the node probe; issue 13).
+ * only from API-server token metrics and the node probe; docs/design/architecture.md "Signals besides the audit log").
  */
 export type AuditSourceConfig = { cloudwatch: CloudWatchAuditConfig } | { file: FileAuditConfig } | { webhook: WebhookAuditConfig } | { none: true };
 
@@ -597,7 +594,7 @@ export function crossFieldIssues(raw: unknown, env: NodeJS.ProcessEnv): ConfigIs
       if (slack === undefined) {
         issues.push({ path: at('slack'), message: 'a cluster slack section needs a top-level slack section (enabled, mode)' });
       }
-      const actions: unknown[] = Array.isArray(c.slack.actions) ? c.slack.actions : [...ACTION_KINDS];
+      const actions: unknown[] = Array.isArray(c.slack.actions) ? c.slack.actions : [...APPROVAL_DEFAULTS.actions];
       const approvers = Array.isArray(c.slack.approvers) ? c.slack.approvers : [];
       if (approvers.length === 0 && actions.some((a) => (CLUSTER_ACTION_KINDS as readonly unknown[]).includes(a))) {
         issues.push({
@@ -606,7 +603,7 @@ export function crossFieldIssues(raw: unknown, env: NodeJS.ProcessEnv): ConfigIs
         });
       }
       const protectedNs = c.slack.protectedNamespaces;
-      const needed = typeof c.slack.protectedApprovals === 'number' ? c.slack.protectedApprovals : 2;
+      const needed = typeof c.slack.protectedApprovals === 'number' ? c.slack.protectedApprovals : APPROVAL_DEFAULTS.protectedApprovals;
       const onlyUsers = approvers.every((a) => typeof a === 'string' && !a.startsWith('S'));
       if (Array.isArray(protectedNs) && protectedNs.length > 0 && onlyUsers && new Set(approvers).size < needed) {
         issues.push({

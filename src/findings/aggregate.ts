@@ -25,7 +25,8 @@
 import type { TokenUse } from '../audit/types.js';
 import { DistinctCounter } from './distinct.js';
 import { rejectionTime, warnAfterTime } from './token-math.js';
-import type { FindingKind, MaxTokenAge, TokenRecord } from './types.js';
+import type { FindingKind, TokenRecord } from './types.js';
+import type { MaxTokenAge } from '../config/max-token-age.js';
 import { HOUR_MS, MINUTE_MS } from '../core/units.js';
 
 /** Uses whose `warnAfter` is within this many ms of a token's belong to that token. */

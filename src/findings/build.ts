@@ -6,6 +6,7 @@
  * Cluster state is optional: without it (no snapshot, API server unreachable) every finding is still
  * reported, with `clusterState` saying why pods/workloads/images are unknown.
  */
+import { objectLabel } from '../core/actions.js';
 import { ErrorCode, TokenwatchError } from '../errors.js';
 import { createHash } from 'node:crypto';
 import pLimit from 'p-limit';
@@ -360,7 +361,7 @@ function workloadsOf(group: TokenRecord[], view: StateView): WorkloadRef[] {
 function scheduledWorkloadNote(workloads: WorkloadRef[]): string | undefined {
   const scheduled = workloads.filter((w) => w.kind === 'CronJob' || w.kind === 'Job');
   if (scheduled.length === 0) return undefined;
-  const names = scheduled.map((w) => `${w.kind} ${w.namespace}/${w.name}`).join(', ');
+  const names = scheduled.map((w) => objectLabel(w)).join(', ');
   return `${names} runs these pods: there is nothing to restart, each run's pod gets a fresh token, so the next run is clean (a run that lasts longer than an hour must still re-read its token file)`;
 }
 
@@ -564,7 +565,7 @@ function continuityNote(r: TokenRecord, pod: PodInfo, records: readonly TokenRec
   );
   if (earlier.length === 0) return '';
   const pods = [...new Set(earlier.map((s) => s.pod!))].sort().slice(0, 3);
-  return `; the same user agent ${ua} made stale uses from earlier pod${pods.length === 1 ? '' : 's'} ${pods.join(', ')} of ${w.kind} ${w.namespace}/${w.name}: the client that kept its token goes on failing after the pod was replaced`;
+  return `; the same user agent ${ua} made stale uses from earlier pod${pods.length === 1 ? '' : 's'} ${pods.join(', ')} of ${objectLabel(w)}: the client that kept its token goes on failing after the pod was replaced`;
 }
 
 /** Auto-generated legacy token Secret name: `<serviceAccount>-token-<5 random chars>` (kubernetes `tokens_controller.go`). */

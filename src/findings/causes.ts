@@ -17,9 +17,8 @@
  *
  * Pure: no I/O; `now` is passed in.
  */
-// The three functions used, not the whole of `semver` (its index loads ~40 modules: start-up time, issue 12).
+// The three functions used, not the whole of `semver` (its index loads ~40 modules: start-up time, docs/design/architecture.md "Performance targets").
 import semverCoerce from 'semver/functions/coerce.js';
-import semverCompare from 'semver/functions/compare.js';
 import semverSatisfies from 'semver/functions/satisfies.js';
 import catalogJson from './catalog.json' with { type: 'json' };
 import type { CatalogEntryShape, CauseCatalogShape } from './catalog-schema.js';
@@ -67,11 +66,6 @@ export function parseVersion(s: string): number[] | undefined {
   const m = /^v?(\d+)(?:\.(\d+))?(?:\.(\d+))?/i.exec(s) ?? /(\d+)\.(\d+)(?:\.(\d+))?/.exec(s);
   if (!m) return undefined;
   return [m[1], m[2], m[3]].filter((p): p is string => p !== undefined).map(Number);
-}
-
-/** Compares versions numerically, missing parts counting as 0 (npm `semver` order). Negative when `a < b`. */
-export function compareVersions(a: number[], b: number[]): number {
-  return semverCompare(toSemver(a), toSemver(b));
 }
 
 function toSemver(v: number[]): string {

@@ -88,6 +88,18 @@ export function detectCredentialEvents(findings: readonly Finding[]): ClusterEve
   return events;
 }
 
+/** The cause summary {@link applyCredentialEvents} gives the 401 findings of recovered ServiceAccounts. */
+const EVENT_CAUSE_SUMMARY =
+  'These 401s are part of a cluster-level event: many ServiceAccounts were refused at once and recovered on their own, as when the service-account signing key rotates or the issuer changes. Nothing points at this client.';
+
+/**
+ * Whether `f` is the 401 finding of a ServiceAccount that recovered from a cluster-level credential event (as
+ * {@link applyCredentialEvents} marks it): nothing of this client to restart.
+ */
+export function isCredentialEventFinding(f: Pick<Finding, 'kind' | 'cause'>): boolean {
+  return f.kind === 'unauthorized' && f.cause.id === 'unknown' && f.cause.summary === EVENT_CAUSE_SUMMARY;
+}
+
 /**
  * The findings with the events applied: each `unauthorized` finding of a ServiceAccount that recovered gets cause
  * `unknown` (no component, no "caches its token"), the event as evidence, and severity `warning`. Other findings are
@@ -104,7 +116,7 @@ export function applyCredentialEvents(findings: readonly Finding[], events: read
       cause: {
         id: 'unknown',
         component: null,
-        summary: 'These 401s are part of a cluster-level event: many ServiceAccounts were refused at once and recovered on their own, as when the service-account signing key rotates or the issuer changes. Nothing points at this client.',
+        summary: EVENT_CAUSE_SUMMARY,
         fix: 'Nothing to restart for this client: check the API server’s --service-account-key-file / --service-account-signing-key-file and --service-account-issuer changes at that time, and that every API server has the new public key. If this ServiceAccount fails again later, it is analysed on its own.',
         evidence: [e.summary, `this ServiceAccount's 401s stopped within ${RECOVERY_MS / MINUTE_MS} minutes of the event's onset`, ...f.cause.evidence.filter((x) => x.startsWith('inferred:'))],
         sources: ['https://github.com/clastix/kamaji/issues/1325', 'https://kubernetes.io/docs/reference/access-authn-authz/service-accounts-admin/'],

@@ -17,9 +17,7 @@
  *   (https://docs.aws.amazon.com/eks/latest/userguide/service-accounts.html): EKS rejects a token
  *   once `seconds after warning threshold` exceeds 90 days = 7,776,000 s.
  */
-import { ErrorCode, TokenwatchError } from '../errors.js';
-import { DurationError, parseDuration } from '../config/duration.js';
-import type { MaxTokenAge } from './types.js';
+import type { MaxTokenAge } from '../config/max-token-age.js';
 
 /** Lifetime the kubelet requests for bound tokens, seconds (kubernetes `pkg/serviceaccount/claims.go`). */
 export const WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS = 3607;
@@ -27,48 +25,6 @@ export const WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS = 3607;
 export const EKS_MAX_SECONDS_AFTER_WARNING = 7_776_000;
 /** Upstream extended expiry, seconds after issue (kubernetes `storage/token.go`, `ExpirationExtensionSeconds`). */
 export const UPSTREAM_EXPIRATION_EXTENSION_SECONDS = 31_536_000;
-
-/** The times of one token, epoch ms UTC. */
-export interface TokenTimes {
-  /** The token's `kubernetes.io/warnafter` point: `eventTime − secondsAfterWarning·1000`, in whole seconds. */
-  warnAfter: number;
-  /** Approximate issue time: `warnAfter − 3607 s` (*inference*: the kubelet asks for 3607 s tokens). */
-  issuedAt: number;
-  /** When the API server will reject the token, per {@link MaxTokenAge}. */
-  rejectionAt: number;
-}
-
-/** What {@link parseMaxTokenAge} accepts, in the words its error uses. */
-export const MAX_TOKEN_AGE_EXPECTED =
-  'expected "eks" (90 days), "upstream" (1 year), a number of seconds, or a duration such as "90d"';
-
-/**
- * Parses a `maxTokenAge` config value or a `scan --max-token-age` flag: one grammar for both.
- *
- * @param v `eks`, `upstream` (case-insensitive, surrounding blanks ignored), a positive whole number of seconds
- *   after `warnAfter` (a number, or digits such as `7776000`), or a duration string in the config's grammar
- *   (`90d`, `2w`, `1d12h`; see `parseDuration` in src/config/duration.ts) that is a positive whole number of seconds.
- * @returns `{mode:'eks'}`, `{mode:'upstream'}` or `{mode:'seconds', seconds}`.
- * @throws TokenwatchError (`value_invalid`) naming the bad value when it is none of these (`0`, `-5`, `1.5`, `1500ms`, empty).
- */
-export function parseMaxTokenAge(v: string | number): MaxTokenAge {
-  const text = typeof v === 'number' ? '' : v.trim().toLowerCase();
-  if (text === 'eks') return { mode: 'eks' };
-  if (text === 'upstream') return { mode: 'upstream' };
-  let seconds: number | undefined;
-  if (typeof v === 'number') seconds = v;
-  else if (/^[0-9]+$/.test(text)) seconds = Number(text);
-  else {
-    try {
-      const ms = parseDuration(text);
-      if (ms % 1000 === 0) seconds = ms / 1000;
-    } catch (err) {
-      if (!(err instanceof DurationError)) throw err;
-    }
-  }
-  if (seconds !== undefined && Number.isSafeInteger(seconds) && seconds > 0) return { mode: 'seconds', seconds };
-  throw new TokenwatchError(ErrorCode.ValueInvalid, `invalid max token age ${JSON.stringify(v)}: ${MAX_TOKEN_AGE_EXPECTED}`);
-}
 
 /**
  * When a token with the given `warnAfter` is rejected, epoch ms.
@@ -101,19 +57,4 @@ export function issuedTime(warnAfter: number): number {
  */
 export function warnAfterTime(eventTimeMs: number, secondsAfterWarning: number): number {
   return Math.floor(eventTimeMs / 1000) * 1000 - secondsAfterWarning * 1000;
-}
-
-/**
- * Times of the token seen in one stale-token audit event (`warnAfter` per {@link warnAfterTime}).
- *
- * Example (EKS): event `2022-05-19T11:38:39Z` with `seconds after warning threshold: 1728000` →
- * warnAfter `2022-04-29T11:38:39Z`, issuedAt `2022-04-29T10:38:32Z`, rejectionAt `2022-07-28T11:38:39Z`.
- *
- * @param eventTimeMs the audit event's time, epoch ms UTC.
- * @param secondsAfterWarning the annotation's `seconds after warning threshold`, seconds.
- * @param maxTokenAge the cluster's rejection rule.
- */
-export function tokenTimes(eventTimeMs: number, secondsAfterWarning: number, maxTokenAge: MaxTokenAge): TokenTimes {
-  const warnAfter = warnAfterTime(eventTimeMs, secondsAfterWarning);
-  return { warnAfter, issuedAt: issuedTime(warnAfter), rejectionAt: rejectionTime(warnAfter, maxTokenAge) };
 }

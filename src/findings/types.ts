@@ -22,14 +22,6 @@ export const SEVERITY_RANK: Readonly<Record<Severity, number>> = { info: 0, warn
 /** Cause ids (contract). */
 export type CauseId = 'static-token-file' | 'client-caches-token' | 'refresh-on-401' | 'legacy-secret-token' | 'unknown';
 
-/**
- * How long the API server accepts a stale token.
- * - `eks`: 7,776,000 s (90 days) after `warnAfter` (EKS user guide, service-accounts);
- * - `upstream`: 31,536,000 s (1 year) after issue, issue ≈ warnAfter − 3607 s
- *   (kubernetes `pkg/registry/core/serviceaccount/storage/token.go`, `ExpirationExtensionSeconds`);
- * - `seconds`: a custom limit in seconds after `warnAfter`.
- */
-export type MaxTokenAge = { mode: 'eks' } | { mode: 'upstream' } | { mode: 'seconds'; seconds: number };
 
 /** Severity thresholds in seconds before rejection (docs/design/architecture.md "Terms": critical < 7 d, warning < 30 d). */
 export interface SeverityThresholds {

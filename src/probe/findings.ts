@@ -10,7 +10,8 @@
  */
 import { compareFindings, findingId } from '../findings/build.js';
 import { rejectionTime } from '../findings/token-math.js';
-import type { Cause, Finding, FindingKind, FindingToken, MaxTokenAge, Severity, SeverityThresholds } from '../findings/types.js';
+import type { Cause, Finding, FindingKind, FindingToken, Severity, SeverityThresholds } from '../findings/types.js';
+import type { MaxTokenAge } from '../config/max-token-age.js';
 import type { ProbeEntry, ProbeReport } from './host.js';
 import { DAY_MS, DAY_SECONDS, HOUR_MS } from '../core/units.js';
 

@@ -1,6 +1,6 @@
 /** `tokenwatch scan --probe-report FILE`: reads saved node-probe ConfigMaps (see `objects.ts` {@link reportsFromJson}). */
 import { readFile, stat } from 'node:fs/promises';
-import { InputError } from '../audit/types.js';
+import { InputError } from '../errors.js';
 import type { ProbeReport } from './host.js';
 import { reportsFromJson } from './objects.js';
 

@@ -7,7 +7,7 @@
  *    exactly one wins; the losers re-read and decide again (then usually get `already-decided`);
  * 2. only after winning: one action-log row per `action-log` effect, a Kubernetes Event on the target per
  *    `kube-event` effect (best effort, `KubeRemediator.recordEvent`), the approvals metric on final states.
- * The remaining effects (`update-approval-message`, `execute`, `start-verification`) are returned to the caller,
+ * The remaining effects (`update-approval-message`, `execute`) are returned to the caller,
  * which owns Slack.
  *
  * {@link executeApproval} moves an `approved` approval to `running` (compare-and-set, so ten simultaneous clicks
@@ -16,9 +16,9 @@
  *
  * Times are epoch ms UTC from the injected clock. Facts on rollouts and recreation: docs/design/domain.md §7.
  */
+import { backoffDelay } from '../core/backoff.js';
 import {
   decide,
-  RESTARTABLE_KINDS,
   refuse,
   type ActionTarget,
   type Approval,
@@ -43,9 +43,9 @@ import {
   restartedAtValue,
   type KubeRemediator,
   type RecreateResult,
-  type RestartableKind,
   type RolloutProgress,
 } from './kube-remediator.js';
+import { isRestartableKind, type RestartableKind, objectLabel } from '../core/actions.js';
 
 /** The parts of {@link KubeRemediator} the executor uses. */
 export type Remediator = Pick<
@@ -132,11 +132,6 @@ export type CommitResult =
   | { ok: true; transition: Transition; approval: StoredApproval; effects: Effect[] }
   | { ok: false; refusal: Refusal; approval: StoredApproval | undefined };
 
-/** `DaemonSet kube-system/kube-multus-ds` (the action-log target column). */
-export function targetLabel(t: ActionTarget): string {
-  return `${t.kind} ${t.namespace}/${t.name}`;
-}
-
 /**
  * Commits one accepted transition: compare-and-set `transition.from → transition.next` with its patch (plus
  * `extra`, e.g. the message location), then the action-log rows and Kubernetes Events of its effects.
@@ -180,7 +175,7 @@ export async function applyEffects(
         approvalId: approval.id,
         actor: e.actor,
         action: `${approval.action}.${e.from === e.to ? 'vote' : e.to}`,
-        target: targetLabel(t),
+        target: objectLabel(t),
         result: e.to,
         detail: e.summary,
       });
@@ -191,7 +186,7 @@ export async function applyEffects(
         { kind: t.kind, namespace: t.namespace, name: t.name },
         { reason: e.reason, message: e.message, type: e.eventType, at: new Date(now) },
       );
-      if (!ok) deps.logger.warn({ cluster: t.cluster, target: targetLabel(t), reason: e.reason }, 'could not record the Kubernetes Event on the target (create events permission?)');
+      if (!ok) deps.logger.warn({ cluster: t.cluster, target: objectLabel(t), reason: e.reason }, 'could not record the Kubernetes Event on the target (create events permission?)');
     }
   }
 }
@@ -234,10 +229,6 @@ export async function commitEvent(
   };
 }
 
-function isRestartable(kind: string): kind is RestartableKind {
-  return (RESTARTABLE_KINDS as readonly string[]).includes(kind);
-}
-
 async function safely(deps: ExecutorDeps, what: string, fn: () => Promise<void> | undefined): Promise<void> {
   try {
     await fn();
@@ -273,12 +264,12 @@ export async function executeApproval(deps: ExecutorDeps, id: string, opts: { re
   }
   const a = approval;
   const t = a.target;
-  const log = deps.logger.child({ cluster: t.cluster, approval: a.id, action: a.action, target: targetLabel(t) });
+  const log = deps.logger.child({ cluster: t.cluster, approval: a.id, action: a.action, target: objectLabel(t) });
   const rem = deps.remediatorFor(t.cluster);
   let error: string | undefined;
   if (!rem) {
     error = `no Kubernetes access to cluster ${t.cluster}`;
-  } else if (a.action === 'restart' && isRestartable(t.kind)) {
+  } else if (a.action === 'restart' && isRestartableKind(t.kind)) {
     const r = await runRestart(deps, rem, a, { ...t, kind: t.kind }, opts.resume === true, log);
     if (r === INTERRUPTED) {
       log.info('stopping or no longer the leader while following the rollout: left running for the next leader to follow');
@@ -457,7 +448,7 @@ async function showProgress(deps: ExecutorDeps, a: StoredApproval, p: RolloutPro
         log.warn({ err, attempts }, 'the progress message was not updated; trying again at the next tick');
         return false;
       }
-      await sleep((deps.progressRetryMs ?? 1000) * 2 ** i);
+      await sleep(backoffDelay(deps.progressRetryMs ?? 1000, i));
     }
   }
 }
@@ -518,7 +509,7 @@ async function runRestart(
       record(deps, a, { patched: { ...(r.generation !== undefined ? { generation: r.generation } : {}), at: deps.clock() } });
     } catch (err) {
       if (isUidMismatch(err)) {
-        return `the ${target.kind} ${target.namespace}/${target.name} was replaced since it was approved (the approvers saw uid ${uid}; the API server holds another object under that name), so nothing was patched. Request it again to review the current object.`;
+        return `the ${objectLabel(target)} was replaced since it was approved (the approvers saw uid ${uid}; the API server holds another object under that name), so nothing was patched. Request it again to review the current object.`;
       }
       return message(err);
     }

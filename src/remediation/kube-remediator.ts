@@ -16,6 +16,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ErrorCode, TokenwatchError } from '../errors.js';
+import { objectLabel, type RestartableKind } from '../core/actions.js';
 import {
   ApiException,
   AppsV1Api,
@@ -27,7 +28,6 @@ import {
 } from '@kubernetes/client-node';
 
 /** A workload tokenwatch can rollout-restart. */
-export type RestartableKind = 'DaemonSet' | 'Deployment' | 'StatefulSet';
 
 /** What a remediation acts on. */
 export interface RemediationTarget {
@@ -209,7 +209,7 @@ export class KubeRemediator {
    */
   async preflightRestart(target: RemediationTarget, now: Date): Promise<Preflight> {
     if (target.kind === 'ServiceAccount') return { ok: false, reason: 'unsupported', message: 'A ServiceAccount cannot be rollout-restarted; recreate it instead.' };
-    const ref = `${target.kind} ${target.namespace}/${target.name}`;
+    const ref = objectLabel(target);
     let obj;
     try {
       obj = await this.readWorkload(target.kind, target.namespace, target.name);
@@ -255,7 +255,7 @@ export class KubeRemediator {
       const obj = await this.patchWorkload(target.kind, target.namespace, target.name, restartPatch(now, uid), false);
       return { generation: obj.metadata?.generation };
     } catch (err) {
-      throw toKubeError(err, `rollout restart of ${target.kind} ${target.namespace}/${target.name}`);
+      throw toKubeError(err, `rollout restart of ${objectLabel(target)}`);
     }
   }
 
@@ -269,7 +269,7 @@ export class KubeRemediator {
     try {
       obj = await this.readWorkload(target.kind, target.namespace, target.name);
     } catch (err) {
-      throw toKubeError(err, `read ${target.kind} ${target.namespace}/${target.name}`);
+      throw toKubeError(err, `read ${objectLabel(target)}`);
     }
     const value = obj.spec?.template?.metadata?.annotations?.[RESTARTED_AT];
     return { ...(value !== undefined ? { value } : {}), ...(obj.metadata?.uid !== undefined ? { uid: obj.metadata.uid } : {}) };
@@ -281,7 +281,7 @@ export class KubeRemediator {
       const obj = await this.readWorkload(target.kind, target.namespace, target.name);
       return progressOf(target.kind, obj as Parameters<typeof progressOf>[1]);
     } catch (err) {
-      throw toKubeError(err, `read ${target.kind} ${target.namespace}/${target.name}`);
+      throw toKubeError(err, `read ${objectLabel(target)}`);
     }
   }
 
@@ -348,41 +348,6 @@ export class KubeRemediator {
     const owners = sa.metadata?.ownerReferences ?? [];
     const keeps = owners.length ? `; the new ServiceAccount keeps its ownerReferences (${owners.map((o) => `${o.kind}/${o.name}`).join(', ')})` : '';
     return { ok: true, detail: `dry run of deleting and recreating ${ref} passed${keeps}`, uid: sa.metadata?.uid, resourceVersion: sa.metadata?.resourceVersion };
-  }
-
-  /**
-   * Deletes the ServiceAccount with uid/resourceVersion preconditions (so a concurrent change aborts it)
-   * and creates it again with the same labels, annotations, imagePullSecrets and automount setting.
-   * @param expectedUid when given, the SA must still have this uid (409 Conflict otherwise).
-   */
-  async recreateServiceAccount(target: RemediationTarget, expectedUid?: string): Promise<RecreateResult> {
-    const ref = `ServiceAccount ${target.namespace}/${target.name}`;
-    let sa: V1ServiceAccount;
-    try {
-      sa = await this.core.readNamespacedServiceAccount({ name: target.name, namespace: target.namespace });
-    } catch (err) {
-      throw toKubeError(err, `read ${ref}`);
-    }
-    if (expectedUid && sa.metadata?.uid !== expectedUid) {
-      throw new KubeCallError(`${ref} changed since the request (uid ${sa.metadata?.uid} ≠ ${expectedUid}); nothing was deleted`, 409, 'Conflict');
-    }
-    const body = recreatedServiceAccount(sa);
-    try {
-      await this.core.deleteNamespacedServiceAccount({
-        name: target.name,
-        namespace: target.namespace,
-        body: { preconditions: { uid: sa.metadata?.uid, resourceVersion: sa.metadata?.resourceVersion } },
-      });
-    } catch (err) {
-      throw toKubeError(err, `delete ${ref}`);
-    }
-    let created: V1ServiceAccount;
-    try {
-      created = await this.core.createNamespacedServiceAccount({ namespace: target.namespace, body, fieldManager: this.fieldManager });
-    } catch (err) {
-      throw toKubeError(err, `create ${ref} (it was deleted; recreate it from: ${JSON.stringify(body)})`);
-    }
-    return { oldUid: sa.metadata?.uid, newUid: created.metadata?.uid, preserved: preservedOf(body) };
   }
 
   /** Reads a ServiceAccount; undefined when it does not exist (404). @throws {KubeCallError} on other failures. */

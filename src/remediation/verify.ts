@@ -24,7 +24,7 @@
  * `verification.<outcome>` action-log row, which also marks the approval as concluded so it is reported once, across
  * restarts too) and hands it to a reporter (the Slack thread reply).
  *
- * **Node probe** (issue 13): where the node probe (`tokenwatch probe`, `src/probe/`) reports a host file holding the
+ * **Node probe** (docs/design/architecture.md "Signals besides the audit log"): where the node probe (`tokenwatch probe`, `src/probe/`) reports a host file holding the
  * subject's token, the restart is also checked on the file itself, independently of the audit-based outcome and usually
  * much sooner: once every node whose report names the subject has reported again after the action completed, the
  * file was either *rewritten* with a token issued after the action started, or *not rewritten* (e.g. the Multus thin
@@ -33,7 +33,8 @@
  * After the settle period it decides with the nodes that did report, or records `probe-check.none` (no Slack reply)
  * when no report names the subject.
  */
-import { CLUSTER_ACTION_KINDS, type ActionKind, type ApprovalState } from '../approvals/index.js';
+import type { ActionKind, ApprovalState } from '../approvals/index.js';
+import { CLUSTER_ACTION_KINDS, objectLabel } from '../core/actions.js';
 import { WARN_AFTER_TOLERANCE_MS } from '../findings/aggregate.js';
 import { issuedTime } from '../findings/token-math.js';
 import type { FindingKind, TokenRecord } from '../findings/types.js';
@@ -41,7 +42,6 @@ import type { Logger } from '../observability/logger.js';
 import { probeVerifiesRestart, type ProbeRestartFile } from '../probe/findings.js';
 import type { ProbeReport } from '../probe/host.js';
 import type { Store, StoredApproval, StoredFinding } from '../store/index.js';
-import { targetLabel } from './executor.js';
 import { countOf } from '../core/plural.js';
 
 
@@ -198,7 +198,7 @@ export interface VerifierDeps {
   /** Reports a conclusion (Slack thread reply, message edit). Errors are logged; the conclusion stays recorded. */
   report?: (r: VerificationReport) => Promise<void>;
   /**
-   * The cluster's node-probe reports (issue 13), or undefined when the cluster has no Kubernetes access. Read only
+   * The cluster's node-probe reports, or undefined when the cluster has no Kubernetes access. Read only
    * while a probe check is open. Errors are logged and the check retried after the next poll.
    */
   probeReports?: (cluster: string) => Promise<readonly ProbeReport[]> | undefined;
@@ -245,7 +245,7 @@ export class Verifier {
     for (const c of candidates) {
       const { a, rows } = c;
       if (latest.get(a.target.findingId) !== c) {
-        store.logAction({ at: now, cluster, findingId: a.target.findingId, approvalId: a.id, actor: null, action: `${VERIFICATION_LOG_PREFIX}superseded`, target: targetLabel(a.target), result: 'superseded', detail: 'a later action on the same finding is verified instead' });
+        store.logAction({ at: now, cluster, findingId: a.target.findingId, approvalId: a.id, actor: null, action: `${VERIFICATION_LOG_PREFIX}superseded`, target: objectLabel(a.target), result: 'superseded', detail: 'a later action on the same finding is verified instead' });
         continue;
       }
       const stored = store.getFinding(a.target.findingId);
@@ -271,7 +271,7 @@ export class Verifier {
         approvalId: a.id,
         actor: null,
         action: `${VERIFICATION_LOG_PREFIX}${outcome.outcome}`,
-        target: targetLabel(a.target),
+        target: objectLabel(a.target),
         result: outcome.outcome,
         detail: describeOutcome(outcome),
       });
@@ -292,7 +292,7 @@ export class Verifier {
             approvalId: a.id,
             actor: null,
             action: `${VERIFICATION_LOG_PREFIX}resolved`,
-            target: targetLabel(a.target),
+            target: objectLabel(a.target),
             result: 'resolved',
             detail: `no ${s.kind} signal since the action either; concluded with finding ${f.id}`,
           });
@@ -354,7 +354,7 @@ export class Verifier {
               ...outcome.files.map((x) => `${x.path} on node ${x.node}: ${x.rewritten ? 'rewritten' : 'not rewritten'}, token issued ${x.issuedAt ?? 'unknown'}`),
               ...(outcome.silent.length ? [`no report since the action from node(s) ${outcome.silent.join(', ')}`] : []),
             ].join('; ');
-      store.logAction({ at: now, cluster, findingId: f.id, approvalId: a.id, actor: null, action: `${PROBE_CHECK_LOG_PREFIX}${outcome.outcome}`, target: targetLabel(a.target), result: outcome.outcome, detail });
+      store.logAction({ at: now, cluster, findingId: f.id, approvalId: a.id, actor: null, action: `${PROBE_CHECK_LOG_PREFIX}${outcome.outcome}`, target: objectLabel(a.target), result: outcome.outcome, detail });
       if (outcome.outcome === 'none') continue;
       logger.info({ cluster, finding: f.id, approval: a.id, outcome: outcome.outcome, files: outcome.files }, `probe check: token file ${outcome.outcome}`);
       const report: ProbeCheckReport = { approval: a, finding: store.getFinding(f.id)!, outcome, startedAt, completedAt, now };

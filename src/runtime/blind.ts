@@ -12,6 +12,10 @@
  *
  * Reported in `/tokens status`, the `/readyz` body (`blind`) and the `tokenwatch_audit_log_blind` metric. Pure state:
  * the caller feeds it poll results and the clock (all times epoch ms UTC).
+ *
+ * The EKS logging setup is read when `serve` starts and again before a poll once {@link EKS_LOGGING_RECHECK_MS} has
+ * passed since the last reading ({@link EksLoggingRecheck}), so audit logging switched off while `serve` runs is
+ * reported within an hour (plus one poll interval), at the cost of one `DescribeCluster` call an hour per cluster.
  */
 
 /** Why a cluster's audit log is blind. */
@@ -101,5 +105,60 @@ export class BlindLogMonitor {
       }
     }
     return { blind: false };
+  }
+}
+
+/** How long a reading of the EKS logging setup is used before {@link EksLoggingRecheck} reads it again: 1 h, in ms. */
+export const EKS_LOGGING_RECHECK_MS = 60 * 60 * 1000;
+
+/** Options of an {@link EksLoggingRecheck}. */
+export interface EksLoggingRecheckOptions {
+  /** The monitor told what each reading says ({@link BlindLogMonitor.setEksAuditLogging}). */
+  monitor: Pick<BlindLogMonitor, 'setEksAuditLogging'>;
+  /**
+   * Reads whether the `audit` log type is enabled (EKS `DescribeCluster`; undefined: EKS returned no logging setup).
+   * Throws when it cannot tell (access denied, network); the last reading is then kept.
+   */
+  read: () => Promise<boolean | undefined>;
+  /** When the setup was last read (at start), epoch ms UTC; undefined: never (the first {@link EksLoggingRecheck.due} check reads it). */
+  readAt: number | undefined;
+  /** How long a reading is used, ms. Default {@link EKS_LOGGING_RECHECK_MS}. */
+  intervalMs?: number;
+  /** Called after each reading attempt, with the error when it failed (e.g. to update the metric, to log). */
+  onRead?: (err?: unknown) => void;
+}
+
+/**
+ * Re-reads an EKS cluster's audit logging setup at most once per interval (see the module doc): call
+ * {@link EksLoggingRecheck.due} before each poll. A failed reading keeps the last known value (a cluster is not
+ * called blind, or seeing, on a guess) and is retried after the next interval.
+ */
+export class EksLoggingRecheck {
+  private readAt: number | undefined;
+  private running: Promise<void> | undefined;
+  private readonly intervalMs: number;
+
+  constructor(private readonly opts: EksLoggingRecheckOptions) {
+    this.readAt = opts.readAt;
+    this.intervalMs = opts.intervalMs ?? EKS_LOGGING_RECHECK_MS;
+    if (!(this.intervalMs > 0)) throw new RangeError('intervalMs must be positive');
+  }
+
+  /** Reads the setup when the last reading is `intervalMs` old at `now` (epoch ms UTC) or there was none; never throws. */
+  due(now: number): Promise<void> {
+    if (this.running) return this.running;
+    if (this.readAt !== undefined && now - this.readAt < this.intervalMs) return Promise.resolve();
+    this.readAt = now;
+    this.running = (async () => {
+      try {
+        this.opts.monitor.setEksAuditLogging(await this.opts.read());
+        this.opts.onRead?.();
+      } catch (err) {
+        this.opts.onRead?.(err);
+      } finally {
+        this.running = undefined;
+      }
+    })();
+    return this.running;
   }
 }

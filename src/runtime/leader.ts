@@ -22,7 +22,7 @@
  * `pkg/apis/meta/v1/micro_time.go`); `Date#toISOString()` has 3 and is rejected. client-node's `V1MicroTime`
  * serializes with 6 (docs/design/stack.md §2), so every time sent is a `V1MicroTime`.
  *
- * RBAC: get, create, update `leases` in the elector's namespace ({@link LEADER_API_CALLS}).
+ * RBAC: get, create, update `leases` in the elector's namespace (`LEADER_API_CALLS` in test/manifests/rbac-calls.ts, which the RBAC test checks against the manifests).
  */
 import { ErrorCode, TokenwatchError } from '../errors.js';
 import { EventEmitter } from 'node:events';
@@ -36,7 +36,6 @@ import {
 } from '@kubernetes/client-node';
 import { timeoutOptions } from '../cluster/kube.js';
 
-export { LEADER_API_CALLS } from '../rbac/calls.js';
 
 /** Minimal structured logger (pino's `Logger` fits). */
 export interface ElectorLogger {

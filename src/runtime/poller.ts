@@ -30,7 +30,7 @@
  *   resolves anything: any failed poll in the period blocks it. When the signal returns, `saveFindings` reopens it.
  */
 import type { TokenUse } from '../audit/types.js';
-import { createReadStats } from '../audit/reader.js';
+import { createReadStats } from '../sources/reader.js';
 import { tokenUsesFromWrappedText } from '../audit/records.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import type { ClusterConfig } from '../config/types.js';
@@ -43,10 +43,11 @@ import type { Metrics } from '../observability/metrics.js';
 import { aggregateToTokenUses, isTokenUseAggregateText, parseTokenUseAggregate } from '../sources/insights.js';
 import { DEFAULT_CHECKPOINT_EVENTS, emptyStats, SourceError, type AuditSource, type SourceStats } from '../sources/types.js';
 import type { FindingChange, Store } from '../store/index.js';
-import type { TokenMetricsMonitor } from '../metrics/live.js';
+import type { TokenMetricsMonitor } from './token-metrics-monitor.js';
 import { applyProbeReports } from '../probe/findings.js';
 import type { ProbeReportSource } from '../probe/objects.js';
 import { compareFindings } from '../findings/build.js';
+import { applyCredentialEvents, detectCredentialEvents, type ClusterEvent } from '../findings/cluster-events.js';
 import type { SlackPollHealth } from '../slack/context.js';
 
 /** Health of a cluster's last poll, for `/tokens status` and `/readyz` (the fields Slack shows, plus which ones). */
@@ -73,6 +74,12 @@ export interface PollOutcome {
   changes: FindingChange[];
   /** Findings resolved as quiet by this poll (see the module docstring); their `changes` entry says `resolved`. */
   concluded: string[];
+  /**
+   * Cluster-level credential events seen in the cluster's findings (a signing-key rotation or issuer change:
+   * `src/findings/cluster-events.ts`), already applied to `findings`. Detected again on every poll while their
+   * records are kept; announcing one once is the caller's job.
+   */
+  clusterEvents: ClusterEvent[];
   /** Rows deleted by retention in this poll. */
   pruned: { tokenRecords: number; pollRuns: number; actionLog: number };
   /** Token-record rows written by this poll (upserted + deleted): 0 for an idle poll. */
@@ -113,9 +120,9 @@ export interface PollerDeps {
   clock?: () => number;
   /** How long seen auditIDs are kept, ms: at least the source's overlap window. Default 2 h. */
   seenRetentionMs?: number;
-  /** API-server token metrics (issue 13); absent without Kubernetes access. */
+  /** API-server token metrics; absent without Kubernetes access. */
   tokenMetrics?: TokenMetricsMonitor;
-  /** Node-probe reports (issue 13); absent without Kubernetes access. */
+  /** Node-probe reports; absent without Kubernetes access. */
   probe?: ProbeReportSource;
   /** 401s seen within this window count as current (severity critical), ms. Default 1 h. */
   activeWindowMs?: number;
@@ -125,6 +132,12 @@ export interface PollerDeps {
   retention?: RetentionMs;
   /** Told of every successful poll and the records it read (blind-log detection, src/runtime/blind.ts). */
   blind?: { observePoll(at: number, records: number): void };
+  /**
+   * Awaited at the start of every poll, before the source is read, with the poll's start (epoch ms UTC): `serve`'s
+   * re-reading of the EKS audit logging setup (`EksLoggingRecheck`, src/runtime/blind.ts). Must not throw (a
+   * rejection is logged and the poll goes on).
+   */
+  beforePoll?: (at: number) => Promise<void>;
   /**
    * Token uses a poll holds before it commits them, and the most events between two progress commits of the source
    * (`poll.chunkEvents`, see the module doc). Default {@link POLLER_DEFAULTS}.chunkEvents.
@@ -192,6 +205,7 @@ export class ClusterPoller {
       findings: [],
       changes: [],
       concluded: [],
+      clusterEvents: [],
       pruned: { tokenRecords: 0, pollRuns: 0, actionLog: 0 },
       recordsWritten: 0,
       commits: 0,
@@ -199,6 +213,13 @@ export class ClusterPoller {
     };
     const retention = this.deps.retention ?? POLLER_DEFAULTS.retention;
     const quietMs = this.deps.quietPeriodMs ?? POLLER_DEFAULTS.quietPeriodMs;
+    if (this.deps.beforePoll) {
+      try {
+        await this.deps.beforePoll(startedAt);
+      } catch (err) {
+        log.warn({ err }, 'before-poll check failed; polling anyway');
+      }
+    }
     const timer = metrics?.pollDuration.startTimer({ cluster: cluster.name });
     try {
       // Inside the try: a full disk or a read-only store fails here already, and must show as a failed poll.
@@ -299,13 +320,18 @@ export class ClusterPoller {
       metrics?.auditEvents.inc({ cluster: cluster.name }, outcome.records);
 
       const now = this.clock();
-      const findings = await buildFindings(records, {
+      const built = await buildFindings(records, {
         now,
         unauthorizedSince: now - (this.deps.activeWindowMs ?? POLLER_DEFAULTS.activeWindowMs),
         state: this.deps.state,
         thresholds: { criticalSeconds: cluster.thresholds.criticalDays * DAY_SECONDS, warningSeconds: cluster.thresholds.warningDays * DAY_SECONDS },
         inferred401CriticalRequests: cluster.thresholds.inferred401CriticalRequests,
       });
+      // Many ServiceAccounts refused in the same minute across namespaces is the cluster's doing (a key rotation), not
+      // many clients caching tokens: the recovered ones lose that cause (as `scan` does, src/findings/cluster-events.ts).
+      outcome.clusterEvents = detectCredentialEvents(built);
+      const findings = applyCredentialEvents(built, outcome.clusterEvents);
+      if (outcome.clusterEvents.length) findings.sort(compareFindings);
       let metricsError: string | undefined;
       let metricsShowUse = false;
       if (this.deps.tokenMetrics) {
@@ -343,7 +369,7 @@ export class ClusterPoller {
       store.finishPollRun(runId, { endedAt: outcome.endedAt, events: outcome.records, tokenUses: outcome.newUses });
       this.deps.blind?.observePoll(startedAt, outcome.records);
       store.markWatchedSince(cluster.name, startedAt); // start of the readiness verdict's window
-      this.healthState = { ...this.healthState, status: 'ok', lastPollAt: startedAt, lastSuccessAt: startedAt, lastError: undefined, stateError: stateProblem, metricsError, probeError };
+      this.healthState = { ...this.healthState, status: 'ok', lastPollAt: startedAt, lastSuccessAt: startedAt, lastError: undefined, stateError: stateProblem, metricsError, probeError, clusterEvents: outcome.clusterEvents };
       metrics?.polls.inc({ cluster: cluster.name, outcome: 'ok' });
       metrics?.pollFailing.set({ cluster: cluster.name }, 0);
       metrics?.pollLastSuccess.set({ cluster: cluster.name }, startedAt / 1000);

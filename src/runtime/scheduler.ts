@@ -13,6 +13,8 @@
  *   runs at once, late ({@link SchedulerOptions.onLate}), unless the job is running; a scheduled tick that
  *   cannot run is reported to {@link SchedulerOptions.onMissed} with a {@link MissReason}.
  */
+/** What {@link Scheduler.runNow} returns is what `/tokens scan` answers with, defined by the Slack context. */
+import type { RunNowResult } from '../slack/context.js';
 import { createTask, type ScheduledTask } from 'node-cron';
 
 /** One scheduled job. */
@@ -58,9 +60,6 @@ export interface SchedulerOptions {
   /** Gate checked before each run; returns false to skip (used for leader election). Default: always run. */
   shouldRun?: () => boolean;
 }
-
-/** Result of {@link Scheduler.runNow}. */
-export type RunNowResult = 'started' | 'busy' | 'unknown-job' | 'stopped';
 
 /** Schedules jobs; see the module docstring. */
 export class Scheduler {

@@ -7,6 +7,7 @@
  * schedule is running (first polls start within the jitter). {@link ServeHandle.stop} (SIGTERM) stops
  * new polls, waits for running ones, stops Slack, closes the listener and the store.
  */
+import { backoffDelay } from '../core/backoff.js';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -18,17 +19,17 @@ import type { Finding } from '../findings/types.js';
 import { createLogger, scrubSecrets, type Logger } from '../observability/logger.js';
 import { Metrics } from '../observability/metrics.js';
 import { ClusterPoller, type PollOutcome } from './poller.js';
-import { BlindLogMonitor, type BlindReason } from './blind.js';
-import { TokenMetricsMonitor } from '../metrics/live.js';
-import { KubeMetricsScraper } from '../metrics/scrape.js';
+import { BlindLogMonitor, EksLoggingRecheck, type BlindReason } from './blind.js';
+import { TokenMetricsMonitor } from './token-metrics-monitor.js';
+import { KubeMetricsScraper } from '../sources/apiserver-metrics.js';
 import { KubeProbeReports, PROBE_NAMESPACE, type ProbeReportSource } from '../probe/objects.js';
 import { KubeRemediator } from '../remediation/kube-remediator.js';
-import { Scheduler, type RunNowResult } from './scheduler.js';
+import { Scheduler } from './scheduler.js';
 import { createAuditSource, type ClosableAuditSource } from '../sources/index.js';
 import { openStore, type Store } from '../store/index.js';
 import { acquirePollerLock, type PollerLock, type PollerLockError, type PollerLockOptions } from './poller-lock.js';
 import { Verifier } from '../remediation/verify.js';
-import type { Integration, SlackContext } from '../slack/context.js';
+import type { Integration, RunNowResult, SlackContext } from '../slack/context.js';
 
 /** Everything serve runs for one cluster. */
 export interface ClusterRuntime {
@@ -41,7 +42,7 @@ export interface ClusterRuntime {
   state?: ClusterStateSource;
   /** Undefined with `kubernetes: { none: true }`: no remediation possible. */
   kubeConfig?: KubeConfig;
-  /** The node-probe reports of the cluster (issue 13); undefined without Kubernetes access. */
+  /** The node-probe reports of the cluster; undefined without Kubernetes access. */
   probe?: ProbeReportSource;
   remediator?: KubeRemediator;
   /** Why Kubernetes access could not be set up (shown in `/tokens status`), if it could not. */
@@ -149,13 +150,17 @@ export interface ServeHandle {
   stop(): Promise<void>;
 }
 
-async function buildKube(c: ClusterConfig): Promise<{ kubeConfig?: KubeConfig; error?: string; eksAuditLogging?: boolean }> {
+async function buildKube(
+  c: ClusterConfig,
+  clock: () => number,
+): Promise<{ kubeConfig?: KubeConfig; error?: string; eksAuditLogging?: boolean; eksDescribedAt?: number }> {
   const k = c.kubernetes;
   if ('none' in k) return {};
   try {
     if ('eks' in k) {
       const { eksKubeConfig } = await import('../cluster/eks-auth.js');
       let eksAuditLogging: boolean | undefined;
+      const describedAt = clock();
       const kubeConfig = await eksKubeConfig({
         clusterName: k.eks.clusterName,
         region: k.eks.region,
@@ -163,7 +168,7 @@ async function buildKube(c: ClusterConfig): Promise<{ kubeConfig?: KubeConfig; e
           eksAuditLogging = info.auditLogging;
         },
       });
-      return { kubeConfig, ...(eksAuditLogging !== undefined ? { eksAuditLogging } : {}) };
+      return { kubeConfig, eksDescribedAt: describedAt, ...(eksAuditLogging !== undefined ? { eksAuditLogging } : {}) };
     }
     if ('inCluster' in k) return { kubeConfig: kubeConfigFor({ inCluster: true }) };
     return { kubeConfig: kubeConfigFor({ kubeconfig: k.kubeconfig, context: k.context }) };
@@ -206,7 +211,7 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
 
   for (const c of config.clusters) {
     const source = createAuditSource(c.audit, { cluster: c.name, onShed: () => metrics.webhookShed.inc({ cluster: c.name }) });
-    const kube = await buildKube(c);
+    const kube = await buildKube(c, clock);
     if (kube.error) logger.error({ cluster: c.name }, kube.error);
     const secretMetadata = 'secretMetadata' in c.kubernetes && c.kubernetes.secretMetadata === true;
     const timeoutMs = config.poll.requestTimeout;
@@ -219,6 +224,26 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       otherSignals: kube.kubeConfig !== undefined, // token metrics and the node probe need Kubernetes access
     });
     blind.setEksAuditLogging(kube.eksAuditLogging);
+    // The logging setup can change while serve runs: read again before a poll once the last reading is an hour old
+    // (src/runtime/blind.ts). Not read at start (Kubernetes access failed): the first poll reads it.
+    const k = c.kubernetes;
+    const eksRecheck =
+      'eks' in k
+        ? new EksLoggingRecheck({
+            monitor: blind,
+            readAt: kube.eksDescribedAt,
+            read: async () => {
+              const { describeEksCluster } = await import('../cluster/eks-auth.js');
+              const info = await describeEksCluster({ clusterName: k.eks.clusterName, region: k.eks.region, abortSignal: AbortSignal.timeout(config.poll.requestTimeout) });
+              return info.auditLogging;
+            },
+            onRead: (err) => {
+              // Scrubbed like the start-up error: the SDK's message may quote a request.
+              if (err !== undefined) logger.warn({ cluster: c.name }, scrubSecrets(`EKS audit logging setup not re-read (the last reading stands): ${err instanceof Error ? err.message : String(err)}`));
+              updateBlindGauge(runtime);
+            },
+          })
+        : undefined;
     const runtime: ClusterRuntime = {
       config: c,
       source,
@@ -246,6 +271,7 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       quietPeriodMs: config.findings.quietPeriod,
       retention: { tokenRecordsMs: config.retention.tokenRecords, pollRunsMs: config.retention.pollRuns, actionLogMs: config.retention.actionLog },
       blind,
+      ...(eksRecheck ? { beforePoll: (at: number) => eksRecheck.due(at) } : {}),
       onFindings: async (findings, outcome) => {
         updateBlindGauge(runtime);
         for (const l of listeners) {
@@ -396,7 +422,7 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
       if ((err as { retryable?: unknown }).retryable === true) {
-        const delay = Math.min(retryBase * 2 ** (tries - 1), 300_000);
+        const delay = backoffDelay(retryBase, tries - 1, 300_000);
         integrationState.set(name, 'unavailable');
         logger.error({ err, integration: name, attempt: tries, retryInSeconds: Math.round(delay / 1000) }, `${message} (attempt ${tries}; retrying in ${Math.round(delay / 1000)} s)`);
         const t = setTimeout(() => {

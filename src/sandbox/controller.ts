@@ -24,6 +24,7 @@
  * Timestamps written are sandbox time (the injected clock), RFC 3339 without fraction, as the API server writes them.
  */
 import { createHash } from 'node:crypto';
+import { RESTARTABLE_KINDS } from '../core/actions.js';
 import type { KubeObject, ObjectStore, WriteEvent } from './fakes/index.js';
 
 /** Annotation holding the template hash a rollout is moving to, while it runs. */
@@ -31,7 +32,7 @@ export const ROLLOUT_ANNOTATION = 'sandbox.tokenwatch.dev/rolling-to';
 /** Annotation holding the pod (JSON) deleted by the current step until its replacement exists. */
 export const REPLACING_ANNOTATION = 'sandbox.tokenwatch.dev/replacing';
 
-const KINDS = new Set(['DaemonSet', 'Deployment', 'StatefulSet']);
+const KINDS: ReadonlySet<string> = new Set(RESTARTABLE_KINDS);
 /** Characters of generated name suffixes (apimachinery `util/rand` `alphanums`). */
 const ALPHANUMS = 'bcdfghjklmnpqrstvwxz2456789';
 

@@ -1,5 +1,5 @@
 /**
- * The sandbox's simulated API-server token metrics and node-probe objects (issue 13), so the sandbox shows both:
+ * The sandbox's simulated API-server token metrics and node-probe objects (docs/design/architecture.md "Signals besides the audit log"), so the sandbox shows both:
  * - {@link SandboxApiServerMetrics}: `/metrics` text of one API-server process started with the sandbox, whose
  *   `serviceaccount_stale_tokens_total` / `serviceaccount_legacy_tokens_total` count the simulated audit traffic;
  * - {@link refreshProbeObjects}: one `tokenwatch-probe-<node>` ConfigMap per node running a pod of a static-token-file

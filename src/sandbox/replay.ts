@@ -24,9 +24,10 @@ import { appendFile, mkdir } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
-import { createReadStats, tokenUseFromJson } from '../audit/reader.js';
+import { createReadStats, tokenUseFromJson } from '../sources/reader.js';
 import { ANNOTATION, USER_EXTRA, type AuditEvent } from '../audit/types.js';
 import { EKS_MAX_SECONDS_AFTER_WARNING, WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS } from '../findings/token-math.js';
+import type { TokenRecord } from '../findings/types.js';
 
 /** Seconds from a bound token's issue to its `warnafter` (the findings stage's constant, with its source). */
 export const ISSUE_TO_WARN_AFTER_SECONDS = WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS;
@@ -114,24 +115,15 @@ export function loadBundle(examplesDir: string): Bundle {
 }
 
 /** A token the examples show in use, learnt from its latest audit event. */
-export interface CredentialTemplate {
+export interface CredentialTemplate
+  extends Pick<TokenRecord, 'subject' | 'namespace' | 'serviceAccount' | 'pod' | 'podUid' | 'node' | 'warnAfter' | 'lastSeen' | 'requests'> {
   /** `stale:<subject>:<pod uid or name>:<warnAfter minute>` or `legacy:<subject>`. */
   key: string;
   kind: 'stale' | 'legacy';
-  subject: string;
-  namespace: string;
-  serviceAccount: string;
-  pod?: string;
-  podUid?: string;
-  node?: string;
   /** Stale tokens: `warnafter`, epoch ms (in the time of the lines it was learnt from). */
   warnAfter?: number;
   /** The ServiceAccount uid the token was issued for (`user.uid`), when the event has it. */
   serviceAccountUid?: string;
-  /** Latest use, epoch ms. */
-  lastSeen: number;
-  /** Requests seen (distinct auditIDs). */
-  requests: number;
   /** Interval between live uses, sandbox ms, within [{@link MIN_INTERVAL_MS}, {@link MAX_INTERVAL_MS}]. */
   intervalMs: number;
   /** The latest event, parsed (the shape live events copy). */

@@ -46,6 +46,7 @@ export const SANDBOX_CHANNEL = { id: 'C0OPSPROD1', name: 'ops-prod-eks' } as con
 export const SANDBOX_USERS: readonly SandboxUser[] = [
   { id: 'U0REQUEST', name: 'Riya', role: 'requester' },
   { id: 'U0APPROVE', name: 'Ahmed', role: 'approver' },
+  { id: 'U0APPROVB', name: 'Mei', role: 'approver' },
   { id: 'U0OUTSIDE', name: 'Olu', role: 'outsider' },
 ];
 /** The fake workspace and bot. */
@@ -194,8 +195,11 @@ export function sandboxConfigFile(o: { dataDir: string; auditLog: string; kubeco
         slack: {
           channel: SANDBOX_CHANNEL.id,
           requesters: ['U0REQUEST', 'U0APPROVE'],
-          approvers: ['U0APPROVE', 'U0REQUEST'],
+          approvers: ['U0APPROVE', 'U0APPROVB', 'U0REQUEST'],
           allowSelfApproval: false,
+          // As the chart and the kustomize base ship it: kube-system (the Multus restart) needs two approvers.
+          protectedNamespaces: ['kube-system'],
+          protectedApprovals: 2,
         },
       },
     ],
@@ -287,7 +291,7 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<SandboxHa
   }
   const templates = learnTemplates(shiftedLines);
   const live = new LiveTraffic({ templates, cluster: clusterView(kube.store), staticTokenSubjects: staticTokenSubjects() });
-  // API-server token metrics and node-probe objects (issue 13), fed by the same simulated traffic and pods.
+  // API-server token metrics and node-probe objects, fed by the same simulated traffic and pods.
   const apiMetrics = new SandboxApiServerMetrics(clock.now()); // a fresh API-server process per sandbox start
   kube.setMetrics(() => apiMetrics.text());
   const proofFor = sandboxProbeProofs(kube, () => clock.now());

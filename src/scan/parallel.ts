@@ -16,14 +16,14 @@
  * Small inputs ({@link PARALLEL_MIN_BYTES}), a single task, pipes and `jobs` 1 are not worth a worker:
  * {@link planParallelRead} returns `undefined` and the caller reads serially.
  */
-import { ErrorCode, TokenwatchError } from '../errors.js';
+import { ErrorCode, TokenwatchError, InputError, errorReason } from '../errors.js';
 import { open, stat, type FileHandle } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import pLimit from 'p-limit';
 import { DETECT_HEAD_BYTES, detectFormat, isGzip } from '../audit/formats.js';
-import { DEFAULT_MAX_LINE_BYTES, STDIN, auditIdConflictMessage, countOnce, noAuditEventError, type ReadProgress, type SeenAuditIDs } from '../audit/reader.js';
-import { InputError, type InputFormat, type ReadNotice, type ReadStats, type TokenUse } from '../audit/types.js';
+import { DEFAULT_MAX_LINE_BYTES, STDIN, auditIdConflictMessage, countOnce, noAuditEventError, type ReadProgress, type SeenAuditIDs } from '../sources/reader.js';
+import type { InputFormat, ReadNotice, ReadStats, TokenUse } from '../audit/types.js';
 import type { WorkerMessage, WorkerReply, WorkerTask } from './worker.js';
 
 /**
@@ -100,14 +100,6 @@ async function closeHandles(handles: FileHandle[]): Promise<void> {
   await Promise.all(handles.map((h) => h.close().catch(() => undefined)));
 }
 
-function reason(err: unknown): string {
-  if (err instanceof Error) {
-    const code = (err as NodeJS.ErrnoException).code;
-    return code && !err.message.startsWith(code) ? `${code}: ${err.message}` : err.message;
-  }
-  return String(err);
-}
-
 /** What the planner needs of a file's first {@link DETECT_HEAD_BYTES} and last 4 bytes. */
 interface FileHead {
   gzip: boolean;
@@ -175,7 +167,7 @@ export async function planParallelRead(files: string[], opts: PlanOptions): Prom
       sizes.set(file, st.size);
     } catch (err) {
       if (err instanceof InputError) throw err;
-      throw new InputError(file, `cannot read file (${reason(err)})`, { cause: err });
+      throw new InputError(file, `cannot read file (${errorReason(err)})`, { cause: err });
     }
   }
   if (opts.jobs <= 1 || !regular) return undefined;

@@ -3,19 +3,20 @@
  * build findings. Used by `tokenwatch scan` and by anything else that wants the same report
  * from files (e.g. a sandbox or a test), without any terminal concerns.
  */
-import { createReadStats, readTokenUses, type ReadOptions, type ReadProgress } from '../audit/reader.js';
+import { createReadStats, readTokenUses, type ReadOptions, type ReadProgress } from '../sources/reader.js';
 import type { ReadNotice, TokenUse } from '../audit/types.js';
 import { loadSnapshot } from '../cluster/snapshot.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import { TokenAggregator } from '../findings/aggregate.js';
-import type { Finding, MaxTokenAge, ScanReport, SeverityThresholds } from '../findings/types.js';
+import type { Finding, ScanReport, SeverityThresholds } from '../findings/types.js';
+import type { MaxTokenAge } from '../config/max-token-age.js';
 import { readinessVerdict, type Readiness } from '../findings/readiness.js';
 import { applyCredentialEvents, detectCredentialEvents, type ClusterEvent } from '../findings/cluster-events.js';
 import { PLAUSIBLE_CLOCK_SKEW_MS, earliestEventTimeOfFiles, latestEventTimeOfFiles } from './latest-event.js';
 import { DAY_MS } from '../core/units.js';
 
 /** Progress of the read of one input file (bytes of the file on disk, compressed for `.gz`). */
-export type { ReadProgress } from '../audit/reader.js';
+export type { ReadProgress } from '../sources/reader.js';
 
 /** Options of {@link runScan}. */
 export interface ScanOptions {

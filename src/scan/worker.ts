@@ -21,8 +21,9 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { createGunzip } from 'node:zlib';
 import { detectFormat } from '../audit/formats.js';
 import { READ_BUFFER_BYTES } from '../audit/needle-search.js';
-import { DEFAULT_MAX_LINE_BYTES, JsonlScanner, createReadStats, readTokenUses, type ReadOptions } from '../audit/reader.js';
-import { InputError, type ReadNotice, type ReadStats, type TokenUse } from '../audit/types.js';
+import { DEFAULT_MAX_LINE_BYTES, JsonlScanner, createReadStats, readTokenUses, type ReadOptions } from '../sources/reader.js';
+import type { ReadNotice, ReadStats, TokenUse } from '../audit/types.js';
+import { InputError, errorReason } from '../errors.js';
 import { TAIL_BYTES, latestEventTimeInTail } from './latest-event.js';
 
 /** Scan the lines of `file` that start in `[start, end)` (byte offsets; `end` = file size for the last range). */
@@ -131,7 +132,7 @@ export function scanRange(task: RangeTask, progress?: Progress): { uses: TokenUs
   try {
     fd = task.fd ?? openSync(task.file, 'r');
   } catch (err) {
-    throw new InputError(task.file, `cannot read file (${reason(err)})`, { cause: err });
+    throw new InputError(task.file, `cannot read file (${errorReason(err)})`, { cause: err });
   }
   // Read straight into the needle search's memory (1 MiB): nothing is copied again to search it.
   // Another reader of this thread holds it: a buffer of the same size (1 MiB reads scan ~8 % faster than 64 KiB).
@@ -148,7 +149,7 @@ export function scanRange(task: RangeTask, progress?: Progress): { uses: TokenUs
       try {
         n = readSync(fd, buf, 0, buf.length, pos);
       } catch (err) {
-        throw new InputError(task.file, `read failed after ${pos} bytes (${reason(err)})`, { cause: err });
+        throw new InputError(task.file, `read failed after ${pos} bytes (${errorReason(err)})`, { cause: err });
       }
       if (n === 0) break;
       progress?.add(n);
@@ -243,14 +244,6 @@ async function scanFile(
   };
   for await (const use of readTokenUses([task.file], stats, opts)) uses.push(use);
   return { uses, stats, notices };
-}
-
-function reason(err: unknown): string {
-  if (err instanceof Error) {
-    const code = (err as NodeJS.ErrnoException).code;
-    return code && !err.message.startsWith(code) ? `${code}: ${err.message}` : err.message;
-  }
-  return String(err);
 }
 
 /** Runs one task and posts its progress and result (or error). Exported for tests; never throws. */

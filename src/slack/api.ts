@@ -11,6 +11,7 @@
  * `channels:history` / `groups:history` (conversations.history, crash recovery of alerts only); chat.getPermalink and
  * views.open need none.
  */
+import { KeyedLock } from '../core/keyed-lock.js';
 import { ErrorCode, TokenwatchError } from '../errors.js';
 import { webApi } from '@slack/bolt';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -117,7 +118,7 @@ export interface ChannelProblem {
 /** See the module docstring. */
 export class SlackApi {
   readonly client: WebClient;
-  private readonly queues = new Map<string, Promise<unknown>>();
+  private readonly queues = new KeyedLock();
   private readonly lastPost = new Map<string, number>();
   private readonly problems = new Map<string, ChannelProblem>();
   private readonly interval: number;
@@ -215,14 +216,7 @@ export class SlackApi {
   }
 
   private inChannel<T>(channel: string, fn: () => Promise<T>): Promise<T> {
-    const prev = this.queues.get(channel) ?? Promise.resolve();
-    const next = prev.then(fn, fn);
-    const tail = next.catch(() => undefined);
-    this.queues.set(channel, tail);
-    void tail.then(() => {
-      if (this.queues.get(channel) === tail) this.queues.delete(channel);
-    });
-    return next;
+    return this.queues.run(channel, fn);
   }
 
   private async call<T>(method: string, channel: string | undefined, fn: () => Promise<T>): Promise<T> {

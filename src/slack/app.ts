@@ -26,7 +26,8 @@ import { ErrorCode, TokenwatchError } from '../errors.js';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { App, HTTPReceiver, LogLevel, SocketModeReceiver, webApi, type Logger as BoltLogger } from '@slack/bolt';
-import { approvalPolicyFor } from '../config/policy.js';
+import { approvalPolicyFor } from '../approvals/from-config.js';
+import type { ClusterEvent } from '../findings/cluster-events.js';
 import { LogRateLimit } from '../observability/log-limit.js';
 import { maskUrl, type Logger } from '../observability/logger.js';
 import type { ProbeCheckReport, VerificationReport } from '../remediation/verify.js';
@@ -39,7 +40,7 @@ import { DEFAULT_SCAN_INTERVAL_MS, TokensCommand } from './commands.js';
 import { IntegrationUnavailableError, type Integration, type SlackContext } from './context.js';
 import { Directory } from './directory.js';
 import { ApprovalFlow } from './flow.js';
-import { persistingMessage } from './messages.js';
+import { clusterEventMessage, persistingMessage } from './messages.js';
 import { httpReplayProperties, replayGuard, socketReplayProperties } from './replay.js';
 import { Notifier } from './notifier.js';
 import { SocketWatchdog } from './watchdog.js';
@@ -366,10 +367,30 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
       await notifier.reply(f, persistingMessage(f, r.approval.action, o, r.completedAt));
     }
   };
-  // The node probe's check of a restart (issue 13): the token file rewritten with a token issued after it, or not.
+  // The node probe's check of a restart: the token file rewritten with a token issued after it, or not.
   const reportProbe = async (r: ProbeCheckReport): Promise<void> => {
     const o = r.outcome;
     await notifier.reply(r.finding.finding, probeCheckMessage({ outcome: o.outcome, finding: r.finding.finding, action: r.approval.action, startedAt: r.startedAt, now: r.now, files: o.files, silent: o.silent }));
+  };
+
+  // A cluster-level credential event (signing-key rotation, issuer change) is said once per cluster: one message in its
+  // channel, before its 401 alerts. Its onset is kept in the store (a restart does not say it again); a post Slack
+  // refuses is tried again at the next poll.
+  const announcedKey = (cluster: string) => `slack:cluster-event:${cluster}`;
+  const announceClusterEvents = async (cluster: string, events: readonly ClusterEvent[]): Promise<void> => {
+    const channel = channels.channelOf(cluster);
+    if (channel === undefined) return;
+    for (const e of events) {
+      if (store.getCursor(announcedKey(cluster)) === e.at) continue;
+      try {
+        await api.post(channel, clusterEventMessage(e));
+      } catch (err) {
+        log.warn({ err, cluster }, 'could not post the cluster-level credential event; trying again at the next poll');
+        continue;
+      }
+      store.setCursor(announcedKey(cluster), e.at);
+      store.logAction({ at: clock(), cluster, actor: null, action: 'cluster.credential-event', target: cluster, result: 'reported', detail: e.summary });
+    }
   };
 
   let stopped = false;
@@ -377,6 +398,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     if (stopped) return;
     await track(
       (async () => {
+        await announceClusterEvents(rt.config.name, outcome.clusterEvents ?? []);
         await notifier.onFindings(rt.config.name, findings, outcome.changes);
         // Findings resolved as quiet that no longer have records (retention) are not among `findings`: update their
         // alerts too (resolved variant, buttons removed).

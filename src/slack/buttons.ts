@@ -13,7 +13,7 @@
  */
 import { createHash, createHmac } from 'node:crypto';
 import type { ActionKind, ActionTarget, TargetKind } from '../approvals/index.js';
-import { RESTARTABLE_KINDS } from '../approvals/index.js';
+import { isRestartableKind } from '../core/actions.js';
 import type { WorkloadRef } from '../cluster/types.js';
 import type { Finding } from '../findings/types.js';
 import type { Store, StoredFinding } from '../store/index.js';
@@ -33,7 +33,7 @@ export interface ResolvedButton {
 
 /** Whether a workload can be rollout-restarted. */
 export function isRestartable(w: WorkloadRef): w is WorkloadRef & { kind: TargetKind } {
-  return (RESTARTABLE_KINDS as readonly string[]).includes(w.kind);
+  return isRestartableKind(w.kind);
 }
 
 /** Every button action a finding can offer (before policy): restarts of its workloads, recreate, snooze, details. */

@@ -8,7 +8,8 @@
  * the current channel. Unknown subcommands and clusters get a reply listing what exists. Cluster names match
  * case-insensitively when only one configured name fits ({@link resolveClusterName}).
  */
-import { approvalsOf, type ActionKind, type ActionTarget } from '../approvals/index.js';
+import { approvalsOf, formatUtc, type ActionKind, type ActionTarget } from '../approvals/index.js';
+import type { ClusterEvent } from '../findings/cluster-events.js';
 import type { Finding, Severity } from '../findings/types.js';
 import { readinessVerdict } from '../findings/readiness.js';
 import { compareFindings } from '../findings/build.js';
@@ -33,7 +34,7 @@ import type { ChannelMap, ChannelRef } from './channels.js';
 import type { RunNowResult, SlackCluster } from './context.js';
 import { scanLimitedMessage, scanMessage, wrongChannelText } from './messages.js';
 import type { Notifier } from './notifier.js';
-import { metricsNotes } from '../metrics/status.js';
+import { metricsNotes } from './metrics-status.js';
 
 /** Dependencies of {@link TokensCommand}. */
 export interface CommandDeps {
@@ -71,6 +72,19 @@ export function resolveClusterName(typed: string, names: Iterable<string>): stri
 /** `notes` of a cluster's status with the readiness line added last. */
 function withReadiness(m: { notes?: string[] }, line: string): { notes: string[] } {
   return { notes: [...(m.notes ?? []), line] };
+}
+
+/**
+ * Adds one status line per cluster-level credential event of the last poll (`src/findings/cluster-events.ts`), e.g.
+ * `cluster event: 6 ServiceAccounts refused at once at 2026-11-20 11:30 UTC (signing-key rotation or issuer change), not
+ * clients caching tokens; still failing: apps/reporter`.
+ */
+function withClusterEvents(m: { notes: string[] }, events: readonly ClusterEvent[]): { notes: string[] } {
+  const lines = events.map((e) => {
+    const still = e.stillFailing.length ? `; still failing: ${e.stillFailing.slice(0, 5).join(', ')}${e.stillFailing.length > 5 ? ` and ${e.stillFailing.length - 5} more` : ''}` : '';
+    return `cluster event: ${e.serviceAccounts} ServiceAccounts refused at once at ${formatUtc(Date.parse(e.at))} (signing-key rotation or issuer change), not clients caching tokens${still}`;
+  });
+  return { notes: [...m.notes, ...lines] };
 }
 
 /** The parsed text of a `/tokens` command. */
@@ -240,7 +254,7 @@ export class TokensCommand {
       alertsBySeverity: counts,
       ...(configured !== undefined ? { channel: { id: this.deps.channels.channelIdOf(name) ?? configured.replace(/^#/, ''), ...(problem ? { error: problem.error } : {}) } } : {}),
       alerts,
-      ...withReadiness(metricsNotes(this.deps.store, rt, h, this.deps.clock()), this.readinessLine(name, open.map((f) => f.finding), h)),
+      ...withClusterEvents(withReadiness(metricsNotes(this.deps.store, rt, h, this.deps.clock()), this.readinessLine(name, open.map((f) => f.finding), h)), h.clusterEvents ?? []),
     };
   }
 

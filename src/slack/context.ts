@@ -6,6 +6,7 @@
 import { ErrorCode, TokenwatchError } from '../errors.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import type { ClusterConfig, Config } from '../config/types.js';
+import type { ClusterEvent } from '../findings/cluster-events.js';
 import type { Finding } from '../findings/types.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -27,6 +28,8 @@ export interface SlackPollHealth {
   metricsError?: string;
   /** Why the last read of the node-probe reports failed, if it did. */
   probeError?: string;
+  /** Cluster-level credential events in the last successful poll's findings (`src/findings/cluster-events.ts`). */
+  clusterEvents?: readonly ClusterEvent[];
   /** Scheduled polls of this cluster that did not run since start: how many, and the latest (due time epoch ms UTC, reason). */
   missed?: { count: number; lastDueAt: number; lastReason: string };
 }
@@ -58,6 +61,8 @@ interface SlackPollOutcome {
   changes: FindingChange[];
   /** Ids of the findings resolved as quiet by this poll. */
   concluded: string[];
+  /** Cluster-level credential events (signing-key rotation, issuer change) in this poll's findings. */
+  clusterEvents?: readonly ClusterEvent[];
 }
 
 /** A listener for fresh findings after each successful poll of a cluster. */

@@ -15,16 +15,8 @@
  * progress in the thread. Every refusal is an ephemeral message saying why, and an action-log row when the cluster
  * is known. A periodic sweep expires requests past `expiresAt` and edits their message.
  */
-import {
-  actionNoun,
-  approvalEvent,
-  canRequest,
-  createApproval,
-  decide,
-  KUBE_EVENT_REASON,
-  type ActionKind,
-  type ApprovalPolicy,
-} from '../approvals/index.js';
+import { approvalEvent, canRequest, createApproval, decide, KUBE_EVENT_REASON, type ActionKind, type ApprovalPolicy } from '../approvals/index.js';
+import { actionNoun, objectLabel } from '../core/actions.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import { DAY_MS } from '../core/units.js';
 import type { Logger } from '../observability/logger.js';
@@ -34,7 +26,6 @@ import {
   commitEvent,
   executeApproval,
   resendPendingProgress,
-  targetLabel,
   type ExecutorDeps,
   type PreflightRecord,
   type Remediator,
@@ -207,11 +198,11 @@ export class ApprovalFlow {
         const notAFix = this.recreateRefusal(btn);
         if (notAFix) return this.refuse(c, btn, notAFix);
         if (!confirmed) return this.confirmRecreate(c, btn);
-        return this.deps.notifier.withLock(`request:${targetLabel(btn.target)}@${btn.target.cluster}`, () => this.request(c, btn, 'recreate-serviceaccount'));
+        return this.deps.notifier.withLock(`request:${objectLabel(btn.target)}@${btn.target.cluster}`, () => this.request(c, btn, 'recreate-serviceaccount'));
       }
       default:
         // One request at a time per target in this process (the store arbitrates between processes).
-        return this.deps.notifier.withLock(`request:${targetLabel(btn.target)}@${btn.target.cluster}`, () => this.request(c, btn, btn.action.action as ActionKind));
+        return this.deps.notifier.withLock(`request:${objectLabel(btn.target)}@${btn.target.cluster}`, () => this.request(c, btn, btn.action.action as ActionKind));
     }
   }
 
@@ -278,12 +269,12 @@ export class ApprovalFlow {
       approvalId: approvalId ?? null,
       actor: c.user,
       action: `${btn.kind}.refused`,
-      target: targetLabel(t),
+      target: objectLabel(t),
       result: 'refused',
       detail: text.replace(/[*`]/g, ''),
     });
     this.refusalTimer ??= setTimeout(() => this.flushRefusals(), REFUSAL_FLUSH_MS);
-    this.deps.logger.info({ user: c.user, cluster: t.cluster, target: targetLabel(t), action: btn.kind, why: text }, 'refused');
+    this.deps.logger.info({ user: c.user, cluster: t.cluster, target: objectLabel(t), action: btn.kind, why: text }, 'refused');
     await c.reply(refusalMessage(text));
   }
 
@@ -348,7 +339,7 @@ export class ApprovalFlow {
     for (const e of claim.expired) {
       this.deps.metrics?.approvals.inc({ cluster: e.target.cluster, outcome: 'expired' });
       // The store wrote the action-log row; the Kubernetes Event of an expiry is written here, as for the sweep.
-      await applyEffects(this.executor, e, [{ type: 'kube-event', reason: KUBE_EVENT_REASON[e.action], eventType: 'Normal', message: `${actionNoun(e.action)} of ${e.target.kind} ${e.target.namespace}/${e.target.name} in ${e.target.cluster} expired without a decision (tokenwatch approval ${e.id})` }], created.approval.createdAt);
+      await applyEffects(this.executor, e, [{ type: 'kube-event', reason: KUBE_EVENT_REASON[e.action], eventType: 'Normal', message: `${actionNoun(e.action)} of ${objectLabel(e.target)} in ${e.target.cluster} expired without a decision (tokenwatch approval ${e.id})` }], created.approval.createdAt);
       await this.updateApprovalMessage(e).catch((err: unknown) => this.deps.logger.warn({ err, approval: e.id }, 'could not edit an expired approval message'));
     }
     if (!claim.ok) return this.refuseOpen(c, btn, action, claim.open);
@@ -369,7 +360,7 @@ export class ApprovalFlow {
       // Nobody could approve a request without a message: release the target at once instead of blocking it until
       // expiry, and tell the requester.
       const why = err instanceof SlackCallError ? `Slack answered ${err.slackError}` : 'Slack did not accept it';
-      this.deps.logger.warn({ err, approval: a.id, target: targetLabel(t) }, 'could not post the approval request; released it');
+      this.deps.logger.warn({ err, approval: a.id, target: objectLabel(t) }, 'could not post the approval request; released it');
       const failed = await commitEvent(this.executor, a.id, approvalEvent.fail(`the approval request could not be posted in Slack (${why}); nothing was changed`));
       if (!failed.ok) this.deps.logger.warn({ approval: a.id, refusal: failed.refusal.reason }, 'could not release the unposted approval request');
       await c.reply(
@@ -419,7 +410,7 @@ export class ApprovalFlow {
     for (const m of this.deps.notifier.membersOf(f.finding)) {
       if (m.status === 'resolved') continue;
       store.setFindingStatus(m.id, { status: 'snoozed', until }, now);
-      store.logAction({ at: now, cluster: t.cluster, findingId: m.id, approvalId: null, actor: c.user, action: 'snooze', target: targetLabel(t), result: 'snoozed', detail: `for ${days} d, until ${new Date(until).toISOString()}` });
+      store.logAction({ at: now, cluster: t.cluster, findingId: m.id, approvalId: null, actor: c.user, action: 'snooze', target: objectLabel(t), result: 'snoozed', detail: `for ${days} d, until ${new Date(until).toISOString()}` });
     }
     await this.deps.notifier.refresh(f.id);
     await this.deps.notifier.reply(f.finding, snoozedMessage(f.finding, c.user, until));
@@ -485,7 +476,10 @@ export class ApprovalFlow {
     }
     const res = await commitEvent(this.executor, a.id, event);
     if (!res.ok) {
-      await this.refuse(c, ctx, refusalText(res.refusal), a.id);
+      // Name the people who may approve as the approval message does: user groups expanded, the requester left out
+      // (a group the requester belongs to must not read as "ask the requester").
+      const refusal = res.refusal.detail.type === 'not-an-approver' ? { detail: { ...res.refusal.detail, approvers: await this.approversOf(a) } } : res.refusal;
+      await this.refuse(c, ctx, refusalText(refusal), a.id);
       if (res.refusal.reason === 'expired' && res.approval?.state === 'requested') await this.expire(a.id);
       return;
     }

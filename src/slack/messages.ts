@@ -4,13 +4,16 @@
  * ServiceAccount recreation (with the restart buttons of its workloads), and channel refusals. Pure, built with the
  * same length-safe text helpers, so Block Kit limits hold for any input.
  */
-import { actionNoun, formatUtc, type Approval } from '../approvals/index.js';
+import { formatUtc, type Approval } from '../approvals/index.js';
+import { actionNoun, objectLabel } from '../core/actions.js';
+import type { ClusterEvent } from '../findings/cluster-events.js';
 import type { Finding } from '../findings/types.js';
 import type { RecreateResult } from '../remediation/kube-remediator.js';
 import type { ConcludedOutcome } from '../remediation/verify.js';
 import {
   code,
   duration,
+  escapeMrkdwn,
   escClip,
   LIMITS,
   listWithin,
@@ -43,8 +46,28 @@ export function alarmMessage(cluster: string, text: string): SlackMessage {
 export function requestedMessage(a: Approval, approvers: readonly string[]): SlackMessage {
   const who = approvers.length ? listWithin(approvers.slice(0, 10).map((u) => `<@${u}>`), 10, ', ', approvers.length) : 'the approvers';
   return section(
-    `🔐 Your ${actionNoun(a.action)} of ${a.target.kind} ${code(`${a.target.namespace}/${a.target.name}`, 300)} is waiting for approval by ${who} in the alert's thread. It expires ${slackDate(a.expiresAt)}; nothing changes until then.`,
-    `Requested: ${actionNoun(a.action)} of ${a.target.kind} ${a.target.namespace}/${a.target.name}; waiting for approval until ${formatUtc(a.expiresAt)}`,
+    `🔐 Your ${actionNoun(a.action)} of ${a.target.kind} ${code(`${a.target.namespace}/${a.target.name}`, 300)} is waiting for approval by ${who} in the alert's thread (${a.requiredApprovals > 1 ? `${escapeMrkdwn(a.target.namespace)} is protected: ${a.requiredApprovals} approvals from different people` : 'one approval'}). It expires ${slackDate(a.expiresAt)}; nothing changes until then.`,
+    `Requested: ${actionNoun(a.action)} of ${objectLabel(a.target)}; waiting for approval until ${formatUtc(a.expiresAt)}`,
+  );
+}
+
+/**
+ * The one message of a cluster-level credential event (`src/findings/cluster-events.ts`), posted once in the cluster's
+ * channel: many ServiceAccounts refused at once is a signing-key rotation or issuer change (clastix/kamaji#1325,
+ * https://github.com/clastix/kamaji/issues/1325), not clients caching tokens; who recovered, who still fails.
+ */
+export function clusterEventMessage(e: ClusterEvent): SlackMessage {
+  const at = Date.parse(e.at);
+  const names = (list: readonly string[]) => listWithin(list.slice(0, 10).map((s) => code(s, 300)), 10, ', ', list.length);
+  const lines = [
+    `🔑 *Cluster-level event in ${escClip(e.cluster, 200)}*: ${plural(e.serviceAccounts, 'ServiceAccount')} across unrelated workloads started getting 401 within one minute at ${slackDate(at)}. The cluster refused their tokens at once, as when its service-account signing key rotates or its issuer changes: these are not clients that cache tokens, and their 401 alerts offer no restart.`,
+    '*Check:* the API server’s `--service-account-key-file` / `--service-account-signing-key-file` and `--service-account-issuer` changes at that time, and that every API server has the new public key.',
+  ];
+  if (e.recovered.length) lines.push(`*Recovered on their own:* ${names(e.recovered)}`);
+  if (e.stillFailing.length) lines.push(`*Still failing after the others recovered* (analysed on their own, restart offered): ${names(e.stillFailing)}`);
+  return section(
+    lines.join('\n'),
+    `[${e.cluster}] cluster-level event: ${e.serviceAccounts} ServiceAccounts refused at once at ${formatUtc(at)} (signing-key rotation or issuer change), not clients caching tokens`,
   );
 }
 
@@ -56,8 +79,17 @@ export function snoozedMessage(f: Finding, user: string, until: number): SlackMe
   );
 }
 
-/** Thread reply when a resolved finding is seen again. */
-export function reopenedMessage(f: Finding, resolvedAt: number | null): SlackMessage {
+/**
+ * Thread reply when a resolved finding is seen again. `late`: reopened by a use delivered after it was resolved as quiet
+ * at `resolvedAt` but dated before that (see `FindingChange.lateUse` in src/store/types.ts).
+ */
+export function reopenedMessage(f: Finding, resolvedAt: number | null, late = false): SlackMessage {
+  if (late && resolvedAt !== null) {
+    return section(
+      `🔁 *Reopened*: ${where(f)} was seen late — a request at ${slackDate(Date.parse(f.lastSeen))}, before it was resolved as quiet ${slackDate(resolvedAt)}, reached tokenwatch only after that (the audit log delivered it late). The quiet period was not quiet; the alert above is current again.`,
+      `[${f.cluster}] ${subjectOf(f)} reopened: a use before its quiet resolution was seen late`,
+    );
+  }
   const since = resolvedAt !== null ? ` after it was resolved ${slackDate(resolvedAt)}` : '';
   return section(
     `🔁 *Reopened*: ${where(f)} was seen again${since} (last request ${slackDate(Date.parse(f.lastSeen))}). The alert above is current again.`,

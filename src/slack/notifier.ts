@@ -13,7 +13,8 @@
  * - a signal started (e.g. the first 401s of a ServiceAccount with stale tokens) or stopped while others stay live →
  *   a reply in the thread saying so;
  * - every finding resolved (verified, or quiet) → the alert is updated in place to its resolved variant (✅ header,
- *   why, no buttons); seen again → a "reopened" reply, buttons back;
+ *   why, no buttons); seen again → a "reopened" reply, buttons back (reopened by a use delivered late into a
+ *   quiet-resolved period, `FindingChange.lateUse`, the reply says it was seen late);
  * - per-kind messages of an earlier version (one alert per finding) are merged: the newest is kept and shows the
  *   group, each other one is edited once to point at it.
  * Every message names the cluster. Posts to a channel are serialized and spaced (`SlackApi`), and work on one
@@ -21,6 +22,7 @@
  * A channel that cannot be posted to (bot not invited, archived) stops the round for that cluster; the problem is
  * logged once and shown by `/tokens status`.
  */
+import { KeyedLock } from '../core/keyed-lock.js';
 import { createHash } from 'node:crypto';
 import type { ApprovalPolicy } from '../approvals/index.js';
 import { namespaceAllowed } from '../approvals/index.js';
@@ -29,6 +31,7 @@ import { DAY_MS, HOUR_MS } from '../core/units.js';
 import { compareFindings } from '../findings/build.js';
 import { FINDING_KIND_ORDER, groupFindings, groupIdOf, worstSeverity } from '../findings/groups.js';
 import { SEVERITY_RANK, type Finding, type FindingKind } from '../findings/types.js';
+import { isCredentialEventFinding } from '../findings/cluster-events.js';
 import type { Logger } from '../observability/logger.js';
 import type { FindingChange, MessageLocation, MessageRef, Store, StoredFinding } from '../store/index.js';
 import { SlackCallError, type SlackApi } from './api.js';
@@ -98,21 +101,14 @@ export function messageHash(msg: SlackMessage): string {
 
 /** See the module docstring. */
 export class Notifier {
-  private readonly locks = new Map<string, Promise<unknown>>();
+  private readonly locks = new KeyedLock();
   private readonly podsTotal = new Map<string, { value: number | undefined; at: number }>();
 
   constructor(private readonly deps: NotifierDeps) {}
 
   /** Runs `fn` after every earlier task for the same key (finding id) has finished. */
   withLock<T>(key: string, fn: () => Promise<T>): Promise<T> {
-    const prev = this.locks.get(key) ?? Promise.resolve();
-    const next = prev.then(fn, fn);
-    const tail = next.catch(() => undefined);
-    this.locks.set(key, tail);
-    void tail.then(() => {
-      if (this.locks.get(key) === tail) this.locks.delete(key);
-    });
-    return next;
+    return this.locks.run(key, fn);
   }
 
   /**
@@ -128,6 +124,8 @@ export class Notifier {
       if (a.action === 'snooze') return policy.actions.includes('snooze') ? this.deps.ids.idFor(f.id, a) : undefined;
       if (!act || !policy.actions.includes(a.action)) return undefined;
       if (a.action === 'recreate-serviceaccount' && f.kind === 'unauthorized') return undefined;
+      // 401s of a cluster-level credential event (signing-key rotation) that recovered: nothing of this client to restart.
+      if (a.action === 'restart' && isCredentialEventFinding(f)) return undefined;
       // A cluster-level finding from API-server metrics (namespace `*`) names no ServiceAccount to act on.
       if (a.action === 'recreate-serviceaccount' && f.namespace === '*') return undefined;
       const ns = a.action === 'restart' ? a.workload.namespace : f.namespace;
@@ -278,7 +276,7 @@ export class Notifier {
       if (open.length === 0) return;
       const msg = this.renderGroup(members, now);
       // A process that died between chat.postMessage and saving the ref left an intent: find that message by its
-      // metadata (the group id) and adopt it instead of posting the alert twice.
+      // metadata (the group id) and adopt it instead of posting the alert twice (docs/slack.md, "Crash safety").
       const intent = store.getGroupIntent(gid);
       const at = this.deps.channels.channelIdOf(lead.cluster) ?? intent?.channel ?? channel;
       if (intent) {
@@ -312,7 +310,8 @@ export class Notifier {
     }
     const reopened = members.find((m) => byId.get(m.id)?.previousStatus === 'resolved' && byId.get(m.id)?.status === 'open');
     if (reopened && ref.signals.length === 0) {
-      await api.post(at.channel, reopenedMessage(reopened.finding, null), at.ts);
+      const late = byId.get(reopened.id)?.lateUse;
+      await api.post(at.channel, reopenedMessage(reopened.finding, late?.resolvedAt ?? null, late !== undefined), at.ts);
     } else if (live.length) {
       const started = kinds.filter((k) => !ref.signals.includes(k));
       const stopped = ref.signals.filter((k) => !kinds.includes(k));

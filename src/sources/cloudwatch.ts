@@ -32,6 +32,7 @@
  * IAM: `logs:FilterLogEvents` (filter), `logs:StartQuery`, `logs:GetQueryResults`, `logs:StopQuery` (insights) on
  * the log group.
  */
+import { backoffDelay } from '../core/backoff.js';
 import { ErrorCode, TokenwatchError } from '../errors.js';
 import {
   CloudWatchLogsClient,
@@ -221,7 +222,7 @@ export class CloudWatchSource implements AuditSource {
       if (opts.credentials) config.credentials = opts.credentials;
       if (opts.sdkRetryDelayMs !== undefined) {
         const base = opts.sdkRetryDelayMs;
-        config.retryStrategy = new ConfiguredRetryStrategy(maxAttempts, (attempt) => base * 2 ** Math.max(0, attempt - 1));
+        config.retryStrategy = new ConfiguredRetryStrategy(maxAttempts, (attempt) => backoffDelay(base, attempt - 1));
       }
       this.client = new CloudWatchLogsClient(config);
     }

@@ -8,10 +8,8 @@ import type { AuditSource } from './types.js';
 import { WebhookSource } from './webhook.js';
 import { readFileSync } from 'node:fs';
 import { ErrorCode, TokenwatchError } from '../errors.js';
-import { NoAuditSource } from '../metrics/no-audit.js';
+import { NoAuditSource } from './no-audit.js';
 
-export { CloudWatchSource } from './cloudwatch.js';
-export { FileSource } from './file.js';
 export type { AuditSource } from './types.js';
 
 /**

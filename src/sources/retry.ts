@@ -7,6 +7,7 @@
  * (repost.aws knowledge-center/cloudwatch-logs-throttling); many clusters polling the same account can see long
  * throttling storms, and the SDK's retry quota (token bucket) may refuse retries during one.
  */
+import { backoffDelay } from '../core/backoff.js';
 import { setTimeout as wait } from 'node:timers/promises';
 import { SourceError } from './types.js';
 
@@ -114,8 +115,7 @@ export class RetryBudget {
     if (!isRetryable(err)) {
       throw new SourceError(`${this.describe} failed: ${code}: ${message}`, this.sourceId, code, false, { cause: err });
     }
-    const exp = this.policy.baseDelayMs * 2 ** this.retries;
-    const capped = Math.min(this.policy.maxDelayMs, exp);
+    const capped = backoffDelay(this.policy.baseDelayMs, this.retries, this.policy.maxDelayMs);
     const delay = Math.round(capped / 2 + (capped / 2) * this.random());
     if (this.retries >= this.policy.maxRetries || this.waitedMs + delay > this.policy.budgetMs) {
       const secs = ((performance.now() - this.started) / 1000).toFixed(1);

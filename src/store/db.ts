@@ -10,13 +10,14 @@
  * better-sqlite3 `docs/api.md` (`Database#transaction`, `.immediate`).
  */
 import { ErrorCode, TokenwatchError } from '../errors.js';
-import type { TokenCounters, TokenMetricsSample } from '../metrics/token-metrics.js';
+import type { TokenCounters, TokenMetricsSample } from '../findings/token-metrics.js';
 import { mkdirSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import Database from 'better-sqlite3';
-import { actionNoun, describeTarget, type ApprovalState, type DryRunResult, type Vote } from '../approvals/machine.js';
+import type { ApprovalState, DryRunResult, Vote } from '../approvals/machine.js';
+import { actionNoun, describeTarget, objectLabel } from '../core/actions.js';
 import type { Finding, FindingKind, Severity, TokenRecord } from '../findings/types.js';
 import { MIGRATIONS } from './migrations.js';
 import type {
@@ -156,6 +157,24 @@ function timeOf(iso: string | null): number | null {
   if (iso === null) return null;
   const t = Date.parse(iso);
   return Number.isFinite(t) ? t : null;
+}
+
+/**
+ * Whether `next` carries a use of a finding resolved as quiet at `resolvedAt` that the resolution could not know: a use
+ * not seen before (the request count rose) whose time lies inside the quiet-resolved period — after the last use the
+ * stored finding had (the silence began there) and at or before `resolvedAt` (later uses reopen anyway).
+ */
+function isLateUse(old: Pick<FindingRow, 'finding'>, next: Finding, resolvedAt: number): boolean {
+  let before: Pick<Finding, 'requests' | 'lastSeen'>;
+  try {
+    before = JSON.parse(old.finding) as Finding;
+  } catch {
+    return false;
+  }
+  const prevLast = timeOf(before.lastSeen);
+  const nextLast = timeOf(next.lastSeen);
+  if (prevLast === null || nextLast === null || typeof before.requests !== 'number') return false;
+  return next.requests > before.requests && nextLast > prevLast && nextLast <= resolvedAt;
 }
 
 function isConstraint(err: unknown, code: string): boolean {
@@ -575,7 +594,14 @@ class SqliteStore implements Store {
         let snoozedUntil = old.snoozed_until;
         let resolvedAt = old.resolved_at;
         let resolution = old.resolution ?? null;
+        let lateUse: FindingChange['lateUse'];
         if (status === 'resolved' && resolvedAt !== null && lastSeen > resolvedAt) {
+          status = 'open';
+          resolvedAt = null;
+          resolution = null;
+        } else if (status === 'resolved' && resolvedAt !== null && resolution === 'quiet' && isLateUse(old, f, resolvedAt)) {
+          // The quiet period the resolution relied on was not quiet: a use inside it arrived after the resolution.
+          lateUse = { resolvedAt };
           status = 'open';
           resolvedAt = null;
           resolution = null;
@@ -593,6 +619,7 @@ class SqliteStore implements Store {
           previousSeverity: old.severity,
           status,
           previousStatus: old.status,
+          ...(lateUse ? { lateUse } : {}),
         };
       }),
     );
@@ -766,7 +793,7 @@ class SqliteStore implements Store {
           approvalId: old.id,
           actor: null,
           action: `${old.action}.expired`,
-          target: `${old.target.kind} ${old.target.namespace}/${old.target.name}`,
+          target: objectLabel(old.target),
           result: 'expired',
           detail: `${actionNoun(old.action)} of ${describeTarget(old.target)} expired without a decision`,
         });

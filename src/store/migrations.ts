@@ -6,7 +6,7 @@
  * Times are INTEGER epoch ms UTC; JSON documents are TEXT.
  */
 
-/** Step 1 (live mode, issue #3): cursors, seen auditIDs, token records, findings, poll runs. */
+/** Step 1 (live mode, docs/design/architecture.md "Live mode"): cursors, seen auditIDs, token records, findings, poll runs. */
 const V1 = `
 CREATE TABLE cursors (
   source_id  TEXT PRIMARY KEY,
@@ -66,7 +66,7 @@ CREATE TABLE poll_runs (
 CREATE INDEX poll_runs_by_cluster ON poll_runs (cluster, id);
 `;
 
-/** Step 2 (Slack and approvals, issue #4): message refs, approvals, votes, action log. */
+/** Step 2 (docs/design/architecture.md "Slack and approvals"): message refs, approvals, votes, action log. */
 const V2 = `
 CREATE TABLE message_refs (
   finding_id  TEXT PRIMARY KEY REFERENCES findings (id) ON DELETE CASCADE,
@@ -137,7 +137,7 @@ CREATE INDEX slack_seen_requests_by_expiry ON slack_seen_requests (expires_at);
 `;
 
 /**
- * API-server token metrics (issue 13): one row per `/metrics` scrape, keyed by the API-server process
+ * API-server token metrics (docs/design/architecture.md "Signals besides the audit log"): one row per `/metrics` scrape, keyed by the API-server process
  * (`process_start_time_seconds` in epoch ms), so rates are computed only between scrapes of one process.
  * `counters` is a JSON object of the `serviceaccount_*` counters (`TokenCounters`).
  */
@@ -153,7 +153,7 @@ CREATE INDEX token_metric_samples_by_time ON token_metric_samples (cluster, scra
 `;
 
 /**
- * Step (issue #10 §1 and §3): one open action per target, and what an action did, for crash-safe resumption.
+ * Step (docs/design/architecture.md "Slack and approvals": one open action per target, crash-safe steps): one open action per target, and what an action did, for crash-safe resumption.
  * - `target_key` = cluster␟kind␟namespace␟name of the object the action changes; `subject_key` =
  *   cluster␟namespace␟serviceAccount the action is about (the finding's ServiceAccount for a restart, the
  *   ServiceAccount itself for a recreation). `Store.claimApproval` refuses a new request while an open one
@@ -189,7 +189,7 @@ CREATE TABLE alert_intents (
 `;
 
 /**
- * Findings that conclude (issue 10.2): why a finding was resolved — `verified` (a fix was verified), `quiet` (its
+ * Findings that conclude (docs/live-mode.md, "Findings that conclude"): why a finding was resolved — `verified` (a fix was verified), `quiet` (its
  * signal stayed absent for the quiet period while polls succeeded), `manual` — shown on its alert. Null for findings
  * resolved before this step and for unresolved ones.
  */
@@ -250,5 +250,3 @@ export const MIGRATIONS: readonly string[] = [
   V_ALERT_GROUPS,
 ];
 
-/** The schema version this build writes. */
-export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -6,7 +6,7 @@
  * {@link Store.transaction}: a poll stores its new token records, the auditIDs it saw and the source cursor in
  * one transaction, so a crash mid-poll neither loses nor double-counts an audit event.
  */
-import type { TokenMetricsSample } from '../metrics/token-metrics.js';
+import type { TokenMetricsSample } from '../findings/token-metrics.js';
 import type { Approval, ApprovalState, DryRunResult, Vote } from '../approvals/machine.js';
 import type { Finding, FindingKind, Severity, TokenRecord } from '../findings/types.js';
 
@@ -56,6 +56,13 @@ export interface FindingChange {
   status: FindingStatus;
   /** Status before this save, null when new. */
   previousStatus: FindingStatus | null;
+  /**
+   * Set when this save reopened a finding resolved as quiet because of a use delivered late: not seen before (its
+   * request count rose) and dated inside the quiet-resolved period (after the last use the resolution relied on, at or
+   * before `resolvedAt`), e.g. an audit event CloudWatch delivered after the poll that resolved it, inside the poll
+   * overlap. `resolvedAt`: when it had been resolved, epoch ms.
+   */
+  lateUse?: { resolvedAt: number };
 }
 
 /** Why a finding was resolved (see {@link StoredFinding.resolution}). */
@@ -135,7 +142,7 @@ export interface MessageLocation {
 
 /**
  * What a running action did, recorded as it goes so that a process that resumes it (after a crash or a leader
- * change) knows which Kubernetes writes were made (issue #10 §3). JSON in the store.
+ * change) knows which Kubernetes writes were made (docs/design/architecture.md "Slack and approvals"). JSON in the store.
  */
 export interface ExecutionRecord {
   /** Restart: the strategic-merge PATCH was answered (its response's `metadata.generation`). */
@@ -353,7 +360,8 @@ export interface Store {
   /**
    * Saves the current findings of `cluster` (insert or update) as of `now`; a finding identical to the stored one
    * (same JSON, same status) is not written. New findings are `open`.
-   * A `resolved` finding whose `lastSeen` is after its `resolvedAt` is reopened (a recurrence); a `snoozed`
+   * A `resolved` finding whose `lastSeen` is after its `resolvedAt` is reopened (a recurrence); one resolved as
+   * `quiet` is also reopened by a late use (see {@link FindingChange.lateUse}); a `snoozed`
    * finding whose `snoozedUntil` ≤ `now` is reopened. Findings of the cluster not in `findings` are left as
    * they are. @throws {StoreError} when a finding belongs to another cluster.
    */
@@ -439,7 +447,7 @@ export interface Store {
    */
   pruneActionLog(olderThan: number): number;
 
-  // --- API-server token metrics (issue 13)
+  // --- API-server token metrics
   /** Stores one scrape; a sample without a known process start is not stored (no rate can use it). */
   saveTokenMetricSample(cluster: string, sample: TokenMetricsSample): void;
   /** The latest stored scrape of `cluster` from the API-server process started at `processStartAt` (epoch ms). */

@@ -1,15 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { z } from 'zod';
-import {
-  approvalPolicySchema,
-  DEFAULT_EXPIRY_MS,
-  definePolicy,
-  isListed,
-  matchesNamespace,
-  namespaceAllowed,
-  requiredApprovalsFor,
-  resolveMembers,
-} from '../../src/approvals/policy.js';
+import { approvalPolicyFor } from '../../src/approvals/from-config.js';
+import { parseConfig } from '../../src/config/index.js';
+import { isListed, matchesNamespace, namespaceAllowed, requiredApprovalsFor, resolveMembers } from '../../src/approvals/policy.js';
+import { definePolicy } from './helpers.js';
 
 describe('resolveMembers', () => {
   const groups: Record<string, string[]> = { S0OPS00001: ['U0AAAAAAA1', 'U0BBBBBBB2'], S0SRE00001: ['U0BBBBBBB2', 'W0CCCCCCC3'] };
@@ -57,45 +50,33 @@ describe('policy helpers', () => {
     expect(requiredApprovalsFor('default', p)).toBe(1);
   });
 
-  it('defaults: nobody approves, anyone requests, no self-approval, 30 min expiry, restart and snooze', () => {
+  it('defaults: nobody approves, anyone requests, no self-approval, 2 approvals when protected, 30 min expiry, all three actions', () => {
     expect(definePolicy()).toEqual({
       requesters: ['*'],
       approvers: [],
       allowSelfApproval: false,
       protectedNamespaces: [],
       protectedApprovals: 2,
-      actions: ['restart', 'snooze'],
+      actions: ['restart', 'recreate-serviceaccount', 'snooze'],
       namespaces: { allow: [], deny: [] },
       expiryMs: 30 * 60 * 1000,
     });
   });
-});
 
-describe('approvalPolicySchema', () => {
-  it('fills defaults', () => {
-    expect(approvalPolicySchema.parse({ approvers: ['S0OPS00001'] })).toEqual({ ...definePolicy({ approvers: ['S0OPS00001'] }), expiryMs: DEFAULT_EXPIRY_MS });
-  });
-
-  it('reports every bad field at once', () => {
-    const r = approvalPolicySchema.safeParse({ approvers: ['*', 'alice'], requesters: ['U0AAAAAAA1', 'bob'], protectedNamespaces: ['Kube System'], expiryMs: -1 });
-    expect(r.success).toBe(false);
-    const paths = r.success ? [] : r.error.issues.map((i) => i.path.join('.'));
-    expect(paths.sort()).toEqual(['approvers.0', 'approvers.1', 'expiryMs', 'protectedNamespaces.0', 'requesters.1']);
-    expect(r.success ? '' : z.prettifyError(r.error)).toContain('must be a Slack user id (U…/W…) or user-group id (S…)');
-  });
-
-  it('requires at least one approver', () => {
-    const r = approvalPolicySchema.safeParse({ approvers: [] });
-    expect(r.success ? '' : r.error.issues[0]?.message).toBe('at least one approver (user or user group) is required');
+  it('has the defaults the config fills in (one source: what `serve` runs with)', () => {
+    const config = parseConfig(
+      { slack: {}, clusters: [{ name: 'prod', audit: { file: { path: 'a.log' } }, slack: { channel: 'C0AAA', approvers: ['U0APPROVE1'] } }] },
+      {},
+    );
+    expect(approvalPolicyFor(config.clusters[0]!, config)).toEqual(definePolicy({ approvers: ['U0APPROVE1'] }));
   });
 });
 
-describe('approvalPolicySchema namespace patterns', () => {
+describe('namespace patterns of the policy (the config grammar)', () => {
+  const withProtected = (patterns: string[]) => () =>
+    parseConfig({ slack: {}, clusters: [{ name: 'prod', audit: { file: { path: 'a.log' } }, slack: { channel: 'C0AAA', approvers: ['U01', 'U02'], protectedNamespaces: patterns } }] }, {});
   it('accepts prefix patterns ending in -* (as the config does) and rejects malformed ones', () => {
-    const ok = approvalPolicySchema.safeParse({ approvers: ['U01'], protectedNamespaces: ['kube-*', 'prod*', '*', 'ci'] });
-    expect(ok.success).toBe(true);
-    for (const bad of ['Kube-*', '*-system', 'a**', '-x']) {
-      expect(approvalPolicySchema.safeParse({ approvers: ['U01'], protectedNamespaces: [bad] }).success, bad).toBe(false);
-    }
+    expect(withProtected(['kube-*', 'prod*', '*', 'ci'])().clusters[0]!.slack?.protectedNamespaces).toEqual(['kube-*', 'prod*', '*', 'ci']);
+    for (const bad of ['Kube-*', '*-system', 'a**', '-x']) expect(withProtected([bad]), bad).toThrow();
   });
 });

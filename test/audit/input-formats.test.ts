@@ -1,5 +1,5 @@
 /**
- * Issue 9 §1 / issue 14 §1: every common way audit events leave CloudWatch is read, and a file without one
+ * Every common way audit events leave CloudWatch is read, and a file without one
  * readable audit event is an error, never a silent miss. One small input per kind.
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -7,9 +7,11 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createReadStats, detectFormat, readTokenUses, type ReadOptions } from '../../src/audit/reader.js';
+import { createReadStats, readTokenUses, type ReadOptions } from '../../src/sources/reader.js';
+import { detectFormat } from '../../src/audit/formats.js';
 import { parseInsightsTimestamp, tokenUseFromInsightsRow } from '../../src/audit/insights-rows.js';
-import { InputError, type ReadNotice, type ReadStats, type TokenUse } from '../../src/audit/types.js';
+import type { ReadNotice, ReadStats, TokenUse } from '../../src/audit/types.js';
+import { InputError } from '../../src/errors.js';
 
 const SA = 'system:serviceaccount:kube-system:edge-router';
 
@@ -287,7 +289,7 @@ describe('a file without one readable audit event is an error (exit 2), not a si
   });
 });
 
-describe('hostile heads (issue 14)', () => {
+describe('hostile heads', () => {
   it('skips a leading NUL block (the hole copytruncate leaves) and says so', async () => {
     const f = await file(Buffer.concat([Buffer.alloc(200_000), Buffer.from(`${event('after-hole', 5)}\n`)]), '.log');
     const { uses, notices } = await read([f]);

@@ -8,7 +8,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { COPY_BYTES, MAX_NEEDLE_BYTES, READ_BUFFER_BYTES, needleSearch } from '../../src/audit/needle-search.js';
 import { NEEDLE_SEARCH_WASM } from '../../src/audit/needle-search-wasm.js';
-import { JsonlScanner, createReadStats } from '../../src/audit/reader.js';
+import { JsonlScanner, createReadStats } from '../../src/sources/reader.js';
 import { TOKEN_ANNOTATION_NEEDLE, UNAUTHORIZED_NEEDLE } from '../../src/audit/records.js';
 import type { TokenUse } from '../../src/audit/types.js';
 // @ts-expect-error -- a plain .mjs script without types

@@ -4,9 +4,11 @@ import path from 'node:path';
 import { gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JsonExportScanner, JsonlScanner, createReadStats, readTokenUses } from '../../src/audit/reader.js';
+import { JsonlScanner, createReadStats, readTokenUses } from '../../src/sources/reader.js';
+import { JsonExportScanner } from '../../src/audit/json-export-scanner.js';
 import { tokenUseFromRecordText } from '../../src/audit/records.js';
-import { InputError, type ReadStats, type TokenUse } from '../../src/audit/types.js';
+import type { ReadStats, TokenUse } from '../../src/audit/types.js';
+import { InputError } from '../../src/errors.js';
 
 const FIX = path.join(path.dirname(new URL(import.meta.url).pathname), '../fixtures/audit');
 

@@ -3,8 +3,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createReadStats, detectFormat, readTokenUses, type ReadOptions } from '../../src/audit/reader.js';
-import { InputError, type ReadStats, type TokenUse } from '../../src/audit/types.js';
+import { createReadStats, readTokenUses, type ReadOptions } from '../../src/sources/reader.js';
+import { detectFormat } from '../../src/audit/formats.js';
+import type { ReadStats, TokenUse } from '../../src/audit/types.js';
+import { InputError } from '../../src/errors.js';
 
 const FIX = path.join(path.dirname(new URL(import.meta.url).pathname), '../fixtures/audit');
 const fx = (name: string): string => path.join(FIX, name);

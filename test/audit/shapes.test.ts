@@ -10,11 +10,13 @@ import { spawn } from 'node:child_process';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { detectFormat } from '../../src/audit/formats.js';
-import { createReadStats, readTokenUses } from '../../src/audit/reader.js';
-import { InputError, type InputFormat, type TokenUse } from '../../src/audit/types.js';
+import { createReadStats, readTokenUses } from '../../src/sources/reader.js';
+import type { InputFormat, TokenUse } from '../../src/audit/types.js';
+import { InputError } from '../../src/errors.js';
 import { planParallelRead, readParallel } from '../../src/scan/parallel.js';
 import { runScan, type ScanResult } from '../../src/scan/run.js';
 import { ROOT } from '../cli/run-cli.js';
+import { cliMain } from '../support/build.js';
 
 const FIX = path.join(path.dirname(new URL(import.meta.url).pathname), '../fixtures/audit/shapes');
 const NOW = Date.parse('2026-11-20T00:00:00Z');
@@ -170,7 +172,7 @@ describe('input shapes', () => {
 
 function cli(args: string[], stdin: Buffer): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['bin/tokenwatch.js', ...args], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [cliMain(), ...args], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     child.stdout.on('data', (b: Buffer) => out.push(b));

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { eventTimeMs, parseRfc3339Ms, toTokenUse } from '../../src/audit/token-use.js';
-import { createReadStats, mayHoldTokenUse, tokenUseFromJson } from '../../src/audit/reader.js';
+import { createReadStats, tokenUseFromJson } from '../../src/sources/reader.js';
+import { mayHoldTokenUse } from '../../src/audit/records.js';
 import type { AuditEvent } from '../../src/audit/types.js';
 
 const MULTUS_EXTRA = {

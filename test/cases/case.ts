@@ -1,7 +1,7 @@
 /**
- * Runs a case from `test/fixtures/cases/<slug>/` (copies of the shared public-report cases: input files,
+ * Runs a case from `test/fixtures/cases/<slug>/` (cases from public reports: input files,
  * `cluster.json`, `expected.json`) through the same pipeline `tokenwatch scan --cluster prod --format json` runs,
- * and asserts every value of `expected.json` (the rules of shared/tools/check-cases.mjs; `soft` checks are
+ * and asserts every value of `expected.json` (the rules each case's README states; `soft` checks are
  * asserted too unless listed there).
  */
 import { readFileSync } from 'node:fs';

@@ -1,4 +1,4 @@
-/** Case legacy-invalidated-401 (shared/cases; issue 9 §2): one finding per ServiceAccount for invalidated legacy tokens. */
+/** Case legacy-invalidated-401 (test/fixtures/cases/legacy-invalidated-401): one finding per ServiceAccount for invalidated legacy tokens. */
 import { describe, expect, it } from 'vitest';
 import { findingOf, scanCase } from './helpers.js';
 

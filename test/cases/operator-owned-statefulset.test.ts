@@ -1,4 +1,4 @@
-/** Case operator-owned-statefulset (shared/cases; issue 9 §4): Pod → StatefulSet → custom resource names the StatefulSet. */
+/** Case operator-owned-statefulset (test/fixtures/cases/operator-owned-statefulset): Pod → StatefulSet → custom resource names the StatefulSet. */
 import { describe, expect, it } from 'vitest';
 import { findingButtons } from '../../src/slack/blocks/finding.js';
 import { findingOf, scanCase } from './helpers.js';

@@ -1,4 +1,4 @@
-/** Case restarted-before-scan (shared/cases; issue 9 §3): tokens of replaced pods are not a token file, nor live. */
+/** Case restarted-before-scan (test/fixtures/cases/restarted-before-scan): tokens of replaced pods are not a token file, nor live. */
 import { describe, expect, it } from 'vitest';
 import { findingOf, scanCase } from './helpers.js';
 

@@ -4,10 +4,9 @@
  */
 import type { Command } from 'commander';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { InputError } from '../../src/audit/types.js';
+import { InputError, ErrorCode, TokenwatchError } from '../../src/errors.js';
 import { cliOutcome, inputErrorMessage, runCli, UsageError } from '../../src/cli/program.js';
 import { ConfigError } from '../../src/config/schema.js';
-import { ErrorCode, TokenwatchError } from '../../src/errors.js';
 import { SourceError } from '../../src/sources/types.js';
 
 /** A program whose `boom` command throws `err`. */

@@ -1,6 +1,7 @@
 /**
- * `tokenwatch scan --jobs`: documented, validated, capped at the available CPUs, and the real CLI (run from the
- * TypeScript sources through tsx, as without `dist/`) prints the same JSON with worker threads as without.
+ * `tokenwatch scan --jobs`: documented, validated, capped at the available CPUs, and the real CLI prints the same JSON with
+ * worker threads as without: the bundle with one thread, the TypeScript sources through tsx (`bin/tokenwatch.js` without
+ * `dist/`, whose workers start from `worker-tsx.mjs`) with two.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
@@ -70,7 +71,7 @@ describe('tokenwatch scan --jobs', () => {
     }
     writeFileSync(file, `${lines.join('\n')}\n`); // ~72 MB
     const args = ['scan', '--format', 'json', '--audit-log', file];
-    const [one, two] = await Promise.all([runCli([...args, '--jobs', '1']), runCli([...args, '--jobs', '2'])]);
+    const [one, two] = await Promise.all([runCli([...args, '--jobs', '1']), runCli([...args, '--jobs', '2'], {}, { sources: true })]);
     expect(one.stderr).toBe('');
     expect(two.stderr).toBe('');
     expect(two.code).toBe(0);

@@ -1,6 +1,11 @@
-/** Runs the real `tokenwatch` CLI (`node bin/tokenwatch.js …`) as a child process. */
+/**
+ * Runs the real `tokenwatch` CLI as a child process: the bundle that test/global-setup.ts builds once per run (what
+ * `npm run build` makes and the package ships), or with `{ sources: true }` `node bin/tokenwatch.js …` from the
+ * repository, which in a checkout without `dist/` runs the TypeScript sources through tsx (~0.5 s of CPU more per start).
+ */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { cliMain } from '../support/build.js';
 
 /** Repository root. */
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -11,17 +16,23 @@ export interface CliRun {
   stderr: string;
 }
 
+/** Options of {@link runCli}. */
+export interface RunCliOptions {
+  /** Run `bin/tokenwatch.js` (the TypeScript sources through tsx when there is no `dist/`) instead of the test bundle. */
+  sources?: boolean;
+}
+
 /**
- * Runs `node bin/tokenwatch.js ...args` from the repository root with `NO_COLOR` unset and
- * stdout/stderr as pipes (so not TTYs). Resolves with the exit code and the full output.
+ * Runs `tokenwatch ...args` (the test bundle, see the module doc) from the repository root with `FORCE_COLOR` unset
+ * and stdout/stderr as pipes (so not TTYs). Resolves with the exit code and the full output.
  */
-export function runCli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<CliRun> {
+export function runCli(args: string[], env: NodeJS.ProcessEnv = {}, opts: RunCliOptions = {}): Promise<CliRun> {
   return new Promise((resolve, reject) => {
     const childEnv: NodeJS.ProcessEnv = { ...process.env, ...env };
     delete childEnv.FORCE_COLOR;
     // The table fits COLUMNS when stdout is not a terminal: only a test that asks for a width gets one.
     if (env.COLUMNS === undefined) delete childEnv.COLUMNS;
-    const child = spawn(process.execPath, ['bin/tokenwatch.js', ...args], {
+    const child = spawn(process.execPath, [opts.sources ? 'bin/tokenwatch.js' : cliMain(), ...args], {
       cwd: ROOT,
       env: childEnv,
       stdio: ['ignore', 'pipe', 'pipe'],

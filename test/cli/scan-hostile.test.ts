@@ -1,5 +1,5 @@
 /**
- * `scan` on hostile or unusual input (issue 14 §1–2, issue 9 §1): errors name the file, warnings go to stderr
+ * `scan` on hostile or unusual input: errors name the file, warnings go to stderr
  * and the JSON `warnings`, the table escapes control characters, progress shows for long reads, tails stop
  * when the read fails.
  */
@@ -10,7 +10,8 @@ import { PassThrough } from 'node:stream';
 import { gzipSync } from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
 import { jsonDocument } from '../../src/cli/commands/scan.js';
-import { escapeControl, renderScanTable } from '../../src/cli/format.js';
+import { renderScanTable } from '../../src/cli/format.js';
+import { escapeControl } from '../../src/cli/escape.js';
 import { PROGRESS_AFTER_MS, shouldShowProgress, startProgress } from '../../src/cli/progress.js';
 import { latestEventTimeOfFiles } from '../../src/scan/latest-event.js';
 import { runScan } from '../../src/scan/run.js';
@@ -74,7 +75,7 @@ describe('warnings on stderr and in the JSON', () => {
   });
 });
 
-describe('terminal table escapes control characters (issue 14 §2)', () => {
+describe('terminal table escapes control characters', () => {
   it('pod names cannot recolour or move the cursor', async () => {
     const f = join(dir, 'esc.log');
     writeFileSync(f, `${event('e1', 'evil\u001b[31mpod\u0007\r', 'ua\u001b]0;title\u0007')}\n`);
@@ -97,7 +98,7 @@ describe('terminal table escapes control characters (issue 14 §2)', () => {
   });
 });
 
-describe('progress for long reads (issue 14: whenever a run lasts more than about 2 s)', () => {
+describe('progress for long reads (whenever a run lasts more than about 2 s)', () => {
   function fakeTty(): { stream: NodeJS.WriteStream; written: () => string } {
     const pass = new PassThrough();
     const chunks: Buffer[] = [];

@@ -7,7 +7,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KubeClusterState } from '../../src/cluster/kube.js';
-import { KubeMetricsScraper } from '../../src/metrics/scrape.js';
+import { KubeMetricsScraper } from '../../src/sources/apiserver-metrics.js';
 import { KubeProbeReports } from '../../src/probe/objects.js';
 
 let server: Server;

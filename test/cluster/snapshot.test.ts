@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inspect } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { InputError } from '../../src/audit/types.js';
+import { InputError } from '../../src/errors.js';
 import { loadSnapshot, SnapshotClusterState } from '../../src/cluster/snapshot.js';
 import { EXPECTED_MULTUS, FIXTURE } from './fixture.js';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { approvalPolicyFor } from '../../src/config/policy.js';
+import { approvalPolicyFor } from '../../src/approvals/from-config.js';
 import { parseConfig } from '../../src/config/schema.js';
 import { decide, createApproval, approvalEvent } from '../../src/approvals/machine.js';
 

@@ -2,7 +2,9 @@
  * Code comments cite the design notes as `docs/design/<file>.md`, with a section (`§7` in domain.md and stack.md,
  * a quoted heading such as `"Terms"` in architecture.md and contracts.md). Every cited file exists, every cited
  * section is a heading of it, and no comment cites the old, out-of-repository names (`shared/docs/…`, `design.md`,
- * `peers.md`, or `domain.md` / `stack.md` without their folder).
+ * `peers.md`, or `domain.md` / `stack.md` without their folder). Nothing a reader of the repository lacks is cited
+ * anywhere in it (src, test, bench, scripts, examples, docs, README.md, SECURITY.md, manifests, charts): no issue
+ * number ("issue 13", "issue #4", "(#4)") and no path outside the repository (`shared/…`, `../shared`, `/work/…`).
  */
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
@@ -90,5 +92,60 @@ describe('design-note citations in src, test, bench and scripts', () => {
 
   it('no citation of the old names outside the repository (shared/docs, design.md, peers.md, a bare domain.md)', () => {
     expect(stale).toEqual([]);
+  });
+});
+
+/** Text files a reader of the repository sees; generated data (bench/data, test/artifacts) and node_modules are not. */
+const READER_ROOTS = ['src', 'test', 'bench', 'scripts', 'examples', 'docs', 'manifests', 'charts', 'README.md', 'SECURITY.md', 'config.example.yaml'];
+const TEXT = /\.(ts|mts|cts|js|mjs|cjs|json|md|ya?ml|tpl|txt|html|css|wat)$|^Dockerfile$/;
+
+function readerFiles(p: string): string[] {
+  if (!existsSync(p)) return [];
+  if (!statSync(p).isDirectory()) return [p];
+  return readdirSync(p).flatMap((e) => {
+    const q = join(p, e);
+    if (e === 'node_modules' || e === 'artifacts' || q === join(ROOT, 'bench', 'data')) return [];
+    return statSync(q).isDirectory() ? readerFiles(q) : TEXT.test(e) ? [q] : [];
+  });
+}
+
+/** An issue number of this project's tracker; `owner/repo#123` and `…/issues/123` URLs are public and allowed. */
+const ISSUE = /\bissues?\s*#?\d|\(#\d+\)/i;
+/** A path outside the repository: the workplace's shared folder or its absolute root. */
+const OUTSIDE = /(^|[\s`'"(])(\.\.\/)*shared\/|\/work\//;
+
+describe('citations a reader of the repository can follow', () => {
+  const hits = (re: RegExp) =>
+    READER_ROOTS.flatMap((r) => readerFiles(join(ROOT, r)))
+      .filter((f) => relative(ROOT, f) !== THIS_FILE)
+      .flatMap((f) => {
+        const rel = relative(ROOT, f);
+        const named = re.test(rel.replace(/\//g, ' ')) ? [`${rel}: file name`] : [];
+        return [
+          ...named,
+          ...readFileSync(f, 'utf8')
+            .split('\n')
+            .flatMap((line, i) => (re.test(line) ? [`${rel}:${i + 1}: ${line.trim().slice(0, 160)}`] : [])),
+        ];
+      });
+
+  it('the scan reads the docs, the manifests and the chart too', () => {
+    const read = READER_ROOTS.flatMap((r) => readerFiles(join(ROOT, r))).map((f) => relative(ROOT, f));
+    for (const f of ['README.md', 'docs/design/architecture.md', 'manifests/probe/kustomization.yaml', 'charts/tokenwatch/values.yaml']) expect(read).toContain(f);
+  });
+
+  it('the patterns catch what they forbid and pass public references', () => {
+    for (const bad of ['see issue 13', 'Issue #10 §3', 'a fix (#4)', 'test/issue9.test.ts'.replace(/\//g, ' ')]) expect(bad).toMatch(ISSUE);
+    for (const ok of ['slackapi/bolt-js#1906', 'https://github.com/aws/amazon-vpc-cni-k8s/issues/1868', 'a GitHub issue link']) expect(ok).not.toMatch(ISSUE);
+    for (const bad of ['(shared/cases; x)', '../shared/cases/a', 'see /work/notes']) expect(bad).toMatch(OUTSIDE);
+    for (const ok of ['a shared store', 'src/sandbox/fakes/shared.ts']) expect(ok).not.toMatch(OUTSIDE);
+  });
+
+  it('no issue number of the project tracker ("issue 13", "issue #4", "(#4)")', () => {
+    expect(hits(ISSUE)).toEqual([]);
+  });
+
+  it('no path outside the repository (shared/…, ../shared, /work/…)', () => {
+    expect(hits(OUTSIDE)).toEqual([]);
   });
 });

@@ -88,6 +88,12 @@ describe.skipIf(!HAS_CHROMIUM)(title, () => {
     await alert.waitFor({ state: 'visible', timeout: 15_000 });
     expect(await page.locator('#messages .message', { hasText: 'Clients of ServiceAccount kube-system/multus' }).count()).toBe(1);
     expect(await alert.locator('.bk-header').textContent()).toBe('🔴 prod-eks · kube-system/multus — requests now fail with 401');
+    // The channel opens at the critical alerts (posted first), not scrolled to the bottom past them.
+    await page.waitForTimeout(1500); // a few more polls and renders: the position must hold
+    const list = (await page.locator('#messages').boundingBox())!;
+    const first = (await page.locator('#messages > .message .bk-header', { hasText: /^🔴/ }).first().boundingBox())!;
+    expect(first.y - list.y).toBeGreaterThanOrEqual(0);
+    expect(list.y + list.height - (first.y + first.height)).toBeGreaterThanOrEqual(0);
     expect(await alert.textContent()).toContain('its pods get fresh tokens');
     const restart = alert.getByRole('button', { name: 'Restart DaemonSet kube-multus-ds — buys 90 days' });
     await restart.waitFor();
@@ -136,8 +142,16 @@ describe.skipIf(!HAS_CHROMIUM)(title, () => {
     await shot('06-refused-outsider');
     expect(sandbox.kube.requestsMatching((r) => r.method === 'PATCH' && !r.dryRun)).toHaveLength(0);
 
-    // 6. The approver approves: the DaemonSet is patched once and rolls.
+    // 6. kube-system is protected (as the chart and kustomize base ship it): the request says it needs 2 approvals.
+    expect(await request.textContent()).toContain('kube-system is protected: 2 approvals');
+    // The first approver approves: recorded, 1 of 2, nothing patched yet.
     await actAs('U0APPROVE');
+    await request.getByRole('button', { name: 'Approve', exact: true }).click();
+    await confirmDialog('Approve: Restart DaemonSet kube-multus-ds?', 'Approve');
+    await thread.locator('.message.ephemeral', { hasText: 'Your approval is recorded (1 of 2)' }).waitFor({ state: 'visible', timeout: 10_000 });
+    expect(sandbox.kube.requestsMatching((r) => r.method === 'PATCH' && !r.dryRun)).toHaveLength(0);
+    // The second approver approves: the DaemonSet is patched once and rolls.
+    await actAs('U0APPROVB');
     await request.getByRole('button', { name: 'Approve', exact: true }).click();
     await confirmDialog('Approve: Restart DaemonSet kube-multus-ds?', 'Approve');
     await thread.locator('.message', { hasText: 'Rolling out DaemonSet kube-system/kube-multus-ds' }).or(thread.locator('.message', { hasText: 'Rollout of DaemonSet kube-system/kube-multus-ds in prod-eks complete' })).first().waitFor({ state: 'visible', timeout: 15_000 });

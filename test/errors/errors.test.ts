@@ -2,22 +2,13 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { InputError } from '../../src/audit/types.js';
+import { InputError, CLI_EXIT_CODES, ErrorCode, errnoOf, isTokenwatchError, TokenwatchError } from '../../src/errors.js';
 import { UsageError } from '../../src/cli/program.js';
 import { ClusterUnavailableError } from '../../src/cluster/kube.js';
 import { ConfigError } from '../../src/config/schema.js';
 import { DurationError, parseDuration } from '../../src/config/duration.js';
-import {
-  asCodedError,
-  CLI_EXIT_CODES,
-  ErrorCode,
-  errnoOf,
-  isTokenwatchError,
-  TokenwatchError,
-  UnknownError,
-} from '../../src/errors.js';
-import { MetricsScrapeError } from '../../src/metrics/scrape.js';
-import { TokenMetricsError } from '../../src/metrics/token-metrics.js';
+import { MetricsScrapeError } from '../../src/sources/apiserver-metrics.js';
+import { TokenMetricsError } from '../../src/findings/token-metrics.js';
 import { KubeCallError } from '../../src/remediation/kube-remediator.js';
 import { SlackCallError } from '../../src/slack/api.js';
 import { SourceError } from '../../src/sources/types.js';
@@ -58,22 +49,7 @@ describe('TokenwatchError', () => {
   });
 });
 
-describe('asCodedError', () => {
-  it('returns a coded error as it is', () => {
-    const err = new StoreError('disk full');
-    expect(asCodedError(err)).toBe(err);
-  });
-
-  it('wraps anything else in an UnknownError with the original as cause', () => {
-    const original = new RangeError('out of range');
-    const wrapped = asCodedError(original);
-    expect(wrapped).toBeInstanceOf(UnknownError);
-    expect(wrapped.code).toBe('unknown');
-    expect(wrapped.message).toBe('out of range');
-    expect(wrapped.cause).toBe(original);
-    expect(asCodedError('a string').message).toBe('a string');
-  });
-
+describe('isTokenwatchError', () => {
   it('isTokenwatchError checks the class and, if given, the code', () => {
     const err = new InputError('a.log', 'not JSON');
     expect(isTokenwatchError(err)).toBe(true);
@@ -138,7 +114,7 @@ describe('no bare errors in the product', () => {
       return /\.(ts|mts)$/.test(e.name) && !/\.test\.ts$/.test(e.name) ? [p] : [];
     });
   }
-  const root = new URL('../../src/', import.meta.url).pathname;
+  const root = new URL('../../src', import.meta.url).pathname;
 
   it('src/ throws no `new Error(` and declares no error class outside the base', () => {
     const offenders: string[] = [];

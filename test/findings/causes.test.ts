@@ -5,7 +5,6 @@ import { TokenAggregator } from '../../src/findings/aggregate.js';
 import {
   DEFAULT_CATALOG,
   classifyCause,
-  compareVersions,
   parseVersion,
 } from '../../src/findings/causes.js';
 import { parseCatalog } from '../../src/findings/catalog-schema.js';
@@ -241,7 +240,7 @@ describe('generic causes', () => {
     expect(cause.evidence[0]).toBe('pod acme-cni-xyz mounts hostPath /etc/cni/net.d (CNI plugins write a kubeconfig holding the token there)');
   });
 
-  it('a token of a pod that is gone is not by itself evidence of a token file outside the pod (issue 9 §3)', () => {
+  it('a token of a pod that is gone is not by itself evidence of a token file outside the pod', () => {
     const cause = classify(
       staleRecords({ ns: 'apps', sa: 'agent', pod: 'agent-old', ua: 'agent/v0.0.0' }),
       subjectState({ pods: [pod({ name: 'agent-new', namespace: 'apps', startTime: NOW - DAY, containers: [container('acme/agent:3.1')] })] }),
@@ -347,10 +346,5 @@ describe('versions', () => {
     expect(parseVersion('2.31.12.20231011')).toEqual([2, 31, 12]);
     expect(parseVersion('release-3.22')).toEqual([3, 22]);
     expect(parseVersion('latest')).toBeUndefined();
-  });
-  it('compares numerically', () => {
-    expect(compareVersions([0, 21, 0], [0, 22, 0])).toBeLessThan(0);
-    expect(compareVersions([1, 10], [1, 9, 4])).toBeGreaterThan(0);
-    expect(compareVersions([2, 25], [2, 25, 0])).toBe(0);
   });
 });

@@ -1,4 +1,4 @@
-/** Issue 14 §1 "401 floods": unattributed 401s stay bounded in records, evidence and the live store's reload path. */
+/** "401 floods": unattributed 401s stay bounded in records, evidence and the live store's reload path. */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

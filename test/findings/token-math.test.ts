@@ -1,8 +1,16 @@
 import { describe, expect, it } from 'vitest';
-import { parseMaxTokenAge, rejectionTime, tokenTimes, warnAfterTime } from '../../src/findings/token-math.js';
+import { issuedTime, rejectionTime, warnAfterTime } from '../../src/findings/token-math.js';
+import type { MaxTokenAge } from '../../src/config/max-token-age.js';
+import { parseMaxTokenAge } from '../../src/config/max-token-age.js';
 
 const iso = (ms: number) => new Date(ms).toISOString();
 const EVENT = Date.parse('2022-05-19T11:38:39Z');
+
+/** The times of the token seen in one stale-token event, as aggregation computes them from the three functions. */
+function tokenTimes(eventTimeMs: number, secondsAfterWarning: number, maxTokenAge: MaxTokenAge) {
+  const warnAfter = warnAfterTime(eventTimeMs, secondsAfterWarning);
+  return { warnAfter, issuedAt: issuedTime(warnAfter), rejectionAt: rejectionTime(warnAfter, maxTokenAge) };
+}
 
 describe('parseMaxTokenAge', () => {
   it('accepts eks, upstream and positive whole seconds', () => {

@@ -4,7 +4,7 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeKube, type FakeKube, type PolicyRule, type RecordedRequest } from '../../src/sandbox/fakes/kubernetes.js';
 import { KubeClusterState } from '../../src/cluster/kube.js';
 import { LeaderElector } from '../../src/runtime/leader.js';
-import { KubeMetricsScraper } from '../../src/metrics/scrape.js';
+import { KubeMetricsScraper } from '../../src/sources/apiserver-metrics.js';
 import {
   KUBE_API_CALLS,
   LEADER_API_CALLS,
@@ -21,8 +21,9 @@ import {
   uniqueCalls,
   writeCalls,
   type RbacRule,
-} from '../../src/rbac/calls.js';
-import { KubeRemediator, type RestartableKind } from '../../src/remediation/kube-remediator.js';
+} from './rbac-calls.js';
+import { KubeRemediator, recreatedServiceAccount } from '../../src/remediation/kube-remediator.js';
+import type { RestartableKind } from '../../src/core/actions.js';
 import { FIXTURE } from '../cluster/fixture.js';
 import { helmBinary, helmTemplate } from './helm.js';
 import { MANIFESTS, render, type K8sObject } from './kustomize.js';
@@ -119,7 +120,13 @@ async function remediateAll(rem: KubeRemediator, targets = TARGETS): Promise<Rec
   }
   const sa = { kind: 'ServiceAccount' as const, namespace: 'kube-system', name: 'multus' };
   await attempt('preflight ServiceAccount', () => rem.preflightRecreateServiceAccount(sa));
-  await attempt('recreate ServiceAccount', () => rem.recreateServiceAccount(sa));
+  // The executor's recreation steps (src/remediation/executor.ts): read, delete with preconditions, create.
+  await attempt('recreate ServiceAccount', async () => {
+    const old = await rem.readServiceAccount(sa);
+    if (!old) throw new Error('ServiceAccount kube-system/multus is missing');
+    await rem.deleteServiceAccount(sa, { uid: old.metadata?.uid, resourceVersion: old.metadata?.resourceVersion });
+    return rem.createServiceAccount(sa.namespace, recreatedServiceAccount(old));
+  });
   return out;
 }
 

@@ -6,7 +6,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
-import { definePolicy, namespaceAllowed } from '../../src/approvals/policy.js';
+import { namespaceAllowed } from '../../src/approvals/policy.js';
+import { definePolicy } from '../approvals/helpers.js';
 import { parseConfig } from '../../src/config/index.js';
 import type { Config } from '../../src/config/types.js';
 import { helmBinary, helmTemplate, type ChartValues } from './helm.js';

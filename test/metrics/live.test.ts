@@ -6,8 +6,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { apiServerMetricsText, startFakeKube, type FakeKube, type FakeTokenCounters } from '../../src/sandbox/fakes/kubernetes.js';
 import { findingId } from '../../src/findings/build.js';
 import { createLogger } from '../../src/observability/logger.js';
-import { KubeMetricsScraper, MetricsScrapeError } from '../../src/metrics/scrape.js';
-import { TokenMetricsMonitor } from '../../src/metrics/live.js';
+import { KubeMetricsScraper, MetricsScrapeError } from '../../src/sources/apiserver-metrics.js';
+import { TokenMetricsMonitor } from '../../src/runtime/token-metrics-monitor.js';
 import { openStore } from '../../src/store/index.js';
 import { blockText, CLUSTER, OPS, REQUESTER, staleLine, startHarness, type Harness } from '../slack/harness.js';
 

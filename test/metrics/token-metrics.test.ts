@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { apiServerMetricsText } from '../../src/sandbox/fakes/kubernetes.js';
 import type { Finding } from '../../src/findings/types.js';
-import { parsePrometheusText } from '../../src/metrics/prometheus.js';
+import { parsePrometheusText } from '../../src/findings/prometheus-text.js';
 import {
   CLUSTER_WIDE,
   TokenMetricsError,
@@ -11,7 +11,7 @@ import {
   sinceStart,
   tokenMetricsFromText,
   type TokenMetricsSample,
-} from '../../src/metrics/token-metrics.js';
+} from '../../src/findings/token-metrics.js';
 
 const T0 = Date.parse('2026-11-20T12:00:00Z');
 const START_A = Date.parse('2026-11-20T06:00:00.250Z');

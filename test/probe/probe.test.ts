@@ -10,9 +10,9 @@ import { dirname, join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { parseConfig, type ClusterConfig } from '../../src/config/index.js';
 import { apiServerMetricsText, startFakeKube, type FakeKube } from '../../src/sandbox/fakes/kubernetes.js';
-import { TokenMetricsMonitor } from '../../src/metrics/live.js';
-import { NoAuditSource } from '../../src/metrics/no-audit.js';
-import { KubeMetricsScraper } from '../../src/metrics/scrape.js';
+import { TokenMetricsMonitor } from '../../src/runtime/token-metrics-monitor.js';
+import { NoAuditSource } from '../../src/sources/no-audit.js';
+import { KubeMetricsScraper } from '../../src/sources/apiserver-metrics.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { ClusterPoller } from '../../src/runtime/poller.js';
 import { tokenClaims } from '../../src/probe/claims.js';
@@ -26,6 +26,7 @@ import { openStore, type Store } from '../../src/store/index.js';
 import { ROOT } from '../cli/run-cli.js';
 import { auditEvent } from '../sources/events.js';
 import { boundToken, legacyToken, multusKubeconfig } from './jwt.js';
+import { cliMain } from '../support/build.js';
 
 const DAY = 86_400;
 const NOW = Math.floor(Date.now() / 1000) * 1000; // file mtimes are real, so the reference time is too
@@ -64,7 +65,7 @@ function probeKubeconfig(): string {
 function runProbe(args: string[], opts: { uid?: number } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const withProof = args.includes('--dry-run') ? args : [...args, '--proof-token-file', proofFile];
-    const child = spawn(process.execPath, ['bin/tokenwatch.js', 'probe', ...withProof], {
+    const child = spawn(process.execPath, [cliMain(), 'probe', ...withProof], {
       cwd: ROOT,
       env: { ...process.env, LOG_LEVEL: 'debug', NODE_NAME: '' },
       stdio: ['ignore', 'pipe', 'pipe'],

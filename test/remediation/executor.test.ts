@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startFakeKube, type FakeKube } from '../../src/sandbox/fakes/kubernetes.js';
-import { approvalEvent, definePolicy } from '../../src/approvals/index.js';
+import { approvalEvent } from '../../src/approvals/index.js';
+import { definePolicy } from '../approvals/helpers.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { commitEvent, executeApproval, type ExecutorDeps } from '../../src/remediation/executor.js';

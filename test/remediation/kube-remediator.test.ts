@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startFakeKube, type FakeKube } from '../../src/sandbox/fakes/kubernetes.js';
-import { KubeRemediator, RESTARTED_AT, progressOf, restartPatch } from '../../src/remediation/kube-remediator.js';
+import { KubeRemediator, RESTARTED_AT, progressOf, recreatedServiceAccount, restartPatch } from '../../src/remediation/kube-remediator.js';
 
 const NOW = new Date('2026-11-20T12:00:00.123Z');
 
@@ -130,16 +130,18 @@ describe('recreate ServiceAccount', () => {
     expect(kube.requestsMatching({ method: 'DELETE' })[0]!.dryRun).toBe(true);
   });
 
+  // The executor's steps (src/remediation/executor.ts): read, delete with preconditions, create the recreated body.
   it('deletes with uid/resourceVersion preconditions and recreates preserving the IRSA annotation, labels, pull secrets, automount', async () => {
-    const before = kube.store.get('ServiceAccount', 'kube-system', 'multus') as any;
-    const res = await rem.recreateServiceAccount({ kind: 'ServiceAccount', namespace: 'kube-system', name: 'multus' }, 'sa-uid-1');
+    const target = { kind: 'ServiceAccount' as const, namespace: 'kube-system', name: 'multus' };
+    const before = (await rem.readServiceAccount(target))!;
+    await rem.deleteServiceAccount(target, { uid: before.metadata?.uid, resourceVersion: before.metadata?.resourceVersion });
+    const created = await rem.createServiceAccount(target.namespace, recreatedServiceAccount(before));
     const del = kube.requestsMatching({ method: 'DELETE' });
     expect(del).toHaveLength(1);
-    expect((del[0]!.body as any).preconditions).toEqual({ uid: 'sa-uid-1', resourceVersion: before.metadata.resourceVersion });
+    expect((del[0]!.body as any).preconditions).toEqual({ uid: 'sa-uid-1', resourceVersion: before.metadata?.resourceVersion });
     const after = kube.store.get('ServiceAccount', 'kube-system', 'multus') as any;
     expect(after.metadata.uid).not.toBe('sa-uid-1');
-    expect(res.oldUid).toBe('sa-uid-1');
-    expect(res.newUid).toBe(after.metadata.uid);
+    expect(created.metadata?.uid).toBe(after.metadata.uid);
     expect(after.metadata.annotations['eks.amazonaws.com/role-arn']).toBe('arn:aws:iam::111122223333:role/multus');
     expect(after.metadata.labels).toEqual({ app: 'multus', 'app.kubernetes.io/managed-by': 'eks' });
     expect(after.imagePullSecrets).toEqual([{ name: 'ecr-pull' }]);
@@ -147,9 +149,10 @@ describe('recreate ServiceAccount', () => {
     expect(after.secrets).toBeUndefined();
   });
 
-  it('refuses when the ServiceAccount changed since the request (uid differs): nothing deleted', async () => {
-    await expect(rem.recreateServiceAccount({ kind: 'ServiceAccount', namespace: 'kube-system', name: 'multus' }, 'other-uid')).rejects.toThrow(/changed since the request/);
-    expect(kube.requestsMatching({ method: 'DELETE' })).toHaveLength(0);
+  it('a delete whose uid precondition no longer holds is refused (409): nothing deleted', async () => {
+    const target = { kind: 'ServiceAccount' as const, namespace: 'kube-system', name: 'multus' };
+    await expect(rem.deleteServiceAccount(target, { uid: 'other-uid' })).rejects.toMatchObject({ status: 409 });
+    expect((kube.store.get('ServiceAccount', 'kube-system', 'multus') as any).metadata.uid).toBe('sa-uid-1');
   });
 });
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { createApproval, definePolicy } from '../../src/approvals/index.js';
+import { createApproval } from '../../src/approvals/index.js';
+import { definePolicy } from '../approvals/helpers.js';
 import type { TokenRecord } from '../../src/findings/types.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { assessVerification, issuedAt, Verifier, type VerificationReport } from '../../src/remediation/verify.js';

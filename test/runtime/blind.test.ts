@@ -12,7 +12,7 @@ import { describeEksCluster } from '../../src/cluster/eks-auth.js';
 import { parseConfig } from '../../src/config/index.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
-import { BlindLogMonitor } from '../../src/runtime/blind.js';
+import { BlindLogMonitor, EksLoggingRecheck } from '../../src/runtime/blind.js';
 import { startServe } from '../../src/runtime/serve.js';
 import { startFakeEks, type FakeEks } from '../fakes/eks.js';
 import { auditEvent } from '../sources/events.js';
@@ -69,6 +69,60 @@ describe('BlindLogMonitor', () => {
     const none = new BlindLogMonitor({ source: 'none', silentAfterMs: 1, silentPolls: 1, startedAt: T0 });
     none.observePoll(T0, 0);
     expect(none.state(T0 + 60 * MIN)).toEqual({ blind: false });
+  });
+});
+
+describe('EksLoggingRecheck', () => {
+  it('reads at most once per interval, one reading for concurrent polls; a failed reading keeps the last value', async () => {
+    const m = new BlindLogMonitor({ source: 'cloudwatch', startedAt: T0 });
+    const answers: Array<boolean | Error> = [false, new Error('throttled'), true];
+    let reads = 0;
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((r) => (release = r));
+    const errors: unknown[] = [];
+    const check = new EksLoggingRecheck({
+      monitor: m,
+      readAt: T0,
+      intervalMs: 60 * MIN,
+      read: async () => {
+        reads++;
+        await gate;
+        const a = answers.shift()!;
+        if (a instanceof Error) throw a;
+        return a;
+      },
+      onRead: (err) => errors.push(err),
+    });
+    await check.due(T0 + 59 * MIN);
+    expect(reads).toBe(0);
+    const both = Promise.all([check.due(T0 + 60 * MIN), check.due(T0 + 61 * MIN)]);
+    release();
+    await both;
+    expect(reads).toBe(1);
+    expect(m.state(T0 + 61 * MIN)).toMatchObject({ blind: true, reason: 'eks-audit-log-off' });
+    await check.due(T0 + 119 * MIN);
+    expect(reads).toBe(1);
+    await check.due(T0 + 120 * MIN); // throttled: still blind, as last read
+    expect(reads).toBe(2);
+    expect(m.state(T0 + 120 * MIN)).toMatchObject({ blind: true, reason: 'eks-audit-log-off' });
+    await check.due(T0 + 180 * MIN);
+    expect(reads).toBe(3);
+    expect(m.state(T0 + 180 * MIN)).toEqual({ blind: false });
+    expect(errors.map((e) => (e instanceof Error ? e.message : e))).toEqual([undefined, 'throttled', undefined]);
+    expect(() => new EksLoggingRecheck({ monitor: m, readAt: undefined, read: async () => true, intervalMs: 0 })).toThrow(RangeError);
+  });
+
+  it('reads at the first poll when it was never read (Kubernetes access failed at start)', async () => {
+    const m = new BlindLogMonitor({ source: 'cloudwatch', startedAt: T0 });
+    let reads = 0;
+    const check = new EksLoggingRecheck({ monitor: m, readAt: undefined, read: async () => {
+        reads++;
+        return false;
+      },
+    });
+    await check.due(T0);
+    expect(reads).toBe(1);
+    expect(m.state(T0)).toMatchObject({ blind: true, reason: 'eks-audit-log-off' });
   });
 });
 
@@ -147,6 +201,116 @@ describe('serve reports a blind audit log', () => {
       await handle.stop();
     }
   });
+});
+
+describe('serve re-reads the EKS audit logging setup', () => {
+  const ENV = ['AWS_ENDPOINT_URL_EKS', 'AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'AWS_PROFILE', 'AWS_MAX_ATTEMPTS'] as const;
+  const saved = new Map<string, string | undefined>();
+  let eks: FakeEks;
+  beforeAll(async () => {
+    eks = await startFakeEks();
+    for (const name of ENV) saved.set(name, process.env[name]);
+    // The real EKS client of `serve` (default credential chain, endpoint from the environment) against the fake.
+    process.env['AWS_ENDPOINT_URL_EKS'] = eks.url;
+    process.env['AWS_ACCESS_KEY_ID'] = 'AKIDEXAMPLE';
+    process.env['AWS_SECRET_ACCESS_KEY'] = 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY';
+    process.env['AWS_MAX_ATTEMPTS'] = '1';
+    delete process.env['AWS_SESSION_TOKEN'];
+    delete process.env['AWS_PROFILE'];
+  });
+  afterAll(async () => {
+    for (const [name, value] of saved) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
+    await eks.close();
+  });
+
+  /** DescribeCluster's reply with the `audit` log type enabled or not (as EKS lists the enabled and the disabled types). */
+  const cluster = (audit: boolean) => ({
+    status: 200,
+    body: {
+      cluster: {
+        name: 'prod',
+        arn: 'arn:aws:eks:us-west-2:123456789012:cluster/prod',
+        // Nothing listens there: this test reads no Kubernetes object (an empty audit log has no finding to enrich).
+        endpoint: 'https://127.0.0.1:9',
+        status: 'ACTIVE',
+        certificateAuthority: { data: Buffer.from('not a CA').toString('base64') },
+        logging: {
+          clusterLogging: [
+            { types: audit ? ['api', 'audit'] : ['api'], enabled: true },
+            { types: audit ? ['authenticator'] : ['audit', 'authenticator'], enabled: false },
+          ],
+        },
+      },
+    },
+  });
+
+  it('at most once an hour, before a poll: audit logging switched off later is reported in /readyz, the metric and the status line', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tw-blind-eks-'));
+    const log = join(dir, 'audit.log');
+    writeFileSync(log, `${auditEvent({ auditID: 'e0', time: T0, kind: 'plain' })}\n`);
+    eks.clusters.set('prod', cluster(true));
+    const config = parseConfig(
+      {
+        store: { path: join(dir, 'tw.db') },
+        http: { host: '127.0.0.1', port: 0 },
+        clusters: [{ name: 'prod', audit: { file: { path: log } }, kubernetes: { eks: { clusterName: 'prod', region: 'us-west-2' } }, schedule: '0 0 1 1 *', blindLog: { silentAfter: '1d' } }], // the 3 h here without an event are not blind by time
+      },
+      {},
+    );
+    let now = T0;
+    const metrics = new Metrics();
+    const handle = await startServe(config, { logger: createLogger({ level: 'silent' }), metrics, jitterMs: 0, clock: () => now });
+    const readyz = async () => (await (await fetch(`http://127.0.0.1:${handle.port}/readyz`)).json()) as { blind: Record<string, string> };
+    const describes = () => eks.requests.filter((r) => r.method === 'GET' && r.path === '/clusters/prod').length;
+    const gauge = async () => /tokenwatch_audit_log_blind\{cluster="prod",reason="eks-audit-log-off"\} (\d)/.exec(await metrics.text())?.[1];
+    const rt = handle.context.clusters.get('prod')!;
+    try {
+      await handle.firstPolls;
+      expect(describes()).toBe(1); // at start, to build the Kubernetes access
+      expect((await readyz()).blind).toEqual({});
+      expect(await gauge()).toBe('0');
+
+      eks.clusters.set('prod', cluster(false)); // someone turns audit logging off
+      now = T0 + 59 * MIN;
+      await rt.poller.pollOnce();
+      expect(describes()).toBe(1); // the reading from start is less than an hour old: used as is
+      expect((await readyz()).blind).toEqual({});
+
+      now = T0 + 60 * MIN;
+      await rt.poller.pollOnce();
+      expect(describes()).toBe(2);
+      expect((await readyz()).blind).toEqual({ prod: 'eks-audit-log-off' });
+      expect(await gauge()).toBe('1');
+      const b = rt.blind.state(now); // what `/tokens status` shows as its ❌ health line
+      expect(b.blind && b.text).toContain('the EKS cluster\'s "audit" control-plane log type is not enabled');
+
+      now = T0 + 80 * MIN;
+      await rt.poller.pollOnce();
+      expect(describes()).toBe(2);
+
+      // EKS cannot be read: the last reading stands (still blind), and it is tried again an hour later.
+      eks.clusters.set('prod', { status: 500, headers: { 'x-amzn-errortype': 'ServerException' }, body: { message: 'internal error' } });
+      now = T0 + 120 * MIN;
+      await rt.poller.pollOnce();
+      expect(describes()).toBe(3);
+      expect((await readyz()).blind).toEqual({ prod: 'eks-audit-log-off' });
+
+      eks.clusters.set('prod', cluster(true)); // switched on again
+      now = T0 + 179 * MIN;
+      await rt.poller.pollOnce();
+      expect(describes()).toBe(3);
+      now = T0 + 180 * MIN;
+      await rt.poller.pollOnce();
+      expect(describes()).toBe(4);
+      expect((await readyz()).blind).toEqual({});
+      expect(await gauge()).toBe('0');
+    } finally {
+      await handle.stop();
+    }
+  }, 60_000);
 });
 
 describe('/tokens status', () => {

@@ -11,6 +11,7 @@ import { startServe, type ServeHandle } from '../../src/runtime/serve.js';
 import { openStore } from '../../src/store/db.js';
 import type { Store } from '../../src/store/types.js';
 import { auditEvent } from '../sources/events.js';
+import { cliMain } from '../support/build.js';
 
 const T0 = Date.parse('2026-11-20T12:00:00Z');
 const silent = createLogger({ level: 'silent' });
@@ -75,7 +76,7 @@ describe('two serve instances on one SQLite store, without leader election', () 
     const { dir, db } = setup();
     const cfg = join(dir, 'tokenwatch.yaml');
     writeFileSync(cfg, `store:\n  path: ${db}\nhttp:\n  host: 127.0.0.1\n  port: 0\nclusters:\n  - name: prod\n    audit:\n      file:\n        path: ${join(dir, 'audit.log')}\n    schedule: "0 0 1 1 *"\n`);
-    const child = spawn(process.execPath, ['bin/tokenwatch.js', 'serve', '--config', cfg], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [cliMain(), 'serve', '--config', cfg], { stdio: ['ignore', 'pipe', 'pipe'] });
     try {
       await new Promise<void>((resolve, reject) => {
         let out = '';

@@ -167,7 +167,7 @@ describe('logs', () => {
   });
 });
 
-describe('ClusterPoller store writes and retention (issue 14)', () => {
+describe('ClusterPoller store writes and retention', () => {
   const HOUR = 3_600_000;
   const DAY = 24 * HOUR;
   const r401 = (ip: string, lastSeen: number): TokenRecord => ({

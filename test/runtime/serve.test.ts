@@ -8,6 +8,7 @@ import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { startServe } from '../../src/runtime/serve.js';
 import { auditEvent } from '../sources/events.js';
+import { cliMain } from '../support/build.js';
 
 const T0 = Date.parse('2026-11-20T12:00:00Z');
 
@@ -58,7 +59,7 @@ describe('tokenwatch serve (CLI)', () => {
     const dir = mkdtempSync(join(tmpdir(), 'tw-serve-cli-'));
     const bad = join(dir, 'bad.yaml');
     writeFileSync(bad, 'http:\n  port: 99999\nclusters:\n  - name: Bad_Name\n    audit: {}\n    schedule: "every minute"\n');
-    const r = spawnSync(process.execPath, ['bin/tokenwatch.js', 'serve', '--config', bad], { encoding: 'utf8', timeout: 60_000 });
+    const r = spawnSync(process.execPath, [cliMain(), 'serve', '--config', bad], { encoding: 'utf8', timeout: 60_000 });
     expect(r.status).toBe(2);
     expect(r.stderr).toContain('http.port');
     expect(r.stderr).toContain('clusters[0].name');

@@ -7,25 +7,9 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { Approval } from '../../src/approvals/index.js';
 import type { Finding } from '../../src/findings/types.js';
 import { runScan } from '../../src/scan/run.js';
-import {
-  approvalDecidedMessage,
-  approvalRequestMessage,
-  detailsMessage,
-  escalationMessage,
-  findingButtons,
-  findingMessage,
-  helpMessage,
-  historyMessage,
-  progressMessage,
-  refusalMessage,
-  statusMessage,
-  unknownCommandMessage,
-  validateMessage,
-  verificationMessage,
-  type FindingAction,
-  type SlackMessage,
-} from '../../src/slack/blocks/index.js';
-import { noteMessage, persistingMessage, recreatedMessage, reopenedMessage, requestedMessage, scanMessage, snoozedMessage } from '../../src/slack/messages.js';
+import { approvalDecidedMessage, approvalRequestMessage, detailsMessage, escalationMessage, findingButtons, findingMessage, helpMessage, historyMessage, progressMessage, refusalMessage, statusMessage, unknownCommandMessage, verificationMessage, type FindingAction, type SlackMessage } from '../../src/slack/blocks/index.js';
+import { validateMessage } from '../slack/blocks/validate.js';
+import { clusterEventMessage, noteMessage, persistingMessage, recreatedMessage, reopenedMessage, requestedMessage, scanMessage, snoozedMessage } from '../../src/slack/messages.js';
 import {
   escapeHtml,
   formatSlackDate,
@@ -118,6 +102,11 @@ function allMessages(): Array<[string, SlackMessage]> {
   out.push(['requested', requestedMessage(approval(), approvers)]);
   out.push(['snoozed', snoozedMessage(multus, 'U0REQUEST', NOW + 86_400_000)]);
   out.push(['reopened', reopenedMessage(multus, NOW - 3_600_000)]);
+  out.push(['reopened late', reopenedMessage(multus, NOW - 3_600_000, true)]);
+  out.push([
+    'cluster event',
+    clusterEventMessage({ kind: 'credential-change', cluster: 'prod-eks', at: new Date(NOW - 3_600_000).toISOString(), summary: 'x', serviceAccounts: 14, recovered: Array.from({ length: 13 }, (_, i) => `ns${i}/client-${i}`), stillFailing: ['apps/reporter'] }),
+  ]);
   out.push(['persisting', persistingMessage(legacy, 'recreate-serviceaccount', { outcome: 'persisting', tokens: 1, lastSeen: NOW }, NOW - 600_000)]);
   out.push(['recreated', recreatedMessage(multus, { oldUid: 'old-uid', newUid: 'new-uid', preserved: { labels: 2, annotations: ['eks.amazonaws.com/role-arn'], imagePullSecrets: 1, automountServiceAccountToken: true } }, findingButtons(multus, buttonsFor).slice(0, 1))]);
   for (const r of ['started', 'busy', 'unknown-job', 'stopped'] as const) out.push([`scan ${r}`, scanMessage('prod-eks', r, '<#C0OPSPROD1>')]);

@@ -1,10 +1,10 @@
-/** The sandbox shows API-server token metrics and node-probe objects (issue 13). */
+/** The sandbox shows API-server token metrics and node-probe objects (docs/design/architecture.md "Signals besides the audit log"). */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { KubeMetricsScraper } from '../../src/metrics/scrape.js';
-import { tokenMetricsFromText } from '../../src/metrics/token-metrics.js';
+import { KubeMetricsScraper } from '../../src/sources/apiserver-metrics.js';
+import { tokenMetricsFromText } from '../../src/findings/token-metrics.js';
 import { KubeProbeReports } from '../../src/probe/objects.js';
 import { startSandbox } from '../../src/sandbox/sandbox.js';
 

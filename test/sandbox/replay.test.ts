@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createReadStats, tokenUseFromJson } from '../../src/audit/reader.js';
+import { createReadStats, tokenUseFromJson } from '../../src/sources/reader.js';
 import type { TokenUse } from '../../src/audit/types.js';
 import { podView, seedObjects } from '../../src/sandbox/cluster.js';
 import {

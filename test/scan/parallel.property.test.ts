@@ -11,8 +11,9 @@ import path from 'node:path';
 import { gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createReadStats, readTokenUses } from '../../src/audit/reader.js';
-import { InputError, type ReadStats, type TokenUse } from '../../src/audit/types.js';
+import { createReadStats, readTokenUses } from '../../src/sources/reader.js';
+import type { ReadStats, TokenUse } from '../../src/audit/types.js';
+import { InputError } from '../../src/errors.js';
 import { latestEventTimeOfFiles } from '../../src/scan/latest-event.js';
 import {
   planParallelRead,

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
-import { InputError } from '../../src/audit/types.js';
+import { InputError } from '../../src/errors.js';
 import { runScan } from '../../src/scan/run.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tokenwatch-scan-'));

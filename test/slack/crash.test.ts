@@ -1,5 +1,5 @@
 /**
- * Issue #10 §3: crash safety. `tokenwatch serve` runs in a child process (serve-child.ts: the real Bolt app in HTTP
+ * Crash safety (docs/slack.md, "Crash safety"). `tokenwatch serve` runs in a child process (serve-child.ts: the real Bolt app in HTTP
  * mode) against the fake Slack and fake Kubernetes API in this process; it is killed with SIGKILL at one step of an
  * approved action (no cleanup runs), and a new process on the same store (the harness, in this process) resumes it.
  * Whatever the step: exactly one real PATCH (or DELETE), and an end state that matches what the API server did.
@@ -7,7 +7,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { blockActionPayload, sendBlockAction, viewSubmissionPayload, type FakeSlack } from '../../src/sandbox/fakes/slack.js';
+import { blockActionPayload, sendBlockAction, type FakeSlack } from '../../src/sandbox/fakes/slack.js';
+import { viewSubmissionPayload } from '../fakes/slack-requests.js';
 import type { FakeKube } from '../../src/sandbox/fakes/kubernetes.js';
 import { groupIdOf } from '../../src/findings/groups.js';
 import { RESTARTED_AT } from '../../src/remediation/kube-remediator.js';
@@ -16,6 +17,7 @@ import { openStore, type Store } from '../../src/store/index.js';
 import { appendFileSync } from 'node:fs';
 import { auditEvent } from '../sources/events.js';
 import { APPROVER, buttonValue, CLUSTER, OPS, overflowOption, prepareDir, REF, REQUESTER, SECRET, startFakes, startHarness, type Harness } from './harness.js';
+import { childScript } from '../support/build.js';
 
 let child: ChildProcess | undefined;
 let h: Harness | undefined;
@@ -46,7 +48,7 @@ async function until(cond: () => boolean, what: string): Promise<void> {
 
 /** Starts serve in a child process on `dir`; resolves with its Bolt events URL and a promise of its exit. */
 async function startChild(dir: string, f: { slack: FakeSlack; kube: FakeKube }): Promise<{ url: string; exited: Promise<NodeJS.Signals | null> }> {
-  const c = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'serve-child.ts'), JSON.stringify({ dir, slackApiUrl: f.slack.apiUrl, kubeUrl: f.kube.url })], {
+  const c = spawn(process.execPath, [childScript('serve-child'), JSON.stringify({ dir, slackApiUrl: f.slack.apiUrl, kubeUrl: f.kube.url })], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   child = c;

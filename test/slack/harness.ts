@@ -15,11 +15,11 @@ import {
   sendBlockAction,
   sendSlashCommand,
   startFakeSlack,
-  viewSubmissionPayload,
   type FakeMessage,
   type FakeSlack,
   type SendResult,
 } from '../../src/sandbox/fakes/slack.js';
+import { viewSubmissionPayload } from '../fakes/slack-requests.js';
 import { startFakeKube, type FakeKube, type KubeObject } from '../../src/sandbox/fakes/kubernetes.js';
 import { parseConfig, type Config } from '../../src/config/index.js';
 import { findingId } from '../../src/findings/build.js';

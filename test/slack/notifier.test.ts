@@ -8,7 +8,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { webApi } from '@slack/bolt';
 import { DEFAULT_BOT_TOKEN, startFakeSlack, type FakeSlack } from '../../src/sandbox/fakes/slack.js';
 import { parseConfig, type Config } from '../../src/config/index.js';
-import { approvalPolicyFor } from '../../src/config/policy.js';
+import { approvalPolicyFor } from '../../src/approvals/from-config.js';
 import type { Finding } from '../../src/findings/types.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { SlackApi } from '../../src/slack/api.js';

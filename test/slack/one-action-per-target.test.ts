@@ -1,5 +1,5 @@
 /**
- * Issue #10 §1: at most one open action (requested / approved / running) per target, whichever finding, message or
+ * At most one open action (requested / approved / running) per target, whichever finding, message or
  * replica the click comes from — through the real Bolt app (HTTP mode), the fake Slack and the fake Kubernetes API.
  * The Multus example has two findings for kube-system/multus (stale token, and the 401s attributed to it), shown as
  * one alert with "Restart DaemonSet kube-multus-ds"; the restart button ids of each finding (an alert of an earlier

@@ -20,7 +20,7 @@ import { probeHost } from '../../src/probe/host.js';
 import { PROBE_NAMESPACE, publishReport } from '../../src/probe/objects.js';
 import { PROBE_AUDIENCE } from '../../src/probe/verify.js';
 import { serveTokenReviews, type FakeTokenIssuer } from '../../src/sandbox/fakes/token-review.js';
-import { validateMessage } from '../../src/slack/blocks/limits.js';
+import { validateMessage } from './blocks/validate.js';
 import { boundToken, multusKubeconfig } from '../probe/jwt.js';
 import { auditEvent } from '../sources/events.js';
 import { APPROVER, blockText, buttonIds, CLUSTER, OPS, overflowLabels, prepareDir, REF, REQUESTER, startHarness, type Harness } from './harness.js';

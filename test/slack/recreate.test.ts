@@ -1,5 +1,5 @@
 /**
- * Issue #10 §4: a ServiceAccount recreation keeps what it found (ownerReferences included, and says so), or refuses:
+ * A ServiceAccount recreation keeps what it found (ownerReferences included, and says so), or refuses:
  * in the dry run when the ServiceAccount has finalizers, and at execution when it changed since the approvers saw
  * it. Real Bolt app (HTTP mode), fake Slack, fake Kubernetes API server.
  */

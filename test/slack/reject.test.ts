@@ -1,11 +1,12 @@
 /**
- * Issue #10 §3: withdrawing one's own request says "Withdrawn by @user" (not "Rejected") with an ephemeral
+ * Withdrawing one's own request says "Withdrawn by @user" (not "Rejected") with an ephemeral
  * confirmation; Reject by an approver opens a modal (views.open) asking an optional reason, shown in the thread's
  * approval message and the action log; `/tokens history` tells withdrawn from rejected. Real Bolt app (HTTP mode),
  * fake Slack (views.open, view_submission), fake Kubernetes API.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { sendBlockAction, viewSubmissionPayload } from '../../src/sandbox/fakes/slack.js';
+import { sendBlockAction } from '../../src/sandbox/fakes/slack.js';
+import { viewSubmissionPayload } from '../fakes/slack-requests.js';
 import { APPROVER, blockText, buttonIds, CLUSTER, OPS, REQUESTER, SECRET, startHarness, type Harness } from './harness.js';
 
 let h: Harness | undefined;

@@ -1,5 +1,5 @@
 /**
- * Issue 14 §2–§4 through the real Bolt app, the real `serve` and the loopback Slack fake: replayed signed requests
+ * Through the real Bolt app, the real `serve` and the loopback Slack fake: replayed signed requests
  * (also to the other replica), approver groups failing closed, the receiver's listen address, honest health with a
  * failing store, Slack unreachable at start, and secrets fed through the log call sites that take external text.
  */
@@ -11,8 +11,9 @@ import { Writable } from 'node:stream';
 import { webApi } from '@slack/bolt';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/index.js';
-import { startApiFront } from '../../src/sandbox/fakes/slack-socket.js';
-import { blockActionPayload, DEFAULT_BOT_TOKEN, recordBlockAction, recordSlashCommand, sendRecordedRequest, startFakeSlack } from '../../src/sandbox/fakes/slack.js';
+import { startApiFront } from '../fakes/slack-socket.js';
+import { blockActionPayload, DEFAULT_BOT_TOKEN, startFakeSlack } from '../../src/sandbox/fakes/slack.js';
+import { recordBlockAction, recordSlashCommand, sendRecordedRequest } from '../fakes/slack-requests.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { startServe, type ServeHandle } from '../../src/runtime/serve.js';

@@ -1,12 +1,12 @@
 /**
  * Socket Mode end to end on loopback: the real Bolt `SocketModeReceiver` (@slack/socket-mode 3, undici WebSocket)
- * connects to the Socket Mode fake in `src/sandbox/fakes/slack-socket.ts` (RFC 6455 handshake and text/ping/pong/close frames;
+ * connects to the Socket Mode fake in `test/fakes/slack-socket.ts` (RFC 6455 handshake and text/ping/pong/close frames;
  * Slack's envelope protocol: `hello`, envelopes with `envelope_id`, acks echoing it). `apps.connections.open` is
  * answered by a small front that forwards every other Web API method to the fake Slack (`src/sandbox/fakes/slack.ts`).
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { blockActionPayload, slashCommandBody, startFakeSlack } from '../../src/sandbox/fakes/slack.js';
-import { SocketModeServer, startApiFront } from '../../src/sandbox/fakes/slack-socket.js';
+import { SocketModeServer, startApiFront } from '../fakes/slack-socket.js';
 import { blockText, buttonIds, buttonValue, OPS, ONCALL, ONCALL_APPROVER, overflowLabels, overflowOption, REQUESTER, startHarness, type Harness } from './harness.js';
 
 async function waitFor(cond: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> {

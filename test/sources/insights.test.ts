@@ -101,7 +101,9 @@ describe('Logs Insights rows', () => {
 
 describe('createAuditSource', () => {
   it('builds the source the config names, with the ids the cursor store keys on', async () => {
-    const { createAuditSource, CloudWatchSource, FileSource } = await import('../../src/sources/index.js');
+    const { createAuditSource } = await import('../../src/sources/index.js');
+    const { CloudWatchSource } = await import('../../src/sources/cloudwatch.js');
+    const { FileSource } = await import('../../src/sources/file.js');
     const file = createAuditSource({ file: { path: '/var/log/kube-apiserver/audit.log' } });
     expect(file).toBeInstanceOf(FileSource);
     expect(file.id).toBe('file:/var/log/kube-apiserver/audit.log');

@@ -9,11 +9,11 @@ import { existsSync, mkdtempSync, statSync } from 'node:fs';
 import { appendFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { WebhookSource, type WebhookSourceOptions } from '../../src/sources/webhook.js';
 import { emptyStats } from '../../src/sources/types.js';
 import { auditEvent, drain, type EventSpec } from './events.js';
 import { eventList, postBatch, selfSignedCert, type TestCert } from './webhook-client.js';
+import { childScript } from '../support/build.js';
 
 const T = Date.parse('2026-11-29T12:00:00Z');
 const TOKEN = 'webhook-token-7f3a9c';
@@ -162,8 +162,7 @@ describe('WebhookSource', () => {
 
   it('kill -9 of the receiving process loses no acknowledged event and stores none twice', async () => {
     const spool = spoolIn();
-    const script = fileURLToPath(new URL('./fixtures/child-webhook.ts', import.meta.url));
-    const child = spawn(process.execPath, ['--import', 'tsx', script, spool, server.certFile, server.keyFile, TOKEN], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [childScript('child-webhook'), spool, server.certFile, server.keyFile, TOKEN], { stdio: ['ignore', 'pipe', 'inherit'] });
     children.push(child);
     const port = await new Promise<number>((resolve, reject) => {
       let out = '';

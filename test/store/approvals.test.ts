@@ -1,8 +1,9 @@
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it } from 'vitest';
-import { approvalEvent, applyTransition, decide } from '../../src/approvals/machine.js';
-import { definePolicy } from '../../src/approvals/policy.js';
+import { approvalEvent, decide } from '../../src/approvals/machine.js';
+import { applyTransition } from '../approvals/helpers.js';
+import { definePolicy } from '../approvals/helpers.js';
 import { newApprovalId, openStore, StoreError } from '../../src/store/db.js';
 import type { Store } from '../../src/store/types.js';
 import { bundleStore } from './bundle.js';

@@ -1,4 +1,4 @@
-/** `Store.claimApproval` (issue #10 §1): one open action per target, decided in one write transaction. */
+/** `Store.claimApproval`: one open action per target, decided in one write transaction. */
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openStore } from '../../src/store/db.js';

@@ -211,6 +211,30 @@ describe('findings', () => {
     expect(store.getFinding('f-multus')).toMatchObject({ status: 'open', resolvedAt: null });
   });
 
+  it('a use delivered late, dated inside a quiet-resolved period, reopens the finding (and says so); old or known uses do not', () => {
+    // Last use T0 − 1 h; resolved as quiet 24 h later.
+    store.saveFindings('prod', [finding()], T0);
+    const resolvedAt = T0 - HOUR + DAY;
+    store.setFindingStatus('f-multus', { status: 'resolved', reason: 'quiet' }, resolvedAt);
+    // The same findings again (no new use), or a re-dated copy with the same count: nothing changes.
+    expect(store.saveFindings('prod', [finding()], resolvedAt + MIN)[0]).toMatchObject({ status: 'resolved' });
+    expect(store.saveFindings('prod', [finding({ lastSeen: new Date(T0).toISOString() })], resolvedAt + MIN)[0]).toMatchObject({ status: 'resolved' });
+    // A new use dated before the last use the resolution knew: not inside the quiet period, still resolved.
+    expect(store.saveFindings('prod', [finding({ requests: 6, lastSeen: new Date(T0 - 2 * HOUR).toISOString() })], resolvedAt + MIN)[0]).toMatchObject({ status: 'resolved' });
+    // A use 1 min before the resolution, delivered 2 min after it (requests 6 → 7): reopened, with the resolution time.
+    const late = finding({ requests: 7, lastSeen: new Date(resolvedAt - MIN).toISOString() });
+    expect(store.saveFindings('prod', [late], resolvedAt + 2 * MIN)).toEqual([
+      { id: 'f-multus', isNew: false, severity: 'warning', previousSeverity: 'warning', status: 'open', previousStatus: 'resolved', lateUse: { resolvedAt } },
+    ]);
+    expect(store.getFinding('f-multus')).toMatchObject({ status: 'open', resolvedAt: null, resolution: null, finding: { requests: 7 } });
+  });
+
+  it('a late use does not reopen a finding resolved as verified (old pods’ uses before the fix are expected)', () => {
+    store.saveFindings('prod', [finding()], T0);
+    store.setFindingStatus('f-multus', { status: 'resolved', reason: 'verified' }, T0 + 3 * HOUR);
+    expect(store.saveFindings('prod', [finding({ requests: 6, lastSeen: new Date(T0 + 2 * HOUR).toISOString() })], T0 + 4 * HOUR)[0]).toMatchObject({ status: 'resolved' });
+  });
+
   it('keeps a snooze until it ends, then reopens', () => {
     store.saveFindings('prod', [finding()], T0);
     store.setFindingStatus('f-multus', { status: 'snoozed', until: T0 + DAY }, T0);

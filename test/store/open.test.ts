@@ -4,7 +4,10 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openStore, StoreError } from '../../src/store/db.js';
-import { MIGRATIONS, SCHEMA_VERSION } from '../../src/store/migrations.js';
+import { MIGRATIONS } from '../../src/store/migrations.js';
+
+/** The schema version this build writes: one per migration. */
+const SCHEMA_VERSION = MIGRATIONS.length;
 import type { Store } from '../../src/store/types.js';
 import { approval, finding, staleRecord, T0, tempDir } from './helpers.js';
 
@@ -24,7 +27,6 @@ describe('openStore', () => {
     expect(existsSync(path)).toBe(true);
     expect(store.path).toBe(path);
     expect(store.schemaVersion).toBe(SCHEMA_VERSION);
-    expect(SCHEMA_VERSION).toBe(MIGRATIONS.length);
     store.setCursor('s', 'c');
     expect(existsSync(`${path}-wal`)).toBe(true);
     const raw = new Database(path, { readonly: true });

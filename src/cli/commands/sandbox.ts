@@ -45,7 +45,8 @@ export function banner(o: { url: string; speed: number; pollEverySeconds: number
           '  1. Open the page: the Multus alert (🔴 Critical · prod-eks · kube-system/multus) is in #ops-prod-eks.',
           '  2. Type  /tokens status prod-eks  in the message box.',
           '  3. As Riya (requester), click "Restart DaemonSet kube-multus-ds" and confirm.',
-          '  4. Switch to Ahmed (approver) and click Approve in the thread: the pods roll one by one.',
+          '  4. Switch to Ahmed (approver) and click Approve in the thread, then to Mei (approver): kube-system is',
+          '     protected, so it needs 2 approvals. Then the pods roll one by one.',
           `  5. About ${recurrenceIn < 120 ? `${recurrenceIn} s` : `${Math.round(recurrenceIn / 60)} min`} later the new pods' copied token turns stale: a recurrence reply names the real fix.`,
           '  Also try approving as Riya or Olu (outsider): the two-person rule refuses.',
         ]

@@ -8,7 +8,8 @@
  * be read to their end, with the record where reading stopped).
  */
 import { Option, type Command } from 'commander';
-import type { MaxTokenAge, Severity } from '../../findings/types.js';
+import type { Severity } from '../../findings/types.js';
+import type { MaxTokenAge } from '../../config/max-token-age.js';
 import type { ScanResult } from '../../scan/run.js';
 import type { ReadNotice } from '../../audit/types.js';
 import { atOrAbove, DEFAULT_WIDTH, isoSeconds, outputWidth, renderScanTable, shouldUseColor } from '../format.js';
@@ -25,9 +26,9 @@ export const DEFAULT_CLUSTER = 'default';
 /** Parsed `scan` options, as commander hands them to the action. */
 interface ScanFlags {
   auditLog?: string[];
-  /** `--metrics FILE` (issue 13). */
+  /** `--metrics FILE`. */
   metrics?: string;
-  /** `--probe-report FILE` (issue 13). */
+  /** `--probe-report FILE`. */
   probeReport?: string;
   cluster: string;
   clusterSnapshot?: string;
@@ -210,7 +211,7 @@ Examples:
       }
 
       // Loaded only with --metrics (a plain scan's start-up need not pay for it).
-      const metricsModule = flags.metrics !== undefined ? await import('../../metrics/report.js') : undefined;
+      const metricsModule = flags.metrics !== undefined ? await import('../metrics-report.js') : undefined;
       const metrics = flags.metrics !== undefined ? await metricsModule?.metricsReportFromFile(flags.metrics, result.now) : undefined;
       if (flags.probeReport !== undefined) {
         const { probeReportsFromFile } = await import('../../probe/scan-input.js');

@@ -5,7 +5,7 @@ import { escapeHtml, mrkdwnToHtml, renderMessageBody } from './blockkit.js';
 
 const $ = (sel) => document.querySelector(sel);
 const params = new URLSearchParams(location.search);
-const COLORS = { U0REQUEST: '#e8912d', U0APPROVE: '#1264a3', U0OUTSIDE: '#7c3085' };
+const COLORS = { U0REQUEST: '#e8912d', U0APPROVE: '#1264a3', U0OUTSIDE: '#7c3085', U0APPROVB: '#2eb67d' };
 
 const ui = {
   me: params.get('user') || localStorage.getItem('tokenwatch-sandbox-user') || 'U0REQUEST',
@@ -16,6 +16,9 @@ const ui = {
   seenEphemerals: new Set(),
   seenNotices: new Set(),
   scrollToBottom: false,
+  // The channel opens at its first critical alert (posted first, like Slack's "first unread"), and stays there until
+  // you act (send a command, get an answer) or scroll yourself; then it follows the bottom like Slack.
+  anchored: true,
   firstRender: true,
   now: Date.now(),
 };
@@ -101,6 +104,12 @@ function isNearBottom(el) {
   return el.scrollHeight - el.scrollTop - el.clientHeight < 120;
 }
 
+/** The message the channel opens at: the first critical alert (🔴 header), else the oldest message. */
+function anchorTarget(list) {
+  const msgs = [...list.children].filter((el) => el.classList.contains('message') && !el.classList.contains('ephemeral') && !el.classList.contains('notice'));
+  return msgs.find((el) => (el.querySelector('.bk-header')?.textContent ?? '').startsWith('🔴')) ?? msgs[0];
+}
+
 function render() {
   const d = ui.data;
   if (!d) return;
@@ -122,8 +131,9 @@ function render() {
     ...d.notices.filter((n) => !ui.dismissed.has(`n${n.id}`)).map((n) => ({ ...n, kind: 'notice', key: `n${n.id}`, order: n.at })),
   ].sort((a, b) => a.order - b.order);
   const list = $('#messages');
-  // Follow the bottom like Slack: on first load, after you sent something, when an answer for you arrives.
-  const stick = ui.firstRender || ui.scrollToBottom || answered || freshNotice || isNearBottom(list);
+  // Follow the bottom like Slack once you act (sent something, an answer for you arrived) or scrolled yourself.
+  if (ui.scrollToBottom || answered || (freshNotice && !ui.firstRender)) ui.anchored = false;
+  const stick = !ui.anchored && (ui.scrollToBottom || answered || freshNotice || isNearBottom(list));
   ui.scrollToBottom = false;
   patchList(
     list,
@@ -131,7 +141,9 @@ function render() {
       ? items.map((m) => ({ key: m.key ?? `m${m.ts}`, html: messageHtml(m, { showReplies: true }) }))
       : [{ key: 'empty', html: '<p class="muted" style="padding:16px">No messages yet: tokenwatch posts its alerts after the first poll.</p>' }],
   );
-  if (stick) list.scrollTop = list.scrollHeight;
+  const anchor = ui.anchored ? anchorTarget(list) : undefined;
+  if (anchor) list.scrollTop += anchor.getBoundingClientRect().top - list.getBoundingClientRect().top - 8;
+  else if (stick) list.scrollTop = list.scrollHeight;
 
   const thread = $('#thread');
   const parent = ui.openThread && d.messages.find((m) => m.ts === ui.openThread);
@@ -300,6 +312,9 @@ document.addEventListener('click', (e) => {
     render();
   }
 });
+
+// Scrolling the channel yourself ends the opening position (wheel, touch, keys, the scrollbar).
+for (const type of ['wheel', 'touchstart', 'keydown', 'pointerdown']) $('#messages').addEventListener(type, () => (ui.anchored = false), { passive: true });
 
 $('#thread-close').addEventListener('click', () => {
   ui.openThread = null;

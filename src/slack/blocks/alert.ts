@@ -12,6 +12,7 @@
 import type { types } from '@slack/bolt';
 import type { WorkloadRef } from '../../cluster/types.js';
 import { DAY_MS } from '../../core/units.js';
+import { isCredentialEventFinding } from '../../findings/cluster-events.js';
 import { FINDING_KIND_ORDER, worstSeverity } from '../../findings/groups.js';
 import type { Finding, FindingKind } from '../../findings/types.js';
 import { ACTION_IDS, opaqueId } from './ids.js';
@@ -88,7 +89,9 @@ function earliestRejection(members: readonly Finding[]): number | null {
 
 /** The worst fact of the live signals, in words, for the header ("requests now fail with 401", "rejected in 12 days"). */
 export function worstFact(live: readonly Finding[], now: number, activeWindowMs?: number): string {
-  const unauth = live.find((f) => f.kind === 'unauthorized');
+  // 401s of a cluster-level credential event (signing-key rotation, issuer change) recovered on their own: not this
+  // client's fault, so they are named last (src/findings/cluster-events.ts).
+  const unauth = live.find((f) => f.kind === 'unauthorized' && !isCredentialEventFinding(f));
   if (unauth && signalIsCurrent(unauth, now, activeWindowMs)) return 'requests now fail with 401';
   const rej = earliestRejection(live);
   if (rej !== null && rej <= now) return 'rejection date passed';
@@ -98,12 +101,15 @@ export function worstFact(live: readonly Finding[], now: number, activeWindowMs?
     return `rejected in ${plural(left, 'day')}`;
   }
   if (live.some((f) => f.kind === 'legacy-token')) return 'legacy Secret token in use';
+  if (live.some((f) => f.kind === 'stale-token')) return 'stale tokens in use';
+  if (live.some((f) => isCredentialEventFinding(f))) return '401s stopped with a credential change';
   return 'stale tokens in use';
 }
 
 /** Signals named on the alert: one per live kind, plus the node probe when it saw the token file. */
 export function signalLabels(live: readonly Finding[]): string[] {
-  const out = FINDING_KIND_ORDER.filter((k) => live.some((f) => f.kind === k)).map((k) => SIGNAL_LABEL[k]);
+  const out = FINDING_KIND_ORDER.filter((k) => live.some((f) => f.kind === k && !(k === 'unauthorized' && isCredentialEventFinding(f)))).map((k) => SIGNAL_LABEL[k]);
+  if (live.some((f) => isCredentialEventFinding(f))) out.push('401s that stopped with a credential change');
   if (live.some((f) => f.cause.evidence.some((e) => e.startsWith('node probe')))) out.push('token file seen by the node probe');
   if (live.some((f) => f.namespace === '*' || f.cause.evidence.some((e) => /API.server (token )?metrics/i.test(e)))) out.push('API-server metrics');
   return out;
@@ -116,11 +122,19 @@ function impact(live: readonly Finding[], subject: string, cluster: string, now:
   }
   const who = `Clients of ServiceAccount ${code(subject, 300)} in *${escClip(cluster, 200)}*`;
   const fact = worstFact(live, now, activeWindowMs);
+  const event = live.some((f) => isCredentialEventFinding(f))
+    ? ' Its 401s were part of a cluster-level event (signing-key rotation or issuer change) and stopped on their own: nothing of this client to restart for them.'
+    : '';
+  return `${impactOf(fact, who)}${event}`;
+}
+
+function impactOf(fact: string, who: string): string {
   if (fact === 'requests now fail with 401') return `${who} are being refused by the API server now.`;
   if (fact === 'rejection date passed') return `${who} hold tokens past their rejection date.`;
   if (fact === 'requests failed with 401') return `${who} were refused by the API server; none since.`;
   if (fact.startsWith('rejected in')) return `${who} use tokens the API server will reject in *${fact.slice('rejected in '.length)}*.`;
   if (fact === 'legacy Secret token in use') return `${who} authenticate with a long-lived legacy Secret token.`;
+  if (fact === '401s stopped with a credential change') return `${who} were refused while the cluster's credentials changed.`;
   return `${who} use stale tokens.`;
 }
 
@@ -152,12 +166,13 @@ function podsField(members: readonly Finding[], podsTotal: number | undefined): 
 }
 
 function rejectionField(live: readonly Finding[], now: number, activeWindowMs?: number): string {
-  const unauth = live.find((f) => f.kind === 'unauthorized');
+  const unauth = live.find((f) => f.kind === 'unauthorized' && !isCredentialEventFinding(f));
   if (unauth && signalIsCurrent(unauth, now, activeWindowMs)) return '*Rejection*\n*Now*: requests fail with 401';
   const rej = earliestRejection(live);
   if (rej !== null) return `*Rejection*\n${slackDate(rej, '{date_short_pretty}')} (${rej <= now ? '*passed*' : `*${plural(daysLeft({ rejectionAt: new Date(rej).toISOString() }, now) ?? 0, 'day')} left*`})`;
   if (unauth) return `*Rejection*\n401s until ${slackDate(Date.parse(unauth.lastSeen), '{date_short_pretty}')}; none since`;
   if (live.some((f) => f.kind === 'legacy-token')) return '*Rejection*\nnone: a legacy Secret token does not expire';
+  if (live.some((f) => isCredentialEventFinding(f))) return '*Rejection*\n401s stopped with the cluster-level event';
   return '*Rejection*\nunknown: no token of it was seen';
 }
 

@@ -2,14 +2,8 @@
  * Approval messages: the request (requester, exact target, approvers, expiry, dry-run result, Approve/Reject
  * buttons) and the same message once decided (no buttons; who and when). Pure.
  */
-import {
-  actionNoun,
-  approvalsOf,
-  isExpired,
-  type Approval,
-  type ApprovalState,
-  type ActionKind,
-} from '../../approvals/machine.js';
+import { approvalsOf, isExpired, type Approval, type ApprovalState, type ActionKind } from '../../approvals/machine.js';
+import { actionNoun, objectLabel } from '../../core/actions.js';
 import { ACTION_IDS, opaqueId } from './ids.js';
 import { LIMITS } from './limits.js';
 import { clip, code, escapeMrkdwn, escClip, linesWithin, listWithin, md, mention, plain, slackDate, utc, type KnownBlock, type SlackMessage } from './text.js';
@@ -63,6 +57,16 @@ function votesLines(a: Approval): string[] {
   );
 }
 
+/**
+ * How many approvals `a` needs and why, e.g. `kube-system is protected: 2 approvals` (a target in one of the policy's
+ * `protectedNamespaces` needs `protectedApprovals` distinct approvals, see docs/slack.md) or `1 approval`. The
+ * requester's own approval never counts unless self-approval is allowed.
+ */
+export function approvalNeed(a: Pick<Approval, 'requiredApprovals' | 'target'>): string {
+  const n = a.requiredApprovals;
+  return n > 1 ? `${a.target.namespace} is protected: ${n} approvals` : '1 approval';
+}
+
 function factsLine(f: TargetFacts | undefined): string | undefined {
   if (!f) return undefined;
   const parts: string[] = [];
@@ -99,7 +103,7 @@ export function approvalRequestMessage(
     fields: [
       md(`*Requested by*\n${mention(a.requester)}`),
       md(`*Approvers*\n${approvers.length ? listWithin(approvers.slice(0, 15).map(mention), 15, ', ', approvers.length) : '_none configured_'}`, LIMITS.sectionFieldText),
-      md(`*Approvals*\n${approvalsOf(a).length} of ${a.requiredApprovals}${a.requiredApprovals > 1 ? ' (protected namespace)' : ''}`),
+      md(`*Approvals*\n${approvalsOf(a).length} of ${a.requiredApprovals}${a.requiredApprovals > 1 ? ` · ${escClip(approvalNeed(a), 200)}` : ''}`),
       md(`*Expires*\n${slackDate(a.expiresAt)}${expired ? ' (*expired*)' : ''}`),
     ],
   });
@@ -135,7 +139,7 @@ export function approvalRequestMessage(
     });
   }
   blocks.push({ type: 'context', elements: [md(`Approval ${code(a.id, 140)} · requested ${slackDate(a.createdAt)}`)] });
-  const text = `🔐 [${a.target.cluster}] approval needed: ${actionNoun(a.action)} of ${a.target.kind} ${a.target.namespace}/${a.target.name}, requested by ${a.requester}, expires ${utc(a.expiresAt)}`;
+  const text = `🔐 [${a.target.cluster}] approval needed: ${actionNoun(a.action)} of ${objectLabel(a.target)}, requested by ${a.requester}, expires ${utc(a.expiresAt)}`;
   return { text: clip(text, 3000), blocks };
 }
 
@@ -158,7 +162,7 @@ export function approvalDecidedMessage(approval: Approval, approvers: readonly s
   const title = titleOf(a);
   const approvedBy = a.votes.filter((v) => v.vote === 'approve');
   const rejectedBy = a.votes.find((v) => v.vote === 'reject');
-  // The requester's own "Reject" withdraws the request (issue #10 §3): said so, not "Rejected".
+  // The requester's own "Reject" withdraws the request (docs/slack.md, "Approvals"): said so, not "Rejected".
   const head = a.state === 'rejected' && rejectedBy?.user === a.requester ? '↩️ Withdrawn' : STATE_HEAD[a.state];
   const blocks: KnownBlock[] = [{ type: 'header', text: plain(`${head}: ${title}`, LIMITS.headerText) }];
   const lines: string[] = [`${mention(a.requester)} asked for a ${targetLine(a)} ${slackDate(a.createdAt)}.`];
@@ -203,7 +207,7 @@ export function approvalDecidedMessage(approval: Approval, approvers: readonly s
       : approvedBy.length && a.state !== 'expired'
         ? ` (approved by ${approvedBy.map((v) => v.user).join(', ')})`
         : '';
-  const text = `${head} [${a.target.cluster}]: ${actionNoun(a.action)} of ${a.target.kind} ${a.target.namespace}/${a.target.name}${who}`;
+  const text = `${head} [${a.target.cluster}]: ${actionNoun(a.action)} of ${objectLabel(a.target)}${who}`;
   return { text: clip(text, 3000), blocks };
 }
 

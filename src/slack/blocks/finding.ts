@@ -8,7 +8,8 @@ import type { WorkloadRef } from '../../cluster/types.js';
 import { DAY_MS, HOUR_MS } from '../../core/units.js';
 import { WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS } from '../../findings/token-math.js';
 import type { Finding, FindingKind, Severity } from '../../findings/types.js';
-import { RESTARTABLE_KINDS, type TargetKind } from '../../approvals/machine.js';
+import type { TargetKind } from '../../approvals/machine.js';
+import { isRestartableKind, objectLabel } from '../../core/actions.js';
 import { ACTION_IDS, opaqueId } from './ids.js';
 import { LIMITS } from './limits.js';
 import {
@@ -89,8 +90,7 @@ const KIND_LABEL: Record<FindingKind, string> = {
 /** Seconds between a bound token's issue and its `warnafter` (the findings stage's constant, with its source). */
 const WARN_AFTER_SECONDS = WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS;
 
-const isRestartable = (w: WorkloadRef): w is WorkloadRef & { kind: TargetKind } =>
-  (RESTARTABLE_KINDS as readonly string[]).includes(w.kind);
+const isRestartable = (w: WorkloadRef): w is WorkloadRef & { kind: TargetKind } => isRestartableKind(w.kind);
 
 /** `kube-system/multus`. */
 export function subjectOf(f: Pick<Finding, 'namespace' | 'serviceAccount'>): string {
@@ -156,7 +156,7 @@ export function findingButtons(f: Finding, buttonsFor: FindingMessageContext['bu
       confirm: {
         title: plain(`Restart ${w.kind}?`, LIMITS.confirmTitle),
         text: plain(
-          `Ask for approval to restart ${w.kind} ${w.namespace}/${w.name} in ${f.cluster}. Its pods are replaced and get fresh tokens. Nothing changes until an approver agrees.`,
+          `Ask for approval to restart ${objectLabel(w)} in ${f.cluster}. Its pods are replaced and get fresh tokens. Nothing changes until an approver agrees.`,
           LIMITS.confirmText,
         ),
         confirm: plain('Request restart', LIMITS.confirmButton),
@@ -250,11 +250,13 @@ export function causeText(f: Finding): string {
 }
 
 /**
- * The alert for one finding: header (severity emoji, cluster, `namespace/serviceAccount`), a summary with
+ * The card of one finding, as alerts looked before they were one per root cause (`alertMessage` in alert.ts): header (severity emoji, cluster, `namespace/serviceAccount`), a summary with
  * fields (workloads, pods affected n of m, oldest token age, rejection date and days left, requests and
  * first/last seen, user agents), the cause with its fix and sources, a requests-per-hour sparkline
  * (`▁▂▃▄▅▆▇█`, last 24 h), and the buttons. The resolved variant (`ctx.resolved`) has a ✅ header and no
  * buttons. All Block Kit limits hold for any input (long lists end in "…and N more").
+ * @internal No alert uses it any more; kept for the sandbox's Block Kit fixtures and the builder tests (exempt from
+ *   the production knip pass).
  */
 export function findingMessage(f: Finding, ctx: FindingMessageContext): SlackMessage {
   const blocks: KnownBlock[] = [];

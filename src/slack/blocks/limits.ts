@@ -161,14 +161,6 @@ export function validateView(view: unknown): string[] {
   return errs;
 }
 
-/** Violations of a whole message: `text` present (the fallback) and within limit, plus {@link validateBlocks}. */
-export function validateMessage(msg: { text?: unknown; blocks?: unknown }): string[] {
-  const errs: string[] = [];
-  if (typeof msg.text !== 'string' || msg.text.trim() === '') errs.push('/text: fallback text is required');
-  else if (msg.text.length > LIMITS.messageText) errs.push(`/text: ${msg.text.length} chars > ${LIMITS.messageText}`);
-  if (msg.blocks !== undefined) errs.push(...validateBlocks(msg.blocks));
-  return errs;
-}
 
 function checkText(errs: string[], p: string, t: unknown, max: number, types: string[] = ['plain_text', 'mrkdwn']): void {
   if (!isObj(t) || typeof t.type !== 'string' || !types.includes(t.type)) {

@@ -3,7 +3,8 @@
  * (tokens and evidence of a finding). Pure.
  */
 import type { Finding, FindingToken, TokenRecord } from '../../findings/types.js';
-import { actionNoun, type ActionKind, type ActionTarget, type ApprovalState } from '../../approvals/machine.js';
+import type { ActionKind, ActionTarget, ApprovalState } from '../../approvals/machine.js';
+import { actionNoun } from '../../core/actions.js';
 import { causeText, SEVERITY_EMOJI, subjectOf } from './finding.js';
 import { LIMITS } from './limits.js';
 import { clip, code, count, escapeMrkdwn, escClip, linesWithin, listWithin, md, mention, plain, plural, slackDate, sparkline, type KnownBlock, type SlackMessage } from './text.js';

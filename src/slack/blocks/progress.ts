@@ -3,7 +3,8 @@
  * and verification (resolved ✅ or recurrence ⚠️ with the cause and its fix). Pure.
  */
 import type { Finding } from '../../findings/types.js';
-import { actionNoun, type ActionKind, type ActionTarget } from '../../approvals/machine.js';
+import type { ActionKind, ActionTarget } from '../../approvals/machine.js';
+import { actionNoun, objectLabel } from '../../core/actions.js';
 import { subjectOf } from './finding.js';
 import { LIMITS } from './limits.js';
 import { clip, code, count, duration, escapeMrkdwn, escClip, listWithin, md, plural, progressBar, slackDate, sourceLink, type KnownBlock, type SlackMessage } from './text.js';
@@ -48,15 +49,15 @@ export function progressMessage(rollout: RolloutStatus, ctx: ProgressContext): S
   let text: string;
   if (r.done) {
     line = `✅ Rollout of ${where(t)} complete: ${counts} (took ${elapsed}).`;
-    text = `✅ [${t.cluster}] rollout of ${t.kind} ${t.namespace}/${t.name} complete`;
+    text = `✅ [${t.cluster}] rollout of ${objectLabel(t)} complete`;
   } else if (r.timedOut) {
     const limit = ctx.timeoutMs !== undefined ? ` within ${duration(ctx.timeoutMs)}` : '';
     line = `⚠️ Rollout of ${where(t)} did not complete${limit}: ${counts}. Look at it with ${code(`kubectl -n ${t.namespace} rollout status ${t.kind.toLowerCase()}/${t.name}`, 400)}.`;
-    text = `⚠️ [${t.cluster}] rollout of ${t.kind} ${t.namespace}/${t.name} timed out (${r.updated}/${r.desired} updated)`;
+    text = `⚠️ [${t.cluster}] rollout of ${objectLabel(t)} timed out (${r.updated}/${r.desired} updated)`;
   } else {
     const pct = r.desired > 0 ? Math.floor((100 * r.updated) / r.desired) : 0;
     line = `⏳ Rolling out ${where(t)}: ${counts}\n\`${progressBar(r.updated, r.desired)}\` ${pct} %`;
-    text = `⏳ [${t.cluster}] rolling out ${t.kind} ${t.namespace}/${t.name}: ${r.updated}/${r.desired} updated`;
+    text = `⏳ [${t.cluster}] rolling out ${objectLabel(t)}: ${r.updated}/${r.desired} updated`;
   }
   return {
     text: clip(text, 3000),
@@ -150,7 +151,7 @@ export interface ProbeCheckMessage {
 }
 
 /**
- * The node probe's verification reply (issue 13): the token file on the node was rewritten with a token issued after
+ * The node probe's verification reply: the token file on the node was rewritten with a token issued after
  * the restart (🔎, naming file, node and the token's `iat`), or it was NOT rewritten (⚠️: the component that writes it
  * does not rewrite it on start, e.g. the Multus thin plugin v4 without `--cleanup-config-on-exit=true` and
  * `--multus-conf-file=auto`). It stands beside the audit-based verification, which still follows.

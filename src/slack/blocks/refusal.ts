@@ -2,13 +2,23 @@
  * The wording of the approval machine's refusals (`src/approvals/machine.ts` returns a coded
  * {@link RefusalReason} with its {@link RefusalDetail}; the sentence, with Slack mentions, is made here). Pure.
  */
-import { actionNoun, formatUtc, type Approval, type Refusal, type RefusalDetail } from '../../approvals/machine.js';
+import { formatUtc, type Approval, type Refusal, type RefusalDetail } from '../../approvals/machine.js';
+import { actionNoun } from '../../core/actions.js';
 import { mention } from './text.js';
 
 /** `a`, `a and b`, `a, b and c`. */
 export function joinAnd(items: readonly string[]): string {
   if (items.length <= 1) return items.join('');
   return `${items.slice(0, -1).join(', ')} and ${items[items.length - 1]}`;
+}
+
+/** At most this many approvers are named in a refusal; more read "and N others". */
+const MAX_APPROVERS_NAMED = 10;
+
+function approverMentions(ids: readonly string[]): string[] {
+  if (ids.length <= MAX_APPROVERS_NAMED) return ids.map(mention);
+  const shown = ids.slice(0, MAX_APPROVERS_NAMED - 1).map(mention);
+  return [...shown, `${ids.length - shown.length} others`];
 }
 
 /**
@@ -70,7 +80,7 @@ export function refusalText(refusal: Pick<Refusal, 'detail'>): string {
     case 'not-an-approver':
       return d.vote === 'approve'
         ? `You are not an approver for ${d.cluster}, so you cannot approve this ${actionNoun(d.action)}; approvers: ${
-            d.approvers.length ? joinAnd(d.approvers.map(mention)) : 'none configured'
+            d.approvers.length ? joinAnd(approverMentions(d.approvers)) : 'none configured'
           }.`
         : `You are not an approver for ${d.cluster}, so you cannot reject this ${actionNoun(d.action)}.`;
     case 'already-approved':

@@ -40,7 +40,7 @@ export interface ClusterStatus {
   channel?: { id: string; error?: string };
   /** Open alerts to list, most urgent first. */
   alerts?: StatusAlert[];
-  /** Extra lines under the health lines, e.g. the API-server token metrics line (issue 13); plain text, escaped here. */
+  /** Extra lines under the health lines, e.g. the API-server token metrics line; plain text, escaped here. */
   notes?: string[];
 }
 

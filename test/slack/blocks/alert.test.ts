@@ -5,7 +5,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { alertMessage, bucket, buysDays, mergedAlertMessage, podCounts, recreateConfirmModal, restartLabel, signalChangeMessage, worstFact } from '../../../src/slack/blocks/alert.js';
-import { validateMessage, validateView } from '../../../src/slack/blocks/limits.js';
+import { validateView } from '../../../src/slack/blocks/limits.js';
+import { validateMessage } from './validate.js';
 import { allText, HOUR, multusFinding, NOW } from './fixtures.js';
 
 /** Every interactive element of the actions blocks (buttons and overflow menus). */

@@ -1,24 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { applyTransition, approvalEvent as ev, createApproval, decide, type Approval } from '../../../src/approvals/machine.js';
-import { definePolicy } from '../../../src/approvals/policy.js';
-import {
-  ACTION_IDS,
-  approvalDecidedMessage,
-  approvalRequestMessage,
-  detailsMessage,
-  escalationMessage,
-  findingMessage,
-  helpMessage,
-  historyMessage,
-  progressMessage,
-  refusalMessage,
-  statusMessage,
-  unknownCommandMessage,
-  validateMessage,
-  verificationMessage,
-  type ClusterStatus,
-  type SlackMessage,
-} from '../../../src/slack/blocks/index.js';
+import { approvalEvent as ev, createApproval, decide, type Approval } from '../../../src/approvals/machine.js';
+import { applyTransition } from '../../approvals/helpers.js';
+import { definePolicy } from '../../approvals/helpers.js';
+import { ACTION_IDS, approvalDecidedMessage, approvalRequestMessage, detailsMessage, escalationMessage, findingMessage, helpMessage, historyMessage, progressMessage, refusalMessage, statusMessage, unknownCommandMessage, verificationMessage, type ClusterStatus, type SlackMessage } from '../../../src/slack/blocks/index.js';
+import { validateMessage } from './validate.js';
 import { allText, buttonsIn, HOUR, idMinter, multusFinding, NOW } from './fixtures.js';
 
 function valid(m: SlackMessage): SlackMessage {
@@ -180,7 +165,7 @@ describe('approval messages', () => {
     expect(s.fields.map((f) => f.text)).toEqual([
       '*Requested by*\n<@U0REQUEST1>',
       '*Approvers*\n<@U0APPROVE1>, <!subteam^S0OPS00001>',
-      '*Approvals*\n0 of 2 (protected namespace)',
+      '*Approvals*\n0 of 2 · kube-system is protected: 2 approvals',
       '*Expires*\n<!date^1795955400^{date_short_pretty} {time}|2026-11-29 12:30 UTC>',
     ]);
     expect((m.blocks[2] as { text: { text: string } }).text.text).toBe('✅ Server-side dry run passed: patch accepted (dryRun=All)');
@@ -195,7 +180,7 @@ describe('approval messages', () => {
     const one = step(requested(), ev.approve('U0APPROVE1'), T0 + 60_000);
     const m = valid(approvalRequestMessage(one, undefined, ['U0APPROVE1'], { now: T0 + 60_000, approveId: 'approve_0001', rejectId: 'reject_00001' }));
     expect(allText(m.blocks)).toContain('✔︎ <@U0APPROVE1> approved <!date^1795953660^{date_short_pretty} {time}|2026-11-29 12:01 UTC>');
-    expect(allText(m.blocks)).toContain('1 of 2 (protected namespace)');
+    expect(allText(m.blocks)).toContain('1 of 2 · kube-system is protected: 2 approvals');
     expect(buttonsIn(m.blocks)).toHaveLength(2);
     const late = valid(approvalRequestMessage(one, undefined, [], { now: T0 + 30 * 60_000, approveId: 'approve_0001', rejectId: 'reject_00001' }));
     expect(buttonsIn(late.blocks)).toHaveLength(0);

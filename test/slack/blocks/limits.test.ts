@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { validateBlocks, validateMessage } from '../../../src/slack/blocks/limits.js';
+import { validateBlocks } from '../../../src/slack/blocks/limits.js';
+import { validateMessage } from './validate.js';
 
 const pt = (text: string) => ({ type: 'plain_text', text });
 const mk = (text: string) => ({ type: 'mrkdwn', text });

@@ -6,18 +6,18 @@ import {
   alertMessage,
   approvalRequestMessage,
   detailsMessage,
-  mergedAlertMessage,
-  recreateConfirmModal,
-  signalChangeMessage,
-  validateView,
   findingMessage,
   historyMessage,
+  mergedAlertMessage,
   OPAQUE_ID_PATTERN,
+  recreateConfirmModal,
+  signalChangeMessage,
   statusMessage,
-  validateMessage,
+  validateView,
   verificationMessage,
   type FindingAction,
 } from '../../../src/slack/blocks/index.js';
+import { validateMessage } from './validate.js';
 import { buttonsIn, NOW } from './fixtures.js';
 
 const chars = fc.constantFrom('&', '<', '>', 'a', 'Z', '😀', '`', '*', '\n', ' ', '|', 'é', '-', '/');

@@ -1,5 +1,5 @@
 /**
- * Issue 9 §2–§5, one small input per fault kind: invalidated legacy tokens, tokens of replaced pods, operator-owned
+ * One small input per fault kind: invalidated legacy tokens, tokens of replaced pods, operator-owned
  * workloads, the cause catalogue (new entries, rebuilt images, fixed libraries) and 401s from a node's IP.
  */
 import { describe, expect, it } from 'vitest';

@@ -1,8 +1,9 @@
 /**
  * Maps a cluster's Slack section of the config to the approval policy of `src/approvals/policy.ts`.
  */
-import { ANY_USER, DEFAULT_EXPIRY_MS, type ApprovalPolicy } from '../approvals/policy.js';
-import type { ClusterConfig, Config } from './types.js';
+import { APPROVAL_DEFAULTS } from '../core/actions.js';
+import type { ApprovalPolicy } from './policy.js';
+import type { ClusterConfig, Config } from '../config/types.js';
 
 /**
  * The {@link ApprovalPolicy} of `cluster`, or undefined when the cluster has no `slack` section (no actions).
@@ -12,13 +13,13 @@ export function approvalPolicyFor(cluster: ClusterConfig, config: Pick<Config, '
   const s = cluster.slack;
   if (s === undefined) return undefined;
   return {
-    requesters: s.requesters ?? [ANY_USER],
+    requesters: s.requesters ?? [...APPROVAL_DEFAULTS.requesters],
     approvers: [...s.approvers],
     allowSelfApproval: s.allowSelfApproval,
     protectedNamespaces: [...(s.protectedNamespaces ?? [])],
     protectedApprovals: s.protectedApprovals,
     actions: [...s.actions],
     namespaces: { allow: [...(s.namespaces?.allow ?? [])], deny: [...(s.namespaces?.deny ?? [])] },
-    expiryMs: config.slack?.approvals.expiresAfter ?? DEFAULT_EXPIRY_MS,
+    expiryMs: config.slack?.approvals.expiresAfter ?? APPROVAL_DEFAULTS.expiryMs,
   };
 }

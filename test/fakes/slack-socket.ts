@@ -6,11 +6,11 @@
  * the fake Slack Web API (`src/sandbox/fakes/slack.ts`). The real Bolt `SocketModeReceiver` (@slack/socket-mode 3) connects
  * to it. Loopback only.
  */
-import { ErrorCode, TokenwatchError } from '../../errors.js';
+import { ErrorCode, TokenwatchError } from '../../src/errors.js';
 import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import type { FakeSlack } from './slack.js';
+import type { FakeSlack } from '../../src/sandbox/fakes/slack.js';
 
 /** A minimal Socket Mode WebSocket server. */
 export class SocketModeServer {

@@ -17,12 +17,12 @@
  * successive scrapes reach different replicas. So a rate is computed only between two scrapes of the same process
  * (same start time), and a counter that went down is a reset, never a negative rate.
  */
-import { HOUR_SECONDS } from '../core/units.js';
+import { DAY_MS, HOUR_SECONDS } from '../core/units.js';
 import { countOf } from '../core/plural.js';
 import { ErrorCode, TokenwatchError } from '../errors.js';
-import { findingId } from '../findings/build.js';
-import type { Finding, FindingKind, Severity } from '../findings/types.js';
-import { parsePrometheusText } from './prometheus.js';
+import { findingId } from './build.js';
+import type { Finding, FindingKind, Severity } from './types.js';
+import { parsePrometheusText } from './prometheus-text.js';
 
 /** The counters tokenwatch reads, by short key. */
 export const TOKEN_COUNTERS = {
@@ -294,3 +294,6 @@ export function metricsStatusLine(input: MetricsStatusInput): string | undefined
   if (input.error) line += ` · last scrape failed: ${input.error}`;
   return line;
 }
+
+/** Window of recent scrapes used to count replicas for the status wording, ms (24 h). */
+export const REPLICA_WINDOW_MS = DAY_MS;

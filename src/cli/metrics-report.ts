@@ -6,9 +6,9 @@
  * rendered by {@link renderMetricsSection}.
  */
 import { open } from 'node:fs/promises';
-import { InputError } from '../audit/types.js';
+import { InputError } from '../errors.js';
 import { HOUR_SECONDS } from '../core/units.js';
-import { sinceStart, TOKEN_COUNTERS, tokenMetricsFromText, TokenMetricsError, type TokenCounter } from './token-metrics.js';
+import { sinceStart, TOKEN_COUNTERS, tokenMetricsFromText, TokenMetricsError, type TokenCounter } from '../findings/token-metrics.js';
 
 /** Largest metrics file read, bytes (a kube-apiserver `/metrics` is a few MiB). */
 export const MAX_METRICS_FILE_BYTES = 64 * 1024 * 1024;

@@ -1,18 +1,19 @@
 /**
  * Streaming reader of audit inputs: yields the {@link TokenUse}s found in files of any supported format,
- * each request (auditID) once, with bounded memory.
+ * each request (auditID) once, with bounded memory. The file reading of the `sources` stage (open, stat, gunzip);
+ * the parsers it feeds are the pure ones of `src/audit/`.
  *
- * Formats are detected per file by content (see `formats.ts`), after transparent gzip decompression
+ * Formats are detected per file by content (see `src/audit/formats.ts`), after transparent gzip decompression
  * (magic bytes `1f 8b`, so rotated names such as `audit-2026-11-19T10-00-00.000.log.gz` or `audit.log.1`
  * need no special handling):
- * - audit JSON lines (`--audit-log-path` files): scanned on raw Buffers, see `jsonl-scanner.ts`;
+ * - audit JSON lines (`--audit-log-path` files): scanned on raw Buffers, see `src/audit/jsonl-scanner.ts`;
  * - `aws logs filter-log-events` JSON output and Logs Insights JSON exports: scanned on raw Buffers, each
- *   log message prefiltered before it is decoded and parsed, see `json-export-scanner.ts`;
+ *   log message prefiltered before it is decoded and parsed, see `src/audit/json-export-scanner.ts`;
  * - CloudWatch Logs exports to S3 (`<timestamp> <event JSON>` lines): the JSON-lines scanner, prefix skipped;
  * - Logs Insights CSV exports (RFC 4180): streamed with csv-parse;
  * - `aws logs get-query-results` JSON and Logs Insights JSON exports without `@message` (e.g. the EKS guide
  *   query's `subject`, `elapsedtime`): streamed with @streamparser/json, one row at a time.
- * Rows of Insights results go through `tokenUseFromInsightsRow` (`insights-rows.ts`).
+ * Rows of Insights results go through `tokenUseFromInsightsRow` (`src/audit/insights-rows.ts`).
  *
  * Per-record functions a worker thread can call on its own chunk/line (all pure, no I/O):
  * `JsonlScanner` (push Buffers of JSON lines, optionally `<timestamp> ` prefixed), `JsonExportScanner`,
@@ -24,7 +25,8 @@ import { readSync } from 'node:fs';
 import { open, stat, type FileHandle } from 'node:fs/promises';
 import { Readable, pipeline } from 'node:stream';
 import { createGunzip } from 'node:zlib';
-import { InputError, type InputFormat, type ReadNotice, type ReadStats, type TokenUse } from './types.js';
+import type { InputFormat, ReadNotice, ReadStats, TokenUse } from '../audit/types.js';
+import { InputError, errorReason } from '../errors.js';
 import {
   DETECT_HEAD_BYTES,
   KNOWN_FORMATS_TEXT,
@@ -34,23 +36,21 @@ import {
   documentPaths,
   isGzip,
   leadingNulBytes,
-} from './formats.js';
-import { createShapeTally, tokenUsesFromWrappedValue, type ShapeTally } from './records.js';
+} from '../audit/formats.js';
+import { createShapeTally, tokenUsesFromWrappedValue, type ShapeTally } from '../audit/records.js';
 import { countOf } from '../core/plural.js';
-import { DEFAULT_MAX_LINE_BYTES, JsonlScanner } from './jsonl-scanner.js';
-import { JsonExportScanner } from './json-export-scanner.js';
+import { DEFAULT_MAX_LINE_BYTES, JsonlScanner } from '../audit/jsonl-scanner.js';
+import { JsonExportScanner } from '../audit/json-export-scanner.js';
 import {
   INSIGHTS_MAX_ROWS,
   createRowTally,
   queryResultCells,
   tokenUseFromInsightsRow,
   type InsightsRowTally,
-} from './insights-rows.js';
+} from '../audit/insights-rows.js';
 
-export { detectFormat } from './formats.js';
-export { mayHoldTokenUse, tokenUseFromJson } from './records.js';
-export { DEFAULT_MAX_LINE_BYTES, JsonlScanner } from './jsonl-scanner.js';
-export { JsonExportScanner } from './json-export-scanner.js';
+export { tokenUseFromJson } from '../audit/records.js';
+export { DEFAULT_MAX_LINE_BYTES, JsonlScanner } from '../audit/jsonl-scanner.js';
 
 /** Progress of one file: bytes read from disk (compressed bytes for gzip) out of its size. */
 export interface ReadProgress {
@@ -222,14 +222,6 @@ export async function* readTokenUses(
   }
 }
 
-function errorReason(err: unknown): string {
-  if (err instanceof Error) {
-    const code = (err as NodeJS.ErrnoException).code;
-    return code && !err.message.startsWith(code) ? `${code}: ${err.message}` : err.message;
-  }
-  return String(err);
-}
-
 function toOpenError(err: unknown, file: string): InputError {
   if (err instanceof InputError) return err;
   return new InputError(file, `cannot read file (${errorReason(err)})`, {
@@ -360,7 +352,7 @@ async function* readOneFile(ctx: FileContext): AsyncGenerator<TokenUse> {
 }
 
 /**
- * The rule behind every format (issue 9): a file in which no record is an audit event in a known format is an
+ * The rule behind every format (docs/design/contracts.md "Exit codes", exit 2: unknown format): a file in which no record is an audit event in a known format is an
  * error naming the file and the formats tokenwatch knows — never a run that counts every line malformed. Pure;
  * call it once per file after scanning it (e.g. from a worker thread that scanned the file's chunks).
  *

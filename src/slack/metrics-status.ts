@@ -1,10 +1,9 @@
 /**
- * The `/tokens status` note about API-server token metrics for one cluster (issue 13), read from the store.
+ * The `/tokens status` note about API-server token metrics for one cluster, read from the store.
  */
 import type { ClusterConfig } from '../config/types.js';
 import type { Store } from '../store/index.js';
-import { REPLICA_WINDOW_MS } from './live.js';
-import { metricsStatusLine } from './token-metrics.js';
+import { REPLICA_WINDOW_MS, metricsStatusLine } from '../findings/token-metrics.js';
 
 /**
  * `{ notes: [...] }` for `ClusterStatus`: the API-server token metrics line (samples of the last 24 h before `now`,

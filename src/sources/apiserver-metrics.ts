@@ -3,7 +3,7 @@
  * bearer token via `applyToHTTPSOptions`, so in-cluster, kubeconfig and EKS access all work as for the other calls).
  *
  * RBAC: a non-resource URL, `nonResourceURLs: ["/metrics"]`, verb `get` (Kubernetes docs "Using RBAC
- * Authorization"), granted by the reader ClusterRole ({@link METRICS_NON_RESOURCE_CALLS} in `src/rbac/calls.ts`).
+ * Authorization"), granted by the reader ClusterRole (`NON_RESOURCE_CALLS` in `test/manifests/rbac-calls.ts`, which the RBAC test checks).
  * On EKS this reaches the control plane's API-server metrics; behind its load balancer each request may reach a
  * different replica (see `token-metrics.ts`).
  */

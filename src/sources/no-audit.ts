@@ -1,8 +1,8 @@
 /**
  * The audit source of a cluster configured with `audit: { none: true }` (audit logging off): it yields nothing,
- * so findings come only from API-server token metrics and the node probe (issue 13).
+ * so findings come only from API-server token metrics and the node probe (docs/design/architecture.md "Signals besides the audit log").
  */
-import type { AuditSource, PollOptions } from '../sources/types.js';
+import type { AuditSource, PollOptions } from './types.js';
 
 /** Id of {@link NoAuditSource}; `/tokens status` shows "audit log: off" for it. */
 export const NO_AUDIT_SOURCE_ID = 'none';

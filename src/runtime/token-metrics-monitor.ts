@@ -7,14 +7,12 @@ import { DAY_MS } from '../core/units.js';
 import type { Finding } from '../findings/types.js';
 import type { Logger } from '../observability/logger.js';
 import type { Store } from '../store/index.js';
-import type { MetricsScraper } from './scrape.js';
-import { compareSamples, metricsFindings, tokenMetricsFromText, type SampleComparison, type TokenMetricsSample } from './token-metrics.js';
+import type { MetricsScraper } from '../sources/apiserver-metrics.js';
+import { REPLICA_WINDOW_MS, compareSamples, metricsFindings, tokenMetricsFromText, type SampleComparison, type TokenMetricsSample } from '../findings/token-metrics.js';
 
 /** How long scrapes are kept, ms (7 days): enough for the status line's 24 h window and long poll gaps. */
 export const METRIC_SAMPLE_RETENTION_MS = 7 * DAY_MS;
 
-/** Window of recent scrapes used to count replicas for the status wording, ms (24 h). */
-export const REPLICA_WINDOW_MS = DAY_MS;
 
 /** Result of one {@link TokenMetricsMonitor.poll}. */
 export interface TokenMetricsPoll {

@@ -1,12 +1,12 @@
 /**
  * Every Kubernetes API call tokenwatch can make, as RBAC names them, and the PolicyRules that grant exactly those.
  *
- * Three groups, each declared next to (or for) the code that makes the calls and checked against the requests that
- * code really sends to the fake API server (`test/manifests/rbac.test.ts`):
- * - {@link KUBE_API_CALLS} (`src/cluster/kube.ts`): cluster-state reads, cluster-wide; plus the opt-in
+ * Three groups, each declared for the code that makes the calls and checked against the requests that code really
+ * sends to the fake API server (`test/manifests/rbac.test.ts`, `test/cluster/kube.test.ts`):
+ * - {@link KUBE_API_CALLS} (of `src/cluster/kube.ts`): cluster-state reads, cluster-wide; plus the opt-in
  *   {@link SECRET_METADATA_API_CALLS} (list Secrets, metadata only) when `kubernetes.secretMetadata` is on.
- * - {@link REMEDIATION_API_CALLS} (`src/remediation/kube-remediator.ts`): reads and writes of remediation.
- * - {@link LEADER_API_CALLS} (`src/runtime/leader.ts`): the leader-election Lease in tokenwatch's own namespace.
+ * - {@link REMEDIATION_API_CALLS} (of `src/remediation/kube-remediator.ts`): reads and writes of remediation.
+ * - {@link LEADER_API_CALLS} (of `src/runtime/leader.ts`): the leader-election Lease in tokenwatch's own namespace.
  *
  * The manifests (`manifests/rbac-*.yaml`) split them by verb: read verbs (get, list, watch) in the `tokenwatch-reader`
  * ClusterRole, write verbs in `tokenwatch-writer` (bound per namespace by default, cluster-wide on request; drop it
@@ -19,15 +19,15 @@
  * `resourceNames` restriction cannot apply to `create` (the name is not known when the request is authorized);
  * `list` on Secrets also allows reading their data, even though tokenwatch asks for metadata only.
  */
-import { ErrorCode, TokenwatchError } from '../errors.js';
-import { KUBE_API_CALLS, SECRET_METADATA_API_CALLS } from '../cluster/kube.js';
+import { ErrorCode, TokenwatchError } from '../../src/errors.js';
+import { RESTARTABLE_KINDS } from '../../src/core/actions.js';
+import { OWNER_KINDS } from '../../src/cluster/convert.js';
 
-export { KUBE_API_CALLS, SECRET_METADATA_API_CALLS } from '../cluster/kube.js';
 
 /** RBAC verbs tokenwatch uses. */
 export type ApiVerb = 'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete';
 
-/** One kind of Kubernetes API call (for RBAC: `rules[].verbs/resources/apiGroups`); same shape as `KubeApiCall`. */
+/** One kind of Kubernetes API call (for RBAC: `rules[].verbs/resources/apiGroups`) */
 export interface ApiCall {
   verb: ApiVerb;
   /** Plural resource name, e.g. `daemonsets`; `<resource>/<subresource>` for a subresource. */
@@ -35,6 +35,25 @@ export interface ApiCall {
   /** `''` for the core group. */
   apiGroup: string;
 }
+
+/**
+ * Every API call `KubeClusterState` (src/cluster/kube.ts) makes by default (without {@link SECRET_METADATA_API_CALLS}). Keep in sync
+ * with the code: a test compares it with the calls recorded by the fake API server, and the RBAC manifests must
+ * grant exactly these (namespaced reads in every namespace watched).
+ */
+export const KUBE_API_CALLS: readonly ApiCall[] = [
+  { verb: 'get', resource: 'serviceaccounts', apiGroup: '' },
+  { verb: 'get', resource: 'pods', apiGroup: '' },
+  { verb: 'list', resource: 'pods', apiGroup: '' },
+  ...Object.values(OWNER_KINDS).map((k) => ({ verb: 'get' as const, resource: k.resource, apiGroup: k.apiGroup })),
+];
+
+/**
+ * The extra call of the opt-in Secret metadata read (`KubeClusterStateOptions.secretMetadata`): list Secrets
+ * of type `kubernetes.io/service-account-token`, metadata only. Granted by the separate `tokenwatch-secret-metadata`
+ * ClusterRole (manifests/components/secret-metadata, Helm `rbac.secretMetadata`), never by the default install.
+ */
+export const SECRET_METADATA_API_CALLS: readonly ApiCall[] = [{ verb: 'list', resource: 'secrets', apiGroup: '' }];
 
 /** Verbs that only read. Everything else is a write and belongs in the writer role. */
 export const READ_VERBS: readonly ApiVerb[] = ['get', 'list', 'watch'];
@@ -44,7 +63,8 @@ export function isReadVerb(verb: string): boolean {
   return (READ_VERBS as readonly string[]).includes(verb);
 }
 
-const RESTARTABLE = ['daemonsets', 'deployments', 'statefulsets'] as const;
+/** The plural resources of the restartable kinds: `daemonsets`, `deployments`, `statefulsets`. */
+const RESTARTABLE = RESTARTABLE_KINDS.map((kind) => `${kind.toLowerCase()}s`);
 
 /**
  * Every API call `KubeRemediator` (`src/remediation/kube-remediator.ts`) can make:
@@ -80,8 +100,8 @@ export interface NonResourceCall {
 }
 
 /**
- * Non-resource calls: `KubeMetricsScraper` (`src/metrics/scrape.ts`) reads the API server's `GET /metrics` for the
- * ServiceAccount token counters (issue 13). Granted by the reader ClusterRole (non-resource URLs can only be granted
+ * Non-resource calls: `KubeMetricsScraper` (`src/sources/apiserver-metrics.ts`) reads the API server's `GET /metrics` for the
+ * ServiceAccount token counters. Granted by the reader ClusterRole (non-resource URLs can only be granted
  * by a ClusterRole; Kubernetes docs "Using RBAC Authorization").
  */
 export const NON_RESOURCE_CALLS: readonly NonResourceCall[] = [{ verb: 'get', nonResourceURL: '/metrics' }];

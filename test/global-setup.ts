@@ -1,0 +1,77 @@
+/**
+ * Vitest global setup: builds, once per `vitest run`, the plain JavaScript that tests run in child processes, so no
+ * child pays tsx's TypeScript transform at its start (on a 2-core machine a tsx start of the CLI costs ~0.5 s of CPU,
+ * the bundle ~0.1 s; `serve` more).
+ *
+ * - The CLI, as `npm run build` bundles it (scripts/build.mjs, the same code split and externals) — also what the
+ *   published package and the Docker image run, so the child-process tests test what ships;
+ * - the test's own child scripts ({@link CHILD_SCRIPTS}), bundled with esbuild (our sources inlined, packages from
+ *   node_modules).
+ *
+ * Both go to `<repo>/.test-build-<pid>/` (git-ignored; one level below the repository, as `dist/` is, so module-relative
+ * URLs such as `../../package.json` resolve as from the sources), named by this process so two runs in one checkout
+ * never rebuild under each other, removed at teardown; a folder left by a run that was killed is removed by the next.
+ * Tests find it with `inject('testBuild')` (test/support/build.ts). In watch mode it is rebuilt before each rerun.
+ */
+import { execFileSync } from 'node:child_process';
+import { readdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { build } from 'esbuild';
+import type { TestProject } from 'vitest/node';
+
+const ROOT = join(import.meta.dirname, '..');
+const PREFIX = '.test-build-';
+
+/** Test child scripts run as plain JavaScript: source (relative to the repository) → bundled name in `children/`. */
+export const CHILD_SCRIPTS = {
+  'serve-child': 'test/slack/serve-child.ts',
+  'child-elector': 'test/runtime/fixtures/child-elector.ts',
+  'child-webhook': 'test/sources/fixtures/child-webhook.ts',
+} as const;
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    /** Absolute path of this run's build folder: `cli/main.js` (the CLI) and `children/<name>.mjs`. */
+    testBuild: string;
+  }
+}
+
+/** Whether a process with this id runs (a folder of a live run is never removed). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+async function buildAll(dir: string): Promise<void> {
+  // scripts/build.mjs empties its --out folder first; it prints one summary line, kept out of the test output.
+  execFileSync(process.execPath, [join(ROOT, 'scripts', 'build.mjs'), '--out', dir.slice(ROOT.length + 1)], { cwd: ROOT, stdio: 'pipe' });
+  await build({
+    absWorkingDir: ROOT,
+    entryPoints: Object.fromEntries(Object.entries(CHILD_SCRIPTS).map(([name, src]) => [name, src])),
+    outdir: join(dir, 'children'),
+    outExtension: { '.js': '.mjs' },
+    bundle: true,
+    packages: 'external',
+    format: 'esm',
+    platform: 'node',
+    target: 'node22',
+    sourcemap: 'linked',
+    logLevel: 'warning',
+  });
+}
+
+export default async function setup(project: TestProject): Promise<() => void> {
+  for (const name of readdirSync(ROOT)) {
+    const pid = name.startsWith(PREFIX) ? Number(name.slice(PREFIX.length)) : Number.NaN;
+    if (Number.isInteger(pid) && pid !== process.pid && !alive(pid)) rmSync(join(ROOT, name), { recursive: true, force: true });
+  }
+  const dir = join(ROOT, `${PREFIX}${process.pid}`);
+  await buildAll(dir);
+  project.provide('testBuild', dir);
+  project.onTestsRerun(() => buildAll(dir));
+  return () => rmSync(dir, { recursive: true, force: true });
+}
