@@ -1,5 +1,5 @@
 /**
- * Pure formatting of a scan report for humans: the findings table, fix lines and footer.
+ * Pure formatting of a scan report for humans: the table (one row per alert group), fix lines and footer.
  * No I/O and no clock: the reference time is passed in. Colour is decided by the caller
  * (see {@link shouldUseColor}).
  */
@@ -11,6 +11,7 @@ import { DAY_MS, DAY_SECONDS, HOUR_MS } from '../core/units.js';
 import { WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS } from '../findings/token-math.js';
 import type { Readiness } from '../findings/readiness.js';
 import type { NowSource } from '../scan/run.js';
+import { FINDING_KIND_ORDER, groupFindings, type FindingGroup } from '../findings/groups.js';
 import { escapeControl } from './escape.js';
 
 
@@ -140,13 +141,15 @@ export const READINESS_HEADING = 'Is it safe to turn token extension off (--serv
 
 /**
  * The readiness section of the table output: the heading, the verdict's one-line summary and, when not safe, one line
- * per client (ServiceAccount, workloads, last use, and the finding number whose fix applies).
+ * per client (ServiceAccount, workloads, last use, and the table row — its alert group — whose fix applies).
  */
 export function readinessSection(r: Readiness, findings: readonly Finding[], paint: Paint = (_s, t) => t): string[] {
   const style = r.verdict === 'safe' ? 'bold' : r.verdict === 'not-safe' ? 'red' : 'yellow';
   const lines = [paint('bold', READINESS_HEADING), `  ${paint(style, escapeControl(r.summary))}`];
+  // The table numbers its rows per group (one per ServiceAccount): "#N" is the row of the finding's group.
+  const groups = groupFindings(findings);
   for (const c of r.clients) {
-    const n = findings.findIndex((f) => f.id === c.findingId);
+    const n = groups.findIndex((g) => g.findings.includes(c.findingId));
     const workloads = c.workloads.length > 0 ? c.workloads.map((w) => objectLabel(w)).join(', ') : 'workload unknown';
     lines.push(escapeControl(`  - ${c.namespace}/${c.serviceAccount} (${workloads}): last stale use ${c.lastUse}; fix: ${n >= 0 ? `see #${n + 1} above` : c.fix}`));
   }
@@ -186,11 +189,6 @@ function severityWord(severity: Severity, paint: Paint): string {
   }
 }
 
-/** The severity cell; `critical` gets `(401s)` under it when 401s made it so (see {@link criticalBy401s}). */
-function severityCell(f: Finding, findings: readonly Finding[], now: number, paint: Paint): string {
-  const word = severityWord(f.severity, paint);
-  return criticalBy401s(f, findings, now) === undefined ? word : `${word}\n(401s)`;
-}
 
 /** Days before rejection under which a finding is critical by its date alone (docs/design/architecture.md "Terms"). */
 const CRITICAL_DAYS = 7;
@@ -235,11 +233,57 @@ export function statsLine(stats: ScanReport['stats']): string {
   );
 }
 
+/** Members of a group in the order its kinds are named (the failing signal first). */
+function byKind(g: FindingGroup): Finding[] {
+  return FINDING_KIND_ORDER.flatMap((k) => g.members.filter((m) => m.kind === k));
+}
+
+/** The group's severity cell: its worst severity, with `(401s)` under it when 401s made a member critical (see {@link criticalBy401s}). */
+function groupSeverityCell(g: FindingGroup, findings: readonly Finding[], now: number, paint: Paint): string {
+  const word = severityWord(g.severity, paint);
+  return g.members.some((m) => criticalBy401s(m, findings, now) !== undefined) ? `${word}\n(401s)` : word;
+}
+
+/** The group's earliest rejection time (ISO string), or null. */
+function groupRejection(g: FindingGroup): string | null {
+  const at = g.members.map((m) => m.rejectionAt).filter((r): r is string => r !== null && !Number.isNaN(Date.parse(r)));
+  return at.length ? at.reduce((a, b) => (Date.parse(b) < Date.parse(a) ? b : a)) : null;
+}
+
+/** One finding standing for the group's union of workloads and pods (the first member's other fields). */
+function groupUnion(g: FindingGroup): Finding {
+  const seen = new Set<string>();
+  const workloads = g.members.flatMap((m) => m.workloads).filter((w) => {
+    const k = `${w.kind}/${w.namespace}/${w.name}`;
+    if (seen.has(k)) return false;
+    seen.add(k);
+    return true;
+  });
+  const pods = [...new Set(g.members.flatMap((m) => m.pods))];
+  const missingPods = [...new Set(g.members.flatMap((m) => m.missingPods ?? []))];
+  const tokens = g.members.flatMap((m) => m.tokens);
+  const maxAfter = g.members.map((m) => m.maxSecondsAfterWarning).filter((x): x is number => x !== null);
+  const first = g.members[0]!;
+  return { ...first, workloads, pods, missingPods, tokens, maxSecondsAfterWarning: maxAfter.length ? Math.max(...maxAfter) : null };
+}
+
+/** Fix lines of a group: one per distinct fix, naming the kinds it is for. */
+function groupFixes(g: FindingGroup, n: number, paint: Paint): string[] {
+  const byFix = new Map<string, string[]>();
+  for (const m of byKind(g)) byFix.set(m.cause.fix, [...(byFix.get(m.cause.fix) ?? []), m.kind]);
+  return [...byFix].map(([fix, kinds]) => `${paint('bold', `#${n}`)} ${escapeControl(`${g.namespace}/${g.serviceAccount}`)} ${kinds.join(', ')}: fix: ${escapeControl(fix)}`);
+}
+
+/** Cause cells of a group: one per distinct cause. */
+function groupCauses(g: FindingGroup): string[] {
+  return [...new Set(byKind(g).map((m) => (m.cause.component ? `${m.cause.id}\n(${escapeControl(m.cause.component)})` : m.cause.id)))];
+}
+
 /**
- * Renders a scan report as the human table: one row per finding (in report order, which is
- * severity then rejection time), one fix line per finding under it, then the reference time and
- * read stats. An empty report renders a single "no … found in N events" line plus the footer.
- * Output ends with a newline.
+ * Renders a scan report as the human table: one row per alert group — the findings of one ServiceAccount of one
+ * cluster, one root cause (src/findings/groups.ts), in report order (severity then rejection time) — with its kinds
+ * and their requests one a line, then its fix lines, then the reference time and read stats. An empty report renders
+ * a single "no … found in N events" line plus the footer. Output ends with a newline.
  */
 export function renderScanTable(report: ScanReport, opts: RenderOptions): string {
   const paint: Paint = opts.color ? ansi : (_styles, text) => text;
@@ -276,29 +320,27 @@ export function renderScanTable(report: ScanReport, opts: RenderOptions): string
     head: head.map((h) => paint('bold', h)),
     style: { head: [], border: [] },
   });
-  report.findings.forEach((f, i) => {
-    const age = oldestTokenAgeDays(f, opts.now);
-    const rejection = formatRejection(f.rejectionAt, opts.now);
+  const groups = groupFindings(report.findings);
+  groups.forEach((g, i) => {
+    const u = groupUnion(g);
+    const age = oldestTokenAgeDays(u, opts.now);
+    const rejection = formatRejection(groupRejection(g), opts.now);
     table.push([
       String(i + 1),
-      escapeControl(f.cluster),
-      escapeControl(`${f.namespace}/${f.serviceAccount}`),
-      f.kind,
-      severityCell(f, report.findings, opts.now, paint),
-      workloadsCell(f),
-      podsCell(f),
+      escapeControl(g.cluster),
+      escapeControl(`${g.namespace}/${g.serviceAccount}`),
+      byKind(g).map((m) => m.kind).join('\n'),
+      groupSeverityCell(g, report.findings, opts.now, paint),
+      workloadsCell(u),
+      podsCell(u),
       age === undefined ? '-' : String(age),
       rejection.includes('REJECTED') ? paint('red', rejection) : rejection,
-      f.requests.toLocaleString('en-US'),
-      f.cause.component ? `${f.cause.id}\n(${escapeControl(f.cause.component)})` : f.cause.id,
+      byKind(g).map((m) => m.requests.toLocaleString('en-US')).join('\n'),
+      groupCauses(g).join('\n'),
     ]);
   });
 
-  const fixes = report.findings.map(
-    (f, i) =>
-      `${paint('bold', `#${i + 1}`)} ${escapeControl(`${f.namespace}/${f.serviceAccount}`)} ${f.kind}: fix: ` +
-      escapeControl(f.cause.fix),
-  );
+  const fixes = groups.flatMap((g, i) => groupFixes(g, i + 1, paint));
   const notes = unknownWorkloadNotes(report.findings).map((n) => paint('dim', n));
   return [table.toString(), '', ...fixes, '', ...notes, ...readiness, ...footer, ''].join('\n');
 }
@@ -379,22 +421,23 @@ function fitColumns(natural: number[], width: number): number[] {
 }
 
 /**
- * The table fitted to `width` columns: `#`, ServiceAccount, kind, severity, rejection and requests in the table;
- * per finding below it the reason 401s made it critical, workloads, pods, oldest token age, cause and fix, each line
- * wrapped to `width`. `tail` (readiness section and footer) is wrapped too.
+ * The table fitted to `width` columns, one row per alert group: `#`, ServiceAccount, kinds, severity, rejection and
+ * requests in the table; per group below it the reason 401s made it critical, workloads, pods, oldest token age,
+ * causes and fixes, each line wrapped to `width`. `tail` (readiness section and footer) is wrapped too.
  */
 function renderFitted(report: ScanReport, opts: RenderOptions, width: number, paint: Paint, tail: string[]): string {
   const head = ['#', 'namespace/\nServiceAccount', 'kind', 'severity', 'rejection', 'requests'];
-  const rows = report.findings.map((f, i) => {
+  const groups = groupFindings(report.findings);
+  const rows = groups.map((g, i) => {
     // Date and time left on two lines: the column stays narrow.
-    const rejection = formatRejection(f.rejectionAt, opts.now).replace(' (', '\n(');
+    const rejection = formatRejection(groupRejection(g), opts.now).replace(' (', '\n(');
     return [
       String(i + 1),
-      `${escapeControl(f.namespace)}/\n${escapeControl(f.serviceAccount)}`,
-      f.kind,
-      severityCell(f, report.findings, opts.now, paint),
+      `${escapeControl(g.namespace)}/\n${escapeControl(g.serviceAccount)}`,
+      byKind(g).map((m) => m.kind).join('\n'),
+      groupSeverityCell(g, report.findings, opts.now, paint),
       rejection.includes('REJECTED') ? paint('red', rejection) : rejection,
-      f.requests.toLocaleString('en-US'),
+      byKind(g).map((m) => m.requests.toLocaleString('en-US')).join('\n'),
     ];
   });
   const natural = head.map((h, c) =>
@@ -409,18 +452,21 @@ function renderFitted(report: ScanReport, opts: RenderOptions, width: number, pa
   });
   for (const r of rows) table.push(r);
 
-  const details = report.findings.flatMap((f, i) => {
-    const lines = [`${paint('bold', `#${i + 1}`)} ${escapeControl(`${f.namespace}/${f.serviceAccount}`)} ${f.kind}`];
-    const by401 = criticalBy401s(f, report.findings, opts.now);
+  const details = groups.flatMap((g, i) => {
+    const u = groupUnion(g);
+    const members = byKind(g);
+    const lines = [`${paint('bold', `#${i + 1}`)} ${escapeControl(`${g.namespace}/${g.serviceAccount}`)} ${members.map((m) => m.kind).join(', ')}`];
+    const by401 = members.map((m) => criticalBy401s(m, report.findings, opts.now)).find((x) => x !== undefined);
     if (by401 !== undefined) {
       lines.push(`   critical: the API server answered 401 Unauthorized to ${by401.toLocaleString('en-US')} request${by401 === 1 ? '' : 's'} of this ServiceAccount`);
     }
-    if (f.workloads.length > 0) lines.push(`   workloads: ${f.workloads.map((w) => escapeControl(objectLabel(w))).join(', ')}`);
-    if (f.pods.length > 0) lines.push(`   pods: ${podsCell(f).split('\n').join(', ')}`);
-    const age = oldestTokenAgeDays(f, opts.now);
+    if (u.workloads.length > 0) lines.push(`   workloads: ${u.workloads.map((w) => escapeControl(objectLabel(w))).join(', ')}`);
+    if (u.pods.length > 0) lines.push(`   pods: ${podsCell(u).split('\n').join(', ')}`);
+    const age = oldestTokenAgeDays(u, opts.now);
     if (age !== undefined) lines.push(`   oldest token age: ${age} d`);
-    lines.push(`   cause: ${f.cause.component ? `${f.cause.id} (${escapeControl(f.cause.component)})` : f.cause.id}`);
-    lines.push(`   fix: ${escapeControl(f.cause.fix)}`);
+    const causes = [...new Set(members.map((m) => (m.cause.component ? `${m.cause.id} (${escapeControl(m.cause.component)})` : m.cause.id)))];
+    lines.push(`   cause: ${causes.join('; ')}`);
+    for (const fix of [...new Set(members.map((m) => m.cause.fix))]) lines.push(`   fix: ${escapeControl(fix)}`);
     return lines.flatMap((l) => wrapLine(l, width, 5));
   });
   const notes = unknownWorkloadNotes(report.findings).map((n) => paint('dim', n));

@@ -184,6 +184,13 @@ export function replicaCaveat(replicasSeen: number): string {
     : 'per API-server replica reached (a load balancer may spread requests over several; not a cluster-wide figure)';
 }
 
+/** {@link replicaCaveat} without parentheses, for the one-line status. */
+export function flatReplicaCaveat(replicasSeen: number): string {
+  return replicasSeen > 1
+    ? `per API-server replica reached: ${replicasSeen} replicas seen, each counts only its own requests, not a cluster-wide figure`
+    : 'per API-server replica reached: a load balancer may spread requests over several, not a cluster-wide figure';
+}
+
 /**
  * Cluster-level findings (namespace and ServiceAccount {@link CLUSTER_WIDE}) raised when, since the previous scrape
  * of the same API-server process, stale-token uses or invalidated-legacy-token uses increased and no audit-derived
@@ -280,9 +287,10 @@ export function metricsStatusLine(input: MetricsStatusInput): string | undefined
   const parts = [`stale tokens in use: ${stale === null ? 'unknown' : `${fmtRate(stale)}/h`}`];
   if (invalid !== null && invalid > 0) parts.push(`invalidated legacy tokens: ${fmtRate(invalid)}/h`);
   parts.push(`audit log: ${input.auditLog ? 'on' : 'off'}`);
-  let line = parts.join(', ');
+  // One flat line of " · "-separated parts (no nested parentheses): it is read at a glance in `/tokens status`.
+  let line = parts.join(' · ');
   if (!input.auditLog && (stale ?? 0) > 0) line += ' — which clients? enable audit logging or run the node probe';
-  line += ` (${how}; ${replicaCaveat(replicas)})`;
+  line += ` · ${how} · ${flatReplicaCaveat(replicas)}`;
   if (input.error) line += ` · last scrape failed: ${input.error}`;
   return line;
 }

@@ -121,9 +121,32 @@ export interface Finding {
   clusterState?: string;
 }
 
+/**
+ * One alert group in the `scan --format json` document (extension, additive): the findings of one ServiceAccount of
+ * one cluster, one root cause (src/findings/groups.ts `FindingGroupJson`; docs/design/contracts.md "--format json").
+ */
+export interface ScanGroup {
+  /** Stable hash of cluster/namespace/serviceAccount (`g` + 15 hex chars). */
+  id: string;
+  cluster: string;
+  namespace: string;
+  serviceAccount: string;
+  /** The worst severity of its findings. */
+  severity: Severity;
+  /** Kinds of its findings: `unauthorized`, then `stale-token`, then `legacy-token`. */
+  kinds: FindingKind[];
+  /** Ids of its findings (each a `findings[].id` of the same document), most severe first. */
+  findings: string[];
+}
+
 /** The `scan --format json` document (contract). */
 export interface ScanReport {
   findings: Finding[];
+  /**
+   * Extension (additive): the findings grouped by ServiceAccount, one entry per alert (what the table's rows and the
+   * Slack alerts show); every finding id is in exactly one group. Absent only in documents built by other code.
+   */
+  groups?: ScanGroup[];
   /** `auditIdConflicts`: extension (additive, only when non-zero), uses kept despite a repeated auditID and stage. */
   stats: { files: number; lines: number; events: number; tokenUses: number; malformed: number; duplicates: number; auditIdConflicts?: number };
 }

@@ -8,7 +8,7 @@
  * - `GET /api/cluster` the simulated workloads and their pods.
  * - `GET /api/events` server-sent events: `slack` (the fake Slack changed), `cluster`, `tick` (sandbox time),
  *   `notice` (a user's command failed).
- * - `POST /api/command {user, text}` a slash command, `POST /api/action {user, channel, ts, ephemeral, actionId,
+ * - `POST /api/command {user, text}` a slash command, `POST /api/action {user, channel, ts, ephemeral, actionId, selected,
  *   blockId, value, text}` a button click, `POST /api/message {user, text}` a plain message. Commands and clicks go
  *   to the bot's HTTP receiver as **signed Slack requests** (`src/sandbox/fakes/slack.ts` `sendSlashCommand` /
  *   `sendBlockAction`), with a `trigger_id`, a `response_url` the fake Slack serves (bound to the channel, the user
@@ -348,6 +348,8 @@ export async function startPageServer(opts: PageServerOptions): Promise<PageServ
         userName: user.name.toLowerCase(),
         actionId,
         value: field(body, 'value') ?? '',
+        // An overflow-menu option: sent as `selected_option` (its label and value), as Slack does.
+        ...(body.selected === true ? { selectedOption: { text: field(body, 'text') ?? '', value: field(body, 'value') ?? '' } } : {}),
         ...(field(body, 'blockId') ? { blockId: field(body, 'blockId')! } : {}),
         ...(field(body, 'text') ? { text: field(body, 'text')! } : {}),
         channel,

@@ -126,7 +126,7 @@ export type NowSource = 'option' | 'latest-event' | 'clock';
 
 /** Result of {@link runScan}. */
 export interface ScanResult {
-  /** The `scan --format json` document (contract: `{findings, stats}`). */
+  /** The `scan --format json` document (contract: `{findings, stats}`, plus the additive `groups`). */
   report: ScanReport;
   /** Reference time used for severity and days left, epoch ms UTC. */
   now: number;
@@ -283,8 +283,10 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
     ...(opts.readinessMinWindowMs !== undefined ? { minWindowMs: opts.readinessMinWindowMs } : {}),
   });
 
+  const { groupFindings, groupsJson } = await import('../findings/groups.js');
   const report: ScanReport = {
     findings,
+    groups: groupsJson(groupFindings(findings)),
     stats: {
       files: stats.files,
       lines: stats.lines,

@@ -453,7 +453,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
   // rather than at the next poll. Only the leader posts alerts (HA).
   for (const name of ctx.isLeader() ? clusters.keys() : []) {
     if (channels.channelOf(name) === undefined) continue;
-    const pending = store.listFindings(name, { status: ['open'] }).filter((f) => store.getMessageRef(f.finding.id) === undefined);
+    const pending = store.listFindings(name, { status: ['open'] }).filter((f) => notifier.messageOf(f.finding.id) === undefined);
     if (pending.length === 0) continue;
     log.info({ cluster: name, alerts: pending.length }, 'posting alerts found while Slack was not connected');
     void track(notifier.onFindings(name, pending.map((f) => f.finding), [])).catch((err: unknown) => log.error({ err, cluster: name }, 'posting pending alerts failed'));

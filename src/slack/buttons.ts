@@ -21,6 +21,8 @@ import { OPAQUE_ID_PATTERN, type FindingAction } from './blocks/index.js';
 
 /** A resolved finding button. */
 export interface ResolvedButton {
+  /** The opaque id that was resolved. */
+  id: string;
   finding: StoredFinding;
   action: FindingAction;
   /** The action kind for the approval machinery (`details` has none). */
@@ -114,7 +116,7 @@ export class ButtonIds {
     const key = actionKey(entry.action);
     const action = candidateActions(stored.finding).find((a) => actionKey(a) === key);
     if (!action || this.compute(stored.id, action) !== id) return undefined;
-    return { finding: stored, action, kind: action.action, target: targetOf(stored.finding, action) };
+    return { id, finding: stored, action, kind: action.action, target: targetOf(stored.finding, action) };
   }
 
   /** Indexes the ids of every action of every stored finding. */

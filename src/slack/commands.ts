@@ -12,6 +12,8 @@ import { approvalsOf, formatUtc, type ActionKind, type ActionTarget } from '../a
 import type { ClusterEvent } from '../findings/cluster-events.js';
 import type { Finding, Severity } from '../findings/types.js';
 import { readinessVerdict } from '../findings/readiness.js';
+import { compareFindings } from '../findings/build.js';
+import { groupFindings } from '../findings/groups.js';
 import { scrubSecrets, type Logger } from '../observability/logger.js';
 import type { Store } from '../store/index.js';
 import type { SlackApi } from './api.js';
@@ -20,6 +22,7 @@ import {
   historyMessage,
   refusalMessage,
   statusMessage,
+  type StatusAlert,
   unknownCommandMessage,
   type ClusterStatus,
   type HistoryEntry,
@@ -116,7 +119,7 @@ export class TokensCommand {
   constructor(private readonly deps: CommandDeps) {}
 
   /** The reply to `/tokens <text>` sent by `user` from `channel`. */
-  handle(text: string, user: string, channel: ChannelRef): SlackMessage {
+  async handle(text: string, user: string, channel: ChannelRef): Promise<SlackMessage> {
     const parsed = parseTokensCommand(text);
     const names = [...this.deps.clusters.keys()];
     // Cluster names match case-insensitively where that is unambiguous.
@@ -131,11 +134,11 @@ export class TokensCommand {
         if (cmd.cluster === undefined) {
           const mine = this.deps.channels.clustersIn(channel).map((c) => c.name);
           if (mine.length === 0) return refusalMessage(this.noClusterHere());
-          return statusMessage(mine.map((n) => this.clusterStatus(n)), { now: this.deps.clock(), activeWindowMs: this.deps.activeWindowMs });
+          return statusMessage(await Promise.all(mine.map((n) => this.clusterStatus(n))), { now: this.deps.clock(), activeWindowMs: this.deps.activeWindowMs });
         }
         const problem = this.check(cmd.cluster, channel);
         if (problem) return problem;
-        return statusMessage([this.clusterStatus(cmd.cluster)], { now: this.deps.clock(), activeWindowMs: this.deps.activeWindowMs });
+        return statusMessage([await this.clusterStatus(cmd.cluster)], { now: this.deps.clock(), activeWindowMs: this.deps.activeWindowMs });
       }
       case 'scan':
       case 'history': {
@@ -195,8 +198,12 @@ export class TokensCommand {
     return undefined;
   }
 
-  /** `/tokens status` data of one cluster: poll health per source, Kubernetes access, channel, open findings. */
-  clusterStatus(name: string): ClusterStatus {
+  /**
+   * `/tokens status` data of one cluster: poll health per source, Kubernetes access, channel, and its open alerts
+   * (one per ServiceAccount: its live findings grouped, src/findings/groups.ts), each with the `chat.getPermalink` of
+   * its message (best effort: a failed lookup leaves the line without a link).
+   */
+  async clusterStatus(name: string): Promise<ClusterStatus> {
     const rt = this.deps.clusters.get(name)!;
     const h = rt.poller.health();
     const health: SourceHealth[] = [
@@ -244,17 +251,23 @@ export class TokensCommand {
     }
     const open = this.deps.store.listFindings(name, { status: ['open'] });
     const counts: Record<Severity, number> = { critical: 0, warning: 0, info: 0 };
-    for (const f of open) counts[f.severity]++;
+    const groups = groupFindings(open.map((f) => f.finding).sort(compareFindings));
+    const alerts: StatusAlert[] = [];
+    for (const g of groups) {
+      counts[g.severity]++;
+      const at = this.deps.notifier.messageOfGroup(g.id);
+      const permalink = at ? await this.deps.api.permalink(at.channel, at.ts).catch(() => undefined) : undefined;
+      alerts.push({ live: g.members, severity: g.severity, ...(permalink ? { permalink } : {}) });
+    }
     const configured = this.deps.channels.channelOf(name);
     const problem = configured !== undefined ? this.deps.api.channelProblem(configured) ?? this.deps.api.channelProblem(this.deps.channels.channelIdOf(name) ?? '') : undefined;
     return {
       name,
       lastPoll: h.lastPollAt ?? null,
       health,
-      findingsBySeverity: counts,
+      alertsBySeverity: counts,
       ...(configured !== undefined ? { channel: { id: this.deps.channels.channelIdOf(name) ?? configured.replace(/^#/, ''), ...(problem ? { error: problem.error } : {}) } } : {}),
-      findings: open.map((f) => f.finding),
-      buttonsFor: (f, a) => this.deps.notifier.buttonsFor(f)(a),
+      alerts,
       ...withClusterEvents(withReadiness(metricsNotes(this.deps.store, rt, h, this.deps.clock()), this.readinessLine(name, open.map((f) => f.finding), h)), h.clusterEvents ?? []),
     };
   }

@@ -36,7 +36,9 @@ import { SlackCallError, type SlackApi } from './api.js';
 import {
   approvalRequestMessage,
   detailsMessage,
+  mergeHourly,
   progressMessage,
+  recreateConfirmModal,
   refusalMessage,
   refusalText,
   rejectReasonModal,
@@ -168,12 +170,15 @@ export class ApprovalFlow {
   // ---- finding buttons ---------------------------------------------------------------------------------------
 
   /**
-   * A click on a finding button (`family` from its action_id) carrying the opaque id `id`. Resolves the id in the
-   * store and dispatches to request / snooze / details.
+   * A click on a finding button (`family` from its action_id; `'any'` for an overflow-menu option, whose value says
+   * which action it is) carrying the opaque id `id`. Resolves the id in the store and dispatches to request / snooze /
+   * details. Recreate ServiceAccount first checks that recreating is a fix for the alert's cause (refused with the
+   * reason otherwise: a forged or stale click changes nothing), then opens the confirm modal saying what breaks; its
+   * submission comes back with `confirmed` (see {@link confirmedRecreate}).
    */
-  async onFindingButton(c: Clicker, family: ButtonFamily, id: string, days?: 1 | 7): Promise<void> {
+  async onFindingButton(c: Clicker, family: ButtonFamily | 'any', id: string, days?: 1 | 7, confirmed = false): Promise<void> {
     const btn = this.deps.ids.resolve(id);
-    if (!btn || btn.action.action !== family || (btn.action.action === 'snooze' && btn.action.days !== days)) {
+    if (!btn || (family !== 'any' && (btn.action.action !== family || (btn.action.action === 'snooze' && btn.action.days !== days)))) {
       this.deps.logger.warn({ user: c.user, family, valueLength: id.length }, 'refused a button click with an unknown or tampered value');
       await c.reply(refusalMessage('This button is not valid any more (unknown or altered value), so nothing was done. Use the buttons on the current alert, or `/tokens status`.'));
       return;
@@ -188,10 +193,71 @@ export class ApprovalFlow {
         return this.details(c, btn);
       case 'snooze':
         return this.snooze(c, btn, btn.action.days);
+      case 'recreate-serviceaccount': {
+        // Checked at the click and again at the modal's submission: the alert's signals may have changed between.
+        const notAFix = this.recreateRefusal(btn);
+        if (notAFix) return this.refuse(c, btn, notAFix);
+        if (!confirmed) return this.confirmRecreate(c, btn);
+        return this.deps.notifier.withLock(`request:${objectLabel(btn.target)}@${btn.target.cluster}`, () => this.request(c, btn, 'recreate-serviceaccount'));
+      }
       default:
         // One request at a time per target in this process (the store arbitrates between processes).
         return this.deps.notifier.withLock(`request:${objectLabel(btn.target)}@${btn.target.cluster}`, () => this.request(c, btn, btn.action.action as ActionKind));
     }
+  }
+
+  /**
+   * Why recreating the button's ServiceAccount is not a fix for its alert's live signals (a forged or stale Recreate
+   * click is refused with it), or undefined when it is (see `Notifier.recreateOffered`).
+   */
+  private recreateRefusal(btn: ResolvedButton): string | undefined {
+    const live = this.deps.notifier.membersOf(btn.finding.finding).filter((m) => m.status !== 'resolved').map((m) => m.finding);
+    if (this.deps.notifier.recreateOffered(live.length ? live : [btn.finding.finding])) return undefined;
+    const why = live.some((f) => f.cause.id === 'static-token-file')
+      ? 'its token is read from a file on the node, which would keep the revoked token'
+      : 'no leaked or legacy Secret token has to be revoked, and every pod of it would lose its token until restarted';
+    return `Recreating ServiceAccount \`${btn.target.namespace}/${btn.target.name}\` is not a fix for this alert (${why}), so nothing was requested. Use the alert’s Restart button.`;
+  }
+
+  /**
+   * Recreate ServiceAccount chosen (and offered): the confirm modal (views.open) saying what breaks. Without a
+   * `trigger_id` (no modal possible) it is refused.
+   */
+  private async confirmRecreate(c: Clicker, btn: ResolvedButton): Promise<void> {
+    if (!c.triggerId || !c.channel) return this.refuse(c, btn, 'Recreate ServiceAccount needs a confirmation dialog, which Slack did not allow here; choose it again from the alert’s ⋯ menu.');
+    const pods = await this.podsOf(btn);
+    try {
+      await this.deps.api.openView(c.triggerId, recreateConfirmModal(btn.finding.finding, JSON.stringify({ id: btn.id, channel: c.channel.id }), pods));
+    } catch (err) {
+      this.deps.logger.warn({ err, finding: btn.finding.id }, 'could not open the recreate confirmation');
+      await c.reply(refusalMessage('The confirmation dialog could not be opened, so nothing was requested. Try again from the alert’s ⋯ menu.'));
+    }
+  }
+
+  /** Running pods of the button's ServiceAccount (best effort). */
+  private async podsOf(btn: ResolvedButton): Promise<number | undefined> {
+    try {
+      const s = await this.deps.stateOf(btn.target.cluster)?.describeServiceAccount(btn.finding.finding.namespace, btn.finding.finding.serviceAccount);
+      return s?.available ? s.pods.length : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /**
+   * The recreate confirm modal was submitted (`privateMetadata` as {@link confirmRecreate} put it: the opaque id and
+   * the channel of the click): the request goes through every check of a click again.
+   */
+  async confirmedRecreate(user: string, privateMetadata: string, reply: (channel: string | undefined) => Clicker['reply']): Promise<void> {
+    let meta: { id?: unknown; channel?: unknown } = {};
+    try {
+      meta = JSON.parse(privateMetadata) as typeof meta;
+    } catch {
+      // handled below
+    }
+    const channel = typeof meta.channel === 'string' ? meta.channel : undefined;
+    const c: Clicker = { user, channel: channel ? { id: channel } : undefined, reply: reply(channel) };
+    await this.onFindingButton(c, 'recreate-serviceaccount', typeof meta.id === 'string' ? meta.id : '', undefined, true);
   }
 
   private async refuse(c: Clicker, btn: Pick<ResolvedButton, 'target'> & { kind: string }, text: string, approvalId?: string): Promise<void> {
@@ -340,8 +406,12 @@ export class ApprovalFlow {
     if (f.status === 'resolved') return this.refuse(c, btn, 'This finding is already resolved; there is nothing to snooze.');
     const now = clock();
     const until = now + days * DAY_MS;
-    store.setFindingStatus(f.id, { status: 'snoozed', until }, now);
-    store.logAction({ at: now, cluster: t.cluster, findingId: f.id, approvalId: null, actor: c.user, action: 'snooze', target: objectLabel(t), result: 'snoozed', detail: `for ${days} d, until ${new Date(until).toISOString()}` });
+    // The alert is the group's: every live finding of the ServiceAccount is snoozed with it.
+    for (const m of this.deps.notifier.membersOf(f.finding)) {
+      if (m.status === 'resolved') continue;
+      store.setFindingStatus(m.id, { status: 'snoozed', until }, now);
+      store.logAction({ at: now, cluster: t.cluster, findingId: m.id, approvalId: null, actor: c.user, action: 'snooze', target: objectLabel(t), result: 'snoozed', detail: `for ${days} d, until ${new Date(until).toISOString()}` });
+    }
     await this.deps.notifier.refresh(f.id);
     await this.deps.notifier.reply(f.finding, snoozedMessage(f.finding, c.user, until));
   }
@@ -355,14 +425,19 @@ export class ApprovalFlow {
       await c.reply(noteMessage('The details were posted in the alert’s thread less than a minute ago.'));
       return;
     }
-    const tokens = store.listTokenRecords(f.cluster).filter((r) => r.kind === f.kind && r.namespace === f.namespace && r.serviceAccount === f.serviceAccount);
-    const msg = detailsMessage(f, tokens.length ? tokens : f.tokens, { now });
+    // Details of every finding of the alert's group (its signals), each with its exact counts, tokens, cause and sources.
+    const records = store.listTokenRecords(f.cluster);
+    const members = this.deps.notifier.membersOf(f).map((m) => m.finding);
+    const msgs = (members.length ? members : [f]).map((m) => {
+      const tokens = records.filter((r) => r.kind === m.kind && r.namespace === m.namespace && r.serviceAccount === m.serviceAccount);
+      return detailsMessage(m, tokens.length ? tokens : m.tokens, { now, ...(tokens.length ? { hourly: mergeHourly(tokens.map((r) => r.hourly)) } : {}) });
+    });
     if (!this.deps.notifier.messageOf(f.id)) {
-      await c.reply(msg);
+      for (const msg of msgs) await c.reply(msg);
       return;
     }
     this.lastDetails.set(f.id, now);
-    await this.deps.notifier.reply(f, msg);
+    for (const msg of msgs) await this.deps.notifier.reply(f, msg);
   }
 
   // ---- approvals -----------------------------------------------------------------------------------------------

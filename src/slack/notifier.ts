@@ -1,19 +1,24 @@
 /**
- * Alerts: one Slack message per finding in its cluster's channel, kept current.
+ * Alerts: one Slack message per root cause — every finding of one ServiceAccount of one cluster (an alert group,
+ * src/findings/groups.ts) — in its cluster's channel, kept current (docs/slack.md "Alerts").
  *
- * After every successful poll ({@link Notifier.onFindings}), per finding (most urgent first):
- * - no message yet and the finding is open → `chat.postMessage`, and the message ref (channel, ts, severity shown,
- *   content hash) is saved at once. A finding with a ref is never posted again, across restarts too;
- * - a message exists → re-rendered; `chat.update` only when the content hash changed (counts, days left, sparkline,
- *   resolved); a snoozed finding is not touched until the snooze ends;
- * - severity went up since the message was last rendered (warning → critical) → an escalation reply in the thread;
- * - a new `unauthorized` finding for a subject whose stale-token alert already exists → a "first 401s" reply there;
- * - a resolved finding seen again (store status `resolved` → `open`) → a "reopened" reply, buttons back; reopened by a
- *   use delivered late into a quiet-resolved period (`FindingChange.lateUse`) → the reply says it was seen late;
- * - a finding resolved (verified, or quiet: no signal for `findings.quietPeriod`) → the alert is updated in place to
- *   its resolved variant (✅ header, why, no buttons).
+ * After every successful poll ({@link Notifier.onFindings}), per group its findings touch (most urgent first):
+ * - no message yet and a finding of it is open → one `chat.postMessage` with the final blocks (never followed by a
+ *   `chat.update`, so a new alert carries no "(edited)"), and the group's ref (channel, ts, severity shown, content
+ *   hash, live signals) is saved at once. A group with a ref is never posted again, across restarts too;
+ * - a message exists → re-rendered; `chat.update` only when the content hash changed (something a reader sees:
+ *   counts are bucketed, so a new use rarely changes it); a group whose live findings are all snoozed is not touched
+ *   until the snooze ends;
+ * - severity of the live signals went up since the message was last rendered → an escalation reply in the thread;
+ * - a signal started (e.g. the first 401s of a ServiceAccount with stale tokens) or stopped while others stay live →
+ *   a reply in the thread saying so;
+ * - every finding resolved (verified, or quiet) → the alert is updated in place to its resolved variant (✅ header,
+ *   why, no buttons); seen again → a "reopened" reply, buttons back (reopened by a use delivered late into a
+ *   quiet-resolved period, `FindingChange.lateUse`, the reply says it was seen late);
+ * - per-kind messages of an earlier version (one alert per finding) are merged: the newest is kept and shows the
+ *   group, each other one is edited once to point at it.
  * Every message names the cluster. Posts to a channel are serialized and spaced (`SlackApi`), and work on one
- * finding is serialized by a per-finding lock, so two polls or a poll and a button click never race to post.
+ * group is serialized by a per-group lock, so two polls or a poll and a button click never race to post.
  * A channel that cannot be posted to (bot not invited, archived) stops the round for that cluster; the problem is
  * logged once and shown by `/tokens status`.
  */
@@ -23,25 +28,33 @@ import type { ApprovalPolicy } from '../approvals/index.js';
 import { namespaceAllowed } from '../approvals/index.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import { DAY_MS, HOUR_MS } from '../core/units.js';
+import { compareFindings } from '../findings/build.js';
+import { FINDING_KIND_ORDER, groupFindings, groupIdOf, worstSeverity } from '../findings/groups.js';
+import { SEVERITY_RANK, type Finding, type FindingKind } from '../findings/types.js';
 import { isCredentialEventFinding } from '../findings/cluster-events.js';
-import { SEVERITY_RANK, type Finding, type TokenRecord } from '../findings/types.js';
 import type { Logger } from '../observability/logger.js';
-import type { FindingChange, MessageLocation, Store, StoredFinding } from '../store/index.js';
+import type { FindingChange, MessageLocation, MessageRef, Store, StoredFinding } from '../store/index.js';
 import { SlackCallError, type SlackApi } from './api.js';
 import {
+  alertMessage,
+  buysDays,
   escalationMessage,
   findingButtons,
-  findingMessage,
-  mergeHourly,
+  MAX_RESTART_BUTTONS,
+  mergedAlertMessage,
+  signalChangeMessage,
+  subjectOf,
   type Button,
   type FindingAction,
+  type OverflowEntry,
+  type RestartEntry,
   type SlackMessage,
 } from './blocks/index.js';
-import type { ButtonIds } from './buttons.js';
+import { isRestartable, type ButtonIds } from './buttons.js';
 import type { ChannelMap } from './channels.js';
 import { reopenedMessage } from './messages.js';
 
-/** Slack message metadata `event_type` of an alert; its `event_payload.finding_id` is the finding id. */
+/** Slack message metadata `event_type` of an alert; its `event_payload.group_id` is the group id, `finding_id` its lead finding's. */
 export const ALERT_EVENT_TYPE = 'tokenwatch_alert';
 /** How far before a recorded intent the channel history is searched (clock skew with Slack), ms. */
 const INTENT_LOOKBACK_MS = 10 * 60_000;
@@ -68,13 +81,17 @@ export interface NotifierDeps {
   quietPeriodMs?: number;
 }
 
-/** The note of a resolved alert, by why it was resolved. */
-export function resolutionNote(stored: Pick<StoredFinding, 'resolution' | 'finding'>, quietPeriodMs = DAY_MS): string {
-  const signal = stored.finding.kind === 'unauthorized' ? '401 responses' : stored.finding.kind === 'legacy-token' ? 'legacy-token use' : 'stale token use';
+/** The note of a resolved group: why its last signal stopped. */
+export function groupResolutionNote(stored: Pick<StoredFinding, 'resolution' | 'finding'>, quietPeriodMs = DAY_MS): string {
   if (stored.resolution === 'quiet') {
-    return `no ${signal} for ${Math.round(quietPeriodMs / HOUR_MS)} h while every poll succeeded (quiet); it reopens here if seen again`;
+    return `no signal for ${Math.round(quietPeriodMs / HOUR_MS)} h while every poll succeeded (quiet); it reopens here if seen again`;
   }
-  return `no ${signal} after the fix for the settle period`;
+  return 'no stale token use and no 401s after the fix for the settle period';
+}
+
+/** Live kinds of a group's findings, in {@link FINDING_KIND_ORDER}. */
+function liveKinds(live: readonly StoredFinding[]): FindingKind[] {
+  return FINDING_KIND_ORDER.filter((k) => live.some((m) => m.finding.kind === k));
 }
 
 /** Content hash of a rendered message (16 hex chars of SHA-256). */
@@ -122,111 +139,215 @@ export class Notifier {
     return findingButtons(f, (a) => (a.action === 'restart' ? ids(a) : undefined));
   }
 
-  /** Renders a stored finding as its alert (resolved variant for resolved findings). */
-  render(stored: StoredFinding, records: readonly TokenRecord[], now: number): SlackMessage {
-    const f = stored.finding;
-    const mine = records.filter((r) => r.kind === f.kind && r.namespace === f.namespace && r.serviceAccount === f.serviceAccount);
-    const podsTotal = this.podsTotal.get(f.id)?.value;
-    return findingMessage(f, {
-      now,
-      buttonsFor: this.buttonsFor(f),
-      ...(stored.status === 'resolved' ? { resolved: { at: stored.resolvedAt ?? now, note: resolutionNote(stored, this.deps.quietPeriodMs) } } : {}),
-      ...(this.deps.activeWindowMs !== undefined ? { activeWindowMs: this.deps.activeWindowMs } : {}),
-      ...(stored.status === 'snoozed' && stored.snoozedUntil !== null ? { snoozedUntil: stored.snoozedUntil } : {}),
-      ...(mine.length ? { hourly: mergeHourly(mine.map((r) => r.hourly)) } : {}),
-      ...(podsTotal !== undefined ? { podsTotal } : {}),
-    });
+  /** Where the alert of a finding's group is, if posted (a per-kind message of an earlier version until merged). */
+  messageOf(findingId: string): MessageLocation | undefined {
+    const stored = this.deps.store.getFinding(findingId);
+    const ref = (stored ? this.deps.store.getAlertRef(groupIdOf(stored.finding)) : undefined) ?? this.deps.store.getMessageRef(findingId);
+    return ref ? { channel: ref.channel, ts: ref.ts } : undefined;
   }
 
-  /** Where a finding's alert is, if posted. */
-  messageOf(findingId: string): MessageLocation | undefined {
-    const ref = this.deps.store.getMessageRef(findingId);
+  /** Where the alert of a group is, if posted. */
+  messageOfGroup(groupId: string): MessageLocation | undefined {
+    const ref = this.deps.store.getAlertRef(groupId);
     return ref ? { channel: ref.channel, ts: ref.ts } : undefined;
   }
 
   /**
-   * Handles one poll's findings of `cluster` (see the module docstring). Never throws for Slack failures: they
-   * are logged and counted; the next poll tries again.
+   * Whether recreating the ServiceAccount is a fix for the group's live findings: a legacy Secret token (leaked or
+   * long-lived) must be revoked, which a new ServiceAccount UID does; never for a token in a static file on a node (the
+   * file keeps the revoked token) and never for a cluster-level finding.
+   */
+  recreateOffered(live: readonly Finding[]): boolean {
+    if (live.some((f) => f.namespace === '*' || f.cause.id === 'static-token-file')) return false;
+    return live.some((f) => f.kind === 'legacy-token' || f.cause.id === 'legacy-secret-token');
+  }
+
+  /**
+   * Renders a group's alert from its stored findings (resolved variant when none is live): the restart buttons of
+   * its restartable workloads (first primary), and the overflow menu (Recreate where it is a fix, Snooze, Details),
+   * each limited by the cluster's policy ({@link buttonsFor}).
+   */
+  renderGroup(members: readonly StoredFinding[], now: number): SlackMessage {
+    const sorted = [...members].sort((a, b) => compareFindings(a.finding, b.finding));
+    const live = sorted.filter((m) => m.status !== 'resolved');
+    const liveF = live.map((m) => m.finding);
+    const lead = (live[0] ?? sorted[0])!.finding;
+    const restarts: RestartEntry[] = [];
+    const buys = buysDays(sorted.map((m) => m.finding));
+    const seen = new Set<string>();
+    for (const f of liveF) {
+      const ids = this.buttonsFor(f);
+      for (const w of f.workloads.filter(isRestartable)) {
+        const key = `${w.kind}/${w.namespace}/${w.name}`;
+        if (seen.has(key) || restarts.length >= MAX_RESTART_BUTTONS) continue;
+        const id = ids({ action: 'restart', workload: w });
+        if (id === undefined) continue;
+        seen.add(key);
+        restarts.push({ workload: w, id, buysDays: buys });
+      }
+    }
+    const overflow: OverflowEntry[] = [];
+    if (this.recreateOffered(liveF)) {
+      const target = liveF.find((f) => f.kind !== 'unauthorized');
+      const id = target ? this.buttonsFor(target)({ action: 'recreate-serviceaccount' }) : undefined;
+      if (id !== undefined) overflow.push({ action: 'recreate-serviceaccount', label: 'Recreate ServiceAccount…', id });
+    }
+    if (live.length) {
+      const ids = this.buttonsFor(lead);
+      for (const days of [1, 7] as const) {
+        const id = ids({ action: 'snooze', days });
+        if (id !== undefined) overflow.push({ action: 'snooze', label: days === 1 ? 'Snooze 1 day' : 'Snooze 7 days', id });
+      }
+      const details = ids({ action: 'details' });
+      if (details !== undefined) overflow.push({ action: 'details', label: 'Details', id: details });
+    }
+    let resolved: { at: number; note: string } | undefined;
+    if (!live.length) {
+      const last = [...sorted].sort((a, b) => (b.resolvedAt ?? 0) - (a.resolvedAt ?? 0))[0]!;
+      resolved = { at: last.resolvedAt ?? now, note: groupResolutionNote(last, this.deps.quietPeriodMs) };
+    }
+    const open = live.filter((m) => m.status === 'open');
+    const snoozes = live.map((m) => m.snoozedUntil).filter((u): u is number => u !== null && u > now);
+    const podsTotal = this.podsTotal.get(groupIdOf(lead))?.value;
+    return alertMessage(
+      sorted.map((m) => m.finding),
+      liveF,
+      {
+        now,
+        restarts,
+        overflow,
+        ...(resolved ? { resolved } : {}),
+        ...(open.length === 0 && snoozes.length ? { snoozedUntil: Math.min(...snoozes) } : {}),
+        ...(podsTotal !== undefined ? { podsTotal } : {}),
+        ...(this.deps.activeWindowMs !== undefined ? { activeWindowMs: this.deps.activeWindowMs } : {}),
+      },
+    );
+  }
+
+  /**
+   * Handles one poll's findings of `cluster` (see the module docstring): each group they touch (all its stored
+   * findings, whatever their status) is posted, updated or left alone. Never throws for Slack failures: they are
+   * logged and counted; the next poll tries again.
    */
   async onFindings(cluster: string, findings: readonly Finding[], changes: readonly FindingChange[]): Promise<void> {
     const channel = this.deps.channels.channelOf(cluster);
     if (channel === undefined) return;
     const { store, logger } = this.deps;
     const byId = new Map(changes.map((c) => [c.id, c]));
-    const records = store.listTokenRecords(cluster);
+    const stored = store.listFindings(cluster);
     await this.refreshPodCounts(cluster, findings);
-    const postedBefore = new Set(findings.filter((f) => store.getMessageRef(f.id) !== undefined).map((f) => f.id));
-    for (const f of findings) {
+    for (const g of groupFindings([...findings].sort(compareFindings))) {
+      const members = stored.filter((s) => groupIdOf(s.finding) === g.id);
+      if (members.length === 0) continue;
       try {
-        await this.withLock(f.id, () => this.notifyOne(channel, f, byId.get(f.id), records));
+        await this.withLock(g.id, () => this.notifyGroup(channel, g.id, members, byId));
       } catch (err) {
         if (err instanceof SlackCallError && this.deps.api.channelProblem(channel)) {
           logger.warn({ cluster, channel, error: err.slackError }, 'alerts for this cluster are paused until the channel problem is fixed');
           return;
         }
-        logger.error({ err, cluster, finding: f.id }, 'could not post or update the alert of a finding');
-      }
-    }
-    // First 401s of a subject whose stale-token alert already existed: say so in that alert's thread.
-    for (const f of findings) {
-      if (f.kind !== 'unauthorized' || byId.get(f.id)?.isNew !== true) continue;
-      const stale = findings.find((s) => s.kind === 'stale-token' && s.namespace === f.namespace && s.serviceAccount === f.serviceAccount);
-      if (!stale || !postedBefore.has(stale.id)) continue;
-      const ref = store.getMessageRef(stale.id);
-      if (!ref) continue;
-      try {
-        await this.deps.api.post(ref.channel, escalationMessage(stale, { type: 'first-401', requests: f.requests }, { now: this.deps.clock() }), ref.ts);
-      } catch (err) {
-        logger.error({ err, cluster, finding: stale.id }, 'could not post the first-401 reply');
+        logger.error({ err, cluster, group: g.id }, 'could not post or update the alert of a group');
       }
     }
   }
 
-  private async notifyOne(channel: string, f: Finding, change: FindingChange | undefined, records: readonly TokenRecord[]): Promise<void> {
+  /** The stored findings of the group of `f` (all statuses), most severe first. */
+  membersOf(f: Pick<Finding, 'cluster' | 'namespace' | 'serviceAccount'>): StoredFinding[] {
+    return this.deps.store
+      .listFindings(f.cluster)
+      .filter((s) => s.finding.namespace === f.namespace && s.finding.serviceAccount === f.serviceAccount)
+      .sort((a, b) => compareFindings(a.finding, b.finding));
+  }
+
+  private async notifyGroup(channel: string, gid: string, members: StoredFinding[], byId: ReadonlyMap<string, FindingChange>): Promise<void> {
     const { store, api, clock } = this.deps;
-    const stored = store.getFinding(f.id);
-    if (!stored) return;
     const now = clock();
-    const ref = store.getMessageRef(f.id);
+    members = [...members].sort((a, b) => compareFindings(a.finding, b.finding));
+    const live = members.filter((m) => m.status !== 'resolved');
+    const open = members.filter((m) => m.status === 'open');
+    const lead = (live[0] ?? members[0])!.finding;
+    const ref = store.getAlertRef(gid);
     if (!ref) {
-      if (stored.status !== 'open') return;
-      const msg = this.render(stored, records, now);
+      const legacy = members.flatMap((m) => {
+        const r = store.getMessageRef(m.id);
+        return r ? [{ id: m.id, ref: r }] : [];
+      });
+      if (legacy.length) return this.mergeLegacy(gid, members, legacy, now);
+      if (open.length === 0) return;
+      const msg = this.renderGroup(members, now);
       // A process that died between chat.postMessage and saving the ref left an intent: find that message by its
-      // metadata (the finding id) and adopt it instead of posting the alert twice (docs/slack.md, "Crash safety").
-      const intent = store.getAlertIntent(f.id);
+      // metadata (the group id) and adopt it instead of posting the alert twice (docs/slack.md, "Crash safety").
+      const intent = store.getGroupIntent(gid);
+      const at = this.deps.channels.channelIdOf(lead.cluster) ?? intent?.channel ?? channel;
       if (intent) {
-        const ts = await api
-          .findByMetadata(this.deps.channels.channelIdOf(f.cluster) ?? intent.channel, ALERT_EVENT_TYPE, 'finding_id', f.id, intent.at - INTENT_LOOKBACK_MS)
-          .catch((err: unknown) => {
-            this.deps.logger.warn({ err, finding: f.id }, 'could not look for an alert posted before a restart (channels:history / groups:history scope?); posting it');
-            return undefined;
-          });
+        const ts = await api.findByMetadata(at, ALERT_EVENT_TYPE, 'group_id', gid, intent.at - INTENT_LOOKBACK_MS).catch((err: unknown) => {
+          this.deps.logger.warn({ err, group: gid }, 'could not look for an alert posted before a restart (channels:history / groups:history scope?); posting it');
+          return undefined;
+        });
         if (ts !== undefined) {
-          this.deps.logger.info({ finding: f.id, channel: intent.channel, ts }, 'found the alert posted before a restart; updating it instead of posting again');
-          const at = this.deps.channels.channelIdOf(f.cluster) ?? intent.channel;
+          this.deps.logger.info({ group: gid, channel: at, ts }, 'found the alert posted before a restart; updating it instead of posting again');
           await api.update(at, ts, msg);
-          store.saveMessageRef(f.id, { channel: at, ts, severity: f.severity, hash: messageHash(msg) });
+          store.saveAlertRef(gid, lead.cluster, { channel: at, ts, severity: worstSeverity(live.map((m) => m.finding)), hash: messageHash(msg), signals: liveKinds(live) });
           return;
         }
       }
-      store.recordAlertIntent(f.id, this.deps.channels.channelIdOf(f.cluster) ?? channel, now);
-      const posted = await api.post(channel, msg, undefined, { event_type: ALERT_EVENT_TYPE, event_payload: { finding_id: f.id } });
+      store.recordGroupIntent(gid, at, now);
+      // The final blocks go in the first chat.postMessage: no chat.update right after, so no "(edited)" on a new alert.
+      const posted = await api.post(channel, msg, undefined, { event_type: ALERT_EVENT_TYPE, event_payload: { group_id: gid, finding_id: lead.id } });
       this.deps.channels.learn(channel, posted.channel);
-      store.saveMessageRef(f.id, { channel: posted.channel, ts: posted.ts, severity: f.severity, hash: messageHash(msg) });
+      store.saveAlertRef(gid, lead.cluster, { channel: posted.channel, ts: posted.ts, severity: worstSeverity(live.map((m) => m.finding)), hash: messageHash(msg), signals: liveKinds(live) });
       return;
     }
-    if (stored.status === 'snoozed' && stored.snoozedUntil !== null && stored.snoozedUntil > now) return;
-    const msg = this.render(stored, records, now);
+    if (open.length === 0 && live.length > 0 && live.every((m) => m.status === 'snoozed' && m.snoozedUntil !== null && m.snoozedUntil > now)) return;
+    const msg = this.renderGroup(members, now);
     const hash = messageHash(msg);
     let at = { channel: ref.channel, ts: ref.ts };
     if (hash !== ref.hash) at = await this.updateOrRepost(at, msg, channel);
-    if (stored.status === 'open' && SEVERITY_RANK[f.severity] > SEVERITY_RANK[ref.severity]) {
-      await api.post(at.channel, escalationMessage(f, { type: 'severity', from: ref.severity, to: f.severity }, { now }), at.ts);
+    const severity = live.length ? worstSeverity(live.map((m) => m.finding)) : ref.severity;
+    const kinds = liveKinds(live);
+    if (open.length && SEVERITY_RANK[severity] > SEVERITY_RANK[ref.severity]) {
+      await api.post(at.channel, escalationMessage(lead, { type: 'severity', from: ref.severity, to: severity }, { now }), at.ts);
     }
-    if (change?.previousStatus === 'resolved' && change.status === 'open') {
-      await api.post(at.channel, reopenedMessage(f, change.lateUse?.resolvedAt ?? null, change.lateUse !== undefined), at.ts);
+    const reopened = members.find((m) => byId.get(m.id)?.previousStatus === 'resolved' && byId.get(m.id)?.status === 'open');
+    if (reopened && ref.signals.length === 0) {
+      const late = byId.get(reopened.id)?.lateUse;
+      await api.post(at.channel, reopenedMessage(reopened.finding, late?.resolvedAt ?? null, late !== undefined), at.ts);
+    } else if (live.length) {
+      const started = kinds.filter((k) => !ref.signals.includes(k));
+      const stopped = ref.signals.filter((k) => !kinds.includes(k));
+      if (started.length || stopped.length) {
+        const requests: Partial<Record<FindingKind, number>> = {};
+        for (const k of started) requests[k] = live.filter((m) => m.finding.kind === k).reduce((a, m) => a + m.finding.requests, 0);
+        await api.post(at.channel, signalChangeMessage(lead.cluster, subjectOf(lead), { started, stopped }, { requests }), at.ts);
+      }
     }
-    store.saveMessageRef(f.id, { ...at, severity: f.severity, hash });
+    store.saveAlertRef(gid, lead.cluster, { ...at, severity, hash, signals: kinds });
+  }
+
+  /**
+   * Upgrade from one alert per finding: the newest per-kind message of the group is kept and shows the group; every
+   * other one is edited once to point at it; the per-finding refs are deleted so they are never edited again.
+   */
+  private async mergeLegacy(gid: string, members: StoredFinding[], legacy: Array<{ id: string; ref: MessageRef }>, now: number): Promise<void> {
+    const { store, api, logger } = this.deps;
+    const live = members.filter((m) => m.status !== 'resolved');
+    const lead = (live[0] ?? members[0])!.finding;
+    const sorted = [...legacy].sort((a, b) => Number(b.ref.ts) - Number(a.ref.ts));
+    const keep = sorted[0]!;
+    const msg = this.renderGroup(members, now);
+    const at = await this.updateOrRepost({ channel: keep.ref.channel, ts: keep.ref.ts }, msg, keep.ref.channel);
+    store.saveAlertRef(gid, lead.cluster, { ...at, severity: live.length ? worstSeverity(live.map((m) => m.finding)) : keep.ref.severity, hash: messageHash(msg), signals: liveKinds(live) });
+    let link: string | undefined;
+    if (sorted.length > 1) link = await api.permalink(at.channel, at.ts).catch(() => undefined);
+    for (const old of sorted.slice(1)) {
+      try {
+        await api.update(old.ref.channel, old.ref.ts, mergedAlertMessage(lead.cluster, subjectOf(lead), link));
+      } catch (err) {
+        logger.warn({ err, finding: old.id }, 'could not point an older per-kind alert at its merged alert');
+      }
+    }
+    for (const l of legacy) store.deleteMessageRef(l.id);
+    logger.info({ group: gid, kept: keep.ref.ts, merged: sorted.length - 1 }, 'merged per-kind alerts into one alert');
   }
 
   /** chat.update; when the message was deleted by someone (`message_not_found`), posts it anew. */
@@ -245,26 +366,29 @@ export class Notifier {
   }
 
   /**
-   * Re-renders one finding's alert now (after a snooze, a resolution, a recreated ServiceAccount) and updates it
-   * when its content changed. No-op for a finding without a message.
+   * Re-renders the alert of a finding's group now (after a snooze, a resolution, a recreated ServiceAccount) and
+   * updates it when its content changed. No-op for a group without a message.
    */
   async refresh(findingId: string): Promise<void> {
-    await this.withLock(findingId, async () => {
+    const stored = this.deps.store.getFinding(findingId);
+    if (!stored) return;
+    const gid = groupIdOf(stored.finding);
+    await this.withLock(gid, async () => {
       const { store } = this.deps;
-      const stored = store.getFinding(findingId);
-      const ref = store.getMessageRef(findingId);
-      if (!stored || !ref) return;
-      const msg = this.render(stored, store.listTokenRecords(stored.cluster), this.deps.clock());
+      const ref = store.getAlertRef(gid);
+      if (!ref) return;
+      const members = this.membersOf(stored.finding);
+      const msg = this.renderGroup(members, this.deps.clock());
       const hash = messageHash(msg);
       if (hash === ref.hash) return;
       const at = await this.updateOrRepost({ channel: ref.channel, ts: ref.ts }, msg, ref.channel);
-      store.saveMessageRef(findingId, { ...at, severity: ref.severity, hash });
+      store.saveAlertRef(gid, stored.cluster, { ...ref, ...at, hash, signals: liveKinds(members.filter((m) => m.status !== 'resolved')) });
     });
   }
 
-  /** Posts a reply in a finding's thread (top level in the cluster channel when it has no alert). */
+  /** Posts a reply in a finding's alert thread (top level in the cluster channel when it has no alert). */
   async reply(f: Finding, msg: SlackMessage): Promise<MessageLocation | undefined> {
-    const ref = this.deps.store.getMessageRef(f.id);
+    const ref = this.messageOf(f.id);
     const channel = ref?.channel ?? this.deps.channels.channelOf(f.cluster);
     if (channel === undefined) return undefined;
     const posted = await this.deps.api.post(channel, msg, ref?.ts);
@@ -277,7 +401,8 @@ export class Notifier {
     const now = Date.now();
     for (const f of findings) {
       if (f.workloads.length === 0) continue;
-      const hit = this.podsTotal.get(f.id);
+      const gid = groupIdOf(f);
+      const hit = this.podsTotal.get(gid);
       if (hit && now - hit.at < PODS_TOTAL_TTL_MS) continue;
       let value: number | undefined;
       try {
@@ -289,7 +414,7 @@ export class Notifier {
       } catch {
         value = undefined;
       }
-      this.podsTotal.set(f.id, { value, at: now });
+      this.podsTotal.set(gid, { value, at: now });
     }
   }
 }

@@ -18,7 +18,7 @@ import { isDeepStrictEqual } from 'node:util';
 import Database from 'better-sqlite3';
 import type { ApprovalState, DryRunResult, Vote } from '../approvals/machine.js';
 import { actionNoun, describeTarget, objectLabel } from '../core/actions.js';
-import type { Finding, Severity, TokenRecord } from '../findings/types.js';
+import type { Finding, FindingKind, Severity, TokenRecord } from '../findings/types.js';
 import { MIGRATIONS } from './migrations.js';
 import type {
   ActionLogEntry,
@@ -32,6 +32,7 @@ import type {
   FindingStatus,
   FindingStatusUpdate,
   MessageRef,
+  AlertRef,
   NewActionLogEntry,
   NewApproval,
   PollCoverage,
@@ -346,6 +347,15 @@ const SQL = {
   saveRef: `INSERT INTO message_refs (finding_id, channel, ts, severity, hash) VALUES (?, ?, ?, ?, ?)
      ON CONFLICT (finding_id) DO UPDATE SET channel = excluded.channel, ts = excluded.ts,
        severity = excluded.severity, hash = excluded.hash`,
+  deleteRef: 'DELETE FROM message_refs WHERE finding_id = ?',
+  getAlertRef: 'SELECT channel, ts, severity, hash, signals FROM alert_refs WHERE group_id = ?',
+  saveAlertRef: `INSERT INTO alert_refs (group_id, cluster, channel, ts, severity, hash, signals) VALUES (?, ?, ?, ?, ?, ?, ?)
+     ON CONFLICT (group_id) DO UPDATE SET cluster = excluded.cluster, channel = excluded.channel, ts = excluded.ts,
+       severity = excluded.severity, hash = excluded.hash, signals = excluded.signals`,
+  getGroupIntent: 'SELECT channel, at FROM alert_group_intents WHERE group_id = ?',
+  saveGroupIntent: `INSERT INTO alert_group_intents (group_id, channel, at) VALUES (?, ?, ?)
+     ON CONFLICT (group_id) DO UPDATE SET channel = excluded.channel, at = excluded.at`,
+  deleteGroupIntent: 'DELETE FROM alert_group_intents WHERE group_id = ?',
   getIntent: 'SELECT channel, at FROM alert_intents WHERE finding_id = ?',
   saveIntent: `INSERT INTO alert_intents (finding_id, channel, at) VALUES (?, ?, ?)
      ON CONFLICT (finding_id) DO UPDATE SET channel = excluded.channel, at = excluded.at`,
@@ -706,6 +716,38 @@ class SqliteStore implements Store {
       }
       throw err;
     }
+  }
+
+  deleteMessageRef(findingId: string): void {
+    this.st('deleteRef').run(findingId);
+  }
+
+  getAlertRef(groupId: string): AlertRef | undefined {
+    const row = this.st<MessageRef & { signals: string }>('getAlertRef').get(groupId);
+    if (row === undefined) return undefined;
+    let signals: FindingKind[] = [];
+    try {
+      const parsed = JSON.parse(row.signals) as unknown;
+      if (Array.isArray(parsed)) signals = parsed.filter((k): k is FindingKind => k === 'stale-token' || k === 'legacy-token' || k === 'unauthorized');
+    } catch {
+      signals = [];
+    }
+    return { channel: row.channel, ts: row.ts, severity: row.severity, hash: row.hash, signals };
+  }
+
+  saveAlertRef(groupId: string, cluster: string, ref: AlertRef): void {
+    this.transaction(() => {
+      this.st('saveAlertRef').run(groupId, cluster, ref.channel, ref.ts, ref.severity, ref.hash, JSON.stringify(ref.signals));
+      this.st('deleteGroupIntent').run(groupId);
+    });
+  }
+
+  getGroupIntent(groupId: string): { channel: string; at: number } | undefined {
+    return this.st<{ channel: string; at: number }>('getGroupIntent').get(groupId);
+  }
+
+  recordGroupIntent(groupId: string, channel: string, at: number): void {
+    this.st('saveGroupIntent').run(groupId, channel, at);
   }
 
   getAlertIntent(findingId: string): { channel: string; at: number } | undefined {

@@ -213,6 +213,31 @@ CREATE TABLE poller_lock (
 ) STRICT;
 `;
 
+/**
+ * One alert per root cause (docs/slack.md "Alerts"): the Slack message of an alert group — every finding of one
+ * ServiceAccount of one cluster — keyed by the group id (`groupIdOf` in src/findings/groups.ts). `signals` is the JSON
+ * array of the finding kinds the message showed as live (to say in the thread when one starts or stops). Per-finding
+ * `message_refs` of earlier versions are merged into these at the first poll (the newer message is kept) and deleted.
+ * `alert_group_intents` is `alert_intents` per group: written before chat.postMessage, deleted with the ref.
+ */
+const V_ALERT_GROUPS = `
+CREATE TABLE alert_refs (
+  group_id   TEXT PRIMARY KEY,
+  cluster    TEXT NOT NULL,
+  channel    TEXT NOT NULL,
+  ts         TEXT NOT NULL,
+  severity   TEXT NOT NULL CHECK (severity IN ('info', 'warning', 'critical')),
+  hash       TEXT NOT NULL,
+  signals    TEXT NOT NULL DEFAULT '[]'
+) STRICT;
+
+CREATE TABLE alert_group_intents (
+  group_id   TEXT PRIMARY KEY,
+  channel    TEXT NOT NULL,
+  at         INTEGER NOT NULL
+) STRICT;
+`;
+
 /** All migration steps; the schema version is the number applied. */
 export const MIGRATIONS: readonly string[] = [
   V1,
@@ -222,5 +247,6 @@ export const MIGRATIONS: readonly string[] = [
   V_ACTION_TARGETS,
   V_FINDING_RESOLUTION,
   V_POLLER_LOCK,
+  V_ALERT_GROUPS,
 ];
 

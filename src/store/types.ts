@@ -8,7 +8,7 @@
  */
 import type { TokenMetricsSample } from '../findings/token-metrics.js';
 import type { Approval, ApprovalState, DryRunResult, Vote } from '../approvals/machine.js';
-import type { Finding, Severity, TokenRecord } from '../findings/types.js';
+import type { Finding, FindingKind, Severity, TokenRecord } from '../findings/types.js';
 
 /**
  * Status of a stored finding:
@@ -126,6 +126,12 @@ export interface MessageRef {
   severity: Severity;
   /** Hash of the rendered content (skip chat.update when unchanged). */
   hash: string;
+}
+
+/** Where an alert group's Slack message is and what it showed: a {@link MessageRef} plus the live signals shown. */
+export interface AlertRef extends MessageRef {
+  /** Finding kinds the message showed as live (to say in the thread when one starts or stops). */
+  signals: FindingKind[];
 }
 
 /** Location of a Slack message (e.g. an approval request message). */
@@ -390,6 +396,16 @@ export interface Store {
   recordAlertIntent(findingId: string, channel: string, at: number): void;
   /** The pending alert intent of a finding (see {@link recordAlertIntent}). */
   getAlertIntent(findingId: string): { channel: string; at: number } | undefined;
+  /** Deletes a finding's (per-kind, pre-grouping) message ref; no-op when there is none. */
+  deleteMessageRef(findingId: string): void;
+  /** The message of an alert group (id from `groupIdOf`, src/findings/groups.ts), if posted. */
+  getAlertRef(groupId: string): AlertRef | undefined;
+  /** Saves (replaces) an alert group's message ref and clears its intent. */
+  saveAlertRef(groupId: string, cluster: string, ref: AlertRef): void;
+  /** Records that a group's alert is about to be posted (as {@link recordAlertIntent}, per group). */
+  recordGroupIntent(groupId: string, channel: string, at: number): void;
+  /** The pending alert intent of a group (see {@link recordGroupIntent}). */
+  getGroupIntent(groupId: string): { channel: string; at: number } | undefined;
 
   // --- approvals
   /** Stores a new approval (no open-action check: use {@link claimApproval}). @throws {StoreError} when the id exists. */

@@ -133,6 +133,24 @@ describe('renderScanTable', () => {
     stats: STATS,
   };
 
+  it('one row per ServiceAccount: its stale-token and unauthorized findings share a row, kinds and requests one a line', () => {
+    const stale = report.findings[0]!;
+    const unauth = finding({ id: 'f401', kind: 'unauthorized', severity: 'critical', requests: 37, rejectionAt: null, tokens: [], pods: [], maxSecondsAfterWarning: null });
+    const grouped: ScanReport = { ...report, findings: [stale, unauth, report.findings[1]!] };
+    for (const width of [undefined, 80]) {
+      const out = renderScanTable(grouped, { now: NOW, nowSource: 'latest-event', color: false, ...(width ? { width } : {}) });
+      const rowStarts = out.split('\n').filter((l) => /^│ \d+ /.test(l));
+      expect(rowStarts).toHaveLength(2);
+      expect(out).not.toContain('│ 3 ');
+      expect(out.split('\n').find((l) => l.startsWith('│ 1 '))).toContain('unauthorized');
+      expect(out).toMatch(/│ +│[^\n]*stale-token/); // the second kind on the row's next line
+      expect(out).toContain('37');
+    }
+    const wide = renderScanTable(grouped, { now: NOW, nowSource: 'latest-event', color: false });
+    expect(wide.split('\n')).toContain('#1 kube-system/multus unauthorized, stale-token: fix: Move to the Multus thick plugin.');
+    expect(wide.split('\n')).toContain('#2 logging/fluent-bit stale-token: fix: Upgrade Fluent Bit.');
+  });
+
   it('prints one row per finding with the contract facts, fix lines and the footer', () => {
     const out = renderScanTable(report, { now: NOW, nowSource: 'latest-event', color: false });
     const lines = out.split('\n');

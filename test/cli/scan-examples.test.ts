@@ -54,7 +54,7 @@ const demoArgs = ['scan', '--audit-log', ...all.files, '--cluster', expected.clu
 /** Contract keys (docs/design/contracts.md "--format json") and the documented additive ones. */
 const CONTRACT = {
   top: ['findings', 'stats'],
-  topAdditive: ['now', 'cluster', 'warnings', 'ignoredEventTimes', 'readiness', 'clusterEvents'],
+  topAdditive: ['now', 'cluster', 'warnings', 'ignoredEventTimes', 'readiness', 'clusterEvents', 'groups'],
   finding: ['id', 'cluster', 'namespace', 'serviceAccount', 'kind', 'severity', 'requests', 'firstSeen', 'lastSeen',
     'maxSecondsAfterWarning', 'rejectionAt', 'tokens', 'pods', 'workloads', 'userAgents', 'sourceIPs', 'cause'],
   findingAdditive: ['missingPods', 'clusterState'],
@@ -128,6 +128,24 @@ describe('scan --format json on the bundled examples', () => {
       for (const w of f.workloads) expect(Object.keys(w).sort()).toEqual([...CONTRACT.workload].sort());
       expect(Object.keys(f.cause).sort()).toEqual([...CONTRACT.cause].sort());
     }
+  });
+
+  it('groups the findings per ServiceAccount (one entry per alert, each naming its finding ids; every finding in one group)', () => {
+    const groups = (doc as unknown as { groups: Array<{ id: string; cluster: string; namespace: string; serviceAccount: string; severity: string; kinds: string[]; findings: string[] }> }).groups;
+    for (const g of groups) expect(Object.keys(g).sort()).toEqual(['cluster', 'findings', 'id', 'kinds', 'namespace', 'serviceAccount', 'severity']);
+    // Every finding is in exactly one group, and a group's findings share its ServiceAccount.
+    const ids = groups.flatMap((g) => g.findings);
+    expect(ids.slice().sort()).toEqual(doc.findings.map((f) => f.id).sort());
+    const byId = new Map(doc.findings.map((f) => [f.id, f]));
+    for (const g of groups) {
+      for (const id of g.findings) expect(byId.get(id)).toMatchObject({ cluster: g.cluster, namespace: g.namespace, serviceAccount: g.serviceAccount });
+    }
+    // The Multus stale tokens and the 401s they cause are one group (one alert): critical, the failing signal first.
+    const multus = groups.find((g) => g.namespace === 'kube-system' && g.serviceAccount === 'multus')!;
+    expect(multus.kinds).toEqual(['unauthorized', 'stale-token']);
+    expect(multus.severity).toBe('critical');
+    expect(groups).toHaveLength(new Set(doc.findings.map((f) => `${f.namespace}/${f.serviceAccount}`)).size);
+    expect(groups.length).toBeLessThan(doc.findings.length);
   });
 
   it('says which cluster and reference time it used (the latest event in the input)', () => {
@@ -215,25 +233,36 @@ describe('scan --format json on the bundled examples', () => {
 });
 
 describe('scan table on the bundled examples', () => {
-  it('prints one row per finding with the workload, pods, rejection date and cause, without colour', () => {
+  it('prints one row per ServiceAccount (an alert group) with its kinds, workload, pods, rejection date and cause, without colour', () => {
     expect(table.code).toBe(0);
     expect(table.stderr).toBe('');
     expect(table.stdout).not.toMatch(/\u001b\[/);
-    const rows = table.stdout.split('\n').filter((l) => /^│ \d+ /.test(l));
-    expect(rows).toHaveLength(all.findings.length);
-    all.findings.forEach((e, i) => {
-      const row = rows[i] ?? '';
-      expect(row).toContain(`${e.namespace}/`);
-      expect(row).toContain(e.kind);
-      expect(row).toContain(e.severity);
-      if (e.rejectionAt !== null && e.daysLeft !== null) {
-        const left = e.daysLeft >= 1 ? `in ${Math.floor(e.daysLeft)} d` : 'REJECTED';
-        expect(row).toContain(`${e.rejectionAt.slice(0, 10)} (${left}`);
+    const lines = table.stdout.split('\n');
+    const end = lines.findIndex((l) => l.startsWith('└'));
+    const starts = lines.map((l, i) => (/^│ \d+ /.test(l) ? i : -1)).filter((i) => i >= 0);
+    const blocks = starts.map((start, j) => lines.slice(start, starts[j + 1] ?? end).join('\n'));
+    // One row per group of findings of one ServiceAccount, in the order of their first finding.
+    const subjects = [...new Set(all.findings.map((e) => `${e.namespace}/${e.serviceAccount}`))];
+    expect(blocks).toHaveLength(subjects.length);
+    const rank = { info: 0, warning: 1, critical: 2 } as const;
+    for (const [i, subject] of subjects.entries()) {
+      const members = all.findings.filter((e) => `${e.namespace}/${e.serviceAccount}` === subject);
+      const block = blocks[i]!;
+      expect(block).toContain(`${members[0]!.namespace}/`);
+      for (const e of members) expect(block).toContain(e.kind);
+      // The row's severity is the worst of its findings'.
+      const worst = members.reduce((a, e) => (rank[e.severity as keyof typeof rank] > rank[a.severity as keyof typeof rank] ? e : a));
+      expect(block).toContain(worst.severity);
+      const dated = members.filter((e) => e.rejectionAt !== null && e.daysLeft !== null);
+      if (dated.length === 1) {
+        const e = dated[0]!;
+        const left = e.daysLeft! >= 1 ? `in ${Math.floor(e.daysLeft!)} d` : 'REJECTED';
+        expect(block).toContain(`${e.rejectionAt!.slice(0, 10)} (${left}`);
       }
-    });
-    expect(rows[0]).toContain('DaemonSet kube-system/kube-multus-ds');
+    }
+    expect(blocks[0]).toContain('DaemonSet kube-system/kube-multus-ds');
     expect(table.stdout).toContain('static-token-file');
-    expect(table.stdout).toMatch(/^#1 kube-system\/multus stale-token: fix: .*thick plugin/m);
+    expect(table.stdout).toMatch(/^#1 kube-system\/multus unauthorized, stale-token: fix: .*thick plugin/m);
   });
 
   it('ends with the reference time and the read stats', () => {

@@ -83,19 +83,22 @@ describe.skipIf(!HAS_CHROMIUM)(title, () => {
     await page.waitForSelector('body[data-ready="1"]', { timeout: 10_000 });
 
     // 1. The Multus alert, rendered from the bot's Block Kit.
-    const alert = page.locator('#messages .message', { hasText: 'Stale token used by ServiceAccount kube-system/multus' });
+    // One alert for the Multus root cause (its stale tokens and the 401s they cause), the fix its primary button.
+    const alert = page.locator('#messages .message', { hasText: 'Clients of ServiceAccount kube-system/multus' });
     await alert.waitFor({ state: 'visible', timeout: 15_000 });
-    expect(await alert.locator('.bk-header').textContent()).toBe('🔴 Critical · prod-eks · kube-system/multus');
+    expect(await page.locator('#messages .message', { hasText: 'Clients of ServiceAccount kube-system/multus' }).count()).toBe(1);
+    expect(await alert.locator('.bk-header').textContent()).toBe('🔴 prod-eks · kube-system/multus — requests now fail with 401');
     // The channel opens at the critical alerts (posted first), not scrolled to the bottom past them.
     await page.waitForTimeout(1500); // a few more polls and renders: the position must hold
     const list = (await page.locator('#messages').boundingBox())!;
     const first = (await page.locator('#messages > .message .bk-header', { hasText: /^🔴/ }).first().boundingBox())!;
     expect(first.y - list.y).toBeGreaterThanOrEqual(0);
     expect(list.y + list.height - (first.y + first.height)).toBeGreaterThanOrEqual(0);
-    expect(await alert.textContent()).toContain('Move to the Multus thick plugin');
-    const restart = alert.getByRole('button', { name: 'Restart DaemonSet kube-multus-ds' });
+    expect(await alert.textContent()).toContain('its pods get fresh tokens');
+    const restart = alert.getByRole('button', { name: 'Restart DaemonSet kube-multus-ds — buys 90 days' });
     await restart.waitFor();
-    expect(await restart.getAttribute('class')).toContain('bk-danger');
+    expect(await restart.getAttribute('class')).toContain('bk-primary');
+    expect(await alert.textContent()).not.toContain('Recreate ServiceAccount');
     expect(await page.locator('.bk-unknown').count()).toBe(0);
     const alertShot = await shot('01-alert', alert);
 

@@ -59,13 +59,18 @@ describe('metrics-only cluster (audit log off)', () => {
     expect(stored.finding).toMatchObject({ namespace: '*', serviceAccount: '*', kind: 'stale-token', severity: 'warning', requests: 7 });
     expect(stored.finding.cause.summary).toContain('per API-server replica reached (2 replicas seen');
     const alert = h.alert('*', '*');
-    expect(blockText(alert)).toContain('7 uses of stale bound tokens in 10 min (≈42/h)');
+    expect(blockText(alert)).toContain('API-server metrics show stale tokens in use in *prod-eks*; no audit event names the clients');
+    expect(blockText(alert)).toContain('*Signals:* stale tokens · API-server metrics');
     expect(blockText(alert)).not.toContain('Recreate ServiceAccount');
+    expect(blockText(alert)).not.toContain('tw_restart');
+    // The exact figures are in Details (the cause's summary).
+    await h.click(REQUESTER, alert, 'tw_details');
+    expect(h.slack.thread(OPS, alert.ts).map((m) => blockText(m)).join('')).toContain('7 uses of stale bound tokens in 10 min (≈42/h)');
 
     await h.command(`status ${CLUSTER}`, REQUESTER, OPS);
     const status = blockText(h.slack.ephemerals({ user: REQUESTER }).at(-1)!);
-    expect(status).toContain('stale tokens in use: 42/h, audit log: off — which clients? enable audit logging or run the node probe');
-    expect(status).toContain('per API-server replica reached (2 replicas seen');
+    expect(status).toContain('stale tokens in use: 42/h · audit log: off — which clients? enable audit logging or run the node probe');
+    expect(status).toContain('per API-server replica reached: 2 replicas seen');
 
     // A drop on process A is a reset: no new increase, the finding keeps its figure.
     m.set(START_A, { stale: 2, valid: 1 });

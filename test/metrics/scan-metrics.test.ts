@@ -9,7 +9,7 @@ describe('tokenwatch scan --metrics', () => {
     expect(run.stderr).toBe('');
     expect(run.code).toBe(0);
     const doc = JSON.parse(run.stdout) as Record<string, unknown>;
-    expect(Object.keys(doc)).toEqual(['findings', 'stats', 'now', 'cluster', 'warnings', 'ignoredEventTimes', 'readiness', 'clusterEvents', 'metrics']);
+    expect(Object.keys(doc)).toEqual(['findings', 'groups', 'stats', 'now', 'cluster', 'warnings', 'ignoredEventTimes', 'readiness', 'clusterEvents', 'metrics']);
     expect(doc['metrics']).toMatchObject({
       file: FILE,
       scope: 'api-server-replica',

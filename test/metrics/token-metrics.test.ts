@@ -136,15 +136,16 @@ describe('metricsStatusLine', () => {
       samples: [sample(T0, START_A, 100), sample(T0 + 2 * MIN, START_B, 5), sample(T0 + 5 * MIN, START_A, 103.5)],
       auditLog: false,
     });
+    expect(line).not.toMatch(/\([^)]*\(/); // flat: no nested parentheses
     expect(line).toBe(
-      'stale tokens in use: 42/h, audit log: off — which clients? enable audit logging or run the node probe (between the last two scrapes of one replica; per API-server replica reached (2 replicas seen; each counts only its own requests — not a cluster-wide figure))',
+      'stale tokens in use: 42/h · audit log: off — which clients? enable audit logging or run the node probe · between the last two scrapes of one replica · per API-server replica reached: 2 replicas seen, each counts only its own requests, not a cluster-wide figure',
     );
   });
 
   it('falls back to the average since the replica started, and reports a failed scrape', () => {
     const line = metricsStatusLine({ samples: [sample(START_A + 3_600_000, START_A, 5)], auditLog: true, error: 'GET /metrics answered HTTP 500' });
     expect(line).toBe(
-      'stale tokens in use: 5/h, audit log: on (average since that replica started; per API-server replica reached (a load balancer may spread requests over several; not a cluster-wide figure)) · last scrape failed: GET /metrics answered HTTP 500',
+      'stale tokens in use: 5/h · audit log: on · average since that replica started · per API-server replica reached: a load balancer may spread requests over several, not a cluster-wide figure · last scrape failed: GET /metrics answered HTTP 500',
     );
     expect(metricsStatusLine({ samples: [], auditLog: false, error: 'x' })).toBe('API-server token metrics: unavailable (x)');
     expect(metricsStatusLine({ samples: [], auditLog: false })).toBeUndefined();

@@ -87,11 +87,11 @@ function allMessages(): Array<[string, SlackMessage]> {
   out.push([
     'status one cluster',
     statusMessage(
-      [{ name: 'prod-eks', lastPoll: NOW - 10_000, health: [{ name: 'audit: file', ok: true, lastSuccess: NOW - 10_000 }, { name: 'kubernetes API', ok: false, detail: 'forbidden' }], findingsBySeverity: counts, channel: { id: 'C0OPSPROD1', error: 'not_in_channel' }, findings, buttonsFor: (_f, a) => buttonsFor(a) }],
+      [{ name: 'prod-eks', lastPoll: NOW - 10_000, health: [{ name: 'audit: file', ok: true, lastSuccess: NOW - 10_000 }, { name: 'kubernetes API', ok: false, detail: 'forbidden' }], alertsBySeverity: counts, channel: { id: 'C0OPSPROD1', error: 'not_in_channel' }, alerts: findings.map((f) => ({ live: [f], severity: f.severity, permalink: `https://tokenwatch-test.slack.com/archives/C0OPSPROD1/p${f.id}` })) }],
       { now: NOW },
     ),
   ]);
-  out.push(['status two clusters', statusMessage([{ name: 'prod-eks', lastPoll: null, health: [], findingsBySeverity: counts, findings }, { name: 'staging', lastPoll: NOW, health: [], findingsBySeverity: { critical: 0, warning: 0, info: 0 } }], { now: NOW })]);
+  out.push(['status two clusters', statusMessage([{ name: 'prod-eks', lastPoll: null, health: [], alertsBySeverity: counts, alerts: findings.map((f) => ({ live: [f], severity: f.severity })) }, { name: 'staging', lastPoll: NOW, health: [], alertsBySeverity: { critical: 0, warning: 0, info: 0 } }], { now: NOW })]);
   out.push(['status no clusters', statusMessage([], { now: NOW })]);
   out.push(['help', helpMessage(['prod-eks', 'staging'])]);
   out.push(['unknown cluster', unknownCommandMessage({ kind: 'cluster', value: 'prdo' }, ['prod-eks'])]);

@@ -1,5 +1,5 @@
 /**
- * Alerts end to end: one message per finding, never posted twice (next polls, restart of tokenwatch), updated in
+ * Alerts end to end: one message per root cause (the findings of one ServiceAccount), never posted twice (next polls, restart of tokenwatch), updated in
  * place, escalations in the thread, snooze, details, a channel the bot is not in, and a 429 from Slack.
  */
 import { afterEach, describe, expect, it } from 'vitest';
@@ -11,6 +11,7 @@ import {
   ONCALL,
   ONCALL_APPROVER,
   OPS,
+  overflowLabels,
   REQUESTER,
   STAGING,
   startHarness,
@@ -30,43 +31,45 @@ const topLevelPosts = (x: Harness, channel = OPS) => x.slack.callsTo('chat.postM
 const updates = (x: Harness) => x.slack.callsTo('chat.update');
 
 describe('alerts', () => {
-  it('posts one alert per finding with the cluster name and buttons; later polls and a restart of tokenwatch never post it again', async () => {
+  it('posts one alert per ServiceAccount with the cluster name and its actions; later polls and a restart of tokenwatch never post it again', async () => {
     h = await startHarness();
     const texts = h.slack.messages(OPS).map((m) => m.text);
+    // The Multus stale tokens and the 401s they cause are one alert (one root cause), its header the worst fact.
     expect(texts).toEqual([
-      '🔴 [prod-eks] critical: stale token used by kube-system/multus — rejection date 2026-11-20 has passed',
-      '🔴 [prod-eks] critical: 401 unauthorized used by kube-system/multus',
-      '🔵 [prod-eks] info: stale token used by flux-system/helm-controller — rejected by the API server on 2027-01-04 (44 days left)',
-      '🔵 [prod-eks] info: stale token used by logging/fluent-bit — rejected by the API server on 2027-01-29 (70 days left)',
-      '🔵 [prod-eks] info: legacy secret token used by ci/deployer',
+      '🔴 [prod-eks] critical: kube-system/multus — requests now fail with 401 (requests rejected with 401 · stale tokens)',
+      '🔵 [prod-eks] info: flux-system/helm-controller — rejected in 44 days (stale tokens)',
+      '🔵 [prod-eks] info: logging/fluent-bit — rejected in 70 days (stale tokens)',
+      '🔵 [prod-eks] info: ci/deployer — legacy Secret token in use (legacy Secret token)',
     ]);
     const multus = h.alert('kube-system', 'multus');
-    expect((multus.blocks![0] as { text: { text: string } }).text.text).toBe('🔴 Critical · prod-eks · kube-system/multus');
-    expect(buttonIds(multus)).toEqual(['tw_restart', 'tw_recreate_sa', 'tw_snooze_1d', 'tw_snooze_7d', 'tw_details']);
-    expect(blockText(multus)).toContain('Restart DaemonSet kube-multus-ds');
-    expect(blockText(multus)).toContain('of 6'); // pods affected n of m, m from the DaemonSet
-    expect(buttonIds(h.alert('kube-system', 'multus', 'unauthorized'))).toEqual(['tw_restart', 'tw_snooze_1d', 'tw_snooze_7d', 'tw_details']);
-    // The example's legacy-token subject runs no workload: no restart button.
-    expect(buttonIds(h.alert('ci', 'deployer', 'legacy-token'))).toEqual(['tw_recreate_sa', 'tw_snooze_1d', 'tw_snooze_7d', 'tw_details']);
-    expect(topLevelPosts(h)).toHaveLength(5);
+    expect(h.alert('kube-system', 'multus', 'unauthorized').ts).toBe(multus.ts);
+    expect((multus.blocks![0] as { text: { text: string } }).text.text).toBe('🔴 prod-eks · kube-system/multus — requests now fail with 401');
+    expect(buttonIds(multus)).toEqual(['tw_restart', 'tw_more']);
+    expect(overflowLabels(multus)).toEqual(['Snooze 1 day', 'Snooze 7 days', 'Details']);
+    expect(blockText(multus)).toContain('Restart DaemonSet kube-multus-ds — buys 90 days');
+    expect(blockText(multus)).toContain('of 6 live'); // pods live of m, m from the DaemonSet
+    // The example's legacy-token subject runs no workload: no restart button; Recreate (a fix for a legacy token) in the menu.
+    expect(buttonIds(h.alert('ci', 'deployer', 'legacy-token'))).toEqual(['tw_more']);
+    expect(overflowLabels(h.alert('ci', 'deployer'))).toEqual(['Recreate ServiceAccount…', 'Snooze 1 day', 'Snooze 7 days', 'Details']);
+    expect(topLevelPosts(h)).toHaveLength(4);
 
     await h.poll();
-    expect(topLevelPosts(h)).toHaveLength(5);
+    expect(topLevelPosts(h)).toHaveLength(4);
     expect(updates(h)).toHaveLength(0); // nothing changed: same content hash
 
     // Restart tokenwatch on the same store and audit log.
     const { dir, slack, kube } = h;
     await h.stop({ keepFakes: true });
     h = await startHarness({ dir, fakeSlack: slack, kube });
-    expect(topLevelPosts(h)).toHaveLength(5);
-    expect(h.slack.messages(OPS)).toHaveLength(5);
+    expect(topLevelPosts(h)).toHaveLength(4);
+    expect(h.slack.messages(OPS)).toHaveLength(4);
 
     // A day later the days-left figures change: updated in place, still no new message.
     h.advance(DAY);
     await h.poll();
-    expect(topLevelPosts(h)).toHaveLength(5);
+    expect(topLevelPosts(h)).toHaveLength(4);
     expect(updates(h).length).toBeGreaterThanOrEqual(2);
-    expect(h.alert('flux-system', 'helm-controller').text).toBe('🔵 [prod-eks] info: stale token used by flux-system/helm-controller — rejected by the API server on 2027-01-04 (43 days left)');
+    expect(h.alert('flux-system', 'helm-controller').text).toBe('🔵 [prod-eks] info: flux-system/helm-controller — rejected in 43 days (stale tokens)');
   });
 
   it('posts an escalation (info → warning) in the alert thread and updates the header', async () => {
@@ -76,7 +79,7 @@ describe('alerts', () => {
     await h.poll();
     const replies = h.slack.thread(OPS, fb.ts).map((m) => m.text);
     expect(replies).toEqual(['[prod-eks] logging/fluent-bit escalated from info to warning']);
-    expect((h.alert('logging', 'fluent-bit').blocks![0] as { text: { text: string } }).text.text).toBe('🟠 Warning · prod-eks · logging/fluent-bit');
+    expect((h.alert('logging', 'fluent-bit').blocks![0] as { text: { text: string } }).text.text).toBe('🟠 prod-eks · logging/fluent-bit — rejected in 25 days');
     h.advance(HOUR);
     await h.poll();
     expect(h.slack.thread(OPS, fb.ts)).toHaveLength(1);
@@ -89,10 +92,16 @@ describe('alerts', () => {
     const store = h.serve.context.store;
     const id = store.listFindings().find((f) => f.finding.serviceAccount === 'multus' && f.finding.kind === 'stale-token')!.id;
     expect(store.getFinding(id)).toMatchObject({ status: 'snoozed' });
+    // The alert is the ServiceAccount's: its 401 finding is snoozed with it.
+    const id401 = store.listFindings().find((f) => f.finding.serviceAccount === 'multus' && f.finding.kind === 'unauthorized')!.id;
+    expect(store.getFinding(id401)).toMatchObject({ status: 'snoozed' });
     const snoozed = h.alert('kube-system', 'multus');
     expect(blockText(snoozed)).toContain('😴 Snoozed until');
     expect(h.slack.thread(OPS, multus.ts).map((m) => m.text)).toEqual(['[prod-eks] kube-system/multus snoozed until 2026-11-21 12:00 UTC']);
-    expect(store.listActions(CLUSTER).map((r) => [r.action, r.actor, r.result])).toEqual([['snooze', REQUESTER, 'snoozed']]);
+    expect(store.listActions(CLUSTER).map((r) => [r.action, r.actor, r.result])).toEqual([
+      ['snooze', REQUESTER, 'snoozed'],
+      ['snooze', REQUESTER, 'snoozed'],
+    ]);
 
     const editsBefore = snoozed.edits.length;
     h.advance(2 * HOUR);
@@ -103,18 +112,23 @@ describe('alerts', () => {
     await h.poll();
     expect(store.getFinding(id)!.status).toBe('open');
     expect(blockText(h.alert('kube-system', 'multus'))).not.toContain('Snoozed');
-    expect(topLevelPosts(h)).toHaveLength(5);
+    expect(topLevelPosts(h)).toHaveLength(4);
   });
 
-  it('details: posts the tokens and evidence in the thread once a minute at most', async () => {
+  it('details: posts the tokens, cause and evidence of every signal in the thread once a minute at most', async () => {
     h = await startHarness();
     const multus = h.alert('kube-system', 'multus');
     await h.click(ONCALL_APPROVER, multus, 'tw_details');
     await h.click(ONCALL_APPROVER, multus, 'tw_details');
     const thread = h.slack.thread(OPS, multus.ts);
-    expect(thread).toHaveLength(1);
-    expect(blockText(thread[0]!)).toContain('🔎 Details · prod-eks · kube-system/multus');
+    // One details reply per signal of the alert (most severe first, then the nearer rejection): stale tokens, 401s.
+    expect(thread.map((m) => (m.blocks![0] as { text: { text: string } }).text.text)).toEqual([
+      '🔎 Details · prod-eks · kube-system/multus · stale-token',
+      '🔎 Details · prod-eks · kube-system/multus · unauthorized',
+    ]);
     expect(blockText(thread[0]!)).toContain('`kube-multus-ds-b4j4z`');
+    expect(blockText(thread[0]!)).toContain('*Sources:*');
+    expect(blockText(thread[0]!)).toContain('Requests per hour, last 24 h');
     expect(h.ephemerals(ONCALL_APPROVER)).toEqual(['The details were posted in the alert’s thread less than a minute ago.']);
   });
 
@@ -134,7 +148,7 @@ describe('alerts', () => {
 
     h.slack.setBotMembership(STAGING, true);
     await h.poll('staging-eks');
-    expect(h.slack.messages(STAGING).map((m) => m.text)).toEqual(['🟠 [staging-eks] warning: stale token used by logging/fluent-bit — rejected by the API server on 2026-11-29 (8 days left)']);
+    expect(h.slack.messages(STAGING).map((m) => m.text)).toEqual(['🟠 [staging-eks] warning: logging/fluent-bit — rejected in 8 days (stale tokens)']);
     expect(logs.some((l) => l['msg'] === 'Slack channel works again')).toBe(true);
   });
 
@@ -144,10 +158,10 @@ describe('alerts', () => {
     const t0 = Date.now();
     h = await startHarness({ fakeSlack: fake, tweak: (c) => void c.clusters.splice(1) });
     const calls = h.slack.callsTo('chat.postMessage');
-    expect(calls.map((c) => c.status)).toEqual([429, 200, 200, 200, 200, 200]);
+    expect(calls.map((c) => c.status)).toEqual([429, 200, 200, 200, 200]);
     expect(calls[1]!.at - calls[0]!.at).toBeGreaterThanOrEqual(1000);
     expect(Date.now() - t0).toBeGreaterThanOrEqual(1000);
-    expect(h.slack.messages(OPS)).toHaveLength(5);
+    expect(h.slack.messages(OPS)).toHaveLength(4);
     expect(await h.metrics.text()).toContain('tokenwatch_slack_api_errors_total{method="chat.postMessage",error="ratelimited"} 1');
   });
 });

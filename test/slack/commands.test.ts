@@ -43,7 +43,7 @@ describe('parseTokensCommand', () => {
 });
 
 describe('/tokens', () => {
-  it('status <cluster>: ephemeral with last poll, health per source, findings by severity and their buttons', async () => {
+  it('status <cluster>: ephemeral with last poll, health per source, alerts by severity, one linked line per alert, no buttons', async () => {
     h = await startHarness();
     const res = await h.command('status prod-eks', REQUESTER);
     expect(res.status).toBe(200);
@@ -51,16 +51,27 @@ describe('/tokens', () => {
     const e = lastEphemeral(h, REQUESTER);
     expect(e.via).toBe('response_url');
     expect(e.channel).toBe(OPS);
-    expect(e.text).toBe('Tokenwatch status — prod-eks: 2 critical, 0 warning, 3 info');
+    // One alert per root cause: Multus's stale tokens and 401s count once.
+    expect(e.text).toBe('Tokenwatch status — prod-eks: 1 critical, 0 warning, 3 info');
     const blocks = blockText(e);
     expect(blocks).toContain('Tokenwatch status · prod-eks');
     expect(blocks).toContain(`✅ audit source file:${h.auditPath}`);
     expect(blocks).toContain('✅ Kubernetes API');
-    expect(blocks).toContain('🔴 2 critical · 🟠 0 warning · 🔵 3 info');
-    expect(buttonIds(e).filter((id) => id === 'tw_restart')).toHaveLength(4);
+    expect(blocks).toContain('🔴 1 critical · 🟠 0 warning · 🔵 3 info');
+    // Actions happen on the alert: no buttons here, a link to every alert (chat.getPermalink of its message).
+    expect(buttonIds(e)).toEqual([]);
+    const links = h.slack.callsTo('chat.getPermalink').filter((c) => c.response.ok === true).map((c) => [c.args.message_ts, c.response['permalink'] as string]);
+    expect(links.map(([ts]) => ts)).toEqual(h.slack.messages(OPS).map((m) => m.ts));
+    const lines = (e.blocks as Array<{ type: string; text?: { text: string } }>).slice(2).map((b) => b.text!.text);
+    expect(lines).toEqual([
+      `🔴 <${links[0]![1]}|kube-system/multus> — requests now fail with 401 · requests rejected with 401 · stale tokens`,
+      `🔵 <${links[1]![1]}|flux-system/helm-controller> — rejected in 44 days · stale tokens`,
+      `🔵 <${links[2]![1]}|logging/fluent-bit> — rejected in 70 days · stale tokens`,
+      `🔵 <${links[3]![1]}|ci/deployer> — legacy Secret token in use · legacy Secret token`,
+    ]);
     // Nobody else sees it, nothing is posted in the channel.
     expect(h.slack.ephemerals().filter((x) => x.user !== REQUESTER)).toEqual([]);
-    expect(h.slack.messages(OPS)).toHaveLength(5);
+    expect(h.slack.messages(OPS)).toHaveLength(4);
   });
 
   it('status shows Kubernetes access problems and a degraded audit source with the reason', async () => {
@@ -91,7 +102,7 @@ describe('/tokens', () => {
   it('status without a cluster shows the clusters of this channel; elsewhere it says where clusters report', async () => {
     h = await startHarness();
     await h.command('status', REQUESTER, OPS);
-    expect(lastEphemeral(h, REQUESTER).text).toBe('Tokenwatch status — prod-eks: 2 critical, 0 warning, 3 info');
+    expect(lastEphemeral(h, REQUESTER).text).toBe('Tokenwatch status — prod-eks: 1 critical, 0 warning, 3 info');
     await h.command('status', REQUESTER, ELSEWHERE);
     expect(lastEphemeral(h, REQUESTER).text).toBe(
       '⛔ This channel is not the alert channel of any cluster. Clusters report to: `prod-eks` in <#C0OPS00001>, `staging-eks` in <#C0STAGE001>.',

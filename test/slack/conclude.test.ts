@@ -12,7 +12,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { findingId } from '../../src/findings/build.js';
 import { resolveClusterName } from '../../src/slack/commands.js';
 import { auditEvent } from '../sources/events.js';
-import { APPROVER, blockText, buttonIds, CLUSTER, OPS, REF, REQUESTER, startHarness, type Harness } from './harness.js';
+import { APPROVER, blockText, buttonIds, CLUSTER, OPS, overflowLabels, REF, REQUESTER, startHarness, type Harness } from './harness.js';
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;
@@ -32,11 +32,13 @@ describe('findings that conclude', () => {
   it('401 wording and severity follow the last 401; the verified restart resolves the 401 finding with the stale one', async () => {
     h = await startHarness();
     const store = h.serve.context.store;
+    // One alert for the subject's stale tokens and 401s.
     const u401 = h.alert('kube-system', 'multus', 'unauthorized');
-    expect(u401.text).toBe('🔴 [prod-eks] critical: 401 unauthorized used by kube-system/multus');
-    expect(blockText(u401)).toContain('requests are already *rejected with 401*');
+    expect(u401.ts).toBe(h.alert('kube-system', 'multus', 'stale-token').ts);
+    expect(u401.text).toBe('🔴 [prod-eks] critical: kube-system/multus — requests now fail with 401 (requests rejected with 401 · stale tokens)');
+    expect(blockText(u401)).toContain('are being refused by the API server now');
     await h.command('status prod-eks', REQUESTER);
-    expect(blockText(lastEphemeral(h, REQUESTER))).toContain('unauthorized · 401s now');
+    expect(blockText(lastEphemeral(h, REQUESTER))).toContain('kube-system/multus> — requests now fail with 401 · requests rejected with 401 · stale tokens');
 
     // Restart requested and approved; the rollout completes.
     const alert = h.alert('kube-system', 'multus');
@@ -45,20 +47,20 @@ describe('findings that conclude', () => {
     await h.click(APPROVER, approval, 'tw_approve');
     expect(store.listApprovals({ cluster: CLUSTER })[0]!.state).toBe('succeeded');
 
-    // 65 min later no 401 arrived: no longer "now", no longer critical (the stale finding stays critical on its own).
+    // 65 min later no 401 arrived: no longer "now"; the worst live fact is the stale tokens' passed rejection date
+    // (the stale finding stays critical on its own).
     h.advance(HOUR + 5 * MIN);
     await h.poll();
     const quiet401 = h.alert('kube-system', 'multus', 'unauthorized');
     expect(quiet401.ts).toBe(u401.ts);
-    expect(quiet401.text).toBe('🟠 [prod-eks] warning: 401 unauthorized used by kube-system/multus');
-    expect(header(quiet401)).toBe('🟠 Warning · prod-eks · kube-system/multus');
-    expect(blockText(quiet401)).toContain('requests were *rejected with 401*, the last one');
-    expect(blockText(quiet401)).toContain('none since');
-    expect(blockText(quiet401)).not.toContain('already fail with 401');
+    expect(store.getFinding(findingId(CLUSTER, 'kube-system', 'multus', 'unauthorized'))!.finding.severity).toBe('warning');
+    expect(quiet401.text).toBe('🔴 [prod-eks] critical: kube-system/multus — rejection date passed (requests rejected with 401 · stale tokens)');
+    expect(header(quiet401)).toBe('🔴 prod-eks · kube-system/multus — rejection date passed');
+    expect(blockText(quiet401)).not.toContain('fail with 401');
     await h.command('status prod-eks', REQUESTER);
     let status = lastEphemeral(h, REQUESTER);
-    expect(status.text).toBe('Tokenwatch status — prod-eks: 1 critical, 1 warning, 3 info');
-    expect(blockText(status)).toMatch(/unauthorized · last 401 1 h \d+ min ago/);
+    expect(status.text).toBe('Tokenwatch status — prod-eks: 1 critical, 0 warning, 3 info');
+    expect(blockText(status)).toContain('kube-system/multus> — rejection date passed');
 
     // After the settle period the restart is verified: both findings of the subject are resolved.
     h.advance(HOUR);
@@ -67,9 +69,9 @@ describe('findings that conclude', () => {
     expect(store.getFinding(id401)).toMatchObject({ status: 'resolved', resolution: 'verified' });
     expect(store.getFinding(findingId(CLUSTER, 'kube-system', 'multus', 'stale-token'))).toMatchObject({ status: 'resolved', resolution: 'verified' });
     const resolved401 = h.alert('kube-system', 'multus', 'unauthorized');
-    expect(resolved401.text).toBe('✅ [prod-eks] resolved: 401 unauthorized used by kube-system/multus');
+    expect(resolved401.text).toBe('✅ [prod-eks] resolved: kube-system/multus (requests rejected with 401 · stale tokens)');
     expect(buttonIds(resolved401)).toEqual([]);
-    expect(blockText(resolved401)).toContain('no 401 responses after the fix for the settle period');
+    expect(blockText(resolved401)).toContain('no stale token use and no 401s after the fix for the settle period');
     expect(h.slack.thread(OPS, u401.ts).map((m) => m.text)).toContain(
       '✅ [prod-eks] verified: no 401 Unauthorized responses by kube-system/multus since the restart; finding resolved',
     );
@@ -83,14 +85,14 @@ describe('findings that conclude', () => {
     status = lastEphemeral(h, REQUESTER);
     expect(status.text).toBe('Tokenwatch status — prod-eks: 0 critical, 0 warning, 3 info');
     expect(blockText(status)).not.toContain('multus');
-    expect(topLevelPosts(h)).toHaveLength(5);
+    expect(topLevelPosts(h)).toHaveLength(4);
   });
 
   it('quiet: no signal for the quiet period while every poll succeeded → resolved in place; a failed poll blocks it; the signal returning reopens the same message', async () => {
     h = await startHarness();
     const store = h.serve.context.store;
     const deployer = h.alert('ci', 'deployer', 'legacy-token');
-    expect(buttonIds(deployer)).toContain('tw_recreate_sa');
+    expect(overflowLabels(deployer)).toContain('Recreate ServiceAccount…');
     const id = findingId(CLUSTER, 'ci', 'deployer', 'legacy-token');
     const poller = h.serve.context.clusters.get(CLUSTER)!.poller;
 
@@ -111,7 +113,7 @@ describe('findings that conclude', () => {
     expect(blocked.error).toBeUndefined();
     expect(blocked.concluded).toEqual([]);
     expect(store.getFinding(id)!.status).toBe('open');
-    expect(buttonIds(h.alert('ci', 'deployer', 'legacy-token'))).toContain('tw_recreate_sa');
+    expect(overflowLabels(h.alert('ci', 'deployer', 'legacy-token'))).toContain('Recreate ServiceAccount…');
 
     // Another 24 h of successful polls: resolved as quiet, the alert updated in place, buttons removed.
     h.advance(24 * HOUR);
@@ -121,9 +123,9 @@ describe('findings that conclude', () => {
     expect(store.getFinding(id)).toMatchObject({ status: 'resolved', resolution: 'quiet' });
     const resolved = h.alert('ci', 'deployer', 'legacy-token');
     expect(resolved.ts).toBe(deployer.ts);
-    expect(resolved.text).toBe('✅ [prod-eks] resolved: legacy secret token used by ci/deployer');
+    expect(resolved.text).toBe('✅ [prod-eks] resolved: ci/deployer (legacy Secret token)');
     expect(buttonIds(resolved)).toEqual([]);
-    expect(blockText(resolved)).toContain('no legacy-token use for 24 h while every poll succeeded (quiet)');
+    expect(blockText(resolved)).toContain('no signal for 24 h while every poll succeeded (quiet)');
     expect(store.listActions(CLUSTER).find((r) => r.findingId === id)).toMatchObject({ action: 'finding.quiet', result: 'resolved', actor: null });
     // A stale-token finding with a live token is not resolved however quiet it is.
     expect(store.getFinding(findingId(CLUSTER, 'logging', 'fluent-bit', 'stale-token'))!.status).toBe('open');
@@ -137,10 +139,10 @@ describe('findings that conclude', () => {
     expect(store.getFinding(id)).toMatchObject({ status: 'open', resolution: null });
     const reopened = h.alert('ci', 'deployer', 'legacy-token');
     expect(reopened.ts).toBe(deployer.ts);
-    expect(reopened.text).toBe('🔵 [prod-eks] info: legacy secret token used by ci/deployer');
-    expect(buttonIds(reopened)).toContain('tw_recreate_sa');
+    expect(reopened.text).toBe('🔵 [prod-eks] info: ci/deployer — legacy Secret token in use (legacy Secret token)');
+    expect(overflowLabels(reopened)).toContain('Recreate ServiceAccount…');
     expect(h.slack.thread(OPS, deployer.ts).map((m) => m.text)).toEqual(['[prod-eks] ci/deployer reopened: seen again after it was resolved']);
-    expect(topLevelPosts(h)).toHaveLength(5);
+    expect(topLevelPosts(h)).toHaveLength(4);
     expect(Date.parse(store.getFinding(id)!.finding.lastSeen)).toBeGreaterThan(REF + 48 * HOUR);
   });
 

@@ -8,12 +8,15 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { blockActionPayload, sendBlockAction, type FakeSlack } from '../../src/sandbox/fakes/slack.js';
+import { viewSubmissionPayload } from '../fakes/slack-requests.js';
 import type { FakeKube } from '../../src/sandbox/fakes/kubernetes.js';
-import { findingId } from '../../src/findings/build.js';
+import { groupIdOf } from '../../src/findings/groups.js';
 import { RESTARTED_AT } from '../../src/remediation/kube-remediator.js';
 import { PICKUP_GRACE_MS } from '../../src/slack/flow.js';
 import { openStore, type Store } from '../../src/store/index.js';
-import { APPROVER, buttonValue, CLUSTER, OPS, prepareDir, REF, REQUESTER, SECRET, startFakes, startHarness, type Harness } from './harness.js';
+import { appendFileSync } from 'node:fs';
+import { auditEvent } from '../sources/events.js';
+import { APPROVER, buttonValue, CLUSTER, OPS, overflowOption, prepareDir, REF, REQUESTER, SECRET, startFakes, startHarness, type Harness } from './harness.js';
 import { childScript } from '../support/build.js';
 
 let child: ChildProcess | undefined;
@@ -67,14 +70,25 @@ async function startChild(dir: string, f: { slack: FakeSlack; kube: FakeKube }):
 const kill = () => child?.kill('SIGKILL');
 const realWrites = (k: FakeKube, method: string, resource: string) => k.requestsMatching({ method, resource }).filter((r) => !r.dryRun);
 
-/** Requests (REQUESTER) and approves (APPROVER) `action` on the Multus alert through the child's Bolt app. */
+/**
+ * Requests (REQUESTER) and approves (APPROVER) `action` through the child's Bolt app: a restart of the Multus
+ * DaemonSet from its alert's button, or a recreation of `logging/fluent-bit` (a legacy-token subject, where recreating
+ * is offered) from its alert's overflow menu and confirm modal, the way Slack sends them.
+ */
 async function requestAndApprove(url: string, dir: string, slack: FakeSlack, actionId: 'tw_restart' | 'tw_recreate_sa') {
   peek = openStore(join(dir, 'tw.db'));
-  const ref = peek.getMessageRef(findingId(CLUSTER, 'kube-system', 'multus', 'stale-token'))!;
+  const [ns, sa] = actionId === 'tw_restart' ? ['kube-system', 'multus'] : ['logging', 'fluent-bit'];
+  const ref = peek.getAlertRef(groupIdOf({ cluster: CLUSTER, namespace: ns, serviceAccount: sa }))!;
   const alert = slack.message(ref.channel, ref.ts)!;
   const click = (user: string, m: { ts: string; blocks: unknown[] | undefined }, id: string) =>
     sendBlockAction(url, SECRET, blockActionPayload({ user, actionId: id, value: buttonValue(m, id), channel: OPS, messageTs: m.ts, responseUrl: slack.responseUrl({ channel: OPS, user, messageTs: m.ts }) }));
-  await click(REQUESTER, alert, actionId);
+  if (actionId === 'tw_restart') await click(REQUESTER, alert, actionId);
+  else {
+    const option = overflowOption(alert, 'Recreate ServiceAccount…')!;
+    await sendBlockAction(url, SECRET, blockActionPayload({ user: REQUESTER, actionId: 'tw_more', value: option.value, selectedOption: option, channel: OPS, messageTs: alert.ts, responseUrl: slack.responseUrl({ channel: OPS, user: REQUESTER, messageTs: alert.ts }) }));
+    await until(() => slack.views().some((v) => v.view.callback_id === 'tw_recreate_confirm'), 'the recreate confirmation');
+    await sendBlockAction(url, SECRET, viewSubmissionPayload({ user: REQUESTER, view: slack.views().find((v) => v.view.callback_id === 'tw_recreate_confirm')! }));
+  }
   await until(() => slack.thread(OPS, alert.ts).some((m) => m.text.includes('approval needed') && (m.blocks ?? []).length > 0), 'the approval message');
   const approval = slack.thread(OPS, alert.ts).find((m) => m.text.includes('approval needed'))!;
   await click(APPROVER, approval, 'tw_approve');
@@ -182,14 +196,16 @@ describe('kill -9 in the PATCH window with a later restartedAt already on the po
 describe('kill -9 during an approved ServiceAccount recreation', { timeout: 120_000 }, () => {
   it('killed between DELETE and POST: the next process creates the ServiceAccount from the stored body; exactly one DELETE', async () => {
     const dir = prepareDir();
+    // fluent-bit's clients also use a legacy Secret token, which recreating the ServiceAccount revokes.
+    appendFileSync(join(dir, 'audit.log'), `${auditEvent({ auditID: 'legacy-fb-1', time: REF - 60_000, kind: 'legacy', namespace: 'logging', serviceAccount: 'fluent-bit' })}\n`);
     fakes = await startFakes();
     const { slack, kube } = fakes;
-    const ROLE = 'arn:aws:iam::111122223333:role/multus-irsa';
-    kube.store.update('ServiceAccount', 'kube-system', 'multus', (o) => {
+    const ROLE = 'arn:aws:iam::111122223333:role/fluent-bit-irsa';
+    kube.store.update('ServiceAccount', 'logging', 'fluent-bit', (o) => {
       const md = o.metadata as { annotations?: Record<string, string> };
       md.annotations = { ...(md.annotations ?? {}), 'eks.amazonaws.com/role-arn': ROLE };
     });
-    const oldUid = String(kube.store.get('ServiceAccount', 'kube-system', 'multus')!.metadata!['uid']);
+    const oldUid = String(kube.store.get('ServiceAccount', 'logging', 'fluent-bit')!.metadata!['uid']);
     const { url, exited } = await startChild(dir, fakes);
     kube.store.onWrite((e) => {
       if (e.def.kind === 'ServiceAccount' && e.type === 'DELETED') kill();
@@ -197,7 +213,7 @@ describe('kill -9 during an approved ServiceAccount recreation', { timeout: 120_
     const { alert } = await requestAndApprove(url, dir, slack, 'tw_recreate_sa');
     expect(await exited).toBe('SIGKILL');
     child = undefined;
-    expect(kube.store.get('ServiceAccount', 'kube-system', 'multus')).toBeUndefined();
+    expect(kube.store.get('ServiceAccount', 'logging', 'fluent-bit')).toBeUndefined();
     const left = peek!.listApprovals()[0]!;
     expect(left.state).toBe('running');
 
@@ -208,12 +224,12 @@ describe('kill -9 during an approved ServiceAccount recreation', { timeout: 120_
     expect(store.getApproval(left.id)!.state).toBe('succeeded');
     expect(realWrites(kube, 'DELETE', 'serviceaccounts')).toHaveLength(1);
     expect(realWrites(kube, 'POST', 'serviceaccounts')).toHaveLength(1);
-    const sa = kube.store.get('ServiceAccount', 'kube-system', 'multus')!;
+    const sa = kube.store.get('ServiceAccount', 'logging', 'fluent-bit')!;
     const md = sa.metadata as { uid: string; annotations: Record<string, string>; labels: Record<string, string> };
     expect(md.uid).not.toBe(oldUid);
     expect(md.annotations['eks.amazonaws.com/role-arn']).toBe(ROLE);
-    expect(md.labels).toEqual({ app: 'multus', tier: 'node' });
-    expect(slack.thread(OPS, alert.ts).filter((m) => m.text.includes('recreated')).map((m) => m.text)).toEqual(['[prod-eks] ServiceAccount kube-system/multus recreated']);
+    expect(md.labels).toMatchObject({ 'app.kubernetes.io/name': 'fluent-bit' });
+    expect(slack.thread(OPS, alert.ts).filter((m) => m.text.includes('recreated')).map((m) => m.text)).toEqual(['[prod-eks] ServiceAccount logging/fluent-bit recreated']);
   });
 });
 
@@ -232,21 +248,22 @@ describe('kill -9 between posting an alert and saving its message ref', { timeou
     });
     await expect(startChild(dir, fakes)).rejects.toThrow(/exited before serving/);
     child = undefined;
-    const killedFinding = slack.message(OPS, first!)!.metadata!.event_payload['finding_id'] as string;
+    const killedGroup = slack.message(OPS, first!)!.metadata!.event_payload['group_id'] as string;
     peek = openStore(join(dir, 'tw.db'));
-    expect(peek.getMessageRef(killedFinding)).toBeUndefined();
-    expect(peek.getAlertIntent(killedFinding)).toMatchObject({ channel: OPS });
+    expect(peek.getAlertRef(killedGroup)).toBeUndefined();
+    expect(peek.getGroupIntent(killedGroup)).toMatchObject({ channel: OPS });
 
     h = await startHarness({ dir, fakeSlack: slack, kube });
     const store = h.serve.context.store;
-    expect(store.getMessageRef(killedFinding)).toMatchObject({ channel: OPS, ts: first });
-    expect(store.getAlertIntent(killedFinding)).toBeUndefined();
+    expect(store.getAlertRef(killedGroup)).toMatchObject({ channel: OPS, ts: first });
+    expect(store.getGroupIntent(killedGroup)).toBeUndefined();
     expect(slack.message(OPS, first!)!.edits.length).toBeGreaterThanOrEqual(1);
-    // One alert per finding, each carrying its finding id in the message metadata.
+    // One alert per group (a ServiceAccount's findings), each carrying its group id in the message metadata.
     const alerts = slack.messages(OPS).filter((m) => !m.threadTs);
-    const ids = alerts.map((m) => m.metadata?.event_payload['finding_id']);
+    const ids = alerts.map((m) => m.metadata?.event_payload['group_id']);
     expect(new Set(ids).size).toBe(ids.length);
-    expect(ids.sort()).toEqual(store.listFindings(CLUSTER).filter((f) => store.getMessageRef(f.id)?.channel === OPS).map((f) => f.id).sort());
+    const groups = [...new Set(store.listFindings(CLUSTER).map((f) => groupIdOf(f.finding)))];
+    expect(ids.sort()).toEqual(groups.filter((g) => store.getAlertRef(g)?.channel === OPS).sort());
     // Looked up only for findings with an intent left (posts are queued per channel, so more than one may be pending).
     const looked = slack.callsTo('conversations.history').length;
     expect(looked).toBeGreaterThanOrEqual(1);

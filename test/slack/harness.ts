@@ -19,9 +19,11 @@ import {
   type FakeSlack,
   type SendResult,
 } from '../../src/sandbox/fakes/slack.js';
+import { viewSubmissionPayload } from '../fakes/slack-requests.js';
 import { startFakeKube, type FakeKube, type KubeObject } from '../../src/sandbox/fakes/kubernetes.js';
 import { parseConfig, type Config } from '../../src/config/index.js';
 import { findingId } from '../../src/findings/build.js';
+import { groupIdOf } from '../../src/findings/groups.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { startServe, type ServeHandle } from '../../src/runtime/serve.js';
@@ -83,15 +85,52 @@ export interface Harness {
   poll(cluster?: string): Promise<void>;
   /** Appends audit event lines to the prod-eks audit log. */
   appendAudit(lines: string[]): void;
-  /** The alert message of a finding (by namespace/serviceAccount/kind), from the fake Slack. */
+  /**
+   * The alert message of a ServiceAccount (one per root cause: every kind of finding of it shares it), from the fake
+   * Slack. `kind` is accepted for older call sites and only checks that such a finding is stored.
+   */
   alert(namespace: string, serviceAccount: string, kind?: 'stale-token' | 'legacy-token' | 'unauthorized', cluster?: string): FakeMessage;
   /** Sends a signed /tokens command from `channel` by `user` and waits until its work is done. */
   command(text: string, user: string, channel?: string, secret?: string): Promise<SendResult>;
-  /** Clicks a button (signed block_actions) and waits until its work is done. */
+  /**
+   * Clicks a button (signed block_actions) and waits until its work is done. `tw_snooze_1d`, `tw_snooze_7d`,
+   * `tw_details` and `tw_recreate_sa` choose that entry of the alert's overflow menu (`tw_more`) when the message
+   * has no such button (see {@link OVERFLOW_LABELS}).
+   */
   click(user: string, message: FakeMessage, actionId: string, opts?: { value?: string; channel?: string; wait?: boolean }): Promise<SendResult>;
+  /** Submits the newest modal with `callback_id` (e.g. the Recreate confirmation) as `user`, and waits. */
+  submitView(user: string, callbackId: string): Promise<SendResult>;
   /** Ephemerals for a user (newest last). */
   ephemerals(user: string): string[];
   stop(opts?: { keepFakes?: boolean }): Promise<void>;
+}
+
+/** Overflow-menu labels of the alert by the action id of the per-action button of earlier versions. */
+export const OVERFLOW_LABELS: Readonly<Record<string, string>> = {
+  tw_snooze_1d: 'Snooze 1 day',
+  tw_snooze_7d: 'Snooze 7 days',
+  tw_details: 'Details',
+  tw_recreate_sa: 'Recreate ServiceAccount…',
+};
+
+type OverflowBlock = { type: string; elements?: Array<{ type?: string; action_id?: string; options?: Array<{ text: { text: string }; value: string }> }> };
+
+/** The option labelled `label` of a message's overflow menu (`tw_more`), or undefined. */
+export function overflowOption(message: Pick<FakeMessage, 'blocks'>, label: string): { text: string; value: string } | undefined {
+  for (const b of (message.blocks ?? []) as OverflowBlock[]) {
+    if (b.type !== 'actions') continue;
+    const menu = b.elements?.find((e) => e.type === 'overflow');
+    const o = menu?.options?.find((x) => x.text.text === label);
+    if (o) return { text: o.text.text, value: o.value };
+  }
+  return undefined;
+}
+
+/** Labels of a message's overflow-menu options. */
+export function overflowLabels(message: Pick<FakeMessage, 'blocks'>): string[] {
+  return ((message.blocks ?? []) as OverflowBlock[])
+    .filter((b) => b.type === 'actions')
+    .flatMap((b) => (b.elements ?? []).filter((e) => e.type === 'overflow').flatMap((e) => (e.options ?? []).map((o) => o.text.text)));
 }
 
 /** The value of the button `actionId` in a message's blocks. */
@@ -280,9 +319,10 @@ current-context: fake
     appendAudit(lines) {
       appendFileSync(auditPath, lines.map((l) => `${l}\n`).join(''));
     },
-    alert(namespace, serviceAccount, kind = 'stale-token', cluster = CLUSTER) {
-      const ref = serve.context.store.getMessageRef(findingId(cluster, namespace, serviceAccount, kind));
-      if (!ref) throw new Error(`no alert for ${namespace}/${serviceAccount} ${kind}`);
+    alert(namespace, serviceAccount, kind, cluster = CLUSTER) {
+      if (kind && !serve.context.store.getFinding(findingId(cluster, namespace, serviceAccount, kind))) throw new Error(`no ${kind} finding for ${namespace}/${serviceAccount}`);
+      const ref = serve.context.store.getAlertRef(groupIdOf({ cluster, namespace, serviceAccount }));
+      if (!ref) throw new Error(`no alert for ${namespace}/${serviceAccount}`);
       return slack.message(ref.channel, ref.ts)!;
     },
     async command(text, user, channel = OPS, secret = SECRET) {
@@ -292,10 +332,28 @@ current-context: fake
     },
     async click(user, message, actionId, o = {}) {
       const channel = o.channel ?? message.channel;
-      const value = o.value ?? buttonValue(message, actionId);
-      const payload = blockActionPayload({ user, actionId, value, channel, messageTs: message.ts, responseUrl: slack.responseUrl({ channel, user, messageTs: message.ts }) });
+      const label = OVERFLOW_LABELS[actionId];
+      const option = label !== undefined && !buttonIds(message).includes(actionId) ? overflowOption(message, label) : undefined;
+      if (label !== undefined && !option && o.value === undefined && !buttonIds(message).includes(actionId)) throw new Error(`no "${label}" in the overflow menu of "${message.text}"`);
+      const value = o.value ?? option?.value ?? buttonValue(message, actionId);
+      const payload = blockActionPayload({
+        user,
+        actionId: option ? 'tw_more' : actionId,
+        value,
+        ...(option ? { selectedOption: { text: option.text, value } } : {}),
+        channel,
+        messageTs: message.ts,
+        responseUrl: slack.responseUrl({ channel, user, messageTs: message.ts }),
+      });
       const res = await sendBlockAction(url, SECRET, payload);
       if (o.wait !== false) await h.bot.idle();
+      return res;
+    },
+    async submitView(user, callbackId) {
+      const view = slack.views().filter((v) => v.view.callback_id === callbackId).at(-1);
+      if (!view) throw new Error(`no modal ${callbackId} was opened`);
+      const res = await sendBlockAction(url, SECRET, viewSubmissionPayload({ user, view }));
+      await h.bot.idle();
       return res;
     },
     ephemerals: (user) => slack.ephemerals({ user }).map((e) => e.text),

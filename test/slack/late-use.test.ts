@@ -8,7 +8,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { findingId } from '../../src/findings/build.js';
 import { auditEvent } from '../sources/events.js';
-import { blockText, buttonIds, CLUSTER, OPS, REQUESTER, startHarness, type Harness } from './harness.js';
+import { blockText, CLUSTER, OPS, overflowLabels, REQUESTER, startHarness, type Harness } from './harness.js';
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;
@@ -34,7 +34,7 @@ describe('late-delivered use', () => {
     expect(quiet.concluded).toContain(id);
     const resolvedAt = store.getFinding(id)!.resolvedAt!;
     expect(store.getFinding(id)).toMatchObject({ status: 'resolved', resolution: 'quiet' });
-    expect(h.alert('ci', 'deployer', 'legacy-token').text).toBe('✅ [prod-eks] resolved: legacy secret token used by ci/deployer');
+    expect(h.alert('ci', 'deployer', 'legacy-token').text).toBe('✅ [prod-eks] resolved: ci/deployer (legacy Secret token)');
 
     // Two minutes later the audit log delivers a use dated one minute before the resolution.
     h.advance(2 * MIN);
@@ -46,13 +46,13 @@ describe('late-delivered use', () => {
     expect(stored).toMatchObject({ status: 'open', resolution: null, resolvedAt: null });
     const reopened = h.alert('ci', 'deployer', 'legacy-token');
     expect(reopened.ts).toBe(deployer.ts);
-    expect(reopened.text).toBe('🔵 [prod-eks] info: legacy secret token used by ci/deployer');
-    expect(buttonIds(reopened)).toContain('tw_recreate_sa');
+    expect(reopened.text).toBe('🔵 [prod-eks] info: ci/deployer — legacy Secret token in use (legacy Secret token)');
+    expect(overflowLabels(reopened)).toContain('Recreate ServiceAccount…');
     const replies = h.slack.thread(OPS, deployer.ts);
     expect(replies.map((m) => m.text)).toEqual(['[prod-eks] ci/deployer reopened: a use before its quiet resolution was seen late']);
     expect(blockText(replies[0]!)).toContain(`before it was resolved as quiet <!date^${Math.floor(resolvedAt / 1000)}^`);
-    // One message per finding: nothing new was posted at the top level.
-    expect(h.slack.callsTo('chat.postMessage').filter((c) => c.args.channel === OPS && c.args.thread_ts === undefined && c.response.ok === true)).toHaveLength(5);
+    // One message per root cause: nothing new was posted at the top level.
+    expect(h.slack.callsTo('chat.postMessage').filter((c) => c.args.channel === OPS && c.args.thread_ts === undefined && c.response.ok === true)).toHaveLength(4);
 
     await h.command('status prod-eks', REQUESTER);
     expect(blockText(h.slack.ephemerals({ user: REQUESTER }).at(-1)!)).toContain('ci/deployer');

@@ -1,7 +1,8 @@
 /**
  * The Notifier against the fake Slack Web API, driven directly with findings (store + saveFindings), for the cases
- * the bundled example does not produce: first 401s of a subject, a resolved finding seen again, an alert deleted in
- * Slack, a channel configured by name, and buttons limited by the policy.
+ * the bundled example does not produce: first 401s of a subject (the same alert, a signal started), signals stopping,
+ * a resolved finding seen again, an alert deleted in Slack, a channel configured by name, actions limited by the
+ * policy, and the upgrade from one alert per finding (merge).
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { webApi } from '@slack/bolt';
@@ -16,7 +17,8 @@ import { ChannelMap } from '../../src/slack/channels.js';
 import { messageHash, Notifier } from '../../src/slack/notifier.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import { finding } from '../store/helpers.js';
-import { buttonIds } from './harness.js';
+import { groupIdOf } from '../../src/findings/groups.js';
+import { buttonIds, overflowLabels } from './harness.js';
 
 const T = Date.UTC(2026, 10, 20, 12, 0, 0);
 const HOUR = 3_600_000;
@@ -66,30 +68,49 @@ afterEach(async () => {
 const stale = finding({ id: 'f-stale', cluster: 'prod', severity: 'warning' });
 const unauthorized = finding({ id: 'f-401', cluster: 'prod', kind: 'unauthorized', severity: 'critical', rejectionAt: null, maxSecondsAfterWarning: null, tokens: [] });
 
+const CH = 'C0OPS00001';
+const gid = groupIdOf(stale);
+
 describe('Notifier', () => {
   it('posts to a channel configured by #name and learns its id for channel checks', async () => {
     const { notifier, channels } = setup();
     await poll(notifier, [stale], T);
-    expect(fake.messages('C0OPS00001').map((m) => m.text)).toEqual([expect.stringContaining('[prod] warning: stale token used by kube-system/multus')]);
-    expect(store.getMessageRef('f-stale')).toMatchObject({ channel: 'C0OPS00001', severity: 'warning' });
-    expect(channels.allows('prod', { id: 'C0OPS00001', name: 'privategroup' })).toBe(true);
+    expect(fake.messages(CH).map((m) => m.text)).toEqual([expect.stringContaining('[prod] warning: kube-system/multus')]);
+    expect(store.getAlertRef(gid)).toMatchObject({ channel: CH, severity: 'warning', signals: ['stale-token'] });
+    expect(channels.allows('prod', { id: CH, name: 'privategroup' })).toBe(true);
     expect(channels.allows('prod', { id: 'C0OTHER001', name: 'other' })).toBe(false);
   });
 
-  it('first 401s of a subject with an existing stale-token alert: own alert plus a reply in the stale alert thread', async () => {
+  it('first 401s of a subject with a stale-token alert: the same alert, edited, and a reply in its thread saying the signal started', async () => {
     const { notifier } = setup();
     await poll(notifier, [stale], T);
+    const ts = store.getAlertRef(gid)!.ts;
     await poll(notifier, [unauthorized, stale], T + HOUR);
-    const [s, u] = [store.getMessageRef('f-stale')!, store.getMessageRef('f-401')!];
-    expect(fake.messages('C0OPS00001').map((m) => m.ts)).toEqual([s.ts, u.ts]);
-    expect(fake.thread('C0OPS00001', s.ts).map((m) => m.text)).toEqual(['[prod] kube-system/multus: first 401 Unauthorized responses']);
+    expect(fake.messages(CH).map((m) => m.ts)).toEqual([ts]);
+    expect(store.getAlertRef(gid)).toMatchObject({ ts, severity: 'critical', signals: ['unauthorized', 'stale-token'] });
+    expect(fake.thread(CH, ts).map((m) => m.text)).toEqual([
+      '[prod] kube-system/multus escalated from warning to critical',
+      '[prod] kube-system/multus: requests rejected with 401 started',
+    ]);
+    expect(fake.message(CH, ts)!.edits).toHaveLength(1);
+    // The 401s stop (their finding resolved) while the stale tokens go on: said in the thread, the alert stays open.
+    store.setFindingStatus('f-401', { status: 'resolved', reason: 'quiet' }, T + 2 * HOUR);
+    await poll(notifier, [stale], T + 2 * HOUR);
+    expect(fake.thread(CH, ts).map((m) => m.text).at(-1)).toBe('[prod] kube-system/multus: requests rejected with 401 stopped');
+    expect(fake.message(CH, ts)!.text).toMatch(/^🟠 \[prod\] warning: kube-system\/multus/);
   });
 
-  it('no first-401 reply when both findings are new in the same poll', async () => {
+  it('both findings new in the same poll: one alert, posted once with its final blocks, no thread reply and no edit', async () => {
     const { notifier } = setup();
-    await poll(notifier, [unauthorized, stale], T);
-    expect(fake.messages('C0OPS00001')).toHaveLength(2);
-    expect(fake.thread('C0OPS00001', store.getMessageRef('f-stale')!.ts)).toEqual([]);
+    await poll(notifier, [{ ...unauthorized, requests: 6 }, { ...stale, requests: 60 }], T);
+    expect(fake.messages(CH)).toHaveLength(1);
+    const ts = store.getAlertRef(gid)!.ts;
+    expect(fake.thread(CH, ts)).toEqual([]);
+    expect(fake.message(CH, ts)!.edits).toEqual([]);
+    expect(fake.callsTo('chat.update')).toEqual([]);
+    // A further use of the same token changes no count shown (bucketed): no edit.
+    await poll(notifier, [{ ...unauthorized, requests: 7 }, { ...stale, requests: 61 }], T + 60_000);
+    expect(fake.callsTo('chat.update')).toEqual([]);
   });
 
   it('a resolved finding seen again is reopened in its thread, with buttons back', async () => {
@@ -97,39 +118,72 @@ describe('Notifier', () => {
     await poll(notifier, [stale], T);
     store.setFindingStatus('f-stale', { status: 'resolved' }, T + HOUR);
     await notifier.refresh('f-stale');
-    const ts = store.getMessageRef('f-stale')!.ts;
-    expect(fake.message('C0OPS00001', ts)!.text).toBe('✅ [prod] resolved: stale token used by kube-system/multus');
-    expect(buttonIds(fake.message('C0OPS00001', ts)!)).toEqual([]);
+    const ts = store.getAlertRef(gid)!.ts;
+    expect(fake.message(CH, ts)!.text).toBe('✅ [prod] resolved: kube-system/multus (stale tokens)');
+    expect(buttonIds(fake.message(CH, ts)!)).toEqual([]);
     await poll(notifier, [{ ...stale, lastSeen: new Date(T + 2 * HOUR).toISOString() }], T + 2 * HOUR);
     expect(store.getFinding('f-stale')!.status).toBe('open');
-    expect(fake.thread('C0OPS00001', ts).map((m) => m.text)).toEqual(['[prod] kube-system/multus reopened: seen again after it was resolved']);
-    expect(buttonIds(fake.message('C0OPS00001', ts)!)).toContain('tw_restart');
-    expect(fake.messages('C0OPS00001')).toHaveLength(1);
+    expect(fake.thread(CH, ts).map((m) => m.text)).toEqual(['[prod] kube-system/multus reopened: seen again after it was resolved']);
+    expect(buttonIds(fake.message(CH, ts)!)).toContain('tw_restart');
+    expect(fake.messages(CH)).toHaveLength(1);
   });
 
   it('an alert deleted in Slack is posted anew, and the ref follows', async () => {
     const { notifier } = setup();
     await poll(notifier, [stale], T);
-    const first = store.getMessageRef('f-stale')!;
+    const first = store.getAlertRef(gid)!;
     fake.failNext('chat.update', 'message_not_found');
-    await poll(notifier, [{ ...stale, requests: 99 }], T + HOUR);
-    const second = store.getMessageRef('f-stale')!;
+    await poll(notifier, [{ ...stale, severity: 'critical' }], T + HOUR);
+    const second = store.getAlertRef(gid)!;
     expect(second.ts).not.toBe(first.ts);
-    expect(fake.messages('C0OPS00001').map((m) => m.ts)).toEqual([first.ts, second.ts]);
-    expect(second.hash).toBe(messageHash({ text: fake.message('C0OPS00001', second.ts)!.text, blocks: fake.message('C0OPS00001', second.ts)!.blocks as never }));
+    expect(fake.messages(CH).map((m) => m.ts)).toEqual([first.ts, second.ts]);
+    expect(second.hash).toBe(messageHash({ text: fake.message(CH, second.ts)!.text, blocks: fake.message(CH, second.ts)!.blocks as never }));
   });
 
-  it('buttons follow the policy and Kubernetes access', async () => {
+  it('actions follow the policy and Kubernetes access', async () => {
     const onlySnooze = setup({ actions: ['snooze'] });
     await poll(onlySnooze.notifier, [stale], T);
-    expect(buttonIds(fake.messages('C0OPS00001')[0]!)).toEqual(['tw_snooze_1d', 'tw_snooze_7d', 'tw_details']);
+    expect(buttonIds(fake.messages(CH)[0]!)).toEqual(['tw_more']);
+    expect(overflowLabels(fake.messages(CH)[0]!)).toEqual(['Snooze 1 day', 'Snooze 7 days', 'Details']);
   });
 
-  it('no restart or recreate buttons in a denied namespace or without Kubernetes access', async () => {
+  it('no restart or recreate in a denied namespace or without Kubernetes access', async () => {
     const denied = setup({ namespaces: { deny: ['kube-*'] } });
     await poll(denied.notifier, [stale], T);
-    expect(buttonIds(fake.messages('C0OPS00001')[0]!)).toEqual(['tw_snooze_1d', 'tw_snooze_7d', 'tw_details']);
+    expect(buttonIds(fake.messages(CH)[0]!)).toEqual(['tw_more']);
+    expect(overflowLabels(fake.messages(CH)[0]!)).toEqual(['Snooze 1 day', 'Snooze 7 days', 'Details']);
     const noKube = setup({}, false);
     expect(noKube.notifier.restartButtons(stale)).toEqual([]);
+  });
+
+  it('upgrade: per-kind alerts of one ServiceAccount are merged — the newer kept and showing the group, the older edited once to point at it', async () => {
+    const { notifier } = setup();
+    // An earlier version posted one alert per finding and saved a message ref per finding.
+    store.saveFindings('prod', [stale, unauthorized], T);
+    const client = new webApi.WebClient(DEFAULT_BOT_TOKEN, { slackApiUrl: fake.apiUrl, retryConfig: { retries: 0 } });
+    const older = await client.chat.postMessage({ channel: CH, text: '🟠 [prod] warning: stale token used by kube-system/multus' });
+    const newer = await client.chat.postMessage({ channel: CH, text: '🔴 [prod] critical: 401 unauthorized used by kube-system/multus' });
+    store.saveMessageRef('f-stale', { channel: CH, ts: older.ts!, severity: 'warning', hash: 'old' });
+    store.saveMessageRef('f-401', { channel: CH, ts: newer.ts!, severity: 'critical', hash: 'old' });
+
+    await poll(notifier, [unauthorized, stale], T + HOUR);
+    expect(fake.messages(CH).map((m) => m.ts)).toEqual([older.ts, newer.ts]); // nothing new posted
+    expect(store.getAlertRef(gid)).toMatchObject({ channel: CH, ts: newer.ts, signals: ['unauthorized', 'stale-token'] });
+    expect(fake.message(CH, newer.ts!)!.text).toBe('🔴 [prod] critical: kube-system/multus — requests failed with 401 (requests rejected with 401 · stale tokens)');
+    const link = fake.callsTo('chat.getPermalink').at(-1)!.response['permalink'] as string;
+    expect(link).toContain(newer.ts!.replace('.', ''));
+    const merged = fake.message(CH, older.ts!)!;
+    expect(merged.text).toBe('[prod] kube-system/multus: merged into one alert');
+    expect(JSON.stringify(merged.blocks)).toContain(`<${link}|this alert>`);
+    expect(merged.edits).toHaveLength(1);
+    expect(store.getMessageRef('f-stale')).toBeUndefined();
+    expect(store.getMessageRef('f-401')).toBeUndefined();
+    // Threads of the older message's finding go to the kept alert now.
+    expect(notifier.messageOf('f-stale')).toEqual({ channel: CH, ts: newer.ts });
+
+    // Later polls never touch the pointer again.
+    await poll(notifier, [unauthorized, { ...stale, severity: 'critical' }], T + 2 * HOUR);
+    expect(fake.message(CH, older.ts!)!.edits).toHaveLength(1);
+    expect(fake.messages(CH)).toHaveLength(2);
   });
 });

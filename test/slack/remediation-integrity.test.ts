@@ -4,6 +4,7 @@
  * whose message cannot be posted does not block its target, approver lists leave the requester out, the final
  * progress edit is retried until Slack accepts it, and `/tokens scan` is rate-limited per user and cluster.
  */
+import { auditEvent } from '../sources/events.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { APPROVER, blockText, CLUSTER, ONCALL_APPROVER, OPS, OUTSIDER, REQUESTER, startHarness, type Harness } from './harness.js';
 
@@ -60,9 +61,12 @@ describe('uid preconditions', () => {
 describe('recreation race', () => {
   it('another client creates the ServiceAccount with another IAM role between DELETE and POST: failed, "created by someone else", an alarm in the thread', async () => {
     h = await startHarness();
-    const ROLE = 'arn:aws:iam::111122223333:role/multus-irsa';
+    // Recreating is offered where a legacy Secret token must be revoked: fluent-bit's clients also use one.
+    h.appendAudit([auditEvent({ auditID: 'legacy-fb-1', time: h.now() - 60_000, kind: 'legacy', namespace: 'logging', serviceAccount: 'fluent-bit' })]);
+    await h.poll();
+    const ROLE = 'arn:aws:iam::111122223333:role/fluent-bit-irsa';
     const ATTACKER = 'arn:aws:iam::999999999999:role/attacker';
-    h.kube.store.update('ServiceAccount', 'kube-system', 'multus', (o) => {
+    h.kube.store.update('ServiceAccount', 'logging', 'fluent-bit', (o) => {
       const md = o.metadata as { annotations?: Record<string, string> };
       md.annotations = { ...(md.annotations ?? {}), 'eks.amazonaws.com/role-arn': ROLE };
     });
@@ -76,15 +80,16 @@ describe('recreation race', () => {
         queueMicrotask(() => kube.store.put(theirs as never));
       }
     });
-    const alert = h.alert('kube-system', 'multus');
+    const alert = h.alert('logging', 'fluent-bit');
     await h.click(REQUESTER, alert, 'tw_recreate_sa');
+    await h.submitView(REQUESTER, 'tw_recreate_confirm');
     await h.click(APPROVER, approvalMessage(h, alert.ts)!, 'tw_approve');
     const store = h.serve.context.store;
     await until(() => ['failed', 'succeeded'].includes(store.listApprovals()[0]!.state), 'the recreation to end');
     await h.bot.idle();
     const a = store.listApprovals()[0]!;
     expect(a.state).toBe('failed');
-    expect(a.error).toContain(`ServiceAccount kube-system/multus was created by someone else, with different annotations: eks.amazonaws.com/role-arn=${ATTACKER} (expected ${ROLE})`);
+    expect(a.error).toContain(`ServiceAccount logging/fluent-bit was created by someone else, with different annotations: eks.amazonaws.com/role-arn=${ATTACKER} (expected ${ROLE})`);
     expect(realWrites(h, 'DELETE', 'serviceaccounts')).toHaveLength(1);
     expect(realWrites(h, 'POST', 'serviceaccounts')).toHaveLength(1);
     const thread = h.slack.thread(OPS, alert.ts);

@@ -21,7 +21,7 @@ import { SlackApi } from '../../src/slack/api.js';
 import { startSlackWith, type SlackIntegration } from '../../src/slack/app.js';
 import { Directory } from '../../src/slack/directory.js';
 import { SECRET_CORES, SECRET_SAMPLES } from '../observability/secrets.js';
-import { blockText, buttonValue, CLUSTER, ONCALL, ONCALL_APPROVER, OPS, REQUESTER, SECRET, startHarness, type Harness } from './harness.js';
+import { blockText, CLUSTER, ONCALL, ONCALL_APPROVER, OPS, overflowOption, REQUESTER, SECRET, startHarness, type Harness } from './harness.js';
 
 const harnesses: Harness[] = [];
 const cleanups: Array<() => Promise<void>> = [];
@@ -90,16 +90,18 @@ describe('replayed signed requests (HTTP mode)', () => {
     const leader = await harness();
     const standby = await harness({ dir: leader.dir, fakeSlack: leader.slack, kube: leader.kube, isLeader: () => false });
     const alert = leader.alert('kube-system', 'multus');
-    const payload = blockActionPayload({ user: ONCALL_APPROVER, actionId: 'tw_details', value: buttonValue(alert, 'tw_details'), channel: OPS, messageTs: alert.ts, responseUrl: leader.slack.responseUrl({ channel: OPS, user: ONCALL_APPROVER, messageTs: alert.ts }) });
+    const option = overflowOption(alert, 'Details')!;
+    const payload = blockActionPayload({ user: ONCALL_APPROVER, actionId: 'tw_more', value: option.value, selectedOption: option, channel: OPS, messageTs: alert.ts, responseUrl: leader.slack.responseUrl({ channel: OPS, user: ONCALL_APPROVER, messageTs: alert.ts }) });
     const req = recordBlockAction(SECRET, payload);
     expect((await sendRecordedRequest(leader.bot.eventsUrl!, req)).status).toBe(200);
     await leader.bot.idle();
+    // One details reply per signal of the alert (stale tokens, 401s).
     const details = () => leader.slack.thread(OPS, alert.ts).filter((m) => blockText(m).includes('Details'));
-    expect(details()).toHaveLength(1);
+    expect(details()).toHaveLength(2);
     expect((await sendRecordedRequest(standby.bot.eventsUrl!, req)).status).toBe(200);
     await standby.bot.idle();
     await leader.bot.idle();
-    expect(details()).toHaveLength(1);
+    expect(details()).toHaveLength(2);
     expect(await metric(standby, 'tokenwatch_slack_duplicate_requests_total{transport="http"} 1')).toBe(true);
   }, 30_000);
 

@@ -7,7 +7,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { blockActionPayload, slashCommandBody, startFakeSlack } from '../../src/sandbox/fakes/slack.js';
 import { SocketModeServer, startApiFront } from '../fakes/slack-socket.js';
-import { blockText, buttonValue, OPS, ONCALL, ONCALL_APPROVER, REQUESTER, startHarness, type Harness } from './harness.js';
+import { blockText, buttonIds, buttonValue, OPS, ONCALL, ONCALL_APPROVER, overflowLabels, overflowOption, REQUESTER, startHarness, type Harness } from './harness.js';
 
 async function waitFor(cond: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> {
   const end = Date.now() + ms;
@@ -56,7 +56,7 @@ describe('Socket Mode', () => {
     });
     expect(cmd.ack).toEqual({ envelope_id: 'env-1', payload: {} });
     await h.bot.idle();
-    expect(fake.ephemerals({ user: REQUESTER }).map((e) => e.text)).toEqual(['Tokenwatch status — prod-eks: 2 critical, 0 warning, 3 info']);
+    expect(fake.ephemerals({ user: REQUESTER }).map((e) => e.text)).toEqual(['Tokenwatch status — prod-eks: 1 critical, 0 warning, 3 info']);
 
     // A button click envelope (Details).
     const alert = h.alert('kube-system', 'multus');
@@ -64,11 +64,33 @@ describe('Socket Mode', () => {
       envelope_id: 'env-2',
       type: 'interactive',
       accepts_response_payload: false,
-      payload: blockActionPayload({ user: ONCALL_APPROVER, actionId: 'tw_details', value: buttonValue(alert, 'tw_details'), channel: OPS, messageTs: alert.ts, responseUrl: fake.responseUrl({ channel: OPS, user: ONCALL_APPROVER, messageTs: alert.ts }) }),
+      payload: blockActionPayload({ user: ONCALL_APPROVER, actionId: 'tw_more', value: overflowOption(alert, 'Details')!.value, selectedOption: overflowOption(alert, 'Details')!, channel: OPS, messageTs: alert.ts, responseUrl: fake.responseUrl({ channel: OPS, user: ONCALL_APPROVER, messageTs: alert.ts }) }),
     });
     expect(click.ack).toMatchObject({ envelope_id: 'env-2' });
     await h.bot.idle();
     expect(blockText(fake.thread(OPS, alert.ts)[0]!)).toContain('🔎 Details · prod-eks · kube-system/multus');
+
+    // One alert for the Multus root cause, posted once (never edited), its only primary button the DaemonSet restart,
+    // no Recreate; the restart requested and approved over the socket; verified, the alert resolves in place.
+    expect(fake.messages(OPS).filter((m) => m.text.includes('kube-system/multus'))).toHaveLength(1);
+    expect(alert.edits).toEqual([]);
+    expect(buttonIds(alert)).toEqual(['tw_restart', 'tw_more']);
+    expect(overflowLabels(alert)).not.toContain('Recreate ServiceAccount…');
+    expect(blockText(alert)).toContain('"style":"primary"');
+    const interactive = async (id: string, payload: Record<string, unknown>) => {
+      await ws!.send({ envelope_id: id, type: 'interactive', accepts_response_payload: false, payload });
+      await h!.bot.idle();
+    };
+    const clickOn = (user: string, m: { ts: string; blocks: unknown[] | undefined }, actionId: string) =>
+      blockActionPayload({ user, actionId, value: buttonValue(m, actionId), channel: OPS, messageTs: m.ts, responseUrl: fake.responseUrl({ channel: OPS, user, messageTs: m.ts }) });
+    await interactive('env-restart', clickOn(REQUESTER, alert, 'tw_restart'));
+    const approval = fake.thread(OPS, alert.ts).find((m) => m.text.includes('approval needed: restart of DaemonSet kube-system/kube-multus-ds'))!;
+    await interactive('env-approve', clickOn(ONCALL_APPROVER, approval, 'tw_approve'));
+    await waitFor(() => h!.serve.context.store.listApprovals()[0]?.state === 'succeeded');
+    h.advance(2 * 3_600_000 + 60_000);
+    await h.poll();
+    expect((fake.message(OPS, alert.ts)!.blocks![0] as { text: { text: string } }).text.text).toBe('✅ Resolved · prod-eks · kube-system/multus');
+    expect(fake.messages(OPS).filter((m) => m.text.includes('kube-system/multus'))).toHaveLength(1);
 
     // The server drops the connection: the gauge goes to 0, the client reconnects with a new URL, hello → 1.
     ws.sockets.at(-1)!.destroy();
@@ -97,12 +119,12 @@ describe('Socket Mode redeliveries and connection state', () => {
     });
     await waitFor(async () => (await h!.metrics.text()).includes('tokenwatch_slack_socket_connected 1'));
     const alert = h.alert('kube-system', 'multus');
-    const payload = blockActionPayload({ user: ONCALL_APPROVER, actionId: 'tw_details', value: buttonValue(alert, 'tw_details'), channel: OPS, messageTs: alert.ts, responseUrl: fake.responseUrl({ channel: OPS, user: ONCALL_APPROVER, messageTs: alert.ts }) });
+    const payload = blockActionPayload({ user: ONCALL_APPROVER, actionId: 'tw_more', value: overflowOption(alert, 'Details')!.value, selectedOption: overflowOption(alert, 'Details')!, channel: OPS, messageTs: alert.ts, responseUrl: fake.responseUrl({ channel: OPS, user: ONCALL_APPROVER, messageTs: alert.ts }) });
     const details = () => fake.thread(OPS, alert.ts).filter((m) => blockText(m).includes('Details'));
     const first = await ws.send({ envelope_id: 'env-dup', type: 'interactive', accepts_response_payload: false, payload });
     expect(first.ack).toMatchObject({ envelope_id: 'env-dup' });
     await h.bot.idle();
-    expect(details()).toHaveLength(1);
+    expect(details()).toHaveLength(2); // one per signal of the alert (stale tokens, 401s)
     // Same envelope again.
     const second = await ws.send({ envelope_id: 'env-dup', type: 'interactive', accepts_response_payload: false, payload });
     expect(second.ack).toMatchObject({ envelope_id: 'env-dup' });
@@ -110,7 +132,7 @@ describe('Socket Mode redeliveries and connection state', () => {
     const retry = await ws.send({ envelope_id: 'env-dup-retry', type: 'interactive', accepts_response_payload: false, retry_attempt: 1, retry_reason: 'timeout', payload });
     expect(retry.ack).toMatchObject({ envelope_id: 'env-dup-retry' });
     await h.bot.idle();
-    expect(details()).toHaveLength(1);
+    expect(details()).toHaveLength(2);
     expect(await h.metrics.text()).toContain('tokenwatch_slack_duplicate_requests_total{transport="socket"} 2');
     // New envelopes with new payloads are handled: a slash command, twice.
     for (const id of ['env-cmd-1', 'env-cmd-2']) {
@@ -189,7 +211,7 @@ describe('Socket Mode debug logs', () => {
     expect(cmd.ack).toEqual({ envelope_id: 'env-1', payload: {} });
     const alert = h.alert('kube-system', 'multus');
     const clickUrl = fake.responseUrl({ channel: OPS, user: ONCALL_APPROVER, messageTs: alert.ts });
-    const click = blockActionPayload({ user: ONCALL_APPROVER, actionId: 'tw_details', value: buttonValue(alert, 'tw_details'), channel: OPS, messageTs: alert.ts, responseUrl: clickUrl });
+    const click = blockActionPayload({ user: ONCALL_APPROVER, actionId: 'tw_more', value: overflowOption(alert, 'Details')!.value, selectedOption: overflowOption(alert, 'Details')!, channel: OPS, messageTs: alert.ts, responseUrl: clickUrl });
     (click as Record<string, unknown>)['token'] = VERIFICATION;
     await ws.send({ envelope_id: 'env-2', type: 'interactive', accepts_response_payload: false, payload: click });
     await h.bot.idle();

@@ -49,7 +49,8 @@ interface ScanFlags {
  * files not read past data record `row`, 1-based), `ignoredEventTimes` (`[{time, reason}]`: event times left out of
  * the default reference time as implausible), `readiness` (the token-extension verdict, `Readiness` in
  * `src/findings/readiness.ts`) and `clusterEvents` (`ClusterEvent[]` of `src/findings/cluster-events.ts`: signing-key
- * rotations and issuer changes, once per cluster).
+ * rotations and issuer changes, once per cluster) and `groups` (`ScanGroup[]` of `src/findings/types.ts`: the
+ * findings grouped per ServiceAccount, one entry per alert, each naming its `findings[].id`s).
  */
 export function jsonDocument(result: ScanResult, cluster: string): object {
   const truncated = result.notices
@@ -57,6 +58,7 @@ export function jsonDocument(result: ScanResult, cluster: string): object {
     .map((n) => ({ file: n.file, row: n.row ?? null, message: n.message }));
   return {
     findings: result.report.findings,
+    groups: result.report.groups ?? [],
     stats: { ...result.report.stats, truncated },
     now: isoSeconds(result.now),
     cluster,

@@ -17,7 +17,7 @@
  * `message_not_found`); `chat.postEphemeral` (`user_not_in_channel` when the channel has a member list without the
  * user); `usergroups.users.list` (`no_such_subteam`); `users.info` (`user_not_found`); `conversations.info`
  * (`channel_not_found`); `conversations.history` (top-level messages newest first, `oldest`/`latest`/`limit`, message
- * `metadata` with `include_all_metadata`; `not_in_channel`); `chat.getPermalink`; `views.open` (a modal with a title
+ * `metadata` with `include_all_metadata`; `not_in_channel`); `chat.getPermalink`; `views.open` (a modal with a title, checked with `validateView`
  * and blocks; {@link FakeSlack.views} lists them; `invalid_trigger_id`, `invalid_arguments`). `chat.postMessage` keeps
  * `metadata` (`{event_type, event_payload}`, else `invalid_metadata_schema`). Messages breaking Block Kit limits get `invalid_blocks` with `errors` from
  * `validateBlocks` (src/slack/blocks/limits.ts); a `blocks` value that is not a JSON array gets
@@ -41,7 +41,7 @@ import { createHmac } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { validateBlocks } from '../../slack/blocks/limits.js';
+import { validateBlocks, validateView } from '../../slack/blocks/limits.js';
 
 /** The identity behind a bot token (what `auth.test` answers). */
 export interface FakeBotIdentity {
@@ -465,6 +465,9 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
         return { ok: false, error: 'invalid_arguments' };
       }
       if (view?.type !== 'modal' || !view.title || !Array.isArray(view.blocks)) return { ok: false, error: 'invalid_arguments' };
+      // Slack's modal limits (title/submit/close ≤ 24 chars, ≤ 100 blocks, each block's own limits): `validateView`.
+      const viewErrors = validateView(view);
+      if (viewErrors.length) return { ok: false, error: 'invalid_arguments', response_metadata: { messages: viewErrors } };
       const v: FakeView = { id: `V${String(openedViews.length + 1).padStart(9, '0')}`, triggerId: trigger, view };
       openedViews.push(v);
       return { ok: true, view: { id: v.id, ...view, state: { values: {} } } };
@@ -865,6 +868,11 @@ export interface ButtonClick {
   responseUrl?: string;
   /** Whether the message was ephemeral (`container.is_ephemeral`). */
   ephemeral?: boolean;
+  /**
+   * An overflow-menu choice instead of a button click: the action is `{ type: 'overflow', selected_option }` and
+   * `value` is ignored (docs.slack.dev/reference/interaction-payloads/block_actions-payload).
+   */
+  selectedOption?: { text: string; value: string };
 }
 
 /** A `block_actions` payload for a button click (bolt `BlockAction`, docs/design/stack.md §1), at `nowSec` (epoch seconds). */
@@ -887,14 +895,22 @@ export function blockActionPayload(c: ButtonClick, nowSec = Date.now() / 1000): 
     state: { values: {} },
     response_url: c.responseUrl ?? 'https://hooks.slack.com/actions/T0FAKE0001/1/fake',
     actions: [
-      {
-        type: 'button',
-        action_id: c.actionId,
-        block_id: blockId,
-        text: { type: 'plain_text', text: c.text ?? c.actionId, emoji: true },
-        value: c.value,
-        action_ts: actionTs,
-      },
+      c.selectedOption
+        ? {
+            type: 'overflow',
+            action_id: c.actionId,
+            block_id: blockId,
+            selected_option: { text: { type: 'plain_text', text: c.selectedOption.text, emoji: true }, value: c.selectedOption.value },
+            action_ts: actionTs,
+          }
+        : {
+            type: 'button',
+            action_id: c.actionId,
+            block_id: blockId,
+            text: { type: 'plain_text', text: c.text ?? c.actionId, emoji: true },
+            value: c.value,
+            action_ts: actionTs,
+          },
     ],
   };
 }

@@ -280,6 +280,7 @@ async function onButton(btn) {
       blockId: btn.dataset.blockId,
       value: btn.dataset.value ?? '',
       text: btn.dataset.text ?? '',
+      selected: btn.dataset.selected === '1',
     });
     // Follow the conversation: a click on an alert opens its thread, where approvals and progress go.
     if (r.ok && !ephemeral && !msg.dataset.threadTs) ui.openThread = msg.dataset.ts;

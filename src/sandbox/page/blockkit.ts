@@ -4,7 +4,7 @@
  * with it, so the page cannot drift from what Slack shows). Pure: no DOM, no clock (pass `now`).
  *
  * Covered (Slack reference, docs.slack.dev/reference/block-kit): blocks `header`, `section` (text, fields,
- * accessory button/image), `context` (text and image elements), `actions` (buttons with `style` and `confirm`;
+ * accessory button/image), `context` (text and image elements), `actions` (buttons with `style` and `confirm`, overflow menus;
  * URL buttons as links), `divider`, `image`, `markdown`; text objects `plain_text` (with `emoji`) and `mrkdwn`
  * ("Formatting text for app surfaces": `*bold*`, `_italic_`, `~strike~`, `` `code` ``, ```` ``` ```` blocks, `>`
  * quotes, `<url|label>`, `<@U…>`, `<#C…|name>`, `<!here>`, `<!subteam^S…>`, `<!date^epoch^format|fallback>`, the
@@ -298,12 +298,37 @@ function renderImage(e: Json, cls: string): string {
   return `<img class="${cls}" src="${escapeHtml(url)}" alt="${escapeHtml(str(e.alt_text) ?? '')}">`;
 }
 
+/**
+ * An overflow menu (`⋯`): its options as small buttons under a disclosure, each sending `block_actions` with the
+ * option as `selected_option` (docs.slack.dev/reference/block-kit/block-elements/overflow-menu-element).
+ */
+export function renderOverflow(e: Json, blockId: string): string {
+  const options = Array.isArray(e.options) ? e.options.filter(isObj) : [];
+  const items = options
+    .map((o) => {
+      const label = isObj(o.text) ? (str(o.text.text) ?? '') : '';
+      return (
+        `<button type="button" class="bk-button bk-overflow-option"` +
+        attr('data-action-id', str(e.action_id)) +
+        attr('data-block-id', blockId) +
+        attr('data-value', str(o.value)) +
+        attr('data-text', label) +
+        ' data-selected="1"' +
+        `>${plainToHtml(label, true)}</button>`
+      );
+    })
+    .join('');
+  return `<details class="bk-overflow"><summary class="bk-button" aria-label="More actions">⋯</summary><div class="bk-overflow-menu">${items}</div></details>`;
+}
+
 /** An element of a section accessory, context or actions block. */
 function renderElement(e: unknown, blockId: string, ctx: RenderContext, where: 'accessory' | 'context' | 'actions'): string {
   if (!isObj(e)) return unknown('element', 'element');
   switch (e.type) {
     case 'button':
       return where === 'context' ? unknown('button', 'context element') : renderButton(e, blockId, ctx);
+    case 'overflow':
+      return where === 'context' ? unknown('overflow', 'context element') : renderOverflow(e, blockId);
     case 'image':
       return renderImage(e, where === 'context' ? 'bk-context-image' : 'bk-accessory-image');
     case 'plain_text':

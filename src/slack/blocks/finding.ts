@@ -1,6 +1,8 @@
 /**
- * The alert message of one finding (posted once per finding, then updated in place with chat.update),
- * its buttons, and the escalation reply posted in its thread. Pure.
+ * Per-finding rendering: the finding card of earlier versions (`findingMessage`, kept for the sandbox's Block Kit
+ * fixtures), its buttons (`findingButtons`: the Restart buttons offered in the thread after a ServiceAccount
+ * recreation), the cause text of Details, and the escalation reply posted in an alert's thread. Alerts themselves are
+ * one per root cause (`alert.ts`). Pure.
  */
 import type { WorkloadRef } from '../../cluster/types.js';
 import { DAY_MS, HOUR_MS } from '../../core/units.js';
@@ -248,11 +250,13 @@ export function causeText(f: Finding): string {
 }
 
 /**
- * The alert for one finding: header (severity emoji, cluster, `namespace/serviceAccount`), a summary with
+ * The card of one finding, as alerts looked before they were one per root cause (`alertMessage` in alert.ts): header (severity emoji, cluster, `namespace/serviceAccount`), a summary with
  * fields (workloads, pods affected n of m, oldest token age, rejection date and days left, requests and
  * first/last seen, user agents), the cause with its fix and sources, a requests-per-hour sparkline
  * (`▁▂▃▄▅▆▇█`, last 24 h), and the buttons. The resolved variant (`ctx.resolved`) has a ✅ header and no
  * buttons. All Block Kit limits hold for any input (long lists end in "…and N more").
+ * @internal No alert uses it any more; kept for the sandbox's Block Kit fixtures and the builder tests (exempt from
+ *   the production knip pass).
  */
 export function findingMessage(f: Finding, ctx: FindingMessageContext): SlackMessage {
   const blocks: KnownBlock[] = [];

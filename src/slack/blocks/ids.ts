@@ -13,6 +13,8 @@ export const ACTION_IDS = {
   snooze1d: 'tw_snooze_1d',
   snooze7d: 'tw_snooze_7d',
   details: 'tw_details',
+  /** The overflow menu of an alert (Recreate ServiceAccount…, Snooze, Details); its option values are opaque ids. */
+  more: 'tw_more',
   approve: 'tw_approve',
   reject: 'tw_reject',
 } as const;

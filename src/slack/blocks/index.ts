@@ -3,6 +3,7 @@ export * from './text.js';
 export * from './limits.js';
 export * from './ids.js';
 export * from './finding.js';
+export * from './alert.js';
 export * from './approval.js';
 export * from './progress.js';
 export * from './status.js';

@@ -30,6 +30,15 @@ export const LIMITS = {
   markdownBlock: 12_000,
   /** chat.postMessage `text`: longer text is truncated by Slack (`message_truncated` warning). */
   messageText: 40_000,
+  /** Overflow menu: 1 to 5 options (docs.slack.dev/reference/block-kit/block-elements/overflow-menu-element). */
+  overflowOptions: 5,
+  /** Option object: `text` ≤ 75 chars, `value` ≤ 150 chars (docs.slack.dev/reference/block-kit/composition-objects/option-object). */
+  optionText: 75,
+  optionValue: 150,
+  /** Modal view: `title`, `submit`, `close` ≤ 24 chars, ≤ 100 blocks, `private_metadata` ≤ 3000 chars (docs.slack.dev/reference/views/modal-views). */
+  viewTitle: 24,
+  viewBlocks: 100,
+  viewPrivateMetadata: 3000,
 } as const;
 
 type Json = Record<string, unknown>;
@@ -129,6 +138,29 @@ export function validateBlocks(blocks: unknown): string[] {
   return errs;
 }
 
+/**
+ * Violations of a modal view (as sent to views.open): type `modal`, `title` / `submit` / `close` plain text within
+ * {@link LIMITS.viewTitle}, at most {@link LIMITS.viewBlocks} blocks (each checked as in {@link validateBlocks}, except
+ * the 50-block message limit), `private_metadata` within {@link LIMITS.viewPrivateMetadata}.
+ */
+export function validateView(view: unknown): string[] {
+  if (!isObj(view)) return ['/view: must be an object'];
+  const errs: string[] = [];
+  if (view.type !== 'modal') errs.push('/view/type: must be modal');
+  checkText(errs, '/view/title', view.title, LIMITS.viewTitle, ['plain_text']);
+  if (view.submit !== undefined) checkText(errs, '/view/submit', view.submit, LIMITS.viewTitle, ['plain_text']);
+  if (view.close !== undefined) checkText(errs, '/view/close', view.close, LIMITS.viewTitle, ['plain_text']);
+  if (typeof view.private_metadata === 'string' && view.private_metadata.length > LIMITS.viewPrivateMetadata) {
+    errs.push(`/view/private_metadata: ${view.private_metadata.length} chars > ${LIMITS.viewPrivateMetadata}`);
+  }
+  if (!Array.isArray(view.blocks)) errs.push('/view/blocks: must be an array');
+  else {
+    if (view.blocks.length > LIMITS.viewBlocks) errs.push(`/view/blocks: ${view.blocks.length} blocks > ${LIMITS.viewBlocks}`);
+    errs.push(...validateBlocks(view.blocks.slice(0, LIMITS.blocksPerMessage)).map((e) => `/view${e}`));
+  }
+  return errs;
+}
+
 
 function checkText(errs: string[], p: string, t: unknown, max: number, types: string[] = ['plain_text', 'mrkdwn']): void {
   if (!isObj(t) || typeof t.type !== 'string' || !types.includes(t.type)) {
@@ -165,6 +197,24 @@ function checkElement(errs: string[], p: string, e: unknown, actionIds: Set<stri
     checkImage(errs, p, e);
     return;
   }
+  if (e.type === 'overflow') {
+    if (!Array.isArray(e.options) || e.options.length === 0) errs.push(`${p}/options: must be a non-empty array`);
+    else {
+      if (e.options.length > LIMITS.overflowOptions) errs.push(`${p}/options: ${e.options.length} options > ${LIMITS.overflowOptions}`);
+      e.options.forEach((o, j) => {
+        const op = `${p}/options/${j}`;
+        if (!isObj(o)) {
+          errs.push(`${op}: must be an object`);
+          return;
+        }
+        checkText(errs, `${op}/text`, o.text, LIMITS.optionText, ['plain_text']);
+        if (typeof o.value !== 'string' || o.value.length === 0) errs.push(`${op}/value: must be a non-empty string`);
+        else if (o.value.length > LIMITS.optionValue) errs.push(`${op}/value: ${o.value.length} chars > ${LIMITS.optionValue}`);
+      });
+    }
+    if (e.confirm !== undefined) checkConfirm(errs, `${p}/confirm`, e.confirm);
+    return;
+  }
   if (e.type !== 'button') return;
   checkText(errs, `${p}/text`, e.text, LIMITS.buttonText, ['plain_text']);
   if (e.value !== undefined) {
@@ -178,17 +228,17 @@ function checkElement(errs: string[], p: string, e: unknown, actionIds: Set<stri
   if (e.style !== undefined && e.style !== 'primary' && e.style !== 'danger') {
     errs.push(`${p}/style: must be primary or danger`);
   }
-  if (e.confirm !== undefined) {
-    const c = e.confirm;
-    const cp = `${p}/confirm`;
-    if (!isObj(c)) {
-      errs.push(`${cp}: must be an object`);
-      return;
-    }
-    checkText(errs, `${cp}/title`, c.title, LIMITS.confirmTitle, ['plain_text']);
-    checkText(errs, `${cp}/text`, c.text, LIMITS.confirmText);
-    checkText(errs, `${cp}/confirm`, c.confirm, LIMITS.confirmButton, ['plain_text']);
-    checkText(errs, `${cp}/deny`, c.deny, LIMITS.confirmButton, ['plain_text']);
-    if (c.style !== undefined && c.style !== 'primary' && c.style !== 'danger') errs.push(`${cp}/style: must be primary or danger`);
+  if (e.confirm !== undefined) checkConfirm(errs, `${p}/confirm`, e.confirm);
+}
+
+function checkConfirm(errs: string[], cp: string, c: unknown): void {
+  if (!isObj(c)) {
+    errs.push(`${cp}: must be an object`);
+    return;
   }
+  checkText(errs, `${cp}/title`, c.title, LIMITS.confirmTitle, ['plain_text']);
+  checkText(errs, `${cp}/text`, c.text, LIMITS.confirmText);
+  checkText(errs, `${cp}/confirm`, c.confirm, LIMITS.confirmButton, ['plain_text']);
+  checkText(errs, `${cp}/deny`, c.deny, LIMITS.confirmButton, ['plain_text']);
+  if (c.style !== undefined && c.style !== 'primary' && c.style !== 'danger') errs.push(`${cp}/style: must be primary or danger`);
 }

@@ -5,9 +5,9 @@
 import type { Finding, FindingToken, TokenRecord } from '../../findings/types.js';
 import type { ActionKind, ActionTarget, ApprovalState } from '../../approvals/machine.js';
 import { actionNoun } from '../../core/actions.js';
-import { SEVERITY_EMOJI, subjectOf } from './finding.js';
+import { causeText, SEVERITY_EMOJI, subjectOf } from './finding.js';
 import { LIMITS } from './limits.js';
-import { clip, code, count, escapeMrkdwn, escClip, linesWithin, listWithin, md, mention, plain, plural, slackDate, type KnownBlock, type SlackMessage } from './text.js';
+import { clip, code, count, escapeMrkdwn, escClip, linesWithin, listWithin, md, mention, plain, plural, slackDate, sparkline, type KnownBlock, type SlackMessage } from './text.js';
 
 /** The subcommands of `/tokens` with one-line descriptions (help and unknown-command replies). */
 export const SUBCOMMANDS: ReadonlyArray<{ usage: string; what: string }> = [
@@ -158,11 +158,16 @@ function toRow(t: AnyToken): TokenRow {
  * evidence, source IPs, user agents and pods missing from cluster state. `tokens` defaults to `finding.tokens`;
  * the live store's TokenRecords may be passed instead.
  */
-export function detailsMessage(finding: Finding, tokens: readonly AnyToken[] = finding.tokens, _ctx: { now: number } = { now: 0 }): SlackMessage {
+export function detailsMessage(finding: Finding, tokens: readonly AnyToken[] = finding.tokens, ctx: { now: number; hourly?: Record<string, number> } = { now: 0 }): SlackMessage {
   const f = finding;
   const blocks: KnownBlock[] = [
-    { type: 'header', text: plain(`🔎 Details · ${f.cluster} · ${subjectOf(f)}`, LIMITS.headerText) },
+    { type: 'header', text: plain(`🔎 Details · ${f.cluster} · ${subjectOf(f)} · ${f.kind}`, LIMITS.headerText) },
+    { type: 'section', text: md(causeText(f)) },
   ];
+  if (ctx.hourly) {
+    const s = sparkline(ctx.hourly, ctx.now);
+    blocks.push({ type: 'context', elements: [md(`Requests per hour, last 24 h: \`${s.line}\` (max ${count(s.max)}/h, ${count(s.total)} total; ${plural(f.requests, 'request')} in all)`)] });
+  }
   const rows = tokens.map(toRow).sort((a, b) => b.lastSeen - a.lastSeen);
   const tokenLines = rows.slice(0, 200).map((r) => {
     const parts = [r.pod ? code(r.pod, 100) : '_no pod (legacy or unattributed)_'];

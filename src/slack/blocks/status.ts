@@ -1,12 +1,13 @@
 /**
- * `/tokens status [cluster]` reply (ephemeral): last poll and health per source, Slack channel problems,
- * findings by severity, and the top findings with their buttons. Pure; stays within 50 blocks for any
- * number of clusters and findings.
+ * `/tokens status [cluster]` reply (ephemeral): last poll and health per source, Slack channel problems, open alerts
+ * by severity, and one line per alert (one per root cause: a ServiceAccount's findings) linking to it. No buttons:
+ * actions happen on the alert. Pure; stays within 50 blocks for any number of clusters and alerts.
  */
 import type { Finding, Severity } from '../../findings/types.js';
-import { daysLeft, findingButtons, SEVERITY_EMOJI, signalIsCurrent, subjectOf, type FindingAction } from './finding.js';
+import { signalLabels, worstFact } from './alert.js';
+import { SEVERITY_EMOJI, subjectOf } from './finding.js';
 import { LIMITS } from './limits.js';
-import { clip, code, count, duration, escClip, linesWithin, md, plain, plural, slackDate, type KnownBlock, type SlackMessage } from './text.js';
+import { clip, code, count, escClip, linesWithin, md, plain, plural, slackDate, type KnownBlock, type SlackMessage } from './text.js';
 
 /** Health of one input of a cluster (audit source, Kubernetes API, …). Times are epoch ms UTC. */
 export interface SourceHealth {
@@ -18,19 +19,27 @@ export interface SourceHealth {
   lastSuccess?: number | null;
 }
 
+/** One open alert as `/tokens status` lists it. */
+export interface StatusAlert {
+  /** Its live findings (one ServiceAccount), most severe first. */
+  live: Finding[];
+  severity: Severity;
+  /** `chat.getPermalink` of its message, when posted and Slack answered. */
+  permalink?: string;
+}
+
 /** One cluster as `/tokens status` shows it. */
 export interface ClusterStatus {
   name: string;
   /** Last completed poll, epoch ms UTC, or null when none yet. */
   lastPoll: number | null;
   health: SourceHealth[];
-  findingsBySeverity: Record<Severity, number>;
+  /** Open alerts (groups) by their severity (the worst of their live findings). */
+  alertsBySeverity: Record<Severity, number>;
   /** The cluster's alert channel; `error` is the Slack error seen when posting (e.g. `not_in_channel`). */
   channel?: { id: string; error?: string };
-  /** Open findings to list with buttons, most urgent first. */
-  findings?: Finding[];
-  /** Opaque button ids for a listed finding (as in findingMessage's `buttonsFor`). */
-  buttonsFor?: (finding: Finding, action: FindingAction) => string | undefined;
+  /** Open alerts to list, most urgent first. */
+  alerts?: StatusAlert[];
   /** Extra lines under the health lines, e.g. the API-server token metrics line; plain text, escaped here. */
   notes?: string[];
 }
@@ -49,12 +58,10 @@ function severityCounts(s: Record<Severity, number>): string {
   return `${SEVERITY_EMOJI.critical} ${count(s.critical)} critical · ${SEVERITY_EMOJI.warning} ${count(s.warning)} warning · ${SEVERITY_EMOJI.info} ${count(s.info)} info`;
 }
 
-function findingLine(f: Finding, now: number, activeWindowMs?: number): string {
-  const left = daysLeft(f, now);
-  const last401 = (): string =>
-    signalIsCurrent(f, now, activeWindowMs) ? '401s now' : `last 401 ${duration(Math.max(0, now - Date.parse(f.lastSeen)))} ago`;
-  const when = left === null ? (f.kind === 'unauthorized' ? last401() : 'no rejection date') : left < 0 ? 'rejection date passed' : `${plural(left, 'day')} left`;
-  return `${SEVERITY_EMOJI[f.severity]} ${code(subjectOf(f), 300)} · ${f.kind} · ${when} · ${plural(f.requests, 'request')}`;
+function alertLine(a: StatusAlert, now: number, activeWindowMs?: number): string {
+  const lead = a.live[0]!;
+  const label = a.permalink ? `<${a.permalink}|${escClip(subjectOf(lead), 300)}>` : code(subjectOf(lead), 300);
+  return `${SEVERITY_EMOJI[a.severity]} ${label} — ${worstFact(a.live, now, activeWindowMs)} · ${signalLabels(a.live).join(' · ')}`;
 }
 
 /**
@@ -70,19 +77,19 @@ export function statusMessage(clusters: readonly ClusterStatus[], ctx: { now: nu
     blocks.push({ type: 'section', text: md('No clusters are configured. Add one under `clusters:` in the tokenwatch config.') });
     return { text: 'Tokenwatch status: no clusters configured', blocks };
   }
-  // Block budget: header + per cluster (section [+ divider]) + one trailing note; findings take 2 blocks each.
+  // Block budget: header + per cluster (section [+ divider]) + one trailing note; an alert line takes 1 block.
   const fixed = 1 + shown.length * 2 + 1;
-  let findingBudget = Math.max(0, Math.floor((LIMITS.blocksPerMessage - fixed) / 2));
+  let findingBudget = Math.max(0, LIMITS.blocksPerMessage - fixed);
   const perCluster = single ? PER_CLUSTER.single : PER_CLUSTER.multi;
   const textParts: string[] = [];
 
   shown.forEach((c, i) => {
-    const listed = (c.findings ?? []).slice(0, Math.min(perCluster, findingBudget));
+    const listed = (c.alerts ?? []).slice(0, Math.min(perCluster, findingBudget));
     findingBudget -= listed.length;
-    const total = c.findings?.length ?? 0;
+    const total = c.alerts?.length ?? 0;
     const lines: string[] = [];
     lines.push(`*${escClip(c.name, 200)}* · last poll ${c.lastPoll === null ? '_none yet_' : `${slackDate(c.lastPoll)} (${slackDate(c.lastPoll, '{ago}')})`}`);
-    lines.push(severityCounts(c.findingsBySeverity));
+    lines.push(severityCounts(c.alertsBySeverity));
     for (const h of c.health) {
       const since = h.lastSuccess ? ` · last success ${slackDate(h.lastSuccess)}` : '';
       lines.push(`${h.ok ? '✅' : '❌'} ${escClip(h.name, 200)}${!h.ok && h.detail ? `: ${escClip(h.detail, 400)}` : ''}${since}`);
@@ -92,15 +99,11 @@ export function statusMessage(clusters: readonly ClusterStatus[], ctx: { now: nu
       const why = CHANNEL_ERRORS[c.channel.error] ?? `Slack error \`${escClip(c.channel.error, 100)}\``;
       lines.push(`⚠️ Alerts channel <#${escClip(c.channel.id, 40)}>: ${why}`);
     }
-    if (total > listed.length) lines.push(`…and ${count(total - listed.length)} more findings not listed here`);
+    if (total > listed.length) lines.push(`…and ${count(total - listed.length)} more alerts not listed here`);
     blocks.push({ type: 'section', text: md(linesWithin(lines, LIMITS.sectionText)) });
-    for (const f of listed) {
-      blocks.push({ type: 'section', text: md(findingLine(f, ctx.now, ctx.activeWindowMs)) });
-      const buttons = c.buttonsFor ? findingButtons(f, (a) => c.buttonsFor!(f, a)) : [];
-      if (buttons.length) blocks.push({ type: 'actions', elements: buttons });
-    }
+    for (const a of listed) blocks.push({ type: 'section', text: md(clip(alertLine(a, ctx.now, ctx.activeWindowMs), LIMITS.sectionText)) });
     if (i < shown.length - 1) blocks.push({ type: 'divider' });
-    const s = c.findingsBySeverity;
+    const s = c.alertsBySeverity;
     textParts.push(`${c.name}: ${s.critical} critical, ${s.warning} warning, ${s.info} info`);
   });
   if (clusters.length > shown.length) {

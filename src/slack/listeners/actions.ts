@@ -1,8 +1,9 @@
 /**
- * The `block_actions` listeners of tokenwatch's buttons (restart, recreate, snooze, details, approve, reject): each
- * acks, then hands the click to the approval flow (see `deps.ts`).
+ * The `block_actions` listeners of tokenwatch's buttons (restart, approve, reject), of the alert's overflow menu
+ * (recreate, snooze, details) and of the per-action buttons of earlier alert versions: each acks, then hands the click
+ * to the approval flow (see `deps.ts`).
  */
-import type { App, BlockButtonAction, RespondFn } from '@slack/bolt';
+import type { App, BlockAction, BlockButtonAction, BlockOverflowAction, RespondFn } from '@slack/bolt';
 import { ACTION_IDS, RESTART_ACTION_ID_PATTERN } from '../blocks/index.js';
 import type { Clicker } from '../flow.js';
 import { replier, type ListenerDeps } from './deps.js';
@@ -12,7 +13,7 @@ export function register(app: App, deps: ListenerDeps): void {
   const { logger } = deps;
 
   const button = (handler: (c: Clicker, value: string, actionId: string) => Promise<void>) =>
-    async ({ ack, body, action, respond }: { ack: () => Promise<void>; body: BlockButtonAction; action: BlockButtonAction['actions'][number]; respond: RespondFn }) => {
+    async ({ ack, body, action, respond }: { ack: () => Promise<void>; body: BlockAction; action: BlockButtonAction['actions'][number] | BlockOverflowAction['actions'][number]; respond: RespondFn }) => {
       await ack();
       await deps.track(
         (async () => {
@@ -25,7 +26,9 @@ export function register(app: App, deps: ListenerDeps): void {
             ...(typeof body.trigger_id === 'string' ? { triggerId: body.trigger_id } : {}),
           };
           try {
-            await handler(c, typeof action.value === 'string' ? action.value : '', action.action_id);
+            // A button carries its opaque id in `value`; an overflow option in `selected_option.value`.
+            const value = action.type === 'overflow' ? action.selected_option?.value : action.value;
+            await handler(c, typeof value === 'string' ? value : '', action.action_id);
           } catch (err) {
             logger.error({ err, actionId: action.action_id, user: body.user.id }, 'button handling failed');
             await c.reply({ text: '⚠️ tokenwatch could not complete this; see its logs.', blocks: [{ type: 'section', text: { type: 'mrkdwn', text: '⚠️ tokenwatch could not complete this; see its logs.' } }] });
@@ -39,6 +42,8 @@ export function register(app: App, deps: ListenerDeps): void {
   app.action<BlockButtonAction>(ACTION_IDS.snooze1d, button((c, v) => deps.flow.onFindingButton(c, 'snooze', v, 1)));
   app.action<BlockButtonAction>(ACTION_IDS.snooze7d, button((c, v) => deps.flow.onFindingButton(c, 'snooze', v, 7)));
   app.action<BlockButtonAction>(ACTION_IDS.details, button((c, v) => deps.flow.onFindingButton(c, 'details', v)));
+  // The alert's overflow menu (Recreate ServiceAccount…, Snooze, Details): the option's opaque id says which.
+  app.action<BlockOverflowAction>(ACTION_IDS.more, button((c, v) => deps.flow.onFindingButton(c, 'any', v)));
   app.action<BlockButtonAction>(ACTION_IDS.approve, button((c, v) => deps.flow.vote(c, v, 'approve')));
   app.action<BlockButtonAction>(ACTION_IDS.reject, button((c, v) => deps.flow.vote(c, v, 'reject')));
 }

@@ -14,7 +14,7 @@ export function register(app: App, deps: ListenerDeps): void {
         const channel: ChannelRef = { id: command.channel_id, name: command.channel_name };
         const reply = replier(deps, respond, command.channel_id, command.user_id);
         try {
-          await reply(deps.command.handle(command.text ?? '', command.user_id, channel));
+          await reply(await deps.command.handle(command.text ?? '', command.user_id, channel));
         } catch (err) {
           logger.error({ err }, '/tokens failed');
           await reply({ text: 'tokenwatch could not answer this command; see its logs.', blocks: [{ type: 'section', text: { type: 'mrkdwn', text: '⚠️ tokenwatch could not answer this command; see its logs.' } }] });

@@ -15,7 +15,7 @@ import type { ApprovalFlow } from '../flow.js';
 /** Dependencies of the listeners (`register(app, deps)` of each kind). */
 export interface ListenerDeps {
   command: Pick<TokensCommand, 'handle'>;
-  flow: Pick<ApprovalFlow, 'onFindingButton' | 'vote' | 'rejectWithReason'>;
+  flow: Pick<ApprovalFlow, 'onFindingButton' | 'vote' | 'rejectWithReason' | 'confirmedRecreate'>;
   api: Pick<SlackApi, 'countError' | 'ephemeral'>;
   logger: Logger;
   /** Tracks work done after the ack. */

@@ -1,6 +1,6 @@
-/** The `view_submission` listeners: the reject-reason modal (see `deps.ts`). */
+/** The `view_submission` listeners: the reject-reason modal and the Recreate ServiceAccount confirmation (see `deps.ts`). */
 import type { App } from '@slack/bolt';
-import { REJECT_MODAL_CALLBACK_ID, REJECT_REASON_INPUT, REJECT_REASON_MAX } from '../blocks/index.js';
+import { RECREATE_MODAL_CALLBACK_ID, REJECT_MODAL_CALLBACK_ID, REJECT_REASON_INPUT, REJECT_REASON_MAX } from '../blocks/index.js';
 import { replier, type ListenerDeps } from './deps.js';
 
 /** Registers the modal submission listeners on `app`. */
@@ -18,6 +18,20 @@ export function register(app: App, deps: ListenerDeps): void {
           await deps.flow.rejectWithReason(body.user.id, view.private_metadata, reason, (channel) => replier(deps, undefined, channel, body.user.id));
         } catch (err) {
           logger.error({ err, user: body.user.id }, 'reject with reason failed');
+        }
+      })(),
+    );
+  });
+
+  // The Recreate ServiceAccount confirmation (opened from the alert's overflow menu): close it, then request.
+  app.view(RECREATE_MODAL_CALLBACK_ID, async ({ ack, body, view }) => {
+    await ack();
+    await deps.track(
+      (async () => {
+        try {
+          await deps.flow.confirmedRecreate(body.user.id, view.private_metadata, (channel) => replier(deps, undefined, channel, body.user.id));
+        } catch (err) {
+          logger.error({ err, user: body.user.id }, 'recreate confirmation failed');
         }
       })(),
     );

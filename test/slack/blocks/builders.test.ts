@@ -272,20 +272,18 @@ describe('status, help, history, refusal, details', () => {
     { name: 'kubernetes API', ok: false, detail: 'connect ECONNREFUSED 10.0.0.1:443' },
   ];
 
-  it('one cluster: poll, health, channel problem, findings with buttons', () => {
-    const { buttonsFor } = idMinter();
+  it('one cluster: poll, health, channel problem, one line per alert with its link and no buttons', () => {
     const c: ClusterStatus = {
       name: 'prod-eks',
       lastPoll: NOW - 60_000,
       health,
-      findingsBySeverity: { critical: 1, warning: 0, info: 0 },
+      alertsBySeverity: { critical: 1, warning: 0, info: 0 },
       channel: { id: 'C0OPS00001', error: 'not_in_channel' },
-      findings: [multusFinding()],
-      buttonsFor: (_f, a) => buttonsFor(a),
+      alerts: [{ live: [multusFinding()], severity: 'critical', permalink: 'https://tw.slack.com/archives/C0OPS00001/p1795953540000100' }],
     };
     const m = valid(statusMessage([c], { now: NOW }));
     expect(m.text).toBe('Tokenwatch status — prod-eks: 1 critical, 0 warning, 0 info');
-    expect(m.blocks.map((b) => b.type)).toEqual(['header', 'section', 'section', 'actions']);
+    expect(m.blocks.map((b) => b.type)).toEqual(['header', 'section', 'section']);
     expect((m.blocks[1] as { text: { text: string } }).text.text).toBe(
       [
         '*prod-eks* · last poll <!date^1795953540^{date_short_pretty} {time}|2026-11-29 11:59 UTC> (<!date^1795953540^{ago}|2026-11-29 11:59 UTC>)',
@@ -295,8 +293,8 @@ describe('status, help, history, refusal, details', () => {
         '⚠️ Alerts channel <#C0OPS00001>: the bot is not in this channel; invite it with `/invite @tokenwatch`',
       ].join('\n'),
     );
-    expect((m.blocks[2] as { text: { text: string } }).text.text).toBe('🔴 `kube-system/multus` · stale-token · 4 days left · 1,234 requests');
-    expect(buttonsIn(m.blocks)).toHaveLength(5);
+    expect((m.blocks[2] as { text: { text: string } }).text.text).toBe('🔴 <https://tw.slack.com/archives/C0OPS00001/p1795953540000100|kube-system/multus> — rejected in 4 days · stale tokens');
+    expect(buttonsIn(m.blocks)).toHaveLength(0);
   });
 
   it('many clusters and findings stay within 50 blocks and say what was left out', () => {
@@ -305,15 +303,14 @@ describe('status, help, history, refusal, details', () => {
       name: `cluster-${i}`,
       lastPoll: null,
       health,
-      findingsBySeverity: { critical: 40, warning: 0, info: 0 },
-      findings,
-      buttonsFor: (f, a) => `btn_${f.id}_${a.action}_${'days' in a ? a.days : ''}${'workload' in a ? 'w' : ''}`.padEnd(8, 'x'),
+      alertsBySeverity: { critical: 40, warning: 0, info: 0 },
+      alerts: findings.map((f) => ({ live: [f], severity: f.severity })),
     }));
     const m = valid(statusMessage(clusters, { now: NOW }));
     expect(m.blocks.length).toBeLessThanOrEqual(50);
     expect((m.blocks[0] as { text: { text: string } }).text.text).toBe('Tokenwatch status · 14 clusters');
     expect(allText(m.blocks)).toContain('…and 4 more clusters');
-    expect(allText(m.blocks)).toContain('…and 35 more findings not listed here');
+    expect(allText(m.blocks)).toContain('…and 35 more alerts not listed here');
   });
 
   it('no clusters', () => {
@@ -352,9 +349,13 @@ describe('status, help, history, refusal, details', () => {
     expect(last.elements[0]!.text).toBe(`…and ${500 - shownLines} more`);
   });
 
-  it('details lists tokens newest first, evidence and sources', () => {
-    const m = valid(detailsMessage(multusFinding(), undefined, { now: NOW }));
+  it('details lists the cause with its sources, the sparkline, tokens newest first and evidence', () => {
+    const m = valid(detailsMessage(multusFinding(), undefined, { now: NOW, hourly: { [String(NOW - 3_600_000)]: 3, [String(NOW)]: 1 } }));
     expect(m.text).toBe('Details for kube-system/multus in prod-eks: 2 tokens, 1,234 requests');
+    expect((m.blocks[0] as { text: { text: string } }).text.text).toBe('🔎 Details · prod-eks · kube-system/multus · stale-token');
+    expect((m.blocks[1] as { text: { text: string } }).text.text).toMatch(/^\*Cause\* \(`multus-thin`\): .*\n\*Fix:\* .*\n\*Sources:\* /s);
+    expect((m.blocks[2] as { elements: Array<{ text: string }> }).elements[0]!.text).toContain('(max 3/h, 4 total; 1,234 requests in all)');
+    m.blocks.splice(1, 2);
     const tokens = (m.blocks[1] as { text: { text: string } }).text.text.split('\n');
     expect(tokens[0]).toBe('*2 tokens*');
     expect(tokens[1]).toMatch(/^• `kube-multus-ds-zwh6w` · on `ip-192-168-1-10.ec2.internal` · stale since /);

@@ -2,7 +2,21 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { Approval } from '../../../src/approvals/machine.js';
 import type { Finding } from '../../../src/findings/types.js';
-import { approvalRequestMessage, detailsMessage, findingMessage, historyMessage, OPAQUE_ID_PATTERN, statusMessage, verificationMessage, type FindingAction } from '../../../src/slack/blocks/index.js';
+import {
+  alertMessage,
+  approvalRequestMessage,
+  detailsMessage,
+  findingMessage,
+  historyMessage,
+  mergedAlertMessage,
+  OPAQUE_ID_PATTERN,
+  recreateConfirmModal,
+  signalChangeMessage,
+  statusMessage,
+  validateView,
+  verificationMessage,
+  type FindingAction,
+} from '../../../src/slack/blocks/index.js';
 import { validateMessage } from './validate.js';
 import { buttonsIn, NOW } from './fixtures.js';
 
@@ -76,6 +90,36 @@ const hourlyArb = fc.dictionary(
 );
 
 describe('builders never break Block Kit limits (property)', () => {
+  it('alertMessage (one root cause), its thread replies and the recreate modal: valid for any findings of one ServiceAccount', () => {
+    fc.assert(
+      fc.property(fc.array(findingArb, { minLength: 1, maxLength: 3 }), fc.boolean(), fc.option(fc.nat({ max: 100_000 }), { nil: undefined }), (raw, resolved, podsTotal) => {
+        const first = raw[0]!;
+        const members = raw.map((f) => ({ ...f, cluster: first.cluster, namespace: first.namespace, serviceAccount: first.serviceAccount }));
+        const restarts = members[0]!.workloads.slice(0, 3).map((workload, i) => ({ workload, id: `opaque_restart_${i}`, buysDays: i === 0 ? 90 : null }));
+        const overflow = [
+          { action: 'recreate-serviceaccount' as const, label: 'Recreate ServiceAccount…', id: 'opaque_recreate' },
+          { action: 'snooze' as const, label: 'Snooze 1 day', id: 'opaque_snooze1' },
+          { action: 'snooze' as const, label: 'Snooze 7 days', id: 'opaque_snooze7' },
+          { action: 'details' as const, label: 'Details', id: 'opaque_details' },
+        ];
+        const m = alertMessage(members, resolved ? [] : members, {
+          now: NOW,
+          restarts,
+          overflow,
+          ...(podsTotal !== undefined ? { podsTotal } : {}),
+          ...(resolved ? { resolved: { at: NOW, note: first.cause.fix } } : {}),
+        });
+        expect(validateMessage(m)).toEqual([]);
+        // Calm: header, impact with fields, fix, at most a context line, the actions.
+        expect(m.blocks.length).toBeLessThanOrEqual(5);
+        expect(validateMessage(signalChangeMessage(first.cluster, `${first.namespace}/${first.serviceAccount}`, { started: ['unauthorized', 'legacy-token'], stopped: ['stale-token'] }, { requests: { unauthorized: 5 } }))).toEqual([]);
+        expect(validateMessage(mergedAlertMessage(first.cluster, `${first.namespace}/${first.serviceAccount}`, 'https://x.slack.com/archives/C1/p1'))).toEqual([]);
+        expect(validateView(recreateConfirmModal(first, JSON.stringify({ id: 'opaque_recreate', channel: 'C0OPS00001' }), podsTotal))).toEqual([]);
+      }),
+      { numRuns: 60, endOnFailure: true },
+    );
+  });
+
   it('findingMessage: valid blocks, fallback text, opaque button values only', () => {
     fc.assert(
       fc.property(findingArb, hourlyArb, fc.boolean(), fc.option(fc.nat({ max: 100_000 }), { nil: undefined }), (f, hourly, resolved, podsTotal) => {
@@ -121,10 +165,9 @@ describe('builders never break Block Kit limits (property)', () => {
             name: `${cluster}-${i}`,
             lastPoll: NOW,
             health: [{ name: cluster, ok: false, detail: f.cause.summary }],
-            findingsBySeverity: { critical: 1, warning: 2, info: 3 },
+            alertsBySeverity: { critical: 1, warning: 2, info: 3 },
             channel: { id: 'C0OPS00001', error: 'not_in_channel' },
-            findings,
-            buttonsFor: () => 'opaque_btn_1',
+            alerts: findings.map((x) => ({ live: [x], severity: x.severity, permalink: `https://example.slack.com/archives/C0OPS00001/p${i}` })),
           })),
           { now: NOW },
         );

@@ -4,7 +4,7 @@
  */
 import type { App } from '@slack/bolt';
 import { describe, expect, it, vi } from 'vitest';
-import { ACTION_IDS, REJECT_MODAL_CALLBACK_ID, REJECT_REASON_INPUT, REJECT_REASON_MAX, type SlackMessage } from '../../../src/slack/blocks/index.js';
+import { ACTION_IDS, REJECT_MODAL_CALLBACK_ID, RECREATE_MODAL_CALLBACK_ID, REJECT_REASON_INPUT, REJECT_REASON_MAX, type SlackMessage } from '../../../src/slack/blocks/index.js';
 import { register as registerActions } from '../../../src/slack/listeners/actions.js';
 import { register as registerCommands } from '../../../src/slack/listeners/commands.js';
 import type { ListenerDeps } from '../../../src/slack/listeners/deps.js';
@@ -32,7 +32,7 @@ const MESSAGE: SlackMessage = { text: 'hello', blocks: [] };
 function deps(order: string[]) {
   const d = {
     command: {
-      handle: vi.fn((text: string, user: string, channel: { id: string }) => {
+      handle: vi.fn(async (text: string, user: string, channel: { id: string }) => {
         order.push(`handle ${text} ${user} ${channel.id}`);
         return MESSAGE;
       }),
@@ -41,6 +41,7 @@ function deps(order: string[]) {
       onFindingButton: vi.fn(async () => void order.push('onFindingButton')),
       vote: vi.fn(async () => void order.push('vote')),
       rejectWithReason: vi.fn(async () => void order.push('rejectWithReason')),
+      confirmedRecreate: vi.fn(async () => void order.push('confirmedRecreate')),
     },
     api: { countError: vi.fn(), ephemeral: vi.fn(async () => undefined) },
     logger: createLogger({ level: 'silent' }),
@@ -54,9 +55,9 @@ describe('slack listeners', () => {
     const { app, commands, actions, views } = fakeApp();
     registerListeners(app, deps([]));
     expect([...commands.keys()]).toEqual(['/tokens']);
-    expect(actions.map(([id]) => id)).toEqual(expect.arrayContaining([ACTION_IDS.approve, ACTION_IDS.reject, ACTION_IDS.details, ACTION_IDS.snooze1d, ACTION_IDS.snooze7d, ACTION_IDS.recreateServiceAccount]));
-    expect(actions).toHaveLength(7);
-    expect([...views.keys()]).toEqual([REJECT_MODAL_CALLBACK_ID]);
+    expect(actions.map(([id]) => id)).toEqual(expect.arrayContaining([ACTION_IDS.approve, ACTION_IDS.reject, ACTION_IDS.details, ACTION_IDS.snooze1d, ACTION_IDS.snooze7d, ACTION_IDS.recreateServiceAccount, ACTION_IDS.more]));
+    expect(actions).toHaveLength(8);
+    expect([...views.keys()]).toEqual([REJECT_MODAL_CALLBACK_ID, RECREATE_MODAL_CALLBACK_ID]);
   });
 
   it('/tokens acks first, then answers ephemerally through respond', async () => {
