@@ -54,6 +54,18 @@ export function youngGenerationGc(): (() => void) | null {
   return minorGc;
 }
 
+/** What a {@link GcHint} built without `collect` calls instead of V8's GC; see {@link setDefaultGcCollector}. */
+let defaultCollector: (() => void) | undefined;
+
+/**
+ * Makes every {@link GcHint} built afterwards without its own `collect` call `collect` instead of V8's GC (tests count
+ * the hints of the real inflation loops with it); `undefined` restores V8's GC.
+ * @internal Exported for the tests that count the hints (exempt from the production knip pass).
+ */
+export function setDefaultGcCollector(collect: (() => void) | undefined): void {
+  defaultCollector = collect;
+}
+
 /**
  * Counts the bytes an inflation loop emits and calls `collect` each time {@link GC_HINT_BYTES} (or `every`) more have
  * passed. `collect` defaults to {@link youngGenerationGc} (nothing when unavailable); tests inject a counter.
@@ -71,7 +83,7 @@ export class GcHint {
     collect?: () => void,
   ) {
     if (!(every > 0)) throw new RangeError('every must be positive');
-    this.collect = collect ?? youngGenerationGc();
+    this.collect = collect ?? defaultCollector ?? youngGenerationGc();
   }
 
   /** Records `bytes` more inflated bytes; calls `collect` when {@link every} have passed since the last call. */
