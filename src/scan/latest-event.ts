@@ -14,6 +14,7 @@ import { open } from 'node:fs/promises';
 import { createGunzip } from 'node:zlib';
 import pLimit from 'p-limit';
 import { isGzip } from '../audit/formats.js';
+import { GcHint } from '../sources/gc-hint.js';
 import { eventTimeMs, isAuditEvent, parseRfc3339Ms } from '../audit/token-use.js';
 
 const S3_PREFIX_RE = /^\d{4}-\d{2}-\d{2}T\S{1,40}[ \t]+(\{.*)$/;
@@ -179,7 +180,9 @@ async function gzipTail(file: string, signal?: AbortSignal): Promise<{ tail: Buf
   signal?.addEventListener('abort', onAbort, { once: true });
   if (signal?.aborted) onAbort();
   try {
+    const gcHint = new GcHint(); // the dropped chunks are freed as the file is read (src/sources/gc-hint.ts)
     for await (const chunk of gunzip as AsyncIterable<Buffer>) {
+      gcHint.add(chunk.length);
       kept.push(chunk);
       keptBytes += chunk.length;
       while (kept.length > 1 && keptBytes - (kept[0]?.length ?? 0) >= TAIL_BYTES) {

@@ -25,6 +25,7 @@ import { DEFAULT_MAX_LINE_BYTES, JsonlScanner, createReadStats, readTokenUses, t
 import type { ReadNotice, ReadStats, TokenUse } from '../audit/types.js';
 import { InputError, errorReason } from '../errors.js';
 import { TAIL_BYTES, latestEventTimeInTail } from './latest-event.js';
+import { GcHint } from '../sources/gc-hint.js';
 
 /** Scan the lines of `file` that start in `[start, end)` (byte offsets; `end` = file size for the last range). */
 export interface RangeTask {
@@ -190,9 +191,11 @@ async function scanGzipJsonl(
   let tail: Buffer[] = [];
   let tailBytes = 0;
   let total = 0;
+  const gcHint = new GcHint(); // inflated chunks are freed as the file is read (src/sources/gc-hint.ts)
   try {
     for await (const chunk of gz as AsyncIterable<Buffer>) {
       total += chunk.length;
+      gcHint.add(chunk.length);
       tail.push(chunk);
       tailBytes += chunk.length;
       while (tail.length > 1 && tailBytes - (tail[0]?.length ?? 0) >= TAIL_BYTES) {

@@ -25,6 +25,7 @@ import { readSync } from 'node:fs';
 import { open, stat, type FileHandle } from 'node:fs/promises';
 import { Readable, pipeline } from 'node:stream';
 import { createGunzip } from 'node:zlib';
+import { GcHint } from './gc-hint.js';
 import type { InputFormat, ReadNotice, ReadStats, TokenUse } from '../audit/types.js';
 import { InputError, errorReason } from '../errors.js';
 import {
@@ -621,9 +622,11 @@ async function* gunzip(ctx: FileContext, source: AsyncIterator<Buffer>, raw: Raw
   const gz = createGunzip({ chunkSize: GUNZIP_CHUNK_BYTES });
   pipeline(src, gz, () => undefined); // errors surface through the iteration below
   let inflated = 0;
+  const gcHint = new GcHint(); // inflated chunks are freed as the file is read (gc-hint.ts)
   try {
     for await (const chunk of gz) {
       inflated += (chunk as Buffer).length;
+      gcHint.add((chunk as Buffer).length);
       if (inflated > ctx.maxDecompressedBytes) {
         throw new InputError(
           file,
