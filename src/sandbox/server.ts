@@ -177,6 +177,7 @@ export async function startPageServer(opts: PageServerOptions): Promise<PageServ
   const offSlack = opts.slack.on('change', (c) => {
     if (c.type === 'call') return;
     if (c.type === 'ephemeral') broadcast('slack', { type: c.type, user: c.ephemeral.user, ts: c.ephemeral.messageTs });
+    else if (c.type === 'home') broadcast('slack', { type: c.type, user: c.home.user });
     else broadcast('slack', { type: c.type, channel: c.message.channel, ts: c.message.ts, threadTs: c.message.threadTs ?? null });
   });
   let clusterTimer: NodeJS.Timeout | undefined;
