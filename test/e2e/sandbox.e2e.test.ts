@@ -4,7 +4,7 @@
  *
  * Needs the Debian `chromium` package (`/usr/bin/chromium`; `.ci/run` installs it); without it the suite is skipped
  * with a message saying so. Screenshots go to `test/artifacts/` (git-ignored); with TOKENWATCH_UPDATE_DOCS_IMG=1 the
- * alert and approval-thread screenshots are also copied to `docs/img/` for the README.
+ * alert, approval-thread and Home tab screenshots are also copied to `docs/img/` for the README.
  */
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -117,7 +117,7 @@ describe.skipIf(!HAS_CHROMIUM)(title, () => {
     expect(await home.textContent()).toContain('audit log');
     expect(await page.locator('[data-testid=messages]').isVisible()).toBe(false);
     expect(await home.locator('.bk-unknown').count()).toBe(0);
-    await shot('02b-home');
+    const homeShot = await shot('02b-home');
     await page.click('[data-testid=channel-tab]');
     await page.locator('[data-testid=messages]').waitFor({ state: 'visible', timeout: 5000 });
 
@@ -190,6 +190,7 @@ describe.skipIf(!HAS_CHROMIUM)(title, () => {
       mkdirSync(DOCS_IMG, { recursive: true });
       copyFileSync(alertShot, join(DOCS_IMG, 'sandbox-alert.png'));
       copyFileSync(threadShot, join(DOCS_IMG, 'sandbox-approval-thread.png'));
+      copyFileSync(homeShot, join(DOCS_IMG, 'sandbox-home.png'));
     }
   }, 75_000);
 });
