@@ -121,8 +121,27 @@ describe('App Home tab (HTTP mode)', () => {
     expect(h.slack.callsTo('views.publish')).toHaveLength(1);
   });
 
-  it('a poll that changes what is shown republishes once after the debounce; one that changes nothing does not; an approval shows who must act', { timeout: 120_000 }, async () => {
+  it('the events URL answers Slack\'s url_verification challenge; an event with a bad signature is refused and publishes nothing', { timeout: 120_000 }, async () => {
     h = await startHarness({ slack: { home: { debounceMs: DEBOUNCE, tickMs: 0 } } });
+    // Slack sends this when the Request URL is saved in Event Subscriptions (docs.slack.dev/reference/events/url_verification).
+    const challenge = await sendEvent(h.bot.eventsUrl!, SECRET, { token: 'fake-verification-token', challenge: 'c-3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P', type: 'url_verification' });
+    expect(challenge.status).toBe(200);
+    expect(challenge.body).toContain('c-3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P');
+    const forged = await sendEvent(h.bot.eventsUrl!, 'not-the-signing-secret-0000000000', appHomeOpenedBody({ user: USER }));
+    expect(forged.status).toBe(401);
+    await h.bot.idle();
+    expect(h.slack.callsTo('views.publish')).toHaveLength(0);
+  });
+
+  it('a poll that changes what is shown republishes once after the debounce; one that changes nothing does not; an approval shows who must act', { timeout: 120_000 }, async () => {
+    // kube-system protected with two approvals, as the shipped defaults do.
+    h = await startHarness({
+      slack: { home: { debounceMs: DEBOUNCE, tickMs: 0 } },
+      tweak: (c) => {
+        c.clusters[0]!.slack!.protectedNamespaces = ['kube-system'];
+        c.clusters[0]!.slack!.protectedApprovals = 2;
+      },
+    });
     await openHome(USER);
     await openHome(APPROVER);
     expect(h.slack.callsTo('views.publish')).toHaveLength(2);
@@ -162,6 +181,23 @@ describe('App Home tab (HTTP mode)', () => {
     expect(approvals[0]).toContain(`requested by <@${REQUESTER}>`);
     expect(approvals[0]).toContain(`waiting on <@${APPROVER}>, <@${ONCALL_APPROVER}>`);
     expect(approvals[0]!.split('waiting on')[1]).not.toContain(REQUESTER);
+    // No vote yet: all the approvals the policy requires for this target are still needed.
+    const stored = h.serve.context.store.listApprovals({ states: ['requested'] });
+    expect(stored).toHaveLength(1);
+    const required = stored[0]!.requiredApprovals;
+    expect(required).toBe(2);
+    expect(approvals[0]).toContain(`${required} more ${required === 1 ? 'approval' : 'approvals'} needed`);
+
+    // One approver votes (a protected target needs a second): the next republish no longer waits on that approver.
+    {
+      const approval = h.slack.thread(OPS, h.alert('kube-system', 'multus').ts).find((m) => m.text.includes('approval needed'))!;
+      await h.click(APPROVER, approval, 'tw_approve');
+      h.advance(DEBOUNCE);
+      expect(await h.bot.parts.home.tick()).toBe(2);
+      const after = sections(h.slack.homeView(USER)!.view.blocks).filter((l) => l.startsWith('⏳'));
+      expect(after[0]).toContain(`${required - 1} more ${required - 1 === 1 ? 'approval' : 'approvals'} needed, waiting on <@${ONCALL_APPROVER}>`);
+      expect(after[0]!.split('waiting on')[1]).not.toContain(APPROVER);
+    }
   });
 
   it('more alerts than 100 blocks hold are capped, saying how many are not shown, and Slack accepts the view', { timeout: 120_000 }, async () => {
