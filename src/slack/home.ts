@@ -126,6 +126,8 @@ export class HomePublisher {
    */
   tick(): Promise<number> {
     return this.serial(async () => {
+      // Nobody opened Home (in this process): nothing to render or publish; the view stays stale until someone does.
+      if (this.users.size === 0) return 0;
       const now = this.deps.clock();
       if (this.staleSince !== undefined && now - this.staleSince >= this.debounceMs) await this.render();
       if (!this.current || !this.behind) return 0;

@@ -85,6 +85,17 @@ describe('Home republish debounce', () => {
     expect(s.published).toHaveLength(6);
   });
 
+  it('renders nothing while nobody has opened Home', async () => {
+    const s = setup(3);
+    s.home.changed();
+    s.advance(DEBOUNCE * 10);
+    expect(await s.home.tick()).toBe(0);
+    expect(s.renders()).toBe(0);
+    await s.home.opened('U0AAAAAAA1');
+    expect(s.renders()).toBe(1);
+    expect(s.published).toHaveLength(1);
+  });
+
   it('a user opening Home sees the latest at once; the debounce then applies to that user from there', async () => {
     const s = setup(1);
     await s.home.opened('U0AAAAAAA1');
