@@ -8,6 +8,8 @@
  * - `GET /api/cluster` the simulated workloads and their pods.
  * - `GET /api/events` server-sent events: `slack` (the fake Slack changed), `cluster`, `tick` (sandbox time),
  *   `notice` (a user's command failed).
+ * - `POST /api/home {user}` opens the app's Home tab as that user: a signed `app_home_opened` event (Events API) to the
+ *   bot, which publishes the view with `views.publish`; `GET /api/state` then carries it as `home`.
  * - `POST /api/command {user, text}` a slash command, `POST /api/action {user, channel, ts, ephemeral, actionId, selected,
  *   blockId, value, text}` a button click, `POST /api/message {user, text}` a plain message. Commands and clicks go
  *   to the bot's HTTP receiver as **signed Slack requests** (`src/sandbox/fakes/slack.ts` `sendSlashCommand` /
@@ -69,7 +71,7 @@ export interface PageServerOptions {
   port: number;
   slack: FakeSlack;
   /** How requests are signed and sent to the bot (`src/sandbox/fakes/slack.ts`). */
-  requests: Pick<SandboxFakes, 'sendSlashCommand' | 'sendBlockAction' | 'blockActionPayload'>;
+  requests: Pick<SandboxFakes, 'sendSlashCommand' | 'sendBlockAction' | 'blockActionPayload'> & Partial<Pick<SandboxFakes, 'sendEvent' | 'appHomeOpenedBody'>>;
   channel: { id: string; name: string };
   users: SandboxUser[];
   bot: { id: string; name: string };
@@ -177,6 +179,7 @@ export async function startPageServer(opts: PageServerOptions): Promise<PageServ
   const offSlack = opts.slack.on('change', (c) => {
     if (c.type === 'call') return;
     if (c.type === 'ephemeral') broadcast('slack', { type: c.type, user: c.ephemeral.user, ts: c.ephemeral.messageTs });
+    else if (c.type === 'home') broadcast('slack', { type: c.type, user: c.home.user });
     else broadcast('slack', { type: c.type, channel: c.message.channel, ts: c.message.ts, threadTs: c.message.threadTs ?? null });
   });
   let clusterTimer: NodeJS.Timeout | undefined;
@@ -234,6 +237,7 @@ export async function startPageServer(opts: PageServerOptions): Promise<PageServ
     messages: opts.slack.messages(opts.channel.id).map(messageJson),
     ephemerals: user ? opts.slack.ephemerals({ user }).map((e) => ephemeralJson(e, placedIn)) : [],
     notices: user ? notices.filter((n) => n.user === user).slice(-20) : [],
+    home: user ? (opts.slack.homeView(user)?.view ?? null) : null,
   });
 
   /** Posts the bot's immediate answer to a slash command where Slack shows it (the command's response_url). */
@@ -425,7 +429,7 @@ export async function startPageServer(opts: PageServerOptions): Promise<PageServ
     if (req.method === 'POST') {
       const origin = req.headers.origin;
       if (origin !== undefined && origin !== `http://${req.headers.host ?? ''}`) return send(res, 403, { ok: false, error: 'cross-origin request refused' });
-      const handler = path === '/api/command' ? handleCommand : path === '/api/action' ? handleAction : path === '/api/message' ? handleMessage : undefined;
+      const handler = path === '/api/command' ? handleCommand : path === '/api/action' ? handleAction : path === '/api/message' ? handleMessage : path === '/api/home' ? handleHome : undefined;
       if (!handler) return send(res, 404, { ok: false, error: 'not found' });
       readJson(req)
         .then(handler)
@@ -434,6 +438,17 @@ export async function startPageServer(opts: PageServerOptions): Promise<PageServ
     }
     send(res, 405, { ok: false, error: 'method not allowed' });
   });
+
+  /** `POST /api/home`: the user opened the Home tab; Slack sends `app_home_opened` (signed, Events API) to the bot. */
+  async function handleHome(body: Record<string, unknown>): Promise<{ status: number; body: unknown }> {
+    const user = users.get(field(body, 'user') ?? '');
+    if (!user) return { status: 400, body: { ok: false, error: 'unknown user' } };
+    const eventsUrl = opts.eventsUrl();
+    const { sendEvent, appHomeOpenedBody } = opts.requests;
+    if (!eventsUrl || !sendEvent || !appHomeOpenedBody) return { status: 200, body: { ok: false, error: 'the tokenwatch Slack app is not running' } };
+    const result = await sendEvent(eventsUrl, opts.signingSecret, appHomeOpenedBody({ user: user.id, teamId: opts.team.id }, opts.clock() / 1000));
+    return { status: 200, body: { ok: result.status === 200, status: result.status } };
+  }
 
   async function handleMessage(body: Record<string, unknown>): Promise<{ status: number; body: unknown }> {
     const user = users.get(field(body, 'user') ?? '');

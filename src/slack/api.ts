@@ -197,6 +197,14 @@ export class SlackApi {
     await this.call('views.open', undefined, () => this.client.views.open({ trigger_id: triggerId, view: view as never }));
   }
 
+  /**
+   * `views.publish` of a Home tab view to `user` (no scope needed; the Home tab must be enabled in the app's
+   * configuration, else `not_enabled`; docs.slack.dev/reference/methods/views.publish). @throws SlackCallError
+   */
+  async publishHome(user: string, view: object): Promise<void> {
+    await this.call('views.publish', undefined, () => this.client.views.publish({ user_id: user, view: view as never }));
+  }
+
   /** `chat.postEphemeral` to `user` in `channel`. @throws SlackCallError */
   async ephemeral(channel: string, user: string, msg: OutgoingMessage, threadTs?: string): Promise<void> {
     await this.call('chat.postEphemeral', undefined, () =>

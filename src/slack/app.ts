@@ -43,6 +43,8 @@ import { ApprovalFlow } from './flow.js';
 import { clusterEventMessage, persistingMessage } from './messages.js';
 import { httpReplayProperties, replayGuard, socketReplayProperties } from './replay.js';
 import { Notifier } from './notifier.js';
+import { HomePublisher, type HomeOptions } from './home.js';
+import { register as registerHome } from './listeners/home.js';
 import { SocketWatchdog } from './watchdog.js';
 
 type WebClientOptions = NonNullable<ConstructorParameters<typeof webApi.WebClient>[1]>;
@@ -93,6 +95,8 @@ export interface SlackOptions {
   pickupIntervalMs?: number;
   /** How long `stop()` waits for work after an ack or a poll, ms (default 10,000). */
   stopTimeoutMs?: number;
+  /** The App Home tab's republish debounce and tick (`home.ts`). */
+  home?: HomeOptions;
 }
 
 /** The running integration; the extra members serve tests, benchmarks and the sandbox. */
@@ -106,7 +110,7 @@ export interface SlackIntegration extends Integration {
   /** Socket Mode only: the connection watchdog. */
   watchdog?: SocketWatchdog;
   /** The parts, for tests. */
-  parts: { api: SlackApi; notifier: Notifier; flow: ApprovalFlow; ids: ButtonIds; command: TokensCommand; app: App };
+  parts: { api: SlackApi; notifier: Notifier; flow: ApprovalFlow; ids: ButtonIds; command: TokensCommand; app: App; home: HomePublisher };
 }
 
 /**
@@ -283,7 +287,10 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
   });
 
   const tasks = new Tasks();
-  const track = <T>(p: Promise<T>): Promise<T> => tasks.track(p);
+  // Any tracked work (a poll's alerts, a click, a vote, a sweep) may change what the Home tab shows: mark it stale
+  // (cheap; republishing is debounced in home.ts).
+  let home: HomePublisher | undefined;
+  const track = <T>(p: Promise<T>): Promise<T> => tasks.track(p.finally(() => home?.changed()));
   const abort = new AbortController();
   const channels = new ChannelMap(config);
   const api = new SlackApi({ client: app.client, logger: log, metrics, channelIntervalMs: opts.channelIntervalMs ?? 1000, clustersOf: (ch) => channels.clustersPostingTo(ch) });
@@ -356,6 +363,22 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
   // Before every listener: a replayed HTTP request or a redelivered envelope is acknowledged and dropped (replay.ts).
   app.use(replayGuard({ store, logger: log, metrics, ...(opts.wallClock ? { now: opts.wallClock } : {}) }));
   registerListeners(app, { command, flow, api, logger: log, track });
+  home = new HomePublisher(
+    {
+      store,
+      clusters,
+      messageOfGroup: (g) => notifier.messageOfGroup(g),
+      permalink: (channel, ts) => api.permalink(channel, ts),
+      approversOf: (a) => flow.approversOf(a),
+      publish: (user, view) => api.publishHome(user, view),
+      clock,
+      logger: log,
+      activeWindowMs: config.findings.activeWindow,
+    },
+    opts.home,
+  );
+  const homePublisher = home;
+  registerHome(app, { home: homePublisher, logger: log, track: (p) => tasks.track(p) });
 
   const report = async (r: VerificationReport): Promise<void> => {
     const f = r.finding.finding;
@@ -448,6 +471,15 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     }
   }, opts.pickupIntervalMs ?? 2000);
   pickupTimer.unref();
+  const homeTickMs = opts.home?.tickMs ?? 1000;
+  const homeTimer =
+    homeTickMs > 0
+      ? setInterval(() => {
+          if (stopped) return;
+          void tasks.track(homePublisher.tick()).catch((err: unknown) => log.error({ err }, 'republishing the Home tab failed'));
+        }, homeTickMs)
+      : undefined;
+  homeTimer?.unref();
   await flow.pickUp();
   // Alerts of findings stored while Slack was unreachable (or before a restart) and never posted: post them now
   // rather than at the next poll. Only the leader posts alerts (HA).
@@ -470,12 +502,13 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     },
     sweep: () => track(flow.sweepExpired()),
     verificationReporter: { report, reportProbe },
-    parts: { api, notifier, flow, ids, command, app },
+    parts: { api, notifier, flow, ids, command, app, home: homePublisher },
     async stop() {
       if (stopped) return;
       stopped = true;
       clearInterval(sweepTimer);
       clearInterval(pickupTimer);
+      if (homeTimer) clearInterval(homeTimer);
       watchdog?.stop();
       abort.abort();
       await tasks.idle(opts.stopTimeoutMs ?? 10_000);

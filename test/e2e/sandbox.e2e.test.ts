@@ -4,7 +4,7 @@
  *
  * Needs the Debian `chromium` package (`/usr/bin/chromium`; `.ci/run` installs it); without it the suite is skipped
  * with a message saying so. Screenshots go to `test/artifacts/` (git-ignored); with TOKENWATCH_UPDATE_DOCS_IMG=1 the
- * alert and approval-thread screenshots are also copied to `docs/img/` for the README.
+ * alert, approval-thread and Home tab screenshots are also copied to `docs/img/` for the README.
  */
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -110,6 +110,23 @@ describe.skipIf(!HAS_CHROMIUM)(title, () => {
     expect(await status.locator('.only-you').textContent()).toContain('Only visible to you');
     await shot('02-status');
 
+    // 2b. The app's Home tab: the fleet's rejection calendar, published by the bot on app_home_opened. Multus, whose
+    // requests fail with 401 now, is ranked first, linked to its alert message; the cluster's sources are listed.
+    await page.click('[data-testid=home-tab]');
+    const home = page.locator('[data-testid=home]');
+    await home.waitFor({ state: 'visible', timeout: 5000 });
+    const firstAlert = home.locator('.bk-header:text-is("Alerts by days to rejection") ~ .bk-section').first();
+    await firstAlert.waitFor({ state: 'visible', timeout: 15_000 });
+    expect(await firstAlert.textContent()).toContain('kube-system/multus');
+    expect(await firstAlert.textContent()).toContain('requests now fail with 401');
+    expect(await firstAlert.locator('a').getAttribute('href')).toMatch(/\/archives\/[A-Z0-9]+\/p\d+$/);
+    expect(await home.textContent()).toContain('audit log');
+    expect(await page.locator('[data-testid=messages]').isVisible()).toBe(false);
+    expect(await home.locator('.bk-unknown').count()).toBe(0);
+    const homeShot = await shot('02b-home');
+    await page.click('[data-testid=channel-tab]');
+    await page.locator('[data-testid=messages]').waitFor({ state: 'visible', timeout: 5000 });
+
     // 3. Restart, as the requester, through the confirm dialog.
     const podsBefore = sandbox.kube.store.list('Pod', { namespace: 'kube-system' }).map((p) => String((p.metadata as { name: string }).name)).filter((n) => n.startsWith('kube-multus-ds-'));
     expect(podsBefore).toHaveLength(6);
@@ -187,6 +204,7 @@ describe.skipIf(!HAS_CHROMIUM)(title, () => {
       mkdirSync(DOCS_IMG, { recursive: true });
       copyFileSync(alertShot, join(DOCS_IMG, 'sandbox-alert.png'));
       copyFileSync(threadShot, join(DOCS_IMG, 'sandbox-approval-thread.png'));
+      copyFileSync(homeShot, join(DOCS_IMG, 'sandbox-home.png'));
     }
   }, 75_000);
 });

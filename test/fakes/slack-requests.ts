@@ -66,3 +66,8 @@ export async function sendRecordedRequest(url: string, req: RecordedRequest): Pr
   const res = await fetch(url, { method: 'POST', headers: req.headers, body: req.body });
   return { status: res.status, body: await res.text(), headers: res.headers };
 }
+
+/** A Socket Mode `events_api` envelope (api.slack.com/apis/socket-mode) around an Events API body. */
+export function eventsApiEnvelope(envelopeId: string, body: Record<string, unknown>): Record<string, unknown> {
+  return { envelope_id: envelopeId, type: 'events_api', accepts_response_payload: false, retry_attempt: 0, retry_reason: '', payload: body };
+}

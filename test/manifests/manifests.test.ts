@@ -431,9 +431,9 @@ describe('IAM policy (manifests/iam-policy.json)', () => {
 describe('Slack app manifest (manifests/slack-app.yaml)', () => {
   const text = readFileSync(join(MANIFESTS, 'slack-app.yaml'), 'utf8');
   interface AppManifest {
-    features: { slash_commands: { command: string; url?: string; description: string; usage_hint: string }[]; bot_user: { display_name: string } };
+    features: { slash_commands: { command: string; url?: string; description: string; usage_hint: string }[]; bot_user: { display_name: string }; app_home?: Record<string, unknown> };
     oauth_config?: { scopes: { bot: string[] } };
-    settings: { interactivity: { is_enabled: boolean; request_url?: string }; socket_mode_enabled: boolean };
+    settings: { interactivity: { is_enabled: boolean; request_url?: string }; socket_mode_enabled: boolean; event_subscriptions?: { request_url?: string; bot_events?: string[] } };
   }
   const app = parseYaml(text) as AppManifest;
   const http = parseYaml(
@@ -456,6 +456,8 @@ describe('Slack app manifest (manifests/slack-app.yaml)', () => {
       'users.info': 'users:read',
       'conversations.info': 'channels:read',
       'views.open': null,
+      // Home tab: api.slack.com/methods/views.publish needs no scope (the Home tab must be enabled).
+      'views.publish': null,
       'chat.getPermalink': null,
       // Public and private channels: api.slack.com/methods/conversations.history.
       'conversations.history': ['channels:history', 'groups:history'],
@@ -483,6 +485,26 @@ describe('Slack app manifest (manifests/slack-app.yaml)', () => {
     expect(cmd.command.length).toBeLessThanOrEqual(32);
     expect(cmd.description.length).toBeLessThanOrEqual(2000);
     expect(cmd.usage_hint.length).toBeLessThanOrEqual(1000);
+  });
+
+  /** Event types src/slack listens to (`app.event('<type>', …)`). */
+  const listenedEvents = (): string[] => {
+    const dir = join(MANIFESTS, '..', 'src', 'slack');
+    const out = new Set<string>();
+    for (const f of readdirSync(dir, { recursive: true }) as string[]) {
+      if (!f.endsWith('.ts')) continue;
+      for (const m of readFileSync(join(dir, f), 'utf8').matchAll(/\bapp\.event\(\s*'([a-z_]+)'/g)) out.add(m[1]!);
+    }
+    return [...out].sort();
+  };
+
+  it('the Home tab is enabled and exactly the events tokenwatch listens to are subscribed (app_home_opened), nothing more', () => {
+    expect(listenedEvents()).toEqual(['app_home_opened']);
+    // docs.slack.dev app manifest reference: features.app_home.home_tab_enabled; settings.event_subscriptions.bot_events.
+    expect(app.features.app_home).toEqual({ home_tab_enabled: true });
+    expect(app.settings.event_subscriptions).toEqual({ bot_events: listenedEvents() });
+    expect(http.features.app_home).toEqual({ home_tab_enabled: true });
+    expect(http.settings.event_subscriptions).toEqual({ request_url: 'https://tokenwatch.example.com/slack/events', bot_events: listenedEvents() });
   });
 
   it('the commented HTTP-mode variant sends commands and interactions to /slack/events', () => {

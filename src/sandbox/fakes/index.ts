@@ -4,7 +4,7 @@
  * sandbox (and its tests) can swap them.
  */
 import { startFakeKube } from './kubernetes.js';
-import { blockActionPayload, sendBlockAction, sendSlashCommand, startFakeSlack } from './slack.js';
+import { appHomeOpenedBody, blockActionPayload, sendBlockAction, sendEvent, sendSlashCommand, startFakeSlack } from './slack.js';
 
 export type { FakeKube, KubeObject, ObjectStore, WriteEvent } from './kubernetes.js';
 export type { FakeEphemeral, FakeMessage, FakeSlack, SendResult } from './slack.js';
@@ -16,9 +16,12 @@ export interface SandboxFakes {
   sendSlashCommand: typeof sendSlashCommand;
   sendBlockAction: typeof sendBlockAction;
   blockActionPayload: typeof blockActionPayload;
+  /** Signed Events API requests (the Home tab's `app_home_opened`). */
+  sendEvent: typeof sendEvent;
+  appHomeOpenedBody: typeof appHomeOpenedBody;
 }
 
 /** The fakes (kept async so a caller can later load them lazily without changing its code). */
 export async function loadFakes(): Promise<SandboxFakes> {
-  return { startFakeSlack, startFakeKube, sendSlashCommand, sendBlockAction, blockActionPayload };
+  return { startFakeSlack, startFakeKube, sendSlashCommand, sendBlockAction, blockActionPayload, sendEvent, appHomeOpenedBody };
 }

@@ -18,7 +18,10 @@
  * user); `usergroups.users.list` (`no_such_subteam`); `users.info` (`user_not_found`); `conversations.info`
  * (`channel_not_found`); `conversations.history` (top-level messages newest first, `oldest`/`latest`/`limit`, message
  * `metadata` with `include_all_metadata`; `not_in_channel`); `chat.getPermalink`; `views.open` (a modal with a title, checked with `validateView`
- * and blocks; {@link FakeSlack.views} lists them; `invalid_trigger_id`, `invalid_arguments`). `chat.postMessage` keeps
+ * and blocks; {@link FakeSlack.views} lists them; `invalid_trigger_id`, `invalid_arguments`); `views.publish` (a Home tab
+ * view per user, checked with `validateHomeView`: `user_id` a user id and `view.type` `home`, at most 100 blocks, else
+ * `invalid_arguments` with the violations in `response_metadata.messages` as Slack words them; over 250 kB
+ * `view_too_large`; {@link FakeSlack.homeView} shows the latest per user). `chat.postMessage` keeps
  * `metadata` (`{event_type, event_payload}`, else `invalid_metadata_schema`). Messages breaking Block Kit limits get `invalid_blocks` with `errors` from
  * `validateBlocks` (src/slack/blocks/limits.ts); a `blocks` value that is not a JSON array gets
  * `invalid_blocks_format`. Other methods answer `unknown_method`.
@@ -41,7 +44,7 @@ import { createHmac } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { validateBlocks, validateView } from '../../slack/blocks/limits.js';
+import { LIMITS, validateBlocks, validateHomeView, validateView } from '../../slack/blocks/limits.js';
 
 /** The identity behind a bot token (what `auth.test` answers). */
 export interface FakeBotIdentity {
@@ -145,7 +148,8 @@ export type FakeSlackChange =
   | { type: 'update'; message: FakeMessage }
   | { type: 'delete'; message: FakeMessage }
   | { type: 'ephemeral'; ephemeral: FakeEphemeral }
-  | { type: 'call'; call: FakeCall };
+  | { type: 'call'; call: FakeCall }
+  | { type: 'home'; home: FakeHomeView };
 
 /** A response_url's binding. */
 export interface ResponseTarget {
@@ -167,6 +171,10 @@ export interface FakeSlack {
   callsTo(method: string): FakeCall[];
   /** Modals opened with `views.open`, oldest first (the parsed `view` plus the `trigger_id` and the id given). */
   views(): FakeView[];
+  /** The Home tab view last published to `user` with `views.publish`, or undefined. */
+  homeView(user: string): FakeHomeView | undefined;
+  /** Every user's current Home tab view. */
+  homeViews(): FakeHomeView[];
   /** Top-level messages of a channel (id or `#name`), oldest first, deleted ones excluded. */
   messages(channel: string): FakeMessage[];
   /** Thread replies of a message, oldest first. */
@@ -204,6 +212,15 @@ export interface FakeView {
   id: string;
   triggerId: string;
   view: { type: string; callback_id?: string; private_metadata?: string; title?: unknown; blocks?: unknown[] } & Record<string, unknown>;
+}
+
+/** A Home tab view published with `views.publish`. */
+export interface FakeHomeView {
+  id: string;
+  user: string;
+  view: { type: 'home'; blocks: unknown[] } & Record<string, unknown>;
+  /** How many times a view was published to this user. */
+  publishes: number;
 }
 
 /** Identity of the default token `xoxb-test-token`. */
@@ -250,6 +267,7 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
   const ephemerals: FakeEphemeral[] = [];
   const calls: FakeCall[] = [];
   const openedViews: FakeView[] = [];
+  const homeViews = new Map<string, FakeHomeView>();
   const rateLimits = new Map<string, Array<number>>();
   const failures = new Map<string, Array<{ error: string; when?: (args: Record<string, unknown>) => boolean }>>();
   const responseUrls = new Map<string, ResponseTarget & { uses: number }>();
@@ -471,6 +489,33 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
       const v: FakeView = { id: `V${String(openedViews.length + 1).padStart(9, '0')}`, triggerId: trigger, view };
       openedViews.push(v);
       return { ok: true, view: { id: v.id, ...view, state: { values: {} } } };
+    },
+
+    // https://docs.slack.dev/reference/methods/views.publish: `user_id` and a `view` (JSON) of type home with at most
+    // 100 blocks (docs.slack.dev/reference/views/home-tab-views); a malformed one answers `invalid_arguments` with
+    // the violations (Slack words them "[ERROR] no more than 100 items allowed [json-pointer:/view/blocks]"); a view
+    // over 250 kB answers `view_too_large`.
+    'views.publish': (args) => {
+      const user = str(args.user_id);
+      if (!user || !/^[UW][A-Z0-9]{2,}$/.test(user)) return { ok: false, error: 'invalid_arguments', response_metadata: { messages: ['[ERROR] missing or invalid user_id [json-pointer:/user_id]'] } };
+      const raw = typeof args.view === 'string' ? args.view : JSON.stringify(args.view ?? null);
+      if (raw.length > 250_000) return { ok: false, error: 'view_too_large' };
+      let view: FakeHomeView['view'] | undefined;
+      try {
+        view = JSON.parse(raw) as FakeHomeView['view'];
+      } catch {
+        return { ok: false, error: 'invalid_arguments', response_metadata: { messages: ['[ERROR] must provide an object [json-pointer:/view]'] } };
+      }
+      const errors = validateHomeView(view);
+      if (errors.length) {
+        const messages = errors.map((e) => (e.startsWith('/view/blocks: ') && /blocks > /.test(e) ? `[ERROR] no more than ${LIMITS.viewBlocks} items allowed [json-pointer:/view/blocks]` : `[ERROR] ${e}`));
+        return { ok: false, error: 'invalid_arguments', response_metadata: { messages } };
+      }
+      const before = homeViews.get(user);
+      const h: FakeHomeView = { id: before?.id ?? `VH${String(homeViews.size + 1).padStart(8, '0')}`, user, view: view!, publishes: (before?.publishes ?? 0) + 1 };
+      homeViews.set(user, h);
+      emit({ type: 'home', home: h });
+      return { ok: true, view: { id: h.id, team_id: DEFAULT_BOT.teamId, ...view, state: { values: {} }, hash: `${Math.floor(now() / 1000)}.${h.publishes}` } };
     },
 
     // https://api.slack.com/methods/chat.getPermalink: no scope needed; `permalink` of a message in a channel.
@@ -717,6 +762,8 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
     calls,
     callsTo: (method) => calls.filter((c) => c.method === method),
     views: () => [...openedViews],
+    homeView: (user) => homeViews.get(user),
+    homeViews: () => [...homeViews.values()],
     messages: (channel) => (findChannel(channel)?.messages ?? []).filter((m) => !m.deleted),
     thread: (channel, ts) => (findChannel(channel)?.messages.find((m) => m.ts === ts)?.replies ?? []).filter((m) => !m.deleted),
     message: (channel, ts) => {
@@ -944,4 +991,50 @@ export function sendSlashCommand(url: string, secret: string, fields: SlashComma
  */
 export function sendBlockAction(url: string, secret: string, payload: Record<string, unknown>, opts: SendOptions = {}): Promise<SendResult> {
   return postSigned(url, secret, new URLSearchParams({ payload: JSON.stringify(payload) }).toString(), opts);
+}
+
+/** Input of {@link appHomeOpenedBody}. */
+export interface AppHomeOpened {
+  user: string;
+  /** `home` (the Home tab) or `messages` (the Messages tab); default `home`. */
+  tab?: 'home' | 'messages';
+  /** The app's DM channel with the user (default `D` + the user id without its first letter). */
+  channel?: string;
+  teamId?: string;
+  /** Event id (default a fresh one); Slack retries carry the same id. */
+  eventId?: string;
+}
+
+let eventSeq = 0;
+
+/**
+ * An Events API `event_callback` body carrying an `app_home_opened` event (docs.slack.dev/reference/events/app_home_opened;
+ * envelope fields per docs.slack.dev/apis/events-api), at `nowSec` (epoch seconds). Send it over HTTP with
+ * {@link sendEvent} or in a Socket Mode `events_api` envelope (`eventsApiEnvelope` of the tests' fakes).
+ */
+export function appHomeOpenedBody(e: AppHomeOpened, nowSec = Date.now() / 1000): Record<string, unknown> {
+  const teamId = e.teamId ?? DEFAULT_BOT.teamId;
+  const eventTs = nowSec.toFixed(6);
+  return {
+    token: 'fake-verification-token',
+    team_id: teamId,
+    api_app_id: 'A0FAKEAPP1',
+    event: { type: 'app_home_opened', user: e.user, channel: e.channel ?? `D${e.user.slice(1)}`, tab: e.tab ?? 'home', event_ts: eventTs },
+    type: 'event_callback',
+    event_id: e.eventId ?? `Ev${Math.floor(nowSec)}${String(++eventSeq).padStart(4, '0')}`,
+    event_time: Math.floor(nowSec),
+    authorizations: [{ enterprise_id: null, team_id: teamId, user_id: DEFAULT_BOT.userId, is_bot: true, is_enterprise_install: false }],
+    is_ext_shared_channel: false,
+  };
+}
+
+/**
+ * POSTs a signed Events API request (`content-type: application/json`, the body as JSON) to a bot's HTTP receiver,
+ * as Slack delivers events to the Request URL.
+ */
+export async function sendEvent(url: string, secret: string, body: Record<string, unknown>, opts: SendOptions = {}): Promise<SendResult> {
+  const text = JSON.stringify(body);
+  const sig = signSlackRequest(secret, text, opts.timestampSec ?? Math.floor(Date.now() / 1000));
+  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...sig, ...(opts.signature !== undefined ? { 'x-slack-signature': opts.signature } : {}) }, body: text });
+  return { status: res.status, body: await res.text(), headers: res.headers };
 }

@@ -1,7 +1,7 @@
 // The sandbox channel page: renders the fake Slack channel with the Block Kit renderer, follows server-sent events,
 // and sends slash commands and button clicks to the sandbox server, which signs them and forwards them to the bot
 // exactly as Slack would. Plain browser JavaScript, no build step.
-import { escapeHtml, mrkdwnToHtml, renderMessageBody } from './blockkit.js';
+import { escapeHtml, mrkdwnToHtml, renderBlocks, renderMessageBody } from './blockkit.js';
 
 const $ = (sel) => document.querySelector(sel);
 const params = new URLSearchParams(location.search);
@@ -21,6 +21,8 @@ const ui = {
   anchored: true,
   firstRender: true,
   now: Date.now(),
+  /** `channel` or `home` (the app's Home tab). */
+  tab: 'channel',
 };
 
 const tsMs = (ts) => Math.floor(Number(ts) * 1000);
@@ -165,10 +167,38 @@ function render() {
     thread.hidden = true;
   }
 
+  renderHome();
+
   const banner = $('#status-banner');
   banner.hidden = d.slackReady;
   if (!d.slackReady) banner.textContent = 'The tokenwatch Slack app is not running in this sandbox: you see the channel, but commands and buttons get no answer.';
   ui.firstRender = false;
+}
+
+/** The Home tab: the view the bot published to this user with views.publish, rendered like a message's blocks. */
+function renderHome() {
+  const home = ui.tab === 'home';
+  $('#home').hidden = !home;
+  $('main.channel:not(.home)').hidden = home;
+  $('#channel-name').classList.toggle('active', !home);
+  $('#home-link').classList.toggle('active', home);
+  if (home) $('#thread').hidden = true;
+  const view = ui.data?.home;
+  const html = view?.blocks?.length
+    ? `<div class="bk-blocks">${renderBlocks(view.blocks, renderCtx())}</div>`
+    : '<p class="muted" style="padding:16px">Opening Home… tokenwatch publishes it when you open the tab.</p>';
+  const body = $('#home-body');
+  if (body.__html !== html) {
+    body.innerHTML = html;
+    body.__html = html;
+  }
+}
+
+async function openTab(tab) {
+  ui.tab = tab;
+  render();
+  if (tab === 'home') await post('/api/home', { user: ui.me });
+  await refresh();
 }
 
 function age(ms) {
@@ -315,6 +345,8 @@ document.addEventListener('click', (e) => {
 
 // Scrolling the channel yourself ends the opening position (wheel, touch, keys, the scrollbar).
 for (const type of ['wheel', 'touchstart', 'keydown', 'pointerdown']) $('#messages').addEventListener(type, () => (ui.anchored = false), { passive: true });
+$('#home-link').addEventListener('click', () => void openTab('home'));
+$('#channel-name').addEventListener('click', () => void openTab('channel'));
 
 $('#thread-close').addEventListener('click', () => {
   ui.openThread = null;
@@ -348,7 +380,7 @@ function setupUsers() {
     localStorage.setItem('tokenwatch-sandbox-user', ui.me);
     ui.seenEphemerals = new Set();
     ui.firstRender = true;
-    void refresh();
+    void (ui.tab === 'home' ? openTab('home') : refresh());
   });
 }
 

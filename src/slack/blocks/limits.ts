@@ -161,6 +161,30 @@ export function validateView(view: unknown): string[] {
   return errs;
 }
 
+/**
+ * Violations of a Home tab view (as sent to views.publish; docs.slack.dev/reference/views/home-tab-views): type
+ * `home`, a `blocks` array of at most {@link LIMITS.viewBlocks} blocks (each checked as in {@link validateBlocks},
+ * except the 50-block message limit), `private_metadata` within {@link LIMITS.viewPrivateMetadata}, `callback_id`
+ * within 255 chars.
+ */
+export function validateHomeView(view: unknown): string[] {
+  if (!isObj(view)) return ['/view: must be an object'];
+  const errs: string[] = [];
+  if (view.type !== 'home') errs.push('/view/type: must be home');
+  if (typeof view.private_metadata === 'string' && view.private_metadata.length > LIMITS.viewPrivateMetadata) {
+    errs.push(`/view/private_metadata: ${view.private_metadata.length} chars > ${LIMITS.viewPrivateMetadata}`);
+  }
+  if (typeof view.callback_id === 'string' && view.callback_id.length > LIMITS.blockId) errs.push(`/view/callback_id: ${view.callback_id.length} chars > ${LIMITS.blockId}`);
+  if (!Array.isArray(view.blocks)) errs.push('/view/blocks: must be an array');
+  else {
+    if (view.blocks.length > LIMITS.viewBlocks) errs.push(`/view/blocks: ${view.blocks.length} blocks > ${LIMITS.viewBlocks}`);
+    errs.push(...validateBlocks(view.blocks.slice(0, LIMITS.blocksPerMessage)).map((e) => `/view${e}`));
+    for (let i = LIMITS.blocksPerMessage; i < Math.min(view.blocks.length, LIMITS.viewBlocks); i += LIMITS.blocksPerMessage) {
+      errs.push(...validateBlocks(view.blocks.slice(i, i + LIMITS.blocksPerMessage)).map((e) => `/view${e.replace(/^\/blocks\/(\d+)/, (_m, n: string) => `/blocks/${Number(n) + i}`)}`));
+    }
+  }
+  return errs;
+}
 
 function checkText(errs: string[], p: string, t: unknown, max: number, types: string[] = ['plain_text', 'mrkdwn']): void {
   if (!isObj(t) || typeof t.type !== 'string' || !types.includes(t.type)) {
