@@ -20,6 +20,7 @@ import {
   type SendResult,
 } from '../../src/sandbox/fakes/slack.js';
 import { viewSubmissionPayload } from '../fakes/slack-requests.js';
+import { SocketModeServer, startApiFront } from '../fakes/slack-socket.js';
 import { startFakeKube, type FakeKube, type KubeObject } from '../../src/sandbox/fakes/kubernetes.js';
 import { parseConfig, type Config } from '../../src/config/index.js';
 import { findingId } from '../../src/findings/build.js';
@@ -366,4 +367,52 @@ current-context: fake
     },
   };
   return h;
+}
+
+/** Polls `cond` every 10 ms until it holds; throws after `ms` (default 20 s). */
+export async function waitFor(cond: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error('timed out waiting');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/** A {@link Harness} whose bot runs in Socket Mode, with the Socket Mode server and the Web API front it connects through. */
+export interface SocketModeHarness {
+  h: Harness;
+  ws: SocketModeServer;
+  front: Awaited<ReturnType<typeof startApiFront>>;
+  fake: FakeSlack;
+}
+
+/**
+ * Starts a Socket Mode server, a Slack fake with the ops channel and the on-call group, the Web API front that hands
+ * out `ws://127.0.0.1:<port><linkPath>` from `apps.connections.open`, and a harness of one cluster in Socket Mode
+ * (app token `xapp-1-A0FAKEAPP1-1-test`). `opts` are passed to {@link startHarness}; its `tweak` runs after the
+ * Socket Mode settings. Does not wait for the connection (see {@link socketConnected}).
+ */
+export async function startSocketModeHarness(opts: HarnessOptions & { linkPath?: string } = {}): Promise<SocketModeHarness> {
+  const ws = new SocketModeServer();
+  const wsPort = await ws.listen();
+  const fake = await startFakeSlack({ channels: [{ id: OPS, name: 'ops' }], userGroups: { [ONCALL]: [ONCALL_APPROVER] } });
+  const front = await startApiFront(fake, `ws://127.0.0.1:${wsPort}${opts.linkPath ?? '/link'}`);
+  const { linkPath: _linkPath, tweak, ...rest } = opts;
+  const h = await startHarness({
+    ...rest,
+    fakeSlack: fake,
+    tweak: (c) => {
+      c.clusters.splice(1);
+      c.slack!.mode = 'socket';
+      c.slack!.apiUrl = front.url;
+      c.slack!.appToken = 'xapp-1-A0FAKEAPP1-1-test';
+      tweak?.(c);
+    },
+  });
+  return { h, ws, front, fake };
+}
+
+/** Whether the bot reports its Socket Mode connection as open (`tokenwatch_slack_socket_connected 1`). */
+export async function socketConnected(h: Harness): Promise<boolean> {
+  return (await h.metrics.text()).includes('tokenwatch_slack_socket_connected 1');
 }

@@ -9,12 +9,12 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { webApi } from '@slack/bolt';
 import { appHomeOpenedBody, DEFAULT_BOT_TOKEN, sendEvent, startFakeSlack, type FakeSlack } from '../../src/sandbox/fakes/slack.js';
 import { eventsApiEnvelope } from '../fakes/slack-requests.js';
-import { SocketModeServer, startApiFront } from '../fakes/slack-socket.js';
+import type { SocketModeServer, startApiFront } from '../fakes/slack-socket.js';
 import { groupFindings } from '../../src/findings/groups.js';
 import { daysLeft } from '../../src/slack/blocks/finding.js';
 import { validateHomeView } from '../../src/slack/blocks/limits.js';
 import { auditEvent } from '../sources/events.js';
-import { APPROVER, CLUSTER, ONCALL, ONCALL_APPROVER, OPS, REQUESTER, SECRET, startHarness, type Harness } from './harness.js';
+import { APPROVER, CLUSTER, ONCALL_APPROVER, OPS, REQUESTER, SECRET, socketConnected, startHarness, startSocketModeHarness, waitFor, type Harness } from './harness.js';
 
 const USER = 'U0HOMEUSR1';
 const DEBOUNCE = 30_000;
@@ -35,14 +35,6 @@ function alertLines(blocks: unknown[]): string[] {
 
 function contextText(blocks: unknown[]): string[] {
   return (blocks as Block[]).filter((b) => b.type === 'context').flatMap((b) => (b.elements ?? []).map((e) => e.text));
-}
-
-async function waitFor(cond: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error('timed out waiting');
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 let h: Harness | undefined;
@@ -225,21 +217,12 @@ describe('App Home tab (HTTP mode)', () => {
 
 describe('App Home tab (Socket Mode)', () => {
   it('an events_api envelope with app_home_opened is acked and publishes the view', { timeout: 120_000 }, async () => {
-    ws = new SocketModeServer();
-    const wsPort = await ws.listen();
-    const fake = await startFakeSlack({ channels: [{ id: OPS, name: 'ops' }], userGroups: { [ONCALL]: [ONCALL_APPROVER] } });
-    front = await startApiFront(fake, `ws://127.0.0.1:${wsPort}/link`);
-    h = await startHarness({
-      fakeSlack: fake,
+    const started = await startSocketModeHarness({
       slack: { home: { debounceMs: DEBOUNCE, tickMs: 0 } },
-      tweak: (c) => {
-        c.clusters.splice(1);
-        c.slack!.mode = 'socket';
-        c.slack!.apiUrl = front!.url;
-        c.slack!.appToken = 'xapp-1-A0FAKEAPP1-1-test';
-      },
     });
-    await waitFor(async () => (await h!.metrics.text()).includes('tokenwatch_slack_socket_connected 1'));
+    ({ h, ws, front } = started);
+    const fake = started.fake;
+    await waitFor(() => socketConnected(h!));
     const { ack } = await ws.send(eventsApiEnvelope('env-home-1', appHomeOpenedBody({ user: USER })));
     expect(ack).toMatchObject({ envelope_id: 'env-home-1' });
     await waitFor(() => fake.homeView(USER) !== undefined);

@@ -5,17 +5,9 @@
  * answered by a small front that forwards every other Web API method to the fake Slack (`src/sandbox/fakes/slack.ts`).
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { blockActionPayload, slashCommandBody, startFakeSlack } from '../../src/sandbox/fakes/slack.js';
-import { SocketModeServer, startApiFront } from '../fakes/slack-socket.js';
-import { blockText, buttonIds, buttonValue, OPS, ONCALL, ONCALL_APPROVER, overflowLabels, overflowOption, REQUESTER, startHarness, type Harness } from './harness.js';
-
-async function waitFor(cond: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error('timed out waiting');
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
+import { blockActionPayload, slashCommandBody } from '../../src/sandbox/fakes/slack.js';
+import type { SocketModeServer, startApiFront } from '../fakes/slack-socket.js';
+import { blockText, buttonIds, buttonValue, OPS, ONCALL_APPROVER, overflowLabels, overflowOption, REQUESTER, socketConnected, startSocketModeHarness, waitFor, type Harness } from './harness.js';
 
 let h: Harness | undefined;
 let ws: SocketModeServer | undefined;
@@ -29,21 +21,12 @@ afterEach(async () => {
 
 describe('Socket Mode', () => {
   it('connects, acks slash commands and button clicks over the socket, and reconnects after the server drops it', async () => {
-    ws = new SocketModeServer();
-    const wsPort = await ws.listen();
-    const fake = await startFakeSlack({ channels: [{ id: OPS, name: 'ops' }], userGroups: { [ONCALL]: [ONCALL_APPROVER] } });
-    front = await startApiFront(fake, `ws://127.0.0.1:${wsPort}/link`);
-    h = await startHarness({
-      fakeSlack: fake,
-      tweak: (c) => {
-        c.clusters.splice(1);
-        c.slack!.mode = 'socket';
-        c.slack!.apiUrl = front!.url;
-        c.slack!.appToken = 'xapp-1-A0FAKEAPP1-1-test';
-      },
+    const started = await startSocketModeHarness({
     });
+    ({ h, ws, front } = started);
+    const fake = started.fake;
     expect(h.bot.eventsUrl).toBeUndefined();
-    await waitFor(async () => (await h!.metrics.text()).includes('tokenwatch_slack_socket_connected 1'));
+    await waitFor(() => socketConnected(h!));
     expect(h.bot.watchdog!.isConnected).toBe(true);
     expect(front.opens).toBe(1);
 
@@ -95,7 +78,7 @@ describe('Socket Mode', () => {
     // The server drops the connection: the gauge goes to 0, the client reconnects with a new URL, hello → 1.
     ws.sockets.at(-1)!.destroy();
     await waitFor(() => ws!.connections === 2, 15_000);
-    await waitFor(async () => (await h!.metrics.text()).includes('tokenwatch_slack_socket_connected 1'));
+    await waitFor(() => socketConnected(h!));
     expect(front.opens).toBe(2);
     const again = await ws.send({ envelope_id: 'env-3', type: 'slash_commands', accepts_response_payload: true, payload: slashCommandBody({ text: 'help', user_id: REQUESTER, channel_id: OPS, response_url: fake.responseUrl({ channel: OPS, user: REQUESTER }) }) });
     expect(again.ack).toEqual({ envelope_id: 'env-3', payload: {} });
@@ -104,20 +87,11 @@ describe('Socket Mode', () => {
 
 describe('Socket Mode redeliveries and connection state', () => {
   it('an envelope delivered twice (same envelope_id, or the same payload with a later retry_attempt) is acked each time but handled once', async () => {
-    ws = new SocketModeServer();
-    const wsPort = await ws.listen();
-    const fake = await startFakeSlack({ channels: [{ id: OPS, name: 'ops' }], userGroups: { [ONCALL]: [ONCALL_APPROVER] } });
-    front = await startApiFront(fake, `ws://127.0.0.1:${wsPort}/link`);
-    h = await startHarness({
-      fakeSlack: fake,
-      tweak: (c) => {
-        c.clusters.splice(1);
-        c.slack!.mode = 'socket';
-        c.slack!.apiUrl = front!.url;
-        c.slack!.appToken = 'xapp-1-A0FAKEAPP1-1-test';
-      },
+    const started = await startSocketModeHarness({
     });
-    await waitFor(async () => (await h!.metrics.text()).includes('tokenwatch_slack_socket_connected 1'));
+    ({ h, ws, front } = started);
+    const fake = started.fake;
+    await waitFor(() => socketConnected(h!));
     const alert = h.alert('kube-system', 'multus');
     const payload = blockActionPayload({ user: ONCALL_APPROVER, actionId: 'tw_more', value: overflowOption(alert, 'Details')!.value, selectedOption: overflowOption(alert, 'Details')!, channel: OPS, messageTs: alert.ts, responseUrl: fake.responseUrl({ channel: OPS, user: ONCALL_APPROVER, messageTs: alert.ts }) });
     const details = () => fake.thread(OPS, alert.ts).filter((m) => blockText(m).includes('Details'));
@@ -148,22 +122,12 @@ describe('Socket Mode redeliveries and connection state', () => {
   }, 30_000);
 
   it('tokenwatch_slack_socket_connected drops to 0 when the socket closes, before the client starts reconnecting', async () => {
-    ws = new SocketModeServer();
-    const wsPort = await ws.listen();
-    const fake = await startFakeSlack({ channels: [{ id: OPS, name: 'ops' }], userGroups: { [ONCALL]: [ONCALL_APPROVER] } });
-    front = await startApiFront(fake, `ws://127.0.0.1:${wsPort}/link`);
-    h = await startHarness({
-      fakeSlack: fake,
+    const started = await startSocketModeHarness({
       // The client's reconnect delay (its ping timeout) is 20 s here: the gauge must not wait for it.
       slack: { socketClientPingTimeoutMs: 20_000 },
-      tweak: (c) => {
-        c.clusters.splice(1);
-        c.slack!.mode = 'socket';
-        c.slack!.apiUrl = front!.url;
-        c.slack!.appToken = 'xapp-1-A0FAKEAPP1-1-test';
-      },
     });
-    await waitFor(async () => (await h!.metrics.text()).includes('tokenwatch_slack_socket_connected 1'));
+    ({ h, ws, front } = started);
+    await waitFor(() => socketConnected(h!));
     expect(h.serve.readiness().integrations).toEqual({ slack: 'connected' });
     ws.sockets.at(-1)!.destroy();
     await waitFor(async () => (await h!.metrics.text()).includes('tokenwatch_slack_socket_connected 0'), 10_000);
@@ -183,23 +147,15 @@ const VERIFICATION = 'vErIfIcAtIoNtOkEn0123';
 
 describe('Socket Mode debug logs', () => {
   it('redact response_url, the verification token and the WebSocket ticket, and still show the envelope', async () => {
-    ws = new SocketModeServer();
-    const wsPort = await ws.listen();
-    const fake = await startFakeSlack({ channels: [{ id: OPS, name: 'ops' }], userGroups: { [ONCALL]: [ONCALL_APPROVER] } });
-    front = await startApiFront(fake, `ws://127.0.0.1:${wsPort}/link/?ticket=${TICKET}&app_id=A0FAKEAPP1`);
     const logs: Array<Record<string, unknown>> = [];
-    h = await startHarness({
-      fakeSlack: fake,
+    const started = await startSocketModeHarness({
+      linkPath: `/link/?ticket=${TICKET}&app_id=A0FAKEAPP1`,
       logs,
       logLevel: 'debug',
-      tweak: (c) => {
-        c.clusters.splice(1);
-        c.slack!.mode = 'socket';
-        c.slack!.apiUrl = front!.url;
-        c.slack!.appToken = 'xapp-1-A0FAKEAPP1-1-test';
-      },
     });
-    await waitFor(async () => (await h!.metrics.text()).includes('tokenwatch_slack_socket_connected 1'));
+    ({ h, ws, front } = started);
+    const fake = started.fake;
+    await waitFor(() => socketConnected(h!));
 
     const commandUrl = fake.responseUrl({ channel: OPS, user: REQUESTER });
     const cmd = await ws.send({
