@@ -115,6 +115,11 @@ export interface ServeOptions {
   jitterMs?: number;
   /** Whether scheduled polls start at each cluster's stable offset; overrides `config.poll.spread` (tests of tick timing use false). */
   spread?: boolean;
+  /**
+   * How long a poll may run, ms of `clock`, before the cluster shows degraded as slow (default 3 × `poll.requestTimeout`).
+   * The sandbox, whose clock runs faster than real time, scales it by its speed.
+   */
+  slowPollAfterMs?: number;
   /** Starts integrations (Slack) once pollers exist; default: Slack when `config.slack.enabled`. */
   integrations?: ((ctx: ServeContext) => Promise<Integration>)[];
   /**
@@ -330,7 +335,7 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       ...(probe ? { probe } : {}),
       seenRetentionMs: Math.max(2 * HOUR_MS, 'cloudwatch' in c.audit ? c.audit.cloudwatch.overlap * 2 : 0),
       chunkEvents: config.poll.chunkEvents,
-      slowAfterMs: 3 * config.poll.requestTimeout,
+      slowAfterMs: opts.slowPollAfterMs ?? 3 * config.poll.requestTimeout,
       activeWindowMs: config.findings.activeWindow,
       quietPeriodMs: config.findings.quietPeriod,
       retention: { tokenRecordsMs: config.retention.tokenRecords, pollRunsMs: config.retention.pollRuns, actionLogMs: config.retention.actionLog },

@@ -315,6 +315,8 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<SandboxHa
     clock: clock.fn,
     jitterMs: 0,
     spread: false, // one cluster, polled at each tick of its (short) schedule
+    // "Slow" is real time: at ×speed a poll of a few hundred real ms would otherwise read as minutes.
+    slowPollAfterMs: 3 * config.poll.requestTimeout * speed,
     integrations: wantSlack
       ? [
           async (ctx) => {
