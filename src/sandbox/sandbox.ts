@@ -401,7 +401,9 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<SandboxHa
       await writer.flush();
       await saveCluster.flush();
       await saveObjects(join(dataDir, 'cluster.json'), savedObjects(kube.store));
-      await saveSlackState(slack, slackPath);
+      // One last save of the channel, queued behind a debounced one that may be writing now (same .tmp file).
+      saveSlack.schedule();
+      await saveSlack.flush();
       await saveState();
       await Promise.all([kube.close(), slack.close()]);
       await releaseLock();
