@@ -371,6 +371,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
       permalink: (channel, ts) => api.permalink(channel, ts),
       approversOf: (a) => flow.approversOf(a),
       publish: (user, view) => api.publishHome(user, view),
+      readiness: (name, findings) => command.readiness(name, findings, clusters.get(name)!.poller.health()),
       clock,
       logger: log,
       activeWindowMs: config.findings.activeWindow,

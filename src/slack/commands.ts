@@ -11,7 +11,7 @@
 import { approvalsOf, formatUtc, type ActionKind, type ActionTarget } from '../approvals/index.js';
 import type { ClusterEvent } from '../findings/cluster-events.js';
 import type { Finding, Severity } from '../findings/types.js';
-import { readinessVerdict } from '../findings/readiness.js';
+import { readinessVerdict, type Readiness } from '../findings/readiness.js';
 import { compareFindings } from '../findings/build.js';
 import { groupFindings } from '../findings/groups.js';
 import { scrubSecrets, type Logger } from '../observability/logger.js';
@@ -279,6 +279,15 @@ export class TokensCommand {
    * leave the verdict unknown.
    */
   private readinessLine(name: string, findings: Finding[], h: { status: string; lastSuccessAt?: number }): string {
+    return `Token extension off (--service-account-extend-token-expiration=false)? ${this.readiness(name, findings, h).summary}`;
+  }
+
+  /**
+   * The readiness verdict of cluster `name` (`src/findings/readiness.ts`) from its open `findings` and its poller health
+   * `h`, as `/tokens status` and the Home tab show it. The window runs from the cluster's first successful poll to its
+   * latest; the polls since then are the coverage.
+   */
+  readiness(name: string, findings: readonly Finding[], h: { status: string; lastSuccessAt?: number }): Readiness {
     const rt = this.deps.clusters.get(name)!;
     const since = this.deps.store.watchedSince(name);
     const polls = since !== undefined ? this.deps.store.pollCoverage(name, since) : undefined;
@@ -294,7 +303,7 @@ export class TokensCommand {
       },
       ...(this.deps.readinessMinWindowMs !== undefined ? { minWindowMs: this.deps.readinessMinWindowMs } : {}),
     });
-    return `Token extension off (--service-account-extend-token-expiration=false)? ${r.summary}`;
+    return r;
   }
 
   /** `/tokens history` entries: approvals (with their verification) and snoozes, newest first. */

@@ -18,6 +18,8 @@ import { createHash } from 'node:crypto';
 import { approvalsOf } from '../approvals/index.js';
 import { compareFindings } from '../findings/build.js';
 import { groupFindings } from '../findings/groups.js';
+import type { Readiness } from '../findings/readiness.js';
+import type { Finding } from '../findings/types.js';
 import type { Logger } from '../observability/logger.js';
 import type { Store, StoredApproval } from '../store/index.js';
 import { slackErrorCode } from './api.js';
@@ -55,6 +57,11 @@ export interface HomeDeps {
   logger: Logger;
   /** `findings.activeWindow`, ms. */
   activeWindowMs?: number;
+  /**
+   * The cluster's readiness verdict ("is it safe to turn token extension off?", `TokensCommand.readiness`) from its
+   * open findings; absent: no readiness on Home.
+   */
+  readiness?(cluster: string, findings: readonly Finding[]): Pick<Readiness, 'verdict' | 'clients'>;
 }
 
 /** What one user was last shown. */
@@ -188,8 +195,10 @@ export class HomePublisher {
     const alerts: Array<HomeAlert & { groupId: string }> = [];
     const clusters: HomeCluster[] = [];
     for (const [name, rt] of this.deps.clusters) {
-      clusters.push({ name, sources: sourcesOf(rt, now) });
       const open = store.listFindings(name, { status: ['open'] }).map((f) => f.finding).sort(compareFindings);
+      const r = this.deps.readiness?.(name, open);
+      // Only the verdict and how many clients: the window's length moves on every poll and would republish Home.
+      clusters.push({ name, sources: sourcesOf(rt, now), ...(r ? { readiness: { verdict: r.verdict, clients: r.clients.length } } : {}) });
       for (const g of groupFindings(open)) alerts.push({ cluster: name, live: g.members, severity: g.severity, groupId: g.id });
     }
     // Links only for the alerts that can be shown (a view has at most 100 blocks); permalinks never change, so they

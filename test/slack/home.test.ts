@@ -108,6 +108,10 @@ describe('App Home tab (HTTP mode)', () => {
     expect(text).toContain(`*prod-eks* · ✅ audit log · ❌ API-server metrics: ${metricsError} · ✅ node probe`);
     expect(text).toContain('*staging-eks* · ✅ audit log · ➖ API-server metrics (kubernetes: none) · ➖ node probe (kubernetes: none)');
     expect(text).toContain('No approval is waiting for a vote.');
+    // Readiness: every open stale-token ServiceAccount of prod-eks is a client that breaks once extension is off.
+    const staleClients = store.listFindings(CLUSTER, { status: ['open'] }).filter((f) => f.finding.kind === 'stale-token').length;
+    expect(staleClients).toBeGreaterThan(0);
+    expect(text).toContain(`✅ node probe · ❌ token extension off: not safe, ${staleClients} client${staleClients === 1 ? '' : 's'} would break`);
 
     // Opening again with nothing changed publishes nothing new.
     await openHome(USER);

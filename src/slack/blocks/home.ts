@@ -12,6 +12,7 @@
  */
 import type { ActionKind, ActionTarget } from '../../approvals/index.js';
 import { actionNoun } from '../../core/actions.js';
+import type { ReadinessVerdict } from '../../findings/readiness.js';
 import { SEVERITY_RANK, type Finding, type Severity } from '../../findings/types.js';
 import { signalLabels, worstFact } from './alert.js';
 import { SEVERITY_EMOJI, signalIsCurrent, subjectOf } from './finding.js';
@@ -46,6 +47,8 @@ export interface HomeSource {
 export interface HomeCluster {
   name: string;
   sources: HomeSource[];
+  /** "Is it safe to turn token extension off?" (`src/findings/readiness.ts`): the verdict and the clients that would break. */
+  readiness?: { verdict: ReadinessVerdict; clients: number };
 }
 
 /** An undecided approval and who must act on it. */
@@ -135,7 +138,15 @@ function clusterLine(c: HomeCluster): string {
     const since = s.state === 'failing' && s.lastSuccess ? ` since ${slackDate(s.lastSuccess)}` : '';
     return `${SOURCE_EMOJI[s.state]} ${escClip(s.name, 100)}${why}${since}`;
   });
+  if (c.readiness) parts.push(readinessPart(c.readiness));
   return `*${escClip(c.name, 200)}* · ${parts.join(' · ')}`;
+}
+
+/** The readiness verdict in a few words; `/tokens status <cluster>` gives the window, coverage and clients. */
+function readinessPart(r: { verdict: ReadinessVerdict; clients: number }): string {
+  if (r.verdict === 'safe') return '✅ token extension off: safe';
+  if (r.verdict === 'not-safe') return `❌ token extension off: not safe, ${plural(r.clients, 'client')} would break`;
+  return '❔ token extension off: unknown';
 }
 
 function approvalLine(p: HomeApproval): string {

@@ -65,6 +65,27 @@ describe('Home view', () => {
     expect(JSON.stringify(v)).not.toContain('<@U0>');
   });
 
+  it('says per cluster whether turning token extension off is safe, in words that do not move with the window', () => {
+    const ok = [{ name: 'audit log', state: 'ok' }] as HomeCluster['sources'];
+    const v = homeView({
+      now: NOW,
+      alerts: [],
+      approvals: [],
+      clusters: [
+        { name: 'prod-eks', sources: ok, readiness: { verdict: 'not-safe', clients: 3 } },
+        { name: 'dev-eks', sources: ok, readiness: { verdict: 'safe', clients: 0 } },
+        { name: 'new-eks', sources: ok, readiness: { verdict: 'unknown', clients: 0 } },
+        { name: 'one-eks', sources: ok, readiness: { verdict: 'not-safe', clients: 1 } },
+      ],
+    });
+    const text = JSON.stringify(v);
+    expect(text).toContain('*prod-eks* · ✅ audit log · ❌ token extension off: not safe, 3 clients would break');
+    expect(text).toContain('*dev-eks* · ✅ audit log · ✅ token extension off: safe');
+    expect(text).toContain('*new-eks* · ✅ audit log · ❔ token extension off: unknown');
+    expect(text).toContain('*one-eks* · ✅ audit log · ❌ token extension off: not safe, 1 client would break');
+    expect(validateHomeView(v)).toEqual([]);
+  });
+
   it('says so when there is nothing to show', () => {
     const v = homeView({ now: NOW, alerts: [], clusters: [], approvals: [] });
     const text = JSON.stringify(v);
