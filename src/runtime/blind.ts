@@ -8,7 +8,10 @@
  *   https://docs.aws.amazon.com/eks/latest/userguide/control-plane-logs.html): the log group receives no audit event;
  * - `no-events-for-polls`: a CloudWatch log group that returned no event for `silentPolls` successful polls in a row
  *   (the API server logs its own requests all the time, so a silent log group is not a quiet cluster);
- * - `no-events-for-time`: a file source that delivered no event for `silentAfterMs`.
+ * - `no-events-for-time`: a file source that delivered no event for `silentAfterMs`;
+ * - `aks-admin-only` / `gke-no-data-access`: a file source following an AKS or GKE export whose records of the last
+ *   `silentAfterMs` carry only the `kube-audit-admin` category, or only Admin Activity log names
+ *   (`src/sources/platform-hints.ts`): the export leaves out the reads where most stale-token uses are.
  *
  * Reported in `/tokens status`, the `/readyz` body (`blind`) and the `tokenwatch_audit_log_blind` metric. Pure state:
  * the caller feeds it poll results and the clock (all times epoch ms UTC).
@@ -18,8 +21,13 @@
  * reported within an hour (plus one poll interval), at the cost of one `DescribeCluster` call an hour per cluster.
  */
 
+import { AKS_ADMIN_ONLY_TEXT, aksAdminOnly, GKE_NO_DATA_ACCESS_TEXT, gkeWithoutDataAccess, type PlatformHints } from '../sources/platform-hints.js';
+
 /** Why a cluster's audit log is blind. */
-export type BlindReason = 'eks-audit-log-off' | 'no-events-for-polls' | 'no-events-for-time';
+export type BlindReason = 'eks-audit-log-off' | 'aks-admin-only' | 'gke-no-data-access' | 'no-events-for-polls' | 'no-events-for-time';
+
+/** Every {@link BlindReason}, for metric labels. */
+export const BLIND_REASONS: readonly BlindReason[] = ['eks-audit-log-off', 'aks-admin-only', 'gke-no-data-access', 'no-events-for-polls', 'no-events-for-time'];
 
 /** Defaults of {@link BlindLogOptions}: 1 h without an event (file), 6 empty polls (CloudWatch: 30 min at the default schedule). */
 export const BLIND_DEFAULTS = { silentAfterMs: 60 * 60 * 1000, silentPolls: 6 } as const;
@@ -47,6 +55,8 @@ export class BlindLogMonitor {
   private emptyPolls = 0;
   private polls = 0;
   private eksAuditLogging: boolean | undefined;
+  /** When each platform marker (`aks:<category>`, `gke:<log>`) was last seen in a successful poll, epoch ms UTC. */
+  private readonly markerSeenAt = new Map<string, number>();
   private readonly silentAfterMs: number;
   private readonly silentPolls: number;
 
@@ -65,6 +75,19 @@ export class BlindLogMonitor {
     } else {
       this.emptyPolls++;
     }
+  }
+
+  /** The platform markers a successful poll at `at` read (`SourceStats.platformHints` of the file source). */
+  observePlatformHints(at: number, hints: PlatformHints): void {
+    for (const c of hints.aksCategories) this.markerSeenAt.set(`aks:${c}`, at);
+    for (const l of hints.gkeLogs) this.markerSeenAt.set(`gke:${l}`, at);
+  }
+
+  /** The markers seen in the last `silentAfterMs` before `now`. */
+  private recentMarkers(now: number, prefix: 'aks' | 'gke'): Set<string> {
+    const out = new Set<string>();
+    for (const [k, at] of this.markerSeenAt) if (k.startsWith(`${prefix}:`) && now - at < this.silentAfterMs) out.add(k.slice(prefix.length + 1));
+    return out;
   }
 
   /** What EKS `DescribeCluster` says of the `audit` log type (undefined: not known, e.g. not an EKS cluster). */
@@ -86,6 +109,8 @@ export class BlindLogMonitor {
           'update-cluster-config --logging \'{"clusterLogging":[{"types":["audit"],"enabled":true}]}\')' + tail,
       };
     }
+    if (aksAdminOnly(this.recentMarkers(now, 'aks'))) return { blind: true, reason: 'aks-admin-only', text: `audit log blind: ${AKS_ADMIN_ONLY_TEXT}${tail}` };
+    if (gkeWithoutDataAccess(this.recentMarkers(now, 'gke'))) return { blind: true, reason: 'gke-no-data-access', text: `audit log blind: ${GKE_NO_DATA_ACCESS_TEXT}${tail}` };
     if (this.opts.source === 'cloudwatch' && this.polls >= this.silentPolls && this.emptyPolls >= this.silentPolls) {
       return {
         blind: true,

@@ -42,6 +42,7 @@ import { scrubSecrets, type Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { aggregateToTokenUses, isTokenUseAggregateText, parseTokenUseAggregate } from '../sources/insights.js';
 import { DEFAULT_CHECKPOINT_EVENTS, emptyStats, SourceError, type AuditSource, type SourceStats } from '../sources/types.js';
+import { createPlatformHints, type PlatformHints } from '../sources/platform-hints.js';
 import type { FindingChange, Store } from '../store/index.js';
 import type { TokenMetricsMonitor } from './token-metrics-monitor.js';
 import { applyProbeReports } from '../probe/findings.js';
@@ -148,7 +149,7 @@ export interface PollerDeps {
   /** Store retention. Default {@link POLLER_DEFAULTS}.retention. */
   retention?: RetentionMs;
   /** Told of every successful poll and the records it read (blind-log detection, src/runtime/blind.ts). */
-  blind?: { observePoll(at: number, records: number): void };
+  blind?: { observePoll(at: number, records: number): void; observePlatformHints?(at: number, hints: PlatformHints): void };
   /**
    * Awaited at the start of every poll, before the source is read, with the poll's start (epoch ms UTC): `serve`'s
    * re-reading of the EKS audit logging setup (`EksLoggingRecheck`, src/runtime/blind.ts). Must not throw (a
@@ -241,7 +242,7 @@ export class ClusterPoller {
     const startedAt = this.clock();
     let runId: number | undefined;
     let log = logger.child({ cluster: cluster.name });
-    const sourceStats = emptyStats();
+    const sourceStats: SourceStats = { ...emptyStats(), platformHints: createPlatformHints() };
     const readStats = createReadStats();
     const outcome: PollOutcome = {
       cluster: cluster.name,
@@ -420,6 +421,7 @@ export class ClusterPoller {
       outcome.endedAt = this.clock();
       store.finishPollRun(runId, { endedAt: outcome.endedAt, events: outcome.records, tokenUses: outcome.newUses });
       this.deps.blind?.observePoll(startedAt, outcome.records);
+      if (sourceStats.platformHints) this.deps.blind?.observePlatformHints?.(startedAt, sourceStats.platformHints);
       store.markWatchedSince(cluster.name, startedAt); // start of the readiness verdict's window
       // A Kubernetes read that timed out (a slow or hung API server) leaves the poll's findings without that read: the
       // cluster shows degraded, not healthy. The three timeout texts: src/cluster/kube.ts, src/probe/objects.ts,

@@ -22,7 +22,7 @@ import type { Finding } from '../findings/types.js';
 import { createLogger, scrubSecrets, type Logger } from '../observability/logger.js';
 import { Metrics } from '../observability/metrics.js';
 import { ClusterPoller, type PollOutcome } from './poller.js';
-import { BlindLogMonitor, EksLoggingRecheck, type BlindReason } from './blind.js';
+import { BLIND_REASONS, BlindLogMonitor, EksLoggingRecheck, type BlindReason } from './blind.js';
 import { TokenMetricsMonitor } from './token-metrics-monitor.js';
 import { KubeMetricsScraper } from '../sources/apiserver-metrics.js';
 import { KubeProbeReports, PROBE_NAMESPACE, type ProbeReportSource } from '../probe/objects.js';
@@ -238,10 +238,9 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   let ready = false;
   let stopping = false;
 
-  const blindReasons: BlindReason[] = ['eks-audit-log-off', 'no-events-for-polls', 'no-events-for-time'];
   const updateBlindGauge = (rt: ClusterRuntime): void => {
     const b = rt.blind.state(clock());
-    for (const reason of blindReasons) metrics.auditLogBlind.set({ cluster: rt.config.name, reason }, b.blind && b.reason === reason ? 1 : 0);
+    for (const reason of BLIND_REASONS) metrics.auditLogBlind.set({ cluster: rt.config.name, reason }, b.blind && b.reason === reason ? 1 : 0);
   };
 
   // One CloudWatch Logs budget per account and Region for every cluster of this deployment (src/sources/rate-limit.ts).

@@ -28,6 +28,7 @@ import { createHash } from 'node:crypto';
 import { open, readdir, stat, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, extname, join } from 'node:path';
 import { mayHoldTokenUse } from '../audit/records.js';
+import { tallyPlatformHints } from './platform-hints.js';
 import { DEFAULT_CHECKPOINT_EVENTS, SourceError, type AuditSource, type PollOptions, type SourceStats } from './types.js';
 
 /** Options of {@link FileSource}. */
@@ -235,6 +236,7 @@ export class FileSource implements AuditSource {
           continue;
         }
         stats.records++;
+        if (stats.platformHints) tallyPlatformHints(line, stats.platformHints);
         if (line.length > 0 && this.prefilter(line)) {
           yield line.toString('utf8');
           if (o.checkpoint && ++o.since.lines >= every) {

@@ -26,6 +26,7 @@ import { open, stat, type FileHandle } from 'node:fs/promises';
 import { Readable, pipeline } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 import { GcHint } from './gc-hint.js';
+import { AKS_ADMIN_ONLY_TEXT, aksAdminOnly, GKE_NO_DATA_ACCESS_TEXT, gkeWithoutDataAccess, tallyPlatformHints } from './platform-hints.js';
 import type { InputFormat, ReadNotice, ReadStats, TokenUse } from '../audit/types.js';
 import { InputError, errorReason } from '../errors.js';
 import {
@@ -825,11 +826,7 @@ async function* scanJsonRows(
 
 /** What the head of a wrapped-shape file says about its platform (AKS categories, GKE log names), into `shapes`. */
 function tallyHead(head: Buffer, shapes: ShapeTally): void {
-  const text = head.toString('latin1');
-  if (text.includes('"kube-audit-admin"')) shapes.aksCategories.add('kube-audit-admin');
-  if (text.includes('"kube-audit"')) shapes.aksCategories.add('kube-audit');
-  if (text.includes('cloudaudit.googleapis.com%2Factivity')) shapes.gkeLogs.add('activity');
-  if (text.includes('cloudaudit.googleapis.com%2Fdata_access')) shapes.gkeLogs.add('data_access');
+  tallyPlatformHints(head, shapes);
 }
 
 /**
@@ -853,21 +850,8 @@ function shapeNotices(ctx: FileContext, records: number, events: number, malform
         'ServiceAccounts, source IPs and user agents, but not pods or workloads from pods',
     );
   }
-  if (shapes.aksCategories.has('kube-audit-admin') && !shapes.aksCategories.has('kube-audit')) {
-    ctx.notice(
-      'blind-log',
-      `${file}: only the AKS kube-audit-admin category is exported; it leaves out get and list requests, where most ` +
-        'stale-token uses are: enable the kube-audit category in the cluster\'s diagnostic setting',
-    );
-  }
-  if (shapes.gkeLogs.has('activity') && !shapes.gkeLogs.has('data_access')) {
-    ctx.notice(
-      'blind-log',
-      `${file}: GKE Admin Activity audit entries but no Data Access entries: reads (get, list, watch), where most ` +
-        'stale-token uses are, are logged only as Data Access; enable Data Access audit logs for the Kubernetes Engine API ' +
-        '(https://cloud.google.com/logging/docs/audit/configure-data-access) and include them in the export',
-    );
-  }
+  if (aksAdminOnly(shapes.aksCategories)) ctx.notice('blind-log', `${file}: ${AKS_ADMIN_ONLY_TEXT}`);
+  if (gkeWithoutDataAccess(shapes.gkeLogs)) ctx.notice('blind-log', `${file}: ${GKE_NO_DATA_ACCESS_TEXT}`);
 }
 
 /**

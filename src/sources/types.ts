@@ -5,6 +5,7 @@
  * audit logs) and the file source (`file.ts`, `--audit-log-path` of a self-managed API server).
  * All times are epoch milliseconds, UTC.
  */
+import type { PlatformHints } from './platform-hints.js';
 import { ErrorCode, TokenwatchError } from '../errors.js';
 
 /**
@@ -20,6 +21,12 @@ export interface SourceStats {
   records: number;
   /** Throttling responses received (`ThrottlingException`, `LimitExceededException`), retried or not. */
   throttled: number;
+  /**
+   * When present, the file source adds the platform markers of every complete line it reads — before its prefilter
+   * drops most lines — so `serve` can tell an AKS `kube-audit-admin`-only or GKE Admin-Activity-only export
+   * (`./platform-hints.ts`).
+   */
+  platformHints?: PlatformHints;
 }
 
 /** Options of one {@link AuditSource.poll}. */

@@ -3,7 +3,7 @@
  * the monitor, the EKS `DescribeCluster` logging setup through the real EKS client against the loopback fake, and
  * `serve` end to end (/readyz body, the metric, /tokens status data).
  */
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { EKSClient } from '@aws-sdk/client-eks';
@@ -15,6 +15,7 @@ import { Metrics } from '../../src/observability/metrics.js';
 import { BlindLogMonitor, EksLoggingRecheck } from '../../src/runtime/blind.js';
 import { startServe } from '../../src/runtime/serve.js';
 import { startFakeEks, type FakeEks } from '../fakes/eks.js';
+import { createPlatformHints, type PlatformHints } from '../../src/sources/platform-hints.js';
 import { auditEvent } from '../sources/events.js';
 import { CLUSTER, REQUESTER, blockText, startHarness, type Harness } from '../slack/harness.js';
 
@@ -35,6 +36,37 @@ describe('BlindLogMonitor', () => {
     );
     m.observePoll(T0 + 62 * MIN, 1);
     expect(m.state(T0 + 63 * MIN)).toEqual({ blind: false });
+  });
+
+  it('an AKS export with only kube-audit-admin records, or a GKE export without Data Access entries, is blind; the missing kind seen again clears it', () => {
+    const hints = (aks: string[], gke: string[] = []): PlatformHints => ({ aksCategories: new Set(aks), gkeLogs: new Set(gke) });
+    const m = new BlindLogMonitor({ source: 'file', silentAfterMs: 60 * MIN, startedAt: T0, otherSignals: true });
+    m.observePoll(T0, 4);
+    m.observePlatformHints(T0, hints(['kube-audit-admin']));
+    const s = m.state(T0 + MIN);
+    expect(s).toMatchObject({ blind: true, reason: 'aks-admin-only' });
+    expect(s.blind && s.text).toBe(
+      "audit log blind: only the AKS kube-audit-admin category is exported; it leaves out get and list requests, where most stale-token uses are: enable the kube-audit category in the cluster's diagnostic setting; findings now come from API-server token metrics and the node probe only",
+    );
+    // kube-audit records arrive (the diagnostic setting was fixed): both categories in the window, not blind.
+    m.observePlatformHints(T0 + 2 * MIN, hints(['kube-audit']));
+    expect(m.state(T0 + 3 * MIN)).toEqual({ blind: false });
+    // An hour later only kube-audit-admin records keep coming: blind again (kube-audit left the window).
+    m.observePoll(T0 + 70 * MIN, 2);
+    m.observePlatformHints(T0 + 70 * MIN, hints(['kube-audit-admin']));
+    expect(m.state(T0 + 71 * MIN)).toMatchObject({ blind: true, reason: 'aks-admin-only' });
+
+    const g = new BlindLogMonitor({ source: 'file', startedAt: T0 });
+    g.observePoll(T0, 3);
+    g.observePlatformHints(T0, hints([], ['activity']));
+    expect(g.state(T0 + MIN)).toMatchObject({ blind: true, reason: 'gke-no-data-access' });
+    g.observePlatformHints(T0 + 2 * MIN, hints([], ['data_access']));
+    expect(g.state(T0 + 3 * MIN)).toEqual({ blind: false });
+    // A plain kube-apiserver log carries no platform marker: never blind for this reason.
+    const plain = new BlindLogMonitor({ source: 'file', startedAt: T0 });
+    plain.observePoll(T0, 10);
+    plain.observePlatformHints(T0, createPlatformHints());
+    expect(plain.state(T0 + MIN)).toEqual({ blind: false });
   });
 
   it('a file source that never delivered counts from the start', () => {
@@ -197,6 +229,39 @@ describe('serve reports a blind audit log', () => {
       await handle.context.clusters.get('prod')!.poller.pollOnce();
       expect((await readyz()).blind).toEqual({});
       expect(await metrics.text()).toContain('tokenwatch_audit_log_blind{cluster="prod",reason="no-events-for-time"} 0');
+    } finally {
+      await handle.stop();
+    }
+  });
+});
+
+describe('serve follows an AKS export', () => {
+  it('only kube-audit-admin records: blind in /readyz, the metric and the status text; kube-audit records clear it', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tw-blind-aks-'));
+    const log = join(dir, 'PT1H.json');
+    // The storage-account archive shape, one record per line (test/fixtures/audit/shapes/README.md cites its source).
+    writeFileSync(log, readFileSync('test/fixtures/audit/shapes/aks-admin-only.json'));
+    const config = parseConfig(
+      { store: { path: join(dir, 'tw.db') }, http: { host: '127.0.0.1', port: 0 }, clusters: [{ name: 'aks-prod', audit: { file: { path: log } }, schedule: '0 0 1 1 *' }] },
+      {},
+    );
+    let now = Date.parse('2026-11-19T10:30:00Z');
+    const metrics = new Metrics();
+    const handle = await startServe(config, { logger: createLogger({ level: 'silent' }), metrics, jitterMs: 0, clock: () => now });
+    const readyz = async () => (await (await fetch(`http://127.0.0.1:${handle.port}/readyz`)).json()) as { blind: Record<string, string> };
+    try {
+      await handle.firstPolls;
+      expect((await readyz()).blind).toEqual({ 'aks-prod': 'aks-admin-only' });
+      expect(await metrics.text()).toContain('tokenwatch_audit_log_blind{cluster="aks-prod",reason="aks-admin-only"} 1');
+      const b = handle.context.clusters.get('aks-prod')!.blind.state(now);
+      expect(b.blind && b.text).toContain('only the AKS kube-audit-admin category is exported');
+
+      // The kube-audit category switched on: its records (every verb) arrive too.
+      appendFileSync(log, readFileSync('test/fixtures/audit/shapes/aks-storage.json'));
+      now += 60_000;
+      await handle.context.clusters.get('aks-prod')!.poller.pollOnce();
+      expect((await readyz()).blind).toEqual({});
+      expect(await metrics.text()).toContain('tokenwatch_audit_log_blind{cluster="aks-prod",reason="aks-admin-only"} 0');
     } finally {
       await handle.stop();
     }
