@@ -3,9 +3,23 @@
 // image) contains, since `npm pack` builds it (prepack). In a checkout without a build it runs the TypeScript sources
 // through tsx, a devDependency that `npm ci` installs. In a checkout with a build older than a source file, it says so
 // on stderr (the build still runs: `npm run build` again, or `rm -rf dist` to run the sources).
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+
+// An older Node fails deep inside a dependency (undici, better-sqlite3) with an unhelpful message: say what is needed
+// first, from package.json `engines` (">=MAJOR.MINOR"), and exit 2 as for any unusable setup.
+{
+  const wanted = /^>=(\d+)\.(\d+)/.exec(JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).engines?.node ?? '');
+  const [major, minor] = process.versions.node.split('.').map(Number);
+  if (wanted && (major < Number(wanted[1]) || (major === Number(wanted[1]) && minor < Number(wanted[2])))) {
+    process.stderr.write(
+      `tokenwatch: needs Node.js ${wanted[1]}.${wanted[2]} or later; this is ${process.version} (${process.execPath}). ` +
+        'See README "Node versions" for how to get one without replacing the system Node.\n',
+    );
+    process.exit(2);
+  }
+}
 
 const compiled = fileURLToPath(new URL('../dist/cli/main.js', import.meta.url));
 const sources = fileURLToPath(new URL('../src/', import.meta.url));

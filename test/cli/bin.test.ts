@@ -29,6 +29,29 @@ const at = (file: string, secondsAgo: number): void => {
 };
 const run = () => spawnSync(process.execPath, [join(root, 'bin', 'tokenwatch.js')], { encoding: 'utf8' });
 
+describe('bin/tokenwatch.js on a Node older than package.json engines', () => {
+  it('says which Node it needs and which it runs on, and exits 2 before loading anything', () => {
+    const major = Number(process.versions.node.split('.')[0]);
+    writeFileSync(join(root, 'package.json'), JSON.stringify({ type: 'module', engines: { node: `>=${major + 1}.0` } }));
+    try {
+      const r = run();
+      expect(r.status).toBe(2);
+      expect(r.stdout).toBe(''); // the build's main.js never ran
+      expect(r.stderr).toBe(
+        `tokenwatch: needs Node.js ${major + 1}.0 or later; this is ${process.version} (${process.execPath}). See README "Node versions" for how to get one without replacing the system Node.\n`,
+      );
+      // The same minor rule: this major with a later minor is refused too, this exact version is not.
+      const [, minor] = process.versions.node.split('.').map(Number);
+      writeFileSync(join(root, 'package.json'), JSON.stringify({ type: 'module', engines: { node: `>=${major}.${minor! + 1}` } }));
+      expect(run().status).toBe(2);
+      writeFileSync(join(root, 'package.json'), JSON.stringify({ type: 'module', engines: { node: `>=${major}.${minor}` } }));
+      expect(run().stdout).toBe('built\n');
+    } finally {
+      writeFileSync(join(root, 'package.json'), '{"type":"module"}\n');
+    }
+  });
+});
+
 describe('bin/tokenwatch.js with a build in a checkout', () => {
   it('runs the build quietly when it is newer than every source file', () => {
     for (const f of sources) at(f, 3600);
