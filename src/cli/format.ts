@@ -134,6 +134,11 @@ export interface RenderOptions {
   width?: number;
   /** The readiness verdict, printed as its own section above the footer. */
   readiness?: Readiness;
+  /**
+   * The API-server metrics (`scan --metrics`) count stale tokens in use: without findings, the headline then says the
+   * audit input showed none but the metrics section below does — never a bare "no stale … token use found".
+   */
+  metricsShowUse?: boolean;
 }
 
 /** Heading of the readiness section of the table output. */
@@ -291,8 +296,9 @@ export function renderScanTable(report: ScanReport, opts: RenderOptions): string
 
   const readiness = opts.readiness ? [...readinessSection(opts.readiness, report.findings, paint), ''] : [];
   if (report.findings.length === 0) {
+    const none = `no stale, legacy or unauthorized token use found in ${plural(report.stats.events, 'event')}`;
     return [
-      `no stale, legacy or unauthorized token use found in ${plural(report.stats.events, 'event')}`,
+      opts.metricsShowUse ? `${none}, but the API-server metrics below count stale tokens in use` : none,
       ...(readiness.length > 0 ? ['', ...readiness] : []),
       ...footer,
       '',

@@ -150,6 +150,12 @@ export class KubeProbeReports implements ProbeReportSource {
 export function reportsFromJson(doc: unknown): ProbeReport[] {
   const o = doc as { kind?: unknown; items?: unknown; data?: Record<string, string> };
   if (o && typeof o === 'object' && Array.isArray(o.items)) {
+    // A list of something else (a cluster snapshot, `kubectl get pods -o json`) is not an empty probe report: say so.
+    const other = (o.items as { kind?: unknown }[]).find((i) => !i || typeof i !== 'object' || (i.kind !== undefined && i.kind !== 'ConfigMap'));
+    if (other !== undefined) {
+      const kind = other && typeof other === 'object' && typeof other.kind === 'string' ? other.kind.slice(0, 60) : typeof other;
+      throw new TokenwatchError(ErrorCode.ProbeFailed, `not a ConfigMap list: it holds a ${JSON.stringify(kind)} item (expected the output of \`kubectl get configmaps -l app.kubernetes.io/component=tokenwatch-probe-report -o json\`; a cluster snapshot goes to --cluster-snapshot)`);
+    }
     return (o.items as { data?: Record<string, string> }[])
       .map(reportOf)
       .filter((r): r is ProbeReport => r !== undefined)

@@ -26,6 +26,8 @@ describe('tokenwatch scan --metrics', () => {
     expect(run.code).toBe(0);
     expect(run.stdout).toContain(`API-server token metrics from ${FILE} — one API-server replica (the one that answered), not a cluster-wide figure:`);
     expect(run.stdout).toMatch(/serviceaccount_stale_tokens_total\s+252\s+42\.0\/h average/);
+    // No audit input, so no finding: the headline must not read as "nothing found" above 252 stale uses.
+    expect(run.stdout.split('\n')[0]).toBe('no stale, legacy or unauthorized token use found in 0 events, but the API-server metrics below count stale tokens in use');
   });
 
   it('exits 2 naming the file when it is not API-server metrics, or --now is before the process start; and needs an input', async () => {

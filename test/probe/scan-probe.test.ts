@@ -30,11 +30,19 @@ describe('tokenwatch scan --probe-report', () => {
     const f = doc.findings[0]!;
     expect(f).toMatchObject({ namespace: 'kube-system', serviceAccount: 'multus', kind: 'stale-token', severity: 'info', rejectionAt: new Date((iat + 7_776_000) * 1000).toISOString() });
     expect(f.cause.id).toBe('static-token-file');
+    // The probe's finding is grouped like any other: every finding is in exactly one group.
+    const groups = (JSON.parse(run.stdout) as { groups: { namespace: string; serviceAccount: string; findings: string[] }[] }).groups;
+    expect(groups).toEqual([expect.objectContaining({ namespace: 'kube-system', serviceAccount: 'multus', findings: [(f as unknown as { id: string }).id] })]);
     expect(f.cause.evidence[0]).toMatch(/^node probe: \/etc\/cni\/net\.d\/multus\.d\/multus\.kubeconfig on node ip-10-0-1-5\.ec2\.internal, file written /);
 
     writeFileSync(join(dir, 'bad.json'), '{"kind":"Pod"}');
     const bad = await runCli(['scan', '--probe-report', join(dir, 'bad.json')]);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('not a ConfigMap list');
+    // A list of other objects (a cluster snapshot given to the wrong flag) is refused too, not read as no report.
+    const snapshot = await runCli(['scan', '--probe-report', 'examples/cluster-snapshot.json']);
+    expect(snapshot.code).toBe(2);
+    expect(snapshot.stderr).toContain('not a ConfigMap list: it holds a "Pod" item');
+    expect(snapshot.stderr).toContain('a cluster snapshot goes to --cluster-snapshot');
   });
 });
