@@ -175,7 +175,7 @@ export type InputFormat =
  */
 export interface ReadNotice {
   file: string;
-  code: 'partial-result' | 'row-cap' | 'guide-query' | 'truncated' | 'leading-nul' | 'mostly-not-events' | 'gke-fields' | 'blind-log' | 'auditid-conflict';
+  code: 'partial-result' | 'row-cap' | 'guide-query' | 'truncated' | 'leading-nul' | 'mostly-not-events' | 'gke-fields' | 'blind-log' | 'auditid-conflict' | 'empty';
   /** One sentence naming the file, saying what happened and what to do. */
   message: string;
   /** `truncated`: the 1-based record (CSV data row) at which reading stopped. */

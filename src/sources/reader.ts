@@ -276,7 +276,12 @@ async function* readOneFile(ctx: FileContext): AsyncGenerator<TokenUse> {
     const headBytes = Buffer.concat(head.chunks).subarray(0, DETECT_HEAD_BYTES);
     const format = detectFormat(headBytes);
     if (format === undefined) {
-      if (isBlank(headBytes) && head.done) return; // an empty (e.g. just rotated) log holds no events
+      if (isBlank(headBytes) && head.done) {
+        // An empty (e.g. just rotated) log holds no events: not an error, but a pipeline whose producer failed
+        // (`kubectl logs … | tokenwatch scan -`) must not pass in silence.
+        ctx.notice('empty', `${file}: empty: no record to read (exit code unchanged)`);
+        return;
+      }
       const { what, hint } = describeUnknownContent(headBytes);
       throw new InputError(
         file,

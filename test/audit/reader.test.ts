@@ -287,6 +287,25 @@ describe('early stop', () => {
   );
 });
 
+describe('empty input', () => {
+  it('reads as no events, with one `empty` notice naming the file (an empty plain or gzip file, whitespace only)', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'tw-empty-'));
+    try {
+      const files = [path.join(dir, 'empty.log'), path.join(dir, 'empty.log.gz'), path.join(dir, 'blank.log')];
+      await writeFile(files[0]!, '');
+      await writeFile(files[1]!, gzipSync(Buffer.alloc(0)));
+      await writeFile(files[2]!, '\n  \n');
+      const notices: { file: string; code: string; message: string }[] = [];
+      const { uses, stats } = await readAll(files, { onNotice: (n) => notices.push(n) });
+      expect(uses).toEqual([]);
+      expect(stats).toMatchObject({ files: 3, events: 0 });
+      expect(notices).toEqual(files.map((f) => ({ file: f, code: 'empty', message: `${f}: empty: no record to read (exit code unchanged)` })));
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('input errors name the file', () => {
   it.each([
     ['missing file', 'does-not-exist.log', /cannot read file.*ENOENT/],

@@ -34,7 +34,7 @@ export function register(program: Command): void {
         '                         leader election between replicas on a Lease (default name tokenwatch)',
         '',
         'Endpoints: /healthz, /readyz and /metrics on http.host:http.port (default 0.0.0.0:8080).',
-        'Stop with SIGTERM or Ctrl-C: running polls finish first.',
+        'Stop with SIGTERM or Ctrl-C: running polls are aborted (the next start reads on from their last committed chunk), approvals in progress are left to resume.',
         'Try it on the bundled examples: tokenwatch serve --config examples/serve.yaml',
       ].join('\n'),
     )
