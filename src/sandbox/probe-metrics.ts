@@ -59,10 +59,14 @@ export function sandboxProbeProofs(kube: FakeKube, now: () => number): (node: st
   };
 }
 
+/** How often the real probe DaemonSet reports (`tokenwatch probe --interval`, default 5 minutes), ms. */
+export const SANDBOX_PROBE_INTERVAL_MS = 5 * 60_000;
+
 /**
- * Writes (creates or updates, only when changed) the probe ConfigMaps for the nodes of the pods of
- * `staticTokenSubjects` (`namespace/name`), each with `proofFor(node)` as its proof. Returns how many objects were
- * written.
+ * Writes the probe ConfigMaps for the nodes of the pods of `staticTokenSubjects` (`namespace/name`), each with
+ * `proofFor(node)` as its proof: when what a node reports changed, and otherwise every {@link SANDBOX_PROBE_INTERVAL_MS}
+ * of sandbox time (as the real probe reports on its interval, so a restart's verification sees reports made after
+ * the rollout). Returns how many objects were written.
  */
 export function refreshProbeObjects(store: ObjectStore, templates: readonly CredentialTemplate[], staticTokenSubjects: ReadonlySet<string>, now: number, proofFor?: (node: string) => string): number {
   const byNode = new Map<string, ProbeEntry[]>();
@@ -110,7 +114,15 @@ export function refreshProbeObjects(store: ObjectStore, templates: readonly Cred
         return false;
       }
     };
-    if (current && same(current.data?.['report.json'])) continue;
+    const reportedAt = (r: string | undefined) => {
+      try {
+        return r === undefined ? Number.NaN : Date.parse((JSON.parse(r) as ProbeReport).probedAt);
+      } catch {
+        return Number.NaN;
+      }
+    };
+    const raw = current?.data?.['report.json'];
+    if (current && same(raw) && now - reportedAt(raw) < SANDBOX_PROBE_INTERVAL_MS) continue;
     const cm = probeConfigMap(report, PROBE_NAMESPACE, proofFor?.(node));
     if (current) store.update('ConfigMap', PROBE_NAMESPACE, name, (o) => void (o['data'] = cm.data));
     else store.put(cm);

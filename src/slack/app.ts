@@ -396,7 +396,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
   // The node probe's check of a restart: the token file rewritten with a token issued after it, or not.
   const reportProbe = async (r: ProbeCheckReport): Promise<void> => {
     const o = r.outcome;
-    await notifier.reply(r.finding.finding, probeCheckMessage({ outcome: o.outcome, finding: r.finding.finding, action: r.approval.action, startedAt: r.startedAt, now: r.now, files: o.files, silent: o.silent }));
+    await notifier.reply(r.finding.finding, probeCheckMessage({ outcome: o.outcome, finding: r.finding.finding, action: r.approval.action, startedAt: r.startedAt, completedAt: r.completedAt, now: r.now, files: o.files, silent: o.silent }));
   };
 
   // A cluster-level credential event (signing-key rotation, issuer change) is said once per cluster: one message in its

@@ -7,6 +7,9 @@ import { KubeMetricsScraper } from '../../src/sources/apiserver-metrics.js';
 import { tokenMetricsFromText } from '../../src/findings/token-metrics.js';
 import { KubeProbeReports } from '../../src/probe/objects.js';
 import { startSandbox } from '../../src/sandbox/sandbox.js';
+import { refreshProbeObjects, SANDBOX_PROBE_INTERVAL_MS } from '../../src/sandbox/probe-metrics.js';
+import { DEFAULT_RESOURCES, ObjectStore } from '../../src/sandbox/fakes/kubernetes.js';
+import { PROBE_NAMESPACE } from '../../src/probe/objects.js';
 
 const dataDir = mkdtempSync(join(tmpdir(), 'tokenwatch-sandbox-probe-'));
 afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
@@ -30,5 +33,35 @@ describe('sandbox: API-server metrics and node probe', () => {
     } finally {
       await sb.stop();
     }
+  });
+});
+
+describe('sandbox: the fake probe reports on the real probe\'s interval', () => {
+  it('rewrites a node\'s report every 5 sandbox minutes even when nothing changed (a restart\'s check needs reports made after it)', () => {
+    const store = new ObjectStore([...DEFAULT_RESOURCES]);
+    const T0 = Date.parse('2026-11-20T12:00:00Z');
+    for (const [name, node] of [['kube-multus-ds-a', 'ip-10-0-1-5.ec2.internal'], ['kube-multus-ds-b', 'ip-10-0-1-6.ec2.internal']] as const) {
+      store.put({
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { namespace: 'kube-system', name, uid: `uid-${name}` },
+        spec: { serviceAccountName: 'multus', nodeName: node, containers: [{ name: 'kube-multus', image: 'multus:v4.0.2' }] },
+        status: { startTime: new Date(T0 - 80 * 86_400_000).toISOString() },
+      });
+    }
+    const subjects = new Set(['kube-system/multus']);
+    const probedAt = () =>
+      store
+        .list('ConfigMap')
+        .filter((o) => (o as { metadata: { namespace: string } }).metadata.namespace === PROBE_NAMESPACE)
+        .map((o) => (JSON.parse((o as { data: Record<string, string> }).data['report.json']!) as { node: string; probedAt: string }))
+        .map((r) => `${r.node} ${r.probedAt}`)
+        .sort();
+    expect(refreshProbeObjects(store, [], subjects, T0)).toBe(2);
+    // Within the interval nothing changed, nothing is written; past it, each node reports again at the new time.
+    expect(refreshProbeObjects(store, [], subjects, T0 + SANDBOX_PROBE_INTERVAL_MS - 1)).toBe(0);
+    expect(probedAt()).toEqual(['ip-10-0-1-5.ec2.internal 2026-11-20T12:00:00.000Z', 'ip-10-0-1-6.ec2.internal 2026-11-20T12:00:00.000Z']);
+    expect(refreshProbeObjects(store, [], subjects, T0 + SANDBOX_PROBE_INTERVAL_MS)).toBe(2);
+    expect(probedAt()).toEqual(['ip-10-0-1-5.ec2.internal 2026-11-20T12:05:00.000Z', 'ip-10-0-1-6.ec2.internal 2026-11-20T12:05:00.000Z']);
   });
 });

@@ -146,8 +146,10 @@ export interface ProbeCheckMessage {
   startedAt: number;
   now: number;
   files: readonly ProbeCheckFile[];
-  /** Nodes that held the file before the action and have not reported since. */
+  /** Nodes that held the file before the action and have not reported since it completed. */
   silent?: readonly string[];
+  /** When the action completed (the rollout finished); reports from then on count. Absent: said without a time. */
+  completedAt?: number;
 }
 
 /**
@@ -164,7 +166,9 @@ export function probeCheckMessage(v: ProbeCheckMessage): SlackMessage {
   const line = (x: ProbeCheckFile) =>
     `• ${code(x.path, 300)} on node ${code(x.node, 200)}: ${x.rewritten ? 'rewritten, token issued' : '*not rewritten*, still a token issued'} ${issued(x)}`;
   const files = listWithin(v.files.map(line), 10, '\n');
-  const silent = v.silent?.length ? `\nNo probe report since the ${noun} from node(s) ${listWithin(v.silent.map((n) => code(n, 200)), 10)}.` : '';
+  // Only reports made after the action completed count (a report during a rollout may still see an old pod's file).
+  const since = v.completedAt !== undefined ? `the ${noun} completed (${slackDate(v.completedAt)})` : `the ${noun} completed`;
+  const silent = v.silent?.length ? `\nNo probe report since ${since} from node(s) ${listWithin(v.silent.map((n) => code(n, 200)), 10)}.` : '';
   const first = v.files.find((x) => (v.outcome === 'rewritten' ? x.rewritten : !x.rewritten)) ?? v.files[0];
   const where = first ? ` (${first.path} on node ${first.node}${first.issuedAt ? `, token issued ${first.issuedAt}` : ''}${v.files.length > 1 ? `, +${v.files.length - 1} more` : ''})` : '';
   let body: string;
