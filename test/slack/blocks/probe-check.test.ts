@@ -23,7 +23,7 @@ describe('probe check reply', () => {
       silent: ['ip-10-0-1-6.ec2.internal'],
     });
     expect(validateMessage(msg)).toEqual([]);
-    const text = allText(msg);
+    const text = allText(msg.blocks ?? []) + msg.text;
     expect(text).toContain(`No probe report since the restart completed (<!date^${completedAt / 1000}^`);
     expect(text).toContain('from node(s) `ip-10-0-1-6.ec2.internal`');
     expect(text).not.toContain('since the restart from');
