@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -72,7 +72,7 @@ describe('two serve instances on one SQLite store, without leader election', () 
     expect(a.context.store.getPollerLock()).toBeUndefined();
   });
 
-  it('refuses while another real process on this host polls the store; takes over at once after it is killed', async () => {
+  it('refuses while another real process on this host polls the store; takes over at once after it is killed', { timeout: 120_000 }, async () => {
     const { dir, db } = setup();
     const cfg = join(dir, 'tokenwatch.yaml');
     writeFileSync(cfg, `store:\n  path: ${db}\nhttp:\n  host: 127.0.0.1\n  port: 0\nclusters:\n  - name: prod\n    audit:\n      file:\n        path: ${join(dir, 'audit.log')}\n    schedule: "0 0 1 1 *"\n`);
@@ -90,6 +90,17 @@ describe('two serve instances on one SQLite store, without leader election', () 
       await expect(startServe(config, { logger: silent, metrics: new Metrics(), jitterMs: 0 })).rejects.toThrow(
         new RegExp(`^another tokenwatch process polls the store ${db.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: pid ${child.pid} on host ${hostname().replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}, `),
       );
+      // A second `tokenwatch serve` on the same store: one line saying why, the same as a fatal JSON log line with its
+      // code and reason (no stack trace for a refusal tokenwatch foresaw), exit 1.
+      const second = spawnSync(process.execPath, [cliMain(), 'serve', '--config', cfg], { encoding: 'utf8', timeout: 60_000 });
+      expect(second.status).toBe(1);
+      const human = second.stderr.split('\n').filter((l) => l.startsWith('tokenwatch: serve could not start: '));
+      expect(human).toHaveLength(1);
+      expect(human[0]).toContain(`another tokenwatch process polls the store ${db}: pid ${child.pid}`);
+      const fatal = `${second.stdout}\n${second.stderr}`.split('\n').filter((l) => l.includes('"msg":"tokenwatch serve could not start"')).map((l) => JSON.parse(l) as Record<string, unknown>);
+      expect(fatal).toHaveLength(1);
+      expect(fatal[0]).toMatchObject({ code: expect.any(String), reason: expect.stringContaining('another tokenwatch process polls the store') });
+      expect(JSON.stringify(fatal[0])).not.toContain('"stack"');
       const exited = new Promise((r) => child.once('exit', r));
       child.kill('SIGKILL');
       await exited;

@@ -5,6 +5,7 @@
  * 1 when start-up fails otherwise (store cannot be opened, port taken).
  */
 import { CommanderError, type Command } from 'commander';
+import { TokenwatchError } from '../../errors.js';
 
 /** Adds `serve` to the program. */
 export function register(program: Command): void {
@@ -70,7 +71,10 @@ export function register(program: Command): void {
           e.code === 'EADDRINUSE'
             ? `http.port ${config.http.port} on ${config.http.host} is in use: set another http.port in the config`
             : e.message;
-        logger.fatal({ err }, 'tokenwatch serve could not start');
+        // A known refusal (a coded TokenwatchError: another poller holds the store, an unreadable store, …) is logged
+        // with its code and reason only; a stack trace is kept for what tokenwatch did not foresee.
+        if (err instanceof TokenwatchError) logger.fatal({ code: err.code, reason: why }, 'tokenwatch serve could not start');
+        else logger.fatal({ err }, 'tokenwatch serve could not start');
         process.stderr.write(`tokenwatch: serve could not start: ${why}\n`);
         // Parts started before the failure (SDK clients, timers) must not keep the process alive.
         process.exit(1);
@@ -80,7 +84,8 @@ export function register(program: Command): void {
           logger.info({ signal: sig }, 'signal received');
           process.off('SIGTERM', onSignal);
           process.off('SIGINT', onSignal);
-          // In-flight polls finish first (service.stop waits for them); only then is the Lease released.
+          // Running polls are aborted (their committed chunks stay); approvals in progress resume in the next process;
+          // only then is the Lease released.
           void service.stop().then(resolve);
         };
         process.on('SIGTERM', onSignal);
