@@ -3,7 +3,7 @@
  */
 import type { InputFormat } from './types.js';
 import { isAuditEvent } from './token-use.js';
-import { closestShapeHint, describeJsonValue, unwrapAuditEvents } from './shapes.js';
+import { closestShapeHint, describeJsonValue, KUBE_LIST_HINT, unwrapAuditEvents } from './shapes.js';
 
 /** Bytes of (decompressed) input that {@link detectFormat} wants to see: 64 KiB. */
 export const DETECT_HEAD_BYTES = 64 * 1024;
@@ -246,6 +246,13 @@ export function describeFirstRecord(head: Buffer): { what: string; hint?: string
       value = JSON.parse(text.slice(i));
       pretty = true;
     } catch {
+      // A pretty-printed document longer than the head cannot be parsed from it: say so (it may be valid JSON), and
+      // name a Kubernetes object list by its opening keys.
+      const cut = head.length >= DETECT_HEAD_BYTES;
+      if (cut && first.kind !== 'long' && /^\{\s*"apiVersion"\s*:\s*"v1"\s*,\s*"items"\s*:\s*\[|"kind"\s*:\s*"\w*List"/.test(text.slice(i, i + 4096)) && /"items"\s*:\s*\[/.test(text)) {
+        return { what: 'pretty-printed JSON longer than 64 KiB', hint: KUBE_LIST_HINT };
+      }
+      if (cut && first.kind !== 'long') return { what: 'pretty-printed JSON longer than 64 KiB that is not an audit event in a known shape' };
       return { what: first.kind === 'long' ? 'a JSON record longer than 64 KiB' : 'JSON that does not parse' };
     }
   }

@@ -242,5 +242,14 @@ export function closestShapeHint(value: unknown): string | undefined {
   if (obj(o.properties)) {
     return 'it looks like an Azure resource-log record without `properties.log`: export the AKS `kube-audit` diagnostic category';
   }
+  if (typeof o.kind === 'string' && /List$/.test(o.kind) && Array.isArray(o.items)) return KUBE_LIST_HINT;
   return undefined;
 }
+
+/**
+ * The hint for a Kubernetes object list (`kubectl get … -o json`: `{"kind":"List","items":[…]}`) given as an audit log:
+ * the other inputs `scan` takes that users confuse with it.
+ */
+export const KUBE_LIST_HINT =
+  'it looks like a Kubernetes object list (`kubectl get … -o json`), not an audit log: a cluster snapshot goes to ' +
+  '`--cluster-snapshot`, probe-report ConfigMaps to `--probe-report`';

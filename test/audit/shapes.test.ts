@@ -131,6 +131,17 @@ describe('input shapes', () => {
     await expect(scan([f])).rejects.toThrow(/pretty-printed JSON: an object with keys hits, took/);
   });
 
+  it('a Kubernetes object list (kubectl get -o json, compact or pretty and longer than the 64 KiB head) is named, with the flags that take one', async () => {
+    // The repository's cluster snapshot: pretty-printed, kubectl's key order (apiVersion, items, …, kind last), ~90 KB.
+    const big = await scan(['examples/cluster-snapshot.json']).then(() => undefined, (e: unknown) => e);
+    expect(big).toBeInstanceOf(InputError);
+    expect((big as InputError).message).toContain('its first record is pretty-printed JSON longer than 64 KiB');
+    expect((big as InputError).message).toContain('a cluster snapshot goes to `--cluster-snapshot`, probe-report ConfigMaps to `--probe-report`');
+    const f = path.join(tmp, 'pods.json');
+    await writeFile(f, JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [{ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p' } }] }));
+    await expect(scan([f])).rejects.toThrow(/keys apiVersion, kind, items\); it looks like a Kubernetes object list \(`kubectl get … -o json`\), not an audit log/);
+  });
+
   it('warns with the count when most records of a file are not audit events', async () => {
     const lines = (await readFile(fix('events.jsonl'), 'utf8')).trim().split('\n');
     const f = path.join(tmp, 'mostly-noise.jsonl');
