@@ -8,8 +8,9 @@
  *   metrics scraper, probe reader) and poller (`poller.ts`) per cluster, the scheduler (`scheduler.ts`), the
  *   health/metrics listener, the Slack integration (`src/slack/app.ts`), which gets only the small `SlackContext`
  *   interface and builds the approval flow on it, and the verifier of approved actions, which `serve.ts` builds and
- *   runs after each poll once the integration's own findings listener has run, reporting through the integration's
- *   `verificationReporter`.
+ *   reports through the integration's `verificationReporter`. After each successful poll `serve.ts` runs one sequence:
+ *   the integration alerts (`Integration.afterPoll`), then the verifier concludes (docs/design/architecture.md
+ *   "How serve is put together").
  *
  * The CLI (`src/cli/commands/serve.ts`) loads the config, calls {@link composeServe} and stops it on a signal.
  */

@@ -57,9 +57,6 @@ export interface ClusterRuntime {
   webhookPort?: number;
 }
 
-/** A listener for fresh findings after each successful poll (Slack notifier, verification). */
-export type FindingsListener = (cluster: ClusterRuntime, findings: Finding[], outcome: PollOutcome) => Promise<void>;
-
 /** What an integration (Slack) gets from serve; it satisfies the Slack integration's own {@link SlackContext}. */
 export interface ServeContext extends SlackContext {
   config: Config;
@@ -71,8 +68,6 @@ export interface ServeContext extends SlackContext {
   clock: () => number;
   /** Starts a poll of `cluster` now through the scheduler (`/tokens scan`). */
   runNow(cluster: string): RunNowResult;
-  /** Registers a listener called after every successful poll of any cluster. */
-  onFindings(listener: FindingsListener): void;
   /** Whether this replica is the leader (polls and executes approved actions). Always true without HA. */
   isLeader(): boolean;
   /** Leader-election state, when leader election runs. */
@@ -233,7 +228,6 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       throw err;
     }
   }
-  const listeners: FindingsListener[] = [];
   const clusters = new Map<string, ClusterRuntime>();
   let ready = false;
   let stopping = false;
@@ -241,6 +235,38 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   const updateBlindGauge = (rt: ClusterRuntime): void => {
     const b = rt.blind.state(clock());
     for (const reason of BLIND_REASONS) metrics.auditLogBlind.set({ cluster: rt.config.name, reason }, b.blind && b.reason === reason ? 1 : 0);
+  };
+
+  // The started integrations (Slack), and the verifier of approved actions of each that reports verifications.
+  const integrations: Integration[] = [];
+  const verifiers = new Map<Integration, Verifier>();
+  /**
+   * What follows a successful poll of `rt`, in this order: the blind-log gauge; each started integration alerts on the
+   * poll (`Integration.afterPoll`: Slack posts and edits its alerts); then each integration's verifier concludes the
+   * cluster's approved actions (resolved / recurrence / persisting, the node probe's check) and replies in the alerts'
+   * threads, which by then show this poll's findings. A step that fails is logged and the next one still runs.
+   */
+  const afterPoll = async (rt: ClusterRuntime, findings: Finding[], outcome: PollOutcome): Promise<void> => {
+    updateBlindGauge(rt);
+    const cluster = rt.config.name;
+    const started = [...integrations]; // one that starts meanwhile joins at the next poll
+    for (const i of started) {
+      if (!i.afterPoll) continue;
+      try {
+        await i.afterPoll(rt, findings, outcome);
+      } catch (err) {
+        logger.error({ err, cluster, integration: i.name }, 'alerting after a poll failed');
+      }
+    }
+    for (const i of started) {
+      const verifier = verifiers.get(i);
+      if (!verifier || stopping) continue;
+      try {
+        await verifier.verifyCluster(cluster);
+      } catch (err) {
+        logger.error({ err, cluster, integration: i.name }, 'verification after a poll failed');
+      }
+    }
   };
 
   // One CloudWatch Logs budget per account and Region for every cluster of this deployment (src/sources/rate-limit.ts).
@@ -340,16 +366,7 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       retention: { tokenRecordsMs: config.retention.tokenRecords, pollRunsMs: config.retention.pollRuns, actionLogMs: config.retention.actionLog },
       blind,
       ...(eksRecheck ? { beforePoll: (at: number) => eksRecheck.due(at) } : {}),
-      onFindings: async (findings, outcome) => {
-        updateBlindGauge(runtime);
-        for (const l of listeners) {
-          try {
-            await l(runtime, findings, outcome);
-          } catch (err) {
-            logger.error({ err, cluster: c.name }, 'findings listener failed');
-          }
-        }
-      },
+      onFindings: (findings, outcome) => afterPoll(runtime, findings, outcome),
     });
     clusters.set(c.name, runtime);
   }
@@ -392,13 +409,11 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
     scheduler,
     clock,
     runNow: (cluster) => scheduler.runNow(cluster),
-    onFindings: (l) => void listeners.push(l),
     isLeader,
     leaderStatus: opts.leaderStatus,
   };
   if (!opts.isLeader) metrics.leader.set(1);
 
-  const integrations: Integration[] = [];
   const integrationState = new Map<string, string>();
   const readiness = (): ReadinessBody => {
     const polls: ReadinessBody['polls'] = {};
@@ -462,11 +477,9 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   const startedWaiters = new Map<string, Array<() => void>>();
   const retryBase = opts.integrationRetryMs ?? 15_000;
   const nameOf = (i: number) => opts.integrationNames?.[i] ?? (i === 0 ? 'slack' : `integration-${i}`);
-  // Verification of approved actions (resolved / recurrence / persisting, and the node probe's check): after every
-  // successful poll of a cluster, once the integration that reports it (Slack) has started. Registered after that
-  // integration's own findings listener, so its alerts are up to date when a verification replies in their threads.
-  const verifyAfterPolls = (reporter: NonNullable<Integration['verificationReporter']>): void => {
-    const verifier = new Verifier({
+  // The verifier of approved actions reporting through `reporter` (Slack thread replies), run by `afterPoll`.
+  const verifierFor = (reporter: NonNullable<Integration['verificationReporter']>): Verifier =>
+    new Verifier({
       store,
       clock,
       settleMs: config.remediation.settlePeriod,
@@ -474,11 +487,6 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       probeReports: (cluster) => clusters.get(cluster)?.probe?.read(),
       ...reporter,
     });
-    listeners.push(async (rt) => {
-      if (stopping) return;
-      await verifier.verifyCluster(rt.config.name);
-    });
-  };
   const attempt = async (start: (ctx: ServeContext) => Promise<Integration>, name: string, tries: number): Promise<void> => {
     if (stopping) return;
     try {
@@ -487,8 +495,8 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
         await integration.stop().catch(() => undefined);
         return;
       }
+      if (integration.verificationReporter) verifiers.set(integration, verifierFor(integration.verificationReporter));
       integrations.push(integration);
-      if (integration.verificationReporter) verifyAfterPolls(integration.verificationReporter);
       integrationState.delete(integration.name);
       integrationState.delete(name);
       if (tries > 1) logger.info({ integration: name, attempts: tries }, `${name} is reachable again: integration started`);

@@ -420,7 +420,8 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
   };
 
   let stopped = false;
-  ctx.onFindings(async (rt, findings, outcome) => {
+  // Called by the runtime after each successful poll, before its verifier (Integration.afterPoll).
+  const afterPoll: NonNullable<Integration['afterPoll']> = async (rt, findings, outcome) => {
     if (stopped) return;
     await track(
       (async () => {
@@ -439,7 +440,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
         }
       })(),
     );
-  });
+  };
 
   let eventsUrl: string | undefined;
   let watchdog: SocketWatchdog | undefined;
@@ -502,6 +503,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
       flow.flushRefusals();
     },
     sweep: () => track(flow.sweepExpired()),
+    afterPoll,
     verificationReporter: { report, reportProbe },
     parts: { api, notifier, flow, ids, command, app, home: homePublisher },
     async stop() {

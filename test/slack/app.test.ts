@@ -35,7 +35,6 @@ function context(env: Record<string, string>, slack: Record<string, unknown> = {
     // No poll jobs here: what the scheduler answers for a cluster it does not run.
     runNow: () => 'unknown-job',
     clock: Date.now,
-    onFindings: () => undefined,
     isLeader: () => true,
   };
 }
