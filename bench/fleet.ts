@@ -41,7 +41,7 @@ import { Metrics } from '../src/observability/metrics.js';
 import { startServe } from '../src/runtime/serve.js';
 import { DEFAULT_BOT_TOKEN, sendSlashCommand, startFakeSlack, type FakeSlack } from '../src/sandbox/fakes/slack.js';
 import { startFakeKube, type FakeKube } from '../src/sandbox/fakes/kubernetes.js';
-import { startSlackWith, type SlackIntegration } from '../src/slack/app.js';
+import { startSlackWith, type SlackIntegration } from '../src/runtime/build-slack.js';
 import { startFakeCloudWatch, type FakeCloudWatch } from '../test/fakes/cloudwatch.js';
 import { auditEvent } from '../test/sources/events.js';
 

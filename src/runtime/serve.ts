@@ -301,7 +301,7 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   }
 
   const starters =
-    opts.integrations ?? (config.slack?.enabled ? [async (ctx: ServeContext) => (await import('../slack/app.js')).startSlack(ctx)] : []);
+    opts.integrations ?? (config.slack?.enabled ? [async (ctx: ServeContext) => (await import('./build-slack.js')).startSlack(ctx)] : []);
   // An integration that cannot start must not take polling down with it, or a Deployment would crash-loop: serve
   // keeps polling and storing findings. A rejected token (final) is logged once and shown as `failed` on /readyz
   // until serve restarts; an unreachable service (IntegrationUnavailableError) is retried in the background with
