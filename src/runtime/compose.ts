@@ -6,10 +6,11 @@
  *   them), replicas elect a leader on a coordination.k8s.io Lease; only the leader polls and executes actions;
  * - the service (`serve.ts` {@link startServe}): the store, one audit source, cluster clients (state, remediator,
  *   metrics scraper, probe reader) and poller (`poller.ts`) per cluster, the scheduler (`scheduler.ts`), the
- *   health/metrics listener, the Slack integration (`src/slack/app.ts`), which gets only the small `SlackContext`
- *   interface and builds the approval flow on it, and the verifier of approved actions, which `serve.ts` builds and
- *   runs after each poll once the integration's own findings listener has run, reporting through the integration's
- *   `verificationReporter`.
+ *   health/metrics listener, the Slack integration (`build-slack.ts`: the Bolt app of `src/slack/app.ts`, then the
+ *   notifier, directory and approval flow on it), which gets only the small `SlackContext` interface, and the verifier of approved actions, which `serve.ts` builds and
+ *   reports through the integration's `verificationReporter`. After each successful poll `serve.ts` runs one sequence:
+ *   the integration alerts (`Integration.afterPoll`), then the verifier concludes (docs/design/architecture.md
+ *   "How serve is put together").
  *
  * The CLI (`src/cli/commands/serve.ts`) loads the config, calls {@link composeServe} and stops it on a signal.
  */

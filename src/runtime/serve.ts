@@ -1,7 +1,7 @@
 /**
- * `tokenwatch serve`: the long-running service. Wires config → store → one poller per cluster
- * (audit source + optional cluster state) → scheduler, plus the health/metrics HTTP listener
- * (`/healthz`, `/readyz`, `/metrics`) and, when enabled, the Slack integration.
+ * `tokenwatch serve`: the long-running service. Wires config → store → per cluster its runtime (`build-cluster.ts`
+ * {@link buildCluster}: audit source, cluster state, remediator, monitors, poller) → scheduler, plus the
+ * health/metrics HTTP listener (`/healthz`, `/readyz`, `/metrics`) and, when enabled, the Slack integration.
  *
  * Lifecycle: {@link startServe} resolves once the store is open, the HTTP listener is up and the
  * schedule is running (first polls start within the jitter). {@link ServeHandle.stop} (SIGTERM) stops
@@ -11,54 +11,20 @@
 import { backoffDelay } from '../core/backoff.js';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { KubeConfig } from '@kubernetes/client-node';
-import { ClusterWatchCache } from '../cluster/cache.js';
-import { KubeClusterState, kubeConfigFor } from '../cluster/kube.js';
-import { poolConnections } from '../cluster/pool.js';
-import type { ClusterStateSource } from '../cluster/types.js';
-import type { ClusterConfig, Config } from '../config/types.js';
-import { HOUR_MS } from '../core/units.js';
+import type { Config } from '../config/types.js';
 import type { Finding } from '../findings/types.js';
-import { createLogger, scrubSecrets, type Logger } from '../observability/logger.js';
+import { createLogger, type Logger } from '../observability/logger.js';
 import { Metrics } from '../observability/metrics.js';
-import { ClusterPoller, type PollOutcome } from './poller.js';
-import { BLIND_REASONS, BlindLogMonitor, EksLoggingRecheck, type BlindReason } from './blind.js';
-import { TokenMetricsMonitor } from './token-metrics-monitor.js';
-import { KubeMetricsScraper } from '../sources/apiserver-metrics.js';
-import { KubeProbeReports, PROBE_NAMESPACE, type ProbeReportSource } from '../probe/objects.js';
-import { KubeRemediator } from '../remediation/kube-remediator.js';
+import type { PollOutcome } from './poller.js';
+import { BLIND_REASONS, type BlindReason } from './blind.js';
+import { buildCluster, type ClusterRuntime } from './build-cluster.js';
 import { Scheduler } from './scheduler.js';
-import { createAuditSource, type ClosableAuditSource } from '../sources/index.js';
 import { CloudWatchRateLimiter } from '../sources/rate-limit.js';
 import { openStore, type Store } from '../store/index.js';
 import { acquirePollerLock, type PollerLock, type PollerLockError, type PollerLockOptions } from './poller-lock.js';
 import { Verifier } from '../remediation/verify.js';
 import type { Integration, RunNowResult, SlackContext } from '../slack/context.js';
 
-/** Everything serve runs for one cluster. */
-export interface ClusterRuntime {
-  config: ClusterConfig;
-  source: ClosableAuditSource;
-  /** Whether the audit log is blind (fed after every successful poll). */
-  blind: BlindLogMonitor;
-  poller: ClusterPoller;
-  /** Undefined with `kubernetes: { none: true }`. */
-  state?: ClusterStateSource;
-  /** The cluster's watch cache (undefined without Kubernetes access or with `kubernetes.watch: false`). */
-  watchCache?: ClusterWatchCache;
-  /** Undefined with `kubernetes: { none: true }`: no remediation possible. */
-  kubeConfig?: KubeConfig;
-  /** The node-probe reports of the cluster; undefined without Kubernetes access. */
-  probe?: ProbeReportSource;
-  remediator?: KubeRemediator;
-  /** Why Kubernetes access could not be set up (shown in `/tokens status`), if it could not. */
-  kubeError?: string;
-  /** The bound port of the cluster's audit webhook listener (`audit.webhook`), once started. */
-  webhookPort?: number;
-}
-
-/** A listener for fresh findings after each successful poll (Slack notifier, verification). */
-export type FindingsListener = (cluster: ClusterRuntime, findings: Finding[], outcome: PollOutcome) => Promise<void>;
 
 /** What an integration (Slack) gets from serve; it satisfies the Slack integration's own {@link SlackContext}. */
 export interface ServeContext extends SlackContext {
@@ -71,8 +37,6 @@ export interface ServeContext extends SlackContext {
   clock: () => number;
   /** Starts a poll of `cluster` now through the scheduler (`/tokens scan`). */
   runNow(cluster: string): RunNowResult;
-  /** Registers a listener called after every successful poll of any cluster. */
-  onFindings(listener: FindingsListener): void;
   /** Whether this replica is the leader (polls and executes approved actions). Always true without HA. */
   isLeader(): boolean;
   /** Leader-election state, when leader election runs. */
@@ -164,54 +128,6 @@ export interface ServeHandle {
   stop(): Promise<void>;
 }
 
-async function buildKube(
-  c: ClusterConfig,
-  clock: () => number,
-  requestTimeoutMs: number,
-): Promise<{ kubeConfig?: KubeConfig; error?: string; eksAuditLogging?: boolean; eksDescribedAt?: number }> {
-  const k = c.kubernetes;
-  if ('none' in k) return {};
-  try {
-    if ('eks' in k) {
-      const { eksKubeConfig } = await import('../cluster/eks-auth.js');
-      let eksAuditLogging: boolean | undefined;
-      const describedAt = clock();
-      const kubeConfig = await eksKubeConfig({
-        clusterName: k.eks.clusterName,
-        region: k.eks.region,
-        requestTimeoutMs,
-        onClusterInfo: (info) => {
-          eksAuditLogging = info.auditLogging;
-        },
-      });
-      return { kubeConfig, eksDescribedAt: describedAt, ...(eksAuditLogging !== undefined ? { eksAuditLogging } : {}) };
-    }
-    if ('inCluster' in k) return { kubeConfig: kubeConfigFor({ inCluster: true }) };
-    return { kubeConfig: kubeConfigFor({ kubeconfig: k.kubeconfig, context: k.context }) };
-  } catch (err) {
-    // Scrubbed: shown in `/tokens status` (Slack).
-    return { error: scrubSecrets(`Kubernetes access for cluster ${c.name} failed: ${err instanceof Error ? err.message : String(err)}`) };
-  }
-}
-
-/**
- * Start a cluster's watch cache, logging its syncs, relists and failures (scrubbed: reasons may quote the server).
- * Its pod-IP history is stamped with the service clock and kept for the cluster's `lookback` (the 401s it explains).
- */
-function startWatchCache(kc: KubeConfig, cluster: string, logger: Logger, ip: { eventClock: () => number; ipHistoryMs: number }): ClusterWatchCache {
-  const cache = new ClusterWatchCache(kc, {
-    ...ip,
-    onEvent: (e) => {
-      const fields = { cluster, resource: e.resource, ...(e.reason ? { reason: scrubSecrets(e.reason) } : {}) };
-      if (e.kind === 'synced') logger.debug(fields, 'watch cache: listed, now watching');
-      else if (e.kind === 'relist') logger.info(fields, 'watch cache: relisting (resourceVersion too old)');
-      else if (e.kind === 'watch-failed') logger.warn(fields, 'watch cache: watch failed, retrying with backoff');
-      else logger.error(fields, 'watch cache disabled: reading the API directly');
-    },
-  });
-  cache.start();
-  return cache;
-}
 
 /**
  * Starts the service; see the module docstring.
@@ -233,7 +149,6 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       throw err;
     }
   }
-  const listeners: FindingsListener[] = [];
   const clusters = new Map<string, ClusterRuntime>();
   let ready = false;
   let stopping = false;
@@ -241,6 +156,38 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   const updateBlindGauge = (rt: ClusterRuntime): void => {
     const b = rt.blind.state(clock());
     for (const reason of BLIND_REASONS) metrics.auditLogBlind.set({ cluster: rt.config.name, reason }, b.blind && b.reason === reason ? 1 : 0);
+  };
+
+  // The started integrations (Slack), and the verifier of approved actions of each that reports verifications.
+  const integrations: Integration[] = [];
+  const verifiers = new Map<Integration, Verifier>();
+  /**
+   * What follows a successful poll of `rt`, in this order: the blind-log gauge; each started integration alerts on the
+   * poll (`Integration.afterPoll`: Slack posts and edits its alerts); then each integration's verifier concludes the
+   * cluster's approved actions (resolved / recurrence / persisting, the node probe's check) and replies in the alerts'
+   * threads, which by then show this poll's findings. A step that fails is logged and the next one still runs.
+   */
+  const afterPoll = async (rt: ClusterRuntime, findings: Finding[], outcome: PollOutcome): Promise<void> => {
+    updateBlindGauge(rt);
+    const cluster = rt.config.name;
+    const started = [...integrations]; // one that starts meanwhile joins at the next poll
+    for (const i of started) {
+      if (!i.afterPoll) continue;
+      try {
+        await i.afterPoll(rt, findings, outcome);
+      } catch (err) {
+        logger.error({ err, cluster, integration: i.name }, 'alerting after a poll failed');
+      }
+    }
+    for (const i of started) {
+      const verifier = verifiers.get(i);
+      if (!verifier || stopping) continue;
+      try {
+        await verifier.verifyCluster(cluster);
+      } catch (err) {
+        logger.error({ err, cluster, integration: i.name }, 'verification after a poll failed');
+      }
+    }
   };
 
   // One CloudWatch Logs budget per account and Region for every cluster of this deployment (src/sources/rate-limit.ts).
@@ -252,106 +199,10 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       metrics.cloudwatchRate.set({ account, region, operation }, rate);
     },
   });
+  // Per cluster, in flow order (build-cluster.ts): audit source, cluster state, remediator, monitors, poller.
+  const slowPollAfterMs = opts.slowPollAfterMs ?? 3 * config.poll.requestTimeout;
   for (const c of config.clusters) {
-    const source = createAuditSource(c.audit, {
-      cluster: c.name,
-      onShed: () => metrics.webhookShed.inc({ cluster: c.name }),
-      rateLimiter,
-      requestTimeoutMs: config.poll.requestTimeout,
-    });
-    const kube = await buildKube(c, clock, config.poll.requestTimeout);
-    if (kube.error) logger.error({ cluster: c.name }, kube.error);
-    // One keep-alive connection pool per cluster for every call below (state, probe, metrics, remediation, watches).
-    if (kube.kubeConfig) poolConnections(kube.kubeConfig);
-    const secretMetadata = 'secretMetadata' in c.kubernetes && c.kubernetes.secretMetadata === true;
-    const watch = !('watch' in c.kubernetes && c.kubernetes.watch === false);
-    const timeoutMs = config.poll.requestTimeout;
-    const watchCache = kube.kubeConfig && watch ? startWatchCache(kube.kubeConfig, c.name, logger, { eventClock: clock, ipHistoryMs: c.lookback }) : undefined;
-    const state = kube.kubeConfig
-      ? new KubeClusterState(kube.kubeConfig, {
-          secretMetadata,
-          timeoutMs,
-          ...(watchCache
-            ? {
-                cache: watchCache,
-                onFallback: (f?: { state: string; reason: string }) => {
-                  if (f === undefined) logger.info({ cluster: c.name }, 'cluster state: reading the watch cache again');
-                  else logger[f.state === 'syncing' ? 'info' : 'warn']({ cluster: c.name, reason: scrubSecrets(f.reason) }, `cluster state read from the API directly: ${scrubSecrets(f.reason)}`);
-                },
-              }
-            : {}),
-        })
-      : undefined;
-    const probe = kube.kubeConfig ? new KubeProbeReports(kube.kubeConfig, PROBE_NAMESPACE, (what, reason, n) => metrics.probeDropped.inc({ cluster: c.name, what, reason }, n), timeoutMs) : undefined;
-    const blind = new BlindLogMonitor({
-      source: 'cloudwatch' in c.audit ? 'cloudwatch' : 'file' in c.audit || 'webhook' in c.audit ? 'file' : 'none',
-      ...(c.blindLog ? { silentAfterMs: c.blindLog.silentAfter, silentPolls: c.blindLog.silentPolls } : {}),
-      startedAt: clock(),
-      otherSignals: kube.kubeConfig !== undefined, // token metrics and the node probe need Kubernetes access
-    });
-    blind.setEksAuditLogging(kube.eksAuditLogging);
-    // The logging setup can change while serve runs: read again before a poll once the last reading is an hour old
-    // (src/runtime/blind.ts). Not read at start (Kubernetes access failed): the first poll reads it.
-    const k = c.kubernetes;
-    const eksRecheck =
-      'eks' in k
-        ? new EksLoggingRecheck({
-            monitor: blind,
-            readAt: kube.eksDescribedAt,
-            read: async () => {
-              const { describeEksCluster } = await import('../cluster/eks-auth.js');
-              const info = await describeEksCluster({ clusterName: k.eks.clusterName, region: k.eks.region, abortSignal: AbortSignal.timeout(config.poll.requestTimeout) });
-              return info.auditLogging;
-            },
-            onRead: (err) => {
-              // Scrubbed like the start-up error: the SDK's message may quote a request.
-              if (err !== undefined) logger.warn({ cluster: c.name }, scrubSecrets(`EKS audit logging setup not re-read (the last reading stands): ${err instanceof Error ? err.message : String(err)}`));
-              updateBlindGauge(runtime);
-            },
-          })
-        : undefined;
-    const runtime: ClusterRuntime = {
-      config: c,
-      source,
-      blind,
-      state,
-      ...(watchCache ? { watchCache } : {}),
-      kubeConfig: kube.kubeConfig,
-      probe,
-      remediator: kube.kubeConfig ? new KubeRemediator(kube.kubeConfig) : undefined,
-      kubeError: kube.error,
-      poller: undefined as unknown as ClusterPoller,
-    };
-    runtime.poller = new ClusterPoller({
-      cluster: c,
-      source,
-      store,
-      state,
-      logger,
-      metrics,
-      clock,
-      ...(kube.kubeConfig ? { tokenMetrics: new TokenMetricsMonitor({ cluster: c.name, scraper: new KubeMetricsScraper(kube.kubeConfig, { timeoutMs: config.poll.requestTimeout }), store, logger }) } : {}),
-      ...(probe ? { probe } : {}),
-      seenRetentionMs: Math.max(2 * HOUR_MS, 'cloudwatch' in c.audit ? c.audit.cloudwatch.overlap * 2 : 0),
-      chunkEvents: config.poll.chunkEvents,
-      slowAfterMs: opts.slowPollAfterMs ?? 3 * config.poll.requestTimeout,
-      activeWindowMs: config.findings.activeWindow,
-      quietPeriodMs: config.findings.quietPeriod,
-      retention: { tokenRecordsMs: config.retention.tokenRecords, pollRunsMs: config.retention.pollRuns, actionLogMs: config.retention.actionLog },
-      blind,
-      ...(eksRecheck ? { beforePoll: (at: number) => eksRecheck.due(at) } : {}),
-      onFindings: async (findings, outcome) => {
-        updateBlindGauge(runtime);
-        for (const l of listeners) {
-          try {
-            await l(runtime, findings, outcome);
-          } catch (err) {
-            logger.error({ err, cluster: c.name }, 'findings listener failed');
-          }
-        }
-      },
-    });
-    clusters.set(c.name, runtime);
+    clusters.set(c.name, await buildCluster(c, { config, store, logger, metrics, clock, rateLimiter, slowPollAfterMs, onBlindChange: updateBlindGauge, afterPoll }));
   }
 
   const firstDone = new Map<string, () => void>();
@@ -392,13 +243,11 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
     scheduler,
     clock,
     runNow: (cluster) => scheduler.runNow(cluster),
-    onFindings: (l) => void listeners.push(l),
     isLeader,
     leaderStatus: opts.leaderStatus,
   };
   if (!opts.isLeader) metrics.leader.set(1);
 
-  const integrations: Integration[] = [];
   const integrationState = new Map<string, string>();
   const readiness = (): ReadinessBody => {
     const polls: ReadinessBody['polls'] = {};
@@ -452,7 +301,7 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   }
 
   const starters =
-    opts.integrations ?? (config.slack?.enabled ? [async (ctx: ServeContext) => (await import('../slack/app.js')).startSlack(ctx)] : []);
+    opts.integrations ?? (config.slack?.enabled ? [async (ctx: ServeContext) => (await import('./build-slack.js')).startSlack(ctx)] : []);
   // An integration that cannot start must not take polling down with it, or a Deployment would crash-loop: serve
   // keeps polling and storing findings. A rejected token (final) is logged once and shown as `failed` on /readyz
   // until serve restarts; an unreachable service (IntegrationUnavailableError) is retried in the background with
@@ -462,11 +311,9 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   const startedWaiters = new Map<string, Array<() => void>>();
   const retryBase = opts.integrationRetryMs ?? 15_000;
   const nameOf = (i: number) => opts.integrationNames?.[i] ?? (i === 0 ? 'slack' : `integration-${i}`);
-  // Verification of approved actions (resolved / recurrence / persisting, and the node probe's check): after every
-  // successful poll of a cluster, once the integration that reports it (Slack) has started. Registered after that
-  // integration's own findings listener, so its alerts are up to date when a verification replies in their threads.
-  const verifyAfterPolls = (reporter: NonNullable<Integration['verificationReporter']>): void => {
-    const verifier = new Verifier({
+  // The verifier of approved actions reporting through `reporter` (Slack thread replies), run by `afterPoll`.
+  const verifierFor = (reporter: NonNullable<Integration['verificationReporter']>): Verifier =>
+    new Verifier({
       store,
       clock,
       settleMs: config.remediation.settlePeriod,
@@ -474,11 +321,6 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       probeReports: (cluster) => clusters.get(cluster)?.probe?.read(),
       ...reporter,
     });
-    listeners.push(async (rt) => {
-      if (stopping) return;
-      await verifier.verifyCluster(rt.config.name);
-    });
-  };
   const attempt = async (start: (ctx: ServeContext) => Promise<Integration>, name: string, tries: number): Promise<void> => {
     if (stopping) return;
     try {
@@ -487,8 +329,8 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
         await integration.stop().catch(() => undefined);
         return;
       }
+      if (integration.verificationReporter) verifiers.set(integration, verifierFor(integration.verificationReporter));
       integrations.push(integration);
-      if (integration.verificationReporter) verifyAfterPolls(integration.verificationReporter);
       integrationState.delete(integration.name);
       integrationState.delete(name);
       if (tries > 1) logger.info({ integration: name, attempts: tries }, `${name} is reachable again: integration started`);

@@ -8,7 +8,7 @@
  *    start, then live traffic as sandbox time passes (tokens age `speed` times faster; a static-token-file pod
  *    goes stale again one sandbox hour after a restart: a recurrence);
  * 4. the real `tokenwatch serve` pipeline (`startServe`) with a file audit source on that log, the simulated
- *    cluster through a kubeconfig file, Slack in HTTP mode against the fake (`startSlackWith`), a short schedule and
+ *    cluster through a kubeconfig file, Slack in HTTP mode against the fake (`startSlackWith` of `src/runtime/build-slack.ts`, as serve), a short schedule and
  *    no jitter, on the sandbox clock;
  * 5. the local channel page (`server.ts`).
  *
@@ -29,7 +29,7 @@ import { parseConfig, type Config } from '../config/index.js';
 import catalog from '../findings/catalog.json' with { type: 'json' };
 import { createLogger, type Logger } from '../observability/logger.js';
 import { startServe, type ServeHandle } from '../runtime/serve.js';
-import { startSlackWith, type SlackIntegration } from '../slack/app.js';
+import { startSlackWith, type SlackIntegration } from '../runtime/build-slack.js';
 import { SimClock, StrictClock, tsToMs } from './clock.js';
 import { refreshProbeObjects, SandboxApiServerMetrics, sandboxProbeProofs } from './probe-metrics.js';
 import { clusterView, kubeconfigYaml, loadObjects, savedObjects, saveObjects, seedObjects, summarizeWorkloads } from './cluster.js';

@@ -1,6 +1,8 @@
 /**
- * The Slack integration of `tokenwatch serve`: a Bolt 5 app (`@slack/bolt`) that posts alerts, answers `/tokens`,
- * and runs the approval-gated remediation flow with verification.
+ * The Bolt 5 app (`@slack/bolt`) of the Slack integration of `tokenwatch serve`: this module creates the app
+ * ({@link createSlackApp}), registers its listeners on the parts the runtime built ({@link registerSlackListeners})
+ * and starts its transport ({@link startSlackApp}). The integration itself (notifier, approval flow, directory,
+ * `/tokens`, Home tab, timers) is put together by `src/runtime/build-slack.ts`.
  *
  * - Transport: Socket Mode by default (`slack.mode: socket`, `SLACK_APP_TOKEN` xapp-… with `connections:write`; no
  *   inbound port), or HTTP (`slack.mode: http`: Bolt's `HTTPReceiver` on `slack.port`, endpoint `/slack/events`,
@@ -13,8 +15,8 @@
  *   and user ids are handed to Bolt so no request waits for `auth.test` before `ack()`.
  * - Socket Mode: connection state in `tokenwatch_slack_socket_connected`, and a watchdog restarting a socket that
  *   stays down (bolt-js#1906); see `watchdog.ts`.
- * - After every poll: alerts (`notifier.ts`), then verification of finished actions (`src/remediation/verify.ts`).
- *   A periodic sweep expires undecided approvals.
+ * - After every poll (called by the runtime): alerts (`notifier.ts`), then verification of finished actions
+ *   (`src/remediation/verify.ts`). A periodic sweep expires undecided approvals.
  * - High availability (`ctx.isLeader()`): every replica takes clicks and commits votes in the shared store; only
  *   the leader polls and executes. The leader picks up approved actions (approved on another replica, or left
  *   `approved`/`running` by a process that stopped) every `pickupIntervalMs`.
@@ -26,25 +28,16 @@ import { ErrorCode, TokenwatchError } from '../errors.js';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { App, HTTPReceiver, LogLevel, SocketModeReceiver, webApi, type Logger as BoltLogger } from '@slack/bolt';
-import { approvalPolicyFor } from '../approvals/from-config.js';
-import type { ClusterEvent } from '../findings/cluster-events.js';
 import { LogRateLimit } from '../observability/log-limit.js';
 import { maskUrl, type Logger } from '../observability/logger.js';
-import type { ProbeCheckReport, VerificationReport } from '../remediation/verify.js';
-import { registerListeners } from './listeners/index.js';
-import { slackErrorCode, SlackApi } from './api.js';
-import { probeCheckMessage, verificationMessage } from './blocks/index.js';
-import { ButtonIds } from './buttons.js';
-import { ChannelMap } from './channels.js';
-import { DEFAULT_SCAN_INTERVAL_MS, TokensCommand } from './commands.js';
-import { IntegrationUnavailableError, type Integration, type SlackContext } from './context.js';
-import { Directory } from './directory.js';
-import { ApprovalFlow } from './flow.js';
-import { clusterEventMessage, persistingMessage } from './messages.js';
+import type { Metrics } from '../observability/metrics.js';
+import type { Store } from '../store/index.js';
+import { registerListeners, type ListenerDeps } from './listeners/index.js';
+import { slackErrorCode } from './api.js';
+import { IntegrationUnavailableError, type SlackContext } from './context.js';
 import { httpReplayProperties, replayGuard, socketReplayProperties } from './replay.js';
-import { Notifier } from './notifier.js';
-import { HomePublisher, type HomeOptions } from './home.js';
-import { register as registerHome } from './listeners/home.js';
+import type { HomeOptions } from './home.js';
+import { register as registerHome, type HomeListenerDeps } from './listeners/home.js';
 import { SocketWatchdog } from './watchdog.js';
 
 type WebClientOptions = NonNullable<ConstructorParameters<typeof webApi.WebClient>[1]>;
@@ -97,20 +90,6 @@ export interface SlackOptions {
   stopTimeoutMs?: number;
   /** The App Home tab's republish debounce and tick (`home.ts`). */
   home?: HomeOptions;
-}
-
-/** The running integration; the extra members serve tests, benchmarks and the sandbox. */
-export interface SlackIntegration extends Integration {
-  /** HTTP mode: the events URL, e.g. `http://127.0.0.1:3000/slack/events`. */
-  eventsUrl?: string;
-  /** Resolves when no work started by a Slack request or a poll is pending (rollouts included). */
-  idle(): Promise<void>;
-  /** Runs the expiry sweep now; returns how many approvals expired. */
-  sweep(): Promise<number>;
-  /** Socket Mode only: the connection watchdog. */
-  watchdog?: SocketWatchdog;
-  /** The parts, for tests. */
-  parts: { api: SlackApi; notifier: Notifier; flow: ApprovalFlow; ids: ButtonIds; command: TokensCommand; app: App; home: HomePublisher };
 }
 
 /**
@@ -180,45 +159,27 @@ function networkCause(err: unknown): string {
   return slackErrorCode(err);
 }
 
-/** Tracks promises of work done after an ack or a poll. */
-class Tasks {
-  private readonly pending = new Set<Promise<unknown>>();
-
-  track<T>(p: Promise<T>): Promise<T> {
-    this.pending.add(p);
-    void p.then(
-      () => this.pending.delete(p),
-      () => this.pending.delete(p),
-    );
-    return p;
-  }
-
-  async idle(timeoutMs = Infinity): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (this.pending.size > 0 && Date.now() < deadline) {
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([
-        Promise.allSettled([...this.pending]),
-        ...(Number.isFinite(timeoutMs) ? [new Promise<void>((r) => (timer = setTimeout(r, Math.max(0, deadline - Date.now()))))] : []),
-      ]);
-      if (timer) clearTimeout(timer);
-    }
-  }
+/** The Bolt app of the Slack integration, created by {@link createSlackApp} and not started yet. */
+export interface SlackApp {
+  app: App;
+  receiver: HTTPReceiver | SocketModeReceiver;
+  /** The bot's identity as `auth.test` answered it. */
+  auth: { user_id?: string; bot_id?: string; user?: string; team?: string };
+  /** The bot token (`SLACK_BOT_TOKEN`), checked by `auth.test`; never logged. */
+  botToken: string;
+  /** The integration's logger (component `slack`). */
+  log: Logger;
 }
 
 /**
- * Starts the Slack integration for `tokenwatch serve` (called when `config.slack.enabled`).
- * @throws Error when Slack is not enabled, a secret is missing, the bot token is rejected (`auth.test` answers an
- *   error such as `invalid_auth`), or the HTTP port is taken; {@link IntegrationUnavailableError} when Slack cannot
- *   be reached (network error, timeout, HTTP 5xx, rate limit): serve then retries in the background.
+ * Checks the Slack settings, checks the bot token with `auth.test` and creates the Bolt app with its receiver (HTTP
+ * or Socket Mode; see the module docstring); listeners are registered by {@link registerSlackListeners}.
+ * @throws Error when Slack is not enabled, a secret is missing or the bot token is rejected (`auth.test` answers an
+ *   error such as `invalid_auth`); {@link IntegrationUnavailableError} when Slack cannot be reached (network error,
+ *   timeout, HTTP 5xx, rate limit).
  */
-export function startSlack(ctx: SlackContext): Promise<Integration> {
-  return startSlackWith(ctx);
-}
-
-/** {@link startSlack} with tuning options; returns the {@link SlackIntegration}. */
-export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {}): Promise<SlackIntegration> {
-  const { config, store, clock, metrics, clusters } = ctx;
+export async function createSlackApp(ctx: Pick<SlackContext, 'config' | 'metrics' | 'logger'>, opts: SlackOptions = {}): Promise<SlackApp> {
+  const { config, metrics } = ctx;
   const cfg = config.slack;
   if (!cfg?.enabled) throw new TokenwatchError(ErrorCode.SlackStartFailed, 'Slack is not enabled (slack.enabled is false)');
   if (!cfg.botToken) throw new TokenwatchError(ErrorCode.SlackStartFailed, 'SLACK_BOT_TOKEN is required when slack.enabled is true');
@@ -256,7 +217,6 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     );
   }
 
-  const slackHost = opts.host ?? cfg.host;
   const receiver =
     cfg.mode === 'http'
       ? new HTTPReceiver({ signingSecret: cfg.signingSecret!, endpoints: '/slack/events', port: cfg.port, logger: bolt, processBeforeResponse: false, customPropertiesExtractor: (req) => httpReplayProperties(req) })
@@ -286,161 +246,44 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     log.error({ err }, 'Slack listener error');
   });
 
-  const tasks = new Tasks();
-  // Any tracked work (a poll's alerts, a click, a vote, a sweep) may change what the Home tab shows: mark it stale
-  // (cheap; republishing is debounced in home.ts).
-  let home: HomePublisher | undefined;
-  const track = <T>(p: Promise<T>): Promise<T> => tasks.track(p.finally(() => home?.changed()));
-  const abort = new AbortController();
-  const channels = new ChannelMap(config);
-  const api = new SlackApi({ client: app.client, logger: log, metrics, channelIntervalMs: opts.channelIntervalMs ?? 1000, clustersOf: (ch) => channels.clustersPostingTo(ch) });
-  const ids = new ButtonIds(cfg.botToken, store);
-  const directory = new Directory(api, { logger: log, ...(opts.approverGroupsMaxStaleMs !== undefined ? { maxStaleMs: opts.approverGroupsMaxStaleMs } : {}) });
-  const policyFor = (cluster: string) => {
-    const c = clusters.get(cluster)?.config;
-    return c ? approvalPolicyFor(c, config) : undefined;
-  };
-  const remediatorFor = (cluster: string) => clusters.get(cluster)?.remediator;
-  const stateOf = (cluster: string) => clusters.get(cluster)?.state;
-  const notifier = new Notifier({
-    api,
-    store,
-    ids,
-    channels,
-    clock,
-    logger: log,
-    policyFor,
-    canRemediate: (c) => remediatorFor(c) !== undefined,
-    stateOf,
-    activeWindowMs: config.findings.activeWindow,
-    quietPeriodMs: config.findings.quietPeriod,
-  });
-  const flow = new ApprovalFlow({
-    store,
-    api,
-    notifier,
-    directory,
-    channels,
-    ids,
-    clock,
-    logger: log,
-    metrics,
-    policyFor,
-    remediatorFor,
-    remediationProblem: (cluster) => {
-      const rt = clusters.get(cluster);
-      if (!rt) return 'unknown cluster';
-      if (rt.kubeError) return rt.kubeError;
-      return 'none' in rt.config.kubernetes ? 'Kubernetes access is not configured for this cluster (kubernetes: none)' : 'no Kubernetes access';
-    },
-    stateOf,
-    rolloutTimeoutMs: config.remediation.rolloutTimeout,
-    rolloutPollMs: opts.rolloutPollMs ?? 5000,
-    ...(opts.progressRetryMs !== undefined ? { progressRetryMs: opts.progressRetryMs } : {}),
-    track,
-    signal: abort.signal,
-    isLeader: () => ctx.isLeader(),
-  });
-  // `/tokens scan` may reach a standby replica (HA): it leaves a request in the shared store for the leader.
-  const scanRequestKey = (cluster: string) => `slack:scan-request:${cluster}`;
-  const runNow = (cluster: string) => {
-    if (ctx.isLeader()) return ctx.runNow(cluster);
-    if (!clusters.has(cluster)) return 'unknown-job' as const;
-    store.setCursor(scanRequestKey(cluster), String(clock()));
-    return 'started' as const;
-  };
-  const pickUpScans = () => {
-    if (!ctx.isLeader()) return;
-    for (const cluster of clusters.keys()) {
-      if (Number(store.getCursor(scanRequestKey(cluster)) ?? 0) > 0) {
-        store.setCursor(scanRequestKey(cluster), '0');
-        log.info({ cluster }, '/tokens scan requested on another replica: polling now');
-        ctx.runNow(cluster);
-      }
-    }
-  };
-  const command = new TokensCommand({ store, api, notifier, channels, clusters, runNow, clock, logger: log, activeWindowMs: config.findings.activeWindow, scanIntervalMs: config.slack?.commands.scanInterval ?? DEFAULT_SCAN_INTERVAL_MS, readinessMinWindowMs: config.findings.readinessMinWindow });
-  // Before every listener: a replayed HTTP request or a redelivered envelope is acknowledged and dropped (replay.ts).
-  app.use(replayGuard({ store, logger: log, metrics, ...(opts.wallClock ? { now: opts.wallClock } : {}) }));
-  registerListeners(app, { command, flow, api, logger: log, track });
-  home = new HomePublisher(
-    {
-      store,
-      clusters,
-      messageOfGroup: (g) => notifier.messageOfGroup(g),
-      permalink: (channel, ts) => api.permalink(channel, ts),
-      approversOf: (a) => flow.approversOf(a),
-      publish: (user, view) => api.publishHome(user, view),
-      readiness: (name, findings) => command.readiness(name, findings, clusters.get(name)!.poller.health()),
-      clock,
-      logger: log,
-      activeWindowMs: config.findings.activeWindow,
-    },
-    opts.home,
-  );
-  const homePublisher = home;
-  registerHome(app, { home: homePublisher, logger: log, track: (p) => tasks.track(p) });
+  return { app, receiver, auth, botToken: cfg.botToken, log };
+}
 
-  const report = async (r: VerificationReport): Promise<void> => {
-    const f = r.finding.finding;
-    const o = r.outcome;
-    if (o.outcome === 'resolved') {
-      await notifier.refresh(f.id);
-      await notifier.reply(f, verificationMessage({ outcome: 'resolved', finding: f, action: r.approval.action, actionAt: r.completedAt, now: r.now, settleMs: r.settleMs }));
-    } else if (o.outcome === 'recurrence') {
-      await notifier.reply(f, verificationMessage({ outcome: 'recurrence', finding: f, action: r.approval.action, actionAt: r.completedAt, now: r.now, staleRequests: o.requests, lastSeen: o.lastSeen }));
-    } else {
-      await notifier.reply(f, persistingMessage(f, r.approval.action, o, r.completedAt));
-    }
-  };
-  // The node probe's check of a restart: the token file rewritten with a token issued after it, or not.
-  const reportProbe = async (r: ProbeCheckReport): Promise<void> => {
-    const o = r.outcome;
-    await notifier.reply(r.finding.finding, probeCheckMessage({ outcome: o.outcome, finding: r.finding.finding, action: r.approval.action, startedAt: r.startedAt, completedAt: r.completedAt, now: r.now, files: o.files, silent: o.silent }));
-  };
+/** What {@link registerSlackListeners} registers on the app: the parts built by the runtime. */
+export interface SlackListenerParts extends ListenerDeps {
+  store: Store;
+  metrics: Metrics;
+  /** Wall clock of the replay cache, epoch ms (default `Date.now`). */
+  wallClock?: () => number;
+  /** The App Home tab and the tracking of its work. */
+  home: HomeListenerDeps;
+}
 
-  // A cluster-level credential event (signing-key rotation, issuer change) is said once per cluster: one message in its
-  // channel, before its 401 alerts. Its onset is kept in the store (a restart does not say it again); a post Slack
-  // refuses is tried again at the next poll.
-  const announcedKey = (cluster: string) => `slack:cluster-event:${cluster}`;
-  const announceClusterEvents = async (cluster: string, events: readonly ClusterEvent[]): Promise<void> => {
-    const channel = channels.channelOf(cluster);
-    if (channel === undefined) return;
-    for (const e of events) {
-      if (store.getCursor(announcedKey(cluster)) === e.at) continue;
-      try {
-        await api.post(channel, clusterEventMessage(e));
-      } catch (err) {
-        log.warn({ err, cluster }, 'could not post the cluster-level credential event; trying again at the next poll');
-        continue;
-      }
-      store.setCursor(announcedKey(cluster), e.at);
-      store.logAction({ at: clock(), cluster, actor: null, action: 'cluster.credential-event', target: cluster, result: 'reported', detail: e.summary });
-    }
-  };
+/**
+ * Registers every listener on `app`: first the replay guard (a replayed HTTP request or a redelivered envelope is
+ * acknowledged and dropped, replay.ts), then `/tokens`, the buttons, modals and events (`listeners/`), then the Home tab.
+ */
+export function registerSlackListeners(app: App, parts: SlackListenerParts): void {
+  const { store, metrics, wallClock, home, ...deps } = parts;
+  app.use(replayGuard({ store, logger: deps.logger, metrics, ...(wallClock ? { now: wallClock } : {}) }));
+  registerListeners(app, deps);
+  registerHome(app, home);
+}
 
-  let stopped = false;
-  ctx.onFindings(async (rt, findings, outcome) => {
-    if (stopped) return;
-    await track(
-      (async () => {
-        await announceClusterEvents(rt.config.name, outcome.clusterEvents ?? []);
-        await notifier.onFindings(rt.config.name, findings, outcome.changes);
-        // Findings resolved as quiet that no longer have records (retention) are not among `findings`: update their
-        // alerts too (resolved variant, buttons removed).
-        const shown = new Set(findings.map((f) => f.id));
-        for (const id of outcome.concluded) {
-          if (shown.has(id)) continue;
-          try {
-            await notifier.refresh(id);
-          } catch (err) {
-            log.error({ err, finding: id }, 'could not update the alert of a finding resolved as quiet');
-          }
-        }
-      })(),
-    );
-  });
-
+/**
+ * Starts the app's transport: HTTP mode listens on `slack.port` (resolves once listening, with the events URL);
+ * Socket Mode starts its watchdog and connects in the background (a failed connect is logged; the watchdog retries).
+ * @throws when the HTTP port cannot be bound.
+ */
+export async function startSlackApp(
+  s: SlackApp,
+  ctx: Pick<SlackContext, 'config' | 'metrics'>,
+  opts: Pick<SlackOptions, 'host' | 'watchdog'> = {},
+): Promise<{ eventsUrl?: string; watchdog?: SocketWatchdog }> {
+  const { app, receiver, auth, log } = s;
+  const { metrics } = ctx;
+  const cfg = ctx.config.slack!;
+  const slackHost = opts.host ?? cfg.host;
   let eventsUrl: string | undefined;
   let watchdog: SocketWatchdog | undefined;
   if (receiver instanceof HTTPReceiver) {
@@ -458,67 +301,5 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     );
   }
 
-  const sweepTimer = setInterval(() => {
-    void track(flow.sweepExpired()).catch((err: unknown) => log.error({ err }, 'approval expiry sweep failed'));
-  }, opts.sweepIntervalMs ?? 30_000);
-  sweepTimer.unref();
-  const pickupTimer = setInterval(() => {
-    if (stopped) return;
-    void track(flow.pickUp()).catch((err: unknown) => log.error({ err }, 'picking up approved actions failed'));
-    try {
-      pickUpScans();
-    } catch (err) {
-      log.error({ err }, 'picking up scan requests failed');
-    }
-  }, opts.pickupIntervalMs ?? 2000);
-  pickupTimer.unref();
-  const homeTickMs = opts.home?.tickMs ?? 1000;
-  const homeTimer =
-    homeTickMs > 0
-      ? setInterval(() => {
-          if (stopped) return;
-          void tasks.track(homePublisher.tick()).catch((err: unknown) => log.error({ err }, 'republishing the Home tab failed'));
-        }, homeTickMs)
-      : undefined;
-  homeTimer?.unref();
-  await flow.pickUp();
-  // Alerts of findings stored while Slack was unreachable (or before a restart) and never posted: post them now
-  // rather than at the next poll. Only the leader posts alerts (HA).
-  for (const name of ctx.isLeader() ? clusters.keys() : []) {
-    if (channels.channelOf(name) === undefined) continue;
-    const pending = store.listFindings(name, { status: ['open'] }).filter((f) => notifier.messageOf(f.finding.id) === undefined);
-    if (pending.length === 0) continue;
-    log.info({ cluster: name, alerts: pending.length }, 'posting alerts found while Slack was not connected');
-    void track(notifier.onFindings(name, pending.map((f) => f.finding), [])).catch((err: unknown) => log.error({ err, cluster: name }, 'posting pending alerts failed'));
-  }
-
-  return {
-    name: 'slack',
-    state: () => (watchdog ? (watchdog.isConnected ? 'connected' : 'disconnected') : 'ok'),
-    ...(eventsUrl ? { eventsUrl } : {}),
-    ...(watchdog ? { watchdog } : {}),
-    idle: async () => {
-      await tasks.idle();
-      flow.flushRefusals();
-    },
-    sweep: () => track(flow.sweepExpired()),
-    verificationReporter: { report, reportProbe },
-    parts: { api, notifier, flow, ids, command, app, home: homePublisher },
-    async stop() {
-      if (stopped) return;
-      stopped = true;
-      clearInterval(sweepTimer);
-      clearInterval(pickupTimer);
-      if (homeTimer) clearInterval(homeTimer);
-      watchdog?.stop();
-      abort.abort();
-      await tasks.idle(opts.stopTimeoutMs ?? 10_000);
-      flow.flushRefusals();
-      try {
-        await app.stop();
-      } catch (err) {
-        log.warn({ err }, 'stopping the Slack app failed');
-      }
-    },
-  };
+  return { ...(eventsUrl ? { eventsUrl } : {}), ...(watchdog ? { watchdog } : {}) };
 }

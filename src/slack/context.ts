@@ -63,16 +63,13 @@ export interface SlackCluster {
 }
 
 /** What a poll tells Slack besides the findings: the changes to alert on and the findings it resolved as quiet. */
-interface SlackPollOutcome {
+export interface SlackPollOutcome {
   changes: FindingChange[];
   /** Ids of the findings resolved as quiet by this poll. */
   concluded: string[];
   /** Cluster-level credential events (signing-key rotation, issuer change) in this poll's findings. */
   clusterEvents?: readonly ClusterEvent[];
 }
-
-/** A listener for fresh findings after each successful poll of a cluster. */
-type SlackFindingsListener = (cluster: SlackCluster, findings: Finding[], outcome: SlackPollOutcome) => Promise<void>;
 
 /** What `/tokens scan` answers: the poll started, one is already running, the cluster is unknown, or polling stopped. */
 export type RunNowResult = 'started' | 'busy' | 'unknown-job' | 'stopped';
@@ -87,8 +84,6 @@ export interface SlackContext {
   clock: () => number;
   /** Starts a poll of `cluster` now (on this replica; the caller checks leadership). */
   runNow(cluster: string): RunNowResult;
-  /** Registers a listener called after every successful poll of any cluster. */
-  onFindings(listener: SlackFindingsListener): void;
   /** Whether this replica is the leader (polls and executes approved actions). Always true without HA. */
   isLeader(): boolean;
 }
@@ -102,6 +97,13 @@ export interface Integration {
    * Default `ok` while started.
    */
   state?(): string;
+  /**
+   * Alerts on a successful poll of `cluster` (Slack: cluster-level events, then the notifier's posts and edits).
+   * The runtime awaits it after every such poll and only then runs its verifier (see {@link verificationReporter}),
+   * so a verification replies under an alert that already shows this poll's findings
+   * (docs/design/architecture.md "How serve is put together").
+   */
+  afterPoll?(cluster: SlackCluster, findings: Finding[], outcome: SlackPollOutcome): Promise<void>;
   /**
    * Where the runtime's verifier reports its conclusions (Slack thread replies). An integration that has none gets
    * no verification: approvals, and so the actions to verify, exist only through it.

@@ -3,7 +3,7 @@ import { DEFAULT_BOT_TOKEN, startFakeSlack, type FakeSlack } from '../../src/san
 import { parseConfig, type Config } from '../../src/config/index.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
-import { startSlack, startSlackWith, type SlackIntegration } from '../../src/slack/app.js';
+import { startSlack, startSlackWith, type SlackIntegration } from '../../src/runtime/build-slack.js';
 import type { SlackContext } from '../../src/slack/context.js';
 import { openStore, type Store } from '../../src/store/index.js';
 
@@ -35,7 +35,6 @@ function context(env: Record<string, string>, slack: Record<string, unknown> = {
     // No poll jobs here: what the scheduler answers for a cluster it does not run.
     runNow: () => 'unknown-job',
     clock: Date.now,
-    onFindings: () => undefined,
     isLeader: () => true,
   };
 }

@@ -155,6 +155,31 @@ describe('restart flow', () => {
   });
 });
 
+describe('after a poll: notify, then verify', () => {
+  it('the poll that brings a recurrence edits the alert first, then the verification replies in its thread', async () => {
+    h = await startHarness();
+    const { alert, approval } = await requestRestart(h);
+    await h.click(APPROVER, approval, 'tw_approve');
+    expect(h.serve.context.store.listApprovals()[0]!.state).toBe('succeeded');
+    const t = h.now() + 90 * MIN;
+    h.appendAudit([staleLine('recur-1', t, 'kube-multus-ds-fresh1', 30 * 60), staleLine('recur-2', t + 5 * MIN, 'kube-multus-ds-fresh1', 35 * 60)]);
+    h.advance(95 * MIN);
+    // The alert's and its thread's calls of the poll that sees the new stale uses.
+    const from = h.slack.calls.length;
+    const before = JSON.stringify(h.slack.message(OPS, alert.ts)!.blocks);
+    await h.poll();
+    const calls = h.slack.calls.slice(from).filter((c) => c.args.channel === OPS && (c.args.ts === alert.ts || c.args.thread_ts === alert.ts));
+    // The notifier's edit of the alert (this poll's findings), then the verifier's reply under it: in that order.
+    expect(calls.map((c) => [c.method, String(c.args.text).split(':')[0]])).toEqual([
+      ['chat.update', '🔴 [prod-eks] critical'],
+      ['chat.postMessage', '⚠️ [prod-eks] recurrence'],
+    ]);
+    // The edit shows this poll's findings: kube-multus-ds-fresh1, not among the DaemonSet's 6 running pods, is one more gone pod.
+    expect(before).toContain('5 of 6 live · 1 gone');
+    expect(JSON.stringify(calls[0]!.args.blocks)).toContain('5 of 6 live · 2 gone');
+  });
+});
+
 describe('restart of tokenwatch during a rollout', () => {
   it('the rollout is left running on stop and followed to the end by the next process, without a second PATCH', async () => {
     h = await startHarness({ rollout: { stepMs: 150, podsPerStep: 1 } });

@@ -28,7 +28,8 @@ import { groupIdOf } from '../../src/findings/groups.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { startServe, type ServeHandle } from '../../src/runtime/serve.js';
-import { startSlackWith, type SlackIntegration, type SlackOptions } from '../../src/slack/app.js';
+import { startSlackWith, type SlackIntegration } from '../../src/runtime/build-slack.js';
+import type { SlackOptions } from '../../src/slack/app.js';
 import { auditEvent } from '../sources/events.js';
 
 export const SECRET = 'fake-signing-secret-0123456789abcdef';

@@ -14,7 +14,7 @@ import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { startServe, type ServeHandle } from '../../src/runtime/serve.js';
 import { DEFAULT_BOT_TOKEN } from '../../src/sandbox/fakes/slack.js';
-import { startSlackWith } from '../../src/slack/app.js';
+import { startSlackWith } from '../../src/runtime/build-slack.js';
 import { CLUSTER, OPS, SECRET } from './harness.js';
 
 const cleanups: (() => Promise<void> | void)[] = [];

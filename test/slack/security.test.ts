@@ -18,7 +18,7 @@ import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { startServe, type ServeHandle } from '../../src/runtime/serve.js';
 import { SlackApi } from '../../src/slack/api.js';
-import { startSlackWith, type SlackIntegration } from '../../src/slack/app.js';
+import { startSlackWith, type SlackIntegration } from '../../src/runtime/build-slack.js';
 import { Directory } from '../../src/slack/directory.js';
 import { SECRET_CORES, SECRET_SAMPLES } from '../observability/secrets.js';
 import { blockText, CLUSTER, ONCALL, ONCALL_APPROVER, OPS, overflowOption, REQUESTER, SECRET, startHarness, type Harness } from './harness.js';

@@ -1,0 +1,217 @@
+/**
+ * The per-cluster part of `tokenwatch serve`, built in the order data flows through it
+ * (docs/design/architecture.md "How serve is put together"): the audit source (`src/sources/`), Kubernetes access
+ * (EKS, in-cluster or kubeconfig; one keep-alive pool), the watch cache and cluster state (`src/cluster/`), the node
+ * probe reader (`src/probe/`), the blind-log monitor (`blind.ts`), the remediator
+ * (`src/remediation/kube-remediator.ts`) and the poller (`poller.ts`) with its token-metrics monitor.
+ */
+import type { KubeConfig } from '@kubernetes/client-node';
+import { ClusterWatchCache } from '../cluster/cache.js';
+import { KubeClusterState, kubeConfigFor } from '../cluster/kube.js';
+import { poolConnections } from '../cluster/pool.js';
+import type { ClusterStateSource } from '../cluster/types.js';
+import type { ClusterConfig, Config } from '../config/types.js';
+import { HOUR_MS } from '../core/units.js';
+import type { Finding } from '../findings/types.js';
+import { scrubSecrets, type Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
+import { KubeProbeReports, PROBE_NAMESPACE, type ProbeReportSource } from '../probe/objects.js';
+import { KubeRemediator } from '../remediation/kube-remediator.js';
+import { KubeMetricsScraper } from '../sources/apiserver-metrics.js';
+import { createAuditSource, type ClosableAuditSource } from '../sources/index.js';
+import type { CloudWatchRateLimiter } from '../sources/rate-limit.js';
+import type { Store } from '../store/index.js';
+import { BlindLogMonitor, EksLoggingRecheck } from './blind.js';
+import { ClusterPoller, type PollOutcome } from './poller.js';
+import { TokenMetricsMonitor } from './token-metrics-monitor.js';
+
+/** Everything serve runs for one cluster. */
+export interface ClusterRuntime {
+  config: ClusterConfig;
+  source: ClosableAuditSource;
+  /** Whether the audit log is blind (fed after every successful poll). */
+  blind: BlindLogMonitor;
+  poller: ClusterPoller;
+  /** Undefined with `kubernetes: { none: true }`. */
+  state?: ClusterStateSource;
+  /** The cluster's watch cache (undefined without Kubernetes access or with `kubernetes.watch: false`). */
+  watchCache?: ClusterWatchCache;
+  /** Undefined with `kubernetes: { none: true }`: no remediation possible. */
+  kubeConfig?: KubeConfig;
+  /** The node-probe reports of the cluster; undefined without Kubernetes access. */
+  probe?: ProbeReportSource;
+  remediator?: KubeRemediator;
+  /** Why Kubernetes access could not be set up (shown in `/tokens status`), if it could not. */
+  kubeError?: string;
+  /** The bound port of the cluster's audit webhook listener (`audit.webhook`), once started. */
+  webhookPort?: number;
+}
+
+/** What {@link buildCluster} needs from the service besides the cluster's config. */
+export interface BuildClusterDeps {
+  /** The service config: `poll` (request timeout, chunking), `findings` and `retention` apply to every cluster. */
+  config: Config;
+  store: Store;
+  logger: Logger;
+  metrics: Metrics;
+  /** The service clock, epoch ms. */
+  clock: () => number;
+  /** One CloudWatch Logs budget per account and Region, shared by every cluster (src/sources/rate-limit.ts). */
+  rateLimiter: CloudWatchRateLimiter;
+  /** How long a poll may run, ms of `clock`, before the cluster shows degraded as slow. */
+  slowPollAfterMs: number;
+  /** Called when the cluster's blind-log state may have changed (the EKS logging setup was re-read). */
+  onBlindChange(rt: ClusterRuntime): void;
+  /** Called after every successful poll of the cluster, awaited by the poller (serve's notify-then-verify sequence). */
+  afterPoll(rt: ClusterRuntime, findings: Finding[], outcome: PollOutcome): Promise<void>;
+}
+
+async function buildKube(
+  c: ClusterConfig,
+  clock: () => number,
+  requestTimeoutMs: number,
+): Promise<{ kubeConfig?: KubeConfig; error?: string; eksAuditLogging?: boolean; eksDescribedAt?: number }> {
+  const k = c.kubernetes;
+  if ('none' in k) return {};
+  try {
+    if ('eks' in k) {
+      const { eksKubeConfig } = await import('../cluster/eks-auth.js');
+      let eksAuditLogging: boolean | undefined;
+      const describedAt = clock();
+      const kubeConfig = await eksKubeConfig({
+        clusterName: k.eks.clusterName,
+        region: k.eks.region,
+        requestTimeoutMs,
+        onClusterInfo: (info) => {
+          eksAuditLogging = info.auditLogging;
+        },
+      });
+      return { kubeConfig, eksDescribedAt: describedAt, ...(eksAuditLogging !== undefined ? { eksAuditLogging } : {}) };
+    }
+    if ('inCluster' in k) return { kubeConfig: kubeConfigFor({ inCluster: true }) };
+    return { kubeConfig: kubeConfigFor({ kubeconfig: k.kubeconfig, context: k.context }) };
+  } catch (err) {
+    // Scrubbed: shown in `/tokens status` (Slack).
+    return { error: scrubSecrets(`Kubernetes access for cluster ${c.name} failed: ${err instanceof Error ? err.message : String(err)}`) };
+  }
+}
+
+/**
+ * Start a cluster's watch cache, logging its syncs, relists and failures (scrubbed: reasons may quote the server).
+ * Its pod-IP history is stamped with the service clock and kept for the cluster's `lookback` (the 401s it explains).
+ */
+function startWatchCache(kc: KubeConfig, cluster: string, logger: Logger, ip: { eventClock: () => number; ipHistoryMs: number }): ClusterWatchCache {
+  const cache = new ClusterWatchCache(kc, {
+    ...ip,
+    onEvent: (e) => {
+      const fields = { cluster, resource: e.resource, ...(e.reason ? { reason: scrubSecrets(e.reason) } : {}) };
+      if (e.kind === 'synced') logger.debug(fields, 'watch cache: listed, now watching');
+      else if (e.kind === 'relist') logger.info(fields, 'watch cache: relisting (resourceVersion too old)');
+      else if (e.kind === 'watch-failed') logger.warn(fields, 'watch cache: watch failed, retrying with backoff');
+      else logger.error(fields, 'watch cache disabled: reading the API directly');
+    },
+  });
+  cache.start();
+  return cache;
+}
+
+/**
+ * Builds one cluster's runtime in flow order (see the module docstring). Starts its watch cache (when Kubernetes access
+ * and `kubernetes.watch` allow); the webhook listener of a webhook source is started later by serve.
+ * Kubernetes access that cannot be set up does not throw: the runtime has no state, probe or remediator, and
+ * `kubeError` says why (scrubbed, logged here).
+ */
+export async function buildCluster(c: ClusterConfig, deps: BuildClusterDeps): Promise<ClusterRuntime> {
+  const { config, store, logger, metrics, clock, rateLimiter, onBlindChange, afterPoll } = deps;
+  const source = createAuditSource(c.audit, {
+    cluster: c.name,
+    onShed: () => metrics.webhookShed.inc({ cluster: c.name }),
+    rateLimiter,
+    requestTimeoutMs: config.poll.requestTimeout,
+  });
+  const kube = await buildKube(c, clock, config.poll.requestTimeout);
+  if (kube.error) logger.error({ cluster: c.name }, kube.error);
+  // One keep-alive connection pool per cluster for every call below (state, probe, metrics, remediation, watches).
+  if (kube.kubeConfig) poolConnections(kube.kubeConfig);
+  const secretMetadata = 'secretMetadata' in c.kubernetes && c.kubernetes.secretMetadata === true;
+  const watch = !('watch' in c.kubernetes && c.kubernetes.watch === false);
+  const timeoutMs = config.poll.requestTimeout;
+  const watchCache = kube.kubeConfig && watch ? startWatchCache(kube.kubeConfig, c.name, logger, { eventClock: clock, ipHistoryMs: c.lookback }) : undefined;
+  const state = kube.kubeConfig
+    ? new KubeClusterState(kube.kubeConfig, {
+        secretMetadata,
+        timeoutMs,
+        ...(watchCache
+          ? {
+              cache: watchCache,
+              onFallback: (f?: { state: string; reason: string }) => {
+                if (f === undefined) logger.info({ cluster: c.name }, 'cluster state: reading the watch cache again');
+                else logger[f.state === 'syncing' ? 'info' : 'warn']({ cluster: c.name, reason: scrubSecrets(f.reason) }, `cluster state read from the API directly: ${scrubSecrets(f.reason)}`);
+              },
+            }
+          : {}),
+      })
+    : undefined;
+  const probe = kube.kubeConfig ? new KubeProbeReports(kube.kubeConfig, PROBE_NAMESPACE, (what, reason, n) => metrics.probeDropped.inc({ cluster: c.name, what, reason }, n), timeoutMs) : undefined;
+  const blind = new BlindLogMonitor({
+    source: 'cloudwatch' in c.audit ? 'cloudwatch' : 'file' in c.audit || 'webhook' in c.audit ? 'file' : 'none',
+    ...(c.blindLog ? { silentAfterMs: c.blindLog.silentAfter, silentPolls: c.blindLog.silentPolls } : {}),
+    startedAt: clock(),
+    otherSignals: kube.kubeConfig !== undefined, // token metrics and the node probe need Kubernetes access
+  });
+  blind.setEksAuditLogging(kube.eksAuditLogging);
+  // The logging setup can change while serve runs: read again before a poll once the last reading is an hour old
+  // (src/runtime/blind.ts). Not read at start (Kubernetes access failed): the first poll reads it.
+  const k = c.kubernetes;
+  const eksRecheck =
+    'eks' in k
+      ? new EksLoggingRecheck({
+          monitor: blind,
+          readAt: kube.eksDescribedAt,
+          read: async () => {
+            const { describeEksCluster } = await import('../cluster/eks-auth.js');
+            const info = await describeEksCluster({ clusterName: k.eks.clusterName, region: k.eks.region, abortSignal: AbortSignal.timeout(config.poll.requestTimeout) });
+            return info.auditLogging;
+          },
+          onRead: (err) => {
+            // Scrubbed like the start-up error: the SDK's message may quote a request.
+            if (err !== undefined) logger.warn({ cluster: c.name }, scrubSecrets(`EKS audit logging setup not re-read (the last reading stands): ${err instanceof Error ? err.message : String(err)}`));
+            onBlindChange(runtime);
+          },
+        })
+      : undefined;
+  // The remediator of approved actions, then the poller: source → cluster state → findings → the store.
+  const runtime: ClusterRuntime = {
+    config: c,
+    source,
+    blind,
+    state,
+    ...(watchCache ? { watchCache } : {}),
+    kubeConfig: kube.kubeConfig,
+    probe,
+    remediator: kube.kubeConfig ? new KubeRemediator(kube.kubeConfig) : undefined,
+    kubeError: kube.error,
+    poller: undefined as unknown as ClusterPoller,
+  };
+  runtime.poller = new ClusterPoller({
+    cluster: c,
+    source,
+    store,
+    state,
+    logger,
+    metrics,
+    clock,
+    ...(kube.kubeConfig ? { tokenMetrics: new TokenMetricsMonitor({ cluster: c.name, scraper: new KubeMetricsScraper(kube.kubeConfig, { timeoutMs: config.poll.requestTimeout }), store, logger }) } : {}),
+    ...(probe ? { probe } : {}),
+    seenRetentionMs: Math.max(2 * HOUR_MS, 'cloudwatch' in c.audit ? c.audit.cloudwatch.overlap * 2 : 0),
+    chunkEvents: config.poll.chunkEvents,
+    slowAfterMs: deps.slowPollAfterMs,
+    activeWindowMs: config.findings.activeWindow,
+    quietPeriodMs: config.findings.quietPeriod,
+    retention: { tokenRecordsMs: config.retention.tokenRecords, pollRunsMs: config.retention.pollRuns, actionLogMs: config.retention.actionLog },
+    blind,
+    ...(eksRecheck ? { beforePoll: (at: number) => eksRecheck.due(at) } : {}),
+    onFindings: (findings, outcome) => afterPoll(runtime, findings, outcome),
+  });
+  return runtime;
+}

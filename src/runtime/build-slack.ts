@@ -1,0 +1,311 @@
+/**
+ * The Slack integration of `tokenwatch serve`, built in flow order: the Bolt app (`src/slack/app.ts`
+ * {@link createSlackApp}), then the parts on its Web API client (`SlackApi`, channel map, button ids, user-group
+ * directory, the notifier of alerts, the approval flow, `/tokens`, the Home tab), the listeners registered on the app
+ * ({@link registerSlackListeners}), the transport started ({@link startSlackApp}), then the timers (approval expiry,
+ * pick-up of approved actions and scan requests, Home tab). After each poll the runtime calls its `afterPoll` (alerts),
+ * then its verifier reports through its `verificationReporter` (docs/design/architecture.md "How serve is put together").
+ */
+import type { App } from '@slack/bolt';
+import { approvalPolicyFor } from '../approvals/from-config.js';
+import type { ClusterEvent } from '../findings/cluster-events.js';
+import type { ProbeCheckReport, VerificationReport } from '../remediation/verify.js';
+import { SlackApi } from '../slack/api.js';
+import { createSlackApp, registerSlackListeners, startSlackApp, type SlackOptions } from '../slack/app.js';
+import { probeCheckMessage, verificationMessage } from '../slack/blocks/index.js';
+import { ButtonIds } from '../slack/buttons.js';
+import { ChannelMap } from '../slack/channels.js';
+import { DEFAULT_SCAN_INTERVAL_MS, TokensCommand } from '../slack/commands.js';
+import type { Integration, SlackContext } from '../slack/context.js';
+import { Directory } from '../slack/directory.js';
+import { ApprovalFlow } from '../slack/flow.js';
+import { HomePublisher } from '../slack/home.js';
+import { clusterEventMessage, persistingMessage } from '../slack/messages.js';
+import { Notifier } from '../slack/notifier.js';
+import type { SocketWatchdog } from '../slack/watchdog.js';
+
+/** Tracks promises of work done after an ack or a poll. */
+class Tasks {
+  private readonly pending = new Set<Promise<unknown>>();
+
+  track<T>(p: Promise<T>): Promise<T> {
+    this.pending.add(p);
+    void p.then(
+      () => this.pending.delete(p),
+      () => this.pending.delete(p),
+    );
+    return p;
+  }
+
+  async idle(timeoutMs = Infinity): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.pending.size > 0 && Date.now() < deadline) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        Promise.allSettled([...this.pending]),
+        ...(Number.isFinite(timeoutMs) ? [new Promise<void>((r) => (timer = setTimeout(r, Math.max(0, deadline - Date.now()))))] : []),
+      ]);
+      if (timer) clearTimeout(timer);
+    }
+  }
+}
+
+/** The running integration; the extra members serve tests, benchmarks and the sandbox. */
+export interface SlackIntegration extends Integration {
+  /** HTTP mode: the events URL, e.g. `http://127.0.0.1:3000/slack/events`. */
+  eventsUrl?: string;
+  /** Resolves when no work started by a Slack request or a poll is pending (rollouts included). */
+  idle(): Promise<void>;
+  /** Runs the expiry sweep now; returns how many approvals expired. */
+  sweep(): Promise<number>;
+  /** Socket Mode only: the connection watchdog. */
+  watchdog?: SocketWatchdog;
+  /** The parts, for tests. */
+  parts: { api: SlackApi; notifier: Notifier; flow: ApprovalFlow; ids: ButtonIds; command: TokensCommand; app: App; home: HomePublisher };
+}
+
+/**
+ * Starts the Slack integration for `tokenwatch serve` (called when `config.slack.enabled`).
+ * @throws Error when Slack is not enabled, a secret is missing, the bot token is rejected (`auth.test` answers an
+ *   error such as `invalid_auth`), or the HTTP port is taken; `IntegrationUnavailableError` (src/slack/context.ts) when Slack cannot
+ *   be reached (network error, timeout, HTTP 5xx, rate limit): serve then retries in the background.
+ */
+export function startSlack(ctx: SlackContext): Promise<Integration> {
+  return startSlackWith(ctx);
+}
+
+/** {@link startSlack} with tuning options; returns the {@link SlackIntegration}. */
+export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {}): Promise<SlackIntegration> {
+  const { config, store, clock, metrics, clusters } = ctx;
+  const created = await createSlackApp(ctx, opts);
+  const { app, log } = created;
+  const tasks = new Tasks();
+  // Any tracked work (a poll's alerts, a click, a vote, a sweep) may change what the Home tab shows: mark it stale
+  // (cheap; republishing is debounced in home.ts).
+  let home: HomePublisher | undefined;
+  const track = <T>(p: Promise<T>): Promise<T> => tasks.track(p.finally(() => home?.changed()));
+  const abort = new AbortController();
+  const channels = new ChannelMap(config);
+  const api = new SlackApi({ client: app.client, logger: log, metrics, channelIntervalMs: opts.channelIntervalMs ?? 1000, clustersOf: (ch) => channels.clustersPostingTo(ch) });
+  const ids = new ButtonIds(created.botToken, store);
+  const directory = new Directory(api, { logger: log, ...(opts.approverGroupsMaxStaleMs !== undefined ? { maxStaleMs: opts.approverGroupsMaxStaleMs } : {}) });
+  const policyFor = (cluster: string) => {
+    const c = clusters.get(cluster)?.config;
+    return c ? approvalPolicyFor(c, config) : undefined;
+  };
+  const remediatorFor = (cluster: string) => clusters.get(cluster)?.remediator;
+  const stateOf = (cluster: string) => clusters.get(cluster)?.state;
+  const notifier = new Notifier({
+    api,
+    store,
+    ids,
+    channels,
+    clock,
+    logger: log,
+    policyFor,
+    canRemediate: (c) => remediatorFor(c) !== undefined,
+    stateOf,
+    activeWindowMs: config.findings.activeWindow,
+    quietPeriodMs: config.findings.quietPeriod,
+  });
+  const flow = new ApprovalFlow({
+    store,
+    api,
+    notifier,
+    directory,
+    channels,
+    ids,
+    clock,
+    logger: log,
+    metrics,
+    policyFor,
+    remediatorFor,
+    remediationProblem: (cluster) => {
+      const rt = clusters.get(cluster);
+      if (!rt) return 'unknown cluster';
+      if (rt.kubeError) return rt.kubeError;
+      return 'none' in rt.config.kubernetes ? 'Kubernetes access is not configured for this cluster (kubernetes: none)' : 'no Kubernetes access';
+    },
+    stateOf,
+    rolloutTimeoutMs: config.remediation.rolloutTimeout,
+    rolloutPollMs: opts.rolloutPollMs ?? 5000,
+    ...(opts.progressRetryMs !== undefined ? { progressRetryMs: opts.progressRetryMs } : {}),
+    track,
+    signal: abort.signal,
+    isLeader: () => ctx.isLeader(),
+  });
+  // `/tokens scan` may reach a standby replica (HA): it leaves a request in the shared store for the leader.
+  const scanRequestKey = (cluster: string) => `slack:scan-request:${cluster}`;
+  const runNow = (cluster: string) => {
+    if (ctx.isLeader()) return ctx.runNow(cluster);
+    if (!clusters.has(cluster)) return 'unknown-job' as const;
+    store.setCursor(scanRequestKey(cluster), String(clock()));
+    return 'started' as const;
+  };
+  const pickUpScans = () => {
+    if (!ctx.isLeader()) return;
+    for (const cluster of clusters.keys()) {
+      if (Number(store.getCursor(scanRequestKey(cluster)) ?? 0) > 0) {
+        store.setCursor(scanRequestKey(cluster), '0');
+        log.info({ cluster }, '/tokens scan requested on another replica: polling now');
+        ctx.runNow(cluster);
+      }
+    }
+  };
+  const command = new TokensCommand({ store, api, notifier, channels, clusters, runNow, clock, logger: log, activeWindowMs: config.findings.activeWindow, scanIntervalMs: config.slack?.commands.scanInterval ?? DEFAULT_SCAN_INTERVAL_MS, readinessMinWindowMs: config.findings.readinessMinWindow });
+  home = new HomePublisher(
+    {
+      store,
+      clusters,
+      messageOfGroup: (g) => notifier.messageOfGroup(g),
+      permalink: (channel, ts) => api.permalink(channel, ts),
+      approversOf: (a) => flow.approversOf(a),
+      publish: (user, view) => api.publishHome(user, view),
+      readiness: (name, findings) => command.readiness(name, findings, clusters.get(name)!.poller.health()),
+      clock,
+      logger: log,
+      activeWindowMs: config.findings.activeWindow,
+    },
+    opts.home,
+  );
+  const homePublisher = home;
+  registerSlackListeners(app, {
+    store,
+    metrics,
+    ...(opts.wallClock ? { wallClock: opts.wallClock } : {}),
+    command,
+    flow,
+    api,
+    logger: log,
+    track,
+    home: { home: homePublisher, logger: log, track: (p) => tasks.track(p) },
+  });
+
+  const report = async (r: VerificationReport): Promise<void> => {
+    const f = r.finding.finding;
+    const o = r.outcome;
+    if (o.outcome === 'resolved') {
+      await notifier.refresh(f.id);
+      await notifier.reply(f, verificationMessage({ outcome: 'resolved', finding: f, action: r.approval.action, actionAt: r.completedAt, now: r.now, settleMs: r.settleMs }));
+    } else if (o.outcome === 'recurrence') {
+      await notifier.reply(f, verificationMessage({ outcome: 'recurrence', finding: f, action: r.approval.action, actionAt: r.completedAt, now: r.now, staleRequests: o.requests, lastSeen: o.lastSeen }));
+    } else {
+      await notifier.reply(f, persistingMessage(f, r.approval.action, o, r.completedAt));
+    }
+  };
+  // The node probe's check of a restart: the token file rewritten with a token issued after it, or not.
+  const reportProbe = async (r: ProbeCheckReport): Promise<void> => {
+    const o = r.outcome;
+    await notifier.reply(r.finding.finding, probeCheckMessage({ outcome: o.outcome, finding: r.finding.finding, action: r.approval.action, startedAt: r.startedAt, completedAt: r.completedAt, now: r.now, files: o.files, silent: o.silent }));
+  };
+
+  // A cluster-level credential event (signing-key rotation, issuer change) is said once per cluster: one message in its
+  // channel, before its 401 alerts. Its onset is kept in the store (a restart does not say it again); a post Slack
+  // refuses is tried again at the next poll.
+  const announcedKey = (cluster: string) => `slack:cluster-event:${cluster}`;
+  const announceClusterEvents = async (cluster: string, events: readonly ClusterEvent[]): Promise<void> => {
+    const channel = channels.channelOf(cluster);
+    if (channel === undefined) return;
+    for (const e of events) {
+      if (store.getCursor(announcedKey(cluster)) === e.at) continue;
+      try {
+        await api.post(channel, clusterEventMessage(e));
+      } catch (err) {
+        log.warn({ err, cluster }, 'could not post the cluster-level credential event; trying again at the next poll');
+        continue;
+      }
+      store.setCursor(announcedKey(cluster), e.at);
+      store.logAction({ at: clock(), cluster, actor: null, action: 'cluster.credential-event', target: cluster, result: 'reported', detail: e.summary });
+    }
+  };
+
+  let stopped = false;
+  // Called by the runtime after each successful poll, before its verifier (Integration.afterPoll).
+  const afterPoll: NonNullable<Integration['afterPoll']> = async (rt, findings, outcome) => {
+    if (stopped) return;
+    await track(
+      (async () => {
+        await announceClusterEvents(rt.config.name, outcome.clusterEvents ?? []);
+        await notifier.onFindings(rt.config.name, findings, outcome.changes);
+        // Findings resolved as quiet that no longer have records (retention) are not among `findings`: update their
+        // alerts too (resolved variant, buttons removed).
+        const shown = new Set(findings.map((f) => f.id));
+        for (const id of outcome.concluded) {
+          if (shown.has(id)) continue;
+          try {
+            await notifier.refresh(id);
+          } catch (err) {
+            log.error({ err, finding: id }, 'could not update the alert of a finding resolved as quiet');
+          }
+        }
+      })(),
+    );
+  };
+
+  const { eventsUrl, watchdog } = await startSlackApp(created, ctx, opts);
+
+  const sweepTimer = setInterval(() => {
+    void track(flow.sweepExpired()).catch((err: unknown) => log.error({ err }, 'approval expiry sweep failed'));
+  }, opts.sweepIntervalMs ?? 30_000);
+  sweepTimer.unref();
+  const pickupTimer = setInterval(() => {
+    if (stopped) return;
+    void track(flow.pickUp()).catch((err: unknown) => log.error({ err }, 'picking up approved actions failed'));
+    try {
+      pickUpScans();
+    } catch (err) {
+      log.error({ err }, 'picking up scan requests failed');
+    }
+  }, opts.pickupIntervalMs ?? 2000);
+  pickupTimer.unref();
+  const homeTickMs = opts.home?.tickMs ?? 1000;
+  const homeTimer =
+    homeTickMs > 0
+      ? setInterval(() => {
+          if (stopped) return;
+          void tasks.track(homePublisher.tick()).catch((err: unknown) => log.error({ err }, 'republishing the Home tab failed'));
+        }, homeTickMs)
+      : undefined;
+  homeTimer?.unref();
+  await flow.pickUp();
+  // Alerts of findings stored while Slack was unreachable (or before a restart) and never posted: post them now
+  // rather than at the next poll. Only the leader posts alerts (HA).
+  for (const name of ctx.isLeader() ? clusters.keys() : []) {
+    if (channels.channelOf(name) === undefined) continue;
+    const pending = store.listFindings(name, { status: ['open'] }).filter((f) => notifier.messageOf(f.finding.id) === undefined);
+    if (pending.length === 0) continue;
+    log.info({ cluster: name, alerts: pending.length }, 'posting alerts found while Slack was not connected');
+    void track(notifier.onFindings(name, pending.map((f) => f.finding), [])).catch((err: unknown) => log.error({ err, cluster: name }, 'posting pending alerts failed'));
+  }
+
+  return {
+    name: 'slack',
+    state: () => (watchdog ? (watchdog.isConnected ? 'connected' : 'disconnected') : 'ok'),
+    ...(eventsUrl ? { eventsUrl } : {}),
+    ...(watchdog ? { watchdog } : {}),
+    idle: async () => {
+      await tasks.idle();
+      flow.flushRefusals();
+    },
+    sweep: () => track(flow.sweepExpired()),
+    afterPoll,
+    verificationReporter: { report, reportProbe },
+    parts: { api, notifier, flow, ids, command, app, home: homePublisher },
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      clearInterval(sweepTimer);
+      clearInterval(pickupTimer);
+      if (homeTimer) clearInterval(homeTimer);
+      watchdog?.stop();
+      abort.abort();
+      await tasks.idle(opts.stopTimeoutMs ?? 10_000);
+      flow.flushRefusals();
+      try {
+        await app.stop();
+      } catch (err) {
+        log.warn({ err }, 'stopping the Slack app failed');
+      }
+    },
+  };
+}
