@@ -1,0 +1,216 @@
+/**
+ * Fleet Logs Insights mode against the loopback CloudWatch fake (real @aws-sdk/client-cloudwatch-logs client): one
+ * query over many clusters' log groups gives each cluster the same rows as its own insights-mode query, and the same
+ * token records as FilterLogEvents mode on the same stored events.
+ */
+process.env['AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED'] = 'true';
+
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { startFakeCloudWatch, type FakeCloudWatch } from '../fakes/cloudwatch.js';
+import { CloudWatchSource } from '../../src/sources/cloudwatch.js';
+import { FleetInsightsSource, planFleetQueries, type FleetInsightsMember, type FleetInsightsOptions } from '../../src/sources/fleet-insights.js';
+import { aggregateToTokenUses, parseTokenUseAggregate, type TokenUseAggregate } from '../../src/sources/insights.js';
+import { emptyStats, SourceError } from '../../src/sources/types.js';
+import { isAuditEvent, toTokenUse } from '../../src/audit/token-use.js';
+import { TokenAggregator } from '../../src/findings/aggregate.js';
+import type { TokenRecord } from '../../src/findings/types.js';
+import { auditEvent, drain, type EventSpec } from './events.js';
+
+const REGION = 'us-west-2';
+const PREFIX = 'kube-apiserver-audit-';
+const T = Date.parse('2026-11-29T12:00:00Z');
+const MIN = 60_000;
+const HOUR = 60 * MIN;
+const OVERLAP = 10 * MIN;
+const creds = { accessKeyId: 'AKIDTEST', secretAccessKey: 'secret' };
+const group = (c: string) => `/aws/eks/${c}/cluster`;
+const sourceId = (c: string) => `cloudwatch:${REGION}:${group(c)}`;
+
+let fake: FakeCloudWatch;
+const closers: { close(): void }[] = [];
+
+beforeEach(async () => {
+  fake = await startFakeCloudWatch({ now: () => T, queryRunningPolls: 1 });
+});
+
+afterEach(async () => {
+  for (const c of closers.splice(0)) c.close();
+  await fake.close();
+});
+
+function fleet(extra: Partial<FleetInsightsOptions> = {}): FleetInsightsSource {
+  const f = new FleetInsightsSource({
+    region: REGION,
+    streamPrefix: PREFIX,
+    endpoint: fake.url,
+    credentials: creds,
+    overlapMs: OVERLAP,
+    pollIntervalMs: 1,
+    // The SDK retries LimitExceededException itself (a throttling code for smithy), with its own delays: one attempt
+    // here, so the source's own backoff is what is tested.
+    maxAttempts: 1,
+    retry: { baseDelayMs: 2, maxDelayMs: 10, maxRetries: 3, budgetMs: 5_000 },
+    ...extra,
+  });
+  closers.push(f);
+  return f;
+}
+
+function single(cluster: string, mode: 'filter' | 'insights'): CloudWatchSource {
+  const s = new CloudWatchSource({
+    region: REGION,
+    logGroup: group(cluster),
+    streamPrefix: PREFIX,
+    endpoint: fake.url,
+    credentials: creds,
+    mode,
+    overlapMs: OVERLAP,
+    insights: { pollIntervalMs: 1 },
+  });
+  closers.push(s);
+  return s;
+}
+
+/**
+ * Stale tokens of DaemonSet pods (two warnAfter points, one pod per node), a legacy Secret token, 401s from one
+ * client, a plain event, an event of another stream and events outside the window [T − 1 h, T − 10 min).
+ */
+function seed(cluster: string, pods: number, seed: number): void {
+  const put = (stream: string, specs: EventSpec[]) => fake.putEvents(group(cluster), stream, specs.map((s) => ({ timestamp: s.time, message: auditEvent(s) })));
+  const specs: EventSpec[] = [];
+  for (let p = 0; p < pods; p++) {
+    const warnAfter = T - (3 + p) * HOUR - seed * MIN;
+    for (let i = 0; i < 4 + p; i++) {
+      const time = T - 55 * MIN + i * 7 * MIN + p * 1_000 + seed;
+      specs.push({ auditID: `${cluster}-s${p}-${i}`, time, kind: 'stale', pod: `kube-multus-ds-${cluster}${p}`, secondsAfterWarning: Math.floor((time - warnAfter) / 1000), sourceIP: `10.0.${seed}.${p}` });
+    }
+  }
+  specs.push(
+    { auditID: `${cluster}-l0`, time: T - 40 * MIN, kind: 'legacy', namespace: 'ci', serviceAccount: 'jenkins', legacySecret: 'jenkins-token-x1', userAgent: 'Jenkins/2.4' },
+    { auditID: `${cluster}-l1`, time: T - 25 * MIN + seed, kind: 'legacy', namespace: 'ci', serviceAccount: 'jenkins', legacySecret: 'jenkins-token-x1', userAgent: 'Jenkins/2.4' },
+    { auditID: `${cluster}-u0`, time: T - 33 * MIN, kind: 'unauthorized', sourceIP: '10.9.0.7', userAgent: 'Fluent-Bit' },
+    { auditID: `${cluster}-u1`, time: T - 32 * MIN, kind: 'unauthorized', sourceIP: '10.9.0.7', userAgent: 'Fluent-Bit' },
+    { auditID: `${cluster}-n0`, time: T - 31 * MIN, kind: 'plain' },
+    { auditID: `${cluster}-early`, time: T - 2 * HOUR, kind: 'stale', pod: `kube-multus-ds-${cluster}0`, secondsAfterWarning: 3600 },
+    { auditID: `${cluster}-trail`, time: T - 7 * MIN, kind: 'stale', pod: `kube-multus-ds-${cluster}0`, secondsAfterWarning: 9000 },
+  );
+  put(`${PREFIX}${cluster}`, specs);
+  put('authenticator-x', [{ auditID: `${cluster}-z`, time: T - 30 * MIN, kind: 'stale', pod: 'other', secondsAfterWarning: 1 }]);
+}
+
+const byId = (a: TokenUseAggregate[]) => [...a].sort((x, y) => (x.id < y.id ? -1 : 1));
+
+/** The findings engine's token records of one cluster, without what Logs Insights rows do not carry (pod UID). */
+function records(cluster: string, uses: Iterable<Parameters<TokenAggregator['add']>[0]>): Omit<TokenRecord, 'podUid'>[] {
+  const agg = new TokenAggregator({ cluster, maxTokenAge: { mode: 'eks' } });
+  for (const u of uses) agg.add(u);
+  return agg
+    .records()
+    .map(({ podUid: _podUid, ...r }) => r)
+    .sort((a, b) => `${a.kind}${a.subject}${a.pod}${a.warnAfter}`.localeCompare(`${b.kind}${b.subject}${b.pod}${b.warnAfter}`));
+}
+
+describe('fleet Logs Insights mode', () => {
+  it('gives each cluster the rows of its own insights query and the token records FilterLogEvents mode finds, in one query', async () => {
+    const clusters = ['a', 'b', 'c'];
+    for (const [i, c] of clusters.entries()) seed(c, i + 1, i + 1);
+    const stats = emptyStats();
+    const members: FleetInsightsMember[] = clusters.map((c) => ({ sourceId: sourceId(c), logGroup: group(c) }));
+    const out = await fleet().poll(members, { now: T, lookbackMs: HOUR, stats });
+    expect(out.queries).toBe(1);
+    expect(fake.requestsOf('StartQuery')).toHaveLength(1);
+    expect(fake.requestsOf('StartQuery')[0]?.body).toMatchObject({ logGroupIdentifiers: clusters.map(group), startTime: (T - HOUR) / 1000, endTime: (T - OVERLAP) / 1000 });
+    // Bytes scanned: every event of the three groups in the window, matching or not (the fake counts message + 26).
+    expect(out.bytesScanned).toBeGreaterThan(0);
+
+    for (const [i, c] of clusters.entries()) {
+      const m = out.members.get(sourceId(c));
+      if (!m?.ok) throw new Error(`cluster ${c} failed: ${m?.ok === false ? m.error.message : 'missing'}`);
+      expect(JSON.parse(m.cursor)).toEqual({ v: 1, until: T - OVERLAP });
+      // One row per token (i + 1 stale pods), one legacy, one 401 client: not one per event.
+      expect(m.aggregates.map((a) => a.useKind).sort()).toEqual([...Array<string>(i + 1).fill('stale'), 'legacy', 'unauthorized'].sort());
+      expect(m.aggregates.every((a) => a.source === sourceId(c))).toBe(true);
+
+      // Equal to the cluster's own one-log-group insights query, ids included.
+      const own = await drain(single(c, 'insights').poll(undefined, { now: T, lookbackMs: HOUR, stats: emptyStats() }));
+      expect(byId(m.aggregates)).toEqual(byId(own.items.map(parseTokenUseAggregate)));
+
+      // Equal to what FilterLogEvents mode finds on the same events: its window [now − lookback, now] is set to the
+      // insights window (no event lies on its end).
+      const filter = await drain(single(c, 'filter').poll(undefined, { now: T - OVERLAP, lookbackMs: HOUR - OVERLAP, stats: emptyStats() }));
+      const filterUses = filter.items
+        .map((t) => JSON.parse(t) as unknown)
+        .filter(isAuditEvent)
+        .map(toTokenUse)
+        .filter((u) => u !== undefined);
+      expect(filterUses.length).toBe(2 + 2 + Array.from({ length: i + 1 }, (_, p) => 4 + p).reduce((x, y) => x + y, 0));
+      const fleetRecords = records(c, m.aggregates.flatMap(aggregateToTokenUses));
+      expect(fleetRecords).toEqual(records(c, filterUses));
+      // The stale record of pod 0: 4 requests, first and last seen as stored.
+      expect(fleetRecords.find((r) => r.kind === 'stale-token' && r.pod === `kube-multus-ds-${c}0`)).toMatchObject({
+        requests: 4,
+        firstSeen: T - 55 * MIN + (i + 1),
+        lastSeen: T - 55 * MIN + 21 * MIN + (i + 1),
+      });
+    }
+  });
+
+  it('puts at most 50 log groups in a query and keeps within its concurrent-query limit', async () => {
+    await fake.close();
+    fake = await startFakeCloudWatch({ now: () => T, queryRunningPolls: 3, maxConcurrentQueries: 2 });
+    const names = Array.from({ length: 120 }, (_, i) => `c${i}`);
+    for (const c of names) fake.putEvents(group(c), `${PREFIX}x`, [{ timestamp: T - 20 * MIN, message: auditEvent({ auditID: c, time: T - 20 * MIN, kind: 'legacy', legacySecret: `s-${c}` }) }]);
+    const out = await fleet({ maxConcurrentQueries: 2 }).poll(
+      names.map((c) => ({ sourceId: sourceId(c), logGroup: group(c) })),
+      { now: T, lookbackMs: HOUR, stats: emptyStats() },
+    );
+    expect(fake.requestsOf('StartQuery').map((r) => (r.body['logGroupIdentifiers'] as string[]).length)).toEqual([50, 50, 20]);
+    expect(fake.requestsOf('StartQuery').every((r) => r.status === 200)).toBe(true);
+    expect(fake.peakConcurrentQueries()).toBe(2);
+    expect(out.queries).toBe(3);
+    for (const c of names) {
+      const m = out.members.get(sourceId(c));
+      expect(m?.ok && m.aggregates.map((a) => a.legacySecret?.name)).toEqual([`s-${c}`]);
+    }
+  });
+
+  it('backs off on LimitExceededException (the quota is shared with dashboards) and then runs the query', async () => {
+    seed('a', 1, 1);
+    fake.failNext(3, { type: 'LimitExceededException' }, 'StartQuery');
+    const out = await fleet({ limitBackoff: { baseMs: 2, maxMs: 8 } }).poll([{ sourceId: sourceId('a'), logGroup: group('a') }], { now: T, lookbackMs: HOUR, stats: emptyStats() });
+    expect(fake.requestsOf('StartQuery').map((r) => r.error ?? 'ok')).toEqual(['LimitExceededException', 'LimitExceededException', 'LimitExceededException', 'ok']);
+    expect(out.members.get(sourceId('a'))?.ok).toBe(true);
+  });
+
+  it('fails only the members of a query that cannot run, with a clear error, and keeps their cursors', async () => {
+    seed('a', 1, 1);
+    fake.failNext(Infinity, { type: 'LimitExceededException' }, 'StartQuery');
+    const clock = { t: 0 };
+    const f = fleet({ limitBackoff: { baseMs: 1, maxMs: 1 }, timeoutMs: 50, clock: () => (clock.t += 10) });
+    const out = await f.poll([{ sourceId: sourceId('a'), logGroup: group('a') }, { sourceId: 'bad', logGroup: group('b'), cursor: 'nonsense' }], { now: T, lookbackMs: HOUR, stats: emptyStats() });
+    const a = out.members.get(sourceId('a'));
+    expect(a?.ok).toBe(false);
+    if (a?.ok === false) {
+      expect(a.error).toBeInstanceOf(SourceError);
+      expect(a.error.message).toMatch(/LimitExceededException until the 50 ms deadline/);
+    }
+    expect(out.members.get('bad')).toMatchObject({ ok: false });
+    expect(out.queries).toBe(0);
+  });
+
+  it('plans one query per window, never two same-named log groups of one account together, and refuses duplicates', () => {
+    const m = (id: string, logGroup: string): FleetInsightsMember => ({ sourceId: id, logGroup });
+    const arn = (acct: string, name: string) => `arn:aws:logs:us-west-2:${acct}:log-group:${name}`;
+    const plan = planFleetQueries(
+      [m('1', arn('111111111111', '/aws/eks/x/cluster')), m('2', arn('222222222222', '/aws/eks/x/cluster')), m('3', '/aws/eks/y/cluster'), m('4', '/aws/eks/z/cluster')],
+      (x) => (x.sourceId === '4' ? 2 : 1),
+      50,
+    );
+    expect(plan.map((b) => [b.windowStart, b.members.map((x) => x.sourceId)])).toEqual([
+      [1, ['1', '2', '3']],
+      [2, ['4']],
+    ]);
+    expect(planFleetQueries([m('1', arn('111111111111', '/g')), m('2', '/g')], () => 1, 50).map((b) => b.members.length)).toEqual([1, 1]);
+    expect(() => planFleetQueries([m('1', '/g'), m('2', '/g')], () => 1, 50)).toThrow(/two clusters read log group '\/g'/);
+  });
+});
