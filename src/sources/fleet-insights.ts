@@ -34,7 +34,7 @@ import { encodeCloudWatchCursor, parseCloudWatchCursorDoc, withCounting, type Bu
 import { buildInsightsQuery, rowToAggregate, type TokenUseAggregate } from './insights.js';
 import type { CloudWatchRateLimiter } from './rate-limit.js';
 import { DEFAULT_RETRY_POLICY, RetryBudget, errorCode, sleep, type RetryPolicy } from './retry.js';
-import { SourceError, type SourceStats } from './types.js';
+import { SourceError, type AuditSource, type PollOptions, type SourceStats } from './types.js';
 
 /** StartQuery's most log groups per query (API reference, see the module doc). */
 export const MAX_LOG_GROUPS_PER_QUERY = 50;
@@ -403,5 +403,98 @@ export class FleetInsightsSource {
     } finally {
       if (!finished) await this.client.send(new StopQueryCommand({ queryId })).catch(() => undefined);
     }
+  }
+}
+
+/** Options of {@link FleetInsightsSource.memberSource}. */
+export interface MemberSourceOptions {
+  /**
+   * A member's poll reuses rows a fleet poll fetched for it (triggered by another member) when that fleet poll's
+   * reference time is at most this much before the member's own `now`, ms. Polls of many clusters are spread over
+   * the interval, so this is about the poll interval: one fleet query per interval then serves every member.
+   * Default 300,000 (5 min).
+   */
+  reuseMs?: number;
+}
+
+interface Cached {
+  /** The cursor the fleet poll started this member from. */
+  from: string | undefined;
+  now: number;
+  result: FleetMemberResult;
+}
+
+/**
+ * Per-cluster {@link AuditSource}s backed by one {@link FleetInsightsSource}: a cluster's poll runs one fleet poll for
+ * every registered cluster (each from the cursor its own last poll returned) and keeps the other clusters' rows for
+ * their polls, which then send no request. Rows and cursors are those of insights mode, so the poller stores them
+ * as it stores an insights-mode poll's.
+ */
+export class FleetInsightsMembers {
+  private readonly members = new Map<string, { logGroup: string; cursor: string | undefined }>();
+  private readonly cache = new Map<string, Cached>();
+  private inflight: Promise<void> | undefined;
+  private readonly reuseMs: number;
+
+  constructor(
+    private readonly fleet: FleetInsightsSource,
+    opts: MemberSourceOptions = {},
+  ) {
+    this.reuseMs = opts.reuseMs ?? 300_000;
+  }
+
+  /**
+   * The audit source of one cluster (`sourceId` as `CloudWatchSource.id`, so cursors carry over from insights mode).
+   * @throws TokenwatchError (`config_invalid`) when another member already reads `logGroup`
+   */
+  add(sourceId: string, logGroup: string): AuditSource & { close(): void } {
+    for (const [id, m] of this.members) {
+      if (id === sourceId || m.logGroup === logGroup) throw new TokenwatchError(ErrorCode.ConfigInvalid, `fleet Insights: two clusters read log group '${logGroup}'`);
+    }
+    this.members.set(sourceId, { logGroup, cursor: undefined });
+    return {
+      id: sourceId,
+      poll: (cursor, o) => this.pollMember(sourceId, cursor, o),
+      close: () => {
+        this.members.delete(sourceId);
+        this.cache.delete(sourceId);
+        if (this.members.size === 0) this.fleet.close();
+      },
+    };
+  }
+
+  private async refresh(o: PollOptions): Promise<void> {
+    const members: FleetInsightsMember[] = [...this.members].map(([sourceId, m]) => ({ sourceId, logGroup: m.logGroup, ...(m.cursor !== undefined && { cursor: m.cursor }) }));
+    const from = new Map(members.map((m) => [m.sourceId, m.cursor]));
+    const out = await this.fleet.poll(members, { now: o.now, lookbackMs: o.lookbackMs, stats: o.stats, ...(o.signal && { signal: o.signal }) });
+    for (const [id, result] of out.members) this.cache.set(id, { from: from.get(id), now: o.now, result });
+  }
+
+  private async *pollMember(sourceId: string, cursor: string | undefined, o: PollOptions): AsyncGenerator<string, string> {
+    const m = this.members.get(sourceId);
+    if (!m) throw new SourceError(`fleet Insights: source '${sourceId}' was closed`, sourceId, 'Closed', false);
+    m.cursor = cursor;
+    const usable = (c: Cached | undefined): c is Cached => c !== undefined && c.from === cursor && o.now - c.now <= this.reuseMs && c.now <= o.now;
+    let hit = this.cache.get(sourceId);
+    for (let tries = 0; !usable(hit) && tries < 2; tries++) {
+      // One fleet poll at a time: a member that finds one running waits for it, then looks again.
+      if (this.inflight) {
+        await this.inflight.catch(() => undefined);
+      } else {
+        this.inflight = this.refresh(o).finally(() => {
+          this.inflight = undefined;
+        });
+        await this.inflight;
+      }
+      hit = this.cache.get(sourceId);
+    }
+    if (!usable(hit)) throw new SourceError(`fleet Insights: no result for '${sourceId}'`, sourceId, 'NoFleetResult', true);
+    this.cache.delete(sourceId);
+    if (!hit.result.ok) throw hit.result.error;
+    // Rows were counted in `stats.records` of the poll that ran the fleet query.
+    for (const a of hit.result.aggregates) yield JSON.stringify(a);
+    // The caller stores this cursor with the rows; the next fleet poll starts this member from it.
+    m.cursor = hit.result.cursor;
+    return hit.result.cursor;
   }
 }

@@ -8,7 +8,7 @@ process.env['AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED'] = 'true';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startFakeCloudWatch, type FakeCloudWatch } from '../fakes/cloudwatch.js';
 import { CloudWatchSource } from '../../src/sources/cloudwatch.js';
-import { FleetInsightsSource, planFleetQueries, type FleetInsightsMember, type FleetInsightsOptions } from '../../src/sources/fleet-insights.js';
+import { FleetInsightsMembers, FleetInsightsSource, planFleetQueries, type FleetInsightsMember, type FleetInsightsOptions } from '../../src/sources/fleet-insights.js';
 import { aggregateToTokenUses, parseTokenUseAggregate, type TokenUseAggregate } from '../../src/sources/insights.js';
 import { emptyStats, SourceError } from '../../src/sources/types.js';
 import { isAuditEvent, toTokenUse } from '../../src/audit/token-use.js';
@@ -212,5 +212,41 @@ describe('fleet Logs Insights mode', () => {
     ]);
     expect(planFleetQueries([m('1', arn('111111111111', '/g')), m('2', '/g')], () => 1, 50).map((b) => b.members.length)).toEqual([1, 1]);
     expect(() => planFleetQueries([m('1', '/g'), m('2', '/g')], () => 1, 50)).toThrow(/two clusters read log group '\/g'/);
+  });
+
+  it('serves clusters whose polls are spread over the interval from one fleet query per interval', async () => {
+    for (const [i, c] of ['a', 'b', 'c'].entries()) seed(c, 1, i + 1);
+    const members = new FleetInsightsMembers(fleet(), { reuseMs: 5 * MIN });
+    const srcs = ['a', 'b', 'c'].map((c) => members.add(sourceId(c), group(c)));
+    const poll = (s: (typeof srcs)[number], now: number, cursor?: string) => drain(s.poll(cursor, { now, lookbackMs: HOUR, stats: emptyStats() }));
+    const [a, b, c] = srcs as [(typeof srcs)[0], (typeof srcs)[0], (typeof srcs)[0]];
+    const pa = await poll(a, T);
+    const pb = await poll(b, T + MIN);
+    const pc = await poll(c, T + 2 * MIN);
+    expect(fake.requestsOf('StartQuery')).toHaveLength(1);
+    // b's rows are those of its own insights-mode query at the fleet poll's time.
+    const own = await drain(single('b', 'insights').poll(undefined, { now: T, lookbackMs: HOUR, stats: emptyStats() }));
+    expect(byId(pb.items.map(parseTokenUseAggregate))).toEqual(byId(own.items.map(parseTokenUseAggregate)));
+    expect(pa.items).toHaveLength(3);
+    expect(pc.items).toHaveLength(3);
+    for (const p of [pa, pb, pc]) expect(JSON.parse(p.result)).toEqual({ v: 1, until: T - OVERLAP });
+    // Next interval: one query again, every member from the cursor its last poll returned (one window).
+    fake.putEvents(group('c'), `${PREFIX}c`, [{ timestamp: T - 5 * MIN, message: auditEvent({ auditID: 'late', time: T - 5 * MIN, kind: 'legacy', legacySecret: 'later' }) }]);
+    const next = await poll(c, T + 6 * MIN, pc.result);
+    const again = await poll(a, T + 7 * MIN, pa.result);
+    expect(fake.requestsOf('StartQuery')).toHaveLength(3); // 1 + the insights-mode comparison + 1
+    expect(fake.requestsOf('StartQuery')[2]?.body).toMatchObject({ startTime: (T - OVERLAP) / 1000, endTime: (T + 6 * MIN - OVERLAP) / 1000 });
+    // The seed's `trail` use (T − 7 min, in the trailing overlap before) is read now, with the new legacy use.
+    expect(next.items.map(parseTokenUseAggregate).map((x) => [x.useKind, x.legacySecret?.name ?? x.lastSeen])).toEqual([
+      ['stale', T - 7 * MIN],
+      ['legacy', 'later'],
+    ]);
+    expect(again.items.map(parseTokenUseAggregate).map((x) => [x.useKind, x.lastSeen])).toEqual([['stale', T - 7 * MIN]]);
+    // A cursor the fleet did not start from (the caller did not store the last one): a fresh fleet poll, where b's
+    // window differs from a's and c's, so it is a query of its own.
+    await poll(b, T + 8 * MIN, undefined);
+    expect(fake.requestsOf('StartQuery').slice(3).map((r) => r.body['logGroupIdentifiers'])).toEqual([[group('b')], [group('a'), group('c')]]);
+    expect(() => members.add('x', group('a'))).toThrow(/two clusters read log group/);
+    for (const s of srcs) s.close();
   });
 });
