@@ -28,7 +28,7 @@ import { KubeMetricsScraper } from '../sources/apiserver-metrics.js';
 import { KubeProbeReports, PROBE_NAMESPACE, type ProbeReportSource } from '../probe/objects.js';
 import { KubeRemediator } from '../remediation/kube-remediator.js';
 import { Scheduler } from './scheduler.js';
-import { createAuditSource, type ClosableAuditSource } from '../sources/index.js';
+import { createAuditSource, FleetInsightsRegistry, type ClosableAuditSource } from '../sources/index.js';
 import { CloudWatchRateLimiter } from '../sources/rate-limit.js';
 import { openStore, type Store } from '../store/index.js';
 import { acquirePollerLock, type PollerLock, type PollerLockError, type PollerLockOptions } from './poller-lock.js';
@@ -253,12 +253,15 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       metrics.cloudwatchRate.set({ account, region, operation }, rate);
     },
   });
+  // Insights-mode clusters share fleet Logs Insights queries when poll.cloudwatchFleetInsights is enabled.
+  const fleetInsights = new FleetInsightsRegistry(config.poll.cloudwatchFleetInsights);
   for (const c of config.clusters) {
     const source = createAuditSource(c.audit, {
       cluster: c.name,
       onShed: () => metrics.webhookShed.inc({ cluster: c.name }),
       rateLimiter,
       requestTimeoutMs: config.poll.requestTimeout,
+      fleetInsights,
     });
     const kube = await buildKube(c, clock, config.poll.requestTimeout);
     if (kube.error) logger.error({ cluster: c.name }, kube.error);

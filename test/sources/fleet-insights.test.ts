@@ -249,4 +249,28 @@ describe('fleet Logs Insights mode', () => {
     expect(() => members.add('x', group('a'))).toThrow(/two clusters read log group/);
     for (const s of srcs) s.close();
   });
+
+  it('is what createAuditSource builds for insights-mode clusters when poll.cloudwatchFleetInsights is enabled', async () => {
+    seed('a', 1, 1);
+    seed('b', 2, 2);
+    const { createAuditSource, FleetInsightsRegistry } = await import('../../src/sources/index.js');
+    const settings = { enabled: true, maxLogGroupsPerQuery: 50, maxConcurrentQueries: 10, reuse: 5 * MIN };
+    const registry = new FleetInsightsRegistry(settings);
+    const cfg = (c: string, mode: 'insights' | 'filter') => ({ cloudwatch: { region: REGION, logGroup: group(c), streamPrefix: PREFIX, endpoint: fake.url, mode, overlap: OVERLAP } });
+    const extra = { fleetInsights: registry, credentials: creds, maxAttempts: 1, insights: { pollIntervalMs: 1 } };
+    const [a, b] = [createAuditSource(cfg('a', 'insights'), extra), createAuditSource(cfg('b', 'insights'), extra)] as const;
+    const filter = createAuditSource(cfg('c', 'filter'), extra);
+    const off = createAuditSource(cfg('a', 'insights'), { ...extra, fleetInsights: new FleetInsightsRegistry({ ...settings, enabled: false }) });
+    closers.push(filter as CloudWatchSource, off as CloudWatchSource);
+    expect(filter).toBeInstanceOf(CloudWatchSource);
+    expect(off).toBeInstanceOf(CloudWatchSource);
+    expect([a.id, b.id]).toEqual([sourceId('a'), sourceId('b')]);
+    const ra = await drain(a.poll(undefined, { now: T, lookbackMs: HOUR, stats: emptyStats() }));
+    const rb = await drain(b.poll(undefined, { now: T + MIN, lookbackMs: HOUR, stats: emptyStats() }));
+    expect(fake.requestsOf('StartQuery').map((r) => r.body['logGroupIdentifiers'])).toEqual([[group('a'), group('b')]]);
+    expect([ra.items.length, rb.items.length]).toEqual([3, 4]);
+    expect(() => createAuditSource(cfg('a', 'insights'), extra)).toThrow(/two clusters read log group/);
+    a.close?.();
+    b.close?.();
+  });
 });
