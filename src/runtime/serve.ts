@@ -254,7 +254,10 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
     },
   });
   // Insights-mode clusters share fleet Logs Insights queries when poll.cloudwatchFleetInsights is enabled.
-  const fleetInsights = new FleetInsightsRegistry(config.poll.cloudwatchFleetInsights);
+  const fleetInsights = new FleetInsightsRegistry(config.poll.cloudwatchFleetInsights, (q) => {
+    metrics.cloudwatchInsightsQueries.inc({ region: q.region });
+    metrics.cloudwatchInsightsBytes.inc({ region: q.region }, q.bytesScanned);
+  });
   for (const c of config.clusters) {
     const source = createAuditSource(c.audit, {
       cluster: c.name,

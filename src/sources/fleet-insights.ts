@@ -89,6 +89,8 @@ export interface FleetInsightsOptions {
   random?: () => number;
   /** Monotonic clock for deadlines, ms. Default `performance.now`. */
   clock?: () => number;
+  /** Told of every completed query: its Region, log groups, and the statistics GetQueryResults gave (bytes, events scanned). */
+  onQuery?: (q: { region: string; logGroups: number; bytesScanned: number; recordsScanned: number }) => void;
 }
 
 /** What one fleet poll gives one member. */
@@ -269,6 +271,7 @@ export class FleetInsightsSource {
             result.queries++;
             result.bytesScanned += q.bytesScanned;
             result.recordsScanned += q.recordsScanned;
+            this.opts.onQuery?.({ region: this.opts.region, logGroups: b.members.length, bytesScanned: q.bytesScanned, recordsScanned: q.recordsScanned });
             for (const m of b.members) {
               result.members.set(m.sourceId, {
                 ok: true,

@@ -9,7 +9,7 @@ import { WebhookSource } from './webhook.js';
 import { readFileSync } from 'node:fs';
 import { ErrorCode, TokenwatchError } from '../errors.js';
 import { NoAuditSource } from './no-audit.js';
-import { FleetInsightsMembers, FleetInsightsSource } from './fleet-insights.js';
+import { FleetInsightsMembers, FleetInsightsSource, type FleetInsightsOptions } from './fleet-insights.js';
 
 export type { AuditSource } from './types.js';
 
@@ -48,7 +48,11 @@ export interface FleetInsightsSettings {
 export class FleetInsightsRegistry {
   private readonly fleets = new Map<string, FleetInsightsMembers>();
 
-  constructor(readonly settings: FleetInsightsSettings) {}
+  /** `onQuery`: told of every completed fleet query (metrics of bytes scanned). */
+  constructor(
+    readonly settings: FleetInsightsSettings,
+    private readonly onQuery?: FleetInsightsOptions['onQuery'],
+  ) {}
 
   /**
    * The fleet-backed source of one insights-mode cluster.
@@ -64,6 +68,7 @@ export class FleetInsightsRegistry {
         overlapMs: cw.overlap,
         maxLogGroupsPerQuery: this.settings.maxLogGroupsPerQuery,
         maxConcurrentQueries: this.settings.maxConcurrentQueries,
+        ...(this.onQuery !== undefined && { onQuery: this.onQuery }),
         ...(cw.endpoint !== undefined && { endpoint: cw.endpoint }),
         ...(extra.client !== undefined && { client: extra.client }),
         ...(extra.credentials !== undefined && { credentials: extra.credentials }),

@@ -30,6 +30,7 @@ let fake: FakeCloudWatch;
 const closers: { close(): void }[] = [];
 
 beforeEach(async () => {
+  stored.length = 0;
   fake = await startFakeCloudWatch({ now: () => T, queryRunningPolls: 1 });
 });
 
@@ -75,8 +76,14 @@ function single(cluster: string, mode: 'filter' | 'insights'): CloudWatchSource 
  * Stale tokens of DaemonSet pods (two warnAfter points, one pod per node), a legacy Secret token, 401s from one
  * client, a plain event, an event of another stream and events outside the window [T − 1 h, T − 10 min).
  */
+const stored: { group: string; time: number; message: string }[] = [];
+
 function seed(cluster: string, pods: number, seed: number): void {
-  const put = (stream: string, specs: EventSpec[]) => fake.putEvents(group(cluster), stream, specs.map((s) => ({ timestamp: s.time, message: auditEvent(s) })));
+  const put = (stream: string, specs: EventSpec[]) => {
+    const events = specs.map((s) => ({ timestamp: s.time, message: auditEvent(s) }));
+    for (const e of events) stored.push({ group: group(cluster), time: e.timestamp, message: e.message });
+    fake.putEvents(group(cluster), stream, events);
+  };
   const specs: EventSpec[] = [];
   for (let p = 0; p < pods; p++) {
     const warnAfter = T - (3 + p) * HOUR - seed * MIN;
@@ -120,8 +127,12 @@ describe('fleet Logs Insights mode', () => {
     expect(out.queries).toBe(1);
     expect(fake.requestsOf('StartQuery')).toHaveLength(1);
     expect(fake.requestsOf('StartQuery')[0]?.body).toMatchObject({ logGroupIdentifiers: clusters.map(group), startTime: (T - HOUR) / 1000, endTime: (T - OVERLAP) / 1000 });
-    // Bytes scanned: every event of the three groups in the window, matching or not (the fake counts message + 26).
-    expect(out.bytesScanned).toBeGreaterThan(0);
+    // Bytes scanned: every event of the three groups in the query's whole-second range, matching or not, whatever its
+    // stream (the fake bills message bytes + 26 per event); each cluster's early (T − 2 h) and trailing (T − 7 min)
+    // events are not scanned.
+    const scanned = stored.filter((e) => e.time >= T - HOUR && e.time < T - OVERLAP + 1_000);
+    expect(scanned.length).toBe(stored.length - 6);
+    expect(out.bytesScanned).toBe(scanned.reduce((n, e) => n + Buffer.byteLength(e.message) + 26, 0));
 
     for (const [i, c] of clusters.entries()) {
       const m = out.members.get(sourceId(c));
@@ -255,7 +266,8 @@ describe('fleet Logs Insights mode', () => {
     seed('b', 2, 2);
     const { createAuditSource, FleetInsightsRegistry } = await import('../../src/sources/index.js');
     const settings = { enabled: true, maxLogGroupsPerQuery: 50, maxConcurrentQueries: 10, reuse: 5 * MIN };
-    const registry = new FleetInsightsRegistry(settings);
+    const queries: unknown[] = [];
+    const registry = new FleetInsightsRegistry(settings, (q) => queries.push(q));
     const cfg = (c: string, mode: 'insights' | 'filter') => ({ cloudwatch: { region: REGION, logGroup: group(c), streamPrefix: PREFIX, endpoint: fake.url, mode, overlap: OVERLAP } });
     const extra = { fleetInsights: registry, credentials: creds, maxAttempts: 1, insights: { pollIntervalMs: 1 } };
     const [a, b] = [createAuditSource(cfg('a', 'insights'), extra), createAuditSource(cfg('b', 'insights'), extra)] as const;
@@ -269,6 +281,9 @@ describe('fleet Logs Insights mode', () => {
     const rb = await drain(b.poll(undefined, { now: T + MIN, lookbackMs: HOUR, stats: emptyStats() }));
     expect(fake.requestsOf('StartQuery').map((r) => r.body['logGroupIdentifiers'])).toEqual([[group('a'), group('b')]]);
     expect([ra.items.length, rb.items.length]).toEqual([3, 4]);
+    const sq = fake.requestsOf('GetQueryResults').at(-1)?.response as { statistics: { bytesScanned: number; recordsScanned: number } };
+    expect(queries).toEqual([{ region: REGION, logGroups: 2, bytesScanned: sq.statistics.bytesScanned, recordsScanned: sq.statistics.recordsScanned }]);
+    expect(sq.statistics.recordsScanned).toBe(stored.filter((e) => e.time >= T - HOUR && e.time < T - OVERLAP + 1_000).length);
     expect(() => createAuditSource(cfg('a', 'insights'), extra)).toThrow(/two clusters read log group/);
     a.close?.();
     b.close?.();
