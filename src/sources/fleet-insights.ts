@@ -451,9 +451,9 @@ export class FleetInsightsMembers {
    * @throws TokenwatchError (`config_invalid`) when another member already reads `logGroup`
    */
   add(sourceId: string, logGroup: string): AuditSource & { close(): void } {
-    for (const [id, m] of this.members) {
-      if (id === sourceId || m.logGroup === logGroup) throw new TokenwatchError(ErrorCode.ConfigInvalid, `fleet Insights: two clusters read log group '${logGroup}'`);
-    }
+    if (this.members.has(sourceId)) throw new TokenwatchError(ErrorCode.ConfigInvalid, `fleet Insights: two clusters read log group '${logGroup}'`);
+    // The checks a poll's plan makes (no log group read twice), at registration rather than at the first poll.
+    planFleetQueries([...[...this.members].map(([id, m]) => ({ sourceId: id, logGroup: m.logGroup })), { sourceId, logGroup }], () => 0, MAX_LOG_GROUPS_PER_QUERY);
     this.members.set(sourceId, { logGroup, cursor: undefined });
     return {
       id: sourceId,
