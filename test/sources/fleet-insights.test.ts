@@ -107,13 +107,12 @@ function seed(cluster: string, pods: number, seed: number): void {
 
 const byId = (a: TokenUseAggregate[]) => [...a].sort((x, y) => (x.id < y.id ? -1 : 1));
 
-/** The findings engine's token records of one cluster, without what Logs Insights rows do not carry (pod UID). */
-function records(cluster: string, uses: Iterable<Parameters<TokenAggregator['add']>[0]>): Omit<TokenRecord, 'podUid'>[] {
+/** The findings engine's token records of one cluster. */
+function records(cluster: string, uses: Iterable<Parameters<TokenAggregator['add']>[0]>): TokenRecord[] {
   const agg = new TokenAggregator({ cluster, maxTokenAge: { mode: 'eks' } });
   for (const u of uses) agg.add(u);
   return agg
     .records()
-    .map(({ podUid: _podUid, ...r }) => r)
     .sort((a, b) => `${a.kind}${a.subject}${a.pod}${a.warnAfter}`.localeCompare(`${b.kind}${b.subject}${b.pod}${b.warnAfter}`));
 }
 
