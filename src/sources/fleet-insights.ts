@@ -434,7 +434,8 @@ interface Cached {
  * as it stores an insights-mode poll's.
  */
 export class FleetInsightsMembers {
-  private readonly members = new Map<string, { logGroup: string; cursor: string | undefined }>();
+  /** `polled`: the member's own poll has told its cursor (in this process). */
+  private readonly members = new Map<string, { logGroup: string; cursor: string | undefined; polled: boolean }>();
   private readonly cache = new Map<string, Cached>();
   private inflight: Promise<void> | undefined;
   private readonly reuseMs: number;
@@ -454,7 +455,7 @@ export class FleetInsightsMembers {
     if (this.members.has(sourceId)) throw new TokenwatchError(ErrorCode.ConfigInvalid, `fleet Insights: two clusters read log group '${logGroup}'`);
     // The checks a poll's plan makes (no log group read twice), at registration rather than at the first poll.
     planFleetQueries([...[...this.members].map(([id, m]) => ({ sourceId: id, logGroup: m.logGroup })), { sourceId, logGroup }], () => 0, MAX_LOG_GROUPS_PER_QUERY);
-    this.members.set(sourceId, { logGroup, cursor: undefined });
+    this.members.set(sourceId, { logGroup, cursor: undefined, polled: false });
     return {
       id: sourceId,
       poll: (cursor, o) => this.pollMember(sourceId, cursor, o),
@@ -466,8 +467,14 @@ export class FleetInsightsMembers {
     };
   }
 
-  private async refresh(o: PollOptions): Promise<void> {
-    const members: FleetInsightsMember[] = [...this.members].map(([sourceId, m]) => ({ sourceId, logGroup: m.logGroup, ...(m.cursor !== undefined && { cursor: m.cursor }) }));
+  private async refresh(trigger: string | undefined, o: PollOptions): Promise<void> {
+    // A member that has not polled yet in this process (a restart) is assumed to be where the triggering member is:
+    // members served by one fleet poll share its cursor, so after a restart their stored cursors are usually equal.
+    // A wrong guess costs that member one more query when it polls, never a wrong window.
+    const members: FleetInsightsMember[] = [...this.members].map(([sourceId, m]) => {
+      const cursor = m.polled ? m.cursor : trigger;
+      return { sourceId, logGroup: m.logGroup, ...(cursor !== undefined && { cursor }) };
+    });
     const from = new Map(members.map((m) => [m.sourceId, m.cursor]));
     const out = await this.fleet.poll(members, { now: o.now, lookbackMs: o.lookbackMs, stats: o.stats, ...(o.signal && { signal: o.signal }) });
     for (const [id, result] of out.members) this.cache.set(id, { from: from.get(id), now: o.now, result });
@@ -477,6 +484,7 @@ export class FleetInsightsMembers {
     const m = this.members.get(sourceId);
     if (!m) throw new SourceError(`fleet Insights: source '${sourceId}' was closed`, sourceId, 'Closed', false);
     m.cursor = cursor;
+    m.polled = true;
     const usable = (c: Cached | undefined): c is Cached => c !== undefined && c.from === cursor && o.now - c.now <= this.reuseMs && c.now <= o.now;
     let hit = this.cache.get(sourceId);
     for (let tries = 0; !usable(hit) && tries < 2; tries++) {
@@ -484,7 +492,7 @@ export class FleetInsightsMembers {
       if (this.inflight) {
         await this.inflight.catch(() => undefined);
       } else {
-        this.inflight = this.refresh(o).finally(() => {
+        this.inflight = this.refresh(cursor, o).finally(() => {
           this.inflight = undefined;
         });
         await this.inflight;

@@ -258,6 +258,25 @@ describe('fleet Logs Insights mode', () => {
     expect(fake.requestsOf('StartQuery').slice(3).map((r) => r.body['logGroupIdentifiers'])).toEqual([[group('b')], [group('a'), group('c')]]);
     expect(() => members.add('x', group('a'))).toThrow(/two clusters read log group/);
     for (const s of srcs) s.close();
+
+    // A restart: new members, the cursors from the store. The first poll assumes the others are where it is (they
+    // were served by one fleet poll), so one query serves all three again.
+    const restarted = new FleetInsightsMembers(fleet(), { reuseMs: 5 * MIN });
+    const [ra, rb, rc] = ['a', 'b', 'c'].map((x) => restarted.add(sourceId(x), group(x))) as [(typeof srcs)[0], (typeof srcs)[0], (typeof srcs)[0]];
+    const queriesBefore = fake.requestsOf('StartQuery').length;
+    await poll(ra, T + 11 * MIN, again.result);
+    await poll(rc, T + 12 * MIN, next.result);
+    expect(fake.requestsOf('StartQuery').length - queriesBefore).toBe(1);
+    // b's stored cursor is older (its last poll was a lone query): a fleet poll where b's window is a query of its own
+    // (a and c, from their new cursors, another).
+    const rbOut = await poll(rb, T + 13 * MIN, JSON.stringify({ v: 1, until: T - OVERLAP }));
+    const last = fake.requestsOf('StartQuery').slice(queriesBefore + 1);
+    expect(last.map((r) => [r.body['logGroupIdentifiers'], r.body['startTime']])).toEqual([
+      [[group('b')], (T - OVERLAP) / 1000],
+      [[group('a'), group('c')], (T + 11 * MIN - OVERLAP) / 1000],
+    ]);
+    expect(JSON.parse(rbOut.result)).toEqual({ v: 1, until: T + 13 * MIN - OVERLAP });
+    for (const s of [ra, rb, rc]) s.close();
   });
 
   it('is what createAuditSource builds for insights-mode clusters when poll.cloudwatchFleetInsights is enabled', async () => {
