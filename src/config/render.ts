@@ -108,6 +108,7 @@ export function toFileForm(config: Config): Record<string, unknown> {
     spread: config.poll.spread,
     concurrency: config.poll.concurrency,
     cloudwatchTps: { ...config.poll.cloudwatchTps },
+    cloudwatchFleetInsights: { ...config.poll.cloudwatchFleetInsights, reuse: formatDuration(config.poll.cloudwatchFleetInsights.reuse) },
   };
   out.findings = {
     activeWindow: formatDuration(config.findings.activeWindow),

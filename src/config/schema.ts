@@ -373,6 +373,25 @@ export const fileSchema = z.strictObject({
           getQueryResults: z.number().positive().max(1_000).prefault(5),
         })
         .prefault({}),
+      /**
+       * Fleet Logs Insights mode (src/sources/fleet-insights.ts, docs/live-mode.md#fleet-insights-mode): clusters with
+       * `audit.cloudwatch.mode: insights` in one Region (and endpoint and stream prefix) are read by one Logs Insights
+       * query over up to 50 log groups (StartQuery's limit) per poll interval instead of one query each. Off by default.
+       */
+      cloudwatchFleetInsights: z
+        .strictObject({
+          enabled: z.boolean().prefault(false),
+          /** Log groups per query, 1 to 50 (https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_StartQuery.html). Default 50. */
+          maxLogGroupsPerQuery: z.number().int().min(1).max(50).prefault(50),
+          /**
+           * Fleet queries running at once. The account's quota is 30 concurrent Logs Insights queries, dashboards
+           * included (same reference): leave them room. Default 10.
+           */
+          maxConcurrentQueries: z.number().int().min(1).max(30).prefault(10),
+          /** A cluster's poll reuses rows another cluster's poll fetched this recently (about the poll interval). Default `5m`. */
+          reuse: duration().prefault('5m'),
+        })
+        .prefault({}),
     })
     .prefault({}),
   /** When a finding counts as current, and when it concludes on its own. */
@@ -791,6 +810,7 @@ function assemble(file: FileConfig, env: NodeJS.ProcessEnv): Config {
       spread: file.poll.spread,
       concurrency: file.poll.concurrency,
       cloudwatchTps: { ...file.poll.cloudwatchTps },
+      cloudwatchFleetInsights: { ...file.poll.cloudwatchFleetInsights },
     },
     findings: { activeWindow: file.findings.activeWindow, quietPeriod: file.findings.quietPeriod, readinessMinWindow: file.findings.readinessMinWindow },
     retention: { tokenRecords: file.retention.tokenRecords, pollRuns: file.retention.pollRuns, actionLog: file.retention.actionLog },

@@ -42,6 +42,10 @@ export class Metrics {
   readonly cloudwatchThrottled = new Counter({ name: 'tokenwatch_cloudwatch_throttled_total', help: 'CloudWatch Logs ThrottlingException answers by account, Region and operation.', labelNames: ['account', 'region', 'operation'] as const, registers: [this.registry] });
   /** The shared budget's current rate after its last throttling answer, requests per second (src/sources/rate-limit.ts). */
   readonly cloudwatchRate = new Gauge({ name: 'tokenwatch_cloudwatch_budget_rate', help: 'Current CloudWatch Logs request rate of the shared budget after the last throttling (requests per second).', labelNames: ['account', 'region', 'operation'] as const, registers: [this.registry] });
+  /** Bytes scanned by fleet Logs Insights queries, per Region (Logs Insights bills by these; docs/live-mode.md#fleet-insights-mode). */
+  readonly cloudwatchInsightsBytes = new Counter({ name: 'tokenwatch_cloudwatch_insights_bytes_scanned_total', help: 'Bytes scanned by fleet Logs Insights queries (billed per GB scanned), by Region.', labelNames: ['region'] as const, registers: [this.registry] });
+  /** Fleet Logs Insights queries completed, per Region. */
+  readonly cloudwatchInsightsQueries = new Counter({ name: 'tokenwatch_cloudwatch_insights_queries_total', help: 'Fleet Logs Insights queries completed, by Region.', labelNames: ['region'] as const, registers: [this.registry] });
   /** Slack requests or Socket Mode envelopes dropped as replays/redeliveries, by transport (`http` | `socket`). */
   readonly slackDuplicates = new Counter({ name: 'tokenwatch_slack_duplicate_requests_total', help: 'Slack requests (HTTP replays, Socket Mode redeliveries) acknowledged but not handled again.', labelNames: ['transport'] as const, registers: [this.registry] });
   /**

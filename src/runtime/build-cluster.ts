@@ -18,7 +18,7 @@ import type { Metrics } from '../observability/metrics.js';
 import { KubeProbeReports, PROBE_NAMESPACE, type ProbeReportSource } from '../probe/objects.js';
 import { KubeRemediator } from '../remediation/kube-remediator.js';
 import { KubeMetricsScraper } from '../sources/apiserver-metrics.js';
-import { createAuditSource, type ClosableAuditSource } from '../sources/index.js';
+import { createAuditSource, type ClosableAuditSource, type FleetInsightsRegistry } from '../sources/index.js';
 import type { CloudWatchRateLimiter } from '../sources/rate-limit.js';
 import type { Store } from '../store/index.js';
 import { BlindLogMonitor, EksLoggingRecheck } from './blind.js';
@@ -58,6 +58,8 @@ export interface BuildClusterDeps {
   clock: () => number;
   /** One CloudWatch Logs budget per account and Region, shared by every cluster (src/sources/rate-limit.ts). */
   rateLimiter: CloudWatchRateLimiter;
+  /** Fleet Logs Insights queries shared by insights-mode clusters (`poll.cloudwatchFleetInsights`, src/sources/fleet-insights.ts). */
+  fleetInsights?: FleetInsightsRegistry;
   /** How long a poll may run, ms of `clock`, before the cluster shows degraded as slow. */
   slowPollAfterMs: number;
   /** Called when the cluster's blind-log state may have changed (the EKS logging setup was re-read). */
@@ -122,12 +124,13 @@ function startWatchCache(kc: KubeConfig, cluster: string, logger: Logger, ip: { 
  * `kubeError` says why (scrubbed, logged here).
  */
 export async function buildCluster(c: ClusterConfig, deps: BuildClusterDeps): Promise<ClusterRuntime> {
-  const { config, store, logger, metrics, clock, rateLimiter, onBlindChange, afterPoll } = deps;
+  const { config, store, logger, metrics, clock, rateLimiter, fleetInsights, onBlindChange, afterPoll } = deps;
   const source = createAuditSource(c.audit, {
     cluster: c.name,
     onShed: () => metrics.webhookShed.inc({ cluster: c.name }),
     rateLimiter,
     requestTimeoutMs: config.poll.requestTimeout,
+    ...(fleetInsights ? { fleetInsights } : {}),
   });
   const kube = await buildKube(c, clock, config.poll.requestTimeout);
   if (kube.error) logger.error({ cluster: c.name }, kube.error);

@@ -19,6 +19,7 @@ import type { PollOutcome } from './poller.js';
 import { BLIND_REASONS, type BlindReason } from './blind.js';
 import { buildCluster, type ClusterRuntime } from './build-cluster.js';
 import { Scheduler } from './scheduler.js';
+import { FleetInsightsRegistry } from '../sources/index.js';
 import { CloudWatchRateLimiter } from '../sources/rate-limit.js';
 import { openStore, type Store } from '../store/index.js';
 import { acquirePollerLock, type PollerLock, type PollerLockError, type PollerLockOptions } from './poller-lock.js';
@@ -199,10 +200,15 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       metrics.cloudwatchRate.set({ account, region, operation }, rate);
     },
   });
+  // Insights-mode clusters share fleet Logs Insights queries when poll.cloudwatchFleetInsights is enabled.
+  const fleetInsights = new FleetInsightsRegistry(config.poll.cloudwatchFleetInsights, (q) => {
+    metrics.cloudwatchInsightsQueries.inc({ region: q.region });
+    metrics.cloudwatchInsightsBytes.inc({ region: q.region }, q.bytesScanned);
+  });
   // Per cluster, in flow order (build-cluster.ts): audit source, cluster state, remediator, monitors, poller.
   const slowPollAfterMs = opts.slowPollAfterMs ?? 3 * config.poll.requestTimeout;
   for (const c of config.clusters) {
-    clusters.set(c.name, await buildCluster(c, { config, store, logger, metrics, clock, rateLimiter, slowPollAfterMs, onBlindChange: updateBlindGauge, afterPoll }));
+    clusters.set(c.name, await buildCluster(c, { config, store, logger, metrics, clock, rateLimiter, fleetInsights, slowPollAfterMs, onBlindChange: updateBlindGauge, afterPoll }));
   }
 
   const firstDone = new Map<string, () => void>();

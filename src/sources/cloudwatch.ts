@@ -211,14 +211,19 @@ function budgetMiddleware(b: Budget): ContextMiddleware {
 }
 
 /** What {@link withCounting} adds besides counting: the shared budget of the command's operation, if any. */
-interface Budget {
+export interface Budget {
   limiter: CloudWatchRateLimiter;
   account: string;
   region: string;
   signal: AbortSignal | undefined;
 }
 
-function withCounting<C>(command: C, stats: SourceStats, budget?: Budget): C {
+/**
+ * Adds tokenwatch's middleware to an SDK command: every HTTP attempt is counted in `stats` (requests, response bytes,
+ * throttling answers) and, with `budget`, first takes a token of the account/Region budget of its operation.
+ * Returns the same command.
+ */
+export function withCounting<C>(command: C, stats: SourceStats, budget?: Budget): C {
   const stack = (command as unknown as CommandLike).middlewareStack;
   stack.add(countingMiddleware(stats) as never, {
     step: 'finalizeRequest',

@@ -9,6 +9,7 @@ import { WebhookSource } from './webhook.js';
 import { readFileSync } from 'node:fs';
 import { ErrorCode, TokenwatchError } from '../errors.js';
 import { NoAuditSource } from './no-audit.js';
+import { FleetInsightsMembers, FleetInsightsSource, type FleetInsightsOptions } from './fleet-insights.js';
 
 export type { AuditSource } from './types.js';
 
@@ -26,6 +27,62 @@ export interface AuditSourceExtra extends Partial<CloudWatchSourceOptions> {
   onShed?: () => void;
   /** Environment for the webhook's `tokenEnv`. Default `process.env`. */
   env?: NodeJS.ProcessEnv;
+  /** Fleet Logs Insights mode: insights-mode clusters are read through it when it is enabled (one per deployment). */
+  fleetInsights?: FleetInsightsRegistry;
+}
+
+/** Settings of {@link FleetInsightsRegistry} (config `poll.cloudwatchFleetInsights`). */
+export interface FleetInsightsSettings {
+  enabled: boolean;
+  maxLogGroupsPerQuery: number;
+  maxConcurrentQueries: number;
+  /** ms */
+  reuse: number;
+}
+
+/**
+ * The deployment's fleet Logs Insights queries (src/sources/fleet-insights.ts): one {@link FleetInsightsSource} per
+ * (Region, endpoint, stream prefix, overlap) — clusters that one query can read together —, built with the first such
+ * cluster's CloudWatch options (shared budget, timeouts).
+ */
+export class FleetInsightsRegistry {
+  private readonly fleets = new Map<string, FleetInsightsMembers>();
+
+  /** `onQuery`: told of every completed fleet query (metrics of bytes scanned). */
+  constructor(
+    readonly settings: FleetInsightsSettings,
+    private readonly onQuery?: FleetInsightsOptions['onQuery'],
+  ) {}
+
+  /**
+   * The fleet-backed source of one insights-mode cluster.
+   * @throws TokenwatchError (`config_invalid`) when another cluster already reads its log group
+   */
+  source(cw: Extract<AuditSourceConfig, { cloudwatch: unknown }>['cloudwatch'], extra: Partial<CloudWatchSourceOptions>): ClosableAuditSource {
+    const key = JSON.stringify([cw.region, cw.endpoint ?? null, cw.streamPrefix, cw.overlap]);
+    let members = this.fleets.get(key);
+    if (!members) {
+      const fleet = new FleetInsightsSource({
+        region: cw.region,
+        streamPrefix: cw.streamPrefix,
+        overlapMs: cw.overlap,
+        maxLogGroupsPerQuery: this.settings.maxLogGroupsPerQuery,
+        maxConcurrentQueries: this.settings.maxConcurrentQueries,
+        ...(this.onQuery !== undefined && { onQuery: this.onQuery }),
+        ...(cw.endpoint !== undefined && { endpoint: cw.endpoint }),
+        ...(extra.client !== undefined && { client: extra.client }),
+        ...(extra.credentials !== undefined && { credentials: extra.credentials }),
+        ...(extra.maxAttempts !== undefined && { maxAttempts: extra.maxAttempts }),
+        ...(extra.requestTimeoutMs !== undefined && { requestTimeoutMs: extra.requestTimeoutMs }),
+        ...(extra.rateLimiter !== undefined && { rateLimiter: extra.rateLimiter }),
+        ...(extra.retry !== undefined && { retry: extra.retry }),
+        ...(extra.insights?.pollIntervalMs !== undefined && { pollIntervalMs: extra.insights.pollIntervalMs }),
+      });
+      members = new FleetInsightsMembers(fleet, { reuseMs: this.settings.reuse });
+      this.fleets.set(key, members);
+    }
+    return members.add(`cloudwatch:${cw.region}:${cw.logGroup}`, cw.logGroup);
+  }
 }
 
 /**
@@ -37,6 +94,7 @@ export function createAuditSource(cfg: AuditSourceConfig, extra: AuditSourceExtr
   if ('webhook' in cfg) return createWebhookSource(cfg.webhook, extra);
   if ('none' in cfg) return new NoAuditSource();
   const cw = cfg.cloudwatch;
+  if (cw.mode === 'insights' && extra.fleetInsights?.settings.enabled) return extra.fleetInsights.source(cw, cloudWatchExtra(extra));
   return new CloudWatchSource({
     region: cw.region,
     logGroup: cw.logGroup,
@@ -49,7 +107,7 @@ export function createAuditSource(cfg: AuditSourceConfig, extra: AuditSourceExtr
 }
 
 function cloudWatchExtra(extra: AuditSourceExtra): Partial<CloudWatchSourceOptions> {
-  const { cluster: _c, onShed: _o, env: _e, ...rest } = extra;
+  const { cluster: _c, onShed: _o, env: _e, fleetInsights: _f, ...rest } = extra;
   return rest;
 }
 

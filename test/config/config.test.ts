@@ -36,7 +36,7 @@ describe('parseConfig defaults', () => {
       http: { host: '0.0.0.0', port: 8080 },
       log: { level: 'info' },
       remediation: { rolloutTimeout: 600_000, settlePeriod: 7_200_000 },
-      poll: { jitter: 10_000, chunkEvents: 10_000, requestTimeout: 10_000, spread: true, concurrency: 10, cloudwatchTps: { filterLogEvents: 5, startQuery: 5, getQueryResults: 5 } },
+      poll: { jitter: 10_000, chunkEvents: 10_000, requestTimeout: 10_000, spread: true, concurrency: 10, cloudwatchTps: { filterLogEvents: 5, startQuery: 5, getQueryResults: 5 }, cloudwatchFleetInsights: { enabled: false, maxLogGroupsPerQuery: 50, maxConcurrentQueries: 10, reuse: 300_000 } },
       findings: { activeWindow: 3_600_000, quietPeriod: 86_400_000, readinessMinWindow: 7 * 86_400_000 },
       retention: { tokenRecords: 7 * 86_400_000, pollRuns: 7 * 86_400_000, actionLog: 90 * 86_400_000 },
       clusters: [
@@ -191,6 +191,20 @@ describe('parseConfig defaults', () => {
     expect(issues({ concurrency: 2.5 })[0]).toMatch(/^poll\.concurrency → .*int/i);
     expect(issues({ cloudwatchTps: { filterLogEvents: 0 } })[0]).toMatch(/^poll\.cloudwatchTps\.filterLogEvents → /);
     expect(issues({ cloudwatchTps: { filterLogEvent: 5 } })).toHaveLength(1); // a misspelt key is refused (strict)
+  });
+
+  it('poll.cloudwatchFleetInsights: off by default, at most 50 log groups per query (StartQuery) and 30 concurrent queries (the account quota)', () => {
+    const poll = (p: unknown) => parseConfig({ poll: p, clusters: [fileCluster] }, {}).poll;
+    expect(poll({ cloudwatchFleetInsights: { enabled: true, maxConcurrentQueries: 4, reuse: '2m' } }).cloudwatchFleetInsights).toEqual({
+      enabled: true,
+      maxLogGroupsPerQuery: 50,
+      maxConcurrentQueries: 4,
+      reuse: 120_000,
+    });
+    const issues = (p: unknown) => issuesOf(() => parseConfig({ poll: p, clusters: [fileCluster] }, {}));
+    expect(issues({ cloudwatchFleetInsights: { maxLogGroupsPerQuery: 51 } })[0]).toMatch(/^poll\.cloudwatchFleetInsights\.maxLogGroupsPerQuery → /);
+    expect(issues({ cloudwatchFleetInsights: { maxConcurrentQueries: 31 } })[0]).toMatch(/^poll\.cloudwatchFleetInsights\.maxConcurrentQueries → /);
+    expect(issues({ cloudwatchFleetInsights: { enable: true } })).toHaveLength(1);
   });
 
   it('poll.chunkEvents: a whole number from 100 to 1,000,000, default 10,000', () => {

@@ -8,7 +8,9 @@ import {
   CloudWatchLogsClient,
   DescribeLogGroupsCommand,
   FilterLogEventsCommand,
+  GetQueryResultsCommand,
   InvalidParameterException,
+  LimitExceededException,
   MalformedQueryException,
   ResourceNotFoundException,
   StartQueryCommand,
@@ -231,5 +233,78 @@ describe('fake CloudWatch Logs: per-operation rate limit (tps)', () => {
       c.destroy();
       await limited.close();
     }
+  });
+});
+
+describe('fake CloudWatch Logs: one Logs Insights query over several log groups', () => {
+  const T0 = Date.parse('2026-11-29T12:00:00Z');
+  const results = async (queryId: string) => {
+    for (;;) {
+      const out = await client.send(new GetQueryResultsCommand({ queryId }));
+      if (out.status === 'Complete') return (out.results ?? []).map((r) => Object.fromEntries(r.map((c) => [c.field, c.value])));
+    }
+  };
+
+  it('runs filter (like, =, !=, ispresent), parse, stats count/min/max by @log, sort and limit across the groups it names', async () => {
+    const msg = (user: string, code: number) => `{"user":{"username":"${user}"},"responseStatus":{"code":${code}}}`;
+    fake.putEvents('/aws/eks/a/cluster', 'kube-apiserver-audit-1', [
+      { timestamp: T0 + 1_000, message: msg('alice', 200) },
+      { timestamp: T0 + 2_000, message: msg('alice', 200) },
+      { timestamp: T0 + 3_000, message: msg('bob', 401) },
+      { timestamp: T0 + 4_000, message: 'no user here' },
+    ]);
+    fake.putEvents('/aws/eks/b/cluster', 'kube-apiserver-audit-1', [{ timestamp: T0 + 5_000, message: msg('alice', 200) }]);
+    fake.putEvents('/aws/eks/b/cluster', 'authenticator-1', [{ timestamp: T0 + 6_000, message: msg('alice', 200) }]);
+    // A group the query does not name: none of its events count.
+    fake.putEvents('/aws/eks/c/cluster', 'kube-apiserver-audit-1', [{ timestamp: T0 + 1_000, message: msg('alice', 200) }]);
+    const { queryId } = await client.send(
+      new StartQueryCommand({
+        logGroupIdentifiers: ['/aws/eks/a/cluster', 'arn:aws:logs:us-east-1:123456789012:log-group:/aws/eks/b/cluster'],
+        startTime: T0 / 1000,
+        endTime: T0 / 1000 + 60,
+        queryString: [
+          'filter @logStream like /^kube-apiserver-audit-/',
+          'parse @message /"username":"(?<user>[^"]*)"/',
+          'parse @message /"code":(?<code>\\d+)/',
+          'filter ispresent(user) and code != 401 and user = "alice"',
+          'stats count(*) as n, min(@timestamp) as first, max(@timestamp) as last by @log, user',
+          'sort n desc',
+          'limit 10',
+        ].join(' | '),
+      }),
+    );
+    expect(await results(queryId as string)).toEqual([
+      { '@log': '123456789012:/aws/eks/a/cluster', user: 'alice', n: '2', first: '2026-11-29 12:00:01.000', last: '2026-11-29 12:00:02.000' },
+      { '@log': '123456789012:/aws/eks/b/cluster', user: 'alice', n: '1', first: '2026-11-29 12:00:05.000', last: '2026-11-29 12:00:05.000' },
+    ]);
+    const one = await client.send(
+      new StartQueryCommand({ logGroupNames: ['/aws/eks/a/cluster', '/aws/eks/b/cluster'], startTime: T0 / 1000, endTime: T0 / 1000 + 60, queryString: 'stats count(*) as n by @log | sort @log | limit 1' }),
+    );
+    expect(await results(one.queryId as string)).toEqual([{ '@log': '123456789012:/aws/eks/a/cluster', n: '4' }]);
+  });
+
+  it('takes at most 50 log groups per query (StartQuery API reference), and names a missing one', async () => {
+    const names = Array.from({ length: 51 }, (_, i) => `/aws/eks/c${i}/cluster`);
+    for (const n of names) fake.createLogGroup(n);
+    const q = (logGroupNames: string[]) => client.send(new StartQueryCommand({ logGroupNames, startTime: 1, endTime: 2, queryString: 'stats count(*) by @log' }));
+    await expect(q(names)).rejects.toBeInstanceOf(InvalidParameterException);
+    await expect(q(names.slice(0, 50))).resolves.toHaveProperty('queryId');
+    await expect(q(['/aws/eks/missing/cluster'])).rejects.toBeInstanceOf(ResourceNotFoundException);
+  });
+
+  it('refuses a query over the concurrent-query quota with LimitExceededException until one completes', async () => {
+    await fake.close();
+    fake = await startFakeCloudWatch({ maxConcurrentQueries: 2, queryRunningPolls: 0 });
+    client.destroy();
+    client = new CloudWatchLogsClient({ region: 'us-east-1', endpoint: fake.url, credentials: { accessKeyId: 'a', secretAccessKey: 'b' }, maxAttempts: 1 });
+    fake.createLogGroup('g');
+    const q = () => client.send(new StartQueryCommand({ logGroupName: 'g', startTime: 1, endTime: 2, queryString: 'stats count(*)' }));
+    const a = await q();
+    await q();
+    await expect(q()).rejects.toBeInstanceOf(LimitExceededException);
+    // GetQueryResults completes the first (queryRunningPolls 0): a slot is free again.
+    expect((await client.send(new GetQueryResultsCommand({ queryId: a.queryId }))).status).toBe('Complete');
+    await expect(q()).resolves.toHaveProperty('queryId');
+    expect(fake.peakConcurrentQueries()).toBe(2);
   });
 });

@@ -22,7 +22,11 @@
  *   `fromMillis`, `floor`, `ceil`, `abs`, `coalesce`, `ispresent`, `isempty`, `strlen`, `concat`, `tolower`,
  *   `toupper`, `greatest`, `least`. Start/end times are epoch **seconds** (both inclusive). A query is `Scheduled`,
  *   then `Running` for `queryRunningPolls` GetQueryResults calls, then `Complete`; results page by `maxItems` with
- *   `nextToken`.
+ *   `nextToken`. One StartQuery may name up to 50 log groups (`logGroupName`, `logGroupNames` or
+ *   `logGroupIdentifiers`, names or ARNs); every record has `@log` = `<accountId>:<logGroupName>`, so `stats … by @log`
+ *   splits the result per log group. With {@link FakeCloudWatchOptions.maxConcurrentQueries}, a StartQuery while that
+ *   many queries are `Scheduled`/`Running` gets `LimitExceededException`; {@link FakeCloudWatch.peakConcurrentQueries}
+ *   tells the most that ran at once.
  * - `DescribeLogGroups` (`logGroupNamePrefix`).
  *
  * Rate limits like AWS's ({@link FakeCloudWatchOptions.tps}): a token bucket per operation for the whole fake (one
@@ -92,6 +96,13 @@ export interface FakeCloudWatchOptions {
   scanPerPage?: number;
   /** GetQueryResults calls answered `Running` before `Complete`. Default 1. */
   queryRunningPolls?: number;
+  /**
+   * Logs Insights queries that may be `Scheduled` or `Running` at once (the account's concurrent-query quota: "up to 30
+   * concurrent CloudWatch Logs Insights queries, including queries that have been added to dashboards", StartQuery API
+   * reference, https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_StartQuery.html). A StartQuery
+   * over it gets `LimitExceededException`. Default: no limit.
+   */
+  maxConcurrentQueries?: number;
   /** The fake's clock (epoch ms) for default `ingestionTime` and visibility. Default `Date.now`. */
   now?: () => number;
   /**
@@ -138,6 +149,8 @@ export interface FakeCloudWatch {
   clearFaults(): void;
   /** Requests of one operation. */
   requestsOf(op: string): FakeRequestRecord[];
+  /** The most Logs Insights queries that were `Scheduled` or `Running` at once since the fake started. */
+  peakConcurrentQueries(): number;
   close(): Promise<void>;
 }
 
@@ -192,6 +205,8 @@ export async function startFakeCloudWatch(opts: FakeCloudWatchOptions = {}): Pro
   const queries = new Map<string, QueryState>();
   let emptyPages = 0;
   let seq = 0;
+  let peakQueries = 0;
+  const activeQueries = (): number => [...queries.values()].filter((q) => q.status === 'Scheduled' || q.status === 'Running').length;
   const rateClock = opts.rateClock ?? (() => performance.now());
   const buckets = new Map<string, { tokens: number; at: number }>();
   /** Takes a token of `op`'s bucket; false when it is empty (the request is throttled). */
@@ -336,6 +351,9 @@ export async function startFakeCloudWatch(opts: FakeCloudWatchOptions = {}): Pro
     } catch (err) {
       throw new ApiError('MalformedQueryException', (err as Error).message);
     }
+    if (opts.maxConcurrentQueries !== undefined && activeQueries() >= opts.maxConcurrentQueries) {
+      throw new ApiError('LimitExceededException', `Too many concurrent queries (limit ${opts.maxConcurrentQueries})`);
+    }
     const records: InsightsRecord[] = [];
     let bytesScanned = 0;
     for (const name of names) {
@@ -356,6 +374,7 @@ export async function startFakeCloudWatch(opts: FakeCloudWatchOptions = {}): Pro
       rows,
       statistics: { recordsMatched: matched, recordsScanned: records.length, bytesScanned },
     });
+    peakQueries = Math.max(peakQueries, activeQueries());
     return { queryId: id };
   }
 
@@ -522,6 +541,9 @@ export async function startFakeCloudWatch(opts: FakeCloudWatchOptions = {}): Pro
     },
     requestsOf(op) {
       return requests.filter((r) => r.op === op);
+    },
+    peakConcurrentQueries() {
+      return peakQueries;
     },
     close() {
       return new Promise<void>((resolve, reject) => {

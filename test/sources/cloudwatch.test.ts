@@ -309,6 +309,7 @@ describe('CloudWatchSource insights mode', () => {
         useKind: 'stale',
         subject: 'system:serviceaccount:kube-system:multus',
         pod: 'kube-multus-ds-aaaaa',
+        podUid: '3f1c2a4e-0000-4000-8000-000000000020', // events.ts: the pod-uid extra
         warnAfter: W1,
         requests: 5,
         firstSeen: T - 50 * MIN,
@@ -348,6 +349,7 @@ describe('CloudWatchSource insights mode', () => {
         useKind: 'stale',
         subject: 'system:serviceaccount:kube-system:multus',
         pod: 'kube-multus-ds-bbbbb',
+        podUid: '3f1c2a4e-0000-4000-8000-000000000020', // events.ts: the pod-uid extra
         warnAfter: W2,
         requests: 2,
         firstSeen: T - 20 * MIN,
@@ -382,6 +384,7 @@ describe('CloudWatchSource insights mode', () => {
         namespace: 'kube-system',
         serviceAccount: 'multus',
         pod: 'kube-multus-ds-aaaaa',
+        podUid: '3f1c2a4e-0000-4000-8000-000000000020', // events.ts: the pod-uid extra
         userAgent: 'multus/v0.0.0 (linux/amd64) kubernetes/$Format',
         sourceIPs: ['192.168.1.10'],
         secondsAfterWarning: (T - 50 * MIN - W1) / 1000,
@@ -396,6 +399,7 @@ describe('CloudWatchSource insights mode', () => {
         namespace: 'kube-system',
         serviceAccount: 'multus',
         pod: 'kube-multus-ds-aaaaa',
+        podUid: '3f1c2a4e-0000-4000-8000-000000000020', // events.ts: the pod-uid extra
         userAgent: 'multus/v0.0.0 (linux/amd64) kubernetes/$Format',
         sourceIPs: ['192.168.1.10'],
         secondsAfterWarning: (T - 30 * MIN - W1) / 1000,
