@@ -348,23 +348,31 @@ export class ClusterPoller {
         },
       });
       let next = await gen.next();
-      while (!next.done) {
-        const text = next.value;
-        outcome.records++;
-        if (isTokenUseAggregateText(text)) {
-          holdAll = true;
-          try {
-            for (const u of aggregateToTokenUses(parseTokenUseAggregate(text))) hold(u);
-          } catch {
-            readStats.malformed++;
+      try {
+        while (!next.done) {
+          const text = next.value;
+          outcome.records++;
+          if (isTokenUseAggregateText(text)) {
+            holdAll = true;
+            try {
+              for (const u of aggregateToTokenUses(parseTokenUseAggregate(text))) hold(u);
+            } catch {
+              readStats.malformed++;
+            }
+          } else {
+            // An event, or a record of another shape (EventList, GKE entry, AKS record, Loki line: src/audit/shapes.ts).
+            unwrapped.length = 0;
+            tokenUsesFromWrappedText(text, readStats, unwrapped);
+            for (const u of unwrapped) hold(u);
           }
-        } else {
-          // An event, or a record of another shape (EventList, GKE entry, AKS record, Loki line: src/audit/shapes.ts).
-          unwrapped.length = 0;
-          tokenUsesFromWrappedText(text, readStats, unwrapped);
-          for (const u of unwrapped) hold(u);
+          next = await gen.next();
         }
-        next = await gen.next();
+      } catch (err) {
+        // A failure here (a chunk commit that throws: the store) leaves the source suspended mid-read: end it, so it
+        // closes what it holds open (the file source's FileHandle; Node 26 fails the process for a handle closed by
+        // garbage collection), then report the poll's failure as usual.
+        await gen.return(undefined as never).catch(() => undefined);
+        throw err;
       }
       outcome.malformed = readStats.malformed;
       const records = commit(next.value, true);

@@ -1,4 +1,4 @@
-import { appendFileSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, readdirSync, readlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -78,15 +78,20 @@ describe('ClusterPoller with a file source', () => {
       async *poll(cursor, opts) {
         let n = 0;
         const gen = real.poll(cursor, opts);
-        for (let r = await gen.next(); !r.done; r = await gen.next()) {
-          yield r.value;
-          if (++n === 2) throw new Error('killed');
+        try {
+          for (let r = await gen.next(); !r.done; r = await gen.next()) {
+            yield r.value;
+            if (++n === 2) throw new Error('killed');
+          }
+        } finally {
+          await gen.return(''); // the file source closes its FileHandle (Node 26 fails a process that leaves it to GC)
         }
         return '';
       },
     };
     const broken = await new ClusterPoller({ cluster, source: dying, store, logger: quiet, clock: () => T0 + 5000 }).pollOnce();
     expect(broken.error).toBe('killed');
+    expect(openDescriptorsOf(log)).toEqual([]);
     expect(store.getCursor(real.id)).toBeUndefined();
     expect(store.listTokenRecords('prod')).toEqual([]);
 
@@ -99,6 +104,46 @@ describe('ClusterPoller with a file source', () => {
     expect(ok.newUses).toBe(3);
     expect(ok.findings[0]!.requests).toBe(3);
     expect((await poller.pollOnce()).findings[0]!.requests).toBe(3);
+  });
+});
+
+/** This process's open file descriptors on `path` (Linux /proc/self/fd). */
+function openDescriptorsOf(path: string): string[] {
+  return readdirSync('/proc/self/fd').filter((fd) => {
+    try {
+      return readlinkSync(`/proc/self/fd/${fd}`) === path;
+    } catch {
+      return false;
+    }
+  });
+}
+
+describe('ClusterPoller: a chunk commit that fails mid-read', () => {
+  it('ends the source, so its file is closed, and reports the poll failed', async () => {
+    const log = join(dir, 'audit-commit.log');
+    writeFileSync(log, Array.from({ length: 30 }, (_, i) => staleRequest(`c${i}`, T0 + i * 1000)).join(''));
+    const cluster = clusterConfig('prod', { file: { path: log } });
+    // A store whose chunk commits fail (a full disk): the poller's own commit throws between two records.
+    const failing = new Proxy(store, {
+      get(target, prop, receiver) {
+        if (prop === 'replaceTokenRecords') return () => { throw new Error('SQLITE_FULL: database or disk is full'); };
+        const v = Reflect.get(target, prop, receiver) as unknown;
+        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+    });
+    // Without checkpoints (as a source that cannot resume mid-poll), so the poller's own chunk commit, between two
+    // records it was handed, is what fails — not a commit inside the source.
+    const real = new FileSource({ path: log });
+    const noCheckpoints: AuditSource = {
+      id: real.id,
+      poll: (cursor, opts) => {
+        const { checkpoint: _none, ...rest } = opts;
+        return real.poll(cursor, rest);
+      },
+    };
+    const result = await new ClusterPoller({ cluster, source: noCheckpoints, store: failing, logger: quiet, clock: () => T0 + 60_000, chunkEvents: 5 }).pollOnce();
+    expect(result.error).toContain('SQLITE_FULL');
+    expect(openDescriptorsOf(log)).toEqual([]);
   });
 });
 
