@@ -30,22 +30,33 @@ const at = (file: string, secondsAgo: number): void => {
 const run = () => spawnSync(process.execPath, [join(root, 'bin', 'tokenwatch.js')], { encoding: 'utf8' });
 
 describe('bin/tokenwatch.js on a Node older than package.json engines', () => {
-  it('says which Node it needs and which it runs on, and exits 2 before loading anything', () => {
+  const runWith = (args: string[]) => spawnSync(process.execPath, [join(root, 'bin', 'tokenwatch.js'), ...args], { encoding: 'utf8' });
+  it('refuses serve, sandbox and probe (their dependencies need it), saying which Node it needs and which it runs on; scan and config run with a warning', () => {
     const major = Number(process.versions.node.split('.')[0]);
     writeFileSync(join(root, 'package.json'), JSON.stringify({ type: 'module', engines: { node: `>=${major + 1}.0` } }));
+    const needs = `Node.js ${major + 1}.0 or later; this is ${process.version} (${process.execPath})`;
+    const how = 'See README "Node versions" for how to get one without replacing the system Node.';
     try {
-      const r = run();
-      expect(r.status).toBe(2);
-      expect(r.stdout).toBe(''); // the build's main.js never ran
-      expect(r.stderr).toBe(
-        `tokenwatch: needs Node.js ${major + 1}.0 or later; this is ${process.version} (${process.execPath}). See README "Node versions" for how to get one without replacing the system Node.\n`,
-      );
-      // The same minor rule: this major with a later minor is refused too, this exact version is not.
+      for (const command of ['serve', 'sandbox', 'probe']) {
+        const r = runWith([command]);
+        expect(r.status).toBe(2);
+        expect(r.stdout).toBe(''); // the build's main.js never ran
+        expect(r.stderr).toBe(`tokenwatch: ${command} needs ${needs}. ${how}\n`);
+      }
+      for (const command of ['scan', 'config']) {
+        const r = runWith([command]);
+        expect(r.status).toBe(0);
+        expect(r.stdout).toBe('built\n');
+        expect(r.stderr).toContain(`tokenwatch: warning: tokenwatch supports ${needs}; scan and config still run, serve, sandbox and probe do not. ${how}\n`);
+      }
+      // The same minor rule: this major with a later minor is older too; this exact version is not.
       const [, minor] = process.versions.node.split('.').map(Number);
       writeFileSync(join(root, 'package.json'), JSON.stringify({ type: 'module', engines: { node: `>=${major}.${minor! + 1}` } }));
-      expect(run().status).toBe(2);
+      expect(runWith(['serve']).status).toBe(2);
       writeFileSync(join(root, 'package.json'), JSON.stringify({ type: 'module', engines: { node: `>=${major}.${minor}` } }));
-      expect(run().stdout).toBe('built\n');
+      const ok = runWith(['serve']);
+      expect(ok.stdout).toBe('built\n');
+      expect(ok.stderr).not.toContain('Node.js');
     } finally {
       writeFileSync(join(root, 'package.json'), '{"type":"module"}\n');
     }
