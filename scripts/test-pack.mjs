@@ -88,6 +88,37 @@ try {
   }
   check('tokenwatch config check --config config.example.yaml', exampleOk && !exampleOut.includes('xoxb-example'), exampleOut.split('\n')[0]);
 
+  // `tokenwatch serve` from the package: the bundled example audit log as a file source, the embedded SQLite store, an
+  // ephemeral port; /readyz answers once the first poll ran, then SIGTERM stops it.
+  const serveCfg = join(dir, 'serve.yaml');
+  writeFileSync(
+    serveCfg,
+    `store:\n  path: ${join(dir, 'serve', 'tokenwatch.db')}\nhttp:\n  host: 127.0.0.1\n  port: 0\nclusters:\n  - name: prod\n    audit:\n      file:\n        path: ${join(ex, 'audit', 'kube-apiserver-audit.log')}\n    schedule: "0 0 1 1 *"\n`,
+  );
+  const serve = spawn(process.execPath, [bin, 'serve', '--config', serveCfg], { cwd: app, stdio: ['ignore', 'pipe', 'pipe'] });
+  let serveText = '';
+  const port = await new Promise((resolve) => {
+    const onData = (b) => {
+      serveText += b.toString();
+      const m = /"port":(\d+)[^\n]*"msg":"tokenwatch serve started"/.exec(serveText);
+      if (m) resolve(Number(m[1]));
+    };
+    serve.stdout.on('data', onData);
+    serve.stderr.on('data', onData);
+    serve.on('exit', () => resolve(undefined));
+  });
+  // /readyz is 200 once the schedule runs; the first poll's state shows in `polls` (pending, then ok).
+  let body;
+  for (let i = 0; port !== undefined && i < 600 && body?.polls?.prod !== 'ok'; i++) {
+    const res = await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined);
+    body = res?.status === 200 ? await res.json() : undefined;
+    if (body?.polls?.prod !== 'ok') await new Promise((r) => setTimeout(r, 100));
+  }
+  check('tokenwatch serve (file source, SQLite, /readyz)', body?.polls?.prod === 'ok', body ? JSON.stringify(body) : serveText.trim().split('\n').slice(-3).join(' | '));
+  const serveStopped = new Promise((resolve) => (serve.exitCode !== null || serve.signalCode !== null ? resolve() : serve.once('exit', resolve)));
+  serve.kill('SIGTERM');
+  await serveStopped;
+
   const sandbox = spawn(process.execPath, [bin, 'sandbox', '--port', '0', '--no-slack', '--data-dir', join(dir, 'sandbox')], { cwd: app, stdio: ['ignore', 'pipe', 'pipe'] });
   let text = '';
   const url = await new Promise((resolve) => {
