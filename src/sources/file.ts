@@ -28,7 +28,7 @@ import { createHash } from 'node:crypto';
 import { open, readdir, stat, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, extname, join } from 'node:path';
 import { mayHoldTokenUse } from '../audit/records.js';
-import { tallyPlatformHints } from './platform-hints.js';
+import { isPlatformExport, tallyPlatformHints } from './platform-hints.js';
 import { DEFAULT_CHECKPOINT_EVENTS, SourceError, type AuditSource, type PollOptions, type SourceStats } from './types.js';
 
 /** Options of {@link FileSource}. */
@@ -213,6 +213,8 @@ export class FileSource implements AuditSource {
     let pos = from;
     let carry: Buffer = Buffer.alloc(0);
     let skipping = false;
+    // Decided by the first record read: only an AKS or GKE export pays for the per-line platform markers.
+    let platformExport: boolean | undefined;
     let readAt = from;
     const chunk = Buffer.alloc(this.chunkBytes);
     while (readAt < size) {
@@ -236,7 +238,10 @@ export class FileSource implements AuditSource {
           continue;
         }
         stats.records++;
-        if (stats.platformHints) tallyPlatformHints(line, stats.platformHints);
+        if (stats.platformHints && line.length > 0) {
+          platformExport ??= isPlatformExport(line);
+          if (platformExport) tallyPlatformHints(line, stats.platformHints);
+        }
         if (line.length > 0 && this.prefilter(line)) {
           yield line.toString('utf8');
           if (o.checkpoint && ++o.since.lines >= every) {

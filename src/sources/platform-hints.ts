@@ -28,6 +28,15 @@ export function createPlatformHints(): PlatformHints {
 const AKS_MARK = Buffer.from('kube-audit');
 const GKE_MARK = Buffer.from('cloudaudit.googleapis.com%2F');
 
+/**
+ * Whether a record comes from an AKS or GKE export at all: every AKS diagnostic record carries its `category` and
+ * every GKE `LogEntry` its `logName`, so a reader can decide from a file's first record and skip the per-record
+ * markers for a plain kube-apiserver log.
+ */
+export function isPlatformExport(record: Buffer): boolean {
+  return record.includes(AKS_MARK) || record.includes(GKE_MARK);
+}
+
 /** Adds the markers of one record (a line or a file's head, as bytes) to `hints`. Cheap on plain audit lines: two scans. */
 export function tallyPlatformHints(record: Buffer, hints: PlatformHints): void {
   if (record.includes(AKS_MARK)) {

@@ -293,7 +293,7 @@ async function* readOneFile(ctx: FileContext): AsyncGenerator<TokenUse> {
     const before = { lines: stats.lines, events: stats.events, malformed: stats.malformed };
     const tally = createRowTally();
     const shapes = createShapeTally();
-    if (format === 'wrapped-jsonl' || format === 'json-documents') tallyHead(headBytes, shapes);
+    if (format === 'wrapped-jsonl' || format === 'json-documents') tallyPlatformHints(headBytes, shapes); // AKS categories, GKE log names (./platform-hints.ts)
     if (format === 'insights-csv') {
       yield* scanCsv(replay(head, data), ctx, tally);
     } else if (format === 'insights-query-results' || format === 'insights-query-rows' || format === 'insights-json-fields') {
@@ -827,11 +827,6 @@ async function* scanJsonRows(
   };
   yield* streamJson(chunks, ctx, parser, out, progress, 'rows');
   if (!sawStatus || rows > 0) capNotice(ctx, rows);
-}
-
-/** What the head of a wrapped-shape file says about its platform (AKS categories, GKE log names), into `shapes`. */
-function tallyHead(head: Buffer, shapes: ShapeTally): void {
-  tallyPlatformHints(head, shapes);
 }
 
 /**
