@@ -414,59 +414,88 @@ export class CloudWatchSource implements AuditSource {
     const queryId = started.queryId;
     if (!queryId) throw new SourceError(`${this.describe('StartQuery')} returned no queryId`, this.id, 'NoQueryId', true);
     const deadline = performance.now() + this.insightsTimeoutMs;
-    let finished = false;
-    try {
-      let out: GetQueryResultsCommandOutput;
-      for (;;) {
-        out = await this.send<GetQueryResultsCommandOutput>(() => new GetQueryResultsCommand({ queryId, maxItems: 10_000 }), budget, o);
-        const status = out.status ?? 'Unknown';
-        if (status === 'Complete') break;
-        if (status !== 'Scheduled' && status !== 'Running') {
-          finished = true;
-          throw new SourceError(`${this.describe('Logs Insights query')} ended with status ${status}`, this.id, `Query${status}`, status === 'Timeout');
-        }
-        if (performance.now() + this.insightsPollMs > deadline) {
-          throw new SourceError(
-            `${this.describe('Logs Insights query')} did not complete within ${this.insightsTimeoutMs} ms (status ${status})`,
-            this.id,
-            'QueryTimeout',
-            true,
-          );
-        }
-        await sleep(this.insightsPollMs, o.signal);
-      }
-      finished = true;
-      // Fetch every page before yielding: a truncated result must fail the poll before anything is stored.
-      const rows: NonNullable<GetQueryResultsCommandOutput['results']> = [...(out.results ?? [])];
-      while (out.nextToken) {
-        const next = out.nextToken;
-        out = await this.send<GetQueryResultsCommandOutput>(
-          () => new GetQueryResultsCommand({ queryId, nextToken: next, maxItems: 10_000 }),
-          budget,
-          o,
-        );
-        rows.push(...(out.results ?? []));
-      }
-      if (rows.length >= this.insightsLimit) {
-        throw new SourceError(
-          `${this.describe('Logs Insights query')} returned ${rows.length} rows, the limit: results are incomplete (raise insights.limit up to 100000, poll more often, or use filter mode)`,
-          this.id,
-          'QueryResultLimit',
-          false,
-        );
-      }
-      const ctx = { source: this.id, windowStart, windowEnd };
-      for (const row of rows) {
-        o.stats.records++;
-        const agg = rowToAggregate(row, ctx);
-        if (agg) yield JSON.stringify(agg);
-      }
-    } finally {
-      if (!finished) {
-        // Best effort: free the query slot (100 concurrent queries per account, shared).
-        await this.client.send(new StopQueryCommand({ queryId })).catch(() => undefined);
-      }
+    const { rows } = await awaitInsightsResults({
+      client: this.client,
+      send: (make) => this.send<GetQueryResultsCommandOutput>(make, budget, o),
+      queryId,
+      what: this.describe('Logs Insights query'),
+      id: this.id,
+      now: () => performance.now(),
+      deadline,
+      timeoutMs: this.insightsTimeoutMs,
+      pollMs: this.insightsPollMs,
+      limit: this.insightsLimit,
+      limitAdvice: 'raise insights.limit up to 100000, poll more often, or use filter mode',
+      ...(o.signal ? { signal: o.signal } : {}),
+    });
+    const ctx = { source: this.id, windowStart, windowEnd };
+    for (const row of rows) {
+      o.stats.records++;
+      const agg = rowToAggregate(row, ctx);
+      if (agg) yield JSON.stringify(agg);
     }
     return encodeCloudWatchCursor(windowEnd);
+  }
+}
+
+/** What {@link awaitInsightsResults} needs of its caller. */
+export interface InsightsResultsRun {
+  client: Pick<CloudWatchLogsClient, 'send'>;
+  /** Sends one GetQueryResults with the caller's retry budget, counting and rate budget. */
+  send(make: () => GetQueryResultsCommand): Promise<GetQueryResultsCommandOutput>;
+  queryId: string;
+  /** Names the query in errors, e.g. `CloudWatch Logs Logs Insights query on log group '…' (us-east-1)`. */
+  what: string;
+  /** Source id carried by the {@link SourceError}s. */
+  id: string;
+  /** The caller's clock, ms, and the instant by which the query must have completed on it. */
+  now(): number;
+  deadline: number;
+  timeoutMs: number;
+  pollMs: number;
+  /** The query's row limit: as many rows as this means the result is incomplete. */
+  limit: number;
+  /** What the user can do about a result at the limit (the end of its error). */
+  limitAdvice: string;
+  signal?: AbortSignal;
+}
+
+/**
+ * Waits for a started Logs Insights query to complete (GetQueryResults every `pollMs` until `Complete`; any other
+ * final status, or the deadline, fails), fetches every page before returning (a truncated result must fail the poll
+ * before anything is stored), and refuses a result with `limit` rows. A query left unfinished (error, abort) is
+ * stopped, best effort, to free its slot of the account's concurrent-query quota
+ * (https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_GetQueryResults.html).
+ * @returns the result rows and the query's statistics
+ * @throws SourceError on a failed, timed-out or truncated query; what `send` throws
+ */
+export async function awaitInsightsResults(r: InsightsResultsRun): Promise<{ rows: NonNullable<GetQueryResultsCommandOutput['results']>; statistics: GetQueryResultsCommandOutput['statistics'] }> {
+  const { queryId, what, id } = r;
+  let finished = false;
+  try {
+    let out: GetQueryResultsCommandOutput;
+    for (;;) {
+      out = await r.send(() => new GetQueryResultsCommand({ queryId, maxItems: 10_000 }));
+      const status = out.status ?? 'Unknown';
+      if (status === 'Complete') break;
+      if (status !== 'Scheduled' && status !== 'Running') {
+        finished = true;
+        throw new SourceError(`${what} ended with status ${status}`, id, `Query${status}`, status === 'Timeout');
+      }
+      if (r.now() + r.pollMs > r.deadline) throw new SourceError(`${what} did not complete within ${r.timeoutMs} ms (status ${status})`, id, 'QueryTimeout', true);
+      await sleep(r.pollMs, r.signal);
+    }
+    finished = true;
+    const statistics = out.statistics;
+    const rows: NonNullable<GetQueryResultsCommandOutput['results']> = [...(out.results ?? [])];
+    while (out.nextToken) {
+      const next = out.nextToken;
+      out = await r.send(() => new GetQueryResultsCommand({ queryId, nextToken: next, maxItems: 10_000 }));
+      rows.push(...(out.results ?? []));
+    }
+    if (rows.length >= r.limit) throw new SourceError(`${what} returned ${rows.length} rows, the limit: results are incomplete (${r.limitAdvice})`, id, 'QueryResultLimit', false);
+    return { rows, statistics };
+  } finally {
+    if (!finished) await r.client.send(new StopQueryCommand({ queryId })).catch(() => undefined);
   }
 }

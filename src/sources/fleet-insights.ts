@@ -28,9 +28,9 @@
  */
 import { backoffDelay } from '../core/backoff.js';
 import { ErrorCode, TokenwatchError } from '../errors.js';
-import { CloudWatchLogsClient, GetQueryResultsCommand, StartQueryCommand, StopQueryCommand, type CloudWatchLogsClientConfig, type GetQueryResultsCommandOutput } from '@aws-sdk/client-cloudwatch-logs';
+import { CloudWatchLogsClient, StartQueryCommand, type CloudWatchLogsClientConfig, type GetQueryResultsCommandOutput } from '@aws-sdk/client-cloudwatch-logs';
 import pLimit from 'p-limit';
-import { encodeCloudWatchCursor, parseCloudWatchCursorDoc, withCounting, type Budget } from './cloudwatch.js';
+import { awaitInsightsResults, encodeCloudWatchCursor, parseCloudWatchCursorDoc, withCounting, type Budget } from './cloudwatch.js';
 import { buildInsightsQuery, rowToAggregate, type TokenUseAggregate } from './insights.js';
 import type { CloudWatchRateLimiter } from './rate-limit.js';
 import { DEFAULT_RETRY_POLICY, RetryBudget, errorCode, sleep, type RetryPolicy } from './retry.js';
@@ -355,57 +355,39 @@ export class FleetInsightsSource {
       }
     }
     if (!queryId) throw new SourceError(`${what}: StartQuery returned no queryId`, id, 'NoQueryId', true);
-    let finished = false;
-    try {
-      let out: GetQueryResultsCommandOutput;
-      for (;;) {
-        const qid = queryId;
-        out = await this.send<GetQueryResultsCommandOutput>(() => new GetQueryResultsCommand({ queryId: qid, maxItems: 10_000 }), retry, o);
-        const status = out.status ?? 'Unknown';
-        if (status === 'Complete') break;
-        if (status !== 'Scheduled' && status !== 'Running') {
-          finished = true;
-          throw new SourceError(`${what} ended with status ${status}`, id, `Query${status}`, status === 'Timeout');
-        }
-        if (this.clock() + this.pollMs > deadline) {
-          throw new SourceError(`${what} did not complete within ${this.timeoutMs} ms (status ${status})`, id, 'QueryTimeout', true);
-        }
-        await sleep(this.pollMs, o.signal);
-      }
-      finished = true;
-      const cells = [...(out.results ?? [])];
-      const stats = out.statistics;
-      while (out.nextToken) {
-        const next = out.nextToken;
-        const qid = queryId;
-        out = await this.send<GetQueryResultsCommandOutput>(() => new GetQueryResultsCommand({ queryId: qid, nextToken: next, maxItems: 10_000 }), retry, o);
-        cells.push(...(out.results ?? []));
-      }
-      if (cells.length >= this.rowLimit) {
-        throw new SourceError(`${what} returned ${cells.length} rows, the limit: results are incomplete (raise the limit up to 100000, or put fewer log groups in a query)`, id, 'QueryResultLimit', false);
-      }
-      // `@log` is `<account>:<name>`; a bare-name member matches any account (the credentials' own).
-      const byName = new Map<string, FleetInsightsMember[]>();
-      for (const m of b.members) byName.set(groupName(m.logGroup), [...(byName.get(groupName(m.logGroup)) ?? []), m]);
-      const rows = new Map<string, TokenUseAggregate[]>();
-      for (const row of cells) {
-        o.stats.records++;
-        const log = row.find((c) => c.field === '@log')?.value ?? '';
-        const colon = log.indexOf(':');
-        const account = log.slice(0, colon);
-        const candidates = byName.get(log.slice(colon + 1)) ?? [];
-        const m = candidates.find((c) => groupAccount(c.logGroup) === account) ?? candidates.find((c) => groupAccount(c.logGroup) === undefined);
-        if (!m) continue;
-        const agg = rowToAggregate(
-          row.filter((c) => c.field !== '@log'),
-          { source: m.sourceId, windowStart: b.windowStart, windowEnd },
-        );
-        if (agg) rows.set(m.sourceId, [...(rows.get(m.sourceId) ?? []), agg]);
-      }
-      return { rows, bytesScanned: stats?.bytesScanned ?? 0, recordsScanned: stats?.recordsScanned ?? 0 };
-    } finally {
-      if (!finished) await this.client.send(new StopQueryCommand({ queryId })).catch(() => undefined);
+    const { rows: cells, statistics: stats } = await awaitInsightsResults({
+      client: this.client,
+      send: (make) => this.send<GetQueryResultsCommandOutput>(make, retry, o),
+      queryId,
+      what,
+      id,
+      now: this.clock,
+      deadline,
+      timeoutMs: this.timeoutMs,
+      pollMs: this.pollMs,
+      limit: this.rowLimit,
+      limitAdvice: 'raise the limit up to 100000, or put fewer log groups in a query',
+      ...(o.signal ? { signal: o.signal } : {}),
+    });
+    // `@log` is `<account>:<name>`; a bare-name member matches any account (the credentials' own).
+    const byName = new Map<string, FleetInsightsMember[]>();
+    for (const m of b.members) byName.set(groupName(m.logGroup), [...(byName.get(groupName(m.logGroup)) ?? []), m]);
+    const rows = new Map<string, TokenUseAggregate[]>();
+    for (const row of cells) {
+      o.stats.records++;
+      const log = row.find((c) => c.field === '@log')?.value ?? '';
+      const colon = log.indexOf(':');
+      const account = log.slice(0, colon);
+      const candidates = byName.get(log.slice(colon + 1)) ?? [];
+      const m = candidates.find((c) => groupAccount(c.logGroup) === account) ?? candidates.find((c) => groupAccount(c.logGroup) === undefined);
+      if (!m) continue;
+      const agg = rowToAggregate(
+        row.filter((c) => c.field !== '@log'),
+        { source: m.sourceId, windowStart: b.windowStart, windowEnd },
+      );
+      if (agg) rows.set(m.sourceId, [...(rows.get(m.sourceId) ?? []), agg]);
     }
+    return { rows, bytesScanned: stats?.bytesScanned ?? 0, recordsScanned: stats?.recordsScanned ?? 0 };
   }
 }
 
