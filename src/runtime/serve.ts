@@ -138,15 +138,15 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   const logger = opts.logger ?? createLogger({ level: config.log.level });
   const metrics = opts.metrics ?? new Metrics({ defaultMetrics: true });
   const clock = opts.clock ?? Date.now;
-  const store = openStore(config.store.path);
+  const store = await openStore(config.store.path);
   // Without leader election this process polls: it must be the only one on this store (docs/design/architecture.md "Live mode").
   let lock: PollerLock | undefined;
   if (!opts.isLeader) {
     try {
       // Wall-clock time by default, not `clock`: the sandbox runs serve on a faster simulated clock.
-      lock = acquirePollerLock({ store, clock: Date.now, logger, onLost: () => metrics.leader.set(0), ...opts.pollerLock });
+      lock = await acquirePollerLock({ store, clock: Date.now, logger, onLost: () => metrics.leader.set(0), ...opts.pollerLock });
     } catch (err) {
-      store.close();
+      await store.close();
       throw err;
     }
   }
@@ -289,9 +289,9 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.http.port, config.http.host, () => resolve());
-  }).catch((err: unknown) => {
-    lock?.release();
-    store.close();
+  }).catch(async (err: unknown) => {
+    await lock?.release();
+    await store.close();
     throw err;
   });
   const port = (server.address() as AddressInfo).port;
@@ -301,8 +301,8 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   } catch (err) {
     for (const rt of clusters.values()) rt.source.close?.();
     server.close();
-    lock?.release();
-    store.close();
+    await lock?.release();
+    await store.close();
     throw err;
   }
 
@@ -398,8 +398,8 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       }
       await new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();
-      lock?.release();
-      store.close();
+      await lock?.release();
+      await store.close();
       logger.info('stopped');
     })());
 

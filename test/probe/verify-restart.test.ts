@@ -70,14 +70,14 @@ async function restart(x: Harness): Promise<void> {
   await x.click(REQUESTER, alert, 'tw_restart');
   const approval = x.slack.thread(OPS, alert.ts).find((m) => m.text.includes('approval needed'))!;
   await x.click(APPROVER, approval, 'tw_approve');
-  expect(x.serve.context.store.listApprovals({ cluster: CLUSTER })[0]!.state).toBe('succeeded');
+  expect((await x.serve.context.store.listApprovals({ cluster: CLUSTER }))[0]!.state).toBe('succeeded');
 }
 
 const thread = (x: Harness) => x.slack.thread(OPS, x.alert('kube-system', 'multus').ts);
 const probeReplies = (x: Harness) => thread(x).filter((m) => m.text.includes('node probe:'));
-const probeRows = (x: Harness) => {
+const probeRows = async (x: Harness) => {
   const store = x.serve.context.store;
-  return store.listApprovalActions(store.listApprovals({ cluster: CLUSTER })[0]!.id).filter((r) => r.action.startsWith('probe-check.'));
+  return (await store.listApprovalActions((await store.listApprovals({ cluster: CLUSTER }))[0]!.id)).filter((r) => r.action.startsWith('probe-check.'));
 };
 
 describe('restart verified by the node probe', () => {

@@ -40,9 +40,9 @@ const burst = (id: string, ip: string, ua: string, from: number, n: number): str
   Array.from({ length: n }, (_, i) => auditEvent({ auditID: `${id}-${i}`, time: from + i * 10_000, kind: 'unauthorized', sourceIP: ip, userAgent: ua }));
 
 /** The open 401 findings of the cluster. */
-function unauthorized(x: Harness) {
-  return x.serve.context.store
-    .listFindings(CLUSTER, { status: ['open'] })
+async function unauthorized(x: Harness) {
+  return (await x.serve.context.store
+    .listFindings(CLUSTER, { status: ['open'] }))
     .map((f) => f.finding)
     .filter((f) => f.kind === 'unauthorized');
 }

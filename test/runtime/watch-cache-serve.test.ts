@@ -14,9 +14,9 @@ afterEach(async () => {
 });
 
 /** The findings of the cluster, as the store holds them (identity and what a reader sees). */
-function findings(x: Harness) {
-  return x.serve.context.store
-    .listFindings(CLUSTER, { status: ['open'] })
+async function findings(x: Harness) {
+  return (await x.serve.context.store
+    .listFindings(CLUSTER, { status: ['open'] }))
     .map((f) => ({ id: f.finding.id, severity: f.severity, workloads: f.finding.workloads, pods: f.finding.pods }))
     .sort((a, b) => a.id.localeCompare(b.id));
 }

@@ -13,11 +13,11 @@ const restartDs = { action: 'restart' as const, workload: { kind: 'DaemonSet', n
 
 describe('ButtonIds', () => {
   let store: Store;
-  beforeEach(() => {
-    store = openStore(':memory:');
-    store.saveFindings('prod', [finding()], T);
+  beforeEach(async () => {
+    store = await openStore(':memory:');
+    await store.saveFindings('prod', [finding()], T);
   });
-  afterEach(() => store.close());
+  afterEach(async () => await store.close());
 
   it('ids are opaque, stable for a key, and differ per finding, action and key', () => {
     const a = new ButtonIds('xoxb-1', store);
@@ -44,7 +44,7 @@ describe('ButtonIds', () => {
     expect(fresh.resolve(snooze)).toMatchObject({ kind: 'snooze', action: { action: 'snooze', days: 7 }, target: { kind: 'ServiceAccount', name: 'multus' } });
   });
 
-  it('an unknown, malformed or stale id resolves to nothing', () => {
+  it('an unknown, malformed or stale id resolves to nothing', async () => {
     const ids = new ButtonIds('xoxb-1', store);
     const id = ids.idFor('f-multus', restartDs);
     expect(ids.resolve('AAAAAAAAAAAAAAAAAAAAAA')).toBeUndefined();
@@ -52,7 +52,7 @@ describe('ButtonIds', () => {
     expect(ids.resolve(`${id.slice(0, -1)}${id.endsWith('A') ? 'B' : 'A'}`)).toBeUndefined();
     expect(new ButtonIds('xoxb-other', store).resolve(id)).toBeUndefined();
     // The workload is no longer part of the finding: its restart button is dead.
-    store.saveFindings('prod', [finding({ workloads: [{ kind: 'Deployment', namespace: 'kube-system', name: 'other' }] })], T + 1);
+    await store.saveFindings('prod', [finding({ workloads: [{ kind: 'Deployment', namespace: 'kube-system', name: 'other' }] })], T + 1);
     expect(ids.resolve(id)).toBeUndefined();
   });
 });

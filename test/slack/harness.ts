@@ -321,9 +321,9 @@ current-context: fake
     appendAudit(lines) {
       appendFileSync(auditPath, lines.map((l) => `${l}\n`).join(''));
     },
-    alert(namespace, serviceAccount, kind, cluster = CLUSTER) {
-      if (kind && !serve.context.store.getFinding(findingId(cluster, namespace, serviceAccount, kind))) throw new Error(`no ${kind} finding for ${namespace}/${serviceAccount}`);
-      const ref = serve.context.store.getAlertRef(groupIdOf({ cluster, namespace, serviceAccount }));
+    async alert(namespace, serviceAccount, kind, cluster = CLUSTER) {
+      if (kind && !await serve.context.store.getFinding(findingId(cluster, namespace, serviceAccount, kind))) throw new Error(`no ${kind} finding for ${namespace}/${serviceAccount}`);
+      const ref = await serve.context.store.getAlertRef(groupIdOf({ cluster, namespace, serviceAccount }));
       if (!ref) throw new Error(`no alert for ${namespace}/${serviceAccount}`);
       return slack.message(ref.channel, ref.ts)!;
     },

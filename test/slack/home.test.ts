@@ -56,10 +56,10 @@ async function openHome(user: string, tab: 'home' | 'messages' = 'home'): Promis
 }
 
 /** Open groups of every cluster, from the store (what the Home tab must list). */
-function openGroups(): Array<{ cluster: string; subject: string }> {
+async function openGroups(): Promise<Array<{ cluster: string; subject: string }>> {
   const out: Array<{ cluster: string; subject: string }> = [];
   for (const name of h!.serve.context.clusters.keys()) {
-    for (const g of groupFindings(h!.serve.context.store.listFindings(name, { status: ['open'] }).map((f) => f.finding))) out.push({ cluster: name, subject: `${g.namespace}/${g.serviceAccount}` });
+    for (const g of groupFindings((await h!.serve.context.store.listFindings(name, { status: ['open'] })).map((f) => f.finding))) out.push({ cluster: name, subject: `${g.namespace}/${g.serviceAccount}` });
   }
   return out;
 }
@@ -76,7 +76,7 @@ describe('App Home tab (HTTP mode)', () => {
     expect(home.publishes).toBe(1);
     expect(validateHomeView(home.view)).toEqual([]);
     const lines = alertLines(home.view.blocks);
-    const groups = openGroups();
+    const groups = await openGroups();
     // Every open alert of both clusters, once.
     expect(lines).toHaveLength(groups.length);
     for (const g of groups) expect(lines.filter((l) => l.includes(`*${g.cluster}*`) && l.includes(g.subject))).toHaveLength(1);
@@ -93,8 +93,8 @@ describe('App Home tab (HTTP mode)', () => {
     const store = h.serve.context.store;
     const expected = openGroups()
       .filter((g) => g.subject !== 'kube-system/multus')
-      .map((g) => {
-        const fs = store.listFindings(g.cluster, { status: ['open'] }).map((f) => f.finding).filter((f) => `${f.namespace}/${f.serviceAccount}` === g.subject && f.rejectionAt);
+      .map(async (g) => {
+        const fs = (await store.listFindings(g.cluster, { status: ['open'] })).map((f) => f.finding).filter((f) => `${f.namespace}/${f.serviceAccount}` === g.subject && f.rejectionAt);
         return fs.length ? Math.min(...fs.map((f) => daysLeft(f, h!.now())!)) : undefined;
       })
       .filter((d): d is number => d !== undefined && d >= 0)
@@ -109,7 +109,7 @@ describe('App Home tab (HTTP mode)', () => {
     expect(text).toContain('*staging-eks* · ✅ audit log · ➖ API-server metrics (kubernetes: none) · ➖ node probe (kubernetes: none)');
     expect(text).toContain('No approval is waiting for a vote.');
     // Readiness: every open stale-token ServiceAccount of prod-eks is a client that breaks once extension is off.
-    const staleClients = store.listFindings(CLUSTER, { status: ['open'] }).filter((f) => f.finding.kind === 'stale-token').length;
+    const staleClients = (await store.listFindings(CLUSTER, { status: ['open'] })).filter((f) => f.finding.kind === 'stale-token').length;
     expect(staleClients).toBeGreaterThan(0);
     expect(text).toContain(`✅ node probe · ❌ token extension off: not safe, ${staleClients} client${staleClients === 1 ? '' : 's'} would break`);
 
@@ -179,7 +179,7 @@ describe('App Home tab (HTTP mode)', () => {
     expect(approvals[0]).toContain(`waiting on <@${APPROVER}>, <@${ONCALL_APPROVER}>`);
     expect(approvals[0]!.split('waiting on')[1]).not.toContain(REQUESTER);
     // No vote yet: all the approvals the policy requires for this target are still needed.
-    const stored = h.serve.context.store.listApprovals({ states: ['requested'] });
+    const stored = await h.serve.context.store.listApprovals({ states: ['requested'] });
     expect(stored).toHaveLength(1);
     const required = stored[0]!.requiredApprovals;
     expect(required).toBe(2);

@@ -6,9 +6,9 @@ import { bundleStore } from './bundle.js';
 import { finding, MIN, staleRecord, T0, tempDir } from './helpers.js';
 
 describe('transaction', () => {
-  it('rolls back cursor, seen auditIDs and token records together when the function throws', () => {
-    const store = openStore(join(tempDir(), 'tx.db'));
-    store.setCursor('src', 'c1');
+  it('rolls back cursor, seen auditIDs and token records together when the function throws', async () => {
+    const store = await openStore(join(tempDir(), 'tx.db'));
+    await store.setCursor('src', 'c1');
     expect(() =>
       store.transaction(() => {
         store.markSeen('prod', ['a', 'b'], T0);
@@ -30,12 +30,12 @@ describe('transaction', () => {
     });
     expect(fresh).toEqual(['a', 'b']);
     expect(store.getCursor('src')).toBe('c2');
-    store.close();
+    await store.close();
   });
 
-  it('a failing nested step rolls back only its savepoint when caught', () => {
-    const store = openStore(':memory:');
-    store.transaction(() => {
+  it('a failing nested step rolls back only its savepoint when caught', async () => {
+    const store = await openStore(':memory:');
+    await store.transaction(() => {
       store.setCursor('src', 'outer');
       try {
         store.transaction(() => {
@@ -48,13 +48,13 @@ describe('transaction', () => {
     });
     expect(store.getCursor('src')).toBe('outer');
     expect(store.countSeen('prod')).toBe(0);
-    store.close();
+    await store.close();
   });
 
-  it('refuses an async function', () => {
-    const store = openStore(':memory:');
-    expect(() => store.transaction((async () => 1) as unknown as () => number)).toThrow(TypeError);
-    store.close();
+  it('refuses an async function', async () => {
+    const store = await openStore(':memory:');
+    expect(async () => await store.transaction((async () => 1) as unknown as () => number)).toThrow(TypeError);
+    await store.close();
   });
 });
 
@@ -76,14 +76,14 @@ describe('restart safety (a process killed mid-poll)', () => {
     return { status: r.status, signal: r.signal };
   }
 
-  function requestsByPod(path: string): Record<string, number> {
-    const store = openStore(path);
+  async function requestsByPod(path: string): Promise<Record<string, number>> {
+    const store = await openStore(path);
     const out = Object.fromEntries(store.listTokenRecords('prod').map((r) => [r.podUid!, r.requests]));
-    store.close();
+    await store.close();
     return out;
   }
 
-  it('a poll killed at any point inside its transaction keeps nothing; the re-poll counts every event once', () => {
+  it('a poll killed at any point inside its transaction keeps nothing; the re-poll counts every event once', async () => {
     const path = join(tempDir(), 'restart.db');
     expect(poll(path, range(1, 5), 'c1')).toEqual({ status: 0, signal: null });
     expect(requestsByPod(path)).toEqual({ 'pod-a': 2, 'pod-b': 3 });
@@ -91,9 +91,9 @@ describe('restart safety (a process killed mid-poll)', () => {
     // the next poll re-reads 4..5 (overlap window) and finds 6..9; the process is killed inside the transaction
     for (const crashAt of ['after-seen', 'after-records', 'before-commit']) {
       expect(poll(path, range(4, 9), 'c2', crashAt)).toEqual({ status: null, signal: 'SIGKILL' });
-      const afterCrash = openStore(path);
+      const afterCrash = await openStore(path);
       expect([crashAt, afterCrash.getCursor('file:/audit-prod.log'), afterCrash.countSeen('prod')]).toEqual([crashAt, 'c1', 5]);
-      afterCrash.close();
+      await afterCrash.close();
       expect(requestsByPod(path)).toEqual({ 'pod-a': 2, 'pod-b': 3 });
     }
 
@@ -103,9 +103,9 @@ describe('restart safety (a process killed mid-poll)', () => {
     // the same window read once more changes nothing
     expect(poll(path, range(1, 10), 'c3')).toEqual({ status: 0, signal: null });
     expect(requestsByPod(path)).toEqual({ 'pod-a': 5, 'pod-b': 5 });
-    const final = openStore(path);
+    const final = await openStore(path);
     expect(final.getCursor('file:/audit-prod.log')).toBe('c3');
     expect(final.countSeen('prod')).toBe(10);
-    final.close();
+    await final.close();
   });
 });
