@@ -73,7 +73,7 @@ async function main(): Promise<void> {
   try {
     await ready;
     const store = h.serve.context.store;
-    const alert = h.alert('kube-system', 'multus');
+    const alert = await h.alert('kube-system', 'multus');
     await h.click(REQUESTER, alert, 'tw_restart');
     const approval = h.slack.thread(OPS, alert.ts).find((m) => m.text.includes('approval needed'));
     if (!approval) throw new Error('no approval message');
@@ -84,7 +84,7 @@ async function main(): Promise<void> {
     const runningAtStart = await running();
 
     const url = h.bot.eventsUrl!;
-    const targets = [h.alert('kube-system', 'multus'), h.alert('logging', 'fluent-bit'), h.alert('flux-system', 'helm-controller')];
+    const targets = [await h.alert('kube-system', 'multus'), await h.alert('logging', 'fluent-bit'), await h.alert('flux-system', 'helm-controller')];
     const payload = (i: number): Record<string, unknown> => {
       const kind = i % 3;
       const msg = kind === 1 ? approval : targets[i % targets.length]!;

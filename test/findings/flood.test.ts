@@ -50,7 +50,7 @@ describe('401 floods', () => {
         for (let i = p * 1_000; i < (p + 1) * 1_000; i++) agg.add(unauthorizedUse({ time: T0 + i, ip: ip(i), ua: `f/${i}` }));
         await store.replaceTokenRecords('prod', agg.records());
       }
-      const records = store.listTokenRecords('prod');
+      const records = await store.listTokenRecords('prod');
       expect(records.length).toBe(MAX_UNATTRIBUTED_SOURCES + 1);
       expect(records.reduce((n, r) => n + r.requests, 0)).toBe(5_000);
       const overflow = records.find((r) => r.overflow)!;

@@ -58,7 +58,7 @@ describe('metrics-only cluster (audit log off)', () => {
     const stored = (await h.serve.context.store.getFinding(id))!;
     expect(stored.finding).toMatchObject({ namespace: '*', serviceAccount: '*', kind: 'stale-token', severity: 'warning', requests: 7 });
     expect(stored.finding.cause.summary).toContain('per API-server replica reached (2 replicas seen');
-    const alert = h.alert('*', '*');
+    const alert = await h.alert('*', '*');
     expect(blockText(alert)).toContain('API-server metrics show stale tokens in use in *prod-eks*; no audit event names the clients');
     expect(blockText(alert)).toContain('*Signals:* stale tokens · API-server metrics');
     expect(blockText(alert)).not.toContain('Recreate ServiceAccount');

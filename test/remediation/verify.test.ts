@@ -87,7 +87,7 @@ describe('Verifier', () => {
   }
 
   it('resolves the finding after a quiet settle period, once, and reports it', async () => {
-    const { store, approvalId } = setup();
+    const { store, approvalId } = await setup();
     let now = T + HOUR;
     const reports: VerificationReport[] = [];
     const v = new Verifier({ store, clock: () => now, settleMs: SETTLE, logger: quiet, report: async (r) => void reports.push(r) });
@@ -105,7 +105,7 @@ describe('Verifier', () => {
   });
 
   it('reports a recurrence when a token issued after the restart is used stale, and keeps the finding open', async () => {
-    const { store } = setup();
+    const { store } = await setup();
     await store.replaceTokenRecords('prod', [token(T - 80 * 86_400_000, T - 5 * HOUR, T - 10 * MIN), token(T + 30_000, T + 65 * MIN, T + 70 * MIN, 4, 'kube-multus-ds-new')]);
     const v = new Verifier({ store, clock: () => T + 75 * MIN, settleMs: SETTLE, logger: quiet });
     const [r] = await v.verifyCluster('prod');
@@ -115,7 +115,7 @@ describe('Verifier', () => {
   });
 
   it('after a ServiceAccount recreation, 401s of the subject mean its pods still use old tokens (persisting), not resolved', async () => {
-    const { store, approvalId } = setup();
+    const { store, approvalId } = await setup();
     await store.transitionApproval(approvalId, 'succeeded', 'succeeded', {}, T + 2 * MIN);
     // Same store rows, but as a recreation: rewrite the action through a second approval on the same finding.
     const created = createApproval(
@@ -141,7 +141,7 @@ describe('Verifier', () => {
   });
 
   it('only the latest succeeded action of a finding is verified; older ones are marked superseded', async () => {
-    const { store, approvalId } = setup();
+    const { store, approvalId } = await setup();
     const created = createApproval(
       { id: 'approval-0002', action: 'restart', target: { cluster: 'prod', kind: 'DaemonSet', namespace: 'kube-system', name: 'kube-multus-ds', findingId: 'f-multus' }, requester: 'U0REQ', requesterGroups: [] },
       definePolicy({ approvers: ['U0APP'] }),

@@ -139,7 +139,7 @@ describe('bounded polls, file source', () => {
       expect(c.seen).toBe(ids.size);
     });
     expect(parseFileCursor((await store.getCursor(`file:${log}`))!).pos).toBe(statSync(log).size);
-    expect(requestsByKind(store)).toEqual({ unauthorized: FLOOD, 'stale-token': STALE_REQUESTS });
+    expect(await requestsByKind(store)).toEqual({ unauthorized: FLOOD, 'stale-token': STALE_REQUESTS });
     // The aggregation stays bounded as before: the top sources one by one plus one overflow record.
     expect((await store.listTokenRecords('prod')).filter((r) => r.kind === 'unauthorized')).toHaveLength(MAX_UNATTRIBUTED_SOURCES + 1);
   });
@@ -160,11 +160,11 @@ describe('bounded polls, file source', () => {
     expect(broken.newUses + resumed.newUses).toBe(UNIQUE);
 
     const ref = await uninterrupted(cluster, new FileSource({ path: log }));
-    expect(requestsByKind(store)).toEqual({ unauthorized: FLOOD, 'stale-token': STALE_REQUESTS });
-    expect(requestsByKind(store)).toEqual(requestsByKind(ref));
+    expect(await requestsByKind(store)).toEqual({ unauthorized: FLOOD, 'stale-token': STALE_REQUESTS });
+    expect(await requestsByKind(store)).toEqual(requestsByKind(ref));
     expect(await store.countSeen('prod')).toBe(await ref.countSeen('prod'));
     const findings = async (s: Store) => (await s.listFindings('prod')).map((f) => [f.finding.kind, f.finding.namespace, f.finding.serviceAccount, f.finding.requests]);
-    expect(findings(store)).toEqual(findings(ref));
+    expect(await findings(store)).toEqual(findings(ref));
     await ref.close();
   });
 
@@ -177,7 +177,7 @@ describe('bounded polls, file source', () => {
     expect(out.maxHeld).toBe(CHUNK);
     expect(out.commits).toBe(Math.ceil(LINES.length / CHUNK));
     expect(out.newUses).toBe(UNIQUE);
-    expect(requestsByKind(store)).toEqual({ unauthorized: FLOOD, 'stale-token': STALE_REQUESTS });
+    expect(await requestsByKind(store)).toEqual({ unauthorized: FLOOD, 'stale-token': STALE_REQUESTS });
   });
 });
 
@@ -235,8 +235,8 @@ describe('bounded polls, CloudWatch (loopback fake, real SDK)', () => {
     expect(parseCloudWatchCursorDoc(await store.getCursor(`cloudwatch:us-east-1:${GROUP}`))).toEqual({ until: NOW });
 
     const ref = await uninterrupted(cluster(), source());
-    expect(requestsByKind(store)).toEqual({ unauthorized: FLOOD, 'stale-token': STALE_REQUESTS });
-    expect(requestsByKind(store)).toEqual(requestsByKind(ref));
+    expect(await requestsByKind(store)).toEqual({ unauthorized: FLOOD, 'stale-token': STALE_REQUESTS });
+    expect(await requestsByKind(store)).toEqual(requestsByKind(ref));
     expect(await store.countSeen('prod')).toBe(await ref.countSeen('prod'));
     await ref.close();
   });
@@ -251,6 +251,6 @@ describe('bounded polls, CloudWatch (loopback fake, real SDK)', () => {
     expect(resumed.error).toBeUndefined();
     expect(resumed.records).toBe(LINES.length);
     expect(broken.newUses + resumed.newUses).toBe(UNIQUE);
-    expect(requestsByKind(store)).toEqual({ unauthorized: FLOOD, 'stale-token': STALE_REQUESTS });
+    expect(await requestsByKind(store)).toEqual({ unauthorized: FLOOD, 'stale-token': STALE_REQUESTS });
   });
 });

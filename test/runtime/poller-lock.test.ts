@@ -123,18 +123,18 @@ describe('acquirePollerLock (injected clock)', () => {
   const opts = (s: Store, now: () => number, host: string, pid: number) => ({ store: s, clock: now, logger: silent, host, pid, isRunning: () => true });
 
   it('a lock without a heartbeat for 60 s is free; the stalled holder finds it lost at its next beat and stops', async () => {
-    const s = store();
+    const s = await store();
     let now = T0;
     const a = await acquirePollerLock(opts(s, () => now, 'node-a', 1));
     now = T0 + 45_000;
-    expect(a.beat()).toBe(true);
+    expect(await a.beat()).toBe(true);
     expect(await s.getPollerLock()).toMatchObject({ host: 'node-a', heartbeatAt: T0 + 45_000, acquiredAt: T0 });
     now = T0 + 45_000 + 59_999;
     expect(async () => await acquirePollerLock(opts(s, () => now, 'node-b', 2))).toThrow(PollerLockError);
     now = T0 + 45_000 + 60_000;
     const b = await acquirePollerLock(opts(s, () => now, 'node-b', 2));
     expect(await s.getPollerLock()).toMatchObject({ host: 'node-b', pid: 2, acquiredAt: now });
-    expect(a.beat()).toBe(false);
+    expect(await a.beat()).toBe(false);
     expect(a.held()).toBe(false);
     // The old holder's release does not free the new holder's lock.
     await a.release();
@@ -145,7 +145,7 @@ describe('acquirePollerLock (injected clock)', () => {
   });
 
   it('calls onLost with the new holder', async () => {
-    const s = store();
+    const s = await store();
     let now = T0;
     const lost: unknown[] = [];
     const a = await acquirePollerLock({ ...opts(s, () => now, 'node-a', 1), onLost: (by) => lost.push(by) });
@@ -157,7 +157,7 @@ describe('acquirePollerLock (injected clock)', () => {
   });
 
   it('a lock left on this host by a pid that no longer runs, or by this very pid (a restarted container), is free at once', async () => {
-    const s = store();
+    const s = await store();
     await acquirePollerLock(opts(s, () => T0, 'pod-x', 1));
     // Same host, same pid: a container restarted as pid 1 again.
     expect(async () => await acquirePollerLock({ ...opts(s, () => T0 + 1000, 'pod-x', 1) })).not.toThrow();

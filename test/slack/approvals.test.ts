@@ -40,7 +40,7 @@ const eventReasons = (x: Harness) =>
 
 /** Requests a restart of kube-multus-ds as REQUESTER; returns the alert and the approval message. */
 async function requestRestart(x: Harness) {
-  const alert = x.alert('kube-system', 'multus');
+  const alert = await x.alert('kube-system', 'multus');
   const res = await x.click(REQUESTER, alert, 'tw_restart');
   expect(res.status).toBe(200);
   const thread = x.slack.thread(OPS, alert.ts);
@@ -118,7 +118,7 @@ describe('restart flow', () => {
       '✅ [prod-eks] verified: no stale token use by kube-system/multus since the restart; finding resolved',
       '✅ [prod-eks] verified: no 401 Unauthorized responses by kube-system/multus since the restart; finding resolved',
     ]);
-    const resolved = h.alert('kube-system', 'multus');
+    const resolved = await h.alert('kube-system', 'multus');
     expect(resolved.text).toBe('✅ [prod-eks] resolved: kube-system/multus (requests rejected with 401 · stale tokens)');
     expect(buttonIds(resolved)).toEqual([]);
     expect((await store.getFinding(a.target.findingId))!.status).toBe('resolved');
@@ -190,9 +190,9 @@ describe('restart of tokenwatch during a rollout', () => {
     expect(realPatches(h)).toHaveLength(1);
     const { dir, slack, kube } = h;
     await h.stop({ keepFakes: true });
-    const reopened = openStoreFor(dir);
-    expect(reopened.listApprovals().map((a) => a.state)).toEqual(['running']);
-    reopened.close();
+    const reopened = await openStoreFor(dir);
+    expect((await reopened.listApprovals()).map((a) => a.state)).toEqual(['running']);
+    await reopened.close();
     h = await startHarness({ dir, fakeSlack: slack, kube });
     // The new process picks it up once it has been running for a second (PICKUP_GRACE_MS).
     for (let i = 0; i < 500 && (await store().listApprovals())[0]!.state !== 'succeeded'; i++) await new Promise((r) => setTimeout(r, 10));
@@ -261,7 +261,7 @@ describe('refusals', () => {
     h = await startHarness();
     const first = await requestRestart(h);
     // A second request on another finding (fluent-bit DaemonSet).
-    const fb = h.alert('logging', 'fluent-bit');
+    const fb = await h.alert('logging', 'fluent-bit');
     await h.click(REQUESTER, fb, 'tw_restart');
     const fbApproval = h.slack.thread(OPS, fb.ts).find((m) => m.text.includes('approval needed'))!;
     h.advance(31 * MIN);
@@ -296,7 +296,7 @@ describe('refusals', () => {
 
   it('a tampered or unknown button value is refused and changes nothing', async () => {
     h = await startHarness();
-    const alert = h.alert('kube-system', 'multus');
+    const alert = await h.alert('kube-system', 'multus');
     const before = h.kube.requests.length;
     await h.click(REQUESTER, alert, 'tw_restart', { value: 'AAAAAAAAAAAAAAAAAAAAAA' });
     await h.click(REQUESTER, alert, 'tw_restart', { value: 'kube-system/kube-multus-ds' });
@@ -314,7 +314,7 @@ describe('refusals', () => {
   it('a failing server-side dry run (RBAC) is reported in the thread and stops the flow', async () => {
     h = await startHarness();
     h.kube.forbid({ method: 'PATCH', resource: 'daemonsets' });
-    const alert = h.alert('kube-system', 'multus');
+    const alert = await h.alert('kube-system', 'multus');
     await h.click(REQUESTER, alert, 'tw_restart');
     const thread = h.slack.thread(OPS, alert.ts);
     expect(thread.map((m) => m.text)).toEqual(['❌ Failed [prod-eks]: restart of DaemonSet kube-system/kube-multus-ds']);
@@ -331,7 +331,7 @@ describe('refusals', () => {
 
   it('a requester who is not on the requester list is refused', async () => {
     h = await startHarness({ tweak: (c) => void (c.clusters[0]!.slack!.requesters = [APPROVER]) });
-    const alert = h.alert('kube-system', 'multus');
+    const alert = await h.alert('kube-system', 'multus');
     await h.click(OUTSIDER, alert, 'tw_restart');
     expect(h.ephemerals(OUTSIDER)).toEqual(['⛔ You are not allowed to request actions in prod-eks; ask someone on the tokenwatch requester list.']);
     expect(h.kube.requestsMatching({ method: 'PATCH' })).toEqual([]);
@@ -352,7 +352,7 @@ describe('recreate ServiceAccount', () => {
       o['imagePullSecrets'] = [{ name: 'ecr-pull' }];
     });
     const oldUid = String(h.kube.store.get('ServiceAccount', 'logging', 'fluent-bit')!.metadata!['uid']);
-    const alert = h.alert('logging', 'fluent-bit');
+    const alert = await h.alert('logging', 'fluent-bit');
     expect(overflowLabels(alert)).toContain('Recreate ServiceAccount…');
     // Choosing it in the overflow menu opens the confirm modal; submitting it requests the recreation.
     await h.click(REQUESTER, alert, 'tw_recreate_sa');
@@ -394,7 +394,7 @@ describe('ack', () => {
   it('block_actions are acknowledged well before the work is done', async () => {
     h = await startHarness();
     h.kube.delay(1500, { method: 'PATCH' }); // the dry run alone takes 1.5 s
-    const alert = h.alert('kube-system', 'multus');
+    const alert = await h.alert('kube-system', 'multus');
     const res = await h.click(REQUESTER, alert, 'tw_restart', { wait: false });
     // Acked while the dry run is still held by the API server: order, not a wall-clock bound.
     expect(res.status).toBe(200);

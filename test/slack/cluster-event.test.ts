@@ -88,7 +88,7 @@ describe('signing-key rotation in live mode', () => {
       expect(f.finding.cause.id, c.sa).toBe('unknown');
       expect(f.finding.severity, c.sa).toBe('warning');
       expect(f.finding.workloads, c.sa).toContainEqual({ kind: 'DaemonSet', namespace: c.ns, name: c.sa });
-      const alert = h.alert(c.ns, c.sa, 'unauthorized');
+      const alert = await h.alert(c.ns, c.sa, 'unauthorized');
       expect(blockText(alert), c.sa).not.toMatch(/caches (its|a) token/);
       expect(blockText(alert), c.sa).toContain('cluster-level event');
       // The alert is the ServiceAccount's: a Restart is offered only for its own stale tokens (a live stale-token
@@ -102,7 +102,7 @@ describe('signing-key rotation in live mode', () => {
     // The one still failing after the others recovered: its own analysis, and a Restart of its DaemonSet.
     const reporter = (await store.getFinding(findingId(CLUSTER, 'apps', 'reporter', 'unauthorized')))!;
     expect(reporter.finding.cause.summary).not.toContain('cluster-level event');
-    expect(buttonIds(h.alert('apps', 'reporter', 'unauthorized'))).toContain('tw_restart');
+    expect(buttonIds(await h.alert('apps', 'reporter', 'unauthorized'))).toContain('tw_restart');
 
     // /tokens status says it, in one line.
     await h.command('status prod-eks', REQUESTER);

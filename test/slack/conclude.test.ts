@@ -33,15 +33,15 @@ describe('findings that conclude', () => {
     h = await startHarness();
     const store = h.serve.context.store;
     // One alert for the subject's stale tokens and 401s.
-    const u401 = h.alert('kube-system', 'multus', 'unauthorized');
-    expect(u401.ts).toBe(h.alert('kube-system', 'multus', 'stale-token').ts);
+    const u401 = await h.alert('kube-system', 'multus', 'unauthorized');
+    expect(u401.ts).toBe((await h.alert('kube-system', 'multus', 'stale-token')).ts);
     expect(u401.text).toBe('🔴 [prod-eks] critical: kube-system/multus — requests now fail with 401 (requests rejected with 401 · stale tokens)');
     expect(blockText(u401)).toContain('are being refused by the API server now');
     await h.command('status prod-eks', REQUESTER);
     expect(blockText(lastEphemeral(h, REQUESTER))).toContain('kube-system/multus> — requests now fail with 401 · requests rejected with 401 · stale tokens');
 
     // Restart requested and approved; the rollout completes.
-    const alert = h.alert('kube-system', 'multus');
+    const alert = await h.alert('kube-system', 'multus');
     await h.click(REQUESTER, alert, 'tw_restart');
     const approval = h.slack.thread(OPS, alert.ts).find((m) => m.text.includes('approval needed'))!;
     await h.click(APPROVER, approval, 'tw_approve');
@@ -51,7 +51,7 @@ describe('findings that conclude', () => {
     // (the stale finding stays critical on its own).
     h.advance(HOUR + 5 * MIN);
     await h.poll();
-    const quiet401 = h.alert('kube-system', 'multus', 'unauthorized');
+    const quiet401 = await h.alert('kube-system', 'multus', 'unauthorized');
     expect(quiet401.ts).toBe(u401.ts);
     expect((await store.getFinding(findingId(CLUSTER, 'kube-system', 'multus', 'unauthorized')))!.finding.severity).toBe('warning');
     expect(quiet401.text).toBe('🔴 [prod-eks] critical: kube-system/multus — rejection date passed (requests rejected with 401 · stale tokens)');
@@ -68,7 +68,7 @@ describe('findings that conclude', () => {
     const id401 = findingId(CLUSTER, 'kube-system', 'multus', 'unauthorized');
     expect(await store.getFinding(id401)).toMatchObject({ status: 'resolved', resolution: 'verified' });
     expect(await store.getFinding(findingId(CLUSTER, 'kube-system', 'multus', 'stale-token'))).toMatchObject({ status: 'resolved', resolution: 'verified' });
-    const resolved401 = h.alert('kube-system', 'multus', 'unauthorized');
+    const resolved401 = await h.alert('kube-system', 'multus', 'unauthorized');
     expect(resolved401.text).toBe('✅ [prod-eks] resolved: kube-system/multus (requests rejected with 401 · stale tokens)');
     expect(buttonIds(resolved401)).toEqual([]);
     expect(blockText(resolved401)).toContain('no stale token use and no 401s after the fix for the settle period');
@@ -91,7 +91,7 @@ describe('findings that conclude', () => {
   it('quiet: no signal for the quiet period while every poll succeeded → resolved in place; a failed poll blocks it; the signal returning reopens the same message', async () => {
     h = await startHarness();
     const store = h.serve.context.store;
-    const deployer = h.alert('ci', 'deployer', 'legacy-token');
+    const deployer = await h.alert('ci', 'deployer', 'legacy-token');
     expect(overflowLabels(deployer)).toContain('Recreate ServiceAccount…');
     const id = findingId(CLUSTER, 'ci', 'deployer', 'legacy-token');
     const poller = h.serve.context.clusters.get(CLUSTER)!.poller;
@@ -113,7 +113,7 @@ describe('findings that conclude', () => {
     expect(blocked.error).toBeUndefined();
     expect(blocked.concluded).toEqual([]);
     expect((await store.getFinding(id))!.status).toBe('open');
-    expect(overflowLabels(h.alert('ci', 'deployer', 'legacy-token'))).toContain('Recreate ServiceAccount…');
+    expect(overflowLabels(await h.alert('ci', 'deployer', 'legacy-token'))).toContain('Recreate ServiceAccount…');
 
     // Another 24 h of successful polls: resolved as quiet, the alert updated in place, buttons removed.
     h.advance(24 * HOUR);
@@ -121,7 +121,7 @@ describe('findings that conclude', () => {
     await h.bot.idle();
     expect(quiet.concluded).toContain(id);
     expect(await store.getFinding(id)).toMatchObject({ status: 'resolved', resolution: 'quiet' });
-    const resolved = h.alert('ci', 'deployer', 'legacy-token');
+    const resolved = await h.alert('ci', 'deployer', 'legacy-token');
     expect(resolved.ts).toBe(deployer.ts);
     expect(resolved.text).toBe('✅ [prod-eks] resolved: ci/deployer (legacy Secret token)');
     expect(buttonIds(resolved)).toEqual([]);
@@ -137,7 +137,7 @@ describe('findings that conclude', () => {
     h.appendAudit([auditEvent({ auditID: 'legacy-again-1', time: h.now() - MIN, kind: 'legacy', namespace: 'ci', serviceAccount: 'deployer', legacySecret: 'deployer-token' })]);
     await h.poll();
     expect(await store.getFinding(id)).toMatchObject({ status: 'open', resolution: null });
-    const reopened = h.alert('ci', 'deployer', 'legacy-token');
+    const reopened = await h.alert('ci', 'deployer', 'legacy-token');
     expect(reopened.ts).toBe(deployer.ts);
     expect(reopened.text).toBe('🔵 [prod-eks] info: ci/deployer — legacy Secret token in use (legacy Secret token)');
     expect(overflowLabels(reopened)).toContain('Recreate ServiceAccount…');

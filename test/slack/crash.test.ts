@@ -38,9 +38,9 @@ afterEach(async () => {
 });
 
 /** Waits (event-driven polling, generous bound) until `cond` holds. */
-async function until(cond: () => boolean, what: string): Promise<void> {
+async function until(cond: () => boolean | Promise<boolean>, what: string): Promise<void> {
   for (let i = 0; i < 6000; i++) {
-    if (cond()) return;
+    if (await cond()) return;
     await new Promise((r) => setTimeout(r, 10));
   }
   throw new Error(`timed out waiting for ${what}`);
@@ -282,7 +282,7 @@ describe('leader change during an approved restart', () => {
         if (req.method === 'POST' && req.resource === 'events' && String((req.body as { message?: string }).message).includes(' started')) lead = 'b';
         return undefined;
       });
-      const alert = h.alert('kube-system', 'multus');
+      const alert = await h.alert('kube-system', 'multus');
       await h.click(REQUESTER, alert, 'tw_restart');
       const approval = h.slack.thread(OPS, alert.ts).find((m) => m.text.includes('approval needed'))!;
       await h.click(APPROVER, approval, 'tw_approve');

@@ -84,19 +84,23 @@ describe('App Home tab (HTTP mode)', () => {
     // Multus: its requests are refused now (the 401s of the seed), so it is first, linked to its alert message.
     expect(lines[0]).toContain('kube-system/multus');
     expect(lines[0]).toContain('requests now fail with 401');
-    const alert = h.alert('kube-system', 'multus');
+    const alert = await h.alert('kube-system', 'multus');
     expect(lines[0]).toContain(`<https://fake-workspace.slack.com/archives/${OPS}/p${alert.ts.replace('.', '')}|kube-system/multus>`);
     // The rest: days to rejection never decrease down the list; each is what its findings' rejection date says.
     const days = lines.slice(1).map((l) => /rejected in ([\d,]+) days?/.exec(l)?.[1]).filter((d): d is string => d !== undefined).map((d) => Number(d.replace(/,/g, '')));
     expect(days.length).toBeGreaterThan(0);
     expect([...days].sort((a, b) => a - b)).toEqual(days);
     const store = h.serve.context.store;
-    const expected = openGroups()
-      .filter((g) => g.subject !== 'kube-system/multus')
-      .map(async (g) => {
-        const fs = (await store.listFindings(g.cluster, { status: ['open'] })).map((f) => f.finding).filter((f) => `${f.namespace}/${f.serviceAccount}` === g.subject && f.rejectionAt);
-        return fs.length ? Math.min(...fs.map((f) => daysLeft(f, h!.now())!)) : undefined;
-      })
+    const expected = (
+      await Promise.all(
+        (await openGroups())
+          .filter((g) => g.subject !== 'kube-system/multus')
+          .map(async (g) => {
+            const fs = (await store.listFindings(g.cluster, { status: ['open'] })).map((f) => f.finding).filter((f) => `${f.namespace}/${f.serviceAccount}` === g.subject && f.rejectionAt);
+            return fs.length ? Math.min(...fs.map((f) => daysLeft(f, h!.now())!)) : undefined;
+          }),
+      )
+    )
       .filter((d): d is number => d !== undefined && d >= 0)
       .sort((a, b) => a - b);
     expect(days).toEqual(expected);
@@ -168,7 +172,7 @@ describe('App Home tab (HTTP mode)', () => {
     expect(await h.bot.parts.home.tick()).toBe(0);
 
     // A restart requested by REQUESTER: the approval is listed with the approvers who have not voted, never the requester.
-    await h.click(REQUESTER, h.alert('kube-system', 'multus'), 'tw_restart');
+    await h.click(REQUESTER, await h.alert('kube-system', 'multus'), 'tw_restart');
     h.advance(DEBOUNCE);
     expect(await h.bot.parts.home.tick()).toBe(2);
     const approvals = sections(h.slack.homeView(USER)!.view.blocks).filter((l) => l.startsWith('⏳'));
@@ -187,7 +191,7 @@ describe('App Home tab (HTTP mode)', () => {
 
     // One approver votes (a protected target needs a second): the next republish no longer waits on that approver.
     {
-      const approval = h.slack.thread(OPS, h.alert('kube-system', 'multus').ts).find((m) => m.text.includes('approval needed'))!;
+      const approval = h.slack.thread(OPS, (await h.alert('kube-system', 'multus')).ts).find((m) => m.text.includes('approval needed'))!;
       await h.click(APPROVER, approval, 'tw_approve');
       h.advance(DEBOUNCE);
       expect(await h.bot.parts.home.tick()).toBe(2);
@@ -208,7 +212,7 @@ describe('App Home tab (HTTP mode)', () => {
     const home = h.slack.homeView(USER)!;
     expect(h.slack.callsTo('views.publish')).toHaveLength(1);
     expect(home.view.blocks.length).toBeLessThanOrEqual(100);
-    const total = openGroups().length;
+    const total = (await openGroups()).length;
     expect(total).toBeGreaterThan(120);
     const shown = alertLines(home.view.blocks).length;
     const more = contextText(home.view.blocks).find((t) => t.includes('more alerts not shown'));
@@ -235,7 +239,7 @@ describe('App Home tab (Socket Mode)', () => {
     expect(lines[0]).toContain(`*${CLUSTER}*`);
     expect(lines[0]).toContain('kube-system/multus');
     expect(lines[0]).toContain('requests now fail with 401');
-    expect(lines).toHaveLength(openGroups().length);
+    expect(lines).toHaveLength((await openGroups()).length);
   });
 });
 

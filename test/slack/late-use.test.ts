@@ -24,7 +24,7 @@ describe('late-delivered use', () => {
     h = await startHarness();
     const store = h.serve.context.store;
     const id = findingId(CLUSTER, 'ci', 'deployer', 'legacy-token');
-    const deployer = h.alert('ci', 'deployer', 'legacy-token');
+    const deployer = await h.alert('ci', 'deployer', 'legacy-token');
     const requestsBefore = (await store.getFinding(id))!.finding.requests;
 
     // 25 h of successful polls without the signal: resolved as quiet, in place.
@@ -34,7 +34,7 @@ describe('late-delivered use', () => {
     expect(quiet.concluded).toContain(id);
     const resolvedAt = (await store.getFinding(id))!.resolvedAt!;
     expect(await store.getFinding(id)).toMatchObject({ status: 'resolved', resolution: 'quiet' });
-    expect(h.alert('ci', 'deployer', 'legacy-token').text).toBe('✅ [prod-eks] resolved: ci/deployer (legacy Secret token)');
+    expect((await h.alert('ci', 'deployer', 'legacy-token')).text).toBe('✅ [prod-eks] resolved: ci/deployer (legacy Secret token)');
 
     // Two minutes later the audit log delivers a use dated one minute before the resolution.
     h.advance(2 * MIN);
@@ -44,7 +44,7 @@ describe('late-delivered use', () => {
     expect(stored.finding.requests).toBe(requestsBefore + 1);
     expect(Date.parse(stored.finding.lastSeen)).toBe(resolvedAt - MIN);
     expect(stored).toMatchObject({ status: 'open', resolution: null, resolvedAt: null });
-    const reopened = h.alert('ci', 'deployer', 'legacy-token');
+    const reopened = await h.alert('ci', 'deployer', 'legacy-token');
     expect(reopened.ts).toBe(deployer.ts);
     expect(reopened.text).toBe('🔵 [prod-eks] info: ci/deployer — legacy Secret token in use (legacy Secret token)');
     expect(overflowLabels(reopened)).toContain('Recreate ServiceAccount…');

@@ -179,7 +179,7 @@ describe('Notifier', () => {
     expect(await store.getMessageRef('f-stale')).toBeUndefined();
     expect(await store.getMessageRef('f-401')).toBeUndefined();
     // Threads of the older message's finding go to the kept alert now.
-    expect(notifier.messageOf('f-stale')).toEqual({ channel: CH, ts: newer.ts });
+    expect(await notifier.messageOf('f-stale')).toEqual({ channel: CH, ts: newer.ts });
 
     // Later polls never touch the pointer again.
     await poll(notifier, [unauthorized, { ...stale, severity: 'critical' }], T + 2 * HOUR);

@@ -35,7 +35,7 @@ const permalinkOf = (m: { ts: string; threadTs?: string }) =>
 describe('one open action per target', () => {
   it('a restart requested through the 401 finding while one through the stale one is open is refused with a link; one PATCH', async () => {
     h = await startHarness();
-    const stale = h.alert('kube-system', 'multus');
+    const stale = await h.alert('kube-system', 'multus');
     expect(buttonIds(stale)).toContain('tw_restart');
     await h.click(REQUESTER, stale, 'tw_restart');
     const approval = approvalIn(h, stale.ts)!;
@@ -57,7 +57,7 @@ describe('one open action per target', () => {
     // Recreating is offered where a legacy Secret token must be revoked: fluent-bit's clients also use one.
     h.appendAudit([auditEvent({ auditID: 'legacy-fb-1', time: h.now() - MIN, kind: 'legacy', namespace: 'logging', serviceAccount: 'fluent-bit' })]);
     await h.poll();
-    const alert = h.alert('logging', 'fluent-bit');
+    const alert = await h.alert('logging', 'fluent-bit');
     // Recreation first (overflow menu, confirm modal), then a restart of a workload of that ServiceAccount.
     await h.click(REQUESTER, alert, 'tw_recreate_sa');
     await h.submitView(REQUESTER, 'tw_recreate_confirm');
@@ -84,7 +84,7 @@ describe('one open action per target', () => {
 
   it('an expired request does not block: the new request is stored and the old message says expired', async () => {
     h = await startHarness();
-    const stale = h.alert('kube-system', 'multus');
+    const stale = await h.alert('kube-system', 'multus');
     await h.click(REQUESTER, stale, 'tw_restart');
     const first = approvalIn(h, stale.ts)!;
     h.advance(31 * MIN);
@@ -107,11 +107,11 @@ describe('one open action per target', () => {
   it('20 concurrent requests through both findings on two replicas sharing one store: 1 request, 1 PATCH', async () => {
     h = await startHarness();
     follower = await startHarness({ dir: h.dir, fakeSlack: h.slack, kube: h.kube, isLeader: () => false });
-    const stale = h.alert('kube-system', 'multus');
+    const stale = await h.alert('kube-system', 'multus');
     const other = restartOf401(h);
     const users = Array.from({ length: 20 }, (_, i) => `U0CLICK${String(i).padStart(3, '0')}`);
     const results = await Promise.all(
-      users.map((u, i) => (i % 2 === 0 ? h! : follower!).click(u, stale, 'tw_restart', { wait: false, ...(i % 4 < 2 ? {} : { value: other }) })),
+      users.map(async (u, i) => await (i % 2 === 0 ? h! : follower!).click(u, stale, 'tw_restart', { wait: false, ...(i % 4 < 2 ? {} : { value: other }) })),
     );
     expect(results.map((r) => r.status)).toEqual(Array(20).fill(200));
     await Promise.all([h.bot.idle(), follower.bot.idle()]);

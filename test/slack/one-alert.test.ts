@@ -86,7 +86,7 @@ describe('one alert per root cause', { timeout: 120_000 }, () => {
 
     // Stale tokens only: one alert, posted once with its final blocks — no chat.update of it yet, no "(edited)".
     expect(multusAlerts(h)).toHaveLength(1);
-    let alert = h.alert('kube-system', 'multus');
+    let alert = await h.alert('kube-system', 'multus');
     expect(alert.edits).toEqual([]);
     expect(h.slack.callsTo('chat.update').filter((c) => c.args.ts === alert.ts)).toEqual([]);
     expect(headerOf(alert)).toBe('🔴 prod-eks · kube-system/multus — rejection date passed');
@@ -96,7 +96,7 @@ describe('one alert per root cause', { timeout: 120_000 }, () => {
     await probe(h, host);
     h.advance(5 * MIN);
     await h.poll();
-    expect(blockText(h.alert('kube-system', 'multus'))).toContain('token file seen by the node probe');
+    expect(blockText(await h.alert('kube-system', 'multus'))).toContain('token file seen by the node probe');
 
     // Then 401s of the same clients: the same message, edited, and its thread says the signal started.
     const t = h.now() - MIN;
@@ -106,7 +106,7 @@ describe('one alert per root cause', { timeout: 120_000 }, () => {
     await h.poll();
     expect((await store.getFinding(findingId(CLUSTER, 'kube-system', 'multus', 'unauthorized')))?.status).toBe('open');
     expect(multusAlerts(h)).toHaveLength(1);
-    alert = h.alert('kube-system', 'multus');
+    alert = await h.alert('kube-system', 'multus');
     expect(headerOf(alert)).toBe('🔴 prod-eks · kube-system/multus — requests now fail with 401');
     expect(blockText(alert)).toContain('*Signals:* requests rejected with 401 · stale tokens · token file seen by the node probe');
     expect(blockText(alert)).not.toContain('0 of 6'); // pods come from the stale signal, not "Pods affected 0 of 6"
@@ -146,7 +146,7 @@ describe('one alert per root cause', { timeout: 120_000 }, () => {
     await h.poll();
     h.advance(HOUR);
     await h.poll();
-    alert = h.alert('kube-system', 'multus');
+    alert = await h.alert('kube-system', 'multus');
     expect(headerOf(alert)).toBe('✅ Resolved · prod-eks · kube-system/multus');
     expect(blockText(alert)).toContain('*Signals:* requests rejected with 401 · stale tokens');
     expect(elements(alert)).toEqual([]);
@@ -156,7 +156,7 @@ describe('one alert per root cause', { timeout: 120_000 }, () => {
     const edits = alert.edits.length;
     h.advance(HOUR);
     await h.poll();
-    expect(h.alert('kube-system', 'multus').edits).toHaveLength(edits);
+    expect((await h.alert('kube-system', 'multus')).edits).toHaveLength(edits);
     for (const kind of ['stale-token', 'unauthorized'] as const) expect((await store.getFinding(findingId(CLUSTER, 'kube-system', 'multus', kind)))!.status).toBe('resolved');
     expect(multusAlerts(h)).toHaveLength(1);
     expect((await store.getAlertRef(groupIdOf({ cluster: CLUSTER, namespace: 'kube-system', serviceAccount: 'multus' })))?.signals).toEqual([]);
@@ -164,7 +164,7 @@ describe('one alert per root cause', { timeout: 120_000 }, () => {
 
   it('a legacy Secret token: Recreate ServiceAccount only in the overflow menu, behind a confirm modal saying what breaks', async () => {
     h = await startHarness();
-    const deployer = h.alert('ci', 'deployer');
+    const deployer = await h.alert('ci', 'deployer');
     // No workload: no Restart button at all.
     expect(buttonIds(deployer)).toEqual(['tw_more']);
     expect(overflowLabels(deployer)).toEqual(['Recreate ServiceAccount…', 'Snooze 1 day', 'Snooze 7 days', 'Details']);

@@ -23,7 +23,7 @@ const OWNER = { apiVersion: 'example.com/v1', kind: 'NetworkAddon', name: 'multu
 async function requestRecreation(x: Harness) {
   x.appendAudit([auditEvent({ auditID: 'legacy-fb-1', time: x.now() - 60_000, kind: 'legacy', namespace: 'logging', serviceAccount: 'fluent-bit' })]);
   await x.poll();
-  const alert = x.alert('logging', 'fluent-bit');
+  const alert = await x.alert('logging', 'fluent-bit');
   await x.click(REQUESTER, alert, 'tw_recreate_sa');
   await x.submitView(REQUESTER, 'tw_recreate_confirm');
   return { alert, thread: () => x.slack.thread(OPS, alert.ts) };

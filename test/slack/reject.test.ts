@@ -16,7 +16,7 @@ afterEach(async () => {
 });
 
 async function requestRestart(x: Harness) {
-  const alert = x.alert('kube-system', 'multus');
+  const alert = await x.alert('kube-system', 'multus');
   await x.click(REQUESTER, alert, 'tw_restart');
   return x.slack.thread(OPS, alert.ts).find((m) => m.text.includes('approval needed'))!;
 }

@@ -15,9 +15,9 @@ afterEach(async () => {
 });
 
 /** Waits (event-driven polling, generous bound) until `cond` holds. */
-async function until(cond: () => boolean, what: string): Promise<void> {
+async function until(cond: () => boolean | Promise<boolean>, what: string): Promise<void> {
   for (let i = 0; i < 6000; i++) {
-    if (cond()) return;
+    if (await cond()) return;
     await new Promise((r) => setTimeout(r, 10));
   }
   throw new Error(`timed out waiting for ${what}`);
@@ -29,7 +29,7 @@ const approvalMessage = (x: Harness, alertTs: string) => x.slack.thread(OPS, ale
 describe('uid preconditions', () => {
   it('a DaemonSet deleted and recreated (new uid, another image) between request and approval is not patched: "replaced since it was approved"', async () => {
     h = await startHarness();
-    const alert = h.alert('kube-system', 'multus');
+    const alert = await h.alert('kube-system', 'multus');
     await h.click(REQUESTER, alert, 'tw_restart');
     const approval = approvalMessage(h, alert.ts)!;
     const approvedUid = String(h.kube.store.get('DaemonSet', 'kube-system', 'kube-multus-ds')!.metadata!['uid']);
@@ -80,7 +80,7 @@ describe('recreation race', () => {
         queueMicrotask(() => kube.store.put(theirs as never));
       }
     });
-    const alert = h.alert('logging', 'fluent-bit');
+    const alert = await h.alert('logging', 'fluent-bit');
     await h.click(REQUESTER, alert, 'tw_recreate_sa');
     await h.submitView(REQUESTER, 'tw_recreate_confirm');
     await h.click(APPROVER, approvalMessage(h, alert.ts)!, 'tw_approve');
@@ -104,7 +104,7 @@ describe('recreation race', () => {
 describe('approval request that Slack does not post', () => {
   it('is released at once and the requester is told; the next request posts normally', async () => {
     h = await startHarness();
-    const alert = h.alert('kube-system', 'multus');
+    const alert = await h.alert('kube-system', 'multus');
     h.slack.failNext('chat.postMessage', 'internal_error', 1, (args) => String(args['text']).includes('approval needed'));
     await h.click(REQUESTER, alert, 'tw_restart');
     const store = h.serve.context.store;
@@ -133,7 +133,7 @@ describe('approver lists', () => {
         s.approvers = [APPROVER, REQUESTER];
       },
     });
-    const alert = h.alert('kube-system', 'multus');
+    const alert = await h.alert('kube-system', 'multus');
     await h.click(REQUESTER, alert, 'tw_restart');
     const requested = blockText(h.slack.ephemerals({ user: REQUESTER }).at(-1)!);
     expect(requested).toContain(`<@${APPROVER}>`);
@@ -161,7 +161,7 @@ describe('approver lists with user groups', () => {
         s.protectedApprovals = 2;
       },
     });
-    const alert = h.alert('kube-system', 'multus');
+    const alert = await h.alert('kube-system', 'multus');
     await h.click(REQUESTER, alert, 'tw_restart');
     const approval = approvalMessage(h, alert.ts)!;
     const fields = blockText(approval);
@@ -186,7 +186,7 @@ describe('final progress edit', { timeout: 120_000 }, () => {
     h = await startHarness({ slack: { progressRetryMs: 20 } });
     const isFinal = (args: Record<string, unknown>) => String(args['text']).startsWith('✅ [prod-eks] rollout of DaemonSet');
     h.slack.failNext('chat.update', 'internal_error', 1, isFinal);
-    const alert = h.alert('kube-system', 'multus');
+    const alert = await h.alert('kube-system', 'multus');
     await h.click(REQUESTER, alert, 'tw_restart');
     await h.click(APPROVER, approvalMessage(h, alert.ts)!, 'tw_approve');
     const store = h.serve.context.store;
@@ -207,7 +207,7 @@ describe('final progress edit', { timeout: 120_000 }, () => {
     h = await startHarness({ slack: { progressRetryMs: 1 } });
     const isFinal = (args: Record<string, unknown>) => String(args['text']).startsWith('✅ [prod-eks] rollout of DaemonSet');
     h.slack.failNext('chat.update', 'internal_error', 6, isFinal);
-    const alert = h.alert('kube-system', 'multus');
+    const alert = await h.alert('kube-system', 'multus');
     await h.click(REQUESTER, alert, 'tw_restart');
     await h.click(APPROVER, approvalMessage(h, alert.ts)!, 'tw_approve');
     const store = h.serve.context.store;
@@ -227,7 +227,7 @@ describe('final progress edit across a restart', () => {
     h = await startHarness({ slack: { progressRetryMs: 1, pickupIntervalMs: 3_600_000 } });
     const isFinal = (args: Record<string, unknown>) => String(args['text']).startsWith('✅ [prod-eks] rollout of DaemonSet');
     h.slack.failNext('chat.update', 'internal_error', 5, isFinal);
-    const alert = h.alert('kube-system', 'multus');
+    const alert = await h.alert('kube-system', 'multus');
     await h.click(REQUESTER, alert, 'tw_restart');
     await h.click(APPROVER, approvalMessage(h, alert.ts)!, 'tw_approve');
     await until(async () => (await h!.serve.context.store.listApprovals())[0]!.state === 'succeeded', 'the restart to succeed');

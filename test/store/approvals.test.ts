@@ -88,9 +88,9 @@ describe('approvals', () => {
 describe('compare-and-set under concurrency', () => {
   it('of 10 connections moving approved → running, exactly one wins', async () => {
     const path = join(tempDir(), 'cas.db');
-    const stores = Array.from({ length: 10 }, async () => track(await openStore(path)));
+    const stores = await Promise.all(Array.from({ length: 10 }, async () => track(await openStore(path))));
     await stores[0]!.createApproval(approval({ state: 'approved' }));
-    const results = stores.map(async (s, i) => await s.transitionApproval('appr-1', 'approved', 'running', {}, T0 + i));
+    const results = await Promise.all(stores.map((s, i) => s.transitionApproval('appr-1', 'approved', 'running', {}, T0 + i)));
     expect(results.filter(Boolean)).toHaveLength(1);
     expect(results[0]).toBe(true);
     expect(await stores[9]!.getApproval('appr-1')).toMatchObject({ state: 'running', updatedAt: T0 });
@@ -134,18 +134,18 @@ describe('compare-and-set under concurrency', () => {
   it('ten approvers clicking at once through the state machine: one approval, one execute', async () => {
     const path = join(tempDir(), 'clicks.db');
     const policy = definePolicy({ approvers: Array.from({ length: 10 }, (_, i) => `U0AP${i}`) });
-    const stores = Array.from({ length: 10 }, async () => track(await openStore(path)));
+    const stores = await Promise.all(Array.from({ length: 10 }, async () => track(await openStore(path))));
     await stores[0]!.createApproval(approval());
     // every click handler reads the approval before any of them writes
-    const reads = stores.map(async (s) => (await s.getApproval('appr-1'))!);
+    const reads = await Promise.all(stores.map(async (s) => (await s.getApproval('appr-1'))!));
     let executes = 0;
-    const won = reads.map(async (a, i) => {
+    const won = await Promise.all(reads.map(async (a, i) => {
       const d = decide(a, approvalEvent.approve(`U0AP${i}`), policy, T0 + MIN);
       if (!d.ok) throw new Error(`refused: ${d.reason}`);
       const ok = await stores[i]!.transitionApproval(a.id, d.from, d.next, d.patch, T0 + MIN);
       if (ok) executes += d.effects.filter((e) => e.type === 'execute').length;
       return ok;
-    });
+    }));
     expect(won.filter(Boolean)).toHaveLength(1);
     expect(executes).toBe(1);
     const final = (await stores[5]!.getApproval('appr-1'))!;

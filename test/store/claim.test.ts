@@ -26,7 +26,7 @@ async function twoConnections(): Promise<[Store, Store]> {
 
 describe('claimApproval', () => {
   it('refuses a second restart of the same workload from another finding and another connection, naming the open one', async () => {
-    const [s1, s2] = twoConnections();
+    const [s1, s2] = await twoConnections();
     const first = await s1.claimApproval(approval({ id: 'a1' }), T0);
     expect(first.ok).toBe(true);
     const second = await s2.claimApproval(approval({ id: 'a2', target: { ...approval().target, findingId: 'f-multus-401' } }), T0 + 1000);
@@ -40,7 +40,7 @@ describe('claimApproval', () => {
   });
 
   it('a restart and a recreation of its ServiceAccount block each other; restarts of two workloads of one ServiceAccount do not', async () => {
-    const [s1] = twoConnections();
+    const [s1] = await twoConnections();
     expect((await s1.claimApproval(approval({ id: 'r1', action: 'recreate-serviceaccount', target: SA }), T0)).ok).toBe(true);
     expect(await s1.claimApproval(approval({ id: 'r2' }), T0)).toMatchObject({ ok: false, open: { id: 'r1' } });
     await s1.transitionApproval('r1', 'requested', 'rejected', {}, T0 + 1);
@@ -50,7 +50,7 @@ describe('claimApproval', () => {
   });
 
   it('expires a stale request of the same target in the same transaction (with an action-log row) so it never blocks', async () => {
-    const [s1, s2] = twoConnections();
+    const [s1, s2] = await twoConnections();
     await s1.claimApproval(approval({ id: 'old' }), T0);
     const res = await s2.claimApproval(approval({ id: 'new', createdAt: T0 + 30 * MIN, expiresAt: T0 + 60 * MIN, updatedAt: T0 + 30 * MIN }), T0 + 30 * MIN);
     expect(res.ok).toBe(true);

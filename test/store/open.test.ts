@@ -153,7 +153,7 @@ describe('reopen', () => {
     await s1.upsertTokenRecords([staleRecord()]);
     await s1.saveFindings('prod', [finding()], T0);
     await s1.saveMessageRef('f-multus', { channel: 'C1', ts: '1700000000.000100', severity: 'warning', hash: 'abc' });
-    const run = s1.startPollRun('prod', 'cw', T0);
+    const run = await s1.startPollRun('prod', 'cw', T0);
     await s1.finishPollRun(run, { endedAt: T0 + 1000, events: 7, tokenUses: 2 });
     await s1.createApproval(approval());
     await s1.logAction({ at: T0, cluster: 'prod', actor: 'U0REQ', action: 'restart.requested', target: 'DaemonSet kube-system/kube-multus-ds', result: 'requested' });
