@@ -209,7 +209,6 @@ class SqliteTransaction implements SqlExecutor {
   readonly dialect = 'sqlite' as const;
   active = true;
   private depth = 0;
-  private readonly savepoints = new Fifo();
 
   constructor(readonly owner: SqliteExecutor) {}
 
@@ -231,9 +230,7 @@ class SqliteTransaction implements SqlExecutor {
   }
 
   async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
-    // Nested transactions of one transaction run one at a time, so savepoints nest properly.
-    const wait = this.savepoints.acquire();
-    if (wait !== undefined) await wait;
+    // Savepoints nest (a nested step inside a nested step); run nested steps one after another, not concurrently.
     const name = `sp${++this.depth}`;
     try {
       await this.run(`SAVEPOINT ${name}`);
@@ -251,7 +248,6 @@ class SqliteTransaction implements SqlExecutor {
       return result;
     } finally {
       this.depth--;
-      this.savepoints.release();
     }
   }
 

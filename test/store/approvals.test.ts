@@ -31,7 +31,7 @@ describe('approvals', () => {
     expect(await store.createApproval(a)).toEqual({ ...a, message: null });
     expect(await store.getApproval('appr-1')).toEqual({ ...a, message: null });
     expect(await store.getApproval('nope')).toBeUndefined();
-    await expect(await store.createApproval(a)).rejects.toThrow(new StoreError('createApproval: approval appr-1 already exists'));
+    await expect(store.createApproval(a)).rejects.toThrow(new StoreError('createApproval: approval appr-1 already exists'));
     const withMessage = await store.createApproval({ ...approval({ id: 'appr-2', dryRun: null }), message: { channel: 'C0OPS', ts: '1.2' } });
     expect(withMessage.message).toEqual({ channel: 'C0OPS', ts: '1.2' });
     expect(withMessage.dryRun).toBeNull();
@@ -56,7 +56,7 @@ describe('approvals', () => {
       updatedAt: T0 + 4 * MIN,
       message: { channel: 'C0OPS', ts: '9.9' },
     });
-    await expect(await store.transitionApproval('appr-1', 'failed', 'running', { state: 'succeeded' }, T0)).rejects.toThrow(StoreError);
+    await expect(store.transitionApproval('appr-1', 'failed', 'running', { state: 'succeeded' }, T0)).rejects.toThrow(StoreError);
   });
 
   it('a vote patch computed from a stale read loses', async () => {

@@ -104,7 +104,7 @@ describe('token records', () => {
     expect(await store.listTokenRecords('prod')).toEqual([]);
     await store.replaceTokenRecords('prod', [rekeyed]);
     expect(await store.listTokenRecords('staging')).toHaveLength(1);
-    await expect(await store.replaceTokenRecords('prod', [staleRecord({ cluster: 'staging' })])).rejects.toThrow(
+    await expect(store.replaceTokenRecords('prod', [staleRecord({ cluster: 'staging' })])).rejects.toThrow(
       new StoreError('replaceTokenRecords(prod): a record belongs to cluster staging'),
     );
     expect(await store.listTokenRecords('prod')).toEqual([rekeyed]);
@@ -244,12 +244,12 @@ describe('findings', () => {
   });
 
   it('refuses findings of another cluster, saving none of the batch', async () => {
-    await expect(await store.saveFindings('prod', [finding({ id: 'x' }), finding({ id: 'y', cluster: 'staging' })], T0)).rejects.toThrow(
+    await expect(store.saveFindings('prod', [finding({ id: 'x' }), finding({ id: 'y', cluster: 'staging' })], T0)).rejects.toThrow(
       new StoreError('saveFindings(prod): finding y belongs to cluster staging'),
     );
     expect(await store.listFindings()).toEqual([]);
     await store.saveFindings('prod', [finding({ id: 'z' })], T0);
-    await expect(await store.saveFindings('staging', [finding({ id: 'z', cluster: 'staging' })], T0)).rejects.toThrow(
+    await expect(store.saveFindings('staging', [finding({ id: 'z', cluster: 'staging' })], T0)).rejects.toThrow(
       new StoreError('saveFindings(staging): finding id z is stored for cluster prod'),
     );
   });
@@ -292,7 +292,7 @@ describe('poll runs', () => {
   });
 
   it('finishPollRun of an unknown id throws', async () => {
-    await expect(await store.finishPollRun(99, { endedAt: T0, events: 0, tokenUses: 0 })).rejects.toThrow(new StoreError('finishPollRun: no poll run with id 99'));
+    await expect(store.finishPollRun(99, { endedAt: T0, events: 0, tokenUses: 0 })).rejects.toThrow(new StoreError('finishPollRun: no poll run with id 99'));
   });
 
   it('prunePollRuns keeps the latest run of each cluster', async () => {

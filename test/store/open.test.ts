@@ -43,7 +43,7 @@ describe('openStore', () => {
 
   it('enforces foreign keys', async () => {
     const store = track(await openStore(':memory:'));
-    await expect(await store.saveMessageRef('no-such-finding', { channel: 'C1', ts: '1.1', severity: 'info', hash: 'h' })).rejects.toThrow(
+    await expect(store.saveMessageRef('no-such-finding', { channel: 'C1', ts: '1.1', severity: 'info', hash: 'h' })).rejects.toThrow(
       new StoreError('saveMessageRef: finding no-such-finding is not stored (save the finding first)'),
     );
   });
@@ -197,7 +197,7 @@ describe('openStore errors name the file and the reason', () => {
     const expected = /cannot open store .*ro\.db: the file or its directory is read-only \(.*SQLITE_READONLY.*\); tokenwatch writes the file and its -wal and -shm files next to it/;
     try {
       if (process.getuid?.() === 0) {
-        const script = `import('${join(process.cwd(), 'src/store/db.ts')}').then((m) => { try { m.openStore(${JSON.stringify(path)}); console.log('opened'); } catch (e) { console.log(e.message); } });`;
+        const script = `import('${join(process.cwd(), 'src/store/db.ts')}').then(async (m) => { try { await m.openStore(${JSON.stringify(path)}); console.log('opened'); } catch (e) { console.log(e.message); } });`;
         const r = spawnSync(process.execPath, ['--import', 'tsx', '-e', script], { uid: 65534, gid: 65534, encoding: 'utf8', cwd: process.cwd(), timeout: 60_000 });
         expect(r.error?.message, `uid 65534 must be able to run ${process.execPath} and read ${process.cwd()} (.ci/run opens both)`).toBeUndefined();
         expect(r.stdout).toMatch(expected);

@@ -93,7 +93,7 @@ describe('restart safety (a process killed mid-poll)', () => {
     for (const crashAt of ['after-seen', 'after-records', 'before-commit']) {
       expect(poll(path, range(4, 9), 'c2', crashAt)).toEqual({ status: null, signal: 'SIGKILL' });
       const afterCrash = await openStore(path);
-      expect([crashAt, afterCrash.getCursor('file:/audit-prod.log'), afterCrash.countSeen('prod')]).toEqual([crashAt, 'c1', 5]);
+      expect([crashAt, await afterCrash.getCursor('file:/audit-prod.log'), await afterCrash.countSeen('prod')]).toEqual([crashAt, 'c1', 5]);
       await afterCrash.close();
       expect(await requestsByPod(path)).toEqual({ 'pod-a': 2, 'pod-b': 3 });
     }
