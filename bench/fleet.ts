@@ -38,7 +38,7 @@ import { fileURLToPath } from 'node:url';
 import { parseConfig } from '../src/config/index.js';
 import { createLogger } from '../src/observability/logger.js';
 import { Metrics } from '../src/observability/metrics.js';
-import { startServe } from '../src/runtime/serve.js';
+import { composeServe as startServe } from '../src/runtime/compose.js';
 import { DEFAULT_BOT_TOKEN, sendSlashCommand, startFakeSlack, type FakeSlack } from '../src/sandbox/fakes/slack.js';
 import { startFakeKube, type FakeKube } from '../src/sandbox/fakes/kubernetes.js';
 import { startSlackWith, type SlackIntegration } from '../src/runtime/build-slack.js';

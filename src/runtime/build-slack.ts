@@ -66,16 +66,12 @@ export interface SlackIntegration extends Integration {
 }
 
 /**
- * Starts the Slack integration for `tokenwatch serve` (called when `config.slack.enabled`).
+ * Starts the Slack integration of `tokenwatch serve` (`composeServe` starts it when `config.slack.enabled`), tuned by
+ * `opts`; see the module docstring for what it builds.
  * @throws Error when Slack is not enabled, a secret is missing, the bot token is rejected (`auth.test` answers an
  *   error such as `invalid_auth`), or the HTTP port is taken; `IntegrationUnavailableError` (src/slack/context.ts) when Slack cannot
  *   be reached (network error, timeout, HTTP 5xx, rate limit): serve then retries in the background.
  */
-export function startSlack(ctx: SlackContext): Promise<Integration> {
-  return startSlackWith(ctx);
-}
-
-/** {@link startSlack} with tuning options; returns the {@link SlackIntegration}. */
 export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {}): Promise<SlackIntegration> {
   const { config, store, clock, metrics, clusters } = ctx;
   const created = await createSlackApp(ctx, opts);

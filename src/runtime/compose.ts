@@ -1,44 +1,49 @@
 /**
- * The composition root of `tokenwatch serve`: everything the live service runs is built in `src/runtime/`, and this
- * module puts it together.
+ * The one builder of `tokenwatch serve`: {@link composeServe} builds the service in the order data flows through it and
+ * returns one handle. The CLI (`src/cli/commands/serve.ts`), the sandbox (`src/sandbox/sandbox.ts`), the bench and the
+ * tests all call it; they substitute parts through {@link ServeOptions} (a clock, no jitter, Slack tuning, their own
+ * integrations), as Backstage's `KubernetesBuilder` takes replacements
+ * (https://backstage.io/docs/reference/plugin-kubernetes-backend.kubernetesbuilder). The order (docs/design/architecture.md
+ * "How serve is put together"):
  *
- * - leader election (`leader.ts`): with POD_NAME and POD_NAMESPACE set in a pod (the Deployment in manifests/ sets
- *   them), replicas elect a leader on a coordination.k8s.io Lease; only the leader polls and executes actions;
- * - the service (`serve.ts` {@link startServe}): the store, one audit source, cluster clients (state, remediator,
- *   metrics scraper, probe reader) and poller (`poller.ts`) per cluster, the scheduler (`scheduler.ts`), the
- *   health/metrics listener, the Slack integration (`build-slack.ts`: the Bolt app of `src/slack/app.ts`, then the
- *   notifier, directory and approval flow on it), which gets only the small `SlackContext` interface, and the verifier of approved actions, which `serve.ts` builds and
- *   reports through the integration's `verificationReporter`. After each successful poll `serve.ts` runs one sequence:
- *   the integration alerts (`Integration.afterPoll`), then the verifier concludes (docs/design/architecture.md
- *   "How serve is put together").
+ * 1. leader election on a Lease (`leader.ts`) when `env` is a pod's with the election variables;
+ * 2. the store (`src/store/`), with the poller lock (`poller-lock.ts`) when no leader gate is given;
+ * 3. per cluster (`build-cluster.ts` {@link buildCluster}): audit source, cluster state, remediator, monitors, poller;
+ * 4. the scheduler (`scheduler.ts`);
+ * 5. the health/metrics listener and the audit webhook listeners (before Slack, so probes answer while it connects);
+ * 6. the Slack parts (`build-slack.ts`), then the verifier of the actions approved through them (`src/remediation/verify.ts`);
+ * 7. the polls start.
  *
- * The CLI (`src/cli/commands/serve.ts`) loads the config, calls {@link composeServe} and stops it on a signal.
+ * After each successful poll one sequence runs ({@link afterPoll} below): the blind-log gauge, the integrations' alerts,
+ * then the verifier's conclusions, so a verification replies under an alert that already shows the poll's findings.
  */
 import { kubeConfigFor } from '../cluster/kube.js';
 import { poolConnections } from '../cluster/pool.js';
 import type { Config } from '../config/types.js';
-import type { Logger } from '../observability/logger.js';
-import type { Metrics } from '../observability/metrics.js';
+import type { Finding } from '../findings/types.js';
+import { createLogger, type Logger } from '../observability/logger.js';
+import { Metrics } from '../observability/metrics.js';
+import { Verifier } from '../remediation/verify.js';
+import { buildCluster, type ClusterRuntime } from './build-cluster.js';
+import type { SlackIntegration } from './build-slack.js';
 import { electionFromEnv, LeaderElector } from './leader.js';
-import { startServe, type ServeHandle } from './serve.js';
+import type { PollOutcome } from './poller.js';
+import {
+  createScheduler,
+  Integrations,
+  openPollingStore,
+  readinessOf,
+  sharedCloudWatch,
+  startHealthServer,
+  updateBlindGauge,
+  type HealthServer,
+  type ServeContext,
+  type ServeHandle,
+  type ServeOptions,
+} from './serve.js';
 
-/** What {@link composeServe} needs besides the config. */
-export interface ComposeOptions {
-  /** The process environment (leader election reads KUBERNETES_SERVICE_HOST, POD_NAME, POD_NAMESPACE, TOKENWATCH_LEASE_NAME). */
-  env: NodeJS.ProcessEnv;
-  logger: Logger;
-  metrics: Metrics;
-}
-
-/** A running `tokenwatch serve`. */
-export interface ComposedServe {
-  handle: ServeHandle;
-  /** Graceful stop: in-flight polls finish first (the service stops), only then is the Lease released. Idempotent. */
-  stop(): Promise<void>;
-}
-
-/** Starts leader election when running in a pod with the election variables set; undefined otherwise. */
-function startLeaderElection({ env, logger, metrics }: ComposeOptions): LeaderElector | undefined {
+/** Starts leader election when `env` is a pod's with the election variables set; undefined otherwise. */
+function startLeaderElection(env: NodeJS.ProcessEnv, logger: Logger, metrics: Metrics): LeaderElector | undefined {
   const election = env.KUBERNETES_SERVICE_HOST ? electionFromEnv(env) : undefined;
   if (!election) return undefined;
   const elector = new LeaderElector({ kubeConfig: poolConnections(kubeConfigFor({ inCluster: true })), ...election, logger }); // keep-alive: renewals every retry period
@@ -55,27 +60,139 @@ function startLeaderElection({ env, logger, metrics }: ComposeOptions): LeaderEl
 }
 
 /**
- * Builds and starts the live service (see the module docstring).
- * @throws what {@link startServe} throws (store cannot be opened, port taken), after releasing the Lease.
+ * Builds and starts `tokenwatch serve` (see the module docstring); resolves once the listener is up and the schedule
+ * runs.
+ * @throws when the store cannot be opened, another process polls it (`PollerLockError`, `poller-lock.ts`), an audit
+ *   webhook or the health port cannot bind (`EADDRINUSE`); what was started is stopped and the Lease released first.
  */
-export async function composeServe(config: Config, opts: ComposeOptions): Promise<ComposedServe> {
-  const elector = startLeaderElection(opts);
-  let handle: ServeHandle;
+export async function composeServe(config: Config, opts: ServeOptions = {}): Promise<ServeHandle> {
+  const logger = opts.logger ?? createLogger({ level: config.log.level });
+  const metrics = opts.metrics ?? new Metrics({ defaultMetrics: true });
+  const clock = opts.clock ?? Date.now;
+  const undo: Array<() => unknown> = []; // what to take down, last first, when a later step fails
+
   try {
-    handle = await startServe(config, {
-      logger: opts.logger,
-      metrics: opts.metrics,
-      ...(elector && { isLeader: () => elector.isLeader(), leaderStatus: () => elector.status() }),
+    // 1. Leader election (HA): only the leader polls and executes approved actions.
+    const elector = startLeaderElection(opts.env ?? {}, logger, metrics);
+    if (elector) undo.push(() => elector.stop({ release: true }));
+    const isLeaderGate = opts.isLeader ?? (elector ? () => elector.isLeader() : undefined);
+    const leaderStatus = opts.leaderStatus ?? (elector ? () => elector.status() : undefined);
+
+    // 2. The store; without a leader gate this process must be its only poller (the poller lock).
+    const { store, lock } = await openPollingStore(config, { leaderGate: isLeaderGate !== undefined, logger, metrics, pollerLock: opts.pollerLock });
+    undo.push(() => store.close(), () => lock?.release());
+    const isLeader = isLeaderGate ?? (() => lock?.held() ?? true);
+
+    let phase: 'starting' | 'ready' | 'stopping' = 'starting';
+    const stopping = () => phase === 'stopping';
+    const clusters = new Map<string, ClusterRuntime>();
+    const integrations = new Integrations({
+      logger,
+      retryBaseMs: opts.integrationRetryMs ?? 15_000,
+      stopping,
+      // Step 6: the verifier of approved actions, reporting through the integration that started them.
+      verifierFor: (reporter) =>
+        new Verifier({
+          store,
+          clock,
+          settleMs: config.remediation.settlePeriod,
+          logger: logger.child({ component: 'verify' }),
+          probeReports: (cluster) => clusters.get(cluster)?.probe?.read(),
+          ...reporter,
+        }),
     });
+    /** What follows a successful poll of `rt`, in this order; a step that fails is logged and the next one runs. */
+    const afterPoll = async (rt: ClusterRuntime, findings: Finding[], outcome: PollOutcome): Promise<void> => {
+      updateBlindGauge(metrics, rt, clock());
+      const started = integrations.running(); // one that starts meanwhile joins at the next poll
+      await integrations.alert(started, rt, findings, outcome); // Slack posts and edits the alerts
+      await integrations.verify(started, rt.config.name); // then concludes approved actions in their threads
+    };
+
+    // 3. Per cluster, in flow order: audit source, cluster state, remediator, monitors, poller.
+    const { rateLimiter, fleetInsights } = sharedCloudWatch(config, metrics);
+    const slowPollAfterMs = opts.slowPollAfterMs ?? 3 * config.poll.requestTimeout;
+    const onBlindChange = (rt: ClusterRuntime) => updateBlindGauge(metrics, rt, clock());
+    undo.push(() => {
+      for (const rt of clusters.values()) {
+        rt.source.close?.();
+        rt.watchCache?.stop();
+      }
+    });
+    for (const c of config.clusters) {
+      clusters.set(c.name, await buildCluster(c, { config, store, logger, metrics, clock, rateLimiter, fleetInsights, slowPollAfterMs, onBlindChange, afterPoll }));
+    }
+    metrics.pollRunningOf = () =>
+      [...clusters].map(([name, rt]) => {
+        const since = rt.poller.health().runningSince;
+        return [name, since === undefined ? 0 : Math.max(0, clock() - since) / 1000] as const;
+      });
+    for (const rt of clusters.values()) onBlindChange(rt); // EKS audit logging off is known before the first poll
+
+    // 4. The scheduler (started in step 7).
+    const scheduler = createScheduler(config, opts, { clusters, shouldRun: isLeader, metrics, logger });
+    const context: ServeContext = { config, store, logger, metrics, clusters, scheduler, clock, runNow: (cluster) => scheduler.runNow(cluster), isLeader, leaderStatus };
+    if (!isLeaderGate) metrics.leader.set(1);
+
+    // 5. The health/metrics listener, then the audit webhook listeners (src/sources/webhook.ts): one that cannot bind stops serve.
+    const readiness = () => readinessOf({ phase, clusters, integrations, now: clock() });
+    const server: HealthServer = await startHealthServer(config.http, { readiness, metrics, logger });
+    undo.push(() => server.close());
+    for (const rt of clusters.values()) if (rt.source.start) rt.webhookPort = await rt.source.start();
+
+    // 6. The integrations (Slack: its parts in build-slack.ts), each with its verifier.
+    let slack: SlackIntegration | undefined;
+    const starters = opts.integrations ?? (config.slack?.enabled ? [async (ctx: ServeContext) => (slack = await (await import('./build-slack.js')).startSlackWith(ctx, opts.slack))] : []);
+    const nameOf = (i: number) => opts.integrationNames?.[i] ?? (i === 0 ? 'slack' : `integration-${i}`);
+    for (const [i, start] of starters.entries()) await integrations.start(start, nameOf(i), context);
+    context.integrationErrors = integrations.errors;
+
+    // 7. The polls.
+    const firstDone = new Map<string, () => void>();
+    const firstPolls = Promise.all(config.clusters.map((c) => new Promise<void>((resolve) => firstDone.set(c.name, resolve)))).then(() => undefined);
+    scheduler.start(
+      [...clusters.values()].map((rt) => ({
+        name: rt.config.name,
+        schedule: rt.config.schedule,
+        run: async (signal) => {
+          await rt.poller.pollOnce(signal);
+          firstDone.get(rt.config.name)?.();
+        },
+      })),
+    );
+    phase = 'ready';
+    logger.info({ port: server.port, clusters: [...clusters.keys()], slack: integrations.running().map((i) => i.name) }, 'tokenwatch serve started');
+
+    let stopped: Promise<void> | undefined;
+    const stop = () =>
+      (stopped ??= (async () => {
+        phase = 'stopping';
+        integrations.cancelRetries();
+        logger.info('stopping: no new polls, aborting running ones');
+        await scheduler.stop();
+        await integrations.stop();
+        for (const rt of clusters.values()) {
+          rt.source.close?.();
+          rt.watchCache?.stop();
+        }
+        await server.close();
+        await lock?.release();
+        await store.close();
+        logger.info('stopped');
+        await elector?.stop({ release: true }); // only now: a successor must not poll while this one still finishes
+      })());
+
+    return {
+      port: server.port,
+      context,
+      firstPolls,
+      readiness,
+      integrationStarted: (name) => integrations.whenStarted(name),
+      slack: () => slack,
+      stop,
+    };
   } catch (err) {
-    await elector?.stop({ release: true });
+    for (const step of undo.reverse()) await Promise.resolve(step()).catch(() => undefined);
     throw err;
   }
-  let stopped: Promise<void> | undefined;
-  const stop = () =>
-    (stopped ??= handle
-      .stop()
-      .then(() => elector?.stop({ release: true }))
-      .then(() => undefined));
-  return { handle, stop };
 }

@@ -1,31 +1,33 @@
 /**
- * `tokenwatch serve`: the long-running service. Wires config → store → per cluster its runtime (`build-cluster.ts`
- * {@link buildCluster}: audit source, cluster state, remediator, monitors, poller) → scheduler, plus the
- * health/metrics HTTP listener (`/healthz`, `/readyz`, `/metrics`) and, when enabled, the Slack integration.
+ * The parts of `tokenwatch serve` that `composeServe` (`compose.ts`) puts together, and the types of its
+ * handle: opening the store for polling (the poller lock), the CloudWatch budgets every cluster shares, the scheduler,
+ * the integrations (Slack) with their start retries and verifiers, the one sequence that follows a poll (alerts, then
+ * verification), `/readyz`, and the health/metrics HTTP listener (`/healthz`, `/readyz`, `/metrics`).
  *
- * Lifecycle: {@link startServe} resolves once the store is open, the HTTP listener is up and the
- * schedule is running (first polls start within the jitter). {@link ServeHandle.stop} (SIGTERM) stops
- * new polls, aborts running ones (a hung cluster does not hold up shutdown) and waits for them to settle, stops Slack,
- * closes the listener and the store.
+ * Lifecycle (docs/design/architecture.md "How serve is put together"): `composeServe` resolves once the store is
+ * open, the HTTP listener is up and the schedule is running (first polls start within the jitter).
+ * {@link ServeHandle.stop} (SIGTERM) stops new polls, aborts running ones (a hung cluster does not hold up shutdown)
+ * and waits for them to settle, stops Slack, closes the listener and the store, then releases the Lease.
  */
-import { backoffDelay } from '../core/backoff.js';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Config } from '../config/types.js';
+import { backoffDelay } from '../core/backoff.js';
 import type { Finding } from '../findings/types.js';
-import { createLogger, type Logger } from '../observability/logger.js';
-import { Metrics } from '../observability/metrics.js';
-import type { PollOutcome } from './poller.js';
-import { BLIND_REASONS, type BlindReason } from './blind.js';
-import { buildCluster, type ClusterRuntime } from './build-cluster.js';
-import { Scheduler } from './scheduler.js';
+import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
+import type { Verifier } from '../remediation/verify.js';
+import type { Integration, RunNowResult, SlackContext } from '../slack/context.js';
+import type { SlackOptions } from '../slack/app.js';
 import { FleetInsightsRegistry } from '../sources/index.js';
 import { CloudWatchRateLimiter } from '../sources/rate-limit.js';
 import { openStore, type Store } from '../store/index.js';
+import { BLIND_REASONS, type BlindReason } from './blind.js';
+import type { ClusterRuntime } from './build-cluster.js';
+import type { SlackIntegration } from './build-slack.js';
 import { acquirePollerLock, type PollerLock, type PollerLockError, type PollerLockOptions } from './poller-lock.js';
-import { Verifier } from '../remediation/verify.js';
-import type { Integration, RunNowResult, SlackContext } from '../slack/context.js';
-
+import type { PollOutcome } from './poller.js';
+import { Scheduler } from './scheduler.js';
 
 /** What an integration (Slack) gets from serve; it satisfies the Slack integration's own {@link SlackContext}. */
 export interface ServeContext extends SlackContext {
@@ -70,8 +72,16 @@ export interface ReadinessBody {
   blind: Record<string, BlindReason>;
 }
 
-/** Options of {@link startServe}. */
+/**
+ * Options of `composeServe` (`compose.ts`): the CLI passes `env`, `logger` and `metrics`; the sandbox, the bench and the tests
+ * substitute the rest (a clock, no jitter, Slack tuning, their own integrations).
+ */
 export interface ServeOptions {
+  /**
+   * The process environment: leader election on a Lease runs when it has KUBERNETES_SERVICE_HOST, POD_NAME and
+   * POD_NAMESPACE (TOKENWATCH_LEASE_NAME optional; `leader.ts`). Default none: no leader election.
+   */
+  env?: NodeJS.ProcessEnv;
   logger?: Logger;
   metrics?: Metrics;
   /** Clock, epoch ms. Default `Date.now`. */
@@ -85,11 +95,17 @@ export interface ServeOptions {
    * The sandbox, whose clock runs faster than real time, scales it by its speed.
    */
   slowPollAfterMs?: number;
-  /** Starts integrations (Slack) once pollers exist; default: Slack when `config.slack.enabled`. */
-  integrations?: ((ctx: ServeContext) => Promise<Integration>)[];
   /**
-   * Leader gate for polling (HA). Without it this process takes the store's poller lock (`poller-lock.ts`) and
-   * polls while it holds it; start fails with a {@link PollerLockError} when another live process holds it.
+   * Starts integrations (Slack) once pollers exist, replacing the default: Slack (`build-slack.ts`, tuned by
+   * {@link slack}) when `config.slack.enabled`. An empty list runs without integrations.
+   */
+  integrations?: ((ctx: ServeContext) => Promise<Integration>)[];
+  /** Tuning of the default Slack integration (intervals, listen host, timeouts; `src/slack/app.ts` `SlackOptions`). */
+  slack?: SlackOptions;
+  /**
+   * Leader gate for polling (HA), replacing leader election (tests). Without it and without leader election this
+   * process takes the store's poller lock (`poller-lock.ts`) and polls while it holds it; start fails with a
+   * {@link PollerLockError} when another live process holds it.
    */
   isLeader?: () => boolean;
   /** Poller-lock clock (default `Date.now`, not `clock`), timing and identity (tests); see {@link PollerLockOptions}. */
@@ -125,73 +141,47 @@ export interface ServeHandle {
   readiness(): ReadinessBody;
   /** Resolves when a retried integration has started (tests); rejects never. */
   integrationStarted(name: string): Promise<void>;
-  /** Graceful stop; idempotent. */
+  /** The default Slack integration once it has started (sandbox, bench); undefined with `integrations` given. */
+  slack(): SlackIntegration | undefined;
+  /** Graceful stop: in-flight polls finish first, then integrations, listener and store; the Lease last. Idempotent. */
   stop(): Promise<void>;
 }
 
+/** The store, and the poller lock this process holds on it when no leader gate is given. */
+export interface PollingStore {
+  store: Store;
+  lock?: PollerLock;
+}
 
 /**
- * Starts the service; see the module docstring.
- * @throws when the store cannot be opened, another process polls it ({@link PollerLockError}), or the port is taken
+ * Opens the store (`config.store.path`); without a leader gate takes its poller lock: this process must be the only
+ * one polling it (docs/design/architecture.md "Live mode").
+ * @throws when the store cannot be opened, or {@link PollerLockError} when another live process polls it (the store
+ *   is closed again)
  */
-export async function startServe(config: Config, opts: ServeOptions = {}): Promise<ServeHandle> {
-  const logger = opts.logger ?? createLogger({ level: config.log.level });
-  const metrics = opts.metrics ?? new Metrics({ defaultMetrics: true });
-  const clock = opts.clock ?? Date.now;
+export async function openPollingStore(config: Config, opts: Pick<ServeOptions, 'pollerLock'> & { leaderGate: boolean; logger: Logger; metrics: Metrics }): Promise<PollingStore> {
   const store = await openStore(config.store.path);
-  // Without leader election this process polls: it must be the only one on this store (docs/design/architecture.md "Live mode").
-  let lock: PollerLock | undefined;
-  if (!opts.isLeader) {
-    try {
-      // Wall-clock time by default, not `clock`: the sandbox runs serve on a faster simulated clock.
-      lock = await acquirePollerLock({ store, clock: Date.now, logger, onLost: () => metrics.leader.set(0), ...opts.pollerLock });
-    } catch (err) {
-      await store.close();
-      throw err;
-    }
+  if (opts.leaderGate) return { store };
+  try {
+    // Wall-clock time by default, not the service clock: the sandbox runs serve on a faster simulated clock.
+    const lock = await acquirePollerLock({ store, clock: Date.now, logger: opts.logger, onLost: () => opts.metrics.leader.set(0), ...opts.pollerLock });
+    return { store, lock };
+  } catch (err) {
+    await store.close();
+    throw err;
   }
-  const clusters = new Map<string, ClusterRuntime>();
-  let ready = false;
-  let stopping = false;
+}
 
-  const updateBlindGauge = (rt: ClusterRuntime): void => {
-    const b = rt.blind.state(clock());
-    for (const reason of BLIND_REASONS) metrics.auditLogBlind.set({ cluster: rt.config.name, reason }, b.blind && b.reason === reason ? 1 : 0);
-  };
+/** What every cluster of this deployment shares of CloudWatch Logs. */
+export interface SharedCloudWatch {
+  /** One CloudWatch Logs budget per account and Region (src/sources/rate-limit.ts). */
+  rateLimiter: CloudWatchRateLimiter;
+  /** Fleet Logs Insights queries of insights-mode clusters, when `poll.cloudwatchFleetInsights` is enabled. */
+  fleetInsights: FleetInsightsRegistry;
+}
 
-  // The started integrations (Slack), and the verifier of approved actions of each that reports verifications.
-  const integrations: Integration[] = [];
-  const verifiers = new Map<Integration, Verifier>();
-  /**
-   * What follows a successful poll of `rt`, in this order: the blind-log gauge; each started integration alerts on the
-   * poll (`Integration.afterPoll`: Slack posts and edits its alerts); then each integration's verifier concludes the
-   * cluster's approved actions (resolved / recurrence / persisting, the node probe's check) and replies in the alerts'
-   * threads, which by then show this poll's findings. A step that fails is logged and the next one still runs.
-   */
-  const afterPoll = async (rt: ClusterRuntime, findings: Finding[], outcome: PollOutcome): Promise<void> => {
-    updateBlindGauge(rt);
-    const cluster = rt.config.name;
-    const started = [...integrations]; // one that starts meanwhile joins at the next poll
-    for (const i of started) {
-      if (!i.afterPoll) continue;
-      try {
-        await i.afterPoll(rt, findings, outcome);
-      } catch (err) {
-        logger.error({ err, cluster, integration: i.name }, 'alerting after a poll failed');
-      }
-    }
-    for (const i of started) {
-      const verifier = verifiers.get(i);
-      if (!verifier || stopping) continue;
-      try {
-        await verifier.verifyCluster(cluster);
-      } catch (err) {
-        logger.error({ err, cluster, integration: i.name }, 'verification after a poll failed');
-      }
-    }
-  };
-
-  // One CloudWatch Logs budget per account and Region for every cluster of this deployment (src/sources/rate-limit.ts).
+/** Builds the {@link SharedCloudWatch} of `config.poll`, counting throttles and Insights queries in `metrics`. */
+export function sharedCloudWatch(config: Config, metrics: Metrics): SharedCloudWatch {
   const rateLimiter = new CloudWatchRateLimiter({
     tps: config.poll.cloudwatchTps,
     onThrottle: (key, rate) => {
@@ -200,25 +190,34 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       metrics.cloudwatchRate.set({ account, region, operation }, rate);
     },
   });
-  // Insights-mode clusters share fleet Logs Insights queries when poll.cloudwatchFleetInsights is enabled.
   const fleetInsights = new FleetInsightsRegistry(config.poll.cloudwatchFleetInsights, (q) => {
     metrics.cloudwatchInsightsQueries.inc({ region: q.region });
     metrics.cloudwatchInsightsBytes.inc({ region: q.region }, q.bytesScanned);
   });
-  // Per cluster, in flow order (build-cluster.ts): audit source, cluster state, remediator, monitors, poller.
-  const slowPollAfterMs = opts.slowPollAfterMs ?? 3 * config.poll.requestTimeout;
-  for (const c of config.clusters) {
-    clusters.set(c.name, await buildCluster(c, { config, store, logger, metrics, clock, rateLimiter, fleetInsights, slowPollAfterMs, onBlindChange: updateBlindGauge, afterPoll }));
-  }
+  return { rateLimiter, fleetInsights };
+}
 
-  const firstDone = new Map<string, () => void>();
-  const firstPolls = Promise.all(config.clusters.map((c) => new Promise<void>((resolve) => firstDone.set(c.name, resolve)))).then(() => undefined);
-  const isLeader = opts.isLeader ?? (() => lock?.held() ?? true);
-  const scheduler = new Scheduler({
+/** Sets the `tokenwatch_audit_log_blind` gauge of `rt`'s cluster: 1 for its current reason, 0 for the others. */
+export function updateBlindGauge(metrics: Metrics, rt: ClusterRuntime, now: number): void {
+  const b = rt.blind.state(now);
+  for (const reason of BLIND_REASONS) metrics.auditLogBlind.set({ cluster: rt.config.name, reason }, b.blind && b.reason === reason ? 1 : 0);
+}
+
+/**
+ * The scheduler of the clusters' polls (`scheduler.ts`): jitter, spread and concurrency from `config.poll` unless
+ * overridden, gated by `shouldRun` (leadership), missed and late ticks counted, logged and recorded by the poller.
+ */
+export function createScheduler(
+  config: Config,
+  opts: Pick<ServeOptions, 'jitterMs' | 'spread'>,
+  deps: { clusters: ReadonlyMap<string, ClusterRuntime>; shouldRun: () => boolean; metrics: Metrics; logger: Logger },
+): Scheduler {
+  const { clusters, metrics, logger } = deps;
+  return new Scheduler({
     jitterMs: opts.jitterMs ?? config.poll.jitter,
     spread: opts.spread ?? config.poll.spread,
     concurrency: config.poll.concurrency,
-    shouldRun: isLeader,
+    shouldRun: deps.shouldRun,
     onOverlap: (job) => metrics.polls.inc({ cluster: job, outcome: 'skipped-overlap' }),
     onMissed: (job, tick) => {
       metrics.pollsMissed.inc({ cluster: job, reason: tick.reason });
@@ -232,47 +231,174 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
     },
     onError: (job, err) => logger.error({ err, cluster: job }, 'poll job failed'),
   });
+}
 
-  metrics.pollRunningOf = () =>
-    [...clusters].map(([name, rt]) => {
-      const since = rt.poller.health().runningSince;
-      return [name, since === undefined ? 0 : Math.max(0, clock() - since) / 1000] as const;
-    });
-  for (const rt of clusters.values()) updateBlindGauge(rt); // EKS audit logging off is known before the first poll
+/** What {@link Integrations} needs. */
+export interface IntegrationsDeps {
+  logger: Logger;
+  /** First retry delay of an integration unavailable at start, ms; doubles per failed attempt, up to 5 minutes. */
+  retryBaseMs: number;
+  /** Builds the verifier of approved actions that reports through an integration's `verificationReporter`. */
+  verifierFor(reporter: NonNullable<Integration['verificationReporter']>): Verifier;
+  /** Whether serve is stopping: nothing starts and no verification runs any more. */
+  stopping(): boolean;
+}
 
-  const context: ServeContext = {
-    config,
-    store,
-    logger,
-    metrics,
-    clusters,
-    scheduler,
-    clock,
-    runNow: (cluster) => scheduler.runNow(cluster),
-    isLeader,
-    leaderStatus: opts.leaderStatus,
-  };
-  if (!opts.isLeader) metrics.leader.set(1);
+/**
+ * The integrations (Slack) of serve: started with retry, each with the verifier of the actions approved through it,
+ * alerted and then verified after each poll, stopped in reverse order.
+ *
+ * An integration that cannot start must not take polling down with it, or a Deployment would crash-loop: serve keeps
+ * polling and storing findings. A rejected token (final) is logged once and shown as `failed` on /readyz until serve
+ * restarts; an unreachable service (`IntegrationUnavailableError`, `retryable: true`) is retried in the background
+ * with backoff, shown as `unavailable` meanwhile; alerts found in between are posted once it starts.
+ */
+export class Integrations {
+  private readonly started: Integration[] = [];
+  private readonly verifiers = new Map<Integration, Verifier>();
+  /** `unavailable` / `failed` by starter name, until it starts. */
+  private readonly pending = new Map<string, string>();
+  /** Why integrations failed to start (final), for `/tokens status`. */
+  readonly errors: string[] = [];
+  private readonly retryTimers = new Set<NodeJS.Timeout>();
+  private readonly waiters = new Map<string, Array<() => void>>();
 
-  const integrationState = new Map<string, string>();
-  const readiness = (): ReadinessBody => {
-    const polls: ReadinessBody['polls'] = {};
-    for (const [name, rt] of clusters) polls[name] = rt.poller.health().status;
-    const states: Record<string, string> = Object.fromEntries(integrationState);
-    for (const i of integrations) states[i.name] = i.state?.() ?? 'ok';
-    const blind: ReadinessBody['blind'] = {};
-    for (const [name, rt] of clusters) {
-      const b = rt.blind.state(clock());
-      if (b.blind) blind[name] = b.reason;
+  constructor(private readonly deps: IntegrationsDeps) {}
+
+  /** Starts one integration (attempt `tries`); a retryable failure schedules the next attempt. Rejects never. */
+  async start(start: (ctx: ServeContext) => Promise<Integration>, name: string, context: ServeContext, tries = 1): Promise<void> {
+    const { logger } = this.deps;
+    if (this.deps.stopping()) return;
+    try {
+      const integration = await start(context);
+      if (this.deps.stopping()) {
+        await integration.stop().catch(() => undefined);
+        return;
+      }
+      if (integration.verificationReporter) this.verifiers.set(integration, this.deps.verifierFor(integration.verificationReporter));
+      this.started.push(integration);
+      this.pending.delete(integration.name);
+      this.pending.delete(name);
+      if (tries > 1) logger.info({ integration: name, attempts: tries }, `${name} is reachable again: integration started`);
+      for (const w of this.waiters.get(name) ?? []) w();
+      this.waiters.delete(name);
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      if ((err as { retryable?: unknown }).retryable === true) {
+        const delay = backoffDelay(this.deps.retryBaseMs, tries - 1, 300_000);
+        this.pending.set(name, 'unavailable');
+        logger.error({ err, integration: name, attempt: tries, retryInSeconds: Math.round(delay / 1000) }, `${message} (attempt ${tries}; retrying in ${Math.round(delay / 1000)} s)`);
+        const t = setTimeout(() => {
+          this.retryTimers.delete(t);
+          void this.start(start, name, context, tries + 1);
+        }, delay);
+        t.unref();
+        this.retryTimers.add(t);
+        return;
+      }
+      this.pending.set(name, 'failed');
+      this.errors.push(message);
+      logger.error({ err, integration: name }, `integration could not start, running without it (polling and the store go on): ${message}`);
     }
-    return { status: stopping ? 'stopping' : ready ? 'ready' : 'starting', polls, integrations: states, blind };
-  };
+  }
+
+  /** The integrations started so far, in start order. */
+  running(): readonly Integration[] {
+    return [...this.started];
+  }
+
+  /** Each of `integrations` alerts on the poll, in turn (Slack posts and edits its alerts); a failure is logged. */
+  async alert(integrations: readonly Integration[], rt: ClusterRuntime, findings: Finding[], outcome: PollOutcome): Promise<void> {
+    for (const i of integrations) {
+      if (!i.afterPoll) continue;
+      try {
+        await i.afterPoll(rt, findings, outcome);
+      } catch (err) {
+        this.deps.logger.error({ err, cluster: rt.config.name, integration: i.name }, 'alerting after a poll failed');
+      }
+    }
+  }
+
+  /**
+   * The verifier of each of `integrations` concludes `cluster`'s approved actions (resolved / recurrence / persisting,
+   * the node probe's check) and replies in the alerts' threads; skipped while stopping; a failure is logged.
+   */
+  async verify(integrations: readonly Integration[], cluster: string): Promise<void> {
+    for (const i of integrations) {
+      const verifier = this.verifiers.get(i);
+      if (!verifier || this.deps.stopping()) continue;
+      try {
+        await verifier.verifyCluster(cluster);
+      } catch (err) {
+        this.deps.logger.error({ err, cluster, integration: i.name }, 'verification after a poll failed');
+      }
+    }
+  }
+
+  /** `/readyz` states: `unavailable` / `failed` of those not started, then each started one's `state()` (`ok`). */
+  states(): Record<string, string> {
+    const states: Record<string, string> = Object.fromEntries(this.pending);
+    for (const i of this.started) states[i.name] = i.state?.() ?? 'ok';
+    return states;
+  }
+
+  /** Resolves when the integration `name` has started (tests); rejects never. */
+  whenStarted(name: string): Promise<void> {
+    if (this.started.some((i) => i.name === name)) return Promise.resolve();
+    return new Promise<void>((resolve) => this.waiters.set(name, [...(this.waiters.get(name) ?? []), resolve]));
+  }
+
+  /** No more start retries. */
+  cancelRetries(): void {
+    for (const t of this.retryTimers) clearTimeout(t);
+    this.retryTimers.clear();
+  }
+
+  /** Stops the started integrations, last started first; a failure is logged. */
+  async stop(): Promise<void> {
+    for (const i of this.started.reverse()) {
+      try {
+        await i.stop();
+      } catch (err) {
+        this.deps.logger.error({ err, integration: i.name }, 'integration stop failed');
+      }
+    }
+  }
+}
+
+/** The `/readyz` body now (see {@link ReadinessBody}). */
+export function readinessOf(o: { phase: ReadinessBody['status']; clusters: ReadonlyMap<string, ClusterRuntime>; integrations: Integrations; now: number }): ReadinessBody {
+  const polls: ReadinessBody['polls'] = {};
+  for (const [name, rt] of o.clusters) polls[name] = rt.poller.health().status;
+  const blind: ReadinessBody['blind'] = {};
+  for (const [name, rt] of o.clusters) {
+    const b = rt.blind.state(o.now);
+    if (b.blind) blind[name] = b.reason;
+  }
+  return { status: o.phase, polls, integrations: o.integrations.states(), blind };
+}
+
+/** A listening health/metrics server. */
+export interface HealthServer {
+  /** The bound port. */
+  port: number;
+  /** Stops listening and drops open connections. */
+  close(): Promise<void>;
+}
+
+/**
+ * Starts the health/metrics HTTP listener on `http.host`:`http.port`: `/healthz` (200 `ok`), `/readyz` (the JSON of
+ * `readiness()`, 200 only when `ready`, else 503), `/metrics` (Prometheus text of `metrics.registry`).
+ * @throws the listen error (e.g. `EADDRINUSE` when the port is taken)
+ */
+export async function startHealthServer(http: Config['http'], deps: { readiness: () => ReadinessBody; metrics: Metrics; logger: Logger }): Promise<HealthServer> {
+  const { metrics, logger } = deps;
   const server: Server = createServer((req, res) => {
     const url = (req.url ?? '/').split('?')[0];
     if (url === '/healthz') {
       res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
     } else if (url === '/readyz') {
-      const body = readiness();
+      const body = deps.readiness();
       res.writeHead(body.status === 'ready' ? 200 : 503, { 'content-type': 'application/json' }).end(`${JSON.stringify(body)}\n`);
     } else if (url === '/metrics') {
       metrics.registry.metrics().then(
@@ -288,123 +414,13 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(config.http.port, config.http.host, () => resolve());
-  }).catch(async (err: unknown) => {
-    await lock?.release();
-    await store.close();
-    throw err;
+    server.listen(http.port, http.host, () => resolve());
   });
-  const port = (server.address() as AddressInfo).port;
-  // Audit webhook listeners (src/sources/webhook.ts) start before the first poll; one that cannot bind stops serve.
-  try {
-    for (const rt of clusters.values()) if (rt.source.start) rt.webhookPort = await rt.source.start();
-  } catch (err) {
-    for (const rt of clusters.values()) rt.source.close?.();
-    server.close();
-    await lock?.release();
-    await store.close();
-    throw err;
-  }
-
-  const starters =
-    opts.integrations ?? (config.slack?.enabled ? [async (ctx: ServeContext) => (await import('./build-slack.js')).startSlack(ctx)] : []);
-  // An integration that cannot start must not take polling down with it, or a Deployment would crash-loop: serve
-  // keeps polling and storing findings. A rejected token (final) is logged once and shown as `failed` on /readyz
-  // until serve restarts; an unreachable service (IntegrationUnavailableError) is retried in the background with
-  // backoff, shown as `unavailable` meanwhile; alerts found in between are posted once it starts.
-  const failedIntegrations: string[] = [];
-  const retryTimers = new Set<NodeJS.Timeout>();
-  const startedWaiters = new Map<string, Array<() => void>>();
-  const retryBase = opts.integrationRetryMs ?? 15_000;
-  const nameOf = (i: number) => opts.integrationNames?.[i] ?? (i === 0 ? 'slack' : `integration-${i}`);
-  // The verifier of approved actions reporting through `reporter` (Slack thread replies), run by `afterPoll`.
-  const verifierFor = (reporter: NonNullable<Integration['verificationReporter']>): Verifier =>
-    new Verifier({
-      store,
-      clock,
-      settleMs: config.remediation.settlePeriod,
-      logger: logger.child({ component: 'verify' }),
-      probeReports: (cluster) => clusters.get(cluster)?.probe?.read(),
-      ...reporter,
-    });
-  const attempt = async (start: (ctx: ServeContext) => Promise<Integration>, name: string, tries: number): Promise<void> => {
-    if (stopping) return;
-    try {
-      const integration = await start(context);
-      if (stopping) {
-        await integration.stop().catch(() => undefined);
-        return;
-      }
-      if (integration.verificationReporter) verifiers.set(integration, verifierFor(integration.verificationReporter));
-      integrations.push(integration);
-      integrationState.delete(integration.name);
-      integrationState.delete(name);
-      if (tries > 1) logger.info({ integration: name, attempts: tries }, `${name} is reachable again: integration started`);
-      for (const w of startedWaiters.get(name) ?? []) w();
-      startedWaiters.delete(name);
-    } catch (err) {
-      const message = err instanceof Error ? err.message : String(err);
-      if ((err as { retryable?: unknown }).retryable === true) {
-        const delay = backoffDelay(retryBase, tries - 1, 300_000);
-        integrationState.set(name, 'unavailable');
-        logger.error({ err, integration: name, attempt: tries, retryInSeconds: Math.round(delay / 1000) }, `${message} (attempt ${tries}; retrying in ${Math.round(delay / 1000)} s)`);
-        const t = setTimeout(() => {
-          retryTimers.delete(t);
-          void attempt(start, name, tries + 1);
-        }, delay);
-        t.unref();
-        retryTimers.add(t);
-        return;
-      }
-      integrationState.set(name, 'failed');
-      failedIntegrations.push(message);
-      logger.error({ err, integration: name }, `integration could not start, running without it (polling and the store go on): ${message}`);
-    }
-  };
-  for (const [i, start] of starters.entries()) await attempt(start, nameOf(i), 1);
-  context.integrationErrors = failedIntegrations;
-
-  scheduler.start(
-    [...clusters.values()].map((rt) => ({
-      name: rt.config.name,
-      schedule: rt.config.schedule,
-      run: async (signal) => {
-        await rt.poller.pollOnce(signal);
-        firstDone.get(rt.config.name)?.();
-      },
-    })),
-  );
-  ready = true;
-  logger.info({ port, clusters: [...clusters.keys()], slack: integrations.map((i) => i.name) }, 'tokenwatch serve started');
-
-  let stopped: Promise<void> | undefined;
-  const stop = () =>
-    (stopped ??= (async () => {
-      stopping = true;
-      for (const t of retryTimers) clearTimeout(t);
-      retryTimers.clear();
-      logger.info('stopping: no new polls, aborting running ones');
-      await scheduler.stop();
-      for (const i of integrations.reverse()) {
-        try {
-          await i.stop();
-        } catch (err) {
-          logger.error({ err, integration: i.name }, 'integration stop failed');
-        }
-      }
-      for (const rt of clusters.values()) {
-        rt.source.close?.();
-        rt.watchCache?.stop();
-      }
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: async () => {
       await new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();
-      await lock?.release();
-      await store.close();
-      logger.info('stopped');
-    })());
-
-  const integrationStarted = (name: string): Promise<void> =>
-    integrations.some((i) => i.name === name) ? Promise.resolve() : new Promise<void>((resolve) => startedWaiters.set(name, [...(startedWaiters.get(name) ?? []), resolve]));
-
-  return { port, context, firstPolls, stop, readiness, integrationStarted };
+    },
+  };
 }

@@ -2,7 +2,7 @@
  * The sandbox's simulated clock. Sandbox time starts at a given instant and runs `speed` times faster than the wall
  * clock, so tokens age (and a fresh bound token turns stale one sandbox hour after it is issued) in minutes instead
  * of hours. Everything that reasons about token age shares it: the replayed audit events' timestamps, the cluster
- * simulation's object timestamps, the fake Slack's message `ts`, and `tokenwatch serve` (`startServe({ clock })`).
+ * simulation's object timestamps, the fake Slack's message `ts`, and `tokenwatch serve` (`composeServe({ clock })`).
  * Wall-clock concerns stay on the wall clock: Slack request signatures (Bolt rejects timestamps more than five
  * minutes off), the poll schedule, the rollout pace.
  *

@@ -7,9 +7,9 @@
  * 3. the replay writer (`replay.ts`): the bundled audit logs, shifted so their reference time is the sandbox's
  *    start, then live traffic as sandbox time passes (tokens age `speed` times faster; a static-token-file pod
  *    goes stale again one sandbox hour after a restart: a recurrence);
- * 4. the real `tokenwatch serve` pipeline (`startServe`) with a file audit source on that log, the simulated
- *    cluster through a kubeconfig file, Slack in HTTP mode against the fake (`startSlackWith` of `src/runtime/build-slack.ts`, as serve), a short schedule and
- *    no jitter, on the sandbox clock;
+ * 4. the real `tokenwatch serve`, built by the same builder as the CLI's (`composeServe`, `src/runtime/compose.ts`),
+ *    with the fakes substituted: a file audit source on that log, the simulated cluster through a kubeconfig file,
+ *    Slack in HTTP mode against the fake Web API, a short schedule and no jitter, on the sandbox clock;
  * 5. the local channel page (`server.ts`).
  *
  * State lives in `dataDir` (default `./data/sandbox`): the store (`tokenwatch.db`), the audit log, the cluster
@@ -28,8 +28,9 @@ import { stringify } from 'yaml';
 import { parseConfig, type Config } from '../config/index.js';
 import catalog from '../findings/catalog.json' with { type: 'json' };
 import { createLogger, type Logger } from '../observability/logger.js';
-import { startServe, type ServeHandle } from '../runtime/serve.js';
-import { startSlackWith, type SlackIntegration } from '../runtime/build-slack.js';
+import type { SlackIntegration } from '../runtime/build-slack.js';
+import { composeServe } from '../runtime/compose.js';
+import type { ServeHandle } from '../runtime/serve.js';
 import { SimClock, StrictClock, tsToMs } from './clock.js';
 import { refreshProbeObjects, SandboxApiServerMetrics, sandboxProbeProofs } from './probe-metrics.js';
 import { clusterView, kubeconfigYaml, loadObjects, savedObjects, saveObjects, seedObjects, summarizeWorkloads } from './cluster.js';
@@ -308,24 +309,17 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<SandboxHa
   const file = sandboxConfigFile({ dataDir, auditLog, kubeconfig, speed, pollEverySeconds, apiUrl: slack.apiUrl });
   await writeFile(join(dataDir, 'tokenwatch.yaml'), `# The configuration the sandbox runs tokenwatch serve with (written at each start; secrets come from the environment).\n${stringify(file)}`, 'utf8');
   const config = parseConfig(file, { SLACK_BOT_TOKEN: SANDBOX_BOT_TOKEN, SLACK_SIGNING_SECRET: signingSecret });
-  let app: SlackIntegration | undefined;
   const wantSlack = opts.slack ?? true;
-  const serve = await startServe(config, {
+  const serve = await composeServe(config, {
     logger,
     clock: clock.fn,
     jitterMs: 0,
     spread: false, // one cluster, polled at each tick of its (short) schedule
     // "Slow" is real time: at ×speed a poll of a few hundred real ms would otherwise read as minutes.
     slowPollAfterMs: 3 * config.poll.requestTimeout * speed,
-    integrations: wantSlack
-      ? [
-          async (ctx) => {
-            app = await startSlackWith(ctx, { host: '127.0.0.1', channelIntervalMs: opts.channelIntervalMs ?? 300, rolloutPollMs: opts.rolloutPollMs ?? 1000 });
-            return app;
-          },
-        ]
-      : [],
+    ...(wantSlack ? { slack: { host: '127.0.0.1', channelIntervalMs: opts.channelIntervalMs ?? 300, rolloutPollMs: opts.rolloutPollMs ?? 1000 } } : { integrations: [] }),
   });
+  const app: SlackIntegration | undefined = serve.slack();
 
   // 5. The page.
   let page: PageServer;
@@ -339,7 +333,7 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<SandboxHa
       bot: { id: SANDBOX_BOT.userId, name: SANDBOX_BOT.name },
       team: SANDBOX_TEAM,
       signingSecret,
-      eventsUrl: () => app?.eventsUrl,
+      eventsUrl: () => serve.slack()?.eventsUrl,
       clock: clock.fn,
       speed,
       info: { cluster: SANDBOX_CLUSTER, speed, pollEverySeconds, dataDir, auditLog, kubeconfig, resumed },

@@ -1,5 +1,5 @@
 /**
- * Restart verified by the node probe, end to end through `startServe`, the real Bolt app (HTTP mode, signed
+ * Restart verified by the node probe, end to end through `composeServe`, the real Bolt app (HTTP mode, signed
  * requests) and the loopback Slack and Kubernetes fakes: the probe's own code reads a temporary host directory holding
  * a Multus kubeconfig with a test JWT and publishes its ConfigMap to the fake; after an approved restart the
  * verification thread says whether the file was rewritten with a token issued after the restart (file, node, `iat`),

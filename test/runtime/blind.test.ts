@@ -13,7 +13,7 @@ import { parseConfig } from '../../src/config/index.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { BlindLogMonitor, EksLoggingRecheck } from '../../src/runtime/blind.js';
-import { startServe } from '../../src/runtime/serve.js';
+import { composeServe } from '../../src/runtime/compose.js';
 import { startFakeEks, type FakeEks } from '../fakes/eks.js';
 import { createPlatformHints, type PlatformHints } from '../../src/sources/platform-hints.js';
 import { auditEvent } from '../sources/events.js';
@@ -210,7 +210,7 @@ describe('serve reports a blind audit log', () => {
     );
     let now = T0;
     const metrics = new Metrics();
-    const handle = await startServe(config, { logger: createLogger({ level: 'silent' }), metrics, jitterMs: 0, clock: () => now });
+    const handle = await composeServe(config, { logger: createLogger({ level: 'silent' }), metrics, jitterMs: 0, clock: () => now });
     const readyz = async () => (await (await fetch(`http://127.0.0.1:${handle.port}/readyz`)).json()) as { blind: Record<string, string> };
     try {
       await handle.firstPolls;
@@ -247,7 +247,7 @@ describe('serve follows an AKS export', () => {
     );
     let now = Date.parse('2026-11-19T10:30:00Z');
     const metrics = new Metrics();
-    const handle = await startServe(config, { logger: createLogger({ level: 'silent' }), metrics, jitterMs: 0, clock: () => now });
+    const handle = await composeServe(config, { logger: createLogger({ level: 'silent' }), metrics, jitterMs: 0, clock: () => now });
     const readyz = async () => (await (await fetch(`http://127.0.0.1:${handle.port}/readyz`)).json()) as { blind: Record<string, string> };
     try {
       await handle.firstPolls;
@@ -327,7 +327,7 @@ describe('serve re-reads the EKS audit logging setup', () => {
     );
     let now = T0;
     const metrics = new Metrics();
-    const handle = await startServe(config, { logger: createLogger({ level: 'silent' }), metrics, jitterMs: 0, clock: () => now });
+    const handle = await composeServe(config, { logger: createLogger({ level: 'silent' }), metrics, jitterMs: 0, clock: () => now });
     const readyz = async () => (await (await fetch(`http://127.0.0.1:${handle.port}/readyz`)).json()) as { blind: Record<string, string> };
     const describes = () => eks.requests.filter((r) => r.method === 'GET' && r.path === '/clusters/prod').length;
     const gauge = async () => /tokenwatch_audit_log_blind\{cluster="prod",reason="eks-audit-log-off"\} (\d)/.exec(await metrics.text())?.[1];

@@ -7,7 +7,8 @@ import { parseConfig } from '../../src/config/index.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { acquirePollerLock, PollerLockError } from '../../src/runtime/poller-lock.js';
-import { startServe, type ServeHandle } from '../../src/runtime/serve.js';
+import { composeServe } from '../../src/runtime/compose.js';
+import type { ServeHandle } from '../../src/runtime/serve.js';
 import { openStore } from '../../src/store/db.js';
 import type { Store } from '../../src/store/types.js';
 import { auditEvent } from '../sources/events.js';
@@ -35,14 +36,14 @@ afterEach(async () => {
 describe('two serve instances on one SQLite store, without leader election', () => {
   it('refuses the second, naming the store file and the other holder; it starts once the first stopped', async () => {
     const { db, config } = setup();
-    const first = await startServe(config, { logger: silent, metrics: new Metrics(), jitterMs: 0, clock: () => T0, pollerLock: { clock: () => T0, host: 'node-a', pid: 4101 } });
+    const first = await composeServe(config, { logger: silent, metrics: new Metrics(), jitterMs: 0, clock: () => T0, pollerLock: { clock: () => T0, host: 'node-a', pid: 4101 } });
     handles.push(first);
     await first.firstPolls;
     expect(first.context.isLeader()).toBe(true);
 
     let refused: unknown;
     try {
-      handles.push(await startServe(config, { logger: silent, metrics: new Metrics(), jitterMs: 0, clock: () => T0, pollerLock: { clock: () => T0 + 20_000, host: 'node-b', pid: 4202 } }));
+      handles.push(await composeServe(config, { logger: silent, metrics: new Metrics(), jitterMs: 0, clock: () => T0, pollerLock: { clock: () => T0 + 20_000, host: 'node-b', pid: 4202 } }));
     } catch (err) {
       refused = err;
     }
@@ -58,16 +59,16 @@ describe('two serve instances on one SQLite store, without leader election', () 
     expect(await first.context.store.listFindings('prod')).toHaveLength(1);
 
     await handles.shift()!.stop();
-    const second = await startServe(config, { logger: silent, metrics: new Metrics(), jitterMs: 0, clock: () => T0, pollerLock: { clock: () => T0 + 30_000, host: 'node-b', pid: 4202 } });
+    const second = await composeServe(config, { logger: silent, metrics: new Metrics(), jitterMs: 0, clock: () => T0, pollerLock: { clock: () => T0 + 30_000, host: 'node-b', pid: 4202 } });
     handles.push(second);
     expect(await second.context.store.getPollerLock()).toMatchObject({ host: 'node-b', pid: 4202, acquiredAt: T0 + 30_000 });
   });
 
   it('with leader election (isLeader given) takes no lock: replicas share the store by design', async () => {
     const { config } = setup();
-    const a = await startServe(config, { logger: silent, metrics: new Metrics(), jitterMs: 0, isLeader: () => true });
+    const a = await composeServe(config, { logger: silent, metrics: new Metrics(), jitterMs: 0, isLeader: () => true });
     handles.push(a);
-    const b = await startServe(config, { logger: silent, metrics: new Metrics(), jitterMs: 0, isLeader: () => false });
+    const b = await composeServe(config, { logger: silent, metrics: new Metrics(), jitterMs: 0, isLeader: () => false });
     handles.push(b);
     expect(await a.context.store.getPollerLock()).toBeUndefined();
   });
@@ -87,7 +88,7 @@ describe('two serve instances on one SQLite store, without leader election', () 
         child.once('exit', (code) => reject(new Error(`serve exited early (${code}): ${out}`)));
       });
       const config = parseConfig({ store: { path: db }, http: { host: '127.0.0.1', port: 0 }, clusters: [{ name: 'prod', audit: { file: { path: join(dir, 'audit.log') } }, schedule: '0 0 1 1 *' }] }, {});
-      await expect(startServe(config, { logger: silent, metrics: new Metrics(), jitterMs: 0 })).rejects.toThrow(
+      await expect(composeServe(config, { logger: silent, metrics: new Metrics(), jitterMs: 0 })).rejects.toThrow(
         new RegExp(`^another tokenwatch process polls the store ${db.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: pid ${child.pid} on host ${hostname().replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}, `),
       );
       // A second `tokenwatch serve` on the same store: one line saying why, the same as a fatal JSON log line with its
@@ -105,7 +106,7 @@ describe('two serve instances on one SQLite store, without leader election', () 
       child.kill('SIGKILL');
       await exited;
       // Killed: its row stays, but its pid no longer runs on this host, so the lock is free without waiting 60 s.
-      const handle = await startServe(config, { logger: silent, metrics: new Metrics(), jitterMs: 0 });
+      const handle = await composeServe(config, { logger: silent, metrics: new Metrics(), jitterMs: 0 });
       handles.push(handle);
       expect(await handle.context.store.getPollerLock()).toMatchObject({ host: hostname(), pid: process.pid });
     } finally {

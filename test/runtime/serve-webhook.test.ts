@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/index.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
-import { startServe } from '../../src/runtime/serve.js';
+import { composeServe } from '../../src/runtime/compose.js';
 import { auditEvent } from '../sources/events.js';
 import { eventList, postBatch, selfSignedCert } from '../sources/webhook-client.js';
 
@@ -37,7 +37,7 @@ describe('serve with an audit webhook source', () => {
     );
     expect(config.clusters[0]!.audit).toMatchObject({ webhook: { spool: join(dir, 'data', 'webhook-prod.spool'), maxBodyBytes: 16 * 1024 * 1024 } });
     const metrics = new Metrics();
-    const handle = await startServe(config, { logger: createLogger({ level: 'silent' }), metrics, jitterMs: 0, clock: () => T0 });
+    const handle = await composeServe(config, { logger: createLogger({ level: 'silent' }), metrics, jitterMs: 0, clock: () => T0 });
     try {
       await handle.firstPolls;
       const rt = handle.context.clusters.get('prod')!;

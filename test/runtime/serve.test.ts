@@ -6,13 +6,13 @@ import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/index.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
-import { startServe } from '../../src/runtime/serve.js';
+import { composeServe } from '../../src/runtime/compose.js';
 import { auditEvent } from '../sources/events.js';
 import { cliMain } from '../support/build.js';
 
 const T0 = Date.parse('2026-11-20T12:00:00Z');
 
-describe('startServe', () => {
+describe('composeServe', () => {
   it('polls every cluster at start, persists findings, serves /healthz /readyz /metrics, and stops cleanly', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'tw-serve-'));
     const log = join(dir, 'audit.log');
@@ -29,7 +29,7 @@ describe('startServe', () => {
       {},
     );
     const metrics = new Metrics();
-    const handle = await startServe(config, { logger: createLogger({ level: 'silent' }), metrics, jitterMs: 0, clock: () => T0 + 10_000 });
+    const handle = await composeServe(config, { logger: createLogger({ level: 'silent' }), metrics, jitterMs: 0, clock: () => T0 + 10_000 });
     try {
       await handle.firstPolls;
       const base = `http://127.0.0.1:${handle.port}`;
@@ -68,13 +68,13 @@ describe('tokenwatch serve (CLI)', () => {
   });
 });
 
-describe('startServe with a failing integration', () => {
+describe('composeServe with a failing integration', () => {
   it('keeps polling without it (no crash loop on a revoked Slack token) and says why on /readyz', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'tw-serve-fail-'));
     const log = join(dir, 'audit.log');
     writeFileSync(log, auditEvent({ auditID: 'x1', time: T0, kind: 'stale', secondsAfterWarning: 100 }) + '\n');
     const config = parseConfig({ store: { path: join(dir, 'tw.db') }, http: { host: '127.0.0.1', port: 0 }, clusters: [{ name: 'prod', audit: { file: { path: log } } }] }, {});
-    const handle = await startServe(config, {
+    const handle = await composeServe(config, {
       logger: createLogger({ level: 'silent' }),
       jitterMs: 0,
       clock: () => T0,
@@ -99,14 +99,14 @@ describe('startServe with a failing integration', () => {
     expect(parseConfig(base, {}).poll.jitter).toBe(10_000);
     const config = parseConfig({ ...base, poll: { jitter: '0s' } }, {});
     expect(config.poll.jitter).toBe(0);
-    const handle = await startServe(config, { logger: createLogger({ level: 'silent' }), metrics: new Metrics() });
+    const handle = await composeServe(config, { logger: createLogger({ level: 'silent' }), metrics: new Metrics() });
     try {
       expect(handle.context.scheduler.jitterMs).toBe(0);
       await handle.firstPolls; // no jitter: the first poll runs at once
     } finally {
       await handle.stop();
     }
-    const overridden = await startServe(parseConfig({ ...base, poll: { jitter: '30s' } }, {}), { logger: createLogger({ level: 'silent' }), metrics: new Metrics(), jitterMs: 0 });
+    const overridden = await composeServe(parseConfig({ ...base, poll: { jitter: '30s' } }, {}), { logger: createLogger({ level: 'silent' }), metrics: new Metrics(), jitterMs: 0 });
     try {
       expect(overridden.context.scheduler.jitterMs).toBe(0);
     } finally {

@@ -3,7 +3,7 @@ import { DEFAULT_BOT_TOKEN, startFakeSlack, type FakeSlack } from '../../src/san
 import { parseConfig, type Config } from '../../src/config/index.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
-import { startSlack, startSlackWith, type SlackIntegration } from '../../src/runtime/build-slack.js';
+import { startSlackWith, type SlackIntegration } from '../../src/runtime/build-slack.js';
 import type { SlackContext } from '../../src/slack/context.js';
 import { openStore, type Store } from '../../src/store/index.js';
 
@@ -42,17 +42,17 @@ function context(env: Record<string, string>, slack: Record<string, unknown> = {
 describe('startSlack', () => {
   it('fails fast with a clear message when Slack rejects the bot token', async () => {
     const ctx = context({ SLACK_BOT_TOKEN: 'xoxb-not-a-known-token', SLACK_SIGNING_SECRET: 's'.repeat(32) });
-    await expect(startSlack(ctx)).rejects.toThrow(`Slack rejected the bot token (auth.test: invalid_auth): check SLACK_BOT_TOKEN and slack.apiUrl ${fake.apiUrl}`);
+    await expect(startSlackWith(ctx)).rejects.toThrow(`Slack rejected the bot token (auth.test: invalid_auth): check SLACK_BOT_TOKEN and slack.apiUrl ${fake.apiUrl}`);
     expect(fake.callsTo('auth.test')).toHaveLength(1);
   });
 
   it('refuses to start when Slack is disabled or a secret of the mode is missing', async () => {
     const off = context({ SLACK_BOT_TOKEN: DEFAULT_BOT_TOKEN, SLACK_SIGNING_SECRET: 's'.repeat(32) });
     off.config.slack!.enabled = false;
-    await expect(startSlack(off)).rejects.toThrow('Slack is not enabled (slack.enabled is false)');
+    await expect(startSlackWith(off)).rejects.toThrow('Slack is not enabled (slack.enabled is false)');
     const noSecret = context({ SLACK_BOT_TOKEN: DEFAULT_BOT_TOKEN, SLACK_SIGNING_SECRET: 's'.repeat(32) });
     delete noSecret.config.slack!.signingSecret;
-    await expect(startSlack(noSecret)).rejects.toThrow('SLACK_SIGNING_SECRET is required in slack.mode http');
+    await expect(startSlackWith(noSecret)).rejects.toThrow('SLACK_SIGNING_SECRET is required in slack.mode http');
   });
 
   it('starts in HTTP mode with only auth.test at start, and stops cleanly', async () => {

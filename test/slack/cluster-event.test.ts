@@ -1,6 +1,6 @@
 /**
  * A signing-key rotation in live mode (clastix/kamaji#1325: the issuer's key rotated, every ServiceAccount's tokens
- * refused at once, pods recovering on their own), end to end through `startServe`'s poller, the real Bolt app (HTTP
+ * refused at once, pods recovering on their own), end to end through `composeServe`'s poller, the real Bolt app (HTTP
  * mode) and the loopback Slack and Kubernetes fakes. Six unrelated workloads in four namespaces start getting 401 in
  * the same minute; five recover within three minutes, one keeps failing. tokenwatch says so once in the ops channel
  * and in `/tokens status`; the recovered ServiceAccounts' 401 alerts have no "caches its token" cause and no Restart

@@ -1,5 +1,5 @@
 /**
- * Findings that conclude (docs/live-mode.md, "Findings that conclude"), end to end through `startServe`, the real Bolt app (HTTP mode, signed requests)
+ * Findings that conclude (docs/live-mode.md, "Findings that conclude"), end to end through `composeServe`, the real Bolt app (HTTP mode, signed requests)
  * and the loopback Slack and Kubernetes fakes, with the service clock moved by the harness:
  * - "401s now" wording and severity follow when the 401s were last seen, not the finding's existence;
  * - a verified restart concludes the subject's 401 finding too (resolved alert, same verification wording);

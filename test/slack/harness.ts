@@ -1,5 +1,5 @@
 /**
- * End-to-end harness for the Slack integration: the real `tokenwatch serve` (`startServe`) with a file audit source
+ * End-to-end harness for the Slack integration: the real `tokenwatch serve` (`composeServe`) with a file audit source
  * (a copy of the bundled Multus example log), the real Bolt app in HTTP mode on 127.0.0.1 port 0, the fake Slack Web
  * API (`src/sandbox/fakes/slack.ts`) and the fake Kubernetes API server (`src/sandbox/fakes/kubernetes.ts`) seeded with the example cluster
  * snapshot. Everything stays on loopback. The service clock runs in real time from the example's reference time
@@ -27,7 +27,8 @@ import { findingId } from '../../src/findings/build.js';
 import { groupIdOf } from '../../src/findings/groups.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
-import { startServe, type ServeHandle } from '../../src/runtime/serve.js';
+import { composeServe } from '../../src/runtime/compose.js';
+import type { ServeHandle } from '../../src/runtime/serve.js';
 import { startSlackWith, type SlackIntegration } from '../../src/runtime/build-slack.js';
 import type { SlackOptions } from '../../src/slack/app.js';
 import { auditEvent } from '../sources/events.js';
@@ -275,7 +276,7 @@ current-context: fake
   const clock = () => Date.now() + offset;
   const metrics = new Metrics();
   let bot: SlackIntegration | undefined;
-  const serve = await startServe(config, {
+  const serve = await composeServe(config, {
     logger: opts.logs
       ? createLogger({
           level: opts.logLevel ?? 'info',

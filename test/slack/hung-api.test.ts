@@ -12,7 +12,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/index.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
-import { startServe, type ServeHandle } from '../../src/runtime/serve.js';
+import { composeServe } from '../../src/runtime/compose.js';
+import type { ServeHandle } from '../../src/runtime/serve.js';
 import { DEFAULT_BOT_TOKEN } from '../../src/sandbox/fakes/slack.js';
 import { startSlackWith } from '../../src/runtime/build-slack.js';
 import { CLUSTER, OPS, SECRET } from './harness.js';
@@ -60,7 +61,7 @@ describe('a hung Slack Web API', () => {
         cb();
       },
     });
-    const handle: ServeHandle = await startServe(config, {
+    const handle: ServeHandle = await composeServe(config, {
       logger: createLogger({ level: 'info', destination }),
       metrics: new Metrics(),
       jitterMs: 0,

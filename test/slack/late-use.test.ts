@@ -1,5 +1,5 @@
 /**
- * A use delivered late reopens a quiet-resolved alert, end to end through `startServe`'s poller, the real Bolt app
+ * A use delivered late reopens a quiet-resolved alert, end to end through `composeServe`'s poller, the real Bolt app
  * (HTTP mode) and the loopback Slack and Kubernetes fakes: the legacy-token finding of `ci/deployer` is resolved as
  * quiet after 24 h of successful polls; then an audit event dated one minute before that resolution arrives two
  * minutes after it (as CloudWatch delivers events late, inside the poll overlap). The request count rises, so the

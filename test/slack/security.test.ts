@@ -16,7 +16,8 @@ import { blockActionPayload, DEFAULT_BOT_TOKEN, startFakeSlack } from '../../src
 import { recordBlockAction, recordSlashCommand, sendRecordedRequest } from '../fakes/slack-requests.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
-import { startServe, type ServeHandle } from '../../src/runtime/serve.js';
+import { composeServe } from '../../src/runtime/compose.js';
+import type { ServeHandle } from '../../src/runtime/serve.js';
 import { SlackApi } from '../../src/slack/api.js';
 import { startSlackWith, type SlackIntegration } from '../../src/runtime/build-slack.js';
 import { Directory } from '../../src/slack/directory.js';
@@ -194,7 +195,7 @@ describe('Slack unreachable at start', () => {
     );
     const sink = logSink();
     let bot: SlackIntegration | undefined;
-    const handle: ServeHandle = await startServe(config, {
+    const handle: ServeHandle = await composeServe(config, {
       logger: createLogger({ level: 'info', destination: sink.destination }),
       metrics: new Metrics(),
       clock: () => Date.parse('2026-11-20T12:00:00Z'),
@@ -233,7 +234,7 @@ describe('Slack unreachable at start', () => {
       { SLACK_BOT_TOKEN: DEFAULT_BOT_TOKEN, SLACK_SIGNING_SECRET: SECRET },
     );
     const sink = logSink();
-    const handle = await startServe(config, { logger: createLogger({ level: 'debug', destination: sink.destination }), jitterMs: 0, integrationRetryMs: 3_600_000 });
+    const handle = await composeServe(config, { logger: createLogger({ level: 'debug', destination: sink.destination }), jitterMs: 0, integrationRetryMs: 3_600_000 });
     cleanups.push(() => handle.stop());
     await handle.firstPolls;
     const ready = await (await fetch(`http://127.0.0.1:${handle.port}/readyz`)).text();
