@@ -164,13 +164,37 @@ async function plainTail(file: string, size: number): Promise<{ tail: Buffer; pa
 export const TAIL_CONCURRENCY = 2;
 
 /**
+ * The last {@link TAIL_BYTES} of a stream read in chunks (a gzip file decompressed in full, which has no random access):
+ * whole chunks are kept while they are needed, the excess trimmed when the tail is taken.
+ */
+export class StreamTail {
+  private chunks: Buffer[] = [];
+  private kept = 0;
+  private seen = 0;
+
+  add(chunk: Buffer): void {
+    this.seen += chunk.length;
+    this.chunks.push(chunk);
+    this.kept += chunk.length;
+    while (this.chunks.length > 1 && this.kept - (this.chunks[0]?.length ?? 0) >= TAIL_BYTES) {
+      this.kept -= this.chunks[0]?.length ?? 0;
+      this.chunks = this.chunks.slice(1);
+    }
+  }
+
+  /** The tail, and whether bytes came before it (its first line may then be partial). */
+  take(): { tail: Buffer; partialFirst: boolean } {
+    const all = Buffer.concat(this.chunks);
+    return { tail: all.length > TAIL_BYTES ? all.subarray(all.length - TAIL_BYTES) : all, partialFirst: this.seen > TAIL_BYTES };
+  }
+}
+
+/**
  * Decompresses the whole gzip file (no random access) keeping only its last {@link TAIL_BYTES}. Stops (and
  * frees its streams) when `signal` aborts.
  */
 async function gzipTail(file: string, signal?: AbortSignal): Promise<{ tail: Buffer; partialFirst: boolean }> {
-  let kept: Buffer[] = [];
-  let keptBytes = 0;
-  let dropped = false;
+  const tail = new StreamTail();
   const input = createReadStream(file, { highWaterMark: 1024 * 1024 });
   const gunzip = input.pipe(createGunzip({ chunkSize: 256 * 1024 }));
   const onAbort = (): void => {
@@ -183,21 +207,13 @@ async function gzipTail(file: string, signal?: AbortSignal): Promise<{ tail: Buf
     const gcHint = new GcHint(); // the dropped chunks are freed as the file is read (src/sources/gc-hint.ts)
     for await (const chunk of gunzip as AsyncIterable<Buffer>) {
       gcHint.add(chunk.length);
-      kept.push(chunk);
-      keptBytes += chunk.length;
-      while (kept.length > 1 && keptBytes - (kept[0]?.length ?? 0) >= TAIL_BYTES) {
-        keptBytes -= kept[0]?.length ?? 0;
-        kept = kept.slice(1);
-        dropped = true;
-      }
+      tail.add(chunk);
     }
   } finally {
     signal?.removeEventListener('abort', onAbort);
     input.destroy();
   }
-  const all = Buffer.concat(kept);
-  const tail = all.length > TAIL_BYTES ? all.subarray(all.length - TAIL_BYTES) : all;
-  return { tail, partialFirst: dropped || all.length > TAIL_BYTES };
+  return tail.take();
 }
 
 /**

@@ -8,7 +8,7 @@
  * - `range`: the lines of a plain audit JSON-lines file that *start* in a byte range (see {@link lineStart}),
  *   scanned with the reader's `JsonlScanner`;
  * - `gzip`: a whole gzip file; audit JSON lines are scanned with `JsonlScanner` while the last
- *   {@link TAIL_BYTES} of the decompressed data are kept for `latestEventTimeInTail` (so the file is inflated once,
+ *   `TAIL_BYTES` of the decompressed data are kept ({@link StreamTail}) for `latestEventTimeInTail` (so the file is inflated once,
  *   not twice); any other content or any error falls back to the `file` path, which words errors exactly as a
  *   serial scan does;
  * - `file`: a whole file of any format through the reader's `readTokenUses` (CSV and whole-document JSON exports).
@@ -24,7 +24,7 @@ import { READ_BUFFER_BYTES } from '../audit/needle-search.js';
 import { DEFAULT_MAX_LINE_BYTES, JsonlScanner, createReadStats, readTokenUses, type ReadOptions } from '../sources/reader.js';
 import type { ReadNotice, ReadStats, TokenUse } from '../audit/types.js';
 import { InputError, errorReason } from '../errors.js';
-import { TAIL_BYTES, latestEventTimeInTail } from './latest-event.js';
+import { StreamTail, latestEventTimeInTail } from './latest-event.js';
 import { GcHint } from '../sources/gc-hint.js';
 
 /** Scan the lines of `file` that start in `[start, end)` (byte offsets; `end` = file size for the last range). */
@@ -188,20 +188,12 @@ async function scanGzipJsonl(
   raw.pipe(gz);
   let head: Buffer[] | undefined = [];
   let headBytes = 0;
-  let tail: Buffer[] = [];
-  let tailBytes = 0;
-  let total = 0;
+  const tail = new StreamTail();
   const gcHint = new GcHint(); // inflated chunks are freed as the file is read (src/sources/gc-hint.ts)
   try {
     for await (const chunk of gz as AsyncIterable<Buffer>) {
-      total += chunk.length;
       gcHint.add(chunk.length);
-      tail.push(chunk);
-      tailBytes += chunk.length;
-      while (tail.length > 1 && tailBytes - (tail[0]?.length ?? 0) >= TAIL_BYTES) {
-        tailBytes -= tail[0]?.length ?? 0;
-        tail = tail.slice(1);
-      }
+      tail.add(chunk);
       if (head) {
         head.push(chunk);
         headBytes += chunk.length;
@@ -222,9 +214,8 @@ async function scanGzipJsonl(
     raw.destroy();
   }
   scanner.end();
-  const all = Buffer.concat(tail);
-  const last = all.length > TAIL_BYTES ? all.subarray(all.length - TAIL_BYTES) : all;
-  return { uses, stats, tailLatest: latestEventTimeInTail(last, total > TAIL_BYTES) ?? null };
+  const last = tail.take();
+  return { uses, stats, tailLatest: latestEventTimeInTail(last.tail, last.partialFirst) ?? null };
 }
 
 /** A whole file through the reader, exactly as a serial scan reads it (formats, errors, in-file dedupe). */

@@ -74,6 +74,22 @@ export interface Clicker {
   triggerId?: string;
 }
 
+/**
+ * The {@link Clicker} of a submitted modal, and the modal's `private_metadata` as the flow put it there (a JSON object
+ * with the `channel` of the click and the id it concerns; `{}` when it does not parse, which the checks then refuse).
+ */
+function modalClicker(user: string, privateMetadata: string, reply: (channel: string | undefined) => Clicker['reply']): { c: Clicker; meta: Record<string, unknown> } {
+  let meta: Record<string, unknown> = {};
+  try {
+    const parsed: unknown = JSON.parse(privateMetadata);
+    if (parsed !== null && typeof parsed === 'object') meta = parsed as Record<string, unknown>;
+  } catch {
+    // refused by the caller's checks (no such id)
+  }
+  const channel = typeof meta.channel === 'string' ? meta.channel : undefined;
+  return { c: { user, channel: channel ? { id: channel } : undefined, reply: reply(channel) }, meta };
+}
+
 /** Dependencies of the {@link ApprovalFlow}. */
 export interface FlowDeps {
   store: Store;
@@ -249,14 +265,7 @@ export class ApprovalFlow {
    * the channel of the click): the request goes through every check of a click again.
    */
   async confirmedRecreate(user: string, privateMetadata: string, reply: (channel: string | undefined) => Clicker['reply']): Promise<void> {
-    let meta: { id?: unknown; channel?: unknown } = {};
-    try {
-      meta = JSON.parse(privateMetadata) as typeof meta;
-    } catch {
-      // handled below
-    }
-    const channel = typeof meta.channel === 'string' ? meta.channel : undefined;
-    const c: Clicker = { user, channel: channel ? { id: channel } : undefined, reply: reply(channel) };
+    const { c, meta } = modalClicker(user, privateMetadata, reply);
     await this.onFindingButton(c, 'recreate-serviceaccount', typeof meta.id === 'string' ? meta.id : '', undefined, true);
   }
 
@@ -498,14 +507,7 @@ export class ApprovalFlow {
    * (`privateMetadata` is what {@link vote} put in the modal: approval id and channel of the click).
    */
   async rejectWithReason(user: string, privateMetadata: string, reason: string, reply: (channel: string | undefined) => Clicker['reply']): Promise<void> {
-    let meta: { approval?: unknown; channel?: unknown } = {};
-    try {
-      meta = JSON.parse(privateMetadata) as typeof meta;
-    } catch {
-      // handled below
-    }
-    const channel = typeof meta.channel === 'string' ? meta.channel : undefined;
-    const c: Clicker = { user, channel: channel ? { id: channel } : undefined, reply: reply(channel) };
+    const { c, meta } = modalClicker(user, privateMetadata, reply);
     await this.vote(c, typeof meta.approval === 'string' ? meta.approval : '', 'reject', reason);
   }
 

@@ -347,6 +347,14 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
     }
     return undefined;
   };
+  /** Message `ts` (not deleted) of channel `chId`, or the error Slack answers: `channel_not_found`, `message_not_found`. */
+  const messageAt = (chId: string | undefined, ts: string | undefined): { ch: ChannelState; msg: FakeMessage } | { ok: false; error: string } => {
+    const ch = chId ? findChannel(chId) : undefined;
+    if (!ch) return { ok: false, error: 'channel_not_found' };
+    const msg = ts ? findMessage(ch, ts) : undefined;
+    if (!msg || msg.deleted) return { ok: false, error: 'message_not_found' };
+    return { ch, msg };
+  };
 
   const messageJson = (m: FakeMessage, teamId: string): Json => ({
     type: 'message',
@@ -430,12 +438,9 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
     },
 
     'chat.update': (args, bot) => {
-      const chId = str(args.channel);
-      const ts = str(args.ts);
-      const ch = chId ? findChannel(chId) : undefined;
-      if (!ch) return { ok: false, error: 'channel_not_found' };
-      const msg = ts ? findMessage(ch, ts) : undefined;
-      if (!msg || msg.deleted) return { ok: false, error: 'message_not_found' };
+      const at = messageAt(str(args.channel), str(args.ts));
+      if ('error' in at) return at;
+      const { ch, msg } = at;
       if (msg.user !== bot.userId) return { ok: false, error: 'cant_update_message' };
       const pb = parseBlocks(args);
       if (pb.error) return pb.error;
@@ -520,12 +525,9 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
 
     // https://api.slack.com/methods/chat.getPermalink: no scope needed; `permalink` of a message in a channel.
     'chat.getPermalink': (args, bot) => {
-      const chId = str(args.channel);
-      const ts = str(args.message_ts);
-      const ch = chId ? findChannel(chId) : undefined;
-      if (!ch) return { ok: false, error: 'channel_not_found' };
-      const msg = ts ? findMessage(ch, ts) : undefined;
-      if (!msg || msg.deleted) return { ok: false, error: 'message_not_found' };
+      const at = messageAt(str(args.channel), str(args.message_ts));
+      if ('error' in at) return at;
+      const { ch, msg } = at;
       const thread = msg.threadTs ? `?thread_ts=${msg.threadTs}&cid=${ch.id}` : '';
       return { ok: true, channel: ch.id, permalink: `https://${bot.team}.slack.com/archives/${ch.id}/p${msg.ts.replace('.', '')}${thread}` };
     },

@@ -70,14 +70,7 @@ export function validateBlocks(blocks: unknown): string[] {
       errs.push(`${p}: must be an object with a string type`);
       return;
     }
-    if (b.block_id !== undefined) {
-      if (typeof b.block_id !== 'string' || b.block_id.length === 0) errs.push(`${p}/block_id: must be a non-empty string`);
-      else {
-        if (b.block_id.length > LIMITS.blockId) errs.push(`${p}/block_id: ${b.block_id.length} chars > ${LIMITS.blockId}`);
-        if (blockIds.has(b.block_id)) errs.push(`${p}/block_id: duplicate "${b.block_id}"`);
-        blockIds.add(b.block_id);
-      }
-    }
+    if (b.block_id !== undefined) checkId(errs, `${p}/block_id`, b.block_id, LIMITS.blockId, blockIds, '');
     switch (b.type) {
       case 'header':
         checkText(errs, `${p}/text`, b.text, LIMITS.headerText, ['plain_text']);
@@ -96,29 +89,16 @@ export function validateBlocks(blocks: unknown): string[] {
         break;
       }
       case 'context': {
-        if (!Array.isArray(b.elements) || b.elements.length === 0) {
-          errs.push(`${p}/elements: must be a non-empty array`);
-          break;
-        }
-        if (b.elements.length > LIMITS.contextElements) {
-          errs.push(`${p}/elements: ${b.elements.length} elements > ${LIMITS.contextElements}`);
-        }
-        b.elements.forEach((e, j) => {
+        const elements = checkElementList(errs, p, b.elements, LIMITS.contextElements);
+        elements?.forEach((e, j) => {
           if (isObj(e) && e.type === 'image') checkImage(errs, `${p}/elements/${j}`, e);
           else checkText(errs, `${p}/elements/${j}`, e, LIMITS.contextText);
         });
         break;
       }
       case 'actions': {
-        if (!Array.isArray(b.elements) || b.elements.length === 0) {
-          errs.push(`${p}/elements: must be a non-empty array`);
-          break;
-        }
-        if (b.elements.length > LIMITS.actionsElements) {
-          errs.push(`${p}/elements: ${b.elements.length} elements > ${LIMITS.actionsElements}`);
-        }
         const actionIds = new Set<string>();
-        for (const [j, e] of b.elements.entries()) checkElement(errs, `${p}/elements/${j}`, e, actionIds);
+        for (const [j, e] of (checkElementList(errs, p, b.elements, LIMITS.actionsElements) ?? []).entries()) checkElement(errs, `${p}/elements/${j}`, e, actionIds);
         break;
       }
       case 'divider':
@@ -186,6 +166,33 @@ export function validateHomeView(view: unknown): string[] {
   return errs;
 }
 
+/**
+ * The `elements` of a context or actions block at `p`: a non-empty array of at most `max` (Block Kit limits); a
+ * violation is added to `errs`. Undefined when it is not a non-empty array (nothing to check inside).
+ */
+function checkElementList(errs: string[], p: string, elements: unknown, max: number): unknown[] | undefined {
+  if (!Array.isArray(elements) || elements.length === 0) {
+    errs.push(`${p}/elements: must be a non-empty array`);
+    return undefined;
+  }
+  if (elements.length > max) errs.push(`${p}/elements: ${elements.length} elements > ${max}`);
+  return elements;
+}
+
+/**
+ * A `block_id` or `action_id` at `p`: a non-empty string of at most `max` characters, unique among `seen` (the
+ * message's block ids, or one block's action ids: `scope` says which in the error); it is added to `seen`.
+ */
+function checkId(errs: string[], p: string, id: unknown, max: number, seen: Set<string>, scope: string): void {
+  if (typeof id !== 'string' || id.length === 0) {
+    errs.push(`${p}: must be a non-empty string`);
+    return;
+  }
+  if (id.length > max) errs.push(`${p}: ${id.length} chars > ${max}`);
+  if (seen.has(id)) errs.push(`${p}: duplicate "${id}"${scope}`);
+  seen.add(id);
+}
+
 function checkText(errs: string[], p: string, t: unknown, max: number, types: string[] = ['plain_text', 'mrkdwn']): void {
   if (!isObj(t) || typeof t.type !== 'string' || !types.includes(t.type)) {
     errs.push(`${p}: must be a text object of type ${types.join(' or ')}`);
@@ -209,14 +216,7 @@ function checkElement(errs: string[], p: string, e: unknown, actionIds: Set<stri
     errs.push(`${p}: must be an object with a string type`);
     return;
   }
-  if (e.action_id !== undefined) {
-    if (typeof e.action_id !== 'string' || e.action_id.length === 0) errs.push(`${p}/action_id: must be a non-empty string`);
-    else {
-      if (e.action_id.length > LIMITS.actionId) errs.push(`${p}/action_id: ${e.action_id.length} chars > ${LIMITS.actionId}`);
-      if (actionIds.has(e.action_id)) errs.push(`${p}/action_id: duplicate "${e.action_id}" in this block`);
-      actionIds.add(e.action_id);
-    }
-  }
+  if (e.action_id !== undefined) checkId(errs, `${p}/action_id`, e.action_id, LIMITS.actionId, actionIds, ' in this block');
   if (e.type === 'image') {
     checkImage(errs, p, e);
     return;
