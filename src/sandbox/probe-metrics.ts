@@ -7,7 +7,9 @@
  *   its pod started, or at the `warnafter` learnt from the audit log minus 3607 s), never a token; with the proof
  *   serve checks ({@link sandboxProbeProofs}: a probe pod on the node and its token, answered by the fake's TokenReview).
  */
-import { apiServerMetricsText, type FakeKube, type ObjectStore } from './fakes/kubernetes.js';
+import { apiServerMetricsText } from './fakes/kubernetes/metrics.js';
+import type { FakeKube } from './fakes/kubernetes.js';
+import type { ObjectStore } from './fakes/kubernetes/object-store.js';
 import { serveTokenReviews } from './fakes/token-review.js';
 import { PROBE_AUDIENCE } from '../probe/verify.js';
 import { EKS_MAX_SECONDS_AFTER_WARNING, WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS } from '../findings/token-math.js';

@@ -10,7 +10,7 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { applyMergePatch } from '../../src/sandbox/fakes/kubernetes.js';
+import { applyMergePatch } from '../../src/sandbox/fakes/kubernetes/patches.js';
 
 export const MANIFESTS = resolve(import.meta.dirname, '../../manifests');
 

@@ -1,7 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { startFakeKube, type FakeKube, type PolicyRule, type RecordedRequest } from '../../src/sandbox/fakes/kubernetes.js';
+import { startFakeKube, type FakeKube } from '../../src/sandbox/fakes/kubernetes.js';
+import type { PolicyRule, RecordedRequest } from '../../src/sandbox/fakes/kubernetes/types.js';
 import { KubeClusterState } from '../../src/cluster/kube.js';
 import { ClusterWatchCache } from '../../src/cluster/cache.js';
 import { LeaderElector } from '../../src/runtime/leader.js';

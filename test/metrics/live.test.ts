@@ -3,7 +3,8 @@
  * Slack notifier, `/tokens status`), the fake serving realistic Prometheus text at `/metrics`.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { apiServerMetricsText, startFakeKube, type FakeKube, type FakeTokenCounters } from '../../src/sandbox/fakes/kubernetes.js';
+import { apiServerMetricsText, type FakeTokenCounters } from '../../src/sandbox/fakes/kubernetes/metrics.js';
+import { startFakeKube, type FakeKube } from '../../src/sandbox/fakes/kubernetes.js';
 import { findingId } from '../../src/findings/build.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { KubeMetricsScraper, MetricsScrapeError } from '../../src/sources/apiserver-metrics.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { apiServerMetricsText } from '../../src/sandbox/fakes/kubernetes.js';
+import { apiServerMetricsText } from '../../src/sandbox/fakes/kubernetes/metrics.js';
 import type { Finding } from '../../src/findings/types.js';
 import { parsePrometheusText } from '../../src/findings/prometheus-text.js';
 import {

@@ -5,7 +5,8 @@
  * exactly these rules).
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { startFakeKube, type FakeKube, type PolicyRule } from '../../src/sandbox/fakes/kubernetes.js';
+import { startFakeKube, type FakeKube } from '../../src/sandbox/fakes/kubernetes.js';
+import type { PolicyRule } from '../../src/sandbox/fakes/kubernetes/types.js';
 import { DEFAULT_PROBE_GLOBS, type ProbeReport } from '../../src/probe/host.js';
 import { KubeProbeReports, PROBE_NAMESPACE, publishReport } from '../../src/probe/objects.js';
 import { helmBinary, helmTemplate } from '../manifests/helm.js';

@@ -1,7 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { startFakeKube, statusObject, type FakeKube, type RecordedRequest } from '../../src/sandbox/fakes/kubernetes.js';
+import { startFakeKube, type FakeKube } from '../../src/sandbox/fakes/kubernetes.js';
+import { statusObject, type RecordedRequest } from '../../src/sandbox/fakes/kubernetes/types.js';
 import { LEADER_API_CALLS } from '../manifests/rbac-calls.js';
 import { LeaderElector, decide, electionFromEnv, toLeaseRecord, type ElectorLogger, type LeaderElectorOptions } from '../../src/runtime/leader.js';
 import { Scheduler } from '../../src/runtime/scheduler.js';

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { startFakeKube, type FakeKube, type KubeObject } from '../../src/sandbox/fakes/kubernetes.js';
+import { startFakeKube, type FakeKube } from '../../src/sandbox/fakes/kubernetes.js';
+import type { KubeObject } from '../../src/sandbox/fakes/kubernetes/types.js';
 import { KubeRemediator, RESTARTED_AT, type RolloutProgress } from '../../src/remediation/kube-remediator.js';
 import { seedObjects } from '../../src/sandbox/cluster.js';
 import { ROLLOUT_ANNOTATION, WorkloadController } from '../../src/sandbox/controller.js';

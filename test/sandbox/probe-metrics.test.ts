@@ -8,7 +8,8 @@ import { tokenMetricsFromText } from '../../src/findings/token-metrics.js';
 import { KubeProbeReports } from '../../src/probe/objects.js';
 import { startSandbox } from '../../src/sandbox/sandbox.js';
 import { refreshProbeObjects, SANDBOX_PROBE_INTERVAL_MS } from '../../src/sandbox/probe-metrics.js';
-import { DEFAULT_RESOURCES, ObjectStore } from '../../src/sandbox/fakes/kubernetes.js';
+import { DEFAULT_RESOURCES } from '../../src/sandbox/fakes/kubernetes/types.js';
+import { ObjectStore } from '../../src/sandbox/fakes/kubernetes/object-store.js';
 import { PROBE_NAMESPACE } from '../../src/probe/objects.js';
 
 const dataDir = mkdtempSync(join(tmpdir(), 'tokenwatch-sandbox-probe-'));

@@ -8,7 +8,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { findingId } from '../../src/findings/build.js';
-import type { KubeObject } from '../../src/sandbox/fakes/kubernetes.js';
+import type { KubeObject } from '../../src/sandbox/fakes/kubernetes/types.js';
 import { auditEvent } from '../sources/events.js';
 import { blockText, buttonIds, CLUSTER, OPS, REQUESTER, startHarness, type Harness } from './harness.js';
 

@@ -21,7 +21,8 @@ import {
 } from '../../src/sandbox/fakes/slack.js';
 import { viewSubmissionPayload } from '../fakes/slack-requests.js';
 import { SocketModeServer, startApiFront } from '../fakes/slack-socket.js';
-import { startFakeKube, type FakeKube, type KubeObject } from '../../src/sandbox/fakes/kubernetes.js';
+import { startFakeKube, type FakeKube } from '../../src/sandbox/fakes/kubernetes.js';
+import type { KubeObject } from '../../src/sandbox/fakes/kubernetes/types.js';
 import { parseConfig, type Config } from '../../src/config/index.js';
 import { findingId } from '../../src/findings/build.js';
 import { groupIdOf } from '../../src/findings/groups.js';

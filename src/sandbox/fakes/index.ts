@@ -6,7 +6,9 @@
 import { startFakeKube } from './kubernetes.js';
 import { appHomeOpenedBody, blockActionPayload, sendBlockAction, sendEvent, sendSlashCommand, startFakeSlack } from './slack.js';
 
-export type { FakeKube, KubeObject, ObjectStore, WriteEvent } from './kubernetes.js';
+export type { FakeKube } from './kubernetes.js';
+export type { KubeObject, WriteEvent } from './kubernetes/types.js';
+export type { ObjectStore } from './kubernetes/object-store.js';
 export type { FakeEphemeral, FakeMessage, FakeSlack, SendResult } from './slack.js';
 
 /** What the sandbox uses of the fakes. */

@@ -10,7 +10,8 @@
  */
 import { ErrorCode, TokenwatchError } from '../../errors.js';
 import { randomBytes } from 'node:crypto';
-import type { FakeKube, KubeObject } from './kubernetes.js';
+import type { FakeKube } from './kubernetes.js';
+import type { KubeObject } from './kubernetes/types.js';
 
 interface Issued {
   namespace: string;

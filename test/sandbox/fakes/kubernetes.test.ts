@@ -4,7 +4,8 @@
  */
 import { ApiException, AppsV1Api, CoreV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { startFakeKube, type FakeKube, type KubeObject } from '../../../src/sandbox/fakes/kubernetes.js';
+import { startFakeKube, type FakeKube } from '../../../src/sandbox/fakes/kubernetes.js';
+import type { KubeObject } from '../../../src/sandbox/fakes/kubernetes/types.js';
 
 const ds = (name: string): object => ({
   apiVersion: 'apps/v1',
