@@ -4,6 +4,7 @@
  * Pure functions: no I/O, no clock. Every parser returns `undefined` for a value it cannot read
  * rather than throwing, so one odd audit event never stops a scan.
  */
+import { DNS1123_LABEL } from '../core/names.js';
 
 /** Result of {@link parseStaleTokenAnnotation}. */
 export interface StaleTokenAnnotation {
@@ -91,8 +92,7 @@ export function parseLegacyInvalidated(value: string): { name: string; namespace
 }
 
 const SA_PREFIX = 'system:serviceaccount:';
-// DNS-1123 label (namespace) and subdomain (ServiceAccount name), as SplitUsername validates them.
-const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+// DNS-1123 subdomain (ServiceAccount name), as SplitUsername validates it; the namespace is a DNS-1123 label (core/names.ts).
 const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
 /**
@@ -109,7 +109,7 @@ export function parseServiceAccountUsername(
   const parts = username.slice(SA_PREFIX.length).split(':');
   if (parts.length !== 2) return undefined;
   const [namespace, name] = parts as [string, string];
-  if (namespace.length > 63 || !DNS1123_LABEL.test(namespace)) return undefined;
+  if (!DNS1123_LABEL.test(namespace)) return undefined; // at most 63 characters
   if (name.length > 253 || !DNS1123_SUBDOMAIN.test(name)) return undefined;
   return { namespace, name };
 }

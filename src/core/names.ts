@@ -1,11 +1,12 @@
 /**
- * Kubernetes name grammars used outside the audit parser.
+ * Kubernetes name grammars, one definition each: cluster names, namespaces (the audit parser's ServiceAccount
+ * usernames, src/audit/annotations.ts) and the approval policy's namespace patterns.
  */
 
 /**
  * DNS-1123 label: lowercase letters, digits and `-`, starting and ending with a letter or digit, at most 63
  * characters (https://kubernetes.io/docs/concepts/overview/working-with-objects/names/#dns-label-names).
- * `serve` requires cluster names to be one.
+ * `serve` requires cluster names to be one; a ServiceAccount's namespace is one.
  */
 export const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 

@@ -11,6 +11,7 @@
  */
 import type { types } from '@slack/bolt';
 import type { WorkloadRef } from '../../cluster/types.js';
+import { objectLabel } from '../../core/actions.js';
 import { DAY_MS } from '../../core/units.js';
 import { isCredentialEventFinding } from '../../findings/cluster-events.js';
 import { FINDING_KIND_ORDER, worstSeverity } from '../../findings/groups.js';
@@ -228,7 +229,7 @@ export function restartButtons(cluster: string, restarts: readonly RestartEntry[
     confirm: {
       title: plain(`Restart ${r.workload.kind}?`, LIMITS.confirmTitle),
       text: plain(
-        `Ask for approval to restart ${r.workload.kind} ${r.workload.namespace}/${r.workload.name} in ${cluster}. Its pods are replaced and get fresh tokens. Nothing changes until an approver agrees.`,
+        `Ask for approval to restart ${objectLabel(r.workload)} in ${cluster}. Its pods are replaced and get fresh tokens. Nothing changes until an approver agrees.`,
         LIMITS.confirmText,
       ),
       confirm: plain('Request restart', LIMITS.confirmButton),
