@@ -1,4 +1,58 @@
-
+/**
+ * A loopback fake of the Kubernetes API server for tests and the sandbox.
+ *
+ * `startFakeKube()` starts a `node:http` server on 127.0.0.1 (port 0) that speaks the real REST protocol closely
+ * enough for `@kubernetes/client-node` 2 (and curl, and tokenwatch's watch cache) to use it unmodified:
+ *
+ * - paths `/api/v1/...` and `/apis/<group>/<version>/...`, namespaced (`/namespaces/<ns>/<resource>[/<name>[/<sub>]]`)
+ *   and cluster-wide (`/api/v1/pods`) collections, discovery (`/api`, `/apis`, `/api/v1`, `/apis/<g>/<v>`), `/version`;
+ * - verbs get, list, create (POST), update (PUT), patch, delete; `status` subresource for get/update/patch;
+ * - list `fieldSelector` (`=`, `==`, `!=`; per-resource supported fields as in the real API server, others → 400
+ *   `field label not supported`), `labelSelector` (`=`, `==`, `!=`, `in`, `notin`, `key`, `!key`), `limit`/`continue`;
+ *   lists are `{kind:'<Kind>List', apiVersion, metadata:{resourceVersion}, items}` sorted by namespace/name, items
+ *   without `kind`/`apiVersion` as a real server sends them;
+ * - metadata-only responses when `Accept` asks for `as=PartialObjectMetadataList` / `as=PartialObjectMetadata`
+ *   (Kubernetes API concepts, "Receiving resources as metadata only");
+ * - errors as `Status` objects (`{kind:'Status',apiVersion:'v1',metadata:{},status:'Failure',message,reason,details,code}`);
+ * - one global `resourceVersion` counter, incremented on every write; `metadata.generation` starts at 1 and is
+ *   bumped when `spec` changes; `uid` and `creationTimestamp` filled on create;
+ * - writes: POST create (409 AlreadyExists), PUT update (409 Conflict on a stale `metadata.resourceVersion`),
+ *   PATCH with `application/strategic-merge-patch+json` and `application/merge-patch+json` (recursive merge, see
+ *   {@link applyMergePatch}) and `application/json-patch+json` (RFC 6902; a non-array body → 400 BadRequest and a
+ *   failing op, e.g. a `test` of `/metadata/uid` that does not match → 422 Invalid "the server rejected our request
+ *   due to an error in our request", as kube-apiserver `handlers/patch.go` `applyJSPatch` does); any other patch type
+ *   (incl. server-side apply) → 415 UnsupportedMediaType; uid preconditions as the API server enforces them: a patch
+ *   that changes `metadata.uid` → 422 Invalid `metadata.uid: … field is immutable` (apimachinery
+ *   `ValidateObjectMetaUpdate`), a PUT body whose `metadata.uid` differs and DELETE with `preconditions: {uid,
+ *   resourceVersion}` in the `DeleteOptions` body → 409 Conflict "Precondition failed: …"; `?dryRun=All` validates and answers
+ *   without storing anything; on resources with a status subresource, writes to the main resource keep the stored
+ *   `status` and writes to `/status` change only `status`.
+ *
+ * - watch (`?watch=1` or `watch=true` on a collection; Kubernetes API concepts, "Efficient detection of changes",
+ *   https://kubernetes.io/docs/reference/using-api/api-concepts/#efficient-detection-of-changes): a `200` chunked
+ *   stream of JSON lines `{"type":"ADDED|MODIFIED|DELETED|BOOKMARK|ERROR","object":…}`, objects with `kind` and
+ *   `apiVersion`; from `resourceVersion` R the events after R (kept in a bounded history), without one (or `0`) a
+ *   synthetic `ADDED` per current object first; an R older than the history → one `ERROR` event carrying a `Status`
+ *   (`code: 410`, `reason: Expired`, `too old resource version: R (oldest)`) and the end of the stream, as the API
+ *   server answers; `allowWatchBookmarks=true` → a `BOOKMARK` (object with only `metadata.resourceVersion`) every
+ *   `bookmarkIntervalMs`; `timeoutSeconds` ends the stream; `fieldSelector`/`labelSelector` filter by the object's new
+ *   state (the real server also sends `DELETED` for an object leaving the selection; the fake does not);
+ *
+ * Not implemented (extend here when needed): server-side apply, finalizers/graceful deletion
+ * (DELETE removes at once), garbage collection of dependents, admission/defaulting, `deletecollection`.
+ *
+ * Test hooks: {@link FakeKube.requests} (every request, with verb/resource/namespace/name, query, content type,
+ * parsed body), {@link FakeKube.failNext}, {@link FakeKube.delay}, {@link FakeKube.forbid} and the `rbac` option
+ * (403 Forbidden with the real message), {@link FakeKube.addReactor} (answer any request yourself), and
+ * {@link ObjectStore} `put/get/update/delete/list/onWrite` for seeding objects and for making status progress over
+ * time (e.g. a DaemonSet rollout: `store.onWrite(e => …store.update('DaemonSet', ns, name, o => { o.status = … }))`);
+ * for watches {@link FakeKube.openWatches}, {@link FakeKube.dropWatches} (connections cut, as by a load balancer),
+ * {@link FakeKube.compactHistory} (every older resourceVersion becomes "too old": the next watch gets 410) and
+ * {@link FakeKube.connections} (TCP connections accepted, to check keep-alive reuse).
+ *
+ * Point client-node at it with {@link FakeKube.kubeConfig} (`loadFromOptions` with `skipTLSVerify: true`, required
+ * for an `http://` server by client-node; docs/design/stack.md §8).
+ */
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
