@@ -194,6 +194,25 @@ export function progressDaemonSets(kube: FakeKube, stepMs = 15, podsPerStep = 2)
   });
 }
 
+/**
+ * The config of a serve on the examples' audit log (cluster {@link CLUSTER}, never polled on schedule) with Slack in HTTP
+ * mode and its Web API at `http://127.0.0.1:<apiPort>/api/` (a port that answers nothing or hangs: an unreachable
+ * Slack); the store in a fresh temporary folder whose name starts with `prefix`.
+ */
+export function configWithSlackAt(apiPort: number, prefix: string): Config {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  copyFileSync('examples/audit/kube-apiserver-audit.log', join(dir, 'audit.log'));
+  return parseConfig(
+    {
+      store: { path: join(dir, 'tw.db') },
+      http: { host: '127.0.0.1', port: 0 },
+      slack: { enabled: true, mode: 'http', apiUrl: `http://127.0.0.1:${apiPort}/api/`, port: 0 },
+      clusters: [{ name: CLUSTER, audit: { file: { path: join(dir, 'audit.log') } }, schedule: '0 0 1 1 *', slack: { channel: OPS, approvers: ['U0APPROVE1'] } }],
+    },
+    { SLACK_BOT_TOKEN: DEFAULT_BOT_TOKEN, SLACK_SIGNING_SECRET: SECRET },
+  );
+}
+
 /** A new scenario directory with the audit logs (the Multus example for prod-eks, one line for staging-eks). */
 export function prepareDir(): string {
   const dir = mkdtempSync(join(tmpdir(), 'tw-slack-'));

@@ -3,20 +3,16 @@
  * the WebClient's `timeout` instead of holding serve's start, serve polls on without Slack and says `unavailable`,
  * and the log names the call without the bot token.
  */
-import { copyFileSync, mkdtempSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
-import { parseConfig } from '../../src/config/index.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { composeServe } from '../../src/runtime/compose.js';
 import type { ServeHandle } from '../../src/runtime/serve.js';
 import { DEFAULT_BOT_TOKEN } from '../../src/sandbox/fakes/slack.js';
 import { startSlackWith } from '../../src/runtime/build-slack.js';
-import { CLUSTER, OPS, SECRET } from './harness.js';
+import { CLUSTER, configWithSlackAt } from './harness.js';
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -38,17 +34,7 @@ describe('a hung Slack Web API', () => {
       hole.close(() => r());
     }));
     const port = (hole.address() as { port: number }).port;
-    const dir = mkdtempSync(join(tmpdir(), 'tw-slack-hung-'));
-    copyFileSync('examples/audit/kube-apiserver-audit.log', join(dir, 'audit.log'));
-    const config = parseConfig(
-      {
-        store: { path: join(dir, 'tw.db') },
-        http: { host: '127.0.0.1', port: 0 },
-        slack: { enabled: true, mode: 'http', apiUrl: `http://127.0.0.1:${port}/api/`, port: 0 },
-        clusters: [{ name: CLUSTER, audit: { file: { path: join(dir, 'audit.log') } }, schedule: '0 0 1 1 *', slack: { channel: OPS, approvers: ['U0APPROVE1'] } }],
-      },
-      { SLACK_BOT_TOKEN: DEFAULT_BOT_TOKEN, SLACK_SIGNING_SECRET: SECRET },
-    );
+    const config = configWithSlackAt(port, 'tw-slack-hung-');
     const lines: Array<Record<string, unknown>> = [];
     const raw: string[] = [];
     const destination = new Writable({

@@ -22,7 +22,7 @@ import { SlackApi } from '../../src/slack/api.js';
 import { startSlackWith, type SlackIntegration } from '../../src/runtime/build-slack.js';
 import { Directory } from '../../src/slack/directory.js';
 import { SECRET_CORES, SECRET_SAMPLES } from '../observability/secrets.js';
-import { blockText, CLUSTER, ONCALL, ONCALL_APPROVER, OPS, overflowOption, REQUESTER, SECRET, startHarness, type Harness } from './harness.js';
+import { blockText, CLUSTER, configWithSlackAt, ONCALL, ONCALL_APPROVER, OPS, overflowOption, REQUESTER, SECRET, startHarness, type Harness } from './harness.js';
 
 const harnesses: Harness[] = [];
 const cleanups: Array<() => Promise<void>> = [];
@@ -182,17 +182,7 @@ describe('Slack unreachable at start', () => {
     const fake = await startFakeSlack({ channels: [{ id: OPS, name: 'ops' }] });
     cleanups.push(() => fake.close());
     const port = await freePort();
-    const dir = mkdtempSync(join(tmpdir(), 'tw-unreach-'));
-    copyFileSync('examples/audit/kube-apiserver-audit.log', join(dir, 'audit.log'));
-    const config = parseConfig(
-      {
-        store: { path: join(dir, 'tw.db') },
-        http: { host: '127.0.0.1', port: 0 },
-        slack: { enabled: true, mode: 'http', apiUrl: `http://127.0.0.1:${port}/api/`, port: 0 },
-        clusters: [{ name: CLUSTER, audit: { file: { path: join(dir, 'audit.log') } }, schedule: '0 0 1 1 *', slack: { channel: OPS, approvers: ['U0APPROVE1'] } }],
-      },
-      { SLACK_BOT_TOKEN: DEFAULT_BOT_TOKEN, SLACK_SIGNING_SECRET: SECRET },
-    );
+    const config = configWithSlackAt(port, 'tw-unreach-');
     const sink = logSink();
     let bot: SlackIntegration | undefined;
     const handle: ServeHandle = await composeServe(config, {
