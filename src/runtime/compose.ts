@@ -192,7 +192,7 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
       stop,
     };
   } catch (err) {
-    for (const step of undo.reverse()) await Promise.resolve(step()).catch(() => undefined);
+    for (const step of undo.reverse()) await (async () => step())().catch(() => undefined); // a failing step does not stop the others
     throw err;
   }
 }
