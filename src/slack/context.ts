@@ -36,6 +36,11 @@ export interface SlackPollHealth {
   slow?: { since: number; forMs: number };
   /** Scheduled polls of this cluster that did not run since start: how many, and the latest (due time epoch ms UTC, reason). */
   missed?: { count: number; lastDueAt: number; lastReason: string };
+  /**
+   * What the last successful poll's audit source cost: requests made, bytes received, and the Logs Insights query
+   * behind it (bytes scanned, log groups covered; `SourceStats.insights`), when it read one.
+   */
+  lastPollCost?: { requests: number; bytes: number; insights?: { bytesScanned: number; logGroups: number } };
 }
 
 /** What Slack uses of one watched cluster. */
