@@ -5,7 +5,8 @@
  * A poll stores its findings and enqueues one work item per alert group it touched; the drainer
  * (`src/slack/drainer.ts`) sends them. This module decides:
  * - **coalescing**: one pending item per key (an alert group, a digest); a later poll's item for the same key is
- *   merged into the pending one ({@link mergeItem}), so ten polls' edits of one alert are one `chat.update`;
+ *   merged into the pending one (`mergeOutboxItem`, src/store/outbox.ts), so ten polls' edits of one alert are one
+ *   `chat.update`;
  * - **order**: most urgent first — the earliest rejection time among the group's live findings (401s now come before
  *   any rejection date; resolutions and findings without a date last), then the oldest item ({@link compareItems});
  * - **rates** ({@link RateGate}): `chat.postMessage` at most one per second per channel (Slack: "1 message per second
@@ -14,54 +15,7 @@
  * - **digest first** ({@link digestCandidates}): when a drain would post more than `digestThreshold` new alerts to one
  *   channel, one digest message listing them (ranked by days to rejection) is posted first.
  */
-import type { DigestLine } from './blocks/index.js';
-
-/** The Slack call an item starts with: a new alert (`chat.postMessage`) or an edit of a posted one (`chat.update`). */
-export type OutboxCall = 'post' | 'edit';
-
-/** One pending work item of the notification queue (a row of the store's `slack_outbox`). Times are epoch ms UTC. */
-export interface OutboxItem {
-  /** Coalescing key: one pending item per key (`alert:<groupId>`, `digest:<id>`). */
-  key: string;
-  /** `alert`: post, edit or reply on the alert of a group; `digest`: post or edit a digest message. */
-  kind: 'alert' | 'digest';
-  cluster: string;
-  /** The channel the item's calls go to (the cluster's configured channel, as configured). */
-  channel: string;
-  /** The first call it makes (what the rate gate is asked about before it is picked). */
-  call: OutboxCall;
-  /** Sort key, smaller is more urgent ({@link urgencyOf}). */
-  urgency: number;
-  /** When the oldest of the merged items was enqueued (the queue's age figure). */
-  enqueuedAt: number;
-  /** Not sent before this time (backoff after a failure, `Retry-After`, a digest's edit interval). */
-  notBefore: number;
-  /** Failed sends so far. */
-  attempts: number;
-  /** Bumped by every merge, so the drainer deletes an item only if no poll changed it while it was being sent. */
-  version: number;
-  /** What the sender needs besides the store (JSON-serialisable), e.g. findings reopened by the polls merged. */
-  payload: OutboxPayload;
-}
-
-/** The facts of an item that the store does not keep (merged over coalesced polls). */
-export interface OutboxPayload {
-  /** Alert items: findings a poll reopened (resolved → open), with when they had been resolved if the use was late. */
-  reopened?: Array<{ findingId: string; late: boolean; resolvedAt: number | null }>;
-  /** Digest items: the alert groups it lists, ranked (see `digestMessage`), and which of them are posted. */
-  digest?: DigestState;
-}
-
-/** A digest's state, kept in its item's payload. */
-export interface DigestState {
-  /** Epoch ms it was planned. */
-  createdAt: number;
-  lines: DigestLine[];
-  /** The digest message, once posted. */
-  message?: { channel: string; ts: string };
-  /** Lines marked posted the last time the message was rendered (an edit is due when fewer than now). */
-  shownPosted: number;
-}
+import type { OutboxCall, OutboxItem } from '../store/outbox.js';
 
 /** Urgency of findings without a rejection date (legacy tokens) and of resolutions: after every dated one. */
 export const URGENCY_LAST = Number.MAX_SAFE_INTEGER;
@@ -86,23 +40,6 @@ export function urgencyOf(live: ReadonlyArray<{ kind: string; rejectionAt: strin
 /** Queue order: urgency, then the oldest item, then the key (a total order, so the drain is deterministic). */
 export function compareItems(a: OutboxItem, b: OutboxItem): number {
   return a.urgency - b.urgency || a.enqueuedAt - b.enqueuedAt || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
-}
-
-/**
- * A pending item with a newer one of the same key merged in: the newer call, urgency, channel and facts (reopened
- * findings accumulate), the older `enqueuedAt`, the pending backoff (`notBefore`, `attempts`) kept, version bumped.
- */
-export function mergeItem(pending: OutboxItem, next: OutboxItem): OutboxItem {
-  const reopened = [...(pending.payload.reopened ?? [])];
-  for (const r of next.payload.reopened ?? []) if (!reopened.some((x) => x.findingId === r.findingId)) reopened.push(r);
-  return {
-    ...next,
-    enqueuedAt: Math.min(pending.enqueuedAt, next.enqueuedAt),
-    notBefore: Math.max(pending.notBefore, next.notBefore),
-    attempts: pending.attempts,
-    version: pending.version + 1,
-    payload: { ...pending.payload, ...next.payload, ...(reopened.length ? { reopened } : {}) },
-  };
 }
 
 /** Slack's rates as tokenwatch paces itself by them. */

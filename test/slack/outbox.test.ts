@@ -5,17 +5,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { digestMessage, validateBlocks, type DigestLine } from '../../src/slack/blocks/index.js';
-import {
-  DEFAULT_SLACK_RATES,
-  digestCandidates,
-  mergeItem,
-  methodOf,
-  nextItem,
-  RateGate,
-  URGENCY_LAST,
-  urgencyOf,
-  type OutboxItem,
-} from '../../src/slack/outbox.js';
+import { DEFAULT_SLACK_RATES, digestCandidates, methodOf, nextItem, RateGate, URGENCY_LAST, urgencyOf } from '../../src/slack/outbox.js';
+import { mergeOutboxItem as mergeItem, type OutboxItem } from '../../src/store/outbox.js';
 
 const T = Date.UTC(2026, 11, 1, 12, 0, 0);
 const DAY = 86_400_000;
