@@ -50,6 +50,10 @@ export class Metrics {
    * same figure). FilterLogEvents reports no searched bytes: filter-mode clusters have no sample.
    */
   readonly pollInsightsBytes = new Gauge({ name: 'tokenwatch_poll_insights_bytes_scanned', help: 'Bytes scanned by the Logs Insights query behind the last successful poll of a cluster (fleet mode: the shared query of its batch).', labelNames: ['cluster'] as const, registers: [this.registry] });
+  /** Slack notification work items waiting in the queue (docs/slack.md "Notification queue"). */
+  readonly slackQueueDepth = new Gauge({ name: 'tokenwatch_slack_queue_depth', help: 'Slack notification work items waiting in the queue (alert posts, edits, digests).', registers: [this.registry] });
+  /** Age of the oldest waiting item, seconds (0 when the queue is empty). */
+  readonly slackQueueOldest = new Gauge({ name: 'tokenwatch_slack_queue_oldest_seconds', help: 'Age of the oldest Slack notification work item waiting in the queue, in seconds (0 when empty).', registers: [this.registry] });
   /** Fleet Logs Insights queries completed, per Region. */
   readonly cloudwatchInsightsQueries = new Counter({ name: 'tokenwatch_cloudwatch_insights_queries_total', help: 'Fleet Logs Insights queries completed, by Region.', labelNames: ['region'] as const, registers: [this.registry] });
   /** Slack requests or Socket Mode envelopes dropped as replays/redeliveries, by transport (`http` | `socket`). */

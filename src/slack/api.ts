@@ -107,6 +107,8 @@ export interface SlackApiOptions {
   channelIntervalMs?: number;
   /** Names of the clusters that alert in a channel, for log lines. */
   clustersOf?: (channel: string) => string[];
+  /** Told of every Web API call as it is made (method, channel when it has one): the notification queue's rate gate. */
+  onCall?: (method: string, channel: string | undefined) => void;
 }
 
 /** A channel's current problem. `at` is epoch ms (wall clock). */
@@ -228,6 +230,7 @@ export class SlackApi {
   }
 
   private async call<T>(method: string, channel: string | undefined, fn: () => Promise<T>): Promise<T> {
+    this.opts.onCall?.(method, channel);
     try {
       const res = await fn();
       if (channel !== undefined && this.problems.has(channel)) {

@@ -34,6 +34,7 @@ import { SEVERITY_RANK, type Finding, type FindingKind } from '../findings/types
 import { isCredentialEventFinding } from '../findings/cluster-events.js';
 import type { Logger } from '../observability/logger.js';
 import type { FindingChange, MessageLocation, MessageRef, Store, StoredFinding } from '../store/index.js';
+import type { OutboxDigestLine, OutboxItem } from '../store/outbox.js';
 import { SlackCallError, type SlackApi } from './api.js';
 import {
   alertView,
@@ -51,7 +52,9 @@ import {
   type AlertView,
   type RestartEntry,
   type SlackMessage,
+  worstFact,
 } from './blocks/index.js';
+import { urgencyOf, URGENCY_LAST } from './outbox.js';
 import { isRestartable, type ButtonIds } from './buttons.js';
 import type { ChannelMap } from './channels.js';
 import { reopenedMessage } from './messages.js';
@@ -273,6 +276,82 @@ export class Notifier {
         logger.error({ err, cluster, group: g.id }, 'could not post or update the alert of a group');
       }
     }
+  }
+
+  /**
+   * The notification work of one poll's findings of `cluster`, for the queue (docs/slack.md "Notification queue"):
+   * one item per group the findings touch that has a message or an open finding — `post` when it has no message yet,
+   * else `edit` (the drainer's {@link sendItem} decides at send time whether anything visible changed) — keyed
+   * `alert:<groupId>`, ranked by `urgencyOf` its live findings, with the findings this poll reopened. Reads the store;
+   * makes no Slack call. Empty when the cluster has no channel.
+   * @param extraGroups ids of groups to include although no finding of `findings` is in them (resolved as quiet).
+   */
+  workItems(cluster: string, findings: readonly Finding[], changes: readonly FindingChange[], now: number, extraGroups: readonly string[] = []): OutboxItem[] {
+    const channel = this.deps.channels.channelOf(cluster);
+    if (channel === undefined) return [];
+    const { store } = this.deps;
+    const stored = store.listFindings(cluster);
+    const byId = new Map(changes.map((c) => [c.id, c]));
+    const ids = [...new Set([...groupFindings([...findings].sort(compareFindings)).map((g) => g.id), ...extraGroups])];
+    const items: OutboxItem[] = [];
+    for (const gid of ids) {
+      const members = stored.filter((m) => groupIdOf(m.finding) === gid);
+      if (members.length === 0) continue;
+      const live = members.filter((m) => m.status !== 'resolved');
+      const posted = store.getAlertRef(gid) !== undefined || members.some((m) => store.getMessageRef(m.id) !== undefined);
+      if (!posted && !members.some((m) => m.status === 'open')) continue;
+      const reopened = members.flatMap((m) => {
+        const c = byId.get(m.id);
+        return c?.previousStatus === 'resolved' && c.status === 'open' ? [{ findingId: m.id, late: c.lateUse !== undefined, resolvedAt: c.lateUse?.resolvedAt ?? null }] : [];
+      });
+      items.push({
+        key: `alert:${gid}`,
+        kind: 'alert',
+        cluster,
+        channel,
+        call: posted ? 'edit' : 'post',
+        urgency: live.length ? urgencyOf(live.map((m) => m.finding)) : URGENCY_LAST,
+        enqueuedAt: now,
+        notBefore: 0,
+        attempts: 0,
+        version: 0,
+        payload: reopened.length ? { reopened } : {},
+      });
+    }
+    return items;
+  }
+
+  /**
+   * Sends one queued alert item ({@link workItems}): under the group's lock, posts, edits (only on a visible change)
+   * and replies exactly as a poll's notification did. Groups whose findings are gone are skipped.
+   * @returns where the group's alert is afterwards (undefined when it has none: nothing open to post).
+   * @throws SlackCallError (the drainer backs off and tries again)
+   */
+  async sendItem(item: OutboxItem): Promise<MessageLocation | undefined> {
+    const gid = item.key.slice('alert:'.length);
+    const members = this.deps.store.listFindings(item.cluster).filter((m) => groupIdOf(m.finding) === gid);
+    if (members.length > 0) {
+      const byId = new Map<string, FindingChange>();
+      for (const r of item.payload.reopened ?? []) {
+        const m = members.find((x) => x.id === r.findingId);
+        if (!m) continue;
+        const change: FindingChange = { id: m.id, isNew: false, severity: m.finding.severity, previousSeverity: m.finding.severity, status: 'open', previousStatus: 'resolved' };
+        if (r.late && r.resolvedAt !== null) change.lateUse = { resolvedAt: r.resolvedAt };
+        byId.set(m.id, change);
+      }
+      await this.refreshPodCounts(item.cluster, members.map((m) => m.finding));
+      await this.withLock(gid, () => this.notifyGroup(item.channel, gid, members, byId));
+    }
+    return this.messageOfGroup(gid);
+  }
+
+  /** The digest line of a group (src/slack/blocks/digest.ts): cluster, subject, worst severity and header fact of its live findings. */
+  digestLine(cluster: string, groupId: string, now: number): OutboxDigestLine | undefined {
+    const members = this.deps.store.listFindings(cluster).filter((m) => groupIdOf(m.finding) === groupId);
+    const live = members.filter((m) => m.status !== 'resolved').map((m) => m.finding).sort(compareFindings);
+    const lead = live[0];
+    if (!lead) return undefined;
+    return { groupId, cluster, subject: subjectOf(lead), severity: worstSeverity(live), fact: worstFact(live, now, this.deps.activeWindowMs) };
   }
 
   /** The stored findings of the group of `f` (all statuses), most severe first. */

@@ -164,9 +164,15 @@ export class OutboxRepository {
     await this.sql.run('UPDATE slack_outbox SET not_before = ?, attempts = ? WHERE item_key = ?', [notBefore, attempts, key]);
   }
 
-  /** Replaces an item's call, payload and `notBefore` (a digest after its post or an edit), keeping its version. */
-  async update(key: string, change: { call: OutboxCall; payload: OutboxPayload; notBefore: number }): Promise<void> {
-    await this.sql.run('UPDATE slack_outbox SET first_call = ?, payload = ?, not_before = ? WHERE item_key = ?', [change.call, JSON.stringify(change.payload), change.notBefore, key]);
+  /** Replaces an item's call, payload, `notBefore` and (when given) urgency — a digest after its post or an edit — keeping its version. */
+  async update(key: string, change: { call: OutboxCall; payload: OutboxPayload; notBefore: number; urgency?: number }): Promise<void> {
+    await this.sql.run('UPDATE slack_outbox SET first_call = ?, payload = ?, not_before = ?, urgency = COALESCE(?, urgency) WHERE item_key = ?', [
+      change.call,
+      JSON.stringify(change.payload),
+      change.notBefore,
+      change.urgency ?? null,
+      key,
+    ]);
   }
 
   /** Removes an item whatever its version (a digest whose every line is posted and shown). */
