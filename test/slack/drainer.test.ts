@@ -50,7 +50,7 @@ afterEach(async () => {
 });
 
 /** One serve's worth: store, notifier, queue rows and drainer on the shared fake clock; `calls` logs each Web API call with the clock. */
-async function setup(clock: { t: number }, opts: { digestThreshold?: number; leader?: { v: boolean } } = {}) {
+async function setup(clock: { t: number }, opts: { digestThreshold?: number; leader?: { v: boolean }; retries?: number } = {}) {
   const config = parseConfig(
     { slack: { enabled: true, mode: 'http' }, clusters: [{ name: 'prod', audit: { file: { path: '/dev/null' } }, slack: { channel: '#ops', approvers: ['U0APPROVE1'] } }] },
     { SLACK_BOT_TOKEN: DEFAULT_BOT_TOKEN, SLACK_SIGNING_SECRET: 'x'.repeat(32) },
@@ -60,13 +60,18 @@ async function setup(clock: { t: number }, opts: { digestThreshold?: number; lea
   const sql = await openStoreExecutor(path);
   const gate = new RateGate(DEFAULT_SLACK_RATES, () => clock.t);
   const calls: Array<{ method: string; at: number }> = [];
+  const pauses: Array<{ method: string; ms: number }> = [];
   const api = new SlackApi({
-    client: new webApi.WebClient(DEFAULT_BOT_TOKEN, { slackApiUrl: fake.apiUrl, retryConfig: { retries: 0 } }),
+    client: new webApi.WebClient(DEFAULT_BOT_TOKEN, { slackApiUrl: fake.apiUrl, retryConfig: { retries: opts.retries ?? 0, minTimeout: 0, maxTimeout: 0 } }),
     logger,
     channelIntervalMs: 0,
     onCall: (method, channel) => {
       gate.record(method, channel);
       calls.push({ method, at: clock.t });
+    },
+    onRateLimited: (method, ms) => {
+      gate.pause(method, ms);
+      pauses.push({ method, ms });
     },
   });
   const notifier = new Notifier({
@@ -105,7 +110,7 @@ async function setup(clock: { t: number }, opts: { digestThreshold?: number; lea
     const changes = store.saveFindings('prod', findings, clock.t);
     await drainer.enqueue(notifier.workItems('prod', findings, changes, clock.t));
   };
-  return { store, notifier, drainer, poll, calls, gate, metrics };
+  return { store, notifier, drainer, poll, calls, gate, metrics, pauses };
 }
 
 const sa = (i: number, daysLeft: number, over: Partial<Finding> = {}): Finding => {
@@ -229,5 +234,22 @@ describe('the Slack notification queue', () => {
     expect(store.getAlertRef(groupIdOf(sa(1, 10)))).toBeDefined();
     // The failure was backed off on the injected clock (5 s), not retried at once.
     expect(fake.callsTo('chat.postMessage').map((c) => c.response['ok'])).toEqual([false, true, true]);
+  });
+
+  it('honours Retry-After: a 429 on chat.update pauses the method in the gate, and the WebClient retries after it', { timeout: 120_000 }, async () => {
+    const clock = { t: T };
+    const { drainer, poll, store, pauses, gate } = await setup(clock, { retries: 1 });
+    await poll([sa(1, 40)]);
+    drainer.start();
+    await drainer.idle();
+    fake.rateLimitNext('chat.update', 1);
+    clock.t += 5 * 60_000;
+    await poll([sa(1, 40, { pods: ['agent-1-pod', 'agent-1-pod-b'] })]);
+    await drainer.idle();
+    expect(pauses).toEqual([{ method: 'chat.update', ms: 1000 }]);
+    // The pause is on the queue's clock: nothing else of that method goes before it ends.
+    expect(gate.waitMs('chat.update', CH)).toBeGreaterThan(0);
+    expect(fake.callsTo('chat.update').map((c) => c.status)).toEqual([429, 200]);
+    expect(JSON.stringify(fake.message(CH, store.getAlertRef(groupIdOf(sa(1, 40)))!.ts)!.blocks)).toContain('2 live');
   });
 });

@@ -4,7 +4,7 @@
  * digest threshold; and the digest message (src/slack/blocks/digest.ts) within Block Kit's limits.
  */
 import { describe, expect, it } from 'vitest';
-import { digestMessage, validateBlocks, type DigestLine } from '../../src/slack/blocks/index.js';
+import { digestMessage, statusMessage, validateBlocks, type ClusterStatus, type DigestLine } from '../../src/slack/blocks/index.js';
 import { DEFAULT_SLACK_RATES, digestCandidates, methodOf, nextItem, RateGate, URGENCY_LAST, urgencyOf } from '../../src/slack/outbox.js';
 import { mergeOutboxItem as mergeItem, type OutboxItem } from '../../src/store/outbox.js';
 
@@ -170,5 +170,18 @@ describe('digestMessage', () => {
       expect(shown + (more ? Number(more[1]!.replace(/,/g, '')) : 0)).toBe(n);
       if (n === 5_000) expect(more).not.toBeNull();
     }
+  });
+});
+
+describe('/tokens status backlog line', () => {
+  const cluster: ClusterStatus = { name: 'prod', lastPoll: T, health: [], alertsBySeverity: { critical: 0, warning: 1, info: 0 } };
+  it('shows the queue when it is not empty, and nothing when it is', () => {
+    const m = statusMessage([cluster], { now: T, backlog: { depth: 42, oldestEnqueuedAt: T - 120_000 } });
+    expect(validateBlocks(m.blocks)).toEqual([]);
+    expect(JSON.stringify(m.blocks)).toContain('📬 Slack backlog: 42 alert updates waiting, the oldest queued <!date^');
+    expect(m.text).toContain('Slack backlog: 42');
+    const empty = statusMessage([cluster], { now: T, backlog: { depth: 0, oldestEnqueuedAt: null } });
+    expect(JSON.stringify(empty.blocks)).not.toContain('backlog');
+    expect(JSON.stringify(statusMessage([cluster], { now: T }).blocks)).not.toContain('backlog');
   });
 });
