@@ -58,7 +58,7 @@ class Tasks {
 export interface SlackIntegration extends Integration {
   /** HTTP mode: the events URL, e.g. `http://127.0.0.1:3000/slack/events`. */
   eventsUrl?: string;
-  /** Resolves when no work started by a Slack request or a poll is pending (rollouts included). */
+  /** Resolves when no work started by a Slack request or a poll is pending (rollouts and the notification queue included). */
   idle(): Promise<void>;
   /** Runs the expiry sweep now; returns how many approvals expired. */
   sweep(): Promise<number>;
@@ -337,6 +337,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     ...(watchdog ? { watchdog } : {}),
     idle: async () => {
       await tasks.idle();
+      await drainer?.idle();
       await flow.flushRefusals();
     },
     sweep: () => track(flow.sweepExpired()),

@@ -114,12 +114,16 @@ export class NotificationDrainer {
     return { depth: this.items.length, oldestEnqueuedAt: oldest };
   }
 
-  /** Resolves when the queue is empty or every pending item waits for later than `withinMs` from now (tests). */
+  /**
+   * Resolves when the queue is empty or every pending item waits for later than `withinMs` from now; at once when
+   * the loop is not running or this replica does not send (not the leader).
+   */
   idle(withinMs = 0): Promise<void> {
     return new Promise((resolve) => {
       const check = () => {
         const now = this.deps.clock();
-        if (this.stopped || (!this.dirty && !this.busy && this.items.every((i) => i.notBefore > now + withinMs))) resolve();
+        const sends = this.running !== undefined && !this.stopped && (this.deps.isLeader?.() ?? true);
+        if (!sends || (!this.dirty && !this.busy && this.items.every((i) => i.notBefore > now + withinMs))) resolve();
         else this.idleWaiters.push(check);
       };
       check();

@@ -41,7 +41,7 @@ export interface RestartEntry {
   buysDays: number | null;
 }
 
-/** Context of {@link alertMessage}. Times are epoch ms UTC. */
+/** Context of {@link alertView}. Times are epoch ms UTC. */
 export interface AlertContext {
   now: number;
   /** Restart buttons, the first one primary (empty when there is no restartable workload or it is not allowed). */
@@ -278,7 +278,7 @@ function shownTime(ms: number): number {
  */
 export function alertView(members: readonly Finding[], live: readonly Finding[], ctx: AlertContext): AlertView {
   const any = members[0];
-  if (!any) throw new TypeError('alertMessage: a group has at least one finding');
+  if (!any) throw new TypeError('alertView: a group has at least one finding');
   const subject = subjectOf(any);
   const resolved = ctx.resolved !== undefined || live.length === 0;
   const shown = resolved ? members : live;
@@ -325,14 +325,6 @@ export function renderAlert(view: AlertView): SlackMessage {
     if (elements.length) blocks.push({ type: 'actions', block_id: 'tw_alert_actions', elements });
   }
   return { text: view.text, blocks };
-}
-
-/**
- * The alert of one group: {@link renderAlert} of {@link alertView}. `members` are all its findings (most severe
- * first); `live` the ones not resolved. With no live member (or `ctx.resolved`) it is the resolved variant.
- */
-export function alertMessage(members: readonly Finding[], live: readonly Finding[], ctx: AlertContext): SlackMessage {
-  return renderAlert(alertView(members, live, ctx));
 }
 
 /** What changed in a group between two renders, for the thread reply saying so. */
