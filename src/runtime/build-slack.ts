@@ -272,7 +272,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
             const f = store.getFinding(id);
             return f ? [groupIdOf(f.finding)] : [];
           });
-          await drainer.enqueue(notifier.workItems(rt.config.name, findings, outcome.changes, clock(), concluded));
+          await drainer.enqueue(await notifier.workItems(rt.config.name, findings, outcome.changes, Date.now(), concluded));
           return;
         }
         await notifier.onFindings(rt.config.name, findings, outcome.changes);
@@ -322,7 +322,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     if (pending.length === 0) continue;
     log.info({ cluster: name, alerts: pending.length }, 'posting alerts found while Slack was not connected');
     if (drainer) {
-      await drainer.enqueue(notifier.workItems(name, pending.map((f) => f.finding), [], clock()));
+      await drainer.enqueue(await notifier.workItems(name, pending.map((f) => f.finding), [], Date.now()));
       continue;
     }
     void track(notifier.onFindings(name, pending.map((f) => f.finding), [])).catch((err: unknown) => log.error({ err, cluster: name }, 'posting pending alerts failed'));

@@ -36,7 +36,7 @@ export interface DrainerSender {
   /** Sends an alert item; returns where the group's alert is afterwards. @throws SlackCallError */
   sendItem(item: OutboxItem): Promise<MessageLocation | undefined>;
   /** The digest line of a group, or undefined when nothing of it is live. */
-  digestLine(cluster: string, groupId: string, now: number): NonNullable<OutboxPayload['digest']>['lines'][number] | undefined;
+  digestLine(cluster: string, groupId: string, now: number): Promise<NonNullable<OutboxPayload['digest']>['lines'][number] | undefined>;
   post(channel: string, msg: SlackMessage): Promise<MessageLocation>;
   update(channel: string, ts: string, msg: SlackMessage): Promise<void>;
 }
@@ -221,7 +221,11 @@ export class NotificationDrainer {
     const candidates = digestCandidates(this.items, item.channel, this.threshold, listed);
     if (candidates.length === 0) return false;
     const now = this.deps.clock();
-    const lines = candidates.flatMap((c) => this.deps.sender.digestLine(c.cluster, c.key.slice('alert:'.length), now) ?? []);
+    const lines: NonNullable<OutboxPayload['digest']>['lines'] = [];
+    for (const c of candidates) {
+      const line = await this.deps.sender.digestLine(c.cluster, c.key.slice('alert:'.length), now);
+      if (line) lines.push(line);
+    }
     if (lines.length <= this.threshold) return false;
     const digest: OutboxItem = {
       key: `digest:${item.channel}:${now}`,

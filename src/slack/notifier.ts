@@ -286,11 +286,11 @@ export class Notifier {
    * makes no Slack call. Empty when the cluster has no channel.
    * @param extraGroups ids of groups to include although no finding of `findings` is in them (resolved as quiet).
    */
-  workItems(cluster: string, findings: readonly Finding[], changes: readonly FindingChange[], now: number, extraGroups: readonly string[] = []): OutboxItem[] {
+  async workItems(cluster: string, findings: readonly Finding[], changes: readonly FindingChange[], now: number, extraGroups: readonly string[] = []): Promise<OutboxItem[]> {
     const channel = this.deps.channels.channelOf(cluster);
     if (channel === undefined) return [];
     const { store } = this.deps;
-    const stored = store.listFindings(cluster);
+    const stored = await store.listFindings(cluster);
     const byId = new Map(changes.map((c) => [c.id, c]));
     const ids = [...new Set([...groupFindings([...findings].sort(compareFindings)).map((g) => g.id), ...extraGroups])];
     const items: OutboxItem[] = [];
@@ -298,7 +298,8 @@ export class Notifier {
       const members = stored.filter((m) => groupIdOf(m.finding) === gid);
       if (members.length === 0) continue;
       const live = members.filter((m) => m.status !== 'resolved');
-      const posted = store.getAlertRef(gid) !== undefined || members.some((m) => store.getMessageRef(m.id) !== undefined);
+      let posted = (await store.getAlertRef(gid)) !== undefined;
+      for (const m of members) if (!posted && (await store.getMessageRef(m.id)) !== undefined) posted = true;
       if (!posted && !members.some((m) => m.status === 'open')) continue;
       const reopened = members.flatMap((m) => {
         const c = byId.get(m.id);
@@ -329,7 +330,7 @@ export class Notifier {
    */
   async sendItem(item: OutboxItem): Promise<MessageLocation | undefined> {
     const gid = item.key.slice('alert:'.length);
-    const members = this.deps.store.listFindings(item.cluster).filter((m) => groupIdOf(m.finding) === gid);
+    const members = (await this.deps.store.listFindings(item.cluster)).filter((m) => groupIdOf(m.finding) === gid);
     if (members.length > 0) {
       const byId = new Map<string, FindingChange>();
       for (const r of item.payload.reopened ?? []) {
@@ -346,8 +347,8 @@ export class Notifier {
   }
 
   /** The digest line of a group (src/slack/blocks/digest.ts): cluster, subject, worst severity and header fact of its live findings. */
-  digestLine(cluster: string, groupId: string, now: number): OutboxDigestLine | undefined {
-    const members = this.deps.store.listFindings(cluster).filter((m) => groupIdOf(m.finding) === groupId);
+  async digestLine(cluster: string, groupId: string, now: number): Promise<OutboxDigestLine | undefined> {
+    const members = (await this.deps.store.listFindings(cluster)).filter((m) => groupIdOf(m.finding) === groupId);
     const live = members.filter((m) => m.status !== 'resolved').map((m) => m.finding).sort(compareFindings);
     const lead = live[0];
     if (!lead) return undefined;

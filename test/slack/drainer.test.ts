@@ -108,7 +108,7 @@ async function setup(clock: { t: number }, opts: { digestThreshold?: number; lea
   /** A poll: findings stored, the work enqueued (nothing sent here). */
   const poll = async (findings: Finding[]) => {
     const changes = store.saveFindings('prod', findings, clock.t);
-    await drainer.enqueue(notifier.workItems('prod', findings, changes, clock.t));
+    await drainer.enqueue(await notifier.workItems('prod', findings, changes, clock.t));
   };
   return { store, notifier, drainer, poll, calls, gate, metrics, pauses };
 }
