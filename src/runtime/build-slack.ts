@@ -268,10 +268,11 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
         if (drainer) {
           // Off the poll path: the work is stored and the poll returns; the drainer sends it at Slack's rates. Findings
           // resolved as quiet without records any more get their group's item too (resolved variant, no buttons).
-          const concluded = outcome.concluded.flatMap((id) => {
-            const f = store.getFinding(id);
-            return f ? [groupIdOf(f.finding)] : [];
-          });
+          const concluded: string[] = [];
+          for (const id of outcome.concluded) {
+            const f = await store.getFinding(id);
+            if (f) concluded.push(groupIdOf(f.finding));
+          }
           await drainer.enqueue(await notifier.workItems(rt.config.name, findings, outcome.changes, Date.now(), concluded));
           return;
         }

@@ -251,6 +251,8 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
     runNow: (cluster) => scheduler.runNow(cluster),
     isLeader,
     leaderStatus: opts.leaderStatus,
+    // Slack's alert work goes through the store's notification queue, off the poll path (docs/slack.md "Notification queue").
+    outbox: store.outbox,
   };
   if (!opts.isLeader) metrics.leader.set(1);
 

@@ -23,8 +23,8 @@ import { DEFAULT_SLACK_RATES, RateGate } from '../../src/slack/outbox.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import { OutboxRepository } from '../../src/store/outbox.js';
 import type { SqlExecutor } from '../../src/store/sql.js';
+import { openSqliteExecutor } from '../../src/store/sqlite.js';
 import { finding, tempDir } from '../store/helpers.js';
-import { openStoreExecutor } from '../store/outbox-executor.js';
 
 const T = Date.UTC(2026, 10, 20, 12, 0, 0);
 const HOUR = 3_600_000;
@@ -43,7 +43,7 @@ beforeEach(async () => {
 afterEach(async () => {
   for (const o of open.splice(0)) {
     await o.drainer.stop();
-    o.store.close();
+    await o.store.close();
     await o.sql.close();
   }
   await fake.close();
@@ -56,8 +56,9 @@ async function setup(clock: { t: number }, opts: { digestThreshold?: number; lea
     { SLACK_BOT_TOKEN: DEFAULT_BOT_TOKEN, SLACK_SIGNING_SECRET: 'x'.repeat(32) },
   );
   const logger = createLogger({ level: process.env['TW_DEBUG'] ? 'debug' : 'silent' });
-  const store = openStore(path);
-  const sql = await openStoreExecutor(path);
+  const store = await openStore(path);
+  // The queue's rows through a second connection to the same file, as another repository of the store would be.
+  const sql = openSqliteExecutor(path);
   const gate = new RateGate(DEFAULT_SLACK_RATES, () => clock.t);
   const calls: Array<{ method: string; at: number }> = [];
   const pauses: Array<{ method: string; ms: number }> = [];
@@ -107,7 +108,7 @@ async function setup(clock: { t: number }, opts: { digestThreshold?: number; lea
   open.push({ store, sql, drainer });
   /** A poll: findings stored, the work enqueued (nothing sent here). */
   const poll = async (findings: Finding[]) => {
-    const changes = store.saveFindings('prod', findings, clock.t);
+    const changes = await store.saveFindings('prod', findings, clock.t);
     await drainer.enqueue(await notifier.workItems('prod', findings, changes, clock.t));
   };
   return { store, notifier, drainer, poll, calls, gate, metrics, pauses };
@@ -141,7 +142,7 @@ describe('the Slack notification queue', () => {
     await poll([sa(1, 40)]);
     again.start();
     await again.idle();
-    const ts = store.getAlertRef(groupIdOf(sa(1, 40)))!.ts;
+    const ts = (await store.getAlertRef(groupIdOf(sa(1, 40))))!.ts;
     // While this replica does not send (not the leader), three polls queue up: new uses of the same pod (nothing
     // visible) and, in the last, a second pod.
     leader.v = false;
@@ -214,7 +215,7 @@ describe('the Slack notification queue', () => {
     await stopped;
     expect(fake.messages(CH)).toHaveLength(2);
     const o = open.shift()!;
-    o.store.close();
+    await o.store.close();
     await o.sql.close();
     const second = await setup(clock);
     second.drainer.start();
@@ -231,7 +232,7 @@ describe('the Slack notification queue', () => {
     drainer.start();
     await drainer.idle(FOREVER);
     expect(fake.messages(CH)).toHaveLength(2);
-    expect(store.getAlertRef(groupIdOf(sa(1, 10)))).toBeDefined();
+    expect(await store.getAlertRef(groupIdOf(sa(1, 10)))).toBeDefined();
     // The failure was backed off on the injected clock (5 s), not retried at once.
     expect(fake.callsTo('chat.postMessage').map((c) => c.response['ok'])).toEqual([false, true, true]);
   });
@@ -250,6 +251,6 @@ describe('the Slack notification queue', () => {
     // The pause is on the queue's clock: nothing else of that method goes before it ends.
     expect(gate.waitMs('chat.update', CH)).toBeGreaterThan(0);
     expect(fake.callsTo('chat.update').map((c) => c.status)).toEqual([429, 200]);
-    expect(JSON.stringify(fake.message(CH, store.getAlertRef(groupIdOf(sa(1, 40)))!.ts)!.blocks)).toContain('2 live');
+    expect(JSON.stringify(fake.message(CH, (await store.getAlertRef(groupIdOf(sa(1, 40))))!.ts)!.blocks)).toContain('2 live');
   });
 });

@@ -139,8 +139,8 @@ describe('Notifier', () => {
     expect(second.ts).not.toBe(first.ts);
     expect(fake.messages(CH).map((m) => m.ts)).toEqual([first.ts, second.ts]);
     // The ref keeps the hash of what the reader sees (the view the message was rendered from).
-    expect(second.hash).toBe(visibleHash(notifier.viewGroup(notifier.membersOf(stale), T)));
-    expect(fake.message(CH, second.ts)!.text).toBe(notifier.renderGroup(notifier.membersOf(stale), T).text);
+    expect(second.hash).toBe(visibleHash(notifier.viewGroup(await notifier.membersOf(stale), T)));
+    expect(fake.message(CH, second.ts)!.text).toBe(notifier.renderGroup(await notifier.membersOf(stale), T).text);
   });
 
   it('actions follow the policy and Kubernetes access', async () => {
@@ -215,7 +215,7 @@ describe('Notifier: an alert is edited only when something a reader sees changes
   it('a new pod: one chat.update, showing it', async () => {
     const { notifier, now } = setup();
     await poll(notifier, [used(6, T - 60 * SEC)], T);
-    const ts = store.getAlertRef(gid)!.ts;
+    const ts = (await store.getAlertRef(gid))!.ts;
     now.t = T + 5 * 60_000;
     const pod2 = { ...tok, pod: 'kube-multus-ds-abcde', podUid: '7d3c1f7e-0000-4000-8000-000000000002' };
     const twoPods = used(7, now.t - SEC, 0, { pods: [...stale.pods, pod2.pod], tokens: [tok, pod2] });
@@ -237,7 +237,7 @@ describe('Notifier: an alert is edited only when something a reader sees changes
     now.t = T + 10 * 60_000;
     await poll(notifier, [used(12, now.t - SEC)], now.t);
     expect(fake.callsTo('chat.update')).toHaveLength(1);
-    expect(JSON.stringify(fake.message(CH, store.getAlertRef(gid)!.ts)!.blocks)).toContain('10+ with stale tokens');
+    expect(JSON.stringify(fake.message(CH, (await store.getAlertRef(gid))!.ts)!.blocks)).toContain('10+ with stale tokens');
     now.t = T + 15 * 60_000;
     await poll(notifier, [used(19, now.t - SEC)], now.t);
     expect(fake.callsTo('chat.update')).toHaveLength(1);
@@ -247,7 +247,7 @@ describe('Notifier: an alert is edited only when something a reader sees changes
     const { notifier, now } = setup();
     const f = { ...stale, rejectionAt: at(T + 5 * DAY_MS + HOUR), tokens: [{ ...tok, rejectionAt: at(T + 5 * DAY_MS + HOUR) }] };
     await poll(notifier, [f], T);
-    const ts = store.getAlertRef(gid)!.ts;
+    const ts = (await store.getAlertRef(gid))!.ts;
     expect(JSON.stringify(fake.message(CH, ts)!.blocks)).toContain('5 days left');
     now.t = T + 30 * 60_000;
     await poll(notifier, [f], now.t);
@@ -261,12 +261,12 @@ describe('Notifier: an alert is edited only when something a reader sees changes
   it('an alert ref of an earlier version (hash of the whole message) that shows the current message is not edited on upgrade', async () => {
     const { notifier, now } = setup();
     await poll(notifier, [used(6, T - 60 * SEC)], T);
-    const ref = store.getAlertRef(gid)!;
-    const msg = notifier.renderGroup(notifier.membersOf(stale), T);
-    store.saveAlertRef(gid, 'prod', { ...ref, hash: messageHash(msg) });
+    const ref = (await store.getAlertRef(gid))!;
+    const msg = notifier.renderGroup(await notifier.membersOf(stale), T);
+    await store.saveAlertRef(gid, 'prod', { ...ref, hash: messageHash(msg) });
     now.t = T + 60_000;
     await poll(notifier, [used(6, T - 60 * SEC)], now.t);
     expect(fake.callsTo('chat.update')).toEqual([]);
-    expect(store.getAlertRef(gid)!.hash).toBe(visibleHash(notifier.viewGroup(notifier.membersOf(stale), now.t)));
+    expect((await store.getAlertRef(gid))!.hash).toBe(visibleHash(notifier.viewGroup(await notifier.membersOf(stale), now.t)));
   });
 });

@@ -4,7 +4,7 @@
  */
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { openStoreExecutor } from './outbox-executor.js';
+import { openSqliteExecutor } from '../../src/store/sqlite.js';
 import { OutboxRepository, type OutboxItem } from '../../src/store/outbox.js';
 import { tempDir } from './helpers.js';
 
@@ -19,7 +19,7 @@ function item(over: Partial<OutboxItem> & { key: string }): OutboxItem {
 }
 
 async function open(path: string): Promise<OutboxRepository> {
-  const sql = await openStoreExecutor(path);
+  const sql = openSqliteExecutor(path);
   closers.push(() => sql.close());
   return new OutboxRepository(sql);
 }
