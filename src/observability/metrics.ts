@@ -44,6 +44,16 @@ export class Metrics {
   readonly cloudwatchRate = new Gauge({ name: 'tokenwatch_cloudwatch_budget_rate', help: 'Current CloudWatch Logs request rate of the shared budget after the last throttling (requests per second).', labelNames: ['account', 'region', 'operation'] as const, registers: [this.registry] });
   /** Bytes scanned by fleet Logs Insights queries, per Region (Logs Insights bills by these; docs/live-mode.md#fleet-insights-mode). */
   readonly cloudwatchInsightsBytes = new Counter({ name: 'tokenwatch_cloudwatch_insights_bytes_scanned_total', help: 'Bytes scanned by fleet Logs Insights queries (billed per GB scanned), by Region.', labelNames: ['region'] as const, registers: [this.registry] });
+  /**
+   * Bytes scanned by the Logs Insights query behind a cluster's last successful poll (insights mode: its own query;
+   * fleet Insights mode: the one query shared by its batch of up to 50 log groups, so clusters of one batch show the
+   * same figure). FilterLogEvents reports no searched bytes: filter-mode clusters have no sample.
+   */
+  readonly pollInsightsBytes = new Gauge({ name: 'tokenwatch_poll_insights_bytes_scanned', help: 'Bytes scanned by the Logs Insights query behind the last successful poll of a cluster (fleet mode: the shared query of its batch).', labelNames: ['cluster'] as const, registers: [this.registry] });
+  /** Slack notification work items waiting in the queue (docs/slack.md "Notification queue"). */
+  readonly slackQueueDepth = new Gauge({ name: 'tokenwatch_slack_queue_depth', help: 'Slack notification work items waiting in the queue (alert posts, edits, digests).', registers: [this.registry] });
+  /** Age of the oldest waiting item, seconds (0 when the queue is empty). */
+  readonly slackQueueOldest = new Gauge({ name: 'tokenwatch_slack_queue_oldest_seconds', help: 'Age of the oldest Slack notification work item waiting in the queue, in seconds (0 when empty).', registers: [this.registry] });
   /** Fleet Logs Insights queries completed, per Region. */
   readonly cloudwatchInsightsQueries = new Counter({ name: 'tokenwatch_cloudwatch_insights_queries_total', help: 'Fleet Logs Insights queries completed, by Region.', labelNames: ['region'] as const, registers: [this.registry] });
   /** Slack requests or Socket Mode envelopes dropped as replays/redeliveries, by transport (`http` | `socket`). */

@@ -22,7 +22,10 @@ import { Directory } from '../slack/directory.js';
 import { ApprovalFlow } from '../slack/flow.js';
 import { HomePublisher } from '../slack/home.js';
 import { clusterEventMessage, persistingMessage } from '../slack/messages.js';
+import { NotificationDrainer } from '../slack/drainer.js';
 import { Notifier } from '../slack/notifier.js';
+import { DEFAULT_SLACK_RATES, RateGate } from '../slack/outbox.js';
+import { groupIdOf } from '../findings/groups.js';
 import type { SocketWatchdog } from '../slack/watchdog.js';
 
 /** Tracks promises of work done after an ack or a poll. */
@@ -55,14 +58,14 @@ class Tasks {
 export interface SlackIntegration extends Integration {
   /** HTTP mode: the events URL, e.g. `http://127.0.0.1:3000/slack/events`. */
   eventsUrl?: string;
-  /** Resolves when no work started by a Slack request or a poll is pending (rollouts included). */
+  /** Resolves when no work started by a Slack request or a poll is pending (rollouts and the notification queue included). */
   idle(): Promise<void>;
   /** Runs the expiry sweep now; returns how many approvals expired. */
   sweep(): Promise<number>;
   /** Socket Mode only: the connection watchdog. */
   watchdog?: SocketWatchdog;
   /** The parts, for tests. */
-  parts: { api: SlackApi; notifier: Notifier; flow: ApprovalFlow; ids: ButtonIds; command: TokensCommand; app: App; home: HomePublisher };
+  parts: { api: SlackApi; notifier: Notifier; flow: ApprovalFlow; ids: ButtonIds; command: TokensCommand; app: App; home: HomePublisher; drainer?: NotificationDrainer };
 }
 
 /**
@@ -83,7 +86,17 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
   const track = <T>(p: Promise<T>): Promise<T> => tasks.track(p.finally(() => home?.changed()));
   const abort = new AbortController();
   const channels = new ChannelMap(config);
-  const api = new SlackApi({ client: app.client, logger: log, metrics, channelIntervalMs: opts.channelIntervalMs ?? 1000, clustersOf: (ch) => channels.clustersPostingTo(ch) });
+  // Slack's rates, for the notification queue: told of every call, and of every 429 the WebClient waits out.
+  const gate = new RateGate(DEFAULT_SLACK_RATES, Date.now);
+  const api = new SlackApi({
+    client: app.client,
+    logger: log,
+    metrics,
+    channelIntervalMs: opts.channelIntervalMs ?? 1000,
+    clustersOf: (ch) => channels.clustersPostingTo(ch),
+    onCall: (method, channel) => gate.record(method, channel),
+    onRateLimited: (method, retryAfterMs) => gate.pause(method, retryAfterMs),
+  });
   const ids = new ButtonIds(created.botToken, store);
   const directory = new Directory(api, { logger: log, ...(opts.approverGroupsMaxStaleMs !== undefined ? { maxStaleMs: opts.approverGroupsMaxStaleMs } : {}) });
   const policyFor = (cluster: string) => {
@@ -105,6 +118,18 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     activeWindowMs: config.findings.activeWindow,
     quietPeriodMs: config.findings.quietPeriod,
   });
+  // The notification queue's drainer (with the store's queue rows): polls enqueue, it sends at Slack's rates.
+  const drainer = ctx.outbox
+    ? new NotificationDrainer({
+        queue: ctx.outbox,
+        sender: { sendItem: (i) => notifier.sendItem(i), digestLine: (c, g, now) => notifier.digestLine(c, g, now), post: (c, m) => api.post(c, m), update: (c, ts, m) => api.update(c, ts, m) },
+        gate,
+        clock: Date.now,
+        logger: log.child({ component: 'slack-queue' }),
+        metrics,
+        isLeader: () => ctx.isLeader(),
+      })
+    : undefined;
   const flow = new ApprovalFlow({
     store,
     api,
@@ -149,7 +174,20 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
       }
     }
   };
-  const command = new TokensCommand({ store, api, notifier, channels, clusters, runNow, clock, logger: log, activeWindowMs: config.findings.activeWindow, scanIntervalMs: config.slack?.commands.scanInterval ?? DEFAULT_SCAN_INTERVAL_MS, readinessMinWindowMs: config.findings.readinessMinWindow });
+  const command = new TokensCommand({
+    store,
+    api,
+    notifier,
+    channels,
+    clusters,
+    runNow,
+    clock,
+    logger: log,
+    activeWindowMs: config.findings.activeWindow,
+    scanIntervalMs: config.slack?.commands.scanInterval ?? DEFAULT_SCAN_INTERVAL_MS,
+    readinessMinWindowMs: config.findings.readinessMinWindow,
+    ...(drainer ? { backlog: () => drainer.backlog() } : {}),
+  });
   home = new HomePublisher(
     {
       store,
@@ -223,6 +261,17 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     await track(
       (async () => {
         await announceClusterEvents(rt.config.name, outcome.clusterEvents ?? []);
+        if (drainer) {
+          // Off the poll path: the work is stored and the poll returns; the drainer sends it at Slack's rates. Findings
+          // resolved as quiet without records any more get their group's item too (resolved variant, no buttons).
+          const concluded: string[] = [];
+          for (const id of outcome.concluded) {
+            const f = await store.getFinding(id);
+            if (f) concluded.push(groupIdOf(f.finding));
+          }
+          await drainer.enqueue(await notifier.workItems(rt.config.name, findings, outcome.changes, Date.now(), concluded));
+          return;
+        }
         await notifier.onFindings(rt.config.name, findings, outcome.changes);
         // Findings resolved as quiet that no longer have records (retention) are not among `findings`: update their
         // alerts too (resolved variant, buttons removed).
@@ -269,8 +318,14 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     for (const f of await store.listFindings(name, { status: ['open'] })) if ((await notifier.messageOf(f.finding.id)) === undefined) pending.push(f);
     if (pending.length === 0) continue;
     log.info({ cluster: name, alerts: pending.length }, 'posting alerts found while Slack was not connected');
+    if (drainer) {
+      await drainer.enqueue(await notifier.workItems(name, pending.map((f) => f.finding), [], Date.now()));
+      continue;
+    }
     void track(notifier.onFindings(name, pending.map((f) => f.finding), [])).catch((err: unknown) => log.error({ err, cluster: name }, 'posting pending alerts failed'));
   }
+  // The queue's rows left by an earlier run are resumed too.
+  drainer?.start();
 
   return {
     name: 'slack',
@@ -279,17 +334,19 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     ...(watchdog ? { watchdog } : {}),
     idle: async () => {
       await tasks.idle();
+      await drainer?.idle();
       await flow.flushRefusals();
     },
     sweep: () => track(flow.sweepExpired()),
     afterPoll,
     verificationReporter: { report, reportProbe },
-    parts: { api, notifier, flow, ids, command, app, home: homePublisher },
+    parts: { api, notifier, flow, ids, command, app, home: homePublisher, ...(drainer ? { drainer } : {}) },
     async stop() {
       if (stopped) return;
       stopped = true;
       clearInterval(sweepTimer);
       clearInterval(pickupTimer);
+      await drainer?.stop();
       if (homeTimer) clearInterval(homeTimer);
       watchdog?.stop();
       abort.abort();

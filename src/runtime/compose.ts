@@ -131,7 +131,21 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
 
     // 4. The scheduler (started in step 7).
     const scheduler = createScheduler(config, opts, { clusters, shouldRun: isLeader, metrics, logger });
-    const context: ServeContext = { config, store, logger, metrics, clusters, scheduler, clock, runNow: (cluster) => scheduler.runNow(cluster), isLeader, leaderStatus };
+    const context: ServeContext = {
+      config,
+      store,
+      logger,
+      metrics,
+      clusters,
+      scheduler,
+      clock,
+      runNow: (cluster) => scheduler.runNow(cluster),
+      isLeader,
+      leaderStatus,
+      // Slack's alert work through the store's notification queue, off the poll path (docs/slack.md "Notification
+      // queue"), when `TOKENWATCH_SLACK_QUEUE=1`; not yet the default while tests written for inline alerts move to it.
+      ...(process.env['TOKENWATCH_SLACK_QUEUE'] === '1' ? { outbox: store.outbox } : {}),
+    };
     if (!isLeaderGate) metrics.leader.set(1);
 
     // 5. The health/metrics listener, then the audit webhook listeners (src/sources/webhook.ts): one that cannot bind stops serve.

@@ -469,7 +469,9 @@ export class ClusterPoller {
         metricsError,
         probeError,
         clusterEvents: outcome.clusterEvents,
+        lastPollCost: { requests: sourceStats.requests, bytes: sourceStats.bytes, ...(sourceStats.insights ? { insights: { ...sourceStats.insights } } : {}) },
       };
+      if (sourceStats.insights) metrics?.pollInsightsBytes.set({ cluster: cluster.name }, sourceStats.insights.bytesScanned);
       metrics?.polls.inc({ cluster: cluster.name, outcome: 'ok' });
       metrics?.pollFailing.set({ cluster: cluster.name }, hung ? 1 : 0);
       metrics?.pollLastSuccess.set({ cluster: cluster.name }, startedAt / 1000);

@@ -107,6 +107,13 @@ export interface SlackApiOptions {
   channelIntervalMs?: number;
   /** Names of the clusters that alert in a channel, for log lines. */
   clustersOf?: (channel: string) => string[];
+  /** Told of every Web API call as it is made (method, channel when it has one): the notification queue's rate gate. */
+  onCall?: (method: string, channel: string | undefined) => void;
+  /**
+   * Told of every HTTP 429 the WebClient got, with the method and its `Retry-After` in ms (the WebClient's
+   * `rate_limited` event; it waits that long and retries by itself, per its `retryConfig`).
+   */
+  onRateLimited?: (method: string, retryAfterMs: number) => void;
 }
 
 /** A channel's current problem. `at` is epoch ms (wall clock). */
@@ -126,6 +133,13 @@ export class SlackApi {
   constructor(private readonly opts: SlackApiOptions) {
     this.client = opts.client;
     this.interval = opts.channelIntervalMs ?? 1000;
+    const onRateLimited = opts.onRateLimited;
+    if (onRateLimited) {
+      this.client.on(webApi.WebClientEvent.RATE_LIMITED, (retrySec: number, req: { url?: string } | undefined) => {
+        const method = String(req?.url ?? '').replace(/^.*\//, '');
+        if (method) onRateLimited(method, retrySec * 1000);
+      });
+    }
   }
 
   /** The current problem of a channel (by the id or `#name` used to post), if any. */
@@ -228,6 +242,7 @@ export class SlackApi {
   }
 
   private async call<T>(method: string, channel: string | undefined, fn: () => Promise<T>): Promise<T> {
+    this.opts.onCall?.(method, channel);
     try {
       const res = await fn();
       if (channel !== undefined && this.problems.has(channel)) {

@@ -52,6 +52,8 @@ export interface CommandDeps {
   scanIntervalMs?: number;
   /** `findings.readinessMinWindow`, ms: the shortest window for a "safe" readiness verdict. Default 7 days. */
   readinessMinWindowMs?: number;
+  /** The Slack notification queue's backlog (src/slack/drainer.ts): shown as one line when not empty. */
+  backlog?: () => { depth: number; oldestEnqueuedAt: number | null };
 }
 
 /** Default of {@link CommandDeps.scanIntervalMs}, ms. */
@@ -134,11 +136,11 @@ export class TokensCommand {
         if (cmd.cluster === undefined) {
           const mine = this.deps.channels.clustersIn(channel).map((c) => c.name);
           if (mine.length === 0) return refusalMessage(this.noClusterHere());
-          return statusMessage(await Promise.all(mine.map((n) => this.clusterStatus(n))), { now: this.deps.clock(), activeWindowMs: this.deps.activeWindowMs });
+          return statusMessage(await Promise.all(mine.map((n) => this.clusterStatus(n))), this.statusContext());
         }
         const problem = this.check(cmd.cluster, channel);
         if (problem) return problem;
-        return statusMessage([await this.clusterStatus(cmd.cluster)], { now: this.deps.clock(), activeWindowMs: this.deps.activeWindowMs });
+        return statusMessage([await this.clusterStatus(cmd.cluster)], this.statusContext());
       }
       case 'scan':
       case 'history': {
@@ -196,6 +198,16 @@ export class TokensCommand {
       return refusalMessage(wrongChannelText(cluster, this.deps.channels.channelOf(cluster) ? this.deps.channels.mention(cluster) : undefined));
     }
     return undefined;
+  }
+
+  /** The context of a status reply: the time, the active window, the notification backlog when there is one. */
+  private statusContext(): { now: number; activeWindowMs?: number; backlog?: { depth: number; oldestEnqueuedAt: number | null } } {
+    const backlog = this.deps.backlog?.();
+    return {
+      now: this.deps.clock(),
+      ...(this.deps.activeWindowMs !== undefined ? { activeWindowMs: this.deps.activeWindowMs } : {}),
+      ...(backlog && backlog.depth > 0 ? { backlog } : {}),
+    };
   }
 
   /**

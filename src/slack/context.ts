@@ -6,6 +6,7 @@
 import { ErrorCode, TokenwatchError } from '../errors.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import type { ClusterConfig, Config } from '../config/types.js';
+import type { OutboxQueue } from './drainer.js';
 import type { ClusterEvent } from '../findings/cluster-events.js';
 import type { Finding } from '../findings/types.js';
 import type { Logger } from '../observability/logger.js';
@@ -36,6 +37,11 @@ export interface SlackPollHealth {
   slow?: { since: number; forMs: number };
   /** Scheduled polls of this cluster that did not run since start: how many, and the latest (due time epoch ms UTC, reason). */
   missed?: { count: number; lastDueAt: number; lastReason: string };
+  /**
+   * What the last successful poll's audit source cost: requests made, bytes received, and the Logs Insights query
+   * behind it (bytes scanned, log groups covered; `SourceStats.insights`), when it read one.
+   */
+  lastPollCost?: { requests: number; bytes: number; insights?: { bytesScanned: number; logGroups: number } };
 }
 
 /** What Slack uses of one watched cluster. */
@@ -86,6 +92,11 @@ export interface SlackContext {
   runNow(cluster: string): RunNowResult;
   /** Whether this replica is the leader (polls and executes approved actions). Always true without HA. */
   isLeader(): boolean;
+  /**
+   * The store's notification queue rows (`slack_outbox`, src/store/outbox.ts). With it, a poll's alert work is
+   * enqueued and sent by the drainer (src/slack/drainer.ts) off the poll path; without it, `afterPoll` sends it inline.
+   */
+  outbox?: OutboxQueue;
 }
 
 /** An integration started and stopped with serve. */

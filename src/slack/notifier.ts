@@ -34,9 +34,10 @@ import { SEVERITY_RANK, type Finding, type FindingKind } from '../findings/types
 import { isCredentialEventFinding } from '../findings/cluster-events.js';
 import type { Logger } from '../observability/logger.js';
 import type { FindingChange, MessageLocation, MessageRef, Store, StoredFinding } from '../store/index.js';
+import type { OutboxDigestLine, OutboxItem } from '../store/outbox.js';
 import { SlackCallError, type SlackApi } from './api.js';
 import {
-  alertMessage,
+  alertView,
   buysDays,
   escalationMessage,
   findingButtons,
@@ -47,9 +48,13 @@ import {
   type Button,
   type FindingAction,
   type OverflowEntry,
+  renderAlert,
+  type AlertView,
   type RestartEntry,
   type SlackMessage,
+  worstFact,
 } from './blocks/index.js';
+import { urgencyOf, URGENCY_LAST } from './outbox.js';
 import { isRestartable, type ButtonIds } from './buttons.js';
 import type { ChannelMap } from './channels.js';
 import { reopenedMessage } from './messages.js';
@@ -94,9 +99,26 @@ function liveKinds(live: readonly StoredFinding[]): FindingKind[] {
   return FINDING_KIND_ORDER.filter((k) => live.some((m) => m.finding.kind === k));
 }
 
-/** Content hash of a rendered message (16 hex chars of SHA-256). */
+/**
+ * Content hash of a rendered message (16 hex chars of SHA-256). Alert refs of earlier versions stored this; an alert
+ * whose stored hash equals it shows exactly the current message, so it is not edited on upgrade.
+ */
 export function messageHash(msg: SlackMessage): string {
   return createHash('sha256').update(JSON.stringify([msg.text, msg.blocks])).digest('hex').slice(0, 16);
+}
+
+/**
+ * Hash of what a reader sees of an alert (its {@link AlertView}, src/slack/blocks/alert.ts): `v:` and 16 hex chars of
+ * SHA-256. Stored in the alert ref; the alert is edited only when it changes (severity, days left, pods or workloads,
+ * a count crossing a display bucket, the resolution, the buttons), not on every new use.
+ */
+export function visibleHash(view: AlertView): string {
+  return `v:${createHash('sha256').update(JSON.stringify(view)).digest('hex').slice(0, 16)}`;
+}
+
+/** Whether the alert stored with `storedHash` already shows `view` (rendered as `msg`): same visible state, or an earlier version's hash of the same message. */
+function showsAlready(storedHash: string, view: AlertView, msg: SlackMessage): boolean {
+  return storedHash === visibleHash(view) || (!storedHash.startsWith('v:') && storedHash === messageHash(msg));
 }
 
 /** See the module docstring. */
@@ -168,6 +190,11 @@ export class Notifier {
    * each limited by the cluster's policy ({@link buttonsFor}).
    */
   renderGroup(members: readonly StoredFinding[], now: number): SlackMessage {
+    return renderAlert(this.viewGroup(members, now));
+  }
+
+  /** What a reader sees of a group's alert ({@link renderGroup} lays it out; its {@link visibleHash} decides edits). */
+  viewGroup(members: readonly StoredFinding[], now: number): AlertView {
     const sorted = [...members].sort((a, b) => compareFindings(a.finding, b.finding));
     const live = sorted.filter((m) => m.status !== 'resolved');
     const liveF = live.map((m) => m.finding);
@@ -209,7 +236,7 @@ export class Notifier {
     const open = live.filter((m) => m.status === 'open');
     const snoozes = live.map((m) => m.snoozedUntil).filter((u): u is number => u !== null && u > now);
     const podsTotal = this.podsTotal.get(groupIdOf(lead))?.value;
-    return alertMessage(
+    return alertView(
       sorted.map((m) => m.finding),
       liveF,
       {
@@ -251,6 +278,83 @@ export class Notifier {
     }
   }
 
+  /**
+   * The notification work of one poll's findings of `cluster`, for the queue (docs/slack.md "Notification queue"):
+   * one item per group the findings touch that has a message or an open finding — `post` when it has no message yet,
+   * else `edit` (the drainer's {@link sendItem} decides at send time whether anything visible changed) — keyed
+   * `alert:<groupId>`, ranked by `urgencyOf` its live findings, with the findings this poll reopened. Reads the store;
+   * makes no Slack call. Empty when the cluster has no channel.
+   * @param extraGroups ids of groups to include although no finding of `findings` is in them (resolved as quiet).
+   */
+  async workItems(cluster: string, findings: readonly Finding[], changes: readonly FindingChange[], now: number, extraGroups: readonly string[] = []): Promise<OutboxItem[]> {
+    const channel = this.deps.channels.channelOf(cluster);
+    if (channel === undefined) return [];
+    const { store } = this.deps;
+    const stored = await store.listFindings(cluster);
+    const byId = new Map(changes.map((c) => [c.id, c]));
+    const ids = [...new Set([...groupFindings([...findings].sort(compareFindings)).map((g) => g.id), ...extraGroups])];
+    const items: OutboxItem[] = [];
+    for (const gid of ids) {
+      const members = stored.filter((m) => groupIdOf(m.finding) === gid);
+      if (members.length === 0) continue;
+      const live = members.filter((m) => m.status !== 'resolved');
+      let posted = (await store.getAlertRef(gid)) !== undefined;
+      for (const m of members) if (!posted && (await store.getMessageRef(m.id)) !== undefined) posted = true;
+      if (!posted && !members.some((m) => m.status === 'open')) continue;
+      const reopened = members.flatMap((m) => {
+        const c = byId.get(m.id);
+        return c?.previousStatus === 'resolved' && c.status === 'open' ? [{ findingId: m.id, late: c.lateUse !== undefined, resolvedAt: c.lateUse?.resolvedAt ?? null }] : [];
+      });
+      items.push({
+        key: `alert:${gid}`,
+        kind: 'alert',
+        cluster,
+        channel,
+        call: posted ? 'edit' : 'post',
+        urgency: live.length ? urgencyOf(live.map((m) => m.finding)) : URGENCY_LAST,
+        enqueuedAt: now,
+        notBefore: 0,
+        attempts: 0,
+        version: 0,
+        payload: reopened.length ? { reopened } : {},
+      });
+    }
+    return items;
+  }
+
+  /**
+   * Sends one queued alert item ({@link workItems}): under the group's lock, posts, edits (only on a visible change)
+   * and replies exactly as a poll's notification did. Groups whose findings are gone are skipped.
+   * @returns where the group's alert is afterwards (undefined when it has none: nothing open to post).
+   * @throws SlackCallError (the drainer backs off and tries again)
+   */
+  async sendItem(item: OutboxItem): Promise<MessageLocation | undefined> {
+    const gid = item.key.slice('alert:'.length);
+    const members = (await this.deps.store.listFindings(item.cluster)).filter((m) => groupIdOf(m.finding) === gid);
+    if (members.length > 0) {
+      const byId = new Map<string, FindingChange>();
+      for (const r of item.payload.reopened ?? []) {
+        const m = members.find((x) => x.id === r.findingId);
+        if (!m) continue;
+        const change: FindingChange = { id: m.id, isNew: false, severity: m.finding.severity, previousSeverity: m.finding.severity, status: 'open', previousStatus: 'resolved' };
+        if (r.late && r.resolvedAt !== null) change.lateUse = { resolvedAt: r.resolvedAt };
+        byId.set(m.id, change);
+      }
+      await this.refreshPodCounts(item.cluster, members.map((m) => m.finding));
+      await this.withLock(gid, () => this.notifyGroup(item.channel, gid, members, byId));
+    }
+    return this.messageOfGroup(gid);
+  }
+
+  /** The digest line of a group (src/slack/blocks/digest.ts): cluster, subject, worst severity and header fact of its live findings. */
+  async digestLine(cluster: string, groupId: string, now: number): Promise<OutboxDigestLine | undefined> {
+    const members = (await this.deps.store.listFindings(cluster)).filter((m) => groupIdOf(m.finding) === groupId);
+    const live = members.filter((m) => m.status !== 'resolved').map((m) => m.finding).sort(compareFindings);
+    const lead = live[0];
+    if (!lead) return undefined;
+    return { groupId, cluster, subject: subjectOf(lead), severity: worstSeverity(live), fact: worstFact(live, now, this.deps.activeWindowMs) };
+  }
+
   /** The stored findings of the group of `f` (all statuses), most severe first. */
   async membersOf(f: Pick<Finding, 'cluster' | 'namespace' | 'serviceAccount'>): Promise<StoredFinding[]> {
     return (await this.deps.store
@@ -275,7 +379,8 @@ export class Notifier {
       }
       if (legacy.length) return await this.mergeLegacy(gid, members, legacy, now);
       if (open.length === 0) return;
-      const msg = this.renderGroup(members, now);
+      const view = this.viewGroup(members, now);
+      const msg = renderAlert(view);
       // A process that died between chat.postMessage and saving the ref left an intent: find that message by its
       // metadata (the group id) and adopt it instead of posting the alert twice (docs/slack.md, "Crash safety").
       const intent = await store.getGroupIntent(gid);
@@ -288,7 +393,7 @@ export class Notifier {
         if (ts !== undefined) {
           this.deps.logger.info({ group: gid, channel: at, ts }, 'found the alert posted before a restart; updating it instead of posting again');
           await api.update(at, ts, msg);
-          await store.saveAlertRef(gid, lead.cluster, { channel: at, ts, severity: worstSeverity(live.map((m) => m.finding)), hash: messageHash(msg), signals: liveKinds(live) });
+          await store.saveAlertRef(gid, lead.cluster, { channel: at, ts, severity: worstSeverity(live.map((m) => m.finding)), hash: visibleHash(view), signals: liveKinds(live) });
           return;
         }
       }
@@ -296,14 +401,15 @@ export class Notifier {
       // The final blocks go in the first chat.postMessage: no chat.update right after, so no "(edited)" on a new alert.
       const posted = await api.post(channel, msg, undefined, { event_type: ALERT_EVENT_TYPE, event_payload: { group_id: gid, finding_id: lead.id } });
       this.deps.channels.learn(channel, posted.channel);
-      await store.saveAlertRef(gid, lead.cluster, { channel: posted.channel, ts: posted.ts, severity: worstSeverity(live.map((m) => m.finding)), hash: messageHash(msg), signals: liveKinds(live) });
+      await store.saveAlertRef(gid, lead.cluster, { channel: posted.channel, ts: posted.ts, severity: worstSeverity(live.map((m) => m.finding)), hash: visibleHash(view), signals: liveKinds(live) });
       return;
     }
     if (open.length === 0 && live.length > 0 && live.every((m) => m.status === 'snoozed' && m.snoozedUntil !== null && m.snoozedUntil > now)) return;
-    const msg = this.renderGroup(members, now);
-    const hash = messageHash(msg);
+    const view = this.viewGroup(members, now);
+    const msg = renderAlert(view);
+    const hash = visibleHash(view);
     let at = { channel: ref.channel, ts: ref.ts };
-    if (hash !== ref.hash) at = await this.updateOrRepost(at, msg, channel);
+    if (!showsAlready(ref.hash, view, msg)) at = await this.updateOrRepost(at, msg, channel);
     const severity = live.length ? worstSeverity(live.map((m) => m.finding)) : ref.severity;
     const kinds = liveKinds(live);
     if (open.length && SEVERITY_RANK[severity] > SEVERITY_RANK[ref.severity]) {
@@ -335,9 +441,9 @@ export class Notifier {
     const lead = (live[0] ?? members[0])!.finding;
     const sorted = [...legacy].sort((a, b) => Number(b.ref.ts) - Number(a.ref.ts));
     const keep = sorted[0]!;
-    const msg = this.renderGroup(members, now);
-    const at = await this.updateOrRepost({ channel: keep.ref.channel, ts: keep.ref.ts }, msg, keep.ref.channel);
-    await store.saveAlertRef(gid, lead.cluster, { ...at, severity: live.length ? worstSeverity(live.map((m) => m.finding)) : keep.ref.severity, hash: messageHash(msg), signals: liveKinds(live) });
+    const view = this.viewGroup(members, now);
+    const at = await this.updateOrRepost({ channel: keep.ref.channel, ts: keep.ref.ts }, renderAlert(view), keep.ref.channel);
+    await store.saveAlertRef(gid, lead.cluster, { ...at, severity: live.length ? worstSeverity(live.map((m) => m.finding)) : keep.ref.severity, hash: visibleHash(view), signals: liveKinds(live) });
     let link: string | undefined;
     if (sorted.length > 1) link = await api.permalink(at.channel, at.ts).catch(() => undefined);
     for (const old of sorted.slice(1)) {
@@ -379,9 +485,13 @@ export class Notifier {
       const ref = await store.getAlertRef(gid);
       if (!ref) return;
       const members = await this.membersOf(stored.finding);
-      const msg = this.renderGroup(members, this.deps.clock());
-      const hash = messageHash(msg);
-      if (hash === ref.hash) return;
+      const view = this.viewGroup(members, this.deps.clock());
+      const msg = renderAlert(view);
+      const hash = visibleHash(view);
+      if (showsAlready(ref.hash, view, msg)) {
+        if (hash !== ref.hash) await store.saveAlertRef(gid, stored.cluster, { ...ref, hash });
+        return;
+      }
       const at = await this.updateOrRepost({ channel: ref.channel, ts: ref.ts }, msg, ref.channel);
       await store.saveAlertRef(gid, stored.cluster, { ...ref, ...at, hash, signals: liveKinds(members.filter((m) => m.status !== 'resolved')) });
     });

@@ -414,7 +414,7 @@ export class CloudWatchSource implements AuditSource {
     const queryId = started.queryId;
     if (!queryId) throw new SourceError(`${this.describe('StartQuery')} returned no queryId`, this.id, 'NoQueryId', true);
     const deadline = performance.now() + this.insightsTimeoutMs;
-    const { rows } = await awaitInsightsResults({
+    const { rows, statistics } = await awaitInsightsResults({
       client: this.client,
       send: (make) => this.send<GetQueryResultsCommandOutput>(make, budget, o),
       queryId,
@@ -428,6 +428,7 @@ export class CloudWatchSource implements AuditSource {
       limitAdvice: 'raise insights.limit up to 100000, poll more often, or use filter mode',
       ...(o.signal ? { signal: o.signal } : {}),
     });
+    o.stats.insights = { bytesScanned: (o.stats.insights?.bytesScanned ?? 0) + (statistics?.bytesScanned ?? 0), logGroups: 1 };
     const ctx = { source: this.id, windowStart, windowEnd };
     for (const row of rows) {
       o.stats.records++;

@@ -484,7 +484,8 @@ export class FleetInsightsMembers {
     if (!usable(hit)) throw new SourceError(`fleet Insights: no result for '${sourceId}'`, sourceId, 'NoFleetResult', true);
     this.cache.delete(sourceId);
     if (!hit.result.ok) throw hit.result.error;
-    // Rows were counted in `stats.records` of the poll that ran the fleet query.
+    // Rows were counted in `stats.records` of the poll that ran the fleet query; the query's bytes go to every poll it served.
+    if (hit.result.queryLogGroups > 0) o.stats.insights = { bytesScanned: hit.result.queryBytesScanned, logGroups: hit.result.queryLogGroups };
     for (const a of hit.result.aggregates) yield JSON.stringify(a);
     // The caller stores this cursor with the rows; the next fleet poll starts this member from it.
     m.cursor = hit.result.cursor;

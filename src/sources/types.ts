@@ -22,6 +22,13 @@ export interface SourceStats {
   /** Throttling responses received (`ThrottlingException`, `LimitExceededException`), retried or not. */
   throttled: number;
   /**
+   * The Logs Insights query whose rows this poll read, when it read one: bytes it scanned (GetQueryResults
+   * `statistics.bytesScanned`; Logs Insights bills by these) and how many log groups it covered (1 in insights mode,
+   * up to 50 in fleet Insights mode, where one query serves every cluster of its batch and each of their polls reports
+   * it). FilterLogEvents reports no searched bytes, so filter mode leaves this unset (`bytes` received is its figure).
+   */
+  insights?: { bytesScanned: number; logGroups: number };
+  /**
    * When present, the file source adds the platform markers of every complete line it reads — before its prefilter
    * drops most lines — so `serve` can tell an AKS `kube-audit-admin`-only or GKE Admin-Activity-only export
    * (`./platform-hints.ts`).

@@ -17,6 +17,7 @@ import { PollRepository } from './polls.js';
 import { ReplayRepository } from './replay.js';
 import { SlackRefRepository } from './slack-refs.js';
 import type { SqlExecutor } from './sql.js';
+import { OutboxRepository } from './outbox.js';
 import { openSqliteExecutor, type SqliteOptions } from './sqlite.js';
 import { TokenRecordRepository } from './token-records.js';
 import type {
@@ -73,6 +74,7 @@ class RepositoryStore implements Store {
   private readonly approvals: ApprovalRepository;
   private readonly actions: ActionLogRepository;
   private readonly metricSamples: MetricSampleRepository;
+  readonly outbox: OutboxRepository;
 
   constructor(
     private readonly sql: SqlExecutor,
@@ -88,6 +90,7 @@ class RepositoryStore implements Store {
     this.approvals = new ApprovalRepository(sql);
     this.actions = new ActionLogRepository(sql);
     this.metricSamples = new MetricSampleRepository(sql);
+    this.outbox = new OutboxRepository(sql);
   }
 
   transaction<T>(fn: (tx: Store) => Promise<T>): Promise<T> {

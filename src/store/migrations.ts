@@ -238,6 +238,30 @@ CREATE TABLE alert_group_intents (
 ) STRICT;
 `;
 
+/**
+ * The Slack notification queue (docs/slack.md "Notification queue"): one pending work item per `item_key`
+ * (`alert:<groupId>`, `digest:<channel>:<createdAt>`), sent by the drainer at Slack's rates and deleted once sent;
+ * `first_call` is `post` or `edit`, `urgency` the sort key (epoch ms of the earliest rejection, smaller first; BIGINT
+ * on PostgreSQL), `version` bumped by every merge of a later poll's item, `payload` a JSON document
+ * (`OutboxPayload`, src/store/outbox.ts).
+ */
+const V_SLACK_OUTBOX = `
+CREATE TABLE slack_outbox (
+  item_key     TEXT PRIMARY KEY,
+  kind         TEXT NOT NULL CHECK (kind IN ('alert', 'digest')),
+  cluster      TEXT NOT NULL,
+  channel      TEXT NOT NULL,
+  first_call   TEXT NOT NULL CHECK (first_call IN ('post', 'edit')),
+  urgency      INTEGER NOT NULL,
+  enqueued_at  INTEGER NOT NULL,
+  not_before   INTEGER NOT NULL,
+  attempts     INTEGER NOT NULL DEFAULT 0,
+  version      INTEGER NOT NULL DEFAULT 0,
+  payload      TEXT NOT NULL DEFAULT '{}'
+) STRICT;
+CREATE INDEX slack_outbox_by_urgency ON slack_outbox (urgency, enqueued_at);
+`;
+
 /** All migration steps; the schema version is the number applied. */
 export const MIGRATIONS: readonly string[] = [
   V1,
@@ -248,5 +272,6 @@ export const MIGRATIONS: readonly string[] = [
   V_FINDING_RESOLUTION,
   V_POLLER_LOCK,
   V_ALERT_GROUPS,
+  V_SLACK_OUTBOX,
 ];
 

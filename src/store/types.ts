@@ -6,6 +6,7 @@
  * {@link Store.transaction}: a poll stores its new token records, the auditIDs it saw and the source cursor in
  * one transaction, so a crash mid-poll neither loses nor double-counts an audit event.
  */
+import type { OutboxRepository } from './outbox.js';
 import type { TokenMetricsSample } from '../findings/token-metrics.js';
 import type { Approval, ApprovalState, DryRunResult, Vote } from '../approvals/machine.js';
 import type { Finding, FindingKind, Severity, TokenRecord } from '../findings/types.js';
@@ -279,6 +280,8 @@ export interface Store {
   readonly path: string;
   /** Schema version after migrations (`PRAGMA user_version`). */
   readonly schemaVersion: number;
+  /** The Slack notification queue's rows (`slack_outbox`, src/store/outbox.ts). */
+  readonly outbox: OutboxRepository;
 
   /**
    * Runs `fn` in one write transaction (SQLite: BEGIN IMMEDIATE) and returns its result. `fn` gets a Store bound

@@ -12,7 +12,9 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startFakeCloudWatch, type FakeCloudWatch } from '../fakes/cloudwatch.js';
 import { parseConfig, type ClusterConfig } from '../../src/config/index.js';
 import { createLogger } from '../../src/observability/logger.js';
+import { Metrics } from '../../src/observability/metrics.js';
 import { ClusterPoller } from '../../src/runtime/poller.js';
+import { auditCostLine } from '../../src/slack/metrics-status.js';
 import { createAuditSource, FleetInsightsRegistry } from '../../src/sources/index.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import { auditEvent, type EventSpec } from '../sources/events.js';
@@ -56,6 +58,8 @@ describe('fleet Insights mode through the poller', () => {
       cw.putEvents(`/aws/eks/${name}/cluster`, 'kube-apiserver-audit-1', specs.map((s) => ({ timestamp: s.time, message: auditEvent(s) })));
     }
     const now = T0 + 30 * MIN;
+    const costs: Record<string, unknown[]> = { filter: [], insights: [] };
+    const metrics = new Metrics();
     const run = async (mode: 'filter' | 'insights', registry?: FleetInsightsRegistry) => {
       const store = await openStore(join(dir, `${mode}.db`));
       stores.push(store);
@@ -66,9 +70,11 @@ describe('fleet Insights mode through the poller', () => {
       });
       const out = [];
       for (const { cluster, source } of clusters) {
-        const r = await new ClusterPoller({ cluster, source, store, logger: quiet, clock: () => now }).pollOnce();
+        const poller = new ClusterPoller({ cluster, source, store, logger: quiet, clock: () => now, metrics });
+        const r = await poller.pollOnce();
         expect(r.error).toBeUndefined();
         out.push(r.findings);
+        costs[mode]!.push(poller.health().lastPollCost);
       }
       for (const { source } of clusters) source.close?.();
       return out;
@@ -81,5 +87,18 @@ describe('fleet Insights mode through the poller', () => {
     expect(filter.map((f) => f.length)).toEqual(fleet.map((f) => f.length));
     expect(filter[2]!.find((f) => f.kind === 'stale-token')).toMatchObject({ requests: 3 + 4 + 5 });
     expect(fleet).toEqual(filter);
+
+    // What each poll cost, as /tokens status and the metric show it: FilterLogEvents reports no bytes searched (only
+    // requests and bytes received); every fleet-mode poll reports the one shared query's bytes scanned, as the fake
+    // bills them (message bytes + 26 per event of the three groups in its window).
+    for (const c of costs['filter']!) expect(c).toEqual({ requests: expect.any(Number), bytes: expect.any(Number) });
+    const scanned = (costs['insights'] as Array<{ insights: { bytesScanned: number; logGroups: number } }>).map((c) => c.insights);
+    expect(scanned[0]!.bytesScanned).toBeGreaterThan(0);
+    expect(scanned).toEqual(names.map(() => ({ bytesScanned: scanned[0]!.bytesScanned, logGroups: 3 })));
+    const gauge = await metrics.registry.getSingleMetric('tokenwatch_poll_insights_bytes_scanned')!.get();
+    expect(gauge.values.map((v) => [v.labels['cluster'], v.value])).toEqual(names.map((n) => [n, scanned[0]!.bytesScanned]));
+    const audit = clusterConfig('east', 'insights').audit;
+    expect(auditCostLine(audit, costs['insights']![0] as never)).toMatch(/^CloudWatch cost of the last poll: Logs Insights scanned \d+\.\d (KiB|B) \(one fleet query over 3 log groups, shared by their clusters\); \d+ requests$/);
+    expect(auditCostLine(audit, costs['filter']![0] as never)).toMatch(/FilterLogEvents requests, .* received \(FilterLogEvents does not report the bytes it searched\)$/);
   });
 });

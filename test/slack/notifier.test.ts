@@ -14,7 +14,7 @@ import { createLogger } from '../../src/observability/logger.js';
 import { SlackApi } from '../../src/slack/api.js';
 import { ButtonIds } from '../../src/slack/buttons.js';
 import { ChannelMap } from '../../src/slack/channels.js';
-import { messageHash, Notifier } from '../../src/slack/notifier.js';
+import { messageHash, Notifier, visibleHash } from '../../src/slack/notifier.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import { finding } from '../store/helpers.js';
 import { groupIdOf } from '../../src/findings/groups.js';
@@ -22,6 +22,7 @@ import { buttonIds, overflowLabels } from './harness.js';
 
 const T = Date.UTC(2026, 10, 20, 12, 0, 0);
 const HOUR = 3_600_000;
+const DAY_MS = 24 * HOUR;
 
 let fake: FakeSlack;
 let store: Store;
@@ -137,7 +138,9 @@ describe('Notifier', () => {
     const second = (await store.getAlertRef(gid))!;
     expect(second.ts).not.toBe(first.ts);
     expect(fake.messages(CH).map((m) => m.ts)).toEqual([first.ts, second.ts]);
-    expect(second.hash).toBe(messageHash({ text: fake.message(CH, second.ts)!.text, blocks: fake.message(CH, second.ts)!.blocks as never }));
+    // The ref keeps the hash of what the reader sees (the view the message was rendered from).
+    expect(second.hash).toBe(visibleHash(notifier.viewGroup(await notifier.membersOf(stale), T)));
+    expect(fake.message(CH, second.ts)!.text).toBe(notifier.renderGroup(await notifier.membersOf(stale), T).text);
   });
 
   it('actions follow the policy and Kubernetes access', async () => {
@@ -185,5 +188,85 @@ describe('Notifier', () => {
     await poll(notifier, [unauthorized, { ...stale, severity: 'critical' }], T + 2 * HOUR);
     expect(fake.message(CH, older.ts!)!.edits).toHaveLength(1);
     expect(fake.messages(CH)).toHaveLength(2);
+  });
+});
+
+describe('Notifier: an alert is edited only when something a reader sees changes', () => {
+  const SEC = 1000;
+  const tok = stale.tokens[0]!;
+  const at = (ms: number) => new Date(ms).toISOString();
+  /** The stale finding after `n` uses in all, the last at `last`; the earliest rejection moved by `jitterMs` (audit events give whole seconds). */
+  const used = (n: number, last: number, jitterMs = 0, extra: Partial<Finding> = {}): Finding => {
+    const rejectionAt = at(T + 10 * DAY_MS + HOUR + jitterMs);
+    return { ...stale, requests: n, lastSeen: at(last), rejectionAt, tokens: [{ ...tok, requests: n, lastSeen: at(last), rejectionAt }], ...extra };
+  };
+
+  it('a new use of a pod already listed (count in the same bucket, rejection a second later): no chat.update', async () => {
+    const { notifier, now } = setup();
+    await poll(notifier, [used(6, T - 60 * SEC)], T);
+    now.t = T + 5 * 60_000;
+    await poll(notifier, [used(7, now.t - SEC, SEC)], now.t);
+    now.t = T + 10 * 60_000;
+    await poll(notifier, [used(8, now.t - SEC, 2 * SEC)], now.t);
+    expect(fake.callsTo('chat.update')).toEqual([]);
+    expect(fake.messages(CH)).toHaveLength(1);
+  });
+
+  it('a new pod: one chat.update, showing it', async () => {
+    const { notifier, now } = setup();
+    await poll(notifier, [used(6, T - 60 * SEC)], T);
+    const ts = (await store.getAlertRef(gid))!.ts;
+    now.t = T + 5 * 60_000;
+    const pod2 = { ...tok, pod: 'kube-multus-ds-abcde', podUid: '7d3c1f7e-0000-4000-8000-000000000002' };
+    const twoPods = used(7, now.t - SEC, 0, { pods: [...stale.pods, pod2.pod], tokens: [tok, pod2] });
+    await poll(notifier, [twoPods], now.t);
+    expect(fake.callsTo('chat.update')).toHaveLength(1);
+    expect(JSON.stringify(fake.message(CH, ts)!.blocks)).toContain('2 live');
+    // The same two pods again, one more use: nothing to edit.
+    now.t = T + 10 * 60_000;
+    await poll(notifier, [{ ...twoPods, requests: 8, lastSeen: at(now.t - SEC) }], now.t);
+    expect(fake.callsTo('chat.update')).toHaveLength(1);
+  });
+
+  it('a count crossing a display bucket (9 → 12 requests: "5+" → "10+"): one chat.update', async () => {
+    const { notifier, now } = setup();
+    await poll(notifier, [used(6, T - 60 * SEC)], T);
+    now.t = T + 5 * 60_000;
+    await poll(notifier, [used(9, now.t - SEC)], now.t);
+    expect(fake.callsTo('chat.update')).toEqual([]);
+    now.t = T + 10 * 60_000;
+    await poll(notifier, [used(12, now.t - SEC)], now.t);
+    expect(fake.callsTo('chat.update')).toHaveLength(1);
+    expect(JSON.stringify(fake.message(CH, (await store.getAlertRef(gid))!.ts)!.blocks)).toContain('10+ with stale tokens');
+    now.t = T + 15 * 60_000;
+    await poll(notifier, [used(19, now.t - SEC)], now.t);
+    expect(fake.callsTo('chat.update')).toHaveLength(1);
+  });
+
+  it('the days-left figure changing: one chat.update', async () => {
+    const { notifier, now } = setup();
+    const f = { ...stale, rejectionAt: at(T + 5 * DAY_MS + HOUR), tokens: [{ ...tok, rejectionAt: at(T + 5 * DAY_MS + HOUR) }] };
+    await poll(notifier, [f], T);
+    const ts = (await store.getAlertRef(gid))!.ts;
+    expect(JSON.stringify(fake.message(CH, ts)!.blocks)).toContain('5 days left');
+    now.t = T + 30 * 60_000;
+    await poll(notifier, [f], now.t);
+    expect(fake.callsTo('chat.update')).toEqual([]);
+    now.t = T + 2 * HOUR;
+    await poll(notifier, [f], now.t);
+    expect(fake.callsTo('chat.update')).toHaveLength(1);
+    expect(JSON.stringify(fake.message(CH, ts)!.blocks)).toContain('4 days left');
+  });
+
+  it('an alert ref of an earlier version (hash of the whole message) that shows the current message is not edited on upgrade', async () => {
+    const { notifier, now } = setup();
+    await poll(notifier, [used(6, T - 60 * SEC)], T);
+    const ref = (await store.getAlertRef(gid))!;
+    const msg = notifier.renderGroup(await notifier.membersOf(stale), T);
+    await store.saveAlertRef(gid, 'prod', { ...ref, hash: messageHash(msg) });
+    now.t = T + 60_000;
+    await poll(notifier, [used(6, T - 60 * SEC)], now.t);
+    expect(fake.callsTo('chat.update')).toEqual([]);
+    expect((await store.getAlertRef(gid))!.hash).toBe(visibleHash(notifier.viewGroup(await notifier.membersOf(stale), now.t)));
   });
 });

@@ -142,12 +142,21 @@ describe('fleet Logs Insights mode', () => {
       expect(m.aggregates.every((a) => a.source === sourceId(c))).toBe(true);
 
       // Equal to the cluster's own one-log-group insights query, ids included.
-      const own = await drain(single(c, 'insights').poll(undefined, { now: T, lookbackMs: HOUR, stats: emptyStats() }));
+      const ownStats = emptyStats();
+      const own = await drain(single(c, 'insights').poll(undefined, { now: T, lookbackMs: HOUR, stats: ownStats }));
       expect(byId(m.aggregates)).toEqual(byId(own.items.map(parseTokenUseAggregate)));
+      // Its own query's bytes scanned (one log group), as GetQueryResults' statistics say: a part of the fleet query's.
+      expect(ownStats.insights).toEqual({ bytesScanned: expect.any(Number), logGroups: 1 });
+      expect(ownStats.insights!.bytesScanned).toBeGreaterThan(0);
+      expect(ownStats.insights!.bytesScanned).toBeLessThan(out.bytesScanned);
 
       // Equal to what FilterLogEvents mode finds on the same events: its window [now − lookback, now] is set to the
       // insights window (no event lies on its end).
-      const filter = await drain(single(c, 'filter').poll(undefined, { now: T - OVERLAP, lookbackMs: HOUR - OVERLAP, stats: emptyStats() }));
+      const filterStats = emptyStats();
+      const filter = await drain(single(c, 'filter').poll(undefined, { now: T - OVERLAP, lookbackMs: HOUR - OVERLAP, stats: filterStats }));
+      // FilterLogEvents reports no bytes searched: no Logs Insights figure, only the bytes received.
+      expect(filterStats.insights).toBeUndefined();
+      expect(filterStats.bytes).toBeGreaterThan(0);
       const filterUses = filter.items
         .map((t) => JSON.parse(t) as unknown)
         .filter(isAuditEvent)

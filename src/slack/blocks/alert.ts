@@ -42,7 +42,7 @@ export interface RestartEntry {
   buysDays: number | null;
 }
 
-/** Context of {@link alertMessage}. Times are epoch ms UTC. */
+/** Context of {@link alertView}. Times are epoch ms UTC. */
 export interface AlertContext {
   now: number;
   /** Restart buttons, the first one primary (empty when there is no restartable workload or it is not allowed). */
@@ -170,8 +170,8 @@ function rejectionField(live: readonly Finding[], now: number, activeWindowMs?: 
   const unauth = live.find((f) => f.kind === 'unauthorized' && !isCredentialEventFinding(f));
   if (unauth && signalIsCurrent(unauth, now, activeWindowMs)) return '*Rejection*\n*Now*: requests fail with 401';
   const rej = earliestRejection(live);
-  if (rej !== null) return `*Rejection*\n${slackDate(rej, '{date_short_pretty}')} (${rej <= now ? '*passed*' : `*${plural(daysLeft({ rejectionAt: new Date(rej).toISOString() }, now) ?? 0, 'day')} left*`})`;
-  if (unauth) return `*Rejection*\n401s until ${slackDate(Date.parse(unauth.lastSeen), '{date_short_pretty}')}; none since`;
+  if (rej !== null) return `*Rejection*\n${slackDate(shownTime(rej), '{date_short_pretty}')} (${rej <= now ? '*passed*' : `*${plural(daysLeft({ rejectionAt: new Date(rej).toISOString() }, now) ?? 0, 'day')} left*`})`;
+  if (unauth) return `*Rejection*\n401s until ${slackDate(shownTime(Date.parse(unauth.lastSeen)), '{date_short_pretty}')}; none since`;
   if (live.some((f) => f.kind === 'legacy-token')) return '*Rejection*\nnone: a legacy Secret token does not expire';
   if (live.some((f) => isCredentialEventFinding(f))) return '*Rejection*\n401s stopped with the cluster-level event';
   return '*Rejection*\nunknown: no token of it was seen';
@@ -186,7 +186,7 @@ function requestsField(members: readonly Finding[], now: number, activeWindowMs?
   }
   const current = members.some((f) => signalIsCurrent(f, now, activeWindowMs));
   const last = Math.max(...members.map((f) => Date.parse(f.lastSeen)).filter((n) => Number.isFinite(n)));
-  const when = current ? 'still coming in' : Number.isFinite(last) ? `last ${slackDate(last, '{date_short_pretty}')}` : '';
+  const when = current ? 'still coming in' : Number.isFinite(last) ? `last ${slackDate(shownTime(last), '{date_short_pretty}')}` : '';
   return `*Requests*\n${parts.join(' · ')}${when ? `\n${when}` : ''}`;
 }
 
@@ -239,44 +239,93 @@ export function restartButtons(cluster: string, restarts: readonly RestartEntry[
 }
 
 /**
- * The alert of one group. `members` are all its findings (most severe first); `live` the ones not resolved. With no
- * live member (or `ctx.resolved`) it is the resolved variant. All Block Kit limits hold for any input.
+ * What a reader sees of an alert: every value its blocks show, already worded (header, text, lead sentence, the four
+ * fields, the fix line, the context lines, the buttons). {@link alertView} computes it and {@link renderAlert} only
+ * lays it out, so two alerts with equal views render to equal messages: the notifier stores a hash of the view and
+ * edits the message only when it changes (docs/slack.md "Alerts"). Times a new use moves (the rejection time, the
+ * last use) are floored to {@link SHOWN_TIME_STEP_MS} first, which never changes the date a reader sees.
  */
-export function alertMessage(members: readonly Finding[], live: readonly Finding[], ctx: AlertContext): SlackMessage {
+export interface AlertView {
+  cluster: string;
+  resolved: boolean;
+  header: string;
+  /** The notification text (`text` of chat.postMessage). */
+  text: string;
+  lead: string;
+  /** Workload, Pods, Rejection, Requests (mrkdwn). */
+  fields: [string, string, string, string];
+  /** The fix line (absent on the resolved variant). */
+  fix?: string;
+  context: string[];
+  restarts: RestartEntry[];
+  overflow: OverflowEntry[];
+}
+
+/**
+ * Step to which the times an alert shows are floored, ms (15 min): a new use moves the earliest rejection or the
+ * last use by seconds, which must not edit the alert; Slack renders these as dates in the reader's time zone, and
+ * every time zone's midnight falls on a 15-minute boundary of UTC, so the date shown never changes by it.
+ */
+export const SHOWN_TIME_STEP_MS = 15 * 60_000;
+
+function shownTime(ms: number): number {
+  return Math.floor(ms / SHOWN_TIME_STEP_MS) * SHOWN_TIME_STEP_MS;
+}
+
+/**
+ * The visible state of the alert of one group (see {@link AlertView}). `members` are all its findings (most severe
+ * first); `live` the ones not resolved. With no live member (or `ctx.resolved`) it is the resolved variant.
+ * @throws TypeError when `members` is empty.
+ */
+export function alertView(members: readonly Finding[], live: readonly Finding[], ctx: AlertContext): AlertView {
   const any = members[0];
-  if (!any) throw new TypeError('alertMessage: a group has at least one finding');
+  if (!any) throw new TypeError('alertView: a group has at least one finding');
   const subject = subjectOf(any);
   const resolved = ctx.resolved !== undefined || live.length === 0;
   const shown = resolved ? members : live;
   const severity = worstSeverity(shown);
   const fact = worstFact(shown, ctx.now, ctx.activeWindowMs);
   const header = resolved ? `✅ Resolved · ${any.cluster} · ${subject}` : `${SEVERITY_EMOJI[severity]} ${any.cluster} · ${subject} — ${fact}`;
-  const blocks: KnownBlock[] = [{ type: 'header', text: plain(header, LIMITS.headerText) }];
   const signals = signalLabels(shown).join(' · ');
   const lead = resolved
     ? `✅ *Resolved* ${slackDate(ctx.resolved?.at ?? ctx.now)}${ctx.resolved?.note ? `: ${escClip(ctx.resolved.note, 800)}` : ''}.\n*Signals:* ${signals}`
     : `${impact(shown, subject, any.cluster, ctx.now, ctx.activeWindowMs)}\n*Signals:* ${signals}`;
-  blocks.push({
-    type: 'section',
-    text: md(clip(lead, LIMITS.sectionText)),
-    fields: [workloadField(shown), podsField(shown, ctx.podsTotal), rejectionField(shown, ctx.now, ctx.activeWindowMs), requestsField(shown, ctx.now, ctx.activeWindowMs)].map((t) =>
-      md(clip(t, LIMITS.sectionFieldText), LIMITS.sectionFieldText),
-    ),
-  });
-  if (!resolved) blocks.push({ type: 'section', text: md(clip(fixLine(shown, ctx), LIMITS.sectionText)) });
   const context: string[] = [];
   if (!resolved && ctx.snoozedUntil !== undefined && ctx.snoozedUntil > ctx.now) context.push(`😴 Snoozed until ${slackDate(ctx.snoozedUntil)}`);
   const state = shown.find((f) => f.clusterState)?.clusterState;
   if (state) context.push(`⚠️ ${escClip(state, 300)}`);
-  if (context.length) blocks.push({ type: 'context', elements: context.map((t) => md(t, LIMITS.contextText)) });
-  if (!resolved) {
-    const elements: Array<Button | types.Overflow> = [...restartButtons(any.cluster, ctx.restarts)];
-    const menu = overflowMenu(ctx.overflow);
+  const text = resolved ? `✅ [${any.cluster}] resolved: ${subject} (${signals})` : `${SEVERITY_EMOJI[severity]} [${any.cluster}] ${severity}: ${subject} — ${fact} (${signals})`;
+  return {
+    cluster: any.cluster,
+    resolved,
+    header,
+    text: clip(text, 3000),
+    lead: clip(lead, LIMITS.sectionText),
+    fields: [workloadField(shown), podsField(shown, ctx.podsTotal), rejectionField(shown, ctx.now, ctx.activeWindowMs), requestsField(shown, ctx.now, ctx.activeWindowMs)],
+    ...(resolved ? {} : { fix: fixLine(shown, ctx) }),
+    context,
+    restarts: resolved ? [] : [...ctx.restarts],
+    overflow: resolved ? [] : [...ctx.overflow],
+  };
+}
+
+/** The Block Kit message of an {@link AlertView}. All Block Kit limits hold for any view {@link alertView} returns. */
+export function renderAlert(view: AlertView): SlackMessage {
+  const blocks: KnownBlock[] = [{ type: 'header', text: plain(view.header, LIMITS.headerText) }];
+  blocks.push({
+    type: 'section',
+    text: md(clip(view.lead, LIMITS.sectionText)),
+    fields: view.fields.map((t) => md(clip(t, LIMITS.sectionFieldText), LIMITS.sectionFieldText)),
+  });
+  if (view.fix !== undefined) blocks.push({ type: 'section', text: md(clip(view.fix, LIMITS.sectionText)) });
+  if (view.context.length) blocks.push({ type: 'context', elements: view.context.map((t) => md(t, LIMITS.contextText)) });
+  if (!view.resolved) {
+    const elements: Array<Button | types.Overflow> = [...restartButtons(view.cluster, view.restarts)];
+    const menu = overflowMenu(view.overflow);
     if (menu) elements.push(menu);
     if (elements.length) blocks.push({ type: 'actions', block_id: 'tw_alert_actions', elements });
   }
-  const text = resolved ? `✅ [${any.cluster}] resolved: ${subject} (${signals})` : `${SEVERITY_EMOJI[severity]} [${any.cluster}] ${severity}: ${subject} — ${fact} (${signals})`;
-  return { text: clip(text, 3000), blocks };
+  return { text: view.text, blocks };
 }
 
 /** What changed in a group between two renders, for the thread reply saying so. */

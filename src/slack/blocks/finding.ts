@@ -250,7 +250,7 @@ export function causeText(f: Finding): string {
 }
 
 /**
- * The card of one finding, as alerts looked before they were one per root cause (`alertMessage` in alert.ts): header (severity emoji, cluster, `namespace/serviceAccount`), a summary with
+ * The card of one finding, as alerts looked before they were one per root cause (`alertView` and `renderAlert` in alert.ts): header (severity emoji, cluster, `namespace/serviceAccount`), a summary with
  * fields (workloads, pods affected n of m, oldest token age, rejection date and days left, requests and
  * first/last seen, user agents), the cause with its fix and sources, a requests-per-hour sparkline
  * (`▁▂▃▄▅▆▇█`, last 24 h), and the buttons. The resolved variant (`ctx.resolved`) has a ✅ header and no

@@ -9,3 +9,4 @@ export * from './progress.js';
 export * from './status.js';
 export * from './misc.js';
 export * from './refusal.js';
+export * from './digest.js';

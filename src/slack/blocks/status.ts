@@ -68,7 +68,10 @@ function alertLine(a: StatusAlert, now: number, activeWindowMs?: number): string
  * The status reply for one or more clusters. With one cluster the header names it; with several, each gets
  * a section. Findings beyond the per-cluster limit or the block budget are summarised as "…and N more".
  */
-export function statusMessage(clusters: readonly ClusterStatus[], ctx: { now: number; activeWindowMs?: number }): SlackMessage {
+export function statusMessage(
+  clusters: readonly ClusterStatus[],
+  ctx: { now: number; activeWindowMs?: number; backlog?: { depth: number; oldestEnqueuedAt: number | null } },
+): SlackMessage {
   const shown = clusters.slice(0, MAX_CLUSTERS);
   const single = clusters.length === 1;
   const header = single ? `Tokenwatch status · ${shown[0]!.name}` : `Tokenwatch status · ${plural(clusters.length, 'cluster')}`;
@@ -77,8 +80,16 @@ export function statusMessage(clusters: readonly ClusterStatus[], ctx: { now: nu
     blocks.push({ type: 'section', text: md('No clusters are configured. Add one under `clusters:` in the tokenwatch config.') });
     return { text: 'Tokenwatch status: no clusters configured', blocks };
   }
-  // Block budget: header + per cluster (section [+ divider]) + one trailing note; an alert line takes 1 block.
-  const fixed = 1 + shown.length * 2 + 1;
+  const backlog = ctx.backlog && ctx.backlog.depth > 0 ? ctx.backlog : undefined;
+  if (backlog) {
+    const age = backlog.oldestEnqueuedAt === null ? '' : `, the oldest queued ${slackDate(backlog.oldestEnqueuedAt, '{ago}')}`;
+    blocks.push({
+      type: 'context',
+      elements: [md(`📬 Slack backlog: ${plural(backlog.depth, 'alert update')} waiting${age}; they go out at Slack's rates, most urgent first`, LIMITS.contextText)],
+    });
+  }
+  // Block budget: header [+ backlog] + per cluster (section [+ divider]) + one trailing note; an alert line takes 1 block.
+  const fixed = blocks.length + shown.length * 2 + 1;
   let findingBudget = Math.max(0, LIMITS.blocksPerMessage - fixed);
   const perCluster = single ? PER_CLUSTER.single : PER_CLUSTER.multi;
   const textParts: string[] = [];
@@ -112,5 +123,5 @@ export function statusMessage(clusters: readonly ClusterStatus[], ctx: { now: nu
       elements: [md(`…and ${count(clusters.length - shown.length)} more clusters: ask for one with \`/tokens status <cluster>\``)],
     });
   }
-  return { text: clip(`Tokenwatch status — ${textParts.join('; ')}`, 3000), blocks };
+  return { text: clip(`Tokenwatch status — ${textParts.join('; ')}${backlog ? `; Slack backlog: ${backlog.depth}` : ''}`, 3000), blocks };
 }

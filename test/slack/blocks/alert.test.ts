@@ -4,7 +4,9 @@
  * Block Kit limits (validateMessage / validateView).
  */
 import { describe, expect, it } from 'vitest';
-import { alertMessage, bucket, buysDays, mergedAlertMessage, podCounts, recreateConfirmModal, restartLabel, signalChangeMessage, worstFact } from '../../../src/slack/blocks/alert.js';
+import { alertView, bucket, buysDays, mergedAlertMessage, podCounts, recreateConfirmModal, renderAlert, restartLabel, signalChangeMessage, worstFact } from '../../../src/slack/blocks/alert.js';
+
+const alertMessage = (...a: Parameters<typeof alertView>) => renderAlert(alertView(...a));
 import { validateView } from '../../../src/slack/blocks/limits.js';
 import { validateMessage } from './validate.js';
 import { allText, HOUR, multusFinding, NOW } from './fixtures.js';

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import type { Approval } from '../../../src/approvals/machine.js';
 import type { Finding } from '../../../src/findings/types.js';
 import {
-  alertMessage,
+  alertView,
   approvalRequestMessage,
   detailsMessage,
   findingMessage,
@@ -11,6 +11,7 @@ import {
   mergedAlertMessage,
   OPAQUE_ID_PATTERN,
   recreateConfirmModal,
+  renderAlert,
   signalChangeMessage,
   statusMessage,
   validateView,
@@ -18,6 +19,8 @@ import {
   type FindingAction,
 } from '../../../src/slack/blocks/index.js';
 import { validateMessage } from './validate.js';
+
+const alertMessage = (...a: Parameters<typeof alertView>) => renderAlert(alertView(...a));
 import { buttonsIn, NOW } from './fixtures.js';
 
 const chars = fc.constantFrom('&', '<', '>', 'a', 'Z', '😀', '`', '*', '\n', ' ', '|', 'é', '-', '/');

@@ -1,0 +1,290 @@
+/**
+ * The drainer of the Slack notification queue (docs/slack.md "Notification queue"): a poll enqueues its alert work
+ * ({@link NotificationDrainer.enqueue}: rows of `slack_outbox`, merged per alert group) and returns; this loop sends
+ * the items one at a time, most urgent first, at Slack's rates (src/slack/outbox.ts `RateGate`: one post per second
+ * per channel, `chat.update` 50 per minute; a 429's `Retry-After` pauses the method — the WebClient itself waits it
+ * out and retries, per its `retryConfig` in src/slack/app.ts). Items are rows, so a restart resumes the queue; a crash
+ * between `chat.postMessage` and saving the alert's ref is covered by the alert intent (docs/slack.md "Crash safety").
+ *
+ * Digest first: when the pending new alerts of one channel are more than `digestThreshold` (default
+ * {@link DEFAULT_DIGEST_THRESHOLD}), one digest message listing them, ranked by days to rejection, is posted before
+ * them; each line is marked posted as its alert goes out, the digest being edited at most every
+ * `digestEditIntervalMs`, and once more when the last one is out.
+ *
+ * Failures: an item whose send fails is put off (5 s doubling to 5 min, src/slack/outbox.ts `retryDelayMs`) and
+ * tried again; a channel Slack refuses (bot not invited, archived) puts every item of that channel off by the same.
+ */
+import { setTimeout as sleepTimer } from 'node:timers/promises';
+import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
+import type { MessageLocation } from '../store/index.js';
+import type { OutboxItem, OutboxPayload, OutboxRepository, OutboxStats } from '../store/outbox.js';
+import { CHANNEL_ERRORS, SlackCallError } from './api.js';
+import { digestMessage, type SlackMessage } from './blocks/index.js';
+import { digestCandidates, nextItem, type RateGate, retryDelayMs, URGENCY_LAST } from './outbox.js';
+
+/** New alerts for one channel above which a drain posts a digest first. */
+export const DEFAULT_DIGEST_THRESHOLD = 10;
+/** Minimum time between two edits of one digest, ms. */
+export const DEFAULT_DIGEST_EDIT_INTERVAL_MS = 30_000;
+
+/** The queue's rows as the drainer uses them ({@link OutboxRepository}). */
+export type OutboxQueue = Pick<OutboxRepository, 'enqueue' | 'list' | 'get' | 'complete' | 'reschedule' | 'update' | 'remove'>;
+
+/** What the drainer sends with (the notifier and the Slack API wrapper). */
+export interface DrainerSender {
+  /** Sends an alert item; returns where the group's alert is afterwards. @throws SlackCallError */
+  sendItem(item: OutboxItem): Promise<MessageLocation | undefined>;
+  /** The digest line of a group, or undefined when nothing of it is live. */
+  digestLine(cluster: string, groupId: string, now: number): Promise<NonNullable<OutboxPayload['digest']>['lines'][number] | undefined>;
+  post(channel: string, msg: SlackMessage): Promise<MessageLocation>;
+  update(channel: string, ts: string, msg: SlackMessage): Promise<void>;
+}
+
+/** Dependencies of {@link NotificationDrainer}. */
+export interface DrainerDeps {
+  queue: OutboxQueue;
+  sender: DrainerSender;
+  gate: RateGate;
+  /** Epoch ms; the gate's clock too. */
+  clock: () => number;
+  logger: Logger;
+  metrics?: Metrics;
+  /** Whether this replica sends (the leader); others leave the rows alone. Default always. */
+  isLeader?: () => boolean;
+  /** See the module docstring. Default {@link DEFAULT_DIGEST_THRESHOLD}. */
+  digestThreshold?: number;
+  /** Default {@link DEFAULT_DIGEST_EDIT_INTERVAL_MS}. */
+  digestEditIntervalMs?: number;
+  /** Waits `ms` or until `signal` aborts (tests pass one that moves an injected clock). Default: a timer. */
+  sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
+  /** How long a non-leader or an idle loop waits before looking again, ms. Default 5000. */
+  idleCheckMs?: number;
+}
+
+const realSleep = async (ms: number, signal: AbortSignal): Promise<void> => {
+  await sleepTimer(ms, undefined, { signal }).catch(() => undefined);
+};
+
+/** See the module docstring. */
+export class NotificationDrainer {
+  private items: OutboxItem[] = [];
+  private dirty = true;
+  /** Reading the rows or sending an item: not idle. */
+  private busy = false;
+  private running: Promise<void> | undefined;
+  private wake = new AbortController();
+  private stopped = false;
+  private readonly idleWaiters: Array<() => void> = [];
+  private readonly threshold: number;
+  private readonly editIntervalMs: number;
+  private readonly sleep: (ms: number, signal: AbortSignal) => Promise<void>;
+
+  constructor(private readonly deps: DrainerDeps) {
+    this.threshold = deps.digestThreshold ?? DEFAULT_DIGEST_THRESHOLD;
+    this.editIntervalMs = deps.digestEditIntervalMs ?? DEFAULT_DIGEST_EDIT_INTERVAL_MS;
+    this.sleep = deps.sleep ?? realSleep;
+  }
+
+  /** Stores items (merged per key) and wakes the loop. Returns once they are rows. */
+  async enqueue(items: readonly OutboxItem[]): Promise<void> {
+    if (items.length === 0) return;
+    await this.deps.queue.enqueue(items);
+    this.dirty = true;
+    this.kick();
+  }
+
+  /** Starts the loop (idempotent); it runs until {@link stop}. */
+  start(): void {
+    if (this.running || this.stopped) return;
+    this.running = this.loop().catch((err: unknown) => {
+      this.deps.logger.error({ err }, 'the Slack notification queue stopped; it resumes at the next start');
+    });
+  }
+
+  /** Wakes the loop (new items, or a replica became the leader). */
+  kick(): void {
+    this.dirty = true;
+    this.wake.abort();
+  }
+
+  /** Pending items in this process's view, and the oldest's enqueue time (the queue's metrics, `/tokens status`). */
+  backlog(): OutboxStats {
+    const oldest = this.items.reduce<number | null>((m, i) => (m === null || i.enqueuedAt < m ? i.enqueuedAt : m), null);
+    return { depth: this.items.length, oldestEnqueuedAt: oldest };
+  }
+
+  /**
+   * Resolves when the queue is empty or every pending item waits for later than `withinMs` from now; at once when
+   * the loop is not running or this replica does not send (not the leader).
+   */
+  idle(withinMs = 0): Promise<void> {
+    return new Promise((resolve) => {
+      const check = () => {
+        const now = this.deps.clock();
+        const sends = this.running !== undefined && !this.stopped && (this.deps.isLeader?.() ?? true);
+        if (!sends || (!this.dirty && !this.busy && this.items.every((i) => i.notBefore > now + withinMs))) resolve();
+        else this.idleWaiters.push(check);
+      };
+      check();
+    });
+  }
+
+  /** Stops the loop after the item being sent (its row stays if it was not finished). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.wake.abort();
+    await this.running;
+  }
+
+  private notifyIdle(): void {
+    for (const w of this.idleWaiters.splice(0)) w();
+  }
+
+  private updateMetrics(): void {
+    const b = this.backlog();
+    this.deps.metrics?.slackQueueDepth.set(b.depth);
+    this.deps.metrics?.slackQueueOldest.set(b.oldestEnqueuedAt === null ? 0 : Math.max(0, (this.deps.clock() - b.oldestEnqueuedAt) / 1000));
+  }
+
+  private async loop(): Promise<void> {
+    const idleMs = this.deps.idleCheckMs ?? 5000;
+    while (!this.stopped) {
+      if (this.wake.signal.aborted) this.wake = new AbortController();
+      if (this.deps.isLeader && !this.deps.isLeader()) {
+        this.notifyIdle();
+        await this.sleep(idleMs, this.wake.signal);
+        continue;
+      }
+      this.busy = true;
+      try {
+        if (this.dirty) {
+          this.dirty = false;
+          this.items = await this.deps.queue.list();
+          this.updateMetrics();
+        }
+        const next = nextItem(this.items, this.deps.gate, this.deps.clock());
+        if ('item' in next) {
+          await this.process(next.item);
+          this.updateMetrics();
+          continue;
+        }
+        if (this.dirty) continue;
+        this.busy = false;
+        this.notifyIdle();
+        await this.sleep('waitMs' in next ? next.waitMs : idleMs, this.wake.signal);
+      } finally {
+        this.busy = false;
+      }
+    }
+    this.notifyIdle();
+  }
+
+  private drop(key: string): void {
+    this.items = this.items.filter((i) => i.key !== key);
+  }
+
+  private async replace(key: string): Promise<void> {
+    const row = await this.deps.queue.get(key);
+    this.drop(key);
+    if (row) this.items.push(row);
+  }
+
+  private async process(item: OutboxItem): Promise<void> {
+    const { queue, clock, logger } = this.deps;
+    try {
+      if (item.kind === 'digest') return await this.processDigest(item);
+      if (item.call === 'post' && (await this.digestFirst(item))) return;
+      const at = await this.deps.sender.sendItem(item);
+      await this.markListed(item, at);
+      if (await queue.complete(item.key, item.version)) this.drop(item.key);
+      else await this.replace(item.key); // a poll merged newer facts meanwhile: sent again, at its turn
+    } catch (err) {
+      const now = clock();
+      const attempts = item.attempts + 1;
+      const notBefore = now + retryDelayMs(attempts);
+      const channelDown = err instanceof SlackCallError && CHANNEL_ERRORS.has(err.slackError);
+      logger.warn({ err, key: item.key, cluster: item.cluster, attempts, retryInMs: notBefore - now }, 'a Slack notification failed; it stays queued and is tried again');
+      const affected = channelDown ? this.items.filter((i) => i.channel === item.channel) : [item];
+      for (const i of affected) {
+        await queue.reschedule(i.key, notBefore, i === item ? attempts : i.attempts);
+        i.notBefore = notBefore;
+        if (i === item) i.attempts = attempts;
+      }
+    }
+  }
+
+  /** Plans and enqueues a digest when `item`'s channel has more new alerts waiting than the threshold. @returns whether it did. */
+  private async digestFirst(item: OutboxItem): Promise<boolean> {
+    const listed = new Set<string>();
+    for (const i of this.items) for (const l of i.payload.digest?.lines ?? []) listed.add(`alert:${l.groupId}`);
+    const candidates = digestCandidates(this.items, item.channel, this.threshold, listed);
+    if (candidates.length === 0) return false;
+    const now = this.deps.clock();
+    const lines: NonNullable<OutboxPayload['digest']>['lines'] = [];
+    for (const c of candidates) {
+      const line = await this.deps.sender.digestLine(c.cluster, c.key.slice('alert:'.length), now);
+      if (line) lines.push(line);
+    }
+    if (lines.length <= this.threshold) return false;
+    const digest: OutboxItem = {
+      key: `digest:${item.channel}:${now}`,
+      kind: 'digest',
+      cluster: candidates[0]!.cluster,
+      channel: item.channel,
+      call: 'post',
+      urgency: Math.min(...candidates.map((c) => c.urgency)) - 1,
+      enqueuedAt: now,
+      notBefore: 0,
+      attempts: 0,
+      version: 0,
+      payload: { digest: { createdAt: now, lines, shownPosted: 0 } },
+    };
+    await this.deps.queue.enqueue([digest]);
+    this.items.push({ ...digest });
+    this.deps.logger.info({ channel: item.channel, alerts: lines.length }, 'many new alerts for one channel: posting a digest first');
+    return true;
+  }
+
+  /** After an alert item: its line in a pending digest is marked posted (or dropped when nothing was open to post). */
+  private async markListed(item: OutboxItem, at: MessageLocation | undefined): Promise<void> {
+    const gid = item.key.slice('alert:'.length);
+    for (const d of this.items) {
+      const state = d.payload.digest;
+      const line = state?.lines.find((l) => l.groupId === gid && !l.posted);
+      if (!state || !line) continue;
+      if (at) line.posted = { channel: at.channel, ts: at.ts };
+      else state.lines = state.lines.filter((l) => l !== line);
+      await this.deps.queue.update(d.key, { call: d.call, payload: d.payload, notBefore: d.notBefore });
+    }
+  }
+
+  private async processDigest(item: OutboxItem): Promise<void> {
+    const { queue, clock, sender } = this.deps;
+    const state = item.payload.digest;
+    if (!state) {
+      await queue.remove(item.key);
+      this.drop(item.key);
+      return;
+    }
+    const posted = state.lines.filter((l) => l.posted).length;
+    const msg = digestMessage(state.lines, state.createdAt);
+    if (!state.message) {
+      state.message = await sender.post(item.channel, msg);
+      state.shownPosted = posted;
+    } else if (posted > state.shownPosted) {
+      await sender.update(state.message.channel, state.message.ts, msg);
+      state.shownPosted = posted;
+    }
+    if (state.shownPosted >= state.lines.length) {
+      await queue.remove(item.key);
+      this.drop(item.key);
+      return;
+    }
+    // Edited again (every line marked as its alert goes out) no more often than the edit interval, after the alerts.
+    item.call = 'edit';
+    item.urgency = URGENCY_LAST;
+    item.notBefore = clock() + this.editIntervalMs;
+    await queue.update(item.key, { call: item.call, payload: item.payload, notBefore: item.notBefore, urgency: item.urgency });
+  }
+}
