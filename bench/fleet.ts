@@ -32,9 +32,11 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { performance } from 'node:perf_hooks';
+import { join, resolve } from 'node:path';
+import { Session } from 'node:inspector/promises';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
+import { writeHeapSnapshot } from 'node:v8';
 import { parseConfig } from '../src/config/index.js';
 import { createLogger } from '../src/observability/logger.js';
 import { Metrics } from '../src/observability/metrics.js';
@@ -44,6 +46,7 @@ import { startFakeKube, type FakeKube } from '../src/sandbox/fakes/kubernetes.js
 import { startSlackWith, type SlackIntegration } from '../src/runtime/build-slack.js';
 import { startFakeCloudWatch, type FakeCloudWatch } from '../test/fakes/cloudwatch.js';
 import { auditEvent } from '../test/sources/events.js';
+import { formatLongTasks, longTasks, type CpuProfile } from './long-tasks.js';
 
 const SECRET = 'bench-fleet-signing-secret-0123456789';
 const REQUESTER = 'U0BENCHREQ';
@@ -64,15 +67,19 @@ interface Args {
   hung: number;
   /** FilterLogEvents budget, requests/s: AWS's 5 scaled by the compression (300 s / interval), unless given. */
   tps: number;
+  /** Where to write serve's CPU profile of the measured window (`<prefix>-<N>.cpuprofile`); none when empty. */
+  profile: string;
+  /** Where to write a heap snapshot of serve's process after the window (`<prefix>-<N>.heapsnapshot`); none when empty. */
+  heapSnapshot: string;
 }
 
 function usage(msg: string): never {
-  process.stderr.write(`${msg}\nusage: npm run bench:fleet -- [--clusters 100,500,1000] [--cycles 3] [--interval 30] [--channels 10] [--concurrency 10] [--hung 0] [--tps 5·300/interval]\n`);
+  process.stderr.write(`${msg}\nusage: npm run bench:fleet -- [--clusters 100,500,1000] [--cycles 3] [--interval 30] [--channels 10] [--concurrency 10] [--hung 0] [--tps 5·300/interval] [--profile PREFIX] [--heap-snapshot PREFIX]\n`);
   process.exit(2);
 }
 
 function parseArgs(argv: string[]): Args {
-  const a: Args = { clusters: [20], cycles: 3, intervalS: 30, channels: 10, concurrency: 10, hung: 0, tps: 0 };
+  const a: Args = { clusters: [20], cycles: 3, intervalS: 30, channels: 10, concurrency: 10, hung: 0, tps: 0, profile: '', heapSnapshot: '' };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i]!;
     const v = argv[++i];
@@ -89,6 +96,8 @@ function parseArgs(argv: string[]): Args {
     else if (k === '--concurrency') a.concurrency = Math.max(1, whole(v));
     else if (k === '--hung') a.hung = whole(v);
     else if (k === '--tps') a.tps = whole(v);
+    else if (k === '--profile') a.profile = v;
+    else if (k === '--heap-snapshot') a.heapSnapshot = v;
     else usage(`unknown argument ${k}`);
   }
   if (![1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30].includes(a.intervalS)) usage('--interval must divide 60 (1–30 s)');
@@ -327,6 +336,12 @@ interface RunResult {
   peakRssMiB: number;
   firstPollsS: number;
   hungStatus: string[];
+  /** serve's event-loop delay over the window (`monitorEventLoopDelay`, 10 ms resolution), ms. */
+  eventLoop: { p50: number; p99: number; max: number; over50: number };
+  /** Peak V8 heap used in serve's process, MiB. */
+  peakHeapMiB: number;
+  /** Long tasks in serve's profile of the window (with `--profile`). */
+  longTasks?: string[];
 }
 
 function counterSum(text: string, name: string, filter: (labels: string) => boolean = () => true): number {
@@ -383,8 +398,11 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
   const metrics = new Metrics();
   let bot: SlackIntegration | undefined;
   let peakRss = process.memoryUsage.rss();
+  let peakHeap = 0;
+  let ticks = 0;
   const rssTimer = setInterval(() => {
     peakRss = Math.max(peakRss, process.memoryUsage.rss());
+    if (++ticks % 8 === 0) peakHeap = Math.max(peakHeap, process.memoryUsage().heapUsed);
   }, 250);
   const t0 = performance.now();
   // Clusters whose poll has been alerted on (the Slack integration's afterPoll has run).
@@ -420,15 +438,44 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
   const cpu0 = process.cpuUsage();
   const w0 = performance.now();
   const statsP = fromChild<WindowStats>('stats');
+  const eld = monitorEventLoopDelay({ resolution: 10 });
+  // Delays over 50 ms, counted apart from the histogram: how often a task held the loop that long.
+  let over50 = 0;
+  let expected = performance.now() + 10;
+  const lag = setInterval(() => {
+    const now = performance.now();
+    if (now - expected > 50) over50++;
+    expected = now + 10;
+  }, 10);
+  let session: Session | undefined;
+  if (a.profile) {
+    session = new Session();
+    session.connect();
+    await session.post('Profiler.enable');
+    await session.post('Profiler.setSamplingInterval', { interval: 1000 });
+    await session.post('Profiler.start');
+  }
+  eld.enable();
   child.send({ windowStart: true });
   await new Promise((r) => setTimeout(r, a.cycles * intervalMs));
   child.send({ windowEnd: true });
+  eld.disable();
+  clearInterval(lag);
   const cpu = process.cpuUsage(cpu0);
   const windowS = (performance.now() - w0) / 1000;
+  let longTaskLines: string[] | undefined;
+  if (session) {
+    const { profile } = (await session.post('Profiler.stop')) as unknown as { profile: CpuProfile };
+    session.disconnect();
+    const file = resolve(`${a.profile}-${n}.cpuprofile`);
+    writeFileSync(file, JSON.stringify(profile));
+    longTaskLines = [`serve's CPU profile of the window: ${file}`, ...formatLongTasks(longTasks(profile))];
+  }
   const after = await metrics.text();
   const stats = await statsP;
   const onlyHealthy = (labels: string) => !labels.includes('cluster="hung-');
   const delta = (name: string, filter: (l: string) => boolean) => counterSum(after, name, filter) - counterSum(before, name, filter);
+  if (a.heapSnapshot) writeHeapSnapshot(resolve(`${a.heapSnapshot}-${n}.heapsnapshot`));
   const hungStatus = [...serve.context.clusters.keys()].filter((c) => c.startsWith('hung-')).map((c) => `${c}: ${serve.readiness().polls[c]}`);
   clearInterval(rssTimer);
   const result: RunResult = {
@@ -444,6 +491,9 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
     peakRssMiB: Math.max(peakRss, process.resourceUsage().maxRSS * 1024) / 1048576,
     firstPollsS,
     hungStatus,
+    eventLoop: { p50: eld.percentile(50) / 1e6, p99: eld.percentile(99) / 1e6, max: eld.max / 1e6, over50 },
+    peakHeapMiB: peakHeap / 1048576,
+    ...(longTaskLines ? { longTasks: longTaskLines } : {}),
   };
   await serve.stop();
   child.send({ stop: true });
@@ -463,11 +513,13 @@ function report(r: RunResult, a: Args): void {
   line(`  CloudWatch FilterLogEvents       ${(s.filterLogEvents / r.windowS).toFixed(2)} req/s mean, ${s.peakPerSecond} peak in 1 s (one account; budget ${a.tps}/s = AWS's 5/s × ${300 / a.intervalS} compression), ${s.throttled} throttled`);
   line(`  Kubernetes requests per poll     ${(s.kubeRequests / polls).toFixed(1)} per cluster`);
   line(`  chat.update per cycle            ${(s.chatUpdates / a.cycles).toFixed(1)}   (chat.postMessage ${(s.chatPosts / a.cycles).toFixed(1)})`);
-  line(`  peak RSS (serve)                 ${r.peakRssMiB.toFixed(0)} MiB`);
+  line(`  peak RSS (serve)                 ${r.peakRssMiB.toFixed(0)} MiB (V8 heap used ≤ ${r.peakHeapMiB.toFixed(0)} MiB)`);
   line(`  CPU per cycle                    serve ${(r.serveCpuMs / a.cycles / 1000).toFixed(2)} s, fakes + client ${(s.cpuMs / a.cycles / 1000).toFixed(2)} s (of ${a.intervalS * cpus().length} CPU-s)`);
   line(`  /tokens status ack               p50 ${percentile(acks, 50).toFixed(1)} ms, p99 ${percentile(acks, 99).toFixed(1)} ms, max ${(acks.at(-1) ?? Number.NaN).toFixed(1)} ms (${acks.length} commands)`);
+  line(`  event-loop delay (serve)         p50 ${r.eventLoop.p50.toFixed(1)} ms, p99 ${r.eventLoop.p99.toFixed(1)} ms, max ${r.eventLoop.max.toFixed(1)} ms; ${r.eventLoop.over50} delays > 50 ms`);
   if (r.hungStatus.length) line(`  hung clusters (/readyz)          ${r.hungStatus.join(', ')}`);
   line(`  machine: ${cpus().length} CPUs, load ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  for (const l of r.longTasks ?? []) line(`  ${l}`);
 }
 
 async function main(): Promise<void> {
