@@ -24,6 +24,14 @@ import { CloudWatchRateLimiter } from '../sources/rate-limit.js';
 import { openStore, type Store } from '../store/index.js';
 import { acquirePollerLock, type PollerLock, type PollerLockError, type PollerLockOptions } from './poller-lock.js';
 import { Verifier } from '../remediation/verify.js';
+import pLimit from 'p-limit';
+
+/**
+ * How many list pages the watch caches of all clusters process at once (parse and convert; the requests themselves
+ * are not bounded). A thousand clusters list pods, ServiceAccounts and six owner kinds at start: unbounded, those
+ * pages would keep the event loop busy for seconds, and a Slack ack would wait behind them.
+ */
+const WATCH_LIST_CONCURRENCY = 8;
 import type { Integration, RunNowResult, SlackContext } from '../slack/context.js';
 
 
@@ -207,8 +215,10 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   });
   // Per cluster, in flow order (build-cluster.ts): audit source, cluster state, remediator, monitors, poller.
   const slowPollAfterMs = opts.slowPollAfterMs ?? 3 * config.poll.requestTimeout;
+  // The watch caches of all clusters list at start: their pages are processed a few at a time (cache.ts listLimit).
+  const watchListLimit = pLimit(WATCH_LIST_CONCURRENCY);
   for (const c of config.clusters) {
-    clusters.set(c.name, await buildCluster(c, { config, store, logger, metrics, clock, rateLimiter, fleetInsights, slowPollAfterMs, onBlindChange: updateBlindGauge, afterPoll }));
+    clusters.set(c.name, await buildCluster(c, { config, store, logger, metrics, clock, rateLimiter, fleetInsights, slowPollAfterMs, watchListLimit, onBlindChange: updateBlindGauge, afterPoll }));
   }
 
   const firstDone = new Map<string, () => void>();
