@@ -18,7 +18,7 @@ import type { Metrics } from '../observability/metrics.js';
 import { KubeProbeReports, PROBE_NAMESPACE, type ProbeReportSource } from '../probe/objects.js';
 import { KubeRemediator } from '../remediation/kube-remediator.js';
 import { KubeMetricsScraper } from '../sources/apiserver-metrics.js';
-import { createAuditSource, type ClosableAuditSource, type FleetInsightsRegistry } from '../sources/index.js';
+import { createAuditSource, type ClosableAuditSource, type CloudWatchClients, type FleetInsightsRegistry } from '../sources/index.js';
 import type { CloudWatchRateLimiter } from '../sources/rate-limit.js';
 import type { Store } from '../store/index.js';
 import { BlindLogMonitor, EksLoggingRecheck } from './blind.js';
@@ -62,6 +62,8 @@ export interface BuildClusterDeps {
   fleetInsights?: FleetInsightsRegistry;
   /** How long a poll may run, ms of `clock`, before the cluster shows degraded as slow. */
   slowPollAfterMs: number;
+  /** CloudWatch Logs clients shared by every cluster (one per Region and endpoint). */
+  cloudwatchClients?: CloudWatchClients;
   /** The bound the watch caches of every cluster share for processing list pages ({@link WatchCacheOptions.listLimit}). */
   watchListLimit?: WatchCacheOptions['listLimit'];
   /** Called when the cluster's blind-log state may have changed (the EKS logging setup was re-read). */
@@ -140,6 +142,7 @@ export async function buildCluster(c: ClusterConfig, deps: BuildClusterDeps): Pr
     rateLimiter,
     requestTimeoutMs: config.poll.requestTimeout,
     ...(fleetInsights ? { fleetInsights } : {}),
+    ...(deps.cloudwatchClients ? { clients: deps.cloudwatchClients } : {}),
   });
   const kube = await buildKube(c, clock, config.poll.requestTimeout);
   if (kube.error) logger.error({ cluster: c.name }, kube.error);

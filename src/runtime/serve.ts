@@ -19,7 +19,7 @@ import type { PollOutcome } from './poller.js';
 import { BLIND_REASONS, type BlindReason } from './blind.js';
 import { buildCluster, type ClusterRuntime } from './build-cluster.js';
 import { Scheduler } from './scheduler.js';
-import { FleetInsightsRegistry } from '../sources/index.js';
+import { CloudWatchClients, FleetInsightsRegistry } from '../sources/index.js';
 import { CloudWatchRateLimiter } from '../sources/rate-limit.js';
 import { openStore, type Store } from '../store/index.js';
 import { acquirePollerLock, type PollerLock, type PollerLockError, type PollerLockOptions } from './poller-lock.js';
@@ -217,8 +217,10 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   const slowPollAfterMs = opts.slowPollAfterMs ?? 3 * config.poll.requestTimeout;
   // The watch caches of all clusters list at start: their pages are processed a few at a time (cache.ts listLimit).
   const watchListLimit = pLimit(WATCH_LIST_CONCURRENCY);
+  // One CloudWatch Logs client per Region and endpoint for all clusters (src/sources/cloudwatch.ts CloudWatchClients).
+  const cloudwatchClients = new CloudWatchClients({ requestTimeoutMs: config.poll.requestTimeout });
   for (const c of config.clusters) {
-    clusters.set(c.name, await buildCluster(c, { config, store, logger, metrics, clock, rateLimiter, fleetInsights, slowPollAfterMs, watchListLimit, onBlindChange: updateBlindGauge, afterPoll }));
+    clusters.set(c.name, await buildCluster(c, { config, store, logger, metrics, clock, rateLimiter, fleetInsights, cloudwatchClients, slowPollAfterMs, watchListLimit, onBlindChange: updateBlindGauge, afterPoll }));
   }
 
   const firstDone = new Map<string, () => void>();
@@ -406,6 +408,7 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
         rt.source.close?.();
         rt.watchCache?.stop();
       }
+      cloudwatchClients.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();
       lock?.release();
