@@ -66,6 +66,8 @@ export interface BuildClusterDeps {
   cloudwatchClients?: CloudWatchClients;
   /** The bound the watch caches of every cluster share for processing list pages ({@link WatchCacheOptions.listLimit}). */
   watchListLimit?: WatchCacheOptions['listLimit'];
+  /** Starts the cluster's watch cache (serve staggers the starts of many clusters); default: at once. */
+  startWatchCache?: (cache: ClusterWatchCache) => void;
   /** Called when the cluster's blind-log state may have changed (the EKS logging setup was re-read). */
   onBlindChange(rt: ClusterRuntime): void;
   /** Called after every successful poll of the cluster, awaited by the poller (serve's notify-then-verify sequence). */
@@ -112,6 +114,7 @@ function startWatchCache(
   logger: Logger,
   ip: { eventClock: () => number; ipHistoryMs: number },
   listLimit: WatchCacheOptions['listLimit'],
+  start: (cache: ClusterWatchCache) => void,
 ): ClusterWatchCache {
   const cache = new ClusterWatchCache(kc, {
     ...ip,
@@ -124,7 +127,7 @@ function startWatchCache(
       else logger.error(fields, 'watch cache disabled: reading the API directly');
     },
   });
-  cache.start();
+  start(cache);
   return cache;
 }
 
@@ -151,7 +154,7 @@ export async function buildCluster(c: ClusterConfig, deps: BuildClusterDeps): Pr
   const secretMetadata = 'secretMetadata' in c.kubernetes && c.kubernetes.secretMetadata === true;
   const watch = !('watch' in c.kubernetes && c.kubernetes.watch === false);
   const timeoutMs = config.poll.requestTimeout;
-  const watchCache = kube.kubeConfig && watch ? startWatchCache(kube.kubeConfig, c.name, logger, { eventClock: clock, ipHistoryMs: c.lookback }, deps.watchListLimit) : undefined;
+  const watchCache = kube.kubeConfig && watch ? startWatchCache(kube.kubeConfig, c.name, logger, { eventClock: clock, ipHistoryMs: c.lookback }, deps.watchListLimit, deps.startWatchCache ?? ((cache) => cache.start())) : undefined;
   const state = kube.kubeConfig
     ? new KubeClusterState(kube.kubeConfig, {
         secretMetadata,

@@ -16,6 +16,7 @@ import type { Finding } from '../findings/types.js';
 import { createLogger, type Logger } from '../observability/logger.js';
 import { Metrics } from '../observability/metrics.js';
 import type { PollOutcome } from './poller.js';
+import type { ClusterWatchCache } from '../cluster/cache.js';
 import { BLIND_REASONS, type BlindReason } from './blind.js';
 import { buildCluster, type ClusterRuntime } from './build-cluster.js';
 import { Scheduler } from './scheduler.js';
@@ -32,6 +33,9 @@ import pLimit from 'p-limit';
  * pages would keep the event loop busy for seconds, and a Slack ack would wait behind them.
  */
 const WATCH_LIST_CONCURRENCY = 8;
+/** How many clusters' watch caches start (list) at once, and how long one may take its turn before the next starts, ms. */
+const WATCH_START_CONCURRENCY = 16;
+const WATCH_START_TURN_MS = 10_000;
 import type { Integration, RunNowResult, SlackContext } from '../slack/context.js';
 
 
@@ -217,10 +221,22 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   const slowPollAfterMs = opts.slowPollAfterMs ?? 3 * config.poll.requestTimeout;
   // The watch caches of all clusters list at start: their pages are processed a few at a time (cache.ts listLimit).
   const watchListLimit = pLimit(WATCH_LIST_CONCURRENCY);
+  // …and start a few at a time: a cache takes its turn until it has synced or for at most WATCH_START_TURN_MS (a hung
+  // cluster does not hold up the others), so a thousand clusters do not send 8,000 list requests at once.
+  const watchStarts = pLimit(WATCH_START_CONCURRENCY);
+  const startWatchCache = (cache: ClusterWatchCache): void => {
+    void watchStarts(async () => {
+      if (stopping) return;
+      cache.start();
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([cache.synced(), new Promise<void>((resolve) => (timer = setTimeout(resolve, WATCH_START_TURN_MS)))]);
+      clearTimeout(timer);
+    });
+  };
   // One CloudWatch Logs client per Region and endpoint for all clusters (src/sources/cloudwatch.ts CloudWatchClients).
   const cloudwatchClients = new CloudWatchClients({ requestTimeoutMs: config.poll.requestTimeout });
   for (const c of config.clusters) {
-    clusters.set(c.name, await buildCluster(c, { config, store, logger, metrics, clock, rateLimiter, fleetInsights, cloudwatchClients, slowPollAfterMs, watchListLimit, onBlindChange: updateBlindGauge, afterPoll }));
+    clusters.set(c.name, await buildCluster(c, { config, store, logger, metrics, clock, rateLimiter, fleetInsights, cloudwatchClients, slowPollAfterMs, watchListLimit, startWatchCache, onBlindChange: updateBlindGauge, afterPoll }));
   }
 
   const firstDone = new Map<string, () => void>();
