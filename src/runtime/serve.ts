@@ -97,6 +97,11 @@ export interface ServeOptions {
    * The sandbox, whose clock runs faster than real time, scales it by its speed.
    */
   slowPollAfterMs?: number;
+  /**
+   * How many clusters' watch caches start at once and the longest turn of one, ms (default 16 and 10,000; tests use
+   * smaller ones).
+   */
+  watchStart?: { concurrency?: number; turnMs?: number };
   /** Starts integrations (Slack) once pollers exist; default: Slack when `config.slack.enabled`. */
   integrations?: ((ctx: ServeContext) => Promise<Integration>)[];
   /**
@@ -223,13 +228,14 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   const watchListLimit = pLimit(WATCH_LIST_CONCURRENCY);
   // …and start a few at a time: a cache takes its turn until it has synced or for at most WATCH_START_TURN_MS (a hung
   // cluster does not hold up the others), so a thousand clusters do not send 8,000 list requests at once.
-  const watchStarts = pLimit(WATCH_START_CONCURRENCY);
+  const watchStarts = pLimit(opts.watchStart?.concurrency ?? WATCH_START_CONCURRENCY);
+  const turnMs = opts.watchStart?.turnMs ?? WATCH_START_TURN_MS;
   const startWatchCache = (cache: ClusterWatchCache): void => {
     void watchStarts(async () => {
       if (stopping) return;
       cache.start();
       let timer: NodeJS.Timeout | undefined;
-      await Promise.race([cache.synced(), new Promise<void>((resolve) => (timer = setTimeout(resolve, WATCH_START_TURN_MS)))]);
+      await Promise.race([cache.synced(), new Promise<void>((resolve) => (timer = setTimeout(resolve, turnMs)))]);
       clearTimeout(timer);
     });
   };
