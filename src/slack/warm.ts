@@ -15,6 +15,7 @@
  *    receiver's body parsing and HMAC check are compiled.
  */
 import { createHmac, randomBytes } from 'node:crypto';
+import { ErrorCode, TokenwatchError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Store } from '../store/index.js';
 import { statusMessage } from './blocks/index.js';
@@ -73,7 +74,7 @@ export async function warmSlack(deps: WarmDeps): Promise<WarmResult> {
         signal: AbortSignal.timeout(5_000),
       });
       await res.arrayBuffer();
-      if (res.status !== 200) throw new Error(`ssl_check answered HTTP ${res.status}`);
+      if (res.status !== 200) throw new TokenwatchError(ErrorCode.Internal, `ssl_check answered HTTP ${res.status}`);
     });
   }
   return { done, ms: performance.now() - t0 };
