@@ -32,9 +32,11 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { performance } from 'node:perf_hooks';
+import { join, resolve } from 'node:path';
+import { Session } from 'node:inspector/promises';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
+import { writeHeapSnapshot } from 'node:v8';
 import { parseConfig } from '../src/config/index.js';
 import { createLogger } from '../src/observability/logger.js';
 import { Metrics } from '../src/observability/metrics.js';
@@ -44,6 +46,7 @@ import { startFakeKube, type FakeKube } from '../src/sandbox/fakes/kubernetes.js
 import { startSlackWith, type SlackIntegration } from '../src/runtime/build-slack.js';
 import { startFakeCloudWatch, type FakeCloudWatch } from '../test/fakes/cloudwatch.js';
 import { auditEvent } from '../test/sources/events.js';
+import { formatLongTasks, longTasks, type CpuProfile } from './long-tasks.js';
 
 const SECRET = 'bench-fleet-signing-secret-0123456789';
 const REQUESTER = 'U0BENCHREQ';
@@ -64,15 +67,24 @@ interface Args {
   hung: number;
   /** FilterLogEvents budget, requests/s: AWS's 5 scaled by the compression (300 s / interval), unless given. */
   tps: number;
+  /** Where to write serve's CPU profile of the measured window (`<prefix>-<N>.cpuprofile`); none when empty. */
+  profile: string;
+  /**
+   * Experiment: serve's SQLite `synchronous` setting for the run (`full`, the store's own, or `normal`), set on the
+   * store's connection after the start; empty: the store's own.
+   */
+  sqliteSynchronous: string;
+  /** Where to write a heap snapshot of serve's process after the window (`<prefix>-<N>.heapsnapshot`); none when empty. */
+  heapSnapshot: string;
 }
 
 function usage(msg: string): never {
-  process.stderr.write(`${msg}\nusage: npm run bench:fleet -- [--clusters 100,500,1000] [--cycles 3] [--interval 30] [--channels 10] [--concurrency 10] [--hung 0] [--tps 5·300/interval]\n`);
+  process.stderr.write(`${msg}\nusage: npm run bench:fleet -- [--clusters 100,500,1000] [--cycles 3] [--interval 30] [--channels 10] [--concurrency 10] [--hung 0] [--tps 5·300/interval] [--profile PREFIX] [--heap-snapshot PREFIX] [--sqlite-synchronous full|normal]\n`);
   process.exit(2);
 }
 
 function parseArgs(argv: string[]): Args {
-  const a: Args = { clusters: [20], cycles: 3, intervalS: 30, channels: 10, concurrency: 10, hung: 0, tps: 0 };
+  const a: Args = { clusters: [20], cycles: 3, intervalS: 30, channels: 10, concurrency: 10, hung: 0, tps: 0, profile: '', heapSnapshot: '', sqliteSynchronous: '' };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i]!;
     const v = argv[++i];
@@ -88,10 +100,22 @@ function parseArgs(argv: string[]): Args {
     else if (k === '--channels') a.channels = Math.max(1, whole(v));
     else if (k === '--concurrency') a.concurrency = Math.max(1, whole(v));
     else if (k === '--hung') a.hung = whole(v);
-    else if (k === '--tps') a.tps = whole(v);
+    else if (k === '--tps') {
+      a.tps = Number(v);
+      if (!(a.tps > 0)) usage(`--tps: '${v}' is not a positive number`);
+    }
+    else if (k === '--profile') a.profile = v;
+    else if (k === '--heap-snapshot') a.heapSnapshot = v;
+    else if (k === '--sqlite-synchronous') {
+      if (v !== 'full' && v !== 'normal') usage(`--sqlite-synchronous: 'full' or 'normal', not '${v}'`);
+      a.sqliteSynchronous = v;
+    }
     else usage(`unknown argument ${k}`);
   }
-  if (![1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30].includes(a.intervalS)) usage('--interval must divide 60 (1–30 s)');
+  const m = a.intervalS / 60;
+  if (!(a.intervalS > 0 && (a.intervalS < 60 ? 60 % a.intervalS === 0 : Number.isInteger(m) && 60 % m === 0))) {
+    usage('--interval must divide 60 (1–30 s) or be whole minutes that divide 60 (60, 120, 180, 240, 300, 600, …)');
+  }
   if (a.clusters.some((n) => n < 1)) usage('--clusters: each N must be at least 1');
   if (a.tps === 0) a.tps = (5 * 300) / a.intervalS;
   return a;
@@ -111,11 +135,26 @@ interface FakesJob {
   endMs: number;
 }
 
+/** One `/tokens status` the client sends. */
+interface StatusCommand {
+  cluster: string;
+  channel: string;
+  responseUrl: string;
+}
+
 interface FakesReady {
   cloudwatchUrl: string;
   slackApiUrl: string;
   kubeconfigs: string[];
   hungKubeconfigs: string[];
+  /** The client's commands, one a second from its start (response URLs of the fake Slack). */
+  commands: StatusCommand[];
+}
+
+/** What the slash-command client (its own process) is told. */
+interface ClientJob {
+  eventsUrl: string;
+  commands: StatusCommand[];
 }
 
 interface WindowStats {
@@ -126,7 +165,6 @@ interface WindowStats {
   kubeRequests: number;
   chatUpdates: number;
   chatPosts: number;
-  acks: number[];
 }
 
 const clusterName = (i: number): string => `c${String(i).padStart(4, '0')}`;
@@ -202,6 +240,27 @@ current-context: ${name}
 `;
 }
 
+/**
+ * Sets `PRAGMA synchronous` on the better-sqlite3 connection a store holds (found among its members, one level deep:
+ * the store does not expose it; `--sqlite-synchronous` is an experiment, not a setting).
+ * @throws when no connection is found
+ */
+function setSynchronous(store: object, value: string): void {
+  type Db = { pragma(sql: string, o?: { simple: boolean }): unknown };
+  const isDb = (x: unknown): x is Db => typeof (x as Db | null)?.pragma === 'function';
+  const members = (o: object): unknown[] => Object.values(o as Record<string, unknown>);
+  const db = [store, ...members(store).filter((m) => m !== null && typeof m === 'object')].flatMap((o) => members(o as object)).find(isDb);
+  if (!db) throw new Error('--sqlite-synchronous: no better-sqlite3 connection found in the store');
+  db.pragma(`synchronous = ${value.toUpperCase()}`);
+  process.stdout.write(`  (experiment) serve's SQLite connection now has synchronous = ${String(db.pragma('synchronous', { simple: true }))} (0 off, 1 normal, 2 full)\n`);
+}
+
+/** A node-cron schedule every `s` seconds (`--interval`): `*\/s * * * * *` below a minute, else `0 *\/m * * * *`. */
+function cronOf(s: number): string {
+  if (s < 60) return `*/${s} * * * * *`;
+  return s === 60 ? '0 * * * * *' : `0 */${s / 60} * * * *`;
+}
+
 function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return Number.NaN;
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
@@ -246,10 +305,14 @@ async function runFakes(job: FakesJob): Promise<void> {
     hungKubeconfigs.push(path);
     cw.createLogGroup(`/aws/eks/hung-${i}/cluster`);
   }
-  process.send!({ ready: { cloudwatchUrl: cw.url, slackApiUrl: slack.apiUrl, kubeconfigs, hungKubeconfigs } satisfies FakesReady });
+  // One command a second for the whole run, and some to spare.
+  const commands: StatusCommand[] = Array.from({ length: Math.ceil((job.endMs - job.startMs) / 1000) + 600 }, (_, k) => {
+    const channel = channelId(k % job.clusters % job.channels);
+    return { cluster: clusterName(k % job.clusters), channel, responseUrl: slack.responseUrl({ channel, user: REQUESTER }) };
+  });
+  process.send!({ ready: { cloudwatchUrl: cw.url, slackApiUrl: slack.apiUrl, kubeconfigs, hungKubeconfigs, commands } satisfies FakesReady });
 
-  let eventsUrl: string | undefined;
-  let window: { cpu: NodeJS.CpuUsage; t0: number; cw: number; kube: number; updates: number; posts: number; acks: number[] } | undefined;
+  let window: { cpu: NodeJS.CpuUsage; t0: number; cw: number; kube: number; updates: number; posts: number } | undefined;
   const kubeCount = (): number => kubes.reduce((n, k) => n + k.requests.length, 0);
   // Keep the fakes' request logs from growing without bound: count, then drop (the counts are what is reported).
   let kubeDropped = 0;
@@ -259,24 +322,9 @@ async function runFakes(job: FakesJob): Promise<void> {
       k.requests.length = 0;
     }
   }, 5_000);
-  let k = 0;
-  const ackTimer = setInterval(() => {
-    if (!eventsUrl) return;
-    const cluster = clusterName(k % job.clusters);
-    const channel = channelId(k % job.clusters % job.channels);
-    k++;
-    const t0 = performance.now();
-    void sendSlashCommand(eventsUrl, SECRET, { text: `status ${cluster}`, user_id: REQUESTER, channel_id: channel, response_url: slack.responseUrl({ channel, user: REQUESTER }) }).then(
-      (res) => {
-        if (res.status === 200) window?.acks.push(performance.now() - t0);
-      },
-      () => undefined,
-    );
-  }, 1_000);
-  process.on('message', (m: { eventsUrl?: string; windowStart?: true; windowEnd?: true; stop?: true }) => {
-    if (m.eventsUrl) eventsUrl = m.eventsUrl;
+  process.on('message', (m: { windowStart?: true; windowEnd?: true; stop?: true }) => {
     if (m.windowStart) {
-      window = { cpu: process.cpuUsage(), t0: performance.now(), cw: cw.requests.length, kube: kubeDropped + kubeCount(), updates: slack.callsTo('chat.update').length, posts: slack.callsTo('chat.postMessage').length, acks: [] };
+      window = { cpu: process.cpuUsage(), t0: performance.now(), cw: cw.requests.length, kube: kubeDropped + kubeCount(), updates: slack.callsTo('chat.update').length, posts: slack.callsTo('chat.postMessage').length };
     }
     if (m.windowEnd && window) {
       const cpu = process.cpuUsage(window.cpu);
@@ -296,17 +344,52 @@ async function runFakes(job: FakesJob): Promise<void> {
         kubeRequests: kubeDropped + kubeCount() - window.kube,
         chatUpdates: slack.callsTo('chat.update').length - window.updates,
         chatPosts: slack.callsTo('chat.postMessage').length - window.posts,
-        acks: window.acks,
       };
       process.send!({ stats });
       window = undefined;
     }
     if (m.stop) {
-      clearInterval(ackTimer);
       clearInterval(trim);
       for (const s of sockets) s.destroy();
       for (const h of holes) h.close();
       void Promise.all([cw.close(), slack.close(), ...kubes.map((x) => x.close())]).finally(() => process.exit(0));
+    }
+  });
+}
+
+/**
+ * The slash-command client (its own process, as Slack is elsewhere: neither serve's nor the fakes' event loop delays
+ * its timing): one signed `/tokens status <cluster>` a second; the time from sending to the HTTP answer (Bolt answers
+ * when `ack()` runs) of each answered command sent inside the window, ms, and the CPU it used.
+ */
+function runClient(job: ClientJob): void {
+  let k = 0;
+  let window: { acks: number[]; cpu: NodeJS.CpuUsage } | undefined;
+  const timer = setInterval(() => {
+    const c = job.commands[k++ % job.commands.length]!;
+    const t0 = performance.now();
+    const w = window;
+    void sendSlashCommand(job.eventsUrl, SECRET, { text: `status ${c.cluster}`, user_id: REQUESTER, channel_id: c.channel, response_url: c.responseUrl }).then(
+      (res) => {
+        if (res.status === 200) w?.acks.push(performance.now() - t0);
+      },
+      () => undefined,
+    );
+  }, 1_000);
+  process.on('message', (m: { windowStart?: true; windowEnd?: true; stop?: true }) => {
+    if (m.windowStart) window = { acks: [], cpu: process.cpuUsage() };
+    if (m.windowEnd && window) {
+      const w = window;
+      window = undefined;
+      // The last commands of the window may still be on their way: give them a few seconds.
+      setTimeout(() => {
+        const cpu = process.cpuUsage(w.cpu);
+        process.send!({ acks: { times: w.acks, cpuMs: (cpu.user + cpu.system) / 1000 } });
+      }, 5_000);
+    }
+    if (m.stop) {
+      clearInterval(timer);
+      process.exit(0);
     }
   });
 }
@@ -322,11 +405,21 @@ interface RunResult {
   missed: number;
   late: number;
   stats: WindowStats;
+  /** `/tokens status` ack times of the window, ms, and the client's CPU, ms. */
+  acks: { times: number[]; cpuMs: number };
   windowS: number;
   serveCpuMs: number;
   peakRssMiB: number;
   firstPollsS: number;
+  /** When the Slack integration had started, s after `startServe` was called. */
+  slackStartedS: number;
   hungStatus: string[];
+  /** serve's event-loop delay over the window (`monitorEventLoopDelay`, 10 ms resolution), ms. */
+  eventLoop: { p50: number; p99: number; max: number; over50: number };
+  /** Peak V8 heap used in serve's process, MiB. */
+  peakHeapMiB: number;
+  /** Long tasks in serve's profile of the window (with `--profile`). */
+  longTasks?: string[];
 }
 
 function counterSum(text: string, name: string, filter: (labels: string) => boolean = () => true): number {
@@ -341,18 +434,20 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
   const startMs = Date.now();
   // Warm-up ≤ 3 intervals, then the window, then slack.
   const endMs = startMs + (a.cycles + 6) * intervalMs;
-  const child: ChildProcess = fork(fileURLToPath(import.meta.url), ['--fakes'], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-  const fromChild = <T>(key: string): Promise<T> =>
+  const spawnPart = (role: '--fakes' | '--client'): ChildProcess => fork(fileURLToPath(import.meta.url), [role], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const child = spawnPart('--fakes');
+  const from = <T>(proc: ChildProcess, key: string): Promise<T> =>
     new Promise<T>((resolve, reject) => {
       const on = (m: Record<string, unknown>) => {
         if (key in m) {
-          child.off('message', on);
+          proc.off('message', on);
           resolve(m[key] as T);
         }
       };
-      child.on('message', on);
-      child.once('exit', (code) => reject(new Error(`fakes exited with ${code}`)));
+      proc.on('message', on);
+      proc.once('exit', (code) => reject(new Error(`${proc === child ? 'fakes' : 'client'} exited with ${code}`)));
     });
+  const fromChild = <T>(key: string): Promise<T> => from<T>(child, key);
   const readyP = fromChild<FakesReady>('ready');
   child.send({ tps: a.tps, clusters: n, hung: a.hung, channels: a.channels, intervalS: a.intervalS, dir, startMs, endMs } satisfies FakesJob);
   const ready = await readyP;
@@ -371,7 +466,7 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
         name: c.name,
         audit: { cloudwatch: { region: 'us-east-1', logGroup: `/aws/eks/${c.name}/cluster`, endpoint: ready.cloudwatchUrl } },
         kubernetes: { kubeconfig: c.kubeconfig },
-        schedule: `*/${a.intervalS} * * * * *`,
+        schedule: cronOf(a.intervalS),
         lookback: '15m',
         slack: { channel: c.channel, approvers: ['U0BENCHAPP'], requesters: ['*'] },
       })),
@@ -383,8 +478,11 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
   const metrics = new Metrics();
   let bot: SlackIntegration | undefined;
   let peakRss = process.memoryUsage.rss();
+  let peakHeap = 0;
+  let ticks = 0;
   const rssTimer = setInterval(() => {
     peakRss = Math.max(peakRss, process.memoryUsage.rss());
+    if (++ticks % 8 === 0) peakHeap = Math.max(peakHeap, process.memoryUsage().heapUsed);
   }, 250);
   const t0 = performance.now();
   // Clusters whose poll has been alerted on (the Slack integration's afterPoll has run).
@@ -392,6 +490,8 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
   const serve = await startServe(config, {
     logger: createLogger({ level: 'silent' }),
     metrics,
+    // At start a thousand clusters' watch caches list at once: a Slack start that timed out is retried soon.
+    integrationRetryMs: 1_000,
     integrations: [
       async (ctx) => {
         const started = await startSlackWith(ctx, { host: '127.0.0.1' });
@@ -407,7 +507,11 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
       },
     ],
   });
-  child.send({ eventsUrl: bot!.eventsUrl });
+  await serve.integrationStarted('slack');
+  const slackStartedS = (performance.now() - t0) / 1000;
+  if (a.sqliteSynchronous) setSynchronous(serve.context.store, a.sqliteSynchronous);
+  const client = spawnPart('--client');
+  client.send({ eventsUrl: bot!.eventsUrl!, commands: ready.commands } satisfies ClientJob);
   const healthy = [...serve.context.clusters.keys()].filter((c) => !c.startsWith('hung-'));
   // Warm-up: the first polls of the healthy clusters (their alerts posted), at most 3 intervals.
   const warmUntil = performance.now() + 3 * intervalMs;
@@ -420,15 +524,48 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
   const cpu0 = process.cpuUsage();
   const w0 = performance.now();
   const statsP = fromChild<WindowStats>('stats');
+  const eld = monitorEventLoopDelay({ resolution: 10 });
+  // Delays over 50 ms, counted apart from the histogram: how often a task held the loop that long.
+  let over50 = 0;
+  let expected = performance.now() + 10;
+  const lag = setInterval(() => {
+    const now = performance.now();
+    if (now - expected > 50) over50++;
+    expected = now + 10;
+  }, 10);
+  let session: Session | undefined;
+  if (a.profile) {
+    session = new Session();
+    session.connect();
+    await session.post('Profiler.enable');
+    await session.post('Profiler.setSamplingInterval', { interval: 1000 });
+    await session.post('Profiler.start');
+  }
+  eld.enable();
   child.send({ windowStart: true });
+  client.send({ windowStart: true });
+  const acksP = from<RunResult['acks']>(client, 'acks');
   await new Promise((r) => setTimeout(r, a.cycles * intervalMs));
   child.send({ windowEnd: true });
+  client.send({ windowEnd: true });
+  eld.disable();
+  clearInterval(lag);
   const cpu = process.cpuUsage(cpu0);
   const windowS = (performance.now() - w0) / 1000;
+  let longTaskLines: string[] | undefined;
+  if (session) {
+    const { profile } = (await session.post('Profiler.stop')) as unknown as { profile: CpuProfile };
+    session.disconnect();
+    const file = resolve(`${a.profile}-${n}.cpuprofile`);
+    writeFileSync(file, JSON.stringify(profile));
+    longTaskLines = [`serve's CPU profile of the window: ${file}`, ...formatLongTasks(longTasks(profile))];
+  }
   const after = await metrics.text();
   const stats = await statsP;
+  const acks = await acksP;
   const onlyHealthy = (labels: string) => !labels.includes('cluster="hung-');
   const delta = (name: string, filter: (l: string) => boolean) => counterSum(after, name, filter) - counterSum(before, name, filter);
+  if (a.heapSnapshot) writeHeapSnapshot(resolve(`${a.heapSnapshot}-${n}.heapsnapshot`));
   const hungStatus = [...serve.context.clusters.keys()].filter((c) => c.startsWith('hung-')).map((c) => `${c}: ${serve.readiness().polls[c]}`);
   clearInterval(rssTimer);
   const result: RunResult = {
@@ -439,12 +576,18 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
     missed: delta('tokenwatch_polls_missed_total', onlyHealthy),
     late: delta('tokenwatch_polls_late_total', onlyHealthy),
     stats,
+    acks,
     windowS,
     serveCpuMs: (cpu.user + cpu.system) / 1000,
     peakRssMiB: Math.max(peakRss, process.resourceUsage().maxRSS * 1024) / 1048576,
     firstPollsS,
+    slackStartedS,
     hungStatus,
+    eventLoop: { p50: eld.percentile(50) / 1e6, p99: eld.percentile(99) / 1e6, max: eld.max / 1e6, over50 },
+    peakHeapMiB: peakHeap / 1048576,
+    ...(longTaskLines ? { longTasks: longTaskLines } : {}),
   };
+  client.send({ stop: true });
   await serve.stop();
   child.send({ stop: true });
   await new Promise<void>((r) => (child.exitCode !== null ? r() : child.once('exit', () => r())));
@@ -455,19 +598,21 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
 function report(r: RunResult, a: Args): void {
   const line = (s: string) => process.stdout.write(`${s}\n`);
   const s = r.stats;
-  const acks = [...s.acks].sort((x, y) => x - y);
+  const acks = [...r.acks.times].sort((x, y) => x - y);
   const polls = Math.max(1, r.ran);
-  line(`N = ${r.n} clusters${a.hung ? ` (+ ${a.hung} hung)` : ''}, schedule every ${a.intervalS} s, ${a.cycles} cycles measured (${r.windowS.toFixed(0)} s), poll.concurrency ${a.concurrency}, ${a.channels} channels`);
-  line(`  first polls done after   ${r.firstPollsS.toFixed(1)} s`);
+  line(`N = ${r.n} clusters${a.hung ? ` (+ ${a.hung} hung)` : ''}, schedule every ${a.intervalS} s (\`${cronOf(a.intervalS)}\`: 5 minutes compressed ${(300 / a.intervalS).toFixed(2).replace(/\.?0+$/, '')}×), ${a.cycles} cycles measured (${r.windowS.toFixed(0)} s), poll.concurrency ${a.concurrency}, ${a.channels} channels`);
+  line(`  Slack started after      ${r.slackStartedS.toFixed(1)} s; first polls done after ${r.firstPollsS.toFixed(1)} s`);
   line(`  polls run / scheduled / missed   ${r.ran} / ${r.scheduled} / ${r.missed}   (failed ${r.failed}, late ${r.late})`);
-  line(`  CloudWatch FilterLogEvents       ${(s.filterLogEvents / r.windowS).toFixed(2)} req/s mean, ${s.peakPerSecond} peak in 1 s (one account; budget ${a.tps}/s = AWS's 5/s × ${300 / a.intervalS} compression), ${s.throttled} throttled`);
+  line(`  CloudWatch FilterLogEvents       ${(s.filterLogEvents / r.windowS).toFixed(2)} req/s mean, ${s.peakPerSecond} peak in 1 s (one account; budget ${a.tps}/s = AWS's 5/s × the compression), ${s.throttled} throttled`);
   line(`  Kubernetes requests per poll     ${(s.kubeRequests / polls).toFixed(1)} per cluster`);
   line(`  chat.update per cycle            ${(s.chatUpdates / a.cycles).toFixed(1)}   (chat.postMessage ${(s.chatPosts / a.cycles).toFixed(1)})`);
-  line(`  peak RSS (serve)                 ${r.peakRssMiB.toFixed(0)} MiB`);
-  line(`  CPU per cycle                    serve ${(r.serveCpuMs / a.cycles / 1000).toFixed(2)} s, fakes + client ${(s.cpuMs / a.cycles / 1000).toFixed(2)} s (of ${a.intervalS * cpus().length} CPU-s)`);
+  line(`  peak RSS (serve)                 ${r.peakRssMiB.toFixed(0)} MiB (V8 heap used ≤ ${r.peakHeapMiB.toFixed(0)} MiB)`);
+  line(`  CPU per cycle                    serve ${(r.serveCpuMs / a.cycles / 1000).toFixed(2)} s, fakes ${(s.cpuMs / a.cycles / 1000).toFixed(2)} s, client ${(r.acks.cpuMs / a.cycles / 1000).toFixed(2)} s (of ${a.intervalS * cpus().length} CPU-s)`);
   line(`  /tokens status ack               p50 ${percentile(acks, 50).toFixed(1)} ms, p99 ${percentile(acks, 99).toFixed(1)} ms, max ${(acks.at(-1) ?? Number.NaN).toFixed(1)} ms (${acks.length} commands)`);
+  line(`  event-loop delay (serve)         p50 ${r.eventLoop.p50.toFixed(1)} ms, p99 ${r.eventLoop.p99.toFixed(1)} ms, max ${r.eventLoop.max.toFixed(1)} ms; ${r.eventLoop.over50} delays > 50 ms`);
   if (r.hungStatus.length) line(`  hung clusters (/readyz)          ${r.hungStatus.join(', ')}`);
   line(`  machine: ${cpus().length} CPUs, load ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  for (const l of r.longTasks ?? []) line(`  ${l}`);
 }
 
 async function main(): Promise<void> {
@@ -475,7 +620,13 @@ async function main(): Promise<void> {
   for (const n of a.clusters) report(await runOne(n, a), a);
 }
 
-if (process.argv.includes('--fakes')) {
+if (process.argv.includes('--client') || process.argv.includes('--fakes')) {
+  // A child ends with its parent (serve's process), also when that one failed.
+  process.once('disconnect', () => process.exit(0));
+}
+if (process.argv.includes('--client')) {
+  process.once('message', (job) => runClient(job as ClientJob));
+} else if (process.argv.includes('--fakes')) {
   process.once('message', (job) => {
     runFakes(job as FakesJob).catch((err: unknown) => {
       process.stderr.write(`bench/fleet fakes failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);

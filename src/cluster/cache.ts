@@ -38,6 +38,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { HttpMethod, type KubeConfig, RequestContext } from '@kubernetes/client-node';
 import { fetch } from 'undici';
 import { ErrorCode, TokenwatchError } from '../errors.js';
+import { TimeSlicer } from '../core/slice.js';
 import {
   controllerRef,
   isBuiltinOwner,
@@ -114,6 +115,12 @@ export interface WatchCacheOptions {
   maxIpHistory?: number;
   /** Told about syncs, relists, failures (default: nothing). */
   onEvent?: (e: CacheEvent) => void;
+  /**
+   * Runs the CPU part of each list page (parsing the answer, converting its items), so that the caches of many
+   * clusters share a bound (`serve` passes one `p-limit` for all: at start a thousand clusters list at once). Only
+   * the answer's processing waits here, not the request: a cluster that never answers holds no slot. Default: no bound.
+   */
+  listLimit?: <T>(fn: () => Promise<T>) => Promise<T>;
 }
 
 /**
@@ -256,7 +263,7 @@ export class ClusterWatchCache {
   private readonly abort = new AbortController();
   private disabledReason: string | undefined;
   private started = false;
-  private readonly opts: Required<Omit<WatchCacheOptions, 'onEvent' | 'eventClock'>> & Pick<WatchCacheOptions, 'onEvent'> & { eventClock: () => number };
+  private readonly opts: Required<Omit<WatchCacheOptions, 'onEvent' | 'eventClock' | 'listLimit'>> & Pick<WatchCacheOptions, 'onEvent' | 'listLimit'> & { eventClock: () => number };
   private syncedResolve: (() => void) | undefined;
   private readonly interner = SHARED_STRINGS;
   private readonly syncedPromise: Promise<void>;
@@ -278,6 +285,7 @@ export class ClusterWatchCache {
       ipHistoryMs: opts.ipHistoryMs ?? 86_400_000,
       maxIpHistory: opts.maxIpHistory ?? 10_000,
       ...(opts.onEvent ? { onEvent: opts.onEvent } : {}),
+      ...(opts.listLimit ? { listLimit: opts.listLimit } : {}),
     };
     this.syncedPromise = new Promise((resolve) => {
       this.syncedResolve = resolve;
@@ -692,7 +700,7 @@ class Reflector {
 
   /** List every page; replace the store with the result; remember the list's resourceVersion. */
   private async list(): Promise<void> {
-    const { pageSize, listTimeoutMs } = this.cache.options;
+    const { pageSize, listTimeoutMs, listLimit } = this.cache.options;
     const fresh = new Map<string, unknown>();
     let cont: string | undefined;
     let rv = '';
@@ -700,12 +708,21 @@ class Reflector {
       const signal = AbortSignal.any([this.cache.signal, AbortSignal.timeout(listTimeoutMs)]);
       const res = await this.request({ limit: String(pageSize), ...(cont ? { continue: cont } : {}) }, signal);
       if (res.status !== 200) throw await this.failure(res, 'list');
-      const body = (await res.json()) as unknown;
-      const items = isObj(body) && Array.isArray(body['items']) ? body['items'] : [];
-      for (const item of items) fresh.set(keyOf(item), this.store.convert(item));
-      const m = metaOf(body);
-      rv = typeof m['resourceVersion'] === 'string' ? m['resourceVersion'] : '';
-      cont = typeof m['continue'] === 'string' && m['continue'] !== '' ? m['continue'] : undefined;
+      // The page's CPU work: within the shared bound, and in time slices (a page of 500 pods is long synchronous
+      // work; src/core/slice.ts).
+      const page = async (): Promise<void> => {
+        const body = (await res.json()) as unknown;
+        const items = isObj(body) && Array.isArray(body['items']) ? body['items'] : [];
+        const slicer = new TimeSlicer();
+        for (const item of items) {
+          fresh.set(keyOf(item), this.store.convert(item));
+          if (slicer.due()) await slicer.yield();
+        }
+        const m = metaOf(body);
+        rv = typeof m['resourceVersion'] === 'string' ? m['resourceVersion'] : '';
+        cont = typeof m['continue'] === 'string' && m['continue'] !== '' ? m['continue'] : undefined;
+      };
+      await (listLimit ? listLimit(page) : page());
     } while (cont !== undefined);
     if (rv === '') throw new WatchError(0, `list ${this.watched.name}: answer without metadata.resourceVersion`);
     this.store.replaceAll(fresh);

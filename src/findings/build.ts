@@ -16,6 +16,7 @@ import { nearestWorkload } from '../cluster/convert.js';
 import { type CauseCatalog, DEFAULT_CATALOG, classifyCause, podMatchesUserAgent, sameTokenPod, successorPod } from './causes.js';
 import { SEVERITY_RANK, type Finding, type FindingKind, type FindingToken, type Severity, type SeverityThresholds, type TokenRecord } from './types.js';
 import { DAY_SECONDS, HOUR_MS } from '../core/units.js';
+import { TimeSlicer } from '../core/slice.js';
 
 /** A token used within this long before the end of the data is "still in use" (live). */
 export const LIVE_USE_WINDOW_MS = HOUR_MS;
@@ -155,10 +156,13 @@ export async function buildFindings(records: TokenRecord[], opts: BuildOptions):
 
   const states = new StateCache(opts.state);
   const limit = pLimit(STATE_CONCURRENCY);
+  // Many groups are long synchronous work between microtasks: built in slices (src/core/slice.ts).
+  const slicer = new TimeSlicer();
   const findings = await Promise.all(
     [...groups.values()].map((g) =>
-      limit(() =>
-        buildOne(g, {
+      limit(async () => {
+        if (slicer.due()) await slicer.yield();
+        return buildOne(g, {
           now: opts.now,
           thresholds,
           catalog,
@@ -168,8 +172,8 @@ export async function buildFindings(records: TokenRecord[], opts: BuildOptions):
           unauthorizedOfSubject: unauthorizedBySubject.get(subjectKey(g[0]!)) ?? [],
           has401: unauthorizedSubjects.has(subjectKey(g[0]!)),
           weak401: weakSubjects.has(subjectKey(g[0]!)) ? minInferred : undefined,
-        }),
-      ),
+        });
+      }),
     ),
   );
   return findings.sort(compareFindings);

@@ -6,7 +6,7 @@
  * (`src/remediation/kube-remediator.ts`) and the poller (`poller.ts`) with its token-metrics monitor.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
-import { ClusterWatchCache } from '../cluster/cache.js';
+import { ClusterWatchCache, type WatchCacheOptions } from '../cluster/cache.js';
 import { KubeClusterState, kubeConfigFor } from '../cluster/kube.js';
 import { poolConnections } from '../cluster/pool.js';
 import type { ClusterStateSource } from '../cluster/types.js';
@@ -18,7 +18,7 @@ import type { Metrics } from '../observability/metrics.js';
 import { KubeProbeReports, PROBE_NAMESPACE, type ProbeReportSource } from '../probe/objects.js';
 import { KubeRemediator } from '../remediation/kube-remediator.js';
 import { KubeMetricsScraper } from '../sources/apiserver-metrics.js';
-import { createAuditSource, type ClosableAuditSource, type FleetInsightsRegistry } from '../sources/index.js';
+import { createAuditSource, type ClosableAuditSource, type CloudWatchClients, type FleetInsightsRegistry } from '../sources/index.js';
 import type { CloudWatchRateLimiter } from '../sources/rate-limit.js';
 import type { Store } from '../store/index.js';
 import { BlindLogMonitor, EksLoggingRecheck } from './blind.js';
@@ -62,6 +62,12 @@ export interface BuildClusterDeps {
   fleetInsights?: FleetInsightsRegistry;
   /** How long a poll may run, ms of `clock`, before the cluster shows degraded as slow. */
   slowPollAfterMs: number;
+  /** CloudWatch Logs clients shared by every cluster (one per Region and endpoint). */
+  cloudwatchClients?: CloudWatchClients;
+  /** The bound the watch caches of every cluster share for processing list pages ({@link WatchCacheOptions.listLimit}). */
+  watchListLimit?: WatchCacheOptions['listLimit'];
+  /** Starts the cluster's watch cache (serve staggers the starts of many clusters); default: at once. */
+  startWatchCache?: (cache: ClusterWatchCache) => void;
   /** Called when the cluster's blind-log state may have changed (the EKS logging setup was re-read). */
   onBlindChange(rt: ClusterRuntime): void;
   /** Called after every successful poll of the cluster, awaited by the poller (serve's notify-then-verify sequence). */
@@ -102,9 +108,17 @@ async function buildKube(
  * Start a cluster's watch cache, logging its syncs, relists and failures (scrubbed: reasons may quote the server).
  * Its pod-IP history is stamped with the service clock and kept for the cluster's `lookback` (the 401s it explains).
  */
-function startWatchCache(kc: KubeConfig, cluster: string, logger: Logger, ip: { eventClock: () => number; ipHistoryMs: number }): ClusterWatchCache {
+function startWatchCache(
+  kc: KubeConfig,
+  cluster: string,
+  logger: Logger,
+  ip: { eventClock: () => number; ipHistoryMs: number },
+  listLimit: WatchCacheOptions['listLimit'],
+  start: (cache: ClusterWatchCache) => void,
+): ClusterWatchCache {
   const cache = new ClusterWatchCache(kc, {
     ...ip,
+    ...(listLimit ? { listLimit } : {}),
     onEvent: (e) => {
       const fields = { cluster, resource: e.resource, ...(e.reason ? { reason: scrubSecrets(e.reason) } : {}) };
       if (e.kind === 'synced') logger.debug(fields, 'watch cache: listed, now watching');
@@ -113,7 +127,7 @@ function startWatchCache(kc: KubeConfig, cluster: string, logger: Logger, ip: { 
       else logger.error(fields, 'watch cache disabled: reading the API directly');
     },
   });
-  cache.start();
+  start(cache);
   return cache;
 }
 
@@ -131,6 +145,7 @@ export async function buildCluster(c: ClusterConfig, deps: BuildClusterDeps): Pr
     rateLimiter,
     requestTimeoutMs: config.poll.requestTimeout,
     ...(fleetInsights ? { fleetInsights } : {}),
+    ...(deps.cloudwatchClients ? { clients: deps.cloudwatchClients } : {}),
   });
   const kube = await buildKube(c, clock, config.poll.requestTimeout);
   if (kube.error) logger.error({ cluster: c.name }, kube.error);
@@ -139,7 +154,7 @@ export async function buildCluster(c: ClusterConfig, deps: BuildClusterDeps): Pr
   const secretMetadata = 'secretMetadata' in c.kubernetes && c.kubernetes.secretMetadata === true;
   const watch = !('watch' in c.kubernetes && c.kubernetes.watch === false);
   const timeoutMs = config.poll.requestTimeout;
-  const watchCache = kube.kubeConfig && watch ? startWatchCache(kube.kubeConfig, c.name, logger, { eventClock: clock, ipHistoryMs: c.lookback }) : undefined;
+  const watchCache = kube.kubeConfig && watch ? startWatchCache(kube.kubeConfig, c.name, logger, { eventClock: clock, ipHistoryMs: c.lookback }, deps.watchListLimit, deps.startWatchCache ?? ((cache) => cache.start())) : undefined;
   const state = kube.kubeConfig
     ? new KubeClusterState(kube.kubeConfig, {
         secretMetadata,

@@ -27,6 +27,7 @@ import { Notifier } from '../slack/notifier.js';
 import { DEFAULT_SLACK_RATES, RateGate } from '../slack/outbox.js';
 import { groupIdOf } from '../findings/groups.js';
 import type { SocketWatchdog } from '../slack/watchdog.js';
+import { warmSlack, type WarmResult } from '../slack/warm.js';
 
 /** Tracks promises of work done after an ack or a poll. */
 class Tasks {
@@ -64,6 +65,8 @@ export interface SlackIntegration extends Integration {
   sweep(): Promise<number>;
   /** Socket Mode only: the connection watchdog. */
   watchdog?: SocketWatchdog;
+  /** What the start-up warm-up of the request paths did (`src/slack/warm.ts`). */
+  warmUp: WarmResult;
   /** The parts, for tests. */
   parts: { api: SlackApi; notifier: Notifier; flow: ApprovalFlow; ids: ButtonIds; command: TokensCommand; app: App; home: HomePublisher; drainer?: NotificationDrainer };
 }
@@ -289,6 +292,16 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
   };
 
   const { eventsUrl, watchdog } = await startSlackApp(created, ctx, opts);
+  // The first request after a start is acked as fast as the next ones: its paths are compiled and prepared now.
+  const warm = await warmSlack({
+    store,
+    command,
+    cluster: clusters.keys().next().value,
+    ...(eventsUrl && config.slack?.signingSecret ? { http: { eventsUrl, signingSecret: config.slack.signingSecret } } : {}),
+    clock,
+    logger: log,
+  });
+  log.debug({ steps: warm.done, ms: Math.round(warm.ms) }, 'Slack request paths warmed up');
 
   const sweepTimer = setInterval(() => {
     void track(flow.sweepExpired()).catch((err: unknown) => log.error({ err }, 'approval expiry sweep failed'));
@@ -332,6 +345,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     state: () => (watchdog ? (watchdog.isConnected ? 'connected' : 'disconnected') : 'ok'),
     ...(eventsUrl ? { eventsUrl } : {}),
     ...(watchdog ? { watchdog } : {}),
+    warmUp: warm,
     idle: async () => {
       await tasks.idle();
       await drainer?.idle();

@@ -17,6 +17,8 @@
  * After each successful poll one sequence runs ({@link afterPoll} below): the blind-log gauge, the integrations' alerts,
  * then the verifier's conclusions, so a verification replies under an alert that already shows the poll's findings.
  */
+import pLimit from 'p-limit';
+import type { ClusterWatchCache } from '../cluster/cache.js';
 import { kubeConfigFor } from '../cluster/kube.js';
 import { poolConnections } from '../cluster/pool.js';
 import type { Config } from '../config/types.js';
@@ -24,6 +26,7 @@ import type { Finding } from '../findings/types.js';
 import { createLogger, type Logger } from '../observability/logger.js';
 import { Metrics } from '../observability/metrics.js';
 import { Verifier } from '../remediation/verify.js';
+import { CloudWatchClients } from '../sources/index.js';
 import { buildCluster, type ClusterRuntime } from './build-cluster.js';
 import type { SlackIntegration } from './build-slack.js';
 import { electionFromEnv, LeaderElector } from './leader.js';
@@ -42,6 +45,16 @@ import {
   type ServeOptions,
 } from './serve.js';
 
+
+/**
+ * How many list pages the watch caches of all clusters process at once (parse and convert; the requests themselves
+ * are not bounded). A thousand clusters list pods, ServiceAccounts and six owner kinds at start: unbounded, those
+ * pages would keep the event loop busy for seconds, and a Slack ack would wait behind them.
+ */
+const WATCH_LIST_CONCURRENCY = 8;
+/** How many clusters' watch caches start (list) at once, and how long one may take its turn before the next starts, ms. */
+const WATCH_START_CONCURRENCY = 16;
+const WATCH_START_TURN_MS = 10_000;
 /** Starts leader election when `env` is a pod's with the election variables set; undefined otherwise. */
 function startLeaderElection(env: NodeJS.ProcessEnv, logger: Logger, metrics: Metrics): LeaderElector | undefined {
   const election = env.KUBERNETES_SERVICE_HOST ? electionFromEnv(env) : undefined;
@@ -113,14 +126,33 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
     const { rateLimiter, fleetInsights } = sharedCloudWatch(config, metrics);
     const slowPollAfterMs = opts.slowPollAfterMs ?? 3 * config.poll.requestTimeout;
     const onBlindChange = (rt: ClusterRuntime) => updateBlindGauge(metrics, rt, clock());
-    undo.push(() => {
+    // The watch caches of all clusters list at start: their pages are processed a few at a time (cache.ts listLimit)…
+    const watchListLimit = pLimit(WATCH_LIST_CONCURRENCY);
+    // …and start a few at a time: a cache takes its turn until it has synced or for at most its turn (a hung cluster
+    // does not hold up the others), so a thousand clusters do not send 8,000 list requests at once.
+    const watchStarts = pLimit(opts.watchStart?.concurrency ?? WATCH_START_CONCURRENCY);
+    const turnMs = opts.watchStart?.turnMs ?? WATCH_START_TURN_MS;
+    const startWatchCache = (cache: ClusterWatchCache): void => {
+      void watchStarts(async () => {
+        if (stopping()) return;
+        cache.start();
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([cache.synced(), new Promise<void>((resolve) => (timer = setTimeout(resolve, turnMs)))]);
+        clearTimeout(timer);
+      });
+    };
+    // One CloudWatch Logs client per Region and endpoint for all clusters (src/sources/cloudwatch.ts CloudWatchClients).
+    const cloudwatchClients = new CloudWatchClients({ requestTimeoutMs: config.poll.requestTimeout });
+    const closeClusters = () => {
       for (const rt of clusters.values()) {
         rt.source.close?.();
         rt.watchCache?.stop();
       }
-    });
+      cloudwatchClients.destroy();
+    };
+    undo.push(closeClusters);
     for (const c of config.clusters) {
-      clusters.set(c.name, await buildCluster(c, { config, store, logger, metrics, clock, rateLimiter, fleetInsights, slowPollAfterMs, onBlindChange, afterPoll }));
+      clusters.set(c.name, await buildCluster(c, { config, store, logger, metrics, clock, rateLimiter, fleetInsights, cloudwatchClients, slowPollAfterMs, watchListLimit, startWatchCache, onBlindChange, afterPoll }));
     }
     metrics.pollRunningOf = () =>
       [...clusters].map(([name, rt]) => {
@@ -185,10 +217,7 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
         logger.info('stopping: no new polls, aborting running ones');
         await scheduler.stop();
         await integrations.stop();
-        for (const rt of clusters.values()) {
-          rt.source.close?.();
-          rt.watchCache?.stop();
-        }
+        closeClusters();
         await server.close();
         await lock?.release();
         await store.close();

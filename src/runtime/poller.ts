@@ -50,6 +50,7 @@ import type { ProbeReportSource } from '../probe/objects.js';
 import { compareFindings } from '../findings/build.js';
 import { applyCredentialEvents, detectCredentialEvents, type ClusterEvent } from '../findings/cluster-events.js';
 import type { SlackPollHealth } from '../slack/context.js';
+import { TimeSlicer } from '../core/slice.js';
 
 /** `p`, or a rejection with the signal's reason as soon as `signal` aborts (`p` then runs on, its result unused). */
 function untilAborted<T>(p: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
@@ -368,9 +369,13 @@ export class ClusterPoller {
           if (!holdAll) await commit(c, false);
         },
       });
+      // Reading a big window is long synchronous work between awaits that are only microtasks: it runs in slices,
+      // letting the event loop answer Slack between them (src/core/slice.ts).
+      const slicer = new TimeSlicer();
       let next = await gen.next();
       try {
         while (!next.done) {
+          if (slicer.due()) await slicer.yield();
           const text = next.value;
           outcome.records++;
           if (isTokenUseAggregateText(text)) {

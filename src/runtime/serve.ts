@@ -96,6 +96,11 @@ export interface ServeOptions {
    */
   slowPollAfterMs?: number;
   /**
+   * How many clusters' watch caches start at once and the longest turn of one, ms (default 16 and 10,000; tests use
+   * smaller ones).
+   */
+  watchStart?: { concurrency?: number; turnMs?: number };
+  /**
    * Starts integrations (Slack) once pollers exist, replacing the default: Slack (`build-slack.ts`, tuned by
    * {@link slack}) when `config.slack.enabled`. An empty list runs without integrations.
    */

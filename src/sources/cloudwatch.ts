@@ -234,6 +234,64 @@ export function withCounting<C>(command: C, stats: SourceStats, budget?: Budget)
   return command;
 }
 
+/** The SDK client settings a {@link CloudWatchSource} builds its client from (when it is given none). */
+type ClientSettings = Pick<CloudWatchSourceOptions, 'region' | 'endpoint' | 'credentials' | 'maxAttempts' | 'retryMode' | 'requestTimeoutMs' | 'sdkRetryDelayMs'>;
+
+/** A CloudWatch Logs SDK client: `maxAttempts` (6), `retryMode` (standard), connection and request timeouts (10 s). */
+function cloudWatchClient(opts: ClientSettings): CloudWatchLogsClient {
+  const maxAttempts = opts.maxAttempts ?? 6;
+  const timeout = opts.requestTimeoutMs ?? 10_000;
+  const config: CloudWatchLogsClientConfig = {
+    region: opts.region,
+    maxAttempts,
+    retryMode: opts.retryMode ?? 'standard',
+    requestHandler: { connectionTimeout: timeout, requestTimeout: timeout, throwOnRequestTimeout: true },
+  };
+  if (opts.endpoint) config.endpoint = opts.endpoint;
+  if (opts.credentials) config.credentials = opts.credentials;
+  if (opts.sdkRetryDelayMs !== undefined) {
+    const base = opts.sdkRetryDelayMs;
+    config.retryStrategy = new ConfiguredRetryStrategy(maxAttempts, (attempt) => backoffDelay(base, attempt - 1));
+  }
+  return new CloudWatchLogsClient(config);
+}
+
+/**
+ * One CloudWatch Logs SDK client per Region and endpoint, shared by the sources of every cluster of a deployment
+ * (`serve` makes one). A client per cluster costs about 100 KiB (its resolved config, middleware stack and credential
+ * cache) and its own keep-alive socket pool, and resolves credentials on its own (with web identity: one STS call
+ * per cluster); shared, a thousand clusters in one Region have one of each. Requests stay per source: the request
+ * counter and the account budget are added to each command, not to the client ({@link withCounting}).
+ */
+export class CloudWatchClients {
+  private readonly clients = new Map<string, CloudWatchLogsClient>();
+
+  /** @param settings what every client gets (timeouts, retries, credentials), as a source would build it. */
+  constructor(private readonly settings: Omit<ClientSettings, 'region' | 'endpoint'> = {}) {}
+
+  /** The client of `region` and `endpoint` (none: AWS's), made on first use. */
+  get(region: string, endpoint?: string): CloudWatchLogsClient {
+    const key = `${region}\0${endpoint ?? ''}`;
+    let c = this.clients.get(key);
+    if (!c) {
+      c = cloudWatchClient({ ...this.settings, region, ...(endpoint !== undefined ? { endpoint } : {}) });
+      this.clients.set(key, c);
+    }
+    return c;
+  }
+
+  /** How many clients exist (tests, diagnostics). */
+  get size(): number {
+    return this.clients.size;
+  }
+
+  /** Releases every client's sockets (serve's stop, after the sources are closed). */
+  destroy(): void {
+    for (const c of this.clients.values()) c.destroy();
+    this.clients.clear();
+  }
+}
+
 /** Reads EKS audit events from CloudWatch Logs. See the module doc for modes, cursor and retries. */
 export class CloudWatchSource implements AuditSource {
   readonly id: string;
@@ -261,25 +319,7 @@ export class CloudWatchSource implements AuditSource {
     this.insightsPollMs = opts.insights?.pollIntervalMs ?? 1_000;
     this.insightsTimeoutMs = opts.insights?.timeoutMs ?? 300_000;
     this.insightsLimit = Math.min(100_000, opts.insights?.limit ?? 10_000);
-    if (opts.client) {
-      this.client = opts.client;
-    } else {
-      const maxAttempts = opts.maxAttempts ?? 6;
-      const timeout = opts.requestTimeoutMs ?? 10_000;
-      const config: CloudWatchLogsClientConfig = {
-        region: opts.region,
-        maxAttempts,
-        retryMode: opts.retryMode ?? 'standard',
-        requestHandler: { connectionTimeout: timeout, requestTimeout: timeout, throwOnRequestTimeout: true },
-      };
-      if (opts.endpoint) config.endpoint = opts.endpoint;
-      if (opts.credentials) config.credentials = opts.credentials;
-      if (opts.sdkRetryDelayMs !== undefined) {
-        const base = opts.sdkRetryDelayMs;
-        config.retryStrategy = new ConfiguredRetryStrategy(maxAttempts, (attempt) => backoffDelay(base, attempt - 1));
-      }
-      this.client = new CloudWatchLogsClient(config);
-    }
+    this.client = opts.client ?? cloudWatchClient(opts);
   }
 
   /** Releases the SDK client's sockets (only a client this source built). */

@@ -2,7 +2,7 @@
  * Live audit sources: {@link createAuditSource} builds the one a cluster's config names.
  */
 import type { AuditSourceConfig } from '../config/types.js';
-import { CloudWatchSource, type CloudWatchSourceOptions } from './cloudwatch.js';
+import { CloudWatchClients, CloudWatchSource, type CloudWatchSourceOptions } from './cloudwatch.js';
 import { FileSource } from './file.js';
 import type { AuditSource } from './types.js';
 import { WebhookSource } from './webhook.js';
@@ -12,6 +12,7 @@ import { NoAuditSource } from './no-audit.js';
 import { FleetInsightsMembers, FleetInsightsSource, type FleetInsightsOptions } from './fleet-insights.js';
 
 export type { AuditSource } from './types.js';
+export { CloudWatchClients };
 
 /**
  * An audit source that may hold resources (the CloudWatch SDK client's sockets) or a listener to start (the audit
@@ -29,6 +30,8 @@ export interface AuditSourceExtra extends Partial<CloudWatchSourceOptions> {
   env?: NodeJS.ProcessEnv;
   /** Fleet Logs Insights mode: insights-mode clusters are read through it when it is enabled (one per deployment). */
   fleetInsights?: FleetInsightsRegistry;
+  /** CloudWatch Logs clients shared by the clusters of a deployment (one per Region and endpoint); else one per source. */
+  clients?: CloudWatchClients;
 }
 
 /** Settings of {@link FleetInsightsRegistry} (config `poll.cloudwatchFleetInsights`). */
@@ -103,11 +106,12 @@ export function createAuditSource(cfg: AuditSourceConfig, extra: AuditSourceExtr
     mode: cw.mode,
     overlapMs: cw.overlap,
     ...cloudWatchExtra(extra),
+    ...(extra.clients && !extra.client ? { client: extra.clients.get(cw.region, cw.endpoint) } : {}),
   });
 }
 
 function cloudWatchExtra(extra: AuditSourceExtra): Partial<CloudWatchSourceOptions> {
-  const { cluster: _c, onShed: _o, env: _e, fleetInsights: _f, ...rest } = extra;
+  const { cluster: _c, onShed: _o, env: _e, fleetInsights: _f, clients: _s, ...rest } = extra;
   return rest;
 }
 

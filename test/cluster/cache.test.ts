@@ -3,6 +3,9 @@
  * server, which speaks list + watch as kube-apiserver does (chunked JSON lines, bookmarks, 410 Expired).
  */
 import { readFile } from 'node:fs/promises';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
+import { KubeConfig } from '@kubernetes/client-node';
+import pLimit from 'p-limit';
 import fc from 'fast-check';
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ClusterWatchCache, type WatchCacheOptions } from '../../src/cluster/cache.js';
@@ -399,5 +402,60 @@ describe('poolConnections', () => {
     for (const [ns, name] of SUBJECTS) await pooled.describeServiceAccount(ns, name);
     expect(fake.requests.length - requests).toBeGreaterThan(10);
     expect(fake.connections - perRequest).toBeLessThanOrEqual(2);
+  });
+});
+
+describe('a list bound shared by many caches (listLimit)', () => {
+  it('bounds the list pages processed at once across caches; a cluster that never answers holds no slot', { timeout: 60_000 }, async () => {
+    fake = await startFakeKube({ objects: items });
+    const second = await startFakeKube({ objects: items });
+    // A black hole: accepts connections, never answers (a hung API server).
+    const sockets = new Set<Socket>();
+    const hole = createServer((s) => {
+      sockets.add(s);
+      s.on('close', () => sockets.delete(s));
+    });
+    await new Promise<void>((r) => hole.listen(0, '127.0.0.1', r));
+    try {
+      let running = 0;
+      let most = 0;
+      let pages = 0;
+      const limit = pLimit(1);
+      const listLimit = <T>(fn: () => Promise<T>): Promise<T> =>
+        limit(async () => {
+          running++;
+          most = Math.max(most, running);
+          pages++;
+          try {
+            return await fn();
+          } finally {
+            running--;
+          }
+        });
+      const hung = new KubeConfig();
+      hung.loadFromOptions({
+        clusters: [{ name: 'hole', server: `http://127.0.0.1:${(hole.address() as AddressInfo).port}`, skipTLSVerify: true }],
+        users: [{ name: 'u', token: 't' }],
+        contexts: [{ name: 'hole', cluster: 'hole', user: 'u' }],
+        currentContext: 'hole',
+      });
+      // The hung cluster's cache starts first: were its requests inside the bound, it would hold the one slot.
+      const stuck = new ClusterWatchCache(hung, { ...FAST, listLimit, listTimeoutMs: 60_000 });
+      caches.push(stuck);
+      stuck.start();
+      const a = startCache(fake, { listLimit });
+      const b = startCache(second, { listLimit });
+      await Promise.all([a.synced(), b.synced()]);
+      expect(a.freshness()).toEqual({ ok: true });
+      expect(b.freshness()).toEqual({ ok: true });
+      expect(stuck.freshness()).toMatchObject({ ok: false, state: 'syncing' });
+      expect(most).toBe(1);
+      expect(pages).toBeGreaterThanOrEqual(16); // 8 resources, two caches
+      expect(a.contents().pods.length).toBe(items.filter((i) => i.kind === 'Pod').length);
+    } finally {
+      for (const s of sockets) s.destroy();
+      hole.close();
+      await second.close();
+    }
   });
 });

@@ -5,7 +5,8 @@ process.env['AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED'] = 'true';
 
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startFakeCloudWatch, type FakeCloudWatch } from '../fakes/cloudwatch.js';
-import { CloudWatchSource, type CloudWatchSourceOptions } from '../../src/sources/cloudwatch.js';
+import { CloudWatchClients, CloudWatchSource, type CloudWatchSourceOptions } from '../../src/sources/cloudwatch.js';
+import { createAuditSource } from '../../src/sources/index.js';
 import { aggregateToTokenUses, parseTokenUseAggregate, type TokenUseAggregate } from '../../src/sources/insights.js';
 import { emptyStats, SourceError } from '../../src/sources/types.js';
 import { auditEvent, drain, type EventSpec } from './events.js';
@@ -452,5 +453,35 @@ describe('CloudWatchSource insights mode', () => {
     expect(items).toHaveLength(4);
     expect(fake.requestsOf('StartQuery').map((r) => r.status)).toEqual([400, 400, 400, 400, 400, 400, 400, 200]);
     expect(stats.throttled).toBe(7);
+  });
+});
+
+describe('CloudWatchClients (one SDK client per Region and endpoint for a deployment)', () => {
+  it('sources of many clusters in one Region share one client; each poll still counts only its own requests', async () => {
+    const clients = new CloudWatchClients({ credentials: { accessKeyId: 'AKIDTEST', secretAccessKey: 'secret' }, maxAttempts: 2, sdkRetryDelayMs: 1 });
+    try {
+      const groups = ['/aws/eks/a/cluster', '/aws/eks/b/cluster', '/aws/eks/c/cluster'];
+      const made = groups.map((g, i) => {
+        fake.putEvents(g, PREFIX + '0', [{ timestamp: T - MIN, message: auditEvent({ auditID: `e${i}`, time: T - MIN, kind: 'stale' }) }]);
+        return createAuditSource(
+          { cloudwatch: { region: 'us-west-2', logGroup: g, streamPrefix: PREFIX, endpoint: fake.url, mode: 'filter', overlap: 10 * MIN } } as never,
+          { clients },
+        );
+      });
+      // Another endpoint (or Region) is another client.
+      createAuditSource({ cloudwatch: { region: 'us-west-2', logGroup: groups[0]!, streamPrefix: PREFIX, endpoint: `${fake.url}/`, mode: 'filter', overlap: 10 * MIN } } as never, { clients });
+      expect(clients.size).toBe(2);
+      for (const [i, src] of made.entries()) {
+        const stats = emptyStats();
+        const { items } = await drain(src.poll(undefined, { now: T, lookbackMs: HOUR, stats }));
+        expect(ids(items)).toEqual([`e${i}`]);
+        expect(stats.requests).toBe(1);
+        src.close?.(); // a shared client is not the source's to close: the next source still reads
+      }
+      expect(fle().map((r) => r.body['logGroupIdentifier'])).toEqual(groups);
+    } finally {
+      clients.destroy();
+    }
+    expect(clients.size).toBe(0);
   });
 });
