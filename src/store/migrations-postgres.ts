@@ -230,6 +230,8 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   { name: 'finding resolution', sql: V_FINDING_RESOLUTION },
   { name: 'poller lock', sql: V_POLLER_LOCK },
   { name: 'alert groups', sql: V_ALERT_GROUPS },
+  // SQLite renames keys holding a NUL byte; PostgreSQL text cannot hold one, so there is nothing to rename.
+  { name: 'portable cursor keys', sql: "SELECT 'nothing to rename' AS portable_cursor_keys" },
 ];
 
 /** The advisory-lock key all migrating replicas take (src/store/postgres.ts `lock`). */

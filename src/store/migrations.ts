@@ -240,6 +240,16 @@ CREATE TABLE alert_group_intents (
 ) STRICT;
 `;
 
+/**
+ * Portable cursor keys: each cluster's `watchedSince` row in `cursors` was keyed `\0watched-since\0<cluster>`; a NUL
+ * byte cannot be stored in PostgreSQL text (nor copied there by `tokenwatch store copy`), so it becomes
+ * `watched-since:<cluster>` (src/store/polls.ts). Compared as bytes: SQLite's text functions stop at a NUL.
+ */
+const V_PORTABLE_CURSOR_KEYS = `
+UPDATE cursors SET source_id = 'watched-since:' || CAST(substr(CAST(source_id AS BLOB), 16) AS TEXT)
+  WHERE hex(substr(CAST(source_id AS BLOB), 1, 15)) = '00776174636865642D73696E636500';
+`;
+
 /** All migration steps; the schema version is the number applied. */
 export const MIGRATIONS: readonly string[] = [
   V1,
@@ -250,5 +260,6 @@ export const MIGRATIONS: readonly string[] = [
   V_FINDING_RESOLUTION,
   V_POLLER_LOCK,
   V_ALERT_GROUPS,
+  V_PORTABLE_CURSOR_KEYS,
 ];
 

@@ -26,6 +26,8 @@ function makeSqliteStore(path: string, steps = MIGRATIONS.length): void {
   db.pragma(`user_version = ${steps}`);
   const finding = JSON.stringify({ id: 'f1', cluster: 'prod', requests: 3, lastSeen: '2025-12-02T00:00:00.000Z' });
   db.prepare("INSERT INTO cursors (source_id, cursor) VALUES ('prod', '{\"t\":1}')").run();
+  // Before the portable-keys step, watchedSince was keyed with NUL bytes (which PostgreSQL text cannot hold).
+  if (steps < 9) db.prepare('INSERT INTO cursors (source_id, cursor) VALUES (?, ?)').run('\0watched-since\0prod', String(T0));
   const seen = db.prepare('INSERT INTO seen (cluster, audit_id, seen_at) VALUES (?, ?, ?)');
   for (let i = 0; i < 50; i++) seen.run('prod', `audit-${i}`, T0 + i);
   db.prepare(
@@ -94,6 +96,20 @@ describe.skipIf(!pgServer.available)('store copy', () => {
     const r = await copySqliteToPostgres(file, pg);
     expect(r.schemaVersion).toBe(MIGRATIONS.length);
     expect(await count('approvals')).toBe(1);
+    expect(await pg.all('SELECT source_id, cursor FROM cursors ORDER BY source_id')).toEqual([
+      { source_id: 'prod', cursor: '{"t":1}' },
+      { source_id: 'watched-since:prod', cursor: String(T0) },
+    ]);
+    // The SQLite store itself, opened by this version, renames the key too.
+    const { openStore } = await import('../../src/store/db.js');
+    const copy = join(dir, 'old-opened.db');
+    makeSqliteStore(copy, 8);
+    const store = await openStore(copy);
+    try {
+      expect(await store.watchedSince('prod')).toBe(T0);
+    } finally {
+      await store.close();
+    }
     const src = new Database(file, { readonly: true });
     try {
       expect(src.pragma('user_version', { simple: true })).toBe(5);
