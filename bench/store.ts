@@ -22,7 +22,17 @@
  * Prints, every 10 days and at the end: rows per table, pages in use and the database file size. SQLite reuses freed
  * pages, so the file stops growing once retention applies.
  *
- * Usage: `npm run bench:store -- [--days N] [--events-per-day N] [--distinct-ratio R] [--actions-per-day N] [--records N]`
+ * Part 3 — the store's cost per poll on both backends: the same ClusterPoller on the embedded SQLite store (a file) and
+ * on the PostgreSQL store (a pool over loopback TCP), with `--poll-records` token records stored (default 10,000):
+ *   - an idle poll (nothing new; nothing compared or written);
+ *   - a poll of `--poll-events` new audit events (default 1,000 stale-token uses spread over 100 ServiceAccounts: their
+ *     auditIDs marked seen, their token records merged and written, findings saved, one poll run, retention).
+ * PostgreSQL: `TOKENWATCH_BENCH_POSTGRES_URL` (`postgres://user@host:port/db`, password from `PGPASSWORD`, sslmode
+ * disable) or, without it, a throwaway server started like the tests' (test/support/postgres-server.ts; skipped with a
+ * message when the binaries are missing). Prints the median of 3 polls of each kind, per backend.
+ *
+ * Usage: `npm run bench:store -- [--parts 1,2,3] [--days N] [--events-per-day N] [--distinct-ratio R] [--actions-per-day N]
+ * [--records N] [--poll-records N] [--poll-events N]`
  */
 import { appendFileSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -33,8 +43,13 @@ import type { TokenRecord } from '../src/findings/types.js';
 import { createLogger } from '../src/observability/logger.js';
 import { ClusterPoller, POLLER_DEFAULTS } from '../src/runtime/poller.js';
 import { FileSource } from '../src/sources/file.js';
+import pg from 'pg';
+import { parsePostgresUrl } from '../src/config/schema.js';
+import { openPostgresStore } from '../src/store/db.js';
 import { openStore, type Store } from '../src/store/index.js';
+import type { PostgresOptions } from '../src/store/postgres.js';
 import { auditEvent } from '../test/sources/events.js';
+import { startPostgres } from '../test/support/postgres-server.js';
 
 interface Args {
   days: number;
@@ -42,14 +57,23 @@ interface Args {
   distinctRatio: number;
   actionsPerDay: number;
   records: number;
+  parts: Set<number>;
+  pollRecords: number;
+  pollEvents: number;
 }
 
-const USAGE = 'usage: bench/store.ts [--days N] [--events-per-day N] [--distinct-ratio R] [--actions-per-day N] [--records N]';
+const USAGE = 'usage: bench/store.ts [--parts 1,2,3] [--days N] [--events-per-day N] [--distinct-ratio R] [--actions-per-day N] [--records N] [--poll-records N] [--poll-events N]';
 
 function parseArgs(argv: string[]): Args {
-  const a: Args = { days: 100, eventsPerDay: 100_000, distinctRatio: 0.2, actionsPerDay: 200, records: 100_000 };
+  const a: Args = { days: 100, eventsPerDay: 100_000, distinctRatio: 0.2, actionsPerDay: 200, records: 100_000, parts: new Set([1, 2, 3]), pollRecords: 10_000, pollEvents: 1000 };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
+    if (k === '--parts') {
+      const parts = (argv[++i] ?? '').split(',').map(Number);
+      if (parts.length === 0 || parts.some((n) => ![1, 2, 3].includes(n))) throw new Error(`bad value for --parts: ${argv[i]} (${USAGE})`);
+      a.parts = new Set(parts);
+      continue;
+    }
     const v = Number(argv[++i]);
     if (!Number.isFinite(v) || v < 0) throw new Error(`bad value for ${k}: ${argv[i]} (${USAGE})`);
     if (k === '--days') a.days = Math.floor(v);
@@ -57,6 +81,8 @@ function parseArgs(argv: string[]): Args {
     else if (k === '--distinct-ratio') a.distinctRatio = Math.min(1, v);
     else if (k === '--actions-per-day') a.actionsPerDay = Math.floor(v);
     else if (k === '--records') a.records = Math.floor(v);
+    else if (k === '--poll-records') a.pollRecords = Math.floor(v);
+    else if (k === '--poll-events') a.pollEvents = Math.floor(v);
     else throw new Error(`unknown argument ${k} (${USAGE})`);
   }
   return a;
@@ -239,12 +265,81 @@ async function pollRunCount(path: string): Promise<number> {
   }
 }
 
+/** Where Part 3 gets PostgreSQL: the URL of `TOKENWATCH_BENCH_POSTGRES_URL`, or a throwaway server; undefined with why. */
+async function benchPostgres(): Promise<{ options: PostgresOptions; stop: () => void } | { skip: string }> {
+  const url = process.env.TOKENWATCH_BENCH_POSTGRES_URL;
+  if (url !== undefined && url !== '') {
+    const at = parsePostgresUrl(url);
+    if ('problems' in at) throw new Error(`TOKENWATCH_BENCH_POSTGRES_URL: ${at.problems.join('; ')}`);
+    return { options: { ...at, sslmode: 'disable', ...(process.env.PGPASSWORD ? { password: process.env.PGPASSWORD } : {}) }, stop: () => {} };
+  }
+  const server = await startPostgres();
+  if (!server.info.available) return { skip: server.info.reason };
+  const { host, port, superuser } = server.info;
+  const admin = new pg.Client({ host, port, user: superuser, database: 'postgres' });
+  await admin.connect();
+  await admin.query('CREATE DATABASE tokenwatch_bench');
+  await admin.end();
+  return { options: { host, port, user: superuser, database: 'tokenwatch_bench', sslmode: 'disable' }, stop: server.stop };
+}
+
+/** Part 3: the same polls on SQLite and PostgreSQL. */
+async function perBackend(args: Args, dir: string): Promise<void> {
+  console.log(`\nPart 3: store cost per poll by backend (${args.pollRecords.toLocaleString('en-US')} token records stored; median of 3 polls)`);
+  const log = join(dir, 'backend-audit.log');
+  writeFileSync(log, '');
+  const cluster = parseConfig({ clusters: [{ name: CLUSTER, audit: { file: { path: log } } }] }, {}).clusters[0]!;
+  const now = T0 + 200 * DAY;
+  const records: TokenRecord[] = [];
+  for (let i = 0; i < args.pollRecords; i++) records.push(staleToken(Math.floor(i / 100), i % 100, now - (i % 5000) * MIN));
+  const pgTarget = await benchPostgres();
+  const backends: [string, () => Promise<Store>][] = [['SQLite (file, synchronous = FULL)', () => openStore(join(dir, 'backend.db'))]];
+  if ('skip' in pgTarget) console.log(`  PostgreSQL skipped: ${pgTarget.skip}`);
+  else backends.push([`PostgreSQL (${pgTarget.options.host}:${pgTarget.options.port}, pool)`, () => openPostgresStore(pgTarget.options)]);
+  let seq = 0;
+  try {
+    for (const [name, open] of backends) {
+      writeFileSync(log, '');
+      const store = await open();
+      try {
+        await store.upsertTokenRecords(records);
+        const poller = new ClusterPoller({ cluster, source: new FileSource({ path: log }), store, logger: silent, clock: () => now });
+        await poller.pollOnce(); // warm-up: the first poll of a process compares every record
+        const idle: number[] = [];
+        const busy: number[] = [];
+        for (let r = 0; r < 3; r++) {
+          let t = performance.now();
+          const quiet = await poller.pollOnce();
+          idle.push(performance.now() - t);
+          if (quiet.error) throw new Error(quiet.error);
+          const lines: string[] = [];
+          for (let e = 0; e < args.pollEvents; e++) {
+            const s = e % 100;
+            lines.push(auditEvent({ auditID: `bench-${seq++}`, time: now - MIN, kind: 'stale', namespace: `ns-${s % 50}`, serviceAccount: `sa-${s}`, pod: `sa-${s}-pod-${e % 7}`, secondsAfterWarning: 20 * 86_400 }));
+          }
+          appendFileSync(log, `${lines.join('\n')}\n`);
+          t = performance.now();
+          const out = await poller.pollOnce();
+          busy.push(performance.now() - t);
+          if (out.error) throw new Error(out.error);
+        }
+        console.log(`  ${name.padEnd(44)} idle poll ${median(idle).toFixed(0).padStart(6)} ms   poll of ${args.pollEvents.toLocaleString('en-US')} new events ${median(busy).toFixed(0).padStart(6)} ms`);
+      } finally {
+        await store.close();
+      }
+    }
+  } finally {
+    if (!('skip' in pgTarget)) pgTarget.stop();
+  }
+}
+
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
   const dir = mkdtempSync(join(tmpdir(), 'tw-bench-store-'));
   try {
-    await idlePoll(args, dir);
-    await simulate(args, dir);
+    if (args.parts.has(1)) await idlePoll(args, dir);
+    if (args.parts.has(2)) await simulate(args, dir);
+    if (args.parts.has(3)) await perBackend(args, dir);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

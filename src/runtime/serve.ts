@@ -21,7 +21,7 @@ import type { Integration, RunNowResult, SlackContext } from '../slack/context.j
 import type { SlackOptions } from '../slack/app.js';
 import { FleetInsightsRegistry } from '../sources/index.js';
 import { CloudWatchRateLimiter } from '../sources/rate-limit.js';
-import { openStore, type Store } from '../store/index.js';
+import { openConfiguredStore, type Store } from '../store/index.js';
 import { BLIND_REASONS, type BlindReason } from './blind.js';
 import type { ClusterRuntime } from './build-cluster.js';
 import type { SlackIntegration } from './build-slack.js';
@@ -159,13 +159,13 @@ export interface PollingStore {
 }
 
 /**
- * Opens the store (`config.store.path`); without a leader gate takes its poller lock: this process must be the only
+ * Opens the store (`config.store`: the SQLite file `path`, or `postgres`); without a leader gate takes its poller lock: this process must be the only
  * one polling it (docs/design/architecture.md "Live mode").
  * @throws when the store cannot be opened, or {@link PollerLockError} when another live process polls it (the store
  *   is closed again)
  */
 export async function openPollingStore(config: Config, opts: Pick<ServeOptions, 'pollerLock'> & { leaderGate: boolean; logger: Logger; metrics: Metrics }): Promise<PollingStore> {
-  const store = await openStore(config.store.path);
+  const store = await openConfiguredStore(config.store);
   if (opts.leaderGate) return { store };
   try {
     // Wall-clock time by default, not the service clock: the sandbox runs serve on a faster simulated clock.

@@ -2,9 +2,11 @@
  * The store of `tokenwatch serve`: one repository per aggregate (poller lock, cursors and polls, token records,
  * findings, Slack message refs, approvals, action log, token metric samples, Slack replay cache) over one
  * {@link SqlExecutor}, behind the {@link Store} facade whose methods delegate to them
- * (docs/design/architecture.md "Store"). {@link openStore} opens the embedded SQLite store (`src/store/sqlite.ts`).
+ * (docs/design/architecture.md "Store"). {@link openStore} opens the embedded SQLite store (`src/store/sqlite.ts`), {@link openPostgresStore} the PostgreSQL one
+ * (`src/store/postgres.ts`), {@link openConfiguredStore} the one the config names.
  */
 import { randomBytes } from 'node:crypto';
+import type { Config } from '../config/types.js';
 import type { TokenMetricsSample } from '../findings/token-metrics.js';
 import type { ApprovalState } from '../approvals/machine.js';
 import type { Finding, TokenRecord } from '../findings/types.js';
@@ -19,6 +21,8 @@ import { SlackRefRepository } from './slack-refs.js';
 import type { SqlExecutor } from './sql.js';
 import { OutboxRepository } from './outbox.js';
 import { openSqliteExecutor, type SqliteOptions } from './sqlite.js';
+import { migratePostgres } from './migrations-postgres.js';
+import { describePostgres, openPostgres, type PostgresOptions, postgresOptionsOf } from './postgres.js';
 import { TokenRecordRepository } from './token-records.js';
 import type {
   ActionLogEntry,
@@ -61,6 +65,28 @@ export function newApprovalId(): string {
 export async function openStore(path: string, opts: StoreOptions = {}): Promise<Store> {
   const sql = openSqliteExecutor(path, opts);
   return new RepositoryStore(sql, sql.path, sql.schemaVersion);
+}
+
+/**
+ * Opens the PostgreSQL store (src/store/postgres.ts) and migrates it (src/store/migrations-postgres.ts, under an
+ * advisory lock, so replicas starting together migrate once). The store's `path` is `user@host:port/database`.
+ * @throws {StoreError} when the server cannot be reached or refuses the login (the first connection is opened here),
+ *   or the schema has a breaking step newer than this build
+ */
+export async function openPostgresStore(opts: PostgresOptions): Promise<Store> {
+  const sql = openPostgres(opts);
+  try {
+    const { version } = await migratePostgres(sql);
+    return new RepositoryStore(sql, describePostgres(opts), version);
+  } catch (err) {
+    await sql.close();
+    throw err;
+  }
+}
+
+/** Opens the store the config names: PostgreSQL when `store.postgres` is set, else the SQLite file `store.path`. */
+export function openConfiguredStore(store: Config['store']): Promise<Store> {
+  return store.postgres !== undefined ? openPostgresStore(postgresOptionsOf(store.postgres)) : openStore(store.path);
 }
 
 /** The {@link Store} facade: each method delegates to the repository of its aggregate. */

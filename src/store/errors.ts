@@ -9,8 +9,11 @@ export class StoreError extends TokenwatchError {
   }
 }
 
+/** The backend's code of an error: better-sqlite3's `code`, or the SQLSTATE of a `PostgresStoreError` (`sqlState`). */
 function codeOf(err: unknown): unknown {
-  return typeof err === 'object' && err !== null ? (err as { code?: unknown }).code : undefined;
+  if (typeof err !== 'object' || err === null) return undefined;
+  const e = err as { code?: unknown; sqlState?: unknown };
+  return e.sqlState ?? e.code;
 }
 
 /**

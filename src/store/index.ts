@@ -1,3 +1,3 @@
-/** The durable SQLite store of `tokenwatch serve`. See `types.ts` for the row types and the {@link Store} interface. */
+/** The durable store of `tokenwatch serve` (embedded SQLite or PostgreSQL). See `types.ts` for the row types and the {@link Store} interface. */
 export * from './types.js';
-export { openStore, newApprovalId } from './db.js';
+export { openConfiguredStore, openStore, newApprovalId } from './db.js';

@@ -4,6 +4,8 @@
  * Rules: never edit or reorder a released step; add a new one at the end. Each step runs in its own
  * transaction together with the `user_version` bump, so a crash leaves the schema at a step boundary.
  * Times are INTEGER epoch ms UTC; JSON documents are TEXT.
+ * Every step has its PostgreSQL twin at the same position in `src/store/migrations-postgres.ts` (same tables, columns
+ * and indexes; test/store/migrations-postgres.test.ts compares them): add a new step to both lists.
  */
 
 /** Step 1 (live mode, docs/design/architecture.md "Live mode"): cursors, seen auditIDs, token records, findings, poll runs. */
@@ -262,6 +264,16 @@ CREATE TABLE slack_outbox (
 CREATE INDEX slack_outbox_by_urgency ON slack_outbox (urgency, enqueued_at);
 `;
 
+/**
+ * Portable cursor keys: each cluster's `watchedSince` row in `cursors` was keyed `\0watched-since\0<cluster>`; a NUL
+ * byte cannot be stored in PostgreSQL text (nor copied there by `tokenwatch store copy`), so it becomes
+ * `watched-since:<cluster>` (src/store/polls.ts). Compared as bytes: SQLite's text functions stop at a NUL.
+ */
+const V_PORTABLE_CURSOR_KEYS = `
+UPDATE cursors SET source_id = 'watched-since:' || CAST(substr(CAST(source_id AS BLOB), 16) AS TEXT)
+  WHERE hex(substr(CAST(source_id AS BLOB), 1, 15)) = '00776174636865642D73696E636500';
+`;
+
 /** All migration steps; the schema version is the number applied. */
 export const MIGRATIONS: readonly string[] = [
   V1,
@@ -273,5 +285,6 @@ export const MIGRATIONS: readonly string[] = [
   V_POLLER_LOCK,
   V_ALERT_GROUPS,
   V_SLACK_OUTBOX,
+  V_PORTABLE_CURSOR_KEYS,
 ];
 

@@ -20,7 +20,9 @@ type PollRow = {
 };
 
 // Kept in the cursors table under a key no source id can have (source ids name a source kind and its target).
-const watchedKey = (cluster: string): string => `\0watched-since\0${cluster}`;
+// Not a source id (those start with their source's scheme, e.g. `cloudwatch:`); no NUL byte, which PostgreSQL text
+// cannot hold (keys of earlier versions, `\0watched-since\0<cluster>`, are renamed by a migration step).
+const watchedKey = (cluster: string): string => `watched-since:${cluster}`;
 
 /** Cursors (`cursors`), seen auditIDs (`seen`) and poll runs (`poll_runs`) over a {@link SqlExecutor}. */
 export class PollRepository {

@@ -10,7 +10,9 @@ export class ReplayRepository {
     return this.sql.transaction(async (tx) => {
       await tx.run('DELETE FROM slack_seen_requests WHERE expires_at <= ?', [now]);
       let fresh = true;
-      for (const k of new Set(keys)) {
+      // In sorted order: two replicas claiming the same keys in different orders would otherwise deadlock on
+      // PostgreSQL (each waiting on the other's uncommitted row).
+      for (const k of [...new Set(keys)].sort()) {
         const { changes } = await tx.run('INSERT INTO slack_seen_requests (key, seen_at, expires_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING', [k, now, expiresAt]);
         if (changes === 0) fresh = false;
       }

@@ -1,12 +1,13 @@
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { approvalEvent, decide } from '../../src/approvals/machine.js';
 import { applyTransition } from '../approvals/helpers.js';
 import { definePolicy } from '../approvals/helpers.js';
 import { newApprovalId, openStore } from '../../src/store/db.js';
 import { StoreError } from '../../src/store/errors.js';
 import type { Store } from '../../src/store/types.js';
+import { storeBackends } from './backends.js';
 import { bundleStore } from './bundle.js';
 import { approval, MIN, T0, tempDir } from './helpers.js';
 
@@ -19,15 +20,19 @@ afterEach(async () => {
   for (const s of open.splice(0)) await s.close();
 });
 
-describe('approvals', () => {
-  it('newApprovalId gives distinct opaque 22-character base64url ids', () => {
-    const ids = new Set(Array.from({ length: 1000 }, newApprovalId));
-    expect(ids.size).toBe(1000);
-    for (const id of ids) expect(id).toMatch(/^[A-Za-z0-9_-]{22}$/);
-  });
+it('newApprovalId gives distinct opaque 22-character base64url ids', () => {
+  const ids = new Set(Array.from({ length: 1000 }, newApprovalId));
+  expect(ids.size).toBe(1000);
+  for (const id of ids) expect(id).toMatch(/^[A-Za-z0-9_-]{22}$/);
+});
 
+describe.each(storeBackends())('on each backend (%s)', (_name, backend) => {
+afterEach(backend.cleanup);
+afterAll(backend.dispose);
+
+describe('approvals', () => {
   it('creates and reads back an approval exactly, refusing a duplicate id', async () => {
-    const store = track(await openStore(':memory:'));
+    const store = await backend.open();
     const a = approval({ votes: [{ user: 'U0X', vote: 'approve', at: T0 }] });
     expect(await store.createApproval(a)).toEqual({ ...a, message: null });
     expect(await store.getApproval('appr-1')).toEqual({ ...a, message: null });
@@ -39,7 +44,7 @@ describe('approvals', () => {
   });
 
   it('transitions only from the expected state, writing the patch', async () => {
-    const store = track(await openStore(':memory:'));
+    const store = await backend.open();
     await store.createApproval(approval());
     expect(await store.transitionApproval('appr-1', 'approved', 'running', {}, T0 + MIN)).toBe(false);
     expect(await store.transitionApproval('nope', 'requested', 'approved', {}, T0 + MIN)).toBe(false);
@@ -61,7 +66,7 @@ describe('approvals', () => {
   });
 
   it('a vote patch computed from a stale read loses', async () => {
-    const store = track(await openStore(':memory:'));
+    const store = await backend.open();
     await store.createApproval(approval({ requiredApprovals: 2 }));
     const alice = { user: 'U0ALICE', vote: 'approve' as const, at: T0 + MIN };
     const bob = { user: 'U0BOB', vote: 'approve' as const, at: T0 + MIN };
@@ -72,7 +77,7 @@ describe('approvals', () => {
   });
 
   it('lists approvals by cluster, state, expiry and finding', async () => {
-    const store = track(await openStore(':memory:'));
+    const store = await backend.open();
     await store.createApproval(approval({ id: 'a', createdAt: T0, expiresAt: T0 + 30 * MIN }));
     await store.createApproval(approval({ id: 'b', createdAt: T0 + MIN, expiresAt: T0 + 31 * MIN, state: 'approved' }));
     await store.createApproval(
@@ -87,16 +92,73 @@ describe('approvals', () => {
 });
 
 describe('compare-and-set under concurrency', () => {
+  /** Ten stores on the same data: ten connections to one SQLite file, or ten pools (replicas) on one database. */
+  async function tenConnections(): Promise<Store[]> {
+    const first = await backend.openShared();
+    return [first, ...(await Promise.all(Array.from({ length: 9 }, () => backend.peer())))];
+  }
+
   it('of 10 connections moving approved → running, exactly one wins', async () => {
-    const path = join(tempDir(), 'cas.db');
-    const stores = await Promise.all(Array.from({ length: 10 }, async () => track(await openStore(path))));
+    const stores = await tenConnections();
     await stores[0]!.createApproval(approval({ state: 'approved' }));
     const results = await Promise.all(stores.map((s, i) => s.transitionApproval('appr-1', 'approved', 'running', {}, T0 + i)));
     expect(results.filter(Boolean)).toHaveLength(1);
-    expect(results[0]).toBe(true);
-    expect(await stores[9]!.getApproval('appr-1')).toMatchObject({ state: 'running', updatedAt: T0 });
+    // SQLite: the one connection that asks first wins (BEGIN IMMEDIATE in arrival order); PostgreSQL: any one.
+    if (backend.name === 'sqlite') expect(results[0]).toBe(true);
+    expect(await stores[9]!.getApproval('appr-1')).toMatchObject({ state: 'running', updatedAt: T0 + results.indexOf(true) });
   });
 
+  it('ten approvers clicking at once through the state machine: one approval, one execute', async () => {
+    const policy = definePolicy({ approvers: Array.from({ length: 10 }, (_, i) => `U0AP${i}`) });
+    const stores = await tenConnections();
+    await stores[0]!.createApproval(approval());
+    // every click handler reads the approval before any of them writes
+    const reads = await Promise.all(stores.map(async (s) => (await s.getApproval('appr-1'))!));
+    let executes = 0;
+    const won = await Promise.all(reads.map(async (a, i) => {
+      const d = decide(a, approvalEvent.approve(`U0AP${i}`), policy, T0 + MIN);
+      if (!d.ok) throw new Error(`refused: ${d.reason}`);
+      const ok = await stores[i]!.transitionApproval(a.id, d.from, d.next, d.patch, T0 + MIN);
+      if (ok) executes += d.effects.filter((e) => e.type === 'execute').length;
+      return ok;
+    }));
+    expect(won.filter(Boolean)).toHaveLength(1);
+    expect(executes).toBe(1);
+    const final = (await stores[5]!.getApproval('appr-1'))!;
+    expect(final.state).toBe('approved');
+    expect(final.votes.map((v) => v.user)).toEqual([`U0AP${won.indexOf(true)}`]);
+    // a loser re-reads and is told it is already decided
+    const again = decide(final, approvalEvent.approve('U0AP7'), policy, T0 + MIN);
+    expect(again.ok).toBe(false);
+  });
+
+  it('two approvals racing on a protected namespace: no vote is lost', async () => {
+    const policy = definePolicy({ approvers: ['U0ALICE', 'U0BOB'], protectedNamespaces: ['kube-system'] });
+    const a = await backend.openShared();
+    const b = await backend.peer();
+    await a.createApproval(approval({ requiredApprovals: 2 }));
+    const readA = (await a.getApproval('appr-1'))!;
+    const readB = (await b.getApproval('appr-1'))!;
+    const dA = decide(readA, approvalEvent.approve('U0ALICE'), policy, T0 + MIN);
+    const dB = decide(readB, approvalEvent.approve('U0BOB'), policy, T0 + MIN);
+    if (!dA.ok || !dB.ok) throw new Error('refused');
+    expect(await a.transitionApproval('appr-1', dA.from, dA.next, dA.patch, T0 + MIN)).toBe(true);
+    expect(await b.transitionApproval('appr-1', dB.from, dB.next, dB.patch, T0 + MIN)).toBe(false);
+    // Bob's handler re-reads and decides again: now the quorum is reached
+    const reread = (await b.getApproval('appr-1'))!;
+    const retry = decide(reread, approvalEvent.approve('U0BOB'), policy, T0 + MIN);
+    if (!retry.ok) throw new Error(`refused: ${retry.reason}`);
+    expect(retry.next).toBe('approved');
+    expect(await b.transitionApproval('appr-1', retry.from, retry.next, retry.patch, T0 + MIN)).toBe(true);
+    const final = (await a.getApproval('appr-1'))!;
+    expect(final.state).toBe('approved');
+    expect(final.votes.map((v) => v.user)).toEqual(['U0ALICE', 'U0BOB']);
+    expect({ ...applyTransition(reread, retry), message: null }).toEqual(final);
+  });
+});
+});
+
+describe('compare-and-set across threads (SQLite file)', () => {
   it('of 10 threads released at once, exactly one wins', async () => {
     const bundle = await bundleStore('cas');
     const path = join(tempDir(), 'cas-threads.db');
@@ -130,55 +192,5 @@ describe('compare-and-set under concurrency', () => {
     const final = (await check.getApproval('appr-1'))!;
     expect(final.state).toBe('running');
     expect(final.updatedAt).toBe(T0 + won.indexOf(true));
-  });
-
-  it('ten approvers clicking at once through the state machine: one approval, one execute', async () => {
-    const path = join(tempDir(), 'clicks.db');
-    const policy = definePolicy({ approvers: Array.from({ length: 10 }, (_, i) => `U0AP${i}`) });
-    const stores = await Promise.all(Array.from({ length: 10 }, async () => track(await openStore(path))));
-    await stores[0]!.createApproval(approval());
-    // every click handler reads the approval before any of them writes
-    const reads = await Promise.all(stores.map(async (s) => (await s.getApproval('appr-1'))!));
-    let executes = 0;
-    const won = await Promise.all(reads.map(async (a, i) => {
-      const d = decide(a, approvalEvent.approve(`U0AP${i}`), policy, T0 + MIN);
-      if (!d.ok) throw new Error(`refused: ${d.reason}`);
-      const ok = await stores[i]!.transitionApproval(a.id, d.from, d.next, d.patch, T0 + MIN);
-      if (ok) executes += d.effects.filter((e) => e.type === 'execute').length;
-      return ok;
-    }));
-    expect(won.filter(Boolean)).toHaveLength(1);
-    expect(executes).toBe(1);
-    const final = (await stores[5]!.getApproval('appr-1'))!;
-    expect(final.state).toBe('approved');
-    expect(final.votes.map((v) => v.user)).toEqual(['U0AP0']);
-    // a loser re-reads and is told it is already decided
-    const again = decide(final, approvalEvent.approve('U0AP7'), policy, T0 + MIN);
-    expect(again.ok).toBe(false);
-  });
-
-  it('two approvals racing on a protected namespace: no vote is lost', async () => {
-    const path = join(tempDir(), 'two.db');
-    const policy = definePolicy({ approvers: ['U0ALICE', 'U0BOB'], protectedNamespaces: ['kube-system'] });
-    const a = track(await openStore(path));
-    const b = track(await openStore(path));
-    await a.createApproval(approval({ requiredApprovals: 2 }));
-    const readA = (await a.getApproval('appr-1'))!;
-    const readB = (await b.getApproval('appr-1'))!;
-    const dA = decide(readA, approvalEvent.approve('U0ALICE'), policy, T0 + MIN);
-    const dB = decide(readB, approvalEvent.approve('U0BOB'), policy, T0 + MIN);
-    if (!dA.ok || !dB.ok) throw new Error('refused');
-    expect(await a.transitionApproval('appr-1', dA.from, dA.next, dA.patch, T0 + MIN)).toBe(true);
-    expect(await b.transitionApproval('appr-1', dB.from, dB.next, dB.patch, T0 + MIN)).toBe(false);
-    // Bob's handler re-reads and decides again: now the quorum is reached
-    const reread = (await b.getApproval('appr-1'))!;
-    const retry = decide(reread, approvalEvent.approve('U0BOB'), policy, T0 + MIN);
-    if (!retry.ok) throw new Error(`refused: ${retry.reason}`);
-    expect(retry.next).toBe('approved');
-    expect(await b.transitionApproval('appr-1', retry.from, retry.next, retry.patch, T0 + MIN)).toBe(true);
-    const final = (await a.getApproval('appr-1'))!;
-    expect(final.state).toBe('approved');
-    expect(final.votes.map((v) => v.user)).toEqual(['U0ALICE', 'U0BOB']);
-    expect({ ...applyTransition(reread, retry), message: null }).toEqual(final);
   });
 });

@@ -8,7 +8,7 @@ const root = join(import.meta.dirname, '../..');
 /**
  * Bundles `src/store/db.ts` to one plain ESM file for worker threads and child processes (which do not go
  * through vitest's TypeScript transform). esbuild ships with tsx. The file is written to the git-ignored
- * `test/artifacts/` inside the repository, so it resolves `better-sqlite3` from node_modules.
+ * `test/artifacts/` inside the repository, so it resolves `better-sqlite3` and `pg` (left external: CommonJS) from node_modules.
  */
 export async function bundleStore(name: string): Promise<{ url: string; cleanup: () => void }> {
   mkdirSync(join(root, 'test/artifacts'), { recursive: true });
@@ -18,7 +18,7 @@ export async function bundleStore(name: string): Promise<{ url: string; cleanup:
     bundle: true,
     format: 'esm',
     platform: 'node',
-    external: ['better-sqlite3'],
+    external: ['better-sqlite3', 'pg'],
     outfile: file,
     logLevel: 'silent',
   });

@@ -1,30 +1,23 @@
 /** `Store.claimApproval`: one open action per target, decided in one write transaction. */
-import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { openStore } from '../../src/store/db.js';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { Store } from '../../src/store/types.js';
-import { approval, finding, MIN, T0, tempDir } from './helpers.js';
-
-const opened: Store[] = [];
-afterEach(async () => {
-  for (const s of opened.splice(0)) await s.close();
-});
-const track = (s: Store) => {
-  opened.push(s);
-  return s;
-};
+import { storeBackends } from './backends.js';
+import { approval, finding, MIN, T0 } from './helpers.js';
 
 const F401 = finding({ id: 'f-multus-401', kind: 'unauthorized' });
 const SA = { cluster: 'prod', kind: 'ServiceAccount' as const, namespace: 'kube-system', name: 'multus', findingId: 'f-multus' };
 
-async function twoConnections(): Promise<[Store, Store]> {
-  const path = join(tempDir(), 'claim.db');
-  const a = track(await openStore(path));
-  await a.saveFindings('prod', [finding(), F401], T0);
-  return [a, track(await openStore(path))];
-}
+describe.each(storeBackends())('claimApproval (%s)', (_name, backend) => {
+  afterEach(backend.cleanup);
+  afterAll(backend.dispose);
 
-describe('claimApproval', () => {
+  /** Two stores on the same data (two connections / two pools, as two replicas). */
+  async function twoConnections(): Promise<[Store, Store]> {
+    const a = await backend.openShared();
+    await a.saveFindings('prod', [finding(), F401], T0);
+    return [a, await backend.peer()];
+  }
+
   it('refuses a second restart of the same workload from another finding and another connection, naming the open one', async () => {
     const [s1, s2] = await twoConnections();
     const first = await s1.claimApproval(approval({ id: 'a1' }), T0);

@@ -1,15 +1,18 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { openStore } from '../../src/store/db.js';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { StoreError } from '../../src/store/errors.js';
 import { tokenRecordKey } from '../../src/store/token-records.js';
 import type { Store } from '../../src/store/types.js';
+import { storeBackends } from './backends.js';
 import { DAY, finding, HOUR, MIN, staleRecord, T0 } from './helpers.js';
 
+// Every test runs on each backend (SQLite; PostgreSQL where the run's server is up).
+describe.each(storeBackends())('store methods (%s)', (_name, backend) => {
 let store: Store;
 beforeEach(async () => {
-  store = await openStore(':memory:');
+  store = await backend.open();
 });
-afterEach(async () => await store.close());
+afterEach(backend.cleanup);
+afterAll(backend.dispose);
 
 describe('cursors', () => {
   it('returns undefined before the first save, then the latest cursor per source', async () => {
@@ -333,4 +336,5 @@ describe('action log', () => {
     expect((await store.listApprovalActions('a1')).map((a) => a.action)).toEqual(['restart.requested', 'restart.approved', 'restart.succeeded']);
     expect(await store.listActions('staging')).toHaveLength(1);
   });
+});
 });
