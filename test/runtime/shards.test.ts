@@ -16,7 +16,10 @@ describe('rendezvous ownership', () => {
       counts.set(owner, counts.get(owner)! + 1);
     }
     // 600 clusters over 3 replicas: 200 each on average; a fair hash keeps each well within ±25 %.
-    for (const n of counts.values()) expect(n).toBeGreaterThan(150), expect(n).toBeLessThan(250);
+    for (const n of counts.values()) {
+      expect(n).toBeGreaterThan(150);
+      expect(n).toBeLessThan(250);
+    }
     expect(desiredOwner('x', [])).toBeUndefined();
   });
 
