@@ -132,20 +132,20 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     ...(opts.progressRetryMs !== undefined ? { progressRetryMs: opts.progressRetryMs } : {}),
     track,
     signal: abort.signal,
-    isLeader: () => ctx.isLeader(),
+    isLeader: (cluster) => ctx.isLeader(cluster),
   });
-  // `/tokens scan` may reach a standby replica (HA): it leaves a request in the shared store for the leader.
+  // `/tokens scan` may reach a replica that does not poll the cluster (HA): it leaves a request in the shared store
+  // for the leader (or the cluster's owner).
   const scanRequestKey = (cluster: string) => `slack:scan-request:${cluster}`;
   const runNow = (cluster: string) => {
-    if (ctx.isLeader()) return ctx.runNow(cluster);
+    if (ctx.isLeader(cluster)) return ctx.runNow(cluster);
     if (!clusters.has(cluster)) return 'unknown-job' as const;
     store.setCursor(scanRequestKey(cluster), String(clock()));
     return 'started' as const;
   };
   const pickUpScans = () => {
-    if (!ctx.isLeader()) return;
     for (const cluster of clusters.keys()) {
-      if (Number(store.getCursor(scanRequestKey(cluster)) ?? 0) > 0) {
+      if (ctx.isLeader(cluster) && Number(store.getCursor(scanRequestKey(cluster)) ?? 0) > 0) {
         store.setCursor(scanRequestKey(cluster), '0');
         log.info({ cluster }, '/tokens scan requested on another replica: polling now');
         ctx.runNow(cluster);
@@ -269,8 +269,8 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
   homeTimer?.unref();
   await flow.pickUp();
   // Alerts of findings stored while Slack was unreachable (or before a restart) and never posted: post them now
-  // rather than at the next poll. Only the leader posts alerts (HA).
-  for (const name of ctx.isLeader() ? clusters.keys() : []) {
+  // rather than at the next poll. Only the leader (the cluster's owner) posts alerts (HA).
+  for (const name of [...clusters.keys()].filter((c) => ctx.isLeader(c))) {
     if (channels.channelOf(name) === undefined) continue;
     const pending = store.listFindings(name, { status: ['open'] }).filter((f) => notifier.messageOf(f.finding.id) === undefined);
     if (pending.length === 0) continue;
@@ -280,6 +280,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
 
   return {
     name: 'slack',
+    busy: (cluster) => flow.isExecuting(cluster),
     state: () => (watchdog ? (watchdog.isConnected ? 'connected' : 'disconnected') : 'ok'),
     ...(eventsUrl ? { eventsUrl } : {}),
     ...(watchdog ? { watchdog } : {}),

@@ -23,6 +23,7 @@ import { FleetInsightsRegistry } from '../sources/index.js';
 import { CloudWatchRateLimiter } from '../sources/rate-limit.js';
 import { openStore, type Store } from '../store/index.js';
 import { acquirePollerLock, type PollerLock, type PollerLockError, type PollerLockOptions } from './poller-lock.js';
+import { ClusterNotOwnedError, ShardCoordinator, type ShardCoordinatorOptions, type ShardStatus } from './shard-coordinator.js';
 import { Verifier } from '../remediation/verify.js';
 import type { Integration, RunNowResult, SlackContext } from '../slack/context.js';
 
@@ -38,10 +39,15 @@ export interface ServeContext extends SlackContext {
   clock: () => number;
   /** Starts a poll of `cluster` now through the scheduler (`/tokens scan`). */
   runNow(cluster: string): RunNowResult;
-  /** Whether this replica is the leader (polls and executes approved actions). Always true without HA. */
-  isLeader(): boolean;
+  /**
+   * Whether this replica polls `cluster` and executes its approved actions (without `cluster`: any cluster): the
+   * leader, or with clusters shared out across replicas the cluster's owner. Always true without HA.
+   */
+  isLeader(cluster?: string): boolean;
   /** Leader-election state, when leader election runs. */
   leaderStatus?: () => LeaderStatus;
+  /** Cluster ownership, when clusters are shared out across replicas ({@link ServeOptions.sharding}). */
+  shards?: ShardCoordinator;
   /** Why integrations (Slack) failed to start, if any did; serve runs on without them. */
   integrationErrors?: string[];
 }
@@ -60,7 +66,8 @@ export interface ServeContext extends SlackContext {
  * `tokenwatch_poll_failing` metric.
  */
 export interface ReadinessBody {
-  status: 'ready' | 'starting' | 'stopping';
+  /** `store-unavailable`: the shared store (PostgreSQL) cannot be reached; this replica polls nothing until it can. */
+  status: 'ready' | 'starting' | 'stopping' | 'store-unavailable';
   polls: Record<string, 'ok' | 'degraded' | 'pending'>;
   integrations: Record<string, string>;
   /**
@@ -68,6 +75,11 @@ export interface ReadinessBody {
    * `no-events-for-polls`, `no-events-for-time`. Clusters that are not blind are absent.
    */
   blind: Record<string, BlindReason>;
+  /**
+   * With clusters shared out across replicas only: this replica's id and, per cluster, the id of the replica that
+   * owns it as last read (null: none right now; taken over within the ownership TTL).
+   */
+  shards?: { replica: string; owners: Record<string, string | null> };
 }
 
 /** Options of {@link startServe}. */
@@ -96,6 +108,12 @@ export interface ServeOptions {
   pollerLock?: Pick<PollerLockOptions, 'clock' | 'staleAfterMs' | 'heartbeatMs' | 'host' | 'pid' | 'isRunning'>;
   /** Leader-election state for status displays; absent when running without leader election. */
   leaderStatus?: () => LeaderStatus;
+  /**
+   * Clusters shared out across replicas (docs/design/architecture.md "Clusters shared out across replicas"): the
+   * shared store's executor and the heartbeat timing. Each replica polls and remediates only the clusters it owns;
+   * no poller lock is taken. Default: off (one replica polls everything, the SQLite store).
+   */
+  sharding?: Pick<ShardCoordinatorOptions, 'db' | 'name' | 'clock' | 'heartbeatMs' | 'ttlMs'>;
   /**
    * First delay before retrying an integration that was unavailable at start, ms (default 15,000); it doubles after
    * each failed attempt, up to 5 minutes.
@@ -141,7 +159,7 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   const store = openStore(config.store.path);
   // Without leader election this process polls: it must be the only one on this store (docs/design/architecture.md "Live mode").
   let lock: PollerLock | undefined;
-  if (!opts.isLeader) {
+  if (!opts.isLeader && !opts.sharding) {
     try {
       // Wall-clock time by default, not `clock`: the sandbox runs serve on a faster simulated clock.
       lock = acquirePollerLock({ store, clock: Date.now, logger, onLost: () => metrics.leader.set(0), ...opts.pollerLock });
@@ -213,12 +231,35 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
 
   const firstDone = new Map<string, () => void>();
   const firstPolls = Promise.all(config.clusters.map((c) => new Promise<void>((resolve) => firstDone.set(c.name, resolve)))).then(() => undefined);
-  const isLeader = opts.isLeader ?? (() => lock?.held() ?? true);
+  // Clusters shared out across replicas: this replica polls and remediates the clusters it owns (shard-coordinator.ts).
+  let scheduling = false;
+  const integrationBusy = (cluster: string): boolean => integrations.some((i) => i.busy?.(cluster) === true);
+  const shards = opts.sharding
+    ? new ShardCoordinator({
+        ...opts.sharding,
+        clusters: config.clusters.map((c) => c.name),
+        busy: (cluster) => scheduler.isBusy(cluster) || integrationBusy(cluster),
+        logger: logger.child({ component: 'shards' }),
+        metrics,
+        onAcquired: (cluster) => {
+          if (scheduling) catchUp(cluster);
+        },
+        onLost: (cluster) => {
+          if (scheduler.abort(cluster, new ClusterNotOwnedError(cluster))) logger.warn({ cluster }, 'aborted the running poll of a cluster this replica no longer owns');
+        },
+      })
+    : undefined;
+  const leads = opts.isLeader;
+  const isLeader = (cluster?: string): boolean => {
+    if (leads) return leads();
+    if (shards) return cluster === undefined ? shards.owned().length > 0 : shards.owns(cluster);
+    return lock?.held() ?? true;
+  };
   const scheduler = new Scheduler({
     jitterMs: opts.jitterMs ?? config.poll.jitter,
     spread: opts.spread ?? config.poll.spread,
     concurrency: config.poll.concurrency,
-    shouldRun: isLeader,
+    shouldRun: (job) => isLeader(job),
     onOverlap: (job) => metrics.polls.inc({ cluster: job, outcome: 'skipped-overlap' }),
     onMissed: (job, tick) => {
       metrics.pollsMissed.inc({ cluster: job, reason: tick.reason });
@@ -251,8 +292,22 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
     runNow: (cluster) => scheduler.runNow(cluster),
     isLeader,
     leaderStatus: opts.leaderStatus,
+    ...(shards ? { shards, ownerOf: (cluster: string) => shards.status().owners[cluster] ?? null } : {}),
   };
-  if (!opts.isLeader) metrics.leader.set(1);
+  if (!opts.isLeader && !shards) metrics.leader.set(1);
+  /**
+   * A cluster this replica has just taken over: poll it at once unless a poll that started at or after its latest
+   * scheduled time has finished (the previous owner ran this tick: polling again would poll it twice). A poll the
+   * previous owner left unfinished (killed) is run again; it reads on from the last committed chunk.
+   */
+  const catchUp = (cluster: string): void => {
+    const due = scheduler.previousDue(cluster);
+    const last = store.lastPollRuns().find((r) => r.cluster === cluster);
+    const ran = due !== undefined && last !== undefined && last.endedAt !== null && last.startedAt >= due;
+    if (ran) return;
+    logger.info({ cluster, ...(last ? { lastPollStartedAt: new Date(last.startedAt).toISOString() } : {}) }, 'polling a cluster taken over now: its latest scheduled poll did not complete');
+    scheduler.runNow(cluster);
+  };
 
   const integrationState = new Map<string, string>();
   const readiness = (): ReadinessBody => {
@@ -265,7 +320,9 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       const b = rt.blind.state(clock());
       if (b.blind) blind[name] = b.reason;
     }
-    return { status: stopping ? 'stopping' : ready ? 'ready' : 'starting', polls, integrations: states, blind };
+    const sh = shards?.status();
+    const status = stopping ? 'stopping' : !ready ? 'starting' : sh?.error ? 'store-unavailable' : 'ready';
+    return { status, polls, integrations: states, blind, ...(sh ? { shards: { replica: sh.replica, owners: sh.owners } } : {}) };
   };
   const server: Server = createServer((req, res) => {
     const url = (req.url ?? '/').split('?')[0];
@@ -361,6 +418,8 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       logger.error({ err, integration: name }, `integration could not start, running without it (polling and the store go on): ${message}`);
     }
   };
+  // Ownership first, so the integrations' start (resuming approved actions, posting pending alerts) sees it.
+  await shards?.start();
   for (const [i, start] of starters.entries()) await attempt(start, nameOf(i), 1);
   context.integrationErrors = failedIntegrations;
 
@@ -374,8 +433,9 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       },
     })),
   );
+  scheduling = true;
   ready = true;
-  logger.info({ port, clusters: [...clusters.keys()], slack: integrations.map((i) => i.name) }, 'tokenwatch serve started');
+  logger.info({ port, ...(shards ? { replica: shards.id, owned: shards.owned() } : {}), clusters: [...clusters.keys()], slack: integrations.map((i) => i.name) }, 'tokenwatch serve started');
 
   let stopped: Promise<void> | undefined;
   const stop = () =>
@@ -396,6 +456,7 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
         rt.source.close?.();
         rt.watchCache?.stop();
       }
+      await shards?.stop(); // hands its clusters over: the others take them at their next heartbeat
       await new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();
       lock?.release();

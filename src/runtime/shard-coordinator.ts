@@ -23,9 +23,9 @@ import { planHeartbeat, replicaId, SHARD_HEARTBEAT_MS, SHARD_TTL_MS, type Replic
 export class ClusterNotOwnedError extends TokenwatchError {
   constructor(
     readonly cluster: string,
-    readonly epoch: number,
+    readonly epoch?: number,
   ) {
-    super(ErrorCode.ClusterNotOwned, `this replica no longer owns cluster ${cluster} (epoch ${epoch}): another replica took it over, so this write is refused`);
+    super(ErrorCode.ClusterNotOwned, `this replica no longer owns cluster ${cluster}${epoch !== undefined ? ` (epoch ${epoch})` : ''}: another replica took it over, so this write is refused`);
     this.name = 'ClusterNotOwnedError';
   }
 }
