@@ -12,12 +12,16 @@
  * URLs such as `../../package.json` resolve as from the sources), named by this process so two runs in one checkout
  * never rebuild under each other, removed at teardown; a folder left by a run that was killed is removed by the next.
  * Tests find it with `inject('testBuild')` (test/support/build.ts). In watch mode it is rebuilt before each rerun.
+ *
+ * It also starts one throwaway PostgreSQL server for the run (test/support/postgres-server.ts), stopped and removed at
+ * teardown; tests create a database each with test/support/postgres.ts (`inject('postgres')`).
  */
 import { execFileSync } from 'node:child_process';
 import { readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { build } from 'esbuild';
 import type { TestProject } from 'vitest/node';
+import { type PostgresServerInfo, startPostgres } from './support/postgres-server.js';
 
 const ROOT = join(import.meta.dirname, '..');
 const PREFIX = '.test-build-';
@@ -33,6 +37,8 @@ declare module 'vitest' {
   export interface ProvidedContext {
     /** Absolute path of this run's build folder: `cli/main.js` (the CLI) and `children/<name>.mjs`. */
     testBuild: string;
+    /** The run's PostgreSQL server, or why there is none (test/support/postgres-server.ts). */
+    postgres: PostgresServerInfo;
   }
 }
 
@@ -70,8 +76,12 @@ export default async function setup(project: TestProject): Promise<() => void> {
     if (Number.isInteger(pid) && pid !== process.pid && !alive(pid)) rmSync(join(ROOT, name), { recursive: true, force: true });
   }
   const dir = join(ROOT, `${PREFIX}${process.pid}`);
-  await buildAll(dir);
+  const [, postgres] = await Promise.all([buildAll(dir), startPostgres()]);
   project.provide('testBuild', dir);
+  project.provide('postgres', postgres.info);
   project.onTestsRerun(() => buildAll(dir));
-  return () => rmSync(dir, { recursive: true, force: true });
+  return () => {
+    rmSync(dir, { recursive: true, force: true });
+    postgres.stop();
+  };
 }

@@ -75,13 +75,20 @@ function clusterValue(c: ClusterConfig): unknown {
   };
 }
 
+/** `store` in the file's form: `postgres` as fields (a URL was split into them), durations as strings. */
+function storeFileForm(store: Config['store']): Record<string, unknown> {
+  if (store.postgres === undefined) return { path: store.path };
+  const { statementTimeout, connectTimeout, ...rest } = store.postgres;
+  return { path: store.path, postgres: { ...rest, statementTimeout: formatDuration(statementTimeout), connectTimeout: formatDuration(connectTimeout) } };
+}
+
 /**
  * The config in the file's own form (durations as strings such as `10m`, `maxTokenAge` as `eks`/seconds),
  * without the environment secrets. Feeding it back to `parseConfig` with the same env gives the same config.
  */
 export function toFileForm(config: Config): Record<string, unknown> {
   const out: Record<string, unknown> = {
-    store: { ...config.store },
+    store: storeFileForm(config.store),
     http: { ...config.http },
     log: { ...config.log },
   };

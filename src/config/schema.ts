@@ -280,6 +280,87 @@ const slackSchema = z.strictObject({
     .prefault({}),
 });
 
+/** TLS modes of the PostgreSQL store, as libpq names them (https://www.postgresql.org/docs/current/libpq-ssl.html#LIBPQ-SSL-PROTECTION). */
+export const POSTGRES_SSL_MODES = ['disable', 'require', 'verify-ca', 'verify-full'] as const;
+
+/** Host, port, database and user of a `postgres://user@host:port/database` URL; problems as messages. */
+export function parsePostgresUrl(url: string): { host: string; port: number; database: string; user: string } | { problems: string[] } {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return { problems: ['expected a URL such as postgres://tokenwatch@db.example.com:5432/tokenwatch'] };
+  }
+  const problems: string[] = [];
+  if (u.protocol !== 'postgres:' && u.protocol !== 'postgresql:') problems.push(`expected the postgres:// or postgresql:// scheme, got ${u.protocol}//`);
+  if (u.password !== '') problems.push('must not carry a password (the config file holds no secrets): use store.postgres.passwordFrom');
+  if (u.search !== '' || u.hash !== '') problems.push('must not carry parameters: give TLS and pool settings as store.postgres fields (sslmode, caFile, poolSize, …)');
+  const host = u.hostname.replace(/^\[(.*)\]$/, '$1');
+  if (host === '') problems.push('needs a host');
+  if (u.username === '') problems.push('needs a user (postgres://USER@host/database)');
+  const database = decodeURIComponent(u.pathname.replace(/^\//, ''));
+  if (database === '' || database.includes('/')) problems.push('needs one database name as its path (postgres://user@host/DATABASE)');
+  if (problems.length > 0) return { problems };
+  return { host, port: u.port === '' ? 5432 : Number(u.port), database, user: decodeURIComponent(u.username) };
+}
+
+/**
+ * `store.postgres`: where the PostgreSQL store is, as a URL or as fields (exclusive; {@link crossFieldIssues} checks
+ * the combinations), normalised to host/port/database/user. The password never comes from this file: it is read
+ * from `passwordFrom` (an environment variable or a file, e.g. a mounted Secret) for every new connection.
+ */
+const postgresSchema = z
+  .strictObject({
+    /** `postgres://user@host:port/database` (no password, no parameters). Exclusive with host/port/database/user. */
+    url: z
+      .string()
+      .min(1)
+      .superRefine((url, ctx) => {
+        const r = parsePostgresUrl(url);
+        if ('problems' in r) for (const message of r.problems) ctx.addIssue({ code: 'custom', message, input: url });
+      })
+      .optional(),
+    host: z.string().min(1).optional(),
+    /** Default 5432. */
+    port: z.int().min(1).max(65535).optional(),
+    database: z.string().min(1).optional(),
+    user: z.string().min(1).optional(),
+    /** Exactly one of `env` (a variable name) or `file` (one trailing newline dropped); read for every new connection. */
+    passwordFrom: z
+      .strictObject({
+        env: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { message: 'expected an environment variable name' }).optional(),
+        file: z.string().min(1).optional(),
+      })
+      .optional(),
+    /** Default `verify-full` (certificate chain and host name checked). */
+    sslmode: z.enum(POSTGRES_SSL_MODES).default('verify-full'),
+    /** PEM file of the CAs that sign the server certificate (verify-ca, verify-full); default: Node's CA store. */
+    caFile: z.string().min(1).optional(),
+    /** Most connections per replica. Default 10. */
+    poolSize: z.int().min(1).max(100).default(10),
+    /** Server-side limit of one statement (`statement_timeout`). Default `30s`. */
+    statementTimeout: duration(100).prefault('30s'),
+    /** How long opening a connection or waiting for a free one may take. Default `10s`. */
+    connectTimeout: duration(100).prefault('10s'),
+  })
+  .transform((p) => {
+    const at = p.url !== undefined ? parsePostgresUrl(p.url) : undefined;
+    const where = at !== undefined && !('problems' in at) ? at : { host: p.host ?? '', port: p.port ?? 5432, database: p.database ?? '', user: p.user ?? '' };
+    const passwordFrom: { env: string } | { file: string } | undefined =
+      p.passwordFrom?.env !== undefined ? { env: p.passwordFrom.env } : p.passwordFrom?.file !== undefined ? { file: p.passwordFrom.file } : undefined;
+    return {
+      ...where,
+      ...(passwordFrom !== undefined ? { passwordFrom } : {}),
+      sslmode: p.sslmode,
+      ...(p.caFile !== undefined ? { caFile: p.caFile } : {}),
+      poolSize: p.poolSize,
+      /** ms */
+      statementTimeout: p.statementTimeout,
+      /** ms */
+      connectTimeout: p.connectTimeout,
+    };
+  });
+
 /** Schema of the YAML file (secrets are not allowed in it; they come from the environment). */
 export const fileSchema = z.strictObject({
   /** SQLite store. */
@@ -297,6 +378,11 @@ export const fileSchema = z.strictObject({
         })
         .refine((p) => !/[/\\]$/.test(p), { message: 'names a directory (ends with a slash); give the database file inside it (e.g. ./data/tokenwatch.db)' })
         .default('./data/tokenwatch.db'),
+      /**
+       * PostgreSQL instead of the SQLite file (several replicas on different nodes share it; docs/install.md
+       * "Availability"). `path` is then unused by the store.
+       */
+      postgres: postgresSchema.optional(),
     })
     .prefault({}),
   /** HTTP listener for `/healthz`, `/readyz` and `/metrics`. */
@@ -556,6 +642,31 @@ function envValue(env: NodeJS.ProcessEnv, name: string): string | undefined {
   return v === undefined || v === '' ? undefined : v;
 }
 
+/** `store.postgres` rules across fields: url or host/database/user, one password source (and its variable set), caFile only where it is used. */
+function postgresIssues(raw: Record<string, unknown>, env: NodeJS.ProcessEnv): ConfigIssue[] {
+  const pg = isRecord(raw.store) && isRecord(raw.store.postgres) ? raw.store.postgres : undefined;
+  if (pg === undefined) return [];
+  const at = (...rest: string[]) => ['store', 'postgres', ...rest];
+  const issues: ConfigIssue[] = [];
+  const fields = ['host', 'port', 'database', 'user'].filter((k) => pg[k] !== undefined);
+  if (pg.url !== undefined && fields.length > 0) {
+    issues.push({ path: at('url'), message: `url and ${fields.join('/')} are exclusive: give the server either as a URL or as fields` });
+  } else if (pg.url === undefined) {
+    if (fields.length === 0) issues.push({ path: at(), message: 'needs url, or host, database and user' });
+    else for (const k of ['host', 'database', 'user']) if (pg[k] === undefined) issues.push({ path: at(k), message: 'required (or give url instead)' });
+  }
+  const pf = pg.passwordFrom;
+  if (isRecord(pf)) {
+    if ((pf.env === undefined) === (pf.file === undefined)) issues.push({ path: at('passwordFrom'), message: 'expected exactly one of env, file' });
+    else if (typeof pf.env === 'string' && envValue(env, pf.env) === undefined) issues.push({ path: ['env', pf.env], message: 'required by store.postgres.passwordFrom.env (the PostgreSQL password)' });
+  }
+  const mode = pg.sslmode ?? 'verify-full';
+  if (pg.caFile !== undefined && (mode === 'disable' || mode === 'require')) {
+    issues.push({ path: at('caFile'), message: `is used only with sslmode verify-ca or verify-full (sslmode is ${String(mode)}, which checks no certificate)` });
+  }
+  return issues;
+}
+
 /**
  * Rules spanning several fields, checked on the raw (unvalidated) input so they are reported together
  * with the field errors:
@@ -576,6 +687,8 @@ export function crossFieldIssues(raw: unknown, env: NodeJS.ProcessEnv): ConfigIs
   const slack = isRecord(raw.slack) ? raw.slack : undefined;
   const clusters = Array.isArray(raw.clusters) ? (raw.clusters as unknown[]) : [];
   const envRegion = envValue(env, ENV.region) ?? envValue(env, ENV.defaultRegion);
+
+  issues.push(...postgresIssues(raw, env));
 
   const firstIndexByName = new Map<string, number>();
   let clustersWithSlack = 0;
@@ -798,7 +911,7 @@ function assemble(file: FileConfig, env: NodeJS.ProcessEnv): Config {
   }
   const level = envValue(env, ENV.logLevel);
   return {
-    store: { path: file.store.path },
+    store: { path: file.store.path, ...(file.store.postgres !== undefined ? { postgres: file.store.postgres } : {}) },
     http: { host: file.http.host, port: file.http.port },
     log: { level: level !== undefined ? (level as Config['log']['level']) : file.log.level },
     ...(slack !== undefined ? { slack } : {}),

@@ -4,6 +4,8 @@
  * Rules: never edit or reorder a released step; add a new one at the end. Each step runs in its own
  * transaction together with the `user_version` bump, so a crash leaves the schema at a step boundary.
  * Times are INTEGER epoch ms UTC; JSON documents are TEXT.
+ * Every step has its PostgreSQL twin at the same position in `src/store/migrations-postgres.ts` (same tables, columns
+ * and indexes; test/store/migrations-postgres.test.ts compares them): add a new step to both lists.
  */
 
 /** Step 1 (live mode, docs/design/architecture.md "Live mode"): cursors, seen auditIDs, token records, findings, poll runs. */
