@@ -220,6 +220,26 @@ CREATE TABLE alert_group_intents (
 );
 `;
 
+/** Twin of `V_CLUSTER_OWNERS` in src/store/migrations.ts: replica heartbeats and cluster ownership. */
+const V_CLUSTER_OWNERS = `
+CREATE TABLE replicas (
+  id            TEXT PRIMARY KEY,
+  host          TEXT NOT NULL,
+  started_at    BIGINT NOT NULL,
+  heartbeat_at  BIGINT NOT NULL,
+  clusters      TEXT NOT NULL DEFAULT '[]'
+);
+
+CREATE TABLE cluster_owners (
+  cluster     TEXT PRIMARY KEY,
+  owner       TEXT,
+  epoch       BIGINT NOT NULL,
+  expires_at  BIGINT NOT NULL,
+  changed_at  BIGINT NOT NULL
+);
+CREATE INDEX cluster_owners_by_owner ON cluster_owners (owner);
+`;
+
 /** All PostgreSQL steps, in the order of (and one for one with) `MIGRATIONS` in src/store/migrations.ts. */
 export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   { name: 'live mode', sql: V1 },
@@ -230,6 +250,7 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   { name: 'finding resolution', sql: V_FINDING_RESOLUTION },
   { name: 'poller lock', sql: V_POLLER_LOCK },
   { name: 'alert groups', sql: V_ALERT_GROUPS },
+  { name: 'cluster owners', sql: V_CLUSTER_OWNERS },
 ];
 
 /** The advisory-lock key all migrating replicas take (src/store/postgres.ts `lock`). */

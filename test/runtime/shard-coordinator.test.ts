@@ -7,7 +7,10 @@ import { Metrics } from '../../src/observability/metrics.js';
 import { ClusterNotOwnedError, ShardCoordinator, type ShardCoordinatorOptions } from '../../src/runtime/shard-coordinator.js';
 import { desiredOwner } from '../../src/runtime/shards.js';
 import { ClusterOwners } from '../../src/store/cluster-owners.js';
+import { migratePostgres } from '../../src/store/migrations-postgres.js';
+import { openPostgres } from '../../src/store/postgres.js';
 import type { SqlExecutor } from '../../src/store/sql.js';
+import { createTestDatabase, postgresServer, type TestDatabase } from '../support/postgres.js';
 import { openTestExecutor } from '../store/sqlite-executor.js';
 
 const T0 = Date.parse('2026-12-01T12:00:00Z');
@@ -17,16 +20,45 @@ const clusters = Array.from({ length: 30 }, (_, i) => `cluster-${i}`);
 const silent = createLogger({ level: 'silent' });
 
 const open: SqlExecutor[] = [];
+const databases: TestDatabase[] = [];
 afterEach(async () => {
   for (const db of open.splice(0)) await db.close().catch(() => undefined);
+  for (const d of databases.splice(0)) await d.drop();
 });
 
-/** Two or more replicas, each with its own connection to one SQLite file, on one test clock. */
-function cluster() {
-  const file = join(mkdtempSync(join(tmpdir(), 'tw-shards-')), 'tw.db');
+const pgServer = postgresServer();
+/** Each backend: a function that makes a fresh store and returns how to open another connection (replica) to it. */
+const backends: [string, () => Promise<() => Promise<SqlExecutor>>][] = [
+  [
+    'sqlite',
+    async () => {
+      const file = join(mkdtempSync(join(tmpdir(), 'tw-shards-')), 'tw.db');
+      return async () => openTestExecutor(file);
+    },
+  ],
+  ...(pgServer.available
+    ? [
+        [
+          'postgres',
+          async () => {
+            const d = await createTestDatabase();
+            databases.push(d);
+            const first = openPostgres(d.options);
+            await migratePostgres(first);
+            await first.close();
+            return async () => openPostgres(d.options);
+          },
+        ] as [string, () => Promise<() => Promise<SqlExecutor>>],
+      ]
+    : []),
+];
+
+/** Two or more replicas, each with its own connection (pool) to one store, on one test clock. */
+async function cluster(backend: () => Promise<() => Promise<SqlExecutor>>) {
+  const connect = await backend();
   let now = T0;
-  const replica = (name: string, over: Partial<ShardCoordinatorOptions> = {}) => {
-    const db = openTestExecutor(file);
+  const replica = async (name: string, over: Partial<ShardCoordinatorOptions> = {}) => {
+    const db = await connect();
     open.push(db);
     const busy = new Set<string>();
     const lost: string[] = [];
@@ -48,7 +80,7 @@ function cluster() {
     });
     return { c, db, busy, lost, acquired, metrics };
   };
-  return { replica, advance: (ms: number) => (now += ms), now: () => now, file };
+  return { replica, connect, advance: (ms: number) => (now += ms), now: () => now };
 }
 
 /** The owner of every cluster as the store has it (owner null or lapsed: undefined). */
@@ -57,15 +89,15 @@ async function ownersInStore(db: SqlExecutor, now: number): Promise<Map<string, 
   return new Map(rows.map((r) => [r.cluster, r.owner !== null && r.expiresAt > now ? r.owner : undefined]));
 }
 
-describe('ShardCoordinator', () => {
+describe.each(backends)('ShardCoordinator on %s', (_name, backend) => {
   it('a lone replica takes every cluster; a joining one gets its rendezvous share after one hand-over', async () => {
-    const t = cluster();
-    const a = t.replica('tw-a');
+    const t = await cluster(backend);
+    const a = await t.replica('tw-a');
     await a.c.start();
     expect(a.c.owned()).toEqual([...clusters].sort());
     expect(Number((await a.metrics.registry.getSingleMetric('tokenwatch_clusters_owned')!.get()).values[0]!.value)).toBe(30);
 
-    const b = t.replica('tw-b');
+    const b = await t.replica('tw-b');
     t.advance(1000);
     await b.c.beat(); // b sees a live and owning everything: it takes nothing yet
     expect(b.c.owned()).toEqual([]);
@@ -92,10 +124,10 @@ describe('ShardCoordinator', () => {
   });
 
   it('a busy cluster is drained (no new work) and handed over only once its work has ended', async () => {
-    const t = cluster();
-    const a = t.replica('tw-a');
+    const t = await cluster(backend);
+    const a = await t.replica('tw-a');
     await a.c.start();
-    const b = t.replica('tw-b');
+    const b = await t.replica('tw-b');
     await b.c.beat();
     const [x] = clusters.filter((c) => desiredOwner(c, [a.c.id, b.c.id]) === b.c.id);
     a.busy.add(x!);
@@ -116,9 +148,9 @@ describe('ShardCoordinator', () => {
   });
 
   it('a replica that stops beating (kill -9) loses its clusters after the TTL, and its commits are fenced', async () => {
-    const t = cluster();
-    const a = t.replica('tw-a');
-    const b = t.replica('tw-b');
+    const t = await cluster(backend);
+    const a = await t.replica('tw-a');
+    const b = await t.replica('tw-b');
     await a.c.beat();
     await b.c.beat();
     await a.c.beat();
@@ -147,9 +179,9 @@ describe('ShardCoordinator', () => {
   });
 
   it('a graceful stop hands everything over at once: the other replica takes it at its next beat, not after the TTL', async () => {
-    const t = cluster();
-    const a = t.replica('tw-a');
-    const b = t.replica('tw-b');
+    const t = await cluster(backend);
+    const a = await t.replica('tw-a');
+    const b = await t.replica('tw-b');
     await a.c.beat();
     await b.c.beat();
     await a.c.beat();
@@ -162,9 +194,9 @@ describe('ShardCoordinator', () => {
   });
 
   it('while the store is unreachable it keeps nothing past the TTL and says so; it resumes when the store is back', async () => {
-    const t = cluster();
+    const t = await cluster(backend);
     let down = false;
-    const real = openTestExecutor(t.file);
+    const real = await t.connect();
     open.push(real);
     const flaky: SqlExecutor = new Proxy(real, {
       get(target, prop, recv) {
@@ -173,7 +205,7 @@ describe('ShardCoordinator', () => {
         return (...args: unknown[]) => (down ? Promise.reject(new Error('connect ECONNREFUSED 127.0.0.1:5432')) : (v as (...a: unknown[]) => unknown).apply(target, args));
       },
     });
-    const a = t.replica('tw-a', { db: flaky });
+    const a = await t.replica('tw-a', { db: flaky });
     await a.c.beat();
     expect(a.c.owned()).toHaveLength(30);
     down = true;
@@ -190,5 +222,56 @@ describe('ShardCoordinator', () => {
     await a.c.beat();
     expect(a.c.status().error).toBeUndefined();
     expect(a.c.owned()).toHaveLength(30); // nobody else took them: taken again
+  });
+});
+
+describe.skipIf(!pgServer.available)('cluster ownership on PostgreSQL under concurrency', () => {
+  it('of five replicas taking one free cluster in the same millisecond, exactly one gets it', { timeout: 60_000 }, async () => {
+    const connect = await backends[1]![1]();
+    const dbs = await Promise.all(Array.from({ length: 5 }, () => connect()));
+    open.push(...dbs);
+    for (let round = 0; round < 10; round++) {
+      const cluster = `race-${round}`;
+      const results = await Promise.all(dbs.map((db, i) => new ClusterOwners(db).take(cluster, `tw-${i}`, T0, TTL)));
+      expect(results.filter((r) => r.taken)).toHaveLength(1);
+      const row = await new ClusterOwners(dbs[0]!).getOwner(cluster);
+      expect(row?.epoch).toBe(1);
+      // Once it lapsed, the same race again: one winner — the old owner renewing (epoch 1) or another (epoch 2).
+      const again = await Promise.all(dbs.map((db, i) => new ClusterOwners(db).take(cluster, `tw-${i}`, T0 + TTL, TTL)));
+      const won = again.filter((r) => r.taken);
+      expect(won).toHaveLength(1);
+      expect((await new ClusterOwners(dbs[0]!).getOwner(cluster))?.epoch).toBe(won[0]!.taken ? won[0]!.epoch : -1);
+    }
+  });
+
+  it('a fenced commit and a take of the same cluster never interleave: the commit lands before the take or is refused', { timeout: 60_000 }, async () => {
+    const connect = await backends[1]![1]();
+    const [a, b] = [await connect(), await connect()];
+    open.push(a, b);
+    await a.run('CREATE TABLE IF NOT EXISTS commits (cluster TEXT NOT NULL, epoch BIGINT NOT NULL)');
+    for (let round = 0; round < 20; round++) {
+      const cluster = `fence-${round}`;
+      const first = await new ClusterOwners(a).take(cluster, 'tw-a', T0, TTL);
+      expect(first.taken).toBe(true);
+      // a commits a chunk at epoch 1 while b takes the lapsed cluster: whichever order, no commit at epoch 1 lands
+      // after b's epoch 2 began.
+      const commit = a
+        .transaction(async (tx) => {
+          if (!(await ClusterOwners.holds(tx, cluster, 'tw-a', 1))) throw new ClusterNotOwnedError(cluster, 1);
+          await tx.run('INSERT INTO commits (cluster, epoch) VALUES (?, 1)', [cluster]);
+          return 'committed' as const;
+        })
+        .catch((err: unknown) => (err instanceof ClusterNotOwnedError ? ('refused' as const) : Promise.reject(err)));
+      const take = new ClusterOwners(b).take(cluster, 'tw-b', T0 + TTL, TTL).then(async (r) => {
+        // The new owner reads what was committed before its take: that is where its poll starts.
+        const seen = await b.all('SELECT epoch FROM commits WHERE cluster = ?', [cluster]);
+        return { r, seen: seen.length };
+      });
+      const [c, t] = await Promise.all([commit, take]);
+      expect(t.r.taken).toBe(true);
+      const landed = (await a.all('SELECT epoch FROM commits WHERE cluster = ?', [cluster])).length;
+      expect(landed).toBe(c === 'committed' ? 1 : 0);
+      expect(t.seen).toBe(landed); // the taker saw every commit that landed
+    }
   });
 });
