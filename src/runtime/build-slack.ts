@@ -152,7 +152,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
       }
     }
   };
-  const command = new TokensCommand({ store, api, notifier, channels, clusters, runNow, clock, logger: log, activeWindowMs: config.findings.activeWindow, scanIntervalMs: config.slack?.commands.scanInterval ?? DEFAULT_SCAN_INTERVAL_MS, readinessMinWindowMs: config.findings.readinessMinWindow });
+  const command = new TokensCommand({ store, api, notifier, channels, clusters, runNow, clock, logger: log, activeWindowMs: config.findings.activeWindow, scanIntervalMs: config.slack?.commands.scanInterval ?? DEFAULT_SCAN_INTERVAL_MS, readinessMinWindowMs: config.findings.readinessMinWindow, ...(ctx.ownerOf ? { ownerOf: (cluster: string) => { const owner = ctx.ownerOf!(cluster); return { owner, self: ctx.isLeader(cluster) }; } } : {}) });
   home = new HomePublisher(
     {
       store,
