@@ -29,6 +29,7 @@
  *   action-log row `finding.quiet`; its id is returned in {@link PollOutcome.concluded}. A broken source never
  *   resolves anything: any failed poll in the period blocks it. When the signal returns, `saveFindings` reopens it.
  */
+import { isStoreUnavailable } from '../store/unavailable.js';
 import type { TokenUse } from '../audit/types.js';
 import { createReadStats } from '../sources/reader.js';
 import { tokenUsesFromWrappedText } from '../audit/records.js';
@@ -473,7 +474,8 @@ export class ClusterPoller {
       return outcome;
     } catch (err) {
       // Scrubbed: this text reaches `/tokens status` (Slack) and the store.
-      const message = scrubSecrets(err instanceof Error ? err.message : String(err));
+      const unavailable = isStoreUnavailable(err);
+      const message = unavailable ? 'store unavailable: the database cannot be reached' : scrubSecrets(err instanceof Error ? err.message : String(err));
       outcome.error = message;
       outcome.endedAt = this.clock();
       if (signal?.aborted) {
@@ -486,7 +488,7 @@ export class ClusterPoller {
       metrics?.pollFailing.set({ cluster: cluster.name }, 1);
       log.error(
         { err, code: err instanceof SourceError ? err.awsCode : (err as { code?: string }).code },
-        'poll failed; cluster marked degraded, cursor kept at the last committed chunk',
+        unavailable ? 'poll failed: the store (database) is unavailable; cluster marked degraded, cursor kept at the last committed chunk' : 'poll failed; cluster marked degraded, cursor kept at the last committed chunk',
       );
       if (runId !== undefined) {
         try {
