@@ -23,7 +23,7 @@ import { FleetInsightsRegistry } from '../sources/index.js';
 import { CloudWatchRateLimiter } from '../sources/rate-limit.js';
 import { openStore, type Store } from '../store/index.js';
 import { acquirePollerLock, type PollerLock, type PollerLockError, type PollerLockOptions } from './poller-lock.js';
-import { ClusterNotOwnedError, ShardCoordinator, type ShardCoordinatorOptions, type ShardStatus } from './shard-coordinator.js';
+import { ClusterNotOwnedError, ShardCoordinator, type ShardCoordinatorOptions } from './shard-coordinator.js';
 import { Verifier } from '../remediation/verify.js';
 import type { Integration, RunNowResult, SlackContext } from '../slack/context.js';
 
