@@ -3,7 +3,9 @@
  * module puts it together.
  *
  * - leader election (`leader.ts`): with POD_NAME and POD_NAMESPACE set in a pod (the Deployment in manifests/ sets
- *   them), replicas elect a leader on a coordination.k8s.io Lease; only the leader polls and executes actions;
+ *   them), replicas elect a leader on a coordination.k8s.io Lease; only the leader polls and executes actions. Not
+ *   with a PostgreSQL store (`store.postgres`): there the replicas share the clusters out through the database
+ *   instead (`shard-coordinator.ts`; replica ids from POD_NAME, else the host name), no Lease is used;
  * - the service (`serve.ts` {@link startServe}): the store, one audit source, cluster clients (state, remediator,
  *   metrics scraper, probe reader) and poller (`poller.ts`) per cluster, the scheduler (`scheduler.ts`), the
  *   health/metrics listener, the Slack integration (`build-slack.ts`: the Bolt app of `src/slack/app.ts`, then the
@@ -59,13 +61,15 @@ function startLeaderElection({ env, logger, metrics }: ComposeOptions): LeaderEl
  * @throws what {@link startServe} throws (store cannot be opened, port taken), after releasing the Lease.
  */
 export async function composeServe(config: Config, opts: ComposeOptions): Promise<ComposedServe> {
-  const elector = startLeaderElection(opts);
+  const shared = config.store.postgres !== undefined;
+  const elector = shared ? undefined : startLeaderElection(opts);
   let handle: ServeHandle;
   try {
     handle = await startServe(config, {
       logger: opts.logger,
       metrics: opts.metrics,
       ...(elector && { isLeader: () => elector.isLeader(), leaderStatus: () => elector.status() }),
+      ...(shared && { sharding: { ...(opts.env.POD_NAME ? { name: opts.env.POD_NAME } : {}) } }),
     });
   } catch (err) {
     await elector?.stop({ release: true });

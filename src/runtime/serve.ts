@@ -22,6 +22,8 @@ import { Scheduler } from './scheduler.js';
 import { FleetInsightsRegistry } from '../sources/index.js';
 import { CloudWatchRateLimiter } from '../sources/rate-limit.js';
 import { openStore, type Store } from '../store/index.js';
+import type { SqlExecutor } from '../store/sql.js';
+import { ErrorCode, TokenwatchError } from '../errors.js';
 import { acquirePollerLock, type PollerLock, type PollerLockError, type PollerLockOptions } from './poller-lock.js';
 import { ClusterNotOwnedError, ShardCoordinator, type ShardCoordinatorOptions } from './shard-coordinator.js';
 import { Verifier } from '../remediation/verify.js';
@@ -110,10 +112,11 @@ export interface ServeOptions {
   leaderStatus?: () => LeaderStatus;
   /**
    * Clusters shared out across replicas (docs/design/architecture.md "Clusters shared out across replicas"): the
-   * shared store's executor and the heartbeat timing. Each replica polls and remediates only the clusters it owns;
+   * replica id's base (default the host name), the heartbeat timing, and the executor of the ownership rows (default
+   * the store's own; `composeServe` turns this on with a PostgreSQL store). Each replica polls and remediates only the clusters it owns;
    * no poller lock is taken. Default: off (one replica polls everything, the SQLite store).
    */
-  sharding?: Pick<ShardCoordinatorOptions, 'db' | 'name' | 'clock' | 'heartbeatMs' | 'ttlMs'>;
+  sharding?: Partial<Pick<ShardCoordinatorOptions, 'db' | 'name' | 'clock' | 'heartbeatMs' | 'ttlMs'>>;
   /**
    * First delay before retrying an integration that was unavailable at start, ms (default 15,000); it doubles after
    * each failed attempt, up to 5 minutes.
@@ -234,9 +237,15 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   // Clusters shared out across replicas: this replica polls and remediates the clusters it owns (shard-coordinator.ts).
   let scheduling = false;
   const integrationBusy = (cluster: string): boolean => integrations.some((i) => i.busy?.(cluster) === true);
+  const shardDb = opts.sharding ? (opts.sharding.db ?? (store as { sql?: SqlExecutor }).sql) : undefined;
+  if (opts.sharding && !shardDb) {
+    store.close();
+    throw new TokenwatchError(ErrorCode.StoreFailed, 'clusters shared out across replicas need a store with an SQL executor (store.postgres)');
+  }
   const shards = opts.sharding
     ? new ShardCoordinator({
         ...opts.sharding,
+        db: shardDb!,
         clusters: config.clusters.map((c) => c.name),
         busy: (cluster) => scheduler.isBusy(cluster) || integrationBusy(cluster),
         logger: logger.child({ component: 'shards' }),
