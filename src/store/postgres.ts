@@ -88,7 +88,6 @@ export class PostgresStoreError extends StoreError {
   }
 }
 
-
 /** SQLSTATE of a statement cancelled by `statement_timeout` (query_canceled). */
 export const QUERY_CANCELED = '57014';
 
