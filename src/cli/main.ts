@@ -7,6 +7,7 @@ import { register as probe } from './commands/probe.js';
 import { register as sandbox } from './commands/sandbox.js';
 import { register as scan } from './commands/scan.js';
 import { register as serve } from './commands/serve.js';
+import { register as store } from './commands/store.js';
 import { printError, runCli, type Register } from './program.js';
 
 const commands: Register[] = [
@@ -15,6 +16,7 @@ const commands: Register[] = [
   sandbox,
   config,
   probe,
+  store,
 ];
 
 // A closed pipe (`tokenwatch scan … | head`) is not an error.

@@ -28,6 +28,7 @@
  */
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
+import type { Config } from '../config/types.js';
 import { StoreError } from './db.js';
 import type { SqlExecutor, SqlParams, SqlRow, SqlRunResult } from './sql.js';
 
@@ -87,8 +88,6 @@ export class PostgresStoreError extends StoreError {
   }
 }
 
-/** SQLSTATE of a unique violation. */
-export const UNIQUE_VIOLATION = '23505';
 /** SQLSTATE of a statement cancelled by `statement_timeout` (query_canceled). */
 export const QUERY_CANCELED = '57014';
 
@@ -328,7 +327,7 @@ export class PostgresExecutor implements SqlExecutor {
 
   constructor(opts: PostgresOptions) {
     const port = opts.port ?? POSTGRES_DEFAULTS.port;
-    this.where = `${opts.user}@${opts.host}:${port}/${opts.database}`;
+    this.where = describePostgres(opts);
     const statementTimeout = opts.statementTimeoutMs ?? POSTGRES_DEFAULTS.statementTimeoutMs;
     const source = opts.passwordFrom;
     const fixed = opts.password;
@@ -420,4 +419,25 @@ export class PostgresExecutor implements SqlExecutor {
  */
 export function openPostgres(opts: PostgresOptions): PostgresExecutor {
   return new PostgresExecutor(opts);
+}
+
+/** `store.postgres` of the effective config (src/config/schema.ts; durations in ms) as {@link PostgresOptions}. */
+export function postgresOptionsOf(pg: NonNullable<Config['store']['postgres']>): PostgresOptions {
+  return {
+    host: pg.host,
+    port: pg.port,
+    database: pg.database,
+    user: pg.user,
+    ...(pg.passwordFrom !== undefined ? { passwordFrom: pg.passwordFrom } : {}),
+    sslmode: pg.sslmode,
+    ...(pg.caFile !== undefined ? { caFile: pg.caFile } : {}),
+    poolSize: pg.poolSize,
+    statementTimeoutMs: pg.statementTimeout,
+    connectTimeoutMs: pg.connectTimeout,
+  };
+}
+
+/** `user@host:port/database` of a connection (no password), for messages. */
+export function describePostgres(opts: Pick<PostgresOptions, 'user' | 'host' | 'port' | 'database'>): string {
+  return `${opts.user}@${opts.host}:${opts.port ?? POSTGRES_DEFAULTS.port}/${opts.database}`;
 }

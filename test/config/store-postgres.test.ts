@@ -37,11 +37,12 @@ describe('store.postgres', () => {
   });
 
   it('takes fields, and gives them back in the file form', () => {
-    const raw = withPg({ host: '10.0.0.5', port: 6432, database: 'tw', user: 'tw', passwordFrom: { env: 'PGPASS' }, sslmode: 'verify-ca', caFile: '/ca.pem', poolSize: 4, statementTimeout: '5s', connectTimeout: '2s' });
+    const fields = { host: '10.0.0.5', port: 6432, database: 'tw', user: 'tw', passwordFrom: { env: 'PGPASS' }, sslmode: 'verify-ca', caFile: '/ca.pem', poolSize: 4, statementTimeout: '5s', connectTimeout: '2s' };
+    const raw = withPg(fields);
     const env = { PGPASS: 'x' };
     const config = parseConfig(raw, env);
     expect(config.store.postgres).toMatchObject({ host: '10.0.0.5', port: 6432, sslmode: 'verify-ca', caFile: '/ca.pem', poolSize: 4, statementTimeout: 5000, connectTimeout: 2000 });
-    expect(toFileForm(config).store).toEqual({ path: './data/tokenwatch.db', postgres: { ...raw.store.postgres } });
+    expect(toFileForm(config).store).toEqual({ path: './data/tokenwatch.db', postgres: fields });
     expect(parseConfig(toFileForm(config), env).store).toEqual(config.store);
   });
 

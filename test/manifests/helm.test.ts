@@ -41,6 +41,13 @@ function comparable(o: K8sObject): unknown {
 }
 const byId = (objs: K8sObject[]) => Object.fromEntries(objs.map((o) => [idOf(o), comparable(o)]));
 
+/** `config.store.postgres` of the PostgreSQL combinations (the Secret mounted at /etc/tokenwatch-postgres). */
+const PG_CONFIG = {
+  url: 'postgres://tokenwatch@db.example.com/tokenwatch',
+  passwordFrom: { file: '/etc/tokenwatch/password' },
+  caFile: '/etc/tokenwatch/ca.crt',
+};
+
 /** The combinations rendered, linted and validated. */
 const COMBOS: [string, ChartValues][] = [
   ['defaults', {}],
@@ -53,6 +60,8 @@ const COMBOS: [string, ChartValues][] = [
   ['admission policy on', { set: { 'admissionPolicy.enabled': true } }],
   ['probe on', { set: { 'probe.enabled': true } }],
   ['secret metadata on', { set: { 'rbac.secretMetadata': true } }],
+  ['PostgreSQL store', { values: { config: { store: { path: '/data/tokenwatch.db', postgres: PG_CONFIG } }, postgres: { existingSecret: 'tokenwatch-postgres' } } }],
+  ['PostgreSQL store, 3 replicas, port 6543', { values: { replicas: 3, config: { store: { postgres: { ...PG_CONFIG, url: 'postgres://tokenwatch@db.example.com:6543/tokenwatch' } } } } }],
   ['Prometheus Operator', { set: { 'serviceMonitor.enabled': true, 'prometheusRule.enabled': true }, values: { serviceMonitor: { labels: { release: 'kps' } } } }],
   [
     'scheduling, labels, image digest, no persistence',
@@ -127,6 +136,47 @@ describe.skipIf(!helmPath)(`Helm chart charts/tokenwatch${skip ? ` (skipped: ${s
   it.skipIf(!kubectl)('defaults: also equal to the output of the real `kubectl kustomize manifests/` (where kubectl is installed)', () => {
     const real = parseAllDocuments(execFileSync('kubectl', ['kustomize', MANIFESTS], { encoding: 'utf8' })).map((d) => d.toJS() as K8sObject);
     expect(byId(defaults)).toEqual(byId(real.filter((o) => o.kind !== 'Namespace')));
+  });
+
+  it('defaults (embedded SQLite): one replica, strategy Recreate, the PVC, no PodDisruptionBudget, no pod affinity; replicas ignored', () => {
+    for (const objs of [defaults, helmTemplate({ set: { replicas: 5 } })]) {
+      const d = find(objs, 'Deployment', 'tokenwatch');
+      expect(d.spec.replicas).toBe(1);
+      expect(d.spec.strategy).toEqual({ type: 'Recreate' });
+      expect(d.spec.template.spec.affinity).toBeUndefined();
+      expect(d.spec.template.spec.topologySpreadConstraints).toBeUndefined();
+      expect(objs.filter((o) => o.kind === 'PodDisruptionBudget')).toEqual([]);
+      expect(objs.filter((o) => o.kind === 'PersistentVolumeClaim').map((o) => o.metadata.name)).toEqual(['tokenwatch-data']);
+    }
+  });
+
+  it('PostgreSQL store: no PVC, two replicas spread across zones and nodes (preferred), RollingUpdate, PDB maxUnavailable 1, the Secret in the config directory, egress to the server port', () => {
+    const objs = rendered.get('PostgreSQL store')!;
+    expect(objs.filter((o) => o.kind === 'PersistentVolumeClaim')).toEqual([]);
+    const d = find(objs, 'Deployment', 'tokenwatch');
+    expect(d.spec.replicas).toBe(2);
+    expect(d.spec.strategy).toEqual({ type: 'RollingUpdate', rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } });
+    const pod = d.spec.template.spec;
+    const selector = { matchLabels: { 'app.kubernetes.io/name': 'tokenwatch', 'app.kubernetes.io/component': 'server' } };
+    expect(pod.topologySpreadConstraints).toEqual([
+      { maxSkew: 1, topologyKey: 'topology.kubernetes.io/zone', whenUnsatisfiable: 'ScheduleAnyway', labelSelector: selector },
+      { maxSkew: 1, topologyKey: 'kubernetes.io/hostname', whenUnsatisfiable: 'ScheduleAnyway', labelSelector: selector },
+    ]);
+    expect(pod.affinity).toBeUndefined();
+    expect(pod.volumes.find((v: { name: string }) => v.name === 'data')).toEqual({ name: 'data', emptyDir: {} });
+    expect(pod.volumes.find((v: { name: string }) => v.name === 'config').projected.sources).toEqual([{ configMap: { name: 'tokenwatch-config' } }, { secret: { name: 'tokenwatch-postgres' } }]);
+    expect(find(objs, 'PodDisruptionBudget', 'tokenwatch').spec.maxUnavailable).toBe(1);
+    expect(find(objs, 'NetworkPolicy', 'tokenwatch').spec.egress).toContainEqual({ ports: [{ protocol: 'TCP', port: 5432 }] });
+    const three = rendered.get('PostgreSQL store, 3 replicas, port 6543')!;
+    expect(find(three, 'Deployment', 'tokenwatch').spec.replicas).toBe(3);
+    expect(find(three, 'NetworkPolicy', 'tokenwatch').spec.egress).toContainEqual({ ports: [{ protocol: 'TCP', port: 6543 }] });
+    expect(find(three, 'Deployment', 'tokenwatch').spec.template.spec.volumes.find((v: { name: string }) => v.name === 'config').projected.sources).toHaveLength(1);
+  });
+
+  it('PostgreSQL store: the same objects as `kubectl kustomize manifests/overlays/postgres` but the Namespace and the config', () => {
+    const kustomize = render(join(MANIFESTS, 'overlays', 'postgres')).filter((o) => o.kind !== 'Namespace' && o.kind !== 'ConfigMap');
+    const chart = rendered.get('PostgreSQL store')!.filter((o) => o.kind !== 'ConfigMap');
+    expect(byId(chart)).toEqual(byId(kustomize));
   });
 
   it('the comparison fails on a difference (so the check above can fail)', () => {
@@ -317,7 +367,7 @@ describe.skipIf(!helmPath)(`Helm chart charts/tokenwatch${skip ? ` (skipped: ${s
     expect(JSON.stringify(defaults)).not.toContain('secrets');
   });
 
-  it('scheduling, labels, digest, pull secrets; the default pod affinity is kept alongside a user affinity', () => {
+  it('scheduling, labels, digest, pull secrets; a user affinity as given', () => {
     const objs = rendered.get('scheduling, labels, image digest, no persistence')!;
     const d = find(objs, 'Deployment', 'tokenwatch');
     const pod = d.spec.template.spec;
@@ -325,7 +375,7 @@ describe.skipIf(!helmPath)(`Helm chart charts/tokenwatch${skip ? ` (skipped: ${s
     expect(pod.imagePullSecrets).toEqual([{ name: 'regcred' }]);
     expect(pod.nodeSelector).toEqual({ 'kubernetes.io/os': 'linux' });
     expect(pod.tolerations).toHaveLength(1);
-    expect(Object.keys(pod.affinity).sort()).toEqual(['nodeAffinity', 'podAffinity']);
+    expect(Object.keys(pod.affinity).sort()).toEqual(['nodeAffinity']);
     expect(pod.volumes[0]).toEqual({ name: 'data', emptyDir: {} });
     expect(objs.some((o) => o.kind === 'PersistentVolumeClaim')).toBe(false);
     expect(d.spec.replicas).toBe(1);

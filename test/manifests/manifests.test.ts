@@ -8,7 +8,7 @@ import { MANIFESTS, idOf, kustomizationOf, nonResourceFiles, readDocs, render, y
 import { modelName, restrictedViolations, unknownFields, validateObject } from './schema.js';
 
 /** The kustomizations a user applies (`kubectl apply -k manifests/<entry>`). */
-const ENTRIES = ['.', 'base', 'writer', 'overlays/eks', 'overlays/writer-namespaces', 'overlays/writer-cluster-wide', 'probe', 'admission-policy-remote'];
+const ENTRIES = ['.', 'base', 'writer', 'overlays/eks', 'overlays/postgres', 'overlays/writer-namespaces', 'overlays/writer-cluster-wide', 'probe', 'admission-policy-remote'];
 /** The optional components (`components:` of a kustomization). */
 const COMPONENTS = ['components/admission-policy', 'components/prometheus', 'components/secret-metadata'];
 /** Entries with every component added, as a user's kustomization listing them renders. */
@@ -40,7 +40,7 @@ interface Container {
 interface PodSpec {
   serviceAccountName?: string;
   containers: Container[];
-  volumes: { name: string; persistentVolumeClaim?: { claimName: string }; configMap?: { name: string }; emptyDir?: object }[];
+  volumes: { name: string; persistentVolumeClaim?: { claimName: string }; projected?: { sources: { configMap?: { name: string }; secret?: { name: string } }[] }; emptyDir?: object }[];
   affinity?: { podAffinity?: { requiredDuringSchedulingIgnoredDuringExecution?: { labelSelector: { matchLabels: Record<string, string> }; topologyKey: string }[] } };
   securityContext?: Record<string, unknown>;
 }
@@ -66,7 +66,6 @@ describe('every manifest validates offline', () => {
       'base/deployment.yaml',
       'base/namespace.yaml',
       'base/networkpolicy.yaml',
-      'base/pdb.yaml',
       'base/pvc.yaml',
       'base/rbac-leader-election.yaml',
       'base/rbac-reader.yaml',
@@ -80,6 +79,7 @@ describe('every manifest validates offline', () => {
       'components/secret-metadata/rbac-secret-metadata.yaml',
       'overlays/eks/networkpolicy-pod-identity.yaml',
       'overlays/eks/storageclass.yaml',
+      'overlays/postgres/pdb.yaml',
       'overlays/writer-namespaces/rolebindings.yaml',
       'probe/daemonset.yaml',
       'probe/namespace.yaml',
@@ -92,6 +92,9 @@ describe('every manifest validates offline', () => {
       'base/tokenwatch.yaml',
       'overlays/eks/pvc-gp3.yaml',
       'overlays/eks/serviceaccount-irsa.yaml',
+      'overlays/postgres/delete-pvc.yaml',
+      'overlays/postgres/deployment.yaml',
+      'overlays/postgres/networkpolicy.yaml',
       'overlays/writer-namespaces/delete-writer-clusterrolebinding.yaml',
     ]);
   });
@@ -168,7 +171,6 @@ describe('install layout', () => {
         'apps/v1 Deployment tokenwatch/tokenwatch',
         'v1 Service tokenwatch/tokenwatch-metrics',
         'networking.k8s.io/v1 NetworkPolicy tokenwatch/tokenwatch',
-        'policy/v1 PodDisruptionBudget tokenwatch/tokenwatch',
       ].sort(),
     );
     for (const objs of rendered.values()) expect(objs.some((o) => o.kind === 'Secret')).toBe(false);
@@ -264,8 +266,8 @@ describe('Deployment', () => {
     ]);
   });
 
-  it('two replicas, requests and limits, probes on /healthz and /readyz, the http port', () => {
-    expect(deployment.spec.replicas).toBe(2);
+  it('one replica (the embedded SQLite store), requests and limits, probes on /healthz and /readyz, the http port', () => {
+    expect(deployment.spec.replicas).toBe(1);
     expect(matches(deployment.spec.selector.matchLabels)).toBe(true);
     expect(container.args).toEqual(['serve']);
     expect(container.resources).toEqual({ requests: { cpu: '50m', memory: '192Mi' }, limits: { cpu: '1', memory: '512Mi' } });
@@ -280,26 +282,43 @@ describe('Deployment', () => {
     const vol = (name: string) => pod.volumes.find((v) => v.name === name)!;
     expect(vol(mounts['/data']!.name).persistentVolumeClaim?.claimName).toBe('tokenwatch-data');
     expect(find(install, 'PersistentVolumeClaim', 'tokenwatch-data').spec).toEqual({ accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } });
-    expect(vol(mounts['/etc/tokenwatch']!.name).configMap?.name).toBe('tokenwatch-config');
+    expect(vol(mounts['/etc/tokenwatch']!.name).projected?.sources).toEqual([{ configMap: { name: 'tokenwatch-config' } }]);
     expect(mounts['/etc/tokenwatch']!.readOnly).toBe(true);
     expect(vol(mounts['/tmp']!.name).emptyDir).toEqual({ sizeLimit: '64Mi' });
     expect(pod.serviceAccountName).toBe('tokenwatch');
   });
 
-  it('both replicas are scheduled on one node (they share the ReadWriteOnce SQLite volume)', () => {
-    const terms = pod.affinity?.podAffinity?.requiredDuringSchedulingIgnoredDuringExecution ?? [];
-    expect(terms).toHaveLength(1);
-    expect(terms[0]!.topologyKey).toBe('kubernetes.io/hostname');
-    expect(matches(terms[0]!.labelSelector.matchLabels)).toBe(true);
+  it('SQLite: replaced with strategy Recreate (the old pod releases the volume first), no pod affinity, no PodDisruptionBudget that could block a drain', () => {
+    expect((deployment.spec as { strategy?: unknown }).strategy).toEqual({ type: 'Recreate' });
+    expect(pod.affinity).toBeUndefined();
+    expect(install.filter((o) => o.kind === 'PodDisruptionBudget')).toEqual([]);
   });
 
-  it('Service, PodDisruptionBudget and NetworkPolicy select the pods', () => {
+  it('overlays/postgres: two replicas spread across zones and nodes, RollingUpdate, no PVC, a PDB of one pod, egress to 5432, the password Secret in the config directory', () => {
+    const pgObjs = rendered.get('overlays/postgres')!;
+    const d = find<DeploymentLike & { spec: { strategy: unknown; template: { spec: { topologySpreadConstraints: { topologyKey: string; whenUnsatisfiable: string; labelSelector: { matchLabels: Record<string, string> } }[] } } } }>(pgObjs, 'Deployment', 'tokenwatch');
+    expect(d.spec.replicas).toBe(2);
+    expect(d.spec.strategy).toEqual({ type: 'RollingUpdate', rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } });
+    const spread = d.spec.template.spec.topologySpreadConstraints;
+    expect(spread.map((c) => [c.topologyKey, c.whenUnsatisfiable])).toEqual([
+      ['topology.kubernetes.io/zone', 'ScheduleAnyway'],
+      ['kubernetes.io/hostname', 'ScheduleAnyway'],
+    ]);
+    for (const c of spread) expect(matches(c.labelSelector.matchLabels)).toBe(true);
+    expect(d.spec.template.spec.volumes.find((v) => v.name === 'data')).toEqual({ name: 'data', emptyDir: {} });
+    expect(d.spec.template.spec.volumes.find((v) => v.name === 'config')?.projected?.sources).toEqual([{ configMap: { name: 'tokenwatch-config' } }, { secret: { name: 'tokenwatch-postgres' } }]);
+    expect(pgObjs.filter((o) => o.kind === 'PersistentVolumeClaim')).toEqual([]);
+    const pdb = find<{ spec: { maxUnavailable: number; selector: { matchLabels: Record<string, string> } } }>(pgObjs, 'PodDisruptionBudget', 'tokenwatch');
+    expect(pdb.spec.maxUnavailable).toBe(1);
+    expect(matches(pdb.spec.selector.matchLabels)).toBe(true);
+    const np = find<{ spec: { egress: unknown[] } }>(pgObjs, 'NetworkPolicy', 'tokenwatch');
+    expect(np.spec.egress).toContainEqual({ ports: [{ protocol: 'TCP', port: 5432 }] });
+  });
+
+  it('Service and NetworkPolicy select the pods', () => {
     const svc = find<{ spec: { selector: Record<string, string>; ports: { port: number; targetPort: string }[] } }>(install, 'Service', 'tokenwatch-metrics');
     expect(matches(svc.spec.selector)).toBe(true);
     expect(svc.spec.ports).toEqual([{ name: 'http-metrics', port: 8080, targetPort: 'http', protocol: 'TCP' }]);
-    const pdb = find<{ spec: { maxUnavailable: number; selector: { matchLabels: Record<string, string> } } }>(install, 'PodDisruptionBudget', 'tokenwatch');
-    expect(pdb.spec.maxUnavailable).toBe(1);
-    expect(matches(pdb.spec.selector.matchLabels)).toBe(true);
     const np = find<{ spec: { podSelector: { matchLabels: Record<string, string> } } }>(install, 'NetworkPolicy', 'tokenwatch');
     expect(matches(np.spec.podSelector.matchLabels)).toBe(true);
   });
@@ -344,7 +363,7 @@ describe('ConfigMap and Secret', () => {
   });
 
   it('the pod points TOKENWATCH_CONFIG at the mounted key, and the store path is on the volume', () => {
-    const mount = container.volumeMounts!.find((m) => m.name === pod.volumes.find((v) => v.configMap?.name === 'tokenwatch-config')!.name)!;
+    const mount = container.volumeMounts!.find((m) => m.name === pod.volumes.find((v) => v.projected?.sources[0]?.configMap?.name === 'tokenwatch-config')!.name)!;
     expect(podEnv['TOKENWATCH_CONFIG']).toBe(`${mount.mountPath}/tokenwatch.yaml`);
     expect(Object.keys(cm.data)).toEqual(['tokenwatch.yaml']);
     expect(readFileSync(join(MANIFESTS, 'base/tokenwatch.yaml'), 'utf8')).toBe(cm.data['tokenwatch.yaml']);

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StoreError } from '../../src/store/db.js';
-import { numberPlaceholders, openPostgres, type PostgresExecutor, PostgresStoreError, QUERY_CANCELED, UNIQUE_VIOLATION } from '../../src/store/postgres.js';
+import { numberPlaceholders, openPostgres, type PostgresExecutor, PostgresStoreError, QUERY_CANCELED } from '../../src/store/postgres.js';
 import { createTestDatabase, postgresServer, superuserClient, type TestDatabase } from '../support/postgres.js';
 
 describe('numberPlaceholders', () => {
@@ -186,7 +186,7 @@ describe.skipIf(!pgServer.available)('PostgreSQL executor', () => {
     await ex.run('INSERT INTO t (k, v) VALUES (?, ?)', ['secret-dup-value', 1]);
     const dup = await ex.run('INSERT INTO t (k, v) VALUES (?, ?)', ['secret-dup-value', 2]).catch((e: unknown) => e);
     expect(dup).toBeInstanceOf(StoreError);
-    expect((dup as PostgresStoreError).sqlState).toBe(UNIQUE_VIOLATION);
+    expect((dup as PostgresStoreError).sqlState).toBe('23505');
     expect((dup as PostgresStoreError).constraint).toBe('t_k_key');
     expect((dup as Error).message).toMatch(/^PostgreSQL store \(postgres@127\.0\.0\.1:\d+\/tw_\w+\) in "INSERT INTO t \(k, v\) VALUES \(\?, \?\)": duplicate key/);
     expect(JSON.stringify(dup) + String((dup as Error).stack) + (dup as Error).message).not.toContain('secret-dup-value');

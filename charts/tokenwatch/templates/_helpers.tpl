@@ -124,3 +124,21 @@ only the actions that write nothing (snooze) are offered.
 ""
 {{- end -}}
 {{- end -}}
+
+{{/* "true" when the config uses the PostgreSQL store (config.store.postgres), else empty. */}}
+{{- define "tokenwatch.postgres" -}}
+{{- if and (kindIs "map" .Values.config.store) .Values.config.store.postgres -}}true{{- end -}}
+{{- end -}}
+
+{{/* Replicas: the `replicas` value with the PostgreSQL store; one with the embedded SQLite store (a file on one volume). */}}
+{{- define "tokenwatch.replicas" -}}
+{{- if include "tokenwatch.postgres" . -}}{{ int .Values.replicas }}{{- else -}}1{{- end -}}
+{{- end -}}
+
+{{/* TCP port of the PostgreSQL server (config.store.postgres port, or the url's, default 5432), for the NetworkPolicy. */}}
+{{- define "tokenwatch.postgresPort" -}}
+{{- $pg := .Values.config.store.postgres -}}
+{{- if $pg.port -}}{{ int $pg.port }}
+{{- else if and $pg.url (regexMatch ":[0-9]+$" (urlParse $pg.url).host) -}}{{ regexFind "[0-9]+$" (urlParse $pg.url).host }}
+{{- else -}}5432{{- end -}}
+{{- end -}}
