@@ -73,18 +73,18 @@ async function main(): Promise<void> {
   try {
     await ready;
     const store = h.serve.context.store;
-    const alert = h.alert('kube-system', 'multus');
+    const alert = await h.alert('kube-system', 'multus');
     await h.click(REQUESTER, alert, 'tw_restart');
     const approval = h.slack.thread(OPS, alert.ts).find((m) => m.text.includes('approval needed'));
     if (!approval) throw new Error('no approval message');
     const approveValue = buttonValue(approval, 'tw_approve');
     await h.click(APPROVER, approval, 'tw_approve', { wait: false });
-    const running = () => store.listApprovals({ states: ['running'] }).length === 1;
+    const running = async () => (await store.listApprovals({ states: ['running'] })).length === 1;
     for (let i = 0; i < 100 && !running(); i++) await new Promise((r) => setTimeout(r, 10));
-    const runningAtStart = running();
+    const runningAtStart = await running();
 
     const url = h.bot.eventsUrl!;
-    const targets = [h.alert('kube-system', 'multus'), h.alert('logging', 'fluent-bit'), h.alert('flux-system', 'helm-controller')];
+    const targets = [await h.alert('kube-system', 'multus'), await h.alert('logging', 'fluent-bit'), await h.alert('flux-system', 'helm-controller')];
     const payload = (i: number): Record<string, unknown> => {
       const kind = i % 3;
       const msg = kind === 1 ? approval : targets[i % targets.length]!;
@@ -103,7 +103,7 @@ async function main(): Promise<void> {
     const times = await results;
     const runningAtEnd = running();
     await h.bot.idle();
-    const final = store.listApprovals({ cluster: 'prod-eks' })[0]!;
+    const final = (await store.listApprovals({ cluster: 'prod-eks' }))[0]!;
 
     const sorted = [...times].sort((a, b) => a - b);
     const p50 = percentile(sorted, 50);

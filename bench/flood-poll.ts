@@ -42,12 +42,12 @@ const config = parseConfig({ clusters: [{ name: 'bench', audit }] }, {});
 const cluster = config.clusters[0]!;
 const dir = mkdtempSync(join(tmpdir(), 'tokenwatch-flood-poll-'));
 try {
-  const store = openStore(join(dir, 'flood.db'));
+  const store = await openStore(join(dir, 'flood.db'));
   const poller = new ClusterPoller({ cluster, source, store, logger: createLogger({ level: 'silent' }), clock: () => now, chunkEvents: config.poll.chunkEvents });
   const started = performance.now();
   const out = await poller.pollOnce();
   const seconds = (performance.now() - started) / 1000;
-  const records = store.listTokenRecords('bench');
+  const records = await store.listTokenRecords('bench');
   process.stdout.write(
     `${JSON.stringify({
       maxRssKiB: process.resourceUsage().maxRSS,
@@ -64,7 +64,7 @@ try {
       seconds,
     })}\n`,
   );
-  store.close();
+  await store.close();
   source.close?.();
 } finally {
   rmSync(dir, { recursive: true, force: true });

@@ -134,20 +134,20 @@ async function scanAndPollPath(events: number): Promise<void> {
   let evidence = 0;
   let sourcesLine = '';
   try {
-    const store = openStore(join(dir, 'flood.db'));
+    const store = await openStore(join(dir, 'flood.db'));
     const polls = 10;
     const per = Math.ceil(events / polls);
     for (let p = 0; p < polls; p++) {
-      const agg = TokenAggregator.from({ cluster: 'bench', maxTokenAge: { mode: 'eks' } }, store.listTokenRecords('bench'));
+      const agg = TokenAggregator.from({ cluster: 'bench', maxTokenAge: { mode: 'eks' } }, await store.listTokenRecords('bench'));
       for (let i = p * per; i < Math.min(events, (p + 1) * per); i++) agg.add(use(i));
       const merged = agg.records();
-      store.replaceTokenRecords('bench', merged);
+      await store.replaceTokenRecords('bench', merged);
       const findings = await buildFindings(merged, { now: T0 + events * 10 });
       records = merged.length;
       evidence = findings.reduce((n, f) => n + f.cause.evidence.length, 0);
       sourcesLine = findings[0]?.cause.evidence.find((e) => e.includes('more source')) ?? '';
     }
-    store.close();
+    await store.close();
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

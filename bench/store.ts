@@ -115,9 +115,9 @@ function oldReplace(store: Store): Store {
     get(target, prop, receiver) {
       if (prop === 'replaceTokenRecords') {
         return (cluster: string, records: readonly TokenRecord[]) =>
-          target.transaction(() => {
-            const deleted = target.pruneTokenRecords(cluster, Number.MAX_SAFE_INTEGER);
-            target.upsertTokenRecords(records);
+          target.transaction(async (tx) => {
+            const deleted = await tx.pruneTokenRecords(cluster, Number.MAX_SAFE_INTEGER);
+            await tx.upsertTokenRecords(records);
             return { upserted: records.length, deleted };
           });
       }
@@ -146,8 +146,8 @@ async function idlePoll(args: Args, dir: string): Promise<void> {
   let seq = 0;
   for (const [mode, label] of modes) {
     const path = join(dir, `idle-${mode}.db`);
-    const store = openStore(path);
-    store.upsertTokenRecords(records);
+    const store = await openStore(path);
+    await store.upsertTokenRecords(records);
     const target = mode === 'before' ? oldReplace(store) : store;
     const mk = () => new ClusterPoller({ cluster, source: new FileSource({ path: log }), store: target, logger: silent, clock: () => now });
     let poller = mk();
@@ -168,7 +168,7 @@ async function idlePoll(args: Args, dir: string): Promise<void> {
       written = out.recordsWritten;
     }
     console.log(`  ${label}: median ${(median(times) / 1000).toFixed(2)} s per poll, ${written.toLocaleString('en-US')} token-record rows written`);
-    store.close();
+    await store.close();
   }
 }
 
@@ -177,9 +177,9 @@ function sizeOf(path: string): string {
   return `${(bytes / 1_048_576).toFixed(1)} MiB`;
 }
 
-function simulate(args: Args, dir: string): void {
+async function simulate(args: Args, dir: string): Promise<void> {
   const path = join(dir, 'period.db');
-  const store = openStore(path);
+  const store = await openStore(path);
   const retention = POLLER_DEFAULTS.retention;
   const quietMs = POLLER_DEFAULTS.quietPeriodMs;
   const distinct = Math.round(args.eventsPerDay * args.distinctRatio);
@@ -195,45 +195,45 @@ function simulate(args: Args, dir: string): void {
   const t0 = performance.now();
   for (let day = 1; day <= args.days; day++) {
     const end = T0 + day * DAY;
-    store.transaction(() => {
+    await store.transaction(async (tx) => {
       const recs: TokenRecord[] = [];
       for (let i = 0; i < distinct; i++) recs.push(unauthorized(source++, end - DAY + Math.floor((i * DAY) / Math.max(1, distinct))));
-      store.upsertTokenRecords(recs);
+      await tx.upsertTokenRecords(recs);
       const ids: string[] = [];
       for (let i = 0; i < seenPerDay; i++) ids.push(`audit-${audit++}`);
-      store.markSeen(CLUSTER, ids, end);
+      await tx.markSeen(CLUSTER, ids, end);
       for (let p = 0; p < 288; p++) {
         const at = end - DAY + p * 5 * MIN;
-        store.finishPollRun(store.startPollRun(CLUSTER, 'file:bench', at), { endedAt: at + 2000, events: Math.round(args.eventsPerDay / 288), tokenUses: 0 });
+        await tx.finishPollRun(await tx.startPollRun(CLUSTER, 'file:bench', at), { endedAt: at + 2000, events: Math.round(args.eventsPerDay / 288), tokenUses: 0 });
       }
       for (let i = 0; i < args.actionsPerDay; i++) {
-        store.logAction({ at: end - DAY + Math.floor((i * DAY) / args.actionsPerDay), cluster: CLUSTER, actor: 'U0BENCH', action: 'snooze', target: `ServiceAccount ns/sa-${i}`, result: 'ok', detail: 'snoozed for 1 day' });
+        await tx.logAction({ at: end - DAY + Math.floor((i * DAY) / args.actionsPerDay), cluster: CLUSTER, actor: 'U0BENCH', action: 'snooze', target: `ServiceAccount ns/sa-${i}`, result: 'ok', detail: 'snoozed for 1 day' });
       }
       // Retention, as the poller applies it after each poll.
-      store.pruneSeen(CLUSTER, end - 2 * HOUR - 1);
-      store.pruneTokenRecords(CLUSTER, end - retention.tokenRecordsMs);
-      store.prunePollRuns(end - Math.max(retention.pollRunsMs, quietMs + HOUR));
-      store.pruneActionLog(end - retention.actionLogMs);
+      await tx.pruneSeen(CLUSTER, end - 2 * HOUR - 1);
+      await tx.pruneTokenRecords(CLUSTER, end - retention.tokenRecordsMs);
+      await tx.prunePollRuns(end - Math.max(retention.pollRunsMs, quietMs + HOUR));
+      await tx.pruneActionLog(end - retention.actionLogMs);
     });
     if (day % 10 === 0 || day === args.days) {
-      const actions = store.listActions(CLUSTER, 1_000_000).length;
+      const actions = (await store.listActions(CLUSTER, 1_000_000)).length;
       console.log(
-        `  ${String(day).padStart(3)}  ${store.countTokenRecords(CLUSTER).toLocaleString('en-US').padStart(13)}  ${store.countSeen(CLUSTER).toLocaleString('en-US').padStart(8)}` +
-          `  ${pollRunCount(path).toLocaleString('en-US').padStart(9)}  ${actions.toLocaleString('en-US').padStart(10)}  ${sizeOf(path).padStart(15)}`,
+        `  ${String(day).padStart(3)}  ${(await store.countTokenRecords(CLUSTER)).toLocaleString('en-US').padStart(13)}  ${(await store.countSeen(CLUSTER)).toLocaleString('en-US').padStart(8)}` +
+          `  ${(await pollRunCount(path)).toLocaleString('en-US').padStart(9)}  ${actions.toLocaleString('en-US').padStart(10)}  ${sizeOf(path).padStart(15)}`,
       );
     }
   }
   console.log(`  (simulated in ${((performance.now() - t0) / 1000).toFixed(1)} s)`);
-  store.close();
+  await store.close();
 }
 
 /** Poll runs stored (read with a second connection; the Store interface lists only the latest per cluster). */
-function pollRunCount(path: string): number {
-  const s = openStore(path);
+async function pollRunCount(path: string): Promise<number> {
+  const s = await openStore(path);
   try {
-    return s.pollCoverage(CLUSTER, 0).succeeded;
+    return (await s.pollCoverage(CLUSTER, 0)).succeeded;
   } finally {
-    s.close();
+    await s.close();
   }
 }
 
@@ -242,7 +242,7 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'tw-bench-store-'));
   try {
     await idlePoll(args, dir);
-    simulate(args, dir);
+    await simulate(args, dir);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -146,9 +146,9 @@ export async function commitTransition(
   extra: ApprovalUpdate = {},
 ): Promise<StoredApproval | undefined> {
   const { store } = deps;
-  const won = store.transitionApproval(approval.id, transition.from, transition.next, { ...transition.patch, ...extra }, now);
+  const won = await store.transitionApproval(approval.id, transition.from, transition.next, { ...transition.patch, ...extra }, now);
   if (!won) return undefined;
-  const after = store.getApproval(approval.id)!;
+  const after = (await store.getApproval(approval.id))!;
   await applyEffects(deps, after, transition.effects, now);
   if (FINAL.includes(transition.next) && transition.from !== transition.next) {
     deps.metrics?.approvals.inc({ cluster: after.target.cluster, outcome: transition.next });
@@ -169,7 +169,7 @@ export async function applyEffects(
   const t = approval.target;
   for (const e of effects) {
     if (e.type === 'action-log') {
-      deps.store.logAction({
+      await deps.store.logAction({
         at: now,
         cluster: t.cluster,
         findingId: t.findingId,
@@ -205,7 +205,7 @@ export async function commitEvent(
 ): Promise<CommitResult> {
   let last: StoredApproval | undefined;
   for (let i = 0; i < attempts; i++) {
-    last = deps.store.getApproval(id);
+    last = await deps.store.getApproval(id);
     if (!last) {
       return { ok: false, refusal: refuse('invalid-transition', { type: 'approval-missing' }), approval: undefined };
     }
@@ -250,7 +250,7 @@ async function safely(deps: ExecutorDeps, what: string, fn: () => Promise<void> 
 export async function executeApproval(deps: ExecutorDeps, id: string, opts: { resume?: boolean } = {}): Promise<StoredApproval | undefined> {
   let approval: StoredApproval | undefined;
   if (opts.resume) {
-    approval = deps.store.getApproval(id);
+    approval = await deps.store.getApproval(id);
     if (approval?.state !== 'running') return undefined;
   } else {
     // The execution time is stored with the start (whole seconds: the `restartedAt` annotation has second
@@ -274,16 +274,16 @@ export async function executeApproval(deps: ExecutorDeps, id: string, opts: { re
     const r = await runRestart(deps, rem, a, { ...t, kind: t.kind }, opts.resume === true, log);
     if (r === INTERRUPTED) {
       log.info('stopping or no longer the leader while following the rollout: left running for the next leader to follow');
-      return deps.store.getApproval(a.id);
+      return await deps.store.getApproval(a.id);
     }
     error = r;
   } else if (a.action === 'recreate-serviceaccount' && t.kind === 'ServiceAccount') {
     const r = await runRecreate(deps, rem, a, opts.resume === true, log);
-    if (r === INTERRUPTED) return deps.store.getApproval(a.id);
+    if (r === INTERRUPTED) return await deps.store.getApproval(a.id);
     if (typeof r === 'string') error = r;
     else {
       log.info({ oldUid: r.oldUid, newUid: r.newUid, preserved: r.preserved }, 'ServiceAccount recreated');
-      await safely(deps, 'recreate hook', () => deps.hooks?.onRecreated?.(deps.store.getApproval(a.id)!, r));
+      await safely(deps, 'recreate hook', async () => deps.hooks?.onRecreated?.((await deps.store.getApproval(a.id))!, r));
     }
   } else {
     error = `cannot run a ${a.action} on a ${t.kind}`;
@@ -295,7 +295,7 @@ export async function executeApproval(deps: ExecutorDeps, id: string, opts: { re
   else log.info(`${a.action} succeeded`);
   if (!end.ok) {
     log.warn({ refusal: end.refusal.reason, detail: end.refusal.detail.type }, 'could not record the end of the action');
-    return deps.store.getApproval(a.id);
+    return await deps.store.getApproval(a.id);
   }
   await safely(deps, 'approval message update', () => deps.hooks?.onApprovalChanged?.(end.approval));
   return end.approval;
@@ -339,7 +339,7 @@ async function runRecreate(
         return `${label} has finalizers (${sa.metadata.finalizers.join(', ')}); nothing was deleted`;
       }
       exec = { body: recreatedServiceAccount(sa), ...(uid !== undefined ? { oldUid: uid } : {}) };
-      record(deps, a, exec);
+      await record(deps, a, exec);
     }
     if (!exec.deleted) {
       let gone = false;
@@ -361,7 +361,7 @@ async function runRecreate(
         log.info('resumed: the ServiceAccount was already deleted; not deleting again');
       }
       exec = { ...exec, deleted: true };
-      record(deps, a, { deleted: true });
+      await record(deps, a, { deleted: true });
     }
     const body = exec.body as V1ServiceAccount;
     let created: V1ServiceAccount;
@@ -378,7 +378,7 @@ async function runRecreate(
       if (diff.length > 0) {
         const text = `${label} was created by someone else, with different ${diff.join('; ')}, after tokenwatch deleted it and before it could create it again; tokenwatch did not recreate it. Check who created it (the audit log has the request) and delete it if it is not yours.`;
         log.error({ uid: existing.metadata?.uid, differences: diff }, 'the ServiceAccount was created by someone else between the DELETE and the POST');
-        await safely(deps, 'recreation conflict alert', () => deps.hooks?.onAlarm?.(deps.store.getApproval(a.id) ?? a, text));
+        await safely(deps, 'recreation conflict alert', async () => deps.hooks?.onAlarm?.(await deps.store.getApproval(a.id) ?? a, text));
         return text;
       }
       log.info('the ServiceAccount exists again with exactly the stored body (created by this approval before a restart)');
@@ -418,10 +418,10 @@ export function bodyDifferences(body: V1ServiceAccount, existing: V1ServiceAccou
 }
 
 /** Stores what a running action did (merged into its execution record) without changing its state. */
-function record(deps: ExecutorDeps, a: StoredApproval, what: ExecutionRecord): void {
-  const current = deps.store.getApproval(a.id);
+async function record(deps: ExecutorDeps, a: StoredApproval, what: ExecutionRecord): Promise<void> {
+  const current = await deps.store.getApproval(a.id);
   if (current?.state !== 'running') return;
-  deps.store.transitionApproval(a.id, 'running', 'running', { execution: { ...current.execution, ...what } }, deps.clock());
+  await deps.store.transitionApproval(a.id, 'running', 'running', { execution: { ...current.execution, ...what } }, deps.clock());
 }
 
 /** How often the final progress edit is tried before it is left to the next tick (attempts, with doubling waits). */
@@ -496,7 +496,7 @@ async function runRestart(
     if (seen.value === sent && (uid === undefined || seen.uid === uid)) {
       patched = true;
       log.info({ restartedAt: sent }, 'resumed: the workload carries the exact restartedAt value this approval sends, so its PATCH was applied; not sending it again');
-      record(deps, a, { patched: { at: deps.clock() } });
+      await record(deps, a, { patched: { at: deps.clock() } });
     } else {
       log.warn({ found: seen.value ?? null, sends: sent }, 'resumed: the workload does not carry this approval\'s restartedAt value, so its PATCH was never applied; sending it now');
     }
@@ -507,7 +507,7 @@ async function runRestart(
     try {
       const r = await rem.restart(ref, new Date(startedAt), uid);
       log.info({ generation: r.generation }, 'rollout restart patch sent');
-      record(deps, a, { patched: { ...(r.generation !== undefined ? { generation: r.generation } : {}), at: deps.clock() } });
+      await record(deps, a, { patched: { ...(r.generation !== undefined ? { generation: r.generation } : {}), at: deps.clock() } });
     } catch (err) {
       if (isUidMismatch(err)) {
         return `the ${objectLabel(target)} was replaced since it was approved (the approvers saw uid ${uid}; the API server holds another object under that name), so nothing was patched. Request it again to review the current object.`;
@@ -532,10 +532,10 @@ async function runRestart(
     if (key !== shownKey) {
       if (await showProgress(deps, a, shown, startedAt, final ? FINAL_PROGRESS_ATTEMPTS : 1, log)) {
         shownKey = key;
-        record(deps, a, { shown: key });
+        await record(deps, a, { shown: key });
       } else if (final) {
-        record(deps, a, { pendingProgress: shown });
-        await safely(deps, 'progress retry hook', () => deps.hooks?.onProgressPending?.(deps.store.getApproval(a.id) ?? a));
+        await record(deps, a, { pendingProgress: shown });
+        await safely(deps, 'progress retry hook', async () => deps.hooks?.onProgressPending?.(await deps.store.getApproval(a.id) ?? a));
       }
     }
     if (p.done) return undefined;
@@ -552,16 +552,16 @@ async function runRestart(
  * once more; on success records it as shown. Called on each tick by the Slack side. @returns whether it is shown now.
  */
 export async function resendPendingProgress(deps: ExecutorDeps, id: string): Promise<boolean> {
-  const a = deps.store.getApproval(id);
+  const a = await deps.store.getApproval(id);
   const pending = a?.execution?.pendingProgress;
   if (!a || !pending) return true;
   const log = deps.logger.child({ approval: id });
   const startedAt = a.startedAt ?? Math.floor(a.updatedAt / 1000) * 1000;
   if (!(await showProgress(deps, a, pending, startedAt, 1, log))) return false;
-  const now = deps.store.getApproval(id);
+  const now = await deps.store.getApproval(id);
   if (now) {
     const { pendingProgress: _done, ...rest } = now.execution ?? {};
-    deps.store.transitionApproval(id, now.state, now.state, { execution: { ...rest, shown: progressKey(pending) } }, deps.clock());
+    await deps.store.transitionApproval(id, now.state, now.state, { execution: { ...rest, shown: progressKey(pending) } }, deps.clock());
   }
   return true;
 }

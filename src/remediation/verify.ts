@@ -41,7 +41,7 @@ import type { FindingKind, TokenRecord } from '../findings/types.js';
 import type { Logger } from '../observability/logger.js';
 import { probeVerifiesRestart, type ProbeRestartFile } from '../probe/findings.js';
 import type { ProbeReport } from '../probe/host.js';
-import type { Store, StoredApproval, StoredFinding } from '../store/index.js';
+import type { ActionLogEntry, Store, StoredApproval, StoredFinding } from '../store/index.js';
 import { countOf } from '../core/plural.js';
 
 
@@ -212,7 +212,7 @@ const VERIFIED_ACTIONS: ReadonlySet<ActionKind> = new Set(CLUSTER_ACTION_KINDS);
 /** Prefix of the action-log rows written by verification (`verification.resolved`, …). */
 export const VERIFICATION_LOG_PREFIX = 'verification.';
 
-function stateTime(rows: ReturnType<Store['listApprovalActions']>, state: ApprovalState): number | undefined {
+function stateTime(rows: Awaited<ReturnType<Store['listApprovalActions']>>, state: ApprovalState): number | undefined {
   return rows.find((r) => r.result === state)?.at;
 }
 
@@ -229,11 +229,12 @@ export class Verifier {
     await this.checkProbe(cluster);
     const { store, clock, settleMs, logger } = this.deps;
     const now = clock();
-    const candidates = store
-      .listApprovals({ cluster, states: ['succeeded'] })
-      .filter((a) => VERIFIED_ACTIONS.has(a.action))
-      .map((a) => ({ a, rows: store.listApprovalActions(a.id) }))
-      .filter(({ rows }) => !rows.some((r) => r.action.startsWith(VERIFICATION_LOG_PREFIX)));
+    const succeeded = (await store.listApprovals({ cluster, states: ['succeeded'] })).filter((a) => VERIFIED_ACTIONS.has(a.action));
+    const candidates: { a: StoredApproval; rows: ActionLogEntry[] }[] = [];
+    for (const a of succeeded) {
+      const rows = await store.listApprovalActions(a.id);
+      if (!rows.some((r) => r.action.startsWith(VERIFICATION_LOG_PREFIX))) candidates.push({ a, rows });
+    }
     const latest = new Map<string, (typeof candidates)[number]>();
     for (const c of candidates) {
       const key = c.a.target.findingId;
@@ -245,13 +246,13 @@ export class Verifier {
     for (const c of candidates) {
       const { a, rows } = c;
       if (latest.get(a.target.findingId) !== c) {
-        store.logAction({ at: now, cluster, findingId: a.target.findingId, approvalId: a.id, actor: null, action: `${VERIFICATION_LOG_PREFIX}superseded`, target: objectLabel(a.target), result: 'superseded', detail: 'a later action on the same finding is verified instead' });
+        await store.logAction({ at: now, cluster, findingId: a.target.findingId, approvalId: a.id, actor: null, action: `${VERIFICATION_LOG_PREFIX}superseded`, target: objectLabel(a.target), result: 'superseded', detail: 'a later action on the same finding is verified instead' });
         continue;
       }
-      const stored = store.getFinding(a.target.findingId);
+      const stored = await store.getFinding(a.target.findingId);
       if (!stored) continue;
       const f = stored.finding;
-      records ??= store.listTokenRecords(cluster);
+      records ??= await store.listTokenRecords(cluster);
       const mine = records.filter((r) => r.kind === f.kind && r.namespace === f.namespace && r.serviceAccount === f.serviceAccount);
       const startedAt = stateTime(rows, 'running') ?? a.updatedAt;
       const completedAt = stateTime(rows, 'succeeded') ?? a.updatedAt;
@@ -263,8 +264,8 @@ export class Verifier {
         if (rejected.length > 0) outcome = { outcome: 'persisting', tokens: rejected.length, lastSeen: rejected.reduce((m, r) => Math.max(m, r.lastSeen), 0) };
       }
       if (outcome.outcome === 'pending') continue;
-      if (outcome.outcome === 'resolved') store.setFindingStatus(f.id, { status: 'resolved', reason: 'verified' }, now);
-      store.logAction({
+      if (outcome.outcome === 'resolved') await store.setFindingStatus(f.id, { status: 'resolved', reason: 'verified' }, now);
+      await store.logAction({
         at: now,
         cluster,
         findingId: f.id,
@@ -276,16 +277,16 @@ export class Verifier {
         detail: describeOutcome(outcome),
       });
       logger.info({ cluster, finding: f.id, approval: a.id, outcome }, `verification: ${outcome.outcome}`);
-      const concluded: VerificationReport[] = [{ approval: a, finding: store.getFinding(f.id)!, outcome, startedAt, completedAt, settleMs, now }];
+      const concluded: VerificationReport[] = [{ approval: a, finding: (await store.getFinding(f.id))!, outcome, startedAt, completedAt, settleMs, now }];
       if (outcome.outcome === 'resolved') {
         // The fix concludes every finding of the subject whose signal stopped with it.
-        for (const sib of store.listFindings(cluster, { status: ['open', 'snoozed'] })) {
+        for (const sib of await store.listFindings(cluster, { status: ['open', 'snoozed'] })) {
           const s = sib.finding;
           if (s.id === f.id || s.namespace !== f.namespace || s.serviceAccount !== f.serviceAccount) continue;
           const after = records.filter((r) => r.kind === s.kind && r.namespace === s.namespace && r.serviceAccount === s.serviceAccount && r.lastSeen > completedAt + CLOCK_TOLERANCE_MS);
           if (after.length > 0) continue;
-          store.setFindingStatus(s.id, { status: 'resolved', reason: 'verified' }, now);
-          store.logAction({
+          await store.setFindingStatus(s.id, { status: 'resolved', reason: 'verified' }, now);
+          await store.logAction({
             at: now,
             cluster,
             findingId: s.id,
@@ -297,7 +298,7 @@ export class Verifier {
             detail: `no ${s.kind} signal since the action either; concluded with finding ${f.id}`,
           });
           logger.info({ cluster, finding: s.id, with: f.id, approval: a.id }, 'verification: resolved with its subject');
-          concluded.push({ approval: a, finding: store.getFinding(s.id)!, outcome, startedAt, completedAt, settleMs, now });
+          concluded.push({ approval: a, finding: (await store.getFinding(s.id))!, outcome, startedAt, completedAt, settleMs, now });
         }
       }
       for (const report of concluded) {
@@ -323,11 +324,11 @@ export class Verifier {
   async checkProbe(cluster: string): Promise<ProbeCheckReport[]> {
     const { store, clock, settleMs, logger } = this.deps;
     if (!this.deps.probeReports) return [];
-    const open = store
-      .listApprovals({ cluster, states: ['succeeded'] })
-      .filter((a) => VERIFIED_ACTIONS.has(a.action))
-      .map((a) => ({ a, rows: store.listApprovalActions(a.id) }))
-      .filter(({ rows }) => !rows.some((r) => r.action.startsWith(PROBE_CHECK_LOG_PREFIX) || r.action === `${VERIFICATION_LOG_PREFIX}superseded`));
+    const open: { a: StoredApproval; rows: ActionLogEntry[] }[] = [];
+    for (const a of (await store.listApprovals({ cluster, states: ['succeeded'] })).filter((x) => VERIFIED_ACTIONS.has(x.action))) {
+      const rows = await store.listApprovalActions(a.id);
+      if (!rows.some((r) => r.action.startsWith(PROBE_CHECK_LOG_PREFIX) || r.action === `${VERIFICATION_LOG_PREFIX}superseded`)) open.push({ a, rows });
+    }
     if (open.length === 0) return [];
     let reports: readonly ProbeReport[] | undefined;
     try {
@@ -340,7 +341,7 @@ export class Verifier {
     const now = clock();
     const out: ProbeCheckReport[] = [];
     for (const { a, rows } of open) {
-      const stored = store.getFinding(a.target.findingId);
+      const stored = await store.getFinding(a.target.findingId);
       if (!stored) continue;
       const f = stored.finding;
       const startedAt = stateTime(rows, 'running') ?? a.updatedAt;
@@ -354,10 +355,10 @@ export class Verifier {
               ...outcome.files.map((x) => `${x.path} on node ${x.node}: ${x.rewritten ? 'rewritten' : 'not rewritten'}, token issued ${x.issuedAt ?? 'unknown'}`),
               ...(outcome.silent.length ? [`no report since the action from node(s) ${outcome.silent.join(', ')}`] : []),
             ].join('; ');
-      store.logAction({ at: now, cluster, findingId: f.id, approvalId: a.id, actor: null, action: `${PROBE_CHECK_LOG_PREFIX}${outcome.outcome}`, target: objectLabel(a.target), result: outcome.outcome, detail });
+      await store.logAction({ at: now, cluster, findingId: f.id, approvalId: a.id, actor: null, action: `${PROBE_CHECK_LOG_PREFIX}${outcome.outcome}`, target: objectLabel(a.target), result: outcome.outcome, detail });
       if (outcome.outcome === 'none') continue;
       logger.info({ cluster, finding: f.id, approval: a.id, outcome: outcome.outcome, files: outcome.files }, `probe check: token file ${outcome.outcome}`);
-      const report: ProbeCheckReport = { approval: a, finding: store.getFinding(f.id)!, outcome, startedAt, completedAt, now };
+      const report: ProbeCheckReport = { approval: a, finding: (await store.getFinding(f.id))!, outcome, startedAt, completedAt, now };
       out.push(report);
       if (this.deps.reportProbe) {
         try {

@@ -6,6 +6,7 @@
  * pick-up of approved actions and scan requests, Home tab). After each poll the runtime calls its `afterPoll` (alerts),
  * then its verifier reports through its `verificationReporter` (docs/design/architecture.md "How serve is put together").
  */
+import type { StoredFinding } from '../store/index.js';
 import type { App } from '@slack/bolt';
 import { approvalPolicyFor } from '../approvals/from-config.js';
 import type { ClusterEvent } from '../findings/cluster-events.js';
@@ -137,16 +138,16 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
   // `/tokens scan` may reach a replica that does not poll the cluster (HA): it leaves a request in the shared store
   // for the leader (or the cluster's owner).
   const scanRequestKey = (cluster: string) => `slack:scan-request:${cluster}`;
-  const runNow = (cluster: string) => {
+  const runNow = async (cluster: string) => {
     if (ctx.isLeader(cluster)) return ctx.runNow(cluster);
     if (!clusters.has(cluster)) return 'unknown-job' as const;
-    store.setCursor(scanRequestKey(cluster), String(clock()));
+    await store.setCursor(scanRequestKey(cluster), String(clock()));
     return 'started' as const;
   };
-  const pickUpScans = () => {
+  const pickUpScans = async () => {
     for (const cluster of clusters.keys()) {
-      if (ctx.isLeader(cluster) && Number(store.getCursor(scanRequestKey(cluster)) ?? 0) > 0) {
-        store.setCursor(scanRequestKey(cluster), '0');
+      if (ctx.isLeader(cluster) && Number((await store.getCursor(scanRequestKey(cluster))) ?? 0) > 0) {
+        await store.setCursor(scanRequestKey(cluster), '0');
         log.info({ cluster }, '/tokens scan requested on another replica: polling now');
         ctx.runNow(cluster);
       }
@@ -207,15 +208,15 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     const channel = channels.channelOf(cluster);
     if (channel === undefined) return;
     for (const e of events) {
-      if (store.getCursor(announcedKey(cluster)) === e.at) continue;
+      if (await store.getCursor(announcedKey(cluster)) === e.at) continue;
       try {
         await api.post(channel, clusterEventMessage(e));
       } catch (err) {
         log.warn({ err, cluster }, 'could not post the cluster-level credential event; trying again at the next poll');
         continue;
       }
-      store.setCursor(announcedKey(cluster), e.at);
-      store.logAction({ at: clock(), cluster, actor: null, action: 'cluster.credential-event', target: cluster, result: 'reported', detail: e.summary });
+      await store.setCursor(announcedKey(cluster), e.at);
+      await store.logAction({ at: clock(), cluster, actor: null, action: 'cluster.credential-event', target: cluster, result: 'reported', detail: e.summary });
     }
   };
 
@@ -251,11 +252,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
   const pickupTimer = setInterval(() => {
     if (stopped) return;
     void track(flow.pickUp()).catch((err: unknown) => log.error({ err }, 'picking up approved actions failed'));
-    try {
-      pickUpScans();
-    } catch (err) {
-      log.error({ err }, 'picking up scan requests failed');
-    }
+    pickUpScans().catch((err: unknown) => log.error({ err }, 'picking up scan requests failed'));
   }, opts.pickupIntervalMs ?? 2000);
   pickupTimer.unref();
   const homeTickMs = opts.home?.tickMs ?? 1000;
@@ -272,7 +269,8 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
   // rather than at the next poll. Only the leader (the cluster's owner) posts alerts (HA).
   for (const name of [...clusters.keys()].filter((c) => ctx.isLeader(c))) {
     if (channels.channelOf(name) === undefined) continue;
-    const pending = store.listFindings(name, { status: ['open'] }).filter((f) => notifier.messageOf(f.finding.id) === undefined);
+    const pending: StoredFinding[] = [];
+    for (const f of await store.listFindings(name, { status: ['open'] })) if ((await notifier.messageOf(f.finding.id)) === undefined) pending.push(f);
     if (pending.length === 0) continue;
     log.info({ cluster: name, alerts: pending.length }, 'posting alerts found while Slack was not connected');
     void track(notifier.onFindings(name, pending.map((f) => f.finding), [])).catch((err: unknown) => log.error({ err, cluster: name }, 'posting pending alerts failed'));
@@ -286,7 +284,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     ...(watchdog ? { watchdog } : {}),
     idle: async () => {
       await tasks.idle();
-      flow.flushRefusals();
+      await flow.flushRefusals();
     },
     sweep: () => track(flow.sweepExpired()),
     afterPoll,
@@ -301,7 +299,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
       watchdog?.stop();
       abort.abort();
       await tasks.idle(opts.stopTimeoutMs ?? 10_000);
-      flow.flushRefusals();
+      await flow.flushRefusals();
       try {
         await app.stop();
       } catch (err) {

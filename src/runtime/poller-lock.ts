@@ -52,10 +52,10 @@ export interface PollerLockOptions {
 export interface PollerLock {
   /** True until the lock is released or found taken over. */
   held(): boolean;
-  /** Refreshes the heartbeat now (the timer calls it every `heartbeatMs`); false once the lock is lost. */
-  beat(): boolean;
-  /** Stops the heartbeat and deletes the lock row if still ours; idempotent. */
-  release(): void;
+  /** Refreshes the heartbeat now (the timer calls it every `heartbeatMs`); false once the lock is lost. Never rejects. */
+  beat(): Promise<boolean>;
+  /** Stops the heartbeat and deletes the lock row if still ours; idempotent. Never rejects (a failure is logged). */
+  release(): Promise<void>;
 }
 
 function pidRuns(pid: number): boolean {
@@ -75,7 +75,7 @@ const iso = (ms: number): string => new Date(ms).toISOString();
  * @throws {PollerLockError} when another live process holds it: the message names the store file, the holder's
  *   host and pid, when it took the lock and when it last refreshed it, and what to do
  */
-export function acquirePollerLock(opts: PollerLockOptions): PollerLock {
+export async function acquirePollerLock(opts: PollerLockOptions): Promise<PollerLock> {
   const { store, clock, logger } = opts;
   const staleAfterMs = opts.staleAfterMs ?? POLLER_LOCK_STALE_MS;
   const heartbeatMs = opts.heartbeatMs ?? Math.max(1000, Math.floor(staleAfterMs / 4));
@@ -84,7 +84,7 @@ export function acquirePollerLock(opts: PollerLockOptions): PollerLock {
   const isGone = (row: PollerLockRow): boolean => row.host === me.host && (row.pid === me.pid || !isRunning(row.pid));
 
   const now = clock();
-  const claim = store.claimPollerLock(me, now, staleAfterMs, isGone);
+  const claim = await store.claimPollerLock(me, now, staleAfterMs, isGone);
   if (!claim.acquired) {
     const h = claim.holder;
     throw new PollerLockError(
@@ -110,11 +110,11 @@ export function acquirePollerLock(opts: PollerLockOptions): PollerLock {
     if (timer !== undefined) clearInterval(timer);
     timer = undefined;
   };
-  const beat = (): boolean => {
+  const beat = async (): Promise<boolean> => {
     if (!held) return false;
     let still: boolean;
     try {
-      still = store.heartbeatPollerLock(me.id, clock());
+      still = await store.heartbeatPollerLock(me.id, clock());
     } catch (err) {
       // A busy or briefly failing store: keep polling, try again at the next beat (the lock goes stale only later).
       logger.warn({ err, store: store.path }, 'refreshing the poller lock failed; retrying at the next heartbeat');
@@ -123,7 +123,7 @@ export function acquirePollerLock(opts: PollerLockOptions): PollerLock {
     if (still) return true;
     held = false;
     stopTimer();
-    const by = store.getPollerLock();
+    const by = await store.getPollerLock().catch(() => undefined);
     logger.error(
       { store: store.path, ...(by ? { holderHost: by.host, holderPid: by.pid } : {}) },
       `lost the store's poller lock${by ? ` to pid ${by.pid} on host ${by.host}` : ''} (no heartbeat for ${Math.round(staleAfterMs / 1000)} s): this process stops polling`,
@@ -131,17 +131,17 @@ export function acquirePollerLock(opts: PollerLockOptions): PollerLock {
     opts.onLost?.(by);
     return false;
   };
-  timer = setInterval(beat, heartbeatMs);
+  timer = setInterval(() => void beat(), heartbeatMs);
   timer.unref();
   return {
     held: () => held,
     beat,
-    release: () => {
+    release: async () => {
       stopTimer();
       if (!held) return;
       held = false;
       try {
-        store.releasePollerLock(me.id);
+        await store.releasePollerLock(me.id);
       } catch (err) {
         logger.warn({ err, store: store.path }, 'releasing the poller lock failed; it goes stale on its own');
       }

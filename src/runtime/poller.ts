@@ -131,6 +131,13 @@ export interface PollerDeps {
   cluster: ClusterConfig;
   source: AuditSource;
   store: Store;
+  /**
+   * Fencing (clusters shared out across replicas, src/runtime/shard-coordinator.ts): called first inside the
+   * transactions that start the poll run, commit each chunk (records, seen auditIDs, cursor) and save the findings;
+   * it throws to refuse the commit when this replica no longer owns the cluster at the epoch the poll started with,
+   * so the transaction rolls back and the poll fails. Default: none.
+   */
+  fence?: (tx: Store) => Promise<void>;
   /** Cluster state; undefined when the cluster is configured with `kubernetes: { none: true }`. */
   state?: ClusterStateSource;
   logger: Logger;
@@ -183,13 +190,28 @@ export class ClusterPoller {
   constructor(private readonly deps: PollerDeps) {
     this.clock = deps.clock ?? Date.now;
     this.healthState = { cluster: deps.cluster.name, sourceId: deps.source.id, status: 'pending' };
-    const last = deps.store.lastPollRuns().find((r) => r.cluster === deps.cluster.name);
-    if (last) {
+    this.restored = this.restore();
+  }
+
+  /**
+   * Resolves once the health of the last recorded poll (of an earlier process) is restored from the store; until
+   * then {@link health} shows `pending`. A poll waits for it. Never rejects (a store failure is logged).
+   */
+  readonly restored: Promise<void>;
+
+  private async restore(): Promise<void> {
+    const { store, cluster } = this.deps;
+    try {
+      const last = (await store.lastPollRuns()).find((r) => r.cluster === cluster.name);
+      // A poll of this process that already ended has the newer word.
+      if (!last || this.healthState.lastPollAt !== undefined) return;
       this.healthState.lastPollAt = last.startedAt;
       if (last.error) {
         this.healthState.status = 'degraded';
         this.healthState.lastError = last.error;
       }
+    } catch (err) {
+      this.deps.logger.warn({ err, cluster: cluster.name }, 'could not read the last poll run from the store');
     }
   }
 
@@ -239,6 +261,7 @@ export class ClusterPoller {
    * committed chunk (see the module doc, "Bounded memory").
    */
   private async pollOnce0(signal?: AbortSignal): Promise<PollOutcome> {
+    await this.restored;
     const { cluster, source, store, logger, metrics } = this.deps;
     const startedAt = this.clock();
     let runId: number | undefined;
@@ -275,9 +298,15 @@ export class ClusterPoller {
     const timer = metrics?.pollDuration.startTimer({ cluster: cluster.name });
     try {
       // Inside the try: a full disk or a read-only store fails here already, and must show as a failed poll.
-      runId = store.startPollRun(cluster.name, source.id, startedAt);
+      const fence = this.deps.fence;
+      runId = fence
+        ? await store.transaction(async (tx) => {
+            await fence(tx);
+            return await tx.startPollRun(cluster.name, source.id, startedAt);
+          })
+        : await store.startPollRun(cluster.name, source.id, startedAt);
       log = log.child({ pollId: runId });
-      const cursor = store.getCursor(source.id);
+      const cursor = await store.getCursor(source.id);
       const chunkEvents = Math.max(1, this.deps.chunkEvents ?? POLLER_DEFAULTS.chunkEvents);
       /** Token uses read and not yet committed: at most `chunkEvents` (see the module doc, "Bounded memory"). */
       const pending: TokenUse[] = [];
@@ -288,15 +317,16 @@ export class ClusterPoller {
       let stored: TokenRecord[] = [];
       const keepSince = startedAt - retention.tokenRecordsMs;
       // One transaction per chunk: seen auditIDs, merged records and, when given, the cursor (see module doc).
-      const commit = (cursorAfter: string | undefined, final: boolean): TokenRecord[] =>
-        store.transaction(() => {
+      const commit = async (cursorAfter: string | undefined, final: boolean): Promise<TokenRecord[]> =>
+        await store.transaction(async (tx) => {
+          await fence?.(tx);
           if (!agg) {
-            stored = store.listTokenRecords(cluster.name); // the aggregator clones them: unmodified for the diff below
+            stored = await tx.listTokenRecords(cluster.name); // the aggregator clones them: unmodified for the diff below
             agg = TokenAggregator.from({ cluster: cluster.name, maxTokenAge: cluster.maxTokenAge }, stored);
           }
           const unique = new Map<string, TokenUse>();
           for (const u of pending) if (!unique.has(u.auditID)) unique.set(u.auditID, u);
-          const fresh = new Set(store.markSeen(cluster.name, [...unique.keys()], startedAt));
+          const fresh = new Set(await tx.markSeen(cluster.name, [...unique.keys()], startedAt));
           let added = 0;
           for (const u of unique.values()) {
             if (fresh.has(u.auditID)) {
@@ -318,25 +348,30 @@ export class ClusterPoller {
           // and nothing to prune the aggregator's output is what it wrote last time (same records, same config): skip
           // even the comparison — after this process's first poll, which compares everything once (config changes).
           if (added > 0 || (final && (pruned > 0 || !this.recordsCompared))) {
-            const written = store.replaceTokenRecords(cluster.name, merged, stored);
+            const written = await tx.replaceTokenRecords(cluster.name, merged, stored);
             outcome.recordsWritten += written.upserted + written.deleted;
             stored = merged;
             this.recordsCompared = true;
           }
-          if (cursorAfter !== undefined) store.setCursor(source.id, cursorAfter);
+          if (cursorAfter !== undefined) await tx.setCursor(source.id, cursorAfter);
           if (final) {
             outcome.pruned.tokenRecords = pruned;
-            store.pruneSeen(cluster.name, startedAt - (this.deps.seenRetentionMs ?? 2 * HOUR_MS));
+            await tx.pruneSeen(cluster.name, startedAt - (this.deps.seenRetentionMs ?? 2 * HOUR_MS));
           }
           outcome.commits++;
           return merged;
         });
       const unwrapped: TokenUse[] = []; // the uses of one record (an EventList line carries many)
-      const hold = (u: TokenUse): void => {
-        // Full: commit what is held without moving the cursor (safe: a re-read drops these auditIDs as seen).
-        if (!holdAll && pending.length >= chunkEvents) commit(undefined, false);
+      const push = (u: TokenUse): void => {
         pending.push(u);
         if (pending.length > outcome.maxHeld) outcome.maxHeld = pending.length;
+      };
+      // A promise only when the chunk is full (the hot path stays synchronous).
+      const hold = (u: TokenUse): Promise<void> | undefined => {
+        // Full: commit what is held without moving the cursor (safe: a re-read drops these auditIDs as seen).
+        if (!holdAll && pending.length >= chunkEvents) return commit(undefined, false).then(() => push(u));
+        push(u);
+        return undefined;
       };
       const gen = source.poll(cursor, {
         now: startedAt,
@@ -344,8 +379,8 @@ export class ClusterPoller {
         signal,
         stats: sourceStats,
         checkpointEvents: chunkEvents,
-        checkpoint: (c) => {
-          if (!holdAll) commit(c, false);
+        checkpoint: async (c) => {
+          if (!holdAll) await commit(c, false);
         },
       });
       let next = await gen.next();
@@ -356,7 +391,7 @@ export class ClusterPoller {
           if (isTokenUseAggregateText(text)) {
             holdAll = true;
             try {
-              for (const u of aggregateToTokenUses(parseTokenUseAggregate(text))) hold(u);
+              for (const u of aggregateToTokenUses(parseTokenUseAggregate(text))) await hold(u);
             } catch {
               readStats.malformed++;
             }
@@ -364,7 +399,10 @@ export class ClusterPoller {
             // An event, or a record of another shape (EventList, GKE entry, AKS record, Loki line: src/audit/shapes.ts).
             unwrapped.length = 0;
             tokenUsesFromWrappedText(text, readStats, unwrapped);
-            for (const u of unwrapped) hold(u);
+            for (const u of unwrapped) {
+              const full = hold(u);
+              if (full) await full;
+            }
           }
           next = await gen.next();
         }
@@ -376,7 +414,7 @@ export class ClusterPoller {
         throw err;
       }
       outcome.malformed = readStats.malformed;
-      const records = commit(next.value, true);
+      const records = await commit(next.value, true);
       metrics?.auditEvents.inc({ cluster: cluster.name }, outcome.records);
 
       const now = this.clock();
@@ -417,21 +455,26 @@ export class ClusterPoller {
           log.warn({ error: probeError }, 'node-probe reports unavailable');
         }
       }
-      outcome.changes = store.saveFindings(cluster.name, findings, now);
+      outcome.changes = fence
+        ? await store.transaction(async (tx) => {
+            await fence(tx);
+            return await tx.saveFindings(cluster.name, findings, now);
+          })
+        : await store.saveFindings(cluster.name, findings, now);
       outcome.findings = findings;
-      outcome.concluded = this.concludeQuiet(now, quietMs);
+      outcome.concluded = await this.concludeQuiet(now, quietMs);
       for (const c of outcome.changes) if (outcome.concluded.includes(c.id)) c.status = 'resolved';
-      outcome.pruned.pollRuns = store.prunePollRuns(now - Math.max(retention.pollRunsMs, quietMs + HOUR_MS));
-      outcome.pruned.actionLog = store.pruneActionLog(now - retention.actionLogMs);
+      outcome.pruned.pollRuns = await store.prunePollRuns(now - Math.max(retention.pollRunsMs, quietMs + HOUR_MS));
+      outcome.pruned.actionLog = await store.pruneActionLog(now - retention.actionLogMs);
       const stateProblem = findings.find((f) => f.clusterState && !('none' in cluster.kubernetes))?.clusterState;
       // Gauges count open findings only: resolved (verified, quiet) and snoozed ones are not "open".
-      const open = new Set(store.listFindings(cluster.name, { status: ['open'] }).map((f) => f.id));
+      const open = new Set((await store.listFindings(cluster.name, { status: ['open'] })).map((f) => f.id));
       this.updateGauges(findings.filter((f) => open.has(f.id)), now);
       outcome.endedAt = this.clock();
-      store.finishPollRun(runId, { endedAt: outcome.endedAt, events: outcome.records, tokenUses: outcome.newUses });
+      await store.finishPollRun(runId, { endedAt: outcome.endedAt, events: outcome.records, tokenUses: outcome.newUses });
       this.deps.blind?.observePoll(startedAt, outcome.records);
       if (sourceStats.platformHints) this.deps.blind?.observePlatformHints?.(startedAt, sourceStats.platformHints);
-      store.markWatchedSince(cluster.name, startedAt); // start of the readiness verdict's window
+      await store.markWatchedSince(cluster.name, startedAt); // start of the readiness verdict's window
       // A Kubernetes read that timed out (a slow or hung API server) leaves the poll's findings without that read: the
       // cluster shows degraded, not healthy. The three timeout texts: src/cluster/kube.ts, src/probe/objects.ts,
       // src/metrics/scrape.ts ("… timed out after <n> ms …").
@@ -492,7 +535,7 @@ export class ClusterPoller {
       );
       if (runId !== undefined) {
         try {
-          store.finishPollRun(runId, { endedAt: outcome.endedAt, events: outcome.records, tokenUses: outcome.newUses, error: message });
+          await store.finishPollRun(runId, { endedAt: outcome.endedAt, events: outcome.records, tokenUses: outcome.newUses, error: message });
         } catch (err2) {
           log.error({ err: err2 }, 'could not record the failed poll in the store');
         }
@@ -507,21 +550,21 @@ export class ClusterPoller {
    * Quiet resolution (module docstring): resolves every open or snoozed finding of the cluster whose signal has been
    * absent for `quietMs` while the cluster's polls succeeded over the whole period. Returns the ids resolved.
    */
-  private concludeQuiet(now: number, quietMs: number): string[] {
+  private async concludeQuiet(now: number, quietMs: number): Promise<string[]> {
     const { store, cluster } = this.deps;
     const from = now - quietMs;
-    const coverage = store.pollCoverage(cluster.name, from);
+    const coverage = await store.pollCoverage(cluster.name, from);
     // A broken source never resolves anything: one failed poll in the period, or no successful poll before it, and
     // the absence of a signal proves nothing.
     if (coverage.failed > 0 || coverage.lastSuccessAtOrBefore === null) return [];
     const resolved: string[] = [];
-    for (const s of store.listFindings(cluster.name, { status: ['open', 'snoozed'] })) {
+    for (const s of await store.listFindings(cluster.name, { status: ['open', 'snoozed'] })) {
       const f = s.finding;
       const lastSeen = Date.parse(f.lastSeen);
       if (!Number.isFinite(lastSeen) || lastSeen > from) continue;
       if (f.kind === 'stale-token' && f.rejectionAt !== null) continue; // a live token: it may be used any time
-      if (!store.setFindingStatus(f.id, { status: 'resolved', reason: 'quiet' }, now)) continue;
-      store.logAction({
+      if (!await store.setFindingStatus(f.id, { status: 'resolved', reason: 'quiet' }, now)) continue;
+      await store.logAction({
         at: now,
         cluster: cluster.name,
         findingId: f.id,

@@ -21,9 +21,8 @@ import { buildCluster, type ClusterRuntime } from './build-cluster.js';
 import { Scheduler } from './scheduler.js';
 import { FleetInsightsRegistry } from '../sources/index.js';
 import { CloudWatchRateLimiter } from '../sources/rate-limit.js';
-import { openStore, type Store } from '../store/index.js';
-import type { SqlExecutor } from '../store/sql.js';
-import { ErrorCode, TokenwatchError } from '../errors.js';
+import type { Store } from '../store/index.js';
+import { openConfiguredStore } from '../store/open.js';
 import { acquirePollerLock, type PollerLock, type PollerLockError, type PollerLockOptions } from './poller-lock.js';
 import { ClusterNotOwnedError, ShardCoordinator, type ShardCoordinatorOptions } from './shard-coordinator.js';
 import { Verifier } from '../remediation/verify.js';
@@ -159,15 +158,15 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   const logger = opts.logger ?? createLogger({ level: config.log.level });
   const metrics = opts.metrics ?? new Metrics({ defaultMetrics: true });
   const clock = opts.clock ?? Date.now;
-  const store = openStore(config.store.path);
+  const store = await openConfiguredStore(config.store);
   // Without leader election this process polls: it must be the only one on this store (docs/design/architecture.md "Live mode").
   let lock: PollerLock | undefined;
   if (!opts.isLeader && !opts.sharding) {
     try {
       // Wall-clock time by default, not `clock`: the sandbox runs serve on a faster simulated clock.
-      lock = acquirePollerLock({ store, clock: Date.now, logger, onLost: () => metrics.leader.set(0), ...opts.pollerLock });
+      lock = await acquirePollerLock({ store, clock: Date.now, logger, onLost: () => metrics.leader.set(0), ...opts.pollerLock });
     } catch (err) {
-      store.close();
+      await store.close();
       throw err;
     }
   }
@@ -226,10 +225,18 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
     metrics.cloudwatchInsightsQueries.inc({ region: q.region });
     metrics.cloudwatchInsightsBytes.inc({ region: q.region }, q.bytesScanned);
   });
+  // Clusters shared out across replicas: a poll commits only while this replica owns its cluster at the epoch the poll
+  // started with (shard-coordinator.ts fence; the coordinator is built below, before any poll runs).
+  const pollEpochs = new Map<string, number>();
+  const fence = async (cluster: string, tx: Store): Promise<void> => {
+    const epoch = pollEpochs.get(cluster);
+    if (!shards || epoch === undefined) throw new ClusterNotOwnedError(cluster);
+    await shards.fence(tx.sql, cluster, epoch);
+  };
   // Per cluster, in flow order (build-cluster.ts): audit source, cluster state, remediator, monitors, poller.
   const slowPollAfterMs = opts.slowPollAfterMs ?? 3 * config.poll.requestTimeout;
   for (const c of config.clusters) {
-    clusters.set(c.name, await buildCluster(c, { config, store, logger, metrics, clock, rateLimiter, fleetInsights, slowPollAfterMs, onBlindChange: updateBlindGauge, afterPoll }));
+    clusters.set(c.name, await buildCluster(c, { config, store, logger, metrics, clock, rateLimiter, fleetInsights, slowPollAfterMs, onBlindChange: updateBlindGauge, afterPoll, ...(opts.sharding ? { fence } : {}) }));
   }
 
   const firstDone = new Map<string, () => void>();
@@ -237,21 +244,16 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   // Clusters shared out across replicas: this replica polls and remediates the clusters it owns (shard-coordinator.ts).
   let scheduling = false;
   const integrationBusy = (cluster: string): boolean => integrations.some((i) => i.busy?.(cluster) === true);
-  const shardDb = opts.sharding ? (opts.sharding.db ?? (store as { sql?: SqlExecutor }).sql) : undefined;
-  if (opts.sharding && !shardDb) {
-    store.close();
-    throw new TokenwatchError(ErrorCode.StoreFailed, 'clusters shared out across replicas need a store with an SQL executor (store.postgres)');
-  }
   const shards = opts.sharding
     ? new ShardCoordinator({
         ...opts.sharding,
-        db: shardDb!,
+        db: opts.sharding.db ?? store.sql,
         clusters: config.clusters.map((c) => c.name),
         busy: (cluster) => scheduler.isBusy(cluster) || integrationBusy(cluster),
         logger: logger.child({ component: 'shards' }),
         metrics,
         onAcquired: (cluster) => {
-          if (scheduling) catchUp(cluster);
+          if (scheduling) void catchUp(cluster).catch((err: unknown) => logger.error({ err, cluster }, 'polling a cluster taken over failed'));
         },
         onLost: (cluster) => {
           if (scheduler.abort(cluster, new ClusterNotOwnedError(cluster))) logger.warn({ cluster }, 'aborted the running poll of a cluster this replica no longer owns');
@@ -309,9 +311,9 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
    * scheduled time has finished (the previous owner ran this tick: polling again would poll it twice). A poll the
    * previous owner left unfinished (killed) is run again; it reads on from the last committed chunk.
    */
-  const catchUp = (cluster: string): void => {
+  const catchUp = async (cluster: string): Promise<void> => {
     const due = scheduler.previousDue(cluster);
-    const last = store.lastPollRuns().find((r) => r.cluster === cluster);
+    const last = (await store.lastPollRuns()).find((r) => r.cluster === cluster);
     const ran = due !== undefined && last !== undefined && last.endedAt !== null && last.startedAt >= due;
     if (ran) return;
     logger.info({ cluster, ...(last ? { lastPollStartedAt: new Date(last.startedAt).toISOString() } : {}) }, 'polling a cluster taken over now: its latest scheduled poll did not complete');
@@ -355,9 +357,9 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.http.port, config.http.host, () => resolve());
-  }).catch((err: unknown) => {
-    lock?.release();
-    store.close();
+  }).catch(async (err: unknown) => {
+    await lock?.release();
+    await store.close();
     throw err;
   });
   const port = (server.address() as AddressInfo).port;
@@ -367,8 +369,8 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
   } catch (err) {
     for (const rt of clusters.values()) rt.source.close?.();
     server.close();
-    lock?.release();
-    store.close();
+    await lock?.release();
+    await store.close();
     throw err;
   }
 
@@ -437,6 +439,12 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       name: rt.config.name,
       schedule: rt.config.schedule,
       run: async (signal) => {
+        if (shards) {
+          // The epoch this poll runs at: every commit of it checks it (fence); none when the cluster was lost meanwhile.
+          const epoch = shards.owns(rt.config.name) ? shards.epochOf(rt.config.name) : undefined;
+          if (epoch === undefined) return;
+          pollEpochs.set(rt.config.name, epoch);
+        }
         await rt.poller.pollOnce(signal);
         firstDone.get(rt.config.name)?.();
       },
@@ -468,8 +476,8 @@ export async function startServe(config: Config, opts: ServeOptions = {}): Promi
       await shards?.stop(); // hands its clusters over: the others take them at their next heartbeat
       await new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();
-      lock?.release();
-      store.close();
+      await lock?.release();
+      await store.close();
       logger.info('stopped');
     })());
 

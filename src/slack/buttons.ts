@@ -103,15 +103,15 @@ export class ButtonIds {
    * rendered by an earlier process are found by one scan of the stored findings (on the first unknown id), so an
    * unknown or tampered id costs a map lookup, not a scan.
    */
-  resolve(id: string): ResolvedButton | undefined {
+  async resolve(id: string): Promise<ResolvedButton | undefined> {
     if (!OPAQUE_ID_PATTERN.test(id)) return undefined;
     let entry = this.index.get(id);
     if (!entry && !this.primed) {
-      this.prime();
+      await this.prime();
       entry = this.index.get(id);
     }
     if (!entry) return undefined;
-    const stored = this.store.getFinding(entry.findingId);
+    const stored = await this.store.getFinding(entry.findingId);
     if (!stored) return undefined;
     const key = actionKey(entry.action);
     const action = candidateActions(stored.finding).find((a) => actionKey(a) === key);
@@ -120,9 +120,9 @@ export class ButtonIds {
   }
 
   /** Indexes the ids of every action of every stored finding. */
-  private prime(): void {
+  private async prime(): Promise<void> {
     this.primed = true;
-    for (const stored of this.store.listFindings()) {
+    for (const stored of await this.store.listFindings()) {
       for (const action of candidateActions(stored.finding)) this.index.set(this.compute(stored.id, action), { findingId: stored.id, action });
     }
   }

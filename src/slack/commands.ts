@@ -43,7 +43,7 @@ export interface CommandDeps {
   notifier: Notifier;
   channels: ChannelMap;
   clusters: ReadonlyMap<string, SlackCluster>;
-  runNow(cluster: string): RunNowResult;
+  runNow(cluster: string): RunNowResult | Promise<RunNowResult>;
   clock: () => number;
   logger: Logger;
   /** `findings.activeWindow`, ms: 401s seen within it read "401s now". Default 1 h. */
@@ -161,16 +161,16 @@ export class TokensCommand {
     }
   }
 
-  private run(sub: 'scan' | 'history', cluster: string, user: string): SlackMessage {
+  private async run(sub: 'scan' | 'history', cluster: string, user: string): Promise<SlackMessage> {
     if (sub === 'scan') return this.scan(cluster, user);
-    return historyMessage(cluster, this.history(cluster), { now: this.deps.clock() });
+    return historyMessage(cluster, await this.history(cluster), { now: this.deps.clock() });
   }
 
   /**
    * `/tokens scan`: at most one poll started per user and cluster within `scanIntervalMs` (a poll that was already
    * running, or not started, does not count); a refused one says when the next is allowed.
    */
-  private scan(cluster: string, user: string): SlackMessage {
+  private async scan(cluster: string, user: string): Promise<SlackMessage> {
     const interval = this.deps.scanIntervalMs ?? DEFAULT_SCAN_INTERVAL_MS;
     const now = this.deps.clock();
     const key = `${user}\0${cluster}`;
@@ -179,7 +179,7 @@ export class TokensCommand {
       this.deps.logger.info({ user, cluster }, '/tokens scan refused by the per-user rate limit');
       return scanLimitedMessage(cluster, last, last + interval, now);
     }
-    const result = this.deps.runNow(cluster);
+    const result = await this.deps.runNow(cluster);
     if (result === 'started' && interval > 0) {
       // Bounded by users × clusters; entries past their interval are dropped as new ones come.
       for (const [k, at] of this.scans) if (now - at >= interval) this.scans.delete(k);
@@ -205,8 +205,8 @@ export class TokensCommand {
   }
 
   /** Poll health of a cluster another replica polls: from the latest poll run in the shared store. */
-  private healthFromStore(name: string): SlackPollHealth {
-    const last = this.deps.store.lastPollRuns().find((r) => r.cluster === name);
+  private async healthFromStore(name: string): Promise<SlackPollHealth> {
+    const last = (await this.deps.store.lastPollRuns()).find((r) => r.cluster === name);
     if (!last) return { status: 'pending' };
     return {
       // A poll running there now: as good as the last one that succeeded.
@@ -225,7 +225,7 @@ export class TokensCommand {
   async clusterStatus(name: string): Promise<ClusterStatus> {
     const rt = this.deps.clusters.get(name)!;
     const own = this.deps.ownerOf?.(name);
-    const h = own && !own.self ? this.healthFromStore(name) : rt.poller.health();
+    const h = own && !own.self ? await this.healthFromStore(name) : rt.poller.health();
     const health: SourceHealth[] = [
       {
         name: `audit source ${rt.source.id}`,
@@ -276,13 +276,13 @@ export class TokensCommand {
           : { name: 'Kubernetes watch cache', ok: false, detail: `cluster state read from the API directly: ${scrubSecrets(cache.reason)}` },
       );
     }
-    const open = this.deps.store.listFindings(name, { status: ['open'] });
+    const open = await this.deps.store.listFindings(name, { status: ['open'] });
     const counts: Record<Severity, number> = { critical: 0, warning: 0, info: 0 };
     const groups = groupFindings(open.map((f) => f.finding).sort(compareFindings));
     const alerts: StatusAlert[] = [];
     for (const g of groups) {
       counts[g.severity]++;
-      const at = this.deps.notifier.messageOfGroup(g.id);
+      const at = await this.deps.notifier.messageOfGroup(g.id);
       const permalink = at ? await this.deps.api.permalink(at.channel, at.ts).catch(() => undefined) : undefined;
       alerts.push({ live: g.members, severity: g.severity, ...(permalink ? { permalink } : {}) });
     }
@@ -295,7 +295,7 @@ export class TokensCommand {
       alertsBySeverity: counts,
       ...(configured !== undefined ? { channel: { id: this.deps.channels.channelIdOf(name) ?? configured.replace(/^#/, ''), ...(problem ? { error: problem.error } : {}) } } : {}),
       alerts,
-      ...withClusterEvents(withReadiness(metricsNotes(this.deps.store, rt, h, this.deps.clock()), this.readinessLine(name, open.map((f) => f.finding), h)), h.clusterEvents ?? []),
+      ...withClusterEvents(withReadiness(await metricsNotes(this.deps.store, rt, h, this.deps.clock()), await this.readinessLine(name, open.map((f) => f.finding), h)), h.clusterEvents ?? []),
     };
   }
 
@@ -305,8 +305,8 @@ export class TokensCommand {
    * only matching events, so a quiet source is not blind; a cluster without an audit source is, and failing polls
    * leave the verdict unknown.
    */
-  private readinessLine(name: string, findings: Finding[], h: { status: string; lastSuccessAt?: number }): string {
-    return `Token extension off (--service-account-extend-token-expiration=false)? ${this.readiness(name, findings, h).summary}`;
+  private async readinessLine(name: string, findings: Finding[], h: { status: string; lastSuccessAt?: number }): Promise<string> {
+    return `Token extension off (--service-account-extend-token-expiration=false)? ${(await this.readiness(name, findings, h)).summary}`;
   }
 
   /**
@@ -314,10 +314,10 @@ export class TokensCommand {
    * `h`, as `/tokens status` and the Home tab show it. The window runs from the cluster's first successful poll to its
    * latest; the polls since then are the coverage.
    */
-  readiness(name: string, findings: readonly Finding[], h: { status: string; lastSuccessAt?: number }): Readiness {
+  async readiness(name: string, findings: readonly Finding[], h: { status: string; lastSuccessAt?: number }): Promise<Readiness> {
     const rt = this.deps.clusters.get(name)!;
-    const since = this.deps.store.watchedSince(name);
-    const polls = since !== undefined ? this.deps.store.pollCoverage(name, since) : undefined;
+    const since = await this.deps.store.watchedSince(name);
+    const polls = since !== undefined ? await this.deps.store.pollCoverage(name, since) : undefined;
     const r = readinessVerdict({
       cluster: name,
       findings,
@@ -334,11 +334,11 @@ export class TokensCommand {
   }
 
   /** `/tokens history` entries: approvals (with their verification) and snoozes, newest first. */
-  history(cluster: string): HistoryEntry[] {
+  async history(cluster: string): Promise<HistoryEntry[]> {
     const { store } = this.deps;
     const entries: HistoryEntry[] = [];
-    for (const a of store.listApprovals({ cluster }).slice(-100)) {
-      const rows = store.listApprovalActions(a.id);
+    for (const a of (await store.listApprovals({ cluster })).slice(-100)) {
+      const rows = await store.listApprovalActions(a.id);
       const verified = rows.find((r) => r.action.startsWith('verification.') && r.result !== 'superseded');
       const superseded = !verified && rows.some((r) => r.action === 'verification.superseded');
       const rejected = a.votes.find((v) => v.vote === 'reject');
@@ -346,9 +346,9 @@ export class TokensCommand {
       const detail = [a.error ?? undefined, rejected?.reason, verification].filter((x): x is string => !!x).join('; ');
       entries.push({ at: a.updatedAt, action: a.action, target: a.target, requester: a.requester, approvers: approvalsOf(a), state: a.state, ...(detail ? { detail } : {}), ...(a.state === 'rejected' && rejected ? { rejectedBy: rejected.user } : {}) });
     }
-    for (const row of store.listActions(cluster, 200)) {
+    for (const row of await store.listActions(cluster, 200)) {
       if (row.action !== 'snooze' || row.actor === null || row.findingId === null) continue;
-      const f = store.getFinding(row.findingId);
+      const f = await store.getFinding(row.findingId);
       const target: ActionTarget = f ? targetOf(f.finding, { action: 'snooze', days: 1 }) : { cluster, kind: 'ServiceAccount', namespace: '?', name: row.target, findingId: row.findingId };
       entries.push({ at: row.at, action: 'snooze' as ActionKind, target, requester: row.actor, approvers: [], state: 'succeeded', ...(row.detail ? { detail: row.detail } : {}) });
     }

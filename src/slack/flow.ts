@@ -130,15 +130,15 @@ export class ApprovalFlow {
    * batched (one fsync per {@link REFUSAL_FLUSH_MS} instead of one per click) to keep the event loop free for acks
    * when many clicks arrive at once. Called by a timer and on stop.
    */
-  flushRefusals(): void {
+  async flushRefusals(): Promise<void> {
     if (this.refusalTimer) clearTimeout(this.refusalTimer);
     this.refusalTimer = undefined;
     const rows = this.refusals;
     this.refusals = [];
     if (rows.length === 0) return;
     try {
-      this.deps.store.transaction(() => {
-        for (const r of rows) this.deps.store.logAction(r);
+      await this.deps.store.transaction(async (tx) => {
+        for (const r of rows) await tx.logAction(r);
       });
     } catch (err) {
       this.deps.logger.error({ err, rows: rows.length }, 'could not write refusals to the action log');
@@ -178,7 +178,7 @@ export class ApprovalFlow {
    * submission comes back with `confirmed` (see {@link confirmedRecreate}).
    */
   async onFindingButton(c: Clicker, family: ButtonFamily | 'any', id: string, days?: 1 | 7, confirmed = false): Promise<void> {
-    const btn = this.deps.ids.resolve(id);
+    const btn = await this.deps.ids.resolve(id);
     if (!btn || (family !== 'any' && (btn.action.action !== family || (btn.action.action === 'snooze' && btn.action.days !== days)))) {
       this.deps.logger.warn({ user: c.user, family, valueLength: id.length }, 'refused a button click with an unknown or tampered value');
       await c.reply(refusalMessage('This button is not valid any more (unknown or altered value), so nothing was done. Use the buttons on the current alert, or `/tokens status`.'));
@@ -191,19 +191,19 @@ export class ApprovalFlow {
     }
     switch (btn.action.action) {
       case 'details':
-        return this.details(c, btn);
+        return await this.details(c, btn);
       case 'snooze':
-        return this.snooze(c, btn, btn.action.days);
+        return await this.snooze(c, btn, btn.action.days);
       case 'recreate-serviceaccount': {
         // Checked at the click and again at the modal's submission: the alert's signals may have changed between.
-        const notAFix = this.recreateRefusal(btn);
-        if (notAFix) return this.refuse(c, btn, notAFix);
-        if (!confirmed) return this.confirmRecreate(c, btn);
-        return this.deps.notifier.withLock(`request:${objectLabel(btn.target)}@${btn.target.cluster}`, () => this.request(c, btn, 'recreate-serviceaccount'));
+        const notAFix = await this.recreateRefusal(btn);
+        if (notAFix) return await this.refuse(c, btn, notAFix);
+        if (!confirmed) return await this.confirmRecreate(c, btn);
+        return await this.deps.notifier.withLock(`request:${objectLabel(btn.target)}@${btn.target.cluster}`, async () => await this.request(c, btn, 'recreate-serviceaccount'));
       }
       default:
         // One request at a time per target in this process (the store arbitrates between processes).
-        return this.deps.notifier.withLock(`request:${objectLabel(btn.target)}@${btn.target.cluster}`, () => this.request(c, btn, btn.action.action as ActionKind));
+        return await this.deps.notifier.withLock(`request:${objectLabel(btn.target)}@${btn.target.cluster}`, async () => await this.request(c, btn, btn.action.action as ActionKind));
     }
   }
 
@@ -211,8 +211,8 @@ export class ApprovalFlow {
    * Why recreating the button's ServiceAccount is not a fix for its alert's live signals (a forged or stale Recreate
    * click is refused with it), or undefined when it is (see `Notifier.recreateOffered`).
    */
-  private recreateRefusal(btn: ResolvedButton): string | undefined {
-    const live = this.deps.notifier.membersOf(btn.finding.finding).filter((m) => m.status !== 'resolved').map((m) => m.finding);
+  private async recreateRefusal(btn: ResolvedButton): Promise<string | undefined> {
+    const live = (await this.deps.notifier.membersOf(btn.finding.finding)).filter((m) => m.status !== 'resolved').map((m) => m.finding);
     if (this.deps.notifier.recreateOffered(live.length ? live : [btn.finding.finding])) return undefined;
     const why = live.some((f) => f.cause.id === 'static-token-file')
       ? 'its token is read from a file on the node, which would keep the revoked token'
@@ -318,10 +318,10 @@ export class ApprovalFlow {
     if (!allowed.ok) return this.refuse(c, btn, refusalText(allowed));
     const rem = this.deps.remediatorFor(t.cluster);
     if (!rem) return this.refuse(c, btn, `tokenwatch cannot act on *${t.cluster}*: ${this.deps.remediationProblem(t.cluster)}`);
-    if (store.getFinding(t.findingId)?.status === 'resolved') {
+    if ((await store.getFinding(t.findingId))?.status === 'resolved') {
       return this.refuse(c, btn, 'This finding is already resolved, so nothing was requested. It reopens by itself if the stale use comes back.');
     }
-    const blocking = store.openApprovalFor(action, t, clock());
+    const blocking = await store.openApprovalFor(action, t, clock());
     if (blocking) return this.refuseOpen(c, btn, action, blocking);
 
     const now = clock();
@@ -336,7 +336,7 @@ export class ApprovalFlow {
     const created = createApproval({ id: newApprovalId(), action, target: t, requester: c.user, requesterGroups: groups, dryRun }, policy, clock());
     if (!created.ok) return this.refuse(c, btn, refusalText(created));
     // The store decides: of concurrent requests for one target (other findings, other replicas), exactly one is stored.
-    const claim = store.claimApproval(created.approval, created.approval.createdAt);
+    const claim = await store.claimApproval(created.approval, created.approval.createdAt);
     for (const e of claim.expired) {
       this.deps.metrics?.approvals.inc({ cluster: e.target.cluster, outcome: 'expired' });
       // The store wrote the action-log row; the Kubernetes Event of an expiry is written here, as for the sweep.
@@ -348,13 +348,13 @@ export class ApprovalFlow {
 
     if (!pre.ok) {
       const failed = await commitEvent(this.executor, created.approval.id, approvalEvent.fail(`server-side dry run failed: ${pre.message}`));
-      const a = failed.approval ?? store.getApproval(created.approval.id)!;
+      const a = failed.approval ?? (await store.getApproval(created.approval.id))!;
       // The failed request blocks nothing; the requester is told below even when its message cannot be posted.
       await this.postApprovalMessage(a).catch((err: unknown) => this.deps.logger.warn({ err, approval: a.id }, 'could not post the failed approval request'));
       await c.reply(refusalMessage(`The server-side dry run of the ${actionNoun(action)} of ${t.kind} \`${t.namespace}/${t.name}\` failed, so nothing was requested or changed: ${pre.message}`));
       return;
     }
-    const a = store.getApproval(created.approval.id)!;
+    const a = (await store.getApproval(created.approval.id))!;
     try {
       await this.postApprovalMessage(a);
     } catch (err) {
@@ -402,16 +402,16 @@ export class ApprovalFlow {
     const groups = await this.deps.directory.groupsOf(c.user, policy.requesters);
     const allowed = canRequest(c.user, 'snooze', t, policy, groups);
     if (!allowed.ok) return this.refuse(c, btn, refusalText(allowed));
-    const f = store.getFinding(t.findingId);
+    const f = await store.getFinding(t.findingId);
     if (!f) return this.refuse(c, btn, 'This finding is no longer stored.');
     if (f.status === 'resolved') return this.refuse(c, btn, 'This finding is already resolved; there is nothing to snooze.');
     const now = clock();
     const until = now + days * DAY_MS;
     // The alert is the group's: every live finding of the ServiceAccount is snoozed with it.
-    for (const m of this.deps.notifier.membersOf(f.finding)) {
+    for (const m of await this.deps.notifier.membersOf(f.finding)) {
       if (m.status === 'resolved') continue;
-      store.setFindingStatus(m.id, { status: 'snoozed', until }, now);
-      store.logAction({ at: now, cluster: t.cluster, findingId: m.id, approvalId: null, actor: c.user, action: 'snooze', target: objectLabel(t), result: 'snoozed', detail: `for ${days} d, until ${new Date(until).toISOString()}` });
+      await store.setFindingStatus(m.id, { status: 'snoozed', until }, now);
+      await store.logAction({ at: now, cluster: t.cluster, findingId: m.id, approvalId: null, actor: c.user, action: 'snooze', target: objectLabel(t), result: 'snoozed', detail: `for ${days} d, until ${new Date(until).toISOString()}` });
     }
     await this.deps.notifier.refresh(f.id);
     await this.deps.notifier.reply(f.finding, snoozedMessage(f.finding, c.user, until));
@@ -422,18 +422,18 @@ export class ApprovalFlow {
     const f = btn.finding.finding;
     const now = clock();
     const last = this.lastDetails.get(f.id);
-    if (last !== undefined && now - last < 60_000 && this.deps.notifier.messageOf(f.id)) {
+    if (last !== undefined && now - last < 60_000 && await this.deps.notifier.messageOf(f.id)) {
       await c.reply(noteMessage('The details were posted in the alert’s thread less than a minute ago.'));
       return;
     }
     // Details of every finding of the alert's group (its signals), each with its exact counts, tokens, cause and sources.
-    const records = store.listTokenRecords(f.cluster);
-    const members = this.deps.notifier.membersOf(f).map((m) => m.finding);
+    const records = await store.listTokenRecords(f.cluster);
+    const members = (await this.deps.notifier.membersOf(f)).map((m) => m.finding);
     const msgs = (members.length ? members : [f]).map((m) => {
       const tokens = records.filter((r) => r.kind === m.kind && r.namespace === m.namespace && r.serviceAccount === m.serviceAccount);
       return detailsMessage(m, tokens.length ? tokens : m.tokens, { now, ...(tokens.length ? { hourly: mergeHourly(tokens.map((r) => r.hourly)) } : {}) });
     });
-    if (!this.deps.notifier.messageOf(f.id)) {
+    if (!(await this.deps.notifier.messageOf(f.id))) {
       for (const msg of msgs) await c.reply(msg);
       return;
     }
@@ -451,7 +451,7 @@ export class ApprovalFlow {
    */
   async vote(c: Clicker, approvalId: string, kind: 'approve' | 'reject', reason?: string): Promise<void> {
     const { store } = this.deps;
-    const a = store.getApproval(approvalId);
+    const a = await store.getApproval(approvalId);
     if (!a) {
       this.deps.logger.warn({ user: c.user, valueLength: approvalId.length }, 'refused a vote with an unknown or tampered approval id');
       await c.reply(refusalMessage('This approval request does not exist (unknown or altered button value), so nothing was done.'));
@@ -544,7 +544,7 @@ export class ApprovalFlow {
 
   /** Expires every `requested` approval past its `expiresAt` and edits its message. Returns how many. */
   async sweepExpired(): Promise<number> {
-    const due = this.deps.store.listApprovals({ states: ['requested'], expiresAtOrBefore: this.deps.clock() });
+    const due = await this.deps.store.listApprovals({ states: ['requested'], expiresAtOrBefore: this.deps.clock() });
     for (const a of due) await this.expire(a.id);
     return due.length;
   }
@@ -559,7 +559,7 @@ export class ApprovalFlow {
     const { store } = this.deps;
     await this.resendProgress();
     const settled = this.deps.clock() - PICKUP_GRACE_MS;
-    for (const a of store.listApprovals({ states: ['approved', 'running'] })) {
+    for (const a of await store.listApprovals({ states: ['approved', 'running'] })) {
       // Leave fresh transitions to the process that made them (it runs what it approved when it leads).
       if (this.executing.has(a.id) || a.updatedAt > settled || this.deps.isLeader?.(a.target.cluster) === false) continue;
       // `running`: resumed; the executor first establishes what was done (restart annotation, recorded steps).
@@ -574,10 +574,10 @@ export class ApprovalFlow {
   private async resendProgress(): Promise<void> {
     if (!this.progressScanned) {
       this.progressScanned = true;
-      for (const a of this.deps.store.listApprovals({ states: ['succeeded', 'failed'] })) if (a.execution?.pendingProgress) this.progressPending.add(a.id);
+      for (const a of await this.deps.store.listApprovals({ states: ['succeeded', 'failed'] })) if (a.execution?.pendingProgress) this.progressPending.add(a.id);
     }
     for (const id of [...this.progressPending]) {
-      const cluster = this.deps.isLeader ? this.deps.store.getApproval(id)?.target.cluster : undefined;
+      const cluster = this.deps.isLeader ? (await this.deps.store.getApproval(id))?.target.cluster : undefined;
       if (cluster !== undefined && !this.deps.isLeader?.(cluster)) continue; // its cluster's owner sends it
       if (await resendPendingProgress(this.executor, id)) this.progressPending.delete(id);
     }
@@ -604,23 +604,23 @@ export class ApprovalFlow {
   }
 
   /** The thread an approval's replies go to: the finding's alert, else the approval message itself. */
-  threadOf(a: StoredApproval): MessageLocation | undefined {
-    return this.deps.notifier.messageOf(a.target.findingId) ?? a.message ?? undefined;
+  async threadOf(a: StoredApproval): Promise<MessageLocation | undefined> {
+    return (await this.deps.notifier.messageOf(a.target.findingId)) ?? a.message ?? undefined;
   }
 
   private async postApprovalMessage(a: StoredApproval): Promise<void> {
     const msg = await this.renderApproval(a);
-    const alert = this.deps.notifier.messageOf(a.target.findingId);
+    const alert = await this.deps.notifier.messageOf(a.target.findingId);
     const channel = alert?.channel ?? this.deps.channels.channelOf(a.target.cluster);
     if (channel === undefined) return;
     const posted = await this.deps.api.post(channel, msg, alert?.ts);
     const loc = { channel: posted.channel, ts: posted.ts };
-    if (!this.deps.store.transitionApproval(a.id, a.state, a.state, { message: loc }, this.deps.clock())) {
+    if (!await this.deps.store.transitionApproval(a.id, a.state, a.state, { message: loc }, this.deps.clock())) {
       // The state moved meanwhile (e.g. expired): keep the location anyway and show the current state.
-      const now = this.deps.store.getApproval(a.id);
+      const now = await this.deps.store.getApproval(a.id);
       if (now) {
-        this.deps.store.transitionApproval(a.id, now.state, now.state, { message: loc }, this.deps.clock());
-        await this.updateApprovalMessage(this.deps.store.getApproval(a.id)!);
+        await this.deps.store.transitionApproval(a.id, now.state, now.state, { message: loc }, this.deps.clock());
+        await this.updateApprovalMessage((await this.deps.store.getApproval(a.id))!);
       }
     }
   }
@@ -631,41 +631,41 @@ export class ApprovalFlow {
    */
   async updateApprovalMessage(a: StoredApproval): Promise<void> {
     await this.deps.notifier.withLock(`approval:${a.id}`, async () => {
-      const current = this.deps.store.getApproval(a.id) ?? a;
+      const current = await this.deps.store.getApproval(a.id) ?? a;
       if (!current.message) return;
       await this.deps.api.update(current.message.channel, current.message.ts, await this.renderApproval(current));
     });
   }
 
   private async showProgress(a: StoredApproval, p: RolloutProgress, startedAt: number): Promise<void> {
-    const thread = this.threadOf(a);
+    const thread = await this.threadOf(a);
     if (!thread) return;
     const msg = progressMessage(
       { desired: p.desired, updated: p.updated, ready: p.ready, available: p.available, done: p.done, timedOut: p.timedOut === true },
       { target: a.target, now: this.deps.clock(), startedAt, timeoutMs: this.deps.rolloutTimeoutMs },
     );
     // The progress message's location is in the store, so a restarted or new leader edits the same message.
-    const at = this.deps.store.getApproval(a.id)?.progress;
+    const at = (await this.deps.store.getApproval(a.id))?.progress;
     if (at) {
       await this.deps.api.update(at.channel, at.ts, msg);
       return;
     }
     const posted = await this.deps.api.post(thread.channel, msg, thread.ts);
     const loc = { channel: posted.channel, ts: posted.ts };
-    const cur = this.deps.store.getApproval(a.id);
-    if (cur) this.deps.store.transitionApproval(a.id, cur.state, cur.state, { progress: loc }, this.deps.clock());
+    const cur = await this.deps.store.getApproval(a.id);
+    if (cur) await this.deps.store.transitionApproval(a.id, cur.state, cur.state, { progress: loc }, this.deps.clock());
   }
 
   /** Posts an alarm (escaped text) in the approval's thread, where the failed approval message is too. */
   private async alarm(a: StoredApproval, text: string): Promise<void> {
-    const thread = this.threadOf(a);
+    const thread = await this.threadOf(a);
     if (!thread) return;
     await this.deps.api.post(thread.channel, alarmMessage(a.target.cluster, text), thread.ts);
   }
 
   private async showRecreated(a: StoredApproval, r: RecreateResult): Promise<void> {
-    const f = this.deps.store.getFinding(a.target.findingId);
-    const thread = this.threadOf(a);
+    const f = await this.deps.store.getFinding(a.target.findingId);
+    const thread = await this.threadOf(a);
     if (!f || !thread) return;
     await this.deps.api.post(thread.channel, recreatedMessage(f.finding, r, this.deps.notifier.restartButtons(f.finding)), thread.ts);
   }

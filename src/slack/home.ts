@@ -45,7 +45,7 @@ export interface HomeDeps {
   store: Pick<Store, 'listFindings' | 'listApprovals'>;
   clusters: ReadonlyMap<string, Pick<SlackCluster, 'config' | 'poller' | 'probe' | 'kubeError' | 'blind'>>;
   /** Where a group's alert message is (`Notifier.messageOfGroup`). */
-  messageOfGroup(groupId: string): { channel: string; ts: string } | undefined;
+  messageOfGroup(groupId: string): Promise<{ channel: string; ts: string } | undefined>;
   /** `chat.getPermalink`; may throw (the line is then shown without a link). */
   permalink(channel: string, ts: string): Promise<string>;
   /** The users who may approve an approval, requester excluded unless self-approval is allowed (`ApprovalFlow.approversOf`). */
@@ -61,7 +61,7 @@ export interface HomeDeps {
    * The cluster's readiness verdict ("is it safe to turn token extension off?", `TokensCommand.readiness`) from its
    * open findings; absent: no readiness on Home.
    */
-  readiness?(cluster: string, findings: readonly Finding[]): Pick<Readiness, 'verdict' | 'clients'>;
+  readiness?(cluster: string, findings: readonly Finding[]): Promise<Pick<Readiness, 'verdict' | 'clients'>>;
 }
 
 /** What one user was last shown. */
@@ -195,8 +195,8 @@ export class HomePublisher {
     const alerts: Array<HomeAlert & { groupId: string }> = [];
     const clusters: HomeCluster[] = [];
     for (const [name, rt] of this.deps.clusters) {
-      const open = store.listFindings(name, { status: ['open'] }).map((f) => f.finding).sort(compareFindings);
-      const r = this.deps.readiness?.(name, open);
+      const open = (await store.listFindings(name, { status: ['open'] })).map((f) => f.finding).sort(compareFindings);
+      const r = await this.deps.readiness?.(name, open);
       // Only the verdict and how many clients: the window's length moves on every poll and would republish Home.
       clusters.push({ name, sources: sourcesOf(rt, now), ...(r ? { readiness: { verdict: r.verdict, clients: r.clients.length } } : {}) });
       for (const g of groupFindings(open)) alerts.push({ cluster: name, live: g.members, severity: g.severity, groupId: g.id });
@@ -205,12 +205,12 @@ export class HomePublisher {
     // are cached.
     const ranked = rankAlerts(alerts, now, this.deps.activeWindowMs) as Array<HomeAlert & { groupId: string }>;
     for (const a of ranked.slice(0, LIMITS.viewBlocks)) {
-      const at = this.deps.messageOfGroup(a.groupId);
+      const at = await this.deps.messageOfGroup(a.groupId);
       const link = at ? await this.link(at.channel, at.ts) : undefined;
       if (link) a.permalink = link;
     }
     const approvals: HomeApproval[] = [];
-    for (const a of store.listApprovals({ states: ['requested'] })) {
+    for (const a of await store.listApprovals({ states: ['requested'] })) {
       if (a.expiresAt <= now) continue;
       const voted = new Set(a.votes.map((v) => v.user));
       const waitingOn = (await this.deps.approversOf(a).catch(() => [] as string[])).filter((u) => !voted.has(u) && u !== a.requester);

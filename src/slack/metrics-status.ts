@@ -9,14 +9,14 @@ import { REPLICA_WINDOW_MS, metricsStatusLine } from '../findings/token-metrics.
  * `{ notes: [...] }` for `ClusterStatus`: the API-server token metrics line (samples of the last 24 h before `now`,
  * epoch ms) and a failed node-probe read; `{}` when there is nothing to say (no Kubernetes access, no sample).
  */
-export function metricsNotes(
+export async function metricsNotes(
   store: Store,
   rt: { config: Pick<ClusterConfig, 'name' | 'audit' | 'kubernetes'> },
   health: { metricsError?: string; probeError?: string },
   now: number,
-): { notes?: string[] } {
+): Promise<{ notes?: string[] }> {
   const notes: string[] = [];
-  const samples = store.listTokenMetricSamples(rt.config.name, now - REPLICA_WINDOW_MS);
+  const samples = await store.listTokenMetricSamples(rt.config.name, now - REPLICA_WINDOW_MS);
   const error = health.metricsError;
   if (samples.length > 0 || error !== undefined) {
     const line = metricsStatusLine({ samples, auditLog: !('none' in rt.config.audit), ...(error !== undefined ? { error } : {}) });

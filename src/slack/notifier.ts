@@ -140,15 +140,15 @@ export class Notifier {
   }
 
   /** Where the alert of a finding's group is, if posted (a per-kind message of an earlier version until merged). */
-  messageOf(findingId: string): MessageLocation | undefined {
-    const stored = this.deps.store.getFinding(findingId);
-    const ref = (stored ? this.deps.store.getAlertRef(groupIdOf(stored.finding)) : undefined) ?? this.deps.store.getMessageRef(findingId);
+  async messageOf(findingId: string): Promise<MessageLocation | undefined> {
+    const stored = await this.deps.store.getFinding(findingId);
+    const ref = (stored ? await this.deps.store.getAlertRef(groupIdOf(stored.finding)) : undefined) ?? await this.deps.store.getMessageRef(findingId);
     return ref ? { channel: ref.channel, ts: ref.ts } : undefined;
   }
 
   /** Where the alert of a group is, if posted. */
-  messageOfGroup(groupId: string): MessageLocation | undefined {
-    const ref = this.deps.store.getAlertRef(groupId);
+  async messageOfGroup(groupId: string): Promise<MessageLocation | undefined> {
+    const ref = await this.deps.store.getAlertRef(groupId);
     return ref ? { channel: ref.channel, ts: ref.ts } : undefined;
   }
 
@@ -234,7 +234,7 @@ export class Notifier {
     if (channel === undefined) return;
     const { store, logger } = this.deps;
     const byId = new Map(changes.map((c) => [c.id, c]));
-    const stored = store.listFindings(cluster);
+    const stored = await store.listFindings(cluster);
     await this.refreshPodCounts(cluster, findings);
     for (const g of groupFindings([...findings].sort(compareFindings))) {
       const members = stored.filter((s) => groupIdOf(s.finding) === g.id);
@@ -252,9 +252,9 @@ export class Notifier {
   }
 
   /** The stored findings of the group of `f` (all statuses), most severe first. */
-  membersOf(f: Pick<Finding, 'cluster' | 'namespace' | 'serviceAccount'>): StoredFinding[] {
-    return this.deps.store
-      .listFindings(f.cluster)
+  async membersOf(f: Pick<Finding, 'cluster' | 'namespace' | 'serviceAccount'>): Promise<StoredFinding[]> {
+    return (await this.deps.store
+      .listFindings(f.cluster))
       .filter((s) => s.finding.namespace === f.namespace && s.finding.serviceAccount === f.serviceAccount)
       .sort((a, b) => compareFindings(a.finding, b.finding));
   }
@@ -266,18 +266,19 @@ export class Notifier {
     const live = members.filter((m) => m.status !== 'resolved');
     const open = members.filter((m) => m.status === 'open');
     const lead = (live[0] ?? members[0])!.finding;
-    const ref = store.getAlertRef(gid);
+    const ref = await store.getAlertRef(gid);
     if (!ref) {
-      const legacy = members.flatMap((m) => {
-        const r = store.getMessageRef(m.id);
-        return r ? [{ id: m.id, ref: r }] : [];
-      });
-      if (legacy.length) return this.mergeLegacy(gid, members, legacy, now);
+      const legacy: { id: string; ref: MessageRef }[] = [];
+      for (const m of members) {
+        const r = await store.getMessageRef(m.id);
+        if (r) legacy.push({ id: m.id, ref: r });
+      }
+      if (legacy.length) return await this.mergeLegacy(gid, members, legacy, now);
       if (open.length === 0) return;
       const msg = this.renderGroup(members, now);
       // A process that died between chat.postMessage and saving the ref left an intent: find that message by its
       // metadata (the group id) and adopt it instead of posting the alert twice (docs/slack.md, "Crash safety").
-      const intent = store.getGroupIntent(gid);
+      const intent = await store.getGroupIntent(gid);
       const at = this.deps.channels.channelIdOf(lead.cluster) ?? intent?.channel ?? channel;
       if (intent) {
         const ts = await api.findByMetadata(at, ALERT_EVENT_TYPE, 'group_id', gid, intent.at - INTENT_LOOKBACK_MS).catch((err: unknown) => {
@@ -287,15 +288,15 @@ export class Notifier {
         if (ts !== undefined) {
           this.deps.logger.info({ group: gid, channel: at, ts }, 'found the alert posted before a restart; updating it instead of posting again');
           await api.update(at, ts, msg);
-          store.saveAlertRef(gid, lead.cluster, { channel: at, ts, severity: worstSeverity(live.map((m) => m.finding)), hash: messageHash(msg), signals: liveKinds(live) });
+          await store.saveAlertRef(gid, lead.cluster, { channel: at, ts, severity: worstSeverity(live.map((m) => m.finding)), hash: messageHash(msg), signals: liveKinds(live) });
           return;
         }
       }
-      store.recordGroupIntent(gid, at, now);
+      await store.recordGroupIntent(gid, at, now);
       // The final blocks go in the first chat.postMessage: no chat.update right after, so no "(edited)" on a new alert.
       const posted = await api.post(channel, msg, undefined, { event_type: ALERT_EVENT_TYPE, event_payload: { group_id: gid, finding_id: lead.id } });
       this.deps.channels.learn(channel, posted.channel);
-      store.saveAlertRef(gid, lead.cluster, { channel: posted.channel, ts: posted.ts, severity: worstSeverity(live.map((m) => m.finding)), hash: messageHash(msg), signals: liveKinds(live) });
+      await store.saveAlertRef(gid, lead.cluster, { channel: posted.channel, ts: posted.ts, severity: worstSeverity(live.map((m) => m.finding)), hash: messageHash(msg), signals: liveKinds(live) });
       return;
     }
     if (open.length === 0 && live.length > 0 && live.every((m) => m.status === 'snoozed' && m.snoozedUntil !== null && m.snoozedUntil > now)) return;
@@ -321,7 +322,7 @@ export class Notifier {
         await api.post(at.channel, signalChangeMessage(lead.cluster, subjectOf(lead), { started, stopped }, { requests }), at.ts);
       }
     }
-    store.saveAlertRef(gid, lead.cluster, { ...at, severity, hash, signals: kinds });
+    await store.saveAlertRef(gid, lead.cluster, { ...at, severity, hash, signals: kinds });
   }
 
   /**
@@ -336,7 +337,7 @@ export class Notifier {
     const keep = sorted[0]!;
     const msg = this.renderGroup(members, now);
     const at = await this.updateOrRepost({ channel: keep.ref.channel, ts: keep.ref.ts }, msg, keep.ref.channel);
-    store.saveAlertRef(gid, lead.cluster, { ...at, severity: live.length ? worstSeverity(live.map((m) => m.finding)) : keep.ref.severity, hash: messageHash(msg), signals: liveKinds(live) });
+    await store.saveAlertRef(gid, lead.cluster, { ...at, severity: live.length ? worstSeverity(live.map((m) => m.finding)) : keep.ref.severity, hash: messageHash(msg), signals: liveKinds(live) });
     let link: string | undefined;
     if (sorted.length > 1) link = await api.permalink(at.channel, at.ts).catch(() => undefined);
     for (const old of sorted.slice(1)) {
@@ -346,7 +347,7 @@ export class Notifier {
         logger.warn({ err, finding: old.id }, 'could not point an older per-kind alert at its merged alert');
       }
     }
-    for (const l of legacy) store.deleteMessageRef(l.id);
+    for (const l of legacy) await store.deleteMessageRef(l.id);
     logger.info({ group: gid, kept: keep.ref.ts, merged: sorted.length - 1 }, 'merged per-kind alerts into one alert');
   }
 
@@ -370,25 +371,25 @@ export class Notifier {
    * updates it when its content changed. No-op for a group without a message.
    */
   async refresh(findingId: string): Promise<void> {
-    const stored = this.deps.store.getFinding(findingId);
+    const stored = await this.deps.store.getFinding(findingId);
     if (!stored) return;
     const gid = groupIdOf(stored.finding);
     await this.withLock(gid, async () => {
       const { store } = this.deps;
-      const ref = store.getAlertRef(gid);
+      const ref = await store.getAlertRef(gid);
       if (!ref) return;
-      const members = this.membersOf(stored.finding);
+      const members = await this.membersOf(stored.finding);
       const msg = this.renderGroup(members, this.deps.clock());
       const hash = messageHash(msg);
       if (hash === ref.hash) return;
       const at = await this.updateOrRepost({ channel: ref.channel, ts: ref.ts }, msg, ref.channel);
-      store.saveAlertRef(gid, stored.cluster, { ...ref, ...at, hash, signals: liveKinds(members.filter((m) => m.status !== 'resolved')) });
+      await store.saveAlertRef(gid, stored.cluster, { ...ref, ...at, hash, signals: liveKinds(members.filter((m) => m.status !== 'resolved')) });
     });
   }
 
   /** Posts a reply in a finding's alert thread (top level in the cluster channel when it has no alert). */
   async reply(f: Finding, msg: SlackMessage): Promise<MessageLocation | undefined> {
-    const ref = this.messageOf(f.id);
+    const ref = await this.messageOf(f.id);
     const channel = ref?.channel ?? this.deps.channels.channelOf(f.cluster);
     if (channel === undefined) return undefined;
     const posted = await this.deps.api.post(channel, msg, ref?.ts);

@@ -95,7 +95,7 @@ export function replayGuard(deps: ReplayGuardDeps): Middleware<AnyMiddlewareArgs
     const expiresAt = transport === 'http' ? Math.max(t, tsMs) + SLACK_SIGNATURE_WINDOW_MS + CLOCK_SKEW_MS : t + SOCKET_KEY_TTL_MS;
     let fresh = true;
     try {
-      fresh = deps.store.claimSlackRequest(keys as string[], t, expiresAt);
+      fresh = await deps.store.claimSlackRequest(keys as string[], t, expiresAt);
     } catch (err) {
       deps.logger.error({ err }, 'the Slack replay cache is unavailable (store error); handling the request anyway');
     }

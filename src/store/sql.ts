@@ -28,7 +28,7 @@ export interface SqlRunResult {
 }
 
 /**
- * An open database handle. Every method may throw a `StoreError` (src/store/db.ts) naming the backend and the
+ * An open database handle. Every method may throw a `StoreError` (src/store/errors.ts) naming the backend and the
  * statement's first words; the caller's data is never part of the message.
  */
 export interface SqlExecutor {

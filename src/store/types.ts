@@ -2,10 +2,11 @@
  * Row types and the interface of the durable store of `tokenwatch serve` (SQLite, `src/store/db.ts`).
  *
  * All times are epoch milliseconds UTC, passed in by the caller (the store never reads the clock).
- * Every method is synchronous (better-sqlite3). Several calls can be made atomic with
+ * Every method is asynchronous (one {@link SqlExecutor} underneath: SQLite or PostgreSQL). Several calls can be made atomic with
  * {@link Store.transaction}: a poll stores its new token records, the auditIDs it saw and the source cursor in
  * one transaction, so a crash mid-poll neither loses nor double-counts an audit event.
  */
+import type { SqlExecutor } from './sql.js';
 import type { TokenMetricsSample } from '../findings/token-metrics.js';
 import type { Approval, ApprovalState, DryRunResult, Vote } from '../approvals/machine.js';
 import type { Finding, FindingKind, Severity, TokenRecord } from '../findings/types.js';
@@ -279,13 +280,19 @@ export interface Store {
   readonly path: string;
   /** Schema version after migrations (`PRAGMA user_version`). */
   readonly schemaVersion: number;
+  /**
+   * The executor under the store (inside {@link Store.transaction}: the transaction's), for rows kept by other
+   * modules in the same database and transaction, e.g. cluster ownership (src/store/cluster-owners.ts).
+   */
+  readonly sql: SqlExecutor;
 
   /**
-   * Runs `fn` in one write transaction (BEGIN IMMEDIATE) and returns its result. If `fn` throws, everything
-   * it wrote is rolled back and the error is rethrown. Nested calls become savepoints. `fn` must be
-   * synchronous (better-sqlite3 throws for a function returning a promise).
+   * Runs `fn` in one write transaction (SQLite: BEGIN IMMEDIATE) and returns its result. `fn` gets a Store bound
+   * to the transaction: everything inside must go through it (calls on the outer store wait for the transaction to
+   * end, and from inside it are refused with a {@link StoreError}). If `fn` throws, everything it wrote is rolled
+   * back and the error is rethrown. Nested calls (`tx.transaction`) become savepoints.
    */
-  transaction<T>(fn: () => T): T;
+  transaction<T>(fn: (tx: Store) => Promise<T>): Promise<T>;
 
   // --- the poller lock (one polling process per store)
   /**
@@ -294,17 +301,17 @@ export interface Store {
    * Re-claiming one's own lock refreshes it.
    * @param now epoch ms; @param staleAfterMs ms without a heartbeat after which the lock is free
    */
-  claimPollerLock(holder: PollerLockHolder, now: number, staleAfterMs: number, isGone?: (row: PollerLockRow) => boolean): PollerLockClaim;
+  claimPollerLock(holder: PollerLockHolder, now: number, staleAfterMs: number, isGone?: (row: PollerLockRow) => boolean): Promise<PollerLockClaim>;
   /** Refreshes the holder's heartbeat to `now`; false when the lock is no longer this holder's (taken over as stale). */
-  heartbeatPollerLock(holderId: string, now: number): boolean;
+  heartbeatPollerLock(holderId: string, now: number): Promise<boolean>;
   /** Releases the lock if `holderId` holds it (idempotent). */
-  releasePollerLock(holderId: string): void;
+  releasePollerLock(holderId: string): Promise<void>;
   /** The lock's row, if anyone holds it. */
-  getPollerLock(): PollerLockRow | undefined;
+  getPollerLock(): Promise<PollerLockRow | undefined>;
 
   // --- source cursors
   /** The cursor last saved for a source, or undefined on the first poll. */
-  getCursor(sourceId: string): string | undefined;
+  getCursor(sourceId: string): Promise<string | undefined>;
   /**
    * Claims Slack request keys (replay cache, see src/slack/replay.ts) atomically across replicas: deletes expired
    * keys (`expires_at <= now`), then inserts each key with `expiresAt`.
@@ -312,27 +319,27 @@ export interface Store {
    * @param now epoch ms; @param expiresAt epoch ms
    * @returns true when none of the keys was present (the request is new), false when any was (a replay)
    */
-  claimSlackRequest(keys: readonly string[], now: number, expiresAt: number): boolean;
+  claimSlackRequest(keys: readonly string[], now: number, expiresAt: number): Promise<boolean>;
   /** Saves (replaces) a source's cursor. */
-  setCursor(sourceId: string, cursor: string): void;
+  setCursor(sourceId: string, cursor: string): Promise<void>;
   /**
    * Start of the first successful poll of a cluster (epoch ms UTC), kept for good (poll runs are pruned): where the
    * audit window of live mode's readiness verdict begins. Undefined before the first success.
    */
-  watchedSince(cluster: string): number | undefined;
+  watchedSince(cluster: string): Promise<number | undefined>;
   /** Records `at` as {@link Store.watchedSince} unless one is already recorded. */
-  markWatchedSince(cluster: string, at: number): void;
+  markWatchedSince(cluster: string, at: number): Promise<void>;
 
   // --- seen auditIDs (dedupe across overlapping polls and restarts)
   /**
    * Records auditIDs as seen at `seenAt` and returns those that were not seen before, in input order
    * (an id repeated in the input counts once). One transaction; existing rows keep their first `seenAt`.
    */
-  markSeen(cluster: string, auditIDs: readonly string[], seenAt: number): string[];
+  markSeen(cluster: string, auditIDs: readonly string[], seenAt: number): Promise<string[]>;
   /** Forgets auditIDs of `cluster` seen before `olderThan`; returns how many. */
-  pruneSeen(cluster: string, olderThan: number): number;
+  pruneSeen(cluster: string, olderThan: number): Promise<number>;
   /** Number of remembered auditIDs of `cluster`. */
-  countSeen(cluster: string): number;
+  countSeen(cluster: string): Promise<number>;
 
   // --- token records
   /**
@@ -340,7 +347,7 @@ export interface Store {
    * legacy Secret, or 401 source). Note: the aggregator may re-key a record when it merges (an earlier
    * `warnAfter`, a new 401 attribution); for its full output use {@link replaceTokenRecords}.
    */
-  upsertTokenRecords(records: readonly TokenRecord[]): void;
+  upsertTokenRecords(records: readonly TokenRecord[]): Promise<void>;
   /**
    * Makes the records of `cluster` equal to `records` (one transaction), writing only what changed: records whose
    * key is gone are deleted, new or changed ones upserted, identical ones not touched (an idle poll writes nothing).
@@ -348,13 +355,13 @@ export interface Store {
    * @param previous the cluster's records as {@link listTokenRecords} returned them earlier in the same transaction
    *   (unmodified): compared in memory instead of reading every row again. Omit it when unsure.
    */
-  replaceTokenRecords(cluster: string, records: readonly TokenRecord[], previous?: readonly TokenRecord[]): { upserted: number; deleted: number };
+  replaceTokenRecords(cluster: string, records: readonly TokenRecord[], previous?: readonly TokenRecord[]): Promise<{ upserted: number; deleted: number }>;
   /** All records of `cluster`, ordered by kind, subject, key. */
-  listTokenRecords(cluster: string): TokenRecord[];
+  listTokenRecords(cluster: string): Promise<TokenRecord[]>;
   /** Deletes records of `cluster` whose `lastSeen` is before `lastSeenBefore`; returns how many. */
-  pruneTokenRecords(cluster: string, lastSeenBefore: number): number;
+  pruneTokenRecords(cluster: string, lastSeenBefore: number): Promise<number>;
   /** Number of stored token records of `cluster`. */
-  countTokenRecords(cluster: string): number;
+  countTokenRecords(cluster: string): Promise<number>;
 
   // --- findings
   /**
@@ -365,51 +372,51 @@ export interface Store {
    * finding whose `snoozedUntil` ≤ `now` is reopened. Findings of the cluster not in `findings` are left as
    * they are. @throws {StoreError} when a finding belongs to another cluster.
    */
-  saveFindings(cluster: string, findings: readonly Finding[], now: number): FindingChange[];
+  saveFindings(cluster: string, findings: readonly Finding[], now: number): Promise<FindingChange[]>;
   /** Findings (of one cluster, or all), by severity (critical first), then `rejectionAt` (soonest first, none last), then id. */
-  listFindings(cluster?: string, opts?: { status?: FindingStatus[] }): StoredFinding[];
-  getFinding(id: string): StoredFinding | undefined;
+  listFindings(cluster?: string, opts?: { status?: FindingStatus[] }): Promise<StoredFinding[]>;
+  getFinding(id: string): Promise<StoredFinding | undefined>;
   /** Sets a finding's status at `at`; false when there is no such finding. */
-  setFindingStatus(id: string, update: FindingStatusUpdate, at: number): boolean;
+  setFindingStatus(id: string, update: FindingStatusUpdate, at: number): Promise<boolean>;
 
   // --- poll runs
   /** Records the start of a poll; returns its id. */
-  startPollRun(cluster: string, source: string, startedAt: number): number;
+  startPollRun(cluster: string, source: string, startedAt: number): Promise<number>;
   /** Records the end of a poll. @throws {StoreError} for an unknown id. */
-  finishPollRun(id: number, result: PollRunResult): void;
+  finishPollRun(id: number, result: PollRunResult): Promise<void>;
   /** The latest poll of each cluster (by start), ordered by cluster name, with its last success time. */
-  lastPollRuns(): PollStatus[];
+  lastPollRuns(): Promise<PollStatus[]>;
   /** Deletes poll runs that started before `olderThan`, keeping each cluster's latest; returns how many. */
-  prunePollRuns(olderThan: number): number;
+  prunePollRuns(olderThan: number): Promise<number>;
   /** What the polls of `cluster` did since `from` (epoch ms): see {@link PollCoverage}. Running polls are not counted. */
-  pollCoverage(cluster: string, from: number): PollCoverage;
+  pollCoverage(cluster: string, from: number): Promise<PollCoverage>;
 
   // --- Slack message refs
-  getMessageRef(findingId: string): MessageRef | undefined;
+  getMessageRef(findingId: string): Promise<MessageRef | undefined>;
   /** Saves (replaces) a finding's message ref. @throws {StoreError} when the finding is not stored. */
-  saveMessageRef(findingId: string, ref: MessageRef): void;
+  saveMessageRef(findingId: string, ref: MessageRef): Promise<void>;
   /**
    * Records that the alert of a finding is about to be posted to `channel` at `at` (epoch ms), before
    * chat.postMessage; {@link saveMessageRef} clears it. An intent without a ref after a restart means the post may
    * have happened: look the message up (by its metadata) before posting again.
    */
-  recordAlertIntent(findingId: string, channel: string, at: number): void;
+  recordAlertIntent(findingId: string, channel: string, at: number): Promise<void>;
   /** The pending alert intent of a finding (see {@link recordAlertIntent}). */
-  getAlertIntent(findingId: string): { channel: string; at: number } | undefined;
+  getAlertIntent(findingId: string): Promise<{ channel: string; at: number } | undefined>;
   /** Deletes a finding's (per-kind, pre-grouping) message ref; no-op when there is none. */
-  deleteMessageRef(findingId: string): void;
+  deleteMessageRef(findingId: string): Promise<void>;
   /** The message of an alert group (id from `groupIdOf`, src/findings/groups.ts), if posted. */
-  getAlertRef(groupId: string): AlertRef | undefined;
+  getAlertRef(groupId: string): Promise<AlertRef | undefined>;
   /** Saves (replaces) an alert group's message ref and clears its intent. */
-  saveAlertRef(groupId: string, cluster: string, ref: AlertRef): void;
+  saveAlertRef(groupId: string, cluster: string, ref: AlertRef): Promise<void>;
   /** Records that a group's alert is about to be posted (as {@link recordAlertIntent}, per group). */
-  recordGroupIntent(groupId: string, channel: string, at: number): void;
+  recordGroupIntent(groupId: string, channel: string, at: number): Promise<void>;
   /** The pending alert intent of a group (see {@link recordGroupIntent}). */
-  getGroupIntent(groupId: string): { channel: string; at: number } | undefined;
+  getGroupIntent(groupId: string): Promise<{ channel: string; at: number } | undefined>;
 
   // --- approvals
   /** Stores a new approval (no open-action check: use {@link claimApproval}). @throws {StoreError} when the id exists. */
-  createApproval(approval: NewApproval, subject?: ActionSubject): StoredApproval;
+  createApproval(approval: NewApproval, subject?: ActionSubject): Promise<StoredApproval>;
   /**
    * Stores a new `requested` approval unless an open one (requested / approved / running, a `requested` one not
    * past `expiresAt`) blocks it, in one write transaction (so of concurrent claims, from other connections or
@@ -419,10 +426,10 @@ export interface Store {
    * subject past `expiresAt` at `now` become `expired` (with an action-log row), so an expired request never
    * blocks. `subject` defaults to the finding's ServiceAccount (or the target, for a ServiceAccount).
    */
-  claimApproval(approval: NewApproval, now: number, subject?: ActionSubject): ClaimResult;
+  claimApproval(approval: NewApproval, now: number, subject?: ActionSubject): Promise<ClaimResult>;
   /** The open approval that would block a new `action` on `target` at `now` (read only; see {@link claimApproval}). */
-  openApprovalFor(action: NewApproval['action'], target: NewApproval['target'], now: number, subject?: ActionSubject): StoredApproval | undefined;
-  getApproval(id: string): StoredApproval | undefined;
+  openApprovalFor(action: NewApproval['action'], target: NewApproval['target'], now: number, subject?: ActionSubject): Promise<StoredApproval | undefined>;
+  getApproval(id: string): Promise<StoredApproval | undefined>;
   /**
    * Compare-and-set: moves approval `id` from state `from` to `to` and writes `patch`, only if it is still in
    * `from` (and, when `patch.votes` is given, no vote was stored since the caller read it). Returns whether it
@@ -430,33 +437,33 @@ export interface Store {
    * allowed (a vote below quorum, saving the message location). Legality of the transition is the state
    * machine's concern (`src/approvals/machine.ts`).
    */
-  transitionApproval(id: string, from: ApprovalState, to: ApprovalState, patch: ApprovalUpdate, at: number): boolean;
+  transitionApproval(id: string, from: ApprovalState, to: ApprovalState, patch: ApprovalUpdate, at: number): Promise<boolean>;
   /** Approvals matching `filter`, oldest first. */
-  listApprovals(filter?: ApprovalFilter): StoredApproval[];
+  listApprovals(filter?: ApprovalFilter): Promise<StoredApproval[]>;
 
   // --- action log
   /** Appends an action-log row; returns its id. */
-  logAction(entry: NewActionLogEntry): number;
+  logAction(entry: NewActionLogEntry): Promise<number>;
   /** The latest `limit` rows of `cluster`, newest first. */
-  listActions(cluster: string, limit?: number): ActionLogEntry[];
+  listActions(cluster: string, limit?: number): Promise<ActionLogEntry[]>;
   /** All rows of one approval, oldest first. */
-  listApprovalActions(approvalId: string): ActionLogEntry[];
+  listApprovalActions(approvalId: string): Promise<ActionLogEntry[]>;
   /**
    * Deletes action-log rows older than `olderThan` (retention; the log is otherwise append-only). Rows of approvals
    * still open (requested, approved, running) are kept. Returns how many were deleted.
    */
-  pruneActionLog(olderThan: number): number;
+  pruneActionLog(olderThan: number): Promise<number>;
 
   // --- API-server token metrics
   /** Stores one scrape; a sample without a known process start is not stored (no rate can use it). */
-  saveTokenMetricSample(cluster: string, sample: TokenMetricsSample): void;
+  saveTokenMetricSample(cluster: string, sample: TokenMetricsSample): Promise<void>;
   /** The latest stored scrape of `cluster` from the API-server process started at `processStartAt` (epoch ms). */
-  lastTokenMetricSample(cluster: string, processStartAt: number): TokenMetricsSample | undefined;
+  lastTokenMetricSample(cluster: string, processStartAt: number): Promise<TokenMetricsSample | undefined>;
   /** Scrapes of `cluster` taken at or after `since` (epoch ms), oldest first. */
-  listTokenMetricSamples(cluster: string, since: number): TokenMetricsSample[];
+  listTokenMetricSamples(cluster: string, since: number): Promise<TokenMetricsSample[]>;
   /** Deletes scrapes of `cluster` older than `olderThan` (epoch ms); returns how many. */
-  pruneTokenMetricSamples(cluster: string, olderThan: number): number;
+  pruneTokenMetricSamples(cluster: string, olderThan: number): Promise<number>;
 
   /** Closes the database (idempotent). */
-  close(): void;
+  close(): Promise<void>;
 }

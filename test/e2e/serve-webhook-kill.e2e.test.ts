@@ -92,12 +92,12 @@ async function kill9(s: Serve): Promise<void> {
 }
 
 /** Requests counted per ServiceAccount in the store, `sa-<b>` → requests of its open finding. */
-function counted(db: string): Map<string, number> {
-  const store = openStore(db);
+async function counted(db: string): Promise<Map<string, number>> {
+  const store = await openStore(db);
   try {
-    return new Map(store.listFindings('prod', { status: ['open'] }).map((f) => [f.finding.serviceAccount, f.finding.requests]));
+    return new Map((await store.listFindings('prod', { status: ['open'] })).map((f) => [f.finding.serviceAccount, f.finding.requests]));
   } finally {
-    store.close();
+    await store.close();
   }
 }
 
@@ -176,7 +176,7 @@ describe('serve with the audit webhook, killed with SIGKILL', () => {
     // 3. Restarted: every acknowledged batch is counted whole, nothing more than once, before any retry.
     const third = await startServe(cfg);
     await third.polls(1);
-    const beforeRetry = counted(db);
+    const beforeRetry = await counted(db);
     for (let b = 0; b < BATCHES; b++) {
       const n = beforeRetry.get(`sa-${b}`) ?? 0;
       if (acked.has(b)) expect(n, `acknowledged batch ${b}`).toBe(PER_BATCH);
@@ -193,7 +193,7 @@ describe('serve with the audit webhook, killed with SIGKILL', () => {
     await fourth.polls(1);
     fourth.child.kill('SIGTERM');
     await fourth.exited;
-    const final = counted(db);
+    const final = await counted(db);
     expect([...final.keys()].sort()).toEqual(Array.from({ length: BATCHES }, (_, b) => `sa-${b}`).sort());
     for (const [sa, n] of final) expect(n, sa).toBe(PER_BATCH);
   }, 120_000);

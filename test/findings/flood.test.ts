@@ -41,21 +41,21 @@ describe('401 floods', () => {
     expect(f.cause.evidence).toContainEqual(expect.stringMatching(/^… and \d+ more sources attributed the same way$/));
   });
 
-  it('the live path (records reloaded from the store each poll) stays bounded and keeps counting', () => {
+  it('the live path (records reloaded from the store each poll) stays bounded and keeps counting', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'tw-flood-'));
     try {
-      const store = openStore(join(dir, 's.db'));
+      const store = await openStore(join(dir, 's.db'));
       for (let p = 0; p < 5; p++) {
-        const agg = TokenAggregator.from(opts, store.listTokenRecords('prod'));
+        const agg = TokenAggregator.from(opts, await store.listTokenRecords('prod'));
         for (let i = p * 1_000; i < (p + 1) * 1_000; i++) agg.add(unauthorizedUse({ time: T0 + i, ip: ip(i), ua: `f/${i}` }));
-        store.replaceTokenRecords('prod', agg.records());
+        await store.replaceTokenRecords('prod', agg.records());
       }
-      const records = store.listTokenRecords('prod');
+      const records = await store.listTokenRecords('prod');
       expect(records.length).toBe(MAX_UNATTRIBUTED_SOURCES + 1);
       expect(records.reduce((n, r) => n + r.requests, 0)).toBe(5_000);
       const overflow = records.find((r) => r.overflow)!;
       expect(Math.abs(overflow.overflow!.sources - 4_900) / 4_900).toBeLessThan(0.05);
-      store.close();
+      await store.close();
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

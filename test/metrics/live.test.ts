@@ -42,23 +42,23 @@ describe('metrics-only cluster (audit log off)', () => {
     });
     // First poll (in startHarness): first scrape of process A, no rate → no finding.
     const id = findingId(CLUSTER, '*', '*', 'stale-token');
-    expect(h.serve.context.store.getFinding(id)).toBeUndefined();
+    expect(await h.serve.context.store.getFinding(id)).toBeUndefined();
     expect(kube.requestsMatching({ path: '/metrics' })).toHaveLength(1);
 
     // Another replica answers (process B): no rate across processes, still no finding.
     m.set(START_B, { stale: 3, valid: 10 });
     h.advance(5 * MIN);
     await h.poll();
-    expect(h.serve.context.store.getFinding(id)).toBeUndefined();
+    expect(await h.serve.context.store.getFinding(id)).toBeUndefined();
 
     // Process A again, 10 min after its first scrape, stale up by 7.
     m.set(START_A, { stale: 107, valid: 5600 });
     h.advance(5 * MIN);
     await h.poll();
-    const stored = h.serve.context.store.getFinding(id)!;
+    const stored = (await h.serve.context.store.getFinding(id))!;
     expect(stored.finding).toMatchObject({ namespace: '*', serviceAccount: '*', kind: 'stale-token', severity: 'warning', requests: 7 });
     expect(stored.finding.cause.summary).toContain('per API-server replica reached (2 replicas seen');
-    const alert = h.alert('*', '*');
+    const alert = await h.alert('*', '*');
     expect(blockText(alert)).toContain('API-server metrics show stale tokens in use in *prod-eks*; no audit event names the clients');
     expect(blockText(alert)).toContain('*Signals:* stale tokens · API-server metrics');
     expect(blockText(alert)).not.toContain('Recreate ServiceAccount');
@@ -76,7 +76,7 @@ describe('metrics-only cluster (audit log off)', () => {
     m.set(START_A, { stale: 2, valid: 1 });
     h.advance(5 * MIN);
     await h.poll();
-    expect(h.serve.context.store.getFinding(id)!.finding.requests).toBe(7);
+    expect((await h.serve.context.store.getFinding(id))!.finding.requests).toBe(7);
   });
 
   it('with the audit log on, an increase the audit findings explain raises nothing extra', async () => {
@@ -88,7 +88,7 @@ describe('metrics-only cluster (audit log off)', () => {
     h.appendAudit([staleLine('metrics-explained-1', h.now() - MIN, 'kube-multus-ds-zwh6w', 7_000_000)]);
     await h.poll();
     // The example audit log has Multus stale-token findings seen within the window → explained.
-    expect(h.serve.context.store.getFinding(findingId(CLUSTER, '*', '*', 'stale-token'))).toBeUndefined();
+    expect(await h.serve.context.store.getFinding(findingId(CLUSTER, '*', '*', 'stale-token'))).toBeUndefined();
   });
 });
 
@@ -109,12 +109,12 @@ describe('KubeMetricsScraper', () => {
 
   it('a failed scrape leaves the poll healthy and is reported by the monitor', async () => {
     kube = await startFakeKube({});
-    const store = openStore(':memory:');
+    const store = await openStore(':memory:');
     const mon = new TokenMetricsMonitor({ cluster: 'c', scraper: new KubeMetricsScraper(kube.kubeConfig()), store, logger: createLogger({ level: 'silent' }) });
     const r = await mon.poll([], Date.parse('2026-11-20T12:00:00Z'));
     expect(r).toEqual({ findings: [], error: 'GET /metrics answered HTTP 404' });
     expect(mon.lastError).toBe('GET /metrics answered HTTP 404');
-    store.close();
+    await store.close();
     await kube.close();
     kube = undefined;
   });

@@ -66,18 +66,18 @@ async function probe(x: Harness): Promise<void> {
 
 /** Restart of the Multus DaemonSet requested and approved; the rollout completes. */
 async function restart(x: Harness): Promise<void> {
-  const alert = x.alert('kube-system', 'multus');
+  const alert = await x.alert('kube-system', 'multus');
   await x.click(REQUESTER, alert, 'tw_restart');
   const approval = x.slack.thread(OPS, alert.ts).find((m) => m.text.includes('approval needed'))!;
   await x.click(APPROVER, approval, 'tw_approve');
-  expect(x.serve.context.store.listApprovals({ cluster: CLUSTER })[0]!.state).toBe('succeeded');
+  expect((await x.serve.context.store.listApprovals({ cluster: CLUSTER }))[0]!.state).toBe('succeeded');
 }
 
-const thread = (x: Harness) => x.slack.thread(OPS, x.alert('kube-system', 'multus').ts);
-const probeReplies = (x: Harness) => thread(x).filter((m) => m.text.includes('node probe:'));
-const probeRows = (x: Harness) => {
+const thread = async (x: Harness) => x.slack.thread(OPS, (await x.alert('kube-system', 'multus')).ts);
+const probeReplies = async (x: Harness) => (await thread(x)).filter((m) => m.text.includes('node probe:'));
+const probeRows = async (x: Harness) => {
   const store = x.serve.context.store;
-  return store.listApprovalActions(store.listApprovals({ cluster: CLUSTER })[0]!.id).filter((r) => r.action.startsWith('probe-check.'));
+  return (await store.listApprovalActions((await store.listApprovals({ cluster: CLUSTER }))[0]!.id)).filter((r) => r.action.startsWith('probe-check.'));
 };
 
 describe('restart verified by the node probe', () => {
@@ -85,13 +85,13 @@ describe('restart verified by the node probe', () => {
     h = await startHarness();
     await probe(h);
     await h.poll();
-    expect(h.alert('kube-system', 'multus').text).toContain('kube-system/multus');
+    expect((await h.alert('kube-system', 'multus')).text).toContain('kube-system/multus');
     await restart(h);
 
     // The probe has not looked since the restart: nothing said yet.
     await h.poll();
-    expect(probeReplies(h)).toEqual([]);
-    expect(probeRows(h)).toEqual([]);
+    expect(await probeReplies(h)).toEqual([]);
+    expect(await probeRows(h)).toEqual([]);
 
     // The new pod rewrote the kubeconfig; the probe's next run publishes it.
     h.advance(2 * MIN);
@@ -100,26 +100,26 @@ describe('restart verified by the node probe', () => {
     await probe(h);
     await h.poll();
     const issued = new Date(iat * 1000).toISOString();
-    expect(probeReplies(h).map((m) => m.text)).toEqual([`🔎 [prod-eks] node probe: token file rewritten after the restart (${MULTUS} on node ${NODE}, token issued ${issued})`]);
-    const reply = probeReplies(h)[0]!;
+    expect((await probeReplies(h)).map((m) => m.text)).toEqual([`🔎 [prod-eks] node probe: token file rewritten after the restart (${MULTUS} on node ${NODE}, token issued ${issued})`]);
+    const reply = (await probeReplies(h))[0]!;
     expect(blockText(reply)).toContain('was rewritten after the restart');
     expect(blockText(reply)).toContain(`\`${MULTUS}\` on node \`${NODE}\`: rewritten, token issued <!date^${iat}^`);
-    expect(probeRows(h).map((r) => [r.action, r.findingId, r.detail])).toEqual([
+    expect((await probeRows(h)).map((r) => [r.action, r.findingId, r.detail])).toEqual([
       ['probe-check.rewritten', findingId(CLUSTER, 'kube-system', 'multus', 'stale-token'), `${MULTUS} on node ${NODE}: rewritten, token issued ${issued}`],
     ]);
 
     // Said once.
     await probe(h);
     await h.poll();
-    expect(probeReplies(h)).toHaveLength(1);
+    expect(await probeReplies(h)).toHaveLength(1);
 
     // The audit-based verification still concludes after the settle period, in the same thread.
     h.advance(2 * HOUR + 5 * MIN);
     await h.poll();
-    const texts = thread(h).map((m) => m.text);
+    const texts = (await thread(h)).map((m) => m.text);
     expect(texts).toContain('✅ [prod-eks] verified: no stale token use by kube-system/multus since the restart; finding resolved');
-    expect(texts.indexOf(probeReplies(h)[0]!.text)).toBeLessThan(texts.findIndex((t) => t.startsWith('✅ [prod-eks] verified')));
-    expect(probeReplies(h)).toHaveLength(1);
+    expect(texts.indexOf((await probeReplies(h))[0]!.text)).toBeLessThan(texts.findIndex((t) => t.startsWith('✅ [prod-eks] verified')));
+    expect(await probeReplies(h)).toHaveLength(1);
   });
 
   it('the file NOT rewritten after the restart (Multus thin plugin keeping its kubeconfig): said in the thread with the old iat', async () => {
@@ -131,12 +131,12 @@ describe('restart verified by the node probe', () => {
     await probe(h); // same file, same old token
     await h.poll();
     const issued = new Date((REF / 1000 - 40 * DAY_S) * 1000).toISOString();
-    expect(probeReplies(h).map((m) => m.text)).toEqual([`⚠️ [prod-eks] node probe: token file NOT rewritten after the restart (${MULTUS} on node ${NODE}, token issued ${issued})`]);
-    const text = blockText(probeReplies(h)[0]!);
+    expect((await probeReplies(h)).map((m) => m.text)).toEqual([`⚠️ [prod-eks] node probe: token file NOT rewritten after the restart (${MULTUS} on node ${NODE}, token issued ${issued})`]);
+    const text = blockText((await probeReplies(h))[0]!);
     expect(text).toContain('was *NOT rewritten* after the restart');
     expect(text).toContain(`*not rewritten*, still a token issued <!date^${REF / 1000 - 40 * DAY_S}^`);
     expect(text).toContain('--cleanup-config-on-exit=true');
-    expect(probeRows(h).map((r) => r.action)).toEqual(['probe-check.not-rewritten']);
+    expect((await probeRows(h)).map((r) => r.action)).toEqual(['probe-check.not-rewritten']);
   });
 
   it('without probe reports naming the ServiceAccount: no probe reply; after the settle period one probe-check.none row', async () => {
@@ -144,11 +144,11 @@ describe('restart verified by the node probe', () => {
     await restart(h);
     h.advance(2 * MIN);
     await h.poll();
-    expect(probeRows(h)).toEqual([]);
+    expect(await probeRows(h)).toEqual([]);
     h.advance(2 * HOUR);
     await h.poll();
-    expect(probeReplies(h)).toEqual([]);
-    expect(probeRows(h).map((r) => [r.action, r.detail])).toEqual([['probe-check.none', 'no node-probe report names the ServiceAccount']]);
+    expect(await probeReplies(h)).toEqual([]);
+    expect((await probeRows(h)).map((r) => [r.action, r.detail])).toEqual([['probe-check.none', 'no node-probe report names the ServiceAccount']]);
   });
 });
 

@@ -65,29 +65,29 @@ describe('Verifier', () => {
   const quiet = createLogger({ level: 'silent' });
 
   /** A store with finding f-multus and a succeeded restart of it: running at T, succeeded at T + 2 min. */
-  function setup(): { store: Store; approvalId: string } {
-    const store = openStore(':memory:');
-    store.saveFindings('prod', [finding({ lastSeen: new Date(T - 10 * MIN).toISOString() })], T - 5 * MIN);
-    store.replaceTokenRecords('prod', [token(T - 80 * 86_400_000, T - 5 * HOUR, T - 10 * MIN)]);
+  async function setup(): Promise<{ store: Store; approvalId: string }> {
+    const store = await openStore(':memory:');
+    await store.saveFindings('prod', [finding({ lastSeen: new Date(T - 10 * MIN).toISOString() })], T - 5 * MIN);
+    await store.replaceTokenRecords('prod', [token(T - 80 * 86_400_000, T - 5 * HOUR, T - 10 * MIN)]);
     const created = createApproval(
       { id: 'approval-0001', action: 'restart', target: { cluster: 'prod', kind: 'DaemonSet', namespace: 'kube-system', name: 'kube-multus-ds', findingId: 'f-multus' }, requester: 'U0REQ', requesterGroups: [] },
       definePolicy({ approvers: ['U0APP'] }),
       T - 4 * MIN,
     );
     if (!created.ok) throw new Error(`refused: ${created.reason}`);
-    store.createApproval(created.approval);
+    await store.createApproval(created.approval);
     const id = created.approval.id;
     const log = (at: number, result: string) => store.logAction({ at, cluster: 'prod', findingId: 'f-multus', approvalId: id, actor: null, action: `restart.${result}`, target: 'DaemonSet kube-system/kube-multus-ds', result });
-    store.transitionApproval(id, 'requested', 'approved', { votes: [{ user: 'U0APP', vote: 'approve', at: T - MIN }] }, T - MIN);
-    store.transitionApproval(id, 'approved', 'running', {}, T);
-    log(T, 'running');
-    store.transitionApproval(id, 'running', 'succeeded', {}, T + 2 * MIN);
-    log(T + 2 * MIN, 'succeeded');
+    await store.transitionApproval(id, 'requested', 'approved', { votes: [{ user: 'U0APP', vote: 'approve', at: T - MIN }] }, T - MIN);
+    await store.transitionApproval(id, 'approved', 'running', {}, T);
+    await log(T, 'running');
+    await store.transitionApproval(id, 'running', 'succeeded', {}, T + 2 * MIN);
+    await log(T + 2 * MIN, 'succeeded');
     return { store, approvalId: id };
   }
 
   it('resolves the finding after a quiet settle period, once, and reports it', async () => {
-    const { store, approvalId } = setup();
+    const { store, approvalId } = await setup();
     let now = T + HOUR;
     const reports: VerificationReport[] = [];
     const v = new Verifier({ store, clock: () => now, settleMs: SETTLE, logger: quiet, report: async (r) => void reports.push(r) });
@@ -96,27 +96,27 @@ describe('Verifier', () => {
     const [r] = await v.verifyCluster('prod');
     expect(r).toMatchObject({ outcome: { outcome: 'resolved', quietMs: SETTLE }, startedAt: T, completedAt: T + 2 * MIN });
     expect(reports).toHaveLength(1);
-    expect(store.getFinding('f-multus')).toMatchObject({ status: 'resolved', resolvedAt: now });
-    expect(store.listApprovalActions(approvalId).at(-1)).toMatchObject({ action: 'verification.resolved', result: 'resolved', actor: null });
+    expect(await store.getFinding('f-multus')).toMatchObject({ status: 'resolved', resolvedAt: now });
+    expect((await store.listApprovalActions(approvalId)).at(-1)).toMatchObject({ action: 'verification.resolved', result: 'resolved', actor: null });
     now += HOUR;
     expect(await v.verifyCluster('prod')).toEqual([]);
     expect(reports).toHaveLength(1);
-    store.close();
+    await store.close();
   });
 
   it('reports a recurrence when a token issued after the restart is used stale, and keeps the finding open', async () => {
-    const { store } = setup();
-    store.replaceTokenRecords('prod', [token(T - 80 * 86_400_000, T - 5 * HOUR, T - 10 * MIN), token(T + 30_000, T + 65 * MIN, T + 70 * MIN, 4, 'kube-multus-ds-new')]);
+    const { store } = await setup();
+    await store.replaceTokenRecords('prod', [token(T - 80 * 86_400_000, T - 5 * HOUR, T - 10 * MIN), token(T + 30_000, T + 65 * MIN, T + 70 * MIN, 4, 'kube-multus-ds-new')]);
     const v = new Verifier({ store, clock: () => T + 75 * MIN, settleMs: SETTLE, logger: quiet });
     const [r] = await v.verifyCluster('prod');
     expect(r!.outcome).toEqual({ outcome: 'recurrence', tokens: 1, requests: 4, firstSeen: T + 65 * MIN, lastSeen: T + 70 * MIN });
-    expect(store.getFinding('f-multus')!.status).toBe('open');
-    store.close();
+    expect((await store.getFinding('f-multus'))!.status).toBe('open');
+    await store.close();
   });
 
   it('after a ServiceAccount recreation, 401s of the subject mean its pods still use old tokens (persisting), not resolved', async () => {
-    const { store, approvalId } = setup();
-    store.transitionApproval(approvalId, 'succeeded', 'succeeded', {}, T + 2 * MIN);
+    const { store, approvalId } = await setup();
+    await store.transitionApproval(approvalId, 'succeeded', 'succeeded', {}, T + 2 * MIN);
     // Same store rows, but as a recreation: rewrite the action through a second approval on the same finding.
     const created = createApproval(
       { id: 'approval-0003', action: 'recreate-serviceaccount', target: { cluster: 'prod', kind: 'ServiceAccount', namespace: 'kube-system', name: 'multus', findingId: 'f-multus' }, requester: 'U0REQ', requesterGroups: [] },
@@ -124,40 +124,40 @@ describe('Verifier', () => {
       T + 3 * MIN,
     );
     if (!created.ok) throw new Error(`refused: ${created.reason}`);
-    store.createApproval(created.approval);
-    store.transitionApproval('approval-0003', 'requested', 'approved', { votes: [{ user: 'U0APP', vote: 'approve', at: T + 4 * MIN }] }, T + 4 * MIN);
-    store.transitionApproval('approval-0003', 'approved', 'running', {}, T + 5 * MIN);
-    store.transitionApproval('approval-0003', 'running', 'succeeded', {}, T + 6 * MIN);
-    store.logAction({ at: T + 6 * MIN, cluster: 'prod', findingId: 'f-multus', approvalId: 'approval-0003', actor: null, action: 'recreate-serviceaccount.succeeded', target: 'x', result: 'succeeded' });
-    store.replaceTokenRecords('prod', [
+    await store.createApproval(created.approval);
+    await store.transitionApproval('approval-0003', 'requested', 'approved', { votes: [{ user: 'U0APP', vote: 'approve', at: T + 4 * MIN }] }, T + 4 * MIN);
+    await store.transitionApproval('approval-0003', 'approved', 'running', {}, T + 5 * MIN);
+    await store.transitionApproval('approval-0003', 'running', 'succeeded', {}, T + 6 * MIN);
+    await store.logAction({ at: T + 6 * MIN, cluster: 'prod', findingId: 'f-multus', approvalId: 'approval-0003', actor: null, action: 'recreate-serviceaccount.succeeded', target: 'x', result: 'succeeded' });
+    await store.replaceTokenRecords('prod', [
       token(T - 80 * 86_400_000, T - 5 * HOUR, T - 10 * MIN),
       { ...staleRecord(), kind: 'unauthorized', warnAfter: undefined, rejectionAt: undefined, firstSeen: T + 20 * MIN, lastSeen: T + 30 * MIN, requests: 12 },
     ]);
     const v = new Verifier({ store, clock: () => T + 3 * HOUR, settleMs: SETTLE, logger: quiet });
     const reports = await v.verifyCluster('prod');
     expect(reports.map((r) => [r.approval.id, r.outcome])).toEqual([['approval-0003', { outcome: 'persisting', tokens: 1, lastSeen: T + 30 * MIN }]]);
-    expect(store.getFinding('f-multus')!.status).toBe('open');
-    store.close();
+    expect((await store.getFinding('f-multus'))!.status).toBe('open');
+    await store.close();
   });
 
   it('only the latest succeeded action of a finding is verified; older ones are marked superseded', async () => {
-    const { store, approvalId } = setup();
+    const { store, approvalId } = await setup();
     const created = createApproval(
       { id: 'approval-0002', action: 'restart', target: { cluster: 'prod', kind: 'DaemonSet', namespace: 'kube-system', name: 'kube-multus-ds', findingId: 'f-multus' }, requester: 'U0REQ', requesterGroups: [] },
       definePolicy({ approvers: ['U0APP'] }),
       T + 10 * MIN,
     );
     if (!created.ok) throw new Error(`refused: ${created.reason}`);
-    store.createApproval(created.approval);
-    store.transitionApproval('approval-0002', 'requested', 'approved', { votes: [{ user: 'U0APP', vote: 'approve', at: T + 11 * MIN }] }, T + 11 * MIN);
-    store.transitionApproval('approval-0002', 'approved', 'running', {}, T + 12 * MIN);
-    store.logAction({ at: T + 12 * MIN, cluster: 'prod', findingId: 'f-multus', approvalId: 'approval-0002', actor: null, action: 'restart.running', target: 'x', result: 'running' });
-    store.transitionApproval('approval-0002', 'running', 'succeeded', {}, T + 13 * MIN);
-    store.logAction({ at: T + 13 * MIN, cluster: 'prod', findingId: 'f-multus', approvalId: 'approval-0002', actor: null, action: 'restart.succeeded', target: 'x', result: 'succeeded' });
+    await store.createApproval(created.approval);
+    await store.transitionApproval('approval-0002', 'requested', 'approved', { votes: [{ user: 'U0APP', vote: 'approve', at: T + 11 * MIN }] }, T + 11 * MIN);
+    await store.transitionApproval('approval-0002', 'approved', 'running', {}, T + 12 * MIN);
+    await store.logAction({ at: T + 12 * MIN, cluster: 'prod', findingId: 'f-multus', approvalId: 'approval-0002', actor: null, action: 'restart.running', target: 'x', result: 'running' });
+    await store.transitionApproval('approval-0002', 'running', 'succeeded', {}, T + 13 * MIN);
+    await store.logAction({ at: T + 13 * MIN, cluster: 'prod', findingId: 'f-multus', approvalId: 'approval-0002', actor: null, action: 'restart.succeeded', target: 'x', result: 'succeeded' });
     const v = new Verifier({ store, clock: () => T + 30 * MIN, settleMs: SETTLE, logger: quiet });
     expect(await v.verifyCluster('prod')).toEqual([]);
-    expect(store.listApprovalActions(approvalId).at(-1)).toMatchObject({ action: 'verification.superseded' });
-    expect(store.listApprovalActions('approval-0002').some((r) => r.action.startsWith('verification.'))).toBe(false);
-    store.close();
+    expect((await store.listApprovalActions(approvalId)).at(-1)).toMatchObject({ action: 'verification.superseded' });
+    expect((await store.listApprovalActions('approval-0002')).some((r) => r.action.startsWith('verification.'))).toBe(false);
+    await store.close();
   });
 });

@@ -82,7 +82,7 @@ function observed(real: AuditSource, store: () => Store, log: { cursor: string |
         ...opts,
         checkpoint: async (c) => {
           await opts.checkpoint?.(c);
-          log.push({ cursor: store().getCursor(real.id), seen: store().countSeen('prod') });
+          log.push({ cursor: await store().getCursor(real.id), seen: await store().countSeen('prod') });
         },
       });
     },
@@ -91,22 +91,22 @@ function observed(real: AuditSource, store: () => Store, log: { cursor: string |
 
 let dir: string;
 let store: Store;
-beforeEach(() => {
+beforeEach(async () => {
   dir = mkdtempSync(join(tmpdir(), 'tw-bounded-'));
-  store = openStore(join(dir, 'tw.db'));
+  store = await openStore(join(dir, 'tw.db'));
 });
-afterEach(() => store.close());
+afterEach(async () => await store.close());
 
 /** Requests per kind in the stored token records. */
-function requestsByKind(s: Store): Record<string, number> {
+async function requestsByKind(s: Store): Promise<Record<string, number>> {
   const out: Record<string, number> = {};
-  for (const r of s.listTokenRecords('prod')) out[r.kind] = (out[r.kind] ?? 0) + r.requests;
+  for (const r of await s.listTokenRecords('prod')) out[r.kind] = (out[r.kind] ?? 0) + r.requests;
   return out;
 }
 
 /** An uninterrupted poll of the same data into a store of its own: the reference a resumed run must equal. */
 async function uninterrupted(cluster: ClusterConfig, source: AuditSource): Promise<Store> {
-  const ref = openStore(join(dir, 'reference.db'));
+  const ref = await openStore(join(dir, 'reference.db'));
   const out = await new ClusterPoller({ cluster, source, store: ref, logger: quiet, clock: () => NOW, chunkEvents: CHUNK }).pollOnce();
   expect(out.error).toBeUndefined();
   expect(out.newUses).toBe(UNIQUE);
@@ -138,10 +138,10 @@ describe('bounded polls, file source', () => {
       const ids = new Set(LINES.slice(0, (k + 1) * CHUNK).map((l) => (JSON.parse(l) as { auditID: string }).auditID));
       expect(c.seen).toBe(ids.size);
     });
-    expect(parseFileCursor(store.getCursor(`file:${log}`)!).pos).toBe(statSync(log).size);
-    expect(requestsByKind(store)).toEqual({ unauthorized: FLOOD, 'stale-token': STALE_REQUESTS });
+    expect(parseFileCursor((await store.getCursor(`file:${log}`))!).pos).toBe(statSync(log).size);
+    expect(await requestsByKind(store)).toEqual({ unauthorized: FLOOD, 'stale-token': STALE_REQUESTS });
     // The aggregation stays bounded as before: the top sources one by one plus one overflow record.
-    expect(store.listTokenRecords('prod').filter((r) => r.kind === 'unauthorized')).toHaveLength(MAX_UNATTRIBUTED_SOURCES + 1);
+    expect((await store.listTokenRecords('prod')).filter((r) => r.kind === 'unauthorized')).toHaveLength(MAX_UNATTRIBUTED_SOURCES + 1);
   });
 
   it('a poll killed between chunks resumes after the last committed chunk: counts equal an uninterrupted run', async () => {
@@ -149,23 +149,23 @@ describe('bounded polls, file source', () => {
     const broken = await new ClusterPoller({ cluster, source: dyingAfter(new FileSource({ path: log }), 3), store, logger: quiet, clock: () => NOW, chunkEvents: CHUNK }).pollOnce();
     expect(broken.error).toBe('killed between chunks');
     expect(broken.commits).toBe(3);
-    expect(parseFileCursor(store.getCursor(`file:${log}`)!).pos).toBe(LINES.slice(0, 3 * CHUNK).reduce((n, l) => n + Buffer.byteLength(l) + 1, 0));
+    expect(parseFileCursor((await store.getCursor(`file:${log}`))!).pos).toBe(LINES.slice(0, 3 * CHUNK).reduce((n, l) => n + Buffer.byteLength(l) + 1, 0));
 
     // restart: reopen the store, a new poller
-    store.close();
-    store = openStore(join(dir, 'tw.db'));
+    await store.close();
+    store = await openStore(join(dir, 'tw.db'));
     const resumed = await new ClusterPoller({ cluster, source: new FileSource({ path: log }), store, logger: quiet, clock: () => NOW, chunkEvents: CHUNK }).pollOnce();
     expect(resumed.error).toBeUndefined();
     expect(resumed.records).toBe(LINES.length - 3 * CHUNK); // only what was not committed is read again
     expect(broken.newUses + resumed.newUses).toBe(UNIQUE);
 
     const ref = await uninterrupted(cluster, new FileSource({ path: log }));
-    expect(requestsByKind(store)).toEqual({ unauthorized: FLOOD, 'stale-token': STALE_REQUESTS });
-    expect(requestsByKind(store)).toEqual(requestsByKind(ref));
-    expect(store.countSeen('prod')).toBe(ref.countSeen('prod'));
-    const findings = (s: Store) => s.listFindings('prod').map((f) => [f.finding.kind, f.finding.namespace, f.finding.serviceAccount, f.finding.requests]);
-    expect(findings(store)).toEqual(findings(ref));
-    ref.close();
+    expect(await requestsByKind(store)).toEqual({ unauthorized: FLOOD, 'stale-token': STALE_REQUESTS });
+    expect(await requestsByKind(store)).toEqual(requestsByKind(ref));
+    expect(await store.countSeen('prod')).toBe(await ref.countSeen('prod'));
+    const findings = async (s: Store) => (await s.listFindings('prod')).map((f) => [f.finding.kind, f.finding.namespace, f.finding.serviceAccount, f.finding.requests]);
+    expect(await findings(store)).toEqual(findings(ref));
+    await ref.close();
   });
 
   it('a source that hands out no checkpoints still holds at most one chunk; its cursor moves only at the end', async () => {
@@ -177,7 +177,7 @@ describe('bounded polls, file source', () => {
     expect(out.maxHeld).toBe(CHUNK);
     expect(out.commits).toBe(Math.ceil(LINES.length / CHUNK));
     expect(out.newUses).toBe(UNIQUE);
-    expect(requestsByKind(store)).toEqual({ unauthorized: FLOOD, 'stale-token': STALE_REQUESTS });
+    expect(await requestsByKind(store)).toEqual({ unauthorized: FLOOD, 'stale-token': STALE_REQUESTS });
   });
 });
 
@@ -215,15 +215,15 @@ describe('bounded polls, CloudWatch (loopback fake, real SDK)', () => {
       expect(doc.resume).toEqual({ start: NOW - cluster().lookback, end: NOW, nextToken: (requests[k + 1]!.body['nextToken'] as string) });
       expect(c.seen).toBe(new Set(LINES.slice(0, (k + 1) * CHUNK).map((l) => (JSON.parse(l) as { auditID: string }).auditID)).size);
     });
-    expect(parseCloudWatchCursorDoc(store.getCursor(`cloudwatch:us-east-1:${GROUP}`))).toEqual({ until: NOW });
+    expect(parseCloudWatchCursorDoc(await store.getCursor(`cloudwatch:us-east-1:${GROUP}`))).toEqual({ until: NOW });
   });
 
   it('a poll killed between pages resumes at the next page of the same window: counts equal an uninterrupted run', async () => {
     const broken = await new ClusterPoller({ cluster: cluster(), source: dyingAfter(source(), 2), store, logger: quiet, clock: () => NOW, chunkEvents: CHUNK }).pollOnce();
     expect(broken.error).toBe('killed between chunks');
     const tokenAtKill = cw.requestsOf('FilterLogEvents')[1]!.response as { nextToken: string };
-    store.close();
-    store = openStore(join(dir, 'tw.db'));
+    await store.close();
+    store = await openStore(join(dir, 'tw.db'));
     const before = cw.requestsOf('FilterLogEvents').length;
     // The restart comes later: the resumed poll reads the rest of the old window, not a new one.
     const resumed = await new ClusterPoller({ cluster: cluster(), source: source(), store, logger: quiet, clock: () => NOW + 60_000, chunkEvents: CHUNK }).pollOnce();
@@ -232,25 +232,25 @@ describe('bounded polls, CloudWatch (loopback fake, real SDK)', () => {
     expect(first).toMatchObject({ startTime: NOW - cluster().lookback, endTime: NOW, nextToken: tokenAtKill.nextToken });
     expect(resumed.records).toBe(LINES.length - 2 * CHUNK);
     expect(resumed.duplicates).toBe(STALE_REQUESTS - broken.duplicates);
-    expect(parseCloudWatchCursorDoc(store.getCursor(`cloudwatch:us-east-1:${GROUP}`))).toEqual({ until: NOW });
+    expect(parseCloudWatchCursorDoc(await store.getCursor(`cloudwatch:us-east-1:${GROUP}`))).toEqual({ until: NOW });
 
     const ref = await uninterrupted(cluster(), source());
-    expect(requestsByKind(store)).toEqual({ unauthorized: FLOOD, 'stale-token': STALE_REQUESTS });
-    expect(requestsByKind(store)).toEqual(requestsByKind(ref));
-    expect(store.countSeen('prod')).toBe(ref.countSeen('prod'));
-    ref.close();
+    expect(await requestsByKind(store)).toEqual({ unauthorized: FLOOD, 'stale-token': STALE_REQUESTS });
+    expect(await requestsByKind(store)).toEqual(requestsByKind(ref));
+    expect(await store.countSeen('prod')).toBe(await ref.countSeen('prod'));
+    await ref.close();
   });
 
   it('a stored page token CloudWatch refuses makes the window start over; what was stored is not counted twice', async () => {
     const broken = await new ClusterPoller({ cluster: cluster(), source: dyingAfter(source(), 1), store, logger: quiet, clock: () => NOW, chunkEvents: CHUNK }).pollOnce();
     expect(broken.error).toBe('killed between chunks');
     const id = `cloudwatch:us-east-1:${GROUP}`;
-    const doc = parseCloudWatchCursorDoc(store.getCursor(id));
-    store.setCursor(id, JSON.stringify({ v: 1, until: doc.until, resume: { ...doc.resume, nextToken: 'expired-token' } }));
+    const doc = parseCloudWatchCursorDoc(await store.getCursor(id));
+    await store.setCursor(id, JSON.stringify({ v: 1, until: doc.until, resume: { ...doc.resume, nextToken: 'expired-token' } }));
     const resumed = await new ClusterPoller({ cluster: cluster(), source: source(), store, logger: quiet, clock: () => NOW, chunkEvents: CHUNK }).pollOnce();
     expect(resumed.error).toBeUndefined();
     expect(resumed.records).toBe(LINES.length);
     expect(broken.newUses + resumed.newUses).toBe(UNIQUE);
-    expect(requestsByKind(store)).toEqual({ unauthorized: FLOOD, 'stale-token': STALE_REQUESTS });
+    expect(await requestsByKind(store)).toEqual({ unauthorized: FLOOD, 'stale-token': STALE_REQUESTS });
   });
 });

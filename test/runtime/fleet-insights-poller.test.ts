@@ -30,7 +30,7 @@ beforeEach(async () => {
   dir = mkdtempSync(join(tmpdir(), 'tw-fleet-'));
 });
 afterEach(async () => {
-  for (const s of stores.splice(0)) s.close();
+  for (const s of stores.splice(0)) await s.close();
   await cw.close();
 });
 
@@ -57,7 +57,7 @@ describe('fleet Insights mode through the poller', () => {
     }
     const now = T0 + 30 * MIN;
     const run = async (mode: 'filter' | 'insights', registry?: FleetInsightsRegistry) => {
-      const store = openStore(join(dir, `${mode}.db`));
+      const store = await openStore(join(dir, `${mode}.db`));
       stores.push(store);
       // As serve does: every cluster's source first, then the polls (one after another, as spread polls run).
       const clusters = names.map((name) => {

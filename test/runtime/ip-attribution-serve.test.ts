@@ -40,9 +40,9 @@ const burst = (id: string, ip: string, ua: string, from: number, n: number): str
   Array.from({ length: n }, (_, i) => auditEvent({ auditID: `${id}-${i}`, time: from + i * 10_000, kind: 'unauthorized', sourceIP: ip, userAgent: ua }));
 
 /** The open 401 findings of the cluster. */
-function unauthorized(x: Harness) {
-  return x.serve.context.store
-    .listFindings(CLUSTER, { status: ['open'] })
+async function unauthorized(x: Harness) {
+  return (await x.serve.context.store
+    .listFindings(CLUSTER, { status: ['open'] }))
     .map((f) => f.finding)
     .filter((f) => f.kind === 'unauthorized');
 }
@@ -68,7 +68,7 @@ describe('serve: live 401s attributed by pod IP from the watch cache', () => {
     const javaFrom = h.now() - 5 * MIN;
     h.appendAudit([...burst('jg', ip, 'Java/17', javaFrom, 3), ...burst('na', node, 'Java/17', javaFrom, 3)]);
     await h.poll();
-    let found = unauthorized(h);
+    let found = await unauthorized(h);
     const keycloak = found.find((f) => f.namespace === 'keycloak');
     expect(`${keycloak?.namespace}/${keycloak?.serviceAccount}`).toBe('keycloak/keycloak');
     expect(keycloak!.pods).toEqual(['keycloak-0']);
@@ -88,7 +88,7 @@ describe('serve: live 401s attributed by pod IP from the watch cache', () => {
     h.advance(2 * MIN);
     h.appendAudit(burst('sc', ip, 'OpenAPI-Generator/31.0.0/python', grafanaStart + 30_000, 2));
     await h.poll();
-    found = unauthorized(h);
+    found = await unauthorized(h);
     const bySa = Object.fromEntries(found.map((f) => [`${f.namespace}/${f.serviceAccount}`, f.pods]));
     expect(bySa['keycloak/keycloak']).toEqual(['keycloak-0']); // the 401s before the reuse: still the deleted pod
     expect(bySa['monitoring/grafana']).toEqual(['grafana-6d9f-abcde']); // after it: the pod that holds the IP now

@@ -29,7 +29,7 @@ const handles: ServeHandle[] = [];
 const stores: Store[] = [];
 afterEach(async () => {
   for (const h of handles.splice(0)) await h.stop();
-  for (const s of stores.splice(0)) s.close();
+  for (const s of stores.splice(0)) await s.close();
 });
 
 describe('two serve instances on one SQLite store, without leader election', () => {
@@ -54,13 +54,13 @@ describe('two serve instances on one SQLite store, without leader election', () 
         'the lock is free once its heartbeat is 60 s old',
     );
     // The refused instance polled nothing and left the first one's lock and findings alone.
-    expect(first.context.store.getPollerLock()).toMatchObject({ host: 'node-a', pid: 4101 });
-    expect(first.context.store.listFindings('prod')).toHaveLength(1);
+    expect(await first.context.store.getPollerLock()).toMatchObject({ host: 'node-a', pid: 4101 });
+    expect(await first.context.store.listFindings('prod')).toHaveLength(1);
 
     await handles.shift()!.stop();
     const second = await startServe(config, { logger: silent, metrics: new Metrics(), jitterMs: 0, clock: () => T0, pollerLock: { clock: () => T0 + 30_000, host: 'node-b', pid: 4202 } });
     handles.push(second);
-    expect(second.context.store.getPollerLock()).toMatchObject({ host: 'node-b', pid: 4202, acquiredAt: T0 + 30_000 });
+    expect(await second.context.store.getPollerLock()).toMatchObject({ host: 'node-b', pid: 4202, acquiredAt: T0 + 30_000 });
   });
 
   it('with leader election (isLeader given) takes no lock: replicas share the store by design', async () => {
@@ -69,7 +69,7 @@ describe('two serve instances on one SQLite store, without leader election', () 
     handles.push(a);
     const b = await startServe(config, { logger: silent, metrics: new Metrics(), jitterMs: 0, isLeader: () => false });
     handles.push(b);
-    expect(a.context.store.getPollerLock()).toBeUndefined();
+    expect(await a.context.store.getPollerLock()).toBeUndefined();
   });
 
   it('refuses while another real process on this host polls the store; takes over at once after it is killed', { timeout: 120_000 }, async () => {
@@ -107,7 +107,7 @@ describe('two serve instances on one SQLite store, without leader election', () 
       // Killed: its row stays, but its pid no longer runs on this host, so the lock is free without waiting 60 s.
       const handle = await startServe(config, { logger: silent, metrics: new Metrics(), jitterMs: 0 });
       handles.push(handle);
-      expect(handle.context.store.getPollerLock()).toMatchObject({ host: hostname(), pid: process.pid });
+      expect(await handle.context.store.getPollerLock()).toMatchObject({ host: hostname(), pid: process.pid });
     } finally {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     }
@@ -115,56 +115,56 @@ describe('two serve instances on one SQLite store, without leader election', () 
 });
 
 describe('acquirePollerLock (injected clock)', () => {
-  function store(): Store {
-    const s = openStore(join(mkdtempSync(join(tmpdir(), 'tw-lock-unit-')), 'tw.db'));
+  async function store(): Promise<Store> {
+    const s = await openStore(join(mkdtempSync(join(tmpdir(), 'tw-lock-unit-')), 'tw.db'));
     stores.push(s);
     return s;
   }
   const opts = (s: Store, now: () => number, host: string, pid: number) => ({ store: s, clock: now, logger: silent, host, pid, isRunning: () => true });
 
-  it('a lock without a heartbeat for 60 s is free; the stalled holder finds it lost at its next beat and stops', () => {
-    const s = store();
+  it('a lock without a heartbeat for 60 s is free; the stalled holder finds it lost at its next beat and stops', async () => {
+    const s = await store();
     let now = T0;
-    const a = acquirePollerLock(opts(s, () => now, 'node-a', 1));
+    const a = await acquirePollerLock(opts(s, () => now, 'node-a', 1));
     now = T0 + 45_000;
-    expect(a.beat()).toBe(true);
-    expect(s.getPollerLock()).toMatchObject({ host: 'node-a', heartbeatAt: T0 + 45_000, acquiredAt: T0 });
+    expect(await a.beat()).toBe(true);
+    expect(await s.getPollerLock()).toMatchObject({ host: 'node-a', heartbeatAt: T0 + 45_000, acquiredAt: T0 });
     now = T0 + 45_000 + 59_999;
-    expect(() => acquirePollerLock(opts(s, () => now, 'node-b', 2))).toThrow(PollerLockError);
+    expect(async () => await acquirePollerLock(opts(s, () => now, 'node-b', 2))).toThrow(PollerLockError);
     now = T0 + 45_000 + 60_000;
-    const b = acquirePollerLock(opts(s, () => now, 'node-b', 2));
-    expect(s.getPollerLock()).toMatchObject({ host: 'node-b', pid: 2, acquiredAt: now });
-    expect(a.beat()).toBe(false);
+    const b = await acquirePollerLock(opts(s, () => now, 'node-b', 2));
+    expect(await s.getPollerLock()).toMatchObject({ host: 'node-b', pid: 2, acquiredAt: now });
+    expect(await a.beat()).toBe(false);
     expect(a.held()).toBe(false);
     // The old holder's release does not free the new holder's lock.
-    a.release();
-    expect(s.getPollerLock()).toMatchObject({ host: 'node-b' });
+    await a.release();
+    expect(await s.getPollerLock()).toMatchObject({ host: 'node-b' });
     expect(b.held()).toBe(true);
-    b.release();
-    expect(s.getPollerLock()).toBeUndefined();
+    await b.release();
+    expect(await s.getPollerLock()).toBeUndefined();
   });
 
-  it('calls onLost with the new holder', () => {
-    const s = store();
+  it('calls onLost with the new holder', async () => {
+    const s = await store();
     let now = T0;
     const lost: unknown[] = [];
-    const a = acquirePollerLock({ ...opts(s, () => now, 'node-a', 1), onLost: (by) => lost.push(by) });
+    const a = await acquirePollerLock({ ...opts(s, () => now, 'node-a', 1), onLost: (by) => lost.push(by) });
     now = T0 + 60_000;
-    acquirePollerLock(opts(s, () => now, 'node-b', 2));
-    a.beat();
-    a.beat();
+    await acquirePollerLock(opts(s, () => now, 'node-b', 2));
+    await a.beat();
+    await a.beat();
     expect(lost).toEqual([{ id: expect.any(String), host: 'node-b', pid: 2, acquiredAt: T0 + 60_000, heartbeatAt: T0 + 60_000 }]);
   });
 
-  it('a lock left on this host by a pid that no longer runs, or by this very pid (a restarted container), is free at once', () => {
-    const s = store();
-    acquirePollerLock(opts(s, () => T0, 'pod-x', 1));
+  it('a lock left on this host by a pid that no longer runs, or by this very pid (a restarted container), is free at once', async () => {
+    const s = await store();
+    await acquirePollerLock(opts(s, () => T0, 'pod-x', 1));
     // Same host, same pid: a container restarted as pid 1 again.
-    expect(() => acquirePollerLock({ ...opts(s, () => T0 + 1000, 'pod-x', 1) })).not.toThrow();
+    expect(async () => await acquirePollerLock({ ...opts(s, () => T0 + 1000, 'pod-x', 1) })).not.toThrow();
     // Same host, pid 1 no longer runs: a process that crashed.
-    expect(() => acquirePollerLock({ ...opts(s, () => T0 + 3000, 'pod-x', 8), isRunning: (pid) => pid !== 1 })).not.toThrow();
-    expect(s.getPollerLock()).toMatchObject({ host: 'pod-x', pid: 8 });
+    expect(async () => await acquirePollerLock({ ...opts(s, () => T0 + 3000, 'pod-x', 8), isRunning: (pid) => pid !== 1 })).not.toThrow();
+    expect(await s.getPollerLock()).toMatchObject({ host: 'pod-x', pid: 8 });
     // Another host's pid says nothing about liveness here: only the heartbeat counts.
-    expect(() => acquirePollerLock({ ...opts(s, () => T0 + 4000, 'pod-y', 8), isRunning: () => false })).toThrow(PollerLockError);
+    expect(async () => await acquirePollerLock({ ...opts(s, () => T0 + 4000, 'pod-y', 8), isRunning: () => false })).toThrow(PollerLockError);
   });
 });

@@ -7,9 +7,7 @@ import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { startServe, type ServeHandle } from '../../src/runtime/serve.js';
 import { desiredOwner } from '../../src/runtime/shards.js';
-import type { SqlExecutor } from '../../src/store/sql.js';
 import { auditEvent } from '../sources/events.js';
-import { openTestExecutor } from '../store/sqlite-executor.js';
 
 const T0 = Date.parse('2026-11-20T12:00:00Z');
 const silent = createLogger({ level: 'silent' });
@@ -37,19 +35,15 @@ function setup() {
 }
 
 const handles: ServeHandle[] = [];
-const executors: SqlExecutor[] = [];
 afterEach(async () => {
   for (const h of handles.splice(0)) await h.stop();
-  for (const e of executors.splice(0)) await e.close();
 });
 
 describe('serve with clusters shared out across replicas', () => {
   it('each cluster is polled by its owner only; a stopped replica\'s clusters are taken over and polled once', { timeout: 120_000 }, async () => {
-    const { db, config } = setup();
+    const { config } = setup();
     const start = async (name: string) => {
-      const ex = openTestExecutor(db);
-      executors.push(ex);
-      const h = await startServe(config, { logger: silent, metrics: new Metrics(), jitterMs: 0, clock: () => T0, sharding: { db: ex, name, heartbeatMs: 100, ttlMs: 1000 } });
+      const h = await startServe(config, { logger: silent, metrics: new Metrics(), jitterMs: 0, clock: () => T0, sharding: { name, heartbeatMs: 100, ttlMs: 1000 } });
       handles.push(h);
       return h;
     };
@@ -66,7 +60,7 @@ describe('serve with clusters shared out across replicas', () => {
     await waitFor('b owns its share', () => share.every((c) => b.context.isLeader(c)));
     for (const c of NAMES) expect(a.context.isLeader(c)).toBe(!share.includes(c));
     // One finished poll run per cluster: the tick was polled by a; b waits for the next one.
-    const runs = async () => Object.fromEntries((await executors[0]!.all<{ cluster: string; n: number }>('SELECT cluster, count(*) AS n FROM poll_runs WHERE ended_at IS NOT NULL GROUP BY cluster')).map((r) => [r.cluster, r.n]));
+    const runs = async () => Object.fromEntries((await b.context.store.sql.all<{ cluster: string; n: number }>('SELECT cluster, count(*) AS n FROM poll_runs WHERE ended_at IS NOT NULL GROUP BY cluster')).map((r) => [r.cluster, r.n]));
     const once = Object.fromEntries(NAMES.map((n) => [n, 1]));
     expect(await runs()).toEqual(once);
 

@@ -43,7 +43,7 @@ describe('startServe', () => {
       expect(text).toContain('tokenwatch_polls_total{cluster="broken",outcome="error"} 1');
       expect(text).toContain('tokenwatch_open_findings{cluster="prod",severity="critical"} 1');
       expect((await fetch(`${base}/nope`)).status).toBe(404);
-      const stored = handle.context.store.listFindings('prod');
+      const stored = await handle.context.store.listFindings('prod');
       expect(stored).toHaveLength(1);
       expect(handle.context.clusters.get('prod')!.poller.health().status).toBe('ok');
       expect(handle.context.clusters.get('broken')!.poller.health()).toMatchObject({ status: 'degraded', lastError: expect.stringContaining('missing.log') });
@@ -82,7 +82,7 @@ describe('startServe with a failing integration', () => {
     });
     try {
       await handle.firstPolls;
-      expect(handle.context.store.listFindings('prod')).toHaveLength(1);
+      expect(await handle.context.store.listFindings('prod')).toHaveLength(1);
       const ready = await fetch(`http://127.0.0.1:${handle.port}/readyz`);
       expect(ready.status).toBe(200);
       expect(await ready.json()).toEqual({ status: 'ready', polls: { prod: 'ok' }, integrations: { slack: 'failed' }, blind: {} });

@@ -11,7 +11,7 @@ import { migratePostgres } from '../../src/store/migrations-postgres.js';
 import { openPostgres } from '../../src/store/postgres.js';
 import type { SqlExecutor } from '../../src/store/sql.js';
 import { createTestDatabase, postgresServer, type TestDatabase } from '../support/postgres.js';
-import { openTestExecutor } from '../store/sqlite-executor.js';
+import { openSqliteExecutor } from '../../src/store/sqlite.js';
 
 const T0 = Date.parse('2026-12-01T12:00:00Z');
 const HB = 5_000;
@@ -33,7 +33,7 @@ const backends: [string, () => Promise<() => Promise<SqlExecutor>>][] = [
     'sqlite',
     async () => {
       const file = join(mkdtempSync(join(tmpdir(), 'tw-shards-')), 'tw.db');
-      return async () => openTestExecutor(file);
+      return async () => openSqliteExecutor(file);
     },
   ],
   ...(pgServer.available

@@ -14,9 +14,9 @@ afterEach(async () => {
 });
 
 /** The findings of the cluster, as the store holds them (identity and what a reader sees). */
-function findings(x: Harness) {
-  return x.serve.context.store
-    .listFindings(CLUSTER, { status: ['open'] })
+async function findings(x: Harness) {
+  return (await x.serve.context.store
+    .listFindings(CLUSTER, { status: ['open'] }))
     .map((f) => ({ id: f.finding.id, severity: f.severity, workloads: f.finding.workloads, pods: f.finding.pods }))
     .sort((a, b) => a.id.localeCompare(b.id));
 }
@@ -31,7 +31,7 @@ describe('serve with the watch cache', () => {
     await h.poll();
     const during = h.kube.requests.slice(before).filter((r) => r.verb !== 'watch'); // reconnects are not per poll
     expect(during.map((r) => `${r.verb ?? r.method} ${r.resource ?? r.path}`).sort()).toEqual(['GET /metrics', 'list configmaps']);
-    const cached = findings(h);
+    const cached = await findings(h);
     expect(cached.length).toBeGreaterThan(0);
     expect(cached.some((f) => f.workloads.length > 0)).toBe(true); // state from the cache made it into the findings
     expect(h.kube.openWatches().length).toBe(8);
@@ -45,6 +45,6 @@ describe('serve with the watch cache', () => {
     const start = h.kube.requests.length;
     await h.poll();
     expect(h.kube.requests.slice(start).some((r) => r.verb === 'list' && r.resource === 'pods')).toBe(true);
-    expect(findings(h)).toEqual(cached);
+    expect(await findings(h)).toEqual(cached);
   });
 });

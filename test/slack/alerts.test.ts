@@ -41,16 +41,16 @@ describe('alerts', () => {
       '🔵 [prod-eks] info: logging/fluent-bit — rejected in 70 days (stale tokens)',
       '🔵 [prod-eks] info: ci/deployer — legacy Secret token in use (legacy Secret token)',
     ]);
-    const multus = h.alert('kube-system', 'multus');
-    expect(h.alert('kube-system', 'multus', 'unauthorized').ts).toBe(multus.ts);
+    const multus = await h.alert('kube-system', 'multus');
+    expect((await h.alert('kube-system', 'multus', 'unauthorized')).ts).toBe(multus.ts);
     expect((multus.blocks![0] as { text: { text: string } }).text.text).toBe('🔴 prod-eks · kube-system/multus — requests now fail with 401');
     expect(buttonIds(multus)).toEqual(['tw_restart', 'tw_more']);
     expect(overflowLabels(multus)).toEqual(['Snooze 1 day', 'Snooze 7 days', 'Details']);
     expect(blockText(multus)).toContain('Restart DaemonSet kube-multus-ds — buys 90 days');
     expect(blockText(multus)).toContain('of 6 live'); // pods live of m, m from the DaemonSet
     // The example's legacy-token subject runs no workload: no restart button; Recreate (a fix for a legacy token) in the menu.
-    expect(buttonIds(h.alert('ci', 'deployer', 'legacy-token'))).toEqual(['tw_more']);
-    expect(overflowLabels(h.alert('ci', 'deployer'))).toEqual(['Recreate ServiceAccount…', 'Snooze 1 day', 'Snooze 7 days', 'Details']);
+    expect(buttonIds(await h.alert('ci', 'deployer', 'legacy-token'))).toEqual(['tw_more']);
+    expect(overflowLabels(await h.alert('ci', 'deployer'))).toEqual(['Recreate ServiceAccount…', 'Snooze 1 day', 'Snooze 7 days', 'Details']);
     expect(topLevelPosts(h)).toHaveLength(4);
 
     await h.poll();
@@ -69,17 +69,17 @@ describe('alerts', () => {
     await h.poll();
     expect(topLevelPosts(h)).toHaveLength(4);
     expect(updates(h).length).toBeGreaterThanOrEqual(2);
-    expect(h.alert('flux-system', 'helm-controller').text).toBe('🔵 [prod-eks] info: flux-system/helm-controller — rejected in 43 days (stale tokens)');
+    expect((await h.alert('flux-system', 'helm-controller')).text).toBe('🔵 [prod-eks] info: flux-system/helm-controller — rejected in 43 days (stale tokens)');
   });
 
   it('posts an escalation (info → warning) in the alert thread and updates the header', async () => {
     h = await startHarness();
-    const fb = h.alert('logging', 'fluent-bit');
+    const fb = await h.alert('logging', 'fluent-bit');
     h.advance(45 * DAY);
     await h.poll();
     const replies = h.slack.thread(OPS, fb.ts).map((m) => m.text);
     expect(replies).toEqual(['[prod-eks] logging/fluent-bit escalated from info to warning']);
-    expect((h.alert('logging', 'fluent-bit').blocks![0] as { text: { text: string } }).text.text).toBe('🟠 prod-eks · logging/fluent-bit — rejected in 25 days');
+    expect(((await h.alert('logging', 'fluent-bit')).blocks![0] as { text: { text: string } }).text.text).toBe('🟠 prod-eks · logging/fluent-bit — rejected in 25 days');
     h.advance(HOUR);
     await h.poll();
     expect(h.slack.thread(OPS, fb.ts)).toHaveLength(1);
@@ -87,18 +87,18 @@ describe('alerts', () => {
 
   it('snooze: the alert says so and is not updated until the snooze ends', async () => {
     h = await startHarness();
-    const multus = h.alert('kube-system', 'multus');
+    const multus = await h.alert('kube-system', 'multus');
     await h.click(REQUESTER, multus, 'tw_snooze_1d');
     const store = h.serve.context.store;
-    const id = store.listFindings().find((f) => f.finding.serviceAccount === 'multus' && f.finding.kind === 'stale-token')!.id;
-    expect(store.getFinding(id)).toMatchObject({ status: 'snoozed' });
+    const id = (await store.listFindings()).find((f) => f.finding.serviceAccount === 'multus' && f.finding.kind === 'stale-token')!.id;
+    expect(await store.getFinding(id)).toMatchObject({ status: 'snoozed' });
     // The alert is the ServiceAccount's: its 401 finding is snoozed with it.
-    const id401 = store.listFindings().find((f) => f.finding.serviceAccount === 'multus' && f.finding.kind === 'unauthorized')!.id;
-    expect(store.getFinding(id401)).toMatchObject({ status: 'snoozed' });
-    const snoozed = h.alert('kube-system', 'multus');
+    const id401 = (await store.listFindings()).find((f) => f.finding.serviceAccount === 'multus' && f.finding.kind === 'unauthorized')!.id;
+    expect(await store.getFinding(id401)).toMatchObject({ status: 'snoozed' });
+    const snoozed = await h.alert('kube-system', 'multus');
     expect(blockText(snoozed)).toContain('😴 Snoozed until');
     expect(h.slack.thread(OPS, multus.ts).map((m) => m.text)).toEqual(['[prod-eks] kube-system/multus snoozed until 2026-11-21 12:00 UTC']);
-    expect(store.listActions(CLUSTER).map((r) => [r.action, r.actor, r.result])).toEqual([
+    expect((await store.listActions(CLUSTER)).map((r) => [r.action, r.actor, r.result])).toEqual([
       ['snooze', REQUESTER, 'snoozed'],
       ['snooze', REQUESTER, 'snoozed'],
     ]);
@@ -106,18 +106,18 @@ describe('alerts', () => {
     const editsBefore = snoozed.edits.length;
     h.advance(2 * HOUR);
     await h.poll();
-    expect(h.alert('kube-system', 'multus').edits).toHaveLength(editsBefore);
+    expect((await h.alert('kube-system', 'multus')).edits).toHaveLength(editsBefore);
 
     h.advance(DAY);
     await h.poll();
-    expect(store.getFinding(id)!.status).toBe('open');
-    expect(blockText(h.alert('kube-system', 'multus'))).not.toContain('Snoozed');
+    expect((await store.getFinding(id))!.status).toBe('open');
+    expect(blockText(await h.alert('kube-system', 'multus'))).not.toContain('Snoozed');
     expect(topLevelPosts(h)).toHaveLength(4);
   });
 
   it('details: posts the tokens, cause and evidence of every signal in the thread once a minute at most', async () => {
     h = await startHarness();
-    const multus = h.alert('kube-system', 'multus');
+    const multus = await h.alert('kube-system', 'multus');
     await h.click(ONCALL_APPROVER, multus, 'tw_details');
     await h.click(ONCALL_APPROVER, multus, 'tw_details');
     const thread = h.slack.thread(OPS, multus.ts);

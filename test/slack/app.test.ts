@@ -11,10 +11,10 @@ let fake: FakeSlack;
 let store: Store;
 beforeEach(async () => {
   fake = await startFakeSlack();
-  store = openStore(':memory:');
+  store = await openStore(':memory:');
 });
 afterEach(async () => {
-  store.close();
+  await store.close();
   await fake.close();
 });
 

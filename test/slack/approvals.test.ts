@@ -33,14 +33,14 @@ afterEach(async () => {
   h = undefined;
 });
 
-const openStoreFor = (dir: string) => openStore(join(dir, 'tw.db'));
+const openStoreFor = async (dir: string) => await openStore(join(dir, 'tw.db'));
 const realPatches = (x: Harness) => x.kube.requestsMatching({ method: 'PATCH', resource: 'daemonsets' }).filter((r) => !r.dryRun);
 const eventReasons = (x: Harness) =>
   x.kube.requestsMatching({ method: 'POST', resource: 'events' }).map((r) => (r.body as { reason: string; type: string }).reason + '/' + (r.body as { type: string }).type);
 
 /** Requests a restart of kube-multus-ds as REQUESTER; returns the alert and the approval message. */
 async function requestRestart(x: Harness) {
-  const alert = x.alert('kube-system', 'multus');
+  const alert = await x.alert('kube-system', 'multus');
   const res = await x.click(REQUESTER, alert, 'tw_restart');
   expect(res.status).toBe(200);
   const thread = x.slack.thread(OPS, alert.ts);
@@ -96,9 +96,9 @@ describe('restart flow', () => {
     // A Kubernetes Event per transition, an action-log row per transition.
     expect(eventReasons(h)).toEqual(['TokenwatchRestart/Normal', 'TokenwatchRestart/Normal', 'TokenwatchRestart/Normal', 'TokenwatchRestart/Normal']);
     const store = h.serve.context.store;
-    const a = store.listApprovals({ cluster: CLUSTER })[0]!;
+    const a = (await store.listApprovals({ cluster: CLUSTER }))[0]!;
     expect(a.state).toBe('succeeded');
-    expect(store.listApprovalActions(a.id).map((r) => [r.action, r.actor])).toEqual([
+    expect((await store.listApprovalActions(a.id)).map((r) => [r.action, r.actor])).toEqual([
       ['restart.requested', REQUESTER],
       ['restart.approved', ONCALL_APPROVER],
       ['restart.running', null],
@@ -118,10 +118,10 @@ describe('restart flow', () => {
       '✅ [prod-eks] verified: no stale token use by kube-system/multus since the restart; finding resolved',
       '✅ [prod-eks] verified: no 401 Unauthorized responses by kube-system/multus since the restart; finding resolved',
     ]);
-    const resolved = h.alert('kube-system', 'multus');
+    const resolved = await h.alert('kube-system', 'multus');
     expect(resolved.text).toBe('✅ [prod-eks] resolved: kube-system/multus (requests rejected with 401 · stale tokens)');
     expect(buttonIds(resolved)).toEqual([]);
-    expect(store.getFinding(a.target.findingId)!.status).toBe('resolved');
+    expect((await store.getFinding(a.target.findingId))!.status).toBe('resolved');
     // Reported once.
     h.advance(HOUR);
     await h.poll();
@@ -133,7 +133,7 @@ describe('restart flow', () => {
     h = await startHarness();
     const { alert, approval } = await requestRestart(h);
     await h.click(APPROVER, approval, 'tw_approve');
-    expect(h.serve.context.store.listApprovals()[0]!.state).toBe('succeeded');
+    expect((await h.serve.context.store.listApprovals())[0]!.state).toBe('succeeded');
     // 90 minutes later, a new pod's token (issued at the restart) is presented stale: Multus copied it into a host file.
     const t = h.now() + 90 * MIN;
     h.appendAudit([staleLine('recur-1', t, 'kube-multus-ds-fresh1', 30 * 60), staleLine('recur-2', t + 5 * MIN, 'kube-multus-ds-fresh1', 35 * 60)]);
@@ -145,9 +145,9 @@ describe('restart flow', () => {
     expect(text).toContain('A restart only rewrites the copied token, which buys one more token lifetime (90 days on EKS)');
     expect(text).toContain('(2 requests');
     const store = h.serve.context.store;
-    const a = store.listApprovals()[0]!;
-    expect(store.listApprovalActions(a.id).at(-1)).toMatchObject({ action: 'verification.recurrence', result: 'recurrence' });
-    expect(store.getFinding(a.target.findingId)!.status).toBe('open');
+    const a = (await store.listApprovals())[0]!;
+    expect((await store.listApprovalActions(a.id)).at(-1)).toMatchObject({ action: 'verification.recurrence', result: 'recurrence' });
+    expect((await store.getFinding(a.target.findingId))!.status).toBe('open');
     // Not repeated on the next poll.
     h.advance(10 * MIN);
     await h.poll();
@@ -160,7 +160,7 @@ describe('after a poll: notify, then verify', () => {
     h = await startHarness();
     const { alert, approval } = await requestRestart(h);
     await h.click(APPROVER, approval, 'tw_approve');
-    expect(h.serve.context.store.listApprovals()[0]!.state).toBe('succeeded');
+    expect((await h.serve.context.store.listApprovals())[0]!.state).toBe('succeeded');
     const t = h.now() + 90 * MIN;
     h.appendAudit([staleLine('recur-1', t, 'kube-multus-ds-fresh1', 30 * 60), staleLine('recur-2', t + 5 * MIN, 'kube-multus-ds-fresh1', 35 * 60)]);
     h.advance(95 * MIN);
@@ -190,14 +190,14 @@ describe('restart of tokenwatch during a rollout', () => {
     expect(realPatches(h)).toHaveLength(1);
     const { dir, slack, kube } = h;
     await h.stop({ keepFakes: true });
-    const reopened = openStoreFor(dir);
-    expect(reopened.listApprovals().map((a) => a.state)).toEqual(['running']);
-    reopened.close();
+    const reopened = await openStoreFor(dir);
+    expect((await reopened.listApprovals()).map((a) => a.state)).toEqual(['running']);
+    await reopened.close();
     h = await startHarness({ dir, fakeSlack: slack, kube });
     // The new process picks it up once it has been running for a second (PICKUP_GRACE_MS).
-    for (let i = 0; i < 500 && store().listApprovals()[0]!.state !== 'succeeded'; i++) await new Promise((r) => setTimeout(r, 10));
+    for (let i = 0; i < 500 && (await store().listApprovals())[0]!.state !== 'succeeded'; i++) await new Promise((r) => setTimeout(r, 10));
     await h.bot.idle();
-    expect(store().listApprovals().map((a) => a.state)).toEqual(['succeeded']);
+    expect((await store().listApprovals()).map((a) => a.state)).toEqual(['succeeded']);
     expect(realPatches(h)).toHaveLength(1);
     const progress = h.slack.thread(OPS, alert.ts).filter((m) => m.text.includes('rollout of DaemonSet') || m.text.includes('rolling out'));
     expect(progress.at(-1)!.text).toBe('✅ [prod-eks] rollout of DaemonSet kube-system/kube-multus-ds complete');
@@ -213,10 +213,10 @@ describe('two replicas (HA) on one store', () => {
     try {
       await follower.click(APPROVER, approval, 'tw_approve');
       expect(realPatches(h)).toHaveLength(0);
-      for (let i = 0; i < 300 && h.serve.context.store.listApprovals()[0]!.state !== 'succeeded'; i++) await new Promise((r) => setTimeout(r, 10));
+      for (let i = 0; i < 300 && (await h.serve.context.store.listApprovals())[0]!.state !== 'succeeded'; i++) await new Promise((r) => setTimeout(r, 10));
       await h.bot.idle();
       expect(realPatches(h)).toHaveLength(1);
-      expect(h.serve.context.store.listApprovals()[0]!.state).toBe('succeeded');
+      expect((await h.serve.context.store.listApprovals())[0]!.state).toBe('succeeded');
       expect(h.slack.message(OPS, approval.ts)!.text).toBe('✅ Done [prod-eks]: restart of DaemonSet kube-system/kube-multus-ds (approved by U0APPROVE1)');
       expect(h.slack.thread(OPS, alert.ts).filter((m) => m.text.includes('rollout of DaemonSet'))).toHaveLength(1);
       // `/tokens scan` on the standby replica: the leader polls.
@@ -246,10 +246,10 @@ describe('refusals', () => {
     expect(h.ephemerals(APPROVER)).toEqual(['⛔ Cluster *prod-eks* reports to <#C0OPS00001>; ask there. Each channel only reaches its own clusters.']);
     expect(realPatches(h)).toHaveLength(0);
     const store = h.serve.context.store;
-    const a = store.listApprovals()[0]!;
+    const a = (await store.listApprovals())[0]!;
     expect(a.state).toBe('requested');
     expect(a.votes).toEqual([]);
-    expect(store.listApprovalActions(a.id).map((r) => [r.action, r.actor, r.result])).toEqual([
+    expect((await store.listApprovalActions(a.id)).map((r) => [r.action, r.actor, r.result])).toEqual([
       ['restart.requested', REQUESTER, 'requested'],
       ['restart.refused', REQUESTER, 'refused'],
       ['restart.refused', OUTSIDER, 'refused'],
@@ -261,7 +261,7 @@ describe('refusals', () => {
     h = await startHarness();
     const first = await requestRestart(h);
     // A second request on another finding (fluent-bit DaemonSet).
-    const fb = h.alert('logging', 'fluent-bit');
+    const fb = await h.alert('logging', 'fluent-bit');
     await h.click(REQUESTER, fb, 'tw_restart');
     const fbApproval = h.slack.thread(OPS, fb.ts).find((m) => m.text.includes('approval needed'))!;
     h.advance(31 * MIN);
@@ -274,7 +274,7 @@ describe('refusals', () => {
     expect(h.slack.message(OPS, fbApproval.ts)!.text).toBe('⌛ Expired [prod-eks]: restart of DaemonSet logging/fluent-bit');
     expect(buttonIds(h.slack.message(OPS, fbApproval.ts)!)).toEqual([]);
     expect(realPatches(h)).toHaveLength(0);
-    expect(h.serve.context.store.listApprovals().map((a) => a.state)).toEqual(['expired', 'expired']);
+    expect((await h.serve.context.store.listApprovals()).map((a) => a.state)).toEqual(['expired', 'expired']);
     expect(await h.metrics.text()).toContain('tokenwatch_approvals_total{cluster="prod-eks",outcome="expired"} 2');
   });
 
@@ -286,7 +286,7 @@ describe('refusals', () => {
     expect(results.map((r) => r.status)).toEqual(Array(10).fill(200));
     await h.bot.idle();
     expect(realPatches(h)).toHaveLength(1);
-    const a = h.serve.context.store.listApprovals()[0]!;
+    const a = (await h.serve.context.store.listApprovals())[0]!;
     expect(a.state).toBe('succeeded');
     expect(a.votes).toHaveLength(1);
     const refused = many.flatMap((u) => h!.ephemerals(u));
@@ -296,7 +296,7 @@ describe('refusals', () => {
 
   it('a tampered or unknown button value is refused and changes nothing', async () => {
     h = await startHarness();
-    const alert = h.alert('kube-system', 'multus');
+    const alert = await h.alert('kube-system', 'multus');
     const before = h.kube.requests.length;
     await h.click(REQUESTER, alert, 'tw_restart', { value: 'AAAAAAAAAAAAAAAAAAAAAA' });
     await h.click(REQUESTER, alert, 'tw_restart', { value: 'kube-system/kube-multus-ds' });
@@ -306,15 +306,15 @@ describe('refusals', () => {
     expect(h.ephemerals(REQUESTER)).toEqual(Array(3).fill('⛔ This button is not valid any more (unknown or altered value), so nothing was done. Use the buttons on the current alert, or `/tokens status`.'));
     expect(h.ephemerals(APPROVER)).toEqual(['⛔ This approval request does not exist (unknown or altered button value), so nothing was done.']);
     expect(h.kube.requests.length).toBe(before);
-    expect(h.serve.context.store.listApprovals()).toEqual([]);
+    expect(await h.serve.context.store.listApprovals()).toEqual([]);
     expect(h.slack.thread(OPS, alert.ts)).toEqual([]);
-    expect(h.serve.context.store.getFinding(h.serve.context.store.listFindings()[0]!.id)!.status).toBe('open');
+    expect((await h.serve.context.store.getFinding((await h.serve.context.store.listFindings())[0]!.id))!.status).toBe('open');
   });
 
   it('a failing server-side dry run (RBAC) is reported in the thread and stops the flow', async () => {
     h = await startHarness();
     h.kube.forbid({ method: 'PATCH', resource: 'daemonsets' });
-    const alert = h.alert('kube-system', 'multus');
+    const alert = await h.alert('kube-system', 'multus');
     await h.click(REQUESTER, alert, 'tw_restart');
     const thread = h.slack.thread(OPS, alert.ts);
     expect(thread.map((m) => m.text)).toEqual(['❌ Failed [prod-eks]: restart of DaemonSet kube-system/kube-multus-ds']);
@@ -322,7 +322,7 @@ describe('refusals', () => {
     expect(blockText(thread[0]!)).toContain('Stopped before approval. Nothing was changed.');
     expect(blockText(thread[0]!)).toContain('forbidden');
     expect(h.ephemerals(REQUESTER)[0]).toMatch(/^⛔ The server-side dry run of the restart of DaemonSet `kube-system\/kube-multus-ds` failed, so nothing was requested or changed: dry-run restart of DaemonSet kube-system\/kube-multus-ds: 403 .*forbidden/);
-    const a = h.serve.context.store.listApprovals()[0]!;
+    const a = (await h.serve.context.store.listApprovals())[0]!;
     expect(a.state).toBe('failed');
     expect(a.dryRun).toMatchObject({ ok: false });
     expect(h.kube.requestsMatching({ method: 'PATCH', resource: 'daemonsets' }).map((r) => r.dryRun)).toEqual([true]);
@@ -331,7 +331,7 @@ describe('refusals', () => {
 
   it('a requester who is not on the requester list is refused', async () => {
     h = await startHarness({ tweak: (c) => void (c.clusters[0]!.slack!.requesters = [APPROVER]) });
-    const alert = h.alert('kube-system', 'multus');
+    const alert = await h.alert('kube-system', 'multus');
     await h.click(OUTSIDER, alert, 'tw_restart');
     expect(h.ephemerals(OUTSIDER)).toEqual(['⛔ You are not allowed to request actions in prod-eks; ask someone on the tokenwatch requester list.']);
     expect(h.kube.requestsMatching({ method: 'PATCH' })).toEqual([]);
@@ -352,7 +352,7 @@ describe('recreate ServiceAccount', () => {
       o['imagePullSecrets'] = [{ name: 'ecr-pull' }];
     });
     const oldUid = String(h.kube.store.get('ServiceAccount', 'logging', 'fluent-bit')!.metadata!['uid']);
-    const alert = h.alert('logging', 'fluent-bit');
+    const alert = await h.alert('logging', 'fluent-bit');
     expect(overflowLabels(alert)).toContain('Recreate ServiceAccount…');
     // Choosing it in the overflow menu opens the confirm modal; submitting it requests the recreation.
     await h.click(REQUESTER, alert, 'tw_recreate_sa');
@@ -378,12 +378,12 @@ describe('recreate ServiceAccount', () => {
     expect(done.text).toBe('[prod-eks] ServiceAccount logging/fluent-bit recreated');
     expect(blockText(done)).toContain(`\`${oldUid}\` → \`${md.uid}\``);
     expect(buttonIds(done)).toEqual(['tw_restart']);
-    expect(h.serve.context.store.listApprovals()[0]!.state).toBe('succeeded');
+    expect((await h.serve.context.store.listApprovals())[0]!.state).toBe('succeeded');
     expect(eventReasons(h).every((r) => r.startsWith('TokenwatchRecreateServiceAccount/'))).toBe(true);
 
     // The offered restart button works like the alert's.
     await h.click(REQUESTER, done, 'tw_restart');
-    expect(h.serve.context.store.listApprovals().map((a) => [a.action, a.state])).toEqual([
+    expect((await h.serve.context.store.listApprovals()).map((a) => [a.action, a.state])).toEqual([
       ['recreate-serviceaccount', 'succeeded'],
       ['restart', 'requested'],
     ]);
@@ -394,7 +394,7 @@ describe('ack', () => {
   it('block_actions are acknowledged well before the work is done', async () => {
     h = await startHarness();
     h.kube.delay(1500, { method: 'PATCH' }); // the dry run alone takes 1.5 s
-    const alert = h.alert('kube-system', 'multus');
+    const alert = await h.alert('kube-system', 'multus');
     const res = await h.click(REQUESTER, alert, 'tw_restart', { wait: false });
     // Acked while the dry run is still held by the API server: order, not a wall-clock bound.
     expect(res.status).toBe(200);

@@ -13,11 +13,11 @@ const restartDs = { action: 'restart' as const, workload: { kind: 'DaemonSet', n
 
 describe('ButtonIds', () => {
   let store: Store;
-  beforeEach(() => {
-    store = openStore(':memory:');
-    store.saveFindings('prod', [finding()], T);
+  beforeEach(async () => {
+    store = await openStore(':memory:');
+    await store.saveFindings('prod', [finding()], T);
   });
-  afterEach(() => store.close());
+  afterEach(async () => await store.close());
 
   it('ids are opaque, stable for a key, and differ per finding, action and key', () => {
     const a = new ButtonIds('xoxb-1', store);
@@ -32,28 +32,28 @@ describe('ButtonIds', () => {
     expect(id).not.toContain('multus');
   });
 
-  it('resolves an id to the finding, action and target read from the store, also in a fresh process', () => {
+  it('resolves an id to the finding, action and target read from the store, also in a fresh process', async () => {
     const id = new ButtonIds('xoxb-1', store).idFor('f-multus', restartDs);
     const fresh = new ButtonIds('xoxb-1', store); // empty cache: found by recomputing from stored findings
-    expect(fresh.resolve(id)).toMatchObject({
+    expect(await fresh.resolve(id)).toMatchObject({
       kind: 'restart',
       target: { cluster: 'prod', kind: 'DaemonSet', namespace: 'kube-system', name: 'kube-multus-ds', findingId: 'f-multus' },
       finding: { id: 'f-multus', status: 'open' },
     });
     const snooze = fresh.idFor('f-multus', { action: 'snooze', days: 7 });
-    expect(fresh.resolve(snooze)).toMatchObject({ kind: 'snooze', action: { action: 'snooze', days: 7 }, target: { kind: 'ServiceAccount', name: 'multus' } });
+    expect(await fresh.resolve(snooze)).toMatchObject({ kind: 'snooze', action: { action: 'snooze', days: 7 }, target: { kind: 'ServiceAccount', name: 'multus' } });
   });
 
-  it('an unknown, malformed or stale id resolves to nothing', () => {
+  it('an unknown, malformed or stale id resolves to nothing', async () => {
     const ids = new ButtonIds('xoxb-1', store);
     const id = ids.idFor('f-multus', restartDs);
-    expect(ids.resolve('AAAAAAAAAAAAAAAAAAAAAA')).toBeUndefined();
-    expect(ids.resolve('kube-system/kube-multus-ds')).toBeUndefined();
-    expect(ids.resolve(`${id.slice(0, -1)}${id.endsWith('A') ? 'B' : 'A'}`)).toBeUndefined();
-    expect(new ButtonIds('xoxb-other', store).resolve(id)).toBeUndefined();
+    expect(await ids.resolve('AAAAAAAAAAAAAAAAAAAAAA')).toBeUndefined();
+    expect(await ids.resolve('kube-system/kube-multus-ds')).toBeUndefined();
+    expect(await ids.resolve(`${id.slice(0, -1)}${id.endsWith('A') ? 'B' : 'A'}`)).toBeUndefined();
+    expect(await new ButtonIds('xoxb-other', store).resolve(id)).toBeUndefined();
     // The workload is no longer part of the finding: its restart button is dead.
-    store.saveFindings('prod', [finding({ workloads: [{ kind: 'Deployment', namespace: 'kube-system', name: 'other' }] })], T + 1);
-    expect(ids.resolve(id)).toBeUndefined();
+    await store.saveFindings('prod', [finding({ workloads: [{ kind: 'Deployment', namespace: 'kube-system', name: 'other' }] })], T + 1);
+    expect(await ids.resolve(id)).toBeUndefined();
   });
 });
 

@@ -84,25 +84,25 @@ describe('signing-key rotation in live mode', () => {
     // The recovered ones: 401 alerts without "caches its token" and without a Restart button; not critical.
     const store = h.serve.context.store;
     for (const c of CLIENTS.filter((x) => x.sa !== 'reporter')) {
-      const f = store.getFinding(findingId(CLUSTER, c.ns, c.sa, 'unauthorized'))!;
+      const f = (await store.getFinding(findingId(CLUSTER, c.ns, c.sa, 'unauthorized')))!;
       expect(f.finding.cause.id, c.sa).toBe('unknown');
       expect(f.finding.severity, c.sa).toBe('warning');
       expect(f.finding.workloads, c.sa).toContainEqual({ kind: 'DaemonSet', namespace: c.ns, name: c.sa });
-      const alert = h.alert(c.ns, c.sa, 'unauthorized');
+      const alert = await h.alert(c.ns, c.sa, 'unauthorized');
       expect(blockText(alert), c.sa).not.toMatch(/caches (its|a) token/);
       expect(blockText(alert), c.sa).toContain('cluster-level event');
       // The alert is the ServiceAccount's: a Restart is offered only for its own stale tokens (a live stale-token
       // finding of it), never for the 401s of the event.
-      const stale = store.getFinding(findingId(CLUSTER, c.ns, c.sa, 'stale-token'));
+      const stale = await store.getFinding(findingId(CLUSTER, c.ns, c.sa, 'stale-token'));
       const restarts = buttonIds(alert).filter((b) => b.startsWith('tw_restart'));
       if (stale && stale.status !== 'resolved') expect(restarts.length, c.sa).toBeGreaterThan(0);
       else expect(restarts, c.sa).toEqual([]);
       expect(blockText(alert), c.sa).not.toContain('requests now fail with 401');
     }
     // The one still failing after the others recovered: its own analysis, and a Restart of its DaemonSet.
-    const reporter = store.getFinding(findingId(CLUSTER, 'apps', 'reporter', 'unauthorized'))!;
+    const reporter = (await store.getFinding(findingId(CLUSTER, 'apps', 'reporter', 'unauthorized')))!;
     expect(reporter.finding.cause.summary).not.toContain('cluster-level event');
-    expect(buttonIds(h.alert('apps', 'reporter', 'unauthorized'))).toContain('tw_restart');
+    expect(buttonIds(await h.alert('apps', 'reporter', 'unauthorized'))).toContain('tw_restart');
 
     // /tokens status says it, in one line.
     await h.command('status prod-eks', REQUESTER);
@@ -120,6 +120,6 @@ describe('signing-key rotation in live mode', () => {
     expect(topLevel().length).toBe(posted);
     // Besides the announcement: one alert per client (its 401s and stale tokens are one root cause's signals).
     expect(posted - before).toBe(1 + CLIENTS.length);
-    expect(store.listActions(CLUSTER).filter((r) => r.action === 'cluster.credential-event')).toHaveLength(1);
+    expect((await store.listActions(CLUSTER)).filter((r) => r.action === 'cluster.credential-event')).toHaveLength(1);
   }, 120_000);
 });

@@ -142,11 +142,11 @@ describe('/tokens', () => {
     h = await startHarness();
     await h.command('history prod-eks', REQUESTER);
     expect(lastEphemeral(h, REQUESTER).text).toBe('tokenwatch history for prod-eks: no actions yet');
-    const alert = h.alert('kube-system', 'multus');
+    const alert = await h.alert('kube-system', 'multus');
     await h.click(REQUESTER, alert, 'tw_restart');
     const approval = h.slack.thread(OPS, alert.ts)[0]!;
     await h.click(APPROVER, approval, 'tw_approve');
-    await h.click(REQUESTER, h.alert('logging', 'fluent-bit'), 'tw_snooze_7d');
+    await h.click(REQUESTER, await h.alert('logging', 'fluent-bit'), 'tw_snooze_7d');
     await h.command('history prod-eks', REQUESTER);
     const e = lastEphemeral(h, REQUESTER);
     expect(e.text).toBe('tokenwatch history for prod-eks: 2 actions');

@@ -33,27 +33,27 @@ describe('findings that conclude', () => {
     h = await startHarness();
     const store = h.serve.context.store;
     // One alert for the subject's stale tokens and 401s.
-    const u401 = h.alert('kube-system', 'multus', 'unauthorized');
-    expect(u401.ts).toBe(h.alert('kube-system', 'multus', 'stale-token').ts);
+    const u401 = await h.alert('kube-system', 'multus', 'unauthorized');
+    expect(u401.ts).toBe((await h.alert('kube-system', 'multus', 'stale-token')).ts);
     expect(u401.text).toBe('🔴 [prod-eks] critical: kube-system/multus — requests now fail with 401 (requests rejected with 401 · stale tokens)');
     expect(blockText(u401)).toContain('are being refused by the API server now');
     await h.command('status prod-eks', REQUESTER);
     expect(blockText(lastEphemeral(h, REQUESTER))).toContain('kube-system/multus> — requests now fail with 401 · requests rejected with 401 · stale tokens');
 
     // Restart requested and approved; the rollout completes.
-    const alert = h.alert('kube-system', 'multus');
+    const alert = await h.alert('kube-system', 'multus');
     await h.click(REQUESTER, alert, 'tw_restart');
     const approval = h.slack.thread(OPS, alert.ts).find((m) => m.text.includes('approval needed'))!;
     await h.click(APPROVER, approval, 'tw_approve');
-    expect(store.listApprovals({ cluster: CLUSTER })[0]!.state).toBe('succeeded');
+    expect((await store.listApprovals({ cluster: CLUSTER }))[0]!.state).toBe('succeeded');
 
     // 65 min later no 401 arrived: no longer "now"; the worst live fact is the stale tokens' passed rejection date
     // (the stale finding stays critical on its own).
     h.advance(HOUR + 5 * MIN);
     await h.poll();
-    const quiet401 = h.alert('kube-system', 'multus', 'unauthorized');
+    const quiet401 = await h.alert('kube-system', 'multus', 'unauthorized');
     expect(quiet401.ts).toBe(u401.ts);
-    expect(store.getFinding(findingId(CLUSTER, 'kube-system', 'multus', 'unauthorized'))!.finding.severity).toBe('warning');
+    expect((await store.getFinding(findingId(CLUSTER, 'kube-system', 'multus', 'unauthorized')))!.finding.severity).toBe('warning');
     expect(quiet401.text).toBe('🔴 [prod-eks] critical: kube-system/multus — rejection date passed (requests rejected with 401 · stale tokens)');
     expect(header(quiet401)).toBe('🔴 prod-eks · kube-system/multus — rejection date passed');
     expect(blockText(quiet401)).not.toContain('fail with 401');
@@ -66,9 +66,9 @@ describe('findings that conclude', () => {
     h.advance(HOUR);
     await h.poll();
     const id401 = findingId(CLUSTER, 'kube-system', 'multus', 'unauthorized');
-    expect(store.getFinding(id401)).toMatchObject({ status: 'resolved', resolution: 'verified' });
-    expect(store.getFinding(findingId(CLUSTER, 'kube-system', 'multus', 'stale-token'))).toMatchObject({ status: 'resolved', resolution: 'verified' });
-    const resolved401 = h.alert('kube-system', 'multus', 'unauthorized');
+    expect(await store.getFinding(id401)).toMatchObject({ status: 'resolved', resolution: 'verified' });
+    expect(await store.getFinding(findingId(CLUSTER, 'kube-system', 'multus', 'stale-token'))).toMatchObject({ status: 'resolved', resolution: 'verified' });
+    const resolved401 = await h.alert('kube-system', 'multus', 'unauthorized');
     expect(resolved401.text).toBe('✅ [prod-eks] resolved: kube-system/multus (requests rejected with 401 · stale tokens)');
     expect(buttonIds(resolved401)).toEqual([]);
     expect(blockText(resolved401)).toContain('no stale token use and no 401s after the fix for the settle period');
@@ -76,8 +76,8 @@ describe('findings that conclude', () => {
       '✅ [prod-eks] verified: no 401 Unauthorized responses by kube-system/multus since the restart; finding resolved',
     );
     expect(h.slack.thread(OPS, alert.ts).map((m) => m.text)).toContain('✅ [prod-eks] verified: no stale token use by kube-system/multus since the restart; finding resolved');
-    const approvalId = store.listApprovals({ cluster: CLUSTER })[0]!.id;
-    expect(store.listApprovalActions(approvalId).filter((r) => r.action === 'verification.resolved').map((r) => r.findingId).sort()).toEqual(
+    const approvalId = (await store.listApprovals({ cluster: CLUSTER }))[0]!.id;
+    expect((await store.listApprovalActions(approvalId)).filter((r) => r.action === 'verification.resolved').map((r) => r.findingId).sort()).toEqual(
       [findingId(CLUSTER, 'kube-system', 'multus', 'stale-token'), id401].sort(),
     );
     // /tokens status counts no concluded finding as critical.
@@ -91,7 +91,7 @@ describe('findings that conclude', () => {
   it('quiet: no signal for the quiet period while every poll succeeded → resolved in place; a failed poll blocks it; the signal returning reopens the same message', async () => {
     h = await startHarness();
     const store = h.serve.context.store;
-    const deployer = h.alert('ci', 'deployer', 'legacy-token');
+    const deployer = await h.alert('ci', 'deployer', 'legacy-token');
     expect(overflowLabels(deployer)).toContain('Recreate ServiceAccount…');
     const id = findingId(CLUSTER, 'ci', 'deployer', 'legacy-token');
     const poller = h.serve.context.clusters.get(CLUSTER)!.poller;
@@ -112,23 +112,23 @@ describe('findings that conclude', () => {
     await h.bot.idle();
     expect(blocked.error).toBeUndefined();
     expect(blocked.concluded).toEqual([]);
-    expect(store.getFinding(id)!.status).toBe('open');
-    expect(overflowLabels(h.alert('ci', 'deployer', 'legacy-token'))).toContain('Recreate ServiceAccount…');
+    expect((await store.getFinding(id))!.status).toBe('open');
+    expect(overflowLabels(await h.alert('ci', 'deployer', 'legacy-token'))).toContain('Recreate ServiceAccount…');
 
     // Another 24 h of successful polls: resolved as quiet, the alert updated in place, buttons removed.
     h.advance(24 * HOUR);
     const quiet = await poller.pollOnce();
     await h.bot.idle();
     expect(quiet.concluded).toContain(id);
-    expect(store.getFinding(id)).toMatchObject({ status: 'resolved', resolution: 'quiet' });
-    const resolved = h.alert('ci', 'deployer', 'legacy-token');
+    expect(await store.getFinding(id)).toMatchObject({ status: 'resolved', resolution: 'quiet' });
+    const resolved = await h.alert('ci', 'deployer', 'legacy-token');
     expect(resolved.ts).toBe(deployer.ts);
     expect(resolved.text).toBe('✅ [prod-eks] resolved: ci/deployer (legacy Secret token)');
     expect(buttonIds(resolved)).toEqual([]);
     expect(blockText(resolved)).toContain('no signal for 24 h while every poll succeeded (quiet)');
-    expect(store.listActions(CLUSTER).find((r) => r.findingId === id)).toMatchObject({ action: 'finding.quiet', result: 'resolved', actor: null });
+    expect((await store.listActions(CLUSTER)).find((r) => r.findingId === id)).toMatchObject({ action: 'finding.quiet', result: 'resolved', actor: null });
     // A stale-token finding with a live token is not resolved however quiet it is.
-    expect(store.getFinding(findingId(CLUSTER, 'logging', 'fluent-bit', 'stale-token'))!.status).toBe('open');
+    expect((await store.getFinding(findingId(CLUSTER, 'logging', 'fluent-bit', 'stale-token')))!.status).toBe('open');
     await h.command('status prod-eks', REQUESTER);
     expect(blockText(lastEphemeral(h, REQUESTER))).not.toContain('ci/deployer');
 
@@ -136,14 +136,14 @@ describe('findings that conclude', () => {
     h.advance(10 * MIN);
     h.appendAudit([auditEvent({ auditID: 'legacy-again-1', time: h.now() - MIN, kind: 'legacy', namespace: 'ci', serviceAccount: 'deployer', legacySecret: 'deployer-token' })]);
     await h.poll();
-    expect(store.getFinding(id)).toMatchObject({ status: 'open', resolution: null });
-    const reopened = h.alert('ci', 'deployer', 'legacy-token');
+    expect(await store.getFinding(id)).toMatchObject({ status: 'open', resolution: null });
+    const reopened = await h.alert('ci', 'deployer', 'legacy-token');
     expect(reopened.ts).toBe(deployer.ts);
     expect(reopened.text).toBe('🔵 [prod-eks] info: ci/deployer — legacy Secret token in use (legacy Secret token)');
     expect(overflowLabels(reopened)).toContain('Recreate ServiceAccount…');
     expect(h.slack.thread(OPS, deployer.ts).map((m) => m.text)).toEqual(['[prod-eks] ci/deployer reopened: seen again after it was resolved']);
     expect(topLevelPosts(h)).toHaveLength(4);
-    expect(Date.parse(store.getFinding(id)!.finding.lastSeen)).toBeGreaterThan(REF + 48 * HOUR);
+    expect(Date.parse((await store.getFinding(id))!.finding.lastSeen)).toBeGreaterThan(REF + 48 * HOUR);
   });
 
   it('/tokens status <cluster> matches the cluster name case-insensitively', async () => {

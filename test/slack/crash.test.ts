@@ -26,7 +26,7 @@ let peek: Store | undefined;
 afterEach(async () => {
   child?.kill('SIGKILL');
   child = undefined;
-  peek?.close();
+  await peek?.close();
   peek = undefined;
   await h?.stop();
   h = undefined;
@@ -38,9 +38,9 @@ afterEach(async () => {
 });
 
 /** Waits (event-driven polling, generous bound) until `cond` holds. */
-async function until(cond: () => boolean, what: string): Promise<void> {
+async function until(cond: () => boolean | Promise<boolean>, what: string): Promise<void> {
   for (let i = 0; i < 6000; i++) {
-    if (cond()) return;
+    if (await cond()) return;
     await new Promise((r) => setTimeout(r, 10));
   }
   throw new Error(`timed out waiting for ${what}`);
@@ -76,9 +76,9 @@ const realWrites = (k: FakeKube, method: string, resource: string) => k.requests
  * is offered) from its alert's overflow menu and confirm modal, the way Slack sends them.
  */
 async function requestAndApprove(url: string, dir: string, slack: FakeSlack, actionId: 'tw_restart' | 'tw_recreate_sa') {
-  peek = openStore(join(dir, 'tw.db'));
+  peek = await openStore(join(dir, 'tw.db'));
   const [ns, sa] = actionId === 'tw_restart' ? ['kube-system', 'multus'] : ['logging', 'fluent-bit'];
-  const ref = peek.getAlertRef(groupIdOf({ cluster: CLUSTER, namespace: ns, serviceAccount: sa }))!;
+  const ref = (await peek.getAlertRef(groupIdOf({ cluster: CLUSTER, namespace: ns, serviceAccount: sa })))!;
   const alert = slack.message(ref.channel, ref.ts)!;
   const click = (user: string, m: { ts: string; blocks: unknown[] | undefined }, id: string) =>
     sendBlockAction(url, SECRET, blockActionPayload({ user, actionId: id, value: buttonValue(m, id), channel: OPS, messageTs: m.ts, responseUrl: slack.responseUrl({ channel: OPS, user, messageTs: m.ts }) }));
@@ -133,15 +133,15 @@ describe('kill -9 during an approved restart', { timeout: 120_000 }, () => {
       const { alert, approval } = await requestAndApprove(url, dir, slack, 'tw_restart');
       expect(await exited).toBe('SIGKILL');
       child = undefined;
-      const left = peek!.listApprovals()[0]!;
+      const left = (await peek!.listApprovals())[0]!;
       expect(left.state).toBe('running');
       expect(realWrites(kube, 'PATCH', 'daemonsets')).toHaveLength(step === 'before-patch' ? 0 : 1);
 
       h = await startHarness({ dir, fakeSlack: slack, kube, start: resumeAt(left) });
       const store = h.serve.context.store;
-      await until(() => store.getApproval(left.id)!.state !== 'running', 'the resumed restart to end');
+      await until(async () => (await store.getApproval(left.id))!.state !== 'running', 'the resumed restart to end');
       await h.bot.idle();
-      const a = store.getApproval(left.id)!;
+      const a = (await store.getApproval(left.id))!;
       expect(a.state).toBe('succeeded');
       const patches = realWrites(kube, 'PATCH', 'daemonsets');
       expect(patches).toHaveLength(1);
@@ -153,7 +153,7 @@ describe('kill -9 during an approved restart', { timeout: 120_000 }, () => {
       // One progress message, edited to its end state by whichever process followed the rollout.
       const progress = slack.thread(OPS, alert.ts).filter((m) => m.text.includes('rollout of DaemonSet') || m.text.includes('rolling out'));
       expect(progress.map((m) => m.text)).toEqual(['✅ [prod-eks] rollout of DaemonSet kube-system/kube-multus-ds complete']);
-      expect(store.listApprovalActions(a.id).map((r) => r.action)).toEqual(['restart.requested', 'restart.approved', 'restart.running', 'restart.succeeded']);
+      expect((await store.listApprovalActions(a.id)).map((r) => r.action)).toEqual(['restart.requested', 'restart.approved', 'restart.running', 'restart.succeeded']);
     });
   }
 });
@@ -174,16 +174,16 @@ describe('kill -9 in the PATCH window with a later restartedAt already on the po
     const { approval } = await requestAndApprove(url, dir, slack, 'tw_restart');
     expect(await exited).toBe('SIGKILL');
     child = undefined;
-    const left = peek!.listApprovals()[0]!;
+    const left = (await peek!.listApprovals())[0]!;
     expect(left.state).toBe('running');
     expect(Date.parse(LATER)).toBeGreaterThan(left.startedAt!);
     expect(realWrites(kube, 'PATCH', 'daemonsets')).toHaveLength(0);
 
     h = await startHarness({ dir, fakeSlack: slack, kube, start: resumeAt(left) });
     const store = h.serve.context.store;
-    await until(() => store.getApproval(left.id)!.state !== 'running', 'the resumed restart to end');
+    await until(async () => (await store.getApproval(left.id))!.state !== 'running', 'the resumed restart to end');
     await h.bot.idle();
-    expect(store.getApproval(left.id)!.state).toBe('succeeded');
+    expect((await store.getApproval(left.id))!.state).toBe('succeeded');
     const patches = realWrites(kube, 'PATCH', 'daemonsets');
     expect(patches).toHaveLength(1);
     const ds = kube.store.get('DaemonSet', 'kube-system', 'kube-multus-ds')!;
@@ -214,14 +214,14 @@ describe('kill -9 during an approved ServiceAccount recreation', { timeout: 120_
     expect(await exited).toBe('SIGKILL');
     child = undefined;
     expect(kube.store.get('ServiceAccount', 'logging', 'fluent-bit')).toBeUndefined();
-    const left = peek!.listApprovals()[0]!;
+    const left = (await peek!.listApprovals())[0]!;
     expect(left.state).toBe('running');
 
     h = await startHarness({ dir, fakeSlack: slack, kube, start: resumeAt(left) });
     const store = h.serve.context.store;
-    await until(() => store.getApproval(left.id)!.state !== 'running', 'the resumed recreation to end');
+    await until(async () => (await store.getApproval(left.id))!.state !== 'running', 'the resumed recreation to end');
     await h.bot.idle();
-    expect(store.getApproval(left.id)!.state).toBe('succeeded');
+    expect((await store.getApproval(left.id))!.state).toBe('succeeded');
     expect(realWrites(kube, 'DELETE', 'serviceaccounts')).toHaveLength(1);
     expect(realWrites(kube, 'POST', 'serviceaccounts')).toHaveLength(1);
     const sa = kube.store.get('ServiceAccount', 'logging', 'fluent-bit')!;
@@ -249,21 +249,21 @@ describe('kill -9 between posting an alert and saving its message ref', { timeou
     await expect(startChild(dir, fakes)).rejects.toThrow(/exited before serving/);
     child = undefined;
     const killedGroup = slack.message(OPS, first!)!.metadata!.event_payload['group_id'] as string;
-    peek = openStore(join(dir, 'tw.db'));
-    expect(peek.getAlertRef(killedGroup)).toBeUndefined();
-    expect(peek.getGroupIntent(killedGroup)).toMatchObject({ channel: OPS });
+    peek = await openStore(join(dir, 'tw.db'));
+    expect(await peek.getAlertRef(killedGroup)).toBeUndefined();
+    expect(await peek.getGroupIntent(killedGroup)).toMatchObject({ channel: OPS });
 
     h = await startHarness({ dir, fakeSlack: slack, kube });
     const store = h.serve.context.store;
-    expect(store.getAlertRef(killedGroup)).toMatchObject({ channel: OPS, ts: first });
-    expect(store.getGroupIntent(killedGroup)).toBeUndefined();
+    expect(await store.getAlertRef(killedGroup)).toMatchObject({ channel: OPS, ts: first });
+    expect(await store.getGroupIntent(killedGroup)).toBeUndefined();
     expect(slack.message(OPS, first!)!.edits.length).toBeGreaterThanOrEqual(1);
     // One alert per group (a ServiceAccount's findings), each carrying its group id in the message metadata.
     const alerts = slack.messages(OPS).filter((m) => !m.threadTs);
     const ids = alerts.map((m) => m.metadata?.event_payload['group_id']);
     expect(new Set(ids).size).toBe(ids.length);
-    const groups = [...new Set(store.listFindings(CLUSTER).map((f) => groupIdOf(f.finding)))];
-    expect(ids.sort()).toEqual(groups.filter((g) => store.getAlertRef(g)?.channel === OPS).sort());
+    const groups = [...new Set((await store.listFindings(CLUSTER)).map((f) => groupIdOf(f.finding)))];
+    expect(ids.sort()).toEqual(groups.filter(async (g) => (await store.getAlertRef(g))?.channel === OPS).sort());
     // Looked up only for findings with an intent left (posts are queued per channel, so more than one may be pending).
     const looked = slack.callsTo('conversations.history').length;
     expect(looked).toBeGreaterThanOrEqual(1);
@@ -282,12 +282,12 @@ describe('leader change during an approved restart', () => {
         if (req.method === 'POST' && req.resource === 'events' && String((req.body as { message?: string }).message).includes(' started')) lead = 'b';
         return undefined;
       });
-      const alert = h.alert('kube-system', 'multus');
+      const alert = await h.alert('kube-system', 'multus');
       await h.click(REQUESTER, alert, 'tw_restart');
       const approval = h.slack.thread(OPS, alert.ts).find((m) => m.text.includes('approval needed'))!;
       await h.click(APPROVER, approval, 'tw_approve');
       const store = h.serve.context.store;
-      await until(() => store.listApprovals()[0]!.state === 'succeeded', 'the new leader to finish the restart');
+      await until(async () => (await store.listApprovals())[0]!.state === 'succeeded', 'the new leader to finish the restart');
       await other.bot.idle();
       expect(realWrites(h.kube, 'PATCH', 'daemonsets')).toHaveLength(1);
       expect(h.slack.message(OPS, approval.ts)!.text).toBe('✅ Done [prod-eks]: restart of DaemonSet kube-system/kube-multus-ds (approved by U0APPROVE1)');

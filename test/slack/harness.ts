@@ -91,7 +91,7 @@ export interface Harness {
    * The alert message of a ServiceAccount (one per root cause: every kind of finding of it shares it), from the fake
    * Slack. `kind` is accepted for older call sites and only checks that such a finding is stored.
    */
-  alert(namespace: string, serviceAccount: string, kind?: 'stale-token' | 'legacy-token' | 'unauthorized', cluster?: string): FakeMessage;
+  alert(namespace: string, serviceAccount: string, kind?: 'stale-token' | 'legacy-token' | 'unauthorized', cluster?: string): Promise<FakeMessage>;
   /** Sends a signed /tokens command from `channel` by `user` and waits until its work is done. */
   command(text: string, user: string, channel?: string, secret?: string): Promise<SendResult>;
   /**
@@ -321,9 +321,9 @@ current-context: fake
     appendAudit(lines) {
       appendFileSync(auditPath, lines.map((l) => `${l}\n`).join(''));
     },
-    alert(namespace, serviceAccount, kind, cluster = CLUSTER) {
-      if (kind && !serve.context.store.getFinding(findingId(cluster, namespace, serviceAccount, kind))) throw new Error(`no ${kind} finding for ${namespace}/${serviceAccount}`);
-      const ref = serve.context.store.getAlertRef(groupIdOf({ cluster, namespace, serviceAccount }));
+    async alert(namespace, serviceAccount, kind, cluster = CLUSTER) {
+      if (kind && !await serve.context.store.getFinding(findingId(cluster, namespace, serviceAccount, kind))) throw new Error(`no ${kind} finding for ${namespace}/${serviceAccount}`);
+      const ref = await serve.context.store.getAlertRef(groupIdOf({ cluster, namespace, serviceAccount }));
       if (!ref) throw new Error(`no alert for ${namespace}/${serviceAccount}`);
       return slack.message(ref.channel, ref.ts)!;
     },

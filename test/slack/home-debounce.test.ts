@@ -26,10 +26,10 @@ function setup(clusterCount = 1) {
           if (cluster === 'c-0') renders++;
           return (findings.get(cluster) ?? []).map((finding) => ({ finding })) as never;
         },
-        listApprovals: () => [],
+        listApprovals: async () => [],
       },
       clusters: clusters as never,
-      messageOfGroup: () => undefined,
+      messageOfGroup: async () => undefined,
       permalink: async () => 'https://x',
       approversOf: async () => [],
       publish: async (user, view) => {

@@ -56,10 +56,10 @@ async function openHome(user: string, tab: 'home' | 'messages' = 'home'): Promis
 }
 
 /** Open groups of every cluster, from the store (what the Home tab must list). */
-function openGroups(): Array<{ cluster: string; subject: string }> {
+async function openGroups(): Promise<Array<{ cluster: string; subject: string }>> {
   const out: Array<{ cluster: string; subject: string }> = [];
   for (const name of h!.serve.context.clusters.keys()) {
-    for (const g of groupFindings(h!.serve.context.store.listFindings(name, { status: ['open'] }).map((f) => f.finding))) out.push({ cluster: name, subject: `${g.namespace}/${g.serviceAccount}` });
+    for (const g of groupFindings((await h!.serve.context.store.listFindings(name, { status: ['open'] })).map((f) => f.finding))) out.push({ cluster: name, subject: `${g.namespace}/${g.serviceAccount}` });
   }
   return out;
 }
@@ -76,7 +76,7 @@ describe('App Home tab (HTTP mode)', () => {
     expect(home.publishes).toBe(1);
     expect(validateHomeView(home.view)).toEqual([]);
     const lines = alertLines(home.view.blocks);
-    const groups = openGroups();
+    const groups = await openGroups();
     // Every open alert of both clusters, once.
     expect(lines).toHaveLength(groups.length);
     for (const g of groups) expect(lines.filter((l) => l.includes(`*${g.cluster}*`) && l.includes(g.subject))).toHaveLength(1);
@@ -84,19 +84,23 @@ describe('App Home tab (HTTP mode)', () => {
     // Multus: its requests are refused now (the 401s of the seed), so it is first, linked to its alert message.
     expect(lines[0]).toContain('kube-system/multus');
     expect(lines[0]).toContain('requests now fail with 401');
-    const alert = h.alert('kube-system', 'multus');
+    const alert = await h.alert('kube-system', 'multus');
     expect(lines[0]).toContain(`<https://fake-workspace.slack.com/archives/${OPS}/p${alert.ts.replace('.', '')}|kube-system/multus>`);
     // The rest: days to rejection never decrease down the list; each is what its findings' rejection date says.
     const days = lines.slice(1).map((l) => /rejected in ([\d,]+) days?/.exec(l)?.[1]).filter((d): d is string => d !== undefined).map((d) => Number(d.replace(/,/g, '')));
     expect(days.length).toBeGreaterThan(0);
     expect([...days].sort((a, b) => a - b)).toEqual(days);
     const store = h.serve.context.store;
-    const expected = openGroups()
-      .filter((g) => g.subject !== 'kube-system/multus')
-      .map((g) => {
-        const fs = store.listFindings(g.cluster, { status: ['open'] }).map((f) => f.finding).filter((f) => `${f.namespace}/${f.serviceAccount}` === g.subject && f.rejectionAt);
-        return fs.length ? Math.min(...fs.map((f) => daysLeft(f, h!.now())!)) : undefined;
-      })
+    const expected = (
+      await Promise.all(
+        (await openGroups())
+          .filter((g) => g.subject !== 'kube-system/multus')
+          .map(async (g) => {
+            const fs = (await store.listFindings(g.cluster, { status: ['open'] })).map((f) => f.finding).filter((f) => `${f.namespace}/${f.serviceAccount}` === g.subject && f.rejectionAt);
+            return fs.length ? Math.min(...fs.map((f) => daysLeft(f, h!.now())!)) : undefined;
+          }),
+      )
+    )
       .filter((d): d is number => d !== undefined && d >= 0)
       .sort((a, b) => a - b);
     expect(days).toEqual(expected);
@@ -109,7 +113,7 @@ describe('App Home tab (HTTP mode)', () => {
     expect(text).toContain('*staging-eks* · ✅ audit log · ➖ API-server metrics (kubernetes: none) · ➖ node probe (kubernetes: none)');
     expect(text).toContain('No approval is waiting for a vote.');
     // Readiness: every open stale-token ServiceAccount of prod-eks is a client that breaks once extension is off.
-    const staleClients = store.listFindings(CLUSTER, { status: ['open'] }).filter((f) => f.finding.kind === 'stale-token').length;
+    const staleClients = (await store.listFindings(CLUSTER, { status: ['open'] })).filter((f) => f.finding.kind === 'stale-token').length;
     expect(staleClients).toBeGreaterThan(0);
     expect(text).toContain(`✅ node probe · ❌ token extension off: not safe, ${staleClients} client${staleClients === 1 ? '' : 's'} would break`);
 
@@ -168,7 +172,7 @@ describe('App Home tab (HTTP mode)', () => {
     expect(await h.bot.parts.home.tick()).toBe(0);
 
     // A restart requested by REQUESTER: the approval is listed with the approvers who have not voted, never the requester.
-    await h.click(REQUESTER, h.alert('kube-system', 'multus'), 'tw_restart');
+    await h.click(REQUESTER, await h.alert('kube-system', 'multus'), 'tw_restart');
     h.advance(DEBOUNCE);
     expect(await h.bot.parts.home.tick()).toBe(2);
     const approvals = sections(h.slack.homeView(USER)!.view.blocks).filter((l) => l.startsWith('⏳'));
@@ -179,7 +183,7 @@ describe('App Home tab (HTTP mode)', () => {
     expect(approvals[0]).toContain(`waiting on <@${APPROVER}>, <@${ONCALL_APPROVER}>`);
     expect(approvals[0]!.split('waiting on')[1]).not.toContain(REQUESTER);
     // No vote yet: all the approvals the policy requires for this target are still needed.
-    const stored = h.serve.context.store.listApprovals({ states: ['requested'] });
+    const stored = await h.serve.context.store.listApprovals({ states: ['requested'] });
     expect(stored).toHaveLength(1);
     const required = stored[0]!.requiredApprovals;
     expect(required).toBe(2);
@@ -187,7 +191,7 @@ describe('App Home tab (HTTP mode)', () => {
 
     // One approver votes (a protected target needs a second): the next republish no longer waits on that approver.
     {
-      const approval = h.slack.thread(OPS, h.alert('kube-system', 'multus').ts).find((m) => m.text.includes('approval needed'))!;
+      const approval = h.slack.thread(OPS, (await h.alert('kube-system', 'multus')).ts).find((m) => m.text.includes('approval needed'))!;
       await h.click(APPROVER, approval, 'tw_approve');
       h.advance(DEBOUNCE);
       expect(await h.bot.parts.home.tick()).toBe(2);
@@ -208,7 +212,7 @@ describe('App Home tab (HTTP mode)', () => {
     const home = h.slack.homeView(USER)!;
     expect(h.slack.callsTo('views.publish')).toHaveLength(1);
     expect(home.view.blocks.length).toBeLessThanOrEqual(100);
-    const total = openGroups().length;
+    const total = (await openGroups()).length;
     expect(total).toBeGreaterThan(120);
     const shown = alertLines(home.view.blocks).length;
     const more = contextText(home.view.blocks).find((t) => t.includes('more alerts not shown'));
@@ -235,7 +239,7 @@ describe('App Home tab (Socket Mode)', () => {
     expect(lines[0]).toContain(`*${CLUSTER}*`);
     expect(lines[0]).toContain('kube-system/multus');
     expect(lines[0]).toContain('requests now fail with 401');
-    expect(lines).toHaveLength(openGroups().length);
+    expect(lines).toHaveLength((await openGroups()).length);
   });
 });
 

@@ -24,27 +24,27 @@ describe('late-delivered use', () => {
     h = await startHarness();
     const store = h.serve.context.store;
     const id = findingId(CLUSTER, 'ci', 'deployer', 'legacy-token');
-    const deployer = h.alert('ci', 'deployer', 'legacy-token');
-    const requestsBefore = store.getFinding(id)!.finding.requests;
+    const deployer = await h.alert('ci', 'deployer', 'legacy-token');
+    const requestsBefore = (await store.getFinding(id))!.finding.requests;
 
     // 25 h of successful polls without the signal: resolved as quiet, in place.
     h.advance(25 * HOUR);
     const quiet = await h.serve.context.clusters.get(CLUSTER)!.poller.pollOnce();
     await h.bot.idle();
     expect(quiet.concluded).toContain(id);
-    const resolvedAt = store.getFinding(id)!.resolvedAt!;
-    expect(store.getFinding(id)).toMatchObject({ status: 'resolved', resolution: 'quiet' });
-    expect(h.alert('ci', 'deployer', 'legacy-token').text).toBe('✅ [prod-eks] resolved: ci/deployer (legacy Secret token)');
+    const resolvedAt = (await store.getFinding(id))!.resolvedAt!;
+    expect(await store.getFinding(id)).toMatchObject({ status: 'resolved', resolution: 'quiet' });
+    expect((await h.alert('ci', 'deployer', 'legacy-token')).text).toBe('✅ [prod-eks] resolved: ci/deployer (legacy Secret token)');
 
     // Two minutes later the audit log delivers a use dated one minute before the resolution.
     h.advance(2 * MIN);
     h.appendAudit([auditEvent({ auditID: 'legacy-late-1', time: resolvedAt - MIN, kind: 'legacy', namespace: 'ci', serviceAccount: 'deployer', legacySecret: 'deployer-token' })]);
     await h.poll();
-    const stored = store.getFinding(id)!;
+    const stored = (await store.getFinding(id))!;
     expect(stored.finding.requests).toBe(requestsBefore + 1);
     expect(Date.parse(stored.finding.lastSeen)).toBe(resolvedAt - MIN);
     expect(stored).toMatchObject({ status: 'open', resolution: null, resolvedAt: null });
-    const reopened = h.alert('ci', 'deployer', 'legacy-token');
+    const reopened = await h.alert('ci', 'deployer', 'legacy-token');
     expect(reopened.ts).toBe(deployer.ts);
     expect(reopened.text).toBe('🔵 [prod-eks] info: ci/deployer — legacy Secret token in use (legacy Secret token)');
     expect(overflowLabels(reopened)).toContain('Recreate ServiceAccount…');

@@ -52,16 +52,16 @@ function setup(slack: Record<string, unknown> = {}, canRemediate = true): { noti
 }
 
 async function poll(n: Notifier, findings: Finding[], at: number): Promise<void> {
-  const changes = store.saveFindings('prod', findings, at);
+  const changes = await store.saveFindings('prod', findings, at);
   await n.onFindings('prod', findings, changes);
 }
 
 beforeEach(async () => {
   fake = await startFakeSlack({ channels: [{ id: 'C0OPS00001', name: 'ops' }] });
-  store = openStore(':memory:');
+  store = await openStore(':memory:');
 });
 afterEach(async () => {
-  store.close();
+  await store.close();
   await fake.close();
 });
 
@@ -76,7 +76,7 @@ describe('Notifier', () => {
     const { notifier, channels } = setup();
     await poll(notifier, [stale], T);
     expect(fake.messages(CH).map((m) => m.text)).toEqual([expect.stringContaining('[prod] warning: kube-system/multus')]);
-    expect(store.getAlertRef(gid)).toMatchObject({ channel: CH, severity: 'warning', signals: ['stale-token'] });
+    expect(await store.getAlertRef(gid)).toMatchObject({ channel: CH, severity: 'warning', signals: ['stale-token'] });
     expect(channels.allows('prod', { id: CH, name: 'privategroup' })).toBe(true);
     expect(channels.allows('prod', { id: 'C0OTHER001', name: 'other' })).toBe(false);
   });
@@ -84,17 +84,17 @@ describe('Notifier', () => {
   it('first 401s of a subject with a stale-token alert: the same alert, edited, and a reply in its thread saying the signal started', async () => {
     const { notifier } = setup();
     await poll(notifier, [stale], T);
-    const ts = store.getAlertRef(gid)!.ts;
+    const ts = (await store.getAlertRef(gid))!.ts;
     await poll(notifier, [unauthorized, stale], T + HOUR);
     expect(fake.messages(CH).map((m) => m.ts)).toEqual([ts]);
-    expect(store.getAlertRef(gid)).toMatchObject({ ts, severity: 'critical', signals: ['unauthorized', 'stale-token'] });
+    expect(await store.getAlertRef(gid)).toMatchObject({ ts, severity: 'critical', signals: ['unauthorized', 'stale-token'] });
     expect(fake.thread(CH, ts).map((m) => m.text)).toEqual([
       '[prod] kube-system/multus escalated from warning to critical',
       '[prod] kube-system/multus: requests rejected with 401 started',
     ]);
     expect(fake.message(CH, ts)!.edits).toHaveLength(1);
     // The 401s stop (their finding resolved) while the stale tokens go on: said in the thread, the alert stays open.
-    store.setFindingStatus('f-401', { status: 'resolved', reason: 'quiet' }, T + 2 * HOUR);
+    await store.setFindingStatus('f-401', { status: 'resolved', reason: 'quiet' }, T + 2 * HOUR);
     await poll(notifier, [stale], T + 2 * HOUR);
     expect(fake.thread(CH, ts).map((m) => m.text).at(-1)).toBe('[prod] kube-system/multus: requests rejected with 401 stopped');
     expect(fake.message(CH, ts)!.text).toMatch(/^🟠 \[prod\] warning: kube-system\/multus/);
@@ -104,7 +104,7 @@ describe('Notifier', () => {
     const { notifier } = setup();
     await poll(notifier, [{ ...unauthorized, requests: 6 }, { ...stale, requests: 60 }], T);
     expect(fake.messages(CH)).toHaveLength(1);
-    const ts = store.getAlertRef(gid)!.ts;
+    const ts = (await store.getAlertRef(gid))!.ts;
     expect(fake.thread(CH, ts)).toEqual([]);
     expect(fake.message(CH, ts)!.edits).toEqual([]);
     expect(fake.callsTo('chat.update')).toEqual([]);
@@ -116,13 +116,13 @@ describe('Notifier', () => {
   it('a resolved finding seen again is reopened in its thread, with buttons back', async () => {
     const { notifier } = setup();
     await poll(notifier, [stale], T);
-    store.setFindingStatus('f-stale', { status: 'resolved' }, T + HOUR);
+    await store.setFindingStatus('f-stale', { status: 'resolved' }, T + HOUR);
     await notifier.refresh('f-stale');
-    const ts = store.getAlertRef(gid)!.ts;
+    const ts = (await store.getAlertRef(gid))!.ts;
     expect(fake.message(CH, ts)!.text).toBe('✅ [prod] resolved: kube-system/multus (stale tokens)');
     expect(buttonIds(fake.message(CH, ts)!)).toEqual([]);
     await poll(notifier, [{ ...stale, lastSeen: new Date(T + 2 * HOUR).toISOString() }], T + 2 * HOUR);
-    expect(store.getFinding('f-stale')!.status).toBe('open');
+    expect((await store.getFinding('f-stale'))!.status).toBe('open');
     expect(fake.thread(CH, ts).map((m) => m.text)).toEqual(['[prod] kube-system/multus reopened: seen again after it was resolved']);
     expect(buttonIds(fake.message(CH, ts)!)).toContain('tw_restart');
     expect(fake.messages(CH)).toHaveLength(1);
@@ -131,10 +131,10 @@ describe('Notifier', () => {
   it('an alert deleted in Slack is posted anew, and the ref follows', async () => {
     const { notifier } = setup();
     await poll(notifier, [stale], T);
-    const first = store.getAlertRef(gid)!;
+    const first = (await store.getAlertRef(gid))!;
     fake.failNext('chat.update', 'message_not_found');
     await poll(notifier, [{ ...stale, severity: 'critical' }], T + HOUR);
-    const second = store.getAlertRef(gid)!;
+    const second = (await store.getAlertRef(gid))!;
     expect(second.ts).not.toBe(first.ts);
     expect(fake.messages(CH).map((m) => m.ts)).toEqual([first.ts, second.ts]);
     expect(second.hash).toBe(messageHash({ text: fake.message(CH, second.ts)!.text, blocks: fake.message(CH, second.ts)!.blocks as never }));
@@ -159,16 +159,16 @@ describe('Notifier', () => {
   it('upgrade: per-kind alerts of one ServiceAccount are merged — the newer kept and showing the group, the older edited once to point at it', async () => {
     const { notifier } = setup();
     // An earlier version posted one alert per finding and saved a message ref per finding.
-    store.saveFindings('prod', [stale, unauthorized], T);
+    await store.saveFindings('prod', [stale, unauthorized], T);
     const client = new webApi.WebClient(DEFAULT_BOT_TOKEN, { slackApiUrl: fake.apiUrl, retryConfig: { retries: 0 } });
     const older = await client.chat.postMessage({ channel: CH, text: '🟠 [prod] warning: stale token used by kube-system/multus' });
     const newer = await client.chat.postMessage({ channel: CH, text: '🔴 [prod] critical: 401 unauthorized used by kube-system/multus' });
-    store.saveMessageRef('f-stale', { channel: CH, ts: older.ts!, severity: 'warning', hash: 'old' });
-    store.saveMessageRef('f-401', { channel: CH, ts: newer.ts!, severity: 'critical', hash: 'old' });
+    await store.saveMessageRef('f-stale', { channel: CH, ts: older.ts!, severity: 'warning', hash: 'old' });
+    await store.saveMessageRef('f-401', { channel: CH, ts: newer.ts!, severity: 'critical', hash: 'old' });
 
     await poll(notifier, [unauthorized, stale], T + HOUR);
     expect(fake.messages(CH).map((m) => m.ts)).toEqual([older.ts, newer.ts]); // nothing new posted
-    expect(store.getAlertRef(gid)).toMatchObject({ channel: CH, ts: newer.ts, signals: ['unauthorized', 'stale-token'] });
+    expect(await store.getAlertRef(gid)).toMatchObject({ channel: CH, ts: newer.ts, signals: ['unauthorized', 'stale-token'] });
     expect(fake.message(CH, newer.ts!)!.text).toBe('🔴 [prod] critical: kube-system/multus — requests failed with 401 (requests rejected with 401 · stale tokens)');
     const link = fake.callsTo('chat.getPermalink').at(-1)!.response['permalink'] as string;
     expect(link).toContain(newer.ts!.replace('.', ''));
@@ -176,10 +176,10 @@ describe('Notifier', () => {
     expect(merged.text).toBe('[prod] kube-system/multus: merged into one alert');
     expect(JSON.stringify(merged.blocks)).toContain(`<${link}|this alert>`);
     expect(merged.edits).toHaveLength(1);
-    expect(store.getMessageRef('f-stale')).toBeUndefined();
-    expect(store.getMessageRef('f-401')).toBeUndefined();
+    expect(await store.getMessageRef('f-stale')).toBeUndefined();
+    expect(await store.getMessageRef('f-401')).toBeUndefined();
     // Threads of the older message's finding go to the kept alert now.
-    expect(notifier.messageOf('f-stale')).toEqual({ channel: CH, ts: newer.ts });
+    expect(await notifier.messageOf('f-stale')).toEqual({ channel: CH, ts: newer.ts });
 
     // Later polls never touch the pointer again.
     await poll(notifier, [unauthorized, { ...stale, severity: 'critical' }], T + 2 * HOUR);

@@ -35,7 +35,7 @@ const permalinkOf = (m: { ts: string; threadTs?: string }) =>
 describe('one open action per target', () => {
   it('a restart requested through the 401 finding while one through the stale one is open is refused with a link; one PATCH', async () => {
     h = await startHarness();
-    const stale = h.alert('kube-system', 'multus');
+    const stale = await h.alert('kube-system', 'multus');
     expect(buttonIds(stale)).toContain('tw_restart');
     await h.click(REQUESTER, stale, 'tw_restart');
     const approval = approvalIn(h, stale.ts)!;
@@ -48,8 +48,8 @@ describe('one open action per target', () => {
     await h.click(APPROVER, approval, 'tw_approve');
     expect(realPatches(h)).toHaveLength(1);
     const store = h.serve.context.store;
-    expect(store.listApprovals().map((a) => [a.target.findingId === stale.ts, a.state])).toEqual([[false, 'succeeded']]);
-    expect(store.listActions(CLUSTER).filter((r) => r.action === 'restart.refused').map((r) => r.actor)).toEqual([OTHER]);
+    expect((await store.listApprovals()).map((a) => [a.target.findingId === stale.ts, a.state])).toEqual([[false, 'succeeded']]);
+    expect((await store.listActions(CLUSTER)).filter((r) => r.action === 'restart.refused').map((r) => r.actor)).toEqual([OTHER]);
   });
 
   it('a restart while a recreation of its ServiceAccount is open, and the reverse, are refused with a link', async () => {
@@ -57,7 +57,7 @@ describe('one open action per target', () => {
     // Recreating is offered where a legacy Secret token must be revoked: fluent-bit's clients also use one.
     h.appendAudit([auditEvent({ auditID: 'legacy-fb-1', time: h.now() - MIN, kind: 'legacy', namespace: 'logging', serviceAccount: 'fluent-bit' })]);
     await h.poll();
-    const alert = h.alert('logging', 'fluent-bit');
+    const alert = await h.alert('logging', 'fluent-bit');
     // Recreation first (overflow menu, confirm modal), then a restart of a workload of that ServiceAccount.
     await h.click(REQUESTER, alert, 'tw_recreate_sa');
     await h.submitView(REQUESTER, 'tw_recreate_confirm');
@@ -75,7 +75,7 @@ describe('one open action per target', () => {
     expect(h.ephemerals(REQUESTER).at(-1)).toBe(
       `⛔ A restart of DaemonSet \`logging/fluent-bit\` is open (requested by <@${OTHER}>, waiting for approval), so a ServiceAccount recreation of ServiceAccount \`logging/fluent-bit\` cannot be requested until it ends. <${permalinkOf(restart)}|See the open request>.`,
     );
-    expect(h.serve.context.store.listApprovals().map((a) => [a.action, a.state])).toEqual([
+    expect((await h.serve.context.store.listApprovals()).map((a) => [a.action, a.state])).toEqual([
       ['recreate-serviceaccount', 'rejected'],
       ['restart', 'requested'],
     ]);
@@ -84,7 +84,7 @@ describe('one open action per target', () => {
 
   it('an expired request does not block: the new request is stored and the old message says expired', async () => {
     h = await startHarness();
-    const stale = h.alert('kube-system', 'multus');
+    const stale = await h.alert('kube-system', 'multus');
     await h.click(REQUESTER, stale, 'tw_restart');
     const first = approvalIn(h, stale.ts)!;
     h.advance(31 * MIN);
@@ -94,9 +94,9 @@ describe('one open action per target', () => {
     expect(approvalsIn(h, stale.ts)).toHaveLength(1);
     expect(h.slack.message(OPS, first.ts)!.text).toBe('⌛ Expired [prod-eks]: restart of DaemonSet kube-system/kube-multus-ds');
     const store = h.serve.context.store;
-    expect(store.listApprovals().map((a) => a.state)).toEqual(['expired', 'requested']);
-    const old = store.listApprovals()[0]!;
-    expect(store.listApprovalActions(old.id).map((r) => [r.action, r.result])).toEqual([
+    expect((await store.listApprovals()).map((a) => a.state)).toEqual(['expired', 'requested']);
+    const old = (await store.listApprovals())[0]!;
+    expect((await store.listApprovalActions(old.id)).map((r) => [r.action, r.result])).toEqual([
       ['restart.requested', 'requested'],
       ['restart.expired', 'expired'],
     ]);
@@ -107,16 +107,16 @@ describe('one open action per target', () => {
   it('20 concurrent requests through both findings on two replicas sharing one store: 1 request, 1 PATCH', async () => {
     h = await startHarness();
     follower = await startHarness({ dir: h.dir, fakeSlack: h.slack, kube: h.kube, isLeader: () => false });
-    const stale = h.alert('kube-system', 'multus');
+    const stale = await h.alert('kube-system', 'multus');
     const other = restartOf401(h);
     const users = Array.from({ length: 20 }, (_, i) => `U0CLICK${String(i).padStart(3, '0')}`);
     const results = await Promise.all(
-      users.map((u, i) => (i % 2 === 0 ? h! : follower!).click(u, stale, 'tw_restart', { wait: false, ...(i % 4 < 2 ? {} : { value: other }) })),
+      users.map(async (u, i) => await (i % 2 === 0 ? h! : follower!).click(u, stale, 'tw_restart', { wait: false, ...(i % 4 < 2 ? {} : { value: other }) })),
     );
     expect(results.map((r) => r.status)).toEqual(Array(20).fill(200));
     await Promise.all([h.bot.idle(), follower.bot.idle()]);
     const store = h.serve.context.store;
-    const approvals = store.listApprovals();
+    const approvals = await store.listApprovals();
     expect(approvals).toHaveLength(1);
     const refused = users.flatMap((u) => h!.ephemerals(u)).filter((e) => e.startsWith('⛔'));
     expect(refused).toHaveLength(19);
@@ -124,8 +124,8 @@ describe('one open action per target', () => {
     const approval = approvalsIn(h, stale.ts);
     expect(approval).toHaveLength(1);
     await h.click(APPROVER, approval[0]!, 'tw_approve');
-    for (let i = 0; i < 300 && store.listApprovals()[0]!.state !== 'succeeded'; i++) await new Promise((r) => setTimeout(r, 10));
-    expect(store.listApprovals()[0]!.state).toBe('succeeded');
+    for (let i = 0; i < 300 && (await store.listApprovals())[0]!.state !== 'succeeded'; i++) await new Promise((r) => setTimeout(r, 10));
+    expect((await store.listApprovals())[0]!.state).toBe('succeeded');
     expect(realPatches(h)).toHaveLength(1);
     expect(blockText(h.slack.message(OPS, approval[0]!.ts)!)).toContain('Approved by <@U0APPROVE1>');
   });

@@ -86,7 +86,7 @@ describe('one alert per root cause', { timeout: 120_000 }, () => {
 
     // Stale tokens only: one alert, posted once with its final blocks — no chat.update of it yet, no "(edited)".
     expect(multusAlerts(h)).toHaveLength(1);
-    let alert = h.alert('kube-system', 'multus');
+    let alert = await h.alert('kube-system', 'multus');
     expect(alert.edits).toEqual([]);
     expect(h.slack.callsTo('chat.update').filter((c) => c.args.ts === alert.ts)).toEqual([]);
     expect(headerOf(alert)).toBe('🔴 prod-eks · kube-system/multus — rejection date passed');
@@ -96,7 +96,7 @@ describe('one alert per root cause', { timeout: 120_000 }, () => {
     await probe(h, host);
     h.advance(5 * MIN);
     await h.poll();
-    expect(blockText(h.alert('kube-system', 'multus'))).toContain('token file seen by the node probe');
+    expect(blockText(await h.alert('kube-system', 'multus'))).toContain('token file seen by the node probe');
 
     // Then 401s of the same clients: the same message, edited, and its thread says the signal started.
     const t = h.now() - MIN;
@@ -104,9 +104,9 @@ describe('one alert per root cause', { timeout: 120_000 }, () => {
       Array.from({ length: 3 }, (_, i) => auditEvent({ auditID: `u401-${i}`, time: t + i * 1000, kind: 'unauthorized', sourceIP: '192.168.14.201' })),
     );
     await h.poll();
-    expect(store.getFinding(findingId(CLUSTER, 'kube-system', 'multus', 'unauthorized'))?.status).toBe('open');
+    expect((await store.getFinding(findingId(CLUSTER, 'kube-system', 'multus', 'unauthorized')))?.status).toBe('open');
     expect(multusAlerts(h)).toHaveLength(1);
-    alert = h.alert('kube-system', 'multus');
+    alert = await h.alert('kube-system', 'multus');
     expect(headerOf(alert)).toBe('🔴 prod-eks · kube-system/multus — requests now fail with 401');
     expect(blockText(alert)).toContain('*Signals:* requests rejected with 401 · stale tokens · token file seen by the node probe');
     expect(blockText(alert)).not.toContain('0 of 6'); // pods come from the stale signal, not "Pods affected 0 of 6"
@@ -135,18 +135,18 @@ describe('one alert per root cause', { timeout: 120_000 }, () => {
     await h.click(REQUESTER, alert, 'tw_recreate_sa', { value: forged });
     expect(h.ephemerals(REQUESTER).at(-1)).toMatch(/^⛔ Recreating ServiceAccount `kube-system\/multus` is not a fix for this alert \(its token is read from a file on the node/);
     expect(h.slack.views()).toEqual([]);
-    expect(store.listApprovals({ cluster: CLUSTER })).toEqual([]);
+    expect(await store.listApprovals({ cluster: CLUSTER })).toEqual([]);
 
     // The restart, approved; verified after the settle period with neither stale use nor 401s: resolved once, in place.
     await h.click(REQUESTER, alert, 'tw_restart');
     const approval = h.slack.thread(OPS, alert.ts).find((m) => m.text.includes('approval needed'))!;
     await h.click(APPROVER, approval, 'tw_approve');
-    expect(store.listApprovals({ cluster: CLUSTER })[0]!.state).toBe('succeeded');
+    expect((await store.listApprovals({ cluster: CLUSTER }))[0]!.state).toBe('succeeded');
     h.advance(2 * HOUR + MIN);
     await h.poll();
     h.advance(HOUR);
     await h.poll();
-    alert = h.alert('kube-system', 'multus');
+    alert = await h.alert('kube-system', 'multus');
     expect(headerOf(alert)).toBe('✅ Resolved · prod-eks · kube-system/multus');
     expect(blockText(alert)).toContain('*Signals:* requests rejected with 401 · stale tokens');
     expect(elements(alert)).toEqual([]);
@@ -156,15 +156,15 @@ describe('one alert per root cause', { timeout: 120_000 }, () => {
     const edits = alert.edits.length;
     h.advance(HOUR);
     await h.poll();
-    expect(h.alert('kube-system', 'multus').edits).toHaveLength(edits);
-    for (const kind of ['stale-token', 'unauthorized'] as const) expect(store.getFinding(findingId(CLUSTER, 'kube-system', 'multus', kind))!.status).toBe('resolved');
+    expect((await h.alert('kube-system', 'multus')).edits).toHaveLength(edits);
+    for (const kind of ['stale-token', 'unauthorized'] as const) expect((await store.getFinding(findingId(CLUSTER, 'kube-system', 'multus', kind)))!.status).toBe('resolved');
     expect(multusAlerts(h)).toHaveLength(1);
-    expect(store.getAlertRef(groupIdOf({ cluster: CLUSTER, namespace: 'kube-system', serviceAccount: 'multus' }))?.signals).toEqual([]);
+    expect((await store.getAlertRef(groupIdOf({ cluster: CLUSTER, namespace: 'kube-system', serviceAccount: 'multus' })))?.signals).toEqual([]);
   });
 
   it('a legacy Secret token: Recreate ServiceAccount only in the overflow menu, behind a confirm modal saying what breaks', async () => {
     h = await startHarness();
-    const deployer = h.alert('ci', 'deployer');
+    const deployer = await h.alert('ci', 'deployer');
     // No workload: no Restart button at all.
     expect(buttonIds(deployer)).toEqual(['tw_more']);
     expect(overflowLabels(deployer)).toEqual(['Recreate ServiceAccount…', 'Snooze 1 day', 'Snooze 7 days', 'Details']);
@@ -173,19 +173,19 @@ describe('one alert per root cause', { timeout: 120_000 }, () => {
     const views = h.slack.views();
     expect(views.map((v) => v.view.callback_id)).toEqual(['tw_recreate_confirm']);
     expect(JSON.stringify(views[0]!.view.blocks)).toContain('*What breaks:* its new UID invalidates every token issued for it');
-    expect(h.serve.context.store.listApprovals({ cluster: CLUSTER })).toEqual([]);
+    expect(await h.serve.context.store.listApprovals({ cluster: CLUSTER })).toEqual([]);
     // Checked again at submission: had the legacy token's signal been resolved meanwhile, nothing is requested.
     const legacyId = findingId(CLUSTER, 'ci', 'deployer', 'legacy-token');
-    h.serve.context.store.setFindingStatus(legacyId, { status: 'resolved', reason: 'quiet' }, h.now());
+    await h.serve.context.store.setFindingStatus(legacyId, { status: 'resolved', reason: 'quiet' }, h.now());
     await h.submitView(REQUESTER, 'tw_recreate_confirm');
     expect(h.ephemerals(REQUESTER).at(-1)).toMatch(/^⛔ This finding is already resolved, so nothing was requested/);
-    expect(h.serve.context.store.listApprovals({ cluster: CLUSTER })).toEqual([]);
+    expect(await h.serve.context.store.listApprovals({ cluster: CLUSTER })).toEqual([]);
     // Seen again: chosen again from the menu, a new confirmation, submitted.
-    h.serve.context.store.setFindingStatus(legacyId, { status: 'open' }, h.now());
+    await h.serve.context.store.setFindingStatus(legacyId, { status: 'open' }, h.now());
     await h.click(REQUESTER, deployer, 'tw_recreate_sa');
     expect(h.slack.views()).toHaveLength(2);
     await h.submitView(REQUESTER, 'tw_recreate_confirm');
-    const approvals = h.serve.context.store.listApprovals({ cluster: CLUSTER });
+    const approvals = await h.serve.context.store.listApprovals({ cluster: CLUSTER });
     expect(approvals.map((a) => [a.action, a.target.kind, `${a.target.namespace}/${a.target.name}`, a.requester])).toEqual([['recreate-serviceaccount', 'ServiceAccount', 'ci/deployer', REQUESTER]]);
     expect(h.slack.thread(OPS, deployer.ts).some((m) => m.text.includes('approval needed: ServiceAccount recreation of ServiceAccount ci/deployer'))).toBe(true);
   });

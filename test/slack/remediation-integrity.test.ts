@@ -15,9 +15,9 @@ afterEach(async () => {
 });
 
 /** Waits (event-driven polling, generous bound) until `cond` holds. */
-async function until(cond: () => boolean, what: string): Promise<void> {
+async function until(cond: () => boolean | Promise<boolean>, what: string): Promise<void> {
   for (let i = 0; i < 6000; i++) {
-    if (cond()) return;
+    if (await cond()) return;
     await new Promise((r) => setTimeout(r, 10));
   }
   throw new Error(`timed out waiting for ${what}`);
@@ -29,7 +29,7 @@ const approvalMessage = (x: Harness, alertTs: string) => x.slack.thread(OPS, ale
 describe('uid preconditions', () => {
   it('a DaemonSet deleted and recreated (new uid, another image) between request and approval is not patched: "replaced since it was approved"', async () => {
     h = await startHarness();
-    const alert = h.alert('kube-system', 'multus');
+    const alert = await h.alert('kube-system', 'multus');
     await h.click(REQUESTER, alert, 'tw_restart');
     const approval = approvalMessage(h, alert.ts)!;
     const approvedUid = String(h.kube.store.get('DaemonSet', 'kube-system', 'kube-multus-ds')!.metadata!['uid']);
@@ -44,9 +44,9 @@ describe('uid preconditions', () => {
 
     await h.click(APPROVER, approval, 'tw_approve');
     const store = h.serve.context.store;
-    await until(() => store.listApprovals()[0]!.state === 'failed', 'the restart to fail');
+    await until(async () => (await store.listApprovals())[0]!.state === 'failed', 'the restart to fail');
     await h.bot.idle();
-    const a = store.listApprovals()[0]!;
+    const a = (await store.listApprovals())[0]!;
     expect(a.error).toBe(
       `the DaemonSet kube-system/kube-multus-ds was replaced since it was approved (the approvers saw uid ${approvedUid}; the API server holds another object under that name), so nothing was patched. Request it again to review the current object.`,
     );
@@ -80,14 +80,14 @@ describe('recreation race', () => {
         queueMicrotask(() => kube.store.put(theirs as never));
       }
     });
-    const alert = h.alert('logging', 'fluent-bit');
+    const alert = await h.alert('logging', 'fluent-bit');
     await h.click(REQUESTER, alert, 'tw_recreate_sa');
     await h.submitView(REQUESTER, 'tw_recreate_confirm');
     await h.click(APPROVER, approvalMessage(h, alert.ts)!, 'tw_approve');
     const store = h.serve.context.store;
-    await until(() => ['failed', 'succeeded'].includes(store.listApprovals()[0]!.state), 'the recreation to end');
+    await until(async () => ['failed', 'succeeded'].includes((await store.listApprovals())[0]!.state), 'the recreation to end');
     await h.bot.idle();
-    const a = store.listApprovals()[0]!;
+    const a = (await store.listApprovals())[0]!;
     expect(a.state).toBe('failed');
     expect(a.error).toContain(`ServiceAccount logging/fluent-bit was created by someone else, with different annotations: eks.amazonaws.com/role-arn=${ATTACKER} (expected ${ROLE})`);
     expect(realWrites(h, 'DELETE', 'serviceaccounts')).toHaveLength(1);
@@ -97,18 +97,18 @@ describe('recreation race', () => {
     const alarm = thread.find((m) => m.text.startsWith('🚨'))!;
     expect(alarm.text).toContain('created by someone else');
     expect(alarm.text).toContain(ATTACKER);
-    expect(store.listApprovalActions(a.id).map((r) => r.action)).toEqual(['recreate-serviceaccount.requested', 'recreate-serviceaccount.approved', 'recreate-serviceaccount.running', 'recreate-serviceaccount.failed']);
+    expect((await store.listApprovalActions(a.id)).map((r) => r.action)).toEqual(['recreate-serviceaccount.requested', 'recreate-serviceaccount.approved', 'recreate-serviceaccount.running', 'recreate-serviceaccount.failed']);
   });
 });
 
 describe('approval request that Slack does not post', () => {
   it('is released at once and the requester is told; the next request posts normally', async () => {
     h = await startHarness();
-    const alert = h.alert('kube-system', 'multus');
+    const alert = await h.alert('kube-system', 'multus');
     h.slack.failNext('chat.postMessage', 'internal_error', 1, (args) => String(args['text']).includes('approval needed'));
     await h.click(REQUESTER, alert, 'tw_restart');
     const store = h.serve.context.store;
-    const first = store.listApprovals()[0]!;
+    const first = (await store.listApprovals())[0]!;
     expect(first.state).toBe('failed');
     expect(first.message).toBeNull();
     expect(first.error).toBe('the approval request could not be posted in Slack (Slack answered internal_error); nothing was changed');
@@ -120,7 +120,7 @@ describe('approval request that Slack does not post', () => {
     await h.click(REQUESTER, alert, 'tw_restart');
     expect(h.ephemerals(REQUESTER).at(-1)).toContain('waiting for approval until');
     expect(approvalMessage(h, alert.ts)).toBeDefined();
-    expect(store.listApprovals({ states: ['requested'] })).toHaveLength(1);
+    expect(await store.listApprovals({ states: ['requested'] })).toHaveLength(1);
     expect(realWrites(h, 'PATCH', 'daemonsets')).toEqual([]);
   });
 });
@@ -133,7 +133,7 @@ describe('approver lists', () => {
         s.approvers = [APPROVER, REQUESTER];
       },
     });
-    const alert = h.alert('kube-system', 'multus');
+    const alert = await h.alert('kube-system', 'multus');
     await h.click(REQUESTER, alert, 'tw_restart');
     const requested = blockText(h.slack.ephemerals({ user: REQUESTER }).at(-1)!);
     expect(requested).toContain(`<@${APPROVER}>`);
@@ -161,7 +161,7 @@ describe('approver lists with user groups', () => {
         s.protectedApprovals = 2;
       },
     });
-    const alert = h.alert('kube-system', 'multus');
+    const alert = await h.alert('kube-system', 'multus');
     await h.click(REQUESTER, alert, 'tw_restart');
     const approval = approvalMessage(h, alert.ts)!;
     const fields = blockText(approval);
@@ -175,7 +175,7 @@ describe('approver lists with user groups', () => {
     expect(h.ephemerals(APPROVER).at(-1)).toBe('Your approval is recorded (1 of 2); it runs once 1 more approver agrees.');
     expect(realWrites(h, 'PATCH', 'daemonsets')).toEqual([]);
     await h.click(ONCALL_APPROVER, approval, 'tw_approve');
-    await until(() => h!.serve.context.store.listApprovals()[0]!.state === 'succeeded', 'the restart to succeed');
+    await until(async () => (await h!.serve.context.store.listApprovals())[0]!.state === 'succeeded', 'the restart to succeed');
     expect(realWrites(h, 'PATCH', 'daemonsets')).toHaveLength(1);
   }, 120_000);
 });
@@ -186,11 +186,11 @@ describe('final progress edit', { timeout: 120_000 }, () => {
     h = await startHarness({ slack: { progressRetryMs: 20 } });
     const isFinal = (args: Record<string, unknown>) => String(args['text']).startsWith('✅ [prod-eks] rollout of DaemonSet');
     h.slack.failNext('chat.update', 'internal_error', 1, isFinal);
-    const alert = h.alert('kube-system', 'multus');
+    const alert = await h.alert('kube-system', 'multus');
     await h.click(REQUESTER, alert, 'tw_restart');
     await h.click(APPROVER, approvalMessage(h, alert.ts)!, 'tw_approve');
     const store = h.serve.context.store;
-    await until(() => store.listApprovals()[0]!.state === 'succeeded', 'the restart to succeed');
+    await until(async () => (await store.listApprovals())[0]!.state === 'succeeded', 'the restart to succeed');
     // The final edit is sent (and retried) after the approval ends.
     const finals = () => h!.slack.callsTo('chat.update').filter((c) => isFinal(c.args));
     await until(() => finals().some((c) => c.response['ok'] === true), 'the retried final edit to land');
@@ -198,7 +198,7 @@ describe('final progress edit', { timeout: 120_000 }, () => {
     expect(finals().map((c) => c.response['ok'])).toEqual([false, true]);
     const progress = h.slack.thread(OPS, alert.ts).filter((m) => m.text.includes('rollout of DaemonSet') || m.text.includes('rolling out'));
     expect(progress.map((m) => m.text)).toEqual(['✅ [prod-eks] rollout of DaemonSet kube-system/kube-multus-ds complete']);
-    const a = store.listApprovals()[0]!;
+    const a = (await store.listApprovals())[0]!;
     expect(a.execution?.pendingProgress).toBeUndefined();
     expect(JSON.parse(a.execution!.shown!)).toMatchObject({ done: true });
   });
@@ -207,17 +207,17 @@ describe('final progress edit', { timeout: 120_000 }, () => {
     h = await startHarness({ slack: { progressRetryMs: 1 } });
     const isFinal = (args: Record<string, unknown>) => String(args['text']).startsWith('✅ [prod-eks] rollout of DaemonSet');
     h.slack.failNext('chat.update', 'internal_error', 6, isFinal);
-    const alert = h.alert('kube-system', 'multus');
+    const alert = await h.alert('kube-system', 'multus');
     await h.click(REQUESTER, alert, 'tw_restart');
     await h.click(APPROVER, approvalMessage(h, alert.ts)!, 'tw_approve');
     const store = h.serve.context.store;
-    await until(() => store.listApprovals()[0]!.state === 'succeeded', 'the restart to succeed');
+    await until(async () => (await store.listApprovals())[0]!.state === 'succeeded', 'the restart to succeed');
     await until(() => h!.slack.callsTo('chat.update').filter((c) => isFinal(c.args) && c.response['ok'] === true).length === 1, 'the final edit to land on a later tick');
     await h.bot.idle();
     expect(h.slack.callsTo('chat.update').filter((c) => isFinal(c.args)).map((c) => c.response['ok'])).toEqual([false, false, false, false, false, false, true]);
     const progress = h.slack.thread(OPS, alert.ts).filter((m) => m.text.includes('rollout of DaemonSet') || m.text.includes('rolling out'));
     expect(progress.map((m) => m.text)).toEqual(['✅ [prod-eks] rollout of DaemonSet kube-system/kube-multus-ds complete']);
-    await until(() => store.listApprovals()[0]!.execution?.pendingProgress === undefined, 'the pending progress to be cleared');
+    await until(async () => (await store.listApprovals())[0]!.execution?.pendingProgress === undefined, 'the pending progress to be cleared');
   });
 });
 
@@ -227,20 +227,20 @@ describe('final progress edit across a restart', () => {
     h = await startHarness({ slack: { progressRetryMs: 1, pickupIntervalMs: 3_600_000 } });
     const isFinal = (args: Record<string, unknown>) => String(args['text']).startsWith('✅ [prod-eks] rollout of DaemonSet');
     h.slack.failNext('chat.update', 'internal_error', 5, isFinal);
-    const alert = h.alert('kube-system', 'multus');
+    const alert = await h.alert('kube-system', 'multus');
     await h.click(REQUESTER, alert, 'tw_restart');
     await h.click(APPROVER, approvalMessage(h, alert.ts)!, 'tw_approve');
-    await until(() => h!.serve.context.store.listApprovals()[0]!.state === 'succeeded', 'the restart to succeed');
+    await until(async () => (await h!.serve.context.store.listApprovals())[0]!.state === 'succeeded', 'the restart to succeed');
     const store = () => h!.serve.context.store;
     // The final edit's retries run after the approval ends: wait for the last one to be refused and stored as pending.
     await until(
-      () => h!.slack.callsTo('chat.update').filter((c) => isFinal(c.args)).length === 5 && store().listApprovals()[0]!.execution?.pendingProgress?.done === true,
+      async () => h!.slack.callsTo('chat.update').filter((c) => isFinal(c.args)).length === 5 && (await store().listApprovals())[0]!.execution?.pendingProgress?.done === true,
       'the five refused final edits and the stored pending state',
     );
     await h.bot.idle();
     // All five attempts refused: stored as pending, not as shown; the message still shows the last accepted state.
     expect(h.slack.callsTo('chat.update').filter((c) => isFinal(c.args)).map((c) => c.response['ok'])).toEqual([false, false, false, false, false]);
-    const pending = store().listApprovals()[0]!.execution!;
+    const pending = (await store().listApprovals())[0]!.execution!;
     expect(pending.pendingProgress).toMatchObject({ done: true });
     expect(JSON.parse(pending.shown!)).not.toMatchObject({ done: true });
     const rolling = () => h!.slack.thread(OPS, alert.ts).filter((m) => m.text.includes('rollout of DaemonSet') || m.text.includes('rolling out'));
@@ -252,7 +252,7 @@ describe('final progress edit across a restart', () => {
     await h.bot.idle();
     expect(h.slack.callsTo('chat.update').filter((c) => isFinal(c.args)).map((c) => c.response['ok'])).toEqual([false, false, false, false, false, true]);
     expect(rolling().map((m) => m.text)).toEqual(['✅ [prod-eks] rollout of DaemonSet kube-system/kube-multus-ds complete']);
-    const done = store().listApprovals()[0]!.execution!;
+    const done = (await store().listApprovals())[0]!.execution!;
     expect(done.pendingProgress).toBeUndefined();
     expect(JSON.parse(done.shown!)).toMatchObject({ done: true });
     expect(realWrites(h, 'PATCH', 'daemonsets')).toHaveLength(1);

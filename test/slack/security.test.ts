@@ -89,7 +89,7 @@ describe('replayed signed requests (HTTP mode)', () => {
   it('a replayed button click sent to the other replica (shared store) is caught there too', async () => {
     const leader = await harness();
     const standby = await harness({ dir: leader.dir, fakeSlack: leader.slack, kube: leader.kube, isLeader: () => false });
-    const alert = leader.alert('kube-system', 'multus');
+    const alert = await leader.alert('kube-system', 'multus');
     const option = overflowOption(alert, 'Details')!;
     const payload = blockActionPayload({ user: ONCALL_APPROVER, actionId: 'tw_more', value: option.value, selectedOption: option, channel: OPS, messageTs: alert.ts, responseUrl: leader.slack.responseUrl({ channel: OPS, user: ONCALL_APPROVER, messageTs: alert.ts }) });
     const req = recordBlockAction(SECRET, payload);
@@ -108,10 +108,10 @@ describe('replayed signed requests (HTTP mode)', () => {
   it('replay keys expire: the store drops keys past their expiry and keeps fresh ones', async () => {
     const h = await harness();
     const store = h.serve.context.store;
-    expect(store.claimSlackRequest(['k1'], 1000, 2000)).toBe(true);
-    expect(store.claimSlackRequest(['k1'], 1999, 3000)).toBe(false);
-    expect(store.claimSlackRequest(['k1'], 2000, 3000)).toBe(true);
-    expect(store.claimSlackRequest(['k2', 'k1'], 2500, 4000)).toBe(false);
+    expect(await store.claimSlackRequest(['k1'], 1000, 2000)).toBe(true);
+    expect(await store.claimSlackRequest(['k1'], 1999, 3000)).toBe(false);
+    expect(await store.claimSlackRequest(['k1'], 2000, 3000)).toBe(true);
+    expect(await store.claimSlackRequest(['k2', 'k1'], 2500, 4000)).toBe(false);
   }, 30_000);
 });
 
@@ -204,7 +204,7 @@ describe('Slack unreachable at start', () => {
     });
     cleanups.push(() => handle.stop());
     await handle.firstPolls;
-    expect(handle.context.store.listFindings(CLUSTER).length).toBeGreaterThan(0);
+    expect((await handle.context.store.listFindings(CLUSTER)).length).toBeGreaterThan(0);
     expect(handle.readiness().integrations).toEqual({ slack: 'unavailable' });
     const failure = sink.lines.find((l) => String(l.msg).startsWith('cannot reach Slack'));
     expect(failure?.msg).toContain(`cannot reach Slack at http://127.0.0.1:${port}/api/ (auth.test: network error ECONNREFUSED)`);

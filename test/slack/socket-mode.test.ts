@@ -42,7 +42,7 @@ describe('Socket Mode', () => {
     expect(fake.ephemerals({ user: REQUESTER }).map((e) => e.text)).toEqual(['Tokenwatch status — prod-eks: 1 critical, 0 warning, 3 info']);
 
     // A button click envelope (Details).
-    const alert = h.alert('kube-system', 'multus');
+    const alert = await h.alert('kube-system', 'multus');
     const click = await ws.send({
       envelope_id: 'env-2',
       type: 'interactive',
@@ -69,7 +69,7 @@ describe('Socket Mode', () => {
     await interactive('env-restart', clickOn(REQUESTER, alert, 'tw_restart'));
     const approval = fake.thread(OPS, alert.ts).find((m) => m.text.includes('approval needed: restart of DaemonSet kube-system/kube-multus-ds'))!;
     await interactive('env-approve', clickOn(ONCALL_APPROVER, approval, 'tw_approve'));
-    await waitFor(() => h!.serve.context.store.listApprovals()[0]?.state === 'succeeded');
+    await waitFor(async () => (await h!.serve.context.store.listApprovals())[0]?.state === 'succeeded');
     h.advance(2 * 3_600_000 + 60_000);
     await h.poll();
     expect((fake.message(OPS, alert.ts)!.blocks![0] as { text: { text: string } }).text.text).toBe('✅ Resolved · prod-eks · kube-system/multus');
@@ -92,7 +92,7 @@ describe('Socket Mode redeliveries and connection state', () => {
     ({ h, ws, front } = started);
     const fake = started.fake;
     await waitFor(() => socketConnected(h!));
-    const alert = h.alert('kube-system', 'multus');
+    const alert = await h.alert('kube-system', 'multus');
     const payload = blockActionPayload({ user: ONCALL_APPROVER, actionId: 'tw_more', value: overflowOption(alert, 'Details')!.value, selectedOption: overflowOption(alert, 'Details')!, channel: OPS, messageTs: alert.ts, responseUrl: fake.responseUrl({ channel: OPS, user: ONCALL_APPROVER, messageTs: alert.ts }) });
     const details = () => fake.thread(OPS, alert.ts).filter((m) => blockText(m).includes('Details'));
     const first = await ws.send({ envelope_id: 'env-dup', type: 'interactive', accepts_response_payload: false, payload });
@@ -165,7 +165,7 @@ describe('Socket Mode debug logs', () => {
       payload: slashCommandBody({ text: 'help', token: VERIFICATION, user_id: REQUESTER, channel_id: OPS, response_url: commandUrl }),
     });
     expect(cmd.ack).toEqual({ envelope_id: 'env-1', payload: {} });
-    const alert = h.alert('kube-system', 'multus');
+    const alert = await h.alert('kube-system', 'multus');
     const clickUrl = fake.responseUrl({ channel: OPS, user: ONCALL_APPROVER, messageTs: alert.ts });
     const click = blockActionPayload({ user: ONCALL_APPROVER, actionId: 'tw_more', value: overflowOption(alert, 'Details')!.value, selectedOption: overflowOption(alert, 'Details')!, channel: OPS, messageTs: alert.ts, responseUrl: clickUrl });
     (click as Record<string, unknown>)['token'] = VERIFICATION;

@@ -14,8 +14,8 @@ function track(s: Store): Store {
   open.push(s);
   return s;
 }
-afterEach(() => {
-  for (const s of open.splice(0)) s.close();
+afterEach(async () => {
+  for (const s of open.splice(0)) await s.close();
 });
 
 describe('approvals', () => {
@@ -25,30 +25,30 @@ describe('approvals', () => {
     for (const id of ids) expect(id).toMatch(/^[A-Za-z0-9_-]{22}$/);
   });
 
-  it('creates and reads back an approval exactly, refusing a duplicate id', () => {
-    const store = track(openStore(':memory:'));
+  it('creates and reads back an approval exactly, refusing a duplicate id', async () => {
+    const store = track(await openStore(':memory:'));
     const a = approval({ votes: [{ user: 'U0X', vote: 'approve', at: T0 }] });
-    expect(store.createApproval(a)).toEqual({ ...a, message: null });
-    expect(store.getApproval('appr-1')).toEqual({ ...a, message: null });
-    expect(store.getApproval('nope')).toBeUndefined();
-    expect(() => store.createApproval(a)).toThrow(new StoreError('createApproval: approval appr-1 already exists'));
-    const withMessage = store.createApproval({ ...approval({ id: 'appr-2', dryRun: null }), message: { channel: 'C0OPS', ts: '1.2' } });
+    expect(await store.createApproval(a)).toEqual({ ...a, message: null });
+    expect(await store.getApproval('appr-1')).toEqual({ ...a, message: null });
+    expect(await store.getApproval('nope')).toBeUndefined();
+    await expect(store.createApproval(a)).rejects.toThrow(new StoreError('createApproval: approval appr-1 already exists'));
+    const withMessage = await store.createApproval({ ...approval({ id: 'appr-2', dryRun: null }), message: { channel: 'C0OPS', ts: '1.2' } });
     expect(withMessage.message).toEqual({ channel: 'C0OPS', ts: '1.2' });
     expect(withMessage.dryRun).toBeNull();
   });
 
-  it('transitions only from the expected state, writing the patch', () => {
-    const store = track(openStore(':memory:'));
-    store.createApproval(approval());
-    expect(store.transitionApproval('appr-1', 'approved', 'running', {}, T0 + MIN)).toBe(false);
-    expect(store.transitionApproval('nope', 'requested', 'approved', {}, T0 + MIN)).toBe(false);
+  it('transitions only from the expected state, writing the patch', async () => {
+    const store = track(await openStore(':memory:'));
+    await store.createApproval(approval());
+    expect(await store.transitionApproval('appr-1', 'approved', 'running', {}, T0 + MIN)).toBe(false);
+    expect(await store.transitionApproval('nope', 'requested', 'approved', {}, T0 + MIN)).toBe(false);
     // same state: store the approval message location
-    expect(store.transitionApproval('appr-1', 'requested', 'requested', { message: { channel: 'C0OPS', ts: '9.9' } }, T0 + MIN)).toBe(true);
+    expect(await store.transitionApproval('appr-1', 'requested', 'requested', { message: { channel: 'C0OPS', ts: '9.9' } }, T0 + MIN)).toBe(true);
     const vote = { user: 'U0APP', vote: 'approve' as const, at: T0 + 2 * MIN };
-    expect(store.transitionApproval('appr-1', 'requested', 'approved', { state: 'approved', votes: [vote], updatedAt: 0 }, T0 + 2 * MIN)).toBe(true);
-    expect(store.transitionApproval('appr-1', 'approved', 'running', {}, T0 + 3 * MIN)).toBe(true);
-    expect(store.transitionApproval('appr-1', 'running', 'failed', { error: 'daemonsets.apps "x" not found' }, T0 + 4 * MIN)).toBe(true);
-    expect(store.getApproval('appr-1')).toEqual({
+    expect(await store.transitionApproval('appr-1', 'requested', 'approved', { state: 'approved', votes: [vote], updatedAt: 0 }, T0 + 2 * MIN)).toBe(true);
+    expect(await store.transitionApproval('appr-1', 'approved', 'running', {}, T0 + 3 * MIN)).toBe(true);
+    expect(await store.transitionApproval('appr-1', 'running', 'failed', { error: 'daemonsets.apps "x" not found' }, T0 + 4 * MIN)).toBe(true);
+    expect(await store.getApproval('appr-1')).toEqual({
       ...approval(),
       state: 'failed',
       votes: [vote],
@@ -56,52 +56,52 @@ describe('approvals', () => {
       updatedAt: T0 + 4 * MIN,
       message: { channel: 'C0OPS', ts: '9.9' },
     });
-    expect(() => store.transitionApproval('appr-1', 'failed', 'running', { state: 'succeeded' }, T0)).toThrow(StoreError);
+    await expect(store.transitionApproval('appr-1', 'failed', 'running', { state: 'succeeded' }, T0)).rejects.toThrow(StoreError);
   });
 
-  it('a vote patch computed from a stale read loses', () => {
-    const store = track(openStore(':memory:'));
-    store.createApproval(approval({ requiredApprovals: 2 }));
+  it('a vote patch computed from a stale read loses', async () => {
+    const store = track(await openStore(':memory:'));
+    await store.createApproval(approval({ requiredApprovals: 2 }));
     const alice = { user: 'U0ALICE', vote: 'approve' as const, at: T0 + MIN };
     const bob = { user: 'U0BOB', vote: 'approve' as const, at: T0 + MIN };
-    expect(store.transitionApproval('appr-1', 'requested', 'requested', { votes: [alice] }, T0 + MIN)).toBe(true);
-    expect(store.transitionApproval('appr-1', 'requested', 'requested', { votes: [bob] }, T0 + MIN)).toBe(false);
-    expect(store.transitionApproval('appr-1', 'requested', 'approved', { votes: [alice, bob] }, T0 + MIN)).toBe(true);
-    expect(store.getApproval('appr-1')!.votes).toEqual([alice, bob]);
+    expect(await store.transitionApproval('appr-1', 'requested', 'requested', { votes: [alice] }, T0 + MIN)).toBe(true);
+    expect(await store.transitionApproval('appr-1', 'requested', 'requested', { votes: [bob] }, T0 + MIN)).toBe(false);
+    expect(await store.transitionApproval('appr-1', 'requested', 'approved', { votes: [alice, bob] }, T0 + MIN)).toBe(true);
+    expect((await store.getApproval('appr-1'))!.votes).toEqual([alice, bob]);
   });
 
-  it('lists approvals by cluster, state, expiry and finding', () => {
-    const store = track(openStore(':memory:'));
-    store.createApproval(approval({ id: 'a', createdAt: T0, expiresAt: T0 + 30 * MIN }));
-    store.createApproval(approval({ id: 'b', createdAt: T0 + MIN, expiresAt: T0 + 31 * MIN, state: 'approved' }));
-    store.createApproval(
+  it('lists approvals by cluster, state, expiry and finding', async () => {
+    const store = track(await openStore(':memory:'));
+    await store.createApproval(approval({ id: 'a', createdAt: T0, expiresAt: T0 + 30 * MIN }));
+    await store.createApproval(approval({ id: 'b', createdAt: T0 + MIN, expiresAt: T0 + 31 * MIN, state: 'approved' }));
+    await store.createApproval(
       approval({ id: 'c', createdAt: T0 + 2 * MIN, expiresAt: T0 + 10 * MIN, target: { ...approval().target, cluster: 'staging', findingId: 'f2' } }),
     );
-    expect(store.listApprovals().map((a) => a.id)).toEqual(['a', 'b', 'c']);
-    expect(store.listApprovals({ cluster: 'prod' }).map((a) => a.id)).toEqual(['a', 'b']);
-    expect(store.listApprovals({ states: ['requested'], expiresAtOrBefore: T0 + 30 * MIN }).map((a) => a.id)).toEqual(['a', 'c']);
-    expect(store.listApprovals({ findingId: 'f2' }).map((a) => a.id)).toEqual(['c']);
-    expect(store.listApprovals({ states: [] })).toEqual([]);
+    expect((await store.listApprovals()).map((a) => a.id)).toEqual(['a', 'b', 'c']);
+    expect((await store.listApprovals({ cluster: 'prod' })).map((a) => a.id)).toEqual(['a', 'b']);
+    expect((await store.listApprovals({ states: ['requested'], expiresAtOrBefore: T0 + 30 * MIN })).map((a) => a.id)).toEqual(['a', 'c']);
+    expect((await store.listApprovals({ findingId: 'f2' })).map((a) => a.id)).toEqual(['c']);
+    expect(await store.listApprovals({ states: [] })).toEqual([]);
   });
 });
 
 describe('compare-and-set under concurrency', () => {
-  it('of 10 connections moving approved → running, exactly one wins', () => {
+  it('of 10 connections moving approved → running, exactly one wins', async () => {
     const path = join(tempDir(), 'cas.db');
-    const stores = Array.from({ length: 10 }, () => track(openStore(path)));
-    stores[0]!.createApproval(approval({ state: 'approved' }));
-    const results = stores.map((s, i) => s.transitionApproval('appr-1', 'approved', 'running', {}, T0 + i));
+    const stores = await Promise.all(Array.from({ length: 10 }, async () => track(await openStore(path))));
+    await stores[0]!.createApproval(approval({ state: 'approved' }));
+    const results = await Promise.all(stores.map((s, i) => s.transitionApproval('appr-1', 'approved', 'running', {}, T0 + i)));
     expect(results.filter(Boolean)).toHaveLength(1);
     expect(results[0]).toBe(true);
-    expect(stores[9]!.getApproval('appr-1')).toMatchObject({ state: 'running', updatedAt: T0 });
+    expect(await stores[9]!.getApproval('appr-1')).toMatchObject({ state: 'running', updatedAt: T0 });
   });
 
   it('of 10 threads released at once, exactly one wins', async () => {
     const bundle = await bundleStore('cas');
     const path = join(tempDir(), 'cas-threads.db');
-    const setup = openStore(path);
-    setup.createApproval(approval({ state: 'approved' }));
-    setup.close();
+    const setup = await openStore(path);
+    await setup.createApproval(approval({ state: 'approved' }));
+    await setup.close();
     const flag = new SharedArrayBuffer(4);
     const workers = Array.from(
       { length: 10 },
@@ -125,30 +125,30 @@ describe('compare-and-set under concurrency', () => {
     await Promise.all(workers.map((w) => w.terminate()));
     bundle.cleanup();
     expect(won.filter(Boolean)).toHaveLength(1);
-    const check = track(openStore(path));
-    const final = check.getApproval('appr-1')!;
+    const check = track(await openStore(path));
+    const final = (await check.getApproval('appr-1'))!;
     expect(final.state).toBe('running');
     expect(final.updatedAt).toBe(T0 + won.indexOf(true));
   });
 
-  it('ten approvers clicking at once through the state machine: one approval, one execute', () => {
+  it('ten approvers clicking at once through the state machine: one approval, one execute', async () => {
     const path = join(tempDir(), 'clicks.db');
     const policy = definePolicy({ approvers: Array.from({ length: 10 }, (_, i) => `U0AP${i}`) });
-    const stores = Array.from({ length: 10 }, () => track(openStore(path)));
-    stores[0]!.createApproval(approval());
+    const stores = await Promise.all(Array.from({ length: 10 }, async () => track(await openStore(path))));
+    await stores[0]!.createApproval(approval());
     // every click handler reads the approval before any of them writes
-    const reads = stores.map((s) => s.getApproval('appr-1')!);
+    const reads = await Promise.all(stores.map(async (s) => (await s.getApproval('appr-1'))!));
     let executes = 0;
-    const won = reads.map((a, i) => {
+    const won = await Promise.all(reads.map(async (a, i) => {
       const d = decide(a, approvalEvent.approve(`U0AP${i}`), policy, T0 + MIN);
       if (!d.ok) throw new Error(`refused: ${d.reason}`);
-      const ok = stores[i]!.transitionApproval(a.id, d.from, d.next, d.patch, T0 + MIN);
+      const ok = await stores[i]!.transitionApproval(a.id, d.from, d.next, d.patch, T0 + MIN);
       if (ok) executes += d.effects.filter((e) => e.type === 'execute').length;
       return ok;
-    });
+    }));
     expect(won.filter(Boolean)).toHaveLength(1);
     expect(executes).toBe(1);
-    const final = stores[5]!.getApproval('appr-1')!;
+    const final = (await stores[5]!.getApproval('appr-1'))!;
     expect(final.state).toBe('approved');
     expect(final.votes.map((v) => v.user)).toEqual(['U0AP0']);
     // a loser re-reads and is told it is already decided
@@ -156,26 +156,26 @@ describe('compare-and-set under concurrency', () => {
     expect(again.ok).toBe(false);
   });
 
-  it('two approvals racing on a protected namespace: no vote is lost', () => {
+  it('two approvals racing on a protected namespace: no vote is lost', async () => {
     const path = join(tempDir(), 'two.db');
     const policy = definePolicy({ approvers: ['U0ALICE', 'U0BOB'], protectedNamespaces: ['kube-system'] });
-    const a = track(openStore(path));
-    const b = track(openStore(path));
-    a.createApproval(approval({ requiredApprovals: 2 }));
-    const readA = a.getApproval('appr-1')!;
-    const readB = b.getApproval('appr-1')!;
+    const a = track(await openStore(path));
+    const b = track(await openStore(path));
+    await a.createApproval(approval({ requiredApprovals: 2 }));
+    const readA = (await a.getApproval('appr-1'))!;
+    const readB = (await b.getApproval('appr-1'))!;
     const dA = decide(readA, approvalEvent.approve('U0ALICE'), policy, T0 + MIN);
     const dB = decide(readB, approvalEvent.approve('U0BOB'), policy, T0 + MIN);
     if (!dA.ok || !dB.ok) throw new Error('refused');
-    expect(a.transitionApproval('appr-1', dA.from, dA.next, dA.patch, T0 + MIN)).toBe(true);
-    expect(b.transitionApproval('appr-1', dB.from, dB.next, dB.patch, T0 + MIN)).toBe(false);
+    expect(await a.transitionApproval('appr-1', dA.from, dA.next, dA.patch, T0 + MIN)).toBe(true);
+    expect(await b.transitionApproval('appr-1', dB.from, dB.next, dB.patch, T0 + MIN)).toBe(false);
     // Bob's handler re-reads and decides again: now the quorum is reached
-    const reread = b.getApproval('appr-1')!;
+    const reread = (await b.getApproval('appr-1'))!;
     const retry = decide(reread, approvalEvent.approve('U0BOB'), policy, T0 + MIN);
     if (!retry.ok) throw new Error(`refused: ${retry.reason}`);
     expect(retry.next).toBe('approved');
-    expect(b.transitionApproval('appr-1', retry.from, retry.next, retry.patch, T0 + MIN)).toBe(true);
-    const final = a.getApproval('appr-1')!;
+    expect(await b.transitionApproval('appr-1', retry.from, retry.next, retry.patch, T0 + MIN)).toBe(true);
+    const final = (await a.getApproval('appr-1'))!;
     expect(final.state).toBe('approved');
     expect(final.votes.map((v) => v.user)).toEqual(['U0ALICE', 'U0BOB']);
     expect({ ...applyTransition(reread, retry), message: null }).toEqual(final);

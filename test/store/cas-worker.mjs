@@ -4,10 +4,10 @@
 import { parentPort, workerData } from 'node:worker_threads';
 
 const { openStore } = await import(workerData.storeModule);
-const store = openStore(workerData.path);
+const store = await openStore(workerData.path);
 const flag = new Int32Array(workerData.flag);
 parentPort.postMessage({ ready: true });
 Atomics.wait(flag, 0, 0);
-const won = store.transitionApproval(workerData.id, 'approved', 'running', { state: 'running' }, workerData.at);
-store.close();
+const won = await store.transitionApproval(workerData.id, 'approved', 'running', { state: 'running' }, workerData.at);
+await store.close();
 parentPort.postMessage({ won });

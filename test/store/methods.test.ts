@@ -4,68 +4,68 @@ import type { Store } from '../../src/store/types.js';
 import { DAY, finding, HOUR, MIN, staleRecord, T0 } from './helpers.js';
 
 let store: Store;
-beforeEach(() => {
-  store = openStore(':memory:');
+beforeEach(async () => {
+  store = await openStore(':memory:');
 });
-afterEach(() => store.close());
+afterEach(async () => await store.close());
 
 describe('cursors', () => {
-  it('returns undefined before the first save, then the latest cursor per source', () => {
-    expect(store.getCursor('cloudwatch:us-east-1:/aws/eks/prod/cluster')).toBeUndefined();
-    store.setCursor('cloudwatch:us-east-1:/aws/eks/prod/cluster', '1730462400000');
-    store.setCursor('file:/var/log/audit.log', '{"ino":42,"pos":1024}');
-    store.setCursor('cloudwatch:us-east-1:/aws/eks/prod/cluster', '1730462700000');
-    expect(store.getCursor('cloudwatch:us-east-1:/aws/eks/prod/cluster')).toBe('1730462700000');
-    expect(store.getCursor('file:/var/log/audit.log')).toBe('{"ino":42,"pos":1024}');
+  it('returns undefined before the first save, then the latest cursor per source', async () => {
+    expect(await store.getCursor('cloudwatch:us-east-1:/aws/eks/prod/cluster')).toBeUndefined();
+    await store.setCursor('cloudwatch:us-east-1:/aws/eks/prod/cluster', '1730462400000');
+    await store.setCursor('file:/var/log/audit.log', '{"ino":42,"pos":1024}');
+    await store.setCursor('cloudwatch:us-east-1:/aws/eks/prod/cluster', '1730462700000');
+    expect(await store.getCursor('cloudwatch:us-east-1:/aws/eks/prod/cluster')).toBe('1730462700000');
+    expect(await store.getCursor('file:/var/log/audit.log')).toBe('{"ino":42,"pos":1024}');
   });
 });
 
 describe('seen auditIDs', () => {
-  it('markSeen returns only the ids not seen before, in input order, once each', () => {
-    expect(store.markSeen('prod', ['a', 'b', 'c'], T0)).toEqual(['a', 'b', 'c']);
-    expect(store.markSeen('prod', ['c', 'd', 'a', 'e', 'd'], T0 + MIN)).toEqual(['d', 'e']);
-    expect(store.markSeen('prod', [], T0)).toEqual([]);
-    expect(store.countSeen('prod')).toBe(5);
+  it('markSeen returns only the ids not seen before, in input order, once each', async () => {
+    expect(await store.markSeen('prod', ['a', 'b', 'c'], T0)).toEqual(['a', 'b', 'c']);
+    expect(await store.markSeen('prod', ['c', 'd', 'a', 'e', 'd'], T0 + MIN)).toEqual(['d', 'e']);
+    expect(await store.markSeen('prod', [], T0)).toEqual([]);
+    expect(await store.countSeen('prod')).toBe(5);
   });
 
-  it('keeps clusters apart', () => {
-    store.markSeen('prod', ['a'], T0);
-    expect(store.markSeen('staging', ['a'], T0)).toEqual(['a']);
-    expect(store.countSeen('staging')).toBe(1);
+  it('keeps clusters apart', async () => {
+    await store.markSeen('prod', ['a'], T0);
+    expect(await store.markSeen('staging', ['a'], T0)).toEqual(['a']);
+    expect(await store.countSeen('staging')).toBe(1);
   });
 
-  it('pruneSeen forgets ids first seen before the cutoff, of that cluster only', () => {
-    store.markSeen('prod', ['old1', 'old2'], T0);
-    store.markSeen('prod', ['new'], T0 + 20 * MIN);
-    store.markSeen('prod', ['old1'], T0 + 30 * MIN); // re-seen: keeps its first seenAt
-    store.markSeen('staging', ['old1'], T0);
-    expect(store.pruneSeen('prod', T0 + 10 * MIN)).toBe(2);
-    expect(store.countSeen('prod')).toBe(1);
-    expect(store.countSeen('staging')).toBe(1);
-    expect(store.markSeen('prod', ['old1', 'new'], T0 + 40 * MIN)).toEqual(['old1']);
+  it('pruneSeen forgets ids first seen before the cutoff, of that cluster only', async () => {
+    await store.markSeen('prod', ['old1', 'old2'], T0);
+    await store.markSeen('prod', ['new'], T0 + 20 * MIN);
+    await store.markSeen('prod', ['old1'], T0 + 30 * MIN); // re-seen: keeps its first seenAt
+    await store.markSeen('staging', ['old1'], T0);
+    expect(await store.pruneSeen('prod', T0 + 10 * MIN)).toBe(2);
+    expect(await store.countSeen('prod')).toBe(1);
+    expect(await store.countSeen('staging')).toBe(1);
+    expect(await store.markSeen('prod', ['old1', 'new'], T0 + 40 * MIN)).toEqual(['old1']);
   });
 });
 
 describe('token records', () => {
-  it('upserts by key and lists them back exactly', () => {
+  it('upserts by key and lists them back exactly', async () => {
     const r = staleRecord();
-    store.upsertTokenRecords([r]);
-    expect(store.listTokenRecords('prod')).toEqual([r]);
+    await store.upsertTokenRecords([r]);
+    expect(await store.listTokenRecords('prod')).toEqual([r]);
     const merged = { ...r, requests: 9, lastSeen: T0, hourly: { ...r.hourly, [String(T0)]: 4 } };
-    store.upsertTokenRecords([merged]);
-    expect(store.listTokenRecords('prod')).toEqual([merged]);
-    expect(store.listTokenRecords('staging')).toEqual([]);
+    await store.upsertTokenRecords([merged]);
+    expect(await store.listTokenRecords('prod')).toEqual([merged]);
+    expect(await store.listTokenRecords('staging')).toEqual([]);
   });
 
-  it('keys stale tokens by pod and warnAfter minute, legacy by Secret, 401s by source', () => {
+  it('keys stale tokens by pod and warnAfter minute, legacy by Secret, 401s by source', async () => {
     const a = staleRecord({ warnAfter: T0 - 20 * DAY });
     const sameMinute = staleRecord({ warnAfter: T0 - 20 * DAY + 30_000, requests: 1 });
     const nextToken = staleRecord({ warnAfter: T0 - 20 * DAY + 2 * MIN });
     const otherPod = staleRecord({ podUid: 'uid-2', pod: 'kube-multus-ds-abcde' });
     expect(tokenRecordKey(a)).toBe(tokenRecordKey(sameMinute));
     expect(tokenRecordKey(a)).not.toBe(tokenRecordKey(nextToken));
-    store.upsertTokenRecords([a, sameMinute, nextToken, otherPod]);
-    expect(store.listTokenRecords('prod')).toHaveLength(3);
+    await store.upsertTokenRecords([a, sameMinute, nextToken, otherPod]);
+    expect(await store.listTokenRecords('prod')).toHaveLength(3);
 
     const legacy = (name: string) =>
       staleRecord({
@@ -78,64 +78,64 @@ describe('token records', () => {
       });
     const unauthorized = (ip: string) =>
       staleRecord({ kind: 'unauthorized', subject: '(unattributed)', warnAfter: undefined, pod: undefined, podUid: undefined, sourceIPs: [ip] });
-    store.upsertTokenRecords([legacy('multus-token-a'), legacy('multus-token-b'), unauthorized('10.0.0.1'), unauthorized('10.0.0.2')]);
-    expect(store.listTokenRecords('prod')).toHaveLength(7);
+    await store.upsertTokenRecords([legacy('multus-token-a'), legacy('multus-token-b'), unauthorized('10.0.0.1'), unauthorized('10.0.0.2')]);
+    expect(await store.listTokenRecords('prod')).toHaveLength(7);
     expect(tokenRecordKey(legacy('multus-token-a'))).toBe('kube-system\u001fmultus-token-a');
     expect(tokenRecordKey(staleRecord({ sourceIPs: ['b', 'a'], kind: 'unauthorized' }))).toBe(
       'a,b\u001fmultus/v0.0.0 (linux/amd64) kubernetes/$Format\u001fkube-multus-ds-zwh6w',
     );
   });
 
-  it('replaceTokenRecords replaces the whole set of one cluster', () => {
-    store.upsertTokenRecords([staleRecord(), staleRecord({ podUid: 'uid-2' }), staleRecord({ cluster: 'staging' })]);
+  it('replaceTokenRecords replaces the whole set of one cluster', async () => {
+    await store.upsertTokenRecords([staleRecord(), staleRecord({ podUid: 'uid-2' }), staleRecord({ cluster: 'staging' })]);
     // the aggregator merged the token into an earlier warnAfter: its key changed
     const rekeyed = staleRecord({ warnAfter: T0 - 20 * DAY - 5 * MIN, requests: 6 });
-    expect(store.replaceTokenRecords('prod', [rekeyed])).toEqual({ upserted: 1, deleted: 2 });
-    expect(store.listTokenRecords('prod')).toEqual([rekeyed]);
+    expect(await store.replaceTokenRecords('prod', [rekeyed])).toEqual({ upserted: 1, deleted: 2 });
+    expect(await store.listTokenRecords('prod')).toEqual([rekeyed]);
     // Writes only what changed: the same set again writes nothing; one changed record writes one row.
-    expect(store.replaceTokenRecords('prod', store.listTokenRecords('prod'))).toEqual({ upserted: 0, deleted: 0 });
-    expect(store.replaceTokenRecords('prod', [{ ...rekeyed, requests: 7 }])).toEqual({ upserted: 1, deleted: 0 });
-    expect(store.replaceTokenRecords('prod', [rekeyed])).toEqual({ upserted: 1, deleted: 0 });
+    expect(await store.replaceTokenRecords('prod', await store.listTokenRecords('prod'))).toEqual({ upserted: 0, deleted: 0 });
+    expect(await store.replaceTokenRecords('prod', [{ ...rekeyed, requests: 7 }])).toEqual({ upserted: 1, deleted: 0 });
+    expect(await store.replaceTokenRecords('prod', [rekeyed])).toEqual({ upserted: 1, deleted: 0 });
     // Compared with the records listed earlier instead of the rows: same answers.
-    const listed = store.listTokenRecords('prod');
-    expect(store.replaceTokenRecords('prod', listed.map((r) => ({ ...r })), listed)).toEqual({ upserted: 0, deleted: 0 });
-    expect(store.replaceTokenRecords('prod', [{ ...rekeyed, requests: 8 }, staleRecord({ podUid: 'uid-3' })], store.listTokenRecords('prod'))).toEqual({ upserted: 2, deleted: 0 });
-    expect(store.replaceTokenRecords('prod', [], store.listTokenRecords('prod'))).toEqual({ upserted: 0, deleted: 2 });
-    expect(store.listTokenRecords('prod')).toEqual([]);
-    store.replaceTokenRecords('prod', [rekeyed]);
-    expect(store.listTokenRecords('staging')).toHaveLength(1);
-    expect(() => store.replaceTokenRecords('prod', [staleRecord({ cluster: 'staging' })])).toThrow(
+    const listed = await store.listTokenRecords('prod');
+    expect(await store.replaceTokenRecords('prod', listed.map((r) => ({ ...r })), listed)).toEqual({ upserted: 0, deleted: 0 });
+    expect(await store.replaceTokenRecords('prod', [{ ...rekeyed, requests: 8 }, staleRecord({ podUid: 'uid-3' })], await store.listTokenRecords('prod'))).toEqual({ upserted: 2, deleted: 0 });
+    expect(await store.replaceTokenRecords('prod', [], await store.listTokenRecords('prod'))).toEqual({ upserted: 0, deleted: 2 });
+    expect(await store.listTokenRecords('prod')).toEqual([]);
+    await store.replaceTokenRecords('prod', [rekeyed]);
+    expect(await store.listTokenRecords('staging')).toHaveLength(1);
+    await expect(store.replaceTokenRecords('prod', [staleRecord({ cluster: 'staging' })])).rejects.toThrow(
       new StoreError('replaceTokenRecords(prod): a record belongs to cluster staging'),
     );
-    expect(store.listTokenRecords('prod')).toEqual([rekeyed]);
+    expect(await store.listTokenRecords('prod')).toEqual([rekeyed]);
   });
 
-  it('pollCoverage counts failed and successful polls since a time, and the last success at or before it', () => {
-    const run = (at: number, error?: string) => store.finishPollRun(store.startPollRun('prod', 'file', at), { endedAt: at + 1000, events: 0, tokenUses: 0, ...(error ? { error } : {}) });
-    run(T0 - 2 * HOUR);
-    run(T0 - HOUR, 'boom');
-    run(T0 + HOUR);
-    store.startPollRun('prod', 'file', T0 + 2 * HOUR); // still running: not counted
-    expect(store.pollCoverage('prod', T0)).toEqual({ failed: 0, succeeded: 1, lastSuccessAtOrBefore: T0 - 2 * HOUR });
-    expect(store.pollCoverage('prod', T0 - 90 * MIN)).toEqual({ failed: 1, succeeded: 1, lastSuccessAtOrBefore: T0 - 2 * HOUR });
-    expect(store.pollCoverage('prod', T0 - 3 * HOUR)).toMatchObject({ lastSuccessAtOrBefore: null });
-    expect(store.pollCoverage('staging', T0)).toEqual({ failed: 0, succeeded: 0, lastSuccessAtOrBefore: null });
+  it('pollCoverage counts failed and successful polls since a time, and the last success at or before it', async () => {
+    const run = async (at: number, error?: string) => await store.finishPollRun(await store.startPollRun('prod', 'file', at), { endedAt: at + 1000, events: 0, tokenUses: 0, ...(error ? { error } : {}) });
+    await run(T0 - 2 * HOUR);
+    await run(T0 - HOUR, 'boom');
+    await run(T0 + HOUR);
+    await store.startPollRun('prod', 'file', T0 + 2 * HOUR); // still running: not counted
+    expect(await store.pollCoverage('prod', T0)).toEqual({ failed: 0, succeeded: 1, lastSuccessAtOrBefore: T0 - 2 * HOUR });
+    expect(await store.pollCoverage('prod', T0 - 90 * MIN)).toEqual({ failed: 1, succeeded: 1, lastSuccessAtOrBefore: T0 - 2 * HOUR });
+    expect(await store.pollCoverage('prod', T0 - 3 * HOUR)).toMatchObject({ lastSuccessAtOrBefore: null });
+    expect(await store.pollCoverage('staging', T0)).toEqual({ failed: 0, succeeded: 0, lastSuccessAtOrBefore: null });
   });
 
-  it('pruneTokenRecords deletes records last seen before the cutoff', () => {
-    store.upsertTokenRecords([staleRecord({ lastSeen: T0 - 100 * DAY }), staleRecord({ podUid: 'uid-2', lastSeen: T0 })]);
-    expect(store.pruneTokenRecords('prod', T0 - 90 * DAY)).toBe(1);
-    expect(store.listTokenRecords('prod').map((r) => r.podUid)).toEqual(['uid-2']);
+  it('pruneTokenRecords deletes records last seen before the cutoff', async () => {
+    await store.upsertTokenRecords([staleRecord({ lastSeen: T0 - 100 * DAY }), staleRecord({ podUid: 'uid-2', lastSeen: T0 })]);
+    expect(await store.pruneTokenRecords('prod', T0 - 90 * DAY)).toBe(1);
+    expect((await store.listTokenRecords('prod')).map((r) => r.podUid)).toEqual(['uid-2']);
   });
 });
 
 describe('findings', () => {
-  it('saves new findings as open and reports the change', () => {
+  it('saves new findings as open and reports the change', async () => {
     const f = finding();
-    expect(store.saveFindings('prod', [f], T0)).toEqual([
+    expect(await store.saveFindings('prod', [f], T0)).toEqual([
       { id: 'f-multus', isNew: true, severity: 'warning', previousSeverity: null, status: 'open', previousStatus: null },
     ]);
-    expect(store.getFinding('f-multus')).toEqual({
+    expect(await store.getFinding('f-multus')).toEqual({
       id: 'f-multus',
       cluster: 'prod',
       finding: f,
@@ -147,25 +147,25 @@ describe('findings', () => {
       createdAt: T0,
       updatedAt: T0,
     });
-    expect(store.getFinding('nope')).toBeUndefined();
+    expect(await store.getFinding('nope')).toBeUndefined();
   });
 
-  it('updates in place, reporting the previous severity (escalation)', () => {
-    store.saveFindings('prod', [finding()], T0);
+  it('updates in place, reporting the previous severity (escalation)', async () => {
+    await store.saveFindings('prod', [finding()], T0);
     const critical = finding({ severity: 'critical', requests: 50 });
-    expect(store.saveFindings('prod', [critical], T0 + HOUR)).toEqual([
+    expect(await store.saveFindings('prod', [critical], T0 + HOUR)).toEqual([
       { id: 'f-multus', isNew: false, severity: 'critical', previousSeverity: 'warning', status: 'open', previousStatus: 'open' },
     ]);
-    const stored = store.getFinding('f-multus')!;
+    const stored = (await store.getFinding('f-multus'))!;
     expect(stored.finding.requests).toBe(50);
     expect([stored.createdAt, stored.updatedAt]).toEqual([T0, T0 + HOUR]);
     // Saved again unchanged (an idle poll): not written, updatedAt kept.
-    expect(store.saveFindings('prod', [critical], T0 + 2 * HOUR)[0]).toMatchObject({ isNew: false, previousSeverity: 'critical' });
-    expect(store.getFinding('f-multus')!.updatedAt).toBe(T0 + HOUR);
+    expect((await store.saveFindings('prod', [critical], T0 + 2 * HOUR))[0]).toMatchObject({ isNew: false, previousSeverity: 'critical' });
+    expect((await store.getFinding('f-multus'))!.updatedAt).toBe(T0 + HOUR);
   });
 
-  it('lists by severity, then rejection date (none last), then id; filters by cluster and status', () => {
-    store.saveFindings(
+  it('lists by severity, then rejection date (none last), then id; filters by cluster and status', async () => {
+    await store.saveFindings(
       'prod',
       [
         finding({ id: 'i', severity: 'info', rejectionAt: null }),
@@ -176,94 +176,94 @@ describe('findings', () => {
       ],
       T0,
     );
-    store.saveFindings('staging', [finding({ id: 's', cluster: 'staging', severity: 'critical' })], T0);
-    expect(store.listFindings('prod').map((f) => f.id)).toEqual(['c', 'w-soon', 'w-late', 'w-none', 'i']);
-    expect(store.listFindings().map((f) => f.id)).toEqual(['s', 'c', 'w-soon', 'w-late', 'w-none', 'i']);
-    store.setFindingStatus('w-soon', { status: 'resolved' }, T0);
-    expect(store.listFindings('prod', { status: ['open'] }).map((f) => f.id)).toEqual(['c', 'w-late', 'w-none', 'i']);
-    expect(store.listFindings(undefined, { status: ['resolved', 'snoozed'] }).map((f) => f.id)).toEqual(['w-soon']);
-    expect(store.listFindings('prod', { status: [] })).toEqual([]);
+    await store.saveFindings('staging', [finding({ id: 's', cluster: 'staging', severity: 'critical' })], T0);
+    expect((await store.listFindings('prod')).map((f) => f.id)).toEqual(['c', 'w-soon', 'w-late', 'w-none', 'i']);
+    expect((await store.listFindings()).map((f) => f.id)).toEqual(['s', 'c', 'w-soon', 'w-late', 'w-none', 'i']);
+    await store.setFindingStatus('w-soon', { status: 'resolved' }, T0);
+    expect((await store.listFindings('prod', { status: ['open'] })).map((f) => f.id)).toEqual(['c', 'w-late', 'w-none', 'i']);
+    expect((await store.listFindings(undefined, { status: ['resolved', 'snoozed'] })).map((f) => f.id)).toEqual(['w-soon']);
+    expect(await store.listFindings('prod', { status: [] })).toEqual([]);
   });
 
-  it('setFindingStatus resolves, snoozes and reopens', () => {
-    store.saveFindings('prod', [finding()], T0);
-    expect(store.setFindingStatus('f-multus', { status: 'snoozed', until: T0 + DAY }, T0 + MIN)).toBe(true);
-    expect(store.getFinding('f-multus')).toMatchObject({ status: 'snoozed', snoozedUntil: T0 + DAY, resolvedAt: null, updatedAt: T0 + MIN });
-    expect(store.setFindingStatus('f-multus', { status: 'resolved' }, T0 + 2 * MIN)).toBe(true);
-    expect(store.getFinding('f-multus')).toMatchObject({ status: 'resolved', snoozedUntil: null, resolvedAt: T0 + 2 * MIN });
-    expect(store.setFindingStatus('f-multus', { status: 'open' }, T0 + 3 * MIN)).toBe(true);
-    expect(store.getFinding('f-multus')).toMatchObject({ status: 'open', snoozedUntil: null, resolvedAt: null });
-    expect(store.setFindingStatus('nope', { status: 'open' }, T0)).toBe(false);
+  it('setFindingStatus resolves, snoozes and reopens', async () => {
+    await store.saveFindings('prod', [finding()], T0);
+    expect(await store.setFindingStatus('f-multus', { status: 'snoozed', until: T0 + DAY }, T0 + MIN)).toBe(true);
+    expect(await store.getFinding('f-multus')).toMatchObject({ status: 'snoozed', snoozedUntil: T0 + DAY, resolvedAt: null, updatedAt: T0 + MIN });
+    expect(await store.setFindingStatus('f-multus', { status: 'resolved' }, T0 + 2 * MIN)).toBe(true);
+    expect(await store.getFinding('f-multus')).toMatchObject({ status: 'resolved', snoozedUntil: null, resolvedAt: T0 + 2 * MIN });
+    expect(await store.setFindingStatus('f-multus', { status: 'open' }, T0 + 3 * MIN)).toBe(true);
+    expect(await store.getFinding('f-multus')).toMatchObject({ status: 'open', snoozedUntil: null, resolvedAt: null });
+    expect(await store.setFindingStatus('nope', { status: 'open' }, T0)).toBe(false);
   });
 
-  it('reopens a resolved finding when stale use comes back after resolution (recurrence)', () => {
-    store.saveFindings('prod', [finding()], T0);
-    store.setFindingStatus('f-multus', { status: 'resolved' }, T0 + 3 * HOUR);
+  it('reopens a resolved finding when stale use comes back after resolution (recurrence)', async () => {
+    await store.saveFindings('prod', [finding()], T0);
+    await store.setFindingStatus('f-multus', { status: 'resolved' }, T0 + 3 * HOUR);
     // a late event from before the resolution does not reopen it
-    expect(store.saveFindings('prod', [finding({ lastSeen: new Date(T0 + 2 * HOUR).toISOString() })], T0 + 4 * HOUR)[0]).toMatchObject({
+    expect((await store.saveFindings('prod', [finding({ lastSeen: new Date(T0 + 2 * HOUR).toISOString() })], T0 + 4 * HOUR))[0]).toMatchObject({
       status: 'resolved',
       previousStatus: 'resolved',
     });
     const back = finding({ lastSeen: new Date(T0 + 5 * HOUR).toISOString() });
-    expect(store.saveFindings('prod', [back], T0 + 5 * HOUR)).toEqual([
+    expect(await store.saveFindings('prod', [back], T0 + 5 * HOUR)).toEqual([
       { id: 'f-multus', isNew: false, severity: 'warning', previousSeverity: 'warning', status: 'open', previousStatus: 'resolved' },
     ]);
-    expect(store.getFinding('f-multus')).toMatchObject({ status: 'open', resolvedAt: null });
+    expect(await store.getFinding('f-multus')).toMatchObject({ status: 'open', resolvedAt: null });
   });
 
-  it('a use delivered late, dated inside a quiet-resolved period, reopens the finding (and says so); old or known uses do not', () => {
+  it('a use delivered late, dated inside a quiet-resolved period, reopens the finding (and says so); old or known uses do not', async () => {
     // Last use T0 − 1 h; resolved as quiet 24 h later.
-    store.saveFindings('prod', [finding()], T0);
+    await store.saveFindings('prod', [finding()], T0);
     const resolvedAt = T0 - HOUR + DAY;
-    store.setFindingStatus('f-multus', { status: 'resolved', reason: 'quiet' }, resolvedAt);
+    await store.setFindingStatus('f-multus', { status: 'resolved', reason: 'quiet' }, resolvedAt);
     // The same findings again (no new use), or a re-dated copy with the same count: nothing changes.
-    expect(store.saveFindings('prod', [finding()], resolvedAt + MIN)[0]).toMatchObject({ status: 'resolved' });
-    expect(store.saveFindings('prod', [finding({ lastSeen: new Date(T0).toISOString() })], resolvedAt + MIN)[0]).toMatchObject({ status: 'resolved' });
+    expect((await store.saveFindings('prod', [finding()], resolvedAt + MIN))[0]).toMatchObject({ status: 'resolved' });
+    expect((await store.saveFindings('prod', [finding({ lastSeen: new Date(T0).toISOString() })], resolvedAt + MIN))[0]).toMatchObject({ status: 'resolved' });
     // A new use dated before the last use the resolution knew: not inside the quiet period, still resolved.
-    expect(store.saveFindings('prod', [finding({ requests: 6, lastSeen: new Date(T0 - 2 * HOUR).toISOString() })], resolvedAt + MIN)[0]).toMatchObject({ status: 'resolved' });
+    expect((await store.saveFindings('prod', [finding({ requests: 6, lastSeen: new Date(T0 - 2 * HOUR).toISOString() })], resolvedAt + MIN))[0]).toMatchObject({ status: 'resolved' });
     // A use 1 min before the resolution, delivered 2 min after it (requests 6 → 7): reopened, with the resolution time.
     const late = finding({ requests: 7, lastSeen: new Date(resolvedAt - MIN).toISOString() });
-    expect(store.saveFindings('prod', [late], resolvedAt + 2 * MIN)).toEqual([
+    expect(await store.saveFindings('prod', [late], resolvedAt + 2 * MIN)).toEqual([
       { id: 'f-multus', isNew: false, severity: 'warning', previousSeverity: 'warning', status: 'open', previousStatus: 'resolved', lateUse: { resolvedAt } },
     ]);
-    expect(store.getFinding('f-multus')).toMatchObject({ status: 'open', resolvedAt: null, resolution: null, finding: { requests: 7 } });
+    expect(await store.getFinding('f-multus')).toMatchObject({ status: 'open', resolvedAt: null, resolution: null, finding: { requests: 7 } });
   });
 
-  it('a late use does not reopen a finding resolved as verified (old pods’ uses before the fix are expected)', () => {
-    store.saveFindings('prod', [finding()], T0);
-    store.setFindingStatus('f-multus', { status: 'resolved', reason: 'verified' }, T0 + 3 * HOUR);
-    expect(store.saveFindings('prod', [finding({ requests: 6, lastSeen: new Date(T0 + 2 * HOUR).toISOString() })], T0 + 4 * HOUR)[0]).toMatchObject({ status: 'resolved' });
+  it('a late use does not reopen a finding resolved as verified (old pods’ uses before the fix are expected)', async () => {
+    await store.saveFindings('prod', [finding()], T0);
+    await store.setFindingStatus('f-multus', { status: 'resolved', reason: 'verified' }, T0 + 3 * HOUR);
+    expect((await store.saveFindings('prod', [finding({ requests: 6, lastSeen: new Date(T0 + 2 * HOUR).toISOString() })], T0 + 4 * HOUR))[0]).toMatchObject({ status: 'resolved' });
   });
 
-  it('keeps a snooze until it ends, then reopens', () => {
-    store.saveFindings('prod', [finding()], T0);
-    store.setFindingStatus('f-multus', { status: 'snoozed', until: T0 + DAY }, T0);
-    expect(store.saveFindings('prod', [finding()], T0 + DAY - 1)[0]!.status).toBe('snoozed');
-    expect(store.saveFindings('prod', [finding()], T0 + DAY)[0]).toMatchObject({ status: 'open', previousStatus: 'snoozed' });
-    expect(store.getFinding('f-multus')!.snoozedUntil).toBeNull();
+  it('keeps a snooze until it ends, then reopens', async () => {
+    await store.saveFindings('prod', [finding()], T0);
+    await store.setFindingStatus('f-multus', { status: 'snoozed', until: T0 + DAY }, T0);
+    expect((await store.saveFindings('prod', [finding()], T0 + DAY - 1))[0]!.status).toBe('snoozed');
+    expect((await store.saveFindings('prod', [finding()], T0 + DAY))[0]).toMatchObject({ status: 'open', previousStatus: 'snoozed' });
+    expect((await store.getFinding('f-multus'))!.snoozedUntil).toBeNull();
   });
 
-  it('refuses findings of another cluster, saving none of the batch', () => {
-    expect(() => store.saveFindings('prod', [finding({ id: 'x' }), finding({ id: 'y', cluster: 'staging' })], T0)).toThrow(
+  it('refuses findings of another cluster, saving none of the batch', async () => {
+    await expect(store.saveFindings('prod', [finding({ id: 'x' }), finding({ id: 'y', cluster: 'staging' })], T0)).rejects.toThrow(
       new StoreError('saveFindings(prod): finding y belongs to cluster staging'),
     );
-    expect(store.listFindings()).toEqual([]);
-    store.saveFindings('prod', [finding({ id: 'z' })], T0);
-    expect(() => store.saveFindings('staging', [finding({ id: 'z', cluster: 'staging' })], T0)).toThrow(
+    expect(await store.listFindings()).toEqual([]);
+    await store.saveFindings('prod', [finding({ id: 'z' })], T0);
+    await expect(store.saveFindings('staging', [finding({ id: 'z', cluster: 'staging' })], T0)).rejects.toThrow(
       new StoreError('saveFindings(staging): finding id z is stored for cluster prod'),
     );
   });
 });
 
 describe('poll runs', () => {
-  it('records polls and reports the latest per cluster with its last success', () => {
-    const p1 = store.startPollRun('prod', 'cw:prod', T0);
-    store.finishPollRun(p1, { endedAt: T0 + 2000, events: 120, tokenUses: 3, stats: { requests: 2, bytes: 5000 } });
-    const p2 = store.startPollRun('prod', 'cw:prod', T0 + 5 * MIN);
-    store.finishPollRun(p2, { endedAt: T0 + 5 * MIN + 900, events: 0, tokenUses: 0, error: 'ThrottlingException: Rate exceeded' });
-    const s1 = store.startPollRun('staging', 'file:/a.log', T0 + MIN);
+  it('records polls and reports the latest per cluster with its last success', async () => {
+    const p1 = await store.startPollRun('prod', 'cw:prod', T0);
+    await store.finishPollRun(p1, { endedAt: T0 + 2000, events: 120, tokenUses: 3, stats: { requests: 2, bytes: 5000 } });
+    const p2 = await store.startPollRun('prod', 'cw:prod', T0 + 5 * MIN);
+    await store.finishPollRun(p2, { endedAt: T0 + 5 * MIN + 900, events: 0, tokenUses: 0, error: 'ThrottlingException: Rate exceeded' });
+    const s1 = await store.startPollRun('staging', 'file:/a.log', T0 + MIN);
     expect(p2).toBeGreaterThan(p1);
-    expect(store.lastPollRuns()).toEqual([
+    expect(await store.lastPollRuns()).toEqual([
       {
         id: p2,
         cluster: 'prod',
@@ -291,15 +291,15 @@ describe('poll runs', () => {
     ]);
   });
 
-  it('finishPollRun of an unknown id throws', () => {
-    expect(() => store.finishPollRun(99, { endedAt: T0, events: 0, tokenUses: 0 })).toThrow(new StoreError('finishPollRun: no poll run with id 99'));
+  it('finishPollRun of an unknown id throws', async () => {
+    await expect(store.finishPollRun(99, { endedAt: T0, events: 0, tokenUses: 0 })).rejects.toThrow(new StoreError('finishPollRun: no poll run with id 99'));
   });
 
-  it('prunePollRuns keeps the latest run of each cluster', () => {
-    for (let i = 0; i < 5; i++) store.startPollRun('prod', 's', T0 + i * MIN);
-    store.startPollRun('staging', 's', T0);
-    expect(store.prunePollRuns(T0 + 10 * MIN)).toBe(4);
-    expect(store.lastPollRuns().map((r) => [r.cluster, r.startedAt])).toEqual([
+  it('prunePollRuns keeps the latest run of each cluster', async () => {
+    for (let i = 0; i < 5; i++) await store.startPollRun('prod', 's', T0 + i * MIN);
+    await store.startPollRun('staging', 's', T0);
+    expect(await store.prunePollRuns(T0 + 10 * MIN)).toBe(4);
+    expect((await store.lastPollRuns()).map((r) => [r.cluster, r.startedAt])).toEqual([
       ['prod', T0 + 4 * MIN],
       ['staging', T0],
     ]);
@@ -307,28 +307,28 @@ describe('poll runs', () => {
 });
 
 describe('Slack message refs', () => {
-  it('saves, replaces and reads a finding message ref', () => {
-    store.saveFindings('prod', [finding()], T0);
-    expect(store.getMessageRef('f-multus')).toBeUndefined();
-    store.saveMessageRef('f-multus', { channel: 'C0OPS', ts: '1730462400.000100', severity: 'warning', hash: 'h1' });
-    store.saveMessageRef('f-multus', { channel: 'C0OPS', ts: '1730462400.000100', severity: 'critical', hash: 'h2' });
-    expect(store.getMessageRef('f-multus')).toEqual({ channel: 'C0OPS', ts: '1730462400.000100', severity: 'critical', hash: 'h2' });
+  it('saves, replaces and reads a finding message ref', async () => {
+    await store.saveFindings('prod', [finding()], T0);
+    expect(await store.getMessageRef('f-multus')).toBeUndefined();
+    await store.saveMessageRef('f-multus', { channel: 'C0OPS', ts: '1730462400.000100', severity: 'warning', hash: 'h1' });
+    await store.saveMessageRef('f-multus', { channel: 'C0OPS', ts: '1730462400.000100', severity: 'critical', hash: 'h2' });
+    expect(await store.getMessageRef('f-multus')).toEqual({ channel: 'C0OPS', ts: '1730462400.000100', severity: 'critical', hash: 'h2' });
   });
 });
 
 describe('action log', () => {
-  it('appends rows and lists them newest first, per cluster, with a limit', () => {
+  it('appends rows and lists them newest first, per cluster, with a limit', async () => {
     const base = { cluster: 'prod', actor: 'U0REQ', target: 'DaemonSet kube-system/kube-multus-ds' };
-    const id1 = store.logAction({ ...base, at: T0, action: 'restart.requested', result: 'requested', approvalId: 'a1', findingId: 'f-multus' });
-    const id2 = store.logAction({ ...base, at: T0 + MIN, actor: 'U0APP', action: 'restart.approved', result: 'approved', approvalId: 'a1' });
-    const id3 = store.logAction({ ...base, at: T0 + 2 * MIN, actor: null, action: 'restart.succeeded', result: 'succeeded', approvalId: 'a1', detail: '3/3 pods updated' });
-    store.logAction({ ...base, cluster: 'staging', at: T0, action: 'snooze', result: 'ok' });
-    expect(store.listActions('prod', 2)).toEqual([
+    const id1 = await store.logAction({ ...base, at: T0, action: 'restart.requested', result: 'requested', approvalId: 'a1', findingId: 'f-multus' });
+    const id2 = await store.logAction({ ...base, at: T0 + MIN, actor: 'U0APP', action: 'restart.approved', result: 'approved', approvalId: 'a1' });
+    const id3 = await store.logAction({ ...base, at: T0 + 2 * MIN, actor: null, action: 'restart.succeeded', result: 'succeeded', approvalId: 'a1', detail: '3/3 pods updated' });
+    await store.logAction({ ...base, cluster: 'staging', at: T0, action: 'snooze', result: 'ok' });
+    expect(await store.listActions('prod', 2)).toEqual([
       { id: id3, at: T0 + 2 * MIN, cluster: 'prod', findingId: null, approvalId: 'a1', actor: null, action: 'restart.succeeded', target: base.target, result: 'succeeded', detail: '3/3 pods updated' },
       { id: id2, at: T0 + MIN, cluster: 'prod', findingId: null, approvalId: 'a1', actor: 'U0APP', action: 'restart.approved', target: base.target, result: 'approved', detail: null },
     ]);
-    expect(store.listActions('prod').map((a) => a.id)).toEqual([id3, id2, id1]);
-    expect(store.listApprovalActions('a1').map((a) => a.action)).toEqual(['restart.requested', 'restart.approved', 'restart.succeeded']);
-    expect(store.listActions('staging')).toHaveLength(1);
+    expect((await store.listActions('prod')).map((a) => a.id)).toEqual([id3, id2, id1]);
+    expect((await store.listApprovalActions('a1')).map((a) => a.action)).toEqual(['restart.requested', 'restart.approved', 'restart.succeeded']);
+    expect(await store.listActions('staging')).toHaveLength(1);
   });
 });

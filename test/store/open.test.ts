@@ -16,18 +16,18 @@ function track(s: Store): Store {
   open.push(s);
   return s;
 }
-afterEach(() => {
-  for (const s of open.splice(0)) s.close();
+afterEach(async () => {
+  for (const s of open.splice(0)) await s.close();
 });
 
 describe('openStore', () => {
-  it('creates the directory, uses WAL, foreign keys and the current schema', () => {
+  it('creates the directory, uses WAL, foreign keys and the current schema', async () => {
     const path = join(tempDir(), 'nested', 'deeper', 'tokenwatch.db');
-    const store = track(openStore(path));
+    const store = track(await openStore(path));
     expect(existsSync(path)).toBe(true);
     expect(store.path).toBe(path);
     expect(store.schemaVersion).toBe(SCHEMA_VERSION);
-    store.setCursor('s', 'c');
+    await store.setCursor('s', 'c');
     expect(existsSync(`${path}-wal`)).toBe(true);
     const raw = new Database(path, { readonly: true });
     expect(raw.pragma('journal_mode', { simple: true })).toBe('wal');
@@ -41,46 +41,46 @@ describe('openStore', () => {
     raw.close();
   });
 
-  it('enforces foreign keys', () => {
-    const store = track(openStore(':memory:'));
-    expect(() => store.saveMessageRef('no-such-finding', { channel: 'C1', ts: '1.1', severity: 'info', hash: 'h' })).toThrow(
+  it('enforces foreign keys', async () => {
+    const store = track(await openStore(':memory:'));
+    await expect(store.saveMessageRef('no-such-finding', { channel: 'C1', ts: '1.1', severity: 'info', hash: 'h' })).rejects.toThrow(
       new StoreError('saveMessageRef: finding no-such-finding is not stored (save the finding first)'),
     );
   });
 
-  it('migrates a version-1 database (live mode only) to the current schema, keeping its data', () => {
+  it('migrates a version-1 database (live mode only) to the current schema, keeping its data', async () => {
     const path = join(tempDir(), 'old.db');
-    const v1 = openStore(path, { migrations: MIGRATIONS.slice(0, 1) });
+    const v1 = await openStore(path, { migrations: MIGRATIONS.slice(0, 1) });
     expect(v1.schemaVersion).toBe(1);
-    v1.setCursor('file:/a.log', '{"ino":1,"pos":10}');
-    v1.saveFindings('prod', [finding()], T0);
-    v1.upsertTokenRecords([staleRecord()]);
-    v1.close();
+    await v1.setCursor('file:/a.log', '{"ino":1,"pos":10}');
+    await v1.saveFindings('prod', [finding()], T0);
+    await v1.upsertTokenRecords([staleRecord()]);
+    await v1.close();
     const raw = new Database(path);
     expect(raw.prepare("SELECT count(*) AS n FROM sqlite_master WHERE name = 'approvals'").get()).toEqual({ n: 0 });
     raw.close();
 
-    const store = track(openStore(path));
+    const store = track(await openStore(path));
     expect(store.schemaVersion).toBe(SCHEMA_VERSION);
-    expect(store.getCursor('file:/a.log')).toBe('{"ino":1,"pos":10}');
-    expect(store.getFinding('f-multus')?.finding).toEqual(finding());
-    expect(store.listTokenRecords('prod')).toEqual([staleRecord()]);
-    store.saveMessageRef('f-multus', { channel: 'C1', ts: '1.1', severity: 'warning', hash: 'h' });
-    expect(store.createApproval(approval()).state).toBe('requested');
+    expect(await store.getCursor('file:/a.log')).toBe('{"ino":1,"pos":10}');
+    expect((await store.getFinding('f-multus'))?.finding).toEqual(finding());
+    expect(await store.listTokenRecords('prod')).toEqual([staleRecord()]);
+    await store.saveMessageRef('f-multus', { channel: 'C1', ts: '1.1', severity: 'warning', hash: 'h' });
+    expect((await store.createApproval(approval())).state).toBe('requested');
   });
 
-  it('migrates an empty file (version 0)', () => {
+  it('migrates an empty file (version 0)', async () => {
     const path = join(tempDir(), 'empty.db');
     new Database(path).close();
-    expect(track(openStore(path)).schemaVersion).toBe(SCHEMA_VERSION);
+    expect(track(await openStore(path)).schemaVersion).toBe(SCHEMA_VERSION);
   });
 
-  it('refuses a database newer than it knows, and leaves it untouched', () => {
+  it('refuses a database newer than it knows, and leaves it untouched', async () => {
     const path = join(tempDir(), 'new.db');
     const raw = new Database(path);
     raw.pragma(`user_version = ${SCHEMA_VERSION + 1}`);
     raw.close();
-    expect(() => openStore(path)).toThrow(
+    await expect(openStore(path)).rejects.toThrow(
       new StoreError(
         `store ${path} has schema version ${SCHEMA_VERSION + 1}, newer than this tokenwatch supports (${SCHEMA_VERSION}); upgrade tokenwatch or point store.path at another file`,
       ),
@@ -91,19 +91,19 @@ describe('openStore', () => {
     again.close();
   });
 
-  it('refuses a file that is not a database', () => {
+  it('refuses a file that is not a database', async () => {
     const path = join(tempDir(), 'text.db');
     writeFileSync(path, 'this is not sqlite '.repeat(100));
-    expect(() => openStore(path)).toThrow(StoreError);
-    expect(() => openStore(path)).toThrow(/^cannot open store .*text\.db: not a tokenwatch SQLite database/);
+    await expect(openStore(path)).rejects.toThrow(StoreError);
+    await expect(openStore(path)).rejects.toThrow(/^cannot open store .*text\.db: not a tokenwatch SQLite database/);
   });
 
-  it('refuses a torn store (pages 2–4 zeroed) at start, naming the file, and leaves the file as it was', () => {
+  it('refuses a torn store (pages 2–4 zeroed) at start, naming the file, and leaves the file as it was', async () => {
     const path = join(tempDir(), 'torn.db');
-    const s1 = openStore(path);
-    s1.saveFindings('prod', Array.from({ length: 40 }, (_, i) => finding({ id: `f-${i}`, serviceAccount: `sa-${i}` })), T0);
-    s1.upsertTokenRecords(Array.from({ length: 40 }, (_, i) => staleRecord({ pod: `pod-${i}`, podUid: `uid-${i}` })));
-    s1.close();
+    const s1 = await openStore(path);
+    await s1.saveFindings('prod', Array.from({ length: 40 }, (_, i) => finding({ id: `f-${i}`, serviceAccount: `sa-${i}` })), T0);
+    await s1.upsertTokenRecords(Array.from({ length: 40 }, (_, i) => staleRecord({ pod: `pod-${i}`, podUid: `uid-${i}` })));
+    await s1.close();
     const pageSize = 4096;
     expect(statSync(path).size).toBeGreaterThan(6 * pageSize);
     const bytes = readFileSync(path);
@@ -113,7 +113,7 @@ describe('openStore', () => {
 
     let thrown: unknown;
     try {
-      openStore(path);
+      await openStore(path);
     } catch (err) {
       thrown = err;
     }
@@ -124,86 +124,86 @@ describe('openStore', () => {
     expect(readFileSync(path).equals(bytes)).toBe(true);
   });
 
-  it('passes the integrity check of a healthy store with data', () => {
+  it('passes the integrity check of a healthy store with data', async () => {
     const path = join(tempDir(), 'healthy.db');
-    const s1 = openStore(path);
-    s1.saveFindings('prod', [finding()], T0);
-    s1.close();
-    expect(track(openStore(path)).getFinding('f-multus')?.finding).toEqual(finding());
+    const s1 = await openStore(path);
+    await s1.saveFindings('prod', [finding()], T0);
+    await s1.close();
+    expect((await track(await openStore(path)).getFinding('f-multus'))?.finding).toEqual(finding());
   });
 
-  it('is idempotent to open twice and to close twice', () => {
+  it('is idempotent to open twice and to close twice', async () => {
     const path = join(tempDir(), 'twice.db');
-    const a = openStore(path);
-    const b = track(openStore(path));
-    a.setCursor('x', '1');
-    expect(b.getCursor('x')).toBe('1');
-    a.close();
-    a.close();
+    const a = await openStore(path);
+    const b = track(await openStore(path));
+    await a.setCursor('x', '1');
+    expect(await b.getCursor('x')).toBe('1');
+    await a.close();
+    await a.close();
     expect(b.schemaVersion).toBe(SCHEMA_VERSION);
   });
 });
 
 describe('reopen', () => {
-  it('keeps every kind of data across close and open', () => {
+  it('keeps every kind of data across close and open', async () => {
     const path = join(tempDir(), 'keep.db');
-    const s1 = openStore(path);
-    s1.setCursor('cw', 'token-1');
-    s1.markSeen('prod', ['a', 'b'], T0);
-    s1.upsertTokenRecords([staleRecord()]);
-    s1.saveFindings('prod', [finding()], T0);
-    s1.saveMessageRef('f-multus', { channel: 'C1', ts: '1700000000.000100', severity: 'warning', hash: 'abc' });
-    const run = s1.startPollRun('prod', 'cw', T0);
-    s1.finishPollRun(run, { endedAt: T0 + 1000, events: 7, tokenUses: 2 });
-    s1.createApproval(approval());
-    s1.logAction({ at: T0, cluster: 'prod', actor: 'U0REQ', action: 'restart.requested', target: 'DaemonSet kube-system/kube-multus-ds', result: 'requested' });
-    s1.close();
+    const s1 = await openStore(path);
+    await s1.setCursor('cw', 'token-1');
+    await s1.markSeen('prod', ['a', 'b'], T0);
+    await s1.upsertTokenRecords([staleRecord()]);
+    await s1.saveFindings('prod', [finding()], T0);
+    await s1.saveMessageRef('f-multus', { channel: 'C1', ts: '1700000000.000100', severity: 'warning', hash: 'abc' });
+    const run = await s1.startPollRun('prod', 'cw', T0);
+    await s1.finishPollRun(run, { endedAt: T0 + 1000, events: 7, tokenUses: 2 });
+    await s1.createApproval(approval());
+    await s1.logAction({ at: T0, cluster: 'prod', actor: 'U0REQ', action: 'restart.requested', target: 'DaemonSet kube-system/kube-multus-ds', result: 'requested' });
+    await s1.close();
 
-    const s2 = track(openStore(path));
-    expect(s2.getCursor('cw')).toBe('token-1');
-    expect(s2.markSeen('prod', ['a', 'b', 'c'], T0)).toEqual(['c']);
-    expect(s2.listTokenRecords('prod')).toEqual([staleRecord()]);
-    expect(s2.listFindings('prod').map((f) => f.id)).toEqual(['f-multus']);
-    expect(s2.getMessageRef('f-multus')).toEqual({ channel: 'C1', ts: '1700000000.000100', severity: 'warning', hash: 'abc' });
-    expect(s2.lastPollRuns()).toMatchObject([{ cluster: 'prod', events: 7, tokenUses: 2, lastSuccessAt: T0 + 1000 }]);
-    expect(s2.getApproval('appr-1')).toEqual({ ...approval(), message: null });
-    expect(s2.listActions('prod')).toHaveLength(1);
+    const s2 = track(await openStore(path));
+    expect(await s2.getCursor('cw')).toBe('token-1');
+    expect(await s2.markSeen('prod', ['a', 'b', 'c'], T0)).toEqual(['c']);
+    expect(await s2.listTokenRecords('prod')).toEqual([staleRecord()]);
+    expect((await s2.listFindings('prod')).map((f) => f.id)).toEqual(['f-multus']);
+    expect(await s2.getMessageRef('f-multus')).toEqual({ channel: 'C1', ts: '1700000000.000100', severity: 'warning', hash: 'abc' });
+    expect(await s2.lastPollRuns()).toMatchObject([{ cluster: 'prod', events: 7, tokenUses: 2, lastSuccessAt: T0 + 1000 }]);
+    expect(await s2.getApproval('appr-1')).toEqual({ ...approval(), message: null });
+    expect(await s2.listActions('prod')).toHaveLength(1);
   });
 });
 
 describe('openStore errors name the file and the reason', () => {
-  it('a directory in the way of the file: cannot open or create it', () => {
+  it('a directory in the way of the file: cannot open or create it', async () => {
     const path = join(tempDir(), 'is-a-dir.db');
     mkdirSync(path);
-    expect(() => openStore(path)).toThrow(StoreError);
-    expect(() => openStore(path)).toThrow(`cannot open store ${path}: it is a directory; point store.path at the database file inside it (e.g. ${join(path, 'tokenwatch.db')})`);
+    await expect(openStore(path)).rejects.toThrow(StoreError);
+    await expect(openStore(path)).rejects.toThrow(`cannot open store ${path}: it is a directory; point store.path at the database file inside it (e.g. ${join(path, 'tokenwatch.db')})`);
   });
 
-  it('a file where its directory should be: cannot create the directory', () => {
+  it('a file where its directory should be: cannot create the directory', async () => {
     const base = tempDir();
     writeFileSync(join(base, 'plain-file'), 'x');
     const path = join(base, 'plain-file', 'tw.db');
-    expect(() => openStore(path)).toThrow(new RegExp(`^cannot open store ${path}: cannot create its directory ${join(base, 'plain-file')} \\(.*(EEXIST|ENOTDIR).*\\)`));
+    await expect(openStore(path)).rejects.toThrow(new RegExp(`^cannot open store ${path}: cannot create its directory ${join(base, 'plain-file')} \\(.*(EEXIST|ENOTDIR).*\\)`));
   });
 
   // Permissions do not bind root (the CI container runs as root): there, the opening runs in a child process as
   // nobody (uid 65534).
-  it('a read-only file and directory: says read-only, and what must be writable', () => {
+  it('a read-only file and directory: says read-only, and what must be writable', async () => {
     const dir = tempDir();
     const path = join(dir, 'ro.db');
-    openStore(path).close();
+    await (await openStore(path)).close();
     chmodSync(dir, 0o555);
     chmodSync(path, 0o444);
     const expected = /cannot open store .*ro\.db: the file or its directory is read-only \(.*SQLITE_READONLY.*\); tokenwatch writes the file and its -wal and -shm files next to it/;
     try {
       if (process.getuid?.() === 0) {
-        const script = `import('${join(process.cwd(), 'src/store/db.ts')}').then((m) => { try { m.openStore(${JSON.stringify(path)}); console.log('opened'); } catch (e) { console.log(e.message); } });`;
+        const script = `import('${join(process.cwd(), 'src/store/db.ts')}').then(async (m) => { try { await m.openStore(${JSON.stringify(path)}); console.log('opened'); } catch (e) { console.log(e.message); } });`;
         const r = spawnSync(process.execPath, ['--import', 'tsx', '-e', script], { uid: 65534, gid: 65534, encoding: 'utf8', cwd: process.cwd(), timeout: 60_000 });
         expect(r.error?.message, `uid 65534 must be able to run ${process.execPath} and read ${process.cwd()} (.ci/run opens both)`).toBeUndefined();
         expect(r.stdout).toMatch(expected);
         expect(r.stdout).toContain('tokenwatch runs as uid 65534');
       } else {
-        expect(() => openStore(path)).toThrow(expected);
+        await expect(openStore(path)).rejects.toThrow(expected);
       }
     } finally {
       chmodSync(dir, 0o755);

@@ -4,16 +4,16 @@
 // argv[2]: JSON { storeModule, path, events: [{ auditID, podUid, time }], cursor, crashAt? }
 const job = JSON.parse(process.argv[2]);
 const { openStore } = await import(job.storeModule);
-const store = openStore(job.path);
+const store = await openStore(job.path);
 const cluster = 'prod';
 const crash = (point) => {
   if (job.crashAt === point) process.kill(process.pid, 'SIGKILL');
 };
 
-store.transaction(() => {
-  const fresh = new Set(store.markSeen(cluster, job.events.map((e) => e.auditID), job.now));
+await store.transaction(async (tx) => {
+  const fresh = new Set(await tx.markSeen(cluster, job.events.map((e) => e.auditID), job.now));
   crash('after-seen');
-  const byPod = new Map(store.listTokenRecords(cluster).map((r) => [r.podUid, r]));
+  const byPod = new Map((await tx.listTokenRecords(cluster)).map((r) => [r.podUid, r]));
   for (const e of job.events) {
     if (!fresh.has(e.auditID)) continue;
     const r = byPod.get(e.podUid) ?? {
@@ -26,9 +26,9 @@ store.transaction(() => {
     r.lastSeen = Math.max(r.lastSeen, e.time);
     byPod.set(e.podUid, r);
   }
-  store.upsertTokenRecords([...byPod.values()]);
+  await tx.upsertTokenRecords([...byPod.values()]);
   crash('after-records');
-  store.setCursor(`file:/audit-${cluster}.log`, job.cursor);
+  await tx.setCursor(`file:/audit-${cluster}.log`, job.cursor);
   crash('before-commit');
 });
-store.close();
+await store.close();

@@ -6,55 +6,56 @@ import { bundleStore } from './bundle.js';
 import { finding, MIN, staleRecord, T0, tempDir } from './helpers.js';
 
 describe('transaction', () => {
-  it('rolls back cursor, seen auditIDs and token records together when the function throws', () => {
-    const store = openStore(join(tempDir(), 'tx.db'));
-    store.setCursor('src', 'c1');
-    expect(() =>
-      store.transaction(() => {
-        store.markSeen('prod', ['a', 'b'], T0);
-        store.upsertTokenRecords([staleRecord()]);
-        store.setCursor('src', 'c2');
-        store.saveFindings('prod', [finding()], T0);
+  it('rolls back cursor, seen auditIDs and token records together when the function throws', async () => {
+    const store = await openStore(join(tempDir(), 'tx.db'));
+    await store.setCursor('src', 'c1');
+    await expect(
+      store.transaction(async (tx) => {
+        await tx.markSeen('prod', ['a', 'b'], T0);
+        await tx.upsertTokenRecords([staleRecord()]);
+        await tx.setCursor('src', 'c2');
+        await tx.saveFindings('prod', [finding()], T0);
         throw new Error('poll failed half-way');
       }),
-    ).toThrow('poll failed half-way');
-    expect(store.getCursor('src')).toBe('c1');
-    expect(store.countSeen('prod')).toBe(0);
-    expect(store.listTokenRecords('prod')).toEqual([]);
-    expect(store.listFindings()).toEqual([]);
+    ).rejects.toThrow('poll failed half-way');
+    expect(await store.getCursor('src')).toBe('c1');
+    expect(await store.countSeen('prod')).toBe(0);
+    expect(await store.listTokenRecords('prod')).toEqual([]);
+    expect(await store.listFindings()).toEqual([]);
     // and commits when it returns
-    const fresh = store.transaction(() => {
-      const ids = store.markSeen('prod', ['a', 'b'], T0);
-      store.setCursor('src', 'c2');
+    const fresh = await store.transaction(async (tx) => {
+      const ids = await tx.markSeen('prod', ['a', 'b'], T0);
+      await tx.setCursor('src', 'c2');
       return ids;
     });
     expect(fresh).toEqual(['a', 'b']);
-    expect(store.getCursor('src')).toBe('c2');
-    store.close();
+    expect(await store.getCursor('src')).toBe('c2');
+    await store.close();
   });
 
-  it('a failing nested step rolls back only its savepoint when caught', () => {
-    const store = openStore(':memory:');
-    store.transaction(() => {
-      store.setCursor('src', 'outer');
+  it('a failing nested step rolls back only its savepoint when caught', async () => {
+    const store = await openStore(':memory:');
+    await store.transaction(async (tx) => {
+      await tx.setCursor('src', 'outer');
       try {
-        store.transaction(() => {
-          store.markSeen('prod', ['x'], T0);
+        await tx.transaction(async (inner) => {
+          await inner.markSeen('prod', ['x'], T0);
           throw new Error('inner');
         });
       } catch {
         // ignored: the inner savepoint is rolled back
       }
     });
-    expect(store.getCursor('src')).toBe('outer');
-    expect(store.countSeen('prod')).toBe(0);
-    store.close();
+    expect(await store.getCursor('src')).toBe('outer');
+    expect(await store.countSeen('prod')).toBe(0);
+    await store.close();
   });
 
-  it('refuses an async function', () => {
-    const store = openStore(':memory:');
-    expect(() => store.transaction((async () => 1) as unknown as () => number)).toThrow(TypeError);
-    store.close();
+  it('refuses a call on the outer store from inside its own transaction (it would wait for itself)', async () => {
+    const store = await openStore(':memory:');
+    await expect(store.transaction(async () => await store.setCursor('src', 'x'))).rejects.toThrow(/inside its own open transaction/);
+    expect(await store.getCursor('src')).toBeUndefined();
+    await store.close();
   });
 });
 
@@ -76,36 +77,36 @@ describe('restart safety (a process killed mid-poll)', () => {
     return { status: r.status, signal: r.signal };
   }
 
-  function requestsByPod(path: string): Record<string, number> {
-    const store = openStore(path);
-    const out = Object.fromEntries(store.listTokenRecords('prod').map((r) => [r.podUid!, r.requests]));
-    store.close();
+  async function requestsByPod(path: string): Promise<Record<string, number>> {
+    const store = await openStore(path);
+    const out = Object.fromEntries((await store.listTokenRecords('prod')).map((r) => [r.podUid!, r.requests]));
+    await store.close();
     return out;
   }
 
-  it('a poll killed at any point inside its transaction keeps nothing; the re-poll counts every event once', () => {
+  it('a poll killed at any point inside its transaction keeps nothing; the re-poll counts every event once', async () => {
     const path = join(tempDir(), 'restart.db');
     expect(poll(path, range(1, 5), 'c1')).toEqual({ status: 0, signal: null });
-    expect(requestsByPod(path)).toEqual({ 'pod-a': 2, 'pod-b': 3 });
+    expect(await requestsByPod(path)).toEqual({ 'pod-a': 2, 'pod-b': 3 });
 
     // the next poll re-reads 4..5 (overlap window) and finds 6..9; the process is killed inside the transaction
     for (const crashAt of ['after-seen', 'after-records', 'before-commit']) {
       expect(poll(path, range(4, 9), 'c2', crashAt)).toEqual({ status: null, signal: 'SIGKILL' });
-      const afterCrash = openStore(path);
-      expect([crashAt, afterCrash.getCursor('file:/audit-prod.log'), afterCrash.countSeen('prod')]).toEqual([crashAt, 'c1', 5]);
-      afterCrash.close();
-      expect(requestsByPod(path)).toEqual({ 'pod-a': 2, 'pod-b': 3 });
+      const afterCrash = await openStore(path);
+      expect([crashAt, await afterCrash.getCursor('file:/audit-prod.log'), await afterCrash.countSeen('prod')]).toEqual([crashAt, 'c1', 5]);
+      await afterCrash.close();
+      expect(await requestsByPod(path)).toEqual({ 'pod-a': 2, 'pod-b': 3 });
     }
 
     // after the restart the poll starts again from c1 minus the overlap; event 10 arrived late (old timestamp)
     expect(poll(path, [...range(3, 9), event(10, 'pod-a')], 'c2')).toEqual({ status: 0, signal: null });
-    expect(requestsByPod(path)).toEqual({ 'pod-a': 5, 'pod-b': 5 });
+    expect(await requestsByPod(path)).toEqual({ 'pod-a': 5, 'pod-b': 5 });
     // the same window read once more changes nothing
     expect(poll(path, range(1, 10), 'c3')).toEqual({ status: 0, signal: null });
-    expect(requestsByPod(path)).toEqual({ 'pod-a': 5, 'pod-b': 5 });
-    const final = openStore(path);
-    expect(final.getCursor('file:/audit-prod.log')).toBe('c3');
-    expect(final.countSeen('prod')).toBe(10);
-    final.close();
+    expect(await requestsByPod(path)).toEqual({ 'pod-a': 5, 'pod-b': 5 });
+    const final = await openStore(path);
+    expect(await final.getCursor('file:/audit-prod.log')).toBe('c3');
+    expect(await final.countSeen('prod')).toBe(10);
+    await final.close();
   });
 });

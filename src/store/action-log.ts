@@ -1,0 +1,66 @@
+/** The action-log repository: who did what to which target, when, with what result (append-only but for retention). */
+import type { SqlExecutor } from './sql.js';
+import type { ActionLogEntry, NewActionLogEntry } from './types.js';
+
+type ActionRow = {
+  id: number;
+  at: number;
+  cluster: string;
+  finding_id: string | null;
+  approval_id: string | null;
+  actor: string | null;
+  action: string;
+  target: string;
+  result: string;
+  detail: string | null;
+};
+
+function actionOf(r: ActionRow): ActionLogEntry {
+  return {
+    id: r.id,
+    at: r.at,
+    cluster: r.cluster,
+    findingId: r.finding_id,
+    approvalId: r.approval_id,
+    actor: r.actor,
+    action: r.action,
+    target: r.target,
+    result: r.result,
+    detail: r.detail,
+  };
+}
+
+/** The action log (`action_log`) over a {@link SqlExecutor}; times are epoch ms UTC. */
+export class ActionLogRepository {
+  constructor(private readonly sql: SqlExecutor) {}
+
+  /** See `Store.logAction`: appends a row and returns its id. */
+  async log(e: NewActionLogEntry): Promise<number> {
+    const row = await this.sql.get<{ id: number }>(
+      `INSERT INTO action_log (at, cluster, finding_id, approval_id, actor, action, target, result, detail)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+      [e.at, e.cluster, e.findingId ?? null, e.approvalId ?? null, e.actor, e.action, e.target, e.result, e.detail ?? null],
+    );
+    return Number(row!.id);
+  }
+
+  /** See `Store.listActions`. */
+  async list(cluster: string, limit = 20): Promise<ActionLogEntry[]> {
+    return (await this.sql.all<ActionRow>('SELECT * FROM action_log WHERE cluster = ? ORDER BY at DESC, id DESC LIMIT ?', [cluster, limit])).map(actionOf);
+  }
+
+  /** See `Store.listApprovalActions`. */
+  async ofApproval(approvalId: string): Promise<ActionLogEntry[]> {
+    return (await this.sql.all<ActionRow>('SELECT * FROM action_log WHERE approval_id = ? ORDER BY at, id', [approvalId])).map(actionOf);
+  }
+
+  /** See `Store.pruneActionLog`: rows of approvals still open are kept. */
+  async prune(olderThan: number): Promise<number> {
+    const { changes } = await this.sql.run(
+      `DELETE FROM action_log WHERE at < ? AND (approval_id IS NULL OR approval_id NOT IN
+         (SELECT id FROM approvals WHERE state IN ('requested', 'approved', 'running')))`,
+      [olderThan],
+    );
+    return changes;
+  }
+}

@@ -1,0 +1,167 @@
+/** The findings repository: each cluster's current findings with their lifecycle (open, resolved, snoozed). */
+import type { Finding, Severity } from '../findings/types.js';
+import { StoreError } from './errors.js';
+import type { SqlExecutor } from './sql.js';
+import type { FindingChange, FindingResolution, FindingStatus, FindingStatusUpdate, StoredFinding } from './types.js';
+
+type FindingRow = {
+  id: string;
+  cluster: string;
+  severity: Severity;
+  status: FindingStatus;
+  snoozed_until: number | null;
+  resolved_at: number | null;
+  resolution?: string | null;
+  created_at: number;
+  updated_at: number;
+  finding: string;
+};
+
+function timeOf(iso: string | null): number | null {
+  if (iso === null) return null;
+  const t = Date.parse(iso);
+  return Number.isFinite(t) ? t : null;
+}
+
+/**
+ * Whether `next` carries a use of a finding resolved as quiet at `resolvedAt` that the resolution could not know: a use
+ * not seen before (the request count rose) whose time lies inside the quiet-resolved period — after the last use the
+ * stored finding had (the silence began there) and at or before `resolvedAt` (later uses reopen anyway).
+ */
+function isLateUse(old: Pick<FindingRow, 'finding'>, next: Finding, resolvedAt: number): boolean {
+  let before: Pick<Finding, 'requests' | 'lastSeen'>;
+  try {
+    before = JSON.parse(old.finding) as Finding;
+  } catch {
+    return false;
+  }
+  const prevLast = timeOf(before.lastSeen);
+  const nextLast = timeOf(next.lastSeen);
+  if (prevLast === null || nextLast === null || typeof before.requests !== 'number') return false;
+  return next.requests > before.requests && nextLast > prevLast && nextLast <= resolvedAt;
+}
+
+function findingOf(row: FindingRow): StoredFinding {
+  return {
+    id: row.id,
+    cluster: row.cluster,
+    finding: JSON.parse(row.finding) as Finding,
+    severity: row.severity,
+    status: row.status,
+    snoozedUntil: row.snoozed_until,
+    resolvedAt: row.resolved_at,
+    resolution: row.status === 'resolved' && (row.resolution === 'verified' || row.resolution === 'quiet') ? row.resolution : null,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+const INSERT = `INSERT INTO findings (id, cluster, namespace, service_account, kind, severity, status, last_seen, rejection_at,
+                           created_at, updated_at, finding)
+     VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?, ?, ?, ?)`;
+const UPDATE = `UPDATE findings SET severity = ?, status = ?, snoozed_until = ?, resolved_at = ?, resolution = ?, last_seen = ?,
+       rejection_at = ?, updated_at = ?, finding = ?
+     WHERE id = ?`;
+
+/** Findings (`findings`) over a {@link SqlExecutor}; times are epoch ms UTC. */
+export class FindingRepository {
+  constructor(private readonly sql: SqlExecutor) {}
+
+  /** See `Store.saveFindings` (one transaction). @throws {StoreError} when a finding belongs to another cluster. */
+  async save(cluster: string, findings: readonly Finding[], now: number): Promise<FindingChange[]> {
+    const foreign = findings.find((f) => f.cluster !== cluster);
+    if (foreign !== undefined) {
+      throw new StoreError(`saveFindings(${cluster}): finding ${foreign.id} belongs to cluster ${foreign.cluster}`);
+    }
+    return this.sql.transaction(async (tx) => {
+      const changes: FindingChange[] = [];
+      for (const f of findings) {
+        const lastSeen = timeOf(f.lastSeen) ?? now;
+        const rejectionAt = timeOf(f.rejectionAt);
+        const json = JSON.stringify(f);
+        const old = await tx.get<FindingRow>('SELECT * FROM findings WHERE id = ?', [f.id]);
+        if (old === undefined) {
+          await tx.run(INSERT, [f.id, cluster, f.namespace, f.serviceAccount, f.kind, f.severity, lastSeen, rejectionAt, now, now, json]);
+          changes.push({ id: f.id, isNew: true, severity: f.severity, previousSeverity: null, status: 'open', previousStatus: null });
+          continue;
+        }
+        if (old.cluster !== cluster) {
+          throw new StoreError(`saveFindings(${cluster}): finding id ${f.id} is stored for cluster ${old.cluster}`);
+        }
+        let status = old.status;
+        let snoozedUntil = old.snoozed_until;
+        let resolvedAt = old.resolved_at;
+        let resolution = old.resolution ?? null;
+        let lateUse: FindingChange['lateUse'];
+        if (status === 'resolved' && resolvedAt !== null && lastSeen > resolvedAt) {
+          status = 'open';
+          resolvedAt = null;
+          resolution = null;
+        } else if (status === 'resolved' && resolvedAt !== null && resolution === 'quiet' && isLateUse(old, f, resolvedAt)) {
+          // The quiet period the resolution relied on was not quiet: a use inside it arrived after the resolution.
+          lateUse = { resolvedAt };
+          status = 'open';
+          resolvedAt = null;
+          resolution = null;
+        } else if (status === 'snoozed' && snoozedUntil !== null && snoozedUntil <= now) {
+          status = 'open';
+          snoozedUntil = null;
+        }
+        // Write only what changed: an idle poll re-saves every finding unchanged.
+        const unchanged = old.finding === json && status === old.status && snoozedUntil === old.snoozed_until && resolvedAt === old.resolved_at;
+        if (!unchanged) await tx.run(UPDATE, [f.severity, status, snoozedUntil, resolvedAt, resolution, lastSeen, rejectionAt, now, json, f.id]);
+        changes.push({
+          id: f.id,
+          isNew: false,
+          severity: f.severity,
+          previousSeverity: old.severity,
+          status,
+          previousStatus: old.status,
+          ...(lateUse ? { lateUse } : {}),
+        });
+      }
+      return changes;
+    });
+  }
+
+  /** See `Store.listFindings`. */
+  async list(cluster?: string, opts: { status?: FindingStatus[] } = {}): Promise<StoredFinding[]> {
+    const where: string[] = [];
+    const params: unknown[] = [];
+    if (cluster !== undefined) {
+      where.push('cluster = ?');
+      params.push(cluster);
+    }
+    if (opts.status !== undefined) {
+      where.push(`status IN (${opts.status.map(() => '?').join(', ') || 'NULL'})`);
+      params.push(...opts.status);
+    }
+    const sql =
+      `SELECT * FROM findings ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''} ` +
+      `ORDER BY CASE severity WHEN 'critical' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END, ` +
+      'rejection_at IS NULL, rejection_at, id';
+    return (await this.sql.all<FindingRow>(sql, params)).map(findingOf);
+  }
+
+  /** See `Store.getFinding`. */
+  async get(id: string): Promise<StoredFinding | undefined> {
+    const row = await this.sql.get<FindingRow>('SELECT * FROM findings WHERE id = ?', [id]);
+    return row === undefined ? undefined : findingOf(row);
+  }
+
+  /** See `Store.setFindingStatus`. */
+  async setStatus(id: string, update: FindingStatusUpdate, at: number): Promise<boolean> {
+    const snoozedUntil = update.status === 'snoozed' ? update.until : null;
+    const resolvedAt = update.status === 'resolved' ? at : null;
+    const resolution: FindingResolution | null = update.status === 'resolved' ? (update.reason ?? null) : null;
+    const { changes } = await this.sql.run('UPDATE findings SET status = ?, snoozed_until = ?, resolved_at = ?, resolution = ?, updated_at = ? WHERE id = ?', [
+      update.status,
+      snoozedUntil,
+      resolvedAt,
+      resolution,
+      at,
+      id,
+    ]);
+    return changes === 1;
+  }
+}

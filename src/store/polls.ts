@@ -1,0 +1,130 @@
+/**
+ * The polls repository: source cursors, each cluster's `watchedSince`, the auditIDs already seen, and poll runs with
+ * what they covered (docs/design/architecture.md "Live mode"). Times are epoch ms UTC.
+ */
+import type { SqlExecutor } from './sql.js';
+import { StoreError } from './errors.js';
+import type { PollCoverage, PollRunResult, PollStatus } from './types.js';
+
+type PollRow = {
+  id: number;
+  cluster: string;
+  source: string;
+  started_at: number;
+  ended_at: number | null;
+  events: number;
+  token_uses: number;
+  error: string | null;
+  stats: string;
+  last_success_at?: number | null;
+};
+
+// Kept in the cursors table under a key no source id can have (source ids name a source kind and its target).
+const watchedKey = (cluster: string): string => `\0watched-since\0${cluster}`;
+
+/** Cursors (`cursors`), seen auditIDs (`seen`) and poll runs (`poll_runs`) over a {@link SqlExecutor}. */
+export class PollRepository {
+  constructor(private readonly sql: SqlExecutor) {}
+
+  /** See `Store.getCursor`. */
+  async getCursor(sourceId: string): Promise<string | undefined> {
+    return (await this.sql.get<{ cursor: string }>('SELECT cursor FROM cursors WHERE source_id = ?', [sourceId]))?.cursor;
+  }
+
+  /** See `Store.setCursor`. */
+  async setCursor(sourceId: string, cursor: string): Promise<void> {
+    await this.sql.run('INSERT INTO cursors (source_id, cursor) VALUES (?, ?) ON CONFLICT (source_id) DO UPDATE SET cursor = excluded.cursor', [sourceId, cursor]);
+  }
+
+  /** See `Store.watchedSince`. */
+  async watchedSince(cluster: string): Promise<number | undefined> {
+    const v = await this.getCursor(watchedKey(cluster));
+    return v === undefined ? undefined : Number(v);
+  }
+
+  /** See `Store.markWatchedSince`: keeps the first time recorded. */
+  async markWatchedSince(cluster: string, at: number): Promise<void> {
+    await this.sql.run('INSERT INTO cursors (source_id, cursor) VALUES (?, ?) ON CONFLICT (source_id) DO NOTHING', [watchedKey(cluster), String(at)]);
+  }
+
+  /** See `Store.markSeen` (one transaction): the ids not seen before, in input order. */
+  markSeen(cluster: string, auditIDs: readonly string[], seenAt: number): Promise<string[]> {
+    return this.sql.transaction(async (tx) => {
+      const fresh: string[] = [];
+      for (const id of auditIDs) {
+        const { changes } = await tx.run('INSERT INTO seen (cluster, audit_id, seen_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING', [cluster, id, seenAt]);
+        if (changes === 1) fresh.push(id);
+      }
+      return fresh;
+    });
+  }
+
+  /** See `Store.pruneSeen`. */
+  async pruneSeen(cluster: string, olderThan: number): Promise<number> {
+    return (await this.sql.run('DELETE FROM seen WHERE cluster = ? AND seen_at < ?', [cluster, olderThan])).changes;
+  }
+
+  /** See `Store.countSeen`. */
+  async countSeen(cluster: string): Promise<number> {
+    return Number((await this.sql.get<{ n: number }>('SELECT count(*) AS n FROM seen WHERE cluster = ?', [cluster]))?.n ?? 0);
+  }
+
+  /** See `Store.startPollRun`: the new run's id. */
+  async startRun(cluster: string, source: string, startedAt: number): Promise<number> {
+    const row = await this.sql.get<{ id: number }>('INSERT INTO poll_runs (cluster, source, started_at) VALUES (?, ?, ?) RETURNING id', [cluster, source, startedAt]);
+    return Number(row!.id);
+  }
+
+  /** See `Store.finishPollRun`. @throws {StoreError} for an unknown id. */
+  async finishRun(id: number, result: PollRunResult): Promise<void> {
+    const { changes } = await this.sql.run('UPDATE poll_runs SET ended_at = ?, events = ?, token_uses = ?, error = ?, stats = ? WHERE id = ?', [
+      result.endedAt,
+      result.events,
+      result.tokenUses,
+      result.error ?? null,
+      JSON.stringify(result.stats ?? {}),
+      id,
+    ]);
+    if (changes !== 1) throw new StoreError(`finishPollRun: no poll run with id ${id}`);
+  }
+
+  /** See `Store.lastPollRuns`. */
+  async lastRuns(): Promise<PollStatus[]> {
+    const rows = await this.sql.all<PollRow>(
+      `SELECT p.*, (SELECT max(s.ended_at) FROM poll_runs s
+                  WHERE s.cluster = p.cluster AND s.ended_at IS NOT NULL AND s.error IS NULL) AS last_success_at
+       FROM poll_runs p
+       WHERE p.id = (SELECT max(q.id) FROM poll_runs q WHERE q.cluster = p.cluster)
+       ORDER BY p.cluster`,
+    );
+    return rows.map((r) => ({
+      id: r.id,
+      cluster: r.cluster,
+      source: r.source,
+      startedAt: r.started_at,
+      endedAt: r.ended_at,
+      events: r.events,
+      tokenUses: r.token_uses,
+      error: r.error,
+      stats: JSON.parse(r.stats) as Record<string, number>,
+      lastSuccessAt: r.last_success_at ?? null,
+    }));
+  }
+
+  /** See `Store.prunePollRuns`: keeps each cluster's latest run. */
+  async pruneRuns(olderThan: number): Promise<number> {
+    return (await this.sql.run('DELETE FROM poll_runs WHERE started_at < ? AND id NOT IN (SELECT max(id) FROM poll_runs GROUP BY cluster)', [olderThan])).changes;
+  }
+
+  /** See `Store.pollCoverage`. */
+  async coverage(cluster: string, from: number): Promise<PollCoverage> {
+    const row = (await this.sql.get<{ failed: number; succeeded: number; last_before: number | null }>(
+      `SELECT
+         (SELECT count(*) FROM poll_runs WHERE cluster = ? AND started_at >= ? AND ended_at IS NOT NULL AND error IS NOT NULL) AS failed,
+         (SELECT count(*) FROM poll_runs WHERE cluster = ? AND started_at >= ? AND ended_at IS NOT NULL AND error IS NULL) AS succeeded,
+         (SELECT max(started_at) FROM poll_runs WHERE cluster = ? AND started_at <= ? AND ended_at IS NOT NULL AND error IS NULL) AS last_before`,
+      [cluster, from, cluster, from, cluster, from],
+    ))!;
+    return { failed: Number(row.failed), succeeded: Number(row.succeeded), lastSuccessAtOrBefore: row.last_before };
+  }
+}

@@ -1,0 +1,104 @@
+/**
+ * The Slack message refs repository: where each alert (per finding, and per alert group) was posted, and the intents
+ * written before posting so a restart looks a message up instead of posting it twice (docs/slack.md "Alerts").
+ */
+import type { FindingKind } from '../findings/types.js';
+import { isForeignKeyViolation, StoreError } from './errors.js';
+import type { SqlExecutor } from './sql.js';
+import type { AlertRef, MessageRef } from './types.js';
+
+type RefRow = { channel: string; ts: string; severity: MessageRef['severity']; hash: string };
+type IntentRow = { channel: string; at: number };
+
+/** Message refs (`message_refs`, `alert_refs`) and alert intents (`alert_intents`, `alert_group_intents`) over a {@link SqlExecutor}. */
+export class SlackRefRepository {
+  constructor(private readonly sql: SqlExecutor) {}
+
+  /** See `Store.getMessageRef`. */
+  async getMessageRef(findingId: string): Promise<MessageRef | undefined> {
+    const row = await this.sql.get<RefRow>('SELECT channel, ts, severity, hash FROM message_refs WHERE finding_id = ?', [findingId]);
+    return row === undefined ? undefined : { channel: row.channel, ts: row.ts, severity: row.severity, hash: row.hash };
+  }
+
+  /** See `Store.saveMessageRef` (one transaction, clears the intent). @throws {StoreError} when the finding is not stored. */
+  async saveMessageRef(findingId: string, ref: MessageRef): Promise<void> {
+    try {
+      await this.sql.transaction(async (tx) => {
+        await tx.run(
+          `INSERT INTO message_refs (finding_id, channel, ts, severity, hash) VALUES (?, ?, ?, ?, ?)
+           ON CONFLICT (finding_id) DO UPDATE SET channel = excluded.channel, ts = excluded.ts,
+             severity = excluded.severity, hash = excluded.hash`,
+          [findingId, ref.channel, ref.ts, ref.severity, ref.hash],
+        );
+        await tx.run('DELETE FROM alert_intents WHERE finding_id = ?', [findingId]);
+      });
+    } catch (err) {
+      if (isForeignKeyViolation(err)) {
+        throw new StoreError(`saveMessageRef: finding ${findingId} is not stored (save the finding first)`, { cause: err });
+      }
+      throw err;
+    }
+  }
+
+  /** See `Store.deleteMessageRef`. */
+  async deleteMessageRef(findingId: string): Promise<void> {
+    await this.sql.run('DELETE FROM message_refs WHERE finding_id = ?', [findingId]);
+  }
+
+  /** See `Store.getAlertRef`. */
+  async getAlertRef(groupId: string): Promise<AlertRef | undefined> {
+    const row = await this.sql.get<RefRow & { signals: string }>('SELECT channel, ts, severity, hash, signals FROM alert_refs WHERE group_id = ?', [groupId]);
+    if (row === undefined) return undefined;
+    let signals: FindingKind[] = [];
+    try {
+      const parsed = JSON.parse(row.signals) as unknown;
+      if (Array.isArray(parsed)) signals = parsed.filter((k): k is FindingKind => k === 'stale-token' || k === 'legacy-token' || k === 'unauthorized');
+    } catch {
+      signals = [];
+    }
+    return { channel: row.channel, ts: row.ts, severity: row.severity, hash: row.hash, signals };
+  }
+
+  /** See `Store.saveAlertRef` (one transaction, clears the group's intent). */
+  saveAlertRef(groupId: string, cluster: string, ref: AlertRef): Promise<void> {
+    return this.sql.transaction(async (tx) => {
+      await tx.run(
+        `INSERT INTO alert_refs (group_id, cluster, channel, ts, severity, hash, signals) VALUES (?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (group_id) DO UPDATE SET cluster = excluded.cluster, channel = excluded.channel, ts = excluded.ts,
+           severity = excluded.severity, hash = excluded.hash, signals = excluded.signals`,
+        [groupId, cluster, ref.channel, ref.ts, ref.severity, ref.hash, JSON.stringify(ref.signals)],
+      );
+      await tx.run('DELETE FROM alert_group_intents WHERE group_id = ?', [groupId]);
+    });
+  }
+
+  /** See `Store.getGroupIntent`. */
+  async getGroupIntent(groupId: string): Promise<{ channel: string; at: number } | undefined> {
+    const row = await this.sql.get<IntentRow>('SELECT channel, at FROM alert_group_intents WHERE group_id = ?', [groupId]);
+    return row === undefined ? undefined : { channel: row.channel, at: row.at };
+  }
+
+  /** See `Store.recordGroupIntent`. */
+  async recordGroupIntent(groupId: string, channel: string, at: number): Promise<void> {
+    await this.sql.run(
+      `INSERT INTO alert_group_intents (group_id, channel, at) VALUES (?, ?, ?)
+       ON CONFLICT (group_id) DO UPDATE SET channel = excluded.channel, at = excluded.at`,
+      [groupId, channel, at],
+    );
+  }
+
+  /** See `Store.getAlertIntent`. */
+  async getAlertIntent(findingId: string): Promise<{ channel: string; at: number } | undefined> {
+    const row = await this.sql.get<IntentRow>('SELECT channel, at FROM alert_intents WHERE finding_id = ?', [findingId]);
+    return row === undefined ? undefined : { channel: row.channel, at: row.at };
+  }
+
+  /** See `Store.recordAlertIntent`. */
+  async recordAlertIntent(findingId: string, channel: string, at: number): Promise<void> {
+    await this.sql.run(
+      `INSERT INTO alert_intents (finding_id, channel, at) VALUES (?, ?, ?)
+       ON CONFLICT (finding_id) DO UPDATE SET channel = excluded.channel, at = excluded.at`,
+      [findingId, channel, at],
+    );
+  }
+}
