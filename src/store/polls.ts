@@ -19,8 +19,9 @@ type PollRow = {
   last_success_at?: number | null;
 };
 
-// Kept in the cursors table under a key no source id can have (source ids name a source kind and its target).
-const watchedKey = (cluster: string): string => `\0watched-since\0${cluster}`;
+// Kept in the cursors table under a key no source id can have (source ids name a source kind and its target). NUL on
+// SQLite (as stored by earlier versions); PostgreSQL text cannot hold NUL, so U+001F (unit separator) there.
+const watchedKey = (cluster: string, dialect: SqlExecutor['dialect']): string => (dialect === 'postgres' ? `\u001fwatched-since\u001f${cluster}` : `\0watched-since\0${cluster}`);
 
 /** Cursors (`cursors`), seen auditIDs (`seen`) and poll runs (`poll_runs`) over a {@link SqlExecutor}. */
 export class PollRepository {
@@ -38,13 +39,13 @@ export class PollRepository {
 
   /** See `Store.watchedSince`. */
   async watchedSince(cluster: string): Promise<number | undefined> {
-    const v = await this.getCursor(watchedKey(cluster));
+    const v = await this.getCursor(watchedKey(cluster, this.sql.dialect));
     return v === undefined ? undefined : Number(v);
   }
 
   /** See `Store.markWatchedSince`: keeps the first time recorded. */
   async markWatchedSince(cluster: string, at: number): Promise<void> {
-    await this.sql.run('INSERT INTO cursors (source_id, cursor) VALUES (?, ?) ON CONFLICT (source_id) DO NOTHING', [watchedKey(cluster), String(at)]);
+    await this.sql.run('INSERT INTO cursors (source_id, cursor) VALUES (?, ?) ON CONFLICT (source_id) DO NOTHING', [watchedKey(cluster, this.sql.dialect), String(at)]);
   }
 
   /** See `Store.markSeen` (one transaction): the ids not seen before, in input order. */

@@ -19,7 +19,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, onTestFailed } from 'vitest';
 import type { FakeKube } from '../../src/sandbox/fakes/kubernetes.js';
 import { blockActionPayload, DEFAULT_BOT_TOKEN, sendBlockAction, sendSlashCommand, type FakeSlack } from '../../src/sandbox/fakes/slack.js';
 import type { ReadinessBody } from '../../src/runtime/serve.js';
@@ -219,6 +219,11 @@ async function startReplica(s: Scenario, name: string): Promise<Replica> {
       child.once('exit', () => setImmediate(check));
       check();
     });
+  onTestFailed(() => {
+    // What the replica said, for the failure report (warnings and errors, and the last lines).
+    const notable = logs.filter((l) => l.level === 'warn' || l.level === 'error').slice(-20);
+    console.error(`--- ${name}: ${notable.length} warnings/errors (last 20), then the last 15 lines\n${[...notable, ...logs.slice(-15)].map((l) => JSON.stringify(l).slice(0, 600)).join('\n')}\n${err.slice(-2000)}`);
+  });
   await waitLog('its start', (l) => l.msg === 'tokenwatch serve started');
   const readyz = async () => {
     const res = await fetch(`http://127.0.0.1:${httpPort}/readyz`);
