@@ -23,6 +23,7 @@ import { afterEach, describe, expect, it, onTestFailed } from 'vitest';
 import type { FakeKube } from '../../src/sandbox/fakes/kubernetes.js';
 import { blockActionPayload, DEFAULT_BOT_TOKEN, sendBlockAction, sendSlashCommand, type FakeSlack } from '../../src/sandbox/fakes/slack.js';
 import type { ReadinessBody } from '../../src/runtime/serve.js';
+import { desiredOwner } from '../../src/runtime/shards.js';
 import { APPROVER, buttonValue, ONCALL, ONCALL_APPROVER, OPS, REQUESTER, SECRET, staleLine, startFakes } from '../slack/harness.js';
 import { auditEvent } from '../sources/events.js';
 import { cliMain } from '../support/build.js';
@@ -245,6 +246,17 @@ async function ownerOf(r: Replica, cluster: string): Promise<string | null> {
 }
 const replicaNamed = (rs: readonly Replica[], id: string | null): Replica | undefined => rs.find((r) => id?.startsWith(`${r.name}-`));
 
+/**
+ * Waits until every replica's `/readyz` shows `cluster` owned by its rendezvous owner over all of them (the shares have
+ * settled after the starts); returns that replica.
+ */
+async function settledOwner(rs: readonly Replica[], cluster: string): Promise<Replica> {
+  const ids = await Promise.all(rs.map(async (r) => (await r.readyz()).body.shards!.replica));
+  const want = desiredOwner(cluster, ids)!;
+  await until(`${cluster} owned by ${want} on every replica`, async () => (await Promise.all(rs.map((r) => ownerOf(r, cluster)))).every((o) => o === want));
+  return replicaNamed(rs, want)!;
+}
+
 /** The Multus alert in the fake Slack channel. */
 function multusAlert(slack: FakeSlack) {
   return slack.messages(OPS).find((m) => m.text.includes('kube-system/multus') && (m.blocks ?? []).length > 0);
@@ -276,7 +288,7 @@ describe.skipIf(!pgServer.available)('replicas sharing clusters on PostgreSQL', 
     const s = await scenario(dbOf(await database()));
     const a = await startReplica(s, 'tw-a');
     const b = await startReplica(s, 'tw-b');
-    const owner = await until('an owner of prod-eks', async () => replicaNamed([a, b], await ownerOf(b, 'prod-eks')));
+    const owner = await settledOwner([a, b], 'prod-eks');
     const { approval } = await requestRestart(s, a);
     await Promise.all([click(s.slack, a.slackUrl, APPROVER, approval, 'tw_approve'), click(s.slack, b.slackUrl, ONCALL_APPROVER, approval, 'tw_approve')]);
     await until('Done', () => s.slack.message(OPS, approval.ts)?.text.startsWith('✅ Done [prod-eks]: restart of DaemonSet kube-system/kube-multus-ds'));
@@ -288,7 +300,7 @@ describe.skipIf(!pgServer.available)('replicas sharing clusters on PostgreSQL', 
   it('kill -9 of the replica that owns the cluster mid-rollout: another takes it over and finishes the rollout in the same thread', { timeout: 180_000 }, async () => {
     const s = await scenario(dbOf(await database()), { rollout: { stepMs: 1500, podsPerStep: 1 } });
     const rs = [await startReplica(s, 'tw-a'), await startReplica(s, 'tw-b'), await startReplica(s, 'tw-c')];
-    const owner = await until('an owner of prod-eks', async () => replicaNamed(rs, await ownerOf(rs[0]!, 'prod-eks')));
+    const owner = await settledOwner(rs, 'prod-eks');
     const others = rs.filter((r) => r !== owner);
     const { alert, approval } = await requestRestart(s, others[0]!);
     let killedAt: Promise<number> | undefined;
@@ -307,7 +319,6 @@ describe.skipIf(!pgServer.available)('replicas sharing clusters on PostgreSQL', 
     expect(realPatches(s.kube)).toHaveLength(1);
     const progress = s.slack.thread(OPS, alert.ts).filter((m) => m.text.includes('rollout of DaemonSet') || m.text.includes('rolling out'));
     expect(progress.map((m) => m.text)).toEqual(['✅ [prod-eks] rollout of DaemonSet kube-system/kube-multus-ds complete']);
-    expect(took.r.logs.some((l) => String(l.msg).startsWith('resumed'))).toBe(true);
   });
 
   it('a replica joins: the clusters rebalance, and every tick of every cluster is polled exactly once', { timeout: 180_000 }, async () => {
