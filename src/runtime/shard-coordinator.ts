@@ -201,13 +201,20 @@ export class ShardCoordinator {
         );
         this.opts.onAcquired?.(cluster, res.epoch, prev);
       }
+      const draining = new Set(plan.drain);
       for (const cluster of plan.release) {
         const h = this.held.get(cluster);
         if (!h) continue;
+        // No new work from here on (owns() is false while draining), then busy is checked again: a poll the scheduler
+        // started while this heartbeat awaited the store is waited for, not cut off by the release.
+        this.draining.add(cluster);
+        if (this.opts.busy(cluster)) {
+          draining.add(cluster);
+          continue;
+        }
         await this.repo.release(cluster, this.id, h.epoch, now);
         this.lose(cluster, 'released');
       }
-      const draining = new Set(plan.drain);
       for (const c of draining) if (!this.draining.has(c)) logger.info({ cluster: c, replica: this.id }, `cluster ${c} should move to another replica: no new work here; handed over once its running work ends`);
       this.draining = draining;
       await this.repo.pruneReplicas(now - 10 * this.ttlMs);
