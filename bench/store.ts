@@ -121,6 +121,8 @@ function oldReplace(store: Store): Store {
             return { upserted: records.length, deleted };
           });
       }
+      // The poller writes through the transaction's Store: it must write the old way too.
+      if (prop === 'transaction') return <T>(fn: (tx: Store) => Promise<T>) => target.transaction((tx) => fn(oldReplace(tx)));
       const v = Reflect.get(target, prop, receiver) as unknown;
       return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
     },

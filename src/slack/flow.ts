@@ -571,7 +571,17 @@ export class ApprovalFlow {
    * Sends again the final progress of ended restarts that Slack did not accept (`execution.pendingProgress`); read
    * from the store at the first call, then tracked in memory.
    */
-  private async resendProgress(): Promise<void> {
+  private resendProgress(): Promise<void> {
+    // One resend at a time: overlapping ticks (the store and Slack calls now yield) would send the final edit twice.
+    this.resending ??= this.resendProgress0().finally(() => {
+      this.resending = undefined;
+    });
+    return this.resending;
+  }
+
+  private resending: Promise<void> | undefined;
+
+  private async resendProgress0(): Promise<void> {
     if (!this.progressScanned) {
       this.progressScanned = true;
       for (const a of await this.deps.store.listApprovals({ states: ['succeeded', 'failed'] })) if (a.execution?.pendingProgress) this.progressPending.add(a.id);

@@ -43,9 +43,6 @@ import type {
   StoredFinding,
 } from './types.js';
 
-export { StoreError } from './errors.js';
-export { tokenRecordKey } from './token-records.js';
-
 /** Options of {@link openStore}. */
 export type StoreOptions = SqliteOptions;
 

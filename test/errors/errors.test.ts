@@ -12,7 +12,7 @@ import { TokenMetricsError } from '../../src/findings/token-metrics.js';
 import { KubeCallError } from '../../src/remediation/kube-remediator.js';
 import { SlackCallError } from '../../src/slack/api.js';
 import { SourceError } from '../../src/sources/types.js';
-import { StoreError } from '../../src/store/db.js';
+import { StoreError } from '../../src/store/errors.js';
 
 describe('TokenwatchError', () => {
   it('carries a stable code, the standard cause and the CLI exit code of its code', () => {

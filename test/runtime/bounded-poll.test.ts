@@ -161,10 +161,10 @@ describe('bounded polls, file source', () => {
 
     const ref = await uninterrupted(cluster, new FileSource({ path: log }));
     expect(await requestsByKind(store)).toEqual({ unauthorized: FLOOD, 'stale-token': STALE_REQUESTS });
-    expect(await requestsByKind(store)).toEqual(requestsByKind(ref));
+    expect(await requestsByKind(store)).toEqual(await requestsByKind(ref));
     expect(await store.countSeen('prod')).toBe(await ref.countSeen('prod'));
     const findings = async (s: Store) => (await s.listFindings('prod')).map((f) => [f.finding.kind, f.finding.namespace, f.finding.serviceAccount, f.finding.requests]);
-    expect(await findings(store)).toEqual(findings(ref));
+    expect(await findings(store)).toEqual(await findings(ref));
     await ref.close();
   });
 
@@ -236,7 +236,7 @@ describe('bounded polls, CloudWatch (loopback fake, real SDK)', () => {
 
     const ref = await uninterrupted(cluster(), source());
     expect(await requestsByKind(store)).toEqual({ unauthorized: FLOOD, 'stale-token': STALE_REQUESTS });
-    expect(await requestsByKind(store)).toEqual(requestsByKind(ref));
+    expect(await requestsByKind(store)).toEqual(await requestsByKind(ref));
     expect(await store.countSeen('prod')).toBe(await ref.countSeen('prod'));
     await ref.close();
   });

@@ -130,7 +130,7 @@ describe('acquirePollerLock (injected clock)', () => {
     expect(await a.beat()).toBe(true);
     expect(await s.getPollerLock()).toMatchObject({ host: 'node-a', heartbeatAt: T0 + 45_000, acquiredAt: T0 });
     now = T0 + 45_000 + 59_999;
-    expect(async () => await acquirePollerLock(opts(s, () => now, 'node-b', 2))).toThrow(PollerLockError);
+    await expect(acquirePollerLock(opts(s, () => now, 'node-b', 2))).rejects.toThrow(PollerLockError);
     now = T0 + 45_000 + 60_000;
     const b = await acquirePollerLock(opts(s, () => now, 'node-b', 2));
     expect(await s.getPollerLock()).toMatchObject({ host: 'node-b', pid: 2, acquiredAt: now });
@@ -160,11 +160,11 @@ describe('acquirePollerLock (injected clock)', () => {
     const s = await store();
     await acquirePollerLock(opts(s, () => T0, 'pod-x', 1));
     // Same host, same pid: a container restarted as pid 1 again.
-    expect(async () => await acquirePollerLock({ ...opts(s, () => T0 + 1000, 'pod-x', 1) })).not.toThrow();
+    await expect(acquirePollerLock({ ...opts(s, () => T0 + 1000, 'pod-x', 1) })).resolves.toBeDefined();
     // Same host, pid 1 no longer runs: a process that crashed.
-    expect(async () => await acquirePollerLock({ ...opts(s, () => T0 + 3000, 'pod-x', 8), isRunning: (pid) => pid !== 1 })).not.toThrow();
+    await expect(acquirePollerLock({ ...opts(s, () => T0 + 3000, 'pod-x', 8), isRunning: (pid) => pid !== 1 })).resolves.toBeDefined();
     expect(await s.getPollerLock()).toMatchObject({ host: 'pod-x', pid: 8 });
     // Another host's pid says nothing about liveness here: only the heartbeat counts.
-    expect(async () => await acquirePollerLock({ ...opts(s, () => T0 + 4000, 'pod-y', 8), isRunning: () => false })).toThrow(PollerLockError);
+    await expect(acquirePollerLock({ ...opts(s, () => T0 + 4000, 'pod-y', 8), isRunning: () => false })).rejects.toThrow(PollerLockError);
   });
 });

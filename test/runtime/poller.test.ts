@@ -99,6 +99,7 @@ describe('ClusterPoller with a file source', () => {
     await store.close();
     store = await openStore(join(dir, 'tw.db'));
     const poller = new ClusterPoller({ cluster, source: new FileSource({ path: log }), store, logger: quiet, clock: () => T0 + 6000 });
+    await poller.restored; // the last run's health is read from the (asynchronous) store
     expect(poller.health()).toMatchObject({ status: 'degraded', lastError: 'killed' });
     const ok = await poller.pollOnce();
     expect(ok.newUses).toBe(3);
@@ -124,13 +125,17 @@ describe('ClusterPoller: a chunk commit that fails mid-read', () => {
     writeFileSync(log, Array.from({ length: 30 }, (_, i) => staleRequest(`c${i}`, T0 + i * 1000)).join(''));
     const cluster = clusterConfig('prod', { file: { path: log } });
     // A store whose chunk commits fail (a full disk): the poller's own commit throws between two records.
-    const failing = new Proxy(store, {
-      get(target, prop, receiver) {
-        if (prop === 'replaceTokenRecords') return () => { throw new Error('SQLITE_FULL: database or disk is full'); };
-        const v = Reflect.get(target, prop, receiver) as unknown;
-        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
-      },
-    });
+    // The transaction's own Store (`tx`) fails the same way.
+    const failingOver = (s: Store): Store =>
+      new Proxy(s, {
+        get(target, prop, receiver) {
+          if (prop === 'replaceTokenRecords') return () => { throw new Error('SQLITE_FULL: database or disk is full'); };
+          if (prop === 'transaction') return <T>(fn: (tx: Store) => Promise<T>) => target.transaction((tx) => fn(failingOver(tx)));
+          const v = Reflect.get(target, prop, receiver) as unknown;
+          return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+        },
+      });
+    const failing = failingOver(store);
     // Without checkpoints (as a source that cannot resume mid-poll), so the poller's own chunk commit, between two
     // records it was handed, is what fails — not a commit inside the source.
     const real = new FileSource({ path: log });

@@ -1,5 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { openStore, StoreError, tokenRecordKey } from '../../src/store/db.js';
+import { openStore } from '../../src/store/db.js';
+import { StoreError } from '../../src/store/errors.js';
+import { tokenRecordKey } from '../../src/store/token-records.js';
 import type { Store } from '../../src/store/types.js';
 import { DAY, finding, HOUR, MIN, staleRecord, T0 } from './helpers.js';
 

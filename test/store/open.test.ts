@@ -3,7 +3,8 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
-import { openStore, StoreError } from '../../src/store/db.js';
+import { openStore } from '../../src/store/db.js';
+import { StoreError } from '../../src/store/errors.js';
 import { MIGRATIONS } from '../../src/store/migrations.js';
 
 /** The schema version this build writes: one per migration. */
