@@ -18,7 +18,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { StoreError } from './db.js';
+import { StoreError } from './errors.js';
 import { MIGRATIONS } from './migrations.js';
 import { migratePostgres } from './migrations-postgres.js';
 import type { SqlExecutor } from './sql.js';

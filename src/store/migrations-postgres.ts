@@ -17,7 +17,7 @@
  * row, and an older binary refuses to start on a schema that has one it does not know; such a release is upgraded
  * by stopping every old replica first. No step so far is breaking.
  */
-import { StoreError } from './db.js';
+import { StoreError } from './errors.js';
 import type { SqlExecutor } from './sql.js';
 
 /** One PostgreSQL migration step. */

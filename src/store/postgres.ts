@@ -29,7 +29,7 @@
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import type { Config } from '../config/types.js';
-import { StoreError } from './db.js';
+import { StoreError } from './errors.js';
 import type { SqlExecutor, SqlParams, SqlRow, SqlRunResult } from './sql.js';
 
 /** `libpq`'s TLS modes that tokenwatch supports (see the module comment). */

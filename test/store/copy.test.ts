@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, beforeEach, afterEach, describe, expect, it } from 'vitest';
 import { copySqliteToPostgres } from '../../src/store/copy.js';
-import { StoreError } from '../../src/store/db.js';
+import { StoreError } from '../../src/store/errors.js';
 import { MIGRATIONS } from '../../src/store/migrations.js';
 import { openPostgres, type PostgresExecutor } from '../../src/store/postgres.js';
 import { runCli } from '../cli/run-cli.js';

@@ -6,7 +6,7 @@
  */
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { StoreError } from '../../src/store/db.js';
+import { StoreError } from '../../src/store/errors.js';
 import { MIGRATIONS } from '../../src/store/migrations.js';
 import { migratePostgres, POSTGRES_MIGRATIONS } from '../../src/store/migrations-postgres.js';
 import { openPostgres, type PostgresExecutor } from '../../src/store/postgres.js';

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { StoreError } from '../../src/store/db.js';
+import { StoreError } from '../../src/store/errors.js';
 import { numberPlaceholders, openPostgres, type PostgresExecutor, PostgresStoreError, QUERY_CANCELED } from '../../src/store/postgres.js';
 import { createTestDatabase, postgresServer, superuserClient, type TestDatabase } from '../support/postgres.js';
 

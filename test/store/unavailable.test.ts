@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { StoreError } from '../../src/store/db.js';
+import { StoreError } from '../../src/store/errors.js';
 import { PostgresStoreError } from '../../src/store/postgres.js';
 import { isStoreUnavailable } from '../../src/store/unavailable.js';
 import { failureMessage } from '../../src/slack/listeners/deps.js';

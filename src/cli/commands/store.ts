@@ -112,7 +112,7 @@ export function register(program: Command, deps: StoreCommandDeps = {}): void {
 
 /** Runs `fn`; a StoreError becomes one line on stderr and exit code 1 (anything else propagates). */
 async function reportStoreErrors(what: string, fn: () => Promise<void>): Promise<void> {
-  const { StoreError } = await import('../../store/db.js');
+  const { StoreError } = await import('../../store/errors.js');
   try {
     await fn();
   } catch (err) {
