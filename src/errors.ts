@@ -50,6 +50,8 @@ export const ErrorCode = {
   TokenMetricsInvalid: 'token_metrics_invalid',
   /** The node probe or its report ConfigMaps failed. */
   ProbeFailed: 'probe_failed',
+  /** This replica no longer owns the cluster (clusters shared out across replicas): its write was refused (fencing). */
+  ClusterNotOwned: 'cluster_not_owned',
   /** Leader election was used wrongly. */
   LeaderElection: 'leader_election',
   /** A parallel scan worker failed outside the reader's own errors. */

@@ -93,6 +93,10 @@ export class Metrics {
   readonly webhookShed = new Counter({ name: 'tokenwatch_webhook_shed_batches_total', help: 'Audit webhook batches shed with HTTP 429 (spool over its bound).', labelNames: ['cluster'] as const, registers: [this.registry] });
   /** 1 while this replica holds the leader lease (or, without leader election, the store's poller lock), else 0. */
   readonly leader = new Gauge({ name: 'tokenwatch_leader', help: '1 when this replica is the active leader.', registers: [this.registry] });
+  /** Clusters this replica owns (polls and remediates) when clusters are shared out across replicas (PostgreSQL store). */
+  readonly clustersOwned = new Gauge({ name: 'tokenwatch_clusters_owned', help: 'Clusters this replica owns (polls and remediates) when clusters are shared out across replicas.', registers: [this.registry] });
+  /** Changes of a cluster's owner seen by this replica: `taken` (it took the cluster), `released` (handed over), `lost` (taken by another, or lapsed). */
+  readonly clusterOwnershipChanges = new Counter({ name: 'tokenwatch_cluster_ownership_changes_total', help: 'Changes of cluster ownership on this replica by cluster and change (taken, released, lost).', labelNames: ['cluster', 'change'] as const, registers: [this.registry] });
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     if (opts.defaultMetrics) collectDefaultMetrics({ register: this.registry, prefix: 'tokenwatch_' });

@@ -118,10 +118,11 @@ export interface ExecutorDeps {
    */
   signal?: AbortSignal;
   /**
-   * False once this replica lost leadership (HA): a followed rollout is then left `running` for the new leader to
-   * follow, as on shutdown. Default: always true.
+   * False once this replica lost leadership of the approval's cluster (HA: the Lease, or the cluster's ownership when
+   * clusters are shared out across replicas): a followed rollout is then left `running` for the new owner to follow,
+   * as on shutdown. Default: always true.
    */
-  isLeader?: () => boolean;
+  isLeader?: (cluster: string) => boolean;
 }
 
 /** Returned by the rollout loop when {@link ExecutorDeps.signal} aborted it or leadership was lost. */
@@ -347,7 +348,7 @@ async function runRecreate(
         gone = !now || now.metadata?.uid !== exec.oldUid;
       }
       if (!gone) {
-        if (deps.signal?.aborted || deps.isLeader?.() === false) return INTERRUPTED;
+        if (deps.signal?.aborted || deps.isLeader?.(a.target.cluster) === false) return INTERRUPTED;
         try {
           await rem.deleteServiceAccount(ref, { uid: exec.oldUid, resourceVersion: dry?.resourceVersion });
         } catch (err) {
@@ -502,7 +503,7 @@ async function runRestart(
   }
   if (!patched) {
     // A replica that is stopping or lost leadership sends nothing; the next leader resumes from here.
-    if (deps.signal?.aborted || deps.isLeader?.() === false) return INTERRUPTED;
+    if (deps.signal?.aborted || deps.isLeader?.(a.target.cluster) === false) return INTERRUPTED;
     try {
       const r = await rem.restart(ref, new Date(startedAt), uid);
       log.info({ generation: r.generation }, 'rollout restart patch sent');
@@ -538,7 +539,7 @@ async function runRestart(
       }
     }
     if (p.done) return undefined;
-    if (deps.signal?.aborted || deps.isLeader?.() === false) return INTERRUPTED;
+    if (deps.signal?.aborted || deps.isLeader?.(a.target.cluster) === false) return INTERRUPTED;
     if (timedOut) {
       return `the rollout did not complete within ${Math.round(deps.rolloutTimeoutMs / 1000)} s (${current.updated} of ${current.desired} pods updated, ${current.ready} ready)`;
     }

@@ -72,6 +72,8 @@ export interface BuildClusterDeps {
   onBlindChange(rt: ClusterRuntime): void;
   /** Called after every successful poll of the cluster, awaited by the poller (serve's notify-then-verify sequence). */
   afterPoll(rt: ClusterRuntime, findings: Finding[], outcome: PollOutcome): Promise<void>;
+  /** Fencing of the cluster's poll commits (clusters shared out across replicas; see `PollerDeps.fence`). */
+  fence?: (cluster: string, tx: Store) => Promise<void>;
 }
 
 async function buildKube(
@@ -230,6 +232,7 @@ export async function buildCluster(c: ClusterConfig, deps: BuildClusterDeps): Pr
     blind,
     ...(eksRecheck ? { beforePoll: (at: number) => eksRecheck.due(at) } : {}),
     onFindings: (findings, outcome) => afterPoll(runtime, findings, outcome),
+    ...(deps.fence ? { fence: (tx: Store) => deps.fence!(c.name, tx) } : {}),
   });
   return runtime;
 }

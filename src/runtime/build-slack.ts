@@ -157,20 +157,20 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     ...(opts.progressRetryMs !== undefined ? { progressRetryMs: opts.progressRetryMs } : {}),
     track,
     signal: abort.signal,
-    isLeader: () => ctx.isLeader(),
+    isLeader: (cluster) => ctx.isLeader(cluster),
   });
-  // `/tokens scan` may reach a standby replica (HA): it leaves a request in the shared store for the leader.
+  // `/tokens scan` may reach a replica that does not poll the cluster (HA): it leaves a request in the shared store
+  // for the leader (or the cluster's owner).
   const scanRequestKey = (cluster: string) => `slack:scan-request:${cluster}`;
   const runNow = async (cluster: string) => {
-    if (ctx.isLeader()) return ctx.runNow(cluster);
+    if (ctx.isLeader(cluster)) return ctx.runNow(cluster);
     if (!clusters.has(cluster)) return 'unknown-job' as const;
     await store.setCursor(scanRequestKey(cluster), String(clock()));
     return 'started' as const;
   };
   const pickUpScans = async () => {
-    if (!ctx.isLeader()) return;
     for (const cluster of clusters.keys()) {
-      if (Number(await store.getCursor(scanRequestKey(cluster)) ?? 0) > 0) {
+      if (ctx.isLeader(cluster) && Number((await store.getCursor(scanRequestKey(cluster))) ?? 0) > 0) {
         await store.setCursor(scanRequestKey(cluster), '0');
         log.info({ cluster }, '/tokens scan requested on another replica: polling now');
         ctx.runNow(cluster);
@@ -190,6 +190,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     scanIntervalMs: config.slack?.commands.scanInterval ?? DEFAULT_SCAN_INTERVAL_MS,
     readinessMinWindowMs: config.findings.readinessMinWindow,
     ...(drainer ? { backlog: () => drainer.backlog() } : {}),
+    ...(ctx.ownerOf ? { ownerOf: (cluster: string) => ({ owner: ctx.ownerOf!(cluster), self: ctx.isLeader(cluster) }) } : {}),
   });
   home = new HomePublisher(
     {
@@ -324,8 +325,8 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
   homeTimer?.unref();
   await flow.pickUp();
   // Alerts of findings stored while Slack was unreachable (or before a restart) and never posted: post them now
-  // rather than at the next poll. Only the leader posts alerts (HA).
-  for (const name of ctx.isLeader() ? clusters.keys() : []) {
+  // rather than at the next poll. Only the leader (the cluster's owner) posts alerts (HA).
+  for (const name of [...clusters.keys()].filter((c) => ctx.isLeader(c))) {
     if (channels.channelOf(name) === undefined) continue;
     const pending: StoredFinding[] = [];
     for (const f of await store.listFindings(name, { status: ['open'] })) if ((await notifier.messageOf(f.finding.id)) === undefined) pending.push(f);
@@ -342,6 +343,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
 
   return {
     name: 'slack',
+    busy: (cluster) => flow.isExecuting(cluster),
     state: () => (watchdog ? (watchdog.isConnected ? 'connected' : 'disconnected') : 'ok'),
     ...(eventsUrl ? { eventsUrl } : {}),
     ...(watchdog ? { watchdog } : {}),

@@ -26,10 +26,12 @@ import type { Finding } from '../findings/types.js';
 import { createLogger, type Logger } from '../observability/logger.js';
 import { Metrics } from '../observability/metrics.js';
 import { Verifier } from '../remediation/verify.js';
+import type { Store } from '../store/index.js';
 import { CloudWatchClients } from '../sources/index.js';
 import { buildCluster, type ClusterRuntime } from './build-cluster.js';
 import type { SlackIntegration } from './build-slack.js';
 import { electionFromEnv, LeaderElector } from './leader.js';
+import { ClusterNotOwnedError, ShardCoordinator } from './shard-coordinator.js';
 import type { PollOutcome } from './poller.js';
 import {
   createScheduler,
@@ -85,16 +87,32 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
   const undo: Array<() => unknown> = []; // what to take down, last first, when a later step fails
 
   try {
-    // 1. Leader election (HA): only the leader polls and executes approved actions.
-    const elector = startLeaderElection(opts.env ?? {}, logger, metrics);
+    // 1. Leader election (HA): only the leader polls and executes approved actions. Not with a PostgreSQL store: there
+    // the replicas share the clusters out through the database instead (shard-coordinator.ts), no Lease is used.
+    const sharding = opts.sharding ?? (config.store.postgres !== undefined && opts.isLeader === undefined ? { ...(opts.env?.POD_NAME ? { name: opts.env.POD_NAME } : {}) } : undefined);
+    const elector = sharding ? undefined : startLeaderElection(opts.env ?? {}, logger, metrics);
     if (elector) undo.push(() => elector.stop({ release: true }));
     const isLeaderGate = opts.isLeader ?? (elector ? () => elector.isLeader() : undefined);
     const leaderStatus = opts.leaderStatus ?? (elector ? () => elector.status() : undefined);
 
     // 2. The store; without a leader gate this process must be its only poller (the poller lock).
-    const { store, lock } = await openPollingStore(config, { leaderGate: isLeaderGate !== undefined, logger, metrics, pollerLock: opts.pollerLock });
+    const { store, lock } = await openPollingStore(config, { leaderGate: isLeaderGate !== undefined || sharding !== undefined, logger, metrics, pollerLock: opts.pollerLock });
     undo.push(() => store.close(), () => lock?.release());
-    const isLeader = isLeaderGate ?? (() => lock?.held() ?? true);
+    // Clusters shared out across replicas: this replica polls and remediates the clusters it owns (shard-coordinator.ts);
+    // built in step 4, once the scheduler exists, before any poll runs.
+    let shards: ShardCoordinator | undefined;
+    const isLeader = (cluster?: string): boolean => {
+      if (isLeaderGate) return isLeaderGate();
+      if (shards) return cluster === undefined ? shards.owned().length > 0 : shards.owns(cluster);
+      return lock?.held() ?? true;
+    };
+    // A poll commits only while this replica owns its cluster at the epoch the poll started with (the fence).
+    const pollEpochs = new Map<string, number>();
+    const fence = async (cluster: string, tx: Store): Promise<void> => {
+      const epoch = pollEpochs.get(cluster);
+      if (!shards || epoch === undefined) throw new ClusterNotOwnedError(cluster);
+      await shards.fence(tx.sql, cluster, epoch);
+    };
 
     let phase: 'starting' | 'ready' | 'stopping' = 'starting';
     const stopping = () => phase === 'stopping';
@@ -152,7 +170,7 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
     };
     undo.push(closeClusters);
     for (const c of config.clusters) {
-      clusters.set(c.name, await buildCluster(c, { config, store, logger, metrics, clock, rateLimiter, fleetInsights, cloudwatchClients, slowPollAfterMs, watchListLimit, startWatchCache, onBlindChange, afterPoll }));
+      clusters.set(c.name, await buildCluster(c, { config, store, logger, metrics, clock, rateLimiter, fleetInsights, cloudwatchClients, slowPollAfterMs, watchListLimit, startWatchCache, onBlindChange, afterPoll, ...(sharding ? { fence } : {}) }));
     }
     metrics.pollRunningOf = () =>
       [...clusters].map(([name, rt]) => {
@@ -162,7 +180,37 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
     for (const rt of clusters.values()) onBlindChange(rt); // EKS audit logging off is known before the first poll
 
     // 4. The scheduler (started in step 7).
-    const scheduler = createScheduler(config, opts, { clusters, shouldRun: isLeader, metrics, logger });
+    const scheduler = createScheduler(config, opts, { clusters, shouldRun: (job) => isLeader(job), metrics, logger });
+    let scheduling = false;
+    if (sharding) {
+      /**
+       * A cluster this replica has just taken over: poll it at once unless a poll that started at or after its latest
+       * scheduled time has finished (the previous owner ran this tick). A poll the previous owner left unfinished
+       * (killed) is run again; it reads on from the last committed chunk.
+       */
+      const catchUp = async (cluster: string): Promise<void> => {
+        const due = scheduler.previousDue(cluster);
+        const last = (await store.lastPollRuns()).find((r) => r.cluster === cluster);
+        if (due !== undefined && last !== undefined && last.endedAt !== null && last.startedAt >= due) return;
+        logger.info({ cluster, ...(last ? { lastPollStartedAt: new Date(last.startedAt).toISOString() } : {}) }, 'polling a cluster taken over now: its latest scheduled poll did not complete');
+        scheduler.runNow(cluster);
+      };
+      shards = new ShardCoordinator({
+        ...sharding,
+        db: sharding.db ?? store.sql,
+        clusters: config.clusters.map((c) => c.name),
+        busy: (cluster) => scheduler.isBusy(cluster) || integrations.running().some((i) => i.busy?.(cluster) === true),
+        logger: logger.child({ component: 'shards' }),
+        metrics,
+        onAcquired: (cluster) => {
+          if (scheduling) void catchUp(cluster).catch((err: unknown) => logger.error({ err, cluster }, 'polling a cluster taken over failed'));
+        },
+        onLost: (cluster) => {
+          if (scheduler.abort(cluster, new ClusterNotOwnedError(cluster))) logger.warn({ cluster }, 'aborted the running poll of a cluster this replica no longer owns');
+        },
+      });
+    }
+    const owners = shards;
     const context: ServeContext = {
       config,
       store,
@@ -174,14 +222,15 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
       runNow: (cluster) => scheduler.runNow(cluster),
       isLeader,
       leaderStatus,
+      ...(owners ? { shards: owners, ownerOf: (cluster: string) => owners.status().owners[cluster] ?? null } : {}),
       // Slack's alert work through the store's notification queue, off the poll path (docs/slack.md "Notification
       // queue"), when `TOKENWATCH_SLACK_QUEUE=1`; not yet the default while tests written for inline alerts move to it.
       ...(process.env['TOKENWATCH_SLACK_QUEUE'] === '1' ? { outbox: store.outbox } : {}),
     };
-    if (!isLeaderGate) metrics.leader.set(1);
+    if (!isLeaderGate && !shards) metrics.leader.set(1);
 
     // 5. The health/metrics listener, then the audit webhook listeners (src/sources/webhook.ts): one that cannot bind stops serve.
-    const readiness = () => readinessOf({ phase, clusters, integrations, now: clock() });
+    const readiness = () => readinessOf({ phase, clusters, integrations, now: clock(), shards });
     const server: HealthServer = await startHealthServer(config.http, { readiness, metrics, logger });
     undo.push(() => server.close());
     for (const rt of clusters.values()) if (rt.source.start) rt.webhookPort = await rt.source.start();
@@ -190,6 +239,12 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
     let slack: SlackIntegration | undefined;
     const starters = opts.integrations ?? (config.slack?.enabled ? [async (ctx: ServeContext) => (slack = await (await import('./build-slack.js')).startSlackWith(ctx, opts.slack))] : []);
     const nameOf = (i: number) => opts.integrationNames?.[i] ?? (i === 0 ? 'slack' : `integration-${i}`);
+    // Ownership first, so the integrations' start (resuming approved actions, posting pending alerts) sees it.
+    if (shards) {
+      const sh = shards;
+      await sh.start();
+      undo.push(() => sh.stop());
+    }
     for (const [i, start] of starters.entries()) await integrations.start(start, nameOf(i), context);
     context.integrationErrors = integrations.errors;
 
@@ -201,13 +256,20 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
         name: rt.config.name,
         schedule: rt.config.schedule,
         run: async (signal) => {
+          if (shards) {
+            // The epoch this poll runs at: every commit of it checks it (fence); none when the cluster was lost meanwhile.
+            const epoch = shards.owns(rt.config.name) ? shards.epochOf(rt.config.name) : undefined;
+            if (epoch === undefined) return;
+            pollEpochs.set(rt.config.name, epoch);
+          }
           await rt.poller.pollOnce(signal);
           firstDone.get(rt.config.name)?.();
         },
       })),
     );
+    scheduling = true;
     phase = 'ready';
-    logger.info({ port: server.port, clusters: [...clusters.keys()], slack: integrations.running().map((i) => i.name) }, 'tokenwatch serve started');
+    logger.info({ port: server.port, ...(shards ? { replica: shards.id, owned: shards.owned() } : {}), clusters: [...clusters.keys()], slack: integrations.running().map((i) => i.name) }, 'tokenwatch serve started');
 
     let stopped: Promise<void> | undefined;
     const stop = () =>
@@ -218,6 +280,7 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
         await scheduler.stop();
         await integrations.stop();
         closeClusters();
+        await shards?.stop(); // hands its clusters over: the others take them at their next heartbeat
         await server.close();
         await lock?.release();
         await store.close();

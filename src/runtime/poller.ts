@@ -29,6 +29,7 @@
  *   action-log row `finding.quiet`; its id is returned in {@link PollOutcome.concluded}. A broken source never
  *   resolves anything: any failed poll in the period blocks it. When the signal returns, `saveFindings` reopens it.
  */
+import { isStoreUnavailable } from '../store/unavailable.js';
 import type { TokenUse } from '../audit/types.js';
 import { createReadStats } from '../sources/reader.js';
 import { tokenUsesFromWrappedText } from '../audit/records.js';
@@ -131,6 +132,13 @@ export interface PollerDeps {
   cluster: ClusterConfig;
   source: AuditSource;
   store: Store;
+  /**
+   * Fencing (clusters shared out across replicas, src/runtime/shard-coordinator.ts): called first inside the
+   * transactions that start the poll run, commit each chunk (records, seen auditIDs, cursor) and save the findings;
+   * it throws to refuse the commit when this replica no longer owns the cluster at the epoch the poll started with,
+   * so the transaction rolls back and the poll fails. Default: none.
+   */
+  fence?: (tx: Store) => Promise<void>;
   /** Cluster state; undefined when the cluster is configured with `kubernetes: { none: true }`. */
   state?: ClusterStateSource;
   logger: Logger;
@@ -291,7 +299,13 @@ export class ClusterPoller {
     const timer = metrics?.pollDuration.startTimer({ cluster: cluster.name });
     try {
       // Inside the try: a full disk or a read-only store fails here already, and must show as a failed poll.
-      runId = await store.startPollRun(cluster.name, source.id, startedAt);
+      const fence = this.deps.fence;
+      runId = fence
+        ? await store.transaction(async (tx) => {
+            await fence(tx);
+            return await tx.startPollRun(cluster.name, source.id, startedAt);
+          })
+        : await store.startPollRun(cluster.name, source.id, startedAt);
       log = log.child({ pollId: runId });
       const cursor = await store.getCursor(source.id);
       const chunkEvents = Math.max(1, this.deps.chunkEvents ?? POLLER_DEFAULTS.chunkEvents);
@@ -306,6 +320,7 @@ export class ClusterPoller {
       // One transaction per chunk: seen auditIDs, merged records and, when given, the cursor (see module doc).
       const commit = async (cursorAfter: string | undefined, final: boolean): Promise<TokenRecord[]> =>
         await store.transaction(async (tx) => {
+          await fence?.(tx);
           if (!agg) {
             stored = await tx.listTokenRecords(cluster.name); // the aggregator clones them: unmodified for the diff below
             agg = TokenAggregator.from({ cluster: cluster.name, maxTokenAge: cluster.maxTokenAge }, stored);
@@ -445,7 +460,12 @@ export class ClusterPoller {
           log.warn({ error: probeError }, 'node-probe reports unavailable');
         }
       }
-      outcome.changes = await store.saveFindings(cluster.name, findings, now);
+      outcome.changes = fence
+        ? await store.transaction(async (tx) => {
+            await fence(tx);
+            return await tx.saveFindings(cluster.name, findings, now);
+          })
+        : await store.saveFindings(cluster.name, findings, now);
       outcome.findings = findings;
       outcome.concluded = await this.concludeQuiet(now, quietMs);
       for (const c of outcome.changes) if (outcome.concluded.includes(c.id)) c.status = 'resolved';
@@ -504,7 +524,8 @@ export class ClusterPoller {
       return outcome;
     } catch (err) {
       // Scrubbed: this text reaches `/tokens status` (Slack) and the store.
-      const message = scrubSecrets(err instanceof Error ? err.message : String(err));
+      const unavailable = isStoreUnavailable(err);
+      const message = unavailable ? 'store unavailable: the database cannot be reached' : scrubSecrets(err instanceof Error ? err.message : String(err));
       outcome.error = message;
       outcome.endedAt = this.clock();
       if (signal?.aborted) {
@@ -517,7 +538,7 @@ export class ClusterPoller {
       metrics?.pollFailing.set({ cluster: cluster.name }, 1);
       log.error(
         { err, code: err instanceof SourceError ? err.awsCode : (err as { code?: string }).code },
-        'poll failed; cluster marked degraded, cursor kept at the last committed chunk',
+        unavailable ? 'poll failed: the store (database) is unavailable; cluster marked degraded, cursor kept at the last committed chunk' : 'poll failed; cluster marked degraded, cursor kept at the last committed chunk',
       );
       if (runId !== undefined) {
         try {

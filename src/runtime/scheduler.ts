@@ -69,8 +69,11 @@ export interface SchedulerOptions {
   onError?: (job: string, err: unknown) => void;
   /** Whether to run every job once at start. Default true. */
   runAtStart?: boolean;
-  /** Gate checked before each run; returns false to skip (used for leader election). Default: always run. */
-  shouldRun?: () => boolean;
+  /**
+   * Gate checked before each run of `job`; returns false to skip (leader election: this replica leads; clusters
+   * shared out across replicas: this replica owns the cluster). Default: always run.
+   */
+  shouldRun?: (job: string) => boolean;
   /**
    * Whether scheduled runs start at the job's stable offset within its interval ({@link spreadOffsetMs}) after the
    * cron tick. Default false (runs at the tick); serve turns it on (`poll.spread`).
@@ -176,6 +179,31 @@ export class Scheduler {
     return 'started';
   }
 
+  /**
+   * Aborts the job's running (or queued) run, if any, with `reason` (a cluster this replica no longer owns: its
+   * commits would be refused anyway). Returns whether one was running.
+   */
+  abort(name: string, reason: Error): boolean {
+    const c = this.controllers.get(name);
+    if (!c) return false;
+    c.abort(reason);
+    return true;
+  }
+
+  /**
+   * When the job's latest scheduled run was due, epoch ms (node-cron's clock, `Date`): its next cron tick minus its
+   * interval, plus its spread offset. Undefined for an unknown job or a schedule without a regular interval.
+   */
+  previousDue(name: string): number | undefined {
+    const task = this.tasks.get(name);
+    if (!task) return undefined;
+    const interval = intervalOf(task);
+    const next = task.getNextRun()?.getTime();
+    if (!(interval > 0) || next === undefined) return undefined;
+    const due = next - interval + (this.offsets.get(name) ?? 0);
+    return due > Date.now() ? due - interval : due;
+  }
+
   /** The promise of a job's current run, if any (tests await it). */
   current(name: string): Promise<void> | undefined {
     return this.running.get(name);
@@ -196,7 +224,7 @@ export class Scheduler {
   /** A tick node-cron reported as missed (its timer fired past the tolerance): run it now, late, or report it. */
   private late(name: string, dueAt: number): void {
     if (this.stopped || !this.jobs.has(name)) return;
-    if (!this.running.has(name) && this.opts.shouldRun && !this.opts.shouldRun()) return; // a follower polls nothing
+    if (!this.running.has(name) && this.opts.shouldRun && !this.opts.shouldRun(name)) return; // a follower polls nothing
     const ran = !this.running.has(name);
     void this.tick(name, dueAt);
     if (ran) this.opts.onLate?.(name, { dueAt, lateMs: Math.max(0, Date.now() - dueAt) });
@@ -219,7 +247,7 @@ export class Scheduler {
       }
       return Promise.resolve();
     }
-    if (this.opts.shouldRun && !this.opts.shouldRun()) return Promise.resolve();
+    if (this.opts.shouldRun && !this.opts.shouldRun(name)) return Promise.resolve();
     const controller = new AbortController();
     const body = async (): Promise<void> => {
       if (controller.signal.aborted) return; // stopped while it waited for a slot

@@ -26,6 +26,7 @@ import { BLIND_REASONS, type BlindReason } from './blind.js';
 import type { ClusterRuntime } from './build-cluster.js';
 import type { SlackIntegration } from './build-slack.js';
 import { acquirePollerLock, type PollerLock, type PollerLockError, type PollerLockOptions } from './poller-lock.js';
+import type { ShardCoordinator, ShardCoordinatorOptions } from './shard-coordinator.js';
 import type { PollOutcome } from './poller.js';
 import { Scheduler } from './scheduler.js';
 
@@ -40,10 +41,15 @@ export interface ServeContext extends SlackContext {
   clock: () => number;
   /** Starts a poll of `cluster` now through the scheduler (`/tokens scan`). */
   runNow(cluster: string): RunNowResult;
-  /** Whether this replica is the leader (polls and executes approved actions). Always true without HA. */
-  isLeader(): boolean;
+  /**
+   * Whether this replica polls `cluster` and executes its approved actions (without `cluster`: any cluster): the
+   * leader, or with clusters shared out across replicas the cluster's owner. Always true without HA.
+   */
+  isLeader(cluster?: string): boolean;
   /** Leader-election state, when leader election runs. */
   leaderStatus?: () => LeaderStatus;
+  /** Cluster ownership, when clusters are shared out across replicas ({@link ServeOptions.sharding}). */
+  shards?: ShardCoordinator;
   /** Why integrations (Slack) failed to start, if any did; serve runs on without them. */
   integrationErrors?: string[];
 }
@@ -62,7 +68,8 @@ export interface ServeContext extends SlackContext {
  * `tokenwatch_poll_failing` metric.
  */
 export interface ReadinessBody {
-  status: 'ready' | 'starting' | 'stopping';
+  /** `store-unavailable`: the shared store (PostgreSQL) cannot be reached; this replica polls nothing until it can. */
+  status: 'ready' | 'starting' | 'stopping' | 'store-unavailable';
   polls: Record<string, 'ok' | 'degraded' | 'pending'>;
   integrations: Record<string, string>;
   /**
@@ -70,6 +77,11 @@ export interface ReadinessBody {
    * `no-events-for-polls`, `no-events-for-time`. Clusters that are not blind are absent.
    */
   blind: Record<string, BlindReason>;
+  /**
+   * With clusters shared out across replicas only: this replica's id and, per cluster, the id of the replica that
+   * owns it as last read (null: none right now; taken over within the ownership TTL).
+   */
+  shards?: { replica: string; owners: Record<string, string | null> };
 }
 
 /**
@@ -117,6 +129,13 @@ export interface ServeOptions {
   pollerLock?: Pick<PollerLockOptions, 'clock' | 'staleAfterMs' | 'heartbeatMs' | 'host' | 'pid' | 'isRunning'>;
   /** Leader-election state for status displays; absent when running without leader election. */
   leaderStatus?: () => LeaderStatus;
+  /**
+   * Clusters shared out across replicas (docs/design/architecture.md "Clusters shared out across replicas"): the
+   * replica id's base (default the host name), the heartbeat timing, and the executor of the ownership rows (default
+   * the store's own; `composeServe` turns this on with a PostgreSQL store). Each replica polls and remediates only the clusters it owns;
+   * no poller lock is taken. Default: off (one replica polls everything, the SQLite store).
+   */
+  sharding?: Partial<Pick<ShardCoordinatorOptions, 'db' | 'name' | 'clock' | 'heartbeatMs' | 'ttlMs'>>;
   /**
    * First delay before retrying an integration that was unavailable at start, ms (default 15,000); it doubles after
    * each failed attempt, up to 5 minutes.
@@ -215,7 +234,7 @@ export function updateBlindGauge(metrics: Metrics, rt: ClusterRuntime, now: numb
 export function createScheduler(
   config: Config,
   opts: Pick<ServeOptions, 'jitterMs' | 'spread'>,
-  deps: { clusters: ReadonlyMap<string, ClusterRuntime>; shouldRun: () => boolean; metrics: Metrics; logger: Logger },
+  deps: { clusters: ReadonlyMap<string, ClusterRuntime>; shouldRun: (job: string) => boolean; metrics: Metrics; logger: Logger },
 ): Scheduler {
   const { clusters, metrics, logger } = deps;
   return new Scheduler({
@@ -372,7 +391,7 @@ export class Integrations {
 }
 
 /** The `/readyz` body now (see {@link ReadinessBody}). */
-export function readinessOf(o: { phase: ReadinessBody['status']; clusters: ReadonlyMap<string, ClusterRuntime>; integrations: Integrations; now: number }): ReadinessBody {
+export function readinessOf(o: { phase: 'ready' | 'starting' | 'stopping'; clusters: ReadonlyMap<string, ClusterRuntime>; integrations: Integrations; now: number; shards?: ShardCoordinator | undefined }): ReadinessBody {
   const polls: ReadinessBody['polls'] = {};
   for (const [name, rt] of o.clusters) polls[name] = rt.poller.health().status;
   const blind: ReadinessBody['blind'] = {};
@@ -380,7 +399,10 @@ export function readinessOf(o: { phase: ReadinessBody['status']; clusters: Reado
     const b = rt.blind.state(o.now);
     if (b.blind) blind[name] = b.reason;
   }
-  return { status: o.phase, polls, integrations: o.integrations.states(), blind };
+  // Clusters shared out across replicas: the shared store unreachable makes this replica poll nothing until it returns.
+  const sh = o.shards?.status();
+  const status = o.phase === 'ready' && sh?.error ? 'store-unavailable' : o.phase;
+  return { status, polls, integrations: o.integrations.states(), blind, ...(sh ? { shards: { replica: sh.replica, owners: sh.owners } } : {}) };
 }
 
 /** A listening health/metrics server. */

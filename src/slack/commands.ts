@@ -31,7 +31,7 @@ import {
 } from './blocks/index.js';
 import { targetOf } from './buttons.js';
 import type { ChannelMap, ChannelRef } from './channels.js';
-import type { RunNowResult, SlackCluster } from './context.js';
+import type { RunNowResult, SlackCluster, SlackPollHealth } from './context.js';
 import { scanLimitedMessage, scanMessage, wrongChannelText } from './messages.js';
 import type { Notifier } from './notifier.js';
 import { metricsNotes } from './metrics-status.js';
@@ -54,6 +54,12 @@ export interface CommandDeps {
   readinessMinWindowMs?: number;
   /** The Slack notification queue's backlog (src/slack/drainer.ts): shown as one line when not empty. */
   backlog?: () => { depth: number; oldestEnqueuedAt: number | null };
+  /**
+   * With clusters shared out across replicas: the replica that owns `cluster` as last read (null: none right now) and
+   * whether it is this one. A cluster polled by another replica shows that replica and the poll health from the
+   * shared store. Absent otherwise.
+   */
+  ownerOf?: (cluster: string) => { owner: string | null; self: boolean };
 }
 
 /** Default of {@link CommandDeps.scanIntervalMs}, ms. */
@@ -210,6 +216,19 @@ export class TokensCommand {
     };
   }
 
+  /** Poll health of a cluster another replica polls: from the latest poll run in the shared store. */
+  private async healthFromStore(name: string): Promise<SlackPollHealth> {
+    const last = (await this.deps.store.lastPollRuns()).find((r) => r.cluster === name);
+    if (!last) return { status: 'pending' };
+    return {
+      // A poll running there now: as good as the last one that succeeded.
+      status: last.endedAt === null ? (last.lastSuccessAt !== null ? 'ok' : 'pending') : last.error ? 'degraded' : 'ok',
+      lastPollAt: last.startedAt,
+      ...(last.lastSuccessAt !== null ? { lastSuccessAt: last.lastSuccessAt } : {}),
+      ...(last.error ? { lastError: last.error } : {}),
+    };
+  }
+
   /**
    * `/tokens status` data of one cluster: poll health per source, Kubernetes access, channel, and its open alerts
    * (one per ServiceAccount: its live findings grouped, src/findings/groups.ts), each with the `chat.getPermalink` of
@@ -217,7 +236,8 @@ export class TokensCommand {
    */
   async clusterStatus(name: string): Promise<ClusterStatus> {
     const rt = this.deps.clusters.get(name)!;
-    const h = rt.poller.health();
+    const own = this.deps.ownerOf?.(name);
+    const h = own && !own.self ? await this.healthFromStore(name) : rt.poller.health();
     const health: SourceHealth[] = [
       {
         name: `audit source ${rt.source.id}`,
@@ -232,6 +252,13 @@ export class TokensCommand {
         lastSuccess: h.lastSuccessAt ?? null,
       },
     ];
+    if (own) {
+      health.push(
+        own.owner === null
+          ? { name: 'polled by: no replica owns this cluster right now', ok: false, detail: 'another replica takes it over within the ownership TTL (docs/design/architecture.md "Clusters shared out across replicas")' }
+          : { name: `polled by replica ${own.owner}${own.self ? ' (the one answering)' : ''}`, ok: true },
+      );
+    }
     if (h.missed) {
       const why = h.missed.lastReason === 'overlap' ? 'the previous poll was still running' : 'folded into a late poll';
       health.push({ name: `scheduled polls missed: ${h.missed.count}`, ok: false, detail: `last due ${new Date(h.missed.lastDueAt).toISOString()}, ${why}` });

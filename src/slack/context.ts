@@ -90,8 +90,17 @@ export interface SlackContext {
   clock: () => number;
   /** Starts a poll of `cluster` now (on this replica; the caller checks leadership). */
   runNow(cluster: string): RunNowResult;
-  /** Whether this replica is the leader (polls and executes approved actions). Always true without HA. */
-  isLeader(): boolean;
+  /**
+   * Whether this replica polls `cluster` and executes its approved actions: the leader (Lease or poller lock), or,
+   * with clusters shared out across replicas (PostgreSQL store), the cluster's owner. Without `cluster`: whether it
+   * does so for any cluster. Always true without HA.
+   */
+  isLeader(cluster?: string): boolean;
+  /**
+   * With clusters shared out across replicas: the replica id that owns `cluster` as last read (null: none right
+   * now), for `/tokens status`. Absent otherwise.
+   */
+  ownerOf?(cluster: string): string | null;
   /**
    * The store's notification queue rows (`slack_outbox`, src/store/outbox.ts). With it, a poll's alert work is
    * enqueued and sent by the drainer (src/slack/drainer.ts) off the poll path; without it, `afterPoll` sends it inline.
@@ -108,6 +117,8 @@ export interface Integration {
    * Default `ok` while started.
    */
   state?(): string;
+  /** Whether work of `cluster` (an approved action being executed or followed) runs in this integration now. */
+  busy?(cluster: string): boolean;
   /**
    * Alerts on a successful poll of `cluster` (Slack: cluster-level events, then the notifier's posts and edits).
    * The runtime awaits it after every such poll and only then runs its verifier (see {@link verificationReporter}),

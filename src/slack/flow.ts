@@ -117,10 +117,11 @@ export interface FlowDeps {
   /** Aborted when Slack stops: running rollouts are left `running` and resumed at the next start. */
   signal?: AbortSignal;
   /**
-   * Whether this replica is the leader (HA: only the leader executes approved actions; any replica takes clicks and
-   * commits votes in the shared store). Default: always.
+   * Whether this replica leads `cluster` (HA: only the leader — with clusters shared out across replicas, the
+   * cluster's owner — executes its approved actions; any replica takes clicks and commits votes in the shared store).
+   * Default: always.
    */
-  isLeader?: () => boolean;
+  isLeader?: (cluster: string) => boolean;
 }
 
 /** Action-id families of the finding buttons, to check that a button's id fits the button. */
@@ -130,8 +131,8 @@ export type ButtonFamily = FindingAction['action'];
 export class ApprovalFlow {
   private readonly approverCache = new Map<string, string[]>();
   private readonly lastDetails = new Map<string, number>();
-  /** Approvals this process is executing or following now. */
-  private readonly executing = new Set<string>();
+  /** Approvals this process is executing or following now, with their cluster. */
+  private readonly executing = new Map<string, string>();
   /** Ended restarts whose final progress Slack has not accepted yet (re-sent at each {@link pickUp}). */
   private readonly progressPending = new Set<string>();
   /** Whether the first pickUp has read {@link progressPending} from the store (so they survive a restart). */
@@ -514,15 +515,15 @@ export class ApprovalFlow {
   private async afterCommit(a: StoredApproval, effects: readonly string[]): Promise<void> {
     if (effects.includes('update-approval-message')) await this.updateApprovalMessage(a);
     if (effects.includes('execute')) {
-      if (this.deps.isLeader?.() === false) this.deps.logger.info({ approval: a.id }, 'approved here; the leader replica runs it');
-      else void this.deps.track(this.run(a.id));
+      if (this.deps.isLeader?.(a.target.cluster) === false) this.deps.logger.info({ approval: a.id, cluster: a.target.cluster }, 'approved here; the replica that owns the cluster runs it');
+      else void this.deps.track(this.run(a.id, a.target.cluster));
     }
   }
 
   /** Runs (or resumes) an approved action in the background; failures are logged. */
-  private async run(id: string, resume = false): Promise<void> {
+  private async run(id: string, cluster: string, resume = false): Promise<void> {
     if (this.executing.has(id)) return;
-    this.executing.add(id);
+    this.executing.set(id, cluster);
     try {
       await executeApproval(this.executor, id, { resume });
     } catch (err) {
@@ -537,6 +538,12 @@ export class ApprovalFlow {
     if (res.ok) await this.updateApprovalMessage(res.approval);
   }
 
+  /** Whether an approved action of `cluster` is being executed or followed by this process now. */
+  isExecuting(cluster: string): boolean {
+    for (const c of this.executing.values()) if (c === cluster) return true;
+    return false;
+  }
+
   /** Expires every `requested` approval past its `expiresAt` and edits its message. Returns how many. */
   async sweepExpired(): Promise<number> {
     const due = await this.deps.store.listApprovals({ states: ['requested'], expiresAtOrBefore: this.deps.clock() });
@@ -545,21 +552,20 @@ export class ApprovalFlow {
   }
 
   /**
-   * On the leader only: runs approvals left `approved` (approved on another replica, or before a restart), and
+   * For the clusters this replica leads (all without HA): runs approvals left `approved` (approved on another replica, or before a restart), and
    * resumes actions left `running` by a process that stopped or lost leadership: a restart sends its PATCH unless
    * the workload's `restartedAt` annotation shows it was applied, then follows the rollout (updating the same
    * progress message); a recreation does the steps not yet done (see the executor). Called at start and periodically.
    */
   async pickUp(): Promise<void> {
-    if (this.deps.isLeader?.() === false) return;
     const { store } = this.deps;
     await this.resendProgress();
     const settled = this.deps.clock() - PICKUP_GRACE_MS;
     for (const a of await store.listApprovals({ states: ['approved', 'running'] })) {
       // Leave fresh transitions to the process that made them (it runs what it approved when it leads).
-      if (this.executing.has(a.id) || a.updatedAt > settled) continue;
+      if (this.executing.has(a.id) || a.updatedAt > settled || this.deps.isLeader?.(a.target.cluster) === false) continue;
       // `running`: resumed; the executor first establishes what was done (restart annotation, recorded steps).
-      void this.deps.track(this.run(a.id, a.state === 'running'));
+      void this.deps.track(this.run(a.id, a.target.cluster, a.state === 'running'));
     }
   }
 
@@ -583,6 +589,8 @@ export class ApprovalFlow {
       for (const a of await this.deps.store.listApprovals({ states: ['succeeded', 'failed'] })) if (a.execution?.pendingProgress) this.progressPending.add(a.id);
     }
     for (const id of [...this.progressPending]) {
+      const cluster = this.deps.isLeader ? (await this.deps.store.getApproval(id))?.target.cluster : undefined;
+      if (cluster !== undefined && !this.deps.isLeader?.(cluster)) continue; // its cluster's owner sends it
       if (await resendPendingProgress(this.executor, id)) this.progressPending.delete(id);
     }
   }

@@ -90,7 +90,7 @@ export function openConfiguredStore(store: Config['store']): Promise<Store> {
 }
 
 /** The {@link Store} facade: each method delegates to the repository of its aggregate. */
-class RepositoryStore implements Store {
+export class RepositoryStore implements Store {
   private readonly pollerLock: PollerLockRepository;
   private readonly polls: PollRepository;
   private readonly replay: ReplayRepository;
@@ -103,7 +103,7 @@ class RepositoryStore implements Store {
   readonly outbox: OutboxRepository;
 
   constructor(
-    private readonly sql: SqlExecutor,
+    readonly sql: SqlExecutor,
     readonly path: string,
     readonly schemaVersion: number,
   ) {

@@ -237,6 +237,26 @@ CREATE TABLE slack_outbox (
 CREATE INDEX slack_outbox_by_urgency ON slack_outbox (urgency, enqueued_at);
 `;
 
+/** Twin of `V_CLUSTER_OWNERS` in src/store/migrations.ts: replica heartbeats and cluster ownership. */
+const V_CLUSTER_OWNERS = `
+CREATE TABLE replicas (
+  id            TEXT PRIMARY KEY,
+  host          TEXT NOT NULL,
+  started_at    BIGINT NOT NULL,
+  heartbeat_at  BIGINT NOT NULL,
+  clusters      TEXT NOT NULL DEFAULT '[]'
+);
+
+CREATE TABLE cluster_owners (
+  cluster     TEXT PRIMARY KEY,
+  owner       TEXT,
+  epoch       BIGINT NOT NULL,
+  expires_at  BIGINT NOT NULL,
+  changed_at  BIGINT NOT NULL
+);
+CREATE INDEX cluster_owners_by_owner ON cluster_owners (owner);
+`;
+
 /** All PostgreSQL steps, in the order of (and one for one with) `MIGRATIONS` in src/store/migrations.ts. */
 export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   { name: 'live mode', sql: V1 },
@@ -250,6 +270,7 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   { name: 'slack outbox', sql: V_SLACK_OUTBOX },
   // SQLite renames keys holding a NUL byte; PostgreSQL text cannot hold one, so there is nothing to rename.
   { name: 'portable cursor keys', sql: "SELECT 'nothing to rename' AS portable_cursor_keys" },
+  { name: 'cluster owners', sql: V_CLUSTER_OWNERS },
 ];
 
 /** The advisory-lock key all migrating replicas take (src/store/postgres.ts `lock`). */

@@ -274,6 +274,30 @@ UPDATE cursors SET source_id = 'watched-since:' || CAST(substr(CAST(source_id AS
   WHERE hex(substr(CAST(source_id AS BLOB), 1, 15)) = '00776174636865642D73696E636500';
 `;
 
+/**
+ * Clusters shared out across replicas (docs/design/architecture.md "Clusters shared out across replicas"): a
+ * heartbeat row per running `serve` process (`clusters`: JSON array of the cluster names in its config) and an
+ * ownership row per cluster; `owner` is NULL once released, `epoch` is bumped at every change of owner (fencing).
+ */
+const V_CLUSTER_OWNERS = `
+CREATE TABLE replicas (
+  id            TEXT PRIMARY KEY,
+  host          TEXT NOT NULL,
+  started_at    INTEGER NOT NULL,
+  heartbeat_at  INTEGER NOT NULL,
+  clusters      TEXT NOT NULL DEFAULT '[]'
+) STRICT;
+
+CREATE TABLE cluster_owners (
+  cluster     TEXT PRIMARY KEY,
+  owner       TEXT,
+  epoch       INTEGER NOT NULL,
+  expires_at  INTEGER NOT NULL,
+  changed_at  INTEGER NOT NULL
+) STRICT;
+CREATE INDEX cluster_owners_by_owner ON cluster_owners (owner);
+`;
+
 /** All migration steps; the schema version is the number applied. */
 export const MIGRATIONS: readonly string[] = [
   V1,
@@ -286,5 +310,6 @@ export const MIGRATIONS: readonly string[] = [
   V_ALERT_GROUPS,
   V_SLACK_OUTBOX,
   V_PORTABLE_CURSOR_KEYS,
+  V_CLUSTER_OWNERS,
 ];
 

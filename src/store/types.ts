@@ -7,6 +7,7 @@
  * one transaction, so a crash mid-poll neither loses nor double-counts an audit event.
  */
 import type { OutboxRepository } from './outbox.js';
+import type { SqlExecutor } from './sql.js';
 import type { TokenMetricsSample } from '../findings/token-metrics.js';
 import type { Approval, ApprovalState, DryRunResult, Vote } from '../approvals/machine.js';
 import type { Finding, FindingKind, Severity, TokenRecord } from '../findings/types.js';
@@ -282,6 +283,11 @@ export interface Store {
   readonly schemaVersion: number;
   /** The Slack notification queue's rows (`slack_outbox`, src/store/outbox.ts). */
   readonly outbox: OutboxRepository;
+  /**
+   * The executor under the store (inside {@link Store.transaction}: the transaction's), for rows kept by other
+   * modules in the same database and transaction, e.g. cluster ownership (src/store/cluster-owners.ts).
+   */
+  readonly sql: SqlExecutor;
 
   /**
    * Runs `fn` in one write transaction (SQLite: BEGIN IMMEDIATE) and returns its result. `fn` gets a Store bound

@@ -27,7 +27,7 @@ function makeSqliteStore(path: string, steps = MIGRATIONS.length): void {
   const finding = JSON.stringify({ id: 'f1', cluster: 'prod', requests: 3, lastSeen: '2025-12-02T00:00:00.000Z' });
   db.prepare("INSERT INTO cursors (source_id, cursor) VALUES ('prod', '{\"t\":1}')").run();
   // Before the portable-keys step, watchedSince was keyed with NUL bytes (which PostgreSQL text cannot hold).
-  if (steps < 9) db.prepare('INSERT INTO cursors (source_id, cursor) VALUES (?, ?)').run('\0watched-since\0prod', String(T0));
+  if (steps < 10) db.prepare('INSERT INTO cursors (source_id, cursor) VALUES (?, ?)').run('\0watched-since\0prod', String(T0));
   const seen = db.prepare('INSERT INTO seen (cluster, audit_id, seen_at) VALUES (?, ?, ?)');
   for (let i = 0; i < 50; i++) seen.run('prod', `audit-${i}`, T0 + i);
   db.prepare(

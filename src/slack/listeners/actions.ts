@@ -6,7 +6,7 @@
 import type { App, BlockAction, BlockButtonAction, BlockOverflowAction, RespondFn } from '@slack/bolt';
 import { ACTION_IDS, RESTART_ACTION_ID_PATTERN } from '../blocks/index.js';
 import type { Clicker } from '../flow.js';
-import { replier, type ListenerDeps } from './deps.js';
+import { failureMessage, replier, type ListenerDeps } from './deps.js';
 
 /** Registers the button listeners on `app`. */
 export function register(app: App, deps: ListenerDeps): void {
@@ -31,7 +31,7 @@ export function register(app: App, deps: ListenerDeps): void {
             await handler(c, typeof value === 'string' ? value : '', action.action_id);
           } catch (err) {
             logger.error({ err, actionId: action.action_id, user: body.user.id }, 'button handling failed');
-            await c.reply({ text: '⚠️ tokenwatch could not complete this; see its logs.', blocks: [{ type: 'section', text: { type: 'mrkdwn', text: '⚠️ tokenwatch could not complete this; see its logs.' } }] });
+            await c.reply(failureMessage(err, 'tokenwatch could not complete this; see its logs.'));
           }
         })(),
       );

@@ -1,7 +1,7 @@
 /** The `/tokens` slash-command listener: acks, then answers through `TokensCommand.handle` (`../commands.ts`) (see `deps.ts`). */
 import type { App } from '@slack/bolt';
 import type { ChannelRef } from '../channels.js';
-import { replier, type ListenerDeps } from './deps.js';
+import { failureMessage, replier, type ListenerDeps } from './deps.js';
 
 /** Registers `/tokens` on `app`. */
 export function register(app: App, deps: ListenerDeps): void {
@@ -17,7 +17,7 @@ export function register(app: App, deps: ListenerDeps): void {
           await reply(await deps.command.handle(command.text ?? '', command.user_id, channel));
         } catch (err) {
           logger.error({ err }, '/tokens failed');
-          await reply({ text: 'tokenwatch could not answer this command; see its logs.', blocks: [{ type: 'section', text: { type: 'mrkdwn', text: '⚠️ tokenwatch could not answer this command; see its logs.' } }] });
+          await reply(failureMessage(err, 'tokenwatch could not answer this command; see its logs.'));
         }
       })(),
     );

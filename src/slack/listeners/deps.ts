@@ -11,6 +11,7 @@ import { slackErrorCode, type SlackApi } from '../api.js';
 import { wireText, type SlackMessage } from '../blocks/index.js';
 import type { TokensCommand } from '../commands.js';
 import type { ApprovalFlow } from '../flow.js';
+import { isStoreUnavailable } from '../../store/unavailable.js';
 
 /** Dependencies of the listeners (`register(app, deps)` of each kind). */
 export interface ListenerDeps {
@@ -41,4 +42,15 @@ export function replier(deps: ListenerDeps, respond: RespondFn | undefined, chan
       deps.logger.error({ user, channel, error: slackErrorCode(err) }, 'could not answer the user');
     }
   };
+}
+
+/**
+ * The ephemeral answer when handling a request failed with `err`: "the store is unavailable" when the database
+ * cannot be reached (nothing was changed; try again shortly), else `fallback` (see the logs).
+ */
+export function failureMessage(err: unknown, fallback: string): SlackMessage {
+  const text = isStoreUnavailable(err)
+    ? "⚠️ tokenwatch's store (its database) is unavailable right now, so nothing was changed. Try again in a minute."
+    : `⚠️ ${fallback}`;
+  return { text: text.replace(/^⚠️ /, ''), blocks: [{ type: 'section', text: { type: 'mrkdwn', text } }] };
 }

@@ -1,0 +1,398 @@
+/**
+ * Clusters shared out across replicas, end to end (docs/design/architecture.md "Clusters shared out across
+ * replicas"): two or three real `tokenwatch serve` processes (the CLI bundle, test/global-setup.ts) on one PostgreSQL
+ * database (the run's throwaway server, or one of this file's own for the outage test), with the loopback fakes of
+ * Slack (HTTP mode, signed requests) and Kubernetes in this process and audit log files as sources.
+ *
+ * - concurrent Approve clicks on two replicas → exactly one PATCH, executed by the cluster's owner;
+ * - kill -9 of the replica that owns the cluster mid-rollout → another replica takes it over, finishes the rollout
+ *   and reports in the same Slack thread (the takeover time is measured and printed);
+ * - a replica joins → the clusters rebalance, and every scheduled tick of every cluster is polled exactly once;
+ * - PostgreSQL stopped and started again → `/readyz` says `store-unavailable`, nothing crashes, and the audit events
+ *   written meanwhile are stored once the database is back.
+ *
+ * Default heartbeat (5 s) and TTL (15 s), so the figures printed are those of a default install.
+ */
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { appendFileSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { afterEach, describe, expect, it, onTestFailed } from 'vitest';
+import type { FakeKube } from '../../src/sandbox/fakes/kubernetes.js';
+import { blockActionPayload, DEFAULT_BOT_TOKEN, sendBlockAction, sendSlashCommand, type FakeSlack } from '../../src/sandbox/fakes/slack.js';
+import type { ReadinessBody } from '../../src/runtime/serve.js';
+import { desiredOwner } from '../../src/runtime/shards.js';
+import { APPROVER, buttonValue, ONCALL, ONCALL_APPROVER, OPS, REQUESTER, SECRET, staleLine, startFakes } from '../slack/harness.js';
+import { auditEvent } from '../sources/events.js';
+import { cliMain } from '../support/build.js';
+import { findPostgresBin, startPostgres, type StartedPostgres } from '../support/postgres-server.js';
+import { createTestDatabase, postgresServer, type TestDatabase } from '../support/postgres.js';
+
+const pgServer = postgresServer();
+const MULTUS_PODS = ['kube-multus-ds-452jg', 'kube-multus-ds-458dh', 'kube-multus-ds-86hnh', 'kube-multus-ds-b4j4z', 'kube-multus-ds-dkvtp', 'kube-multus-ds-nw6rg', 'kube-multus-ds-svmt7'];
+
+type Log = Record<string, unknown> & { msg?: string; time?: string; level?: string };
+const timeOf = (l: Log): number => Date.parse(String(l.time));
+
+/** One `tokenwatch serve` child. */
+interface Replica {
+  name: string;
+  child: ChildProcess;
+  logs: Log[];
+  httpPort: number;
+  slackUrl: string;
+  exited: Promise<void>;
+  /** Resolves with the first log line (this far or later) that `pred` accepts. */
+  waitLog(what: string, pred: (l: Log) => boolean, timeoutMs?: number): Promise<Log>;
+  readyz(): Promise<{ code: number; body: ReadinessBody }>;
+}
+
+const children: ChildProcess[] = [];
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  for (const f of cleanups.splice(0).reverse()) await f();
+});
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** Polls `cond` (an event the test waits for) every 50 ms within a generous bound. */
+async function until<T>(what: string, cond: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 120_000): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await cond();
+    if (v !== undefined && v !== false) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+interface Scenario {
+  dir: string;
+  slack: FakeSlack;
+  kube: FakeKube;
+  db: { host: string; port: number; database: string; user: string };
+  /** Extra clusters without Kubernetes access (file sources), for rebalancing. */
+  extra: string[];
+  schedule: string;
+}
+
+/** The fakes, the audit logs (fresh stale-token uses of the Multus pods; one line per extra cluster) and a kubeconfig. */
+async function scenario(db: Scenario['db'], opts: { extra?: number; schedule?: string; rollout?: { stepMs: number; podsPerStep: number } } = {}): Promise<Scenario> {
+  const dir = mkdtempSync(join(tmpdir(), 'tw-shards-e2e-'));
+  const { slack, kube } = await startFakes({ oncall: [], rollout: opts.rollout ?? { stepMs: 100, podsPerStep: 1 } });
+  cleanups.push(async () => {
+    await slack.close().catch(() => undefined);
+    await kube.close().catch(() => undefined);
+  });
+  const at = Date.now() - 10 * 60_000;
+  writeFileSync(join(dir, 'prod.log'), MULTUS_PODS.map((p, i) => `${staleLine(`multus-${i}`, at + i * 1000, p, 7_000_000)}\n`).join(''));
+  const extra = Array.from({ length: opts.extra ?? 0 }, (_, i) => `edge-${i}`);
+  for (const c of extra) writeFileSync(join(dir, `${c}.log`), `${auditEvent({ auditID: `${c}-1`, time: at, kind: 'stale', namespace: 'apps', serviceAccount: `sa-${c}`, pod: `p-${c}`, secondsAfterWarning: 100 })}\n`);
+  writeFileSync(
+    join(dir, 'kubeconfig.yaml'),
+    [
+      'apiVersion: v1',
+      'kind: Config',
+      'clusters:',
+      '- name: fake',
+      '  cluster:',
+      `    server: ${kube.url}`,
+      '    insecure-skip-tls-verify: true',
+      'users:',
+      '- name: tokenwatch',
+      '  user:',
+      '    token: fake-token',
+      'contexts:',
+      '- name: fake',
+      '  context:',
+      '    cluster: fake',
+      '    user: tokenwatch',
+      'current-context: fake',
+      '',
+    ].join('\n'),
+  );
+  return { dir, slack, kube, db, extra, schedule: opts.schedule ?? '0 0 1 1 *' };
+}
+
+/** Starts `tokenwatch serve` as replica `name`; resolves once it logged `tokenwatch serve started`. */
+async function startReplica(s: Scenario, name: string): Promise<Replica> {
+  const [httpPort, slackPort] = [await freePort(), await freePort()];
+  const cfg = join(s.dir, `${name}.yaml`);
+  const cluster = (c: string, kube: boolean) => [
+    `  - name: ${c}`,
+    `    schedule: "${s.schedule}"`,
+    '    audit:',
+    '      file:',
+    `        path: ${join(s.dir, c === 'prod-eks' ? 'prod.log' : `${c}.log`)}`,
+    ...(kube ? ['    kubernetes:', `      kubeconfig: ${join(s.dir, 'kubeconfig.yaml')}`] : ['    kubernetes:', '      none: true']),
+    '    slack:',
+    `      channel: ${OPS}`,
+    `      approvers: [${APPROVER}, ${ONCALL}]`,
+    '      requesters: ["*"]',
+  ];
+  writeFileSync(
+    cfg,
+    [
+      'store:',
+      `  path: ${join(s.dir, `${name}-unused.db`)}`,
+      '  postgres:',
+      `    host: ${s.db.host}`,
+      `    port: ${s.db.port}`,
+      `    database: ${s.db.database}`,
+      `    user: ${s.db.user}`,
+      '    sslmode: disable',
+      '    connectTimeout: 2s',
+      'http:',
+      '  host: 127.0.0.1',
+      `  port: ${httpPort}`,
+      'poll:',
+      '  jitter: 0s',
+      '  spread: false',
+      'slack:',
+      '  enabled: true',
+      '  mode: http',
+      `  apiUrl: ${s.slack.apiUrl}`,
+      '  host: 127.0.0.1',
+      `  port: ${slackPort}`,
+      'remediation:',
+      '  rolloutTimeout: 150s',
+      'clusters:',
+      ...cluster('prod-eks', true),
+      ...s.extra.flatMap((c) => cluster(c, false)),
+      '',
+    ].join('\n'),
+  );
+  const child = spawn(process.execPath, [cliMain(), 'serve', '--config', cfg], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'info', POD_NAME: name, SLACK_BOT_TOKEN: DEFAULT_BOT_TOKEN, SLACK_SIGNING_SECRET: SECRET },
+  });
+  children.push(child);
+  const logs: Log[] = [];
+  let partial = '';
+  let err = '';
+  const waiters = new Set<() => void>();
+  child.stdout!.on('data', (d: Buffer) => {
+    partial += d.toString();
+    const lines = partial.split('\n');
+    partial = lines.pop()!;
+    for (const line of lines) {
+      try {
+        logs.push(JSON.parse(line) as Log);
+      } catch {
+        // not a log line
+      }
+    }
+    for (const w of [...waiters]) w();
+  });
+  child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const waitLog = (what: string, pred: (l: Log) => boolean, timeoutMs = 150_000): Promise<Log> =>
+    new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        waiters.delete(check);
+        reject(new Error(`${name}: timed out waiting for ${what}`));
+      }, timeoutMs);
+      const check = (): void => {
+        const hit = logs.find(pred);
+        if (hit) {
+          clearTimeout(timer);
+          waiters.delete(check);
+          resolve(hit);
+        } else if (child.exitCode !== null || child.signalCode !== null) {
+          clearTimeout(timer);
+          waiters.delete(check);
+          reject(new Error(`${name} exited before ${what}: ${err}`));
+        }
+      };
+      waiters.add(check);
+      child.once('exit', () => setImmediate(check));
+      check();
+    });
+  onTestFailed(() => {
+    // What the replica said, for the failure report (warnings and errors, and the last lines).
+    const notable = logs.filter((l) => l.level === 'warn' || l.level === 'error').slice(-20);
+    console.error(`--- ${name}: ${notable.length} warnings/errors (last 20), then the last 15 lines\n${[...notable, ...logs.slice(-15)].map((l) => JSON.stringify(l).slice(0, 600)).join('\n')}\n${err.slice(-2000)}`);
+  });
+  await waitLog('its start', (l) => l.msg === 'tokenwatch serve started');
+  const readyz = async () => {
+    const res = await fetch(`http://127.0.0.1:${httpPort}/readyz`);
+    return { code: res.status, body: (await res.json()) as ReadinessBody };
+  };
+  return { name, child, logs, httpPort, slackUrl: `http://127.0.0.1:${slackPort}/slack/events`, exited, waitLog, readyz };
+}
+
+async function kill9(r: Replica): Promise<number> {
+  r.child.kill('SIGKILL');
+  const at = Date.now();
+  await r.exited;
+  return at;
+}
+
+/** The replica id (`<name>-<suffix>`) that owns `cluster` according to `r`'s `/readyz`. */
+async function ownerOf(r: Replica, cluster: string): Promise<string | null> {
+  return (await r.readyz()).body.shards?.owners[cluster] ?? null;
+}
+const replicaNamed = (rs: readonly Replica[], id: string | null): Replica | undefined => rs.find((r) => id?.startsWith(`${r.name}-`));
+
+/**
+ * Waits until every replica's `/readyz` shows `cluster` owned by its rendezvous owner over all of them (the shares have
+ * settled after the starts); returns that replica.
+ */
+async function settledOwner(rs: readonly Replica[], cluster: string): Promise<Replica> {
+  const ids = await Promise.all(rs.map(async (r) => (await r.readyz()).body.shards!.replica));
+  const want = desiredOwner(cluster, ids)!;
+  await until(`${cluster} owned by ${want} on every replica`, async () => (await Promise.all(rs.map((r) => ownerOf(r, cluster)))).every((o) => o === want));
+  return replicaNamed(rs, want)!;
+}
+
+/** The Multus alert in the fake Slack channel. */
+function multusAlert(slack: FakeSlack) {
+  return slack.messages(OPS).find((m) => m.text.includes('kube-system/multus') && (m.blocks ?? []).length > 0);
+}
+
+function click(slack: FakeSlack, url: string, user: string, m: { ts: string; blocks?: unknown[] | undefined }, id: string) {
+  return sendBlockAction(url, SECRET, blockActionPayload({ user, actionId: id, value: buttonValue(m as { blocks: unknown[] }, id), channel: OPS, messageTs: m.ts, responseUrl: slack.responseUrl({ channel: OPS, user, messageTs: m.ts }) }));
+}
+
+const realPatches = (k: FakeKube) => k.requestsMatching({ method: 'PATCH', resource: 'daemonsets' }).filter((r) => !r.dryRun);
+
+async function database(): Promise<TestDatabase> {
+  const d = await createTestDatabase();
+  cleanups.push(() => d.drop());
+  return d;
+}
+const dbOf = (d: TestDatabase) => ({ host: d.options.host, port: d.options.port ?? 5432, database: d.name, user: d.options.user });
+
+/** Requests a restart of the Multus DaemonSet on `via`; resolves with the alert and the approval message. */
+async function requestRestart(s: Scenario, via: Replica) {
+  const alert = await until('the multus alert', () => multusAlert(s.slack));
+  await click(s.slack, via.slackUrl, REQUESTER, alert, 'tw_restart');
+  const approval = await until('the approval message', () => s.slack.thread(OPS, alert.ts).find((m) => m.text.includes('approval needed') && (m.blocks ?? []).length > 0));
+  return { alert, approval };
+}
+
+describe.skipIf(!pgServer.available)('replicas sharing clusters on PostgreSQL', () => {
+  it('two approvers clicking Approve on two replicas in the same millisecond: one approval, exactly one PATCH, run by the owner', { timeout: 180_000 }, async () => {
+    const s = await scenario(dbOf(await database()));
+    const a = await startReplica(s, 'tw-a');
+    const b = await startReplica(s, 'tw-b');
+    const owner = await settledOwner([a, b], 'prod-eks');
+    const { approval } = await requestRestart(s, a);
+    await Promise.all([click(s.slack, a.slackUrl, APPROVER, approval, 'tw_approve'), click(s.slack, b.slackUrl, ONCALL_APPROVER, approval, 'tw_approve')]);
+    await until('Done', () => s.slack.message(OPS, approval.ts)?.text.startsWith('✅ Done [prod-eks]: restart of DaemonSet kube-system/kube-multus-ds'));
+    expect(realPatches(s.kube)).toHaveLength(1);
+    const sent = [a, b].filter((r) => r.logs.some((l) => l.msg === 'rollout restart patch sent'));
+    expect(sent.map((r) => r.name)).toEqual([owner.name]);
+  });
+
+  it('kill -9 of the replica that owns the cluster mid-rollout: another takes it over and finishes the rollout in the same thread', { timeout: 180_000 }, async () => {
+    const s = await scenario(dbOf(await database()), { rollout: { stepMs: 1500, podsPerStep: 1 } });
+    const rs = [await startReplica(s, 'tw-a'), await startReplica(s, 'tw-b'), await startReplica(s, 'tw-c')];
+    const owner = await settledOwner(rs, 'prod-eks');
+    const others = rs.filter((r) => r !== owner);
+    const { alert, approval } = await requestRestart(s, others[0]!);
+    let killedAt: Promise<number> | undefined;
+    s.slack.on('change', (c) => {
+      if (!killedAt && c.type === 'update' && c.message.text.startsWith('⏳ [prod-eks] rolling out')) killedAt = kill9(owner);
+    });
+    await click(s.slack, others[1]!.slackUrl, APPROVER, approval, 'tw_approve'); // clicked on a replica that does not own it
+    const killed = await until('the owner killed mid-rollout', () => killedAt);
+    const took = await Promise.any(others.map((r) => r.waitLog('taking prod-eks over', (l) => l.msg?.startsWith('took cluster prod-eks over') === true).then((l) => ({ r, l }))));
+    await until('Done', () => s.slack.message(OPS, approval.ts)?.text.startsWith('✅ Done [prod-eks]'), 150_000);
+    const doneAt = Date.now();
+    const takeoverMs = timeOf(took.l) - killed;
+    // Printed for docs/install.md ("Availability"): the default heartbeat (5 s) and TTL (15 s).
+    console.log(`[shards e2e] kill -9 of the owner: prod-eks taken over by ${took.r.name} ${(takeoverMs / 1000).toFixed(1)} s later; the rollout finished ${((doneAt - killed) / 1000).toFixed(1)} s after the kill`);
+    expect(takeoverMs).toBeLessThanOrEqual(30_000);
+    expect(realPatches(s.kube)).toHaveLength(1);
+    const progress = s.slack.thread(OPS, alert.ts).filter((m) => m.text.includes('rollout of DaemonSet') || m.text.includes('rolling out'));
+    expect(progress.map((m) => m.text)).toEqual(['✅ [prod-eks] rollout of DaemonSet kube-system/kube-multus-ds complete']);
+  });
+
+  it('a replica joins: the clusters rebalance, and every tick of every cluster is polled exactly once', { timeout: 180_000 }, async () => {
+    const d = await database();
+    // Every 15 s: a hand-over (≤ 2 heartbeats) completes within one interval.
+    const s = await scenario(dbOf(d), { extra: 5, schedule: '*/15 * * * * *' });
+    const all = ['prod-eks', ...s.extra];
+    const a = await startReplica(s, 'tw-a');
+    await a.waitLog('two ticks', () => a.logs.filter((l) => l.msg === 'poll finished').length >= 2 * all.length);
+    const joinedAt = Date.now();
+    const b = await startReplica(s, 'tw-b');
+    const owners = await until('b owning a share', async () => {
+      const o = (await b.readyz()).body.shards?.owners ?? {};
+      return Object.values(o).some((id) => id?.startsWith('tw-b-')) && Object.values(o).every((id) => id !== null) ? o : undefined;
+    });
+    const c = await startReplica(s, 'tw-c');
+    await until('c owning a share', async () => Object.values((await c.readyz()).body.shards?.owners ?? {}).some((id) => id?.startsWith('tw-c-')));
+    // Three more ticks with all three replicas.
+    const ticksAfter = Math.floor(Date.now() / 15_000) + 3;
+    await until('three more ticks', () => Date.now() >= ticksAfter * 15_000 + 5_000, 90_000);
+    const client = new pg.Client({ host: d.options.host, port: d.options.port, user: d.options.user, database: d.name });
+    await client.connect();
+    const rows = (await client.query<{ cluster: string; started_at: string }>('SELECT cluster, started_at FROM poll_runs ORDER BY started_at')).rows;
+    await client.end();
+    const ownersNow = (await a.readyz()).body.shards!.owners;
+    const byReplica = new Set(Object.values(ownersNow).map((id) => id?.replace(/-[0-9a-f]{6}$/, '')));
+    console.log(`[shards e2e] rebalance: owners after b joined ${JSON.stringify(owners)}; now ${JSON.stringify(ownersNow)}`);
+    expect(byReplica.size).toBeGreaterThanOrEqual(2);
+    for (const cluster of all) {
+      const ticks = rows.filter((r) => r.cluster === cluster).map((r) => Math.floor(Number(r.started_at) / 15_000));
+      // From the interval b joined in (a's first polls may miss a tick by design: a tick that comes while the start-up
+      // poll still runs is skipped as an overlap, and logged).
+      const first = Math.floor(joinedAt / 15_000);
+      const last = Math.floor(Date.now() / 15_000) - 1; // the last whole interval
+      const expected = Array.from({ length: last - first + 1 }, (_, i) => first + i);
+      // Each interval since the join has exactly one poll run: none doubled by a hand-over, none lost.
+      expect({ cluster, ticks: ticks.filter((t) => t >= first && t <= last) }).toEqual({ cluster, ticks: expected });
+    }
+    for (const r of [a, b, c]) expect(r.logs.filter((l) => timeOf(l) >= joinedAt && String(l.msg).startsWith('scheduled poll missed'))).toEqual([]);
+  });
+
+  it('PostgreSQL stopped and started again: replicas say the store is unavailable, nothing crashes, and the events of the outage are stored after', { timeout: 180_000 }, async () => {
+    const server: StartedPostgres = await startPostgres();
+    cleanups.push(() => server.stop());
+    if (!server.info.available) throw new Error('no PostgreSQL server');
+    const info = server.info;
+    const bin = findPostgresBin()!;
+    const data = join(info.socketDir, 'data');
+    const asServerUser = (args: string[]) =>
+      execFileSync(process.getuid?.() === 0 ? 'setpriv' : join(bin, 'pg_ctl'), process.getuid?.() === 0 ? ['--reuid=65534', '--regid=65534', '--clear-groups', join(bin, 'pg_ctl'), ...args] : args, { stdio: 'pipe' });
+    const s = await scenario({ host: info.host, port: info.port, database: 'postgres', user: info.superuser }, { extra: 1, schedule: '*/10 * * * * *' });
+    const a = await startReplica(s, 'tw-a');
+    const b = await startReplica(s, 'tw-b');
+    await until('both ready', async () => (await a.readyz()).code === 200 && (await b.readyz()).code === 200);
+
+    asServerUser(['stop', '-D', data, '-m', 'fast', '-w']);
+    const downAt = Date.now();
+    await until('a and b say store-unavailable', async () => (await a.readyz()).body.status === 'store-unavailable' && (await b.readyz()).body.status === 'store-unavailable');
+    // A Slack answer says so (and that nothing was changed), from either replica.
+    await sendSlashCommand(b.slackUrl, SECRET, { text: 'status prod-eks', user_id: REQUESTER, channel_id: OPS, response_url: s.slack.responseUrl({ channel: OPS, user: REQUESTER }) });
+    await until('the store-unavailable answer', () => s.slack.ephemerals({ user: REQUESTER }).some((e) => e.text.includes('store (its database) is unavailable')), 60_000);
+    // Written while the database is down: must be stored once it is back.
+    appendFileSync(join(s.dir, 'edge-0.log'), `${auditEvent({ auditID: 'outage-1', time: Date.now() - 1000, kind: 'stale', namespace: 'apps', serviceAccount: 'sa-during-outage', pod: 'p-outage', secondsAfterWarning: 100 })}\n`);
+    await a.waitLog('the heartbeat failure logged', (l) => timeOf(l) >= downAt - 1000 && l.level === 'error' && String(l.msg).startsWith('cluster ownership heartbeat failed'));
+
+    asServerUser(['start', '-D', data, '-l', join(info.socketDir, 'server.log'), '-w', '-t', '60', '-o', `-p ${info.port}`]);
+    const upAt = Date.now();
+    await until('both ready again', async () => (await a.readyz()).code === 200 && (await b.readyz()).code === 200);
+    const client = new pg.Client({ host: info.host, port: info.port, user: info.superuser, database: 'postgres' });
+    await client.connect();
+    cleanups.push(() => client.end());
+    await until('the outage event stored', async () => (await client.query("SELECT 1 FROM findings WHERE service_account = 'sa-during-outage'")).rowCount === 1, 60_000);
+    console.log(`[shards e2e] PostgreSQL down ${((upAt - downAt) / 1000).toFixed(1)} s; replicas ready again ${((Date.now() - upAt) / 1000).toFixed(1)} s after it was back`);
+    expect(a.child.exitCode).toBeNull();
+    expect(b.child.exitCode).toBeNull();
+  });
+});
