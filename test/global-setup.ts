@@ -22,6 +22,7 @@ import { join } from 'node:path';
 import { build } from 'esbuild';
 import type { TestProject } from 'vitest/node';
 import { type PostgresServerInfo, startPostgres } from './support/postgres-server.js';
+import { processAlive as alive } from './support/processes.js';
 
 const ROOT = join(import.meta.dirname, '..');
 const PREFIX = '.test-build-';
@@ -39,16 +40,6 @@ declare module 'vitest' {
     testBuild: string;
     /** The run's PostgreSQL server, or why there is none (test/support/postgres-server.ts). */
     postgres: PostgresServerInfo;
-  }
-}
-
-/** Whether a process with this id runs (a folder of a live run is never removed). */
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 

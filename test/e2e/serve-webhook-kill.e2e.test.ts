@@ -12,7 +12,6 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync, watch, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
@@ -20,6 +19,7 @@ import { openStore } from '../../src/store/index.js';
 import { auditEvent } from '../sources/events.js';
 import { eventList, postBatch, selfSignedCert } from '../sources/webhook-client.js';
 import { cliMain } from '../support/build.js';
+import { freePort } from '../support/processes.js';
 
 const TOKEN = 'kill-webhook-token-58e1';
 const BATCHES = 12;
@@ -30,18 +30,6 @@ afterEach(() => {
   for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-/** A free loopback port (the webhook kubeconfig names a fixed server URL: every restart listens on the same port). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** Batch b: the 20 requests of ServiceAccount `default/sa-<b>`, each from its own pod, as one EventList body. */
 function batch(b: number, at: number): string {

@@ -15,7 +15,6 @@
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { appendFileSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -29,6 +28,7 @@ import { auditEvent } from '../sources/events.js';
 import { cliMain } from '../support/build.js';
 import { findPostgresBin, startPostgres, type StartedPostgres } from '../support/postgres-server.js';
 import { createTestDatabase, postgresServer, type TestDatabase } from '../support/postgres.js';
+import { freePort } from '../support/processes.js';
 
 const pgServer = postgresServer();
 const MULTUS_PODS = ['kube-multus-ds-452jg', 'kube-multus-ds-458dh', 'kube-multus-ds-86hnh', 'kube-multus-ds-b4j4z', 'kube-multus-ds-dkvtp', 'kube-multus-ds-nw6rg', 'kube-multus-ds-svmt7'];
@@ -55,17 +55,6 @@ afterEach(async () => {
   for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
   for (const f of cleanups.splice(0).reverse()) await f();
 });
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** Polls `cond` (an event the test waits for) every 50 ms within a generous bound. */
 async function until<T>(what: string, cond: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 120_000): Promise<T> {

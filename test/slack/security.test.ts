@@ -4,7 +4,6 @@
  * failing store, Slack unreachable at start, and secrets fed through the log call sites that take external text.
  */
 import { copyFileSync, mkdtempSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -23,6 +22,7 @@ import { startSlackWith, type SlackIntegration } from '../../src/runtime/build-s
 import { Directory } from '../../src/slack/directory.js';
 import { SECRET_CORES, SECRET_SAMPLES } from '../observability/secrets.js';
 import { blockText, CLUSTER, configWithSlackAt, ONCALL, ONCALL_APPROVER, OPS, overflowOption, REQUESTER, SECRET, startHarness, type Harness } from './harness.js';
+import { freePort } from '../support/processes.js';
 
 const harnesses: Harness[] = [];
 const cleanups: Array<() => Promise<void>> = [];
@@ -52,14 +52,6 @@ function logSink(): { lines: Array<Record<string, unknown>>; raw: string[]; dest
     },
   });
   return { lines, raw, destination };
-}
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
-  const port = (s.address() as { port: number }).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
 }
 
 async function metric(h: { metrics: Metrics }, line: string): Promise<boolean> {

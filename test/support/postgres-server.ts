@@ -17,9 +17,9 @@
  */
 import { execFileSync } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort, processAlive as alive } from './processes.js';
 
 /** What tests are given (via `inject('postgres')`): a running server, or why there is none. */
 export type PostgresServerInfo =
@@ -59,27 +59,6 @@ function asServerUser(cmd: string, args: string[], opts: { cwd?: string } = {}):
 
 function chownToServer(path: string): void {
   if (typeof process.getuid === 'function' && process.getuid() === 0) chownSync(path, 65534, 65534);
-}
-
-/** A free TCP port on 127.0.0.1 (the OS picks one; there is a small window before the server binds it). */
-async function freePort(): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      srv.close(() => (typeof addr === 'object' && addr !== null ? resolve(addr.port) : reject(new Error('no port'))));
-    });
-  });
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 /** Stops and removes servers of earlier runs whose vitest process is gone. */
