@@ -43,6 +43,7 @@ import { Metrics } from '../src/observability/metrics.js';
 import { composeServe as startServe } from '../src/runtime/compose.js';
 import { DEFAULT_BOT_TOKEN, sendSlashCommand, startFakeSlack, type FakeSlack } from '../src/sandbox/fakes/slack.js';
 import { startFakeKube, type FakeKube } from '../src/sandbox/fakes/kubernetes.js';
+import type { Store } from '../src/store/index.js';
 import { startSlackWith, type SlackIntegration } from '../src/runtime/build-slack.js';
 import { startFakeCloudWatch, type FakeCloudWatch } from '../test/fakes/cloudwatch.js';
 import { auditEvent } from '../test/sources/events.js';
@@ -241,18 +242,15 @@ current-context: ${name}
 }
 
 /**
- * Sets `PRAGMA synchronous` on the better-sqlite3 connection a store holds (found among its members, one level deep:
- * the store does not expose it; `--sqlite-synchronous` is an experiment, not a setting).
- * @throws when no connection is found
+ * Sets `PRAGMA synchronous` on the SQLite connection of serve's store, through its executor (the statement runs in the
+ * store's worker thread; `--sqlite-synchronous` is an experiment, not a setting).
+ * @throws when the store is not SQLite
  */
-function setSynchronous(store: object, value: string): void {
-  type Db = { pragma(sql: string, o?: { simple: boolean }): unknown };
-  const isDb = (x: unknown): x is Db => typeof (x as Db | null)?.pragma === 'function';
-  const members = (o: object): unknown[] => Object.values(o as Record<string, unknown>);
-  const db = [store, ...members(store).filter((m) => m !== null && typeof m === 'object')].flatMap((o) => members(o as object)).find(isDb);
-  if (!db) throw new Error('--sqlite-synchronous: no better-sqlite3 connection found in the store');
-  db.pragma(`synchronous = ${value.toUpperCase()}`);
-  process.stdout.write(`  (experiment) serve's SQLite connection now has synchronous = ${String(db.pragma('synchronous', { simple: true }))} (0 off, 1 normal, 2 full)\n`);
+async function setSynchronous(store: Store, value: string): Promise<void> {
+  if (store.sql.dialect !== 'sqlite') throw new Error('--sqlite-synchronous: the store is not SQLite');
+  await store.sql.run(`PRAGMA synchronous = ${value.toUpperCase()}`);
+  const now = await store.sql.get<{ synchronous: number }>('PRAGMA synchronous');
+  process.stdout.write(`  (experiment) serve's SQLite connection now has synchronous = ${String(now?.synchronous)} (0 off, 1 normal, 2 full)\n`);
 }
 
 /** A node-cron schedule every `s` seconds (`--interval`): `*\/s * * * * *` below a minute, else `0 *\/m * * * *`. */
@@ -509,7 +507,7 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
   });
   await serve.integrationStarted('slack');
   const slackStartedS = (performance.now() - t0) / 1000;
-  if (a.sqliteSynchronous) setSynchronous(serve.context.store, a.sqliteSynchronous);
+  if (a.sqliteSynchronous) await setSynchronous(serve.context.store, a.sqliteSynchronous);
   const client = spawnPart('--client');
   client.send({ eventsUrl: bot!.eventsUrl!, commands: ready.commands } satisfies ClientJob);
   const healthy = [...serve.context.clusters.keys()].filter((c) => !c.startsWith('hung-'));

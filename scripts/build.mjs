@@ -4,8 +4,10 @@
  * starts fast — every module file costs a resolve, a read and a compile at each start, so fewer, larger files start
  * faster (`--version` and a one-line scan ≤ 0.1 s, README "Benchmark").
  *
- * - Entry points: `src/cli/main.ts` → `dist/cli/main.js` (run by bin/tokenwatch.js) and `src/scan/worker.ts` →
- *   `dist/cli/worker.js` (the scan's worker threads; `parallel.ts` `workerEntry` finds it next to its own chunk).
+ * - Entry points: `src/cli/main.ts` → `dist/cli/main.js` (run by bin/tokenwatch.js), `src/scan/worker.ts` →
+ *   `dist/cli/worker.js` (the scan's worker threads; `parallel.ts` `workerEntry` finds it next to its own chunk) and
+ *   `src/store/sqlite-worker.ts` → `dist/cli/sqlite-worker.js` (the SQLite store's thread, which owns the
+ *   better-sqlite3 connection; `sqlite.ts` `sqliteWorkerEntry` finds it next to its own chunk).
  * - Code splitting: what only `serve`, `sandbox`, `probe` or `config` need lives in chunks loaded by their dynamic
  *   `import()`s, so `scan` and `--version` load neither Slack, Kubernetes, AWS nor SQLite code.
  * - Bundled: our sources and the small pure-JS packages on the scan path ({@link BUNDLED}). Every other package stays
@@ -51,7 +53,7 @@ const externals = {
 rmSync(out, { recursive: true, force: true });
 const result = await build({
   absWorkingDir: new URL('.', root).pathname,
-  entryPoints: { main: 'src/cli/main.ts', worker: 'src/scan/worker.ts' },
+  entryPoints: { main: 'src/cli/main.ts', worker: 'src/scan/worker.ts', 'sqlite-worker': 'src/store/sqlite-worker.ts' },
   outdir: `${outDir}/cli`,
   chunkNames: 'chunk-[hash]',
   bundle: true,
@@ -83,4 +85,4 @@ writeFileSync(new URL('blockkit.js', pageTo), blockkit.code);
 
 const files = Object.keys(result.metafile.outputs).filter((f) => f.endsWith('.js'));
 const bytes = files.reduce((n, f) => n + result.metafile.outputs[f].bytes, 0);
-console.log(`build: ${outDir}/cli/ — ${files.length} files, ${(bytes / 1024).toFixed(0)} KiB of JavaScript (entry points main.js, worker.js)`);
+console.log(`build: ${outDir}/cli/ — ${files.length} files, ${(bytes / 1024).toFixed(0)} KiB of JavaScript (entry points main.js, worker.js, sqlite-worker.js)`);

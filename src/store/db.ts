@@ -57,14 +57,19 @@ export function newApprovalId(): string {
 }
 
 /**
- * Opens (creating if needed) the SQLite store at `path` and migrates it to the current schema.
- * The file's directory is created. `:memory:` gives a private in-memory store (tests).
+ * Opens (creating if needed) the SQLite store at `path` and migrates it to the current schema, in the store's worker
+ * thread (src/store/sqlite.ts). The file's directory is created. `:memory:` gives a private in-memory store (tests).
  * @throws {StoreError} when the file is not a SQLite database, fails SQLite's integrity check (`PRAGMA quick_check`),
  *   or its schema version is newer than this build knows
  */
 export async function openStore(path: string, opts: StoreOptions = {}): Promise<Store> {
   const sql = openSqliteExecutor(path, opts);
-  return new RepositoryStore(sql, sql.path, sql.schemaVersion);
+  try {
+    return new RepositoryStore(sql, sql.path, await sql.ready());
+  } catch (err) {
+    await sql.close();
+    throw err;
+  }
 }
 
 /**

@@ -9,11 +9,14 @@ export class StoreError extends TokenwatchError {
   }
 }
 
-/** The backend's code of an error: better-sqlite3's `code`, or the SQLSTATE of a `PostgresStoreError` (`sqlState`). */
+/**
+ * The backend's code of an error: the SQLite result code of a `SqliteStoreError` (`sqliteCode`; better-sqlite3's
+ * own errors: `code`), or the SQLSTATE of a `PostgresStoreError` (`sqlState`).
+ */
 function codeOf(err: unknown): unknown {
   if (typeof err !== 'object' || err === null) return undefined;
-  const e = err as { code?: unknown; sqlState?: unknown };
-  return e.sqlState ?? e.code;
+  const e = err as { code?: unknown; sqlState?: unknown; sqliteCode?: unknown };
+  return e.sqlState ?? e.sqliteCode ?? e.code;
 }
 
 /**

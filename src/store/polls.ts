@@ -52,12 +52,12 @@ export class PollRepository {
   /** See `Store.markSeen` (one transaction): the ids not seen before, in input order. */
   markSeen(cluster: string, auditIDs: readonly string[], seenAt: number): Promise<string[]> {
     return this.sql.transaction(async (tx) => {
-      const fresh: string[] = [];
-      for (const id of auditIDs) {
-        const { changes } = await tx.run('INSERT INTO seen (cluster, audit_id, seen_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING', [cluster, id, seenAt]);
-        if (changes === 1) fresh.push(id);
-      }
-      return fresh;
+      // One request for all the ids (src/store/sql.ts runMany): a row inserted is an id not seen before.
+      const changes = await tx.runMany(
+        'INSERT INTO seen (cluster, audit_id, seen_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING',
+        auditIDs.map((id) => [cluster, id, seenAt]),
+      );
+      return auditIDs.filter((_, i) => changes[i] === 1);
     });
   }
 

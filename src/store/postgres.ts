@@ -18,6 +18,8 @@
  * - Credentials that rotate: `pg` accepts `password` as a function called for every new connection
  *   (node-postgres docs, "Client" → `password`); {@link PasswordSource} is read there, so a rotated Secret file or
  *   environment value is used from the next connection on.
+ * - Batches ({@link SqlExecutor.runMany}): one statement per parameter row, the rows' values inlined as escaped
+ *   literals, sent as one multi-statement query (one round trip per 500 rows) inside the transaction.
  * - Errors: every failure is a {@link PostgresStoreError} naming the backend and the statement's first words, with the
  *   SQLSTATE; never the parameters, never the password (a data exception's message, which may quote a value, is
  *   replaced by its SQLSTATE's class).
@@ -97,6 +99,11 @@ export const QUERY_CANCELED = '57014';
  * dollar-quoted text (`$tag$…$tag$`).
  */
 export function numberPlaceholders(sql: string): string {
+  return replacePlaceholders(sql, (n) => `$${n}`);
+}
+
+/** `sql` with its n-th positional `?` (1-based, outside quoted text and comments) replaced by `to(n)`. */
+function replacePlaceholders(sql: string, to: (n: number) => string): string {
   let out = '';
   let n = 0;
   let i = 0;
@@ -104,7 +111,7 @@ export function numberPlaceholders(sql: string): string {
   while (i < len) {
     const c = sql[i]!;
     if (c === '?') {
-      out += `$${++n}`;
+      out += to(++n);
       i++;
       continue;
     }
@@ -140,6 +147,47 @@ export function numberPlaceholders(sql: string): string {
     i = end;
   }
   return out;
+}
+
+/** Most statements {@link runManyOn} sends in one simple query (bounds the text of one round trip). */
+const RUN_MANY_CHUNK = 500;
+
+/**
+ * One parameter as an SQL literal, for {@link runManyOn}: strings through `pg`'s `escapeLiteral` (quotes and
+ * backslashes escaped, `E'…'` when needed), finite numbers and bigints as numerals, null and undefined as `NULL`,
+ * booleans as `TRUE`/`FALSE`.
+ * @throws {PostgresStoreError} for any other value (objects, buffers, non-finite numbers), naming only its type
+ */
+function literal(v: unknown, sql: string, where: string): string {
+  if (v === null || v === undefined) return 'NULL';
+  if (typeof v === 'string') return pg.escapeLiteral(v);
+  if (typeof v === 'bigint') return v.toString();
+  if (typeof v === 'number' && Number.isFinite(v)) return String(v);
+  if (typeof v === 'boolean') return v ? 'TRUE' : 'FALSE';
+  throw new PostgresStoreError(`PostgreSQL store (${where}) in "${statementStart(sql)}": runMany cannot send a parameter of type ${typeof v}`);
+}
+
+/**
+ * {@link SqlExecutor.runMany} on one client inside a transaction: the rows' statements, their parameters inlined
+ * as literals ({@link literal}), joined into one multi-statement simple query per {@link RUN_MANY_CHUNK} rows — one
+ * round trip each, run by the server one after the other in the transaction, with one result (row count) per
+ * statement (PostgreSQL docs `protocol-flow.html#PROTOCOL-FLOW-MULTI-STATEMENT`; node-postgres returns an array of
+ * results for a multi-statement text).
+ */
+async function runManyOn(client: pg.PoolClient, sql: string, rows: readonly SqlParams[], where: string): Promise<number[]> {
+  const changes: number[] = [];
+  for (let from = 0; from < rows.length; from += RUN_MANY_CHUNK) {
+    const chunk = rows.slice(from, from + RUN_MANY_CHUNK);
+    const text = chunk.map((params) => replacePlaceholders(sql, (n) => literal(params[n - 1], sql, where))).join(';\n');
+    let result: pg.QueryResult | pg.QueryResult[];
+    try {
+      result = (await client.query(text)) as pg.QueryResult | pg.QueryResult[];
+    } catch (err) {
+      throw wrap(err, sql, where);
+    }
+    for (const r of Array.isArray(result) ? result : [result]) changes.push(r.rowCount ?? 0);
+  }
+  return changes;
 }
 
 /** The statement's first words (at most 60 characters) for error messages: names what failed, never its data. */
@@ -294,6 +342,10 @@ class TxExecutor implements SqlExecutor {
     this.check();
     return { changes: (await query(this.client, sql, params, this.where)).rowCount ?? 0 };
   }
+  async runMany(sql: string, rows: readonly SqlParams[]): Promise<number[]> {
+    this.check();
+    return runManyOn(this.client, sql, rows, this.where);
+  }
   async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
     this.check();
     const name = `tw_sp_${++this.savepoints}`;
@@ -367,6 +419,12 @@ export class PostgresExecutor implements SqlExecutor {
   async run(sql: string, params?: SqlParams): Promise<SqlRunResult> {
     this.check();
     return { changes: (await query(this.pool, sql, params, this.where)).rowCount ?? 0 };
+  }
+  async runMany(sql: string, rows: readonly SqlParams[]): Promise<number[]> {
+    this.check();
+    if (rows.length === 0) return [];
+    // All rows or none: in one transaction of their own.
+    return this.transaction((tx) => tx.runMany(sql, rows));
   }
   async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
     this.check();

@@ -40,6 +40,14 @@ export interface SqlExecutor {
   /** Runs a write statement. */
   run(sql: string, params?: SqlParams): Promise<SqlRunResult>;
   /**
+   * Runs one write statement once per parameter row, in order, as one request to the backend (SQLite: one message
+   * to its worker thread; PostgreSQL: one round trip), and returns how many rows each run changed, in row order.
+   * Outside a transaction the rows run in one transaction of their own (all or none). The first failing row fails
+   * the call (inside a transaction, the caller's transaction then rolls back as for any failed statement).
+   * For the hot loops of the store (seen auditIDs, token records), where one message per row would add up.
+   */
+  runMany(sql: string, rows: readonly SqlParams[]): Promise<number[]>;
+  /**
    * Runs `fn` in one write transaction on one connection and returns its result; statements inside must go
    * through the `tx` executor it is given (the outer executor waits until the transaction ends). If `fn` throws,
    * everything it wrote is rolled back and the error is rethrown. A nested `tx.transaction` is a savepoint.

@@ -1,47 +1,80 @@
 /**
- * The SQLite {@link SqlExecutor} (better-sqlite3 13): one file, WAL mode, foreign keys on, a busy timeout for
- * concurrent connections, and versioned migrations (`src/store/migrations.ts`) by `PRAGMA user_version`.
+ * The SQLite {@link SqlExecutor}: one file, WAL mode, foreign keys on, `synchronous = FULL`, a busy timeout for
+ * concurrent connections, and versioned migrations (`src/store/migrations.ts`) by `PRAGMA user_version`
+ * (docs/design/architecture.md "Store").
  *
- * Durability: `synchronous = FULL`, so a committed poll survives a crash or power loss; with WAL that costs
- * one fsync per transaction (a poll is one transaction).
- * Concurrency: better-sqlite3 is synchronous and this process has one connection, so the executor puts callers in a
- * FIFO queue: while a transaction is open (across its `await`s), statements and transactions of other callers wait
- * for it to end and never join it. Every write transaction is `BEGIN IMMEDIATE` (takes the write lock up front, so
- * two connections never deadlock upgrading a read lock); while another connection holds the lock, the executor
- * retries `BEGIN IMMEDIATE` without blocking the event loop, up to `busyTimeoutMs`, then fails with SQLITE_BUSY.
+ * Threads: better-sqlite3 is synchronous, and with `synchronous = FULL` every commit waits for an fsync. So the
+ * connection does not live on the event loop's thread (which acks Slack within its 3 s and answers `/readyz`): the
+ * process's executors share one worker thread (`sqlite-worker.ts`, found by {@link sqliteWorkerEntry}; started by the
+ * first open, ended when the last executor closes), in which each executor has its own connection that it opens,
+ * checks and migrates there and then runs the statements this side posts to it (`sqlite-protocol.ts`). What stays
+ * here is the queue and the transaction bookkeeping; rows cross the thread boundary by structured clone. One thread
+ * for all connections keeps the order of a single thread: of two connections, the one that asks first goes first.
+ * `:memory:` works the same way (a private database of that connection).
+ *
+ * Durability: `synchronous = FULL`, so a committed transaction survives a crash or power loss (a poll is one
+ * transaction; exactly-once alert posting and one action per target rest on it). `close()` finishes what is queued,
+ * checkpoints the WAL, closes the connection and ends the thread.
+ *
+ * Concurrency: one connection per executor, so callers wait in a FIFO queue: while a transaction is open (across its
+ * `await`s), statements and transactions of other callers wait for it to end and never join it. Every write
+ * transaction is `BEGIN IMMEDIATE` (the write lock up front, so two connections never deadlock upgrading a read
+ * lock); while another connection holds the lock, the worker retries it without blocking, up to `busyTimeoutMs`,
+ * then fails with SQLITE_BUSY. A nested `tx.transaction` is a savepoint; `lock()` is a no-op inside a transaction
+ * (`BEGIN IMMEDIATE` already serialises every writer).
+ *
+ * Round trips: every statement is one message each way (~0.05–0.2 ms of latency, little CPU here). Loops of one
+ * statement over many rows use {@link SqlExecutor.runMany}: one message for all the rows.
+ *
+ * Failures: a statement's error is a `SqliteStoreError` (a StoreError with SQLite's `code`) naming the file and the
+ * statement's first words, never its parameters. If the worker thread dies, every pending and later call fails with
+ * a `SqliteWorkerStoppedError` (`isStoreUnavailable` true; `/readyz` says `store-unavailable`) instead of waiting.
+ *
  * Sources: SQLite docs `wal.html`, `pragma.html#pragma_synchronous`, `lang_transaction.html`, `lang_savepoint.html`;
- * better-sqlite3 `docs/api.md`.
+ * better-sqlite3 `docs/api.md`; Node.js `worker_threads` (https://nodejs.org/api/worker_threads.html).
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { mkdirSync, statSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { performance } from 'node:perf_hooks';
-import { setTimeout as sleep } from 'node:timers/promises';
-import Database from 'better-sqlite3';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { isMainThread, Worker, workerData } from 'node:worker_threads';
 import { StoreError } from './errors.js';
-import { MIGRATIONS } from './migrations.js';
 import type { SqlExecutor, SqlParams, SqlRow, SqlRunResult } from './sql.js';
+import {
+  type OpenRequest,
+  SQLITE_WORKER_FLAG,
+  type SqliteReply,
+  type SqliteRequest,
+  type SqliteWorkerData,
+  SqliteWorkerStoppedError,
+  firstWords,
+  fromWire,
+} from './sqlite-protocol.js';
 
 /** Options of {@link openSqliteExecutor}. */
 export interface SqliteOptions {
   /** How long a statement waits for another connection's write lock before failing with SQLITE_BUSY, ms. Default 5000. */
   busyTimeoutMs?: number;
-  /** Migration steps to apply (default: all of {@link MIGRATIONS}); tests use a prefix to build old databases. */
+  /** Migration steps to apply (default: all of `MIGRATIONS`); tests use a prefix to build old databases. */
   migrations?: readonly string[];
 }
 
-/** How many distinct statement texts an executor keeps prepared (dynamic `IN (?, …)` lists make new texts). */
-const STATEMENT_CACHE_SIZE = 256;
+/**
+ * The module a SQLite worker thread starts from, for this module at `moduleUrl`:
+ * - from the TypeScript sources (`.ts`): `sqlite-worker-tsx.mjs` beside it, which registers tsx in the thread;
+ * - from the build (`dist/cli/`, flat): `sqlite-worker.js` beside this module's chunk (an entry point of scripts/build.mjs);
+ * - from any other bundle that has no `sqlite-worker.js` beside it (one file holding this module): that file itself,
+ *   which serves as the worker when loaded in a thread with the worker's `workerData` (see the end of this module).
+ */
+export function sqliteWorkerEntry(moduleUrl: string = import.meta.url): URL {
+  if (moduleUrl.endsWith('.ts')) return new URL('./sqlite-worker-tsx.mjs', moduleUrl);
+  const beside = new URL('./sqlite-worker.js', moduleUrl);
+  return existsSync(fileURLToPath(beside)) ? beside : new URL(moduleUrl);
+}
 
 /** A FIFO mutex: `acquire` resolves in call order; `release` hands the lock to the next waiter. */
 class Fifo {
   private held = false;
   private readonly waiters: (() => void)[] = [];
-
-  /** Whether someone holds the lock. */
-  get busy(): boolean {
-    return this.held;
-  }
 
   /** Takes the lock: undefined when it was free (taken synchronously), else a promise resolved when it is ours. */
   acquire(): Promise<void> | undefined {
@@ -59,49 +92,174 @@ class Fifo {
   }
 }
 
+type Value = Extract<SqliteReply, { ok: true }>['value'];
+type Pending = { resolve: (v: Value) => void; reject: (e: Error) => void };
+/** A request as an executor sends it (the thread adds `id`, the link `conn`). */
+type Request = SqliteRequest extends infer R ? (R extends SqliteRequest ? Omit<R, 'id' | 'conn'> : never) : never;
+
+/**
+ * The process's SQLite worker thread and the requests it has not answered. One for all executors (normally one store
+ * per process), started by the first open and ended when the last executor closes. It keeps the process alive only
+ * while something waits for it, as a socket would. If it stops, every pending request fails, and so does every later
+ * one of the executors it served (a new open starts a new thread).
+ */
+class SqliteThread {
+  private readonly worker: Worker;
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 1;
+  private nextConn = 1;
+  private connections = 0;
+  private ending = false;
+  /** Why the thread cannot answer any more; set once. */
+  failure: SqliteWorkerStoppedError | undefined;
+
+  private static current: SqliteThread | undefined;
+
+  /** The running thread, started if there is none (or the last one stopped). */
+  static get(): SqliteThread {
+    const t = SqliteThread.current;
+    if (t !== undefined && t.failure === undefined && !t.ending) return t;
+    SqliteThread.current = new SqliteThread(sqliteWorkerEntry());
+    return SqliteThread.current;
+  }
+
+  private constructor(entry: URL) {
+    this.worker = new Worker(entry, { workerData: { [SQLITE_WORKER_FLAG]: true } satisfies SqliteWorkerData });
+    this.worker.unref();
+    this.worker.on('message', (m: SqliteReply) => {
+      const p = this.pending.get(m.id);
+      if (p === undefined) return;
+      this.pending.delete(m.id);
+      this.refresh();
+      if (m.ok) p.resolve(m.value);
+      else p.reject(fromWire(m.error));
+    });
+    this.worker.on('error', (err) => this.fail(`its worker thread failed (${err.message})`));
+    this.worker.on('messageerror', (err) => this.fail(`a message from its worker thread could not be read (${err.message})`));
+    this.worker.on('exit', (code) => {
+      if (!this.ending) this.fail(`its worker thread stopped (exit code ${code})`);
+    });
+  }
+
+  /** Fails every pending request and every later one. */
+  private fail(why: string): void {
+    if (this.failure !== undefined) return;
+    this.failure = new SqliteWorkerStoppedError(`SQLite store: ${why}; restart tokenwatch`);
+    const pending = [...this.pending.values()];
+    this.pending.clear();
+    this.refresh();
+    for (const p of pending) p.reject(this.failure);
+  }
+
+  /** Keeps the process alive while a request waits for the thread. */
+  private refresh(): void {
+    if (this.pending.size > 0) this.worker.ref();
+    else this.worker.unref();
+  }
+
+  /** A new connection's id (its `open` must be its first request). */
+  attach(): number {
+    this.connections++;
+    return this.nextConn++;
+  }
+
+  /** A connection is closed (or its open failed): the last one ends the thread. */
+  async detach(): Promise<void> {
+    if (--this.connections > 0 || this.failure !== undefined) return;
+    this.ending = true;
+    await this.worker.terminate();
+  }
+
+  /** Posts a request; resolves with its reply's value. @throws {StoreError} the statement's, or the thread's failure */
+  call(req: Request & { conn: number }): Promise<Value> {
+    if (this.failure !== undefined) return Promise.reject(this.failure);
+    const id = this.nextId++;
+    return new Promise<Value>((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.refresh();
+      this.worker.postMessage({ ...req, id });
+    });
+  }
+}
+
+/** One executor's connection in the {@link SqliteThread}. */
+class WorkerLink {
+  private readonly thread = SqliteThread.get();
+  private readonly conn = this.thread.attach();
+  private openFailure: StoreError | undefined;
+  private detached = false;
+  /** The schema version once the worker opened the file; rejects with the open's StoreError. */
+  readonly opened: Promise<number>;
+
+  constructor(open: OpenRequest) {
+    this.opened = this.call({ op: 'open', ...open }).then(
+      (v) => v as number,
+      async (err: StoreError) => {
+        this.openFailure = err;
+        await this.detach();
+        throw err;
+      },
+    );
+    this.opened.catch(() => undefined); // the failure is also every call's; an executor nobody awaits must not crash
+  }
+
+  /** Why no request can be answered any more (the open failed, the thread stopped), or undefined. */
+  get failure(): StoreError | undefined {
+    return this.openFailure ?? this.thread.failure;
+  }
+
+  call(req: Request): Promise<Value> {
+    const failed = this.failure;
+    if (failed !== undefined) return Promise.reject(failed);
+    return this.thread.call({ ...req, conn: this.conn });
+  }
+
+  /** Gives the connection back to the thread (after `close`, or after a failed open). Idempotent. */
+  async detach(): Promise<void> {
+    if (this.detached) return;
+    this.detached = true;
+    await this.thread.detach();
+  }
+}
+
 /** The open transaction a piece of async code runs in (to refuse an outer statement that would wait for itself). */
 const currentTx = new AsyncLocalStorage<SqliteTransaction>();
 
-function isBusy(err: unknown): boolean {
-  return err instanceof Database.SqliteError && (err.code === 'SQLITE_BUSY' || err.code === 'SQLITE_BUSY_SNAPSHOT');
-}
-
-/** The executor of one SQLite connection. Create it with {@link openSqliteExecutor}. */
+/** The executor of one SQLite connection, in its worker thread. Create it with {@link openSqliteExecutor}. */
 export class SqliteExecutor implements SqlExecutor {
   readonly dialect = 'sqlite' as const;
-  private readonly statements = new Map<string, Database.Statement>();
   private readonly queue = new Fifo();
   private closed = false;
+  private version: number | undefined;
 
-  /**
-   * @param db an open better-sqlite3 connection, already configured and migrated
-   * @param path the database file (`:memory:` for an in-memory one)
-   * @param schemaVersion `PRAGMA user_version` after migrations
-   * @param busyTimeoutMs how long `BEGIN IMMEDIATE` retries while another connection holds the write lock, ms
-   */
+  /** @param path the database file (`:memory:` for an in-memory one) */
   constructor(
-    private readonly db: Database.Database,
     readonly path: string,
-    readonly schemaVersion: number,
-    private readonly busyTimeoutMs: number,
-  ) {}
-
-  /** The prepared statement of `sql` (prepared on first use, kept in a bounded cache keyed by the text). */
-  statement(sql: string): Database.Statement {
-    let stmt = this.statements.get(sql);
-    if (stmt === undefined) {
-      stmt = this.db.prepare(sql);
-      if (this.statements.size >= STATEMENT_CACHE_SIZE) {
-        const oldest = this.statements.keys().next().value;
-        if (oldest !== undefined) this.statements.delete(oldest);
-      }
-      this.statements.set(sql, stmt);
-    }
-    return stmt;
+    /** @internal the worker thread */
+    readonly link: WorkerLink,
+  ) {
+    link.opened.then((v) => (this.version = v)).catch(() => undefined);
   }
 
-  /** Runs one statement of a caller outside any transaction: at once when the queue is free, else in turn. */
-  private async outside<T>(sql: string, run: () => T): Promise<T> {
+  /**
+   * `PRAGMA user_version` after migrations, once the worker has opened the file (after {@link SqliteExecutor.ready}).
+   * @throws {StoreError} before that
+   */
+  get schemaVersion(): number {
+    if (this.version === undefined) throw new StoreError(`store ${this.path} is not open yet (await ready() first)`);
+    return this.version;
+  }
+
+  /**
+   * Resolves with the schema version once the file is open, checked and migrated.
+   * @throws {StoreError} why it could not be opened (the same error every statement then fails with)
+   */
+  ready(): Promise<number> {
+    return this.link.opened;
+  }
+
+  /** Runs one request of a caller outside any transaction: at once when the queue is free, else in turn. */
+  private async outside(sql: string, req: Request): Promise<Value> {
     if (this.closed) throw new StoreError(`store ${this.path} is closed (statement ${firstWords(sql)})`);
     const tx = currentTx.getStore();
     if (tx !== undefined && tx.owner === this && tx.active) {
@@ -113,22 +271,28 @@ export class SqliteExecutor implements SqlExecutor {
     const wait = this.queue.acquire();
     if (wait !== undefined) await wait;
     try {
-      return run();
+      return await this.link.call(req);
     } finally {
       this.queue.release();
     }
   }
 
-  all<T extends SqlRow = SqlRow>(sql: string, params: SqlParams = []): Promise<T[]> {
-    return this.outside(sql, () => this.statement(sql).all(...params) as T[]);
+  async all<T extends SqlRow = SqlRow>(sql: string, params: SqlParams = []): Promise<T[]> {
+    return (await this.outside(sql, { op: 'all', sql, params })) as T[];
   }
 
-  get<T extends SqlRow = SqlRow>(sql: string, params: SqlParams = []): Promise<T | undefined> {
-    return this.outside(sql, () => this.statement(sql).get(...params) as T | undefined);
+  async get<T extends SqlRow = SqlRow>(sql: string, params: SqlParams = []): Promise<T | undefined> {
+    return (await this.outside(sql, { op: 'get', sql, params })) as T | undefined;
   }
 
-  run(sql: string, params: SqlParams = []): Promise<SqlRunResult> {
-    return this.outside(sql, () => ({ changes: this.statement(sql).run(...params).changes }));
+  async run(sql: string, params: SqlParams = []): Promise<SqlRunResult> {
+    return { changes: (await this.outside(sql, { op: 'run', sql, params })) as number };
+  }
+
+  async runMany(sql: string, rows: readonly SqlParams[]): Promise<number[]> {
+    if (rows.length === 0) return [];
+    // All rows or none: in one transaction of their own.
+    return this.transaction((tx) => tx.runMany(sql, rows));
   }
 
   async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
@@ -140,47 +304,22 @@ export class SqliteExecutor implements SqlExecutor {
     const wait = this.queue.acquire();
     if (wait !== undefined) await wait;
     try {
-      await this.begin();
+      await this.link.call({ op: 'begin' });
       const tx = new SqliteTransaction(this);
       let result: T;
       try {
         result = await currentTx.run(tx, () => fn(tx));
       } catch (err) {
         tx.active = false;
-        if (this.db.inTransaction) this.statement('ROLLBACK').run();
+        // A failed rollback (the thread stopped) must not hide why the transaction failed.
+        await this.link.call({ op: 'rollback' }).catch(() => undefined);
         throw err;
       }
       tx.active = false;
-      try {
-        this.statement('COMMIT').run();
-      } catch (err) {
-        if (this.db.inTransaction) this.statement('ROLLBACK').run();
-        throw err;
-      }
+      await this.link.call({ op: 'commit' });
       return result;
     } finally {
       this.queue.release();
-    }
-  }
-
-  /** `BEGIN IMMEDIATE`, retried (without blocking the event loop) while another connection holds the write lock. */
-  private async begin(): Promise<void> {
-    const deadline = performance.now() + this.busyTimeoutMs;
-    let delayMs = 1;
-    this.db.pragma('busy_timeout = 0');
-    try {
-      for (;;) {
-        try {
-          this.statement('BEGIN IMMEDIATE').run();
-          return;
-        } catch (err) {
-          if (!isBusy(err) || performance.now() >= deadline) throw err;
-        }
-        await sleep(delayMs);
-        delayMs = Math.min(delayMs * 2, 50);
-      }
-    } finally {
-      this.db.pragma(`busy_timeout = ${this.busyTimeoutMs}`);
     }
   }
 
@@ -191,20 +330,30 @@ export class SqliteExecutor implements SqlExecutor {
     }
   }
 
+  /** Finishes the queued statements, checkpoints the WAL, closes the connection and ends the thread (idempotent). */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     const wait = this.queue.acquire();
     if (wait !== undefined) await wait;
     try {
-      if (this.db.open) this.db.close();
+      if (this.link.failure === undefined) await this.link.call({ op: 'close' });
+    } catch (err) {
+      // The thread stopped meanwhile: nothing is left to close.
+      if (this.link.failure === undefined) throw err;
     } finally {
+      await this.link.detach();
       this.queue.release();
     }
   }
+
+  /** Why this executor can no longer run statements (its worker thread stopped, the open failed), or undefined. */
+  failure(): StoreError | undefined {
+    return this.link.failure;
+  }
 }
 
-/** The handle of one open transaction: statements run at once (the transaction holds the queue); nesting = savepoints. */
+/** The handle of one open transaction: statements go out at once (the transaction holds the queue); nesting = savepoints. */
 class SqliteTransaction implements SqlExecutor {
   readonly dialect = 'sqlite' as const;
   active = true;
@@ -212,21 +361,26 @@ class SqliteTransaction implements SqlExecutor {
 
   constructor(readonly owner: SqliteExecutor) {}
 
-  private check(sql: string): Database.Statement {
-    if (!this.active) throw new StoreError(`statement ${firstWords(sql)} was sent to a transaction that has ended`);
-    return this.owner.statement(sql);
+  private send(sql: string, req: Request): Promise<Value> {
+    if (!this.active) return Promise.reject(new StoreError(`statement ${firstWords(sql)} was sent to a transaction that has ended`));
+    return this.owner.link.call(req);
   }
 
   async all<T extends SqlRow = SqlRow>(sql: string, params: SqlParams = []): Promise<T[]> {
-    return this.check(sql).all(...params) as T[];
+    return (await this.send(sql, { op: 'all', sql, params })) as T[];
   }
 
   async get<T extends SqlRow = SqlRow>(sql: string, params: SqlParams = []): Promise<T | undefined> {
-    return this.check(sql).get(...params) as T | undefined;
+    return (await this.send(sql, { op: 'get', sql, params })) as T | undefined;
   }
 
   async run(sql: string, params: SqlParams = []): Promise<SqlRunResult> {
-    return { changes: this.check(sql).run(...params).changes };
+    return { changes: (await this.send(sql, { op: 'run', sql, params })) as number };
+  }
+
+  async runMany(sql: string, rows: readonly SqlParams[]): Promise<number[]> {
+    if (rows.length === 0) return [];
+    return (await this.send(sql, { op: 'runMany', sql, rows })) as number[];
   }
 
   async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
@@ -239,8 +393,8 @@ class SqliteTransaction implements SqlExecutor {
         result = await fn(this);
       } catch (err) {
         if (this.active) {
-          this.owner.statement(`ROLLBACK TO ${name}`).run();
-          this.owner.statement(`RELEASE ${name}`).run();
+          await this.run(`ROLLBACK TO ${name}`);
+          await this.run(`RELEASE ${name}`);
         }
         throw err;
       }
@@ -261,121 +415,24 @@ class SqliteTransaction implements SqlExecutor {
   }
 }
 
-/** The first words of a statement, for messages (never its parameters). */
-function firstWords(sql: string): string {
-  return sql.trim().split(/\s+/).slice(0, 3).join(' ');
-}
-
 /**
- * Opens (creating if needed) the SQLite database at `path`, configures it and migrates it to the current schema.
- * The file's directory is created. `:memory:` gives a private in-memory database (tests).
- * @throws {StoreError} when the path is a directory or cannot be created, the file is not a SQLite database, fails
- *   SQLite's integrity check (`PRAGMA quick_check`), or its schema version is newer than this build knows
+ * Starts opening (creating if needed) the SQLite database at `path` in a worker thread of its own, which configures
+ * it and migrates it to the current schema; returns the executor at once. Statements queue behind the open;
+ * `await executor.ready()` for the schema version or the open's error. The file's directory is created. `:memory:`
+ * gives a private in-memory database (tests).
+ * The open fails (`ready()` and every statement reject) with a {@link StoreError} when the path is a directory or
+ * cannot be created, the file is not a SQLite database, fails SQLite's integrity check (`PRAGMA quick_check`), or its
+ * schema version is newer than this build knows.
  */
 export function openSqliteExecutor(path: string, opts: SqliteOptions = {}): SqliteExecutor {
-  const memory = path === ':memory:';
-  const busyTimeoutMs = opts.busyTimeoutMs ?? 5000;
-  if (!memory) {
-    if (statSync(path, { throwIfNoEntry: false })?.isDirectory()) {
-      throw new StoreError(`cannot open store ${path}: it is a directory; point store.path at the database file inside it (e.g. ${join(path, 'tokenwatch.db')})`);
-    }
-    try {
-      mkdirSync(dirname(path), { recursive: true });
-    } catch (err) {
-      throw new StoreError(`cannot open store ${path}: cannot create its directory ${dirname(path)} (${(err as Error).message})${accessHint()}`, { cause: err });
-    }
-  }
-  let db: Database.Database;
-  try {
-    db = new Database(path, { timeout: busyTimeoutMs });
-  } catch (err) {
-    throw new StoreError(`cannot open store ${path}: ${explainSqliteError(err)}${accessHint()}`, { cause: err });
-  }
-  try {
-    if (!memory) db.pragma('journal_mode = WAL');
-    db.pragma('foreign_keys = ON');
-    db.pragma('synchronous = FULL');
-    if (!memory) checkIntegrity(db, path);
-    const version = migrate(db, path, opts.migrations ?? MIGRATIONS);
-    return new SqliteExecutor(db, path, version, busyTimeoutMs);
-  } catch (err) {
-    db.close();
-    if (err instanceof StoreError) throw err;
-    if (err instanceof Database.SqliteError && (err.code === 'SQLITE_NOTADB' || err.code === 'SQLITE_CORRUPT')) {
-      throw new StoreError(`cannot open store ${path}: not a tokenwatch SQLite database (${err.message})`, { cause: err });
-    }
-    if (err instanceof Database.SqliteError) {
-      throw new StoreError(`cannot open store ${path}: ${explainSqliteError(err)}${accessHint()}`, { cause: err });
-    }
-    throw err;
-  }
+  const open: OpenRequest = {
+    path,
+    busyTimeoutMs: opts.busyTimeoutMs ?? 5000,
+    ...(opts.migrations !== undefined ? { migrations: [...opts.migrations] } : {}),
+  };
+  return new SqliteExecutor(path, new WorkerLink(open));
 }
 
-/** Why SQLite could not open or write the store, in words (the SQLite message and code kept in parentheses). */
-function explainSqliteError(err: unknown): string {
-  const e = err as { code?: string; message?: string };
-  const raw = `${e.message ?? String(err)}${e.code ? `, ${e.code}` : ''}`;
-  if (e.code?.startsWith('SQLITE_READONLY')) {
-    return `the file or its directory is read-only (${raw}); tokenwatch writes the file and its -wal and -shm files next to it, so both must be writable and the volume not mounted read-only`;
-  }
-  if (e.code?.startsWith('SQLITE_CANTOPEN')) return `SQLite cannot open or create the file (${raw}); check that the directory exists and is writable`;
-  if (e.code === 'SQLITE_FULL') return `the disk is full (${raw})`;
-  if (e.code === 'SQLITE_BUSY') return `the file is locked by another process (${raw})`;
-  if (e.code === 'SQLITE_PERM' || e.code === 'SQLITE_AUTH') return `permission denied (${raw})`;
-  if (e.code?.startsWith('SQLITE_IOERR')) return `an I/O error (${raw})`;
-  return raw;
-}
-
-/** ` (running as uid N, gid M)` on POSIX: who needs the permissions. */
-function accessHint(): string {
-  return typeof process.getuid === 'function' ? ` (tokenwatch runs as uid ${process.getuid()}, gid ${process.getgid?.() ?? '?'})` : '';
-}
-
-/** How many of `PRAGMA quick_check`'s problem lines a refusal quotes. */
-const INTEGRITY_LINES_SHOWN = 3;
-
-/**
- * Refuses a damaged store before anything reads or writes it: `PRAGMA quick_check` (every page and index entry
- * is well formed; O(N) in the file's size, no index-content comparison; https://sqlite.org/pragma.html#pragma_quick_check).
- * Without it, a torn file (e.g. pages zeroed by a failed disk or a copy taken mid-write) opens, reports ready, and
- * fails every poll.
- * @throws {StoreError} naming the file and quoting the first problems SQLite reports
- */
-function checkIntegrity(db: Database.Database, path: string): void {
-  let problems: string[];
-  try {
-    const rows = db.pragma(`quick_check(${INTEGRITY_LINES_SHOWN})`) as Record<string, unknown>[];
-    problems = rows.map((row) => String(Object.values(row)[0])).filter((line) => line !== 'ok');
-  } catch (err) {
-    if (!(err instanceof Database.SqliteError) || (err.code !== 'SQLITE_CORRUPT' && err.code !== 'SQLITE_NOTADB')) throw err;
-    problems = [err.message];
-  }
-  if (problems.length === 0) return;
-  throw new StoreError(
-    `store ${path} is damaged: SQLite's integrity check (PRAGMA quick_check) failed: ${problems.join('; ')}. ` +
-      'tokenwatch will not start on it: restore the file from a backup, or move it aside to start with an empty store',
-  );
-}
-
-/** Applies the missing steps, each in its own immediate transaction with the version bump; returns the version. */
-function migrate(db: Database.Database, path: string, steps: readonly string[]): number {
-  const known = steps.length;
-  const current = (): number => db.pragma('user_version', { simple: true }) as number;
-  const found = current();
-  if (found > known) {
-    throw new StoreError(
-      `store ${path} has schema version ${found}, newer than this tokenwatch supports (${known}); ` +
-        'upgrade tokenwatch or point store.path at another file',
-    );
-  }
-  for (let v = found; v < known; v++) {
-    db.transaction(() => {
-      // Another process may have migrated meanwhile: re-check under the write lock.
-      if (current() !== v) return;
-      db.exec(steps[v]!);
-      db.pragma(`user_version = ${v + 1}`);
-    }).immediate();
-  }
-  return current();
-}
-
+// A bundle of one file that holds this module (and no `sqlite-worker.js` beside it) is started as the worker itself
+// (`sqliteWorkerEntry`): then serve, as `sqlite-worker.js` would. In any other thread this does nothing.
+if (!isMainThread && (workerData as Partial<SqliteWorkerData> | null)?.[SQLITE_WORKER_FLAG] === true) void import('./sqlite-worker.js');

@@ -39,9 +39,11 @@ export class TokenRecordRepository {
   /** See `Store.upsertTokenRecords` (one transaction). */
   upsert(records: readonly TokenRecord[]): Promise<void> {
     return this.sql.transaction(async (tx) => {
-      for (const r of records) {
-        await tx.run(UPSERT, [r.cluster, r.kind, r.subject, tokenRecordKey(r), r.namespace, r.serviceAccount, r.lastSeen, JSON.stringify(r)]);
-      }
+      // One request for all the records (src/store/sql.ts runMany).
+      await tx.runMany(
+        UPSERT,
+        records.map((r) => [r.cluster, r.kind, r.subject, tokenRecordKey(r), r.namespace, r.serviceAccount, r.lastSeen, JSON.stringify(r)]),
+      );
     });
   }
 
@@ -73,9 +75,10 @@ export class TokenRecordRepository {
         if (!same) changed.push(r);
         stored.delete(id);
       }
-      for (const row of stored.values()) {
-        await tx.run('DELETE FROM token_records WHERE cluster = ? AND kind = ? AND subject = ? AND token_key = ?', [cluster, row.kind, row.subject, row.token_key]);
-      }
+      await tx.runMany(
+        'DELETE FROM token_records WHERE cluster = ? AND kind = ? AND subject = ? AND token_key = ?',
+        [...stored.values()].map((row) => [cluster, row.kind, row.subject, row.token_key]),
+      );
       await new TokenRecordRepository(tx).upsert(changed);
       return { upserted: changed.length, deleted: stored.size };
     });
