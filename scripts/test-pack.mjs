@@ -9,7 +9,9 @@
  * 3. runs the installed `tokenwatch`: `--version`, `scan` of the bundled examples (JSON with findings), a `scan` large
  *    enough for worker threads (the bundle's `worker.js`) that must print what `--jobs 1` prints, `config check` of a
  *    minimal config and of the shipped `config.example.yaml` (README's command, run in the installed package), and
- *    `sandbox --port 0 --no-slack` until its page answers on 127.0.0.1, then stops it.
+ *    `serve` of the example audit log on the embedded SQLite store (its connection in the bundle's `sqlite-worker.js`
+ *    thread) until `/readyz` shows the first poll, and `sandbox --port 0 --no-slack` until its page answers on
+ *    127.0.0.1, then stops them.
  * Prints one line per check; exits 0 when all pass, 1 otherwise. The temporary folder is removed unless `--keep`.
  */
 import { execFileSync, spawn } from 'node:child_process';
@@ -42,6 +44,8 @@ try {
   copyFileSync(join(root, 'package-lock.json'), join(app, 'package-lock.json'));
   const sources = existsSync(join(app, 'src')) ? readdirSync(join(app, 'src'), { recursive: true }).filter((f) => String(f).endsWith('.ts')) : [];
   check('package has no TypeScript sources', sources.length === 0, sources.slice(0, 3).join(', '));
+  // The SQLite store's worker thread is its own entry point (scripts/build.mjs); the serve check below runs on it.
+  check('package has the SQLite worker entry (dist/cli/sqlite-worker.js)', existsSync(join(app, 'dist', 'cli', 'sqlite-worker.js')));
   npm(['ci', '--offline', '--omit=dev', '--no-audit', '--no-fund'], app);
   const installed = readdirSync(join(app, 'node_modules'));
   check('installed without devDependencies', !installed.includes('tsx') && !installed.includes('esbuild') && !installed.includes('typescript'),

@@ -230,7 +230,7 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
     if (!isLeaderGate && !shards) metrics.leader.set(1);
 
     // 5. The health/metrics listener, then the audit webhook listeners (src/sources/webhook.ts): one that cannot bind stops serve.
-    const readiness = () => readinessOf({ phase, clusters, integrations, now: clock(), shards });
+    const readiness = () => readinessOf({ phase, clusters, integrations, now: clock(), shards, storeFailure: store.sql.failure?.() });
     const server: HealthServer = await startHealthServer(config.http, { readiness, metrics, logger });
     undo.push(() => server.close());
     for (const rt of clusters.values()) if (rt.source.start) rt.webhookPort = await rt.source.start();

@@ -68,7 +68,10 @@ export interface ServeContext extends SlackContext {
  * `tokenwatch_poll_failing` metric.
  */
 export interface ReadinessBody {
-  /** `store-unavailable`: the shared store (PostgreSQL) cannot be reached; this replica polls nothing until it can. */
+  /**
+   * `store-unavailable`: the shared store (PostgreSQL) cannot be reached, so this replica polls nothing until it can;
+   * or the SQLite store's worker thread stopped (src/store/sqlite.ts), so nothing is stored until a restart.
+   */
   status: 'ready' | 'starting' | 'stopping' | 'store-unavailable';
   polls: Record<string, 'ok' | 'degraded' | 'pending'>;
   integrations: Record<string, string>;
@@ -391,7 +394,15 @@ export class Integrations {
 }
 
 /** The `/readyz` body now (see {@link ReadinessBody}). */
-export function readinessOf(o: { phase: 'ready' | 'starting' | 'stopping'; clusters: ReadonlyMap<string, ClusterRuntime>; integrations: Integrations; now: number; shards?: ShardCoordinator | undefined }): ReadinessBody {
+export function readinessOf(o: {
+  phase: 'ready' | 'starting' | 'stopping';
+  clusters: ReadonlyMap<string, ClusterRuntime>;
+  integrations: Integrations;
+  now: number;
+  shards?: ShardCoordinator | undefined;
+  /** Why the store can run no statement any more (`SqlExecutor.failure`), or undefined. */
+  storeFailure?: Error | undefined;
+}): ReadinessBody {
   const polls: ReadinessBody['polls'] = {};
   for (const [name, rt] of o.clusters) polls[name] = rt.poller.health().status;
   const blind: ReadinessBody['blind'] = {};
@@ -401,7 +412,8 @@ export function readinessOf(o: { phase: 'ready' | 'starting' | 'stopping'; clust
   }
   // Clusters shared out across replicas: the shared store unreachable makes this replica poll nothing until it returns.
   const sh = o.shards?.status();
-  const status = o.phase === 'ready' && sh?.error ? 'store-unavailable' : o.phase;
+  // The SQLite store's worker thread stopped: nothing can be stored until a restart.
+  const status = o.phase === 'ready' && (sh?.error || o.storeFailure !== undefined) ? 'store-unavailable' : o.phase;
   return { status, polls, integrations: o.integrations.states(), blind, ...(sh ? { shards: { replica: sh.replica, owners: sh.owners } } : {}) };
 }
 

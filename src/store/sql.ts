@@ -64,4 +64,9 @@ export interface SqlExecutor {
   lock(key: string): Promise<void>;
   /** Closes the handle (idempotent); pending statements finish first. */
   close(): Promise<void>;
+  /**
+   * Why this handle can run no statement any more, or undefined while it can. SQLite: its worker thread stopped
+   * (a `SqliteWorkerStoppedError`, for `/readyz`). PostgreSQL has none (a lost server is retried per statement).
+   */
+  failure?(): Error | undefined;
 }
