@@ -6,7 +6,7 @@
  * - The CLI, as `npm run build` bundles it (scripts/build.mjs, the same code split and externals) — also what the
  *   published package and the Docker image run, so the child-process tests test what ships;
  * - the test's own child scripts ({@link CHILD_SCRIPTS}), bundled with esbuild (our sources inlined, packages from
- *   node_modules).
+ *   node_modules), with the SQLite store's worker entry beside them (`children/sqlite-worker.mjs`).
  *
  * Both go to `<repo>/.test-build-<pid>/` (git-ignored; one level below the repository, as `dist/` is, so module-relative
  * URLs such as `../../package.json` resolve as from the sources), named by this process so two runs in one checkout
@@ -48,7 +48,8 @@ async function buildAll(dir: string): Promise<void> {
   execFileSync(process.execPath, [join(ROOT, 'scripts', 'build.mjs'), '--out', dir.slice(ROOT.length + 1)], { cwd: ROOT, stdio: 'pipe' });
   await build({
     absWorkingDir: ROOT,
-    entryPoints: Object.fromEntries(Object.entries(CHILD_SCRIPTS).map(([name, src]) => [name, src])),
+    // The SQLite store's worker thread is an entry point of its own, beside the scripts (src/store/sqlite.ts).
+    entryPoints: { ...Object.fromEntries(Object.entries(CHILD_SCRIPTS).map(([name, src]) => [name, src])), 'sqlite-worker': 'src/store/sqlite-worker.ts' },
     outdir: join(dir, 'children'),
     outExtension: { '.js': '.mjs' },
     bundle: true,

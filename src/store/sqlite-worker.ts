@@ -12,9 +12,8 @@
  * other connections' requests run meanwhile.
  *
  * Started by `new Worker(...)` with {@link SqliteWorkerData} as `workerData`: from `dist/cli/sqlite-worker.js` (an
- * entry point of scripts/build.mjs), through `sqlite-worker-tsx.mjs` from the TypeScript sources, or from any single-file
- * bundle that contains `sqlite.ts` (which loads this module when it finds itself in such a thread). It does nothing in
- * any other thread.
+ * entry point of scripts/build.mjs; the tests' bundles build it the same way) or, from the TypeScript sources, through
+ * `sqlite-worker-tsx.mjs`. It does nothing in any other thread.
  *
  * Replies: the value, or the error — the open's StoreError, or for a statement a `SqliteStoreError` naming the file
  * and the statement's first words. An uncaught failure ends the thread, which the executors report as a

@@ -36,7 +36,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { isMainThread, Worker, workerData } from 'node:worker_threads';
+import { Worker } from 'node:worker_threads';
 import { StoreError } from './errors.js';
 import type { SqlExecutor, SqlParams, SqlRow, SqlRunResult } from './sql.js';
 import {
@@ -58,17 +58,27 @@ export interface SqliteOptions {
   migrations?: readonly string[];
 }
 
+/** The names a bundle gives the worker's entry point beside its own chunks (`.js` in dist/, `.mjs` in test bundles). */
+const WORKER_FILES = ['sqlite-worker.js', 'sqlite-worker.mjs'];
+
 /**
- * The module a SQLite worker thread starts from, for this module at `moduleUrl`:
+ * The module the SQLite worker thread starts from, for this module at `moduleUrl`:
  * - from the TypeScript sources (`.ts`): `sqlite-worker-tsx.mjs` beside it, which registers tsx in the thread;
- * - from the build (`dist/cli/`, flat): `sqlite-worker.js` beside this module's chunk (an entry point of scripts/build.mjs);
- * - from any other bundle that has no `sqlite-worker.js` beside it (one file holding this module): that file itself,
- *   which serves as the worker when loaded in a thread with the worker's `workerData` (see the end of this module).
+ * - from a bundle: the worker's own entry point beside this module's chunk — `sqlite-worker.js` in `dist/cli/`
+ *   (scripts/build.mjs), `sqlite-worker.mjs` in the tests' bundles. A bundle must build `src/store/sqlite-worker.ts`
+ *   as an entry point of its own.
+ * @throws {StoreError} when a bundle has no worker entry beside it
  */
 export function sqliteWorkerEntry(moduleUrl: string = import.meta.url): URL {
   if (moduleUrl.endsWith('.ts')) return new URL('./sqlite-worker-tsx.mjs', moduleUrl);
-  const beside = new URL('./sqlite-worker.js', moduleUrl);
-  return existsSync(fileURLToPath(beside)) ? beside : new URL(moduleUrl);
+  for (const name of WORKER_FILES) {
+    const beside = new URL(`./${name}`, moduleUrl);
+    if (existsSync(fileURLToPath(beside))) return beside;
+  }
+  throw new StoreError(
+    `cannot start the SQLite store's worker thread: no ${WORKER_FILES.join(' or ')} beside ${fileURLToPath(moduleUrl)}; ` +
+      'a bundle of tokenwatch must build src/store/sqlite-worker.ts as an entry point of its own (scripts/build.mjs)',
+  );
 }
 
 /** A FIFO mutex: `acquire` resolves in call order; `release` hands the lock to the next waiter. */
@@ -432,7 +442,3 @@ export function openSqliteExecutor(path: string, opts: SqliteOptions = {}): Sqli
   };
   return new SqliteExecutor(path, new WorkerLink(open));
 }
-
-// A bundle of one file that holds this module (and no `sqlite-worker.js` beside it) is started as the worker itself
-// (`sqliteWorkerEntry`): then serve, as `sqlite-worker.js` would. In any other thread this does nothing.
-if (!isMainThread && (workerData as Partial<SqliteWorkerData> | null)?.[SQLITE_WORKER_FLAG] === true) void import('./sqlite-worker.js');

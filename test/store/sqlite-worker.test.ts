@@ -1,7 +1,7 @@
 /**
  * The SQLite store's worker thread (src/store/sqlite.ts, sqlite-worker.ts): statements run off the event loop, a
  * stopped thread fails every pending and later call (and `/readyz`) instead of hanging, the worker entry is found
- * from the sources, the build and single-file bundles; and `runMany` on both backends.
+ * from the sources and beside a bundle's chunks; and `runMany` on both backends.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -95,13 +95,19 @@ describe('SQLite worker thread', () => {
     await x.close();
   });
 
-  it('finds the worker entry beside the module: tsx bootstrap for the sources, sqlite-worker.js in the build, else the bundle itself', () => {
+  it('finds the worker entry beside the module: tsx bootstrap for the sources, sqlite-worker.js / .mjs in a bundle, else says what is missing', () => {
     expect(sqliteWorkerEntry('file:///repo/src/store/sqlite.ts').href).toBe('file:///repo/src/store/sqlite-worker-tsx.mjs');
     const dist = join(tempDir(), 'dist', 'cli');
     mkdirSync(dist, { recursive: true });
-    writeFileSync(join(dist, 'chunk-ABCD.js'), '');
     const chunk = pathToFileURL(join(dist, 'chunk-ABCD.js')).href;
-    expect(sqliteWorkerEntry(chunk).href).toBe(chunk);
+    expect(() => sqliteWorkerEntry(chunk)).toThrow(
+      new StoreError(
+        `cannot start the SQLite store's worker thread: no sqlite-worker.js or sqlite-worker.mjs beside ${join(dist, 'chunk-ABCD.js')}; ` +
+          'a bundle of tokenwatch must build src/store/sqlite-worker.ts as an entry point of its own (scripts/build.mjs)',
+      ),
+    );
+    writeFileSync(join(dist, 'sqlite-worker.mjs'), '');
+    expect(sqliteWorkerEntry(chunk).href).toBe(pathToFileURL(join(dist, 'sqlite-worker.mjs')).href);
     writeFileSync(join(dist, 'sqlite-worker.js'), '');
     expect(sqliteWorkerEntry(chunk).href).toBe(pathToFileURL(join(dist, 'sqlite-worker.js')).href);
   });
