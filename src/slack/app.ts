@@ -260,11 +260,16 @@ export interface SlackListenerParts extends ListenerDeps {
 }
 
 /**
- * Registers every listener on `app`: first the replay guard (a replayed HTTP request or a redelivered envelope is
- * acknowledged and dropped, replay.ts), then `/tokens`, the buttons, modals and events (`listeners/`), then the Home tab.
+ * Registers every listener on `app`: first the tracking of each request's work (`home.track`), then the replay guard
+ * (a replayed HTTP request or a redelivered envelope is acknowledged and dropped, replay.ts), then `/tokens`, the buttons, modals and events (`listeners/`), then the Home tab.
  */
 export function registerSlackListeners(app: App, parts: SlackListenerParts): void {
   const { store, metrics, wallClock, home, ...deps } = parts;
+  // Each request's work is tracked from the first middleware on, so that `idle()` waits for it: the replay guard's
+  // store transaction may still be under way (in the SQLite store's worker thread, or on PostgreSQL) after the ack.
+  app.use(async ({ next }) => {
+    await home.track(next());
+  });
   app.use(replayGuard({ store, logger: deps.logger, metrics, ...(wallClock ? { now: wallClock } : {}) }));
   registerListeners(app, deps);
   registerHome(app, home);

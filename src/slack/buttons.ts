@@ -70,6 +70,8 @@ export class ButtonIds {
   /** id → (finding, action), filled whenever an id is computed; primed from the store on the first unknown id. */
   private readonly index = new Map<string, { findingId: string; action: FindingAction }>();
   private primed = false;
+  /** The scan of the stored findings under way: concurrent resolves of unknown ids wait for the same one. */
+  private priming: Promise<void> | undefined;
 
   /**
    * @param secret key material (the bot token); only its SHA-256 with a fixed label is kept.
@@ -107,7 +109,9 @@ export class ButtonIds {
     if (!OPAQUE_ID_PATTERN.test(id)) return undefined;
     let entry = this.index.get(id);
     if (!entry && !this.primed) {
-      await this.prime();
+      // A click that comes while the scan runs (the store answers asynchronously) waits for it, not resolves half-primed.
+      this.priming ??= this.prime().finally(() => (this.priming = undefined));
+      await this.priming;
       entry = this.index.get(id);
     }
     if (!entry) return undefined;
@@ -121,10 +125,10 @@ export class ButtonIds {
 
   /** Indexes the ids of every action of every stored finding. */
   private async prime(): Promise<void> {
-    this.primed = true;
     for (const stored of await this.store.listFindings()) {
       for (const action of candidateActions(stored.finding)) this.index.set(this.compute(stored.id, action), { findingId: stored.id, action });
     }
+    this.primed = true;
   }
 }
 

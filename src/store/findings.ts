@@ -63,6 +63,25 @@ const UPDATE = `UPDATE findings SET severity = ?, status = ?, snoozed_until = ?,
        rejection_at = ?, updated_at = ?, finding = ?
      WHERE id = ?`;
 
+/** Most ids one read of {@link readRows} names (SQLite allows 32,766 parameters, PostgreSQL 65,535). */
+const READ_CHUNK = 512;
+
+/**
+ * The stored rows of `ids`, by id, in reads of at most {@link READ_CHUNK} ids each. A chunk's `IN` list is padded to a
+ * power of two by repeating its last id, so that few distinct statement texts are prepared (and cached).
+ */
+async function readRows(tx: SqlExecutor, ids: readonly string[]): Promise<Map<string, FindingRow>> {
+  const rows = new Map<string, FindingRow>();
+  for (let from = 0; from < ids.length; from += READ_CHUNK) {
+    const chunk = ids.slice(from, from + READ_CHUNK);
+    let size = 1;
+    while (size < chunk.length) size *= 2;
+    const params = [...chunk, ...Array.from({ length: size - chunk.length }, () => chunk[chunk.length - 1]!)];
+    for (const row of await tx.all<FindingRow>(`SELECT * FROM findings WHERE id IN (${params.map(() => '?').join(', ')})`, params)) rows.set(row.id, row);
+  }
+  return rows;
+}
+
 /** Findings (`findings`) over a {@link SqlExecutor}; times are epoch ms UTC. */
 export class FindingRepository {
   constructor(private readonly sql: SqlExecutor) {}
@@ -74,14 +93,21 @@ export class FindingRepository {
       throw new StoreError(`saveFindings(${cluster}): finding ${foreign.id} belongs to cluster ${foreign.cluster}`);
     }
     return this.sql.transaction(async (tx) => {
+      // Few requests, not one or two per finding: the stored rows in one read (per READ_CHUNK ids), the writes in one
+      // runMany each (src/store/sql.ts). `rows` holds what is stored as the loop goes (an id given twice sees its
+      // first write, as one statement after the other would).
+      const rows = await readRows(tx, [...new Set(findings.map((f) => f.id))]);
+      const inserts: unknown[][] = [];
+      const updates: unknown[][] = [];
       const changes: FindingChange[] = [];
       for (const f of findings) {
         const lastSeen = timeOf(f.lastSeen) ?? now;
         const rejectionAt = timeOf(f.rejectionAt);
         const json = JSON.stringify(f);
-        const old = await tx.get<FindingRow>('SELECT * FROM findings WHERE id = ?', [f.id]);
+        const old = rows.get(f.id);
         if (old === undefined) {
-          await tx.run(INSERT, [f.id, cluster, f.namespace, f.serviceAccount, f.kind, f.severity, lastSeen, rejectionAt, now, now, json]);
+          inserts.push([f.id, cluster, f.namespace, f.serviceAccount, f.kind, f.severity, lastSeen, rejectionAt, now, now, json]);
+          rows.set(f.id, { id: f.id, cluster, severity: f.severity, status: 'open', snoozed_until: null, resolved_at: null, resolution: null, created_at: now, updated_at: now, finding: json });
           changes.push({ id: f.id, isNew: true, severity: f.severity, previousSeverity: null, status: 'open', previousStatus: null });
           continue;
         }
@@ -109,7 +135,10 @@ export class FindingRepository {
         }
         // Write only what changed: an idle poll re-saves every finding unchanged.
         const unchanged = old.finding === json && status === old.status && snoozedUntil === old.snoozed_until && resolvedAt === old.resolved_at;
-        if (!unchanged) await tx.run(UPDATE, [f.severity, status, snoozedUntil, resolvedAt, resolution, lastSeen, rejectionAt, now, json, f.id]);
+        if (!unchanged) {
+          updates.push([f.severity, status, snoozedUntil, resolvedAt, resolution, lastSeen, rejectionAt, now, json, f.id]);
+          rows.set(f.id, { ...old, severity: f.severity, status, snoozed_until: snoozedUntil, resolved_at: resolvedAt, resolution, updated_at: now, finding: json });
+        }
         changes.push({
           id: f.id,
           isNew: false,
@@ -120,6 +149,9 @@ export class FindingRepository {
           ...(lateUse ? { lateUse } : {}),
         });
       }
+      // Inserts first: an id given twice is inserted by its first occurrence and updated by a later one.
+      await tx.runMany(INSERT, inserts);
+      await tx.runMany(UPDATE, updates);
       return changes;
     });
   }

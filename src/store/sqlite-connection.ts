@@ -69,25 +69,30 @@ export class SqliteConnection {
     return rows.map((params) => stmt.run(...params).changes);
   }
 
-  /** `BEGIN IMMEDIATE`, retried (without blocking this thread) while another connection holds the write lock. */
-  async begin(): Promise<void> {
+  /**
+   * Runs `fn` (one statement); outside a transaction, retried without blocking this thread while another connection
+   * holds the write lock (SQLITE_BUSY), up to the busy timeout. The connection's own busy timeout is 0 after the
+   * open: a statement that waited inside SQLite would block this thread, and with it the other connections of the
+   * process — among them, maybe, the one holding the lock, whose commit could then never come.
+   */
+  async whenFree<T>(fn: () => T): Promise<T> {
+    if (this.db.inTransaction) return fn();
     const deadline = performance.now() + this.busyTimeoutMs;
     let delayMs = 1;
-    this.db.pragma('busy_timeout = 0');
-    try {
-      for (;;) {
-        try {
-          this.statement('BEGIN IMMEDIATE').run();
-          return;
-        } catch (err) {
-          if (!isBusy(err) || performance.now() >= deadline) throw err;
-        }
-        await sleep(delayMs);
-        delayMs = Math.min(delayMs * 2, 50);
+    for (;;) {
+      try {
+        return fn();
+      } catch (err) {
+        if (!isBusy(err) || performance.now() >= deadline) throw err;
       }
-    } finally {
-      this.db.pragma(`busy_timeout = ${this.busyTimeoutMs}`);
+      await sleep(delayMs);
+      delayMs = Math.min(delayMs * 2, 50);
     }
+  }
+
+  /** `BEGIN IMMEDIATE` (the write lock up front), retried as {@link SqliteConnection.whenFree} says. */
+  begin(): Promise<void> {
+    return this.whenFree(() => void this.statement('BEGIN IMMEDIATE').run());
   }
 
   /** `COMMIT`; when it fails, the transaction is rolled back (if still open) and the failure thrown. */
@@ -152,6 +157,8 @@ export function openConnection(opts: OpenRequest): SqliteConnection {
     db.pragma('synchronous = FULL');
     if (!memory) checkIntegrity(db, path);
     const version = migrate(db, path, opts.migrations ?? MIGRATIONS);
+    // From here on busy waits are retries in this thread's event loop (SqliteConnection.whenFree), not inside SQLite.
+    db.pragma('busy_timeout = 0');
     return new SqliteConnection(db, path, version, busyTimeoutMs);
   } catch (err) {
     db.close();

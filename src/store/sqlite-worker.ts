@@ -8,8 +8,9 @@
  *
  * Order: each connection's requests run one at a time in the order they were posted; a request that arrives while
  * its connection is idle starts at once, so of several connections the one that asks first goes first (as on one
- * thread: `BEGIN IMMEDIATE` in arrival order). Only a `begin` that waits for another connection's write lock lets
- * other connections' requests run meanwhile.
+ * thread: `BEGIN IMMEDIATE` in arrival order). A request that finds the write lock held by another connection
+ * (SQLITE_BUSY: a `begin`, or a statement outside a transaction) is retried without blocking the thread, so the other
+ * connections' requests — the lock holder's commit among them — run meanwhile.
  *
  * Started by `new Worker(...)` with {@link SqliteWorkerData} as `workerData`: from `dist/cli/sqlite-worker.js` (an
  * entry point of scripts/build.mjs; the tests' bundles build it the same way) or, from the TypeScript sources, through
@@ -42,12 +43,13 @@ async function handle(slot: Slot, req: SqliteRequest): Promise<Extract<SqliteRep
   if (conn === undefined) throw new StoreError(`store ${slot.path} is not open`);
   switch (req.op) {
     case 'all':
-      return conn.all(req.sql, req.params);
+      return conn.whenFree(() => conn.all(req.sql, req.params));
     case 'get':
-      return conn.get(req.sql, req.params);
+      return conn.whenFree(() => conn.get(req.sql, req.params));
     case 'run':
-      return conn.run(req.sql, req.params);
+      return conn.whenFree(() => conn.run(req.sql, req.params));
     case 'runMany':
+      // Always inside a transaction (the executor opens one around it), so never retried half-done.
       return conn.runMany(req.sql, req.rows);
     case 'begin':
       await conn.begin();

@@ -19,8 +19,8 @@
  * Concurrency: one connection per executor, so callers wait in a FIFO queue: while a transaction is open (across its
  * `await`s), statements and transactions of other callers wait for it to end and never join it. Every write
  * transaction is `BEGIN IMMEDIATE` (the write lock up front, so two connections never deadlock upgrading a read
- * lock); while another connection holds the lock, the worker retries it without blocking, up to `busyTimeoutMs`,
- * then fails with SQLITE_BUSY. A nested `tx.transaction` is a savepoint; `lock()` is a no-op inside a transaction
+ * lock); while another connection holds the lock, the worker retries it — and any statement outside a transaction
+ * that finds the lock held — without blocking, up to `busyTimeoutMs`, then fails with SQLITE_BUSY. A nested `tx.transaction` is a savepoint; `lock()` is a no-op inside a transaction
  * (`BEGIN IMMEDIATE` already serialises every writer).
  *
  * Round trips: every statement is one message each way (~0.05–0.2 ms of latency, little CPU here). Loops of one

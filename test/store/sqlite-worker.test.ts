@@ -53,6 +53,28 @@ describe('SQLite worker thread', () => {
     expect(ranDuring).toBe(true);
   });
 
+  it('a statement outside a transaction waits for another connection’s write lock without holding up that connection', async () => {
+    const path = join(tempDir(), 'busy.db');
+    const [a, b] = [await open(path), await open(path)];
+    let inside!: () => void;
+    const entered = new Promise<void>((r) => (inside = r));
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    const tx = a.transaction(async (t) => {
+      await t.setCursor('a', '1');
+      inside();
+      await held;
+      // Posted after b's write below, which finds the lock taken: it must not wait for that write.
+      await t.setCursor('a', '2');
+    });
+    await entered;
+    const write = b.setCursor('b', '1');
+    release();
+    await tx;
+    await write;
+    expect([await b.getCursor('a'), await a.getCursor('b')]).toEqual(['2', '1']);
+  });
+
   it('a stopped thread fails the pending statement and every later call with a StoreError that says unavailable; /readyz says store-unavailable', async () => {
     const path = join(tempDir(), 'crash.db');
     const store = await openStore(path);
