@@ -418,6 +418,8 @@ interface RunResult {
   eventLoop: { p50: number; p99: number; max: number; over50: number };
   /** Peak V8 heap used in serve's process, MiB. */
   peakHeapMiB: number;
+  /** At the window's RSS peak: RSS, V8's committed heap, the part of it in use, and `external`, MiB. */
+  windowMemoryMiB: { rss: number; heapTotal: number; heapUsed: number; external: number };
   /** Long tasks in serve's profile of the window (with `--profile`). */
   longTasks?: string[];
 }
@@ -479,9 +481,19 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
   let bot: SlackIntegration | undefined;
   let peakRss = process.memoryUsage.rss();
   let peakHeap = 0;
+  // The same peaks from the window's start on (steady state, without the first lists and first polls) and the
+  // breakdown at the window's RSS peak: V8's committed heap, and memory outside it (`external`: Buffers, SQLite's
+  // and undici's native allocations that V8 is told about).
+  let inWindow = false;
+  const windowPeak = { rss: 0, heapTotal: 0, heapUsed: 0, external: 0 };
   let ticks = 0;
   const rssTimer = setInterval(() => {
-    peakRss = Math.max(peakRss, process.memoryUsage.rss());
+    const rss = process.memoryUsage.rss();
+    peakRss = Math.max(peakRss, rss);
+    if (inWindow && rss > windowPeak.rss) {
+      const m = process.memoryUsage();
+      Object.assign(windowPeak, { rss, heapTotal: m.heapTotal, heapUsed: m.heapUsed, external: m.external });
+    }
     if (++ticks % 8 === 0) peakHeap = Math.max(peakHeap, process.memoryUsage().heapUsed);
   }, 250);
   const t0 = performance.now();
@@ -542,6 +554,7 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
     await session.post('Profiler.start');
   }
   eld.enable();
+  inWindow = true;
   child.send({ windowStart: true });
   client.send({ windowStart: true });
   const acksP = from<RunResult['acks']>(client, 'acks');
@@ -565,6 +578,8 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
   const acks = await acksP;
   const onlyHealthy = (labels: string) => !labels.includes('cluster="hung-');
   const delta = (name: string, filter: (l: string) => boolean) => counterSum(after, name, filter) - counterSum(before, name, filter);
+  // Read before a heap snapshot, which itself needs hundreds of MiB.
+  const maxRss = Math.max(peakRss, process.resourceUsage().maxRSS * 1024);
   if (a.heapSnapshot) writeHeapSnapshot(resolve(`${a.heapSnapshot}-${n}.heapsnapshot`));
   const hungStatus = [...serve.context.clusters.keys()].filter((c) => c.startsWith('hung-')).map((c) => `${c}: ${serve.readiness().polls[c]}`);
   clearInterval(rssTimer);
@@ -579,7 +594,13 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
     acks,
     windowS,
     serveCpuMs: (cpu.user + cpu.system) / 1000,
-    peakRssMiB: Math.max(peakRss, process.resourceUsage().maxRSS * 1024) / 1048576,
+    peakRssMiB: maxRss / 1048576,
+    windowMemoryMiB: {
+      rss: windowPeak.rss / 1048576,
+      heapTotal: windowPeak.heapTotal / 1048576,
+      heapUsed: windowPeak.heapUsed / 1048576,
+      external: windowPeak.external / 1048576,
+    },
     firstPollsS,
     slackStartedS,
     hungStatus,
@@ -606,7 +627,9 @@ function report(r: RunResult, a: Args): void {
   line(`  CloudWatch FilterLogEvents       ${(s.filterLogEvents / r.windowS).toFixed(2)} req/s mean, ${s.peakPerSecond} peak in 1 s (one account; budget ${a.tps}/s = AWS's 5/s × the compression), ${s.throttled} throttled`);
   line(`  Kubernetes requests per poll     ${(s.kubeRequests / polls).toFixed(1)} per cluster`);
   line(`  chat.update per cycle            ${(s.chatUpdates / a.cycles).toFixed(1)}   (chat.postMessage ${(s.chatPosts / a.cycles).toFixed(1)})`);
-  line(`  peak RSS (serve)                 ${r.peakRssMiB.toFixed(0)} MiB (V8 heap used ≤ ${r.peakHeapMiB.toFixed(0)} MiB)`);
+  line(`  peak RSS (serve)                 ${r.peakRssMiB.toFixed(0)} MiB from the start (V8 heap used ≤ ${r.peakHeapMiB.toFixed(0)} MiB)`);
+  const w = r.windowMemoryMiB;
+  line(`    in the window                  ${w.rss.toFixed(0)} MiB: V8 heap ${w.heapTotal.toFixed(0)} MiB committed (${w.heapUsed.toFixed(0)} used), external ${w.external.toFixed(0)} MiB, the rest ${(w.rss - w.heapTotal - w.external).toFixed(0)} MiB (code, stacks, native)`);
   line(`  CPU per cycle                    serve ${(r.serveCpuMs / a.cycles / 1000).toFixed(2)} s, fakes ${(s.cpuMs / a.cycles / 1000).toFixed(2)} s, client ${(r.acks.cpuMs / a.cycles / 1000).toFixed(2)} s (of ${a.intervalS * cpus().length} CPU-s)`);
   line(`  /tokens status ack               p50 ${percentile(acks, 50).toFixed(1)} ms, p99 ${percentile(acks, 99).toFixed(1)} ms, max ${(acks.at(-1) ?? Number.NaN).toFixed(1)} ms (${acks.length} commands)`);
   line(`  event-loop delay (serve)         p50 ${r.eventLoop.p50.toFixed(1)} ms, p99 ${r.eventLoop.p99.toFixed(1)} ms, max ${r.eventLoop.max.toFixed(1)} ms; ${r.eventLoop.over50} delays > 50 ms`);
