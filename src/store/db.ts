@@ -31,6 +31,7 @@ import type {
   ApprovalFilter,
   ApprovalUpdate,
   ClaimResult,
+  DecideStale,
   FindingChange,
   FindingStatus,
   FindingStatusUpdate,
@@ -244,8 +245,8 @@ export class RepositoryStore implements Store {
   createApproval(approval: NewApproval, subject?: ActionSubject): Promise<StoredApproval> {
     return this.approvals.create(approval, subject);
   }
-  claimApproval(approval: NewApproval, now: number, subject?: ActionSubject): Promise<ClaimResult> {
-    return this.approvals.claim(approval, now, subject);
+  claimApproval(approval: NewApproval, now: number, decideStale?: DecideStale, subject?: ActionSubject): Promise<ClaimResult> {
+    return this.approvals.claim(approval, now, decideStale, subject);
   }
   openApprovalFor(action: NewApproval['action'], target: NewApproval['target'], now: number, subject?: ActionSubject): Promise<StoredApproval | undefined> {
     return this.approvals.openFor(action, target, now, subject);

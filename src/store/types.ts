@@ -184,12 +184,28 @@ export interface ActionSubject {
 
 /**
  * Result of {@link Store.claimApproval}: the stored approval, or the open approval that blocks it. `expired`
- * lists the `requested` approvals of the same target or subject that were past `expiresAt` and were moved to
- * `expired` in the same transaction (their Slack messages still need an edit).
+ * lists the `requested` approvals of the same target or subject past `expiresAt` whose {@link StaleDecision} was
+ * applied in the same transaction, as stored after it (their Slack messages still need an edit).
  */
 export type ClaimResult =
   | { ok: true; approval: StoredApproval; expired: StoredApproval[] }
   | { ok: false; open: StoredApproval; expired: StoredApproval[] };
+
+/**
+ * What the caller decided for one stale request that {@link Store.claimApproval} found (a `requested` approval of
+ * the same target or subject past `expiresAt`): the compare-and-set to apply, as {@link Store.transitionApproval}
+ * takes it (`from` → `to` with `patch`, at the claim's `now`), and the action-log rows to append when it wins, in the
+ * claim's transaction. The approval state machine decides it (its `expire` transition); the store holds no policy.
+ */
+export interface StaleDecision {
+  from: ApprovalState;
+  to: ApprovalState;
+  patch: ApprovalUpdate;
+  log: readonly NewActionLogEntry[];
+}
+
+/** The caller's decision on a stale request (see {@link StaleDecision}); undefined leaves it as it is. Called inside the claim's transaction: pure, no I/O. */
+export type DecideStale = (stale: StoredApproval) => StaleDecision | undefined;
 
 /** Input of {@link Store.createApproval}: an approval from `createApproval` of the state machine. */
 export type NewApproval = Approval & { message?: MessageLocation | null };
@@ -425,11 +441,13 @@ export interface Store {
    * past `expiresAt`) blocks it, in one write transaction (so of concurrent claims, from other connections or
    * processes too, exactly one wins): one with the same target (cluster, kind, namespace, name), whatever finding
    * it came from; or, for a restart, an open ServiceAccount recreation of its subject; for a recreation, an open
-   * restart of a workload of that ServiceAccount. In the same transaction, `requested` approvals of that target or
-   * subject past `expiresAt` at `now` become `expired` (with an action-log row), so an expired request never
-   * blocks. `subject` defaults to the finding's ServiceAccount (or the target, for a ServiceAccount).
+   * restart of a workload of that ServiceAccount. A `requested` approval past `expiresAt` at `now` never blocks.
+   * In the same transaction, each such stale request of that target or subject is handed to `decideStale` and the
+   * compare-and-set it returns is applied with its action-log rows (see {@link StaleDecision}); without
+   * `decideStale` they are left as they are. `subject` defaults to the finding's ServiceAccount (or the target, for
+   * a ServiceAccount).
    */
-  claimApproval(approval: NewApproval, now: number, subject?: ActionSubject): Promise<ClaimResult>;
+  claimApproval(approval: NewApproval, now: number, decideStale?: DecideStale, subject?: ActionSubject): Promise<ClaimResult>;
   /** The open approval that would block a new `action` on `target` at `now` (read only; see {@link claimApproval}). */
   openApprovalFor(action: NewApproval['action'], target: NewApproval['target'], now: number, subject?: ActionSubject): Promise<StoredApproval | undefined>;
   getApproval(id: string): Promise<StoredApproval | undefined>;
