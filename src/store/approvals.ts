@@ -30,6 +30,10 @@ type ApprovalRow = {
   execution?: string | null;
   progress_channel?: string | null;
   progress_ts?: string | null;
+  verification?: string | null;
+  verified_at?: number | null;
+  probe_check?: string | null;
+  probe_checked_at?: number | null;
 };
 type VoteRow = { user: string; vote: Vote['vote']; at: number; reason: string | null };
 
@@ -155,6 +159,18 @@ export class ApprovalRepository {
     return this.sql.transaction((tx) => compareAndSet(tx, id, from, to, patch, at));
   }
 
+  /** See `Store.concludeVerification`: compare-and-set on the NULL `verification` column. */
+  async concludeVerification(id: string, outcome: string, at: number): Promise<boolean> {
+    const { changes } = await this.sql.run('UPDATE approvals SET verification = ?, verified_at = ? WHERE id = ? AND verification IS NULL', [outcome, at, id]);
+    return changes === 1;
+  }
+
+  /** See `Store.concludeProbeCheck`: compare-and-set on the NULL `probe_check` column. */
+  async concludeProbeCheck(id: string, outcome: string, at: number): Promise<boolean> {
+    const { changes } = await this.sql.run('UPDATE approvals SET probe_check = ?, probe_checked_at = ? WHERE id = ? AND probe_check IS NULL', [outcome, at, id]);
+    return changes === 1;
+  }
+
   /** See `Store.listApprovals`: oldest first. */
   async list(filter: ApprovalFilter = {}): Promise<StoredApproval[]> {
     const where: string[] = [];
@@ -203,6 +219,8 @@ export class ApprovalRepository {
       ...(row.started_at != null ? { startedAt: row.started_at } : {}),
       ...(row.execution != null ? { execution: JSON.parse(row.execution) as ExecutionRecord } : {}),
       ...(row.progress_channel != null && row.progress_ts != null ? { progress: { channel: row.progress_channel, ts: row.progress_ts } } : {}),
+      ...(row.verification != null && row.verified_at != null ? { verification: { outcome: row.verification, at: row.verified_at } } : {}),
+      ...(row.probe_check != null && row.probe_checked_at != null ? { probeCheck: { outcome: row.probe_check, at: row.probe_checked_at } } : {}),
     };
   }
 }

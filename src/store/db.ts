@@ -260,6 +260,12 @@ export class RepositoryStore implements Store {
   listApprovals(filter?: ApprovalFilter): Promise<StoredApproval[]> {
     return this.approvals.list(filter);
   }
+  concludeVerification(id: string, outcome: string, at: number): Promise<boolean> {
+    return this.approvals.concludeVerification(id, outcome, at);
+  }
+  concludeProbeCheck(id: string, outcome: string, at: number): Promise<boolean> {
+    return this.approvals.concludeProbeCheck(id, outcome, at);
+  }
 
   // --- action log
   logAction(entry: NewActionLogEntry): Promise<number> {

@@ -257,6 +257,22 @@ CREATE TABLE cluster_owners (
 CREATE INDEX cluster_owners_by_owner ON cluster_owners (owner);
 `;
 
+/** The verifier's and the probe check's conclusions as columns, backfilled from the action log (as in SQLite). */
+const V_VERIFICATION_COLUMNS = `
+ALTER TABLE approvals ADD COLUMN verification TEXT;
+ALTER TABLE approvals ADD COLUMN verified_at BIGINT;
+ALTER TABLE approvals ADD COLUMN probe_check TEXT;
+ALTER TABLE approvals ADD COLUMN probe_checked_at BIGINT;
+UPDATE approvals SET
+  verification = (SELECT l.result FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'verification.%' ORDER BY l.at, l.id LIMIT 1),
+  verified_at = (SELECT l.at FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'verification.%' ORDER BY l.at, l.id LIMIT 1)
+  WHERE EXISTS (SELECT 1 FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'verification.%');
+UPDATE approvals SET
+  probe_check = (SELECT l.result FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'probe-check.%' ORDER BY l.at, l.id LIMIT 1),
+  probe_checked_at = (SELECT l.at FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'probe-check.%' ORDER BY l.at, l.id LIMIT 1)
+  WHERE EXISTS (SELECT 1 FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'probe-check.%');
+`;
+
 /** All PostgreSQL steps, in the order of (and one for one with) `MIGRATIONS` in src/store/migrations.ts. */
 export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   { name: 'live mode', sql: V1 },
@@ -271,6 +287,7 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   // SQLite renames keys holding a NUL byte; PostgreSQL text cannot hold one, so there is nothing to rename.
   { name: 'portable cursor keys', sql: "SELECT 'nothing to rename' AS portable_cursor_keys" },
   { name: 'cluster owners', sql: V_CLUSTER_OWNERS },
+  { name: 'verification columns', sql: V_VERIFICATION_COLUMNS },
 ];
 
 /** The advisory-lock key all migrating replicas take (src/store/postgres.ts `lock`). */

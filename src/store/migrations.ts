@@ -298,6 +298,29 @@ CREATE TABLE cluster_owners (
 CREATE INDEX cluster_owners_by_owner ON cluster_owners (owner);
 `;
 
+/**
+ * Verification as columns of the approval (docs/design/architecture.md "Slack and approvals"): the verifier's
+ * conclusion on a succeeded action (`verification`: `resolved`, `recurrence`, `persisting` or `superseded`;
+ * `verified_at` epoch ms) and the node-probe check's (`probe_check`: `rewritten`, `not-rewritten` or `none`;
+ * `probe_checked_at`), each recorded once by a compare-and-set on the NULL column. Earlier versions recorded them only
+ * as `verification.<outcome>` / `probe-check.<outcome>` action-log rows: the earliest such row of each approval is
+ * backfilled. Additive: a replica on an older binary keeps running on it.
+ */
+const V_VERIFICATION_COLUMNS = `
+ALTER TABLE approvals ADD COLUMN verification TEXT;
+ALTER TABLE approvals ADD COLUMN verified_at INTEGER;
+ALTER TABLE approvals ADD COLUMN probe_check TEXT;
+ALTER TABLE approvals ADD COLUMN probe_checked_at INTEGER;
+UPDATE approvals SET
+  verification = (SELECT l.result FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'verification.%' ORDER BY l.at, l.id LIMIT 1),
+  verified_at = (SELECT l.at FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'verification.%' ORDER BY l.at, l.id LIMIT 1)
+  WHERE EXISTS (SELECT 1 FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'verification.%');
+UPDATE approvals SET
+  probe_check = (SELECT l.result FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'probe-check.%' ORDER BY l.at, l.id LIMIT 1),
+  probe_checked_at = (SELECT l.at FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'probe-check.%' ORDER BY l.at, l.id LIMIT 1)
+  WHERE EXISTS (SELECT 1 FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'probe-check.%');
+`;
+
 /** All migration steps; the schema version is the number applied. */
 export const MIGRATIONS: readonly string[] = [
   V1,
@@ -311,5 +334,6 @@ export const MIGRATIONS: readonly string[] = [
   V_SLACK_OUTBOX,
   V_PORTABLE_CURSOR_KEYS,
   V_CLUSTER_OWNERS,
+  V_VERIFICATION_COLUMNS,
 ];
 

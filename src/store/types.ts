@@ -174,6 +174,19 @@ export interface StoredApproval extends Approval {
   execution?: ExecutionRecord;
   /** The rollout progress message in the thread, once posted. */
   progress?: MessageLocation;
+  /**
+   * The verifier's conclusion on a succeeded action, once recorded ({@link Store.concludeVerification}; outcome names
+   * are the verifier's, src/remediation/verify.ts).
+   */
+  verification?: Conclusion;
+  /** The node-probe check's conclusion, once recorded ({@link Store.concludeProbeCheck}). */
+  probeCheck?: Conclusion;
+}
+
+/** A conclusion recorded once on an approval: its outcome name and when it was reached (epoch ms UTC). */
+export interface Conclusion {
+  outcome: string;
+  at: number;
 }
 
 /** The ServiceAccount an action is about: the finding's for a restart, the target itself for a recreation. */
@@ -461,6 +474,13 @@ export interface Store {
   transitionApproval(id: string, from: ApprovalState, to: ApprovalState, patch: ApprovalUpdate, at: number): Promise<boolean>;
   /** Approvals matching `filter`, oldest first. */
   listApprovals(filter?: ApprovalFilter): Promise<StoredApproval[]>;
+  /**
+   * Records the verifier's conclusion `outcome` on approval `id` at `at` (epoch ms) unless one is recorded: a
+   * compare-and-set, so of concurrent callers (other replicas included) exactly one gets true and reports it.
+   */
+  concludeVerification(id: string, outcome: string, at: number): Promise<boolean>;
+  /** As {@link concludeVerification}, for the node-probe check's conclusion. */
+  concludeProbeCheck(id: string, outcome: string, at: number): Promise<boolean>;
 
   // --- action log
   /** Appends an action-log row; returns its id. */
