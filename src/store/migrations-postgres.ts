@@ -273,6 +273,18 @@ UPDATE approvals SET
   WHERE EXISTS (SELECT 1 FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'probe-check.%');
 `;
 
+/** Scan requests in their own table, the pending `slack:scan-request:<cluster>` cursor rows moved there (as in SQLite). */
+const V_SCAN_REQUESTS = `
+CREATE TABLE scan_requests (
+  cluster       TEXT PRIMARY KEY,
+  requested_at  BIGINT NOT NULL
+);
+INSERT INTO scan_requests (cluster, requested_at)
+  SELECT substr(source_id, 20), CAST(cursor AS BIGINT) FROM cursors
+   WHERE substr(source_id, 1, 19) = 'slack:scan-request:' AND CASE WHEN cursor ~ '^[0-9]{1,18}$' THEN CAST(cursor AS BIGINT) > 0 ELSE false END;
+DELETE FROM cursors WHERE substr(source_id, 1, 19) = 'slack:scan-request:';
+`;
+
 /** All PostgreSQL steps, in the order of (and one for one with) `MIGRATIONS` in src/store/migrations.ts. */
 export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   { name: 'live mode', sql: V1 },
@@ -288,6 +300,7 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   { name: 'portable cursor keys', sql: "SELECT 'nothing to rename' AS portable_cursor_keys" },
   { name: 'cluster owners', sql: V_CLUSTER_OWNERS },
   { name: 'verification columns', sql: V_VERIFICATION_COLUMNS },
+  { name: 'scan requests', sql: V_SCAN_REQUESTS },
 ];
 
 /** The advisory-lock key all migrating replicas take (src/store/postgres.ts `lock`). */

@@ -321,6 +321,24 @@ UPDATE approvals SET
   WHERE EXISTS (SELECT 1 FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'probe-check.%');
 `;
 
+/**
+ * Scan requests (docs/design/architecture.md "How `serve` is put together, and one click's path"): `/tokens scan` on a
+ * replica that does not poll the cluster leaves one row per cluster (`requested_at` epoch ms) for the replica that
+ * does, which deletes it as it takes it (src/store/scan-requests.ts). Earlier versions kept the request as a
+ * `slack:scan-request:<cluster>` row of `cursors` (its cursor the request time, `0` once taken): pending ones move
+ * here and the rows are deleted. Additive for a replica on an older binary (it finds no request in `cursors`).
+ */
+const V_SCAN_REQUESTS = `
+CREATE TABLE scan_requests (
+  cluster       TEXT PRIMARY KEY,
+  requested_at  INTEGER NOT NULL
+) STRICT;
+INSERT INTO scan_requests (cluster, requested_at)
+  SELECT substr(source_id, 20), CAST(cursor AS INTEGER) FROM cursors
+   WHERE substr(source_id, 1, 19) = 'slack:scan-request:' AND CAST(cursor AS INTEGER) > 0;
+DELETE FROM cursors WHERE substr(source_id, 1, 19) = 'slack:scan-request:';
+`;
+
 /** All migration steps; the schema version is the number applied. */
 export const MIGRATIONS: readonly string[] = [
   V1,
@@ -335,5 +353,6 @@ export const MIGRATIONS: readonly string[] = [
   V_PORTABLE_CURSOR_KEYS,
   V_CLUSTER_OWNERS,
   V_VERIFICATION_COLUMNS,
+  V_SCAN_REQUESTS,
 ];
 

@@ -7,6 +7,7 @@
  * one transaction, so a crash mid-poll neither loses nor double-counts an audit event.
  */
 import type { OutboxRepository } from './outbox.js';
+import type { ScanRequestRepository } from './scan-requests.js';
 import type { SqlExecutor } from './sql.js';
 import type { TokenMetricsSample } from '../findings/token-metrics.js';
 import type { Approval, ApprovalState, DryRunResult, Vote } from '../approvals/machine.js';
@@ -312,6 +313,8 @@ export interface Store {
   readonly schemaVersion: number;
   /** The Slack notification queue's rows (`slack_outbox`, src/store/outbox.ts). */
   readonly outbox: OutboxRepository;
+  /** Pending "scan now" requests for the replica that polls a cluster (`scan_requests`, src/store/scan-requests.ts). */
+  readonly scanRequests: ScanRequestRepository;
   /**
    * The executor under the store (inside {@link Store.transaction}: the transaction's), for rows kept by other
    * modules in the same database and transaction, e.g. cluster ownership (src/store/cluster-owners.ts).

@@ -2,7 +2,8 @@
  * The one-winner guarantees between replicas, on every backend (test/store/backends.ts): two stores on the same data
  * (SQLite: two connections to one file; PostgreSQL: two pools, as two replicas on different nodes) racing in the same
  * event-loop turn ("the same millisecond"): one open action per target, one transition out of a state, one claim of
- * a Slack request key, one verification conclusion per action, and an alert intent seen by the other replica.
+ * a Slack request key, one verification conclusion per action, one
+ * taker of a scan request, and an alert intent seen by the other replica.
  */
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { Store } from '../../src/store/types.js';
@@ -73,6 +74,23 @@ describe.each(storeBackends())('replicas on one store (%s)', (_name, backend) =>
       expect(stored?.verification).toEqual({ outcome: verified[0] ? 'resolved' : 'recurrence', at: T0 + r });
       expect(stored?.probeCheck).toEqual({ outcome: probed[0] ? 'rewritten' : 'not-rewritten', at: T0 + r });
     }
+  });
+
+  it('a scan request left by one replica is taken once by the replicas racing for it, keeping its first time', async () => {
+    const [a, b] = await replicas();
+    for (let r = 0; r < ROUNDS; r++) {
+      await Promise.all([a!.scanRequests.request('prod', T0 + r), b!.scanRequests.request('prod', T0 + r + 1)]);
+      await a!.scanRequests.request('prod', T0 + r + 2);
+      const taken = await Promise.all([a!.scanRequests.take('prod'), b!.scanRequests.take('prod')]);
+      const got = taken.filter((t) => t !== undefined);
+      expect(got, `round ${r}`).toHaveLength(1);
+      expect([T0 + r, T0 + r + 1]).toContain(got[0]);
+      expect(await b!.scanRequests.take('prod')).toBeUndefined();
+    }
+    // One cluster's request is not another's.
+    await a!.scanRequests.request('prod', T0);
+    expect(await b!.scanRequests.take('staging')).toBeUndefined();
+    expect(await b!.scanRequests.take('prod')).toBe(T0);
   });
 
   it('an alert intent written by one replica is seen by the other, which then does not post again', async () => {

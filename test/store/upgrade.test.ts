@@ -64,8 +64,9 @@ if (postgresServer().available) {
   ]);
 }
 
-/** Steps before the verification columns (step 12). */
+/** Steps before the verification columns (step 12) and before the scan requests table (step 13). */
 const BEFORE_VERIFICATION_COLUMNS = 11;
+const BEFORE_SCAN_REQUESTS = 12;
 
 describe.each(backends)('upgrading a store (%s)', (_name, older) => {
   it('backfills the verification and probe-check columns from the action-log rows earlier versions wrote', async () => {
@@ -108,5 +109,20 @@ describe.each(backends)('upgrading a store (%s)', (_name, older) => {
     expect(await now.concludeProbeCheck('probed', 'rewritten', T0 + 7 * MIN)).toBe(false);
     expect(await now.concludeVerification('open', 'persisting', T0 + 7 * MIN)).toBe(true);
     expect((await now.getApproval('open'))!.verification).toEqual({ outcome: 'persisting', at: T0 + 7 * MIN });
+  });
+
+  it('moves pending scan requests out of the cursor rows earlier versions kept them in', async () => {
+    const { store, upgrade } = await older(BEFORE_SCAN_REQUESTS);
+    expect(store.schemaVersion).toBe(BEFORE_SCAN_REQUESTS);
+    await store.setCursor('slack:scan-request:prod', String(T0));
+    await store.setCursor('slack:scan-request:staging', '0'); // taken already
+    await store.setCursor('file:/var/log/audit.log', '{"ino":1,"pos":10}');
+    const now = await upgrade();
+    expect(await now.scanRequests.take('staging')).toBeUndefined();
+    expect(await now.scanRequests.take('prod')).toBe(T0);
+    expect(await now.scanRequests.take('prod')).toBeUndefined();
+    expect(await now.getCursor('slack:scan-request:prod')).toBeUndefined();
+    expect(await now.getCursor('slack:scan-request:staging')).toBeUndefined();
+    expect(await now.getCursor('file:/var/log/audit.log')).toBe('{"ino":1,"pos":10}');
   });
 });
