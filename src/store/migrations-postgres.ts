@@ -18,6 +18,7 @@
  * by stopping every old replica first. No step so far is breaking.
  */
 import { StoreError } from './errors.js';
+import { VERIFICATION_BACKFILL } from './migrations.js';
 import type { SqlExecutor } from './sql.js';
 
 /** One PostgreSQL migration step. */
@@ -257,21 +258,13 @@ CREATE TABLE cluster_owners (
 CREATE INDEX cluster_owners_by_owner ON cluster_owners (owner);
 `;
 
-/** The verifier's and the probe check's conclusions as columns, backfilled from the action log (as in SQLite). */
+/** The verifier's and the probe check's conclusions as columns, backfilled from the action log (the same backfill as SQLite's). */
 const V_VERIFICATION_COLUMNS = `
 ALTER TABLE approvals ADD COLUMN verification TEXT;
 ALTER TABLE approvals ADD COLUMN verified_at BIGINT;
 ALTER TABLE approvals ADD COLUMN probe_check TEXT;
 ALTER TABLE approvals ADD COLUMN probe_checked_at BIGINT;
-UPDATE approvals SET
-  verification = (SELECT l.result FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'verification.%' ORDER BY l.at, l.id LIMIT 1),
-  verified_at = (SELECT l.at FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'verification.%' ORDER BY l.at, l.id LIMIT 1)
-  WHERE EXISTS (SELECT 1 FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'verification.%');
-UPDATE approvals SET
-  probe_check = (SELECT l.result FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'probe-check.%' ORDER BY l.at, l.id LIMIT 1),
-  probe_checked_at = (SELECT l.at FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'probe-check.%' ORDER BY l.at, l.id LIMIT 1)
-  WHERE EXISTS (SELECT 1 FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'probe-check.%');
-`;
+${VERIFICATION_BACKFILL}`;
 
 /** Scan requests in their own table, the pending `slack:scan-request:<cluster>` cursor rows moved there (as in SQLite). */
 const V_SCAN_REQUESTS = `

@@ -299,6 +299,21 @@ CREATE INDEX cluster_owners_by_owner ON cluster_owners (owner);
 `;
 
 /**
+ * The backfill of {@link V_VERIFICATION_COLUMNS}, the same SQL on both backends (src/store/migrations-postgres.ts
+ * runs it too): each approval's earliest `verification.*` / `probe-check.*` action-log row gives the column its value.
+ */
+export const VERIFICATION_BACKFILL = `
+UPDATE approvals SET
+  verification = (SELECT l.result FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'verification.%' ORDER BY l.at, l.id LIMIT 1),
+  verified_at = (SELECT l.at FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'verification.%' ORDER BY l.at, l.id LIMIT 1)
+  WHERE EXISTS (SELECT 1 FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'verification.%');
+UPDATE approvals SET
+  probe_check = (SELECT l.result FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'probe-check.%' ORDER BY l.at, l.id LIMIT 1),
+  probe_checked_at = (SELECT l.at FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'probe-check.%' ORDER BY l.at, l.id LIMIT 1)
+  WHERE EXISTS (SELECT 1 FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'probe-check.%');
+`;
+
+/**
  * Verification as columns of the approval (docs/design/architecture.md "Slack and approvals"): the verifier's
  * conclusion on a succeeded action (`verification`: `resolved`, `recurrence`, `persisting` or `superseded`;
  * `verified_at` epoch ms) and the node-probe check's (`probe_check`: `rewritten`, `not-rewritten` or `none`;
@@ -311,15 +326,7 @@ ALTER TABLE approvals ADD COLUMN verification TEXT;
 ALTER TABLE approvals ADD COLUMN verified_at INTEGER;
 ALTER TABLE approvals ADD COLUMN probe_check TEXT;
 ALTER TABLE approvals ADD COLUMN probe_checked_at INTEGER;
-UPDATE approvals SET
-  verification = (SELECT l.result FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'verification.%' ORDER BY l.at, l.id LIMIT 1),
-  verified_at = (SELECT l.at FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'verification.%' ORDER BY l.at, l.id LIMIT 1)
-  WHERE EXISTS (SELECT 1 FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'verification.%');
-UPDATE approvals SET
-  probe_check = (SELECT l.result FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'probe-check.%' ORDER BY l.at, l.id LIMIT 1),
-  probe_checked_at = (SELECT l.at FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'probe-check.%' ORDER BY l.at, l.id LIMIT 1)
-  WHERE EXISTS (SELECT 1 FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'probe-check.%');
-`;
+${VERIFICATION_BACKFILL}`;
 
 /**
  * Scan requests (docs/design/architecture.md "How `serve` is put together, and one click's path"): `/tokens scan` on a
