@@ -64,9 +64,14 @@ if (postgresServer().available) {
   ]);
 }
 
-/** Steps before the verification columns (step 12) and before the scan requests table (step 13). */
-const BEFORE_VERIFICATION_COLUMNS = 11;
-const BEFORE_SCAN_REQUESTS = 12;
+/** How many steps come before the step named `name` (found by name, so that steps added before it do not matter). */
+function stepsBefore(name: string): number {
+  const i = POSTGRES_MIGRATIONS.findIndex((s) => s.name === name);
+  if (i < 0) throw new Error(`no migration step named ${name}`);
+  return i;
+}
+const BEFORE_VERIFICATION_COLUMNS = stepsBefore('verification columns');
+const BEFORE_SCAN_REQUESTS = stepsBefore('scan requests');
 
 describe.each(backends)('upgrading a store (%s)', (_name, older) => {
   it('backfills the verification and probe-check columns from the action-log rows earlier versions wrote', async () => {
