@@ -160,21 +160,20 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     isLeader: (cluster) => ctx.isLeader(cluster),
   });
   // `/tokens scan` may reach a replica that does not poll the cluster (HA): it leaves a request in the shared store
-  // for the leader (or the cluster's owner).
-  const scanRequestKey = (cluster: string) => `slack:scan-request:${cluster}`;
+  // (src/store/scan-requests.ts) for the leader (or the cluster's owner), which takes it at its next pick-up tick.
   const runNow = async (cluster: string) => {
     if (ctx.isLeader(cluster)) return ctx.runNow(cluster);
     if (!clusters.has(cluster)) return 'unknown-job' as const;
-    await store.setCursor(scanRequestKey(cluster), String(clock()));
+    await store.scanRequests.request(cluster, clock());
     return 'started' as const;
   };
   const pickUpScans = async () => {
     for (const cluster of clusters.keys()) {
-      if (ctx.isLeader(cluster) && Number((await store.getCursor(scanRequestKey(cluster))) ?? 0) > 0) {
-        await store.setCursor(scanRequestKey(cluster), '0');
-        log.info({ cluster }, '/tokens scan requested on another replica: polling now');
-        ctx.runNow(cluster);
-      }
+      if (!ctx.isLeader(cluster)) continue;
+      const requestedAt = await store.scanRequests.take(cluster);
+      if (requestedAt === undefined) continue;
+      log.info({ cluster, requestedAt: new Date(requestedAt).toISOString() }, '/tokens scan requested on another replica: polling now');
+      ctx.runNow(cluster);
     }
   };
   const command = new TokensCommand({

@@ -1,7 +1,7 @@
 /**
  * The store of `tokenwatch serve`: one repository per aggregate (poller lock, cursors and polls, token records,
- * findings, Slack message refs, approvals, action log, token metric samples, Slack replay cache) over one
- * {@link SqlExecutor}, behind the {@link Store} facade whose methods delegate to them
+ * findings, Slack message refs, approvals, action log, token metric samples, Slack replay cache, Slack outbox, scan
+ * requests) over one {@link SqlExecutor}, behind the {@link Store} facade whose methods delegate to them
  * (docs/design/architecture.md "Store"). {@link openStore} opens the embedded SQLite store (`src/store/sqlite.ts`), {@link openPostgresStore} the PostgreSQL one
  * (`src/store/postgres.ts`), {@link openConfiguredStore} the one the config names.
  */
@@ -17,6 +17,7 @@ import { MetricSampleRepository } from './metric-samples.js';
 import { PollerLockRepository } from './poller-lock.js';
 import { PollRepository } from './polls.js';
 import { ReplayRepository } from './replay.js';
+import { ScanRequestRepository } from './scan-requests.js';
 import { SlackRefRepository } from './slack-refs.js';
 import type { SqlExecutor } from './sql.js';
 import { OutboxRepository } from './outbox.js';
@@ -31,6 +32,7 @@ import type {
   ApprovalFilter,
   ApprovalUpdate,
   ClaimResult,
+  DecideStale,
   FindingChange,
   FindingStatus,
   FindingStatusUpdate,
@@ -101,6 +103,7 @@ export class RepositoryStore implements Store {
   private readonly actions: ActionLogRepository;
   private readonly metricSamples: MetricSampleRepository;
   readonly outbox: OutboxRepository;
+  readonly scanRequests: ScanRequestRepository;
 
   constructor(
     readonly sql: SqlExecutor,
@@ -117,6 +120,7 @@ export class RepositoryStore implements Store {
     this.actions = new ActionLogRepository(sql);
     this.metricSamples = new MetricSampleRepository(sql);
     this.outbox = new OutboxRepository(sql);
+    this.scanRequests = new ScanRequestRepository(sql);
   }
 
   transaction<T>(fn: (tx: Store) => Promise<T>): Promise<T> {
@@ -244,8 +248,8 @@ export class RepositoryStore implements Store {
   createApproval(approval: NewApproval, subject?: ActionSubject): Promise<StoredApproval> {
     return this.approvals.create(approval, subject);
   }
-  claimApproval(approval: NewApproval, now: number, subject?: ActionSubject): Promise<ClaimResult> {
-    return this.approvals.claim(approval, now, subject);
+  claimApproval(approval: NewApproval, now: number, decideStale?: DecideStale, subject?: ActionSubject): Promise<ClaimResult> {
+    return this.approvals.claim(approval, now, decideStale, subject);
   }
   openApprovalFor(action: NewApproval['action'], target: NewApproval['target'], now: number, subject?: ActionSubject): Promise<StoredApproval | undefined> {
     return this.approvals.openFor(action, target, now, subject);
@@ -258,6 +262,12 @@ export class RepositoryStore implements Store {
   }
   listApprovals(filter?: ApprovalFilter): Promise<StoredApproval[]> {
     return this.approvals.list(filter);
+  }
+  concludeVerification(id: string, outcome: string, at: number): Promise<boolean> {
+    return this.approvals.concludeVerification(id, outcome, at);
+  }
+  concludeProbeCheck(id: string, outcome: string, at: number): Promise<boolean> {
+    return this.approvals.concludeProbeCheck(id, outcome, at);
   }
 
   // --- action log
