@@ -223,9 +223,6 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
       isLeader,
       leaderStatus,
       ...(owners ? { shards: owners, ownerOf: (cluster: string) => owners.status().owners[cluster] ?? null } : {}),
-      // Slack's alert work through the store's notification queue, off the poll path (docs/slack.md "Notification
-      // queue"), when `TOKENWATCH_SLACK_QUEUE=1`; not yet the default while tests written for inline alerts move to it.
-      ...(process.env['TOKENWATCH_SLACK_QUEUE'] === '1' ? { outbox: store.outbox } : {}),
     };
     if (!isLeaderGate && !shards) metrics.leader.set(1);
 

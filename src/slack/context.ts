@@ -6,7 +6,6 @@
 import { ErrorCode, TokenwatchError } from '../errors.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import type { ClusterConfig, Config } from '../config/types.js';
-import type { OutboxQueue } from './drainer.js';
 import type { ClusterEvent } from '../findings/cluster-events.js';
 import type { Finding } from '../findings/types.js';
 import type { Logger } from '../observability/logger.js';
@@ -101,11 +100,6 @@ export interface SlackContext {
    * now), for `/tokens status`. Absent otherwise.
    */
   ownerOf?(cluster: string): string | null;
-  /**
-   * The store's notification queue rows (`slack_outbox`, src/store/outbox.ts). With it, a poll's alert work is
-   * enqueued and sent by the drainer (src/slack/drainer.ts) off the poll path; without it, `afterPoll` sends it inline.
-   */
-  outbox?: OutboxQueue;
 }
 
 /** An integration started and stopped with serve. */

@@ -140,6 +140,8 @@ describe('alerts', () => {
       'cannot post to Slack channel C0STAGE001: the bot is not a member of this channel: invite it with /invite @tokenwatch (or add the chat:write.public scope for public channels)',
     ]);
     expect(channelErrors()[0]).toMatchObject({ level: 'error', channel: STAGING, clusters: ['staging-eks'], error: 'not_in_channel' });
+    // The alert stays queued and is tried again after its backoff (5 s, then 10 s), on the queue's clock.
+    h.advance(5_000);
     await h.poll('staging-eks');
     expect(channelErrors()).toHaveLength(1);
     await h.command('status staging-eks', REQUESTER, STAGING);
@@ -147,6 +149,7 @@ describe('alerts', () => {
     expect(await h.metrics.text()).toContain('tokenwatch_slack_api_errors_total{method="chat.postMessage",error="not_in_channel"} 2');
 
     h.slack.setBotMembership(STAGING, true);
+    h.advance(10_000);
     await h.poll('staging-eks');
     expect(h.slack.messages(STAGING).map((m) => m.text)).toEqual(['🟠 [staging-eks] warning: logging/fluent-bit — rejected in 8 days (stale tokens)']);
     expect(logs.some((l) => l['msg'] === 'Slack channel works again')).toBe(true);

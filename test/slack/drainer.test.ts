@@ -17,7 +17,7 @@ import { Metrics } from '../../src/observability/metrics.js';
 import { SlackApi } from '../../src/slack/api.js';
 import { ButtonIds } from '../../src/slack/buttons.js';
 import { ChannelMap } from '../../src/slack/channels.js';
-import { NotificationDrainer } from '../../src/slack/drainer.js';
+import { DIGEST_EVENT_TYPE, NotificationDrainer } from '../../src/slack/drainer.js';
 import { Notifier } from '../../src/slack/notifier.js';
 import { DEFAULT_SLACK_RATES, RateGate } from '../../src/slack/outbox.js';
 import { openStore, type Store } from '../../src/store/index.js';
@@ -88,7 +88,16 @@ async function setup(clock: { t: number }, opts: { digestThreshold?: number; lea
   const metrics = new Metrics();
   const drainer = new NotificationDrainer({
     queue: new OutboxRepository(sql),
-    sender: { sendItem: (i) => notifier.sendItem(i), digestLine: (c, g, now) => notifier.digestLine(c, g, now), post: (c, m) => api.post(c, m), update: (c, ts, m) => api.update(c, ts, m) },
+    sender: {
+      sendItem: (i) => notifier.sendItem(i),
+      digestLine: (c, g, now) => notifier.digestLine(c, g, now),
+      post: (c, m, metadata) => api.post(c, m, undefined, metadata),
+      update: (c, ts, m) => api.update(c, ts, m),
+      findDigest: async (c, key, oldest) => {
+        const ts = await api.findByMetadata(c, DIGEST_EVENT_TYPE, 'digest_key', key, oldest);
+        return ts === undefined ? undefined : { channel: c, ts };
+      },
+    },
     gate,
     clock: () => clock.t,
     logger,
