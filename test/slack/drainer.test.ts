@@ -120,7 +120,7 @@ async function setup(clock: { t: number }, opts: { digestThreshold?: number; lea
     const changes = await store.saveFindings('prod', findings, clock.t);
     await drainer.enqueue(await notifier.workItems('prod', findings, changes, clock.t));
   };
-  return { store, notifier, drainer, poll, calls, gate, metrics, pauses };
+  return { store, notifier, drainer, poll, calls, gate, metrics, pauses, api };
 }
 
 const sa = (i: number, daysLeft: number, over: Partial<Finding> = {}): Finding => {
@@ -261,5 +261,79 @@ describe('the Slack notification queue', () => {
     expect(gate.waitMs('chat.update', CH)).toBeGreaterThan(0);
     expect(fake.callsTo('chat.update').map((c) => c.status)).toEqual([429, 200]);
     expect(JSON.stringify(fake.message(CH, (await store.getAlertRef(groupIdOf(sa(1, 40))))!.ts)!.blocks)).toContain('2 live');
+  });
+
+  it('killed between posting the digest and recording it: the next process finds it by its metadata and posts no second digest', async () => {
+    const clock = { t: T };
+    const first = await setup(clock, { digestThreshold: 10 });
+    await first.poll(Array.from({ length: 12 }, (_, i) => sa(i, 30 - i)));
+    // The first process dies as Slack answers the digest's chat.postMessage: nothing after the call runs (a kill -9).
+    const posted = new Promise<void>((resolve) => {
+      fake.on('change', (c) => {
+        if (c.type === 'message' && c.message.text.startsWith('🗂️')) resolve();
+      });
+    });
+    const origin = first.api.post.bind(first.api);
+    first.api.post = async (...args) => {
+      await origin(...args);
+      return new Promise<never>(() => undefined);
+    };
+    first.drainer.start();
+    await posted;
+    expect(fake.messages(CH).map((m) => m.text.slice(0, 2))).toEqual(['🗂️'.slice(0, 2)]);
+    const o = open.shift()!; // its loop never returns: closed without stop(), as a killed process leaves the file
+    await o.store.close();
+    await o.sql.close();
+
+    const second = await setup(clock, { digestThreshold: 10 });
+    second.drainer.start();
+    await second.drainer.idle(FOREVER);
+    const top = fake.messages(CH);
+    // One digest (the first process's, found with one conversations.history call and edited), then the 12 alerts once each.
+    expect(top.filter((m) => m.text.startsWith('🗂️'))).toHaveLength(1);
+    expect(top).toHaveLength(13);
+    expect(new Set(top.slice(1).map((m) => m.text)).size).toBe(12);
+    expect(fake.callsTo('conversations.history')).toHaveLength(1);
+    expect(top[0]!.metadata).toMatchObject({ event_type: DIGEST_EVENT_TYPE });
+    expect(JSON.stringify(fake.message(CH, top[0]!.ts)!.blocks)).toContain('12 of 12 posted so far');
+  });
+
+  it('settle(key): the pending item of an alert goes next (after a digest of its channel not yet posted), so a reply follows the alert it answers', async () => {
+    const clock = { t: T };
+    const leader = { v: true };
+    const { drainer, poll, store, api, calls } = await setup(clock, { digestThreshold: 10, leader });
+    await poll([sa(1, 40)]);
+    drainer.start();
+    await drainer.idle();
+    const ts = (await store.getAlertRef(groupIdOf(sa(1, 40))))!.ts;
+    // While this replica does not send, a poll brings 12 more urgent new alerts and a visible change of agent-1's alert.
+    leader.v = false;
+    clock.t += 5 * 60_000;
+    await poll([sa(1, 40, { pods: ['agent-1-pod', 'agent-1-pod-b'] }), ...Array.from({ length: 12 }, (_, i) => sa(100 + i, 5 + i))]);
+    leader.v = true;
+    const from = calls.length;
+    // A verification reply in agent-1's thread waits for its pending edit, which goes first despite the 12 more urgent posts.
+    await drainer.settle(`alert:${groupIdOf(sa(1, 40))}`);
+    await api.post(CH, { text: 'verified', blocks: [] }, ts);
+    expect(calls[from]?.method).toBe('chat.update');
+    const edit = fake.calls.findIndex((c) => c.method === 'chat.update' && c.args['ts'] === ts);
+    const reply = fake.calls.findIndex((c) => c.method === 'chat.postMessage' && c.args['thread_ts'] === ts);
+    expect(edit).toBeGreaterThanOrEqual(0);
+    expect(reply).toBeGreaterThan(edit);
+    expect(fake.thread(CH, ts).map((m) => m.text)).toEqual(['verified']);
+    expect(JSON.stringify(fake.message(CH, ts)!.blocks)).toContain('2 live');
+
+    // The least urgent of the new alerts, waited for: the digest listing them goes first, then that alert.
+    const last = `alert:${groupIdOf(sa(111, 16))}`;
+    await drainer.settle(last);
+    const top = fake.messages(CH);
+    expect(top.map((m) => m.text.match(/^🗂️|agent-\d+/)?.[0])).toEqual(['agent-1', '🗂️', 'agent-111']);
+    await drainer.idle(FOREVER);
+    // The rest follow in the digest's order, none twice; the digest ends showing all 12 posted.
+    expect(fake.messages(CH)).toHaveLength(14);
+    expect(new Set(fake.messages(CH).map((m) => m.text)).size).toBe(14);
+    expect(JSON.stringify(fake.message(CH, top[1]!.ts)!.blocks)).toContain('12 of 12 posted so far');
+    // Nothing pending: settle resolves at once.
+    await drainer.settle(last);
   });
 });
