@@ -114,9 +114,10 @@ export interface Integration {
   /** Whether work of `cluster` (an approved action being executed or followed) runs in this integration now. */
   busy?(cluster: string): boolean;
   /**
-   * Alerts on a successful poll of `cluster` (Slack: cluster-level events, then the notifier's posts and edits).
-   * The runtime awaits it after every such poll and only then runs its verifier (see {@link verificationReporter}),
-   * so a verification replies under an alert that already shows this poll's findings
+   * Alerts on a successful poll of `cluster` (Slack: cluster-level events, then the alerts' posts and edits queued for
+   * its drainer, src/slack/drainer.ts). The runtime awaits it after every such poll and only then runs its verifier
+   * (see {@link verificationReporter}), whose replies have their alert's queued work sent first, so a verification
+   * replies under an alert that already shows this poll's findings
    * (docs/design/architecture.md "How serve is put together").
    */
   afterPoll?(cluster: SlackCluster, findings: Finding[], outcome: SlackPollOutcome): Promise<void>;

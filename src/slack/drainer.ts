@@ -3,8 +3,14 @@
  * ({@link NotificationDrainer.enqueue}: rows of `slack_outbox`, merged per alert group) and returns; this loop sends
  * the items one at a time, most urgent first, at Slack's rates (src/slack/outbox.ts `RateGate`: one post per second
  * per channel, `chat.update` 50 per minute; a 429's `Retry-After` pauses the method — the WebClient itself waits it
- * out and retries, per its `retryConfig` in src/slack/app.ts). Items are rows, so a restart resumes the queue; a crash
- * between `chat.postMessage` and saving the alert's ref is covered by the alert intent (docs/slack.md "Crash safety").
+ * out and retries, per its `retryConfig` in src/slack/app.ts). Items are rows, so a restart resumes the queue; a row
+ * is deleted only after its work is recorded. A crash between `chat.postMessage` and saving the alert's ref is covered
+ * by the alert intent (the notifier), and one between a digest's post and its record by the digest's `postingAt` and
+ * its message metadata ({@link DIGEST_EVENT_TYPE}): the next process finds the message instead of posting it again
+ * (docs/slack.md "Crash safety"). Thread replies of an alert item are at least once (the same section says why).
+ *
+ * Ordering: one item per alert, sent one at a time, so an alert's edits never come before its post. A reply that needs
+ * an alert (the verifier's) waits with {@link NotificationDrainer.settle}, which sends that alert's item next.
  *
  * Digest first: when the pending new alerts of one channel are more than `digestThreshold` (default
  * {@link DEFAULT_DIGEST_THRESHOLD}), one digest message listing them, ranked by days to rejection, is posted before
