@@ -107,6 +107,13 @@ export class NotificationDrainer {
     this.threshold = deps.digestThreshold ?? DEFAULT_DIGEST_THRESHOLD;
     this.editIntervalMs = deps.digestEditIntervalMs ?? DEFAULT_DIGEST_EDIT_INTERVAL_MS;
     this.sleep = deps.sleep ?? realSleep;
+    if (deps.metrics) deps.metrics.slackQueueOldestOf = () => this.oldestAgeSeconds();
+  }
+
+  /** Age of the oldest pending item on the queue's clock, seconds (0 when empty). */
+  private oldestAgeSeconds(): number {
+    const oldest = this.backlog().oldestEnqueuedAt;
+    return oldest === null ? 0 : Math.max(0, (this.deps.clock() - oldest) / 1000);
   }
 
   /** Stores items (merged per key) and wakes the loop. Returns once they are rows. */
@@ -206,9 +213,8 @@ export class NotificationDrainer {
   }
 
   private updateMetrics(): void {
-    const b = this.backlog();
-    this.deps.metrics?.slackQueueDepth.set(b.depth);
-    this.deps.metrics?.slackQueueOldest.set(b.oldestEnqueuedAt === null ? 0 : Math.max(0, (this.deps.clock() - b.oldestEnqueuedAt) / 1000));
+    this.deps.metrics?.slackQueueDepth.set(this.items.length);
+    this.deps.metrics?.slackQueueOldest.set(this.oldestAgeSeconds());
   }
 
   private async loop(): Promise<void> {

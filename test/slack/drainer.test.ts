@@ -50,7 +50,7 @@ afterEach(async () => {
 });
 
 /** One serve's worth: store, notifier, queue rows and drainer on the shared fake clock; `calls` logs each Web API call with the clock. */
-async function setup(clock: { t: number }, opts: { digestThreshold?: number; leader?: { v: boolean }; retries?: number } = {}) {
+async function setup(clock: { t: number }, opts: { digestThreshold?: number; leader?: { v: boolean }; retries?: number; frozen?: { v: boolean } } = {}) {
   const config = parseConfig(
     { slack: { enabled: true, mode: 'http' }, clusters: [{ name: 'prod', audit: { file: { path: '/dev/null' } }, slack: { channel: '#ops', approvers: ['U0APPROVE1'] } }] },
     { SLACK_BOT_TOKEN: DEFAULT_BOT_TOKEN, SLACK_SIGNING_SECRET: 'x'.repeat(32) },
@@ -105,9 +105,9 @@ async function setup(clock: { t: number }, opts: { digestThreshold?: number; lea
     idleCheckMs: FOREVER,
     ...(opts.leader ? { isLeader: () => opts.leader!.v } : {}),
     ...(opts.digestThreshold !== undefined ? { digestThreshold: opts.digestThreshold } : {}),
-    // Waits move the injected clock; an idle loop waits for a kick.
+    // Waits move the injected clock (unless `frozen`: the test moves it); an idle loop waits for a kick.
     sleep: async (ms, signal) => {
-      if (ms < FOREVER) {
+      if (ms < FOREVER && !opts.frozen?.v) {
         clock.t += ms;
         return;
       }
@@ -335,5 +335,31 @@ describe('the Slack notification queue', () => {
     expect(JSON.stringify(fake.message(CH, top[1]!.ts)!.blocks)).toContain('12 of 12 posted so far');
     // Nothing pending: settle resolves at once.
     await drainer.settle(last);
+  });
+
+  it('queue depth and the oldest item\'s age are gauges; the age is read at scrape time, so it grows while nothing goes out', async () => {
+    const clock = { t: T };
+    const frozen = { v: true };
+    const { drainer, poll, metrics } = await setup(clock, { frozen });
+    const gauge = async (name: string) => (await metrics.registry.getSingleMetric(name)!.get()).values[0]?.value;
+    fake.failNext('chat.postMessage', 'not_in_channel');
+    await poll([sa(1, 10), sa(2, 12)]);
+    drainer.start();
+    await drainer.idle();
+    // The channel refused the first post: both items are put off (5 s), neither was sent.
+    expect(fake.messages(CH)).toHaveLength(0);
+    expect(await gauge('tokenwatch_slack_queue_depth')).toBe(2);
+    expect(await gauge('tokenwatch_slack_queue_oldest_seconds')).toBe(0);
+    expect(drainer.backlog()).toEqual({ depth: 2, oldestEnqueuedAt: T });
+    expect(drainer.backlog((channel) => channel !== '#ops')).toEqual({ depth: 0, oldestEnqueuedAt: null });
+    clock.t += 4_000;
+    expect(await gauge('tokenwatch_slack_queue_oldest_seconds')).toBe(4);
+    // The queue's waits move its clock again: past the backoff, the two go out.
+    frozen.v = false;
+    drainer.kick();
+    await drainer.idle(60_000);
+    expect(fake.messages(CH)).toHaveLength(2);
+    expect(await gauge('tokenwatch_slack_queue_depth')).toBe(0);
+    expect(await gauge('tokenwatch_slack_queue_oldest_seconds')).toBe(0);
   });
 });
