@@ -142,6 +142,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     logger: log.child({ component: 'slack-queue' }),
     metrics,
     isLeader: () => ctx.isLeader(),
+    owns: (cluster) => ctx.isLeader(cluster),
     onSent: () => home?.changed(),
   });
   /** A finding's alert item, if one is pending, is sent before a reply goes in its thread (the reply needs the alert). */

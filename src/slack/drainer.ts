@@ -71,6 +71,11 @@ export interface DrainerDeps {
   metrics?: Metrics;
   /** Whether this replica sends (the leader); others leave the rows alone. Default always. */
   isLeader?: () => boolean;
+  /**
+   * Whether this replica sends the items of `cluster`: with clusters shared out across replicas, each sends its own
+   * clusters' items (the rows are shared; two replicas sending one alert's item could both post it). Default all.
+   */
+  owns?: (cluster: string) => boolean;
   /** See the module docstring. Default {@link DEFAULT_DIGEST_THRESHOLD}. */
   digestThreshold?: number;
   /** Default {@link DEFAULT_DIGEST_EDIT_INTERVAL_MS}. */
@@ -223,6 +228,7 @@ export class NotificationDrainer {
       if (this.wake.signal.aborted) this.wake = new AbortController();
       if (this.deps.isLeader && !this.deps.isLeader()) {
         for (const key of [...this.settling.keys()]) this.settled(key);
+        this.dirty = true; // another replica sends meanwhile: read the rows again once this one sends
         this.notifyIdle();
         await this.sleep(idleMs, this.wake.signal);
         continue;
@@ -231,7 +237,8 @@ export class NotificationDrainer {
       try {
         if (this.dirty) {
           this.dirty = false;
-          this.items = await this.deps.queue.list();
+          const owns = this.deps.owns;
+          this.items = (await this.deps.queue.list()).filter((i) => owns === undefined || owns(i.cluster));
           this.updateMetrics();
         }
         const next = nextItem(this.candidates(this.deps.clock()), this.deps.gate, this.deps.clock());
@@ -244,6 +251,8 @@ export class NotificationDrainer {
         this.busy = false;
         this.notifyIdle();
         await this.sleep('waitMs' in next ? next.waitMs : idleMs, this.wake.signal);
+        // Idle and not woken: read the rows again (a cluster taken over brings the rows its previous owner left).
+        if (!('waitMs' in next) && !this.wake.signal.aborted) this.dirty = true;
       } finally {
         this.busy = false;
       }

@@ -50,7 +50,7 @@ afterEach(async () => {
 });
 
 /** One serve's worth: store, notifier, queue rows and drainer on the shared fake clock; `calls` logs each Web API call with the clock. */
-async function setup(clock: { t: number }, opts: { digestThreshold?: number; leader?: { v: boolean }; retries?: number; frozen?: { v: boolean } } = {}) {
+async function setup(clock: { t: number }, opts: { digestThreshold?: number; leader?: { v: boolean }; retries?: number; frozen?: { v: boolean }; owns?: (cluster: string) => boolean } = {}) {
   const config = parseConfig(
     { slack: { enabled: true, mode: 'http' }, clusters: [{ name: 'prod', audit: { file: { path: '/dev/null' } }, slack: { channel: '#ops', approvers: ['U0APPROVE1'] } }] },
     { SLACK_BOT_TOKEN: DEFAULT_BOT_TOKEN, SLACK_SIGNING_SECRET: 'x'.repeat(32) },
@@ -104,6 +104,7 @@ async function setup(clock: { t: number }, opts: { digestThreshold?: number; lea
     metrics,
     idleCheckMs: FOREVER,
     ...(opts.leader ? { isLeader: () => opts.leader!.v } : {}),
+    ...(opts.owns ? { owns: opts.owns } : {}),
     ...(opts.digestThreshold !== undefined ? { digestThreshold: opts.digestThreshold } : {}),
     // Waits move the injected clock (unless `frozen`: the test moves it); an idle loop waits for a kick.
     sleep: async (ms, signal) => {
@@ -361,5 +362,27 @@ describe('the Slack notification queue', () => {
     expect(fake.messages(CH)).toHaveLength(2);
     expect(await gauge('tokenwatch_slack_queue_depth')).toBe(0);
     expect(await gauge('tokenwatch_slack_queue_oldest_seconds')).toBe(0);
+  });
+
+  it('clusters shared out across replicas: each replica sends only the items of the clusters it owns, so two never post one alert', async () => {
+    const clock = { t: T };
+    const owner = { prod: 'a' };
+    const a = await setup(clock, { owns: (c) => c === 'prod' && owner.prod === 'a' });
+    const b = await setup(clock, { owns: (c) => c === 'prod' && owner.prod === 'b' });
+    await a.poll([sa(1, 10), sa(2, 20)]);
+    b.drainer.start();
+    a.drainer.start();
+    await Promise.all([a.drainer.idle(), b.drainer.idle()]);
+    expect(fake.messages(CH)).toHaveLength(2);
+    expect(b.drainer.backlog().depth).toBe(0);
+    // prod moves to b; a poll on b queues an edit (a second pod): b sends it, a does not touch it.
+    owner.prod = 'b';
+    clock.t += 5 * 60_000;
+    await b.poll([sa(1, 10, { pods: ['agent-1-pod', 'agent-1-pod-b'] }), sa(2, 20)]);
+    a.drainer.kick();
+    await Promise.all([a.drainer.idle(), b.drainer.idle()]);
+    expect(fake.callsTo('chat.update')).toHaveLength(1);
+    expect(fake.messages(CH)).toHaveLength(2);
+    expect(a.drainer.backlog().depth).toBe(0);
   });
 });
