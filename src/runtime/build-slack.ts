@@ -363,7 +363,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
       stopped = true;
       clearInterval(sweepTimer);
       clearInterval(pickupTimer);
-      await drainer.stop();
+      await drainer.stop(opts.stopTimeoutMs ?? 10_000);
       if (homeTimer) clearInterval(homeTimer);
       watchdog?.stop();
       abort.abort();

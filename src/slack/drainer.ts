@@ -205,12 +205,17 @@ export class NotificationDrainer {
     return [...wanted, ...this.items.filter((i) => i.kind === 'digest' && !i.payload.digest?.message && channels.has(i.channel))];
   }
 
-  /** Stops the loop after the item being sent (its row stays if it was not finished). */
-  async stop(): Promise<void> {
+  /**
+   * Stops the loop after the item being sent (its row stays if it was not finished), waiting for that item at most
+   * `timeoutMs` (a Slack call retrying a 429 may take minutes; the row and the alert intent cover a send cut short).
+   */
+  async stop(timeoutMs = Number.POSITIVE_INFINITY): Promise<void> {
     this.stopped = true;
     this.wake.abort();
-    await this.running;
     for (const key of [...this.settling.keys()]) this.settled(key);
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.running, ...(Number.isFinite(timeoutMs) ? [new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))] : [])]);
+    clearTimeout(timer);
   }
 
   private notifyIdle(): void {
