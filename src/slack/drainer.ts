@@ -155,15 +155,18 @@ export class NotificationDrainer {
 
   /**
    * Resolves when the queue is empty or every pending item waits for later than `withinMs` from now; at once when
-   * the loop is not running or this replica does not send (not the leader).
+   * the loop is not running or this replica does not send (not the leader). An item that became due while the loop
+   * sleeps (the clock moved) wakes it.
    */
   idle(withinMs = 0): Promise<void> {
     return new Promise((resolve) => {
       const check = () => {
         const now = this.deps.clock();
         const sends = this.running !== undefined && !this.stopped && (this.deps.isLeader?.() ?? true);
-        if (!sends || (!this.dirty && !this.busy && this.items.every((i) => i.notBefore > now + withinMs))) resolve();
-        else this.idleWaiters.push(check);
+        if (!sends || (!this.dirty && !this.busy && this.items.every((i) => i.notBefore > now + withinMs))) return resolve();
+        this.idleWaiters.push(check);
+        // The clock moved past an item's time while the loop sleeps (a test's clock jumps): wake it to send that item.
+        if (!this.dirty && !this.busy && 'item' in nextItem(this.items, this.deps.gate, now)) this.kick();
       };
       check();
     });
