@@ -15,7 +15,8 @@
  * 7. the polls start.
  *
  * After each successful poll one sequence runs ({@link afterPoll} below): the blind-log gauge, the integrations' alerts,
- * then the verifier's conclusions, so a verification replies under an alert that already shows the poll's findings.
+ * then the verifier's conclusions; a verification reply has its alert's queued work sent first, so it replies under an
+ * alert that already shows the poll's findings.
  */
 import pLimit from 'p-limit';
 import type { ClusterWatchCache } from '../cluster/cache.js';
@@ -136,7 +137,7 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
     const afterPoll = async (rt: ClusterRuntime, findings: Finding[], outcome: PollOutcome): Promise<void> => {
       updateBlindGauge(metrics, rt, clock());
       const started = integrations.running(); // one that starts meanwhile joins at the next poll
-      await integrations.alert(started, rt, findings, outcome); // Slack posts and edits the alerts
+      await integrations.alert(started, rt, findings, outcome); // Slack queues the alerts' posts and edits (sent by its drainer)
       await integrations.verify(started, rt.config.name); // then concludes approved actions in their threads
     };
 
@@ -223,9 +224,6 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
       isLeader,
       leaderStatus,
       ...(owners ? { shards: owners, ownerOf: (cluster: string) => owners.status().owners[cluster] ?? null } : {}),
-      // Slack's alert work through the store's notification queue, off the poll path (docs/slack.md "Notification
-      // queue"), when `TOKENWATCH_SLACK_QUEUE=1`; not yet the default while tests written for inline alerts move to it.
-      ...(process.env['TOKENWATCH_SLACK_QUEUE'] === '1' ? { outbox: store.outbox } : {}),
     };
     if (!isLeaderGate && !shards) metrics.leader.set(1);
 

@@ -331,7 +331,7 @@ export class Integrations {
     return [...this.started];
   }
 
-  /** Each of `integrations` alerts on the poll, in turn (Slack posts and edits its alerts); a failure is logged. */
+  /** Each of `integrations` alerts on the poll, in turn (Slack queues its alerts' posts and edits); a failure is logged. */
   async alert(integrations: readonly Integration[], rt: ClusterRuntime, findings: Finding[], outcome: PollOutcome): Promise<void> {
     for (const i of integrations) {
       if (!i.afterPoll) continue;
