@@ -1,9 +1,10 @@
 /**
- * `npm run bench:fleet -- [--clusters 100,500,1000] [--cycles C] [--interval S] [--channels K] [--concurrency P] [--hung H]`:
- * one `tokenwatch serve` watching N loopback clusters on a compressed schedule.
+ * `npm run bench:fleet -- [--clusters 100,500,1000] [--cycles C] [--interval S] [--channels K] [--concurrency P] [--hung H]
+ * [--heap-mib M]`: one `tokenwatch serve` watching N loopback clusters on a compressed schedule.
  *
- * Per N, a fresh process pair: this process runs `serve` (the real `startServe`, Slack in HTTP mode through
- * `startSlackWith`), a child process runs every fake and the Slack client, so the fakes' CPU is measured apart:
+ * Per N, fresh processes: this process runs `serve` (the real `composeServe`, Slack in HTTP mode through
+ * `startSlackWith`; with `--heap-mib`, this script runs itself again with `--max-old-space-size=M`), a child process
+ * runs every fake, another the Slack client, so the fakes' CPU is measured apart:
  * - one fake Kubernetes API server per cluster (`src/sandbox/fakes/kubernetes.ts`; a kubeconfig file each): 20
  *   namespaces, 200 pods — 3 DaemonSets of 10 pods, 17 Deployments of 10 pods through ReplicaSets — their
  *   ServiceAccounts;
@@ -28,7 +29,7 @@
  */
 process.env['AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED'] = 'true';
 
-import { fork, type ChildProcess } from 'node:child_process';
+import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -76,6 +77,11 @@ interface Args {
   sqliteSynchronous: string;
   /** Where to write a heap snapshot of serve's process after the window (`<prefix>-<N>.heapsnapshot`); none when empty. */
   heapSnapshot: string;
+  /**
+   * serve's V8 old-space cap, MiB (`--max-old-space-size`, as the chart sets it through NODE_OPTIONS from its memory
+   * limit); 0: V8's own default (a share of the machine's memory, 4 GiB here, so collections come late).
+   */
+  heapMiB: number;
 }
 
 function usage(msg: string): never {
@@ -84,7 +90,7 @@ function usage(msg: string): never {
 }
 
 function parseArgs(argv: string[]): Args {
-  const a: Args = { clusters: [20], cycles: 3, intervalS: 30, channels: 10, concurrency: 10, hung: 0, tps: 0, profile: '', heapSnapshot: '', sqliteSynchronous: '' };
+  const a: Args = { clusters: [20], cycles: 3, intervalS: 30, channels: 10, concurrency: 10, hung: 0, tps: 0, profile: '', heapSnapshot: '', sqliteSynchronous: '', heapMiB: 0 };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i]!;
     const v = argv[++i];
@@ -106,6 +112,7 @@ function parseArgs(argv: string[]): Args {
     }
     else if (k === '--profile') a.profile = v;
     else if (k === '--heap-snapshot') a.heapSnapshot = v;
+    else if (k === '--heap-mib') a.heapMiB = whole(v);
     else if (k === '--sqlite-synchronous') {
       if (v !== 'full' && v !== 'normal') usage(`--sqlite-synchronous: 'full' or 'normal', not '${v}'`);
       a.sqliteSynchronous = v;
@@ -621,7 +628,7 @@ function report(r: RunResult, a: Args): void {
   const s = r.stats;
   const acks = [...r.acks.times].sort((x, y) => x - y);
   const polls = Math.max(1, r.ran);
-  line(`N = ${r.n} clusters${a.hung ? ` (+ ${a.hung} hung)` : ''}, schedule every ${a.intervalS} s (\`${cronOf(a.intervalS)}\`: 5 minutes compressed ${(300 / a.intervalS).toFixed(2).replace(/\.?0+$/, '')}×), ${a.cycles} cycles measured (${r.windowS.toFixed(0)} s), poll.concurrency ${a.concurrency}, ${a.channels} channels`);
+  line(`N = ${r.n} clusters${a.hung ? ` (+ ${a.hung} hung)` : ''}, schedule every ${a.intervalS} s (\`${cronOf(a.intervalS)}\`: 5 minutes compressed ${(300 / a.intervalS).toFixed(2).replace(/\.?0+$/, '')}×), ${a.cycles} cycles measured (${r.windowS.toFixed(0)} s), poll.concurrency ${a.concurrency}, ${a.channels} channels${a.heapMiB ? `, serve's heap capped at ${a.heapMiB} MiB` : ''}`);
   line(`  Slack started after      ${r.slackStartedS.toFixed(1)} s; first polls done after ${r.firstPollsS.toFixed(1)} s`);
   line(`  polls run / scheduled / missed   ${r.ran} / ${r.scheduled} / ${r.missed}   (failed ${r.failed}, late ${r.late})`);
   line(`  CloudWatch FilterLogEvents       ${(s.filterLogEvents / r.windowS).toFixed(2)} req/s mean, ${s.peakPerSecond} peak in 1 s (one account; budget ${a.tps}/s = AWS's 5/s × the compression), ${s.throttled} throttled`);
@@ -640,6 +647,15 @@ function report(r: RunResult, a: Args): void {
 
 async function main(): Promise<void> {
   const a = parseArgs(process.argv.slice(2));
+  if (a.heapMiB > 0 && process.env['BENCH_FLEET_HEAP_MIB'] !== String(a.heapMiB)) {
+    // The cap is a V8 start flag: run this script again with it (the fakes and the client keep their own defaults).
+    const again = spawn(process.execPath, [`--max-old-space-size=${a.heapMiB}`, '--import', 'tsx', fileURLToPath(import.meta.url), ...process.argv.slice(2)], {
+      stdio: 'inherit',
+      env: { ...process.env, BENCH_FLEET_HEAP_MIB: String(a.heapMiB) },
+    });
+    const code = await new Promise<number>((r) => again.once('exit', (c, sig) => r(c ?? (sig ? 1 : 0))));
+    process.exit(code);
+  }
   for (const n of a.clusters) report(await runOne(n, a), a);
 }
 
