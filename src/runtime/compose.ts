@@ -57,6 +57,8 @@ const WATCH_LIST_CONCURRENCY = 8;
 /** How many clusters' watch caches start (list) at once, and how long one may take its turn before the next starts, ms. */
 const WATCH_START_CONCURRENCY = 16;
 const WATCH_START_TURN_MS = 10_000;
+/** How far back, ms, a poll of a cluster shared out across replicas looks for ticks nobody accounted for (at least 10 TTLs). */
+const TICK_CHECK_WINDOW_MS = 30 * 60_000;
 /** Starts leader election when `env` is a pod's with the election variables set; undefined otherwise. */
 function startLeaderElection(env: NodeJS.ProcessEnv, logger: Logger, metrics: Metrics): LeaderElector | undefined {
   const election = env.KUBERNETES_SERVICE_HOST ? electionFromEnv(env) : undefined;
@@ -180,20 +182,49 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
     for (const rt of clusters.values()) onBlindChange(rt); // EKS audit logging off is known before the first poll
 
     // 4. The scheduler (started in step 7).
-    const scheduler = createScheduler(config, opts, { clusters, shouldRun: (job) => isLeader(job), metrics, logger });
+    const scheduler = createScheduler(config, opts, { clusters, shouldRun: (job) => isLeader(job), metrics, logger, store, replica: () => shards?.id, clock });
     let scheduling = false;
+    /** When this process started scheduling, epoch ms (node-cron's clock): ticks before it are no business of its gap check. */
+    const schedulingSince = Date.now();
+    /**
+     * With clusters shared out, before the poll for `tick` of `cluster`: false when that tick is accounted for already (a
+     * replica polled it or recorded it missed: it is not polled again); else the earlier ticks (since this process
+     * started, within {@link TICK_CHECK_WINDOW_MS}) that no replica polled and none recorded as missed — the cluster
+     * was changing hands, or its owner's renewal was late — are recorded as missed (`unowned`), so every tick is
+     * accounted for once (docs/design/architecture.md "Clusters shared out across replicas"), and true.
+     */
+    const checkTicks = async (cluster: string, tick: number): Promise<boolean> => {
+      const since = Math.max(schedulingSince, tick - Math.max(TICK_CHECK_WINDOW_MS, 10 * (shards?.ttlMs ?? 0)));
+      const ticks = scheduler.ticksBetween(cluster, since, tick);
+      const seen = await store.pollTicks(cluster, ticks[0] ?? tick);
+      const accounted = new Set([...seen.polled, ...seen.missed.map((m) => m.scheduledAt)]);
+      if (accounted.has(tick)) return false;
+      for (const t of ticks) {
+        if (accounted.has(t)) continue;
+        if (!(await store.recordMissedPoll({ cluster, scheduledAt: t, reason: 'unowned', ...(shards ? { replica: shards.id } : {}), recordedAt: clock() }))) continue;
+        metrics.pollsMissed.inc({ cluster, reason: 'unowned' });
+        clusters.get(cluster)?.poller.recordMissed(t, 'unowned');
+        logger.warn({ cluster, dueAt: new Date(t).toISOString(), reason: 'unowned' }, 'scheduled poll missed: no replica could start it (the cluster was changing hands, or its ownership was not renewed in time)');
+      }
+      return true;
+    };
     if (sharding) {
       /**
-       * A cluster this replica has just taken over: poll it at once unless a poll that started at or after its latest
-       * scheduled time has finished (the previous owner ran this tick). A poll the previous owner left unfinished
-       * (killed) is run again; it reads on from the last committed chunk.
+       * A cluster this replica has just taken over: poll its latest due tick at once unless that tick is accounted for
+       * (a replica polled it, or recorded it missed), or it came before this process started and a poll that started
+       * after it has finished (the previous owner ran it). A poll the previous owner left unfinished (killed) is run
+       * again; it reads on from the last committed chunk.
        */
       const catchUp = async (cluster: string): Promise<void> => {
-        const due = scheduler.previousDue(cluster);
-        const last = (await store.lastPollRuns()).find((r) => r.cluster === cluster);
-        if (due !== undefined && last !== undefined && last.endedAt !== null && last.startedAt >= due) return;
-        logger.info({ cluster, ...(last ? { lastPollStartedAt: new Date(last.startedAt).toISOString() } : {}) }, 'polling a cluster taken over now: its latest scheduled poll did not complete');
-        scheduler.runNow(cluster);
+        const tick = scheduler.previousTick(cluster);
+        if (tick !== undefined) {
+          const seen = await store.pollTicks(cluster, tick);
+          if (seen.polled.includes(tick) || seen.missed.some((m) => m.scheduledAt === tick)) return;
+          const last = (await store.lastPollRuns()).find((r) => r.cluster === cluster);
+          if (tick < schedulingSince && last !== undefined && last.endedAt !== null && last.startedAt >= tick) return;
+        }
+        logger.info({ cluster, ...(tick !== undefined ? { tick: new Date(tick).toISOString() } : {}) }, 'polling a cluster taken over now: its latest scheduled poll did not complete');
+        scheduler.runNow(cluster, tick);
       };
       shards = new ShardCoordinator({
         ...sharding,
@@ -255,14 +286,21 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
       [...clusters.values()].map((rt) => ({
         name: rt.config.name,
         schedule: rt.config.schedule,
-        run: async (signal) => {
+        run: async (signal, tick) => {
           if (shards) {
             // The epoch this poll runs at: every commit of it checks it (fence); none when the cluster was lost meanwhile.
             const epoch = shards.owns(rt.config.name) ? shards.epochOf(rt.config.name) : undefined;
             if (epoch === undefined) return;
             pollEpochs.set(rt.config.name, epoch);
+            if (tick !== undefined) {
+              const run = await checkTicks(rt.config.name, tick).catch((err: unknown) => {
+                logger.warn({ err, cluster: rt.config.name }, 'checking the earlier scheduled polls in the store failed; polling anyway');
+                return true;
+              });
+              if (!run) return;
+            }
           }
-          await rt.poller.pollOnce(signal);
+          await rt.poller.pollOnce(signal, { scheduledAt: tick });
           firstDone.get(rt.config.name)?.();
         },
       })),

@@ -229,14 +229,15 @@ export function updateBlindGauge(metrics: Metrics, rt: ClusterRuntime, now: numb
 
 /**
  * The scheduler of the clusters' polls (`scheduler.ts`): jitter, spread and concurrency from `config.poll` unless
- * overridden, gated by `shouldRun` (leadership), missed and late ticks counted, logged and recorded by the poller.
+ * overridden, gated by `shouldRun` (leadership), missed and late ticks counted, logged, recorded by the poller and, when
+ * `store` is given, in the store (`Store.recordMissedPoll`, with the replica id `replica()` returns).
  */
 export function createScheduler(
   config: Config,
   opts: Pick<ServeOptions, 'jitterMs' | 'spread'>,
-  deps: { clusters: ReadonlyMap<string, ClusterRuntime>; shouldRun: (job: string) => boolean; metrics: Metrics; logger: Logger },
+  deps: { clusters: ReadonlyMap<string, ClusterRuntime>; shouldRun: (job: string) => boolean; metrics: Metrics; logger: Logger; store?: Store; replica?: () => string | undefined; clock?: () => number },
 ): Scheduler {
-  const { clusters, metrics, logger } = deps;
+  const { clusters, metrics, logger, store } = deps;
   return new Scheduler({
     jitterMs: opts.jitterMs ?? config.poll.jitter,
     spread: opts.spread ?? config.poll.spread,
@@ -248,6 +249,10 @@ export function createScheduler(
       clusters.get(job)?.poller.recordMissed(tick.dueAt, tick.reason);
       const why = tick.reason === 'overlap' ? 'the previous poll of this cluster is still running' : 'folded into a late poll of this cluster that is still running';
       logger.warn({ cluster: job, dueAt: new Date(tick.dueAt).toISOString(), reason: tick.reason }, `scheduled poll missed: ${why}`);
+      const replica = deps.replica?.();
+      void store
+        ?.recordMissedPoll({ cluster: job, scheduledAt: tick.dueAt, reason: tick.reason, ...(replica ? { replica } : {}), recordedAt: (deps.clock ?? Date.now)() })
+        .catch((err: unknown) => logger.warn({ err, cluster: job }, 'recording a missed scheduled poll in the store failed'));
     },
     onLate: (job, tick) => {
       metrics.pollsLate.inc({ cluster: job });

@@ -257,6 +257,20 @@ CREATE TABLE cluster_owners (
 CREATE INDEX cluster_owners_by_owner ON cluster_owners (owner);
 `;
 
+/** Twin of `V_POLL_TICKS` in src/store/migrations.ts: the tick of each scheduled poll run, and the missed ticks. */
+const V_POLL_TICKS = `
+ALTER TABLE poll_runs ADD COLUMN scheduled_at BIGINT;
+CREATE INDEX poll_runs_by_tick ON poll_runs (cluster, scheduled_at);
+CREATE TABLE missed_polls (
+  cluster       TEXT NOT NULL,
+  scheduled_at  BIGINT NOT NULL,
+  reason        TEXT NOT NULL,
+  replica       TEXT,
+  recorded_at   BIGINT NOT NULL,
+  PRIMARY KEY (cluster, scheduled_at)
+);
+`;
+
 /** All PostgreSQL steps, in the order of (and one for one with) `MIGRATIONS` in src/store/migrations.ts. */
 export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   { name: 'live mode', sql: V1 },
@@ -271,6 +285,7 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   // SQLite renames keys holding a NUL byte; PostgreSQL text cannot hold one, so there is nothing to rename.
   { name: 'portable cursor keys', sql: "SELECT 'nothing to rename' AS portable_cursor_keys" },
   { name: 'cluster owners', sql: V_CLUSTER_OWNERS },
+  { name: 'poll ticks', sql: V_POLL_TICKS },
 ];
 
 /** The advisory-lock key all migrating replicas take (src/store/postgres.ts `lock`). */

@@ -4,7 +4,7 @@
  */
 import type { SqlExecutor } from './sql.js';
 import { StoreError } from './errors.js';
-import type { PollCoverage, PollRunResult, PollStatus } from './types.js';
+import type { MissedPoll, PollCoverage, PollRunResult, PollStatus, PollTicks } from './types.js';
 
 type PollRow = {
   id: number;
@@ -72,9 +72,28 @@ export class PollRepository {
   }
 
   /** See `Store.startPollRun`: the new run's id. */
-  async startRun(cluster: string, source: string, startedAt: number): Promise<number> {
-    const row = await this.sql.get<{ id: number }>('INSERT INTO poll_runs (cluster, source, started_at) VALUES (?, ?, ?) RETURNING id', [cluster, source, startedAt]);
+  async startRun(cluster: string, source: string, startedAt: number, scheduledAt?: number): Promise<number> {
+    const row = await this.sql.get<{ id: number }>('INSERT INTO poll_runs (cluster, source, started_at, scheduled_at) VALUES (?, ?, ?, ?) RETURNING id', [cluster, source, startedAt, scheduledAt ?? null]);
     return Number(row!.id);
+  }
+
+  /** See `Store.recordMissedPoll`. */
+  async recordMissed(m: MissedPoll): Promise<boolean> {
+    const { changes } = await this.sql.run('INSERT INTO missed_polls (cluster, scheduled_at, reason, replica, recorded_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING', [
+      m.cluster,
+      m.scheduledAt,
+      m.reason,
+      m.replica ?? null,
+      m.recordedAt,
+    ]);
+    return changes === 1;
+  }
+
+  /** See `Store.pollTicks`. */
+  async ticks(cluster: string, since: number): Promise<PollTicks> {
+    const polled = await this.sql.all<{ t: number }>('SELECT scheduled_at AS t FROM poll_runs WHERE cluster = ? AND scheduled_at >= ? AND ended_at IS NOT NULL ORDER BY scheduled_at', [cluster, since]);
+    const missed = await this.sql.all<{ t: number; reason: string }>('SELECT scheduled_at AS t, reason FROM missed_polls WHERE cluster = ? AND scheduled_at >= ? ORDER BY scheduled_at', [cluster, since]);
+    return { polled: polled.map((r) => Number(r.t)), missed: missed.map((r) => ({ scheduledAt: Number(r.t), reason: r.reason })) };
   }
 
   /** See `Store.finishPollRun`. @throws {StoreError} for an unknown id. */
@@ -113,8 +132,9 @@ export class PollRepository {
     }));
   }
 
-  /** See `Store.prunePollRuns`: keeps each cluster's latest run. */
+  /** See `Store.prunePollRuns`: keeps each cluster's latest run; missed ticks before `olderThan` go too (not counted). */
   async pruneRuns(olderThan: number): Promise<number> {
+    await this.sql.run('DELETE FROM missed_polls WHERE scheduled_at < ?', [olderThan]);
     return (await this.sql.run('DELETE FROM poll_runs WHERE started_at < ? AND id NOT IN (SELECT max(id) FROM poll_runs GROUP BY cluster)', [olderThan])).changes;
   }
 

@@ -300,6 +300,28 @@ describe('poll runs', () => {
     await expect(store.finishPollRun(99, { endedAt: T0, events: 0, tokenUses: 0 })).rejects.toThrow(new StoreError('finishPollRun: no poll run with id 99'));
   });
 
+  it('pollTicks reports the finished runs by the tick they ran for and the missed ticks with their reason; a tick recorded missed once stays so', async () => {
+    const T = 15_000 * Math.floor(T0 / 15_000);
+    const ran = async (tick: number | undefined, at: number, finish = true) => {
+      const id = await store.startPollRun('prod', 'file', at, tick);
+      if (finish) await store.finishPollRun(id, { endedAt: at + 500, events: 0, tokenUses: 0 });
+    };
+    await ran(T, T + 10);
+    await ran(undefined, T + 20); // the start-up poll or /tokens scan: no tick
+    await ran(T + 30_000, T + 30_010, false); // still running (or its replica died): not counted
+    await ran(T + 45_000, T + 45_010);
+    await store.startPollRun('staging', 'file', T + 15_010, T + 15_000);
+    expect(await store.recordMissedPoll({ cluster: 'prod', scheduledAt: T + 15_000, reason: 'overlap', replica: 'tw-a-1a2b3c', recordedAt: T + 15_001 })).toBe(true);
+    expect(await store.recordMissedPoll({ cluster: 'prod', scheduledAt: T + 15_000, reason: 'unowned', replica: 'tw-b-4d5e6f', recordedAt: T + 16_000 })).toBe(false);
+    expect(await store.recordMissedPoll({ cluster: 'prod', scheduledAt: T + 60_000, reason: 'unowned', recordedAt: T + 75_000 })).toBe(true);
+    expect(await store.pollTicks('prod', T)).toEqual({ polled: [T, T + 45_000], missed: [{ scheduledAt: T + 15_000, reason: 'overlap' }, { scheduledAt: T + 60_000, reason: 'unowned' }] });
+    expect(await store.pollTicks('prod', T + 16_000)).toEqual({ polled: [T + 45_000], missed: [{ scheduledAt: T + 60_000, reason: 'unowned' }] });
+    expect(await store.pollTicks('other', T)).toEqual({ polled: [], missed: [] });
+    // Retention drops missed ticks with the poll runs.
+    await store.prunePollRuns(T + 50_000);
+    expect((await store.pollTicks('prod', 0)).missed).toEqual([{ scheduledAt: T + 60_000, reason: 'unowned' }]);
+  });
+
   it('prunePollRuns keeps the latest run of each cluster', async () => {
     for (let i = 0; i < 5; i++) await store.startPollRun('prod', 's', T0 + i * MIN);
     await store.startPollRun('staging', 's', T0);
