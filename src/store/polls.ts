@@ -24,6 +24,12 @@ type PollRow = {
 // cannot hold (keys of earlier versions, `\0watched-since\0<cluster>`, are renamed by a migration step).
 const watchedKey = (cluster: string): string => `watched-since:${cluster}`;
 
+/**
+ * Distinct auditIDs per `INSERT` of {@link PollRepository.markSeen}: 3 parameters a row, 6,000 a statement, well within
+ * SQLite's 32,766 (SQLITE_MAX_VARIABLE_NUMBER, https://sqlite.org/limits.html) and PostgreSQL's 65,535.
+ */
+export const SEEN_BATCH_ROWS = 2000;
+
 /** Cursors (`cursors`), seen auditIDs (`seen`) and poll runs (`poll_runs`) over a {@link SqlExecutor}. */
 export class PollRepository {
   constructor(private readonly sql: SqlExecutor) {}
@@ -49,15 +55,24 @@ export class PollRepository {
     await this.sql.run('INSERT INTO cursors (source_id, cursor) VALUES (?, ?) ON CONFLICT (source_id) DO NOTHING', [watchedKey(cluster), String(at)]);
   }
 
-  /** See `Store.markSeen` (one transaction): the ids not seen before, in input order. */
+  /**
+   * See `Store.markSeen` (one transaction): the ids not seen before, in input order, each once. One multi-row
+   * `INSERT … ON CONFLICT DO NOTHING RETURNING audit_id` per {@link SEEN_BATCH_ROWS} distinct ids (both backends
+   * return only the rows inserted), so a poll of 10,000 new events is five statements, not 10,000 round trips.
+   */
   markSeen(cluster: string, auditIDs: readonly string[], seenAt: number): Promise<string[]> {
+    const distinct = [...new Set(auditIDs)];
+    if (distinct.length === 0) return Promise.resolve([]);
     return this.sql.transaction(async (tx) => {
-      const fresh: string[] = [];
-      for (const id of auditIDs) {
-        const { changes } = await tx.run('INSERT INTO seen (cluster, audit_id, seen_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING', [cluster, id, seenAt]);
-        if (changes === 1) fresh.push(id);
+      const inserted = new Set<string>();
+      for (let i = 0; i < distinct.length; i += SEEN_BATCH_ROWS) {
+        const batch = distinct.slice(i, i + SEEN_BATCH_ROWS);
+        const params: (string | number)[] = [];
+        for (const id of batch) params.push(cluster, id, seenAt);
+        const rows = await tx.all<{ audit_id: string }>(`INSERT INTO seen (cluster, audit_id, seen_at) VALUES ${batch.map(() => '(?, ?, ?)').join(', ')} ON CONFLICT DO NOTHING RETURNING audit_id`, params);
+        for (const r of rows) inserted.add(r.audit_id);
       }
-      return fresh;
+      return distinct.filter((id) => inserted.has(id));
     });
   }
 
