@@ -56,7 +56,8 @@ export interface ServeContext extends SlackContext {
 
 /**
  * The body of `/readyz` (JSON): states only, never error text (details are in the log, scrubbed).
- * - `status`: `ready` | `starting` | `stopping` (the HTTP status is 200 only for `ready`);
+ * - `status`: `ready` | `starting` | `stopping` | `store-unavailable` (the HTTP status is 200 for `ready` and
+ *   `store-unavailable`, 503 while starting or stopping: {@link readyzAnswers200});
  * - `polls`: per cluster, `ok` | `degraded` (the last poll failed: source, cluster state or store; or the running poll
  *   has taken longer than 3 × `poll.requestTimeout`: a slow or hung cluster) | `pending`;
  * - `integrations`: per integration (`slack`), `ok` | `connected` | `disconnected` | `unavailable` (not reachable at
@@ -68,7 +69,10 @@ export interface ServeContext extends SlackContext {
  * `tokenwatch_poll_failing` metric.
  */
 export interface ReadinessBody {
-  /** `store-unavailable`: the shared store (PostgreSQL) cannot be reached; this replica polls nothing until it can. */
+  /**
+   * `store-unavailable`: the shared store (PostgreSQL) cannot be reached; this replica polls nothing until it can, and
+   * still answers Slack (saying so), so it stays in the Service (HTTP 200).
+   */
   status: 'ready' | 'starting' | 'stopping' | 'store-unavailable';
   polls: Record<string, 'ok' | 'degraded' | 'pending'>;
   integrations: Record<string, string>;
@@ -419,8 +423,21 @@ export interface HealthServer {
 }
 
 /**
- * Starts the health/metrics HTTP listener on `http.host`:`http.port`: `/healthz` (200 `ok`), `/readyz` (the JSON of
- * `readiness()`, 200 only when `ready`, else 503), `/metrics` (Prometheus text of `metrics.registry`).
+ * Whether `/readyz` answers 200 for `status`: `ready`, and `store-unavailable` too. Readiness decides whether the
+ * Service routes requests to the pod (https://kubernetes.io/docs/concepts/configuration/liveness-readiness-startup-probes/);
+ * while the shared database is down every replica is in the same state, so 503 would take all of them out of the
+ * Service at once and Slack would get a connection error or timeout instead of the answer that says the store is
+ * unavailable and nothing was changed. Only `starting` and `stopping` are unready. Liveness is `/healthz` (the
+ * process answers), which a database outage never fails: a restart would not bring the database back.
+ */
+function readyzAnswers200(status: ReadinessBody['status']): boolean {
+  return status === 'ready' || status === 'store-unavailable';
+}
+
+/**
+ * Starts the health/metrics HTTP listener on `http.host`:`http.port`: `/healthz` (200 `ok`: liveness), `/readyz` (the
+ * JSON of `readiness()`, 200 when `ready` or `store-unavailable` ({@link readyzAnswers200}), else 503), `/metrics`
+ * (Prometheus text of `metrics.registry`).
  * @throws the listen error (e.g. `EADDRINUSE` when the port is taken)
  */
 export async function startHealthServer(http: Config['http'], deps: { readiness: () => ReadinessBody; metrics: Metrics; logger: Logger }): Promise<HealthServer> {
@@ -431,7 +448,7 @@ export async function startHealthServer(http: Config['http'], deps: { readiness:
       res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
     } else if (url === '/readyz') {
       const body = deps.readiness();
-      res.writeHead(body.status === 'ready' ? 200 : 503, { 'content-type': 'application/json' }).end(`${JSON.stringify(body)}\n`);
+      res.writeHead(readyzAnswers200(body.status) ? 200 : 503, { 'content-type': 'application/json' }).end(`${JSON.stringify(body)}\n`);
     } else if (url === '/metrics') {
       metrics.registry.metrics().then(
         (text) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),

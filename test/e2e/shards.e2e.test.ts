@@ -9,7 +9,7 @@
  *   and reports in the same Slack thread (the takeover time is measured and printed);
  * - a replica joins → the clusters rebalance, and every scheduled tick of every cluster is accounted for exactly once
  *   (polled by one replica, or recorded missed with its reason);
- * - PostgreSQL stopped and started again → `/readyz` says `store-unavailable`, nothing crashes, and the audit events
+ * - PostgreSQL stopped and started again → `/readyz` says `store-unavailable` (still 200), nothing crashes, and the audit events
  *   written meanwhile are stored once the database is back.
  *
  * Default heartbeat (5 s) and TTL (15 s), so the figures printed are those of a default install.
@@ -402,7 +402,13 @@ describe.skipIf(!pgServer.available)('replicas sharing clusters on PostgreSQL', 
 
     asServerUser(['stop', '-D', data, '-m', 'fast', '-w']);
     const downAt = Date.now();
-    await until('a and b say store-unavailable', async () => (await a.readyz()).body.status === 'store-unavailable' && (await b.readyz()).body.status === 'store-unavailable');
+    // Still ready (200): every replica is in this state, and taking them all out of the Service would leave Slack
+    // without the answer that says so.
+    const unavailable = async (r: Replica) => {
+      const z = await r.readyz();
+      return z.body.status === 'store-unavailable' && z.code === 200;
+    };
+    await until('a and b say store-unavailable, still ready', async () => (await unavailable(a)) && (await unavailable(b)));
     // A Slack answer says so (and that nothing was changed), from either replica.
     await sendSlashCommand(b.slackUrl, SECRET, { text: 'status prod-eks', user_id: REQUESTER, channel_id: OPS, response_url: s.slack.responseUrl({ channel: OPS, user: REQUESTER }) });
     await until('the store-unavailable answer', () => s.slack.ephemerals({ user: REQUESTER }).some((e) => e.text.includes('store (its database) is unavailable')), 60_000);
