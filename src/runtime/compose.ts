@@ -26,7 +26,7 @@ import type { Finding } from '../findings/types.js';
 import { createLogger, type Logger } from '../observability/logger.js';
 import { Metrics } from '../observability/metrics.js';
 import { Verifier } from '../remediation/verify.js';
-import type { Store } from '../store/index.js';
+import type { PollStatus, Store } from '../store/index.js';
 import { CloudWatchClients } from '../sources/index.js';
 import { buildCluster, type ClusterRuntime } from './build-cluster.js';
 import type { SlackIntegration } from './build-slack.js';
@@ -261,7 +261,17 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
     if (!isLeaderGate && !shards) metrics.leader.set(1);
 
     // 5. The health/metrics listener, then the audit webhook listeners (src/sources/webhook.ts): one that cannot bind stops serve.
-    const readiness = () => readinessOf({ phase, clusters, integrations, now: clock(), shards });
+    // With shards: every cluster's latest poll run in the shared store, re-read every heartbeat interval, so /readyz shows
+    // the clusters other replicas poll by their owner's last poll, not as pending.
+    let sharedPolls = new Map<string, PollStatus>();
+    const readSharedPolls = async (): Promise<void> => {
+      try {
+        sharedPolls = new Map((await store.lastPollRuns()).map((r) => [r.cluster, r]));
+      } catch {
+        // The store is unavailable: the heartbeat says so (/readyz `store-unavailable`); keep what was last read.
+      }
+    };
+    const readiness = () => readinessOf({ phase, clusters, integrations, now: clock(), shards, sharedPolls });
     const server: HealthServer = await startHealthServer(config.http, { readiness, metrics, logger });
     undo.push(() => server.close());
     for (const rt of clusters.values()) if (rt.source.start) rt.webhookPort = await rt.source.start();
@@ -271,10 +281,15 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
     const starters = opts.integrations ?? (config.slack?.enabled ? [async (ctx: ServeContext) => (slack = await (await import('./build-slack.js')).startSlackWith(ctx, opts.slack))] : []);
     const nameOf = (i: number) => opts.integrationNames?.[i] ?? (i === 0 ? 'slack' : `integration-${i}`);
     // Ownership first, so the integrations' start (resuming approved actions, posting pending alerts) sees it.
+    let sharedPollsTimer: NodeJS.Timeout | undefined;
     if (shards) {
       const sh = shards;
       await sh.start();
       undo.push(() => sh.stop());
+      await readSharedPolls();
+      sharedPollsTimer = setInterval(() => void readSharedPolls(), sh.heartbeatMs);
+      sharedPollsTimer.unref();
+      undo.push(() => clearInterval(sharedPollsTimer));
     }
     for (const [i, start] of starters.entries()) await integrations.start(start, nameOf(i), context);
     context.integrationErrors = integrations.errors;
@@ -318,6 +333,7 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
         await scheduler.stop();
         await integrations.stop();
         closeClusters();
+        clearInterval(sharedPollsTimer);
         await shards?.stop(); // hands its clusters over: the others take them at their next heartbeat
         await server.close();
         await lock?.release();

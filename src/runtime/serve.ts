@@ -21,7 +21,7 @@ import type { Integration, RunNowResult, SlackContext } from '../slack/context.j
 import type { SlackOptions } from '../slack/app.js';
 import { FleetInsightsRegistry } from '../sources/index.js';
 import { CloudWatchRateLimiter } from '../sources/rate-limit.js';
-import { openConfiguredStore, type Store } from '../store/index.js';
+import { openConfiguredStore, type PollStatus, type Store } from '../store/index.js';
 import { BLIND_REASONS, type BlindReason } from './blind.js';
 import type { ClusterRuntime } from './build-cluster.js';
 import type { SlackIntegration } from './build-slack.js';
@@ -82,10 +82,19 @@ export interface ReadinessBody {
    */
   blind: Record<string, BlindReason>;
   /**
-   * With clusters shared out across replicas only: this replica's id and, per cluster, the id of the replica that
-   * owns it as last read (null: none right now; taken over within the ownership TTL).
+   * With clusters shared out across replicas only: this replica's id; per cluster, the id of the replica that owns it
+   * as last read (null: none right now; taken over within the ownership TTL); and per cluster its latest poll run in
+   * the shared store, whichever replica ran it (`startedAt` ISO 8601 UTC; `status` `ok`, `degraded` (it failed) or
+   * `running`), re-read every heartbeat interval. A cluster another replica owns shows in `polls` from that shared run, not
+   * as `pending`.
    */
-  shards?: { replica: string; owners: Record<string, string | null> };
+  shards?: { replica: string; owners: Record<string, string | null>; lastPolls: Record<string, SharedPoll> };
+}
+
+/** A cluster's latest poll run in the shared store, as `/readyz` shows it (see {@link ReadinessBody.shards}). */
+export interface SharedPoll {
+  startedAt: string;
+  status: 'ok' | 'degraded' | 'running';
 }
 
 /**
@@ -400,18 +409,36 @@ export class Integrations {
 }
 
 /** The `/readyz` body now (see {@link ReadinessBody}). */
-export function readinessOf(o: { phase: 'ready' | 'starting' | 'stopping'; clusters: ReadonlyMap<string, ClusterRuntime>; integrations: Integrations; now: number; shards?: ShardCoordinator | undefined }): ReadinessBody {
+export function readinessOf(o: {
+  phase: 'ready' | 'starting' | 'stopping';
+  clusters: ReadonlyMap<string, ClusterRuntime>;
+  integrations: Integrations;
+  now: number;
+  shards?: ShardCoordinator | undefined;
+  /** With shards: each cluster's latest poll run in the shared store, as last read. */
+  sharedPolls?: ReadonlyMap<string, PollStatus>;
+}): ReadinessBody {
+  const sh = o.shards?.status();
+  const lastPolls: Record<string, SharedPoll> = {};
+  for (const [name, run] of o.sharedPolls ?? []) {
+    if (o.clusters.has(name)) lastPolls[name] = { startedAt: new Date(run.startedAt).toISOString(), status: run.endedAt === null ? 'running' : run.error !== null ? 'degraded' : 'ok' };
+  }
   const polls: ReadinessBody['polls'] = {};
-  for (const [name, rt] of o.clusters) polls[name] = rt.poller.health().status;
+  for (const [name, rt] of o.clusters) {
+    const shared = o.sharedPolls?.get(name);
+    // A cluster another replica polls: its state is that replica's latest run (this replica's poller is idle for it).
+    if (sh && sh.owners[name] !== sh.replica && shared) {
+      polls[name] = shared.endedAt === null ? (shared.lastSuccessAt !== null ? 'ok' : 'pending') : shared.error !== null ? 'degraded' : 'ok';
+    } else polls[name] = rt.poller.health().status;
+  }
   const blind: ReadinessBody['blind'] = {};
   for (const [name, rt] of o.clusters) {
     const b = rt.blind.state(o.now);
     if (b.blind) blind[name] = b.reason;
   }
   // Clusters shared out across replicas: the shared store unreachable makes this replica poll nothing until it returns.
-  const sh = o.shards?.status();
   const status = o.phase === 'ready' && sh?.error ? 'store-unavailable' : o.phase;
-  return { status, polls, integrations: o.integrations.states(), blind, ...(sh ? { shards: { replica: sh.replica, owners: sh.owners } } : {}) };
+  return { status, polls, integrations: o.integrations.states(), blind, ...(sh ? { shards: { replica: sh.replica, owners: sh.owners, lastPolls } } : {}) };
 }
 
 /** A listening health/metrics server. */
