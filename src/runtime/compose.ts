@@ -91,7 +91,13 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
   try {
     // 1. Leader election (HA): only the leader polls and executes approved actions. Not with a PostgreSQL store: there
     // the replicas share the clusters out through the database instead (shard-coordinator.ts), no Lease is used.
-    const sharding = opts.sharding ?? (config.store.postgres !== undefined && opts.isLeader === undefined ? { ...(opts.env?.POD_NAME ? { name: opts.env.POD_NAME } : {}) } : undefined);
+    // The heartbeat and TTL come from `shards` in the config unless the caller's sharding options set them.
+    const fromConfig = { heartbeatMs: config.shards.heartbeat, ttlMs: config.shards.ttl };
+    const sharding = opts.sharding
+      ? { ...fromConfig, ...opts.sharding }
+      : config.store.postgres !== undefined && opts.isLeader === undefined
+        ? { ...fromConfig, ...(opts.env?.POD_NAME ? { name: opts.env.POD_NAME } : {}) }
+        : undefined;
     const elector = sharding ? undefined : startLeaderElection(opts.env ?? {}, logger, metrics);
     if (elector) undo.push(() => elector.stop({ release: true }));
     const isLeaderGate = opts.isLeader ?? (elector ? () => elector.isLeader() : undefined);

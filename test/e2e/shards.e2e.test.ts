@@ -12,7 +12,8 @@
  * - PostgreSQL stopped and started again → `/readyz` says `store-unavailable` (still 200), nothing crashes, and the audit events
  *   written meanwhile are stored once the database is back.
  *
- * Default heartbeat (5 s) and TTL (15 s), so the figures printed are those of a default install.
+ * Default heartbeat (5 s) and TTL (15 s), so the figures printed are those of a default install, except in the rebalance
+ * test (2 s and 6 s through `shards` in the config, to run faster).
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { appendFileSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -76,10 +77,12 @@ interface Scenario {
   /** Extra clusters without Kubernetes access (file sources), for rebalancing. */
   extra: string[];
   schedule: string;
+  /** `shards` in the config (heartbeat and TTL); default the config's defaults (5 s and 15 s). */
+  shards?: { heartbeat: string; ttl: string };
 }
 
 /** The fakes, the audit logs (fresh stale-token uses of the Multus pods; one line per extra cluster) and a kubeconfig. */
-async function scenario(db: Scenario['db'], opts: { extra?: number; schedule?: string; rollout?: { stepMs: number; podsPerStep: number } } = {}): Promise<Scenario> {
+async function scenario(db: Scenario['db'], opts: { extra?: number; schedule?: string; rollout?: { stepMs: number; podsPerStep: number }; shards?: Scenario['shards'] } = {}): Promise<Scenario> {
   const dir = mkdtempSync(join(tmpdir(), 'tw-shards-e2e-'));
   const { slack, kube } = await startFakes({ oncall: [], rollout: opts.rollout ?? { stepMs: 100, podsPerStep: 1 } });
   cleanups.push(async () => {
@@ -113,7 +116,7 @@ async function scenario(db: Scenario['db'], opts: { extra?: number; schedule?: s
       '',
     ].join('\n'),
   );
-  return { dir, slack, kube, db, extra, schedule: opts.schedule ?? '0 0 1 1 *' };
+  return { dir, slack, kube, db, extra, schedule: opts.schedule ?? '0 0 1 1 *', ...(opts.shards ? { shards: opts.shards } : {}) };
 }
 
 /** Starts `tokenwatch serve` as replica `name`; resolves once it logged `tokenwatch serve started`. */
@@ -144,6 +147,7 @@ async function startReplica(s: Scenario, name: string): Promise<Replica> {
       `    user: ${s.db.user}`,
       '    sslmode: disable',
       '    connectTimeout: 2s',
+      ...(s.shards ? ['shards:', `  heartbeat: ${s.shards.heartbeat}`, `  ttl: ${s.shards.ttl}`] : []),
       'http:',
       '  host: 127.0.0.1',
       `  port: ${httpPort}`,
@@ -316,8 +320,9 @@ describe.skipIf(!pgServer.available)('replicas sharing clusters on PostgreSQL', 
   // miss ticks (recorded, not lost), but a tick polled twice, or neither polled nor recorded, fails the test.
   it('replicas join and one leaves: the clusters rebalance, and every tick of every cluster is polled by one replica or recorded missed, never both, never twice', { timeout: 480_000 }, async () => {
     const d = await database();
-    const INTERVAL = 15_000;
-    const s = await scenario(dbOf(d), { extra: 5, schedule: '*/15 * * * * *' });
+    // Shorter than the defaults, to run faster: a tick every 10 s, heartbeat 2 s, TTL 6 s (shards in the config).
+    const INTERVAL = 10_000;
+    const s = await scenario(dbOf(d), { extra: 5, schedule: '*/10 * * * * *', shards: { heartbeat: '2s', ttl: '6s' } });
     const all = ['prod-eks', ...s.extra];
     const client = new pg.Client({ host: d.options.host, port: d.options.port, user: d.options.user, database: d.name });
     await client.connect();
