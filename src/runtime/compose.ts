@@ -57,6 +57,11 @@ const WATCH_LIST_CONCURRENCY = 8;
 /** How many clusters' watch caches start (list) at once, and how long one may take its turn before the next starts, ms. */
 const WATCH_START_CONCURRENCY = 16;
 const WATCH_START_TURN_MS = 10_000;
+/**
+ * Every how many heartbeats a replica re-reads the clusters' latest poll runs for `/readyz` (30 s with the default 5-s
+ * heartbeat): the query reads every retained poll run, so not at every beat.
+ */
+const SHARED_POLLS_BEATS = 6;
 /** How far back, ms, a poll of a cluster shared out across replicas looks for ticks nobody accounted for (at least 10 TTLs). */
 const TICK_CHECK_WINDOW_MS = 30 * 60_000;
 /** Starts leader election when `env` is a pod's with the election variables set; undefined otherwise. */
@@ -267,8 +272,8 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
     if (!isLeaderGate && !shards) metrics.leader.set(1);
 
     // 5. The health/metrics listener, then the audit webhook listeners (src/sources/webhook.ts): one that cannot bind stops serve.
-    // With shards: every cluster's latest poll run in the shared store, re-read every heartbeat interval, so /readyz shows
-    // the clusters other replicas poll by their owner's last poll, not as pending.
+    // With shards: every cluster's latest poll run in the shared store, re-read every SHARED_POLLS_BEATS heartbeats, so
+    // /readyz shows the clusters other replicas poll by their owner's last poll, not as pending.
     let sharedPolls = new Map<string, PollStatus>();
     const readSharedPolls = async (): Promise<void> => {
       try {
@@ -293,7 +298,7 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
       await sh.start();
       undo.push(() => sh.stop());
       await readSharedPolls();
-      sharedPollsTimer = setInterval(() => void readSharedPolls(), sh.heartbeatMs);
+      sharedPollsTimer = setInterval(() => void readSharedPolls(), SHARED_POLLS_BEATS * sh.heartbeatMs);
       sharedPollsTimer.unref();
       undo.push(() => clearInterval(sharedPollsTimer));
     }

@@ -85,7 +85,7 @@ export interface ReadinessBody {
    * With clusters shared out across replicas only: this replica's id; per cluster, the id of the replica that owns it
    * as last read (null: none right now; taken over within the ownership TTL); and per cluster its latest poll run in
    * the shared store, whichever replica ran it (`startedAt` ISO 8601 UTC; `status` `ok`, `degraded` (it failed) or
-   * `running`), re-read every heartbeat interval. A cluster another replica owns shows in `polls` from that shared run, not
+   * `running`), re-read every 6 heartbeats (30 s by default). A cluster another replica owns shows in `polls` from that shared run, not
    * as `pending`.
    */
   shards?: { replica: string; owners: Record<string, string | null>; lastPolls: Record<string, SharedPoll> };

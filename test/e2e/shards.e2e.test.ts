@@ -355,12 +355,14 @@ describe.skipIf(!pgServer.available)('replicas sharing clusters on PostgreSQL', 
     // running, so their catch-up decides whether the latest tick still needs a poll).
     const cSince = Date.now();
     await until('c polling its share on schedule', async () => (await client.query('SELECT 1 FROM poll_runs WHERE cluster = ANY($1) AND scheduled_at IS NOT NULL AND ended_at IS NOT NULL AND started_at > $2', [cOwned, cSince])).rowCount! > 0, 240_000);
+    const leftAt = Date.now();
     c.child.kill('SIGTERM');
     await c.exited;
     const ownersAfterLeave = await until('c\'s clusters taken by a and b', async () => {
       const o = (await a.readyz()).body.shards?.owners ?? {};
       return Object.values(o).every((id) => id !== null && !id.startsWith('tw-c-')) ? o : undefined;
     }, 240_000);
+    const handOverMs = Date.now() - leftAt;
     // Two more ticks; then every cluster's ticks up to that one must be accounted for (a tick nobody could poll is
     // recorded at the cluster's next poll, so wait for a tick after it to be accounted for too).
     const first = Math.ceil(joinedAt / INTERVAL) * INTERVAL;
@@ -381,7 +383,7 @@ describe.skipIf(!pgServer.available)('replicas sharing clusters on PostgreSQL', 
     const missed = seen.filter((x) => x.what.some((w) => w.startsWith('missed:')));
     const aborted = seen.filter((x) => x.what.includes('unfinished'));
     console.log(
-      `[shards e2e] rebalance: owners after b joined ${JSON.stringify(owners)}; c owned ${JSON.stringify(cOwned)}; after c left ${JSON.stringify(ownersNow)}; ` +
+      `[shards e2e] rebalance: owners after b joined ${JSON.stringify(owners)}; c owned ${JSON.stringify(cOwned)}; after c left ${JSON.stringify(ownersNow)} (owned by a and b ${(handOverMs / 1000).toFixed(1)} s after c's SIGTERM); ` +
         `${seen.length} ticks, ${seen.length - missed.length} polled, ${missed.length} recorded missed ${JSON.stringify(missed.map((x) => `${x.cluster}@${x.tick}:${x.what.join('+')}`))}` +
         `, ${aborted.length} with a poll cut off by c's stop ${JSON.stringify(aborted.map((x) => `${x.cluster}@${x.tick}:${x.what.join('+')}`))}`,
     );
