@@ -37,6 +37,7 @@ import type {
   FindingStatus,
   FindingStatusUpdate,
   MessageRef,
+  MissedPoll,
   NewActionLogEntry,
   NewApproval,
   PollCoverage,
@@ -45,6 +46,7 @@ import type {
   PollerLockRow,
   PollRunResult,
   PollStatus,
+  PollTicks,
   Store,
   StoredApproval,
   StoredFinding,
@@ -168,8 +170,14 @@ export class RepositoryStore implements Store {
   countSeen(cluster: string): Promise<number> {
     return this.polls.countSeen(cluster);
   }
-  startPollRun(cluster: string, source: string, startedAt: number): Promise<number> {
-    return this.polls.startRun(cluster, source, startedAt);
+  startPollRun(cluster: string, source: string, startedAt: number, scheduledAt?: number): Promise<number> {
+    return this.polls.startRun(cluster, source, startedAt, scheduledAt);
+  }
+  recordMissedPoll(missed: MissedPoll): Promise<boolean> {
+    return this.polls.recordMissed(missed);
+  }
+  pollTicks(cluster: string, since: number): Promise<PollTicks> {
+    return this.polls.ticks(cluster, since);
   }
   finishPollRun(id: number, result: PollRunResult): Promise<void> {
     return this.polls.finishRun(id, result);

@@ -278,6 +278,20 @@ INSERT INTO scan_requests (cluster, requested_at)
 DELETE FROM cursors WHERE substr(source_id, 1, 19) = 'slack:scan-request:';
 `;
 
+/** Twin of `V_POLL_TICKS` in src/store/migrations.ts: the tick of each scheduled poll run, and the missed ticks. */
+const V_POLL_TICKS = `
+ALTER TABLE poll_runs ADD COLUMN scheduled_at BIGINT;
+CREATE INDEX poll_runs_by_tick ON poll_runs (cluster, scheduled_at);
+CREATE TABLE missed_polls (
+  cluster       TEXT NOT NULL,
+  scheduled_at  BIGINT NOT NULL,
+  reason        TEXT NOT NULL,
+  replica       TEXT,
+  recorded_at   BIGINT NOT NULL,
+  PRIMARY KEY (cluster, scheduled_at)
+);
+`;
+
 /** All PostgreSQL steps, in the order of (and one for one with) `MIGRATIONS` in src/store/migrations.ts. */
 export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   { name: 'live mode', sql: V1 },
@@ -294,6 +308,7 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   { name: 'cluster owners', sql: V_CLUSTER_OWNERS },
   { name: 'verification columns', sql: V_VERIFICATION_COLUMNS },
   { name: 'scan requests', sql: V_SCAN_REQUESTS },
+  { name: 'poll ticks', sql: V_POLL_TICKS },
 ];
 
 /** The advisory-lock key all migrating replicas take (src/store/postgres.ts `lock`). */

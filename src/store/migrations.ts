@@ -346,6 +346,25 @@ INSERT INTO scan_requests (cluster, requested_at)
 DELETE FROM cursors WHERE substr(source_id, 1, 19) = 'slack:scan-request:';
 `;
 
+/**
+ * Every scheduled tick accounted for (docs/design/architecture.md "Clusters shared out across replicas"): a poll run
+ * records the cron tick it ran for (`scheduled_at`, epoch ms; NULL for the start-up poll and `/tokens scan`), and a
+ * tick that started no poll gets a `missed_polls` row with its reason (`overlap`, `coalesced`, `unowned`): one per
+ * cluster and tick, whichever replica records it first.
+ */
+const V_POLL_TICKS = `
+ALTER TABLE poll_runs ADD COLUMN scheduled_at INTEGER;
+CREATE INDEX poll_runs_by_tick ON poll_runs (cluster, scheduled_at);
+CREATE TABLE missed_polls (
+  cluster       TEXT NOT NULL,
+  scheduled_at  INTEGER NOT NULL,
+  reason        TEXT NOT NULL,
+  replica       TEXT,
+  recorded_at   INTEGER NOT NULL,
+  PRIMARY KEY (cluster, scheduled_at)
+) STRICT;
+`;
+
 /** All migration steps; the schema version is the number applied. */
 export const MIGRATIONS: readonly string[] = [
   V1,
@@ -361,5 +380,6 @@ export const MIGRATIONS: readonly string[] = [
   V_CLUSTER_OWNERS,
   V_VERIFICATION_COLUMNS,
   V_SCAN_REQUESTS,
+  V_POLL_TICKS,
 ];
 

@@ -113,6 +113,29 @@ export interface PollRun {
   stats: Record<string, number>;
 }
 
+/** A scheduled tick of a cluster that started no poll (the store's `missed_polls`). Times are epoch ms UTC. */
+export interface MissedPoll {
+  cluster: string;
+  /** The cron tick. */
+  scheduledAt: number;
+  /**
+   * Why: `overlap` (the previous poll was still running), `coalesced` (folded into a late poll still running),
+   * `unowned` (no replica could start it: the cluster was changing hands or its ownership had not been renewed).
+   */
+  reason: string;
+  /** The replica id that recorded it, when clusters are shared out across replicas. */
+  replica?: string;
+  recordedAt: number;
+}
+
+/** The ticks of one cluster accounted for since a time (see {@link Store.pollTicks}), ascending, epoch ms. */
+export interface PollTicks {
+  /** Ticks with a finished poll run (one entry per run: a tick polled twice appears twice). */
+  polled: number[];
+  /** Ticks with a missed record, and its reason. */
+  missed: { scheduledAt: number; reason: string }[];
+}
+
 /** The latest poll of a cluster plus its last success, for `/tokens status` and `/readyz`. */
 export interface PollStatus extends PollRun {
   /** `endedAt` of the latest successful poll of the cluster, null when none succeeded yet. */
@@ -415,8 +438,18 @@ export interface Store {
   setFindingStatus(id: string, update: FindingStatusUpdate, at: number): Promise<boolean>;
 
   // --- poll runs
-  /** Records the start of a poll; returns its id. */
-  startPollRun(cluster: string, source: string, startedAt: number): Promise<number>;
+  /**
+   * Records the start of a poll; returns its id. `scheduledAt`: the cron tick it runs for (epoch ms), for a scheduled
+   * poll or a take-over's catch-up of a tick; absent for the start-up poll and `/tokens scan`.
+   */
+  startPollRun(cluster: string, source: string, startedAt: number, scheduledAt?: number): Promise<number>;
+  /**
+   * Records that the tick `scheduledAt` (epoch ms) of `cluster` started no poll, with the reason; false (nothing
+   * written) when that tick already has a missed record (another replica recorded it).
+   */
+  recordMissedPoll(missed: MissedPoll): Promise<boolean>;
+  /** The ticks of `cluster` at or after `since` (epoch ms) that are accounted for: see {@link PollTicks}. */
+  pollTicks(cluster: string, since: number): Promise<PollTicks>;
   /** Records the end of a poll. @throws {StoreError} for an unknown id. */
   finishPollRun(id: number, result: PollRunResult): Promise<void>;
   /** The latest poll of each cluster (by start), ordered by cluster name, with its last success time. */
