@@ -1,9 +1,10 @@
 /**
- * `npm run bench:fleet -- [--clusters 100,500,1000] [--cycles C] [--interval S] [--channels K] [--concurrency P] [--hung H]`:
- * one `tokenwatch serve` watching N loopback clusters on a compressed schedule.
+ * `npm run bench:fleet -- [--clusters 100,500,1000] [--cycles C] [--interval S] [--channels K] [--concurrency P] [--hung H]
+ * [--heap-mib M]`: one `tokenwatch serve` watching N loopback clusters on a compressed schedule.
  *
- * Per N, a fresh process pair: this process runs `serve` (the real `startServe`, Slack in HTTP mode through
- * `startSlackWith`), a child process runs every fake and the Slack client, so the fakes' CPU is measured apart:
+ * Per N, fresh processes: this process runs `serve` (the real `composeServe`, Slack in HTTP mode through
+ * `startSlackWith`; with `--heap-mib`, this script runs itself again with `--max-old-space-size=M`), a child process
+ * runs every fake, another the Slack client, so the fakes' CPU is measured apart:
  * - one fake Kubernetes API server per cluster (`src/sandbox/fakes/kubernetes.ts`; a kubeconfig file each): 20
  *   namespaces, 200 pods — 3 DaemonSets of 10 pods, 17 Deployments of 10 pods through ReplicaSets — their
  *   ServiceAccounts;
@@ -28,7 +29,7 @@
  */
 process.env['AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED'] = 'true';
 
-import { fork, type ChildProcess } from 'node:child_process';
+import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -77,6 +78,11 @@ interface Args {
   sqliteSynchronous: string;
   /** Where to write a heap snapshot of serve's process after the window (`<prefix>-<N>.heapsnapshot`); none when empty. */
   heapSnapshot: string;
+  /**
+   * serve's V8 old-space cap, MiB (`--max-old-space-size`, as the chart sets it through NODE_OPTIONS from its memory
+   * limit); 0: V8's own default (a share of the machine's memory, 4 GiB here, so collections come late).
+   */
+  heapMiB: number;
 }
 
 function usage(msg: string): never {
@@ -85,7 +91,7 @@ function usage(msg: string): never {
 }
 
 function parseArgs(argv: string[]): Args {
-  const a: Args = { clusters: [20], cycles: 3, intervalS: 30, channels: 10, concurrency: 10, hung: 0, tps: 0, profile: '', heapSnapshot: '', sqliteSynchronous: '' };
+  const a: Args = { clusters: [20], cycles: 3, intervalS: 30, channels: 10, concurrency: 10, hung: 0, tps: 0, profile: '', heapSnapshot: '', sqliteSynchronous: '', heapMiB: 0 };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i]!;
     const v = argv[++i];
@@ -107,6 +113,7 @@ function parseArgs(argv: string[]): Args {
     }
     else if (k === '--profile') a.profile = v;
     else if (k === '--heap-snapshot') a.heapSnapshot = v;
+    else if (k === '--heap-mib') a.heapMiB = whole(v);
     else if (k === '--sqlite-synchronous') {
       if (v !== 'full' && v !== 'normal') usage(`--sqlite-synchronous: 'full' or 'normal', not '${v}'`);
       a.sqliteSynchronous = v;
@@ -416,6 +423,8 @@ interface RunResult {
   eventLoop: { p50: number; p99: number; max: number; over50: number };
   /** Peak V8 heap used in serve's process, MiB. */
   peakHeapMiB: number;
+  /** At the window's RSS peak: RSS, V8's committed heap, the part of it in use, and `external`, MiB. */
+  windowMemoryMiB: { rss: number; heapTotal: number; heapUsed: number; external: number };
   /** Long tasks in serve's profile of the window (with `--profile`). */
   longTasks?: string[];
 }
@@ -477,9 +486,19 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
   let bot: SlackIntegration | undefined;
   let peakRss = process.memoryUsage.rss();
   let peakHeap = 0;
+  // The same peaks from the window's start on (steady state, without the first lists and first polls) and the
+  // breakdown at the window's RSS peak: V8's committed heap, and memory outside it (`external`: Buffers, SQLite's
+  // and undici's native allocations that V8 is told about).
+  let inWindow = false;
+  const windowPeak = { rss: 0, heapTotal: 0, heapUsed: 0, external: 0 };
   let ticks = 0;
   const rssTimer = setInterval(() => {
-    peakRss = Math.max(peakRss, process.memoryUsage.rss());
+    const rss = process.memoryUsage.rss();
+    peakRss = Math.max(peakRss, rss);
+    if (inWindow && rss > windowPeak.rss) {
+      const m = process.memoryUsage();
+      Object.assign(windowPeak, { rss, heapTotal: m.heapTotal, heapUsed: m.heapUsed, external: m.external });
+    }
     if (++ticks % 8 === 0) peakHeap = Math.max(peakHeap, process.memoryUsage().heapUsed);
   }, 250);
   const t0 = performance.now();
@@ -540,6 +559,7 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
     await session.post('Profiler.start');
   }
   eld.enable();
+  inWindow = true;
   child.send({ windowStart: true });
   client.send({ windowStart: true });
   const acksP = from<RunResult['acks']>(client, 'acks');
@@ -563,6 +583,8 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
   const acks = await acksP;
   const onlyHealthy = (labels: string) => !labels.includes('cluster="hung-');
   const delta = (name: string, filter: (l: string) => boolean) => counterSum(after, name, filter) - counterSum(before, name, filter);
+  // Read before a heap snapshot, which itself needs hundreds of MiB.
+  const maxRss = Math.max(peakRss, process.resourceUsage().maxRSS * 1024);
   if (a.heapSnapshot) writeHeapSnapshot(resolve(`${a.heapSnapshot}-${n}.heapsnapshot`));
   const hungStatus = [...serve.context.clusters.keys()].filter((c) => c.startsWith('hung-')).map((c) => `${c}: ${serve.readiness().polls[c]}`);
   clearInterval(rssTimer);
@@ -577,7 +599,13 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
     acks,
     windowS,
     serveCpuMs: (cpu.user + cpu.system) / 1000,
-    peakRssMiB: Math.max(peakRss, process.resourceUsage().maxRSS * 1024) / 1048576,
+    peakRssMiB: maxRss / 1048576,
+    windowMemoryMiB: {
+      rss: windowPeak.rss / 1048576,
+      heapTotal: windowPeak.heapTotal / 1048576,
+      heapUsed: windowPeak.heapUsed / 1048576,
+      external: windowPeak.external / 1048576,
+    },
     firstPollsS,
     slackStartedS,
     hungStatus,
@@ -598,13 +626,15 @@ function report(r: RunResult, a: Args): void {
   const s = r.stats;
   const acks = [...r.acks.times].sort((x, y) => x - y);
   const polls = Math.max(1, r.ran);
-  line(`N = ${r.n} clusters${a.hung ? ` (+ ${a.hung} hung)` : ''}, schedule every ${a.intervalS} s (\`${cronOf(a.intervalS)}\`: 5 minutes compressed ${(300 / a.intervalS).toFixed(2).replace(/\.?0+$/, '')}×), ${a.cycles} cycles measured (${r.windowS.toFixed(0)} s), poll.concurrency ${a.concurrency}, ${a.channels} channels`);
+  line(`N = ${r.n} clusters${a.hung ? ` (+ ${a.hung} hung)` : ''}, schedule every ${a.intervalS} s (\`${cronOf(a.intervalS)}\`: 5 minutes compressed ${(300 / a.intervalS).toFixed(2).replace(/\.?0+$/, '')}×), ${a.cycles} cycles measured (${r.windowS.toFixed(0)} s), poll.concurrency ${a.concurrency}, ${a.channels} channels${a.heapMiB ? `, serve's heap capped at ${a.heapMiB} MiB` : ''}`);
   line(`  Slack started after      ${r.slackStartedS.toFixed(1)} s; first polls done after ${r.firstPollsS.toFixed(1)} s`);
   line(`  polls run / scheduled / missed   ${r.ran} / ${r.scheduled} / ${r.missed}   (failed ${r.failed}, late ${r.late})`);
   line(`  CloudWatch FilterLogEvents       ${(s.filterLogEvents / r.windowS).toFixed(2)} req/s mean, ${s.peakPerSecond} peak in 1 s (one account; budget ${a.tps}/s = AWS's 5/s × the compression), ${s.throttled} throttled`);
   line(`  Kubernetes requests per poll     ${(s.kubeRequests / polls).toFixed(1)} per cluster`);
   line(`  chat.update per cycle            ${(s.chatUpdates / a.cycles).toFixed(1)}   (chat.postMessage ${(s.chatPosts / a.cycles).toFixed(1)})`);
-  line(`  peak RSS (serve)                 ${r.peakRssMiB.toFixed(0)} MiB (V8 heap used ≤ ${r.peakHeapMiB.toFixed(0)} MiB)`);
+  line(`  peak RSS (serve)                 ${r.peakRssMiB.toFixed(0)} MiB from the start (V8 heap used ≤ ${r.peakHeapMiB.toFixed(0)} MiB)`);
+  const w = r.windowMemoryMiB;
+  line(`    in the window                  ${w.rss.toFixed(0)} MiB: V8 heap ${w.heapTotal.toFixed(0)} MiB committed (${w.heapUsed.toFixed(0)} used), external ${w.external.toFixed(0)} MiB, the rest ${(w.rss - w.heapTotal - w.external).toFixed(0)} MiB (code, stacks, native)`);
   line(`  CPU per cycle                    serve ${(r.serveCpuMs / a.cycles / 1000).toFixed(2)} s, fakes ${(s.cpuMs / a.cycles / 1000).toFixed(2)} s, client ${(r.acks.cpuMs / a.cycles / 1000).toFixed(2)} s (of ${a.intervalS * cpus().length} CPU-s)`);
   line(`  /tokens status ack               p50 ${percentile(acks, 50).toFixed(1)} ms, p99 ${percentile(acks, 99).toFixed(1)} ms, max ${(acks.at(-1) ?? Number.NaN).toFixed(1)} ms (${acks.length} commands)`);
   line(`  event-loop delay (serve)         p50 ${r.eventLoop.p50.toFixed(1)} ms, p99 ${r.eventLoop.p99.toFixed(1)} ms, max ${r.eventLoop.max.toFixed(1)} ms; ${r.eventLoop.over50} delays > 50 ms`);
@@ -615,6 +645,15 @@ function report(r: RunResult, a: Args): void {
 
 async function main(): Promise<void> {
   const a = parseArgs(process.argv.slice(2));
+  if (a.heapMiB > 0 && process.env['BENCH_FLEET_HEAP_MIB'] !== String(a.heapMiB)) {
+    // The cap is a V8 start flag: run this script again with it (the fakes and the client keep their own defaults).
+    const again = spawn(process.execPath, [`--max-old-space-size=${a.heapMiB}`, '--import', 'tsx', fileURLToPath(import.meta.url), ...process.argv.slice(2)], {
+      stdio: 'inherit',
+      env: { ...process.env, BENCH_FLEET_HEAP_MIB: String(a.heapMiB) },
+    });
+    const code = await new Promise<number>((r) => again.once('exit', (c, sig) => r(c ?? (sig ? 1 : 0))));
+    process.exit(code);
+  }
   for (const n of a.clusters) report(await runOne(n, a), a);
 }
 

@@ -25,17 +25,18 @@
  * Part 3 — the store's cost per poll on both backends: the same ClusterPoller on the embedded SQLite store (a file) and
  * on the PostgreSQL store (a pool over loopback TCP), with `--poll-records` token records stored (default 10,000):
  *   - an idle poll (nothing new; nothing compared or written);
- *   - a poll of `--poll-events` new audit events (default 1,000 stale-token uses spread over 100 ServiceAccounts: their
+ *   - a poll of `--poll-events` new audit events (default 10,000 stale-token uses spread over 100 ServiceAccounts: their
  *     auditIDs marked seen, their token records merged and written, findings saved, one poll run, retention).
  * PostgreSQL: `TOKENWATCH_BENCH_POSTGRES_URL` (`postgres://user@host:port/db`, password from `PGPASSWORD`, sslmode
  * disable) or, without it, a throwaway server started like the tests' (test/support/postgres-server.ts; skipped with a
- * message when the binaries are missing). Prints the median of 3 polls of each kind, per backend.
+ * message when the binaries are missing). Prints the median of 3 polls of each kind, per backend, and the load average
+ * (`os.loadavg()`) before and after: on a shared machine the figures move with it.
  *
  * Usage: `npm run bench:store -- [--parts 1,2,3] [--days N] [--events-per-day N] [--distinct-ratio R] [--actions-per-day N]
  * [--records N] [--poll-records N] [--poll-events N]`
  */
 import { appendFileSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseConfig } from '../src/config/index.js';
@@ -65,7 +66,7 @@ interface Args {
 const USAGE = 'usage: bench/store.ts [--parts 1,2,3] [--days N] [--events-per-day N] [--distinct-ratio R] [--actions-per-day N] [--records N] [--poll-records N] [--poll-events N]';
 
 function parseArgs(argv: string[]): Args {
-  const a: Args = { days: 100, eventsPerDay: 100_000, distinctRatio: 0.2, actionsPerDay: 200, records: 100_000, parts: new Set([1, 2, 3]), pollRecords: 10_000, pollEvents: 1000 };
+  const a: Args = { days: 100, eventsPerDay: 100_000, distinctRatio: 0.2, actionsPerDay: 200, records: 100_000, parts: new Set([1, 2, 3]), pollRecords: 10_000, pollEvents: 10_000 };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     if (k === '--parts') {
@@ -285,7 +286,8 @@ async function benchPostgres(): Promise<{ options: PostgresOptions; stop: () => 
 
 /** Part 3: the same polls on SQLite and PostgreSQL. */
 async function perBackend(args: Args, dir: string): Promise<void> {
-  console.log(`\nPart 3: store cost per poll by backend (${args.pollRecords.toLocaleString('en-US')} token records stored; median of 3 polls)`);
+  const load = () => loadavg().map((l) => l.toFixed(2)).join(' ');
+  console.log(`\nPart 3: store cost per poll by backend (${args.pollRecords.toLocaleString('en-US')} token records stored; median of 3 polls; load average ${load()})`);
   const log = join(dir, 'backend-audit.log');
   writeFileSync(log, '');
   const cluster = parseConfig({ clusters: [{ name: CLUSTER, audit: { file: { path: log } } }] }, {}).clusters[0]!;
@@ -328,6 +330,7 @@ async function perBackend(args: Args, dir: string): Promise<void> {
         await store.close();
       }
     }
+    console.log(`  (load average after: ${load()})`);
   } finally {
     if (!('skip' in pgTarget)) pgTarget.stop();
   }

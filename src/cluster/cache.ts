@@ -27,8 +27,10 @@
  *
  * Memory is bounded per cluster: objects are converted on arrival ({@link toPodInfo}, {@link toWorkloadInfo},
  * {@link toServiceAccountInfo}) plus each object's controller reference; nothing of the raw JSON is kept, and equal
- * strings (images, label values, node names) are shared between entries. Past `maxObjects` entries the cache stops
- * itself and every read goes to the API server. Reads return copies.
+ * strings (images, label values, node names) are shared between entries, and so are the parts the pods of one
+ * workload have in common (containers, labels, hostPath lists, controller references: one frozen copy each). Past
+ * `maxObjects` entries the cache stops itself and every read goes to the API server. Reads return new top-level
+ * objects over those frozen parts (no deep copy per read).
  *
  * Freshness: {@link ClusterWatchCache.freshness} says whether a read may come from the cache: every resource listed,
  * and no watch down for longer than `maxStaleMs`. Otherwise {@link KubeClusterState} reads the API directly and says
@@ -228,7 +230,8 @@ class Interner {
     return v;
   }
 
-  private string(s: string): string {
+  /** The shared copy of `s`. */
+  string(s: string): string {
     const known = this.strings.get(s);
     if (known !== undefined) return known;
     if (this.strings.size >= this.max) this.strings.clear();
@@ -237,8 +240,64 @@ class Interner {
   }
 }
 
+/**
+ * Shares equal values between entries: the pods of one ReplicaSet or DaemonSet (and of the same workload in other
+ * clusters) have equal containers, labels, hostPath lists and controller references, so each distinct value is kept
+ * once, deep-frozen, keyed by its JSON text (the converters build objects with a fixed key order). Bounded like
+ * {@link Interner}. What the cache hands out shares these frozen parts: a caller that edits them fails loudly
+ * (`TypeError` in strict mode) instead of changing the cache.
+ */
+class ValueSharer {
+  private readonly values = new Map<string, unknown>();
+  constructor(
+    private readonly strings: Interner,
+    private readonly max = 100_000,
+  ) {}
+
+  /** The shared, frozen copy of `v` (its strings interned). */
+  of<T>(v: T): T {
+    const key = JSON.stringify(v);
+    const known = this.values.get(key);
+    if (known !== undefined) return known as T;
+    if (this.values.size >= this.max) this.values.clear();
+    const shared = deepFreeze(this.strings.deep(v));
+    this.values.set(key, shared);
+    return shared;
+  }
+}
+
+function deepFreeze<T>(v: T): T {
+  if (typeof v === 'object' && v !== null && !Object.isFrozen(v)) {
+    for (const x of Object.values(v)) deepFreeze(x);
+    Object.freeze(v);
+  }
+  return v;
+}
+
 /** One interner for every cache of the process: clusters share images and label values too. */
 const SHARED_STRINGS = new Interner();
+/** One sharer of pod parts for every cache of the process. */
+const SHARED_VALUES = new ValueSharer(SHARED_STRINGS);
+
+/**
+ * A pod's {@link CachedPod} with its repeating parts shared ({@link ValueSharer}) and its repeating strings interned;
+ * the strings unique to the pod (name, uid, IPs) are kept as parsed, since sharing them saves nothing.
+ */
+function compactPod(info: PodInfo, controller: WorkloadRef | undefined): CachedPod {
+  const s = SHARED_STRINGS;
+  const v = SHARED_VALUES;
+  info.namespace = s.string(info.namespace);
+  info.serviceAccount = s.string(info.serviceAccount);
+  info.containers = v.of(info.containers);
+  info.hostPaths = v.of(info.hostPaths);
+  info.ownerChain = v.of(info.ownerChain);
+  info.labels = v.of(info.labels);
+  if (info.node !== undefined) info.node = s.string(info.node);
+  if (info.phase !== undefined) info.phase = s.string(info.phase);
+  if (info.hostIP !== undefined) info.hostIP = s.string(info.hostIP);
+  if (info.ips !== undefined) Object.freeze(info.ips);
+  return controller ? { info, controller: v.of(controller) } : { info };
+}
 
 /** Deepest owner chain followed (as `resolveOwnerChain` in convert.ts). */
 const MAX_OWNER_DEPTH = 8;
@@ -292,8 +351,7 @@ export class ClusterWatchCache {
     });
     const podStore: EntryStore = {
       convert: (o) => {
-        const ref = controllerRef(o);
-        return this.interner.deep({ info: toPodInfo(o), ...(ref ? { controller: ref } : {}) } satisfies CachedPod);
+        return compactPod(toPodInfo(o), controllerRef(o));
       },
       replaceAll: (entries) => {
         // Pods missing from a relist were deleted meanwhile: they end their IP holds now (not silently forgotten).
@@ -514,9 +572,12 @@ export class ClusterWatchCache {
     return chain;
   }
 
-  /** A copy (callers may edit what they get) of a cached pod, with its owner chain. */
+  /**
+   * A cached pod with its owner chain: a new top-level object (callers may set its fields), whose containers, labels,
+   * hostPaths and IPs are the cache's own, frozen or not to be edited ({@link ValueSharer}).
+   */
   private podWithChain(p: CachedPod): PodInfo {
-    return { ...structuredClone(p.info), ownerChain: this.chainFrom(p.controller) };
+    return { ...p.info, ownerChain: this.chainFrom(p.controller) };
   }
 
   /** A pod with its owner chain, or undefined when the cache has no such pod. */

@@ -89,6 +89,7 @@ function storeFileForm(store: Config['store']): Record<string, unknown> {
 export function toFileForm(config: Config): Record<string, unknown> {
   const out: Record<string, unknown> = {
     store: storeFileForm(config.store),
+    shards: { heartbeat: formatDuration(config.shards.heartbeat), ttl: formatDuration(config.shards.ttl) },
     http: { ...config.http },
     log: { ...config.log },
   };

@@ -385,6 +385,26 @@ export const fileSchema = z.strictObject({
       postgres: postgresSchema.optional(),
     })
     .prefault({}),
+  /**
+   * Clusters shared out across replicas (with `store.postgres` only; docs/design/architecture.md "Clusters shared out
+   * across replicas"): how often each replica refreshes its heartbeat and renews its clusters, and how long a replica
+   * or a cluster's ownership lives without one (ms). A `kill -9`'d replica's clusters are taken over within TTL +
+   * heartbeat of its last renewal. The TTL must be at least twice the heartbeat, so one late heartbeat does not hand
+   * a cluster over.
+   */
+  shards: z
+    .strictObject({
+      /** Default `5s`, at least `1s`. */
+      heartbeat: duration(SECOND_MS).prefault('5s'),
+      /** Default `15s`; at least twice `heartbeat`. */
+      ttl: duration(SECOND_MS).prefault('15s'),
+    })
+    .superRefine((v, ctx) => {
+      if (v.ttl < 2 * v.heartbeat) {
+        ctx.addIssue({ code: 'custom', path: ['ttl'], message: `must be at least twice shards.heartbeat (${v.heartbeat / 1000}s), got ${v.ttl / 1000}s: one late heartbeat would hand the clusters over`, input: v.ttl });
+      }
+    })
+    .prefault({}),
   /** HTTP listener for `/healthz`, `/readyz` and `/metrics`. */
   http: z
     .strictObject({
@@ -912,6 +932,7 @@ function assemble(file: FileConfig, env: NodeJS.ProcessEnv): Config {
   const level = envValue(env, ENV.logLevel);
   return {
     store: { path: file.store.path, ...(file.store.postgres !== undefined ? { postgres: file.store.postgres } : {}) },
+    shards: { heartbeat: file.shards.heartbeat, ttl: file.shards.ttl },
     http: { host: file.http.host, port: file.http.port },
     log: { level: level !== undefined ? (level as Config['log']['level']) : file.log.level },
     ...(slack !== undefined ? { slack } : {}),

@@ -13,7 +13,7 @@ export class Metrics {
   /** Polls by cluster and outcome (`ok` | `error` | `skipped-overlap`). */
   readonly polls = new Counter({ name: 'tokenwatch_polls_total', help: 'Polls by cluster and outcome.', labelNames: ['cluster', 'outcome'] as const, registers: [this.registry] });
   /** Scheduled polls that did not run, by reason (`overlap` | `coalesced`, src/runtime/scheduler.ts `MissReason`). */
-  readonly pollsMissed = new Counter({ name: 'tokenwatch_polls_missed_total', help: 'Scheduled polls that did not run, by cluster and reason (overlap: the previous poll was still running; coalesced: folded into a late poll).', labelNames: ['cluster', 'reason'] as const, registers: [this.registry] });
+  readonly pollsMissed = new Counter({ name: 'tokenwatch_polls_missed_total', help: 'Scheduled polls that did not run, by cluster and reason (overlap: the previous poll was still running; coalesced: folded into a late poll; unowned: no replica could start it while the cluster changed hands).', labelNames: ['cluster', 'reason'] as const, registers: [this.registry] });
   /** Scheduled polls whose timer fired past node-cron's tolerance (a blocked event loop) and that ran late. */
   readonly pollsLate = new Counter({ name: 'tokenwatch_polls_late_total', help: 'Scheduled polls that ran late because their timer fired late.', labelNames: ['cluster'] as const, registers: [this.registry] });
   /**
@@ -52,8 +52,21 @@ export class Metrics {
   readonly pollInsightsBytes = new Gauge({ name: 'tokenwatch_poll_insights_bytes_scanned', help: 'Bytes scanned by the Logs Insights query behind the last successful poll of a cluster (fleet mode: the shared query of its batch).', labelNames: ['cluster'] as const, registers: [this.registry] });
   /** Slack notification work items waiting in the queue (docs/slack.md "Notification queue"). */
   readonly slackQueueDepth = new Gauge({ name: 'tokenwatch_slack_queue_depth', help: 'Slack notification work items waiting in the queue (alert posts, edits, digests).', registers: [this.registry] });
-  /** Age of the oldest waiting item, seconds (0 when the queue is empty). */
-  readonly slackQueueOldest = new Gauge({ name: 'tokenwatch_slack_queue_oldest_seconds', help: 'Age of the oldest Slack notification work item waiting in the queue, in seconds (0 when empty).', registers: [this.registry] });
+  /**
+   * The age of the oldest waiting Slack queue item, seconds (0 when empty), read by {@link slackQueueOldest} each time
+   * the registry is collected (the drainer, src/slack/drainer.ts, sets it), so the age grows while nothing is sent.
+   */
+  slackQueueOldestOf: (() => number) | undefined;
+  /** Age of the oldest waiting item, seconds (0 when the queue is empty); see {@link slackQueueOldestOf}. */
+  readonly slackQueueOldest: Gauge = new Gauge({
+    name: 'tokenwatch_slack_queue_oldest_seconds',
+    help: 'Age of the oldest Slack notification work item waiting in the queue, in seconds (0 when empty).',
+    registers: [this.registry],
+    collect: () => {
+      const age = this.slackQueueOldestOf?.();
+      if (age !== undefined) this.slackQueueOldest.set(age);
+    },
+  });
   /** Fleet Logs Insights queries completed, per Region. */
   readonly cloudwatchInsightsQueries = new Counter({ name: 'tokenwatch_cloudwatch_insights_queries_total', help: 'Fleet Logs Insights queries completed, by Region.', labelNames: ['region'] as const, registers: [this.registry] });
   /** Slack requests or Socket Mode envelopes dropped as replays/redeliveries, by transport (`http` | `socket`). */

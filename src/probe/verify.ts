@@ -26,6 +26,7 @@
  * Everything dropped is counted through `onDrop` (metric `tokenwatch_probe_dropped_total{what,reason}`).
  */
 import type { ProbeEntry, ProbeReport } from './host.js';
+import { isDns1123Label, isDns1123Subdomain } from '../core/names.js';
 
 /** `tokenwatch-probe-<node>`, lower-cased and cut to the 253-character object-name limit. */
 export function probeObjectName(node: string): string {
@@ -61,18 +62,6 @@ export type DropReason =
 
 /** Counts what was dropped: a whole report, or entries of a believed one. */
 export type DropCounter = (what: 'report' | 'entry', reason: DropReason, count: number) => void;
-
-const LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
-
-/** A DNS-1123 label: ≤ 63 chars of `[a-z0-9-]`, starting and ending alphanumeric (namespace names). */
-export function isDnsLabel(s: unknown): s is string {
-  return typeof s === 'string' && s.length <= 63 && LABEL.test(s);
-}
-
-/** A DNS-1123 subdomain: ≤ 253 chars, dot-separated labels (node, pod and ServiceAccount names). */
-export function isDnsSubdomain(s: unknown): s is string {
-  return typeof s === 'string' && s.length > 0 && s.length <= 253 && s.split('.').every((p) => LABEL.test(p));
-}
 
 /** The identity the API server vouches for (TokenReview `status`). */
 export interface ReviewedIdentity {
@@ -121,10 +110,10 @@ function parseReport(raw: string): ProbeReport | undefined {
 /** Whether the entry's names are Kubernetes names (token entries; other entries carry no names). */
 function namesValid(e: ProbeEntry): boolean {
   if (e.status !== 'token') return true;
-  if (!isDnsLabel(e.namespace) || !isDnsSubdomain(e.serviceAccount)) return false;
-  if (e.pod != null && !isDnsSubdomain(e.pod)) return false;
-  if (e.node != null && !isDnsSubdomain(e.node)) return false;
-  if (e.secretName != null && !isDnsSubdomain(e.secretName)) return false;
+  if (!isDns1123Label(e.namespace) || !isDns1123Subdomain(e.serviceAccount)) return false;
+  if (e.pod != null && !isDns1123Subdomain(e.pod)) return false;
+  if (e.node != null && !isDns1123Subdomain(e.node)) return false;
+  if (e.secretName != null && !isDns1123Subdomain(e.secretName)) return false;
   return true;
 }
 
@@ -149,7 +138,7 @@ export async function verifiedReports(cms: readonly ProbeConfigMap[], probeNames
       onDrop('report', 'unparseable', 1);
       continue;
     }
-    if (!isDnsSubdomain(report.node)) {
+    if (!isDns1123Subdomain(report.node)) {
       onDrop('report', 'invalid-name', 1);
       continue;
     }

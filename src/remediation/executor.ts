@@ -18,6 +18,7 @@
  */
 import { backoffDelay } from '../core/backoff.js';
 import {
+  approvalEvent,
   decide,
   refuse,
   type ActionTarget,
@@ -33,7 +34,7 @@ import {
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
-import type { ApprovalUpdate, ExecutionRecord, Store, StoredApproval } from '../store/index.js';
+import type { ActionSubject, ApprovalUpdate, ClaimResult, ExecutionRecord, NewActionLogEntry, NewApproval, Store, StoredApproval } from '../store/index.js';
 import type { V1ServiceAccount } from '@kubernetes/client-node';
 import {
   isUidMismatch,
@@ -157,6 +158,60 @@ export async function commitTransition(
 }
 
 /**
+ * The action-log row of an `action-log` effect of a transition of `approval` at `now`: action `<action>.<new state>`
+ * (`<action>.vote` for a vote below quorum), result the new state, detail the machine's summary.
+ */
+function actionLogEntry(approval: Approval, e: Extract<Effect, { type: 'action-log' }>, now: number): NewActionLogEntry {
+  const t = approval.target;
+  return {
+    at: now,
+    cluster: t.cluster,
+    findingId: t.findingId,
+    approvalId: approval.id,
+    actor: e.actor,
+    action: `${approval.action}.${e.from === e.to ? 'vote' : e.to}`,
+    target: objectLabel(t),
+    result: e.to,
+    detail: e.summary,
+  };
+}
+
+/**
+ * Stores a new request with the store's one-open-action-per-target claim (`Store.claimApproval`), expiring in the same
+ * transaction, through the state machine's `expire` transition, the stale requests of its target or subject: the
+ * machine decides (requested and `now >= expiresAt`), the store applies the compare-and-set with the transition's
+ * action-log rows; the Kubernetes Events and the approvals metric follow for each one that moved. Their Slack
+ * messages are left to the caller (`ClaimResult.expired`).
+ * @param now epoch ms UTC (the request's `createdAt`)
+ */
+export async function claimRequest(
+  deps: Pick<ExecutorDeps, 'store' | 'remediatorFor' | 'policyFor' | 'logger' | 'metrics'>,
+  approval: NewApproval,
+  now: number,
+  subject?: ActionSubject,
+): Promise<ClaimResult> {
+  const decided = new Map<string, Transition>();
+  const res = await deps.store.claimApproval(
+    approval,
+    now,
+    (stale) => {
+      const policy = deps.policyFor(stale.target.cluster);
+      const d = policy && decide(stale, approvalEvent.expire(), policy, now);
+      if (!d?.ok) return undefined;
+      decided.set(stale.id, d);
+      return { from: d.from, to: d.next, patch: d.patch, log: d.effects.flatMap((e) => (e.type === 'action-log' ? [actionLogEntry(stale, e, now)] : [])) };
+    },
+    subject,
+  );
+  for (const a of res.expired) {
+    const d = decided.get(a.id)!;
+    await applyEffects(deps, a, d.effects.filter((e) => e.type !== 'action-log'), now);
+    deps.metrics?.approvals.inc({ cluster: a.target.cluster, outcome: d.next });
+  }
+  return res;
+}
+
+/**
  * Writes the action-log rows and Kubernetes Events of `effects` (other effects are left to the caller).
  * Events are best effort: a missing `create events` permission is logged, never fatal.
  */
@@ -169,17 +224,7 @@ export async function applyEffects(
   const t = approval.target;
   for (const e of effects) {
     if (e.type === 'action-log') {
-      await deps.store.logAction({
-        at: now,
-        cluster: t.cluster,
-        findingId: t.findingId,
-        approvalId: approval.id,
-        actor: e.actor,
-        action: `${approval.action}.${e.from === e.to ? 'vote' : e.to}`,
-        target: objectLabel(t),
-        result: e.to,
-        detail: e.summary,
-      });
+      await deps.store.logAction(actionLogEntry(approval, e, now));
     } else if (e.type === 'kube-event') {
       const rem = deps.remediatorFor(t.cluster);
       if (!rem) continue;

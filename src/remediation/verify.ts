@@ -20,18 +20,20 @@
  * its stale tokens).
  *
  * {@link assessVerification} is pure (time is a parameter). {@link Verifier} applies it after each poll to every
- * succeeded action not yet concluded, records the conclusion in the store (finding status `resolved`; one
- * `verification.<outcome>` action-log row, which also marks the approval as concluded so it is reported once, across
- * restarts too) and hands it to a reporter (the Slack thread reply).
+ * succeeded action not yet concluded, records the conclusion in the store — the approval's verification column, set by
+ * compare-and-set (`Store.concludeVerification`) so it is reported once, across replicas and restarts too, and in the
+ * same transaction the finding status `resolved` and a `verification.<outcome>` action-log row (history) — and hands
+ * it to a reporter (the Slack thread reply).
  *
  * **Node probe** (docs/design/architecture.md "Signals besides the audit log"): where the node probe (`tokenwatch probe`, `src/probe/`) reports a host file holding the
  * subject's token, the restart is also checked on the file itself, independently of the audit-based outcome and usually
  * much sooner: once every node whose report names the subject has reported again after the action completed, the
  * file was either *rewritten* with a token issued after the action started, or *not rewritten* (e.g. the Multus thin
  * plugin v4 without `--cleanup-config-on-exit=true` keeps the old kubeconfig). {@link assessProbeCheck} is pure; the
- * Verifier records one `probe-check.<outcome>` action-log row per action and hands it to `reportProbe` (a thread reply).
- * After the settle period it decides with the nodes that did report, or records `probe-check.none` (no Slack reply)
- * when no report names the subject.
+ * Verifier records the outcome once per action in the approval's probe-check column (`Store.concludeProbeCheck`, a
+ * compare-and-set) with a `probe-check.<outcome>` action-log row, and hands it to `reportProbe` (a thread reply).
+ * After the settle period it decides with the nodes that did report, or records `none` (no Slack reply) when no
+ * report names the subject.
  */
 import type { ActionKind, ApprovalState } from '../approvals/index.js';
 import { CLUSTER_ACTION_KINDS, objectLabel } from '../core/actions.js';
@@ -185,9 +187,6 @@ export interface ProbeCheckReport {
   now: number;
 }
 
-/** Prefix of the action-log rows written by the probe check (`probe-check.rewritten`, …). */
-export const PROBE_CHECK_LOG_PREFIX = 'probe-check.';
-
 /** Dependencies of {@link Verifier}. */
 export interface VerifierDeps {
   store: Store;
@@ -209,8 +208,8 @@ export interface VerifierDeps {
 /** Actions that verification follows: those that change the cluster. */
 const VERIFIED_ACTIONS: ReadonlySet<ActionKind> = new Set(CLUSTER_ACTION_KINDS);
 
-/** Prefix of the action-log rows written by verification (`verification.resolved`, …). */
-export const VERIFICATION_LOG_PREFIX = 'verification.';
+/** The outcome recorded for a succeeded action not verified because a later action on the same finding is. */
+const SUPERSEDED = 'superseded';
 
 function stateTime(rows: Awaited<ReturnType<Store['listApprovalActions']>>, state: ApprovalState): number | undefined {
   return rows.find((r) => r.result === state)?.at;
@@ -222,7 +221,7 @@ export class Verifier {
 
   /**
    * Checks every succeeded restart/recreation of `cluster` that is not concluded yet (the latest per finding; older
-   * ones are marked `verification.superseded`). Call after each successful poll of the cluster.
+   * ones are concluded `superseded`). Call after each successful poll of the cluster.
    * @returns the conclusions reached now.
    */
   async verifyCluster(cluster: string): Promise<VerificationReport[]> {
@@ -231,10 +230,7 @@ export class Verifier {
     const now = clock();
     const succeeded = (await store.listApprovals({ cluster, states: ['succeeded'] })).filter((a) => VERIFIED_ACTIONS.has(a.action));
     const candidates: { a: StoredApproval; rows: ActionLogEntry[] }[] = [];
-    for (const a of succeeded) {
-      const rows = await store.listApprovalActions(a.id);
-      if (!rows.some((r) => r.action.startsWith(VERIFICATION_LOG_PREFIX))) candidates.push({ a, rows });
-    }
+    for (const a of succeeded) if (a.verification === undefined) candidates.push({ a, rows: await store.listApprovalActions(a.id) });
     const latest = new Map<string, (typeof candidates)[number]>();
     for (const c of candidates) {
       const key = c.a.target.findingId;
@@ -246,13 +242,17 @@ export class Verifier {
     for (const c of candidates) {
       const { a, rows } = c;
       if (latest.get(a.target.findingId) !== c) {
-        await store.logAction({ at: now, cluster, findingId: a.target.findingId, approvalId: a.id, actor: null, action: `${VERIFICATION_LOG_PREFIX}superseded`, target: objectLabel(a.target), result: 'superseded', detail: 'a later action on the same finding is verified instead' });
+        await store.transaction(async (tx) => {
+          if (!(await tx.concludeVerification(a.id, SUPERSEDED, now))) return;
+          await tx.logAction({ at: now, cluster, findingId: a.target.findingId, approvalId: a.id, actor: null, action: `verification.${SUPERSEDED}`, target: objectLabel(a.target), result: SUPERSEDED, detail: 'a later action on the same finding is verified instead' });
+        });
         continue;
       }
       const stored = await store.getFinding(a.target.findingId);
       if (!stored) continue;
       const f = stored.finding;
       records ??= await store.listTokenRecords(cluster);
+      const all = records;
       const mine = records.filter((r) => r.kind === f.kind && r.namespace === f.namespace && r.serviceAccount === f.serviceAccount);
       const startedAt = stateTime(rows, 'running') ?? a.updatedAt;
       const completedAt = stateTime(rows, 'succeeded') ?? a.updatedAt;
@@ -264,42 +264,52 @@ export class Verifier {
         if (rejected.length > 0) outcome = { outcome: 'persisting', tokens: rejected.length, lastSeen: rejected.reduce((m, r) => Math.max(m, r.lastSeen), 0) };
       }
       if (outcome.outcome === 'pending') continue;
-      if (outcome.outcome === 'resolved') await store.setFindingStatus(f.id, { status: 'resolved', reason: 'verified' }, now);
-      await store.logAction({
-        at: now,
-        cluster,
-        findingId: f.id,
-        approvalId: a.id,
-        actor: null,
-        action: `${VERIFICATION_LOG_PREFIX}${outcome.outcome}`,
-        target: objectLabel(a.target),
-        result: outcome.outcome,
-        detail: describeOutcome(outcome),
-      });
-      logger.info({ cluster, finding: f.id, approval: a.id, outcome }, `verification: ${outcome.outcome}`);
-      const concluded: VerificationReport[] = [{ approval: a, finding: (await store.getFinding(f.id))!, outcome, startedAt, completedAt, settleMs, now }];
-      if (outcome.outcome === 'resolved') {
+      // Concluded once across replicas and restarts: the compare-and-set on the approval's verification column, in
+      // one transaction with the finding status and the action-log history (one row per finding concluded).
+      const siblings = await store.transaction(async (tx): Promise<string[] | undefined> => {
+        if (!(await tx.concludeVerification(a.id, outcome.outcome, now))) return undefined;
+        if (outcome.outcome === 'resolved') await tx.setFindingStatus(f.id, { status: 'resolved', reason: 'verified' }, now);
+        await tx.logAction({
+          at: now,
+          cluster,
+          findingId: f.id,
+          approvalId: a.id,
+          actor: null,
+          action: `verification.${outcome.outcome}`,
+          target: objectLabel(a.target),
+          result: outcome.outcome,
+          detail: describeOutcome(outcome),
+        });
+        if (outcome.outcome !== 'resolved') return [];
         // The fix concludes every finding of the subject whose signal stopped with it.
-        for (const sib of await store.listFindings(cluster, { status: ['open', 'snoozed'] })) {
+        const also: string[] = [];
+        for (const sib of await tx.listFindings(cluster, { status: ['open', 'snoozed'] })) {
           const s = sib.finding;
           if (s.id === f.id || s.namespace !== f.namespace || s.serviceAccount !== f.serviceAccount) continue;
-          const after = records.filter((r) => r.kind === s.kind && r.namespace === s.namespace && r.serviceAccount === s.serviceAccount && r.lastSeen > completedAt + CLOCK_TOLERANCE_MS);
+          const after = all.filter((r) => r.kind === s.kind && r.namespace === s.namespace && r.serviceAccount === s.serviceAccount && r.lastSeen > completedAt + CLOCK_TOLERANCE_MS);
           if (after.length > 0) continue;
-          await store.setFindingStatus(s.id, { status: 'resolved', reason: 'verified' }, now);
-          await store.logAction({
+          await tx.setFindingStatus(s.id, { status: 'resolved', reason: 'verified' }, now);
+          await tx.logAction({
             at: now,
             cluster,
             findingId: s.id,
             approvalId: a.id,
             actor: null,
-            action: `${VERIFICATION_LOG_PREFIX}resolved`,
+            action: 'verification.resolved',
             target: objectLabel(a.target),
             result: 'resolved',
             detail: `no ${s.kind} signal since the action either; concluded with finding ${f.id}`,
           });
-          logger.info({ cluster, finding: s.id, with: f.id, approval: a.id }, 'verification: resolved with its subject');
-          concluded.push({ approval: a, finding: (await store.getFinding(s.id))!, outcome, startedAt, completedAt, settleMs, now });
+          also.push(s.id);
         }
+        return also;
+      });
+      if (siblings === undefined) continue; // another replica concluded it
+      logger.info({ cluster, finding: f.id, approval: a.id, outcome }, `verification: ${outcome.outcome}`);
+      const concluded: VerificationReport[] = [{ approval: a, finding: (await store.getFinding(f.id))!, outcome, startedAt, completedAt, settleMs, now }];
+      for (const id of siblings) {
+        logger.info({ cluster, finding: id, with: f.id, approval: a.id }, 'verification: resolved with its subject');
+        concluded.push({ approval: a, finding: (await store.getFinding(id))!, outcome, startedAt, completedAt, settleMs, now });
       }
       for (const report of concluded) {
         reports.push(report);
@@ -326,8 +336,7 @@ export class Verifier {
     if (!this.deps.probeReports) return [];
     const open: { a: StoredApproval; rows: ActionLogEntry[] }[] = [];
     for (const a of (await store.listApprovals({ cluster, states: ['succeeded'] })).filter((x) => VERIFIED_ACTIONS.has(x.action))) {
-      const rows = await store.listApprovalActions(a.id);
-      if (!rows.some((r) => r.action.startsWith(PROBE_CHECK_LOG_PREFIX) || r.action === `${VERIFICATION_LOG_PREFIX}superseded`)) open.push({ a, rows });
+      if (a.probeCheck === undefined && a.verification?.outcome !== SUPERSEDED) open.push({ a, rows: await store.listApprovalActions(a.id) });
     }
     if (open.length === 0) return [];
     let reports: readonly ProbeReport[] | undefined;
@@ -355,8 +364,13 @@ export class Verifier {
               ...outcome.files.map((x) => `${x.path} on node ${x.node}: ${x.rewritten ? 'rewritten' : 'not rewritten'}, token issued ${x.issuedAt ?? 'unknown'}`),
               ...(outcome.silent.length ? [`no report since the action from node(s) ${outcome.silent.join(', ')}`] : []),
             ].join('; ');
-      await store.logAction({ at: now, cluster, findingId: f.id, approvalId: a.id, actor: null, action: `${PROBE_CHECK_LOG_PREFIX}${outcome.outcome}`, target: objectLabel(a.target), result: outcome.outcome, detail });
-      if (outcome.outcome === 'none') continue;
+      // Concluded once: the compare-and-set on the approval's probe-check column, with its action-log history row.
+      const won = await store.transaction(async (tx) => {
+        if (!(await tx.concludeProbeCheck(a.id, outcome.outcome, now))) return false;
+        await tx.logAction({ at: now, cluster, findingId: f.id, approvalId: a.id, actor: null, action: `probe-check.${outcome.outcome}`, target: objectLabel(a.target), result: outcome.outcome, detail });
+        return true;
+      });
+      if (!won || outcome.outcome === 'none') continue;
       logger.info({ cluster, finding: f.id, approval: a.id, outcome: outcome.outcome, files: outcome.files }, `probe check: token file ${outcome.outcome}`);
       const report: ProbeCheckReport = { approval: a, finding: (await store.getFinding(f.id))!, outcome, startedAt, completedAt, now };
       out.push(report);

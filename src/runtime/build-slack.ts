@@ -22,7 +22,7 @@ import { Directory } from '../slack/directory.js';
 import { ApprovalFlow } from '../slack/flow.js';
 import { HomePublisher } from '../slack/home.js';
 import { clusterEventMessage, persistingMessage } from '../slack/messages.js';
-import { NotificationDrainer } from '../slack/drainer.js';
+import { DIGEST_EVENT_TYPE, NotificationDrainer } from '../slack/drainer.js';
 import { Notifier } from '../slack/notifier.js';
 import { DEFAULT_SLACK_RATES, RateGate } from '../slack/outbox.js';
 import { groupIdOf } from '../findings/groups.js';
@@ -68,7 +68,7 @@ export interface SlackIntegration extends Integration {
   /** What the start-up warm-up of the request paths did (`src/slack/warm.ts`). */
   warmUp: WarmResult;
   /** The parts, for tests. */
-  parts: { api: SlackApi; notifier: Notifier; flow: ApprovalFlow; ids: ButtonIds; command: TokensCommand; app: App; home: HomePublisher; drainer?: NotificationDrainer };
+  parts: { api: SlackApi; notifier: Notifier; flow: ApprovalFlow; ids: ButtonIds; command: TokensCommand; app: App; home: HomePublisher; drainer: NotificationDrainer };
 }
 
 /**
@@ -90,7 +90,8 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
   const abort = new AbortController();
   const channels = new ChannelMap(config);
   // Slack's rates, for the notification queue: told of every call, and of every 429 the WebClient waits out.
-  const gate = new RateGate(DEFAULT_SLACK_RATES, Date.now);
+  const queueClock = opts.queueClock ?? Date.now;
+  const gate = new RateGate({ ...DEFAULT_SLACK_RATES, postIntervalMs: opts.channelIntervalMs ?? DEFAULT_SLACK_RATES.postIntervalMs }, queueClock);
   const api = new SlackApi({
     client: app.client,
     logger: log,
@@ -121,18 +122,33 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     activeWindowMs: config.findings.activeWindow,
     quietPeriodMs: config.findings.quietPeriod,
   });
-  // The notification queue's drainer (with the store's queue rows): polls enqueue, it sends at Slack's rates.
-  const drainer = ctx.outbox
-    ? new NotificationDrainer({
-        queue: ctx.outbox,
-        sender: { sendItem: (i) => notifier.sendItem(i), digestLine: (c, g, now) => notifier.digestLine(c, g, now), post: (c, m) => api.post(c, m), update: (c, ts, m) => api.update(c, ts, m) },
-        gate,
-        clock: Date.now,
-        logger: log.child({ component: 'slack-queue' }),
-        metrics,
-        isLeader: () => ctx.isLeader(),
-      })
-    : undefined;
+  // The notification queue (docs/slack.md "Notification queue"): polls enqueue their alert work as rows of the store's
+  // `slack_outbox`; the drainer sends it at Slack's rates, on the leader (the cluster's owner with shards).
+  const drainer = new NotificationDrainer({
+    queue: store.outbox,
+    sender: {
+      sendItem: (i) => notifier.sendItem(i),
+      digestLine: (c, g, now) => notifier.digestLine(c, g, now),
+      post: (c, m, metadata) => api.post(c, m, undefined, metadata),
+      update: (c, ts, m) => api.update(c, ts, m),
+      findDigest: async (c, key, oldestMs) => {
+        const at = channels.idOf(c);
+        const ts = await api.findByMetadata(at, DIGEST_EVENT_TYPE, 'digest_key', key, oldestMs);
+        return ts === undefined ? undefined : { channel: at, ts };
+      },
+    },
+    gate,
+    clock: queueClock,
+    logger: log.child({ component: 'slack-queue' }),
+    metrics,
+    isLeader: () => ctx.isLeader(),
+    owns: (cluster) => ctx.isLeader(cluster),
+    onSent: () => home?.changed(),
+  });
+  /** A finding's alert item, if one is pending, is sent before a reply goes in its thread (the reply needs the alert). */
+  const alertSent = async (f: { cluster: string; namespace: string; serviceAccount: string }): Promise<void> => {
+    await drainer.settle(`alert:${groupIdOf(f)}`);
+  };
   const flow = new ApprovalFlow({
     store,
     api,
@@ -160,21 +176,20 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     isLeader: (cluster) => ctx.isLeader(cluster),
   });
   // `/tokens scan` may reach a replica that does not poll the cluster (HA): it leaves a request in the shared store
-  // for the leader (or the cluster's owner).
-  const scanRequestKey = (cluster: string) => `slack:scan-request:${cluster}`;
+  // (src/store/scan-requests.ts) for the leader (or the cluster's owner), which takes it at its next pick-up tick.
   const runNow = async (cluster: string) => {
     if (ctx.isLeader(cluster)) return ctx.runNow(cluster);
     if (!clusters.has(cluster)) return 'unknown-job' as const;
-    await store.setCursor(scanRequestKey(cluster), String(clock()));
+    await store.scanRequests.request(cluster, clock());
     return 'started' as const;
   };
   const pickUpScans = async () => {
     for (const cluster of clusters.keys()) {
-      if (ctx.isLeader(cluster) && Number((await store.getCursor(scanRequestKey(cluster))) ?? 0) > 0) {
-        await store.setCursor(scanRequestKey(cluster), '0');
-        log.info({ cluster }, '/tokens scan requested on another replica: polling now');
-        ctx.runNow(cluster);
-      }
+      if (!ctx.isLeader(cluster)) continue;
+      const requestedAt = await store.scanRequests.take(cluster);
+      if (requestedAt === undefined) continue;
+      log.info({ cluster, requestedAt: new Date(requestedAt).toISOString() }, '/tokens scan requested on another replica: polling now');
+      ctx.runNow(cluster);
     }
   };
   const command = new TokensCommand({
@@ -189,7 +204,8 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     activeWindowMs: config.findings.activeWindow,
     scanIntervalMs: config.slack?.commands.scanInterval ?? DEFAULT_SCAN_INTERVAL_MS,
     readinessMinWindowMs: config.findings.readinessMinWindow,
-    ...(drainer ? { backlog: () => drainer.backlog() } : {}),
+    // Items waiting for a channel Slack refuses are not "behind": status shows that channel's problem instead.
+    backlog: () => drainer.backlog((channel) => api.channelProblem(channel) === undefined),
     ...(ctx.ownerOf ? { ownerOf: (cluster: string) => ({ owner: ctx.ownerOf!(cluster), self: ctx.isLeader(cluster) }) } : {}),
   });
   home = new HomePublisher(
@@ -220,9 +236,11 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     home: { home: homePublisher, logger: log, track: (p) => tasks.track(p) },
   });
 
+  // The verifier's reports go in their alert's thread, after the poll's pending work on that alert (alertSent).
   const report = async (r: VerificationReport): Promise<void> => {
     const f = r.finding.finding;
     const o = r.outcome;
+    await alertSent(f);
     if (o.outcome === 'resolved') {
       await notifier.refresh(f.id);
       await notifier.reply(f, verificationMessage({ outcome: 'resolved', finding: f, action: r.approval.action, actionAt: r.completedAt, now: r.now, settleMs: r.settleMs }));
@@ -235,6 +253,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
   // The node probe's check of a restart: the token file rewritten with a token issued after it, or not.
   const reportProbe = async (r: ProbeCheckReport): Promise<void> => {
     const o = r.outcome;
+    await alertSent(r.finding.finding);
     await notifier.reply(r.finding.finding, probeCheckMessage({ outcome: o.outcome, finding: r.finding.finding, action: r.approval.action, startedAt: r.startedAt, completedAt: r.completedAt, now: r.now, files: o.files, silent: o.silent }));
   };
 
@@ -265,29 +284,14 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     await track(
       (async () => {
         await announceClusterEvents(rt.config.name, outcome.clusterEvents ?? []);
-        if (drainer) {
-          // Off the poll path: the work is stored and the poll returns; the drainer sends it at Slack's rates. Findings
-          // resolved as quiet without records any more get their group's item too (resolved variant, no buttons).
-          const concluded: string[] = [];
-          for (const id of outcome.concluded) {
-            const f = await store.getFinding(id);
-            if (f) concluded.push(groupIdOf(f.finding));
-          }
-          await drainer.enqueue(await notifier.workItems(rt.config.name, findings, outcome.changes, Date.now(), concluded));
-          return;
-        }
-        await notifier.onFindings(rt.config.name, findings, outcome.changes);
-        // Findings resolved as quiet that no longer have records (retention) are not among `findings`: update their
-        // alerts too (resolved variant, buttons removed).
-        const shown = new Set(findings.map((f) => f.id));
+        // Off the poll path: the work is stored and the poll returns; the drainer sends it at Slack's rates. Findings
+        // resolved as quiet without records any more (retention) get their group's item too (resolved variant, no buttons).
+        const concluded: string[] = [];
         for (const id of outcome.concluded) {
-          if (shown.has(id)) continue;
-          try {
-            await notifier.refresh(id);
-          } catch (err) {
-            log.error({ err, finding: id }, 'could not update the alert of a finding resolved as quiet');
-          }
+          const f = await store.getFinding(id);
+          if (f) concluded.push(groupIdOf(f.finding));
         }
+        await drainer.enqueue(await notifier.workItems(rt.config.name, findings, outcome.changes, queueClock(), concluded));
       })(),
     );
   };
@@ -332,14 +336,10 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     for (const f of await store.listFindings(name, { status: ['open'] })) if ((await notifier.messageOf(f.finding.id)) === undefined) pending.push(f);
     if (pending.length === 0) continue;
     log.info({ cluster: name, alerts: pending.length }, 'posting alerts found while Slack was not connected');
-    if (drainer) {
-      await drainer.enqueue(await notifier.workItems(name, pending.map((f) => f.finding), [], Date.now()));
-      continue;
-    }
-    void track(notifier.onFindings(name, pending.map((f) => f.finding), [])).catch((err: unknown) => log.error({ err, cluster: name }, 'posting pending alerts failed'));
+    await drainer.enqueue(await notifier.workItems(name, pending.map((f) => f.finding), [], queueClock()));
   }
   // The queue's rows left by an earlier run are resumed too.
-  drainer?.start();
+  drainer.start();
 
   return {
     name: 'slack',
@@ -350,19 +350,19 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     warmUp: warm,
     idle: async () => {
       await tasks.idle();
-      await drainer?.idle();
+      await drainer.idle();
       await flow.flushRefusals();
     },
     sweep: () => track(flow.sweepExpired()),
     afterPoll,
     verificationReporter: { report, reportProbe },
-    parts: { api, notifier, flow, ids, command, app, home: homePublisher, ...(drainer ? { drainer } : {}) },
+    parts: { api, notifier, flow, ids, command, app, home: homePublisher, drainer },
     async stop() {
       if (stopped) return;
       stopped = true;
       clearInterval(sweepTimer);
       clearInterval(pickupTimer);
-      await drainer?.stop();
+      await drainer.stop(opts.stopTimeoutMs ?? 10_000);
       if (homeTimer) clearInterval(homeTimer);
       watchdog?.stop();
       abort.abort();

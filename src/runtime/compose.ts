@@ -15,7 +15,8 @@
  * 7. the polls start.
  *
  * After each successful poll one sequence runs ({@link afterPoll} below): the blind-log gauge, the integrations' alerts,
- * then the verifier's conclusions, so a verification replies under an alert that already shows the poll's findings.
+ * then the verifier's conclusions; a verification reply has its alert's queued work sent first, so it replies under an
+ * alert that already shows the poll's findings.
  */
 import pLimit from 'p-limit';
 import type { ClusterWatchCache } from '../cluster/cache.js';
@@ -26,7 +27,7 @@ import type { Finding } from '../findings/types.js';
 import { createLogger, type Logger } from '../observability/logger.js';
 import { Metrics } from '../observability/metrics.js';
 import { Verifier } from '../remediation/verify.js';
-import type { Store } from '../store/index.js';
+import type { PollStatus, Store } from '../store/index.js';
 import { CloudWatchClients } from '../sources/index.js';
 import { buildCluster, type ClusterRuntime } from './build-cluster.js';
 import type { SlackIntegration } from './build-slack.js';
@@ -57,6 +58,13 @@ const WATCH_LIST_CONCURRENCY = 8;
 /** How many clusters' watch caches start (list) at once, and how long one may take its turn before the next starts, ms. */
 const WATCH_START_CONCURRENCY = 16;
 const WATCH_START_TURN_MS = 10_000;
+/**
+ * Every how many heartbeats a replica re-reads the clusters' latest poll runs for `/readyz` (30 s with the default 5-s
+ * heartbeat): the query reads every retained poll run, so not at every beat.
+ */
+const SHARED_POLLS_BEATS = 6;
+/** How far back, ms, a poll of a cluster shared out across replicas looks for ticks nobody accounted for (at least 10 TTLs). */
+const TICK_CHECK_WINDOW_MS = 30 * 60_000;
 /** Starts leader election when `env` is a pod's with the election variables set; undefined otherwise. */
 function startLeaderElection(env: NodeJS.ProcessEnv, logger: Logger, metrics: Metrics): LeaderElector | undefined {
   const election = env.KUBERNETES_SERVICE_HOST ? electionFromEnv(env) : undefined;
@@ -89,7 +97,13 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
   try {
     // 1. Leader election (HA): only the leader polls and executes approved actions. Not with a PostgreSQL store: there
     // the replicas share the clusters out through the database instead (shard-coordinator.ts), no Lease is used.
-    const sharding = opts.sharding ?? (config.store.postgres !== undefined && opts.isLeader === undefined ? { ...(opts.env?.POD_NAME ? { name: opts.env.POD_NAME } : {}) } : undefined);
+    // The heartbeat and TTL come from `shards` in the config unless the caller's sharding options set them.
+    const fromConfig = { heartbeatMs: config.shards.heartbeat, ttlMs: config.shards.ttl };
+    const sharding = opts.sharding
+      ? { ...fromConfig, ...opts.sharding }
+      : config.store.postgres !== undefined && opts.isLeader === undefined
+        ? { ...fromConfig, ...(opts.env?.POD_NAME ? { name: opts.env.POD_NAME } : {}) }
+        : undefined;
     const elector = sharding ? undefined : startLeaderElection(opts.env ?? {}, logger, metrics);
     if (elector) undo.push(() => elector.stop({ release: true }));
     const isLeaderGate = opts.isLeader ?? (elector ? () => elector.isLeader() : undefined);
@@ -136,7 +150,7 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
     const afterPoll = async (rt: ClusterRuntime, findings: Finding[], outcome: PollOutcome): Promise<void> => {
       updateBlindGauge(metrics, rt, clock());
       const started = integrations.running(); // one that starts meanwhile joins at the next poll
-      await integrations.alert(started, rt, findings, outcome); // Slack posts and edits the alerts
+      await integrations.alert(started, rt, findings, outcome); // Slack queues the alerts' posts and edits (sent by its drainer)
       await integrations.verify(started, rt.config.name); // then concludes approved actions in their threads
     };
 
@@ -180,20 +194,49 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
     for (const rt of clusters.values()) onBlindChange(rt); // EKS audit logging off is known before the first poll
 
     // 4. The scheduler (started in step 7).
-    const scheduler = createScheduler(config, opts, { clusters, shouldRun: (job) => isLeader(job), metrics, logger });
+    const scheduler = createScheduler(config, opts, { clusters, shouldRun: (job) => isLeader(job), metrics, logger, store, replica: () => shards?.id, clock });
     let scheduling = false;
+    /** When this process started scheduling, epoch ms (node-cron's clock): ticks before it are no business of its gap check. */
+    const schedulingSince = Date.now();
+    /**
+     * With clusters shared out, before the poll for `tick` of `cluster`: false when that tick is accounted for already (a
+     * replica polled it or recorded it missed: it is not polled again); else the earlier ticks (since this process
+     * started, within {@link TICK_CHECK_WINDOW_MS}) that no replica polled and none recorded as missed — the cluster
+     * was changing hands, or its owner's renewal was late — are recorded as missed (`unowned`), so every tick is
+     * accounted for once (docs/design/architecture.md "Clusters shared out across replicas"), and true.
+     */
+    const checkTicks = async (cluster: string, tick: number): Promise<boolean> => {
+      const since = Math.max(schedulingSince, tick - Math.max(TICK_CHECK_WINDOW_MS, 10 * (shards?.ttlMs ?? 0)));
+      const ticks = scheduler.ticksBetween(cluster, since, tick);
+      const seen = await store.pollTicks(cluster, ticks[0] ?? tick);
+      const accounted = new Set([...seen.polled, ...seen.missed.map((m) => m.scheduledAt)]);
+      if (accounted.has(tick)) return false;
+      for (const t of ticks) {
+        if (accounted.has(t)) continue;
+        if (!(await store.recordMissedPoll({ cluster, scheduledAt: t, reason: 'unowned', ...(shards ? { replica: shards.id } : {}), recordedAt: clock() }))) continue;
+        metrics.pollsMissed.inc({ cluster, reason: 'unowned' });
+        clusters.get(cluster)?.poller.recordMissed(t, 'unowned');
+        logger.warn({ cluster, dueAt: new Date(t).toISOString(), reason: 'unowned' }, 'scheduled poll missed: no replica could start it (the cluster was changing hands, or its ownership was not renewed in time)');
+      }
+      return true;
+    };
     if (sharding) {
       /**
-       * A cluster this replica has just taken over: poll it at once unless a poll that started at or after its latest
-       * scheduled time has finished (the previous owner ran this tick). A poll the previous owner left unfinished
-       * (killed) is run again; it reads on from the last committed chunk.
+       * A cluster this replica has just taken over: poll its latest due tick at once unless that tick is accounted for
+       * (a replica polled it, or recorded it missed), or it came before this process started and a poll that started
+       * after it has finished (the previous owner ran it). A poll the previous owner left unfinished (killed) is run
+       * again; it reads on from the last committed chunk.
        */
       const catchUp = async (cluster: string): Promise<void> => {
-        const due = scheduler.previousDue(cluster);
-        const last = (await store.lastPollRuns()).find((r) => r.cluster === cluster);
-        if (due !== undefined && last !== undefined && last.endedAt !== null && last.startedAt >= due) return;
-        logger.info({ cluster, ...(last ? { lastPollStartedAt: new Date(last.startedAt).toISOString() } : {}) }, 'polling a cluster taken over now: its latest scheduled poll did not complete');
-        scheduler.runNow(cluster);
+        const tick = scheduler.previousTick(cluster);
+        if (tick !== undefined) {
+          const seen = await store.pollTicks(cluster, tick);
+          if (seen.polled.includes(tick) || seen.missed.some((m) => m.scheduledAt === tick)) return;
+          const last = (await store.lastPollRuns()).find((r) => r.cluster === cluster);
+          if (tick < schedulingSince && last !== undefined && last.endedAt !== null && last.startedAt >= tick) return;
+        }
+        logger.info({ cluster, ...(tick !== undefined ? { tick: new Date(tick).toISOString() } : {}) }, 'polling a cluster taken over now: its latest scheduled poll did not complete');
+        scheduler.runNow(cluster, tick);
       };
       shards = new ShardCoordinator({
         ...sharding,
@@ -223,14 +266,21 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
       isLeader,
       leaderStatus,
       ...(owners ? { shards: owners, ownerOf: (cluster: string) => owners.status().owners[cluster] ?? null } : {}),
-      // Slack's alert work through the store's notification queue, off the poll path (docs/slack.md "Notification
-      // queue"), when `TOKENWATCH_SLACK_QUEUE=1`; not yet the default while tests written for inline alerts move to it.
-      ...(process.env['TOKENWATCH_SLACK_QUEUE'] === '1' ? { outbox: store.outbox } : {}),
     };
     if (!isLeaderGate && !shards) metrics.leader.set(1);
 
     // 5. The health/metrics listener, then the audit webhook listeners (src/sources/webhook.ts): one that cannot bind stops serve.
-    const readiness = () => readinessOf({ phase, clusters, integrations, now: clock(), shards, storeFailure: store.sql.failure?.() });
+    // With shards: every cluster's latest poll run in the shared store, re-read every SHARED_POLLS_BEATS heartbeats, so
+    // /readyz shows the clusters other replicas poll by their owner's last poll, not as pending.
+    let sharedPolls = new Map<string, PollStatus>();
+    const readSharedPolls = async (): Promise<void> => {
+      try {
+        sharedPolls = new Map((await store.lastPollRuns()).map((r) => [r.cluster, r]));
+      } catch {
+        // The store is unavailable: the heartbeat says so (/readyz `store-unavailable`); keep what was last read.
+      }
+    };
+    const readiness = () => readinessOf({ phase, clusters, integrations, now: clock(), shards, sharedPolls, storeFailure: store.sql.failure?.() });
     const server: HealthServer = await startHealthServer(config.http, { readiness, metrics, logger });
     undo.push(() => server.close());
     for (const rt of clusters.values()) if (rt.source.start) rt.webhookPort = await rt.source.start();
@@ -240,10 +290,15 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
     const starters = opts.integrations ?? (config.slack?.enabled ? [async (ctx: ServeContext) => (slack = await (await import('./build-slack.js')).startSlackWith(ctx, opts.slack))] : []);
     const nameOf = (i: number) => opts.integrationNames?.[i] ?? (i === 0 ? 'slack' : `integration-${i}`);
     // Ownership first, so the integrations' start (resuming approved actions, posting pending alerts) sees it.
+    let sharedPollsTimer: NodeJS.Timeout | undefined;
     if (shards) {
       const sh = shards;
       await sh.start();
       undo.push(() => sh.stop());
+      await readSharedPolls();
+      sharedPollsTimer = setInterval(() => void readSharedPolls(), SHARED_POLLS_BEATS * sh.heartbeatMs);
+      sharedPollsTimer.unref();
+      undo.push(() => clearInterval(sharedPollsTimer));
     }
     for (const [i, start] of starters.entries()) await integrations.start(start, nameOf(i), context);
     context.integrationErrors = integrations.errors;
@@ -255,14 +310,21 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
       [...clusters.values()].map((rt) => ({
         name: rt.config.name,
         schedule: rt.config.schedule,
-        run: async (signal) => {
+        run: async (signal, tick) => {
           if (shards) {
             // The epoch this poll runs at: every commit of it checks it (fence); none when the cluster was lost meanwhile.
             const epoch = shards.owns(rt.config.name) ? shards.epochOf(rt.config.name) : undefined;
             if (epoch === undefined) return;
             pollEpochs.set(rt.config.name, epoch);
+            if (tick !== undefined) {
+              const run = await checkTicks(rt.config.name, tick).catch((err: unknown) => {
+                logger.warn({ err, cluster: rt.config.name }, 'checking the earlier scheduled polls in the store failed; polling anyway');
+                return true;
+              });
+              if (!run) return;
+            }
           }
-          await rt.poller.pollOnce(signal);
+          await rt.poller.pollOnce(signal, { scheduledAt: tick });
           firstDone.get(rt.config.name)?.();
         },
       })),
@@ -280,6 +342,7 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
         await scheduler.stop();
         await integrations.stop();
         closeClusters();
+        clearInterval(sharedPollsTimer);
         await shards?.stop(); // hands its clusters over: the others take them at their next heartbeat
         await server.close();
         await lock?.release();

@@ -245,12 +245,13 @@ export class ClusterPoller {
   /**
    * Runs one poll; see {@link pollOnce0}. An aborted poll (`signal`: serve is stopping) is left unfinished in the store,
    * as a crash would leave it (the cursor stayed at the last committed chunk), not recorded as a failure: the next poll
-   * reads on, and a shutdown does not hold up quiet resolution.
+   * reads on, and a shutdown does not hold up quiet resolution. `scheduledAt`: the cron tick this poll runs for (epoch
+   * ms), recorded with its poll run (`Store.startPollRun`); absent for the start-up poll and `/tokens scan`.
    */
-  async pollOnce(signal?: AbortSignal): Promise<PollOutcome> {
+  async pollOnce(signal?: AbortSignal, opts: { scheduledAt?: number | undefined } = {}): Promise<PollOutcome> {
     this.runningSince = this.clock();
     try {
-      return await this.pollOnce0(signal);
+      return await this.pollOnce0(signal, opts.scheduledAt);
     } finally {
       this.runningSince = undefined;
     }
@@ -261,7 +262,7 @@ export class ClusterPoller {
    * poll run, reflected in {@link health} (`degraded`) and returned in `error`; the cursor stays at the last
    * committed chunk (see the module doc, "Bounded memory").
    */
-  private async pollOnce0(signal?: AbortSignal): Promise<PollOutcome> {
+  private async pollOnce0(signal: AbortSignal | undefined, scheduledAt: number | undefined): Promise<PollOutcome> {
     await this.restored;
     const { cluster, source, store, logger, metrics } = this.deps;
     const startedAt = this.clock();
@@ -303,9 +304,9 @@ export class ClusterPoller {
       runId = fence
         ? await store.transaction(async (tx) => {
             await fence(tx);
-            return await tx.startPollRun(cluster.name, source.id, startedAt);
+            return await tx.startPollRun(cluster.name, source.id, startedAt, scheduledAt);
           })
-        : await store.startPollRun(cluster.name, source.id, startedAt);
+        : await store.startPollRun(cluster.name, source.id, startedAt, scheduledAt);
       log = log.child({ pollId: runId });
       const cursor = await store.getCursor(source.id);
       const chunkEvents = Math.max(1, this.deps.chunkEvents ?? POLLER_DEFAULTS.chunkEvents);

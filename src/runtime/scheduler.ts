@@ -34,9 +34,11 @@ export interface Job {
   schedule: string;
   /**
    * The work. Errors are caught, reported through `onError`, and do not stop the schedule. `signal` aborts when the
-   * scheduler stops (the run should end promptly, e.g. pass it to its requests).
+   * scheduler stops (the run should end promptly, e.g. pass it to its requests). `tick`: the cron tick this run is
+   * for (epoch ms, node-cron's scheduled time, before the spread offset): set for scheduled and late runs and for a
+   * {@link Scheduler.runNow} given one; undefined for the start-up run and a plain `runNow`.
    */
-  run: (signal: AbortSignal) => Promise<void>;
+  run: (signal: AbortSignal, tick?: number) => Promise<void>;
 }
 
 /**
@@ -170,13 +172,43 @@ export class Scheduler {
     return this.running.has(name);
   }
 
-  /** Starts a job now unless it is running; resolves once it has started (not finished). */
-  runNow(name: string): RunNowResult {
+  /**
+   * Starts a job now unless it is running (`tick`: the cron tick it runs for, e.g. a tick a take-over catches up;
+   * passed to {@link Job.run}, not counted as missed when busy); returns at once.
+   */
+  runNow(name: string, tick?: number): RunNowResult {
     if (this.stopped) return 'stopped';
     if (!this.jobs.has(name)) return 'unknown-job';
     if (this.running.has(name)) return 'busy';
-    void this.tick(name);
+    void this.tick(name, undefined, tick);
     return 'started';
+  }
+
+  /**
+   * The job's latest cron tick whose run is due by now (its spread offset past), epoch ms; undefined for an unknown job
+   * or a schedule without a regular interval.
+   */
+  previousTick(name: string): number | undefined {
+    const due = this.previousDue(name);
+    return due === undefined ? undefined : due - (this.offsets.get(name) ?? 0);
+  }
+
+  /**
+   * The job's cron ticks `t` with `from < t < to` (epoch ms, ascending), from node-cron's own matcher (`task.match`)
+   * stepped by the pattern's resolution (a second for 6-field patterns, else a minute); at most the last `max`
+   * (default 1,000). Empty for an unknown job.
+   */
+  ticksBetween(name: string, from: number, to: number, max = 1000): number[] {
+    const task = this.tasks.get(name);
+    const job = this.jobs.get(name);
+    if (!task || !job || !(to > from)) return [];
+    const step = job.schedule.trim().split(/\s+/).length >= 6 ? 1000 : 60_000;
+    const out: number[] = [];
+    // Walk back from the last step before `to`, at most 100,000 steps (a day of seconds; 69 days of minutes).
+    for (let t = Math.ceil(to / step) * step - step, n = 0; t > from && n < 100_000 && out.length < max; t -= step, n++) {
+      if (t < to && task.match(new Date(t))) out.push(t);
+    }
+    return out.reverse();
   }
 
   /**
@@ -230,8 +262,11 @@ export class Scheduler {
     if (ran) this.opts.onLate?.(name, { dueAt, lateMs: Math.max(0, Date.now() - dueAt) });
   }
 
-  /** `dueAt`: when a scheduled tick was due (epoch ms); undefined for the start run and {@link runNow}. */
-  private tick(name: string, dueAt?: number): Promise<void> {
+  /**
+   * `dueAt`: when a scheduled tick was due (epoch ms); undefined for the start run and {@link runNow}. `forTick`: the
+   * tick a {@link runNow} runs for. The run gets `dueAt ?? forTick`.
+   */
+  private tick(name: string, dueAt?: number, forTick?: number): Promise<void> {
     if (this.stopped) return Promise.resolve();
     const job = this.jobs.get(name);
     if (!job) return Promise.resolve();
@@ -251,7 +286,7 @@ export class Scheduler {
     const controller = new AbortController();
     const body = async (): Promise<void> => {
       if (controller.signal.aborted) return; // stopped while it waited for a slot
-      await job.run(controller.signal);
+      await job.run(controller.signal, dueAt ?? forTick);
     };
     const p = (async () => {
       try {

@@ -21,7 +21,7 @@ import type { Integration, RunNowResult, SlackContext } from '../slack/context.j
 import type { SlackOptions } from '../slack/app.js';
 import { FleetInsightsRegistry } from '../sources/index.js';
 import { CloudWatchRateLimiter } from '../sources/rate-limit.js';
-import { openConfiguredStore, type Store } from '../store/index.js';
+import { openConfiguredStore, type PollStatus, type Store } from '../store/index.js';
 import { BLIND_REASONS, type BlindReason } from './blind.js';
 import type { ClusterRuntime } from './build-cluster.js';
 import type { SlackIntegration } from './build-slack.js';
@@ -56,7 +56,8 @@ export interface ServeContext extends SlackContext {
 
 /**
  * The body of `/readyz` (JSON): states only, never error text (details are in the log, scrubbed).
- * - `status`: `ready` | `starting` | `stopping` (the HTTP status is 200 only for `ready`);
+ * - `status`: `ready` | `starting` | `stopping` | `store-unavailable` (the HTTP status is 200 for `ready` and
+ *   `store-unavailable`, 503 while starting or stopping: {@link readyzAnswers200});
  * - `polls`: per cluster, `ok` | `degraded` (the last poll failed: source, cluster state or store; or the running poll
  *   has taken longer than 3 × `poll.requestTimeout`: a slow or hung cluster) | `pending`;
  * - `integrations`: per integration (`slack`), `ok` | `connected` | `disconnected` | `unavailable` (not reachable at
@@ -69,8 +70,9 @@ export interface ServeContext extends SlackContext {
  */
 export interface ReadinessBody {
   /**
-   * `store-unavailable`: the shared store (PostgreSQL) cannot be reached, so this replica polls nothing until it can;
-   * or the SQLite store's worker thread stopped (src/store/sqlite.ts), so nothing is stored until a restart.
+   * `store-unavailable`: the shared store (PostgreSQL) cannot be reached; this replica polls nothing until it can, and
+   * still answers Slack (saying so), so it stays in the Service (HTTP 200). Also when the SQLite store's worker thread
+   * stopped (src/store/sqlite.ts): nothing is stored until a restart.
    */
   status: 'ready' | 'starting' | 'stopping' | 'store-unavailable';
   polls: Record<string, 'ok' | 'degraded' | 'pending'>;
@@ -81,10 +83,19 @@ export interface ReadinessBody {
    */
   blind: Record<string, BlindReason>;
   /**
-   * With clusters shared out across replicas only: this replica's id and, per cluster, the id of the replica that
-   * owns it as last read (null: none right now; taken over within the ownership TTL).
+   * With clusters shared out across replicas only: this replica's id; per cluster, the id of the replica that owns it
+   * as last read (null: none right now; taken over within the ownership TTL); and per cluster its latest poll run in
+   * the shared store, whichever replica ran it (`startedAt` ISO 8601 UTC; `status` `ok`, `degraded` (it failed) or
+   * `running`), re-read every 6 heartbeats (30 s by default). A cluster another replica owns shows in `polls` from that shared run, not
+   * as `pending`.
    */
-  shards?: { replica: string; owners: Record<string, string | null> };
+  shards?: { replica: string; owners: Record<string, string | null>; lastPolls: Record<string, SharedPoll> };
+}
+
+/** A cluster's latest poll run in the shared store, as `/readyz` shows it (see {@link ReadinessBody.shards}). */
+export interface SharedPoll {
+  startedAt: string;
+  status: 'ok' | 'degraded' | 'running';
 }
 
 /**
@@ -232,14 +243,15 @@ export function updateBlindGauge(metrics: Metrics, rt: ClusterRuntime, now: numb
 
 /**
  * The scheduler of the clusters' polls (`scheduler.ts`): jitter, spread and concurrency from `config.poll` unless
- * overridden, gated by `shouldRun` (leadership), missed and late ticks counted, logged and recorded by the poller.
+ * overridden, gated by `shouldRun` (leadership), missed and late ticks counted, logged, recorded by the poller and, when
+ * `store` is given, in the store (`Store.recordMissedPoll`, with the replica id `replica()` returns).
  */
 export function createScheduler(
   config: Config,
   opts: Pick<ServeOptions, 'jitterMs' | 'spread'>,
-  deps: { clusters: ReadonlyMap<string, ClusterRuntime>; shouldRun: (job: string) => boolean; metrics: Metrics; logger: Logger },
+  deps: { clusters: ReadonlyMap<string, ClusterRuntime>; shouldRun: (job: string) => boolean; metrics: Metrics; logger: Logger; store?: Store; replica?: () => string | undefined; clock?: () => number },
 ): Scheduler {
-  const { clusters, metrics, logger } = deps;
+  const { clusters, metrics, logger, store } = deps;
   return new Scheduler({
     jitterMs: opts.jitterMs ?? config.poll.jitter,
     spread: opts.spread ?? config.poll.spread,
@@ -251,6 +263,10 @@ export function createScheduler(
       clusters.get(job)?.poller.recordMissed(tick.dueAt, tick.reason);
       const why = tick.reason === 'overlap' ? 'the previous poll of this cluster is still running' : 'folded into a late poll of this cluster that is still running';
       logger.warn({ cluster: job, dueAt: new Date(tick.dueAt).toISOString(), reason: tick.reason }, `scheduled poll missed: ${why}`);
+      const replica = deps.replica?.();
+      void store
+        ?.recordMissedPoll({ cluster: job, scheduledAt: tick.dueAt, reason: tick.reason, ...(replica ? { replica } : {}), recordedAt: (deps.clock ?? Date.now)() })
+        .catch((err: unknown) => logger.warn({ err, cluster: job }, 'recording a missed scheduled poll in the store failed'));
     },
     onLate: (job, tick) => {
       metrics.pollsLate.inc({ cluster: job });
@@ -334,7 +350,7 @@ export class Integrations {
     return [...this.started];
   }
 
-  /** Each of `integrations` alerts on the poll, in turn (Slack posts and edits its alerts); a failure is logged. */
+  /** Each of `integrations` alerts on the poll, in turn (Slack queues its alerts' posts and edits); a failure is logged. */
   async alert(integrations: readonly Integration[], rt: ClusterRuntime, findings: Finding[], outcome: PollOutcome): Promise<void> {
     for (const i of integrations) {
       if (!i.afterPoll) continue;
@@ -400,21 +416,33 @@ export function readinessOf(o: {
   integrations: Integrations;
   now: number;
   shards?: ShardCoordinator | undefined;
+  /** With shards: each cluster's latest poll run in the shared store, as last read. */
+  sharedPolls?: ReadonlyMap<string, PollStatus>;
   /** Why the store can run no statement any more (`SqlExecutor.failure`), or undefined. */
   storeFailure?: Error | undefined;
 }): ReadinessBody {
+  const sh = o.shards?.status();
+  const lastPolls: Record<string, SharedPoll> = {};
+  for (const [name, run] of o.sharedPolls ?? []) {
+    if (o.clusters.has(name)) lastPolls[name] = { startedAt: new Date(run.startedAt).toISOString(), status: run.endedAt === null ? 'running' : run.error !== null ? 'degraded' : 'ok' };
+  }
   const polls: ReadinessBody['polls'] = {};
-  for (const [name, rt] of o.clusters) polls[name] = rt.poller.health().status;
+  for (const [name, rt] of o.clusters) {
+    const shared = o.sharedPolls?.get(name);
+    // A cluster another replica polls: its state is that replica's latest run (this replica's poller is idle for it).
+    if (sh && sh.owners[name] !== sh.replica && shared) {
+      polls[name] = shared.endedAt === null ? (shared.lastSuccessAt !== null ? 'ok' : 'pending') : shared.error !== null ? 'degraded' : 'ok';
+    } else polls[name] = rt.poller.health().status;
+  }
   const blind: ReadinessBody['blind'] = {};
   for (const [name, rt] of o.clusters) {
     const b = rt.blind.state(o.now);
     if (b.blind) blind[name] = b.reason;
   }
   // Clusters shared out across replicas: the shared store unreachable makes this replica poll nothing until it returns.
-  const sh = o.shards?.status();
-  // The SQLite store's worker thread stopped: nothing can be stored until a restart.
+  // Or the SQLite store's worker thread stopped: nothing can be stored until a restart.
   const status = o.phase === 'ready' && (sh?.error || o.storeFailure !== undefined) ? 'store-unavailable' : o.phase;
-  return { status, polls, integrations: o.integrations.states(), blind, ...(sh ? { shards: { replica: sh.replica, owners: sh.owners } } : {}) };
+  return { status, polls, integrations: o.integrations.states(), blind, ...(sh ? { shards: { replica: sh.replica, owners: sh.owners, lastPolls } } : {}) };
 }
 
 /** A listening health/metrics server. */
@@ -426,8 +454,21 @@ export interface HealthServer {
 }
 
 /**
- * Starts the health/metrics HTTP listener on `http.host`:`http.port`: `/healthz` (200 `ok`), `/readyz` (the JSON of
- * `readiness()`, 200 only when `ready`, else 503), `/metrics` (Prometheus text of `metrics.registry`).
+ * Whether `/readyz` answers 200 for `status`: `ready`, and `store-unavailable` too. Readiness decides whether the
+ * Service routes requests to the pod (https://kubernetes.io/docs/concepts/configuration/liveness-readiness-startup-probes/);
+ * while the shared database is down every replica is in the same state, so 503 would take all of them out of the
+ * Service at once and Slack would get a connection error or timeout instead of the answer that says the store is
+ * unavailable and nothing was changed. Only `starting` and `stopping` are unready. Liveness is `/healthz` (the
+ * process answers), which a database outage never fails: a restart would not bring the database back.
+ */
+function readyzAnswers200(status: ReadinessBody['status']): boolean {
+  return status === 'ready' || status === 'store-unavailable';
+}
+
+/**
+ * Starts the health/metrics HTTP listener on `http.host`:`http.port`: `/healthz` (200 `ok`: liveness), `/readyz` (the
+ * JSON of `readiness()`, 200 when `ready` or `store-unavailable` ({@link readyzAnswers200}), else 503), `/metrics`
+ * (Prometheus text of `metrics.registry`).
  * @throws the listen error (e.g. `EADDRINUSE` when the port is taken)
  */
 export async function startHealthServer(http: Config['http'], deps: { readiness: () => ReadinessBody; metrics: Metrics; logger: Logger }): Promise<HealthServer> {
@@ -438,7 +479,7 @@ export async function startHealthServer(http: Config['http'], deps: { readiness:
       res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
     } else if (url === '/readyz') {
       const body = deps.readiness();
-      res.writeHead(body.status === 'ready' ? 200 : 503, { 'content-type': 'application/json' }).end(`${JSON.stringify(body)}\n`);
+      res.writeHead(readyzAnswers200(body.status) ? 200 : 503, { 'content-type': 'application/json' }).end(`${JSON.stringify(body)}\n`);
     } else if (url === '/metrics') {
       metrics.registry.metrics().then(
         (text) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),

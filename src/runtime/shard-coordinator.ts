@@ -84,8 +84,10 @@ export class ShardCoordinator {
   readonly id: string;
   private readonly repo: ClusterOwners;
   private readonly clock: () => number;
-  private readonly heartbeatMs: number;
-  private readonly ttlMs: number;
+  /** The heartbeat interval, ms. */
+  readonly heartbeatMs: number;
+  /** The ownership TTL, ms. */
+  readonly ttlMs: number;
   private readonly self: ReplicaRow;
   private readonly held = new Map<string, Held>();
   private draining = new Set<string>();

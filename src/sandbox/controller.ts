@@ -24,7 +24,7 @@
  * Timestamps written are sandbox time (the injected clock), RFC 3339 without fraction, as the API server writes them.
  */
 import { createHash } from 'node:crypto';
-import { RESTARTABLE_KINDS } from '../core/actions.js';
+import { objectLabel, RESTARTABLE_KINDS } from '../core/actions.js';
 import type { KubeObject, ObjectStore, WriteEvent } from './fakes/index.js';
 
 /** Annotation holding the template hash a rollout is moving to, while it runs. */
@@ -147,7 +147,7 @@ export class WorkloadController {
   }
 
   private key(kind: string, namespace: string, name: string): string {
-    return `${kind} ${namespace}/${name}`;
+    return objectLabel({ kind, namespace, name });
   }
 
   private sleep(ms: number): Promise<void> {

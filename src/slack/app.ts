@@ -74,6 +74,11 @@ export interface SlackOptions {
   approverGroupsMaxStaleMs?: number;
   /** Wall clock for the replay cache and the log limit of refused requests, epoch ms (default `Date.now`, the clock Bolt checks signatures with). */
   wallClock?: () => number;
+  /**
+   * The notification queue's clock, epoch ms: Slack's rates, `Retry-After` pauses and the backoff of failed sends
+   * (src/slack/drainer.ts). Default `Date.now`; tests pass the service clock they move forward.
+   */
+  queueClock?: () => number;
   /** Socket Mode watchdog: check interval and restart threshold, ms. */
   watchdog?: { intervalMs?: number; staleMs?: number };
   /**

@@ -38,6 +38,11 @@ export class ChannelMap {
     return ch.startsWith('#') ? this.learned.get(ch) : ch;
   }
 
+  /** The id of a configured channel (`C…` as is; a `#name` once learned, else the name itself). */
+  idOf(configured: string): string {
+    return configured.startsWith('#') ? (this.learned.get(configured) ?? configured) : configured;
+  }
+
   /** Whether a configured channel (`C…` or `#name`) is the channel `ref`. */
   matches(configured: string, ref: ChannelRef): boolean {
     if (configured === ref.id) return true;

@@ -350,11 +350,9 @@ export class TokensCommand {
     const { store } = this.deps;
     const entries: HistoryEntry[] = [];
     for (const a of (await store.listApprovals({ cluster })).slice(-100)) {
-      const rows = await store.listApprovalActions(a.id);
-      const verified = rows.find((r) => r.action.startsWith('verification.') && r.result !== 'superseded');
-      const superseded = !verified && rows.some((r) => r.action === 'verification.superseded');
+      const outcome = a.verification?.outcome;
       const rejected = a.votes.find((v) => v.vote === 'reject');
-      const verification = verified ? `verification: ${verified.result}` : superseded ? 'verification: superseded by a later action on the same finding' : undefined;
+      const verification = outcome === undefined ? undefined : outcome === 'superseded' ? 'verification: superseded by a later action on the same finding' : `verification: ${outcome}`;
       const detail = [a.error ?? undefined, rejected?.reason, verification].filter((x): x is string => !!x).join('; ');
       entries.push({ at: a.updatedAt, action: a.action, target: a.target, requester: a.requester, approvers: approvalsOf(a), state: a.state, ...(detail ? { detail } : {}), ...(a.state === 'rejected' && rejected ? { rejectedBy: rejected.user } : {}) });
     }

@@ -6,7 +6,6 @@
 import { ErrorCode, TokenwatchError } from '../errors.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import type { ClusterConfig, Config } from '../config/types.js';
-import type { OutboxQueue } from './drainer.js';
 import type { ClusterEvent } from '../findings/cluster-events.js';
 import type { Finding } from '../findings/types.js';
 import type { Logger } from '../observability/logger.js';
@@ -101,11 +100,6 @@ export interface SlackContext {
    * now), for `/tokens status`. Absent otherwise.
    */
   ownerOf?(cluster: string): string | null;
-  /**
-   * The store's notification queue rows (`slack_outbox`, src/store/outbox.ts). With it, a poll's alert work is
-   * enqueued and sent by the drainer (src/slack/drainer.ts) off the poll path; without it, `afterPoll` sends it inline.
-   */
-  outbox?: OutboxQueue;
 }
 
 /** An integration started and stopped with serve. */
@@ -120,9 +114,10 @@ export interface Integration {
   /** Whether work of `cluster` (an approved action being executed or followed) runs in this integration now. */
   busy?(cluster: string): boolean;
   /**
-   * Alerts on a successful poll of `cluster` (Slack: cluster-level events, then the notifier's posts and edits).
-   * The runtime awaits it after every such poll and only then runs its verifier (see {@link verificationReporter}),
-   * so a verification replies under an alert that already shows this poll's findings
+   * Alerts on a successful poll of `cluster` (Slack: cluster-level events, then the alerts' posts and edits queued for
+   * its drainer, src/slack/drainer.ts). The runtime awaits it after every such poll and only then runs its verifier
+   * (see {@link verificationReporter}), whose replies have their alert's queued work sent first, so a verification
+   * replies under an alert that already shows this poll's findings
    * (docs/design/architecture.md "How serve is put together").
    */
   afterPoll?(cluster: SlackCluster, findings: Finding[], outcome: SlackPollOutcome): Promise<void>;

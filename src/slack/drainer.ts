@@ -3,8 +3,14 @@
  * ({@link NotificationDrainer.enqueue}: rows of `slack_outbox`, merged per alert group) and returns; this loop sends
  * the items one at a time, most urgent first, at Slack's rates (src/slack/outbox.ts `RateGate`: one post per second
  * per channel, `chat.update` 50 per minute; a 429's `Retry-After` pauses the method — the WebClient itself waits it
- * out and retries, per its `retryConfig` in src/slack/app.ts). Items are rows, so a restart resumes the queue; a crash
- * between `chat.postMessage` and saving the alert's ref is covered by the alert intent (docs/slack.md "Crash safety").
+ * out and retries, per its `retryConfig` in src/slack/app.ts). Items are rows, so a restart resumes the queue; a row
+ * is deleted only after its work is recorded. A crash between `chat.postMessage` and saving the alert's ref is covered
+ * by the alert intent (the notifier), and one between a digest's post and its record by the digest's `postingAt` and
+ * its message metadata ({@link DIGEST_EVENT_TYPE}): the next process finds the message instead of posting it again
+ * (docs/slack.md "Crash safety"). Thread replies of an alert item are at least once (the same section says why).
+ *
+ * Ordering: one item per alert, sent one at a time, so an alert's edits never come before its post. A reply that needs
+ * an alert (the verifier's) waits with {@link NotificationDrainer.settle}, which sends that alert's item next.
  *
  * Digest first: when the pending new alerts of one channel are more than `digestThreshold` (default
  * {@link DEFAULT_DIGEST_THRESHOLD}), one digest message listing them, ranked by days to rejection, is posted before
@@ -18,6 +24,7 @@ import { setTimeout as sleepTimer } from 'node:timers/promises';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { MessageLocation } from '../store/index.js';
+import type { MessageMetadata } from './api.js';
 import type { OutboxItem, OutboxPayload, OutboxRepository, OutboxStats } from '../store/outbox.js';
 import { CHANNEL_ERRORS, SlackCallError } from './api.js';
 import { digestMessage, type SlackMessage } from './blocks/index.js';
@@ -37,9 +44,21 @@ export interface DrainerSender {
   sendItem(item: OutboxItem): Promise<MessageLocation | undefined>;
   /** The digest line of a group, or undefined when nothing of it is live. */
   digestLine(cluster: string, groupId: string, now: number): Promise<NonNullable<OutboxPayload['digest']>['lines'][number] | undefined>;
-  post(channel: string, msg: SlackMessage): Promise<MessageLocation>;
+  /** `chat.postMessage` with message metadata (`SlackApi.post`). @throws SlackCallError */
+  post(channel: string, msg: SlackMessage, metadata?: MessageMetadata): Promise<MessageLocation>;
   update(channel: string, ts: string, msg: SlackMessage): Promise<void>;
+  /**
+   * The message of `channel` posted after `oldestMs` (epoch ms) whose metadata is {@link DIGEST_EVENT_TYPE} with
+   * `digest_key` = `key` (`SlackApi.findByMetadata`): a digest posted by a process that died before recording it.
+   * @throws SlackCallError
+   */
+  findDigest(channel: string, key: string, oldestMs: number): Promise<MessageLocation | undefined>;
 }
+
+/** Slack message metadata `event_type` of a digest; its `event_payload.digest_key` is the queue item's key. */
+export const DIGEST_EVENT_TYPE = 'tokenwatch_digest';
+/** How far before a digest's recorded intent the channel history is searched (clock skew with Slack), ms. */
+const DIGEST_LOOKBACK_MS = 10 * 60_000;
 
 /** Dependencies of {@link NotificationDrainer}. */
 export interface DrainerDeps {
@@ -52,6 +71,11 @@ export interface DrainerDeps {
   metrics?: Metrics;
   /** Whether this replica sends (the leader); others leave the rows alone. Default always. */
   isLeader?: () => boolean;
+  /**
+   * Whether this replica sends the items of `cluster`: with clusters shared out across replicas, each sends its own
+   * clusters' items (the rows are shared; two replicas sending one alert's item could both post it). Default all.
+   */
+  owns?: (cluster: string) => boolean;
   /** See the module docstring. Default {@link DEFAULT_DIGEST_THRESHOLD}. */
   digestThreshold?: number;
   /** Default {@link DEFAULT_DIGEST_EDIT_INTERVAL_MS}. */
@@ -60,6 +84,8 @@ export interface DrainerDeps {
   sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
   /** How long a non-leader or an idle loop waits before looking again, ms. Default 5000. */
   idleCheckMs?: number;
+  /** Told after each item was sent (the Home tab shows alert links: it republishes). */
+  onSent?: (item: OutboxItem) => void;
 }
 
 const realSleep = async (ms: number, signal: AbortSignal): Promise<void> => {
@@ -76,6 +102,8 @@ export class NotificationDrainer {
   private wake = new AbortController();
   private stopped = false;
   private readonly idleWaiters: Array<() => void> = [];
+  /** Keys whose pending item something waits for ({@link settle}), with their waiters. */
+  private readonly settling = new Map<string, Array<() => void>>();
   private readonly threshold: number;
   private readonly editIntervalMs: number;
   private readonly sleep: (ms: number, signal: AbortSignal) => Promise<void>;
@@ -84,6 +112,13 @@ export class NotificationDrainer {
     this.threshold = deps.digestThreshold ?? DEFAULT_DIGEST_THRESHOLD;
     this.editIntervalMs = deps.digestEditIntervalMs ?? DEFAULT_DIGEST_EDIT_INTERVAL_MS;
     this.sleep = deps.sleep ?? realSleep;
+    if (deps.metrics) deps.metrics.slackQueueOldestOf = () => this.oldestAgeSeconds();
+  }
+
+  /** Age of the oldest pending item on the queue's clock, seconds (0 when empty). */
+  private oldestAgeSeconds(): number {
+    const oldest = this.backlog().oldestEnqueuedAt;
+    return oldest === null ? 0 : Math.max(0, (this.deps.clock() - oldest) / 1000);
   }
 
   /** Stores items (merged per key) and wakes the loop. Returns once they are rows. */
@@ -108,33 +143,82 @@ export class NotificationDrainer {
     this.wake.abort();
   }
 
-  /** Pending items in this process's view, and the oldest's enqueue time (the queue's metrics, `/tokens status`). */
-  backlog(): OutboxStats {
-    const oldest = this.items.reduce<number | null>((m, i) => (m === null || i.enqueuedAt < m ? i.enqueuedAt : m), null);
-    return { depth: this.items.length, oldestEnqueuedAt: oldest };
+  /**
+   * Pending items in this process's view, and the oldest's enqueue time (the queue's metrics, `/tokens status`).
+   * @param counts which channels' items count (default all; `/tokens status` leaves out channels Slack refuses).
+   */
+  backlog(counts: (channel: string) => boolean = () => true): OutboxStats {
+    const items = this.items.filter((i) => counts(i.channel));
+    const oldest = items.reduce<number | null>((m, i) => (m === null || i.enqueuedAt < m ? i.enqueuedAt : m), null);
+    return { depth: items.length, oldestEnqueuedAt: oldest };
   }
 
   /**
    * Resolves when the queue is empty or every pending item waits for later than `withinMs` from now; at once when
-   * the loop is not running or this replica does not send (not the leader).
+   * the loop is not running or this replica does not send (not the leader). An item that became due while the loop
+   * sleeps (the clock moved) wakes it.
    */
   idle(withinMs = 0): Promise<void> {
     return new Promise((resolve) => {
       const check = () => {
         const now = this.deps.clock();
         const sends = this.running !== undefined && !this.stopped && (this.deps.isLeader?.() ?? true);
-        if (!sends || (!this.dirty && !this.busy && this.items.every((i) => i.notBefore > now + withinMs))) resolve();
-        else this.idleWaiters.push(check);
+        if (!sends || (!this.dirty && !this.busy && this.items.every((i) => i.notBefore > now + withinMs))) return resolve();
+        this.idleWaiters.push(check);
+        // The clock moved past an item's time while the loop sleeps (a test's clock jumps): wake it to send that item.
+        if (!this.dirty && !this.busy && 'item' in nextItem(this.items, this.deps.gate, now)) this.kick();
       };
       check();
     });
   }
 
-  /** Stops the loop after the item being sent (its row stays if it was not finished). */
-  async stop(): Promise<void> {
+  /**
+   * Sends the pending item of `key` next, ahead of the queue order but within Slack's rates (a digest of its channel
+   * not yet posted goes before it), and resolves once it was tried: sent, or failed and put off. At once when no item
+   * of `key` is pending, when the loop does not run or this replica does not send, and when the item is backing off
+   * after a failure. The verifier's thread replies wait for their alert's pending item this way, so a reply follows
+   * the alert (and the poll's edit of it) it replies to.
+   */
+  settle(key: string): Promise<void> {
+    const sends = this.running !== undefined && !this.stopped && (this.deps.isLeader?.() ?? true);
+    if (!sends) return Promise.resolve();
+    return new Promise((resolve) => {
+      const waiters = this.settling.get(key) ?? [];
+      waiters.push(resolve);
+      this.settling.set(key, waiters);
+      this.kick();
+    });
+  }
+
+  private settled(key: string): void {
+    for (const w of this.settling.get(key) ?? []) w();
+    this.settling.delete(key);
+  }
+
+  /** Items the loop picks from: those something waits for ({@link settle}) and the unposted digests of their channels, if any; else all. */
+  private candidates(now: number): OutboxItem[] {
+    if (this.settling.size === 0) return this.items;
+    for (const key of [...this.settling.keys()]) {
+      const item = this.items.find((i) => i.key === key);
+      if (!item || (item.attempts > 0 && item.notBefore > now)) this.settled(key);
+    }
+    const wanted = this.items.filter((i) => this.settling.has(i.key));
+    if (wanted.length === 0) return this.items;
+    const channels = new Set(wanted.map((i) => i.channel));
+    return [...wanted, ...this.items.filter((i) => i.kind === 'digest' && !i.payload.digest?.message && channels.has(i.channel))];
+  }
+
+  /**
+   * Stops the loop after the item being sent (its row stays if it was not finished), waiting for that item at most
+   * `timeoutMs` (a Slack call retrying a 429 may take minutes; the row and the alert intent cover a send cut short).
+   */
+  async stop(timeoutMs = Number.POSITIVE_INFINITY): Promise<void> {
     this.stopped = true;
     this.wake.abort();
-    await this.running;
+    for (const key of [...this.settling.keys()]) this.settled(key);
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.running, ...(Number.isFinite(timeoutMs) ? [new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))] : [])]);
+    clearTimeout(timer);
   }
 
   private notifyIdle(): void {
@@ -142,9 +226,8 @@ export class NotificationDrainer {
   }
 
   private updateMetrics(): void {
-    const b = this.backlog();
-    this.deps.metrics?.slackQueueDepth.set(b.depth);
-    this.deps.metrics?.slackQueueOldest.set(b.oldestEnqueuedAt === null ? 0 : Math.max(0, (this.deps.clock() - b.oldestEnqueuedAt) / 1000));
+    this.deps.metrics?.slackQueueDepth.set(this.items.length);
+    this.deps.metrics?.slackQueueOldest.set(this.oldestAgeSeconds());
   }
 
   private async loop(): Promise<void> {
@@ -152,6 +235,8 @@ export class NotificationDrainer {
     while (!this.stopped) {
       if (this.wake.signal.aborted) this.wake = new AbortController();
       if (this.deps.isLeader && !this.deps.isLeader()) {
+        for (const key of [...this.settling.keys()]) this.settled(key);
+        this.dirty = true; // another replica sends meanwhile: read the rows again once this one sends
         this.notifyIdle();
         await this.sleep(idleMs, this.wake.signal);
         continue;
@@ -160,12 +245,13 @@ export class NotificationDrainer {
       try {
         if (this.dirty) {
           this.dirty = false;
-          this.items = await this.deps.queue.list();
+          const owns = this.deps.owns;
+          this.items = (await this.deps.queue.list()).filter((i) => owns === undefined || owns(i.cluster));
           this.updateMetrics();
         }
-        const next = nextItem(this.items, this.deps.gate, this.deps.clock());
+        const next = nextItem(this.candidates(this.deps.clock()), this.deps.gate, this.deps.clock());
         if ('item' in next) {
-          await this.process(next.item);
+          if (await this.process(next.item)) this.settled(next.item.key);
           this.updateMetrics();
           continue;
         }
@@ -173,6 +259,8 @@ export class NotificationDrainer {
         this.busy = false;
         this.notifyIdle();
         await this.sleep('waitMs' in next ? next.waitMs : idleMs, this.wake.signal);
+        // Idle and not woken: read the rows again (a cluster taken over brings the rows its previous owner left).
+        if (!('waitMs' in next) && !this.wake.signal.aborted) this.dirty = true;
       } finally {
         this.busy = false;
       }
@@ -190,15 +278,21 @@ export class NotificationDrainer {
     if (row) this.items.push(row);
   }
 
-  private async process(item: OutboxItem): Promise<void> {
+  /** Sends one item (or plans a digest before it). @returns whether the item itself was tried (sent or put off). */
+  private async process(item: OutboxItem): Promise<boolean> {
     const { queue, clock, logger } = this.deps;
     try {
-      if (item.kind === 'digest') return await this.processDigest(item);
-      if (item.call === 'post' && (await this.digestFirst(item))) return;
+      if (item.kind === 'digest') {
+        await this.processDigest(item);
+        return true;
+      }
+      if (item.call === 'post' && (await this.digestFirst(item))) return false;
       const at = await this.deps.sender.sendItem(item);
       await this.markListed(item, at);
+      this.deps.onSent?.(item);
       if (await queue.complete(item.key, item.version)) this.drop(item.key);
       else await this.replace(item.key); // a poll merged newer facts meanwhile: sent again, at its turn
+      return true;
     } catch (err) {
       const now = clock();
       const attempts = item.attempts + 1;
@@ -211,6 +305,7 @@ export class NotificationDrainer {
         i.notBefore = notBefore;
         if (i === item) i.attempts = attempts;
       }
+      return true;
     }
   }
 
@@ -259,6 +354,18 @@ export class NotificationDrainer {
     }
   }
 
+  /** A digest a process that died left posted but unrecorded, if Slack has it; undefined when the lookup fails. */
+  private async findDigest(item: OutboxItem, postingAt: number): Promise<MessageLocation | undefined> {
+    try {
+      const found = await this.deps.sender.findDigest(item.channel, item.key, postingAt - DIGEST_LOOKBACK_MS);
+      if (found) this.deps.logger.info({ key: item.key, channel: found.channel, ts: found.ts }, 'found the digest posted before a restart; editing it instead of posting again');
+      return found;
+    } catch (err) {
+      this.deps.logger.warn({ err, key: item.key }, 'could not look for a digest posted before a restart (channels:history / groups:history scope?); posting it');
+      return undefined;
+    }
+  }
+
   private async processDigest(item: OutboxItem): Promise<void> {
     const { queue, clock, sender } = this.deps;
     const state = item.payload.digest;
@@ -270,7 +377,16 @@ export class NotificationDrainer {
     const posted = state.lines.filter((l) => l.posted).length;
     const msg = digestMessage(state.lines, state.createdAt);
     if (!state.message) {
-      state.message = await sender.post(item.channel, msg);
+      // Exactly once across a kill -9: the intent (when the post was tried) is a row before the post; a process that
+      // died between the post and recording its ts finds the digest by its metadata instead of posting it again.
+      if (state.postingAt !== undefined) state.message = await this.findDigest(item, state.postingAt);
+      if (!state.message) {
+        state.postingAt = clock();
+        await queue.update(item.key, { call: item.call, payload: item.payload, notBefore: item.notBefore });
+        state.message = await sender.post(item.channel, msg, { event_type: DIGEST_EVENT_TYPE, event_payload: { digest_key: item.key } });
+      } else {
+        await sender.update(state.message.channel, state.message.ts, msg);
+      }
       state.shownPosted = posted;
     } else if (posted > state.shownPosted) {
       await sender.update(state.message.channel, state.message.ts, msg);

@@ -15,7 +15,7 @@
  * progress in the thread. Every refusal is an ephemeral message saying why, and an action-log row when the cluster
  * is known. A periodic sweep expires requests past `expiresAt` and edits their message.
  */
-import { approvalEvent, canRequest, createApproval, decide, KUBE_EVENT_REASON, type ActionKind, type ApprovalPolicy } from '../approvals/index.js';
+import { approvalEvent, canRequest, createApproval, decide, type ActionKind, type ApprovalPolicy } from '../approvals/index.js';
 import { actionNoun, objectLabel } from '../core/actions.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import { DAY_MS } from '../core/units.js';
@@ -23,6 +23,7 @@ import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import {
   applyEffects,
+  claimRequest,
   commitEvent,
   executeApproval,
   resendPendingProgress,
@@ -345,11 +346,9 @@ export class ApprovalFlow {
     const created = createApproval({ id: newApprovalId(), action, target: t, requester: c.user, requesterGroups: groups, dryRun }, policy, clock());
     if (!created.ok) return this.refuse(c, btn, refusalText(created));
     // The store decides: of concurrent requests for one target (other findings, other replicas), exactly one is stored.
-    const claim = await store.claimApproval(created.approval, created.approval.createdAt);
+    // Stale requests of the target expire in the same transaction, through the state machine (see claimRequest).
+    const claim = await claimRequest(this.executor, created.approval, created.approval.createdAt);
     for (const e of claim.expired) {
-      this.deps.metrics?.approvals.inc({ cluster: e.target.cluster, outcome: 'expired' });
-      // The store wrote the action-log row; the Kubernetes Event of an expiry is written here, as for the sweep.
-      await applyEffects(this.executor, e, [{ type: 'kube-event', reason: KUBE_EVENT_REASON[e.action], eventType: 'Normal', message: `${actionNoun(e.action)} of ${objectLabel(e.target)} in ${e.target.cluster} expired without a decision (tokenwatch approval ${e.id})` }], created.approval.createdAt);
       await this.updateApprovalMessage(e).catch((err: unknown) => this.deps.logger.warn({ err, approval: e.id }, 'could not edit an expired approval message'));
     }
     if (!claim.ok) return this.refuseOpen(c, btn, action, claim.open);

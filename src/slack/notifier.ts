@@ -2,7 +2,8 @@
  * Alerts: one Slack message per root cause — every finding of one ServiceAccount of one cluster (an alert group,
  * src/findings/groups.ts) — in its cluster's channel, kept current (docs/slack.md "Alerts").
  *
- * After every successful poll ({@link Notifier.onFindings}), per group its findings touch (most urgent first):
+ * A poll's findings become work items, one per group they touch ({@link Notifier.workItems}); the notification queue
+ * (src/slack/drainer.ts, docs/slack.md "Notification queue") sends each at its turn ({@link Notifier.sendItem}):
  * - no message yet and a finding of it is open → one `chat.postMessage` with the final blocks (never followed by a
  *   `chat.update`, so a new alert carries no "(edited)"), and the group's ref (channel, ts, severity shown, content
  *   hash, live signals) is saved at once. A group with a ref is never posted again, across restarts too;
@@ -18,9 +19,9 @@
  * - per-kind messages of an earlier version (one alert per finding) are merged: the newest is kept and shows the
  *   group, each other one is edited once to point at it.
  * Every message names the cluster. Posts to a channel are serialized and spaced (`SlackApi`), and work on one
- * group is serialized by a per-group lock, so two polls or a poll and a button click never race to post.
- * A channel that cannot be posted to (bot not invited, archived) stops the round for that cluster; the problem is
- * logged once and shown by `/tokens status`.
+ * group is serialized by a per-group lock, so the queue and a button click never race to post.
+ * A channel that cannot be posted to (bot not invited, archived) puts that channel's items off (the drainer); the
+ * problem is logged once and shown by `/tokens status`.
  */
 import { KeyedLock } from '../core/keyed-lock.js';
 import { createHash } from 'node:crypto';
@@ -249,33 +250,6 @@ export class Notifier {
         ...(this.deps.activeWindowMs !== undefined ? { activeWindowMs: this.deps.activeWindowMs } : {}),
       },
     );
-  }
-
-  /**
-   * Handles one poll's findings of `cluster` (see the module docstring): each group they touch (all its stored
-   * findings, whatever their status) is posted, updated or left alone. Never throws for Slack failures: they are
-   * logged and counted; the next poll tries again.
-   */
-  async onFindings(cluster: string, findings: readonly Finding[], changes: readonly FindingChange[]): Promise<void> {
-    const channel = this.deps.channels.channelOf(cluster);
-    if (channel === undefined) return;
-    const { store, logger } = this.deps;
-    const byId = new Map(changes.map((c) => [c.id, c]));
-    const stored = await store.listFindings(cluster);
-    await this.refreshPodCounts(cluster, findings);
-    for (const g of groupFindings([...findings].sort(compareFindings))) {
-      const members = stored.filter((s) => groupIdOf(s.finding) === g.id);
-      if (members.length === 0) continue;
-      try {
-        await this.withLock(g.id, () => this.notifyGroup(channel, g.id, members, byId));
-      } catch (err) {
-        if (err instanceof SlackCallError && this.deps.api.channelProblem(channel)) {
-          logger.warn({ cluster, channel, error: err.slackError }, 'alerts for this cluster are paused until the channel problem is fixed');
-          return;
-        }
-        logger.error({ err, cluster, group: g.id }, 'could not post or update the alert of a group');
-      }
-    }
   }
 
   /**

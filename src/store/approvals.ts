@@ -4,12 +4,11 @@
  * machine's concern (`src/approvals/machine.ts`). Times are epoch ms UTC.
  */
 import type { ApprovalState, DryRunResult, Vote } from '../approvals/machine.js';
-import { actionNoun, describeTarget, objectLabel } from '../core/actions.js';
 import { ActionLogRepository } from './action-log.js';
 import { isUniqueViolation, StoreError } from './errors.js';
 import type { SqlExecutor } from './sql.js';
 import { SEP } from './token-records.js';
-import type { ActionSubject, ApprovalFilter, ApprovalUpdate, ClaimResult, ExecutionRecord, NewApproval, StoredApproval } from './types.js';
+import type { ActionSubject, ApprovalFilter, ApprovalUpdate, ClaimResult, DecideStale, ExecutionRecord, NewApproval, StoredApproval } from './types.js';
 
 type ApprovalRow = {
   id: string;
@@ -31,6 +30,10 @@ type ApprovalRow = {
   execution?: string | null;
   progress_channel?: string | null;
   progress_ts?: string | null;
+  verification?: string | null;
+  verified_at?: number | null;
+  probe_check?: string | null;
+  probe_checked_at?: number | null;
 };
 type VoteRow = { user: string; vote: Vote['vote']; at: number; reason: string | null };
 
@@ -86,8 +89,11 @@ export class ApprovalRepository {
     return row === undefined ? undefined : this.approvalOf(row);
   }
 
-  /** See `Store.claimApproval` (one write transaction; stale requests of the target or subject expire in it). */
-  claim(a: NewApproval, now: number, subject?: ActionSubject): Promise<ClaimResult> {
+  /**
+   * See `Store.claimApproval` (one write transaction; the caller's decisions on stale requests of the target or
+   * subject are applied in it, by compare-and-set).
+   */
+  claim(a: NewApproval, now: number, decideStale?: DecideStale, subject?: ActionSubject): Promise<ClaimResult> {
     return this.sql.transaction(async (tx): Promise<ClaimResult> => {
       const repo = new ApprovalRepository(tx);
       const keys = await repo.keysOf(a.target, subject);
@@ -95,21 +101,12 @@ export class ApprovalRepository {
       await tx.lock(`approval-target:${keys.targetKey}`);
       if (keys.subjectKey !== null) await tx.lock(`approval-subject:${keys.subjectKey}`);
       const expired: StoredApproval[] = [];
-      for (const row of await tx.all<ApprovalRow>(STALE_FOR, [now, keys.targetKey, keys.subjectKey])) {
-        const { changes } = await tx.run("UPDATE approvals SET state = 'expired', updated_at = ? WHERE id = ? AND state = 'requested'", [now, row.id]);
-        if (changes !== 1) continue;
+      const stale = decideStale === undefined ? [] : await tx.all<ApprovalRow>(STALE_FOR, [now, keys.targetKey, keys.subjectKey]);
+      for (const row of stale) {
         const old = await repo.approvalOf(row);
-        await repo.actions.log({
-          at: now,
-          cluster: old.target.cluster,
-          findingId: old.target.findingId,
-          approvalId: old.id,
-          actor: null,
-          action: `${old.action}.expired`,
-          target: objectLabel(old.target),
-          result: 'expired',
-          detail: `${actionNoun(old.action)} of ${describeTarget(old.target)} expired without a decision`,
-        });
+        const d = decideStale!(old);
+        if (d === undefined || !(await compareAndSet(tx, old.id, d.from, d.to, d.patch, now))) continue;
+        for (const entry of d.log) await repo.actions.log(entry);
         expired.push((await repo.get(old.id))!);
       }
       const open = await tx.get<ApprovalRow>(OPEN_FOR, [now, keys.targetKey, keys.subjectKey, a.action]);
@@ -158,48 +155,20 @@ export class ApprovalRepository {
   }
 
   /** See `Store.transitionApproval`: compare-and-set in one transaction; whether it won. */
-  async transition(id: string, from: ApprovalState, to: ApprovalState, patch: ApprovalUpdate, at: number): Promise<boolean> {
-    if (patch.state !== undefined && patch.state !== to) {
-      throw new StoreError(`transitionApproval(${id}): patch.state ${patch.state} differs from to=${to}`);
-    }
-    return this.sql.transaction(async (tx) => {
-      const row = await tx.get<ApprovalRow>('SELECT * FROM approvals WHERE id = ?', [id]);
-      if (row === undefined || row.state !== from) return false;
-      let newVotes: Vote[] = [];
-      if (patch.votes !== undefined) {
-        const stored = new Set((await tx.all<VoteRow>(VOTES_OF, [id])).map((v) => v.user));
-        const given = new Set(patch.votes.map((v) => v.user));
-        // Computed from a stale read: someone else's vote landed in between.
-        for (const user of stored) if (!given.has(user)) return false;
-        newVotes = patch.votes.filter((v) => !stored.has(v.user));
-      }
-      const flag = (set: boolean): number => (set ? 1 : 0);
-      const { changes } = await tx.run(CAS, [
-        to,
-        at,
-        flag('error' in patch),
-        patch.error ?? null,
-        flag('dryRun' in patch),
-        patch.dryRun == null ? null : JSON.stringify(patch.dryRun),
-        flag('message' in patch),
-        patch.message?.channel ?? null,
-        flag('message' in patch),
-        patch.message?.ts ?? null,
-        flag(patch.startedAt !== undefined),
-        patch.startedAt ?? null,
-        flag(patch.execution !== undefined),
-        patch.execution === undefined ? null : JSON.stringify(patch.execution),
-        flag(patch.progress !== undefined),
-        patch.progress?.channel ?? null,
-        flag(patch.progress !== undefined),
-        patch.progress?.ts ?? null,
-        id,
-        from,
-      ]);
-      if (changes !== 1) return false;
-      for (const v of newVotes) await insertVote(tx, id, v);
-      return true;
-    });
+  transition(id: string, from: ApprovalState, to: ApprovalState, patch: ApprovalUpdate, at: number): Promise<boolean> {
+    return this.sql.transaction((tx) => compareAndSet(tx, id, from, to, patch, at));
+  }
+
+  /** See `Store.concludeVerification`: compare-and-set on the NULL `verification` column. */
+  async concludeVerification(id: string, outcome: string, at: number): Promise<boolean> {
+    const { changes } = await this.sql.run('UPDATE approvals SET verification = ?, verified_at = ? WHERE id = ? AND verification IS NULL', [outcome, at, id]);
+    return changes === 1;
+  }
+
+  /** See `Store.concludeProbeCheck`: compare-and-set on the NULL `probe_check` column. */
+  async concludeProbeCheck(id: string, outcome: string, at: number): Promise<boolean> {
+    const { changes } = await this.sql.run('UPDATE approvals SET probe_check = ?, probe_checked_at = ? WHERE id = ? AND probe_check IS NULL', [outcome, at, id]);
+    return changes === 1;
   }
 
   /** See `Store.listApprovals`: oldest first. */
@@ -250,8 +219,57 @@ export class ApprovalRepository {
       ...(row.started_at != null ? { startedAt: row.started_at } : {}),
       ...(row.execution != null ? { execution: JSON.parse(row.execution) as ExecutionRecord } : {}),
       ...(row.progress_channel != null && row.progress_ts != null ? { progress: { channel: row.progress_channel, ts: row.progress_ts } } : {}),
+      ...(row.verification != null && row.verified_at != null ? { verification: { outcome: row.verification, at: row.verified_at } } : {}),
+      ...(row.probe_check != null && row.probe_checked_at != null ? { probeCheck: { outcome: row.probe_check, at: row.probe_checked_at } } : {}),
     };
   }
+}
+
+/**
+ * The compare-and-set of `Store.transitionApproval` inside the transaction `tx`: moves approval `id` from `from` to `to`
+ * with `patch` unless it left `from` or gained a vote since the caller read it. Whether it won.
+ * @throws {StoreError} when `patch.state` differs from `to`
+ */
+async function compareAndSet(tx: SqlExecutor, id: string, from: ApprovalState, to: ApprovalState, patch: ApprovalUpdate, at: number): Promise<boolean> {
+  if (patch.state !== undefined && patch.state !== to) {
+    throw new StoreError(`transitionApproval(${id}): patch.state ${patch.state} differs from to=${to}`);
+  }
+  const row = await tx.get<ApprovalRow>('SELECT * FROM approvals WHERE id = ?', [id]);
+  if (row === undefined || row.state !== from) return false;
+  let newVotes: Vote[] = [];
+  if (patch.votes !== undefined) {
+    const stored = new Set((await tx.all<VoteRow>(VOTES_OF, [id])).map((v) => v.user));
+    const given = new Set(patch.votes.map((v) => v.user));
+    // Computed from a stale read: someone else's vote landed in between.
+    for (const user of stored) if (!given.has(user)) return false;
+    newVotes = patch.votes.filter((v) => !stored.has(v.user));
+  }
+  const flag = (set: boolean): number => (set ? 1 : 0);
+  const { changes } = await tx.run(CAS, [
+    to,
+    at,
+    flag('error' in patch),
+    patch.error ?? null,
+    flag('dryRun' in patch),
+    patch.dryRun == null ? null : JSON.stringify(patch.dryRun),
+    flag('message' in patch),
+    patch.message?.channel ?? null,
+    flag('message' in patch),
+    patch.message?.ts ?? null,
+    flag(patch.startedAt !== undefined),
+    patch.startedAt ?? null,
+    flag(patch.execution !== undefined),
+    patch.execution === undefined ? null : JSON.stringify(patch.execution),
+    flag(patch.progress !== undefined),
+    patch.progress?.channel ?? null,
+    flag(patch.progress !== undefined),
+    patch.progress?.ts ?? null,
+    id,
+    from,
+  ]);
+  if (changes !== 1) return false;
+  for (const v of newVotes) await insertVote(tx, id, v);
+  return true;
 }
 
 async function insertVote(tx: SqlExecutor, approvalId: string, v: Vote): Promise<void> {

@@ -1,7 +1,7 @@
 /**
  * The store of `tokenwatch serve`: one repository per aggregate (poller lock, cursors and polls, token records,
- * findings, Slack message refs, approvals, action log, token metric samples, Slack replay cache) over one
- * {@link SqlExecutor}, behind the {@link Store} facade whose methods delegate to them
+ * findings, Slack message refs, approvals, action log, token metric samples, Slack replay cache, Slack outbox, scan
+ * requests) over one {@link SqlExecutor}, behind the {@link Store} facade whose methods delegate to them
  * (docs/design/architecture.md "Store"). {@link openStore} opens the embedded SQLite store (`src/store/sqlite.ts`), {@link openPostgresStore} the PostgreSQL one
  * (`src/store/postgres.ts`), {@link openConfiguredStore} the one the config names.
  */
@@ -17,6 +17,7 @@ import { MetricSampleRepository } from './metric-samples.js';
 import { PollerLockRepository } from './poller-lock.js';
 import { PollRepository } from './polls.js';
 import { ReplayRepository } from './replay.js';
+import { ScanRequestRepository } from './scan-requests.js';
 import { SlackRefRepository } from './slack-refs.js';
 import type { SqlExecutor } from './sql.js';
 import { OutboxRepository } from './outbox.js';
@@ -31,10 +32,12 @@ import type {
   ApprovalFilter,
   ApprovalUpdate,
   ClaimResult,
+  DecideStale,
   FindingChange,
   FindingStatus,
   FindingStatusUpdate,
   MessageRef,
+  MissedPoll,
   NewActionLogEntry,
   NewApproval,
   PollCoverage,
@@ -43,6 +46,7 @@ import type {
   PollerLockRow,
   PollRunResult,
   PollStatus,
+  PollTicks,
   Store,
   StoredApproval,
   StoredFinding,
@@ -106,6 +110,7 @@ export class RepositoryStore implements Store {
   private readonly actions: ActionLogRepository;
   private readonly metricSamples: MetricSampleRepository;
   readonly outbox: OutboxRepository;
+  readonly scanRequests: ScanRequestRepository;
 
   constructor(
     readonly sql: SqlExecutor,
@@ -122,6 +127,7 @@ export class RepositoryStore implements Store {
     this.actions = new ActionLogRepository(sql);
     this.metricSamples = new MetricSampleRepository(sql);
     this.outbox = new OutboxRepository(sql);
+    this.scanRequests = new ScanRequestRepository(sql);
   }
 
   transaction<T>(fn: (tx: Store) => Promise<T>): Promise<T> {
@@ -169,8 +175,14 @@ export class RepositoryStore implements Store {
   countSeen(cluster: string): Promise<number> {
     return this.polls.countSeen(cluster);
   }
-  startPollRun(cluster: string, source: string, startedAt: number): Promise<number> {
-    return this.polls.startRun(cluster, source, startedAt);
+  startPollRun(cluster: string, source: string, startedAt: number, scheduledAt?: number): Promise<number> {
+    return this.polls.startRun(cluster, source, startedAt, scheduledAt);
+  }
+  recordMissedPoll(missed: MissedPoll): Promise<boolean> {
+    return this.polls.recordMissed(missed);
+  }
+  pollTicks(cluster: string, since: number): Promise<PollTicks> {
+    return this.polls.ticks(cluster, since);
   }
   finishPollRun(id: number, result: PollRunResult): Promise<void> {
     return this.polls.finishRun(id, result);
@@ -249,8 +261,8 @@ export class RepositoryStore implements Store {
   createApproval(approval: NewApproval, subject?: ActionSubject): Promise<StoredApproval> {
     return this.approvals.create(approval, subject);
   }
-  claimApproval(approval: NewApproval, now: number, subject?: ActionSubject): Promise<ClaimResult> {
-    return this.approvals.claim(approval, now, subject);
+  claimApproval(approval: NewApproval, now: number, decideStale?: DecideStale, subject?: ActionSubject): Promise<ClaimResult> {
+    return this.approvals.claim(approval, now, decideStale, subject);
   }
   openApprovalFor(action: NewApproval['action'], target: NewApproval['target'], now: number, subject?: ActionSubject): Promise<StoredApproval | undefined> {
     return this.approvals.openFor(action, target, now, subject);
@@ -263,6 +275,12 @@ export class RepositoryStore implements Store {
   }
   listApprovals(filter?: ApprovalFilter): Promise<StoredApproval[]> {
     return this.approvals.list(filter);
+  }
+  concludeVerification(id: string, outcome: string, at: number): Promise<boolean> {
+    return this.approvals.concludeVerification(id, outcome, at);
+  }
+  concludeProbeCheck(id: string, outcome: string, at: number): Promise<boolean> {
+    return this.approvals.concludeProbeCheck(id, outcome, at);
   }
 
   // --- action log

@@ -18,6 +18,7 @@
  * by stopping every old replica first. No step so far is breaking.
  */
 import { StoreError } from './errors.js';
+import { VERIFICATION_BACKFILL } from './migrations.js';
 import type { SqlExecutor } from './sql.js';
 
 /** One PostgreSQL migration step. */
@@ -257,6 +258,40 @@ CREATE TABLE cluster_owners (
 CREATE INDEX cluster_owners_by_owner ON cluster_owners (owner);
 `;
 
+/** The verifier's and the probe check's conclusions as columns, backfilled from the action log (the same backfill as SQLite's). */
+const V_VERIFICATION_COLUMNS = `
+ALTER TABLE approvals ADD COLUMN verification TEXT;
+ALTER TABLE approvals ADD COLUMN verified_at BIGINT;
+ALTER TABLE approvals ADD COLUMN probe_check TEXT;
+ALTER TABLE approvals ADD COLUMN probe_checked_at BIGINT;
+${VERIFICATION_BACKFILL}`;
+
+/** Scan requests in their own table, the pending `slack:scan-request:<cluster>` cursor rows moved there (as in SQLite). */
+const V_SCAN_REQUESTS = `
+CREATE TABLE scan_requests (
+  cluster       TEXT PRIMARY KEY,
+  requested_at  BIGINT NOT NULL
+);
+INSERT INTO scan_requests (cluster, requested_at)
+  SELECT substr(source_id, 20), CAST(cursor AS BIGINT) FROM cursors
+   WHERE substr(source_id, 1, 19) = 'slack:scan-request:' AND CASE WHEN cursor ~ '^[0-9]{1,18}$' THEN CAST(cursor AS BIGINT) > 0 ELSE false END;
+DELETE FROM cursors WHERE substr(source_id, 1, 19) = 'slack:scan-request:';
+`;
+
+/** Twin of `V_POLL_TICKS` in src/store/migrations.ts: the tick of each scheduled poll run, and the missed ticks. */
+const V_POLL_TICKS = `
+ALTER TABLE poll_runs ADD COLUMN scheduled_at BIGINT;
+CREATE INDEX poll_runs_by_tick ON poll_runs (cluster, scheduled_at);
+CREATE TABLE missed_polls (
+  cluster       TEXT NOT NULL,
+  scheduled_at  BIGINT NOT NULL,
+  reason        TEXT NOT NULL,
+  replica       TEXT,
+  recorded_at   BIGINT NOT NULL,
+  PRIMARY KEY (cluster, scheduled_at)
+);
+`;
+
 /** All PostgreSQL steps, in the order of (and one for one with) `MIGRATIONS` in src/store/migrations.ts. */
 export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   { name: 'live mode', sql: V1 },
@@ -271,6 +306,9 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   // SQLite renames keys holding a NUL byte; PostgreSQL text cannot hold one, so there is nothing to rename.
   { name: 'portable cursor keys', sql: "SELECT 'nothing to rename' AS portable_cursor_keys" },
   { name: 'cluster owners', sql: V_CLUSTER_OWNERS },
+  { name: 'verification columns', sql: V_VERIFICATION_COLUMNS },
+  { name: 'scan requests', sql: V_SCAN_REQUESTS },
+  { name: 'poll ticks', sql: V_POLL_TICKS },
 ];
 
 /** The advisory-lock key all migrating replicas take (src/store/postgres.ts `lock`). */

@@ -298,6 +298,73 @@ CREATE TABLE cluster_owners (
 CREATE INDEX cluster_owners_by_owner ON cluster_owners (owner);
 `;
 
+/**
+ * The backfill of {@link V_VERIFICATION_COLUMNS}, the same SQL on both backends (src/store/migrations-postgres.ts
+ * runs it too): each approval's earliest `verification.*` / `probe-check.*` action-log row gives the column its value.
+ */
+export const VERIFICATION_BACKFILL = `
+UPDATE approvals SET
+  verification = (SELECT l.result FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'verification.%' ORDER BY l.at, l.id LIMIT 1),
+  verified_at = (SELECT l.at FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'verification.%' ORDER BY l.at, l.id LIMIT 1)
+  WHERE EXISTS (SELECT 1 FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'verification.%');
+UPDATE approvals SET
+  probe_check = (SELECT l.result FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'probe-check.%' ORDER BY l.at, l.id LIMIT 1),
+  probe_checked_at = (SELECT l.at FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'probe-check.%' ORDER BY l.at, l.id LIMIT 1)
+  WHERE EXISTS (SELECT 1 FROM action_log l WHERE l.approval_id = approvals.id AND l.action LIKE 'probe-check.%');
+`;
+
+/**
+ * Verification as columns of the approval (docs/design/architecture.md "Slack and approvals"): the verifier's
+ * conclusion on a succeeded action (`verification`: `resolved`, `recurrence`, `persisting` or `superseded`;
+ * `verified_at` epoch ms) and the node-probe check's (`probe_check`: `rewritten`, `not-rewritten` or `none`;
+ * `probe_checked_at`), each recorded once by a compare-and-set on the NULL column. Earlier versions recorded them only
+ * as `verification.<outcome>` / `probe-check.<outcome>` action-log rows: the earliest such row of each approval is
+ * backfilled. Additive: a replica on an older binary keeps running on it.
+ */
+const V_VERIFICATION_COLUMNS = `
+ALTER TABLE approvals ADD COLUMN verification TEXT;
+ALTER TABLE approvals ADD COLUMN verified_at INTEGER;
+ALTER TABLE approvals ADD COLUMN probe_check TEXT;
+ALTER TABLE approvals ADD COLUMN probe_checked_at INTEGER;
+${VERIFICATION_BACKFILL}`;
+
+/**
+ * Scan requests (docs/design/architecture.md "How `serve` is put together, and one click's path"): `/tokens scan` on a
+ * replica that does not poll the cluster leaves one row per cluster (`requested_at` epoch ms) for the replica that
+ * does, which deletes it as it takes it (src/store/scan-requests.ts). Earlier versions kept the request as a
+ * `slack:scan-request:<cluster>` row of `cursors` (its cursor the request time, `0` once taken): pending ones move
+ * here and the rows are deleted. Additive for a replica on an older binary (it finds no request in `cursors`).
+ */
+const V_SCAN_REQUESTS = `
+CREATE TABLE scan_requests (
+  cluster       TEXT PRIMARY KEY,
+  requested_at  INTEGER NOT NULL
+) STRICT;
+INSERT INTO scan_requests (cluster, requested_at)
+  SELECT substr(source_id, 20), CAST(cursor AS INTEGER) FROM cursors
+   WHERE substr(source_id, 1, 19) = 'slack:scan-request:' AND CAST(cursor AS INTEGER) > 0;
+DELETE FROM cursors WHERE substr(source_id, 1, 19) = 'slack:scan-request:';
+`;
+
+/**
+ * Every scheduled tick accounted for (docs/design/architecture.md "Clusters shared out across replicas"): a poll run
+ * records the cron tick it ran for (`scheduled_at`, epoch ms; NULL for the start-up poll and `/tokens scan`), and a
+ * tick that started no poll gets a `missed_polls` row with its reason (`overlap`, `coalesced`, `unowned`): one per
+ * cluster and tick, whichever replica records it first.
+ */
+const V_POLL_TICKS = `
+ALTER TABLE poll_runs ADD COLUMN scheduled_at INTEGER;
+CREATE INDEX poll_runs_by_tick ON poll_runs (cluster, scheduled_at);
+CREATE TABLE missed_polls (
+  cluster       TEXT NOT NULL,
+  scheduled_at  INTEGER NOT NULL,
+  reason        TEXT NOT NULL,
+  replica       TEXT,
+  recorded_at   INTEGER NOT NULL,
+  PRIMARY KEY (cluster, scheduled_at)
+) STRICT;
+`;
+
 /** All migration steps; the schema version is the number applied. */
 export const MIGRATIONS: readonly string[] = [
   V1,
@@ -311,5 +378,8 @@ export const MIGRATIONS: readonly string[] = [
   V_SLACK_OUTBOX,
   V_PORTABLE_CURSOR_KEYS,
   V_CLUSTER_OWNERS,
+  V_VERIFICATION_COLUMNS,
+  V_SCAN_REQUESTS,
+  V_POLL_TICKS,
 ];
 

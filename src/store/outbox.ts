@@ -28,7 +28,14 @@ export interface OutboxPayload {
   /** Alert items: findings a poll reopened (resolved → open); `late` with when they had been resolved (a late use). */
   reopened?: Array<{ findingId: string; late: boolean; resolvedAt: number | null }>;
   /** Digest items: the alerts listed (ranked), where the digest was posted, and how many it showed as posted. */
-  digest?: { createdAt: number; lines: OutboxDigestLine[]; message?: { channel: string; ts: string }; shownPosted: number };
+  digest?: {
+    createdAt: number;
+    lines: OutboxDigestLine[];
+    message?: { channel: string; ts: string };
+    shownPosted: number;
+    /** When its `chat.postMessage` was first tried (set before the call): a restart looks for it before posting. */
+    postingAt?: number;
+  };
 }
 
 /** One pending work item. Times are epoch ms UTC. */

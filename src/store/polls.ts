@@ -4,7 +4,7 @@
  */
 import type { SqlExecutor } from './sql.js';
 import { StoreError } from './errors.js';
-import type { PollCoverage, PollRunResult, PollStatus } from './types.js';
+import type { MissedPoll, PollCoverage, PollRunResult, PollStatus, PollTicks } from './types.js';
 
 type PollRow = {
   id: number;
@@ -23,6 +23,12 @@ type PollRow = {
 // Not a source id (those start with their source's scheme, e.g. `cloudwatch:`); no NUL byte, which PostgreSQL text
 // cannot hold (keys of earlier versions, `\0watched-since\0<cluster>`, are renamed by a migration step).
 const watchedKey = (cluster: string): string => `watched-since:${cluster}`;
+
+/**
+ * Distinct auditIDs per `INSERT` of {@link PollRepository.markSeen}: 3 parameters a row, 6,000 a statement, well within
+ * SQLite's 32,766 (SQLITE_MAX_VARIABLE_NUMBER, https://sqlite.org/limits.html) and PostgreSQL's 65,535.
+ */
+export const SEEN_BATCH_ROWS = 2000;
 
 /** Cursors (`cursors`), seen auditIDs (`seen`) and poll runs (`poll_runs`) over a {@link SqlExecutor}. */
 export class PollRepository {
@@ -49,15 +55,24 @@ export class PollRepository {
     await this.sql.run('INSERT INTO cursors (source_id, cursor) VALUES (?, ?) ON CONFLICT (source_id) DO NOTHING', [watchedKey(cluster), String(at)]);
   }
 
-  /** See `Store.markSeen` (one transaction): the ids not seen before, in input order. */
+  /**
+   * See `Store.markSeen` (one transaction): the ids not seen before, in input order, each once. One multi-row
+   * `INSERT … ON CONFLICT DO NOTHING RETURNING audit_id` per {@link SEEN_BATCH_ROWS} distinct ids (both backends
+   * return only the rows inserted), so a poll of 10,000 new events is five statements, not 10,000 round trips.
+   */
   markSeen(cluster: string, auditIDs: readonly string[], seenAt: number): Promise<string[]> {
+    const distinct = [...new Set(auditIDs)];
+    if (distinct.length === 0) return Promise.resolve([]);
     return this.sql.transaction(async (tx) => {
-      // One request for all the ids (src/store/sql.ts runMany): a row inserted is an id not seen before.
-      const changes = await tx.runMany(
-        'INSERT INTO seen (cluster, audit_id, seen_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING',
-        auditIDs.map((id) => [cluster, id, seenAt]),
-      );
-      return auditIDs.filter((_, i) => changes[i] === 1);
+      const inserted = new Set<string>();
+      for (let i = 0; i < distinct.length; i += SEEN_BATCH_ROWS) {
+        const batch = distinct.slice(i, i + SEEN_BATCH_ROWS);
+        const params: (string | number)[] = [];
+        for (const id of batch) params.push(cluster, id, seenAt);
+        const rows = await tx.all<{ audit_id: string }>(`INSERT INTO seen (cluster, audit_id, seen_at) VALUES ${batch.map(() => '(?, ?, ?)').join(', ')} ON CONFLICT DO NOTHING RETURNING audit_id`, params);
+        for (const r of rows) inserted.add(r.audit_id);
+      }
+      return distinct.filter((id) => inserted.has(id));
     });
   }
 
@@ -72,9 +87,28 @@ export class PollRepository {
   }
 
   /** See `Store.startPollRun`: the new run's id. */
-  async startRun(cluster: string, source: string, startedAt: number): Promise<number> {
-    const row = await this.sql.get<{ id: number }>('INSERT INTO poll_runs (cluster, source, started_at) VALUES (?, ?, ?) RETURNING id', [cluster, source, startedAt]);
+  async startRun(cluster: string, source: string, startedAt: number, scheduledAt?: number): Promise<number> {
+    const row = await this.sql.get<{ id: number }>('INSERT INTO poll_runs (cluster, source, started_at, scheduled_at) VALUES (?, ?, ?, ?) RETURNING id', [cluster, source, startedAt, scheduledAt ?? null]);
     return Number(row!.id);
+  }
+
+  /** See `Store.recordMissedPoll`. */
+  async recordMissed(m: MissedPoll): Promise<boolean> {
+    const { changes } = await this.sql.run('INSERT INTO missed_polls (cluster, scheduled_at, reason, replica, recorded_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING', [
+      m.cluster,
+      m.scheduledAt,
+      m.reason,
+      m.replica ?? null,
+      m.recordedAt,
+    ]);
+    return changes === 1;
+  }
+
+  /** See `Store.pollTicks`. */
+  async ticks(cluster: string, since: number): Promise<PollTicks> {
+    const polled = await this.sql.all<{ t: number }>('SELECT scheduled_at AS t FROM poll_runs WHERE cluster = ? AND scheduled_at >= ? AND ended_at IS NOT NULL ORDER BY scheduled_at', [cluster, since]);
+    const missed = await this.sql.all<{ t: number; reason: string }>('SELECT scheduled_at AS t, reason FROM missed_polls WHERE cluster = ? AND scheduled_at >= ? ORDER BY scheduled_at', [cluster, since]);
+    return { polled: polled.map((r) => Number(r.t)), missed: missed.map((r) => ({ scheduledAt: Number(r.t), reason: r.reason })) };
   }
 
   /** See `Store.finishPollRun`. @throws {StoreError} for an unknown id. */
@@ -113,8 +147,9 @@ export class PollRepository {
     }));
   }
 
-  /** See `Store.prunePollRuns`: keeps each cluster's latest run. */
+  /** See `Store.prunePollRuns`: keeps each cluster's latest run; missed ticks before `olderThan` go too (not counted). */
   async pruneRuns(olderThan: number): Promise<number> {
+    await this.sql.run('DELETE FROM missed_polls WHERE scheduled_at < ?', [olderThan]);
     return (await this.sql.run('DELETE FROM poll_runs WHERE started_at < ? AND id NOT IN (SELECT max(id) FROM poll_runs GROUP BY cluster)', [olderThan])).changes;
   }
 

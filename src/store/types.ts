@@ -7,6 +7,7 @@
  * one transaction, so a crash mid-poll neither loses nor double-counts an audit event.
  */
 import type { OutboxRepository } from './outbox.js';
+import type { ScanRequestRepository } from './scan-requests.js';
 import type { SqlExecutor } from './sql.js';
 import type { TokenMetricsSample } from '../findings/token-metrics.js';
 import type { Approval, ApprovalState, DryRunResult, Vote } from '../approvals/machine.js';
@@ -112,6 +113,29 @@ export interface PollRun {
   stats: Record<string, number>;
 }
 
+/** A scheduled tick of a cluster that started no poll (the store's `missed_polls`). Times are epoch ms UTC. */
+export interface MissedPoll {
+  cluster: string;
+  /** The cron tick. */
+  scheduledAt: number;
+  /**
+   * Why: `overlap` (the previous poll was still running), `coalesced` (folded into a late poll still running),
+   * `unowned` (no replica could start it: the cluster was changing hands or its ownership had not been renewed).
+   */
+  reason: string;
+  /** The replica id that recorded it, when clusters are shared out across replicas. */
+  replica?: string;
+  recordedAt: number;
+}
+
+/** The ticks of one cluster accounted for since a time (see {@link Store.pollTicks}), ascending, epoch ms. */
+export interface PollTicks {
+  /** Ticks with a finished poll run (one entry per run: a tick polled twice appears twice). */
+  polled: number[];
+  /** Ticks with a missed record, and its reason. */
+  missed: { scheduledAt: number; reason: string }[];
+}
+
 /** The latest poll of a cluster plus its last success, for `/tokens status` and `/readyz`. */
 export interface PollStatus extends PollRun {
   /** `endedAt` of the latest successful poll of the cluster, null when none succeeded yet. */
@@ -174,6 +198,19 @@ export interface StoredApproval extends Approval {
   execution?: ExecutionRecord;
   /** The rollout progress message in the thread, once posted. */
   progress?: MessageLocation;
+  /**
+   * The verifier's conclusion on a succeeded action, once recorded ({@link Store.concludeVerification}; outcome names
+   * are the verifier's, src/remediation/verify.ts).
+   */
+  verification?: Conclusion;
+  /** The node-probe check's conclusion, once recorded ({@link Store.concludeProbeCheck}). */
+  probeCheck?: Conclusion;
+}
+
+/** A conclusion recorded once on an approval: its outcome name and when it was reached (epoch ms UTC). */
+export interface Conclusion {
+  outcome: string;
+  at: number;
 }
 
 /** The ServiceAccount an action is about: the finding's for a restart, the target itself for a recreation. */
@@ -184,12 +221,28 @@ export interface ActionSubject {
 
 /**
  * Result of {@link Store.claimApproval}: the stored approval, or the open approval that blocks it. `expired`
- * lists the `requested` approvals of the same target or subject that were past `expiresAt` and were moved to
- * `expired` in the same transaction (their Slack messages still need an edit).
+ * lists the `requested` approvals of the same target or subject past `expiresAt` whose {@link StaleDecision} was
+ * applied in the same transaction, as stored after it (their Slack messages still need an edit).
  */
 export type ClaimResult =
   | { ok: true; approval: StoredApproval; expired: StoredApproval[] }
   | { ok: false; open: StoredApproval; expired: StoredApproval[] };
+
+/**
+ * What the caller decided for one stale request that {@link Store.claimApproval} found (a `requested` approval of
+ * the same target or subject past `expiresAt`): the compare-and-set to apply, as {@link Store.transitionApproval}
+ * takes it (`from` → `to` with `patch`, at the claim's `now`), and the action-log rows to append when it wins, in the
+ * claim's transaction. The approval state machine decides it (its `expire` transition); the store holds no policy.
+ */
+export interface StaleDecision {
+  from: ApprovalState;
+  to: ApprovalState;
+  patch: ApprovalUpdate;
+  log: readonly NewActionLogEntry[];
+}
+
+/** The caller's decision on a stale request (see {@link StaleDecision}); undefined leaves it as it is. Called inside the claim's transaction: pure, no I/O. */
+export type DecideStale = (stale: StoredApproval) => StaleDecision | undefined;
 
 /** Input of {@link Store.createApproval}: an approval from `createApproval` of the state machine. */
 export type NewApproval = Approval & { message?: MessageLocation | null };
@@ -283,6 +336,8 @@ export interface Store {
   readonly schemaVersion: number;
   /** The Slack notification queue's rows (`slack_outbox`, src/store/outbox.ts). */
   readonly outbox: OutboxRepository;
+  /** Pending "scan now" requests for the replica that polls a cluster (`scan_requests`, src/store/scan-requests.ts). */
+  readonly scanRequests: ScanRequestRepository;
   /**
    * The executor under the store (inside {@link Store.transaction}: the transaction's), for rows kept by other
    * modules in the same database and transaction, e.g. cluster ownership (src/store/cluster-owners.ts).
@@ -383,8 +438,18 @@ export interface Store {
   setFindingStatus(id: string, update: FindingStatusUpdate, at: number): Promise<boolean>;
 
   // --- poll runs
-  /** Records the start of a poll; returns its id. */
-  startPollRun(cluster: string, source: string, startedAt: number): Promise<number>;
+  /**
+   * Records the start of a poll; returns its id. `scheduledAt`: the cron tick it runs for (epoch ms), for a scheduled
+   * poll or a take-over's catch-up of a tick; absent for the start-up poll and `/tokens scan`.
+   */
+  startPollRun(cluster: string, source: string, startedAt: number, scheduledAt?: number): Promise<number>;
+  /**
+   * Records that the tick `scheduledAt` (epoch ms) of `cluster` started no poll, with the reason; false (nothing
+   * written) when that tick already has a missed record (another replica recorded it).
+   */
+  recordMissedPoll(missed: MissedPoll): Promise<boolean>;
+  /** The ticks of `cluster` at or after `since` (epoch ms) that are accounted for: see {@link PollTicks}. */
+  pollTicks(cluster: string, since: number): Promise<PollTicks>;
   /** Records the end of a poll. @throws {StoreError} for an unknown id. */
   finishPollRun(id: number, result: PollRunResult): Promise<void>;
   /** The latest poll of each cluster (by start), ordered by cluster name, with its last success time. */
@@ -425,11 +490,13 @@ export interface Store {
    * past `expiresAt`) blocks it, in one write transaction (so of concurrent claims, from other connections or
    * processes too, exactly one wins): one with the same target (cluster, kind, namespace, name), whatever finding
    * it came from; or, for a restart, an open ServiceAccount recreation of its subject; for a recreation, an open
-   * restart of a workload of that ServiceAccount. In the same transaction, `requested` approvals of that target or
-   * subject past `expiresAt` at `now` become `expired` (with an action-log row), so an expired request never
-   * blocks. `subject` defaults to the finding's ServiceAccount (or the target, for a ServiceAccount).
+   * restart of a workload of that ServiceAccount. A `requested` approval past `expiresAt` at `now` never blocks.
+   * In the same transaction, each such stale request of that target or subject is handed to `decideStale` and the
+   * compare-and-set it returns is applied with its action-log rows (see {@link StaleDecision}); without
+   * `decideStale` they are left as they are. `subject` defaults to the finding's ServiceAccount (or the target, for
+   * a ServiceAccount).
    */
-  claimApproval(approval: NewApproval, now: number, subject?: ActionSubject): Promise<ClaimResult>;
+  claimApproval(approval: NewApproval, now: number, decideStale?: DecideStale, subject?: ActionSubject): Promise<ClaimResult>;
   /** The open approval that would block a new `action` on `target` at `now` (read only; see {@link claimApproval}). */
   openApprovalFor(action: NewApproval['action'], target: NewApproval['target'], now: number, subject?: ActionSubject): Promise<StoredApproval | undefined>;
   getApproval(id: string): Promise<StoredApproval | undefined>;
@@ -443,6 +510,13 @@ export interface Store {
   transitionApproval(id: string, from: ApprovalState, to: ApprovalState, patch: ApprovalUpdate, at: number): Promise<boolean>;
   /** Approvals matching `filter`, oldest first. */
   listApprovals(filter?: ApprovalFilter): Promise<StoredApproval[]>;
+  /**
+   * Records the verifier's conclusion `outcome` on approval `id` at `at` (epoch ms) unless one is recorded: a
+   * compare-and-set, so of concurrent callers (other replicas included) exactly one gets true and reports it.
+   */
+  concludeVerification(id: string, outcome: string, at: number): Promise<boolean>;
+  /** As {@link concludeVerification}, for the node-probe check's conclusion. */
+  concludeProbeCheck(id: string, outcome: string, at: number): Promise<boolean>;
 
   // --- action log
   /** Appends an action-log row; returns its id. */

@@ -33,6 +33,7 @@ describe('parseConfig defaults', () => {
     const config = loadConfig(fixture('minimal.yaml'), {});
     const expected: Config = {
       store: { path: './data/tokenwatch.db' },
+      shards: { heartbeat: 5_000, ttl: 15_000 },
       http: { host: '0.0.0.0', port: 8080 },
       log: { level: 'info' },
       remediation: { rolloutTimeout: 600_000, settlePeriod: 7_200_000 },
@@ -191,6 +192,19 @@ describe('parseConfig defaults', () => {
     expect(issues({ concurrency: 2.5 })[0]).toMatch(/^poll\.concurrency → .*int/i);
     expect(issues({ cloudwatchTps: { filterLogEvents: 0 } })[0]).toMatch(/^poll\.cloudwatchTps\.filterLogEvents → /);
     expect(issues({ cloudwatchTps: { filterLogEvent: 5 } })).toHaveLength(1); // a misspelt key is refused (strict)
+  });
+
+  it('shards.heartbeat and shards.ttl: 5 s and 15 s by default, at least 1 s, the TTL at least twice the heartbeat', () => {
+    const shards = (v: unknown) => parseConfig({ shards: v, clusters: [fileCluster] }, {}).shards;
+    expect(shards(undefined)).toEqual({ heartbeat: 5_000, ttl: 15_000 });
+    expect(shards({ heartbeat: '1s', ttl: '2s' })).toEqual({ heartbeat: 1_000, ttl: 2_000 });
+    expect(shards({ heartbeat: '10s', ttl: '30s' })).toEqual({ heartbeat: 10_000, ttl: 30_000 });
+    const issues = (v: unknown) => issuesOf(() => parseConfig({ shards: v, clusters: [fileCluster] }, {}));
+    expect(issues({ heartbeat: '5s', ttl: '9s' })).toEqual(['shards.ttl → must be at least twice shards.heartbeat (5s), got 9s: one late heartbeat would hand the clusters over']);
+    expect(issues({ heartbeat: '10s' })).toEqual(['shards.ttl → must be at least twice shards.heartbeat (10s), got 15s: one late heartbeat would hand the clusters over']);
+    expect(issues({ heartbeat: '500ms' })[0]).toMatch(/^shards\.heartbeat → must be at least 1s/);
+    expect(issues({ heartbeat: 5 })[0]).toMatch(/^shards\.heartbeat → /);
+    expect(issues({ ttl: '1m', heartbeats: '5s' })).toHaveLength(1); // a misspelt key is refused (strict)
   });
 
   it('poll.cloudwatchFleetInsights: off by default, at most 50 log groups per query (StartQuery) and 30 concurrent queries (the account quota)', () => {

@@ -36,7 +36,7 @@ describe('values.schema.json config from the zod schema', () => {
     expect(generateValuesSchema(committed)).toBe(committed);
     const config = (JSON.parse(committed) as { properties: { config: { properties: Record<string, unknown>; additionalProperties: unknown } } }).properties.config;
     // Every top-level key of the file schema, and no unknown key allowed.
-    expect(Object.keys(config.properties)).toEqual(['store', 'http', 'log', 'slack', 'remediation', 'poll', 'findings', 'retention', 'clusters']);
+    expect(Object.keys(config.properties)).toEqual(['store', 'shards', 'http', 'log', 'slack', 'remediation', 'poll', 'findings', 'retention', 'clusters']);
     expect(config.additionalProperties).toBe(false);
   });
 

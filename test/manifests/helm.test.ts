@@ -179,6 +179,13 @@ describe.skipIf(!helmPath)(`Helm chart charts/tokenwatch${skip ? ` (skipped: ${s
     expect(byId(chart)).toEqual(byId(kustomize));
   });
 
+  it('heapMiB sets the Node heap cap (NODE_OPTIONS) of serve; the default is 384 MiB under the 512 MiB limit', () => {
+    const nodeOptions = (objs: typeof defaults) =>
+      find(objs, 'Deployment', 'tokenwatch').spec.template.spec.containers[0].env.find((e: { name: string }) => e.name === 'NODE_OPTIONS')?.value;
+    expect(nodeOptions(defaults)).toBe('--max-old-space-size=384');
+    expect(nodeOptions(helmTemplate({ set: { heapMiB: 768, 'resources.limits.memory': '1Gi' } }))).toBe('--max-old-space-size=768');
+  });
+
   it('the comparison fails on a difference (so the check above can fail)', () => {
     const changed = helmTemplate({ set: { 'resources.limits.memory': '1Gi' } });
     expect(byId(changed)).not.toEqual(byId(defaults));

@@ -1,3 +1,4 @@
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createApproval } from '../../src/approvals/index.js';
 import { definePolicy } from '../approvals/helpers.js';
@@ -5,7 +6,7 @@ import type { TokenRecord } from '../../src/findings/types.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { assessVerification, issuedAt, Verifier, type VerificationReport } from '../../src/remediation/verify.js';
 import { openStore, type Store } from '../../src/store/index.js';
-import { finding, staleRecord } from '../store/helpers.js';
+import { finding, staleRecord, tempDir } from '../store/helpers.js';
 
 const T = Date.UTC(2026, 10, 20, 12, 0, 0);
 const MIN = 60_000;
@@ -65,8 +66,8 @@ describe('Verifier', () => {
   const quiet = createLogger({ level: 'silent' });
 
   /** A store with finding f-multus and a succeeded restart of it: running at T, succeeded at T + 2 min. */
-  async function setup(): Promise<{ store: Store; approvalId: string }> {
-    const store = await openStore(':memory:');
+  async function setup(path = ':memory:'): Promise<{ store: Store; approvalId: string }> {
+    const store = await openStore(path);
     await store.saveFindings('prod', [finding({ lastSeen: new Date(T - 10 * MIN).toISOString() })], T - 5 * MIN);
     await store.replaceTokenRecords('prod', [token(T - 80 * 86_400_000, T - 5 * HOUR, T - 10 * MIN)]);
     const created = createApproval(
@@ -101,6 +102,23 @@ describe('Verifier', () => {
     now += HOUR;
     expect(await v.verifyCluster('prod')).toEqual([]);
     expect(reports).toHaveLength(1);
+    await store.close();
+  });
+
+  it('two replicas verifying the same cluster at once conclude and report it once (compare-and-set on the approval)', async () => {
+    const path = join(tempDir(), 'shared.db');
+    const { store, approvalId } = await setup(path);
+    const peer = await openStore(path);
+    const now = T + 2 * MIN + SETTLE;
+    const reports: VerificationReport[] = [];
+    const report = async (r: VerificationReport) => void reports.push(r);
+    const [a, b] = [store, peer].map((s) => new Verifier({ store: s, clock: () => now, settleMs: SETTLE, logger: quiet, report }));
+    const results = await Promise.all([a!.verifyCluster('prod'), b!.verifyCluster('prod')]);
+    expect(results.flat().map((r) => r.outcome.outcome)).toEqual(['resolved']);
+    expect(reports).toHaveLength(1);
+    expect((await peer.getApproval(approvalId))!.verification).toEqual({ outcome: 'resolved', at: now });
+    expect((await store.listApprovalActions(approvalId)).filter((r) => r.action === 'verification.resolved')).toHaveLength(1);
+    await peer.close();
     await store.close();
   });
 

@@ -113,6 +113,38 @@ describe('Scheduler: spread, concurrency, abort', () => {
     return plain.stop(100);
   });
 
+  it('lists the cron ticks between two times (node-cron\'s matcher), and the latest tick due by now', () => {
+    sched = new Scheduler({ jitterMs: 0, runAtStart: false });
+    sched.start([
+      { name: 's', schedule: '*/15 * * * * *', run: async () => undefined },
+      { name: 'm', schedule: '*/5 * * * *', run: async () => undefined },
+    ]);
+    const base = Date.UTC(2026, 11, 2, 10, 0, 0); // a whole hour: a tick of both
+    expect(sched.ticksBetween('s', base, base + 60_000)).toEqual([base + 15_000, base + 30_000, base + 45_000]); // both ends excluded
+    expect(sched.ticksBetween('s', base - 1, base + 1)).toEqual([base]);
+    expect(sched.ticksBetween('m', base - 1, base + 11 * 60_000)).toEqual([base, base + 5 * 60_000, base + 10 * 60_000]);
+    expect(sched.ticksBetween('s', base, base + 3_600_000, 2)).toEqual([base + 3_600_000 - 30_000, base + 3_600_000 - 15_000]); // the last `max`
+    expect(sched.ticksBetween('s', base, base)).toEqual([]);
+    expect(sched.ticksBetween('nope', base, base + 60_000)).toEqual([]);
+    const now = Date.now();
+    const tick = sched.previousTick('s')!;
+    expect(tick % 15_000).toBe(0);
+    expect(tick).toBeLessThanOrEqual(Date.now());
+    expect(tick).toBeGreaterThan(now - 15_000 - 1000); // the latest one (1 s for a second that turned meanwhile)
+    expect(sched.previousTick('nope')).toBeUndefined();
+  });
+
+  it('passes the tick to the run: the cron tick for a scheduled run, the given one for runNow, none at start', async () => {
+    const got: (number | undefined)[] = [];
+    sched = new Scheduler({ jitterMs: 0 });
+    sched.start([{ name: 'j', schedule: '* * * * * *', run: async (_signal, tick) => void got.push(tick) }]);
+    await vi.waitFor(() => expect(got.length).toBeGreaterThanOrEqual(2), { timeout: 30_000, interval: 20 });
+    expect(got[0]).toBeUndefined(); // the start-up run
+    expect(got[1]! % 1000).toBe(0);
+    await vi.waitFor(() => expect(sched!.runNow('j', 1234)).toBe('started'), { timeout: 30_000, interval: 5 });
+    await vi.waitFor(() => expect(got).toContain(1234), { timeout: 30_000, interval: 20 });
+  });
+
   it('runs at most `concurrency` jobs at once; the others queue and run as slots free up', async () => {
     let active = 0;
     let maxActive = 0;

@@ -68,6 +68,15 @@ describe('serve with clusters shared out across replicas', () => {
     const readyB = b.readiness();
     expect(readyB.status).toBe('ready');
     expect(readyB.shards?.replica).toBe(ids[1]);
+    // The clusters a polls show on b as a's last poll (from the shared store), named with their owner: not pending.
+    const aShare = NAMES.filter((n) => !share.includes(n));
+    const onB = await waitFor('b showing a\'s polls', () => {
+      const r = b.readiness();
+      return aShare.every((c) => r.shards?.lastPolls[c] !== undefined) ? r : undefined;
+    });
+    for (const c of aShare) {
+      expect({ c, poll: onB.polls[c], owner: onB.shards?.owners[c], last: onB.shards?.lastPolls[c] }).toEqual({ c, poll: 'ok', owner: ids[0], last: { startedAt: new Date(T0).toISOString(), status: 'ok' } });
+    }
 
     // a stops gracefully: b takes a's clusters at its next heartbeat and, as a's last poll of them completed, waits
     // for their next tick (no second poll of the same tick).

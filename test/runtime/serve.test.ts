@@ -7,6 +7,7 @@ import { parseConfig } from '../../src/config/index.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { composeServe } from '../../src/runtime/compose.js';
+import { startHealthServer, type ReadinessBody } from '../../src/runtime/serve.js';
 import { auditEvent } from '../sources/events.js';
 import { cliMain } from '../support/build.js';
 
@@ -125,5 +126,24 @@ describe('tokenwatch serve --help', () => {
     }
     expect(run.stdout).toContain('see .env.example');
     expect(run.stdout).toContain('at least 16 characters');
+  });
+});
+
+describe('/readyz and /healthz', () => {
+  it('/readyz is 200 when ready and while the shared store is unavailable (every replica still answers Slack), 503 while starting or stopping; /healthz (liveness) is 200 throughout', async () => {
+    let status: ReadinessBody['status'] = 'starting';
+    const server = await startHealthServer({ host: '127.0.0.1', port: 0 }, { readiness: () => ({ status, polls: {}, integrations: {}, blind: {} }), metrics: new Metrics(), logger: createLogger({ level: 'silent' }) });
+    try {
+      const codes: Record<string, [number, string, number]> = {};
+      for (const s of ['starting', 'ready', 'store-unavailable', 'stopping'] as const) {
+        status = s;
+        const ready = await fetch(`http://127.0.0.1:${server.port}/readyz`);
+        const body = (await ready.json()) as ReadinessBody;
+        codes[s] = [ready.status, body.status, (await fetch(`http://127.0.0.1:${server.port}/healthz`)).status];
+      }
+      expect(codes).toEqual({ starting: [503, 'starting', 200], ready: [200, 'ready', 200], 'store-unavailable': [200, 'store-unavailable', 200], stopping: [503, 'stopping', 200] });
+    } finally {
+      await server.close();
+    }
   });
 });

@@ -4,6 +4,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { startFakeSlack } from '../../src/sandbox/fakes/slack.js';
+import { auditEvent } from '../sources/events.js';
 import {
   blockText,
   buttonIds,
@@ -140,6 +141,8 @@ describe('alerts', () => {
       'cannot post to Slack channel C0STAGE001: the bot is not a member of this channel: invite it with /invite @tokenwatch (or add the chat:write.public scope for public channels)',
     ]);
     expect(channelErrors()[0]).toMatchObject({ level: 'error', channel: STAGING, clusters: ['staging-eks'], error: 'not_in_channel' });
+    // The alert stays queued and is tried again after its backoff (5 s, then 10 s), on the queue's clock.
+    h.advance(5_000);
     await h.poll('staging-eks');
     expect(channelErrors()).toHaveLength(1);
     await h.command('status staging-eks', REQUESTER, STAGING);
@@ -147,9 +150,29 @@ describe('alerts', () => {
     expect(await h.metrics.text()).toContain('tokenwatch_slack_api_errors_total{method="chat.postMessage",error="not_in_channel"} 2');
 
     h.slack.setBotMembership(STAGING, true);
+    h.advance(10_000);
     await h.poll('staging-eks');
     expect(h.slack.messages(STAGING).map((m) => m.text)).toEqual(['🟠 [staging-eks] warning: logging/fluent-bit — rejected in 8 days (stale tokens)']);
     expect(logs.some((l) => l['msg'] === 'Slack channel works again')).toBe(true);
+  });
+
+  it('a poll does not wait for Slack: a failed post stays queued, /tokens status shows the backlog, and it goes out after its backoff', async () => {
+    h = await startHarness();
+    const before = h.slack.messages(OPS).length;
+    h.appendAudit([auditEvent({ auditID: 'queued-1', time: h.now() - 60_000, kind: 'stale', namespace: 'team-a', serviceAccount: 'worker', pod: 'worker-1', secondsAfterWarning: 1_000_000 })]);
+    h.slack.failNext('chat.postMessage', 'internal_error', 1, (args) => String(args['text']).includes('team-a/worker'));
+    await h.poll();
+    expect(h.slack.messages(OPS)).toHaveLength(before);
+    await h.command(`status ${CLUSTER}`, REQUESTER);
+    expect(blockText(h.slack.ephemerals({ user: REQUESTER }).at(-1)!)).toContain('📬 Slack backlog: 1 alert update waiting, the oldest queued');
+    // The staging channel's alert waits too (the bot is not in that channel): counted in the queue, not in the line.
+    expect(h.bot.parts.drainer.backlog().depth).toBe(2);
+    // Past the queue's backoff (5 s), the next poll finds it due: posted once, and the status line is gone.
+    h.advance(5_000);
+    await h.poll();
+    expect(h.slack.messages(OPS).filter((m) => m.text.includes('team-a/worker'))).toHaveLength(1);
+    await h.command(`status ${CLUSTER}`, REQUESTER);
+    expect(blockText(h.slack.ephemerals({ user: REQUESTER }).at(-1)!)).not.toContain('Slack backlog');
   });
 
   it('a 429 from chat.postMessage is retried after Retry-After and the alert is posted once', async () => {

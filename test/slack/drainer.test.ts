@@ -17,7 +17,7 @@ import { Metrics } from '../../src/observability/metrics.js';
 import { SlackApi } from '../../src/slack/api.js';
 import { ButtonIds } from '../../src/slack/buttons.js';
 import { ChannelMap } from '../../src/slack/channels.js';
-import { NotificationDrainer } from '../../src/slack/drainer.js';
+import { DIGEST_EVENT_TYPE, NotificationDrainer } from '../../src/slack/drainer.js';
 import { Notifier } from '../../src/slack/notifier.js';
 import { DEFAULT_SLACK_RATES, RateGate } from '../../src/slack/outbox.js';
 import { openStore, type Store } from '../../src/store/index.js';
@@ -50,7 +50,7 @@ afterEach(async () => {
 });
 
 /** One serve's worth: store, notifier, queue rows and drainer on the shared fake clock; `calls` logs each Web API call with the clock. */
-async function setup(clock: { t: number }, opts: { digestThreshold?: number; leader?: { v: boolean }; retries?: number } = {}) {
+async function setup(clock: { t: number }, opts: { digestThreshold?: number; leader?: { v: boolean }; retries?: number; frozen?: { v: boolean }; owns?: (cluster: string) => boolean } = {}) {
   const config = parseConfig(
     { slack: { enabled: true, mode: 'http' }, clusters: [{ name: 'prod', audit: { file: { path: '/dev/null' } }, slack: { channel: '#ops', approvers: ['U0APPROVE1'] } }] },
     { SLACK_BOT_TOKEN: DEFAULT_BOT_TOKEN, SLACK_SIGNING_SECRET: 'x'.repeat(32) },
@@ -88,17 +88,27 @@ async function setup(clock: { t: number }, opts: { digestThreshold?: number; lea
   const metrics = new Metrics();
   const drainer = new NotificationDrainer({
     queue: new OutboxRepository(sql),
-    sender: { sendItem: (i) => notifier.sendItem(i), digestLine: (c, g, now) => notifier.digestLine(c, g, now), post: (c, m) => api.post(c, m), update: (c, ts, m) => api.update(c, ts, m) },
+    sender: {
+      sendItem: (i) => notifier.sendItem(i),
+      digestLine: (c, g, now) => notifier.digestLine(c, g, now),
+      post: (c, m, metadata) => api.post(c, m, undefined, metadata),
+      update: (c, ts, m) => api.update(c, ts, m),
+      findDigest: async (c, key, oldest) => {
+        const ts = await api.findByMetadata(c, DIGEST_EVENT_TYPE, 'digest_key', key, oldest);
+        return ts === undefined ? undefined : { channel: c, ts };
+      },
+    },
     gate,
     clock: () => clock.t,
     logger,
     metrics,
     idleCheckMs: FOREVER,
     ...(opts.leader ? { isLeader: () => opts.leader!.v } : {}),
+    ...(opts.owns ? { owns: opts.owns } : {}),
     ...(opts.digestThreshold !== undefined ? { digestThreshold: opts.digestThreshold } : {}),
-    // Waits move the injected clock; an idle loop waits for a kick.
+    // Waits move the injected clock (unless `frozen`: the test moves it); an idle loop waits for a kick.
     sleep: async (ms, signal) => {
-      if (ms < FOREVER) {
+      if (ms < FOREVER && !opts.frozen?.v) {
         clock.t += ms;
         return;
       }
@@ -111,7 +121,7 @@ async function setup(clock: { t: number }, opts: { digestThreshold?: number; lea
     const changes = await store.saveFindings('prod', findings, clock.t);
     await drainer.enqueue(await notifier.workItems('prod', findings, changes, clock.t));
   };
-  return { store, notifier, drainer, poll, calls, gate, metrics, pauses };
+  return { store, notifier, drainer, poll, calls, gate, metrics, pauses, api };
 }
 
 const sa = (i: number, daysLeft: number, over: Partial<Finding> = {}): Finding => {
@@ -252,5 +262,127 @@ describe('the Slack notification queue', () => {
     expect(gate.waitMs('chat.update', CH)).toBeGreaterThan(0);
     expect(fake.callsTo('chat.update').map((c) => c.status)).toEqual([429, 200]);
     expect(JSON.stringify(fake.message(CH, (await store.getAlertRef(groupIdOf(sa(1, 40))))!.ts)!.blocks)).toContain('2 live');
+  });
+
+  it('killed between posting the digest and recording it: the next process finds it by its metadata and posts no second digest', async () => {
+    const clock = { t: T };
+    const first = await setup(clock, { digestThreshold: 10 });
+    await first.poll(Array.from({ length: 12 }, (_, i) => sa(i, 30 - i)));
+    // The first process dies as Slack answers the digest's chat.postMessage: nothing after the call runs (a kill -9).
+    const posted = new Promise<void>((resolve) => {
+      fake.on('change', (c) => {
+        if (c.type === 'message' && c.message.text.startsWith('🗂️')) resolve();
+      });
+    });
+    const origin = first.api.post.bind(first.api);
+    first.api.post = async (...args) => {
+      await origin(...args);
+      return new Promise<never>(() => undefined);
+    };
+    first.drainer.start();
+    await posted;
+    expect(fake.messages(CH).map((m) => m.text.slice(0, 2))).toEqual(['🗂️'.slice(0, 2)]);
+    const o = open.shift()!; // its loop never returns: closed without stop(), as a killed process leaves the file
+    await o.store.close();
+    await o.sql.close();
+
+    const second = await setup(clock, { digestThreshold: 10 });
+    second.drainer.start();
+    await second.drainer.idle(FOREVER);
+    const top = fake.messages(CH);
+    // One digest (the first process's, found with one conversations.history call and edited), then the 12 alerts once each.
+    expect(top.filter((m) => m.text.startsWith('🗂️'))).toHaveLength(1);
+    expect(top).toHaveLength(13);
+    expect(new Set(top.slice(1).map((m) => m.text)).size).toBe(12);
+    expect(fake.callsTo('conversations.history')).toHaveLength(1);
+    expect(top[0]!.metadata).toMatchObject({ event_type: DIGEST_EVENT_TYPE });
+    expect(JSON.stringify(fake.message(CH, top[0]!.ts)!.blocks)).toContain('12 of 12 posted so far');
+  });
+
+  it('settle(key): the pending item of an alert goes next (after a digest of its channel not yet posted), so a reply follows the alert it answers', async () => {
+    const clock = { t: T };
+    const leader = { v: true };
+    const { drainer, poll, store, api, calls } = await setup(clock, { digestThreshold: 10, leader });
+    await poll([sa(1, 40)]);
+    drainer.start();
+    await drainer.idle();
+    const ts = (await store.getAlertRef(groupIdOf(sa(1, 40))))!.ts;
+    // While this replica does not send, a poll brings 12 more urgent new alerts and a visible change of agent-1's alert.
+    leader.v = false;
+    clock.t += 5 * 60_000;
+    await poll([sa(1, 40, { pods: ['agent-1-pod', 'agent-1-pod-b'] }), ...Array.from({ length: 12 }, (_, i) => sa(100 + i, 5 + i))]);
+    leader.v = true;
+    const from = calls.length;
+    // A verification reply in agent-1's thread waits for its pending edit, which goes first despite the 12 more urgent posts.
+    await drainer.settle(`alert:${groupIdOf(sa(1, 40))}`);
+    await api.post(CH, { text: 'verified', blocks: [] }, ts);
+    expect(calls[from]?.method).toBe('chat.update');
+    const edit = fake.calls.findIndex((c) => c.method === 'chat.update' && c.args['ts'] === ts);
+    const reply = fake.calls.findIndex((c) => c.method === 'chat.postMessage' && c.args['thread_ts'] === ts);
+    expect(edit).toBeGreaterThanOrEqual(0);
+    expect(reply).toBeGreaterThan(edit);
+    expect(fake.thread(CH, ts).map((m) => m.text)).toEqual(['verified']);
+    expect(JSON.stringify(fake.message(CH, ts)!.blocks)).toContain('2 live');
+
+    // The least urgent of the new alerts, waited for: the digest listing them goes first, then that alert.
+    const last = `alert:${groupIdOf(sa(111, 16))}`;
+    await drainer.settle(last);
+    const top = fake.messages(CH);
+    expect(top.map((m) => m.text.match(/^🗂️|agent-\d+/)?.[0])).toEqual(['agent-1', '🗂️', 'agent-111']);
+    await drainer.idle(FOREVER);
+    // The rest follow in the digest's order, none twice; the digest ends showing all 12 posted.
+    expect(fake.messages(CH)).toHaveLength(14);
+    expect(new Set(fake.messages(CH).map((m) => m.text)).size).toBe(14);
+    expect(JSON.stringify(fake.message(CH, top[1]!.ts)!.blocks)).toContain('12 of 12 posted so far');
+    // Nothing pending: settle resolves at once.
+    await drainer.settle(last);
+  });
+
+  it('queue depth and the oldest item\'s age are gauges; the age is read at scrape time, so it grows while nothing goes out', async () => {
+    const clock = { t: T };
+    const frozen = { v: true };
+    const { drainer, poll, metrics } = await setup(clock, { frozen });
+    const gauge = async (name: string) => (await metrics.registry.getSingleMetric(name)!.get()).values[0]?.value;
+    fake.failNext('chat.postMessage', 'not_in_channel');
+    await poll([sa(1, 10), sa(2, 12)]);
+    drainer.start();
+    await drainer.idle();
+    // The channel refused the first post: both items are put off (5 s), neither was sent.
+    expect(fake.messages(CH)).toHaveLength(0);
+    expect(await gauge('tokenwatch_slack_queue_depth')).toBe(2);
+    expect(await gauge('tokenwatch_slack_queue_oldest_seconds')).toBe(0);
+    expect(drainer.backlog()).toEqual({ depth: 2, oldestEnqueuedAt: T });
+    expect(drainer.backlog((channel) => channel !== '#ops')).toEqual({ depth: 0, oldestEnqueuedAt: null });
+    clock.t += 4_000;
+    expect(await gauge('tokenwatch_slack_queue_oldest_seconds')).toBe(4);
+    // The queue's waits move its clock again: past the backoff, the two go out.
+    frozen.v = false;
+    drainer.kick();
+    await drainer.idle(60_000);
+    expect(fake.messages(CH)).toHaveLength(2);
+    expect(await gauge('tokenwatch_slack_queue_depth')).toBe(0);
+    expect(await gauge('tokenwatch_slack_queue_oldest_seconds')).toBe(0);
+  });
+
+  it('clusters shared out across replicas: each replica sends only the items of the clusters it owns, so two never post one alert', async () => {
+    const clock = { t: T };
+    const owner = { prod: 'a' };
+    const a = await setup(clock, { owns: (c) => c === 'prod' && owner.prod === 'a' });
+    const b = await setup(clock, { owns: (c) => c === 'prod' && owner.prod === 'b' });
+    await a.poll([sa(1, 10), sa(2, 20)]);
+    b.drainer.start();
+    a.drainer.start();
+    await Promise.all([a.drainer.idle(), b.drainer.idle()]);
+    expect(fake.messages(CH)).toHaveLength(2);
+    expect(b.drainer.backlog().depth).toBe(0);
+    // prod moves to b; a poll on b queues an edit (a second pod): b sends it, a does not touch it.
+    owner.prod = 'b';
+    clock.t += 5 * 60_000;
+    await b.poll([sa(1, 10, { pods: ['agent-1-pod', 'agent-1-pod-b'] }), sa(2, 20)]);
+    a.drainer.kick();
+    await Promise.all([a.drainer.idle(), b.drainer.idle()]);
+    expect(fake.callsTo('chat.update')).toHaveLength(1);
+    expect(fake.messages(CH)).toHaveLength(2);
+    expect(a.drainer.backlog().depth).toBe(0);
   });
 });

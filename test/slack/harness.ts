@@ -315,7 +315,7 @@ current-context: fake
     ...(opts.isLeader ? { isLeader: opts.isLeader } : {}),
     integrations: [
       async (ctx) => {
-        bot = await startSlackWith(ctx, { channelIntervalMs: 0, sweepIntervalMs: 3_600_000, pickupIntervalMs: 50, rolloutPollMs: 10, host: '127.0.0.1', retryConfig: { retries: 2, factor: 1, minTimeout: 5, maxTimeout: 10 }, ...opts.slack });
+        bot = await startSlackWith(ctx, { channelIntervalMs: 0, sweepIntervalMs: 3_600_000, pickupIntervalMs: 50, rolloutPollMs: 10, host: '127.0.0.1', retryConfig: { retries: 2, factor: 1, minTimeout: 5, maxTimeout: 10 }, queueClock: clock, ...opts.slack });
         return bot;
       },
     ],

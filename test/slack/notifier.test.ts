@@ -15,6 +15,7 @@ import { SlackApi } from '../../src/slack/api.js';
 import { ButtonIds } from '../../src/slack/buttons.js';
 import { ChannelMap } from '../../src/slack/channels.js';
 import { messageHash, Notifier, visibleHash } from '../../src/slack/notifier.js';
+import { compareItems } from '../../src/slack/outbox.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import { finding } from '../store/helpers.js';
 import { groupIdOf } from '../../src/findings/groups.js';
@@ -52,9 +53,10 @@ function setup(slack: Record<string, unknown> = {}, canRemediate = true): { noti
   return { notifier, config, channels, now };
 }
 
+/** A poll: the findings stored, then its work items sent in queue order, as the drainer sends them (src/slack/drainer.ts). */
 async function poll(n: Notifier, findings: Finding[], at: number): Promise<void> {
   const changes = await store.saveFindings('prod', findings, at);
-  await n.onFindings('prod', findings, changes);
+  for (const item of (await n.workItems('prod', findings, changes, at)).sort(compareItems)) await n.sendItem(item);
 }
 
 beforeEach(async () => {

@@ -1,5 +1,8 @@
 /** `Store.claimApproval`: one open action per target, decided in one write transaction. */
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { definePolicy } from '../approvals/helpers.js';
+import { createLogger } from '../../src/observability/logger.js';
+import { claimRequest } from '../../src/remediation/executor.js';
 import type { Store } from '../../src/store/types.js';
 import { storeBackends } from './backends.js';
 import { approval, finding, MIN, T0 } from './helpers.js';
@@ -42,10 +45,14 @@ describe.each(storeBackends())('claimApproval (%s)', (_name, backend) => {
     expect(await s1.claimApproval(approval({ id: 'r5', action: 'recreate-serviceaccount', target: SA }), T0 + 4)).toMatchObject({ ok: false, open: { id: 'r3' } });
   });
 
+  /** The executor's claim: stale requests expire through the state machine, applied by the store's compare-and-set. */
+  const claimVia = (store: Store, a: ReturnType<typeof approval>, now: number) =>
+    claimRequest({ store, remediatorFor: () => undefined, policyFor: () => definePolicy({ approvers: ['U0APP'] }), logger: createLogger({ level: 'silent' }) }, a, now);
+
   it('expires a stale request of the same target in the same transaction (with an action-log row) so it never blocks', async () => {
     const [s1, s2] = await twoConnections();
     await s1.claimApproval(approval({ id: 'old' }), T0);
-    const res = await s2.claimApproval(approval({ id: 'new', createdAt: T0 + 30 * MIN, expiresAt: T0 + 60 * MIN, updatedAt: T0 + 30 * MIN }), T0 + 30 * MIN);
+    const res = await claimVia(s2, approval({ id: 'new', createdAt: T0 + 30 * MIN, expiresAt: T0 + 60 * MIN, updatedAt: T0 + 30 * MIN }), T0 + 30 * MIN);
     expect(res.ok).toBe(true);
     expect(res.expired.map((a) => [a.id, a.state])).toEqual([['old', 'expired']]);
     expect((await s1.listApprovalActions('old')).map((r) => [r.action, r.result, r.actor])).toEqual([['restart.expired', 'expired', null]]);
@@ -53,5 +60,35 @@ describe.each(storeBackends())('claimApproval (%s)', (_name, backend) => {
       ['old', 'expired'],
       ['new', 'requested'],
     ]);
+  });
+
+  it('applies only the decision the caller computed: none leaves a stale request as it is, a lost compare-and-set writes no row', async () => {
+    const [s1, s2] = await twoConnections();
+    await s1.claimApproval(approval({ id: 'old' }), T0);
+    // Without a decision the stale request stays `requested` but does not block.
+    const res = await s2.claimApproval(approval({ id: 'new' }), T0 + 30 * MIN);
+    expect(res).toMatchObject({ ok: true, expired: [] });
+    expect((await s1.getApproval('old'))?.state).toBe('requested');
+    await s1.transitionApproval('new', 'requested', 'rejected', {}, T0 + 30 * MIN);
+    // A decision computed from a state the request has left (here `approved`) loses: no change, no action-log row.
+    const lost = await s2.claimApproval(approval({ id: 'third' }), T0 + 31 * MIN, (stale) => ({
+      from: 'approved',
+      to: 'expired',
+      patch: {},
+      log: [{ at: T0 + 31 * MIN, cluster: 'prod', approvalId: stale.id, actor: null, action: 'restart.expired', target: 'x', result: 'expired' }],
+    }));
+    expect(lost).toMatchObject({ ok: true, expired: [] });
+    expect((await s1.getApproval('old'))?.state).toBe('requested');
+    expect(await s1.listApprovalActions('old')).toEqual([]);
+    // The decision the caller returns is what is applied, with its rows.
+    await s1.transitionApproval('third', 'requested', 'rejected', {}, T0 + 31 * MIN);
+    const applied = await s2.claimApproval(approval({ id: 'fourth' }), T0 + 32 * MIN, (stale) => ({
+      from: stale.state,
+      to: 'expired',
+      patch: { state: 'expired' },
+      log: [{ at: T0 + 32 * MIN, cluster: 'prod', approvalId: stale.id, actor: null, action: 'restart.expired', target: 'x', result: 'expired', detail: 'by the caller' }],
+    }));
+    expect(applied.expired.map((a) => [a.id, a.state, a.updatedAt])).toEqual([['old', 'expired', T0 + 32 * MIN]]);
+    expect((await s1.listApprovalActions('old')).map((r) => r.detail)).toEqual(['by the caller']);
   });
 });

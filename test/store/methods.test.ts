@@ -2,8 +2,30 @@ import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { StoreError } from '../../src/store/errors.js';
 import { tokenRecordKey } from '../../src/store/token-records.js';
 import type { Store } from '../../src/store/types.js';
+import { PollRepository, SEEN_BATCH_ROWS } from '../../src/store/polls.js';
+import type { SqlExecutor } from '../../src/store/sql.js';
 import { storeBackends } from './backends.js';
 import { DAY, finding, HOUR, MIN, staleRecord, T0 } from './helpers.js';
+
+/** `sql`, counting the statements run through it (and its transactions). */
+function countingSql(inner: SqlExecutor): { sql: SqlExecutor; statements: () => number } {
+  let n = 0;
+  const count = <T>(p: Promise<T>): Promise<T> => {
+    n++;
+    return p;
+  };
+  const wrap = (ex: SqlExecutor): SqlExecutor => ({
+    dialect: ex.dialect,
+    all: (q, p) => count(ex.all(q, p)),
+    get: (q, p) => count(ex.get(q, p)),
+    run: (q, p) => count(ex.run(q, p)),
+    runMany: (q, rows) => count(ex.runMany(q, rows)),
+    transaction: (fn) => ex.transaction((tx) => fn(wrap(tx))),
+    lock: (k) => ex.lock(k),
+    close: () => ex.close(),
+  });
+  return { sql: wrap(inner), statements: () => n };
+}
 
 // Every test runs on each backend (SQLite; PostgreSQL where the run's server is up).
 describe.each(storeBackends())('store methods (%s)', (_name, backend) => {
@@ -31,6 +53,18 @@ describe('seen auditIDs', () => {
     expect(await store.markSeen('prod', ['c', 'd', 'a', 'e', 'd'], T0 + MIN)).toEqual(['d', 'e']);
     expect(await store.markSeen('prod', [], T0)).toEqual([]);
     expect(await store.countSeen('prod')).toBe(5);
+  });
+
+  it('markSeen in batches: 10,000 ids (some seen, some repeated) give the fresh ones in input order', async () => {
+    const ids = Array.from({ length: 10_000 }, (_, i) => `id-${i}`);
+    expect(await store.markSeen('prod', ids.filter((_, i) => i % 3 === 0), T0)).toHaveLength(3334);
+    const input = [...ids, 'id-1', 'id-2', 'id-10000'];
+    expect(await store.markSeen('prod', input, T0 + MIN)).toEqual([...ids.filter((_, i) => i % 3 !== 0), 'id-10000']);
+    expect(await store.countSeen('prod')).toBe(10_001);
+    // A few statements, not one per id: ceil(10,001 / SEEN_BATCH_ROWS) INSERTs.
+    const counted = countingSql(store.sql);
+    expect(await new PollRepository(counted.sql).markSeen('prod', [...input, 'id-10001'], T0 + 2 * MIN)).toEqual(['id-10001']);
+    expect(counted.statements()).toBe(Math.ceil(10_002 / SEEN_BATCH_ROWS));
   });
 
   it('keeps clusters apart', async () => {
@@ -298,6 +332,28 @@ describe('poll runs', () => {
 
   it('finishPollRun of an unknown id throws', async () => {
     await expect(store.finishPollRun(99, { endedAt: T0, events: 0, tokenUses: 0 })).rejects.toThrow(new StoreError('finishPollRun: no poll run with id 99'));
+  });
+
+  it('pollTicks reports the finished runs by the tick they ran for and the missed ticks with their reason; a tick recorded missed once stays so', async () => {
+    const T = 15_000 * Math.floor(T0 / 15_000);
+    const ran = async (tick: number | undefined, at: number, finish = true) => {
+      const id = await store.startPollRun('prod', 'file', at, tick);
+      if (finish) await store.finishPollRun(id, { endedAt: at + 500, events: 0, tokenUses: 0 });
+    };
+    await ran(T, T + 10);
+    await ran(undefined, T + 20); // the start-up poll or /tokens scan: no tick
+    await ran(T + 30_000, T + 30_010, false); // still running (or its replica died): not counted
+    await ran(T + 45_000, T + 45_010);
+    await store.startPollRun('staging', 'file', T + 15_010, T + 15_000);
+    expect(await store.recordMissedPoll({ cluster: 'prod', scheduledAt: T + 15_000, reason: 'overlap', replica: 'tw-a-1a2b3c', recordedAt: T + 15_001 })).toBe(true);
+    expect(await store.recordMissedPoll({ cluster: 'prod', scheduledAt: T + 15_000, reason: 'unowned', replica: 'tw-b-4d5e6f', recordedAt: T + 16_000 })).toBe(false);
+    expect(await store.recordMissedPoll({ cluster: 'prod', scheduledAt: T + 60_000, reason: 'unowned', recordedAt: T + 75_000 })).toBe(true);
+    expect(await store.pollTicks('prod', T)).toEqual({ polled: [T, T + 45_000], missed: [{ scheduledAt: T + 15_000, reason: 'overlap' }, { scheduledAt: T + 60_000, reason: 'unowned' }] });
+    expect(await store.pollTicks('prod', T + 16_000)).toEqual({ polled: [T + 45_000], missed: [{ scheduledAt: T + 60_000, reason: 'unowned' }] });
+    expect(await store.pollTicks('other', T)).toEqual({ polled: [], missed: [] });
+    // Retention drops missed ticks with the poll runs.
+    await store.prunePollRuns(T + 50_000);
+    expect((await store.pollTicks('prod', 0)).missed).toEqual([{ scheduledAt: T + 60_000, reason: 'unowned' }]);
   });
 
   it('prunePollRuns keeps the latest run of each cluster', async () => {

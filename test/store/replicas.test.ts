@@ -2,7 +2,8 @@
  * The one-winner guarantees between replicas, on every backend (test/store/backends.ts): two stores on the same data
  * (SQLite: two connections to one file; PostgreSQL: two pools, as two replicas on different nodes) racing in the same
  * event-loop turn ("the same millisecond"): one open action per target, one transition out of a state, one claim of
- * a Slack request key, and an alert intent seen by the other replica.
+ * a Slack request key, one verification conclusion per action, one
+ * taker of a scan request, and an alert intent seen by the other replica.
  */
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { Store } from '../../src/store/types.js';
@@ -59,6 +60,37 @@ describe.each(storeBackends())('replicas on one store (%s)', (_name, backend) =>
     // Another replica sees a key claimed by the first; an expired one may be claimed again.
     expect(await b!.claimSlackRequest(['sig:0'], T0 + 1, T0 + 360_000)).toBe(false);
     expect(await b!.claimSlackRequest(['sig:0'], T0 + 360_001, T0 + 720_000)).toBe(true);
+  });
+
+  it('a verification or probe-check conclusion is recorded once across replicas racing for it', async () => {
+    const [a, b] = await replicas();
+    for (let r = 0; r < ROUNDS; r++) {
+      await a!.createApproval(approval({ id: `v-${r}`, state: 'succeeded' }));
+      const verified = await Promise.all([a!.concludeVerification(`v-${r}`, 'resolved', T0 + r), b!.concludeVerification(`v-${r}`, 'recurrence', T0 + r)]);
+      expect(verified.filter(Boolean), `round ${r}`).toHaveLength(1);
+      const probed = await Promise.all([b!.concludeProbeCheck(`v-${r}`, 'rewritten', T0 + r), a!.concludeProbeCheck(`v-${r}`, 'not-rewritten', T0 + r)]);
+      expect(probed.filter(Boolean), `round ${r}`).toHaveLength(1);
+      const stored = await b!.getApproval(`v-${r}`);
+      expect(stored?.verification).toEqual({ outcome: verified[0] ? 'resolved' : 'recurrence', at: T0 + r });
+      expect(stored?.probeCheck).toEqual({ outcome: probed[0] ? 'rewritten' : 'not-rewritten', at: T0 + r });
+    }
+  });
+
+  it('a scan request left by one replica is taken once by the replicas racing for it, keeping its first time', async () => {
+    const [a, b] = await replicas();
+    for (let r = 0; r < ROUNDS; r++) {
+      await Promise.all([a!.scanRequests.request('prod', T0 + r), b!.scanRequests.request('prod', T0 + r + 1)]);
+      await a!.scanRequests.request('prod', T0 + r + 2);
+      const taken = await Promise.all([a!.scanRequests.take('prod'), b!.scanRequests.take('prod')]);
+      const got = taken.filter((t) => t !== undefined);
+      expect(got, `round ${r}`).toHaveLength(1);
+      expect([T0 + r, T0 + r + 1]).toContain(got[0]);
+      expect(await b!.scanRequests.take('prod')).toBeUndefined();
+    }
+    // One cluster's request is not another's.
+    await a!.scanRequests.request('prod', T0);
+    expect(await b!.scanRequests.take('staging')).toBeUndefined();
+    expect(await b!.scanRequests.take('prod')).toBe(T0);
   });
 
   it('an alert intent written by one replica is seen by the other, which then does not post again', async () => {
