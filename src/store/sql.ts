@@ -44,7 +44,7 @@ export interface SqlExecutor {
    * to its worker thread; PostgreSQL: one round trip), and returns how many rows each run changed, in row order.
    * Outside a transaction the rows run in one transaction of their own (all or none). The first failing row fails
    * the call (inside a transaction, the caller's transaction then rolls back as for any failed statement).
-   * For the hot loops of the store (seen auditIDs, token records), where one message per row would add up.
+   * For the hot loops of the store (token records, findings), where one message per row would add up.
    */
   runMany(sql: string, rows: readonly SqlParams[]): Promise<number[]>;
   /**

@@ -15,7 +15,7 @@ import { openSqliteExecutor, sqliteWorkerEntry } from '../../src/store/sqlite.js
 import type { Store } from '../../src/store/types.js';
 import { isStoreUnavailable } from '../../src/store/unavailable.js';
 import { storeBackends } from './backends.js';
-import { T0, tempDir } from './helpers.js';
+import { finding, T0, tempDir } from './helpers.js';
 
 /** A statement that keeps SQLite busy for a while (counts to 3 million in a recursive CTE). */
 const HEAVY = 'WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 3000000) SELECT count(*) AS n FROM c';
@@ -170,9 +170,21 @@ describe.each(storeBackends())('runMany (%s)', (_name, backend) => {
   it('more rows than one batch of PostgreSQL text (500), all counted', async () => {
     const store = await backend.open();
     const ids = Array.from({ length: 1234 }, (_, i) => `id-${i}`);
-    expect(await store.markSeen('prod', ids.slice(0, 600), T0)).toEqual(ids.slice(0, 600));
-    expect(await store.markSeen('prod', ids, T0)).toEqual(ids.slice(600));
+    const insert = 'INSERT INTO seen (cluster, audit_id, seen_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING';
+    expect(await store.sql.runMany(insert, ids.slice(0, 600).map((id) => ['prod', id, T0]))).toEqual(Array(600).fill(1));
+    expect(await store.sql.runMany(insert, ids.map((id) => ['prod', id, T0]))).toEqual([...Array(600).fill(0), ...Array(634).fill(1)]);
     expect(await store.countSeen('prod')).toBe(1234);
+  });
+
+  it('saves more findings than one read names (512), an id given twice inserted once and then updated', async () => {
+    const store = await backend.open();
+    const many = Array.from({ length: 600 }, (_, i) => finding({ id: `f-${i}`, serviceAccount: `sa-${i}` }));
+    expect((await store.saveFindings('prod', many, T0)).filter((c) => c.isNew)).toHaveLength(600);
+    const changes = await store.saveFindings('prod', [...many, finding({ id: 'f-new' }), finding({ id: 'f-new', severity: 'critical' })], T0 + 1);
+    expect(changes.filter((c) => c.isNew).map((c) => c.id)).toEqual(['f-new']);
+    expect(changes.at(-1)).toMatchObject({ id: 'f-new', isNew: false, severity: 'critical', previousSeverity: 'warning' });
+    expect((await store.getFinding('f-new'))?.severity).toBe('critical');
+    expect(await store.listFindings('prod')).toHaveLength(601);
   });
 
   it('outside a transaction: all rows or none', async () => {
