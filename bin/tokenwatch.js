@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 // An older Node fails deep inside a dependency (undici, better-sqlite3) with an unhelpful message. The commands that
-// need them (`serve`, `sandbox`, `probe`) are refused with what is needed, from package.json `engines`
+// need them (`serve`, `sandbox`, `probe`, `store`: better-sqlite3 13 crashes on Node 20) are refused with what is needed, from package.json `engines`
 // (">=MAJOR.MINOR"), and exit 2 as for any unusable setup; the others (`scan`, `config`) still run there, with a warning.
 {
   const wanted = /^>=(\d+)\.(\d+)/.exec(JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).engines?.node ?? '');
@@ -17,11 +17,11 @@ import { fileURLToPath } from 'node:url';
     const needs = `Node.js ${wanted[1]}.${wanted[2]} or later; this is ${process.version} (${process.execPath})`;
     const how = 'See README "Node versions" for how to get one without replacing the system Node.';
     const command = process.argv[2];
-    if (command === 'serve' || command === 'sandbox' || command === 'probe') {
+    if (command === 'serve' || command === 'sandbox' || command === 'probe' || command === 'store') {
       process.stderr.write(`tokenwatch: ${command} needs ${needs}. ${how}\n`);
       process.exit(2);
     }
-    process.stderr.write(`tokenwatch: warning: tokenwatch supports ${needs}; scan and config still run, serve, sandbox and probe do not. ${how}\n`);
+    process.stderr.write(`tokenwatch: warning: tokenwatch supports ${needs}; scan and config still run, serve, sandbox, probe and store do not. ${how}\n`);
   }
 }
 

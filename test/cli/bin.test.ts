@@ -31,13 +31,13 @@ const run = () => spawnSync(process.execPath, [join(root, 'bin', 'tokenwatch.js'
 
 describe('bin/tokenwatch.js on a Node older than package.json engines', () => {
   const runWith = (args: string[]) => spawnSync(process.execPath, [join(root, 'bin', 'tokenwatch.js'), ...args], { encoding: 'utf8' });
-  it('refuses serve, sandbox and probe (their dependencies need it), saying which Node it needs and which it runs on; scan and config run with a warning', () => {
+  it('refuses serve, sandbox, probe and store (their dependencies need it), saying which Node it needs and which it runs on; scan and config run with a warning', () => {
     const major = Number(process.versions.node.split('.')[0]);
     writeFileSync(join(root, 'package.json'), JSON.stringify({ type: 'module', engines: { node: `>=${major + 1}.0` } }));
     const needs = `Node.js ${major + 1}.0 or later; this is ${process.version} (${process.execPath})`;
     const how = 'See README "Node versions" for how to get one without replacing the system Node.';
     try {
-      for (const command of ['serve', 'sandbox', 'probe']) {
+      for (const command of ['serve', 'sandbox', 'probe', 'store']) {
         const r = runWith([command]);
         expect(r.status).toBe(2);
         expect(r.stdout).toBe(''); // the build's main.js never ran
@@ -47,7 +47,7 @@ describe('bin/tokenwatch.js on a Node older than package.json engines', () => {
         const r = runWith([command]);
         expect(r.status).toBe(0);
         expect(r.stdout).toBe('built\n');
-        expect(r.stderr).toContain(`tokenwatch: warning: tokenwatch supports ${needs}; scan and config still run, serve, sandbox and probe do not. ${how}\n`);
+        expect(r.stderr).toContain(`tokenwatch: warning: tokenwatch supports ${needs}; scan and config still run, serve, sandbox, probe and store do not. ${how}\n`);
       }
       // The same minor rule: this major with a later minor is older too; this exact version is not.
       const [, minor] = process.versions.node.split('.').map(Number);

@@ -7,6 +7,9 @@
 import { CommanderError, type Command } from 'commander';
 import { TokenwatchError } from '../../errors.js';
 
+/** How long a stopped serve waits for its event loop to empty before it exits anyway, ms. */
+const EXIT_GRACE_MS = 2_000;
+
 /** Adds `serve` to the program. */
 export function register(program: Command): void {
   program
@@ -86,7 +89,13 @@ export function register(program: Command): void {
           process.off('SIGINT', onSignal);
           // Running polls are aborted (their committed chunks stay); approvals in progress resume in the next process;
           // only then is the Lease released.
-          void service.stop().then(resolve);
+          void service.stop().then(() => {
+            // Everything tokenwatch started is stopped; a socket a hung peer keeps open (an API server that accepted
+            // the connection and never answers) must not keep the process alive past its grace period: exit once
+            // the loop has had a moment to end by itself. The logger writes synchronously, so nothing is lost.
+            setTimeout(() => process.exit(process.exitCode ?? 0), EXIT_GRACE_MS).unref();
+            resolve();
+          });
         };
         process.on('SIGTERM', onSignal);
         process.on('SIGINT', onSignal);

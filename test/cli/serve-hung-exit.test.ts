@@ -1,0 +1,73 @@
+/**
+ * `tokenwatch serve` exits after SIGTERM even while a cluster's API server holds connections open without answering
+ * (accepts, never replies): the stop aborts what tokenwatch started, and a socket the peer keeps open does not keep the
+ * process alive past a short grace (src/cli/commands/serve.ts). Pods get `terminationGracePeriodSeconds` to stop in.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { cliMain } from '../support/build.js';
+
+const held: Socket[] = [];
+const closers: (() => void)[] = [];
+afterEach(() => {
+  for (const s of held.splice(0)) s.destroy();
+  for (const c of closers.splice(0)) c();
+});
+
+describe('serve with a hung cluster API', () => {
+  it('exits with 0 after SIGTERM while the hung API server still holds its connections open', { timeout: 120_000 }, async () => {
+    const blackHole = createServer((socket) => {
+      held.push(socket);
+      socket.on('error', () => {});
+    });
+    await new Promise<void>((r) => blackHole.listen(0, '127.0.0.1', r));
+    closers.push(() => blackHole.close());
+    const port = (blackHole.address() as { port: number }).port;
+    const dir = mkdtempSync(join(tmpdir(), 'tw-hung-exit-'));
+    const kubeconfig = join(dir, 'kubeconfig');
+    writeFileSync(
+      kubeconfig,
+      `apiVersion: v1\nkind: Config\nclusters:\n- name: hung\n  cluster:\n    server: http://127.0.0.1:${port}\n    insecure-skip-tls-verify: true\nusers:\n- name: u\n  user:\n    token: hung-cluster-token\ncontexts:\n- name: hung\n  context:\n    cluster: hung\n    user: u\ncurrent-context: hung\n`,
+    );
+    const audit = join(dir, 'audit.log');
+    writeFileSync(audit, '');
+    const cfg = join(dir, 'tokenwatch.yaml');
+    writeFileSync(
+      cfg,
+      `store:\n  path: ${join(dir, 'tw.db')}\nhttp:\n  host: 127.0.0.1\n  port: 0\npoll:\n  requestTimeout: 3s\nclusters:\n  - name: hung\n    audit:\n      file:\n        path: ${audit}\n    kubernetes:\n      kubeconfig: ${kubeconfig}\n    schedule: "0 0 1 1 *"\n`,
+    );
+    const child = spawn(process.execPath, [cliMain(), 'serve', '--config', cfg], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+    child.stderr.on('data', (b: Buffer) => (out += b.toString()));
+    const exited = new Promise<{ code: number | null; signal: string | null }>((r) => child.once('exit', (code, signal) => r({ code, signal })));
+    try {
+      // Started, and the watch cache has connected to the black hole (and waits for an answer that never comes).
+      await new Promise<void>((resolve, reject) => {
+        const check = setInterval(() => {
+          if (out.includes('tokenwatch serve started') && held.length > 0) {
+            clearInterval(check);
+            resolve();
+          }
+        }, 50);
+        void exited.then(() => {
+          clearInterval(check);
+          reject(new Error(`serve exited early: ${out}`));
+        });
+      });
+      child.kill('SIGTERM');
+      const end = await exited;
+      expect(end).toEqual({ code: 0, signal: null });
+      expect(out).toContain('"msg":"stopped"');
+      // The peer never closed anything: the process ended on its own account.
+      expect(held.some((s) => !s.destroyed)).toBe(true);
+      expect(out).not.toContain('hung-cluster-token');
+    } finally {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    }
+  });
+});
