@@ -32,7 +32,8 @@
  * ## response_url (`POST /response/<id>`)
  * {@link FakeSlack.responseUrl} mints a URL for a slash command or action payload. A JSON body
  * `{text, blocks, response_type?, replace_original?, delete_original?, thread_ts?}` becomes an ephemeral to the user
- * (default), an in-channel message (`response_type: 'in_channel'`), or replaces/deletes the original message.
+ * (default; in the thread of the message acted on when that is a reply), an in-channel message
+ * (`response_type: 'in_channel'`), or replaces/deletes the original message.
  * Each URL takes at most 5 responses (the documented limit), then answers 404 `used_url`.
  *
  * ## State and events
@@ -724,7 +725,9 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
       postBotMessage(ch, bot, text, pb.blocks, parent);
       return send(res, 200, { ok: true });
     }
-    const e: FakeEphemeral = { channel: ch.id, user: target.user, text, blocks: pb.blocks, messageTs: nextTs(), via: 'response_url', at: now() };
+    // An action's ephemeral response shows where the clicked message is: in its thread when it is a reply.
+    const clicked = target.messageTs ? findMessage(ch, target.messageTs) : undefined;
+    const e: FakeEphemeral = { channel: ch.id, user: target.user, text, blocks: pb.blocks, messageTs: nextTs(), ...(clicked?.threadTs ? { threadTs: clicked.threadTs } : {}), via: 'response_url', at: now() };
     ephemerals.push(e);
     emit({ type: 'ephemeral', ephemeral: e });
     send(res, 200, { ok: true });

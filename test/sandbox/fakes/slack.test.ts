@@ -229,6 +229,21 @@ describe('fake Slack Web API with the real WebClient', () => {
     expect([sixth.status, await sixth.json()]).toEqual([404, { ok: false, error: 'used_url' }]);
   });
 
+  it('response_url of an action on a thread reply: the ephemeral is in that thread from the start', async () => {
+    const parent = await client.chat.postMessage({ channel: 'C0OPS00001', text: 'alert' });
+    const reply = await client.chat.postMessage({ channel: 'C0OPS00001', text: 'approval needed', thread_ts: parent.ts! });
+    const onReply = fake.responseUrl({ channel: 'C0OPS00001', user: 'U0AAAAAAA2', messageTs: reply.ts! });
+    const onParent = fake.responseUrl({ channel: 'C0OPS00001', user: 'U0AAAAAAA2', messageTs: parent.ts! });
+    for (const [url, text] of [[onReply, 'refused in the thread'], [onParent, 'refused on the alert']] as const) {
+      const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ text }) });
+      expect(r.status).toBe(200);
+    }
+    expect(fake.ephemerals({ user: 'U0AAAAAAA2' }).map((e) => [e.text, e.threadTs])).toEqual([
+      ['refused in the thread', parent.ts],
+      ['refused on the alert', undefined],
+    ]);
+  });
+
   it('snapshot is JSON-safe and detached from live state', async () => {
     await client.chat.postMessage({ channel: 'C0OPS00001', text: 'one' });
     const snap = fake.snapshot();
