@@ -2,7 +2,7 @@
 /**
  * `npm run build`: bundles the CLI into `dist/cli/` with esbuild, so that an installed package (and the Docker image)
  * starts fast — every module file costs a resolve, a read and a compile at each start, so fewer, larger files start
- * faster (`--version` and a one-line scan ≤ 0.1 s, README "Benchmark").
+ * faster (`--version` and a one-line scan ≤ 0.1 s, docs/performance.md "Benchmark").
  *
  * - Entry points: `src/cli/main.ts` → `dist/cli/main.js` (run by bin/tokenwatch.js), `src/scan/worker.ts` →
  *   `dist/cli/worker.js` (the scan's worker threads; `parallel.ts` `workerEntry` finds it next to its own chunk) and

@@ -9,7 +9,7 @@
  * request fails with 401. So every client with a stale-token finding would break the moment extension is off, and a
  * cluster is safe only when a long enough, fully read audit window shows no stale use at all.
  *
- * Verdicts (docs/design/contracts.md "--format json", README "Is it safe to turn token extension off?"):
+ * Verdicts (docs/design/contracts.md "--format json", docs/scan.md "Is it safe to turn token extension off?"):
  * - `not-safe`: N clients (stale-token findings, one per ServiceAccount) presented a stale token in the window — each
  *   with its workloads, last use and the fix of its cause. Seen stale use is certain however short the window;
  * - `unknown`: no stale use seen, but the audit data cannot prove it: the log is blind (no audit events read, or

@@ -29,7 +29,7 @@ import type { WorkerMessage, WorkerReply, WorkerTask } from './worker.js';
 /**
  * Inputs smaller than this in all (64 MiB; gzip files counted uncompressed, see `inputBytes`) are read on the main
  * thread: a worker costs ~50 ms to start (its own V8, the bundle's chunks, the WebAssembly search), about what one core
- * scans 64 MiB of plain JSON lines in. Measured on the 2-CPU development VM (`npm run bench` and README "Benchmark"):
+ * scans 64 MiB of plain JSON lines in. Measured on the 2-CPU development VM (`npm run bench` and docs/performance.md "Benchmark"):
  * two threads pay off from ~64 MiB of gzip input and a few hundred MiB of plain lines.
  */
 export const PARALLEL_MIN_BYTES = 64 * 1024 * 1024;

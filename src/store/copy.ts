@@ -1,6 +1,6 @@
 /**
  * `tokenwatch store copy`: moves an embedded SQLite store into a PostgreSQL store without losing history
- * (README "Store"; docs/install.md "Moving to PostgreSQL").
+ * (docs/store.md; docs/install.md "Moving to PostgreSQL").
  *
  * 1. An online backup of the SQLite file (better-sqlite3 `db.backup()`, SQLite's backup API: a consistent snapshot
  *    even while `serve` writes the file; https://sqlite.org/backup.html) into a temporary file, checked with

@@ -1,5 +1,5 @@
 /**
- * README's "Project layout" cannot drift from the tree: its folder table names exactly the folders of `src/` (and
+ * The "Project layout" of docs/development.md cannot drift from the tree: its folder table names exactly the folders of `src/` (and
  * `errors.ts`), its import order and shared modules are those of `.dependency-cruiser.cjs` (IMPORT_ORDER, SHARED), every
  * stage of its flow diagram is a row of the table, and the folder graph that
  * `depcruise src --config .dependency-cruiser.cjs --output-type archi` draws has no edge against that order.
@@ -11,11 +11,11 @@ import { describe, expect, it } from 'vitest';
 
 const ROOT = join(import.meta.dirname, '../..');
 
-/** The README section under `## Project layout`, up to the next `## ` heading. */
+/** The docs/development.md section under `## Project layout`, up to the next `## ` heading. */
 function layoutSection(): string {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  const readme = readFileSync(join(ROOT, 'docs/development.md'), 'utf8');
   const start = readme.indexOf('\n## Project layout\n');
-  expect(start, 'README has a "## Project layout" section').toBeGreaterThan(0);
+  expect(start, 'docs/development.md has a "## Project layout" section').toBeGreaterThan(0);
   const end = readme.indexOf('\n## ', start + 1);
   return readme.slice(start, end < 0 ? undefined : end);
 }
@@ -51,7 +51,7 @@ function readmeImportOrder(section: string): { order: string[]; sharedText: stri
   return { order: m![2]!.split('→').map((s) => s.trim()), sharedText: m![1]! };
 }
 
-describe('README "Project layout"', () => {
+describe('docs/development.md "Project layout"', () => {
   const section = layoutSection();
 
   it('its folder table names exactly the folders of src/ and errors.ts', () => {

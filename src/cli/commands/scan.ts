@@ -219,7 +219,7 @@ Examples:
         const reports = await probeReportsFromFile(flags.probeReport);
         const metricsShowUse = (metrics?.totals['serviceaccount_stale_tokens_total'] ?? 0) > 0;
         result.report.findings = applyProbeReports({ cluster: flags.cluster, reports, findings: result.report.findings, now: result.now, metricsShowUse, maxTokenAge: flags.maxTokenAge });
-        // Every finding is in exactly one group (README, the `groups` key): group again with the probe's findings.
+        // Every finding is in exactly one group (docs/scan.md, the `groups` key): group again with the probe's findings.
         const { groupFindings, groupsJson } = await import('../../findings/groups.js');
         result.report.groups = groupsJson(groupFindings(result.report.findings));
       }

@@ -1,5 +1,5 @@
 /**
- * `tokenwatch store migrate` and `tokenwatch store copy` (README "Store"):
+ * `tokenwatch store migrate` and `tokenwatch store copy` (docs/store.md):
  * - `store migrate [--config FILE]`: applies the schema migrations to the configured store (SQLite `store.path` or
  *   `store.postgres`) and prints its schema version; what `serve` does at start, run ahead of an upgrade (e.g. as a
  *   Helm hook or a Job) so replicas start on a migrated schema.
