@@ -9,7 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { readinessVerdict } from '../../src/findings/readiness.js';
-import { plausibleLatest, runScan } from '../../src/scan/run.js';
+import { runScan } from '../../src/scan/run.js';
+import { EventTimeDensity, judgeEventTimes } from '../../src/scan/clock-skew.js';
 import { jsonDocument } from '../../src/cli/commands/scan.js';
 import { auditEvent, type EventSpec } from '../sources/events.js';
 
@@ -79,7 +80,7 @@ describe('readiness verdict in scan', () => {
   });
 });
 
-describe('default reference time ignores implausible event times', () => {
+describe('event times that survive a wrong clock (src/scan/clock-skew.ts)', () => {
   it('one event stamped 9999-12-31 does not move the reference time, and is named', async () => {
     const forged: EventSpec = { auditID: 'forged', time: Date.parse('9999-12-31T00:00:00Z'), kind: 'plain' };
     const r = await scan([file('forged.log', [...quiet(8), forged])]);
@@ -87,20 +88,70 @@ describe('default reference time ignores implausible event times', () => {
     expect(r.readiness.window.end).toBe('2026-11-09T00:00:00.000Z');
   });
 
-  it('a forged token use far past the bulk is ignored with its reason', () => {
-    const bulk = Array.from({ length: 20 }, (_, i) => START + i * HOUR);
-    const far = START + 400 * DAY;
-    const r = plausibleLatest([...bulk, far], far + DAY);
-    expect(r.latest).toBe(START + 19 * HOUR);
-    expect(r.ignored).toEqual([{ time: new Date(far).toISOString(), reason: `more than 7 days after every other event (next: ${new Date(START + 19 * HOUR).toISOString()})` }]);
-    const future = plausibleLatest([...bulk, Date.parse('9999-12-31T00:00:00Z')], CLOCK() + DAY);
-    expect(future.latest).toBe(START + 19 * HOUR);
-    expect(future.ignored[0]!.reason).toBe("later than the scanning host's clock plus 24 h");
+  it('rule: host clock + 24 h; groups more than 24 h apart from the bulk with at most a quarter of its times; a sparse input is kept', () => {
+    const d = (times: number[]) => {
+      const x = new EventTimeDensity();
+      for (const t of times) x.add(t);
+      return judgeEventTimes(x, CLOCK());
+    };
+    const bulk = Array.from({ length: 40 }, (_, i) => START + i * 90_000); // an hour
+    for (const skew of [2 * DAY, 8 * DAY, -3 * DAY]) {
+      const skewed = Array.from({ length: 10 }, (_, i) => START + skew + i * 60_000);
+      const j = d([...bulk, ...skewed]);
+      expect(j.latest).toBe(START + 39 * 90_000);
+      expect(j.earliest).toBe(START);
+      expect(j.ignored).toEqual([expect.objectContaining({ time: new Date(skewed[0]!).toISOString(), until: new Date(skewed[9]!).toISOString(), count: 10 })]);
+      expect(j.inconsistent(skewed[3]!)).toBe(true);
+      expect(j.inconsistent(bulk[3]!)).toBe(false);
+    }
+    // 11 of 40 (more than a quarter) 2 days later: a real second burst, kept.
+    expect(d([...bulk, ...Array.from({ length: 11 }, (_, i) => START + 2 * DAY + i * 60_000)]).ignored).toEqual([]);
+    // Under 24 h apart: one group.
+    expect(d([...bulk, START + 20 * HOUR]).ignored).toEqual([]);
+    // A sparse input (bulk under 10 times): no bulk to compare with.
+    expect(d([START, START + 30 * DAY]).latest).toBe(START + 30 * DAY);
   });
 
-  it('a sparse input keeps its latest time (no bulk to compare with)', () => {
-    expect(plausibleLatest([START, START + 30 * DAY], CLOCK() + DAY).latest).toBe(START + 30 * DAY);
-  });
+  for (const [name, skew] of [['2 days', 2 * DAY], ['8 days', 8 * DAY]] as const) {
+    it(`10 events stamped ${name} ahead of an hour of normal events: reference time, window and rejection dates ignore them, readiness is never safe`, async () => {
+      // An hour of normal events: 60 stale uses of one token (EKS rejects 90 days after warnAfter) and plain events.
+      const warnAfter = START - 80 * DAY;
+      const normal: EventSpec[] = Array.from({ length: 60 }, (_, i) => {
+        const time = START + i * 60_000;
+        return { auditID: `n${i}`, time, kind: 'stale', namespace: 'logging', serviceAccount: 'fluent-bit', pod: 'fluent-bit-x1', secondsAfterWarning: Math.floor((time - warnAfter) / 1000) };
+      });
+      // The same client through a control-plane node whose clock runs ahead: event time + skew, same real warnAfter.
+      const skewed: EventSpec[] = Array.from({ length: 10 }, (_, i) => {
+        const real = START + 30 * 60_000 + i * 60_000;
+        return { auditID: `k${i}`, time: real + skew, kind: 'stale', namespace: 'logging', serviceAccount: 'fluent-bit', pod: 'fluent-bit-x1', secondsAfterWarning: Math.floor((real - warnAfter) / 1000) };
+      });
+      const f = file(`skew-${name}.log`, [...normal.slice(0, 30), ...skewed, ...normal.slice(30)]);
+      // With the host clock long after the log (an old export) and with it right after the log: the same result.
+      for (const clock of [CLOCK, () => START + 2 * HOUR]) {
+        const r = await scan([f], { clock });
+        expect(new Date(r.now).toISOString()).toBe(new Date(START + 59 * 60_000).toISOString());
+        expect(r.readiness.window.end).toBe(new Date(START + 59 * 60_000).toISOString());
+        expect(r.readiness.verdict).not.toBe('safe');
+        const fb = r.report.findings.filter((x) => x.kind === 'stale-token');
+        expect(fb).toHaveLength(1);
+        // One token, its real rejection date: no phantom token at warnAfter + skew.
+        expect(fb[0]!.tokens.map((t) => t.rejectionAt)).toEqual([new Date(warnAfter + 90 * DAY).toISOString()]);
+        expect(fb[0]!.requests).toBe(60);
+        expect(r.ignoredEventTimes).toEqual([
+          expect.objectContaining({ time: new Date(skewed[0]!.time).toISOString(), until: new Date(skewed[9]!.time).toISOString(), count: 10, source: f }),
+        ]);
+      }
+      // A quiet hour-long log (no stale use): never "safe" on a window the skewed times would stretch.
+      const quietSkewed = file(`quiet-skew-${name}.log`, [
+        ...Array.from({ length: 60 }, (_, i): EventSpec => ({ auditID: `q${i}`, time: START + i * 60_000, kind: 'legacy', namespace: 'ci', serviceAccount: 'jenkins' })),
+        ...Array.from({ length: 10 }, (_, i): EventSpec => ({ auditID: `qs${i}`, time: START + skew + i * 60_000, kind: 'legacy', namespace: 'ci', serviceAccount: 'jenkins' })),
+      ]);
+      const q = await scan([quietSkewed], { readinessMinWindowMs: 0 });
+      expect(q.readiness.verdict).toBe('unknown');
+      expect(q.readiness.summary).toMatch(/^unknown: audit timestamps inconsistent: 10 event times left out/);
+      expect(q.readiness.window.seconds).toBe(59 * 60);
+    });
+  }
 });
 
 describe('a repeated auditID does not hide a token use', () => {
