@@ -140,7 +140,7 @@ export interface RenderOptions {
    */
   metricsShowUse?: boolean;
   /**
-   * Event times left out as inconsistent (`src/scan/clock-skew.ts`): the footer says how many, from when, and in which
+   * Event times left out as inconsistent (`src/findings/clock-skew.ts`): the footer says how many, from when, and in which
    * file, under the reference-time line.
    */
   ignoredEventTimes?: readonly { time: string; until?: string; count?: number; source?: string }[];

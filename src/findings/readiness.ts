@@ -52,7 +52,7 @@ export interface ReadinessCoverage {
   gaps: string[];
   /**
    * Set when event times were left out as inconsistent (a wrong clock on a control-plane node, forged stamps;
-   * `src/scan/clock-skew.ts`): what was left out. The window may then be wrong, so the verdict is never `safe`.
+   * `src/findings/clock-skew.ts`): what was left out. The window may then be wrong, so the verdict is never `safe`.
    */
   inconsistentTimes?: string;
 }

@@ -31,6 +31,7 @@
  */
 import { isStoreUnavailable } from '../store/unavailable.js';
 import type { TokenUse } from '../audit/types.js';
+import { HOST_CLOCK_MARGIN_MS, noteIgnoredTime, type IgnoredEventTimes } from '../findings/clock-skew.js';
 import { createReadStats } from '../sources/reader.js';
 import { tokenUsesFromWrappedText } from '../audit/records.js';
 import type { ClusterStateSource } from '../cluster/types.js';
@@ -108,6 +109,11 @@ export interface PollOutcome {
   commits: number;
   /** Most token uses held in memory at once, uncommitted: at most {@link PollerDeps.chunkEvents} except in Logs Insights mode. */
   maxHeld: number;
+  /**
+   * Token uses left out because their event time is later than the host clock plus 24 h (rule 1 of
+   * `src/findings/clock-skew.ts`: a wrong clock on a control-plane node): they make no token, request or rejection date.
+   */
+  ignoredEventTimes?: IgnoredEventTimes;
   /** Why the poll failed; the cursor stayed at the last committed chunk (where the poll started if none was). */
   error?: string;
 }
@@ -369,7 +375,12 @@ export class ClusterPoller {
         if (pending.length > outcome.maxHeld) outcome.maxHeld = pending.length;
       };
       // A promise only when the chunk is full (the hot path stays synchronous).
+      const ceiling = this.clock() + HOST_CLOCK_MARGIN_MS;
       const hold = (u: TokenUse): Promise<void> | undefined => {
+        if (u.time > ceiling) {
+          outcome.ignoredEventTimes = noteIgnoredTime(outcome.ignoredEventTimes, u.time, source.id);
+          return undefined;
+        }
         // Full: commit what is held without moving the cursor (safe: a re-read drops these auditIDs as seen).
         if (!holdAll && pending.length >= chunkEvents) return commit(undefined, false).then(() => push(u));
         push(u);
@@ -495,6 +506,7 @@ export class ClusterPoller {
         metricsError,
         probeError,
         clusterEvents: outcome.clusterEvents,
+        ignoredEventTimes: outcome.ignoredEventTimes,
         lastPollCost: { requests: sourceStats.requests, bytes: sourceStats.bytes, ...(sourceStats.insights ? { insights: { ...sourceStats.insights } } : {}) },
       };
       if (sourceStats.insights) metrics?.pollInsightsBytes.set({ cluster: cluster.name }, sourceStats.insights.bytesScanned);

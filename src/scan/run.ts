@@ -13,7 +13,7 @@ import type { MaxTokenAge } from '../config/max-token-age.js';
 import { readinessVerdict, type Readiness } from '../findings/readiness.js';
 import { applyCredentialEvents, detectCredentialEvents, type ClusterEvent } from '../findings/cluster-events.js';
 import { earliestEventTimeOfFiles, latestEventTimeOfFiles } from './latest-event.js';
-import { EventTimeDensity, inconsistentTimesText, judgeEventTimes, type IgnoredEventTime } from './clock-skew.js';
+import { EventTimeDensity, inconsistentTimesText, judgeEventTimes, type IgnoredEventTime } from '../findings/clock-skew.js';
 import { STDIN } from '../sources/reader.js';
 
 /** Progress of the read of one input file (bytes of the file on disk, compressed for `.gz`). */
@@ -57,7 +57,7 @@ export interface ScanOptions {
   clock?: () => number;
 }
 
-export type { IgnoredEventTime } from './clock-skew.js';
+export type { IgnoredEventTime } from '../findings/clock-skew.js';
 
 /** Evidence line added to findings built only from EKS guide-query rows (no `@message`). */
 export const GUIDE_QUERY_EVIDENCE =

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { readinessVerdict } from '../../src/findings/readiness.js';
 import { runScan } from '../../src/scan/run.js';
-import { EventTimeDensity, judgeEventTimes } from '../../src/scan/clock-skew.js';
+import { EventTimeDensity, judgeEventTimes } from '../../src/findings/clock-skew.js';
 import { jsonDocument } from '../../src/cli/commands/scan.js';
 import { auditEvent, type EventSpec } from '../sources/events.js';
 
@@ -80,7 +80,7 @@ describe('readiness verdict in scan', () => {
   });
 });
 
-describe('event times that survive a wrong clock (src/scan/clock-skew.ts)', () => {
+describe('event times that survive a wrong clock (src/findings/clock-skew.ts)', () => {
   it('one event stamped 9999-12-31 does not move the reference time, and is named', async () => {
     const forged: EventSpec = { auditID: 'forged', time: Date.parse('9999-12-31T00:00:00Z'), kind: 'plain' };
     const r = await scan([file('forged.log', [...quiet(8), forged])]);

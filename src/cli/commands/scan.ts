@@ -47,7 +47,7 @@ interface ScanFlags {
  * The `scan --format json` document: the contract plus the additive `now`, `cluster` and `warnings`
  * (`[{file, code, message, row?}]`, see `ReadNotice`) fields, `stats.truncated` (`[{file, row, message}]`:
  * files not read past data record `row`, 1-based), `ignoredEventTimes` (`[{time, reason, until?, count?, source?}]`:
- * event times left out as inconsistent by the rule of `src/scan/clock-skew.ts`), `readiness` (the token-extension verdict, `Readiness` in
+ * event times left out as inconsistent by the rule of `src/findings/clock-skew.ts`), `readiness` (the token-extension verdict, `Readiness` in
  * `src/findings/readiness.ts`) and `clusterEvents` (`ClusterEvent[]` of `src/findings/cluster-events.ts`: signing-key
  * rotations and issuer changes, once per cluster) and `groups` (`ScanGroup[]` of `src/findings/types.ts`: the
  * findings grouped per ServiceAccount, one entry per alert, each naming its `findings[].id`s).

@@ -158,3 +158,29 @@ export function inconsistentTimesText(ignored: readonly IgnoredEventTime[]): str
   const first = ignored[0];
   return `${n} event time${n === 1 ? '' : 's'} left out${first ? ` (from ${first.time}${first.source ? ` in ${first.source}` : ''})` : ''}`;
 }
+
+/**
+ * What a live poll left out by rule 1 (later than the host clock plus {@link HOST_CLOCK_MARGIN_MS}): how many token
+ * uses, their earliest and latest event time (ISO-8601 UTC) and the audit source that yielded them.
+ */
+export interface IgnoredEventTimes {
+  count: number;
+  first: string;
+  last: string;
+  source: string;
+}
+
+/** Adds one left-out time `t` (epoch ms) of `source` to `so` (undefined: none yet). Pure: returns the new value. */
+export function noteIgnoredTime(so: IgnoredEventTimes | undefined, t: number, source: string): IgnoredEventTimes {
+  const at = iso(t);
+  if (!so) return { count: 1, first: at, last: at, source };
+  // ISO-8601 UTC strings of one format order as their times do.
+  const [first, , last] = [at, so.first, so.last].sort();
+  return { count: so.count + 1, first: first as string, last: last as string, source: so.source };
+}
+
+/** The readiness reason and status line of {@link IgnoredEventTimes}. */
+export function ignoredTimesText(so: IgnoredEventTimes): string {
+  const range = so.first === so.last ? so.first : `${so.first} to ${so.last}`;
+  return `${so.count} token use${so.count === 1 ? '' : 's'} stamped ${range} left out of the last poll (${so.source}): later than the host clock plus ${HOST_CLOCK_MARGIN_MS / HOUR_MS} h — a wrong clock on a control-plane node?`;
+}
