@@ -261,7 +261,7 @@ export function classifyCause(input: CauseInput, catalog: CauseCatalog = DEFAULT
 export const OWN_TOKEN_FIX =
   'The client library already re-reads the projected token file; this application keeps a token of its own. Find where it reads /var/run/secrets/kubernetes.io/serviceaccount/token once (a bearer or OAuth token put into its client configuration, or a client built once at start and kept) and let the library load the in-cluster configuration itself, or re-read the file at use time. A rollout restart gives a fresh token but only buys one more period (90 days on EKS).';
 
-const GENERIC: Record<Exclude<CauseId, 'legacy-secret-token'>, { summary: string; fix: string; sources: string[] }> = {
+const GENERIC: Record<Exclude<CauseId, 'legacy-secret-token' | 'cluster-credential-change'>, { summary: string; fix: string; sources: string[] }> = {
   'static-token-file': {
     summary:
       'The token is presented from outside the pod (e.g. copied into a kubeconfig or file on the host) and that copy is never refreshed when the kubelet rotates the projected token.',
@@ -292,7 +292,7 @@ const GENERIC: Record<Exclude<CauseId, 'legacy-secret-token'>, { summary: string
   },
 };
 
-function generic(id: Exclude<CauseId, 'legacy-secret-token'>, evidence: string[]): Cause {
+function generic(id: Exclude<CauseId, 'legacy-secret-token' | 'cluster-credential-change'>, evidence: string[]): Cause {
   const g = GENERIC[id];
   return { id, component: null, summary: g.summary, fix: g.fix, evidence: cappedEvidence(evidence), sources: [...g.sources] };
 }
