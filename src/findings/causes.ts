@@ -530,7 +530,7 @@ function matchUserAgents(entry: CatalogEntry, ctx: Context, explained: string[],
         ? '; version unknown: no matching container image in cluster state'
         : '; version unknown: no cluster state'
       : '';
-    return { status: 'match', evidence: [`user agent "${ua}" identifies ${entry.name}${unknownVersion}`] };
+    return { status: 'match', evidence: [`user agent "${ua}" identifies ${m.versions ? unversionedName(entry) : entry.name}${unknownVersion}`] };
   }
   return ruledOut.length > 0 ? { status: 'ruled-out', evidence: ruledOut, fixed } : { status: 'none' };
 }
@@ -582,6 +582,15 @@ function ambiguousReading(entry: CatalogEntry, ua: string, catalog: CauseCatalog
 }
 
 /** Stage 3: the ServiceAccount, only when cluster state shows no image at all. */
+/**
+ * An entry's name without the version range it claims (`Multus CNI thin plugin (v3 and older)` → `Multus CNI thin
+ * plugin`, `… v4` → `…`): what a match says when no image tells the version, so a v4 client is never called "v3 and
+ * older" from its user agent or ServiceAccount alone.
+ */
+function unversionedName(entry: CatalogEntry): string {
+  return entry.name.replace(/\s*\([^)]*\)\s*$/, '').replace(/\s+v\d[\w.]*$/, '');
+}
+
 function matchServiceAccount(entry: CatalogEntry, ctx: Context): EntryResult {
   const sa = ctx.serviceAccount;
   if (!entry.match.serviceAccounts || ctx.candidates.length > 0 || !sa) return { status: 'none' };
@@ -591,7 +600,7 @@ function matchServiceAccount(entry: CatalogEntry, ctx: Context): EntryResult {
   if (!hit) return { status: 'none' };
   return {
     status: 'match',
-    evidence: [`ServiceAccount ${sa.namespace}/${sa.name} is the one ${entry.name} uses (no container image known to confirm)`],
+    evidence: [`ServiceAccount ${sa.namespace}/${sa.name} is the one ${entry.match.versions ? unversionedName(entry) : entry.name} uses (no container image known to confirm)`],
   };
 }
 
