@@ -222,3 +222,18 @@ export function applyCredentialEvents(findings: readonly Finding[], events: read
   for (const e of events) out.push(clusterFinding(e, findings));
   return out;
 }
+
+/**
+ * Adds to each `cluster-credential` finding the evidence that event times were left out as inconsistent in the same
+ * input or poll (`clock-skew.ts`): a control-plane clock off by days refuses tokens as "not yet valid" or "expired",
+ * so a skewed clock is the likely cause among the three. `skew` is the one-line description of what was left out.
+ * Returns new finding objects for the changed ones.
+ */
+export function noteClockSkew(findings: readonly Finding[], skew: string | undefined): Finding[] {
+  if (skew === undefined) return [...findings];
+  return findings.map((f) =>
+    f.kind === 'cluster-credential'
+      ? { ...f, cause: { ...f.cause, evidence: [...f.cause.evidence, `audit timestamps inconsistent in the same data: ${skew} — a control-plane clock off by that much refuses valid tokens: check NTP on the control-plane nodes`] } }
+      : f,
+  );
+}

@@ -31,7 +31,7 @@
  */
 import { isStoreUnavailable } from '../store/unavailable.js';
 import type { TokenUse } from '../audit/types.js';
-import { HOST_CLOCK_MARGIN_MS, noteIgnoredTime, type IgnoredEventTimes } from '../findings/clock-skew.js';
+import { HOST_CLOCK_MARGIN_MS, ignoredTimesText, noteIgnoredTime, type IgnoredEventTimes } from '../findings/clock-skew.js';
 import { createReadStats } from '../sources/reader.js';
 import { tokenUsesFromWrappedText } from '../audit/records.js';
 import type { ClusterStateSource } from '../cluster/types.js';
@@ -50,7 +50,7 @@ import type { TokenMetricsMonitor } from './token-metrics-monitor.js';
 import { applyProbeReports } from '../probe/findings.js';
 import type { ProbeReportSource } from '../probe/objects.js';
 import { compareFindings } from '../findings/build.js';
-import { applyCredentialEvents, detectCredentialEvents, type ClusterEvent } from '../findings/cluster-events.js';
+import { applyCredentialEvents, detectCredentialEvents, noteClockSkew, type ClusterEvent } from '../findings/cluster-events.js';
 import type { SlackPollHealth } from '../slack/context.js';
 import { TimeSlicer } from '../core/slice.js';
 
@@ -446,7 +446,7 @@ export class ClusterPoller {
       // Many ServiceAccounts refused in the same minute across namespaces is the cluster's doing (a key rotation), not
       // many clients caching tokens: the recovered ones lose that cause (as `scan` does, src/findings/cluster-events.ts).
       outcome.clusterEvents = detectCredentialEvents(built);
-      const findings = applyCredentialEvents(built, outcome.clusterEvents);
+      const findings = noteClockSkew(applyCredentialEvents(built, outcome.clusterEvents), outcome.ignoredEventTimes ? ignoredTimesText(outcome.ignoredEventTimes) : undefined);
       if (outcome.clusterEvents.length) findings.sort(compareFindings);
       let metricsError: string | undefined;
       let metricsShowUse = false;

@@ -11,7 +11,7 @@ import { TokenAggregator } from '../findings/aggregate.js';
 import type { Finding, ScanReport, SeverityThresholds } from '../findings/types.js';
 import type { MaxTokenAge } from '../config/max-token-age.js';
 import { readinessVerdict, type Readiness } from '../findings/readiness.js';
-import { applyCredentialEvents, detectCredentialEvents, type ClusterEvent } from '../findings/cluster-events.js';
+import { applyCredentialEvents, detectCredentialEvents, noteClockSkew, type ClusterEvent } from '../findings/cluster-events.js';
 import { earliestEventTimeOfFiles, latestEventTimeOfFiles } from './latest-event.js';
 import { EventTimeDensity, inconsistentTimesText, judgeEventTimes, type IgnoredEventTime } from '../findings/clock-skew.js';
 import { STDIN } from '../sources/reader.js';
@@ -233,7 +233,7 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
     ...(state ? { state } : {}),
   });
   const clusterEvents = detectCredentialEvents(built);
-  const findings = applyCredentialEvents(built, clusterEvents).sort(compareFindings);
+  const findings = noteClockSkew(applyCredentialEvents(built, clusterEvents), ignoredEventTimes.length > 0 ? inconsistentTimesText(ignoredEventTimes) : undefined).sort(compareFindings);
   if (notices.some((n) => n.code === 'guide-query')) for (const f of findings) noteGuideQueryLimits(f);
   if (notices.some((n) => n.code === 'gke-fields')) for (const f of findings) noteGkeLimits(f);
 

@@ -12,6 +12,7 @@ import { readinessVerdict } from '../../src/findings/readiness.js';
 import { runScan } from '../../src/scan/run.js';
 import { EventTimeDensity, judgeEventTimes } from '../../src/findings/clock-skew.js';
 import { jsonDocument } from '../../src/cli/commands/scan.js';
+import { renderScanTable } from '../../src/cli/format.js';
 import { auditEvent, type EventSpec } from '../sources/events.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tw-readiness-'));
@@ -152,6 +153,31 @@ describe('event times that survive a wrong clock (src/findings/clock-skew.ts)', 
       expect(q.readiness.window.seconds).toBe(59 * 60);
     });
   }
+});
+
+describe('a skewed control-plane clock that explains 401s', () => {
+  it('is named on the one cluster-level finding, and the table footer lists the times left out', async () => {
+    const items: unknown[] = [];
+    const specs: EventSpec[] = [];
+    // An hour of normal events: a legacy-token client.
+    for (let i = 0; i < 60; i++) specs.push({ auditID: `l${i}`, time: START + i * 60_000, kind: 'legacy', namespace: 'ci', serviceAccount: 'jenkins' });
+    // 6 ServiceAccounts refused from minute 30, staggered by 40 s, without end: attributed by their pods' addresses.
+    for (let c = 0; c < 6; c++) {
+      const ip = `10.5.0.${10 + c}`;
+      items.push({ kind: 'Pod', apiVersion: 'v1', metadata: { namespace: `ns${c % 3}`, name: `app${c}-x1`, uid: `app${c}-uid` }, spec: { serviceAccountName: `app${c}`, containers: [{ name: 'app', image: 'acme/app:1.0' }] }, status: { phase: 'Running', startTime: '2026-10-01T00:00:00Z', podIP: ip, hostIP: '10.0.0.1' } });
+      for (let t = START + 30 * 60_000 + c * 40_000; t < START + 60 * 60_000; t += 5 * 60_000) specs.push({ auditID: `u${c}-${t}`, time: t, kind: 'unauthorized', sourceIP: ip, userAgent: `app${c}/1.0` });
+    }
+    // The node with the skewed clock: 10 token uses stamped 2 days ahead.
+    for (let i = 0; i < 10; i++) specs.push({ auditID: `k${i}`, time: START + 2 * DAY + i * 60_000, kind: 'legacy', namespace: 'ci', serviceAccount: 'jenkins' });
+    const snap = join(dir, 'skew-snapshot.json');
+    writeFileSync(snap, JSON.stringify({ kind: 'List', apiVersion: 'v1', items }));
+    const r = await scan([file('skew-401.log', specs)], { snapshot: snap });
+    const cluster = r.report.findings.filter((f) => f.kind === 'cluster-credential');
+    expect(cluster).toHaveLength(1);
+    expect(cluster[0]!.cause.evidence.join('\n')).toContain('audit timestamps inconsistent in the same data: 10 event times left out');
+    const table = renderScanTable(r.report, { now: r.now, nowSource: r.nowSource, color: false, readiness: r.readiness, ignoredEventTimes: r.ignoredEventTimes });
+    expect(table).toContain(`left out: 10 event times ${new Date(START + 2 * DAY).toISOString()} to ${new Date(START + 2 * DAY + 9 * 60_000).toISOString()}`);
+  });
 });
 
 describe('a repeated auditID does not hide a token use', () => {
