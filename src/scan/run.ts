@@ -13,7 +13,7 @@ import type { MaxTokenAge } from '../config/max-token-age.js';
 import { readinessVerdict, type Readiness } from '../findings/readiness.js';
 import { applyCredentialEvents, detectCredentialEvents, noteClockSkew, type ClusterEvent } from '../findings/cluster-events.js';
 import { earliestEventTimeOfFiles, latestEventTimeOfFiles } from './latest-event.js';
-import { EventTimeDensity, inconsistentTimesText, judgeEventTimes, type IgnoredEventTime } from '../findings/clock-skew.js';
+import { EventTimeDensity, MAX_SKEWED_SHARE, SKEW_GAP_MS, inconsistentTimesText, judgeEventTimes, type IgnoredEventTime } from '../findings/clock-skew.js';
 import { STDIN } from '../sources/reader.js';
 
 /** Progress of the read of one input file (bytes of the file on disk, compressed for `.gz`). */
@@ -152,8 +152,18 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
   const abort = new AbortController();
   const tailFiles = plan ? opts.files.filter((f) => !plan.workerTailFiles.has(f)) : opts.files;
   // Tails and heads are read also when `now` is given: they bound the audit window of the readiness verdict.
-  const tails = latestEventTimeOfFiles(tailFiles, abort.signal);
-  const heads = earliestEventTimeOfFiles(opts.files);
+  // Times of a file's first or last lines that the clock-skew rule leaves out (among those lines' own times).
+  // A small file's head and tail are the same lines: each (file, time) once.
+  const edgeSkewed: { time: number; file?: string }[] = [];
+  const edgeSeen = new Set<string>();
+  const onSkewed = (time: number, file?: string) => {
+    const k = `${file ?? ''}\0${time}`;
+    if (edgeSeen.has(k) || edgeSkewed.length >= 10_000) return;
+    edgeSeen.add(k);
+    edgeSkewed.push(file !== undefined ? { time, file } : { time });
+  };
+  const tails = latestEventTimeOfFiles(tailFiles, abort.signal, onSkewed);
+  const heads = earliestEventTimeOfFiles(opts.files, onSkewed);
   let latest: number | undefined;
   const notices: ReadNotice[] = [];
   const readOpts: ReadOptions = {
@@ -205,7 +215,7 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
   const judged = judgeEventTimes(density, clock());
   latest = judged.latest;
   const earliest = judged.earliest;
-  let ignoredEventTimes = judged.ignored;
+  let ignoredEventTimes = [...judged.ignored, ...edgeSkewedEntries(edgeSkewed.filter((t) => !judged.inconsistent(t.time)))];
   let usesAggregator = aggregator;
   if (ignoredEventTimes.length > 0 && useDensity.sorted().some((b) => judged.inconsistent(b.min) || judged.inconsistent(b.max))) {
     const again = await withoutInconsistentUses(opts, aggregator, judged.inconsistent, ignoredEventTimes);
@@ -280,6 +290,26 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
     clusterEvents,
     ...(latest !== undefined ? { latestEventTime: latest } : {}),
   };
+}
+
+/** One `ignoredEventTimes` entry per file for the times of its first or last lines the clock-skew rule left out. */
+function edgeSkewedEntries(times: readonly { time: number; file?: string }[]): IgnoredEventTime[] {
+  const byFile = new Map<string, number[]>();
+  for (const t of times) {
+    const k = t.file ?? '';
+    byFile.set(k, [...(byFile.get(k) ?? []), t.time]);
+  }
+  return [...byFile.entries()].map(([file, ts]) => {
+    const from = Math.min(...ts);
+    const to = Math.max(...ts);
+    return {
+      time: new Date(from).toISOString(),
+      ...(to !== from ? { until: new Date(to).toISOString() } : {}),
+      count: ts.length,
+      reason: `among the file's first or last lines, more than ${SKEW_GAP_MS / 3_600_000} h apart from the rest of them and at most ${MAX_SKEWED_SHARE * 100}% as many — a wrong clock on the node that wrote them?`,
+      ...(file !== '' ? { source: file } : {}),
+    };
+  });
 }
 
 /**

@@ -155,6 +155,25 @@ describe('event times that survive a wrong clock (src/findings/clock-skew.ts)', 
   }
 });
 
+describe('ordinary events stamped days ahead at the end of a quiet log', () => {
+  for (const [name, skew] of [['2 days', 2 * DAY], ['8 days', 8 * DAY]] as const) {
+    it(`an hour of events, then 10 stamped ${name} ahead: the window stays one hour, the times are listed, never "safe"`, async () => {
+      const specs: EventSpec[] = [];
+      for (let i = 0; i < 120; i++) specs.push({ auditID: `p${i}`, time: START + i * 30_000, kind: 'plain' });
+      for (let i = 0; i < 10; i++) specs.push({ auditID: `s${i}`, time: START + 60 * 60_000 + skew + i * 1000, kind: 'plain' });
+      const f = file(`quiet-plain-skew-${name}.log`, specs);
+      for (const min of [undefined, 0]) {
+        const r = await scan([f], min === undefined ? {} : { readinessMinWindowMs: min });
+        expect(r.readiness.window.end).toBe(new Date(START + 119 * 30_000).toISOString());
+        expect(r.readiness.verdict).toBe('unknown');
+        expect(r.readiness.summary).toMatch(/^unknown: audit timestamps inconsistent: 10 event times left out/);
+        expect(r.ignoredEventTimes).toEqual([expect.objectContaining({ time: new Date(START + 60 * 60_000 + skew).toISOString(), count: 10, source: f })]);
+        expect(new Date(r.now).toISOString()).toBe(new Date(START + 119 * 30_000).toISOString());
+      }
+    });
+  }
+});
+
 describe('a skewed control-plane clock that explains 401s', () => {
   it('is named on the one cluster-level finding, and the table footer lists the times left out', async () => {
     const items: unknown[] = [];
