@@ -6,7 +6,7 @@
  *
  * Pure and synchronous: feed it Buffers in any chunking. It walks the JSON structure byte by byte (strings,
  * escapes, nesting) without building objects, looks only at the message string of each record, runs the needle
- * prefilter on the still-escaped bytes (neither needle contains a character JSON escapes), and decodes + parses
+ * prefilter on the still-escaped bytes (no needle contains a character JSON escapes), and decodes + parses
  * only the messages that pass. On a 270 MB export it took 2–3 s and 55 MB RSS where stream-json
  * (parser + pick + streamValues) took 29 s and 177 MB. A message longer than `maxLineBytes` is counted
  * malformed without being buffered past that limit.
@@ -17,11 +17,9 @@
  * document cannot be located); records completed before it are kept.
  */
 import type { ReadStats, TokenUse } from './types.js';
-import { TOKEN_ANNOTATION_NEEDLE, UNAUTHORIZED_NEEDLE, tokenUseFromJson } from './records.js';
+import { PREFILTER_NEEDLE_BUFFERS, tokenUseFromJson } from './records.js';
 import { DEFAULT_MAX_LINE_BYTES } from './jsonl-scanner.js';
 
-const NEEDLE_A = Buffer.from(TOKEN_ANNOTATION_NEEDLE, 'latin1');
-const NEEDLE_B = Buffer.from(UNAUTHORIZED_NEEDLE, 'latin1');
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
@@ -157,8 +155,8 @@ export class JsonExportScanner {
 
   private readonly messageKey: KeyId;
   // Lazily found needle positions in the current chunk (≥ the position last asked about), or the chunk length.
-  private nextA = -1;
-  private nextB = -1;
+  /** Per prefilter needle: where its next occurrence in the current chunk begins (chunk length: none). */
+  private readonly nextHit = PREFILTER_NEEDLE_BUFFERS.map(() => -1);
 
   constructor(
     private readonly layout: JsonExportLayout,
@@ -179,8 +177,7 @@ export class JsonExportScanner {
     const len = buf.length;
     if (this.broken || len === 0) return;
     let i = 0;
-    this.nextA = -1;
-    this.nextB = -1;
+    this.nextHit.fill(-1);
     if (this.atStart && len > 0) {
       this.atStart = false;
       if (len >= 3 && buf[0] === 0xef && buf[1] === 0xbb && buf[2] === 0xbf) i = 3;
@@ -398,18 +395,17 @@ export class JsonExportScanner {
     let hit: boolean;
     if (inChunk) {
       // Chunk-level needle positions, found lazily: most chunks need one search per needle.
-      if (this.nextA < s) {
-        this.nextA = raw.indexOf(NEEDLE_A, s);
-        if (this.nextA === -1) this.nextA = raw.length;
+      hit = false;
+      for (let k = 0; k < PREFILTER_NEEDLE_BUFFERS.length; k++) {
+        if ((this.nextHit[k] as number) < s) {
+          const at = raw.indexOf(PREFILTER_NEEDLE_BUFFERS[k] as Buffer, s);
+          this.nextHit[k] = at === -1 ? raw.length : at;
+        }
+        if ((this.nextHit[k] as number) < e) hit = true;
       }
-      if (this.nextB < s) {
-        this.nextB = raw.indexOf(NEEDLE_B, s);
-        if (this.nextB === -1) this.nextB = raw.length;
-      }
-      hit = this.nextA < e || this.nextB < e;
     } else {
       // A message assembled from several chunks: `raw` holds just this message.
-      hit = raw.indexOf(NEEDLE_A, s) !== -1 || raw.indexOf(NEEDLE_B, s) !== -1;
+      hit = PREFILTER_NEEDLE_BUFFERS.some((n) => raw.indexOf(n, s) !== -1);
     }
     if (!hit) {
       this.msg = escapedLooksLikeObject(raw, s, e) ? Msg.Event : Msg.Malformed;

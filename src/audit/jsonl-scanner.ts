@@ -9,10 +9,8 @@
  */
 import type { ReadStats, TokenUse } from './types.js';
 import { needleSearch, type NeedleSearch } from './needle-search.js';
-import { TOKEN_ANNOTATION_NEEDLE, UNAUTHORIZED_NEEDLE, tokenUseFromJson, tokenUsesFromWrappedText, type ShapeTally } from './records.js';
+import { PREFILTER_NEEDLE_BUFFERS, tokenUseFromJson, tokenUsesFromWrappedText, type ShapeTally } from './records.js';
 
-const NEEDLE_A = Buffer.from(TOKEN_ANNOTATION_NEEDLE, 'latin1');
-const NEEDLE_B = Buffer.from(UNAUTHORIZED_NEEDLE, 'latin1');
 const LF = 0x0a;
 const OPEN = 0x7b; // {
 const CLOSE = 0x7d; // }
@@ -83,7 +81,7 @@ export class JsonlScanner {
      */
     private readonly shapes?: ShapeTally,
   ) {
-    this.needles = needleSearch(NEEDLE_A, NEEDLE_B);
+    this.needles = needleSearch(PREFILTER_NEEDLE_BUFFERS);
   }
 
   /**

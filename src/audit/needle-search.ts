@@ -1,15 +1,15 @@
 /**
- * The prefilter's two-needle search over Buffers: where does the next occurrence of either needle begin?
+ * The prefilter's needle search over Buffers: where does the next occurrence of any of up to three needles begin?
  *
  * `Buffer.indexOf` searches one needle at ~3 GB/s (Node's Boyer-Moore-Horspool, `src/string_search.h`), and the
- * prefilter has two (`records.ts`): two passes over every byte were most of a scan's CPU. This searches both in one
- * pass with WebAssembly SIMD (`needle-search.wat`), ~6× faster on audit JSON lines (`npm run bench` prints the scan
- * figures). Where WebAssembly is unavailable (`node --jitless`) or rejects the module, it falls back to two
- * `Buffer.indexOf` calls, with the same results.
+ * prefilter has three (`PREFILTER_NEEDLES`, `terms.ts`): one pass per needle over every byte was most of a scan's CPU.
+ * This searches all of them in one pass with WebAssembly SIMD (`needle-search.wat`; `npm run bench` prints the scan
+ * figures). Where WebAssembly is unavailable (`node --jitless`) or rejects the module, it falls back to one
+ * `Buffer.indexOf` call per needle, with the same results.
  *
  * The WebAssembly code can only read its own memory: a haystack elsewhere is copied in, {@link COPY_BYTES} at a
  * time. A caller that reads a file itself can read straight into {@link NeedleSearch.claimReadBuffer}'s buffer, which
- * lies in that memory, and nothing is copied. One search per thread and needle pair serves every reader.
+ * lies in that memory, and nothing is copied. One search per thread and set of needles serves every reader.
  */
 import { NEEDLE_SEARCH_WASM } from './needle-search-wasm.js';
 
@@ -17,9 +17,11 @@ import { NEEDLE_SEARCH_WASM } from './needle-search-wasm.js';
 export const COPY_BYTES = 256 * 1024;
 /** Longest needle, bytes (the module keeps each in a 64-byte slot). */
 export const MAX_NEEDLE_BYTES = 64;
-/** Memory layout, as `needle-search.wat` documents it. */
-const NEEDLE_B_AT = 64;
-const LENGTHS_AT = 128;
+/** Most needles one search takes (the module has three needle slots). */
+export const MAX_NEEDLES = 3;
+/** Memory layout, as `needle-search.wat` documents it: needle k at 64·k, its length (u32 LE) at 192 + 4·k. */
+const NEEDLE_SLOT = 64;
+const LENGTHS_AT = 192;
 const DATA_AT = 1024;
 /** Bytes after each haystack region the SIMD loads may touch (≤ end + 80; see the .wat). */
 const PAD = 128;
@@ -28,12 +30,12 @@ const PAGE = 64 * 1024;
 /** Size of {@link NeedleSearch.claimReadBuffer}'s buffer: 1 MiB. */
 export const READ_BUFFER_BYTES = 1024 * 1024;
 
-/** Finds the next occurrence of either of two needles. */
+/** Finds the next occurrence of any of its needles. */
 export interface NeedleSearch {
   /**
-   * Offset in `haystack` of the first byte of the leftmost occurrence of either needle that begins at or after
-   * `from` and lies wholly inside `haystack`; -1 when there is none. Same result as
-   * `min(haystack.indexOf(a, from), haystack.indexOf(b, from))` ignoring -1s. Synchronous and self-contained: one
+   * Offset in `haystack` of the first byte of the leftmost occurrence of any needle that begins at or after
+   * `from` and lies wholly inside `haystack`; -1 when there is none. Same result as the least of
+   * `haystack.indexOf(needle, from)` over the needles, ignoring -1s. Synchronous and self-contained: one
    * search may serve any number of readers in a thread.
    */
   indexOf(haystack: Buffer, from: number): number;
@@ -76,44 +78,51 @@ function wasmModule(): object | null {
   return compiled;
 }
 
-/** Two `Buffer.indexOf` passes: the reference the WebAssembly search must equal, and its fallback. */
-function indexOfEither(haystack: Buffer, a: Buffer, b: Buffer, from: number): number {
-  const i = haystack.indexOf(a, from);
-  const j = haystack.indexOf(b, from);
-  return i === -1 ? j : j === -1 ? i : Math.min(i, j);
+/** One `Buffer.indexOf` pass per needle: the reference the WebAssembly search must equal, and its fallback. */
+function indexOfAny(haystack: Buffer, needles: readonly Buffer[], from: number): number {
+  let best = -1;
+  for (const n of needles) {
+    const i = haystack.indexOf(n, from);
+    if (i !== -1 && (best === -1 || i < best)) best = i;
+  }
+  return best;
 }
 
-/** Searches made in this thread, by needle pair: instances (and their ~1.3 MiB of memory) are made once, not per file. */
+/** Searches made in this thread, by needles: instances (and their ~1.3 MiB of memory) are made once, not per file. */
 const shared = new Map<string, NeedleSearch>();
 
 /**
- * The search for needles `a` and `b` of this thread (each 1–{@link MAX_NEEDLE_BYTES} bytes; pass one twice to search
- * for one), made on first use and then shared. `options.wasm: false` gives a fallback search (tests).
- * @throws RangeError for an empty or too long needle
+ * The search for `needles` of this thread (1–{@link MAX_NEEDLES} needles of 1–{@link MAX_NEEDLE_BYTES} bytes each),
+ * made on first use and then shared. `options.wasm: false` gives a fallback search (tests).
+ * @throws RangeError for no needles, too many, or an empty or too long needle
  */
-export function needleSearch(a: Buffer, b: Buffer, options: { wasm?: boolean } = {}): NeedleSearch {
-  for (const n of [a, b]) {
+export function needleSearch(needles: readonly Buffer[], options: { wasm?: boolean } = {}): NeedleSearch {
+  if (needles.length === 0 || needles.length > MAX_NEEDLES) throw new RangeError(`a search takes 1–${MAX_NEEDLES} needles (got ${needles.length})`);
+  for (const n of needles) {
     if (n.length === 0 || n.length > MAX_NEEDLE_BYTES) throw new RangeError(`a needle is 1–${MAX_NEEDLE_BYTES} bytes (got ${n.length})`);
   }
+  const list = [...needles];
   const mod = options.wasm === false ? null : wasmModule();
   if (mod === null) {
     return {
-      indexOf: (haystack, from) => indexOfEither(haystack, a, b, from),
+      indexOf: (haystack, from) => indexOfAny(haystack, list, from),
       claimReadBuffer: () => undefined,
       releaseReadBuffer: () => undefined,
       simd: false,
     };
   }
-  const key = `${a.toString('hex')}/${b.toString('hex')}`;
+  const key = list.map((n) => n.toString('hex')).join('/');
   let search = shared.get(key);
   if (!search) {
-    search = wasmSearch(mod, a, b);
+    // The module always searches three slots: fewer needles repeat the last one.
+    const slots = [0, 1, 2].map((k) => list[Math.min(k, list.length - 1)] as Buffer);
+    search = wasmSearch(mod, slots);
     shared.set(key, search);
   }
   return search;
 }
 
-function wasmSearch(mod: object, a: Buffer, b: Buffer): NeedleSearch {
+function wasmSearch(mod: object, slots: readonly Buffer[]): NeedleSearch {
   const api = (globalThis as { WebAssembly?: WasmApi }).WebAssembly!;
   const { memory, find } = new api.Instance(mod, {}).exports as Exports;
   const copyAt = DATA_AT;
@@ -122,13 +131,13 @@ function wasmSearch(mod: object, a: Buffer, b: Buffer): NeedleSearch {
   if (bytes > memory.buffer.byteLength) memory.grow(Math.ceil((bytes - memory.buffer.byteLength) / PAGE));
   // Views are made after the last grow (growing detaches the old ArrayBuffer).
   const mem = Buffer.from(memory.buffer);
-  a.copy(mem, 0);
-  b.copy(mem, NEEDLE_B_AT);
-  mem.writeUInt32LE(a.length, LENGTHS_AT);
-  mem.writeUInt32LE(b.length, LENGTHS_AT + 4);
+  slots.forEach((n, k) => {
+    n.copy(mem, k * NEEDLE_SLOT);
+    mem.writeUInt32LE(n.length, LENGTHS_AT + 4 * k);
+  });
   const readBuffer = mem.subarray(readAt, readAt + READ_BUFFER_BYTES);
   let claimed = false;
-  const overlap = Math.max(a.length, b.length) - 1;
+  const overlap = Math.max(...slots.map((n) => n.length)) - 1;
 
   const indexOf = (haystack: Buffer, from: number): number => {
     const start = Math.max(0, from);

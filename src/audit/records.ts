@@ -12,35 +12,24 @@
 import type { ReadStats, TokenUse } from './types.js';
 import { hasTokenSignal, isAuditEvent, toTokenUse } from './token-use.js';
 import { unwrapAuditEvents } from './shapes.js';
+import { PREFILTER_NEEDLES } from './terms.js';
 
 /**
- * Needle 1: every token annotation key starts with `authentication.k8s.io/` (stale-token, legacy-token*;
- * kubernetes `pkg/serviceaccount/claims.go`, `jwt.go`, `legacy.go`). The `authorization.k8s.io/` keys on
- * every event do not match it.
+ * The prefilter's needles ({@link PREFILTER_NEEDLES}, derived from the one list of terms in `terms.ts`): the token
+ * annotations' key prefix `authentication.k8s.io/` and the two marks of a rejected request's audit event,
+ * `Authentication failed` (upstream's message) and `Unauthorized` (the `reason`/`message` of the other forms). None
+ * contains `"` or `\`, so they also match inside a JSON-string-escaped (CloudWatch) or CSV-quoted message.
  */
-export const TOKEN_ANNOTATION_NEEDLE = 'authentication.k8s.io/';
-/**
- * Needle 2: a rejected request's audit event has `responseStatus.message` "Authentication failed, attempted: …"
- * or "Authentication failed, no credentials provided" (kubernetes
- * `staging/src/k8s.io/apiserver/pkg/endpoints/filters/authn_audit.go`, `getAuthMethods`), `code` 401, empty user.
- * Neither needle contains `"` or `\`, so both also match inside a JSON-string-escaped (CloudWatch) or
- * CSV-quoted message.
- */
-export const UNAUTHORIZED_NEEDLE = 'Authentication failed';
-
-const NEEDLE_A = Buffer.from(TOKEN_ANNOTATION_NEEDLE, 'latin1');
-const NEEDLE_B = Buffer.from(UNAUTHORIZED_NEEDLE, 'latin1');
+export const PREFILTER_NEEDLE_BUFFERS: readonly Buffer[] = PREFILTER_NEEDLES.map((n) => Buffer.from(n, 'latin1'));
 
 /**
  * Cheap prefilter: can this text (an audit event's JSON, possibly still escaped inside a CloudWatch
  * export) hold a token use? False positives are fine (the event is parsed and dropped); there are no
- * false negatives for events the API server writes (see the two needles above).
+ * false negatives for events the API server writes (see {@link PREFILTER_NEEDLES}).
  */
 export function mayHoldTokenUse(text: string | Buffer): boolean {
-  if (typeof text === 'string') {
-    return text.includes(TOKEN_ANNOTATION_NEEDLE) || text.includes(UNAUTHORIZED_NEEDLE);
-  }
-  return text.indexOf(NEEDLE_A) !== -1 || text.indexOf(NEEDLE_B) !== -1;
+  if (typeof text === 'string') return PREFILTER_NEEDLES.some((n) => text.includes(n));
+  return PREFILTER_NEEDLE_BUFFERS.some((n) => text.indexOf(n) !== -1);
 }
 
 /** True when the text, trimmed of whitespace, starts with `{` and ends with `}`. */

@@ -139,6 +139,11 @@ export interface RenderOptions {
    * audit input showed none but the metrics section below does — never a bare "no stale … token use found".
    */
   metricsShowUse?: boolean;
+  /**
+   * Event times left out as inconsistent (`src/findings/clock-skew.ts`): the footer says how many, from when, and in which
+   * file, under the reference-time line.
+   */
+  ignoredEventTimes?: readonly { time: string; until?: string; count?: number; source?: string }[];
 }
 
 /** Heading of the readiness section of the table output. */
@@ -225,6 +230,15 @@ function nowLine(now: number, source: NowSource): string {
   return `as of ${isoSeconds(now)} (${why})`;
 }
 
+/** One footer line per range of event times left out as inconsistent. */
+function ignoredLines(ignored: NonNullable<RenderOptions['ignoredEventTimes']>): string[] {
+  return ignored.map((t) => {
+    const n = t.count ?? 1;
+    const range = t.until !== undefined ? `${t.time} to ${t.until}` : t.time;
+    return `left out: ${plural(n, 'event time')} ${range}${t.source ? ` (${t.source})` : ''}: inconsistent audit timestamps (a wrong clock?); see warnings`;
+  });
+}
+
 function plural(n: number, word: string): string {
   return `${n.toLocaleString('en-US')} ${word}${n === 1 ? '' : 's'}`;
 }
@@ -292,7 +306,7 @@ function groupCauses(g: FindingGroup): string[] {
  */
 export function renderScanTable(report: ScanReport, opts: RenderOptions): string {
   const paint: Paint = opts.color ? ansi : (_styles, text) => text;
-  const footer = [paint('dim', nowLine(opts.now, opts.nowSource)), paint('dim', statsLine(report.stats))];
+  const footer = [paint('dim', nowLine(opts.now, opts.nowSource)), ...ignoredLines(opts.ignoredEventTimes ?? []).map((l) => paint('dim', l)), paint('dim', statsLine(report.stats))];
 
   const readiness = opts.readiness ? [...readinessSection(opts.readiness, report.findings, paint), ''] : [];
   if (report.findings.length === 0) {

@@ -25,7 +25,7 @@
 import type { TokenUse } from '../audit/types.js';
 import { DistinctCounter } from './distinct.js';
 import { rejectionTime, warnAfterTime } from './token-math.js';
-import type { FindingKind, TokenRecord } from './types.js';
+import type { TokenKind, TokenRecord } from './types.js';
 import type { MaxTokenAge } from '../config/max-token-age.js';
 import { HOUR_MS, MINUTE_MS } from '../core/units.js';
 
@@ -84,7 +84,7 @@ export function hourKey(t: number): string {
   return String(Math.floor(t / HOUR_MS) * HOUR_MS);
 }
 
-const findingKindOf: Record<TokenUse['kind'], FindingKind> = {
+const findingKindOf: Record<TokenUse['kind'], TokenKind> = {
   stale: 'stale-token',
   legacy: 'legacy-token',
   unauthorized: 'unauthorized',
@@ -432,7 +432,7 @@ function cloneRecord(r: TokenRecord): TokenRecord {
   return c;
 }
 
-const kindOrder: Record<FindingKind, number> = { 'stale-token': 0, 'legacy-token': 1, unauthorized: 2 };
+const kindOrder: Record<TokenKind, number> = { 'stale-token': 0, 'legacy-token': 1, unauthorized: 2 };
 
 function compareRecords(a: TokenRecord, b: TokenRecord): number {
   return (

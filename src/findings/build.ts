@@ -83,7 +83,8 @@ export const IP_UA_ATTRIBUTION = 'attributed by source IP and user agent';
  *   A token is live when it was used within {@link LIVE_USE_WINDOW_MS} of the end of the data
  *   (the latest `lastSeen` over all `records`), or when it is the newest token (latest `warnAfter`)
  *   of its pod and — when cluster state is available — that pod still exists (same uid when both
- *   are known). Without cluster state every newest-per-pod token is live. No live token → null.
+ *   are known). Without cluster state every newest-per-pod token is live. No live token → null, unless 401s of the
+ *   same subject followed a token's stale uses: then the latest such token's `rejectionAt` (the date the 401s mean).
  * - Severity: `critical` when `rejectionAt − now < thresholds.criticalSeconds` (past included) or
  *   when 401s were attributed to the subject (this finding or another kind of the same subject; with
  *   `unauthorizedSince`, only 401s seen since then);
@@ -228,6 +229,15 @@ async function buildOne(group: TokenRecord[], ctx: OneContext): Promise<Finding>
   for (const t of tokens) {
     if (t.live && t.r.rejectionAt !== undefined && (rejectionAt === null || t.r.rejectionAt < rejectionAt)) {
       rejectionAt = t.r.rejectionAt;
+    }
+  }
+  // No live token, but the subject's 401s from the same source came after a token's stale uses: that token is the one
+  // being refused, and its rejection date is what the 401s mean (the token is not live because its pod is gone or its
+  // uses stopped when the API server began refusing it). Keep the date of the latest such token.
+  if (kind === 'stale-token' && rejectionAt === null && ctx.unauthorizedOfSubject.length > 0) {
+    const first401 = Math.min(...ctx.unauthorizedOfSubject.map((r) => r.firstSeen));
+    for (const { r } of tokens) {
+      if (r.rejectionAt !== undefined && r.lastSeen <= first401 && (rejectionAt === null || r.rejectionAt > rejectionAt)) rejectionAt = r.rejectionAt;
     }
   }
 

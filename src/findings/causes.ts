@@ -261,7 +261,7 @@ export function classifyCause(input: CauseInput, catalog: CauseCatalog = DEFAULT
 export const OWN_TOKEN_FIX =
   'The client library already re-reads the projected token file; this application keeps a token of its own. Find where it reads /var/run/secrets/kubernetes.io/serviceaccount/token once (a bearer or OAuth token put into its client configuration, or a client built once at start and kept) and let the library load the in-cluster configuration itself, or re-read the file at use time. A rollout restart gives a fresh token but only buys one more period (90 days on EKS).';
 
-const GENERIC: Record<Exclude<CauseId, 'legacy-secret-token'>, { summary: string; fix: string; sources: string[] }> = {
+const GENERIC: Record<Exclude<CauseId, 'legacy-secret-token' | 'cluster-credential-change'>, { summary: string; fix: string; sources: string[] }> = {
   'static-token-file': {
     summary:
       'The token is presented from outside the pod (e.g. copied into a kubeconfig or file on the host) and that copy is never refreshed when the kubelet rotates the projected token.',
@@ -292,7 +292,7 @@ const GENERIC: Record<Exclude<CauseId, 'legacy-secret-token'>, { summary: string
   },
 };
 
-function generic(id: Exclude<CauseId, 'legacy-secret-token'>, evidence: string[]): Cause {
+function generic(id: Exclude<CauseId, 'legacy-secret-token' | 'cluster-credential-change'>, evidence: string[]): Cause {
   const g = GENERIC[id];
   return { id, component: null, summary: g.summary, fix: g.fix, evidence: cappedEvidence(evidence), sources: [...g.sources] };
 }
@@ -530,7 +530,7 @@ function matchUserAgents(entry: CatalogEntry, ctx: Context, explained: string[],
         ? '; version unknown: no matching container image in cluster state'
         : '; version unknown: no cluster state'
       : '';
-    return { status: 'match', evidence: [`user agent "${ua}" identifies ${entry.name}${unknownVersion}`] };
+    return { status: 'match', evidence: [`user agent "${ua}" identifies ${m.versions ? unversionedName(entry) : entry.name}${unknownVersion}`] };
   }
   return ruledOut.length > 0 ? { status: 'ruled-out', evidence: ruledOut, fixed } : { status: 'none' };
 }
@@ -582,6 +582,15 @@ function ambiguousReading(entry: CatalogEntry, ua: string, catalog: CauseCatalog
 }
 
 /** Stage 3: the ServiceAccount, only when cluster state shows no image at all. */
+/**
+ * An entry's name without the version range it claims (`Multus CNI thin plugin (v3 and older)` → `Multus CNI thin
+ * plugin`, `… v4` → `…`): what a match says when no image tells the version, so a v4 client is never called "v3 and
+ * older" from its user agent or ServiceAccount alone.
+ */
+function unversionedName(entry: CatalogEntry): string {
+  return entry.name.replace(/\s*\([^)]*\)\s*$/, '').replace(/\s+v\d[\w.]*$/, '');
+}
+
 function matchServiceAccount(entry: CatalogEntry, ctx: Context): EntryResult {
   const sa = ctx.serviceAccount;
   if (!entry.match.serviceAccounts || ctx.candidates.length > 0 || !sa) return { status: 'none' };
@@ -591,7 +600,7 @@ function matchServiceAccount(entry: CatalogEntry, ctx: Context): EntryResult {
   if (!hit) return { status: 'none' };
   return {
     status: 'match',
-    evidence: [`ServiceAccount ${sa.namespace}/${sa.name} is the one ${entry.name} uses (no container image known to confirm)`],
+    evidence: [`ServiceAccount ${sa.namespace}/${sa.name} is the one ${entry.match.versions ? unversionedName(entry) : entry.name} uses (no container image known to confirm)`],
   };
 }
 

@@ -23,7 +23,7 @@ export interface FindingGroup<F extends Finding = Finding> extends FindingGroupJ
 }
 
 /** The order kinds are named in: the failing signal first, then the stale one, then the legacy one. */
-export const FINDING_KIND_ORDER: readonly FindingKind[] = ['unauthorized', 'stale-token', 'legacy-token'];
+export const FINDING_KIND_ORDER: readonly FindingKind[] = ['cluster-credential', 'unauthorized', 'stale-token', 'legacy-token'];
 
 /** The id of the group of a finding's ServiceAccount: `g` + 15 hex chars of SHA-256 of `cluster/namespace/serviceAccount`. */
 export function groupIdOf(f: Pick<Finding, 'cluster' | 'namespace' | 'serviceAccount'>): string {

@@ -16,6 +16,8 @@
  *   a source says it cannot see token annotations), the data is incomplete (a partial, capped or truncated input,
  *   failed polls), or the window is shorter than the minimum (default {@link DEFAULT_READINESS_MIN_WINDOW_MS}, 7 days:
  *   a client that refreshes a cached token only daily or weekly shows up only in a window that long);
+ *   Also when event times were left out as inconsistent (a wrong clock; the summary starts
+ *   `unknown: audit timestamps inconsistent`): the window cannot be trusted;
  * - `safe`: no stale use in a window at least that long, with the window and the coverage it relied on.
  *
  * Pure: no I/O, times passed in (epoch ms UTC).
@@ -48,6 +50,11 @@ export interface ReadinessCoverage {
   blind?: string;
   /** Why the data may be incomplete (partial or truncated inputs, failed polls); empty when complete. */
   gaps: string[];
+  /**
+   * Set when event times were left out as inconsistent (a wrong clock on a control-plane node, forged stamps;
+   * `src/findings/clock-skew.ts`): what was left out. The window may then be wrong, so the verdict is never `safe`.
+   */
+  inconsistentTimes?: string;
 }
 
 /** One client that would break (contract, additive: the `readiness.clients[]` entries of the `scan` JSON). */
@@ -127,6 +134,7 @@ export function readinessVerdict(input: ReadinessInput): Readiness {
     if (c.blind !== undefined) reasons.push(`the audit log is blind: ${c.blind}`);
     else if (c.events === 0) reasons.push('the audit log is blind: no audit events were read');
     reasons.push(...c.gaps.map((g) => `the audit data is incomplete: ${g}`));
+    if (c.inconsistentTimes !== undefined) reasons.unshift(`audit timestamps inconsistent: ${c.inconsistentTimes}`);
     if (length === undefined) reasons.push('the audit window is unknown (no event times)');
     else if (length < min) reasons.push(`the audit window (${durationText(length)}) is shorter than the minimum of ${durationText(min)}: clients that refresh a cached token daily or weekly may not show up yet`);
     if (reasons.length > 0) {

@@ -7,8 +7,15 @@
  */
 import type { WorkloadRef } from '../cluster/types.js';
 
-/** Finding kinds (contract). */
-export type FindingKind = 'stale-token' | 'legacy-token' | 'unauthorized';
+/** Kinds of token records: one per way a token is used (stale, legacy, refused). */
+export type TokenKind = 'stale-token' | 'legacy-token' | 'unauthorized';
+
+/**
+ * Finding kinds (contract, additive): the token kinds, and `cluster-credential` — one cluster-level finding (namespace
+ * and ServiceAccount `*`) when many ServiceAccounts start getting 401s at once without stale use before: the API server
+ * refused valid-looking tokens (signing key changed, servers disagree on the key, clock skew; `cluster-events.ts`).
+ */
+export type FindingKind = TokenKind | 'cluster-credential';
 
 /** Severities (contract), from least to most severe: the one definition of the names and their order. */
 export const SEVERITIES = ['info', 'warning', 'critical'] as const;
@@ -20,7 +27,7 @@ export type Severity = (typeof SEVERITIES)[number];
 export const SEVERITY_RANK: Readonly<Record<Severity, number>> = { info: 0, warning: 1, critical: 2 };
 
 /** Cause ids (contract). */
-export type CauseId = 'static-token-file' | 'client-caches-token' | 'refresh-on-401' | 'legacy-secret-token' | 'unknown';
+export type CauseId = 'static-token-file' | 'client-caches-token' | 'refresh-on-401' | 'legacy-secret-token' | 'unknown' | 'cluster-credential-change';
 
 
 /** Severity thresholds in seconds before rejection (docs/design/architecture.md "Terms": critical < 7 d, warning < 30 d). */
@@ -36,7 +43,7 @@ export interface SeverityThresholds {
  */
 export interface TokenRecord {
   cluster: string;
-  kind: FindingKind;
+  kind: TokenKind;
   subject: string;
   namespace: string;
   serviceAccount: string;

@@ -31,6 +31,7 @@
  */
 import { isStoreUnavailable } from '../store/unavailable.js';
 import type { TokenUse } from '../audit/types.js';
+import { HOST_CLOCK_MARGIN_MS, ignoredTimesText, noteIgnoredTime, type IgnoredEventTimes } from '../findings/clock-skew.js';
 import { createReadStats } from '../sources/reader.js';
 import { tokenUsesFromWrappedText } from '../audit/records.js';
 import type { ClusterStateSource } from '../cluster/types.js';
@@ -49,7 +50,7 @@ import type { TokenMetricsMonitor } from './token-metrics-monitor.js';
 import { applyProbeReports } from '../probe/findings.js';
 import type { ProbeReportSource } from '../probe/objects.js';
 import { compareFindings } from '../findings/build.js';
-import { applyCredentialEvents, detectCredentialEvents, type ClusterEvent } from '../findings/cluster-events.js';
+import { applyCredentialEvents, detectCredentialEvents, noteClockSkew, type ClusterEvent } from '../findings/cluster-events.js';
 import type { SlackPollHealth } from '../slack/context.js';
 import { TimeSlicer } from '../core/slice.js';
 
@@ -108,6 +109,11 @@ export interface PollOutcome {
   commits: number;
   /** Most token uses held in memory at once, uncommitted: at most {@link PollerDeps.chunkEvents} except in Logs Insights mode. */
   maxHeld: number;
+  /**
+   * Token uses left out because their event time is later than the host clock plus 24 h (rule 1 of
+   * `src/findings/clock-skew.ts`: a wrong clock on a control-plane node): they make no token, request or rejection date.
+   */
+  ignoredEventTimes?: IgnoredEventTimes;
   /** Why the poll failed; the cursor stayed at the last committed chunk (where the poll started if none was). */
   error?: string;
 }
@@ -369,7 +375,12 @@ export class ClusterPoller {
         if (pending.length > outcome.maxHeld) outcome.maxHeld = pending.length;
       };
       // A promise only when the chunk is full (the hot path stays synchronous).
+      const ceiling = this.clock() + HOST_CLOCK_MARGIN_MS;
       const hold = (u: TokenUse): Promise<void> | undefined => {
+        if (u.time > ceiling) {
+          outcome.ignoredEventTimes = noteIgnoredTime(outcome.ignoredEventTimes, u.time, source.id);
+          return undefined;
+        }
         // Full: commit what is held without moving the cursor (safe: a re-read drops these auditIDs as seen).
         if (!holdAll && pending.length >= chunkEvents) return commit(undefined, false).then(() => push(u));
         push(u);
@@ -435,7 +446,7 @@ export class ClusterPoller {
       // Many ServiceAccounts refused in the same minute across namespaces is the cluster's doing (a key rotation), not
       // many clients caching tokens: the recovered ones lose that cause (as `scan` does, src/findings/cluster-events.ts).
       outcome.clusterEvents = detectCredentialEvents(built);
-      const findings = applyCredentialEvents(built, outcome.clusterEvents);
+      const findings = noteClockSkew(applyCredentialEvents(built, outcome.clusterEvents), outcome.ignoredEventTimes ? ignoredTimesText(outcome.ignoredEventTimes) : undefined);
       if (outcome.clusterEvents.length) findings.sort(compareFindings);
       let metricsError: string | undefined;
       let metricsShowUse = false;
@@ -495,6 +506,7 @@ export class ClusterPoller {
         metricsError,
         probeError,
         clusterEvents: outcome.clusterEvents,
+        ignoredEventTimes: outcome.ignoredEventTimes,
         lastPollCost: { requests: sourceStats.requests, bytes: sourceStats.bytes, ...(sourceStats.insights ? { insights: { ...sourceStats.insights } } : {}) },
       };
       if (sourceStats.insights) metrics?.pollInsightsBytes.set({ cluster: cluster.name }, sourceStats.insights.bytesScanned);

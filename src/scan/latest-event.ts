@@ -16,6 +16,30 @@ import pLimit from 'p-limit';
 import { isGzip } from '../audit/formats.js';
 import { GcHint } from '../sources/gc-hint.js';
 import { eventTimeMs, isAuditEvent, parseRfc3339Ms } from '../audit/token-use.js';
+import { EventTimeDensity, HOST_CLOCK_MARGIN_MS, SKEW_GAP_MS, judgeEventTimes } from '../findings/clock-skew.js';
+
+/**
+ * Receives an event time (epoch ms UTC) of a file's first or last lines that the clock-skew rule
+ * (`src/findings/clock-skew.ts`, applied to those lines' times) left out, with the file when known.
+ */
+export type SkewedTimeSink = (time: number, file?: string) => void;
+
+/** The clock-skew rule applied to the times of one file's first or last lines: which of them to leave out. */
+function judgeLines(times: Iterable<number>, ceiling: number): (t: number) => boolean {
+  const plain = (t: number) => t > ceiling;
+  // The common case costs one pass: all times within one gap of each other and under the ceiling.
+  let min = Number.POSITIVE_INFINITY;
+  let max = Number.NEGATIVE_INFINITY;
+  for (const t of times) {
+    if (!Number.isFinite(t)) continue;
+    if (t < min) min = t;
+    if (t > max) max = t;
+  }
+  if (max === Number.NEGATIVE_INFINITY || (max - min <= SKEW_GAP_MS && max <= ceiling)) return plain;
+  const d = new EventTimeDensity();
+  for (const t of times) if (Number.isFinite(t)) d.add(t);
+  return judgeEventTimes(d, ceiling - HOST_CLOCK_MARGIN_MS).inconsistent;
+}
 
 const S3_PREFIX_RE = /^\d{4}-\d{2}-\d{2}T\S{1,40}[ \t]+(\{.*)$/;
 
@@ -38,11 +62,16 @@ export const TAIL_BYTES = 256 * 1024;
  * Lines are taken from the last one back (the newest come last, so the latest time is found early), and a line is
  * `JSON.parse`d only when its upper bound ({@link eventTimeUpperBounds}) says it could hold a later time: on many
  * small files this skips most of the parsing (10,000 files of 300 KB: 256 KiB of tail each) with the same result.
+ *
+ * Times the clock-skew rule (`src/findings/clock-skew.ts`) leaves out among the tail's own line times (a group of
+ * events stamped days after the rest of the tail: a node with a wrong clock) are not taken; `skewed` receives them.
  */
-export function latestEventTimeInTail(tail: Buffer, partialFirst: boolean, ceiling: number = Date.now() + PLAUSIBLE_CLOCK_SKEW_MS): number | undefined {
+export function latestEventTimeInTail(tail: Buffer, partialFirst: boolean, ceiling: number = Date.now() + PLAUSIBLE_CLOCK_SKEW_MS, skewed?: SkewedTimeSink): number | undefined {
   const text = tail.toString('utf8');
   const lines = text.split('\n');
   const bounds = eventTimeUpperBounds(text, lines);
+  const inconsistent = judgeLines(bounds, ceiling);
+  if (skewed) for (const b of bounds) if (Number.isFinite(b) && b <= ceiling && inconsistent(b)) skewed(b);
   let latest: number | undefined;
   for (let i = lines.length - 1; i >= (partialFirst ? 1 : 0); i--) {
     if (latest !== undefined && bounds[i]! <= latest) continue;
@@ -57,7 +86,7 @@ export function latestEventTimeInTail(tail: Buffer, partialFirst: boolean, ceili
     }
     if (!isAuditEvent(value)) continue;
     const t = eventTimeMs(value);
-    if (t !== undefined && t <= ceiling && (latest === undefined || t > latest)) latest = t;
+    if (t !== undefined && t <= ceiling && !inconsistent(t) && (latest === undefined || t > latest)) latest = t;
   }
   return latest;
 }
@@ -221,7 +250,7 @@ async function gzipTail(file: string, signal?: AbortSignal): Promise<{ tail: Buf
  * Best effort: undefined for other formats (exports hold no event per line), empty or unreadable files
  * (the reader reports those). A gzip file is decompressed in full, on libuv's thread pool.
  */
-export async function latestEventTimeOfFile(file: string, signal?: AbortSignal): Promise<number | undefined> {
+export async function latestEventTimeOfFile(file: string, signal?: AbortSignal, skewed?: SkewedTimeSink): Promise<number | undefined> {
   try {
     if (signal?.aborted) return undefined;
     const fh = await open(file, 'r');
@@ -236,7 +265,7 @@ export async function latestEventTimeOfFile(file: string, signal?: AbortSignal):
       await fh.close();
     }
     const { tail, partialFirst } = isGzip(head) ? await gzipTail(file, signal) : await plainTail(file, size);
-    return latestEventTimeInTail(tail, partialFirst);
+    return latestEventTimeInTail(tail, partialFirst, undefined, skewed ? (t) => skewed(t, file) : undefined);
   } catch {
     return undefined;
   }
@@ -247,9 +276,9 @@ export async function latestEventTimeOfFile(file: string, signal?: AbortSignal):
  * At most {@link TAIL_CONCURRENCY} files are open at once (so memory does not grow with the number of files);
  * once `signal` aborts, no further file is read and a running gzip inflation stops.
  */
-export async function latestEventTimeOfFiles(files: string[], signal?: AbortSignal): Promise<number | undefined> {
+export async function latestEventTimeOfFiles(files: string[], signal?: AbortSignal, skewed?: SkewedTimeSink): Promise<number | undefined> {
   const limit = pLimit(TAIL_CONCURRENCY);
-  const times = await Promise.all(files.map((f) => limit(() => latestEventTimeOfFile(f, signal))));
+  const times = await Promise.all(files.map((f) => limit(() => latestEventTimeOfFile(f, signal, skewed))));
   let latest: number | undefined;
   for (const t of times) if (t !== undefined && (latest === undefined || t > latest)) latest = t;
   return latest;
@@ -259,9 +288,9 @@ export async function latestEventTimeOfFiles(files: string[], signal?: AbortSign
  * Earliest event time among the complete JSON lines of `head` (the first bytes of a file), epoch ms UTC; undefined when
  * none is an audit event. The last line is skipped when `partialLast` (the window ends mid-line). Pure.
  */
-export function earliestEventTimeInHead(head: Buffer, partialLast: boolean): number | undefined {
+export function earliestEventTimeInHead(head: Buffer, partialLast: boolean, skewed?: SkewedTimeSink, ceiling: number = Date.now() + PLAUSIBLE_CLOCK_SKEW_MS): number | undefined {
   const lines = head.toString('utf8').split('\n');
-  let earliest: number | undefined;
+  const times: number[] = [];
   for (let i = 0; i < lines.length - (partialLast ? 1 : 0); i++) {
     let line = lines[i]?.trim();
     if (line && line[0] !== '{') line = S3_PREFIX_RE.exec(line)?.[1];
@@ -274,7 +303,14 @@ export function earliestEventTimeInHead(head: Buffer, partialLast: boolean): num
     }
     if (!isAuditEvent(value)) continue;
     const t = eventTimeMs(value);
-    if (t !== undefined && (earliest === undefined || t < earliest)) earliest = t;
+    if (t !== undefined) times.push(t);
+  }
+  // The clock-skew rule over the head's own times (a group stamped days before the rest: a node with a wrong clock).
+  const inconsistent = judgeLines(times, ceiling);
+  let earliest: number | undefined;
+  for (const t of times) {
+    if (inconsistent(t)) skewed?.(t);
+    else if (earliest === undefined || t < earliest) earliest = t;
   }
   return earliest;
 }
@@ -319,14 +355,14 @@ async function fileHead(file: string): Promise<{ head: Buffer; partialLast: bool
  * ms UTC: where the audit window of the input starts (the readiness verdict, `src/findings/readiness.ts`). Best effort,
  * never throws: undefined for other formats and unreadable files. At most {@link TAIL_CONCURRENCY} files at once.
  */
-export async function earliestEventTimeOfFiles(files: string[]): Promise<number | undefined> {
+export async function earliestEventTimeOfFiles(files: string[], skewed?: SkewedTimeSink): Promise<number | undefined> {
   const limit = pLimit(TAIL_CONCURRENCY);
   const times = await Promise.all(
     files.map((f) =>
       limit(async () => {
         try {
           const h = await fileHead(f);
-          return h ? earliestEventTimeInHead(h.head, h.partialLast) : undefined;
+          return h ? earliestEventTimeInHead(h.head, h.partialLast, skewed ? (t) => skewed(t, f) : undefined) : undefined;
         } catch {
           return undefined;
         }

@@ -11,9 +11,10 @@ import { TokenAggregator } from '../findings/aggregate.js';
 import type { Finding, ScanReport, SeverityThresholds } from '../findings/types.js';
 import type { MaxTokenAge } from '../config/max-token-age.js';
 import { readinessVerdict, type Readiness } from '../findings/readiness.js';
-import { applyCredentialEvents, detectCredentialEvents, type ClusterEvent } from '../findings/cluster-events.js';
-import { PLAUSIBLE_CLOCK_SKEW_MS, earliestEventTimeOfFiles, latestEventTimeOfFiles } from './latest-event.js';
-import { DAY_MS } from '../core/units.js';
+import { applyCredentialEvents, detectCredentialEvents, noteClockSkew, type ClusterEvent } from '../findings/cluster-events.js';
+import { earliestEventTimeOfFiles, latestEventTimeOfFiles } from './latest-event.js';
+import { EventTimeDensity, MAX_SKEWED_SHARE, SKEW_GAP_MS, inconsistentTimesText, judgeEventTimes, type IgnoredEventTime } from '../findings/clock-skew.js';
+import { STDIN } from '../sources/reader.js';
 
 /** Progress of the read of one input file (bytes of the file on disk, compressed for `.gz`). */
 export type { ReadProgress } from '../sources/reader.js';
@@ -56,45 +57,7 @@ export interface ScanOptions {
   clock?: () => number;
 }
 
-/**
- * The latest token-use times kept to judge the default reference time ({@link plausibleLatest}): a few forged events
- * are among them, the bulk of the input is not.
- */
-const LATEST_KEPT = 64;
-/** A latest event time more than this after the next latest one is "implausibly far past the bulk of the input". */
-export const IMPLAUSIBLE_GAP_MS = 7 * DAY_MS;
-
-/** The gap rule of {@link plausibleLatest} applies only with at least this many earlier times (a sparse input has none). */
-const GAP_RULE_MIN_BULK = 10;
-
-/** An event time left out of the default reference time, and why. */
-export interface IgnoredEventTime {
-  /** ISO-8601 UTC. */
-  time: string;
-  reason: string;
-}
-
-/**
- * The latest plausible time of `times` (any order): times after `ceiling` (the clock plus a day) are dropped, then,
- * from the latest down while at least 10 earlier times remain, a time more than {@link IMPLAUSIBLE_GAP_MS} after the
- * next one (the bulk of the input ends before it). Returns the time (undefined when none is left) and the times ignored, with their reason. Pure.
- */
-export function plausibleLatest(times: readonly number[], ceiling: number): { latest?: number; ignored: IgnoredEventTime[] } {
-  const sorted = [...times].sort((a, b) => b - a);
-  const ignored: IgnoredEventTime[] = [];
-  let i = 0;
-  for (; i < sorted.length && sorted[i]! > ceiling; i++) {
-    ignored.push({ time: new Date(sorted[i]!).toISOString(), reason: `later than the scanning host's clock plus ${PLAUSIBLE_CLOCK_SKEW_MS / 3_600_000} h` });
-  }
-  // The gap rule needs a bulk to compare with: at least GAP_RULE_MIN_BULK other times.
-  for (; sorted.length - i - 1 >= GAP_RULE_MIN_BULK && sorted[i]! - sorted[i + 1]! > IMPLAUSIBLE_GAP_MS; i++) {
-    ignored.push({
-      time: new Date(sorted[i]!).toISOString(),
-      reason: `more than ${IMPLAUSIBLE_GAP_MS / DAY_MS} days after every other event (next: ${new Date(sorted[i + 1]!).toISOString()})`,
-    });
-  }
-  return i < sorted.length ? { latest: sorted[i]!, ignored } : { ignored };
-}
+export type { IgnoredEventTime } from '../findings/clock-skew.js';
 
 /** Evidence line added to findings built only from EKS guide-query rows (no `@message`). */
 export const GUIDE_QUERY_EVIDENCE =
@@ -133,7 +96,7 @@ export interface ScanResult {
   /** Where {@link ScanResult.now} came from. */
   nowSource: NowSource;
   /**
-   * Latest plausible event time in the input (see {@link plausibleLatest}), epoch ms UTC; undefined when none was
+   * Latest consistent event time in the input (see `clock-skew.ts`), epoch ms UTC; undefined when none was
    * found. It ends the audit window of the readiness verdict.
    */
   latestEventTime?: number;
@@ -142,7 +105,10 @@ export interface ScanResult {
    * input without pods, files truncated at a record, skipped NUL bytes), in the order they happened.
    */
   notices: ReadNotice[];
-  /** Event times left out of the default reference time as implausible (empty when `now` was given). */
+  /**
+   * Event times left out as inconsistent (`clock-skew.ts`): they set neither the reference time nor the readiness
+   * window, and their token uses make no tokens or rejection dates. Listed also when `now` was given.
+   */
   ignoredEventTimes: IgnoredEventTime[];
   /** "Is it safe to turn token extension off?" for the cluster (see `src/findings/readiness.ts`). */
   readiness: Readiness;
@@ -186,8 +152,18 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
   const abort = new AbortController();
   const tailFiles = plan ? opts.files.filter((f) => !plan.workerTailFiles.has(f)) : opts.files;
   // Tails and heads are read also when `now` is given: they bound the audit window of the readiness verdict.
-  const tails = latestEventTimeOfFiles(tailFiles, abort.signal);
-  const heads = earliestEventTimeOfFiles(opts.files);
+  // Times of a file's first or last lines that the clock-skew rule leaves out (among those lines' own times).
+  // A small file's head and tail are the same lines: each (file, time) once.
+  const edgeSkewed: { time: number; file?: string }[] = [];
+  const edgeSeen = new Set<string>();
+  const onSkewed = (time: number, file?: string) => {
+    const k = `${file ?? ''}\0${time}`;
+    if (edgeSeen.has(k) || edgeSkewed.length >= 10_000) return;
+    edgeSeen.add(k);
+    edgeSkewed.push(file !== undefined ? { time, file } : { time });
+  };
+  const tails = latestEventTimeOfFiles(tailFiles, abort.signal, onSkewed);
+  const heads = earliestEventTimeOfFiles(opts.files, onSkewed);
   let latest: number | undefined;
   const notices: ReadNotice[] = [];
   const readOpts: ReadOptions = {
@@ -213,17 +189,13 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
   const findingsModule = import('../findings/build.js');
   findingsModule.catch(() => undefined); // awaited below
   const clock = opts.clock ?? Date.now;
-  const ceiling = clock() + PLAUSIBLE_CLOCK_SKEW_MS;
-  // The LATEST_KEPT latest distinct use times, ascending (bounded: memory does not grow with the input).
-  const top: number[] = [];
-  let earliest: number | undefined;
+  // Token-use times per hour (memory: one entry per distinct hour), judged by the clock-skew rule after the read.
+  const density = new EventTimeDensity();
+  const useDensity = new EventTimeDensity(); // token uses only: do any of them need leaving out?
   try {
     for await (const use of uses) {
-      if (earliest === undefined || use.time < earliest) earliest = use.time;
-      if ((top.length < LATEST_KEPT || use.time > top[0]!) && !top.includes(use.time)) {
-        top.splice(sortedIndex(top, use.time), 0, use.time);
-        if (top.length > LATEST_KEPT) top.shift();
-      }
+      density.add(use.time);
+      useDensity.add(use.time);
       aggregator.add(use);
     }
   } catch (err) {
@@ -236,10 +208,20 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
     (a, t) => (t !== undefined && (a === undefined || t > a) ? t : a),
     undefined,
   );
-  const plausible = plausibleLatest(tailLatest !== undefined ? [...top, tailLatest] : top, ceiling);
-  latest = plausible.latest;
   const headEarliest = await heads;
-  if (headEarliest !== undefined && (earliest === undefined || headEarliest < earliest)) earliest = headEarliest;
+  // A file's first and last event times bound the window but count for no event (they may be token uses already).
+  if (tailLatest !== undefined) density.add(tailLatest, 0);
+  if (headEarliest !== undefined) density.add(headEarliest, 0);
+  const judged = judgeEventTimes(density, clock());
+  latest = judged.latest;
+  const earliest = judged.earliest;
+  let ignoredEventTimes = [...judged.ignored, ...edgeSkewedEntries(edgeSkewed.filter((t) => !judged.inconsistent(t.time)))];
+  let usesAggregator = aggregator;
+  if (ignoredEventTimes.length > 0 && useDensity.sorted().some((b) => judged.inconsistent(b.min) || judged.inconsistent(b.max))) {
+    const again = await withoutInconsistentUses(opts, aggregator, judged.inconsistent, ignoredEventTimes);
+    usesAggregator = again.aggregator;
+    ignoredEventTimes = again.ignored;
+  }
 
   let now: number;
   let nowSource: NowSource;
@@ -255,13 +237,13 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
   }
 
   const { buildFindings, compareFindings } = await findingsModule;
-  const built = await buildFindings(aggregator.records(), {
+  const built = await buildFindings(usesAggregator.records(), {
     now,
     ...(opts.thresholds ? { thresholds: opts.thresholds } : {}),
     ...(state ? { state } : {}),
   });
   const clusterEvents = detectCredentialEvents(built);
-  const findings = applyCredentialEvents(built, clusterEvents).sort(compareFindings);
+  const findings = noteClockSkew(applyCredentialEvents(built, clusterEvents), ignoredEventTimes.length > 0 ? inconsistentTimesText(ignoredEventTimes) : undefined).sort(compareFindings);
   if (notices.some((n) => n.code === 'guide-query')) for (const f of findings) noteGuideQueryLimits(f);
   if (notices.some((n) => n.code === 'gke-fields')) for (const f of findings) noteGkeLimits(f);
 
@@ -276,6 +258,7 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
       ...(latest !== undefined ? { windowEnd: latest } : {}),
       events: stats.lines,
       gaps,
+      ...(ignoredEventTimes.length > 0 ? { inconsistentTimes: inconsistentTimesText(ignoredEventTimes) } : {}),
       ...(notices.some((n) => n.code === 'guide-query')
         ? { blind: 'the input holds only rows of the EKS guide query, which lists stale uses only: it cannot show a quiet window' }
         : {}),
@@ -302,21 +285,68 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
     now,
     nowSource,
     notices,
-    ignoredEventTimes: opts.now === undefined ? plausible.ignored : [],
+    ignoredEventTimes,
     readiness,
     clusterEvents,
     ...(latest !== undefined ? { latestEventTime: latest } : {}),
   };
 }
 
-/** Where `t` goes in the ascending array `xs`. */
-function sortedIndex(xs: readonly number[], t: number): number {
-  let lo = 0;
-  let hi = xs.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (xs[mid]! < t) lo = mid + 1;
-    else hi = mid;
+/** One `ignoredEventTimes` entry per file for the times of its first or last lines the clock-skew rule left out. */
+function edgeSkewedEntries(times: readonly { time: number; file?: string }[]): IgnoredEventTime[] {
+  const byFile = new Map<string, number[]>();
+  for (const t of times) {
+    const k = t.file ?? '';
+    byFile.set(k, [...(byFile.get(k) ?? []), t.time]);
   }
-  return lo;
+  return [...byFile.entries()].map(([file, ts]) => {
+    const from = Math.min(...ts);
+    const to = Math.max(...ts);
+    return {
+      time: new Date(from).toISOString(),
+      ...(to !== from ? { until: new Date(to).toISOString() } : {}),
+      count: ts.length,
+      reason: `among the file's first or last lines, more than ${SKEW_GAP_MS / 3_600_000} h apart from the rest of them and at most ${MAX_SKEWED_SHARE * 100}% as many — a wrong clock on the node that wrote them?`,
+      ...(file !== '' ? { source: file } : {}),
+    };
+  });
+}
+
+/**
+ * The aggregator of the input's token uses without those at inconsistent times (`clock-skew.ts`), and the ignored
+ * ranges with the files that hold them. Files are read again, one by one (only when the rule caught times: rare); a
+ * standard-input read cannot be repeated, so there the records made only of inconsistent uses (phantom tokens) are
+ * dropped and the others kept as they are.
+ */
+async function withoutInconsistentUses(
+  opts: ScanOptions,
+  first: TokenAggregator,
+  inconsistent: (t: number) => boolean,
+  ignored: IgnoredEventTime[],
+): Promise<{ aggregator: TokenAggregator; ignored: IgnoredEventTime[] }> {
+  if (opts.files.includes(STDIN)) {
+    const kept = first.records().filter((r) => !(inconsistent(r.firstSeen) && inconsistent(r.lastSeen)));
+    return { aggregator: TokenAggregator.from({ cluster: opts.cluster, maxTokenAge: opts.maxTokenAge }, kept), ignored: ignored.map((t) => ({ ...t, source: 'standard input' })) };
+  }
+  const aggregator = new TokenAggregator({ cluster: opts.cluster, maxTokenAge: opts.maxTokenAge });
+  const inRange = (t: IgnoredEventTime, time: number) => time >= Date.parse(t.time) && time <= Date.parse(t.until ?? t.time);
+  const files = ignored.map(() => new Set<string>());
+  const readOpts: ReadOptions = {
+    ...(opts.maxDecompressedBytes !== undefined ? { maxDecompressedBytes: opts.maxDecompressedBytes } : {}),
+    ...(opts.maxLineBytes !== undefined ? { maxLineBytes: opts.maxLineBytes } : {}),
+  };
+  for (const file of opts.files) {
+    for await (const use of readTokenUses([file], createReadStats(), readOpts)) {
+      if (!inconsistent(use.time)) {
+        aggregator.add(use);
+        continue;
+      }
+      const i = ignored.findIndex((t) => inRange(t, use.time));
+      if (i !== -1) files[i]!.add(file);
+    }
+  }
+  return {
+    aggregator,
+    ignored: ignored.map((t, i) => (files[i]!.size > 0 ? { ...t, source: [...files[i]!].join(', ') } : t)),
+  };
 }

@@ -12,6 +12,7 @@ import { approvalsOf, formatUtc, type ActionKind, type ActionTarget } from '../a
 import type { ClusterEvent } from '../findings/cluster-events.js';
 import type { Finding, Severity } from '../findings/types.js';
 import { readinessVerdict, type Readiness } from '../findings/readiness.js';
+import { ignoredTimesText, type IgnoredEventTimes } from '../findings/clock-skew.js';
 import { compareFindings } from '../findings/build.js';
 import { groupFindings } from '../findings/groups.js';
 import { scrubSecrets, type Logger } from '../observability/logger.js';
@@ -93,6 +94,11 @@ function withClusterEvents(m: { notes: string[] }, events: readonly ClusterEvent
     return `cluster event: ${e.serviceAccounts} ServiceAccounts refused at once at ${formatUtc(Date.parse(e.at))} (signing-key rotation or issuer change), not clients caching tokens${still}`;
   });
   return { notes: [...m.notes, ...lines] };
+}
+
+/** Adds one status line naming the token uses the last poll left out for inconsistent timestamps (`src/findings/clock-skew.ts`). */
+function withIgnoredTimes(m: { notes: string[] }, ignored: IgnoredEventTimes | undefined): { notes: string[] } {
+  return ignored ? { notes: [...m.notes, `audit timestamps inconsistent: ${ignoredTimesText(ignored)}`] } : m;
 }
 
 /** The parsed text of a `/tokens` command. */
@@ -307,7 +313,7 @@ export class TokensCommand {
       alertsBySeverity: counts,
       ...(configured !== undefined ? { channel: { id: this.deps.channels.channelIdOf(name) ?? configured.replace(/^#/, ''), ...(problem ? { error: problem.error } : {}) } } : {}),
       alerts,
-      ...withClusterEvents(withReadiness(await metricsNotes(this.deps.store, rt, h, this.deps.clock()), await this.readinessLine(name, open.map((f) => f.finding), h)), h.clusterEvents ?? []),
+      ...withIgnoredTimes(withClusterEvents(withReadiness(await metricsNotes(this.deps.store, rt, h, this.deps.clock()), await this.readinessLine(name, open.map((f) => f.finding), h)), h.clusterEvents ?? []), h.ignoredEventTimes),
     };
   }
 
@@ -317,7 +323,7 @@ export class TokensCommand {
    * only matching events, so a quiet source is not blind; a cluster without an audit source is, and failing polls
    * leave the verdict unknown.
    */
-  private async readinessLine(name: string, findings: Finding[], h: { status: string; lastSuccessAt?: number }): Promise<string> {
+  private async readinessLine(name: string, findings: Finding[], h: { status: string; lastSuccessAt?: number; ignoredEventTimes?: IgnoredEventTimes }): Promise<string> {
     return `Token extension off (--service-account-extend-token-expiration=false)? ${(await this.readiness(name, findings, h)).summary}`;
   }
 
@@ -326,7 +332,7 @@ export class TokensCommand {
    * `h`, as `/tokens status` and the Home tab show it. The window runs from the cluster's first successful poll to its
    * latest; the polls since then are the coverage.
    */
-  async readiness(name: string, findings: readonly Finding[], h: { status: string; lastSuccessAt?: number }): Promise<Readiness> {
+  async readiness(name: string, findings: readonly Finding[], h: { status: string; lastSuccessAt?: number; ignoredEventTimes?: IgnoredEventTimes }): Promise<Readiness> {
     const rt = this.deps.clusters.get(name)!;
     const since = await this.deps.store.watchedSince(name);
     const polls = since !== undefined ? await this.deps.store.pollCoverage(name, since) : undefined;
@@ -339,6 +345,7 @@ export class TokensCommand {
         ...(polls ? { polls: { succeeded: polls.succeeded, failed: polls.failed } } : {}),
         ...('none' in rt.config.audit ? { blind: 'no audit source is configured (audit: none)' } : {}),
         gaps: h.status === 'degraded' ? ['the latest poll failed'] : [],
+        ...(h.ignoredEventTimes ? { inconsistentTimes: ignoredTimesText(h.ignoredEventTimes) } : {}),
       },
       ...(this.deps.readinessMinWindowMs !== undefined ? { minWindowMs: this.deps.readinessMinWindowMs } : {}),
     });

@@ -7,6 +7,7 @@ import { ErrorCode, TokenwatchError } from '../errors.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import type { ClusterConfig, Config } from '../config/types.js';
 import type { ClusterEvent } from '../findings/cluster-events.js';
+import type { IgnoredEventTimes } from '../findings/clock-skew.js';
 import type { Finding } from '../findings/types.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -30,6 +31,8 @@ export interface SlackPollHealth {
   probeError?: string;
   /** Cluster-level credential events in the last successful poll's findings (`src/findings/cluster-events.ts`). */
   clusterEvents?: readonly ClusterEvent[];
+  /** Token uses the last successful poll left out as stamped later than the host clock plus 24 h (`src/findings/clock-skew.ts`). */
+  ignoredEventTimes?: IgnoredEventTimes;
   /** When the poll running now started, epoch ms UTC; absent when none runs. */
   runningSince?: number;
   /** Set (with status `degraded`) while the running poll has taken longer than expected: since when, and for how long (ms). */

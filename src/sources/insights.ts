@@ -10,6 +10,7 @@
 import { ErrorCode, TokenwatchError } from '../errors.js';
 import { createHash } from 'node:crypto';
 import type { LegacySecretKind, TokenUse, TokenUseKind } from '../audit/types.js';
+import { TOKEN_USE_TERMS, anyTermInsightsFilter } from './terms.js';
 
 /** Options of {@link buildInsightsQuery}. */
 export interface InsightsQueryOptions {
@@ -41,6 +42,7 @@ export const INSIGHTS_FIELDS = {
   userAgent: 'twUa',
   sourceIP: 'twIp',
   requests: 'twRequests',
+  auditId: 'twAuditId',
   firstSeen: 'twFirstSeen',
   lastSeen: 'twLastSeen',
   maxSecondsAfterWarning: 'twMaxSecs',
@@ -55,7 +57,7 @@ function escapeRegex(s: string): string {
  * (same terms, `src/sources/terms.ts`), extracts with `parse` regexes (named groups; the documented way, since the
  * annotation key has dots and slashes — AWS EKS guide's stale-token query, docs/design/domain.md §4):
  * user, pod name and UID, user agent, first source IP, seconds after warning, legacy-token markers and a 401 marker; then
- * `stats count(*), min/max(toMillis(@timestamp)), max(seconds after warning)` grouped by subject, pod and warnAfter
+ * `stats count_distinct(auditID), min/max(toMillis(@timestamp)), max(seconds after warning)` grouped by subject, pod and warnAfter
  * (event time − seconds after warning, rounded down to the minute — the token identity of docs/design/architecture.md "Terms"; a token whose
  * warnAfter jitters across a minute boundary gives two rows, which the aggregator joins, ±60 s). The groups are
  * further split by the legacy-token annotations, the 401 marker, user agent and source IP, so each row is one kind
@@ -73,7 +75,8 @@ export function buildInsightsQuery(o: InsightsQueryOptions): string {
   return [
     `filter @logStream like /^${escapeRegex(o.streamPrefix)}/`,
     `filter toMillis(@timestamp) >= ${Math.floor(o.startMs)} and toMillis(@timestamp) < ${Math.floor(o.endMs)}`,
-    `filter @message like "authentication.k8s.io/stale-token" or @message like "authentication.k8s.io/legacy-token" or @message like "Authentication failed"`,
+    anyTermInsightsFilter(TOKEN_USE_TERMS),
+    `parse @message /"auditID":"(?<${F.auditId}>[^"]*)"/`,
     `parse @message /"username":"(?<${F.user}>[^"]*)"/`,
     `parse @message /"userAgent":"(?<${F.userAgent}>[^"]*)"/`,
     `parse @message /"sourceIPs":\\["(?<${F.sourceIP}>[^"]*)"/`,
@@ -85,7 +88,7 @@ export function buildInsightsQuery(o: InsightsQueryOptions): string {
     `parse @message /"code":(?<${F.unauthorized}>401)[,}]/`,
     `fields toMillis(@timestamp) as twTime, twSecs * 1 as twSecsN`,
     `fields floor((twTime - twSecsN * 1000) / 60000) * 60000 as ${F.warnAfter}`,
-    `stats count(*) as ${F.requests}, min(twTime) as ${F.firstSeen}, max(twTime) as ${F.lastSeen}, max(twSecsN) as ${F.maxSecondsAfterWarning}` +
+    `stats count_distinct(${F.auditId}) as ${F.requests}, min(twTime) as ${F.firstSeen}, max(twTime) as ${F.lastSeen}, max(twSecsN) as ${F.maxSecondsAfterWarning}` +
       ` by ${o.byLogGroup ? '@log, ' : ''}${F.user}, ${F.pod}, ${F.podUid}, ${F.warnAfter}, ${F.legacy}, ${F.legacyKind}, ${F.legacySecret}, ${F.unauthorized}, ${F.userAgent}, ${F.sourceIP}`,
     `limit ${limit}`,
   ].join('\n| ');
@@ -114,7 +117,7 @@ export interface TokenUseAggregate {
   podUid?: string;
   /** Stale only: warnAfter rounded down to the minute, epoch ms. */
   warnAfter?: number;
-  /** Number of audit events (≈ requests; one request may log several stages, see note on {@link aggregateToTokenUses}). */
+  /** Number of requests: distinct `auditID`s (one request may log several stages; see note on {@link aggregateToTokenUses}). */
   requests: number;
   firstSeen: number;
   lastSeen: number;
@@ -247,8 +250,10 @@ const SA_PREFIX = 'system:serviceaccount:';
  * `weight` is `TokenUse.weight` (requests this use stands for): `TokenAggregator` adds it to `requests` and to the
  * hourly bucket instead of 1.
  *
- * Counting note: Logs Insights counts audit events, not requests; EKS audit policies log `ResponseComplete` (and for
- * watches `ResponseStarted`), so a request may count more than once where FilterLogEvents mode would dedupe by auditID.
+ * Counting note: the query counts distinct `auditID`s (`count_distinct`), so a request logged at several stages —
+ * `ResponseStarted` and `ResponseComplete` of a watch, or of a rejected request — counts once, as FilterLogEvents mode
+ * dedupes by auditID. Logs Insights documents `count_distinct` as approximate for fields of very high cardinality
+ * (Logs Insights query syntax, "count_distinct"): a row of very many requests may be off by a little.
  */
 export function aggregateToTokenUses(a: TokenUseAggregate): WeightedTokenUse[] {
   const base = (time: number, weight: number, which: 'first' | 'last', secs: number | undefined): WeightedTokenUse => {

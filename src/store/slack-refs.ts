@@ -52,7 +52,7 @@ export class SlackRefRepository {
     let signals: FindingKind[] = [];
     try {
       const parsed = JSON.parse(row.signals) as unknown;
-      if (Array.isArray(parsed)) signals = parsed.filter((k): k is FindingKind => k === 'stale-token' || k === 'legacy-token' || k === 'unauthorized');
+      if (Array.isArray(parsed)) signals = parsed.filter((k): k is FindingKind => k === 'stale-token' || k === 'legacy-token' || k === 'unauthorized' || k === 'cluster-credential');
     } catch {
       signals = [];
     }

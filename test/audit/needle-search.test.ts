@@ -1,25 +1,26 @@
 /**
- * The prefilter's two-needle search (src/audit/needle-search.ts): the WebAssembly SIMD search must give exactly what
- * two `Buffer.indexOf` calls give, wherever the haystack lives (its own memory or a copy) and wherever the needles
+ * The prefilter's three-needle search (src/audit/needle-search.ts): the WebAssembly SIMD search must give exactly what
+ * one `Buffer.indexOf` call per needle gives, wherever the haystack lives (its own memory or a copy) and wherever the needles
  * fall (block and copy-piece boundaries, the haystack's end, partial needles, overlapping candidates).
  */
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { COPY_BYTES, MAX_NEEDLE_BYTES, READ_BUFFER_BYTES, needleSearch } from '../../src/audit/needle-search.js';
+import { COPY_BYTES, MAX_NEEDLES, MAX_NEEDLE_BYTES, READ_BUFFER_BYTES, needleSearch } from '../../src/audit/needle-search.js';
 import { NEEDLE_SEARCH_WASM } from '../../src/audit/needle-search-wasm.js';
 import { JsonlScanner, createReadStats } from '../../src/sources/reader.js';
-import { TOKEN_ANNOTATION_NEEDLE, UNAUTHORIZED_NEEDLE } from '../../src/audit/records.js';
+import { PREFILTER_NEEDLES, TOKEN_USE_TERMS } from '../../src/audit/terms.js';
+import { PREFILTER_NEEDLE_BUFFERS } from '../../src/audit/records.js';
 import type { TokenUse } from '../../src/audit/types.js';
 // @ts-expect-error -- a plain .mjs script without types
 import { generate } from '../../scripts/gen-wasm.mjs';
 
-const A = Buffer.from(TOKEN_ANNOTATION_NEEDLE, 'latin1');
-const B = Buffer.from(UNAUTHORIZED_NEEDLE, 'latin1');
+const [A, B, C] = PREFILTER_NEEDLE_BUFFERS as [Buffer, Buffer, Buffer];
+const ABC = [A, B, C];
 
-/** The reference: the leftmost of the two `Buffer.indexOf` results at or after `from`. */
-function reference(h: Buffer, a: Buffer, b: Buffer, from: number): number {
-  const hits = [h.indexOf(a, from), h.indexOf(b, from)].filter((i) => i !== -1);
+/** The reference: the leftmost of the `Buffer.indexOf` results of the needles at or after `from`. */
+function reference(h: Buffer, needles: readonly Buffer[], from: number): number {
+  const hits = needles.map((n) => h.indexOf(n, from)).filter((i) => i !== -1);
   return hits.length === 0 ? -1 : Math.min(...hits);
 }
 
@@ -32,42 +33,50 @@ function allHits(find: (h: Buffer, from: number) => number, h: Buffer): number[]
 
 /** Audit-like filler with the needles' bytes in it (first and last bytes, prefixes), so candidates are frequent. */
 const filler = fc
-  .array(fc.constantFrom('a', 'A', '/', 'd', 'authentication.k8s.io', 'Authentication faile', 'uthentication failed', '"x":1,', '\n', ' ', 'é'), {
+  .array(fc.constantFrom('a', 'A', '/', 'd', 'authentication.k8s.io', 'Authentication faile', 'uthentication failed', 'Unauthorize', 'nauthorized', 'U', 'd', '"x":1,', '\n', ' ', 'é'), {
     maxLength: 120,
   })
   .map((parts) => parts.join(''));
 
 /** A haystack: filler with whole needles put in at random places. */
 const haystack = fc
-  .array(fc.tuple(filler, fc.constantFrom('', TOKEN_ANNOTATION_NEEDLE, UNAUTHORIZED_NEEDLE)), { maxLength: 40 })
+  .array(fc.tuple(filler, fc.constantFrom('', ...PREFILTER_NEEDLES)), { maxLength: 40 })
   .map((parts) => Buffer.from(parts.map(([f, n]) => f + n).join(''), 'utf8'));
+
+describe('prefilter needles', () => {
+  it('cover every term of the one list (a record the CloudWatch filter and Insights select passes the prefilter) and hold no quote or backslash', () => {
+    for (const t of TOKEN_USE_TERMS) expect(PREFILTER_NEEDLES.some((n) => t.includes(n)), t).toBe(true);
+    for (const n of PREFILTER_NEEDLES) expect(n).not.toMatch(/["\\]/);
+    expect(PREFILTER_NEEDLES.length).toBeLessThanOrEqual(MAX_NEEDLES);
+  });
+});
 
 describe('needleSearch', () => {
   it('runs the WebAssembly SIMD search on this Node (the fallback is for --jitless)', () => {
-    expect(needleSearch(A, B).simd).toBe(true);
-    expect(needleSearch(A, B, { wasm: false }).simd).toBe(false);
-    expect(needleSearch(A, B, { wasm: false }).claimReadBuffer()).toBeUndefined();
+    expect(needleSearch(ABC).simd).toBe(true);
+    expect(needleSearch(ABC, { wasm: false }).simd).toBe(false);
+    expect(needleSearch(ABC, { wasm: false }).claimReadBuffer()).toBeUndefined();
   });
 
   it('finds the leftmost of either needle, from any offset, as two Buffer.indexOf calls do (copied haystacks)', () => {
-    const simd = needleSearch(A, B);
-    const fallback = needleSearch(A, B, { wasm: false });
+    const simd = needleSearch(ABC);
+    const fallback = needleSearch(ABC, { wasm: false });
     fc.assert(
       fc.property(haystack, fc.nat(), (h, f) => {
         const from = h.length === 0 ? 0 : f % (h.length + 2);
-        const want = reference(h, A, B, from);
+        const want = reference(h, ABC, from);
         expect(simd.indexOf(h, from)).toBe(want);
         expect(fallback.indexOf(h, from)).toBe(want);
-        expect(allHits(simd.indexOf, h)).toEqual(allHits((x, i) => reference(x, A, B, i), h));
+        expect(allHits(simd.indexOf, h)).toEqual(allHits((x, i) => reference(x, ABC, i), h));
       }),
       { numRuns: 400 },
     );
   });
 
   it('is made once per thread and needle pair; its read buffer is held by one reader at a time', () => {
-    const search = needleSearch(A, B);
-    expect(needleSearch(Buffer.from(A), Buffer.from(B))).toBe(search);
-    expect(needleSearch(B, A)).not.toBe(search);
+    const search = needleSearch(ABC);
+    expect(needleSearch([Buffer.from(A), Buffer.from(B), Buffer.from(C)])).toBe(search);
+    expect(needleSearch([B, A, C])).not.toBe(search);
     const held = search.claimReadBuffer();
     expect(held?.length).toBe(READ_BUFFER_BYTES);
     expect(search.claimReadBuffer()).toBeUndefined();
@@ -80,7 +89,7 @@ describe('needleSearch', () => {
   });
 
   it('gives the same results on haystacks read into its own memory (read buffer, no copy), at any offset and length', () => {
-    const search = needleSearch(A, B);
+    const search = needleSearch(ABC);
     const mem = search.claimReadBuffer()!;
     expect(mem.length).toBe(READ_BUFFER_BYTES);
     fc.assert(
@@ -90,7 +99,7 @@ describe('needleSearch', () => {
         // Bytes after the haystack that would complete a needle must not be matched.
         mem.fill('d', offset + len, Math.min(mem.length, offset + len + 80));
         const view = mem.subarray(offset, offset + len);
-        expect(allHits(search.indexOf, view)).toEqual(allHits((x, i) => reference(x, A, B, i), Buffer.from(view)));
+        expect(allHits(search.indexOf, view)).toEqual(allHits((x, i) => reference(x, ABC, i), Buffer.from(view)));
       }),
       { numRuns: 300 },
     );
@@ -98,7 +107,7 @@ describe('needleSearch', () => {
   });
 
   it('finds needles across the 256 KiB pieces a copied haystack is searched in, and at its very end', () => {
-    const search = needleSearch(A, B);
+    const search = needleSearch(ABC);
     const size = COPY_BYTES * 3 + 100;
     for (const at of [0, 15, 16, 31, 32, COPY_BYTES - A.length, COPY_BYTES - 10, COPY_BYTES - 1, COPY_BYTES, 2 * COPY_BYTES - 30, size - A.length]) {
       const h = Buffer.alloc(size, 'x');
@@ -114,21 +123,26 @@ describe('needleSearch', () => {
   it('works with any needles of 1–64 bytes, and refuses others', () => {
     fc.assert(
       fc.property(
-        fc.uint8Array({ minLength: 1, maxLength: MAX_NEEDLE_BYTES }),
-        fc.uint8Array({ minLength: 1, maxLength: MAX_NEEDLE_BYTES }),
-        fc.array(fc.integer({ min: 0, max: 3 }), { maxLength: 400 }),
-        (a, b, picks) => {
-          const na = Buffer.from(a);
-          const nb = Buffer.from(b);
-          const h = Buffer.concat(picks.map((p) => (p === 0 ? na : p === 1 ? nb : p === 2 ? na.subarray(0, na.length >> 1) : Buffer.from([a[0]!, 7]))));
-          const search = needleSearch(na, nb);
-          expect(allHits(search.indexOf, h)).toEqual(allHits((x, i) => reference(x, na, nb, i), h));
+        fc.array(fc.uint8Array({ minLength: 1, maxLength: MAX_NEEDLE_BYTES }), { minLength: 1, maxLength: MAX_NEEDLES }),
+        fc.array(fc.integer({ min: 0, max: 5 }), { maxLength: 400 }),
+        (raw, picks) => {
+          const ns = raw.map((x) => Buffer.from(x));
+          const h = Buffer.concat(
+            picks.map((p) => {
+              const n = ns[p % ns.length]!;
+              return p < 3 ? n : p === 3 ? n.subarray(0, n.length >> 1) : Buffer.from([n[0]!, 7]);
+            }),
+          );
+          const search = needleSearch(ns);
+          expect(allHits(search.indexOf, h)).toEqual(allHits((x, i) => reference(x, ns, i), h));
         },
       ),
       { numRuns: 300 },
     );
-    expect(() => needleSearch(Buffer.alloc(0), B)).toThrow(RangeError);
-    expect(() => needleSearch(A, Buffer.alloc(MAX_NEEDLE_BYTES + 1, 'a'))).toThrow(RangeError);
+    expect(() => needleSearch([])).toThrow(RangeError);
+    expect(() => needleSearch([A, B, C, A])).toThrow(RangeError);
+    expect(() => needleSearch([Buffer.alloc(0), B])).toThrow(RangeError);
+    expect(() => needleSearch([A, Buffer.alloc(MAX_NEEDLE_BYTES + 1, 'a')])).toThrow(RangeError);
   });
 
   it('JsonlScanner: one scanner at a time reads into the search memory, and scans the same either way', () => {
@@ -158,7 +172,7 @@ describe('needleSearch', () => {
     expect(third.claimReadBuffer()).toBe(held);
     third.release();
     expect(new JsonlScanner(createReadStats(), []).claimReadBuffer()).toBe(held);
-    needleSearch(A, B).releaseReadBuffer(held);
+    needleSearch(ABC).releaseReadBuffer(held);
   });
 
   it('the committed module is what scripts/gen-wasm.mjs makes of needle-search.wat (run `npm run gen:wasm` after editing it)', async () => {

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import type { TokenUse } from '../../src/audit/types.js';
 import type { ClusterStateSource, PodInfo, SubjectState } from '../../src/cluster/types.js';
 import { TokenAggregator, UNATTRIBUTED } from '../../src/findings/aggregate.js';
+import { SnapshotClusterState } from '../../src/cluster/snapshot.js';
 import {
   DEFAULT_THRESHOLDS,
   STATE_NOT_PROVIDED,
@@ -326,5 +327,33 @@ describe('buildFindings: live tokens, pods and cluster state', () => {
     );
     expect(state.calls.filter((c) => c.startsWith('describe'))).toEqual(['describe kube-system/multus']);
     expect(await buildFindings([], { now: NOW, state })).toEqual([]);
+  });
+});
+
+describe('a stale token followed by 401s from the same source', () => {
+  it('keeps the rejection date its stale uses gave, though its pod is gone from cluster state', async () => {
+    const at = t;
+    const D = DAY;
+    const warnAfter = at('2026-08-01T00:00:00Z');
+    const agg = new TokenAggregator({ cluster: 'rke2', maxTokenAge: { mode: 'eks' } });
+    // Day 89 of the token: stale uses from the pod's address; then, from day 90, 401s from the same address.
+    for (let i = 0; i < 5; i++) {
+      const time = warnAfter + 89 * D + i * 3_600_000;
+      agg.add(staleUse({ time, secondsAfterWarning: (time - warnAfter) / 1000, pod: 'kube-multus-ds-old', ip: '10.42.0.7' }));
+    }
+    for (let i = 0; i < 5; i++) agg.add(unauthorizedUse({ time: warnAfter + 90 * D + 3 * D + i * 60_000, ip: '10.42.0.7', ua: 'multus/v0.0.0 (linux/amd64) kubernetes/$Format' }));
+    // Cluster state: the ServiceAccount's DaemonSet pod has been replaced (the old pod is gone).
+    const state = SnapshotClusterState.fromList({
+      kind: 'List',
+      apiVersion: 'v1',
+      items: [
+        { kind: 'ServiceAccount', apiVersion: 'v1', metadata: { namespace: 'kube-system', name: 'multus', uid: 'sa-uid' } },
+        { kind: 'Pod', apiVersion: 'v1', metadata: { namespace: 'kube-system', name: 'kube-multus-ds-new', uid: 'new-uid' }, spec: { serviceAccountName: 'multus', containers: [{ name: 'kube-multus', image: 'rancher/hardened-multus-cni:v4.1.4-build20250108' }] }, status: { phase: 'Running', startTime: '2026-10-01T00:00:00Z', podIP: '10.42.0.8', hostIP: '10.0.0.2' } },
+      ],
+    });
+    const findings = await buildFindings(agg.records(), { now: warnAfter + 94 * D, state });
+    const stale = findings.find((f) => f.kind === 'stale-token')!;
+    expect(stale.rejectionAt).toBe(new Date(warnAfter + 90 * D).toISOString());
+    expect(findings.find((f) => f.kind === 'unauthorized')).toMatchObject({ namespace: 'kube-system', serviceAccount: 'multus' });
   });
 });

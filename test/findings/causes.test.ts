@@ -117,7 +117,7 @@ describe('catalog: Multus', () => {
     const cause = classify(staleRecords());
     expect([cause.id, cause.component]).toEqual(['static-token-file', 'multus-thin']);
     expect(cause.evidence[0]).toBe(
-      `user agent "${MULTUS_UA}" identifies Multus CNI thin plugin (v3 and older); version unknown: no cluster state`,
+      `user agent "${MULTUS_UA}" identifies Multus CNI thin plugin; version unknown: no cluster state`,
     );
   });
 });

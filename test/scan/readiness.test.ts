@@ -9,8 +9,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { readinessVerdict } from '../../src/findings/readiness.js';
-import { plausibleLatest, runScan } from '../../src/scan/run.js';
+import { runScan } from '../../src/scan/run.js';
+import { EventTimeDensity, judgeEventTimes } from '../../src/findings/clock-skew.js';
 import { jsonDocument } from '../../src/cli/commands/scan.js';
+import { renderScanTable } from '../../src/cli/format.js';
 import { auditEvent, type EventSpec } from '../sources/events.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tw-readiness-'));
@@ -79,7 +81,7 @@ describe('readiness verdict in scan', () => {
   });
 });
 
-describe('default reference time ignores implausible event times', () => {
+describe('event times that survive a wrong clock (src/findings/clock-skew.ts)', () => {
   it('one event stamped 9999-12-31 does not move the reference time, and is named', async () => {
     const forged: EventSpec = { auditID: 'forged', time: Date.parse('9999-12-31T00:00:00Z'), kind: 'plain' };
     const r = await scan([file('forged.log', [...quiet(8), forged])]);
@@ -87,19 +89,113 @@ describe('default reference time ignores implausible event times', () => {
     expect(r.readiness.window.end).toBe('2026-11-09T00:00:00.000Z');
   });
 
-  it('a forged token use far past the bulk is ignored with its reason', () => {
-    const bulk = Array.from({ length: 20 }, (_, i) => START + i * HOUR);
-    const far = START + 400 * DAY;
-    const r = plausibleLatest([...bulk, far], far + DAY);
-    expect(r.latest).toBe(START + 19 * HOUR);
-    expect(r.ignored).toEqual([{ time: new Date(far).toISOString(), reason: `more than 7 days after every other event (next: ${new Date(START + 19 * HOUR).toISOString()})` }]);
-    const future = plausibleLatest([...bulk, Date.parse('9999-12-31T00:00:00Z')], CLOCK() + DAY);
-    expect(future.latest).toBe(START + 19 * HOUR);
-    expect(future.ignored[0]!.reason).toBe("later than the scanning host's clock plus 24 h");
+  it('rule: host clock + 24 h; groups more than 24 h apart from the bulk with at most a quarter of its times; a sparse input is kept', () => {
+    const d = (times: number[]) => {
+      const x = new EventTimeDensity();
+      for (const t of times) x.add(t);
+      return judgeEventTimes(x, CLOCK());
+    };
+    const bulk = Array.from({ length: 40 }, (_, i) => START + i * 90_000); // an hour
+    for (const skew of [2 * DAY, 8 * DAY, -3 * DAY]) {
+      const skewed = Array.from({ length: 10 }, (_, i) => START + skew + i * 60_000);
+      const j = d([...bulk, ...skewed]);
+      expect(j.latest).toBe(START + 39 * 90_000);
+      expect(j.earliest).toBe(START);
+      expect(j.ignored).toEqual([expect.objectContaining({ time: new Date(skewed[0]!).toISOString(), until: new Date(skewed[9]!).toISOString(), count: 10 })]);
+      expect(j.inconsistent(skewed[3]!)).toBe(true);
+      expect(j.inconsistent(bulk[3]!)).toBe(false);
+    }
+    // 11 of 40 (more than a quarter) 2 days later: a real second burst, kept.
+    expect(d([...bulk, ...Array.from({ length: 11 }, (_, i) => START + 2 * DAY + i * 60_000)]).ignored).toEqual([]);
+    // Under 24 h apart: one group.
+    expect(d([...bulk, START + 20 * HOUR]).ignored).toEqual([]);
+    // A sparse input (bulk under 10 times): no bulk to compare with.
+    expect(d([START, START + 30 * DAY]).latest).toBe(START + 30 * DAY);
   });
 
-  it('a sparse input keeps its latest time (no bulk to compare with)', () => {
-    expect(plausibleLatest([START, START + 30 * DAY], CLOCK() + DAY).latest).toBe(START + 30 * DAY);
+  for (const [name, skew] of [['2 days', 2 * DAY], ['8 days', 8 * DAY]] as const) {
+    it(`10 events stamped ${name} ahead of an hour of normal events: reference time, window and rejection dates ignore them, readiness is never safe`, async () => {
+      // An hour of normal events: 60 stale uses of one token (EKS rejects 90 days after warnAfter) and plain events.
+      const warnAfter = START - 80 * DAY;
+      const normal: EventSpec[] = Array.from({ length: 60 }, (_, i) => {
+        const time = START + i * 60_000;
+        return { auditID: `n${i}`, time, kind: 'stale', namespace: 'logging', serviceAccount: 'fluent-bit', pod: 'fluent-bit-x1', secondsAfterWarning: Math.floor((time - warnAfter) / 1000) };
+      });
+      // The same client through a control-plane node whose clock runs ahead: event time + skew, same real warnAfter.
+      const skewed: EventSpec[] = Array.from({ length: 10 }, (_, i) => {
+        const real = START + 30 * 60_000 + i * 60_000;
+        return { auditID: `k${i}`, time: real + skew, kind: 'stale', namespace: 'logging', serviceAccount: 'fluent-bit', pod: 'fluent-bit-x1', secondsAfterWarning: Math.floor((real - warnAfter) / 1000) };
+      });
+      const f = file(`skew-${name}.log`, [...normal.slice(0, 30), ...skewed, ...normal.slice(30)]);
+      // With the host clock long after the log (an old export) and with it right after the log: the same result.
+      for (const clock of [CLOCK, () => START + 2 * HOUR]) {
+        const r = await scan([f], { clock });
+        expect(new Date(r.now).toISOString()).toBe(new Date(START + 59 * 60_000).toISOString());
+        expect(r.readiness.window.end).toBe(new Date(START + 59 * 60_000).toISOString());
+        expect(r.readiness.verdict).not.toBe('safe');
+        const fb = r.report.findings.filter((x) => x.kind === 'stale-token');
+        expect(fb).toHaveLength(1);
+        // One token, its real rejection date: no phantom token at warnAfter + skew.
+        expect(fb[0]!.tokens.map((t) => t.rejectionAt)).toEqual([new Date(warnAfter + 90 * DAY).toISOString()]);
+        expect(fb[0]!.requests).toBe(60);
+        expect(r.ignoredEventTimes).toEqual([
+          expect.objectContaining({ time: new Date(skewed[0]!.time).toISOString(), until: new Date(skewed[9]!.time).toISOString(), count: 10, source: f }),
+        ]);
+      }
+      // A quiet hour-long log (no stale use): never "safe" on a window the skewed times would stretch.
+      const quietSkewed = file(`quiet-skew-${name}.log`, [
+        ...Array.from({ length: 60 }, (_, i): EventSpec => ({ auditID: `q${i}`, time: START + i * 60_000, kind: 'legacy', namespace: 'ci', serviceAccount: 'jenkins' })),
+        ...Array.from({ length: 10 }, (_, i): EventSpec => ({ auditID: `qs${i}`, time: START + skew + i * 60_000, kind: 'legacy', namespace: 'ci', serviceAccount: 'jenkins' })),
+      ]);
+      const q = await scan([quietSkewed], { readinessMinWindowMs: 0 });
+      expect(q.readiness.verdict).toBe('unknown');
+      expect(q.readiness.summary).toMatch(/^unknown: audit timestamps inconsistent: 10 event times left out/);
+      expect(q.readiness.window.seconds).toBe(59 * 60);
+    });
+  }
+});
+
+describe('ordinary events stamped days ahead at the end of a quiet log', () => {
+  for (const [name, skew] of [['2 days', 2 * DAY], ['8 days', 8 * DAY]] as const) {
+    it(`an hour of events, then 10 stamped ${name} ahead: the window stays one hour, the times are listed, never "safe"`, async () => {
+      const specs: EventSpec[] = [];
+      for (let i = 0; i < 120; i++) specs.push({ auditID: `p${i}`, time: START + i * 30_000, kind: 'plain' });
+      for (let i = 0; i < 10; i++) specs.push({ auditID: `s${i}`, time: START + 60 * 60_000 + skew + i * 1000, kind: 'plain' });
+      const f = file(`quiet-plain-skew-${name}.log`, specs);
+      for (const min of [undefined, 0]) {
+        const r = await scan([f], min === undefined ? {} : { readinessMinWindowMs: min });
+        expect(r.readiness.window.end).toBe(new Date(START + 119 * 30_000).toISOString());
+        expect(r.readiness.verdict).toBe('unknown');
+        expect(r.readiness.summary).toMatch(/^unknown: audit timestamps inconsistent: 10 event times left out/);
+        expect(r.ignoredEventTimes).toEqual([expect.objectContaining({ time: new Date(START + 60 * 60_000 + skew).toISOString(), count: 10, source: f })]);
+        expect(new Date(r.now).toISOString()).toBe(new Date(START + 119 * 30_000).toISOString());
+      }
+    });
+  }
+});
+
+describe('a skewed control-plane clock that explains 401s', () => {
+  it('is named on the one cluster-level finding, and the table footer lists the times left out', async () => {
+    const items: unknown[] = [];
+    const specs: EventSpec[] = [];
+    // An hour of normal events: a legacy-token client.
+    for (let i = 0; i < 60; i++) specs.push({ auditID: `l${i}`, time: START + i * 60_000, kind: 'legacy', namespace: 'ci', serviceAccount: 'jenkins' });
+    // 6 ServiceAccounts refused from minute 30, staggered by 40 s, without end: attributed by their pods' addresses.
+    for (let c = 0; c < 6; c++) {
+      const ip = `10.5.0.${10 + c}`;
+      items.push({ kind: 'Pod', apiVersion: 'v1', metadata: { namespace: `ns${c % 3}`, name: `app${c}-x1`, uid: `app${c}-uid` }, spec: { serviceAccountName: `app${c}`, containers: [{ name: 'app', image: 'acme/app:1.0' }] }, status: { phase: 'Running', startTime: '2026-10-01T00:00:00Z', podIP: ip, hostIP: '10.0.0.1' } });
+      for (let t = START + 30 * 60_000 + c * 40_000; t < START + 60 * 60_000; t += 5 * 60_000) specs.push({ auditID: `u${c}-${t}`, time: t, kind: 'unauthorized', sourceIP: ip, userAgent: `app${c}/1.0` });
+    }
+    // The node with the skewed clock: 10 token uses stamped 2 days ahead.
+    for (let i = 0; i < 10; i++) specs.push({ auditID: `k${i}`, time: START + 2 * DAY + i * 60_000, kind: 'legacy', namespace: 'ci', serviceAccount: 'jenkins' });
+    const snap = join(dir, 'skew-snapshot.json');
+    writeFileSync(snap, JSON.stringify({ kind: 'List', apiVersion: 'v1', items }));
+    const r = await scan([file('skew-401.log', specs)], { snapshot: snap });
+    const cluster = r.report.findings.filter((f) => f.kind === 'cluster-credential');
+    expect(cluster).toHaveLength(1);
+    expect(cluster[0]!.cause.evidence.join('\n')).toContain('audit timestamps inconsistent in the same data: 10 event times left out');
+    const table = renderScanTable(r.report, { now: r.now, nowSource: r.nowSource, color: false, readiness: r.readiness, ignoredEventTimes: r.ignoredEventTimes });
+    expect(table).toContain(`left out: 10 event times ${new Date(START + 2 * DAY).toISOString()} to ${new Date(START + 2 * DAY + 9 * 60_000).toISOString()}`);
   });
 });
 

@@ -118,8 +118,13 @@ describe('signing-key rotation in live mode', () => {
     await h.poll();
     expect(topLevel().filter((x) => String(x.args.text).includes('cluster-level event'))).toHaveLength(1);
     expect(topLevel().length).toBe(posted);
-    // Besides the announcement: one alert per client (its 401s and stale tokens are one root cause's signals).
-    expect(posted - before).toBe(1 + CLIENTS.length);
+    // Besides the announcement: one alert per client (its 401s and stale tokens are one root cause's signals), and the
+    // one critical cluster-level finding (namespace and ServiceAccount `*`), without a Restart button.
+    expect(posted - before).toBe(1 + CLIENTS.length + 1);
+    const clusterAlert = await h.alert('*', '*', 'cluster-credential');
+    expect(blockText(clusterAlert)).toContain('API server refused valid-looking tokens from 6 ServiceAccounts: signing key changed / servers disagree / clock skew');
+    expect(buttonIds(clusterAlert).filter((b) => b.startsWith('tw_restart') || b.startsWith('tw_recreate'))).toEqual([]);
+    expect((await store.getFinding(findingId(CLUSTER, '*', '*', 'cluster-credential')))!.finding.severity).toBe('critical');
     expect((await store.listActions(CLUSTER)).filter((r) => r.action === 'cluster.credential-event')).toHaveLength(1);
   }, 120_000);
 });

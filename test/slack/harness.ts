@@ -33,6 +33,7 @@ import type { ServeHandle } from '../../src/runtime/serve.js';
 import { startSlackWith, type SlackIntegration } from '../../src/runtime/build-slack.js';
 import type { SlackOptions } from '../../src/slack/app.js';
 import { auditEvent } from '../sources/events.js';
+import type { FindingKind } from '../../src/findings/types.js';
 
 export const SECRET = 'fake-signing-secret-0123456789abcdef';
 export const REF = Date.parse('2026-11-20T12:00:00Z');
@@ -93,7 +94,7 @@ export interface Harness {
    * The alert message of a ServiceAccount (one per root cause: every kind of finding of it shares it), from the fake
    * Slack. `kind` is accepted for older call sites and only checks that such a finding is stored.
    */
-  alert(namespace: string, serviceAccount: string, kind?: 'stale-token' | 'legacy-token' | 'unauthorized', cluster?: string): Promise<FakeMessage>;
+  alert(namespace: string, serviceAccount: string, kind?: FindingKind, cluster?: string): Promise<FakeMessage>;
   /** Sends a signed /tokens command from `channel` by `user` and waits until its work is done. */
   command(text: string, user: string, channel?: string, secret?: string): Promise<SendResult>;
   /**

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { blockText, OPS, REQUESTER, STAGING, startHarness, type Harness } from './harness.js';
+import { auditEvent, type EventSpec } from '../sources/events.js';
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -46,4 +47,27 @@ describe('/tokens status: token-extension readiness', () => {
     expect(line).toMatch(/safe: no stale token use in 8 days of audit data/);
     expect(line).toMatch(/; \d+ successful polls?/);
   });
+
+  for (const [name, skew] of [['2 days', 2 * DAY], ['8 days', 8 * DAY]] as const) {
+    it(`10 token uses stamped ${name} ahead of the host clock: left out of the records (no phantom token), readiness unknown, status names them`, async () => {
+      const log = join(mkdtempSync(join(tmpdir(), 'tw-skew-')), 'audit.log');
+      writeFileSync(log, '');
+      h = await startHarness({ tweak: (c) => void (c.clusters[1]!.audit = { file: { path: log } }) });
+      h.advance(8 * DAY);
+      const now = h.now();
+      // An hour of normal events (legacy-token uses of one client), then 10 stale uses of a node whose clock runs ahead.
+      const normal: EventSpec[] = Array.from({ length: 60 }, (_, i) => ({ auditID: `n${i}`, time: now - 3_600_000 + i * 60_000, kind: 'legacy', namespace: 'ci', serviceAccount: 'jenkins' }));
+      const skewed: EventSpec[] = Array.from({ length: 10 }, (_, i) => ({ auditID: `k${i}`, time: now - 600_000 + i * 1000 + skew, kind: 'stale', namespace: 'logging', serviceAccount: 'fluent-bit', pod: 'fluent-bit-x1', secondsAfterWarning: 80 * 86_400 }));
+      writeFileSync(log, `${[...normal, ...skewed].map(auditEvent).join('\n')}\n`);
+      await h.poll('staging-eks');
+      await h.command('status staging-eks', REQUESTER, STAGING);
+      const e = h.slack.ephemerals({ user: REQUESTER }).filter((m) => m.channel === STAGING).at(-1)!;
+      const text = blockText(e);
+      expect(readinessLine(h, STAGING)).toContain('unknown: audit timestamps inconsistent: 10 token uses stamped');
+      expect(text).toContain(`audit timestamps inconsistent: 10 token uses stamped ${new Date(skewed[0]!.time).toISOString()} to ${new Date(skewed[9]!.time).toISOString()} left out of the last poll`);
+      // No stale-token finding (and so no rejection date) from the skewed uses; the legacy client is there.
+      expect(text).not.toContain('fluent-bit');
+      expect(text).toContain('jenkins');
+    });
+  }
 });

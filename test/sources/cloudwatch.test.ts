@@ -16,7 +16,7 @@ const PREFIX = 'kube-apiserver-audit-';
 const T = Date.parse('2026-11-29T12:00:00Z');
 const MIN = 60_000;
 const HOUR = 60 * MIN;
-const PATTERN = '?"authentication.k8s.io/stale-token" ?"authentication.k8s.io/legacy-token" ?"Authentication failed"';
+const PATTERN = '?"authentication.k8s.io/stale-token" ?"authentication.k8s.io/legacy-token" ?"Authentication failed" ?"Unauthorized"';
 
 let fake: FakeCloudWatch;
 let clock = T;

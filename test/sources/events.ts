@@ -14,7 +14,23 @@ export interface EventSpec {
   userAgent?: string;
   sourceIP?: string;
   legacySecret?: string;
+  /**
+   * `unauthorized` only: which response status the API server wrote (docs/design/domain.md §2). Default `upstream`
+   * (`"message":"Authentication failed, attempted: bearer"`); `reasonOnly` (`status`/`reason`/`code`, no message, k3s);
+   * `messageUnauthorized` (`"message":"Unauthorized"`).
+   */
+  form?: UnauthorizedForm;
+  /** Audit stage. Default `ResponseStarted` for `unauthorized`, else `ResponseComplete`. */
+  stage?: string;
 }
+
+/** The response statuses of a rejected request's audit event, by form (see {@link EventSpec.form}). */
+export const UNAUTHORIZED_STATUS = {
+  upstream: { metadata: {}, message: 'Authentication failed, attempted: bearer', code: 401 },
+  reasonOnly: { metadata: {}, status: 'Failure', reason: 'Unauthorized', code: 401 },
+  messageUnauthorized: { metadata: {}, status: 'Failure', message: 'Unauthorized', reason: 'Unauthorized', code: 401 },
+} as const;
+export type UnauthorizedForm = keyof typeof UNAUTHORIZED_STATUS;
 
 function rfc3339Micro(ms: number): string {
   return new Date(ms).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
@@ -38,11 +54,11 @@ export function auditEvent(s: EventSpec): string {
   if (s.kind === 'unauthorized') {
     return JSON.stringify({
       ...base,
-      stage: 'ResponseStarted',
+      stage: s.stage ?? 'ResponseStarted',
       user: {},
       sourceIPs: [s.sourceIP ?? '192.168.1.10'],
       userAgent: s.userAgent ?? 'multus/v0.0.0 (linux/amd64) kubernetes/$Format',
-      responseStatus: { metadata: {}, message: 'Authentication failed, attempted: bearer', code: 401 },
+      responseStatus: UNAUTHORIZED_STATUS[s.form ?? 'upstream'],
       requestReceivedTimestamp: ts,
       stageTimestamp: ts,
     });
@@ -62,6 +78,7 @@ export function auditEvent(s: EventSpec): string {
   }
   return JSON.stringify({
     ...base,
+    ...(s.stage !== undefined && { stage: s.stage }),
     user: {
       username: subject,
       uid: '0d5a1c44-1111-4000-8000-000000000001',

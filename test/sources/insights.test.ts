@@ -10,7 +10,7 @@ import {
   rowToAggregate,
   type TokenUseAggregate,
 } from '../../src/sources/insights.js';
-import { anyTermFilterPattern, quoteFilterTerm, TOKEN_USE_FILTER_PATTERN } from '../../src/sources/terms.js';
+import { anyTermFilterPattern, anyTermInsightsFilter, quoteFilterTerm, TOKEN_USE_FILTER_PATTERN, TOKEN_USE_TERMS } from '../../src/sources/terms.js';
 import { runInsightsQuery } from '../fakes/cloudwatch.js';
 import { auditEvent } from './events.js';
 
@@ -19,10 +19,19 @@ const row = (o: Record<string, string>) => Object.entries(o).map(([field, value]
 
 describe('filter pattern terms', () => {
   it('quotes every term and ORs them with ?', () => {
-    expect(TOKEN_USE_FILTER_PATTERN).toBe('?"authentication.k8s.io/stale-token" ?"authentication.k8s.io/legacy-token" ?"Authentication failed"');
+    expect(TOKEN_USE_FILTER_PATTERN).toBe('?"authentication.k8s.io/stale-token" ?"authentication.k8s.io/legacy-token" ?"Authentication failed" ?"Unauthorized"');
     expect(anyTermFilterPattern(['only'])).toBe('"only"');
     expect(quoteFilterTerm('a "b" \\c')).toBe('"a \\"b\\" \\\\c"');
     expect(() => anyTermFilterPattern([])).toThrow(/at least one term/);
+  });
+
+  it('gives the Logs Insights query its filter from the same terms', () => {
+    expect(anyTermInsightsFilter()).toBe(
+      'filter @message like "authentication.k8s.io/stale-token" or @message like "authentication.k8s.io/legacy-token" or @message like "Authentication failed" or @message like "Unauthorized"',
+    );
+    expect(buildInsightsQuery({ streamPrefix: 'kube-apiserver-audit-', startMs: 0, endMs: 1000 }).split('\n| ')).toContain(anyTermInsightsFilter(TOKEN_USE_TERMS));
+    expect(() => anyTermInsightsFilter([])).toThrow(/at least one term/);
+    expect(() => anyTermInsightsFilter(['a"b'])).toThrow(/quote or backslash/);
   });
 });
 

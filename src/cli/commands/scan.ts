@@ -46,8 +46,8 @@ interface ScanFlags {
 /**
  * The `scan --format json` document: the contract plus the additive `now`, `cluster` and `warnings`
  * (`[{file, code, message, row?}]`, see `ReadNotice`) fields, `stats.truncated` (`[{file, row, message}]`:
- * files not read past data record `row`, 1-based), `ignoredEventTimes` (`[{time, reason}]`: event times left out of
- * the default reference time as implausible), `readiness` (the token-extension verdict, `Readiness` in
+ * files not read past data record `row`, 1-based), `ignoredEventTimes` (`[{time, reason, until?, count?, source?}]`:
+ * event times left out as inconsistent by the rule of `src/findings/clock-skew.ts`), `readiness` (the token-extension verdict, `Readiness` in
  * `src/findings/readiness.ts`) and `clusterEvents` (`ClusterEvent[]` of `src/findings/cluster-events.ts`: signing-key
  * rotations and issuer changes, once per cluster) and `groups` (`ScanGroup[]` of `src/findings/types.ts`: the
  * findings grouped per ServiceAccount, one entry per alert, each naming its `findings[].id`s).
@@ -207,7 +207,8 @@ Examples:
         for (const n of notices) process.stderr.write(`tokenwatch: warning: ${escapeControl(n.message)}\n`);
       }
       for (const t of result.ignoredEventTimes) {
-        process.stderr.write(`tokenwatch: warning: event time ${t.time} ignored for the default reference time: ${escapeControl(t.reason)}\n`);
+        const what = t.until !== undefined ? `${t.count ?? 'several'} event times ${t.time} to ${t.until}` : `event time ${t.time}`;
+        process.stderr.write(`tokenwatch: warning: ${what}${t.source ? ` (${escapeControl(t.source)})` : ''} left out of the reference time, the readiness window and the findings: ${escapeControl(t.reason)}\n`);
       }
 
       // Loaded only with --metrics (a plain scan's start-up need not pay for it).
@@ -234,6 +235,7 @@ Examples:
             nowSource: result.nowSource,
             color: shouldUseColor(process.stdout, process.env),
             readiness: result.readiness,
+            ignoredEventTimes: result.ignoredEventTimes,
             metricsShowUse: (metrics?.totals['serviceaccount_stale_tokens_total'] ?? 0) > 0,
             ...(flags.wide === true ? {} : { width: outputWidth(process.stdout, process.env) }),
           }),

@@ -26,6 +26,7 @@ export const SIGNAL_LABEL: Readonly<Record<FindingKind, string>> = {
   'stale-token': 'stale tokens',
   unauthorized: 'requests rejected with 401',
   'legacy-token': 'legacy Secret token',
+  'cluster-credential': 'tokens refused across the cluster',
 };
 
 /** One overflow-menu entry: its label and the opaque id its click carries. */
@@ -90,6 +91,7 @@ function earliestRejection(members: readonly Finding[]): number | null {
 
 /** The worst fact of the live signals, in words, for the header ("requests now fail with 401", "rejected in 12 days"). */
 export function worstFact(live: readonly Finding[], now: number, activeWindowMs?: number): string {
+  if (live.some(isClusterCredential)) return 'tokens refused across the cluster';
   // 401s of a cluster-level credential event (signing-key rotation, issuer change) recovered on their own: not this
   // client's fault, so they are named last (src/findings/cluster-events.ts).
   const unauth = live.find((f) => f.kind === 'unauthorized' && !isCredentialEventFinding(f));
@@ -112,11 +114,14 @@ export function signalLabels(live: readonly Finding[]): string[] {
   const out = FINDING_KIND_ORDER.filter((k) => live.some((f) => f.kind === k && !(k === 'unauthorized' && isCredentialEventFinding(f)))).map((k) => SIGNAL_LABEL[k]);
   if (live.some((f) => isCredentialEventFinding(f))) out.push('401s that stopped with a credential change');
   if (live.some((f) => f.cause.evidence.some((e) => e.startsWith('node probe')))) out.push('token file seen by the node probe');
-  if (live.some((f) => f.namespace === '*' || f.cause.evidence.some((e) => /API.server (token )?metrics/i.test(e)))) out.push('API-server metrics');
+  if (live.some((f) => (f.namespace === '*' && !isClusterCredential(f)) || f.cause.evidence.some((e) => /API.server (token )?metrics/i.test(e)))) out.push('API-server metrics');
   return out;
 }
 
 function impact(live: readonly Finding[], subject: string, cluster: string, now: number, activeWindowMs?: number): string {
+  // The cluster-level 401 finding (src/findings/cluster-events.ts): the cluster's doing, not a client's.
+  const clusterWide = live.find(isClusterCredential);
+  if (clusterWide) return `${escClip(clusterWide.cause.summary, 400)} in *${escClip(cluster, 200)}*: nothing of these clients to restart.`;
   // A cluster-level finding from API-server metrics (namespace `*`) names no ServiceAccount: say what is known.
   if (live.every((f) => f.namespace === '*')) {
     return `API-server metrics show stale tokens in use in *${escClip(cluster, 200)}*; no audit event names the clients (exact figures in Details).`;
@@ -140,6 +145,7 @@ function impactOf(fact: string, who: string): string {
 }
 
 function workloadField(members: readonly Finding[]): string {
+  if (members.some(isClusterCredential)) return '*Workload*\nnone: the API server refused the tokens, not one client';
   if (members.every((f) => f.namespace === '*')) return '*Workload*\nunknown: the metrics name no client';
   const seen = new Map<string, WorkloadRef>();
   for (const f of members) for (const w of f.workloads) seen.set(`${w.kind}/${w.namespace}/${w.name}`, w);
@@ -160,14 +166,14 @@ export function podCounts(members: readonly Finding[]): { live: number; gone: nu
 
 function podsField(members: readonly Finding[], podsTotal: number | undefined): string {
   // 401s carry no pod claim (the token was rejected before it was read): say so rather than "0 live".
-  if (members.every((f) => f.kind === 'unauthorized' && f.pods.length === 0)) return '*Pods*\nunknown: rejected requests name no pod';
+  if (members.every((f) => (f.kind === 'unauthorized' || f.kind === 'cluster-credential') && f.pods.length === 0)) return '*Pods*\nunknown: rejected requests name no pod';
   const { live, gone } = podCounts(members);
   const liveText = podsTotal !== undefined ? `${count(Math.min(live, podsTotal))} of ${count(podsTotal)} live` : `${count(live)} live`;
   return `*Pods*\n${liveText}${gone ? ` · ${count(gone)} gone` : ''}`;
 }
 
 function rejectionField(live: readonly Finding[], now: number, activeWindowMs?: number): string {
-  const unauth = live.find((f) => f.kind === 'unauthorized' && !isCredentialEventFinding(f));
+  const unauth = live.find((f) => (f.kind === 'unauthorized' && !isCredentialEventFinding(f)) || isClusterCredential(f));
   if (unauth && signalIsCurrent(unauth, now, activeWindowMs)) return '*Rejection*\n*Now*: requests fail with 401';
   const rej = earliestRejection(live);
   if (rej !== null) return `*Rejection*\n${slackDate(shownTime(rej), '{date_short_pretty}')} (${rej <= now ? '*passed*' : `*${plural(daysLeft({ rejectionAt: new Date(rej).toISOString() }, now) ?? 0, 'day')} left*`})`;
@@ -182,12 +188,17 @@ function requestsField(members: readonly Finding[], now: number, activeWindowMs?
   for (const k of FINDING_KIND_ORDER) {
     const n = members.filter((f) => f.kind === k).reduce((a, f) => a + f.requests, 0);
     if (!members.some((f) => f.kind === k)) continue;
-    parts.push(k === 'unauthorized' ? `${bucket(n)} rejected` : k === 'stale-token' ? `${bucket(n)} with stale tokens` : `${bucket(n)} with the legacy token`);
+    parts.push(k === 'unauthorized' || k === 'cluster-credential' ? `${bucket(n)} rejected` : k === 'stale-token' ? `${bucket(n)} with stale tokens` : `${bucket(n)} with the legacy token`);
   }
   const current = members.some((f) => signalIsCurrent(f, now, activeWindowMs));
   const last = Math.max(...members.map((f) => Date.parse(f.lastSeen)).filter((n) => Number.isFinite(n)));
   const when = current ? 'still coming in' : Number.isFinite(last) ? `last ${slackDate(shownTime(last), '{date_short_pretty}')}` : '';
   return `*Requests*\n${parts.join(' · ')}${when ? `\n${when}` : ''}`;
+}
+
+/** The cluster-level 401 finding of a credential event (kind `cluster-credential`, namespace `*`). */
+function isClusterCredential(f: Pick<Finding, 'kind'>): boolean {
+  return f.kind === 'cluster-credential';
 }
 
 /** The first sentence of a text (up to `max` chars). */

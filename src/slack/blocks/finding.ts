@@ -85,6 +85,7 @@ const KIND_LABEL: Record<FindingKind, string> = {
   'stale-token': 'Stale token',
   'legacy-token': 'Legacy Secret token',
   unauthorized: '401 Unauthorized',
+  'cluster-credential': 'Cluster-level 401s',
 };
 
 /** Seconds between a bound token's issue and its `warnafter` (the findings stage's constant, with its source). */
