@@ -159,6 +159,10 @@ const webhookSchema = z.strictObject({
   maxBodyBytes: z.int().min(1024).default(16 * 1024 * 1024),
   /** Unconsumed spool bytes past which batches are answered 429. Default 256 MiB. */
   maxSpoolBytes: z.int().min(1024).default(256 * 1024 * 1024),
+  /** Request body bytes being read or stored at once (all batches of this listener); over it → 429. Default 64 MiB. */
+  maxInflightBytes: z.int().min(1024).default(64 * 1024 * 1024),
+  /** Most open connections to the listener; further ones are dropped. Default 256. */
+  maxConnections: z.int().min(1).default(256),
 });
 
 const auditSchema = z.strictObject({
