@@ -346,6 +346,11 @@ const postgresSchema = z
     statementTimeout: duration(100).prefault('30s'),
     /** How long opening a connection or waiting for a free one may take. Default `10s`. */
     connectTimeout: duration(100).prefault('10s'),
+    /**
+     * Client-side limit of one statement: past it the connection is dropped (a black-holed one never answers, and
+     * the server-side `statementTimeout` cannot fire for it). Default `statementTimeout` + 5 s.
+     */
+    queryTimeout: duration(100).optional(),
   })
   .transform((p) => {
     const at = p.url !== undefined ? parsePostgresUrl(p.url) : undefined;
@@ -362,6 +367,8 @@ const postgresSchema = z
       statementTimeout: p.statementTimeout,
       /** ms */
       connectTimeout: p.connectTimeout,
+      /** ms */
+      queryTimeout: p.queryTimeout ?? p.statementTimeout + 5_000,
     };
   });
 
