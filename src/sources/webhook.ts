@@ -217,7 +217,9 @@ export class WebhookSource implements AuditSource {
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const answer = (status: number, message: string, headers: Record<string, string> = {}): void => {
       if (res.headersSent) return;
-      res.writeHead(status, { 'content-type': 'application/json', ...headers, ...(status >= 400 ? { connection: 'close' } : {}) });
+      // A refused body is drained (req.resume) on a connection kept open for 429/503, so a client still sending gets
+      // the answer rather than a reset; other refusals close the connection.
+      res.writeHead(status, { 'content-type': 'application/json', ...headers, ...(status >= 400 && status !== 429 && status !== 503 ? { connection: 'close' } : {}) });
       res.end(JSON.stringify({ message }));
     };
     let reserved = 0;
@@ -251,7 +253,7 @@ export class WebhookSource implements AuditSource {
       }
       if (err instanceof HttpError) answer(err.status, err.message, err.status === 429 || err.status === 503 ? { 'retry-after': RETRY_AFTER_S } : {});
       else answer(500, 'spool write failed');
-      if (!(err instanceof HttpError) || err.status === 413 || err.status === 429) req.resume();
+      if (!(err instanceof HttpError) || err.status === 413 || err.status === 429 || err.status === 503) req.resume();
     } finally {
       this.inflight -= reserved;
     }
