@@ -78,8 +78,8 @@ function clusterValue(c: ClusterConfig): unknown {
 /** `store` in the file's form: `postgres` as fields (a URL was split into them), durations as strings. */
 function storeFileForm(store: Config['store']): Record<string, unknown> {
   if (store.postgres === undefined) return { path: store.path };
-  const { statementTimeout, connectTimeout, ...rest } = store.postgres;
-  return { path: store.path, postgres: { ...rest, statementTimeout: formatDuration(statementTimeout), connectTimeout: formatDuration(connectTimeout) } };
+  const { statementTimeout, connectTimeout, queryTimeout, ...rest } = store.postgres;
+  return { path: store.path, postgres: { ...rest, statementTimeout: formatDuration(statementTimeout), connectTimeout: formatDuration(connectTimeout), queryTimeout: formatDuration(queryTimeout) } };
 }
 
 /**

@@ -159,6 +159,10 @@ const webhookSchema = z.strictObject({
   maxBodyBytes: z.int().min(1024).default(16 * 1024 * 1024),
   /** Unconsumed spool bytes past which batches are answered 429. Default 256 MiB. */
   maxSpoolBytes: z.int().min(1024).default(256 * 1024 * 1024),
+  /** Request body bytes being read or stored at once (all batches of this listener); over it → 429. Default 64 MiB. */
+  maxInflightBytes: z.int().min(1024).default(64 * 1024 * 1024),
+  /** Most open connections to the listener; further ones are dropped. Default 256. */
+  maxConnections: z.int().min(1).default(256),
 });
 
 const auditSchema = z.strictObject({
@@ -342,6 +346,11 @@ const postgresSchema = z
     statementTimeout: duration(100).prefault('30s'),
     /** How long opening a connection or waiting for a free one may take. Default `10s`. */
     connectTimeout: duration(100).prefault('10s'),
+    /**
+     * Client-side limit of one statement: past it the connection is dropped (a black-holed one never answers, and
+     * the server-side `statementTimeout` cannot fire for it). Default `statementTimeout` + 5 s.
+     */
+    queryTimeout: duration(100).optional(),
   })
   .transform((p) => {
     const at = p.url !== undefined ? parsePostgresUrl(p.url) : undefined;
@@ -358,6 +367,8 @@ const postgresSchema = z
       statementTimeout: p.statementTimeout,
       /** ms */
       connectTimeout: p.connectTimeout,
+      /** ms */
+      queryTimeout: p.queryTimeout ?? p.statementTimeout + 5_000,
     };
   });
 

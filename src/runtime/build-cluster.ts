@@ -20,6 +20,7 @@ import { KubeRemediator } from '../remediation/kube-remediator.js';
 import { KubeMetricsScraper } from '../sources/apiserver-metrics.js';
 import { createAuditSource, type ClosableAuditSource, type CloudWatchClients, type FleetInsightsRegistry } from '../sources/index.js';
 import type { CloudWatchRateLimiter } from '../sources/rate-limit.js';
+import type { WebhookBatchStore } from '../sources/webhook-batches.js';
 import type { Store } from '../store/index.js';
 import { BlindLogMonitor, EksLoggingRecheck } from './blind.js';
 import { ClusterPoller, type PollOutcome } from './poller.js';
@@ -72,6 +73,8 @@ export interface BuildClusterDeps {
   onBlindChange(rt: ClusterRuntime): void;
   /** Called after every successful poll of the cluster, awaited by the poller (serve's notify-then-verify sequence). */
   afterPoll(rt: ClusterRuntime, findings: Finding[], outcome: PollOutcome): Promise<void>;
+  /** Audit webhook batches in the shared store (clusters shared out across replicas): any replica takes a batch, the owner polls it. */
+  webhookBatches?: WebhookBatchStore;
   /** Fencing of the cluster's poll commits (clusters shared out across replicas; see `PollerDeps.fence`). */
   fence?: (cluster: string, tx: Store) => Promise<void>;
 }
@@ -144,6 +147,7 @@ export async function buildCluster(c: ClusterConfig, deps: BuildClusterDeps): Pr
   const source = createAuditSource(c.audit, {
     cluster: c.name,
     onShed: () => metrics.webhookShed.inc({ cluster: c.name }),
+    ...(deps.webhookBatches ? { webhookBatches: deps.webhookBatches, onWebhookStoreError: (err: unknown) => logger.warn({ err, cluster: c.name }, 'audit webhook batch not stored (answered 503, the API server re-sends it)') } : {}),
     rateLimiter,
     requestTimeoutMs: config.poll.requestTimeout,
     ...(fleetInsights ? { fleetInsights } : {}),

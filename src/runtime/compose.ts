@@ -33,6 +33,7 @@ import { buildCluster, type ClusterRuntime } from './build-cluster.js';
 import type { SlackIntegration } from './build-slack.js';
 import { electionFromEnv, LeaderElector } from './leader.js';
 import { ClusterNotOwnedError, ShardCoordinator } from './shard-coordinator.js';
+import { WebhookBatches } from '../store/webhook-batches.js';
 import type { PollOutcome } from './poller.js';
 import {
   createScheduler,
@@ -183,8 +184,10 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
       cloudwatchClients.destroy();
     };
     undo.push(closeClusters);
+    // Replicas: a webhook batch any replica accepts goes to the shared store, where the cluster's owner polls it.
+    const webhookBatches = sharding ? new WebhookBatches(store.sql) : undefined;
     for (const c of config.clusters) {
-      clusters.set(c.name, await buildCluster(c, { config, store, logger, metrics, clock, rateLimiter, fleetInsights, cloudwatchClients, slowPollAfterMs, watchListLimit, startWatchCache, onBlindChange, afterPoll, ...(sharding ? { fence } : {}) }));
+      clusters.set(c.name, await buildCluster(c, { config, store, logger, metrics, clock, rateLimiter, fleetInsights, cloudwatchClients, slowPollAfterMs, watchListLimit, startWatchCache, onBlindChange, afterPoll, ...(sharding ? { fence, webhookBatches } : {}) }));
     }
     metrics.pollRunningOf = () =>
       [...clusters].map(([name, rt]) => {

@@ -72,8 +72,8 @@ function hashHead(line: Buffer): string {
   return createHash('sha256').update(line).digest('hex').slice(0, 16);
 }
 
-/** sha256 of the file's first complete line ('' if none within the first 64 KiB). */
-async function readHead(fh: FileHandle, size: number): Promise<string> {
+/** sha256 (16 hex chars) of the file's first complete line ('' if none within the first 64 KiB). */
+export async function readHead(fh: FileHandle, size: number): Promise<string> {
   const n = Math.min(size, HEAD_MAX);
   if (n === 0) return '';
   const buf = Buffer.alloc(n);

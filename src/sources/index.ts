@@ -5,7 +5,7 @@ import type { AuditSourceConfig } from '../config/types.js';
 import { CloudWatchClients, CloudWatchSource, type CloudWatchSourceOptions } from './cloudwatch.js';
 import { FileSource } from './file.js';
 import type { AuditSource } from './types.js';
-import { WebhookSource } from './webhook.js';
+import { WebhookSource, type WebhookBatchStore } from './webhook.js';
 import { readFileSync } from 'node:fs';
 import { ErrorCode, TokenwatchError } from '../errors.js';
 import { NoAuditSource } from './no-audit.js';
@@ -26,6 +26,10 @@ export interface AuditSourceExtra extends Partial<CloudWatchSourceOptions> {
   cluster?: string;
   /** Called per audit webhook batch shed with 429. */
   onShed?: () => void;
+  /** The shared store's webhook batch table (replicas on one store): the webhook source writes and reads batches there, not in its spool. */
+  webhookBatches?: WebhookBatchStore;
+  /** Called with a failure to store a webhook batch in {@link webhookBatches} (answered 503). */
+  onWebhookStoreError?: (err: unknown) => void;
   /** Environment for the webhook's `tokenEnv`. Default `process.env`. */
   env?: NodeJS.ProcessEnv;
   /** Fleet Logs Insights mode: insights-mode clusters are read through it when it is enabled (one per deployment). */
@@ -146,6 +150,10 @@ function createWebhookSource(w: Extract<AuditSourceConfig, { webhook: unknown }>
     spoolPath: w.spool,
     maxBodyBytes: w.maxBodyBytes,
     maxSpoolBytes: w.maxSpoolBytes,
+    maxInflightBytes: w.maxInflightBytes,
+    maxConnections: w.maxConnections,
     ...(extra.onShed ? { onShed: extra.onShed } : {}),
+    ...(extra.webhookBatches ? { batches: extra.webhookBatches } : {}),
+    ...(extra.onWebhookStoreError ? { onStoreError: extra.onWebhookStoreError } : {}),
   });
 }

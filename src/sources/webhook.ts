@@ -10,9 +10,29 @@
  * from the last committed chunk and nothing is counted twice (the poller also dedupes by auditID). Once a poll starts
  * with everything consumed, the spool is truncated to 0 (the file cursor sees the truncation and reads from 0).
  *
+ * The spool is identified by more than its size: a truncation to 0 happens only when the committed cursor names the
+ * spool's current inode (and its first line), so a spool replaced under the same name is never emptied by a cursor of
+ * another file. It is created mode 0600 (it holds whole audit events).
+ *
+ * Shared store ({@link WebhookSourceOptions.batches}, used when `serve` runs as replicas on one PostgreSQL store): any
+ * replica behind the webhook Service may receive a cluster's batch, and only the cluster's owner polls it. Then every
+ * accepted batch is written to the store's `webhook_batches` table (its events that may hold a token use, one JSON per
+ * line; the others cannot make a finding) BEFORE the 200, and the poll reads the table instead of a local spool: the
+ * owner counts a batch any replica accepted at its next poll, and replacing any pod loses nothing acknowledged. A poll
+ * deletes the rows it read once the chunk that holds them is committed (the ids travel in the cursor, so a crash
+ * between the commit and the delete deletes them at the next poll; a re-read is deduped by auditID). Without the
+ * store (503 with `Retry-After`) the batch is not acknowledged and the API server re-sends it.
+ *
+ * Bounds: request bodies being read or stored at once are limited to `maxInflightBytes` (by `Content-Length`, else by
+ * bytes received); a batch over it is answered 429 with `Retry-After`, so memory stays bounded under a flood of
+ * large batches. Connections are capped at `maxConnections` (the listener drops further sockets) and an idle
+ * keep-alive connection is closed after 65 s. An event nested deeper than {@link MAX_EVENT_DEPTH} is answered 400.
+ *
  * Answers: 401 without valid credentials (nothing stored), 413 for a body over `maxBodyBytes`, 400 for a body that is
- * not an `EventList`, 429 (with `Retry-After`) while the unconsumed spool exceeds `maxSpoolBytes` (the batch is shed
- * and counted; the API server's webhook backend retries, then drops), 405/404 for other methods/paths.
+ * not an `EventList` or nests too deep, 429 (with `Retry-After`) while the unconsumed spool exceeds `maxSpoolBytes` or
+ * the in-flight bytes would exceed `maxInflightBytes` (the batch is shed and counted; the API server's webhook backend
+ * retries, then drops), 503 (with `Retry-After`) when the shared store cannot take the batch, 405/404 for other
+ * methods/paths.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
@@ -22,9 +42,14 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { dirname } from 'node:path';
+import { mayHoldTokenUse } from '../audit/records.js';
 import { ErrorCode, TokenwatchError } from '../errors.js';
-import { FileSource, parseFileCursor } from './file.js';
-import type { AuditSource, PollOptions } from './types.js';
+import { FileSource, parseFileCursor, readHead, type FileCursor } from './file.js';
+import { DEFAULT_CHECKPOINT_EVENTS, type AuditSource, type PollOptions } from './types.js';
+import { jsonDepthExceeds } from './json-depth.js';
+import { parseBatchCursor, batchCursor, type WebhookBatchStore } from './webhook-batches.js';
+
+export type { WebhookBatchStore } from './webhook-batches.js';
 
 /** Options of {@link WebhookSource}. */
 export interface WebhookSourceOptions {
@@ -50,12 +75,41 @@ export interface WebhookSourceOptions {
   maxSpoolBytes?: number;
   /** Called once per batch shed with 429 (the `tokenwatch_webhook_shed_batches_total` metric). */
   onShed?: () => void;
+  /**
+   * The shared store's batch table: batches are written there (instead of the spool) before the 200, and polls read
+   * it; see the module doc. Absent: the local spool.
+   */
+  batches?: WebhookBatchStore;
+  /** Request body bytes being read or stored at once, across requests; a batch over it → 429. Default 64 MiB. */
+  maxInflightBytes?: number;
+  /** Most open connections; further sockets are dropped by the listener. Default 256. */
+  maxConnections?: number;
+  /** Called with a failure to store a batch in the shared store (the batch was answered 503). */
+  onStoreError?: (err: unknown) => void;
+  /** Epoch ms for `received_at` of stored batches. Default `Date.now`. */
+  clock?: () => number;
 }
 
 /** Default {@link WebhookSourceOptions.maxBodyBytes}: 16 MiB. */
 export const DEFAULT_WEBHOOK_MAX_BODY_BYTES = 16 * 1024 * 1024;
 /** Default {@link WebhookSourceOptions.maxSpoolBytes}: 256 MiB. */
 export const DEFAULT_WEBHOOK_MAX_SPOOL_BYTES = 256 * 1024 * 1024;
+/**
+ * Default {@link WebhookSourceOptions.maxInflightBytes}: 64 MiB — four batches at the 16 MiB body limit, or some sixty
+ * of the webhook backend's default batches (400 events of about 1–3 KiB at `Metadata` level) arriving together;
+ * sized in docs/live-mode.md#audit-webhook.
+ */
+export const DEFAULT_WEBHOOK_MAX_INFLIGHT_BYTES = 64 * 1024 * 1024;
+/** Default {@link WebhookSourceOptions.maxConnections}. */
+export const DEFAULT_WEBHOOK_MAX_CONNECTIONS = 256;
+/** Deepest nesting of objects and arrays an audit event may have (the `EventList` adds two levels above it); deeper → 400. */
+export const MAX_EVENT_DEPTH = 200;
+/** Seconds a refused batch is told to wait (`Retry-After`). */
+const RETRY_AFTER_S = '5';
+/** Largest sum of row sizes one read of the shared batch table fetches, bytes. */
+const READ_BYTES = 8 * 1024 * 1024;
+/** Most batch rows the cursor of a poll names (a checkpoint comes at the latest after this many). */
+const CURSOR_ROWS = 500;
 
 /** What {@link WebhookSource.status} reports (shown in `/tokens status`). */
 export interface WebhookStatus {
@@ -98,6 +152,9 @@ export class WebhookSource implements AuditSource {
   private consumed = 0;
   private shed = 0;
   private accepted = 0;
+  /** Body bytes reserved by requests being read or stored now. */
+  private inflight = 0;
+  private readonly maxInflight: number;
 
   constructor(private readonly opts: WebhookSourceOptions) {
     if (!opts.token && !opts.clientCa) throw new TokenwatchError(ErrorCode.Internal, 'WebhookSource: a bearer token or a client CA is required');
@@ -106,12 +163,13 @@ export class WebhookSource implements AuditSource {
     this.tokenHash = opts.token ? sha256(opts.token) : undefined;
     this.maxBody = opts.maxBodyBytes ?? DEFAULT_WEBHOOK_MAX_BODY_BYTES;
     this.maxSpool = opts.maxSpoolBytes ?? DEFAULT_WEBHOOK_MAX_SPOOL_BYTES;
-    mkdirSync(dirname(opts.spoolPath), { recursive: true });
+    this.maxInflight = opts.maxInflightBytes ?? DEFAULT_WEBHOOK_MAX_INFLIGHT_BYTES;
+    if (!opts.batches) mkdirSync(dirname(opts.spoolPath), { recursive: true });
   }
 
   /** Starts the HTTPS listener; resolves with the bound port. @throws when the port cannot be bound or TLS is invalid. */
   async start(): Promise<number> {
-    this.size = await repairSpool(this.opts.spoolPath);
+    if (!this.opts.batches) this.size = await repairSpool(this.opts.spoolPath);
     const server = createServer(
       {
         cert: this.opts.cert,
@@ -120,6 +178,11 @@ export class WebhookSource implements AuditSource {
       },
       (req, res) => void this.handle(req, res),
     );
+    server.maxConnections = this.opts.maxConnections ?? DEFAULT_WEBHOOK_MAX_CONNECTIONS;
+    // An idle keep-alive connection is closed after 65 s; a request must arrive whole within 120 s.
+    server.keepAliveTimeout = 65_000;
+    server.headersTimeout = 30_000;
+    server.requestTimeout = 120_000;
     this.server = server;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -154,42 +217,77 @@ export class WebhookSource implements AuditSource {
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const answer = (status: number, message: string, headers: Record<string, string> = {}): void => {
       if (res.headersSent) return;
-      res.writeHead(status, { 'content-type': 'application/json', ...headers, ...(status >= 400 ? { connection: 'close' } : {}) });
+      // A refused body is drained (req.resume) on a connection kept open for 429/503, so a client still sending gets
+      // the answer rather than a reset; other refusals close the connection.
+      res.writeHead(status, { 'content-type': 'application/json', ...headers, ...(status >= 400 && status !== 429 && status !== 503 ? { connection: 'close' } : {}) });
       res.end(JSON.stringify({ message }));
+    };
+    let reserved = 0;
+    const reserve = (n: number): void => {
+      if (this.inflight + n > this.maxInflight && !(this.inflight === 0 && reserved === 0)) {
+        throw new HttpError(429, `over ${this.maxInflight} bytes of audit batches in flight`);
+      }
+      this.inflight += n;
+      reserved += n;
     };
     try {
       if (req.method !== 'POST') throw new HttpError(405, 'only POST');
       if (!this.authorized(req)) throw new HttpError(401, 'unauthorized');
       const declared = Number(req.headers['content-length'] ?? 0);
       if (declared > this.maxBody) throw new HttpError(413, `body over ${this.maxBody} bytes`);
-      const body = await this.readBody(req);
+      if (declared > 0) reserve(declared);
+      const body = await this.readBody(req, declared > 0 ? undefined : reserve);
       const lines = eventLines(body);
-      if (this.size - this.consumed > this.maxSpool) {
-        this.shed++;
-        this.opts.onShed?.();
-        throw new HttpError(429, 'spool full: audit events not yet consumed');
+      if (this.opts.batches) {
+        await this.store(lines);
+      } else {
+        if (this.size - this.consumed > this.maxSpool) throw new HttpError(429, 'spool full: audit events not yet consumed');
+        await this.append(lines);
       }
-      await this.append(lines);
       this.accepted += lines.length;
       answer(200, 'ok');
     } catch (err) {
-      if (err instanceof HttpError) answer(err.status, err.message, err.status === 429 ? { 'retry-after': '5' } : {});
+      if (err instanceof HttpError && err.status === 429) {
+        this.shed++;
+        this.opts.onShed?.();
+      }
+      if (err instanceof HttpError) answer(err.status, err.message, err.status === 429 || err.status === 503 ? { 'retry-after': RETRY_AFTER_S } : {});
       else answer(500, 'spool write failed');
-      if (!(err instanceof HttpError) || err.status === 413) req.resume();
+      if (!(err instanceof HttpError) || err.status === 413 || err.status === 429 || err.status === 503) req.resume();
+    } finally {
+      this.inflight -= reserved;
     }
   }
 
-  private readBody(req: IncomingMessage): Promise<Buffer> {
+  /** Writes the batch's lines that may hold a token use to the shared store. @throws {HttpError} 503 when it fails. */
+  private async store(lines: string[]): Promise<void> {
+    const kept = lines.filter((l) => mayHoldTokenUse(l));
+    if (kept.length === 0) return;
+    try {
+      await this.opts.batches!.add(this.opts.cluster, kept.join(''), kept.length, (this.opts.clock ?? Date.now)());
+    } catch (err) {
+      this.opts.onStoreError?.(err);
+      throw new HttpError(503, 'the store cannot take the batch now');
+    }
+  }
+
+  /** Reads the body; `reserve` (a body without `Content-Length`) is called with each chunk's size and may throw. */
+  private readBody(req: IncomingMessage, reserve?: (n: number) => void): Promise<Buffer> {
     return new Promise((resolve, reject) => {
       const parts: Buffer[] = [];
       let n = 0;
+      const stop = (err: unknown): void => {
+        req.removeAllListeners('data');
+        req.resume();
+        reject(err);
+      };
       req.on('data', (c: Buffer) => {
         n += c.length;
-        if (n > this.maxBody) {
-          req.removeAllListeners('data');
-          req.resume();
-          reject(new HttpError(413, `body over ${this.maxBody} bytes`));
-          return;
+        if (n > this.maxBody) return stop(new HttpError(413, `body over ${this.maxBody} bytes`));
+        try {
+          reserve?.(c.length);
+        } catch (err) {
+          return stop(err);
         }
         parts.push(c);
       });
@@ -203,7 +301,7 @@ export class WebhookSource implements AuditSource {
     if (lines.length === 0) return Promise.resolve();
     const data = Buffer.from(lines.join(''), 'utf8');
     const run = this.tail.then(async () => {
-      const fh = await open(this.opts.spoolPath, 'a');
+      const fh = await open(this.opts.spoolPath, 'a', 0o600);
       try {
         await fh.write(data);
         await fh.sync();
@@ -216,12 +314,16 @@ export class WebhookSource implements AuditSource {
     return run;
   }
 
-  /** {@inheritDoc AuditSource.poll} Reads the spool from the committed cursor; see the module doc. */
-  async *poll(cursor: string | undefined, opts: PollOptions): AsyncGenerator<string, string> {
+  /** {@inheritDoc AuditSource.poll} Reads the spool (or the shared store's batches) from the committed cursor; see the module doc. */
+  poll(cursor: string | undefined, opts: PollOptions): AsyncGenerator<string, string> {
+    return this.opts.batches ? this.pollStore(this.opts.batches, cursor, opts) : this.pollSpool(cursor, opts);
+  }
+
+  private async *pollSpool(cursor: string | undefined, opts: PollOptions): AsyncGenerator<string, string> {
     if (cursor) {
-      const pos = parseCursorPos(cursor);
-      if (pos !== undefined) this.consumed = pos;
-      if (pos !== undefined && pos > 0 && pos === this.size) await this.truncateIfConsumed(pos);
+      const c = parseCursor(cursor);
+      if (c !== undefined) this.consumed = c.pos;
+      if (c !== undefined && c.pos > 0 && c.pos === this.size) await this.truncateIfConsumed(c);
     }
     const checkpoint = opts.checkpoint;
     const wrapped: PollOptions = {
@@ -231,21 +333,76 @@ export class WebhookSource implements AuditSource {
         ? {
             checkpoint: async (c: string) => {
               await checkpoint(c);
-              const pos = parseCursorPos(c);
+              const pos = parseCursor(c)?.pos;
               if (pos !== undefined) this.consumed = pos;
             },
           }
         : {}),
     };
     const next = yield* this.file.poll(cursor, wrapped);
-    const pos = parseCursorPos(next);
+    const pos = parseCursor(next)?.pos;
     if (pos !== undefined) this.consumed = pos; // stored by the caller right after; a crash before re-reads (dedupe)
     return next;
   }
 
-  private truncateIfConsumed(pos: number): Promise<void> {
+  /**
+   * Reads the cluster's rows of the shared batch table, oldest first, in reads of at most {@link READ_BYTES}; deletes
+   * the rows a committed cursor names (see the module doc). Checkpoints after `checkpointEvents` lines or
+   * {@link CURSOR_ROWS} rows, at row boundaries.
+   */
+  private async *pollStore(batches: WebhookBatchStore, cursor: string | undefined, opts: PollOptions): AsyncGenerator<string, string> {
+    const cluster = this.opts.cluster;
+    const committed = cursor === undefined ? [] : parseBatchCursor(cursor);
+    if (committed.length > 0) await batches.remove(cluster, committed);
+    const every = opts.checkpointEvents ?? DEFAULT_CHECKPOINT_EVENTS;
+    let pending: number[] = [];
+    let lines = 0;
+    let after = 0;
+    for (;;) {
+      opts.signal?.throwIfAborted();
+      const heads = await batches.heads(cluster, after, 1000);
+      opts.stats.requests++;
+      if (heads.length === 0) break;
+      for (let i = 0; i < heads.length; ) {
+        const group: number[] = [];
+        let bytes = 0;
+        while (i < heads.length && (group.length === 0 || bytes + heads[i]!.bytes <= READ_BYTES)) {
+          group.push(heads[i]!.id);
+          bytes += heads[i]!.bytes;
+          i++;
+        }
+        const rows = await batches.read(cluster, group);
+        opts.stats.requests++;
+        for (const row of rows) {
+          opts.stats.bytes += Buffer.byteLength(row.events);
+          for (const line of row.events.split('\n')) {
+            if (line === '') continue;
+            opts.stats.records++;
+            lines++;
+            yield line;
+          }
+          pending.push(row.id);
+          if (opts.checkpoint && (lines >= every || pending.length >= CURSOR_ROWS)) {
+            await opts.checkpoint(batchCursor(pending));
+            await batches.remove(cluster, pending);
+            pending = [];
+            lines = 0;
+          }
+        }
+        after = group[group.length - 1]!;
+      }
+    }
+    return batchCursor(pending);
+  }
+
+  /**
+   * Empties the spool once the committed cursor `c` has read all of it — only when `c` names this very file (inode and
+   * first line), never on equal sizes alone.
+   */
+  private truncateIfConsumed(c: FileCursor): Promise<void> {
     const run = this.tail.then(async () => {
-      if (this.size !== pos) return; // a batch arrived meanwhile: keep it, truncate on a later poll
+      if (this.size !== c.pos) return; // a batch arrived meanwhile: keep it, truncate on a later poll
+      if (!(await sameFile(this.opts.spoolPath, c))) return;
       await truncate(this.opts.spoolPath, 0);
       this.size = 0;
       this.consumed = 0;
@@ -261,8 +418,12 @@ export class WebhookSource implements AuditSource {
  */
 async function repairSpool(path: string): Promise<number> {
   let fh: FileHandle;
-  fh = await open(path, 'a+'); // created empty when absent, so a poll before the first batch finds the file
-  await fh.close();
+  fh = await open(path, 'a+', 0o600); // created empty when absent, so a poll before the first batch finds the file
+  try {
+    await fh.chmod(0o600); // it holds whole audit events; an older spool may have been created 0644
+  } finally {
+    await fh.close();
+  }
   fh = await open(path, 'r+');
   try {
     const size = (await fh.stat()).size;
@@ -288,11 +449,28 @@ async function repairSpool(path: string): Promise<number> {
   }
 }
 
-function parseCursorPos(cursor: string): number | undefined {
+function parseCursor(cursor: string): FileCursor | undefined {
   try {
-    return parseFileCursor(cursor).pos;
+    return parseFileCursor(cursor);
   } catch {
     return undefined;
+  }
+}
+
+/** Whether the file at `path` is the one cursor `c` read: same inode, and the same first line. */
+async function sameFile(path: string, c: FileCursor): Promise<boolean> {
+  let fh: FileHandle;
+  try {
+    fh = await open(path, 'r');
+  } catch {
+    return false;
+  }
+  try {
+    const st = await fh.stat();
+    if (st.ino !== c.ino) return false;
+    return (await readHead(fh, st.size)) === c.head;
+  } finally {
+    await fh.close();
   }
 }
 
@@ -308,6 +486,8 @@ function eventLines(body: Buffer): string[] {
     throw new HttpError(400, 'body is not JSON');
   }
   const list = v as { kind?: unknown; items?: unknown };
+  // JSON.stringify below recurses: a very deep item would overflow the stack (a 500).
+  if (jsonDepthExceeds(body, MAX_EVENT_DEPTH + 2)) throw new HttpError(400, `an audit event nests deeper than ${MAX_EVENT_DEPTH} levels`);
   if (!v || typeof v !== 'object' || list.kind !== 'EventList' || !Array.isArray(list.items)) throw new HttpError(400, 'expected an audit.k8s.io EventList');
   const out: string[] = [];
   for (const item of list.items) if (item && typeof item === 'object') out.push(`${JSON.stringify(item)}\n`);

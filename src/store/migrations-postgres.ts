@@ -292,6 +292,19 @@ CREATE TABLE missed_polls (
 );
 `;
 
+/** Twin of `V_WEBHOOK_BATCHES` in src/store/migrations.ts: accepted audit webhook batches waiting for their cluster's owner. */
+const V_WEBHOOK_BATCHES = `
+CREATE TABLE webhook_batches (
+  id           BIGSERIAL PRIMARY KEY,
+  cluster      TEXT NOT NULL,
+  received_at  BIGINT NOT NULL,
+  event_count  BIGINT NOT NULL,
+  bytes        BIGINT NOT NULL,
+  events       TEXT NOT NULL
+);
+CREATE INDEX webhook_batches_by_cluster ON webhook_batches (cluster, id);
+`;
+
 /** All PostgreSQL steps, in the order of (and one for one with) `MIGRATIONS` in src/store/migrations.ts. */
 export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   { name: 'live mode', sql: V1 },
@@ -309,6 +322,7 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   { name: 'verification columns', sql: V_VERIFICATION_COLUMNS },
   { name: 'scan requests', sql: V_SCAN_REQUESTS },
   { name: 'poll ticks', sql: V_POLL_TICKS },
+  { name: 'webhook batches', sql: V_WEBHOOK_BATCHES },
 ];
 
 /** The advisory-lock key all migrating replicas take (src/store/postgres.ts `lock`). */

@@ -365,6 +365,24 @@ CREATE TABLE missed_polls (
 ) STRICT;
 `;
 
+/**
+ * Audit webhook batches in the shared store (src/sources/webhook.ts "Shared store"): any replica writes an accepted
+ * batch here before its 200; the cluster's owner reads and deletes the rows at its polls. `events` holds the batch's
+ * event JSON texts that may hold a token use, one per line; `bytes` its size; times epoch ms. AUTOINCREMENT: an id is
+ * never reused, since a poll's cursor names the ids it will delete.
+ */
+const V_WEBHOOK_BATCHES = `
+CREATE TABLE webhook_batches (
+  id           INTEGER PRIMARY KEY AUTOINCREMENT,
+  cluster      TEXT NOT NULL,
+  received_at  INTEGER NOT NULL,
+  event_count  INTEGER NOT NULL,
+  bytes        INTEGER NOT NULL,
+  events       TEXT NOT NULL
+) STRICT;
+CREATE INDEX webhook_batches_by_cluster ON webhook_batches (cluster, id);
+`;
+
 /** All migration steps; the schema version is the number applied. */
 export const MIGRATIONS: readonly string[] = [
   V1,
@@ -381,5 +399,6 @@ export const MIGRATIONS: readonly string[] = [
   V_VERIFICATION_COLUMNS,
   V_SCAN_REQUESTS,
   V_POLL_TICKS,
+  V_WEBHOOK_BATCHES,
 ];
 

@@ -11,7 +11,13 @@
  *   transaction's end.
  * - Timeouts: `statement_timeout` (server side, per session) and `idle_in_transaction_session_timeout` (so a process
  *   that dies inside a transaction cannot hold its locks for long) are sent as startup parameters; connecting gives
- *   up after `connectTimeoutMs`.
+ *   up after `connectTimeoutMs`. Client side, a statement without an answer after `queryTimeoutMs` fails and its
+ *   connection is dropped (pg's `query_timeout`; a black-holed connection never answers, so the server's limit cannot
+ *   fire), and TCP keepalive probes idle connections (pg's `keepAlive`, first probe after 5 s).
+ * - Connection faults: every client has an `'error'` listener from the moment the pool creates it — idle or checked
+ *   out — so a server restart or `pg_terminate_backend` fails the statements running on it (as
+ *   {@link PostgresStoreError}s; the connection is dropped, not returned to the pool) instead of crashing the process
+ *   with an unhandled `'error'` event; the error is reported to `onIdleError`.
  * - TLS (`sslmode`, as libpq names it: https://www.postgresql.org/docs/current/libpq-ssl.html#LIBPQ-SSL-PROTECTION):
  *   `disable` (plain TCP), `require` (encrypted, certificate not checked), `verify-ca` (certificate chain checked
  *   against `caFile`, or Node's CA store without one), `verify-full` (and the host name or IP address matched).
@@ -63,7 +69,9 @@ export interface PostgresOptions {
   connectTimeoutMs?: number;
   /** `application_name` the server shows in `pg_stat_activity`. Default `tokenwatch`. */
   applicationName?: string;
-  /** Called with an error of an idle pooled connection (e.g. the server restarted); the pool replaces it. */
+  /** Client-side limit of one statement, ms: past it the statement fails and its connection is dropped. Default `statementTimeoutMs` + 5000. */
+  queryTimeoutMs?: number;
+  /** Called with an error of a pooled connection, idle or in use (e.g. the server restarted); the pool replaces it. */
   onIdleError?: (err: StoreError) => void;
 }
 
@@ -399,10 +407,17 @@ export class PostgresExecutor implements SqlExecutor {
       ...(statementTimeout > 0
         ? { statement_timeout: statementTimeout, idle_in_transaction_session_timeout: Math.max(60_000, 2 * statementTimeout) }
         : {}),
+      query_timeout: opts.queryTimeoutMs ?? (statementTimeout > 0 ? statementTimeout + 5_000 : 0),
+      keepAlive: true,
+      keepAliveInitialDelayMillis: 5_000,
     };
     this.pool = new pg.Pool(config);
+    const report = (err: Error) => opts.onIdleError?.(wrap(err, undefined, this.where));
     // An idle client's error (server restart, network cut) is emitted on the pool; unhandled it would crash the process.
-    this.pool.on('error', (err) => opts.onIdleError?.(wrap(err, undefined, this.where)));
+    this.pool.on('error', report);
+    // A checked-out client's error is emitted on the client only (pg-pool listens while it is idle): a listener for
+    // its whole life, so a terminated backend during a statement fails that statement instead of the process.
+    this.pool.on('connect', (client) => client.on('error', report));
   }
 
   private check(): void {
@@ -492,6 +507,7 @@ export function postgresOptionsOf(pg: NonNullable<Config['store']['postgres']>):
     poolSize: pg.poolSize,
     statementTimeoutMs: pg.statementTimeout,
     connectTimeoutMs: pg.connectTimeout,
+    queryTimeoutMs: pg.queryTimeout,
   };
 }
 

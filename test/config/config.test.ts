@@ -552,7 +552,7 @@ describe('audit.webhook', () => {
   it('fills defaults: listener 0.0.0.0:8443, 16 MiB bodies, 256 MiB spool next to the store', () => {
     const c = parseConfig(cluster({ certFile: '/tls/crt', keyFile: '/tls/key', tokenFile: '/tok' }), {});
     expect(c.clusters[0]!.audit).toEqual({
-      webhook: { host: '0.0.0.0', port: 8443, certFile: '/tls/crt', keyFile: '/tls/key', tokenFile: '/tok', maxBodyBytes: 16777216, maxSpoolBytes: 268435456, spool: '/var/lib/tw/webhook-prod.spool' },
+      webhook: { host: '0.0.0.0', port: 8443, certFile: '/tls/crt', keyFile: '/tls/key', tokenFile: '/tok', maxBodyBytes: 16777216, maxSpoolBytes: 268435456, maxInflightBytes: 67108864, maxConnections: 256, spool: '/var/lib/tw/webhook-prod.spool' },
     });
   });
   it('needs client authentication, and one token form only', () => {

@@ -33,15 +33,16 @@ describe('store.postgres', () => {
       poolSize: 10,
       statementTimeout: 30_000,
       connectTimeout: 10_000,
+      queryTimeout: 35_000, // statementTimeout + 5 s
     });
   });
 
   it('takes fields, and gives them back in the file form', () => {
-    const fields = { host: '10.0.0.5', port: 6432, database: 'tw', user: 'tw', passwordFrom: { env: 'PGPASS' }, sslmode: 'verify-ca', caFile: '/ca.pem', poolSize: 4, statementTimeout: '5s', connectTimeout: '2s' };
+    const fields = { host: '10.0.0.5', port: 6432, database: 'tw', user: 'tw', passwordFrom: { env: 'PGPASS' }, sslmode: 'verify-ca', caFile: '/ca.pem', poolSize: 4, statementTimeout: '5s', connectTimeout: '2s', queryTimeout: '8s' };
     const raw = withPg(fields);
     const env = { PGPASS: 'x' };
     const config = parseConfig(raw, env);
-    expect(config.store.postgres).toMatchObject({ host: '10.0.0.5', port: 6432, sslmode: 'verify-ca', caFile: '/ca.pem', poolSize: 4, statementTimeout: 5000, connectTimeout: 2000 });
+    expect(config.store.postgres).toMatchObject({ host: '10.0.0.5', port: 6432, sslmode: 'verify-ca', caFile: '/ca.pem', poolSize: 4, statementTimeout: 5000, connectTimeout: 2000, queryTimeout: 8000 });
     expect(toFileForm(config).store).toEqual({ path: './data/tokenwatch.db', postgres: fields });
     expect(parseConfig(toFileForm(config), env).store).toEqual(config.store);
   });

@@ -24,7 +24,7 @@ describe('/tokens status with an audit webhook source', () => {
     h = await startHarness({
       tweak: (c) => {
         c.clusters[1]!.audit = {
-          webhook: { host: '127.0.0.1', port: 0, certFile: cert.certFile, keyFile: cert.keyFile, tokenFile: join(dir, 'token'), spool: join(dir, 'stg.spool'), maxBodyBytes: 1 << 20, maxSpoolBytes: 1024 },
+          webhook: { host: '127.0.0.1', port: 0, certFile: cert.certFile, keyFile: cert.keyFile, tokenFile: join(dir, 'token'), spool: join(dir, 'stg.spool'), maxBodyBytes: 1 << 20, maxSpoolBytes: 1024, maxInflightBytes: 64 << 20, maxConnections: 256 },
         };
       },
     });

@@ -5,8 +5,11 @@
  */
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, statSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { appendFile, rm } from 'node:fs/promises';
+import { request } from 'node:https';
+import { connect, type TLSSocket } from 'node:tls';
+import { dirname } from 'node:path';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { WebhookSource, type WebhookSourceOptions } from '../../src/sources/webhook.js';
@@ -198,4 +201,98 @@ describe('WebhookSource', () => {
     const all = batches.flat();
     for (const id of got) expect(all).toContain(id);
   }, 60_000);
+
+  it('does not empty a spool that has the committed size but is another file (inode and first line compared)', async () => {
+    const spool = spoolIn();
+    const first = await started({ spoolPath: spool });
+    expect((await postBatch({ port: first.port, ca: server.cert, token: TOKEN, body: batch(stale('i-1')) })).status).toBe(200);
+    const read = await pollAll(first.source);
+    first.source.close();
+    const cursorSize = statSync(spool).size;
+    // The spool is replaced by another file of exactly that size (e.g. restored from elsewhere), holding another event.
+    const replacement = `${spool}.new`;
+    writeFileSync(replacement, readFileSync(spool, 'utf8').replace('"i-1"', '"i-2"'));
+    renameSync(replacement, spool);
+    expect(statSync(spool).size).toBe(cursorSize);
+    const again = await started({ spoolPath: spool });
+    // Equal sizes, another inode: not emptied; the new file is read from its start.
+    expect(ids((await pollAll(again.source, read.result)).items)).toEqual(['i-2']);
+  });
+
+  it('creates the spool with mode 0600 and narrows an existing one to it', async () => {
+    const fresh = await started();
+    expect(statSync(fresh.spool).mode & 0o777).toBe(0o600);
+    const spool = spoolIn();
+    mkdirSync(dirname(spool), { recursive: true });
+    writeFileSync(spool, '');
+    chmodSync(spool, 0o644);
+    await started({ spoolPath: spool });
+    expect(statSync(spool).mode & 0o777).toBe(0o600);
+  });
+
+  it('answers 400 (not 500) to a batch with an event nested 5,000 deep, and stores nothing of it', async () => {
+    const { source, port } = await started();
+    let deep = '1';
+    for (let i = 0; i < 5000; i++) deep = `{"a":${deep}}`;
+    const body = `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[${auditEvent(stale('d-1'))},{"auditID":"deep","annotations":{"authentication.k8s.io/stale-token":"x"},"requestObject":${deep}}]}`;
+    const res = await postBatch({ port, ca: server.cert, token: TOKEN, body });
+    expect(res.status).toBe(400);
+    expect(res.body).toContain('nests deeper than');
+    // Brackets inside strings do not count.
+    expect((await postBatch({ port, ca: server.cert, token: TOKEN, body: eventList([auditEvent(stale('d-2')).replace('"stale-token"', `"stale-token","note":"${'['.repeat(5000)}"`)]) })).status).toBe(200);
+    expect(ids((await pollAll(source)).items)).toEqual(['d-2']);
+  });
+
+  it('answers 429 with Retry-After to a batch that would put in-flight bytes over maxInflightBytes, and accepts once they drain', async () => {
+    let shed = 0;
+    const { source, port } = await started({ maxInflightBytes: 8192, onShed: () => shed++ });
+    const slowBody = Buffer.from(batch(...Array.from({ length: 4 }, (_, i) => stale(`f-${i}`))));
+    expect(slowBody.length).toBeGreaterThan(2048);
+    expect(slowBody.length).toBeLessThan(8192);
+    // A batch whose body is still arriving holds its declared size.
+    let slowResume: () => void = () => {};
+    const slow = new Promise<number>((resolve, reject) => {
+      const req = request({ host: '127.0.0.1', port, method: 'POST', path: '/', ca: server.cert, agent: false, headers: { 'content-type': 'application/json', 'content-length': slowBody.length, authorization: `Bearer ${TOKEN}` } }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on('error', reject);
+      req.write(slowBody.subarray(0, 100));
+      slowResume = () => req.end(slowBody.subarray(100));
+    });
+    const big = batch(...Array.from({ length: 8 }, (_, i) => stale(`g-${i}`)));
+    expect(Buffer.byteLength(big) + slowBody.length).toBeGreaterThan(8192);
+    let refused: Awaited<ReturnType<typeof postBatch>> | undefined;
+    // The first request's headers may not have reached the listener yet: ask until the bound is seen.
+    for (let i = 0; i < 200 && refused?.status !== 429; i++) {
+      refused = await postBatch({ port, ca: server.cert, token: TOKEN, body: big });
+      if (refused.status === 200) throw new Error('the second batch was accepted while the first held the in-flight bytes');
+      if (refused.status !== 429) throw new Error(`unexpected ${refused.status}`);
+    }
+    expect(refused!.status).toBe(429);
+    expect(refused!.headers['retry-after']).toBe('5');
+    expect(shed).toBeGreaterThanOrEqual(1);
+    slowResume();
+    expect(await slow).toBe(200);
+    expect((await postBatch({ port, ca: server.cert, token: TOKEN, body: big })).status).toBe(200);
+    expect(ids((await pollAll(source)).items)).toHaveLength(12);
+  });
+
+  it('caps open connections at maxConnections: further sockets are dropped, and served again once others close', async () => {
+    const { port } = await started({ maxConnections: 2 });
+    const open = (): Promise<TLSSocket | 'dropped'> =>
+      new Promise((resolve) => {
+        const s = connect({ host: '127.0.0.1', port, ca: server.cert }, () => resolve(s));
+        s.once('error', () => resolve('dropped'));
+        s.once('close', () => resolve('dropped'));
+      });
+    const held = [await open(), await open()];
+    expect(held.every((s) => s !== 'dropped')).toBe(true);
+    expect(await open()).toBe('dropped');
+    for (const s of held) if (s !== 'dropped') s.destroy();
+    // The listener sees the closes asynchronously: retry until a batch gets through.
+    let status = 0;
+    for (let i = 0; i < 200 && status !== 200; i++) status = await postBatch({ port, ca: server.cert, token: TOKEN, body: batch(stale('c-1')) }).then((r) => r.status, () => 0);
+    expect(status).toBe(200);
+  });
 });
