@@ -3,7 +3,7 @@
  * {@link createSlackApp}), then the parts on its Web API client (`SlackApi`, channel map, button ids, user-group
  * directory, the notifier of alerts, the approval flow, `/tokens`, the Home tab), the listeners registered on the app
  * ({@link registerSlackListeners}), the transport started ({@link startSlackApp}), then the timers (approval expiry,
- * pick-up of approved actions and scan requests, Home tab). After each poll the runtime calls its `afterPoll` (alerts),
+ * pick-up of approved actions and scan requests, Home tab). After each poll the poll pipeline's notify step calls its `afterPoll` (alerts),
  * then its verifier reports through its `verificationReporter` (docs/design/architecture.md "How serve is put together").
  */
 import type { StoredFinding } from '../store/index.js';

@@ -14,8 +14,8 @@
  * 6. the Slack parts (`build-slack.ts`), then the verifier of the actions approved through them (`src/remediation/verify.ts`);
  * 7. the polls start.
  *
- * After each successful poll one sequence runs ({@link afterPoll} below): the blind-log gauge, the integrations' alerts,
- * then the verifier's conclusions; a verification reply has its alert's queued work sent first, so it replies under an
+ * After each successful poll the poll pipeline (`src/pipeline/poll.ts`) runs its notify step ({@link notify} below: the
+ * blind-log gauge, the integrations' alerts), then its verify step (the verifier's conclusions); a verification reply has its alert's queued work sent first, so it replies under an
  * alert that already shows the poll's findings.
  */
 import pLimit from 'p-limit';
@@ -31,9 +31,10 @@ import type { PollStatus, Store } from '../store/index.js';
 import { CloudWatchClients } from '../sources/index.js';
 import { buildCluster, type ClusterRuntime } from './build-cluster.js';
 import type { SlackIntegration } from './build-slack.js';
+import type { Integration } from '../slack/context.js';
 import { electionFromEnv, LeaderElector } from './leader.js';
 import { ClusterNotOwnedError, ShardCoordinator } from './shard-coordinator.js';
-import type { PollOutcome } from './poller.js';
+import type { PollOutcome } from '../pipeline/poll.js';
 import {
   createScheduler,
   Integrations,
@@ -146,12 +147,18 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
           ...reporter,
         }),
     });
-    /** What follows a successful poll of `rt`, in this order; a step that fails is logged and the next one runs. */
-    const afterPoll = async (rt: ClusterRuntime, findings: Finding[], outcome: PollOutcome): Promise<void> => {
+    /** The integrations that alerted on each cluster's last poll: its verify step reports through the same ones. */
+    const alerted = new Map<string, readonly Integration[]>();
+    /** The poll pipeline's "notify" step: the blind-log gauge, then the integrations' alerts (Slack queues them). */
+    const notify = async (rt: ClusterRuntime, findings: Finding[], outcome: PollOutcome): Promise<void> => {
       updateBlindGauge(metrics, rt, clock());
       const started = integrations.running(); // one that starts meanwhile joins at the next poll
-      await integrations.alert(started, rt, findings, outcome); // Slack queues the alerts' posts and edits (sent by its drainer)
-      await integrations.verify(started, rt.config.name); // then concludes approved actions in their threads
+      alerted.set(rt.config.name, started);
+      await integrations.alert(started, rt, findings, outcome);
+    };
+    /** The poll pipeline's "verify" step: concludes approved actions in their threads, under the alerts just queued. */
+    const verify = async (rt: ClusterRuntime): Promise<void> => {
+      await integrations.verify(alerted.get(rt.config.name) ?? [], rt.config.name);
     };
 
     // 3. Per cluster, in flow order: audit source, cluster state, remediator, monitors, poller.
@@ -184,7 +191,7 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
     };
     undo.push(closeClusters);
     for (const c of config.clusters) {
-      clusters.set(c.name, await buildCluster(c, { config, store, logger, metrics, clock, rateLimiter, fleetInsights, cloudwatchClients, slowPollAfterMs, watchListLimit, startWatchCache, onBlindChange, afterPoll, ...(sharding ? { fence } : {}) }));
+      clusters.set(c.name, await buildCluster(c, { config, store, logger, metrics, clock, rateLimiter, fleetInsights, cloudwatchClients, slowPollAfterMs, watchListLimit, startWatchCache, onBlindChange, notify, verify, ...(sharding ? { fence } : {}) }));
     }
     metrics.pollRunningOf = () =>
       [...clusters].map(([name, rt]) => {

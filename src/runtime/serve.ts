@@ -27,7 +27,7 @@ import type { ClusterRuntime } from './build-cluster.js';
 import type { SlackIntegration } from './build-slack.js';
 import { acquirePollerLock, type PollerLock, type PollerLockError, type PollerLockOptions } from './poller-lock.js';
 import type { ShardCoordinator, ShardCoordinatorOptions } from './shard-coordinator.js';
-import type { PollOutcome } from './poller.js';
+import type { PollOutcome } from '../pipeline/poll.js';
 import { Scheduler } from './scheduler.js';
 
 /** What an integration (Slack) gets from serve; it satisfies the Slack integration's own {@link SlackContext}. */
