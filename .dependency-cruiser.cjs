@@ -11,9 +11,11 @@ const SHARED = ['core', 'config', 'observability'];
  * the stages before it, never one after it. Data flows sources → audit → findings → store → slack → approvals →
  * remediation → verify, with cluster state read beside it; imports differ from that where a stage calls a pure one:
  * sources call audit's parsers, the store keeps the approval machine's states, Slack's listeners call the machine and
- * the executor. A folder of src/ that is in neither list fails `every-folder-has-a-place`.
+ * the executor. `pipeline/` composes the stages into the poll (read → parse → derive findings → store → notify → verify)
+ * and holds the one derivation of findings that `scan` shares. A folder of src/ that is in neither list fails
+ * `every-folder-has-a-place`.
  */
-const IMPORT_ORDER = ['cluster', 'audit', 'sources', 'findings', 'probe', 'approvals', 'store', 'remediation', 'slack', 'runtime', 'scan', 'sandbox', 'cli'];
+const IMPORT_ORDER = ['cluster', 'audit', 'sources', 'findings', 'probe', 'approvals', 'store', 'remediation', 'slack', 'pipeline', 'runtime', 'scan', 'sandbox', 'cli'];
 const LATER = (i) => IMPORT_ORDER.slice(i + 1);
 
 /** One rule per stage: it imports no stage after it. */
@@ -80,7 +82,7 @@ module.exports = {
       severity: 'error',
       comment: 'The core never imports the edges (Slack, cluster access, store, sources, remediation, runtime wiring).',
       from: { path: PURE_CORE },
-      to: { path: ['^src/(slack|store|sources|remediation|runtime|sandbox|cli|scan|probe)/', '^src/cluster/(kube|eks-auth)'], pathNot: '^src/slack/blocks/' },
+      to: { path: ['^src/(slack|store|sources|remediation|pipeline|runtime|sandbox|cli|scan|probe)/', '^src/cluster/(kube|eks-auth)'], pathNot: '^src/slack/blocks/' },
     },
     {
       name: 'runtime-builds-the-verifier',

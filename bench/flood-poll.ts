@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { getHeapStatistics } from 'node:v8';
 import { parseConfig } from '../src/config/index.js';
 import { createLogger } from '../src/observability/logger.js';
-import { ClusterPoller } from '../src/runtime/poller.js';
+import { ClusterPoller } from '../src/pipeline/poll.js';
 import { CloudWatchSource } from '../src/sources/cloudwatch.js';
 import { FileSource } from '../src/sources/file.js';
 import type { AuditSource } from '../src/sources/types.js';

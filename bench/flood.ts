@@ -7,7 +7,7 @@
  *   1. `tokenwatch scan`: a JSON-lines audit log of N 401 events (`bench/data/flood-<N>.jsonl`, git-ignored, written
  *      once), scanned in a child process with one thread and with the default `--jobs` (worker threads); its peak RSS
  *      (`process.resourceUsage().maxRSS`);
- *   2. the live pipeline's per-poll path (what `src/runtime/poller.ts` does after reading): reload the token records from
+ *   2. the live pipeline's per-poll path (what `src/pipeline/poll.ts` does after reading): reload the token records from
  *      the SQLite store, merge the poll's new uses in a `TokenAggregator`, write the records back, build findings —
  *      over 10 polls of N/10 uses, in this process; its peak RSS, the records kept and the evidence lines.
  *   3. `serve`'s poll as the Deployment runs it, under the Deployment's heap limit (`--max-old-space-size` read from

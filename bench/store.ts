@@ -42,7 +42,7 @@ import { performance } from 'node:perf_hooks';
 import { parseConfig } from '../src/config/index.js';
 import type { TokenRecord } from '../src/findings/types.js';
 import { createLogger } from '../src/observability/logger.js';
-import { ClusterPoller, POLLER_DEFAULTS } from '../src/runtime/poller.js';
+import { ClusterPoller, POLLER_DEFAULTS } from '../src/pipeline/poll.js';
 import { FileSource } from '../src/sources/file.js';
 import pg from 'pg';
 import { parsePostgresUrl } from '../src/config/schema.js';

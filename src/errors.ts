@@ -52,8 +52,6 @@ export const ErrorCode = {
   ProbeFailed: 'probe_failed',
   /** This replica no longer owns the cluster (clusters shared out across replicas): its write was refused (fencing). */
   ClusterNotOwned: 'cluster_not_owned',
-  /** Leader election was used wrongly. */
-  LeaderElection: 'leader_election',
   /** A parallel scan worker failed outside the reader's own errors. */
   ScanWorkerFailed: 'scan_worker_failed',
   /** The sandbox cannot start (data folder locked, bundled example missing, …). */

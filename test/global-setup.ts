@@ -30,7 +30,6 @@ const PREFIX = '.test-build-';
 /** Test child scripts run as plain JavaScript: source (relative to the repository) → bundled name in `children/`. */
 export const CHILD_SCRIPTS = {
   'serve-child': 'test/slack/serve-child.ts',
-  'child-elector': 'test/runtime/fixtures/child-elector.ts',
   'child-webhook': 'test/sources/fixtures/child-webhook.ts',
 } as const;
 

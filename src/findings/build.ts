@@ -182,7 +182,7 @@ export async function buildFindings(records: TokenRecord[], opts: BuildOptions):
 
 /** Sort order of findings: severity desc, rejectionAt asc (null last), id. */
 export function compareFindings(a: Finding, b: Finding): number {
-  const s = SEVERITY_RANK[b.severity] - SEVERITY_RANK[a.severity];
+  const s = severityRank(b.severity) - severityRank(a.severity);
   if (s !== 0) return s;
   if (a.rejectionAt !== b.rejectionAt) {
     if (a.rejectionAt === null) return 1;

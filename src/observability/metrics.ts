@@ -104,7 +104,7 @@ export class Metrics {
   readonly auditLogBlind = new Gauge({ name: 'tokenwatch_audit_log_blind', help: '1 when the audit log of the cluster cannot see stale tokens (audit log type off, no events), by reason.', labelNames: ['cluster', 'reason'] as const, registers: [this.registry] });
   /** Audit webhook batches answered 429 because the unconsumed spool passed `audit.webhook.maxSpoolBytes`. */
   readonly webhookShed = new Counter({ name: 'tokenwatch_webhook_shed_batches_total', help: 'Audit webhook batches shed with HTTP 429 (spool over its bound).', labelNames: ['cluster'] as const, registers: [this.registry] });
-  /** 1 while this replica holds the leader lease (or, without leader election, the store's poller lock), else 0. */
+  /** 1 while this process holds the SQLite store's poller lock (it owns every cluster), else 0; not set with shards. */
   readonly leader = new Gauge({ name: 'tokenwatch_leader', help: '1 when this replica is the active leader.', registers: [this.registry] });
   /** Clusters this replica owns (polls and remediates) when clusters are shared out across replicas (PostgreSQL store). */
   readonly clustersOwned = new Gauge({ name: 'tokenwatch_clusters_owned', help: 'Clusters this replica owns (polls and remediates) when clusters are shared out across replicas.', registers: [this.registry] });

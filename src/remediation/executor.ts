@@ -119,14 +119,14 @@ export interface ExecutorDeps {
    */
   signal?: AbortSignal;
   /**
-   * False once this replica lost leadership of the approval's cluster (HA: the Lease, or the cluster's ownership when
-   * clusters are shared out across replicas): a followed rollout is then left `running` for the new owner to follow,
-   * as on shutdown. Default: always true.
+   * False once this replica no longer owns the approval's cluster (`Ownership.owns`: the poller lock lost, or the
+   * cluster moved to another replica): a followed rollout is then left `running` for the new owner to follow, as on
+   * shutdown. Default: always true.
    */
-  isLeader?: (cluster: string) => boolean;
+  owns?: (cluster: string) => boolean;
 }
 
-/** Returned by the rollout loop when {@link ExecutorDeps.signal} aborted it or leadership was lost. */
+/** Returned by the rollout loop when {@link ExecutorDeps.signal} aborted it or the cluster's ownership was lost. */
 const INTERRUPTED = Symbol('interrupted');
 
 /** Result of {@link commitEvent}: the transition that was committed, or why the event was refused. */
@@ -287,7 +287,7 @@ async function safely(deps: ExecutorDeps, what: string, fn: () => Promise<void> 
  * Runs an `approved` approval: `approved → running` by compare-and-set (a caller that loses does nothing and gets
  * undefined), then the action, then `succeeded` or `failed`. Never throws for Kubernetes failures: they end the
  * approval in `failed` with the API server's message.
- * @param resume when true, the approval is already `running` (tokenwatch stopped, or leadership moved, while it
+ * @param resume when true, the approval is already `running` (tokenwatch stopped, or ownership moved, while it
  *   ran): a restart first establishes whether its PATCH was applied (see `runRestart`) and sends it if not, then
  *   follows the rollout to its end.
  * @returns the final stored approval, or undefined when another caller runs it.
@@ -318,7 +318,7 @@ export async function executeApproval(deps: ExecutorDeps, id: string, opts: { re
   } else if (a.action === 'restart' && isRestartableKind(t.kind)) {
     const r = await runRestart(deps, rem, a, { ...t, kind: t.kind }, opts.resume === true, log);
     if (r === INTERRUPTED) {
-      log.info('stopping or no longer the leader while following the rollout: left running for the next leader to follow');
+      log.info('stopping or no longer the owner of the cluster while following the rollout: left running for the next owner to follow');
       return await deps.store.getApproval(a.id);
     }
     error = r;
@@ -393,7 +393,7 @@ async function runRecreate(
         gone = !now || now.metadata?.uid !== exec.oldUid;
       }
       if (!gone) {
-        if (deps.signal?.aborted || deps.isLeader?.(a.target.cluster) === false) return INTERRUPTED;
+        if (deps.signal?.aborted || deps.owns?.(a.target.cluster) === false) return INTERRUPTED;
         try {
           await rem.deleteServiceAccount(ref, { uid: exec.oldUid, resourceVersion: dry?.resourceVersion });
         } catch (err) {
@@ -531,7 +531,7 @@ async function runRestart(
   const uid = (a.dryRun as PreflightRecord | null)?.uid;
   let patched = a.execution?.patched !== undefined;
   if (!patched && resume) {
-    // A process stopped (kill -9, leader change) after `running` was stored: did its PATCH reach the API server?
+    // A process stopped (kill -9, ownership change) after `running` was stored: did its PATCH reach the API server?
     let seen: { value?: string; uid?: string };
     try {
       seen = await rem.restartedAt(ref);
@@ -547,8 +547,8 @@ async function runRestart(
     }
   }
   if (!patched) {
-    // A replica that is stopping or lost leadership sends nothing; the next leader resumes from here.
-    if (deps.signal?.aborted || deps.isLeader?.(a.target.cluster) === false) return INTERRUPTED;
+    // A replica that is stopping or lost the cluster sends nothing; the next owner resumes from here.
+    if (deps.signal?.aborted || deps.owns?.(a.target.cluster) === false) return INTERRUPTED;
     try {
       const r = await rem.restart(ref, new Date(startedAt), uid);
       log.info({ generation: r.generation }, 'rollout restart patch sent');
@@ -584,7 +584,7 @@ async function runRestart(
       }
     }
     if (p.done) return undefined;
-    if (deps.signal?.aborted || deps.isLeader?.(a.target.cluster) === false) return INTERRUPTED;
+    if (deps.signal?.aborted || deps.owns?.(a.target.cluster) === false) return INTERRUPTED;
     if (timedOut) {
       return `the rollout did not complete within ${Math.round(deps.rolloutTimeoutMs / 1000)} s (${current.updated} of ${current.desired} pods updated, ${current.ready} ready)`;
     }

@@ -3,7 +3,7 @@
  * (docs/design/architecture.md "How serve is put together"): the audit source (`src/sources/`), Kubernetes access
  * (EKS, in-cluster or kubeconfig; one keep-alive pool), the watch cache and cluster state (`src/cluster/`), the node
  * probe reader (`src/probe/`), the blind-log monitor (`blind.ts`), the remediator
- * (`src/remediation/kube-remediator.ts`) and the poller (`poller.ts`) with its token-metrics monitor.
+ * (`src/remediation/kube-remediator.ts`) and the poll pipeline (`src/pipeline/poll.ts`) with its token-metrics monitor.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import { ClusterWatchCache, type WatchCacheOptions } from '../cluster/cache.js';
@@ -23,7 +23,7 @@ import type { CloudWatchRateLimiter } from '../sources/rate-limit.js';
 import type { WebhookBatchStore } from '../sources/webhook-batches.js';
 import type { Store } from '../store/index.js';
 import { BlindLogMonitor, EksLoggingRecheck } from './blind.js';
-import { ClusterPoller, type PollOutcome } from './poller.js';
+import { ClusterPoller, type PollOutcome } from '../pipeline/poll.js';
 import { TokenMetricsMonitor } from './token-metrics-monitor.js';
 
 /** Everything serve runs for one cluster. */
@@ -71,8 +71,10 @@ export interface BuildClusterDeps {
   startWatchCache?: (cache: ClusterWatchCache) => void;
   /** Called when the cluster's blind-log state may have changed (the EKS logging setup was re-read). */
   onBlindChange(rt: ClusterRuntime): void;
-  /** Called after every successful poll of the cluster, awaited by the poller (serve's notify-then-verify sequence). */
-  afterPoll(rt: ClusterRuntime, findings: Finding[], outcome: PollOutcome): Promise<void>;
+  /** The poll pipeline's "notify" step after every successful poll of the cluster (`PollerDeps.notify`). */
+  notify(rt: ClusterRuntime, findings: Finding[], outcome: PollOutcome): Promise<void>;
+  /** The poll pipeline's "verify" step, after {@link notify} (`PollerDeps.verify`). */
+  verify(rt: ClusterRuntime, outcome: PollOutcome): Promise<void>;
   /** Audit webhook batches in the shared store (clusters shared out across replicas): any replica takes a batch, the owner polls it. */
   webhookBatches?: WebhookBatchStore;
   /** Fencing of the cluster's poll commits (clusters shared out across replicas; see `PollerDeps.fence`). */
@@ -143,7 +145,7 @@ function startWatchCache(
  * `kubeError` says why (scrubbed, logged here).
  */
 export async function buildCluster(c: ClusterConfig, deps: BuildClusterDeps): Promise<ClusterRuntime> {
-  const { config, store, logger, metrics, clock, rateLimiter, fleetInsights, onBlindChange, afterPoll } = deps;
+  const { config, store, logger, metrics, clock, rateLimiter, fleetInsights, onBlindChange, notify, verify } = deps;
   const source = createAuditSource(c.audit, {
     cluster: c.name,
     onShed: () => metrics.webhookShed.inc({ cluster: c.name }),
@@ -235,7 +237,8 @@ export async function buildCluster(c: ClusterConfig, deps: BuildClusterDeps): Pr
     retention: { tokenRecordsMs: config.retention.tokenRecords, pollRunsMs: config.retention.pollRuns, actionLogMs: config.retention.actionLog },
     blind,
     ...(eksRecheck ? { beforePoll: (at: number) => eksRecheck.due(at) } : {}),
-    onFindings: (findings, outcome) => afterPoll(runtime, findings, outcome),
+    notify: (findings: Finding[], outcome: PollOutcome) => notify(runtime, findings, outcome),
+    verify: (outcome: PollOutcome) => verify(runtime, outcome),
     ...(deps.fence ? { fence: (tx: Store) => deps.fence!(c.name, tx) } : {}),
   });
   return runtime;

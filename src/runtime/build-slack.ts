@@ -3,7 +3,7 @@
  * {@link createSlackApp}), then the parts on its Web API client (`SlackApi`, channel map, button ids, user-group
  * directory, the notifier of alerts, the approval flow, `/tokens`, the Home tab), the listeners registered on the app
  * ({@link registerSlackListeners}), the transport started ({@link startSlackApp}), then the timers (approval expiry,
- * pick-up of approved actions and scan requests, Home tab). After each poll the runtime calls its `afterPoll` (alerts),
+ * pick-up of approved actions and scan requests, Home tab). After each poll the poll pipeline's notify step calls its `afterPoll` (alerts),
  * then its verifier reports through its `verificationReporter` (docs/design/architecture.md "How serve is put together").
  */
 import type { StoredFinding } from '../store/index.js';
@@ -123,7 +123,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     quietPeriodMs: config.findings.quietPeriod,
   });
   // The notification queue (docs/slack.md "Notification queue"): polls enqueue their alert work as rows of the store's
-  // `slack_outbox`; the drainer sends it at Slack's rates, on the leader (the cluster's owner with shards).
+  // `slack_outbox`; the drainer sends it at Slack's rates, on a replica that owns the cluster (`ctx.ownership`).
   const drainer = new NotificationDrainer({
     queue: store.outbox,
     sender: {
@@ -141,8 +141,8 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     clock: queueClock,
     logger: log.child({ component: 'slack-queue' }),
     metrics,
-    isLeader: () => ctx.isLeader(),
-    owns: (cluster) => ctx.isLeader(cluster),
+    ownsAny: () => ctx.ownership.ownsAny(),
+    owns: (cluster) => ctx.ownership.owns(cluster),
     onSent: () => home?.changed(),
   });
   /** A finding's alert item, if one is pending, is sent before a reply goes in its thread (the reply needs the alert). */
@@ -173,19 +173,19 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     ...(opts.progressRetryMs !== undefined ? { progressRetryMs: opts.progressRetryMs } : {}),
     track,
     signal: abort.signal,
-    isLeader: (cluster) => ctx.isLeader(cluster),
+    owns: (cluster) => ctx.ownership.owns(cluster),
   });
   // `/tokens scan` may reach a replica that does not poll the cluster (HA): it leaves a request in the shared store
-  // (src/store/scan-requests.ts) for the leader (or the cluster's owner), which takes it at its next pick-up tick.
+  // (src/store/scan-requests.ts) for the replica that owns the cluster, which takes it at its next pick-up tick.
   const runNow = async (cluster: string) => {
-    if (ctx.isLeader(cluster)) return ctx.runNow(cluster);
+    if (ctx.ownership.owns(cluster)) return ctx.runNow(cluster);
     if (!clusters.has(cluster)) return 'unknown-job' as const;
     await store.scanRequests.request(cluster, clock());
     return 'started' as const;
   };
   const pickUpScans = async () => {
     for (const cluster of clusters.keys()) {
-      if (!ctx.isLeader(cluster)) continue;
+      if (!ctx.ownership.owns(cluster)) continue;
       const requestedAt = await store.scanRequests.take(cluster);
       if (requestedAt === undefined) continue;
       log.info({ cluster, requestedAt: new Date(requestedAt).toISOString() }, '/tokens scan requested on another replica: polling now');
@@ -206,7 +206,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     readinessMinWindowMs: config.findings.readinessMinWindow,
     // Items waiting for a channel Slack refuses are not "behind": status shows that channel's problem instead.
     backlog: () => drainer.backlog((channel) => api.channelProblem(channel) === undefined),
-    ...(ctx.ownerOf ? { ownerOf: (cluster: string) => ({ owner: ctx.ownerOf!(cluster), self: ctx.isLeader(cluster) }) } : {}),
+    ...(ctx.ownerOf ? { ownerOf: (cluster: string) => ({ owner: ctx.ownerOf!(cluster), self: ctx.ownership.owns(cluster) }) } : {}),
   });
   home = new HomePublisher(
     {
@@ -329,8 +329,8 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
   homeTimer?.unref();
   await flow.pickUp();
   // Alerts of findings stored while Slack was unreachable (or before a restart) and never posted: post them now
-  // rather than at the next poll. Only the leader (the cluster's owner) posts alerts (HA).
-  for (const name of [...clusters.keys()].filter((c) => ctx.isLeader(c))) {
+  // rather than at the next poll. Only the cluster's owner posts its alerts.
+  for (const name of [...clusters.keys()].filter((c) => ctx.ownership.owns(c))) {
     if (channels.channelOf(name) === undefined) continue;
     const pending: StoredFinding[] = [];
     for (const f of await store.listFindings(name, { status: ['open'] })) if ((await notifier.messageOf(f.finding.id)) === undefined) pending.push(f);

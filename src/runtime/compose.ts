@@ -6,35 +6,35 @@
  * (https://backstage.io/docs/reference/plugin-kubernetes-backend.kubernetesbuilder). The order (docs/design/architecture.md
  * "How serve is put together"):
  *
- * 1. leader election on a Lease (`leader.ts`) when `env` is a pod's with the election variables;
- * 2. the store (`src/store/`), with the poller lock (`poller-lock.ts`) when no leader gate is given;
+ * 1. ownership (`src/core/ownership.ts`): with a PostgreSQL store, clusters shared out across replicas
+ *    (`shard-coordinator.ts`); with the SQLite store (one replica by design), the store's poller lock;
+ * 2. the store (`src/store/`), with the poller lock (`poller-lock.ts`) unless the clusters are shared out;
  * 3. per cluster (`build-cluster.ts` {@link buildCluster}): audit source, cluster state, remediator, monitors, poller;
  * 4. the scheduler (`scheduler.ts`);
  * 5. the health/metrics listener and the audit webhook listeners (before Slack, so probes answer while it connects);
  * 6. the Slack parts (`build-slack.ts`), then the verifier of the actions approved through them (`src/remediation/verify.ts`);
  * 7. the polls start.
  *
- * After each successful poll one sequence runs ({@link afterPoll} below): the blind-log gauge, the integrations' alerts,
- * then the verifier's conclusions; a verification reply has its alert's queued work sent first, so it replies under an
+ * After each successful poll the poll pipeline (`src/pipeline/poll.ts`) runs its notify step ({@link notify} below: the
+ * blind-log gauge, the integrations' alerts), then its verify step (the verifier's conclusions); a verification reply has its alert's queued work sent first, so it replies under an
  * alert that already shows the poll's findings.
  */
 import pLimit from 'p-limit';
 import type { ClusterWatchCache } from '../cluster/cache.js';
-import { kubeConfigFor } from '../cluster/kube.js';
-import { poolConnections } from '../cluster/pool.js';
 import type { Config } from '../config/types.js';
 import type { Finding } from '../findings/types.js';
-import { createLogger, type Logger } from '../observability/logger.js';
+import { createLogger } from '../observability/logger.js';
 import { Metrics } from '../observability/metrics.js';
 import { Verifier } from '../remediation/verify.js';
 import type { PollStatus, Store } from '../store/index.js';
 import { CloudWatchClients } from '../sources/index.js';
 import { buildCluster, type ClusterRuntime } from './build-cluster.js';
 import type { SlackIntegration } from './build-slack.js';
-import { electionFromEnv, LeaderElector } from './leader.js';
+import type { Integration } from '../slack/context.js';
+import { ownershipWhile, type Ownership } from '../core/ownership.js';
 import { ClusterNotOwnedError, ShardCoordinator } from './shard-coordinator.js';
 import { WebhookBatches } from '../store/webhook-batches.js';
-import type { PollOutcome } from './poller.js';
+import type { PollOutcome } from '../pipeline/poll.js';
 import {
   createScheduler,
   Integrations,
@@ -66,28 +66,11 @@ const WATCH_START_TURN_MS = 10_000;
 const SHARED_POLLS_BEATS = 6;
 /** How far back, ms, a poll of a cluster shared out across replicas looks for ticks nobody accounted for (at least 10 TTLs). */
 const TICK_CHECK_WINDOW_MS = 30 * 60_000;
-/** Starts leader election when `env` is a pod's with the election variables set; undefined otherwise. */
-function startLeaderElection(env: NodeJS.ProcessEnv, logger: Logger, metrics: Metrics): LeaderElector | undefined {
-  const election = env.KUBERNETES_SERVICE_HOST ? electionFromEnv(env) : undefined;
-  if (!election) return undefined;
-  const elector = new LeaderElector({ kubeConfig: poolConnections(kubeConfigFor({ inCluster: true })), ...election, logger }); // keep-alive: renewals every retry period
-  elector.on('started', () => {
-    metrics.leader.set(1);
-    logger.info({ identity: election.identity }, 'became leader: polling and executing approved actions');
-  });
-  elector.on('stopped', (reason) => {
-    metrics.leader.set(0);
-    logger.warn({ identity: election.identity, reason }, 'no longer leader: polls stop on this replica');
-  });
-  elector.start();
-  return elector;
-}
-
 /**
  * Builds and starts `tokenwatch serve` (see the module docstring); resolves once the listener is up and the schedule
  * runs.
  * @throws when the store cannot be opened, another process polls it (`PollerLockError`, `poller-lock.ts`), an audit
- *   webhook or the health port cannot bind (`EADDRINUSE`); what was started is stopped and the Lease released first.
+ *   webhook or the health port cannot bind (`EADDRINUSE`); what was started is stopped first.
  */
 export async function composeServe(config: Config, opts: ServeOptions = {}): Promise<ServeHandle> {
   const logger = opts.logger ?? createLogger({ level: config.log.level });
@@ -96,30 +79,27 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
   const undo: Array<() => unknown> = []; // what to take down, last first, when a later step fails
 
   try {
-    // 1. Leader election (HA): only the leader polls and executes approved actions. Not with a PostgreSQL store: there
-    // the replicas share the clusters out through the database instead (shard-coordinator.ts), no Lease is used.
+    // 1. Ownership: with a PostgreSQL store the replicas share the clusters out through the database
+    // (shard-coordinator.ts); with the SQLite store one process owns every cluster while it holds the poller lock.
     // The heartbeat and TTL come from `shards` in the config unless the caller's sharding options set them.
     const fromConfig = { heartbeatMs: config.shards.heartbeat, ttlMs: config.shards.ttl };
     const sharding = opts.sharding
       ? { ...fromConfig, ...opts.sharding }
-      : config.store.postgres !== undefined && opts.isLeader === undefined
+      : config.store.postgres !== undefined && opts.ownership === undefined
         ? { ...fromConfig, ...(opts.env?.POD_NAME ? { name: opts.env.POD_NAME } : {}) }
         : undefined;
-    const elector = sharding ? undefined : startLeaderElection(opts.env ?? {}, logger, metrics);
-    if (elector) undo.push(() => elector.stop({ release: true }));
-    const isLeaderGate = opts.isLeader ?? (elector ? () => elector.isLeader() : undefined);
-    const leaderStatus = opts.leaderStatus ?? (elector ? () => elector.status() : undefined);
 
-    // 2. The store; without a leader gate this process must be its only poller (the poller lock).
-    const { store, lock } = await openPollingStore(config, { leaderGate: isLeaderGate !== undefined || sharding !== undefined, logger, metrics, pollerLock: opts.pollerLock });
+    // 2. The store; unless ownership is given or shared out, this process must be its only poller (the poller lock).
+    const { store, lock } = await openPollingStore(config, { lockFree: opts.ownership !== undefined || sharding !== undefined, logger, metrics, pollerLock: opts.pollerLock });
     undo.push(() => store.close(), () => lock?.release());
     // Clusters shared out across replicas: this replica polls and remediates the clusters it owns (shard-coordinator.ts);
     // built in step 4, once the scheduler exists, before any poll runs.
     let shards: ShardCoordinator | undefined;
-    const isLeader = (cluster?: string): boolean => {
-      if (isLeaderGate) return isLeaderGate();
-      if (shards) return cluster === undefined ? shards.owned().length > 0 : shards.owns(cluster);
-      return lock?.held() ?? true;
+    // Ownership (src/core/ownership.ts): the clusters this replica owns when shared out, else all while it holds the lock.
+    const whileLocked = ownershipWhile(() => lock?.held() ?? true);
+    const ownership: Ownership = opts.ownership ?? {
+      owns: (cluster) => (shards ? shards.owns(cluster) : whileLocked.owns(cluster)),
+      ownsAny: () => (shards ? shards.owned().length > 0 : whileLocked.ownsAny()),
     };
     // A poll commits only while this replica owns its cluster at the epoch the poll started with (the fence).
     const pollEpochs = new Map<string, number>();
@@ -147,12 +127,18 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
           ...reporter,
         }),
     });
-    /** What follows a successful poll of `rt`, in this order; a step that fails is logged and the next one runs. */
-    const afterPoll = async (rt: ClusterRuntime, findings: Finding[], outcome: PollOutcome): Promise<void> => {
+    /** The integrations that alerted on each cluster's last poll: its verify step reports through the same ones. */
+    const alerted = new Map<string, readonly Integration[]>();
+    /** The poll pipeline's "notify" step: the blind-log gauge, then the integrations' alerts (Slack queues them). */
+    const notify = async (rt: ClusterRuntime, findings: Finding[], outcome: PollOutcome): Promise<void> => {
       updateBlindGauge(metrics, rt, clock());
       const started = integrations.running(); // one that starts meanwhile joins at the next poll
-      await integrations.alert(started, rt, findings, outcome); // Slack queues the alerts' posts and edits (sent by its drainer)
-      await integrations.verify(started, rt.config.name); // then concludes approved actions in their threads
+      alerted.set(rt.config.name, started);
+      await integrations.alert(started, rt, findings, outcome);
+    };
+    /** The poll pipeline's "verify" step: concludes approved actions in their threads, under the alerts just queued. */
+    const verify = async (rt: ClusterRuntime): Promise<void> => {
+      await integrations.verify(alerted.get(rt.config.name) ?? [], rt.config.name);
     };
 
     // 3. Per cluster, in flow order: audit source, cluster state, remediator, monitors, poller.
@@ -187,7 +173,7 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
     // Replicas: a webhook batch any replica accepts goes to the shared store, where the cluster's owner polls it.
     const webhookBatches = sharding ? new WebhookBatches(store.sql) : undefined;
     for (const c of config.clusters) {
-      clusters.set(c.name, await buildCluster(c, { config, store, logger, metrics, clock, rateLimiter, fleetInsights, cloudwatchClients, slowPollAfterMs, watchListLimit, startWatchCache, onBlindChange, afterPoll, ...(sharding ? { fence, webhookBatches } : {}) }));
+      clusters.set(c.name, await buildCluster(c, { config, store, logger, metrics, clock, rateLimiter, fleetInsights, cloudwatchClients, slowPollAfterMs, watchListLimit, startWatchCache, onBlindChange, notify, verify, ...(sharding ? { fence, webhookBatches } : {}) }));
     }
     metrics.pollRunningOf = () =>
       [...clusters].map(([name, rt]) => {
@@ -197,7 +183,7 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
     for (const rt of clusters.values()) onBlindChange(rt); // EKS audit logging off is known before the first poll
 
     // 4. The scheduler (started in step 7).
-    const scheduler = createScheduler(config, opts, { clusters, shouldRun: (job) => isLeader(job), metrics, logger, store, replica: () => shards?.id, clock });
+    const scheduler = createScheduler(config, opts, { clusters, shouldRun: (job) => ownership.owns(job), metrics, logger, store, replica: () => shards?.id, clock });
     let scheduling = false;
     /** When this process started scheduling, epoch ms (node-cron's clock): ticks before it are no business of its gap check. */
     const schedulingSince = Date.now();
@@ -266,11 +252,10 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
       scheduler,
       clock,
       runNow: (cluster) => scheduler.runNow(cluster),
-      isLeader,
-      leaderStatus,
+      ownership,
       ...(owners ? { shards: owners, ownerOf: (cluster: string) => owners.status().owners[cluster] ?? null } : {}),
     };
-    if (!isLeaderGate && !shards) metrics.leader.set(1);
+    if (!opts.ownership && !shards) metrics.leader.set(1);
 
     // 5. The health/metrics listener, then the audit webhook listeners (src/sources/webhook.ts): one that cannot bind stops serve.
     // With shards: every cluster's latest poll run in the shared store, re-read every SHARED_POLLS_BEATS heartbeats, so
@@ -351,7 +336,6 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
         await lock?.release();
         await store.close();
         logger.info('stopped');
-        await elector?.stop({ release: true }); // only now: a successor must not poll while this one still finishes
       })());
 
     return {

@@ -1,12 +1,13 @@
 /**
- * One poller per SQLite store (docs/design/architecture.md "Live mode"). Two `serve` processes without leader
- * election on one store would both poll and post every alert twice; the second one refuses to start instead.
+ * One poller per SQLite store (docs/design/architecture.md "Live mode"): the ownership of a SQLite deployment, which is
+ * single-replica by design (`src/core/ownership.ts`). Two `serve` processes on one store would both poll and post
+ * every alert twice; the second one refuses to start instead.
  *
  * The lock is a row in the store (so it follows the file wherever it is mounted) with a heartbeat: the holder
  * refreshes it every `heartbeatMs`; a lock whose heartbeat is older than `staleAfterMs` is free (its holder was
  * killed, or its host lost the volume). A lock left by a process on this host that no longer runs (or that had
  * this process's pid: a restarted container is pid 1 again) is free at once, so a crash-restart does not wait.
- * With leader election (a Kubernetes Lease) replicas share a store by design and this lock is not used.
+ * With a PostgreSQL store replicas share the clusters out (`shard-coordinator.ts`) and this lock is not used.
  */
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
@@ -91,7 +92,7 @@ export async function acquirePollerLock(opts: PollerLockOptions): Promise<Poller
       `another tokenwatch process polls the store ${store.path}: pid ${h.pid} on host ${h.host}, holding it since ${iso(h.acquiredAt)}, ` +
         `last heartbeat ${iso(h.heartbeatAt)} (${Math.max(0, Math.round((now - h.heartbeatAt) / 1000))} s ago). ` +
         'Two pollers on one SQLite store post every alert twice, so this one does not start. Stop the other process, ' +
-        'give this one its own store.path, or run replicas with leader election (POD_NAME and POD_NAMESPACE set in a pod); ' +
+        'give this one its own store.path, or run several replicas on a PostgreSQL store (store.postgres), which shares the clusters out; ' +
         `the lock is free once its heartbeat is ${Math.round(staleAfterMs / 1000)} s old`,
       h,
     );

@@ -72,8 +72,8 @@ export interface SchedulerOptions {
   /** Whether to run every job once at start. Default true. */
   runAtStart?: boolean;
   /**
-   * Gate checked before each run of `job`; returns false to skip (leader election: this replica leads; clusters
-   * shared out across replicas: this replica owns the cluster). Default: always run.
+   * Gate checked before each run of `job`; returns false to skip (`Ownership.owns`: this process holds the store's
+   * poller lock, or owns the cluster shared out across replicas). Default: always run.
    */
   shouldRun?: (job: string) => boolean;
   /**

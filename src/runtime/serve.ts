@@ -13,6 +13,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Config } from '../config/types.js';
 import { backoffDelay } from '../core/backoff.js';
+import type { Ownership } from '../core/ownership.js';
 import type { Finding } from '../findings/types.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -27,7 +28,7 @@ import type { ClusterRuntime } from './build-cluster.js';
 import type { SlackIntegration } from './build-slack.js';
 import { acquirePollerLock, type PollerLock, type PollerLockError, type PollerLockOptions } from './poller-lock.js';
 import type { ShardCoordinator, ShardCoordinatorOptions } from './shard-coordinator.js';
-import type { PollOutcome } from './poller.js';
+import type { PollOutcome } from '../pipeline/poll.js';
 import { Scheduler } from './scheduler.js';
 
 /** What an integration (Slack) gets from serve; it satisfies the Slack integration's own {@link SlackContext}. */
@@ -42,12 +43,10 @@ export interface ServeContext extends SlackContext {
   /** Starts a poll of `cluster` now through the scheduler (`/tokens scan`). */
   runNow(cluster: string): RunNowResult;
   /**
-   * Whether this replica polls `cluster` and executes its approved actions (without `cluster`: any cluster): the
-   * leader, or with clusters shared out across replicas the cluster's owner. Always true without HA.
+   * Which clusters this process polls and executes approved actions for: every cluster while it holds the SQLite
+   * store's poller lock, or with clusters shared out across replicas (PostgreSQL) the clusters it owns.
    */
-  isLeader(cluster?: string): boolean;
-  /** Leader-election state, when leader election runs. */
-  leaderStatus?: () => LeaderStatus;
+  ownership: Ownership;
   /** Cluster ownership, when clusters are shared out across replicas ({@link ServeOptions.sharding}). */
   shards?: ShardCoordinator;
   /** Why integrations (Slack) failed to start, if any did; serve runs on without them. */
@@ -104,8 +103,8 @@ export interface SharedPoll {
  */
 export interface ServeOptions {
   /**
-   * The process environment: leader election on a Lease runs when it has KUBERNETES_SERVICE_HOST, POD_NAME and
-   * POD_NAMESPACE (TOKENWATCH_LEASE_NAME optional; `leader.ts`). Default none: no leader election.
+   * The process environment: with clusters shared out across replicas, `POD_NAME` is the base of the replica id.
+   * Default none.
    */
   env?: NodeJS.ProcessEnv;
   logger?: Logger;
@@ -134,15 +133,13 @@ export interface ServeOptions {
   /** Tuning of the default Slack integration (intervals, listen host, timeouts; `src/slack/app.ts` `SlackOptions`). */
   slack?: SlackOptions;
   /**
-   * Leader gate for polling (HA), replacing leader election (tests). Without it and without leader election this
-   * process takes the store's poller lock (`poller-lock.ts`) and polls while it holds it; start fails with a
-   * {@link PollerLockError} when another live process holds it.
+   * Which clusters this process owns, replacing the store's poller lock (tests running two processes on one store).
+   * Without it and without sharding this process takes the store's poller lock (`poller-lock.ts`) and owns every
+   * cluster while it holds it; start fails with a {@link PollerLockError} when another live process holds it.
    */
-  isLeader?: () => boolean;
+  ownership?: Ownership;
   /** Poller-lock clock (default `Date.now`, not `clock`), timing and identity (tests); see {@link PollerLockOptions}. */
   pollerLock?: Pick<PollerLockOptions, 'clock' | 'staleAfterMs' | 'heartbeatMs' | 'host' | 'pid' | 'isRunning'>;
-  /** Leader-election state for status displays; absent when running without leader election. */
-  leaderStatus?: () => LeaderStatus;
   /**
    * Clusters shared out across replicas (docs/design/architecture.md "Clusters shared out across replicas"): the
    * replica id's base (default the host name), the heartbeat timing, and the executor of the ownership rows (default
@@ -159,15 +156,6 @@ export interface ServeOptions {
   integrationNames?: string[];
 }
 
-/** Leader-election state shown by `/tokens status` (see `src/runtime/leader.ts`). */
-export interface LeaderStatus {
-  identity: string;
-  leader: boolean;
-  /** Current holder of the Lease ('' when released or unknown). */
-  holder: string;
-  lastError?: string;
-}
-
 /** A running service. */
 export interface ServeHandle {
   /** Port of the health/metrics listener. */
@@ -181,25 +169,25 @@ export interface ServeHandle {
   integrationStarted(name: string): Promise<void>;
   /** The default Slack integration once it has started (sandbox, bench); undefined with `integrations` given. */
   slack(): SlackIntegration | undefined;
-  /** Graceful stop: in-flight polls finish first, then integrations, listener and store; the Lease last. Idempotent. */
+  /** Graceful stop: in-flight polls finish first, then integrations, listener and store. Idempotent. */
   stop(): Promise<void>;
 }
 
-/** The store, and the poller lock this process holds on it when no leader gate is given. */
+/** The store, and the poller lock this process holds on it unless ownership is given or shared out. */
 export interface PollingStore {
   store: Store;
   lock?: PollerLock;
 }
 
 /**
- * Opens the store (`config.store`: the SQLite file `path`, or `postgres`); without a leader gate takes its poller lock: this process must be the only
+ * Opens the store (`config.store`: the SQLite file `path`, or `postgres`); unless `lockFree` takes its poller lock: this process must be the only
  * one polling it (docs/design/architecture.md "Live mode").
  * @throws when the store cannot be opened, or {@link PollerLockError} when another live process polls it (the store
  *   is closed again)
  */
-export async function openPollingStore(config: Config, opts: Pick<ServeOptions, 'pollerLock'> & { leaderGate: boolean; logger: Logger; metrics: Metrics }): Promise<PollingStore> {
+export async function openPollingStore(config: Config, opts: Pick<ServeOptions, 'pollerLock'> & { lockFree: boolean; logger: Logger; metrics: Metrics }): Promise<PollingStore> {
   const store = await openConfiguredStore(config.store);
-  if (opts.leaderGate) return { store };
+  if (opts.lockFree) return { store };
   try {
     // Wall-clock time by default, not the service clock: the sandbox runs serve on a faster simulated clock.
     const lock = await acquirePollerLock({ store, clock: Date.now, logger: opts.logger, onLost: () => opts.metrics.leader.set(0), ...opts.pollerLock });
@@ -243,7 +231,7 @@ export function updateBlindGauge(metrics: Metrics, rt: ClusterRuntime, now: numb
 
 /**
  * The scheduler of the clusters' polls (`scheduler.ts`): jitter, spread and concurrency from `config.poll` unless
- * overridden, gated by `shouldRun` (leadership), missed and late ticks counted, logged, recorded by the poller and, when
+ * overridden, gated by `shouldRun` (ownership), missed and late ticks counted, logged, recorded by the poller and, when
  * `store` is given, in the store (`Store.recordMissedPoll`, with the replica id `replica()` returns).
  */
 export function createScheduler(

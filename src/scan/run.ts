@@ -1,6 +1,6 @@
 /**
  * The reusable scan pipeline: read audit logs → aggregate token uses → load cluster state →
- * build findings. Used by `tokenwatch scan` and by anything else that wants the same report
+ * derive findings (`src/pipeline/derive.ts`, the derivation serve's poll runs too). Used by `tokenwatch scan` and by anything else that wants the same report
  * from files (e.g. a sandbox or a test), without any terminal concerns.
  */
 import { createReadStats, readTokenUses, type ReadOptions, type ReadProgress } from '../sources/reader.js';
@@ -11,7 +11,9 @@ import { TokenAggregator } from '../findings/aggregate.js';
 import type { Finding, ScanReport, SeverityThresholds } from '../findings/types.js';
 import type { MaxTokenAge } from '../config/max-token-age.js';
 import { readinessVerdict, type Readiness } from '../findings/readiness.js';
-import { applyCredentialEvents, detectCredentialEvents, noteClockSkew, type ClusterEvent } from '../findings/cluster-events.js';
+import type { ClusterEvent } from '../findings/cluster-events.js';
+import type { ProbeReport } from '../probe/host.js';
+import type { DeriveInput } from '../pipeline/derive.js';
 import { earliestEventTimeOfFiles, latestEventTimeOfFiles } from './latest-event.js';
 import { EventTimeDensity, MAX_SKEWED_SHARE, SKEW_GAP_MS, inconsistentTimesText, judgeEventTimes, type IgnoredEventTime } from '../findings/clock-skew.js';
 import { STDIN } from '../sources/reader.js';
@@ -55,6 +57,13 @@ export interface ScanOptions {
   readinessMinWindowMs?: number;
   /** The scanning host's clock (epoch ms UTC), for the plausibility of event times; default `Date.now`. */
   clock?: () => number;
+  /** Node-probe reports (`scan --probe-report`): applied to the findings as serve's poll applies them. */
+  probeReports?: readonly ProbeReport[];
+  /**
+   * The API-server token metrics step (`scan --metrics`), called with the audit findings and the reference time; its
+   * `showUse` raises probe-only findings above `info` (`DeriveInput.tokenMetrics`).
+   */
+  tokenMetrics?: DeriveInput['tokenMetrics'];
 }
 
 export type { IgnoredEventTime } from '../findings/clock-skew.js';
@@ -186,7 +195,7 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
     uses = readTokenUses(opts.files, stats, readOpts);
   }
   // The findings module (zod, the cause catalog: ~70 ms of CPU) loads while the inputs are read, not before.
-  const findingsModule = import('../findings/build.js');
+  const findingsModule = import('../pipeline/derive.js');
   findingsModule.catch(() => undefined); // awaited below
   const clock = opts.clock ?? Date.now;
   // Token-use times per hour (memory: one entry per distinct hour), judged by the clock-skew rule after the read.
@@ -236,14 +245,18 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
     nowSource = 'clock';
   }
 
-  const { buildFindings, compareFindings } = await findingsModule;
-  const built = await buildFindings(usesAggregator.records(), {
+  const { deriveFindings } = await findingsModule;
+  const { findings, clusterEvents } = await deriveFindings({
+    cluster: opts.cluster,
+    records: usesAggregator.records(),
     now,
+    maxTokenAge: opts.maxTokenAge,
     ...(opts.thresholds ? { thresholds: opts.thresholds } : {}),
     ...(state ? { state } : {}),
+    ...(opts.tokenMetrics ? { tokenMetrics: opts.tokenMetrics } : {}),
+    ...(opts.probeReports ? { probeReports: opts.probeReports } : {}),
+    ...(ignoredEventTimes.length > 0 ? { clockSkew: inconsistentTimesText(ignoredEventTimes) } : {}),
   });
-  const clusterEvents = detectCredentialEvents(built);
-  const findings = noteClockSkew(applyCredentialEvents(built, clusterEvents), ignoredEventTimes.length > 0 ? inconsistentTimesText(ignoredEventTimes) : undefined).sort(compareFindings);
   if (notices.some((n) => n.code === 'guide-query')) for (const f of findings) noteGuideQueryLimits(f);
   if (notices.some((n) => n.code === 'gke-fields')) for (const f of findings) noteGkeLimits(f);
 

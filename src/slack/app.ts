@@ -17,8 +17,8 @@
  *   stays down (bolt-js#1906); see `watchdog.ts`.
  * - After every poll (called by the runtime): alerts (`notifier.ts`), then verification of finished actions
  *   (`src/remediation/verify.ts`). A periodic sweep expires undecided approvals.
- * - High availability (`ctx.isLeader()`): every replica takes clicks and commits votes in the shared store; only
- *   the leader polls and executes. The leader picks up approved actions (approved on another replica, or left
+ * - Ownership (`ctx.ownership`, `src/core/ownership.ts`): every replica takes clicks and commits votes in the shared
+ *   store; only a cluster's owner polls it and executes its actions. The owner picks up approved actions (approved on another replica, or left
  *   `approved`/`running` by a process that stopped) every `pickupIntervalMs`.
  *
  * Scopes used (bot token): `chat:write`, `commands`, `usergroups:read`; optionally `chat:write.public` to post in
@@ -87,7 +87,7 @@ export interface SlackOptions {
    */
   socketClientPingTimeoutMs?: number;
   /**
-   * How often the leader looks for approved actions to run (approved on another replica, or left by a stopped
+   * How often the clusters' owner looks for approved actions to run (approved on another replica, or left by a stopped
    * process) and for `/tokens scan` requests taken by another replica, ms (default 2,000).
    */
   pickupIntervalMs?: number;

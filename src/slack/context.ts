@@ -5,6 +5,7 @@
  */
 import { ErrorCode, TokenwatchError } from '../errors.js';
 import type { ClusterStateSource } from '../cluster/types.js';
+import type { Ownership } from '../core/ownership.js';
 import type { ClusterConfig, Config } from '../config/types.js';
 import type { ClusterEvent } from '../findings/cluster-events.js';
 import type { IgnoredEventTimes } from '../findings/clock-skew.js';
@@ -90,14 +91,14 @@ export interface SlackContext {
   metrics: Metrics;
   clusters: ReadonlyMap<string, SlackCluster>;
   clock: () => number;
-  /** Starts a poll of `cluster` now (on this replica; the caller checks leadership). */
+  /** Starts a poll of `cluster` now (on this replica; the caller checks ownership). */
   runNow(cluster: string): RunNowResult;
   /**
-   * Whether this replica polls `cluster` and executes its approved actions: the leader (Lease or poller lock), or,
-   * with clusters shared out across replicas (PostgreSQL store), the cluster's owner. Without `cluster`: whether it
-   * does so for any cluster. Always true without HA.
+   * Which clusters this replica polls and executes approved actions for (`src/core/ownership.ts`): every cluster while
+   * it holds the SQLite store's poller lock, or with clusters shared out across replicas (PostgreSQL store) the ones
+   * it owns.
    */
-  isLeader(cluster?: string): boolean;
+  ownership: Ownership;
   /**
    * With clusters shared out across replicas: the replica id that owns `cluster` as last read (null: none right
    * now), for `/tokens status`. Absent otherwise.

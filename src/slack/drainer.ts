@@ -69,8 +69,8 @@ export interface DrainerDeps {
   clock: () => number;
   logger: Logger;
   metrics?: Metrics;
-  /** Whether this replica sends (the leader); others leave the rows alone. Default always. */
-  isLeader?: () => boolean;
+  /** Whether this replica sends at all (it owns a cluster, `Ownership.ownsAny`); others leave the rows alone. Default always. */
+  ownsAny?: () => boolean;
   /**
    * Whether this replica sends the items of `cluster`: with clusters shared out across replicas, each sends its own
    * clusters' items (the rows are shared; two replicas sending one alert's item could both post it). Default all.
@@ -82,7 +82,7 @@ export interface DrainerDeps {
   digestEditIntervalMs?: number;
   /** Waits `ms` or until `signal` aborts (tests pass one that moves an injected clock). Default: a timer. */
   sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
-  /** How long a non-leader or an idle loop waits before looking again, ms. Default 5000. */
+  /** How long a replica that owns no cluster, or an idle loop, waits before looking again, ms. Default 5000. */
   idleCheckMs?: number;
   /** Told after each item was sent (the Home tab shows alert links: it republishes). */
   onSent?: (item: OutboxItem) => void;
@@ -137,7 +137,7 @@ export class NotificationDrainer {
     });
   }
 
-  /** Wakes the loop (new items, or a replica became the leader). */
+  /** Wakes the loop (new items, or this replica came to own a cluster). */
   kick(): void {
     this.dirty = true;
     this.wake.abort();
@@ -155,14 +155,14 @@ export class NotificationDrainer {
 
   /**
    * Resolves when the queue is empty or every pending item waits for later than `withinMs` from now; at once when
-   * the loop is not running or this replica does not send (not the leader). An item that became due while the loop
+   * the loop is not running or this replica does not send (it owns no cluster). An item that became due while the loop
    * sleeps (the clock moved) wakes it.
    */
   idle(withinMs = 0): Promise<void> {
     return new Promise((resolve) => {
       const check = () => {
         const now = this.deps.clock();
-        const sends = this.running !== undefined && !this.stopped && (this.deps.isLeader?.() ?? true);
+        const sends = this.running !== undefined && !this.stopped && (this.deps.ownsAny?.() ?? true);
         if (!sends || (!this.dirty && !this.busy && this.items.every((i) => i.notBefore > now + withinMs))) return resolve();
         this.idleWaiters.push(check);
         // The clock moved past an item's time while the loop sleeps (a test's clock jumps): wake it to send that item.
@@ -180,7 +180,7 @@ export class NotificationDrainer {
    * the alert (and the poll's edit of it) it replies to.
    */
   settle(key: string): Promise<void> {
-    const sends = this.running !== undefined && !this.stopped && (this.deps.isLeader?.() ?? true);
+    const sends = this.running !== undefined && !this.stopped && (this.deps.ownsAny?.() ?? true);
     if (!sends) return Promise.resolve();
     return new Promise((resolve) => {
       const waiters = this.settling.get(key) ?? [];
@@ -234,7 +234,7 @@ export class NotificationDrainer {
     const idleMs = this.deps.idleCheckMs ?? 5000;
     while (!this.stopped) {
       if (this.wake.signal.aborted) this.wake = new AbortController();
-      if (this.deps.isLeader && !this.deps.isLeader()) {
+      if (this.deps.ownsAny && !this.deps.ownsAny()) {
         for (const key of [...this.settling.keys()]) this.settled(key);
         this.dirty = true; // another replica sends meanwhile: read the rows again once this one sends
         this.notifyIdle();

@@ -53,7 +53,7 @@ import type { Directory } from './directory.js';
 import { alarmMessage, noteMessage, recreatedMessage, requestedMessage, snoozedMessage, wrongChannelText } from './messages.js';
 import type { Notifier } from './notifier.js';
 
-/** An approval picked up by the leader must be at least this old in its state, ms (see `pickUp`). */
+/** An approval picked up by the cluster's owner must be at least this old in its state, ms (see `pickUp`). */
 export const PICKUP_GRACE_MS = 1000;
 
 /** Refusal rows are written to the action log in batches, at most this long after the click, ms. */
@@ -118,11 +118,10 @@ export interface FlowDeps {
   /** Aborted when Slack stops: running rollouts are left `running` and resumed at the next start. */
   signal?: AbortSignal;
   /**
-   * Whether this replica leads `cluster` (HA: only the leader — with clusters shared out across replicas, the
-   * cluster's owner — executes its approved actions; any replica takes clicks and commits votes in the shared store).
-   * Default: always.
+   * Whether this replica owns `cluster` (`Ownership.owns`: only the cluster's owner executes its approved actions;
+   * any replica takes clicks and commits votes in the shared store). Default: always.
    */
-  isLeader?: (cluster: string) => boolean;
+  owns?: (cluster: string) => boolean;
 }
 
 /** Action-id families of the finding buttons, to check that a button's id fits the button. */
@@ -174,7 +173,7 @@ export class ApprovalFlow {
       logger: deps.logger,
       ...(deps.metrics ? { metrics: deps.metrics } : {}),
       ...(deps.signal ? { signal: deps.signal } : {}),
-      ...(deps.isLeader ? { isLeader: deps.isLeader } : {}),
+      ...(deps.owns ? { owns: deps.owns } : {}),
       hooks: {
         onApprovalChanged: (a) => this.updateApprovalMessage(a),
         onProgress: (a, p, startedAt) => this.showProgress(a, p, startedAt),
@@ -514,7 +513,7 @@ export class ApprovalFlow {
   private async afterCommit(a: StoredApproval, effects: readonly string[]): Promise<void> {
     if (effects.includes('update-approval-message')) await this.updateApprovalMessage(a);
     if (effects.includes('execute')) {
-      if (this.deps.isLeader?.(a.target.cluster) === false) this.deps.logger.info({ approval: a.id, cluster: a.target.cluster }, 'approved here; the replica that owns the cluster runs it');
+      if (this.deps.owns?.(a.target.cluster) === false) this.deps.logger.info({ approval: a.id, cluster: a.target.cluster }, 'approved here; the replica that owns the cluster runs it');
       else void this.deps.track(this.run(a.id, a.target.cluster));
     }
   }
@@ -552,7 +551,7 @@ export class ApprovalFlow {
 
   /**
    * For the clusters this replica leads (all without HA): runs approvals left `approved` (approved on another replica, or before a restart), and
-   * resumes actions left `running` by a process that stopped or lost leadership: a restart sends its PATCH unless
+   * resumes actions left `running` by a process that stopped or lost the cluster's ownership: a restart sends its PATCH unless
    * the workload's `restartedAt` annotation shows it was applied, then follows the rollout (updating the same
    * progress message); a recreation does the steps not yet done (see the executor). Called at start and periodically.
    */
@@ -562,7 +561,7 @@ export class ApprovalFlow {
     const settled = this.deps.clock() - PICKUP_GRACE_MS;
     for (const a of await store.listApprovals({ states: ['approved', 'running'] })) {
       // Leave fresh transitions to the process that made them (it runs what it approved when it leads).
-      if (this.executing.has(a.id) || a.updatedAt > settled || this.deps.isLeader?.(a.target.cluster) === false) continue;
+      if (this.executing.has(a.id) || a.updatedAt > settled || this.deps.owns?.(a.target.cluster) === false) continue;
       // `running`: resumed; the executor first establishes what was done (restart annotation, recorded steps).
       void this.deps.track(this.run(a.id, a.target.cluster, a.state === 'running'));
     }
@@ -588,8 +587,8 @@ export class ApprovalFlow {
       for (const a of await this.deps.store.listApprovals({ states: ['succeeded', 'failed'] })) if (a.execution?.pendingProgress) this.progressPending.add(a.id);
     }
     for (const id of [...this.progressPending]) {
-      const cluster = this.deps.isLeader ? (await this.deps.store.getApproval(id))?.target.cluster : undefined;
-      if (cluster !== undefined && !this.deps.isLeader?.(cluster)) continue; // its cluster's owner sends it
+      const cluster = this.deps.owns ? (await this.deps.store.getApproval(id))?.target.cluster : undefined;
+      if (cluster !== undefined && !this.deps.owns?.(cluster)) continue; // its cluster's owner sends it
       if (await resendPendingProgress(this.executor, id)) this.progressPending.delete(id);
     }
   }
@@ -655,7 +654,7 @@ export class ApprovalFlow {
       { desired: p.desired, updated: p.updated, ready: p.ready, available: p.available, done: p.done, timedOut: p.timedOut === true },
       { target: a.target, now: this.deps.clock(), startedAt, timeoutMs: this.deps.rolloutTimeoutMs },
     );
-    // The progress message's location is in the store, so a restarted or new leader edits the same message.
+    // The progress message's location is in the store, so a restarted process or a new owner edits the same message.
     const at = (await this.deps.store.getApproval(a.id))?.progress;
     if (at) {
       await this.deps.api.update(at.channel, at.ts, msg);

@@ -147,7 +147,7 @@ export function scanMessage(cluster: string, result: 'started' | 'busy' | 'unkno
     case 'stopped':
       return section(`tokenwatch is shutting down; ${c} is not polled any more.`, 'tokenwatch is shutting down');
     case 'unknown-job':
-      return section(`${c} is not scheduled in this tokenwatch (is this replica the leader?).`, `${cluster} is not scheduled here`);
+      return section(`${c} is not scheduled in this tokenwatch (does this replica own it?).`, `${cluster} is not scheduled here`);
   }
 }
 

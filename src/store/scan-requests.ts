@@ -1,6 +1,6 @@
 /**
  * The scan-request repository: `/tokens scan <cluster>` answered by a replica that does not poll the cluster leaves a
- * request here for the replica that does (the leader, or the cluster's owner), which takes it on its next pick-up
+ * request here for the replica that does (the cluster's owner), which takes it on its next pick-up
  * tick and polls at once (docs/design/architecture.md "How `serve` is put together, and one click's path").
  */
 import type { SqlExecutor } from './sql.js';

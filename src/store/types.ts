@@ -167,7 +167,7 @@ export interface MessageLocation {
 }
 
 /**
- * What a running action did, recorded as it goes so that a process that resumes it (after a crash or a leader
+ * What a running action did, recorded as it goes so that a process that resumes it (after a crash or an ownership
  * change) knows which Kubernetes writes were made (docs/design/architecture.md "Slack and approvals"). JSON in the store.
  */
 export interface ExecutionRecord {

@@ -149,3 +149,57 @@ describe('citations a reader of the repository can follow', () => {
     expect(hits(OUTSIDE)).toEqual([]);
   });
 });
+
+/** A backticked repository path of product code (`src/…`); placeholders (`<name>`, globs, `…`) are not paths. */
+const SRC_PATH = /`(src\/[\w./-]+)`/g;
+/**
+ * Whether `path` is meant as ours: its first part after `src/` is an entry of this repository's src/. Paths of other
+ * projects cited in comments (bolt-js's `src/receivers/verify-request.ts`, node-cron's `src/tasks/…`) are not.
+ */
+const OURS = new Set(readdirSync(join(ROOT, 'src')));
+const isOurs = (path: string): boolean => OURS.has(path.split('/')[1] ?? '');
+
+describe('backticked src/ paths in comments and docs name files that exist', () => {
+  const cited = READER_ROOTS.flatMap((r) => readerFiles(join(ROOT, r)))
+    .filter((f) => relative(ROOT, f) !== THIS_FILE)
+    .flatMap((f) => {
+      const rel = relative(ROOT, f);
+      return readFileSync(f, 'utf8')
+        .split('\n')
+        .flatMap((line, i) => [...line.matchAll(SRC_PATH)].map((m) => ({ where: `${rel}:${i + 1}`, path: m[1]!.replace(/[.,]$/, '') })))
+        .filter((c) => isOurs(c.path));
+    });
+
+  it('there are such paths (the scan works)', () => {
+    expect(cited.length).toBeGreaterThan(100);
+  });
+
+  it('every one resolves to a file or folder of the repository', () => {
+    expect(cited.filter((c) => !existsSync(join(ROOT, c.path))).map((c) => `${c.where}: ${c.path}`)).toEqual([]);
+  });
+});
+
+/** The headings of a Markdown text, outside fenced code blocks. */
+function markdownHeadings(text: string): string[] {
+  let fenced = false;
+  return text.split('\n').flatMap((l) => {
+    if (/^\s*(```|~~~)/.test(l)) fenced = !fenced;
+    return !fenced && /^#{1,6}\s/.test(l) ? [l.trim()] : [];
+  });
+}
+
+describe('a Markdown document names each heading once', () => {
+  const docs = ['README.md', 'SECURITY.md', 'docs'].flatMap((r) => readerFiles(join(ROOT, r))).filter((f) => f.endsWith('.md'));
+
+  it('finds headings outside code blocks only', () => {
+    expect(markdownHeadings('# A\n```sh\n# a comment\n```\n## B\n')).toEqual(['# A', '## B']);
+  });
+
+  it('no heading (same level, same text) is repeated within one document: a link to it would reach the first only', () => {
+    const repeated = docs.flatMap((f) => {
+      const hs = markdownHeadings(readFileSync(f, 'utf8'));
+      return [...new Set(hs.filter((h, i) => hs.indexOf(h) !== i))].map((h) => `${relative(ROOT, f)}: ${h}`);
+    });
+    expect(repeated).toEqual([]);
+  });
+});

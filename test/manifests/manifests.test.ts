@@ -67,7 +67,6 @@ describe('every manifest validates offline', () => {
       'base/namespace.yaml',
       'base/networkpolicy.yaml',
       'base/pvc.yaml',
-      'base/rbac-leader-election.yaml',
       'base/rbac-reader.yaml',
       'base/secret.example.yaml',
       'base/service.yaml',
@@ -164,8 +163,6 @@ describe('install layout', () => {
         'rbac.authorization.k8s.io/v1 ClusterRoleBinding /tokenwatch-reader',
         'rbac.authorization.k8s.io/v1 ClusterRole /tokenwatch-writer',
         'rbac.authorization.k8s.io/v1 RoleBinding kube-system/tokenwatch-writer',
-        'rbac.authorization.k8s.io/v1 Role tokenwatch/tokenwatch-leader-election',
-        'rbac.authorization.k8s.io/v1 RoleBinding tokenwatch/tokenwatch-leader-election',
         'v1 ConfigMap tokenwatch/tokenwatch-config',
         'v1 PersistentVolumeClaim tokenwatch/tokenwatch-data',
         'apps/v1 Deployment tokenwatch/tokenwatch',
@@ -368,7 +365,7 @@ describe('ConfigMap and Secret', () => {
     expect(Object.keys(cm.data)).toEqual(['tokenwatch.yaml']);
     expect(readFileSync(join(MANIFESTS, 'base/tokenwatch.yaml'), 'utf8')).toBe(cm.data['tokenwatch.yaml']);
     expect(podEnv['POD_NAME']).toBe('<metadata.name>');
-    expect(podEnv['POD_NAMESPACE']).toBe('<metadata.namespace>');
+    expect(podEnv['POD_NAMESPACE']).toBeUndefined(); // only the Lease election read it
   });
 
   it('the Secret example holds placeholders only, under the names the pod reads', () => {

@@ -1,18 +1,17 @@
 /**
  * Every Kubernetes API call tokenwatch can make, as RBAC names them, and the PolicyRules that grant exactly those.
  *
- * Three groups, each declared for the code that makes the calls and checked against the requests that code really
+ * Two groups, each declared for the code that makes the calls and checked against the requests that code really
  * sends to the fake API server (`test/manifests/rbac.test.ts`, `test/cluster/kube.test.ts`):
  * - {@link KUBE_API_CALLS} (of `src/cluster/kube.ts`): cluster-state reads, cluster-wide; plus the opt-in
  *   {@link SECRET_METADATA_API_CALLS} (list Secrets, metadata only) when `kubernetes.secretMetadata` is on.
  * - {@link REMEDIATION_API_CALLS} (of `src/remediation/kube-remediator.ts`): reads and writes of remediation.
- * - {@link LEADER_API_CALLS} (of `src/runtime/leader.ts`): the leader-election Lease in tokenwatch's own namespace.
  *
  * The manifests (`manifests/rbac-*.yaml`) split them by verb: read verbs (get, list, watch) in the `tokenwatch-reader`
  * ClusterRole, write verbs in `tokenwatch-writer` (bound per namespace by default, cluster-wide on request; drop it
- * for a read-only install), the Lease calls in a namespaced Role, and the opt-in Secret list in
+ * for a read-only install), and the opt-in Secret list in
  * `tokenwatch-secret-metadata` (not in the default install). A test checks that the roles grant exactly
- * {@link readCalls} / {@link writeCalls} / {@link LEADER_API_CALLS} / {@link secretMetadataCalls}, for the kustomize
+ * {@link readCalls} / {@link writeCalls} / {@link secretMetadataCalls}, for the kustomize
  * install and the Helm chart alike.
  *
  * RBAC facts (Kubernetes docs "Using RBAC Authorization"): a rule grants `verbs × resources × apiGroups`; a
@@ -91,16 +90,6 @@ export const REMEDIATION_API_CALLS: readonly ApiCall[] = [
   { verb: 'delete', resource: 'serviceaccounts', apiGroup: '' },
   { verb: 'create', resource: 'serviceaccounts', apiGroup: '' },
   { verb: 'create', resource: 'events', apiGroup: '' },
-];
-
-/**
- * Every API call `LeaderElector` (`src/runtime/leader.ts`) can make, in its own namespace only: read the Lease,
- * create it when missing, replace it (acquire, renew, release).
- */
-export const LEADER_API_CALLS: readonly ApiCall[] = [
-  { verb: 'get', resource: 'leases', apiGroup: 'coordination.k8s.io' },
-  { verb: 'create', resource: 'leases', apiGroup: 'coordination.k8s.io' },
-  { verb: 'update', resource: 'leases', apiGroup: 'coordination.k8s.io' },
 ];
 
 /** A call to a non-resource URL (RBAC `nonResourceURLs`), e.g. `get /metrics`. */

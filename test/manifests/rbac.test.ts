@@ -5,11 +5,10 @@ import { startFakeKube, type FakeKube } from '../../src/sandbox/fakes/kubernetes
 import type { PolicyRule, RecordedRequest } from '../../src/sandbox/fakes/kubernetes/types.js';
 import { KubeClusterState } from '../../src/cluster/kube.js';
 import { ClusterWatchCache } from '../../src/cluster/cache.js';
-import { LeaderElector } from '../../src/runtime/leader.js';
+import { CoordinationV1Api } from '@kubernetes/client-node';
 import { KubeMetricsScraper } from '../../src/sources/apiserver-metrics.js';
 import {
   KUBE_API_CALLS,
-  LEADER_API_CALLS,
   NON_RESOURCE_CALLS,
   REMEDIATION_API_CALLS,
   SECRET_METADATA_API_CALLS,
@@ -141,15 +140,6 @@ describe('API call lists match what the code sends', () => {
     expect(fake.requests.some((r) => r.dryRun && r.verb === 'patch')).toBe(true);
     expect(fake.requests.some((r) => r.dryRun && r.verb === 'delete')).toBe(true);
   });
-
-  it('LEADER_API_CALLS = the calls LeaderElector makes (create, renew, release)', async () => {
-    fake = await startFakeKube();
-    const el = new LeaderElector({ kubeConfig: fake.kubeConfig(), namespace: 'tokenwatch', identity: 'pod-a', leaseDurationMs: 1000, renewDeadlineMs: 600, retryPeriodMs: 50 });
-    el.start();
-    while (fake.requestsMatching({ verb: 'update' }).length < 2) await new Promise((r) => setTimeout(r, 10));
-    await el.stop();
-    expect(made(fake)).toEqual(uniqueCalls(LEADER_API_CALLS).map(callKey).sort());
-  });
 });
 
 /** The installs whose roles are checked: kustomize default, cluster-wide writes, and both with every component. */
@@ -178,13 +168,12 @@ describe.each(INSTALLS)('ClusterRoles and Roles of %s grant exactly the calls', 
   const withSecrets = name.includes('components');
   const withProbe = name.includes('probe');
 
-  it('only the reader, writer and leader-election roles (+ secret-metadata with the components, the probe\'s with the probe)', () => {
+  it('only the reader and writer roles (+ secret-metadata with the components, the probe\'s with the probe)', () => {
     expect(roles(install).map((r) => `${r.kind} ${r.metadata.name}`).sort()).toEqual([
       ...(withProbe ? ['ClusterRole tokenwatch-probe-reviewer'] : []),
       'ClusterRole tokenwatch-reader',
       ...(withSecrets ? ['ClusterRole tokenwatch-secret-metadata'] : []),
       'ClusterRole tokenwatch-writer',
-      'Role tokenwatch-leader-election',
       ...(withProbe ? ['Role tokenwatch-probe', 'Role tokenwatch-probe-reader'] : []),
     ]);
     // Serve gets exactly the probe reports' list and the probe pods' get in the probe namespace on top (the pods
@@ -231,12 +220,8 @@ describe.each(INSTALLS)('ClusterRoles and Roles of %s grant exactly the calls', 
     expect(rules.flatMap((r) => r.verbs).some(isReadVerb)).toBe(false);
   });
 
-  it('tokenwatch-leader-election = the Lease calls, get/update limited to the Lease named "tokenwatch"', () => {
-    const leader = role('tokenwatch-leader-election');
-    expect(leader.metadata.namespace).toBe('tokenwatch');
-    expect(expandRules(leader.rules)).toEqual(LEADER_API_CALLS.map(callKey).sort());
-    expect(leader.rules.filter((r) => r.verbs.includes('get') || r.verbs.includes('update')).map((r) => r.resourceNames)).toEqual([['tokenwatch']]);
-    expect(leader.rules.filter((r) => r.verbs.includes('create')).map((r) => r.resourceNames)).toEqual([undefined]);
+  it('no access to Leases: ownership is the store poller lock (SQLite) or shards in the database (PostgreSQL)', () => {
+    expect(grantedRules(install).filter((r) => r.apiGroups.includes('coordination.k8s.io') || r.resources.includes('leases'))).toEqual([]);
   });
 
   it('every call of the code is granted by exactly one kind of role', () => {
@@ -255,7 +240,7 @@ describe.each(INSTALLS)('ClusterRoles and Roles of %s grant exactly the calls', 
 });
 
 describe('the real code against an API server with these manifests applied', () => {
-  it('cluster-wide writes + the secret-metadata component: cluster state with Secrets, every remediation and leader election succeed without a 403', async () => {
+  it('cluster-wide writes + the secret-metadata component: cluster state with Secrets, and every remediation succeed without a 403', async () => {
     const objs = render(join(MANIFESTS, 'overlays/writer-cluster-wide'), COMPONENTS);
     fake = await clusterWith(objs);
     // The watch cache's list + watch of every watched resource, under these roles (a 403 would leave it unsynced).
@@ -285,10 +270,6 @@ describe('the real code against an API server with these manifests applied', () 
     expect(results['preflight ServiceAccount']).toMatchObject({ ok: true });
     expect(results['event StatefulSet']).toBe(true);
     expect(Object.values(results).filter((r) => typeof r === 'string')).toEqual([]);
-    const el = new LeaderElector({ kubeConfig: fake.kubeConfig(), namespace: 'tokenwatch', identity: 'pod-a', leaseDurationMs: 1000, renewDeadlineMs: 600, retryPeriodMs: 50 });
-    el.start();
-    while (!el.isLeader()) await new Promise((r) => setTimeout(r, 10));
-    await el.stop();
     expect(fake.requests.filter((r) => r.verb && !allowed(grantedRules(objs), r)).map((r) => `${r.verb} ${r.resource}`)).toEqual([]);
     expect(fake.requestsMatching({ resource: 'secrets' }).length).toBeGreaterThan(0);
   });
@@ -343,18 +324,14 @@ describe('the real code against an API server with these manifests applied', () 
     expect((await new KubeClusterState(fake.kubeConfig()).describeServiceAccount('logging', 'fluentd')).available).toBe(true);
   });
 
-  it('the leader-election Role allows only the Lease named "tokenwatch" in namespace tokenwatch', async () => {
+  it('a Lease is out of reach in the default install, in tokenwatch\'s own namespace too', async () => {
     fake = await clusterWith(render(MANIFESTS));
-    const other = new LeaderElector({ kubeConfig: fake.kubeConfig(), namespace: 'tokenwatch', leaseName: 'other', identity: 'pod-a', leaseDurationMs: 1000, renewDeadlineMs: 600, retryPeriodMs: 50 });
-    other.start();
-    while (fake.requestsMatching({ verb: 'get', resource: 'leases' }).length < 2) await new Promise((r) => setTimeout(r, 10));
-    await other.stop();
-    expect(other.status().lastError).toMatch(/^leader election on lease tokenwatch\/other: forbidden: leases.coordination.k8s.io "other" is forbidden: .* cannot get resource "leases"/);
-    const elsewhere = new LeaderElector({ kubeConfig: fake.kubeConfig(), namespace: 'default', identity: 'pod-a', leaseDurationMs: 1000, renewDeadlineMs: 600, retryPeriodMs: 50 });
-    elsewhere.start();
-    while (fake.requestsMatching({ verb: 'get', namespace: 'default' }).length < 1) await new Promise((r) => setTimeout(r, 10));
-    await elsewhere.stop();
-    expect(elsewhere.status().leader).toBe(false);
-    expect(elsewhere.status().lastError).toMatch(/cannot get resource "leases" in API group "coordination.k8s.io" in the namespace "default"/);
+    const leases = fake.kubeConfig().makeApiClient(CoordinationV1Api);
+    const err = await leases.readNamespacedLease({ name: 'tokenwatch', namespace: 'tokenwatch' }).then(() => undefined, (e: unknown) => e as { code?: number });
+    expect(err?.code).toBe(403);
+    const created = await leases
+      .createNamespacedLease({ namespace: 'tokenwatch', body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: 'tokenwatch' }, spec: { holderIdentity: 'pod-a' } } })
+      .then(() => undefined, (e: unknown) => e as { code?: number });
+    expect(created?.code).toBe(403);
   });
 });

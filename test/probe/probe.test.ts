@@ -15,7 +15,7 @@ import { TokenMetricsMonitor } from '../../src/runtime/token-metrics-monitor.js'
 import { NoAuditSource } from '../../src/sources/no-audit.js';
 import { KubeMetricsScraper } from '../../src/sources/apiserver-metrics.js';
 import { createLogger } from '../../src/observability/logger.js';
-import { ClusterPoller } from '../../src/runtime/poller.js';
+import { ClusterPoller } from '../../src/pipeline/poll.js';
 import { tokenClaims } from '../../src/probe/claims.js';
 import { probeVerifiesRestart } from '../../src/probe/findings.js';
 import { probeHost, type ProbeReport } from '../../src/probe/host.js';

@@ -14,7 +14,7 @@ import { startFakeCloudWatch, type FakeCloudWatch } from '../fakes/cloudwatch.js
 import { parseConfig, type ClusterConfig } from '../../src/config/index.js';
 import { MAX_UNATTRIBUTED_SOURCES } from '../../src/findings/aggregate.js';
 import { createLogger } from '../../src/observability/logger.js';
-import { ClusterPoller } from '../../src/runtime/poller.js';
+import { ClusterPoller } from '../../src/pipeline/poll.js';
 import { CloudWatchSource, parseCloudWatchCursorDoc } from '../../src/sources/cloudwatch.js';
 import { FileSource, parseFileCursor } from '../../src/sources/file.js';
 import type { AuditSource } from '../../src/sources/types.js';

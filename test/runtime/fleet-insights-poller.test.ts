@@ -13,7 +13,7 @@ import { startFakeCloudWatch, type FakeCloudWatch } from '../fakes/cloudwatch.js
 import { parseConfig, type ClusterConfig } from '../../src/config/index.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
-import { ClusterPoller } from '../../src/runtime/poller.js';
+import { ClusterPoller } from '../../src/pipeline/poll.js';
 import { auditCostLine } from '../../src/slack/metrics-status.js';
 import { createAuditSource, FleetInsightsRegistry } from '../../src/sources/index.js';
 import { openStore, type Store } from '../../src/store/index.js';

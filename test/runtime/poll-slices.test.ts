@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/index.js';
 import { createLogger } from '../../src/observability/logger.js';
-import { ClusterPoller } from '../../src/runtime/poller.js';
+import { ClusterPoller } from '../../src/pipeline/poll.js';
 import type { AuditSource } from '../../src/sources/types.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import { auditEvent } from '../sources/events.js';

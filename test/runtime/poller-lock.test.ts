@@ -13,6 +13,7 @@ import { openStore } from '../../src/store/db.js';
 import type { Store } from '../../src/store/types.js';
 import { auditEvent } from '../sources/events.js';
 import { cliMain } from '../support/build.js';
+import { ownershipWhile } from '../../src/core/ownership.js';
 
 const T0 = Date.parse('2026-11-20T12:00:00Z');
 const silent = createLogger({ level: 'silent' });
@@ -33,13 +34,13 @@ afterEach(async () => {
   for (const s of stores.splice(0)) await s.close();
 });
 
-describe('two serve instances on one SQLite store, without leader election', () => {
+describe('two serve instances on one SQLite store', () => {
   it('refuses the second, naming the store file and the other holder; it starts once the first stopped', async () => {
     const { db, config } = setup();
     const first = await composeServe(config, { logger: silent, metrics: new Metrics(), jitterMs: 0, clock: () => T0, pollerLock: { clock: () => T0, host: 'node-a', pid: 4101 } });
     handles.push(first);
     await first.firstPolls;
-    expect(first.context.isLeader()).toBe(true);
+    expect(first.context.ownership.ownsAny()).toBe(true);
 
     let refused: unknown;
     try {
@@ -51,7 +52,7 @@ describe('two serve instances on one SQLite store, without leader election', () 
     expect((refused as Error).message).toBe(
       `another tokenwatch process polls the store ${db}: pid 4101 on host node-a, holding it since 2026-11-20T12:00:00.000Z, ` +
         'last heartbeat 2026-11-20T12:00:00.000Z (20 s ago). Two pollers on one SQLite store post every alert twice, so this one does not start. ' +
-        'Stop the other process, give this one its own store.path, or run replicas with leader election (POD_NAME and POD_NAMESPACE set in a pod); ' +
+        'Stop the other process, give this one its own store.path, or run several replicas on a PostgreSQL store (store.postgres), which shares the clusters out; ' +
         'the lock is free once its heartbeat is 60 s old',
     );
     // The refused instance polled nothing and left the first one's lock and findings alone.
@@ -64,11 +65,11 @@ describe('two serve instances on one SQLite store, without leader election', () 
     expect(await second.context.store.getPollerLock()).toMatchObject({ host: 'node-b', pid: 4202, acquiredAt: T0 + 30_000 });
   });
 
-  it('with leader election (isLeader given) takes no lock: replicas share the store by design', async () => {
+  it('with ownership given (the tests\' seam) takes no lock: the caller decides who polls', async () => {
     const { config } = setup();
-    const a = await composeServe(config, { logger: silent, metrics: new Metrics(), jitterMs: 0, isLeader: () => true });
+    const a = await composeServe(config, { logger: silent, metrics: new Metrics(), jitterMs: 0, ownership: ownershipWhile(() => true) });
     handles.push(a);
-    const b = await composeServe(config, { logger: silent, metrics: new Metrics(), jitterMs: 0, isLeader: () => false });
+    const b = await composeServe(config, { logger: silent, metrics: new Metrics(), jitterMs: 0, ownership: ownershipWhile(() => false) });
     handles.push(b);
     expect(await a.context.store.getPollerLock()).toBeUndefined();
   });

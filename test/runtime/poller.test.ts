@@ -7,7 +7,7 @@ import { startFakeCloudWatch, type FakeCloudWatch } from '../fakes/cloudwatch.js
 import { parseConfig, type ClusterConfig } from '../../src/config/index.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
-import { ClusterPoller } from '../../src/runtime/poller.js';
+import { ClusterPoller } from '../../src/pipeline/poll.js';
 import { CloudWatchSource } from '../../src/sources/cloudwatch.js';
 import { FileSource } from '../../src/sources/file.js';
 import type { AuditSource } from '../../src/sources/types.js';

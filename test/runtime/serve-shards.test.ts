@@ -58,8 +58,8 @@ describe('serve with clusters shared out across replicas', () => {
     expect(share.length).toBeGreaterThan(0);
     // a hands b's share over; b takes it. b's start-up polls ran before it owned anything, and a's polls of this
     // tick had finished, so b does not poll them again.
-    await waitFor('b owns its share', () => share.every((c) => b.context.isLeader(c)));
-    for (const c of NAMES) expect(a.context.isLeader(c)).toBe(!share.includes(c));
+    await waitFor('b owns its share', () => share.every((c) => b.context.ownership.owns(c)));
+    for (const c of NAMES) expect(a.context.ownership.owns(c)).toBe(!share.includes(c));
     // One finished poll run per cluster: the tick was polled by a; b waits for the next one.
     const runs = async () => Object.fromEntries((await b.context.store.sql.all<{ cluster: string; n: number }>('SELECT cluster, count(*) AS n FROM poll_runs WHERE ended_at IS NOT NULL GROUP BY cluster')).map((r) => [r.cluster, r.n]));
     const once = Object.fromEntries(NAMES.map((n) => [n, 1]));
@@ -81,7 +81,7 @@ describe('serve with clusters shared out across replicas', () => {
     // a stops gracefully: b takes a's clusters at its next heartbeat and, as a's last poll of them completed, waits
     // for their next tick (no second poll of the same tick).
     await handles.shift()!.stop();
-    await waitFor('b owns everything', () => NAMES.every((c) => b.context.isLeader(c)));
+    await waitFor('b owns everything', () => NAMES.every((c) => b.context.ownership.owns(c)));
     expect(await runs()).toEqual(once);
     expect(b.readiness().shards?.owners).toEqual(Object.fromEntries(NAMES.map((n) => [n, ids[1]])));
   });

@@ -68,7 +68,7 @@ async function twoReplicas() {
   // Both live; prod settles on its desired owner (a hands it over to b when b should own it).
   const want = desiredOwner('prod', [a.h.context.shards!.id, b.h.context.shards!.id]);
   const [owner, other] = want === a.h.context.shards!.id ? [a, b] : [b, a];
-  await until('prod owned by its desired owner only', () => owner.h.context.isLeader('prod') && !other.h.context.isLeader('prod') && other.h.context.shards!.status().replicas.length === 2);
+  await until('prod owned by its desired owner only', () => owner.h.context.ownership.owns('prod') && !other.h.context.ownership.owns('prod') && other.h.context.shards!.status().replicas.length === 2);
   return { owner, other, cert };
 }
 

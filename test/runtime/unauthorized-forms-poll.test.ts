@@ -12,7 +12,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startFakeCloudWatch, type FakeCloudWatch } from '../fakes/cloudwatch.js';
 import { parseConfig } from '../../src/config/index.js';
 import { createLogger } from '../../src/observability/logger.js';
-import { ClusterPoller } from '../../src/runtime/poller.js';
+import { ClusterPoller } from '../../src/pipeline/poll.js';
 import { CloudWatchSource } from '../../src/sources/cloudwatch.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import { auditEvent, UNAUTHORIZED_STATUS, type EventSpec, type UnauthorizedForm } from '../sources/events.js';

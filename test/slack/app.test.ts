@@ -6,6 +6,7 @@ import { Metrics } from '../../src/observability/metrics.js';
 import { startSlackWith, type SlackIntegration } from '../../src/runtime/build-slack.js';
 import type { SlackContext } from '../../src/slack/context.js';
 import { openStore, type Store } from '../../src/store/index.js';
+import { ownershipWhile } from '../../src/core/ownership.js';
 
 let fake: FakeSlack;
 let store: Store;
@@ -35,7 +36,7 @@ function context(env: Record<string, string>, slack: Record<string, unknown> = {
     // No poll jobs here: what the scheduler answers for a cluster it does not run.
     runNow: () => 'unknown-job',
     clock: Date.now,
-    isLeader: () => true,
+    ownership: ownershipWhile(() => true),
   };
 }
 

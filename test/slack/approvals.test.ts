@@ -209,7 +209,7 @@ describe('two replicas (HA) on one store', () => {
   it('a follower takes the approve click and commits the vote; the leader runs the restart once', async () => {
     h = await startHarness();
     const { alert, approval } = await requestRestart(h);
-    const follower = await startHarness({ dir: h.dir, fakeSlack: h.slack, kube: h.kube, isLeader: () => false });
+    const follower = await startHarness({ dir: h.dir, fakeSlack: h.slack, kube: h.kube, owner: () => false });
     try {
       await follower.click(APPROVER, approval, 'tw_approve');
       expect(realPatches(h)).toHaveLength(0);

@@ -274,8 +274,8 @@ describe('kill -9 between posting an alert and saving its message ref', { timeou
 describe('leader change during an approved restart', () => {
   it('the old leader stops before the PATCH; the new leader sends it once and follows the rollout to the end', async () => {
     let lead: 'a' | 'b' = 'a';
-    h = await startHarness({ isLeader: () => lead === 'a' });
-    const other = await startHarness({ dir: h.dir, fakeSlack: h.slack, kube: h.kube, isLeader: () => lead === 'b' });
+    h = await startHarness({ owner: () => lead === 'a' });
+    const other = await startHarness({ dir: h.dir, fakeSlack: h.slack, kube: h.kube, owner: () => lead === 'b' });
     try {
       // Leadership moves right after the old leader stored `running` (its "started" Event), before its PATCH.
       h.kube.addReactor((req) => {

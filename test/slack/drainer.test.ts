@@ -103,7 +103,7 @@ async function setup(clock: { t: number }, opts: { digestThreshold?: number; lea
     logger,
     metrics,
     idleCheckMs: FOREVER,
-    ...(opts.leader ? { isLeader: () => opts.leader!.v } : {}),
+    ...(opts.leader ? { ownsAny: () => opts.leader!.v } : {}),
     ...(opts.owns ? { owns: opts.owns } : {}),
     ...(opts.digestThreshold !== undefined ? { digestThreshold: opts.digestThreshold } : {}),
     // Waits move the injected clock (unless `frozen`: the test moves it); an idle loop waits for a kick.

@@ -34,6 +34,7 @@ import { startSlackWith, type SlackIntegration } from '../../src/runtime/build-s
 import type { SlackOptions } from '../../src/slack/app.js';
 import { auditEvent } from '../sources/events.js';
 import type { FindingKind } from '../../src/findings/types.js';
+import { ownershipWhile } from '../../src/core/ownership.js';
 
 export const SECRET = 'fake-signing-secret-0123456789abcdef';
 export const REF = Date.parse('2026-11-20T12:00:00Z');
@@ -66,8 +67,8 @@ export interface HarnessOptions {
   start?: number;
   /** Fake DaemonSet controller speed: ms per step and pods updated per step (default 15 ms, 2 pods). */
   rollout?: { stepMs: number; podsPerStep: number };
-  /** Leader gate (HA); a follower (false) does not poll, so its start does not wait for a first poll. */
-  isLeader?: () => boolean;
+  /** Whether this process owns every cluster (`ServeOptions.ownership`); one that does not (false) does not poll, so its start does not wait for a first poll. */
+  owner?: () => boolean;
   /** Collects the service's log lines (JSON objects) here. */
   logs?: Array<Record<string, unknown>>;
   /** Level of the collected log lines (default `info`). */
@@ -313,7 +314,7 @@ current-context: fake
     clock,
     jitterMs: 0,
     spread: false, // polls at the cron tick: tests move the clock to a tick
-    ...(opts.isLeader ? { isLeader: opts.isLeader } : {}),
+    ...(opts.owner ? { ownership: ownershipWhile(opts.owner) } : {}),
     integrations: [
       async (ctx) => {
         bot = await startSlackWith(ctx, { channelIntervalMs: 0, sweepIntervalMs: 3_600_000, pickupIntervalMs: 50, rolloutPollMs: 10, host: '127.0.0.1', retryConfig: { retries: 2, factor: 1, minTimeout: 5, maxTimeout: 10 }, queueClock: clock, ...opts.slack });
@@ -321,7 +322,7 @@ current-context: fake
       },
     ],
   });
-  if (opts.isLeader?.() !== false) await serve.firstPolls;
+  if (opts.owner?.() !== false) await serve.firstPolls;
   await bot!.idle();
   const url = bot!.eventsUrl!;
   const h: Harness = {

@@ -106,7 +106,7 @@ describe('one open action per target', () => {
 
   it('20 concurrent requests through both findings on two replicas sharing one store: 1 request, 1 PATCH', async () => {
     h = await startHarness();
-    follower = await startHarness({ dir: h.dir, fakeSlack: h.slack, kube: h.kube, isLeader: () => false });
+    follower = await startHarness({ dir: h.dir, fakeSlack: h.slack, kube: h.kube, owner: () => false });
     const stale = await h.alert('kube-system', 'multus');
     const other = restartOf401(h);
     const users = Array.from({ length: 20 }, (_, i) => `U0CLICK${String(i).padStart(3, '0')}`);

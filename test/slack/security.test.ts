@@ -81,7 +81,7 @@ describe('replayed signed requests (HTTP mode)', () => {
 
   it('a replayed button click sent to the other replica (shared store) is caught there too', async () => {
     const leader = await harness();
-    const standby = await harness({ dir: leader.dir, fakeSlack: leader.slack, kube: leader.kube, isLeader: () => false });
+    const standby = await harness({ dir: leader.dir, fakeSlack: leader.slack, kube: leader.kube, owner: () => false });
     const alert = await leader.alert('kube-system', 'multus');
     const option = overflowOption(alert, 'Details')!;
     const payload = blockActionPayload({ user: ONCALL_APPROVER, actionId: 'tw_more', value: option.value, selectedOption: option, channel: OPS, messageTs: alert.ts, responseUrl: leader.slack.responseUrl({ channel: OPS, user: ONCALL_APPROVER, messageTs: alert.ts }) });

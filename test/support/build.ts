@@ -15,6 +15,6 @@ export function cliMain(): string {
 }
 
 /** A bundled test child script (test/global-setup.ts `CHILD_SCRIPTS`), e.g. `childScript('serve-child')`. */
-export function childScript(name: 'serve-child' | 'child-elector' | 'child-webhook'): string {
+export function childScript(name: 'serve-child' | 'child-webhook'): string {
   return join(buildDir(), 'children', `${name}.mjs`);
 }

@@ -11,6 +11,7 @@ import { Option, type Command } from 'commander';
 import type { Severity } from '../../findings/types.js';
 import type { MaxTokenAge } from '../../config/max-token-age.js';
 import type { ScanResult } from '../../scan/run.js';
+import type { MetricsReport } from '../metrics-report.js';
 import type { ReadNotice } from '../../audit/types.js';
 import { atOrAbove, DEFAULT_WIDTH, isoSeconds, outputWidth, renderScanTable, shouldUseColor } from '../format.js';
 import { availableParallelism } from 'node:os';
@@ -188,6 +189,10 @@ Examples:
         : undefined;
       let result: ScanResult;
       const notices: ReadNotice[] = [];
+      // Loaded only with --metrics / --probe-report (a plain scan's start-up need not pay for them).
+      const metricsModule = flags.metrics !== undefined ? await import('../metrics-report.js') : undefined;
+      let metrics: MetricsReport | undefined;
+      const probeReports = flags.probeReport !== undefined ? await (await import('../../probe/scan-input.js')).probeReportsFromFile(flags.probeReport) : undefined;
       try {
         result = await runScan({
           files: auditLog,
@@ -200,6 +205,16 @@ Examples:
           onNotice: (n) => notices.push(n),
           jobs: flags.jobs ?? availableParallelism(),
           ...(flags.readinessMinWindow !== undefined ? { readinessMinWindowMs: flags.readinessMinWindow } : {}),
+          ...(probeReports ? { probeReports } : {}),
+          ...(flags.metrics !== undefined && metricsModule
+            ? {
+                // The same step as serve's token metrics (src/pipeline/derive.ts), from a file: it adds no finding.
+                tokenMetrics: async (_auditFindings, now) => {
+                  metrics = await metricsModule.metricsReportFromFile(flags.metrics as string, now);
+                  return { findings: [], showUse: (metrics.totals['serviceaccount_stale_tokens_total'] ?? 0) > 0 };
+                },
+              }
+            : {}),
         });
       } finally {
         progress?.stop();
@@ -209,20 +224,6 @@ Examples:
       for (const t of result.ignoredEventTimes) {
         const what = t.until !== undefined ? `${t.count ?? 'several'} event times ${t.time} to ${t.until}` : `event time ${t.time}`;
         process.stderr.write(`tokenwatch: warning: ${what}${t.source ? ` (${escapeControl(t.source)})` : ''} left out of the reference time, the readiness window and the findings: ${escapeControl(t.reason)}\n`);
-      }
-
-      // Loaded only with --metrics (a plain scan's start-up need not pay for it).
-      const metricsModule = flags.metrics !== undefined ? await import('../metrics-report.js') : undefined;
-      const metrics = flags.metrics !== undefined ? await metricsModule?.metricsReportFromFile(flags.metrics, result.now) : undefined;
-      if (flags.probeReport !== undefined) {
-        const { probeReportsFromFile } = await import('../../probe/scan-input.js');
-        const { applyProbeReports } = await import('../../probe/findings.js');
-        const reports = await probeReportsFromFile(flags.probeReport);
-        const metricsShowUse = (metrics?.totals['serviceaccount_stale_tokens_total'] ?? 0) > 0;
-        result.report.findings = applyProbeReports({ cluster: flags.cluster, reports, findings: result.report.findings, now: result.now, metricsShowUse, maxTokenAge: flags.maxTokenAge });
-        // Every finding is in exactly one group (docs/scan.md, the `groups` key): group again with the probe's findings.
-        const { groupFindings, groupsJson } = await import('../../findings/groups.js');
-        result.report.groups = groupsJson(groupFindings(result.report.findings));
       }
 
       if (flags.format === 'json') {

@@ -34,8 +34,7 @@ export function register(program: Command): void {
         '  AWS_ENDPOINT_URL_CLOUDWATCH_LOGS',
         '                         CloudWatch Logs endpoint override (a cluster\'s audit.cloudwatch.endpoint wins)',
         '  KUBECONFIG             kubeconfig of clusters with kubernetes.kubeconfig unset',
-        '  POD_NAME, POD_NAMESPACE, TOKENWATCH_LEASE_NAME (in a pod)',
-        '                         leader election between replicas on a Lease (default name tokenwatch)',
+        '  POD_NAME (in a pod)    with a PostgreSQL store, the base of this replica\'s id when clusters are shared out',
         '',
         'Endpoints: /healthz, /readyz and /metrics on http.host:http.port (default 0.0.0.0:8080).',
         'Stop with SIGTERM or Ctrl-C: running polls are aborted (the next start reads on from their last committed chunk), approvals in progress are left to resume.',
@@ -64,7 +63,7 @@ export function register(program: Command): void {
       const logger = createLogger({ level });
       const { Metrics } = await import('../../observability/metrics.js');
       const metrics = new Metrics({ defaultMetrics: true });
-      // The runtime (src/runtime/compose.ts) builds everything, leader election included.
+      // The runtime (src/runtime/compose.ts) builds everything, cluster ownership included.
       let service;
       try {
         service = await composeServe(config, { env, logger, metrics });
