@@ -126,6 +126,29 @@ export interface ScanResult {
 }
 
 /**
+ * Collects the times of a file's first or last lines that the clock-skew rule leaves out (among those lines' own
+ * times), each (file, time) once — a small file's head and tail are the same lines — and at most 10,000.
+ */
+function edgeSkewCollector(): { edgeSkewed: { time: number; file?: string }[]; onSkewed: (time: number, file?: string) => void } {
+  const edgeSkewed: { time: number; file?: string }[] = [];
+  const seen = new Set<string>();
+  const onSkewed = (time: number, file?: string) => {
+    const k = `${file ?? ''}\0${time}`;
+    if (seen.has(k) || edgeSkewed.length >= 10_000) return;
+    seen.add(k);
+    edgeSkewed.push(file !== undefined ? { time, file } : { time });
+  };
+  return { edgeSkewed, onSkewed };
+}
+
+/** The reference time (epoch ms UTC) and where it came from: `--now`, else the latest consistent event time, else the clock. */
+function referenceTime(given: number | undefined, latest: number | undefined): { now: number; nowSource: NowSource } {
+  if (given !== undefined) return { now: given, nowSource: 'option' };
+  if (latest !== undefined) return { now: latest, nowSource: 'latest-event' };
+  return { now: Date.now(), nowSource: 'clock' };
+}
+
+/**
  * Runs the whole offline pipeline over audit-log files.
  *
  * The cluster snapshot is loaded first, so a bad snapshot fails before a long read. Token uses are
@@ -161,16 +184,7 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
   const abort = new AbortController();
   const tailFiles = plan ? opts.files.filter((f) => !plan.workerTailFiles.has(f)) : opts.files;
   // Tails and heads are read also when `now` is given: they bound the audit window of the readiness verdict.
-  // Times of a file's first or last lines that the clock-skew rule leaves out (among those lines' own times).
-  // A small file's head and tail are the same lines: each (file, time) once.
-  const edgeSkewed: { time: number; file?: string }[] = [];
-  const edgeSeen = new Set<string>();
-  const onSkewed = (time: number, file?: string) => {
-    const k = `${file ?? ''}\0${time}`;
-    if (edgeSeen.has(k) || edgeSkewed.length >= 10_000) return;
-    edgeSeen.add(k);
-    edgeSkewed.push(file !== undefined ? { time, file } : { time });
-  };
+  const { edgeSkewed, onSkewed } = edgeSkewCollector();
   const tails = latestEventTimeOfFiles(tailFiles, abort.signal, onSkewed);
   const heads = earliestEventTimeOfFiles(opts.files, onSkewed);
   let latest: number | undefined;
@@ -232,18 +246,7 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
     ignoredEventTimes = again.ignored;
   }
 
-  let now: number;
-  let nowSource: NowSource;
-  if (opts.now !== undefined) {
-    now = opts.now;
-    nowSource = 'option';
-  } else if (latest !== undefined) {
-    now = latest;
-    nowSource = 'latest-event';
-  } else {
-    now = Date.now();
-    nowSource = 'clock';
-  }
+  const { now, nowSource } = referenceTime(opts.now, latest);
 
   const { deriveFindings } = await findingsModule;
   const { findings, clusterEvents } = await deriveFindings({
