@@ -352,6 +352,14 @@ describe('status, help, history, refusal, details', () => {
     expect(last.elements[0]!.text).toBe(`…and ${500 - shownLines} more`);
   });
 
+  it("details shows the severity of the alert, with the signal's own beside it when it differs", () => {
+    const ctxText = (m: SlackMessage) => ((m.blocks.at(-1) as { elements: Array<{ text: string }> }).elements[0]!.text);
+    const info = multusFinding({ severity: 'info' });
+    expect(ctxText(valid(detailsMessage(info, undefined, { now: NOW, alertSeverity: 'warning' })))).toMatch(/^🟠 alert warning \(this signal: info\) · stale-token · finding /);
+    expect(ctxText(valid(detailsMessage(info, undefined, { now: NOW, alertSeverity: 'info' })))).toMatch(/^🔵 info · stale-token · finding /);
+    expect(ctxText(valid(detailsMessage(info, undefined, { now: NOW })))).toMatch(/^🔵 info · /);
+  });
+
   it('details lists the cause with its sources, the sparkline, tokens newest first and evidence', () => {
     const m = valid(detailsMessage(multusFinding(), undefined, { now: NOW, hourly: { [String(NOW - 3_600_000)]: 3, [String(NOW)]: 1 } }));
     expect(m.text).toBe('Details for kube-system/multus in prod-eks: 2 tokens, 1,234 requests');
