@@ -1,28 +1,37 @@
 /**
- * Verification after a remediation: did the fix work?
+ * Verification after a remediation: did the fix work — for the whole alert, not one of its findings?
  *
- * After a succeeded rollout restart (or ServiceAccount recreation) tokenwatch keeps watching the subject's token
- * records as polls bring new audit events:
+ * An approved action is bound to the alert it was requested on: one ServiceAccount of one cluster (the approval's
+ * subject, stored as its `subject_key` when the request was made), whichever finding of the alert the clicked button
+ * named. After a succeeded rollout restart (or ServiceAccount recreation) tokenwatch judges **every signal of that
+ * ServiceAccount** as polls bring new audit events — its stale-token, 401 and legacy-token records — and the node
+ * probe's check of its token file:
  * - **recurrence**: a token *issued after the action started* is used stale again. A new bound token only turns
  *   stale one hour after it is issued (`warnafter` = issue + 3607 s, kubernetes `pkg/serviceaccount/claims.go`), so
  *   a stale use of such a token means the client still does not refresh it: the restart only bought another token
  *   lifetime (e.g. Multus thin plugin copying the token into a host file; docs/design/domain.md §6).
- * - **persisting**: a token issued *before* the action is still used after the action completed (a pod that was
- *   not replaced, a token copied elsewhere), or 401s / legacy-token use continue; after a ServiceAccount
- *   recreation, also 401s of the subject (its pods still present tokens of the old ServiceAccount).
- * - **resolved**: no use of the finding's kind after the action completed, for the whole settle period
- *   (`config.remediation.settlePeriod`, default 2 h: longer than the hour a new token needs to turn stale).
+ * - **persisting**: after the action completed, a token issued *before* it is still used stale (a pod that was not
+ *   replaced, a token copied elsewhere), or 401s or legacy-token use of the ServiceAccount continue (after a
+ *   ServiceAccount recreation: its pods still present tokens of the old ServiceAccount).
+ * - **resolved**: none of those signals after the action completed, for the whole settle period
+ *   (`config.remediation.settlePeriod`, default 2 h: longer than the hour a new token needs to turn stale), and no
+ *   node-probe report since the action of a host file holding a copy of the ServiceAccount's token that will go
+ *   stale (the file not rewritten, or rewritten by a client whose cause is `static-token-file`): such a copy goes stale
+ *   again whatever the audit log says so far, so the verification waits for the recurrence instead.
  * - otherwise **pending**.
+ * Recurrence wins over persisting; both are reported as soon as they are seen.
  *
- * A resolved outcome concludes the whole subject: every other open or snoozed finding of the same ServiceAccount
- * whose signal stopped with the action (no record of its kind seen after the action completed) is resolved with it,
- * with its own `verification.resolved` row and report (e.g. the 401 finding of a ServiceAccount whose restart fixed
- * its stale tokens).
+ * A resolved outcome concludes the whole alert once: every open or snoozed finding of the ServiceAccount is resolved
+ * with it, each with its own `verification.resolved` action-log row, and one report (one thread reply) says so.
+ *
+ * When two succeeded actions on one alert both wait for their verification, the later one **supersedes** the earlier:
+ * the earlier is concluded `superseded` (an action-log row and, through `reportSuperseded`, a thread reply), so
+ * "resolved" is said once, for the alert, from the latest action.
  *
  * {@link assessVerification} is pure (time is a parameter). {@link Verifier} applies it after each poll to every
  * succeeded action not yet concluded, records the conclusion in the store — the approval's verification column, set by
  * compare-and-set (`Store.concludeVerification`) so it is reported once, across replicas and restarts too, and in the
- * same transaction the finding status `resolved` and a `verification.<outcome>` action-log row (history) — and hands
+ * same transaction the finding statuses `resolved` and `verification.<outcome>` action-log rows (history) — and hands
  * it to a reporter (the Slack thread reply).
  *
  * **Node probe** (docs/design/architecture.md "Signals besides the audit log"): where the node probe (`tokenwatch probe`, `src/probe/`) reports a host file holding the
@@ -43,7 +52,8 @@ import type { FindingKind, TokenRecord } from '../findings/types.js';
 import type { Logger } from '../observability/logger.js';
 import { probeVerifiesRestart, type ProbeRestartFile } from '../probe/findings.js';
 import type { ProbeReport } from '../probe/host.js';
-import type { ActionLogEntry, Store, StoredApproval, StoredFinding } from '../store/index.js';
+import type { ActionLogEntry, ActionSubject, Store, StoredApproval, StoredFinding } from '../store/index.js';
+import { compareFindings } from '../findings/build.js';
 import { countOf } from '../core/plural.js';
 
 
@@ -55,28 +65,42 @@ export const CLOCK_TOLERANCE_MS = WARN_AFTER_TOLERANCE_MS;
 
 /** Input of {@link assessVerification}. Times are epoch ms UTC. */
 export interface VerificationInput {
-  kind: FindingKind;
   /** When the action started (the restart patch was sent, the ServiceAccount deleted). */
   startedAt: number;
   /** When it completed (rollout complete, ServiceAccount created). */
   completedAt: number;
-  /** Quiet period required before the finding counts as resolved, ms. */
+  /** Quiet period required before the alert counts as resolved, ms. */
   settleMs: number;
   now: number;
-  /** The subject's token records of the finding's kind, as the store holds them after the latest poll. */
+  /**
+   * Every token record of the alert's ServiceAccount (all kinds: stale-token, unauthorized, legacy-token), as the store
+   * holds them after the latest poll.
+   */
   records: readonly TokenRecord[];
+  /**
+   * The node probe found a host file holding the ServiceAccount's token after the action that will go stale: its check
+   * concluded `not-rewritten`, or `rewritten` for a cause known to copy the token once (`static-token-file`). Quiet
+   * audit signals do not mean resolved then.
+   */
+  copiedToken?: boolean;
 }
 
 /** Result of {@link assessVerification}. */
 export type VerificationOutcome =
-  /** Not decided yet; decided at the latest at `decideAt` if nothing is seen. */
-  | { outcome: 'pending'; decideAt: number }
-  /** No use since the action completed, for at least the settle period (`quietMs`). */
+  /**
+   * Not decided yet; decided at the latest at `decideAt` if nothing is seen. `copiedToken`: the settle period is over
+   * but the probe saw a copied token, so it waits for that token's fate (a recurrence, or a later action).
+   */
+  | { outcome: 'pending'; decideAt: number; copiedToken?: true }
+  /** No signal since the action completed, for at least the settle period (`quietMs`). */
   | { outcome: 'resolved'; quietMs: number }
   /** Tokens issued after the action started are used stale: the cause is still there. */
   | { outcome: 'recurrence'; tokens: number; requests: number; firstSeen: number; lastSeen: number }
-  /** Tokens issued before the action (or 401s, legacy-token use) are still used after it completed. */
-  | { outcome: 'persisting'; tokens: number; lastSeen: number };
+  /**
+   * Tokens issued before the action used stale, 401s or legacy-token use after it completed; `signals` names their
+   * kinds (stale-token, unauthorized, legacy-token, in that order), `tokens` counts the records.
+   */
+  | { outcome: 'persisting'; tokens: number; lastSeen: number; signals: FindingKind[] };
 
 /** Concluded outcomes (what gets reported). */
 export type ConcludedOutcome = Exclude<VerificationOutcome, { outcome: 'pending' }>;
@@ -86,47 +110,74 @@ export function issuedAt(r: Pick<TokenRecord, 'warnAfter'>): number | undefined 
   return r.warnAfter === undefined ? undefined : issuedTime(r.warnAfter);
 }
 
+const SIGNAL_ORDER: readonly FindingKind[] = ['stale-token', 'unauthorized', 'legacy-token'];
+
 /**
- * Judges an action from the subject's token records; see the module docstring for the rules. Recurrence wins over
- * persisting, and both are reported as soon as they are seen; resolved needs `now − completedAt ≥ settleMs`.
+ * Judges an action from every signal of the alert's ServiceAccount; see the module docstring for the rules.
+ * Recurrence wins over persisting, and both are reported as soon as they are seen; resolved needs
+ * `now − completedAt ≥ settleMs`, no record used after `completedAt` and no copied token.
  */
 export function assessVerification(input: VerificationInput): VerificationOutcome {
   const { startedAt, completedAt, settleMs, now } = input;
-  const used = input.records.filter((r) => r.lastSeen > completedAt + (input.kind === 'stale-token' ? 0 : CLOCK_TOLERANCE_MS));
-  if (input.kind === 'stale-token') {
-    const fresh = input.records.filter((r) => {
-      const issued = issuedAt(r);
-      return issued !== undefined && issued >= startedAt - CLOCK_TOLERANCE_MS;
-    });
-    if (fresh.length > 0) {
-      return {
-        outcome: 'recurrence',
-        tokens: fresh.length,
-        requests: fresh.reduce((n, r) => n + r.requests, 0),
-        firstSeen: fresh.reduce((m, r) => Math.min(m, r.firstSeen), Infinity),
-        lastSeen: fresh.reduce((m, r) => Math.max(m, r.lastSeen), 0),
-      };
-    }
-    const old = used.filter((r) => r.lastSeen > completedAt + CLOCK_TOLERANCE_MS);
-    if (old.length > 0) return { outcome: 'persisting', tokens: old.length, lastSeen: old.reduce((m, r) => Math.max(m, r.lastSeen), 0) };
-    if (used.length > 0) return { outcome: 'pending', decideAt: completedAt + settleMs };
-  } else if (used.length > 0) {
-    return { outcome: 'persisting', tokens: used.length, lastSeen: used.reduce((m, r) => Math.max(m, r.lastSeen), 0) };
+  const stale = input.records.filter((r) => r.kind === 'stale-token');
+  const fresh = stale.filter((r) => {
+    const issued = issuedAt(r);
+    return issued !== undefined && issued >= startedAt - CLOCK_TOLERANCE_MS;
+  });
+  if (fresh.length > 0) {
+    return {
+      outcome: 'recurrence',
+      tokens: fresh.length,
+      requests: fresh.reduce((n, r) => n + r.requests, 0),
+      firstSeen: fresh.reduce((m, r) => Math.min(m, r.firstSeen), Infinity),
+      lastSeen: fresh.reduce((m, r) => Math.max(m, r.lastSeen), 0),
+    };
   }
+  // Used after the action completed, beyond the clock tolerance: old stale tokens, 401s, legacy-token use.
+  const after = input.records.filter((r) => r.lastSeen > completedAt + CLOCK_TOLERANCE_MS);
+  if (after.length > 0) {
+    const kinds = new Set(after.map((r) => r.kind));
+    return {
+      outcome: 'persisting',
+      tokens: after.length,
+      lastSeen: after.reduce((m, r) => Math.max(m, r.lastSeen), 0),
+      signals: SIGNAL_ORDER.filter((k) => kinds.has(k)),
+    };
+  }
+  const decideAt = completedAt + settleMs;
+  // A use within the tolerance of the completion (clock skew) only delays the decision.
+  if (input.records.some((r) => r.lastSeen > completedAt)) return { outcome: 'pending', decideAt };
   const quietMs = now - completedAt;
-  if (quietMs >= settleMs) return { outcome: 'resolved', quietMs };
-  return { outcome: 'pending', decideAt: completedAt + settleMs };
+  if (quietMs < settleMs) return { outcome: 'pending', decideAt };
+  if (input.copiedToken) return { outcome: 'pending', decideAt, copiedToken: true };
+  return { outcome: 'resolved', quietMs };
 }
 
-/** A concluded verification, for the reporter. */
+/** A concluded verification of one alert, for the reporter. */
 export interface VerificationReport {
   approval: StoredApproval;
-  /** The finding as stored after the conclusion (status `resolved` for a resolved outcome). */
+  /**
+   * The alert's finding the reply speaks for, as stored after the conclusion: for a recurrence the ServiceAccount's
+   * stale-token finding, else the approval's own finding, else the alert's most severe one.
+   */
   finding: StoredFinding;
+  /** Resolved: every finding of the alert concluded with it (statuses `resolved`); else empty. */
+  resolved: StoredFinding[];
   outcome: ConcludedOutcome;
   startedAt: number;
   completedAt: number;
   settleMs: number;
+  now: number;
+}
+
+/** An earlier action's verification superseded by a later action on the same alert, for the reporter. */
+export interface SupersededReport {
+  /** The earlier action, concluded `superseded`. */
+  approval: StoredApproval;
+  /** The later action whose verification covers the alert now. */
+  by: StoredApproval;
+  /** A finding of the alert (where the thread reply goes). */
+  finding: StoredFinding;
   now: number;
 }
 
@@ -196,6 +247,8 @@ export interface VerifierDeps {
   logger: Logger;
   /** Reports a conclusion (Slack thread reply, message edit). Errors are logged; the conclusion stays recorded. */
   report?: (r: VerificationReport) => Promise<void>;
+  /** Reports an earlier action's verification superseded by a later one (Slack thread reply). Errors are logged. */
+  reportSuperseded?: (r: SupersededReport) => Promise<void>;
   /**
    * The cluster's node-probe reports, or undefined when the cluster has no Kubernetes access. Read only
    * while a probe check is open. Errors are logged and the check retried after the next poll.
@@ -208,11 +261,16 @@ export interface VerifierDeps {
 /** Actions that verification follows: those that change the cluster. */
 const VERIFIED_ACTIONS: ReadonlySet<ActionKind> = new Set(CLUSTER_ACTION_KINDS);
 
-/** The outcome recorded for a succeeded action not verified because a later action on the same finding is. */
+/** The outcome recorded for a succeeded action not verified because a later action on the same alert is. */
 const SUPERSEDED = 'superseded';
 
 function stateTime(rows: Awaited<ReturnType<Store['listApprovalActions']>>, state: ApprovalState): number | undefined {
   return rows.find((r) => r.result === state)?.at;
+}
+
+/** Whether finding `f` is of ServiceAccount `s`. */
+function isOf(f: Pick<StoredFinding['finding'], 'namespace' | 'serviceAccount'>, s: ActionSubject): boolean {
+  return f.namespace === s.namespace && f.serviceAccount === s.serviceAccount;
 }
 
 /** Applies {@link assessVerification} to the succeeded actions of a cluster after each poll. */
@@ -220,8 +278,20 @@ export class Verifier {
   constructor(private readonly deps: VerifierDeps) {}
 
   /**
-   * Checks every succeeded restart/recreation of `cluster` that is not concluded yet (the latest per finding; older
-   * ones are concluded `superseded`). Call after each successful poll of the cluster.
+   * The alert (ServiceAccount) an action is about: the approval's recorded subject, else the ServiceAccount it
+   * recreated, else its finding's; undefined when none is known.
+   */
+  private async subjectOf(a: StoredApproval): Promise<ActionSubject | undefined> {
+    if (a.subject) return a.subject;
+    if (a.target.kind === 'ServiceAccount') return { namespace: a.target.namespace, serviceAccount: a.target.name };
+    const f = await this.deps.store.getFinding(a.target.findingId);
+    return f ? { namespace: f.finding.namespace, serviceAccount: f.finding.serviceAccount } : undefined;
+  }
+
+  /**
+   * Checks every succeeded restart/recreation of `cluster` that is not concluded yet — the latest per alert
+   * (ServiceAccount); older ones are concluded `superseded` and reported as such. Call after each successful poll of
+   * the cluster.
    * @returns the conclusions reached now.
    */
   async verifyCluster(cluster: string): Promise<VerificationReport[]> {
@@ -229,50 +299,67 @@ export class Verifier {
     const { store, clock, settleMs, logger } = this.deps;
     const now = clock();
     const succeeded = (await store.listApprovals({ cluster, states: ['succeeded'] })).filter((a) => VERIFIED_ACTIONS.has(a.action));
-    const candidates: { a: StoredApproval; rows: ActionLogEntry[] }[] = [];
-    for (const a of succeeded) if (a.verification === undefined) candidates.push({ a, rows: await store.listApprovalActions(a.id) });
-    const latest = new Map<string, (typeof candidates)[number]>();
+    type Candidate = { a: StoredApproval; rows: ActionLogEntry[]; subject: ActionSubject; key: string };
+    const candidates: Candidate[] = [];
+    for (const a of succeeded) {
+      if (a.verification !== undefined) continue;
+      const subject = await this.subjectOf(a);
+      if (!subject) continue;
+      candidates.push({ a, rows: await store.listApprovalActions(a.id), subject, key: `${subject.namespace}/${subject.serviceAccount}` });
+    }
+    const doneAt = (c: Candidate) => stateTime(c.rows, 'succeeded') ?? c.a.updatedAt;
+    const latest = new Map<string, Candidate>();
     for (const c of candidates) {
-      const key = c.a.target.findingId;
-      const prev = latest.get(key);
-      if (!prev || (stateTime(c.rows, 'succeeded') ?? c.a.updatedAt) >= (stateTime(prev.rows, 'succeeded') ?? prev.a.updatedAt)) latest.set(key, c);
+      const prev = latest.get(c.key);
+      if (!prev || doneAt(c) >= doneAt(prev)) latest.set(c.key, c);
     }
     const reports: VerificationReport[] = [];
+    let stored: StoredFinding[] | undefined;
     let records: TokenRecord[] | undefined;
     for (const c of candidates) {
-      const { a, rows } = c;
-      if (latest.get(a.target.findingId) !== c) {
-        await store.transaction(async (tx) => {
-          if (!(await tx.concludeVerification(a.id, SUPERSEDED, now))) return;
-          await tx.logAction({ at: now, cluster, findingId: a.target.findingId, approvalId: a.id, actor: null, action: `verification.${SUPERSEDED}`, target: objectLabel(a.target), result: SUPERSEDED, detail: 'a later action on the same finding is verified instead' });
+      const { a, rows, subject } = c;
+      stored ??= await store.listFindings(cluster);
+      const ofAlert = stored.filter((m) => isOf(m.finding, subject)).sort((x, y) => compareFindings(x.finding, y.finding));
+      const later = latest.get(c.key)!;
+      if (later !== c) {
+        const won = await store.transaction(async (tx) => {
+          if (!(await tx.concludeVerification(a.id, SUPERSEDED, now))) return false;
+          await tx.logAction({ at: now, cluster, findingId: a.target.findingId, approvalId: a.id, actor: null, action: `verification.${SUPERSEDED}`, target: objectLabel(a.target), result: SUPERSEDED, detail: `a later action on the same alert (approval ${later.a.id}) is verified instead` });
+          return true;
         });
+        const where = ofAlert.find((m) => m.id === a.target.findingId) ?? ofAlert[0];
+        if (won && where && this.deps.reportSuperseded) {
+          try {
+            await this.deps.reportSuperseded({ approval: a, by: later.a, finding: where, now });
+          } catch (err) {
+            logger.error({ err, approval: a.id }, 'reporting a superseded verification failed');
+          }
+        }
         continue;
       }
-      const stored = await store.getFinding(a.target.findingId);
-      if (!stored) continue;
-      const f = stored.finding;
+      if (ofAlert.length === 0) continue; // nothing of the alert is stored any more: nothing to judge or say
       records ??= await store.listTokenRecords(cluster);
-      const all = records;
-      const mine = records.filter((r) => r.kind === f.kind && r.namespace === f.namespace && r.serviceAccount === f.serviceAccount);
+      const mine = records.filter((r) => isOf(r, subject));
       const startedAt = stateTime(rows, 'running') ?? a.updatedAt;
-      const completedAt = stateTime(rows, 'succeeded') ?? a.updatedAt;
-      let outcome = assessVerification({ kind: f.kind, startedAt, completedAt, settleMs, now, records: mine });
-      if (a.action === 'recreate-serviceaccount' && outcome.outcome !== 'recurrence') {
-        // Tokens of the old ServiceAccount stop showing as stale because they are now rejected: 401s of the subject
-        // after the recreation mean its pods were not restarted yet.
-        const rejected = records.filter((r) => r.kind === 'unauthorized' && r.namespace === f.namespace && r.serviceAccount === f.serviceAccount && r.lastSeen > completedAt + CLOCK_TOLERANCE_MS);
-        if (rejected.length > 0) outcome = { outcome: 'persisting', tokens: rejected.length, lastSeen: rejected.reduce((m, r) => Math.max(m, r.lastSeen), 0) };
-      }
+      const completedAt = doneAt(c);
+      // A host file holding the ServiceAccount's token after the action: not rewritten (the old token stays), or
+      // rewritten by a client known to copy it once (static-token-file: the copy goes stale again).
+      const copiedToken =
+        a.probeCheck?.outcome === 'not-rewritten' || (a.probeCheck?.outcome === 'rewritten' && ofAlert.some((m) => m.finding.cause.id === 'static-token-file'));
+      const outcome = assessVerification({ startedAt, completedAt, settleMs, now, records: mine, copiedToken });
       if (outcome.outcome === 'pending') continue;
+      const speaker =
+        (outcome.outcome === 'recurrence' ? ofAlert.find((m) => m.finding.kind === 'stale-token') : undefined) ??
+        ofAlert.find((m) => m.id === a.target.findingId) ??
+        ofAlert[0]!;
       // Concluded once across replicas and restarts: the compare-and-set on the approval's verification column, in
-      // one transaction with the finding status and the action-log history (one row per finding concluded).
-      const siblings = await store.transaction(async (tx): Promise<string[] | undefined> => {
+      // one transaction with the finding statuses and the action-log history (one row per finding concluded).
+      const resolvedIds = await store.transaction(async (tx): Promise<string[] | undefined> => {
         if (!(await tx.concludeVerification(a.id, outcome.outcome, now))) return undefined;
-        if (outcome.outcome === 'resolved') await tx.setFindingStatus(f.id, { status: 'resolved', reason: 'verified' }, now);
         await tx.logAction({
           at: now,
           cluster,
-          findingId: f.id,
+          findingId: speaker.id,
           approvalId: a.id,
           actor: null,
           action: `verification.${outcome.outcome}`,
@@ -281,44 +368,32 @@ export class Verifier {
           detail: describeOutcome(outcome),
         });
         if (outcome.outcome !== 'resolved') return [];
-        // The fix concludes every finding of the subject whose signal stopped with it.
-        const also: string[] = [];
-        for (const sib of await tx.listFindings(cluster, { status: ['open', 'snoozed'] })) {
-          const s = sib.finding;
-          if (s.id === f.id || s.namespace !== f.namespace || s.serviceAccount !== f.serviceAccount) continue;
-          const after = all.filter((r) => r.kind === s.kind && r.namespace === s.namespace && r.serviceAccount === s.serviceAccount && r.lastSeen > completedAt + CLOCK_TOLERANCE_MS);
-          if (after.length > 0) continue;
-          await tx.setFindingStatus(s.id, { status: 'resolved', reason: 'verified' }, now);
-          await tx.logAction({
-            at: now,
-            cluster,
-            findingId: s.id,
-            approvalId: a.id,
-            actor: null,
-            action: 'verification.resolved',
-            target: objectLabel(a.target),
-            result: 'resolved',
-            detail: `no ${s.kind} signal since the action either; concluded with finding ${f.id}`,
-          });
-          also.push(s.id);
-        }
-        return also;
-      });
-      if (siblings === undefined) continue; // another replica concluded it
-      logger.info({ cluster, finding: f.id, approval: a.id, outcome }, `verification: ${outcome.outcome}`);
-      const concluded: VerificationReport[] = [{ approval: a, finding: (await store.getFinding(f.id))!, outcome, startedAt, completedAt, settleMs, now }];
-      for (const id of siblings) {
-        logger.info({ cluster, finding: id, with: f.id, approval: a.id }, 'verification: resolved with its subject');
-        concluded.push({ approval: a, finding: (await store.getFinding(id))!, outcome, startedAt, completedAt, settleMs, now });
-      }
-      for (const report of concluded) {
-        reports.push(report);
-        if (this.deps.report) {
-          try {
-            await this.deps.report(report);
-          } catch (err) {
-            logger.error({ err, finding: report.finding.id }, 'reporting a verification failed');
+        // Every signal stayed quiet: the whole alert is resolved.
+        const ids: string[] = [];
+        for (const m of await tx.listFindings(cluster, { status: ['open', 'snoozed'] })) {
+          if (!isOf(m.finding, subject)) continue;
+          await tx.setFindingStatus(m.id, { status: 'resolved', reason: 'verified' }, now);
+          if (m.id !== speaker.id) {
+            await tx.logAction({ at: now, cluster, findingId: m.id, approvalId: a.id, actor: null, action: 'verification.resolved', target: objectLabel(a.target), result: 'resolved', detail: `every signal of the alert quiet since the action; concluded with finding ${speaker.id}` });
           }
+          ids.push(m.id);
+        }
+        return ids;
+      });
+      if (resolvedIds === undefined) continue; // another replica concluded it
+      logger.info({ cluster, subject, approval: a.id, outcome, findings: resolvedIds }, `verification: ${outcome.outcome}`);
+      const resolved: StoredFinding[] = [];
+      for (const id of resolvedIds) {
+        const f = await store.getFinding(id);
+        if (f) resolved.push(f);
+      }
+      const report: VerificationReport = { approval: a, finding: (await store.getFinding(speaker.id)) ?? speaker, resolved, outcome, startedAt, completedAt, settleMs, now };
+      reports.push(report);
+      if (this.deps.report) {
+        try {
+          await this.deps.report(report);
+        } catch (err) {
+          logger.error({ err, finding: report.finding.id }, 'reporting a verification failed');
         }
       }
     }
@@ -355,7 +430,7 @@ export class Verifier {
       const f = stored.finding;
       const startedAt = stateTime(rows, 'running') ?? a.updatedAt;
       const completedAt = stateTime(rows, 'succeeded') ?? a.updatedAt;
-      const outcome = assessProbeCheck({ reports, subject: f, startedAt, completedAt, settleMs, now });
+      const outcome = assessProbeCheck({ reports, subject: a.subject ?? f, startedAt, completedAt, settleMs, now });
       if (outcome.outcome === 'pending') continue;
       const detail =
         outcome.outcome === 'none'
@@ -390,10 +465,10 @@ export class Verifier {
 export function describeOutcome(o: ConcludedOutcome): string {
   switch (o.outcome) {
     case 'resolved':
-      return `no use for ${Math.round(o.quietMs / 60_000)} min after the action`;
+      return `no signal of the alert for ${Math.round(o.quietMs / 60_000)} min after the action`;
     case 'recurrence':
       return `${countOf(o.tokens, 'token')} issued after the action ${o.tokens === 1 ? 'is' : 'are'} used stale again (${countOf(o.requests, 'request')}, last ${new Date(o.lastSeen).toISOString()})`;
     case 'persisting':
-      return `${countOf(o.tokens, 'token')} still used after the action (last ${new Date(o.lastSeen).toISOString()})`;
+      return `${o.signals.join(', ')}: ${countOf(o.tokens, 'token')} still used after the action (last ${new Date(o.lastSeen).toISOString()})`;
   }
 }

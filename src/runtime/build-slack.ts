@@ -10,10 +10,10 @@ import type { StoredFinding } from '../store/index.js';
 import type { App } from '@slack/bolt';
 import { approvalPolicyFor } from '../approvals/from-config.js';
 import type { ClusterEvent } from '../findings/cluster-events.js';
-import type { ProbeCheckReport, VerificationReport } from '../remediation/verify.js';
+import type { ProbeCheckReport, SupersededReport, VerificationReport } from '../remediation/verify.js';
 import { SlackApi } from '../slack/api.js';
 import { createSlackApp, registerSlackListeners, startSlackApp, type SlackOptions } from '../slack/app.js';
-import { probeCheckMessage, verificationMessage } from '../slack/blocks/index.js';
+import { probeCheckMessage, supersededMessage, verificationMessage } from '../slack/blocks/index.js';
 import { ButtonIds } from '../slack/buttons.js';
 import { ChannelMap } from '../slack/channels.js';
 import { DEFAULT_SCAN_INTERVAL_MS, TokensCommand } from '../slack/commands.js';
@@ -243,12 +243,17 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     await alertSent(f);
     if (o.outcome === 'resolved') {
       await notifier.refresh(f.id);
-      await notifier.reply(f, verificationMessage({ outcome: 'resolved', finding: f, action: r.approval.action, actionAt: r.completedAt, now: r.now, settleMs: r.settleMs }));
+      const signals = [...new Set([f.kind, ...r.resolved.map((m) => m.finding.kind)])];
+      await notifier.reply(f, verificationMessage({ outcome: 'resolved', finding: f, action: r.approval.action, actionAt: r.completedAt, now: r.now, settleMs: r.settleMs, signals }));
     } else if (o.outcome === 'recurrence') {
       await notifier.reply(f, verificationMessage({ outcome: 'recurrence', finding: f, action: r.approval.action, actionAt: r.completedAt, now: r.now, staleRequests: o.requests, lastSeen: o.lastSeen }));
     } else {
       await notifier.reply(f, persistingMessage(f, r.approval.action, o, r.completedAt));
     }
+  };
+  const reportSuperseded = async (r: SupersededReport): Promise<void> => {
+    await alertSent(r.finding.finding);
+    await notifier.reply(r.finding.finding, supersededMessage(r.finding.finding, r.approval.action, r.approval.updatedAt, r.by.action, r.by.updatedAt));
   };
   // The node probe's check of a restart: the token file rewritten with a token issued after it, or not.
   const reportProbe = async (r: ProbeCheckReport): Promise<void> => {
@@ -355,7 +360,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     },
     sweep: () => track(flow.sweepExpired()),
     afterPoll,
-    verificationReporter: { report, reportProbe },
+    verificationReporter: { report, reportProbe, reportSuperseded },
     parts: { api, notifier, flow, ids, command, app, home: homePublisher, drainer },
     async stop() {
       if (stopped) return;

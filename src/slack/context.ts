@@ -129,7 +129,7 @@ export interface Integration {
    * Where the runtime's verifier reports its conclusions (Slack thread replies). An integration that has none gets
    * no verification: approvals, and so the actions to verify, exist only through it.
    */
-  verificationReporter?: Pick<VerifierDeps, 'report' | 'reportProbe'>;
+  verificationReporter?: Pick<VerifierDeps, 'report' | 'reportProbe' | 'reportSuperseded'>;
 }
 
 /**

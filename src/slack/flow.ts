@@ -19,6 +19,7 @@ import { approvalEvent, canRequest, createApproval, decide, type ActionKind, typ
 import { actionNoun, objectLabel } from '../core/actions.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import { DAY_MS } from '../core/units.js';
+import { worstSeverity } from '../findings/groups.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import {
@@ -435,10 +436,14 @@ export class ApprovalFlow {
     }
     // Details of every finding of the alert's group (its signals), each with its exact counts, tokens, cause and sources.
     const records = await store.listTokenRecords(f.cluster);
-    const members = (await this.deps.notifier.membersOf(f)).map((m) => m.finding);
+    const stored = await this.deps.notifier.membersOf(f);
+    const members = stored.map((m) => m.finding);
+    // The severity Details shows is the alert's (its worst live finding's), as the alert shows it.
+    const live = stored.filter((m) => m.status !== 'resolved').map((m) => m.finding);
+    const alertSeverity = worstSeverity(live.length ? live : members.length ? members : [f]);
     const msgs = (members.length ? members : [f]).map((m) => {
       const tokens = records.filter((r) => r.kind === m.kind && r.namespace === m.namespace && r.serviceAccount === m.serviceAccount);
-      return detailsMessage(m, tokens.length ? tokens : m.tokens, { now, ...(tokens.length ? { hourly: mergeHourly(tokens.map((r) => r.hourly)) } : {}) });
+      return detailsMessage(m, tokens.length ? tokens : m.tokens, { now, alertSeverity, ...(tokens.length ? { hourly: mergeHourly(tokens.map((r) => r.hourly)) } : {}) });
     });
     if (!(await this.deps.notifier.messageOf(f.id))) {
       for (const msg of msgs) await c.reply(msg);

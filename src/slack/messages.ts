@@ -97,13 +97,20 @@ export function reopenedMessage(f: Finding, resolvedAt: number | null, late = fa
   );
 }
 
-/** Verification reply for the `persisting` outcome: old tokens (or 401s, legacy use) continue after the action. */
+/**
+ * Verification reply for the `persisting` outcome: signals of the alert continue after the action — tokens issued
+ * before it still used stale, 401s, legacy-token use (each named that `outcome.signals` lists).
+ */
 export function persistingMessage(f: Finding, action: Approval['action'], outcome: Extract<ConcludedOutcome, { outcome: 'persisting' }>, completedAt: number): SlackMessage {
-  const what = f.kind === 'unauthorized' ? '401 Unauthorized responses continue' : f.kind === 'legacy-token' ? 'the legacy Secret token is still used' : `${plural(outcome.tokens, 'token')} issued before the ${actionNoun(action)} ${outcome.tokens === 1 ? 'is' : 'are'} still used`;
+  const noun = actionNoun(action);
+  const parts = outcome.signals.map((k) =>
+    k === 'unauthorized' ? '401 Unauthorized responses continue' : k === 'legacy-token' ? 'the legacy Secret token is still used' : `tokens issued before the ${noun} are still used stale`,
+  );
+  const what = parts.length ? parts.join('; ') : `${plural(outcome.tokens, 'token')} issued before the ${noun} ${outcome.tokens === 1 ? 'is' : 'are'} still used`;
   const c = f.cause;
   return section(
-    `⚠️ *Not fixed yet*: ${what} for ${where(f)} ${duration(Math.max(0, outcome.lastSeen - completedAt))} after the ${actionNoun(action)} completed (last ${slackDate(outcome.lastSeen)}). Some pods may not have been replaced, or the token was copied somewhere the restart does not reach.\n*Fix:* ${escClip(c.fix, 1200)}`,
-    `[${f.cluster}] ${subjectOf(f)}: still in use after the ${actionNoun(action)}`,
+    `⚠️ *Not fixed yet*: ${what} for ${where(f)} ${duration(Math.max(0, outcome.lastSeen - completedAt))} after the ${noun} completed (last ${slackDate(outcome.lastSeen)}). Some pods may not have been replaced, or the token was copied somewhere the restart does not reach.\n*Fix:* ${escClip(c.fix, 1200)}`,
+    `[${f.cluster}] ${subjectOf(f)}: not fixed yet, still in use after the ${noun}`,
   );
 }
 

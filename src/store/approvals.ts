@@ -62,6 +62,12 @@ const CAS = `UPDATE approvals SET state = ?, updated_at = ?,
        progress_ts = CASE WHEN ? = 1 THEN ? ELSE progress_ts END
      WHERE id = ? AND state = ?`;
 
+/** `{ subject }` from a `subject_key` (cluster␟namespace␟serviceAccount), or nothing when the key is absent or not of that shape. */
+function subjectOfKey(key: string | null | undefined): { subject?: ActionSubject } {
+  const parts = key ? key.split(SEP) : [];
+  return parts.length === 3 ? { subject: { namespace: parts[1]!, serviceAccount: parts[2]! } } : {};
+}
+
 /** Approvals (`approvals`) and their votes (`votes`) over a {@link SqlExecutor}. */
 export class ApprovalRepository {
   private readonly actions: ActionLogRepository;
@@ -221,6 +227,7 @@ export class ApprovalRepository {
       ...(row.progress_channel != null && row.progress_ts != null ? { progress: { channel: row.progress_channel, ts: row.progress_ts } } : {}),
       ...(row.verification != null && row.verified_at != null ? { verification: { outcome: row.verification, at: row.verified_at } } : {}),
       ...(row.probe_check != null && row.probe_checked_at != null ? { probeCheck: { outcome: row.probe_check, at: row.probe_checked_at } } : {}),
+      ...subjectOfKey(row.subject_key),
     };
   }
 }

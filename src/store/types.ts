@@ -205,6 +205,11 @@ export interface StoredApproval extends Approval {
   verification?: Conclusion;
   /** The node-probe check's conclusion, once recorded ({@link Store.concludeProbeCheck}). */
   probeCheck?: Conclusion;
+  /**
+   * The ServiceAccount the action is about (the alert it was approved on), from the `subject_key` recorded at the
+   * request; absent when none was known then (a target without a stored finding).
+   */
+  subject?: ActionSubject;
 }
 
 /** A conclusion recorded once on an approval: its outcome name and when it was reached (epoch ms UTC). */

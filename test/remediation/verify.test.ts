@@ -4,7 +4,7 @@ import { createApproval } from '../../src/approvals/index.js';
 import { definePolicy } from '../approvals/helpers.js';
 import type { TokenRecord } from '../../src/findings/types.js';
 import { createLogger } from '../../src/observability/logger.js';
-import { assessVerification, issuedAt, Verifier, type VerificationReport } from '../../src/remediation/verify.js';
+import { assessVerification, issuedAt, Verifier, type SupersededReport, type VerificationReport } from '../../src/remediation/verify.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import { finding, staleRecord, tempDir } from '../store/helpers.js';
 
@@ -19,7 +19,7 @@ function token(issued: number, first: number, last: number, requests = 3, pod = 
 }
 
 describe('assessVerification (pure)', () => {
-  const base = { kind: 'stale-token' as const, startedAt: T, completedAt: T + 2 * MIN, settleMs: SETTLE };
+  const base = { startedAt: T, completedAt: T + 2 * MIN, settleMs: SETTLE };
   const old = token(T - 80 * 86_400_000, T - 5 * HOUR, T - 10 * MIN, 40);
 
   it.each([
@@ -39,7 +39,7 @@ describe('assessVerification (pure)', () => {
     [
       'an old token still used after the action completed: persisting, before the settle period ends',
       { now: T + 30 * MIN, records: [token(T - 86_400_000, T - HOUR, T + 20 * MIN, 9)] },
-      { outcome: 'persisting', tokens: 1, lastSeen: T + 20 * MIN },
+      { outcome: 'persisting', tokens: 1, lastSeen: T + 20 * MIN, signals: ['stale-token'] },
     ],
     [
       'an old token used within a minute after completion (clock skew) only delays the decision',
@@ -50,10 +50,26 @@ describe('assessVerification (pure)', () => {
     expect(assessVerification({ ...base, ...input })).toEqual(expected);
   });
 
+  const r401 = (last: number): TokenRecord => ({ ...staleRecord(), kind: 'unauthorized', warnAfter: undefined, rejectionAt: undefined, lastSeen: last });
+
   it('401s after a restart are persisting; none for the settle period is resolved', () => {
-    const r401 = (last: number): TokenRecord => ({ ...staleRecord(), kind: 'unauthorized', warnAfter: undefined, rejectionAt: undefined, lastSeen: last });
-    expect(assessVerification({ ...base, kind: 'unauthorized', now: T + HOUR, records: [r401(T + 10 * MIN)] })).toEqual({ outcome: 'persisting', tokens: 1, lastSeen: T + 10 * MIN });
-    expect(assessVerification({ ...base, kind: 'unauthorized', now: T + 3 * HOUR, records: [r401(T - MIN)] })).toEqual({ outcome: 'resolved', quietMs: 3 * HOUR - 2 * MIN });
+    expect(assessVerification({ ...base, now: T + HOUR, records: [r401(T + 10 * MIN)] })).toEqual({ outcome: 'persisting', tokens: 1, lastSeen: T + 10 * MIN, signals: ['unauthorized'] });
+    expect(assessVerification({ ...base, now: T + 3 * HOUR, records: [r401(T - MIN)] })).toEqual({ outcome: 'resolved', quietMs: 3 * HOUR - 2 * MIN });
+  });
+
+  it('judges every signal of the alert: 401s stopped but a new token is used stale → recurrence, not resolved', () => {
+    const records = [r401(T - MIN), old, token(T + 20_000, T + 70 * MIN, T + 2 * HOUR + 3 * MIN, 5, 'kube-multus-ds-new')];
+    expect(assessVerification({ ...base, now: T + 2 * MIN + SETTLE, records })).toMatchObject({ outcome: 'recurrence', tokens: 1, requests: 5 });
+  });
+
+  it('judges every signal of the alert: stale tokens stopped but 401s and legacy use continue → persisting naming both', () => {
+    const legacy: TokenRecord = { ...staleRecord(), kind: 'legacy-token', warnAfter: undefined, rejectionAt: undefined, lastSeen: T + 40 * MIN };
+    expect(assessVerification({ ...base, now: T + 3 * HOUR, records: [old, r401(T + 30 * MIN), legacy] })).toEqual({ outcome: 'persisting', tokens: 2, lastSeen: T + 40 * MIN, signals: ['unauthorized', 'legacy-token'] });
+  });
+
+  it('a token file the node probe saw after the action (a copy) keeps a quiet alert pending past the settle period', () => {
+    expect(assessVerification({ ...base, now: T + 3 * HOUR, records: [old], copiedToken: true })).toEqual({ outcome: 'pending', decideAt: T + 2 * MIN + SETTLE, copiedToken: true });
+    expect(assessVerification({ ...base, now: T + 3 * HOUR, records: [old], copiedToken: false })).toEqual({ outcome: 'resolved', quietMs: 3 * HOUR - 2 * MIN });
   });
 
   it('issuedAt is warnAfter − 3607 s', () => {
@@ -153,7 +169,7 @@ describe('Verifier', () => {
     ]);
     const v = new Verifier({ store, clock: () => T + 3 * HOUR, settleMs: SETTLE, logger: quiet });
     const reports = await v.verifyCluster('prod');
-    expect(reports.map((r) => [r.approval.id, r.outcome])).toEqual([['approval-0003', { outcome: 'persisting', tokens: 1, lastSeen: T + 30 * MIN }]]);
+    expect(reports.map((r) => [r.approval.id, r.outcome])).toEqual([['approval-0003', { outcome: 'persisting', tokens: 1, lastSeen: T + 30 * MIN, signals: ['unauthorized'] }]]);
     expect((await store.getFinding('f-multus'))!.status).toBe('open');
     await store.close();
   });
@@ -177,5 +193,99 @@ describe('Verifier', () => {
     expect((await store.listApprovalActions(approvalId)).at(-1)).toMatchObject({ action: 'verification.superseded' });
     expect((await store.listApprovalActions('approval-0002')).some((r) => r.action.startsWith('verification.'))).toBe(false);
     await store.close();
+  });
+
+  describe('verifies the alert (the ServiceAccount), whichever of its findings the approval names', () => {
+    /** The Multus alert's two findings (stale tokens, 401s) and a succeeded restart approved on the 401 finding. */
+    async function alertSetup(): Promise<{ store: Store; approvalId: string }> {
+      const store = await openStore(':memory:');
+      await store.saveFindings('prod', [finding({ lastSeen: new Date(T - 10 * MIN).toISOString() }), finding({ id: 'f-multus-401', kind: 'unauthorized', severity: 'critical', rejectionAt: null, lastSeen: new Date(T - 10 * MIN).toISOString() })], T - 5 * MIN);
+      const approvalId = await succeededRestart(store, 'approval-0401', 'f-multus-401', T, T + 2 * MIN);
+      return { store, approvalId };
+    }
+    async function succeededRestart(store: Store, id: string, findingId: string, runningAt: number, doneAt: number): Promise<string> {
+      const created = createApproval(
+        { id, action: 'restart', target: { cluster: 'prod', kind: 'DaemonSet', namespace: 'kube-system', name: 'kube-multus-ds', findingId }, requester: 'U0REQ', requesterGroups: [] },
+        definePolicy({ approvers: ['U0APP'] }),
+        runningAt - 4 * MIN,
+      );
+      if (!created.ok) throw new Error(`refused: ${created.reason}`);
+      await store.createApproval(created.approval);
+      await store.transitionApproval(id, 'requested', 'approved', { votes: [{ user: 'U0APP', vote: 'approve', at: runningAt - MIN }] }, runningAt - MIN);
+      await store.transitionApproval(id, 'approved', 'running', {}, runningAt);
+      await store.logAction({ at: runningAt, cluster: 'prod', findingId, approvalId: id, actor: null, action: 'restart.running', target: 'x', result: 'running' });
+      await store.transitionApproval(id, 'running', 'succeeded', {}, doneAt);
+      await store.logAction({ at: doneAt, cluster: 'prod', findingId, approvalId: id, actor: null, action: 'restart.succeeded', target: 'x', result: 'succeeded' });
+      return id;
+    }
+    const r401 = (first: number, last: number): TokenRecord => ({ ...staleRecord(), kind: 'unauthorized', warnAfter: undefined, rejectionAt: undefined, firstSeen: first, lastSeen: last, requests: 7 });
+
+    it('the approval records the alert it was requested on (subject_key)', async () => {
+      const { store, approvalId } = await alertSetup();
+      expect((await store.getApproval(approvalId))!.subject).toEqual({ namespace: 'kube-system', serviceAccount: 'multus' });
+      await store.close();
+    });
+
+    it('401s stop but the new pods still send stale tokens: a recurrence (said by the stale-token finding), never resolved', async () => {
+      const { store } = await alertSetup();
+      await store.replaceTokenRecords('prod', [r401(T - HOUR, T - 10 * MIN), token(T - 80 * 86_400_000, T - 5 * HOUR, T - 10 * MIN), token(T + 30_000, T + 65 * MIN, T + 2 * HOUR + 5 * MIN, 4, 'kube-multus-ds-new')]);
+      const reports: VerificationReport[] = [];
+      const v = new Verifier({ store, clock: () => T + 2 * MIN + SETTLE + MIN, settleMs: SETTLE, logger: quiet, report: async (r) => void reports.push(r) });
+      await v.verifyCluster('prod');
+      expect(reports.map((r) => [r.outcome.outcome, r.finding.id, r.resolved.length])).toEqual([['recurrence', 'f-multus', 0]]);
+      expect((await store.getFinding('f-multus'))!.status).toBe('open');
+      expect((await store.getFinding('f-multus-401'))!.status).toBe('open');
+      await store.close();
+    });
+
+    it('stale tokens stop but 401s continue: persisting, not resolved', async () => {
+      const { store } = await alertSetup();
+      await store.replaceTokenRecords('prod', [r401(T - HOUR, T + 30 * MIN), token(T - 80 * 86_400_000, T - 5 * HOUR, T - 10 * MIN)]);
+      const v = new Verifier({ store, clock: () => T + 3 * HOUR, settleMs: SETTLE, logger: quiet });
+      expect((await v.verifyCluster('prod')).map((r) => r.outcome)).toEqual([{ outcome: 'persisting', tokens: 1, lastSeen: T + 30 * MIN, signals: ['unauthorized'] }]);
+      expect((await store.getFinding('f-multus'))!.status).toBe('open');
+      await store.close();
+    });
+
+    it('resolves once, for the alert, only when every signal stayed quiet for the settle period: both findings, one report', async () => {
+      const { store, approvalId } = await alertSetup();
+      await store.replaceTokenRecords('prod', [r401(T - HOUR, T - 10 * MIN), token(T - 80 * 86_400_000, T - 5 * HOUR, T - 10 * MIN)]);
+      let now = T + HOUR;
+      const reports: VerificationReport[] = [];
+      const v = new Verifier({ store, clock: () => now, settleMs: SETTLE, logger: quiet, report: async (r) => void reports.push(r) });
+      expect(await v.verifyCluster('prod')).toEqual([]);
+      now = T + 2 * MIN + SETTLE;
+      await v.verifyCluster('prod');
+      now += HOUR;
+      await v.verifyCluster('prod');
+      expect(reports).toHaveLength(1);
+      expect(reports[0]!.outcome.outcome).toBe('resolved');
+      expect(reports[0]!.finding.id).toBe('f-multus-401');
+      expect(reports[0]!.resolved.map((m) => [m.id, m.status]).sort()).toEqual([['f-multus', 'resolved'], ['f-multus-401', 'resolved']]);
+      expect((await store.listApprovalActions(approvalId)).filter((r) => r.action === 'verification.resolved').map((r) => r.findingId).sort()).toEqual(['f-multus', 'f-multus-401']);
+      await store.close();
+    });
+
+    it('a node-probe check that found the token in a host file (a copy) keeps a quiet alert unresolved', async () => {
+      const { store, approvalId } = await alertSetup();
+      await store.concludeProbeCheck(approvalId, 'rewritten', T + 20 * MIN);
+      const v = new Verifier({ store, clock: () => T + 3 * HOUR, settleMs: SETTLE, logger: quiet });
+      expect(await v.verifyCluster('prod')).toEqual([]);
+      expect((await store.getApproval(approvalId))!.verification).toBeUndefined();
+      await store.close();
+    });
+
+    it('a later restart on another finding of the same alert supersedes the earlier pending verification, reported once', async () => {
+      const { store, approvalId } = await alertSetup();
+      const later = await succeededRestart(store, 'approval-0402', 'f-multus', T + 20 * MIN, T + 22 * MIN);
+      const superseded: SupersededReport[] = [];
+      const v = new Verifier({ store, clock: () => T + 30 * MIN, settleMs: SETTLE, logger: quiet, reportSuperseded: async (r) => void superseded.push(r) });
+      await v.verifyCluster('prod');
+      await v.verifyCluster('prod');
+      expect(superseded.map((r) => [r.approval.id, r.by.id, r.finding.id])).toEqual([[approvalId, later, 'f-multus-401']]);
+      expect((await store.getApproval(approvalId))!.verification?.outcome).toBe('superseded');
+      expect((await store.getApproval(later))!.verification).toBeUndefined();
+      await store.close();
+    });
   });
 });

@@ -7,7 +7,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { Approval } from '../../src/approvals/index.js';
 import type { Finding } from '../../src/findings/types.js';
 import { runScan } from '../../src/scan/run.js';
-import { approvalDecidedMessage, approvalRequestMessage, detailsMessage, escalationMessage, findingButtons, findingMessage, helpMessage, historyMessage, progressMessage, refusalMessage, statusMessage, unknownCommandMessage, verificationMessage, type FindingAction, type SlackMessage } from '../../src/slack/blocks/index.js';
+import { approvalDecidedMessage, approvalRequestMessage, detailsMessage, escalationMessage, findingButtons, findingMessage, helpMessage, historyMessage, progressMessage, refusalMessage, statusMessage, supersededMessage, unknownCommandMessage, verificationMessage, type FindingAction, type SlackMessage } from '../../src/slack/blocks/index.js';
 import { validateMessage } from '../slack/blocks/validate.js';
 import { clusterEventMessage, noteMessage, persistingMessage, recreatedMessage, reopenedMessage, requestedMessage, scanMessage, snoozedMessage } from '../../src/slack/messages.js';
 import {
@@ -82,6 +82,7 @@ function allMessages(): Array<[string, SlackMessage]> {
   out.push(['progress done', progressMessage({ desired: 6, updated: 6, ready: 6, available: 6, done: true, timedOut: false }, { target, now: NOW, startedAt: NOW - 60_000 })]);
   out.push(['progress timed out', progressMessage({ desired: 6, updated: 4, ready: 5, available: 5, done: false, timedOut: true }, { target, now: NOW, startedAt: NOW - 600_000, timeoutMs: 600_000 })]);
   out.push(['verification resolved', verificationMessage({ outcome: 'resolved', finding: multus, action: 'restart', actionAt: NOW - 7_200_000, now: NOW, settleMs: 7_200_000 })]);
+  out.push(['verification superseded', supersededMessage(multus, 'restart', NOW - 7_200_000, 'restart', NOW - 600_000)]);
   out.push(['verification recurrence', verificationMessage({ outcome: 'recurrence', finding: multus, action: 'restart', actionAt: NOW - 7_200_000, now: NOW, staleRequests: 3, lastSeen: NOW - 60_000 })]);
   const counts = { critical: 2, warning: 0, info: 3 };
   out.push([
@@ -107,7 +108,7 @@ function allMessages(): Array<[string, SlackMessage]> {
     'cluster event',
     clusterEventMessage({ kind: 'credential-change', cluster: 'prod-eks', at: new Date(NOW - 3_600_000).toISOString(), summary: 'x', serviceAccounts: 14, recovered: Array.from({ length: 13 }, (_, i) => `ns${i}/client-${i}`), stillFailing: ['apps/reporter'] }),
   ]);
-  out.push(['persisting', persistingMessage(legacy, 'recreate-serviceaccount', { outcome: 'persisting', tokens: 1, lastSeen: NOW }, NOW - 600_000)]);
+  out.push(['persisting', persistingMessage(legacy, 'recreate-serviceaccount', { outcome: 'persisting', tokens: 1, lastSeen: NOW, signals: ['legacy-token'] }, NOW - 600_000)]);
   out.push(['recreated', recreatedMessage(multus, { oldUid: 'old-uid', newUid: 'new-uid', preserved: { labels: 2, annotations: ['eks.amazonaws.com/role-arn'], imagePullSecrets: 1, automountServiceAccountToken: true } }, findingButtons(multus, buttonsFor).slice(0, 1))]);
   for (const r of ['started', 'busy', 'unknown-job', 'stopped'] as const) out.push([`scan ${r}`, scanMessage('prod-eks', r, '<#C0OPSPROD1>')]);
   out.push(['note', noteMessage('Approved (1 of 2). One more approval is needed.')]);

@@ -2,7 +2,7 @@
  * Smaller replies: `/tokens help`, unknown command, `/tokens history`, refusals, and the Details thread reply
  * (tokens and evidence of a finding). Pure.
  */
-import type { Finding, FindingToken, TokenRecord } from '../../findings/types.js';
+import type { Finding, FindingToken, Severity, TokenRecord } from '../../findings/types.js';
 import type { ActionKind, ActionTarget, ApprovalState } from '../../approvals/machine.js';
 import { actionNoun } from '../../core/actions.js';
 import { causeText, SEVERITY_EMOJI, subjectOf } from './finding.js';
@@ -153,12 +153,24 @@ function toRow(t: AnyToken): TokenRow {
   return { pod: f.pod, node: f.node, warnAfter: ms(f.warnAfter), rejectionAt: ms(f.rejectionAt), requests: f.requests, lastSeen: Date.parse(f.lastSeen) };
 }
 
+/** `🟠 warning`, or `🟠 alert warning (this signal: info)` when the alert's severity differs from the finding's. */
+function severityOfAlert(own: Severity, alert: Severity | undefined): string {
+  const sev = alert ?? own;
+  return sev === own ? `${SEVERITY_EMOJI[sev]} ${sev}` : `${SEVERITY_EMOJI[sev]} alert ${sev} (this signal: ${own})`;
+}
+
 /**
  * The Details thread reply: every token (pod, node, warnAfter, rejection, requests, last seen), the cause
  * evidence, source IPs, user agents and pods missing from cluster state. `tokens` defaults to `finding.tokens`;
- * the live store's TokenRecords may be passed instead.
+ * the live store's TokenRecords may be passed instead. `ctx.alertSeverity`: the severity of the alert this finding is a
+ * signal of (its worst live finding's); the severity shown is the alert's, with this signal's own beside it when it
+ * differs, so Details never shows a colour the alert does not.
  */
-export function detailsMessage(finding: Finding, tokens: readonly AnyToken[] = finding.tokens, ctx: { now: number; hourly?: Record<string, number> } = { now: 0 }): SlackMessage {
+export function detailsMessage(
+  finding: Finding,
+  tokens: readonly AnyToken[] = finding.tokens,
+  ctx: { now: number; hourly?: Record<string, number>; alertSeverity?: Severity } = { now: 0 },
+): SlackMessage {
   const f = finding;
   const blocks: KnownBlock[] = [
     { type: 'header', text: plain(`🔎 Details · ${f.cluster} · ${subjectOf(f)} · ${f.kind}`, LIMITS.headerText) },
@@ -199,7 +211,7 @@ export function detailsMessage(finding: Finding, tokens: readonly AnyToken[] = f
   blocks.push({ type: 'section', fields: fields.map((t) => md(clip(t, LIMITS.sectionFieldText), LIMITS.sectionFieldText)) });
   blocks.push({
     type: 'context',
-    elements: [md(`${SEVERITY_EMOJI[f.severity]} ${f.severity} · ${f.kind} · finding ${code(f.id, 100)}${f.clusterState ? ` · ⚠️ ${escClip(f.clusterState, 300)}` : ''}`)],
+    elements: [md(`${severityOfAlert(f.severity, ctx.alertSeverity)} · ${f.kind} · finding ${code(f.id, 100)}${f.clusterState ? ` · ⚠️ ${escClip(f.clusterState, 300)}` : ''}`)],
   });
   return { text: clip(`Details for ${subjectOf(f)} in ${f.cluster}: ${plural(rows.length, 'token')}, ${plural(f.requests, 'request')}`, 3000), blocks };
 }

@@ -2,7 +2,7 @@
  * Thread replies after an approved action: rollout progress (updated in place until complete or timed out)
  * and verification (resolved ✅ or recurrence ⚠️ with the cause and its fix). Pure.
  */
-import type { Finding } from '../../findings/types.js';
+import type { Finding, FindingKind } from '../../findings/types.js';
 import type { ActionKind, ActionTarget } from '../../approvals/machine.js';
 import { actionNoun, objectLabel } from '../../core/actions.js';
 import { subjectOf } from './finding.js';
@@ -68,6 +68,33 @@ export function progressMessage(rollout: RolloutStatus, ctx: ProgressContext): S
   };
 }
 
+/** The signals of an alert, in the order verification replies name them. */
+const SIGNAL_KINDS: readonly FindingKind[] = ['stale-token', 'unauthorized', 'legacy-token'];
+const SIGNAL_WORDS: Record<FindingKind, string> = {
+  'stale-token': 'stale token use',
+  unauthorized: '401 Unauthorized responses',
+  'legacy-token': 'legacy Secret token use',
+};
+
+/** `a`, `a or b`, `a, b or c`. */
+function orList(items: readonly string[]): string {
+  return items.length <= 1 ? (items[0] ?? '') : `${items.slice(0, -1).join(', ')} or ${items.at(-1)}`;
+}
+
+/**
+ * Thread reply when a later action on the same alert supersedes the verification of an earlier one still waiting for
+ * its outcome: the alert is verified from the later action only, so "resolved" is said once.
+ * @param earlierAt when the earlier action completed; `laterAt` when the later one did (epoch ms UTC).
+ */
+export function supersededMessage(f: Finding, earlier: ActionKind, earlierAt: number, later: ActionKind, laterAt: number): SlackMessage {
+  const subject = subjectOf(f);
+  const line = `↪️ *Verification superseded*: the ${actionNoun(earlier)} of ${slackDate(earlierAt)} is no longer verified on its own; the ${actionNoun(later)} of ${slackDate(laterAt)} is, for the whole alert of ${code(subject, 300)}.`;
+  return {
+    text: clip(`↪️ [${f.cluster}] verification of the ${actionNoun(earlier)} superseded by the ${actionNoun(later)} of ${subject}`, 3000),
+    blocks: [{ type: 'section', text: md(line) }],
+  };
+}
+
 /** Input of {@link verificationMessage}. Times are epoch ms UTC. */
 export interface Verification {
   outcome: 'resolved' | 'recurrence';
@@ -76,8 +103,13 @@ export interface Verification {
   /** When the action completed. */
   actionAt: number;
   now: number;
-  /** Resolved: the quiet period that had to pass without stale use. */
+  /** Resolved: the quiet period that had to pass without any signal of the alert. */
   settleMs?: number;
+  /**
+   * Resolved: the kinds of signal of the alert that stayed quiet (its findings' kinds; default: the finding's own).
+   * Every one of them is named in the reply.
+   */
+  signals?: readonly FindingKind[];
   /** Recurrence: stale requests seen since the action, and the last one. */
   staleRequests?: number;
   lastSeen?: number;
@@ -97,17 +129,18 @@ export function verificationMessage(v: Verification): SlackMessage {
   let text: string;
   if (v.outcome === 'resolved') {
     const quiet = duration(Math.max(0, v.now - v.actionAt));
-    // The signal this finding is about: a subject's 401 finding concluded with its stale-token finding says 401s.
-    const signal = f.kind === 'unauthorized' ? '401 Unauthorized responses' : f.kind === 'legacy-token' ? 'legacy Secret token use' : 'stale token use';
+    // Every signal of the alert that had to stay quiet, named (stale tokens, 401s, legacy token use).
+    const kinds = SIGNAL_KINDS.filter((k) => (v.signals ?? [f.kind]).includes(k));
+    const signal = orList(kinds.map((k) => SIGNAL_WORDS[k]));
     blocks.push({
       type: 'section',
       text: md(
         `✅ *Verified*: no ${signal} by ${who} for ${quiet} since the ${noun} (${slackDate(v.actionAt)})${
           v.settleMs !== undefined ? `, longer than the ${duration(v.settleMs)} settle period` : ''
-        }. The finding is resolved.`,
+        }. The alert is resolved.`,
       ),
     });
-    text = `✅ [${f.cluster}] verified: no ${signal} by ${subject} since the ${noun}; finding resolved`;
+    text = `✅ [${f.cluster}] verified: no ${signal} by ${subject} since the ${noun}; alert resolved`;
   } else {
     const after = v.lastSeen !== undefined ? ` ${duration(Math.max(0, v.lastSeen - v.actionAt))} after the ${noun}` : ` after the ${noun}`;
     const reqs = v.staleRequests !== undefined ? ` (${plural(v.staleRequests, 'request')}${v.lastSeen !== undefined ? `, last ${slackDate(v.lastSeen)}` : ''})` : '';

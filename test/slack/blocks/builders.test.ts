@@ -238,8 +238,11 @@ describe('progress and verification', () => {
   it('resolved and recurrence (static token file: a restart only buys time)', () => {
     const ok = valid(verificationMessage({ outcome: 'resolved', finding: multusFinding(), action: 'restart', actionAt: NOW - 2 * HOUR, now: NOW, settleMs: HOUR }));
     expect((ok.blocks[0] as { text: { text: string } }).text.text).toBe(
-      '✅ *Verified*: no stale token use by `kube-system/multus` in *prod-eks* for 2 h since the restart (<!date^1795946400^{date_short_pretty} {time}|2026-11-29 10:00 UTC>), longer than the 1 h settle period. The finding is resolved.',
+      '✅ *Verified*: no stale token use by `kube-system/multus` in *prod-eks* for 2 h since the restart (<!date^1795946400^{date_short_pretty} {time}|2026-11-29 10:00 UTC>), longer than the 1 h settle period. The alert is resolved.',
     );
+    // Every signal of the alert that stayed quiet is named.
+    const both = valid(verificationMessage({ outcome: 'resolved', finding: multusFinding(), action: 'restart', actionAt: NOW - 2 * HOUR, now: NOW, settleMs: HOUR, signals: ['unauthorized', 'stale-token'] }));
+    expect(both.text).toBe('✅ [prod-eks] verified: no stale token use or 401 Unauthorized responses by kube-system/multus since the restart; alert resolved');
     const bad = valid(
       verificationMessage({ outcome: 'recurrence', finding: multusFinding(), action: 'restart', actionAt: NOW - 3 * HOUR, now: NOW, staleRequests: 17, lastSeen: NOW - HOUR }),
     );
@@ -347,6 +350,14 @@ describe('status, help, history, refusal, details', () => {
     expect(last.elements[0]!.text).toMatch(/^…and \d+ more$/);
     const shownLines = many.blocks.filter((b) => b.type === 'section').reduce((n, b) => n + (b as { text: { text: string } }).text.text.split('\n').length, 0);
     expect(last.elements[0]!.text).toBe(`…and ${500 - shownLines} more`);
+  });
+
+  it("details shows the severity of the alert, with the signal's own beside it when it differs", () => {
+    const ctxText = (m: SlackMessage) => ((m.blocks.at(-1) as { elements: Array<{ text: string }> }).elements[0]!.text);
+    const info = multusFinding({ severity: 'info' });
+    expect(ctxText(valid(detailsMessage(info, undefined, { now: NOW, alertSeverity: 'warning' })))).toMatch(/^🟠 alert warning \(this signal: info\) · stale-token · finding /);
+    expect(ctxText(valid(detailsMessage(info, undefined, { now: NOW, alertSeverity: 'info' })))).toMatch(/^🔵 info · stale-token · finding /);
+    expect(ctxText(valid(detailsMessage(info, undefined, { now: NOW })))).toMatch(/^🔵 info · /);
   });
 
   it('details lists the cause with its sources, the sparkline, tokens newest first and evidence', () => {
