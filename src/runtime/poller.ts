@@ -36,6 +36,7 @@ import { tokenUsesFromWrappedText } from '../audit/records.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import type { ClusterConfig } from '../config/types.js';
 import { TokenAggregator } from '../findings/aggregate.js';
+import { parseTrustedProxies } from '../core/source-address.js';
 import { buildFindings } from '../findings/build.js';
 import { SEVERITIES, type Finding, type TokenRecord } from '../findings/types.js';
 import { DAY_MS, DAY_SECONDS, HOUR_MS } from '../core/units.js';
@@ -324,7 +325,7 @@ export class ClusterPoller {
           await fence?.(tx);
           if (!agg) {
             stored = await tx.listTokenRecords(cluster.name); // the aggregator clones them: unmodified for the diff below
-            agg = TokenAggregator.from({ cluster: cluster.name, maxTokenAge: cluster.maxTokenAge }, stored);
+            agg = TokenAggregator.from({ cluster: cluster.name, maxTokenAge: cluster.maxTokenAge, trustedProxies: parseTrustedProxies(cluster.trustedProxies ?? []) }, stored);
           }
           const unique = new Map<string, TokenUse>();
           for (const u of pending) if (!unique.has(u.auditID)) unique.set(u.auditID, u);
@@ -430,7 +431,6 @@ export class ClusterPoller {
         unauthorizedSince: now - (this.deps.activeWindowMs ?? POLLER_DEFAULTS.activeWindowMs),
         state: this.deps.state,
         thresholds: { criticalSeconds: cluster.thresholds.criticalDays * DAY_SECONDS, warningSeconds: cluster.thresholds.warningDays * DAY_SECONDS },
-        inferred401CriticalRequests: cluster.thresholds.inferred401CriticalRequests,
       }), signal);
       // Many ServiceAccounts refused in the same minute across namespaces is the cluster's doing (a key rotation), not
       // many clients caching tokens: the recovered ones lose that cause (as `scan` does, src/findings/cluster-events.ts).
