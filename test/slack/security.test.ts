@@ -127,6 +127,29 @@ describe('approver user groups when usergroups.users.list fails', () => {
   });
 });
 
+describe('approver group membership cache', () => {
+  it('by default, someone removed from an approver group stops counting within a minute, also when Slack then fails', async () => {
+    const fake = await startFakeSlack({ userGroups: { [ONCALL]: [ONCALL_APPROVER] } });
+    cleanups.push(() => fake.close());
+    let now = Date.parse('2026-11-20T12:00:00Z');
+    const client = new webApi.WebClient(DEFAULT_BOT_TOKEN, { slackApiUrl: fake.apiUrl, retryConfig: { retries: 0 } });
+    const log = createLogger({ level: 'silent' });
+    const dir = new Directory(new SlackApi({ client, logger: log, channelIntervalMs: 0 }), { logger: log, now: () => now });
+    expect(await dir.groupsOf(ONCALL_APPROVER, [ONCALL])).toEqual([ONCALL]);
+    fake.setUserGroup(ONCALL, []);
+    now += 59_000; // cached
+    expect(await dir.groupsOf(ONCALL_APPROVER, [ONCALL])).toEqual([ONCALL]);
+    now += 1_000; // a minute after the read: asked again
+    expect(await dir.groupsOf(ONCALL_APPROVER, [ONCALL])).toEqual([]);
+    fake.setUserGroup(ONCALL, [ONCALL_APPROVER]);
+    now += 60_000;
+    expect(await dir.groupsOf(ONCALL_APPROVER, [ONCALL])).toEqual([ONCALL]);
+    fake.failNext('usergroups.users.list', 'fatal_error', 100);
+    now += 61_000; // the call fails and the last read is over a minute old: fail closed
+    expect(await dir.groupsOf(ONCALL_APPROVER, [ONCALL])).toEqual([]);
+  });
+});
+
 describe('Slack HTTP receiver listen address', () => {
   it('slack.host defaults to http.host and is where the receiver binds', async () => {
     const c = parseConfig({ http: { host: '127.0.0.1' }, slack: { enabled: true, mode: 'http' }, clusters: [{ name: 'a', audit: { file: { path: 'x.log' } }, slack: { channel: 'C0AAA', approvers: ['U0AAA'] } }] }, { SLACK_BOT_TOKEN: DEFAULT_BOT_TOKEN, SLACK_SIGNING_SECRET: SECRET });
