@@ -79,6 +79,20 @@ describe('replayed signed requests (HTTP mode)', () => {
     expect(h.ephemerals(REQUESTER)).toHaveLength(2);
   }, 30_000);
 
+  it('a validly signed request timestamped more than 5 minutes ahead is refused; 4 minutes ahead is handled', async () => {
+    const h = await harness();
+    const at = (aheadSec: number) =>
+      recordSlashCommand(SECRET, { text: 'status prod-eks', user_id: REQUESTER, channel_id: OPS, response_url: h.slack.responseUrl({ channel: OPS, user: REQUESTER }) }, { timestampSec: Math.floor(Date.now() / 1000) + aheadSec });
+    const future = await sendRecordedRequest(h.bot.eventsUrl!, at(10 * 60));
+    await h.bot.idle();
+    expect(future.body).toBe('');
+    expect(h.ephemerals(REQUESTER)).toHaveLength(0);
+    expect(await metric(h, 'tokenwatch_slack_rejected_requests_total{reason="timestamp-in-future"} 1')).toBe(true);
+    expect((await sendRecordedRequest(h.bot.eventsUrl!, at(4 * 60))).status).toBe(200);
+    await h.bot.idle();
+    expect(h.ephemerals(REQUESTER)).toHaveLength(1);
+  }, 30_000);
+
   it('a replayed button click sent to the other replica (shared store) is caught there too', async () => {
     const leader = await harness();
     const standby = await harness({ dir: leader.dir, fakeSlack: leader.slack, kube: leader.kube, isLeader: () => false });
