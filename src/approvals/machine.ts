@@ -96,7 +96,16 @@ export interface Approval {
 
 /** Events that move an approval. `userGroups` = Slack user-group ids the clicking user belongs to. */
 export type ApprovalEvent =
-  | { type: 'approve'; user: string; userGroups?: readonly string[] }
+  | {
+      type: 'approve';
+      user: string;
+      userGroups?: readonly string[];
+      /**
+       * The policy's user groups each earlier approver belongs to now (read when this vote is cast): earlier votes are
+       * re-checked against the approvers in force (see {@link voidApprovals}). A voter absent here has no groups.
+       */
+      voterGroups?: Readonly<Record<string, readonly string[]>>;
+    }
   | { type: 'reject'; user: string; userGroups?: readonly string[]; reason?: string }
   | { type: 'expire' }
   | { type: 'start' }
@@ -105,7 +114,8 @@ export type ApprovalEvent =
 
 /** Event constructors, e.g. `decide(a, approvalEvent.approve('U2', ['S1']), policy, now)`. */
 export const approvalEvent = {
-  approve: (user: string, userGroups: readonly string[] = []): ApprovalEvent => ({ type: 'approve', user, userGroups }),
+  approve: (user: string, userGroups: readonly string[] = [], voterGroups?: Readonly<Record<string, readonly string[]>>): ApprovalEvent =>
+    voterGroups === undefined ? { type: 'approve', user, userGroups } : { type: 'approve', user, userGroups, voterGroups },
   reject: (user: string, reason?: string, userGroups: readonly string[] = []): ApprovalEvent =>
     reason === undefined ? { type: 'reject', user, userGroups } : { type: 'reject', user, userGroups, reason },
   expire: (): ApprovalEvent => ({ type: 'expire' }),
@@ -223,6 +233,18 @@ export function refuse(reason: RefusalReason, detail: RefusalDetail): Refusal {
 /** Whether `approval` is past its expiry at `now` (`now >= expiresAt`). */
 export function isExpired(approval: Pick<Approval, 'expiresAt'>, now: number): boolean {
   return now >= approval.expiresAt;
+}
+
+/**
+ * Earlier approvals that no longer count under `policy` (the approvers in force now, e.g. after a config change and
+ * a restart): voters not listed among `policy.approvers` directly or through `voterGroups[user]` (their user groups
+ * now), and the requester's own approval when self-approval is no longer allowed. Their votes stay recorded but are
+ * void: {@link decide} does not count them toward the quorum. Pure.
+ */
+export function voidApprovals(approval: Pick<Approval, 'votes' | 'requester'>, policy: ApprovalPolicy, voterGroups: Readonly<Record<string, readonly string[]>> = {}): string[] {
+  return approvalsOf(approval).filter(
+    (u) => !isListed(u, voterGroups[u] ?? [], policy.approvers) || (u === approval.requester && !policy.allowSelfApproval),
+  );
 }
 
 /** Distinct users who voted approve. */
@@ -374,7 +396,11 @@ export function decide(approval: Approval, event: ApprovalEvent, policy: Approva
         if (approvalsOf(a).includes(event.user)) return alreadyApproved(a, 'approve');
         const vote: Vote = { user: event.user, vote: 'approve', at: now };
         const votes = [...a.votes, vote];
-        const count = new Set(votes.filter((v) => v.vote === 'approve').map((v) => v.user)).size;
+        // Every earlier vote is re-checked against the approvers in force now: a removed approver's vote is void.
+        const voided = new Set(voidApprovals(a, policy, event.voterGroups ?? {}));
+        const counted = [...new Set(votes.filter((v) => v.vote === 'approve' && !voided.has(v.user)).map((v) => v.user))];
+        const count = counted.length;
+        const voidNote = voided.size > 0 ? `; void (no longer allowed to approve): ${[...voided].join(', ')}` : '';
         if (count < a.requiredApprovals) {
           return transition(a, 'requested', now, [
             {
@@ -382,14 +408,14 @@ export function decide(approval: Approval, event: ApprovalEvent, policy: Approva
               from: 'requested',
               to: 'requested',
               actor: event.user,
-              summary: `${what}: approval ${count} of ${a.requiredApprovals}`,
+              summary: `${what}: approval ${count} of ${a.requiredApprovals}${voidNote}`,
             },
             { type: 'update-approval-message' },
           ], { votes });
         }
-        const by = votes.filter((v) => v.vote === 'approve').map((v) => v.user).join(', ');
+        const by = counted.join(', ');
         return transition(a, 'approved', now, [
-          { type: 'action-log', from: 'requested', to: 'approved', actor: event.user, summary: `${what} approved` },
+          { type: 'action-log', from: 'requested', to: 'approved', actor: event.user, summary: `${what} approved${voidNote}` },
           kubeEvent(a, 'Normal', `${what} approved by ${by}; requested by ${a.requester}`),
           { type: 'update-approval-message' },
           { type: 'execute' },

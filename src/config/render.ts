@@ -71,6 +71,7 @@ function clusterValue(c: ClusterConfig): unknown {
     schedule: c.schedule,
     lookback: formatDuration(c.lookback),
     ...(c.slack !== undefined ? { slack: structuredClone(c.slack) } : {}),
+    trustedProxies: [...(c.trustedProxies ?? [])],
     thresholds: { ...c.thresholds },
   };
 }

@@ -14,6 +14,7 @@ import { validateDetailed } from 'node-cron';
 import { MAX_TOKEN_AGE_EXPECTED, parseMaxTokenAge, type MaxTokenAge } from './max-token-age.js';
 import { ACTION_KINDS, CLUSTER_ACTION_KINDS, APPROVAL_DEFAULTS } from '../core/actions.js';
 import { DAY_MS, HOUR_MS, MINUTE_MS, SECOND_MS } from '../core/units.js';
+import { isAddressOrCidr } from '../core/source-address.js';
 import { DurationError, parseDuration } from './duration.js';
 import { DNS1123_LABEL, DNS1123_LABEL_WORDS, NAMESPACE_PATTERN, NAMESPACE_PATTERN_WORDS } from '../core/names.js';
 
@@ -237,6 +238,15 @@ const clusterSchema = z.strictObject({
       silentPolls: z.int().min(1).default(6),
     })
     .prefault({}),
+  /**
+   * Proxies between clients and this cluster's API server (IP addresses or CIDR blocks) trusted to append the address
+   * they saw to `X-Forwarded-For` (and to overwrite `X-Real-Ip`). Each request is attributed to the rightmost
+   * `sourceIPs` entry not listed here; default none: the connection's own address (the last entry), since every other
+   * entry is set by the client (docs/live-mode.md "How requests are attributed").
+   */
+  trustedProxies: z
+    .array(z.string().refine(isAddressOrCidr, { error: 'expected an IP address or a CIDR block (e.g. 10.0.0.0/8)' }))
+    .default([]),
   thresholds: z
     .strictObject({
       /** Severity `critical` when rejection is less than this many days away. Default 7. */
@@ -244,8 +254,9 @@ const clusterSchema = z.strictObject({
       /** Severity `warning` when rejection is less than this many days away. Default 30. */
       warningDays: z.number().positive().default(30),
       /**
-       * 401s tied to a ServiceAccount only by source IP and user agent (no stale use of it) make it `critical` only from
-       * this many requests: such requests are easy to forge from the node network. Default 10.
+       * Accepted for older config files and ignored: 401s tied to a ServiceAccount only by source address and user agent
+       * never make it `critical` unless corroborated, whatever their number (docs/live-mode.md "How requests are
+       * attributed").
        */
       inferred401CriticalRequests: z.number().int().positive().default(10),
     })
@@ -613,8 +624,10 @@ export type KubernetesAccessConfig =
 export type ClusterSlackConfig = NonNullable<FileCluster['slack']>;
 
 /** One watched cluster. */
-export type ClusterConfig = Omit<FileCluster, 'audit' | 'kubernetes' | 'slack' | 'blindLog'> & {
+export type ClusterConfig = Omit<FileCluster, 'audit' | 'kubernetes' | 'slack' | 'blindLog' | 'trustedProxies'> & {
   audit: AuditSourceConfig;
+  /** Trusted proxies (addresses, CIDR blocks); absent = none (see the file schema's `trustedProxies`). */
+  trustedProxies?: string[];
   /** Blind-log thresholds (default `{ silentAfter: 1h, silentPolls: 6 }` when absent). */
   blindLog?: FileCluster['blindLog'];
   kubernetes: KubernetesAccessConfig;
@@ -903,6 +916,7 @@ function assemble(file: FileConfig, env: NodeJS.ProcessEnv): Config {
       maxTokenAge: c.maxTokenAge,
       schedule: c.schedule,
       lookback: c.lookback,
+      trustedProxies: c.trustedProxies,
       thresholds: { criticalDays: c.thresholds.criticalDays, warningDays: c.thresholds.warningDays, inferred401CriticalRequests: c.thresholds.inferred401CriticalRequests },
       blindLog: { silentAfter: c.blindLog.silentAfter, silentPolls: c.blindLog.silentPolls },
     };

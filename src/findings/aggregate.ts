@@ -12,7 +12,10 @@
  *   the computed value later), so the result does not depend on the order uses arrive in. It is in
  *   whole seconds, like the `warnafter` claim (see `warnAfterTime` in `./token-math.ts`).
  * - **legacy** uses: by (subject, Secret namespace/name named by the legacy-token annotations).
- * - **unauthorized** uses (401, no subject): by (source IPs, user agent). They are attributed to a
+ * - Every use is attributed to one source address: the rightmost `sourceIPs` entry that is not a trusted proxy
+ *   (`clientAddress`, `src/core/source-address.ts`; default: the connection's own address, the last entry). The
+ *   entries left of it are client-settable (`X-Forwarded-For`, `X-Real-Ip`): kept in `forwardedIPs` only to be shown.
+ * - **unauthorized** uses (401, no subject): by (source address, user agent). They are attributed to a
  *   subject in {@link TokenAggregator.records}, after all uses are in (files arrive in any order):
  *   to the one subject whose *stale* uses came from the same source IP with the same user agent
  *   (docs/design/domain.md §2: 401 events carry no user, `authn_audit.go`). The attribution says it is inferred.
@@ -22,6 +25,7 @@
  * Incremental use (live store): `TokenAggregator.from(opts, records)` reloads persisted records;
  * new uses then merge into them exactly as if they had been added in one run.
  */
+import { clientAddress, NO_TRUSTED_PROXIES, type TrustedProxies } from '../core/source-address.js';
 import type { TokenUse } from '../audit/types.js';
 import { DistinctCounter } from './distinct.js';
 import { rejectionTime, warnAfterTime } from './token-math.js';
@@ -65,6 +69,8 @@ export interface AggregatorOptions {
   cluster: string;
   /** Rejection rule used for `rejectionAt` of stale tokens. */
   maxTokenAge: MaxTokenAge;
+  /** Proxies trusted to append the address they saw to `X-Forwarded-For` (default none). */
+  trustedProxies?: TrustedProxies;
 }
 
 /**
@@ -94,6 +100,7 @@ const findingKindOf: Record<TokenUse['kind'], TokenKind> = {
 export class TokenAggregator {
   readonly cluster: string;
   readonly maxTokenAge: MaxTokenAge;
+  readonly trustedProxies: TrustedProxies;
   /** Uses ignored because their time was not a finite number (counted, never thrown). */
   invalid = 0;
   /** Bucket key → records of that bucket (several tokens per pod for stale uses, else one). */
@@ -106,6 +113,7 @@ export class TokenAggregator {
   constructor(opts: AggregatorOptions) {
     this.cluster = opts.cluster;
     this.maxTokenAge = opts.maxTokenAge;
+    this.trustedProxies = opts.trustedProxies ?? NO_TRUSTED_PROXIES;
   }
 
   /**
@@ -224,6 +232,7 @@ export class TokenAggregator {
     const kind = findingKindOf[use.kind];
     const { subject, namespace, serviceAccount } = subjectOf(use);
     const weight = use.weight !== undefined && Number.isInteger(use.weight) && use.weight > 0 ? use.weight : 1;
+    const source = clientAddress(use.sourceIPs, this.trustedProxies);
     const r: TokenRecord = {
       cluster: this.cluster,
       kind,
@@ -234,9 +243,10 @@ export class TokenAggregator {
       firstSeen: use.time,
       lastSeen: use.time,
       userAgents: use.userAgent ? [use.userAgent] : [],
-      sourceIPs: uniqueBounded(use.sourceIPs),
+      sourceIPs: source.address !== undefined ? [source.address] : [],
       hourly: { [hourKey(use.time)]: weight },
     };
+    if (source.forwarded.length > 0) r.forwardedIPs = uniqueBounded(source.forwarded);
     if (use.pod) r.pod = use.pod;
     if (use.podUid) r.podUid = use.podUid;
     if (use.node) r.node = use.node;
@@ -305,6 +315,7 @@ export function mergeRecord(target: TokenRecord, source: TokenRecord, maxTokenAg
   for (const [h, n] of Object.entries(source.hourly)) target.hourly[h] = (target.hourly[h] ?? 0) + n;
   target.userAgents = uniqueBounded([...target.userAgents, ...source.userAgents]);
   target.sourceIPs = uniqueBounded([...target.sourceIPs, ...source.sourceIPs]);
+  if (source.forwardedIPs) target.forwardedIPs = uniqueBounded([...(target.forwardedIPs ?? []), ...source.forwardedIPs]);
   if (source.warnAfter !== undefined && (target.warnAfter === undefined || source.warnAfter < target.warnAfter)) {
     target.warnAfter = source.warnAfter;
     target.rejectionAt = rejectionTime(source.warnAfter, maxTokenAge);
@@ -428,6 +439,7 @@ function cloneRecord(r: TokenRecord): TokenRecord {
     hourly: { ...r.hourly },
   };
   if (r.legacySecret) c.legacySecret = { ...r.legacySecret };
+  if (r.forwardedIPs) c.forwardedIPs = [...r.forwardedIPs];
   if (r.overflow) c.overflow = { ...r.overflow };
   return c;
 }

@@ -62,16 +62,18 @@ export interface BuildOptions {
    * `warning`). Default: every 401 record counts (`scan`, where the data is one window).
    */
   unauthorizedSince?: number;
-  /**
-   * 401s tied to a ServiceAccount only by source IP and user agent (no stale use of it, no subject in the events) make
-   * it critical only from this many requests: anyone on the node network can send token-less requests with a pod's IP
-   * and user agent. Default {@link DEFAULT_INFERRED_401_CRITICAL_REQUESTS}.
-   */
-  inferred401CriticalRequests?: number;
 }
 
-/** Default of {@link BuildOptions.inferred401CriticalRequests}. */
-export const DEFAULT_INFERRED_401_CRITICAL_REQUESTS = 10;
+/**
+ * Stale uses "stop where the 401s start" when the source's last stale use is at most this much after the first 401
+ * (audit events of one moment arrive slightly out of order; the API server caches authentication results ~10 s).
+ */
+export const STALE_STOP_TOLERANCE_MS = 2 * 60_000;
+/**
+ * ... and at most this long before it, unless the token's rejection date had passed by the first 401 (a client that
+ * is idle for a while still fails on its next request after rejection).
+ */
+export const STALE_STOP_GAP_MS = HOUR_MS;
 
 /** Evidence phrase of a 401 signal tied to its ServiceAccount only by source IP and user agent (shown in the alert). */
 export const IP_UA_ATTRIBUTION = 'attributed by source IP and user agent';
@@ -144,15 +146,14 @@ export async function buildFindings(records: TokenRecord[], opts: BuildOptions):
       u.push(r);
     }
   }
-  // 401s raise a ServiceAccount to critical when it also used a stale token, when the events named it, or when there
-  // are enough of them; 401s tied to it only by source IP and user agent are too easy to forge on their own.
-  const minInferred = opts.inferred401CriticalRequests ?? DEFAULT_INFERRED_401_CRITICAL_REQUESTS;
-  const weakSubjects = new Set<string>();
+  // 401s raise a ServiceAccount to critical only when the events named it or their attribution is corroborated: 401s
+  // carry no user, and a source address with a user agent is something any client that can connect from that address
+  // can send (see `corroboration`).
+  const basisOf = new Map<string, UnauthorizedAttribution>();
   for (const [sk, u] of unauthorizedBySubject) {
-    const byIpOnly = u.every((r) => r.attribution?.startsWith('inferred:') === true && r.attribution.includes(IP_UA_ATTRIBUTION));
-    const requests = u.reduce((n, r) => n + r.requests, 0);
-    if (!byIpOnly || staleBySubject.has(sk) || requests >= minInferred) unauthorizedSubjects.add(sk);
-    else weakSubjects.add(sk);
+    const basis = attributionBasis(u, staleBySubject.get(sk) ?? []);
+    basisOf.set(sk, basis);
+    if (basis.basis !== 'address-only') unauthorizedSubjects.add(sk);
   }
 
   const states = new StateCache(opts.state);
@@ -172,12 +173,59 @@ export async function buildFindings(records: TokenRecord[], opts: BuildOptions):
           staleOfSubject: staleBySubject.get(subjectKey(g[0]!)) ?? [],
           unauthorizedOfSubject: unauthorizedBySubject.get(subjectKey(g[0]!)) ?? [],
           has401: unauthorizedSubjects.has(subjectKey(g[0]!)),
-          weak401: weakSubjects.has(subjectKey(g[0]!)) ? minInferred : undefined,
+          attribution: basisOf.get(subjectKey(g[0]!)),
         });
       }),
     ),
   );
   return findings.sort(compareFindings);
+}
+
+/** On what a ServiceAccount's 401s are attributed to it (the `Finding.attribution` extension). */
+export type UnauthorizedAttribution = NonNullable<Finding['attribution']>;
+
+/** Phrase of the {@link attributionBasis} text of 401s attributed by address alone (the alert and Details show it). */
+export const ADDRESS_ONLY_ATTRIBUTION = 'by source address and user agent only, not corroborated';
+
+/**
+ * On what 401 records (of one subject) rest, after `TokenRecord.attribution`:
+ * - `named`: an audit event named the subject (`DIRECT_ATTRIBUTION`, or any attribution not marked `inferred:`);
+ * - `corroborated`: attributed by source address (and user agent), and the stale-token uses of the subject from the
+ *   same address and user agent stop where these 401s start: none later than {@link STALE_STOP_TOLERANCE_MS}
+ *   after the first 401, and the last and at most {@link STALE_STOP_GAP_MS} before it unless that token's rejection date had
+ *   passed by then — the token that was in use is the one now refused;
+ * - `address-only`: none of these. Anyone who can open a connection from that address (another process on the
+ *   node, a hostNetwork pod) can send token-less requests with any user agent, so these never make a finding
+ *   critical nor an alert say requests fail; the node probe can still corroborate them (`src/probe/findings.ts`).
+ */
+export function attributionBasis(unauthorized: readonly TokenRecord[], stale: readonly TokenRecord[]): UnauthorizedAttribution {
+  if (unauthorized.some((r) => !r.attribution?.startsWith('inferred:'))) {
+    return { basis: 'named', text: '401s attributed because their audit events named this ServiceAccount' };
+  }
+  for (const u of unauthorized) {
+    const ua = u.userAgents[0];
+    const sameSource = stale.filter(
+      (s) => s.sourceIPs.some((ip) => u.sourceIPs.includes(ip)) && (ua === undefined || s.userAgents.length === 0 || s.userAgents.includes(ua)),
+    );
+    // A stale token still accepted from that source after the 401s began: the 401s are not that client's.
+    if (sameSource.some((s) => s.lastSeen > u.firstSeen + STALE_STOP_TOLERANCE_MS)) continue;
+    for (const s of sameSource) {
+      const stoppedAtStart = s.lastSeen <= u.firstSeen + STALE_STOP_TOLERANCE_MS;
+      const close = u.firstSeen - s.lastSeen <= STALE_STOP_GAP_MS || (s.rejectionAt !== undefined && s.rejectionAt <= u.firstSeen + STALE_STOP_TOLERANCE_MS);
+      if (stoppedAtStart && close) {
+        return {
+          basis: 'corroborated',
+          text: `401s attributed by source address ${u.sourceIPs[0] ?? '(none)'} and user agent ${ua ?? '(none)'}, corroborated: the stale-token uses from there${s.pod ? ` (pod ${s.pod})` : ''} stopped at ${iso(s.lastSeen)}, where the 401s started (${iso(u.firstSeen)})`,
+        };
+      }
+    }
+  }
+  const first = unauthorized[0];
+  const where = first ? ` (source address ${first.sourceIPs[0] ?? '(none)'}, user agent ${first.userAgents[0] ?? '(none)'})` : '';
+  return {
+    basis: 'address-only',
+    text: `401s attributed ${ADDRESS_ONLY_ATTRIBUTION}${where}: anyone who can connect from that address can send token-less requests with that user agent; the stale-token uses from there did not stop where the 401s started, and neither the node probe nor API-server metrics confirm them, so they do not make this critical`,
+  };
 }
 
 /** Sort order of findings: severity desc, rejectionAt asc (null last), id. */
@@ -201,8 +249,8 @@ interface OneContext {
   staleOfSubject: TokenRecord[];
   unauthorizedOfSubject: TokenRecord[];
   has401: boolean;
-  /** Set when the subject's 401s are tied to it only by source IP and user agent and too few: the request minimum. */
-  weak401?: number | undefined;
+  /** On what the subject's 401s (since `unauthorizedSince`) are attributed to it; absent without any. */
+  attribution?: UnauthorizedAttribution | undefined;
 }
 
 /** What cluster state says about one finding's ServiceAccount and token pods. */
@@ -262,11 +310,7 @@ async function buildOne(group: TokenRecord[], ctx: OneContext): Promise<Finding>
   const workloads = workloadsOf(group, view);
   const scheduled = scheduledWorkloadNote(workloads);
   if (scheduled) cause.evidence.push(scheduled);
-  if (ctx.weak401 !== undefined && kind === 'unauthorized') {
-    cause.evidence.push(
-      `these 401s are ${IP_UA_ATTRIBUTION} only (anyone on the node network can send token-less requests with a pod's IP and user agent): not critical without a stale use of this ServiceAccount or at least ${ctx.weak401} requests`,
-    );
-  }
+  if (ctx.attribution?.basis === 'address-only' && kind === 'unauthorized') cause.evidence.push(ctx.attribution.text);
 
   const maxSaw = group.reduce<number | null>(
     (m, r) => (r.maxSecondsAfterWarning === undefined ? m : Math.max(m ?? 0, r.maxSecondsAfterWarning)),
@@ -292,6 +336,9 @@ async function buildOne(group: TokenRecord[], ctx: OneContext): Promise<Finding>
     cause,
   };
   if (missingPods.length > 0) finding.missingPods = missingPods;
+  const forwarded = listed(group.flatMap((r) => r.forwardedIPs ?? []));
+  if (forwarded.length > 0) finding.forwardedIPs = forwarded;
+  if (kind === 'unauthorized' && ctx.attribution && namespace !== UNATTRIBUTED) finding.attribution = { ...ctx.attribution };
   if (view.note !== undefined) finding.clusterState = view.note;
   return finding;
 }

@@ -60,7 +60,16 @@ export interface TokenRecord {
   lastSeen: number;
   maxSecondsAfterWarning?: number;
   userAgents: string[];
+  /**
+   * Source addresses the requests are attributed to: per request the rightmost `sourceIPs` entry that is not a trusted
+   * proxy (`src/core/source-address.ts`). Records stored before that rule may hold whole `sourceIPs` lists.
+   */
   sourceIPs: string[];
+  /**
+   * `sourceIPs` entries left of the attributed address (client-settable `X-Forwarded-For` / `X-Real-Ip` values), at
+   * most 20; never used to attribute, shown in Details. Absent when no request carried any.
+   */
+  forwardedIPs?: string[];
   /** Legacy tokens only: the Secret named by the legacy-token annotations. */
   legacySecret?: { name: string; namespace?: string; kind: string };
   /** Requests per UTC hour, keyed by the hour's epoch ms (for sparklines). */
@@ -126,6 +135,18 @@ export interface Finding {
   missingPods?: string[];
   /** Extension (additive): why cluster state is missing, e.g. `cluster state unavailable`. */
   clusterState?: string;
+  /**
+   * Extension (additive), unauthorized findings of a ServiceAccount: on what the 401s' attribution to it rests —
+   * `named` (the audit events named it), `corroborated` (by address, confirmed by the stale uses stopping where the
+   * 401s start, or by the node probe's token file) or `address-only` (never critical; the alert says so). `text`
+   * says it in words.
+   */
+  attribution?: { basis: 'named' | 'corroborated' | 'address-only'; text: string };
+  /**
+   * Extension (additive): `sourceIPs` entries left of the attributed address in the audit events (client-settable
+   * `X-Forwarded-For` / `X-Real-Ip` values), at most 20; never used to attribute, shown in Details.
+   */
+  forwardedIPs?: string[];
 }
 
 /**

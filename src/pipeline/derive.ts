@@ -48,8 +48,6 @@ export interface DeriveInput {
   state?: ClusterStateSource;
   /** Severity thresholds; default `DEFAULT_THRESHOLDS` (`src/findings/build.ts`). */
   thresholds?: SeverityThresholds;
-  /** `BuildOptions.inferred401CriticalRequests`; default `DEFAULT_INFERRED_401_CRITICAL_REQUESTS`. */
-  inferred401CriticalRequests?: number;
   /** When the API server rejects a stale token (the cluster's `maxTokenAge`); used for probe-found tokens. */
   maxTokenAge?: MaxTokenAge;
   /**
@@ -89,7 +87,6 @@ export async function deriveFindings(input: DeriveInput): Promise<DerivedFinding
       ...(input.unauthorizedSince !== undefined ? { unauthorizedSince: input.unauthorizedSince } : {}),
       ...(input.state ? { state: input.state } : {}),
       ...(input.thresholds ? { thresholds: input.thresholds } : {}),
-      ...(input.inferred401CriticalRequests !== undefined ? { inferred401CriticalRequests: input.inferred401CriticalRequests } : {}),
     }),
     input.signal,
   );

@@ -46,6 +46,7 @@ import { createReadStats } from '../sources/reader.js';
 import { tokenUsesFromWrappedText } from '../audit/records.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import type { ClusterConfig } from '../config/types.js';
+import { parseTrustedProxies } from '../core/source-address.js';
 import { TokenAggregator } from '../findings/aggregate.js';
 import { SEVERITIES, type Finding, type TokenRecord } from '../findings/types.js';
 import { DAY_MS, DAY_SECONDS, HOUR_MS } from '../core/units.js';
@@ -473,7 +474,7 @@ export class ClusterPoller {
         await fence?.(tx);
         if (!agg) {
           stored = await tx.listTokenRecords(cluster.name); // the aggregator clones them: unmodified for the diff below
-          agg = TokenAggregator.from({ cluster: cluster.name, maxTokenAge: cluster.maxTokenAge }, stored);
+          agg = TokenAggregator.from({ cluster: cluster.name, maxTokenAge: cluster.maxTokenAge, trustedProxies: parseTrustedProxies(cluster.trustedProxies ?? []) }, stored);
         }
         const unique = new Map<string, TokenUse>();
         for (const u of pending) if (!unique.has(u.auditID)) unique.set(u.auditID, u);
@@ -531,7 +532,6 @@ export class ClusterPoller {
       unauthorizedSince: now - (this.deps.activeWindowMs ?? POLLER_DEFAULTS.activeWindowMs),
       ...(this.deps.state ? { state: this.deps.state } : {}),
       thresholds,
-      inferred401CriticalRequests: cluster.thresholds.inferred401CriticalRequests,
       maxTokenAge: cluster.maxTokenAge,
       ...(tokenMetrics
         ? {

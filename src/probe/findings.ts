@@ -8,7 +8,7 @@
  *   than the token's own `exp`.
  * Also {@link probeVerifiesRestart}: after a restart, the file was rewritten with a token issued after it.
  */
-import { compareFindings, findingId } from '../findings/build.js';
+import { ADDRESS_ONLY_ATTRIBUTION, compareFindings, findingId, STALE_STOP_TOLERANCE_MS } from '../findings/build.js';
 import { rejectionTime } from '../findings/token-math.js';
 import type { Cause, Finding, FindingKind, FindingToken, Severity, SeverityThresholds } from '../findings/types.js';
 import type { MaxTokenAge } from '../config/max-token-age.js';
@@ -41,6 +41,31 @@ export function probeEvidence(l: Located, now: number): string {
     if (e.rejectionAt) parts.push(`rejected from ${e.rejectionAt}`);
   }
   return parts.join(', ');
+}
+
+/**
+ * 401s attributed to a ServiceAccount by source address and user agent alone (`Finding.attribution.basis`
+ * `address-only`, src/findings/build.ts) are corroborated when the probe found a token of that ServiceAccount in a
+ * file on a node whose rejection date had passed when the 401s started (within {@link STALE_STOP_TOLERANCE_MS}): the
+ * token such a client presents is one the API server refuses. The finding becomes `critical` and says so.
+ */
+function corroborate401s(findings: Finding[], items: readonly Located[]): void {
+  for (const f of findings) {
+    if (f.kind !== 'unauthorized' || f.attribution?.basis !== 'address-only') continue;
+    const start = Date.parse(f.firstSeen);
+    const hit = items.find((l) => {
+      if (l.entry.namespace !== f.namespace || l.entry.serviceAccount !== f.serviceAccount) return false;
+      const rej = ms(l.entry.rejectionAt);
+      return rej !== null && Number.isFinite(start) && rej <= start + STALE_STOP_TOLERANCE_MS;
+    });
+    if (!hit) continue;
+    f.attribution = {
+      basis: 'corroborated',
+      text: `401s attributed by source address and user agent, corroborated by the node probe: ${hit.entry.path} on node ${hit.node} holds a token of this ServiceAccount rejected from ${hit.entry.rejectionAt}, before the 401s started (${f.firstSeen})`,
+    };
+    f.severity = 'critical';
+    f.cause = { ...f.cause, evidence: [...f.cause.evidence.filter((e) => !e.includes(ADDRESS_ONLY_ATTRIBUTION)), f.attribution.text] };
+  }
 }
 
 /** Token entries of the reports, with their node. */
@@ -183,6 +208,7 @@ export function applyProbeReports(o: ProbeFindingOptions): Finding[] {
       ]),
     });
   }
+  corroborate401s(out, located(o.reports).map((x) => withRejection(x, o.maxTokenAge)));
   const cap = Math.max(0, o.maxNewFindings ?? MAX_PROBE_FINDINGS_PER_POLL);
   if (probeOnly.length > cap) {
     probeOnly.sort((a, b) => (a.rejectionAt ?? '9999').localeCompare(b.rejectionAt ?? '9999') || a.id.localeCompare(b.id));

@@ -48,7 +48,7 @@ import type { ActionKind, ApprovalState } from '../approvals/index.js';
 import { CLUSTER_ACTION_KINDS, objectLabel } from '../core/actions.js';
 import { WARN_AFTER_TOLERANCE_MS } from '../findings/aggregate.js';
 import { issuedTime } from '../findings/token-math.js';
-import type { FindingKind, TokenRecord } from '../findings/types.js';
+import type { TokenKind, TokenRecord } from '../findings/types.js';
 import type { Logger } from '../observability/logger.js';
 import { probeVerifiesRestart, type ProbeRestartFile } from '../probe/findings.js';
 import type { ProbeReport } from '../probe/host.js';
@@ -100,7 +100,7 @@ export type VerificationOutcome =
    * Tokens issued before the action used stale, 401s or legacy-token use after it completed; `signals` names their
    * kinds (stale-token, unauthorized, legacy-token, in that order), `tokens` counts the records.
    */
-  | { outcome: 'persisting'; tokens: number; lastSeen: number; signals: FindingKind[] };
+  | { outcome: 'persisting'; tokens: number; lastSeen: number; signals: TokenKind[] };
 
 /** Concluded outcomes (what gets reported). */
 export type ConcludedOutcome = Exclude<VerificationOutcome, { outcome: 'pending' }>;
@@ -110,7 +110,7 @@ export function issuedAt(r: Pick<TokenRecord, 'warnAfter'>): number | undefined 
   return r.warnAfter === undefined ? undefined : issuedTime(r.warnAfter);
 }
 
-const SIGNAL_ORDER: readonly FindingKind[] = ['stale-token', 'unauthorized', 'legacy-token'];
+const SIGNAL_ORDER: readonly TokenKind[] = ['stale-token', 'unauthorized', 'legacy-token'];
 
 /**
  * Judges an action from every signal of the alert's ServiceAccount; see the module docstring for the rules.

@@ -6,6 +6,7 @@
  * pick-up of approved actions and scan requests, Home tab). After each poll the poll pipeline's notify step calls its `afterPoll` (alerts),
  * then its verifier reports through its `verificationReporter` (docs/design/architecture.md "How serve is put together").
  */
+import type { TokenKind } from '../findings/types.js';
 import type { StoredFinding } from '../store/index.js';
 import type { App } from '@slack/bolt';
 import { approvalPolicyFor } from '../approvals/from-config.js';
@@ -243,7 +244,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     await alertSent(f);
     if (o.outcome === 'resolved') {
       await notifier.refresh(f.id);
-      const signals = [...new Set([f.kind, ...r.resolved.map((m) => m.finding.kind)])];
+      const signals = [...new Set([f.kind, ...r.resolved.map((m) => m.finding.kind)])].filter((k): k is TokenKind => k !== 'cluster-credential');
       await notifier.reply(f, verificationMessage({ outcome: 'resolved', finding: f, action: r.approval.action, actionAt: r.completedAt, now: r.now, settleMs: r.settleMs, signals }));
     } else if (o.outcome === 'recurrence') {
       await notifier.reply(f, verificationMessage({ outcome: 'recurrence', finding: f, action: r.approval.action, actionAt: r.completedAt, now: r.now, staleRequests: o.requests, lastSeen: o.lastSeen }));

@@ -8,6 +8,7 @@ import type { ReadNotice, TokenUse } from '../audit/types.js';
 import { loadSnapshot } from '../cluster/snapshot.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import { TokenAggregator } from '../findings/aggregate.js';
+import type { TrustedProxies } from '../core/source-address.js';
 import type { Finding, ScanReport, SeverityThresholds } from '../findings/types.js';
 import type { MaxTokenAge } from '../config/max-token-age.js';
 import { readinessVerdict, type Readiness } from '../findings/readiness.js';
@@ -31,6 +32,8 @@ export interface ScanOptions {
   snapshot?: string;
   /** How long the API server accepts a stale token (`eks` = 90 days after warnafter). */
   maxTokenAge: MaxTokenAge;
+  /** Proxies trusted to append to `X-Forwarded-For` (`src/core/source-address.ts`); default none. */
+  trustedProxies?: TrustedProxies;
   /**
    * Reference time for severity and days left, epoch ms UTC. Default: the latest event time in the
    * input (so an old export reads as it did when written), else the current clock when the input
@@ -168,7 +171,7 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
     opts.snapshot === undefined ? undefined : await loadSnapshot(opts.snapshot);
 
   const stats = createReadStats();
-  const aggregator = new TokenAggregator({ cluster: opts.cluster, maxTokenAge: opts.maxTokenAge });
+  const aggregator = new TokenAggregator({ cluster: opts.cluster, maxTokenAge: opts.maxTokenAge, ...(opts.trustedProxies ? { trustedProxies: opts.trustedProxies } : {}) });
   const jobs = opts.jobs ?? 1;
   const plan =
     jobs > 1
@@ -187,7 +190,6 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
   const { edgeSkewed, onSkewed } = edgeSkewCollector();
   const tails = latestEventTimeOfFiles(tailFiles, abort.signal, onSkewed);
   const heads = earliestEventTimeOfFiles(opts.files, onSkewed);
-  let latest: number | undefined;
   const notices: ReadNotice[] = [];
   const readOpts: ReadOptions = {
     onNotice: (n) => {
@@ -236,7 +238,7 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
   if (tailLatest !== undefined) density.add(tailLatest, 0);
   if (headEarliest !== undefined) density.add(headEarliest, 0);
   const judged = judgeEventTimes(density, clock());
-  latest = judged.latest;
+  const latest = judged.latest;
   const earliest = judged.earliest;
   let ignoredEventTimes = [...judged.ignored, ...edgeSkewedEntries(edgeSkewed.filter((t) => !judged.inconsistent(t.time)))];
   let usesAggregator = aggregator;

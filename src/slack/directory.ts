@@ -1,9 +1,10 @@
 /**
  * Slack user-group membership for the approval policy: which of the policy's user groups (`S…`) a user belongs to,
  * and the users an approver list names once its groups are expanded. Members come from `usergroups.users.list`
- * (scope `usergroups:read`, api.slack.com/methods/usergroups.users.list), cached for `ttlMs` (default 5 min).
- * When Slack cannot be asked, the last known members are used for at most `maxStaleMs` after they were read
- * (default 15 min, so a short Slack outage does not block approvals); after that, or with none known, the group
+ * (scope `usergroups:read`, api.slack.com/methods/usergroups.users.list), cached for `ttlMs` (default 1 min: someone
+ * removed from a group stops counting as an approver within a minute, also for votes already cast, which are
+ * re-checked when the quorum is reached). When Slack cannot be asked, the last known members are used for at most
+ * `maxStaleMs` after they were read (default 1 min); after that, or with none known, the group
  * counts as empty (fail closed: someone removed from the group must not keep approving while the call fails).
  */
 import type { Logger } from '../observability/logger.js';
@@ -13,9 +14,9 @@ import type { SlackApi } from './api.js';
 /** Options of {@link Directory}. */
 export interface DirectoryOptions {
   logger: Logger;
-  /** Cache lifetime of a group's members, ms (default 300,000). */
+  /** Cache lifetime of a group's members, ms (default 60,000). */
   ttlMs?: number;
-  /** How long after their last successful read members are still used when Slack cannot be asked, ms (default 900,000). */
+  /** How long after their last successful read members are still used when Slack cannot be asked, ms (default 60,000). */
   maxStaleMs?: number;
   /** Wall clock, epoch ms. */
   now?: () => number;
@@ -33,8 +34,8 @@ export class Directory {
     private readonly api: Pick<SlackApi, 'usergroupMembers'>,
     private readonly opts: DirectoryOptions,
   ) {
-    this.ttl = opts.ttlMs ?? 300_000;
-    this.maxStale = Math.max(this.ttl, opts.maxStaleMs ?? 900_000);
+    this.ttl = opts.ttlMs ?? 60_000;
+    this.maxStale = Math.max(this.ttl, opts.maxStaleMs ?? 60_000);
     this.now = opts.now ?? Date.now;
   }
 

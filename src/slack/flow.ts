@@ -15,7 +15,7 @@
  * progress in the thread. Every refusal is an ephemeral message saying why, and an action-log row when the cluster
  * is known. A periodic sweep expires requests past `expiresAt` and edits their message.
  */
-import { approvalEvent, canRequest, createApproval, decide, type ActionKind, type ApprovalPolicy } from '../approvals/index.js';
+import { approvalEvent, approvalsOf, canRequest, createApproval, decide, voidApprovals, type ActionKind, type ApprovalPolicy } from '../approvals/index.js';
 import { actionNoun, objectLabel } from '../core/actions.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import { DAY_MS } from '../core/units.js';
@@ -475,7 +475,11 @@ export class ApprovalFlow {
     }
     const policy = this.deps.policyFor(a.target.cluster);
     const groups = policy ? await this.deps.directory.groupsOf(c.user, [...policy.approvers, ...policy.requesters]) : [];
-    const event = kind === 'approve' ? approvalEvent.approve(c.user, groups) : approvalEvent.reject(c.user, reason?.trim() || undefined, groups);
+    // Earlier approvals are re-checked against the approvers in force now (config and group membership of now).
+    const voterGroups: Record<string, string[]> = {};
+    if (kind === 'approve' && policy) for (const u of approvalsOf(a)) voterGroups[u] = await this.deps.directory.groupsOf(u, policy.approvers);
+    const voided = kind === 'approve' && policy ? voidApprovals(a, policy, voterGroups) : [];
+    const event = kind === 'approve' ? approvalEvent.approve(c.user, groups, voterGroups) : approvalEvent.reject(c.user, reason?.trim() || undefined, groups);
     if (kind === 'reject' && reason === undefined && c.user !== a.requester && c.triggerId && policy) {
       // Ask for the reason only when the reject would be accepted now; otherwise refuse below as usual.
       if (decide(a, event, policy, this.deps.clock()).ok) {
@@ -496,12 +500,13 @@ export class ApprovalFlow {
       if (res.refusal.reason === 'expired' && res.approval?.state === 'requested') await this.expire(a.id);
       return;
     }
+    if (voided.length > 0) await this.sayVoid(res.approval, voided);
     await this.afterCommit(res.approval, res.effects.map((e) => e.type));
     if (res.transition.next === 'rejected' && c.user === a.requester) {
       await c.reply(noteMessage(`You withdrew your request for the ${actionNoun(a.action)} of ${a.target.kind} \`${a.target.namespace}/${a.target.name}\`; nothing was changed.`));
     }
     if (res.transition.next === 'requested') {
-      const n = res.approval.votes.filter((v) => v.vote === 'approve').length;
+      const n = approvalsOf(res.approval).filter((u) => !voided.includes(u)).length;
       await c.reply(noteMessage(`Your approval is recorded (${n} of ${res.approval.requiredApprovals}); it runs once ${res.approval.requiredApprovals - n} more approver${res.approval.requiredApprovals - n === 1 ? '' : 's'} agree${res.approval.requiredApprovals - n === 1 ? 's' : ''}.`));
     }
   }
@@ -669,6 +674,18 @@ export class ApprovalFlow {
     const loc = { channel: posted.channel, ts: posted.ts };
     const cur = await this.deps.store.getApproval(a.id);
     if (cur) await this.deps.store.transitionApproval(a.id, cur.state, cur.state, { progress: loc }, this.deps.clock());
+  }
+
+  /** Says in the approval's thread that earlier approvals no longer count (their voters are no longer approvers). */
+  private async sayVoid(a: StoredApproval, users: readonly string[]): Promise<void> {
+    const thread = await this.threadOf(a);
+    if (!thread) return;
+    const who = users.map((u) => `<@${u}>`).join(', ');
+    await this.deps.api.post(
+      thread.channel,
+      noteMessage(`The approval${users.length === 1 ? '' : 's'} by ${who} ${users.length === 1 ? 'is' : 'are'} void: no longer allowed to approve the ${actionNoun(a.action)} of ${a.target.kind} \`${a.target.namespace}/${a.target.name}\` (not among the approvers in force now). ${approvalsOf(a).filter((u) => !users.includes(u)).length} of ${a.requiredApprovals} approvals count.`),
+      thread.ts,
+    );
   }
 
   /** Posts an alarm (escaped text) in the approval's thread, where the failed approval message is too. */

@@ -12,6 +12,10 @@
  *   payload with a higher `retry_attempt`; api.slack.com/apis/socket-mode). Each envelope's id and the SHA-256 of
  *   its payload are claimed; a redelivery is acknowledged and not handled again. Keys live 15 minutes.
  *
+ * - **Timestamps in the future.** Bolt refuses an HTTP request timestamped more than 5 minutes ago; one timestamped
+ *   more than 5 minutes ahead of this host's clock is refused here (acknowledged, not handled, counted in
+ *   `tokenwatch_slack_rejected_requests_total{reason="timestamp-in-future"}`).
+ *
  * The check is a global Bolt middleware, so it runs before any listener (slash command, button, view). Keys are
  * claimed when the request arrives: a request whose handling then failed is not run again by a redelivery (the
  * user clicks again, which is a new request).
@@ -84,6 +88,16 @@ export function replayGuard(deps: ReplayGuardDeps): Middleware<AnyMiddlewareArgs
   const now = deps.now ?? Date.now;
   return async (args) => {
     const context = args.context as Record<string, unknown>;
+    // Bolt refuses timestamps more than 5 minutes old but not ones in the future: a validly signed request dated
+    // ahead would stay replayable for that long. Refused here, so the window is 5 minutes either side of now.
+    const ahead = context[TRANSPORT_PROP] === 'http' && typeof context[TS_PROP] === 'number' ? (context[TS_PROP] as number) * 1000 - now() : 0;
+    if (ahead > SLACK_SIGNATURE_WINDOW_MS) {
+      deps.metrics?.slackRejectedRequests.inc({ reason: 'timestamp-in-future' });
+      deps.logger.warn({ aheadMs: ahead, body: describe(args.body) }, 'Slack request timestamped more than 5 minutes in the future refused (not handled)');
+      const ack = (args as { ack?: () => Promise<void> }).ack;
+      if (ack) await ack();
+      return;
+    }
     const keys = context[KEYS_PROP];
     if (!Array.isArray(keys) || keys.length === 0) {
       await args.next();

@@ -56,7 +56,7 @@ function escapeRegex(s: string): string {
  * The Logs Insights query (Logs Insights QL) of one poll window. It selects the events the filter pattern selects
  * (same terms, `src/sources/terms.ts`), extracts with `parse` regexes (named groups; the documented way, since the
  * annotation key has dots and slashes — AWS EKS guide's stale-token query, docs/design/domain.md §4):
- * user, pod name and UID, user agent, first source IP, seconds after warning, legacy-token markers and a 401 marker; then
+ * user, pod name and UID, user agent, the whole source IP list (split by `sourceIPsOfAggregate`), seconds after warning, legacy-token markers and a 401 marker; then
  * `stats count_distinct(auditID), min/max(toMillis(@timestamp)), max(seconds after warning)` grouped by subject, pod and warnAfter
  * (event time − seconds after warning, rounded down to the minute — the token identity of docs/design/architecture.md "Terms"; a token whose
  * warnAfter jitters across a minute boundary gives two rows, which the aggregator joins, ±60 s). The groups are
@@ -79,7 +79,7 @@ export function buildInsightsQuery(o: InsightsQueryOptions): string {
     `parse @message /"auditID":"(?<${F.auditId}>[^"]*)"/`,
     `parse @message /"username":"(?<${F.user}>[^"]*)"/`,
     `parse @message /"userAgent":"(?<${F.userAgent}>[^"]*)"/`,
-    `parse @message /"sourceIPs":\\["(?<${F.sourceIP}>[^"]*)"/`,
+    `parse @message /"sourceIPs":\\[(?<${F.sourceIP}>[^\\]]*)\\]/`,
     `parse @message /"authentication\\.kubernetes\\.io\\/pod-name":\\["(?<${F.pod}>[^"]*)"/`,
     `parse @message /"authentication\\.kubernetes\\.io\\/pod-uid":\\["(?<${F.podUid}>[^"]*)"/`,
     `parse @message /"authentication\\.k8s\\.io\\/stale-token":"[^"]*seconds after warning threshold: ?(?<twSecs>\\d+)/`,
@@ -124,6 +124,10 @@ export interface TokenUseAggregate {
   /** Stale only: largest seconds after warning (that of the last use), integer seconds. */
   maxSecondsAfterWarning?: number;
   userAgent?: string;
+  /**
+   * The event's whole `sourceIPs` list, comma-separated in order (`192.0.2.7,10.0.0.1`; documents written before the
+   * whole list was extracted hold its first entry only). See {@link sourceIPsOfAggregate}.
+   */
   sourceIP?: string;
   /** Legacy only, when a legacy-token-* annotation named the Secret. */
   legacySecret?: { name: string; namespace?: string; kind: LegacySecretKind };
@@ -213,8 +217,8 @@ export function rowToAggregate(row: readonly { field?: string; value?: string }[
   }
   const ua = m.get(F.userAgent);
   if (ua) agg.userAgent = ua;
-  const ip = m.get(F.sourceIP);
-  if (ip) agg.sourceIP = ip;
+  const ips = sourceIPsOfAggregate(m.get(F.sourceIP));
+  if (ips.length > 0) agg.sourceIP = ips.join(',');
   if (useKind === 'legacy' && legacyKind !== undefined && legacySecretValue) {
     const kind = LEGACY_KIND[legacyKind];
     if (kind === 'invalidated') {
@@ -230,6 +234,19 @@ export function rowToAggregate(row: readonly { field?: string; value?: string }[
   const keys = [ctx.source, ctx.windowStart, ctx.windowEnd, useKind, agg.subject, agg.pod, agg.warnAfter, agg.userAgent, agg.sourceIP, legacyKind, legacySecretValue];
   agg.id = createHash('sha256').update(JSON.stringify(keys)).digest('hex').slice(0, 32);
   return agg;
+}
+
+/**
+ * The source IP list of an aggregate's `sourceIP` text, or of the query's `twIp` field (the inside of the event's
+ * `sourceIPs` JSON array, `"192.0.2.7","10.0.0.1"`), in order: the aggregator attributes to the rightmost untrusted entry (`src/core/source-address.ts`), as
+ * for single events, so a client-set `X-Forwarded-For` first entry never names the source.
+ */
+export function sourceIPsOfAggregate(text: string | undefined): string[] {
+  if (!text) return [];
+  return text
+    .split(',')
+    .map((p) => p.trim().replace(/^"|"$/g, ''))
+    .filter((p) => p !== '');
 }
 
 /** A {@link TokenUse} whose `weight` is always set (see {@link aggregateToTokenUses}). */
@@ -257,7 +274,7 @@ const SA_PREFIX = 'system:serviceaccount:';
  */
 export function aggregateToTokenUses(a: TokenUseAggregate): WeightedTokenUse[] {
   const base = (time: number, weight: number, which: 'first' | 'last', secs: number | undefined): WeightedTokenUse => {
-    const u: WeightedTokenUse = { kind: a.useKind, auditID: `insights:${a.id}:${which}`, time, sourceIPs: a.sourceIP ? [a.sourceIP] : [], weight };
+    const u: WeightedTokenUse = { kind: a.useKind, auditID: `insights:${a.id}:${which}`, time, sourceIPs: sourceIPsOfAggregate(a.sourceIP), weight };
     if (a.subject) {
       u.subject = a.subject;
       if (a.subject.startsWith(SA_PREFIX)) {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { approvalEvent as ev, canRequest, createApproval, decide, type ActionTarget, type Approval, type ApprovalEvent, type ApprovalState, type Decision, type RefusalReason } from '../../src/approvals/machine.js';
+import { approvalEvent as ev, canRequest, createApproval, decide, voidApprovals, type ActionTarget, type Approval, type ApprovalEvent, type ApprovalState, type Decision, type RefusalReason } from '../../src/approvals/machine.js';
 import { applyTransition } from './helpers.js';
 import type { ApprovalPolicy } from '../../src/approvals/policy.js';
 import { definePolicy } from './helpers.js';
@@ -398,5 +398,31 @@ describe('decide: system events', () => {
     const d = decide(running, ev.fail('x'.repeat(5000)), policy, T0 + 2 * MIN);
     const k = d.ok ? d.effects.find((e) => e.type === 'kube-event') : undefined;
     expect(k && k.type === 'kube-event' && k.message.length).toBe(1024);
+  });
+});
+
+describe('votes re-checked against the approvers in force at the decision', () => {
+  const protectedPolicy = (approvers: string[]) => definePolicy({ approvers, requesters: ['*'], actions: ['restart'], protectedNamespaces: ['kube-system'], protectedApprovals: 2 });
+
+  it('a removed approver’s earlier vote is void: the quorum is not reached, and the action log says why', () => {
+    const before = protectedPolicy(['U0BOB00001', 'U0DAVE0001', 'S0OPS00001']);
+    const a = run(request(before), [[ev.approve('U0BOB00001'), T0 + MIN]], before);
+    const after = protectedPolicy(['U0DAVE0001', 'S0OPS00001']);
+    const d = decide(a, ev.approve('U0DAVE0001', [], {}), after, T0 + 2 * MIN);
+    if (!d.ok) throw new Error('refused');
+    expect(d.next).toBe('requested');
+    expect(d.effects.find((e) => e.type === 'action-log')).toMatchObject({ summary: expect.stringContaining('approval 1 of 2; void (no longer allowed to approve): U0BOB00001') });
+    expect(d.effects.some((e) => e.type === 'execute')).toBe(false);
+  });
+
+  it('an earlier vote through a user group counts only while its voter is in the group now', () => {
+    const p = protectedPolicy(['U0DAVE0001', 'S0OPS00001']);
+    const a = run(request(p), [[ev.approve('U0CARL0001', ['S0OPS00001']), T0 + MIN]], p);
+    expect(voidApprovals(a, p, { U0CARL0001: ['S0OPS00001'] })).toEqual([]);
+    expect(voidApprovals(a, p, {})).toEqual(['U0CARL0001']);
+    const still = decide(a, ev.approve('U0DAVE0001', [], { U0CARL0001: ['S0OPS00001'] }), p, T0 + 2 * MIN);
+    expect(still.ok && still.next).toBe('approved');
+    const left = decide(a, ev.approve('U0DAVE0001', [], {}), p, T0 + 2 * MIN);
+    expect(left.ok && left.next).toBe('requested');
   });
 });

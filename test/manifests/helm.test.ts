@@ -215,6 +215,11 @@ describe.skipIf(!helmPath)(`Helm chart charts/tokenwatch${skip ? ` (skipped: ${s
     const kustomize = render(join(MANIFESTS, 'admission-policy-remote'));
     expect(byId(remote)).toEqual(byId(kustomize.filter((o) => o.kind !== 'Namespace')));
     expect(() => helmTemplate({ set: { 'admissionPolicy.remoteOnly': true } })).toThrow('admissionPolicy.remoteOnly renders only the admission policy: set admissionPolicy.enabled=true too');
+    // Fails closed: with its default (empty) params the remote policy would match no remote identity.
+    expect(() => helmTemplate({ values: { admissionPolicy: { enabled: true, remoteOnly: true } } })).toThrow(
+      'admissionPolicy.remoteOnly with empty admissionPolicy.params.groups and admissionPolicy.params.usernames would match no remote identity',
+    );
+    expect(helmTemplate({ values: { admissionPolicy: { enabled: true, remoteOnly: true, params: { usernames: ['tokenwatch'] } } } }).some((o) => o.kind === 'ValidatingAdmissionPolicy')).toBe(true);
     const arns = helmTemplate({ values: { admissionPolicy: { enabled: true, params: { roleArns: { 'kube-system': ['arn:aws:iam::111122223333:role/multus'] } } } } });
     expect(find(arns, 'ConfigMap', 'tokenwatch-admission').data['role-arns.kube-system']).toBe('arn:aws:iam::111122223333:role/multus\n');
   });

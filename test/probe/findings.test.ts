@@ -78,3 +78,42 @@ describe('config audit: { none: true }', () => {
     expect(() => parseConfig({ clusters: [{ name: 'dark', audit: { none: true, file: { path: '/x' } } }] }, {})).toThrow(/expected exactly one of cloudwatch, file, webhook, none \(got file, none\)/);
   });
 });
+
+describe('applyProbeReports: the token file corroborates 401s attributed by address alone', () => {
+  const unauthorized = (firstSeen: number) => ({
+    id: 'f401',
+    cluster: 'prod',
+    namespace: 'kube-system',
+    serviceAccount: 'multus',
+    kind: 'unauthorized' as const,
+    severity: 'warning' as const,
+    requests: 3,
+    firstSeen: iso(firstSeen),
+    lastSeen: iso(firstSeen + 120_000),
+    maxSecondsAfterWarning: null,
+    rejectionAt: null,
+    tokens: [],
+    pods: [],
+    workloads: [],
+    userAgents: ['multus/v0.0.0 (linux/amd64) kubernetes/$Format'],
+    sourceIPs: ['10.0.5.5'],
+    cause: { id: 'client-caches-token' as const, component: null, summary: 's', fix: 'f', evidence: ['401s attributed by source address and user agent only, not corroborated (…)'], sources: [] },
+    attribution: { basis: 'address-only' as const, text: '401s attributed by source address and user agent only, not corroborated (…)' },
+  });
+
+  it('a file whose token was past rejection when the 401s started: corroborated, critical', () => {
+    const issued = NOW - 95 * DAY; // rejected ~5 days ago
+    const [f] = applyProbeReports({ cluster: 'prod', reports: [report(issued)], findings: [unauthorized(NOW - 3_600_000)], now: NOW, metricsShowUse: false }).filter((x) => x.kind === 'unauthorized');
+    expect(f!.attribution?.basis).toBe('corroborated');
+    expect(f!.attribution?.text).toContain('corroborated by the node probe: /etc/cni/net.d/multus.d/multus.kubeconfig on node node-a');
+    expect(f!.severity).toBe('critical');
+    expect(f!.cause.evidence.some((e) => e.includes('not corroborated'))).toBe(false);
+  });
+
+  it('a file whose token is still valid corroborates nothing', () => {
+    const issued = NOW - 10 * DAY;
+    const [f] = applyProbeReports({ cluster: 'prod', reports: [report(issued)], findings: [unauthorized(NOW - 3_600_000)], now: NOW, metricsShowUse: false }).filter((x) => x.kind === 'unauthorized');
+    expect(f!.attribution?.basis).toBe('address-only');
+    expect(f!.severity).toBe('warning');
+  });
+});

@@ -79,6 +79,20 @@ describe('replayed signed requests (HTTP mode)', () => {
     expect(h.ephemerals(REQUESTER)).toHaveLength(2);
   }, 30_000);
 
+  it('a validly signed request timestamped more than 5 minutes ahead is refused; 4 minutes ahead is handled', async () => {
+    const h = await harness();
+    const at = (aheadSec: number) =>
+      recordSlashCommand(SECRET, { text: 'status prod-eks', user_id: REQUESTER, channel_id: OPS, response_url: h.slack.responseUrl({ channel: OPS, user: REQUESTER }) }, { timestampSec: Math.floor(Date.now() / 1000) + aheadSec });
+    const future = await sendRecordedRequest(h.bot.eventsUrl!, at(10 * 60));
+    await h.bot.idle();
+    expect(future.body).toBe('');
+    expect(h.ephemerals(REQUESTER)).toHaveLength(0);
+    expect(await metric(h, 'tokenwatch_slack_rejected_requests_total{reason="timestamp-in-future"} 1')).toBe(true);
+    expect((await sendRecordedRequest(h.bot.eventsUrl!, at(4 * 60))).status).toBe(200);
+    await h.bot.idle();
+    expect(h.ephemerals(REQUESTER)).toHaveLength(1);
+  }, 30_000);
+
   it('a replayed button click sent to the other replica (shared store) is caught there too', async () => {
     const leader = await harness();
     const standby = await harness({ dir: leader.dir, fakeSlack: leader.slack, kube: leader.kube, owner: () => false });
@@ -124,6 +138,29 @@ describe('approver user groups when usergroups.users.list fails', () => {
     expect(await dir.members(ONCALL)).toEqual([]);
     expect(await dir.groupsOf(ONCALL_APPROVER, [ONCALL])).toEqual([]);
     expect(fake.callsTo('usergroups.users.list').length).toBeGreaterThanOrEqual(3);
+  });
+});
+
+describe('approver group membership cache', () => {
+  it('by default, someone removed from an approver group stops counting within a minute, also when Slack then fails', async () => {
+    const fake = await startFakeSlack({ userGroups: { [ONCALL]: [ONCALL_APPROVER] } });
+    cleanups.push(() => fake.close());
+    let now = Date.parse('2026-11-20T12:00:00Z');
+    const client = new webApi.WebClient(DEFAULT_BOT_TOKEN, { slackApiUrl: fake.apiUrl, retryConfig: { retries: 0 } });
+    const log = createLogger({ level: 'silent' });
+    const dir = new Directory(new SlackApi({ client, logger: log, channelIntervalMs: 0 }), { logger: log, now: () => now });
+    expect(await dir.groupsOf(ONCALL_APPROVER, [ONCALL])).toEqual([ONCALL]);
+    fake.setUserGroup(ONCALL, []);
+    now += 59_000; // cached
+    expect(await dir.groupsOf(ONCALL_APPROVER, [ONCALL])).toEqual([ONCALL]);
+    now += 1_000; // a minute after the read: asked again
+    expect(await dir.groupsOf(ONCALL_APPROVER, [ONCALL])).toEqual([]);
+    fake.setUserGroup(ONCALL, [ONCALL_APPROVER]);
+    now += 60_000;
+    expect(await dir.groupsOf(ONCALL_APPROVER, [ONCALL])).toEqual([ONCALL]);
+    fake.failNext('usergroups.users.list', 'fatal_error', 100);
+    now += 61_000; // the call fails and the last read is over a minute old: fail closed
+    expect(await dir.groupsOf(ONCALL_APPROVER, [ONCALL])).toEqual([]);
   });
 });
 

@@ -9,6 +9,9 @@ import { CloudWatchClients, CloudWatchSource, type CloudWatchSourceOptions } fro
 import { createAuditSource } from '../../src/sources/index.js';
 import { aggregateToTokenUses, parseTokenUseAggregate, type TokenUseAggregate } from '../../src/sources/insights.js';
 import { emptyStats, SourceError } from '../../src/sources/types.js';
+import { TokenAggregator } from '../../src/findings/aggregate.js';
+import { tokenUseFromJson } from '../../src/audit/records.js';
+import { createReadStats } from '../../src/sources/reader.js';
 import { auditEvent, drain, type EventSpec } from './events.js';
 
 const GROUP = '/aws/eks/prod/cluster';
@@ -483,5 +486,45 @@ describe('CloudWatchClients (one SDK client per Region and endpoint for a deploy
       clients.destroy();
     }
     expect(clients.size).toBe(0);
+  });
+});
+
+describe('forged X-Forwarded-For through CloudWatch (filter and insights mode)', () => {
+  // billing-api's pod (10.1.1.5) uses a stale token; an attacker at 10.9.9.9 sends 12 token-less requests with
+  // `X-Forwarded-For: 10.1.1.5` and the same user agent. Earlier entries of sourceIPs are client-set: the 401s belong
+  // to 10.9.9.9, and the forged entry is only kept to be shown.
+  const UA = 'billing-api/1.4';
+  function seedForged(): void {
+    put(`${PREFIX}aaa`, [
+      ...[40, 30, 20].map((m, i) => ({ auditID: `s${i}`, time: T - m * MIN, kind: 'stale' as const, namespace: 'payments', serviceAccount: 'billing-api', pod: 'billing-api-0', secondsAfterWarning: 86_400 + i, sourceIP: '10.1.1.5', userAgent: UA })),
+      ...Array.from({ length: 12 }, (_, i) => ({ auditID: `u${i}`, time: T - 35 * MIN + i * 1000, kind: 'unauthorized' as const, sourceIPs: ['10.1.1.5', '10.9.9.9'], userAgent: UA })),
+    ]);
+  }
+  function check(records: ReturnType<TokenAggregator['records']>): void {
+    const u = records.filter((r) => r.kind === 'unauthorized');
+    expect(u).toHaveLength(1);
+    expect(u[0]).toMatchObject({ subject: '(unattributed)', sourceIPs: ['10.9.9.9'], forwardedIPs: ['10.1.1.5'], requests: 12 });
+  }
+
+  it('filter mode: the 401s are attributed to the connection’s address, not the forged entry', async () => {
+    seedForged();
+    const { items } = await drain(source({ mode: 'filter' }).poll(undefined, { now: T, lookbackMs: HOUR, stats: emptyStats() }));
+    const agg = new TokenAggregator({ cluster: 'prod', maxTokenAge: { mode: 'eks' } });
+    const stats = createReadStats();
+    for (const m of items) {
+      const use = tokenUseFromJson(m, stats);
+      if (use) agg.add(use);
+    }
+    check(agg.records());
+  });
+
+  it('insights mode: the query extracts the whole sourceIPs list and the aggregator takes its last entry', async () => {
+    seedForged();
+    const { items } = await drain(source({ mode: 'insights' }).poll(undefined, { now: T, lookbackMs: HOUR, stats: emptyStats() }));
+    const aggs = items.map((m) => parseTokenUseAggregate(m));
+    expect(aggs.find((a) => a.useKind === 'unauthorized')?.sourceIP).toBe('10.1.1.5,10.9.9.9');
+    const agg = new TokenAggregator({ cluster: 'prod', maxTokenAge: { mode: 'eks' } });
+    for (const a of aggs) for (const u of aggregateToTokenUses(a)) agg.add(u);
+    check(agg.records());
   });
 });

@@ -13,6 +13,8 @@ export interface EventSpec {
   secondsAfterWarning?: number;
   userAgent?: string;
   sourceIP?: string;
+  /** The whole `sourceIPs` list (X-Forwarded-For entries first); overrides `sourceIP`. */
+  sourceIPs?: string[];
   legacySecret?: string;
   /**
    * `unauthorized` only: which response status the API server wrote (docs/design/domain.md §2). Default `upstream`
@@ -56,7 +58,7 @@ export function auditEvent(s: EventSpec): string {
       ...base,
       stage: s.stage ?? 'ResponseStarted',
       user: {},
-      sourceIPs: [s.sourceIP ?? '192.168.1.10'],
+      sourceIPs: s.sourceIPs ?? [s.sourceIP ?? '192.168.1.10'],
       userAgent: s.userAgent ?? 'multus/v0.0.0 (linux/amd64) kubernetes/$Format',
       responseStatus: UNAUTHORIZED_STATUS[s.form ?? 'upstream'],
       requestReceivedTimestamp: ts,
@@ -85,7 +87,7 @@ export function auditEvent(s: EventSpec): string {
       groups: ['system:serviceaccounts', `system:serviceaccounts:${ns}`, 'system:authenticated'],
       ...(Object.keys(extra).length > 0 && { extra }),
     },
-    sourceIPs: [s.sourceIP ?? '192.168.1.10'],
+    sourceIPs: s.sourceIPs ?? [s.sourceIP ?? '192.168.1.10'],
     userAgent: s.userAgent ?? 'multus/v0.0.0 (linux/amd64) kubernetes/$Format',
     objectRef: { resource: 'pods', namespace: 'kube-system', apiVersion: 'v1' },
     responseStatus: { metadata: {}, code: 200 },

@@ -316,3 +316,21 @@ describe('fleet Logs Insights mode', () => {
     b.close?.();
   });
 });
+
+describe('forged X-Forwarded-For through fleet Logs Insights', () => {
+  it('extracts each event’s whole sourceIPs list: the 401s belong to the connection’s address, not the forged entry', async () => {
+    const ua = 'billing-api/1.4';
+    const specs: EventSpec[] = [
+      ...[40, 30, 20].map((m, i) => ({ auditID: `s${i}`, time: T - m * MIN, kind: 'stale' as const, namespace: 'payments', serviceAccount: 'billing-api', pod: 'billing-api-0', secondsAfterWarning: 86_400 + i, sourceIP: '10.1.1.5', userAgent: ua })),
+      ...Array.from({ length: 12 }, (_, i) => ({ auditID: `u${i}`, time: T - 35 * MIN + i * 1000, kind: 'unauthorized' as const, sourceIPs: ['10.1.1.5', '10.9.9.9'], userAgent: ua })),
+    ];
+    fake.putEvents(group('pay'), `${PREFIX}pay`, specs.map((s) => ({ timestamp: s.time, message: auditEvent(s) })));
+    const out = await fleet().poll([{ sourceId: sourceId('pay'), logGroup: group('pay') }], { now: T, lookbackMs: HOUR, stats: emptyStats() });
+    const m = out.members.get(sourceId('pay'));
+    if (!m?.ok) throw new Error('the fleet query failed');
+    expect(m.aggregates.find((a) => a.useKind === 'unauthorized')?.sourceIP).toBe('10.1.1.5,10.9.9.9');
+    const u = records('pay', m.aggregates.flatMap(aggregateToTokenUses)).filter((r) => r.kind === 'unauthorized');
+    expect(u).toHaveLength(1);
+    expect(u[0]).toMatchObject({ subject: '(unattributed)', sourceIPs: ['10.9.9.9'], forwardedIPs: ['10.1.1.5'], requests: 12 });
+  });
+});

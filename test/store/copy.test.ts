@@ -46,6 +46,12 @@ function makeSqliteStore(path: string, steps = MIGRATIONS.length): void {
   log.run(1, T0, 'ok');
   log.run(7, T0 + 1, 'ok');
   if (steps >= 7) db.prepare("INSERT INTO poller_lock (id, holder, host, pid, acquired_at, heartbeat_at) VALUES (1, 'h', 'host', 42, ?, ?)").run(T0, T0);
+  const hasOwners = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'cluster_owners'").get() !== undefined;
+  if (hasOwners) {
+    // A doctored file: an owner valid until the year 9999 would leave the cluster unpolled in PostgreSQL.
+    db.prepare("INSERT INTO replicas (id, host, started_at, heartbeat_at) VALUES ('r-old', 'host', ?, ?)").run(T0, T0);
+    db.prepare("INSERT INTO cluster_owners (cluster, owner, epoch, expires_at, changed_at) VALUES ('prod', 'r-old', 3, 253402300799000, ?)").run(T0);
+  }
   db.close();
 }
 
@@ -78,6 +84,9 @@ describe.skipIf(!pgServer.available)('store copy', () => {
     expect(r.schemaVersion).toBe(MIGRATIONS.length);
     expect(Object.fromEntries(r.tables.map((t) => [t.name, t.rows]))).toMatchObject({ cursors: 1, seen: 50, findings: 1, poll_runs: POLL_RUNS, message_refs: 1, approvals: 1, votes: 1, action_log: 2 });
     expect(r.tables.map((t) => t.name)).not.toContain('poller_lock');
+    expect(r.tables.map((t) => t.name)).not.toContain('cluster_owners');
+    expect(await count('cluster_owners')).toBe(0);
+    expect(await count('replicas')).toBe(0);
     expect(await count('poll_runs')).toBe(POLL_RUNS);
     expect(await count('poller_lock')).toBe(0);
     expect(lines).toContain(`poll_runs: 500/${POLL_RUNS} rows`);

@@ -7,7 +7,7 @@
  * when absent) and `warnings` (reader notices, also printed on stderr), and `stats.truncated` (files that could not
  * be read to their end, with the record where reading stopped).
  */
-import { Option, type Command } from 'commander';
+import { InvalidArgumentError, Option, type Command } from 'commander';
 import type { Severity } from '../../findings/types.js';
 import type { MaxTokenAge } from '../../config/max-token-age.js';
 import type { ScanResult } from '../../scan/run.js';
@@ -20,6 +20,13 @@ import { escapeControl } from '../escape.js';
 import { UsageError } from '../program.js';
 import { DNS1123_LABEL, DNS1123_LABEL_WORDS } from '../../core/names.js';
 import { parseDuration } from '../../config/duration.js';
+import { isAddressOrCidr, parseTrustedProxies } from '../../core/source-address.js';
+
+/** Collects `--trusted-proxy` values; an entry that is neither an address nor a CIDR block is a usage error. */
+function collectTrustedProxy(value: string, previous: string[] | undefined): string[] {
+  if (!isAddressOrCidr(value)) throw new InvalidArgumentError(`expected an IP address or a CIDR block (e.g. 10.0.0.0/8), got ${JSON.stringify(value)}`);
+  return [...(previous ?? []), value];
+}
 
 /** Cluster name used when `--cluster` is not given. */
 export const DEFAULT_CLUSTER = 'default';
@@ -39,6 +46,8 @@ interface ScanFlags {
   wide?: boolean;
   failOn?: Severity;
   now?: number;
+  /** `--trusted-proxy ADDR|CIDR`, repeatable. */
+  trustedProxy?: string[];
   maxDecompressedBytes?: number;
   jobs?: number;
   readinessMinWindow?: number;
@@ -141,6 +150,12 @@ export function register(program: Command): void {
     )
     .addOption(
       new Option(
+        '--trusted-proxy <address|cidr>',
+        'a proxy in front of the API server trusted to append the address it saw to X-Forwarded-For; repeatable. Requests are attributed to the rightmost sourceIPs entry not listed (default: the connection\'s own address, the last entry)',
+      ).argParser(collectTrustedProxy),
+    )
+    .addOption(
+      new Option(
         '--readiness-min-window <duration>',
         'shortest audit window for a "safe" token-extension readiness verdict, e.g. 7d, 36h (default: 7d)',
       ).argParser(parseReadinessWindow),
@@ -198,6 +213,7 @@ Examples:
           files: auditLog,
           cluster: flags.cluster,
           maxTokenAge: flags.maxTokenAge,
+          ...(flags.trustedProxy?.length ? { trustedProxies: parseTrustedProxies(flags.trustedProxy) } : {}),
           ...(flags.clusterSnapshot !== undefined ? { snapshot: flags.clusterSnapshot } : {}),
           ...(flags.now !== undefined ? { now: flags.now } : {}),
           ...(progress ? { onProgress: progress.onProgress } : {}),

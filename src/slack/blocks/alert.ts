@@ -89,16 +89,34 @@ function earliestRejection(members: readonly Finding[]): number | null {
   return at.length ? Math.min(...at) : null;
 }
 
+/** Header fact of an alert whose only signal is 401s tied to it by source address and user agent alone. */
+export const UNCONFIRMED_401_FACT = '401s from its address, not confirmed';
+
+/** A 401 finding attributed by source address and user agent alone (`Finding.attribution`, src/findings/build.ts). */
+function isAddressOnly401(f: Finding): boolean {
+  return f.kind === 'unauthorized' && f.attribution?.basis === 'address-only';
+}
+
+/**
+ * The 401 finding that may say requests fail: not a cluster-level credential event, and named in its audit events or
+ * corroborated — 401s tied to the ServiceAccount by address and user agent alone can be sent by anyone who can
+ * connect from that address, so they never make an alert say its requests fail.
+ */
+function attributed401(live: readonly Finding[]): Finding | undefined {
+  return live.find((f) => f.kind === 'unauthorized' && !isCredentialEventFinding(f) && !isAddressOnly401(f));
+}
+
 /** The worst fact of the live signals, in words, for the header ("requests now fail with 401", "rejected in 12 days"). */
 export function worstFact(live: readonly Finding[], now: number, activeWindowMs?: number): string {
   if (live.some(isClusterCredential)) return 'tokens refused across the cluster';
   // 401s of a cluster-level credential event (signing-key rotation, issuer change) recovered on their own: not this
   // client's fault, so they are named last (src/findings/cluster-events.ts).
-  const unauth = live.find((f) => f.kind === 'unauthorized' && !isCredentialEventFinding(f));
+  const unauth = attributed401(live);
   if (unauth && signalIsCurrent(unauth, now, activeWindowMs)) return 'requests now fail with 401';
   const rej = earliestRejection(live);
   if (rej !== null && rej <= now) return 'rejection date passed';
   if (unauth) return 'requests failed with 401';
+  if (live.some(isAddressOnly401) && !live.some((f) => f.kind !== 'unauthorized')) return UNCONFIRMED_401_FACT;
   if (rej !== null) {
     const left = daysLeft({ rejectionAt: new Date(rej).toISOString() }, now) ?? 0;
     return `rejected in ${plural(left, 'day')}`;
@@ -141,6 +159,7 @@ function impactOf(fact: string, who: string): string {
   if (fact.startsWith('rejected in')) return `${who} use tokens the API server will reject in *${fact.slice('rejected in '.length)}*.`;
   if (fact === 'legacy Secret token in use') return `${who} authenticate with a long-lived legacy Secret token.`;
   if (fact === '401s stopped with a credential change') return `${who} were refused while the cluster's credentials changed.`;
+  if (fact === UNCONFIRMED_401_FACT) return `${who}: requests rejected with 401 came from their source address and user agent, which anyone who can connect from there can send; nothing confirms they were theirs (see below).`;
   return `${who} use stale tokens.`;
 }
 
@@ -173,13 +192,14 @@ function podsField(members: readonly Finding[], podsTotal: number | undefined): 
 }
 
 function rejectionField(live: readonly Finding[], now: number, activeWindowMs?: number): string {
-  const unauth = live.find((f) => (f.kind === 'unauthorized' && !isCredentialEventFinding(f)) || isClusterCredential(f));
+  const unauth = attributed401(live) ?? live.find(isClusterCredential);
   if (unauth && signalIsCurrent(unauth, now, activeWindowMs)) return '*Rejection*\n*Now*: requests fail with 401';
   const rej = earliestRejection(live);
   if (rej !== null) return `*Rejection*\n${slackDate(shownTime(rej), '{date_short_pretty}')} (${rej <= now ? '*passed*' : `*${plural(daysLeft({ rejectionAt: new Date(rej).toISOString() }, now) ?? 0, 'day')} left*`})`;
   if (unauth) return `*Rejection*\n401s until ${slackDate(shownTime(Date.parse(unauth.lastSeen)), '{date_short_pretty}')}; none since`;
   if (live.some((f) => f.kind === 'legacy-token')) return '*Rejection*\nnone: a legacy Secret token does not expire';
   if (live.some((f) => isCredentialEventFinding(f))) return '*Rejection*\n401s stopped with the cluster-level event';
+  if (live.some(isAddressOnly401)) return '*Rejection*\nunknown: the 401s are not confirmed to be its requests';
   return '*Rejection*\nunknown: no token of it was seen';
 }
 
@@ -303,6 +323,9 @@ export function alertView(members: readonly Finding[], live: readonly Finding[],
     : `${impact(shown, subject, any.cluster, ctx.now, ctx.activeWindowMs)}\n*Signals:* ${signals}`;
   const context: string[] = [];
   if (!resolved && ctx.snoozedUntil !== undefined && ctx.snoozedUntil > ctx.now) context.push(`😴 Snoozed until ${slackDate(ctx.snoozedUntil)}`);
+  // On what the 401s' attribution rests (named, corroborated, or address only), so a reader can weigh it.
+  const basis = shown.find((f) => f.kind === 'unauthorized' && f.attribution)?.attribution;
+  if (basis) context.push(`${basis.basis === 'address-only' ? '⚠️' : '🔎'} ${escClip(basis.text, 600)}`);
   const state = shown.find((f) => f.clusterState)?.clusterState;
   if (state) context.push(`⚠️ ${escClip(state, 300)}`);
   const text = resolved ? `✅ [${any.cluster}] resolved: ${subject} (${signals})` : `${SEVERITY_EMOJI[severity]} [${any.cluster}] ${severity}: ${subject} — ${fact} (${signals})`;

@@ -205,6 +205,12 @@ export function detailsMessage(
     `*User agents*\n${f.userAgents.length ? listWithin(f.userAgents.slice(0, 10).map((u) => code(u, 150)), 10, '\n', f.userAgents.length) : '_none_'}`,
     `*Pods*\n${f.pods.length ? listWithin(f.pods.slice(0, 30).map((p) => code(p, 80)), 30, ', ', f.pods.length) : '_none_'}`,
   ];
+  if (f.forwardedIPs?.length) {
+    // Client-set X-Forwarded-For / X-Real-Ip values: shown so a forgery is visible, never used to attribute.
+    fields.push(
+      `*Forwarded-for entries (client-set, ignored)*\n${listWithin(f.forwardedIPs.slice(0, 20).map((ip) => code(ip, 60)), 20, ', ', f.forwardedIPs.length)}`,
+    );
+  }
   if (f.missingPods?.length) {
     fields.push(`*Not in cluster state*\n${listWithin(f.missingPods.slice(0, 30).map((p) => code(p, 80)), 30, ', ', f.missingPods.length)}`);
   }

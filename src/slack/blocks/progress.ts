@@ -2,7 +2,7 @@
  * Thread replies after an approved action: rollout progress (updated in place until complete or timed out)
  * and verification (resolved ✅ or recurrence ⚠️ with the cause and its fix). Pure.
  */
-import type { Finding, FindingKind } from '../../findings/types.js';
+import type { Finding, TokenKind } from '../../findings/types.js';
 import type { ActionKind, ActionTarget } from '../../approvals/machine.js';
 import { actionNoun, objectLabel } from '../../core/actions.js';
 import { subjectOf } from './finding.js';
@@ -69,8 +69,8 @@ export function progressMessage(rollout: RolloutStatus, ctx: ProgressContext): S
 }
 
 /** The signals of an alert, in the order verification replies name them. */
-const SIGNAL_KINDS: readonly FindingKind[] = ['stale-token', 'unauthorized', 'legacy-token'];
-const SIGNAL_WORDS: Record<FindingKind, string> = {
+const SIGNAL_KINDS: readonly TokenKind[] = ['stale-token', 'unauthorized', 'legacy-token'];
+const SIGNAL_WORDS: Record<TokenKind, string> = {
   'stale-token': 'stale token use',
   unauthorized: '401 Unauthorized responses',
   'legacy-token': 'legacy Secret token use',
@@ -109,7 +109,7 @@ export interface Verification {
    * Resolved: the kinds of signal of the alert that stayed quiet (its findings' kinds; default: the finding's own).
    * Every one of them is named in the reply.
    */
-  signals?: readonly FindingKind[];
+  signals?: readonly TokenKind[];
   /** Recurrence: stale requests seen since the action, and the last one. */
   staleRequests?: number;
   lastSeen?: number;

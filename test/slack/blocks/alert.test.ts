@@ -136,3 +136,32 @@ describe('alert helpers', () => {
     expect(validateView({ ...modal, title: { type: 'plain_text', text: 'A title far longer than twenty-four' } })).toEqual(['/view/title/text: 35 chars > 24']);
   });
 });
+
+describe('401s tied to a ServiceAccount by address and user agent alone', () => {
+  const ctx = { now: NOW, restarts: [], overflow: [] };
+  const text = 'source address 10.0.5.5 and user agent multus/v0.0.0 only, not corroborated';
+  const weak = multusFinding({ id: 'f401', kind: 'unauthorized', severity: 'warning', rejectionAt: null, tokens: [], pods: [], requests: 3, lastSeen: new Date(NOW - 60_000).toISOString(), attribution: { basis: 'address-only', text } });
+
+  it('never say requests now fail, and say on what the attribution rests', () => {
+    const view = alertView([weak], [weak], ctx);
+    expect(view.header).not.toContain('now fail');
+    expect(view.header).toContain('401s from its address, not confirmed');
+    expect(view.fields[2]).not.toContain('Now');
+    expect(view.context.join('\n')).toContain(text);
+    expect(allText(valid(renderAlert(view)).blocks)).not.toContain('refused by the API server now');
+  });
+
+  it('with a corroborated attribution, current 401s say requests now fail', () => {
+    const strong = { ...weak, severity: 'critical' as const, attribution: { basis: 'corroborated' as const, text: 'corroborated: the stale-token uses from there stopped where the 401s started' } };
+    const view = alertView([strong], [strong], ctx);
+    expect(view.header).toContain('requests now fail with 401');
+    expect(view.context.join('\n')).toContain('corroborated: the stale-token uses');
+  });
+
+  it('a finding with client-set X-Forwarded-For entries lists them in Details as ignored', async () => {
+    const { detailsMessage } = await import('../../../src/slack/blocks/misc.js');
+    const m = valid(detailsMessage({ ...weak, forwardedIPs: ['10.1.1.5'] }, [], { now: NOW }));
+    expect(allText(m.blocks)).toContain('Forwarded-for entries (client-set, ignored)');
+    expect(allText(m.blocks)).toContain('10.1.1.5');
+  });
+});
