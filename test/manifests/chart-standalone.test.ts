@@ -17,7 +17,6 @@ import type { K8sObject } from './kustomize.js';
 const { path: helmPath, skip } = helmBinary();
 
 type Labels = Record<string, string>;
-// biome-ignore lint/suspicious/noExplicitAny: rendered objects are read field by field
 type Obj = K8sObject & Record<string, any>;
 
 /** A `matchLabels` selector matches labels when every pair is among them (all the chart's selectors are matchLabels). */
@@ -39,7 +38,7 @@ function selectors(objs: Obj[]): [string, Labels][] {
 /** The labels of every pod a render creates (workload templates and bare pods such as the `helm test` pod). */
 function podLabels(objs: Obj[]): [string, Labels][] {
   return objs.flatMap((o): [string, Labels][] =>
-    o.kind === 'Pod' ? [[`Pod ${o.metadata.name}`, o.metadata.labels]] : o.spec?.template?.metadata?.labels ? [[`${o.kind} ${o.metadata.name}`, o.spec.template.metadata.labels]] : [],
+    o.kind === 'Pod' ? [[`Pod ${o.metadata.name}`, o.metadata.labels ?? {}]] : o.spec?.template?.metadata?.labels ? [[`${o.kind} ${o.metadata.name}`, o.spec.template.metadata.labels]] : [],
   );
 }
 
@@ -160,11 +159,11 @@ describe.skipIf(!helmPath)(`charts/tokenwatch installed on its own${skip ? ` (sk
     expect(svc.spec.ports[0].port).toBe(8080);
     const np = objs.find((o) => o.kind === 'NetworkPolicy' && o.metadata.name === 'tw-tokenwatch')!;
     const admitting = np.spec.ingress.filter((r: { from: { podSelector?: { matchLabels: Labels } }[] }) =>
-      r.from.some((p) => p.podSelector && matches(p.podSelector.matchLabels, pod.metadata.labels)),
+      r.from.some((p) => p.podSelector && matches(p.podSelector.matchLabels, pod.metadata.labels ?? {})),
     );
     expect(admitting).toEqual([{ from: [{ podSelector: { matchLabels: { 'app.kubernetes.io/name': 'tokenwatch', 'app.kubernetes.io/component': 'test', 'app.kubernetes.io/instance': 'tw' } } }], ports: [{ protocol: 'TCP', port: 8080 }] }]);
     // The test pod is not a server pod: no server selector picks it.
-    for (const [id, s] of selectors(objs)) if (!id.startsWith('NetworkPolicy')) expect(matches(s, pod.metadata.labels), id).toBe(false);
+    for (const [id, s] of selectors(objs)) if (!id.startsWith('NetworkPolicy')) expect(matches(s, pod.metadata.labels ?? {}), id).toBe(false);
   });
 
   it('the helm test script exits 0 on HTTP 200 and 1 on 503 or no answer (run with this Node against a loopback server)', async () => {

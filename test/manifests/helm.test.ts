@@ -14,7 +14,7 @@ import { describe, expect, it } from 'vitest';
 import { parseAllDocuments, parse as parseYaml } from 'yaml';
 import { parseConfig } from '../../src/config/index.js';
 import { Metrics } from '../../src/observability/metrics.js';
-import { CHART, helmBinary, helmLint, helmNotes, helmTemplate, SITE_APPROVERS, SITE_CHANNEL, type ChartValues } from './helm.js';
+import { CHART, helmBinary, helmLint, helmTemplate, SITE_APPROVERS, SITE_CHANNEL, type ChartValues } from './helm.js';
 import { MANIFESTS, idOf, render, type K8sObject } from './kustomize.js';
 import { modelName, restrictedViolations, unknownFields, validateObject } from './schema.js';
 
