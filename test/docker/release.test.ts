@@ -43,4 +43,14 @@ describe('release', () => {
     expect(install).toContain('## 2. Build and push the image (build-it-yourself path)');
     expect(install).toContain('[release.md](release.md)');
   });
+
+  it('one pinning policy: AWS SDK and Smithy dependencies are caret ranges; the locked @aws-sdk/client-* share one version', () => {
+    const deps = (JSON.parse(read('package.json')) as { dependencies: Record<string, string> }).dependencies;
+    const aws = Object.entries(deps).filter(([n]) => n.startsWith('@aws-sdk/') || n.startsWith('@smithy/'));
+    expect(aws.length).toBeGreaterThan(2);
+    for (const [name, range] of aws) expect(range, name).toMatch(/^\^\d+\.\d+\.\d+$/);
+    const lock = JSON.parse(read('package-lock.json')) as { packages: Record<string, { version: string }> };
+    const clients = Object.keys(deps).filter((n) => n.startsWith('@aws-sdk/client-'));
+    expect(new Set(clients.map((n) => lock.packages[`node_modules/${n}`]!.version)).size).toBe(1);
+  });
 });
