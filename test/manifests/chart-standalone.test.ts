@@ -112,11 +112,13 @@ describe.skipIf(!helmPath)(`charts/tokenwatch installed on its own${skip ? ` (sk
     expect(() => helmLint(v)).toThrow(messages[0]!);
   });
 
-  it('the same values run where they can: Slack off needs neither Secret nor real IDs; the password file with its Secret; a password from the environment', () => {
+  it('the same values run where they can: Slack off needs neither Secret nor real IDs; the password file with its Secret; a password from the environment; an admission-policy-only install', () => {
     const slackOff = helmTemplate({ bare: true, values: { config: { slack: { enabled: false } } } }) as Obj[];
     const d = slackOff.find((o) => o.kind === 'Deployment')!;
     expect(d.spec.template.spec.containers[0].envFrom).toBeUndefined();
     expect(renderError({ values: { config: { store: { postgres: PG } }, postgres: { existingSecret: 'tokenwatch-postgres' } } })).toBe('');
+    // An admission-policy-only install in a remote cluster runs no tokenwatch: no Slack Secret or IDs asked for.
+    expect(renderError({ bare: true, values: { admissionPolicy: { enabled: true, remoteOnly: true, params: { groups: ['tokenwatch-writer'] } } } })).toBe('');
     expect(renderError({ values: { config: { store: { postgres: { ...PG, passwordFrom: { env: 'PGPASSWORD' } } } }, aws: { existingSecret: 'pg-env' } } })).toBe('');
   });
 
