@@ -3,25 +3,18 @@
 // image) contains, since `npm pack` builds it (prepack). In a checkout without a build it runs the TypeScript sources
 // through tsx, a devDependency that `npm ci` installs. In a checkout with a build older than a source file, it says so
 // on stderr (the build still runs: `npm run build` again, or `rm -rf dist` to run the sources).
-import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { enginesNode, nodeVersionProblem } from './check-node.js';
 
-// An older Node fails deep inside a dependency (undici, better-sqlite3) with an unhelpful message. The commands that
-// need them (`serve`, `sandbox`, `probe`, `store`: better-sqlite3 13 crashes on Node 20) are refused with what is needed, from package.json `engines`
-// (">=MAJOR.MINOR"), and exit 2 as for any unusable setup; the others (`scan`, `config`) still run there, with a warning.
+// First, before anything that needs a current Node (undici, better-sqlite3 13 crashes on Node 20): an older Node is
+// refused for every command, in one line naming the Node needed and how to get it, exit 2 as for any unusable setup.
 {
-  const wanted = /^>=(\d+)\.(\d+)/.exec(JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).engines?.node ?? '');
-  const [major, minor] = process.versions.node.split('.').map(Number);
-  if (wanted && (major < Number(wanted[1]) || (major === Number(wanted[1]) && minor < Number(wanted[2])))) {
-    const needs = `Node.js ${wanted[1]}.${wanted[2]} or later; this is ${process.version} (${process.execPath})`;
-    const how = 'See README "Node versions" for how to get one without replacing the system Node.';
-    const command = process.argv[2];
-    if (command === 'serve' || command === 'sandbox' || command === 'probe' || command === 'store') {
-      process.stderr.write(`tokenwatch: ${command} needs ${needs}. ${how}\n`);
-      process.exit(2);
-    }
-    process.stderr.write(`tokenwatch: warning: tokenwatch supports ${needs}; scan and config still run, serve, sandbox, probe and store do not. ${how}\n`);
+  const problem = nodeVersionProblem(enginesNode(), process.versions.node, process.execPath);
+  if (problem) {
+    process.stderr.write(`${problem}\n`);
+    process.exit(2);
   }
 }
 

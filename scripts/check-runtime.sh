@@ -4,7 +4,8 @@
 #      as committed with `--committed` (git ls-files, like a build from a clean checkout);
 #   2. build stage: dependencies (the repository's node_modules stands in for `npm ci`, same lockfile),
 #      `npm run build`, `npm pack` → the runtime file list;
-#   3. a clean `npm ci --omit=dev` of the packed app (nothing compiles: better-sqlite3 ships prebuilt N-API binaries);
+#   3. a clean `npm ci --omit=dev` of the packed app (nothing compiles: better-sqlite3 ships prebuilt N-API binaries),
+#      pruned by scripts/prune-runtime.sh as in the Dockerfile, measured (≤ RUNTIME_MAX_MB, default 80 MB);
 #   4. the entrypoint: `node bin/tokenwatch.js --help`, `serve --help`, `config check` of the Kubernetes config,
 #      `scan` of the bundled examples, better-sqlite3 loading, and that dist/ (not tsx) ran; as uid 10001 when
 #      setpriv is available, with the app files not writable by it.
@@ -61,7 +62,20 @@ fi
 echo "took $(( $(date +%s) - start )) s"
 test ! -e "$work/app/node_modules/vitest" || { echo "dev dependency vitest installed"; exit 1; }
 test ! -e "$work/app/node_modules/typescript" || { echo "dev dependency typescript installed"; exit 1; }
-du -sh "$work/app/node_modules"
+before_kib=$(du -sk "$work/app/node_modules" | cut -f1)
+packages=$(find "$work/app/node_modules" -name package.json -path '*/node_modules/*/package.json' -not -path '*/node_modules/*/*/*/package.json' -not -path '*/node_modules/@*/*/*/package.json' | wc -l)
+
+step "prune as the Dockerfile does: scripts/prune-runtime.sh"
+sh "$repo/scripts/prune-runtime.sh" "$work/app"
+after_kib=$(du -sk "$work/app/node_modules" | cut -f1)
+left=$(find "$work/app/node_modules" -type f \( -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' -o -name '*.map' \) | wc -l)
+test "$left" -eq 0 || { echo "$left type declarations or source maps left"; exit 1; }
+test ! -e "$work/app/node_modules/better-sqlite3/deps" || { echo "better-sqlite3 deps/ sources left"; exit 1; }
+prebuilds=$(cd "$work/app/node_modules/better-sqlite3/prebuilds" && ls | sort | tr '\n' ' ')
+test "$prebuilds" = "linux-arm64.node linux-x64.node " || { echo "better-sqlite3 prebuilds left: $prebuilds"; exit 1; }
+# The figure docs/release.md records (KiB as du -sk counts them; MB = 1,000,000 bytes).
+echo "node_modules: $packages packages; before pruning $before_kib KiB, after $after_kib KiB ($(( after_kib * 1024 / 1000000 )) MB); limit ${RUNTIME_MAX_MB:-80} MB"
+[ $(( after_kib * 1024 / 1000000 )) -le "${RUNTIME_MAX_MB:-80}" ] || { echo "the image's node_modules exceeds ${RUNTIME_MAX_MB:-80} MB"; exit 1; }
 
 run() {
   # As the image's user when possible (uid 10001, files owned by someone else, as in the image).
@@ -86,9 +100,10 @@ run node bin/tokenwatch.js scan --audit-log examples/audit/* --cluster prod-eks 
 
 step "better-sqlite3 native addon, and dist/ rather than tsx"
 run node -e "const D=require('better-sqlite3'); const db=new D(':memory:'); console.log('sqlite', db.prepare('select sqlite_version() v').get().v); db.close()"
-mv "$work/app/node_modules/tsx" "$work/app/node_modules/.tsx-hidden"   # the compiled CLI must not need tsx
+# The compiled CLI must not need tsx (a dev dependency; hidden if a production dependency ever pulls it in).
+[ ! -e "$work/app/node_modules/tsx" ] || mv "$work/app/node_modules/tsx" "$work/app/node_modules/.tsx-hidden"
 run node bin/tokenwatch.js --version
-mv "$work/app/node_modules/.tsx-hidden" "$work/app/node_modules/tsx"
+[ ! -e "$work/app/node_modules/.tsx-hidden" ] || mv "$work/app/node_modules/.tsx-hidden" "$work/app/node_modules/tsx"
 grep -q "dist/cli/main.js" "$work/app/bin/tokenwatch.js"
 
 printf '\ncheck-runtime: OK\n'

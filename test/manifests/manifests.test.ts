@@ -327,9 +327,12 @@ describe('NetworkPolicy', () => {
     'NetworkPolicy',
     'tokenwatch',
   );
-  it('no ingress but metrics scraping on 8080', () => {
+  it('no ingress but metrics scraping on 8080 (and the Helm chart\'s `helm test` pod, by its labels, on the same port)', () => {
     expect(np.spec.policyTypes).toEqual(['Ingress', 'Egress']);
-    expect(np.spec.ingress).toEqual([{ from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }], ports: [{ protocol: 'TCP', port: 8080 }] }]);
+    expect(np.spec.ingress).toEqual([
+      { from: [{ podSelector: { matchLabels: { 'app.kubernetes.io/name': 'tokenwatch', 'app.kubernetes.io/component': 'test', 'app.kubernetes.io/instance': 'tokenwatch' } } }], ports: [{ protocol: 'TCP', port: 8080 }] },
+      { from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }], ports: [{ protocol: 'TCP', port: 8080 }] },
+    ]);
   });
   it('egress only to DNS and HTTPS / the API server port', () => {
     expect(np.spec.egress.flatMap((e) => e.ports.map((p) => `${p.protocol}/${p.port}`)).sort()).toEqual(['TCP/443', 'TCP/53', 'TCP/6443', 'UDP/53']);

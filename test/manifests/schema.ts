@@ -15,7 +15,7 @@ import { ClusterRole, ClusterRoleBinding, Role, RoleBinding } from 'kubernetes-m
 import { StorageClass } from 'kubernetes-models/storage.k8s.io/v1';
 import { ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding } from 'kubernetes-models/admissionregistration.k8s.io/v1';
 import { PrometheusRule, ServiceMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1';
-import { ConfigMap, Namespace, PersistentVolumeClaim, Secret, Service, ServiceAccount } from 'kubernetes-models/v1';
+import { ConfigMap, Namespace, PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount } from 'kubernetes-models/v1';
 
 interface Validatable {
   validate(): void;
@@ -29,6 +29,7 @@ const MODELS: Record<string, ModelCtor> = {
   'v1/ConfigMap': ConfigMap as unknown as ModelCtor,
   'v1/Secret': Secret as unknown as ModelCtor,
   'v1/Service': Service as unknown as ModelCtor,
+  'v1/Pod': Pod as unknown as ModelCtor,
   'v1/PersistentVolumeClaim': PersistentVolumeClaim as unknown as ModelCtor,
   'apps/v1/Deployment': Deployment as unknown as ModelCtor,
   'apps/v1/DaemonSet': DaemonSet as unknown as ModelCtor,

@@ -10,7 +10,7 @@ import { namespaceAllowed } from '../../src/approvals/policy.js';
 import { definePolicy } from '../approvals/helpers.js';
 import { parseConfig } from '../../src/config/index.js';
 import type { Config } from '../../src/config/types.js';
-import { helmBinary, helmTemplate, type ChartValues } from './helm.js';
+import { helmBinary, helmTemplate, SITE_APPROVERS, SITE_CHANNEL, type ChartValues } from './helm.js';
 import { MANIFESTS, render, type K8sObject } from './kustomize.js';
 
 const { skip } = helmBinary();
@@ -87,14 +87,14 @@ describe.skipIf(skip !== undefined)('the chart: buttons follow rbac.writer', () 
     const objs = render({
       values: {
         rbac: { writer: { namespaces: ['kube-system', 'logging'] } },
-        config: { clusters: [{ name: 'c', audit: { none: true }, kubernetes: { inCluster: true }, slack: { channel: 'C0123456789', approvers: ['S0123456789'], namespaces: { allow: ['logging'], deny: ['kube-system'] } } }] },
+        config: { clusters: [{ name: 'c', audit: { none: true }, kubernetes: { inCluster: true }, slack: { channel: SITE_CHANNEL, approvers: [SITE_APPROVERS], namespaces: { allow: ['logging'], deny: ['kube-system'] } } }] },
       },
     });
     expect(configOf(objs).clusters[0]!.slack!.namespaces).toEqual({ allow: ['logging'], deny: ['kube-system'] });
   });
 
   it('an allow list naming a namespace without a RoleBinding is refused, naming both', () => {
-    const cluster = { name: 'c', audit: { none: true }, kubernetes: { inCluster: true }, slack: { channel: 'C0123456789', approvers: ['S0123456789'], namespaces: { allow: ['kube-system', 'monitoring'] } } };
+    const cluster = { name: 'c', audit: { none: true }, kubernetes: { inCluster: true }, slack: { channel: SITE_CHANNEL, approvers: [SITE_APPROVERS], namespaces: { allow: ['kube-system', 'monitoring'] } } };
     expect(() => render({ values: { config: { clusters: [cluster] } } })).toThrow(
       'config.clusters[0].slack.namespaces.allow offers actions in "monitoring", but rbac.writer.namespaces [kube-system] has no RoleBinding there',
     );
@@ -115,7 +115,7 @@ describe.skipIf(skip !== undefined)('the chart: buttons follow rbac.writer', () 
   });
 
   it('a remote cluster (kubeconfig or EKS access) keeps its own namespaces: the chart RBAC binds only this cluster', () => {
-    const cluster = { name: 'remote', audit: { none: true }, kubernetes: { eks: { clusterName: 'other', region: 'us-east-1' } }, slack: { channel: 'C0123456789', approvers: ['S0123456789'] } };
+    const cluster = { name: 'remote', audit: { none: true }, kubernetes: { eks: { clusterName: 'other', region: 'us-east-1' } }, slack: { channel: SITE_CHANNEL, approvers: [SITE_APPROVERS] } };
     const config = configOf(render({ values: { config: { clusters: [cluster] } } }));
     expect(config.clusters[0]!.slack!.namespaces).toBeUndefined();
     expect(config.clusters[0]!.slack!.actions).toEqual(['restart', 'recreate-serviceaccount', 'snooze']);

@@ -42,10 +42,29 @@ annotations:
 {{- end }}
 {{- end -}}
 
-{{/* Pod selector (the same as the kustomize install's). */}}
+{{/*
+Pod selector of the server pods (the same as the kustomize install's, whose release is "tokenwatch"): name, component
+and instance, so two releases in one namespace never select each other's pods. Deployment selectors are immutable:
+changing these labels needs the Deployment deleted and recreated (docs/install.md "Upgrading").
+*/}}
 {{- define "tokenwatch.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "tokenwatch.name" . }}
 app.kubernetes.io/component: server
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* Labels of the `helm test` pod, the one peer the NetworkPolicy admits besides metricsFrom/slackFrom/webhook.from. */}}
+{{- define "tokenwatch.testSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "tokenwatch.name" . }}
+app.kubernetes.io/component: test
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* Pod selector of the node probe pods: name, component probe and instance. */}}
+{{- define "tokenwatch.probeSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "tokenwatch.name" . }}
+app.kubernetes.io/component: probe
+app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{/* The container image: repository@digest, else repository:tag (tag default: appVersion). */}}
