@@ -57,7 +57,7 @@ const CONTRACT = {
   topAdditive: ['now', 'cluster', 'warnings', 'ignoredEventTimes', 'readiness', 'clusterEvents', 'groups'],
   finding: ['id', 'cluster', 'namespace', 'serviceAccount', 'kind', 'severity', 'requests', 'firstSeen', 'lastSeen',
     'maxSecondsAfterWarning', 'rejectionAt', 'tokens', 'pods', 'workloads', 'userAgents', 'sourceIPs', 'cause'],
-  findingAdditive: ['missingPods', 'clusterState'],
+  findingAdditive: ['missingPods', 'clusterState', 'forwardedIPs', 'attribution'],
   token: ['pod', 'podUid', 'node', 'warnAfter', 'rejectionAt', 'requests', 'lastSeen'],
   workload: ['kind', 'namespace', 'name'],
   cause: ['id', 'component', 'summary', 'fix', 'evidence', 'sources'],
@@ -116,7 +116,7 @@ describe('scan --format json on the bundled examples', () => {
     expect(json.stderr).toBe('');
   });
 
-  it('prints exactly the contract keys (plus the documented additive now/cluster/warnings/ignoredEventTimes/readiness/clusterEvents/stats.truncated/missingPods/clusterState)', () => {
+  it('prints exactly the contract keys (plus the documented additive now/cluster/warnings/ignoredEventTimes/readiness/clusterEvents/stats.truncated/missingPods/clusterState/forwardedIPs/attribution)', () => {
     expect(Object.keys(doc).sort()).toEqual([...CONTRACT.top, ...CONTRACT.topAdditive].sort());
     expect(Object.keys(doc.stats).sort()).toEqual([...CONTRACT.stats, ...CONTRACT.statsAdditive].sort());
     expect(doc.findings.length).toBeGreaterThan(0);

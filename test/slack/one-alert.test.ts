@@ -98,10 +98,12 @@ describe('one alert per root cause', { timeout: 120_000 }, () => {
     await h.poll();
     expect(blockText(await h.alert('kube-system', 'multus'))).toContain('token file seen by the node probe');
 
-    // Then 401s of the same clients: the same message, edited, and its thread says the signal started.
+    // Then 401s of the same clients: the same message, edited, and its thread says the signal started. They come from
+    // the Multus pod whose stale token's rejection date has passed (192.168.90.44), so their attribution by address and
+    // user agent is corroborated (src/findings/build.ts attributionBasis) and the alert may say requests fail.
     const t = h.now() - MIN;
     h.appendAudit(
-      Array.from({ length: 3 }, (_, i) => auditEvent({ auditID: `u401-${i}`, time: t + i * 1000, kind: 'unauthorized', sourceIP: '192.168.14.201' })),
+      Array.from({ length: 3 }, (_, i) => auditEvent({ auditID: `u401-${i}`, time: t + i * 1000, kind: 'unauthorized', sourceIP: '192.168.90.44' })),
     );
     await h.poll();
     expect((await store.getFinding(findingId(CLUSTER, 'kube-system', 'multus', 'unauthorized')))?.status).toBe('open');

@@ -167,7 +167,7 @@ describe('reopen', () => {
     expect((await s2.listFindings('prod')).map((f) => f.id)).toEqual(['f-multus']);
     expect(await s2.getMessageRef('f-multus')).toEqual({ channel: 'C1', ts: '1700000000.000100', severity: 'warning', hash: 'abc' });
     expect(await s2.lastPollRuns()).toMatchObject([{ cluster: 'prod', events: 7, tokenUses: 2, lastSuccessAt: T0 + 1000 }]);
-    expect(await s2.getApproval('appr-1')).toEqual({ ...approval(), message: null });
+    expect(await s2.getApproval('appr-1')).toEqual({ ...approval(), message: null, subject: { namespace: 'kube-system', serviceAccount: 'multus' } });
     expect(await s2.listActions('prod')).toHaveLength(1);
   });
 });
