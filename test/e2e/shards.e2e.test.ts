@@ -345,8 +345,21 @@ describe.skipIf(!pgServer.available)('replicas sharing clusters on PostgreSQL', 
       const o = (await b.readyz()).body.shards?.owners ?? {};
       return Object.values(o).some((id) => id?.startsWith('tw-b-')) && Object.values(o).every((id) => id !== null) ? o : undefined;
     }, 240_000);
-    const c = await startReplica(s, 'tw-c');
-    const cOwned = await until('c owning a share', async () => {
+    // Rendezvous hashing over random replica ids gives c no cluster at all in (2/3)^6 ≈ 9 % of runs: then c leaves and
+    // a new c (a new id) joins, until one has a share by design.
+    let joined: Replica | undefined;
+    for (let attempt = 1; joined === undefined; attempt++) {
+      const candidate = await startReplica(s, 'tw-c');
+      const ids = await Promise.all([a, b, candidate].map(async (r) => (await r.readyz()).body.shards!.replica));
+      if (all.some((cl) => desiredOwner(cl, ids) === ids[2])) joined = candidate;
+      else {
+        if (attempt >= 8) throw new Error('rendezvous gave tw-c no cluster in 8 tries');
+        candidate.child.kill('SIGTERM');
+        await candidate.exited;
+      }
+    }
+    const c = joined;
+    const cOwned = await until('c owning its share', async () => {
       const o = (await c.readyz()).body.shards?.owners ?? {};
       const mine = Object.keys(o).filter((cl) => o[cl]?.startsWith('tw-c-'));
       return mine.length > 0 ? mine : undefined;
