@@ -175,6 +175,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     track,
     signal: abort.signal,
     owns: (cluster) => ctx.ownership.owns(cluster),
+    ignoredEventTimesOf: (cluster) => clusters.get(cluster)?.poller.health().ignoredEventTimes,
   });
   // `/tokens scan` may reach a replica that does not poll the cluster (HA): it leaves a request in the shared store
   // (src/store/scan-requests.ts) for the replica that owns the cluster, which takes it at its next pick-up tick.

@@ -19,6 +19,7 @@ import { approvalEvent, approvalsOf, canRequest, createApproval, decide, voidApp
 import { actionNoun, objectLabel } from '../core/actions.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import { DAY_MS } from '../core/units.js';
+import type { IgnoredEventTimes } from '../findings/clock-skew.js';
 import { worstSeverity } from '../findings/groups.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -123,6 +124,11 @@ export interface FlowDeps {
    * any replica takes clicks and commits votes in the shared store). Default: always.
    */
   owns?: (cluster: string) => boolean;
+  /**
+   * Token uses the cluster's last successful poll left out as stamped later than the host clock plus 24 h
+   * (`src/findings/clock-skew.ts`), for the Details reply; undefined when none (or not known on this replica).
+   */
+  ignoredEventTimesOf?: (cluster: string) => IgnoredEventTimes | undefined;
 }
 
 /** Action-id families of the finding buttons, to check that a button's id fits the button. */
@@ -441,9 +447,15 @@ export class ApprovalFlow {
     // The severity Details shows is the alert's (its worst live finding's), as the alert shows it.
     const live = stored.filter((m) => m.status !== 'resolved').map((m) => m.finding);
     const alertSeverity = worstSeverity(live.length ? live : members.length ? members : [f]);
+    const ignoredEventTimes = this.deps.ignoredEventTimesOf?.(f.cluster);
     const msgs = (members.length ? members : [f]).map((m) => {
       const tokens = records.filter((r) => r.kind === m.kind && r.namespace === m.namespace && r.serviceAccount === m.serviceAccount);
-      return detailsMessage(m, tokens.length ? tokens : m.tokens, { now, alertSeverity, ...(tokens.length ? { hourly: mergeHourly(tokens.map((r) => r.hourly)) } : {}) });
+      return detailsMessage(m, tokens.length ? tokens : m.tokens, {
+        now,
+        alertSeverity,
+        ...(tokens.length ? { hourly: mergeHourly(tokens.map((r) => r.hourly)) } : {}),
+        ...(ignoredEventTimes ? { ignoredEventTimes } : {}),
+      });
     });
     if (!(await this.deps.notifier.messageOf(f.id))) {
       for (const msg of msgs) await c.reply(msg);

@@ -70,4 +70,26 @@ describe('/tokens status: token-extension readiness', () => {
       expect(text).toContain('jenkins');
     });
   }
+
+  it('Details of an alert names the token uses its cluster\'s last poll left out for a skewed timestamp, with their audit source', async () => {
+    const log = join(mkdtempSync(join(tmpdir(), 'tw-skew-')), 'audit.log');
+    writeFileSync(log, '');
+    h = await startHarness({ tweak: (c) => void (c.clusters[0]!.audit = { file: { path: log } }) });
+    h.advance(8 * DAY);
+    const now = h.now();
+    // prod-eks reads this log instead of the Multus example. An hour of stale uses of one client 80 days past its warning (an alert), then 10 uses stamped 2 days ahead.
+    const normal: EventSpec[] = Array.from({ length: 60 }, (_, i) => ({ auditID: `n${i}`, time: now - 3_600_000 + i * 60_000, kind: 'stale', namespace: 'monitoring', serviceAccount: 'exporter', pod: 'exporter-0', secondsAfterWarning: 80 * 86_400 }));
+    const skewed: EventSpec[] = Array.from({ length: 10 }, (_, i) => ({ auditID: `k${i}`, time: now - 600_000 + i * 1000 + 2 * DAY, kind: 'stale', namespace: 'logging', serviceAccount: 'fluent-bit', pod: 'fluent-bit-x1', secondsAfterWarning: 80 * 86_400 }));
+    writeFileSync(log, `${[...normal, ...skewed].map(auditEvent).join('\n')}\n`);
+    await h.poll('prod-eks');
+    const alert = await h.alert('monitoring', 'exporter');
+    await h.click(REQUESTER, alert, 'tw_details', { channel: OPS });
+    const details = h.slack.thread(OPS, alert.ts).map(blockText).join('\n');
+    expect(details).toContain('🔎 Details · prod-eks · monitoring/exporter');
+    expect(details).toContain(
+      `⚠️ Audit timestamps inconsistent: 10 token uses stamped ${new Date(skewed[0]!.time).toISOString()} to ${new Date(skewed[9]!.time).toISOString()} left out of the last poll (`,
+    );
+    expect(details).toContain(log);
+    expect(details).not.toContain('fluent-bit-x1');
+  });
 });

@@ -2,6 +2,7 @@
  * Smaller replies: `/tokens help`, unknown command, `/tokens history`, refusals, and the Details thread reply
  * (tokens and evidence of a finding). Pure.
  */
+import { ignoredTimesText, type IgnoredEventTimes } from '../../findings/clock-skew.js';
 import type { Finding, FindingToken, Severity, TokenRecord } from '../../findings/types.js';
 import type { ActionKind, ActionTarget, ApprovalState } from '../../approvals/machine.js';
 import { actionNoun } from '../../core/actions.js';
@@ -162,14 +163,16 @@ function severityOfAlert(own: Severity, alert: Severity | undefined): string {
 /**
  * The Details thread reply: every token (pod, node, warnAfter, rejection, requests, last seen), the cause
  * evidence, source IPs, user agents and pods missing from cluster state. `tokens` defaults to `finding.tokens`;
- * the live store's TokenRecords may be passed instead. `ctx.alertSeverity`: the severity of the alert this finding is a
+ * the live store's TokenRecords may be passed instead. `ctx.ignoredEventTimes`: the token uses the
+ * cluster's last poll left out for a timestamp past the host clock plus 24 h (`src/findings/clock-skew.ts`), one line
+ * naming them and their audit source. `ctx.alertSeverity`: the severity of the alert this finding is a
  * signal of (its worst live finding's); the severity shown is the alert's, with this signal's own beside it when it
  * differs, so Details never shows a colour the alert does not.
  */
 export function detailsMessage(
   finding: Finding,
   tokens: readonly AnyToken[] = finding.tokens,
-  ctx: { now: number; hourly?: Record<string, number>; alertSeverity?: Severity } = { now: 0 },
+  ctx: { now: number; hourly?: Record<string, number>; alertSeverity?: Severity; ignoredEventTimes?: IgnoredEventTimes } = { now: 0 },
 ): SlackMessage {
   const f = finding;
   const blocks: KnownBlock[] = [
@@ -215,6 +218,10 @@ export function detailsMessage(
     fields.push(`*Not in cluster state*\n${listWithin(f.missingPods.slice(0, 30).map((p) => code(p, 80)), 30, ', ', f.missingPods.length)}`);
   }
   blocks.push({ type: 'section', fields: fields.map((t) => md(clip(t, LIMITS.sectionFieldText), LIMITS.sectionFieldText)) });
+  if (ctx.ignoredEventTimes) {
+    // Left out of this cluster's last poll: not in the counts, dates or rejection estimates above.
+    blocks.push({ type: 'context', elements: [md(`⚠️ Audit timestamps inconsistent: ${escClip(ignoredTimesText(ctx.ignoredEventTimes), 600)}`)] });
+  }
   blocks.push({
     type: 'context',
     elements: [md(`${severityOfAlert(f.severity, ctx.alertSeverity)} · ${f.kind} · finding ${code(f.id, 100)}${f.clusterState ? ` · ⚠️ ${escClip(f.clusterState, 300)}` : ''}`)],
