@@ -286,7 +286,15 @@ export class JsonlScanner {
    */
   private openLongLine(next: Buffer): LongLineSink | undefined {
     if (!this.longLine) return undefined;
-    const held = this.parts.length > 0 ? Buffer.concat([...this.parts, next.subarray(0, LONG_LINE_HEAD_BYTES)]) : next;
+    // The line's first bytes: from the held parts (only as many as needed), then `next`.
+    const first: Buffer[] = [];
+    let n = 0;
+    for (const p of [...this.parts, next]) {
+      if (n >= 2 * LONG_LINE_HEAD_BYTES) break;
+      first.push(p.subarray(0, 2 * LONG_LINE_HEAD_BYTES));
+      n += first.at(-1)!.length;
+    }
+    const held = first.length === 1 ? first[0]! : Buffer.concat(first);
     let s = 0;
     while (s < held.length && isWsByte(held[s]!)) s++;
     const sink = this.longLine(held.subarray(s, s + LONG_LINE_HEAD_BYTES));
