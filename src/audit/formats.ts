@@ -138,7 +138,8 @@ export const KNOWN_FORMATS_TEXT =
  * - `insights-csv`: a first line (header) naming `@timestamp` and `@message`, or `subject` and `elapsedtime`.
  *
  * @param complete the head is the whole input (default: it is shorter than {@link DETECT_HEAD_BYTES}).
- * @returns the format, or `undefined` for anything else, including binary data (a NUL byte), empty input and a first
+ * @returns the format, or `undefined` for anything else, including binary data (NUL bytes outside whole lines of a
+ *   JSON-lines log, which are left out of the detection and skipped by the scanner), empty input and a first
  *   JSON record of no known shape (see {@link describeUnknownContent} for the reason).
  */
 export function detectFormat(head: Buffer, complete = head.length < DETECT_HEAD_BYTES): InputFormat | undefined {
@@ -147,7 +148,14 @@ export function detectFormat(head: Buffer, complete = head.length < DETECT_HEAD_
     complete = false;
   }
   if (head.length === 0 || isGzip(head)) return undefined;
-  if (head.indexOf(0) !== -1) return undefined; // binary: text formats never hold NUL
+  if (head.indexOf(0) !== -1) {
+    // Binary data and UTF-16/32 text hold NUL bytes, and so does a JSON-lines log with a zeroed block in it (a crash
+    // mid-write): such a log is detected from its other lines, and the scanner skips the NUL-bearing ones
+    // (`stats.nulLines`). Only line formats: a NUL in one JSON document breaks the document.
+    if (utf16Or32(head) !== undefined) return undefined;
+    const format = detectFormat(withoutNulLines(head), complete);
+    return format !== undefined && NUL_TOLERANT_FORMATS.has(format) ? format : undefined;
+  }
   const text = head.toString('utf8');
   const i = skipWs(text, 0);
   if (i >= text.length) return undefined;
@@ -258,6 +266,31 @@ export function describeFirstRecord(head: Buffer): { what: string; hint?: string
   }
   const hint = closestShapeHint(value);
   return { what: `${pretty ? 'pretty-printed JSON: ' : ''}${describeJsonValue(value)}`, ...(hint ? { hint } : {}) };
+}
+
+/**
+ * Whether `head` (the first bytes of a record, leading whitespace removed) opens a batch document whose records are
+ * its `items` or `records` array: an EventList (audit webhook batch) or an Event Hubs `{"records":[…]}` document.
+ */
+export function startsAsBatchDocument(head: Buffer): boolean {
+  return BATCH_DOCUMENT_RE.test(head.subarray(0, 4096).toString('utf8'));
+}
+
+/** Line formats in which a line holding a NUL byte is skipped alone (see `detectFormat`). */
+const NUL_TOLERANT_FORMATS: ReadonlySet<InputFormat> = new Set<InputFormat>(['audit-jsonl', 'wrapped-jsonl', 'cw-s3-export', 'aws-logs-tail']);
+
+/** `b` without its lines (`\n`-separated) that hold a NUL byte. */
+function withoutNulLines(b: Buffer): Buffer {
+  const kept: Buffer[] = [];
+  let pos = 0;
+  while (pos < b.length) {
+    const nl = b.indexOf(0x0a, pos);
+    const end = nl === -1 ? b.length : nl + 1;
+    const line = b.subarray(pos, end);
+    if (line.indexOf(0) === -1) kept.push(line);
+    pos = end;
+  }
+  return Buffer.concat(kept);
 }
 
 /** @streamparser/json paths of a `json-documents` input's records, chosen from its head (see `detectFormat`). */

@@ -58,6 +58,7 @@ const enum Msg {
   Event, // looks like an audit event, prefiltered out
   Malformed,
   Text, // passed the prefilter; decoded text waits in `messageText`
+  Oversized, // longer than `maxLineBytes`: malformed, also counted in `stats.oversized`
 }
 
 interface Frame {
@@ -376,7 +377,7 @@ export class JsonExportScanner {
       if (kind === Str.Key) {
         if (parent) parent.key = this.capOversize ? KeyId.Other : keyIdOf(raw, s, e);
       } else if (this.capOversize) {
-        this.msg = Msg.Malformed;
+        this.msg = Msg.Oversized;
         this.messageText = undefined;
       } else {
         this.classifyMessage(raw, s, e, raw === buf);
@@ -429,6 +430,9 @@ export class JsonExportScanner {
     else if (msg === Msg.Text && text !== undefined) {
       const use = tokenUseFromJson(text, stats);
       if (use) this.out.push(use);
-    } else stats.malformed++;
+    } else {
+      stats.malformed++;
+      if (msg === Msg.Oversized) stats.oversized = (stats.oversized ?? 0) + 1;
+    }
   }
 }

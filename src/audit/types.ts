@@ -142,6 +142,17 @@ export interface ReadStats {
    * Absent when none.
    */
   auditIdConflicts?: number;
+  /**
+   * Records longer than the record limit (`maxLineBytes`, 64 MiB by default) that were skipped, reading on after them.
+   * Also counted in `malformed`. Absent when none.
+   */
+  oversized?: number;
+  /**
+   * Lines or records holding a NUL byte (never in audit JSON: a zeroed disk block or a binary fragment) that were
+   * skipped, reading on after them. Also counted in `malformed`. Leading NUL bytes of a file (`leading-nul`) are not
+   * counted here. Absent when none.
+   */
+  nulLines?: number;
 }
 
 /** Input formats the reader auto-detects per file. */
@@ -172,10 +183,12 @@ export type InputFormat =
  * - `blind-log`: the input cannot see most stale-token requests (e.g. AKS `kube-audit-admin` only).
  * - `auditid-conflict`: two records with one auditID and one stage carry different token annotations; both were kept
  *   (reported once per read, counted in `stats.auditIdConflicts`).
+ * - `oversized`: records over the record limit were skipped and the file read on (counted in `stats.oversized`);
+ * - `nul-line`: lines or records holding a NUL byte were skipped and the file read on (counted in `stats.nulLines`).
  */
 export interface ReadNotice {
   file: string;
-  code: 'partial-result' | 'row-cap' | 'guide-query' | 'truncated' | 'leading-nul' | 'mostly-not-events' | 'gke-fields' | 'blind-log' | 'auditid-conflict' | 'empty';
+  code: 'partial-result' | 'row-cap' | 'guide-query' | 'truncated' | 'leading-nul' | 'mostly-not-events' | 'gke-fields' | 'blind-log' | 'auditid-conflict' | 'empty' | 'oversized' | 'nul-line';
   /** One sentence naming the file, saying what happened and what to do. */
   message: string;
   /** `truncated`: the 1-based record (CSV data row) at which reading stopped. */

@@ -22,7 +22,7 @@ import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import pLimit from 'p-limit';
 import { DETECT_HEAD_BYTES, detectFormat, isGzip } from '../audit/formats.js';
-import { DEFAULT_MAX_LINE_BYTES, STDIN, auditIdConflictMessage, countOnce, noAuditEventError, type ReadProgress, type SeenAuditIDs } from '../sources/reader.js';
+import { DEFAULT_MAX_LINE_BYTES, STDIN, auditIdConflictMessage, countOnce, noAuditEventError, skippedRecordNotices, type ReadProgress, type SeenAuditIDs } from '../sources/reader.js';
 import type { InputFormat, ReadNotice, ReadStats, TokenUse } from '../audit/types.js';
 import type { WorkerMessage, WorkerReply, WorkerTask } from './worker.js';
 
@@ -451,7 +451,7 @@ async function* mergeResults(
   const seen: SeenAuditIDs = new Map();
   // A conflict within one file is reported by the worker that read it; one across files (or ranges) here, once.
   let conflictReported = false;
-  let fileTally: { lines: number; events: number } | undefined;
+  let fileTally: { lines: number; events: number; oversized: number; nulLines: number } | undefined;
   try {
     for (const [i, task] of plan.tasks.entries()) {
       dispatch(i + window);
@@ -462,19 +462,23 @@ async function* mergeResults(
       if (task.kind === 'range') {
         if (task.start === 0) {
           stats.files++;
-          fileTally = { lines: 0, events: 0 };
+          fileTally = { lines: 0, events: 0, oversized: 0, nulLines: 0 };
         }
         fileTally!.lines += s.lines;
         fileTally!.events += s.events;
+        fileTally!.oversized += s.oversized ?? 0;
+        fileTally!.nulLines += s.nulLines ?? 0;
         // The reader's "no audit event in this file" rule, over all ranges of the file (a `file` task applies it itself).
         if (task.last) {
           const err = noAuditEventError(task.file, 'audit-jsonl', fileTally!.lines, fileTally!.events);
           if (err) throw err;
+          for (const n of skippedRecordNotices(task.file, fileTally!.oversized, fileTally!.nulLines, task.maxLineBytes)) opts.onNotice?.(n);
         }
       } else if (task.kind === 'gzip' && done.tailLatest !== undefined) {
         // The fast path of an audit JSON-lines gzip file: the same rule, for the whole file.
         const err = noAuditEventError(task.file, 'audit-jsonl', s.lines, s.events);
         if (err) throw err;
+        for (const n of skippedRecordNotices(task.file, s.oversized ?? 0, s.nulLines ?? 0, task.maxLineBytes)) opts.onNotice?.(n);
       }
       if (task.kind !== 'range') {
         stats.files += s.files;
@@ -484,6 +488,8 @@ async function* mergeResults(
       stats.lines += s.lines;
       stats.events += s.events;
       stats.malformed += s.malformed;
+      if (s.oversized) stats.oversized = (stats.oversized ?? 0) + s.oversized;
+      if (s.nulLines) stats.nulLines = (stats.nulLines ?? 0) + s.nulLines;
       if (onProgress && (task.kind !== 'range' || task.last)) {
         const totalBytes = plan.sizes.get(task.file) ?? 0;
         onProgress({ file: task.file, bytesRead: totalBytes, totalBytes });

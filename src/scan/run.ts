@@ -296,6 +296,8 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
       malformed: stats.malformed,
       duplicates: stats.duplicates,
       ...(stats.auditIdConflicts ? { auditIdConflicts: stats.auditIdConflicts } : {}),
+      ...(stats.oversized ? { oversized: stats.oversized } : {}),
+      ...(stats.nulLines ? { nulLines: stats.nulLines } : {}),
     },
   };
   return {

@@ -134,6 +134,13 @@ export interface FlowDeps {
 /** Action-id families of the finding buttons, to check that a button's id fits the button. */
 export type ButtonFamily = FindingAction['action'];
 
+/**
+ * The actions the alert's overflow menu offers (`tw_more`): Details and Snooze need no confirmation, Recreate
+ * ServiceAccount opens its confirm modal. A restart is a button with a Slack `confirm` dialog and is never started from
+ * the menu, whatever id an overflow choice carries.
+ */
+const OVERFLOW_ACTIONS: ReadonlySet<ButtonFamily> = new Set<ButtonFamily>(['details', 'snooze', 'recreate-serviceaccount']);
+
 /** See the module docstring. */
 export class ApprovalFlow {
   private readonly approverCache = new Map<string, string[]>();
@@ -196,7 +203,7 @@ export class ApprovalFlow {
   /**
    * A click on a finding button (`family` from its action_id; `'any'` for an overflow-menu option, whose value says
    * which action it is) carrying the opaque id `id`. Resolves the id in the store and dispatches to request / snooze /
-   * details. Recreate ServiceAccount first checks that recreating is a fix for the alert's cause (refused with the
+   * details. An overflow option carrying a restart's id is refused (see `OVERFLOW_ACTIONS`): the menu has no confirm step. Recreate ServiceAccount first checks that recreating is a fix for the alert's cause (refused with the
    * reason otherwise: a forged or stale click changes nothing), then opens the confirm modal saying what breaks; its
    * submission comes back with `confirmed` (see {@link confirmedRecreate}).
    */
@@ -206,6 +213,15 @@ export class ApprovalFlow {
       this.deps.logger.warn({ user: c.user, family, valueLength: id.length }, 'refused a button click with an unknown or tampered value');
       await c.reply(refusalMessage('This button is not valid any more (unknown or altered value), so nothing was done. Use the buttons on the current alert, or `/tokens status`.'));
       return;
+    }
+    if (family === 'any' && !OVERFLOW_ACTIONS.has(btn.action.action)) {
+      // A restart id sent as an overflow option (a crafted payload): the menu has no confirm step, the button has one.
+      this.deps.logger.warn({ user: c.user, action: btn.action.action }, 'refused an overflow-menu choice carrying the id of an action that needs its confirm step');
+      return await this.refuse(
+        c,
+        btn,
+        'A restart is requested only from the alert’s Restart button, which asks for confirmation first; the ⋯ menu has no such step, so nothing was requested. Use the Restart button on the alert.',
+      );
     }
     const cluster = btn.finding.cluster;
     if (!c.channel || !this.deps.channels.allows(cluster, c.channel)) {

@@ -38,11 +38,14 @@ import {
   documentPaths,
   isGzip,
   leadingNulBytes,
+  startsAsBatchDocument,
 } from '../audit/formats.js';
 import { createShapeTally, tokenUsesFromWrappedValue, type ShapeTally } from '../audit/records.js';
 import { countOf } from '../core/plural.js';
-import { DEFAULT_MAX_LINE_BYTES, JsonlScanner } from '../audit/jsonl-scanner.js';
+import { DEFAULT_MAX_LINE_BYTES, JsonlScanner, type LongLineSink } from '../audit/jsonl-scanner.js';
+import type { JSONParser } from '@streamparser/json';
 import { JsonExportScanner } from '../audit/json-export-scanner.js';
+import { RecordGate } from '../audit/record-gate.js';
 import {
   INSIGHTS_MAX_ROWS,
   createRowTally,
@@ -290,7 +293,7 @@ async function* readOneFile(ctx: FileContext): AsyncGenerator<TokenUse> {
           `tokenwatch reads ${KNOWN_FORMATS_TEXT}`,
       );
     }
-    const before = { lines: stats.lines, events: stats.events, malformed: stats.malformed };
+    const before = { lines: stats.lines, events: stats.events, malformed: stats.malformed, oversized: stats.oversized ?? 0, nulLines: stats.nulLines ?? 0 };
     const tally = createRowTally();
     const shapes = createShapeTally();
     if (format === 'wrapped-jsonl' || format === 'json-documents') tallyPlatformHints(headBytes, shapes); // AKS categories, GKE log names (./platform-hints.ts)
@@ -302,6 +305,8 @@ async function* readOneFile(ctx: FileContext): AsyncGenerator<TokenUse> {
       yield* scanDocuments(replay(head, data), ctx, documentPaths(headBytes), shapes);
     } else {
       const out: TokenUse[] = [];
+      // Batch documents (EventList, `{"records":[…]}`) longer than the record limit are streamed record by record.
+      const longLine = format === 'wrapped-jsonl' ? batchLineStreamer((await import('@streamparser/json')).JSONParser, ctx, out, shapes) : undefined;
       const scanner: ByteScanner =
         format === 'audit-jsonl' || format === 'cw-s3-export' || format === 'aws-logs-tail' || format === 'wrapped-jsonl'
           ? new JsonlScanner(
@@ -310,6 +315,7 @@ async function* readOneFile(ctx: FileContext): AsyncGenerator<TokenUse> {
               ctx.maxLineBytes,
               format === 'cw-s3-export' || format === 'aws-logs-tail',
               format === 'wrapped-jsonl' ? shapes : undefined,
+              longLine,
             )
           : new JsonExportScanner(format, stats, out, ctx.maxLineBytes);
       if (!gzip && regular) {
@@ -344,6 +350,7 @@ async function* readOneFile(ctx: FileContext): AsyncGenerator<TokenUse> {
     const noEvent = noAuditEventError(file, format, records, events, tally, first);
     if (noEvent) throw noEvent;
     shapeNotices(ctx, records, events, stats.malformed - before.malformed, shapes);
+    for (const n of skippedRecordNotices(file, (stats.oversized ?? 0) - before.oversized, (stats.nulLines ?? 0) - before.nulLines, ctx.maxLineBytes)) ctx.notice(n.code, n.message);
     if (tally.guideRows > 0) {
       ctx.notice(
         'guide-query',
@@ -386,6 +393,41 @@ export function noAuditEventError(
         : '') +
       `tokenwatch reads ${KNOWN_FORMATS_TEXT}`,
   );
+}
+
+/**
+ * The warnings for records of one file that were skipped and read past (`oversized` records over `maxLineBytes`,
+ * `nulLines` lines holding a NUL byte): none when both are 0. Pure; the serial reader calls it once per file, and so
+ * does the parallel merge for a file read in ranges.
+ */
+export function skippedRecordNotices(file: string, oversized: number, nulLines: number, maxLineBytes: number): ReadNotice[] {
+  const out: ReadNotice[] = [];
+  if (oversized > 0) {
+    out.push({
+      file,
+      code: 'oversized',
+      message:
+        `${file}: skipped ${countOf(oversized, 'record')} longer than ${formatBytes(maxLineBytes)} (the record limit) and read on; ` +
+        'no audit event is that long: check that the file holds only the audit log (counted in stats.oversized and stats.malformed)',
+    });
+  }
+  if (nulLines > 0) {
+    out.push({
+      file,
+      code: 'nul-line',
+      message:
+        `${file}: skipped ${countOf(nulLines, 'line')} holding NUL bytes (a zeroed block, e.g. from a crash while writing) and read on ` +
+        '(counted in stats.nulLines and stats.malformed)',
+    });
+  }
+  return out;
+}
+
+/** `64 MiB`, `1 KiB`, `512 bytes`: a byte limit for messages. */
+function formatBytes(n: number): string {
+  if (n >= 1024 * 1024 && n % (1024 * 1024) === 0) return `${n / (1024 * 1024)} MiB`;
+  if (n >= 1024 && n % 1024 === 0) return `${n / 1024} KiB`;
+  return `${countOf(n, 'byte')}`;
 }
 
 /** How each format is named in messages. */
@@ -776,7 +818,8 @@ async function* scanCsv(chunks: AsyncIterable<Buffer>, ctx: FileContext, tally: 
  * several documents concatenated allowed; or only its rows, `--query results`), or a Logs Insights JSON export without `@message` (`[{…}, …]`), streamed
  * one row at a time with @streamparser/json. Each row is one of `lines` and goes through `tokenUseFromInsightsRow`.
  * Notices: `status` other than `Complete` (partial result), exactly 10,000 rows in one result (cap). A syntax
- * error, truncation or one row over `maxLineBytes` counts one malformed record and ends the file (notice).
+ * error or truncation counts one malformed record and ends the file (notice); a row over `maxLineBytes` is skipped
+ * (malformed and `oversized`, see `RecordGate`) and the file read on.
  */
 async function* scanJsonRows(
   chunks: AsyncIterable<Buffer>,
@@ -825,7 +868,7 @@ async function* scanJsonRows(
     const use = tokenUseFromInsightsRow(row, stats, tally);
     if (use) out.push(use);
   };
-  yield* streamJson(chunks, ctx, parser, out, progress, 'rows');
+  yield* streamJson(chunks, ctx, parser, out, progress, 'rows', queryResults ? 2 : 1);
   if (!sawStatus || rows > 0) capNotice(ctx, rows);
 }
 
@@ -858,7 +901,8 @@ function shapeNotices(ctx: FileContext, records: number, events: number, malform
  * Pretty-printed (`jq .`), concatenated or JSON-array documents of any shape of `shapes.ts`, streamed one record at a
  * time with @streamparser/json (`paths` from `documentPaths`: the array's elements, an EventList's `items` or Event
  * Hubs `records`, or each top-level document). Each record counts as in `tokenUsesFromWrappedValue`. A syntax error,
- * truncation or one record over `maxLineBytes` counts one malformed record and ends the file (notice).
+ * truncation counts one malformed record and ends the file (notice); a record over `maxLineBytes` is skipped (malformed
+ * and `oversized`, see `RecordGate`) and the file read on.
  */
 async function* scanDocuments(
   chunks: AsyncIterable<Buffer>,
@@ -877,13 +921,75 @@ async function* scanDocuments(
     progress.sinceRecord = 0;
     tokenUsesFromWrappedValue(value, stats, out, shapes);
   };
-  yield* streamJson(chunks, ctx, parser, out, progress, 'records');
+  yield* streamJson(chunks, ctx, parser, out, progress, 'records', pathDepth(paths[0]!));
+}
+
+/**
+ * For wrapped JSON lines: a line over the record limit that opens a batch document (`startsAsBatchDocument`: an
+ * EventList or `{"records":[…]}`) is streamed like a `json-documents` file, its `items` / `records` one at a time
+ * through a {@link RecordGate} (each counted in `stats.lines`, as `tokenUsesFromWrappedValue` counts it; one over the
+ * limit skipped as oversized); other long lines are skipped as oversized. A line that breaks off counts one malformed
+ * record after the records read from it; a batch without records counts one event (an empty batch).
+ */
+function batchLineStreamer(
+  Parser: typeof JSONParser,
+  ctx: FileContext,
+  out: TokenUse[],
+  shapes: ShapeTally,
+): (head: Buffer) => LongLineSink | undefined {
+  const { stats } = ctx;
+  return (head) => {
+    if (!startsAsBatchDocument(head)) return undefined;
+    let records = 0;
+    let broken = false;
+    const parser = new Parser({ paths: ['$.items.*', '$.records.*'], keepStack: false, separator: '', stringBufferSize: 64 * 1024 });
+    parser.onValue = ({ value }) => {
+      records++;
+      stats.lines++;
+      tokenUsesFromWrappedValue(value, stats, out, shapes);
+    };
+    const gate = new RecordGate(2, ctx.maxLineBytes, (b) => parser.write(b), () => {
+      stats.oversized = (stats.oversized ?? 0) + 1;
+    });
+    return {
+      write(bytes) {
+        if (broken) return;
+        try {
+          gate.push(bytes);
+        } catch {
+          broken = true;
+        }
+      },
+      end() {
+        if (!broken) {
+          try {
+            gate.end();
+            parser.end();
+          } catch {
+            broken = true;
+          }
+        }
+        if (broken || records === 0) {
+          stats.lines++;
+          if (broken) stats.malformed++;
+          else stats.events++;
+        }
+      },
+    };
+  };
+}
+
+/** Nesting depth of the values a @streamparser/json path such as `$`, `$.*` or `$.items.*` selects (0, 1, 2). */
+function pathDepth(path: string): number {
+  return path.split('.').length - 1;
 }
 
 /**
  * Feeds a @streamparser/json parser the chunks (a UTF-8 BOM at the start skipped) and yields the token uses its
  * `onValue` pushes to `out`, as they come. `progress` is kept by `onValue`: records seen, and bytes fed since the last
- * one ended (reset to 0 there). A syntax error, truncation or one record over `maxLineBytes` counts one malformed
+ * one ended (reset to 0 there). Each record passes a {@link RecordGate} at `recordDepth` (one over `maxLineBytes` is
+ * skipped, counted in `stats.oversized`, and the read goes on). A syntax error, truncation or a value outside the
+ * records over `maxLineBytes` counts one malformed
  * record and ends the read, with a `truncated` notice counting the records (`unit`) read before.
  */
 async function* streamJson(
@@ -893,10 +999,23 @@ async function* streamJson(
   out: TokenUse[],
   progress: { records: number; sinceRecord: number },
   unit: 'rows' | 'records',
+  recordDepth: number,
 ): AsyncGenerator<TokenUse> {
   const { stats, file } = ctx;
   let broken = false;
   let first = true;
+  // Records are bounded by the gate: one over the limit reaches the parser as `null` (counted oversized) and the read goes on.
+  const gate = new RecordGate(
+    recordDepth,
+    ctx.maxLineBytes,
+    (bytes) => {
+      progress.sinceRecord += bytes.length;
+      parser.write(bytes);
+    },
+    () => {
+      stats.oversized = (stats.oversized ?? 0) + 1;
+    },
+  );
   const breakOff = (why: string): void => {
     broken = true;
     stats.lines++;
@@ -909,21 +1028,22 @@ async function* streamJson(
         first = false;
         if (chunk.length >= 3 && chunk[0] === 0xef && chunk[1] === 0xbb && chunk[2] === 0xbf) chunk = chunk.subarray(3);
       }
-      progress.sinceRecord += chunk.length;
       try {
-        parser.write(chunk);
+        gate.push(chunk);
       } catch (err) {
         breakOff(`the JSON document breaks off (${errorReason(err).slice(0, 120)})`);
         break;
       }
       if (out.length > 0) yield* out.splice(0, out.length);
       if (progress.sinceRecord > ctx.maxLineBytes + 1024 * 1024) {
-        breakOff(`one ${unit === 'rows' ? 'row' : 'record'} is longer than ${ctx.maxLineBytes} bytes`);
+        // Only a value outside the records (e.g. a huge string beside an EventList's items) gets here.
+        breakOff(`one value outside the ${unit} is longer than ${ctx.maxLineBytes} bytes`);
         break;
       }
     }
     if (!broken) {
       try {
+        gate.end();
         parser.end();
       } catch (err) {
         breakOff(`the JSON document is truncated (${errorReason(err).slice(0, 120)})`);

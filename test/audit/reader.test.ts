@@ -177,7 +177,7 @@ describe('audit JSON lines', () => {
     );
     const { uses, stats } = await readAll([file], { maxLineBytes: 4096 });
     expect(uses.map((u) => u.auditID)).toEqual(['a', 'b', 'c']);
-    expect(stats).toEqual({ files: 1, lines: 5, events: 3, tokenUses: 3, malformed: 2, duplicates: 0 });
+    expect(stats).toEqual({ files: 1, lines: 5, events: 3, tokenUses: 3, malformed: 2, duplicates: 0, oversized: 2 });
   });
 
   it('an over-long last line without newline is skipped too', async () => {
@@ -185,7 +185,7 @@ describe('audit JSON lines', () => {
     await writeFile(file, eventLine('a', { stale: 1 }) + '\n' + eventLine('z', { stale: 2, pad: 2 * 1024 * 1024 }));
     const { uses, stats } = await readAll([file], { maxLineBytes: 1024 * 1024 });
     expect(uses.map((u) => u.auditID)).toEqual(['a']);
-    expect(stats).toEqual({ files: 1, lines: 2, events: 1, tokenUses: 1, malformed: 1, duplicates: 0 });
+    expect(stats).toEqual({ files: 1, lines: 2, events: 1, tokenUses: 1, malformed: 1, duplicates: 0, oversized: 1 });
   });
 
   it('reports progress in bytes of the file on disk (compressed for gzip), ending at the file size', async () => {

@@ -5,8 +5,14 @@
  * Sources: Slack "Formatting text for app surfaces" (api.slack.com/reference/surfaces/formatting):
  * `&`, `<`, `>` must be escaped as `&amp;`, `&lt;`, `&gt;`; dates as `<!date^epochSeconds^{tokens}|fallback>`;
  * links as `<url|label>`; user mentions `<@U…>`.
+ *
+ * Every text object ({@link md}, {@link plain}), every escaped part ({@link escClip}, {@link code}) and the fallback
+ * text ({@link wireText}) passes {@link scrubSecrets} (src/core/redact.ts, the function that scrubs the log): a JWT or a
+ * `Bearer …` value inside audit text (a user agent, a request URI, a status message) shows as `[Redacted]`. It runs
+ * before clipping, so a clipped token never leaves a fragment.
  */
 import type { types } from '@slack/bolt';
+import { scrubSecrets } from '../../core/redact.js';
 import { SLACK_GROUP_ID } from '../../approvals/policy.js';
 
 export type KnownBlock = types.KnownBlock;
@@ -45,20 +51,31 @@ const MESSAGE_TEXT_MAX = 40_000;
  * chars without splitting an entity. `format: 'mrkdwn'` (see {@link SlackMessage.textFormat}) is only clipped.
  */
 export function wireText(text: string, format: 'plain' | 'mrkdwn' = 'plain'): string {
-  return format === 'mrkdwn' ? clip(text, MESSAGE_TEXT_MAX) : escClip(text, MESSAGE_TEXT_MAX);
+  return format === 'mrkdwn' ? clip(scrubSecrets(text), MESSAGE_TEXT_MAX) : escClip(text, MESSAGE_TEXT_MAX);
 }
 
 /**
- * Escaped and clipped to `max` chars: `clip(escapeMrkdwn(s), max)`, without escaping more of a huge `s` than
- * can be shown (escaping only lengthens text, so `max + 1` raw chars are enough to know it must be cut).
+ * Secrets redacted ({@link scrubSecrets}), escaped and clipped to `max` chars: `clip(escapeMrkdwn(scrubSecrets(s)), max)`,
+ * without scrubbing or escaping more of a huge `s` than can be shown (escaping only lengthens text, so `max + 1` raw
+ * chars are enough to know it must be cut; the cut is made after a token-long margin, so the token a cut would split
+ * is still recognised and redacted whole).
  */
 export function escClip(s: string, max: number): string {
-  return clip(escapeMrkdwn(s.length > max ? s.slice(0, max + 1) : s), max);
+  const head = s.length > max + SCRUB_MARGIN ? s.slice(0, max + SCRUB_MARGIN) : s;
+  const scrubbed = scrubSecrets(head);
+  return clip(escapeMrkdwn(scrubbed.length > max ? scrubbed.slice(0, max + 1) : scrubbed), max);
 }
+
+/**
+ * Raw chars read past a clip point before redacting, so a token that straddles the cut still matches whole (a
+ * ServiceAccount JWT is about 1 KB; longer ones keep at least their first 4 KiB, and a JWT needs its two dots to be shown
+ * as one: its cut header alone carries no secret).
+ */
+const SCRUB_MARGIN = 4096;
 
 /** Inline code span of user text: escaped, backticks and newlines neutralised, clipped to `max` chars. */
 export function code(s: string, max = 200): string {
-  return `\`${escClip((s.length > max ? s.slice(0, max + 1) : s).replace(/`/g, "'").replace(/[\r\n]+/g, ' '), max)}\``;
+  return `\`${escClip((s.length > max + SCRUB_MARGIN ? s.slice(0, max + SCRUB_MARGIN) : s).replace(/`/g, "'").replace(/[\r\n]+/g, ' '), max)}\``;
 }
 
 /**
@@ -86,9 +103,9 @@ export function plain(text: string, max: number): PlainTextElement {
   return { type: 'plain_text', text: t === '' ? '-' : t, emoji: true };
 }
 
-/** A `mrkdwn` object, clipped to `max`. The caller escapes user-supplied parts. */
+/** A `mrkdwn` object, secrets redacted ({@link scrubSecrets}), clipped to `max`. The caller escapes user-supplied parts. */
 export function md(text: string, max = 3000): MrkdwnElement {
-  const t = clip(text, max);
+  const t = clip(scrubSecrets(text), max);
   return { type: 'mrkdwn', text: t === '' ? ' ' : t };
 }
 
