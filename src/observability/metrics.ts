@@ -43,6 +43,8 @@ export class Metrics {
   /** The shared budget's current rate after its last throttling answer, requests per second (src/sources/rate-limit.ts). */
   readonly cloudwatchRate = new Gauge({ name: 'tokenwatch_cloudwatch_budget_rate', help: 'Current CloudWatch Logs request rate of the shared budget after the last throttling (requests per second).', labelNames: ['account', 'region', 'operation'] as const, registers: [this.registry] });
   /** Bytes scanned by fleet Logs Insights queries, per Region (Logs Insights bills by these; docs/live-mode.md#fleet-insights-mode). */
+  /** Calls whose shared request budget (PostgreSQL `rate_buckets`) could not be read, so they took a token of this replica's own bucket (src/core/token-bucket.ts). */
+  readonly rateBudgetStoreErrors = new Counter({ name: 'tokenwatch_rate_budget_store_errors_total', help: 'Calls that took a token of the replica\'s own budget because the shared one in the store could not be read, by budget (cloudwatch, slack).', labelNames: ['budget'] as const, registers: [this.registry] });
   readonly cloudwatchInsightsBytes = new Counter({ name: 'tokenwatch_cloudwatch_insights_bytes_scanned_total', help: 'Bytes scanned by fleet Logs Insights queries (billed per GB scanned), by Region.', labelNames: ['region'] as const, registers: [this.registry] });
   /**
    * Bytes scanned by the Logs Insights query behind a cluster's last successful poll (insights mode: its own query;

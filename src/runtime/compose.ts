@@ -33,6 +33,7 @@ import type { SlackIntegration } from './build-slack.js';
 import type { Integration } from '../slack/context.js';
 import { ownershipWhile, type Ownership } from '../core/ownership.js';
 import { ClusterNotOwnedError, ShardCoordinator } from './shard-coordinator.js';
+import { SqlBucketStateStore } from '../store/rate-buckets.js';
 import { WebhookBatches } from '../store/webhook-batches.js';
 import type { PollOutcome } from '../pipeline/poll.js';
 import {
@@ -142,7 +143,9 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
     };
 
     // 3. Per cluster, in flow order: audit source, cluster state, remediator, monitors, poller.
-    const { rateLimiter, fleetInsights } = sharedCloudWatch(config, metrics);
+    // With replicas (PostgreSQL), one CloudWatch budget per account and Region for all of them, in the store.
+    const buckets = sharding ? new SqlBucketStateStore(store.sql) : undefined;
+    const { rateLimiter, fleetInsights } = sharedCloudWatch(config, metrics, buckets && { buckets, logger });
     const slowPollAfterMs = opts.slowPollAfterMs ?? 3 * config.poll.requestTimeout;
     const onBlindChange = (rt: ClusterRuntime) => updateBlindGauge(metrics, rt, clock());
     // The watch caches of all clusters list at start: their pages are processed a few at a time (cache.ts listLimit)…

@@ -12,6 +12,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Config } from '../config/types.js';
+import type { BucketStateStore } from '../core/token-bucket.js';
 import { backoffDelay } from '../core/backoff.js';
 import type { Ownership } from '../core/ownership.js';
 import type { Finding } from '../findings/types.js';
@@ -30,6 +31,7 @@ import { acquirePollerLock, type PollerLock, type PollerLockError, type PollerLo
 import type { ShardCoordinator, ShardCoordinatorOptions } from './shard-coordinator.js';
 import type { PollOutcome } from '../pipeline/poll.js';
 import { Scheduler } from './scheduler.js';
+import { budgetStoreError } from './budgets.js';
 
 /** What an integration (Slack) gets from serve; it satisfies the Slack integration's own {@link SlackContext}. */
 export interface ServeContext extends SlackContext {
@@ -206,10 +208,16 @@ export interface SharedCloudWatch {
   fleetInsights: FleetInsightsRegistry;
 }
 
-/** Builds the {@link SharedCloudWatch} of `config.poll`, counting throttles and Insights queries in `metrics`. */
-export function sharedCloudWatch(config: Config, metrics: Metrics): SharedCloudWatch {
+/**
+ * Builds the {@link SharedCloudWatch} of `config.poll`, counting throttles and Insights queries in `metrics`. With
+ * `shared` (the PostgreSQL store's `rate_buckets`, src/store/rate-buckets.ts), every replica takes its CloudWatch
+ * tokens from the same bucket per account, Region and operation, on the wall clock (epoch ms); without it the budget
+ * is this process's.
+ */
+export function sharedCloudWatch(config: Config, metrics: Metrics, shared?: { buckets: BucketStateStore; logger: Logger }): SharedCloudWatch {
   const rateLimiter = new CloudWatchRateLimiter({
     tps: config.poll.cloudwatchTps,
+    ...(shared && { store: shared.buckets, clock: Date.now, onStoreError: budgetStoreError('cloudwatch', metrics, shared.logger) }),
     onThrottle: (key, rate) => {
       const [account = '', region = '', operation = ''] = key.split('/');
       metrics.cloudwatchThrottled.inc({ account, region, operation });

@@ -305,6 +305,17 @@ CREATE TABLE webhook_batches (
 CREATE INDEX webhook_batches_by_cluster ON webhook_batches (cluster, id);
 `;
 
+/** Twin of `V_RATE_BUCKETS` in src/store/migrations.ts: request budgets shared across replicas. */
+const V_RATE_BUCKETS = `
+CREATE TABLE rate_buckets (
+  key              TEXT PRIMARY KEY,
+  tokens           DOUBLE PRECISION NOT NULL,
+  updated_at       DOUBLE PRECISION NOT NULL,
+  rate             DOUBLE PRECISION NOT NULL,
+  last_throttle_at DOUBLE PRECISION
+);
+`;
+
 /** All PostgreSQL steps, in the order of (and one for one with) `MIGRATIONS` in src/store/migrations.ts. */
 export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   { name: 'live mode', sql: V1 },
@@ -323,6 +334,7 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   { name: 'scan requests', sql: V_SCAN_REQUESTS },
   { name: 'poll ticks', sql: V_POLL_TICKS },
   { name: 'webhook batches', sql: V_WEBHOOK_BATCHES },
+  { name: 'rate buckets', sql: V_RATE_BUCKETS },
 ];
 
 /** The advisory-lock key all migrating replicas take (src/store/postgres.ts `lock`). */

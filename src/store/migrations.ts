@@ -383,6 +383,21 @@ CREATE TABLE webhook_batches (
 CREATE INDEX webhook_batches_by_cluster ON webhook_batches (cluster, id);
 `;
 
+/**
+ * Request budgets of outside quotas shared across replicas (src/store/rate-buckets.ts, src/core/token-bucket.ts): one
+ * token bucket per key (`<account>/<region>/<operation>` of CloudWatch Logs, `slack/<team>/<method>` of the Slack Web
+ * API). `tokens` and `rate` (tokens per second) are fractional; `updated_at` and `last_throttle_at` epoch ms.
+ */
+const V_RATE_BUCKETS = `
+CREATE TABLE rate_buckets (
+  key              TEXT PRIMARY KEY,
+  tokens           REAL NOT NULL,
+  updated_at       REAL NOT NULL,
+  rate             REAL NOT NULL,
+  last_throttle_at REAL
+) STRICT;
+`;
+
 /** All migration steps; the schema version is the number applied. */
 export const MIGRATIONS: readonly string[] = [
   V1,
@@ -400,5 +415,6 @@ export const MIGRATIONS: readonly string[] = [
   V_SCAN_REQUESTS,
   V_POLL_TICKS,
   V_WEBHOOK_BATCHES,
+  V_RATE_BUCKETS,
 ];
 
