@@ -186,7 +186,8 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
     for (const rt of clusters.values()) onBlindChange(rt); // EKS audit logging off is known before the first poll
 
     // 4. The scheduler (started in step 7).
-    const scheduler = createScheduler(config, opts, { clusters, shouldRun: (job) => ownership.owns(job), metrics, logger, store, replica: () => shards?.id, clock });
+    // With replicas, each cluster's start-up poll is claimed in the store (below), not run by every replica's scheduler.
+    const scheduler = createScheduler(config, opts, { clusters, shouldRun: (job) => ownership.owns(job), metrics, logger, store, replica: () => shards?.id, clock, runAtStart: !sharding });
     let scheduling = false;
     /** When this process started scheduling, epoch ms (node-cron's clock): ticks before it are no business of its gap check. */
     const schedulingSince = Date.now();
@@ -212,22 +213,52 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
       }
       return true;
     };
+    /**
+     * With replicas: the clusters whose start-up poll this replica has not claimed or seen claimed yet. Each cluster's
+     * start-up poll runs once across replicas: on the replica that owns it after its start-up jitter, or that takes it
+     * over later (within `startupUntil`), whichever claims it first in the store (`startup_polls`); a claim by a
+     * replica still live stands, one by a replica gone since (stopped, killed) does not.
+     */
+    const pendingStartup = new Set(sharding ? config.clusters.map((c) => c.name) : []);
+    const startupTimers = new Set<NodeJS.Timeout>();
+    /** Until when (epoch ms) a takeover may still claim a start-up poll: the jitter plus 10 ownership TTLs. */
+    const startupUntil = Date.now() + scheduler.jitterMs + 10 * (sharding?.ttlMs ?? 0);
+    /** Claims `cluster`'s start-up poll if it is pending here; true when this replica is to run it. */
+    const claimStartup = async (cluster: string): Promise<boolean> => {
+      if (!shards || !pendingStartup.delete(cluster)) return false;
+      if (Date.now() > startupUntil) {
+        pendingStartup.clear(); // ownership settled long ago: a takeover now is a takeover, not a start
+        return false;
+      }
+      try {
+        return await shards.claimStartupPoll(cluster);
+      } catch (err) {
+        logger.warn({ err, cluster }, 'claiming the start-up poll in the store failed; polling anyway');
+        return true;
+      }
+    };
     if (sharding) {
+      /** Whether `tick` of `cluster` needs no poll from a replica taking it over (see `catchUp`). */
+      const tickAccounted = async (cluster: string, tick: number): Promise<boolean> => {
+        const seen = await store.pollTicks(cluster, tick);
+        if (seen.polled.includes(tick) || seen.missed.some((m) => m.scheduledAt === tick)) return true;
+        const last = (await store.lastPollRuns()).find((r) => r.cluster === cluster);
+        return tick < schedulingSince && last !== undefined && last.endedAt !== null && last.startedAt >= tick;
+      };
       /**
        * A cluster this replica has just taken over: poll its latest due tick at once unless that tick is accounted for
        * (a replica polled it, or recorded it missed), or it came before this process started and a poll that started
        * after it has finished (the previous owner ran it). A poll the previous owner left unfinished (killed) is run
-       * again; it reads on from the last committed chunk.
+       * again; it reads on from the last committed chunk. `startup`: this replica claimed the cluster's start-up poll,
+       * so it polls now in any case (for the latest tick when that is not accounted for).
        */
-      const catchUp = async (cluster: string): Promise<void> => {
-        const tick = scheduler.previousTick(cluster);
-        if (tick !== undefined) {
-          const seen = await store.pollTicks(cluster, tick);
-          if (seen.polled.includes(tick) || seen.missed.some((m) => m.scheduledAt === tick)) return;
-          const last = (await store.lastPollRuns()).find((r) => r.cluster === cluster);
-          if (tick < schedulingSince && last !== undefined && last.endedAt !== null && last.startedAt >= tick) return;
+      const catchUp = async (cluster: string, startup: boolean): Promise<void> => {
+        let tick = scheduler.previousTick(cluster);
+        if (tick !== undefined && (await tickAccounted(cluster, tick))) {
+          if (!startup) return;
+          tick = undefined;
         }
-        logger.info({ cluster, ...(tick !== undefined ? { tick: new Date(tick).toISOString() } : {}) }, 'polling a cluster taken over now: its latest scheduled poll did not complete');
+        logger.info({ cluster, ...(tick !== undefined ? { tick: new Date(tick).toISOString() } : {}), startup }, startup ? 'start-up poll of a cluster (claimed for this replica in the store)' : 'polling a cluster taken over now: its latest scheduled poll did not complete');
         scheduler.runNow(cluster, tick);
       };
       shards = new ShardCoordinator({
@@ -238,7 +269,7 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
         logger: logger.child({ component: 'shards' }),
         metrics,
         onAcquired: (cluster) => {
-          if (scheduling) void catchUp(cluster).catch((err: unknown) => logger.error({ err, cluster }, 'polling a cluster taken over failed'));
+          if (scheduling) void claimStartup(cluster).then((startup) => catchUp(cluster, startup)).catch((err: unknown) => logger.error({ err, cluster }, 'polling a cluster taken over failed'));
         },
         onLost: (cluster) => {
           if (scheduler.abort(cluster, new ClusterNotOwnedError(cluster))) logger.warn({ cluster }, 'aborted the running poll of a cluster this replica no longer owns');
@@ -321,6 +352,21 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
       })),
     );
     scheduling = true;
+    // With replicas: each cluster's start-up poll, after a random jitter (as the scheduler's own start-up run), by this
+    // replica if it owns the cluster then and claims the poll; a cluster it takes over later is claimed at the takeover.
+    for (const cluster of pendingStartup) {
+      const t = setTimeout(() => {
+        startupTimers.delete(t);
+        if (stopping() || !ownership.owns(cluster)) return;
+        void claimStartup(cluster).then((claimed) => {
+          if (claimed && !stopping()) scheduler.runNow(cluster);
+        });
+      }, scheduler.jitterMs > 0 ? Math.floor(Math.random() * scheduler.jitterMs) : 0);
+      startupTimers.add(t);
+    }
+    undo.push(() => {
+      for (const t of startupTimers) clearTimeout(t);
+    });
     phase = 'ready';
     logger.info({ port: server.port, ...(shards ? { replica: shards.id, owned: shards.owned() } : {}), clusters: [...clusters.keys()], slack: integrations.running().map((i) => i.name) }, 'tokenwatch serve started');
 
@@ -328,6 +374,7 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
     const stop = () =>
       (stopped ??= (async () => {
         phase = 'stopping';
+        for (const t of startupTimers) clearTimeout(t);
         integrations.cancelRetries();
         logger.info('stopping: no new polls, aborting running ones');
         await scheduler.stop();

@@ -240,15 +240,17 @@ export function updateBlindGauge(metrics: Metrics, rt: ClusterRuntime, now: numb
 /**
  * The scheduler of the clusters' polls (`scheduler.ts`): jitter, spread and concurrency from `config.poll` unless
  * overridden, gated by `shouldRun` (ownership), missed and late ticks counted, logged, recorded by the poller and, when
- * `store` is given, in the store (`Store.recordMissedPoll`, with the replica id `replica()` returns).
+ * `store` is given, in the store (`Store.recordMissedPoll`, with the replica id `replica()` returns). `runAtStart`
+ * false: no start-up run of its own (with replicas, compose.ts claims each cluster's start-up poll in the store).
  */
 export function createScheduler(
   config: Config,
   opts: Pick<ServeOptions, 'jitterMs' | 'spread'>,
-  deps: { clusters: ReadonlyMap<string, ClusterRuntime>; shouldRun: (job: string) => boolean; metrics: Metrics; logger: Logger; store?: Store; replica?: () => string | undefined; clock?: () => number },
+  deps: { clusters: ReadonlyMap<string, ClusterRuntime>; shouldRun: (job: string) => boolean; metrics: Metrics; logger: Logger; store?: Store; replica?: () => string | undefined; clock?: () => number; runAtStart?: boolean },
 ): Scheduler {
   const { clusters, metrics, logger, store } = deps;
   return new Scheduler({
+    ...(deps.runAtStart !== undefined && { runAtStart: deps.runAtStart }),
     jitterMs: opts.jitterMs ?? config.poll.jitter,
     spread: opts.spread ?? config.poll.spread,
     concurrency: config.poll.concurrency,

@@ -316,6 +316,15 @@ CREATE TABLE rate_buckets (
 );
 `;
 
+/** Twin of `V_STARTUP_POLLS` in src/store/migrations.ts: which replica claimed each cluster's start-up poll. */
+const V_STARTUP_POLLS = `
+CREATE TABLE startup_polls (
+  cluster     TEXT PRIMARY KEY,
+  replica     TEXT NOT NULL,
+  claimed_at  BIGINT NOT NULL
+);
+`;
+
 /** All PostgreSQL steps, in the order of (and one for one with) `MIGRATIONS` in src/store/migrations.ts. */
 export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   { name: 'live mode', sql: V1 },
@@ -335,6 +344,7 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   { name: 'poll ticks', sql: V_POLL_TICKS },
   { name: 'webhook batches', sql: V_WEBHOOK_BATCHES },
   { name: 'rate buckets', sql: V_RATE_BUCKETS },
+  { name: 'startup polls', sql: V_STARTUP_POLLS },
 ];
 
 /** The advisory-lock key all migrating replicas take (src/store/postgres.ts `lock`). */

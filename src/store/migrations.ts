@@ -398,6 +398,19 @@ CREATE TABLE rate_buckets (
 ) STRICT;
 `;
 
+/**
+ * Start-up polls of clusters shared out across replicas (src/runtime/compose.ts, src/store/cluster-owners.ts): which
+ * replica claimed each cluster's start-up poll, so that of replicas starting together one polls it. A claim holds
+ * while its replica is live (its `replicas` row fresh); `claimed_at` epoch ms.
+ */
+const V_STARTUP_POLLS = `
+CREATE TABLE startup_polls (
+  cluster     TEXT PRIMARY KEY,
+  replica     TEXT NOT NULL,
+  claimed_at  INTEGER NOT NULL
+) STRICT;
+`;
+
 /** All migration steps; the schema version is the number applied. */
 export const MIGRATIONS: readonly string[] = [
   V1,
@@ -416,5 +429,6 @@ export const MIGRATIONS: readonly string[] = [
   V_POLL_TICKS,
   V_WEBHOOK_BATCHES,
   V_RATE_BUCKETS,
+  V_STARTUP_POLLS,
 ];
 
