@@ -13,7 +13,7 @@ export class Metrics {
   /** Polls by cluster and outcome (`ok` | `error` | `skipped-overlap`). */
   readonly polls = new Counter({ name: 'tokenwatch_polls_total', help: 'Polls by cluster and outcome.', labelNames: ['cluster', 'outcome'] as const, registers: [this.registry] });
   /** Scheduled polls that did not run, by reason (`overlap` | `coalesced`, src/runtime/scheduler.ts `MissReason`). */
-  readonly pollsMissed = new Counter({ name: 'tokenwatch_polls_missed_total', help: 'Scheduled polls that did not run, by cluster and reason (overlap: the previous poll was still running; coalesced: folded into a late poll; unowned: no replica could start it while the cluster changed hands).', labelNames: ['cluster', 'reason'] as const, registers: [this.registry] });
+  readonly pollsMissed = new Counter({ name: 'tokenwatch_polls_missed_total', help: 'Scheduled polls that did not run, by cluster and reason (overlap: the previous poll was still running; coalesced: folded into a late poll; unowned: no replica could start it while the cluster changed hands; store-unavailable: its poll failed with the store unreachable, recorded as missed once the store answers).', labelNames: ['cluster', 'reason'] as const, registers: [this.registry] });
   /** Scheduled polls whose timer fired past node-cron's tolerance (a blocked event loop) and that ran late. */
   readonly pollsLate = new Counter({ name: 'tokenwatch_polls_late_total', help: 'Scheduled polls that ran late because their timer fired late.', labelNames: ['cluster'] as const, registers: [this.registry] });
   /**

@@ -34,6 +34,7 @@ import type { Integration } from '../slack/context.js';
 import { ownershipWhile, type Ownership } from '../core/ownership.js';
 import { ClusterNotOwnedError, ShardCoordinator } from './shard-coordinator.js';
 import { SqlBucketStateStore } from '../store/rate-buckets.js';
+import { UnrecordedTicks } from './unrecorded-ticks.js';
 import { WebhookBatches } from '../store/webhook-batches.js';
 import type { PollOutcome } from '../pipeline/poll.js';
 import {
@@ -65,6 +66,8 @@ const WATCH_START_TURN_MS = 10_000;
  * heartbeat): the query reads every retained poll run, so not at every beat.
  */
 const SHARED_POLLS_BEATS = 6;
+/** How often, ms, ticks kept while the store was unavailable are tried again without replicas (with them: every heartbeat). */
+const UNRECORDED_RETRY_MS = 5_000;
 /** How far back, ms, a poll of a cluster shared out across replicas looks for ticks nobody accounted for (at least 10 TTLs). */
 const TICK_CHECK_WINDOW_MS = 30 * 60_000;
 /**
@@ -186,8 +189,11 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
     for (const rt of clusters.values()) onBlindChange(rt); // EKS audit logging off is known before the first poll
 
     // 4. The scheduler (started in step 7).
+    // Ticks whose poll failed while the store was unavailable (or whose missed record it refused), written once it answers.
+    const unrecorded = new UnrecordedTicks({ store, logger, replica: () => shards?.id, clock, retryMs: sharding?.heartbeatMs ?? UNRECORDED_RETRY_MS });
+    undo.push(() => unrecorded.stop());
     // With replicas, each cluster's start-up poll is claimed in the store (below), not run by every replica's scheduler.
-    const scheduler = createScheduler(config, opts, { clusters, shouldRun: (job) => ownership.owns(job), metrics, logger, store, replica: () => shards?.id, clock, runAtStart: !sharding });
+    const scheduler = createScheduler(config, opts, { clusters, shouldRun: (job) => ownership.owns(job), metrics, logger, store, replica: () => shards?.id, clock, runAtStart: !sharding, onUnrecorded: (job, tick, reason) => unrecorded.add(job, tick, reason) });
     let scheduling = false;
     /** When this process started scheduling, epoch ms (node-cron's clock): ticks before it are no business of its gap check. */
     const schedulingSince = Date.now();
@@ -339,6 +345,8 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
             if (epoch === undefined) return;
             pollEpochs.set(rt.config.name, epoch);
             if (tick !== undefined) {
+              // Ticks kept from a store outage first, with their own reason, before the check records gaps as unowned.
+              if (unrecorded.size > 0) await unrecorded.flush();
               const run = await checkTicks(rt.config.name, tick).catch((err: unknown) => {
                 logger.warn({ err, cluster: rt.config.name }, 'checking the earlier scheduled polls in the store failed; polling anyway');
                 return true;
@@ -346,7 +354,13 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
               if (!run) return;
             }
           }
-          await rt.poller.pollOnce(signal, { scheduledAt: tick });
+          const outcome = await rt.poller.pollOnce(signal, { scheduledAt: tick });
+          if (tick !== undefined && outcome.storeUnavailable) {
+            // Neither a finished poll run nor a missed record could be written: counted now, recorded once the store answers.
+            metrics.pollsMissed.inc({ cluster: rt.config.name, reason: 'store-unavailable' });
+            rt.poller.recordMissed(tick, 'store-unavailable');
+            unrecorded.add(rt.config.name, tick);
+          } else if (outcome.error === undefined && unrecorded.size > 0) void unrecorded.flush();
           firstDone.get(rt.config.name)?.();
         },
       })),
@@ -378,6 +392,7 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
         integrations.cancelRetries();
         logger.info('stopping: no new polls, aborting running ones');
         await scheduler.stop();
+        unrecorded.stop();
         await integrations.stop();
         closeClusters();
         clearInterval(sharedPollsTimer);

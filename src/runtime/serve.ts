@@ -24,6 +24,7 @@ import type { SlackOptions } from '../slack/app.js';
 import { FleetInsightsRegistry } from '../sources/index.js';
 import { CloudWatchRateLimiter } from '../sources/rate-limit.js';
 import { openConfiguredStore, type PollStatus, type Store } from '../store/index.js';
+import { isStoreUnavailable } from '../store/unavailable.js';
 import { BLIND_REASONS, type BlindReason } from './blind.js';
 import type { ClusterRuntime } from './build-cluster.js';
 import type { SlackIntegration } from './build-slack.js';
@@ -246,7 +247,18 @@ export function updateBlindGauge(metrics: Metrics, rt: ClusterRuntime, now: numb
 export function createScheduler(
   config: Config,
   opts: Pick<ServeOptions, 'jitterMs' | 'spread'>,
-  deps: { clusters: ReadonlyMap<string, ClusterRuntime>; shouldRun: (job: string) => boolean; metrics: Metrics; logger: Logger; store?: Store; replica?: () => string | undefined; clock?: () => number; runAtStart?: boolean },
+  deps: {
+    clusters: ReadonlyMap<string, ClusterRuntime>;
+    shouldRun: (job: string) => boolean;
+    metrics: Metrics;
+    logger: Logger;
+    store?: Store;
+    replica?: () => string | undefined;
+    clock?: () => number;
+    runAtStart?: boolean;
+    /** Told of a missed tick whose record the store refused for being unavailable (kept for a record later). */
+    onUnrecorded?: (job: string, tick: number, reason: string) => void;
+  },
 ): Scheduler {
   const { clusters, metrics, logger, store } = deps;
   return new Scheduler({
@@ -264,7 +276,10 @@ export function createScheduler(
       const replica = deps.replica?.();
       void store
         ?.recordMissedPoll({ cluster: job, scheduledAt: tick.dueAt, reason: tick.reason, ...(replica ? { replica } : {}), recordedAt: (deps.clock ?? Date.now)() })
-        .catch((err: unknown) => logger.warn({ err, cluster: job }, 'recording a missed scheduled poll in the store failed'));
+        .catch((err: unknown) => {
+          logger.warn({ err, cluster: job }, 'recording a missed scheduled poll in the store failed');
+          if (isStoreUnavailable(err)) deps.onUnrecorded?.(job, tick.dueAt, tick.reason);
+        });
     },
     onLate: (job, tick) => {
       metrics.pollsLate.inc({ cluster: job });
