@@ -8,8 +8,15 @@
  */
 process.env['AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED'] = 'true';
 
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { webApi } from '@slack/bolt';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config/index.js';
+import { Metrics } from '../../src/observability/metrics.js';
+import { composeServe } from '../../src/runtime/compose.js';
+import type { ServeHandle } from '../../src/runtime/serve.js';
 import { MemoryBucketStateStore, TokenBucketLimiter, type BucketStateStore } from '../../src/core/token-bucket.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { DEFAULT_BOT, DEFAULT_BOT_TOKEN, startFakeSlack, type FakeSlack } from '../../src/sandbox/fakes/slack.js';
@@ -23,6 +30,7 @@ import type { Store } from '../../src/store/types.js';
 import { startFakeCloudWatch, type FakeCloudWatch } from '../fakes/cloudwatch.js';
 import { auditEvent, drain } from '../sources/events.js';
 import { storeBackends, type StoreBackend } from '../store/backends.js';
+import { createTestDatabase } from '../support/postgres.js';
 
 const T = Date.parse('2026-11-29T12:00:00Z');
 const HOUR = 3_600_000;
@@ -188,5 +196,63 @@ describe.skipIf(postgres === undefined)('two replicas on one PostgreSQL store', 
     expect(peakIn(at, 1000)).toBeLessThanOrEqual(7);
     const keys = (await stores[0].sql.all<{ key: string }>('SELECT key FROM rate_buckets ORDER BY key')).map((r) => r.key);
     expect(keys).toContain(`slack/${DEFAULT_BOT.teamId}/chat.update`);
+  });
+});
+
+describe.skipIf(postgres === undefined)('two serve replicas on one PostgreSQL store', () => {
+  const handles: ServeHandle[] = [];
+  const cleanups: Array<() => Promise<void> | void> = [];
+  afterEach(async () => {
+    for (const h of handles.splice(0)) await h.stop();
+    for (const f of cleanups.splice(0).reverse()) await f();
+  });
+
+  it('poll 12 CloudWatch clusters of one account and Region within one 5-TPS FilterLogEvents budget, never throttled', { timeout: 180_000 }, async () => {
+    const env = { AWS_ACCESS_KEY_ID: 'AKIDTEST', AWS_SECRET_ACCESS_KEY: 'secret', AWS_REGION: 'us-east-1' };
+    const saved = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));
+    Object.assign(process.env, env);
+    cleanups.push(() => {
+      for (const [k, v] of Object.entries(saved)) if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    });
+    const db = await createTestDatabase();
+    cleanups.push(() => db.drop());
+    const dir = mkdtempSync(join(tmpdir(), 'tw-budget-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    // One event per page: each cluster's poll sends 4 FilterLogEvents requests (3 pages and the empty last one).
+    const fake = await startFakeCloudWatch({ tps: { FilterLogEvents: 5 }, pageSize: 1 });
+    cleanups.push(() => fake.close());
+    const now = Date.now();
+    const names = Array.from({ length: 12 }, (_, i) => `c${i}`);
+    for (const name of names) {
+      fake.putEvents(`/aws/eks/${name}/cluster`, `${PREFIX}a`, [0, 1, 2].map((j) => ({ timestamp: now - 60_000 + j, message: auditEvent({ auditID: `${name}-${j}`, time: now - 60_000 + j, kind: 'stale' }) })));
+    }
+    const clusters = names.map((name) => ({ name, audit: { cloudwatch: { region: 'us-east-1', endpoint: fake.url } }, schedule: '0 0 1 1 *' }));
+    const start = async (name: string) => {
+      const config = parseConfig(
+        {
+          store: { path: join(dir, `${name}.db`), postgres: { host: db.options.host, port: db.options.port, database: db.options.database, user: db.options.user, sslmode: 'disable', poolSize: 4 } },
+          http: { host: '127.0.0.1', port: 0 },
+          poll: { cloudwatchTps: { filterLogEvents: 5 } },
+          clusters,
+        },
+        {},
+      );
+      const h = await composeServe(config, { logger: createLogger({ level: 'silent' }), metrics: new Metrics(), jitterMs: 500, sharding: { name, heartbeatMs: 100, ttlMs: 1000 } });
+      handles.push(h);
+      return h;
+    };
+    const [a] = await Promise.all([start('tw-a'), start('tw-b')]);
+    const finished = async () => Number((await a.context.store.sql.get<{ n: number }>('SELECT count(DISTINCT cluster) AS n FROM poll_runs WHERE ended_at IS NOT NULL AND error IS NULL'))?.n ?? 0);
+    const end = Date.now() + 120_000;
+    while ((await finished()) < names.length) {
+      if (Date.now() > end) throw new Error('timed out waiting for every cluster\'s start-up poll');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const reqs = fake.requestsOf('FilterLogEvents');
+    expect(reqs.length).toBeGreaterThanOrEqual(names.length * 2);
+    expect(reqs.filter((r) => r.error !== undefined)).toEqual([]); // never throttled
+    expect(peakIn(reqs.map((r) => r.receivedAt), 1000)).toBeLessThanOrEqual(6);
+    expect(await a.context.store.sql.all('SELECT key FROM rate_buckets')).toEqual([{ key: 'self/us-east-1/FilterLogEvents' }]);
   });
 });
