@@ -13,7 +13,7 @@ export class Metrics {
   /** Polls by cluster and outcome (`ok` | `error` | `skipped-overlap`). */
   readonly polls = new Counter({ name: 'tokenwatch_polls_total', help: 'Polls by cluster and outcome.', labelNames: ['cluster', 'outcome'] as const, registers: [this.registry] });
   /** Scheduled polls that did not run, by reason (`overlap` | `coalesced`, src/runtime/scheduler.ts `MissReason`). */
-  readonly pollsMissed = new Counter({ name: 'tokenwatch_polls_missed_total', help: 'Scheduled polls that did not run, by cluster and reason (overlap: the previous poll was still running; coalesced: folded into a late poll; unowned: no replica could start it while the cluster changed hands).', labelNames: ['cluster', 'reason'] as const, registers: [this.registry] });
+  readonly pollsMissed = new Counter({ name: 'tokenwatch_polls_missed_total', help: 'Scheduled polls that did not run, by cluster and reason (overlap: the previous poll was still running; coalesced: folded into a late poll; unowned: no replica could start it while the cluster changed hands; store-unavailable: its poll failed with the store unreachable, recorded as missed once the store answers).', labelNames: ['cluster', 'reason'] as const, registers: [this.registry] });
   /** Scheduled polls whose timer fired past node-cron's tolerance (a blocked event loop) and that ran late. */
   readonly pollsLate = new Counter({ name: 'tokenwatch_polls_late_total', help: 'Scheduled polls that ran late because their timer fired late.', labelNames: ['cluster'] as const, registers: [this.registry] });
   /**
@@ -43,6 +43,8 @@ export class Metrics {
   /** The shared budget's current rate after its last throttling answer, requests per second (src/sources/rate-limit.ts). */
   readonly cloudwatchRate = new Gauge({ name: 'tokenwatch_cloudwatch_budget_rate', help: 'Current CloudWatch Logs request rate of the shared budget after the last throttling (requests per second).', labelNames: ['account', 'region', 'operation'] as const, registers: [this.registry] });
   /** Bytes scanned by fleet Logs Insights queries, per Region (Logs Insights bills by these; docs/live-mode.md#fleet-insights-mode). */
+  /** Calls whose shared request budget (PostgreSQL `rate_buckets`) could not be read, so they took a token of this replica's own bucket (src/core/token-bucket.ts). */
+  readonly rateBudgetStoreErrors = new Counter({ name: 'tokenwatch_rate_budget_store_errors_total', help: 'Calls that took a token of the replica\'s own budget because the shared one in the store could not be read, by budget (cloudwatch, slack).', labelNames: ['budget'] as const, registers: [this.registry] });
   readonly cloudwatchInsightsBytes = new Counter({ name: 'tokenwatch_cloudwatch_insights_bytes_scanned_total', help: 'Bytes scanned by fleet Logs Insights queries (billed per GB scanned), by Region.', labelNames: ['region'] as const, registers: [this.registry] });
   /**
    * Bytes scanned by the Logs Insights query behind a cluster's last successful poll (insights mode: its own query;

@@ -113,6 +113,11 @@ export interface PollOutcome {
   ignoredEventTimes?: IgnoredEventTimes;
   /** Why the poll failed; the cursor stayed at the last committed chunk (where the poll started if none was). */
   error?: string;
+  /**
+   * Set when the poll failed because the store (database) could not be reached: its poll run may be recorded
+   * unfinished or not at all (serve keeps its tick for a missed record once the store answers: src/runtime/unrecorded-ticks.ts).
+   */
+  storeUnavailable?: true;
 }
 
 /** Retention of store rows, ms (see `Config.retention`). */
@@ -673,6 +678,7 @@ export class ClusterPoller {
       log.info({ reason: scrubSecrets(String((signal.reason as Error | undefined)?.message ?? signal.reason)) }, 'poll aborted; the next poll reads on from the last committed chunk');
       return outcome;
     }
+    if (unavailable) outcome.storeUnavailable = true;
     // Health and metrics first: recording the failed run needs the store, which may be what failed (disk full).
     this.healthState = { ...this.healthState, status: 'degraded', lastPollAt: run.startedAt, lastError: message };
     metrics?.polls.inc({ cluster: cluster.name, outcome: 'error' });

@@ -29,6 +29,9 @@ import { DEFAULT_SLACK_RATES, RateGate } from '../slack/outbox.js';
 import { groupIdOf } from '../findings/groups.js';
 import type { SocketWatchdog } from '../slack/watchdog.js';
 import { warmSlack, type WarmResult } from '../slack/warm.js';
+import { slackBudget } from '../slack/budget.js';
+import { SqlBucketStateStore } from '../store/rate-buckets.js';
+import { budgetStoreError } from './budgets.js';
 
 /** Tracks promises of work done after an ack or a poll. */
 class Tasks {
@@ -99,6 +102,10 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     metrics,
     channelIntervalMs: opts.channelIntervalMs ?? 1000,
     clustersOf: (ch) => channels.clustersPostingTo(ch),
+    // Replicas on PostgreSQL: one budget per workspace and method for all of them (src/slack/budget.ts).
+    ...(store.sql.dialect === 'postgres' && {
+      budget: slackBudget({ team: created.auth.team_id ?? 'workspace', rates: DEFAULT_SLACK_RATES, store: new SqlBucketStateStore(store.sql), onStoreError: budgetStoreError('slack', metrics, log) }),
+    }),
     onCall: (method, channel) => gate.record(method, channel),
     onRateLimited: (method, retryAfterMs) => gate.pause(method, retryAfterMs),
   });

@@ -33,6 +33,8 @@ import type { SlackIntegration } from './build-slack.js';
 import type { Integration } from '../slack/context.js';
 import { ownershipWhile, type Ownership } from '../core/ownership.js';
 import { ClusterNotOwnedError, ShardCoordinator } from './shard-coordinator.js';
+import { SqlBucketStateStore } from '../store/rate-buckets.js';
+import { UnrecordedTicks } from './unrecorded-ticks.js';
 import { WebhookBatches } from '../store/webhook-batches.js';
 import type { PollOutcome } from '../pipeline/poll.js';
 import {
@@ -64,6 +66,8 @@ const WATCH_START_TURN_MS = 10_000;
  * heartbeat): the query reads every retained poll run, so not at every beat.
  */
 const SHARED_POLLS_BEATS = 6;
+/** How often, ms, ticks kept while the store was unavailable are tried again without replicas (with them: every heartbeat). */
+const UNRECORDED_RETRY_MS = 5_000;
 /** How far back, ms, a poll of a cluster shared out across replicas looks for ticks nobody accounted for (at least 10 TTLs). */
 const TICK_CHECK_WINDOW_MS = 30 * 60_000;
 /**
@@ -142,7 +146,9 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
     };
 
     // 3. Per cluster, in flow order: audit source, cluster state, remediator, monitors, poller.
-    const { rateLimiter, fleetInsights } = sharedCloudWatch(config, metrics);
+    // With replicas (PostgreSQL), one CloudWatch budget per account and Region for all of them, in the store.
+    const buckets = sharding ? new SqlBucketStateStore(store.sql) : undefined;
+    const { rateLimiter, fleetInsights } = sharedCloudWatch(config, metrics, buckets && { buckets, logger });
     const slowPollAfterMs = opts.slowPollAfterMs ?? 3 * config.poll.requestTimeout;
     const onBlindChange = (rt: ClusterRuntime) => updateBlindGauge(metrics, rt, clock());
     // The watch caches of all clusters list at start: their pages are processed a few at a time (cache.ts listLimit)…
@@ -183,7 +189,11 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
     for (const rt of clusters.values()) onBlindChange(rt); // EKS audit logging off is known before the first poll
 
     // 4. The scheduler (started in step 7).
-    const scheduler = createScheduler(config, opts, { clusters, shouldRun: (job) => ownership.owns(job), metrics, logger, store, replica: () => shards?.id, clock });
+    // Ticks whose poll failed while the store was unavailable (or whose missed record it refused), written once it answers.
+    const unrecorded = new UnrecordedTicks({ store, logger, replica: () => shards?.id, clock, retryMs: sharding?.heartbeatMs ?? UNRECORDED_RETRY_MS });
+    undo.push(() => unrecorded.stop());
+    // With replicas, each cluster's start-up poll is claimed in the store (below), not run by every replica's scheduler.
+    const scheduler = createScheduler(config, opts, { clusters, shouldRun: (job) => ownership.owns(job), metrics, logger, store, replica: () => shards?.id, clock, runAtStart: !sharding, onUnrecorded: (job, tick, reason) => unrecorded.add(job, tick, reason) });
     let scheduling = false;
     /** When this process started scheduling, epoch ms (node-cron's clock): ticks before it are no business of its gap check. */
     const schedulingSince = Date.now();
@@ -209,22 +219,52 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
       }
       return true;
     };
+    /**
+     * With replicas: the clusters whose start-up poll this replica has not claimed or seen claimed yet. Each cluster's
+     * start-up poll runs once across replicas: on the replica that owns it after its start-up jitter, or that takes it
+     * over later (within `startupUntil`), whichever claims it first in the store (`startup_polls`); a claim by a
+     * replica still live stands, one by a replica gone since (stopped, killed) does not.
+     */
+    const pendingStartup = new Set(sharding ? config.clusters.map((c) => c.name) : []);
+    const startupTimers = new Set<NodeJS.Timeout>();
+    /** Until when (epoch ms) a takeover may still claim a start-up poll: the jitter plus 10 ownership TTLs. */
+    const startupUntil = Date.now() + scheduler.jitterMs + 10 * (sharding?.ttlMs ?? 0);
+    /** Claims `cluster`'s start-up poll if it is pending here; true when this replica is to run it. */
+    const claimStartup = async (cluster: string): Promise<boolean> => {
+      if (!shards || !pendingStartup.delete(cluster)) return false;
+      if (Date.now() > startupUntil) {
+        pendingStartup.clear(); // ownership settled long ago: a takeover now is a takeover, not a start
+        return false;
+      }
+      try {
+        return await shards.claimStartupPoll(cluster);
+      } catch (err) {
+        logger.warn({ err, cluster }, 'claiming the start-up poll in the store failed; polling anyway');
+        return true;
+      }
+    };
     if (sharding) {
+      /** Whether `tick` of `cluster` needs no poll from a replica taking it over (see `catchUp`). */
+      const tickAccounted = async (cluster: string, tick: number): Promise<boolean> => {
+        const seen = await store.pollTicks(cluster, tick);
+        if (seen.polled.includes(tick) || seen.missed.some((m) => m.scheduledAt === tick)) return true;
+        const last = (await store.lastPollRuns()).find((r) => r.cluster === cluster);
+        return tick < schedulingSince && last !== undefined && last.endedAt !== null && last.startedAt >= tick;
+      };
       /**
        * A cluster this replica has just taken over: poll its latest due tick at once unless that tick is accounted for
        * (a replica polled it, or recorded it missed), or it came before this process started and a poll that started
        * after it has finished (the previous owner ran it). A poll the previous owner left unfinished (killed) is run
-       * again; it reads on from the last committed chunk.
+       * again; it reads on from the last committed chunk. `startup`: this replica claimed the cluster's start-up poll,
+       * so it polls now in any case (for the latest tick when that is not accounted for).
        */
-      const catchUp = async (cluster: string): Promise<void> => {
-        const tick = scheduler.previousTick(cluster);
-        if (tick !== undefined) {
-          const seen = await store.pollTicks(cluster, tick);
-          if (seen.polled.includes(tick) || seen.missed.some((m) => m.scheduledAt === tick)) return;
-          const last = (await store.lastPollRuns()).find((r) => r.cluster === cluster);
-          if (tick < schedulingSince && last !== undefined && last.endedAt !== null && last.startedAt >= tick) return;
+      const catchUp = async (cluster: string, startup: boolean): Promise<void> => {
+        let tick = scheduler.previousTick(cluster);
+        if (tick !== undefined && (await tickAccounted(cluster, tick))) {
+          if (!startup) return;
+          tick = undefined;
         }
-        logger.info({ cluster, ...(tick !== undefined ? { tick: new Date(tick).toISOString() } : {}) }, 'polling a cluster taken over now: its latest scheduled poll did not complete');
+        logger.info({ cluster, ...(tick !== undefined ? { tick: new Date(tick).toISOString() } : {}), startup }, startup ? 'start-up poll of a cluster (claimed for this replica in the store)' : 'polling a cluster taken over now: its latest scheduled poll did not complete');
         scheduler.runNow(cluster, tick);
       };
       shards = new ShardCoordinator({
@@ -235,7 +275,7 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
         logger: logger.child({ component: 'shards' }),
         metrics,
         onAcquired: (cluster) => {
-          if (scheduling) void catchUp(cluster).catch((err: unknown) => logger.error({ err, cluster }, 'polling a cluster taken over failed'));
+          if (scheduling) void claimStartup(cluster).then((startup) => catchUp(cluster, startup)).catch((err: unknown) => logger.error({ err, cluster }, 'polling a cluster taken over failed'));
         },
         onLost: (cluster) => {
           if (scheduler.abort(cluster, new ClusterNotOwnedError(cluster))) logger.warn({ cluster }, 'aborted the running poll of a cluster this replica no longer owns');
@@ -305,6 +345,8 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
             if (epoch === undefined) return;
             pollEpochs.set(rt.config.name, epoch);
             if (tick !== undefined) {
+              // Ticks kept from a store outage first, with their own reason, before the check records gaps as unowned.
+              if (unrecorded.size > 0) await unrecorded.flush();
               const run = await checkTicks(rt.config.name, tick).catch((err: unknown) => {
                 logger.warn({ err, cluster: rt.config.name }, 'checking the earlier scheduled polls in the store failed; polling anyway');
                 return true;
@@ -312,12 +354,33 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
               if (!run) return;
             }
           }
-          await rt.poller.pollOnce(signal, { scheduledAt: tick });
+          const outcome = await rt.poller.pollOnce(signal, { scheduledAt: tick });
+          if (tick !== undefined && outcome.storeUnavailable) {
+            // Neither a finished poll run nor a missed record could be written: counted now, recorded once the store answers.
+            metrics.pollsMissed.inc({ cluster: rt.config.name, reason: 'store-unavailable' });
+            rt.poller.recordMissed(tick, 'store-unavailable');
+            unrecorded.add(rt.config.name, tick);
+          } else if (outcome.error === undefined && unrecorded.size > 0) void unrecorded.flush();
           firstDone.get(rt.config.name)?.();
         },
       })),
     );
     scheduling = true;
+    // With replicas: each cluster's start-up poll, after a random jitter (as the scheduler's own start-up run), by this
+    // replica if it owns the cluster then and claims the poll; a cluster it takes over later is claimed at the takeover.
+    for (const cluster of pendingStartup) {
+      const t = setTimeout(() => {
+        startupTimers.delete(t);
+        if (stopping() || !ownership.owns(cluster)) return;
+        void claimStartup(cluster).then((claimed) => {
+          if (claimed && !stopping()) scheduler.runNow(cluster);
+        });
+      }, scheduler.jitterMs > 0 ? Math.floor(Math.random() * scheduler.jitterMs) : 0);
+      startupTimers.add(t);
+    }
+    undo.push(() => {
+      for (const t of startupTimers) clearTimeout(t);
+    });
     phase = 'ready';
     logger.info({ port: server.port, ...(shards ? { replica: shards.id, owned: shards.owned() } : {}), clusters: [...clusters.keys()], slack: integrations.running().map((i) => i.name) }, 'tokenwatch serve started');
 
@@ -325,9 +388,11 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
     const stop = () =>
       (stopped ??= (async () => {
         phase = 'stopping';
+        for (const t of startupTimers) clearTimeout(t);
         integrations.cancelRetries();
         logger.info('stopping: no new polls, aborting running ones');
         await scheduler.stop();
+        unrecorded.stop();
         await integrations.stop();
         closeClusters();
         clearInterval(sharedPollsTimer);

@@ -12,6 +12,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Config } from '../config/types.js';
+import type { BucketStateStore } from '../core/token-bucket.js';
 import { backoffDelay } from '../core/backoff.js';
 import type { Ownership } from '../core/ownership.js';
 import type { Finding } from '../findings/types.js';
@@ -23,6 +24,7 @@ import type { SlackOptions } from '../slack/app.js';
 import { FleetInsightsRegistry } from '../sources/index.js';
 import { CloudWatchRateLimiter } from '../sources/rate-limit.js';
 import { openConfiguredStore, type PollStatus, type Store } from '../store/index.js';
+import { isStoreUnavailable } from '../store/unavailable.js';
 import { BLIND_REASONS, type BlindReason } from './blind.js';
 import type { ClusterRuntime } from './build-cluster.js';
 import type { SlackIntegration } from './build-slack.js';
@@ -30,6 +32,7 @@ import { acquirePollerLock, type PollerLock, type PollerLockError, type PollerLo
 import type { ShardCoordinator, ShardCoordinatorOptions } from './shard-coordinator.js';
 import type { PollOutcome } from '../pipeline/poll.js';
 import { Scheduler } from './scheduler.js';
+import { budgetStoreError } from './budgets.js';
 
 /** What an integration (Slack) gets from serve; it satisfies the Slack integration's own {@link SlackContext}. */
 export interface ServeContext extends SlackContext {
@@ -206,10 +209,16 @@ export interface SharedCloudWatch {
   fleetInsights: FleetInsightsRegistry;
 }
 
-/** Builds the {@link SharedCloudWatch} of `config.poll`, counting throttles and Insights queries in `metrics`. */
-export function sharedCloudWatch(config: Config, metrics: Metrics): SharedCloudWatch {
+/**
+ * Builds the {@link SharedCloudWatch} of `config.poll`, counting throttles and Insights queries in `metrics`. With
+ * `shared` (the PostgreSQL store's `rate_buckets`, src/store/rate-buckets.ts), every replica takes its CloudWatch
+ * tokens from the same bucket per account, Region and operation, on the wall clock (epoch ms); without it the budget
+ * is this process's.
+ */
+export function sharedCloudWatch(config: Config, metrics: Metrics, shared?: { buckets: BucketStateStore; logger: Logger }): SharedCloudWatch {
   const rateLimiter = new CloudWatchRateLimiter({
     tps: config.poll.cloudwatchTps,
+    ...(shared && { store: shared.buckets, clock: Date.now, onStoreError: budgetStoreError('cloudwatch', metrics, shared.logger) }),
     onThrottle: (key, rate) => {
       const [account = '', region = '', operation = ''] = key.split('/');
       metrics.cloudwatchThrottled.inc({ account, region, operation });
@@ -232,15 +241,28 @@ export function updateBlindGauge(metrics: Metrics, rt: ClusterRuntime, now: numb
 /**
  * The scheduler of the clusters' polls (`scheduler.ts`): jitter, spread and concurrency from `config.poll` unless
  * overridden, gated by `shouldRun` (ownership), missed and late ticks counted, logged, recorded by the poller and, when
- * `store` is given, in the store (`Store.recordMissedPoll`, with the replica id `replica()` returns).
+ * `store` is given, in the store (`Store.recordMissedPoll`, with the replica id `replica()` returns). `runAtStart`
+ * false: no start-up run of its own (with replicas, compose.ts claims each cluster's start-up poll in the store).
  */
 export function createScheduler(
   config: Config,
   opts: Pick<ServeOptions, 'jitterMs' | 'spread'>,
-  deps: { clusters: ReadonlyMap<string, ClusterRuntime>; shouldRun: (job: string) => boolean; metrics: Metrics; logger: Logger; store?: Store; replica?: () => string | undefined; clock?: () => number },
+  deps: {
+    clusters: ReadonlyMap<string, ClusterRuntime>;
+    shouldRun: (job: string) => boolean;
+    metrics: Metrics;
+    logger: Logger;
+    store?: Store;
+    replica?: () => string | undefined;
+    clock?: () => number;
+    runAtStart?: boolean;
+    /** Told of a missed tick whose record the store refused for being unavailable (kept for a record later). */
+    onUnrecorded?: (job: string, tick: number, reason: string) => void;
+  },
 ): Scheduler {
   const { clusters, metrics, logger, store } = deps;
   return new Scheduler({
+    ...(deps.runAtStart !== undefined && { runAtStart: deps.runAtStart }),
     jitterMs: opts.jitterMs ?? config.poll.jitter,
     spread: opts.spread ?? config.poll.spread,
     concurrency: config.poll.concurrency,
@@ -254,7 +276,10 @@ export function createScheduler(
       const replica = deps.replica?.();
       void store
         ?.recordMissedPoll({ cluster: job, scheduledAt: tick.dueAt, reason: tick.reason, ...(replica ? { replica } : {}), recordedAt: (deps.clock ?? Date.now)() })
-        .catch((err: unknown) => logger.warn({ err, cluster: job }, 'recording a missed scheduled poll in the store failed'));
+        .catch((err: unknown) => {
+          logger.warn({ err, cluster: job }, 'recording a missed scheduled poll in the store failed');
+          if (isStoreUnavailable(err)) deps.onUnrecorded?.(job, tick.dueAt, tick.reason);
+        });
     },
     onLate: (job, tick) => {
       metrics.pollsLate.inc({ cluster: job });

@@ -143,6 +143,15 @@ export class ShardCoordinator {
     if (!(await ClusterOwners.holds(tx, cluster, this.id, epoch))) throw new ClusterNotOwnedError(cluster, epoch);
   }
 
+  /**
+   * Claims `cluster`'s start-up poll for this replica (src/store/cluster-owners.ts `claimStartupPoll`): true when no
+   * live replica claimed it before, so this replica runs it; false when one did (it polled the cluster at its start).
+   * @throws the store's error
+   */
+  claimStartupPoll(cluster: string): Promise<boolean> {
+    return this.repo.claimStartupPoll(cluster, this.id, this.clock(), this.ttlMs);
+  }
+
   /** The state shown by `/readyz` and `/tokens status`. */
   status(): ShardStatus {
     const owners: Record<string, string | null> = {};

@@ -107,6 +107,11 @@ export interface SlackApiOptions {
   channelIntervalMs?: number;
   /** Names of the clusters that alert in a channel, for log lines. */
   clustersOf?: (channel: string) => string[];
+  /**
+   * Awaited before every Web API call (method, channel when it has one): the request budget replicas share
+   * (src/slack/budget.ts). Default none.
+   */
+  budget?: (method: string, channel: string | undefined) => Promise<void>;
   /** Told of every Web API call as it is made (method, channel when it has one): the notification queue's rate gate. */
   onCall?: (method: string, channel: string | undefined) => void;
   /**
@@ -242,6 +247,7 @@ export class SlackApi {
   }
 
   private async call<T>(method: string, channel: string | undefined, fn: () => Promise<T>): Promise<T> {
+    if (this.opts.budget) await this.opts.budget(method, channel);
     this.opts.onCall?.(method, channel);
     try {
       const res = await fn();

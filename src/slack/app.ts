@@ -169,7 +169,7 @@ export interface SlackApp {
   app: App;
   receiver: HTTPReceiver | SocketModeReceiver;
   /** The bot's identity as `auth.test` answered it. */
-  auth: { user_id?: string; bot_id?: string; user?: string; team?: string };
+  auth: { user_id?: string; bot_id?: string; user?: string; team?: string; team_id?: string };
   /** The bot token (`SLACK_BOT_TOKEN`), checked by `auth.test`; never logged. */
   botToken: string;
   /** The integration's logger (component `slack`). */
@@ -207,7 +207,7 @@ export async function createSlackApp(ctx: Pick<SlackContext, 'config' | 'metrics
       `slack.apiUrl ${apiShown} contains user:password@, which the Slack Web API client cannot send (fetch refuses URLs with credentials): remove them; for an authenticating proxy, configure the proxy outside the URL`,
     );
   }
-  let auth: { user_id?: string; bot_id?: string; user?: string; team?: string };
+  let auth: { user_id?: string; bot_id?: string; user?: string; team?: string; team_id?: string };
   try {
     // No retries here: serve retries an unreachable Slack in the background while polling goes on.
     auth = await new webApi.WebClient(cfg.botToken, { ...clientOptions, retryConfig: { retries: 0 }, timeout: opts.authTimeoutMs ?? 10_000 }).auth.test();

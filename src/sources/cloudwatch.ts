@@ -204,7 +204,7 @@ function budgetMiddleware(b: Budget): ContextMiddleware {
     try {
       return await next(args);
     } catch (err) {
-      if (isThrottling(err)) limiter.throttled(key);
+      if (isThrottling(err)) void limiter.throttled(key);
       throw err;
     }
   };

@@ -9,62 +9,19 @@
  *
  * The bucket: `rate` tokens per second, at most {@link BUCKET_BURST} held (requests go out evenly, not in bursts);
  * a request takes one token as it is sent, and when there is none it waits until the next one is due and tries again,
- * so the callers of one bucket never send faster than its rate together, even when their timers fire late at once. Adaptive: a `ThrottlingException` (someone
- * else shares the quota: another tool, a replica) halves the bucket's current rate, down to
- * {@link MIN_RATE_FRACTION} of the configured one; after {@link RECOVER_AFTER_MS} without one it climbs back by
- * {@link RECOVER_PER_SECOND} of the configured rate per second (additive increase, multiplicative decrease).
+ * so the callers of one bucket never send faster than its rate together, even when their timers fire late at once.
+ * Adaptive: a `ThrottlingException` (someone else shares the quota: another tool, a replica) halves the bucket's current rate, down to
+ * 10 % of the configured one; after 2 s without one it climbs back by 10 % of the configured rate per second
+ * (additive increase, multiplicative decrease; the constants of src/core/token-bucket.ts).
  *
- * State: behind {@link BucketStateStore}, an atomic read-modify-write per bucket key, so that a store-backed
- * implementation (one row per key in a shared database, updated in a transaction) can share the budget across
- * replicas; {@link MemoryBucketStateStore} is the in-process one.
+ * State: behind {@link BucketStateStore} (src/core/token-bucket.ts, the limiter every outside quota shares): in process
+ * with the SQLite store (one replica), or the store's `rate_buckets` table with PostgreSQL, so that replicas share
+ * one budget per account and Region (docs/live-mode.md "Shared budgets").
  */
-import { sleep } from './retry.js';
-
-/** The state of one bucket. Times are ms on the limiter's clock. */
-export interface BucketState {
-  /** Tokens now, 0 to {@link BUCKET_BURST}. */
-  tokens: number;
-  /** When `tokens` was computed. */
-  updatedAt: number;
-  /** Current rate, tokens per second (≤ the configured rate; lowered on throttling). */
-  rate: number;
-  /** Last `ThrottlingException`, if any. */
-  lastThrottleAt?: number;
-}
-
-/**
- * Where bucket state lives. `update` must be atomic per key: it reads the state (undefined for a new key), calls `fn`
- * once, and stores what `fn` returns as `state` before anyone else reads that key.
- */
-export interface BucketStateStore {
-  update<T>(key: string, fn: (state: BucketState | undefined) => { state: BucketState; result: T }): T;
-}
-
-/** In-process {@link BucketStateStore} (one replica). */
-export class MemoryBucketStateStore implements BucketStateStore {
-  private readonly states = new Map<string, BucketState>();
-
-  update<T>(key: string, fn: (state: BucketState | undefined) => { state: BucketState; result: T }): T {
-    const { state, result } = fn(this.states.get(key));
-    this.states.set(key, state);
-    return result;
-  }
-
-  /** A copy of a bucket's state (tests, status). */
-  get(key: string): BucketState | undefined {
-    const s = this.states.get(key);
-    return s ? { ...s } : undefined;
-  }
-}
+import { type BucketStateStore, TokenBucketLimiter } from '../core/token-bucket.js';
 
 /** Most tokens a bucket holds: 1, so requests are spaced `1 / rate` s apart. */
 export const BUCKET_BURST = 1;
-/** The lowest current rate, as a fraction of the configured rate. */
-export const MIN_RATE_FRACTION = 0.1;
-/** Time without throttling before the rate climbs back, ms. */
-export const RECOVER_AFTER_MS = 2_000;
-/** How fast the rate climbs back: this fraction of the configured rate per second. */
-export const RECOVER_PER_SECOND = 0.1;
 
 /** The operations with a budget, and their configured rates (requests per second per account and Region). */
 export interface CloudWatchTps {
@@ -84,12 +41,14 @@ const OPERATIONS: Record<string, keyof CloudWatchTps> = {
 export interface CloudWatchRateLimiterOptions {
   /** Configured rates (`poll.cloudwatchTps`). */
   tps: CloudWatchTps;
-  /** Default {@link MemoryBucketStateStore}. */
+  /** Default in-process; the store's `rate_buckets` (src/store/rate-buckets.ts) to share the budget across replicas. */
   store?: BucketStateStore;
-  /** Monotonic clock, ms. Default `performance.now` (a shared store needs a clock all replicas share: epoch ms). */
+  /** Clock, ms. Default `performance.now` (a shared store needs a clock all replicas share: `Date.now`). */
   clock?: () => number;
   /** Told of every throttling answer and rate change (metrics, logs). */
   onThrottle?: (key: string, newRate: number) => void;
+  /** Told when the shared store failed and a request took its token from the in-process bucket. */
+  onStoreError?: (key: string, err: unknown) => void;
 }
 
 /**
@@ -101,70 +60,23 @@ export function accountOfLogGroup(logGroup: string): string {
   return m ? m[1]! : 'self';
 }
 
-/** The request budget; see the module docstring. */
-export class CloudWatchRateLimiter {
-  private readonly store: BucketStateStore;
-  private readonly clock: () => number;
-
-  constructor(private readonly opts: CloudWatchRateLimiterOptions) {
-    this.store = opts.store ?? new MemoryBucketStateStore();
-    this.clock = opts.clock ?? (() => performance.now());
+/** The request budget; see the module docstring. Keys are `<account>/<region>/<operation>`. */
+export class CloudWatchRateLimiter extends TokenBucketLimiter {
+  constructor(opts: CloudWatchRateLimiterOptions) {
+    super({
+      limitsOf: (key) => {
+        const op = OPERATIONS[key.slice(key.lastIndexOf('/') + 1)];
+        return op ? { rate: opts.tps[op], burst: BUCKET_BURST, adaptive: true } : undefined;
+      },
+      ...(opts.store !== undefined && { store: opts.store }),
+      ...(opts.clock !== undefined && { clock: opts.clock }),
+      ...(opts.onThrottle !== undefined && { onThrottle: opts.onThrottle }),
+      ...(opts.onStoreError !== undefined && { onStoreError: opts.onStoreError }),
+    });
   }
 
   /** The bucket key of an operation in an account and Region, or undefined for an operation without a budget. */
   keyOf(account: string, region: string, operation: string): string | undefined {
     return OPERATIONS[operation] ? `${account}/${region}/${operation}` : undefined;
-  }
-
-  private rateOf(key: string): number {
-    const op = OPERATIONS[key.slice(key.lastIndexOf('/') + 1)];
-    return op ? this.opts.tps[op] : Infinity;
-  }
-
-  /**
-   * Takes a token of bucket `key`, waiting for one when there is none.
-   * @throws the signal's reason when `signal` aborts while waiting
-   */
-  async acquire(key: string, signal?: AbortSignal): Promise<void> {
-    const max = this.rateOf(key);
-    if (!Number.isFinite(max)) return;
-    // Take a token when there is one; otherwise wait until one is due and try again. Tokens are taken when requests
-    // are sent, not reserved ahead: callers whose timers fire late together (a busy event loop) cannot burst.
-    for (;;) {
-      if (signal?.aborted) throw signal.reason;
-      const now = this.clock();
-      const waitMs = this.store.update(key, (s) => {
-        const st: BucketState = s ? { ...s } : { tokens: BUCKET_BURST, updatedAt: now, rate: max };
-        const dt = Math.max(0, now - st.updatedAt) / 1000;
-        st.rate = Math.min(st.rate, max);
-        if (st.rate < max && (st.lastThrottleAt === undefined || now - st.lastThrottleAt >= RECOVER_AFTER_MS)) {
-          st.rate = Math.min(max, st.rate + dt * max * RECOVER_PER_SECOND);
-        }
-        st.tokens = Math.min(BUCKET_BURST, st.tokens + dt * st.rate);
-        st.updatedAt = now;
-        if (st.tokens >= 1) {
-          st.tokens -= 1;
-          return { state: st, result: 0 };
-        }
-        return { state: st, result: ((1 - st.tokens) / st.rate) * 1000 };
-      });
-      if (waitMs <= 0) return;
-      await sleep(Math.max(1, Math.ceil(waitMs)), signal);
-    }
-  }
-
-  /** A `ThrottlingException` from bucket `key`'s operation: halves its current rate (not below the floor). */
-  throttled(key: string): void {
-    const max = this.rateOf(key);
-    if (!Number.isFinite(max)) return;
-    const now = this.clock();
-    const rate = this.store.update(key, (s) => {
-      const st: BucketState = s ? { ...s } : { tokens: 0, updatedAt: now, rate: max };
-      // One halving per burst of throttling answers: answers to requests sent at the old rate arrive together.
-      if (st.lastThrottleAt === undefined || now - st.lastThrottleAt >= 1000 / st.rate) st.rate = Math.max(max * MIN_RATE_FRACTION, st.rate / 2);
-      st.lastThrottleAt = now;
-      return { state: st, result: st.rate };
-    });
-    this.opts.onThrottle?.(key, rate);
   }
 }

@@ -106,6 +106,22 @@ export class ClusterOwners {
     return (await this.db.run('DELETE FROM replicas WHERE heartbeat_at < ?', [before])).changes;
   }
 
+  /**
+   * Claims the start-up poll of `cluster` for `replica` (table `startup_polls`), in one statement: it is claimed when
+   * no replica claimed it, or the replica that did is no longer live (no `replicas` row with a heartbeat after
+   * `now - ttlMs`: stopped, or gone since). Of concurrent claims one wins.
+   * @returns whether `replica` claimed it now
+   */
+  async claimStartupPoll(cluster: string, replica: string, now: number, ttlMs: number): Promise<boolean> {
+    const r = await this.db.run(
+      `INSERT INTO startup_polls (cluster, replica, claimed_at) VALUES (?, ?, ?)
+       ON CONFLICT (cluster) DO UPDATE SET replica = excluded.replica, claimed_at = excluded.claimed_at
+       WHERE NOT EXISTS (SELECT 1 FROM replicas r WHERE r.id = startup_polls.replica AND r.heartbeat_at > ?)`,
+      [cluster, replica, now, now - ttlMs],
+    );
+    return r.changes > 0;
+  }
+
   /** Every ownership row, by cluster. */
   async listOwners(): Promise<ClusterOwnerRecord[]> {
     return (await this.db.all<OwnerSqlRow>('SELECT cluster, owner, epoch, expires_at, changed_at FROM cluster_owners ORDER BY cluster')).map(toOwner);

@@ -13,7 +13,7 @@
  *    compared before `COMMIT`: a failure or a mismatch leaves the target as it was.
  *
  * `poller_lock` is not copied: it is the SQLite store's single-poller lock, a row of the process that held it. Nor are
- * the ownership tables `cluster_owners` and `replicas`: they say which live replica polls which cluster, facts of the
+ * the ownership tables `cluster_owners`, `replicas` and `startup_polls`: they say which live replica polls which cluster, facts of the
  * processes on the source store only (a copied owner valid until far in the future would leave its cluster unpolled).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -26,7 +26,7 @@ import { migratePostgres } from './migrations-postgres.js';
 import type { SqlExecutor } from './sql.js';
 
 /** Tables of the SQLite store that {@link copySqliteToPostgres} leaves behind (see the module comment). */
-export const NOT_COPIED = ['poller_lock', 'cluster_owners', 'replicas'] as const;
+export const NOT_COPIED = ['poller_lock', 'cluster_owners', 'replicas', 'startup_polls'] as const;
 
 /** Most rows one `INSERT` carries. */
 export const MAX_BATCH_ROWS = 1000;

@@ -305,6 +305,26 @@ CREATE TABLE webhook_batches (
 CREATE INDEX webhook_batches_by_cluster ON webhook_batches (cluster, id);
 `;
 
+/** Twin of `V_RATE_BUCKETS` in src/store/migrations.ts: request budgets shared across replicas. */
+const V_RATE_BUCKETS = `
+CREATE TABLE rate_buckets (
+  key              TEXT PRIMARY KEY,
+  tokens           DOUBLE PRECISION NOT NULL,
+  updated_at       DOUBLE PRECISION NOT NULL,
+  rate             DOUBLE PRECISION NOT NULL,
+  last_throttle_at DOUBLE PRECISION
+);
+`;
+
+/** Twin of `V_STARTUP_POLLS` in src/store/migrations.ts: which replica claimed each cluster's start-up poll. */
+const V_STARTUP_POLLS = `
+CREATE TABLE startup_polls (
+  cluster     TEXT PRIMARY KEY,
+  replica     TEXT NOT NULL,
+  claimed_at  BIGINT NOT NULL
+);
+`;
+
 /** All PostgreSQL steps, in the order of (and one for one with) `MIGRATIONS` in src/store/migrations.ts. */
 export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   { name: 'live mode', sql: V1 },
@@ -323,6 +343,8 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   { name: 'scan requests', sql: V_SCAN_REQUESTS },
   { name: 'poll ticks', sql: V_POLL_TICKS },
   { name: 'webhook batches', sql: V_WEBHOOK_BATCHES },
+  { name: 'rate buckets', sql: V_RATE_BUCKETS },
+  { name: 'startup polls', sql: V_STARTUP_POLLS },
 ];
 
 /** The advisory-lock key all migrating replicas take (src/store/postgres.ts `lock`). */

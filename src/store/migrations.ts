@@ -383,6 +383,34 @@ CREATE TABLE webhook_batches (
 CREATE INDEX webhook_batches_by_cluster ON webhook_batches (cluster, id);
 `;
 
+/**
+ * Request budgets of outside quotas shared across replicas (src/store/rate-buckets.ts, src/core/token-bucket.ts): one
+ * token bucket per key (`<account>/<region>/<operation>` of CloudWatch Logs, `slack/<team>/<method>` of the Slack Web
+ * API). `tokens` and `rate` (tokens per second) are fractional; `updated_at` and `last_throttle_at` epoch ms.
+ */
+const V_RATE_BUCKETS = `
+CREATE TABLE rate_buckets (
+  key              TEXT PRIMARY KEY,
+  tokens           REAL NOT NULL,
+  updated_at       REAL NOT NULL,
+  rate             REAL NOT NULL,
+  last_throttle_at REAL
+) STRICT;
+`;
+
+/**
+ * Start-up polls of clusters shared out across replicas (src/runtime/compose.ts, src/store/cluster-owners.ts): which
+ * replica claimed each cluster's start-up poll, so that of replicas starting together one polls it. A claim holds
+ * while its replica is live (its `replicas` row fresh); `claimed_at` epoch ms.
+ */
+const V_STARTUP_POLLS = `
+CREATE TABLE startup_polls (
+  cluster     TEXT PRIMARY KEY,
+  replica     TEXT NOT NULL,
+  claimed_at  INTEGER NOT NULL
+) STRICT;
+`;
+
 /** All migration steps; the schema version is the number applied. */
 export const MIGRATIONS: readonly string[] = [
   V1,
@@ -400,5 +428,7 @@ export const MIGRATIONS: readonly string[] = [
   V_SCAN_REQUESTS,
   V_POLL_TICKS,
   V_WEBHOOK_BATCHES,
+  V_RATE_BUCKETS,
+  V_STARTUP_POLLS,
 ];
 

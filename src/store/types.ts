@@ -120,7 +120,8 @@ export interface MissedPoll {
   scheduledAt: number;
   /**
    * Why: `overlap` (the previous poll was still running), `coalesced` (folded into a late poll still running),
-   * `unowned` (no replica could start it: the cluster was changing hands or its ownership had not been renewed).
+   * `unowned` (no replica could start it: the cluster was changing hands or its ownership had not been renewed),
+   * `store-unavailable` (its poll failed with the store unreachable; recorded after the store came back).
    */
   reason: string;
   /** The replica id that recorded it, when clusters are shared out across replicas. */

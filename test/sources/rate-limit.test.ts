@@ -8,7 +8,8 @@ process.env['AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED'] = 'true';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startFakeCloudWatch, type FakeCloudWatch } from '../fakes/cloudwatch.js';
 import { CloudWatchSource } from '../../src/sources/cloudwatch.js';
-import { accountOfLogGroup, CloudWatchRateLimiter, MemoryBucketStateStore } from '../../src/sources/rate-limit.js';
+import { MemoryBucketStateStore } from '../../src/core/token-bucket.js';
+import { accountOfLogGroup, CloudWatchRateLimiter } from '../../src/sources/rate-limit.js';
 import { emptyStats } from '../../src/sources/types.js';
 import { auditEvent, drain } from './events.js';
 
@@ -34,17 +35,17 @@ describe('CloudWatchRateLimiter (bucket arithmetic, injected clock)', () => {
     const key = 'self/us-east-1/FilterLogEvents';
     await l.acquire(key); // the first token is there: no wait
     expect(store.get(key)).toMatchObject({ rate: 5, tokens: 0 });
-    l.throttled(key);
-    l.throttled(key); // same instant: answers to requests sent together count once
+    await l.throttled(key);
+    await l.throttled(key); // same instant: answers to requests sent together count once
     expect(rates).toEqual([2.5, 2.5]);
     now += 500; // ≥ 1 / 2.5 s later: another halving
-    l.throttled(key);
+    await l.throttled(key);
     now += 1000; // ≥ 1 / 1.25 s
-    l.throttled(key);
+    await l.throttled(key);
     now += 1000; // < 1 / 0.625 s: the same burst, no halving
-    l.throttled(key);
+    await l.throttled(key);
     now += 2000;
-    l.throttled(key); // 0.3125 is below the floor: 0.5 (10 % of 5)
+    await l.throttled(key); // 0.3125 is below the floor: 0.5 (10 % of 5)
     expect(rates).toEqual([2.5, 2.5, 1.25, 0.625, 0.625, 0.5]);
     // 12 s without throttling: +10 % of 5 TPS per second once 2 s have passed → back to 5 (capped).
     now += 12_000;
