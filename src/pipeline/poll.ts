@@ -247,6 +247,7 @@ export class ClusterPoller {
       if (last.error) {
         this.healthState.status = 'degraded';
         this.healthState.lastError = last.error;
+        this.healthState.failingSince = last.startedAt;
       }
     } catch (err) {
       this.deps.logger.warn({ err, cluster: cluster.name }, 'could not read the last poll run from the store');
@@ -612,6 +613,7 @@ export class ClusterPoller {
       lastPollAt: startedAt,
       lastSuccessAt: startedAt,
       lastError: hung ? `Kubernetes API not answering: ${hung}` : undefined,
+      failingSince: undefined,
       stateError: stateProblem,
       metricsError,
       probeError,
@@ -674,7 +676,8 @@ export class ClusterPoller {
       return outcome;
     }
     // Health and metrics first: recording the failed run needs the store, which may be what failed (disk full).
-    this.healthState = { ...this.healthState, status: 'degraded', lastPollAt: run.startedAt, lastError: message };
+    const failingSince = this.healthState.lastError !== undefined ? (this.healthState.failingSince ?? run.startedAt) : run.startedAt;
+    this.healthState = { ...this.healthState, status: 'degraded', lastPollAt: run.startedAt, lastError: message, failingSince };
     metrics?.polls.inc({ cluster: cluster.name, outcome: 'error' });
     metrics?.pollFailing.set({ cluster: cluster.name }, 1);
     log.error(
