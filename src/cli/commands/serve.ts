@@ -1,8 +1,9 @@
 /**
  * `tokenwatch serve [--config FILE]`: runs the live service (built by `src/runtime/compose.ts`) until SIGTERM/SIGINT.
  *
- * Exit codes: 0 after a clean stop, 2 for an invalid configuration (every problem listed on stderr),
- * 1 when start-up fails otherwise (store cannot be opened, port taken).
+ * Exit codes: 0 after a clean stop, 2 for an invalid configuration (every problem listed on stderr, including each
+ * referenced file that cannot be read and each named environment variable that is unset, per cluster: the checks of
+ * `config check --runtime`), 1 when start-up fails otherwise (store cannot be opened, port taken).
  */
 import { CommanderError, type Command } from 'commander';
 import { TokenwatchError } from '../../errors.js';
@@ -48,7 +49,8 @@ export function register(program: Command): void {
       const { loadConfig, resolveConfigPath } = await import('../../config/load.js');
       let config;
       try {
-        config = loadConfig(resolveConfigPath(opts.config, env), env);
+        // With the runtime checks: every missing file and unset variable, per cluster, at once (exit 2).
+        config = loadConfig(resolveConfigPath(opts.config, env), env, { runtime: true });
       } catch (err) {
         if (!(err instanceof ConfigError)) throw err;
         // One problem per line, as `config check` prints them (commander's error output folds lines).
