@@ -125,8 +125,14 @@ export class IntegrationHealth {
     if (running) {
       if (running.state?.() === 'disconnected') t.fail('disconnected: the Socket Mode connection is down (reconnecting)', now);
       else if (t.state().state !== 'ok') t.ok(now);
-      const p = cluster !== undefined ? running.channelProblem?.(cluster) : undefined;
-      if (p && t.state().state === 'ok') return { state: 'failing', problem: `cannot post to the cluster's alert channel: Slack answered ${p.error}`, since: p.at };
+      if (cluster !== undefined && running.channelProblem && t.state().state === 'ok') {
+        // The channel's problem as first seen on the service clock (the Slack API keeps wall-clock times).
+        const c = this.tracker(`${name}\0channel\0${cluster}`);
+        const p = running.channelProblem(cluster);
+        if (p) c.fail(`cannot post to the cluster's alert channel: Slack answered ${p.error}`, now);
+        else c.ok(now);
+        if (p) return c.state();
+      }
     }
     const s = t.state();
     return s.state === 'pending' ? { state: 'pending', detail: 'starting' } : s;
