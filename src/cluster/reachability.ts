@@ -17,7 +17,7 @@ import { timeoutOptions } from './kube.js';
 export async function kubeApiProblem(kc: KubeConfig, timeoutMs: number): Promise<string | undefined> {
   try {
     if (!kc.getCurrentCluster()) return 'not set up: the kubeconfig has no current cluster';
-    await kc.makeApiClient(VersionApi).getCode(timeoutOptions(timeoutMs));
+    await kc.makeApiClient(VersionApi).getCode({}, timeoutOptions(timeoutMs));
     return undefined;
   } catch (err) {
     if (err instanceof ApiException) {

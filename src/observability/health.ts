@@ -34,7 +34,8 @@ export const ACCESS_LABELS: Readonly<Record<Access, string>> = {
  * The state of one access from its last attempt:
  * - `ok`: the last attempt (at `at`, when known) succeeded;
  * - `failing`: the last attempt failed; `problem` says how in words, starting with a verb or adjective that reads after
- *   the access's name ("unreachable: connect ECONNREFUSED …", "rejected the bot token (invalid_auth)"); `since`: when
+ *   the access's name ("unreachable: connect ECONNREFUSED …", "failed to start: …"), or with `: ` when it is a
+ *   clause of its own (": poll failed: database or disk is full"); `since`: when
  *   the access started failing (the first failed attempt after the last success);
  * - `pending`: no attempt has finished yet (`detail`: what it waits for);
  * - `off`: the config does not use this access (`detail`: why, e.g. `kubernetes: none`).
@@ -76,7 +77,7 @@ export function accessText(access: Access, s: AccessState, now: number): string 
     case 'ok':
       return `${name}: ok`;
     case 'failing':
-      return `${name} ${s.problem}, since ${shortUtc(s.since, now)}`;
+      return `${name}${s.problem.startsWith(':') ? '' : ' '}${s.problem}, since ${shortUtc(s.since, now)}`;
     case 'pending':
       return `${name}: pending${s.detail ? ` (${s.detail})` : ''}`;
     case 'off':

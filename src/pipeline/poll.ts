@@ -188,6 +188,11 @@ export interface PollerDeps {
    * under alerts that already show this poll's findings). A rejection is logged.
    */
   verify?: (outcome: PollOutcome) => Promise<void>;
+  /**
+   * Called after every poll that was not aborted, whatever its outcome, before {@link ClusterPoller.pollOnce} resolves
+   * (serve: the health model's check of the Kubernetes API, src/runtime/health.ts). Must not throw (a rejection is logged).
+   */
+  after?: (outcome: PollOutcome) => Promise<void>;
 }
 
 /** The API-server token metrics of a cluster, compared with the last scrape (`TokenMetricsMonitor`). */
@@ -288,11 +293,20 @@ export class ClusterPoller {
    */
   async pollOnce(signal?: AbortSignal, opts: { scheduledAt?: number | undefined } = {}): Promise<PollOutcome> {
     this.runningSince = this.clock();
+    let outcome: PollOutcome;
     try {
-      return await this.pollOnce0(signal, opts.scheduledAt);
+      outcome = await this.pollOnce0(signal, opts.scheduledAt);
     } finally {
       this.runningSince = undefined;
     }
+    if (this.deps.after && !signal?.aborted) {
+      try {
+        await this.deps.after(outcome);
+      } catch (err) {
+        this.deps.logger.warn({ err, cluster: this.deps.cluster.name }, 'after-poll check failed');
+      }
+    }
+    return outcome;
   }
 
   /**

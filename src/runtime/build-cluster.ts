@@ -250,6 +250,8 @@ export async function buildCluster(c: ClusterConfig, deps: BuildClusterDeps): Pr
     ...(eksRecheck ? { beforePoll: (at: number) => eksRecheck.due(at) } : {}),
     notify: (findings: Finding[], outcome: PollOutcome) => notify(runtime, findings, outcome),
     verify: (outcome: PollOutcome) => verify(runtime, outcome),
+    // The Kubernetes API of the health model: checked after every poll, even one that read no cluster state.
+    after: () => runtime.health.afterPoll(clock()),
     ...(deps.fence ? { fence: (tx: Store) => deps.fence!(c.name, tx) } : {}),
   });
   return runtime;

@@ -316,8 +316,6 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
             }
           }
           await rt.poller.pollOnce(signal, { scheduledAt: tick });
-          // The Kubernetes API of the health model: checked after every poll, even one that read no cluster state.
-          if (!signal.aborted) await rt.health.afterPoll(clock());
           firstDone.get(rt.config.name)?.();
         },
       })),

@@ -66,7 +66,8 @@ export class ClusterHealth {
     if (h.slow) return { state: 'failing', problem: `not answering: a poll has been running for ${Math.round(h.slow.forMs / 1000)} s (the cluster's APIs are slow or hung)`, since: h.slow.since };
     if (h.status === 'pending') return { state: 'pending', detail: 'no poll yet' };
     if (h.status === 'degraded' && h.lastError !== undefined && !h.lastError.startsWith('Kubernetes API not answering: ')) {
-      return { state: 'failing', problem: `failed: ${h.lastError}`, since: h.failingSince ?? h.lastPollAt ?? this.builtAt, ...(h.lastPollAt !== undefined ? { at: h.lastPollAt } : {}) };
+      // The poll failed: reading the source, or storing what it read (a full disk) — said as the poll's failure.
+      return { state: 'failing', problem: `: poll failed: ${h.lastError}`, since: h.failingSince ?? h.lastPollAt ?? this.builtAt, ...(h.lastPollAt !== undefined ? { at: h.lastPollAt } : {}) };
     }
     return { state: 'ok', ...(h.lastPollAt !== undefined ? { at: h.lastPollAt } : {}) };
   }
@@ -88,7 +89,8 @@ export class ClusterHealth {
     if (!f) return { state: 'off' };
     if (f.ok) this.cache.ok(now);
     else if (f.state === 'syncing' && !f.reason.includes(': ')) this.cache.pending('listing');
-    else this.cache.fail(`${f.state === 'syncing' ? 'cannot sync' : f.state}: ${f.reason}`, now);
+    // "watch cache not synced yet (pods: connect ECONNREFUSED …)", "watch cache stopped", "watch cache broken: watch of pods down …".
+    else this.cache.fail(f.reason.startsWith('watch cache ') ? f.reason.slice('watch cache '.length) : `${f.state}: ${f.reason}`, now);
     return this.cache.state();
   }
 }

@@ -458,7 +458,7 @@ export function readinessOf(o: {
     // A cluster another replica polls: its state is that replica's latest run (this replica's poller is idle for it).
     if (sh && sh.owners[name] !== sh.replica && shared) {
       polls[name] = shared.endedAt === null ? (shared.lastSuccessAt !== null ? 'ok' : 'pending') : shared.error !== null ? 'degraded' : 'ok';
-      a.audit = polls[name] === 'degraded' ? { state: 'failing', problem: `failed: ${shared.error ?? 'the last poll failed'}`, since: shared.startedAt } : polls[name] === 'ok' ? { state: 'ok', at: shared.startedAt } : { state: 'pending', detail: 'no poll yet' };
+      a.audit = polls[name] === 'degraded' ? { state: 'failing', problem: `: poll failed: ${shared.error ?? 'no reason recorded'}`, since: shared.startedAt } : polls[name] === 'ok' ? { state: 'ok', at: shared.startedAt } : { state: 'pending', detail: 'no poll yet' };
     } else polls[name] = rt.poller.health().status;
     // Never `ok` while an access of the cluster fails.
     if (clusterVerdict(a) === 'failing') polls[name] = 'degraded';

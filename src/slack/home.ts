@@ -281,10 +281,10 @@ export function sourcesOf(rt: Pick<SlackCluster, 'config' | 'poller' | 'probe' |
   // The health model's Kubernetes API, watch cache and Slack (src/observability/health.ts), in its words: a failure
   // keeps the time it started, so an unchanged state keeps the view's hash.
   const access = rt.access?.(now);
-  if (access && !kubeOff) {
+  if (access) {
     for (const a of ['kubernetes', 'watchCache', 'slack'] as const) {
       const s = access[a];
-      if (s.state === 'off') continue;
+      if (s.state === 'off' || (kubeOff && a !== 'slack')) continue;
       if (s.state === 'failing') out.push({ name: accessText(a, s, now), state: 'failing' });
       else out.push({ name: ACCESS_LABELS[a], state: s.state });
     }

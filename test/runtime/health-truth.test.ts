@@ -94,7 +94,7 @@ describe('health that tells the truth (serve with broken access)', () => {
     // The poll itself succeeded (its audit source reads fine): the Kubernetes API is what fails, said with its time.
     expect(body.access[DOWN]!.audit).toBe('audit source: ok');
     expect(body.access[DOWN]!.kubernetes).toMatch(new RegExp(`^Kubernetes API unreachable: connect ECONNREFUSED 127\\.0\\.0\\.1:${port}, since 12:00 UTC$`));
-    expect(body.access[DOWN]!.watchCache).toMatch(/^watch cache cannot sync: .*ECONNREFUSED.*, since 12:00 UTC$/);
+    expect(body.access[DOWN]!.watchCache).toMatch(/^watch cache not synced yet \(pods: connect ECONNREFUSED .*, since 12:00 UTC$/);
     expect(body.access[BROKEN]!.kubernetes).toMatch(new RegExp(`^Kubernetes API not set up: Kubernetes access for cluster ${BROKEN} failed: cannot load kubeconfig ${broken.replace(/[.]/g, '\\.')}: .+, since 12:00 UTC$`));
     expect(body.access[BROKEN]!.watchCache).toBe('watch cache not started: no Kubernetes access, since 12:00 UTC');
 
@@ -103,7 +103,7 @@ describe('health that tells the truth (serve with broken access)', () => {
     let status = blockText(h.slack.ephemerals({ user: REQUESTER }).at(-1)!);
     expectNoSecret(status);
     expect(status).toContain(`❌ Kubernetes API unreachable: connect ECONNREFUSED 127.0.0.1:${port}, since 12:00 UTC`);
-    expect(status).toContain('❌ watch cache cannot sync');
+    expect(status).toContain('❌ watch cache not synced yet (');
     expect(status).toContain('✅ Slack: ok');
     await h.command(`status ${BROKEN}`, REQUESTER);
     status = blockText(h.slack.ephemerals({ user: REQUESTER }).at(-1)!);
@@ -188,7 +188,7 @@ describe('health that tells the truth (serve with broken access)', () => {
     body = JSON.parse(raw) as typeof body;
     expect(res.status).toBe(503);
     expect(body.serves).toEqual([]);
-    expect(body.access[DOWN]!.audit).toMatch(/^audit source failed: .*no-such-audit\.log.*, since 12:00 UTC$/);
+    expect(body.access[DOWN]!.audit).toMatch(/^audit source: poll failed: .*no-such-audit\.log.*, since 12:00 UTC$/);
     expect(body.access[DOWN]!.slack).toMatch(/^Slack failed to start: /);
   });
 });

@@ -45,7 +45,7 @@ describe('composeServe', () => {
         access: {
           prod: { audit: 'audit source: ok', kubernetes: 'Kubernetes API: not used (kubernetes: none)', watchCache: 'watch cache: not used (kubernetes: none)', slack: 'Slack: not used (Slack not enabled)' },
           broken: {
-            audit: expect.stringMatching(/^audit source failed: .*missing\.log.*, since 12:00 UTC$/),
+            audit: expect.stringMatching(/^audit source: poll failed: .*missing\.log.*, since 12:00 UTC$/),
             kubernetes: 'Kubernetes API: not used (kubernetes: none)',
             watchCache: 'watch cache: not used (kubernetes: none)',
             slack: 'Slack: not used (Slack not enabled)',
