@@ -25,7 +25,7 @@ import { CloudWatchRateLimiter } from '../sources/rate-limit.js';
 import { openConfiguredStore, type PollStatus, type Store } from '../store/index.js';
 import { BLIND_REASONS, type BlindReason } from './blind.js';
 import { IntegrationHealth } from './health.js';
-import { ACCESSES, clusterAccessTexts, clusterVerdict, type Access, type AccessState } from '../observability/health.js';
+import { clusterAccessTexts, clusterVerdict, type Access, type AccessState } from '../observability/health.js';
 import type { ClusterRuntime } from './build-cluster.js';
 import type { SlackIntegration } from './build-slack.js';
 import { acquirePollerLock, type PollerLock, type PollerLockError, type PollerLockOptions } from './poller-lock.js';
