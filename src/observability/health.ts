@@ -77,7 +77,8 @@ export function accessText(access: Access, s: AccessState, now: number): string 
     case 'ok':
       return `${name}: ok`;
     case 'failing':
-      return `${name}${s.problem.startsWith(':') ? '' : ' '}${s.problem}, since ${shortUtc(s.since, now)}`;
+      // Scrubbed again here: states built outside the tracker (start-up errors, the shared store's) pass through too.
+      return `${name}${s.problem.startsWith(':') ? '' : ' '}${scrubSecrets(s.problem)}, since ${shortUtc(s.since, now)}`;
     case 'pending':
       return `${name}: pending${s.detail ? ` (${s.detail})` : ''}`;
     case 'off':
