@@ -115,7 +115,9 @@ export function kubeConfigFor(opts: KubeAccess = {}): KubeConfig {
     try {
       kc.loadFromFile(opts.kubeconfig);
     } catch (err) {
-      throw new TokenwatchError(ErrorCode.KubeConfigInvalid, `cannot load kubeconfig ${opts.kubeconfig}: ${err instanceof Error ? err.message : String(err)}`, {
+      // The first line only: a YAML error goes on with a snippet of the file, which may quote a token.
+      const why = (err instanceof Error ? err.message : String(err)).split('\n')[0]!.trim();
+      throw new TokenwatchError(ErrorCode.KubeConfigInvalid, `cannot load kubeconfig ${opts.kubeconfig}: ${why}`, {
         cause: err,
       });
     }

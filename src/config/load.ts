@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { LineCounter, parseDocument, isMap, isNode, isScalar, isSeq, type Document } from 'yaml';
 import { ConfigError, ENV, parseConfig, type ConfigIssue } from './schema.js';
 import type { Config } from './types.js';
+import { runtimeIssues } from './runtime-check.js';
 
 /** yaml's default alias limit; a "billion laughs" document fails instead of exhausting memory. */
 const MAX_ALIAS_COUNT = 100;
@@ -92,9 +93,13 @@ function storePathIssues(path: string): ConfigIssue[] {
  * @returns the effective configuration, defaults filled
  * @throws {ConfigError} unreadable file, a file over 1 MiB (only 1 MiB + 1 byte is ever read, so pipes such as
  *   `--config <(envsubst < t.yaml)` work and `/dev/zero` is refused at once), YAML syntax errors (all of them),
- *   or every invalid field at once, each with its path and line (plus `store.path` naming an existing directory)
+ *   or every invalid field at once, each with its path and line (plus `store.path` naming an existing directory; with
+ *   `runtime`, every referenced file that cannot be read and every named environment variable that is unset:
+ *   src/config/runtime-check.ts)
+ * @param opts.runtime also run the runtime checks (`config check --runtime`, `serve`); default false, so a
+ *   workstation can check a pod's config
  */
-export function loadConfig(path: string, env: NodeJS.ProcessEnv = process.env): Config {
+export function loadConfig(path: string, env: NodeJS.ProcessEnv = process.env, opts: { runtime?: boolean } = {}): Config {
   let text: string;
   try {
     // At most 1 MiB + 1 byte is ever read, so `--config /dev/zero` or a huge file is refused at once.
@@ -133,7 +138,7 @@ export function loadConfig(path: string, env: NodeJS.ProcessEnv = process.env): 
 
   try {
     const config = parseConfig(raw, env);
-    const fsIssues = storePathIssues(config.store.path);
+    const fsIssues = [...storePathIssues(config.store.path), ...(opts.runtime ? runtimeIssues(config, env) : [])];
     if (fsIssues.length > 0) throw new ConfigError(fsIssues);
     return config;
   } catch (err) {

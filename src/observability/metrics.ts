@@ -36,6 +36,21 @@ export class Metrics {
       for (const [cluster, seconds] of this.pollRunningOf?.() ?? []) this.pollRunning.set({ cluster }, seconds);
     },
   });
+  /**
+   * Per cluster and access (`audit`, `kubernetes`, `watchCache`, `slack`; src/observability/health.ts), 1 when its last
+   * attempt failed, else 0: read from {@link Metrics.accessFailingOf} (serve sets it) each time the registry is collected.
+   */
+  accessFailingOf: (() => Iterable<readonly [cluster: string, access: string, failing: boolean]>) | undefined;
+  /** Whether each access a cluster's poll needs is failing; see {@link accessFailingOf}. */
+  readonly accessFailing: Gauge<'cluster' | 'access'> = new Gauge({
+    name: 'tokenwatch_access_failing',
+    help: "1 when the cluster's access (audit, kubernetes, watchCache, slack) failed at its last attempt, else 0 (ok, pending or not used).",
+    labelNames: ['cluster', 'access'] as const,
+    registers: [this.registry],
+    collect: () => {
+      for (const [cluster, access, failing] of this.accessFailingOf?.() ?? []) this.accessFailing.set({ cluster, access }, failing ? 1 : 0);
+    },
+  });
   /** When the last successful poll of a cluster started, epoch seconds. */
   readonly pollLastSuccess = new Gauge({ name: 'tokenwatch_poll_last_success_timestamp_seconds', help: 'Start of the last successful poll of the cluster (Unix time, seconds).', labelNames: ['cluster'] as const, registers: [this.registry] });
   /** CloudWatch Logs `ThrottlingException` answers, per account, Region and operation (the shared budget then slows down). */

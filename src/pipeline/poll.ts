@@ -193,6 +193,11 @@ export interface PollerDeps {
    * under alerts that already show this poll's findings). A rejection is logged.
    */
   verify?: (outcome: PollOutcome) => Promise<void>;
+  /**
+   * Called after every poll that was not aborted, whatever its outcome, before {@link ClusterPoller.pollOnce} resolves
+   * (serve: the health model's check of the Kubernetes API, src/runtime/health.ts). Must not throw (a rejection is logged).
+   */
+  after?: (outcome: PollOutcome) => Promise<void>;
 }
 
 /** The API-server token metrics of a cluster, compared with the last scrape (`TokenMetricsMonitor`). */
@@ -252,6 +257,7 @@ export class ClusterPoller {
       if (last.error) {
         this.healthState.status = 'degraded';
         this.healthState.lastError = last.error;
+        this.healthState.failingSince = last.startedAt;
       }
     } catch (err) {
       this.deps.logger.warn({ err, cluster: cluster.name }, 'could not read the last poll run from the store');
@@ -292,11 +298,20 @@ export class ClusterPoller {
    */
   async pollOnce(signal?: AbortSignal, opts: { scheduledAt?: number | undefined } = {}): Promise<PollOutcome> {
     this.runningSince = this.clock();
+    let outcome: PollOutcome;
     try {
-      return await this.pollOnce0(signal, opts.scheduledAt);
+      outcome = await this.pollOnce0(signal, opts.scheduledAt);
     } finally {
       this.runningSince = undefined;
     }
+    if (this.deps.after && !signal?.aborted) {
+      try {
+        await this.deps.after(outcome);
+      } catch (err) {
+        this.deps.logger.warn({ err, cluster: this.deps.cluster.name }, 'after-poll check failed');
+      }
+    }
+    return outcome;
   }
 
   /**
@@ -617,6 +632,7 @@ export class ClusterPoller {
       lastPollAt: startedAt,
       lastSuccessAt: startedAt,
       lastError: hung ? `Kubernetes API not answering: ${hung}` : undefined,
+      failingSince: undefined,
       stateError: stateProblem,
       metricsError,
       probeError,
@@ -680,7 +696,8 @@ export class ClusterPoller {
     }
     if (unavailable) outcome.storeUnavailable = true;
     // Health and metrics first: recording the failed run needs the store, which may be what failed (disk full).
-    this.healthState = { ...this.healthState, status: 'degraded', lastPollAt: run.startedAt, lastError: message };
+    const failingSince = this.healthState.lastError !== undefined ? (this.healthState.failingSince ?? run.startedAt) : run.startedAt;
+    this.healthState = { ...this.healthState, status: 'degraded', lastPollAt: run.startedAt, lastError: message, failingSince };
     metrics?.polls.inc({ cluster: cluster.name, outcome: 'error' });
     metrics?.pollFailing.set({ cluster: cluster.name }, 1);
     log.error(

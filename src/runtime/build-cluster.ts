@@ -23,6 +23,8 @@ import type { CloudWatchRateLimiter } from '../sources/rate-limit.js';
 import type { WebhookBatchStore } from '../sources/webhook-batches.js';
 import type { Store } from '../store/index.js';
 import { BlindLogMonitor, EksLoggingRecheck } from './blind.js';
+import { ClusterHealth, type SlackAccessOf } from './health.js';
+import type { ClusterAccess } from '../observability/health.js';
 import { ClusterPoller, type PollOutcome } from '../pipeline/poll.js';
 import { TokenMetricsMonitor } from './token-metrics-monitor.js';
 
@@ -46,6 +48,10 @@ export interface ClusterRuntime {
   kubeError?: string;
   /** The bound port of the cluster's audit webhook listener (`audit.webhook`), once started. */
   webhookPort?: number;
+  /** The cluster's accesses (src/runtime/health.ts); its Kubernetes API is checked after every poll. */
+  health: ClusterHealth;
+  /** Every access of the cluster now, epoch ms (the health model, src/observability/health.ts). */
+  access(now: number): ClusterAccess;
 }
 
 /** What {@link buildCluster} needs from the service besides the cluster's config. */
@@ -79,6 +85,8 @@ export interface BuildClusterDeps {
   webhookBatches?: WebhookBatchStore;
   /** Fencing of the cluster's poll commits (clusters shared out across replicas; see `PollerDeps.fence`). */
   fence?: (cluster: string, tx: Store) => Promise<void>;
+  /** Slack's state for the cluster in the health model; default: Slack not enabled. */
+  slackAccess?: SlackAccessOf;
 }
 
 async function buildKube(
@@ -218,7 +226,10 @@ export async function buildCluster(c: ClusterConfig, deps: BuildClusterDeps): Pr
     remediator: kube.kubeConfig ? new KubeRemediator(kube.kubeConfig) : undefined,
     kubeError: kube.error,
     poller: undefined as unknown as ClusterPoller,
+    health: undefined as unknown as ClusterHealth,
+    access: (now) => runtime.health.access(now),
   };
+  runtime.health = new ClusterHealth(runtime, clock(), { requestTimeoutMs: config.poll.requestTimeout, ...(deps.slackAccess ? { slack: deps.slackAccess } : {}) });
   runtime.poller = new ClusterPoller({
     cluster: c,
     source,
@@ -239,6 +250,8 @@ export async function buildCluster(c: ClusterConfig, deps: BuildClusterDeps): Pr
     ...(eksRecheck ? { beforePoll: (at: number) => eksRecheck.due(at) } : {}),
     notify: (findings: Finding[], outcome: PollOutcome) => notify(runtime, findings, outcome),
     verify: (outcome: PollOutcome) => verify(runtime, outcome),
+    // The Kubernetes API of the health model: checked after every poll, even one that read no cluster state.
+    after: () => runtime.health.afterPoll(clock()),
     ...(deps.fence ? { fence: (tx: Store) => deps.fence!(c.name, tx) } : {}),
   });
   return runtime;

@@ -358,6 +358,11 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
   return {
     name: 'slack',
     busy: (cluster) => flow.isExecuting(cluster),
+    channelProblem: (cluster) => {
+      const configured = channels.channelOf(cluster);
+      if (configured === undefined) return undefined;
+      return api.channelProblem(configured) ?? api.channelProblem(channels.channelIdOf(cluster) ?? '');
+    },
     state: () => (watchdog ? (watchdog.isConnected ? 'connected' : 'disconnected') : 'ok'),
     ...(eventsUrl ? { eventsUrl } : {}),
     ...(watchdog ? { watchdog } : {}),

@@ -120,6 +120,7 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
       logger,
       retryBaseMs: opts.integrationRetryMs ?? 15_000,
       stopping,
+      clock,
       // Step 6: the verifier of approved actions, reporting through the integration that started them.
       verifierFor: (reporter) =>
         new Verifier({
@@ -179,13 +180,15 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
     // Replicas: a webhook batch any replica accepts goes to the shared store, where the cluster's owner polls it.
     const webhookBatches = sharding ? new WebhookBatches(store.sql) : undefined;
     for (const c of config.clusters) {
-      clusters.set(c.name, await buildCluster(c, { config, store, logger, metrics, clock, rateLimiter, fleetInsights, cloudwatchClients, slowPollAfterMs, watchListLimit, startWatchCache, onBlindChange, notify, verify, ...(sharding ? { fence, webhookBatches } : {}) }));
+      clusters.set(c.name, await buildCluster(c, { config, store, logger, metrics, clock, rateLimiter, fleetInsights, cloudwatchClients, slowPollAfterMs, watchListLimit, startWatchCache, onBlindChange, notify, verify, ...(sharding ? { fence, webhookBatches } : {}), slackAccess: (cluster, now) => integrations.accessOf(cluster, now) }));
     }
     metrics.pollRunningOf = () =>
       [...clusters].map(([name, rt]) => {
         const since = rt.poller.health().runningSince;
         return [name, since === undefined ? 0 : Math.max(0, clock() - since) / 1000] as const;
       });
+    // The health model per cluster and access (src/observability/health.ts), as /readyz shows it.
+    metrics.accessFailingOf = () => [...clusters].flatMap(([name, rt]) => Object.entries(rt.access(clock())).map(([access, s]) => [name, access, s.state === 'failing'] as const));
     for (const rt of clusters.values()) onBlindChange(rt); // EKS audit logging off is known before the first poll
 
     // 4. The scheduler (started in step 7).

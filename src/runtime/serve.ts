@@ -26,6 +26,8 @@ import { CloudWatchRateLimiter } from '../sources/rate-limit.js';
 import { openConfiguredStore, type PollStatus, type Store } from '../store/index.js';
 import { isStoreUnavailable } from '../store/unavailable.js';
 import { BLIND_REASONS, type BlindReason } from './blind.js';
+import { IntegrationHealth } from './health.js';
+import { clusterAccessTexts, clusterVerdict, type Access, type AccessState } from '../observability/health.js';
 import type { ClusterRuntime } from './build-cluster.js';
 import type { SlackIntegration } from './build-slack.js';
 import { acquirePollerLock, type PollerLock, type PollerLockError, type PollerLockOptions } from './poller-lock.js';
@@ -57,18 +59,22 @@ export interface ServeContext extends SlackContext {
 }
 
 /**
- * The body of `/readyz` (JSON): states only, never error text (details are in the log, scrubbed).
- * - `status`: `ready` | `starting` | `stopping` | `store-unavailable` (the HTTP status is 200 for `ready` and
- *   `store-unavailable`, 503 while starting or stopping: {@link readyzAnswers200});
- * - `polls`: per cluster, `ok` | `degraded` (the last poll failed: source, cluster state or store; or the running poll
- *   has taken longer than 3 × `poll.requestTimeout`: a slow or hung cluster) | `pending`;
+ * The body of `/readyz` (JSON), the health model's view (src/observability/health.ts; docs/live-mode.md "Health"):
+ * - `status`: `ready` | `starting` | `stopping` | `store-unavailable`;
+ * - `serves`: what this pod serves now — `slack` (an integration started: commands, buttons, alerts), `audit-webhook`
+ *   (an audit webhook listener is up), `polls` (a cluster's audit source is not failing). The HTTP status is 503
+ *   only while starting or stopping or when `serves` is empty, 200 otherwise ({@link readyzCode}): an unready pod
+ *   leaves the Service, and the audit webhook shares it, so a Slack or store problem must not cost audit batches;
+ * - `access`: per cluster, each access its poll needs (`audit`, `kubernetes`, `watchCache`, `slack`) in words:
+ *   `… : ok`, or the failure with its start time (`Kubernetes API unreachable: connect ECONNREFUSED …, since 09:12
+ *   UTC`), `pending`, `not used`. Scrubbed of secrets;
+ * - `polls`: per cluster, `ok` | `degraded` | `pending`: `degraded` when any access of the cluster fails (a failed
+ *   poll; a poll running longer than 3 × `poll.requestTimeout`; an unreachable or refusing Kubernetes API; a broken
+ *   watch cache; Slack down) — a cluster whose access fails is never `ok`;
  * - `integrations`: per integration (`slack`), `ok` | `connected` | `disconnected` | `unavailable` (not reachable at
- *   start, retrying) | `failed` (could not start; see the log);
- * - `blind`: per cluster whose audit log cannot see stale tokens, the reason (a blind log never makes a replica
- *   unready either).
- * Readiness is about serving requests: failing polls never make a replica unready (every replica would turn
- * unready together and stop answering `/tokens status`); they show here, in `/tokens status` and in the
- * `tokenwatch_poll_failing` metric.
+ *   start, retrying) | `failed` (could not start; `access` says why);
+ * - `blind`: per cluster whose audit log cannot see stale tokens, the reason (a blind log never makes a pod unready).
+ * The same states show in `/tokens status`, the Home tab and the `tokenwatch_access_failing` metric.
  */
 export interface ReadinessBody {
   /**
@@ -77,7 +83,11 @@ export interface ReadinessBody {
    * stopped (src/store/sqlite.ts): nothing is stored until a restart.
    */
   status: 'ready' | 'starting' | 'stopping' | 'store-unavailable';
+  /** What the pod serves now; empty: nothing (HTTP 503). */
+  serves: Array<'slack' | 'audit-webhook' | 'polls'>;
   polls: Record<string, 'ok' | 'degraded' | 'pending'>;
+  /** Per cluster, per access (`audit`, `kubernetes`, `watchCache`, `slack`), its state in words. */
+  access: Record<string, Record<Access, string>>;
   integrations: Record<string, string>;
   /**
    * Clusters whose audit log is blind (src/runtime/blind.ts), with the reason: `eks-audit-log-off`,
@@ -298,6 +308,8 @@ export interface IntegrationsDeps {
   verifierFor(reporter: NonNullable<Integration['verificationReporter']>): Verifier;
   /** Whether serve is stopping: nothing starts and no verification runs any more. */
   stopping(): boolean;
+  /** Clock of the health model's failure times, epoch ms (default `Date.now`). */
+  clock?: () => number;
 }
 
 /**
@@ -318,8 +330,16 @@ export class Integrations {
   readonly errors: string[] = [];
   private readonly retryTimers = new Set<NodeJS.Timeout>();
   private readonly waiters = new Map<string, Array<() => void>>();
+  /** Each integration's state for the health model, by starter name. */
+  private readonly health = new IntegrationHealth();
+  /** Starter names tried so far, and the integration each started as. */
+  private readonly byName = new Map<string, Integration | undefined>();
 
   constructor(private readonly deps: IntegrationsDeps) {}
+
+  private now(): number {
+    return (this.deps.clock ?? Date.now)();
+  }
 
   /** Starts one integration (attempt `tries`); a retryable failure schedules the next attempt. Rejects never. */
   async start(start: (ctx: ServeContext) => Promise<Integration>, name: string, context: ServeContext, tries = 1): Promise<void> {
@@ -333,6 +353,8 @@ export class Integrations {
       }
       if (integration.verificationReporter) this.verifiers.set(integration, this.deps.verifierFor(integration.verificationReporter));
       this.started.push(integration);
+      this.byName.set(name, integration);
+      this.health.started(name, this.now());
       this.pending.delete(integration.name);
       this.pending.delete(name);
       if (tries > 1) logger.info({ integration: name, attempts: tries }, `${name} is reachable again: integration started`);
@@ -340,7 +362,10 @@ export class Integrations {
       this.waiters.delete(name);
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
-      if ((err as { retryable?: unknown }).retryable === true) {
+      const retryable = (err as { retryable?: unknown }).retryable === true;
+      if (!this.byName.has(name)) this.byName.set(name, undefined);
+      this.health.startFailed(name, message, !retryable, this.now());
+      if (retryable) {
         const delay = backoffDelay(this.deps.retryBaseMs, tries - 1, 300_000);
         this.pending.set(name, 'unavailable');
         logger.error({ err, integration: name, attempt: tries, retryInSeconds: Math.round(delay / 1000) }, `${message} (attempt ${tries}; retrying in ${Math.round(delay / 1000)} s)`);
@@ -398,6 +423,16 @@ export class Integrations {
     return states;
   }
 
+  /**
+   * Slack's access for `cluster` in the health model at `now`: the worst state of the integrations tried (a failed
+   * start, a dropped connection, the cluster's channel refusing posts), `off` when none is configured.
+   */
+  accessOf(cluster: string, now: number): AccessState {
+    if (this.byName.size === 0) return { state: 'off', detail: 'Slack not enabled' };
+    const states = [...this.byName].map(([name, running]) => this.health.of(name, now, running, cluster));
+    return states.find((s) => s.state === 'failing') ?? states.find((s) => s.state === 'pending') ?? states[0]!;
+  }
+
   /** Resolves when the integration `name` has started (tests); rejects never. */
   whenStarted(name: string): Promise<void> {
     if (this.started.some((i) => i.name === name)) return Promise.resolve();
@@ -440,12 +475,20 @@ export function readinessOf(o: {
     if (o.clusters.has(name)) lastPolls[name] = { startedAt: new Date(run.startedAt).toISOString(), status: run.endedAt === null ? 'running' : run.error !== null ? 'degraded' : 'ok' };
   }
   const polls: ReadinessBody['polls'] = {};
+  const access: ReadinessBody['access'] = {};
+  let polling = false;
   for (const [name, rt] of o.clusters) {
     const shared = o.sharedPolls?.get(name);
+    const a = rt.access(o.now);
     // A cluster another replica polls: its state is that replica's latest run (this replica's poller is idle for it).
     if (sh && sh.owners[name] !== sh.replica && shared) {
       polls[name] = shared.endedAt === null ? (shared.lastSuccessAt !== null ? 'ok' : 'pending') : shared.error !== null ? 'degraded' : 'ok';
+      a.audit = polls[name] === 'degraded' ? { state: 'failing', problem: `: poll failed: ${shared.error ?? 'no reason recorded'}`, since: shared.startedAt } : polls[name] === 'ok' ? { state: 'ok', at: shared.startedAt } : { state: 'pending', detail: 'no poll yet' };
     } else polls[name] = rt.poller.health().status;
+    // Never `ok` while an access of the cluster fails.
+    if (clusterVerdict(a) === 'failing') polls[name] = 'degraded';
+    access[name] = clusterAccessTexts(a, o.now);
+    if (a.audit.state !== 'failing') polling = true;
   }
   const blind: ReadinessBody['blind'] = {};
   for (const [name, rt] of o.clusters) {
@@ -454,8 +497,13 @@ export function readinessOf(o: {
   }
   // Clusters shared out across replicas: the shared store unreachable makes this replica poll nothing until it returns.
   // Or the SQLite store's worker thread stopped: nothing can be stored until a restart.
-  const status = o.phase === 'ready' && (sh?.error || o.storeFailure !== undefined) ? 'store-unavailable' : o.phase;
-  return { status, polls, integrations: o.integrations.states(), blind, ...(sh ? { shards: { replica: sh.replica, owners: sh.owners, lastPolls } } : {}) };
+  const storeDown = sh?.error !== undefined || o.storeFailure !== undefined;
+  const status = o.phase === 'ready' && storeDown ? 'store-unavailable' : o.phase;
+  const serves: ReadinessBody['serves'] = [];
+  if (o.integrations.running().length > 0) serves.push('slack');
+  if ([...o.clusters.values()].some((rt) => rt.webhookPort !== undefined)) serves.push('audit-webhook');
+  if (polling && !storeDown) serves.push('polls');
+  return { status, serves, polls, access, integrations: o.integrations.states(), blind, ...(sh ? { shards: { replica: sh.replica, owners: sh.owners, lastPolls } } : {}) };
 }
 
 /** A listening health/metrics server. */
@@ -467,20 +515,25 @@ export interface HealthServer {
 }
 
 /**
- * Whether `/readyz` answers 200 for `status`: `ready`, and `store-unavailable` too. Readiness decides whether the
- * Service routes requests to the pod (https://kubernetes.io/docs/concepts/configuration/liveness-readiness-startup-probes/);
- * while the shared database is down every replica is in the same state, so 503 would take all of them out of the
- * Service at once and Slack would get a connection error or timeout instead of the answer that says the store is
- * unavailable and nothing was changed. Only `starting` and `stopping` are unready. Liveness is `/healthz` (the
- * process answers), which a database outage never fails: a restart would not bring the database back.
+ * The HTTP status of `/readyz` for `body`: 503 while starting or stopping, and when the pod serves nothing at all
+ * (`serves` empty: no Slack integration running, no audit webhook listener, no cluster whose audit source works — or
+ * the store is unavailable); 200 otherwise, whatever else fails (docs/live-mode.md "Health"). Readiness decides whether
+ * the Service routes requests to the pod
+ * (https://kubernetes.io/docs/concepts/configuration/liveness-readiness-startup-probes/): the audit webhook shares the
+ * pod's Service, so an unready pod would lose audit batches over a Slack or Kubernetes problem, and while the shared
+ * database is down every replica is in the same state — 503 would take all of them out at once and Slack would get a
+ * timeout instead of the answer that says the store is unavailable. What fails shows in the body, `/tokens status`
+ * and the metrics instead. Liveness is `/healthz` (the process answers), which no outage fails: a restart would not
+ * bring the database or the API server back.
  */
-function readyzAnswers200(status: ReadinessBody['status']): boolean {
-  return status === 'ready' || status === 'store-unavailable';
+export function readyzCode(body: Pick<ReadinessBody, 'status' | 'serves'>): 200 | 503 {
+  if (body.status === 'starting' || body.status === 'stopping') return 503;
+  return body.serves.length > 0 ? 200 : 503;
 }
 
 /**
  * Starts the health/metrics HTTP listener on `http.host`:`http.port`: `/healthz` (200 `ok`: liveness), `/readyz` (the
- * JSON of `readiness()`, 200 when `ready` or `store-unavailable` ({@link readyzAnswers200}), else 503), `/metrics`
+ * JSON of `readiness()`, 200 or 503 by {@link readyzCode}), `/metrics`
  * (Prometheus text of `metrics.registry`).
  * @throws the listen error (e.g. `EADDRINUSE` when the port is taken)
  */
@@ -492,7 +545,7 @@ export async function startHealthServer(http: Config['http'], deps: { readiness:
       res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
     } else if (url === '/readyz') {
       const body = deps.readiness();
-      res.writeHead(readyzAnswers200(body.status) ? 200 : 503, { 'content-type': 'application/json' }).end(`${JSON.stringify(body)}\n`);
+      res.writeHead(readyzCode(body), { 'content-type': 'application/json' }).end(`${JSON.stringify(body)}\n`);
     } else if (url === '/metrics') {
       metrics.registry.metrics().then(
         (text) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),

@@ -16,6 +16,7 @@ import { ignoredTimesText, type IgnoredEventTimes } from '../findings/clock-skew
 import { compareFindings } from '../findings/build.js';
 import { groupFindings } from '../findings/groups.js';
 import { scrubSecrets, type Logger } from '../observability/logger.js';
+import { accessText } from '../observability/health.js';
 import type { Store } from '../store/index.js';
 import type { SlackApi } from './api.js';
 import {
@@ -277,8 +278,15 @@ export class TokensCommand {
       health.push({ name: `audit webhook: ${wh.acceptedEvents} events accepted, ${wh.shedBatches} batches shed (429), ${waiting} MiB waiting`, ok: wh.shedBatches === 0 });
     }
     const k = rt.config.kubernetes;
+    const access = rt.access?.(this.deps.clock());
     if ('none' in k) {
       health.push({ name: 'Kubernetes API: not configured (kubernetes: none): no workloads in findings, no actions', ok: true });
+    } else if (access) {
+      // The health model (src/observability/health.ts): the same words as /readyz and the Home tab.
+      for (const a of ['kubernetes', 'watchCache', 'slack'] as const) {
+        if (access[a].state === 'off' && a !== 'kubernetes') continue;
+        health.push({ name: accessText(a, access[a], this.deps.clock()), ok: access[a].state !== 'failing' });
+      }
     } else if (rt.kubeError) {
       health.push({ name: 'Kubernetes API', ok: false, detail: rt.kubeError });
     } else if (h.stateError) {
@@ -286,7 +294,7 @@ export class TokensCommand {
     } else {
       health.push({ name: 'Kubernetes API', ok: true });
     }
-    const cache = rt.watchCache?.freshness();
+    const cache = access ? undefined : rt.watchCache?.freshness();
     if (cache && !cache.ok) {
       health.push(
         cache.state === 'syncing'

@@ -11,6 +11,7 @@ import type { ClusterEvent } from '../findings/cluster-events.js';
 import type { IgnoredEventTimes } from '../findings/clock-skew.js';
 import type { Finding } from '../findings/types.js';
 import type { Logger } from '../observability/logger.js';
+import type { ClusterAccess } from '../observability/health.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { ProbeReportSource } from '../probe/objects.js';
 import type { Remediator } from '../remediation/executor.js';
@@ -24,6 +25,8 @@ export interface SlackPollHealth {
   lastPollAt?: number;
   lastSuccessAt?: number;
   lastError?: string;
+  /** When the polls started failing (the first failed poll since the last success), epoch ms UTC; absent while they succeed. */
+  failingSince?: number;
   /** Cluster-state problem of the last poll (e.g. a forbidden verb), if any. */
   stateError?: string;
   /** Why the last API-server `/metrics` read failed, if it did. */
@@ -69,6 +72,11 @@ export interface SlackCluster {
   watchCache?: { freshness(): { ok: true } | { ok: false; state: string; reason: string } };
   /** Whether the audit log is blind (`src/runtime/blind.ts`): one line for `/tokens status` when it is. */
   blind?: { state(now: number): { blind: false } | { blind: true; text: string } };
+  /**
+   * The cluster's accesses now (the health model, src/observability/health.ts): what `/tokens status` and the Home tab
+   * show for the Kubernetes API, the watch cache and Slack. Absent in tests that build clusters by hand.
+   */
+  access?(now: number): ClusterAccess;
 }
 
 /** What a poll tells Slack besides the findings: the changes to alert on and the findings it resolved as quiet. */
@@ -115,6 +123,11 @@ export interface Integration {
    * Default `ok` while started.
    */
   state?(): string;
+  /**
+   * The Slack error that made the alert channel of `cluster` unusable, and when it was seen (epoch ms), while it lasts
+   * (e.g. `not_in_channel`); undefined when the channel works or has not been tried. Read by the health model.
+   */
+  channelProblem?(cluster: string): { error: string; at: number } | undefined;
   /** Whether work of `cluster` (an approved action being executed or followed) runs in this integration now. */
   busy?(cluster: string): boolean;
   /**

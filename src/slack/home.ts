@@ -20,6 +20,7 @@ import { compareFindings } from '../findings/build.js';
 import { groupFindings } from '../findings/groups.js';
 import type { Readiness } from '../findings/readiness.js';
 import type { Finding } from '../findings/types.js';
+import { ACCESS_LABELS, accessText } from '../observability/health.js';
 import type { Logger } from '../observability/logger.js';
 import type { Store, StoredApproval } from '../store/index.js';
 import { slackErrorCode } from './api.js';
@@ -43,7 +44,7 @@ export const HOME_DEBOUNCE_MS = 30_000;
 /** Dependencies of {@link HomePublisher}. */
 export interface HomeDeps {
   store: Pick<Store, 'listFindings' | 'listApprovals'>;
-  clusters: ReadonlyMap<string, Pick<SlackCluster, 'config' | 'poller' | 'probe' | 'kubeError' | 'blind'>>;
+  clusters: ReadonlyMap<string, Pick<SlackCluster, 'config' | 'poller' | 'probe' | 'kubeError' | 'blind' | 'access'>>;
   /** Where a group's alert message is (`Notifier.messageOfGroup`). */
   messageOfGroup(groupId: string): Promise<{ channel: string; ts: string } | undefined>;
   /** `chat.getPermalink`; may throw (the line is then shown without a link). */
@@ -251,7 +252,7 @@ export class HomePublisher {
  * while blind), the API-server metrics and the node probe (off without Kubernetes access; failing when their last read
  * failed). Nothing that moves on every poll (no poll times), so an unchanged state keeps the view's hash.
  */
-export function sourcesOf(rt: Pick<SlackCluster, 'config' | 'poller' | 'probe' | 'kubeError' | 'blind'>, now: number): HomeSource[] {
+export function sourcesOf(rt: Pick<SlackCluster, 'config' | 'poller' | 'probe' | 'kubeError' | 'blind' | 'access'>, now: number): HomeSource[] {
   const h = rt.poller.health();
   const out: HomeSource[] = [];
   if ('none' in rt.config.audit) out.push({ name: 'audit log', state: 'off', detail: 'audit: none' });
@@ -276,6 +277,17 @@ export function sourcesOf(rt: Pick<SlackCluster, 'config' | 'poller' | 'probe' |
     else if (error !== undefined) out.push({ name, state: 'failing', detail: error });
     else if (h.status === 'pending') out.push({ name, state: 'pending' });
     else out.push({ name, state: 'ok' });
+  }
+  // The health model's Kubernetes API, watch cache and Slack (src/observability/health.ts), in its words: a failure
+  // keeps the time it started, so an unchanged state keeps the view's hash.
+  const access = rt.access?.(now);
+  if (access) {
+    for (const a of ['kubernetes', 'watchCache', 'slack'] as const) {
+      const s = access[a];
+      if (s.state === 'off' || (kubeOff && a !== 'slack')) continue;
+      if (s.state === 'failing') out.push({ name: accessText(a, s, now), state: 'failing' });
+      else out.push({ name: ACCESS_LABELS[a], state: s.state });
+    }
   }
   return out;
 }

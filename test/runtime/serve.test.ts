@@ -37,8 +37,26 @@ describe('composeServe', () => {
       expect((await fetch(`${base}/healthz`)).status).toBe(200);
       const ready = await fetch(`${base}/readyz`);
       expect(ready.status).toBe(200);
-      // States only: the broken cluster's error text (a file path here) is in the log, not in the body.
-      expect(await ready.json()).toEqual({ status: 'ready', polls: { prod: 'ok', broken: 'degraded' }, integrations: {}, blind: {} });
+      // The health model: each access of each cluster in words, the failure with the time it started.
+      expect(await ready.json()).toEqual({
+        status: 'ready',
+        serves: ['polls'],
+        polls: { prod: 'ok', broken: 'degraded' },
+        access: {
+          prod: { audit: 'audit source: ok', kubernetes: 'Kubernetes API: not used (kubernetes: none)', watchCache: 'watch cache: not used (kubernetes: none)', slack: 'Slack: not used (Slack not enabled)' },
+          broken: {
+            audit: expect.stringMatching(/^audit source: poll failed: .*missing\.log.*, since 12:00 UTC$/),
+            kubernetes: 'Kubernetes API: not used (kubernetes: none)',
+            watchCache: 'watch cache: not used (kubernetes: none)',
+            slack: 'Slack: not used (Slack not enabled)',
+          },
+        },
+        integrations: {},
+        blind: {},
+      });
+      const metricsText = await (await fetch(`${base}/metrics`)).text();
+      expect(metricsText).toContain('tokenwatch_access_failing{cluster="broken",access="audit"} 1');
+      expect(metricsText).toContain('tokenwatch_access_failing{cluster="prod",access="audit"} 0');
       const text = await (await fetch(`${base}/metrics`)).text();
       expect(text).toContain('tokenwatch_polls_total{cluster="prod",outcome="ok"} 1');
       expect(text).toContain('tokenwatch_polls_total{cluster="broken",outcome="error"} 1');
@@ -86,7 +104,15 @@ describe('composeServe with a failing integration', () => {
       expect(await handle.context.store.listFindings('prod')).toHaveLength(1);
       const ready = await fetch(`http://127.0.0.1:${handle.port}/readyz`);
       expect(ready.status).toBe(200);
-      expect(await ready.json()).toEqual({ status: 'ready', polls: { prod: 'ok' }, integrations: { slack: 'failed' }, blind: {} });
+      // Slack is an access the poll needs (its alerts go nowhere): the cluster is not ok, and says why.
+      expect(await ready.json()).toEqual({
+        status: 'ready',
+        serves: ['polls'],
+        polls: { prod: 'degraded' },
+        access: { prod: expect.objectContaining({ audit: 'audit source: ok', slack: 'Slack failed to start: slack auth.test failed: invalid_auth, since 12:00 UTC' }) },
+        integrations: { slack: 'failed' },
+        blind: {},
+      });
     } finally {
       await handle.stop();
     }
@@ -130,18 +156,39 @@ describe('tokenwatch serve --help', () => {
 });
 
 describe('/readyz and /healthz', () => {
-  it('/readyz is 200 when ready and while the shared store is unavailable (every replica still answers Slack), 503 while starting or stopping; /healthz (liveness) is 200 throughout', async () => {
+  it('/readyz is 200 while the pod serves something (also with the shared store unavailable), 503 while starting, stopping or serving nothing; /healthz (liveness) is 200 throughout', async () => {
     let status: ReadinessBody['status'] = 'starting';
-    const server = await startHealthServer({ host: '127.0.0.1', port: 0 }, { readiness: () => ({ status, polls: {}, integrations: {}, blind: {} }), metrics: new Metrics(), logger: createLogger({ level: 'silent' }) });
+    let serves: ReadinessBody['serves'] = ['slack'];
+    const server = await startHealthServer({ host: '127.0.0.1', port: 0 }, { readiness: () => ({ status, serves, polls: {}, access: {}, integrations: {}, blind: {} }), metrics: new Metrics(), logger: createLogger({ level: 'silent' }) });
     try {
       const codes: Record<string, [number, string, number]> = {};
-      for (const s of ['starting', 'ready', 'store-unavailable', 'stopping'] as const) {
+      const cases = [
+        ['starting', ['slack', 'polls']],
+        ['ready', ['slack']],
+        ['ready', ['audit-webhook']],
+        ['ready', ['polls']],
+        ['ready', []],
+        ['store-unavailable', ['slack']],
+        ['store-unavailable', []],
+        ['stopping', ['slack', 'polls']],
+      ] as const;
+      for (const [s, what] of cases) {
         status = s;
+        serves = [...what];
         const ready = await fetch(`http://127.0.0.1:${server.port}/readyz`);
         const body = (await ready.json()) as ReadinessBody;
-        codes[s] = [ready.status, body.status, (await fetch(`http://127.0.0.1:${server.port}/healthz`)).status];
+        codes[`${s} serving ${what.join('+') || 'nothing'}`] = [ready.status, body.status, (await fetch(`http://127.0.0.1:${server.port}/healthz`)).status];
       }
-      expect(codes).toEqual({ starting: [503, 'starting', 200], ready: [200, 'ready', 200], 'store-unavailable': [200, 'store-unavailable', 200], stopping: [503, 'stopping', 200] });
+      expect(codes).toEqual({
+        'starting serving slack+polls': [503, 'starting', 200],
+        'ready serving slack': [200, 'ready', 200],
+        'ready serving audit-webhook': [200, 'ready', 200],
+        'ready serving polls': [200, 'ready', 200],
+        'ready serving nothing': [503, 'ready', 200],
+        'store-unavailable serving slack': [200, 'store-unavailable', 200],
+        'store-unavailable serving nothing': [503, 'store-unavailable', 200],
+        'stopping serving slack+polls': [503, 'stopping', 200],
+      });
     } finally {
       await server.close();
     }

@@ -30,7 +30,8 @@ describe('serve with the watch cache', () => {
     const before = h.kube.requests.length;
     await h.poll();
     const during = h.kube.requests.slice(before).filter((r) => r.verb !== 'watch'); // reconnects are not per poll
-    expect(during.map((r) => `${r.verb ?? r.method} ${r.resource ?? r.path}`).sort()).toEqual(['GET /metrics', 'list configmaps']);
+    // Besides the token metrics and the probe reports: the health model's one `GET /version` (src/cluster/reachability.ts).
+    expect(during.map((r) => `${r.verb ?? r.method} ${r.resource ?? r.path}`).sort()).toEqual(['GET /metrics', 'GET /version', 'list configmaps']);
     const cached = await findings(h);
     expect(cached.length).toBeGreaterThan(0);
     expect(cached.some((f) => f.workloads.length > 0)).toBe(true); // state from the cache made it into the findings

@@ -115,7 +115,9 @@ describe('App Home tab (HTTP mode)', () => {
     // Readiness: every open stale-token ServiceAccount of prod-eks is a client that breaks once extension is off.
     const staleClients = (await store.listFindings(CLUSTER, { status: ['open'] })).filter((f) => f.finding.kind === 'stale-token').length;
     expect(staleClients).toBeGreaterThan(0);
-    expect(text).toContain(`✅ node probe · ❌ token extension off: not safe, ${staleClients} client${staleClients === 1 ? '' : 's'} would break`);
+    // The health model's accesses follow, in its words: staging-eks's channel does not have the bot.
+    expect(text).toContain('*staging-eks* · ✅ audit log · ➖ API-server metrics (kubernetes: none) · ➖ node probe (kubernetes: none) · ❌ Slack cannot post to the cluster\'s alert channel: Slack answered not_in_channel, since 12:00 UTC');
+    expect(text).toContain(`✅ node probe · ✅ Kubernetes API · ✅ watch cache · ✅ Slack · ❌ token extension off: not safe, ${staleClients} client${staleClients === 1 ? '' : 's'} would break`);
 
     // Opening again with nothing changed publishes nothing new.
     await openHome(USER);

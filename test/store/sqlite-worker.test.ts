@@ -88,10 +88,10 @@ describe('SQLite worker thread', () => {
     await expect(store.getCursor('src')).rejects.toThrow(/its worker thread stopped/);
     await expect(store.transaction(async (tx) => tx.setCursor('src', 'c2'))).rejects.toThrow(/its worker thread stopped/);
     expect(store.sql.failure?.()).toBe(err);
-    expect(readinessOf({ phase: 'ready', clusters: new Map(), integrations: { states: () => ({}) } as never, now: T0, storeFailure: store.sql.failure?.() }).status).toBe(
+    expect(readinessOf({ phase: 'ready', clusters: new Map(), integrations: { states: () => ({}), running: () => [] } as never, now: T0, storeFailure: store.sql.failure?.() }).status).toBe(
       'store-unavailable',
     );
-    expect(readinessOf({ phase: 'ready', clusters: new Map(), integrations: { states: () => ({}) } as never, now: T0 }).status).toBe('ready');
+    expect(readinessOf({ phase: 'ready', clusters: new Map(), integrations: { states: () => ({}), running: () => [] } as never, now: T0 }).status).toBe('ready');
     await store.close();
     // A new open starts a new thread; what was committed is there.
     const again = await open(path);

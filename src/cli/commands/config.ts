@@ -1,6 +1,8 @@
 /**
- * `tokenwatch config check [--config FILE]`: validates the configuration (file + environment) and prints the
- * effective config as YAML with secrets masked (exit 0), or every problem on stderr (exit 2).
+ * `tokenwatch config check [--config FILE] [--runtime]`: validates the configuration (file + environment) and prints
+ * the effective config as YAML with secrets masked (exit 0), or every problem on stderr (exit 2). `--runtime` also
+ * checks what `serve` needs where it runs: every referenced file exists and is readable, every named environment
+ * variable is set (src/config/runtime-check.ts); without it the check works on a workstation against a pod's config.
  */
 import { CommanderError, type Command } from 'commander';
 
@@ -28,15 +30,16 @@ export function register(program: Command, deps: ConfigCommandDeps = {}): void {
     .command('check')
     .description('validate the config file and environment, print the effective config (secrets masked)')
     .option('--config <file>', 'config file (default: env TOKENWATCH_CONFIG)')
+    .option('--runtime', 'also check, as serve does at start, that every referenced file (kubeconfig, webhook certFile/keyFile/tokenFile, store.postgres.passwordFrom.file, …) is readable and every named environment variable (tokenEnv, …) is set here')
     .action(async (_opts: unknown, cmd: Command) => {
       // Loaded on use: other commands should not pay for zod schemas, YAML and cron at start-up.
       const { ConfigError } = await import('../../config/schema.js');
       const { loadConfig, resolveConfigPath } = await import('../../config/load.js');
       const { renderEffectiveConfig } = await import('../../config/render.js');
       const env = deps.env ?? process.env;
-      const flag = cmd.optsWithGlobals<{ config?: string }>().config;
+      const { config: flag, runtime } = cmd.optsWithGlobals<{ config?: string; runtime?: boolean }>();
       try {
-        const config = loadConfig(resolveConfigPath(flag, env), env);
+        const config = loadConfig(resolveConfigPath(flag, env), env, { runtime: runtime === true });
         const out = cmd.configureOutput().writeOut ?? ((s: string) => process.stdout.write(s));
         out(renderEffectiveConfig(config));
       } catch (err) {

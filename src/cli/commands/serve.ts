@@ -1,8 +1,9 @@
 /**
  * `tokenwatch serve [--config FILE]`: runs the live service (built by `src/runtime/compose.ts`) until SIGTERM/SIGINT.
  *
- * Exit codes: 0 after a clean stop, 2 for an invalid configuration (every problem listed on stderr),
- * 1 when start-up fails otherwise (store cannot be opened, port taken).
+ * Exit codes: 0 after a clean stop, 2 for an invalid configuration (every problem listed on stderr, including each
+ * referenced file that cannot be read and each named environment variable that is unset, per cluster: the checks of
+ * `config check --runtime`), 1 when start-up fails otherwise (store cannot be opened, port taken).
  */
 import { CommanderError, type Command } from 'commander';
 import { TokenwatchError } from '../../errors.js';
@@ -36,7 +37,11 @@ export function register(program: Command): void {
         '  KUBECONFIG             kubeconfig of clusters with kubernetes.kubeconfig unset',
         '  POD_NAME (in a pod)    with a PostgreSQL store, the base of this replica\'s id when clusters are shared out',
         '',
-        'Endpoints: /healthz, /readyz and /metrics on http.host:http.port (default 0.0.0.0:8080).',
+        'At start, serve checks every file the config references (kubeconfig, webhook certFile/keyFile/tokenFile,',
+        'store.postgres.passwordFrom.file, ...) and every environment variable it names (tokenEnv, ...), as',
+        '`tokenwatch config check --runtime` does, and exits 2 naming every problem with its cluster.',
+        'Endpoints: /healthz, /readyz and /metrics on http.host:http.port (default 0.0.0.0:8080); /readyz shows per cluster',
+        'the state of each access (audit source, Kubernetes API, watch cache, Slack) and is 503 only while the pod serves nothing.',
         'Stop with SIGTERM or Ctrl-C: running polls are aborted (the next start reads on from their last committed chunk), approvals in progress are left to resume.',
         'Try it on the bundled examples: tokenwatch serve --config examples/serve.yaml',
       ].join('\n'),
@@ -48,7 +53,8 @@ export function register(program: Command): void {
       const { loadConfig, resolveConfigPath } = await import('../../config/load.js');
       let config;
       try {
-        config = loadConfig(resolveConfigPath(opts.config, env), env);
+        // With the runtime checks: every missing file and unset variable, per cluster, at once (exit 2).
+        config = loadConfig(resolveConfigPath(opts.config, env), env, { runtime: true });
       } catch (err) {
         if (!(err instanceof ConfigError)) throw err;
         // One problem per line, as `config check` prints them (commander's error output folds lines).

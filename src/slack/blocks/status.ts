@@ -103,7 +103,7 @@ export function statusMessage(
     lines.push(severityCounts(c.alertsBySeverity));
     for (const h of c.health) {
       const since = h.lastSuccess ? ` · last success ${slackDate(h.lastSuccess)}` : '';
-      lines.push(`${h.ok ? '✅' : '❌'} ${escClip(h.name, 200)}${!h.ok && h.detail ? `: ${escClip(h.detail, 400)}` : ''}${since}`);
+      lines.push(`${h.ok ? '✅' : '❌'} ${escClip(h.name, 600)}${!h.ok && h.detail ? `: ${escClip(h.detail, 400)}` : ''}${since}`);
     }
     for (const n of c.notes ?? []) lines.push(`📈 ${escClip(n, 600)}`);
     if (c.channel?.error) {
