@@ -116,15 +116,19 @@ describe.skipIf(!HAS_CHROMIUM)(title, () => {
     await alert.waitFor({ state: 'visible', timeout: 15_000 });
     expect(await page.locator('#messages .message', { hasText: 'Clients of ServiceAccount kube-system/multus' }).count()).toBe(1);
     // Live-updated as polls bring the 401s: wait for the header to say so.
-    await until(() => alert.locator('.bk-header').textContent(), '🔴 prod-eks · kube-system/multus — requests now fail with 401');
+    // The severity is in words beside its colour (an emoji may render as a box).
+    await until(() => alert.locator('.bk-header').textContent(), '🔴 Critical · prod-eks · kube-system/multus — requests now fail with 401');
     // The channel opens at the critical alerts (posted first), not scrolled to the bottom past them.
     await page.waitForTimeout(1500); // a few more polls and renders: the position must hold
     const list = (await page.locator('#messages').boundingBox())!;
     const first = (await page.locator('#messages > .message .bk-header', { hasText: /^🔴/ }).first().boundingBox())!;
     expect(first.y - list.y).toBeGreaterThanOrEqual(0);
     expect(list.y + list.height - (first.y + first.height)).toBeGreaterThanOrEqual(0);
-    await untilContains(alert, 'its pods get fresh tokens');
-    const restart = alert.getByRole('button', { name: 'Restart DaemonSet kube-multus-ds — buys 90 days' });
+    // The node probe found Multus's token copied into its kubeconfig on the nodes: the headline fix is the cause's
+    // (the thick plugin, from the cause catalogue) and the restart is offered as what it is, a stop-gap.
+    await untilContains(alert, 'Fix: Move to the Multus thick plugin');
+    await untilContains(alert, 'Stop-gap: restart DaemonSet kube-system/kube-multus-ds: fresh tokens for 90 days, then it recurs');
+    const restart = alert.getByRole('button', { name: 'Restart DaemonSet kube-multus-ds — buys 90 days, will recur', exact: true });
     await restart.waitFor();
     expect(await restart.getAttribute('class')).toContain('bk-primary');
     expect(await alert.textContent()).not.toContain('Recreate ServiceAccount');
@@ -222,6 +226,9 @@ describe.skipIf(!HAS_CHROMIUM)(title, () => {
     expect(text).toContain('stale token use by kube-system/multus in prod-eks came back');
     expect(text).toContain('A restart only rewrites the copied token');
     expect(text).toContain('thick plugin');
+    // The alert itself says it now: the stale tokens came back after a restart.
+    await untilContains(alert, 'the stale tokens came back after a restart');
+    expect(await alert.textContent()).toContain('Fix: Move to the Multus thick plugin');
     expect(await page.locator('.bk-unknown').count()).toBe(0);
     await shot('09-page');
 

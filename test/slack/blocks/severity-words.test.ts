@@ -22,7 +22,7 @@ import { homeView } from '../../../src/slack/blocks/home.js';
 import { multusFinding, NOW } from './fixtures.js';
 
 const SEVERITIES: readonly Severity[] = ['critical', 'warning', 'info'];
-const EMOJI = /[\p{Extended_Pictographic}\u{FE0F}\u{200D}\u{20E3}]/gu;
+const EMOJI = /\p{Extended_Pictographic}|\u{FE0F}|\u{200D}|\u{20E3}/gu;
 
 /** A text with every emoji removed, as a reader without an emoji font gets it. */
 const noEmoji = (s: string): string => s.replace(EMOJI, '');
