@@ -219,7 +219,9 @@ describe.skipIf(!HAS_CHROMIUM)(title, () => {
     await page.locator('[data-testid=cluster] li', { hasText: podsAfter[0]! }).waitFor({ state: 'visible', timeout: 5000 });
 
     // 7. Verification: one sandbox hour later the copied Multus token is stale again — a recurrence naming the fix.
-    const recurrences = thread.locator('.message', { hasText: 'Recurrence' });
+    // Replies only: the alert shown above them (the thread parent) names the recurrence too once it came.
+    const replies = thread.locator('#thread-body > .message');
+    const recurrences = replies.filter({ hasText: 'Recurrence' });
     const recurrence = recurrences.first();
     await recurrence.waitFor({ state: 'visible', timeout: 30_000 });
     const text = (await recurrence.textContent()) ?? '';
@@ -244,7 +246,7 @@ describe.skipIf(!HAS_CHROMIUM)(title, () => {
     const completes = thread.locator('.message', { hasText: 'Rollout of DaemonSet kube-system/kube-multus-ds in prod-eks complete' });
     await until(() => completes.count(), 2, 30_000);
     await until(() => recurrences.count(), 2, 40_000);
-    expect(await thread.locator('.message', { hasText: 'Verified' }).count()).toBe(0);
+    expect(await replies.filter({ hasText: 'Verified' }).count()).toBe(0);
     expect(await alert.locator('.bk-header').textContent()).not.toMatch(/^✅|resolved/);
     expect(sandbox.kube.requestsMatching((r) => r.method === 'PATCH' && r.resource === 'daemonsets' && r.name === 'kube-multus-ds' && !r.dryRun)).toHaveLength(2);
     expect(await page.locator('.bk-unknown').count()).toBe(0);
