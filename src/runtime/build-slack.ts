@@ -256,6 +256,8 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
       await notifier.reply(f, verificationMessage({ outcome: 'resolved', finding: f, action: r.approval.action, actionAt: r.completedAt, now: r.now, settleMs: r.settleMs, signals }));
     } else if (o.outcome === 'recurrence') {
       await notifier.reply(f, verificationMessage({ outcome: 'recurrence', finding: f, action: r.approval.action, actionAt: r.completedAt, now: r.now, staleRequests: o.requests, lastSeen: o.lastSeen }));
+      // The restart is a stop-gap now: the alert's headline fix becomes the cause's, its Restart says it will recur.
+      await notifier.refresh(f.id);
     } else {
       await notifier.reply(f, persistingMessage(f, r.approval.action, o, r.completedAt));
     }
@@ -269,6 +271,8 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     const o = r.outcome;
     await alertSent(r.finding.finding);
     await notifier.reply(r.finding.finding, probeCheckMessage({ outcome: o.outcome, finding: r.finding.finding, action: r.approval.action, startedAt: r.startedAt, completedAt: r.completedAt, now: r.now, files: o.files, silent: o.silent }));
+    // A file not rewritten keeps a token that goes stale again: the alert says the restart is a stop-gap.
+    if (o.outcome === 'not-rewritten') await notifier.refresh(r.finding.finding.id);
   };
 
   // A cluster-level credential event (signing-key rotation, issuer change) is said once per cluster: one message in its

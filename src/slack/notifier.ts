@@ -28,13 +28,14 @@ import { createHash } from 'node:crypto';
 import type { ApprovalPolicy } from '../approvals/index.js';
 import { namespaceAllowed } from '../approvals/index.js';
 import type { ClusterStateSource } from '../cluster/types.js';
+import { actionNoun, objectLabel } from '../core/actions.js';
 import { DAY_MS, HOUR_MS } from '../core/units.js';
 import { compareFindings } from '../findings/build.js';
 import { FINDING_KIND_ORDER, groupFindings, groupIdOf, worstSeverity } from '../findings/groups.js';
 import { SEVERITY_RANK, type Finding, type FindingKind } from '../findings/types.js';
 import { isCredentialEventFinding } from '../findings/cluster-events.js';
 import type { Logger } from '../observability/logger.js';
-import type { FindingChange, MessageLocation, MessageRef, Store, StoredFinding } from '../store/index.js';
+import type { FindingChange, MessageLocation, MessageRef, Store, StoredApproval, StoredFinding } from '../store/index.js';
 import type { OutboxDigestLine, OutboxItem } from '../store/outbox.js';
 import { SlackCallError, type SlackApi } from './api.js';
 import {
@@ -51,7 +52,9 @@ import {
   type OverflowEntry,
   renderAlert,
   type AlertView,
+  type ResolvedState,
   type RestartEntry,
+  type StopGap,
   type SlackMessage,
   worstFact,
 } from './blocks/index.js';
@@ -64,6 +67,12 @@ import { reopenedMessage } from './messages.js';
 export const ALERT_EVENT_TYPE = 'tokenwatch_alert';
 /** How far before a recorded intent the channel history is searched (clock skew with Slack), ms. */
 const INTENT_LOOKBACK_MS = 10 * 60_000;
+
+/**
+ * Tolerance for a pod's `status.startTime` (set by the kubelet, its node's clock) against an action's start time
+ * (tokenwatch's clock), ms: a pod started this much before the action still counts as started after it.
+ */
+const FRESH_POD_TOLERANCE_MS = 60_000;
 
 /** How long the pod count of a finding's workloads is reused before asking the cluster again, ms. */
 const PODS_TOTAL_TTL_MS = 30 * 60_000;
@@ -93,6 +102,44 @@ export function groupResolutionNote(stored: Pick<StoredFinding, 'resolution' | '
     return `no signal for ${Math.round(quietPeriodMs / HOUR_MS)} h while every poll succeeded (quiet); it reopens here if seen again`;
   }
   return 'no stale token use and no 401s after the fix for the settle period';
+}
+
+/**
+ * What the actions on an alert and the cluster's state now add to its view, read by {@link Notifier.historyOf}:
+ * whether a restart is known to be a stop-gap (a recurrence after one), and for a resolved alert the verified action
+ * that fixed it and the pods running now.
+ */
+export interface AlertHistory {
+  stopGap?: StopGap;
+  fix?: NonNullable<ResolvedState['fix']>;
+  pods?: NonNullable<ResolvedState['pods']>;
+}
+
+/** Whether an approval is about ServiceAccount `namespace/serviceAccount` (its recorded subject, or the ServiceAccount it recreated). */
+function approvalIsOf(a: StoredApproval, f: Pick<Finding, 'namespace' | 'serviceAccount'>): boolean {
+  const s = a.subject ?? (a.target.kind === 'ServiceAccount' ? { namespace: a.target.namespace, serviceAccount: a.target.name } : undefined);
+  return s !== undefined && s.namespace === f.namespace && s.serviceAccount === f.serviceAccount;
+}
+
+/**
+ * From the succeeded actions on one alert (ServiceAccount): the last concluded `recurrence` (or node-probe
+ * `not-rewritten`: the token file kept its old token) not followed by a verified fix makes any further restart a
+ * stop-gap; the last verified fix (`resolved`) is what fixed it. Pure.
+ */
+export function actionHistory(approvals: readonly StoredApproval[]): Pick<AlertHistory, 'stopGap' | 'fix'> {
+  let gap: Required<StopGap> | undefined;
+  let fixed: StoredApproval | undefined;
+  for (const a of approvals) {
+    const v = a.verification;
+    if (v?.outcome === 'resolved' && (!fixed || v.at > fixed.verification!.at)) fixed = a;
+    const g: Required<StopGap> | undefined =
+      v?.outcome === 'recurrence' ? { reason: 'recurrence', at: v.at } : a.probeCheck?.outcome === 'not-rewritten' ? { reason: 'copied-token', at: a.probeCheck.at } : undefined;
+    if (g && (!gap || g.at > gap.at || (g.at === gap.at && g.reason === 'recurrence'))) gap = g;
+  }
+  const out: Pick<AlertHistory, 'stopGap' | 'fix'> = {};
+  if (gap && (!fixed || gap.at > fixed.verification!.at)) out.stopGap = gap;
+  if (fixed) out.fix = { label: `${actionNoun(fixed.action)} of ${objectLabel(fixed.target)}`, at: fixed.startedAt ?? fixed.updatedAt };
+  return out;
 }
 
 /** Live kinds of a group's findings, in {@link FINDING_KIND_ORDER}. */
@@ -194,8 +241,41 @@ export class Notifier {
     return renderAlert(this.viewGroup(members, now));
   }
 
-  /** What a reader sees of a group's alert ({@link renderGroup} lays it out; its {@link visibleHash} decides edits). */
-  viewGroup(members: readonly StoredFinding[], now: number): AlertView {
+  /**
+   * What the store's actions and (for a resolved alert) the cluster's state now add to a group's view (see
+   * {@link AlertHistory}). Cluster state that cannot be read leaves the pods out (the view says so).
+   */
+  async historyOf(members: readonly StoredFinding[]): Promise<AlertHistory> {
+    const any = members[0]?.finding;
+    if (!any) return {};
+    const approvals = (await this.deps.store.listApprovals({ cluster: any.cluster, states: ['succeeded'] })).filter((a) => approvalIsOf(a, any));
+    const out: AlertHistory = actionHistory(approvals);
+    if (members.some((m) => m.status !== 'resolved')) return out;
+    const state = this.deps.stateOf?.(any.cluster);
+    if (!state || any.namespace === '*') return out;
+    try {
+      const s = await state.describeServiceAccount(any.namespace, any.serviceAccount);
+      if (s.available) {
+        const since = out.fix?.at;
+        const fresh = since === undefined ? 0 : s.pods.filter((p) => p.startTime !== undefined && p.startTime >= since - FRESH_POD_TOLERANCE_MS).length;
+        out.pods = { running: s.pods.length, fresh };
+      }
+    } catch (err) {
+      this.deps.logger.debug({ err, cluster: any.cluster }, 'could not read the pods of a resolved alert');
+    }
+    return out;
+  }
+
+  /** {@link viewGroup} with its {@link historyOf}. */
+  async viewGroupNow(members: readonly StoredFinding[], now: number): Promise<AlertView> {
+    return this.viewGroup(members, now, await this.historyOf(members));
+  }
+
+  /**
+   * What a reader sees of a group's alert ({@link renderGroup} lays it out; its {@link visibleHash} decides edits).
+   * `history`: what {@link historyOf} read (none: no stop-gap known, a resolved alert without its state now).
+   */
+  viewGroup(members: readonly StoredFinding[], now: number, history: AlertHistory = {}): AlertView {
     const sorted = [...members].sort((a, b) => compareFindings(a.finding, b.finding));
     const live = sorted.filter((m) => m.status !== 'resolved');
     const liveF = live.map((m) => m.finding);
@@ -220,6 +300,11 @@ export class Notifier {
       const id = target ? this.buttonsFor(target)({ action: 'recreate-serviceaccount' }) : undefined;
       if (id !== undefined) overflow.push({ action: 'recreate-serviceaccount', label: 'Recreate ServiceAccount…', id });
     }
+    if (!live.length) {
+      // A resolved alert keeps Details: the pods seen before the fix, exact figures and tokens are there.
+      const details = this.buttonsFor(lead)({ action: 'details' });
+      if (details !== undefined) overflow.push({ action: 'details', label: 'Details', id: details });
+    }
     if (live.length) {
       const ids = this.buttonsFor(lead);
       for (const days of [1, 7] as const) {
@@ -229,10 +314,13 @@ export class Notifier {
       const details = ids({ action: 'details' });
       if (details !== undefined) overflow.push({ action: 'details', label: 'Details', id: details });
     }
-    let resolved: { at: number; note: string } | undefined;
+    let resolved: ResolvedState | undefined;
     if (!live.length) {
       const last = [...sorted].sort((a, b) => (b.resolvedAt ?? 0) - (a.resolvedAt ?? 0))[0]!;
       resolved = { at: last.resolvedAt ?? now, note: groupResolutionNote(last, this.deps.quietPeriodMs) };
+      // The fix that resolved it: only when it resolved by verification (a quiet resolution is not the action's doing).
+      if (history.fix && last.resolution === 'verified') resolved.fix = history.fix;
+      if (history.pods) resolved.pods = history.pods;
     }
     const open = live.filter((m) => m.status === 'open');
     const snoozes = live.map((m) => m.snoozedUntil).filter((u): u is number => u !== null && u > now);
@@ -245,6 +333,7 @@ export class Notifier {
         restarts,
         overflow,
         ...(resolved ? { resolved } : {}),
+        ...(history.stopGap ? { stopGap: history.stopGap } : {}),
         ...(open.length === 0 && snoozes.length ? { snoozedUntil: Math.min(...snoozes) } : {}),
         ...(podsTotal !== undefined ? { podsTotal } : {}),
         ...(this.deps.activeWindowMs !== undefined ? { activeWindowMs: this.deps.activeWindowMs } : {}),
@@ -353,7 +442,7 @@ export class Notifier {
       }
       if (legacy.length) return await this.mergeLegacy(gid, members, legacy, now);
       if (open.length === 0) return;
-      const view = this.viewGroup(members, now);
+      const view = await this.viewGroupNow(members, now);
       const msg = renderAlert(view);
       // A process that died between chat.postMessage and saving the ref left an intent: find that message by its
       // metadata (the group id) and adopt it instead of posting the alert twice (docs/slack.md, "Crash safety").
@@ -379,7 +468,7 @@ export class Notifier {
       return;
     }
     if (open.length === 0 && live.length > 0 && live.every((m) => m.status === 'snoozed' && m.snoozedUntil !== null && m.snoozedUntil > now)) return;
-    const view = this.viewGroup(members, now);
+    const view = await this.viewGroupNow(members, now);
     const msg = renderAlert(view);
     const hash = visibleHash(view);
     let at = { channel: ref.channel, ts: ref.ts };
@@ -415,7 +504,7 @@ export class Notifier {
     const lead = (live[0] ?? members[0])!.finding;
     const sorted = [...legacy].sort((a, b) => Number(b.ref.ts) - Number(a.ref.ts));
     const keep = sorted[0]!;
-    const view = this.viewGroup(members, now);
+    const view = await this.viewGroupNow(members, now);
     const at = await this.updateOrRepost({ channel: keep.ref.channel, ts: keep.ref.ts }, renderAlert(view), keep.ref.channel);
     await store.saveAlertRef(gid, lead.cluster, { ...at, severity: live.length ? worstSeverity(live.map((m) => m.finding)) : keep.ref.severity, hash: visibleHash(view), signals: liveKinds(live) });
     let link: string | undefined;
@@ -459,7 +548,7 @@ export class Notifier {
       const ref = await store.getAlertRef(gid);
       if (!ref) return;
       const members = await this.membersOf(stored.finding);
-      const view = this.viewGroup(members, this.deps.clock());
+      const view = await this.viewGroupNow(members, this.deps.clock());
       const msg = renderAlert(view);
       const hash = visibleHash(view);
       if (showsAlready(ref.hash, view, msg)) {

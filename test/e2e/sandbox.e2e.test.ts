@@ -116,15 +116,19 @@ describe.skipIf(!HAS_CHROMIUM)(title, () => {
     await alert.waitFor({ state: 'visible', timeout: 15_000 });
     expect(await page.locator('#messages .message', { hasText: 'Clients of ServiceAccount kube-system/multus' }).count()).toBe(1);
     // Live-updated as polls bring the 401s: wait for the header to say so.
-    await until(() => alert.locator('.bk-header').textContent(), '🔴 prod-eks · kube-system/multus — requests now fail with 401');
+    // The severity is in words beside its colour (an emoji may render as a box).
+    await until(() => alert.locator('.bk-header').textContent(), '🔴 Critical · prod-eks · kube-system/multus — requests now fail with 401');
     // The channel opens at the critical alerts (posted first), not scrolled to the bottom past them.
     await page.waitForTimeout(1500); // a few more polls and renders: the position must hold
     const list = (await page.locator('#messages').boundingBox())!;
     const first = (await page.locator('#messages > .message .bk-header', { hasText: /^🔴/ }).first().boundingBox())!;
     expect(first.y - list.y).toBeGreaterThanOrEqual(0);
     expect(list.y + list.height - (first.y + first.height)).toBeGreaterThanOrEqual(0);
-    await untilContains(alert, 'its pods get fresh tokens');
-    const restart = alert.getByRole('button', { name: 'Restart DaemonSet kube-multus-ds — buys 90 days' });
+    // The node probe found Multus's token copied into its kubeconfig on the nodes: the headline fix is the cause's
+    // (the thick plugin, from the cause catalogue) and the restart is offered as what it is, a stop-gap.
+    await untilContains(alert, 'Fix: Move to the Multus thick plugin');
+    await untilContains(alert, 'Stop-gap: restart DaemonSet kube-system/kube-multus-ds: fresh tokens for 90 days, then it recurs');
+    const restart = alert.getByRole('button', { name: 'Restart DaemonSet kube-multus-ds — buys 90 days, will recur', exact: true });
     await restart.waitFor();
     expect(await restart.getAttribute('class')).toContain('bk-primary');
     expect(await alert.textContent()).not.toContain('Recreate ServiceAccount');
@@ -215,13 +219,18 @@ describe.skipIf(!HAS_CHROMIUM)(title, () => {
     await page.locator('[data-testid=cluster] li', { hasText: podsAfter[0]! }).waitFor({ state: 'visible', timeout: 5000 });
 
     // 7. Verification: one sandbox hour later the copied Multus token is stale again — a recurrence naming the fix.
-    const recurrences = thread.locator('.message', { hasText: 'Recurrence' });
+    // Replies only: the alert shown above them (the thread parent) names the recurrence too once it came.
+    const replies = thread.locator('#thread-body > .message');
+    const recurrences = replies.filter({ hasText: 'Recurrence' });
     const recurrence = recurrences.first();
     await recurrence.waitFor({ state: 'visible', timeout: 30_000 });
     const text = (await recurrence.textContent()) ?? '';
     expect(text).toContain('stale token use by kube-system/multus in prod-eks came back');
     expect(text).toContain('A restart only rewrites the copied token');
     expect(text).toContain('thick plugin');
+    // The alert itself says it now: the stale tokens came back after a restart.
+    await untilContains(alert, 'the stale tokens came back after a restart');
+    expect(await alert.textContent()).toContain('Fix: Move to the Multus thick plugin');
     expect(await page.locator('.bk-unknown').count()).toBe(0);
     await shot('09-page');
 
@@ -237,7 +246,7 @@ describe.skipIf(!HAS_CHROMIUM)(title, () => {
     const completes = thread.locator('.message', { hasText: 'Rollout of DaemonSet kube-system/kube-multus-ds in prod-eks complete' });
     await until(() => completes.count(), 2, 30_000);
     await until(() => recurrences.count(), 2, 40_000);
-    expect(await thread.locator('.message', { hasText: 'Verified' }).count()).toBe(0);
+    expect(await replies.filter({ hasText: 'Verified' }).count()).toBe(0);
     expect(await alert.locator('.bk-header').textContent()).not.toMatch(/^✅|resolved/);
     expect(sandbox.kube.requestsMatching((r) => r.method === 'PATCH' && r.resource === 'daemonsets' && r.name === 'kube-multus-ds' && !r.dryRun)).toHaveLength(2);
     expect(await page.locator('.bk-unknown').count()).toBe(0);

@@ -152,7 +152,7 @@ describe('tokenwatch sandbox', () => {
     }
   }, 40_000);
 
-  it('the approval flow through the page API (no browser): a Fluent Bit restart requested by Riya, refused for her, approved by Ahmed, verified resolved after the settle period', async () => {
+  it('the approval flow through the page API (no browser): a Fluent Bit restart requested by Riya, refused for her, approved by Ahmed, verified resolved after the settle period; the resolved alert shows the pods running now with fresh tokens, old pods only in Details', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'tokenwatch-sandbox-flow-'));
     // ×3000: the 2-hour settle period takes 2.4 s.
     const sb = await startSandbox({ ...FAST, dataDir: dir, speed: 3000, reset: true });
@@ -177,6 +177,30 @@ describe('tokenwatch sandbox', () => {
       expect(verified.threadTs).toBe(alert.ts);
       // No recurrence for a client that is not a static token file.
       expect(sb.slack.thread(ch, alert.ts).filter((m) => m.text.includes('recurrence'))).toEqual([]);
+      // The resolved alert tells the state now: the 6 pods running now, all started by the restart, with fresh
+      // tokens; what fixed it and when. Never "0 of 6 live · 6 gone" or "Rejection unknown" about pods that are gone.
+      const resolved = await waitFor('the resolved alert', () => {
+        const m = sb.slack.message(ch, alert.ts);
+        return m && (m.blocks?.[0] as { text?: { text: string } } | undefined)?.text?.text.startsWith('✅ Resolved') ? m : undefined;
+      });
+      const fields = ((resolved.blocks ?? []) as Array<{ fields?: Array<{ text: string }> }>).flatMap((b) => b.fields ?? []).map((f) => f.text);
+      expect(fields[0]).toBe('*Workload*\nDaemonSet `logging/fluent-bit`');
+      expect(fields[1]).toBe('*Pods now*\n6 pods with fresh tokens');
+      expect(fields[2]).toMatch(/^\*Fixed\*\nrestart of DaemonSet logging\/fluent-bit, <!date\^\d+\^/);
+      expect(fields[3]).toMatch(/^\*Before\*\n/);
+      const shown = JSON.stringify(resolved.blocks);
+      expect(shown).not.toMatch(/live|gone|Rejection|unknown/);
+      const newPods = sb.kube.store.list('Pod', { namespace: 'logging' }).map((p) => String((p.metadata as { name: string }).name)).filter((n) => n.startsWith('fluent-bit-'));
+      expect(newPods).toHaveLength(6);
+      // The pods seen with stale tokens before the fix (gone now) are in Details, which the resolved alert keeps.
+      const details = (resolved.blocks as Array<{ elements?: Array<{ action_id?: string; options?: Array<{ text: { text: string }; value: string }> }> }>)
+        .flatMap((b) => b.elements ?? [])
+        .find((e) => e.action_id === 'tw_more')!
+        .options!.find((o) => o.text.text === 'Details')!;
+      expect((await post(sb, 'api/action', { user: 'U0REQUEST', ts: alert.ts, ephemeral: false, actionId: 'tw_more', value: details.value, selected: true, text: 'Details' })).body).toEqual({ ok: true, status: 200 });
+      const reply = await waitFor('the Details reply', () => sb.slack.thread(ch, alert.ts).find((m) => m.text.startsWith('Details for logging/fluent-bit')));
+      expect(JSON.stringify(reply.blocks)).toContain('*Not in cluster state*');
+      for (const p of newPods) expect(JSON.stringify(reply.blocks)).not.toContain(p);
     } finally {
       await sb.stop();
       rmSync(dir, { recursive: true, force: true });

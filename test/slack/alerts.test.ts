@@ -44,7 +44,7 @@ describe('alerts', () => {
     ]);
     const multus = await h.alert('kube-system', 'multus');
     expect((await h.alert('kube-system', 'multus', 'unauthorized')).ts).toBe(multus.ts);
-    expect((multus.blocks![0] as { text: { text: string } }).text.text).toBe('🔴 prod-eks · kube-system/multus — requests now fail with 401');
+    expect((multus.blocks![0] as { text: { text: string } }).text.text).toBe('🔴 Critical · prod-eks · kube-system/multus — requests now fail with 401');
     expect(buttonIds(multus)).toEqual(['tw_restart', 'tw_more']);
     expect(overflowLabels(multus)).toEqual(['Snooze 1 day', 'Snooze 7 days', 'Details']);
     expect(blockText(multus)).toContain('Restart DaemonSet kube-multus-ds — buys 90 days');
@@ -80,7 +80,7 @@ describe('alerts', () => {
     await h.poll();
     const replies = h.slack.thread(OPS, fb.ts).map((m) => m.text);
     expect(replies).toEqual(['[prod-eks] logging/fluent-bit escalated from info to warning']);
-    expect(((await h.alert('logging', 'fluent-bit')).blocks![0] as { text: { text: string } }).text.text).toBe('🟠 prod-eks · logging/fluent-bit — rejected in 25 days');
+    expect(((await h.alert('logging', 'fluent-bit')).blocks![0] as { text: { text: string } }).text.text).toBe('🟠 Warning · prod-eks · logging/fluent-bit — rejected in 25 days');
     h.advance(HOUR);
     await h.poll();
     expect(h.slack.thread(OPS, fb.ts)).toHaveLength(1);

@@ -119,7 +119,8 @@ describe('restart flow', () => {
     ]);
     const resolved = await h.alert('kube-system', 'multus');
     expect(resolved.text).toBe('✅ [prod-eks] resolved: kube-system/multus (requests rejected with 401 · stale tokens)');
-    expect(buttonIds(resolved)).toEqual([]);
+    expect(buttonIds(resolved)).toEqual(['tw_more']);
+    expect(overflowLabels(resolved)).toEqual(['Details']);
     expect((await store.getFinding(a.target.findingId))!.status).toBe('resolved');
     // Reported once.
     h.advance(HOUR);
@@ -128,9 +129,11 @@ describe('restart flow', () => {
     expect(h.slack.callsTo('chat.postMessage').filter((c) => c.args.channel === OPS && c.args.thread_ts === undefined)).toHaveLength(4);
   });
 
-  it('recurrence: stale use of a token issued after the restart is reported with the cause and its fix', async () => {
+  it('recurrence: stale use of a token issued after the restart is reported with the cause and its fix, and the alert\'s headline fix becomes the cause\'s', async () => {
     h = await startHarness();
     const { alert, approval } = await requestRestart(h);
+    // Before any recurrence the restart is the fix the alert offers.
+    expect(blockText(alert)).toContain('*Fix:* restart DaemonSet `kube-system/kube-multus-ds`: its pods get fresh tokens, valid for 90 days.');
     await h.click(APPROVER, approval, 'tw_approve');
     expect((await h.serve.context.store.listApprovals())[0]!.state).toBe('succeeded');
     // 90 minutes later, a new pod's token (issued at the restart) is presented stale: Multus copied it into a host file.
@@ -147,10 +150,23 @@ describe('restart flow', () => {
     const a = (await store.listApprovals())[0]!;
     expect((await store.listApprovalActions(a.id)).at(-1)).toMatchObject({ action: 'verification.recurrence', result: 'recurrence' });
     expect((await store.getFinding(a.target.findingId))!.status).toBe('open');
-    // Not repeated on the next poll.
+    // The alert itself now says what the restart is: a stop-gap. Its headline fix is the cause's (the thick plugin,
+    // from the cause catalogue), and the Restart button says it will recur.
+    const after = await h.alert('kube-system', 'multus');
+    expect(after.ts).toBe(alert.ts);
+    expect(blockText(after)).toContain('*Fix:* Move to the Multus thick plugin (multus-daemon; on EKS a v4.0.2-eksbuild.1 or later _thick image).');
+    expect(blockText(after)).toContain('*Stop-gap:* restart DaemonSet `kube-system/kube-multus-ds`: fresh tokens for 90 days, then it recurs (the stale tokens came back after a restart (recurrence ');
+    expect(blockText(after)).not.toContain('its pods get fresh tokens');
+    const restart = ((after.blocks ?? []) as Array<{ type: string; elements?: Array<{ action_id?: string; text?: { text: string } }> }>)
+      .filter((b) => b.type === 'actions')
+      .flatMap((b) => b.elements ?? [])
+      .find((e) => e.action_id === 'tw_restart');
+    expect(restart?.text?.text).toBe('Restart DaemonSet kube-multus-ds — buys 90 days, will recur');
+    // Not repeated on the next poll, and the alert keeps saying so.
     h.advance(10 * MIN);
     await h.poll();
     expect(h.slack.thread(OPS, alert.ts).filter((m) => m.text.includes('recurrence'))).toHaveLength(1);
+    expect(blockText(await h.alert('kube-system', 'multus'))).toContain('buys 90 days, will recur');
   });
 });
 
@@ -168,11 +184,14 @@ describe('after a poll: notify, then verify', () => {
     const before = JSON.stringify(h.slack.message(OPS, alert.ts)!.blocks);
     await h.poll();
     const calls = h.slack.calls.slice(from).filter((c) => c.args.channel === OPS && (c.args.ts === alert.ts || c.args.thread_ts === alert.ts));
-    // The notifier's edit of the alert (this poll's findings), then the verifier's reply under it: in that order.
+    // The notifier's edit of the alert (this poll's findings), then the verifier's reply under it, then the alert
+    // edited once more to say the restart is a stop-gap: in that order.
     expect(calls.map((c) => [c.method, String(c.args.text).split(':')[0]])).toEqual([
       ['chat.update', '🔴 [prod-eks] critical'],
       ['chat.postMessage', '⚠️ [prod-eks] recurrence'],
+      ['chat.update', '🔴 [prod-eks] critical'],
     ]);
+    expect(JSON.stringify(calls[2]!.args.blocks)).toContain('will recur');
     // The edit shows this poll's findings: kube-multus-ds-fresh1, not among the DaemonSet's 6 running pods, is one more gone pod.
     expect(before).toContain('5 of 6 live · 1 gone');
     expect(JSON.stringify(calls[0]!.args.blocks)).toContain('5 of 6 live · 2 gone');

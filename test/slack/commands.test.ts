@@ -64,10 +64,10 @@ describe('/tokens', () => {
     expect(links.map(([ts]) => ts)).toEqual(h.slack.messages(OPS).map((m) => m.ts));
     const lines = (e.blocks as Array<{ type: string; text?: { text: string } }>).slice(2).map((b) => b.text!.text);
     expect(lines).toEqual([
-      `🔴 <${links[0]![1]}|kube-system/multus> — requests now fail with 401 · requests rejected with 401 · stale tokens`,
-      `🔵 <${links[1]![1]}|flux-system/helm-controller> — rejected in 44 days · stale tokens`,
-      `🔵 <${links[2]![1]}|logging/fluent-bit> — rejected in 70 days · stale tokens`,
-      `🔵 <${links[3]![1]}|ci/deployer> — legacy Secret token in use · legacy Secret token`,
+      `🔴 critical · <${links[0]![1]}|kube-system/multus> — requests now fail with 401 · requests rejected with 401 · stale tokens`,
+      `🔵 info · <${links[1]![1]}|flux-system/helm-controller> — rejected in 44 days · stale tokens`,
+      `🔵 info · <${links[2]![1]}|logging/fluent-bit> — rejected in 70 days · stale tokens`,
+      `🔵 info · <${links[3]![1]}|ci/deployer> — legacy Secret token in use · legacy Secret token`,
     ]);
     // Nobody else sees it, nothing is posted in the channel.
     expect(h.slack.ephemerals().filter((x) => x.user !== REQUESTER)).toEqual([]);

@@ -55,7 +55,7 @@ describe('findings that conclude', () => {
     expect(quiet401.ts).toBe(u401.ts);
     expect((await store.getFinding(findingId(CLUSTER, 'kube-system', 'multus', 'unauthorized')))!.finding.severity).toBe('warning');
     expect(quiet401.text).toBe('🔴 [prod-eks] critical: kube-system/multus — rejection date passed (requests rejected with 401 · stale tokens)');
-    expect(header(quiet401)).toBe('🔴 prod-eks · kube-system/multus — rejection date passed');
+    expect(header(quiet401)).toBe('🔴 Critical · prod-eks · kube-system/multus — rejection date passed');
     expect(blockText(quiet401)).not.toContain('fail with 401');
     await h.command('status prod-eks', REQUESTER);
     let status = lastEphemeral(h, REQUESTER);
@@ -70,7 +70,9 @@ describe('findings that conclude', () => {
     expect(await store.getFinding(findingId(CLUSTER, 'kube-system', 'multus', 'stale-token'))).toMatchObject({ status: 'resolved', resolution: 'verified' });
     const resolved401 = await h.alert('kube-system', 'multus', 'unauthorized');
     expect(resolved401.text).toBe('✅ [prod-eks] resolved: kube-system/multus (requests rejected with 401 · stale tokens)');
-    expect(buttonIds(resolved401)).toEqual([]);
+    // Nothing to act on: only Details (the pods seen before, exact figures) stays in its menu.
+    expect(buttonIds(resolved401)).toEqual(['tw_more']);
+    expect(overflowLabels(resolved401)).toEqual(['Details']);
     expect(blockText(resolved401)).toContain('no stale token use and no 401s after the fix for the settle period');
     // Said once, for the alert, naming every signal that stayed quiet.
     expect(h.slack.thread(OPS, alert.ts).map((m) => m.text).filter((t) => t.includes('verified'))).toEqual([
@@ -124,7 +126,8 @@ describe('findings that conclude', () => {
     const resolved = await h.alert('ci', 'deployer', 'legacy-token');
     expect(resolved.ts).toBe(deployer.ts);
     expect(resolved.text).toBe('✅ [prod-eks] resolved: ci/deployer (legacy Secret token)');
-    expect(buttonIds(resolved)).toEqual([]);
+    expect(buttonIds(resolved)).toEqual(['tw_more']);
+    expect(overflowLabels(resolved)).toEqual(['Details']);
     expect(blockText(resolved)).toContain('no signal for 24 h while every poll succeeded (quiet)');
     expect((await store.listActions(CLUSTER)).find((r) => r.findingId === id)).toMatchObject({ action: 'finding.quiet', result: 'resolved', actor: null });
     // A stale-token finding with a live token is not resolved however quiet it is.

@@ -123,7 +123,8 @@ describe('Notifier', () => {
     await notifier.refresh('f-stale');
     const ts = (await store.getAlertRef(gid))!.ts;
     expect(fake.message(CH, ts)!.text).toBe('✅ [prod] resolved: kube-system/multus (stale tokens)');
-    expect(buttonIds(fake.message(CH, ts)!)).toEqual([]);
+    // Resolved: nothing to act on, only Details in its menu.
+    expect(buttonIds(fake.message(CH, ts)!)).toEqual(['tw_more']);
     await poll(notifier, [{ ...stale, lastSeen: new Date(T + 2 * HOUR).toISOString() }], T + 2 * HOUR);
     expect((await store.getFinding('f-stale'))!.status).toBe('open');
     expect(fake.thread(CH, ts).map((m) => m.text)).toEqual(['[prod] kube-system/multus reopened: seen again after it was resolved']);

@@ -89,7 +89,7 @@ describe('one alert per root cause', { timeout: 120_000 }, () => {
     let alert = await h.alert('kube-system', 'multus');
     expect(alert.edits).toEqual([]);
     expect(h.slack.callsTo('chat.update').filter((c) => c.args.ts === alert.ts)).toEqual([]);
-    expect(headerOf(alert)).toBe('🔴 prod-eks · kube-system/multus — rejection date passed');
+    expect(headerOf(alert)).toBe('🔴 Critical · prod-eks · kube-system/multus — rejection date passed');
     expect(validateMessage(alert)).toEqual([]);
 
     // The probe sees the token file on the node: evidence on the same alert.
@@ -109,16 +109,20 @@ describe('one alert per root cause', { timeout: 120_000 }, () => {
     expect((await store.getFinding(findingId(CLUSTER, 'kube-system', 'multus', 'unauthorized')))?.status).toBe('open');
     expect(multusAlerts(h)).toHaveLength(1);
     alert = await h.alert('kube-system', 'multus');
-    expect(headerOf(alert)).toBe('🔴 prod-eks · kube-system/multus — requests now fail with 401');
+    expect(headerOf(alert)).toBe('🔴 Critical · prod-eks · kube-system/multus — requests now fail with 401');
     expect(blockText(alert)).toContain('*Signals:* requests rejected with 401 · stale tokens · token file seen by the node probe');
     expect(blockText(alert)).not.toContain('0 of 6'); // pods come from the stale signal, not "Pods affected 0 of 6"
     const started = h.slack.thread(OPS, alert.ts).filter((m) => m.text.includes('requests rejected with 401 started'));
     expect(started).toHaveLength(1);
     expect(validateMessage(alert)).toEqual([]);
 
-    // One set of actions: the only primary button restarts the DaemonSet; no Recreate anywhere on this alert.
+    // One set of actions: the only primary button restarts the DaemonSet; no Recreate anywhere on this alert. The
+    // node probe saw the token copied into a file on the node, so the restart is a stop-gap: the headline fix is the
+    // cause's (the thick plugin), and the button says the stale tokens will come back.
     const primary = elements(alert).filter((e) => e['style'] === 'primary');
-    expect(primary.map((e) => [e['action_id'], (e['text'] as { text: string }).text])).toEqual([['tw_restart', 'Restart DaemonSet kube-multus-ds — buys 90 days']]);
+    expect(primary.map((e) => [e['action_id'], (e['text'] as { text: string }).text])).toEqual([['tw_restart', 'Restart DaemonSet kube-multus-ds — buys 90 days, will recur']]);
+    expect(blockText(alert)).toContain('*Fix:* Move to the Multus thick plugin (multus-daemon; on EKS a v4.0.2-eksbuild.1 or later _thick image).');
+    expect(blockText(alert)).toContain('*Stop-gap:* restart DaemonSet `kube-system/kube-multus-ds`: fresh tokens for 90 days, then it recurs (the node probe found its token copied into a file on the node');
     expect(buttonIds(alert)).toEqual(['tw_restart', 'tw_more']);
     expect(overflowLabels(alert)).toEqual(['Snooze 1 day', 'Snooze 7 days', 'Details']);
     expect(blockText(alert)).not.toContain('Recreate');
@@ -151,7 +155,8 @@ describe('one alert per root cause', { timeout: 120_000 }, () => {
     alert = await h.alert('kube-system', 'multus');
     expect(headerOf(alert)).toBe('✅ Resolved · prod-eks · kube-system/multus');
     expect(blockText(alert)).toContain('*Signals:* requests rejected with 401 · stale tokens');
-    expect(elements(alert)).toEqual([]);
+    expect(elements(alert).map((e) => e['type'])).toEqual(['overflow']);
+    expect(overflowLabels(alert)).toEqual(['Details']);
     // Resolved once: of every version the message had, only the current one is the resolved variant; later polls
     // leave it alone.
     expect([...alert.edits.map((e) => headerOf(e)), headerOf(alert)].filter((x) => x.startsWith('✅'))).toHaveLength(1);

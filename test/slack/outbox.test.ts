@@ -156,7 +156,7 @@ describe('digestMessage', () => {
     expect(lines).toHaveLength(3);
     expect(lines[0]).toMatch(/cluster-1.*agent-1.*rejected in 1 day.*✅ posted$/);
     expect(lines[1]).toMatch(/agent-2.*⏳ to follow$/);
-    expect(m.text).toContain('[cluster-1] kube-system/agent-1');
+    expect(m.text).toContain('[cluster-1] warning: kube-system/agent-1');
   });
 
   it('stays within 50 blocks and 3,000 characters per section for any number of lines, the rest as "and N more"', () => {

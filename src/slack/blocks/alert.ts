@@ -18,7 +18,7 @@ import { FINDING_KIND_ORDER, worstSeverity } from '../../findings/groups.js';
 import type { Finding, FindingKind } from '../../findings/types.js';
 import { ACTION_IDS, opaqueId } from './ids.js';
 import { LIMITS } from './limits.js';
-import { daysLeft, SEVERITY_EMOJI, signalIsCurrent, subjectOf, type FindingAction } from './finding.js';
+import { daysLeft, SEVERITY_EMOJI, SEVERITY_LABEL, signalIsCurrent, subjectOf, type FindingAction } from './finding.js';
 import { clip, code, count, escClip, md, plain, plural, slackDate, type Button, type KnownBlock, type SlackMessage } from './text.js';
 
 /** What each signal is called on an alert. */
@@ -36,11 +36,47 @@ export interface OverflowEntry {
   id: string;
 }
 
-/** One restart button: the workload, the opaque id, and the days a fresh token buys (null when unknown). */
+/**
+ * One restart button: the workload, the opaque id, and the days a fresh token buys (null when unknown). `stopGap`:
+ * the restart is known not to fix the cause (see {@link StopGap}), so its label says it will recur.
+ */
 export interface RestartEntry {
   workload: WorkloadRef;
   id: string;
   buysDays: number | null;
+  stopGap?: boolean;
+}
+
+/**
+ * Why a restart is known to be a stop-gap for an alert, not its fix: a restart of it was followed by a
+ * `recurrence` (a token issued after it went stale again; `at` = when that was concluded, epoch ms UTC), or the
+ * node probe found the ServiceAccount's token copied into a file on a node (`copied-token`: the file keeps a copy
+ * that goes stale again, cause `static-token-file`).
+ */
+export interface StopGap {
+  reason: 'recurrence' | 'copied-token';
+  at?: number;
+}
+
+/**
+ * The state now of a resolved alert (src/slack/notifier.ts reads it when rendering the resolved variant). Times are
+ * epoch ms UTC.
+ */
+export interface ResolvedState {
+  /** When it was resolved. */
+  at: number;
+  /** Why (the resolution note: verified, or quiet). */
+  note: string;
+  /**
+   * The verified action that fixed it: what (e.g. `restart of DaemonSet logging/fluent-bit`) and when it started.
+   * Absent when it resolved as quiet (nothing tokenwatch did).
+   */
+  fix?: { label: string; at: number };
+  /**
+   * The ServiceAccount's pods running now, from cluster state read at render time: `running` of them, `fresh` of
+   * which started after `fix.at` (their tokens were issued after the fix). Absent when cluster state was not read.
+   */
+  pods?: { running: number; fresh: number };
 }
 
 /** Context of {@link alertView}. Times are epoch ms UTC. */
@@ -50,8 +86,13 @@ export interface AlertContext {
   restarts: readonly RestartEntry[];
   /** Overflow menu entries (Recreate only where recreating is a fix; Snooze; Details). */
   overflow: readonly OverflowEntry[];
-  /** Set when no signal is live any more: the resolved variant (✅ header, no buttons). */
-  resolved?: { at: number; note: string };
+  /**
+   * Set when no signal is live any more: the resolved variant (✅ header, the state now: pods running now and their
+   * tokens, what fixed it and when; only Details in its menu).
+   */
+  resolved?: ResolvedState;
+  /** Set when a restart is known to be a stop-gap (see {@link StopGap}); the node probe's observation is also read from the findings. */
+  stopGap?: StopGap;
   snoozedUntil?: number;
   /** Pods the ServiceAccount's workloads run (desired), when known. */
   podsTotal?: number;
@@ -191,6 +232,33 @@ function podsField(members: readonly Finding[], podsTotal: number | undefined): 
   return `*Pods*\n${liveText}${gone ? ` · ${count(gone)} gone` : ''}`;
 }
 
+/**
+ * The Pods field of a resolved alert: the ServiceAccount's pods running now and their tokens — "6 with fresh tokens"
+ * when every one started after the fix; the pods seen with stale tokens before (gone now) are only in Details.
+ */
+function podsNowField(r: ResolvedState | undefined): string {
+  const p = r?.pods;
+  if (!p) return '*Pods now*\nunknown: cluster state not read';
+  if (p.running === 0) return '*Pods now*\nnone running';
+  if (!r?.fix) return `*Pods now*\n${plural(p.running, 'pod')} running; no stale token use in the quiet period`;
+  const older = p.running - p.fresh;
+  const fresh = p.fresh ? `${plural(p.fresh, 'pod')} with fresh tokens` : '';
+  const rest = older ? `${count(older)} started before the fix, no stale token use since` : '';
+  return `*Pods now*\n${[fresh, rest].filter(Boolean).join(' · ')}`;
+}
+
+/** The Fixed field of a resolved alert: what fixed it and when, or that it went quiet with nothing done by tokenwatch. */
+function fixedField(members: readonly Finding[], r: ResolvedState | undefined): string {
+  if (r?.fix) return `*Fixed*\n${escClip(r.fix.label, 200)}, ${slackDate(r.fix.at, '{date_short_pretty} {time}')}`;
+  const last = Math.max(...members.map((f) => Date.parse(f.lastSeen)).filter((n) => Number.isFinite(n)));
+  return `*Fixed*\nno action by tokenwatch; quiet${Number.isFinite(last) ? ` since ${slackDate(shownTime(last), '{date_short_pretty}')}` : ''}`;
+}
+
+/** The Before field of a resolved alert: the requests seen before it resolved (bucketed), and the last one. */
+function beforeField(members: readonly Finding[]): string {
+  return requestsField(members, Number.POSITIVE_INFINITY).replace('*Requests*', '*Before*');
+}
+
 function rejectionField(live: readonly Finding[], now: number, activeWindowMs?: number): string {
   const unauth = attributed401(live) ?? live.find(isClusterCredential);
   if (unauth && signalIsCurrent(unauth, now, activeWindowMs)) return '*Rejection*\n*Now*: requests fail with 401';
@@ -227,15 +295,45 @@ function firstSentence(s: string, max: number): string {
   return clip(m ? m[1]! : s.trim(), max);
 }
 
-/** The label of a restart button: "Restart DaemonSet kube-multus-ds — buys 90 days" (≤ 75 chars). */
-export function restartLabel(r: Pick<RestartEntry, 'workload' | 'buysDays'>): string {
-  const tail = r.buysDays !== null ? ` — buys ${plural(r.buysDays, 'day')}` : '';
+/**
+ * The label of a restart button: "Restart DaemonSet kube-multus-ds — buys 90 days" (≤ 75 chars); for a stop-gap
+ * ({@link StopGap}) "Restart DaemonSet kube-multus-ds — buys 90 days, will recur".
+ */
+export function restartLabel(r: Pick<RestartEntry, 'workload' | 'buysDays' | 'stopGap'>): string {
+  const recur = r.stopGap ? ', will recur' : '';
+  const tail = r.buysDays !== null ? ` — buys ${plural(r.buysDays, 'day')}${recur}` : r.stopGap ? ' — stop-gap, will recur' : '';
   const head = `Restart ${r.workload.kind} `;
   return `${head}${clip(r.workload.name, LIMITS.buttonText - head.length - tail.length)}${tail}`;
 }
 
-function fixLine(live: readonly Finding[], ctx: AlertContext): string {
+/** The finding whose cause names the alert's fix: a copied token file's, else the stale tokens', else the first. */
+function causeFinding(live: readonly Finding[]): Finding | undefined {
+  return live.find((f) => f.cause.id === 'static-token-file') ?? live.find((f) => f.kind === 'stale-token' && f.cause.id !== 'unknown') ?? live[0];
+}
+
+/** Whether the node probe observed the ServiceAccount's token in a file on a node (cause `static-token-file`, probe evidence). */
+export function probeSawCopiedToken(live: readonly Finding[]): boolean {
+  return live.some((f) => f.cause.id === 'static-token-file' && f.cause.evidence.some((e) => e.startsWith('node probe')));
+}
+
+/** Why the restart is a stop-gap, in words, for the fix line. */
+function stopGapWhy(g: StopGap): string {
+  return g.reason === 'recurrence'
+    ? `the stale tokens came back after a restart${g.at !== undefined ? ` (recurrence ${slackDate(g.at, '{date_short_pretty}')})` : ''}`
+    : 'the node probe found its token copied into a file on the node, which goes stale again';
+}
+
+function fixLine(live: readonly Finding[], ctx: AlertContext, stopGap: StopGap | undefined): string {
   const r = ctx.restarts[0];
+  const cause = causeFinding(live);
+  if (r && stopGap && cause) {
+    // The restart only buys another token lifetime: the headline fix is the cause's; the restart is named as a stop-gap.
+    const buys = r.buysDays !== null ? `fresh tokens for ${plural(r.buysDays, 'day')}, then it recurs` : 'fresh tokens for one more token lifetime, then it recurs';
+    return (
+      `*Fix:* ${escClip(firstSentence(cause.cause.fix, 400), 500)}\n` +
+      `*Stop-gap:* restart ${escClip(r.workload.kind, 40)} ${code(`${r.workload.namespace}/${r.workload.name}`, 120)}: ${buys} (${stopGapWhy(stopGap)}). Nothing changes until an approver agrees.`
+    );
+  }
   if (r) {
     return `*Fix:* restart ${escClip(r.workload.kind, 40)} ${code(`${r.workload.namespace}/${r.workload.name}`, 120)}: its pods get fresh tokens${r.buysDays !== null ? `, valid for ${plural(r.buysDays, 'day')}` : ''}. Nothing changes until an approver agrees.`;
   }
@@ -251,6 +349,7 @@ function overflowMenu(entries: readonly OverflowEntry[]): types.Overflow | undef
 
 /** The restart buttons: the first `style: primary`, each with a confirm dialog (a button, not an overflow option). */
 export function restartButtons(cluster: string, restarts: readonly RestartEntry[]): Button[] {
+  const gap = (r: RestartEntry) => (r.stopGap ? ' A stop-gap: the cause stays, so the stale tokens come back.' : '');
   return restarts.map((r, i) => ({
     type: 'button',
     action_id: i === 0 ? ACTION_IDS.restart : `${ACTION_IDS.restart}:${i}`,
@@ -260,7 +359,7 @@ export function restartButtons(cluster: string, restarts: readonly RestartEntry[
     confirm: {
       title: plain(`Restart ${r.workload.kind}?`, LIMITS.confirmTitle),
       text: plain(
-        `Ask for approval to restart ${objectLabel(r.workload)} in ${cluster}. Its pods are replaced and get fresh tokens. Nothing changes until an approver agrees.`,
+        `Ask for approval to restart ${objectLabel(r.workload)} in ${cluster}. Its pods are replaced and get fresh tokens.${gap(r)} Nothing changes until an approver agrees.`,
         LIMITS.confirmText,
       ),
       confirm: plain('Request restart', LIMITS.confirmButton),
@@ -316,7 +415,10 @@ export function alertView(members: readonly Finding[], live: readonly Finding[],
   const shown = resolved ? members : live;
   const severity = worstSeverity(shown);
   const fact = worstFact(shown, ctx.now, ctx.activeWindowMs);
-  const header = resolved ? `✅ Resolved · ${any.cluster} · ${subject}` : `${SEVERITY_EMOJI[severity]} ${any.cluster} · ${subject} — ${fact}`;
+  // Severity in words beside its colour: emoji do not render everywhere (screen readers, plain-text notifications).
+  const header = resolved ? `✅ Resolved · ${any.cluster} · ${subject}` : `${SEVERITY_EMOJI[severity]} ${SEVERITY_LABEL[severity]} · ${any.cluster} · ${subject} — ${fact}`;
+  const stopGap: StopGap | undefined = ctx.stopGap ?? (probeSawCopiedToken(shown) ? { reason: 'copied-token' } : undefined);
+  const restarts = stopGap ? ctx.restarts.map((r) => ({ ...r, stopGap: true })) : [...ctx.restarts];
   const signals = signalLabels(shown).join(' · ');
   const lead = resolved
     ? `✅ *Resolved* ${slackDate(ctx.resolved?.at ?? ctx.now)}${ctx.resolved?.note ? `: ${escClip(ctx.resolved.note, 800)}` : ''}.\n*Signals:* ${signals}`
@@ -335,11 +437,14 @@ export function alertView(members: readonly Finding[], live: readonly Finding[],
     header,
     text: clip(text, 3000),
     lead: clip(lead, LIMITS.sectionText),
-    fields: [workloadField(shown), podsField(shown, ctx.podsTotal), rejectionField(shown, ctx.now, ctx.activeWindowMs), requestsField(shown, ctx.now, ctx.activeWindowMs)],
-    ...(resolved ? {} : { fix: fixLine(shown, ctx) }),
+    fields: resolved
+      ? [workloadField(shown), podsNowField(ctx.resolved), fixedField(shown, ctx.resolved), beforeField(shown)]
+      : [workloadField(shown), podsField(shown, ctx.podsTotal), rejectionField(shown, ctx.now, ctx.activeWindowMs), requestsField(shown, ctx.now, ctx.activeWindowMs)],
+    ...(resolved ? {} : { fix: fixLine(shown, { ...ctx, restarts }, stopGap) }),
     context,
-    restarts: resolved ? [] : [...ctx.restarts],
-    overflow: resolved ? [] : [...ctx.overflow],
+    restarts: resolved ? [] : restarts,
+    // A resolved alert keeps Details (its old pods, exact figures, tokens); nothing else can be done on it.
+    overflow: resolved ? ctx.overflow.filter((e) => e.action === 'details') : [...ctx.overflow],
   };
 }
 
@@ -353,12 +458,10 @@ export function renderAlert(view: AlertView): SlackMessage {
   });
   if (view.fix !== undefined) blocks.push({ type: 'section', text: md(clip(view.fix, LIMITS.sectionText)) });
   if (view.context.length) blocks.push({ type: 'context', elements: view.context.map((t) => md(t, LIMITS.contextText)) });
-  if (!view.resolved) {
-    const elements: Array<Button | types.Overflow> = [...restartButtons(view.cluster, view.restarts)];
-    const menu = overflowMenu(view.overflow);
-    if (menu) elements.push(menu);
-    if (elements.length) blocks.push({ type: 'actions', block_id: 'tw_alert_actions', elements });
-  }
+  const elements: Array<Button | types.Overflow> = view.resolved ? [] : [...restartButtons(view.cluster, view.restarts)];
+  const menu = overflowMenu(view.overflow);
+  if (menu) elements.push(menu);
+  if (elements.length) blocks.push({ type: 'actions', block_id: 'tw_alert_actions', elements });
   return { text: view.text, blocks };
 }
 

@@ -28,7 +28,7 @@ const MAX_LINE_SECTIONS = LIMITS.blocksPerMessage - 3;
 
 function lineText(l: DigestLine): string {
   const mark = l.posted ? '✅ posted' : '⏳ to follow';
-  return `${SEVERITY_EMOJI[l.severity]} *${escClip(l.cluster, 100)}* · ${code(l.subject, 300)} — ${escClip(l.fact, 200)} · ${mark}`;
+  return `${SEVERITY_EMOJI[l.severity]} ${l.severity} · *${escClip(l.cluster, 100)}* · ${code(l.subject, 300)} — ${escClip(l.fact, 200)} · ${mark}`;
 }
 
 /**
@@ -66,7 +66,7 @@ export function digestMessage(lines: readonly DigestLine[], createdAt: number): 
   if (shown < lines.length) blocks.push({ type: 'context', elements: [md(`…and ${count(lines.length - shown)} more, posted after these`)] });
   const text = `🗂️ ${lines.length} new alerts to follow (${posted} posted): ${lines
     .slice(0, 5)
-    .map((l) => `[${l.cluster}] ${l.subject}`)
+    .map((l) => `[${l.cluster}] ${l.severity}: ${l.subject}`)
     .join(', ')}${lines.length > 5 ? ', …' : ''}`;
   return { text: clip(text, 3000), blocks };
 }

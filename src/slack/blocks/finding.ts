@@ -79,7 +79,8 @@ export const MAX_RESTART_BUTTONS = 3;
 /** Severity emoji: 🔴 critical, 🟠 warning, 🔵 info. */
 export const SEVERITY_EMOJI: Record<Severity, string> = { critical: '🔴', warning: '🟠', info: '🔵' };
 
-const SEVERITY_LABEL: Record<Severity, string> = { critical: 'Critical', warning: 'Warning', info: 'Info' };
+/** Severity in words, capitalised (said beside {@link SEVERITY_EMOJI}: emoji do not render everywhere). */
+export const SEVERITY_LABEL: Record<Severity, string> = { critical: 'Critical', warning: 'Warning', info: 'Info' };
 
 const KIND_LABEL: Record<FindingKind, string> = {
   'stale-token': 'Stale token',

@@ -127,7 +127,7 @@ function alertLine(a: HomeAlert, now: number, activeWindowMs?: number): string {
   const lead = a.live[0]!;
   const subject = lead.namespace === '*' ? 'API-server metrics (cluster-wide)' : subjectOf(lead);
   const label = a.permalink ? `<${a.permalink}|${escClip(subject, 300)}>` : code(subject, 300);
-  return `${SEVERITY_EMOJI[a.severity]} *${escClip(a.cluster, 200)}* · ${label} — *${worstFact(a.live, now, activeWindowMs)}* · ${signalLabels(a.live).join(' · ')}`;
+  return `${SEVERITY_EMOJI[a.severity]} ${a.severity} · *${escClip(a.cluster, 200)}* · ${label} — *${worstFact(a.live, now, activeWindowMs)}* · ${signalLabels(a.live).join(' · ')}`;
 }
 
 const SOURCE_EMOJI: Record<HomeSourceState, string> = { ok: '✅', failing: '❌', pending: '⏳', off: '➖' };

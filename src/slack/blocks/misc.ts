@@ -226,5 +226,5 @@ export function detailsMessage(
     type: 'context',
     elements: [md(`${severityOfAlert(f.severity, ctx.alertSeverity)} · ${f.kind} · finding ${code(f.id, 100)}${f.clusterState ? ` · ⚠️ ${escClip(f.clusterState, 300)}` : ''}`)],
   });
-  return { text: clip(`Details for ${subjectOf(f)} in ${f.cluster}: ${plural(rows.length, 'token')}, ${plural(f.requests, 'request')}`, 3000), blocks };
+  return { text: clip(`Details for ${subjectOf(f)} in ${f.cluster} (${ctx.alertSeverity ?? f.severity}): ${plural(rows.length, 'token')}, ${plural(f.requests, 'request')}`, 3000), blocks };
 }

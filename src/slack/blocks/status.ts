@@ -61,7 +61,7 @@ function severityCounts(s: Record<Severity, number>): string {
 function alertLine(a: StatusAlert, now: number, activeWindowMs?: number): string {
   const lead = a.live[0]!;
   const label = a.permalink ? `<${a.permalink}|${escClip(subjectOf(lead), 300)}>` : code(subjectOf(lead), 300);
-  return `${SEVERITY_EMOJI[a.severity]} ${label} — ${worstFact(a.live, now, activeWindowMs)} · ${signalLabels(a.live).join(' · ')}`;
+  return `${SEVERITY_EMOJI[a.severity]} ${a.severity} · ${label} — ${worstFact(a.live, now, activeWindowMs)} · ${signalLabels(a.live).join(' · ')}`;
 }
 
 /**

@@ -39,7 +39,7 @@ describe('alert message of a group', () => {
 
   it('stale tokens then 401s: one message whose header says the worst fact and whose fields name each signal', () => {
     const m = valid(alertMessage([unauth, stale], [unauth, stale], ctx));
-    expect((m.blocks[0] as { text: { text: string } }).text.text).toBe('🔴 prod-eks · kube-system/multus — requests now fail with 401');
+    expect((m.blocks[0] as { text: { text: string } }).text.text).toBe('🔴 Critical · prod-eks · kube-system/multus — requests now fail with 401');
     const section = m.blocks[1] as { text: { text: string }; fields: Array<{ text: string }> };
     expect(section.text.text).toContain('*Signals:* requests rejected with 401 · stale tokens');
     // Pods come from the stale signal (the 401 signal names none): 1 live of 6, 1 gone — never "0 of 6".
@@ -71,17 +71,56 @@ describe('alert message of a group', () => {
     expect(JSON.stringify(both)).not.toBe(JSON.stringify(a));
   });
 
-  it('resolved variant: ✅ header naming the group, every signal, no buttons', () => {
+  it('resolved variant: ✅ header naming the group, every signal, no buttons, only Details in its menu', () => {
     const m = valid(alertMessage([unauth, stale], [], { ...ctx, resolved: { at: NOW, note: 'no stale token use and no 401s after the fix for the settle period' } }));
     expect((m.blocks[0] as { text: { text: string } }).text.text).toBe('✅ Resolved · prod-eks · kube-system/multus');
     expect(allText(m.blocks)).toContain('*Signals:* requests rejected with 401 · stale tokens');
-    expect(buttonsIn(m.blocks)).toEqual([]);
+    const menu = buttonsIn(m.blocks);
+    expect(menu.map((b) => b.type)).toEqual(['overflow']);
+    expect((menu[0]!.options as Array<{ text: { text: string } }>).map((o) => o.text.text)).toEqual(['Details']);
+  });
+
+  it('resolved variant tells the state now: the pods running now with fresh tokens, what fixed it and when; gone pods only in Details', () => {
+    const fixAt = NOW - 3 * HOUR;
+    const fb = multusFinding({ namespace: 'logging', serviceAccount: 'fluent-bit', severity: 'warning', workloads: [{ kind: 'DaemonSet', namespace: 'logging', name: 'fluent-bit' }], pods: ['fb-1', 'fb-2', 'fb-3', 'fb-4', 'fb-5', 'fb-6'], missingPods: ['fb-1', 'fb-2', 'fb-3', 'fb-4', 'fb-5', 'fb-6'] });
+    const resolved = { at: NOW, note: 'no stale token use and no 401s after the fix for the settle period', fix: { label: 'restart of DaemonSet logging/fluent-bit', at: fixAt }, pods: { running: 6, fresh: 6 } };
+    const m = valid(alertMessage([fb], [], { ...ctx, resolved }));
+    const fields = (m.blocks[1] as { fields: Array<{ text: string }> }).fields.map((f) => f.text);
+    expect(fields[0]).toBe('*Workload*\nDaemonSet `logging/fluent-bit`');
+    expect(fields[1]).toBe('*Pods now*\n6 pods with fresh tokens');
+    expect(fields[2]).toBe(`*Fixed*\nrestart of DaemonSet logging/fluent-bit, <!date^${fixAt / 1000}^{date_short_pretty} {time}|2026-11-29 09:00 UTC>`);
+    expect(fields[3]).toMatch(/^\*Before\*\n1,000\+ with stale tokens\nlast /);
+    const text = allText(m.blocks);
+    expect(text).not.toMatch(/gone|live|Rejection|unknown/);
+    // Some pods not restarted since the fix: said apart; cluster state not read: said so, never "0".
+    const mixed = valid(alertMessage([fb], [], { ...ctx, resolved: { ...resolved, pods: { running: 6, fresh: 4 } } }));
+    expect(allText(mixed.blocks)).toContain('*Pods now*\\n4 pods with fresh tokens · 2 started before the fix, no stale token use since');
+    const unread = valid(alertMessage([fb], [], { ...ctx, resolved: { at: NOW, note: 'quiet' } }));
+    expect(allText(unread.blocks)).toContain('*Pods now*\\nunknown: cluster state not read');
+    expect(allText(unread.blocks)).toContain('*Fixed*\\nno action by tokenwatch; quiet since');
+  });
+
+  it('a known stop-gap (after a recurrence, or a token file the node probe saw): the headline fix is the cause\'s, Restart says it will recur', () => {
+    const m = valid(alertMessage([unauth, stale], [unauth, stale], { ...ctx, stopGap: { reason: 'recurrence', at: NOW - HOUR } }));
+    const fix = (m.blocks[2] as { text: { text: string } }).text.text;
+    expect(fix).toMatch(/^\*Fix:\* Move to the thick plugin \(multus-daemon, v4\) or run v4 thin with --cleanup-config-on-exit=true and --multus-conf-file=auto\.\n/);
+    expect(fix).toContain('*Stop-gap:* restart DaemonSet `kube-system/kube-multus-ds`: fresh tokens for 90 days, then it recurs (the stale tokens came back after a restart (recurrence ');
+    const button = buttonsIn(m.blocks)[0]!;
+    expect((button.text as { text: string }).text).toBe('Restart DaemonSet kube-multus-ds — buys 90 days, will recur');
+    expect(JSON.stringify(button.confirm)).toContain('A stop-gap: the cause stays, so the stale tokens come back.');
+    // The probe's observation alone (the finding's cause, observed) does the same.
+    const observed = { ...stale, cause: { ...stale.cause, id: 'static-token-file' as const, evidence: ['node probe: /etc/cni/net.d/multus.d/multus.kubeconfig on node n1, token issued 2026-10-01T00:00:00Z'] } };
+    const p = valid(alertMessage([observed], [observed], ctx));
+    expect(allText(p.blocks)).toContain('the node probe found its token copied into a file on the node');
+    expect((buttonsIn(p.blocks)[0]!.text as { text: string }).text).toBe('Restart DaemonSet kube-multus-ds — buys 90 days, will recur');
+    // Without either: the restart is the fix shown.
+    expect((alertMessage([stale], [stale], ctx).blocks[2] as { text: { text: string } }).text.text).toMatch(/^\*Fix:\* restart DaemonSet/);
   });
 
   it('no restartable workload: no Restart, the fix from the cause in one line', () => {
     const legacy = multusFinding({ kind: 'legacy-token', namespace: 'ci', serviceAccount: 'deployer', workloads: [], rejectionAt: null, tokens: [], pods: [], severity: 'info' });
     const m = valid(alertMessage([legacy], [legacy], { now: NOW, restarts: [], overflow: [{ action: 'recreate-serviceaccount', label: 'Recreate ServiceAccount…', id: ID(4) }] }));
-    expect((m.blocks[0] as { text: { text: string } }).text.text).toBe('🔵 prod-eks · ci/deployer — legacy Secret token in use');
+    expect((m.blocks[0] as { text: { text: string } }).text.text).toBe('🔵 Info · prod-eks · ci/deployer — legacy Secret token in use');
     expect(buttonsIn(m.blocks).map((b) => b.type)).toEqual(['overflow']);
     expect(allText(m.blocks)).toContain('*Rejection*\\nnone: a legacy Secret token does not expire');
   });
@@ -120,6 +159,10 @@ describe('alert helpers', () => {
     expect(restartLabel({ workload: ds, buysDays: 90 })).toBe('Restart DaemonSet kube-multus-ds — buys 90 days');
     expect(restartLabel({ workload: { ...ds, name: 'n'.repeat(100) }, buysDays: 90 }).length).toBeLessThanOrEqual(75);
     expect(restartLabel({ workload: ds, buysDays: null })).toBe('Restart DaemonSet kube-multus-ds');
+    expect(restartLabel({ workload: ds, buysDays: 90, stopGap: true })).toBe('Restart DaemonSet kube-multus-ds — buys 90 days, will recur');
+    expect(restartLabel({ workload: { ...ds, name: 'n'.repeat(100) }, buysDays: 365, stopGap: true })).toMatch(/^Restart DaemonSet n+… — buys 365 days, will recur$/);
+    expect(restartLabel({ workload: { ...ds, name: 'n'.repeat(100) }, buysDays: 365, stopGap: true }).length).toBeLessThanOrEqual(75);
+    expect(restartLabel({ workload: ds, buysDays: null, stopGap: true })).toBe('Restart DaemonSet kube-multus-ds — stop-gap, will recur');
   });
 
   it('podCounts: gone pods apart from live ones, over every signal', () => {

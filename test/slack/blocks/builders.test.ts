@@ -296,7 +296,7 @@ describe('status, help, history, refusal, details', () => {
         '⚠️ Alerts channel <#C0OPS00001>: the bot is not in this channel; invite it with `/invite @tokenwatch`',
       ].join('\n'),
     );
-    expect((m.blocks[2] as { text: { text: string } }).text.text).toBe('🔴 <https://tw.slack.com/archives/C0OPS00001/p1795953540000100|kube-system/multus> — rejected in 4 days · stale tokens');
+    expect((m.blocks[2] as { text: { text: string } }).text.text).toBe('🔴 critical · <https://tw.slack.com/archives/C0OPS00001/p1795953540000100|kube-system/multus> — rejected in 4 days · stale tokens');
     expect(buttonsIn(m.blocks)).toHaveLength(0);
   });
 
@@ -362,7 +362,7 @@ describe('status, help, history, refusal, details', () => {
 
   it('details lists the cause with its sources, the sparkline, tokens newest first and evidence', () => {
     const m = valid(detailsMessage(multusFinding(), undefined, { now: NOW, hourly: { [String(NOW - 3_600_000)]: 3, [String(NOW)]: 1 } }));
-    expect(m.text).toBe('Details for kube-system/multus in prod-eks: 2 tokens, 1,234 requests');
+    expect(m.text).toBe('Details for kube-system/multus in prod-eks (critical): 2 tokens, 1,234 requests');
     expect((m.blocks[0] as { text: { text: string } }).text.text).toBe('🔎 Details · prod-eks · kube-system/multus · stale-token');
     expect((m.blocks[1] as { text: { text: string } }).text.text).toMatch(/^\*Cause\* \(`multus-thin`\): .*\n\*Fix:\* .*\n\*Sources:\* /s);
     expect((m.blocks[2] as { elements: Array<{ text: string }> }).elements[0]!.text).toContain('(max 3/h, 4 total; 1,234 requests in all)');
