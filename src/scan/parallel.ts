@@ -13,8 +13,10 @@
  * - gzip, CSV and whole-document JSON exports are read whole by one worker, with the serial reader's code or
  *   (gzip audit JSON lines) its `JsonlScanner`; errors are worded by the serial reader.
  *
- * Small inputs ({@link PARALLEL_MIN_BYTES}), a single task, pipes and `jobs` 1 are not worth a worker:
- * {@link planParallelRead} returns `undefined` and the caller reads serially.
+ * Small inputs ({@link PARALLEL_MIN_BYTES}), dense inputs (many lines pass the prefilter: the calling thread's merge
+ * and the copies of token uses between threads would cost more than a second thread saves; `density.ts`), a single
+ * task, pipes and `jobs` 1 are not worth a worker: {@link planParallelRead} returns `undefined` and the caller reads
+ * serially. Workers therefore only ever read input that holds few token uses, and hand back small results.
  */
 import { ErrorCode, TokenwatchError, InputError, errorReason } from '../errors.js';
 import { open, stat, type FileHandle } from 'node:fs/promises';
@@ -25,6 +27,7 @@ import { DETECT_HEAD_BYTES, detectFormat, isGzip } from '../audit/formats.js';
 import { DEFAULT_MAX_LINE_BYTES, STDIN, auditIdConflictMessage, countOnce, noAuditEventError, type ReadProgress, type SeenAuditIDs } from '../sources/reader.js';
 import type { InputFormat, ReadNotice, ReadStats, TokenUse } from '../audit/types.js';
 import type { WorkerMessage, WorkerReply, WorkerTask } from './worker.js';
+import { DENSE_HITS_PER_MIB, countHits, hitsPerMiB, sampleGzipHead, samplePlainFile, type DensitySample } from './density.js';
 
 /**
  * Inputs smaller than this in all (64 MiB; gzip files counted uncompressed, see `inputBytes`) are read on the main
@@ -70,6 +73,13 @@ export interface PlanOptions {
   minBytes?: number;
   /** Range size for splitting plain JSON-lines files, bytes. Default: see MIN/MAX_PART_BYTES. Tests pass small ones. */
   partBytes?: number;
+  /**
+   * Inputs whose sampled prefilter-passing lines per MiB exceed this stay serial (`density.ts`). Default
+   * {@link DENSE_HITS_PER_MIB}. Tests of the parallel machinery on small, dense files pass `Infinity`.
+   */
+  maxHitsPerMiB?: number;
+  /** Told the estimated prefilter-passing lines per MiB of the input, once sampled (the bench and tests print it). */
+  onDensity?: (hitsPerMiB: number) => void;
 }
 
 /** How a parallel read will run: the tasks in input order and the worker count. */
@@ -107,6 +117,8 @@ interface FileHead {
   trailer: Buffer;
   /** The format detected from the head (plain files only). */
   format: InputFormat | undefined;
+  /** What the prefilter passes in the head (gzip: inflated as far as the head goes). */
+  sample: DensitySample;
 }
 
 /**
@@ -123,7 +135,8 @@ async function readHeadAndTrailer(file: string, size: number): Promise<FileHead 
       const trailer = Buffer.alloc(4);
       const t = size >= 4 ? (await fh.read(trailer, 0, 4, size - 4)).bytesRead : 0;
       const gzip = isGzip(head);
-      return { gzip, trailer: trailer.subarray(0, t), format: gzip ? undefined : (detectFormat(head) as InputFormat) };
+      const sample = gzip ? sampleGzipHead(head) : countHits(head, true, bytesRead >= size);
+      return { gzip, trailer: trailer.subarray(0, t), format: gzip ? undefined : (detectFormat(head) as InputFormat), sample };
     } finally {
       await fh.close();
     }
@@ -144,11 +157,47 @@ function inputBytes(size: number, gzip: boolean, trailer: Buffer): number {
   return gzip && trailer.length === 4 ? Math.max(size, trailer.readUInt32LE(0)) : size;
 }
 
+/** Plain files sampled across their whole length (the rest by their heads), at most: planning stays ~ms. */
+const SPREAD_SAMPLED_FILES = 16;
+
+/**
+ * True when the input is sparse enough for worker threads (`density.ts`): large plain files are sampled across their
+ * length, the others by their heads, and the estimate is weighed by input bytes.
+ */
+async function denseEnoughForWorkers(
+  files: string[],
+  heads: (FileHead | undefined)[],
+  sizes: Map<string, number>,
+  weighed: { bytes: number; sample: DensitySample | undefined }[],
+  opts: PlanOptions,
+): Promise<boolean> {
+  const limit = opts.maxHitsPerMiB ?? DENSE_HITS_PER_MIB;
+  if (limit === Number.POSITIVE_INFINITY && !opts.onDensity) return true;
+  const large = files
+    .map((file, i) => ({ file, i, size: sizes.get(file) ?? 0 }))
+    .filter(({ i, size }) => heads[i]?.gzip === false && size > DETECT_HEAD_BYTES)
+    .sort((a, b) => b.size - a.size)
+    .slice(0, SPREAD_SAMPLED_FILES);
+  for (const { file, i, size } of large) {
+    const fh = await open(file, 'r').catch(() => undefined);
+    if (!fh) continue;
+    try {
+      weighed[i] = { bytes: weighed[i]?.bytes ?? size, sample: await samplePlainFile(fh, size) };
+    } finally {
+      await fh.close().catch(() => undefined);
+    }
+  }
+  const density = hitsPerMiB(weighed);
+  opts.onDensity?.(density);
+  return density <= limit;
+}
+
 /**
  * Decides whether and how to read `files` in parallel.
  *
  * @returns undefined when the read should stay serial: `jobs` ≤ 1, inputs under `minBytes` in all, a non-regular
- *   file (a pipe cannot be read twice), or fewer than two tasks (e.g. one gzip file).
+ *   file (a pipe cannot be read twice), dense input (more than `maxHitsPerMiB` sampled prefilter-passing lines per
+ *   MiB, see `density.ts`), or fewer than two tasks (e.g. one gzip file).
  * @throws InputError for a missing or unreadable file or a directory, worded as the serial reader does, before
  *   any file is read (as the serial reader checks them all first).
  */
@@ -174,11 +223,16 @@ export async function planParallelRead(files: string[], opts: PlanOptions): Prom
   const limit = pLimit(HEAD_READ_CONCURRENCY);
   const heads = await Promise.all(files.map((f) => limit(() => readHeadAndTrailer(f, sizes.get(f) ?? 0))));
   let total = 0;
+  const weighed: { bytes: number; sample: DensitySample | undefined }[] = [];
   for (const [i, file] of files.entries()) {
     const h = heads[i];
-    total += h ? inputBytes(sizes.get(file) ?? 0, h.gzip, h.trailer) : (sizes.get(file) ?? 0);
+    const bytes = h ? inputBytes(sizes.get(file) ?? 0, h.gzip, h.trailer) : (sizes.get(file) ?? 0);
+    total += bytes;
+    weighed.push({ bytes, sample: h?.sample });
   }
   if (total < (opts.minBytes ?? PARALLEL_MIN_BYTES)) return undefined;
+  // What the prefilter will see decides too, not only the size: dense input is read faster by one thread.
+  if (!(await denseEnoughForWorkers(files, heads, sizes, weighed, opts))) return undefined;
   const maxLineBytes = opts.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES;
   const partBytes =
     opts.partBytes ?? Math.min(MAX_PART_BYTES, Math.max(MIN_PART_BYTES, Math.ceil(total / (opts.jobs * PARTS_PER_JOB))));
