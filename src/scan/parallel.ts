@@ -125,7 +125,7 @@ interface FileHead {
  * Reads and classifies a file's head and trailer; undefined when it cannot be read. Only the classification is
  * kept (not the head itself), so planning many files holds a few bytes per file, not 64 KiB.
  */
-async function readHeadAndTrailer(file: string, size: number): Promise<FileHead | undefined> {
+async function readHeadAndTrailer(file: string, size: number, sampleGzip: boolean): Promise<FileHead | undefined> {
   try {
     const fh = await open(file, 'r');
     try {
@@ -135,7 +135,8 @@ async function readHeadAndTrailer(file: string, size: number): Promise<FileHead 
       const trailer = Buffer.alloc(4);
       const t = size >= 4 ? (await fh.read(trailer, 0, 4, size - 4)).bytesRead : 0;
       const gzip = isGzip(head);
-      const sample = gzip ? sampleGzipHead(head) : countHits(head, true, bytesRead >= size);
+      const none: DensitySample = { bytes: 0, lines: 0, hits: 0 };
+      const sample = gzip ? (sampleGzip ? sampleGzipHead(head) : none) : countHits(head, true, bytesRead >= size);
       return { gzip, trailer: trailer.subarray(0, t), format: gzip ? undefined : (detectFormat(head) as InputFormat), sample };
     } finally {
       await fh.close();
@@ -157,7 +158,10 @@ function inputBytes(size: number, gzip: boolean, trailer: Buffer): number {
   return gzip && trailer.length === 4 ? Math.max(size, trailer.readUInt32LE(0)) : size;
 }
 
-/** Plain files sampled across their whole length (the rest by their heads), at most: planning stays ~ms. */
+/**
+ * Plain files sampled across their whole length (the others by their heads), and gzip files whose heads are inflated
+ * for the sample (the others count as their average), at most: planning stays within milliseconds.
+ */
 const SPREAD_SAMPLED_FILES = 16;
 
 /**
@@ -221,7 +225,9 @@ export async function planParallelRead(files: string[], opts: PlanOptions): Prom
   }
   if (opts.jobs <= 1 || !regular) return undefined;
   const limit = pLimit(HEAD_READ_CONCURRENCY);
-  const heads = await Promise.all(files.map((f) => limit(() => readHeadAndTrailer(f, sizes.get(f) ?? 0))));
+  // Gzip heads are inflated for the density sample in at most SPREAD_SAMPLED_FILES files, spread over the list.
+  const gzipEvery = Math.ceil(files.length / SPREAD_SAMPLED_FILES);
+  const heads = await Promise.all(files.map((f, i) => limit(() => readHeadAndTrailer(f, sizes.get(f) ?? 0, i % gzipEvery === 0))));
   let total = 0;
   const weighed: { bytes: number; sample: DensitySample | undefined }[] = [];
   for (const [i, file] of files.entries()) {
