@@ -50,7 +50,7 @@ describe('tokenwatch scan --jobs', () => {
     const file = join(dir, 'audit.log');
     const lines: string[] = [];
     for (let i = 0; i < 60_000; i++) {
-      const stale = i % 100 === 0; // ids repeat after 50 000 lines: duplicates
+      const stale = i % 500 === 0; // ids repeat after 50 000 lines: duplicates; sparse (~1.7 per MiB), so read by workers
       const k = i % 50_000; // a repeat carries the same annotations (else it is an auditID conflict, kept and warned)
       lines.push(
         JSON.stringify({
