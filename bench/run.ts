@@ -656,6 +656,8 @@ async function main(): Promise<void> {
     toZgrep: perRound(gzScanRuns, zgrepRuns),
     denseTime: perRound(denseRuns, denseSerialRuns),
     denseRss: spread(denseRuns.map((x, i) => x.rssMB / denseSerialRuns[i]!.rssMB)),
+    sparseTime: perRound(scanRuns, serialRuns),
+    sparseRss: spread(scanRuns.map((x, i) => x.rssMB / serialRuns[i]!.rssMB)),
   };
   /** Best of N: the fastest run of one tool over the fastest of the other. */
   const bestRatio = (a: Spread, b: Spread): number => a.min / b.min;
@@ -755,6 +757,9 @@ async function main(): Promise<void> {
     `${timedVerdict(toZgrep <= TARGETS.maxRatioToZcatGrep)}  ${gzFiles.length} × .gz: scan / (zcat | grep) = ${ratio(r.toZgrep)} median of rounds, ${bestRatio(t.gzScan, t.zgrep).toFixed(2)}× best of ${RUNS} (goal ≤ ${TARGETS.maxRatioToZcatGrep}×)`,
     `${timedVerdict(denseTime <= TARGETS.maxDenseTimeRatio)}  dense: default / --jobs 1 time = ${ratio(r.denseTime)} median of rounds, ${bestRatio(t.dense, t.denseSerial).toFixed(2)}× best of ${RUNS} (goal ≤ ${TARGETS.maxDenseTimeRatio}×)`,
     `${verdict(denseRssRatio <= TARGETS.maxDenseRssRatio)}  dense: default / --jobs 1 peak RSS = ${ratio(r.denseRss)} median of rounds (goal ≤ ${TARGETS.maxDenseRssRatio}×)`,
+    `${timedVerdict(r.sparseTime.median <= TARGETS.maxDenseTimeRatio)}  plain (sparse): default / --jobs 1 time = ${ratio(r.sparseTime)} median of rounds, ${bestRatio(t.scan, t.serial).toFixed(2)}× best of ${RUNS} (the same goal ≤ ${TARGETS.maxDenseTimeRatio}×: never slower than one thread)`,
+    `${verdict(r.sparseRss.median <= TARGETS.maxDenseRssRatio)}  plain (sparse): default / --jobs 1 peak RSS = ${ratio(r.sparseRss)} median of rounds (goal ≤ ${TARGETS.maxDenseRssRatio}×)`,
+    `INFO  ${gzFiles.length} × .gz: default / --jobs 1 time = ${(t.gzScan.median / gzSerial.seconds).toFixed(2)}× (median of ${RUNS} over 1 run), peak RSS ${(gzScan.rssMB / gzSerial.rssMB).toFixed(2)}×`,
   );
   if (jqSeconds !== undefined) {
     const speedup = jqSeconds / t.scan.median;
