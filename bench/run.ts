@@ -707,7 +707,7 @@ async function main(): Promise<void> {
     busy
       ? `BUSY: the 1-minute load average reached ${Math.max(load, Number(loadAtStart.split(' ')[0])).toFixed(1)} ≥ ${cores} cores: the machine was too busy to judge timings (a missed timing goal reads BUSY)`
       : 'quiet: the 1-minute load average stayed below the number of cores',
-    `median (min–max) of ${RUNS} rounds, tools alternating; ratios are the median (min–max) of each round's ratio; default --jobs ${jobs}`,
+    `median (min–max) of ${RUNS} rounds, tools alternating; ratios are the median (min–max) of each round's ratio; default --jobs ${jobs} (1 when other work fills every CPU as a scan starts)`,
     '',
     `plain ${sizeMB.toFixed(0)} MiB JSON lines:`,
     `  tokenwatch scan            ${seconds(t.scan)}  (${rate(t.scan.median)}${cpuNote(scan)}), peak RSS ${scan.rssMB.toFixed(0)} MB (${scan.rssHow}), ${scan.tokenUses} token uses, ${scan.findings} findings`,
@@ -777,7 +777,7 @@ async function main(): Promise<void> {
       `; tokenwatch's own share: ${(version.seconds - bare.seconds).toFixed(3)} s and ${(oneScan.seconds - bare.seconds).toFixed(3)} s over node -e 0 (${bare.seconds.toFixed(3)} s)`,
     ...(withoutCa
       ? [
-          `${verdict(withoutCa.version.seconds <= TARGETS.maxStartupSeconds && withoutCa.oneScan.seconds <= TARGETS.maxStartupSeconds)}  start-up without ` +
+          `${timedVerdict(withoutCa.version.seconds <= TARGETS.maxStartupSeconds && withoutCa.oneScan.seconds <= TARGETS.maxStartupSeconds)}  start-up without ` +
             `NODE_EXTRA_CA_CERTS: --version ${withoutCa.version.seconds.toFixed(3)} s, one-line scan ${withoutCa.oneScan.seconds.toFixed(3)} s ` +
             `(node -e 0 takes ${bare.seconds.toFixed(3)} s with it, ${withoutCa.bare.seconds.toFixed(3)} s without: Node parses the CA bundle at start)`,
         ]

@@ -19,6 +19,7 @@
  * serially. Workers therefore only ever read input that holds few token uses, and hand back small results.
  */
 import { ErrorCode, TokenwatchError, InputError, errorReason } from '../errors.js';
+import { readFileSync } from 'node:fs';
 import { open, stat, type FileHandle } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
@@ -59,6 +60,32 @@ const SPLIT_FORMATS: ReadonlySet<InputFormat> = new Set<InputFormat>(['audit-jso
  */
 export function maxJobs(): number {
   return Math.max(1, availableParallelism());
+}
+
+/**
+ * The default of `--jobs`: {@link maxJobs}, or 1 when other work keeps every CPU busy as the scan starts. A second
+ * thread only pays off on a core no one else is using: on the 2-CPU development VM under a load average of 15–20, a
+ * 256 MiB sparse log took 1.7× as long on two threads as on one (docs/performance.md "Scan parallelism").
+ *
+ * "Busy" is read from the kernel's count of runnable threads at this moment, the fourth field of `/proc/loadavg`
+ * (`running/total`, proc(5)), less the one running this code: when those are at least the CPUs, no core is idle. The
+ * count is instantaneous, unlike the load averages (decaying over 1–15 minutes), so scans run back to back on a quiet
+ * machine do not see their own past load. Where `/proc/loadavg` cannot be read (not Linux), {@link maxJobs}.
+ *
+ * @param procLoadavg the text of `/proc/loadavg` (tests pass their own); empty when unreadable
+ */
+export function defaultJobs(procLoadavg: string = readProcLoadavg(), cpus: number = maxJobs()): number {
+  const running = Number(/^\S+ \S+ \S+ (\d+)\//.exec(procLoadavg)?.[1] ?? Number.NaN);
+  if (!Number.isSafeInteger(running)) return cpus;
+  return running - 1 >= cpus ? 1 : cpus;
+}
+
+function readProcLoadavg(): string {
+  try {
+    return readFileSync('/proc/loadavg', 'utf8');
+  } catch {
+    return '';
+  }
 }
 
 /** Options of {@link planParallelRead}. */

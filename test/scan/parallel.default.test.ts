@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { jsonDocument } from '../../src/cli/commands/scan.js';
 import { DENSE_HITS_PER_MIB, countHits } from '../../src/scan/density.js';
-import { closePlan, maxJobs, planParallelRead } from '../../src/scan/parallel.js';
+import { closePlan, defaultJobs, maxJobs, planParallelRead } from '../../src/scan/parallel.js';
 import { runScan, type ScanOptions } from '../../src/scan/run.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tokenwatch-parallel-default-'));
@@ -104,5 +104,17 @@ describe('countHits (the density sample)', () => {
     expect(countHits(buf, false, false)).toEqual({ bytes: 37, lines: 3, hits: 1 });
     expect(countHits(buf, true, true)).toEqual({ bytes: buf.length, lines: 5, hits: 3 });
     expect(countHits(Buffer.from('no newline at all'), false, false)).toEqual({ bytes: 0, lines: 0, hits: 0 });
+  });
+});
+
+describe('defaultJobs (the CLI default of --jobs)', () => {
+  it('every CPU, unless other runnable threads already fill them all (the running count of /proc/loadavg)', () => {
+    expect(defaultJobs('0.52 0.58 0.59 1/467 12345\n', 2)).toBe(2); // only this thread runs
+    expect(defaultJobs('3.10 2.00 1.00 2/467 12345\n', 2)).toBe(2); // one other: a core is idle (the load averages lag)
+    expect(defaultJobs('0.10 0.10 0.10 3/467 12345\n', 2)).toBe(1); // two others on two CPUs
+    expect(defaultJobs('15.2 13.0 9.0 14/400 999\n', 8)).toBe(1);
+    expect(defaultJobs('15.2 13.0 9.0 5/400 999\n', 8)).toBe(8);
+    expect(defaultJobs('', 4)).toBe(4); // no /proc/loadavg (not Linux)
+    expect(defaultJobs('garbage', 4)).toBe(4);
   });
 });
