@@ -144,7 +144,7 @@ interface FileHead {
   trailer: Buffer;
   /** The format detected from the head (plain files only). */
   format: InputFormat | undefined;
-  /** What the prefilter passes in the head (gzip: inflated as far as the head goes). */
+  /** What the prefilter passes in the head (gzip: its first 16 KiB inflated; nothing when not sampled). */
   sample: DensitySample;
 }
 
@@ -186,8 +186,9 @@ function inputBytes(size: number, gzip: boolean, trailer: Buffer): number {
 }
 
 /**
- * Plain files sampled across their whole length (the others by their heads), and gzip files whose heads are inflated
- * for the sample (the others count as their average), at most: planning stays within milliseconds.
+ * At most this many plain files are sampled across their whole length (the others by their heads), and this many gzip
+ * files' heads are inflated for the sample (the others count as the sampled average): planning stays within
+ * milliseconds however many files there are.
  */
 const SPREAD_SAMPLED_FILES = 16;
 
