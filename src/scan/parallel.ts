@@ -38,6 +38,17 @@ import { DENSE_HITS_PER_MIB, countHits, hitsPerMiB, sampleGzipHead, samplePlainF
  */
 export const PARALLEL_MIN_BYTES = 64 * 1024 * 1024;
 
+/**
+ * Plain JSON-lines input (the part of the input split into byte ranges) smaller than this in all (1 GiB) is read on one
+ * thread, unless the rest of the input (gzip, exports) reaches {@link PARALLEL_MIN_BYTES} by itself. One core scans
+ * sparse plain lines from the page cache at 2–4 GB/s (the prefilter's one-pass SIMD search; most of the rest is
+ * copying from the page cache), so below that a second thread saves less than it costs: on the 2-CPU development VM a
+ * 256 MiB sparse log took 0.42 s (median of 7) on two threads against 0.34 s on one (load 1.5–2.1), and a 1 GiB one
+ * 0.47 s against 0.48 s (quiet); docs/performance.md "Scan parallelism". Inflating gzip is ~10× slower per byte, so
+ * there two threads pay off from {@link PARALLEL_MIN_BYTES}.
+ */
+export const PLAIN_PARALLEL_MIN_BYTES = 1024 * 1024 * 1024;
+
 /** Tasks handed to the pool ahead of the merge, per worker (bounds the results held while earlier ones finish). */
 const TASKS_AHEAD_PER_WORKER = 4;
 /** Range size bounds for splitting plain files: 1–16 MiB, aiming at 8 ranges per worker for an even finish. */
@@ -98,6 +109,11 @@ export interface PlanOptions {
   maxDecompressedBytes?: number;
   /** Inputs below this total size (gzip uncompressed) stay serial. Default {@link PARALLEL_MIN_BYTES}. Tests pass 0. */
   minBytes?: number;
+  /**
+   * Plain JSON-lines input below this in all stays serial unless the rest reaches `minBytes` by itself. Default
+   * {@link PLAIN_PARALLEL_MIN_BYTES}, or `minBytes` when that is given (tests passing `minBytes: 0` split any size).
+   */
+  minPlainBytes?: number;
   /** Range size for splitting plain JSON-lines files, bytes. Default: see MIN/MAX_PART_BYTES. Tests pass small ones. */
   partBytes?: number;
   /**
@@ -227,7 +243,8 @@ async function denseEnoughForWorkers(
 /**
  * Decides whether and how to read `files` in parallel.
  *
- * @returns undefined when the read should stay serial: `jobs` ≤ 1, inputs under `minBytes` in all, a non-regular
+ * @returns undefined when the read should stay serial: `jobs` ≤ 1, inputs under `minBytes` in all, plain JSON lines
+ *   under `minPlainBytes` with the rest under `minBytes`, a non-regular
  *   file (a pipe cannot be read twice), dense input (more than `maxHitsPerMiB` sampled prefilter-passing lines per
  *   MiB, see `density.ts`), or fewer than two tasks (e.g. one gzip file).
  * @throws InputError for a missing or unreadable file or a directory, worded as the serial reader does, before
@@ -257,14 +274,19 @@ export async function planParallelRead(files: string[], opts: PlanOptions): Prom
   const gzipEvery = Math.ceil(files.length / SPREAD_SAMPLED_FILES);
   const heads = await Promise.all(files.map((f, i) => limit(() => readHeadAndTrailer(f, sizes.get(f) ?? 0, i % gzipEvery === 0))));
   let total = 0;
+  let plainBytes = 0;
   const weighed: { bytes: number; sample: DensitySample | undefined }[] = [];
   for (const [i, file] of files.entries()) {
     const h = heads[i];
     const bytes = h ? inputBytes(sizes.get(file) ?? 0, h.gzip, h.trailer) : (sizes.get(file) ?? 0);
     total += bytes;
+    if (h && !h.gzip && h.format !== undefined && SPLIT_FORMATS.has(h.format)) plainBytes += bytes;
     weighed.push({ bytes, sample: h?.sample });
   }
-  if (total < (opts.minBytes ?? PARALLEL_MIN_BYTES)) return undefined;
+  const minBytes = opts.minBytes ?? PARALLEL_MIN_BYTES;
+  if (total < minBytes) return undefined;
+  // Plain lines scan so fast that a second thread pays off only on a lot of them (or when the rest needs it anyway).
+  if (total - plainBytes < minBytes && plainBytes < (opts.minPlainBytes ?? opts.minBytes ?? PLAIN_PARALLEL_MIN_BYTES)) return undefined;
   // What the prefilter will see decides too, not only the size: dense input is read faster by one thread.
   if (!(await denseEnoughForWorkers(files, heads, sizes, weighed, opts))) return undefined;
   const maxLineBytes = opts.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES;

@@ -58,10 +58,10 @@ export interface ScanOptions {
    */
   jobs?: number;
   /**
-   * Overrides of the parallel read's planning (`PlanOptions` of `parallel.ts`: `minBytes`, `partBytes`,
-   * `maxHitsPerMiB`, `onDensity`), so tests can take the parallel path with small files. Default: the planner's.
+   * Overrides of the parallel read's planning (`PlanOptions` of `parallel.ts`: `minBytes`, `minPlainBytes`,
+   * `partBytes`, `maxHitsPerMiB`, `onDensity`), so tests can take the parallel path with small files. Default: the planner's.
    */
-  parallelPlan?: Pick<PlanOptions, 'minBytes' | 'partBytes' | 'maxHitsPerMiB' | 'onDensity'>;
+  parallelPlan?: Pick<PlanOptions, 'minBytes' | 'minPlainBytes' | 'partBytes' | 'maxHitsPerMiB' | 'onDensity'>;
   /** Minimum audit window for a `safe` readiness verdict, ms; default 7 days (`DEFAULT_READINESS_MIN_WINDOW_MS`). */
   readinessMinWindowMs?: number;
   /** The scanning host's clock (epoch ms UTC), for the plausibility of event times; default `Date.now`. */

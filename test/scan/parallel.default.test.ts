@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { jsonDocument } from '../../src/cli/commands/scan.js';
 import { DENSE_HITS_PER_MIB, countHits } from '../../src/scan/density.js';
-import { closePlan, defaultJobs, maxJobs, planParallelRead } from '../../src/scan/parallel.js';
+import { closePlan, defaultJobs, maxJobs, PLAIN_PARALLEL_MIN_BYTES, planParallelRead } from '../../src/scan/parallel.js';
 import { runScan, type ScanOptions } from '../../src/scan/run.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tokenwatch-parallel-default-'));
@@ -104,6 +104,16 @@ describe('countHits (the density sample)', () => {
     expect(countHits(buf, false, false)).toEqual({ bytes: 37, lines: 3, hits: 1 });
     expect(countHits(buf, true, true)).toEqual({ bytes: buf.length, lines: 5, hits: 3 });
     expect(countHits(Buffer.from('no newline at all'), false, false)).toEqual({ bytes: 0, lines: 0, hits: 0 });
+  });
+});
+
+describe('plain lines need more input than gzip before a second thread pays off', () => {
+  it('stays serial for plain input under PLAIN_PARALLEL_MIN_BYTES, splits it at or above', async () => {
+    expect(await planParallelRead([sparse], { jobs: 2, minBytes: 1024, partBytes: 256 * 1024, minPlainBytes: 64 * 1024 * 1024 })).toBeUndefined();
+    const plan = await planParallelRead([sparse], { jobs: 2, minBytes: 1024, partBytes: 256 * 1024, minPlainBytes: 1024 });
+    expect(plan?.tasks.length).toBeGreaterThan(1);
+    if (plan) await closePlan(plan);
+    expect(PLAIN_PARALLEL_MIN_BYTES).toBe(1024 * 1024 * 1024);
   });
 });
 
