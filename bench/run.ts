@@ -769,7 +769,11 @@ async function main(): Promise<void> {
   }
   lines.push(
     `${verdict(maxRss <= TARGETS.maxRssMB)}  peak RSS = ${maxRss.toFixed(0)} MB at --jobs ${jobs} (goal ≤ ${TARGETS.maxRssMB} MB)` +
-      (perWorker === undefined ? '' : `; ${perWorker.toFixed(0)} MB per worker thread (plain: ${serial.rssMB.toFixed(0)} MB at --jobs 1, ${scan.rssMB.toFixed(0)} MB at --jobs ${jobs})`),
+      (perWorker === undefined
+        ? ''
+        : perWorker < 1
+          ? `; plain: ${scan.rssMB.toFixed(0)} MB, read on one thread at this size (plain JSON lines alone take workers from 1 GiB)`
+          : `; ${perWorker.toFixed(0)} MB per worker thread (plain: ${serial.rssMB.toFixed(0)} MB at --jobs 1, ${scan.rssMB.toFixed(0)} MB at --jobs ${jobs})`),
     `${timedVerdict(version.seconds <= TARGETS.maxStartupSeconds && oneScan.seconds <= TARGETS.maxStartupSeconds)}  start-up: --version ${version.seconds.toFixed(3)} s, one-line scan ${oneScan.seconds.toFixed(3)} s (goal ≤ ${TARGETS.maxStartupSeconds} s each, wall time)` +
       (load > cores && version.cpu !== undefined && oneScan.cpu !== undefined
         ? `; busy machine: CPU time ${version.cpu.toFixed(3)} s and ${oneScan.cpu.toFixed(3)} s`
