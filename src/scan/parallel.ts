@@ -13,10 +13,13 @@
  * - gzip, CSV and whole-document JSON exports are read whole by one worker, with the serial reader's code or
  *   (gzip audit JSON lines) its `JsonlScanner`; errors are worded by the serial reader.
  *
- * Small inputs ({@link PARALLEL_MIN_BYTES}), a single task, pipes and `jobs` 1 are not worth a worker:
- * {@link planParallelRead} returns `undefined` and the caller reads serially.
+ * Small inputs ({@link PARALLEL_MIN_BYTES}), dense inputs (many lines pass the prefilter: the calling thread's merge
+ * and the copies of token uses between threads would cost more than a second thread saves; `density.ts`), a single
+ * task, pipes and `jobs` 1 are not worth a worker: {@link planParallelRead} returns `undefined` and the caller reads
+ * serially. Workers therefore only ever read input that holds few token uses, and hand back small results.
  */
 import { ErrorCode, TokenwatchError, InputError, errorReason } from '../errors.js';
+import { readFileSync } from 'node:fs';
 import { open, stat, type FileHandle } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
@@ -25,6 +28,7 @@ import { DETECT_HEAD_BYTES, detectFormat, isGzip } from '../audit/formats.js';
 import { DEFAULT_MAX_LINE_BYTES, STDIN, auditIdConflictMessage, countOnce, noAuditEventError, skippedRecordNotices, type ReadProgress, type SeenAuditIDs } from '../sources/reader.js';
 import type { InputFormat, ReadNotice, ReadStats, TokenUse } from '../audit/types.js';
 import type { WorkerMessage, WorkerReply, WorkerTask } from './worker.js';
+import { DENSE_HITS_PER_MIB, countHits, hitsPerMiB, sampleGzipHead, samplePlainFile, type DensitySample } from './density.js';
 
 /**
  * Inputs smaller than this in all (64 MiB; gzip files counted uncompressed, see `inputBytes`) are read on the main
@@ -33,6 +37,17 @@ import type { WorkerMessage, WorkerReply, WorkerTask } from './worker.js';
  * two threads pay off from ~64 MiB of gzip input and a few hundred MiB of plain lines.
  */
 export const PARALLEL_MIN_BYTES = 64 * 1024 * 1024;
+
+/**
+ * Plain JSON-lines input (the part of the input split into byte ranges) smaller than this in all (1 GiB) is read on one
+ * thread, unless the rest of the input (gzip, exports) reaches {@link PARALLEL_MIN_BYTES} by itself. One core scans
+ * sparse plain lines from the page cache at 2–4 GB/s (the prefilter's one-pass SIMD search; most of the rest is
+ * copying from the page cache), so below that a second thread saves less than it costs: on the 2-CPU development VM a
+ * 256 MiB sparse log took 0.42 s (median of 7) on two threads against 0.34 s on one (load 1.5–2.1), and a 1 GiB one
+ * 0.47 s against 0.48 s (quiet); docs/performance.md "Scan parallelism". Inflating gzip is ~10× slower per byte, so
+ * there two threads pay off from {@link PARALLEL_MIN_BYTES}.
+ */
+export const PLAIN_PARALLEL_MIN_BYTES = 1024 * 1024 * 1024;
 
 /** Tasks handed to the pool ahead of the merge, per worker (bounds the results held while earlier ones finish). */
 const TASKS_AHEAD_PER_WORKER = 4;
@@ -58,6 +73,32 @@ export function maxJobs(): number {
   return Math.max(1, availableParallelism());
 }
 
+/**
+ * The default of `--jobs`: {@link maxJobs}, or 1 when other work keeps every CPU busy as the scan starts. A second
+ * thread only pays off on a core no one else is using: on the 2-CPU development VM under a load average of 15–20, a
+ * 256 MiB sparse log took 1.7× as long on two threads as on one (docs/performance.md "Scan parallelism").
+ *
+ * "Busy" is read from the kernel's count of runnable threads at this moment, the fourth field of `/proc/loadavg`
+ * (`running/total`, proc(5)), less the one running this code: when those are at least the CPUs, no core is idle. The
+ * count is instantaneous, unlike the load averages (decaying over 1–15 minutes), so scans run back to back on a quiet
+ * machine do not see their own past load. Where `/proc/loadavg` cannot be read (not Linux), {@link maxJobs}.
+ *
+ * @param procLoadavg the text of `/proc/loadavg` (tests pass their own); empty when unreadable
+ */
+export function defaultJobs(procLoadavg: string = readProcLoadavg(), cpus: number = maxJobs()): number {
+  const running = Number(/^\S+ \S+ \S+ (\d+)\//.exec(procLoadavg)?.[1] ?? Number.NaN);
+  if (!Number.isSafeInteger(running)) return cpus;
+  return running - 1 >= cpus ? 1 : cpus;
+}
+
+function readProcLoadavg(): string {
+  try {
+    return readFileSync('/proc/loadavg', 'utf8');
+  } catch {
+    return '';
+  }
+}
+
 /** Options of {@link planParallelRead}. */
 export interface PlanOptions {
   /** Worker threads to use, ≥ 1 (the CLI caps it at {@link maxJobs}). 1 means serial. */
@@ -68,8 +109,20 @@ export interface PlanOptions {
   maxDecompressedBytes?: number;
   /** Inputs below this total size (gzip uncompressed) stay serial. Default {@link PARALLEL_MIN_BYTES}. Tests pass 0. */
   minBytes?: number;
+  /**
+   * Plain JSON-lines input below this in all stays serial unless the rest reaches `minBytes` by itself. Default
+   * {@link PLAIN_PARALLEL_MIN_BYTES}, or `minBytes` when that is given (tests passing `minBytes: 0` split any size).
+   */
+  minPlainBytes?: number;
   /** Range size for splitting plain JSON-lines files, bytes. Default: see MIN/MAX_PART_BYTES. Tests pass small ones. */
   partBytes?: number;
+  /**
+   * Inputs whose sampled prefilter-passing lines per MiB exceed this stay serial (`density.ts`). Default
+   * {@link DENSE_HITS_PER_MIB}. Tests of the parallel machinery on small, dense files pass `Infinity`.
+   */
+  maxHitsPerMiB?: number;
+  /** Told the estimated prefilter-passing lines per MiB of the input, once sampled (the bench and tests print it). */
+  onDensity?: (hitsPerMiB: number) => void;
 }
 
 /** How a parallel read will run: the tasks in input order and the worker count. */
@@ -107,13 +160,15 @@ interface FileHead {
   trailer: Buffer;
   /** The format detected from the head (plain files only). */
   format: InputFormat | undefined;
+  /** What the prefilter passes in the head (gzip: its first 16 KiB inflated; nothing when not sampled). */
+  sample: DensitySample;
 }
 
 /**
  * Reads and classifies a file's head and trailer; undefined when it cannot be read. Only the classification is
  * kept (not the head itself), so planning many files holds a few bytes per file, not 64 KiB.
  */
-async function readHeadAndTrailer(file: string, size: number): Promise<FileHead | undefined> {
+async function readHeadAndTrailer(file: string, size: number, sampleGzip: boolean): Promise<FileHead | undefined> {
   try {
     const fh = await open(file, 'r');
     try {
@@ -123,7 +178,9 @@ async function readHeadAndTrailer(file: string, size: number): Promise<FileHead 
       const trailer = Buffer.alloc(4);
       const t = size >= 4 ? (await fh.read(trailer, 0, 4, size - 4)).bytesRead : 0;
       const gzip = isGzip(head);
-      return { gzip, trailer: trailer.subarray(0, t), format: gzip ? undefined : (detectFormat(head) as InputFormat) };
+      const none: DensitySample = { bytes: 0, lines: 0, hits: 0 };
+      const sample = gzip ? (sampleGzip ? sampleGzipHead(head) : none) : countHits(head, true, bytesRead >= size);
+      return { gzip, trailer: trailer.subarray(0, t), format: gzip ? undefined : (detectFormat(head) as InputFormat), sample };
     } finally {
       await fh.close();
     }
@@ -145,10 +202,51 @@ function inputBytes(size: number, gzip: boolean, trailer: Buffer): number {
 }
 
 /**
+ * At most this many plain files are sampled across their whole length (the others by their heads), and this many gzip
+ * files' heads are inflated for the sample (the others count as the sampled average): planning stays within
+ * milliseconds however many files there are.
+ */
+const SPREAD_SAMPLED_FILES = 16;
+
+/**
+ * True when the input is sparse enough for worker threads (`density.ts`): large plain files are sampled across their
+ * length, the others by their heads, and the estimate is weighed by input bytes.
+ */
+async function denseEnoughForWorkers(
+  files: string[],
+  heads: (FileHead | undefined)[],
+  sizes: Map<string, number>,
+  weighed: { bytes: number; sample: DensitySample | undefined }[],
+  opts: PlanOptions,
+): Promise<boolean> {
+  const limit = opts.maxHitsPerMiB ?? DENSE_HITS_PER_MIB;
+  if (limit === Number.POSITIVE_INFINITY && !opts.onDensity) return true;
+  const large = files
+    .map((file, i) => ({ file, i, size: sizes.get(file) ?? 0 }))
+    .filter(({ i, size }) => heads[i]?.gzip === false && size > DETECT_HEAD_BYTES)
+    .sort((a, b) => b.size - a.size)
+    .slice(0, SPREAD_SAMPLED_FILES);
+  for (const { file, i, size } of large) {
+    const fh = await open(file, 'r').catch(() => undefined);
+    if (!fh) continue;
+    try {
+      weighed[i] = { bytes: weighed[i]?.bytes ?? size, sample: await samplePlainFile(fh, size) };
+    } finally {
+      await fh.close().catch(() => undefined);
+    }
+  }
+  const density = hitsPerMiB(weighed);
+  opts.onDensity?.(density);
+  return density <= limit;
+}
+
+/**
  * Decides whether and how to read `files` in parallel.
  *
- * @returns undefined when the read should stay serial: `jobs` ≤ 1, inputs under `minBytes` in all, a non-regular
- *   file (a pipe cannot be read twice), or fewer than two tasks (e.g. one gzip file).
+ * @returns undefined when the read should stay serial: `jobs` ≤ 1, inputs under `minBytes` in all, plain JSON lines
+ *   under `minPlainBytes` with the rest under `minBytes`, a non-regular
+ *   file (a pipe cannot be read twice), dense input (more than `maxHitsPerMiB` sampled prefilter-passing lines per
+ *   MiB, see `density.ts`), or fewer than two tasks (e.g. one gzip file).
  * @throws InputError for a missing or unreadable file or a directory, worded as the serial reader does, before
  *   any file is read (as the serial reader checks them all first).
  */
@@ -172,13 +270,25 @@ export async function planParallelRead(files: string[], opts: PlanOptions): Prom
   }
   if (opts.jobs <= 1 || !regular) return undefined;
   const limit = pLimit(HEAD_READ_CONCURRENCY);
-  const heads = await Promise.all(files.map((f) => limit(() => readHeadAndTrailer(f, sizes.get(f) ?? 0))));
+  // Gzip heads are inflated for the density sample in at most SPREAD_SAMPLED_FILES files, spread over the list.
+  const gzipEvery = Math.ceil(files.length / SPREAD_SAMPLED_FILES);
+  const heads = await Promise.all(files.map((f, i) => limit(() => readHeadAndTrailer(f, sizes.get(f) ?? 0, i % gzipEvery === 0))));
   let total = 0;
+  let plainBytes = 0;
+  const weighed: { bytes: number; sample: DensitySample | undefined }[] = [];
   for (const [i, file] of files.entries()) {
     const h = heads[i];
-    total += h ? inputBytes(sizes.get(file) ?? 0, h.gzip, h.trailer) : (sizes.get(file) ?? 0);
+    const bytes = h ? inputBytes(sizes.get(file) ?? 0, h.gzip, h.trailer) : (sizes.get(file) ?? 0);
+    total += bytes;
+    if (h && !h.gzip && h.format !== undefined && SPLIT_FORMATS.has(h.format)) plainBytes += bytes;
+    weighed.push({ bytes, sample: h?.sample });
   }
-  if (total < (opts.minBytes ?? PARALLEL_MIN_BYTES)) return undefined;
+  const minBytes = opts.minBytes ?? PARALLEL_MIN_BYTES;
+  if (total < minBytes) return undefined;
+  // Plain lines scan so fast that a second thread pays off only on a lot of them (or when the rest needs it anyway).
+  if (total - plainBytes < minBytes && plainBytes < (opts.minPlainBytes ?? opts.minBytes ?? PLAIN_PARALLEL_MIN_BYTES)) return undefined;
+  // What the prefilter will see decides too, not only the size: dense input is read faster by one thread.
+  if (!(await denseEnoughForWorkers(files, heads, sizes, weighed, opts))) return undefined;
   const maxLineBytes = opts.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES;
   const partBytes =
     opts.partBytes ?? Math.min(MAX_PART_BYTES, Math.max(MIN_PART_BYTES, Math.ceil(total / (opts.jobs * PARTS_PER_JOB))));

@@ -16,6 +16,7 @@ import type { ClusterEvent } from '../findings/cluster-events.js';
 import type { ProbeReport } from '../probe/host.js';
 import type { DeriveInput } from '../pipeline/derive.js';
 import { earliestEventTimeOfFiles, latestEventTimeOfFiles } from './latest-event.js';
+import type { PlanOptions } from './parallel.js';
 import { EventTimeDensity, MAX_SKEWED_SHARE, SKEW_GAP_MS, inconsistentTimesText, judgeEventTimes, type IgnoredEventTime } from '../findings/clock-skew.js';
 import { STDIN } from '../sources/reader.js';
 
@@ -56,6 +57,11 @@ export interface ScanOptions {
    * `maxJobs()` (`os.availableParallelism()`), as the CLI's `--jobs` does.
    */
   jobs?: number;
+  /**
+   * Overrides of the parallel read's planning (`PlanOptions` of `parallel.ts`: `minBytes`, `minPlainBytes`,
+   * `partBytes`, `maxHitsPerMiB`, `onDensity`), so tests can take the parallel path with small files. Default: the planner's.
+   */
+  parallelPlan?: Pick<PlanOptions, 'minBytes' | 'minPlainBytes' | 'partBytes' | 'maxHitsPerMiB' | 'onDensity'>;
   /** Minimum audit window for a `safe` readiness verdict, ms; default 7 days (`DEFAULT_READINESS_MIN_WINDOW_MS`). */
   readinessMinWindowMs?: number;
   /** The scanning host's clock (epoch ms UTC), for the plausibility of event times; default `Date.now`. */
@@ -176,6 +182,7 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
   const plan =
     jobs > 1
       ? await (await import('./parallel.js')).planParallelRead(opts.files, {
+          ...opts.parallelPlan,
           jobs,
           ...(opts.maxLineBytes !== undefined ? { maxLineBytes: opts.maxLineBytes } : {}),
           ...(opts.maxDecompressedBytes !== undefined ? { maxDecompressedBytes: opts.maxDecompressedBytes } : {}),

@@ -171,7 +171,7 @@ describe('input shapes', () => {
     const serialStats = createReadStats();
     const serial: TokenUse[] = [];
     for await (const u of readTokenUses(files, serialStats)) serial.push(u);
-    const plan = await planParallelRead(files, { jobs: 4, minBytes: 0, partBytes: 1024 });
+    const plan = await planParallelRead(files, { jobs: 4, minBytes: 0, partBytes: 1024, maxHitsPerMiB: Number.POSITIVE_INFINITY }); // dense fixtures: forced onto workers
     expect(plan).toBeDefined();
     const stats = createReadStats();
     const uses: TokenUse[] = [];

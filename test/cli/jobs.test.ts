@@ -6,6 +6,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
 import { InvalidArgumentError } from 'commander';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseJobs } from '../../src/cli/options.js';
@@ -47,10 +48,9 @@ describe('tokenwatch scan --jobs', () => {
   });
 
   it('prints the same JSON with 2 worker threads as with 1 (input above the parallel threshold)', async () => {
-    const file = join(dir, 'audit.log');
     const lines: string[] = [];
     for (let i = 0; i < 60_000; i++) {
-      const stale = i % 100 === 0; // ids repeat after 50 000 lines: duplicates
+      const stale = i % 500 === 0; // ids repeat after 50 000 lines: duplicates; sparse (~1.7 per MiB), so read by workers
       const k = i % 50_000; // a repeat carries the same annotations (else it is an auditID conflict, kept and warned)
       lines.push(
         JSON.stringify({
@@ -69,8 +69,14 @@ describe('tokenwatch scan --jobs', () => {
         }),
       );
     }
-    writeFileSync(file, `${lines.join('\n')}\n`); // ~72 MB
-    const args = ['scan', '--format', 'json', '--audit-log', file];
+    // Two rotated .gz files, ~72 MB uncompressed in all: above the 64 MiB threshold, each inflated by its own thread
+    // (plain lines would need 1 GiB before a second thread pays off: src/scan/parallel.ts PLAIN_PARALLEL_MIN_BYTES).
+    const files = [lines.slice(0, 30_000), lines.slice(30_000)].map((part, n) => {
+      const file = join(dir, `audit-${n}.log.gz`);
+      writeFileSync(file, gzipSync(`${part.join('\n')}\n`));
+      return file;
+    });
+    const args = ['scan', '--format', 'json', '--audit-log', ...files];
     const [one, two] = await Promise.all([runCli([...args, '--jobs', '1']), runCli([...args, '--jobs', '2'], {}, { sources: true })]);
     expect(one.stderr).toBe('');
     expect(two.stderr).toBe('');

@@ -160,7 +160,7 @@ describe('parallel read = serial read', () => {
         fc.constantFrom(64 * 1024 * 1024, 300, 900),
         async (specs, partBytes, jobs, delays, maxLineBytes) => {
           const files = await Promise.all(specs.map(writeSpec));
-          const plan = await planParallelRead(files, { jobs, minBytes: 0, partBytes, maxLineBytes });
+          const plan = await planParallelRead(files, { jobs, maxHitsPerMiB: Number.POSITIVE_INFINITY, minBytes: 0, partBytes, maxLineBytes });
           if (plan === undefined) {
             expect(specs.length).toBe(1); // a single task (one gzip file, or one range) is left serial
             return;
@@ -195,7 +195,7 @@ describe('parallel read = serial read', () => {
         fc.integer({ min: 50, max: 900 }),
         async (specs, partBytes) => {
           const files = await Promise.all(specs.map(writeSpec));
-          const plan = await planParallelRead(files, { jobs: 2, minBytes: 0, partBytes });
+          const plan = await planParallelRead(files, { jobs: 2, maxHitsPerMiB: Number.POSITIVE_INFINITY, minBytes: 0, partBytes });
           expect(plan).toBeDefined();
           const ser: TokenUse[] = [];
           const serialOutcome = await settle(ser, serialUses(files, 64 * 1024 * 1024, ser));
@@ -229,7 +229,7 @@ describe('parallel read', () => {
       path.join(FIX, 'insights.json'),
     ];
     const expected = await serial(files, 64 * 1024 * 1024);
-    const plan = await planParallelRead(files, { jobs: 2, minBytes: 0, partBytes: 97 });
+    const plan = await planParallelRead(files, { jobs: 2, maxHitsPerMiB: Number.POSITIVE_INFINITY, minBytes: 0, partBytes: 97 });
     expect(plan?.tasks.map((t) => t.kind)).toContain('range');
     expect(plan?.tasks.filter((t) => t.kind === 'file').map((t) => path.basename(t.file))).toEqual([
       'insights.csv',
@@ -248,7 +248,7 @@ describe('parallel read', () => {
     const files = [good, path.join(FIX, 'corrupt.log.gz'), path.join(FIX, 'unknown.txt')];
     const serialErr = await serial(files, 64 * 1024 * 1024).catch((e: unknown) => e);
     expect(serialErr).toBeInstanceOf(InputError);
-    const plan = await planParallelRead(files, { jobs: 2, minBytes: 0, partBytes: 500 });
+    const plan = await planParallelRead(files, { jobs: 2, maxHitsPerMiB: Number.POSITIVE_INFINITY, minBytes: 0, partBytes: 500 });
     const err = await parallel(plan!, inProcess([3, 0])).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(InputError);
     expect((err as InputError).message).toBe((serialErr as InputError).message);
@@ -264,7 +264,7 @@ describe('parallel read', () => {
     );
     const f = tmpFile('.log');
     await writeFile(f, `${event('d', 'stale', 1)}\n`.repeat(100));
-    const plan = await planParallelRead([f], { jobs: 2, minBytes: 0, partBytes: 1000 });
+    const plan = await planParallelRead([f], { jobs: 2, maxHitsPerMiB: Number.POSITIVE_INFINITY, minBytes: 0, partBytes: 1000 });
     const err = await parallel(plan!, workerPool(2, new URL(`file://${dying}`), false)).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(Error);
     expect((err as Error).message).toBe('scan worker failed: worker exited with code 3');
@@ -275,7 +275,7 @@ describe('parallel read', () => {
     await writeFile(broken, "throw new Error('cannot load');\n");
     const f = tmpFile('.log');
     await writeFile(f, `${event('d', 'stale', 1)}\n`.repeat(100));
-    const plan = await planParallelRead([f], { jobs: 2, minBytes: 0, partBytes: 1000 });
+    const plan = await planParallelRead([f], { jobs: 2, maxHitsPerMiB: Number.POSITIVE_INFINITY, minBytes: 0, partBytes: 1000 });
     const err = await parallel(plan!, workerPool(2, new URL(`file://${broken}`), false)).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(Error);
     expect((err as Error).message).toMatch(/^scan worker failed: cannot load/);
@@ -286,7 +286,7 @@ describe('parallel read', () => {
     await writeFile(silent, "import { parentPort } from 'node:worker_threads';\nparentPort.on('message', () => process.exit(4));\n");
     const f = tmpFile('.log');
     await writeFile(f, `${event('d', 'stale', 1)}\n`.repeat(100));
-    const plan = await planParallelRead([f], { jobs: 2, minBytes: 0, partBytes: 1000 });
+    const plan = await planParallelRead([f], { jobs: 2, maxHitsPerMiB: Number.POSITIVE_INFINITY, minBytes: 0, partBytes: 1000 });
     expect(plan!.tasks.length).toBeGreaterThan(2);
     const got = await parallel(plan!, workerPool(2, new URL(`file://${silent}`)));
     expect(got.stats.lines).toBe(100);
@@ -299,7 +299,7 @@ describe('parallel read', () => {
     const original = Array.from({ length: 200 }, (_, i) => event(`r${i}`, i % 10 === 0 ? 'stale' : 'none', i)).join('\n');
     await writeFile(f, `${original}\n`);
     const want = await serial([f], 64 * 1024 * 1024);
-    const plan = await planParallelRead([f], { jobs: 2, minBytes: 0, partBytes: 2000 });
+    const plan = await planParallelRead([f], { jobs: 2, maxHitsPerMiB: Number.POSITIVE_INFINITY, minBytes: 0, partBytes: 2000 });
     expect(plan!.tasks.filter((t) => t.kind === 'range').length).toBeGreaterThan(5);
     expect(plan!.handles).toHaveLength(1);
     await rename(f, `${f}.1`);
@@ -345,8 +345,8 @@ describe('parallel plan', () => {
     await writeFile(a, gzipSync(Buffer.from(text)));
     await writeFile(b, gzipSync(Buffer.from(text)));
     const bytes = Buffer.byteLength(text);
-    expect(await planParallelRead([a, b], { jobs: 2, minBytes: 2 * bytes + 1 })).toBeUndefined();
-    const plan = await planParallelRead([a, b], { jobs: 2, minBytes: 2 * bytes });
+    expect(await planParallelRead([a, b], { jobs: 2, maxHitsPerMiB: Number.POSITIVE_INFINITY, minBytes: 2 * bytes + 1 })).toBeUndefined();
+    const plan = await planParallelRead([a, b], { jobs: 2, maxHitsPerMiB: Number.POSITIVE_INFINITY, minBytes: 2 * bytes });
     expect(plan?.tasks.map((t) => t.kind)).toEqual(['gzip', 'gzip']);
     expect([...(plan?.workerTailFiles ?? [])]).toEqual([a, b]);
   });

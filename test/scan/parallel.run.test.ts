@@ -42,7 +42,7 @@ function lines(from: number, count: number, hour: number): string {
   const out: string[] = [];
   for (let i = from; i < from + count; i++) {
     const time = `2026-11-20T${String(hour).padStart(2, '0')}:${String(Math.floor(i / 60) % 60).padStart(2, '0')}:${String(i % 60).padStart(2, '0')}.000000Z`;
-    out.push(line(i, i % 97 === 0, time));
+    out.push(line(i, i % 499 === 0, time)); // sparse (~1.3 stale lines per MiB): read by workers
   }
   return `${out.join('\n')}\n`;
 }
@@ -61,7 +61,7 @@ describe('runScan with worker threads', () => {
 
   it('is used for these inputs', async () => {
     expect(workerEntry().pathname).toMatch(/src\/scan\/worker-tsx\.mjs$/);
-    const plan = await planParallelRead(files, { jobs: 2 });
+    const plan = await planParallelRead(files, { jobs: 2, minPlainBytes: 0 }); // plain: split from 64 MiB, not 1 GiB
     expect(plan?.tasks.filter((t) => t.kind === 'range').length).toBeGreaterThan(1);
     expect(plan?.tasks.filter((t) => t.kind === 'gzip').length).toBe(2);
     expect(PARALLEL_MIN_BYTES).toBeLessThan(70_000_000);
@@ -73,7 +73,14 @@ describe('runScan with worker threads', () => {
   it('gives the serial result: findings, stats, reference time (from the gzip tails)', async () => {
     const serial = await runScan({ files, cluster: 'c', maxTokenAge: { mode: 'eks' } });
     const progress: ReadProgress[] = [];
-    const parallel = await runScan({ files, cluster: 'c', maxTokenAge: { mode: 'eks' }, jobs: 2, onProgress: (p) => progress.push(p) });
+    const parallel = await runScan({
+      files,
+      cluster: 'c',
+      maxTokenAge: { mode: 'eks' },
+      jobs: 2,
+      onProgress: (p) => progress.push(p),
+      parallelPlan: { minPlainBytes: 0 },
+    });
     expect(parallel).toEqual(serial);
     expect(serial.report.stats.duplicates).toBeGreaterThan(0);
     expect(serial.nowSource).toBe('latest-event');
