@@ -7,8 +7,9 @@
 /**
  * Secret shapes masked in any string that reaches the log or Slack (and in error text shown elsewhere):
  * - Slack tokens `xoxb-`, `xoxp-`, `xoxa-`, `xoxo-`, `xoxs-`, `xoxr-`, `xapp-` (api.slack.com/authentication/token-types);
- * - `Bearer …` and `Basic …` credentials, in any case (RFC 6750 §2.1 b64token, RFC 7617): a value with a digit or one
- *   of `_~+/`, or of 16 characters or more, so prose such as "a bearer or OAuth token" is left alone;
+ * - the value of an `Authorization:`/`Proxy-Authorization:` header (RFC 9110 §11.6.2), whatever it looks like;
+ * - `Bearer …` and `Basic …` credentials elsewhere, in any case (RFC 6750 §2.1 b64token, RFC 7617): a value with a
+ *   digit or one of `_~+/`, or of 16 characters or more, so prose such as "a bearer or OAuth token" is left alone;
  * - JWTs `eyJ….….…` (ServiceAccount tokens, OIDC tokens);
  * - AWS access key ids `AKIA…`/`ASIA…` (16 upper-case letters/digits after the prefix; IAM user guide "Access key
  *   format"), `aws_secret_access_key=…`/`aws_session_token=…` assignments, and SigV4 query parameters
@@ -25,6 +26,7 @@
 const SECRET_PATTERNS: ReadonlyArray<[RegExp, string]> = [
   [/\bxox[abposr]-[A-Za-z0-9-]+/g, '[Redacted]'],
   [/\bxapp-[A-Za-z0-9-]+/g, '[Redacted]'],
+  [/\b((?:Proxy-)?Authorization\s*[:=]\s*["']?(?:(?:Bearer|Basic)\s+)?)[^\s"',;]+/gi, '$1[Redacted]'],
   [/\b(Bearer|Basic)\s+(?:[A-Za-z0-9._~+/-]*[0-9_~+/][A-Za-z0-9._~+/-]*|[A-Za-z0-9._~+/-]{16,})=*/gi, '$1 [Redacted]'],
   [/\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*/g, '[Redacted]'],
   [/\b(?:AKIA|ASIA)[A-Z0-9]{16}\b/g, '[Redacted]'],

@@ -13,6 +13,13 @@ describe('scrubSecrets', () => {
     expect(scrubSecrets('Basic dXNlcjpwYXNzd29yZA==')).toBe('Basic [Redacted]');
   });
 
+  it('redacts an Authorization header value whatever it looks like (short, letters only, or no scheme)', () => {
+    expect(scrubSecrets('failed: Authorization: Bearer abc.def-ghi rejected')).toBe('failed: Authorization: Bearer [Redacted] rejected');
+    expect(scrubSecrets('proxy-authorization: Basic short')).toBe('proxy-authorization: Basic [Redacted]');
+    expect(scrubSecrets('Authorization=opaquevalue;')).toBe('Authorization=[Redacted];');
+    expect(scrubSecrets(scrubSecrets('Authorization: Bearer abc'))).toBe('Authorization: Bearer [Redacted]');
+  });
+
   it('leaves prose that names the scheme alone', () => {
     for (const s of ['a bearer or OAuth token put into its client', 'Authentication failed, attempted: bearer', 'Basic auth is off', 'bearer token.']) {
       expect(scrubSecrets(s)).toBe(s);

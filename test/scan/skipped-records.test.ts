@@ -65,7 +65,7 @@ describe('scan past skipped records', () => {
     const serialUses: TokenUse[] = [];
     for await (const u of readTokenUses([file], serialStats, { maxLineBytes: MAX, onNotice: (n) => serialNotices.push(n) })) serialUses.push(u);
 
-    const plan = await planParallelRead([file], { jobs: 2, minBytes: 0, partBytes: 4096, maxLineBytes: MAX });
+    const plan = await planParallelRead([file], { jobs: 2, minBytes: 0, partBytes: 4096, maxLineBytes: MAX, maxHitsPerMiB: Number.POSITIVE_INFINITY });
     expect(plan?.tasks.length).toBeGreaterThan(2);
     const runner: TaskRunner = { run: (task, onReply) => void runTask(task, onReply), close: async () => undefined };
     const stats = createReadStats();
