@@ -31,6 +31,7 @@ import { cliMain } from '../support/build.js';
 import { findPostgresBin, startPostgres, type StartedPostgres } from '../support/postgres-server.js';
 import { createTestDatabase, postgresServer, type TestDatabase } from '../support/postgres.js';
 import { freePort } from '../support/processes.js';
+import { until as untilEvent } from '../support/until.js';
 
 const pgServer = postgresServer();
 const MULTUS_PODS = ['kube-multus-ds-452jg', 'kube-multus-ds-458dh', 'kube-multus-ds-86hnh', 'kube-multus-ds-b4j4z', 'kube-multus-ds-dkvtp', 'kube-multus-ds-nw6rg', 'kube-multus-ds-svmt7'];
@@ -59,15 +60,8 @@ afterEach(async () => {
 });
 
 /** Polls `cond` (an event the test waits for) every 50 ms within a generous bound. */
-async function until<T>(what: string, cond: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 120_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await cond();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+const until = <T>(what: string, cond: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 120_000): Promise<T> =>
+  untilEvent(what, cond, timeoutMs, 50);
 
 interface Scenario {
   dir: string;

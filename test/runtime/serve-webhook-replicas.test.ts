@@ -16,21 +16,12 @@ import { desiredOwner } from '../../src/runtime/shards.js';
 import { auditEvent } from '../sources/events.js';
 import { eventList, postBatch, selfSignedCert } from '../sources/webhook-client.js';
 import { createTestDatabase, postgresServer, type TestDatabase } from '../support/postgres.js';
+import { until } from '../support/until.js';
 
 const pgServer = postgresServer();
 const T0 = Date.parse('2026-11-20T12:00:00Z');
 const TOKEN = 'replica-webhook-token-5be1';
 const silent = createLogger({ level: 'silent' });
-
-async function until<T>(what: string, fn: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 90_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 const handles: ServeHandle[] = [];
 const cleanups: Array<() => Promise<void> | void> = [];

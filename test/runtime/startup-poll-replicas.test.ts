@@ -16,6 +16,7 @@ import type { ServeHandle } from '../../src/runtime/serve.js';
 import { desiredOwner } from '../../src/runtime/shards.js';
 import { auditEvent } from '../sources/events.js';
 import { createTestDatabase, postgresServer } from '../support/postgres.js';
+import { until } from '../support/until.js';
 
 const pgServer = postgresServer();
 const T0 = Date.parse('2026-11-20T12:00:00Z');
@@ -24,16 +25,6 @@ const NAMES = Array.from({ length: 16 }, (_, i) => `c${String(i).padStart(2, '0'
 const HEARTBEAT_MS = 100;
 const TTL_MS = 1000;
 const JITTER_MS = 1500;
-
-async function until<T>(what: string, fn: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 90_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 const handles: ServeHandle[] = [];
 const cleanups: Array<() => Promise<void> | void> = [];

@@ -17,19 +17,10 @@ import { composeServe } from '../../src/runtime/compose.js';
 import type { ServeHandle } from '../../src/runtime/serve.js';
 import { auditEvent } from '../sources/events.js';
 import { createTestDatabase, postgresServer } from '../support/postgres.js';
+import { until } from '../support/until.js';
 
 const pgServer = postgresServer();
 const silent = createLogger({ level: 'silent' });
-
-async function until<T>(what: string, fn: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 90_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 /** A loopback TCP proxy to the server; `down()` drops every connection and refuses new ones until `up()`. */
 async function proxy(host: string, port: number): Promise<{ port: number; down: () => void; up: () => void; close: () => void }> {
