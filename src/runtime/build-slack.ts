@@ -421,7 +421,8 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
   sweepTimer.unref();
   const pickupTimer = setInterval(() => {
     if (stopped) return;
-    void track(flow.pickUp()).catch((err: unknown) => log.error({ err }, 'picking up approved actions failed'));
+    // Not `track`: a tick changes nothing by itself, so it schedules no follow-up scan (the actions it runs do, when they end).
+    void tasks.track(flow.pickUp().finally(() => home?.changed())).catch((err: unknown) => log.error({ err }, 'picking up approved actions failed'));
     pickUpScans().catch((err: unknown) => log.error({ err }, 'picking up scan requests failed'));
   }, opts.pickupIntervalMs ?? 2000);
   pickupTimer.unref();

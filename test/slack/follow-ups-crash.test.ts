@@ -3,7 +3,8 @@
  * (serve-child.ts: the real Bolt app) against the fakes in this process, and is killed with SIGKILL while the fake
  * answers the call that sends a reminder, an outcome direct message or a page — after the post, before the record.
  * The next process, on the same SQLite store, finds the message by its metadata and records it instead of posting it
- * again; a page goes again with the same `dedup_key`, which PagerDuty folds into the one alert.
+ * again; a page goes again with the same `dedup_key`, which PagerDuty folds into the one alert. With the PostgreSQL
+ * store, the replica that takes over does the same (a real PostgreSQL, test/support/postgres-server.ts).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
@@ -16,6 +17,7 @@ import { openStore, type Store } from '../../src/store/index.js';
 import { NoticeRepository } from '../../src/store/notices.js';
 import type { Config } from '../../src/config/index.js';
 import { childScript } from '../support/build.js';
+import { createTestDatabase, postgresServer, type TestDatabase } from '../support/postgres.js';
 import { CLUSTER, OPS, REF, REQUESTER, prepareDir, startFakes, startHarness, type Harness } from './harness.js';
 
 const MIN = 60_000;
@@ -42,7 +44,12 @@ afterEach(async () => {
   hook = undefined;
 });
 
-type Job = { start?: number; sweep?: boolean; paging?: { after: number; pagerdutyUrl: string; webhookUrl: string; routingKey: string } };
+type Job = {
+  start?: number;
+  sweep?: boolean;
+  paging?: { after: number; pagerdutyUrl: string; webhookUrl: string; routingKey: string };
+  postgres?: NonNullable<Config['store']['postgres']>;
+};
 
 /** Starts serve in a child process on `dir`; resolves with its events URL once serving (rejects if it dies first). */
 async function startChild(dir: string, f: { slack: FakeSlack; kube: FakeKube }, job: Job): Promise<string> {
@@ -180,5 +187,51 @@ describe('kill -9 between posting a notice and recording it', { timeout: 180_000
     expect(hook.requests.map((r) => r.idempotencyKey)).toEqual([`page:${multus}:1:trigger:webhook`]);
     expect(await new NoticeRepository(h.serve.context.store.sql).sent(key)).toBeDefined();
     expect(await h.serve.context.store.outbox.get(key)).toBeUndefined();
+  });
+});
+
+const pgServer = postgresServer();
+
+describe.skipIf(!pgServer.available)('PostgreSQL: failover between posting a notice and recording it', { timeout: 180_000 }, () => {
+  let db: TestDatabase | undefined;
+  afterEach(async () => {
+    await db?.drop();
+    db = undefined;
+  });
+
+  it('the replica that takes over finds the reminder and the outcome message posted by the one that died; one of each', async () => {
+    db = await createTestDatabase();
+    const postgres: NonNullable<Config['store']['postgres']> = { host: db.options.host, port: db.options.port ?? 5432, database: db.options.database, user: db.options.user, sslmode: 'disable', poolSize: 4, statementTimeout: 30_000, connectTimeout: 10_000, queryTimeout: 35_000 };
+    const onPostgres = { owner: () => true, tweak: (c: Config) => void (c.store.postgres = postgres) };
+    const dir = prepareDir();
+    fakes = await startFakes();
+    const { slack, kube } = fakes;
+    // Replica 1 (in this process) takes the request, and leaves.
+    const r1 = await startHarness({ dir, fakeSlack: slack, kube, ...onPostgres });
+    const alert = await r1.alert('kube-system', 'multus');
+    await r1.click(REQUESTER, alert, 'tw_restart');
+    const id = (await r1.serve.context.store.listApprovals({ cluster: CLUSTER }))[0]!.id;
+    await r1.stop({ keepFakes: true });
+
+    // Replica 2 (a child process) posts the reminder and dies before recording it.
+    const reminderKey = `reminder:${id}`;
+    const killed = killOnNotice(slack, reminderKey);
+    await expect(startChild(dir, fakes, { start: REF + 16 * MIN, postgres })).rejects.toThrow(/exited before serving/);
+    child = undefined;
+    expect(killed.ts()).toBeDefined();
+
+    // Replica 3 takes over: finds the reminder; then the request expires there and the requester is told once.
+    h = await startHarness({ dir, fakeSlack: slack, kube, start: REF + 17 * MIN, ...onPostgres });
+    expect(slack.thread(OPS, alert.ts).filter((m) => m.text.includes('Reminder:')).map((m) => m.ts)).toEqual([killed.ts()]);
+    const notices = new NoticeRepository(h.serve.context.store.sql);
+    expect(await notices.sent(reminderKey)).toMatchObject({ ts: killed.ts() });
+    h.advance(15 * MIN);
+    await h.bot.sweep();
+    await h.bot.idle();
+    await h.bot.sweep();
+    await h.bot.idle();
+    expect(slack.messages(`D${REQUESTER.slice(1)}`)).toHaveLength(1);
+    expect(slack.thread(OPS, alert.ts).filter((m) => m.text.includes('Expired unanswered'))).toHaveLength(1);
+    expect(slack.thread(OPS, alert.ts).filter((m) => m.text.includes('Reminder:'))).toHaveLength(1);
   });
 });

@@ -7,6 +7,7 @@
  */
 import type { FakeSlack } from '../../src/sandbox/fakes/slack.js';
 import type { FakeKube } from '../../src/sandbox/fakes/kubernetes.js';
+import type { Config } from '../../src/config/index.js';
 import { startHarness } from './harness.js';
 
 const job = JSON.parse(process.argv[2]!) as {
@@ -19,6 +20,8 @@ const job = JSON.parse(process.argv[2]!) as {
   sweep?: boolean;
   /** `slack.paging` targets (the fakes' URLs) with the fake's routing key. */
   paging?: { after: number; pagerdutyUrl: string; webhookUrl: string; routingKey: string };
+  /** The PostgreSQL store instead of the SQLite file (`config.store.postgres`); this process then owns every cluster. */
+  postgres?: NonNullable<Config['store']['postgres']>;
 };
 const paging = job.paging;
 const h = await startHarness({
@@ -26,14 +29,14 @@ const h = await startHarness({
   fakeSlack: { apiUrl: job.slackApiUrl } as FakeSlack,
   kube: { url: job.kubeUrl } as FakeKube,
   ...(job.start !== undefined ? { start: job.start } : {}),
-  ...(paging
-    ? {
-        tweak: (c) => {
-          c.slack!.paging = { after: paging.after, pagerduty: { url: paging.pagerdutyUrl }, webhook: { url: paging.webhookUrl } };
-          c.slack!.pagerdutyRoutingKey = paging.routingKey;
-        },
-      }
-    : {}),
+  ...(job.postgres ? { owner: () => true } : {}),
+  tweak: (c) => {
+    if (paging) {
+      c.slack!.paging = { after: paging.after, pagerduty: { url: paging.pagerdutyUrl }, webhook: { url: paging.webhookUrl } };
+      c.slack!.pagerdutyRoutingKey = paging.routingKey;
+    }
+    if (job.postgres) c.store.postgres = job.postgres;
+  },
 });
 if (job.sweep) {
   await h.bot.sweep();
