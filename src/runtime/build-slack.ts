@@ -156,10 +156,11 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
             ...(paging.pagerduty ? { pagerduty: { url: paging.pagerduty.url, routingKey: config.slack?.pagerdutyRoutingKey ?? '' } } : {}),
             ...(paging.webhook ? { webhook: { url: paging.webhook.url } } : {}),
           },
-          queueClock,
+          clock,
         )
       : undefined;
-  const noticeSender = new NoticeSender({ notices, queue: store.outbox, api, ...(pager ? { pager } : {}), clock: queueClock, logger: log.child({ component: 'slack-notices' }) });
+  // The service clock (approvals' and findings' times are on it; the sandbox runs it faster than the wall clock).
+  const noticeSender = new NoticeSender({ notices, queue: store.outbox, api, ...(pager ? { pager } : {}), clock, logger: log.child({ component: 'slack-notices' }) });
   const drainer = new NotificationDrainer({
     queue: store.outbox,
     sender: {
@@ -221,7 +222,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     notices,
     approversOf: (a) => flow.approversOf(a),
     threadOf: (a) => flow.threadOf(a),
-    clock: queueClock,
+    clock,
     logger: log.child({ component: 'slack-follow-ups' }),
     settings: {
       reminders: approvals?.reminders ?? true,
@@ -244,7 +245,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
         const at = await notifier.messageOfGroup(g);
         return at ? api.permalink(at.channel, at.ts) : undefined;
       },
-      clock: queueClock,
+      clock,
       logger: log.child({ component: 'paging' }),
       enqueued: () => drainer.kick(),
     });
