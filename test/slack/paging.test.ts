@@ -25,11 +25,12 @@ afterEach(async () => {
   hook = undefined;
 });
 
-async function start(): Promise<Harness> {
+async function start(logs?: Array<Record<string, unknown>>): Promise<Harness> {
   pd = await startFakePagerDuty();
   hook = await startFakeWebhook();
   const [pdUrl, hookUrl] = [pd.url, hook.url];
   return startHarness({
+    ...(logs ? { logs, logLevel: 'debug' } : {}),
     tweak: (c) => {
       c.slack!.paging = { after: 10 * MIN, pagerduty: { url: pdUrl }, webhook: { url: hookUrl } };
       c.slack!.pagerdutyRoutingKey = FAKE_ROUTING_KEY;
@@ -57,7 +58,8 @@ const hookBodies = () => hook!.requests.map((r) => r.body as { event_action: str
 
 describe('paging', () => {
   it('a critical alert nobody acts on pages once per target; warning and info never; its resolution sends one resolve', async () => {
-    h = await start();
+    const logs: Array<Record<string, unknown>> = [];
+    h = await start(logs);
     const all = await groups(h);
     const critical = [...all].filter(([, g]) => g.severity === 'critical').map(([id]) => id);
     const calmer = [...all].filter(([, g]) => g.severity !== 'critical').map(([id]) => id);
@@ -115,8 +117,11 @@ describe('paging', () => {
     await sweep(h);
     await h.poll();
     expect(pd!.events.filter((e) => e.body.event_action === 'resolve')).toHaveLength(1);
-    // The routing key is never in Slack.
+    // The routing key is never in Slack nor in the log; the log says what paged, and the 500 it retried.
     expect(JSON.stringify(h.slack.snapshot())).not.toContain(FAKE_ROUTING_KEY);
+    expect(JSON.stringify(logs)).not.toContain(FAKE_ROUTING_KEY);
+    expect(logs.filter((l) => l['msg'] === 'paging: a critical alert nobody acted on')).toHaveLength(2 * critical.length);
+    expect(JSON.stringify(logs.filter((l) => l['msg'] === 'a Slack notification failed; it stays queued and is tried again'))).toContain('paging via pagerduty failed: HTTP 500');
   });
 
   it('an alert acted on (a Details view) within the time does not page', async () => {
