@@ -40,6 +40,8 @@ export const ErrorCode = {
   EksAuthFailed: 'eks_auth_failed',
   /** A Slack Web API call failed (Slack's own error on the error). */
   SlackCallFailed: 'slack_call_failed',
+  /** A page (PagerDuty Events API v2 or the paging webhook) was not accepted. */
+  PageFailed: 'page_failed',
   /** Slack cannot be started with this configuration or credentials. */
   SlackStartFailed: 'slack_start_failed',
   /** An integration is not reachable at start; serve retries it. */

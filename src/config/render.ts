@@ -42,6 +42,9 @@ export function maskConfig(config: Config): Config {
     if (s.appToken !== undefined) s.appToken = maskSecret(s.appToken);
     if (s.signingSecret !== undefined) s.signingSecret = maskSecret(s.signingSecret);
     if (s.apiUrl !== undefined) s.apiUrl = maskUrl(s.apiUrl);
+    if (s.pagerdutyRoutingKey !== undefined) s.pagerdutyRoutingKey = maskSecret(s.pagerdutyRoutingKey);
+    // A webhook URL often carries its token in the path or query: only its origin is shown.
+    if (s.paging?.webhook !== undefined) s.paging.webhook.url = `${new URL(s.paging.webhook.url).origin}/[Redacted]`;
   }
   for (const c of copy.clusters) {
     if ('cloudwatch' in c.audit && c.audit.cloudwatch.endpoint !== undefined) {
@@ -102,7 +105,16 @@ export function toFileForm(config: Config): Record<string, unknown> {
       ...(s.apiUrl !== undefined ? { apiUrl: s.apiUrl } : {}),
       host: s.host,
       port: s.port,
-      approvals: { expiresAfter: formatDuration(s.approvals.expiresAfter) },
+      approvals: {
+        expiresAfter: formatDuration(s.approvals.expiresAfter),
+        reminders: s.approvals.reminders,
+        ...(s.approvals.remindAfter !== undefined ? { remindAfter: formatDuration(s.approvals.remindAfter) } : {}),
+        ...(s.approvals.escalateTo !== undefined ? { escalateTo: s.approvals.escalateTo } : {}),
+        notifyRequester: s.approvals.notifyRequester,
+      },
+      ...(s.paging !== undefined
+        ? { paging: { after: formatDuration(s.paging.after), ...(s.paging.pagerduty ? { pagerduty: { ...s.paging.pagerduty } } : {}), ...(s.paging.webhook ? { webhook: { ...s.paging.webhook } } : {}) } }
+        : {}),
       commands: { scanInterval: formatDuration(s.commands.scanInterval) },
     };
   }
@@ -148,6 +160,7 @@ export function renderEffectiveConfig(config: Config): string {
     text += `#   ${ENV.botToken}: ${s.botToken ?? '(not set)'}\n`;
     text += `#   ${ENV.appToken}: ${s.appToken ?? '(not set)'}\n`;
     text += `#   ${ENV.signingSecret}: ${s.signingSecret ?? '(not set)'}\n`;
+    if (s.paging?.pagerduty !== undefined) text += `#   ${ENV.pagerdutyRoutingKey}: ${s.pagerdutyRoutingKey ?? '(not set)'}\n`;
   }
   return text;
 }

@@ -282,8 +282,35 @@ const slackSchema = z.strictObject({
     .strictObject({
       /** An approval request not decided within this time expires, ms. Default `30m`. */
       expiresAfter: duration(MINUTE_MS).prefault('30m'),
+      /** Whether an open request is reminded once in its thread, mentioning the approvers who may still act. Default true. */
+      reminders: z.boolean().default(true),
+      /** When the reminder is due after the request, ms; less than `expiresAfter`. Default: half of `expiresAfter`. */
+      remindAfter: duration(MINUTE_MS).optional(),
+      /** A Slack user group (`S…`) mentioned once in the alert's thread when a request expires unanswered. Default none. */
+      escalateTo: z.string().regex(/^S[A-Z0-9]{2,}$/, 'expected a Slack user group id (S…)').optional(),
+      /** Whether the requester is told each outcome of their request by direct message. Default true. */
+      notifyRequester: z.boolean().default(true),
     })
     .prefault({}),
+  /**
+   * Paging of critical alerts nobody acted on (docs/slack.md "Paging"): off unless `pagerduty` or `webhook` is given.
+   * Warning and info alerts never page.
+   */
+  paging: z
+    .strictObject({
+      /** A critical alert with no approval request, snooze or Details view within this time pages, ms. Default `15m`. */
+      after: duration(MINUTE_MS).prefault('15m'),
+      /** PagerDuty Events API v2; the routing key comes from `PAGERDUTY_ROUTING_KEY`. */
+      pagerduty: z
+        .strictObject({
+          /** Events API base URL (`POST <url>/v2/enqueue`). Default `https://events.pagerduty.com`. */
+          url: httpUrl.default('https://events.pagerduty.com'),
+        })
+        .optional(),
+      /** A generic JSON webhook (`POST <url>`), e.g. an incident tool's inbound integration. */
+      webhook: z.strictObject({ url: httpUrl }).optional(),
+    })
+    .optional(),
   commands: z
     .strictObject({
       /**
@@ -644,6 +671,8 @@ export type SlackConfig = Omit<NonNullable<FileConfig['slack']>, 'host'> & {
   appToken?: string;
   /** `SLACK_SIGNING_SECRET`, required in http mode. Secret. */
   signingSecret?: string;
+  /** `PAGERDUTY_ROUTING_KEY`, required with `paging.pagerduty`. Secret. */
+  pagerdutyRoutingKey?: string;
 };
 
 /**
@@ -667,6 +696,7 @@ export const ENV = {
   botToken: 'SLACK_BOT_TOKEN',
   appToken: 'SLACK_APP_TOKEN',
   signingSecret: 'SLACK_SIGNING_SECRET',
+  pagerdutyRoutingKey: 'PAGERDUTY_ROUTING_KEY',
   logLevel: 'LOG_LEVEL',
   region: 'AWS_REGION',
   defaultRegion: 'AWS_DEFAULT_REGION',
@@ -707,6 +737,35 @@ function postgresIssues(raw: Record<string, unknown>, env: NodeJS.ProcessEnv): C
   const mode = pg.sslmode ?? 'verify-full';
   if (pg.caFile !== undefined && (mode === 'disable' || mode === 'require')) {
     issues.push({ path: at('caFile'), message: `is used only with sslmode verify-ca or verify-full (sslmode is ${String(mode)}, which checks no certificate)` });
+  }
+  return issues;
+}
+
+/** `slack.approvals.remindAfter` before `expiresAfter`; `slack.paging.pagerduty` needs its routing key. */
+function followUpIssues(slack: Record<string, unknown>, env: NodeJS.ProcessEnv): ConfigIssue[] {
+  const issues: ConfigIssue[] = [];
+  const approvals = isRecord(slack.approvals) ? slack.approvals : {};
+  const ms = (v: unknown): number | undefined => {
+    if (typeof v !== 'string') return undefined;
+    try {
+      return parseDuration(v);
+    } catch {
+      return undefined;
+    }
+  };
+  const remind = ms(approvals.remindAfter);
+  const expires = ms(approvals.expiresAfter ?? '30m');
+  if (remind !== undefined && expires !== undefined && remind >= expires) {
+    issues.push({ path: ['slack', 'approvals', 'remindAfter'], message: `must be less than expiresAfter (${String(approvals.expiresAfter ?? '30m')}): a request is reminded before it expires` });
+  }
+  const paging = isRecord(slack.paging) ? slack.paging : undefined;
+  if (paging !== undefined) {
+    if (paging.pagerduty === undefined && paging.webhook === undefined) issues.push({ path: ['slack', 'paging'], message: 'needs pagerduty or webhook (where to page)' });
+    if (paging.pagerduty !== undefined) {
+      const key = envValue(env, ENV.pagerdutyRoutingKey);
+      if (key === undefined) issues.push({ path: ['env', ENV.pagerdutyRoutingKey], message: 'required by slack.paging.pagerduty (the integration key of a PagerDuty Events API v2 service)' });
+      else if (!/^[A-Za-z0-9]{32}$/.test(key)) issues.push({ path: ['env', ENV.pagerdutyRoutingKey], message: 'expected the 32-character integration key of a PagerDuty Events API v2 integration' });
+    }
   }
   return issues;
 }
@@ -840,6 +899,7 @@ export function crossFieldIssues(raw: unknown, env: NodeJS.ProcessEnv): ConfigIs
       else if (secret.length < 16) issues.push({ path: ['env', ENV.signingSecret], message: 'too short to be a Slack signing secret' });
     }
   }
+  if (slack !== undefined) issues.push(...followUpIssues(slack, env));
 
   const level = envValue(env, ENV.logLevel);
   if (level !== undefined && !(LOG_LEVELS as readonly string[]).includes(level)) {
@@ -947,11 +1007,19 @@ function assemble(file: FileConfig, env: NodeJS.ProcessEnv): Config {
       ...(s.apiUrl !== undefined ? { apiUrl: s.apiUrl } : {}),
       host: s.host ?? file.http.host,
       port: s.port,
-      approvals: { expiresAfter: s.approvals.expiresAfter },
+      approvals: {
+        expiresAfter: s.approvals.expiresAfter,
+        reminders: s.approvals.reminders,
+        ...(s.approvals.remindAfter !== undefined ? { remindAfter: s.approvals.remindAfter } : {}),
+        ...(s.approvals.escalateTo !== undefined ? { escalateTo: s.approvals.escalateTo } : {}),
+        notifyRequester: s.approvals.notifyRequester,
+      },
+      ...(s.paging !== undefined ? { paging: s.paging } : {}),
       commands: { scanInterval: s.commands.scanInterval },
       ...(botToken !== undefined ? { botToken } : {}),
       ...(appToken !== undefined ? { appToken } : {}),
       ...(signingSecret !== undefined ? { signingSecret } : {}),
+      ...(s.paging?.pagerduty !== undefined && envValue(env, ENV.pagerdutyRoutingKey) !== undefined ? { pagerdutyRoutingKey: envValue(env, ENV.pagerdutyRoutingKey)! } : {}),
     };
   }
   const level = envValue(env, ENV.logLevel);

@@ -32,6 +32,11 @@ import { warmSlack, type WarmResult } from '../slack/warm.js';
 import { slackBudget } from '../slack/budget.js';
 import { SqlBucketStateStore } from '../store/rate-buckets.js';
 import { budgetStoreError } from './budgets.js';
+import { NoticeRepository } from '../store/notices.js';
+import { NoticeSender } from '../slack/notices.js';
+import { FollowUps } from '../slack/followups.js';
+import { PagingScan } from '../slack/paging.js';
+import { httpPager, type PageTarget } from '../slack/pager.js';
 
 /** Tracks promises of work done after an ack or a poll. */
 class Tasks {
@@ -87,10 +92,17 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
   const created = await createSlackApp(ctx, opts);
   const { app, log } = created;
   const tasks = new Tasks();
+  let stopped = false;
   // Any tracked work (a poll's alerts, a click, a vote, a sweep) may change what the Home tab shows: mark it stale
   // (cheap; republishing is debounced in home.ts).
   let home: HomePublisher | undefined;
-  const track = <T>(p: Promise<T>): Promise<T> => tasks.track(p.finally(() => home?.changed()));
+  const track = <T>(p: Promise<T>): Promise<T> =>
+    tasks.track(
+      p.finally(() => {
+        home?.changed();
+        scanFollowUps();
+      }),
+    );
   const abort = new AbortController();
   const channels = new ChannelMap(config);
   // Slack's rates, for the notification queue: told of every call, and of every 429 the WebClient waits out.
@@ -132,6 +144,23 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
   });
   // The notification queue (docs/slack.md "Notification queue"): polls enqueue their alert work as rows of the store's
   // `slack_outbox`; the drainer sends it at Slack's rates, on a replica that owns the cluster (`ctx.ownership`).
+  // Follow-up notices (reminders, escalations, outcomes to the requester, pages) go through the same queue as rows
+  // with their own intent and record (src/slack/notices.ts).
+  const notices = new NoticeRepository(store.sql);
+  const paging = config.slack?.paging;
+  const pageTargets: PageTarget[] = [...(paging?.pagerduty ? (['pagerduty'] as const) : []), ...(paging?.webhook ? (['webhook'] as const) : [])];
+  const pager =
+    paging && pageTargets.length > 0
+      ? httpPager(
+          {
+            ...(paging.pagerduty ? { pagerduty: { url: paging.pagerduty.url, routingKey: config.slack?.pagerdutyRoutingKey ?? '' } } : {}),
+            ...(paging.webhook ? { webhook: { url: paging.webhook.url } } : {}),
+          },
+          clock,
+        )
+      : undefined;
+  // The service clock (approvals' and findings' times are on it; the sandbox runs it faster than the wall clock).
+  const noticeSender = new NoticeSender({ notices, queue: store.outbox, api, ...(pager ? { pager } : {}), clock, logger: log.child({ component: 'slack-notices' }) });
   const drainer = new NotificationDrainer({
     queue: store.outbox,
     sender: {
@@ -144,6 +173,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
         const ts = await api.findByMetadata(at, DIGEST_EVENT_TYPE, 'digest_key', key, oldestMs);
         return ts === undefined ? undefined : { channel: at, ts };
       },
+      sendNotice: (i) => noticeSender.send(i),
     },
     gate,
     clock: queueClock,
@@ -153,6 +183,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     owns: (cluster) => ctx.ownership.owns(cluster),
     onSent: () => home?.changed(),
   });
+  let pagingScan: PagingScan | undefined;
   /** A finding's alert item, if one is pending, is sent before a reply goes in its thread (the reply needs the alert). */
   const alertSent = async (f: { cluster: string; namespace: string; serviceAccount: string }): Promise<void> => {
     await drainer.settle(`alert:${groupIdOf(f)}`);
@@ -183,7 +214,66 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     signal: abort.signal,
     owns: (cluster) => ctx.ownership.owns(cluster),
     ignoredEventTimesOf: (cluster) => clusters.get(cluster)?.poller.health().ignoredEventTimes,
+    onActed: (f) => pagingScan?.acted(f) ?? Promise.resolve(),
   });
+  const approvals = config.slack?.approvals;
+  const followUps = new FollowUps({
+    store,
+    notices,
+    approversOf: (a) => flow.approversOf(a),
+    threadOf: (a) => flow.threadOf(a),
+    clock,
+    logger: log.child({ component: 'slack-follow-ups' }),
+    settings: {
+      reminders: approvals?.reminders ?? true,
+      ...(approvals?.remindAfter !== undefined ? { remindAfterMs: approvals.remindAfter } : {}),
+      ...(approvals?.escalateTo !== undefined ? { escalateTo: approvals.escalateTo } : {}),
+      notifyRequester: approvals?.notifyRequester ?? true,
+    },
+    owns: (cluster) => ctx.ownership.owns(cluster),
+    enqueued: () => drainer.kick(),
+  });
+  if (paging && pager) {
+    pagingScan = new PagingScan({
+      store,
+      notices,
+      clusters: () => clusters.keys(),
+      owns: (cluster) => ctx.ownership.owns(cluster),
+      afterMs: paging.after,
+      targets: pageTargets,
+      linkOf: async (g) => {
+        const at = await notifier.messageOfGroup(g);
+        return at ? api.permalink(at.channel, at.ts) : undefined;
+      },
+      clock,
+      logger: log.child({ component: 'paging' }),
+      enqueued: () => drainer.kick(),
+    });
+  }
+  // The follow-up scans run after any tracked work (a click, a vote, a sweep, a poll, a rollout) and on the sweep timer;
+  // one at a time, once more when asked during one. Tracked without `track`, so a scan does not schedule another.
+  let scanning: Promise<void> | undefined;
+  let scanAgain = false;
+  const scanFollowUps = (): void => {
+    if (stopped) return;
+    if (scanning) {
+      scanAgain = true;
+      return;
+    }
+    scanning = tasks.track(
+      (async () => {
+        do {
+          scanAgain = false;
+          await followUps.scan();
+          await pagingScan?.scan();
+        } while (scanAgain && !stopped);
+      })()
+        .catch((err: unknown) => log.error({ err }, 'the follow-up scan (reminders, escalations, outcomes, paging) failed'))
+        .finally(() => {
+          scanning = undefined;
+        }),
+    );
+  };
   // `/tokens scan` may reach a replica that does not poll the cluster (HA): it leaves a request in the shared store
   // (src/store/scan-requests.ts) for the replica that owns the cluster, which takes it at its next pick-up tick.
   const runNow = async (cluster: string) => {
@@ -247,6 +337,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
 
   // The verifier's reports go in their alert's thread, after the poll's pending work on that alert (alertSent).
   const report = async (r: VerificationReport): Promise<void> => {
+    scanFollowUps(); // the requester is told the verification's outcome
     const f = r.finding.finding;
     const o = r.outcome;
     await alertSent(f);
@@ -295,7 +386,6 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     }
   };
 
-  let stopped = false;
   // Called by the runtime after each successful poll, before its verifier (Integration.afterPoll).
   const afterPoll: NonNullable<Integration['afterPoll']> = async (rt, findings, outcome) => {
     if (stopped) return;
@@ -332,7 +422,8 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
   sweepTimer.unref();
   const pickupTimer = setInterval(() => {
     if (stopped) return;
-    void track(flow.pickUp()).catch((err: unknown) => log.error({ err }, 'picking up approved actions failed'));
+    // Not `track`: a tick changes nothing by itself, so it schedules no follow-up scan (the actions it runs do, when they end).
+    void tasks.track(flow.pickUp().finally(() => home?.changed())).catch((err: unknown) => log.error({ err }, 'picking up approved actions failed'));
     pickUpScans().catch((err: unknown) => log.error({ err }, 'picking up scan requests failed'));
   }, opts.pickupIntervalMs ?? 2000);
   pickupTimer.unref();
@@ -356,8 +447,9 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     log.info({ cluster: name, alerts: pending.length }, 'posting alerts found while Slack was not connected');
     await drainer.enqueue(await notifier.workItems(name, pending.map((f) => f.finding), [], queueClock()));
   }
-  // The queue's rows left by an earlier run are resumed too.
+  // The queue's rows left by an earlier run are resumed too, and follow-ups due meanwhile are stored.
   drainer.start();
+  scanFollowUps();
 
   return {
     name: 'slack',

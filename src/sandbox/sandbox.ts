@@ -180,7 +180,8 @@ export function sandboxConfigFile(o: { dataDir: string; auditLog: string; kubeco
       apiUrl: o.apiUrl,
       port: 0,
       // Sandbox time runs `speed` times faster: keep 30 real minutes to decide.
-      approvals: { expiresAfter: scaled(30) },
+      // A request left open for 2 real minutes is reminded in its thread (docs/sandbox.md step 5).
+      approvals: { expiresAfter: scaled(30), remindAfter: scaled(2) },
     },
     // Rollouts take seconds of wall-clock time: allow 10 real minutes. A new token turns stale one (sandbox) hour
     // after issue, so the settle period stays 2 sandbox hours.

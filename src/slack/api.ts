@@ -8,8 +8,9 @@
  * - channel problems (`not_in_channel`, `channel_not_found`, `is_archived`, …) remembered per channel, logged once
  *   per change (one clear line, not one per message) and shown by `/tokens status`.
  * Scopes: `chat:write` (postMessage, update, postEphemeral), `usergroups:read` (usergroups.users.list),
- * `channels:history` / `groups:history` (conversations.history, crash recovery of alerts only); chat.getPermalink and
- * views.open need none.
+ * `channels:history` / `groups:history` (conversations.history, conversations.replies: crash recovery of alerts and
+ * notices only), `im:write` / `im:history` (conversations.open, conversations.history of a direct-message channel: crash
+ * recovery of a direct message only); chat.getPermalink and views.open need none.
  */
 import { KeyedLock } from '../core/keyed-lock.js';
 import { ErrorCode, TokenwatchError } from '../errors.js';
@@ -209,6 +210,31 @@ export class SlackApi {
       if (md?.event_type === eventType && md.event_payload?.[key] === value && typeof m.ts === 'string') return m.ts;
     }
     return undefined;
+  }
+
+  /**
+   * Finds a reply in the thread `threadTs` of `channel` posted after `oldestMs` (epoch ms) whose message metadata has
+   * `event_type` and `event_payload[key] === value` (`conversations.replies` with `include_all_metadata`, scopes
+   * `channels:history` / `groups:history`, or `im:history` in a direct-message channel).
+   * @returns its `ts`, or undefined. @throws SlackCallError
+   */
+  async findReplyByMetadata(channel: string, threadTs: string, eventType: string, key: string, value: string, oldestMs: number): Promise<string | undefined> {
+    const res = await this.call('conversations.replies', channel, () =>
+      this.client.conversations.replies({ channel, ts: threadTs, oldest: (oldestMs / 1000).toFixed(6), limit: 200, include_all_metadata: true }),
+    );
+    for (const m of res.messages ?? []) {
+      const md = (m as { metadata?: { event_type?: string; event_payload?: Record<string, unknown> } }).metadata;
+      if (md?.event_type === eventType && md.event_payload?.[key] === value && typeof m.ts === 'string') return m.ts;
+    }
+    return undefined;
+  }
+
+  /** `conversations.open` with one user (scope `im:write`): the id of the bot's direct-message channel with `user`. @throws SlackCallError */
+  async openDm(user: string): Promise<string> {
+    const res = await this.call('conversations.open', undefined, () => this.client.conversations.open({ users: user }));
+    const id = (res.channel as { id?: string } | undefined)?.id;
+    if (typeof id !== 'string') throw new SlackCallError('conversations.open', 'no_channel');
+    return id;
   }
 
   /** `views.open` (no scope needed; `trigger_id` from an interaction, valid 3 s). @throws SlackCallError */

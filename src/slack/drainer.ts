@@ -9,6 +9,9 @@
  * its message metadata ({@link DIGEST_EVENT_TYPE}): the next process finds the message instead of posting it again
  * (docs/slack.md "Crash safety"). Thread replies of an alert item are at least once (the same section says why).
  *
+ * Notices (reminders, escalations, outcomes told to the requester, pages; src/slack/notices.ts) are items too, sent
+ * in queue order at the same rates; each does its own intent, send and record ({@link DrainerSender.sendNotice}).
+ *
  * Ordering: one item per alert, sent one at a time, so an alert's edits never come before its post. A reply that needs
  * an alert (the verifier's) waits with {@link NotificationDrainer.settle}, which sends that alert's item next.
  *
@@ -53,6 +56,11 @@ export interface DrainerSender {
    * @throws SlackCallError
    */
   findDigest(channel: string, key: string, oldestMs: number): Promise<MessageLocation | undefined>;
+  /**
+   * Sends a `notice` item (a reminder, an escalation, an outcome, a page) and records it, deleting its row
+   * (src/slack/notices.ts `NoticeSender.send`). Absent: notice rows are left alone. @throws on failure (kept, retried).
+   */
+  sendNotice?(item: OutboxItem): Promise<void>;
 }
 
 /** Slack message metadata `event_type` of a digest; its `event_payload.digest_key` is the queue item's key. */
@@ -284,6 +292,17 @@ export class NotificationDrainer {
     try {
       if (item.kind === 'digest') {
         await this.processDigest(item);
+        return true;
+      }
+      if (item.kind === 'notice') {
+        if (!this.deps.sender.sendNotice) {
+          this.drop(item.key);
+          return true;
+        }
+        // Its own intent, send and record (src/slack/notices.ts): the row is gone once it is recorded.
+        await this.deps.sender.sendNotice(item);
+        this.drop(item.key);
+        this.deps.onSent?.(item);
         return true;
       }
       if (item.call === 'post' && (await this.digestFirst(item))) return false;

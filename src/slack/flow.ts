@@ -129,6 +129,11 @@ export interface FlowDeps {
    * (`src/findings/clock-skew.ts`), for the Details reply; undefined when none (or not known on this replica).
    */
   ignoredEventTimesOf?: (cluster: string) => IgnoredEventTimes | undefined;
+  /**
+   * Told when someone acts on an alert (an approval request stored, a snooze, a Details view), with a finding of it:
+   * paging (src/slack/paging.ts) leaves that alert alone. Errors are logged.
+   */
+  onActed?: (f: { cluster: string; namespace: string; serviceAccount: string }) => Promise<void>;
 }
 
 /** Action-id families of the finding buttons, to check that a button's id fits the button. */
@@ -374,6 +379,7 @@ export class ApprovalFlow {
       await this.updateApprovalMessage(e).catch((err: unknown) => this.deps.logger.warn({ err, approval: e.id }, 'could not edit an expired approval message'));
     }
     if (!claim.ok) return this.refuseOpen(c, btn, action, claim.open);
+    await this.acted(btn.finding.finding);
     await applyEffects(this.executor, created.approval, created.effects, created.approval.createdAt);
 
     if (!pre.ok) {
@@ -443,14 +449,25 @@ export class ApprovalFlow {
       await store.setFindingStatus(m.id, { status: 'snoozed', until }, now);
       await store.logAction({ at: now, cluster: t.cluster, findingId: m.id, approvalId: null, actor: c.user, action: 'snooze', target: objectLabel(t), result: 'snoozed', detail: `for ${days} d, until ${new Date(until).toISOString()}` });
     }
+    await this.acted(f.finding);
     await this.deps.notifier.refresh(f.id);
     await this.deps.notifier.reply(f.finding, snoozedMessage(f.finding, c.user, until));
+  }
+
+  /** Tells {@link FlowDeps.onActed} that someone acted on the alert of `f`. */
+  private async acted(f: { cluster: string; namespace: string; serviceAccount: string }): Promise<void> {
+    try {
+      await this.deps.onActed?.(f);
+    } catch (err) {
+      this.deps.logger.warn({ err, cluster: f.cluster }, 'could not record that the alert was acted on; it may still page');
+    }
   }
 
   private async details(c: Clicker, btn: ResolvedButton): Promise<void> {
     const { store, clock } = this.deps;
     const f = btn.finding.finding;
     const now = clock();
+    await this.acted(f);
     const last = this.lastDetails.get(f.id);
     if (last !== undefined && now - last < 60_000 && await this.deps.notifier.messageOf(f.id)) {
       await c.reply(noteMessage('The details were posted in the alert’s thread less than a minute ago.'));

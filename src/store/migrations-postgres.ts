@@ -238,6 +238,28 @@ CREATE TABLE slack_outbox (
 CREATE INDEX slack_outbox_by_urgency ON slack_outbox (urgency, enqueued_at);
 `;
 
+/** Twin of `V_NOTICES` in src/store/migrations.ts: the `notice` kind of `slack_outbox`, `slack_notices`, `alert_pages`. */
+const V_NOTICES = `
+ALTER TABLE slack_outbox DROP CONSTRAINT IF EXISTS slack_outbox_kind_check;
+ALTER TABLE slack_outbox ADD CONSTRAINT slack_outbox_kind_check CHECK (kind IN ('alert', 'digest', 'notice'));
+
+CREATE TABLE slack_notices (
+  notice_key  TEXT PRIMARY KEY,
+  sent_at     BIGINT NOT NULL,
+  channel     TEXT,
+  ts          TEXT
+);
+
+CREATE TABLE alert_pages (
+  group_id        TEXT PRIMARY KEY,
+  cluster         TEXT NOT NULL,
+  episode         INTEGER NOT NULL,
+  critical_since  BIGINT,
+  acted_at        BIGINT,
+  resolved_at     BIGINT
+);
+`;
+
 /** Twin of `V_CLUSTER_OWNERS` in src/store/migrations.ts: replica heartbeats and cluster ownership. */
 const V_CLUSTER_OWNERS = `
 CREATE TABLE replicas (
@@ -345,6 +367,7 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   { name: 'webhook batches', sql: V_WEBHOOK_BATCHES },
   { name: 'rate buckets', sql: V_RATE_BUCKETS },
   { name: 'startup polls', sql: V_STARTUP_POLLS },
+  { name: 'notices', sql: V_NOTICES },
 ];
 
 /** The advisory-lock key all migrating replicas take (src/store/postgres.ts `lock`). */

@@ -411,6 +411,51 @@ CREATE TABLE startup_polls (
 ) STRICT;
 `;
 
+/**
+ * Follow-ups of alerts and approvals through the notification queue (docs/slack.md "Reminders, escalation and
+ * paging"): `slack_outbox` takes a third kind of item, `notice` (a reminder, an escalation, an outcome told to the
+ * requester, a page or its resolve), so its kind CHECK is widened — SQLite cannot alter a CHECK, so the table is
+ * rebuilt with its rows. `slack_notices` records each notice sent (its key, when, where), in the transaction that
+ * deletes its queue row: a notice is enqueued only while neither a row nor a record of its key exists. `alert_pages`
+ * keeps, per alert group, the current paging episode: since when it is critical, when someone acted on it (an
+ * approval request, a snooze, a Details view) and when it resolved. Times epoch ms UTC.
+ */
+const V_NOTICES = `
+CREATE TABLE slack_outbox_v2 (
+  item_key     TEXT PRIMARY KEY,
+  kind         TEXT NOT NULL CHECK (kind IN ('alert', 'digest', 'notice')),
+  cluster      TEXT NOT NULL,
+  channel      TEXT NOT NULL,
+  first_call   TEXT NOT NULL CHECK (first_call IN ('post', 'edit')),
+  urgency      INTEGER NOT NULL,
+  enqueued_at  INTEGER NOT NULL,
+  not_before   INTEGER NOT NULL,
+  attempts     INTEGER NOT NULL DEFAULT 0,
+  version      INTEGER NOT NULL DEFAULT 0,
+  payload      TEXT NOT NULL DEFAULT '{}'
+) STRICT;
+INSERT INTO slack_outbox_v2 SELECT item_key, kind, cluster, channel, first_call, urgency, enqueued_at, not_before, attempts, version, payload FROM slack_outbox;
+DROP TABLE slack_outbox;
+ALTER TABLE slack_outbox_v2 RENAME TO slack_outbox;
+CREATE INDEX slack_outbox_by_urgency ON slack_outbox (urgency, enqueued_at);
+
+CREATE TABLE slack_notices (
+  notice_key  TEXT PRIMARY KEY,
+  sent_at     INTEGER NOT NULL,
+  channel     TEXT,
+  ts          TEXT
+) STRICT;
+
+CREATE TABLE alert_pages (
+  group_id        TEXT PRIMARY KEY,
+  cluster         TEXT NOT NULL,
+  episode         INTEGER NOT NULL,
+  critical_since  INTEGER,
+  acted_at        INTEGER,
+  resolved_at     INTEGER
+) STRICT;
+`;
+
 /** All migration steps; the schema version is the number applied. */
 export const MIGRATIONS: readonly string[] = [
   V1,
@@ -430,5 +475,6 @@ export const MIGRATIONS: readonly string[] = [
   V_WEBHOOK_BATCHES,
   V_RATE_BUCKETS,
   V_STARTUP_POLLS,
+  V_NOTICES,
 ];
 

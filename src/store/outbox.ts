@@ -23,8 +23,36 @@ export interface OutboxDigestLine {
   posted?: { channel: string; ts: string };
 }
 
+/**
+ * A follow-up notice (src/store/notices.ts): a Slack message in an alert's thread or to a user, or a paging event.
+ * Rendered when enqueued; secrets (the PagerDuty routing key, the webhook URL) are added when sent, never stored.
+ */
+export interface OutboxNotice {
+  /** `thread`: a reply in `threadTs` of the item's channel; `dm`: a direct message to the user id in the item's channel; `page`: a paging event. */
+  to: 'thread' | 'dm' | 'page';
+  threadTs?: string;
+  /** `thread`/`dm`: the message (a `SlackMessage`, src/slack/blocks/text.ts). */
+  message?: { text: string; textFormat?: 'plain' | 'mrkdwn'; blocks: unknown[] };
+  /** `page`: the event, without the routing key (src/slack/paging.ts `PageEvent`). */
+  event?: {
+    action: 'trigger' | 'resolve';
+    dedupKey: string;
+    summary: string;
+    source: string;
+    severity: 'critical';
+    groupId: string;
+    cluster: string;
+    subject: string;
+    link?: string;
+  };
+  /** When the send was first tried (stored before the call): a restart looks the notice up before sending again. */
+  postingAt?: number;
+}
+
 /** The facts of an item the rest of the store does not keep (JSON in the row), merged over coalesced polls. */
 export interface OutboxPayload {
+  /** Notice items only: see {@link OutboxNotice}. */
+  notice?: OutboxNotice;
   /** Alert items: findings a poll reopened (resolved → open); `late` with when they had been resolved (a late use). */
   reopened?: Array<{ findingId: string; late: boolean; resolvedAt: number | null }>;
   /** Digest items: the alerts listed (ranked), where the digest was posted, and how many it showed as posted. */
@@ -40,11 +68,11 @@ export interface OutboxPayload {
 
 /** One pending work item. Times are epoch ms UTC. */
 export interface OutboxItem {
-  /** Coalescing key: `alert:<groupId>` or `digest:<channel>:<createdAt>`. */
+  /** Coalescing key: `alert:<groupId>`, `digest:<channel>:<createdAt>`, or a notice's key (src/store/notices.ts). */
   key: string;
-  kind: 'alert' | 'digest';
+  kind: 'alert' | 'digest' | 'notice';
   cluster: string;
-  /** The channel its calls go to, as configured for the cluster (id or `#name`). */
+  /** The channel its calls go to, as configured for the cluster (id or `#name`); a notice's: the thread's channel, the user id of a direct message, or `pagerduty` / `webhook`. */
   channel: string;
   /** The first call it makes (what the rate gate is asked about before it is picked). */
   call: OutboxCall;

@@ -76,7 +76,7 @@ describe('parseConfig defaults', () => {
       mode: 'socket',
       host: '0.0.0.0',
       port: 3000,
-      approvals: { expiresAfter: 1_800_000 },
+      approvals: { expiresAfter: 1_800_000, reminders: true, notifyRequester: true },
       commands: { scanInterval: 120_000 },
       botToken: BOT,
       appToken: APP,

@@ -479,7 +479,12 @@ describe('Slack app manifest (manifests/slack-app.yaml)', () => {
       'views.publish': null,
       'chat.getPermalink': null,
       // Public and private channels: api.slack.com/methods/conversations.history.
-      'conversations.history': ['channels:history', 'groups:history'],
+      // im:history: the bot's direct-message channel (api.slack.com/methods/conversations.history), crash recovery of an outcome message.
+      'conversations.history': ['channels:history', 'groups:history', 'im:history'],
+      // A thread: api.slack.com/methods/conversations.replies (same history scopes).
+      'conversations.replies': ['channels:history', 'groups:history'],
+      // A direct-message channel with one user: api.slack.com/methods/conversations.open.
+      'conversations.open': 'im:write',
     };
     const dir = join(MANIFESTS, '..', 'src', 'slack');
     const methods = new Set<string>();

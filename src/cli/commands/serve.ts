@@ -28,6 +28,7 @@ export function register(program: Command): void {
         '  SLACK_APP_TOKEN        app-level token with connections:write, starts with xapp- (slack.mode socket)',
         '  SLACK_SIGNING_SECRET   signing secret (slack.mode http); checked to be at least 16 characters',
         '                         (Slack\'s are 32 hex characters); requests are verified with it (HMAC-SHA256)',
+        '  PAGERDUTY_ROUTING_KEY  integration key of a PagerDuty Events API v2 integration (slack.paging.pagerduty)',
         '  AWS_REGION, AWS_DEFAULT_REGION',
         '                         region of clusters without cloudwatch.region / kubernetes.eks.region',
         '  AWS_PROFILE, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_WEB_IDENTITY_TOKEN_FILE, ...',

@@ -1,10 +1,11 @@
 /**
- * The loopback fakes the sandbox runs on — the fake Slack Web API (`src/sandbox/fakes/slack.ts`) and the fake Kubernetes
- * API server (`src/sandbox/fakes/kubernetes.ts`), the same ones the tests use — gathered behind one small interface so the
+ * The loopback fakes the sandbox runs on — the fake Slack Web API (`src/sandbox/fakes/slack.ts`), the fake Kubernetes
+ * API server (`src/sandbox/fakes/kubernetes.ts`) and the paging targets (`src/sandbox/fakes/pagerduty.ts`), the same ones the tests use — gathered behind one small interface so the
  * sandbox (and its tests) can swap them.
  */
 import { startFakeKube } from './kubernetes.js';
 import { appHomeOpenedBody, blockActionPayload, sendBlockAction, sendEvent, sendSlashCommand, startFakeSlack } from './slack.js';
+import { startFakePagerDuty, startFakeWebhook } from './pagerduty.js';
 
 export type { FakeKube } from './kubernetes.js';
 export type { KubeObject, WriteEvent } from './kubernetes/types.js';
@@ -21,9 +22,12 @@ export interface SandboxFakes {
   /** Signed Events API requests (the Home tab's `app_home_opened`). */
   sendEvent: typeof sendEvent;
   appHomeOpenedBody: typeof appHomeOpenedBody;
+  /** Paging targets (`slack.paging`): the PagerDuty Events API v2 fake and a generic webhook receiver. */
+  startFakePagerDuty: typeof startFakePagerDuty;
+  startFakeWebhook: typeof startFakeWebhook;
 }
 
 /** The fakes (kept async so a caller can later load them lazily without changing its code). */
 export async function loadFakes(): Promise<SandboxFakes> {
-  return { startFakeSlack, startFakeKube, sendSlashCommand, sendBlockAction, blockActionPayload, sendEvent, appHomeOpenedBody };
+  return { startFakeSlack, startFakeKube, sendSlashCommand, sendBlockAction, blockActionPayload, sendEvent, appHomeOpenedBody, startFakePagerDuty, startFakeWebhook };
 }

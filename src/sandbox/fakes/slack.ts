@@ -23,7 +23,9 @@
  * `invalid_arguments` with the violations in `response_metadata.messages` as Slack words them; over 250 kB
  * `view_too_large`; {@link FakeSlack.homeView} shows the latest per user). `chat.postMessage` keeps
  * `metadata` (`{event_type, event_payload}`, else `invalid_metadata_schema`). Messages breaking Block Kit limits get `invalid_blocks` with `errors` from
- * `validateBlocks` (src/slack/blocks/limits.ts); a `blocks` value that is not a JSON array gets
+ * `validateBlocks` (src/slack/blocks/limits.ts); `chat.postMessage` to a user id (`U…`) posts in the bot's
+ * direct-message channel with that user (`D…`, as Slack does), which `conversations.open` (`users`) names;
+ * `conversations.replies` (a thread, parent first, `oldest`, metadata with `include_all_metadata`). A `blocks` value that is not a JSON array gets
  * `invalid_blocks_format`. Other methods answer `unknown_method`.
  *
  * Strictness beyond Slack (to catch bot mistakes): `thread_ts` must name a message of that channel
@@ -254,6 +256,9 @@ type Json = Record<string, unknown>;
 /** Fields Slack sends JSON-encoded inside form bodies. */
 const JSON_FIELDS = ['blocks', 'attachments', 'metadata'];
 
+/** A Slack user id (`U…`, or `W…` on Enterprise Grid). */
+const USER_ID = /^[UW][A-Z0-9]{2,}$/;
+
 /** Starts the fake on 127.0.0.1, port 0 (an ephemeral port). */
 export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeSlack> {
   const now = opts.now ?? Date.now;
@@ -340,6 +345,9 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
     return msg;
   };
 
+  /** The bot's direct-message channel with `user` (`D` + the user id's tail), created at first use. */
+  const dmChannel = (user: string): ChannelState => findChannel(`D${user.slice(1)}`) ?? addChannel({ id: `D${user.slice(1)}`, name: `dm-${user.toLowerCase()}`, isPrivate: true });
+
   const findMessage = (ch: ChannelState, ts: string): FakeMessage | undefined => {
     for (const m of ch.messages) {
       if (m.ts === ts) return m;
@@ -406,8 +414,10 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
     }),
 
     'chat.postMessage': (args, bot) => {
-      const chId = str(args.channel);
-      if (!chId) return { ok: false, error: 'channel_not_found' };
+      const to = str(args.channel);
+      if (!to) return { ok: false, error: 'channel_not_found' };
+      // A user id as the channel: the message goes to the bot's direct-message channel with that user (`D…`).
+      const chId = USER_ID.test(to) ? dmChannel(to).id : to;
       let ch = findChannel(chId);
       if (!ch) {
         if (!autoCreate || chId.startsWith('#')) return { ok: false, error: 'channel_not_found' };
@@ -452,6 +462,30 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
       if (pb.blocks) msg.blocks = pb.blocks;
       emit({ type: 'update', message: msg });
       return { ok: true, channel: ch.id, ts: msg.ts, text: msg.text, message: messageJson(msg, bot.teamId) };
+    },
+
+    // https://api.slack.com/methods/conversations.open: `users` (one user id) → the bot's direct-message channel with
+    // that user (scope im:write), the same id every time.
+    'conversations.open': (args) => {
+      const user = str(args.users);
+      if (!user || !USER_ID.test(user)) return { ok: false, error: 'user_not_found' };
+      return { ok: true, channel: { id: dmChannel(user).id } };
+    },
+
+    // https://api.slack.com/methods/conversations.replies: the parent message `ts` and its replies, oldest first,
+    // after `oldest` (exclusive; the parent is always first); `metadata` only with `include_all_metadata`.
+    'conversations.replies': (args, bot) => {
+      const id = str(args.channel);
+      const ch = id ? findChannel(id) : undefined;
+      if (!ch) return { ok: false, error: 'channel_not_found' };
+      if (!ch.botIsMember) return { ok: false, error: 'not_in_channel' };
+      const ts = str(args.ts);
+      const parent = ts ? ch.messages.find((m) => m.ts === ts && !m.deleted) : undefined;
+      if (!parent) return { ok: false, error: 'thread_not_found' };
+      const oldest = Number(str(args.oldest) ?? '0');
+      const withMeta = args.include_all_metadata === true || args.include_all_metadata === 'true';
+      const json = (m: FakeMessage) => ({ ...messageJson(m, bot.teamId), ...(withMeta && m.metadata ? { metadata: m.metadata } : {}) });
+      return { ok: true, messages: [json(parent), ...parent.replies.filter((m) => !m.deleted && Number(m.ts) > oldest).map(json)], has_more: false };
     },
 
     // https://api.slack.com/methods/conversations.history: top-level messages of a channel, newest first, between
