@@ -4,10 +4,13 @@
  * another connection holds an exclusive lock on the replay cache's table (so the guard's claim cannot finish), a
  * `/tokens status` command and a click are still acknowledged; they are handled once the lock is released.
  *
+ * With the store down (its connections refused), a click is acknowledged and its answer says the store is unavailable.
+ *
  * The order of events is asserted, not a duration: the lock is released when the ack has arrived, or — only if the
  * ack waits on the store, which is the fault — after a fallback delay; the ack must come first.
  */
-import pg from 'pg';
+import { connect, createServer, type Socket } from 'node:net';
+import type pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { sendSlashCommand, type SendResult } from '../../src/sandbox/fakes/slack.js';
 import { createTestDatabase, postgresServer, superuserClient, type TestDatabase } from '../support/postgres.js';
@@ -18,7 +21,10 @@ const pgServer = postgresServer();
 let h: Harness | undefined;
 let db: TestDatabase | undefined;
 let locker: pg.Client | undefined;
+let proxy: { port: number; close: () => void } | undefined;
 afterEach(async () => {
+  proxy?.close();
+  proxy = undefined;
   await locker?.end().catch(() => undefined);
   locker = undefined;
   await h?.stop();
@@ -68,6 +74,28 @@ async function orderUnderStall(database: string, send: () => Promise<SendResult>
   return { order, res };
 }
 
+/** A loopback TCP proxy to PostgreSQL; `close()` stops listening and cuts every connection (the store is down). */
+async function tcpProxy(host: string, port: number): Promise<{ port: number; close: () => void }> {
+  const sockets: Socket[] = [];
+  const server = createServer((down) => {
+    const up = connect(port, host);
+    sockets.push(down, up);
+    down.pipe(up).pipe(down);
+    down.on('error', () => up.destroy());
+    up.on('error', () => down.destroy());
+    down.on('close', () => up.destroy());
+    up.on('close', () => down.destroy());
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    port: (server.address() as { port: number }).port,
+    close: () => {
+      server.close();
+      for (const s of sockets) s.destroy();
+    },
+  };
+}
+
 describe.skipIf(!pgServer.available)('acks while the store is stalled (PostgreSQL lock on the replay cache)', () => {
   it('a /tokens command and a click are acknowledged before the stall ends, and handled after it', { timeout: 120_000 }, async () => {
     db = await createTestDatabase();
@@ -94,5 +122,22 @@ describe.skipIf(!pgServer.available)('acks while the store is stalled (PostgreSQ
     await h.bot.idle();
     // The Details click was handled once the claim went through: the details are in the alert's thread.
     await waitFor(() => h!.slack.thread(OPS, multus.ts).some((m) => JSON.stringify(m.blocks ?? []).includes('Details')));
+  });
+
+  it('with the store down, a click is acknowledged and answered that the store is unavailable', { timeout: 120_000 }, async () => {
+    db = await createTestDatabase();
+    const o = db.options;
+    proxy = await tcpProxy(o.host, o.port ?? 5432);
+    const port = proxy.port;
+    h = await startHarness({
+      tweak: (c) => {
+        c.store.postgres = { host: '127.0.0.1', port, database: o.database, user: o.user, sslmode: 'disable', poolSize: 4 } as NonNullable<typeof c.store.postgres>;
+      },
+    });
+    const multus = await h.alert('kube-system', 'multus');
+    proxy.close();
+    const res = await h.click(REQUESTER, multus, 'tw_details', { wait: false });
+    expect(res.status).toBe(200);
+    await waitFor(() => h!.ephemerals(REQUESTER).some((t) => t.includes('store (its database) is unavailable right now, so nothing was changed')));
   });
 });
