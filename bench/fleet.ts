@@ -1,11 +1,12 @@
 /**
  * `npm run bench:fleet -- [--clusters 100,500,1000] [--cycles C] [--interval S] [--channels K] [--concurrency P] [--hung H]
- * [--heap-mib M]`: one `tokenwatch serve` watching N loopback clusters on a compressed schedule.
+ * [--heap-mib M] [--kubeconfig per-cluster|one]`: one `tokenwatch serve` watching N loopback clusters on a compressed schedule.
  *
  * Per N, fresh processes: this process runs `serve` (the real `composeServe`, Slack in HTTP mode through
  * `startSlackWith`; with `--heap-mib`, this script runs itself again with `--max-old-space-size=M`), a child process
  * runs every fake, another the Slack client, so the fakes' CPU is measured apart:
- * - one fake Kubernetes API server per cluster (`src/sandbox/fakes/kubernetes.ts`; a kubeconfig file each): 20
+ * - one fake Kubernetes API server per cluster (`src/sandbox/fakes/kubernetes.ts`; a kubeconfig file each, or with
+ *   `--kubeconfig one` one file of every cluster's context, as fleets keep them, each cluster naming its context): 20
  *   namespaces, 200 pods — 3 DaemonSets of 10 pods, 17 Deployments of 10 pods through ReplicaSets — their
  *   ServiceAccounts;
  * - one fake CloudWatch Logs (`test/fakes/cloudwatch.ts`) with a log group per cluster and a FilterLogEvents token
@@ -83,15 +84,17 @@ interface Args {
    * limit); 0: V8's own default (a share of the machine's memory, 4 GiB here, so collections come late).
    */
   heapMiB: number;
+  /** `per-cluster`: a kubeconfig file per cluster; `one`: one file of every context (`--kubeconfig`). */
+  kubeconfig: 'per-cluster' | 'one';
 }
 
 function usage(msg: string): never {
-  process.stderr.write(`${msg}\nusage: npm run bench:fleet -- [--clusters 100,500,1000] [--cycles 3] [--interval 30] [--channels 10] [--concurrency 10] [--hung 0] [--tps 5·300/interval] [--profile PREFIX] [--heap-snapshot PREFIX] [--sqlite-synchronous full|normal]\n`);
+  process.stderr.write(`${msg}\nusage: npm run bench:fleet -- [--clusters 100,500,1000] [--cycles 3] [--interval 30] [--channels 10] [--concurrency 10] [--hung 0] [--tps 5·300/interval] [--profile PREFIX] [--heap-snapshot PREFIX] [--sqlite-synchronous full|normal] [--kubeconfig per-cluster|one]\n`);
   process.exit(2);
 }
 
 function parseArgs(argv: string[]): Args {
-  const a: Args = { clusters: [20], cycles: 3, intervalS: 30, channels: 10, concurrency: 10, hung: 0, tps: 0, profile: '', heapSnapshot: '', sqliteSynchronous: '', heapMiB: 0 };
+  const a: Args = { clusters: [20], cycles: 3, intervalS: 30, channels: 10, concurrency: 10, hung: 0, tps: 0, profile: '', heapSnapshot: '', sqliteSynchronous: '', heapMiB: 0, kubeconfig: 'per-cluster' };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i]!;
     const v = argv[++i];
@@ -114,6 +117,10 @@ function parseArgs(argv: string[]): Args {
     else if (k === '--profile') a.profile = v;
     else if (k === '--heap-snapshot') a.heapSnapshot = v;
     else if (k === '--heap-mib') a.heapMiB = whole(v);
+    else if (k === '--kubeconfig') {
+      if (v !== 'per-cluster' && v !== 'one') usage(`--kubeconfig: 'per-cluster' or 'one', not '${v}'`);
+      a.kubeconfig = v;
+    }
     else if (k === '--sqlite-synchronous') {
       if (v !== 'full' && v !== 'normal') usage(`--sqlite-synchronous: 'full' or 'normal', not '${v}'`);
       a.sqliteSynchronous = v;
@@ -155,6 +162,8 @@ interface FakesReady {
   slackApiUrl: string;
   kubeconfigs: string[];
   hungKubeconfigs: string[];
+  /** One kubeconfig file of every cluster's context (named as the cluster), hung ones included. */
+  fleetKubeconfig: string;
   /** The client's commands, one a second from its start (response URLs of the fake Slack). */
   commands: StatusCommand[];
 }
@@ -227,6 +236,14 @@ function clusterObjects(): object[] {
 /** The 4 stale-token users of a cluster: each DaemonSet's first pod, and the first pod of `app-0`. */
 const STALE_USERS = [...DAEMONSETS.map((d) => ({ ns: d.ns, sa: d.name, pod: `${d.name}-p0` })), { ns: 'team-0', sa: 'app-0', pod: 'app-0-5d9f8c7b6-p0' }];
 
+/** One kubeconfig of every `[name, url]`: a cluster, a user and a context per entry, each named `name`. */
+function fleetKubeconfigText(entries: ReadonlyArray<readonly [string, string]>): string {
+  const clusters = entries.map(([name, url]) => `- name: ${name}\n  cluster:\n    server: ${url}\n    insecure-skip-tls-verify: true`);
+  const users = entries.map(([name]) => `- name: ${name}\n  user:\n    token: bench-token-${name}`);
+  const contexts = entries.map(([name]) => `- name: ${name}\n  context:\n    cluster: ${name}\n    user: ${name}`);
+  return `apiVersion: v1\nkind: Config\nclusters:\n${clusters.join('\n')}\nusers:\n${users.join('\n')}\ncontexts:\n${contexts.join('\n')}\n`;
+}
+
 function kubeconfigText(url: string, name: string): string {
   return `apiVersion: v1
 kind: Config
@@ -277,6 +294,7 @@ async function runFakes(job: FakesJob): Promise<void> {
   const slack: FakeSlack = await startFakeSlack({ channels });
   const kubes: FakeKube[] = [];
   const kubeconfigs: string[] = [];
+  const fleet: Array<[string, string]> = [];
   const objects = clusterObjects();
   for (let i = 0; i < job.clusters; i++) {
     const kube = await startFakeKube({ objects: structuredClone(objects) });
@@ -284,6 +302,7 @@ async function runFakes(job: FakesJob): Promise<void> {
     const path = join(job.dir, `kubeconfig-${i}.yaml`);
     writeFileSync(path, kubeconfigText(kube.url, clusterName(i)));
     kubeconfigs.push(path);
+    fleet.push([clusterName(i), kube.url]);
     const group = `/aws/eks/${clusterName(i)}/cluster`;
     const events = [];
     for (let t = job.startMs - 10 * 60_000, k = 0; t <= job.endMs; t += job.intervalS * 1000, k++) {
@@ -308,6 +327,7 @@ async function runFakes(job: FakesJob): Promise<void> {
     const path = join(job.dir, `kubeconfig-hung-${i}.yaml`);
     writeFileSync(path, kubeconfigText(`http://127.0.0.1:${(hole.address() as { port: number }).port}`, `hung-${i}`));
     hungKubeconfigs.push(path);
+    fleet.push([`hung-${i}`, `http://127.0.0.1:${(hole.address() as { port: number }).port}`]);
     cw.createLogGroup(`/aws/eks/hung-${i}/cluster`);
   }
   // One command a second for the whole run, and some to spare.
@@ -315,7 +335,9 @@ async function runFakes(job: FakesJob): Promise<void> {
     const channel = channelId(k % job.clusters % job.channels);
     return { cluster: clusterName(k % job.clusters), channel, responseUrl: slack.responseUrl({ channel, user: REQUESTER }) };
   });
-  process.send!({ ready: { cloudwatchUrl: cw.url, slackApiUrl: slack.apiUrl, kubeconfigs, hungKubeconfigs, commands } satisfies FakesReady });
+  const fleetKubeconfig = join(job.dir, 'kubeconfig-fleet.yaml');
+  writeFileSync(fleetKubeconfig, fleetKubeconfigText(fleet));
+  process.send!({ ready: { cloudwatchUrl: cw.url, slackApiUrl: slack.apiUrl, kubeconfigs, hungKubeconfigs, fleetKubeconfig, commands } satisfies FakesReady });
 
   let window: { cpu: NodeJS.CpuUsage; t0: number; cw: number; kube: number; updates: number; posts: number } | undefined;
   const kubeCount = (): number => kubes.reduce((n, k) => n + k.requests.length, 0);
@@ -472,7 +494,7 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
       clusters: clusters.map((c) => ({
         name: c.name,
         audit: { cloudwatch: { region: 'us-east-1', logGroup: `/aws/eks/${c.name}/cluster`, endpoint: ready.cloudwatchUrl } },
-        kubernetes: { kubeconfig: c.kubeconfig },
+        kubernetes: a.kubeconfig === 'one' ? { kubeconfig: ready.fleetKubeconfig, context: c.name } : { kubeconfig: c.kubeconfig },
         schedule: cronOf(a.intervalS),
         lookback: '15m',
         slack: { channel: c.channel, approvers: ['U0BENCHAPP'], requesters: ['*'] },
@@ -626,7 +648,7 @@ function report(r: RunResult, a: Args): void {
   const s = r.stats;
   const acks = [...r.acks.times].sort((x, y) => x - y);
   const polls = Math.max(1, r.ran);
-  line(`N = ${r.n} clusters${a.hung ? ` (+ ${a.hung} hung)` : ''}, schedule every ${a.intervalS} s (\`${cronOf(a.intervalS)}\`: 5 minutes compressed ${(300 / a.intervalS).toFixed(2).replace(/\.?0+$/, '')}×), ${a.cycles} cycles measured (${r.windowS.toFixed(0)} s), poll.concurrency ${a.concurrency}, ${a.channels} channels${a.heapMiB ? `, serve's heap capped at ${a.heapMiB} MiB` : ''}`);
+  line(`N = ${r.n} clusters${a.hung ? ` (+ ${a.hung} hung)` : ''}, schedule every ${a.intervalS} s (\`${cronOf(a.intervalS)}\`: 5 minutes compressed ${(300 / a.intervalS).toFixed(2).replace(/\.?0+$/, '')}×), ${a.cycles} cycles measured (${r.windowS.toFixed(0)} s), poll.concurrency ${a.concurrency}, ${a.channels} channels${a.heapMiB ? `, serve's heap capped at ${a.heapMiB} MiB` : ''}${a.kubeconfig === 'one' ? ', one kubeconfig file of every context' : ''}`);
   line(`  Slack started after      ${r.slackStartedS.toFixed(1)} s; first polls done after ${r.firstPollsS.toFixed(1)} s`);
   line(`  polls run / scheduled / missed   ${r.ran} / ${r.scheduled} / ${r.missed}   (failed ${r.failed}, late ${r.late})`);
   line(`  CloudWatch FilterLogEvents       ${(s.filterLogEvents / r.windowS).toFixed(2)} req/s mean, ${s.peakPerSecond} peak in 1 s (one account; budget ${a.tps}/s = AWS's 5/s × the compression), ${s.throttled} throttled`);

@@ -20,6 +20,8 @@
  * resource, API group, namespace). Failures of the optional reads (owner objects, Secrets) keep the state
  * available and set `error: 'cluster state partial: <reason>'`.
  */
+import { readFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { ErrorCode, TokenwatchError } from '../errors.js';
 import {
   ApiException,
@@ -104,7 +106,8 @@ export interface KubeAccess {
  * @throws Error when in-cluster config is asked for outside a pod, the kubeconfig cannot be read, or the context
  *   does not exist (message lists the contexts available).
  */
-export function kubeConfigFor(opts: KubeAccess = {}): KubeConfig {
+export function kubeConfigFor(opts: KubeAccess = {}, files?: KubeconfigFiles): KubeConfig {
+  if (files && opts.kubeconfig && !opts.inCluster) return files.forContext(opts.kubeconfig, opts.context);
   const kc = new KubeConfig();
   if (opts.inCluster) {
     if (!process.env['KUBERNETES_SERVICE_HOST']) {
@@ -131,6 +134,70 @@ export function kubeConfigFor(opts: KubeAccess = {}): KubeConfig {
     }
     kc.setCurrentContext(opts.context);
   }
+  return kc;
+}
+
+/**
+ * Kubeconfig files read and parsed once each, for a fleet whose clusters share one file of many contexts: each cluster
+ * then takes a `KubeConfig` of its own context only (that context, its cluster and its user, copied), instead of
+ * loading the whole file again (with N contexts that was N reads and parses of an O(N) file). Paths in the file
+ * (certificate and key files) are made absolute against the file's folder, as client-node's `loadFromFile` does.
+ * A file that cannot be read or parsed fails every cluster that names it, with the same message.
+ */
+export class KubeconfigFiles {
+  private readonly parsed = new Map<string, KubeConfig | TokenwatchError>();
+
+  /** @param read reads a file as UTF-8 text (default `fs.readFileSync`); the seam tests count reads with. */
+  constructor(private readonly read: (path: string) => string = (path) => readFileSync(path, 'utf8')) {}
+
+  /**
+   * A `KubeConfig` holding only `context` of the kubeconfig at `path` (default: the file's `current-context`), as
+   * its current context.
+   * @throws TokenwatchError (`KubeConfigInvalid`) when the file cannot be read or parsed, or the context is missing
+   *   (the message lists the contexts available).
+   */
+  forContext(path: string, context?: string): KubeConfig {
+    const whole = this.load(path);
+    const name = context ?? whole.getCurrentContext();
+    const ctx = name ? whole.getContextObject(name) : null;
+    if (!ctx) {
+      if (context === undefined && !name) return clone(whole);
+      const known = whole.getContexts().map((c) => c.name);
+      throw new TokenwatchError(ErrorCode.KubeConfigInvalid, `kubeconfig context "${name}" not found (contexts: ${known.length ? known.join(', ') : 'none'})`);
+    }
+    const cluster = whole.getCluster(ctx.cluster);
+    const user = whole.getUser(ctx.user);
+    const kc = new KubeConfig();
+    kc.loadFromOptions(
+      structuredClone({ clusters: cluster ? [cluster] : [], users: user ? [user] : [], contexts: [ctx], currentContext: ctx.name }),
+    );
+    return kc;
+  }
+
+  private load(path: string): KubeConfig {
+    let kc = this.parsed.get(path);
+    if (kc === undefined) {
+      try {
+        const k = new KubeConfig();
+        k.loadFromString(this.read(path));
+        k.makePathsAbsolute(dirname(path));
+        kc = k;
+      } catch (err) {
+        // The first line only: a YAML error goes on with a snippet of the file, which may quote a token.
+        const why = (err instanceof Error ? err.message : String(err)).split('\n')[0]!.trim();
+        kc = new TokenwatchError(ErrorCode.KubeConfigInvalid, `cannot load kubeconfig ${path}: ${why}`, { cause: err });
+      }
+      this.parsed.set(path, kc);
+    }
+    if (kc instanceof TokenwatchError) throw kc;
+    return kc;
+  }
+}
+
+/** A copy of a whole `KubeConfig` (a file without a current context). */
+function clone(whole: KubeConfig): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromOptions(structuredClone({ clusters: whole.getClusters(), users: whole.getUsers(), contexts: whole.getContexts(), currentContext: whole.getCurrentContext() }));
   return kc;
 }
 

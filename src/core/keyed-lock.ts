@@ -5,6 +5,8 @@
  */
 export class KeyedLock {
   private readonly tails = new Map<string, Promise<unknown>>();
+  /** Per key: the {@link runLatest} task waiting for its turn (not started yet). */
+  private readonly waiting = new Map<string, Promise<void>>();
 
   /**
    * Runs `fn` after every earlier task of `key` has settled.
@@ -19,5 +21,22 @@ export class KeyedLock {
       if (this.tails.get(key) === tail) this.tails.delete(key);
     });
     return next;
+  }
+
+  /**
+   * Like {@link run}, for work that reads the latest state when it starts (re-rendering a message from the store):
+   * while an earlier `runLatest` task of `key` still waits for its turn, `fn` is dropped and that task's promise is
+   * returned, so a burst of requests while one runs becomes one more run, not one per request.
+   * @returns resolves when the task that does this request's work has finished; rejects with what it throws.
+   */
+  runLatest(key: string, fn: () => Promise<void>): Promise<void> {
+    const pending = this.waiting.get(key);
+    if (pending) return pending;
+    const task: Promise<void> = this.run(key, () => {
+      if (this.waiting.get(key) === task) this.waiting.delete(key);
+      return fn();
+    });
+    this.waiting.set(key, task);
+    return task;
   }
 }

@@ -7,7 +7,7 @@
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import { ClusterWatchCache, type WatchCacheOptions } from '../cluster/cache.js';
-import { KubeClusterState, kubeConfigFor } from '../cluster/kube.js';
+import { KubeClusterState, kubeConfigFor, type KubeconfigFiles } from '../cluster/kube.js';
 import { poolConnections } from '../cluster/pool.js';
 import type { ClusterStateSource } from '../cluster/types.js';
 import type { ClusterConfig, Config } from '../config/types.js';
@@ -87,12 +87,15 @@ export interface BuildClusterDeps {
   fence?: (cluster: string, tx: Store) => Promise<void>;
   /** Slack's state for the cluster in the health model; default: Slack not enabled. */
   slackAccess?: SlackAccessOf;
+  /** Kubeconfig files shared by the fleet, each read and parsed once (default: each cluster loads its file). */
+  kubeconfigFiles?: KubeconfigFiles;
 }
 
 async function buildKube(
   c: ClusterConfig,
   clock: () => number,
   requestTimeoutMs: number,
+  files?: KubeconfigFiles,
 ): Promise<{ kubeConfig?: KubeConfig; error?: string; eksAuditLogging?: boolean; eksDescribedAt?: number }> {
   const k = c.kubernetes;
   if ('none' in k) return {};
@@ -112,7 +115,7 @@ async function buildKube(
       return { kubeConfig, eksDescribedAt: describedAt, ...(eksAuditLogging !== undefined ? { eksAuditLogging } : {}) };
     }
     if ('inCluster' in k) return { kubeConfig: kubeConfigFor({ inCluster: true }) };
-    return { kubeConfig: kubeConfigFor({ kubeconfig: k.kubeconfig, context: k.context }) };
+    return { kubeConfig: kubeConfigFor({ kubeconfig: k.kubeconfig, context: k.context }, files) };
   } catch (err) {
     // Scrubbed: shown in `/tokens status` (Slack).
     return { error: scrubSecrets(`Kubernetes access for cluster ${c.name} failed: ${err instanceof Error ? err.message : String(err)}`) };
@@ -163,7 +166,7 @@ export async function buildCluster(c: ClusterConfig, deps: BuildClusterDeps): Pr
     ...(fleetInsights ? { fleetInsights } : {}),
     ...(deps.cloudwatchClients ? { clients: deps.cloudwatchClients } : {}),
   });
-  const kube = await buildKube(c, clock, config.poll.requestTimeout);
+  const kube = await buildKube(c, clock, config.poll.requestTimeout, deps.kubeconfigFiles);
   if (kube.error) logger.error({ cluster: c.name }, kube.error);
   // One keep-alive connection pool per cluster for every call below (state, probe, metrics, remediation, watches).
   if (kube.kubeConfig) poolConnections(kube.kubeConfig);

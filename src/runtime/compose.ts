@@ -21,6 +21,7 @@
  */
 import pLimit from 'p-limit';
 import type { ClusterWatchCache } from '../cluster/cache.js';
+import { KubeconfigFiles } from '../cluster/kube.js';
 import type { Config } from '../config/types.js';
 import type { Finding } from '../findings/types.js';
 import { createLogger } from '../observability/logger.js';
@@ -179,8 +180,10 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
     undo.push(closeClusters);
     // Replicas: a webhook batch any replica accepts goes to the shared store, where the cluster's owner polls it.
     const webhookBatches = sharding ? new WebhookBatches(store.sql) : undefined;
+    // A fleet's kubeconfig file (often one file of every context) is read and parsed once; each cluster takes its context.
+    const kubeconfigFiles = new KubeconfigFiles();
     for (const c of config.clusters) {
-      clusters.set(c.name, await buildCluster(c, { config, store, logger, metrics, clock, rateLimiter, fleetInsights, cloudwatchClients, slowPollAfterMs, watchListLimit, startWatchCache, onBlindChange, notify, verify, ...(sharding ? { fence, webhookBatches } : {}), slackAccess: (cluster, now) => integrations.accessOf(cluster, now) }));
+      clusters.set(c.name, await buildCluster(c, { config, store, logger, metrics, clock, rateLimiter, fleetInsights, cloudwatchClients, slowPollAfterMs, watchListLimit, startWatchCache, kubeconfigFiles, onBlindChange, notify, verify, ...(sharding ? { fence, webhookBatches } : {}), slackAccess: (cluster, now) => integrations.accessOf(cluster, now) }));
     }
     metrics.pollRunningOf = () =>
       [...clusters].map(([name, rt]) => {

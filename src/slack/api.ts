@@ -128,12 +128,17 @@ export interface ChannelProblem {
   at: number;
 }
 
+/** How many message permalinks {@link SlackApi.permalink} keeps (about 150 bytes each). */
+export const PERMALINK_CACHE_SIZE = 10_000;
+
 /** See the module docstring. */
 export class SlackApi {
   readonly client: WebClient;
   private readonly queues = new KeyedLock();
   private readonly lastPost = new Map<string, number>();
   private readonly problems = new Map<string, ChannelProblem>();
+  /** Permalinks by `channel/ts` (a message's permalink never changes), oldest first; at most {@link PERMALINK_CACHE_SIZE}. */
+  private readonly permalinks = new Map<string, string>();
   private readonly interval: number;
 
   constructor(private readonly opts: SlackApiOptions) {
@@ -188,11 +193,19 @@ export class SlackApi {
 
   /**
    * `chat.getPermalink` (no scope needed): a link to one message, e.g. `https://acme.slack.com/archives/C…/p…`.
+   * A message's link does not change, so each is asked once and kept (the newest {@link PERMALINK_CACHE_SIZE}); a
+   * failed call is not kept.
    * @throws SlackCallError
    */
   async permalink(channel: string, ts: string): Promise<string> {
+    const key = `${channel}/${ts}`;
+    const known = this.permalinks.get(key);
+    if (known !== undefined) return known;
     const res = await this.call('chat.getPermalink', undefined, () => this.client.chat.getPermalink({ channel, message_ts: ts }));
-    return String(res.permalink);
+    const link = String(res.permalink);
+    this.permalinks.set(key, link);
+    if (this.permalinks.size > PERMALINK_CACHE_SIZE) this.permalinks.delete(this.permalinks.keys().next().value as string);
+    return link;
   }
 
   /**

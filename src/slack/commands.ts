@@ -297,7 +297,8 @@ export class TokensCommand {
     const cache = access ? undefined : rt.watchCache?.freshness();
     if (cache && !cache.ok) {
       health.push(
-        cache.state === 'syncing'
+        // Syncing with a failure of its lists is failing, as in the health model (src/runtime/health.ts).
+        cache.state === 'syncing' && !cache.reason.includes(': ')
           ? { name: 'Kubernetes watch cache: syncing, cluster state read from the API directly', ok: true }
           : { name: 'Kubernetes watch cache', ok: false, detail: `cluster state read from the API directly: ${scrubSecrets(cache.reason)}` },
       );

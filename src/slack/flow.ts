@@ -692,10 +692,11 @@ export class ApprovalFlow {
 
   /**
    * Re-renders an approval's message (votes, decision, no buttons once decided) from its state in the store at the
-   * time of the update. Updates of one approval are serialized, so the last one shows the latest state.
+   * time of the update. Updates of one approval are serialized, so the last one shows the latest state; updates asked
+   * for while one waits its turn join it (a burst of votes and state changes is one `chat.update` after the running one).
    */
   async updateApprovalMessage(a: StoredApproval): Promise<void> {
-    await this.deps.notifier.withLock(`approval:${a.id}`, async () => {
+    await this.deps.notifier.withLatest(`approval:${a.id}`, async () => {
       const current = await this.deps.store.getApproval(a.id) ?? a;
       if (!current.message) return;
       await this.deps.api.update(current.message.channel, current.message.ts, await this.renderApproval(current));

@@ -182,6 +182,14 @@ export class Notifier {
   }
 
   /**
+   * Like {@link withLock} for a message edit that renders the latest state when it runs: requests made while an
+   * earlier one still waits its turn join it, so a burst of changes to one message is one `chat.update`.
+   */
+  withLatest(key: string, fn: () => Promise<void>): Promise<void> {
+    return this.locks.runLatest(key, fn);
+  }
+
+  /**
    * The button ids of a finding, limited to what the cluster's policy allows: restart and recreate only with
    * Kubernetes access and when the action and namespace are allowed; snooze when allowed; Details always.
    */
@@ -543,7 +551,8 @@ export class Notifier {
     const stored = await this.deps.store.getFinding(findingId);
     if (!stored) return;
     const gid = groupIdOf(stored.finding);
-    await this.withLock(gid, async () => {
+    // Rendered from the store when it runs: refreshes queued behind it join it (one edit for a burst of changes).
+    await this.withLatest(gid, async () => {
       const { store } = this.deps;
       const ref = await store.getAlertRef(gid);
       if (!ref) return;

@@ -19,6 +19,15 @@
  * The check is a global Bolt middleware, so it runs before any listener (slash command, button, view). Keys are
  * claimed when the request arrives: a request whose handling then failed is not run again by a redelivery (the
  * user clicks again, which is a new request).
+ *
+ * - **Acks never wait on the store.** Slack cuts a request off after 3 s (docs "Acknowledging requests"), and the
+ *   claim is a store transaction (a delete and one insert per key: several round trips, which a slow or stalled
+ *   database stretches past that). So the guard first answers from this replica's memory (keys it has seen and whose
+ *   time has not run out: a redelivery to the same replica is acknowledged and dropped without a store trip), then
+ *   acknowledges the request itself, and only then claims the keys in the store, shared by every replica; the
+ *   listener runs once the claim says the request is new. Handling is idempotent after the ack: a request another
+ *   replica already claimed is dropped there. Listeners acknowledge through {@link ackOnce}, which is a no-op once
+ *   the guard has acknowledged (so every listener acknowledges without a response body).
  */
 import { createHash } from 'node:crypto';
 import type { AnyMiddlewareArgs, Middleware } from '@slack/bolt';
@@ -70,6 +79,53 @@ export function socketReplayProperties(args: SocketEventLike): Record<string, un
   return { [KEYS_PROP]: keys, [TRANSPORT_PROP]: 'socket' };
 }
 
+/** Context property: set (true) once the guard has acknowledged the request itself (see {@link ackOnce}). */
+const ACKED_PROP = 'twAcked';
+
+/**
+ * Acknowledges a request unless the replay guard already did (a Bolt `ack` may be called once: a second call throws
+ * `ReceiverMultipleAckError`). Listeners call this instead of `ack()`, without a response body.
+ */
+export async function ackOnce(ack: () => Promise<void>, context: Record<string, unknown>): Promise<void> {
+  if (context[ACKED_PROP] === true) return;
+  await ack();
+}
+
+/**
+ * This replica's memory of the request keys it has seen, each until its expiry (epoch ms): answers a redelivery to
+ * the same replica without a store trip. Expired keys are dropped at most once a minute; at most `maxKeys` are kept
+ * (the oldest go first; the store still has them).
+ */
+export class SeenKeys {
+  private readonly keys = new Map<string, number>();
+  private nextPrune = 0;
+
+  constructor(private readonly maxKeys = 100_000) {}
+
+  /** Whether any of `keys` is remembered and not expired at `now`. */
+  has(keys: readonly string[], now: number): boolean {
+    return keys.some((k) => (this.keys.get(k) ?? -Infinity) > now);
+  }
+
+  /** Remembers `keys` until `expiresAt`. */
+  add(keys: readonly string[], now: number, expiresAt: number): void {
+    if (now >= this.nextPrune) {
+      for (const [k, exp] of this.keys) if (exp <= now) this.keys.delete(k);
+      this.nextPrune = now + 60_000;
+    }
+    for (const k of keys) {
+      this.keys.delete(k);
+      this.keys.set(k, expiresAt);
+    }
+    while (this.keys.size > this.maxKeys) this.keys.delete(this.keys.keys().next().value as string);
+  }
+
+  /** Number of remembered keys (expired ones included until the next prune). */
+  get size(): number {
+    return this.keys.size;
+  }
+}
+
 /** Dependencies of {@link replayGuard}. */
 export interface ReplayGuardDeps {
   store: Pick<Store, 'claimSlackRequest'>;
@@ -77,24 +133,29 @@ export interface ReplayGuardDeps {
   metrics?: Metrics;
   /** Wall clock, epoch ms: the clock Bolt checks request timestamps against (default `Date.now`). */
   now?: () => number;
+  /** This replica's memory of seen keys (default: a new one). */
+  seen?: SeenKeys;
 }
 
 /**
- * The global middleware: claims the request's keys in the store; a replay/redelivery is acknowledged and dropped
- * (logged at warn, counted in `tokenwatch_slack_duplicate_requests_total`). Requests without keys pass. A store
- * failure lets the request through (logged): the approval state machine still refuses double decisions.
+ * The global middleware: a request whose keys this replica remembers is acknowledged and dropped at once; any other
+ * is acknowledged, then its keys are claimed in the store, and a replay/redelivery another replica handled is
+ * dropped (both logged at warn, counted in `tokenwatch_slack_duplicate_requests_total`). Requests without keys pass.
+ * A store failure lets the request through (logged): the approval state machine still refuses double decisions, and
+ * a listener whose own store work fails says so in Slack (`listeners/deps.ts` `failureMessage`).
  */
 export function replayGuard(deps: ReplayGuardDeps): Middleware<AnyMiddlewareArgs> {
   const now = deps.now ?? Date.now;
+  const seen = deps.seen ?? new SeenKeys();
   return async (args) => {
     const context = args.context as Record<string, unknown>;
+    const ack = (args as { ack?: () => Promise<void> }).ack;
     // Bolt refuses timestamps more than 5 minutes old but not ones in the future: a validly signed request dated
     // ahead would stay replayable for that long. Refused here, so the window is 5 minutes either side of now.
     const ahead = context[TRANSPORT_PROP] === 'http' && typeof context[TS_PROP] === 'number' ? (context[TS_PROP] as number) * 1000 - now() : 0;
     if (ahead > SLACK_SIGNATURE_WINDOW_MS) {
       deps.metrics?.slackRejectedRequests.inc({ reason: 'timestamp-in-future' });
       deps.logger.warn({ aheadMs: ahead, body: describe(args.body) }, 'Slack request timestamped more than 5 minutes in the future refused (not handled)');
-      const ack = (args as { ack?: () => Promise<void> }).ack;
       if (ack) await ack();
       return;
     }
@@ -107,6 +168,24 @@ export function replayGuard(deps: ReplayGuardDeps): Middleware<AnyMiddlewareArgs
     const t = now();
     const tsMs = typeof context[TS_PROP] === 'number' ? (context[TS_PROP] as number) * 1000 : t;
     const expiresAt = transport === 'http' ? Math.max(t, tsMs) + SLACK_SIGNATURE_WINDOW_MS + CLOCK_SKEW_MS : t + SOCKET_KEY_TTL_MS;
+    const duplicate = async (): Promise<void> => {
+      deps.metrics?.slackDuplicates.inc({ transport });
+      deps.logger.warn(
+        { transport, body: describe(args.body) },
+        transport === 'http' ? 'replayed Slack request (same signature) acknowledged and not handled again' : 'redelivered Socket Mode envelope acknowledged and not handled again',
+      );
+      if (ack && context[ACKED_PROP] !== true) await ack();
+    };
+    if (seen.has(keys as string[], t)) {
+      await duplicate();
+      return;
+    }
+    seen.add(keys as string[], t, expiresAt);
+    // Acknowledged before any store round trip: the claim below may wait on a slow database.
+    if (ack) {
+      await ack();
+      context[ACKED_PROP] = true;
+    }
     let fresh = true;
     try {
       fresh = await deps.store.claimSlackRequest(keys as string[], t, expiresAt);
@@ -114,13 +193,7 @@ export function replayGuard(deps: ReplayGuardDeps): Middleware<AnyMiddlewareArgs
       deps.logger.error({ err }, 'the Slack replay cache is unavailable (store error); handling the request anyway');
     }
     if (!fresh) {
-      deps.metrics?.slackDuplicates.inc({ transport });
-      deps.logger.warn(
-        { transport, body: describe(args.body) },
-        transport === 'http' ? 'replayed Slack request (same signature) acknowledged and not handled again' : 'redelivered Socket Mode envelope acknowledged and not handled again',
-      );
-      const ack = (args as { ack?: () => Promise<void> }).ack;
-      if (ack) await ack();
+      await duplicate();
       return;
     }
     await args.next();

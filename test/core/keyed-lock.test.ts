@@ -45,6 +45,35 @@ describe('KeyedLock', () => {
   });
 });
 
+describe('KeyedLock.runLatest', () => {
+  it('requests made while one runs become one more run, which starts after it; other keys are not held up', async () => {
+    const lock = new KeyedLock();
+    const log: string[] = [];
+    const first = gate();
+    let runs = 0;
+    const edit = () =>
+      lock.runLatest('m', async () => {
+        const n = ++runs;
+        log.push(`start ${n}`);
+        if (n === 1) await first.promise;
+        log.push(`end ${n}`);
+      });
+    const running = edit();
+    await new Promise((r) => setImmediate(r)); // the first run has started
+    expect(log).toEqual(['start 1']);
+    const burst = Array.from({ length: 5 }, edit);
+    await lock.runLatest('other', async () => {
+      log.push('other');
+    });
+    first.open();
+    await Promise.all([running, ...burst]);
+    expect(log).toEqual(['start 1', 'other', 'end 1', 'start 2', 'end 2']);
+    // Once nothing waits, the next request runs again.
+    await edit();
+    expect(runs).toBe(3);
+  });
+});
+
 describe('backoffDelay', () => {
   it('doubles from the base per retry and stops at the cap', () => {
     expect([0, 1, 2, 3].map((r) => backoffDelay(1000, r))).toEqual([1000, 2000, 4000, 8000]);

@@ -6,6 +6,7 @@
 import type { App, BlockAction, BlockButtonAction, BlockOverflowAction, RespondFn } from '@slack/bolt';
 import { ACTION_IDS, RESTART_ACTION_ID_PATTERN } from '../blocks/index.js';
 import type { Clicker } from '../flow.js';
+import { ackOnce } from '../replay.js';
 import { failureMessage, replier, type ListenerDeps } from './deps.js';
 
 /** Registers the button listeners on `app`. */
@@ -13,8 +14,8 @@ export function register(app: App, deps: ListenerDeps): void {
   const { logger } = deps;
 
   const button = (handler: (c: Clicker, value: string, actionId: string) => Promise<void>) =>
-    async ({ ack, body, action, respond }: { ack: () => Promise<void>; body: BlockAction; action: BlockButtonAction['actions'][number] | BlockOverflowAction['actions'][number]; respond: RespondFn }) => {
-      await ack();
+    async ({ ack, context, body, action, respond }: { ack: () => Promise<void>; context: Record<string, unknown>; body: BlockAction; action: BlockButtonAction['actions'][number] | BlockOverflowAction['actions'][number]; respond: RespondFn }) => {
+      await ackOnce(ack, context);
       await deps.track(
         (async () => {
           const channel = body.channel ? { id: body.channel.id, name: body.channel.name } : body.container?.channel_id ? { id: String(body.container.channel_id) } : undefined;

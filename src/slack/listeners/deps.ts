@@ -1,6 +1,7 @@
 /**
  * What the Bolt listeners get (a small interface handed in by the Slack integration, `../app.ts`) and the ephemeral
- * answer they share. Each listener calls `ack()` first — before any Kubernetes, store-heavy or Slack write — and then
+ * answer they share. The replay guard (`../replay.ts`) acknowledges each request before its store round trips; each
+ * listener calls `ackOnce()` first (a no-op after the guard's ack) — before any Kubernetes, store or Slack write — and then
  * hands the work to the command handler or the approval flow. Slack needs the ack within 3 s (docs "Acknowledging
  * requests"); tokenwatch's target is 100 ms at p99 while a rollout runs (`bench/ack.ts`). Answers go to the user
  * ephemerally through the payload's `response_url`, or `chat.postEphemeral` when that fails.
