@@ -362,10 +362,13 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
   return {
     name: 'slack',
     busy: (cluster) => flow.isExecuting(cluster),
+    // The cluster's channel, then each channel its routing rules send alerts to.
     channelProblem: (cluster) => {
-      const configured = channels.channelOf(cluster);
-      if (configured === undefined) return undefined;
-      return api.channelProblem(configured) ?? api.channelProblem(channels.channelIdOf(cluster) ?? '');
+      for (const ch of channels.channelsOf(cluster)) {
+        const p = api.channelProblem(ch) ?? api.channelProblem(channels.idOf(ch));
+        if (p) return p;
+      }
+      return undefined;
     },
     state: () => (watchdog ? (watchdog.isConnected ? 'connected' : 'disconnected') : 'ok'),
     ...(eventsUrl ? { eventsUrl } : {}),
