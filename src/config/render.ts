@@ -104,6 +104,7 @@ export function toFileForm(config: Config): Record<string, unknown> {
       port: s.port,
       approvals: { expiresAfter: formatDuration(s.approvals.expiresAfter) },
       commands: { scanInterval: formatDuration(s.commands.scanInterval) },
+      ...(s.routes !== undefined ? { routes: structuredClone(s.routes) } : {}),
     };
   }
   out.remediation = {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseConfig, type Config } from '../../src/config/index.js';
+import { toFileForm } from '../../src/config/render.js';
 import { ChannelMap } from '../../src/slack/channels.js';
 import { keysRulesName, mentions, ownersMention, routeOf, rulesNeedState, type RouteRule, type RouteSubject } from '../../src/slack/routing.js';
 import { withOwnersMention } from '../../src/slack/notifier.js';
@@ -32,6 +33,12 @@ describe('routing rules', () => {
   it('parses with defaults: owners none, mentionFrom info', () => {
     expect(rules[1]).toEqual({ match: { clusters: ['prod-*'], namespaces: ['flux-system'] }, channel: 'C0PLATFORM', owners: [], mentionFrom: 'info' });
     expect(config([]).slack!.routes).toBeUndefined();
+  });
+
+  it('the effective config (config check) shows the rules and parses back to the same rules', () => {
+    const form = toFileForm(config([NET, PLATFORM])) as { slack: { routes: unknown } };
+    expect(form.slack.routes).toEqual(rules);
+    expect(parseConfig(form, ENV).slack!.routes).toEqual(rules);
   });
 
   it('first matching rule wins; the cluster channel catches the rest', () => {
