@@ -33,7 +33,7 @@ function channelId(slack: FakeSlack, name: string): string {
 
 /** Every message of the fake Slack (top level and replies), with its versions' texts and blocks. */
 function everything(slack: FakeSlack): FakeMessage[] {
-  return slack.snapshot().channels.flatMap((c) => c.messages.flatMap((m) => [m, ...m.replies]));
+  return slack.snapshot().channels.flatMap((c) => c.messages.filter((m) => !m.threadTs).flatMap((m) => [m, ...m.replies]));
 }
 
 /** How many times a mention was sent: in every post and every edit of every message. */
@@ -138,6 +138,56 @@ describe('routing rules on labels', () => {
     expect(state.workloads.map((w) => w.labels)).toEqual([{ 'app.kubernetes.io/part-of': 'flux' }]);
     expect(state.pods.every((p) => p.annotations === undefined)).toBe(true);
     expect(rt.watchCache?.freshness().ok).toBe(true);
+  });
+});
+
+describe('owner mentions and rule changes', () => {
+  const OBS_ID = 'C0OBSERVE1';
+  const OBS = 'S0OBSONCAL';
+  const DAY = 86_400_000;
+
+  it('mentions the owners when severity rises to mentionFrom, once; a rules change at restart does not move the alert', async () => {
+    const fakes = await startFakes();
+    h = await startHarness({
+      fakeSlack: fakes.slack,
+      kube: fakes.kube,
+      tweak: (c) => {
+        c.slack!.routes = [{ match: { clusters: ['prod-*'], namespaces: ['logging'] }, channel: OBS_ID, owners: [OBS], mentionFrom: 'warning' }];
+      },
+    });
+    const fb = await h.alert('logging', 'fluent-bit');
+    expect(fb.channel).toBe(OBS_ID);
+    expect(blockText(fb)).not.toContain(`<!subteam^${OBS}>`); // info: below mentionFrom
+    h.advance(45 * DAY);
+    await h.poll();
+    const replies = h.slack.thread(OBS_ID, fb.ts);
+    expect(replies.map((m) => m.text)).toEqual(['[prod-eks] logging/fluent-bit escalated from info to warning']);
+    expect(blockText(replies[0]!)).toContain(`🔔 Owners: <!subteam^${OBS}>`);
+    h.advance(60 * 60_000);
+    await h.poll();
+    expect(mentionsSent(h.slack, `<!subteam^${OBS}>`)).toBe(1);
+
+    // Restart with the logging rule pointing elsewhere: the alert stays (and is edited) where it was first posted.
+    const dir = h.dir;
+    await h.stop({ keepFakes: true });
+    h = await startHarness({
+      dir,
+      fakeSlack: fakes.slack,
+      kube: fakes.kube,
+      start: Date.parse('2026-11-20T12:00:00Z') + 45 * DAY + 2 * 60 * 60_000,
+      tweak: (c) => {
+        c.slack!.routes = [{ match: { clusters: ['prod-*'], namespaces: ['logging'] }, channel: ELSEWHERE, owners: [OBS], mentionFrom: 'info' }];
+      },
+    });
+    h.advance(20 * DAY);
+    await h.poll();
+    const after = await h.alert('logging', 'fluent-bit');
+    expect(after.channel).toBe(OBS_ID);
+    expect(after.ts).toBe(fb.ts);
+    expect(h.slack.messages(ELSEWHERE).filter((m) => m.text.includes('logging/fluent-bit'))).toEqual([]);
+    // Its escalation to critical mentions no one: the rule that matches now routes elsewhere.
+    expect(h.slack.thread(OBS_ID, fb.ts).map((m) => m.text).at(-1)).toBe('[prod-eks] logging/fluent-bit escalated from warning to critical');
+    expect(mentionsSent(h.slack, `<!subteam^${OBS}>`)).toBe(1);
   });
 });
 
