@@ -223,6 +223,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
       clusters,
       messageOfGroup: (g) => notifier.messageOfGroup(g),
       permalink: (channel, ts) => api.permalink(channel, ts),
+      isClusterChannel: (cluster, channel) => channels.matches(channels.channelOf(cluster) ?? '', { id: channel }),
       approversOf: (a) => flow.approversOf(a),
       publish: (user, view) => api.publishHome(user, view),
       readiness: (name, findings) => command.readiness(name, findings, clusters.get(name)!.poller.health()),

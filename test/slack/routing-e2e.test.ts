@@ -5,8 +5,8 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config/index.js';
-import type { FakeMessage, FakeSlack } from '../../src/sandbox/fakes/slack.js';
-import { APPROVER, blockText, ELSEWHERE, OPS, REQUESTER, socketConnected, startHarness, startFakes, startSocketModeHarness, waitFor, type Harness, type SocketModeHarness } from './harness.js';
+import { appHomeOpenedBody, sendEvent, type FakeMessage, type FakeSlack } from '../../src/sandbox/fakes/slack.js';
+import { APPROVER, SECRET, blockText, ELSEWHERE, OPS, REQUESTER, socketConnected, startHarness, startFakes, startSocketModeHarness, waitFor, type Harness, type SocketModeHarness } from './harness.js';
 
 /** @network-oncall */
 const NETWORK_ONCALL = 'S0NETONCAL';
@@ -117,6 +117,15 @@ describe('routing rules (HTTP mode)', () => {
     expect(JSON.stringify(status.blocks)).not.toContain(`in <#${OPS}>`);
     await h.command('status prod-eks', REQUESTER, ELSEWHERE);
     expect(h.slack.ephemerals({ user: REQUESTER }).at(-1)!.text).toContain('Each channel only reaches its own clusters');
+
+    // The Home tab says where each routed alert went.
+    const res = await sendEvent(h.bot.eventsUrl!, SECRET, appHomeOpenedBody({ user: REQUESTER, tab: 'home' }));
+    expect(res.status).toBe(200);
+    await h.bot.idle();
+    await waitFor(() => h!.slack.homeView(REQUESTER) !== undefined);
+    const home = JSON.stringify(h.slack.homeView(REQUESTER)!.view.blocks);
+    expect(home).toMatch(new RegExp(`kube-system/multus>[^"]* · in <#${net}>`));
+    expect(home).not.toContain(`in <#${OPS}>`);
   });
 });
 
