@@ -5,8 +5,8 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config/index.js';
-import { appHomeOpenedBody, sendEvent, type FakeMessage, type FakeSlack } from '../../src/sandbox/fakes/slack.js';
-import { APPROVER, SECRET, blockText, ELSEWHERE, OPS, REQUESTER, socketConnected, startHarness, startFakes, startSocketModeHarness, waitFor, type Harness, type SocketModeHarness } from './harness.js';
+import { appHomeOpenedBody, blockActionPayload, sendEvent, type FakeMessage, type FakeSlack } from '../../src/sandbox/fakes/slack.js';
+import { APPROVER, SECRET, blockText, buttonValue, ELSEWHERE, OPS, REQUESTER, socketConnected, startHarness, startFakes, startSocketModeHarness, waitFor, type Harness, type SocketModeHarness } from './harness.js';
 
 /** @network-oncall */
 const NETWORK_ONCALL = 'S0NETONCAL';
@@ -208,5 +208,24 @@ describe('routing rules (Socket Mode)', () => {
     await sm.h.poll();
     await checkRouting(sm.h);
     expect(mentionsSent(sm.h.slack, NET_MENTION)).toBe(sm.h.slack.messages(channelId(sm.h.slack, 'net-alerts')).filter((m) => !m.threadTs).length);
+    // Restart on the routed alert over the socket: the request goes in its thread in the routed channel; the same
+    // click from an unrelated channel is refused.
+    const { h: x, ws, fake } = sm;
+    const alert = await x.alert('kube-system', 'multus');
+    const click = (envelope: string, channel: string) =>
+      ws.send({
+        envelope_id: envelope,
+        type: 'interactive',
+        accepts_response_payload: false,
+        payload: blockActionPayload({ user: REQUESTER, actionId: 'tw_restart', value: buttonValue(alert, 'tw_restart'), channel, messageTs: alert.ts, responseUrl: fake.responseUrl({ channel, user: REQUESTER, messageTs: alert.ts }) }),
+      });
+    await click('env-elsewhere', ELSEWHERE);
+    await x.bot.idle();
+    expect((await x.serve.context.store.listApprovals()).length).toBe(0);
+    expect(fake.ephemerals({ user: REQUESTER }).at(-1)!.text).toContain('Each channel only reaches its own clusters');
+    await click('env-routed', NET_ID);
+    await x.bot.idle();
+    expect(fake.thread(NET_ID, alert.ts).some((m) => m.text.includes('approval needed: restart of DaemonSet kube-system/kube-multus-ds'))).toBe(true);
+    expect((await x.serve.context.store.listApprovals()).length).toBe(1);
   });
 });
