@@ -1,6 +1,8 @@
 /**
  * Alerts: one Slack message per root cause — every finding of one ServiceAccount of one cluster (an alert group,
- * src/findings/groups.ts) — in its cluster's channel, kept current (docs/slack.md "Alerts").
+ * src/findings/groups.ts) — in its cluster's channel, or the channel a routing rule sends it to (src/slack/routing.ts;
+ * chosen at the first post and kept in the alert ref), kept current (docs/slack.md "Alerts"). The rule's owners are
+ * mentioned in the first post and in the escalation reply when severity rises, never in edits.
  *
  * A poll's findings become work items, one per group they touch ({@link Notifier.workItems}); the notification queue
  * (src/slack/drainer.ts, docs/slack.md "Notification queue") sends each at its turn ({@link Notifier.sendItem}):
@@ -452,7 +454,7 @@ export class Notifier {
       // A process that died between chat.postMessage and saving the ref left an intent: find that message by its
       // metadata (the group id) and adopt it instead of posting the alert twice (docs/slack.md, "Crash safety").
       const intent = await store.getGroupIntent(gid);
-      const at = intent?.channel ?? this.deps.channels.idOf(channel);
+      const at = this.deps.channels.idOf(intent?.channel ?? channel);
       if (intent) {
         const ts = await api.findByMetadata(at, ALERT_EVENT_TYPE, 'group_id', gid, intent.at - INTENT_LOOKBACK_MS).catch((err: unknown) => {
           this.deps.logger.warn({ err, group: gid }, 'could not look for an alert posted before a restart (channels:history / groups:history scope?); posting it');
