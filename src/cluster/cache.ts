@@ -49,6 +49,7 @@ import {
   toPodInfo,
   toServiceAccountInfo,
   toWorkloadInfo,
+  type MetaKeys,
 } from './convert.js';
 import type { LegacySecretInfo, PodInfo, ServiceAccountInfo, SubjectState, WorkloadInfo, WorkloadRef } from './types.js';
 
@@ -103,6 +104,11 @@ export interface WatchCacheOptions {
   backoffMs?: { initial: number; max: number };
   /** Clock for staleness, epoch ms (default `Date.now`). */
   clock?: () => number;
+  /**
+   * Label/annotation keys kept of workloads, annotation keys of pods (pods keep all labels): those the Slack routing
+   * rules name (src/slack/routing.ts). Default none, so nothing more is held than without rules.
+   */
+  metaKeys?: MetaKeys;
   /**
    * Clock the pod-IP history is stamped with, epoch ms, in the time of the audit events it explains (`serve` passes
    * its service clock; default {@link clock}).
@@ -292,6 +298,7 @@ function compactPod(info: PodInfo, controller: WorkloadRef | undefined): CachedP
   info.hostPaths = v.of(info.hostPaths);
   info.ownerChain = v.of(info.ownerChain);
   info.labels = v.of(info.labels);
+  if (info.annotations !== undefined) info.annotations = v.of(info.annotations);
   if (info.node !== undefined) info.node = s.string(info.node);
   if (info.phase !== undefined) info.phase = s.string(info.phase);
   if (info.hostIP !== undefined) info.hostIP = s.string(info.hostIP);
@@ -322,7 +329,7 @@ export class ClusterWatchCache {
   private readonly abort = new AbortController();
   private disabledReason: string | undefined;
   private started = false;
-  private readonly opts: Required<Omit<WatchCacheOptions, 'onEvent' | 'eventClock' | 'listLimit'>> & Pick<WatchCacheOptions, 'onEvent' | 'listLimit'> & { eventClock: () => number };
+  private readonly opts: Required<Omit<WatchCacheOptions, 'onEvent' | 'eventClock' | 'listLimit' | 'metaKeys'>> & Pick<WatchCacheOptions, 'onEvent' | 'listLimit' | 'metaKeys'> & { eventClock: () => number };
   private syncedResolve: (() => void) | undefined;
   private readonly interner = SHARED_STRINGS;
   private readonly syncedPromise: Promise<void>;
@@ -345,13 +352,14 @@ export class ClusterWatchCache {
       maxIpHistory: opts.maxIpHistory ?? 10_000,
       ...(opts.onEvent ? { onEvent: opts.onEvent } : {}),
       ...(opts.listLimit ? { listLimit: opts.listLimit } : {}),
+      ...(opts.metaKeys ? { metaKeys: opts.metaKeys } : {}),
     };
     this.syncedPromise = new Promise((resolve) => {
       this.syncedResolve = resolve;
     });
     const podStore: EntryStore = {
       convert: (o) => {
-        return compactPod(toPodInfo(o), controllerRef(o));
+        return compactPod(toPodInfo(o, [], this.opts.metaKeys), controllerRef(o));
       },
       replaceAll: (entries) => {
         // Pods missing from a relist were deleted meanwhile: they end their IP holds now (not silently forgotten).
@@ -369,7 +377,7 @@ export class ClusterWatchCache {
         this.owners,
         (o): CachedOwner => {
           const ref = controllerRef(o);
-          return this.interner.deep({ info: toWorkloadInfo(o, kind), ...(ref ? { controller: ref } : {}) });
+          return this.interner.deep({ info: toWorkloadInfo(o, kind, this.opts.metaKeys), ...(ref ? { controller: ref } : {}) });
         },
         (k) => `${kind}/${k}`,
         (k) => k.startsWith(`${kind}/`),

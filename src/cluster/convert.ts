@@ -236,7 +236,32 @@ export function podServiceAccount(podSpec: unknown): string {
  * A Pod as {@link PodInfo}. `ownerChain` is passed in (see {@link resolveOwnerChain}); it defaults to empty.
  * `startTime` is `status.startTime` in epoch ms UTC.
  */
-export function toPodInfo(pod: unknown, ownerChain: WorkloadRef[] = []): PodInfo {
+/**
+ * The label and annotation keys kept of workloads (and annotation keys of pods) beyond what tokenwatch itself reads:
+ * those the Slack routing rules name (`slack.routes[].match.labels`/`annotations`), so memory stays bounded.
+ */
+export interface MetaKeys {
+  labels: readonly string[];
+  annotations: readonly string[];
+}
+
+/** The entries of `map` whose key is in `keys`, or undefined when none is. */
+function pick(map: unknown, keys: readonly string[]): Record<string, string> | undefined {
+  if (keys.length === 0) return undefined;
+  const all = stringMap(map);
+  const out: Record<string, string> = {};
+  let any = false;
+  for (const k of keys) {
+    const v = all[k];
+    if (v !== undefined) {
+      out[k] = v;
+      any = true;
+    }
+  }
+  return any ? out : undefined;
+}
+
+export function toPodInfo(pod: unknown, ownerChain: WorkloadRef[] = [], keep?: MetaKeys): PodInfo {
   const spec = at(pod, 'spec');
   const info: PodInfo = {
     namespace: str(at(pod, 'metadata', 'namespace')) ?? '',
@@ -267,6 +292,8 @@ export function toPodInfo(pod: unknown, ownerChain: WorkloadRef[] = []): PodInfo
   const hostIP = str(at(pod, 'status', 'hostIP'));
   if (hostIP) info.hostIP = hostIP;
   if (bool(at(spec, 'hostNetwork')) === true) info.hostNetwork = true;
+  const annotations = keep ? pick(at(pod, 'metadata', 'annotations'), keep.annotations) : undefined;
+  if (annotations) info.annotations = annotations;
   return info;
 }
 
@@ -388,7 +415,7 @@ export function podTemplateSpec(obj: unknown): unknown {
  * - `desired`: DaemonSet `status.desiredNumberScheduled`, else `spec.replicas`;
  * - `images`/`args`: of the pod template's containers then init containers.
  */
-export function toWorkloadInfo(obj: unknown, kind?: string): WorkloadInfo {
+export function toWorkloadInfo(obj: unknown, kind?: string, keep?: MetaKeys): WorkloadInfo {
   const k = kind ?? str(at(obj, 'kind')) ?? '';
   const spec = at(obj, 'spec');
   const tmpl = k === 'Pod' ? spec : podTemplateSpec({ kind: k, spec });
@@ -412,6 +439,12 @@ export function toWorkloadInfo(obj: unknown, kind?: string): WorkloadInfo {
   const desired = k === 'DaemonSet' ? num(at(obj, 'status', 'desiredNumberScheduled')) : num(at(spec, 'replicas'));
   if (desired !== undefined) info.desired = desired;
   if (tmpl !== undefined) info.serviceAccount = podServiceAccount(tmpl);
+  if (keep) {
+    const labels = pick(at(obj, 'metadata', 'labels'), keep.labels);
+    if (labels) info.labels = labels;
+    const annotations = pick(at(obj, 'metadata', 'annotations'), keep.annotations);
+    if (annotations) info.annotations = annotations;
+  }
   return info;
 }
 
@@ -502,16 +535,17 @@ export async function assembleSubjectState(
   name: string,
   objects: SubjectObjects,
   lookup: OwnerLookup,
+  keep?: MetaKeys,
 ): Promise<SubjectState> {
   const pods: PodInfo[] = [];
   const workloads = new Map<string, WorkloadInfo>();
   for (const pod of objects.pods) {
     const chain = await resolveOwnerChain(pod, lookup);
-    const info = toPodInfo(pod, chain);
+    const info = toPodInfo(pod, chain, keep);
     pods.push(info);
     const near = nearestWorkload(chain);
     if (!near) {
-      const w = toWorkloadInfo(pod, 'Pod');
+      const w = toWorkloadInfo(pod, 'Pod', keep);
       workloads.set(refKey(w), w);
       continue;
     }
@@ -522,7 +556,7 @@ export async function assembleSubjectState(
     const w: WorkloadInfo =
       obj === undefined || obj === null
         ? { kind: top.kind, namespace: top.namespace, name: top.name, images: [], args: [] }
-        : toWorkloadInfo(obj, top.kind);
+        : toWorkloadInfo(obj, top.kind, keep);
     if (near.owner) w.owner = { kind: near.owner.kind, namespace: near.owner.namespace, name: near.owner.name };
     workloads.set(key, w);
   }

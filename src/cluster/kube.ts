@@ -44,6 +44,7 @@ import {
   toLegacySecretInfo,
   toPodInfo,
   toServiceAccountInfo,
+  type MetaKeys,
 } from './convert.js';
 import type { ClusterStateSource, LegacySecretInfo, LegacySecretOwner, PodInfo, SubjectState, WorkloadRef } from './types.js';
 import type { CacheFreshness, ClusterWatchCache } from './cache.js';
@@ -72,6 +73,8 @@ export interface KubeClusterStateOptions {
    * starts and stops it. Config: `clusters[].kubernetes.watch` (default true in `serve`).
    */
   cache?: ClusterWatchCache;
+  /** Label/annotation keys the Slack routing rules name, kept of workloads and pods read directly (`MetaKeys`, convert.ts). */
+  metaKeys?: MetaKeys;
   /**
    * Called when reads switch source: with the cache's freshness (reason and state) when they fall back from the cache
    * to direct API reads, with undefined when they come from the cache again. Only with {@link cache}.
@@ -316,6 +319,7 @@ export class KubeClusterState implements ClusterStateSource {
   private readonly timeoutMs: number;
   private readonly secretMetadata: boolean;
   private readonly cache: ClusterWatchCache | undefined;
+  private readonly metaKeys: MetaKeys | undefined;
   private readonly onFallback: KubeClusterStateOptions['onFallback'];
   private readonly waitForSyncMs: number;
   /** Resolves once the first read has waited for the cache's sync (bounded by `waitForSyncMs`). */
@@ -334,6 +338,7 @@ export class KubeClusterState implements ClusterStateSource {
     this.limit = pLimit(opts.concurrency ?? 8);
     this.secretMetadata = opts.secretMetadata ?? false;
     this.cache = opts.cache;
+    this.metaKeys = opts.metaKeys;
     this.onFallback = opts.onFallback;
     this.waitForSyncMs = opts.waitForSyncMs ?? 5000;
   }
@@ -475,6 +480,7 @@ export class KubeClusterState implements ClusterStateSource {
         legacySecrets,
       },
       lookup,
+      this.metaKeys,
     );
     if (problems.length > 0) state.error = `cluster state partial: ${problems.join('; ')}`;
     return state;

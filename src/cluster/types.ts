@@ -68,6 +68,8 @@ export interface PodInfo {
   /** Owner chain from the direct owner up to the top (e.g. ReplicaSet → Deployment). Empty for bare pods. */
   ownerChain: WorkloadRef[];
   labels: Record<string, string>;
+  /** The annotations routing rules name (`slack.routes[].match.annotations`), when the source keeps them; absent otherwise. */
+  annotations?: Record<string, string>;
   /** `status.podIPs[].ip` (else `status.podIP`); a hostNetwork pod's IP is its node's. */
   ips?: string[];
   /** `status.hostIP`: the node's IP. */
@@ -90,6 +92,10 @@ export interface WorkloadInfo extends WorkloadRef {
   /** Container args of the pod template, flattened. */
   args: string[];
   serviceAccount?: string;
+  /** The labels routing rules name (`slack.routes[].match.labels`), when the source keeps them; absent otherwise. */
+  labels?: Record<string, string>;
+  /** The annotations routing rules name (`slack.routes[].match.annotations`), when the source keeps them; absent otherwise. */
+  annotations?: Record<string, string>;
   /**
    * The object above this workload in its pods' owner chain, when there is one (e.g. the custom resource an operator
    * created a StatefulSet for, or the custom resource owning a CronJob). Informational: actions target the workload.

@@ -116,6 +116,7 @@ export function toFileForm(config: Config): Record<string, unknown> {
         ? { paging: { after: formatDuration(s.paging.after), ...(s.paging.pagerduty ? { pagerduty: { ...s.paging.pagerduty } } : {}), ...(s.paging.webhook ? { webhook: { ...s.paging.webhook } } : {}) } }
         : {}),
       commands: { scanInterval: formatDuration(s.commands.scanInterval) },
+      ...(s.routes !== undefined ? { routes: structuredClone(s.routes) } : {}),
     };
   }
   out.remediation = {

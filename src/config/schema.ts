@@ -10,6 +10,7 @@
 import { ErrorCode, TokenwatchError } from '../errors.js';
 import { dirname, join } from 'node:path';
 import { z } from 'zod';
+import picomatch from 'picomatch';
 import { validateDetailed } from 'node-cron';
 import { MAX_TOKEN_AGE_EXPECTED, parseMaxTokenAge, type MaxTokenAge } from './max-token-age.js';
 import { ACTION_KINDS, CLUSTER_ACTION_KINDS, APPROVAL_DEFAULTS } from '../core/actions.js';
@@ -263,6 +264,40 @@ const clusterSchema = z.strictObject({
     .prefault({}),
 });
 
+/** A glob of names (picomatch: `*`, `?`, `[a-z]`, `{a,b}`), as routing rules use them (src/slack/routing.ts). */
+const nameGlob = z.string().min(1).max(253);
+/** A Kubernetes label or annotation key (`team`, `app.kubernetes.io/part-of`), ≤ 253 + 1 + 63 chars. */
+const metaKey = z.string().regex(/^([a-z0-9]([-a-z0-9.]*[a-z0-9])?\/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/, 'expected a Kubernetes label or annotation key such as team or app.kubernetes.io/part-of').max(317);
+
+/** One routing rule: conditions → channel and owners (docs/slack.md "Routing", src/slack/routing.ts). */
+const routeSchema = z.strictObject({
+  /** Conditions, all of which must hold (an absent one holds always); a list holds when any entry matches. */
+  match: z
+    .strictObject({
+      /** Cluster name globs. */
+      clusters: z.array(nameGlob).min(1).optional(),
+      /** Namespace globs (`kube-system`, `team-*`). */
+      namespaces: z.array(nameGlob).min(1).optional(),
+      /** Workload kinds (`DaemonSet`, `Deployment`, `StatefulSet`, …), exact. */
+      kinds: z.array(z.string().regex(/^[A-Z][A-Za-z0-9]*$/, 'expected a workload kind such as DaemonSet or Deployment')).min(1).optional(),
+      /** Workload name globs (with `kinds`: one workload must satisfy both). */
+      workloads: z.array(nameGlob).min(1).optional(),
+      /** ServiceAccount name globs. */
+      serviceAccounts: z.array(nameGlob).min(1).optional(),
+      /** Label key → value glob (`*`: any value), on a workload of the alert or on one of its pods. */
+      labels: z.record(metaKey, nameGlob).optional(),
+      /** Annotation key → value glob, as `labels`. */
+      annotations: z.record(metaKey, z.string().min(1).max(1024)).optional(),
+    })
+    .prefault({}),
+  /** Channel id (`C…`, `G…`) or `#name` the matching alerts go to. */
+  channel: z.string().regex(SLACK_CHANNEL, 'expected a channel id (C…, G…) or #name'),
+  /** Slack user group ids (`S…`) and user ids (`U…`, `W…`) mentioned on the first post and when severity rises. */
+  owners: z.array(slackPrincipal).default([]),
+  /** Lowest severity at which the owners are mentioned: `info` (default, always), `warning` or `critical`. */
+  mentionFrom: z.enum(['info', 'warning', 'critical']).default('info'),
+});
+
 /** Top-level Slack settings (the secrets come from the environment, see {@link SlackConfig}). */
 const slackSchema = z.strictObject({
   /** Default false: with false, no Slack connection is made and cluster `slack` sections are ignored. */
@@ -320,6 +355,11 @@ const slackSchema = z.strictObject({
       scanInterval: duration().prefault('2m'),
     })
     .prefault({}),
+  /**
+   * Routing rules, in order: the first whose conditions all hold sends an alert to its channel and mentions its owners;
+   * alerts no rule matches, and cluster-level alerts, go to the cluster's `slack.channel`. Default none.
+   */
+  routes: z.array(routeSchema).default([]),
 });
 
 /** TLS modes of the PostgreSQL store, as libpq names them (https://www.postgresql.org/docs/current/libpq-ssl.html#LIBPQ-SSL-PROTECTION). */
@@ -661,8 +701,13 @@ export type ClusterConfig = Omit<FileCluster, 'audit' | 'kubernetes' | 'slack' |
   slack?: ClusterSlackConfig;
 };
 
+/** One routing rule of `slack.routes` (src/slack/routing.ts). */
+export type SlackRoute = z.output<typeof routeSchema>;
+
 /** Top-level Slack settings plus the secrets read from the environment. */
-export type SlackConfig = Omit<NonNullable<FileConfig['slack']>, 'host'> & {
+export type SlackConfig = Omit<NonNullable<FileConfig['slack']>, 'host' | 'routes'> & {
+  /** Routing rules in order (absent = none: every alert goes to its cluster's channel). */
+  routes?: SlackRoute[];
   /** HTTP mode only: listen address of the receiver (`/slack/events`); `http.host` when the file has none. */
   host: string;
   /** `SLACK_BOT_TOKEN` (xoxb-…), required when enabled. Secret. */
@@ -781,7 +826,8 @@ function followUpIssues(slack: Record<string, unknown>, env: NodeJS.ProcessEnv):
  * - restart/recreate actions need approvers; two-approval namespaces need two possible approvers;
  * - with `slack.enabled`: `SLACK_BOT_TOKEN` (xoxb-) always, plus `SLACK_APP_TOKEN` (xapp-) in socket mode or
  *   `SLACK_SIGNING_SECRET` in http mode (bolt-js `App` constructor requirements);
- * - `LOG_LEVEL`, when set, is a pino level.
+ * - `LOG_LEVEL`, when set, is a pino level;
+ * - a routing rule's `match.clusters` matches at least one cluster with a `slack` section.
  * Messages never contain secret values.
  */
 export function crossFieldIssues(raw: unknown, env: NodeJS.ProcessEnv): ConfigIssue[] {
@@ -880,6 +926,17 @@ export function crossFieldIssues(raw: unknown, env: NodeJS.ProcessEnv): ConfigIs
       }
     }
   });
+
+  // A routing rule limited to clusters must name at least one cluster that has a Slack channel (a typo routes nothing).
+  if (slack !== undefined && Array.isArray(slack.routes)) {
+    const slackClusters = clusters.filter((c): c is Record<string, unknown> => isRecord(c) && isRecord(c.slack) && typeof c.name === 'string').map((c) => c.name as string);
+    slack.routes.forEach((r: unknown, i: number) => {
+      const globs = isRecord(r) && isRecord(r.match) && Array.isArray(r.match.clusters) ? r.match.clusters.filter((g): g is string => typeof g === 'string') : undefined;
+      if (globs && globs.length > 0 && !slackClusters.some((n) => globs.some((g) => picomatch.isMatch(n, g, { dot: true, nonegate: true })))) {
+        issues.push({ path: ['slack', 'routes', i, 'match', 'clusters'], message: `matches no cluster with a slack section (${slackClusters.join(', ') || 'none'})` });
+      }
+    });
+  }
 
   if (slack !== undefined && slack.enabled === true) {
     if (clustersWithSlack === 0 && clusters.length > 0) {
@@ -1016,6 +1073,7 @@ function assemble(file: FileConfig, env: NodeJS.ProcessEnv): Config {
       },
       ...(s.paging !== undefined ? { paging: s.paging } : {}),
       commands: { scanInterval: s.commands.scanInterval },
+      ...(s.routes.length > 0 ? { routes: s.routes } : {}),
       ...(botToken !== undefined ? { botToken } : {}),
       ...(appToken !== undefined ? { appToken } : {}),
       ...(signingSecret !== undefined ? { signingSecret } : {}),

@@ -5,6 +5,7 @@
  * probe reader (`src/probe/`), the blind-log monitor (`blind.ts`), the remediator
  * (`src/remediation/kube-remediator.ts`) and the poll pipeline (`src/pipeline/poll.ts`) with its token-metrics monitor.
  */
+import { keysRulesName } from '../slack/routing.js';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { ClusterWatchCache, type WatchCacheOptions } from '../cluster/cache.js';
 import { KubeClusterState, kubeConfigFor, type KubeconfigFiles } from '../cluster/kube.js';
@@ -130,7 +131,7 @@ function startWatchCache(
   kc: KubeConfig,
   cluster: string,
   logger: Logger,
-  ip: { eventClock: () => number; ipHistoryMs: number },
+  ip: { eventClock: () => number; ipHistoryMs: number; metaKeys?: WatchCacheOptions['metaKeys'] },
   listLimit: WatchCacheOptions['listLimit'],
   start: (cache: ClusterWatchCache) => void,
 ): ClusterWatchCache {
@@ -173,11 +174,15 @@ export async function buildCluster(c: ClusterConfig, deps: BuildClusterDeps): Pr
   const secretMetadata = 'secretMetadata' in c.kubernetes && c.kubernetes.secretMetadata === true;
   const watch = !('watch' in c.kubernetes && c.kubernetes.watch === false);
   const timeoutMs = config.poll.requestTimeout;
-  const watchCache = kube.kubeConfig && watch ? startWatchCache(kube.kubeConfig, c.name, logger, { eventClock: clock, ipHistoryMs: c.lookback }, deps.watchListLimit, deps.startWatchCache ?? ((cache) => cache.start())) : undefined;
+  // Only the label/annotation keys the Slack routing rules name are kept of workloads and pods (memory stays bounded).
+  const named = keysRulesName(config.slack?.enabled ? (config.slack.routes ?? []) : []);
+  const metaKeys = named.labels.size + named.annotations.size > 0 ? { labels: [...named.labels], annotations: [...named.annotations] } : undefined;
+  const watchCache = kube.kubeConfig && watch ? startWatchCache(kube.kubeConfig, c.name, logger, { eventClock: clock, ipHistoryMs: c.lookback, ...(metaKeys ? { metaKeys } : {}) }, deps.watchListLimit, deps.startWatchCache ?? ((cache) => cache.start())) : undefined;
   const state = kube.kubeConfig
     ? new KubeClusterState(kube.kubeConfig, {
         secretMetadata,
         timeoutMs,
+        ...(metaKeys ? { metaKeys } : {}),
         ...(watchCache
           ? {
               cache: watchCache,

@@ -313,6 +313,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
       clusters,
       messageOfGroup: (g) => notifier.messageOfGroup(g),
       permalink: (channel, ts) => api.permalink(channel, ts),
+      isClusterChannel: (cluster, channel) => channels.matches(channels.channelOf(cluster) ?? '', { id: channel }),
       approversOf: (a) => flow.approversOf(a),
       publish: (user, view) => api.publishHome(user, view),
       readiness: (name, findings) => command.readiness(name, findings, clusters.get(name)!.poller.health()),
@@ -454,10 +455,13 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
   return {
     name: 'slack',
     busy: (cluster) => flow.isExecuting(cluster),
+    // The cluster's channel, then each channel its routing rules send alerts to.
     channelProblem: (cluster) => {
-      const configured = channels.channelOf(cluster);
-      if (configured === undefined) return undefined;
-      return api.channelProblem(configured) ?? api.channelProblem(channels.channelIdOf(cluster) ?? '');
+      for (const ch of channels.channelsOf(cluster)) {
+        const p = api.channelProblem(ch) ?? api.channelProblem(channels.idOf(ch));
+        if (p) return p;
+      }
+      return undefined;
     },
     state: () => (watchdog ? (watchdog.isConnected ? 'connected' : 'disconnected') : 'ok'),
     ...(eventsUrl ? { eventsUrl } : {}),

@@ -6,8 +6,15 @@
  * The config names a channel by id (`C…`, `G…`) or by `#name`. Slack payloads carry the channel id and name (slash
  * commands from private channels may say `privategroup` instead of the name), so for a `#name` the id is learned
  * from the first successful `chat.postMessage` answer.
+ *
+ * Routing rules (`slack.routes`, src/slack/routing.ts) send some of a cluster's alerts to other channels (a team's).
+ * The scoping rule is extended, not loosened: `/tokens … <cluster>` and the buttons of a cluster's alerts work in the
+ * cluster's channel and in every channel a rule can route that cluster's alerts to ({@link ChannelMap.channelsOf}),
+ * and nowhere else.
  */
 import type { ClusterConfig, Config } from '../config/types.js';
+import type { SlackRoute } from '../config/schema.js';
+import { routeOf, ruleMayMatchCluster, type Route, type RouteSubject } from './routing.js';
 
 /** A channel as a Slack payload names it. */
 export interface ChannelRef {
@@ -19,7 +26,35 @@ export interface ChannelRef {
 export class ChannelMap {
   private readonly learned = new Map<string, string>();
 
-  constructor(private readonly config: Pick<Config, 'clusters'>) {}
+  private readonly rules: readonly SlackRoute[];
+
+  constructor(private readonly config: Pick<Config, 'clusters'> & { slack?: { routes?: SlackRoute[] } | undefined }) {
+    this.rules = config.slack?.routes ?? [];
+  }
+
+  /** The routing rules (`slack.routes`), in order; empty without any. */
+  get routes(): readonly SlackRoute[] {
+    return this.rules;
+  }
+
+  /**
+   * Every channel (as configured) where alerts of `cluster` may be: its alert channel first, then the channel of each
+   * rule whose `match.clusters` accepts it, deduplicated. Empty when the cluster has no slack section.
+   */
+  channelsOf(cluster: string): string[] {
+    const own = this.channelOf(cluster);
+    if (own === undefined) return [];
+    return [...new Set([own, ...this.rules.filter((r) => ruleMayMatchCluster(r, cluster)).map((r) => r.channel)])];
+  }
+
+  /**
+   * Where a new alert of `s.cluster` goes (the first matching rule, else the cluster's channel), or undefined when
+   * the cluster has no slack section.
+   */
+  routeOf(s: RouteSubject): Route | undefined {
+    const own = this.channelOf(s.cluster);
+    return own === undefined ? undefined : routeOf(this.rules, own, s);
+  }
 
   /** Records that the configured channel `configured` (e.g. `#ops`) has id `id`. */
   learn(configured: string, id: string): void {
@@ -50,20 +85,19 @@ export class ChannelMap {
     return false;
   }
 
-  /** Whether `ref` is the alert channel of `cluster`. */
+  /** Whether `ref` is the alert channel of `cluster` or a channel its rules route to ({@link channelsOf}). */
   allows(cluster: string, ref: ChannelRef): boolean {
-    const ch = this.channelOf(cluster);
-    return ch !== undefined && this.matches(ch, ref);
+    return this.channelsOf(cluster).some((ch) => this.matches(ch, ref));
   }
 
-  /** Clusters whose alert channel is `ref`. */
+  /** Clusters whose alert channel is `ref`, or whose rules route to it. */
   clustersIn(ref: ChannelRef): ClusterConfig[] {
-    return this.config.clusters.filter((c) => c.slack !== undefined && this.matches(c.slack.channel, ref));
+    return this.config.clusters.filter((c) => this.channelsOf(c.name).some((ch) => this.matches(ch, ref)));
   }
 
-  /** Names of the clusters alerting in a channel given as configured or by id (for log lines). */
+  /** Names of the clusters alerting in a channel given as configured or by id (for log lines), routed alerts included. */
   clustersPostingTo(channel: string): string[] {
-    return this.config.clusters.filter((c) => c.slack && (c.slack.channel === channel || this.learned.get(c.slack.channel) === channel)).map((c) => c.name);
+    return this.config.clusters.filter((c) => this.channelsOf(c.name).some((ch) => ch === channel || this.learned.get(ch) === channel)).map((c) => c.name);
   }
 
   /** A mention of a cluster's channel: `<#C123>` when the id is known, else `#name`. */

@@ -311,13 +311,24 @@ export class TokensCommand {
       counts[g.severity]++;
       const at = await this.deps.notifier.messageOfGroup(g.id);
       const permalink = at ? await this.deps.api.permalink(at.channel, at.ts).catch(() => undefined) : undefined;
-      alerts.push({ live: g.members, severity: g.severity, ...(permalink ? { permalink } : {}) });
+      // An alert the routing rules sent to another channel than the cluster's says where it is.
+      const routed = at && !this.deps.channels.matches(this.deps.channels.channelOf(name) ?? '', { id: at.channel });
+      alerts.push({ live: g.members, severity: g.severity, ...(permalink ? { permalink } : {}), ...(routed ? { channel: at.channel } : {}) });
     }
     const configured = this.deps.channels.channelOf(name);
     const problem = configured !== undefined ? this.deps.api.channelProblem(configured) ?? this.deps.api.channelProblem(this.deps.channels.channelIdOf(name) ?? '') : undefined;
+    // Each channel the routing rules send this cluster's alerts to is checked too (the bot must be a member).
+    const routedProblems = this.deps.channels
+      .channelsOf(name)
+      .slice(1)
+      .flatMap((ch) => {
+        const p = this.deps.api.channelProblem(ch) ?? this.deps.api.channelProblem(this.deps.channels.idOf(ch));
+        return p ? [{ id: this.deps.channels.idOf(ch), error: p.error }] : [];
+      });
     return {
       name,
       lastPoll: h.lastPollAt ?? null,
+      ...(routedProblems.length ? { routedProblems } : {}),
       health,
       alertsBySeverity: counts,
       ...(configured !== undefined ? { channel: { id: this.deps.channels.channelIdOf(name) ?? configured.replace(/^#/, ''), ...(problem ? { error: problem.error } : {}) } } : {}),

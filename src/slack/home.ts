@@ -49,6 +49,8 @@ export interface HomeDeps {
   messageOfGroup(groupId: string): Promise<{ channel: string; ts: string } | undefined>;
   /** `chat.getPermalink`; may throw (the line is then shown without a link). */
   permalink(channel: string, ts: string): Promise<string>;
+  /** Whether channel id `channel` is `cluster`'s own channel; an alert elsewhere (routing rules) says where it is. Absent = always. */
+  isClusterChannel?(cluster: string, channel: string): boolean;
   /** The users who may approve an approval, requester excluded unless self-approval is allowed (`ApprovalFlow.approversOf`). */
   approversOf(a: StoredApproval): Promise<string[]>;
   /** `views.publish` of `view` to `user`; throws on a Slack error. */
@@ -209,6 +211,7 @@ export class HomePublisher {
       const at = await this.deps.messageOfGroup(a.groupId);
       const link = at ? await this.link(at.channel, at.ts) : undefined;
       if (link) a.permalink = link;
+      if (at && this.deps.isClusterChannel && !this.deps.isClusterChannel(a.cluster, at.channel)) a.channel = at.channel;
     }
     const approvals: HomeApproval[] = [];
     for (const a of await store.listApprovals({ states: ['requested'] })) {

@@ -1,6 +1,8 @@
 /**
  * Alerts: one Slack message per root cause — every finding of one ServiceAccount of one cluster (an alert group,
- * src/findings/groups.ts) — in its cluster's channel, kept current (docs/slack.md "Alerts").
+ * src/findings/groups.ts) — in its cluster's channel, or the channel a routing rule sends it to (src/slack/routing.ts;
+ * chosen at the first post and kept in the alert ref), kept current (docs/slack.md "Alerts"). The rule's owners are
+ * mentioned in the first post and in the escalation reply when severity rises, never in edits.
  *
  * A poll's findings become work items, one per group they touch ({@link Notifier.workItems}); the notification queue
  * (src/slack/drainer.ts, docs/slack.md "Notification queue") sends each at its turn ({@link Notifier.sendItem}):
@@ -61,6 +63,7 @@ import {
 import { urgencyOf, URGENCY_LAST } from './outbox.js';
 import { isRestartable, type ButtonIds } from './buttons.js';
 import type { ChannelMap } from './channels.js';
+import { mentions, ownersMention, rulesNeedState, type ObjectMeta, type Route } from './routing.js';
 import { reopenedMessage } from './messages.js';
 
 /** Slack message metadata `event_type` of an alert; its `event_payload.group_id` is the group id, `finding_id` its lead finding's. */
@@ -369,9 +372,13 @@ export class Notifier {
       const members = stored.filter((m) => groupIdOf(m.finding) === gid);
       if (members.length === 0) continue;
       const live = members.filter((m) => m.status !== 'resolved');
-      let posted = (await store.getAlertRef(gid)) !== undefined;
+      const ref = await store.getAlertRef(gid);
+      let posted = ref !== undefined;
       for (const m of members) if (!posted && (await store.getMessageRef(m.id)) !== undefined) posted = true;
       if (!posted && !members.some((m) => m.status === 'open')) continue;
+      // An alert stays in the channel of its first post (its ref); a new one goes where the routing rules say.
+      const lead = [...members].sort((a, b) => compareFindings(a.finding, b.finding))[0]!.finding;
+      const target = ref?.channel ?? (posted ? channel : ((await this.routeFor(lead))?.channel ?? channel));
       const reopened = members.flatMap((m) => {
         const c = byId.get(m.id);
         return c?.previousStatus === 'resolved' && c.status === 'open' ? [{ findingId: m.id, late: c.lateUse !== undefined, resolvedAt: c.lateUse?.resolvedAt ?? null }] : [];
@@ -380,7 +387,7 @@ export class Notifier {
         key: `alert:${gid}`,
         kind: 'alert',
         cluster,
-        channel,
+        channel: target,
         call: posted ? 'edit' : 'post',
         urgency: live.length ? urgencyOf(live.map((m) => m.finding)) : URGENCY_LAST,
         enqueuedAt: now,
@@ -455,7 +462,7 @@ export class Notifier {
       // A process that died between chat.postMessage and saving the ref left an intent: find that message by its
       // metadata (the group id) and adopt it instead of posting the alert twice (docs/slack.md, "Crash safety").
       const intent = await store.getGroupIntent(gid);
-      const at = this.deps.channels.channelIdOf(lead.cluster) ?? intent?.channel ?? channel;
+      const at = this.deps.channels.idOf(intent?.channel ?? channel);
       if (intent) {
         const ts = await api.findByMetadata(at, ALERT_EVENT_TYPE, 'group_id', gid, intent.at - INTENT_LOOKBACK_MS).catch((err: unknown) => {
           this.deps.logger.warn({ err, group: gid }, 'could not look for an alert posted before a restart (channels:history / groups:history scope?); posting it');
@@ -469,8 +476,12 @@ export class Notifier {
         }
       }
       await store.recordGroupIntent(gid, at, now);
+      // The owners of the route are mentioned in the first post only (edits render without the mention).
+      const route = await this.routeFor(lead);
+      const severityNow = worstSeverity(live.map((m) => m.finding));
+      const first = route && this.deps.channels.matches(route.channel, { id: at }) && mentions(route, severityNow) ? withOwnersMention(msg, route) : msg;
       // The final blocks go in the first chat.postMessage: no chat.update right after, so no "(edited)" on a new alert.
-      const posted = await api.post(channel, msg, undefined, { event_type: ALERT_EVENT_TYPE, event_payload: { group_id: gid, finding_id: lead.id } });
+      const posted = await api.post(channel, first, undefined, { event_type: ALERT_EVENT_TYPE, event_payload: { group_id: gid, finding_id: lead.id } });
       this.deps.channels.learn(channel, posted.channel);
       await store.saveAlertRef(gid, lead.cluster, { channel: posted.channel, ts: posted.ts, severity: worstSeverity(live.map((m) => m.finding)), hash: visibleHash(view), signals: liveKinds(live) });
       return;
@@ -484,7 +495,12 @@ export class Notifier {
     const severity = live.length ? worstSeverity(live.map((m) => m.finding)) : ref.severity;
     const kinds = liveKinds(live);
     if (open.length && SEVERITY_RANK[severity] > SEVERITY_RANK[ref.severity]) {
-      await api.post(at.channel, escalationMessage(lead, { type: 'severity', from: ref.severity, to: severity }, { now }), at.ts);
+      // Owners are mentioned again when severity rises to their rule's mentionFrom or above, if the rule that matches
+      // now routes to the alert's channel (a rules change does not move an alert, nor page the new rule's owners there).
+      const route = await this.routeFor(lead);
+      const escalation = escalationMessage(lead, { type: 'severity', from: ref.severity, to: severity }, { now });
+      const mention = route && this.deps.channels.matches(route.channel, { id: at.channel }) && mentions(route, severity);
+      await api.post(at.channel, mention ? withOwnersMention(escalation, route) : escalation, at.ts);
     }
     const reopened = members.find((m) => byId.get(m.id)?.previousStatus === 'resolved' && byId.get(m.id)?.status === 'open');
     if (reopened && ref.signals.length === 0) {
@@ -578,6 +594,34 @@ export class Notifier {
     return { channel: posted.channel, ts: posted.ts };
   }
 
+  /**
+   * The route of a new alert led by `lead` (src/slack/routing.ts): its namespace, ServiceAccount and workloads, plus
+   * the labels/annotations of its workloads and pods from cluster state when a rule needs them (unreadable state:
+   * rules on labels do not match). Undefined when the cluster has no channel.
+   */
+  async routeFor(lead: Finding): Promise<Route | undefined> {
+    const { channels } = this.deps;
+    let workloads: Array<{ kind: string; name: string } & ObjectMeta> = lead.workloads.map((w) => ({ kind: w.kind, name: w.name }));
+    let pods: ObjectMeta[] = [];
+    const state = lead.namespace !== '*' && rulesNeedState(channels.routes) ? this.deps.stateOf?.(lead.cluster) : undefined;
+    if (state) {
+      try {
+        const s = await state.describeServiceAccount(lead.namespace, lead.serviceAccount);
+        if (s.available) {
+          pods = s.pods.map((p) => ({ labels: p.labels, ...(p.annotations ? { annotations: p.annotations } : {}) }));
+          const known = new Map(s.workloads.map((w) => [`${w.kind}/${w.name}`, w]));
+          workloads = [...new Map([...workloads, ...s.workloads].map((w) => [`${w.kind}/${w.name}`, w])).values()].map((w) => {
+            const info = known.get(`${w.kind}/${w.name}`);
+            return { kind: w.kind, name: w.name, ...(info?.labels ? { labels: info.labels } : {}), ...(info?.annotations ? { annotations: info.annotations } : {}) };
+          });
+        }
+      } catch (err) {
+        this.deps.logger.warn({ err, cluster: lead.cluster }, 'could not read cluster state for the routing rules; rules on labels and annotations do not match this alert');
+      }
+    }
+    return channels.routeOf({ cluster: lead.cluster, namespace: lead.namespace, serviceAccount: lead.serviceAccount, workloads, pods });
+  }
+
   private async refreshPodCounts(cluster: string, findings: readonly Finding[]): Promise<void> {
     const state = this.deps.stateOf?.(cluster);
     if (!state) return;
@@ -600,4 +644,14 @@ export class Notifier {
       this.podsTotal.set(gid, { value, at: now });
     }
   }
+}
+
+/**
+ * `msg` with a context block mentioning the route's owners (`<!subteam^S…>`, `<@U…>`), built only from the configured
+ * ids ({@link ownersMention}); the fallback text is unchanged (escaped plain text).
+ */
+export function withOwnersMention(msg: SlackMessage, route: Pick<Route, 'owners'>): SlackMessage {
+  const who = ownersMention(route.owners);
+  if (!who) return msg;
+  return { ...msg, blocks: [...msg.blocks, { type: 'context', elements: [{ type: 'mrkdwn', text: `🔔 Owners: ${who}` }] }] };
 }

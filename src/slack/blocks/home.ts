@@ -27,6 +27,8 @@ export interface HomeAlert {
   severity: Severity;
   /** `chat.getPermalink` of its message, when posted and Slack answered. */
   permalink?: string;
+  /** Id of the channel its message is in, when the routing rules sent it elsewhere than the cluster's channel. */
+  channel?: string;
 }
 
 /** The state of one input of a cluster: read fine, failing, not polled yet, or not configured. */
@@ -127,7 +129,8 @@ function alertLine(a: HomeAlert, now: number, activeWindowMs?: number): string {
   const lead = a.live[0]!;
   const subject = lead.namespace === '*' ? 'API-server metrics (cluster-wide)' : subjectOf(lead);
   const label = a.permalink ? `<${a.permalink}|${escClip(subject, 300)}>` : code(subject, 300);
-  return `${SEVERITY_EMOJI[a.severity]} ${a.severity} · *${escClip(a.cluster, 200)}* · ${label} — *${worstFact(a.live, now, activeWindowMs)}* · ${signalLabels(a.live).join(' · ')}`;
+  const where = a.channel ? ` · in <#${escClip(a.channel, 40)}>` : '';
+  return `${SEVERITY_EMOJI[a.severity]} ${a.severity} · *${escClip(a.cluster, 200)}* · ${label} — *${worstFact(a.live, now, activeWindowMs)}* · ${signalLabels(a.live).join(' · ')}${where}`;
 }
 
 const SOURCE_EMOJI: Record<HomeSourceState, string> = { ok: '✅', failing: '❌', pending: '⏳', off: '➖' };

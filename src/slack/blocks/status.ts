@@ -26,6 +26,8 @@ export interface StatusAlert {
   severity: Severity;
   /** `chat.getPermalink` of its message, when posted and Slack answered. */
   permalink?: string;
+  /** Id of the channel its message is in, when the routing rules sent it elsewhere than the cluster's channel. */
+  channel?: string;
 }
 
 /** One cluster as `/tokens status` shows it. */
@@ -38,6 +40,8 @@ export interface ClusterStatus {
   alertsBySeverity: Record<Severity, number>;
   /** The cluster's alert channel; `error` is the Slack error seen when posting (e.g. `not_in_channel`). */
   channel?: { id: string; error?: string };
+  /** Channels the routing rules send this cluster's alerts to that Slack refuses (`error` as for `channel`). */
+  routedProblems?: Array<{ id: string; error: string }>;
   /** Open alerts to list, most urgent first. */
   alerts?: StatusAlert[];
   /** Extra lines under the health lines, e.g. the API-server token metrics line; plain text, escaped here. */
@@ -61,7 +65,8 @@ function severityCounts(s: Record<Severity, number>): string {
 function alertLine(a: StatusAlert, now: number, activeWindowMs?: number): string {
   const lead = a.live[0]!;
   const label = a.permalink ? `<${a.permalink}|${escClip(subjectOf(lead), 300)}>` : code(subjectOf(lead), 300);
-  return `${SEVERITY_EMOJI[a.severity]} ${a.severity} · ${label} — ${worstFact(a.live, now, activeWindowMs)} · ${signalLabels(a.live).join(' · ')}`;
+  const where = a.channel ? ` · in <#${escClip(a.channel, 40)}>` : '';
+  return `${SEVERITY_EMOJI[a.severity]} ${a.severity} · ${label} — ${worstFact(a.live, now, activeWindowMs)} · ${signalLabels(a.live).join(' · ')}${where}`;
 }
 
 /**
@@ -109,6 +114,10 @@ export function statusMessage(
     if (c.channel?.error) {
       const why = CHANNEL_ERRORS[c.channel.error] ?? `Slack error \`${escClip(c.channel.error, 100)}\``;
       lines.push(`⚠️ Alerts channel <#${escClip(c.channel.id, 40)}>: ${why}`);
+    }
+    for (const r of c.routedProblems ?? []) {
+      const why = CHANNEL_ERRORS[r.error] ?? `Slack error \`${escClip(r.error, 100)}\``;
+      lines.push(`⚠️ Routed alerts channel ${r.id.startsWith('#') ? escClip(r.id, 81) : `<#${escClip(r.id, 40)}>`}: ${why}`);
     }
     if (total > listed.length) lines.push(`…and ${count(total - listed.length)} more alerts not listed here`);
     blocks.push({ type: 'section', text: md(linesWithin(lines, LIMITS.sectionText)) });
