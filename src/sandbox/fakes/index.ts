@@ -1,8 +1,11 @@
 /**
- * The loopback fakes the sandbox runs on — the fake Slack Web API (`src/sandbox/fakes/slack.ts`) and the fake Kubernetes
- * API server (`src/sandbox/fakes/kubernetes.ts`), the same ones the tests use — gathered behind one small interface so the
+ * The loopback fakes the sandbox runs on — the fake Slack Web API (`src/sandbox/fakes/slack.ts`), the fake Kubernetes
+ * API server (`src/sandbox/fakes/kubernetes.ts`), Cloud Logging and the GCE metadata server (`cloud-logging.ts`,
+ * `gce-metadata.ts`), the same ones the tests use — gathered behind one small interface so the
  * sandbox (and its tests) can swap them.
  */
+import { gkeAuditEntry, startFakeCloudLogging } from './cloud-logging.js';
+import { startFakeGceMetadata } from './gce-metadata.js';
 import { startFakeKube } from './kubernetes.js';
 import { appHomeOpenedBody, blockActionPayload, sendBlockAction, sendEvent, sendSlashCommand, startFakeSlack } from './slack.js';
 
@@ -21,9 +24,13 @@ export interface SandboxFakes {
   /** Signed Events API requests (the Home tab's `app_home_opened`). */
   sendEvent: typeof sendEvent;
   appHomeOpenedBody: typeof appHomeOpenedBody;
+  /** Cloud Logging `entries:list` (GKE audit logs) and the GCE metadata server its client's credentials come from. */
+  startFakeCloudLogging: typeof startFakeCloudLogging;
+  startFakeGceMetadata: typeof startFakeGceMetadata;
+  gkeAuditEntry: typeof gkeAuditEntry;
 }
 
 /** The fakes (kept async so a caller can later load them lazily without changing its code). */
 export async function loadFakes(): Promise<SandboxFakes> {
-  return { startFakeSlack, startFakeKube, sendSlashCommand, sendBlockAction, blockActionPayload, sendEvent, appHomeOpenedBody };
+  return { startFakeSlack, startFakeKube, sendSlashCommand, sendBlockAction, blockActionPayload, sendEvent, appHomeOpenedBody, startFakeCloudLogging, startFakeGceMetadata, gkeAuditEntry };
 }
