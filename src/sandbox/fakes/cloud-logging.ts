@@ -3,7 +3,8 @@
  * (https://cloud.google.com/logging/docs/reference/v2/rest/v2/entries/list), the subset the GKE audit source
  * (src/sources/cloud-logging.ts) uses, for tests and the sandbox.
  *
- * - Auth: `Authorization: Bearer <token>` must be one of `tokens` (else 401 `UNAUTHENTICATED`, Google's JSON error).
+ * - Auth: `Authorization: Bearer <token>` must be one of `tokens` (else 401 `UNAUTHENTICATED`, Google's JSON error);
+ *   a project of `forbiddenProjects` answers 403 `PERMISSION_DENIED`.
  * - Body: `resourceNames` (`projects/P`), `filter`, `orderBy` (`timestamp asc` | `timestamp desc`), `pageSize`
  *   (1 to 1,000, default 50), `pageToken`.
  * - Filter: the fake does not implement the Logging query language. It understands the clauses the source sends,
@@ -53,6 +54,8 @@ export interface FakeCloudLoggingOptions {
   now?: () => number;
   /** Empty pages (no entries, a `nextPageToken`) answered before the first entries of every query. Default 0. */
   emptyPages?: number;
+  /** Projects the caller may not read: 403 `PERMISSION_DENIED` (a reader without the needed role). */
+  forbiddenProjects?: string[];
 }
 
 /** A running fake. */
@@ -180,6 +183,8 @@ export async function startFakeCloudLogging(opts: FakeCloudLoggingOptions = {}, 
           rec,
         );
       }
+      const forbidden = rec.resourceNames.find((r) => (opts.forbiddenProjects ?? []).includes(r.replace(/^projects\//, '')));
+      if (forbidden) return answer(403, googleError(403, 'PERMISSION_DENIED', `Permission denied for all log views of ${forbidden}`), rec);
       const pageSize = rec.pageSize ?? 50;
       if (!rec.resourceNames.length || rec.resourceNames.some((r) => !/^projects\/[^/]+$/.test(r)) || pageSize < 1 || pageSize > 1000) {
         return answer(400, googleError(400, 'INVALID_ARGUMENT', 'resourceNames must name projects/P; pageSize must be 1 to 1000'), rec);
