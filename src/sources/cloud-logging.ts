@@ -348,12 +348,13 @@ export class CloudLoggingProject {
     const id = `gcp:${project}`;
     const maxAttempts = this.opts.retry?.maxAttempts ?? 6;
     for (let attempt = 0; ; attempt++) {
-      if (this.opts.budget) await this.opts.budget.limiter.acquire(this.opts.budget.key, signal);
       let failure: string;
       try {
         const headers = await this.auth().catch((err: unknown) => {
           throw new SourceError(`Cloud Logging (project ${project}): no Google credentials: ${(err as Error).message} (Application Default Credentials: Workload Identity, or GOOGLE_APPLICATION_CREDENTIALS)`, id, 'NoCredentials', true, { cause: err });
         });
+        // The token is taken right before the request goes out (after the credentials, which may take a while).
+        if (this.opts.budget) await this.opts.budget.limiter.acquire(this.opts.budget.key, signal);
         stats.requests++;
         const timeout = AbortSignal.timeout(this.opts.requestTimeoutMs ?? 10_000);
         const res = await fetch(`${this.endpoint}/v2/entries:list`, {

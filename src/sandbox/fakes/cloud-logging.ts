@@ -44,6 +44,8 @@ export interface FakeLoggingRequest {
   status: number;
   /** Entries answered. */
   entries: number;
+  /** When the request arrived, epoch ms (wall clock). */
+  receivedAt: number;
 }
 
 /** Options of {@link startFakeCloudLogging}. */
@@ -148,10 +150,11 @@ export async function startFakeCloudLogging(opts: FakeCloudLoggingOptions = {}, 
   let throttled = 0;
 
   const server: Server = createServer((req, res) => {
+    const receivedAt = Date.now();
     void (async () => {
       const text = await readBody(req);
-      const answer = (status: number, body: string, rec?: Omit<FakeLoggingRequest, 'status' | 'entries'>, entries = 0): void => {
-        if (rec) log.push({ ...rec, status, entries });
+      const answer = (status: number, body: string, rec?: Omit<FakeLoggingRequest, 'status' | 'entries' | 'receivedAt'>, entries = 0): void => {
+        if (rec) log.push({ ...rec, status, entries, receivedAt });
         res.writeHead(status, { 'content-type': 'application/json; charset=UTF-8' }).end(body);
       };
       if (req.method !== 'POST' || req.url !== '/v2/entries:list') return answer(404, googleError(404, 'NOT_FOUND', `no route ${req.method} ${req.url}`));
