@@ -150,6 +150,8 @@ interface Member {
   polled: boolean;
   dataAccessAt?: number;
   probedAt?: number;
+  /** What the last blind-log probe found; reported with every poll until the next probe. */
+  probeLogs?: Set<GkeLog>;
 }
 
 interface GoogleErrorBody {
@@ -296,7 +298,10 @@ export class CloudLoggingProject {
         if (log === 'data_access') hit[1].dataAccessAt = o.now;
         return false;
       });
-      for (const [id, m] of list) await this.probeIfDue(m, logs.get(id)!, o);
+      for (const [id, m] of list) {
+        await this.probeIfDue(m, o);
+        for (const log of m.probeLogs ?? []) logs.get(id)!.add(log);
+      }
     } catch (err) {
       if (o.signal?.aborted) throw o.signal.reason;
       const error = err instanceof SourceError ? err : new SourceError(`Cloud Logging query of project ${this.opts.project} failed: ${(err as Error).message}`, `gcp:${this.opts.project}`, 'QueryFailed', true, { cause: err });
@@ -307,22 +312,31 @@ export class CloudLoggingProject {
     return out;
   }
 
-  /** Blind-log probe of one cluster (module doc): Data Access entries of the last interval, else Admin Activity ones. */
-  private async probeIfDue(m: Member, logs: Set<GkeLog>, o: PollOptions): Promise<void> {
+  /**
+   * Blind-log probe of one cluster (module doc): Data Access entries of the last interval, else Admin Activity ones.
+   * A probe that fails (quota, network) is not the poll's failure: it is tried again at the next interval.
+   */
+  private async probeIfDue(m: Member, o: PollOptions): Promise<void> {
     const due = (at: number | undefined) => at === undefined || o.now - at >= this.blindCheckMs;
     if (!due(m.dataAccessAt) || !due(m.probedAt)) return;
     m.probedAt = o.now;
     const to = o.now - this.lagMs;
     const from = o.now - this.blindCheckMs;
-    for (const log of ['data_access', 'activity'] as const) {
-      let found = false;
-      await this.pages(probeFilter(this.opts.project, log, m.cluster, from, to), 1, o, () => (found = true));
-      if (found) {
-        logs.add(log);
-        if (log === 'data_access') m.dataAccessAt = o.now;
-        return;
+    const found = new Set<GkeLog>();
+    try {
+      for (const log of ['data_access', 'activity'] as const) {
+        await this.pages(probeFilter(this.opts.project, log, m.cluster, from, to), 1, o, () => {
+          found.add(log);
+          return true;
+        });
+        if (found.size > 0) break;
       }
+    } catch {
+      if (o.signal?.aborted) throw o.signal.reason;
+      return;
     }
+    m.probeLogs = found;
+    if (found.has('data_access')) m.dataAccessAt = o.now;
   }
 
   /** Pages a query to its end (or until `onEntry` returns true), one request per page. */

@@ -117,7 +117,7 @@ describe('Cloud Logging source', () => {
     expect(store.get(gcpBudgetKey('billing-project'))!.rate).toBeLessThan(100);
   });
 
-  it('blind probes run at most once per interval while no Data Access entry is seen', async () => {
+  it('blind probes run at most once per interval while no Data Access entry is seen, and their finding is reported with every poll', async () => {
     fake = await startFakeCloudLogging({ tokens: [TOKEN] });
     fake.add([gkeAuditEntry({ project: PROJECT, cluster: 'gke-a', insertId: 'w1', time: NOW - 20 * MIN, log: 'activity', principal: 'system:kube-scheduler' })]);
     const source = new CloudLoggingRegistry({ readsPerMinute: 60_000 }).source(settings(fake.url));
@@ -126,6 +126,7 @@ describe('Cloud Logging source', () => {
     expect(first.stats.requests).toBe(3); // the query, the Data Access probe, the Admin Activity probe
     const second = await drain(source, first.cursor, NOW + 5 * MIN);
     expect(second.stats.requests).toBe(1);
+    expect([...second.stats.platformHints!.gkeLogs]).toEqual(['activity']); // the last probe's finding, reported again
     const later = await drain(source, second.cursor, NOW + 61 * MIN);
     expect(later.stats.requests).toBe(3);
   });
