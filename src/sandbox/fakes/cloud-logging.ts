@@ -288,3 +288,46 @@ export function gkeAuditEntry(o: GkeAuditEntryOptions): FakeLogEntry {
     },
   };
 }
+
+/** Kubernetes verbs GKE logs as Data Access (reads); every other verb goes to Admin Activity. */
+const READ_VERBS = new Set(['get', 'list', 'watch']);
+
+/**
+ * One audit event (audit.k8s.io/v1 JSON) as the GKE Cloud Audit Logs entry GKE would write for it, so the sandbox can
+ * feed the same traffic to a GKE cluster: reads to `data_access`, writes to `activity`; annotations as entry labels,
+ * the user as `principalEmail`, the last source IP as `callerIp`, a 401 as `status.code` 16 (UNAUTHENTICATED), the audit
+ * ID as `operation.id` (the inverse of `gkeEntryToEvent`, src/audit/shapes.ts). GKE writes one entry per request:
+ * `RequestReceived` events give none.
+ * @returns the entry, or undefined for a `RequestReceived` event or text that is not an event
+ */
+export function auditEventToGkeEntry(text: string, o: { project: string; cluster: string; location?: string }): FakeLogEntry | undefined {
+  let e: Record<string, unknown>;
+  try {
+    e = JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    return undefined;
+  }
+  const auditID = typeof e['auditID'] === 'string' ? e['auditID'] : undefined;
+  const time = Date.parse(String(e['requestReceivedTimestamp'] ?? e['stageTimestamp'] ?? ''));
+  if (!auditID || e['stage'] === 'RequestReceived' || !Number.isFinite(time)) return undefined;
+  const verb = typeof e['verb'] === 'string' ? e['verb'] : 'get';
+  const ref = (e['objectRef'] ?? {}) as { resource?: string; apiGroup?: string; apiVersion?: string };
+  const user = (e['user'] ?? {}) as { username?: string };
+  const ips = Array.isArray(e['sourceIPs']) ? (e['sourceIPs'] as string[]) : [];
+  const code = ((e['responseStatus'] ?? {}) as { code?: number }).code;
+  return gkeAuditEntry({
+    project: o.project,
+    cluster: o.cluster,
+    ...(o.location !== undefined && { location: o.location }),
+    insertId: auditID,
+    operationId: auditID,
+    time,
+    log: READ_VERBS.has(verb) ? 'data_access' : 'activity',
+    method: `io.k8s.${ref.apiGroup || 'core'}.${ref.apiVersion ?? 'v1'}.${ref.resource ?? 'unknown'}.${verb}`,
+    ...(user.username ? { principal: user.username } : {}),
+    ...(ips.length ? { callerIp: ips[ips.length - 1]! } : {}),
+    ...(typeof e['userAgent'] === 'string' ? { userAgent: e['userAgent'] } : {}),
+    ...(e['annotations'] && typeof e['annotations'] === 'object' ? { labels: e['annotations'] as Record<string, string> } : {}),
+    ...(code === 401 ? { rpcCode: 16 } : code !== undefined && code >= 400 ? { rpcCode: code === 403 ? 7 : code === 404 ? 5 : 3 } : {}),
+  });
+}
