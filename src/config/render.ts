@@ -62,6 +62,7 @@ function auditValue(a: AuditSourceConfig): unknown {
   if ('file' in a) return { file: { ...a.file } };
   if ('none' in a) return { none: true };
   if ('webhook' in a) return { webhook: { ...a.webhook } }; // file paths and an env var name only, no secret
+  if ('gcp' in a) return { gcp: { ...a.gcp, overlap: formatDuration(a.gcp.overlap), lag: formatDuration(a.gcp.lag) } };
   return { cloudwatch: { ...a.cloudwatch, overlap: formatDuration(a.cloudwatch.overlap) } };
 }
 
@@ -131,6 +132,7 @@ export function toFileForm(config: Config): Record<string, unknown> {
     concurrency: config.poll.concurrency,
     cloudwatchTps: { ...config.poll.cloudwatchTps },
     cloudwatchFleetInsights: { ...config.poll.cloudwatchFleetInsights, reuse: formatDuration(config.poll.cloudwatchFleetInsights.reuse) },
+    gcpLogging: { ...config.poll.gcpLogging, reuse: formatDuration(config.poll.gcpLogging.reuse) },
   };
   out.findings = {
     activeWindow: formatDuration(config.findings.activeWindow),

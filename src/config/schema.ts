@@ -139,6 +139,29 @@ const cloudWatchSchema = z.strictObject({
   overlap: duration().prefault('10m'),
 });
 
+/**
+ * GKE audit logs read live from Cloud Logging (src/sources/cloud-logging.ts, docs/live-mode.md#gke): one
+ * `entries:list` query per project per poll for all its clusters, with Application Default Credentials.
+ */
+const gcpSchema = z.strictObject({
+  /** Google Cloud project id holding the cluster's audit logs. */
+  project: z.string().regex(/^[a-z][a-z0-9-]{4,28}[a-z0-9]$/, 'expected a Google Cloud project id such as my-project-123'),
+  /** The GKE cluster's name in the logs (`resource.labels.cluster_name`). Default the cluster's `name`. */
+  clusterName: z.string().regex(/^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$/, 'expected a GKE cluster name (lowercase letters, digits, hyphens)').optional(),
+  /** The cluster's location (`resource.labels.location`, e.g. `us-central1`): needed only when two clusters of the project share a name. */
+  location: z.string().regex(/^[a-z]+-[a-z]+\d+(-[a-z])?$/, 'expected a Google Cloud region or zone such as us-central1 or us-central1-a').optional(),
+  /** API endpoint override (e.g. Private Service Connect). Default `https://logging.googleapis.com`. */
+  endpoint: httpUrl.optional(),
+  /** The project whose read quota the requests spend (the budget's key). Default `project`. */
+  quotaProject: z.string().regex(/^[a-z][a-z0-9-]{4,28}[a-z0-9]$/, 'expected a Google Cloud project id').optional(),
+  /** Each poll re-reads this much before the cursor, for late ingestion. Default `10m`. */
+  overlap: duration().prefault('10m'),
+  /** The window ends this long before now (entries still being ingested). Default `1m`. */
+  lag: duration().prefault('1m'),
+  /** Entries per request, 1 to 1,000 (the API's limit). Default 1,000. */
+  pageSize: z.int().min(1).max(1000).default(1000),
+});
+
 /** Audit webhook listener (src/sources/webhook.ts, docs/live-mode.md#audit-webhook). */
 const webhookSchema = z.strictObject({
   /** Listen address. Default `0.0.0.0`. */
@@ -173,7 +196,8 @@ const auditSchema = z.strictObject({
   /** HTTPS listener for the API server's audit webhook backend. */
   webhook: webhookSchema.optional(),
   /** No audit log (e.g. EKS with audit logging off): only API-server token metrics and the node probe. */
-  none: z.literal(true, { error: 'expected true' }).optional(),
+  none: z.literal(true, { error: 'expected true' }).optional(),  /** GKE: Cloud Logging `entries:list` (Cloud Audit Logs of the cluster). */
+  gcp: gcpSchema.optional(),
 });
 
 const kubernetesSchema = z.strictObject({
@@ -587,6 +611,20 @@ export const fileSchema = z.strictObject({
           reuse: duration().prefault('5m'),
         })
         .prefault({}),
+      /**
+       * GKE clusters read from Cloud Logging (`audit.gcp`, src/sources/cloud-logging.ts): the read budget per quota
+       * project, shared by every cluster of this deployment and, with PostgreSQL, every replica. Cloud Logging allows
+       * 60 (in some projects 120) read requests per minute per project (https://cloud.google.com/logging/quotas); the
+       * rate halves on 429 RESOURCE_EXHAUSTED and recovers.
+       */
+      gcpLogging: z
+        .strictObject({
+          /** Read requests per minute per quota project. Default 60. */
+          readsPerMinute: z.number().positive().max(60_000).prefault(60),
+          /** A cluster's poll reuses entries another cluster's poll of its project fetched this recently (about the poll interval). Default `5m`. */
+          reuse: duration().prefault('5m'),
+        })
+        .prefault({}),
     })
     .prefault({}),
   /** When a finding counts as current, and when it concludes on its own. */
@@ -666,7 +704,10 @@ export type WebhookAuditConfig = Omit<NonNullable<FileCluster['audit']['webhook'
  * Where a cluster's audit events come from: exactly one key. `{ none: true }`: no audit log (findings then come
  * only from API-server token metrics and the node probe; docs/design/architecture.md "Signals besides the audit log").
  */
-export type AuditSourceConfig = { cloudwatch: CloudWatchAuditConfig } | { file: FileAuditConfig } | { webhook: WebhookAuditConfig } | { none: true };
+export type AuditSourceConfig = { cloudwatch: CloudWatchAuditConfig } | { file: FileAuditConfig } | { webhook: WebhookAuditConfig } | { gcp: GcpAuditConfig } | { none: true };
+
+/** GKE audit logs from Cloud Logging; `clusterName` filled in (default the cluster's name). */
+export type GcpAuditConfig = Omit<NonNullable<FileCluster['audit']['gcp']>, 'clusterName'> & { clusterName: string };
 
 /**
  * How tokenwatch reaches a cluster's API server: exactly one form. Narrow with `'inCluster' in k`,
@@ -840,6 +881,8 @@ export function crossFieldIssues(raw: unknown, env: NodeJS.ProcessEnv): ConfigIs
   issues.push(...postgresIssues(raw, env));
 
   const firstIndexByName = new Map<string, number>();
+  /** `project/location/clusterName` of each `audit.gcp` → its first cluster index. */
+  const firstGkeCluster = new Map<string, number>();
   let clustersWithSlack = 0;
   clusters.forEach((c, i) => {
     if (!isRecord(c)) return;
@@ -853,9 +896,9 @@ export function crossFieldIssues(raw: unknown, env: NodeJS.ProcessEnv): ConfigIs
 
     if (isRecord(c.audit)) {
       const audit = c.audit;
-      const forms = ['cloudwatch', 'file', 'webhook', 'none'].filter((k) => audit[k] !== undefined);
+      const forms = ['cloudwatch', 'file', 'webhook', 'gcp', 'none'].filter((k) => audit[k] !== undefined);
       if (forms.length !== 1) {
-        issues.push({ path: at('audit'), message: `expected exactly one of cloudwatch, file, webhook, none (got ${forms.length === 0 ? 'none' : forms.join(', ')})` });
+        issues.push({ path: at('audit'), message: `expected exactly one of cloudwatch, file, webhook, gcp, none (got ${forms.length === 0 ? 'none' : forms.join(', ')})` });
       }
       const wh = audit.webhook;
       if (isRecord(wh) && wh.tokenFile === undefined && wh.tokenEnv === undefined && wh.clientCaFile === undefined) {
@@ -863,6 +906,14 @@ export function crossFieldIssues(raw: unknown, env: NodeJS.ProcessEnv): ConfigIs
       }
       if (isRecord(wh) && wh.tokenFile !== undefined && wh.tokenEnv !== undefined) {
         issues.push({ path: at('audit', 'webhook'), message: 'tokenFile and tokenEnv are exclusive' });
+      }
+      const gcp = audit.gcp;
+      if (isRecord(gcp) && typeof gcp.project === 'string') {
+        const gkeName = typeof gcp.clusterName === 'string' ? gcp.clusterName : c.name;
+        const key = `${gcp.project}/${typeof gcp.location === 'string' ? gcp.location : '*'}/${String(gkeName)}`;
+        const first = firstGkeCluster.get(key);
+        if (first !== undefined) issues.push({ path: at('audit', 'gcp'), message: `GKE cluster "${String(gkeName)}" of project ${gcp.project} is already read by clusters[${first}]` });
+        else firstGkeCluster.set(key, i);
       }
       const cw = c.audit.cloudwatch;
       if (isRecord(cw) && cw.region === undefined && envRegion === undefined) {
@@ -994,6 +1045,10 @@ function buildAudit(a: FileConfig['clusters'][number]['audit'], name: string, ek
       },
     };
   }
+  if (a.gcp !== undefined) {
+    const { clusterName, ...g } = a.gcp;
+    return { gcp: { ...g, clusterName: clusterName ?? name } };
+  }
   if (a.none === true) return { none: true };
   return { file: { path: a.file?.path ?? '' } };
 }
@@ -1096,6 +1151,7 @@ function assemble(file: FileConfig, env: NodeJS.ProcessEnv): Config {
       concurrency: file.poll.concurrency,
       cloudwatchTps: { ...file.poll.cloudwatchTps },
       cloudwatchFleetInsights: { ...file.poll.cloudwatchFleetInsights },
+      gcpLogging: { ...file.poll.gcpLogging },
     },
     findings: { activeWindow: file.findings.activeWindow, quietPeriod: file.findings.quietPeriod, readinessMinWindow: file.findings.readinessMinWindow },
     retention: { tokenRecords: file.retention.tokenRecords, pollRuns: file.retention.pollRuns, actionLog: file.retention.actionLog },

@@ -57,6 +57,10 @@ export class Metrics {
   readonly cloudwatchThrottled = new Counter({ name: 'tokenwatch_cloudwatch_throttled_total', help: 'CloudWatch Logs ThrottlingException answers by account, Region and operation.', labelNames: ['account', 'region', 'operation'] as const, registers: [this.registry] });
   /** The shared budget's current rate after its last throttling answer, requests per second (src/sources/rate-limit.ts). */
   readonly cloudwatchRate = new Gauge({ name: 'tokenwatch_cloudwatch_budget_rate', help: 'Current CloudWatch Logs request rate of the shared budget after the last throttling (requests per second).', labelNames: ['account', 'region', 'operation'] as const, registers: [this.registry] });
+  /** Cloud Logging 429 RESOURCE_EXHAUSTED answers per quota project (src/sources/cloud-logging.ts; the shared read budget then slows down). */
+  readonly gcpLoggingThrottled = new Counter({ name: 'tokenwatch_gcp_logging_throttled_total', help: 'Cloud Logging 429 RESOURCE_EXHAUSTED answers by quota project.', labelNames: ['project'] as const, registers: [this.registry] });
+  /** The Cloud Logging read budget's current rate after its last 429, requests per second. */
+  readonly gcpLoggingRate = new Gauge({ name: 'tokenwatch_gcp_logging_budget_rate', help: 'Current Cloud Logging read rate of the shared budget after the last 429 (requests per second), by quota project.', labelNames: ['project'] as const, registers: [this.registry] });
   /** Bytes scanned by fleet Logs Insights queries, per Region (Logs Insights bills by these; docs/live-mode.md#fleet-insights-mode). */
   /** Calls whose shared request budget (PostgreSQL `rate_buckets`) could not be read, so they took a token of this replica's own bucket (src/core/token-bucket.ts). */
   readonly rateBudgetStoreErrors = new Counter({ name: 'tokenwatch_rate_budget_store_errors_total', help: 'Calls that took a token of the replica\'s own budget because the shared one in the store could not be read, by budget (cloudwatch, slack).', labelNames: ['budget'] as const, registers: [this.registry] });

@@ -11,7 +11,9 @@
  * - `no-events-for-time`: a file source that delivered no event for `silentAfterMs`;
  * - `aks-admin-only` / `gke-no-data-access`: a file source following an AKS or GKE export whose records of the last
  *   `silentAfterMs` carry only the `kube-audit-admin` category, or only Admin Activity log names
- *   (`src/sources/platform-hints.ts`): the export leaves out the reads where most stale-token uses are.
+ *   (`src/sources/platform-hints.ts`): the export leaves out the reads where most stale-token uses are; likewise a
+ *   live GKE source (src/sources/cloud-logging.ts) whose queries and probes of the last `silentAfterMs` found Admin
+ *   Activity entries but no Data Access entry.
  *
  * Reported in `/tokens status`, the `/readyz` body (`blind`) and the `tokenwatch_audit_log_blind` metric. Pure state:
  * the caller feeds it poll results and the clock (all times epoch ms UTC).
@@ -34,8 +36,11 @@ export const BLIND_DEFAULTS = { silentAfterMs: 60 * 60 * 1000, silentPolls: 6 } 
 
 /** Options of a {@link BlindLogMonitor}. */
 export interface BlindLogOptions {
-  /** What kind of audit source the cluster reads (`none`: audit logging off by configuration, never "blind"). */
-  source: 'cloudwatch' | 'file' | 'none';
+  /**
+   * What kind of audit source the cluster reads (`none`: audit logging off by configuration, never "blind"; `gcp`:
+   * Cloud Logging, whose query returns only token entries, so only the Data Access markers tell it blind).
+   */
+  source: 'cloudwatch' | 'file' | 'gcp' | 'none';
   /** File source: blind after this long without an event, ms. Default {@link BLIND_DEFAULTS}. */
   silentAfterMs?: number;
   /** CloudWatch source: blind after this many successful polls in a row without an event. Default {@link BLIND_DEFAULTS}. */

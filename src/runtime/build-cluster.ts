@@ -20,6 +20,7 @@ import { KubeProbeReports, PROBE_NAMESPACE, type ProbeReportSource } from '../pr
 import { KubeRemediator } from '../remediation/kube-remediator.js';
 import { KubeMetricsScraper } from '../sources/apiserver-metrics.js';
 import { createAuditSource, type ClosableAuditSource, type CloudWatchClients, type FleetInsightsRegistry } from '../sources/index.js';
+import type { CloudLoggingRegistry } from '../sources/cloud-logging.js';
 import type { CloudWatchRateLimiter } from '../sources/rate-limit.js';
 import type { WebhookBatchStore } from '../sources/webhook-batches.js';
 import type { Store } from '../store/index.js';
@@ -72,6 +73,8 @@ export interface BuildClusterDeps {
   slowPollAfterMs: number;
   /** CloudWatch Logs clients shared by every cluster (one per Region and endpoint). */
   cloudwatchClients?: CloudWatchClients;
+  /** Cloud Logging reads shared by GKE clusters (one query per project, one budget per quota project). */
+  gcpLogging?: CloudLoggingRegistry;
   /** The bound the watch caches of every cluster share for processing list pages ({@link WatchCacheOptions.listLimit}). */
   watchListLimit?: WatchCacheOptions['listLimit'];
   /** Starts the cluster's watch cache (serve staggers the starts of many clusters); default: at once. */
@@ -166,6 +169,7 @@ export async function buildCluster(c: ClusterConfig, deps: BuildClusterDeps): Pr
     requestTimeoutMs: config.poll.requestTimeout,
     ...(fleetInsights ? { fleetInsights } : {}),
     ...(deps.cloudwatchClients ? { clients: deps.cloudwatchClients } : {}),
+    ...(deps.gcpLogging ? { gcpLogging: deps.gcpLogging } : {}),
   });
   const kube = await buildKube(c, clock, config.poll.requestTimeout, deps.kubeconfigFiles);
   if (kube.error) logger.error({ cluster: c.name }, kube.error);
@@ -196,7 +200,7 @@ export async function buildCluster(c: ClusterConfig, deps: BuildClusterDeps): Pr
     : undefined;
   const probe = kube.kubeConfig ? new KubeProbeReports(kube.kubeConfig, PROBE_NAMESPACE, (what, reason, n) => metrics.probeDropped.inc({ cluster: c.name, what, reason }, n), timeoutMs) : undefined;
   const blind = new BlindLogMonitor({
-    source: 'cloudwatch' in c.audit ? 'cloudwatch' : 'file' in c.audit || 'webhook' in c.audit ? 'file' : 'none',
+    source: 'cloudwatch' in c.audit ? 'cloudwatch' : 'gcp' in c.audit ? 'gcp' : 'file' in c.audit || 'webhook' in c.audit ? 'file' : 'none',
     ...(c.blindLog ? { silentAfterMs: c.blindLog.silentAfter, silentPolls: c.blindLog.silentPolls } : {}),
     startedAt: clock(),
     otherSignals: kube.kubeConfig !== undefined, // token metrics and the node probe need Kubernetes access

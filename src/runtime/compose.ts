@@ -29,6 +29,7 @@ import { Metrics } from '../observability/metrics.js';
 import { Verifier } from '../remediation/verify.js';
 import type { PollStatus, Store } from '../store/index.js';
 import { CloudWatchClients } from '../sources/index.js';
+import { sharedGcpLogging } from './gcp-logging.js';
 import { buildCluster, type ClusterRuntime } from './build-cluster.js';
 import type { SlackIntegration } from './build-slack.js';
 import type { Integration } from '../slack/context.js';
@@ -151,6 +152,7 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
     // With replicas (PostgreSQL), one CloudWatch budget per account and Region for all of them, in the store.
     const buckets = sharding ? new SqlBucketStateStore(store.sql) : undefined;
     const { rateLimiter, fleetInsights } = sharedCloudWatch(config, metrics, buckets && { buckets, logger });
+    const gcpLogging = sharedGcpLogging(config, metrics, buckets && { buckets, logger }, opts.gcpLogging);
     const slowPollAfterMs = opts.slowPollAfterMs ?? 3 * config.poll.requestTimeout;
     const onBlindChange = (rt: ClusterRuntime) => updateBlindGauge(metrics, rt, clock());
     // The watch caches of all clusters list at start: their pages are processed a few at a time (cache.ts listLimit)…
@@ -183,7 +185,7 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
     // A fleet's kubeconfig file (often one file of every context) is read and parsed once; each cluster takes its context.
     const kubeconfigFiles = new KubeconfigFiles();
     for (const c of config.clusters) {
-      clusters.set(c.name, await buildCluster(c, { config, store, logger, metrics, clock, rateLimiter, fleetInsights, cloudwatchClients, slowPollAfterMs, watchListLimit, startWatchCache, kubeconfigFiles, onBlindChange, notify, verify, ...(sharding ? { fence, webhookBatches } : {}), slackAccess: (cluster, now) => integrations.accessOf(cluster, now) }));
+      clusters.set(c.name, await buildCluster(c, { config, store, logger, metrics, clock, rateLimiter, fleetInsights, cloudwatchClients, gcpLogging, slowPollAfterMs, watchListLimit, startWatchCache, kubeconfigFiles, onBlindChange, notify, verify, ...(sharding ? { fence, webhookBatches } : {}), slackAccess: (cluster, now) => integrations.accessOf(cluster, now) }));
     }
     metrics.pollRunningOf = () =>
       [...clusters].map(([name, rt]) => {

@@ -23,6 +23,7 @@ import type { Integration, RunNowResult, SlackContext } from '../slack/context.j
 import type { SlackOptions } from '../slack/app.js';
 import { FleetInsightsRegistry } from '../sources/index.js';
 import { CloudWatchRateLimiter } from '../sources/rate-limit.js';
+import type { CloudLoggingRegistryOptions } from '../sources/cloud-logging.js';
 import { openConfiguredStore, type PollStatus, type Store } from '../store/index.js';
 import { isStoreUnavailable } from '../store/unavailable.js';
 import { BLIND_REASONS, type BlindReason } from './blind.js';
@@ -167,6 +168,8 @@ export interface ServeOptions {
   integrationRetryMs?: number;
   /** Names of the integrations in `integrations`, for `/readyz` (default `slack`, then `integration-<i>`). */
   integrationNames?: string[];
+  /** Cloud Logging (GKE) source options the config does not carry (tests: fast retries). */
+  gcpLogging?: Partial<CloudLoggingRegistryOptions>;
 }
 
 /** A running service. */

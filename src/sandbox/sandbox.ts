@@ -38,6 +38,7 @@ import { ROLLOUT_ANNOTATION, WorkloadController } from './controller.js';
 import { loadFakes, type FakeKube, type FakeMessage, type FakeSlack } from './fakes/index.js';
 import { AuditLogWriter, learnTemplates, LiveTraffic, loadBundle, shiftTimestampsDeep, shiftTimestampsInText } from './replay.js';
 import { startPageServer, type PageServer, type SandboxUser } from './server.js';
+import { startSandboxGke, type SandboxGke } from './gke.js';
 
 /** The simulated cluster's name (the examples' cluster). */
 export const SANDBOX_CLUSTER = 'prod-eks';
@@ -79,6 +80,7 @@ const DATA_FILES = [
   'sandbox.json',
   'sandbox.json.tmp',
   'kubeconfig',
+  'kubeconfig-gke',
   'tokenwatch.yaml',
   'sandbox.log',
 ];
@@ -116,6 +118,8 @@ export interface SandboxOptions {
   rolloutPollMs?: number;
   /** Start the tokenwatch Slack app (default true). Without it the page shows the channel but nothing answers. */
   slack?: boolean;
+  /** Also run a GKE cluster, `prod-gke`, read from the loopback Cloud Logging (`gke.ts`). Default false. */
+  gke?: boolean;
 }
 
 /** A running sandbox. */
@@ -134,6 +138,8 @@ export interface SandboxHandle {
   config: Config;
   slack: FakeSlack;
   kube: FakeKube;
+  /** With `gke`: the GKE cluster's fake API server. */
+  gkeKube?: FakeKube;
   serve: ServeHandle;
   /** The tokenwatch Slack app, when started. */
   app?: SlackIntegration;
@@ -303,11 +309,23 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<SandboxHa
     refreshProbeObjects(kube.store, templates, staticTokenSubjects(), clock.now(), proofFor);
     await writer.append(lines);
   };
+  // 3b. With --gke: a GKE cluster read from the loopback Cloud Logging, fed the same bundle and its own live traffic.
+  const file = sandboxConfigFile({ dataDir, auditLog, kubeconfig, speed, pollEverySeconds, apiUrl: slack.apiUrl });
+  const eksCluster = (file['clusters'] as Array<Record<string, unknown>>)[0]!;
+  const gke: SandboxGke | undefined = opts.gke
+    ? await startSandboxGke({ fakes, dataDir, objects: shiftTimestampsDeep(seedObjects(bundle.snapshotItems), shiftSec), clock: clock.fn, stepMs: opts.stepMs ?? 1200, templates, staticTokenSubjects: staticTokenSubjects(), schedule: String(eksCluster['schedule']), slack: eksCluster['slack'] as Record<string, unknown>, logger })
+    : undefined;
+  if (gke) {
+    (file['clusters'] as unknown[]).push(gke.clusterConfig);
+    file['poll'] = { gcpLogging: { readsPerMinute: 600 } };
+    if (!resumed) gke.ingest(shiftedLines);
+  }
+  const tickGke = () => gke?.tick(clock.now());
+  tickGke();
   await tick();
 
   // 4. tokenwatch serve, with Slack in HTTP mode against the fake.
   const signingSecret = randomBytes(24).toString('hex');
-  const file = sandboxConfigFile({ dataDir, auditLog, kubeconfig, speed, pollEverySeconds, apiUrl: slack.apiUrl });
   await writeFile(join(dataDir, 'tokenwatch.yaml'), `# The configuration the sandbox runs tokenwatch serve with (written at each start; secrets come from the environment).\n${stringify(file)}`, 'utf8');
   const config = parseConfig(file, { SLACK_BOT_TOKEN: SANDBOX_BOT_TOKEN, SLACK_SIGNING_SECRET: signingSecret });
   const wantSlack = opts.slack ?? true;
@@ -345,7 +363,7 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<SandboxHa
   } catch (err) {
     await serve.stop();
     controller.stop();
-    await Promise.all([kube.close(), slack.close()]);
+    await Promise.all([kube.close(), slack.close(), gke?.stop()]);
     throw err;
   }
 
@@ -379,7 +397,10 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<SandboxHa
   saveCluster.schedule();
   saveSlack.schedule();
   await saveState();
-  const tickTimer = setInterval(() => void tick().catch((err: unknown) => logger.error({ err }, 'sandbox: writing live audit traffic failed')), opts.tickMs ?? 1000);
+  const tickTimer = setInterval(() => {
+    tickGke();
+    void tick().catch((err: unknown) => logger.error({ err }, 'sandbox: writing live audit traffic failed'));
+  }, opts.tickMs ?? 1000);
   const stateTimer = setInterval(() => void saveState().catch(() => undefined), 5000);
   logger.info({ url: page.url, dataDir, speed, resumed }, 'sandbox started');
 
@@ -400,7 +421,7 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<SandboxHa
       saveSlack.schedule();
       await saveSlack.flush();
       await saveState();
-      await Promise.all([kube.close(), slack.close()]);
+      await Promise.all([kube.close(), slack.close(), gke?.stop()]);
       await releaseLock();
       logger.info('sandbox stopped');
     })());
@@ -418,6 +439,7 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<SandboxHa
     config,
     slack,
     kube,
+    ...(gke ? { gkeKube: gke.kube } : {}),
     serve,
     ...(app ? { app } : {}),
     controller,

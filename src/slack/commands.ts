@@ -354,6 +354,8 @@ export class TokensCommand {
    */
   async readiness(name: string, findings: readonly Finding[], h: { status: string; lastSuccessAt?: number; ignoredEventTimes?: IgnoredEventTimes }): Promise<Readiness> {
     const rt = this.deps.clusters.get(name)!;
+    // A blind log (e.g. GKE without Data Access entries) cannot show stale uses: the verdict is unknown, never "safe".
+    const blindNow = rt.blind?.state(this.deps.clock());
     const since = await this.deps.store.watchedSince(name);
     const polls = since !== undefined ? await this.deps.store.pollCoverage(name, since) : undefined;
     const r = readinessVerdict({
@@ -363,7 +365,7 @@ export class TokensCommand {
         ...(since !== undefined ? { windowStart: since } : {}),
         ...(h.lastSuccessAt !== undefined ? { windowEnd: h.lastSuccessAt } : {}),
         ...(polls ? { polls: { succeeded: polls.succeeded, failed: polls.failed } } : {}),
-        ...('none' in rt.config.audit ? { blind: 'no audit source is configured (audit: none)' } : {}),
+        ...('none' in rt.config.audit ? { blind: 'no audit source is configured (audit: none)' } : blindNow?.blind ? { blind: blindNow.text.replace(/^audit log blind: /, '') } : {}),
         gaps: h.status === 'degraded' ? ['the latest poll failed'] : [],
         ...(h.ignoredEventTimes ? { inconsistentTimes: ignoredTimesText(h.ignoredEventTimes) } : {}),
       },

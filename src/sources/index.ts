@@ -10,6 +10,7 @@ import { readFileSync } from 'node:fs';
 import { ErrorCode, TokenwatchError } from '../errors.js';
 import { NoAuditSource } from './no-audit.js';
 import { FleetInsightsMembers, FleetInsightsSource, type FleetInsightsOptions } from './fleet-insights.js';
+import { CloudLoggingRegistry } from './cloud-logging.js';
 
 export type { AuditSource } from './types.js';
 export { CloudWatchClients };
@@ -36,6 +37,8 @@ export interface AuditSourceExtra extends Partial<CloudWatchSourceOptions> {
   fleetInsights?: FleetInsightsRegistry;
   /** CloudWatch Logs clients shared by the clusters of a deployment (one per Region and endpoint); else one per source. */
   clients?: CloudWatchClients;
+  /** The deployment's Cloud Logging reads (GKE): one query per project, one read budget per quota project; else one of its own. */
+  gcpLogging?: CloudLoggingRegistry;
 }
 
 /** Settings of {@link FleetInsightsRegistry} (config `poll.cloudwatchFleetInsights`). */
@@ -100,6 +103,7 @@ export function createAuditSource(cfg: AuditSourceConfig, extra: AuditSourceExtr
   if ('file' in cfg) return new FileSource({ path: cfg.file.path });
   if ('webhook' in cfg) return createWebhookSource(cfg.webhook, extra);
   if ('none' in cfg) return new NoAuditSource();
+  if ('gcp' in cfg) return (extra.gcpLogging ?? new CloudLoggingRegistry({ readsPerMinute: 60 })).source(cfg.gcp);
   const cw = cfg.cloudwatch;
   if (cw.mode === 'insights' && extra.fleetInsights?.settings.enabled) return extra.fleetInsights.source(cw, cloudWatchExtra(extra));
   return new CloudWatchSource({
@@ -115,7 +119,7 @@ export function createAuditSource(cfg: AuditSourceConfig, extra: AuditSourceExtr
 }
 
 function cloudWatchExtra(extra: AuditSourceExtra): Partial<CloudWatchSourceOptions> {
-  const { cluster: _c, onShed: _o, env: _e, fleetInsights: _f, clients: _s, ...rest } = extra;
+  const { cluster: _c, onShed: _o, env: _e, fleetInsights: _f, clients: _s, gcpLogging: _g, ...rest } = extra;
   return rest;
 }
 

@@ -65,4 +65,4 @@ export const AKS_ADMIN_ONLY_TEXT =
 
 /** Why a GKE export without Data Access entries is blind, and the fix. */
 export const GKE_NO_DATA_ACCESS_TEXT =
-  'GKE Admin Activity audit entries but no Data Access entries: reads (get, list, watch), where most stale-token uses are, are logged only as Data Access; enable Data Access audit logs for the Kubernetes Engine API (https://cloud.google.com/logging/docs/audit/configure-data-access) and include them in the export';
+  'GKE Admin Activity audit entries but no Data Access entries: reads (get, list, watch), where most stale-token uses are, are logged only as Data Access; enable Data Access audit logs for the Kubernetes Engine API (https://cloud.google.com/logging/docs/audit/configure-data-access), include them in the export, and give the reader roles/logging.privateLogViewer (Data Access entries are private logs)';

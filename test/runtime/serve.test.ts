@@ -147,7 +147,7 @@ describe('tokenwatch serve --help', () => {
     const { runCli } = await import('../cli/run-cli.js');
     const run = await runCli(['serve', '--help']);
     expect(run.code).toBe(0);
-    for (const name of ['TOKENWATCH_CONFIG', 'LOG_LEVEL', 'SLACK_BOT_TOKEN', 'SLACK_APP_TOKEN', 'SLACK_SIGNING_SECRET', 'AWS_REGION', 'AWS_DEFAULT_REGION', 'AWS_PROFILE', 'AWS_ENDPOINT_URL_CLOUDWATCH_LOGS', 'KUBECONFIG', 'POD_NAME']) {
+    for (const name of ['TOKENWATCH_CONFIG', 'LOG_LEVEL', 'SLACK_BOT_TOKEN', 'SLACK_APP_TOKEN', 'SLACK_SIGNING_SECRET', 'AWS_REGION', 'AWS_DEFAULT_REGION', 'AWS_PROFILE', 'AWS_ENDPOINT_URL_CLOUDWATCH_LOGS', 'GOOGLE_APPLICATION_CREDENTIALS', 'KUBECONFIG', 'POD_NAME']) {
       expect(run.stdout).toContain(name);
     }
     expect(run.stdout).toContain('see .env.example');

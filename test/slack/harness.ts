@@ -29,7 +29,7 @@ import { groupIdOf } from '../../src/findings/groups.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { composeServe } from '../../src/runtime/compose.js';
-import type { ServeHandle } from '../../src/runtime/serve.js';
+import type { ServeHandle, ServeOptions } from '../../src/runtime/serve.js';
 import { startSlackWith, type SlackIntegration } from '../../src/runtime/build-slack.js';
 import type { SlackOptions } from '../../src/slack/app.js';
 import { auditEvent } from '../sources/events.js';
@@ -73,6 +73,8 @@ export interface HarnessOptions {
   logs?: Array<Record<string, unknown>>;
   /** Level of the collected log lines (default `info`). */
   logLevel?: string;
+  /** Extra options of `composeServe` (e.g. Cloud Logging retries). */
+  serveOptions?: Partial<ServeOptions>;
 }
 
 /** A running scenario. */
@@ -315,6 +317,7 @@ current-context: fake
     jitterMs: 0,
     spread: false, // polls at the cron tick: tests move the clock to a tick
     ...(opts.owner ? { ownership: ownershipWhile(opts.owner) } : {}),
+    ...opts.serveOptions,
     integrations: [
       async (ctx) => {
         bot = await startSlackWith(ctx, { channelIntervalMs: 0, sweepIntervalMs: 3_600_000, pickupIntervalMs: 50, rolloutPollMs: 10, host: '127.0.0.1', retryConfig: { retries: 2, factor: 1, minTimeout: 5, maxTimeout: 10 }, queueClock: clock, ...opts.slack });

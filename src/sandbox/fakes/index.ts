@@ -1,8 +1,11 @@
 /**
  * The loopback fakes the sandbox runs on — the fake Slack Web API (`src/sandbox/fakes/slack.ts`), the fake Kubernetes
- * API server (`src/sandbox/fakes/kubernetes.ts`) and the paging targets (`src/sandbox/fakes/pagerduty.ts`), the same ones the tests use — gathered behind one small interface so the
+ * API server (`src/sandbox/fakes/kubernetes.ts`), the paging targets (`src/sandbox/fakes/pagerduty.ts`), Cloud Logging and
+ * the GCE metadata server (`cloud-logging.ts`, `gce-metadata.ts`), the same ones the tests use — gathered behind one small interface so the
  * sandbox (and its tests) can swap them.
  */
+import { gkeAuditEntry, startFakeCloudLogging } from './cloud-logging.js';
+import { startFakeGceMetadata } from './gce-metadata.js';
 import { startFakeKube } from './kubernetes.js';
 import { appHomeOpenedBody, blockActionPayload, sendBlockAction, sendEvent, sendSlashCommand, startFakeSlack } from './slack.js';
 import { startFakePagerDuty, startFakeWebhook } from './pagerduty.js';
@@ -25,9 +28,13 @@ export interface SandboxFakes {
   /** Paging targets (`slack.paging`): the PagerDuty Events API v2 fake and a generic webhook receiver. */
   startFakePagerDuty: typeof startFakePagerDuty;
   startFakeWebhook: typeof startFakeWebhook;
+  /** Cloud Logging `entries:list` (GKE audit logs) and the GCE metadata server its client's credentials come from. */
+  startFakeCloudLogging: typeof startFakeCloudLogging;
+  startFakeGceMetadata: typeof startFakeGceMetadata;
+  gkeAuditEntry: typeof gkeAuditEntry;
 }
 
 /** The fakes (kept async so a caller can later load them lazily without changing its code). */
 export async function loadFakes(): Promise<SandboxFakes> {
-  return { startFakeSlack, startFakeKube, sendSlashCommand, sendBlockAction, blockActionPayload, sendEvent, appHomeOpenedBody, startFakePagerDuty, startFakeWebhook };
+  return { startFakeSlack, startFakeKube, sendSlashCommand, sendBlockAction, blockActionPayload, sendEvent, appHomeOpenedBody, startFakePagerDuty, startFakeWebhook, startFakeCloudLogging, startFakeGceMetadata, gkeAuditEntry };
 }
