@@ -86,8 +86,8 @@ const ACKED_PROP = 'twAcked';
  * Acknowledges a request unless the replay guard already did (a Bolt `ack` may be called once: a second call throws
  * `ReceiverMultipleAckError`). Listeners call this instead of `ack()`, without a response body.
  */
-export async function ackOnce(ack: () => Promise<void>, context: Record<string, unknown>): Promise<void> {
-  if (context[ACKED_PROP] === true) return;
+export async function ackOnce(ack: () => Promise<void>, context: Record<string, unknown> | undefined): Promise<void> {
+  if (context?.[ACKED_PROP] === true) return;
   await ack();
 }
 

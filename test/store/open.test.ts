@@ -38,7 +38,7 @@ describe('openStore', () => {
         .prepare<[], { name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
         .all()
         .map((r) => r.name),
-    ).toEqual(['action_log', 'alert_group_intents', 'alert_intents', 'alert_refs', 'approvals', 'cluster_owners', 'cursors', 'findings', 'message_refs', 'missed_polls', 'poll_runs', 'poller_lock', 'rate_buckets', 'replicas', 'scan_requests', 'seen', 'slack_outbox', 'slack_seen_requests', 'startup_polls', 'token_metric_samples', 'token_records', 'votes', 'webhook_batches']);
+    ).toEqual(['action_log', 'alert_group_intents', 'alert_intents', 'alert_pages', 'alert_refs', 'approvals', 'cluster_owners', 'cursors', 'findings', 'message_refs', 'missed_polls', 'poll_runs', 'poller_lock', 'rate_buckets', 'replicas', 'scan_requests', 'seen', 'slack_notices', 'slack_outbox', 'slack_seen_requests', 'startup_polls', 'token_metric_samples', 'token_records', 'votes', 'webhook_batches']);
     raw.close();
   });
 

@@ -21,6 +21,7 @@
  */
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { ErrorCode, TokenwatchError } from '../../errors.js';
 
 /** A LogEntry as the REST API returns it (JSON); only the fields the fake reads are typed. */
 export interface FakeLogEntry {
@@ -110,7 +111,7 @@ export function parseFakeFilter(filter: string): Query {
   for (const raw of filter.split(/\s+AND\s+/)) {
     const clause = raw.trim();
     const hit = clauses.find(([re]) => re.test(clause));
-    if (!hit) throw new Error(`unsupported filter clause: ${clause}`);
+    if (!hit) throw new TokenwatchError(ErrorCode.FakeRequestInvalid, `fake Cloud Logging: unsupported filter clause: ${clause}`);
     hit[1](hit[0].exec(clause) as RegExpExecArray);
   }
   return q;
