@@ -59,6 +59,10 @@ function auditValue(a: AuditSourceConfig): unknown {
   if ('file' in a) return { file: { ...a.file } };
   if ('none' in a) return { none: true };
   if ('webhook' in a) return { webhook: { ...a.webhook } }; // file paths and an env var name only, no secret
+  if ('azure' in a) {
+    const z = a.azure;
+    return { azure: { ...z, ...(z.endpoint !== undefined && { endpoint: maskUrl(z.endpoint) }), ...(z.authorityHost !== undefined && { authorityHost: maskUrl(z.authorityHost) }), lag: formatDuration(z.lag), overlap: formatDuration(z.overlap) } };
+  }
   return { cloudwatch: { ...a.cloudwatch, overlap: formatDuration(a.cloudwatch.overlap) } };
 }
 
@@ -118,6 +122,7 @@ export function toFileForm(config: Config): Record<string, unknown> {
     concurrency: config.poll.concurrency,
     cloudwatchTps: { ...config.poll.cloudwatchTps },
     cloudwatchFleetInsights: { ...config.poll.cloudwatchFleetInsights, reuse: formatDuration(config.poll.cloudwatchFleetInsights.reuse) },
+    logAnalytics: { ...config.poll.logAnalytics, reuse: formatDuration(config.poll.logAnalytics.reuse), timeout: formatDuration(config.poll.logAnalytics.timeout) },
   };
   out.findings = {
     activeWindow: formatDuration(config.findings.activeWindow),

@@ -34,8 +34,11 @@ export const BLIND_DEFAULTS = { silentAfterMs: 60 * 60 * 1000, silentPolls: 6 } 
 
 /** Options of a {@link BlindLogMonitor}. */
 export interface BlindLogOptions {
-  /** What kind of audit source the cluster reads (`none`: audit logging off by configuration, never "blind"). */
-  source: 'cloudwatch' | 'file' | 'none';
+  /**
+   * What kind of audit source the cluster reads (`none`: audit logging off by configuration, never "blind";
+   * `log-analytics`: AKS in Log Analytics, blind only by the categories its rows carry — `aks-admin-only`).
+   */
+  source: 'cloudwatch' | 'file' | 'log-analytics' | 'none';
   /** File source: blind after this long without an event, ms. Default {@link BLIND_DEFAULTS}. */
   silentAfterMs?: number;
   /** CloudWatch source: blind after this many successful polls in a row without an event. Default {@link BLIND_DEFAULTS}. */

@@ -35,6 +35,7 @@ import { ownershipWhile, type Ownership } from '../core/ownership.js';
 import { ClusterNotOwnedError, ShardCoordinator } from './shard-coordinator.js';
 import { SqlBucketStateStore } from '../store/rate-buckets.js';
 import { UnrecordedTicks } from './unrecorded-ticks.js';
+import { logAnalyticsSources } from './log-analytics.js';
 import { WebhookBatches } from '../store/webhook-batches.js';
 import type { PollOutcome } from '../pipeline/poll.js';
 import {
@@ -150,6 +151,9 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
     // With replicas (PostgreSQL), one CloudWatch budget per account and Region for all of them, in the store.
     const buckets = sharding ? new SqlBucketStateStore(store.sql) : undefined;
     const { rateLimiter, fleetInsights } = sharedCloudWatch(config, metrics, buckets && { buckets, logger });
+    // AKS clusters in Log Analytics: the client is loaded on the first such cluster only.
+    const logAnalytics = config.clusters.some((c) => 'azure' in c.audit) ? logAnalyticsSources({ config, metrics, logger, ...(buckets && { buckets }) }) : undefined;
+    if (logAnalytics) undo.push(() => logAnalytics.close());
     const slowPollAfterMs = opts.slowPollAfterMs ?? 3 * config.poll.requestTimeout;
     const onBlindChange = (rt: ClusterRuntime) => updateBlindGauge(metrics, rt, clock());
     // The watch caches of all clusters list at start: their pages are processed a few at a time (cache.ts listLimit)…
@@ -180,7 +184,7 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
     // Replicas: a webhook batch any replica accepts goes to the shared store, where the cluster's owner polls it.
     const webhookBatches = sharding ? new WebhookBatches(store.sql) : undefined;
     for (const c of config.clusters) {
-      clusters.set(c.name, await buildCluster(c, { config, store, logger, metrics, clock, rateLimiter, fleetInsights, cloudwatchClients, slowPollAfterMs, watchListLimit, startWatchCache, onBlindChange, notify, verify, ...(sharding ? { fence, webhookBatches } : {}), slackAccess: (cluster, now) => integrations.accessOf(cluster, now) }));
+      clusters.set(c.name, await buildCluster(c, { config, store, logger, metrics, clock, rateLimiter, fleetInsights, cloudwatchClients, slowPollAfterMs, watchListLimit, startWatchCache, onBlindChange, notify, verify, ...(sharding ? { fence, webhookBatches } : {}), slackAccess: (cluster, now) => integrations.accessOf(cluster, now), ...(logAnalytics && { logAnalytics: logAnalytics.sources }) }));
     }
     metrics.pollRunningOf = () =>
       [...clusters].map(([name, rt]) => {

@@ -37,7 +37,7 @@ describe('parseConfig defaults', () => {
       http: { host: '0.0.0.0', port: 8080 },
       log: { level: 'info' },
       remediation: { rolloutTimeout: 600_000, settlePeriod: 7_200_000 },
-      poll: { jitter: 10_000, chunkEvents: 10_000, requestTimeout: 10_000, spread: true, concurrency: 10, cloudwatchTps: { filterLogEvents: 5, startQuery: 5, getQueryResults: 5 }, cloudwatchFleetInsights: { enabled: false, maxLogGroupsPerQuery: 50, maxConcurrentQueries: 10, reuse: 300_000 } },
+      poll: { jitter: 10_000, chunkEvents: 10_000, requestTimeout: 10_000, spread: true, concurrency: 10, cloudwatchTps: { filterLogEvents: 5, startQuery: 5, getQueryResults: 5 }, cloudwatchFleetInsights: { enabled: false, maxLogGroupsPerQuery: 50, maxConcurrentQueries: 10, reuse: 300_000 }, logAnalytics: { queriesPerSecond: 5, maxConcurrentQueries: 5, reuse: 300_000, timeout: 300_000 } },
       findings: { activeWindow: 3_600_000, quietPeriod: 86_400_000, readinessMinWindow: 7 * 86_400_000 },
       retention: { tokenRecords: 7 * 86_400_000, pollRuns: 7 * 86_400_000, actionLog: 90 * 86_400_000 },
       clusters: [

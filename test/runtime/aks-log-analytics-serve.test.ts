@@ -1,0 +1,151 @@
+/**
+ * `serve` reading AKS audit logs from one Log Analytics workspace holding two clusters: the real
+ * `@azure/monitor-query-logs` client against the loopback HTTPS Logs Query fake (src/sandbox/fakes/log-analytics.ts,
+ * test CA) and the workload identity token exchange against the loopback Entra token fake
+ * (src/sandbox/fakes/entra-token.ts), the real poller, store and Slack bot (test/slack/harness.ts).
+ */
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { startFakeEntraToken, type FakeEntraToken } from '../../src/sandbox/fakes/entra-token.js';
+import { aksAuditRow, startFakeLogAnalytics, type FakeLogAnalytics, type FakeLogRow } from '../../src/sandbox/fakes/log-analytics.js';
+import { parseConfig } from '../../src/config/index.js';
+import type { AuditSourceConfig } from '../../src/config/types.js';
+import { auditEvent } from '../sources/events.js';
+import { selfSignedCert } from '../sources/webhook-client.js';
+import { CLUSTER, REF, startHarness, staleLine, type Harness } from '../slack/harness.js';
+
+const MIN = 60_000;
+const WORKSPACE = '0b4a3c2d-1e5f-4a6b-8c7d-9e0f1a2b3c4d';
+const TENANT = '72f988bf-86f1-41af-91ab-2d7cd011db47';
+const CLIENT = '5f1c2d3e-4b5a-6978-8a9b-0c1d2e3f4a5b';
+const RID_ON = '/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/rg-prod/providers/Microsoft.ContainerService/managedClusters/prod-aks';
+const RID_OFF = '/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/rg-prod/providers/Microsoft.ContainerService/managedClusters/oidc-aks';
+const OFF = 'staging-eks'; // the harness's second cluster, here an AKS cluster with token extension off
+
+let h: Harness | undefined;
+let logs: FakeLogAnalytics | undefined;
+let entra: FakeEntraToken | undefined;
+afterEach(async () => {
+  await h?.stop();
+  await logs?.close();
+  await entra?.close();
+  h = logs = entra = undefined;
+  vi.unstubAllEnvs();
+});
+
+/** The example Multus audit log (stale tokens) as AKSAudit rows of `rid` (upper case, as Azure often writes `_ResourceId`). */
+function exampleRows(rid: string): FakeLogRow[] {
+  return readFileSync('examples/audit/kube-apiserver-audit.log', 'utf8')
+    .split('\n')
+    .flatMap((l) => {
+      try {
+        return [aksAuditRow(JSON.parse(l) as Record<string, unknown>, rid.toUpperCase())];
+      } catch {
+        return []; // the example's malformed lines (its scan demo counts them)
+      }
+    });
+}
+
+const row = (line: string, rid: string, type?: 'AKSAudit' | 'AKSAuditAdmin') => aksAuditRow(JSON.parse(line) as Record<string, unknown>, rid, type ? { type } : {});
+
+async function start(o: { extra?: (fake: FakeLogAnalytics) => void } = {}): Promise<Harness> {
+  const dir = mkdtempSync(join(tmpdir(), 'tw-aks-'));
+  const tls = selfSignedCert(dir);
+  const tokenFile = join(dir, 'azure-identity-token');
+  writeFileSync(tokenFile, 'eyJhbGciOiJSUzI1NiJ9.federated.sa-token');
+  entra = await startFakeEntraToken({ cert: tls.cert, key: tls.key, tenantId: TENANT, clientId: CLIENT, assertion: 'eyJhbGciOiJSUzI1NiJ9.federated.sa-token' });
+  const fake = await startFakeLogAnalytics({ cert: tls.cert, key: tls.key, acceptToken: (t) => entra!.issued(t) });
+  logs = fake;
+  fake.add(WORKSPACE, exampleRows(RID_ON));
+  o.extra?.(fake);
+  vi.stubEnv('AZURE_CLIENT_ID', CLIENT);
+  vi.stubEnv('AZURE_TENANT_ID', TENANT);
+  vi.stubEnv('AZURE_FEDERATED_TOKEN_FILE', tokenFile);
+  const azure = (resourceId: string, tokenExtension: 'on' | 'off'): AuditSourceConfig => {
+    const c = parseConfig({
+      clusters: [{ name: 'x', audit: { azure: { workspaceId: WORKSPACE, resourceId, endpoint: fake.endpoint, authorityHost: entra!.authorityHost, caFile: tls.certFile, tokenExtension } } }],
+    }, {});
+    return c.clusters[0]!.audit;
+  };
+  h = await startHarness({
+    tweak: (c) => {
+      c.clusters[0]!.audit = azure(RID_ON, 'on');
+      c.clusters[1]!.audit = azure(RID_OFF, 'off');
+      c.clusters[1]!.kubernetes = c.clusters[0]!.kubernetes;
+      c.poll.logAnalytics.timeout = 120_000;
+    },
+  });
+  return h;
+}
+
+/** Polls both clusters as one scheduler tick does (each cluster its own poll). */
+async function pollBoth(x: Harness): Promise<void> {
+  await Promise.all([x.poll(CLUSTER), x.poll(OFF)]);
+}
+
+describe('serve: AKS audit logs from Log Analytics', () => {
+  it('extension on: the Multus stale tokens of the example give one alert; one query per workspace per poll, authorised by the workload identity token', { timeout: 120_000 }, async () => {
+    const x = await start();
+    // The start-up polls of both clusters: one query for the workspace, both clusters' resource ids in it.
+    expect(logs!.queries.filter((q) => q.status === 200)).toHaveLength(1);
+    const q = logs!.queries[0]!;
+    expect(q.workspaceId).toBe(WORKSPACE);
+    expect(q.query).toContain(`"${RID_ON}"`);
+    expect(q.query).toContain(`"${RID_OFF}"`);
+    // The window ends 5 minutes (the lag) before the poll (the service clock runs from REF in real time).
+    const end = Date.parse(q.timespan.split('/')[1]!);
+    expect(end).toBeGreaterThanOrEqual(REF - 5 * MIN);
+    expect(end).toBeLessThanOrEqual(x.now() - 5 * MIN);
+    expect(entra!.requests.filter((r) => r.status === 200).map((r) => r.scope)).toEqual([`${new URL(logs!.endpoint).origin}/.default`]);
+    const alert = await x.alert('kube-system', 'multus', 'stale-token');
+    expect(alert.text).toMatch(/multus/);
+    // One alert for the ServiceAccount (one root cause), none on the other cluster.
+    expect((await x.serve.context.store.listFindings(OFF, { status: ['open'] })).length).toBe(0);
+
+    // The next tick: both clusters poll again, still one query for the workspace.
+    x.advance(5 * MIN);
+    await pollBoth(x);
+    expect(logs!.queries.filter((q2) => q2.status === 200)).toHaveLength(2);
+  });
+
+  it('a row ingested late, inside the overlap, is counted once; the rows read again in the overlap are not counted again', { timeout: 120_000 }, async () => {
+    const x = await start();
+    const findingOf = async () => (await x.serve.context.store.listFindings(CLUSTER, { status: ['open'] })).map((f) => f.finding).find((f) => f.serviceAccount === 'multus' && f.kind === 'stale-token')!;
+    const before = (await findingOf()).requests;
+    // A stale use 8 minutes before the first window's end, ingested only now (after the first poll read its window).
+    const late = staleLine('late-1', REF - 13 * MIN, 'kube-multus-ds-b4j4z', 7_000_000);
+    logs!.add(WORKSPACE, [row(late, RID_ON)]);
+    x.advance(5 * MIN);
+    await x.poll(CLUSTER);
+    expect((await findingOf()).requests).toBe(before + 1);
+    // The same window again (overlap): nothing new is counted.
+    x.advance(5 * MIN);
+    await x.poll(CLUSTER);
+    expect((await findingOf()).requests).toBe(before + 1);
+    const windows = logs!.queries.filter((q) => q.status === 200).map((q) => q.timespan.split('/').map((t) => Date.parse(t)));
+    // Each window starts 10 minutes (the overlap) before the end of the previous one.
+    expect(windows[1]![0]).toBe(windows[0]![1]! - 10 * MIN);
+  });
+
+  it('a 429 with Retry-After slows the source and loses no window', { timeout: 120_000 }, async () => {
+    const x = await start();
+    const ends = () => logs!.queries.filter((q) => q.status === 200).map((q) => q.timespan);
+    logs!.throttle(1, 1);
+    const late = staleLine('throttled-1', REF - 2 * MIN, 'kube-multus-ds-b4j4z', 7_000_000);
+    logs!.add(WORKSPACE, [row(late, RID_ON)]);
+    x.advance(5 * MIN);
+    await x.poll(CLUSTER);
+    const answered = logs!.queries.slice(1).map((q) => q.status);
+    expect(answered).toEqual([429, 200]);
+    // The retried query asked the same window the 429 refused.
+    expect(logs!.queries[1]!.timespan).toBe(logs!.queries[2]!.timespan);
+    expect(ends()).toHaveLength(2);
+    expect((await x.serve.context.store.listFindings(CLUSTER, { status: ['open'] })).map((f) => f.finding).find((f) => f.serviceAccount === 'multus')!.lastSeen).toBe(new Date(REF - 2 * MIN).toISOString());
+    // The budget's rate was halved by the 429.
+    expect(await x.metrics.text()).toMatch(/tokenwatch_log_analytics_queries_total\{workspace="[^"]+",status="429"\} 1/);
+  });
+});
+
+void auditEvent;
