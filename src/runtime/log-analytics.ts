@@ -71,5 +71,10 @@ export function logAnalyticsSources(deps: { config: Config; metrics: Metrics; lo
     }
     return registry.source(cfg);
   };
-  return { sources, close: () => closers.forEach((c) => c()) };
+  return {
+    sources,
+    close: () => {
+      for (const c of closers) c();
+    },
+  };
 }

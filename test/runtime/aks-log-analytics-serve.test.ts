@@ -14,7 +14,7 @@ import { parseConfig } from '../../src/config/index.js';
 import type { AuditSourceConfig } from '../../src/config/types.js';
 import { auditEvent } from '../sources/events.js';
 import { selfSignedCert } from '../sources/webhook-client.js';
-import { CLUSTER, REF, startHarness, staleLine, type Harness } from '../slack/harness.js';
+import { APPROVER, blockText, CLUSTER, OPS, REF, REQUESTER, startHarness, staleLine, type Harness } from '../slack/harness.js';
 
 const MIN = 60_000;
 const WORKSPACE = '0b4a3c2d-1e5f-4a6b-8c7d-9e0f1a2b3c4d';
@@ -74,6 +74,7 @@ async function start(o: { extra?: (fake: FakeLogAnalytics) => void } = {}): Prom
       c.clusters[0]!.audit = azure(RID_ON, 'on');
       c.clusters[1]!.audit = azure(RID_OFF, 'off');
       c.clusters[1]!.kubernetes = c.clusters[0]!.kubernetes;
+      c.clusters[1]!.slack = { ...c.clusters[0]!.slack! };
       c.poll.logAnalytics.timeout = 120_000;
     },
   });
@@ -143,9 +144,86 @@ describe('serve: AKS audit logs from Log Analytics', () => {
     expect(logs!.queries[1]!.timespan).toBe(logs!.queries[2]!.timespan);
     expect(ends()).toHaveLength(2);
     expect((await x.serve.context.store.listFindings(CLUSTER, { status: ['open'] })).map((f) => f.finding).find((f) => f.serviceAccount === 'multus')!.lastSeen).toBe(new Date(REF - 2 * MIN).toISOString());
-    // The budget's rate was halved by the 429.
+    // Counted as throttled (the budget halves its rate on a 429; src/core/token-bucket.ts).
     expect(await x.metrics.text()).toMatch(/tokenwatch_log_analytics_queries_total\{workspace="[^"]+",status="429"\} 1/);
   });
 });
 
-void auditEvent;
+describe('serve: an AKS cluster with token extension off', () => {
+  it('Multus 401s an hour after its pod started give one alert saying requests fail now; readiness says extension is already off', { timeout: 120_000 }, async () => {
+    const x = await start();
+    // kube-multus-ds-452jg (hostNetwork, 192.168.23.87) started 11:22:19Z: its cached token expires 3607 s later.
+    const podStart = Date.parse('2026-11-20T11:22:19Z');
+    const first = podStart + 3607_000;
+    x.advance(first + 10 * MIN - x.now());
+    const lines = Array.from({ length: 6 }, (_, i) => auditEvent({ auditID: `m401-${i}`, time: first + i * 30_000, kind: 'unauthorized', sourceIP: '192.168.23.87', userAgent: 'multus/v0.0.0 (linux/amd64) kubernetes/$Format' }));
+    logs!.add(WORKSPACE, lines.map((l) => row(l, RID_OFF)));
+    await x.poll(OFF);
+    const found = (await x.serve.context.store.listFindings(OFF, { status: ['open'] })).map((f) => f.finding);
+    expect(found.map((f) => `${f.namespace}/${f.serviceAccount}/${f.kind}`)).toEqual(['kube-system/multus/unauthorized']);
+    expect(found[0]!.attribution).toMatchObject({ basis: 'corroborated' });
+    expect(found[0]!.attribution!.text).toContain('token extension is off on this cluster');
+    // One alert on that cluster's channel, saying the requests fail now.
+    const alerts = x.slack.messages(OPS).filter((m) => m.text.includes('multus') && JSON.stringify(m.blocks ?? []).includes('staging-eks'));
+    expect(alerts).toHaveLength(1);
+    const alert = await x.alert('kube-system', 'multus', 'unauthorized', OFF);
+    expect(blockText(alert)).toContain('requests fail with 401');
+    expect(`${alert.text} ${blockText(alert)}`).toMatch(/requests now fail with 401|being refused by the API server now/);
+    // Readiness: neither safe nor blind — extension is already off.
+    await x.command(`status ${OFF}`, REQUESTER, OPS);
+    const e = x.slack.ephemerals({ user: REQUESTER }).filter((m) => m.channel === OPS).at(-1)!;
+    const line = blockText(e).split('\n').find((l) => l.includes('Token extension off'));
+    expect(line).toContain('extension already off');
+    expect(line).toContain('1 ServiceAccount is failing now');
+    expect(line).not.toMatch(/\bsafe:|blind/);
+    // The extension-on cluster's readiness is not affected.
+    await x.command(`status ${CLUSTER}`, REQUESTER, OPS);
+    const on = blockText(x.slack.ephemerals({ user: REQUESTER }).filter((m) => m.channel === OPS).at(-1)!).split('\n').find((l) => l.includes('Token extension off'));
+    expect(on).toMatch(/not safe: \d+ clients? would break/);
+  });
+});
+
+describe('serve: what an AKS cluster in Log Analytics can tell', () => {
+  it('a cluster whose diagnostic setting sends only kube-audit-admin (AKSAuditAdmin rows, no AKSAudit) is blind, with the fix', { timeout: 120_000 }, async () => {
+    const x = await start();
+    // The extension-off cluster's workspace rows: admin events only (no get/list), as AKSAuditAdmin holds them.
+    const admin = Array.from({ length: 4 }, (_, i) => auditEvent({ auditID: `adm-${i}`, time: x.now() - 8 * MIN + i * 1000, kind: 'plain' }));
+    logs!.add(WORKSPACE, admin.map((l) => row(l, RID_OFF, 'AKSAuditAdmin')));
+    x.advance(5 * MIN);
+    await x.poll(OFF);
+    const off = x.serve.context.clusters.get(OFF)!.blind.state(x.now());
+    expect(off).toMatchObject({ blind: true, reason: 'aks-admin-only' });
+    const text = (off as { text: string }).text;
+    expect(text).toContain('AKSAuditAdmin');
+    expect(text).toContain('kube-audit category');
+    expect(text).toContain('resource-specific');
+    expect(text).toContain('Log Analytics Reader');
+    // The cluster whose AKSAudit rows arrive is not blind.
+    await x.poll(CLUSTER);
+    expect(x.serve.context.clusters.get(CLUSTER)!.blind.state(x.now())).toEqual({ blind: false });
+  });
+
+  it('a workspace the identity may not read fails the poll naming the role to grant, and keeps the cursor', { timeout: 120_000 }, async () => {
+    const x = await start();
+    const before = await x.serve.context.store.getCursor(x.serve.context.clusters.get(CLUSTER)!.source.id);
+    logs!.forbid(WORKSPACE);
+    x.advance(5 * MIN);
+    await x.poll(CLUSTER);
+    const health = x.serve.context.clusters.get(CLUSTER)!.poller.health();
+    expect(health.status).toBe('degraded');
+    expect(health.lastError).toContain('Log Analytics Reader');
+    expect(await x.serve.context.store.getCursor(x.serve.context.clusters.get(CLUSTER)!.source.id)).toEqual(before);
+  });
+
+  it('a restart approved for an AKS cluster PATCHes that cluster\'s API server once', { timeout: 120_000 }, async () => {
+    const x = await start();
+    const alert = await x.alert('kube-system', 'multus');
+    await x.click(REQUESTER, alert, 'tw_restart');
+    const approval = x.slack.thread(OPS, alert.ts).find((m) => m.text.includes('approval needed'))!;
+    expect(approval.text).toContain('[prod-eks] approval needed: restart of DaemonSet kube-system/kube-multus-ds');
+    await x.click(APPROVER, approval, 'tw_approve');
+    const patches = x.kube.requestsMatching({ method: 'PATCH', resource: 'daemonsets' }).filter((r) => !r.dryRun);
+    expect(patches).toHaveLength(1);
+    expect(patches[0]!.contentType).toBe('application/strategic-merge-patch+json');
+  });
+});
