@@ -90,7 +90,7 @@ export function buildLogAnalyticsQuery(o: LogAnalyticsQueryOptions): string {
   return [
     'union isfuzzy=true',
     `(AzureDiagnostics | where Category == "kube-audit" and ${window} | where ${ids}`,
-    `  | where log_s has ${kqlString(STALE_TOKEN_ANNOTATION)} or log_s has ${kqlString(LEGACY_TOKEN_ANNOTATION)} or log_s has "\\"code\\":401"`,
+    `  | where log_s has ${kqlString(STALE_TOKEN_ANNOTATION)} or log_s has ${kqlString(LEGACY_TOKEN_ANNOTATION)} or log_s contains "\\"code\\":401"`,
     '  | project TimeGenerated, _ResourceId, Category, log_s, Type = "AzureDiagnostics"),',
     `(AzureDiagnostics | where Category in ("kube-audit", "kube-audit-admin") and ${window} | where ${ids} | summarize Rows = count() by _ResourceId, Category | extend Type = "${COUNT_ROW_TYPE}")`,
     '| order by TimeGenerated asc',
