@@ -50,7 +50,7 @@ function exampleRows(rid: string): FakeLogRow[] {
 
 const row = (line: string, rid: string, type?: 'AKSAudit' | 'AKSAuditAdmin') => aksAuditRow(JSON.parse(line) as Record<string, unknown>, rid, type ? { type } : {});
 
-async function start(o: { extra?: (fake: FakeLogAnalytics) => void } = {}): Promise<Harness> {
+async function start(o: { extra?: (fake: FakeLogAnalytics) => void; logs?: Array<Record<string, unknown>> } = {}): Promise<Harness> {
   const dir = mkdtempSync(join(tmpdir(), 'tw-aks-'));
   const tls = selfSignedCert(dir);
   const tokenFile = join(dir, 'azure-identity-token');
@@ -70,6 +70,7 @@ async function start(o: { extra?: (fake: FakeLogAnalytics) => void } = {}): Prom
     return c.clusters[0]!.audit;
   };
   h = await startHarness({
+    ...(o.logs && { logs: o.logs, logLevel: 'warn' }),
     tweak: (c) => {
       c.clusters[0]!.audit = azure(RID_ON, 'on');
       c.clusters[1]!.audit = azure(RID_OFF, 'off');
@@ -115,15 +116,18 @@ describe('serve: AKS audit logs from Log Analytics', () => {
     const x = await start();
     const findingOf = async () => (await x.serve.context.store.listFindings(CLUSTER, { status: ['open'] })).map((f) => f.finding).find((f) => f.serviceAccount === 'multus' && f.kind === 'stale-token')!;
     const before = (await findingOf()).requests;
-    // A stale use 8 minutes before the first window's end, ingested only now (after the first poll read its window).
-    const late = staleLine('late-1', REF - 13 * MIN, 'kube-multus-ds-b4j4z', 7_000_000);
+    // A stale use 3 minutes before the first window's end (REF − 5 min), ingested only now, after the first poll read
+    // that window: the next poll's overlap (10 min) reads it.
+    const late = staleLine('late-1', REF - 8 * MIN, 'kube-multus-ds-b4j4z', 7_000_000);
     logs!.add(WORKSPACE, [row(late, RID_ON)]);
     x.advance(5 * MIN);
     await x.poll(CLUSTER);
     expect((await findingOf()).requests).toBe(before + 1);
-    // The same window again (overlap): nothing new is counted.
+    // The next poll's overlap reads the late row again: it is not counted again.
     x.advance(5 * MIN);
     await x.poll(CLUSTER);
+    const [from, to] = logs!.queries.at(-1)!.timespan.split('/').map((t) => Date.parse(t));
+    expect(from! <= REF - 8 * MIN && REF - 8 * MIN < to!).toBe(true);
     expect((await findingOf()).requests).toBe(before + 1);
     const windows = logs!.queries.filter((q) => q.status === 200).map((q) => q.timespan.split('/').map((t) => Date.parse(t)));
     // Each window starts 10 minutes (the overlap) before the end of the previous one.
@@ -131,7 +135,8 @@ describe('serve: AKS audit logs from Log Analytics', () => {
   });
 
   it('a 429 with Retry-After slows the source and loses no window', { timeout: 120_000 }, async () => {
-    const x = await start();
+    const lines: Array<Record<string, unknown>> = [];
+    const x = await start({ logs: lines });
     const ends = () => logs!.queries.filter((q) => q.status === 200).map((q) => q.timespan);
     logs!.throttle(1, 1);
     const late = staleLine('throttled-1', REF - 2 * MIN, 'kube-multus-ds-b4j4z', 7_000_000);
@@ -144,7 +149,8 @@ describe('serve: AKS audit logs from Log Analytics', () => {
     expect(logs!.queries[1]!.timespan).toBe(logs!.queries[2]!.timespan);
     expect(ends()).toHaveLength(2);
     expect((await x.serve.context.store.listFindings(CLUSTER, { status: ['open'] })).map((f) => f.finding).find((f) => f.serviceAccount === 'multus')!.lastSeen).toBe(new Date(REF - 2 * MIN).toISOString());
-    // Counted as throttled (the budget halves its rate on a 429; src/core/token-bucket.ts).
+    // The query budget halved its rate (5 → 2.5 queries/s; it climbs back on its own), and the 429 is counted.
+    expect(lines.filter((l) => l.msg === 'Log Analytics answered 429: query rate lowered').map((l) => l.rate)).toEqual([2.5]);
     expect(await x.metrics.text()).toMatch(/tokenwatch_log_analytics_queries_total\{workspace="[^"]+",status="429"\} 1/);
   });
 });
