@@ -63,6 +63,10 @@ function auditValue(a: AuditSourceConfig): unknown {
   if ('none' in a) return { none: true };
   if ('webhook' in a) return { webhook: { ...a.webhook } }; // file paths and an env var name only, no secret
   if ('gcp' in a) return { gcp: { ...a.gcp, overlap: formatDuration(a.gcp.overlap), lag: formatDuration(a.gcp.lag) } };
+  if ('azure' in a) {
+    const z = a.azure;
+    return { azure: { ...z, ...(z.endpoint !== undefined && { endpoint: maskUrl(z.endpoint) }), ...(z.authorityHost !== undefined && { authorityHost: maskUrl(z.authorityHost) }), lag: formatDuration(z.lag), overlap: formatDuration(z.overlap) } };
+  }
   return { cloudwatch: { ...a.cloudwatch, overlap: formatDuration(a.cloudwatch.overlap) } };
 }
 
@@ -133,6 +137,7 @@ export function toFileForm(config: Config): Record<string, unknown> {
     cloudwatchTps: { ...config.poll.cloudwatchTps },
     cloudwatchFleetInsights: { ...config.poll.cloudwatchFleetInsights, reuse: formatDuration(config.poll.cloudwatchFleetInsights.reuse) },
     gcpLogging: { ...config.poll.gcpLogging, reuse: formatDuration(config.poll.gcpLogging.reuse) },
+    logAnalytics: { ...config.poll.logAnalytics, reuse: formatDuration(config.poll.logAnalytics.reuse), timeout: formatDuration(config.poll.logAnalytics.timeout) },
   };
   out.findings = {
     activeWindow: formatDuration(config.findings.activeWindow),

@@ -72,6 +72,15 @@ export function runtimeIssues(config: Config, env: NodeJS.ProcessEnv, opts: { ho
         issues.push({ path: ['env', wh.tokenEnv], message: `${who}: not set, required by clusters[${i}].audit.webhook.tokenEnv (the audit webhook's bearer token)` });
       }
     }
+    if ('azure' in c.audit) {
+      const az = c.audit.azure;
+      if (az.caFile !== undefined) file(['clusters', i, 'audit', 'azure', 'caFile'], 'the Log Analytics CA file', az.caFile, who);
+      // Workload identity (set in the pod by the Azure workload identity webhook; docs/install.md#aks).
+      for (const name of ['AZURE_CLIENT_ID', 'AZURE_TENANT_ID', 'AZURE_FEDERATED_TOKEN_FILE']) {
+        if (!isSet(env, name)) issues.push({ path: ['env', name], message: `${who}: not set, required by clusters[${i}].audit.azure (workload identity: label the pod azure.workload.identity/use: "true")` });
+      }
+      if (isSet(env, 'AZURE_FEDERATED_TOKEN_FILE')) file(['env', 'AZURE_FEDERATED_TOKEN_FILE'], 'the workload identity token file', env.AZURE_FEDERATED_TOKEN_FILE!, who);
+    }
     const k = c.kubernetes;
     const at = (key: string) => ['clusters', i, 'kubernetes', key];
     if ('inCluster' in k) {

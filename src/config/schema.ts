@@ -162,6 +162,38 @@ const gcpSchema = z.strictObject({
   pageSize: z.int().min(1).max(1000).default(1000),
 });
 
+/** AKS audit logs read from Log Analytics (src/sources/log-analytics.ts, docs/live-mode.md#aks-log-analytics). */
+const azureSchema = z.strictObject({
+  /** The Log Analytics workspace id (a GUID, the workspace's "Workspace ID"), not its resource id. */
+  workspaceId: z.string().regex(/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/, 'expected the workspace id, a GUID'),
+  /**
+   * The AKS cluster's Azure resource id, `/subscriptions/<id>/resourceGroups/<group>/providers/Microsoft.ContainerService/managedClusters/<name>`:
+   * its rows' `_ResourceId` (compared without case).
+   */
+  resourceId: z
+    .string()
+    .regex(/^\/subscriptions\/[^/]+\/resourcegroups\/[^/]+\/providers\/microsoft\.containerservice\/managedclusters\/[^/]+$/i, 'expected an AKS resource id: /subscriptions/<id>/resourceGroups/<group>/providers/Microsoft.ContainerService/managedClusters/<name>'),
+  /** `AKSAudit` (resource-specific diagnostic setting, default) or `AzureDiagnostics` (the `kube-audit` category in Azure diagnostics mode). */
+  table: z.enum(['AKSAudit', 'AzureDiagnostics']).default('AKSAudit'),
+  /** Logs Query API base URL. Default `https://api.loganalytics.io/v1` (Azure public cloud). */
+  endpoint: z.url({ protocol: /^https$/, error: 'expected an https:// URL' }).optional(),
+  /** Microsoft Entra authority host of the token exchange. Default env `AZURE_AUTHORITY_HOST`, else `https://login.microsoftonline.com`. */
+  authorityHost: z.url({ protocol: /^https$/, error: 'expected an https:// URL' }).optional(),
+  /** PEM CA bundle trusted for `endpoint` and `authorityHost` besides the system's (a TLS-inspecting proxy, a private endpoint). */
+  caFile: z.string().min(1).optional(),
+  /** How far behind now each poll's window ends, for ingestion delay (20 s to 3 min, Azure Monitor docs). At least and default `5m`. */
+  lag: duration(5 * 60_000).prefault('5m'),
+  /** Each poll re-reads this much before the cursor, for rows ingested later than `lag`. Default `10m`. */
+  overlap: duration().prefault('10m'),
+  /**
+   * Whether the API server extends projected tokens (`--service-account-extend-token-expiration`). AKS turns it off on
+   * clusters with the OIDC issuer enabled (`az aks show --query oidcIssuerProfile.enabled`; Azure/AKS#4373): then no
+   * stale-token annotation is ever written and a client that caches its token fails with 401 an hour after its pod
+   * starts. `off` makes readiness say "extension already off" and alerts say requests fail now. Default `on`.
+   */
+  tokenExtension: z.enum(['on', 'off']).default('on'),
+});
+
 /** Audit webhook listener (src/sources/webhook.ts, docs/live-mode.md#audit-webhook). */
 const webhookSchema = z.strictObject({
   /** Listen address. Default `0.0.0.0`. */
@@ -196,8 +228,11 @@ const auditSchema = z.strictObject({
   /** HTTPS listener for the API server's audit webhook backend. */
   webhook: webhookSchema.optional(),
   /** No audit log (e.g. EKS with audit logging off): only API-server token metrics and the node probe. */
-  none: z.literal(true, { error: 'expected true' }).optional(),  /** GKE: Cloud Logging `entries:list` (Cloud Audit Logs of the cluster). */
+  none: z.literal(true, { error: 'expected true' }).optional(),
+  /** GKE: Cloud Logging `entries:list` (Cloud Audit Logs of the cluster). */
   gcp: gcpSchema.optional(),
+  /** AKS audit logs in a Log Analytics workspace (src/sources/log-analytics.ts, docs/live-mode.md#aks-log-analytics). */
+  azure: azureSchema.optional(),
 });
 
 const kubernetesSchema = z.strictObject({
@@ -625,6 +660,24 @@ export const fileSchema = z.strictObject({
           reuse: duration().prefault('5m'),
         })
         .prefault({}),
+      /**
+       * Log Analytics (clusters with `audit.azure`, src/sources/log-analytics.ts): one query per workspace per poll for
+       * all its clusters. Query API limits per identity: 200 requests per 30 s, 5 running at once
+       * (https://learn.microsoft.com/azure/azure-monitor/service-limits#log-analytics-workspaces). The budget is shared
+       * by every replica through the store (PostgreSQL) and halves on a 429.
+       */
+      logAnalytics: z
+        .strictObject({
+          /** Queries per second per identity. Default `5` (200 per 30 s is 6.7). */
+          queriesPerSecond: z.number().positive().max(6.6).prefault(5),
+          /** Queries running at once from this replica. Default `5` (the API's per-identity limit). */
+          maxConcurrentQueries: z.number().int().min(1).max(5).prefault(5),
+          /** A cluster's poll reuses rows another cluster's poll fetched this recently (about the poll interval). Default `5m`. */
+          reuse: duration().prefault('5m'),
+          /** Longest wait for the whole query of a poll, 429 waits included, before the poll fails (its window is read again). Default `5m`. */
+          timeout: duration(1000).prefault('5m'),
+        })
+        .prefault({}),
     })
     .prefault({}),
   /** When a finding counts as current, and when it concludes on its own. */
@@ -704,10 +757,13 @@ export type WebhookAuditConfig = Omit<NonNullable<FileCluster['audit']['webhook'
  * Where a cluster's audit events come from: exactly one key. `{ none: true }`: no audit log (findings then come
  * only from API-server token metrics and the node probe; docs/design/architecture.md "Signals besides the audit log").
  */
-export type AuditSourceConfig = { cloudwatch: CloudWatchAuditConfig } | { file: FileAuditConfig } | { webhook: WebhookAuditConfig } | { gcp: GcpAuditConfig } | { none: true };
+export type AuditSourceConfig = { cloudwatch: CloudWatchAuditConfig } | { file: FileAuditConfig } | { webhook: WebhookAuditConfig } | { gcp: GcpAuditConfig } | { none: true } | { azure: AzureAuditConfig };
 
 /** GKE audit logs from Cloud Logging; `clusterName` filled in (default the cluster's name). */
 export type GcpAuditConfig = Omit<NonNullable<FileCluster['audit']['gcp']>, 'clusterName'> & { clusterName: string };
+
+/** AKS audit logs in a Log Analytics workspace. */
+export type AzureAuditConfig = NonNullable<FileCluster['audit']['azure']>;
 
 /**
  * How tokenwatch reaches a cluster's API server: exactly one form. Narrow with `'inCluster' in k`,
@@ -896,9 +952,9 @@ export function crossFieldIssues(raw: unknown, env: NodeJS.ProcessEnv): ConfigIs
 
     if (isRecord(c.audit)) {
       const audit = c.audit;
-      const forms = ['cloudwatch', 'file', 'webhook', 'gcp', 'none'].filter((k) => audit[k] !== undefined);
+      const forms = ['cloudwatch', 'file', 'webhook', 'gcp', 'none', 'azure'].filter((k) => audit[k] !== undefined);
       if (forms.length !== 1) {
-        issues.push({ path: at('audit'), message: `expected exactly one of cloudwatch, file, webhook, gcp, none (got ${forms.length === 0 ? 'none' : forms.join(', ')})` });
+        issues.push({ path: at('audit'), message: `expected exactly one of cloudwatch, file, webhook, gcp, none, azure (got ${forms.length === 0 ? 'none' : forms.join(', ')})` });
       }
       const wh = audit.webhook;
       if (isRecord(wh) && wh.tokenFile === undefined && wh.tokenEnv === undefined && wh.clientCaFile === undefined) {
@@ -1050,6 +1106,7 @@ function buildAudit(a: FileConfig['clusters'][number]['audit'], name: string, ek
     return { gcp: { ...g, clusterName: clusterName ?? name } };
   }
   if (a.none === true) return { none: true };
+  if (a.azure !== undefined) return { azure: { ...a.azure } };
   return { file: { path: a.file?.path ?? '' } };
 }
 
@@ -1152,6 +1209,7 @@ function assemble(file: FileConfig, env: NodeJS.ProcessEnv): Config {
       cloudwatchTps: { ...file.poll.cloudwatchTps },
       cloudwatchFleetInsights: { ...file.poll.cloudwatchFleetInsights },
       gcpLogging: { ...file.poll.gcpLogging },
+      logAnalytics: { ...file.poll.logAnalytics },
     },
     findings: { activeWindow: file.findings.activeWindow, quietPeriod: file.findings.quietPeriod, readinessMinWindow: file.findings.readinessMinWindow },
     retention: { tokenRecords: file.retention.tokenRecords, pollRuns: file.retention.pollRuns, actionLog: file.retention.actionLog },

@@ -3,4 +3,4 @@
  * of the file (`z.output<typeof fileSchema>`, src/config/schema.ts), where each field is documented, so the shape is
  * written once; this module keeps the names importable from where they always were.
  */
-export type { AuditSourceConfig, ClusterConfig, Config } from './schema.js';
+export type { AuditSourceConfig, AzureAuditConfig, ClusterConfig, Config } from './schema.js';

@@ -62,6 +62,43 @@ export interface BuildOptions {
    * `warning`). Default: every 401 record counts (`scan`, where the data is one window).
    */
   unauthorizedSince?: number;
+  /**
+   * The cluster does not extend ServiceAccount tokens (`audit.azure.tokenExtension: off`): a client that caches its
+   * first token is refused {@link UNEXTENDED_TOKEN_LIFETIME_MS} after its pod started, so 401s attributed to one pod
+   * that begin then are corroborated by their timing ({@link expiryCorroboration}). Default false.
+   */
+  tokenExtensionOff?: boolean;
+}
+
+/**
+ * Lifetime of a kubelet-requested projected token when the API server does not extend it: 3607 s
+ * (`WarnOnlyBoundTokenExpirationSeconds`, kubernetes `pkg/serviceaccount/claims.go`; docs/design/domain.md §1), ms.
+ */
+export const UNEXTENDED_TOKEN_LIFETIME_MS = 3_607_000;
+/** How long after the first token's expiry the first 401 may come and still be corroborated by the timing, ms. */
+export const EXPIRY_CORROBORATION_WINDOW_MS = 15 * 60_000;
+
+/**
+ * On a cluster without token extension: 401s attributed (by source address and user agent) to one pod whose first
+ * 401 came {@link UNEXTENDED_TOKEN_LIFETIME_MS} to that plus {@link EXPIRY_CORROBORATION_WINDOW_MS} after the pod
+ * started — the moment the token it was given at start expired — are that pod's cached token failing. Undefined
+ * when no record fits (or cluster state cannot tell the pod's start).
+ */
+export async function expiryCorroboration(unauthorized: readonly TokenRecord[], state: Pick<ClusterStateSource, 'getPod'> | undefined): Promise<UnauthorizedAttribution | undefined> {
+  if (!state) return undefined;
+  for (const u of unauthorized) {
+    if (!u.pod) continue;
+    const pod = await state.getPod(u.namespace, u.pod).catch(() => undefined);
+    if (pod?.startTime === undefined) continue;
+    const after = u.firstSeen - pod.startTime;
+    if (after >= UNEXTENDED_TOKEN_LIFETIME_MS - 60_000 && after <= UNEXTENDED_TOKEN_LIFETIME_MS + EXPIRY_CORROBORATION_WINDOW_MS) {
+      return {
+        basis: 'corroborated',
+        text: `401s attributed by source address ${u.sourceIPs[0] ?? '(none)'} and user agent ${u.userAgents[0] ?? '(none)'}, corroborated: token extension is off on this cluster and they started at ${iso(u.firstSeen)}, ${Math.round(after / 1000)} s after pod ${u.pod} started — when the token it was given at start expired (3607 s)`,
+      };
+    }
+  }
+  return undefined;
 }
 
 /**
@@ -151,7 +188,8 @@ export async function buildFindings(records: TokenRecord[], opts: BuildOptions):
   // can send (see `corroboration`).
   const basisOf = new Map<string, UnauthorizedAttribution>();
   for (const [sk, u] of unauthorizedBySubject) {
-    const basis = attributionBasis(u, staleBySubject.get(sk) ?? []);
+    let basis = attributionBasis(u, staleBySubject.get(sk) ?? []);
+    if (basis.basis === 'address-only' && opts.tokenExtensionOff) basis = (await expiryCorroboration(u, opts.state)) ?? basis;
     basisOf.set(sk, basis);
     if (basis.basis !== 'address-only') unauthorizedSubjects.add(sk);
   }

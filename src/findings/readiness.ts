@@ -18,7 +18,10 @@
  *   a client that refreshes a cached token only daily or weekly shows up only in a window that long);
  *   Also when event times were left out as inconsistent (a wrong clock; the summary starts
  *   `unknown: audit timestamps inconsistent`): the window cannot be trusted;
- * - `safe`: no stale use in a window at least that long, with the window and the coverage it relied on.
+ * - `safe`: no stale use in a window at least that long, with the window and the coverage it relied on;
+ * - `extension-already-off`: the cluster does not extend tokens (AKS with the OIDC issuer enabled, Azure/AKS#4373:
+ *   config `audit.azure.tokenExtension: off`). The question is moot: no stale-token annotation is ever written there,
+ *   and a client that caches its token already fails with 401 an hour after its pod starts — its 401 findings say so.
  *
  * Pure: no I/O, times passed in (epoch ms UTC).
  */
@@ -30,7 +33,7 @@ import type { Finding } from './types.js';
 export const DEFAULT_READINESS_MIN_WINDOW_MS = 7 * DAY_MS;
 
 /** The verdict values (contract, additive). */
-export type ReadinessVerdict = 'safe' | 'not-safe' | 'unknown';
+export type ReadinessVerdict = 'safe' | 'not-safe' | 'unknown' | 'extension-already-off';
 
 /** What the audit data behind a verdict covered. Times are epoch ms UTC. */
 export interface ReadinessCoverage {
@@ -93,6 +96,8 @@ export interface ReadinessInput {
   coverage: ReadinessCoverage;
   /** Minimum window for `safe`, ms; default {@link DEFAULT_READINESS_MIN_WINDOW_MS}. */
   minWindowMs?: number;
+  /** The cluster does not extend tokens (known from its config): verdict `extension-already-off`. */
+  extensionOff?: boolean;
 }
 
 /**
@@ -126,7 +131,13 @@ export function readinessVerdict(input: ReadinessInput): Readiness {
   const reasons: string[] = [];
   let verdict: ReadinessVerdict;
   let summary: string;
-  if (clients.length > 0) {
+  if (input.extensionOff) {
+    verdict = 'extension-already-off';
+    const failing = input.findings.filter((f) => f.kind === 'unauthorized' && f.cluster === input.cluster).length;
+    summary =
+      'extension already off: this cluster does not extend ServiceAccount tokens, so no stale-token warning comes first — a client that caches its token fails with 401 an hour after its pod starts' +
+      (failing > 0 ? `; ${failing} ServiceAccount${failing === 1 ? ' is' : 's are'} failing now (see the 401 alerts)` : '; no 401s of cached tokens seen');
+  } else if (clients.length > 0) {
     verdict = 'not-safe';
     const short = length === undefined || length < min ? `; the window is shorter than ${durationText(min)}, more clients may exist` : '';
     summary = `not safe: ${clients.length} client${clients.length === 1 ? '' : 's'} would break (stale tokens in ${windowText}${short})`;

@@ -90,6 +90,8 @@ export class Metrics {
   });
   /** Fleet Logs Insights queries completed, per Region. */
   readonly cloudwatchInsightsQueries = new Counter({ name: 'tokenwatch_cloudwatch_insights_queries_total', help: 'Fleet Logs Insights queries completed, by Region.', labelNames: ['region'] as const, registers: [this.registry] });
+  /** Log Analytics queries sent (`audit.azure`), by workspace id and answer (`ok`, `partial`, or the HTTP status: `429` throttled). */
+  readonly logAnalyticsQueries = new Counter({ name: 'tokenwatch_log_analytics_queries_total', help: 'Log Analytics queries sent, by workspace and answer (ok, partial, or the HTTP status).', labelNames: ['workspace', 'status'] as const, registers: [this.registry] });
   /** Slack requests or Socket Mode envelopes dropped as replays/redeliveries, by transport (`http` | `socket`). */
   readonly slackDuplicates = new Counter({ name: 'tokenwatch_slack_duplicate_requests_total', help: 'Slack requests (HTTP replays, Socket Mode redeliveries) acknowledged but not handled again.', labelNames: ['transport'] as const, registers: [this.registry] });
   /**

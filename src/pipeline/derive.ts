@@ -44,6 +44,8 @@ export interface DeriveInput {
   now: number;
   /** Live mode: 401s last seen before this time no longer make a finding critical (`BuildOptions.unauthorizedSince`). */
   unauthorizedSince?: number;
+  /** The cluster does not extend tokens (`BuildOptions.tokenExtensionOff`). */
+  tokenExtensionOff?: boolean;
   /** Cluster state; without it findings carry `clusterState: STATE_NOT_PROVIDED`. */
   state?: ClusterStateSource;
   /** Severity thresholds; default `DEFAULT_THRESHOLDS` (`src/findings/build.ts`). */
@@ -85,6 +87,7 @@ export async function deriveFindings(input: DeriveInput): Promise<DerivedFinding
     buildFindings(input.records, {
       now,
       ...(input.unauthorizedSince !== undefined ? { unauthorizedSince: input.unauthorizedSince } : {}),
+      ...(input.tokenExtensionOff ? { tokenExtensionOff: true } : {}),
       ...(input.state ? { state: input.state } : {}),
       ...(input.thresholds ? { thresholds: input.thresholds } : {}),
     }),

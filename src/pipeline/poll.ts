@@ -550,6 +550,7 @@ export class ClusterPoller {
       records,
       now,
       unauthorizedSince: now - (this.deps.activeWindowMs ?? POLLER_DEFAULTS.activeWindowMs),
+      ...('azure' in cluster.audit && cluster.audit.azure.tokenExtension === 'off' ? { tokenExtensionOff: true } : {}),
       ...(this.deps.state ? { state: this.deps.state } : {}),
       thresholds,
       maxTokenAge: cluster.maxTokenAge,

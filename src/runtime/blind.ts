@@ -23,7 +23,7 @@
  * reported within an hour (plus one poll interval), at the cost of one `DescribeCluster` call an hour per cluster.
  */
 
-import { AKS_ADMIN_ONLY_TEXT, aksAdminOnly, GKE_NO_DATA_ACCESS_TEXT, gkeWithoutDataAccess, type PlatformHints } from '../sources/platform-hints.js';
+import { AKS_ADMIN_ONLY_LOG_ANALYTICS_TEXT, AKS_ADMIN_ONLY_TEXT, aksAdminOnly, GKE_NO_DATA_ACCESS_TEXT, gkeWithoutDataAccess, type PlatformHints } from '../sources/platform-hints.js';
 
 /** Why a cluster's audit log is blind. */
 export type BlindReason = 'eks-audit-log-off' | 'aks-admin-only' | 'gke-no-data-access' | 'no-events-for-polls' | 'no-events-for-time';
@@ -38,9 +38,10 @@ export const BLIND_DEFAULTS = { silentAfterMs: 60 * 60 * 1000, silentPolls: 6 } 
 export interface BlindLogOptions {
   /**
    * What kind of audit source the cluster reads (`none`: audit logging off by configuration, never "blind"; `gcp`:
-   * Cloud Logging, whose query returns only token entries, so only the Data Access markers tell it blind).
+   * Cloud Logging, whose query returns only token entries, so only the Data Access markers tell it blind;
+   * `log-analytics`: AKS in Log Analytics, blind only by the categories its rows carry — `aks-admin-only`).
    */
-  source: 'cloudwatch' | 'file' | 'gcp' | 'none';
+  source: 'cloudwatch' | 'file' | 'gcp' | 'log-analytics' | 'none';
   /** File source: blind after this long without an event, ms. Default {@link BLIND_DEFAULTS}. */
   silentAfterMs?: number;
   /** CloudWatch source: blind after this many successful polls in a row without an event. Default {@link BLIND_DEFAULTS}. */
@@ -114,7 +115,9 @@ export class BlindLogMonitor {
           'update-cluster-config --logging \'{"clusterLogging":[{"types":["audit"],"enabled":true}]}\')' + tail,
       };
     }
-    if (aksAdminOnly(this.recentMarkers(now, 'aks'))) return { blind: true, reason: 'aks-admin-only', text: `audit log blind: ${AKS_ADMIN_ONLY_TEXT}${tail}` };
+    if (aksAdminOnly(this.recentMarkers(now, 'aks'))) {
+      return { blind: true, reason: 'aks-admin-only', text: `audit log blind: ${this.opts.source === 'log-analytics' ? AKS_ADMIN_ONLY_LOG_ANALYTICS_TEXT : AKS_ADMIN_ONLY_TEXT}${tail}` };
+    }
     if (gkeWithoutDataAccess(this.recentMarkers(now, 'gke'))) return { blind: true, reason: 'gke-no-data-access', text: `audit log blind: ${GKE_NO_DATA_ACCESS_TEXT}${tail}` };
     if (this.opts.source === 'cloudwatch' && this.polls >= this.silentPolls && this.emptyPolls >= this.silentPolls) {
       return {

@@ -11,7 +11,7 @@ import type { Metrics } from '../observability/metrics.js';
  * The `onStoreError` of a shared budget: counts the call in `tokenwatch_rate_budget_store_errors_total` and logs at
  * most one line a minute (with how many were left out), without the error's statement data.
  */
-export function budgetStoreError(budget: 'cloudwatch' | 'slack' | 'gcp-logging', metrics: Metrics, logger: Logger): (key: string, err: unknown) => void {
+export function budgetStoreError(budget: 'cloudwatch' | 'slack' | 'gcp-logging' | 'log-analytics', metrics: Metrics, logger: Logger): (key: string, err: unknown) => void {
   const limit = new LogRateLimit(60_000);
   return (key, err) => {
     metrics.rateBudgetStoreErrors.inc({ budget });

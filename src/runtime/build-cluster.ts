@@ -29,6 +29,7 @@ import { ClusterHealth, type SlackAccessOf } from './health.js';
 import type { ClusterAccess } from '../observability/health.js';
 import { ClusterPoller, type PollOutcome } from '../pipeline/poll.js';
 import { TokenMetricsMonitor } from './token-metrics-monitor.js';
+import type { LogAnalyticsSources } from './log-analytics.js';
 
 /** Everything serve runs for one cluster. */
 export interface ClusterRuntime {
@@ -93,6 +94,8 @@ export interface BuildClusterDeps {
   slackAccess?: SlackAccessOf;
   /** Kubeconfig files shared by the fleet, each read and parsed once (default: each cluster loads its file). */
   kubeconfigFiles?: KubeconfigFiles;
+  /** Builds `audit.azure` sources (src/runtime/log-analytics.ts; loads the Log Analytics client on first use). */
+  logAnalytics?: LogAnalyticsSources;
 }
 
 async function buildKube(
@@ -161,7 +164,8 @@ function startWatchCache(
  */
 export async function buildCluster(c: ClusterConfig, deps: BuildClusterDeps): Promise<ClusterRuntime> {
   const { config, store, logger, metrics, clock, rateLimiter, fleetInsights, onBlindChange, notify, verify } = deps;
-  const source = createAuditSource(c.audit, {
+  if ('azure' in c.audit && !deps.logAnalytics) throw new Error('buildCluster: audit.azure needs deps.logAnalytics');
+  const source = 'azure' in c.audit ? await deps.logAnalytics!(c.audit.azure) : createAuditSource(c.audit, {
     cluster: c.name,
     onShed: () => metrics.webhookShed.inc({ cluster: c.name }),
     ...(deps.webhookBatches ? { webhookBatches: deps.webhookBatches, onWebhookStoreError: (err: unknown) => logger.warn({ err, cluster: c.name }, 'audit webhook batch not stored (answered 503, the API server re-sends it)') } : {}),
@@ -200,7 +204,7 @@ export async function buildCluster(c: ClusterConfig, deps: BuildClusterDeps): Pr
     : undefined;
   const probe = kube.kubeConfig ? new KubeProbeReports(kube.kubeConfig, PROBE_NAMESPACE, (what, reason, n) => metrics.probeDropped.inc({ cluster: c.name, what, reason }, n), timeoutMs) : undefined;
   const blind = new BlindLogMonitor({
-    source: 'cloudwatch' in c.audit ? 'cloudwatch' : 'gcp' in c.audit ? 'gcp' : 'file' in c.audit || 'webhook' in c.audit ? 'file' : 'none',
+    source: 'cloudwatch' in c.audit ? 'cloudwatch' : 'gcp' in c.audit ? 'gcp' : 'file' in c.audit || 'webhook' in c.audit ? 'file' : 'azure' in c.audit ? 'log-analytics' : 'none',
     ...(c.blindLog ? { silentAfterMs: c.blindLog.silentAfter, silentPolls: c.blindLog.silentPolls } : {}),
     startedAt: clock(),
     otherSignals: kube.kubeConfig !== undefined, // token metrics and the node probe need Kubernetes access
@@ -252,7 +256,7 @@ export async function buildCluster(c: ClusterConfig, deps: BuildClusterDeps): Pr
     clock,
     ...(kube.kubeConfig ? { tokenMetrics: new TokenMetricsMonitor({ cluster: c.name, scraper: new KubeMetricsScraper(kube.kubeConfig, { timeoutMs: config.poll.requestTimeout }), store, logger }) } : {}),
     ...(probe ? { probe } : {}),
-    seenRetentionMs: Math.max(2 * HOUR_MS, 'cloudwatch' in c.audit ? c.audit.cloudwatch.overlap * 2 : 0),
+    seenRetentionMs: Math.max(2 * HOUR_MS, 'cloudwatch' in c.audit ? c.audit.cloudwatch.overlap * 2 : 'azure' in c.audit ? (c.audit.azure.overlap + c.audit.azure.lag) * 2 : 0),
     chunkEvents: config.poll.chunkEvents,
     slowAfterMs: deps.slowPollAfterMs,
     activeWindowMs: config.findings.activeWindow,

@@ -37,6 +37,7 @@ import { ownershipWhile, type Ownership } from '../core/ownership.js';
 import { ClusterNotOwnedError, ShardCoordinator } from './shard-coordinator.js';
 import { SqlBucketStateStore } from '../store/rate-buckets.js';
 import { UnrecordedTicks } from './unrecorded-ticks.js';
+import { logAnalyticsSources } from './log-analytics.js';
 import { WebhookBatches } from '../store/webhook-batches.js';
 import type { PollOutcome } from '../pipeline/poll.js';
 import {
@@ -153,6 +154,9 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
     const buckets = sharding ? new SqlBucketStateStore(store.sql) : undefined;
     const { rateLimiter, fleetInsights } = sharedCloudWatch(config, metrics, buckets && { buckets, logger });
     const gcpLogging = sharedGcpLogging(config, metrics, buckets && { buckets, logger }, opts.gcpLogging);
+    // AKS clusters in Log Analytics: the client is loaded on the first such cluster only.
+    const logAnalytics = config.clusters.some((c) => 'azure' in c.audit) ? logAnalyticsSources({ config, metrics, logger, ...(buckets && { buckets }) }) : undefined;
+    if (logAnalytics) undo.push(() => logAnalytics.close());
     const slowPollAfterMs = opts.slowPollAfterMs ?? 3 * config.poll.requestTimeout;
     const onBlindChange = (rt: ClusterRuntime) => updateBlindGauge(metrics, rt, clock());
     // The watch caches of all clusters list at start: their pages are processed a few at a time (cache.ts listLimit)…
@@ -185,7 +189,7 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
     // A fleet's kubeconfig file (often one file of every context) is read and parsed once; each cluster takes its context.
     const kubeconfigFiles = new KubeconfigFiles();
     for (const c of config.clusters) {
-      clusters.set(c.name, await buildCluster(c, { config, store, logger, metrics, clock, rateLimiter, fleetInsights, cloudwatchClients, gcpLogging, slowPollAfterMs, watchListLimit, startWatchCache, kubeconfigFiles, onBlindChange, notify, verify, ...(sharding ? { fence, webhookBatches } : {}), slackAccess: (cluster, now) => integrations.accessOf(cluster, now) }));
+      clusters.set(c.name, await buildCluster(c, { config, store, logger, metrics, clock, rateLimiter, fleetInsights, cloudwatchClients, gcpLogging, slowPollAfterMs, watchListLimit, startWatchCache, kubeconfigFiles, onBlindChange, notify, verify, ...(sharding ? { fence, webhookBatches } : {}), slackAccess: (cluster, now) => integrations.accessOf(cluster, now), ...(logAnalytics && { logAnalytics: logAnalytics.sources }) }));
     }
     metrics.pollRunningOf = () =>
       [...clusters].map(([name, rt]) => {

@@ -370,6 +370,7 @@ export class TokensCommand {
         ...(h.ignoredEventTimes ? { inconsistentTimes: ignoredTimesText(h.ignoredEventTimes) } : {}),
       },
       ...(this.deps.readinessMinWindowMs !== undefined ? { minWindowMs: this.deps.readinessMinWindowMs } : {}),
+      ...('azure' in rt.config.audit && rt.config.audit.azure.tokenExtension === 'off' ? { extensionOff: true } : {}),
     });
     return r;
   }

@@ -104,6 +104,10 @@ export function createAuditSource(cfg: AuditSourceConfig, extra: AuditSourceExtr
   if ('webhook' in cfg) return createWebhookSource(cfg.webhook, extra);
   if ('none' in cfg) return new NoAuditSource();
   if ('gcp' in cfg) return (extra.gcpLogging ?? new CloudLoggingRegistry({ readsPerMinute: 60 })).source(cfg.gcp);
+  if ('azure' in cfg) {
+    // Loaded lazily by serve (src/runtime/log-analytics.ts), never through this synchronous builder.
+    throw new TokenwatchError(ErrorCode.Internal, 'audit.azure sources are built by serve (src/runtime/log-analytics.ts)');
+  }
   const cw = cfg.cloudwatch;
   if (cw.mode === 'insights' && extra.fleetInsights?.settings.enabled) return extra.fleetInsights.source(cw, cloudWatchExtra(extra));
   return new CloudWatchSource({

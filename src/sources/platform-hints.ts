@@ -63,6 +63,10 @@ export function gkeWithoutDataAccess(gkeLogs: ReadonlySet<string>): boolean {
 export const AKS_ADMIN_ONLY_TEXT =
   "only the AKS kube-audit-admin category is exported; it leaves out get and list requests, where most stale-token uses are: enable the kube-audit category in the cluster's diagnostic setting";
 
+/** Why an AKS cluster read from Log Analytics (`audit.azure`) with `AKSAuditAdmin` rows but no `AKSAudit` rows is blind, and the fix. */
+export const AKS_ADMIN_ONLY_LOG_ANALYTICS_TEXT =
+  "the workspace holds only AKSAuditAdmin rows (the kube-audit-admin category) for this cluster; they leave out get and list requests, where most stale-token uses are: add the kube-audit category to the cluster's diagnostic setting in resource-specific mode (the AKSAudit table), and give tokenwatch's identity the Log Analytics Reader role on the workspace";
+
 /** Why a GKE export without Data Access entries is blind, and the fix. */
 export const GKE_NO_DATA_ACCESS_TEXT =
   'GKE Admin Activity audit entries but no Data Access entries: reads (get, list, watch), where most stale-token uses are, are logged only as Data Access; enable Data Access audit logs for the Kubernetes Engine API (https://cloud.google.com/logging/docs/audit/configure-data-access), include them in the export, and give the reader roles/logging.privateLogViewer (Data Access entries are private logs)';

@@ -116,4 +116,21 @@ describe('config check --runtime and serve start checks', () => {
     const ok = parseConfig({ store: { path: join(dir, 'tw.db') }, clusters: [{ name: 'web', audit: { webhook: { certFile: join(dir, 'tls.key'), keyFile: join(dir, 'tls.key'), tokenEnv: 'TOK' } } }] }, {});
     expect(runtimeIssues(ok, { TOK: 'x' })).toEqual([]);
   });
+
+  it('an AKS cluster read from Log Analytics: the workload identity variables and the CA file', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tw-runtime-check-'));
+    const config = parseConfig(
+      {
+        store: { path: join(dir, 'tw.db') },
+        clusters: [{ name: 'aks', audit: { azure: { workspaceId: '0b4a3c2d-1e5f-4a6b-8c7d-9e0f1a2b3c4d', resourceId: '/subscriptions/s/resourceGroups/rg/providers/Microsoft.ContainerService/managedClusters/aks', caFile: join(dir, 'no-ca.pem') } } }],
+      },
+      {},
+    );
+    const messages = runtimeIssues(config, { AZURE_CLIENT_ID: 'c', AZURE_FEDERATED_TOKEN_FILE: join(dir, 'no-token') }).map((i) => `${i.path.join('.')}: ${i.message}`);
+    expect(messages).toEqual([
+      `clusters.0.audit.azure.caFile: cluster aks: the Log Analytics CA file ${join(dir, 'no-ca.pem')} does not exist`,
+      'env.AZURE_TENANT_ID: cluster aks: not set, required by clusters[0].audit.azure (workload identity: label the pod azure.workload.identity/use: "true")',
+      `env.AZURE_FEDERATED_TOKEN_FILE: cluster aks: the workload identity token file ${join(dir, 'no-token')} does not exist`,
+    ]);
+  });
 });

@@ -37,7 +37,7 @@ describe('parseConfig defaults', () => {
       http: { host: '0.0.0.0', port: 8080 },
       log: { level: 'info' },
       remediation: { rolloutTimeout: 600_000, settlePeriod: 7_200_000 },
-      poll: { jitter: 10_000, chunkEvents: 10_000, requestTimeout: 10_000, spread: true, concurrency: 10, cloudwatchTps: { filterLogEvents: 5, startQuery: 5, getQueryResults: 5 }, cloudwatchFleetInsights: { enabled: false, maxLogGroupsPerQuery: 50, maxConcurrentQueries: 10, reuse: 300_000 }, gcpLogging: { readsPerMinute: 60, reuse: 300_000 } },
+      poll: { jitter: 10_000, chunkEvents: 10_000, requestTimeout: 10_000, spread: true, concurrency: 10, cloudwatchTps: { filterLogEvents: 5, startQuery: 5, getQueryResults: 5 }, cloudwatchFleetInsights: { enabled: false, maxLogGroupsPerQuery: 50, maxConcurrentQueries: 10, reuse: 300_000 }, gcpLogging: { readsPerMinute: 60, reuse: 300_000 }, logAnalytics: { queriesPerSecond: 5, maxConcurrentQueries: 5, reuse: 300_000, timeout: 300_000 } },
       findings: { activeWindow: 3_600_000, quietPeriod: 86_400_000, readinessMinWindow: 7 * 86_400_000 },
       retention: { tokenRecords: 7 * 86_400_000, pollRuns: 7 * 86_400_000, actionLog: 90 * 86_400_000 },
       clusters: [
@@ -297,7 +297,7 @@ describe('errors', () => {
       'clusters.0.name:11 → expected a DNS-1123 label: lowercase letters, digits and "-", at most 63 characters',
       'clusters.0.schedule:16 → invalid cron expression "61 * * * *": 61 is not a valid minute value',
       'clusters.0.slack.approvers.0:20 → expected a Slack user id (U…, W…) or user group id (S…)',
-      'clusters.1.audit:22 → expected exactly one of cloudwatch, file, webhook, gcp, none (got cloudwatch, file)',
+      'clusters.1.audit:22 → expected exactly one of cloudwatch, file, webhook, gcp, none, azure (got cloudwatch, file)',
       'clusters.1.thresholds:27 → criticalDays (30) must be less than warningDays (7)',
       'clusters.2.name:30 → duplicate cluster name "staging" (also clusters[1])',
       'env.SLACK_APP_TOKEN → required when slack.mode is socket',
@@ -365,7 +365,7 @@ describe('errors', () => {
         ),
       ),
     ).toEqual([
-      'clusters.0.audit → expected exactly one of cloudwatch, file, webhook, gcp, none (got none)',
+      'clusters.0.audit → expected exactly one of cloudwatch, file, webhook, gcp, none, azure (got none)',
       'clusters.0.kubernetes → expected exactly one of inCluster, kubeconfig/context, eks, none (got inCluster, eks)',
       'clusters.0.kubernetes.eks.region → required (or set AWS_REGION)',
       'clusters.1.audit.cloudwatch.region → required (or set AWS_REGION)',

@@ -45,7 +45,7 @@ describe('audit.gcp', () => {
         expect.stringMatching(/^clusters\.0\.audit\.gcp\.pageSize → /),
         expect.stringMatching(/^clusters\.0\.audit\.gcp\.endpoint → expected an http/),
         expect.stringMatching(/^clusters\.0\.audit\.gcp\.lag → /),
-        'clusters.1.audit → expected exactly one of cloudwatch, file, webhook, gcp, none (got file, gcp)',
+        'clusters.1.audit → expected exactly one of cloudwatch, file, webhook, gcp, none, azure (got file, gcp)',
         'clusters.2.audit.gcp → GKE cluster "shared" of project acme-prod-123 is already read by clusters[1]',
       ]),
     );

@@ -6,7 +6,9 @@
  */
 import { gkeAuditEntry, startFakeCloudLogging } from './cloud-logging.js';
 import { startFakeGceMetadata } from './gce-metadata.js';
+import { startFakeEntraToken } from './entra-token.js';
 import { startFakeKube } from './kubernetes.js';
+import { aksAuditRow, startFakeLogAnalytics } from './log-analytics.js';
 import { appHomeOpenedBody, blockActionPayload, sendBlockAction, sendEvent, sendSlashCommand, startFakeSlack } from './slack.js';
 import { startFakePagerDuty, startFakeWebhook } from './pagerduty.js';
 
@@ -32,9 +34,13 @@ export interface SandboxFakes {
   startFakeCloudLogging: typeof startFakeCloudLogging;
   startFakeGceMetadata: typeof startFakeGceMetadata;
   gkeAuditEntry: typeof gkeAuditEntry;
+  /** The Log Analytics Logs Query API (AKS audit rows) and the Entra token endpoint of workload identity, both HTTPS. */
+  startFakeLogAnalytics: typeof startFakeLogAnalytics;
+  startFakeEntraToken: typeof startFakeEntraToken;
+  aksAuditRow: typeof aksAuditRow;
 }
 
 /** The fakes (kept async so a caller can later load them lazily without changing its code). */
 export async function loadFakes(): Promise<SandboxFakes> {
-  return { startFakeSlack, startFakeKube, sendSlashCommand, sendBlockAction, blockActionPayload, sendEvent, appHomeOpenedBody, startFakePagerDuty, startFakeWebhook, startFakeCloudLogging, startFakeGceMetadata, gkeAuditEntry };
+  return { startFakeSlack, startFakeKube, sendSlashCommand, sendBlockAction, blockActionPayload, sendEvent, appHomeOpenedBody, startFakePagerDuty, startFakeWebhook, startFakeCloudLogging, startFakeGceMetadata, gkeAuditEntry, startFakeLogAnalytics, startFakeEntraToken, aksAuditRow };
 }

@@ -149,6 +149,7 @@ function clusterLine(c: HomeCluster): string {
 function readinessPart(r: { verdict: ReadinessVerdict; clients: number }): string {
   if (r.verdict === 'safe') return '✅ token extension off: safe';
   if (r.verdict === 'not-safe') return `❌ token extension off: not safe, ${plural(r.clients, 'client')} would break`;
+  if (r.verdict === 'extension-already-off') return '⚠️ token extension already off: clients that cache tokens fail with 401 now';
   return '❔ token extension off: unknown';
 }
 
