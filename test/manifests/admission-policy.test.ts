@@ -99,7 +99,7 @@ describe('admission policy: allowed', () => {
     expect(check(update(kind, r.after, r.again))).toEqual({ applies: true, allowed: true, denied: [] });
   });
 
-  it('ServiceAccount recreation (delete + create), Events, the leader Lease', () => {
+  it('ServiceAccount recreation (delete + create), Events; no Lease, not even in its own namespace', () => {
     const sa = { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'multus', namespace: 'kube-system' } };
     const core = (resource: string) => ({ group: '', version: 'v1', resource });
     const ok = { applies: true, allowed: true, denied: [] };
@@ -109,8 +109,13 @@ describe('admission policy: allowed', () => {
     expect(check({ operation: 'CREATE', resource: core('events'), namespace: 'kube-system', name: 'x.1', username: SA_USER, object: event })).toEqual(ok);
     const lease = { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: 'tokenwatch', namespace: 'tokenwatch' }, spec: { holderIdentity: 'pod-a' } };
     const leaseRes = { group: 'coordination.k8s.io', version: 'v1', resource: 'leases' };
-    expect(check({ operation: 'CREATE', resource: leaseRes, namespace: 'tokenwatch', name: 'tokenwatch', username: SA_USER, object: lease })).toEqual(ok);
-    expect(check({ operation: 'UPDATE', resource: leaseRes, namespace: 'tokenwatch', name: 'tokenwatch', username: SA_USER, object: lease, oldObject: lease })).toEqual(ok);
+    // The Lease election is gone (ownership is the store's poller lock or shards): the policy refuses the Lease it once allowed.
+    expect(check({ operation: 'CREATE', resource: leaseRes, namespace: 'tokenwatch', name: 'tokenwatch', username: SA_USER, object: lease }).denied).toEqual([
+      expect.stringMatching(/refused: CREATE leases$/),
+    ]);
+    expect(check({ operation: 'UPDATE', resource: leaseRes, namespace: 'tokenwatch', name: 'tokenwatch', username: SA_USER, object: lease, oldObject: lease }).denied).toEqual([
+      expect.stringMatching(/refused: UPDATE leases$/),
+    ]);
   });
 
   it('does not apply to anyone else (a person may still change the image)', () => {
@@ -168,7 +173,7 @@ describe('admission policy: forbidden', () => {
     expect(check(update('Deployment', before, after)).allowed).toBe(true);
   });
 
-  const OTHER = /tokenwatch may only create ServiceAccounts, Events and its Lease, delete ServiceAccounts, and update its Lease and DaemonSets\/Deployments\/StatefulSets \(admission policy tokenwatch-writes\); refused: /;
+  const OTHER = /tokenwatch may only create ServiceAccounts and Events, delete ServiceAccounts, and update DaemonSets\/Deployments\/StatefulSets \(admission policy tokenwatch-writes\); refused: /;
   const d = { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'x', namespace: 'default' }, spec: { template: { spec: { containers: [] } } } };
   it.each<[string, AdmissionInput, string]>([
     ['delete a Deployment', { operation: 'DELETE', resource: { ...GROUP, resource: 'deployments' }, namespace: 'default', name: 'x', username: SA_USER, oldObject: d }, 'DELETE deployments'],
