@@ -6,6 +6,7 @@
  * (`src/remediation/kube-remediator.ts`) and the poll pipeline (`src/pipeline/poll.ts`) with its token-metrics monitor.
  */
 import { keysRulesName } from '../slack/routing.js';
+import { ErrorCode, TokenwatchError } from '../errors.js';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { ClusterWatchCache, type WatchCacheOptions } from '../cluster/cache.js';
 import { KubeClusterState, kubeConfigFor, type KubeconfigFiles } from '../cluster/kube.js';
@@ -164,7 +165,7 @@ function startWatchCache(
  */
 export async function buildCluster(c: ClusterConfig, deps: BuildClusterDeps): Promise<ClusterRuntime> {
   const { config, store, logger, metrics, clock, rateLimiter, fleetInsights, onBlindChange, notify, verify } = deps;
-  if ('azure' in c.audit && !deps.logAnalytics) throw new Error('buildCluster: audit.azure needs deps.logAnalytics');
+  if ('azure' in c.audit && !deps.logAnalytics) throw new TokenwatchError(ErrorCode.Internal, 'buildCluster: audit.azure needs deps.logAnalytics');
   const source = 'azure' in c.audit ? await deps.logAnalytics!(c.audit.azure) : createAuditSource(c.audit, {
     cluster: c.name,
     onShed: () => metrics.webhookShed.inc({ cluster: c.name }),

@@ -102,10 +102,10 @@ export function encodeLogAnalyticsCursor(until: number): string {
   return JSON.stringify({ v: 1, until });
 }
 
-/** @throws Error when `cursor` is not one of {@link encodeLogAnalyticsCursor} */
+/** @throws {TokenwatchError} `cursor_invalid` when `cursor` is not one of {@link encodeLogAnalyticsCursor} */
 export function parseLogAnalyticsCursor(cursor: string): number {
   const v = JSON.parse(cursor) as { v?: unknown; until?: unknown };
-  if (v.v !== 1 || typeof v.until !== 'number' || !Number.isFinite(v.until)) throw new Error('not a Log Analytics cursor');
+  if (v.v !== 1 || typeof v.until !== 'number' || !Number.isFinite(v.until)) throw new TokenwatchError(ErrorCode.CursorInvalid, 'not a Log Analytics cursor');
   return v.until;
 }
 

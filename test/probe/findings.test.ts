@@ -75,7 +75,7 @@ describe('config audit: { none: true }', () => {
     const c = parseConfig({ clusters: [{ name: 'dark', audit: { none: true }, kubernetes: { inCluster: true } }] }, {});
     expect(c.clusters[0]!.audit).toEqual({ none: true });
     expect((toFileForm(c)['clusters'] as { audit: unknown }[])[0]!.audit).toEqual({ none: true });
-    expect(() => parseConfig({ clusters: [{ name: 'dark', audit: { none: true, file: { path: '/x' } } }] }, {})).toThrow(/expected exactly one of cloudwatch, file, webhook, gcp, none \(got file, none\)/);
+    expect(() => parseConfig({ clusters: [{ name: 'dark', audit: { none: true, file: { path: '/x' } } }] }, {})).toThrow(/expected exactly one of cloudwatch, file, webhook, gcp, none, azure \(got file, none\)/);
   });
 });
 
