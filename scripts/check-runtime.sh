@@ -74,8 +74,13 @@ test ! -e "$work/app/node_modules/better-sqlite3/deps" || { echo "better-sqlite3
 prebuilds=$(cd "$work/app/node_modules/better-sqlite3/prebuilds" && ls | sort | tr '\n' ' ')
 test "$prebuilds" = "linux-arm64.node linux-x64.node " || { echo "better-sqlite3 prebuilds left: $prebuilds"; exit 1; }
 # The figure docs/release.md records (KiB as du -sk counts them; MB = 1,000,000 bytes).
-echo "node_modules: $packages packages; before pruning $before_kib KiB, after $after_kib KiB ($(( after_kib * 1024 / 1000000 )) MB); limit ${RUNTIME_MAX_MB:-80} MB"
-[ $(( after_kib * 1024 / 1000000 )) -le "${RUNTIME_MAX_MB:-80}" ] || { echo "the image's node_modules exceeds ${RUNTIME_MAX_MB:-80} MB"; exit 1; }
+echo "node_modules: $packages packages; before pruning $before_kib KiB, after $after_kib KiB ($(( after_kib * 1024 / 1000000 )) MB)"
+# The limit is for everything but the optional cloud-log clients of the GKE and AKS sources, stated apart.
+read -r cloud_kib cloud_packages < <(node "$repo/scripts/cloud-clients-size.mjs" "$work/app")
+core_kib=$(( after_kib - cloud_kib ))
+echo "of which the GKE/AKS cloud-log clients: $cloud_packages packages, $cloud_kib KiB ($(( cloud_kib * 1024 / 1000000 )) MB)"
+echo "the rest: $core_kib KiB ($(( core_kib * 1024 / 1000000 )) MB); limit ${RUNTIME_MAX_MB:-80} MB"
+[ $(( core_kib * 1024 / 1000000 )) -le "${RUNTIME_MAX_MB:-80}" ] || { echo "the image's node_modules without the cloud-log clients exceeds ${RUNTIME_MAX_MB:-80} MB"; exit 1; }
 
 run() {
   # As the image's user when possible (uid 10001, files owned by someone else, as in the image).
