@@ -9,10 +9,14 @@ import { fileURLToPath } from 'node:url';
 import { enginesNode, nodeVersionProblem } from './check-node.js';
 
 // First, before anything that needs a current Node (undici, better-sqlite3 13 crashes on Node 20): an older Node is
-// refused for every command, in one line naming the Node needed and how to get it, exit 2 as for any unusable setup.
+// refused, in one line naming the Node needed and how to get it, exit 2 as for any unusable setup. `scan` alone is
+// let through with that line as a warning: it opens no store and no network client, and runs on Node 20 (offline
+// analysis of exported logs on whatever Node a workstation or CI image has).
 {
   const problem = nodeVersionProblem(enginesNode(), process.versions.node, process.execPath);
-  if (problem) {
+  if (problem && process.argv[2] === 'scan') {
+    process.stderr.write(`warning: ${problem}\n`);
+  } else if (problem) {
     process.stderr.write(`${problem}\n`);
     process.exit(2);
   }
