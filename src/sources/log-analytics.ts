@@ -25,8 +25,9 @@
  *
  * What the cluster can tell: the query also counts every row of the window per cluster in `AKSAudit` and
  * `AKSAuditAdmin` (or per `Category` in `AzureDiagnostics`), so the blind-log monitor sees a diagnostic setting that
- * exports only `kube-audit-admin` (`platform-hints.ts`), and a workspace the identity cannot read (401/403) fails the
- * poll naming the role to grant.
+ * exports only `kube-audit-admin` (`platform-hints.ts`); a workspace the identity may not read (403) fails the poll
+ * with a `blind` {@link SourceError} ({@link noReadAccessText}: the role to grant and the diagnostic setting to check),
+ * which the blind-log monitor reports as blind (src/runtime/blind.ts, `no-read-access`) until a poll succeeds.
  */
 import https from 'node:https';
 import { rootCertificates } from 'node:tls';
@@ -95,6 +96,22 @@ export function buildLogAnalyticsQuery(o: LogAnalyticsQueryOptions): string {
     `(AzureDiagnostics | where Category in ("kube-audit", "kube-audit-admin") and ${window} | where ${ids} | summarize Rows = count() by _ResourceId, Category | extend Type = "${COUNT_ROW_TYPE}")`,
     '| order by TimeGenerated asc',
   ].join('\n');
+}
+
+/**
+ * Why a cluster read from a Log Analytics workspace the identity may not read (the query answered 403) is blind, and
+ * the fix: the Log Analytics Reader role on the workspace (the role that grants `Microsoft.OperationalInsights/
+ * workspaces/query/read`, https://learn.microsoft.com/azure/azure-monitor/logs/manage-access), and the cluster's
+ * diagnostic setting sending the `kube-audit` category to that workspace in the mode `table` expects
+ * (https://learn.microsoft.com/azure/aks/monitor-aks-reference).
+ */
+export function noReadAccessText(workspaceId: string, table: LogAnalyticsTable, code?: string): string {
+  const mode = table === 'AKSAudit' ? 'resource-specific mode (the AKSAudit table)' : 'Azure diagnostics mode (the AzureDiagnostics table, audit.azure.table)';
+  return (
+    `tokenwatch's identity may not read Log Analytics workspace ${workspaceId} (the query answered HTTP 403${code ? `, ${code}` : ''}), so no audit event of this cluster can be read: ` +
+    `give the identity (AZURE_CLIENT_ID) the Log Analytics Reader role on the workspace (az role assignment create --role "Log Analytics Reader" --assignee <client id> --scope <workspace resource id>), ` +
+    `and check that the cluster's diagnostic setting sends the kube-audit category (not only kube-audit-admin) to this workspace in ${mode}`
+  );
 }
 
 /** The cursor of a Log Analytics member: the end of the last window read, epoch ms. */
@@ -322,12 +339,14 @@ export class LogAnalyticsWorkspace {
         const status = e.statusCode;
         if (status === 401 || status === 403) {
           this.o.onQuery?.({ workspaceId: this.o.workspaceId, status });
+          // 403: the token is valid but may not read the workspace — the audit log is blind until the role is granted.
+          // 401: the token itself was not accepted (audience, expiry): a failing credential, said as such.
           throw new SourceError(
-            `${what}: access denied (HTTP ${status}): grant the identity the Log Analytics Reader role on the workspace (or on the cluster's resource group with resource-context access)`,
+            `${what}: access denied (HTTP ${status}${e.code ? `, ${e.code}` : ''}): grant the identity the Log Analytics Reader role on the workspace (or on the cluster's resource group with resource-context access)`,
             id,
             status === 401 ? 'Unauthorized' : 'Forbidden',
             false,
-            { cause: err },
+            { cause: err, ...(status === 403 && { blind: noReadAccessText(this.o.workspaceId, this.o.table, e.code) }) },
           );
         }
         const transient = status === undefined || status === 429 || status === 408 || status >= 500;
