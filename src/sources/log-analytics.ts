@@ -12,7 +12,8 @@
  *
  * Window: `[cursor − overlap, now − lag)`; `lag` ≥ 5 min because ingestion takes 20 s to 3 min ("Log data ingestion
  * time in Azure Monitor", https://learn.microsoft.com/azure/azure-monitor/logs/data-ingestion-time), `overlap` re-reads
- * rows ingested later still. The cursor (the window's end) is returned to the poller, which stores it only with the
+ * rows ingested later still: a row arriving up to `lag + overlap` (15 min by default) after its `TimeGenerated` is
+ * read, which covers AKS's "up to 15 minutes" (https://learn.microsoft.com/azure/aks/monitor-apiserver). The cursor (the window's end) is returned to the poller, which stores it only with the
  * rows. Rows read twice (overlap) are dropped by the poller's auditID dedupe; within one answer the source drops
  * repeats of one (`AuditId`, `Stage`).
  *
@@ -70,7 +71,10 @@ export const COUNT_ROW_TYPE = 'TokenwatchCount';
  * - one count row (`Type == "TokenwatchCount"`) per cluster and diagnostic category (`kube-audit`, `kube-audit-admin`):
  *   every row of the window, matching or not.
  * The column list follows the tables' references (https://learn.microsoft.com/azure/azure-monitor/reference/tables/aksaudit,
- * …/aksauditadmin, …/azurediagnostics). Times are `datetime()` literals in UTC with ms.
+ * …/aksauditadmin), and the `AzureDiagnostics` variant the Azure diagnostics mode of the diagnostic setting
+ * (https://learn.microsoft.com/azure/aks/monitor-apiserver: `kube-audit` rows in `AzureDiagnostics`); checked against
+ * those docs only, never a real workspace (docs/live-mode.md#aks-log-analytics says which columns the docs confirm).
+ * Times are `datetime()` literals in UTC with ms.
  */
 export function buildLogAnalyticsQuery(o: LogAnalyticsQueryOptions): string {
   const from = new Date(o.startMs).toISOString();

@@ -35,6 +35,8 @@ export interface FakeLogQuery {
   status: number;
   /** Rows answered (count rows included). */
   rows: number;
+  /** When the request arrived, wall-clock epoch ms. */
+  receivedAt: number;
 }
 
 /** A running fake. */
@@ -134,6 +136,7 @@ export async function startFakeLogAnalytics(opts: FakeLogAnalyticsOptions): Prom
   };
 
   const server: Server = createServer({ cert: opts.cert, key: opts.key }, (req, res) => {
+    const receivedAt = Date.now();
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
@@ -150,7 +153,7 @@ export async function startFakeLogAnalytics(opts: FakeLogAnalyticsOptions): Prom
       } catch {
         return send(400, { error: { code: 'BadArgumentError', message: 'body is not JSON' } });
       }
-      const record = (status: number, n = 0) => queries.push({ workspaceId, query: body.query ?? '', timespan: body.timespan ?? '', status, rows: n });
+      const record = (status: number, n = 0) => queries.push({ workspaceId, query: body.query ?? '', timespan: body.timespan ?? '', status, rows: n, receivedAt });
       const auth = req.headers.authorization ?? '';
       const token = auth.startsWith('Bearer ') ? auth.slice(7) : '';
       if (!token || (opts.acceptToken && !opts.acceptToken(token))) {
