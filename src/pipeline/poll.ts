@@ -165,8 +165,11 @@ export interface PollerDeps {
   quietPeriodMs?: number;
   /** Store retention. Default {@link POLLER_DEFAULTS}.retention. */
   retention?: RetentionMs;
-  /** Told of every successful poll and the records it read (blind-log detection, src/runtime/blind.ts). */
-  blind?: { observePoll(at: number, records: number): void; observePlatformHints?(at: number, hints: PlatformHints): void };
+  /**
+   * Told of every successful poll and the records it read, and of every failed one with the source's `blind` reason
+   * when it has one (`SourceError.blind`: the read of the audit log was refused) — blind-log detection, src/runtime/blind.ts.
+   */
+  blind?: { observePoll(at: number, records: number): void; observePlatformHints?(at: number, hints: PlatformHints): void; observeFailedPoll?(at: number, blind: string | undefined): void };
   /**
    * Awaited at the start of every poll, before the source is read, with the poll's start (epoch ms UTC): `serve`'s
    * re-reading of the EKS audit logging setup (`EksLoggingRecheck`, src/runtime/blind.ts). Must not throw (a
@@ -696,6 +699,7 @@ export class ClusterPoller {
       return outcome;
     }
     if (unavailable) outcome.storeUnavailable = true;
+    this.deps.blind?.observeFailedPoll?.(run.startedAt, err instanceof SourceError ? err.blind : undefined);
     // Health and metrics first: recording the failed run needs the store, which may be what failed (disk full).
     const failingSince = this.healthState.lastError !== undefined ? (this.healthState.failingSince ?? run.startedAt) : run.startedAt;
     this.healthState = { ...this.healthState, status: 'degraded', lastPollAt: run.startedAt, lastError: message, failingSince };

@@ -13,7 +13,10 @@
  *   `silentAfterMs` carry only the `kube-audit-admin` category, or only Admin Activity log names
  *   (`src/sources/platform-hints.ts`): the export leaves out the reads where most stale-token uses are; likewise a
  *   live GKE source (src/sources/cloud-logging.ts) whose queries and probes of the last `silentAfterMs` found Admin
- *   Activity entries but no Data Access entry.
+ *   Activity entries but no Data Access entry;
+ * - `no-read-access`: the last poll failed because the source was refused the read of the audit log itself — a
+ *   Log Analytics workspace that answers 403 to tokenwatch's identity (src/sources/log-analytics.ts) — with the
+ *   source's words for the fix (`SourceError.blind`); cleared by the next successful poll.
  *
  * Reported in `/tokens status`, the `/readyz` body (`blind`) and the `tokenwatch_audit_log_blind` metric. Pure state:
  * the caller feeds it poll results and the clock (all times epoch ms UTC).
@@ -26,10 +29,10 @@
 import { AKS_ADMIN_ONLY_LOG_ANALYTICS_TEXT, AKS_ADMIN_ONLY_TEXT, aksAdminOnly, GKE_NO_DATA_ACCESS_TEXT, gkeWithoutDataAccess, type PlatformHints } from '../sources/platform-hints.js';
 
 /** Why a cluster's audit log is blind. */
-export type BlindReason = 'eks-audit-log-off' | 'aks-admin-only' | 'gke-no-data-access' | 'no-events-for-polls' | 'no-events-for-time';
+export type BlindReason = 'eks-audit-log-off' | 'no-read-access' | 'aks-admin-only' | 'gke-no-data-access' | 'no-events-for-polls' | 'no-events-for-time';
 
 /** Every {@link BlindReason}, for metric labels. */
-export const BLIND_REASONS: readonly BlindReason[] = ['eks-audit-log-off', 'aks-admin-only', 'gke-no-data-access', 'no-events-for-polls', 'no-events-for-time'];
+export const BLIND_REASONS: readonly BlindReason[] = ['eks-audit-log-off', 'no-read-access', 'aks-admin-only', 'gke-no-data-access', 'no-events-for-polls', 'no-events-for-time'];
 
 /** Defaults of {@link BlindLogOptions}: 1 h without an event (file), 6 empty polls (CloudWatch: 30 min at the default schedule). */
 export const BLIND_DEFAULTS = { silentAfterMs: 60 * 60 * 1000, silentPolls: 6 } as const;
@@ -61,6 +64,8 @@ export class BlindLogMonitor {
   private emptyPolls = 0;
   private polls = 0;
   private eksAuditLogging: boolean | undefined;
+  /** The source's refusal of the last poll(s) (`SourceError.blind`), until a poll succeeds. */
+  private noReadAccess: { text: string; since: number } | undefined;
   /** When each platform marker (`aks:<category>`, `gke:<log>`) was last seen in a successful poll, epoch ms UTC. */
   private readonly markerSeenAt = new Map<string, number>();
   private readonly silentAfterMs: number;
@@ -72,8 +77,22 @@ export class BlindLogMonitor {
     if (!(this.silentAfterMs > 0) || !(this.silentPolls >= 1)) throw new RangeError('silentAfterMs and silentPolls must be positive');
   }
 
-  /** A successful poll at `at` that read `records` audit records (failed polls are not fed: they prove nothing). */
+  /**
+   * A failed poll at `at`: `blind` is the source's reason the log cannot be read at all (`SourceError.blind`), or
+   * undefined for any other failure, which proves nothing and leaves the state as it is.
+   */
+  observeFailedPoll(at: number, blind: string | undefined): void {
+    if (blind !== undefined) this.noReadAccess = { text: blind, since: this.noReadAccess?.since ?? at };
+  }
+
+  /** Since when the source has been refused the read of its audit log (epoch ms UTC), while it is. */
+  noReadAccessSince(): number | undefined {
+    return this.noReadAccess?.since;
+  }
+
+  /** A successful poll at `at` that read `records` audit records (failed polls go to {@link observeFailedPoll}). */
   observePoll(at: number, records: number): void {
+    this.noReadAccess = undefined;
     this.polls++;
     if (records > 0) {
       this.lastEventAt = at;
@@ -115,6 +134,7 @@ export class BlindLogMonitor {
           'update-cluster-config --logging \'{"clusterLogging":[{"types":["audit"],"enabled":true}]}\')' + tail,
       };
     }
+    if (this.noReadAccess) return { blind: true, reason: 'no-read-access', text: `audit log blind: ${this.noReadAccess.text}${tail}` };
     if (aksAdminOnly(this.recentMarkers(now, 'aks'))) {
       return { blind: true, reason: 'aks-admin-only', text: `audit log blind: ${this.opts.source === 'log-analytics' ? AKS_ADMIN_ONLY_LOG_ANALYTICS_TEXT : AKS_ADMIN_ONLY_TEXT}${tail}` };
     }

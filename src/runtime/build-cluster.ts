@@ -267,8 +267,12 @@ export async function buildCluster(c: ClusterConfig, deps: BuildClusterDeps): Pr
     ...(eksRecheck ? { beforePoll: (at: number) => eksRecheck.due(at) } : {}),
     notify: (findings: Finding[], outcome: PollOutcome) => notify(runtime, findings, outcome),
     verify: (outcome: PollOutcome) => verify(runtime, outcome),
-    // The Kubernetes API of the health model: checked after every poll, even one that read no cluster state.
-    after: () => runtime.health.afterPoll(clock()),
+    // The Kubernetes API of the health model: checked after every poll, even one that read no cluster state. A failed
+    // poll may have made the log blind (a refused read, src/runtime/blind.ts): the gauge is set now, not at the next success.
+    after: (outcome: PollOutcome) => {
+      if (outcome.error !== undefined) onBlindChange(runtime);
+      return runtime.health.afterPoll(clock());
+    },
     ...(deps.fence ? { fence: (tx: Store) => deps.fence!(c.name, tx) } : {}),
   });
   return runtime;

@@ -10,6 +10,7 @@ import { kubeApiProblem } from '../cluster/reachability.js';
 import type { ClusterConfig } from '../config/types.js';
 import { AccessTracker, type AccessState, type ClusterAccess } from '../observability/health.js';
 import type { SlackPollHealth } from '../slack/context.js';
+import type { BlindState } from './blind.js';
 
 /** What {@link ClusterHealth} reads of one cluster's runtime. */
 export interface ClusterHealthParts {
@@ -19,6 +20,8 @@ export interface ClusterHealthParts {
   /** Why Kubernetes access could not be set up at start (scrubbed), if it could not. */
   kubeError?: string | undefined;
   watchCache?: { freshness(): { ok: true } | { ok: false; state: string; reason: string } } | undefined;
+  /** The blind-log monitor (src/runtime/blind.ts): a source refused the read of its audit log is blind, said so here. */
+  blind?: { state(now: number): BlindState; noReadAccessSince?(): number | undefined } | undefined;
 }
 
 /** The Slack side of a cluster's health: the integration's state and the cluster's channel, from {@link IntegrationHealth}. */
@@ -57,14 +60,20 @@ export class ClusterHealth {
 
   /** Every access of the cluster now (`now`: epoch ms, for the watch cache and Slack, read now). */
   access(now: number): ClusterAccess {
-    return { audit: this.audit(), kubernetes: this.kubernetes(), watchCache: this.watchCache(now), slack: this.opts.slack?.(this.parts.config.name, now) ?? { state: 'off', detail: 'Slack not enabled' } };
+    return { audit: this.audit(now), kubernetes: this.kubernetes(), watchCache: this.watchCache(now), slack: this.opts.slack?.(this.parts.config.name, now) ?? { state: 'off', detail: 'Slack not enabled' } };
   }
 
-  private audit(): AccessState {
+  private audit(now: number): AccessState {
     if ('none' in this.parts.config.audit) return { state: 'off', detail: 'audit: none' };
     const h = this.parts.poller.health();
     if (h.slow) return { state: 'failing', problem: `not answering: a poll has been running for ${Math.round(h.slow.forMs / 1000)} s (the cluster's APIs are slow or hung)`, since: h.slow.since };
     if (h.status === 'pending') return { state: 'pending', detail: 'no poll yet' };
+    const blind = this.parts.blind?.state(now);
+    if (h.status === 'degraded' && blind?.blind && blind.reason === 'no-read-access') {
+      // The source was refused the read of the audit log (no read permission): blind, with the fix, not "poll failed".
+      const since = this.parts.blind?.noReadAccessSince?.() ?? h.failingSince ?? h.lastPollAt ?? this.builtAt;
+      return { state: 'failing', problem: `blind: ${blind.text.replace(/^audit log blind: /, '')}`, since, ...(h.lastPollAt !== undefined ? { at: h.lastPollAt } : {}) };
+    }
     if (h.status === 'degraded' && h.lastError !== undefined && !h.lastError.startsWith('Kubernetes API not answering: ')) {
       // The poll failed: reading the source, or storing what it read (a full disk) — said as the poll's failure.
       return { state: 'failing', problem: `: poll failed: ${h.lastError}`, since: h.failingSince ?? h.lastPollAt ?? this.builtAt, ...(h.lastPollAt !== undefined ? { at: h.lastPollAt } : {}) };

@@ -91,8 +91,8 @@ export interface ReadinessBody {
   access: Record<string, Record<Access, string>>;
   integrations: Record<string, string>;
   /**
-   * Clusters whose audit log is blind (src/runtime/blind.ts), with the reason: `eks-audit-log-off`,
-   * `no-events-for-polls`, `no-events-for-time`. Clusters that are not blind are absent.
+   * Clusters whose audit log is blind (src/runtime/blind.ts), with the reason ({@link BLIND_REASONS}: e.g.
+   * `eks-audit-log-off`, `no-read-access`, `aks-admin-only`, `no-events-for-polls`). Clusters that are not blind are absent.
    */
   blind: Record<string, BlindReason>;
   /**

@@ -39,6 +39,7 @@ import { loadFakes, type FakeKube, type FakeMessage, type FakeSlack } from './fa
 import { AuditLogWriter, learnTemplates, LiveTraffic, loadBundle, shiftTimestampsDeep, shiftTimestampsInText } from './replay.js';
 import { startPageServer, type PageServer, type SandboxUser } from './server.js';
 import { startSandboxGke, type SandboxGke } from './gke.js';
+import { SANDBOX_AKS_FILES, startSandboxAks, type SandboxAks } from './aks.js';
 
 /** The simulated cluster's name (the examples' cluster). */
 export const SANDBOX_CLUSTER = 'prod-eks';
@@ -81,6 +82,7 @@ const DATA_FILES = [
   'sandbox.json.tmp',
   'kubeconfig',
   'kubeconfig-gke',
+  ...SANDBOX_AKS_FILES,
   'tokenwatch.yaml',
   'sandbox.log',
 ];
@@ -120,6 +122,8 @@ export interface SandboxOptions {
   slack?: boolean;
   /** Also run a GKE cluster, `prod-gke`, read from the loopback Cloud Logging (`gke.ts`). Default false. */
   gke?: boolean;
+  /** Also run an AKS cluster, `prod-aks`, read from the loopback Log Analytics workspace (`aks.ts`). Default false. */
+  aks?: boolean;
 }
 
 /** A running sandbox. */
@@ -140,6 +144,8 @@ export interface SandboxHandle {
   kube: FakeKube;
   /** With `gke`: the GKE cluster's fake API server. */
   gkeKube?: FakeKube;
+  /** With `aks`: the AKS cluster's fake API server. */
+  aksKube?: FakeKube;
   serve: ServeHandle;
   /** The tokenwatch Slack app, when started. */
   app?: SlackIntegration;
@@ -312,16 +318,24 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<SandboxHa
   // 3b. With --gke: a GKE cluster read from the loopback Cloud Logging, fed the same bundle and its own live traffic.
   const file = sandboxConfigFile({ dataDir, auditLog, kubeconfig, speed, pollEverySeconds, apiUrl: slack.apiUrl });
   const eksCluster = (file['clusters'] as Array<Record<string, unknown>>)[0]!;
-  const gke: SandboxGke | undefined = opts.gke
-    ? await startSandboxGke({ fakes, dataDir, objects: shiftTimestampsDeep(seedObjects(bundle.snapshotItems), shiftSec), clock: clock.fn, stepMs: opts.stepMs ?? 1200, templates, staticTokenSubjects: staticTokenSubjects(), schedule: String(eksCluster['schedule']), slack: eksCluster['slack'] as Record<string, unknown>, logger })
-    : undefined;
+  // 3c. With --aks: an AKS cluster read from the loopback Log Analytics workspace, fed alike.
+  const second = { fakes, dataDir, clock: clock.fn, stepMs: opts.stepMs ?? 1200, templates, staticTokenSubjects: staticTokenSubjects(), schedule: String(eksCluster['schedule']), slack: eksCluster['slack'] as Record<string, unknown>, logger };
+  const gke: SandboxGke | undefined = opts.gke ? await startSandboxGke({ ...second, objects: shiftTimestampsDeep(seedObjects(bundle.snapshotItems), shiftSec) }) : undefined;
   if (gke) {
     (file['clusters'] as unknown[]).push(gke.clusterConfig);
     file['poll'] = { gcpLogging: { readsPerMinute: 600 } };
     if (!resumed) gke.ingest(shiftedLines);
   }
-  const tickGke = () => gke?.tick(clock.now());
-  tickGke();
+  const aks: SandboxAks | undefined = opts.aks ? await startSandboxAks({ ...second, objects: shiftTimestampsDeep(seedObjects(bundle.snapshotItems), shiftSec) }) : undefined;
+  if (aks) {
+    (file['clusters'] as unknown[]).push(aks.clusterConfig);
+    if (!resumed) aks.ingest(shiftedLines);
+  }
+  const tickClouds = () => {
+    gke?.tick(clock.now());
+    aks?.tick(clock.now());
+  };
+  tickClouds();
   await tick();
 
   // 4. tokenwatch serve, with Slack in HTTP mode against the fake.
@@ -363,7 +377,7 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<SandboxHa
   } catch (err) {
     await serve.stop();
     controller.stop();
-    await Promise.all([kube.close(), slack.close(), gke?.stop()]);
+    await Promise.all([kube.close(), slack.close(), gke?.stop(), aks?.stop()]);
     throw err;
   }
 
@@ -398,7 +412,7 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<SandboxHa
   saveSlack.schedule();
   await saveState();
   const tickTimer = setInterval(() => {
-    tickGke();
+    tickClouds();
     void tick().catch((err: unknown) => logger.error({ err }, 'sandbox: writing live audit traffic failed'));
   }, opts.tickMs ?? 1000);
   const stateTimer = setInterval(() => void saveState().catch(() => undefined), 5000);
@@ -421,7 +435,7 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<SandboxHa
       saveSlack.schedule();
       await saveSlack.flush();
       await saveState();
-      await Promise.all([kube.close(), slack.close(), gke?.stop()]);
+      await Promise.all([kube.close(), slack.close(), gke?.stop(), aks?.stop()]);
       await releaseLock();
       logger.info('sandbox stopped');
     })());
@@ -440,6 +454,7 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<SandboxHa
     slack,
     kube,
     ...(gke ? { gkeKube: gke.kube } : {}),
+    ...(aks ? { aksKube: aks.kube } : {}),
     serve,
     ...(app ? { app } : {}),
     controller,

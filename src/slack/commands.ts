@@ -245,13 +245,18 @@ export class TokensCommand {
     const rt = this.deps.clusters.get(name)!;
     const own = this.deps.ownerOf?.(name);
     const h = own && !own.self ? await this.healthFromStore(name) : rt.poller.health();
+    const blind = rt.blind?.state(this.deps.clock());
+    // A source refused the read of its audit log (no read permission) is blind, with the fix — as /readyz and the Home tab say.
+    const refused = h.status === 'degraded' && blind?.blind === true && blind.reason === 'no-read-access';
     const health: SourceHealth[] = [
       {
         name: `audit source ${rt.source.id}`,
         ok: h.status !== 'degraded',
         ...(h.slow
           ? { detail: `degraded: a poll has been running for ${Math.round(h.slow.forMs / 1000)} s (since ${new Date(h.slow.since).toISOString()}): the cluster's APIs are slow or not answering` }
-          : h.status === 'degraded'
+          : refused
+            ? { detail: `blind: ${blind.text.replace(/^audit log blind: /, '')}` }
+            : h.status === 'degraded'
             ? { detail: `degraded: ${h.lastError ?? 'last poll failed'}` }
             : h.status === 'pending'
               ? { detail: 'no poll yet' }
@@ -270,8 +275,7 @@ export class TokensCommand {
       const why = h.missed.lastReason === 'overlap' ? 'the previous poll was still running' : 'folded into a late poll';
       health.push({ name: `scheduled polls missed: ${h.missed.count}`, ok: false, detail: `last due ${new Date(h.missed.lastDueAt).toISOString()}, ${why}` });
     }
-    const blind = rt.blind?.state(this.deps.clock());
-    if (blind?.blind) health.push({ name: blind.text, ok: false });
+    if (blind?.blind && !refused) health.push({ name: blind.text, ok: false });
     const wh = rt.source.webhookStatus?.();
     if (wh) {
       const waiting = (wh.unconsumedBytes / 1048576).toFixed(1);

@@ -71,7 +71,7 @@ export interface SlackCluster {
   /** The cluster's watch cache (`src/cluster/cache.ts`), when on: one `/tokens status` line while reads bypass it. */
   watchCache?: { freshness(): { ok: true } | { ok: false; state: string; reason: string } };
   /** Whether the audit log is blind (`src/runtime/blind.ts`): one line for `/tokens status` when it is. */
-  blind?: { state(now: number): { blind: false } | { blind: true; text: string } };
+  blind?: { state(now: number): { blind: false } | { blind: true; reason?: string; text: string } };
   /**
    * The cluster's accesses now (the health model, src/observability/health.ts): what `/tokens status` and the Home tab
    * show for the Kubernetes API, the watch cache and Slack. Absent in tests that build clusters by hand.

@@ -260,8 +260,10 @@ export function sourcesOf(rt: Pick<SlackCluster, 'config' | 'poller' | 'probe' |
   const out: HomeSource[] = [];
   if ('none' in rt.config.audit) out.push({ name: 'audit log', state: 'off', detail: 'audit: none' });
   else if (h.status === 'degraded') {
-    // Slow (still running) is not failed: say which, as `/tokens status` does.
-    const detail = h.slow ? "a poll is taking long: the cluster's APIs are slow or not answering" : (h.lastError ?? 'the last poll failed');
+    // Slow (still running) is not failed: say which, as `/tokens status` does; a refused read is blind, with the fix.
+    const blind = rt.blind?.state(now);
+    const refused = blind?.blind === true && blind.reason === 'no-read-access' ? blind.text : undefined;
+    const detail = h.slow ? "a poll is taking long: the cluster's APIs are slow or not answering" : (refused ?? h.lastError ?? 'the last poll failed');
     out.push({ name: 'audit log', state: 'failing', detail, ...(h.lastSuccessAt ? { lastSuccess: h.lastSuccessAt } : {}) });
   }
   else if (h.status === 'pending') out.push({ name: 'audit log', state: 'pending', detail: 'no poll yet' });

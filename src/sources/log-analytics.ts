@@ -12,7 +12,8 @@
  *
  * Window: `[cursor − overlap, now − lag)`; `lag` ≥ 5 min because ingestion takes 20 s to 3 min ("Log data ingestion
  * time in Azure Monitor", https://learn.microsoft.com/azure/azure-monitor/logs/data-ingestion-time), `overlap` re-reads
- * rows ingested later still. The cursor (the window's end) is returned to the poller, which stores it only with the
+ * rows ingested later still: a row arriving up to `lag + overlap` (15 min by default) after its `TimeGenerated` is
+ * read, which covers AKS's "up to 15 minutes" (https://learn.microsoft.com/azure/aks/monitor-apiserver). The cursor (the window's end) is returned to the poller, which stores it only with the
  * rows. Rows read twice (overlap) are dropped by the poller's auditID dedupe; within one answer the source drops
  * repeats of one (`AuditId`, `Stage`).
  *
@@ -25,8 +26,9 @@
  *
  * What the cluster can tell: the query also counts every row of the window per cluster in `AKSAudit` and
  * `AKSAuditAdmin` (or per `Category` in `AzureDiagnostics`), so the blind-log monitor sees a diagnostic setting that
- * exports only `kube-audit-admin` (`platform-hints.ts`), and a workspace the identity cannot read (401/403) fails the
- * poll naming the role to grant.
+ * exports only `kube-audit-admin` (`platform-hints.ts`); a workspace the identity may not read (403) fails the poll
+ * with a `blind` {@link SourceError} ({@link noReadAccessText}: the role to grant and the diagnostic setting to check),
+ * which the blind-log monitor reports as blind (src/runtime/blind.ts, `no-read-access`) until a poll succeeds.
  */
 import https from 'node:https';
 import { rootCertificates } from 'node:tls';
@@ -69,7 +71,10 @@ export const COUNT_ROW_TYPE = 'TokenwatchCount';
  * - one count row (`Type == "TokenwatchCount"`) per cluster and diagnostic category (`kube-audit`, `kube-audit-admin`):
  *   every row of the window, matching or not.
  * The column list follows the tables' references (https://learn.microsoft.com/azure/azure-monitor/reference/tables/aksaudit,
- * …/aksauditadmin, …/azurediagnostics). Times are `datetime()` literals in UTC with ms.
+ * …/aksauditadmin), and the `AzureDiagnostics` variant the Azure diagnostics mode of the diagnostic setting
+ * (https://learn.microsoft.com/azure/aks/monitor-apiserver: `kube-audit` rows in `AzureDiagnostics`); checked against
+ * those docs only, never a real workspace (docs/live-mode.md#aks-log-analytics says which columns the docs confirm).
+ * Times are `datetime()` literals in UTC with ms.
  */
 export function buildLogAnalyticsQuery(o: LogAnalyticsQueryOptions): string {
   const from = new Date(o.startMs).toISOString();
@@ -95,6 +100,22 @@ export function buildLogAnalyticsQuery(o: LogAnalyticsQueryOptions): string {
     `(AzureDiagnostics | where Category in ("kube-audit", "kube-audit-admin") and ${window} | where ${ids} | summarize Rows = count() by _ResourceId, Category | extend Type = "${COUNT_ROW_TYPE}")`,
     '| order by TimeGenerated asc',
   ].join('\n');
+}
+
+/**
+ * Why a cluster read from a Log Analytics workspace the identity may not read (the query answered 403) is blind, and
+ * the fix: the Log Analytics Reader role on the workspace (the role that grants `Microsoft.OperationalInsights/
+ * workspaces/query/read`, https://learn.microsoft.com/azure/azure-monitor/logs/manage-access), and the cluster's
+ * diagnostic setting sending the `kube-audit` category to that workspace in the mode `table` expects
+ * (https://learn.microsoft.com/azure/aks/monitor-aks-reference).
+ */
+export function noReadAccessText(workspaceId: string, table: LogAnalyticsTable, code?: string): string {
+  const mode = table === 'AKSAudit' ? 'resource-specific mode (the AKSAudit table)' : 'Azure diagnostics mode (the AzureDiagnostics table, audit.azure.table)';
+  return (
+    `tokenwatch's identity may not read Log Analytics workspace ${workspaceId} (the query answered HTTP 403${code ? `, ${code}` : ''}), so no audit event of this cluster can be read: ` +
+    `give the identity (AZURE_CLIENT_ID) the Log Analytics Reader role on the workspace (az role assignment create --role "Log Analytics Reader" --assignee <client id> --scope <workspace resource id>), ` +
+    `and check that the cluster's diagnostic setting sends the kube-audit category (not only kube-audit-admin) to this workspace in ${mode}`
+  );
 }
 
 /** The cursor of a Log Analytics member: the end of the last window read, epoch ms. */
@@ -322,12 +343,14 @@ export class LogAnalyticsWorkspace {
         const status = e.statusCode;
         if (status === 401 || status === 403) {
           this.o.onQuery?.({ workspaceId: this.o.workspaceId, status });
+          // 403: the token is valid but may not read the workspace — the audit log is blind until the role is granted.
+          // 401: the token itself was not accepted (audience, expiry): a failing credential, said as such.
           throw new SourceError(
-            `${what}: access denied (HTTP ${status}): grant the identity the Log Analytics Reader role on the workspace (or on the cluster's resource group with resource-context access)`,
+            `${what}: access denied (HTTP ${status}${e.code ? `, ${e.code}` : ''}): grant the identity the Log Analytics Reader role on the workspace (or on the cluster's resource group with resource-context access)`,
             id,
             status === 401 ? 'Unauthorized' : 'Forbidden',
             false,
-            { cause: err },
+            { cause: err, ...(status === 403 && { blind: noReadAccessText(this.o.workspaceId, this.o.table, e.code) }) },
           );
         }
         const transient = status === undefined || status === 429 || status === 408 || status >= 500;

@@ -99,9 +99,17 @@ export class SourceError extends TokenwatchError {
     readonly awsCode: string,
     /** Whether the error is transient (a later poll may succeed). */
     readonly retryable: boolean,
-    options?: { cause?: unknown },
+    /**
+     * `blind`: the source was refused the read of its audit log (no read permission), so the log is blind until a
+     * poll succeeds — why, and the fix, in words (src/runtime/blind.ts reason `no-read-access`).
+     */
+    options?: { cause?: unknown; blind?: string },
   ) {
-    super(ErrorCode.SourceFailed, message, options);
+    super(ErrorCode.SourceFailed, message, options?.cause !== undefined ? { cause: options.cause } : undefined);
     this.name = 'SourceError';
+    if (options?.blind !== undefined) this.blind = options.blind;
   }
+
+  /** Set when the error means the audit log cannot be read at all (see the constructor's `options.blind`). */
+  readonly blind?: string;
 }

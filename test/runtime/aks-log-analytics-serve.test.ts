@@ -12,6 +12,7 @@ import { startFakeEntraToken, type FakeEntraToken } from '../../src/sandbox/fake
 import { aksAuditRow, startFakeLogAnalytics, type FakeLogAnalytics, type FakeLogRow } from '../../src/sandbox/fakes/log-analytics.js';
 import { parseConfig } from '../../src/config/index.js';
 import type { AuditSourceConfig } from '../../src/config/types.js';
+import { sourcesOf } from '../../src/slack/home.js';
 import { auditEvent } from '../sources/events.js';
 import { selfSignedCert } from '../sources/webhook-client.js';
 import { APPROVER, blockText, CLUSTER, OPS, REF, REQUESTER, startHarness, staleLine, type Harness } from '../slack/harness.js';
@@ -209,16 +210,62 @@ describe('serve: what an AKS cluster in Log Analytics can tell', () => {
     expect(x.serve.context.clusters.get(CLUSTER)!.blind.state(x.now())).toEqual({ blind: false });
   });
 
-  it('a workspace the identity may not read fails the poll naming the role to grant, and keeps the cursor', { timeout: 120_000 }, async () => {
+  it('a workspace the identity may not read (403) is blind, with the fix, in /readyz, /tokens status, the Home tab and the metrics; the cursor stays; a granted role clears it', { timeout: 120_000 }, async () => {
     const x = await start();
-    const before = await x.serve.context.store.getCursor(x.serve.context.clusters.get(CLUSTER)!.source.id);
+    const id = x.serve.context.clusters.get(CLUSTER)!.source.id;
+    const before = await x.serve.context.store.getCursor(id);
     logs!.forbid(WORKSPACE);
     x.advance(5 * MIN);
+    const failedAt = x.now();
     await x.poll(CLUSTER);
-    const health = x.serve.context.clusters.get(CLUSTER)!.poller.health();
-    expect(health.status).toBe('degraded');
-    expect(health.lastError).toContain('Log Analytics Reader');
-    expect(await x.serve.context.store.getCursor(x.serve.context.clusters.get(CLUSTER)!.source.id)).toEqual(before);
+    expect(logs!.queries.at(-1)!.status).toBe(403);
+    // The blind-log monitor: blind for want of read access, with the fix (the role, the diagnostic setting, its mode).
+    const b = x.serve.context.clusters.get(CLUSTER)!.blind.state(x.now());
+    expect(b).toMatchObject({ blind: true, reason: 'no-read-access' });
+    const text = (b as { text: string }).text;
+    expect(text).toContain(`may not read Log Analytics workspace ${WORKSPACE} (the query answered HTTP 403, InsufficientAccessError)`);
+    expect(text).toContain('Log Analytics Reader');
+    expect(text).toContain('kube-audit category');
+    expect(text).toContain('resource-specific mode (the AKSAudit table)');
+    // /readyz: the audit access says blind with the fix, the blind map names the reason; the pod stays in the Service.
+    const res = await fetch(`http://127.0.0.1:${x.serve.port}/readyz`);
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { polls: Record<string, string>; access: Record<string, Record<string, string>>; blind: Record<string, string> };
+    expect(body.blind).toEqual({ [CLUSTER]: 'no-read-access' });
+    expect(body.polls[CLUSTER]).toBe('degraded');
+    const hhmm = new Date(failedAt).toISOString().slice(11, 16);
+    expect(body.access[CLUSTER]!.audit).toMatch(new RegExp(`^audit source blind: tokenwatch's identity may not read Log Analytics workspace ${WORKSPACE} .*Log Analytics Reader.*, since (\\d{4}-\\d{2}-\\d{2} )?${hhmm} UTC$`));
+    expect(body.access[CLUSTER]!.audit).not.toContain('poll failed');
+    // The other cluster of the workspace, polled later, is refused too: blind alike.
+    await x.poll(OFF);
+    expect(x.serve.context.clusters.get(OFF)!.blind.state(x.now())).toMatchObject({ blind: true, reason: 'no-read-access' });
+    // /tokens status: the audit source line says blind with the fix, once.
+    await x.command(`status ${CLUSTER}`, REQUESTER, OPS);
+    const status = blockText(x.slack.ephemerals({ user: REQUESTER }).filter((m) => m.channel === OPS).at(-1)!);
+    expect(status).toContain(`audit source ${id}`);
+    expect(status).toContain(`blind: tokenwatch's identity may not read Log Analytics workspace ${WORKSPACE}`);
+    expect(status.split('Log Analytics Reader role on the workspace (az role').length - 1).toBe(1);
+    // The readiness line: never "safe" while blind (here "not safe": stale clients were seen before).
+    expect(status).toMatch(/Token extension off \(--service-account-extend-token-expiration=false\)\? not safe: /);
+    // The Home tab's data: the audit log failing with the same text.
+    const home = sourcesOf(x.serve.context.clusters.get(CLUSTER)!, x.now());
+    expect(home.find((s) => s.name === 'audit log')).toMatchObject({ state: 'failing', detail: text });
+    // The metrics: the audit access failing, the log blind for that reason.
+    const metrics = await x.metrics.text();
+    expect(metrics).toContain(`tokenwatch_access_failing{cluster="${CLUSTER}",access="audit"} 1`);
+    expect(metrics).toContain(`tokenwatch_audit_log_blind{cluster="${CLUSTER}",reason="no-read-access"} 1`);
+    expect(metrics).toMatch(/tokenwatch_log_analytics_queries_total\{workspace="[^"]+",status="403"\} 1/);
+    // The cursor stays where the store had it.
+    expect(await x.serve.context.store.getCursor(id)).toEqual(before);
+
+    // The role granted: the next poll reads, the cluster is no longer blind, the gauge drops.
+    logs!.forbid(WORKSPACE, false);
+    x.advance(5 * MIN);
+    await x.poll(CLUSTER);
+    expect(x.serve.context.clusters.get(CLUSTER)!.blind.state(x.now())).toEqual({ blind: false });
+    expect(x.serve.context.clusters.get(CLUSTER)!.access(x.now()).audit.state).toBe('ok');
+    expect(await x.metrics.text()).toContain(`tokenwatch_audit_log_blind{cluster="${CLUSTER}",reason="no-read-access"} 0`);
+    expect(await x.serve.context.store.getCursor(id)).not.toEqual(before);
   });
 
   it('a restart approved for an AKS cluster PATCHes that cluster\'s API server once', { timeout: 120_000 }, async () => {

@@ -69,6 +69,25 @@ describe('BlindLogMonitor', () => {
     expect(plain.state(T0 + MIN)).toEqual({ blind: false });
   });
 
+  it('a poll refused the read of its log (SourceError.blind) is blind with the source\'s fix, from the first refusal until a poll succeeds; other failures change nothing', () => {
+    const m = new BlindLogMonitor({ source: 'log-analytics', startedAt: T0, otherSignals: true });
+    m.observePoll(T0, 0);
+    m.observeFailedPoll(T0 + 5 * MIN, undefined); // a timeout, a 5xx: proves nothing
+    expect(m.state(T0 + 5 * MIN)).toEqual({ blind: false });
+    m.observeFailedPoll(T0 + 10 * MIN, 'the identity may not read workspace W: grant Log Analytics Reader');
+    m.observeFailedPoll(T0 + 15 * MIN, 'the identity may not read workspace W: grant Log Analytics Reader');
+    m.observeFailedPoll(T0 + 20 * MIN, undefined); // still refused as far as anyone knows
+    expect(m.state(T0 + 20 * MIN)).toEqual({
+      blind: true,
+      reason: 'no-read-access',
+      text: 'audit log blind: the identity may not read workspace W: grant Log Analytics Reader; findings now come from API-server token metrics and the node probe only',
+    });
+    expect(m.noReadAccessSince()).toBe(T0 + 10 * MIN);
+    m.observePoll(T0 + 25 * MIN, 0);
+    expect(m.state(T0 + 25 * MIN)).toEqual({ blind: false });
+    expect(m.noReadAccessSince()).toBeUndefined();
+  });
+
   it('a file source that never delivered counts from the start', () => {
     const m = new BlindLogMonitor({ source: 'file', silentAfterMs: 10 * MIN, startedAt: T0, otherSignals: true });
     m.observePoll(T0 + MIN, 0);

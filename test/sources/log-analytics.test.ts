@@ -11,7 +11,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { startFakeEntraToken, type FakeEntraToken } from '../../src/sandbox/fakes/entra-token.js';
 import { aksAuditRow, startFakeLogAnalytics, type FakeLogAnalytics } from '../../src/sandbox/fakes/log-analytics.js';
 import { WorkloadIdentityCredential } from '../../src/sources/azure-token.js';
-import { LogAnalyticsMembers, LogAnalyticsWorkspace } from '../../src/sources/log-analytics.js';
+import { LogAnalyticsMembers, LogAnalyticsRegistry, LogAnalyticsWorkspace } from '../../src/sources/log-analytics.js';
 import { createPlatformHints } from '../../src/sources/platform-hints.js';
 import { emptyStats } from '../../src/sources/types.js';
 import { auditEvent } from './events.js';
@@ -33,13 +33,13 @@ afterEach(async () => {
   fake = entra = undefined;
 });
 
-async function setup(o: { maxRows?: number; assertion?: string } = {}) {
+async function setup(o: { maxRows?: number; assertion?: string; answerDelayMs?: number } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'tw-la-'));
   const tls = selfSignedCert(dir);
   const tokenFile = join(dir, 'token');
   writeFileSync(tokenFile, `${SA_TOKEN}\n`);
   entra = await startFakeEntraToken({ cert: tls.cert, key: tls.key, tenantId: TENANT, clientId: CLIENT, assertion: o.assertion ?? SA_TOKEN });
-  fake = await startFakeLogAnalytics({ cert: tls.cert, key: tls.key, acceptToken: (t) => entra!.issued(t), ...(o.maxRows !== undefined && { maxRows: o.maxRows }) });
+  fake = await startFakeLogAnalytics({ cert: tls.cert, key: tls.key, acceptToken: (t) => entra!.issued(t), ...(o.maxRows !== undefined && { maxRows: o.maxRows }), ...(o.answerDelayMs !== undefined && { answerDelayMs: o.answerDelayMs }) });
   const credential = new WorkloadIdentityCredential({ clientId: CLIENT, tenantId: TENANT, tokenFile, authorityHost: entra.authorityHost, ca: tls.cert });
   return { credential, ca: tls.cert };
 }
@@ -71,6 +71,19 @@ describe('Log Analytics source', () => {
     expect(spans.length).toBeGreaterThanOrEqual(3);
     expect(spans[1]![1]).toBe(spans[2]![0]);
     src.close();
+  });
+
+  it('at most maxConcurrentQueries queries of one identity run at once, across its workspaces', async () => {
+    const { credential, ca } = await setup({ answerDelayMs: 300 });
+    const registry = new LogAnalyticsRegistry({ settings: { queriesPerSecond: 5, maxConcurrentQueries: 2, reuse: 5 * MIN, timeout: 60_000 }, credential, ca });
+    // Six clusters, each in a workspace of its own: six queries asked at once.
+    const sources = Array.from({ length: 6 }, (_, i) =>
+      registry.source({ workspaceId: WS.replace(/d$/, String(i)), resourceId: `${RID}${i}`, table: 'AKSAudit', endpoint: fake!.endpoint, lag: 5 * MIN, overlap: 10 * MIN }),
+    );
+    await Promise.all(sources.map((s) => drain(s.poll(undefined, { now: NOW, lookbackMs: 60 * MIN, stats: emptyStats() }))));
+    expect(fake!.queries.filter((q) => q.status === 200)).toHaveLength(6);
+    expect(fake!.maxInFlight()).toBeLessThanOrEqual(2); // 6 without the limit: every query waits 300 ms at the fake
+    for (const s of sources) s.close();
   });
 
   it('the AzureDiagnostics variant reads kube-audit rows (the event in log_s) and reports the categories it saw', async () => {

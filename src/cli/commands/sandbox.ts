@@ -1,5 +1,5 @@
 /**
- * `tokenwatch sandbox [--port 8787] [--speed N] [--reset] [--data-dir ./data/sandbox] [--poll-every SECONDS] [--gke]`:
+ * `tokenwatch sandbox [--port 8787] [--speed N] [--reset] [--data-dir ./data/sandbox] [--poll-every SECONDS] [--gke] [--aks]`:
  * the whole loop on one machine (see `src/sandbox/sandbox.ts` and docs/sandbox.md): a local Slack channel page, a
  * simulated cluster, replayed audit logs, the real `serve` pipeline. Runs until Ctrl-C / SIGTERM, then saves its
  * state and stops everything.
@@ -69,9 +69,10 @@ export function register(program: Command): void {
     .option('--reset', 'start over: remove the saved sandbox state first')
     .option('--no-slack', 'do not start the tokenwatch Slack app (the page shows the channel only)')
     .option('--gke', 'also run a GKE cluster, prod-gke, whose audit logs tokenwatch reads from a loopback Cloud Logging (docs/sandbox.md)')
+    .option('--aks', 'also run an AKS cluster, prod-aks, whose audit logs tokenwatch reads from a loopback Log Analytics workspace (docs/sandbox.md)')
     .addOption(new Option('--log-level <level>', 'level of the sandbox log file').choices(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'))
     .addHelpText('after', '\nEverything listens on 127.0.0.1 only. Details: docs/sandbox.md')
-    .action(async (opts: { port: number; speed: number; pollEvery: number; dataDir: string; reset?: boolean; slack: boolean; gke?: boolean; logLevel: string }) => {
+    .action(async (opts: { port: number; speed: number; pollEvery: number; dataDir: string; reset?: boolean; slack: boolean; gke?: boolean; aks?: boolean; logLevel: string }) => {
       const { startSandbox } = await import('../../sandbox/sandbox.js');
       let handle;
       try {
@@ -83,6 +84,7 @@ export function register(program: Command): void {
           reset: opts.reset === true,
           slack: opts.slack,
           gke: opts.gke === true,
+          aks: opts.aks === true,
           logLevel: opts.logLevel,
         });
       } catch (err) {

@@ -35,6 +35,8 @@ export interface FakeLogQuery {
   status: number;
   /** Rows answered (count rows included). */
   rows: number;
+  /** When the request arrived, wall-clock epoch ms. */
+  receivedAt: number;
 }
 
 /** A running fake. */
@@ -43,6 +45,8 @@ export interface FakeLogAnalytics {
   endpoint: string;
   /** Every query received, in order. */
   queries: FakeLogQuery[];
+  /** The most queries that were being answered at once. */
+  maxInFlight(): number;
   /** Adds rows to a workspace (visible to the next query). */
   add(workspaceId: string, rows: FakeLogRow[]): void;
   /** Answers the next `n` queries 429 with `Retry-After: <retryAfterSeconds>`. */
@@ -61,6 +65,8 @@ export interface FakeLogAnalyticsOptions {
   acceptToken?: (token: string) => boolean;
   /** Most token-use rows in one answer; more → the answer is cut with a `PartialError`. Default 500,000 (the service's limit). */
   maxRows?: number;
+  /** Each query is answered this long after it arrived (a query that runs), ms. Default 0. */
+  answerDelayMs?: number;
 }
 
 const DATETIME = new Set(['TimeGenerated', 'RequestReceivedTime', 'StageReceivedTime']);
@@ -93,6 +99,8 @@ export async function startFakeLogAnalytics(opts: FakeLogAnalyticsOptions): Prom
   let retryAfter = 1;
   const forbidden = new Set<string>();
   const maxRows = opts.maxRows ?? 500_000;
+  let inFlight = 0;
+  let peak = 0;
 
   const answer = (workspaceId: string, query: string, timespan: string): { status: number; body: unknown; headers?: Record<string, string>; rows: number } => {
     const [from, to] = timespan.split('/').map((t) => Date.parse(t));
@@ -134,6 +142,7 @@ export async function startFakeLogAnalytics(opts: FakeLogAnalyticsOptions): Prom
   };
 
   const server: Server = createServer({ cert: opts.cert, key: opts.key }, (req, res) => {
+    const receivedAt = Date.now();
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
@@ -150,7 +159,7 @@ export async function startFakeLogAnalytics(opts: FakeLogAnalyticsOptions): Prom
       } catch {
         return send(400, { error: { code: 'BadArgumentError', message: 'body is not JSON' } });
       }
-      const record = (status: number, n = 0) => queries.push({ workspaceId, query: body.query ?? '', timespan: body.timespan ?? '', status, rows: n });
+      const record = (status: number, n = 0) => queries.push({ workspaceId, query: body.query ?? '', timespan: body.timespan ?? '', status, rows: n, receivedAt });
       const auth = req.headers.authorization ?? '';
       const token = auth.startsWith('Bearer ') ? auth.slice(7) : '';
       if (!token || (opts.acceptToken && !opts.acceptToken(token))) {
@@ -168,7 +177,12 @@ export async function startFakeLogAnalytics(opts: FakeLogAnalyticsOptions): Prom
       }
       const a = answer(workspaceId, body.query ?? '', body.timespan ?? '');
       record(a.status, a.rows);
-      send(a.status, a.body, a.headers);
+      inFlight++;
+      peak = Math.max(peak, inFlight);
+      setTimeout(() => {
+        inFlight--;
+        send(a.status, a.body, a.headers);
+      }, opts.answerDelayMs ?? 0);
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -176,6 +190,7 @@ export async function startFakeLogAnalytics(opts: FakeLogAnalyticsOptions): Prom
   return {
     endpoint: `https://127.0.0.1:${port}/v1`,
     queries,
+    maxInFlight: () => peak,
     add(workspaceId, r) {
       const k = workspaceId.toLowerCase();
       rows.set(k, [...(rows.get(k) ?? []), ...r]);

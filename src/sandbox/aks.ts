@@ -1,0 +1,122 @@
+/**
+ * The sandbox's AKS cluster (`tokenwatch sandbox --aks`): a simulated cluster, `prod-aks`, whose audit events reach
+ * tokenwatch the way an AKS cluster's do — as `AKSAudit` rows of a Log Analytics workspace, read through the real
+ * `@azure/monitor-query-logs` client from the loopback Logs Query API fake (src/sandbox/fakes/log-analytics.ts) with
+ * a workload identity token from the loopback Entra token endpoint (`entra-token.ts`), by the live AKS source
+ * (src/sources/log-analytics.ts, `audit.azure`). Both fakes serve HTTPS with a certificate made at start
+ * (`fakes/tls.ts`), trusted through `audit.azure.caFile`. Its API server is its own fake, seeded like the EKS one,
+ * with its own workload controller and its own live traffic, so a restart there is seen there only.
+ *
+ * The process environment holds the workload identity the AKS webhook would inject (`AZURE_CLIENT_ID`,
+ * `AZURE_TENANT_ID`, `AZURE_FEDERATED_TOKEN_FILE`, `AZURE_AUTHORITY_HOST`) while the sandbox runs, and is restored on
+ * stop. The workspace fake holds its rows in memory: a resumed sandbox reads only new traffic there. Rows are visible
+ * when added, so the source's 5-minute lag (sandbox time) is all the delay they see.
+ */
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Logger } from '../observability/logger.js';
+import { clusterView, kubeconfigYaml } from './cluster.js';
+import { WorkloadController } from './controller.js';
+import type { FakeKube, SandboxFakes } from './fakes/index.js';
+import type { FakeLogRow } from './fakes/log-analytics.js';
+import { loopbackCert } from './fakes/tls.js';
+import { LiveTraffic, type LiveTrafficOptions } from './replay.js';
+
+/** The AKS cluster's name in tokenwatch, its resource id, its workspace and workload identity (made-up ids). */
+export const SANDBOX_AKS = {
+  cluster: 'prod-aks',
+  resourceId: '/subscriptions/00000000-0000-0000-0000-00000000a5e5/resourceGroups/rg-sandbox/providers/Microsoft.ContainerService/managedClusters/prod-aks',
+  workspaceId: '5a4d0b0e-0000-4000-8000-00000000a5e5',
+  tenantId: '7e4a17c5-0000-4000-8000-00000000a5e5',
+  clientId: 'c11e47d0-0000-4000-8000-00000000a5e5',
+} as const;
+
+/** A running sandbox AKS cluster. */
+export interface SandboxAks {
+  kube: FakeKube;
+  /** Its kubeconfig file. */
+  kubeconfig: string;
+  /** The `clusters[]` entry of the config (audit from Log Analytics, the fake API server). */
+  clusterConfig: Record<string, unknown>;
+  /** Feeds audit event lines to the workspace as `AKSAudit` rows of the cluster. */
+  ingest(lines: readonly string[]): void;
+  /** One round of its own live traffic at `now` (sandbox ms). */
+  tick(now: number): void;
+  stop(): Promise<void>;
+}
+
+/** Upstream's rejection point in seconds after `warnafter`: one year after issue, issue = warnafter − 3,607 s (docs: domain facts §1). */
+const UPSTREAM_SECONDS_AFTER_WARNING = 31_536_000 - 3_607;
+
+const ENV_KEYS = ['AZURE_CLIENT_ID', 'AZURE_TENANT_ID', 'AZURE_FEDERATED_TOKEN_FILE', 'AZURE_AUTHORITY_HOST'] as const;
+
+/** The data-directory files of the AKS cluster (removed by `--reset`). */
+export const SANDBOX_AKS_FILES = ['kubeconfig-aks', 'aks-ca.pem', 'aks-federated-token'] as const;
+
+/** `AKSAudit` rows of audit event lines (the malformed lines of the bundle are left out, as the workspace would not hold them). */
+function rowsOf(fakes: SandboxFakes, lines: readonly string[]): FakeLogRow[] {
+  return lines.flatMap((l) => {
+    try {
+      return [fakes.aksAuditRow(JSON.parse(l) as Record<string, unknown>, SANDBOX_AKS.resourceId)];
+    } catch {
+      return [];
+    }
+  });
+}
+
+/** Starts the AKS cluster's fakes; `slack` is the `slack` section its config entry gets (the EKS cluster's). */
+export async function startSandboxAks(o: {
+  fakes: SandboxFakes;
+  dataDir: string;
+  objects: Record<string, unknown>[];
+  clock: () => number;
+  stepMs: number;
+  templates: LiveTrafficOptions['templates'];
+  staticTokenSubjects: Set<string>;
+  schedule: string;
+  slack: Record<string, unknown>;
+  logger: Logger;
+}): Promise<SandboxAks> {
+  const tls = loopbackCert();
+  const caFile = join(o.dataDir, 'aks-ca.pem');
+  const tokenFile = join(o.dataDir, 'aks-federated-token');
+  // The projected ServiceAccount token the AKS webhook would mount (not a secret: the Entra fake is on loopback).
+  const federated = 'sandbox.federated.serviceaccount-token';
+  await writeFile(caFile, tls.cert, 'utf8');
+  await writeFile(tokenFile, federated, 'utf8');
+  const entra = await o.fakes.startFakeEntraToken({ cert: tls.cert, key: tls.key, tenantId: SANDBOX_AKS.tenantId, clientId: SANDBOX_AKS.clientId, assertion: federated });
+  const workspace = await o.fakes.startFakeLogAnalytics({ cert: tls.cert, key: tls.key, acceptToken: (t) => entra.issued(t) });
+  const kube = await o.fakes.startFakeKube({ objects: o.objects });
+  const saved = Object.fromEntries(ENV_KEYS.map((k) => [k, process.env[k]]));
+  Object.assign(process.env, { AZURE_CLIENT_ID: SANDBOX_AKS.clientId, AZURE_TENANT_ID: SANDBOX_AKS.tenantId, AZURE_FEDERATED_TOKEN_FILE: tokenFile, AZURE_AUTHORITY_HOST: entra.authorityHost });
+  const kubeconfig = join(o.dataDir, 'kubeconfig-aks');
+  await writeFile(kubeconfig, kubeconfigYaml(kube.url, SANDBOX_AKS.cluster), 'utf8');
+  const controller = new WorkloadController({ store: kube.store, clock: o.clock, stepMs: o.stepMs, onError: (err, w) => o.logger.error({ err, workload: w }, 'sandbox controller (prod-aks): rollout stopped') });
+  controller.start();
+  // As on the GKE cluster: the upstream token lifetime (rejected one year after issue), not EKS's 90 days after warnafter.
+  const live = new LiveTraffic({ templates: o.templates, cluster: clusterView(kube.store), staticTokenSubjects: o.staticTokenSubjects, maxSecondsAfterWarning: UPSTREAM_SECONDS_AFTER_WARNING });
+  const ingest = (lines: readonly string[]): void => workspace.add(SANDBOX_AKS.workspaceId, rowsOf(o.fakes, lines));
+  return {
+    kube,
+    kubeconfig,
+    clusterConfig: {
+      name: SANDBOX_AKS.cluster,
+      audit: { azure: { workspaceId: SANDBOX_AKS.workspaceId, resourceId: SANDBOX_AKS.resourceId, endpoint: workspace.endpoint, authorityHost: entra.authorityHost, caFile } },
+      kubernetes: { kubeconfig },
+      maxTokenAge: 'upstream',
+      schedule: o.schedule,
+      lookback: '72h',
+      slack: o.slack,
+    },
+    ingest,
+    tick: (now) => ingest(live.tick(now).lines),
+    async stop() {
+      controller.stop();
+      for (const [k, v] of Object.entries(saved)) {
+        if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
+      }
+      await Promise.all([kube.close(), workspace.close(), entra.close()]);
+    },
+  };
+}
