@@ -4,9 +4,9 @@
 
 /**
  * `n` with en-US digit grouping (`1,234,567`): the text of `n.toLocaleString('en-US')`. Whole numbers (every count)
- * are grouped here, without `Intl`: the first `toLocaleString` call of a process loads ICU's number formatting, 20–30 ms
- * of CPU on the development VM (more than `scan` of a 1 MiB log; docs/performance.md "Start-up"). Other numbers
- * (fractions, non-finite) go to `toLocaleString` itself.
+ * are grouped here, without `Intl`: the first `toLocaleString` call of a process loads ICU's number formatting,
+ * 23–29 ms of CPU on the development VM, on every `scan` (its readiness summary counts the events read; docs/performance.md
+ * "Prefilter anchors and start-up"). Other numbers (fractions, non-finite, -0) go to `toLocaleString` itself.
  */
 export function groupedNumber(n: number): string {
   if (!Number.isSafeInteger(n) || Object.is(n, -0)) return n.toLocaleString('en-US');
