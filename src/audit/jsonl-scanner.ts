@@ -9,8 +9,8 @@
  * holding a NUL byte; the scan reads on after either.
  */
 import type { ReadStats, TokenUse } from './types.js';
-import { needleSearch, type NeedleSearch } from './needle-search.js';
-import { PREFILTER_NEEDLE_BUFFERS, tokenUseFromJson, tokenUsesFromWrappedText, type ShapeTally } from './records.js';
+import type { NeedleSearch } from './needle-search.js';
+import { prefilterSearch, tokenUseFromJson, tokenUsesFromWrappedText, type ShapeTally } from './records.js';
 
 const LF = 0x0a;
 const OPEN = 0x7b; // {
@@ -115,7 +115,7 @@ export class JsonlScanner {
      */
     private readonly longLine?: (head: Buffer) => LongLineSink | undefined,
   ) {
-    this.needles = needleSearch(PREFILTER_NEEDLE_BUFFERS);
+    this.needles = prefilterSearch();
   }
 
   /**

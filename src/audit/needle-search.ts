@@ -19,9 +19,13 @@ export const COPY_BYTES = 256 * 1024;
 export const MAX_NEEDLE_BYTES = 64;
 /** Most needles one search takes (the module has three needle slots). */
 export const MAX_NEEDLES = 3;
-/** Memory layout, as `needle-search.wat` documents it: needle k at 64·k, its length (u32 LE) at 192 + 4·k. */
+/**
+ * Memory layout, as `needle-search.wat` documents it: needle k at 64·k, its length (u32 LE) at 192 + 4·k, its two
+ * anchor offsets (u32 LE) at 208 + 8·k and 212 + 8·k.
+ */
 const NEEDLE_SLOT = 64;
 const LENGTHS_AT = 192;
+const ANCHORS_AT = 208;
 const DATA_AT = 1024;
 /** Bytes after each haystack region the SIMD loads may touch (≤ end + 80; see the .wat). */
 const PAD = 128;
@@ -29,6 +33,21 @@ const PAGE = 64 * 1024;
 
 /** Size of {@link NeedleSearch.claimReadBuffer}'s buffer: 1 MiB. */
 export const READ_BUFFER_BYTES = 1024 * 1024;
+
+/**
+ * Offsets of the two bytes of a needle that the WebAssembly search tests at every position (its anchors); the rest of
+ * the needle is compared only where both match. Bytes that are rare in the haystack, or rare at that distance from
+ * each other, make few candidates (`PREFILTER_ANCHORS`, `terms.ts`). Default: the first and the last byte.
+ */
+export type Anchors = readonly [number, number];
+
+/** Options of {@link needleSearch}. */
+export interface NeedleSearchOptions {
+  /** false: the `Buffer.indexOf` fallback (tests). */
+  wasm?: boolean;
+  /** One {@link Anchors} pair per needle (same order); only speed depends on them, never the result. */
+  anchors?: readonly Anchors[];
+}
 
 /** Finds the next occurrence of any of its needles. */
 export interface NeedleSearch {
@@ -93,14 +112,22 @@ const shared = new Map<string, NeedleSearch>();
 
 /**
  * The search for `needles` of this thread (1–{@link MAX_NEEDLES} needles of 1–{@link MAX_NEEDLE_BYTES} bytes each),
- * made on first use and then shared. `options.wasm: false` gives a fallback search (tests).
- * @throws RangeError for no needles, too many, or an empty or too long needle
+ * made on first use and then shared. `options.wasm: false` gives a fallback search (tests); `options.anchors` picks
+ * the bytes each needle is tested on ({@link Anchors}).
+ * @throws RangeError for no needles, too many, an empty or too long needle, or anchors that are not two offsets inside
+ *   their needle (one pair per needle)
  */
-export function needleSearch(needles: readonly Buffer[], options: { wasm?: boolean } = {}): NeedleSearch {
+export function needleSearch(needles: readonly Buffer[], options: NeedleSearchOptions = {}): NeedleSearch {
   if (needles.length === 0 || needles.length > MAX_NEEDLES) throw new RangeError(`a search takes 1–${MAX_NEEDLES} needles (got ${needles.length})`);
   for (const n of needles) {
     if (n.length === 0 || n.length > MAX_NEEDLE_BYTES) throw new RangeError(`a needle is 1–${MAX_NEEDLE_BYTES} bytes (got ${n.length})`);
   }
+  const anchors = options.anchors ?? needles.map((n): Anchors => [0, n.length - 1]);
+  if (anchors.length !== needles.length) throw new RangeError(`one anchor pair per needle (got ${anchors.length} for ${needles.length})`);
+  anchors.forEach((pair, k) => {
+    const len = (needles[k] as Buffer).length;
+    if (!pair.every((o) => Number.isSafeInteger(o) && o >= 0 && o < len)) throw new RangeError(`anchors of needle ${k} must lie inside it (got ${pair.join(', ')})`);
+  });
   const list = [...needles];
   const mod = options.wasm === false ? null : wasmModule();
   if (mod === null) {
@@ -111,18 +138,18 @@ export function needleSearch(needles: readonly Buffer[], options: { wasm?: boole
       simd: false,
     };
   }
-  const key = list.map((n) => n.toString('hex')).join('/');
+  const key = list.map((n, k) => `${n.toString('hex')}@${anchors[k]!.join(',')}`).join('/');
   let search = shared.get(key);
   if (!search) {
     // The module always searches three slots: fewer needles repeat the last one.
-    const slots = [0, 1, 2].map((k) => list[Math.min(k, list.length - 1)] as Buffer);
+    const slots = [0, 1, 2].map((k) => Math.min(k, list.length - 1)).map((k) => ({ needle: list[k] as Buffer, anchors: anchors[k] as Anchors }));
     search = wasmSearch(mod, slots);
     shared.set(key, search);
   }
   return search;
 }
 
-function wasmSearch(mod: object, slots: readonly Buffer[]): NeedleSearch {
+function wasmSearch(mod: object, slots: readonly { needle: Buffer; anchors: Anchors }[]): NeedleSearch {
   const api = (globalThis as { WebAssembly?: WasmApi }).WebAssembly!;
   const { memory, find } = new api.Instance(mod, {}).exports as Exports;
   const copyAt = DATA_AT;
@@ -131,13 +158,15 @@ function wasmSearch(mod: object, slots: readonly Buffer[]): NeedleSearch {
   if (bytes > memory.buffer.byteLength) memory.grow(Math.ceil((bytes - memory.buffer.byteLength) / PAGE));
   // Views are made after the last grow (growing detaches the old ArrayBuffer).
   const mem = Buffer.from(memory.buffer);
-  slots.forEach((n, k) => {
-    n.copy(mem, k * NEEDLE_SLOT);
-    mem.writeUInt32LE(n.length, LENGTHS_AT + 4 * k);
+  slots.forEach(({ needle, anchors }, k) => {
+    needle.copy(mem, k * NEEDLE_SLOT);
+    mem.writeUInt32LE(needle.length, LENGTHS_AT + 4 * k);
+    mem.writeUInt32LE(anchors[0], ANCHORS_AT + 8 * k);
+    mem.writeUInt32LE(anchors[1], ANCHORS_AT + 8 * k + 4);
   });
   const readBuffer = mem.subarray(readAt, readAt + READ_BUFFER_BYTES);
   let claimed = false;
-  const overlap = Math.max(...slots.map((n) => n.length)) - 1;
+  const overlap = Math.max(...slots.map((s) => s.needle.length)) - 1;
 
   const indexOf = (haystack: Buffer, from: number): number => {
     const start = Math.max(0, from);

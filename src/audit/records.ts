@@ -12,7 +12,8 @@
 import type { ReadStats, TokenUse } from './types.js';
 import { hasTokenSignal, isAuditEvent, toTokenUse } from './token-use.js';
 import { unwrapAuditEvents } from './shapes.js';
-import { PREFILTER_NEEDLES } from './terms.js';
+import { PREFILTER_ANCHORS, PREFILTER_NEEDLES } from './terms.js';
+import { needleSearch, type NeedleSearch } from './needle-search.js';
 
 /**
  * The prefilter's needles ({@link PREFILTER_NEEDLES}, derived from the one list of terms in `terms.ts`): the token
@@ -21,6 +22,14 @@ import { PREFILTER_NEEDLES } from './terms.js';
  * contains `"` or `\`, so they also match inside a JSON-string-escaped (CloudWatch) or CSV-quoted message.
  */
 export const PREFILTER_NEEDLE_BUFFERS: readonly Buffer[] = PREFILTER_NEEDLES.map((n) => Buffer.from(n, 'latin1'));
+
+/**
+ * This thread's search for the prefilter's needles, tested on their {@link PREFILTER_ANCHORS} (`needle-search.ts`:
+ * one per thread, shared by every reader of it).
+ */
+export function prefilterSearch(): NeedleSearch {
+  return needleSearch(PREFILTER_NEEDLE_BUFFERS, { anchors: PREFILTER_ANCHORS });
+}
 
 /**
  * Cheap prefilter: can this text (an audit event's JSON, possibly still escaped inside a CloudWatch

@@ -13,6 +13,7 @@ import type { Readiness } from '../findings/readiness.js';
 import type { NowSource } from '../scan/run.js';
 import { FINDING_KIND_ORDER, groupFindings, type FindingGroup } from '../findings/groups.js';
 import { escapeControl } from './escape.js';
+import { groupedNumber } from '../core/plural.js';
 
 
 /** True when `severity` is at or above `threshold` (`critical ≥ warning ≥ info`). */
@@ -240,14 +241,14 @@ function ignoredLines(ignored: NonNullable<RenderOptions['ignoredEventTimes']>):
 }
 
 function plural(n: number, word: string): string {
-  return `${n.toLocaleString('en-US')} ${word}${n === 1 ? '' : 's'}`;
+  return `${groupedNumber(n)} ${word}${n === 1 ? '' : 's'}`;
 }
 
 /** The stats footer line, e.g. `read 2 files: 1,234 lines, 1,200 events, 57 token uses, 0 malformed, 3 duplicates`. */
 export function statsLine(stats: ScanReport['stats']): string {
   return (
     `read ${plural(stats.files, 'file')}: ${plural(stats.lines, 'line')}, ${plural(stats.events, 'event')}, ` +
-    `${plural(stats.tokenUses, 'token use')}, ${stats.malformed.toLocaleString('en-US')} malformed, ` +
+    `${plural(stats.tokenUses, 'token use')}, ${groupedNumber(stats.malformed)} malformed, ` +
     `${plural(stats.duplicates, 'duplicate')}`
   );
 }
@@ -355,7 +356,7 @@ export function renderScanTable(report: ScanReport, opts: RenderOptions): string
       podsCell(u),
       age === undefined ? '-' : String(age),
       rejection.includes('REJECTED') ? paint('red', rejection) : rejection,
-      byKind(g).map((m) => m.requests.toLocaleString('en-US')).join('\n'),
+      byKind(g).map((m) => groupedNumber(m.requests)).join('\n'),
       groupCauses(g).join('\n'),
     ]);
   });
@@ -457,7 +458,7 @@ function renderFitted(report: ScanReport, opts: RenderOptions, width: number, pa
       byKind(g).map((m) => m.kind).join('\n'),
       groupSeverityCell(g, report.findings, opts.now, paint),
       rejection.includes('REJECTED') ? paint('red', rejection) : rejection,
-      byKind(g).map((m) => m.requests.toLocaleString('en-US')).join('\n'),
+      byKind(g).map((m) => groupedNumber(m.requests)).join('\n'),
     ];
   });
   const natural = head.map((h, c) =>
@@ -478,7 +479,7 @@ function renderFitted(report: ScanReport, opts: RenderOptions, width: number, pa
     const lines = [`${paint('bold', `#${i + 1}`)} ${escapeControl(`${g.namespace}/${g.serviceAccount}`)} ${members.map((m) => m.kind).join(', ')}`];
     const by401 = members.map((m) => criticalBy401s(m, report.findings, opts.now)).find((x) => x !== undefined);
     if (by401 !== undefined) {
-      lines.push(`   critical: the API server answered 401 Unauthorized to ${by401.toLocaleString('en-US')} request${by401 === 1 ? '' : 's'} of this ServiceAccount`);
+      lines.push(`   critical: the API server answered 401 Unauthorized to ${groupedNumber(by401)} request${by401 === 1 ? '' : 's'} of this ServiceAccount`);
     }
     if (u.workloads.length > 0) lines.push(`   workloads: ${u.workloads.map((w) => escapeControl(objectLabel(w))).join(', ')}`);
     if (u.pods.length > 0) lines.push(`   pods: ${podsCell(u).split('\n').join(', ')}`);

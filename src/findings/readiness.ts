@@ -26,6 +26,7 @@
  * Pure: no I/O, times passed in (epoch ms UTC).
  */
 import { DAY_MS } from '../core/units.js';
+import { groupedNumber } from '../core/plural.js';
 import type { WorkloadRef } from '../cluster/types.js';
 import type { Finding } from './types.js';
 
@@ -124,8 +125,8 @@ export function readinessVerdict(input: ReadinessInput): Readiness {
     .sort((a, b) => (a.lastUse < b.lastUse ? 1 : a.lastUse > b.lastUse ? -1 : 0) || cmp(`${a.namespace}/${a.serviceAccount}`, `${b.namespace}/${b.serviceAccount}`));
   const windowText = length === undefined ? 'window unknown' : `${durationText(length)} of audit data (${iso(c.windowStart!)} to ${iso(c.windowEnd!)})`;
   const coverageText = [
-    ...(c.events !== undefined ? [`${c.events.toLocaleString('en-US')} audit event${c.events === 1 ? '' : 's'} read`] : []),
-    ...(c.polls ? [`${c.polls.succeeded.toLocaleString('en-US')} successful poll${c.polls.succeeded === 1 ? '' : 's'}${c.polls.failed > 0 ? `, ${c.polls.failed.toLocaleString('en-US')} failed and retried` : ''}`] : []),
+    ...(c.events !== undefined ? [`${groupedNumber(c.events)} audit event${c.events === 1 ? '' : 's'} read`] : []),
+    ...(c.polls ? [`${groupedNumber(c.polls.succeeded)} successful poll${c.polls.succeeded === 1 ? '' : 's'}${c.polls.failed > 0 ? `, ${groupedNumber(c.polls.failed)} failed and retried` : ''}`] : []),
   ].join(', ');
 
   const reasons: string[] = [];

@@ -15,8 +15,7 @@
  */
 import { gunzipSync, constants as zlib } from 'node:zlib';
 import type { FileHandle } from 'node:fs/promises';
-import { needleSearch } from '../audit/needle-search.js';
-import { PREFILTER_NEEDLE_BUFFERS } from '../audit/records.js';
+import { prefilterSearch } from '../audit/records.js';
 
 /** Windows sampled per plain file. */
 export const SAMPLE_WINDOWS = 8;
@@ -58,7 +57,7 @@ export function countHits(buf: Buffer, fromStart: boolean, toEnd: boolean): Dens
   let lines = 0;
   for (let at = view.indexOf(LF); at !== -1; at = view.indexOf(LF, at + 1)) lines++;
   if (toEnd && view.length > 0 && view[view.length - 1] !== LF) lines++;
-  const search = needleSearch(PREFILTER_NEEDLE_BUFFERS);
+  const search = prefilterSearch();
   let hits = 0;
   for (let from = 0; ; ) {
     const h = search.indexOf(view, from);

@@ -41,7 +41,7 @@ import {
   startsAsBatchDocument,
 } from '../audit/formats.js';
 import { createShapeTally, tokenUsesFromWrappedValue, type ShapeTally } from '../audit/records.js';
-import { countOf } from '../core/plural.js';
+import { countOf, groupedNumber } from '../core/plural.js';
 import { DEFAULT_MAX_LINE_BYTES, JsonlScanner, type LongLineSink } from '../audit/jsonl-scanner.js';
 import type { JSONParser } from '@streamparser/json';
 import { JsonExportScanner } from '../audit/json-export-scanner.js';
@@ -454,7 +454,7 @@ function capNotice(ctx: FileContext, rows: number): void {
   if (rows !== INSIGHTS_MAX_ROWS) return;
   ctx.notice(
     'row-cap',
-    `${ctx.file}: exactly ${INSIGHTS_MAX_ROWS.toLocaleString('en-US')} rows, the Logs Insights per-query limit: the result ` +
+    `${ctx.file}: exactly ${groupedNumber(INSIGHTS_MAX_ROWS)} rows, the Logs Insights per-query limit: the result ` +
       `is probably truncated; ${SPLIT_HINT}`,
   );
 }

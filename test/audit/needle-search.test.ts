@@ -9,8 +9,8 @@ import { describe, expect, it } from 'vitest';
 import { COPY_BYTES, MAX_NEEDLES, MAX_NEEDLE_BYTES, READ_BUFFER_BYTES, needleSearch } from '../../src/audit/needle-search.js';
 import { NEEDLE_SEARCH_WASM } from '../../src/audit/needle-search-wasm.js';
 import { JsonlScanner, createReadStats } from '../../src/sources/reader.js';
-import { PREFILTER_NEEDLES, TOKEN_USE_TERMS } from '../../src/audit/terms.js';
-import { PREFILTER_NEEDLE_BUFFERS } from '../../src/audit/records.js';
+import { PREFILTER_ANCHORS, PREFILTER_NEEDLES, TOKEN_USE_TERMS } from '../../src/audit/terms.js';
+import { PREFILTER_NEEDLE_BUFFERS, prefilterSearch } from '../../src/audit/records.js';
 import type { TokenUse } from '../../src/audit/types.js';
 // @ts-expect-error -- a plain .mjs script without types
 import { generate } from '../../scripts/gen-wasm.mjs';
@@ -31,9 +31,12 @@ function allHits(find: (h: Buffer, from: number) => number, h: Buffer): number[]
   return out;
 }
 
-/** Audit-like filler with the needles' bytes in it (first and last bytes, prefixes), so candidates are frequent. */
+/**
+ * Audit-like filler with the needles' bytes in it (first and last bytes, the prefilter's anchors, prefixes, near
+ * misses), so candidates are frequent.
+ */
 const filler = fc
-  .array(fc.constantFrom('a', 'A', '/', 'd', 'authentication.k8s.io', 'Authentication faile', 'uthentication failed', 'Unauthorize', 'nauthorized', 'U', 'd', '"x":1,', '\n', ' ', 'é'), {
+  .array(fc.constantFrom('a', 'A', '/', 'd', 'h', '8', 'f', 'z', 'authentication.k8s.io', 'authentication.k8s.i0/', 'authorization.k8s.io/', 'authentication.kubernetes.io/', 'Authentication faile', 'Authentication f', 'uthentication failed', 'Unauthorize', 'Unauthoriz', 'nauthorized', 'U', 'd', '"x":1,', '\n', ' ', 'é'), {
     maxLength: 120,
   })
   .map((parts) => parts.join(''));
@@ -58,8 +61,14 @@ describe('needleSearch', () => {
     expect(needleSearch(ABC, { wasm: false }).claimReadBuffer()).toBeUndefined();
   });
 
-  it('finds the leftmost of either needle, from any offset, as two Buffer.indexOf calls do (copied haystacks)', () => {
-    const simd = needleSearch(ABC);
+  /** The default anchors (first and last bytes) and the prefilter's own (`PREFILTER_ANCHORS`). */
+  const searches = () => [
+    ['first and last bytes', needleSearch(ABC)],
+    ['prefilter anchors', prefilterSearch()],
+  ] as const;
+
+  it.each([0, 1])('finds the leftmost of any needle, from any offset, as one Buffer.indexOf call per needle does (copied haystacks; search %i)', (which) => {
+    const simd = searches()[which]![1];
     const fallback = needleSearch(ABC, { wasm: false });
     fc.assert(
       fc.property(haystack, fc.nat(), (h, f) => {
@@ -88,8 +97,8 @@ describe('needleSearch', () => {
     search.releaseReadBuffer(again);
   });
 
-  it('gives the same results on haystacks read into its own memory (read buffer, no copy), at any offset and length', () => {
-    const search = needleSearch(ABC);
+  it.each([0, 1])('gives the same results on haystacks read into its own memory (read buffer, no copy), at any offset and length (search %i)', (which) => {
+    const search = searches()[which]![1];
     const mem = search.claimReadBuffer()!;
     expect(mem.length).toBe(READ_BUFFER_BYTES);
     fc.assert(
@@ -125,7 +134,8 @@ describe('needleSearch', () => {
       fc.property(
         fc.array(fc.uint8Array({ minLength: 1, maxLength: MAX_NEEDLE_BYTES }), { minLength: 1, maxLength: MAX_NEEDLES }),
         fc.array(fc.integer({ min: 0, max: 5 }), { maxLength: 400 }),
-        (raw, picks) => {
+        fc.array(fc.tuple(fc.nat(), fc.nat()), { minLength: MAX_NEEDLES, maxLength: MAX_NEEDLES }),
+        (raw, picks, anchorPicks) => {
           const ns = raw.map((x) => Buffer.from(x));
           const h = Buffer.concat(
             picks.map((p) => {
@@ -133,8 +143,11 @@ describe('needleSearch', () => {
               return p < 3 ? n : p === 3 ? n.subarray(0, n.length >> 1) : Buffer.from([n[0]!, 7]);
             }),
           );
-          const search = needleSearch(ns);
-          expect(allHits(search.indexOf, h)).toEqual(allHits((x, i) => reference(x, ns, i), h));
+          const want = allHits((x, i) => reference(x, ns, i), h);
+          expect(allHits(needleSearch(ns).indexOf, h)).toEqual(want);
+          // Any two bytes of each needle as its anchors (the same one twice too): the same hits.
+          const anchors = ns.map((n, k): [number, number] => [anchorPicks[k]![0] % n.length, anchorPicks[k]![1] % n.length]);
+          expect(allHits(needleSearch(ns, { anchors }).indexOf, h)).toEqual(want);
         },
       ),
       { numRuns: 300 },
@@ -143,6 +156,25 @@ describe('needleSearch', () => {
     expect(() => needleSearch([A, B, C, A])).toThrow(RangeError);
     expect(() => needleSearch([Buffer.alloc(0), B])).toThrow(RangeError);
     expect(() => needleSearch([A, Buffer.alloc(MAX_NEEDLE_BYTES + 1, 'a')])).toThrow(RangeError);
+    expect(() => needleSearch([A, B], { anchors: [[0, 1]] })).toThrow(RangeError); // one pair per needle
+    expect(() => needleSearch([A], { anchors: [[0, A.length]] })).toThrow(RangeError); // outside the needle
+    expect(() => needleSearch([A], { anchors: [[-1, 0]] })).toThrow(RangeError);
+  });
+
+  it('the prefilter anchors lie inside their needles and are not the bytes every audit event holds at that distance', () => {
+    expect(PREFILTER_ANCHORS.length).toBe(PREFILTER_NEEDLES.length);
+    const anchored = (text: string, k: number): boolean => {
+      const [x, y] = PREFILTER_ANCHORS[k]!;
+      const n = PREFILTER_NEEDLES[k]!;
+      return text.length > y && text[x] === n[x] && text[y] === n[y];
+    };
+    for (const [k, n] of PREFILTER_NEEDLES.entries()) expect(anchored(n, k)).toBe(true);
+    // The keys and values of an ordinary EKS event (bench/run.ts's synthetic lines, examples/audit/) make no candidate.
+    for (const common of ['authorization.k8s.io/decision', 'authorization.k8s.io/reason', 'authentication.kubernetes.io/pod-name', 'audit.k8s.io/v1']) {
+      for (let at = 0; at < common.length; at++) {
+        for (const k of PREFILTER_NEEDLES.keys()) expect(anchored(common.slice(at), k), `${common} at ${at}`).toBe(false);
+      }
+    }
   });
 
   it('JsonlScanner: one scanner at a time reads into the search memory, and scans the same either way', () => {
@@ -172,7 +204,7 @@ describe('needleSearch', () => {
     expect(third.claimReadBuffer()).toBe(held);
     third.release();
     expect(new JsonlScanner(createReadStats(), []).claimReadBuffer()).toBe(held);
-    needleSearch(ABC).releaseReadBuffer(held);
+    prefilterSearch().releaseReadBuffer(held);
   });
 
   it('the committed module is what scripts/gen-wasm.mjs makes of needle-search.wat (run `npm run gen:wasm` after editing it)', async () => {
