@@ -167,6 +167,19 @@ function advice(status: number, project: string): string {
 }
 
 /**
+ * Why a cluster read from a project whose logs the identity may not read (`entries:list` answered 403) is blind, and
+ * the fix: Data Access audit entries are private logs, readable with `roles/logging.privateLogViewer`
+ * (https://cloud.google.com/logging/docs/access-control). Reported by the blind-log monitor (src/runtime/blind.ts,
+ * reason `no-read-access`) until a poll succeeds.
+ */
+export function noReadAccessText(project: string, status: string): string {
+  return (
+    `tokenwatch's identity may not read the logs of project ${project} (entries:list answered HTTP 403 ${status}), so no audit event of this cluster can be read: ` +
+    `grant it roles/logging.privateLogViewer on project ${project} (Data Access audit entries are private logs; https://cloud.google.com/logging/docs/access-control)`
+  );
+}
+
+/**
  * One project's query for all its clusters, and the per-cluster {@link AuditSource}s backed by it (see the module
  * doc). Share one per (project, endpoint, overlap, lag).
  */
@@ -388,7 +401,9 @@ export class CloudLoggingProject {
           this.opts.onThrottle?.(project);
           if (this.opts.budget) await this.opts.budget.limiter.throttled(this.opts.budget.key);
         } else if (res.status < 500 && res.status !== 408) {
-          throw new SourceError(`Cloud Logging entries:list (project ${project}): ${failure}; ${advice(res.status, project)}`, id, status, false);
+          // 403: the credentials are valid but may not read the project's logs — blind until the role is granted.
+          const blind = res.status === 403 ? { blind: noReadAccessText(project, status) } : undefined;
+          throw new SourceError(`Cloud Logging entries:list (project ${project}): ${failure}; ${advice(res.status, project)}`, id, status, false, blind);
         }
       } catch (err) {
         if (signal?.aborted) throw signal.reason;

@@ -14,6 +14,7 @@ import { startFakeKube, type FakeKube } from '../../src/sandbox/fakes/kubernetes
 import type { KubeObject } from '../../src/sandbox/fakes/kubernetes/types.js';
 import type { Config } from '../../src/config/index.js';
 import { RESTARTED_AT } from '../../src/remediation/kube-remediator.js';
+import { sourcesOf } from '../../src/slack/home.js';
 import { APPROVER, CLUSTER, OPS, progressDaemonSets, REF, REQUESTER, startHarness, type Harness } from '../slack/harness.js';
 
 const MIN = 60_000;
@@ -238,5 +239,51 @@ describe('serve: a GKE cluster without Data Access audit logs', () => {
     expect(status).toContain('roles/logging.privateLogViewer');
     expect(status).toMatch(/Token extension off \(--service-account-extend-token-expiration=false\)\? [^"]*unknown/i);
     expect(status).not.toContain('ya29.'); // the access token never appears
+  });
+});
+
+describe('serve: a GKE project whose logs the identity may not read', () => {
+  it('a 403 PERMISSION_DENIED is blind with the fix (roles/logging.privateLogViewer) in /readyz, /tokens status, the Home tab and the metrics; the cursor stays; a granted role clears it', { timeout: 120_000 }, async () => {
+    h = await start(NODE_IPS.map((ip, i) => staleEntry('gke-a', `a-stale-${i}`, REF - 60 * MIN + i * MIN, ip)));
+    const x = h;
+    const id = x.serve.context.clusters.get(CLUSTER)!.source.id;
+    const before = await x.serve.context.store.getCursor(id);
+    logging!.forbid(PROJECT);
+    x.advance(5 * MIN);
+    const failedAt = x.now();
+    await x.poll(CLUSTER);
+    expect(logging!.requests().at(-1)!.status).toBe(403);
+    const b = x.serve.context.clusters.get(CLUSTER)!.blind.state(x.now());
+    expect(b).toMatchObject({ blind: true, reason: 'no-read-access' });
+    const text = (b as { text: string }).text;
+    expect(text).toContain(`may not read the logs of project ${PROJECT} (entries:list answered HTTP 403 PERMISSION_DENIED)`);
+    expect(text).toContain(`grant it roles/logging.privateLogViewer on project ${PROJECT}`);
+    // /readyz: the audit access says blind with the fix, not a bare failed poll; the pod stays in the Service.
+    const res = await fetch(`http://127.0.0.1:${x.serve.port}/readyz`);
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { access: Record<string, Record<string, string>>; blind: Record<string, string> };
+    expect(body.blind[CLUSTER]).toBe('no-read-access');
+    const hhmm = new Date(failedAt).toISOString().slice(11, 16);
+    expect(body.access[CLUSTER]!.audit).toMatch(new RegExp(`^audit source blind: tokenwatch's identity may not read the logs of project ${PROJECT} .*privateLogViewer.*, since (\\d{4}-\\d{2}-\\d{2} )?${hhmm} UTC$`));
+    // /tokens status names it once.
+    await x.command(`status ${CLUSTER}`, REQUESTER);
+    const status = JSON.stringify(x.slack.ephemerals({ user: REQUESTER }).at(-1));
+    expect(status.split(`grant it roles/logging.privateLogViewer on project ${PROJECT}`).length - 1).toBe(1);
+    expect(status).not.toContain('ya29.');
+    // The Home tab's data and the metrics.
+    const home = sourcesOf(x.serve.context.clusters.get(CLUSTER)!, x.now());
+    expect(home.find((s) => s.name === 'audit log')).toMatchObject({ state: 'failing', detail: text });
+    const metrics = await x.metrics.text();
+    expect(metrics).toContain(`tokenwatch_access_failing{cluster="${CLUSTER}",access="audit"} 1`);
+    expect(metrics).toContain(`tokenwatch_audit_log_blind{cluster="${CLUSTER}",reason="no-read-access"} 1`);
+    expect(await x.serve.context.store.getCursor(id)).toEqual(before);
+
+    // The role granted: the next poll reads, the cluster is no longer blind.
+    logging!.forbid(PROJECT, false);
+    x.advance(5 * MIN);
+    await x.poll(CLUSTER);
+    expect(x.serve.context.clusters.get(CLUSTER)!.blind.state(x.now())).toEqual({ blind: false });
+    expect(x.serve.context.clusters.get(CLUSTER)!.access(x.now()).audit.state).toBe('ok');
+    expect(await x.metrics.text()).toContain(`tokenwatch_audit_log_blind{cluster="${CLUSTER}",reason="no-read-access"} 0`);
   });
 });

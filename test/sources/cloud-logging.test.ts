@@ -84,6 +84,9 @@ describe('Cloud Logging source', () => {
       expect((e403 as SourceError).retryable).toBe(false);
       expect((e403 as Error).message).toMatch(/HTTP 403 PERMISSION_DENIED.*grant the reader roles\/logging\.privateLogViewer on project tokenwatch-fake/);
       expect((e403 as Error).message).not.toContain(TOKEN);
+      // Blind until the role is granted (the blind-log monitor's `no-read-access`); a refused token (401) is not.
+      expect((e403 as SourceError).blind).toMatch(/may not read the logs of project tokenwatch-fake .*roles\/logging\.privateLogViewer/);
+      expect((err as SourceError).blind).toBeUndefined();
       expect(denied.requests()).toHaveLength(1);
     } finally {
       await denied.close();

@@ -69,6 +69,8 @@ export interface FakeCloudLogging {
   add(entries: FakeLogEntry[], opts?: { visibleAt?: number }): void;
   /** Answers the next `n` requests 429 RESOURCE_EXHAUSTED. */
   throttle(n: number): void;
+  /** From now on answers queries of `project` 403 `PERMISSION_DENIED` (`on` false: reads them again). */
+  forbid(project: string, on?: boolean): void;
   /** Requests answered so far. */
   requests(): FakeLoggingRequest[];
   close(): Promise<void>;
@@ -149,6 +151,7 @@ export async function startFakeCloudLogging(opts: FakeCloudLoggingOptions = {}, 
   const stored: Array<{ entry: FakeLogEntry; visibleAt: number }> = [];
   const log: FakeLoggingRequest[] = [];
   let throttled = 0;
+  const forbidden = new Set(opts.forbiddenProjects ?? []);
 
   const server: Server = createServer((req, res) => {
     const receivedAt = Date.now();
@@ -187,8 +190,8 @@ export async function startFakeCloudLogging(opts: FakeCloudLoggingOptions = {}, 
           rec,
         );
       }
-      const forbidden = rec.resourceNames.find((r) => (opts.forbiddenProjects ?? []).includes(r.replace(/^projects\//, '')));
-      if (forbidden) return answer(403, googleError(403, 'PERMISSION_DENIED', `Permission denied for all log views of ${forbidden}`), rec);
+      const denied = rec.resourceNames.find((r) => forbidden.has(r.replace(/^projects\//, '')));
+      if (denied) return answer(403, googleError(403, 'PERMISSION_DENIED', `Permission denied for all log views of ${denied}`), rec);
       const pageSize = rec.pageSize ?? 50;
       if (!rec.resourceNames.length || rec.resourceNames.some((r) => !/^projects\/[^/]+$/.test(r)) || pageSize < 1 || pageSize > 1000) {
         return answer(400, googleError(400, 'INVALID_ARGUMENT', 'resourceNames must name projects/P; pageSize must be 1 to 1000'), rec);
@@ -228,6 +231,10 @@ export async function startFakeCloudLogging(opts: FakeCloudLoggingOptions = {}, 
     },
     throttle(n) {
       throttled += n;
+    },
+    forbid(project, on = true) {
+      if (on) forbidden.add(project);
+      else forbidden.delete(project);
     },
     requests: () => log.map((r) => ({ ...r })),
     close: () =>
