@@ -104,7 +104,7 @@ describe('serve: AKS audit logs from Log Analytics', () => {
     const alert = await x.alert('kube-system', 'multus', 'stale-token');
     expect(alert.text).toMatch(/multus/);
     // One alert for the ServiceAccount (one root cause), none on the other cluster.
-    expect((await x.serve.context.store.listFindings(OFF, { status: ['open'] })).length).toBe(0);
+    expect((await x.serve.context.store.findings.list(OFF, { status: ['open'] })).length).toBe(0);
 
     // The next tick: both clusters poll again, still one query for the workspace.
     x.advance(5 * MIN);
@@ -114,7 +114,7 @@ describe('serve: AKS audit logs from Log Analytics', () => {
 
   it('a row ingested late, inside the overlap, is counted once; the rows read again in the overlap are not counted again', { timeout: 120_000 }, async () => {
     const x = await start();
-    const findingOf = async () => (await x.serve.context.store.listFindings(CLUSTER, { status: ['open'] })).map((f) => f.finding).find((f) => f.serviceAccount === 'multus' && f.kind === 'stale-token')!;
+    const findingOf = async () => (await x.serve.context.store.findings.list(CLUSTER, { status: ['open'] })).map((f) => f.finding).find((f) => f.serviceAccount === 'multus' && f.kind === 'stale-token')!;
     const before = (await findingOf()).requests;
     // A stale use 3 minutes before the first window's end (REF − 5 min), ingested only now, after the first poll read
     // that window: the next poll's overlap (10 min) reads it.
@@ -148,7 +148,7 @@ describe('serve: AKS audit logs from Log Analytics', () => {
     // The retried query asked the same window the 429 refused.
     expect(logs!.queries[1]!.timespan).toBe(logs!.queries[2]!.timespan);
     expect(ends()).toHaveLength(2);
-    expect((await x.serve.context.store.listFindings(CLUSTER, { status: ['open'] })).map((f) => f.finding).find((f) => f.serviceAccount === 'multus')!.lastSeen).toBe(new Date(REF - 2 * MIN).toISOString());
+    expect((await x.serve.context.store.findings.list(CLUSTER, { status: ['open'] })).map((f) => f.finding).find((f) => f.serviceAccount === 'multus')!.lastSeen).toBe(new Date(REF - 2 * MIN).toISOString());
     // The query budget halved its rate (5 → 2.5 queries/s; it climbs back on its own), and the 429 is counted.
     expect(lines.filter((l) => l.msg === 'Log Analytics answered 429: query rate lowered').map((l) => l.rate)).toEqual([2.5]);
     expect(await x.metrics.text()).toMatch(/tokenwatch_log_analytics_queries_total\{workspace="[^"]+",status="429"\} 1/);
@@ -165,7 +165,7 @@ describe('serve: an AKS cluster with token extension off', () => {
     const lines = Array.from({ length: 6 }, (_, i) => auditEvent({ auditID: `m401-${i}`, time: first + i * 30_000, kind: 'unauthorized', sourceIP: '192.168.23.87', userAgent: 'multus/v0.0.0 (linux/amd64) kubernetes/$Format' }));
     logs!.add(WORKSPACE, lines.map((l) => row(l, RID_OFF)));
     await x.poll(OFF);
-    const found = (await x.serve.context.store.listFindings(OFF, { status: ['open'] })).map((f) => f.finding);
+    const found = (await x.serve.context.store.findings.list(OFF, { status: ['open'] })).map((f) => f.finding);
     expect(found.map((f) => `${f.namespace}/${f.serviceAccount}/${f.kind}`)).toEqual(['kube-system/multus/unauthorized']);
     expect(found[0]!.attribution).toMatchObject({ basis: 'corroborated' });
     expect(found[0]!.attribution!.text).toContain('token extension is off on this cluster');
@@ -211,14 +211,14 @@ describe('serve: what an AKS cluster in Log Analytics can tell', () => {
 
   it('a workspace the identity may not read fails the poll naming the role to grant, and keeps the cursor', { timeout: 120_000 }, async () => {
     const x = await start();
-    const before = await x.serve.context.store.getCursor(x.serve.context.clusters.get(CLUSTER)!.source.id);
+    const before = await x.serve.context.store.polls.getCursor(x.serve.context.clusters.get(CLUSTER)!.source.id);
     logs!.forbid(WORKSPACE);
     x.advance(5 * MIN);
     await x.poll(CLUSTER);
     const health = x.serve.context.clusters.get(CLUSTER)!.poller.health();
     expect(health.status).toBe('degraded');
     expect(health.lastError).toContain('Log Analytics Reader');
-    expect(await x.serve.context.store.getCursor(x.serve.context.clusters.get(CLUSTER)!.source.id)).toEqual(before);
+    expect(await x.serve.context.store.polls.getCursor(x.serve.context.clusters.get(CLUSTER)!.source.id)).toEqual(before);
   });
 
   it('a restart approved for an AKS cluster PATCHes that cluster\'s API server once', { timeout: 120_000 }, async () => {
