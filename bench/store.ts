@@ -140,13 +140,15 @@ function unauthorized(i: number, lastSeen: number): TokenRecord {
 function oldReplace(store: Store): Store {
   return new Proxy(store, {
     get(target, prop, receiver) {
-      if (prop === 'replaceTokenRecords') {
-        return (cluster: string, records: readonly TokenRecord[]) =>
+      if (prop === 'tokenRecords') {
+        const replace = (cluster: string, records: readonly TokenRecord[]) =>
           target.transaction(async (tx) => {
             const deleted = await tx.tokenRecords.prune(cluster, Number.MAX_SAFE_INTEGER);
             await tx.tokenRecords.upsert(records);
             return { upserted: records.length, deleted };
           });
+        // The repository with its other methods (on the prototype chain) and `replace` done the old way.
+        return Object.assign(Object.create(target.tokenRecords) as Store['tokenRecords'], { replace });
       }
       // The poller writes through the transaction's Store: it must write the old way too.
       if (prop === 'transaction') return <T>(fn: (tx: Store) => Promise<T>) => target.transaction((tx) => fn(oldReplace(tx)));

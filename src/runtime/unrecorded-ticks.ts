@@ -7,7 +7,7 @@
  * as `unowned` (src/runtime/compose.ts `checkTicks`).
  */
 import type { Logger } from '../observability/logger.js';
-import type { Store, StorePart } from '../store/types.js';
+import type { StorePart } from '../store/types.js';
 
 /** Most ticks kept for a later record (a week of per-minute ticks of one cluster, or a day of 7 clusters'). */
 export const MAX_UNRECORDED = 10_000;

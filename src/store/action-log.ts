@@ -1,6 +1,6 @@
 /** The action-log repository: who did what to which target, when, with what result (append-only but for retention). */
 import type { SqlExecutor } from './sql.js';
-import type { ActionLogEntry, NewActionLogEntry } from './types.js';
+import type { ActionLogEntry, NewActionLogEntry } from './rows.js';
 
 type ActionRow = {
   id: number;

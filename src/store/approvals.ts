@@ -8,7 +8,7 @@ import { ActionLogRepository } from './action-log.js';
 import { isUniqueViolation, StoreError } from './errors.js';
 import type { SqlExecutor } from './sql.js';
 import { SEP } from './token-records.js';
-import type { ActionSubject, ApprovalFilter, ApprovalUpdate, ClaimResult, DecideStale, ExecutionRecord, NewApproval, StoredApproval } from './types.js';
+import type { ActionSubject, ApprovalFilter, ApprovalUpdate, ClaimResult, DecideStale, ExecutionRecord, NewApproval, StoredApproval } from './rows.js';
 
 type ApprovalRow = {
   id: string;

@@ -2,7 +2,7 @@
 import type { Finding, Severity } from '../findings/types.js';
 import { StoreError } from './errors.js';
 import type { SqlExecutor } from './sql.js';
-import type { FindingChange, FindingResolution, FindingStatus, FindingStatusUpdate, StoredFinding } from './types.js';
+import type { FindingChange, FindingResolution, FindingStatus, FindingStatusUpdate, StoredFinding } from './rows.js';
 
 type FindingRow = {
   id: string;

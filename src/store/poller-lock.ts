@@ -1,6 +1,6 @@
 /** The poller lock repository: one polling process per store (see the V_POLLER_LOCK migration). */
 import type { SqlExecutor } from './sql.js';
-import type { PollerLockClaim, PollerLockHolder, PollerLockRow } from './types.js';
+import type { PollerLockClaim, PollerLockHolder, PollerLockRow } from './rows.js';
 
 type LockRow = { holder: string; host: string; pid: number; acquired_at: number; heartbeat_at: number };
 

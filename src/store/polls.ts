@@ -4,7 +4,7 @@
  */
 import type { SqlExecutor } from './sql.js';
 import { StoreError } from './errors.js';
-import type { MissedPoll, PollCoverage, PollRunResult, PollStatus, PollTicks } from './types.js';
+import type { MissedPoll, PollCoverage, PollRunResult, PollStatus, PollTicks } from './rows.js';
 
 type PollRow = {
   id: number;

@@ -5,7 +5,7 @@
 import type { FindingKind } from '../findings/types.js';
 import { isForeignKeyViolation, StoreError } from './errors.js';
 import type { SqlExecutor } from './sql.js';
-import type { AlertRef, MessageRef } from './types.js';
+import type { AlertRef, MessageRef } from './rows.js';
 
 type RefRow = { channel: string; ts: string; severity: MessageRef['severity']; hash: string };
 type IntentRow = { channel: string; at: number };

@@ -129,7 +129,10 @@ describe('ClusterPoller: a chunk commit that fails mid-read', () => {
     const failingOver = (s: Store): Store =>
       new Proxy(s, {
         get(target, prop, receiver) {
-          if (prop === 'replaceTokenRecords') return () => { throw new Error('SQLITE_FULL: database or disk is full'); };
+          if (prop === 'tokenRecords') {
+            const failed = () => { throw new Error('SQLITE_FULL: database or disk is full'); };
+            return Object.assign(Object.create(target.tokenRecords) as Store['tokenRecords'], { replace: failed });
+          }
           if (prop === 'transaction') return <T>(fn: (tx: Store) => Promise<T>) => target.transaction((tx) => fn(failingOver(tx)));
           const v = Reflect.get(target, prop, receiver) as unknown;
           return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
