@@ -111,7 +111,7 @@ async function main(): Promise<void> {
     if (!approval) throw new Error('no approval message');
     const approveValue = buttonValue(approval, 'tw_approve');
     await h.click(APPROVER, approval, 'tw_approve', { wait: false });
-    const running = async () => (await store.listApprovals({ states: ['running'] })).length === 1;
+    const running = async () => (await store.approvals.list({ states: ['running'] })).length === 1;
     for (let i = 0; i < 100 && !running(); i++) await new Promise((r) => setTimeout(r, 10));
     const runningAtStart = await running();
 
@@ -150,7 +150,7 @@ async function main(): Promise<void> {
     const { times, firstCommand, firstClick } = await results;
     const runningAtEnd = running();
     await h.bot.idle();
-    const final = (await store.listApprovals({ cluster: 'prod-eks' }))[0]!;
+    const final = (await store.approvals.list({ cluster: 'prod-eks' }))[0]!;
 
     const sorted = [...times].sort((a, b) => a - b);
     const p50 = percentile(sorted, 50);

@@ -47,7 +47,7 @@ try {
   const started = performance.now();
   const out = await poller.pollOnce();
   const seconds = (performance.now() - started) / 1000;
-  const records = await store.listTokenRecords('bench');
+  const records = await store.tokenRecords.list('bench');
   process.stdout.write(
     `${JSON.stringify({
       maxRssKiB: process.resourceUsage().maxRSS,

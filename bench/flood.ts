@@ -138,10 +138,10 @@ async function scanAndPollPath(events: number): Promise<void> {
     const polls = 10;
     const per = Math.ceil(events / polls);
     for (let p = 0; p < polls; p++) {
-      const agg = TokenAggregator.from({ cluster: 'bench', maxTokenAge: { mode: 'eks' } }, await store.listTokenRecords('bench'));
+      const agg = TokenAggregator.from({ cluster: 'bench', maxTokenAge: { mode: 'eks' } }, await store.tokenRecords.list('bench'));
       for (let i = p * per; i < Math.min(events, (p + 1) * per); i++) agg.add(use(i));
       const merged = agg.records();
-      await store.replaceTokenRecords('bench', merged);
+      await store.tokenRecords.replace('bench', merged);
       const findings = await buildFindings(merged, { now: T0 + events * 10 });
       records = merged.length;
       evidence = findings.reduce((n, f) => n + f.cause.evidence.length, 0);

@@ -140,13 +140,15 @@ function unauthorized(i: number, lastSeen: number): TokenRecord {
 function oldReplace(store: Store): Store {
   return new Proxy(store, {
     get(target, prop, receiver) {
-      if (prop === 'replaceTokenRecords') {
-        return (cluster: string, records: readonly TokenRecord[]) =>
+      if (prop === 'tokenRecords') {
+        const replace = (cluster: string, records: readonly TokenRecord[]) =>
           target.transaction(async (tx) => {
-            const deleted = await tx.pruneTokenRecords(cluster, Number.MAX_SAFE_INTEGER);
-            await tx.upsertTokenRecords(records);
+            const deleted = await tx.tokenRecords.prune(cluster, Number.MAX_SAFE_INTEGER);
+            await tx.tokenRecords.upsert(records);
             return { upserted: records.length, deleted };
           });
+        // The repository with its other methods (on the prototype chain) and `replace` done the old way.
+        return Object.assign(Object.create(target.tokenRecords) as Store['tokenRecords'], { replace });
       }
       // The poller writes through the transaction's Store: it must write the old way too.
       if (prop === 'transaction') return <T>(fn: (tx: Store) => Promise<T>) => target.transaction((tx) => fn(oldReplace(tx)));
@@ -176,7 +178,7 @@ async function idlePoll(args: Args, dir: string): Promise<void> {
   for (const [mode, label] of modes) {
     const path = join(dir, `idle-${mode}.db`);
     const store = await openStore(path);
-    await store.upsertTokenRecords(records);
+    await store.tokenRecords.upsert(records);
     const target = mode === 'before' ? oldReplace(store) : store;
     const mk = () => new ClusterPoller({ cluster, source: new FileSource({ path: log }), store: target, logger: silent, clock: () => now });
     let poller = mk();
@@ -227,27 +229,27 @@ async function simulate(args: Args, dir: string): Promise<void> {
     await store.transaction(async (tx) => {
       const recs: TokenRecord[] = [];
       for (let i = 0; i < distinct; i++) recs.push(unauthorized(source++, end - DAY + Math.floor((i * DAY) / Math.max(1, distinct))));
-      await tx.upsertTokenRecords(recs);
+      await tx.tokenRecords.upsert(recs);
       const ids: string[] = [];
       for (let i = 0; i < seenPerDay; i++) ids.push(`audit-${audit++}`);
-      await tx.markSeen(CLUSTER, ids, end);
+      await tx.polls.markSeen(CLUSTER, ids, end);
       for (let p = 0; p < 288; p++) {
         const at = end - DAY + p * 5 * MIN;
-        await tx.finishPollRun(await tx.startPollRun(CLUSTER, 'file:bench', at), { endedAt: at + 2000, events: Math.round(args.eventsPerDay / 288), tokenUses: 0 });
+        await tx.polls.finishRun(await tx.polls.startRun(CLUSTER, 'file:bench', at), { endedAt: at + 2000, events: Math.round(args.eventsPerDay / 288), tokenUses: 0 });
       }
       for (let i = 0; i < args.actionsPerDay; i++) {
-        await tx.logAction({ at: end - DAY + Math.floor((i * DAY) / args.actionsPerDay), cluster: CLUSTER, actor: 'U0BENCH', action: 'snooze', target: `ServiceAccount ns/sa-${i}`, result: 'ok', detail: 'snoozed for 1 day' });
+        await tx.actions.log({ at: end - DAY + Math.floor((i * DAY) / args.actionsPerDay), cluster: CLUSTER, actor: 'U0BENCH', action: 'snooze', target: `ServiceAccount ns/sa-${i}`, result: 'ok', detail: 'snoozed for 1 day' });
       }
       // Retention, as the poller applies it after each poll.
-      await tx.pruneSeen(CLUSTER, end - 2 * HOUR - 1);
-      await tx.pruneTokenRecords(CLUSTER, end - retention.tokenRecordsMs);
-      await tx.prunePollRuns(end - Math.max(retention.pollRunsMs, quietMs + HOUR));
-      await tx.pruneActionLog(end - retention.actionLogMs);
+      await tx.polls.pruneSeen(CLUSTER, end - 2 * HOUR - 1);
+      await tx.tokenRecords.prune(CLUSTER, end - retention.tokenRecordsMs);
+      await tx.polls.pruneRuns(end - Math.max(retention.pollRunsMs, quietMs + HOUR));
+      await tx.actions.prune(end - retention.actionLogMs);
     });
     if (day % 10 === 0 || day === args.days) {
-      const actions = (await store.listActions(CLUSTER, 1_000_000)).length;
+      const actions = (await store.actions.list(CLUSTER, 1_000_000)).length;
       console.log(
-        `  ${String(day).padStart(3)}  ${(await store.countTokenRecords(CLUSTER)).toLocaleString('en-US').padStart(13)}  ${(await store.countSeen(CLUSTER)).toLocaleString('en-US').padStart(8)}` +
+        `  ${String(day).padStart(3)}  ${(await store.tokenRecords.count(CLUSTER)).toLocaleString('en-US').padStart(13)}  ${(await store.polls.countSeen(CLUSTER)).toLocaleString('en-US').padStart(8)}` +
           `  ${(await pollRunCount(path)).toLocaleString('en-US').padStart(9)}  ${actions.toLocaleString('en-US').padStart(10)}  ${sizeOf(path).padStart(15)}`,
       );
     }
@@ -260,7 +262,7 @@ async function simulate(args: Args, dir: string): Promise<void> {
 async function pollRunCount(path: string): Promise<number> {
   const s = await openStore(path);
   try {
-    return (await s.pollCoverage(CLUSTER, 0)).succeeded;
+    return (await s.polls.coverage(CLUSTER, 0)).succeeded;
   } finally {
     await s.close();
   }
@@ -304,7 +306,7 @@ async function perBackend(args: Args, dir: string): Promise<void> {
       writeFileSync(log, '');
       const store = await open();
       try {
-        await store.upsertTokenRecords(records);
+        await store.tokenRecords.upsert(records);
         const poller = new ClusterPoller({ cluster, source: new FileSource({ path: log }), store, logger: silent, clock: () => now });
         await poller.pollOnce(); // warm-up: the first poll of a process compares every record
         const idle: number[] = [];

@@ -253,7 +253,7 @@ export class ClusterPoller {
   private async restore(): Promise<void> {
     const { store, cluster } = this.deps;
     try {
-      const last = (await store.lastPollRuns()).find((r) => r.cluster === cluster.name);
+      const last = (await store.polls.lastRuns()).find((r) => r.cluster === cluster.name);
       // A poll of this process that already ended has the newer word.
       if (!last || this.healthState.lastPollAt !== undefined) return;
       this.healthState.lastPollAt = last.startedAt;
@@ -297,7 +297,7 @@ export class ClusterPoller {
    * Runs one poll; see {@link pollOnce0} and the module docstring. An aborted poll (`signal`: serve is stopping) is left unfinished in the store,
    * as a crash would leave it (the cursor stayed at the last committed chunk), not recorded as a failure: the next poll
    * reads on, and a shutdown does not hold up quiet resolution. `scheduledAt`: the cron tick this poll runs for (epoch
-   * ms), recorded with its poll run (`Store.startPollRun`); absent for the start-up poll and `/tokens scan`.
+   * ms), recorded with its poll run (`Store.polls.startRun`); absent for the start-up poll and `/tokens scan`.
    */
   async pollOnce(signal?: AbortSignal, opts: { scheduledAt?: number | undefined } = {}): Promise<PollOutcome> {
     this.runningSince = this.clock();
@@ -388,9 +388,9 @@ export class ClusterPoller {
     const runId = fence
       ? await store.transaction(async (tx) => {
           await fence(tx);
-          return await tx.startPollRun(cluster.name, source.id, run.startedAt, run.scheduledAt);
+          return await tx.polls.startRun(cluster.name, source.id, run.startedAt, run.scheduledAt);
         })
-      : await store.startPollRun(cluster.name, source.id, run.startedAt, run.scheduledAt);
+      : await store.polls.startRun(cluster.name, source.id, run.startedAt, run.scheduledAt);
     run.runId = runId;
     run.log = run.log.child({ pollId: runId });
     return runId;
@@ -405,7 +405,7 @@ export class ClusterPoller {
   private async readAndStoreUses(run: PollRun): Promise<TokenRecord[]> {
     const { cluster, source, store, metrics } = this.deps;
     const { outcome, readStats, signal } = run;
-    const cursor = await store.getCursor(source.id);
+    const cursor = await store.polls.getCursor(source.id);
     const chunkEvents = Math.max(1, this.deps.chunkEvents ?? POLLER_DEFAULTS.chunkEvents);
     /** Token uses read and not yet committed: at most `chunkEvents` (see the module doc, "Bounded memory"). */
     const pending: TokenUse[] = [];
@@ -496,12 +496,12 @@ export class ClusterPoller {
       await store.transaction(async (tx) => {
         await fence?.(tx);
         if (!agg) {
-          stored = await tx.listTokenRecords(cluster.name); // the aggregator clones them: unmodified for the diff below
+          stored = await tx.tokenRecords.list(cluster.name); // the aggregator clones them: unmodified for the diff below
           agg = TokenAggregator.from({ cluster: cluster.name, maxTokenAge: cluster.maxTokenAge, trustedProxies: parseTrustedProxies(cluster.trustedProxies ?? []) }, stored);
         }
         const unique = new Map<string, TokenUse>();
         for (const u of pending) if (!unique.has(u.auditID)) unique.set(u.auditID, u);
-        const fresh = new Set(await tx.markSeen(cluster.name, [...unique.keys()], startedAt));
+        const fresh = new Set(await tx.polls.markSeen(cluster.name, [...unique.keys()], startedAt));
         let added = 0;
         for (const u of unique.values()) {
           if (fresh.has(u.auditID)) {
@@ -523,15 +523,15 @@ export class ClusterPoller {
         // and nothing to prune the aggregator's output is what it wrote last time (same records, same config): skip
         // even the comparison — after this process's first poll, which compares everything once (config changes).
         if (added > 0 || (final && (pruned > 0 || !this.recordsCompared))) {
-          const written = await tx.replaceTokenRecords(cluster.name, merged, stored);
+          const written = await tx.tokenRecords.replace(cluster.name, merged, stored);
           outcome.recordsWritten += written.upserted + written.deleted;
           stored = merged;
           this.recordsCompared = true;
         }
-        if (cursorAfter !== undefined) await tx.setCursor(source.id, cursorAfter);
+        if (cursorAfter !== undefined) await tx.polls.setCursor(source.id, cursorAfter);
         if (final) {
           outcome.pruned.tokenRecords = pruned;
-          await tx.pruneSeen(cluster.name, startedAt - (this.deps.seenRetentionMs ?? 2 * HOUR_MS));
+          await tx.polls.pruneSeen(cluster.name, startedAt - (this.deps.seenRetentionMs ?? 2 * HOUR_MS));
         }
         outcome.commits++;
         return merged;
@@ -602,22 +602,22 @@ export class ClusterPoller {
     outcome.changes = fence
       ? await store.transaction(async (tx) => {
           await fence(tx);
-          return await tx.saveFindings(cluster.name, findings, now);
+          return await tx.findings.save(cluster.name, findings, now);
         })
-      : await store.saveFindings(cluster.name, findings, now);
+      : await store.findings.save(cluster.name, findings, now);
     outcome.findings = findings;
     outcome.concluded = await this.concludeQuiet(now, quietMs);
     for (const c of outcome.changes) if (outcome.concluded.includes(c.id)) c.status = 'resolved';
-    outcome.pruned.pollRuns = await store.prunePollRuns(now - Math.max(retention.pollRunsMs, quietMs + HOUR_MS));
-    outcome.pruned.actionLog = await store.pruneActionLog(now - retention.actionLogMs);
+    outcome.pruned.pollRuns = await store.polls.pruneRuns(now - Math.max(retention.pollRunsMs, quietMs + HOUR_MS));
+    outcome.pruned.actionLog = await store.actions.prune(now - retention.actionLogMs);
     // Gauges count open findings only: resolved (verified, quiet) and snoozed ones are not "open".
-    const open = new Set((await store.listFindings(cluster.name, { status: ['open'] })).map((f) => f.id));
+    const open = new Set((await store.findings.list(cluster.name, { status: ['open'] })).map((f) => f.id));
     this.updateGauges(findings.filter((f) => open.has(f.id)), now);
     outcome.endedAt = this.clock();
-    await store.finishPollRun(runId, { endedAt: outcome.endedAt, events: outcome.records, tokenUses: outcome.newUses });
+    await store.polls.finishRun(runId, { endedAt: outcome.endedAt, events: outcome.records, tokenUses: outcome.newUses });
     this.deps.blind?.observePoll(run.startedAt, outcome.records);
     if (run.sourceStats.platformHints) this.deps.blind?.observePlatformHints?.(run.startedAt, run.sourceStats.platformHints);
-    await store.markWatchedSince(cluster.name, run.startedAt); // start of the readiness verdict's window
+    await store.polls.markWatchedSince(cluster.name, run.startedAt); // start of the readiness verdict's window
   }
 
   /** Health, metrics and the log line of a successful poll. */
@@ -711,7 +711,7 @@ export class ClusterPoller {
     );
     if (run.runId !== undefined) {
       try {
-        await store.finishPollRun(run.runId, { endedAt: outcome.endedAt, events: outcome.records, tokenUses: outcome.newUses, error: message });
+        await store.polls.finishRun(run.runId, { endedAt: outcome.endedAt, events: outcome.records, tokenUses: outcome.newUses, error: message });
       } catch (err2) {
         log.error({ err: err2 }, 'could not record the failed poll in the store');
       }
@@ -726,18 +726,18 @@ export class ClusterPoller {
   private async concludeQuiet(now: number, quietMs: number): Promise<string[]> {
     const { store, cluster } = this.deps;
     const from = now - quietMs;
-    const coverage = await store.pollCoverage(cluster.name, from);
+    const coverage = await store.polls.coverage(cluster.name, from);
     // A broken source never resolves anything: one failed poll in the period, or no successful poll before it, and
     // the absence of a signal proves nothing.
     if (coverage.failed > 0 || coverage.lastSuccessAtOrBefore === null) return [];
     const resolved: string[] = [];
-    for (const s of await store.listFindings(cluster.name, { status: ['open', 'snoozed'] })) {
+    for (const s of await store.findings.list(cluster.name, { status: ['open', 'snoozed'] })) {
       const f = s.finding;
       const lastSeen = Date.parse(f.lastSeen);
       if (!Number.isFinite(lastSeen) || lastSeen > from) continue;
       if (f.kind === 'stale-token' && f.rejectionAt !== null) continue; // a live token: it may be used any time
-      if (!await store.setFindingStatus(f.id, { status: 'resolved', reason: 'quiet' }, now)) continue;
-      await store.logAction({
+      if (!await store.findings.setStatus(f.id, { status: 'resolved', reason: 'quiet' }, now)) continue;
+      await store.actions.log({
         at: now,
         cluster: cluster.name,
         findingId: f.id,

@@ -3,7 +3,7 @@
  *
  * The approval state machine (`src/approvals/machine.ts`) is pure: it returns a {@link Transition} (next state, a
  * patch, and effects). This module is the shell that carries a transition out:
- * 1. compare-and-set in the store (`Store.transitionApproval(id, from, to, patch, at)`): of concurrent callers
+ * 1. compare-and-set in the store (`Store.approvals.transition(id, from, to, patch, at)`): of concurrent callers
  *    exactly one wins; the losers re-read and decide again (then usually get `already-decided`);
  * 2. only after winning: one action-log row per `action-log` effect, a Kubernetes Event on the target per
  *    `kube-event` effect (best effort, `KubeRemediator.recordEvent`), the approvals metric on final states.
@@ -147,9 +147,9 @@ export async function commitTransition(
   extra: ApprovalUpdate = {},
 ): Promise<StoredApproval | undefined> {
   const { store } = deps;
-  const won = await store.transitionApproval(approval.id, transition.from, transition.next, { ...transition.patch, ...extra }, now);
+  const won = await store.approvals.transition(approval.id, transition.from, transition.next, { ...transition.patch, ...extra }, now);
   if (!won) return undefined;
-  const after = (await store.getApproval(approval.id))!;
+  const after = (await store.approvals.get(approval.id))!;
   await applyEffects(deps, after, transition.effects, now);
   if (FINAL.includes(transition.next) && transition.from !== transition.next) {
     deps.metrics?.approvals.inc({ cluster: after.target.cluster, outcome: transition.next });
@@ -177,7 +177,7 @@ function actionLogEntry(approval: Approval, e: Extract<Effect, { type: 'action-l
 }
 
 /**
- * Stores a new request with the store's one-open-action-per-target claim (`Store.claimApproval`), expiring in the same
+ * Stores a new request with the store's one-open-action-per-target claim (`Store.approvals.claim`), expiring in the same
  * transaction, through the state machine's `expire` transition, the stale requests of its target or subject: the
  * machine decides (requested and `now >= expiresAt`), the store applies the compare-and-set with the transition's
  * action-log rows; the Kubernetes Events and the approvals metric follow for each one that moved. Their Slack
@@ -191,7 +191,7 @@ export async function claimRequest(
   subject?: ActionSubject,
 ): Promise<ClaimResult> {
   const decided = new Map<string, Transition>();
-  const res = await deps.store.claimApproval(
+  const res = await deps.store.approvals.claim(
     approval,
     now,
     (stale) => {
@@ -224,7 +224,7 @@ export async function applyEffects(
   const t = approval.target;
   for (const e of effects) {
     if (e.type === 'action-log') {
-      await deps.store.logAction(actionLogEntry(approval, e, now));
+      await deps.store.actions.log(actionLogEntry(approval, e, now));
     } else if (e.type === 'kube-event') {
       const rem = deps.remediatorFor(t.cluster);
       if (!rem) continue;
@@ -250,7 +250,7 @@ export async function commitEvent(
 ): Promise<CommitResult> {
   let last: StoredApproval | undefined;
   for (let i = 0; i < attempts; i++) {
-    last = await deps.store.getApproval(id);
+    last = await deps.store.approvals.get(id);
     if (!last) {
       return { ok: false, refusal: refuse('invalid-transition', { type: 'approval-missing' }), approval: undefined };
     }
@@ -295,7 +295,7 @@ async function safely(deps: ExecutorDeps, what: string, fn: () => Promise<void> 
 export async function executeApproval(deps: ExecutorDeps, id: string, opts: { resume?: boolean } = {}): Promise<StoredApproval | undefined> {
   let approval: StoredApproval | undefined;
   if (opts.resume) {
-    approval = await deps.store.getApproval(id);
+    approval = await deps.store.approvals.get(id);
     if (approval?.state !== 'running') return undefined;
   } else {
     // The execution time is stored with the start (whole seconds: the `restartedAt` annotation has second
@@ -319,16 +319,16 @@ export async function executeApproval(deps: ExecutorDeps, id: string, opts: { re
     const r = await runRestart(deps, rem, a, { ...t, kind: t.kind }, opts.resume === true, log);
     if (r === INTERRUPTED) {
       log.info('stopping or no longer the owner of the cluster while following the rollout: left running for the next owner to follow');
-      return await deps.store.getApproval(a.id);
+      return await deps.store.approvals.get(a.id);
     }
     error = r;
   } else if (a.action === 'recreate-serviceaccount' && t.kind === 'ServiceAccount') {
     const r = await runRecreate(deps, rem, a, opts.resume === true, log);
-    if (r === INTERRUPTED) return await deps.store.getApproval(a.id);
+    if (r === INTERRUPTED) return await deps.store.approvals.get(a.id);
     if (typeof r === 'string') error = r;
     else {
       log.info({ oldUid: r.oldUid, newUid: r.newUid, preserved: r.preserved }, 'ServiceAccount recreated');
-      await safely(deps, 'recreate hook', async () => deps.hooks?.onRecreated?.((await deps.store.getApproval(a.id))!, r));
+      await safely(deps, 'recreate hook', async () => deps.hooks?.onRecreated?.((await deps.store.approvals.get(a.id))!, r));
     }
   } else {
     error = `cannot run a ${a.action} on a ${t.kind}`;
@@ -340,7 +340,7 @@ export async function executeApproval(deps: ExecutorDeps, id: string, opts: { re
   else log.info(`${a.action} succeeded`);
   if (!end.ok) {
     log.warn({ refusal: end.refusal.reason, detail: end.refusal.detail.type }, 'could not record the end of the action');
-    return await deps.store.getApproval(a.id);
+    return await deps.store.approvals.get(a.id);
   }
   await safely(deps, 'approval message update', () => deps.hooks?.onApprovalChanged?.(end.approval));
   return end.approval;
@@ -423,7 +423,7 @@ async function runRecreate(
       if (diff.length > 0) {
         const text = `${label} was created by someone else, with different ${diff.join('; ')}, after tokenwatch deleted it and before it could create it again; tokenwatch did not recreate it. Check who created it (the audit log has the request) and delete it if it is not yours.`;
         log.error({ uid: existing.metadata?.uid, differences: diff }, 'the ServiceAccount was created by someone else between the DELETE and the POST');
-        await safely(deps, 'recreation conflict alert', async () => deps.hooks?.onAlarm?.(await deps.store.getApproval(a.id) ?? a, text));
+        await safely(deps, 'recreation conflict alert', async () => deps.hooks?.onAlarm?.(await deps.store.approvals.get(a.id) ?? a, text));
         return text;
       }
       log.info('the ServiceAccount exists again with exactly the stored body (created by this approval before a restart)');
@@ -464,9 +464,9 @@ export function bodyDifferences(body: V1ServiceAccount, existing: V1ServiceAccou
 
 /** Stores what a running action did (merged into its execution record) without changing its state. */
 async function record(deps: ExecutorDeps, a: StoredApproval, what: ExecutionRecord): Promise<void> {
-  const current = await deps.store.getApproval(a.id);
+  const current = await deps.store.approvals.get(a.id);
   if (current?.state !== 'running') return;
-  await deps.store.transitionApproval(a.id, 'running', 'running', { execution: { ...current.execution, ...what } }, deps.clock());
+  await deps.store.approvals.transition(a.id, 'running', 'running', { execution: { ...current.execution, ...what } }, deps.clock());
 }
 
 /** How often the final progress edit is tried before it is left to the next tick (attempts, with doubling waits). */
@@ -580,7 +580,7 @@ async function runRestart(
         await record(deps, a, { shown: key });
       } else if (final) {
         await record(deps, a, { pendingProgress: shown });
-        await safely(deps, 'progress retry hook', async () => deps.hooks?.onProgressPending?.(await deps.store.getApproval(a.id) ?? a));
+        await safely(deps, 'progress retry hook', async () => deps.hooks?.onProgressPending?.(await deps.store.approvals.get(a.id) ?? a));
       }
     }
     if (p.done) return undefined;
@@ -597,16 +597,16 @@ async function runRestart(
  * once more; on success records it as shown. Called on each tick by the Slack side. @returns whether it is shown now.
  */
 export async function resendPendingProgress(deps: ExecutorDeps, id: string): Promise<boolean> {
-  const a = await deps.store.getApproval(id);
+  const a = await deps.store.approvals.get(id);
   const pending = a?.execution?.pendingProgress;
   if (!a || !pending) return true;
   const log = deps.logger.child({ approval: id });
   const startedAt = a.startedAt ?? Math.floor(a.updatedAt / 1000) * 1000;
   if (!(await showProgress(deps, a, pending, startedAt, 1, log))) return false;
-  const now = await deps.store.getApproval(id);
+  const now = await deps.store.approvals.get(id);
   if (now) {
     const { pendingProgress: _done, ...rest } = now.execution ?? {};
-    await deps.store.transitionApproval(id, now.state, now.state, { execution: { ...rest, shown: progressKey(pending) } }, deps.clock());
+    await deps.store.approvals.transition(id, now.state, now.state, { execution: { ...rest, shown: progressKey(pending) } }, deps.clock());
   }
   return true;
 }

@@ -30,7 +30,7 @@
  *
  * {@link assessVerification} is pure (time is a parameter). {@link Verifier} applies it after each poll to every
  * succeeded action not yet concluded, records the conclusion in the store — the approval's verification column, set by
- * compare-and-set (`Store.concludeVerification`) so it is reported once, across replicas and restarts too, and in the
+ * compare-and-set (`Store.approvals.concludeVerification`) so it is reported once, across replicas and restarts too, and in the
  * same transaction the finding statuses `resolved` and `verification.<outcome>` action-log rows (history) — and hands
  * it to a reporter (the Slack thread reply).
  *
@@ -39,7 +39,7 @@
  * much sooner: once every node whose report names the subject has reported again after the action completed, the
  * file was either *rewritten* with a token issued after the action started, or *not rewritten* (e.g. the Multus thin
  * plugin v4 without `--cleanup-config-on-exit=true` keeps the old kubeconfig). {@link assessProbeCheck} is pure; the
- * Verifier records the outcome once per action in the approval's probe-check column (`Store.concludeProbeCheck`, a
+ * Verifier records the outcome once per action in the approval's probe-check column (`Store.approvals.concludeProbeCheck`, a
  * compare-and-set) with a `probe-check.<outcome>` action-log row, and hands it to `reportProbe` (a thread reply).
  * After the settle period it decides with the nodes that did report, or records `none` (no Slack reply) when no
  * report names the subject.
@@ -264,7 +264,7 @@ const VERIFIED_ACTIONS: ReadonlySet<ActionKind> = new Set(CLUSTER_ACTION_KINDS);
 /** The outcome recorded for a succeeded action not verified because a later action on the same alert is. */
 const SUPERSEDED = 'superseded';
 
-function stateTime(rows: Awaited<ReturnType<Store['listApprovalActions']>>, state: ApprovalState): number | undefined {
+function stateTime(rows: Awaited<ReturnType<Store['actions']['ofApproval']>>, state: ApprovalState): number | undefined {
   return rows.find((r) => r.result === state)?.at;
 }
 
@@ -284,7 +284,7 @@ export class Verifier {
   private async subjectOf(a: StoredApproval): Promise<ActionSubject | undefined> {
     if (a.subject) return a.subject;
     if (a.target.kind === 'ServiceAccount') return { namespace: a.target.namespace, serviceAccount: a.target.name };
-    const f = await this.deps.store.getFinding(a.target.findingId);
+    const f = await this.deps.store.findings.get(a.target.findingId);
     return f ? { namespace: f.finding.namespace, serviceAccount: f.finding.serviceAccount } : undefined;
   }
 
@@ -298,14 +298,14 @@ export class Verifier {
     await this.checkProbe(cluster);
     const { store, clock, settleMs, logger } = this.deps;
     const now = clock();
-    const succeeded = (await store.listApprovals({ cluster, states: ['succeeded'] })).filter((a) => VERIFIED_ACTIONS.has(a.action));
+    const succeeded = (await store.approvals.list({ cluster, states: ['succeeded'] })).filter((a) => VERIFIED_ACTIONS.has(a.action));
     type Candidate = { a: StoredApproval; rows: ActionLogEntry[]; subject: ActionSubject; key: string };
     const candidates: Candidate[] = [];
     for (const a of succeeded) {
       if (a.verification !== undefined) continue;
       const subject = await this.subjectOf(a);
       if (!subject) continue;
-      candidates.push({ a, rows: await store.listApprovalActions(a.id), subject, key: `${subject.namespace}/${subject.serviceAccount}` });
+      candidates.push({ a, rows: await store.actions.ofApproval(a.id), subject, key: `${subject.namespace}/${subject.serviceAccount}` });
     }
     const doneAt = (c: Candidate) => stateTime(c.rows, 'succeeded') ?? c.a.updatedAt;
     const latest = new Map<string, Candidate>();
@@ -318,13 +318,13 @@ export class Verifier {
     let records: TokenRecord[] | undefined;
     for (const c of candidates) {
       const { a, rows, subject } = c;
-      stored ??= await store.listFindings(cluster);
+      stored ??= await store.findings.list(cluster);
       const ofAlert = stored.filter((m) => isOf(m.finding, subject)).sort((x, y) => compareFindings(x.finding, y.finding));
       const later = latest.get(c.key)!;
       if (later !== c) {
         const won = await store.transaction(async (tx) => {
-          if (!(await tx.concludeVerification(a.id, SUPERSEDED, now))) return false;
-          await tx.logAction({ at: now, cluster, findingId: a.target.findingId, approvalId: a.id, actor: null, action: `verification.${SUPERSEDED}`, target: objectLabel(a.target), result: SUPERSEDED, detail: `a later action on the same alert (approval ${later.a.id}) is verified instead` });
+          if (!(await tx.approvals.concludeVerification(a.id, SUPERSEDED, now))) return false;
+          await tx.actions.log({ at: now, cluster, findingId: a.target.findingId, approvalId: a.id, actor: null, action: `verification.${SUPERSEDED}`, target: objectLabel(a.target), result: SUPERSEDED, detail: `a later action on the same alert (approval ${later.a.id}) is verified instead` });
           return true;
         });
         const where = ofAlert.find((m) => m.id === a.target.findingId) ?? ofAlert[0];
@@ -338,7 +338,7 @@ export class Verifier {
         continue;
       }
       if (ofAlert.length === 0) continue; // nothing of the alert is stored any more: nothing to judge or say
-      records ??= await store.listTokenRecords(cluster);
+      records ??= await store.tokenRecords.list(cluster);
       const mine = records.filter((r) => isOf(r, subject));
       const startedAt = stateTime(rows, 'running') ?? a.updatedAt;
       const completedAt = doneAt(c);
@@ -355,8 +355,8 @@ export class Verifier {
       // Concluded once across replicas and restarts: the compare-and-set on the approval's verification column, in
       // one transaction with the finding statuses and the action-log history (one row per finding concluded).
       const resolvedIds = await store.transaction(async (tx): Promise<string[] | undefined> => {
-        if (!(await tx.concludeVerification(a.id, outcome.outcome, now))) return undefined;
-        await tx.logAction({
+        if (!(await tx.approvals.concludeVerification(a.id, outcome.outcome, now))) return undefined;
+        await tx.actions.log({
           at: now,
           cluster,
           findingId: speaker.id,
@@ -370,11 +370,11 @@ export class Verifier {
         if (outcome.outcome !== 'resolved') return [];
         // Every signal stayed quiet: the whole alert is resolved.
         const ids: string[] = [];
-        for (const m of await tx.listFindings(cluster, { status: ['open', 'snoozed'] })) {
+        for (const m of await tx.findings.list(cluster, { status: ['open', 'snoozed'] })) {
           if (!isOf(m.finding, subject)) continue;
-          await tx.setFindingStatus(m.id, { status: 'resolved', reason: 'verified' }, now);
+          await tx.findings.setStatus(m.id, { status: 'resolved', reason: 'verified' }, now);
           if (m.id !== speaker.id) {
-            await tx.logAction({ at: now, cluster, findingId: m.id, approvalId: a.id, actor: null, action: 'verification.resolved', target: objectLabel(a.target), result: 'resolved', detail: `every signal of the alert quiet since the action; concluded with finding ${speaker.id}` });
+            await tx.actions.log({ at: now, cluster, findingId: m.id, approvalId: a.id, actor: null, action: 'verification.resolved', target: objectLabel(a.target), result: 'resolved', detail: `every signal of the alert quiet since the action; concluded with finding ${speaker.id}` });
           }
           ids.push(m.id);
         }
@@ -384,10 +384,10 @@ export class Verifier {
       logger.info({ cluster, subject, approval: a.id, outcome, findings: resolvedIds }, `verification: ${outcome.outcome}`);
       const resolved: StoredFinding[] = [];
       for (const id of resolvedIds) {
-        const f = await store.getFinding(id);
+        const f = await store.findings.get(id);
         if (f) resolved.push(f);
       }
-      const report: VerificationReport = { approval: a, finding: (await store.getFinding(speaker.id)) ?? speaker, resolved, outcome, startedAt, completedAt, settleMs, now };
+      const report: VerificationReport = { approval: a, finding: (await store.findings.get(speaker.id)) ?? speaker, resolved, outcome, startedAt, completedAt, settleMs, now };
       reports.push(report);
       if (this.deps.report) {
         try {
@@ -410,8 +410,8 @@ export class Verifier {
     const { store, clock, settleMs, logger } = this.deps;
     if (!this.deps.probeReports) return [];
     const open: { a: StoredApproval; rows: ActionLogEntry[] }[] = [];
-    for (const a of (await store.listApprovals({ cluster, states: ['succeeded'] })).filter((x) => VERIFIED_ACTIONS.has(x.action))) {
-      if (a.probeCheck === undefined && a.verification?.outcome !== SUPERSEDED) open.push({ a, rows: await store.listApprovalActions(a.id) });
+    for (const a of (await store.approvals.list({ cluster, states: ['succeeded'] })).filter((x) => VERIFIED_ACTIONS.has(x.action))) {
+      if (a.probeCheck === undefined && a.verification?.outcome !== SUPERSEDED) open.push({ a, rows: await store.actions.ofApproval(a.id) });
     }
     if (open.length === 0) return [];
     let reports: readonly ProbeReport[] | undefined;
@@ -425,7 +425,7 @@ export class Verifier {
     const now = clock();
     const out: ProbeCheckReport[] = [];
     for (const { a, rows } of open) {
-      const stored = await store.getFinding(a.target.findingId);
+      const stored = await store.findings.get(a.target.findingId);
       if (!stored) continue;
       const f = stored.finding;
       const startedAt = stateTime(rows, 'running') ?? a.updatedAt;
@@ -441,13 +441,13 @@ export class Verifier {
             ].join('; ');
       // Concluded once: the compare-and-set on the approval's probe-check column, with its action-log history row.
       const won = await store.transaction(async (tx) => {
-        if (!(await tx.concludeProbeCheck(a.id, outcome.outcome, now))) return false;
-        await tx.logAction({ at: now, cluster, findingId: f.id, approvalId: a.id, actor: null, action: `probe-check.${outcome.outcome}`, target: objectLabel(a.target), result: outcome.outcome, detail });
+        if (!(await tx.approvals.concludeProbeCheck(a.id, outcome.outcome, now))) return false;
+        await tx.actions.log({ at: now, cluster, findingId: f.id, approvalId: a.id, actor: null, action: `probe-check.${outcome.outcome}`, target: objectLabel(a.target), result: outcome.outcome, detail });
         return true;
       });
       if (!won || outcome.outcome === 'none') continue;
       logger.info({ cluster, finding: f.id, approval: a.id, outcome: outcome.outcome, files: outcome.files }, `probe check: token file ${outcome.outcome}`);
-      const report: ProbeCheckReport = { approval: a, finding: (await store.getFinding(f.id))!, outcome, startedAt, completedAt, now };
+      const report: ProbeCheckReport = { approval: a, finding: (await store.findings.get(f.id))!, outcome, startedAt, completedAt, now };
       out.push(report);
       if (this.deps.reportProbe) {
         try {

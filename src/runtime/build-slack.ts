@@ -375,15 +375,15 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     const channel = channels.channelOf(cluster);
     if (channel === undefined) return;
     for (const e of events) {
-      if (await store.getCursor(announcedKey(cluster)) === e.at) continue;
+      if (await store.polls.getCursor(announcedKey(cluster)) === e.at) continue;
       try {
         await api.post(channel, clusterEventMessage(e));
       } catch (err) {
         log.warn({ err, cluster }, 'could not post the cluster-level credential event; trying again at the next poll');
         continue;
       }
-      await store.setCursor(announcedKey(cluster), e.at);
-      await store.logAction({ at: clock(), cluster, actor: null, action: 'cluster.credential-event', target: cluster, result: 'reported', detail: e.summary });
+      await store.polls.setCursor(announcedKey(cluster), e.at);
+      await store.actions.log({ at: clock(), cluster, actor: null, action: 'cluster.credential-event', target: cluster, result: 'reported', detail: e.summary });
     }
   };
 
@@ -397,7 +397,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
         // resolved as quiet without records any more (retention) get their group's item too (resolved variant, no buttons).
         const concluded: string[] = [];
         for (const id of outcome.concluded) {
-          const f = await store.getFinding(id);
+          const f = await store.findings.get(id);
           if (f) concluded.push(groupIdOf(f.finding));
         }
         await drainer.enqueue(await notifier.workItems(rt.config.name, findings, outcome.changes, queueClock(), concluded));
@@ -443,7 +443,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
   for (const name of [...clusters.keys()].filter((c) => ctx.ownership.owns(c))) {
     if (channels.channelOf(name) === undefined) continue;
     const pending: StoredFinding[] = [];
-    for (const f of await store.listFindings(name, { status: ['open'] })) if ((await notifier.messageOf(f.finding.id)) === undefined) pending.push(f);
+    for (const f of await store.findings.list(name, { status: ['open'] })) if ((await notifier.messageOf(f.finding.id)) === undefined) pending.push(f);
     if (pending.length === 0) continue;
     log.info({ cluster: name, alerts: pending.length }, 'posting alerts found while Slack was not connected');
     await drainer.enqueue(await notifier.workItems(name, pending.map((f) => f.finding), [], queueClock()));

@@ -219,12 +219,12 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
     const checkTicks = async (cluster: string, tick: number): Promise<boolean> => {
       const since = Math.max(schedulingSince, tick - Math.max(TICK_CHECK_WINDOW_MS, 10 * (shards?.ttlMs ?? 0)));
       const ticks = scheduler.ticksBetween(cluster, since, tick);
-      const seen = await store.pollTicks(cluster, ticks[0] ?? tick);
+      const seen = await store.polls.ticks(cluster, ticks[0] ?? tick);
       const accounted = new Set([...seen.polled, ...seen.missed.map((m) => m.scheduledAt)]);
       if (accounted.has(tick)) return false;
       for (const t of ticks) {
         if (accounted.has(t)) continue;
-        if (!(await store.recordMissedPoll({ cluster, scheduledAt: t, reason: 'unowned', ...(shards ? { replica: shards.id } : {}), recordedAt: clock() }))) continue;
+        if (!(await store.polls.recordMissed({ cluster, scheduledAt: t, reason: 'unowned', ...(shards ? { replica: shards.id } : {}), recordedAt: clock() }))) continue;
         metrics.pollsMissed.inc({ cluster, reason: 'unowned' });
         clusters.get(cluster)?.poller.recordMissed(t, 'unowned');
         logger.warn({ cluster, dueAt: new Date(t).toISOString(), reason: 'unowned' }, 'scheduled poll missed: no replica could start it (the cluster was changing hands, or its ownership was not renewed in time)');
@@ -258,9 +258,9 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
     if (sharding) {
       /** Whether `tick` of `cluster` needs no poll from a replica taking it over (see `catchUp`). */
       const tickAccounted = async (cluster: string, tick: number): Promise<boolean> => {
-        const seen = await store.pollTicks(cluster, tick);
+        const seen = await store.polls.ticks(cluster, tick);
         if (seen.polled.includes(tick) || seen.missed.some((m) => m.scheduledAt === tick)) return true;
-        const last = (await store.lastPollRuns()).find((r) => r.cluster === cluster);
+        const last = (await store.polls.lastRuns()).find((r) => r.cluster === cluster);
         return tick < schedulingSince && last !== undefined && last.endedAt !== null && last.startedAt >= tick;
       };
       /**
@@ -315,7 +315,7 @@ export async function composeServe(config: Config, opts: ServeOptions = {}): Pro
     let sharedPolls = new Map<string, PollStatus>();
     const readSharedPolls = async (): Promise<void> => {
       try {
-        sharedPolls = new Map((await store.lastPollRuns()).map((r) => [r.cluster, r]));
+        sharedPolls = new Map((await store.polls.lastRuns()).map((r) => [r.cluster, r]));
       } catch {
         // The store is unavailable: the heartbeat says so (/readyz `store-unavailable`); keep what was last read.
       }

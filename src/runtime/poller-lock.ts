@@ -85,7 +85,7 @@ export async function acquirePollerLock(opts: PollerLockOptions): Promise<Poller
   const isGone = (row: PollerLockRow): boolean => row.host === me.host && (row.pid === me.pid || !isRunning(row.pid));
 
   const now = clock();
-  const claim = await store.claimPollerLock(me, now, staleAfterMs, isGone);
+  const claim = await store.pollerLock.claim(me, now, staleAfterMs, isGone);
   if (!claim.acquired) {
     const h = claim.holder;
     throw new PollerLockError(
@@ -115,7 +115,7 @@ export async function acquirePollerLock(opts: PollerLockOptions): Promise<Poller
     if (!held) return false;
     let still: boolean;
     try {
-      still = await store.heartbeatPollerLock(me.id, clock());
+      still = await store.pollerLock.heartbeat(me.id, clock());
     } catch (err) {
       // A busy or briefly failing store: keep polling, try again at the next beat (the lock goes stale only later).
       logger.warn({ err, store: store.path }, 'refreshing the poller lock failed; retrying at the next heartbeat');
@@ -124,7 +124,7 @@ export async function acquirePollerLock(opts: PollerLockOptions): Promise<Poller
     if (still) return true;
     held = false;
     stopTimer();
-    const by = await store.getPollerLock().catch(() => undefined);
+    const by = await store.pollerLock.get().catch(() => undefined);
     logger.error(
       { store: store.path, ...(by ? { holderHost: by.host, holderPid: by.pid } : {}) },
       `lost the store's poller lock${by ? ` to pid ${by.pid} on host ${by.host}` : ''} (no heartbeat for ${Math.round(staleAfterMs / 1000)} s): this process stops polling`,
@@ -142,7 +142,7 @@ export async function acquirePollerLock(opts: PollerLockOptions): Promise<Poller
       if (!held) return;
       held = false;
       try {
-        await store.releasePollerLock(me.id);
+        await store.pollerLock.release(me.id);
       } catch (err) {
         logger.warn({ err, store: store.path }, 'releasing the poller lock failed; it goes stale on its own');
       }

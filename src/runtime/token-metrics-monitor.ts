@@ -60,14 +60,14 @@ export class TokenMetricsMonitor {
       return { findings: [], error };
     }
     this.lastErrorText = undefined;
-    const previous = sample.processStartAt !== null ? await store.lastTokenMetricSample(cluster, sample.processStartAt) : undefined;
+    const previous = sample.processStartAt !== null ? await store.metricSamples.last(cluster, sample.processStartAt) : undefined;
     const comparison = compareSamples(previous, sample);
-    const replicas = new Set((await store.listTokenMetricSamples(cluster, now - REPLICA_WINDOW_MS)).map((s) => s.processStartAt));
+    const replicas = new Set((await store.metricSamples.list(cluster, now - REPLICA_WINDOW_MS)).map((s) => s.processStartAt));
     if (sample.processStartAt !== null) replicas.add(sample.processStartAt);
     const findings = metricsFindings({ cluster, sample, comparison, auditFindings, replicasSeen: replicas.size });
     await store.transaction(async (tx) => {
-      await tx.saveTokenMetricSample(cluster, sample);
-      await tx.pruneTokenMetricSamples(cluster, now - METRIC_SAMPLE_RETENTION_MS);
+      await tx.metricSamples.save(cluster, sample);
+      await tx.metricSamples.prune(cluster, now - METRIC_SAMPLE_RETENTION_MS);
     });
     if (comparison.kind === 'reset') logger.info({ cluster, processStartAt: sample.processStartAt }, 'API-server token counters went down: treated as a reset, no rate');
     return { sample, comparison, findings };

@@ -7,14 +7,14 @@
  * as `unowned` (src/runtime/compose.ts `checkTicks`).
  */
 import type { Logger } from '../observability/logger.js';
-import type { Store } from '../store/types.js';
+import type { StorePart } from '../store/types.js';
 
 /** Most ticks kept for a later record (a week of per-minute ticks of one cluster, or a day of 7 clusters'). */
 export const MAX_UNRECORDED = 10_000;
 
 /** What {@link UnrecordedTicks} needs. */
 export interface UnrecordedTicksDeps {
-  store: Pick<Store, 'pollTicks' | 'recordMissedPoll'>;
+  store: StorePart<{ polls: 'ticks' | 'recordMissed' }>;
   logger: Logger;
   /** This replica's id for the records (clusters shared out across replicas), if any. */
   replica: () => string | undefined;
@@ -80,7 +80,7 @@ export class UnrecordedTicks {
 
   /**
    * Writes the ticks kept as missed records (`store-unavailable`), skipping any a replica accounted for meanwhile
-   * (`Store.pollTicks`). Stops at the first store error and keeps the rest for the next try. Never throws.
+   * (`Store.polls.ticks`). Stops at the first store error and keeps the rest for the next try. Never throws.
    * @returns how many missed records were written
    */
   flush(): Promise<number> {
@@ -98,12 +98,12 @@ export class UnrecordedTicks {
     let written = 0;
     try {
       for (const [cluster, list] of [...this.ticks]) {
-        const seen = await this.deps.store.pollTicks(cluster, list[0]!);
+        const seen = await this.deps.store.polls.ticks(cluster, list[0]!);
         const accounted = new Set([...seen.polled, ...seen.missed.map((m) => m.scheduledAt)]);
         for (const tick of [...list]) {
           const replica = this.deps.replica();
           const reason = this.reasons.get(`${cluster}\u001f${tick}`) ?? 'store-unavailable';
-          if (!accounted.has(tick) && (await this.deps.store.recordMissedPoll({ cluster, scheduledAt: tick, reason, ...(replica ? { replica } : {}), recordedAt: this.deps.clock() }))) {
+          if (!accounted.has(tick) && (await this.deps.store.polls.recordMissed({ cluster, scheduledAt: tick, reason, ...(replica ? { replica } : {}), recordedAt: this.deps.clock() }))) {
             written++;
             this.deps.onRecorded?.(cluster, tick);
             this.deps.logger.warn({ cluster, dueAt: new Date(tick).toISOString(), reason }, 'scheduled poll recorded as missed after the store came back (the store was unavailable when it was missed)');

@@ -9,7 +9,7 @@
  * gone) resolves to undefined. Ids are stable across restarts and replicas that share the bot token.
  *
  * Approve/Reject buttons carry the approval id (random, 128 bits; `newApprovalId` in the store), resolved with
- * `Store.getApproval`.
+ * `Store.approvals.get`.
  */
 import { createHash, createHmac } from 'node:crypto';
 import type { ActionKind, ActionTarget, TargetKind } from '../approvals/index.js';
@@ -115,7 +115,7 @@ export class ButtonIds {
       entry = this.index.get(id);
     }
     if (!entry) return undefined;
-    const stored = await this.store.getFinding(entry.findingId);
+    const stored = await this.store.findings.get(entry.findingId);
     if (!stored) return undefined;
     const key = actionKey(entry.action);
     const action = candidateActions(stored.finding).find((a) => actionKey(a) === key);
@@ -125,7 +125,7 @@ export class ButtonIds {
 
   /** Indexes the ids of every action of every stored finding. */
   private async prime(): Promise<void> {
-    for (const stored of await this.store.listFindings()) {
+    for (const stored of await this.store.findings.list()) {
       for (const action of candidateActions(stored.finding)) this.index.set(this.compute(stored.id, action), { findingId: stored.id, action });
     }
     this.primed = true;

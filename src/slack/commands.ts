@@ -225,7 +225,7 @@ export class TokensCommand {
 
   /** Poll health of a cluster another replica polls: from the latest poll run in the shared store. */
   private async healthFromStore(name: string): Promise<SlackPollHealth> {
-    const last = (await this.deps.store.lastPollRuns()).find((r) => r.cluster === name);
+    const last = (await this.deps.store.polls.lastRuns()).find((r) => r.cluster === name);
     if (!last) return { status: 'pending' };
     return {
       // A poll running there now: as good as the last one that succeeded.
@@ -307,7 +307,7 @@ export class TokensCommand {
           : { name: 'Kubernetes watch cache', ok: false, detail: `cluster state read from the API directly: ${scrubSecrets(cache.reason)}` },
       );
     }
-    const open = await this.deps.store.listFindings(name, { status: ['open'] });
+    const open = await this.deps.store.findings.list(name, { status: ['open'] });
     const counts: Record<Severity, number> = { critical: 0, warning: 0, info: 0 };
     const groups = groupFindings(open.map((f) => f.finding).sort(compareFindings));
     const alerts: StatusAlert[] = [];
@@ -360,8 +360,8 @@ export class TokensCommand {
     const rt = this.deps.clusters.get(name)!;
     // A blind log (e.g. GKE without Data Access entries) cannot show stale uses: the verdict is unknown, never "safe".
     const blindNow = rt.blind?.state(this.deps.clock());
-    const since = await this.deps.store.watchedSince(name);
-    const polls = since !== undefined ? await this.deps.store.pollCoverage(name, since) : undefined;
+    const since = await this.deps.store.polls.watchedSince(name);
+    const polls = since !== undefined ? await this.deps.store.polls.coverage(name, since) : undefined;
     const r = readinessVerdict({
       cluster: name,
       findings,
@@ -383,16 +383,16 @@ export class TokensCommand {
   async history(cluster: string): Promise<HistoryEntry[]> {
     const { store } = this.deps;
     const entries: HistoryEntry[] = [];
-    for (const a of (await store.listApprovals({ cluster })).slice(-100)) {
+    for (const a of (await store.approvals.list({ cluster })).slice(-100)) {
       const outcome = a.verification?.outcome;
       const rejected = a.votes.find((v) => v.vote === 'reject');
       const verification = outcome === undefined ? undefined : outcome === 'superseded' ? 'verification: superseded by a later action on the same finding' : `verification: ${outcome}`;
       const detail = [a.error ?? undefined, rejected?.reason, verification].filter((x): x is string => !!x).join('; ');
       entries.push({ at: a.updatedAt, action: a.action, target: a.target, requester: a.requester, approvers: approvalsOf(a), state: a.state, ...(detail ? { detail } : {}), ...(a.state === 'rejected' && rejected ? { rejectedBy: rejected.user } : {}) });
     }
-    for (const row of await store.listActions(cluster, 200)) {
+    for (const row of await store.actions.list(cluster, 200)) {
       if (row.action !== 'snooze' || row.actor === null || row.findingId === null) continue;
-      const f = await store.getFinding(row.findingId);
+      const f = await store.findings.get(row.findingId);
       const target: ActionTarget = f ? targetOf(f.finding, { action: 'snooze', days: 1 }) : { cluster, kind: 'ServiceAccount', namespace: '?', name: row.target, findingId: row.findingId };
       entries.push({ at: row.at, action: 'snooze' as ActionKind, target, requester: row.actor, approvers: [], state: 'succeeded', ...(row.detail ? { detail: row.detail } : {}) });
     }

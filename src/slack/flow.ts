@@ -173,7 +173,7 @@ export class ApprovalFlow {
     if (rows.length === 0) return;
     try {
       await this.deps.store.transaction(async (tx) => {
-        for (const r of rows) await tx.logAction(r);
+        for (const r of rows) await tx.actions.log(r);
       });
     } catch (err) {
       this.deps.logger.error({ err, rows: rows.length }, 'could not write refusals to the action log');
@@ -355,10 +355,10 @@ export class ApprovalFlow {
     if (!allowed.ok) return this.refuse(c, btn, refusalText(allowed));
     const rem = this.deps.remediatorFor(t.cluster);
     if (!rem) return this.refuse(c, btn, `tokenwatch cannot act on *${t.cluster}*: ${this.deps.remediationProblem(t.cluster)}`);
-    if ((await store.getFinding(t.findingId))?.status === 'resolved') {
+    if ((await store.findings.get(t.findingId))?.status === 'resolved') {
       return this.refuse(c, btn, 'This finding is already resolved, so nothing was requested. It reopens by itself if the stale use comes back.');
     }
-    const blocking = await store.openApprovalFor(action, t, clock());
+    const blocking = await store.approvals.openFor(action, t, clock());
     if (blocking) return this.refuseOpen(c, btn, action, blocking);
 
     const now = clock();
@@ -384,13 +384,13 @@ export class ApprovalFlow {
 
     if (!pre.ok) {
       const failed = await commitEvent(this.executor, created.approval.id, approvalEvent.fail(`server-side dry run failed: ${pre.message}`));
-      const a = failed.approval ?? (await store.getApproval(created.approval.id))!;
+      const a = failed.approval ?? (await store.approvals.get(created.approval.id))!;
       // The failed request blocks nothing; the requester is told below even when its message cannot be posted.
       await this.postApprovalMessage(a).catch((err: unknown) => this.deps.logger.warn({ err, approval: a.id }, 'could not post the failed approval request'));
       await c.reply(refusalMessage(`The server-side dry run of the ${actionNoun(action)} of ${t.kind} \`${t.namespace}/${t.name}\` failed, so nothing was requested or changed: ${pre.message}`));
       return;
     }
-    const a = (await store.getApproval(created.approval.id))!;
+    const a = (await store.approvals.get(created.approval.id))!;
     try {
       await this.postApprovalMessage(a);
     } catch (err) {
@@ -438,7 +438,7 @@ export class ApprovalFlow {
     const groups = await this.deps.directory.groupsOf(c.user, policy.requesters);
     const allowed = canRequest(c.user, 'snooze', t, policy, groups);
     if (!allowed.ok) return this.refuse(c, btn, refusalText(allowed));
-    const f = await store.getFinding(t.findingId);
+    const f = await store.findings.get(t.findingId);
     if (!f) return this.refuse(c, btn, 'This finding is no longer stored.');
     if (f.status === 'resolved') return this.refuse(c, btn, 'This finding is already resolved; there is nothing to snooze.');
     const now = clock();
@@ -446,8 +446,8 @@ export class ApprovalFlow {
     // The alert is the group's: every live finding of the ServiceAccount is snoozed with it.
     for (const m of await this.deps.notifier.membersOf(f.finding)) {
       if (m.status === 'resolved') continue;
-      await store.setFindingStatus(m.id, { status: 'snoozed', until }, now);
-      await store.logAction({ at: now, cluster: t.cluster, findingId: m.id, approvalId: null, actor: c.user, action: 'snooze', target: objectLabel(t), result: 'snoozed', detail: `for ${days} d, until ${new Date(until).toISOString()}` });
+      await store.findings.setStatus(m.id, { status: 'snoozed', until }, now);
+      await store.actions.log({ at: now, cluster: t.cluster, findingId: m.id, approvalId: null, actor: c.user, action: 'snooze', target: objectLabel(t), result: 'snoozed', detail: `for ${days} d, until ${new Date(until).toISOString()}` });
     }
     await this.acted(f.finding);
     await this.deps.notifier.refresh(f.id);
@@ -474,7 +474,7 @@ export class ApprovalFlow {
       return;
     }
     // Details of every finding of the alert's group (its signals), each with its exact counts, tokens, cause and sources.
-    const records = await store.listTokenRecords(f.cluster);
+    const records = await store.tokenRecords.list(f.cluster);
     const stored = await this.deps.notifier.membersOf(f);
     const members = stored.map((m) => m.finding);
     // The severity Details shows is the alert's (its worst live finding's), as the alert shows it.
@@ -508,7 +508,7 @@ export class ApprovalFlow {
    */
   async vote(c: Clicker, approvalId: string, kind: 'approve' | 'reject', reason?: string): Promise<void> {
     const { store } = this.deps;
-    const a = await store.getApproval(approvalId);
+    const a = await store.approvals.get(approvalId);
     if (!a) {
       this.deps.logger.warn({ user: c.user, valueLength: approvalId.length }, 'refused a vote with an unknown or tampered approval id');
       await c.reply(refusalMessage('This approval request does not exist (unknown or altered button value), so nothing was done.'));
@@ -599,7 +599,7 @@ export class ApprovalFlow {
 
   /** Expires every `requested` approval past its `expiresAt` and edits its message. Returns how many. */
   async sweepExpired(): Promise<number> {
-    const due = await this.deps.store.listApprovals({ states: ['requested'], expiresAtOrBefore: this.deps.clock() });
+    const due = await this.deps.store.approvals.list({ states: ['requested'], expiresAtOrBefore: this.deps.clock() });
     for (const a of due) await this.expire(a.id);
     return due.length;
   }
@@ -614,7 +614,7 @@ export class ApprovalFlow {
     const { store } = this.deps;
     await this.resendProgress();
     const settled = this.deps.clock() - PICKUP_GRACE_MS;
-    for (const a of await store.listApprovals({ states: ['approved', 'running'] })) {
+    for (const a of await store.approvals.list({ states: ['approved', 'running'] })) {
       // Leave fresh transitions to the process that made them (it runs what it approved when it leads).
       if (this.executing.has(a.id) || a.updatedAt > settled || this.deps.owns?.(a.target.cluster) === false) continue;
       // `running`: resumed; the executor first establishes what was done (restart annotation, recorded steps).
@@ -639,10 +639,10 @@ export class ApprovalFlow {
   private async resendProgress0(): Promise<void> {
     if (!this.progressScanned) {
       this.progressScanned = true;
-      for (const a of await this.deps.store.listApprovals({ states: ['succeeded', 'failed'] })) if (a.execution?.pendingProgress) this.progressPending.add(a.id);
+      for (const a of await this.deps.store.approvals.list({ states: ['succeeded', 'failed'] })) if (a.execution?.pendingProgress) this.progressPending.add(a.id);
     }
     for (const id of [...this.progressPending]) {
-      const cluster = this.deps.owns ? (await this.deps.store.getApproval(id))?.target.cluster : undefined;
+      const cluster = this.deps.owns ? (await this.deps.store.approvals.get(id))?.target.cluster : undefined;
       if (cluster !== undefined && !this.deps.owns?.(cluster)) continue; // its cluster's owner sends it
       if (await resendPendingProgress(this.executor, id)) this.progressPending.delete(id);
     }
@@ -680,12 +680,12 @@ export class ApprovalFlow {
     if (channel === undefined) return;
     const posted = await this.deps.api.post(channel, msg, alert?.ts);
     const loc = { channel: posted.channel, ts: posted.ts };
-    if (!await this.deps.store.transitionApproval(a.id, a.state, a.state, { message: loc }, this.deps.clock())) {
+    if (!await this.deps.store.approvals.transition(a.id, a.state, a.state, { message: loc }, this.deps.clock())) {
       // The state moved meanwhile (e.g. expired): keep the location anyway and show the current state.
-      const now = await this.deps.store.getApproval(a.id);
+      const now = await this.deps.store.approvals.get(a.id);
       if (now) {
-        await this.deps.store.transitionApproval(a.id, now.state, now.state, { message: loc }, this.deps.clock());
-        await this.updateApprovalMessage((await this.deps.store.getApproval(a.id))!);
+        await this.deps.store.approvals.transition(a.id, now.state, now.state, { message: loc }, this.deps.clock());
+        await this.updateApprovalMessage((await this.deps.store.approvals.get(a.id))!);
       }
     }
   }
@@ -697,7 +697,7 @@ export class ApprovalFlow {
    */
   async updateApprovalMessage(a: StoredApproval): Promise<void> {
     await this.deps.notifier.withLatest(`approval:${a.id}`, async () => {
-      const current = await this.deps.store.getApproval(a.id) ?? a;
+      const current = await this.deps.store.approvals.get(a.id) ?? a;
       if (!current.message) return;
       await this.deps.api.update(current.message.channel, current.message.ts, await this.renderApproval(current));
     });
@@ -711,15 +711,15 @@ export class ApprovalFlow {
       { target: a.target, now: this.deps.clock(), startedAt, timeoutMs: this.deps.rolloutTimeoutMs },
     );
     // The progress message's location is in the store, so a restarted process or a new owner edits the same message.
-    const at = (await this.deps.store.getApproval(a.id))?.progress;
+    const at = (await this.deps.store.approvals.get(a.id))?.progress;
     if (at) {
       await this.deps.api.update(at.channel, at.ts, msg);
       return;
     }
     const posted = await this.deps.api.post(thread.channel, msg, thread.ts);
     const loc = { channel: posted.channel, ts: posted.ts };
-    const cur = await this.deps.store.getApproval(a.id);
-    if (cur) await this.deps.store.transitionApproval(a.id, cur.state, cur.state, { progress: loc }, this.deps.clock());
+    const cur = await this.deps.store.approvals.get(a.id);
+    if (cur) await this.deps.store.approvals.transition(a.id, cur.state, cur.state, { progress: loc }, this.deps.clock());
   }
 
   /** Says in the approval's thread that earlier approvals no longer count (their voters are no longer approvers). */
@@ -742,7 +742,7 @@ export class ApprovalFlow {
   }
 
   private async showRecreated(a: StoredApproval, r: RecreateResult): Promise<void> {
-    const f = await this.deps.store.getFinding(a.target.findingId);
+    const f = await this.deps.store.findings.get(a.target.findingId);
     const thread = await this.threadOf(a);
     if (!f || !thread) return;
     await this.deps.api.post(thread.channel, recreatedMessage(f.finding, r, this.deps.notifier.restartButtons(f.finding)), thread.ts);

@@ -19,7 +19,7 @@
 import { approvalsOf, type ApprovalState } from '../approvals/index.js';
 import { actionNoun } from '../core/actions.js';
 import type { Logger } from '../observability/logger.js';
-import type { MessageLocation, Store, StoredApproval } from '../store/index.js';
+import type { MessageLocation, StoredApproval, StorePart } from '../store/index.js';
 import type { NoticeRepository } from '../store/notices.js';
 import type { OutboxItem } from '../store/outbox.js';
 import { duration, escapeMrkdwn, type SlackMessage } from './blocks/index.js';
@@ -41,7 +41,7 @@ export interface FollowUpSettings {
 
 /** Dependencies of {@link FollowUps}. */
 export interface FollowUpDeps {
-  store: Pick<Store, 'listApprovals' | 'getCursor' | 'setCursor'>;
+  store: StorePart<{ approvals: 'list'; polls: 'getCursor' | 'setCursor' }>;
   notices: Pick<NoticeRepository, 'enqueue' | 'known'>;
   /** The users who may approve `a` (groups expanded, the requester left out unless self-approval is allowed). */
   approversOf(a: StoredApproval): Promise<string[]>;
@@ -155,14 +155,14 @@ export class FollowUps {
   private async scan0(): Promise<number> {
     const { store, clock, settings } = this.deps;
     const now = clock();
-    let since = Number(await store.getCursor(FOLLOW_UPS_SINCE));
+    let since = Number(await store.polls.getCursor(FOLLOW_UPS_SINCE));
     if (!Number.isFinite(since) || since <= 0) {
       since = now;
-      await store.setCursor(FOLLOW_UPS_SINCE, String(now));
+      await store.polls.setCursor(FOLLOW_UPS_SINCE, String(now));
     }
     const from = Math.max(since, now - HORIZON_MS);
     let added = 0;
-    for (const a of await store.listApprovals({})) {
+    for (const a of await store.approvals.list({})) {
       if (a.createdAt < from || this.deps.owns?.(a.target.cluster) === false) continue;
       try {
         if (a.state === 'requested' && settings.reminders) added += await this.remind(a, now);

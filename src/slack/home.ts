@@ -22,7 +22,7 @@ import type { Readiness } from '../findings/readiness.js';
 import type { Finding } from '../findings/types.js';
 import { ACCESS_LABELS, accessText } from '../observability/health.js';
 import type { Logger } from '../observability/logger.js';
-import type { Store, StoredApproval } from '../store/index.js';
+import type { StoredApproval, StorePart } from '../store/index.js';
 import { slackErrorCode } from './api.js';
 import { homeView, rankAlerts, type HomeAlert, type HomeApproval, type HomeCluster, type HomeSource, type HomeView } from './blocks/home.js';
 import { LIMITS } from './blocks/limits.js';
@@ -43,7 +43,7 @@ export const HOME_DEBOUNCE_MS = 30_000;
 
 /** Dependencies of {@link HomePublisher}. */
 export interface HomeDeps {
-  store: Pick<Store, 'listFindings' | 'listApprovals'>;
+  store: StorePart<{ findings: 'list'; approvals: 'list' }>;
   clusters: ReadonlyMap<string, Pick<SlackCluster, 'config' | 'poller' | 'probe' | 'kubeError' | 'blind' | 'access'>>;
   /** Where a group's alert message is (`Notifier.messageOfGroup`). */
   messageOfGroup(groupId: string): Promise<{ channel: string; ts: string } | undefined>;
@@ -198,7 +198,7 @@ export class HomePublisher {
     const alerts: Array<HomeAlert & { groupId: string }> = [];
     const clusters: HomeCluster[] = [];
     for (const [name, rt] of this.deps.clusters) {
-      const open = (await store.listFindings(name, { status: ['open'] })).map((f) => f.finding).sort(compareFindings);
+      const open = (await store.findings.list(name, { status: ['open'] })).map((f) => f.finding).sort(compareFindings);
       const r = await this.deps.readiness?.(name, open);
       // Only the verdict and how many clients: the window's length moves on every poll and would republish Home.
       clusters.push({ name, sources: sourcesOf(rt, now), ...(r ? { readiness: { verdict: r.verdict, clients: r.clients.length } } : {}) });
@@ -214,7 +214,7 @@ export class HomePublisher {
       if (at && this.deps.isClusterChannel && !this.deps.isClusterChannel(a.cluster, at.channel)) a.channel = at.channel;
     }
     const approvals: HomeApproval[] = [];
-    for (const a of await store.listApprovals({ states: ['requested'] })) {
+    for (const a of await store.approvals.list({ states: ['requested'] })) {
       if (a.expiresAt <= now) continue;
       const voted = new Set(a.votes.map((v) => v.user));
       const waitingOn = (await this.deps.approversOf(a).catch(() => [] as string[])).filter((u) => !voted.has(u) && u !== a.requester);

@@ -45,7 +45,7 @@ export async function metricsNotes(
   const notes: string[] = [];
   const cost = auditCostLine(rt.config.audit, health.lastPollCost);
   if (cost) notes.push(cost);
-  const samples = await store.listTokenMetricSamples(rt.config.name, now - REPLICA_WINDOW_MS);
+  const samples = await store.metricSamples.list(rt.config.name, now - REPLICA_WINDOW_MS);
   const error = health.metricsError;
   if (samples.length > 0 || error !== undefined) {
     const line = metricsStatusLine({ samples, auditLog: !('none' in rt.config.audit), ...(error !== undefined ? { error } : {}) });

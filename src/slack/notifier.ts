@@ -222,14 +222,14 @@ export class Notifier {
 
   /** Where the alert of a finding's group is, if posted (a per-kind message of an earlier version until merged). */
   async messageOf(findingId: string): Promise<MessageLocation | undefined> {
-    const stored = await this.deps.store.getFinding(findingId);
-    const ref = (stored ? await this.deps.store.getAlertRef(groupIdOf(stored.finding)) : undefined) ?? await this.deps.store.getMessageRef(findingId);
+    const stored = await this.deps.store.findings.get(findingId);
+    const ref = (stored ? await this.deps.store.slackRefs.getAlertRef(groupIdOf(stored.finding)) : undefined) ?? await this.deps.store.slackRefs.getMessageRef(findingId);
     return ref ? { channel: ref.channel, ts: ref.ts } : undefined;
   }
 
   /** Where the alert of a group is, if posted. */
   async messageOfGroup(groupId: string): Promise<MessageLocation | undefined> {
-    const ref = await this.deps.store.getAlertRef(groupId);
+    const ref = await this.deps.store.slackRefs.getAlertRef(groupId);
     return ref ? { channel: ref.channel, ts: ref.ts } : undefined;
   }
 
@@ -259,7 +259,7 @@ export class Notifier {
   async historyOf(members: readonly StoredFinding[]): Promise<AlertHistory> {
     const any = members[0]?.finding;
     if (!any) return {};
-    const approvals = (await this.deps.store.listApprovals({ cluster: any.cluster, states: ['succeeded'] })).filter((a) => approvalIsOf(a, any));
+    const approvals = (await this.deps.store.approvals.list({ cluster: any.cluster, states: ['succeeded'] })).filter((a) => approvalIsOf(a, any));
     const out: AlertHistory = actionHistory(approvals);
     if (members.some((m) => m.status !== 'resolved')) return out;
     const state = this.deps.stateOf?.(any.cluster);
@@ -364,7 +364,7 @@ export class Notifier {
     const channel = this.deps.channels.channelOf(cluster);
     if (channel === undefined) return [];
     const { store } = this.deps;
-    const stored = await store.listFindings(cluster);
+    const stored = await store.findings.list(cluster);
     const byId = new Map(changes.map((c) => [c.id, c]));
     const ids = [...new Set([...groupFindings([...findings].sort(compareFindings)).map((g) => g.id), ...extraGroups])];
     const items: OutboxItem[] = [];
@@ -372,9 +372,9 @@ export class Notifier {
       const members = stored.filter((m) => groupIdOf(m.finding) === gid);
       if (members.length === 0) continue;
       const live = members.filter((m) => m.status !== 'resolved');
-      const ref = await store.getAlertRef(gid);
+      const ref = await store.slackRefs.getAlertRef(gid);
       let posted = ref !== undefined;
-      for (const m of members) if (!posted && (await store.getMessageRef(m.id)) !== undefined) posted = true;
+      for (const m of members) if (!posted && (await store.slackRefs.getMessageRef(m.id)) !== undefined) posted = true;
       if (!posted && !members.some((m) => m.status === 'open')) continue;
       // An alert stays in the channel of its first post (its ref); a new one goes where the routing rules say.
       const lead = [...members].sort((a, b) => compareFindings(a.finding, b.finding))[0]!.finding;
@@ -408,7 +408,7 @@ export class Notifier {
    */
   async sendItem(item: OutboxItem): Promise<MessageLocation | undefined> {
     const gid = item.key.slice('alert:'.length);
-    const members = (await this.deps.store.listFindings(item.cluster)).filter((m) => groupIdOf(m.finding) === gid);
+    const members = (await this.deps.store.findings.list(item.cluster)).filter((m) => groupIdOf(m.finding) === gid);
     if (members.length > 0) {
       const byId = new Map<string, FindingChange>();
       for (const r of item.payload.reopened ?? []) {
@@ -426,7 +426,7 @@ export class Notifier {
 
   /** The digest line of a group (src/slack/blocks/digest.ts): cluster, subject, worst severity and header fact of its live findings. */
   async digestLine(cluster: string, groupId: string, now: number): Promise<OutboxDigestLine | undefined> {
-    const members = (await this.deps.store.listFindings(cluster)).filter((m) => groupIdOf(m.finding) === groupId);
+    const members = (await this.deps.store.findings.list(cluster)).filter((m) => groupIdOf(m.finding) === groupId);
     const live = members.filter((m) => m.status !== 'resolved').map((m) => m.finding).sort(compareFindings);
     const lead = live[0];
     if (!lead) return undefined;
@@ -436,7 +436,7 @@ export class Notifier {
   /** The stored findings of the group of `f` (all statuses), most severe first. */
   async membersOf(f: Pick<Finding, 'cluster' | 'namespace' | 'serviceAccount'>): Promise<StoredFinding[]> {
     return (await this.deps.store
-      .listFindings(f.cluster))
+      .findings.list(f.cluster))
       .filter((s) => s.finding.namespace === f.namespace && s.finding.serviceAccount === f.serviceAccount)
       .sort((a, b) => compareFindings(a.finding, b.finding));
   }
@@ -448,11 +448,11 @@ export class Notifier {
     const live = members.filter((m) => m.status !== 'resolved');
     const open = members.filter((m) => m.status === 'open');
     const lead = (live[0] ?? members[0])!.finding;
-    const ref = await store.getAlertRef(gid);
+    const ref = await store.slackRefs.getAlertRef(gid);
     if (!ref) {
       const legacy: { id: string; ref: MessageRef }[] = [];
       for (const m of members) {
-        const r = await store.getMessageRef(m.id);
+        const r = await store.slackRefs.getMessageRef(m.id);
         if (r) legacy.push({ id: m.id, ref: r });
       }
       if (legacy.length) return await this.mergeLegacy(gid, members, legacy, now);
@@ -461,7 +461,7 @@ export class Notifier {
       const msg = renderAlert(view);
       // A process that died between chat.postMessage and saving the ref left an intent: find that message by its
       // metadata (the group id) and adopt it instead of posting the alert twice (docs/slack.md, "Crash safety").
-      const intent = await store.getGroupIntent(gid);
+      const intent = await store.slackRefs.getGroupIntent(gid);
       const at = this.deps.channels.idOf(intent?.channel ?? channel);
       if (intent) {
         const ts = await api.findByMetadata(at, ALERT_EVENT_TYPE, 'group_id', gid, intent.at - INTENT_LOOKBACK_MS).catch((err: unknown) => {
@@ -471,11 +471,11 @@ export class Notifier {
         if (ts !== undefined) {
           this.deps.logger.info({ group: gid, channel: at, ts }, 'found the alert posted before a restart; updating it instead of posting again');
           await api.update(at, ts, msg);
-          await store.saveAlertRef(gid, lead.cluster, { channel: at, ts, severity: worstSeverity(live.map((m) => m.finding)), hash: visibleHash(view), signals: liveKinds(live) });
+          await store.slackRefs.saveAlertRef(gid, lead.cluster, { channel: at, ts, severity: worstSeverity(live.map((m) => m.finding)), hash: visibleHash(view), signals: liveKinds(live) });
           return;
         }
       }
-      await store.recordGroupIntent(gid, at, now);
+      await store.slackRefs.recordGroupIntent(gid, at, now);
       // The owners of the route are mentioned in the first post only (edits render without the mention).
       const route = await this.routeFor(lead);
       const severityNow = worstSeverity(live.map((m) => m.finding));
@@ -483,7 +483,7 @@ export class Notifier {
       // The final blocks go in the first chat.postMessage: no chat.update right after, so no "(edited)" on a new alert.
       const posted = await api.post(channel, first, undefined, { event_type: ALERT_EVENT_TYPE, event_payload: { group_id: gid, finding_id: lead.id } });
       this.deps.channels.learn(channel, posted.channel);
-      await store.saveAlertRef(gid, lead.cluster, { channel: posted.channel, ts: posted.ts, severity: worstSeverity(live.map((m) => m.finding)), hash: visibleHash(view), signals: liveKinds(live) });
+      await store.slackRefs.saveAlertRef(gid, lead.cluster, { channel: posted.channel, ts: posted.ts, severity: worstSeverity(live.map((m) => m.finding)), hash: visibleHash(view), signals: liveKinds(live) });
       return;
     }
     if (open.length === 0 && live.length > 0 && live.every((m) => m.status === 'snoozed' && m.snoozedUntil !== null && m.snoozedUntil > now)) return;
@@ -515,7 +515,7 @@ export class Notifier {
         await api.post(at.channel, signalChangeMessage(lead.cluster, subjectOf(lead), { started, stopped }, { requests }), at.ts);
       }
     }
-    await store.saveAlertRef(gid, lead.cluster, { ...at, severity, hash, signals: kinds });
+    await store.slackRefs.saveAlertRef(gid, lead.cluster, { ...at, severity, hash, signals: kinds });
   }
 
   /**
@@ -530,7 +530,7 @@ export class Notifier {
     const keep = sorted[0]!;
     const view = await this.viewGroupNow(members, now);
     const at = await this.updateOrRepost({ channel: keep.ref.channel, ts: keep.ref.ts }, renderAlert(view), keep.ref.channel);
-    await store.saveAlertRef(gid, lead.cluster, { ...at, severity: live.length ? worstSeverity(live.map((m) => m.finding)) : keep.ref.severity, hash: visibleHash(view), signals: liveKinds(live) });
+    await store.slackRefs.saveAlertRef(gid, lead.cluster, { ...at, severity: live.length ? worstSeverity(live.map((m) => m.finding)) : keep.ref.severity, hash: visibleHash(view), signals: liveKinds(live) });
     let link: string | undefined;
     if (sorted.length > 1) link = await api.permalink(at.channel, at.ts).catch(() => undefined);
     for (const old of sorted.slice(1)) {
@@ -540,7 +540,7 @@ export class Notifier {
         logger.warn({ err, finding: old.id }, 'could not point an older per-kind alert at its merged alert');
       }
     }
-    for (const l of legacy) await store.deleteMessageRef(l.id);
+    for (const l of legacy) await store.slackRefs.deleteMessageRef(l.id);
     logger.info({ group: gid, kept: keep.ref.ts, merged: sorted.length - 1 }, 'merged per-kind alerts into one alert');
   }
 
@@ -564,24 +564,24 @@ export class Notifier {
    * updates it when its content changed. No-op for a group without a message.
    */
   async refresh(findingId: string): Promise<void> {
-    const stored = await this.deps.store.getFinding(findingId);
+    const stored = await this.deps.store.findings.get(findingId);
     if (!stored) return;
     const gid = groupIdOf(stored.finding);
     // Rendered from the store when it runs: refreshes queued behind it join it (one edit for a burst of changes).
     await this.withLatest(gid, async () => {
       const { store } = this.deps;
-      const ref = await store.getAlertRef(gid);
+      const ref = await store.slackRefs.getAlertRef(gid);
       if (!ref) return;
       const members = await this.membersOf(stored.finding);
       const view = await this.viewGroupNow(members, this.deps.clock());
       const msg = renderAlert(view);
       const hash = visibleHash(view);
       if (showsAlready(ref.hash, view, msg)) {
-        if (hash !== ref.hash) await store.saveAlertRef(gid, stored.cluster, { ...ref, hash });
+        if (hash !== ref.hash) await store.slackRefs.saveAlertRef(gid, stored.cluster, { ...ref, hash });
         return;
       }
       const at = await this.updateOrRepost({ channel: ref.channel, ts: ref.ts }, msg, ref.channel);
-      await store.saveAlertRef(gid, stored.cluster, { ...ref, ...at, hash, signals: liveKinds(members.filter((m) => m.status !== 'resolved')) });
+      await store.slackRefs.saveAlertRef(gid, stored.cluster, { ...ref, ...at, hash, signals: liveKinds(members.filter((m) => m.status !== 'resolved')) });
     });
   }
 

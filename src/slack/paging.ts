@@ -14,13 +14,13 @@
  */
 import { groupIdOf, worstSeverity } from '../findings/groups.js';
 import type { Logger } from '../observability/logger.js';
-import type { Store, StoredFinding } from '../store/index.js';
+import type { StoredFinding, StorePart } from '../store/index.js';
 import type { NoticeRepository, PageEpisode } from '../store/notices.js';
 import type { PageEvent, PageTarget } from './pager.js';
 
 /** Dependencies of {@link PagingScan}. */
 export interface PagingDeps {
-  store: Pick<Store, 'listFindings'>;
+  store: StorePart<{ findings: 'list' }>;
   notices: Pick<NoticeRepository, 'enqueue' | 'known' | 'critical' | 'acted' | 'resolved' | 'livePages'>;
   /** Clusters to scan (those this replica owns are scanned). */
   clusters: () => Iterable<string>;
@@ -68,7 +68,7 @@ export class PagingScan {
     for (const cluster of this.deps.clusters()) {
       if (owns?.(cluster) === false) continue;
       const groups = new Map<string, StoredFinding[]>();
-      for (const f of await this.deps.store.listFindings(cluster, { status: ['open'] })) {
+      for (const f of await this.deps.store.findings.list(cluster, { status: ['open'] })) {
         const g = groupIdOf(f.finding);
         groups.set(g, [...(groups.get(g) ?? []), f]);
       }
@@ -83,7 +83,7 @@ export class PagingScan {
     // Episodes whose group has no open finding any more: resolved.
     for (const ep of await notices.livePages()) {
       if (seen.has(ep.groupId) || owns?.(ep.cluster) === false) continue;
-      const members = (await this.deps.store.listFindings(ep.cluster)).filter((f) => groupIdOf(f.finding) === ep.groupId);
+      const members = (await this.deps.store.findings.list(ep.cluster)).filter((f) => groupIdOf(f.finding) === ep.groupId);
       if (members.some((f) => f.status !== 'resolved')) continue;
       const ended = await notices.resolved(ep.groupId, now);
       if (ended) added += await this.page(ended, 'resolve', members[0], now);

@@ -33,7 +33,7 @@ import { createHash } from 'node:crypto';
 import type { AnyMiddlewareArgs, Middleware } from '@slack/bolt';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
-import type { Store } from '../store/index.js';
+import type { StorePart } from '../store/index.js';
 
 /** Bolt's signature window: requests with an older timestamp are refused by Bolt itself (verify-request.ts). */
 export const SLACK_SIGNATURE_WINDOW_MS = 5 * 60_000;
@@ -128,7 +128,7 @@ export class SeenKeys {
 
 /** Dependencies of {@link replayGuard}. */
 export interface ReplayGuardDeps {
-  store: Pick<Store, 'claimSlackRequest'>;
+  store: StorePart<{ replay: 'claim' }>;
   logger: Logger;
   metrics?: Metrics;
   /** Wall clock, epoch ms: the clock Bolt checks request timestamps against (default `Date.now`). */
@@ -188,7 +188,7 @@ export function replayGuard(deps: ReplayGuardDeps): Middleware<AnyMiddlewareArgs
     }
     let fresh = true;
     try {
-      fresh = await deps.store.claimSlackRequest(keys as string[], t, expiresAt);
+      fresh = await deps.store.replay.claim(keys as string[], t, expiresAt);
     } catch (err) {
       deps.logger.error({ err }, 'the Slack replay cache is unavailable (store error); handling the request anyway');
     }

@@ -17,13 +17,13 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { ErrorCode, TokenwatchError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
-import type { Store } from '../store/index.js';
+import type { StorePart } from '../store/index.js';
 import { statusMessage } from './blocks/index.js';
 import type { TokensCommand } from './commands.js';
 
 /** Dependencies of {@link warmSlack}. */
 export interface WarmDeps {
-  store: Pick<Store, 'claimSlackRequest'>;
+  store: StorePart<{ replay: 'claim' }>;
   command: Pick<TokensCommand, 'clusterStatus'>;
   /** The cluster whose status is rendered (the first configured one); none: step 2 is left out. */
   cluster?: string;
@@ -53,7 +53,7 @@ export async function warmSlack(deps: WarmDeps): Promise<WarmResult> {
   };
   await step('replay-guard', async () => {
     const now = Date.now();
-    await deps.store.claimSlackRequest([`warm-up:${randomBytes(8).toString('hex')}`], now, now);
+    await deps.store.replay.claim([`warm-up:${randomBytes(8).toString('hex')}`], now, now);
   });
   if (deps.cluster !== undefined) {
     const cluster = deps.cluster;

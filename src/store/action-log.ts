@@ -1,6 +1,6 @@
 /** The action-log repository: who did what to which target, when, with what result (append-only but for retention). */
 import type { SqlExecutor } from './sql.js';
-import type { ActionLogEntry, NewActionLogEntry } from './types.js';
+import type { ActionLogEntry, NewActionLogEntry } from './rows.js';
 
 type ActionRow = {
   id: number;
@@ -34,7 +34,9 @@ function actionOf(r: ActionRow): ActionLogEntry {
 export class ActionLogRepository {
   constructor(private readonly sql: SqlExecutor) {}
 
-  /** See `Store.logAction`: appends a row and returns its id. */
+  /**
+   * Appends an action-log row; returns its id.
+   */
   async log(e: NewActionLogEntry): Promise<number> {
     const row = await this.sql.get<{ id: number }>(
       `INSERT INTO action_log (at, cluster, finding_id, approval_id, actor, action, target, result, detail)
@@ -44,17 +46,20 @@ export class ActionLogRepository {
     return Number(row!.id);
   }
 
-  /** See `Store.listActions`. */
+  /** The latest `limit` rows of `cluster`, newest first. */
   async list(cluster: string, limit = 20): Promise<ActionLogEntry[]> {
     return (await this.sql.all<ActionRow>('SELECT * FROM action_log WHERE cluster = ? ORDER BY at DESC, id DESC LIMIT ?', [cluster, limit])).map(actionOf);
   }
 
-  /** See `Store.listApprovalActions`. */
+  /** All rows of one approval, oldest first. */
   async ofApproval(approvalId: string): Promise<ActionLogEntry[]> {
     return (await this.sql.all<ActionRow>('SELECT * FROM action_log WHERE approval_id = ? ORDER BY at, id', [approvalId])).map(actionOf);
   }
 
-  /** See `Store.pruneActionLog`: rows of approvals still open are kept. */
+  /**
+   * Deletes action-log rows older than `olderThan` (retention; the log is otherwise append-only). Rows of approvals
+   * still open (requested, approved, running) are kept. Returns how many were deleted.
+   */
   async prune(olderThan: number): Promise<number> {
     const { changes } = await this.sql.run(
       `DELETE FROM action_log WHERE at < ? AND (approval_id IS NULL OR approval_id NOT IN

@@ -8,7 +8,7 @@ import { ActionLogRepository } from './action-log.js';
 import { isUniqueViolation, StoreError } from './errors.js';
 import type { SqlExecutor } from './sql.js';
 import { SEP } from './token-records.js';
-import type { ActionSubject, ApprovalFilter, ApprovalUpdate, ClaimResult, DecideStale, ExecutionRecord, NewApproval, StoredApproval } from './types.js';
+import type { ActionSubject, ApprovalFilter, ApprovalUpdate, ClaimResult, DecideStale, ExecutionRecord, NewApproval, StoredApproval } from './rows.js';
 
 type ApprovalRow = {
   id: string;
@@ -88,7 +88,9 @@ export class ApprovalRepository {
     return { targetKey, subjectKey: s ? [target.cluster, s.namespace, s.serviceAccount].join(SEP) : null };
   }
 
-  /** See `Store.openApprovalFor`. */
+  /**
+   * The open approval that would block a new `action` on `target` at `now` (read only; see {@link ApprovalRepository.claim}).
+   */
   async openFor(action: NewApproval['action'], target: NewApproval['target'], now: number, subject?: ActionSubject): Promise<StoredApproval | undefined> {
     const keys = await this.keysOf(target, subject);
     const row = await this.sql.get<ApprovalRow>(OPEN_FOR, [now, keys.targetKey, keys.subjectKey, action]);
@@ -96,8 +98,15 @@ export class ApprovalRepository {
   }
 
   /**
-   * See `Store.claimApproval` (one write transaction; the caller's decisions on stale requests of the target or
-   * subject are applied in it, by compare-and-set).
+   * Stores a new `requested` approval unless an open one (requested / approved / running, a `requested` one not
+   * past `expiresAt`) blocks it, in one write transaction (so of concurrent claims, from other connections or
+   * processes too, exactly one wins): one with the same target (cluster, kind, namespace, name), whatever finding
+   * it came from; or, for a restart, an open ServiceAccount recreation of its subject; for a recreation, an open
+   * restart of a workload of that ServiceAccount. A `requested` approval past `expiresAt` at `now` never blocks.
+   * In the same transaction, each such stale request of that target or subject is handed to `decideStale` and the
+   * compare-and-set it returns is applied with its action-log rows (see {@link StaleDecision}); without
+   * `decideStale` they are left as they are. `subject` defaults to the finding's ServiceAccount (or the target, for
+   * a ServiceAccount).
    */
   claim(a: NewApproval, now: number, decideStale?: DecideStale, subject?: ActionSubject): Promise<ClaimResult> {
     return this.sql.transaction(async (tx): Promise<ClaimResult> => {
@@ -121,7 +130,10 @@ export class ApprovalRepository {
     });
   }
 
-  /** See `Store.createApproval`. @throws {StoreError} when the id exists. */
+  /**
+   * Stores a new approval (no open-action check: use {@link ApprovalRepository.claim}).
+   * @throws {StoreError} when the id exists.
+   */
   async create(a: NewApproval, subject?: ActionSubject): Promise<StoredApproval> {
     await this.sql.transaction(async (tx) => {
       const keys = await new ApprovalRepository(tx).keysOf(a.target, subject);
@@ -154,30 +166,45 @@ export class ApprovalRepository {
     return (await this.get(a.id))!;
   }
 
-  /** See `Store.getApproval`. */
+  /** The approval `id`, if stored. */
   async get(id: string): Promise<StoredApproval | undefined> {
     const row = await this.sql.get<ApprovalRow>('SELECT * FROM approvals WHERE id = ?', [id]);
     return row === undefined ? undefined : this.approvalOf(row);
   }
 
-  /** See `Store.transitionApproval`: compare-and-set in one transaction; whether it won. */
+  /**
+   * Compare-and-set: moves approval `id` from state `from` to `to` and writes `patch`, only if it is still in
+   * `from` (and, when `patch.votes` is given, no vote was stored since the caller read it). Returns whether it
+   * won; of concurrent callers (other connections or processes included) exactly one wins. `from === to` is
+   * allowed (a vote below quorum, saving the message location). Legality of the transition is the state
+   * machine's concern (`src/approvals/machine.ts`). One transaction.
+   */
   transition(id: string, from: ApprovalState, to: ApprovalState, patch: ApprovalUpdate, at: number): Promise<boolean> {
     return this.sql.transaction((tx) => compareAndSet(tx, id, from, to, patch, at));
   }
 
-  /** See `Store.concludeVerification`: compare-and-set on the NULL `verification` column. */
+  /**
+   * Records the verifier's conclusion `outcome` on approval `id` at `at` (epoch ms) unless one is recorded: a
+   * compare-and-set, so of concurrent callers (other replicas included) exactly one gets true and reports it.
+   * Compare-and-set on the NULL `verification` column.
+   */
   async concludeVerification(id: string, outcome: string, at: number): Promise<boolean> {
     const { changes } = await this.sql.run('UPDATE approvals SET verification = ?, verified_at = ? WHERE id = ? AND verification IS NULL', [outcome, at, id]);
     return changes === 1;
   }
 
-  /** See `Store.concludeProbeCheck`: compare-and-set on the NULL `probe_check` column. */
+  /**
+   * As {@link ApprovalRepository.concludeVerification}, for the node-probe check's conclusion.
+   * Compare-and-set on the NULL `probe_check` column.
+   */
   async concludeProbeCheck(id: string, outcome: string, at: number): Promise<boolean> {
     const { changes } = await this.sql.run('UPDATE approvals SET probe_check = ?, probe_checked_at = ? WHERE id = ? AND probe_check IS NULL', [outcome, at, id]);
     return changes === 1;
   }
 
-  /** See `Store.listApprovals`: oldest first. */
+  /**
+   * Approvals matching `filter`, oldest first.
+   */
   async list(filter: ApprovalFilter = {}): Promise<StoredApproval[]> {
     const where: string[] = [];
     const params: unknown[] = [];
@@ -233,7 +260,7 @@ export class ApprovalRepository {
 }
 
 /**
- * The compare-and-set of `Store.transitionApproval` inside the transaction `tx`: moves approval `id` from `from` to `to`
+ * The compare-and-set of `ApprovalRepository.transition` inside the transaction `tx`: moves approval `id` from `from` to `to`
  * with `patch` unless it left `from` or gained a vote since the caller read it. Whether it won.
  * @throws {StoreError} when `patch.state` differs from `to`
  */

@@ -2,7 +2,7 @@
 import type { Finding, Severity } from '../findings/types.js';
 import { StoreError } from './errors.js';
 import type { SqlExecutor } from './sql.js';
-import type { FindingChange, FindingResolution, FindingStatus, FindingStatusUpdate, StoredFinding } from './types.js';
+import type { FindingChange, FindingResolution, FindingStatus, FindingStatusUpdate, StoredFinding } from './rows.js';
 
 type FindingRow = {
   id: string;
@@ -86,7 +86,15 @@ async function readRows(tx: SqlExecutor, ids: readonly string[]): Promise<Map<st
 export class FindingRepository {
   constructor(private readonly sql: SqlExecutor) {}
 
-  /** See `Store.saveFindings` (one transaction). @throws {StoreError} when a finding belongs to another cluster. */
+  /**
+   * Saves the current findings of `cluster` (insert or update) as of `now`; a finding identical to the stored one
+   * (same JSON, same status) is not written. New findings are `open`.
+   * A `resolved` finding whose `lastSeen` is after its `resolvedAt` is reopened (a recurrence); one resolved as
+   * `quiet` is also reopened by a late use (see {@link FindingChange.lateUse}); a `snoozed`
+   * finding whose `snoozedUntil` ≤ `now` is reopened. Findings of the cluster not in `findings` are left as
+   * they are. One transaction.
+   * @throws {StoreError} when a finding belongs to another cluster.
+   */
   async save(cluster: string, findings: readonly Finding[], now: number): Promise<FindingChange[]> {
     const foreign = findings.find((f) => f.cluster !== cluster);
     if (foreign !== undefined) {
@@ -156,7 +164,9 @@ export class FindingRepository {
     });
   }
 
-  /** See `Store.listFindings`. */
+  /**
+   * Findings (of one cluster, or all), by severity (critical first), then `rejectionAt` (soonest first, none last), then id.
+   */
   async list(cluster?: string, opts: { status?: FindingStatus[] } = {}): Promise<StoredFinding[]> {
     const where: string[] = [];
     const params: unknown[] = [];
@@ -175,13 +185,13 @@ export class FindingRepository {
     return (await this.sql.all<FindingRow>(sql, params)).map(findingOf);
   }
 
-  /** See `Store.getFinding`. */
+  /** The finding `id`, if stored. */
   async get(id: string): Promise<StoredFinding | undefined> {
     const row = await this.sql.get<FindingRow>('SELECT * FROM findings WHERE id = ?', [id]);
     return row === undefined ? undefined : findingOf(row);
   }
 
-  /** See `Store.setFindingStatus`. */
+  /** Sets a finding's status at `at`; false when there is no such finding. */
   async setStatus(id: string, update: FindingStatusUpdate, at: number): Promise<boolean> {
     const snoozedUntil = update.status === 'snoozed' ? update.until : null;
     const resolvedAt = update.status === 'resolved' ? at : null;

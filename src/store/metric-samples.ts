@@ -12,7 +12,7 @@ function sampleOf(r: MetricSampleRow): TokenMetricsSample {
 export class MetricSampleRepository {
   constructor(private readonly sql: SqlExecutor) {}
 
-  /** See `Store.saveTokenMetricSample`. */
+  /** Stores one scrape; a sample without a known process start is not stored (no rate can use it). */
   async save(cluster: string, sample: TokenMetricsSample): Promise<void> {
     if (sample.processStartAt === null) return;
     await this.sql.run(
@@ -22,7 +22,7 @@ export class MetricSampleRepository {
     );
   }
 
-  /** See `Store.lastTokenMetricSample`. */
+  /** The latest stored scrape of `cluster` from the API-server process started at `processStartAt` (epoch ms). */
   async last(cluster: string, processStartAt: number): Promise<TokenMetricsSample | undefined> {
     const row = await this.sql.get<MetricSampleRow>(
       'SELECT * FROM token_metric_samples WHERE cluster = ? AND process_start = ? ORDER BY scraped_at DESC LIMIT 1',
@@ -31,13 +31,13 @@ export class MetricSampleRepository {
     return row ? sampleOf(row) : undefined;
   }
 
-  /** See `Store.listTokenMetricSamples`. */
+  /** Scrapes of `cluster` taken at or after `since` (epoch ms), oldest first. */
   async list(cluster: string, since: number): Promise<TokenMetricsSample[]> {
     const rows = await this.sql.all<MetricSampleRow>('SELECT * FROM token_metric_samples WHERE cluster = ? AND scraped_at >= ? ORDER BY scraped_at', [cluster, since]);
     return rows.map(sampleOf);
   }
 
-  /** See `Store.pruneTokenMetricSamples`. */
+  /** Deletes scrapes of `cluster` older than `olderThan` (epoch ms); returns how many. */
   async prune(cluster: string, olderThan: number): Promise<number> {
     return (await this.sql.run('DELETE FROM token_metric_samples WHERE cluster = ? AND scraped_at < ?', [cluster, olderThan])).changes;
   }

@@ -158,7 +158,7 @@ CREATE INDEX token_metric_samples_by_time ON token_metric_samples (cluster, scra
  * Step (docs/design/architecture.md "Slack and approvals": one open action per target, crash-safe steps): one open action per target, and what an action did, for crash-safe resumption.
  * - `target_key` = cluster␟kind␟namespace␟name of the object the action changes; `subject_key` =
  *   cluster␟namespace␟serviceAccount the action is about (the finding's ServiceAccount for a restart, the
- *   ServiceAccount itself for a recreation). `Store.claimApproval` refuses a new request while an open one
+ *   ServiceAccount itself for a recreation). `ApprovalRepository.claim` refuses a new request while an open one
  *   (requested / approved / running) has the same target, or the same subject and the other action. Rows of
  *   earlier versions are backfilled.
  * - `started_at`: when execution started (epoch ms; for a restart, the `restartedAt` value sent), written before

@@ -1,6 +1,6 @@
 /** The poller lock repository: one polling process per store (see the V_POLLER_LOCK migration). */
 import type { SqlExecutor } from './sql.js';
-import type { PollerLockClaim, PollerLockHolder, PollerLockRow } from './types.js';
+import type { PollerLockClaim, PollerLockHolder, PollerLockRow } from './rows.js';
 
 type LockRow = { holder: string; host: string; pid: number; acquired_at: number; heartbeat_at: number };
 
@@ -14,13 +14,18 @@ const SET = `INSERT INTO poller_lock (id, holder, host, pid, acquired_at, heartb
 export class PollerLockRepository {
   constructor(private readonly sql: SqlExecutor) {}
 
-  /** See `Store.getPollerLock`. */
+  /** The lock's row, if anyone holds it. */
   async get(): Promise<PollerLockRow | undefined> {
     const r = await this.sql.get<LockRow>(GET);
     return r === undefined ? undefined : { id: r.holder, host: r.host, pid: r.pid, acquiredAt: r.acquired_at, heartbeatAt: r.heartbeat_at };
   }
 
-  /** See `Store.claimPollerLock` (one write transaction). */
+  /**
+   * Takes the store's poller lock for `holder` in one write transaction, unless another holder refreshed it
+   * within `staleAfterMs` before `now` and `isGone(row)` is false (e.g. same host, a pid that no longer runs).
+   * Re-claiming one's own lock refreshes it.
+   * @param now epoch ms; @param staleAfterMs ms without a heartbeat after which the lock is free
+   */
   claim(holder: PollerLockHolder, now: number, staleAfterMs: number, isGone: (row: PollerLockRow) => boolean = () => false): Promise<PollerLockClaim> {
     return this.sql.transaction(async (tx): Promise<PollerLockClaim> => {
       const current = await new PollerLockRepository(tx).get();
@@ -31,12 +36,14 @@ export class PollerLockRepository {
     });
   }
 
-  /** See `Store.heartbeatPollerLock`. */
+  /**
+   * Refreshes the holder's heartbeat to `now`; false when the lock is no longer this holder's (taken over as stale).
+   */
   async heartbeat(holderId: string, now: number): Promise<boolean> {
     return (await this.sql.run('UPDATE poller_lock SET heartbeat_at = ? WHERE id = 1 AND holder = ?', [now, holderId])).changes === 1;
   }
 
-  /** See `Store.releasePollerLock`. */
+  /** Releases the lock if `holderId` holds it (idempotent). */
   async release(holderId: string): Promise<void> {
     await this.sql.run('DELETE FROM poller_lock WHERE id = 1 AND holder = ?', [holderId]);
   }

@@ -4,7 +4,7 @@
  */
 import type { SqlExecutor } from './sql.js';
 import { StoreError } from './errors.js';
-import type { MissedPoll, PollCoverage, PollRunResult, PollStatus, PollTicks } from './types.js';
+import type { MissedPoll, PollCoverage, PollRunResult, PollStatus, PollTicks } from './rows.js';
 
 type PollRow = {
   id: number;
@@ -34,31 +34,37 @@ export const SEEN_BATCH_ROWS = 2000;
 export class PollRepository {
   constructor(private readonly sql: SqlExecutor) {}
 
-  /** See `Store.getCursor`. */
+  /** The cursor last saved for a source, or undefined on the first poll. */
   async getCursor(sourceId: string): Promise<string | undefined> {
     return (await this.sql.get<{ cursor: string }>('SELECT cursor FROM cursors WHERE source_id = ?', [sourceId]))?.cursor;
   }
 
-  /** See `Store.setCursor`. */
+  /** Saves (replaces) a source's cursor. */
   async setCursor(sourceId: string, cursor: string): Promise<void> {
     await this.sql.run('INSERT INTO cursors (source_id, cursor) VALUES (?, ?) ON CONFLICT (source_id) DO UPDATE SET cursor = excluded.cursor', [sourceId, cursor]);
   }
 
-  /** See `Store.watchedSince`. */
+  /**
+   * Start of the first successful poll of a cluster (epoch ms UTC), kept for good (poll runs are pruned): where the
+   * audit window of live mode's readiness verdict begins. Undefined before the first success.
+   */
   async watchedSince(cluster: string): Promise<number | undefined> {
     const v = await this.getCursor(watchedKey(cluster));
     return v === undefined ? undefined : Number(v);
   }
 
-  /** See `Store.markWatchedSince`: keeps the first time recorded. */
+  /**
+   * Records `at` as {@link PollRepository.watchedSince} unless one is already recorded (keeps the first time recorded).
+   */
   async markWatchedSince(cluster: string, at: number): Promise<void> {
     await this.sql.run('INSERT INTO cursors (source_id, cursor) VALUES (?, ?) ON CONFLICT (source_id) DO NOTHING', [watchedKey(cluster), String(at)]);
   }
 
   /**
-   * See `Store.markSeen` (one transaction): the ids not seen before, in input order, each once. One multi-row
-   * `INSERT … ON CONFLICT DO NOTHING RETURNING audit_id` per {@link SEEN_BATCH_ROWS} distinct ids (both backends
-   * return only the rows inserted), so a poll of 10,000 new events is five statements, not 10,000 round trips.
+   * Records auditIDs as seen at `seenAt` and returns those that were not seen before, in input order
+   * (an id repeated in the input counts once). One transaction; existing rows keep their first `seenAt`.
+   * One multi-row `INSERT … ON CONFLICT DO NOTHING RETURNING audit_id` per {@link SEEN_BATCH_ROWS} distinct ids (both
+   * backends return only the rows inserted), so a poll of 10,000 new events is five statements, not 10,000 round trips.
    */
   markSeen(cluster: string, auditIDs: readonly string[], seenAt: number): Promise<string[]> {
     const distinct = [...new Set(auditIDs)];
@@ -76,23 +82,29 @@ export class PollRepository {
     });
   }
 
-  /** See `Store.pruneSeen`. */
+  /** Forgets auditIDs of `cluster` seen before `olderThan`; returns how many. */
   async pruneSeen(cluster: string, olderThan: number): Promise<number> {
     return (await this.sql.run('DELETE FROM seen WHERE cluster = ? AND seen_at < ?', [cluster, olderThan])).changes;
   }
 
-  /** See `Store.countSeen`. */
+  /** Number of remembered auditIDs of `cluster`. */
   async countSeen(cluster: string): Promise<number> {
     return Number((await this.sql.get<{ n: number }>('SELECT count(*) AS n FROM seen WHERE cluster = ?', [cluster]))?.n ?? 0);
   }
 
-  /** See `Store.startPollRun`: the new run's id. */
+  /**
+   * Records the start of a poll; returns its id. `scheduledAt`: the cron tick it runs for (epoch ms), for a scheduled
+   * poll or a take-over's catch-up of a tick; absent for the start-up poll and `/tokens scan`.
+   */
   async startRun(cluster: string, source: string, startedAt: number, scheduledAt?: number): Promise<number> {
     const row = await this.sql.get<{ id: number }>('INSERT INTO poll_runs (cluster, source, started_at, scheduled_at) VALUES (?, ?, ?, ?) RETURNING id', [cluster, source, startedAt, scheduledAt ?? null]);
     return Number(row!.id);
   }
 
-  /** See `Store.recordMissedPoll`. */
+  /**
+   * Records that the tick `scheduledAt` (epoch ms) of `cluster` started no poll, with the reason; false (nothing
+   * written) when that tick already has a missed record (another replica recorded it).
+   */
   async recordMissed(m: MissedPoll): Promise<boolean> {
     const { changes } = await this.sql.run('INSERT INTO missed_polls (cluster, scheduled_at, reason, replica, recorded_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING', [
       m.cluster,
@@ -104,14 +116,17 @@ export class PollRepository {
     return changes === 1;
   }
 
-  /** See `Store.pollTicks`. */
+  /** The ticks of `cluster` at or after `since` (epoch ms) that are accounted for: see {@link PollTicks}. */
   async ticks(cluster: string, since: number): Promise<PollTicks> {
     const polled = await this.sql.all<{ t: number }>('SELECT scheduled_at AS t FROM poll_runs WHERE cluster = ? AND scheduled_at >= ? AND ended_at IS NOT NULL ORDER BY scheduled_at', [cluster, since]);
     const missed = await this.sql.all<{ t: number; reason: string }>('SELECT scheduled_at AS t, reason FROM missed_polls WHERE cluster = ? AND scheduled_at >= ? ORDER BY scheduled_at', [cluster, since]);
     return { polled: polled.map((r) => Number(r.t)), missed: missed.map((r) => ({ scheduledAt: Number(r.t), reason: r.reason })) };
   }
 
-  /** See `Store.finishPollRun`. @throws {StoreError} for an unknown id. */
+  /**
+   * Records the end of a poll.
+   * @throws {StoreError} for an unknown id.
+   */
   async finishRun(id: number, result: PollRunResult): Promise<void> {
     const { changes } = await this.sql.run('UPDATE poll_runs SET ended_at = ?, events = ?, token_uses = ?, error = ?, stats = ? WHERE id = ?', [
       result.endedAt,
@@ -124,7 +139,7 @@ export class PollRepository {
     if (changes !== 1) throw new StoreError(`finishPollRun: no poll run with id ${id}`);
   }
 
-  /** See `Store.lastPollRuns`. */
+  /** The latest poll of each cluster (by start), ordered by cluster name, with its last success time. */
   async lastRuns(): Promise<PollStatus[]> {
     const rows = await this.sql.all<PollRow>(
       `SELECT p.*, (SELECT max(s.ended_at) FROM poll_runs s
@@ -147,13 +162,18 @@ export class PollRepository {
     }));
   }
 
-  /** See `Store.prunePollRuns`: keeps each cluster's latest run; missed ticks before `olderThan` go too (not counted). */
+  /**
+   * Deletes poll runs that started before `olderThan`, keeping each cluster's latest; returns how many. Missed ticks
+   * before `olderThan` go too (not counted).
+   */
   async pruneRuns(olderThan: number): Promise<number> {
     await this.sql.run('DELETE FROM missed_polls WHERE scheduled_at < ?', [olderThan]);
     return (await this.sql.run('DELETE FROM poll_runs WHERE started_at < ? AND id NOT IN (SELECT max(id) FROM poll_runs GROUP BY cluster)', [olderThan])).changes;
   }
 
-  /** See `Store.pollCoverage`. */
+  /**
+   * What the polls of `cluster` did since `from` (epoch ms): see {@link PollCoverage}. Running polls are not counted.
+   */
   async coverage(cluster: string, from: number): Promise<PollCoverage> {
     const row = (await this.sql.get<{ failed: number; succeeded: number; last_before: number | null }>(
       `SELECT

@@ -5,7 +5,13 @@ import type { SqlExecutor } from './sql.js';
 export class ReplayRepository {
   constructor(private readonly sql: SqlExecutor) {}
 
-  /** See `Store.claimSlackRequest`: one write transaction; true when none of `keys` was present. Times epoch ms. */
+  /**
+   * Claims Slack request keys (replay cache, see src/slack/replay.ts) atomically across replicas: deletes expired
+   * keys (`expires_at <= now`), then inserts each key with `expiresAt`.
+   * @param keys one request's keys (e.g. its envelope id and trigger id); all are recorded
+   * @param now epoch ms; @param expiresAt epoch ms
+   * @returns true when none of the keys was present (the request is new), false when any was (a replay)
+   */
   claim(keys: readonly string[], now: number, expiresAt: number): Promise<boolean> {
     return this.sql.transaction(async (tx) => {
       await tx.run('DELETE FROM slack_seen_requests WHERE expires_at <= ?', [now]);

@@ -5,7 +5,7 @@
 import type { FindingKind } from '../findings/types.js';
 import { isForeignKeyViolation, StoreError } from './errors.js';
 import type { SqlExecutor } from './sql.js';
-import type { AlertRef, MessageRef } from './types.js';
+import type { AlertRef, MessageRef } from './rows.js';
 
 type RefRow = { channel: string; ts: string; severity: MessageRef['severity']; hash: string };
 type IntentRow = { channel: string; at: number };
@@ -14,13 +14,16 @@ type IntentRow = { channel: string; at: number };
 export class SlackRefRepository {
   constructor(private readonly sql: SqlExecutor) {}
 
-  /** See `Store.getMessageRef`. */
+  /** The Slack message of a finding's (per-kind, pre-grouping) alert, if posted. */
   async getMessageRef(findingId: string): Promise<MessageRef | undefined> {
     const row = await this.sql.get<RefRow>('SELECT channel, ts, severity, hash FROM message_refs WHERE finding_id = ?', [findingId]);
     return row === undefined ? undefined : { channel: row.channel, ts: row.ts, severity: row.severity, hash: row.hash };
   }
 
-  /** See `Store.saveMessageRef` (one transaction, clears the intent). @throws {StoreError} when the finding is not stored. */
+  /**
+   * Saves (replaces) a finding's message ref and clears its intent, in one transaction.
+   * @throws {StoreError} when the finding is not stored.
+   */
   async saveMessageRef(findingId: string, ref: MessageRef): Promise<void> {
     try {
       await this.sql.transaction(async (tx) => {
@@ -40,12 +43,12 @@ export class SlackRefRepository {
     }
   }
 
-  /** See `Store.deleteMessageRef`. */
+  /** Deletes a finding's (per-kind, pre-grouping) message ref; no-op when there is none. */
   async deleteMessageRef(findingId: string): Promise<void> {
     await this.sql.run('DELETE FROM message_refs WHERE finding_id = ?', [findingId]);
   }
 
-  /** See `Store.getAlertRef`. */
+  /** The message of an alert group (id from `groupIdOf`, src/findings/groups.ts), if posted. */
   async getAlertRef(groupId: string): Promise<AlertRef | undefined> {
     const row = await this.sql.get<RefRow & { signals: string }>('SELECT channel, ts, severity, hash, signals FROM alert_refs WHERE group_id = ?', [groupId]);
     if (row === undefined) return undefined;
@@ -59,7 +62,9 @@ export class SlackRefRepository {
     return { channel: row.channel, ts: row.ts, severity: row.severity, hash: row.hash, signals };
   }
 
-  /** See `Store.saveAlertRef` (one transaction, clears the group's intent). */
+  /**
+   * Saves (replaces) an alert group's message ref and clears its intent, in one transaction.
+   */
   saveAlertRef(groupId: string, cluster: string, ref: AlertRef): Promise<void> {
     return this.sql.transaction(async (tx) => {
       await tx.run(
@@ -72,13 +77,15 @@ export class SlackRefRepository {
     });
   }
 
-  /** See `Store.getGroupIntent`. */
+  /** The pending alert intent of a group (see {@link SlackRefRepository.recordGroupIntent}). */
   async getGroupIntent(groupId: string): Promise<{ channel: string; at: number } | undefined> {
     const row = await this.sql.get<IntentRow>('SELECT channel, at FROM alert_group_intents WHERE group_id = ?', [groupId]);
     return row === undefined ? undefined : { channel: row.channel, at: row.at };
   }
 
-  /** See `Store.recordGroupIntent`. */
+  /**
+   * Records that a group's alert is about to be posted (as {@link SlackRefRepository.recordAlertIntent}, per group).
+   */
   async recordGroupIntent(groupId: string, channel: string, at: number): Promise<void> {
     await this.sql.run(
       `INSERT INTO alert_group_intents (group_id, channel, at) VALUES (?, ?, ?)
@@ -87,13 +94,17 @@ export class SlackRefRepository {
     );
   }
 
-  /** See `Store.getAlertIntent`. */
+  /** The pending alert intent of a finding (see {@link SlackRefRepository.recordAlertIntent}). */
   async getAlertIntent(findingId: string): Promise<{ channel: string; at: number } | undefined> {
     const row = await this.sql.get<IntentRow>('SELECT channel, at FROM alert_intents WHERE finding_id = ?', [findingId]);
     return row === undefined ? undefined : { channel: row.channel, at: row.at };
   }
 
-  /** See `Store.recordAlertIntent`. */
+  /**
+   * Records that the alert of a finding is about to be posted to `channel` at `at` (epoch ms), before
+   * chat.postMessage; {@link SlackRefRepository.saveMessageRef} clears it. An intent without a ref after a restart
+   * means the post may have happened: look the message up (by its metadata) before posting again.
+   */
   async recordAlertIntent(findingId: string, channel: string, at: number): Promise<void> {
     await this.sql.run(
       `INSERT INTO alert_intents (finding_id, channel, at) VALUES (?, ?, ?)

@@ -36,7 +36,11 @@ const UPSERT = `INSERT INTO token_records (cluster, kind, subject, token_key, na
 export class TokenRecordRepository {
   constructor(private readonly sql: SqlExecutor) {}
 
-  /** See `Store.upsertTokenRecords` (one transaction). */
+  /**
+   * Inserts or replaces records by {@link tokenRecordKey} (cluster, kind, subject, and pod + warnAfter minute,
+   * legacy Secret, or 401 source). Note: the aggregator may re-key a record when it merges (an earlier
+   * `warnAfter`, a new 401 attribution); for its full output use {@link TokenRecordRepository.replace}. One transaction.
+   */
   upsert(records: readonly TokenRecord[]): Promise<void> {
     return this.sql.transaction(async (tx) => {
       // One request for all the records (src/store/sql.ts runMany).
@@ -47,7 +51,14 @@ export class TokenRecordRepository {
     });
   }
 
-  /** See `Store.replaceTokenRecords` (one transaction): rows written. @throws {StoreError} for a record of another cluster. */
+  /**
+   * Makes the records of `cluster` equal to `records` (one transaction), writing only what changed: records whose
+   * key is gone are deleted, new or changed ones upserted, identical ones not touched (an idle poll writes nothing).
+   * Records of another cluster throw. @returns rows written (upserted + deleted).
+   * @param previous the cluster's records as {@link TokenRecordRepository.list} returned them earlier in the same
+   *   transaction (unmodified): compared in memory instead of reading every row again. Omit it when unsure.
+   * @throws {StoreError} for a record of another cluster.
+   */
   async replace(cluster: string, records: readonly TokenRecord[], previous?: readonly TokenRecord[]): Promise<{ upserted: number; deleted: number }> {
     const foreign = records.find((r) => r.cluster !== cluster);
     if (foreign !== undefined) {
@@ -84,18 +95,18 @@ export class TokenRecordRepository {
     });
   }
 
-  /** See `Store.listTokenRecords`. */
+  /** All records of `cluster`, ordered by kind, subject, key. */
   async list(cluster: string): Promise<TokenRecord[]> {
     const rows = await this.sql.all<{ record: string }>('SELECT record FROM token_records WHERE cluster = ? ORDER BY kind, subject, token_key', [cluster]);
     return rows.map((row) => JSON.parse(row.record) as TokenRecord);
   }
 
-  /** See `Store.pruneTokenRecords`. */
+  /** Deletes records of `cluster` whose `lastSeen` is before `lastSeenBefore`; returns how many. */
   async prune(cluster: string, lastSeenBefore: number): Promise<number> {
     return (await this.sql.run('DELETE FROM token_records WHERE cluster = ? AND last_seen < ?', [cluster, lastSeenBefore])).changes;
   }
 
-  /** See `Store.countTokenRecords`. */
+  /** Number of stored token records of `cluster`. */
   async count(cluster: string): Promise<number> {
     return Number((await this.sql.get<{ n: number }>('SELECT count(*) AS n FROM token_records WHERE cluster = ?', [cluster]))?.n ?? 0);
   }

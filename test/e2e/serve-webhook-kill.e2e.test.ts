@@ -83,7 +83,7 @@ async function kill9(s: Serve): Promise<void> {
 async function counted(db: string): Promise<Map<string, number>> {
   const store = await openStore(db);
   try {
-    return new Map((await store.listFindings('prod', { status: ['open'] })).map((f) => [f.finding.serviceAccount, f.finding.requests]));
+    return new Map((await store.findings.list('prod', { status: ['open'] })).map((f) => [f.finding.serviceAccount, f.finding.requests]));
   } finally {
     await store.close();
   }

@@ -46,11 +46,11 @@ describe('401 floods', () => {
     try {
       const store = await openStore(join(dir, 's.db'));
       for (let p = 0; p < 5; p++) {
-        const agg = TokenAggregator.from(opts, await store.listTokenRecords('prod'));
+        const agg = TokenAggregator.from(opts, await store.tokenRecords.list('prod'));
         for (let i = p * 1_000; i < (p + 1) * 1_000; i++) agg.add(unauthorizedUse({ time: T0 + i, ip: ip(i), ua: `f/${i}` }));
-        await store.replaceTokenRecords('prod', agg.records());
+        await store.tokenRecords.replace('prod', agg.records());
       }
-      const records = await store.listTokenRecords('prod');
+      const records = await store.tokenRecords.list('prod');
       expect(records.length).toBe(MAX_UNATTRIBUTED_SOURCES + 1);
       expect(records.reduce((n, r) => n + r.requests, 0)).toBe(5_000);
       const overflow = records.find((r) => r.overflow)!;

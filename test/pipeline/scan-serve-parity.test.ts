@@ -81,7 +81,7 @@ describe('scan and serve derive the same findings from the same input', () => {
     expect(plain(polled.findings)).toEqual(plain(scanned.report.findings));
     expect(polled.clusterEvents).toEqual(scanned.clusterEvents);
     // And what the poll stored is what it derived.
-    const stored = (await store.listFindings(CLUSTER)).map((s) => s.finding.id).sort();
+    const stored = (await store.findings.list(CLUSTER)).map((s) => s.finding.id).sort();
     expect(stored).toEqual(scanned.report.findings.map((f) => f.id).sort());
   });
 });

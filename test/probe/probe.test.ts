@@ -197,7 +197,7 @@ describe('tokenwatch probe (process) → ConfigMap → serve', { timeout: 120_00
     expect(multus.cause.summary).toMatch(/^Observed, not inferred: the node probe found/);
     expect(multus.cause.evidence[0]).toMatch(new RegExp(`^node probe: ${MULTUS} on node ${NODE}, file written 0 h ago .*, token issued .*, rejected from ${rejection.replace(/\./g, '\\.')}$`));
     expect(out.findings.find((f) => f.serviceAccount === 'deployer')).toMatchObject({ kind: 'legacy-token', severity: 'info', rejectionAt: null });
-    expect((await store.listFindings('prod')).map((f) => f.finding.serviceAccount).sort()).toEqual(['deployer', 'multus']);
+    expect((await store.findings.list('prod')).map((f) => f.finding.serviceAccount).sort()).toEqual(['deployer', 'multus']);
   });
 
   it('probe + audit + metrics: one finding for the ServiceAccount, its cause observed (static-token-file)', async () => {

@@ -70,14 +70,14 @@ async function restart(x: Harness): Promise<void> {
   await x.click(REQUESTER, alert, 'tw_restart');
   const approval = x.slack.thread(OPS, alert.ts).find((m) => m.text.includes('approval needed'))!;
   await x.click(APPROVER, approval, 'tw_approve');
-  expect((await x.serve.context.store.listApprovals({ cluster: CLUSTER }))[0]!.state).toBe('succeeded');
+  expect((await x.serve.context.store.approvals.list({ cluster: CLUSTER }))[0]!.state).toBe('succeeded');
 }
 
 const thread = async (x: Harness) => x.slack.thread(OPS, (await x.alert('kube-system', 'multus')).ts);
 const probeReplies = async (x: Harness) => (await thread(x)).filter((m) => m.text.includes('node probe:'));
 const probeRows = async (x: Harness) => {
   const store = x.serve.context.store;
-  return (await store.listApprovalActions((await store.listApprovals({ cluster: CLUSTER }))[0]!.id)).filter((r) => r.action.startsWith('probe-check.'));
+  return (await store.actions.ofApproval((await store.approvals.list({ cluster: CLUSTER }))[0]!.id)).filter((r) => r.action.startsWith('probe-check.'));
 };
 
 describe('restart verified by the node probe', () => {
@@ -119,7 +119,7 @@ describe('restart verified by the node probe', () => {
     await h.poll();
     const texts = (await thread(h)).map((m) => m.text);
     expect(texts.filter((t) => t.startsWith('✅ [prod-eks] verified'))).toEqual([]);
-    expect((await h.serve.context.store.listApprovals({ cluster: 'prod-eks' }))[0]!.verification).toBeUndefined();
+    expect((await h.serve.context.store.approvals.list({ cluster: 'prod-eks' }))[0]!.verification).toBeUndefined();
     expect(await probeReplies(h)).toHaveLength(1);
   });
 

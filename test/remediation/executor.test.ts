@@ -47,8 +47,8 @@ function deps(over: Partial<ExecutorDeps> = {}): ExecutorDeps {
 beforeEach(async () => {
   kube = await startFakeKube({ objects: [daemonSet()] });
   store = await openStore(':memory:');
-  await store.saveFindings('prod', [finding()], T);
-  await store.createApproval(approval({ createdAt: T, expiresAt: T + 1_800_000, updatedAt: T }));
+  await store.findings.save('prod', [finding()], T);
+  await store.approvals.create(approval({ createdAt: T, expiresAt: T + 1_800_000, updatedAt: T }));
   now = T + 60_000;
   metrics = new Metrics();
 });
@@ -80,9 +80,9 @@ describe('commitEvent', () => {
     const won = results.filter((r) => r.ok);
     expect(won).toHaveLength(1);
     expect(results.filter((r) => !r.ok).map((r) => (r.ok ? '' : r.refusal.reason))).toEqual(Array(9).fill('already-decided'));
-    expect((await store.getApproval('appr-1'))!.state).toBe('approved');
-    expect((await store.getApproval('appr-1'))!.votes).toHaveLength(1);
-    expect((await store.listApprovalActions('appr-1')).map((r) => r.action)).toEqual(['restart.approved']);
+    expect((await store.approvals.get('appr-1'))!.state).toBe('approved');
+    expect((await store.approvals.get('appr-1'))!.votes).toHaveLength(1);
+    expect((await store.actions.ofApproval('appr-1')).map((r) => r.action)).toEqual(['restart.approved']);
     expect(kube.requestsMatching({ method: 'POST', resource: 'events' }).map((r) => (r.body as { reason: string }).reason)).toEqual(['TokenwatchRestart']);
   });
 
@@ -104,7 +104,7 @@ describe('executeApproval', () => {
     expect(kube.requestsMatching({ method: 'PATCH' })).toHaveLength(1);
     expect(seen.map((p) => p.updated)).toEqual([0, 1, 2, 3, 4]);
     expect(seen.at(-1)!.done).toBe(true);
-    expect((await store.listApprovalActions('appr-1')).map((r) => r.action)).toEqual(['restart.approved', 'restart.running', 'restart.succeeded']);
+    expect((await store.actions.ofApproval('appr-1')).map((r) => r.action)).toEqual(['restart.approved', 'restart.running', 'restart.succeeded']);
     expect(await metrics.text()).toContain('tokenwatch_remediations_total{cluster="prod",action="restart",outcome="succeeded"} 1');
     expect(await metrics.text()).toContain('tokenwatch_approvals_total{cluster="prod",outcome="succeeded"} 1');
   });
@@ -168,8 +168,8 @@ async function startedWithoutPatch(dryRunUid?: string): Promise<number> {
   if (dryRunUid) {
     await store.close();
     store = await openStore(':memory:');
-    await store.saveFindings('prod', [finding()], T);
-    await store.createApproval(approval({ createdAt: T, expiresAt: T + 1_800_000, updatedAt: T, dryRun: { ok: true, message: 'dry run ok', at: T, uid: dryRunUid } as never }));
+    await store.findings.save('prod', [finding()], T);
+    await store.approvals.create(approval({ createdAt: T, expiresAt: T + 1_800_000, updatedAt: T, dryRun: { ok: true, message: 'dry run ok', at: T, uid: dryRunUid } as never }));
   }
   await commitEvent(deps(), 'appr-1', approvalEvent.approve(approvers[0]!));
   const startedAt = Math.floor(now / 1000) * 1000;

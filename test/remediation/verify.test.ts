@@ -84,21 +84,21 @@ describe('Verifier', () => {
   /** A store with finding f-multus and a succeeded restart of it: running at T, succeeded at T + 2 min. */
   async function setup(path = ':memory:'): Promise<{ store: Store; approvalId: string }> {
     const store = await openStore(path);
-    await store.saveFindings('prod', [finding({ lastSeen: new Date(T - 10 * MIN).toISOString() })], T - 5 * MIN);
-    await store.replaceTokenRecords('prod', [token(T - 80 * 86_400_000, T - 5 * HOUR, T - 10 * MIN)]);
+    await store.findings.save('prod', [finding({ lastSeen: new Date(T - 10 * MIN).toISOString() })], T - 5 * MIN);
+    await store.tokenRecords.replace('prod', [token(T - 80 * 86_400_000, T - 5 * HOUR, T - 10 * MIN)]);
     const created = createApproval(
       { id: 'approval-0001', action: 'restart', target: { cluster: 'prod', kind: 'DaemonSet', namespace: 'kube-system', name: 'kube-multus-ds', findingId: 'f-multus' }, requester: 'U0REQ', requesterGroups: [] },
       definePolicy({ approvers: ['U0APP'] }),
       T - 4 * MIN,
     );
     if (!created.ok) throw new Error(`refused: ${created.reason}`);
-    await store.createApproval(created.approval);
+    await store.approvals.create(created.approval);
     const id = created.approval.id;
-    const log = (at: number, result: string) => store.logAction({ at, cluster: 'prod', findingId: 'f-multus', approvalId: id, actor: null, action: `restart.${result}`, target: 'DaemonSet kube-system/kube-multus-ds', result });
-    await store.transitionApproval(id, 'requested', 'approved', { votes: [{ user: 'U0APP', vote: 'approve', at: T - MIN }] }, T - MIN);
-    await store.transitionApproval(id, 'approved', 'running', {}, T);
+    const log = (at: number, result: string) => store.actions.log({ at, cluster: 'prod', findingId: 'f-multus', approvalId: id, actor: null, action: `restart.${result}`, target: 'DaemonSet kube-system/kube-multus-ds', result });
+    await store.approvals.transition(id, 'requested', 'approved', { votes: [{ user: 'U0APP', vote: 'approve', at: T - MIN }] }, T - MIN);
+    await store.approvals.transition(id, 'approved', 'running', {}, T);
     await log(T, 'running');
-    await store.transitionApproval(id, 'running', 'succeeded', {}, T + 2 * MIN);
+    await store.approvals.transition(id, 'running', 'succeeded', {}, T + 2 * MIN);
     await log(T + 2 * MIN, 'succeeded');
     return { store, approvalId: id };
   }
@@ -113,8 +113,8 @@ describe('Verifier', () => {
     const [r] = await v.verifyCluster('prod');
     expect(r).toMatchObject({ outcome: { outcome: 'resolved', quietMs: SETTLE }, startedAt: T, completedAt: T + 2 * MIN });
     expect(reports).toHaveLength(1);
-    expect(await store.getFinding('f-multus')).toMatchObject({ status: 'resolved', resolvedAt: now });
-    expect((await store.listApprovalActions(approvalId)).at(-1)).toMatchObject({ action: 'verification.resolved', result: 'resolved', actor: null });
+    expect(await store.findings.get('f-multus')).toMatchObject({ status: 'resolved', resolvedAt: now });
+    expect((await store.actions.ofApproval(approvalId)).at(-1)).toMatchObject({ action: 'verification.resolved', result: 'resolved', actor: null });
     now += HOUR;
     expect(await v.verifyCluster('prod')).toEqual([]);
     expect(reports).toHaveLength(1);
@@ -132,25 +132,25 @@ describe('Verifier', () => {
     const results = await Promise.all([a!.verifyCluster('prod'), b!.verifyCluster('prod')]);
     expect(results.flat().map((r) => r.outcome.outcome)).toEqual(['resolved']);
     expect(reports).toHaveLength(1);
-    expect((await peer.getApproval(approvalId))!.verification).toEqual({ outcome: 'resolved', at: now });
-    expect((await store.listApprovalActions(approvalId)).filter((r) => r.action === 'verification.resolved')).toHaveLength(1);
+    expect((await peer.approvals.get(approvalId))!.verification).toEqual({ outcome: 'resolved', at: now });
+    expect((await store.actions.ofApproval(approvalId)).filter((r) => r.action === 'verification.resolved')).toHaveLength(1);
     await peer.close();
     await store.close();
   });
 
   it('reports a recurrence when a token issued after the restart is used stale, and keeps the finding open', async () => {
     const { store } = await setup();
-    await store.replaceTokenRecords('prod', [token(T - 80 * 86_400_000, T - 5 * HOUR, T - 10 * MIN), token(T + 30_000, T + 65 * MIN, T + 70 * MIN, 4, 'kube-multus-ds-new')]);
+    await store.tokenRecords.replace('prod', [token(T - 80 * 86_400_000, T - 5 * HOUR, T - 10 * MIN), token(T + 30_000, T + 65 * MIN, T + 70 * MIN, 4, 'kube-multus-ds-new')]);
     const v = new Verifier({ store, clock: () => T + 75 * MIN, settleMs: SETTLE, logger: quiet });
     const [r] = await v.verifyCluster('prod');
     expect(r!.outcome).toEqual({ outcome: 'recurrence', tokens: 1, requests: 4, firstSeen: T + 65 * MIN, lastSeen: T + 70 * MIN });
-    expect((await store.getFinding('f-multus'))!.status).toBe('open');
+    expect((await store.findings.get('f-multus'))!.status).toBe('open');
     await store.close();
   });
 
   it('after a ServiceAccount recreation, 401s of the subject mean its pods still use old tokens (persisting), not resolved', async () => {
     const { store, approvalId } = await setup();
-    await store.transitionApproval(approvalId, 'succeeded', 'succeeded', {}, T + 2 * MIN);
+    await store.approvals.transition(approvalId, 'succeeded', 'succeeded', {}, T + 2 * MIN);
     // Same store rows, but as a recreation: rewrite the action through a second approval on the same finding.
     const created = createApproval(
       { id: 'approval-0003', action: 'recreate-serviceaccount', target: { cluster: 'prod', kind: 'ServiceAccount', namespace: 'kube-system', name: 'multus', findingId: 'f-multus' }, requester: 'U0REQ', requesterGroups: [] },
@@ -158,19 +158,19 @@ describe('Verifier', () => {
       T + 3 * MIN,
     );
     if (!created.ok) throw new Error(`refused: ${created.reason}`);
-    await store.createApproval(created.approval);
-    await store.transitionApproval('approval-0003', 'requested', 'approved', { votes: [{ user: 'U0APP', vote: 'approve', at: T + 4 * MIN }] }, T + 4 * MIN);
-    await store.transitionApproval('approval-0003', 'approved', 'running', {}, T + 5 * MIN);
-    await store.transitionApproval('approval-0003', 'running', 'succeeded', {}, T + 6 * MIN);
-    await store.logAction({ at: T + 6 * MIN, cluster: 'prod', findingId: 'f-multus', approvalId: 'approval-0003', actor: null, action: 'recreate-serviceaccount.succeeded', target: 'x', result: 'succeeded' });
-    await store.replaceTokenRecords('prod', [
+    await store.approvals.create(created.approval);
+    await store.approvals.transition('approval-0003', 'requested', 'approved', { votes: [{ user: 'U0APP', vote: 'approve', at: T + 4 * MIN }] }, T + 4 * MIN);
+    await store.approvals.transition('approval-0003', 'approved', 'running', {}, T + 5 * MIN);
+    await store.approvals.transition('approval-0003', 'running', 'succeeded', {}, T + 6 * MIN);
+    await store.actions.log({ at: T + 6 * MIN, cluster: 'prod', findingId: 'f-multus', approvalId: 'approval-0003', actor: null, action: 'recreate-serviceaccount.succeeded', target: 'x', result: 'succeeded' });
+    await store.tokenRecords.replace('prod', [
       token(T - 80 * 86_400_000, T - 5 * HOUR, T - 10 * MIN),
       { ...staleRecord(), kind: 'unauthorized', warnAfter: undefined, rejectionAt: undefined, firstSeen: T + 20 * MIN, lastSeen: T + 30 * MIN, requests: 12 },
     ]);
     const v = new Verifier({ store, clock: () => T + 3 * HOUR, settleMs: SETTLE, logger: quiet });
     const reports = await v.verifyCluster('prod');
     expect(reports.map((r) => [r.approval.id, r.outcome])).toEqual([['approval-0003', { outcome: 'persisting', tokens: 1, lastSeen: T + 30 * MIN, signals: ['unauthorized'] }]]);
-    expect((await store.getFinding('f-multus'))!.status).toBe('open');
+    expect((await store.findings.get('f-multus'))!.status).toBe('open');
     await store.close();
   });
 
@@ -182,16 +182,16 @@ describe('Verifier', () => {
       T + 10 * MIN,
     );
     if (!created.ok) throw new Error(`refused: ${created.reason}`);
-    await store.createApproval(created.approval);
-    await store.transitionApproval('approval-0002', 'requested', 'approved', { votes: [{ user: 'U0APP', vote: 'approve', at: T + 11 * MIN }] }, T + 11 * MIN);
-    await store.transitionApproval('approval-0002', 'approved', 'running', {}, T + 12 * MIN);
-    await store.logAction({ at: T + 12 * MIN, cluster: 'prod', findingId: 'f-multus', approvalId: 'approval-0002', actor: null, action: 'restart.running', target: 'x', result: 'running' });
-    await store.transitionApproval('approval-0002', 'running', 'succeeded', {}, T + 13 * MIN);
-    await store.logAction({ at: T + 13 * MIN, cluster: 'prod', findingId: 'f-multus', approvalId: 'approval-0002', actor: null, action: 'restart.succeeded', target: 'x', result: 'succeeded' });
+    await store.approvals.create(created.approval);
+    await store.approvals.transition('approval-0002', 'requested', 'approved', { votes: [{ user: 'U0APP', vote: 'approve', at: T + 11 * MIN }] }, T + 11 * MIN);
+    await store.approvals.transition('approval-0002', 'approved', 'running', {}, T + 12 * MIN);
+    await store.actions.log({ at: T + 12 * MIN, cluster: 'prod', findingId: 'f-multus', approvalId: 'approval-0002', actor: null, action: 'restart.running', target: 'x', result: 'running' });
+    await store.approvals.transition('approval-0002', 'running', 'succeeded', {}, T + 13 * MIN);
+    await store.actions.log({ at: T + 13 * MIN, cluster: 'prod', findingId: 'f-multus', approvalId: 'approval-0002', actor: null, action: 'restart.succeeded', target: 'x', result: 'succeeded' });
     const v = new Verifier({ store, clock: () => T + 30 * MIN, settleMs: SETTLE, logger: quiet });
     expect(await v.verifyCluster('prod')).toEqual([]);
-    expect((await store.listApprovalActions(approvalId)).at(-1)).toMatchObject({ action: 'verification.superseded' });
-    expect((await store.listApprovalActions('approval-0002')).some((r) => r.action.startsWith('verification.'))).toBe(false);
+    expect((await store.actions.ofApproval(approvalId)).at(-1)).toMatchObject({ action: 'verification.superseded' });
+    expect((await store.actions.ofApproval('approval-0002')).some((r) => r.action.startsWith('verification.'))).toBe(false);
     await store.close();
   });
 
@@ -199,7 +199,7 @@ describe('Verifier', () => {
     /** The Multus alert's two findings (stale tokens, 401s) and a succeeded restart approved on the 401 finding. */
     async function alertSetup(): Promise<{ store: Store; approvalId: string }> {
       const store = await openStore(':memory:');
-      await store.saveFindings('prod', [finding({ lastSeen: new Date(T - 10 * MIN).toISOString() }), finding({ id: 'f-multus-401', kind: 'unauthorized', severity: 'critical', rejectionAt: null, lastSeen: new Date(T - 10 * MIN).toISOString() })], T - 5 * MIN);
+      await store.findings.save('prod', [finding({ lastSeen: new Date(T - 10 * MIN).toISOString() }), finding({ id: 'f-multus-401', kind: 'unauthorized', severity: 'critical', rejectionAt: null, lastSeen: new Date(T - 10 * MIN).toISOString() })], T - 5 * MIN);
       const approvalId = await succeededRestart(store, 'approval-0401', 'f-multus-401', T, T + 2 * MIN);
       return { store, approvalId };
     }
@@ -210,46 +210,46 @@ describe('Verifier', () => {
         runningAt - 4 * MIN,
       );
       if (!created.ok) throw new Error(`refused: ${created.reason}`);
-      await store.createApproval(created.approval);
-      await store.transitionApproval(id, 'requested', 'approved', { votes: [{ user: 'U0APP', vote: 'approve', at: runningAt - MIN }] }, runningAt - MIN);
-      await store.transitionApproval(id, 'approved', 'running', {}, runningAt);
-      await store.logAction({ at: runningAt, cluster: 'prod', findingId, approvalId: id, actor: null, action: 'restart.running', target: 'x', result: 'running' });
-      await store.transitionApproval(id, 'running', 'succeeded', {}, doneAt);
-      await store.logAction({ at: doneAt, cluster: 'prod', findingId, approvalId: id, actor: null, action: 'restart.succeeded', target: 'x', result: 'succeeded' });
+      await store.approvals.create(created.approval);
+      await store.approvals.transition(id, 'requested', 'approved', { votes: [{ user: 'U0APP', vote: 'approve', at: runningAt - MIN }] }, runningAt - MIN);
+      await store.approvals.transition(id, 'approved', 'running', {}, runningAt);
+      await store.actions.log({ at: runningAt, cluster: 'prod', findingId, approvalId: id, actor: null, action: 'restart.running', target: 'x', result: 'running' });
+      await store.approvals.transition(id, 'running', 'succeeded', {}, doneAt);
+      await store.actions.log({ at: doneAt, cluster: 'prod', findingId, approvalId: id, actor: null, action: 'restart.succeeded', target: 'x', result: 'succeeded' });
       return id;
     }
     const r401 = (first: number, last: number): TokenRecord => ({ ...staleRecord(), kind: 'unauthorized', warnAfter: undefined, rejectionAt: undefined, firstSeen: first, lastSeen: last, requests: 7 });
 
     it('the approval records the alert it was requested on (subject_key)', async () => {
       const { store, approvalId } = await alertSetup();
-      expect((await store.getApproval(approvalId))!.subject).toEqual({ namespace: 'kube-system', serviceAccount: 'multus' });
+      expect((await store.approvals.get(approvalId))!.subject).toEqual({ namespace: 'kube-system', serviceAccount: 'multus' });
       await store.close();
     });
 
     it('401s stop but the new pods still send stale tokens: a recurrence (said by the stale-token finding), never resolved', async () => {
       const { store } = await alertSetup();
-      await store.replaceTokenRecords('prod', [r401(T - HOUR, T - 10 * MIN), token(T - 80 * 86_400_000, T - 5 * HOUR, T - 10 * MIN), token(T + 30_000, T + 65 * MIN, T + 2 * HOUR + 5 * MIN, 4, 'kube-multus-ds-new')]);
+      await store.tokenRecords.replace('prod', [r401(T - HOUR, T - 10 * MIN), token(T - 80 * 86_400_000, T - 5 * HOUR, T - 10 * MIN), token(T + 30_000, T + 65 * MIN, T + 2 * HOUR + 5 * MIN, 4, 'kube-multus-ds-new')]);
       const reports: VerificationReport[] = [];
       const v = new Verifier({ store, clock: () => T + 2 * MIN + SETTLE + MIN, settleMs: SETTLE, logger: quiet, report: async (r) => void reports.push(r) });
       await v.verifyCluster('prod');
       expect(reports.map((r) => [r.outcome.outcome, r.finding.id, r.resolved.length])).toEqual([['recurrence', 'f-multus', 0]]);
-      expect((await store.getFinding('f-multus'))!.status).toBe('open');
-      expect((await store.getFinding('f-multus-401'))!.status).toBe('open');
+      expect((await store.findings.get('f-multus'))!.status).toBe('open');
+      expect((await store.findings.get('f-multus-401'))!.status).toBe('open');
       await store.close();
     });
 
     it('stale tokens stop but 401s continue: persisting, not resolved', async () => {
       const { store } = await alertSetup();
-      await store.replaceTokenRecords('prod', [r401(T - HOUR, T + 30 * MIN), token(T - 80 * 86_400_000, T - 5 * HOUR, T - 10 * MIN)]);
+      await store.tokenRecords.replace('prod', [r401(T - HOUR, T + 30 * MIN), token(T - 80 * 86_400_000, T - 5 * HOUR, T - 10 * MIN)]);
       const v = new Verifier({ store, clock: () => T + 3 * HOUR, settleMs: SETTLE, logger: quiet });
       expect((await v.verifyCluster('prod')).map((r) => r.outcome)).toEqual([{ outcome: 'persisting', tokens: 1, lastSeen: T + 30 * MIN, signals: ['unauthorized'] }]);
-      expect((await store.getFinding('f-multus'))!.status).toBe('open');
+      expect((await store.findings.get('f-multus'))!.status).toBe('open');
       await store.close();
     });
 
     it('resolves once, for the alert, only when every signal stayed quiet for the settle period: both findings, one report', async () => {
       const { store, approvalId } = await alertSetup();
-      await store.replaceTokenRecords('prod', [r401(T - HOUR, T - 10 * MIN), token(T - 80 * 86_400_000, T - 5 * HOUR, T - 10 * MIN)]);
+      await store.tokenRecords.replace('prod', [r401(T - HOUR, T - 10 * MIN), token(T - 80 * 86_400_000, T - 5 * HOUR, T - 10 * MIN)]);
       let now = T + HOUR;
       const reports: VerificationReport[] = [];
       const v = new Verifier({ store, clock: () => now, settleMs: SETTLE, logger: quiet, report: async (r) => void reports.push(r) });
@@ -262,16 +262,16 @@ describe('Verifier', () => {
       expect(reports[0]!.outcome.outcome).toBe('resolved');
       expect(reports[0]!.finding.id).toBe('f-multus-401');
       expect(reports[0]!.resolved.map((m) => [m.id, m.status]).sort()).toEqual([['f-multus', 'resolved'], ['f-multus-401', 'resolved']]);
-      expect((await store.listApprovalActions(approvalId)).filter((r) => r.action === 'verification.resolved').map((r) => r.findingId).sort()).toEqual(['f-multus', 'f-multus-401']);
+      expect((await store.actions.ofApproval(approvalId)).filter((r) => r.action === 'verification.resolved').map((r) => r.findingId).sort()).toEqual(['f-multus', 'f-multus-401']);
       await store.close();
     });
 
     it('a node-probe check that found the token in a host file (a copy) keeps a quiet alert unresolved', async () => {
       const { store, approvalId } = await alertSetup();
-      await store.concludeProbeCheck(approvalId, 'rewritten', T + 20 * MIN);
+      await store.approvals.concludeProbeCheck(approvalId, 'rewritten', T + 20 * MIN);
       const v = new Verifier({ store, clock: () => T + 3 * HOUR, settleMs: SETTLE, logger: quiet });
       expect(await v.verifyCluster('prod')).toEqual([]);
-      expect((await store.getApproval(approvalId))!.verification).toBeUndefined();
+      expect((await store.approvals.get(approvalId))!.verification).toBeUndefined();
       await store.close();
     });
 
@@ -283,8 +283,8 @@ describe('Verifier', () => {
       await v.verifyCluster('prod');
       await v.verifyCluster('prod');
       expect(superseded.map((r) => [r.approval.id, r.by.id, r.finding.id])).toEqual([[approvalId, later, 'f-multus-401']]);
-      expect((await store.getApproval(approvalId))!.verification?.outcome).toBe('superseded');
-      expect((await store.getApproval(later))!.verification).toBeUndefined();
+      expect((await store.approvals.get(approvalId))!.verification?.outcome).toBe('superseded');
+      expect((await store.approvals.get(later))!.verification).toBeUndefined();
       await store.close();
     });
   });

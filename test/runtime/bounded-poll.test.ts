@@ -82,7 +82,7 @@ function observed(real: AuditSource, store: () => Store, log: { cursor: string |
         ...opts,
         checkpoint: async (c) => {
           await opts.checkpoint?.(c);
-          log.push({ cursor: await store().getCursor(real.id), seen: await store().countSeen('prod') });
+          log.push({ cursor: await store().polls.getCursor(real.id), seen: await store().polls.countSeen('prod') });
         },
       });
     },
@@ -100,7 +100,7 @@ afterEach(async () => await store.close());
 /** Requests per kind in the stored token records. */
 async function requestsByKind(s: Store): Promise<Record<string, number>> {
   const out: Record<string, number> = {};
-  for (const r of await s.listTokenRecords('prod')) out[r.kind] = (out[r.kind] ?? 0) + r.requests;
+  for (const r of await s.tokenRecords.list('prod')) out[r.kind] = (out[r.kind] ?? 0) + r.requests;
   return out;
 }
 
@@ -138,10 +138,10 @@ describe('bounded polls, file source', () => {
       const ids = new Set(LINES.slice(0, (k + 1) * CHUNK).map((l) => (JSON.parse(l) as { auditID: string }).auditID));
       expect(c.seen).toBe(ids.size);
     });
-    expect(parseFileCursor((await store.getCursor(`file:${log}`))!).pos).toBe(statSync(log).size);
+    expect(parseFileCursor((await store.polls.getCursor(`file:${log}`))!).pos).toBe(statSync(log).size);
     expect(await requestsByKind(store)).toEqual({ unauthorized: FLOOD, 'stale-token': STALE_REQUESTS });
     // The aggregation stays bounded as before: the top sources one by one plus one overflow record.
-    expect((await store.listTokenRecords('prod')).filter((r) => r.kind === 'unauthorized')).toHaveLength(MAX_UNATTRIBUTED_SOURCES + 1);
+    expect((await store.tokenRecords.list('prod')).filter((r) => r.kind === 'unauthorized')).toHaveLength(MAX_UNATTRIBUTED_SOURCES + 1);
   });
 
   it('a poll killed between chunks resumes after the last committed chunk: counts equal an uninterrupted run', async () => {
@@ -149,7 +149,7 @@ describe('bounded polls, file source', () => {
     const broken = await new ClusterPoller({ cluster, source: dyingAfter(new FileSource({ path: log }), 3), store, logger: quiet, clock: () => NOW, chunkEvents: CHUNK }).pollOnce();
     expect(broken.error).toBe('killed between chunks');
     expect(broken.commits).toBe(3);
-    expect(parseFileCursor((await store.getCursor(`file:${log}`))!).pos).toBe(LINES.slice(0, 3 * CHUNK).reduce((n, l) => n + Buffer.byteLength(l) + 1, 0));
+    expect(parseFileCursor((await store.polls.getCursor(`file:${log}`))!).pos).toBe(LINES.slice(0, 3 * CHUNK).reduce((n, l) => n + Buffer.byteLength(l) + 1, 0));
 
     // restart: reopen the store, a new poller
     await store.close();
@@ -162,8 +162,8 @@ describe('bounded polls, file source', () => {
     const ref = await uninterrupted(cluster, new FileSource({ path: log }));
     expect(await requestsByKind(store)).toEqual({ unauthorized: FLOOD, 'stale-token': STALE_REQUESTS });
     expect(await requestsByKind(store)).toEqual(await requestsByKind(ref));
-    expect(await store.countSeen('prod')).toBe(await ref.countSeen('prod'));
-    const findings = async (s: Store) => (await s.listFindings('prod')).map((f) => [f.finding.kind, f.finding.namespace, f.finding.serviceAccount, f.finding.requests]);
+    expect(await store.polls.countSeen('prod')).toBe(await ref.polls.countSeen('prod'));
+    const findings = async (s: Store) => (await s.findings.list('prod')).map((f) => [f.finding.kind, f.finding.namespace, f.finding.serviceAccount, f.finding.requests]);
     expect(await findings(store)).toEqual(await findings(ref));
     await ref.close();
   });
@@ -215,7 +215,7 @@ describe('bounded polls, CloudWatch (loopback fake, real SDK)', () => {
       expect(doc.resume).toEqual({ start: NOW - cluster().lookback, end: NOW, nextToken: (requests[k + 1]!.body['nextToken'] as string) });
       expect(c.seen).toBe(new Set(LINES.slice(0, (k + 1) * CHUNK).map((l) => (JSON.parse(l) as { auditID: string }).auditID)).size);
     });
-    expect(parseCloudWatchCursorDoc(await store.getCursor(`cloudwatch:us-east-1:${GROUP}`))).toEqual({ until: NOW });
+    expect(parseCloudWatchCursorDoc(await store.polls.getCursor(`cloudwatch:us-east-1:${GROUP}`))).toEqual({ until: NOW });
   });
 
   it('a poll killed between pages resumes at the next page of the same window: counts equal an uninterrupted run', async () => {
@@ -232,12 +232,12 @@ describe('bounded polls, CloudWatch (loopback fake, real SDK)', () => {
     expect(first).toMatchObject({ startTime: NOW - cluster().lookback, endTime: NOW, nextToken: tokenAtKill.nextToken });
     expect(resumed.records).toBe(LINES.length - 2 * CHUNK);
     expect(resumed.duplicates).toBe(STALE_REQUESTS - broken.duplicates);
-    expect(parseCloudWatchCursorDoc(await store.getCursor(`cloudwatch:us-east-1:${GROUP}`))).toEqual({ until: NOW });
+    expect(parseCloudWatchCursorDoc(await store.polls.getCursor(`cloudwatch:us-east-1:${GROUP}`))).toEqual({ until: NOW });
 
     const ref = await uninterrupted(cluster(), source());
     expect(await requestsByKind(store)).toEqual({ unauthorized: FLOOD, 'stale-token': STALE_REQUESTS });
     expect(await requestsByKind(store)).toEqual(await requestsByKind(ref));
-    expect(await store.countSeen('prod')).toBe(await ref.countSeen('prod'));
+    expect(await store.polls.countSeen('prod')).toBe(await ref.polls.countSeen('prod'));
     await ref.close();
   });
 
@@ -245,8 +245,8 @@ describe('bounded polls, CloudWatch (loopback fake, real SDK)', () => {
     const broken = await new ClusterPoller({ cluster: cluster(), source: dyingAfter(source(), 1), store, logger: quiet, clock: () => NOW, chunkEvents: CHUNK }).pollOnce();
     expect(broken.error).toBe('killed between chunks');
     const id = `cloudwatch:us-east-1:${GROUP}`;
-    const doc = parseCloudWatchCursorDoc(await store.getCursor(id));
-    await store.setCursor(id, JSON.stringify({ v: 1, until: doc.until, resume: { ...doc.resume, nextToken: 'expired-token' } }));
+    const doc = parseCloudWatchCursorDoc(await store.polls.getCursor(id));
+    await store.polls.setCursor(id, JSON.stringify({ v: 1, until: doc.until, resume: { ...doc.resume, nextToken: 'expired-token' } }));
     const resumed = await new ClusterPoller({ cluster: cluster(), source: source(), store, logger: quiet, clock: () => NOW, chunkEvents: CHUNK }).pollOnce();
     expect(resumed.error).toBeUndefined();
     expect(resumed.records).toBe(LINES.length);

@@ -146,7 +146,7 @@ describe('serve: GKE audit logs from Cloud Logging, one project with two cluster
     expect(new Set(alerts.map((a) => a.ts)).size).toBe(2);
 
     // The GKE-shaped 401s (status.code 16) are read as 401s of gke-a only.
-    const open = async (cluster: string) => (await h!.serve.context.store.listFindings(cluster, { status: ['open'] })).map((f) => f.finding);
+    const open = async (cluster: string) => (await h!.serve.context.store.findings.list(cluster, { status: ['open'] })).map((f) => f.finding);
     const a401 = (await open(CLUSTER)).filter((f) => f.kind === 'unauthorized');
     expect(a401.length).toBeGreaterThan(0);
     expect((await open(STAGING)).some((f) => f.kind === 'unauthorized')).toBe(false);

@@ -176,7 +176,7 @@ describe('health that tells the truth (serve with broken access)', () => {
     expect(body.access[DOWN]!.kubernetes).toBe(`Kubernetes API unreachable: connect ECONNREFUSED 127.0.0.1:${port}, since 12:00 UTC`);
     expect(body.access[DOWN]!.watchCache).toBe('watch cache: not used (kubernetes.watch: false)');
     expect(body.access[BROKEN]!.kubernetes).toMatch(/^Kubernetes API not set up: .*cannot load kubeconfig/);
-    expect(await handle.context.store.listFindings(DOWN)).toHaveLength(1);
+    expect(await handle.context.store.findings.list(DOWN)).toHaveLength(1);
     await handle.stop();
 
     // Nothing served: Slack rejected, no audit webhook, and the only cluster's audit source fails → 503, saying why.

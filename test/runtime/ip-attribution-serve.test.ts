@@ -42,7 +42,7 @@ const burst = (id: string, ip: string, ua: string, from: number, n: number): str
 /** The open 401 findings of the cluster. */
 async function unauthorized(x: Harness) {
   return (await x.serve.context.store
-    .listFindings(CLUSTER, { status: ['open'] }))
+    .findings.list(CLUSTER, { status: ['open'] }))
     .map((f) => f.finding)
     .filter((f) => f.kind === 'unauthorized');
 }

@@ -56,13 +56,13 @@ describe('two serve instances on one SQLite store', () => {
         'the lock is free once its heartbeat is 60 s old',
     );
     // The refused instance polled nothing and left the first one's lock and findings alone.
-    expect(await first.context.store.getPollerLock()).toMatchObject({ host: 'node-a', pid: 4101 });
-    expect(await first.context.store.listFindings('prod')).toHaveLength(1);
+    expect(await first.context.store.pollerLock.get()).toMatchObject({ host: 'node-a', pid: 4101 });
+    expect(await first.context.store.findings.list('prod')).toHaveLength(1);
 
     await handles.shift()!.stop();
     const second = await composeServe(config, { logger: silent, metrics: new Metrics(), jitterMs: 0, clock: () => T0, pollerLock: { clock: () => T0 + 30_000, host: 'node-b', pid: 4202 } });
     handles.push(second);
-    expect(await second.context.store.getPollerLock()).toMatchObject({ host: 'node-b', pid: 4202, acquiredAt: T0 + 30_000 });
+    expect(await second.context.store.pollerLock.get()).toMatchObject({ host: 'node-b', pid: 4202, acquiredAt: T0 + 30_000 });
   });
 
   it('with ownership given (the tests\' seam) takes no lock: the caller decides who polls', async () => {
@@ -71,7 +71,7 @@ describe('two serve instances on one SQLite store', () => {
     handles.push(a);
     const b = await composeServe(config, { logger: silent, metrics: new Metrics(), jitterMs: 0, ownership: ownershipWhile(() => false) });
     handles.push(b);
-    expect(await a.context.store.getPollerLock()).toBeUndefined();
+    expect(await a.context.store.pollerLock.get()).toBeUndefined();
   });
 
   it('refuses while another real process on this host polls the store; takes over at once after it is killed', { timeout: 120_000 }, async () => {
@@ -109,7 +109,7 @@ describe('two serve instances on one SQLite store', () => {
       // Killed: its row stays, but its pid no longer runs on this host, so the lock is free without waiting 60 s.
       const handle = await composeServe(config, { logger: silent, metrics: new Metrics(), jitterMs: 0 });
       handles.push(handle);
-      expect(await handle.context.store.getPollerLock()).toMatchObject({ host: hostname(), pid: process.pid });
+      expect(await handle.context.store.pollerLock.get()).toMatchObject({ host: hostname(), pid: process.pid });
     } finally {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     }
@@ -130,20 +130,20 @@ describe('acquirePollerLock (injected clock)', () => {
     const a = await acquirePollerLock(opts(s, () => now, 'node-a', 1));
     now = T0 + 45_000;
     expect(await a.beat()).toBe(true);
-    expect(await s.getPollerLock()).toMatchObject({ host: 'node-a', heartbeatAt: T0 + 45_000, acquiredAt: T0 });
+    expect(await s.pollerLock.get()).toMatchObject({ host: 'node-a', heartbeatAt: T0 + 45_000, acquiredAt: T0 });
     now = T0 + 45_000 + 59_999;
     await expect(acquirePollerLock(opts(s, () => now, 'node-b', 2))).rejects.toThrow(PollerLockError);
     now = T0 + 45_000 + 60_000;
     const b = await acquirePollerLock(opts(s, () => now, 'node-b', 2));
-    expect(await s.getPollerLock()).toMatchObject({ host: 'node-b', pid: 2, acquiredAt: now });
+    expect(await s.pollerLock.get()).toMatchObject({ host: 'node-b', pid: 2, acquiredAt: now });
     expect(await a.beat()).toBe(false);
     expect(a.held()).toBe(false);
     // The old holder's release does not free the new holder's lock.
     await a.release();
-    expect(await s.getPollerLock()).toMatchObject({ host: 'node-b' });
+    expect(await s.pollerLock.get()).toMatchObject({ host: 'node-b' });
     expect(b.held()).toBe(true);
     await b.release();
-    expect(await s.getPollerLock()).toBeUndefined();
+    expect(await s.pollerLock.get()).toBeUndefined();
   });
 
   it('calls onLost with the new holder', async () => {
@@ -165,7 +165,7 @@ describe('acquirePollerLock (injected clock)', () => {
     await expect(acquirePollerLock({ ...opts(s, () => T0 + 1000, 'pod-x', 1) })).resolves.toBeDefined();
     // Same host, pid 1 no longer runs: a process that crashed.
     await expect(acquirePollerLock({ ...opts(s, () => T0 + 3000, 'pod-x', 8), isRunning: (pid) => pid !== 1 })).resolves.toBeDefined();
-    expect(await s.getPollerLock()).toMatchObject({ host: 'pod-x', pid: 8 });
+    expect(await s.pollerLock.get()).toMatchObject({ host: 'pod-x', pid: 8 });
     // Another host's pid says nothing about liveness here: only the heartbeat counts.
     await expect(acquirePollerLock({ ...opts(s, () => T0 + 4000, 'pod-y', 8), isRunning: () => false })).rejects.toThrow(PollerLockError);
   });

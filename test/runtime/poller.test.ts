@@ -62,7 +62,7 @@ describe('ClusterPoller with a file source', () => {
     const third = await poller.pollOnce();
     expect(third.newUses).toBe(1);
     expect(third.findings[0]!.requests).toBe(3);
-    expect(await store.listFindings('prod')).toHaveLength(1);
+    expect(await store.findings.list('prod')).toHaveLength(1);
     expect(poller.health()).toMatchObject({ status: 'ok', lastSuccessAt: T0 + 120_000 });
     expect(await metrics.text()).toContain('tokenwatch_token_uses_total{cluster="prod",kind="stale"} 3');
   });
@@ -92,8 +92,8 @@ describe('ClusterPoller with a file source', () => {
     const broken = await new ClusterPoller({ cluster, source: dying, store, logger: quiet, clock: () => T0 + 5000 }).pollOnce();
     expect(broken.error).toBe('killed');
     expect(openDescriptorsOf(log)).toEqual([]);
-    expect(await store.getCursor(real.id)).toBeUndefined();
-    expect(await store.listTokenRecords('prod')).toEqual([]);
+    expect(await store.polls.getCursor(real.id)).toBeUndefined();
+    expect(await store.tokenRecords.list('prod')).toEqual([]);
 
     // "restart": reopen the store, new poller
     await store.close();
@@ -129,7 +129,10 @@ describe('ClusterPoller: a chunk commit that fails mid-read', () => {
     const failingOver = (s: Store): Store =>
       new Proxy(s, {
         get(target, prop, receiver) {
-          if (prop === 'replaceTokenRecords') return () => { throw new Error('SQLITE_FULL: database or disk is full'); };
+          if (prop === 'tokenRecords') {
+            const failed = () => { throw new Error('SQLITE_FULL: database or disk is full'); };
+            return Object.assign(Object.create(target.tokenRecords) as Store['tokenRecords'], { replace: failed });
+          }
           if (prop === 'transaction') return <T>(fn: (tx: Store) => Promise<T>) => target.transaction((tx) => fn(failingOver(tx)));
           const v = Reflect.get(target, prop, receiver) as unknown;
           return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
@@ -201,7 +204,7 @@ describe('ClusterPoller with CloudWatch (loopback fake, real SDK)', () => {
     put(good, 'g2', T0 + 30_000);
     const g2 = await goodPoller.pollOnce();
     expect(g2.findings[0]!.requests).toBe(2);
-    expect((await store.lastPollRuns()).find((r) => r.cluster === 'bad')).toMatchObject({ error: expect.stringMatching(/ResourceNotFound|does not exist/) });
+    expect((await store.polls.lastRuns()).find((r) => r.cluster === 'bad')).toMatchObject({ error: expect.stringMatching(/ResourceNotFound|does not exist/) });
   });
 });
 
@@ -250,7 +253,7 @@ describe('ClusterPoller store writes and retention', () => {
     const one = await poller.pollOnce();
     expect(one.newUses).toBe(1);
     expect(one.recordsWritten).toBe(1);
-    expect(await store.countTokenRecords('prod')).toBe(2);
+    expect(await store.tokenRecords.count('prod')).toBe(2);
   });
 
   it('prunes token records, poll runs and the action log by retention, keeping live stale tokens and open approvals', async () => {
@@ -258,17 +261,17 @@ describe('ClusterPoller store writes and retention', () => {
     writeFileSync(log, '');
     const now = T0 + 100 * DAY;
     const cluster = clusterConfig('prod', { file: { path: log } });
-    await store.upsertTokenRecords([
+    await store.tokenRecords.upsert([
       r401('10.0.0.1', now - 8 * DAY), // older than 7 d: pruned
       r401('10.0.0.2', now - 6 * DAY), // kept
       staleRecord({ cluster: 'prod', lastSeen: now - 30 * DAY, warnAfter: now - 80 * DAY, rejectionAt: now + 10 * DAY }), // rejection ahead (EKS: warnAfter + 90 d): kept
       staleRecord({ cluster: 'prod', podUid: 'other', lastSeen: now - 30 * DAY, warnAfter: now - 91 * DAY, rejectionAt: now - DAY }), // pruned
     ]);
-    for (const at of [now - 8 * DAY, now - 6 * DAY]) await store.finishPollRun(await store.startPollRun('prod', 'file', at), { endedAt: at + 1000, events: 0, tokenUses: 0 });
+    for (const at of [now - 8 * DAY, now - 6 * DAY]) await store.polls.finishRun(await store.polls.startRun('prod', 'file', at), { endedAt: at + 1000, events: 0, tokenUses: 0 });
     const open = approval({ id: 'open-approval', createdAt: now - 100 * DAY, expiresAt: now + HOUR, updatedAt: now - 100 * DAY });
-    await store.createApproval(open);
+    await store.approvals.create(open);
     const row = async (at: number, approvalId: string | null) =>
-      await store.logAction({ at, cluster: 'prod', approvalId, actor: 'U1', action: 'snooze', target: 'x', result: 'ok' });
+      await store.actions.log({ at, cluster: 'prod', approvalId, actor: 'U1', action: 'snooze', target: 'x', result: 'ok' });
     await row(now - 91 * DAY, null); // pruned
     await row(now - 91 * DAY, 'open-approval'); // kept: its approval is still open
     await row(now - 89 * DAY, null); // kept
@@ -276,10 +279,10 @@ describe('ClusterPoller store writes and retention', () => {
     const out = await poller.pollOnce();
     expect(out.error).toBeUndefined();
     expect(out.pruned).toEqual({ tokenRecords: 2, pollRuns: 1, actionLog: 1 });
-    expect((await store.listTokenRecords('prod')).map((r) => [r.kind, r.lastSeen])).toEqual([
+    expect((await store.tokenRecords.list('prod')).map((r) => [r.kind, r.lastSeen])).toEqual([
       ['stale-token', now - 30 * DAY],
       ['unauthorized', now - 6 * DAY],
     ]);
-    expect((await store.listActions('prod')).filter((r) => r.action === 'snooze').map((r) => r.at)).toEqual([now - 89 * DAY, now - 91 * DAY]);
+    expect((await store.actions.list('prod')).filter((r) => r.action === 'snooze').map((r) => r.at)).toEqual([now - 89 * DAY, now - 91 * DAY]);
   });
 });

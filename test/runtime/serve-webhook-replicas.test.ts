@@ -79,7 +79,7 @@ async function nextPoll(h: ServeHandle): Promise<void> {
 }
 
 const requests = async (h: ServeHandle): Promise<Record<string, number>> =>
-  Object.fromEntries((await h.context.store.listFindings('prod', { status: ['open'] })).map((f) => [f.finding.serviceAccount, f.finding.requests]));
+  Object.fromEntries((await h.context.store.findings.list('prod', { status: ['open'] })).map((f) => [f.finding.serviceAccount, f.finding.requests]));
 
 describe.skipIf(!pgServer.available)('audit webhook with two replicas on PostgreSQL', () => {
   it('a batch acknowledged by the non-owner is counted at the owner\'s next poll, after the non-owner and its data directory are gone', { timeout: 180_000 }, async () => {

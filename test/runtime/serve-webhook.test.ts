@@ -53,14 +53,14 @@ describe('serve with an audit webhook source', () => {
       expect(await metrics.text()).toContain('tokenwatch_webhook_shed_batches_total{cluster="prod"} 1');
 
       await rt.poller.pollOnce();
-      const open = await handle.context.store.listFindings('prod', { status: ['open'] });
+      const open = await handle.context.store.findings.list('prod', { status: ['open'] });
       expect(open.map((f) => `${f.finding.namespace}/${f.finding.serviceAccount}`)).toEqual(['kube-system/multus']);
       expect(open[0]!.finding.requests).toBe(4);
       // once polled the spool is consumed: a re-sent batch is accepted and its auditIDs are not counted again
       await rt.poller.pollOnce();
       expect((await postBatch({ port, ca: cert.cert, token: TOKEN, body: eventList(events) })).status).toBe(200);
       await rt.poller.pollOnce();
-      expect((await handle.context.store.listFindings('prod', { status: ['open'] }))[0]!.finding.requests).toBe(4);
+      expect((await handle.context.store.findings.list('prod', { status: ['open'] }))[0]!.finding.requests).toBe(4);
     } finally {
       await handle.stop();
     }

@@ -62,7 +62,7 @@ describe('composeServe', () => {
       expect(text).toContain('tokenwatch_polls_total{cluster="broken",outcome="error"} 1');
       expect(text).toContain('tokenwatch_open_findings{cluster="prod",severity="critical"} 1');
       expect((await fetch(`${base}/nope`)).status).toBe(404);
-      const stored = await handle.context.store.listFindings('prod');
+      const stored = await handle.context.store.findings.list('prod');
       expect(stored).toHaveLength(1);
       expect(handle.context.clusters.get('prod')!.poller.health().status).toBe('ok');
       expect(handle.context.clusters.get('broken')!.poller.health()).toMatchObject({ status: 'degraded', lastError: expect.stringContaining('missing.log') });
@@ -101,7 +101,7 @@ describe('composeServe with a failing integration', () => {
     });
     try {
       await handle.firstPolls;
-      expect(await handle.context.store.listFindings('prod')).toHaveLength(1);
+      expect(await handle.context.store.findings.list('prod')).toHaveLength(1);
       const ready = await fetch(`http://127.0.0.1:${handle.port}/readyz`);
       expect(ready.status).toBe(200);
       // Slack is an access the poll needs (its alerts go nowhere): the cluster is not ok, and says why.

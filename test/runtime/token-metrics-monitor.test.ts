@@ -43,20 +43,20 @@ describe('metrics-only cluster (audit log off)', () => {
     });
     // First poll (in startHarness): first scrape of process A, no rate → no finding.
     const id = findingId(CLUSTER, '*', '*', 'stale-token');
-    expect(await h.serve.context.store.getFinding(id)).toBeUndefined();
+    expect(await h.serve.context.store.findings.get(id)).toBeUndefined();
     expect(kube.requestsMatching({ path: '/metrics' })).toHaveLength(1);
 
     // Another replica answers (process B): no rate across processes, still no finding.
     m.set(START_B, { stale: 3, valid: 10 });
     h.advance(5 * MIN);
     await h.poll();
-    expect(await h.serve.context.store.getFinding(id)).toBeUndefined();
+    expect(await h.serve.context.store.findings.get(id)).toBeUndefined();
 
     // Process A again, 10 min after its first scrape, stale up by 7.
     m.set(START_A, { stale: 107, valid: 5600 });
     h.advance(5 * MIN);
     await h.poll();
-    const stored = (await h.serve.context.store.getFinding(id))!;
+    const stored = (await h.serve.context.store.findings.get(id))!;
     expect(stored.finding).toMatchObject({ namespace: '*', serviceAccount: '*', kind: 'stale-token', severity: 'warning', requests: 7 });
     expect(stored.finding.cause.summary).toContain('per API-server replica reached (2 replicas seen');
     const alert = await h.alert('*', '*');
@@ -77,7 +77,7 @@ describe('metrics-only cluster (audit log off)', () => {
     m.set(START_A, { stale: 2, valid: 1 });
     h.advance(5 * MIN);
     await h.poll();
-    expect((await h.serve.context.store.getFinding(id))!.finding.requests).toBe(7);
+    expect((await h.serve.context.store.findings.get(id))!.finding.requests).toBe(7);
   });
 
   it('with the audit log on, an increase the audit findings explain raises nothing extra', async () => {
@@ -89,7 +89,7 @@ describe('metrics-only cluster (audit log off)', () => {
     h.appendAudit([staleLine('metrics-explained-1', h.now() - MIN, 'kube-multus-ds-zwh6w', 7_000_000)]);
     await h.poll();
     // The example audit log has Multus stale-token findings seen within the window → explained.
-    expect(await h.serve.context.store.getFinding(findingId(CLUSTER, '*', '*', 'stale-token'))).toBeUndefined();
+    expect(await h.serve.context.store.findings.get(findingId(CLUSTER, '*', '*', 'stale-token'))).toBeUndefined();
   });
 });
 

@@ -5,7 +5,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/observability/logger.js';
 import { UnrecordedTicks } from '../../src/runtime/unrecorded-ticks.js';
-import { openStore, type Store } from '../../src/store/index.js';
+import { openStore, type Store, type StorePart } from '../../src/store/index.js';
 
 const T0 = Date.parse('2026-11-20T12:00:00Z');
 const silent = createLogger({ level: 'silent' });
@@ -15,11 +15,13 @@ afterEach(async () => {
 });
 
 /** A store whose tick methods fail with a connection error while `down.value` is true. */
-function flaky(store: Store, down: { value: boolean }): Pick<Store, 'pollTicks' | 'recordMissedPoll'> {
+function flaky(store: Store, down: { value: boolean }): StorePart<{ polls: 'ticks' | 'recordMissed' }> {
   const fail = () => Promise.reject(Object.assign(new Error('PostgreSQL store: connect ECONNREFUSED 127.0.0.1:5432'), { name: 'PostgresStoreError' }));
   return {
-    pollTicks: (c, s) => (down.value ? fail() : store.pollTicks(c, s)),
-    recordMissedPoll: (m) => (down.value ? fail() : store.recordMissedPoll(m)),
+    polls: {
+      ticks: (c, s) => (down.value ? fail() : store.polls.ticks(c, s)),
+      recordMissed: (m) => (down.value ? fail() : store.polls.recordMissed(m)),
+    },
   };
 }
 
@@ -37,14 +39,14 @@ describe('UnrecordedTicks', () => {
       expect(await ticks.flush()).toBe(0); // still down: nothing written, nothing lost
       expect(ticks.size).toBe(4);
       // Meanwhile, another replica polled one tick and recorded another as missed.
-      const run = await store.startPollRun('prod', 'file:/a', T0 + 1100, T0 + 1000);
-      await store.finishPollRun(run, { endedAt: T0 + 1200, events: 0, tokenUses: 0 });
-      await store.recordMissedPoll({ cluster: 'prod', scheduledAt: T0 + 2000, reason: 'unowned', replica: 'tw-b-2', recordedAt: T0 + 2100 });
+      const run = await store.polls.startRun('prod', 'file:/a', T0 + 1100, T0 + 1000);
+      await store.polls.finishRun(run, { endedAt: T0 + 1200, events: 0, tokenUses: 0 });
+      await store.polls.recordMissed({ cluster: 'prod', scheduledAt: T0 + 2000, reason: 'unowned', replica: 'tw-b-2', recordedAt: T0 + 2100 });
       down.value = false;
       expect(await ticks.flush()).toBe(2);
       expect(ticks.size).toBe(0);
       expect(recorded).toEqual([T0, T0 + 3000]);
-      const seen = await store.pollTicks('prod', T0);
+      const seen = await store.polls.ticks('prod', T0);
       expect(seen.polled).toEqual([T0 + 1000]);
       expect(seen.missed).toEqual([
         { scheduledAt: T0, reason: 'store-unavailable' },

@@ -16,7 +16,7 @@ afterEach(async () => {
 /** The findings of the cluster, as the store holds them (identity and what a reader sees). */
 async function findings(x: Harness) {
   return (await x.serve.context.store
-    .listFindings(CLUSTER, { status: ['open'] }))
+    .findings.list(CLUSTER, { status: ['open'] }))
     .map((f) => ({ id: f.finding.id, severity: f.severity, workloads: f.finding.workloads, pods: f.finding.pods }))
     .sort((a, b) => a.id.localeCompare(b.id));
 }

@@ -22,7 +22,7 @@ describe('sandbox --gke', () => {
       expect(sb.config.clusters.map((c) => c.name)).toEqual(['prod-eks', 'prod-gke']);
       expect('gcp' in sb.config.clusters[1]!.audit).toBe(true);
       await expect
-        .poll(async () => await sb.serve.context.store.getAlertRef(groupIdOf({ cluster: 'prod-gke', namespace: 'kube-system', serviceAccount: 'multus' })), { timeout: 60_000, interval: 200 })
+        .poll(async () => await sb.serve.context.store.slackRefs.getAlertRef(groupIdOf({ cluster: 'prod-gke', namespace: 'kube-system', serviceAccount: 'multus' })), { timeout: 60_000, interval: 200 })
         .toMatchObject({ channel: SANDBOX_CHANNEL.id });
       expect(sb.serve.context.clusters.get('prod-gke')!.poller.health().lastSuccessAt).toBeDefined();
     } finally {

@@ -28,7 +28,7 @@ describe('sandbox: API-server metrics and node probe', () => {
       const entry = reports[0]!.entries[0]!;
       expect(entry).toMatchObject({ path: '/etc/cni/net.d/multus.d/multus.kubeconfig', status: 'token', namespace: 'kube-system', serviceAccount: 'multus' });
       await sb.serve.firstPolls;
-      const multus = (await sb.serve.context.store.listFindings(undefined, { status: ['open'] })).find((f) => f.finding.serviceAccount === 'multus' && f.finding.kind === 'stale-token');
+      const multus = (await sb.serve.context.store.findings.list(undefined, { status: ['open'] })).find((f) => f.finding.serviceAccount === 'multus' && f.finding.kind === 'stale-token');
       expect(multus?.finding.cause.id).toBe('static-token-file');
       expect(multus?.finding.cause.evidence.some((e) => e.startsWith('node probe: /etc/cni/net.d/multus.d/multus.kubeconfig on node '))).toBe(true);
     } finally {

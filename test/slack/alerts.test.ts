@@ -91,15 +91,15 @@ describe('alerts', () => {
     const multus = await h.alert('kube-system', 'multus');
     await h.click(REQUESTER, multus, 'tw_snooze_1d');
     const store = h.serve.context.store;
-    const id = (await store.listFindings()).find((f) => f.finding.serviceAccount === 'multus' && f.finding.kind === 'stale-token')!.id;
-    expect(await store.getFinding(id)).toMatchObject({ status: 'snoozed' });
+    const id = (await store.findings.list()).find((f) => f.finding.serviceAccount === 'multus' && f.finding.kind === 'stale-token')!.id;
+    expect(await store.findings.get(id)).toMatchObject({ status: 'snoozed' });
     // The alert is the ServiceAccount's: its 401 finding is snoozed with it.
-    const id401 = (await store.listFindings()).find((f) => f.finding.serviceAccount === 'multus' && f.finding.kind === 'unauthorized')!.id;
-    expect(await store.getFinding(id401)).toMatchObject({ status: 'snoozed' });
+    const id401 = (await store.findings.list()).find((f) => f.finding.serviceAccount === 'multus' && f.finding.kind === 'unauthorized')!.id;
+    expect(await store.findings.get(id401)).toMatchObject({ status: 'snoozed' });
     const snoozed = await h.alert('kube-system', 'multus');
     expect(blockText(snoozed)).toContain('😴 Snoozed until');
     expect(h.slack.thread(OPS, multus.ts).map((m) => m.text)).toEqual(['[prod-eks] kube-system/multus snoozed until 2026-11-21 12:00 UTC']);
-    expect((await store.listActions(CLUSTER)).map((r) => [r.action, r.actor, r.result])).toEqual([
+    expect((await store.actions.list(CLUSTER)).map((r) => [r.action, r.actor, r.result])).toEqual([
       ['snooze', REQUESTER, 'snoozed'],
       ['snooze', REQUESTER, 'snoozed'],
     ]);
@@ -111,7 +111,7 @@ describe('alerts', () => {
 
     h.advance(DAY);
     await h.poll();
-    expect((await store.getFinding(id))!.status).toBe('open');
+    expect((await store.findings.get(id))!.status).toBe('open');
     expect(blockText(await h.alert('kube-system', 'multus'))).not.toContain('Snoozed');
     expect(topLevelPosts(h)).toHaveLength(4);
   });

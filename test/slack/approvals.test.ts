@@ -96,9 +96,9 @@ describe('restart flow', () => {
     // A Kubernetes Event per transition, an action-log row per transition.
     expect(eventReasons(h)).toEqual(['TokenwatchRestart/Normal', 'TokenwatchRestart/Normal', 'TokenwatchRestart/Normal', 'TokenwatchRestart/Normal']);
     const store = h.serve.context.store;
-    const a = (await store.listApprovals({ cluster: CLUSTER }))[0]!;
+    const a = (await store.approvals.list({ cluster: CLUSTER }))[0]!;
     expect(a.state).toBe('succeeded');
-    expect((await store.listApprovalActions(a.id)).map((r) => [r.action, r.actor])).toEqual([
+    expect((await store.actions.ofApproval(a.id)).map((r) => [r.action, r.actor])).toEqual([
       ['restart.requested', REQUESTER],
       ['restart.approved', ONCALL_APPROVER],
       ['restart.running', null],
@@ -121,7 +121,7 @@ describe('restart flow', () => {
     expect(resolved.text).toBe('✅ [prod-eks] resolved: kube-system/multus (requests rejected with 401 · stale tokens)');
     expect(buttonIds(resolved)).toEqual(['tw_more']);
     expect(overflowLabels(resolved)).toEqual(['Details']);
-    expect((await store.getFinding(a.target.findingId))!.status).toBe('resolved');
+    expect((await store.findings.get(a.target.findingId))!.status).toBe('resolved');
     // Reported once.
     h.advance(HOUR);
     await h.poll();
@@ -135,7 +135,7 @@ describe('restart flow', () => {
     // Before any recurrence the restart is the fix the alert offers.
     expect(blockText(alert)).toContain('*Fix:* restart DaemonSet `kube-system/kube-multus-ds`: its pods get fresh tokens, valid for 90 days.');
     await h.click(APPROVER, approval, 'tw_approve');
-    expect((await h.serve.context.store.listApprovals())[0]!.state).toBe('succeeded');
+    expect((await h.serve.context.store.approvals.list())[0]!.state).toBe('succeeded');
     // 90 minutes later, a new pod's token (issued at the restart) is presented stale: Multus copied it into a host file.
     const t = h.now() + 90 * MIN;
     h.appendAudit([staleLine('recur-1', t, 'kube-multus-ds-fresh1', 30 * 60), staleLine('recur-2', t + 5 * MIN, 'kube-multus-ds-fresh1', 35 * 60)]);
@@ -147,9 +147,9 @@ describe('restart flow', () => {
     expect(text).toContain('A restart only rewrites the copied token, which buys one more token lifetime (90 days on EKS)');
     expect(text).toContain('(2 requests');
     const store = h.serve.context.store;
-    const a = (await store.listApprovals())[0]!;
-    expect((await store.listApprovalActions(a.id)).at(-1)).toMatchObject({ action: 'verification.recurrence', result: 'recurrence' });
-    expect((await store.getFinding(a.target.findingId))!.status).toBe('open');
+    const a = (await store.approvals.list())[0]!;
+    expect((await store.actions.ofApproval(a.id)).at(-1)).toMatchObject({ action: 'verification.recurrence', result: 'recurrence' });
+    expect((await store.findings.get(a.target.findingId))!.status).toBe('open');
     // The alert itself now says what the restart is: a stop-gap. Its headline fix is the cause's (the thick plugin,
     // from the cause catalogue), and the Restart button says it will recur.
     const after = await h.alert('kube-system', 'multus');
@@ -175,7 +175,7 @@ describe('after a poll: notify, then verify', () => {
     h = await startHarness();
     const { alert, approval } = await requestRestart(h);
     await h.click(APPROVER, approval, 'tw_approve');
-    expect((await h.serve.context.store.listApprovals())[0]!.state).toBe('succeeded');
+    expect((await h.serve.context.store.approvals.list())[0]!.state).toBe('succeeded');
     const t = h.now() + 90 * MIN;
     h.appendAudit([staleLine('recur-1', t, 'kube-multus-ds-fresh1', 30 * 60), staleLine('recur-2', t + 5 * MIN, 'kube-multus-ds-fresh1', 35 * 60)]);
     h.advance(95 * MIN);
@@ -209,13 +209,13 @@ describe('restart of tokenwatch during a rollout', () => {
     const { dir, slack, kube } = h;
     await h.stop({ keepFakes: true });
     const reopened = await openStoreFor(dir);
-    expect((await reopened.listApprovals()).map((a) => a.state)).toEqual(['running']);
+    expect((await reopened.approvals.list()).map((a) => a.state)).toEqual(['running']);
     await reopened.close();
     h = await startHarness({ dir, fakeSlack: slack, kube });
     // The new process picks it up once it has been running for a second (PICKUP_GRACE_MS).
-    for (let i = 0; i < 500 && (await store().listApprovals())[0]!.state !== 'succeeded'; i++) await new Promise((r) => setTimeout(r, 10));
+    for (let i = 0; i < 500 && (await store().approvals.list())[0]!.state !== 'succeeded'; i++) await new Promise((r) => setTimeout(r, 10));
     await h.bot.idle();
-    expect((await store().listApprovals()).map((a) => a.state)).toEqual(['succeeded']);
+    expect((await store().approvals.list()).map((a) => a.state)).toEqual(['succeeded']);
     expect(realPatches(h)).toHaveLength(1);
     const progress = h.slack.thread(OPS, alert.ts).filter((m) => m.text.includes('rollout of DaemonSet') || m.text.includes('rolling out'));
     expect(progress.at(-1)!.text).toBe('✅ [prod-eks] rollout of DaemonSet kube-system/kube-multus-ds complete');
@@ -231,10 +231,10 @@ describe('two replicas (HA) on one store', () => {
     try {
       await follower.click(APPROVER, approval, 'tw_approve');
       expect(realPatches(h)).toHaveLength(0);
-      for (let i = 0; i < 300 && (await h.serve.context.store.listApprovals())[0]!.state !== 'succeeded'; i++) await new Promise((r) => setTimeout(r, 10));
+      for (let i = 0; i < 300 && (await h.serve.context.store.approvals.list())[0]!.state !== 'succeeded'; i++) await new Promise((r) => setTimeout(r, 10));
       await h.bot.idle();
       expect(realPatches(h)).toHaveLength(1);
-      expect((await h.serve.context.store.listApprovals())[0]!.state).toBe('succeeded');
+      expect((await h.serve.context.store.approvals.list())[0]!.state).toBe('succeeded');
       expect(h.slack.message(OPS, approval.ts)!.text).toBe('✅ Done [prod-eks]: restart of DaemonSet kube-system/kube-multus-ds (approved by U0APPROVE1)');
       expect(h.slack.thread(OPS, alert.ts).filter((m) => m.text.includes('rollout of DaemonSet'))).toHaveLength(1);
       // `/tokens scan` on the standby replica: the leader polls.
@@ -264,10 +264,10 @@ describe('refusals', () => {
     expect(h.ephemerals(APPROVER)).toEqual(['⛔ Cluster *prod-eks* reports to <#C0OPS00001>; ask there. Each channel only reaches its own clusters.']);
     expect(realPatches(h)).toHaveLength(0);
     const store = h.serve.context.store;
-    const a = (await store.listApprovals())[0]!;
+    const a = (await store.approvals.list())[0]!;
     expect(a.state).toBe('requested');
     expect(a.votes).toEqual([]);
-    expect((await store.listApprovalActions(a.id)).map((r) => [r.action, r.actor, r.result])).toEqual([
+    expect((await store.actions.ofApproval(a.id)).map((r) => [r.action, r.actor, r.result])).toEqual([
       ['restart.requested', REQUESTER, 'requested'],
       ['restart.refused', REQUESTER, 'refused'],
       ['restart.refused', OUTSIDER, 'refused'],
@@ -292,7 +292,7 @@ describe('refusals', () => {
     expect(h.slack.message(OPS, fbApproval.ts)!.text).toBe('⌛ Expired [prod-eks]: restart of DaemonSet logging/fluent-bit');
     expect(buttonIds(h.slack.message(OPS, fbApproval.ts)!)).toEqual([]);
     expect(realPatches(h)).toHaveLength(0);
-    expect((await h.serve.context.store.listApprovals()).map((a) => a.state)).toEqual(['expired', 'expired']);
+    expect((await h.serve.context.store.approvals.list()).map((a) => a.state)).toEqual(['expired', 'expired']);
     expect(await h.metrics.text()).toContain('tokenwatch_approvals_total{cluster="prod-eks",outcome="expired"} 2');
   });
 
@@ -304,7 +304,7 @@ describe('refusals', () => {
     expect(results.map((r) => r.status)).toEqual(Array(10).fill(200));
     await h.bot.idle();
     expect(realPatches(h)).toHaveLength(1);
-    const a = (await h.serve.context.store.listApprovals())[0]!;
+    const a = (await h.serve.context.store.approvals.list())[0]!;
     expect(a.state).toBe('succeeded');
     expect(a.votes).toHaveLength(1);
     const refused = many.flatMap((u) => h!.ephemerals(u));
@@ -324,9 +324,9 @@ describe('refusals', () => {
     expect(h.ephemerals(REQUESTER)).toEqual(Array(3).fill('⛔ This button is not valid any more (unknown or altered value), so nothing was done. Use the buttons on the current alert, or `/tokens status`.'));
     expect(h.ephemerals(APPROVER)).toEqual(['⛔ This approval request does not exist (unknown or altered button value), so nothing was done.']);
     expect(h.kube.requests.length).toBe(before);
-    expect(await h.serve.context.store.listApprovals()).toEqual([]);
+    expect(await h.serve.context.store.approvals.list()).toEqual([]);
     expect(h.slack.thread(OPS, alert.ts)).toEqual([]);
-    expect((await h.serve.context.store.getFinding((await h.serve.context.store.listFindings())[0]!.id))!.status).toBe('open');
+    expect((await h.serve.context.store.findings.get((await h.serve.context.store.findings.list())[0]!.id))!.status).toBe('open');
   });
 
   it('a failing server-side dry run (RBAC) is reported in the thread and stops the flow', async () => {
@@ -340,7 +340,7 @@ describe('refusals', () => {
     expect(blockText(thread[0]!)).toContain('Stopped before approval. Nothing was changed.');
     expect(blockText(thread[0]!)).toContain('forbidden');
     expect(h.ephemerals(REQUESTER)[0]).toMatch(/^⛔ The server-side dry run of the restart of DaemonSet `kube-system\/kube-multus-ds` failed, so nothing was requested or changed: dry-run restart of DaemonSet kube-system\/kube-multus-ds: 403 .*forbidden/);
-    const a = (await h.serve.context.store.listApprovals())[0]!;
+    const a = (await h.serve.context.store.approvals.list())[0]!;
     expect(a.state).toBe('failed');
     expect(a.dryRun).toMatchObject({ ok: false });
     expect(h.kube.requestsMatching({ method: 'PATCH', resource: 'daemonsets' }).map((r) => r.dryRun)).toEqual([true]);
@@ -396,12 +396,12 @@ describe('recreate ServiceAccount', () => {
     expect(done.text).toBe('[prod-eks] ServiceAccount logging/fluent-bit recreated');
     expect(blockText(done)).toContain(`\`${oldUid}\` → \`${md.uid}\``);
     expect(buttonIds(done)).toEqual(['tw_restart']);
-    expect((await h.serve.context.store.listApprovals())[0]!.state).toBe('succeeded');
+    expect((await h.serve.context.store.approvals.list())[0]!.state).toBe('succeeded');
     expect(eventReasons(h).every((r) => r.startsWith('TokenwatchRecreateServiceAccount/'))).toBe(true);
 
     // The offered restart button works like the alert's.
     await h.click(REQUESTER, done, 'tw_restart');
-    expect((await h.serve.context.store.listApprovals()).map((a) => [a.action, a.state])).toEqual([
+    expect((await h.serve.context.store.approvals.list()).map((a) => [a.action, a.state])).toEqual([
       ['recreate-serviceaccount', 'succeeded'],
       ['restart', 'requested'],
     ]);

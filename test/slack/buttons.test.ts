@@ -15,7 +15,7 @@ describe('ButtonIds', () => {
   let store: Store;
   beforeEach(async () => {
     store = await openStore(':memory:');
-    await store.saveFindings('prod', [finding()], T);
+    await store.findings.save('prod', [finding()], T);
   });
   afterEach(async () => await store.close());
 
@@ -52,7 +52,7 @@ describe('ButtonIds', () => {
     expect(await ids.resolve(`${id.slice(0, -1)}${id.endsWith('A') ? 'B' : 'A'}`)).toBeUndefined();
     expect(await new ButtonIds('xoxb-other', store).resolve(id)).toBeUndefined();
     // The workload is no longer part of the finding: its restart button is dead.
-    await store.saveFindings('prod', [finding({ workloads: [{ kind: 'Deployment', namespace: 'kube-system', name: 'other' }] })], T + 1);
+    await store.findings.save('prod', [finding({ workloads: [{ kind: 'Deployment', namespace: 'kube-system', name: 'other' }] })], T + 1);
     expect(await ids.resolve(id)).toBeUndefined();
   });
 });

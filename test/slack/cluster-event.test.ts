@@ -84,7 +84,7 @@ describe('signing-key rotation in live mode', () => {
     // The recovered ones: 401 alerts without "caches its token" and without a Restart button; not critical.
     const store = h.serve.context.store;
     for (const c of CLIENTS.filter((x) => x.sa !== 'reporter')) {
-      const f = (await store.getFinding(findingId(CLUSTER, c.ns, c.sa, 'unauthorized')))!;
+      const f = (await store.findings.get(findingId(CLUSTER, c.ns, c.sa, 'unauthorized')))!;
       expect(f.finding.cause.id, c.sa).toBe('unknown');
       expect(f.finding.severity, c.sa).toBe('warning');
       expect(f.finding.workloads, c.sa).toContainEqual({ kind: 'DaemonSet', namespace: c.ns, name: c.sa });
@@ -93,14 +93,14 @@ describe('signing-key rotation in live mode', () => {
       expect(blockText(alert), c.sa).toContain('cluster-level event');
       // The alert is the ServiceAccount's: a Restart is offered only for its own stale tokens (a live stale-token
       // finding of it), never for the 401s of the event.
-      const stale = await store.getFinding(findingId(CLUSTER, c.ns, c.sa, 'stale-token'));
+      const stale = await store.findings.get(findingId(CLUSTER, c.ns, c.sa, 'stale-token'));
       const restarts = buttonIds(alert).filter((b) => b.startsWith('tw_restart'));
       if (stale && stale.status !== 'resolved') expect(restarts.length, c.sa).toBeGreaterThan(0);
       else expect(restarts, c.sa).toEqual([]);
       expect(blockText(alert), c.sa).not.toContain('requests now fail with 401');
     }
     // The one still failing after the others recovered: its own analysis, and a Restart of its DaemonSet.
-    const reporter = (await store.getFinding(findingId(CLUSTER, 'apps', 'reporter', 'unauthorized')))!;
+    const reporter = (await store.findings.get(findingId(CLUSTER, 'apps', 'reporter', 'unauthorized')))!;
     expect(reporter.finding.cause.summary).not.toContain('cluster-level event');
     expect(buttonIds(await h.alert('apps', 'reporter', 'unauthorized'))).toContain('tw_restart');
 
@@ -124,7 +124,7 @@ describe('signing-key rotation in live mode', () => {
     const clusterAlert = await h.alert('*', '*', 'cluster-credential');
     expect(blockText(clusterAlert)).toContain('API server refused valid-looking tokens from 6 ServiceAccounts: signing key changed / servers disagree / clock skew');
     expect(buttonIds(clusterAlert).filter((b) => b.startsWith('tw_restart') || b.startsWith('tw_recreate'))).toEqual([]);
-    expect((await store.getFinding(findingId(CLUSTER, '*', '*', 'cluster-credential')))!.finding.severity).toBe('critical');
-    expect((await store.listActions(CLUSTER)).filter((r) => r.action === 'cluster.credential-event')).toHaveLength(1);
+    expect((await store.findings.get(findingId(CLUSTER, '*', '*', 'cluster-credential')))!.finding.severity).toBe('critical');
+    expect((await store.actions.list(CLUSTER)).filter((r) => r.action === 'cluster.credential-event')).toHaveLength(1);
   }, 120_000);
 });

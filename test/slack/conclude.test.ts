@@ -45,7 +45,7 @@ describe('findings that conclude', () => {
     await h.click(REQUESTER, alert, 'tw_restart');
     const approval = h.slack.thread(OPS, alert.ts).find((m) => m.text.includes('approval needed'))!;
     await h.click(APPROVER, approval, 'tw_approve');
-    expect((await store.listApprovals({ cluster: CLUSTER }))[0]!.state).toBe('succeeded');
+    expect((await store.approvals.list({ cluster: CLUSTER }))[0]!.state).toBe('succeeded');
 
     // 65 min later no 401 arrived: no longer "now"; the worst live fact is the stale tokens' passed rejection date
     // (the stale finding stays critical on its own).
@@ -53,7 +53,7 @@ describe('findings that conclude', () => {
     await h.poll();
     const quiet401 = await h.alert('kube-system', 'multus', 'unauthorized');
     expect(quiet401.ts).toBe(u401.ts);
-    expect((await store.getFinding(findingId(CLUSTER, 'kube-system', 'multus', 'unauthorized')))!.finding.severity).toBe('warning');
+    expect((await store.findings.get(findingId(CLUSTER, 'kube-system', 'multus', 'unauthorized')))!.finding.severity).toBe('warning');
     expect(quiet401.text).toBe('🔴 [prod-eks] critical: kube-system/multus — rejection date passed (requests rejected with 401 · stale tokens)');
     expect(header(quiet401)).toBe('🔴 Critical · prod-eks · kube-system/multus — rejection date passed');
     expect(blockText(quiet401)).not.toContain('fail with 401');
@@ -66,8 +66,8 @@ describe('findings that conclude', () => {
     h.advance(HOUR);
     await h.poll();
     const id401 = findingId(CLUSTER, 'kube-system', 'multus', 'unauthorized');
-    expect(await store.getFinding(id401)).toMatchObject({ status: 'resolved', resolution: 'verified' });
-    expect(await store.getFinding(findingId(CLUSTER, 'kube-system', 'multus', 'stale-token'))).toMatchObject({ status: 'resolved', resolution: 'verified' });
+    expect(await store.findings.get(id401)).toMatchObject({ status: 'resolved', resolution: 'verified' });
+    expect(await store.findings.get(findingId(CLUSTER, 'kube-system', 'multus', 'stale-token'))).toMatchObject({ status: 'resolved', resolution: 'verified' });
     const resolved401 = await h.alert('kube-system', 'multus', 'unauthorized');
     expect(resolved401.text).toBe('✅ [prod-eks] resolved: kube-system/multus (requests rejected with 401 · stale tokens)');
     // Nothing to act on: only Details (the pods seen before, exact figures) stays in its menu.
@@ -78,8 +78,8 @@ describe('findings that conclude', () => {
     expect(h.slack.thread(OPS, alert.ts).map((m) => m.text).filter((t) => t.includes('verified'))).toEqual([
       '✅ [prod-eks] verified: no stale token use or 401 Unauthorized responses by kube-system/multus since the restart; alert resolved',
     ]);
-    const approvalId = (await store.listApprovals({ cluster: CLUSTER }))[0]!.id;
-    expect((await store.listApprovalActions(approvalId)).filter((r) => r.action === 'verification.resolved').map((r) => r.findingId).sort()).toEqual(
+    const approvalId = (await store.approvals.list({ cluster: CLUSTER }))[0]!.id;
+    expect((await store.actions.ofApproval(approvalId)).filter((r) => r.action === 'verification.resolved').map((r) => r.findingId).sort()).toEqual(
       [findingId(CLUSTER, 'kube-system', 'multus', 'stale-token'), id401].sort(),
     );
     // /tokens status counts no concluded finding as critical.
@@ -114,7 +114,7 @@ describe('findings that conclude', () => {
     await h.bot.idle();
     expect(blocked.error).toBeUndefined();
     expect(blocked.concluded).toEqual([]);
-    expect((await store.getFinding(id))!.status).toBe('open');
+    expect((await store.findings.get(id))!.status).toBe('open');
     expect(overflowLabels(await h.alert('ci', 'deployer', 'legacy-token'))).toContain('Recreate ServiceAccount…');
 
     // Another 24 h of successful polls: resolved as quiet, the alert updated in place, buttons removed.
@@ -122,16 +122,16 @@ describe('findings that conclude', () => {
     const quiet = await poller.pollOnce();
     await h.bot.idle();
     expect(quiet.concluded).toContain(id);
-    expect(await store.getFinding(id)).toMatchObject({ status: 'resolved', resolution: 'quiet' });
+    expect(await store.findings.get(id)).toMatchObject({ status: 'resolved', resolution: 'quiet' });
     const resolved = await h.alert('ci', 'deployer', 'legacy-token');
     expect(resolved.ts).toBe(deployer.ts);
     expect(resolved.text).toBe('✅ [prod-eks] resolved: ci/deployer (legacy Secret token)');
     expect(buttonIds(resolved)).toEqual(['tw_more']);
     expect(overflowLabels(resolved)).toEqual(['Details']);
     expect(blockText(resolved)).toContain('no signal for 24 h while every poll succeeded (quiet)');
-    expect((await store.listActions(CLUSTER)).find((r) => r.findingId === id)).toMatchObject({ action: 'finding.quiet', result: 'resolved', actor: null });
+    expect((await store.actions.list(CLUSTER)).find((r) => r.findingId === id)).toMatchObject({ action: 'finding.quiet', result: 'resolved', actor: null });
     // A stale-token finding with a live token is not resolved however quiet it is.
-    expect((await store.getFinding(findingId(CLUSTER, 'logging', 'fluent-bit', 'stale-token')))!.status).toBe('open');
+    expect((await store.findings.get(findingId(CLUSTER, 'logging', 'fluent-bit', 'stale-token')))!.status).toBe('open');
     await h.command('status prod-eks', REQUESTER);
     expect(blockText(lastEphemeral(h, REQUESTER))).not.toContain('ci/deployer');
 
@@ -139,14 +139,14 @@ describe('findings that conclude', () => {
     h.advance(10 * MIN);
     h.appendAudit([auditEvent({ auditID: 'legacy-again-1', time: h.now() - MIN, kind: 'legacy', namespace: 'ci', serviceAccount: 'deployer', legacySecret: 'deployer-token' })]);
     await h.poll();
-    expect(await store.getFinding(id)).toMatchObject({ status: 'open', resolution: null });
+    expect(await store.findings.get(id)).toMatchObject({ status: 'open', resolution: null });
     const reopened = await h.alert('ci', 'deployer', 'legacy-token');
     expect(reopened.ts).toBe(deployer.ts);
     expect(reopened.text).toBe('🔵 [prod-eks] info: ci/deployer — legacy Secret token in use (legacy Secret token)');
     expect(overflowLabels(reopened)).toContain('Recreate ServiceAccount…');
     expect(h.slack.thread(OPS, deployer.ts).map((m) => m.text)).toEqual(['[prod-eks] ci/deployer reopened: seen again after it was resolved']);
     expect(topLevelPosts(h)).toHaveLength(4);
-    expect(Date.parse((await store.getFinding(id))!.finding.lastSeen)).toBeGreaterThan(REF + 48 * HOUR);
+    expect(Date.parse((await store.findings.get(id))!.finding.lastSeen)).toBeGreaterThan(REF + 48 * HOUR);
   });
 
   it('/tokens status <cluster> matches the cluster name case-insensitively', async () => {

@@ -78,7 +78,7 @@ const realWrites = (k: FakeKube, method: string, resource: string) => k.requests
 async function requestAndApprove(url: string, dir: string, slack: FakeSlack, actionId: 'tw_restart' | 'tw_recreate_sa') {
   peek = await openStore(join(dir, 'tw.db'));
   const [ns, sa] = actionId === 'tw_restart' ? ['kube-system', 'multus'] : ['logging', 'fluent-bit'];
-  const ref = (await peek.getAlertRef(groupIdOf({ cluster: CLUSTER, namespace: ns, serviceAccount: sa })))!;
+  const ref = (await peek.slackRefs.getAlertRef(groupIdOf({ cluster: CLUSTER, namespace: ns, serviceAccount: sa })))!;
   const alert = slack.message(ref.channel, ref.ts)!;
   const click = (user: string, m: { ts: string; blocks: unknown[] | undefined }, id: string) =>
     sendBlockAction(url, SECRET, blockActionPayload({ user, actionId: id, value: buttonValue(m, id), channel: OPS, messageTs: m.ts, responseUrl: slack.responseUrl({ channel: OPS, user, messageTs: m.ts }) }));
@@ -133,15 +133,15 @@ describe('kill -9 during an approved restart', { timeout: 120_000 }, () => {
       const { alert, approval } = await requestAndApprove(url, dir, slack, 'tw_restart');
       expect(await exited).toBe('SIGKILL');
       child = undefined;
-      const left = (await peek!.listApprovals())[0]!;
+      const left = (await peek!.approvals.list())[0]!;
       expect(left.state).toBe('running');
       expect(realWrites(kube, 'PATCH', 'daemonsets')).toHaveLength(step === 'before-patch' ? 0 : 1);
 
       h = await startHarness({ dir, fakeSlack: slack, kube, start: resumeAt(left) });
       const store = h.serve.context.store;
-      await until(async () => (await store.getApproval(left.id))!.state !== 'running', 'the resumed restart to end');
+      await until(async () => (await store.approvals.get(left.id))!.state !== 'running', 'the resumed restart to end');
       await h.bot.idle();
-      const a = (await store.getApproval(left.id))!;
+      const a = (await store.approvals.get(left.id))!;
       expect(a.state).toBe('succeeded');
       const patches = realWrites(kube, 'PATCH', 'daemonsets');
       expect(patches).toHaveLength(1);
@@ -153,7 +153,7 @@ describe('kill -9 during an approved restart', { timeout: 120_000 }, () => {
       // One progress message, edited to its end state by whichever process followed the rollout.
       const progress = slack.thread(OPS, alert.ts).filter((m) => m.text.includes('rollout of DaemonSet') || m.text.includes('rolling out'));
       expect(progress.map((m) => m.text)).toEqual(['✅ [prod-eks] rollout of DaemonSet kube-system/kube-multus-ds complete']);
-      expect((await store.listApprovalActions(a.id)).map((r) => r.action)).toEqual(['restart.requested', 'restart.approved', 'restart.running', 'restart.succeeded']);
+      expect((await store.actions.ofApproval(a.id)).map((r) => r.action)).toEqual(['restart.requested', 'restart.approved', 'restart.running', 'restart.succeeded']);
     });
   }
 });
@@ -174,16 +174,16 @@ describe('kill -9 in the PATCH window with a later restartedAt already on the po
     const { approval } = await requestAndApprove(url, dir, slack, 'tw_restart');
     expect(await exited).toBe('SIGKILL');
     child = undefined;
-    const left = (await peek!.listApprovals())[0]!;
+    const left = (await peek!.approvals.list())[0]!;
     expect(left.state).toBe('running');
     expect(Date.parse(LATER)).toBeGreaterThan(left.startedAt!);
     expect(realWrites(kube, 'PATCH', 'daemonsets')).toHaveLength(0);
 
     h = await startHarness({ dir, fakeSlack: slack, kube, start: resumeAt(left) });
     const store = h.serve.context.store;
-    await until(async () => (await store.getApproval(left.id))!.state !== 'running', 'the resumed restart to end');
+    await until(async () => (await store.approvals.get(left.id))!.state !== 'running', 'the resumed restart to end');
     await h.bot.idle();
-    expect((await store.getApproval(left.id))!.state).toBe('succeeded');
+    expect((await store.approvals.get(left.id))!.state).toBe('succeeded');
     const patches = realWrites(kube, 'PATCH', 'daemonsets');
     expect(patches).toHaveLength(1);
     const ds = kube.store.get('DaemonSet', 'kube-system', 'kube-multus-ds')!;
@@ -214,14 +214,14 @@ describe('kill -9 during an approved ServiceAccount recreation', { timeout: 120_
     expect(await exited).toBe('SIGKILL');
     child = undefined;
     expect(kube.store.get('ServiceAccount', 'logging', 'fluent-bit')).toBeUndefined();
-    const left = (await peek!.listApprovals())[0]!;
+    const left = (await peek!.approvals.list())[0]!;
     expect(left.state).toBe('running');
 
     h = await startHarness({ dir, fakeSlack: slack, kube, start: resumeAt(left) });
     const store = h.serve.context.store;
-    await until(async () => (await store.getApproval(left.id))!.state !== 'running', 'the resumed recreation to end');
+    await until(async () => (await store.approvals.get(left.id))!.state !== 'running', 'the resumed recreation to end');
     await h.bot.idle();
-    expect((await store.getApproval(left.id))!.state).toBe('succeeded');
+    expect((await store.approvals.get(left.id))!.state).toBe('succeeded');
     expect(realWrites(kube, 'DELETE', 'serviceaccounts')).toHaveLength(1);
     expect(realWrites(kube, 'POST', 'serviceaccounts')).toHaveLength(1);
     const sa = kube.store.get('ServiceAccount', 'logging', 'fluent-bit')!;
@@ -250,20 +250,20 @@ describe('kill -9 between posting an alert and saving its message ref', { timeou
     child = undefined;
     const killedGroup = slack.message(OPS, first!)!.metadata!.event_payload['group_id'] as string;
     peek = await openStore(join(dir, 'tw.db'));
-    expect(await peek.getAlertRef(killedGroup)).toBeUndefined();
-    expect(await peek.getGroupIntent(killedGroup)).toMatchObject({ channel: OPS });
+    expect(await peek.slackRefs.getAlertRef(killedGroup)).toBeUndefined();
+    expect(await peek.slackRefs.getGroupIntent(killedGroup)).toMatchObject({ channel: OPS });
 
     h = await startHarness({ dir, fakeSlack: slack, kube });
     const store = h.serve.context.store;
-    expect(await store.getAlertRef(killedGroup)).toMatchObject({ channel: OPS, ts: first });
-    expect(await store.getGroupIntent(killedGroup)).toBeUndefined();
+    expect(await store.slackRefs.getAlertRef(killedGroup)).toMatchObject({ channel: OPS, ts: first });
+    expect(await store.slackRefs.getGroupIntent(killedGroup)).toBeUndefined();
     expect(slack.message(OPS, first!)!.edits.length).toBeGreaterThanOrEqual(1);
     // One alert per group (a ServiceAccount's findings), each carrying its group id in the message metadata.
     const alerts = slack.messages(OPS).filter((m) => !m.threadTs);
     const ids = alerts.map((m) => m.metadata?.event_payload['group_id']);
     expect(new Set(ids).size).toBe(ids.length);
-    const groups = [...new Set((await store.listFindings(CLUSTER)).map((f) => groupIdOf(f.finding)))];
-    expect(ids.sort()).toEqual(groups.filter(async (g) => (await store.getAlertRef(g))?.channel === OPS).sort());
+    const groups = [...new Set((await store.findings.list(CLUSTER)).map((f) => groupIdOf(f.finding)))];
+    expect(ids.sort()).toEqual(groups.filter(async (g) => (await store.slackRefs.getAlertRef(g))?.channel === OPS).sort());
     // Looked up only for findings with an intent left (posts are queued per channel, so more than one may be pending).
     const looked = slack.callsTo('conversations.history').length;
     expect(looked).toBeGreaterThanOrEqual(1);
@@ -287,7 +287,7 @@ describe('leader change during an approved restart', () => {
       const approval = h.slack.thread(OPS, alert.ts).find((m) => m.text.includes('approval needed'))!;
       await h.click(APPROVER, approval, 'tw_approve');
       const store = h.serve.context.store;
-      await until(async () => (await store.listApprovals())[0]!.state === 'succeeded', 'the new leader to finish the restart');
+      await until(async () => (await store.approvals.list())[0]!.state === 'succeeded', 'the new leader to finish the restart');
       await other.bot.idle();
       expect(realWrites(h.kube, 'PATCH', 'daemonsets')).toHaveLength(1);
       expect(h.slack.message(OPS, approval.ts)!.text).toBe('✅ Done [prod-eks]: restart of DaemonSet kube-system/kube-multus-ds (approved by U0APPROVE1)');

@@ -118,7 +118,7 @@ async function setup(clock: { t: number }, opts: { digestThreshold?: number; lea
   open.push({ store, sql, drainer });
   /** A poll: findings stored, the work enqueued (nothing sent here). */
   const poll = async (findings: Finding[]) => {
-    const changes = await store.saveFindings('prod', findings, clock.t);
+    const changes = await store.findings.save('prod', findings, clock.t);
     await drainer.enqueue(await notifier.workItems('prod', findings, changes, clock.t));
   };
   return { store, notifier, drainer, poll, calls, gate, metrics, pauses, api };
@@ -152,7 +152,7 @@ describe('the Slack notification queue', () => {
     await poll([sa(1, 40)]);
     again.start();
     await again.idle();
-    const ts = (await store.getAlertRef(groupIdOf(sa(1, 40))))!.ts;
+    const ts = (await store.slackRefs.getAlertRef(groupIdOf(sa(1, 40))))!.ts;
     // While this replica does not send (not the leader), three polls queue up: new uses of the same pod (nothing
     // visible) and, in the last, a second pod.
     leader.v = false;
@@ -242,7 +242,7 @@ describe('the Slack notification queue', () => {
     drainer.start();
     await drainer.idle(FOREVER);
     expect(fake.messages(CH)).toHaveLength(2);
-    expect(await store.getAlertRef(groupIdOf(sa(1, 10)))).toBeDefined();
+    expect(await store.slackRefs.getAlertRef(groupIdOf(sa(1, 10)))).toBeDefined();
     // The failure was backed off on the injected clock (5 s), not retried at once.
     expect(fake.callsTo('chat.postMessage').map((c) => c.response['ok'])).toEqual([false, true, true]);
   });
@@ -261,7 +261,7 @@ describe('the Slack notification queue', () => {
     // The pause is on the queue's clock: nothing else of that method goes before it ends.
     expect(gate.waitMs('chat.update', CH)).toBeGreaterThan(0);
     expect(fake.callsTo('chat.update').map((c) => c.status)).toEqual([429, 200]);
-    expect(JSON.stringify(fake.message(CH, (await store.getAlertRef(groupIdOf(sa(1, 40))))!.ts)!.blocks)).toContain('2 live');
+    expect(JSON.stringify(fake.message(CH, (await store.slackRefs.getAlertRef(groupIdOf(sa(1, 40))))!.ts)!.blocks)).toContain('2 live');
   });
 
   it('killed between posting the digest and recording it: the next process finds it by its metadata and posts no second digest', async () => {
@@ -306,7 +306,7 @@ describe('the Slack notification queue', () => {
     await poll([sa(1, 40)]);
     drainer.start();
     await drainer.idle();
-    const ts = (await store.getAlertRef(groupIdOf(sa(1, 40))))!.ts;
+    const ts = (await store.slackRefs.getAlertRef(groupIdOf(sa(1, 40))))!.ts;
     // While this replica does not send, a poll brings 12 more urgent new alerts and a visible change of agent-1's alert.
     leader.v = false;
     clock.t += 5 * 60_000;

@@ -20,7 +20,7 @@ describe('edit coalescing', () => {
     await h.click(REQUESTER, alert, 'tw_restart');
     const approvalMsg = h.slack.thread(OPS, alert.ts).find((m) => m.text.includes('approval needed'))!;
     expect(approvalMsg).toBeDefined();
-    const [approval] = await h.serve.context.store.listApprovals();
+    const [approval] = await h.serve.context.store.approvals.list();
     expect(approval?.message?.ts).toBe(approvalMsg.ts);
     const updatesOf = () => h!.slack.callsTo('chat.update').filter((c) => c.args.ts === approvalMsg.ts).length;
     const before = updatesOf();

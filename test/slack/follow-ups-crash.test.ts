@@ -88,7 +88,7 @@ async function requestThenStop(dir: string, f: { slack: FakeSlack; kube: FakeKub
   const x = await startHarness({ dir, fakeSlack: f.slack, kube: f.kube });
   const alert = await x.alert('kube-system', 'multus');
   await x.click(REQUESTER, alert, 'tw_restart');
-  const id = (await x.serve.context.store.listApprovals({ cluster: CLUSTER }))[0]!.id;
+  const id = (await x.serve.context.store.approvals.list({ cluster: CLUSTER }))[0]!.id;
   await x.stop({ keepFakes: true });
   return { id, alertTs: alert.ts };
 }
@@ -210,7 +210,7 @@ describe.skipIf(!pgServer.available)('PostgreSQL: failover between posting a not
     const r1 = await startHarness({ dir, fakeSlack: slack, kube, ...onPostgres });
     const alert = await r1.alert('kube-system', 'multus');
     await r1.click(REQUESTER, alert, 'tw_restart');
-    const id = (await r1.serve.context.store.listApprovals({ cluster: CLUSTER }))[0]!.id;
+    const id = (await r1.serve.context.store.approvals.list({ cluster: CLUSTER }))[0]!.id;
     await r1.stop({ keepFakes: true });
 
     // Replica 2 (a child process) posts the reminder and dies before recording it.

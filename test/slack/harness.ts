@@ -348,8 +348,8 @@ current-context: fake
       appendFileSync(auditPath, lines.map((l) => `${l}\n`).join(''));
     },
     async alert(namespace, serviceAccount, kind, cluster = CLUSTER) {
-      if (kind && !await serve.context.store.getFinding(findingId(cluster, namespace, serviceAccount, kind))) throw new Error(`no ${kind} finding for ${namespace}/${serviceAccount}`);
-      const ref = await serve.context.store.getAlertRef(groupIdOf({ cluster, namespace, serviceAccount }));
+      if (kind && !await serve.context.store.findings.get(findingId(cluster, namespace, serviceAccount, kind))) throw new Error(`no ${kind} finding for ${namespace}/${serviceAccount}`);
+      const ref = await serve.context.store.slackRefs.getAlertRef(groupIdOf({ cluster, namespace, serviceAccount }));
       if (!ref) throw new Error(`no alert for ${namespace}/${serviceAccount}`);
       return slack.message(ref.channel, ref.ts)!;
     },

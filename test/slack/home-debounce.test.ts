@@ -22,11 +22,15 @@ function setup(clusterCount = 1) {
   const home = new HomePublisher(
     {
       store: {
-        listFindings: (cluster: string) => {
-          if (cluster === 'c-0') renders++;
-          return (findings.get(cluster) ?? []).map((finding) => ({ finding })) as never;
+        findings: {
+          list: (cluster: string) => {
+            if (cluster === 'c-0') renders++;
+            return (findings.get(cluster) ?? []).map((finding) => ({ finding })) as never;
+          },
         },
-        listApprovals: async () => [],
+        approvals: {
+          list: async () => [],
+        },
       },
       clusters: clusters as never,
       messageOfGroup: async () => undefined,

@@ -59,7 +59,7 @@ async function openHome(user: string, tab: 'home' | 'messages' = 'home'): Promis
 async function openGroups(): Promise<Array<{ cluster: string; subject: string }>> {
   const out: Array<{ cluster: string; subject: string }> = [];
   for (const name of h!.serve.context.clusters.keys()) {
-    for (const g of groupFindings((await h!.serve.context.store.listFindings(name, { status: ['open'] })).map((f) => f.finding))) out.push({ cluster: name, subject: `${g.namespace}/${g.serviceAccount}` });
+    for (const g of groupFindings((await h!.serve.context.store.findings.list(name, { status: ['open'] })).map((f) => f.finding))) out.push({ cluster: name, subject: `${g.namespace}/${g.serviceAccount}` });
   }
   return out;
 }
@@ -96,7 +96,7 @@ describe('App Home tab (HTTP mode)', () => {
         (await openGroups())
           .filter((g) => g.subject !== 'kube-system/multus')
           .map(async (g) => {
-            const fs = (await store.listFindings(g.cluster, { status: ['open'] })).map((f) => f.finding).filter((f) => `${f.namespace}/${f.serviceAccount}` === g.subject && f.rejectionAt);
+            const fs = (await store.findings.list(g.cluster, { status: ['open'] })).map((f) => f.finding).filter((f) => `${f.namespace}/${f.serviceAccount}` === g.subject && f.rejectionAt);
             return fs.length ? Math.min(...fs.map((f) => daysLeft(f, h!.now())!)) : undefined;
           }),
       )
@@ -113,7 +113,7 @@ describe('App Home tab (HTTP mode)', () => {
     expect(text).toContain('*staging-eks* · ✅ audit log · ➖ API-server metrics (kubernetes: none) · ➖ node probe (kubernetes: none)');
     expect(text).toContain('No approval is waiting for a vote.');
     // Readiness: every open stale-token ServiceAccount of prod-eks is a client that breaks once extension is off.
-    const staleClients = (await store.listFindings(CLUSTER, { status: ['open'] })).filter((f) => f.finding.kind === 'stale-token').length;
+    const staleClients = (await store.findings.list(CLUSTER, { status: ['open'] })).filter((f) => f.finding.kind === 'stale-token').length;
     expect(staleClients).toBeGreaterThan(0);
     // The health model's accesses follow, in its words: staging-eks's channel does not have the bot.
     expect(text).toContain('*staging-eks* · ✅ audit log · ➖ API-server metrics (kubernetes: none) · ➖ node probe (kubernetes: none) · ❌ Slack cannot post to the cluster\'s alert channel: Slack answered not_in_channel, since 12:00 UTC');
@@ -185,7 +185,7 @@ describe('App Home tab (HTTP mode)', () => {
     expect(approvals[0]).toContain(`waiting on <@${APPROVER}>, <@${ONCALL_APPROVER}>`);
     expect(approvals[0]!.split('waiting on')[1]).not.toContain(REQUESTER);
     // No vote yet: all the approvals the policy requires for this target are still needed.
-    const stored = await h.serve.context.store.listApprovals({ states: ['requested'] });
+    const stored = await h.serve.context.store.approvals.list({ states: ['requested'] });
     expect(stored).toHaveLength(1);
     const required = stored[0]!.requiredApprovals;
     expect(required).toBe(2);

@@ -58,7 +58,7 @@ describe('a hung Slack Web API', () => {
     await handle.firstPolls;
     expect(accepted).toBeGreaterThan(0); // it connected: a hang, not a refusal
     expect(handle.readiness().integrations).toEqual({ slack: 'unavailable' });
-    expect((await handle.context.store.listFindings(CLUSTER)).length).toBeGreaterThan(0); // polling went on without Slack
+    expect((await handle.context.store.findings.list(CLUSTER)).length).toBeGreaterThan(0); // polling went on without Slack
     const failure = lines.find((l) => String(l.msg).startsWith('cannot reach Slack'));
     expect(failure?.msg).toContain(`cannot reach Slack at http://127.0.0.1:${port}/api/ (auth.test: network error timeout)`);
     expect(raw.join('\n')).not.toContain(DEFAULT_BOT_TOKEN);

@@ -25,22 +25,22 @@ describe('late-delivered use', () => {
     const store = h.serve.context.store;
     const id = findingId(CLUSTER, 'ci', 'deployer', 'legacy-token');
     const deployer = await h.alert('ci', 'deployer', 'legacy-token');
-    const requestsBefore = (await store.getFinding(id))!.finding.requests;
+    const requestsBefore = (await store.findings.get(id))!.finding.requests;
 
     // 25 h of successful polls without the signal: resolved as quiet, in place.
     h.advance(25 * HOUR);
     const quiet = await h.serve.context.clusters.get(CLUSTER)!.poller.pollOnce();
     await h.bot.idle();
     expect(quiet.concluded).toContain(id);
-    const resolvedAt = (await store.getFinding(id))!.resolvedAt!;
-    expect(await store.getFinding(id)).toMatchObject({ status: 'resolved', resolution: 'quiet' });
+    const resolvedAt = (await store.findings.get(id))!.resolvedAt!;
+    expect(await store.findings.get(id)).toMatchObject({ status: 'resolved', resolution: 'quiet' });
     expect((await h.alert('ci', 'deployer', 'legacy-token')).text).toBe('✅ [prod-eks] resolved: ci/deployer (legacy Secret token)');
 
     // Two minutes later the audit log delivers a use dated one minute before the resolution.
     h.advance(2 * MIN);
     h.appendAudit([auditEvent({ auditID: 'legacy-late-1', time: resolvedAt - MIN, kind: 'legacy', namespace: 'ci', serviceAccount: 'deployer', legacySecret: 'deployer-token' })]);
     await h.poll();
-    const stored = (await store.getFinding(id))!;
+    const stored = (await store.findings.get(id))!;
     expect(stored.finding.requests).toBe(requestsBefore + 1);
     expect(Date.parse(stored.finding.lastSeen)).toBe(resolvedAt - MIN);
     expect(stored).toMatchObject({ status: 'open', resolution: null, resolvedAt: null });

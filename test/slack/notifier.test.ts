@@ -55,7 +55,7 @@ function setup(slack: Record<string, unknown> = {}, canRemediate = true): { noti
 
 /** A poll: the findings stored, then its work items sent in queue order, as the drainer sends them (src/slack/drainer.ts). */
 async function poll(n: Notifier, findings: Finding[], at: number): Promise<void> {
-  const changes = await store.saveFindings('prod', findings, at);
+  const changes = await store.findings.save('prod', findings, at);
   for (const item of (await n.workItems('prod', findings, changes, at)).sort(compareItems)) await n.sendItem(item);
 }
 
@@ -79,7 +79,7 @@ describe('Notifier', () => {
     const { notifier, channels } = setup();
     await poll(notifier, [stale], T);
     expect(fake.messages(CH).map((m) => m.text)).toEqual([expect.stringContaining('[prod] warning: kube-system/multus')]);
-    expect(await store.getAlertRef(gid)).toMatchObject({ channel: CH, severity: 'warning', signals: ['stale-token'] });
+    expect(await store.slackRefs.getAlertRef(gid)).toMatchObject({ channel: CH, severity: 'warning', signals: ['stale-token'] });
     expect(channels.allows('prod', { id: CH, name: 'privategroup' })).toBe(true);
     expect(channels.allows('prod', { id: 'C0OTHER001', name: 'other' })).toBe(false);
   });
@@ -87,17 +87,17 @@ describe('Notifier', () => {
   it('first 401s of a subject with a stale-token alert: the same alert, edited, and a reply in its thread saying the signal started', async () => {
     const { notifier } = setup();
     await poll(notifier, [stale], T);
-    const ts = (await store.getAlertRef(gid))!.ts;
+    const ts = (await store.slackRefs.getAlertRef(gid))!.ts;
     await poll(notifier, [unauthorized, stale], T + HOUR);
     expect(fake.messages(CH).map((m) => m.ts)).toEqual([ts]);
-    expect(await store.getAlertRef(gid)).toMatchObject({ ts, severity: 'critical', signals: ['unauthorized', 'stale-token'] });
+    expect(await store.slackRefs.getAlertRef(gid)).toMatchObject({ ts, severity: 'critical', signals: ['unauthorized', 'stale-token'] });
     expect(fake.thread(CH, ts).map((m) => m.text)).toEqual([
       '[prod] kube-system/multus escalated from warning to critical',
       '[prod] kube-system/multus: requests rejected with 401 started',
     ]);
     expect(fake.message(CH, ts)!.edits).toHaveLength(1);
     // The 401s stop (their finding resolved) while the stale tokens go on: said in the thread, the alert stays open.
-    await store.setFindingStatus('f-401', { status: 'resolved', reason: 'quiet' }, T + 2 * HOUR);
+    await store.findings.setStatus('f-401', { status: 'resolved', reason: 'quiet' }, T + 2 * HOUR);
     await poll(notifier, [stale], T + 2 * HOUR);
     expect(fake.thread(CH, ts).map((m) => m.text).at(-1)).toBe('[prod] kube-system/multus: requests rejected with 401 stopped');
     expect(fake.message(CH, ts)!.text).toMatch(/^🟠 \[prod\] warning: kube-system\/multus/);
@@ -107,7 +107,7 @@ describe('Notifier', () => {
     const { notifier } = setup();
     await poll(notifier, [{ ...unauthorized, requests: 6 }, { ...stale, requests: 60 }], T);
     expect(fake.messages(CH)).toHaveLength(1);
-    const ts = (await store.getAlertRef(gid))!.ts;
+    const ts = (await store.slackRefs.getAlertRef(gid))!.ts;
     expect(fake.thread(CH, ts)).toEqual([]);
     expect(fake.message(CH, ts)!.edits).toEqual([]);
     expect(fake.callsTo('chat.update')).toEqual([]);
@@ -119,14 +119,14 @@ describe('Notifier', () => {
   it('a resolved finding seen again is reopened in its thread, with buttons back', async () => {
     const { notifier } = setup();
     await poll(notifier, [stale], T);
-    await store.setFindingStatus('f-stale', { status: 'resolved' }, T + HOUR);
+    await store.findings.setStatus('f-stale', { status: 'resolved' }, T + HOUR);
     await notifier.refresh('f-stale');
-    const ts = (await store.getAlertRef(gid))!.ts;
+    const ts = (await store.slackRefs.getAlertRef(gid))!.ts;
     expect(fake.message(CH, ts)!.text).toBe('✅ [prod] resolved: kube-system/multus (stale tokens)');
     // Resolved: nothing to act on, only Details in its menu.
     expect(buttonIds(fake.message(CH, ts)!)).toEqual(['tw_more']);
     await poll(notifier, [{ ...stale, lastSeen: new Date(T + 2 * HOUR).toISOString() }], T + 2 * HOUR);
-    expect((await store.getFinding('f-stale'))!.status).toBe('open');
+    expect((await store.findings.get('f-stale'))!.status).toBe('open');
     expect(fake.thread(CH, ts).map((m) => m.text)).toEqual(['[prod] kube-system/multus reopened: seen again after it was resolved']);
     expect(buttonIds(fake.message(CH, ts)!)).toContain('tw_restart');
     expect(fake.messages(CH)).toHaveLength(1);
@@ -135,10 +135,10 @@ describe('Notifier', () => {
   it('an alert deleted in Slack is posted anew, and the ref follows', async () => {
     const { notifier } = setup();
     await poll(notifier, [stale], T);
-    const first = (await store.getAlertRef(gid))!;
+    const first = (await store.slackRefs.getAlertRef(gid))!;
     fake.failNext('chat.update', 'message_not_found');
     await poll(notifier, [{ ...stale, severity: 'critical' }], T + HOUR);
-    const second = (await store.getAlertRef(gid))!;
+    const second = (await store.slackRefs.getAlertRef(gid))!;
     expect(second.ts).not.toBe(first.ts);
     expect(fake.messages(CH).map((m) => m.ts)).toEqual([first.ts, second.ts]);
     // The ref keeps the hash of what the reader sees (the view the message was rendered from).
@@ -165,16 +165,16 @@ describe('Notifier', () => {
   it('upgrade: per-kind alerts of one ServiceAccount are merged — the newer kept and showing the group, the older edited once to point at it', async () => {
     const { notifier } = setup();
     // An earlier version posted one alert per finding and saved a message ref per finding.
-    await store.saveFindings('prod', [stale, unauthorized], T);
+    await store.findings.save('prod', [stale, unauthorized], T);
     const client = new webApi.WebClient(DEFAULT_BOT_TOKEN, { slackApiUrl: fake.apiUrl, retryConfig: { retries: 0 } });
     const older = await client.chat.postMessage({ channel: CH, text: '🟠 [prod] warning: stale token used by kube-system/multus' });
     const newer = await client.chat.postMessage({ channel: CH, text: '🔴 [prod] critical: 401 unauthorized used by kube-system/multus' });
-    await store.saveMessageRef('f-stale', { channel: CH, ts: older.ts!, severity: 'warning', hash: 'old' });
-    await store.saveMessageRef('f-401', { channel: CH, ts: newer.ts!, severity: 'critical', hash: 'old' });
+    await store.slackRefs.saveMessageRef('f-stale', { channel: CH, ts: older.ts!, severity: 'warning', hash: 'old' });
+    await store.slackRefs.saveMessageRef('f-401', { channel: CH, ts: newer.ts!, severity: 'critical', hash: 'old' });
 
     await poll(notifier, [unauthorized, stale], T + HOUR);
     expect(fake.messages(CH).map((m) => m.ts)).toEqual([older.ts, newer.ts]); // nothing new posted
-    expect(await store.getAlertRef(gid)).toMatchObject({ channel: CH, ts: newer.ts, signals: ['unauthorized', 'stale-token'] });
+    expect(await store.slackRefs.getAlertRef(gid)).toMatchObject({ channel: CH, ts: newer.ts, signals: ['unauthorized', 'stale-token'] });
     expect(fake.message(CH, newer.ts!)!.text).toBe('🔴 [prod] critical: kube-system/multus — requests failed with 401 (requests rejected with 401 · stale tokens)');
     const link = fake.callsTo('chat.getPermalink').at(-1)!.response['permalink'] as string;
     expect(link).toContain(newer.ts!.replace('.', ''));
@@ -182,8 +182,8 @@ describe('Notifier', () => {
     expect(merged.text).toBe('[prod] kube-system/multus: merged into one alert');
     expect(JSON.stringify(merged.blocks)).toContain(`<${link}|this alert>`);
     expect(merged.edits).toHaveLength(1);
-    expect(await store.getMessageRef('f-stale')).toBeUndefined();
-    expect(await store.getMessageRef('f-401')).toBeUndefined();
+    expect(await store.slackRefs.getMessageRef('f-stale')).toBeUndefined();
+    expect(await store.slackRefs.getMessageRef('f-401')).toBeUndefined();
     // Threads of the older message's finding go to the kept alert now.
     expect(await notifier.messageOf('f-stale')).toEqual({ channel: CH, ts: newer.ts });
 
@@ -218,7 +218,7 @@ describe('Notifier: an alert is edited only when something a reader sees changes
   it('a new pod: one chat.update, showing it', async () => {
     const { notifier, now } = setup();
     await poll(notifier, [used(6, T - 60 * SEC)], T);
-    const ts = (await store.getAlertRef(gid))!.ts;
+    const ts = (await store.slackRefs.getAlertRef(gid))!.ts;
     now.t = T + 5 * 60_000;
     const pod2 = { ...tok, pod: 'kube-multus-ds-abcde', podUid: '7d3c1f7e-0000-4000-8000-000000000002' };
     const twoPods = used(7, now.t - SEC, 0, { pods: [...stale.pods, pod2.pod], tokens: [tok, pod2] });
@@ -240,7 +240,7 @@ describe('Notifier: an alert is edited only when something a reader sees changes
     now.t = T + 10 * 60_000;
     await poll(notifier, [used(12, now.t - SEC)], now.t);
     expect(fake.callsTo('chat.update')).toHaveLength(1);
-    expect(JSON.stringify(fake.message(CH, (await store.getAlertRef(gid))!.ts)!.blocks)).toContain('10+ with stale tokens');
+    expect(JSON.stringify(fake.message(CH, (await store.slackRefs.getAlertRef(gid))!.ts)!.blocks)).toContain('10+ with stale tokens');
     now.t = T + 15 * 60_000;
     await poll(notifier, [used(19, now.t - SEC)], now.t);
     expect(fake.callsTo('chat.update')).toHaveLength(1);
@@ -250,7 +250,7 @@ describe('Notifier: an alert is edited only when something a reader sees changes
     const { notifier, now } = setup();
     const f = { ...stale, rejectionAt: at(T + 5 * DAY_MS + HOUR), tokens: [{ ...tok, rejectionAt: at(T + 5 * DAY_MS + HOUR) }] };
     await poll(notifier, [f], T);
-    const ts = (await store.getAlertRef(gid))!.ts;
+    const ts = (await store.slackRefs.getAlertRef(gid))!.ts;
     expect(JSON.stringify(fake.message(CH, ts)!.blocks)).toContain('5 days left');
     now.t = T + 30 * 60_000;
     await poll(notifier, [f], now.t);
@@ -264,12 +264,12 @@ describe('Notifier: an alert is edited only when something a reader sees changes
   it('an alert ref of an earlier version (hash of the whole message) that shows the current message is not edited on upgrade', async () => {
     const { notifier, now } = setup();
     await poll(notifier, [used(6, T - 60 * SEC)], T);
-    const ref = (await store.getAlertRef(gid))!;
+    const ref = (await store.slackRefs.getAlertRef(gid))!;
     const msg = notifier.renderGroup(await notifier.membersOf(stale), T);
-    await store.saveAlertRef(gid, 'prod', { ...ref, hash: messageHash(msg) });
+    await store.slackRefs.saveAlertRef(gid, 'prod', { ...ref, hash: messageHash(msg) });
     now.t = T + 60_000;
     await poll(notifier, [used(6, T - 60 * SEC)], now.t);
     expect(fake.callsTo('chat.update')).toEqual([]);
-    expect((await store.getAlertRef(gid))!.hash).toBe(visibleHash(notifier.viewGroup(await notifier.membersOf(stale), now.t)));
+    expect((await store.slackRefs.getAlertRef(gid))!.hash).toBe(visibleHash(notifier.viewGroup(await notifier.membersOf(stale), now.t)));
   });
 });

@@ -48,8 +48,8 @@ describe('one open action per target', () => {
     await h.click(APPROVER, approval, 'tw_approve');
     expect(realPatches(h)).toHaveLength(1);
     const store = h.serve.context.store;
-    expect((await store.listApprovals()).map((a) => [a.target.findingId === stale.ts, a.state])).toEqual([[false, 'succeeded']]);
-    expect((await store.listActions(CLUSTER)).filter((r) => r.action === 'restart.refused').map((r) => r.actor)).toEqual([OTHER]);
+    expect((await store.approvals.list()).map((a) => [a.target.findingId === stale.ts, a.state])).toEqual([[false, 'succeeded']]);
+    expect((await store.actions.list(CLUSTER)).filter((r) => r.action === 'restart.refused').map((r) => r.actor)).toEqual([OTHER]);
   });
 
   it('a restart while a recreation of its ServiceAccount is open, and the reverse, are refused with a link', async () => {
@@ -75,7 +75,7 @@ describe('one open action per target', () => {
     expect(h.ephemerals(REQUESTER).at(-1)).toBe(
       `⛔ A restart of DaemonSet \`logging/fluent-bit\` is open (requested by <@${OTHER}>, waiting for approval), so a ServiceAccount recreation of ServiceAccount \`logging/fluent-bit\` cannot be requested until it ends. <${permalinkOf(restart)}|See the open request>.`,
     );
-    expect((await h.serve.context.store.listApprovals()).map((a) => [a.action, a.state])).toEqual([
+    expect((await h.serve.context.store.approvals.list()).map((a) => [a.action, a.state])).toEqual([
       ['recreate-serviceaccount', 'rejected'],
       ['restart', 'requested'],
     ]);
@@ -94,9 +94,9 @@ describe('one open action per target', () => {
     expect(approvalsIn(h, stale.ts)).toHaveLength(1);
     expect(h.slack.message(OPS, first.ts)!.text).toBe('⌛ Expired [prod-eks]: restart of DaemonSet kube-system/kube-multus-ds');
     const store = h.serve.context.store;
-    expect((await store.listApprovals()).map((a) => a.state)).toEqual(['expired', 'requested']);
-    const old = (await store.listApprovals())[0]!;
-    expect((await store.listApprovalActions(old.id)).map((r) => [r.action, r.result])).toEqual([
+    expect((await store.approvals.list()).map((a) => a.state)).toEqual(['expired', 'requested']);
+    const old = (await store.approvals.list())[0]!;
+    expect((await store.actions.ofApproval(old.id)).map((r) => [r.action, r.result])).toEqual([
       ['restart.requested', 'requested'],
       ['restart.expired', 'expired'],
     ]);
@@ -116,7 +116,7 @@ describe('one open action per target', () => {
     expect(results.map((r) => r.status)).toEqual(Array(20).fill(200));
     await Promise.all([h.bot.idle(), follower.bot.idle()]);
     const store = h.serve.context.store;
-    const approvals = await store.listApprovals();
+    const approvals = await store.approvals.list();
     expect(approvals).toHaveLength(1);
     const refused = users.flatMap((u) => h!.ephemerals(u)).filter((e) => e.startsWith('⛔'));
     expect(refused).toHaveLength(19);
@@ -127,8 +127,8 @@ describe('one open action per target', () => {
     const approval = [...h.slack.messages(OPS), ...h.slack.messages(OPS).flatMap((m) => approvalsIn(h!, m.ts))].filter((m) => m.text.includes('approval needed'));
     expect(approval).toHaveLength(1);
     await h.click(APPROVER, approval[0]!, 'tw_approve');
-    for (let i = 0; i < 300 && (await store.listApprovals())[0]!.state !== 'succeeded'; i++) await new Promise((r) => setTimeout(r, 10));
-    expect((await store.listApprovals())[0]!.state).toBe('succeeded');
+    for (let i = 0; i < 300 && (await store.approvals.list())[0]!.state !== 'succeeded'; i++) await new Promise((r) => setTimeout(r, 10));
+    expect((await store.approvals.list())[0]!.state).toBe('succeeded');
     expect(realPatches(h)).toHaveLength(1);
     expect(blockText(h.slack.message(OPS, approval[0]!.ts)!)).toContain('Approved by <@U0APPROVE1>');
   });

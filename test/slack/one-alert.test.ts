@@ -106,7 +106,7 @@ describe('one alert per root cause', { timeout: 120_000 }, () => {
       Array.from({ length: 3 }, (_, i) => auditEvent({ auditID: `u401-${i}`, time: t + i * 1000, kind: 'unauthorized', sourceIP: '192.168.90.44' })),
     );
     await h.poll();
-    expect((await store.getFinding(findingId(CLUSTER, 'kube-system', 'multus', 'unauthorized')))?.status).toBe('open');
+    expect((await store.findings.get(findingId(CLUSTER, 'kube-system', 'multus', 'unauthorized')))?.status).toBe('open');
     expect(multusAlerts(h)).toHaveLength(1);
     alert = await h.alert('kube-system', 'multus');
     expect(headerOf(alert)).toBe('🔴 Critical · prod-eks · kube-system/multus — requests now fail with 401');
@@ -141,13 +141,13 @@ describe('one alert per root cause', { timeout: 120_000 }, () => {
     await h.click(REQUESTER, alert, 'tw_recreate_sa', { value: forged });
     expect(h.ephemerals(REQUESTER).at(-1)).toMatch(/^⛔ Recreating ServiceAccount `kube-system\/multus` is not a fix for this alert \(its token is read from a file on the node/);
     expect(h.slack.views()).toEqual([]);
-    expect(await store.listApprovals({ cluster: CLUSTER })).toEqual([]);
+    expect(await store.approvals.list({ cluster: CLUSTER })).toEqual([]);
 
     // The restart, approved; verified after the settle period with neither stale use nor 401s: resolved once, in place.
     await h.click(REQUESTER, alert, 'tw_restart');
     const approval = h.slack.thread(OPS, alert.ts).find((m) => m.text.includes('approval needed'))!;
     await h.click(APPROVER, approval, 'tw_approve');
-    expect((await store.listApprovals({ cluster: CLUSTER }))[0]!.state).toBe('succeeded');
+    expect((await store.approvals.list({ cluster: CLUSTER }))[0]!.state).toBe('succeeded');
     h.advance(2 * HOUR + MIN);
     await h.poll();
     h.advance(HOUR);
@@ -164,9 +164,9 @@ describe('one alert per root cause', { timeout: 120_000 }, () => {
     h.advance(HOUR);
     await h.poll();
     expect((await h.alert('kube-system', 'multus')).edits).toHaveLength(edits);
-    for (const kind of ['stale-token', 'unauthorized'] as const) expect((await store.getFinding(findingId(CLUSTER, 'kube-system', 'multus', kind)))!.status).toBe('resolved');
+    for (const kind of ['stale-token', 'unauthorized'] as const) expect((await store.findings.get(findingId(CLUSTER, 'kube-system', 'multus', kind)))!.status).toBe('resolved');
     expect(multusAlerts(h)).toHaveLength(1);
-    expect((await store.getAlertRef(groupIdOf({ cluster: CLUSTER, namespace: 'kube-system', serviceAccount: 'multus' })))?.signals).toEqual([]);
+    expect((await store.slackRefs.getAlertRef(groupIdOf({ cluster: CLUSTER, namespace: 'kube-system', serviceAccount: 'multus' })))?.signals).toEqual([]);
   });
 
   it('a legacy Secret token: Recreate ServiceAccount only in the overflow menu, behind a confirm modal saying what breaks', async () => {
@@ -180,19 +180,19 @@ describe('one alert per root cause', { timeout: 120_000 }, () => {
     const views = h.slack.views();
     expect(views.map((v) => v.view.callback_id)).toEqual(['tw_recreate_confirm']);
     expect(JSON.stringify(views[0]!.view.blocks)).toContain('*What breaks:* its new UID invalidates every token issued for it');
-    expect(await h.serve.context.store.listApprovals({ cluster: CLUSTER })).toEqual([]);
+    expect(await h.serve.context.store.approvals.list({ cluster: CLUSTER })).toEqual([]);
     // Checked again at submission: had the legacy token's signal been resolved meanwhile, nothing is requested.
     const legacyId = findingId(CLUSTER, 'ci', 'deployer', 'legacy-token');
-    await h.serve.context.store.setFindingStatus(legacyId, { status: 'resolved', reason: 'quiet' }, h.now());
+    await h.serve.context.store.findings.setStatus(legacyId, { status: 'resolved', reason: 'quiet' }, h.now());
     await h.submitView(REQUESTER, 'tw_recreate_confirm');
     expect(h.ephemerals(REQUESTER).at(-1)).toMatch(/^⛔ This finding is already resolved, so nothing was requested/);
-    expect(await h.serve.context.store.listApprovals({ cluster: CLUSTER })).toEqual([]);
+    expect(await h.serve.context.store.approvals.list({ cluster: CLUSTER })).toEqual([]);
     // Seen again: chosen again from the menu, a new confirmation, submitted.
-    await h.serve.context.store.setFindingStatus(legacyId, { status: 'open' }, h.now());
+    await h.serve.context.store.findings.setStatus(legacyId, { status: 'open' }, h.now());
     await h.click(REQUESTER, deployer, 'tw_recreate_sa');
     expect(h.slack.views()).toHaveLength(2);
     await h.submitView(REQUESTER, 'tw_recreate_confirm');
-    const approvals = await h.serve.context.store.listApprovals({ cluster: CLUSTER });
+    const approvals = await h.serve.context.store.approvals.list({ cluster: CLUSTER });
     expect(approvals.map((a) => [a.action, a.target.kind, `${a.target.namespace}/${a.target.name}`, a.requester])).toEqual([['recreate-serviceaccount', 'ServiceAccount', 'ci/deployer', REQUESTER]]);
     expect(h.slack.thread(OPS, deployer.ts).some((m) => m.text.includes('approval needed: ServiceAccount recreation of ServiceAccount ci/deployer'))).toBe(true);
   });

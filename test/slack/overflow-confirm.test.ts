@@ -30,7 +30,7 @@ describe('overflow menu and confirmation', () => {
       '⛔ A restart is requested only from the alert’s Restart button, which asks for confirmation first; the ⋯ menu has no such step, so nothing was requested. Use the Restart button on the alert.',
     ]);
     expect(h.kube.requests.length).toBe(kubeBefore); // not even a dry run
-    expect(await h.serve.context.store.listApprovals()).toEqual([]);
+    expect(await h.serve.context.store.approvals.list()).toEqual([]);
     expect(h.slack.thread(OPS, alert.ts)).toEqual([]);
     expect(h.slack.calls.slice(callsBefore).filter((c) => ['chat.postMessage', 'chat.update', 'views.open'].includes(c.method))).toEqual([]);
     expect((await h.alert('kube-system', 'multus')).edits).toEqual(alert.edits);

@@ -46,7 +46,7 @@ async function sweep(x: Harness): Promise<void> {
 /** The open alert groups of prod-eks and their severity (the worst of their open findings). */
 async function groups(x: Harness): Promise<Map<string, { severity: string; members: StoredFinding[] }>> {
   const out = new Map<string, { severity: string; members: StoredFinding[] }>();
-  for (const f of await x.serve.context.store.listFindings(CLUSTER, { status: ['open'] })) {
+  for (const f of await x.serve.context.store.findings.list(CLUSTER, { status: ['open'] })) {
     const g = groupIdOf(f.finding);
     const members = [...(out.get(g)?.members ?? []), f];
     out.set(g, { severity: worstSeverity(members), members });

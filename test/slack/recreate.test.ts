@@ -43,7 +43,7 @@ describe('ServiceAccount recreation', () => {
     expect((sa.metadata as { ownerReferences: unknown[] }).ownerReferences).toEqual([OWNER]);
     const done = thread().find((m) => m.text.includes('recreated'))!;
     expect(blockText(done)).toContain('1 ownerReference');
-    expect((await h.serve.context.store.listApprovals())[0]!.state).toBe('succeeded');
+    expect((await h.serve.context.store.approvals.list())[0]!.state).toBe('succeeded');
   });
 
   it('refuses in the dry run when the ServiceAccount has finalizers, with the reason; nothing is deleted', async () => {
@@ -58,7 +58,7 @@ describe('ServiceAccount recreation', () => {
     expect(blockText(msgs[0]!)).toContain('has finalizers (example.com/protect): a DELETE would leave it Terminating');
     expect(h.ephemerals(REQUESTER).at(-1)).toContain('has finalizers (example.com/protect)');
     expect(h.kube.requestsMatching({ method: 'DELETE', resource: 'serviceaccounts' })).toEqual([]);
-    expect((await h.serve.context.store.listApprovals())[0]!.state).toBe('failed');
+    expect((await h.serve.context.store.approvals.list())[0]!.state).toBe('failed');
   });
 
   it('refuses with "changed since it was approved" when the ServiceAccount changed after the dry run; nothing is deleted', async () => {
@@ -72,7 +72,7 @@ describe('ServiceAccount recreation', () => {
       md.annotations = { ...(md.annotations ?? {}), 'eks.amazonaws.com/role-arn': NEW_ROLE };
     });
     await h.click(APPROVER, approval, 'tw_approve');
-    const a = (await h.serve.context.store.listApprovals())[0]!;
+    const a = (await h.serve.context.store.approvals.list())[0]!;
     expect(a.state).toBe('failed');
     expect(a.error).toMatch(/^ServiceAccount logging\/fluent-bit changed since it was approved \(resourceVersion \S+ ≠ \S+\); nothing was deleted/);
     expect(blockText(h.slack.message(OPS, approval.ts)!)).toContain('changed since it was approved');

@@ -34,8 +34,8 @@ describe('withdraw and reject', () => {
     expect(buttonIds(msg)).toEqual([]);
     expect(h.ephemerals(REQUESTER).at(-1)).toBe('You withdrew your request for the restart of DaemonSet kube-system/kube-multus-ds; nothing was changed.');
     const store = h.serve.context.store;
-    const a = (await store.listApprovals())[0]!;
-    expect((await store.listApprovalActions(a.id)).at(-1)).toMatchObject({ action: 'restart.rejected', actor: REQUESTER, detail: 'restart of DaemonSet kube-system/kube-multus-ds in prod-eks withdrawn' });
+    const a = (await store.approvals.list())[0]!;
+    expect((await store.actions.ofApproval(a.id)).at(-1)).toMatchObject({ action: 'restart.rejected', actor: REQUESTER, detail: 'restart of DaemonSet kube-system/kube-multus-ds in prod-eks withdrawn' });
     await h.command(`history ${CLUSTER}`, REQUESTER);
     const history = h.slack.ephemerals({ user: REQUESTER }).at(-1)!;
     expect(blockText(history)).toContain('*withdrawn* by the requester');
@@ -51,18 +51,18 @@ describe('withdraw and reject', () => {
     expect(views[0]!.view.callback_id).toBe('tw_reject_reason');
     expect(JSON.stringify(views[0]!.view.blocks)).toContain('Reason (optional, shown in the thread)');
     const store = h.serve.context.store;
-    expect((await store.listApprovals())[0]!.state).toBe('requested');
+    expect((await store.approvals.list())[0]!.state).toBe('requested');
     const res = await sendBlockAction(h.bot.eventsUrl!, SECRET, viewSubmissionPayload({ user: APPROVER, view: views[0]!, values: { tw_reason: { tw_reason: 'not during the CNI upgrade window' } } }));
     expect(res.status).toBe(200);
     await h.bot.idle();
-    const a = (await store.listApprovals())[0]!;
+    const a = (await store.approvals.list())[0]!;
     expect(a.state).toBe('rejected');
     expect(a.votes).toEqual([{ user: APPROVER, vote: 'reject', at: expect.any(Number), reason: 'not during the CNI upgrade window' }]);
     const msg = h.slack.message(OPS, approval.ts)!;
     expect(msg.text).toBe('❌ Rejected [prod-eks]: restart of DaemonSet kube-system/kube-multus-ds by U0APPROVE1');
     expect(blockText(msg)).toContain('Rejected by <@U0APPROVE1>');
     expect(blockText(msg)).toContain('“not during the CNI upgrade window”');
-    expect((await store.listApprovalActions(a.id)).at(-1)).toMatchObject({ action: 'restart.rejected', actor: APPROVER, detail: 'restart of DaemonSet kube-system/kube-multus-ds in prod-eks rejected: not during the CNI upgrade window' });
+    expect((await store.actions.ofApproval(a.id)).at(-1)).toMatchObject({ action: 'restart.rejected', actor: APPROVER, detail: 'restart of DaemonSet kube-system/kube-multus-ds in prod-eks rejected: not during the CNI upgrade window' });
     expect(h.kube.requestsMatching({ method: 'PATCH', resource: 'daemonsets' }).filter((r) => !r.dryRun)).toEqual([]);
     await h.command(`history ${CLUSTER}`, REQUESTER);
     const history = blockText(h.slack.ephemerals({ user: REQUESTER }).at(-1)!);
@@ -76,7 +76,7 @@ describe('withdraw and reject', () => {
     const view = h.slack.views()[0]!;
     await sendBlockAction(h.bot.eventsUrl!, SECRET, viewSubmissionPayload({ user: APPROVER, view, values: { tw_reason: { tw_reason: null } } }));
     await h.bot.idle();
-    const a = (await h.serve.context.store.listApprovals())[0]!;
+    const a = (await h.serve.context.store.approvals.list())[0]!;
     expect(a.state).toBe('rejected');
     expect(a.votes[0]!.reason).toBeUndefined();
     await sendBlockAction(h.bot.eventsUrl!, SECRET, viewSubmissionPayload({ user: APPROVER, view, values: { tw_reason: { tw_reason: 'again' } } }));
@@ -92,7 +92,7 @@ describe('/tokens history', () => {
     for (let i = 0; i < 2; i++) {
       const approval = await requestRestart(h);
       await h.click(APPROVER, approval, 'tw_approve');
-      expect((await h.serve.context.store.listApprovals()).at(-1)!.state).toBe('succeeded');
+      expect((await h.serve.context.store.approvals.list()).at(-1)!.state).toBe('succeeded');
     }
     await h.poll();
     await h.command(`history ${CLUSTER}`, REQUESTER);

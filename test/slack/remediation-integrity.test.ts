@@ -44,9 +44,9 @@ describe('uid preconditions', () => {
 
     await h.click(APPROVER, approval, 'tw_approve');
     const store = h.serve.context.store;
-    await until(async () => (await store.listApprovals())[0]!.state === 'failed', 'the restart to fail');
+    await until(async () => (await store.approvals.list())[0]!.state === 'failed', 'the restart to fail');
     await h.bot.idle();
-    const a = (await store.listApprovals())[0]!;
+    const a = (await store.approvals.list())[0]!;
     expect(a.error).toBe(
       `the DaemonSet kube-system/kube-multus-ds was replaced since it was approved (the approvers saw uid ${approvedUid}; the API server holds another object under that name), so nothing was patched. Request it again to review the current object.`,
     );
@@ -85,9 +85,9 @@ describe('recreation race', () => {
     await h.submitView(REQUESTER, 'tw_recreate_confirm');
     await h.click(APPROVER, approvalMessage(h, alert.ts)!, 'tw_approve');
     const store = h.serve.context.store;
-    await until(async () => ['failed', 'succeeded'].includes((await store.listApprovals())[0]!.state), 'the recreation to end');
+    await until(async () => ['failed', 'succeeded'].includes((await store.approvals.list())[0]!.state), 'the recreation to end');
     await h.bot.idle();
-    const a = (await store.listApprovals())[0]!;
+    const a = (await store.approvals.list())[0]!;
     expect(a.state).toBe('failed');
     expect(a.error).toContain(`ServiceAccount logging/fluent-bit was created by someone else, with different annotations: eks.amazonaws.com/role-arn=${ATTACKER} (expected ${ROLE})`);
     expect(realWrites(h, 'DELETE', 'serviceaccounts')).toHaveLength(1);
@@ -97,7 +97,7 @@ describe('recreation race', () => {
     const alarm = thread.find((m) => m.text.startsWith('🚨'))!;
     expect(alarm.text).toContain('created by someone else');
     expect(alarm.text).toContain(ATTACKER);
-    expect((await store.listApprovalActions(a.id)).map((r) => r.action)).toEqual(['recreate-serviceaccount.requested', 'recreate-serviceaccount.approved', 'recreate-serviceaccount.running', 'recreate-serviceaccount.failed']);
+    expect((await store.actions.ofApproval(a.id)).map((r) => r.action)).toEqual(['recreate-serviceaccount.requested', 'recreate-serviceaccount.approved', 'recreate-serviceaccount.running', 'recreate-serviceaccount.failed']);
   });
 });
 
@@ -108,7 +108,7 @@ describe('approval request that Slack does not post', () => {
     h.slack.failNext('chat.postMessage', 'internal_error', 1, (args) => String(args['text']).includes('approval needed'));
     await h.click(REQUESTER, alert, 'tw_restart');
     const store = h.serve.context.store;
-    const first = (await store.listApprovals())[0]!;
+    const first = (await store.approvals.list())[0]!;
     expect(first.state).toBe('failed');
     expect(first.message).toBeNull();
     expect(first.error).toBe('the approval request could not be posted in Slack (Slack answered internal_error); nothing was changed');
@@ -120,7 +120,7 @@ describe('approval request that Slack does not post', () => {
     await h.click(REQUESTER, alert, 'tw_restart');
     expect(h.ephemerals(REQUESTER).at(-1)).toContain('waiting for approval until');
     expect(approvalMessage(h, alert.ts)).toBeDefined();
-    expect(await store.listApprovals({ states: ['requested'] })).toHaveLength(1);
+    expect(await store.approvals.list({ states: ['requested'] })).toHaveLength(1);
     expect(realWrites(h, 'PATCH', 'daemonsets')).toEqual([]);
   });
 });
@@ -175,7 +175,7 @@ describe('approver lists with user groups', () => {
     expect(h.ephemerals(APPROVER).at(-1)).toBe('Your approval is recorded (1 of 2); it runs once 1 more approver agrees.');
     expect(realWrites(h, 'PATCH', 'daemonsets')).toEqual([]);
     await h.click(ONCALL_APPROVER, approval, 'tw_approve');
-    await until(async () => (await h!.serve.context.store.listApprovals())[0]!.state === 'succeeded', 'the restart to succeed');
+    await until(async () => (await h!.serve.context.store.approvals.list())[0]!.state === 'succeeded', 'the restart to succeed');
     expect(realWrites(h, 'PATCH', 'daemonsets')).toHaveLength(1);
   }, 120_000);
 });
@@ -190,7 +190,7 @@ describe('final progress edit', { timeout: 120_000 }, () => {
     await h.click(REQUESTER, alert, 'tw_restart');
     await h.click(APPROVER, approvalMessage(h, alert.ts)!, 'tw_approve');
     const store = h.serve.context.store;
-    await until(async () => (await store.listApprovals())[0]!.state === 'succeeded', 'the restart to succeed');
+    await until(async () => (await store.approvals.list())[0]!.state === 'succeeded', 'the restart to succeed');
     // The final edit is sent (and retried) after the approval ends.
     const finals = () => h!.slack.callsTo('chat.update').filter((c) => isFinal(c.args));
     await until(() => finals().some((c) => c.response['ok'] === true), 'the retried final edit to land');
@@ -198,7 +198,7 @@ describe('final progress edit', { timeout: 120_000 }, () => {
     expect(finals().map((c) => c.response['ok'])).toEqual([false, true]);
     const progress = h.slack.thread(OPS, alert.ts).filter((m) => m.text.includes('rollout of DaemonSet') || m.text.includes('rolling out'));
     expect(progress.map((m) => m.text)).toEqual(['✅ [prod-eks] rollout of DaemonSet kube-system/kube-multus-ds complete']);
-    const a = (await store.listApprovals())[0]!;
+    const a = (await store.approvals.list())[0]!;
     expect(a.execution?.pendingProgress).toBeUndefined();
     expect(JSON.parse(a.execution!.shown!)).toMatchObject({ done: true });
   });
@@ -211,13 +211,13 @@ describe('final progress edit', { timeout: 120_000 }, () => {
     await h.click(REQUESTER, alert, 'tw_restart');
     await h.click(APPROVER, approvalMessage(h, alert.ts)!, 'tw_approve');
     const store = h.serve.context.store;
-    await until(async () => (await store.listApprovals())[0]!.state === 'succeeded', 'the restart to succeed');
+    await until(async () => (await store.approvals.list())[0]!.state === 'succeeded', 'the restart to succeed');
     await until(() => h!.slack.callsTo('chat.update').filter((c) => isFinal(c.args) && c.response['ok'] === true).length === 1, 'the final edit to land on a later tick');
     await h.bot.idle();
     expect(h.slack.callsTo('chat.update').filter((c) => isFinal(c.args)).map((c) => c.response['ok'])).toEqual([false, false, false, false, false, false, true]);
     const progress = h.slack.thread(OPS, alert.ts).filter((m) => m.text.includes('rollout of DaemonSet') || m.text.includes('rolling out'));
     expect(progress.map((m) => m.text)).toEqual(['✅ [prod-eks] rollout of DaemonSet kube-system/kube-multus-ds complete']);
-    await until(async () => (await store.listApprovals())[0]!.execution?.pendingProgress === undefined, 'the pending progress to be cleared');
+    await until(async () => (await store.approvals.list())[0]!.execution?.pendingProgress === undefined, 'the pending progress to be cleared');
   });
 });
 
@@ -230,17 +230,17 @@ describe('final progress edit across a restart', () => {
     const alert = await h.alert('kube-system', 'multus');
     await h.click(REQUESTER, alert, 'tw_restart');
     await h.click(APPROVER, approvalMessage(h, alert.ts)!, 'tw_approve');
-    await until(async () => (await h!.serve.context.store.listApprovals())[0]!.state === 'succeeded', 'the restart to succeed');
+    await until(async () => (await h!.serve.context.store.approvals.list())[0]!.state === 'succeeded', 'the restart to succeed');
     const store = () => h!.serve.context.store;
     // The final edit's retries run after the approval ends: wait for the last one to be refused and stored as pending.
     await until(
-      async () => h!.slack.callsTo('chat.update').filter((c) => isFinal(c.args)).length === 5 && (await store().listApprovals())[0]!.execution?.pendingProgress?.done === true,
+      async () => h!.slack.callsTo('chat.update').filter((c) => isFinal(c.args)).length === 5 && (await store().approvals.list())[0]!.execution?.pendingProgress?.done === true,
       'the five refused final edits and the stored pending state',
     );
     await h.bot.idle();
     // All five attempts refused: stored as pending, not as shown; the message still shows the last accepted state.
     expect(h.slack.callsTo('chat.update').filter((c) => isFinal(c.args)).map((c) => c.response['ok'])).toEqual([false, false, false, false, false]);
-    const pending = (await store().listApprovals())[0]!.execution!;
+    const pending = (await store().approvals.list())[0]!.execution!;
     expect(pending.pendingProgress).toMatchObject({ done: true });
     expect(JSON.parse(pending.shown!)).not.toMatchObject({ done: true });
     const rolling = () => h!.slack.thread(OPS, alert.ts).filter((m) => m.text.includes('rollout of DaemonSet') || m.text.includes('rolling out'));
@@ -252,7 +252,7 @@ describe('final progress edit across a restart', () => {
     await h.bot.idle();
     expect(h.slack.callsTo('chat.update').filter((c) => isFinal(c.args)).map((c) => c.response['ok'])).toEqual([false, false, false, false, false, true]);
     expect(rolling().map((m) => m.text)).toEqual(['✅ [prod-eks] rollout of DaemonSet kube-system/kube-multus-ds complete']);
-    const done = (await store().listApprovals())[0]!.execution!;
+    const done = (await store().approvals.list())[0]!.execution!;
     expect(done.pendingProgress).toBeUndefined();
     expect(JSON.parse(done.shown!)).toMatchObject({ done: true });
     expect(realWrites(h, 'PATCH', 'daemonsets')).toHaveLength(1);

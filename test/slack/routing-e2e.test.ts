@@ -104,7 +104,7 @@ describe('routing rules (HTTP mode)', () => {
     // The same button replayed in an unrelated channel is refused and changes nothing.
     await h.click(REQUESTER, multus, 'tw_restart', { channel: ELSEWHERE });
     expect(h.ephemerals(REQUESTER).at(-1)).toContain('Each channel only reaches its own clusters');
-    expect((await h.serve.context.store.listApprovals()).length).toBe(1);
+    expect((await h.serve.context.store.approvals.list()).length).toBe(1);
     await h.click(APPROVER, approval!, 'tw_approve');
     const patches = h.kube.requestsMatching({ method: 'PATCH', resource: 'daemonsets' }).filter((r) => !r.dryRun);
     expect(patches).toHaveLength(1);
@@ -221,11 +221,11 @@ describe('routing rules (Socket Mode)', () => {
       });
     await click('env-elsewhere', ELSEWHERE);
     await x.bot.idle();
-    expect((await x.serve.context.store.listApprovals()).length).toBe(0);
+    expect((await x.serve.context.store.approvals.list()).length).toBe(0);
     expect(fake.ephemerals({ user: REQUESTER }).at(-1)!.text).toContain('Each channel only reaches its own clusters');
     await click('env-routed', NET_ID);
     await x.bot.idle();
     expect(fake.thread(NET_ID, alert.ts).some((m) => m.text.includes('approval needed: restart of DaemonSet kube-system/kube-multus-ds'))).toBe(true);
-    expect((await x.serve.context.store.listApprovals()).length).toBe(1);
+    expect((await x.serve.context.store.approvals.list()).length).toBe(1);
   });
 });

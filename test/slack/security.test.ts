@@ -115,10 +115,10 @@ describe('replayed signed requests (HTTP mode)', () => {
   it('replay keys expire: the store drops keys past their expiry and keeps fresh ones', async () => {
     const h = await harness();
     const store = h.serve.context.store;
-    expect(await store.claimSlackRequest(['k1'], 1000, 2000)).toBe(true);
-    expect(await store.claimSlackRequest(['k1'], 1999, 3000)).toBe(false);
-    expect(await store.claimSlackRequest(['k1'], 2000, 3000)).toBe(true);
-    expect(await store.claimSlackRequest(['k2', 'k1'], 2500, 4000)).toBe(false);
+    expect(await store.replay.claim(['k1'], 1000, 2000)).toBe(true);
+    expect(await store.replay.claim(['k1'], 1999, 3000)).toBe(false);
+    expect(await store.replay.claim(['k1'], 2000, 3000)).toBe(true);
+    expect(await store.replay.claim(['k2', 'k1'], 2500, 4000)).toBe(false);
   }, 30_000);
 });
 
@@ -181,8 +181,8 @@ describe('honest health', () => {
   it('polls failing on the store (disk full) show in /tokens status, tokenwatch_poll_failing and /readyz; the replica stays ready', async () => {
     const h = await harness();
     const store = h.serve.context.store;
-    const original = store.startPollRun.bind(store);
-    store.startPollRun = () => {
+    const original = store.polls.startRun.bind(store);
+    store.polls.startRun = () => {
       throw Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });
     };
     await h.poll();
@@ -200,7 +200,7 @@ describe('honest health', () => {
     expect(h.ephemerals(REQUESTER).at(-1)).toBeDefined();
     const status = h.slack.ephemerals({ user: REQUESTER }).at(-1)!;
     expect(blockText(status)).toContain('degraded: database or disk is full');
-    store.startPollRun = original;
+    store.polls.startRun = original;
     await h.poll();
     expect(await metric(h, `tokenwatch_poll_failing{cluster="${CLUSTER}"} 0`)).toBe(true);
     expect(((await (await fetch(`http://127.0.0.1:${h.serve.port}/readyz`)).json()) as { polls: Record<string, string> }).polls[CLUSTER]).toBe('ok');
@@ -225,7 +225,7 @@ describe('Slack unreachable at start', () => {
     });
     cleanups.push(() => handle.stop());
     await handle.firstPolls;
-    expect((await handle.context.store.listFindings(CLUSTER)).length).toBeGreaterThan(0);
+    expect((await handle.context.store.findings.list(CLUSTER)).length).toBeGreaterThan(0);
     expect(handle.readiness().integrations).toEqual({ slack: 'unavailable' });
     const failure = sink.lines.find((l) => String(l.msg).startsWith('cannot reach Slack'));
     expect(failure?.msg).toContain(`cannot reach Slack at http://127.0.0.1:${port}/api/ (auth.test: network error ECONNREFUSED)`);
@@ -276,12 +276,12 @@ describe('secrets through the log call sites that take external text', () => {
       await h.command(`status ${secret}`, REQUESTER);
       // 2. A poll failing with an error whose text carries the secret (a source or store error).
       const store = h.serve.context.store;
-      const original = store.startPollRun.bind(store);
-      store.startPollRun = () => {
+      const original = store.polls.startRun.bind(store);
+      store.polls.startRun = () => {
         throw new Error(`upstream said: ${secret}`);
       };
       await h.poll();
-      store.startPollRun = original;
+      store.polls.startRun = original;
       // 3. A Slack Web API error (the directory's usergroups.users.list call), error text from Slack.
       h.slack.failNext('usergroups.users.list', `bad ${secret}`, 10);
       await new Directory(h.bot.parts.api, { logger: h.serve.context.logger, ttlMs: 0 }).members(ONCALL);

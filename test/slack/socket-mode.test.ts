@@ -69,7 +69,7 @@ describe('Socket Mode', () => {
     await interactive('env-restart', clickOn(REQUESTER, alert, 'tw_restart'));
     const approval = fake.thread(OPS, alert.ts).find((m) => m.text.includes('approval needed: restart of DaemonSet kube-system/kube-multus-ds'))!;
     await interactive('env-approve', clickOn(ONCALL_APPROVER, approval, 'tw_approve'));
-    await waitFor(async () => (await h!.serve.context.store.listApprovals())[0]?.state === 'succeeded');
+    await waitFor(async () => (await h!.serve.context.store.approvals.list())[0]?.state === 'succeeded');
     h.advance(2 * 3_600_000 + 60_000);
     await h.poll();
     expect((fake.message(OPS, alert.ts)!.blocks![0] as { text: { text: string } }).text.text).toBe('✅ Resolved · prod-eks · kube-system/multus');

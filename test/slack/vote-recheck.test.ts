@@ -41,7 +41,7 @@ describe('votes re-checked at the decision', () => {
     await h.click(DAVE, approval, 'tw_approve');
     await h.bot.idle();
     expect(realPatches(h)).toHaveLength(0);
-    expect((await h.serve.context.store.listApprovals()).map((a) => a.state)).toEqual(['requested']);
+    expect((await h.serve.context.store.approvals.list()).map((a) => a.state)).toEqual(['requested']);
     const thread = h.slack.thread(OPS, alert.ts).map((m) => m.text);
     const note = thread.find((t) => t.includes('is void'));
     expect(note).toContain(APPROVER);

@@ -46,8 +46,10 @@ describe('Slack warm-up at start', () => {
     let statuses = 0;
     const result = await warmSlack({
       store: {
-        claimSlackRequest: () => {
-          throw new Error('store is read-only');
+        replay: {
+          claim: () => {
+            throw new Error('store is read-only');
+          },
         },
       },
       command: {

@@ -34,27 +34,27 @@ describe('approvals', () => {
   it('creates and reads back an approval exactly, refusing a duplicate id', async () => {
     const store = await backend.open();
     const a = approval({ votes: [{ user: 'U0X', vote: 'approve', at: T0 }] });
-    expect(await store.createApproval(a)).toEqual({ ...a, message: null });
-    expect(await store.getApproval('appr-1')).toEqual({ ...a, message: null });
-    expect(await store.getApproval('nope')).toBeUndefined();
-    await expect(store.createApproval(a)).rejects.toThrow(new StoreError('createApproval: approval appr-1 already exists'));
-    const withMessage = await store.createApproval({ ...approval({ id: 'appr-2', dryRun: null }), message: { channel: 'C0OPS', ts: '1.2' } });
+    expect(await store.approvals.create(a)).toEqual({ ...a, message: null });
+    expect(await store.approvals.get('appr-1')).toEqual({ ...a, message: null });
+    expect(await store.approvals.get('nope')).toBeUndefined();
+    await expect(store.approvals.create(a)).rejects.toThrow(new StoreError('createApproval: approval appr-1 already exists'));
+    const withMessage = await store.approvals.create({ ...approval({ id: 'appr-2', dryRun: null }), message: { channel: 'C0OPS', ts: '1.2' } });
     expect(withMessage.message).toEqual({ channel: 'C0OPS', ts: '1.2' });
     expect(withMessage.dryRun).toBeNull();
   });
 
   it('transitions only from the expected state, writing the patch', async () => {
     const store = await backend.open();
-    await store.createApproval(approval());
-    expect(await store.transitionApproval('appr-1', 'approved', 'running', {}, T0 + MIN)).toBe(false);
-    expect(await store.transitionApproval('nope', 'requested', 'approved', {}, T0 + MIN)).toBe(false);
+    await store.approvals.create(approval());
+    expect(await store.approvals.transition('appr-1', 'approved', 'running', {}, T0 + MIN)).toBe(false);
+    expect(await store.approvals.transition('nope', 'requested', 'approved', {}, T0 + MIN)).toBe(false);
     // same state: store the approval message location
-    expect(await store.transitionApproval('appr-1', 'requested', 'requested', { message: { channel: 'C0OPS', ts: '9.9' } }, T0 + MIN)).toBe(true);
+    expect(await store.approvals.transition('appr-1', 'requested', 'requested', { message: { channel: 'C0OPS', ts: '9.9' } }, T0 + MIN)).toBe(true);
     const vote = { user: 'U0APP', vote: 'approve' as const, at: T0 + 2 * MIN };
-    expect(await store.transitionApproval('appr-1', 'requested', 'approved', { state: 'approved', votes: [vote], updatedAt: 0 }, T0 + 2 * MIN)).toBe(true);
-    expect(await store.transitionApproval('appr-1', 'approved', 'running', {}, T0 + 3 * MIN)).toBe(true);
-    expect(await store.transitionApproval('appr-1', 'running', 'failed', { error: 'daemonsets.apps "x" not found' }, T0 + 4 * MIN)).toBe(true);
-    expect(await store.getApproval('appr-1')).toEqual({
+    expect(await store.approvals.transition('appr-1', 'requested', 'approved', { state: 'approved', votes: [vote], updatedAt: 0 }, T0 + 2 * MIN)).toBe(true);
+    expect(await store.approvals.transition('appr-1', 'approved', 'running', {}, T0 + 3 * MIN)).toBe(true);
+    expect(await store.approvals.transition('appr-1', 'running', 'failed', { error: 'daemonsets.apps "x" not found' }, T0 + 4 * MIN)).toBe(true);
+    expect(await store.approvals.get('appr-1')).toEqual({
       ...approval(),
       state: 'failed',
       votes: [vote],
@@ -62,32 +62,32 @@ describe('approvals', () => {
       updatedAt: T0 + 4 * MIN,
       message: { channel: 'C0OPS', ts: '9.9' },
     });
-    await expect(store.transitionApproval('appr-1', 'failed', 'running', { state: 'succeeded' }, T0)).rejects.toThrow(StoreError);
+    await expect(store.approvals.transition('appr-1', 'failed', 'running', { state: 'succeeded' }, T0)).rejects.toThrow(StoreError);
   });
 
   it('a vote patch computed from a stale read loses', async () => {
     const store = await backend.open();
-    await store.createApproval(approval({ requiredApprovals: 2 }));
+    await store.approvals.create(approval({ requiredApprovals: 2 }));
     const alice = { user: 'U0ALICE', vote: 'approve' as const, at: T0 + MIN };
     const bob = { user: 'U0BOB', vote: 'approve' as const, at: T0 + MIN };
-    expect(await store.transitionApproval('appr-1', 'requested', 'requested', { votes: [alice] }, T0 + MIN)).toBe(true);
-    expect(await store.transitionApproval('appr-1', 'requested', 'requested', { votes: [bob] }, T0 + MIN)).toBe(false);
-    expect(await store.transitionApproval('appr-1', 'requested', 'approved', { votes: [alice, bob] }, T0 + MIN)).toBe(true);
-    expect((await store.getApproval('appr-1'))!.votes).toEqual([alice, bob]);
+    expect(await store.approvals.transition('appr-1', 'requested', 'requested', { votes: [alice] }, T0 + MIN)).toBe(true);
+    expect(await store.approvals.transition('appr-1', 'requested', 'requested', { votes: [bob] }, T0 + MIN)).toBe(false);
+    expect(await store.approvals.transition('appr-1', 'requested', 'approved', { votes: [alice, bob] }, T0 + MIN)).toBe(true);
+    expect((await store.approvals.get('appr-1'))!.votes).toEqual([alice, bob]);
   });
 
   it('lists approvals by cluster, state, expiry and finding', async () => {
     const store = await backend.open();
-    await store.createApproval(approval({ id: 'a', createdAt: T0, expiresAt: T0 + 30 * MIN }));
-    await store.createApproval(approval({ id: 'b', createdAt: T0 + MIN, expiresAt: T0 + 31 * MIN, state: 'approved' }));
-    await store.createApproval(
+    await store.approvals.create(approval({ id: 'a', createdAt: T0, expiresAt: T0 + 30 * MIN }));
+    await store.approvals.create(approval({ id: 'b', createdAt: T0 + MIN, expiresAt: T0 + 31 * MIN, state: 'approved' }));
+    await store.approvals.create(
       approval({ id: 'c', createdAt: T0 + 2 * MIN, expiresAt: T0 + 10 * MIN, target: { ...approval().target, cluster: 'staging', findingId: 'f2' } }),
     );
-    expect((await store.listApprovals()).map((a) => a.id)).toEqual(['a', 'b', 'c']);
-    expect((await store.listApprovals({ cluster: 'prod' })).map((a) => a.id)).toEqual(['a', 'b']);
-    expect((await store.listApprovals({ states: ['requested'], expiresAtOrBefore: T0 + 30 * MIN })).map((a) => a.id)).toEqual(['a', 'c']);
-    expect((await store.listApprovals({ findingId: 'f2' })).map((a) => a.id)).toEqual(['c']);
-    expect(await store.listApprovals({ states: [] })).toEqual([]);
+    expect((await store.approvals.list()).map((a) => a.id)).toEqual(['a', 'b', 'c']);
+    expect((await store.approvals.list({ cluster: 'prod' })).map((a) => a.id)).toEqual(['a', 'b']);
+    expect((await store.approvals.list({ states: ['requested'], expiresAtOrBefore: T0 + 30 * MIN })).map((a) => a.id)).toEqual(['a', 'c']);
+    expect((await store.approvals.list({ findingId: 'f2' })).map((a) => a.id)).toEqual(['c']);
+    expect(await store.approvals.list({ states: [] })).toEqual([]);
   });
 });
 
@@ -100,31 +100,31 @@ describe('compare-and-set under concurrency', () => {
 
   it('of 10 connections moving approved → running, exactly one wins', async () => {
     const stores = await tenConnections();
-    await stores[0]!.createApproval(approval({ state: 'approved' }));
-    const results = await Promise.all(stores.map((s, i) => s.transitionApproval('appr-1', 'approved', 'running', {}, T0 + i)));
+    await stores[0]!.approvals.create(approval({ state: 'approved' }));
+    const results = await Promise.all(stores.map((s, i) => s.approvals.transition('appr-1', 'approved', 'running', {}, T0 + i)));
     expect(results.filter(Boolean)).toHaveLength(1);
     // SQLite: the one connection that asks first wins (BEGIN IMMEDIATE in arrival order); PostgreSQL: any one.
     if (backend.name === 'sqlite') expect(results[0]).toBe(true);
-    expect(await stores[9]!.getApproval('appr-1')).toMatchObject({ state: 'running', updatedAt: T0 + results.indexOf(true) });
+    expect(await stores[9]!.approvals.get('appr-1')).toMatchObject({ state: 'running', updatedAt: T0 + results.indexOf(true) });
   });
 
   it('ten approvers clicking at once through the state machine: one approval, one execute', async () => {
     const policy = definePolicy({ approvers: Array.from({ length: 10 }, (_, i) => `U0AP${i}`) });
     const stores = await tenConnections();
-    await stores[0]!.createApproval(approval());
+    await stores[0]!.approvals.create(approval());
     // every click handler reads the approval before any of them writes
-    const reads = await Promise.all(stores.map(async (s) => (await s.getApproval('appr-1'))!));
+    const reads = await Promise.all(stores.map(async (s) => (await s.approvals.get('appr-1'))!));
     let executes = 0;
     const won = await Promise.all(reads.map(async (a, i) => {
       const d = decide(a, approvalEvent.approve(`U0AP${i}`), policy, T0 + MIN);
       if (!d.ok) throw new Error(`refused: ${d.reason}`);
-      const ok = await stores[i]!.transitionApproval(a.id, d.from, d.next, d.patch, T0 + MIN);
+      const ok = await stores[i]!.approvals.transition(a.id, d.from, d.next, d.patch, T0 + MIN);
       if (ok) executes += d.effects.filter((e) => e.type === 'execute').length;
       return ok;
     }));
     expect(won.filter(Boolean)).toHaveLength(1);
     expect(executes).toBe(1);
-    const final = (await stores[5]!.getApproval('appr-1'))!;
+    const final = (await stores[5]!.approvals.get('appr-1'))!;
     expect(final.state).toBe('approved');
     expect(final.votes.map((v) => v.user)).toEqual([`U0AP${won.indexOf(true)}`]);
     // a loser re-reads and is told it is already decided
@@ -136,21 +136,21 @@ describe('compare-and-set under concurrency', () => {
     const policy = definePolicy({ approvers: ['U0ALICE', 'U0BOB'], protectedNamespaces: ['kube-system'] });
     const a = await backend.openShared();
     const b = await backend.peer();
-    await a.createApproval(approval({ requiredApprovals: 2 }));
-    const readA = (await a.getApproval('appr-1'))!;
-    const readB = (await b.getApproval('appr-1'))!;
+    await a.approvals.create(approval({ requiredApprovals: 2 }));
+    const readA = (await a.approvals.get('appr-1'))!;
+    const readB = (await b.approvals.get('appr-1'))!;
     const dA = decide(readA, approvalEvent.approve('U0ALICE'), policy, T0 + MIN);
     const dB = decide(readB, approvalEvent.approve('U0BOB'), policy, T0 + MIN);
     if (!dA.ok || !dB.ok) throw new Error('refused');
-    expect(await a.transitionApproval('appr-1', dA.from, dA.next, dA.patch, T0 + MIN)).toBe(true);
-    expect(await b.transitionApproval('appr-1', dB.from, dB.next, dB.patch, T0 + MIN)).toBe(false);
+    expect(await a.approvals.transition('appr-1', dA.from, dA.next, dA.patch, T0 + MIN)).toBe(true);
+    expect(await b.approvals.transition('appr-1', dB.from, dB.next, dB.patch, T0 + MIN)).toBe(false);
     // Bob's handler re-reads and decides again: now the quorum is reached
-    const reread = (await b.getApproval('appr-1'))!;
+    const reread = (await b.approvals.get('appr-1'))!;
     const retry = decide(reread, approvalEvent.approve('U0BOB'), policy, T0 + MIN);
     if (!retry.ok) throw new Error(`refused: ${retry.reason}`);
     expect(retry.next).toBe('approved');
-    expect(await b.transitionApproval('appr-1', retry.from, retry.next, retry.patch, T0 + MIN)).toBe(true);
-    const final = (await a.getApproval('appr-1'))!;
+    expect(await b.approvals.transition('appr-1', retry.from, retry.next, retry.patch, T0 + MIN)).toBe(true);
+    const final = (await a.approvals.get('appr-1'))!;
     expect(final.state).toBe('approved');
     expect(final.votes.map((v) => v.user)).toEqual(['U0ALICE', 'U0BOB']);
     expect({ ...applyTransition(reread, retry), message: null }).toEqual(final);
@@ -163,7 +163,7 @@ describe('compare-and-set across threads (SQLite file)', () => {
     const bundle = await bundleStore('cas');
     const path = join(tempDir(), 'cas-threads.db');
     const setup = await openStore(path);
-    await setup.createApproval(approval({ state: 'approved' }));
+    await setup.approvals.create(approval({ state: 'approved' }));
     await setup.close();
     const flag = new SharedArrayBuffer(4);
     const workers = Array.from(
@@ -189,7 +189,7 @@ describe('compare-and-set across threads (SQLite file)', () => {
     bundle.cleanup();
     expect(won.filter(Boolean)).toHaveLength(1);
     const check = track(await openStore(path));
-    const final = (await check.getApproval('appr-1'))!;
+    const final = (await check.approvals.get('appr-1'))!;
     expect(final.state).toBe('running');
     expect(final.updatedAt).toBe(T0 + won.indexOf(true));
   });

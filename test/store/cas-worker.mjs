@@ -8,6 +8,6 @@ const store = await openStore(workerData.path);
 const flag = new Int32Array(workerData.flag);
 parentPort.postMessage({ ready: true });
 Atomics.wait(flag, 0, 0);
-const won = await store.transitionApproval(workerData.id, 'approved', 'running', { state: 'running' }, workerData.at);
+const won = await store.approvals.transition(workerData.id, 'approved', 'running', { state: 'running' }, workerData.at);
 await store.close();
 parentPort.postMessage({ won });

@@ -115,7 +115,7 @@ describe.skipIf(!pgServer.available)('store copy', () => {
     makeSqliteStore(copy, 8);
     const store = await openStore(copy);
     try {
-      expect(await store.watchedSince('prod')).toBe(T0);
+      expect(await store.polls.watchedSince('prod')).toBe(T0);
     } finally {
       await store.close();
     }

@@ -38,29 +38,29 @@ afterAll(backend.dispose);
 
 describe('cursors', () => {
   it('returns undefined before the first save, then the latest cursor per source', async () => {
-    expect(await store.getCursor('cloudwatch:us-east-1:/aws/eks/prod/cluster')).toBeUndefined();
-    await store.setCursor('cloudwatch:us-east-1:/aws/eks/prod/cluster', '1730462400000');
-    await store.setCursor('file:/var/log/audit.log', '{"ino":42,"pos":1024}');
-    await store.setCursor('cloudwatch:us-east-1:/aws/eks/prod/cluster', '1730462700000');
-    expect(await store.getCursor('cloudwatch:us-east-1:/aws/eks/prod/cluster')).toBe('1730462700000');
-    expect(await store.getCursor('file:/var/log/audit.log')).toBe('{"ino":42,"pos":1024}');
+    expect(await store.polls.getCursor('cloudwatch:us-east-1:/aws/eks/prod/cluster')).toBeUndefined();
+    await store.polls.setCursor('cloudwatch:us-east-1:/aws/eks/prod/cluster', '1730462400000');
+    await store.polls.setCursor('file:/var/log/audit.log', '{"ino":42,"pos":1024}');
+    await store.polls.setCursor('cloudwatch:us-east-1:/aws/eks/prod/cluster', '1730462700000');
+    expect(await store.polls.getCursor('cloudwatch:us-east-1:/aws/eks/prod/cluster')).toBe('1730462700000');
+    expect(await store.polls.getCursor('file:/var/log/audit.log')).toBe('{"ino":42,"pos":1024}');
   });
 });
 
 describe('seen auditIDs', () => {
   it('markSeen returns only the ids not seen before, in input order, once each', async () => {
-    expect(await store.markSeen('prod', ['a', 'b', 'c'], T0)).toEqual(['a', 'b', 'c']);
-    expect(await store.markSeen('prod', ['c', 'd', 'a', 'e', 'd'], T0 + MIN)).toEqual(['d', 'e']);
-    expect(await store.markSeen('prod', [], T0)).toEqual([]);
-    expect(await store.countSeen('prod')).toBe(5);
+    expect(await store.polls.markSeen('prod', ['a', 'b', 'c'], T0)).toEqual(['a', 'b', 'c']);
+    expect(await store.polls.markSeen('prod', ['c', 'd', 'a', 'e', 'd'], T0 + MIN)).toEqual(['d', 'e']);
+    expect(await store.polls.markSeen('prod', [], T0)).toEqual([]);
+    expect(await store.polls.countSeen('prod')).toBe(5);
   });
 
   it('markSeen in batches: 10,000 ids (some seen, some repeated) give the fresh ones in input order', async () => {
     const ids = Array.from({ length: 10_000 }, (_, i) => `id-${i}`);
-    expect(await store.markSeen('prod', ids.filter((_, i) => i % 3 === 0), T0)).toHaveLength(3334);
+    expect(await store.polls.markSeen('prod', ids.filter((_, i) => i % 3 === 0), T0)).toHaveLength(3334);
     const input = [...ids, 'id-1', 'id-2', 'id-10000'];
-    expect(await store.markSeen('prod', input, T0 + MIN)).toEqual([...ids.filter((_, i) => i % 3 !== 0), 'id-10000']);
-    expect(await store.countSeen('prod')).toBe(10_001);
+    expect(await store.polls.markSeen('prod', input, T0 + MIN)).toEqual([...ids.filter((_, i) => i % 3 !== 0), 'id-10000']);
+    expect(await store.polls.countSeen('prod')).toBe(10_001);
     // A few statements, not one per id: ceil(10,001 / SEEN_BATCH_ROWS) INSERTs.
     const counted = countingSql(store.sql);
     expect(await new PollRepository(counted.sql).markSeen('prod', [...input, 'id-10001'], T0 + 2 * MIN)).toEqual(['id-10001']);
@@ -68,32 +68,32 @@ describe('seen auditIDs', () => {
   });
 
   it('keeps clusters apart', async () => {
-    await store.markSeen('prod', ['a'], T0);
-    expect(await store.markSeen('staging', ['a'], T0)).toEqual(['a']);
-    expect(await store.countSeen('staging')).toBe(1);
+    await store.polls.markSeen('prod', ['a'], T0);
+    expect(await store.polls.markSeen('staging', ['a'], T0)).toEqual(['a']);
+    expect(await store.polls.countSeen('staging')).toBe(1);
   });
 
   it('pruneSeen forgets ids first seen before the cutoff, of that cluster only', async () => {
-    await store.markSeen('prod', ['old1', 'old2'], T0);
-    await store.markSeen('prod', ['new'], T0 + 20 * MIN);
-    await store.markSeen('prod', ['old1'], T0 + 30 * MIN); // re-seen: keeps its first seenAt
-    await store.markSeen('staging', ['old1'], T0);
-    expect(await store.pruneSeen('prod', T0 + 10 * MIN)).toBe(2);
-    expect(await store.countSeen('prod')).toBe(1);
-    expect(await store.countSeen('staging')).toBe(1);
-    expect(await store.markSeen('prod', ['old1', 'new'], T0 + 40 * MIN)).toEqual(['old1']);
+    await store.polls.markSeen('prod', ['old1', 'old2'], T0);
+    await store.polls.markSeen('prod', ['new'], T0 + 20 * MIN);
+    await store.polls.markSeen('prod', ['old1'], T0 + 30 * MIN); // re-seen: keeps its first seenAt
+    await store.polls.markSeen('staging', ['old1'], T0);
+    expect(await store.polls.pruneSeen('prod', T0 + 10 * MIN)).toBe(2);
+    expect(await store.polls.countSeen('prod')).toBe(1);
+    expect(await store.polls.countSeen('staging')).toBe(1);
+    expect(await store.polls.markSeen('prod', ['old1', 'new'], T0 + 40 * MIN)).toEqual(['old1']);
   });
 });
 
 describe('token records', () => {
   it('upserts by key and lists them back exactly', async () => {
     const r = staleRecord();
-    await store.upsertTokenRecords([r]);
-    expect(await store.listTokenRecords('prod')).toEqual([r]);
+    await store.tokenRecords.upsert([r]);
+    expect(await store.tokenRecords.list('prod')).toEqual([r]);
     const merged = { ...r, requests: 9, lastSeen: T0, hourly: { ...r.hourly, [String(T0)]: 4 } };
-    await store.upsertTokenRecords([merged]);
-    expect(await store.listTokenRecords('prod')).toEqual([merged]);
-    expect(await store.listTokenRecords('staging')).toEqual([]);
+    await store.tokenRecords.upsert([merged]);
+    expect(await store.tokenRecords.list('prod')).toEqual([merged]);
+    expect(await store.tokenRecords.list('staging')).toEqual([]);
   });
 
   it('keys stale tokens by pod and warnAfter minute, legacy by Secret, 401s by source', async () => {
@@ -103,8 +103,8 @@ describe('token records', () => {
     const otherPod = staleRecord({ podUid: 'uid-2', pod: 'kube-multus-ds-abcde' });
     expect(tokenRecordKey(a)).toBe(tokenRecordKey(sameMinute));
     expect(tokenRecordKey(a)).not.toBe(tokenRecordKey(nextToken));
-    await store.upsertTokenRecords([a, sameMinute, nextToken, otherPod]);
-    expect(await store.listTokenRecords('prod')).toHaveLength(3);
+    await store.tokenRecords.upsert([a, sameMinute, nextToken, otherPod]);
+    expect(await store.tokenRecords.list('prod')).toHaveLength(3);
 
     const legacy = (name: string) =>
       staleRecord({
@@ -117,8 +117,8 @@ describe('token records', () => {
       });
     const unauthorized = (ip: string) =>
       staleRecord({ kind: 'unauthorized', subject: '(unattributed)', warnAfter: undefined, pod: undefined, podUid: undefined, sourceIPs: [ip] });
-    await store.upsertTokenRecords([legacy('multus-token-a'), legacy('multus-token-b'), unauthorized('10.0.0.1'), unauthorized('10.0.0.2')]);
-    expect(await store.listTokenRecords('prod')).toHaveLength(7);
+    await store.tokenRecords.upsert([legacy('multus-token-a'), legacy('multus-token-b'), unauthorized('10.0.0.1'), unauthorized('10.0.0.2')]);
+    expect(await store.tokenRecords.list('prod')).toHaveLength(7);
     expect(tokenRecordKey(legacy('multus-token-a'))).toBe('kube-system\u001fmultus-token-a');
     expect(tokenRecordKey(staleRecord({ sourceIPs: ['b', 'a'], kind: 'unauthorized' }))).toBe(
       'a,b\u001fmultus/v0.0.0 (linux/amd64) kubernetes/$Format\u001fkube-multus-ds-zwh6w',
@@ -126,55 +126,55 @@ describe('token records', () => {
   });
 
   it('replaceTokenRecords replaces the whole set of one cluster', async () => {
-    await store.upsertTokenRecords([staleRecord(), staleRecord({ podUid: 'uid-2' }), staleRecord({ cluster: 'staging' })]);
+    await store.tokenRecords.upsert([staleRecord(), staleRecord({ podUid: 'uid-2' }), staleRecord({ cluster: 'staging' })]);
     // the aggregator merged the token into an earlier warnAfter: its key changed
     const rekeyed = staleRecord({ warnAfter: T0 - 20 * DAY - 5 * MIN, requests: 6 });
-    expect(await store.replaceTokenRecords('prod', [rekeyed])).toEqual({ upserted: 1, deleted: 2 });
-    expect(await store.listTokenRecords('prod')).toEqual([rekeyed]);
+    expect(await store.tokenRecords.replace('prod', [rekeyed])).toEqual({ upserted: 1, deleted: 2 });
+    expect(await store.tokenRecords.list('prod')).toEqual([rekeyed]);
     // Writes only what changed: the same set again writes nothing; one changed record writes one row.
-    expect(await store.replaceTokenRecords('prod', await store.listTokenRecords('prod'))).toEqual({ upserted: 0, deleted: 0 });
-    expect(await store.replaceTokenRecords('prod', [{ ...rekeyed, requests: 7 }])).toEqual({ upserted: 1, deleted: 0 });
-    expect(await store.replaceTokenRecords('prod', [rekeyed])).toEqual({ upserted: 1, deleted: 0 });
+    expect(await store.tokenRecords.replace('prod', await store.tokenRecords.list('prod'))).toEqual({ upserted: 0, deleted: 0 });
+    expect(await store.tokenRecords.replace('prod', [{ ...rekeyed, requests: 7 }])).toEqual({ upserted: 1, deleted: 0 });
+    expect(await store.tokenRecords.replace('prod', [rekeyed])).toEqual({ upserted: 1, deleted: 0 });
     // Compared with the records listed earlier instead of the rows: same answers.
-    const listed = await store.listTokenRecords('prod');
-    expect(await store.replaceTokenRecords('prod', listed.map((r) => ({ ...r })), listed)).toEqual({ upserted: 0, deleted: 0 });
-    expect(await store.replaceTokenRecords('prod', [{ ...rekeyed, requests: 8 }, staleRecord({ podUid: 'uid-3' })], await store.listTokenRecords('prod'))).toEqual({ upserted: 2, deleted: 0 });
-    expect(await store.replaceTokenRecords('prod', [], await store.listTokenRecords('prod'))).toEqual({ upserted: 0, deleted: 2 });
-    expect(await store.listTokenRecords('prod')).toEqual([]);
-    await store.replaceTokenRecords('prod', [rekeyed]);
-    expect(await store.listTokenRecords('staging')).toHaveLength(1);
-    await expect(store.replaceTokenRecords('prod', [staleRecord({ cluster: 'staging' })])).rejects.toThrow(
+    const listed = await store.tokenRecords.list('prod');
+    expect(await store.tokenRecords.replace('prod', listed.map((r) => ({ ...r })), listed)).toEqual({ upserted: 0, deleted: 0 });
+    expect(await store.tokenRecords.replace('prod', [{ ...rekeyed, requests: 8 }, staleRecord({ podUid: 'uid-3' })], await store.tokenRecords.list('prod'))).toEqual({ upserted: 2, deleted: 0 });
+    expect(await store.tokenRecords.replace('prod', [], await store.tokenRecords.list('prod'))).toEqual({ upserted: 0, deleted: 2 });
+    expect(await store.tokenRecords.list('prod')).toEqual([]);
+    await store.tokenRecords.replace('prod', [rekeyed]);
+    expect(await store.tokenRecords.list('staging')).toHaveLength(1);
+    await expect(store.tokenRecords.replace('prod', [staleRecord({ cluster: 'staging' })])).rejects.toThrow(
       new StoreError('replaceTokenRecords(prod): a record belongs to cluster staging'),
     );
-    expect(await store.listTokenRecords('prod')).toEqual([rekeyed]);
+    expect(await store.tokenRecords.list('prod')).toEqual([rekeyed]);
   });
 
   it('pollCoverage counts failed and successful polls since a time, and the last success at or before it', async () => {
-    const run = async (at: number, error?: string) => await store.finishPollRun(await store.startPollRun('prod', 'file', at), { endedAt: at + 1000, events: 0, tokenUses: 0, ...(error ? { error } : {}) });
+    const run = async (at: number, error?: string) => await store.polls.finishRun(await store.polls.startRun('prod', 'file', at), { endedAt: at + 1000, events: 0, tokenUses: 0, ...(error ? { error } : {}) });
     await run(T0 - 2 * HOUR);
     await run(T0 - HOUR, 'boom');
     await run(T0 + HOUR);
-    await store.startPollRun('prod', 'file', T0 + 2 * HOUR); // still running: not counted
-    expect(await store.pollCoverage('prod', T0)).toEqual({ failed: 0, succeeded: 1, lastSuccessAtOrBefore: T0 - 2 * HOUR });
-    expect(await store.pollCoverage('prod', T0 - 90 * MIN)).toEqual({ failed: 1, succeeded: 1, lastSuccessAtOrBefore: T0 - 2 * HOUR });
-    expect(await store.pollCoverage('prod', T0 - 3 * HOUR)).toMatchObject({ lastSuccessAtOrBefore: null });
-    expect(await store.pollCoverage('staging', T0)).toEqual({ failed: 0, succeeded: 0, lastSuccessAtOrBefore: null });
+    await store.polls.startRun('prod', 'file', T0 + 2 * HOUR); // still running: not counted
+    expect(await store.polls.coverage('prod', T0)).toEqual({ failed: 0, succeeded: 1, lastSuccessAtOrBefore: T0 - 2 * HOUR });
+    expect(await store.polls.coverage('prod', T0 - 90 * MIN)).toEqual({ failed: 1, succeeded: 1, lastSuccessAtOrBefore: T0 - 2 * HOUR });
+    expect(await store.polls.coverage('prod', T0 - 3 * HOUR)).toMatchObject({ lastSuccessAtOrBefore: null });
+    expect(await store.polls.coverage('staging', T0)).toEqual({ failed: 0, succeeded: 0, lastSuccessAtOrBefore: null });
   });
 
   it('pruneTokenRecords deletes records last seen before the cutoff', async () => {
-    await store.upsertTokenRecords([staleRecord({ lastSeen: T0 - 100 * DAY }), staleRecord({ podUid: 'uid-2', lastSeen: T0 })]);
-    expect(await store.pruneTokenRecords('prod', T0 - 90 * DAY)).toBe(1);
-    expect((await store.listTokenRecords('prod')).map((r) => r.podUid)).toEqual(['uid-2']);
+    await store.tokenRecords.upsert([staleRecord({ lastSeen: T0 - 100 * DAY }), staleRecord({ podUid: 'uid-2', lastSeen: T0 })]);
+    expect(await store.tokenRecords.prune('prod', T0 - 90 * DAY)).toBe(1);
+    expect((await store.tokenRecords.list('prod')).map((r) => r.podUid)).toEqual(['uid-2']);
   });
 });
 
 describe('findings', () => {
   it('saves new findings as open and reports the change', async () => {
     const f = finding();
-    expect(await store.saveFindings('prod', [f], T0)).toEqual([
+    expect(await store.findings.save('prod', [f], T0)).toEqual([
       { id: 'f-multus', isNew: true, severity: 'warning', previousSeverity: null, status: 'open', previousStatus: null },
     ]);
-    expect(await store.getFinding('f-multus')).toEqual({
+    expect(await store.findings.get('f-multus')).toEqual({
       id: 'f-multus',
       cluster: 'prod',
       finding: f,
@@ -186,25 +186,25 @@ describe('findings', () => {
       createdAt: T0,
       updatedAt: T0,
     });
-    expect(await store.getFinding('nope')).toBeUndefined();
+    expect(await store.findings.get('nope')).toBeUndefined();
   });
 
   it('updates in place, reporting the previous severity (escalation)', async () => {
-    await store.saveFindings('prod', [finding()], T0);
+    await store.findings.save('prod', [finding()], T0);
     const critical = finding({ severity: 'critical', requests: 50 });
-    expect(await store.saveFindings('prod', [critical], T0 + HOUR)).toEqual([
+    expect(await store.findings.save('prod', [critical], T0 + HOUR)).toEqual([
       { id: 'f-multus', isNew: false, severity: 'critical', previousSeverity: 'warning', status: 'open', previousStatus: 'open' },
     ]);
-    const stored = (await store.getFinding('f-multus'))!;
+    const stored = (await store.findings.get('f-multus'))!;
     expect(stored.finding.requests).toBe(50);
     expect([stored.createdAt, stored.updatedAt]).toEqual([T0, T0 + HOUR]);
     // Saved again unchanged (an idle poll): not written, updatedAt kept.
-    expect((await store.saveFindings('prod', [critical], T0 + 2 * HOUR))[0]).toMatchObject({ isNew: false, previousSeverity: 'critical' });
-    expect((await store.getFinding('f-multus'))!.updatedAt).toBe(T0 + HOUR);
+    expect((await store.findings.save('prod', [critical], T0 + 2 * HOUR))[0]).toMatchObject({ isNew: false, previousSeverity: 'critical' });
+    expect((await store.findings.get('f-multus'))!.updatedAt).toBe(T0 + HOUR);
   });
 
   it('lists by severity, then rejection date (none last), then id; filters by cluster and status', async () => {
-    await store.saveFindings(
+    await store.findings.save(
       'prod',
       [
         finding({ id: 'i', severity: 'info', rejectionAt: null }),
@@ -215,80 +215,80 @@ describe('findings', () => {
       ],
       T0,
     );
-    await store.saveFindings('staging', [finding({ id: 's', cluster: 'staging', severity: 'critical' })], T0);
-    expect((await store.listFindings('prod')).map((f) => f.id)).toEqual(['c', 'w-soon', 'w-late', 'w-none', 'i']);
-    expect((await store.listFindings()).map((f) => f.id)).toEqual(['s', 'c', 'w-soon', 'w-late', 'w-none', 'i']);
-    await store.setFindingStatus('w-soon', { status: 'resolved' }, T0);
-    expect((await store.listFindings('prod', { status: ['open'] })).map((f) => f.id)).toEqual(['c', 'w-late', 'w-none', 'i']);
-    expect((await store.listFindings(undefined, { status: ['resolved', 'snoozed'] })).map((f) => f.id)).toEqual(['w-soon']);
-    expect(await store.listFindings('prod', { status: [] })).toEqual([]);
+    await store.findings.save('staging', [finding({ id: 's', cluster: 'staging', severity: 'critical' })], T0);
+    expect((await store.findings.list('prod')).map((f) => f.id)).toEqual(['c', 'w-soon', 'w-late', 'w-none', 'i']);
+    expect((await store.findings.list()).map((f) => f.id)).toEqual(['s', 'c', 'w-soon', 'w-late', 'w-none', 'i']);
+    await store.findings.setStatus('w-soon', { status: 'resolved' }, T0);
+    expect((await store.findings.list('prod', { status: ['open'] })).map((f) => f.id)).toEqual(['c', 'w-late', 'w-none', 'i']);
+    expect((await store.findings.list(undefined, { status: ['resolved', 'snoozed'] })).map((f) => f.id)).toEqual(['w-soon']);
+    expect(await store.findings.list('prod', { status: [] })).toEqual([]);
   });
 
   it('setFindingStatus resolves, snoozes and reopens', async () => {
-    await store.saveFindings('prod', [finding()], T0);
-    expect(await store.setFindingStatus('f-multus', { status: 'snoozed', until: T0 + DAY }, T0 + MIN)).toBe(true);
-    expect(await store.getFinding('f-multus')).toMatchObject({ status: 'snoozed', snoozedUntil: T0 + DAY, resolvedAt: null, updatedAt: T0 + MIN });
-    expect(await store.setFindingStatus('f-multus', { status: 'resolved' }, T0 + 2 * MIN)).toBe(true);
-    expect(await store.getFinding('f-multus')).toMatchObject({ status: 'resolved', snoozedUntil: null, resolvedAt: T0 + 2 * MIN });
-    expect(await store.setFindingStatus('f-multus', { status: 'open' }, T0 + 3 * MIN)).toBe(true);
-    expect(await store.getFinding('f-multus')).toMatchObject({ status: 'open', snoozedUntil: null, resolvedAt: null });
-    expect(await store.setFindingStatus('nope', { status: 'open' }, T0)).toBe(false);
+    await store.findings.save('prod', [finding()], T0);
+    expect(await store.findings.setStatus('f-multus', { status: 'snoozed', until: T0 + DAY }, T0 + MIN)).toBe(true);
+    expect(await store.findings.get('f-multus')).toMatchObject({ status: 'snoozed', snoozedUntil: T0 + DAY, resolvedAt: null, updatedAt: T0 + MIN });
+    expect(await store.findings.setStatus('f-multus', { status: 'resolved' }, T0 + 2 * MIN)).toBe(true);
+    expect(await store.findings.get('f-multus')).toMatchObject({ status: 'resolved', snoozedUntil: null, resolvedAt: T0 + 2 * MIN });
+    expect(await store.findings.setStatus('f-multus', { status: 'open' }, T0 + 3 * MIN)).toBe(true);
+    expect(await store.findings.get('f-multus')).toMatchObject({ status: 'open', snoozedUntil: null, resolvedAt: null });
+    expect(await store.findings.setStatus('nope', { status: 'open' }, T0)).toBe(false);
   });
 
   it('reopens a resolved finding when stale use comes back after resolution (recurrence)', async () => {
-    await store.saveFindings('prod', [finding()], T0);
-    await store.setFindingStatus('f-multus', { status: 'resolved' }, T0 + 3 * HOUR);
+    await store.findings.save('prod', [finding()], T0);
+    await store.findings.setStatus('f-multus', { status: 'resolved' }, T0 + 3 * HOUR);
     // a late event from before the resolution does not reopen it
-    expect((await store.saveFindings('prod', [finding({ lastSeen: new Date(T0 + 2 * HOUR).toISOString() })], T0 + 4 * HOUR))[0]).toMatchObject({
+    expect((await store.findings.save('prod', [finding({ lastSeen: new Date(T0 + 2 * HOUR).toISOString() })], T0 + 4 * HOUR))[0]).toMatchObject({
       status: 'resolved',
       previousStatus: 'resolved',
     });
     const back = finding({ lastSeen: new Date(T0 + 5 * HOUR).toISOString() });
-    expect(await store.saveFindings('prod', [back], T0 + 5 * HOUR)).toEqual([
+    expect(await store.findings.save('prod', [back], T0 + 5 * HOUR)).toEqual([
       { id: 'f-multus', isNew: false, severity: 'warning', previousSeverity: 'warning', status: 'open', previousStatus: 'resolved' },
     ]);
-    expect(await store.getFinding('f-multus')).toMatchObject({ status: 'open', resolvedAt: null });
+    expect(await store.findings.get('f-multus')).toMatchObject({ status: 'open', resolvedAt: null });
   });
 
   it('a use delivered late, dated inside a quiet-resolved period, reopens the finding (and says so); old or known uses do not', async () => {
     // Last use T0 − 1 h; resolved as quiet 24 h later.
-    await store.saveFindings('prod', [finding()], T0);
+    await store.findings.save('prod', [finding()], T0);
     const resolvedAt = T0 - HOUR + DAY;
-    await store.setFindingStatus('f-multus', { status: 'resolved', reason: 'quiet' }, resolvedAt);
+    await store.findings.setStatus('f-multus', { status: 'resolved', reason: 'quiet' }, resolvedAt);
     // The same findings again (no new use), or a re-dated copy with the same count: nothing changes.
-    expect((await store.saveFindings('prod', [finding()], resolvedAt + MIN))[0]).toMatchObject({ status: 'resolved' });
-    expect((await store.saveFindings('prod', [finding({ lastSeen: new Date(T0).toISOString() })], resolvedAt + MIN))[0]).toMatchObject({ status: 'resolved' });
+    expect((await store.findings.save('prod', [finding()], resolvedAt + MIN))[0]).toMatchObject({ status: 'resolved' });
+    expect((await store.findings.save('prod', [finding({ lastSeen: new Date(T0).toISOString() })], resolvedAt + MIN))[0]).toMatchObject({ status: 'resolved' });
     // A new use dated before the last use the resolution knew: not inside the quiet period, still resolved.
-    expect((await store.saveFindings('prod', [finding({ requests: 6, lastSeen: new Date(T0 - 2 * HOUR).toISOString() })], resolvedAt + MIN))[0]).toMatchObject({ status: 'resolved' });
+    expect((await store.findings.save('prod', [finding({ requests: 6, lastSeen: new Date(T0 - 2 * HOUR).toISOString() })], resolvedAt + MIN))[0]).toMatchObject({ status: 'resolved' });
     // A use 1 min before the resolution, delivered 2 min after it (requests 6 → 7): reopened, with the resolution time.
     const late = finding({ requests: 7, lastSeen: new Date(resolvedAt - MIN).toISOString() });
-    expect(await store.saveFindings('prod', [late], resolvedAt + 2 * MIN)).toEqual([
+    expect(await store.findings.save('prod', [late], resolvedAt + 2 * MIN)).toEqual([
       { id: 'f-multus', isNew: false, severity: 'warning', previousSeverity: 'warning', status: 'open', previousStatus: 'resolved', lateUse: { resolvedAt } },
     ]);
-    expect(await store.getFinding('f-multus')).toMatchObject({ status: 'open', resolvedAt: null, resolution: null, finding: { requests: 7 } });
+    expect(await store.findings.get('f-multus')).toMatchObject({ status: 'open', resolvedAt: null, resolution: null, finding: { requests: 7 } });
   });
 
   it('a late use does not reopen a finding resolved as verified (old pods’ uses before the fix are expected)', async () => {
-    await store.saveFindings('prod', [finding()], T0);
-    await store.setFindingStatus('f-multus', { status: 'resolved', reason: 'verified' }, T0 + 3 * HOUR);
-    expect((await store.saveFindings('prod', [finding({ requests: 6, lastSeen: new Date(T0 + 2 * HOUR).toISOString() })], T0 + 4 * HOUR))[0]).toMatchObject({ status: 'resolved' });
+    await store.findings.save('prod', [finding()], T0);
+    await store.findings.setStatus('f-multus', { status: 'resolved', reason: 'verified' }, T0 + 3 * HOUR);
+    expect((await store.findings.save('prod', [finding({ requests: 6, lastSeen: new Date(T0 + 2 * HOUR).toISOString() })], T0 + 4 * HOUR))[0]).toMatchObject({ status: 'resolved' });
   });
 
   it('keeps a snooze until it ends, then reopens', async () => {
-    await store.saveFindings('prod', [finding()], T0);
-    await store.setFindingStatus('f-multus', { status: 'snoozed', until: T0 + DAY }, T0);
-    expect((await store.saveFindings('prod', [finding()], T0 + DAY - 1))[0]!.status).toBe('snoozed');
-    expect((await store.saveFindings('prod', [finding()], T0 + DAY))[0]).toMatchObject({ status: 'open', previousStatus: 'snoozed' });
-    expect((await store.getFinding('f-multus'))!.snoozedUntil).toBeNull();
+    await store.findings.save('prod', [finding()], T0);
+    await store.findings.setStatus('f-multus', { status: 'snoozed', until: T0 + DAY }, T0);
+    expect((await store.findings.save('prod', [finding()], T0 + DAY - 1))[0]!.status).toBe('snoozed');
+    expect((await store.findings.save('prod', [finding()], T0 + DAY))[0]).toMatchObject({ status: 'open', previousStatus: 'snoozed' });
+    expect((await store.findings.get('f-multus'))!.snoozedUntil).toBeNull();
   });
 
   it('refuses findings of another cluster, saving none of the batch', async () => {
-    await expect(store.saveFindings('prod', [finding({ id: 'x' }), finding({ id: 'y', cluster: 'staging' })], T0)).rejects.toThrow(
+    await expect(store.findings.save('prod', [finding({ id: 'x' }), finding({ id: 'y', cluster: 'staging' })], T0)).rejects.toThrow(
       new StoreError('saveFindings(prod): finding y belongs to cluster staging'),
     );
-    expect(await store.listFindings()).toEqual([]);
-    await store.saveFindings('prod', [finding({ id: 'z' })], T0);
-    await expect(store.saveFindings('staging', [finding({ id: 'z', cluster: 'staging' })], T0)).rejects.toThrow(
+    expect(await store.findings.list()).toEqual([]);
+    await store.findings.save('prod', [finding({ id: 'z' })], T0);
+    await expect(store.findings.save('staging', [finding({ id: 'z', cluster: 'staging' })], T0)).rejects.toThrow(
       new StoreError('saveFindings(staging): finding id z is stored for cluster prod'),
     );
   });
@@ -296,13 +296,13 @@ describe('findings', () => {
 
 describe('poll runs', () => {
   it('records polls and reports the latest per cluster with its last success', async () => {
-    const p1 = await store.startPollRun('prod', 'cw:prod', T0);
-    await store.finishPollRun(p1, { endedAt: T0 + 2000, events: 120, tokenUses: 3, stats: { requests: 2, bytes: 5000 } });
-    const p2 = await store.startPollRun('prod', 'cw:prod', T0 + 5 * MIN);
-    await store.finishPollRun(p2, { endedAt: T0 + 5 * MIN + 900, events: 0, tokenUses: 0, error: 'ThrottlingException: Rate exceeded' });
-    const s1 = await store.startPollRun('staging', 'file:/a.log', T0 + MIN);
+    const p1 = await store.polls.startRun('prod', 'cw:prod', T0);
+    await store.polls.finishRun(p1, { endedAt: T0 + 2000, events: 120, tokenUses: 3, stats: { requests: 2, bytes: 5000 } });
+    const p2 = await store.polls.startRun('prod', 'cw:prod', T0 + 5 * MIN);
+    await store.polls.finishRun(p2, { endedAt: T0 + 5 * MIN + 900, events: 0, tokenUses: 0, error: 'ThrottlingException: Rate exceeded' });
+    const s1 = await store.polls.startRun('staging', 'file:/a.log', T0 + MIN);
     expect(p2).toBeGreaterThan(p1);
-    expect(await store.lastPollRuns()).toEqual([
+    expect(await store.polls.lastRuns()).toEqual([
       {
         id: p2,
         cluster: 'prod',
@@ -331,36 +331,36 @@ describe('poll runs', () => {
   });
 
   it('finishPollRun of an unknown id throws', async () => {
-    await expect(store.finishPollRun(99, { endedAt: T0, events: 0, tokenUses: 0 })).rejects.toThrow(new StoreError('finishPollRun: no poll run with id 99'));
+    await expect(store.polls.finishRun(99, { endedAt: T0, events: 0, tokenUses: 0 })).rejects.toThrow(new StoreError('finishPollRun: no poll run with id 99'));
   });
 
   it('pollTicks reports the finished runs by the tick they ran for and the missed ticks with their reason; a tick recorded missed once stays so', async () => {
     const T = 15_000 * Math.floor(T0 / 15_000);
     const ran = async (tick: number | undefined, at: number, finish = true) => {
-      const id = await store.startPollRun('prod', 'file', at, tick);
-      if (finish) await store.finishPollRun(id, { endedAt: at + 500, events: 0, tokenUses: 0 });
+      const id = await store.polls.startRun('prod', 'file', at, tick);
+      if (finish) await store.polls.finishRun(id, { endedAt: at + 500, events: 0, tokenUses: 0 });
     };
     await ran(T, T + 10);
     await ran(undefined, T + 20); // the start-up poll or /tokens scan: no tick
     await ran(T + 30_000, T + 30_010, false); // still running (or its replica died): not counted
     await ran(T + 45_000, T + 45_010);
-    await store.startPollRun('staging', 'file', T + 15_010, T + 15_000);
-    expect(await store.recordMissedPoll({ cluster: 'prod', scheduledAt: T + 15_000, reason: 'overlap', replica: 'tw-a-1a2b3c', recordedAt: T + 15_001 })).toBe(true);
-    expect(await store.recordMissedPoll({ cluster: 'prod', scheduledAt: T + 15_000, reason: 'unowned', replica: 'tw-b-4d5e6f', recordedAt: T + 16_000 })).toBe(false);
-    expect(await store.recordMissedPoll({ cluster: 'prod', scheduledAt: T + 60_000, reason: 'unowned', recordedAt: T + 75_000 })).toBe(true);
-    expect(await store.pollTicks('prod', T)).toEqual({ polled: [T, T + 45_000], missed: [{ scheduledAt: T + 15_000, reason: 'overlap' }, { scheduledAt: T + 60_000, reason: 'unowned' }] });
-    expect(await store.pollTicks('prod', T + 16_000)).toEqual({ polled: [T + 45_000], missed: [{ scheduledAt: T + 60_000, reason: 'unowned' }] });
-    expect(await store.pollTicks('other', T)).toEqual({ polled: [], missed: [] });
+    await store.polls.startRun('staging', 'file', T + 15_010, T + 15_000);
+    expect(await store.polls.recordMissed({ cluster: 'prod', scheduledAt: T + 15_000, reason: 'overlap', replica: 'tw-a-1a2b3c', recordedAt: T + 15_001 })).toBe(true);
+    expect(await store.polls.recordMissed({ cluster: 'prod', scheduledAt: T + 15_000, reason: 'unowned', replica: 'tw-b-4d5e6f', recordedAt: T + 16_000 })).toBe(false);
+    expect(await store.polls.recordMissed({ cluster: 'prod', scheduledAt: T + 60_000, reason: 'unowned', recordedAt: T + 75_000 })).toBe(true);
+    expect(await store.polls.ticks('prod', T)).toEqual({ polled: [T, T + 45_000], missed: [{ scheduledAt: T + 15_000, reason: 'overlap' }, { scheduledAt: T + 60_000, reason: 'unowned' }] });
+    expect(await store.polls.ticks('prod', T + 16_000)).toEqual({ polled: [T + 45_000], missed: [{ scheduledAt: T + 60_000, reason: 'unowned' }] });
+    expect(await store.polls.ticks('other', T)).toEqual({ polled: [], missed: [] });
     // Retention drops missed ticks with the poll runs.
-    await store.prunePollRuns(T + 50_000);
-    expect((await store.pollTicks('prod', 0)).missed).toEqual([{ scheduledAt: T + 60_000, reason: 'unowned' }]);
+    await store.polls.pruneRuns(T + 50_000);
+    expect((await store.polls.ticks('prod', 0)).missed).toEqual([{ scheduledAt: T + 60_000, reason: 'unowned' }]);
   });
 
   it('prunePollRuns keeps the latest run of each cluster', async () => {
-    for (let i = 0; i < 5; i++) await store.startPollRun('prod', 's', T0 + i * MIN);
-    await store.startPollRun('staging', 's', T0);
-    expect(await store.prunePollRuns(T0 + 10 * MIN)).toBe(4);
-    expect((await store.lastPollRuns()).map((r) => [r.cluster, r.startedAt])).toEqual([
+    for (let i = 0; i < 5; i++) await store.polls.startRun('prod', 's', T0 + i * MIN);
+    await store.polls.startRun('staging', 's', T0);
+    expect(await store.polls.pruneRuns(T0 + 10 * MIN)).toBe(4);
+    expect((await store.polls.lastRuns()).map((r) => [r.cluster, r.startedAt])).toEqual([
       ['prod', T0 + 4 * MIN],
       ['staging', T0],
     ]);
@@ -369,28 +369,28 @@ describe('poll runs', () => {
 
 describe('Slack message refs', () => {
   it('saves, replaces and reads a finding message ref', async () => {
-    await store.saveFindings('prod', [finding()], T0);
-    expect(await store.getMessageRef('f-multus')).toBeUndefined();
-    await store.saveMessageRef('f-multus', { channel: 'C0OPS', ts: '1730462400.000100', severity: 'warning', hash: 'h1' });
-    await store.saveMessageRef('f-multus', { channel: 'C0OPS', ts: '1730462400.000100', severity: 'critical', hash: 'h2' });
-    expect(await store.getMessageRef('f-multus')).toEqual({ channel: 'C0OPS', ts: '1730462400.000100', severity: 'critical', hash: 'h2' });
+    await store.findings.save('prod', [finding()], T0);
+    expect(await store.slackRefs.getMessageRef('f-multus')).toBeUndefined();
+    await store.slackRefs.saveMessageRef('f-multus', { channel: 'C0OPS', ts: '1730462400.000100', severity: 'warning', hash: 'h1' });
+    await store.slackRefs.saveMessageRef('f-multus', { channel: 'C0OPS', ts: '1730462400.000100', severity: 'critical', hash: 'h2' });
+    expect(await store.slackRefs.getMessageRef('f-multus')).toEqual({ channel: 'C0OPS', ts: '1730462400.000100', severity: 'critical', hash: 'h2' });
   });
 });
 
 describe('action log', () => {
   it('appends rows and lists them newest first, per cluster, with a limit', async () => {
     const base = { cluster: 'prod', actor: 'U0REQ', target: 'DaemonSet kube-system/kube-multus-ds' };
-    const id1 = await store.logAction({ ...base, at: T0, action: 'restart.requested', result: 'requested', approvalId: 'a1', findingId: 'f-multus' });
-    const id2 = await store.logAction({ ...base, at: T0 + MIN, actor: 'U0APP', action: 'restart.approved', result: 'approved', approvalId: 'a1' });
-    const id3 = await store.logAction({ ...base, at: T0 + 2 * MIN, actor: null, action: 'restart.succeeded', result: 'succeeded', approvalId: 'a1', detail: '3/3 pods updated' });
-    await store.logAction({ ...base, cluster: 'staging', at: T0, action: 'snooze', result: 'ok' });
-    expect(await store.listActions('prod', 2)).toEqual([
+    const id1 = await store.actions.log({ ...base, at: T0, action: 'restart.requested', result: 'requested', approvalId: 'a1', findingId: 'f-multus' });
+    const id2 = await store.actions.log({ ...base, at: T0 + MIN, actor: 'U0APP', action: 'restart.approved', result: 'approved', approvalId: 'a1' });
+    const id3 = await store.actions.log({ ...base, at: T0 + 2 * MIN, actor: null, action: 'restart.succeeded', result: 'succeeded', approvalId: 'a1', detail: '3/3 pods updated' });
+    await store.actions.log({ ...base, cluster: 'staging', at: T0, action: 'snooze', result: 'ok' });
+    expect(await store.actions.list('prod', 2)).toEqual([
       { id: id3, at: T0 + 2 * MIN, cluster: 'prod', findingId: null, approvalId: 'a1', actor: null, action: 'restart.succeeded', target: base.target, result: 'succeeded', detail: '3/3 pods updated' },
       { id: id2, at: T0 + MIN, cluster: 'prod', findingId: null, approvalId: 'a1', actor: 'U0APP', action: 'restart.approved', target: base.target, result: 'approved', detail: null },
     ]);
-    expect((await store.listActions('prod')).map((a) => a.id)).toEqual([id3, id2, id1]);
-    expect((await store.listApprovalActions('a1')).map((a) => a.action)).toEqual(['restart.requested', 'restart.approved', 'restart.succeeded']);
-    expect(await store.listActions('staging')).toHaveLength(1);
+    expect((await store.actions.list('prod')).map((a) => a.id)).toEqual([id3, id2, id1]);
+    expect((await store.actions.ofApproval('a1')).map((a) => a.action)).toEqual(['restart.requested', 'restart.approved', 'restart.succeeded']);
+    expect(await store.actions.list('staging')).toHaveLength(1);
   });
 });
 });

@@ -28,7 +28,7 @@ describe('openStore', () => {
     expect(existsSync(path)).toBe(true);
     expect(store.path).toBe(path);
     expect(store.schemaVersion).toBe(SCHEMA_VERSION);
-    await store.setCursor('s', 'c');
+    await store.polls.setCursor('s', 'c');
     expect(existsSync(`${path}-wal`)).toBe(true);
     const raw = new Database(path, { readonly: true });
     expect(raw.pragma('journal_mode', { simple: true })).toBe('wal');
@@ -44,7 +44,7 @@ describe('openStore', () => {
 
   it('enforces foreign keys', async () => {
     const store = track(await openStore(':memory:'));
-    await expect(store.saveMessageRef('no-such-finding', { channel: 'C1', ts: '1.1', severity: 'info', hash: 'h' })).rejects.toThrow(
+    await expect(store.slackRefs.saveMessageRef('no-such-finding', { channel: 'C1', ts: '1.1', severity: 'info', hash: 'h' })).rejects.toThrow(
       new StoreError('saveMessageRef: finding no-such-finding is not stored (save the finding first)'),
     );
   });
@@ -53,9 +53,9 @@ describe('openStore', () => {
     const path = join(tempDir(), 'old.db');
     const v1 = await openStore(path, { migrations: MIGRATIONS.slice(0, 1) });
     expect(v1.schemaVersion).toBe(1);
-    await v1.setCursor('file:/a.log', '{"ino":1,"pos":10}');
-    await v1.saveFindings('prod', [finding()], T0);
-    await v1.upsertTokenRecords([staleRecord()]);
+    await v1.polls.setCursor('file:/a.log', '{"ino":1,"pos":10}');
+    await v1.findings.save('prod', [finding()], T0);
+    await v1.tokenRecords.upsert([staleRecord()]);
     await v1.close();
     const raw = new Database(path);
     expect(raw.prepare("SELECT count(*) AS n FROM sqlite_master WHERE name = 'approvals'").get()).toEqual({ n: 0 });
@@ -63,11 +63,11 @@ describe('openStore', () => {
 
     const store = track(await openStore(path));
     expect(store.schemaVersion).toBe(SCHEMA_VERSION);
-    expect(await store.getCursor('file:/a.log')).toBe('{"ino":1,"pos":10}');
-    expect((await store.getFinding('f-multus'))?.finding).toEqual(finding());
-    expect(await store.listTokenRecords('prod')).toEqual([staleRecord()]);
-    await store.saveMessageRef('f-multus', { channel: 'C1', ts: '1.1', severity: 'warning', hash: 'h' });
-    expect((await store.createApproval(approval())).state).toBe('requested');
+    expect(await store.polls.getCursor('file:/a.log')).toBe('{"ino":1,"pos":10}');
+    expect((await store.findings.get('f-multus'))?.finding).toEqual(finding());
+    expect(await store.tokenRecords.list('prod')).toEqual([staleRecord()]);
+    await store.slackRefs.saveMessageRef('f-multus', { channel: 'C1', ts: '1.1', severity: 'warning', hash: 'h' });
+    expect((await store.approvals.create(approval())).state).toBe('requested');
   });
 
   it('migrates an empty file (version 0)', async () => {
@@ -102,8 +102,8 @@ describe('openStore', () => {
   it('refuses a torn store (pages 2–4 zeroed) at start, naming the file, and leaves the file as it was', async () => {
     const path = join(tempDir(), 'torn.db');
     const s1 = await openStore(path);
-    await s1.saveFindings('prod', Array.from({ length: 40 }, (_, i) => finding({ id: `f-${i}`, serviceAccount: `sa-${i}` })), T0);
-    await s1.upsertTokenRecords(Array.from({ length: 40 }, (_, i) => staleRecord({ pod: `pod-${i}`, podUid: `uid-${i}` })));
+    await s1.findings.save('prod', Array.from({ length: 40 }, (_, i) => finding({ id: `f-${i}`, serviceAccount: `sa-${i}` })), T0);
+    await s1.tokenRecords.upsert(Array.from({ length: 40 }, (_, i) => staleRecord({ pod: `pod-${i}`, podUid: `uid-${i}` })));
     await s1.close();
     const pageSize = 4096;
     expect(statSync(path).size).toBeGreaterThan(6 * pageSize);
@@ -128,17 +128,17 @@ describe('openStore', () => {
   it('passes the integrity check of a healthy store with data', async () => {
     const path = join(tempDir(), 'healthy.db');
     const s1 = await openStore(path);
-    await s1.saveFindings('prod', [finding()], T0);
+    await s1.findings.save('prod', [finding()], T0);
     await s1.close();
-    expect((await track(await openStore(path)).getFinding('f-multus'))?.finding).toEqual(finding());
+    expect((await track(await openStore(path)).findings.get('f-multus'))?.finding).toEqual(finding());
   });
 
   it('is idempotent to open twice and to close twice', async () => {
     const path = join(tempDir(), 'twice.db');
     const a = await openStore(path);
     const b = track(await openStore(path));
-    await a.setCursor('x', '1');
-    expect(await b.getCursor('x')).toBe('1');
+    await a.polls.setCursor('x', '1');
+    expect(await b.polls.getCursor('x')).toBe('1');
     await a.close();
     await a.close();
     expect(b.schemaVersion).toBe(SCHEMA_VERSION);
@@ -149,26 +149,26 @@ describe('reopen', () => {
   it('keeps every kind of data across close and open', async () => {
     const path = join(tempDir(), 'keep.db');
     const s1 = await openStore(path);
-    await s1.setCursor('cw', 'token-1');
-    await s1.markSeen('prod', ['a', 'b'], T0);
-    await s1.upsertTokenRecords([staleRecord()]);
-    await s1.saveFindings('prod', [finding()], T0);
-    await s1.saveMessageRef('f-multus', { channel: 'C1', ts: '1700000000.000100', severity: 'warning', hash: 'abc' });
-    const run = await s1.startPollRun('prod', 'cw', T0);
-    await s1.finishPollRun(run, { endedAt: T0 + 1000, events: 7, tokenUses: 2 });
-    await s1.createApproval(approval());
-    await s1.logAction({ at: T0, cluster: 'prod', actor: 'U0REQ', action: 'restart.requested', target: 'DaemonSet kube-system/kube-multus-ds', result: 'requested' });
+    await s1.polls.setCursor('cw', 'token-1');
+    await s1.polls.markSeen('prod', ['a', 'b'], T0);
+    await s1.tokenRecords.upsert([staleRecord()]);
+    await s1.findings.save('prod', [finding()], T0);
+    await s1.slackRefs.saveMessageRef('f-multus', { channel: 'C1', ts: '1700000000.000100', severity: 'warning', hash: 'abc' });
+    const run = await s1.polls.startRun('prod', 'cw', T0);
+    await s1.polls.finishRun(run, { endedAt: T0 + 1000, events: 7, tokenUses: 2 });
+    await s1.approvals.create(approval());
+    await s1.actions.log({ at: T0, cluster: 'prod', actor: 'U0REQ', action: 'restart.requested', target: 'DaemonSet kube-system/kube-multus-ds', result: 'requested' });
     await s1.close();
 
     const s2 = track(await openStore(path));
-    expect(await s2.getCursor('cw')).toBe('token-1');
-    expect(await s2.markSeen('prod', ['a', 'b', 'c'], T0)).toEqual(['c']);
-    expect(await s2.listTokenRecords('prod')).toEqual([staleRecord()]);
-    expect((await s2.listFindings('prod')).map((f) => f.id)).toEqual(['f-multus']);
-    expect(await s2.getMessageRef('f-multus')).toEqual({ channel: 'C1', ts: '1700000000.000100', severity: 'warning', hash: 'abc' });
-    expect(await s2.lastPollRuns()).toMatchObject([{ cluster: 'prod', events: 7, tokenUses: 2, lastSuccessAt: T0 + 1000 }]);
-    expect(await s2.getApproval('appr-1')).toEqual({ ...approval(), message: null, subject: { namespace: 'kube-system', serviceAccount: 'multus' } });
-    expect(await s2.listActions('prod')).toHaveLength(1);
+    expect(await s2.polls.getCursor('cw')).toBe('token-1');
+    expect(await s2.polls.markSeen('prod', ['a', 'b', 'c'], T0)).toEqual(['c']);
+    expect(await s2.tokenRecords.list('prod')).toEqual([staleRecord()]);
+    expect((await s2.findings.list('prod')).map((f) => f.id)).toEqual(['f-multus']);
+    expect(await s2.slackRefs.getMessageRef('f-multus')).toEqual({ channel: 'C1', ts: '1700000000.000100', severity: 'warning', hash: 'abc' });
+    expect(await s2.polls.lastRuns()).toMatchObject([{ cluster: 'prod', events: 7, tokenUses: 2, lastSuccessAt: T0 + 1000 }]);
+    expect(await s2.approvals.get('appr-1')).toEqual({ ...approval(), message: null, subject: { namespace: 'kube-system', serviceAccount: 'multus' } });
+    expect(await s2.actions.list('prod')).toHaveLength(1);
   });
 });
 

@@ -11,9 +11,9 @@ const crash = (point) => {
 };
 
 await store.transaction(async (tx) => {
-  const fresh = new Set(await tx.markSeen(cluster, job.events.map((e) => e.auditID), job.now));
+  const fresh = new Set(await tx.polls.markSeen(cluster, job.events.map((e) => e.auditID), job.now));
   crash('after-seen');
-  const byPod = new Map((await tx.listTokenRecords(cluster)).map((r) => [r.podUid, r]));
+  const byPod = new Map((await tx.tokenRecords.list(cluster)).map((r) => [r.podUid, r]));
   for (const e of job.events) {
     if (!fresh.has(e.auditID)) continue;
     const r = byPod.get(e.podUid) ?? {
@@ -26,9 +26,9 @@ await store.transaction(async (tx) => {
     r.lastSeen = Math.max(r.lastSeen, e.time);
     byPod.set(e.podUid, r);
   }
-  await tx.upsertTokenRecords([...byPod.values()]);
+  await tx.tokenRecords.upsert([...byPod.values()]);
   crash('after-records');
-  await tx.setCursor(`file:/audit-${cluster}.log`, job.cursor);
+  await tx.polls.setCursor(`file:/audit-${cluster}.log`, job.cursor);
   crash('before-commit');
 });
 await store.close();

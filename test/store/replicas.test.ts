@@ -18,7 +18,7 @@ describe.each(storeBackends())('replicas on one store (%s)', (_name, backend) =>
 
   async function replicas(n = 2): Promise<Store[]> {
     const first = await backend.openShared();
-    await first.saveFindings('prod', [finding()], T0);
+    await first.findings.save('prod', [finding()], T0);
     const rest: Store[] = [];
     for (let i = 1; i < n; i++) rest.push(await backend.peer());
     return [first, ...rest];
@@ -29,8 +29,8 @@ describe.each(storeBackends())('replicas on one store (%s)', (_name, backend) =>
     for (let r = 0; r < ROUNDS; r++) {
       const target = { cluster: 'prod', kind: 'Deployment' as const, namespace: 'kube-system', name: `web-${r}`, findingId: 'f-multus' };
       const results = await Promise.all([
-        a!.claimApproval(approval({ id: `a-${r}`, target }), T0),
-        b!.claimApproval(approval({ id: `b-${r}`, target }), T0),
+        a!.approvals.claim(approval({ id: `a-${r}`, target }), T0),
+        b!.approvals.claim(approval({ id: `b-${r}`, target }), T0),
       ]);
       expect(results.filter((x) => x.ok), `round ${r}`).toHaveLength(1);
       const [first, second] = results;
@@ -38,39 +38,39 @@ describe.each(storeBackends())('replicas on one store (%s)', (_name, backend) =>
       const loserOpen = !first!.ok ? first!.open.id : !second!.ok ? second!.open.id : undefined;
       expect(loserOpen, `round ${r}: the loser names the winner's request`).toBe(winnerId);
     }
-    expect(await a!.listApprovals()).toHaveLength(ROUNDS);
+    expect(await a!.approvals.list()).toHaveLength(ROUNDS);
   });
 
   it('ten replicas moving one approval approved → running at once: exactly one wins', async () => {
     const stores = await replicas(10);
-    await stores[0]!.claimApproval(approval({ id: 'x' }), T0);
-    await stores[0]!.transitionApproval('x', 'requested', 'approved', {}, T0 + 1);
-    const won = await Promise.all(stores.map((s, i) => s.transitionApproval('x', 'approved', 'running', { startedAt: T0 + 2 + i } as never, T0 + 2)));
+    await stores[0]!.approvals.claim(approval({ id: 'x' }), T0);
+    await stores[0]!.approvals.transition('x', 'requested', 'approved', {}, T0 + 1);
+    const won = await Promise.all(stores.map((s, i) => s.approvals.transition('x', 'approved', 'running', { startedAt: T0 + 2 + i } as never, T0 + 2)));
     expect(won.filter(Boolean)).toHaveLength(1);
-    expect((await stores[5]!.getApproval('x'))?.state).toBe('running');
+    expect((await stores[5]!.approvals.get('x'))?.state).toBe('running');
   });
 
   it('a Slack request key is claimed once across replicas (replay cache and envelope dedupe shared)', async () => {
     const [a, b] = await replicas();
     for (let r = 0; r < ROUNDS; r++) {
       const keys = [`sig:${r}`, `env:${r}`];
-      const claims = await Promise.all([a!.claimSlackRequest(keys, T0, T0 + 360_000), b!.claimSlackRequest([...keys].reverse(), T0, T0 + 360_000)]);
+      const claims = await Promise.all([a!.replay.claim(keys, T0, T0 + 360_000), b!.replay.claim([...keys].reverse(), T0, T0 + 360_000)]);
       expect(claims.filter(Boolean), `round ${r}`).toHaveLength(1);
     }
     // Another replica sees a key claimed by the first; an expired one may be claimed again.
-    expect(await b!.claimSlackRequest(['sig:0'], T0 + 1, T0 + 360_000)).toBe(false);
-    expect(await b!.claimSlackRequest(['sig:0'], T0 + 360_001, T0 + 720_000)).toBe(true);
+    expect(await b!.replay.claim(['sig:0'], T0 + 1, T0 + 360_000)).toBe(false);
+    expect(await b!.replay.claim(['sig:0'], T0 + 360_001, T0 + 720_000)).toBe(true);
   });
 
   it('a verification or probe-check conclusion is recorded once across replicas racing for it', async () => {
     const [a, b] = await replicas();
     for (let r = 0; r < ROUNDS; r++) {
-      await a!.createApproval(approval({ id: `v-${r}`, state: 'succeeded' }));
-      const verified = await Promise.all([a!.concludeVerification(`v-${r}`, 'resolved', T0 + r), b!.concludeVerification(`v-${r}`, 'recurrence', T0 + r)]);
+      await a!.approvals.create(approval({ id: `v-${r}`, state: 'succeeded' }));
+      const verified = await Promise.all([a!.approvals.concludeVerification(`v-${r}`, 'resolved', T0 + r), b!.approvals.concludeVerification(`v-${r}`, 'recurrence', T0 + r)]);
       expect(verified.filter(Boolean), `round ${r}`).toHaveLength(1);
-      const probed = await Promise.all([b!.concludeProbeCheck(`v-${r}`, 'rewritten', T0 + r), a!.concludeProbeCheck(`v-${r}`, 'not-rewritten', T0 + r)]);
+      const probed = await Promise.all([b!.approvals.concludeProbeCheck(`v-${r}`, 'rewritten', T0 + r), a!.approvals.concludeProbeCheck(`v-${r}`, 'not-rewritten', T0 + r)]);
       expect(probed.filter(Boolean), `round ${r}`).toHaveLength(1);
-      const stored = await b!.getApproval(`v-${r}`);
+      const stored = await b!.approvals.get(`v-${r}`);
       expect(stored?.verification).toEqual({ outcome: verified[0] ? 'resolved' : 'recurrence', at: T0 + r });
       expect(stored?.probeCheck).toEqual({ outcome: probed[0] ? 'rewritten' : 'not-rewritten', at: T0 + r });
     }
@@ -95,9 +95,9 @@ describe.each(storeBackends())('replicas on one store (%s)', (_name, backend) =>
 
   it('an alert intent written by one replica is seen by the other, which then does not post again', async () => {
     const [a, b] = await replicas();
-    await a!.recordGroupIntent('g1', 'C0OPS', T0);
-    await a!.recordAlertIntent('f-multus', 'C0OPS', T0);
-    expect(await b!.getGroupIntent('g1')).toEqual({ channel: 'C0OPS', at: T0 });
-    expect(await b!.getAlertIntent('f-multus')).toEqual({ channel: 'C0OPS', at: T0 });
+    await a!.slackRefs.recordGroupIntent('g1', 'C0OPS', T0);
+    await a!.slackRefs.recordAlertIntent('f-multus', 'C0OPS', T0);
+    expect(await b!.slackRefs.getGroupIntent('g1')).toEqual({ channel: 'C0OPS', at: T0 });
+    expect(await b!.slackRefs.getAlertIntent('f-multus')).toEqual({ channel: 'C0OPS', at: T0 });
   });
 });

@@ -8,53 +8,53 @@ import { finding, MIN, staleRecord, T0, tempDir } from './helpers.js';
 describe('transaction', () => {
   it('rolls back cursor, seen auditIDs and token records together when the function throws', async () => {
     const store = await openStore(join(tempDir(), 'tx.db'));
-    await store.setCursor('src', 'c1');
+    await store.polls.setCursor('src', 'c1');
     await expect(
       store.transaction(async (tx) => {
-        await tx.markSeen('prod', ['a', 'b'], T0);
-        await tx.upsertTokenRecords([staleRecord()]);
-        await tx.setCursor('src', 'c2');
-        await tx.saveFindings('prod', [finding()], T0);
+        await tx.polls.markSeen('prod', ['a', 'b'], T0);
+        await tx.tokenRecords.upsert([staleRecord()]);
+        await tx.polls.setCursor('src', 'c2');
+        await tx.findings.save('prod', [finding()], T0);
         throw new Error('poll failed half-way');
       }),
     ).rejects.toThrow('poll failed half-way');
-    expect(await store.getCursor('src')).toBe('c1');
-    expect(await store.countSeen('prod')).toBe(0);
-    expect(await store.listTokenRecords('prod')).toEqual([]);
-    expect(await store.listFindings()).toEqual([]);
+    expect(await store.polls.getCursor('src')).toBe('c1');
+    expect(await store.polls.countSeen('prod')).toBe(0);
+    expect(await store.tokenRecords.list('prod')).toEqual([]);
+    expect(await store.findings.list()).toEqual([]);
     // and commits when it returns
     const fresh = await store.transaction(async (tx) => {
-      const ids = await tx.markSeen('prod', ['a', 'b'], T0);
-      await tx.setCursor('src', 'c2');
+      const ids = await tx.polls.markSeen('prod', ['a', 'b'], T0);
+      await tx.polls.setCursor('src', 'c2');
       return ids;
     });
     expect(fresh).toEqual(['a', 'b']);
-    expect(await store.getCursor('src')).toBe('c2');
+    expect(await store.polls.getCursor('src')).toBe('c2');
     await store.close();
   });
 
   it('a failing nested step rolls back only its savepoint when caught', async () => {
     const store = await openStore(':memory:');
     await store.transaction(async (tx) => {
-      await tx.setCursor('src', 'outer');
+      await tx.polls.setCursor('src', 'outer');
       try {
         await tx.transaction(async (inner) => {
-          await inner.markSeen('prod', ['x'], T0);
+          await inner.polls.markSeen('prod', ['x'], T0);
           throw new Error('inner');
         });
       } catch {
         // ignored: the inner savepoint is rolled back
       }
     });
-    expect(await store.getCursor('src')).toBe('outer');
-    expect(await store.countSeen('prod')).toBe(0);
+    expect(await store.polls.getCursor('src')).toBe('outer');
+    expect(await store.polls.countSeen('prod')).toBe(0);
     await store.close();
   });
 
   it('refuses a call on the outer store from inside its own transaction (it would wait for itself)', async () => {
     const store = await openStore(':memory:');
-    await expect(store.transaction(async () => await store.setCursor('src', 'x'))).rejects.toThrow(/inside its own open transaction/);
-    expect(await store.getCursor('src')).toBeUndefined();
+    await expect(store.transaction(async () => await store.polls.setCursor('src', 'x'))).rejects.toThrow(/inside its own open transaction/);
+    expect(await store.polls.getCursor('src')).toBeUndefined();
     await store.close();
   });
 });
@@ -79,7 +79,7 @@ describe('restart safety (a process killed mid-poll)', () => {
 
   async function requestsByPod(path: string): Promise<Record<string, number>> {
     const store = await openStore(path);
-    const out = Object.fromEntries((await store.listTokenRecords('prod')).map((r) => [r.podUid!, r.requests]));
+    const out = Object.fromEntries((await store.tokenRecords.list('prod')).map((r) => [r.podUid!, r.requests]));
     await store.close();
     return out;
   }
@@ -93,7 +93,7 @@ describe('restart safety (a process killed mid-poll)', () => {
     for (const crashAt of ['after-seen', 'after-records', 'before-commit']) {
       expect(poll(path, range(4, 9), 'c2', crashAt)).toEqual({ status: null, signal: 'SIGKILL' });
       const afterCrash = await openStore(path);
-      expect([crashAt, await afterCrash.getCursor('file:/audit-prod.log'), await afterCrash.countSeen('prod')]).toEqual([crashAt, 'c1', 5]);
+      expect([crashAt, await afterCrash.polls.getCursor('file:/audit-prod.log'), await afterCrash.polls.countSeen('prod')]).toEqual([crashAt, 'c1', 5]);
       await afterCrash.close();
       expect(await requestsByPod(path)).toEqual({ 'pod-a': 2, 'pod-b': 3 });
     }
@@ -105,8 +105,8 @@ describe('restart safety (a process killed mid-poll)', () => {
     expect(poll(path, range(1, 10), 'c3')).toEqual({ status: 0, signal: null });
     expect(await requestsByPod(path)).toEqual({ 'pod-a': 5, 'pod-b': 5 });
     const final = await openStore(path);
-    expect(await final.getCursor('file:/audit-prod.log')).toBe('c3');
-    expect(await final.countSeen('prod')).toBe(10);
+    expect(await final.polls.getCursor('file:/audit-prod.log')).toBe('c3');
+    expect(await final.polls.countSeen('prod')).toBe(10);
     await final.close();
   });
 });

@@ -61,32 +61,32 @@ describe('SQLite worker thread', () => {
     let release!: () => void;
     const held = new Promise<void>((r) => (release = r));
     const tx = a.transaction(async (t) => {
-      await t.setCursor('a', '1');
+      await t.polls.setCursor('a', '1');
       inside();
       await held;
       // Posted after b's write below, which finds the lock taken: it must not wait for that write.
-      await t.setCursor('a', '2');
+      await t.polls.setCursor('a', '2');
     });
     await entered;
-    const write = b.setCursor('b', '1');
+    const write = b.polls.setCursor('b', '1');
     release();
     await tx;
     await write;
-    expect([await b.getCursor('a'), await a.getCursor('b')]).toEqual(['2', '1']);
+    expect([await b.polls.getCursor('a'), await a.polls.getCursor('b')]).toEqual(['2', '1']);
   });
 
   it('a stopped thread fails the pending statement and every later call with a StoreError that says unavailable; /readyz says store-unavailable', async () => {
     const path = join(tempDir(), 'crash.db');
     const store = await openStore(path);
-    await store.setCursor('src', 'c1');
+    await store.polls.setCursor('src', 'c1');
     const pending = store.sql.get(HEAVY);
     await workerOf(store).terminate();
     const err = await pending.catch((e: unknown) => e);
     expect(err).toBeInstanceOf(StoreError);
     expect((err as Error).message).toMatch(/^SQLite store: its worker thread stopped \(exit code \d+\); restart tokenwatch$/);
     expect(isStoreUnavailable(err)).toBe(true);
-    await expect(store.getCursor('src')).rejects.toThrow(/its worker thread stopped/);
-    await expect(store.transaction(async (tx) => tx.setCursor('src', 'c2'))).rejects.toThrow(/its worker thread stopped/);
+    await expect(store.polls.getCursor('src')).rejects.toThrow(/its worker thread stopped/);
+    await expect(store.transaction(async (tx) => tx.polls.setCursor('src', 'c2'))).rejects.toThrow(/its worker thread stopped/);
     expect(store.sql.failure?.()).toBe(err);
     expect(readinessOf({ phase: 'ready', clusters: new Map(), integrations: { states: () => ({}), running: () => [] } as never, now: T0, storeFailure: store.sql.failure?.() }).status).toBe(
       'store-unavailable',
@@ -95,7 +95,7 @@ describe('SQLite worker thread', () => {
     await store.close();
     // A new open starts a new thread; what was committed is there.
     const again = await open(path);
-    expect(await again.getCursor('src')).toBe('c1');
+    expect(await again.polls.getCursor('src')).toBe('c1');
     expect(again.sql.failure?.()).toBeUndefined();
   });
 
@@ -144,7 +144,7 @@ describe.each(storeBackends())('runMany (%s)', (_name, backend) => {
 
   it('runs one statement per row in order and gives each row’s changes', async () => {
     const store = await backend.open();
-    await store.setCursor('k1', 'old');
+    await store.polls.setCursor('k1', 'old');
     const rows = awkward.map((v, i) => [`k${i}`, v]);
     const changes = await store.transaction(async (tx) =>
       tx.sql.runMany('INSERT INTO cursors (source_id, cursor) VALUES (?, ?) ON CONFLICT (source_id) DO NOTHING', rows),
@@ -173,18 +173,18 @@ describe.each(storeBackends())('runMany (%s)', (_name, backend) => {
     const insert = 'INSERT INTO seen (cluster, audit_id, seen_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING';
     expect(await store.sql.runMany(insert, ids.slice(0, 600).map((id) => ['prod', id, T0]))).toEqual(Array(600).fill(1));
     expect(await store.sql.runMany(insert, ids.map((id) => ['prod', id, T0]))).toEqual([...Array(600).fill(0), ...Array(634).fill(1)]);
-    expect(await store.countSeen('prod')).toBe(1234);
+    expect(await store.polls.countSeen('prod')).toBe(1234);
   });
 
   it('saves more findings than one read names (512), an id given twice inserted once and then updated', async () => {
     const store = await backend.open();
     const many = Array.from({ length: 600 }, (_, i) => finding({ id: `f-${i}`, serviceAccount: `sa-${i}` }));
-    expect((await store.saveFindings('prod', many, T0)).filter((c) => c.isNew)).toHaveLength(600);
-    const changes = await store.saveFindings('prod', [...many, finding({ id: 'f-new' }), finding({ id: 'f-new', severity: 'critical' })], T0 + 1);
+    expect((await store.findings.save('prod', many, T0)).filter((c) => c.isNew)).toHaveLength(600);
+    const changes = await store.findings.save('prod', [...many, finding({ id: 'f-new' }), finding({ id: 'f-new', severity: 'critical' })], T0 + 1);
     expect(changes.filter((c) => c.isNew).map((c) => c.id)).toEqual(['f-new']);
     expect(changes.at(-1)).toMatchObject({ id: 'f-new', isNew: false, severity: 'critical', previousSeverity: 'warning' });
-    expect((await store.getFinding('f-new'))?.severity).toBe('critical');
-    expect(await store.listFindings('prod')).toHaveLength(601);
+    expect((await store.findings.get('f-new'))?.severity).toBe('critical');
+    expect(await store.findings.list('prod')).toHaveLength(601);
   });
 
   it('outside a transaction: all rows or none', async () => {

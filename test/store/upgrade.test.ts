@@ -77,8 +77,8 @@ describe.each(backends)('upgrading a store (%s)', (_name, older) => {
   it('backfills the verification and probe-check columns from the action-log rows earlier versions wrote', async () => {
     const { store, upgrade } = await older(BEFORE_VERIFICATION_COLUMNS);
     expect(store.schemaVersion).toBe(BEFORE_VERIFICATION_COLUMNS);
-    await store.saveFindings('prod', [finding(), finding({ id: 'f-multus-401', kind: 'unauthorized' })], T0);
-    for (const id of ['resolved', 'superseded', 'probed', 'open']) await store.createApproval(approval({ id, state: 'succeeded' }));
+    await store.findings.save('prod', [finding(), finding({ id: 'f-multus-401', kind: 'unauthorized' })], T0);
+    for (const id of ['resolved', 'superseded', 'probed', 'open']) await store.approvals.create(approval({ id, state: 'succeeded' }));
     const row = (approvalId: string, action: string, at: number, findingId = 'f-multus'): NewActionLogEntry => ({
       at,
       cluster: 'prod',
@@ -90,17 +90,17 @@ describe.each(backends)('upgrading a store (%s)', (_name, older) => {
       result: action.slice(action.indexOf('.') + 1),
       detail: 'as an earlier version wrote it',
     });
-    await store.logAction(row('resolved', 'restart.succeeded', T0 + MIN));
-    await store.logAction(row('resolved', 'probe-check.rewritten', T0 + 2 * MIN));
-    await store.logAction(row('resolved', 'verification.resolved', T0 + 3 * MIN));
-    await store.logAction(row('resolved', 'verification.resolved', T0 + 3 * MIN, 'f-multus-401')); // a sibling concluded with it
-    await store.logAction(row('superseded', 'verification.superseded', T0 + 4 * MIN));
-    await store.logAction(row('probed', 'probe-check.none', T0 + 5 * MIN));
-    await store.logAction(row('open', 'restart.succeeded', T0 + 6 * MIN));
+    await store.actions.log(row('resolved', 'restart.succeeded', T0 + MIN));
+    await store.actions.log(row('resolved', 'probe-check.rewritten', T0 + 2 * MIN));
+    await store.actions.log(row('resolved', 'verification.resolved', T0 + 3 * MIN));
+    await store.actions.log(row('resolved', 'verification.resolved', T0 + 3 * MIN, 'f-multus-401')); // a sibling concluded with it
+    await store.actions.log(row('superseded', 'verification.superseded', T0 + 4 * MIN));
+    await store.actions.log(row('probed', 'probe-check.none', T0 + 5 * MIN));
+    await store.actions.log(row('open', 'restart.succeeded', T0 + 6 * MIN));
 
     const now = await upgrade();
     expect(now.schemaVersion).toBe(MIGRATIONS.length);
-    const byId = new Map((await now.listApprovals()).map((a) => [a.id, a]));
+    const byId = new Map((await now.approvals.list()).map((a) => [a.id, a]));
     expect(byId.get('resolved')).toMatchObject({ verification: { outcome: 'resolved', at: T0 + 3 * MIN }, probeCheck: { outcome: 'rewritten', at: T0 + 2 * MIN } });
     expect(byId.get('superseded')).toMatchObject({ verification: { outcome: 'superseded', at: T0 + 4 * MIN } });
     expect(byId.get('superseded')!.probeCheck).toBeUndefined();
@@ -109,25 +109,25 @@ describe.each(backends)('upgrading a store (%s)', (_name, older) => {
     expect(byId.get('open')!.verification).toBeUndefined();
     expect(byId.get('open')!.probeCheck).toBeUndefined();
     // The history stays, and a backfilled conclusion is not concluded again.
-    expect((await now.listApprovalActions('resolved')).map((r) => r.action)).toEqual(['restart.succeeded', 'probe-check.rewritten', 'verification.resolved', 'verification.resolved']);
-    expect(await now.concludeVerification('resolved', 'recurrence', T0 + 7 * MIN)).toBe(false);
-    expect(await now.concludeProbeCheck('probed', 'rewritten', T0 + 7 * MIN)).toBe(false);
-    expect(await now.concludeVerification('open', 'persisting', T0 + 7 * MIN)).toBe(true);
-    expect((await now.getApproval('open'))!.verification).toEqual({ outcome: 'persisting', at: T0 + 7 * MIN });
+    expect((await now.actions.ofApproval('resolved')).map((r) => r.action)).toEqual(['restart.succeeded', 'probe-check.rewritten', 'verification.resolved', 'verification.resolved']);
+    expect(await now.approvals.concludeVerification('resolved', 'recurrence', T0 + 7 * MIN)).toBe(false);
+    expect(await now.approvals.concludeProbeCheck('probed', 'rewritten', T0 + 7 * MIN)).toBe(false);
+    expect(await now.approvals.concludeVerification('open', 'persisting', T0 + 7 * MIN)).toBe(true);
+    expect((await now.approvals.get('open'))!.verification).toEqual({ outcome: 'persisting', at: T0 + 7 * MIN });
   });
 
   it('moves pending scan requests out of the cursor rows earlier versions kept them in', async () => {
     const { store, upgrade } = await older(BEFORE_SCAN_REQUESTS);
     expect(store.schemaVersion).toBe(BEFORE_SCAN_REQUESTS);
-    await store.setCursor('slack:scan-request:prod', String(T0));
-    await store.setCursor('slack:scan-request:staging', '0'); // taken already
-    await store.setCursor('file:/var/log/audit.log', '{"ino":1,"pos":10}');
+    await store.polls.setCursor('slack:scan-request:prod', String(T0));
+    await store.polls.setCursor('slack:scan-request:staging', '0'); // taken already
+    await store.polls.setCursor('file:/var/log/audit.log', '{"ino":1,"pos":10}');
     const now = await upgrade();
     expect(await now.scanRequests.take('staging')).toBeUndefined();
     expect(await now.scanRequests.take('prod')).toBe(T0);
     expect(await now.scanRequests.take('prod')).toBeUndefined();
-    expect(await now.getCursor('slack:scan-request:prod')).toBeUndefined();
-    expect(await now.getCursor('slack:scan-request:staging')).toBeUndefined();
-    expect(await now.getCursor('file:/var/log/audit.log')).toBe('{"ino":1,"pos":10}');
+    expect(await now.polls.getCursor('slack:scan-request:prod')).toBeUndefined();
+    expect(await now.polls.getCursor('slack:scan-request:staging')).toBeUndefined();
+    expect(await now.polls.getCursor('file:/var/log/audit.log')).toBe('{"ino":1,"pos":10}');
   });
 });
