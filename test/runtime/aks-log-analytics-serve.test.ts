@@ -105,7 +105,7 @@ describe('serve: AKS audit logs from Log Analytics', () => {
     const alert = await x.alert('kube-system', 'multus', 'stale-token');
     expect(alert.text).toMatch(/multus/);
     // One alert for the ServiceAccount (one root cause), none on the other cluster.
-    expect((await x.serve.context.store.listFindings(OFF, { status: ['open'] })).length).toBe(0);
+    expect((await x.serve.context.store.findings.list(OFF, { status: ['open'] })).length).toBe(0);
 
     // The next tick: both clusters poll again, still one query for the workspace.
     x.advance(5 * MIN);
@@ -115,7 +115,7 @@ describe('serve: AKS audit logs from Log Analytics', () => {
 
   it('a row ingested late, inside the overlap, is counted once; the rows read again in the overlap are not counted again', { timeout: 120_000 }, async () => {
     const x = await start();
-    const findingOf = async () => (await x.serve.context.store.listFindings(CLUSTER, { status: ['open'] })).map((f) => f.finding).find((f) => f.serviceAccount === 'multus' && f.kind === 'stale-token')!;
+    const findingOf = async () => (await x.serve.context.store.findings.list(CLUSTER, { status: ['open'] })).map((f) => f.finding).find((f) => f.serviceAccount === 'multus' && f.kind === 'stale-token')!;
     const before = (await findingOf()).requests;
     // A stale use 3 minutes before the first window's end (REF − 5 min), ingested only now, after the first poll read
     // that window: the next poll's overlap (10 min) reads it.
@@ -149,7 +149,7 @@ describe('serve: AKS audit logs from Log Analytics', () => {
     // The retried query asked the same window the 429 refused.
     expect(logs!.queries[1]!.timespan).toBe(logs!.queries[2]!.timespan);
     expect(ends()).toHaveLength(2);
-    expect((await x.serve.context.store.listFindings(CLUSTER, { status: ['open'] })).map((f) => f.finding).find((f) => f.serviceAccount === 'multus')!.lastSeen).toBe(new Date(REF - 2 * MIN).toISOString());
+    expect((await x.serve.context.store.findings.list(CLUSTER, { status: ['open'] })).map((f) => f.finding).find((f) => f.serviceAccount === 'multus')!.lastSeen).toBe(new Date(REF - 2 * MIN).toISOString());
     // The query budget halved its rate (5 → 2.5 queries/s; it climbs back on its own), and the 429 is counted.
     expect(lines.filter((l) => l.msg === 'Log Analytics answered 429: query rate lowered').map((l) => l.rate)).toEqual([2.5]);
     expect(await x.metrics.text()).toMatch(/tokenwatch_log_analytics_queries_total\{workspace="[^"]+",status="429"\} 1/);
@@ -166,7 +166,7 @@ describe('serve: an AKS cluster with token extension off', () => {
     const lines = Array.from({ length: 6 }, (_, i) => auditEvent({ auditID: `m401-${i}`, time: first + i * 30_000, kind: 'unauthorized', sourceIP: '192.168.23.87', userAgent: 'multus/v0.0.0 (linux/amd64) kubernetes/$Format' }));
     logs!.add(WORKSPACE, lines.map((l) => row(l, RID_OFF)));
     await x.poll(OFF);
-    const found = (await x.serve.context.store.listFindings(OFF, { status: ['open'] })).map((f) => f.finding);
+    const found = (await x.serve.context.store.findings.list(OFF, { status: ['open'] })).map((f) => f.finding);
     expect(found.map((f) => `${f.namespace}/${f.serviceAccount}/${f.kind}`)).toEqual(['kube-system/multus/unauthorized']);
     expect(found[0]!.attribution).toMatchObject({ basis: 'corroborated' });
     expect(found[0]!.attribution!.text).toContain('token extension is off on this cluster');
@@ -213,7 +213,7 @@ describe('serve: what an AKS cluster in Log Analytics can tell', () => {
   it('a workspace the identity may not read (403) is blind, with the fix, in /readyz, /tokens status, the Home tab and the metrics; the cursor stays; a granted role clears it', { timeout: 120_000 }, async () => {
     const x = await start();
     const id = x.serve.context.clusters.get(CLUSTER)!.source.id;
-    const before = await x.serve.context.store.getCursor(id);
+    const before = await x.serve.context.store.polls.getCursor(id);
     logs!.forbid(WORKSPACE);
     x.advance(5 * MIN);
     const failedAt = x.now();
@@ -256,7 +256,7 @@ describe('serve: what an AKS cluster in Log Analytics can tell', () => {
     expect(metrics).toContain(`tokenwatch_audit_log_blind{cluster="${CLUSTER}",reason="no-read-access"} 1`);
     expect(metrics).toMatch(/tokenwatch_log_analytics_queries_total\{workspace="[^"]+",status="403"\} 1/);
     // The cursor stays where the store had it.
-    expect(await x.serve.context.store.getCursor(id)).toEqual(before);
+    expect(await x.serve.context.store.polls.getCursor(id)).toEqual(before);
 
     // The role granted: the next poll reads, the cluster is no longer blind, the gauge drops.
     logs!.forbid(WORKSPACE, false);
@@ -265,7 +265,7 @@ describe('serve: what an AKS cluster in Log Analytics can tell', () => {
     expect(x.serve.context.clusters.get(CLUSTER)!.blind.state(x.now())).toEqual({ blind: false });
     expect(x.serve.context.clusters.get(CLUSTER)!.access(x.now()).audit.state).toBe('ok');
     expect(await x.metrics.text()).toContain(`tokenwatch_audit_log_blind{cluster="${CLUSTER}",reason="no-read-access"} 0`);
-    expect(await x.serve.context.store.getCursor(id)).not.toEqual(before);
+    expect(await x.serve.context.store.polls.getCursor(id)).not.toEqual(before);
   });
 
   it('a restart approved for an AKS cluster PATCHes that cluster\'s API server once', { timeout: 120_000 }, async () => {

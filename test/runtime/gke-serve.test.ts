@@ -247,7 +247,7 @@ describe('serve: a GKE project whose logs the identity may not read', () => {
     h = await start(NODE_IPS.map((ip, i) => staleEntry('gke-a', `a-stale-${i}`, REF - 60 * MIN + i * MIN, ip)));
     const x = h;
     const id = x.serve.context.clusters.get(CLUSTER)!.source.id;
-    const before = await x.serve.context.store.getCursor(id);
+    const before = await x.serve.context.store.polls.getCursor(id);
     logging!.forbid(PROJECT);
     x.advance(5 * MIN);
     const failedAt = x.now();
@@ -276,7 +276,7 @@ describe('serve: a GKE project whose logs the identity may not read', () => {
     const metrics = await x.metrics.text();
     expect(metrics).toContain(`tokenwatch_access_failing{cluster="${CLUSTER}",access="audit"} 1`);
     expect(metrics).toContain(`tokenwatch_audit_log_blind{cluster="${CLUSTER}",reason="no-read-access"} 1`);
-    expect(await x.serve.context.store.getCursor(id)).toEqual(before);
+    expect(await x.serve.context.store.polls.getCursor(id)).toEqual(before);
 
     // The role granted: the next poll reads, the cluster is no longer blind.
     logging!.forbid(PROJECT, false);

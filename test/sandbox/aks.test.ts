@@ -26,7 +26,7 @@ describe('sandbox --aks', () => {
       expect('azure' in audit && audit.azure).toMatchObject({ workspaceId: SANDBOX_AKS.workspaceId, resourceId: SANDBOX_AKS.resourceId, table: 'AKSAudit' });
       expect(process.env['AZURE_CLIENT_ID']).toBe(SANDBOX_AKS.clientId);
       await expect
-        .poll(async () => await sb.serve.context.store.getAlertRef(groupIdOf({ cluster: 'prod-aks', namespace: 'kube-system', serviceAccount: 'multus' })), { timeout: 60_000, interval: 200 })
+        .poll(async () => await sb.serve.context.store.slackRefs.getAlertRef(groupIdOf({ cluster: 'prod-aks', namespace: 'kube-system', serviceAccount: 'multus' })), { timeout: 60_000, interval: 200 })
         .toMatchObject({ channel: SANDBOX_CHANNEL.id });
       const rt = sb.serve.context.clusters.get('prod-aks')!;
       expect(rt.poller.health().lastSuccessAt).toBeDefined();
