@@ -30,7 +30,7 @@ import catalog from '../findings/catalog.json' with { type: 'json' };
 import { createLogger, type Logger } from '../observability/logger.js';
 import type { SlackIntegration } from '../runtime/build-slack.js';
 import { composeServe } from '../runtime/compose.js';
-import type { ServeHandle } from '../runtime/serve.js';
+import type { ServeHandle } from '../runtime/serve-options.js';
 import { SimClock, StrictClock, tsToMs } from './clock.js';
 import { refreshProbeObjects, SandboxApiServerMetrics, sandboxProbeProofs } from './probe-metrics.js';
 import { clusterView, kubeconfigYaml, loadObjects, savedObjects, saveObjects, seedObjects, summarizeWorkloads } from './cluster.js';

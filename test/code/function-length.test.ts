@@ -17,8 +17,6 @@ const MAX_LINES = 150;
 /** `file:function` → why it may be longer. */
 const EXCEPTIONS: Record<string, string> = {
   'src/cli/commands/scan.ts:register': 'the commander declaration of every `scan` option and its help text, then one action',
-  'src/runtime/compose.ts:composeServe': 'the one builder of serve, in flow order with its undo list; splitting its steps is pending',
-  'src/runtime/build-slack.ts:startSlackWith': 'builds the Slack parts and still holds post-poll behaviour that belongs in slack/ and remediation/; pending',
   'src/sandbox/sandbox.ts:startSandbox': 'the sandbox start-up: fakes, config, serve and the page in one sequence a reader follows top to bottom',
   'src/sandbox/server.ts:startPageServer': "the sandbox page's HTTP routes, one handler per route in one table",
 };

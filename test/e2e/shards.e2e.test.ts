@@ -23,7 +23,7 @@ import pg from 'pg';
 import { afterEach, describe, expect, it, onTestFailed } from 'vitest';
 import type { FakeKube } from '../../src/sandbox/fakes/kubernetes.js';
 import { blockActionPayload, DEFAULT_BOT_TOKEN, sendBlockAction, sendSlashCommand, type FakeSlack } from '../../src/sandbox/fakes/slack.js';
-import type { ReadinessBody } from '../../src/runtime/serve.js';
+import type { ReadinessBody } from '../../src/runtime/health-server.js';
 import { desiredOwner } from '../../src/runtime/shards.js';
 import { APPROVER, buttonValue, ONCALL, ONCALL_APPROVER, OPS, REQUESTER, SECRET, staleLine, startFakes } from '../slack/harness.js';
 import { auditEvent } from '../sources/events.js';

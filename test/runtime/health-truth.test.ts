@@ -15,7 +15,7 @@ import { parseConfig } from '../../src/config/index.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { composeServe } from '../../src/runtime/compose.js';
-import type { ServeHandle } from '../../src/runtime/serve.js';
+import type { ServeHandle } from '../../src/runtime/serve-options.js';
 import { sourcesOf } from '../../src/slack/home.js';
 import { DEFAULT_BOT_TOKEN, startFakeSlack, type FakeSlack } from '../../src/sandbox/fakes/slack.js';
 import { auditEvent } from '../sources/events.js';

@@ -8,7 +8,7 @@ import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { acquirePollerLock, PollerLockError } from '../../src/runtime/poller-lock.js';
 import { composeServe } from '../../src/runtime/compose.js';
-import type { ServeHandle } from '../../src/runtime/serve.js';
+import type { ServeHandle } from '../../src/runtime/serve-options.js';
 import { openStore } from '../../src/store/db.js';
 import type { Store } from '../../src/store/types.js';
 import { auditEvent } from '../sources/events.js';

@@ -7,7 +7,7 @@ import { parseConfig } from '../../src/config/index.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { composeServe } from '../../src/runtime/compose.js';
-import { startHealthServer, type ReadinessBody } from '../../src/runtime/serve.js';
+import { startHealthServer, type ReadinessBody } from '../../src/runtime/health-server.js';
 import { auditEvent } from '../sources/events.js';
 import { cliMain } from '../support/build.js';
 

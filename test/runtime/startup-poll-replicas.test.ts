@@ -12,7 +12,7 @@ import { parseConfig } from '../../src/config/index.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { composeServe } from '../../src/runtime/compose.js';
-import type { ServeHandle } from '../../src/runtime/serve.js';
+import type { ServeHandle } from '../../src/runtime/serve-options.js';
 import { desiredOwner } from '../../src/runtime/shards.js';
 import { auditEvent } from '../sources/events.js';
 import { createTestDatabase, postgresServer } from '../support/postgres.js';

@@ -29,7 +29,7 @@ import { groupIdOf } from '../../src/findings/groups.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { composeServe } from '../../src/runtime/compose.js';
-import type { ServeHandle, ServeOptions } from '../../src/runtime/serve.js';
+import type { ServeHandle, ServeOptions } from '../../src/runtime/serve-options.js';
 import { startSlackWith, type SlackIntegration } from '../../src/runtime/build-slack.js';
 import type { SlackOptions } from '../../src/slack/app.js';
 import { auditEvent } from '../sources/events.js';

@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { composeServe } from '../../src/runtime/compose.js';
-import type { ServeHandle } from '../../src/runtime/serve.js';
+import type { ServeHandle } from '../../src/runtime/serve-options.js';
 import { DEFAULT_BOT_TOKEN } from '../../src/sandbox/fakes/slack.js';
 import { startSlackWith } from '../../src/runtime/build-slack.js';
 import { CLUSTER, configWithSlackAt } from './harness.js';

@@ -16,7 +16,7 @@ import { recordBlockAction, recordSlashCommand, sendRecordedRequest } from '../f
 import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { composeServe } from '../../src/runtime/compose.js';
-import type { ServeHandle } from '../../src/runtime/serve.js';
+import type { ServeHandle } from '../../src/runtime/serve-options.js';
 import { SlackApi } from '../../src/slack/api.js';
 import { startSlackWith, type SlackIntegration } from '../../src/runtime/build-slack.js';
 import { Directory } from '../../src/slack/directory.js';

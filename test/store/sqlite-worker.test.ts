@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Worker } from 'node:worker_threads';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { readinessOf } from '../../src/runtime/serve.js';
+import { readinessOf } from '../../src/runtime/health-server.js';
 import { openStore } from '../../src/store/db.js';
 import { StoreError } from '../../src/store/errors.js';
 import { openSqliteExecutor, sqliteWorkerEntry } from '../../src/store/sqlite.js';
