@@ -202,12 +202,12 @@ function tickChecker(p: Parts, scheduler: Scheduler, since: number): (cluster: s
     const shards = p.shards();
     const from = Math.max(since, tick - Math.max(TICK_CHECK_WINDOW_MS, 10 * (shards?.ttlMs ?? 0)));
     const ticks = scheduler.ticksBetween(cluster, from, tick);
-    const seen = await store.pollTicks(cluster, ticks[0] ?? tick);
+    const seen = await store.polls.ticks(cluster, ticks[0] ?? tick);
     const accounted = new Set([...seen.polled, ...seen.missed.map((m) => m.scheduledAt)]);
     if (accounted.has(tick)) return false;
     for (const t of ticks) {
       if (accounted.has(t)) continue;
-      if (!(await store.recordMissedPoll({ cluster, scheduledAt: t, reason: 'unowned', ...(shards ? { replica: shards.id } : {}), recordedAt: clock() }))) continue;
+      if (!(await store.polls.recordMissed({ cluster, scheduledAt: t, reason: 'unowned', ...(shards ? { replica: shards.id } : {}), recordedAt: clock() }))) continue;
       metrics.pollsMissed.inc({ cluster, reason: 'unowned' });
       clusters.get(cluster)?.poller.recordMissed(t, 'unowned');
       logger.warn({ cluster, dueAt: new Date(t).toISOString(), reason: 'unowned' }, 'scheduled poll missed: no replica could start it (the cluster was changing hands, or its ownership was not renewed in time)');
@@ -286,9 +286,9 @@ function createShards(p: Parts, sharding: Sharding, scheduler: Scheduler, startu
   const { store, logger, metrics, config } = p;
   /** Whether `tick` of `cluster` needs no poll from a replica taking it over (see `catchUp`). */
   const tickAccounted = async (cluster: string, tick: number): Promise<boolean> => {
-    const seen = await store.pollTicks(cluster, tick);
+    const seen = await store.polls.ticks(cluster, tick);
     if (seen.polled.includes(tick) || seen.missed.some((m) => m.scheduledAt === tick)) return true;
-    const last = (await store.lastPollRuns()).find((r) => r.cluster === cluster);
+    const last = (await store.polls.lastRuns()).find((r) => r.cluster === cluster);
     return tick < o.since && last !== undefined && last.endedAt !== null && last.startedAt >= tick;
   };
   const catchUp = async (cluster: string, claimed: boolean): Promise<void> => {
@@ -326,7 +326,7 @@ function sharedPollsReader(store: Store): { current: () => Map<string, PollStatu
   let timer: NodeJS.Timeout | undefined;
   const read = async (): Promise<void> => {
     try {
-      polls = new Map((await store.lastPollRuns()).map((r) => [r.cluster, r]));
+      polls = new Map((await store.polls.lastRuns()).map((r) => [r.cluster, r]));
     } catch {
       // The store is unavailable: the heartbeat says so (/readyz `store-unavailable`); keep what was last read.
     }

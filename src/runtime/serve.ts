@@ -89,7 +89,7 @@ export function updateBlindGauge(metrics: Metrics, rt: ClusterRuntime, now: numb
 /**
  * The scheduler of the clusters' polls (`scheduler.ts`): jitter, spread and concurrency from `config.poll` unless
  * overridden, gated by `shouldRun` (ownership), missed and late ticks counted, logged, recorded by the poller and, when
- * `store` is given, in the store (`Store.recordMissedPoll`, with the replica id `replica()` returns). `runAtStart`
+ * `store` is given, in the store (`Store.polls.recordMissed`, with the replica id `replica()` returns). `runAtStart`
  * false: no start-up run of its own (with replicas, compose.ts claims each cluster's start-up poll in the store).
  */
 export function createScheduler(
@@ -123,7 +123,7 @@ export function createScheduler(
       logger.warn({ cluster: job, dueAt: new Date(tick.dueAt).toISOString(), reason: tick.reason }, `scheduled poll missed: ${why}`);
       const replica = deps.replica?.();
       void store
-        ?.recordMissedPoll({ cluster: job, scheduledAt: tick.dueAt, reason: tick.reason, ...(replica ? { replica } : {}), recordedAt: (deps.clock ?? Date.now)() })
+        ?.polls.recordMissed({ cluster: job, scheduledAt: tick.dueAt, reason: tick.reason, ...(replica ? { replica } : {}), recordedAt: (deps.clock ?? Date.now)() })
         .catch((err: unknown) => {
           logger.warn({ err, cluster: job }, 'recording a missed scheduled poll in the store failed');
           if (isStoreUnavailable(err)) deps.onUnrecorded?.(job, tick.dueAt, tick.reason);

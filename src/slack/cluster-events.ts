@@ -6,7 +6,7 @@
  */
 import type { ClusterEvent } from '../findings/cluster-events.js';
 import type { Logger } from '../observability/logger.js';
-import type { Store } from '../store/index.js';
+import type { StorePart } from '../store/index.js';
 import type { SlackApi } from './api.js';
 import type { ChannelMap } from './channels.js';
 import { clusterEventMessage } from './messages.js';
@@ -18,7 +18,7 @@ export function announcedKey(cluster: string): string {
 
 /** What {@link ClusterEventAnnouncer} posts through and records in. */
 export interface ClusterEventAnnouncerDeps {
-  store: Pick<Store, 'getCursor' | 'setCursor' | 'logAction'>;
+  store: StorePart<{ polls: 'getCursor' | 'setCursor'; actions: 'log' }>;
   api: Pick<SlackApi, 'post'>;
   channels: Pick<ChannelMap, 'channelOf'>;
   /** Service clock, epoch ms (the action log's time). */
@@ -40,15 +40,15 @@ export class ClusterEventAnnouncer {
     const channel = channels.channelOf(cluster);
     if (channel === undefined) return;
     for (const e of events) {
-      if ((await store.getCursor(announcedKey(cluster))) === e.at) continue;
+      if ((await store.polls.getCursor(announcedKey(cluster))) === e.at) continue;
       try {
         await api.post(channel, clusterEventMessage(e));
       } catch (err) {
         logger.warn({ err, cluster }, 'could not post the cluster-level credential event; trying again at the next poll');
         continue;
       }
-      await store.setCursor(announcedKey(cluster), e.at);
-      await store.logAction({ at: clock(), cluster, actor: null, action: 'cluster.credential-event', target: cluster, result: 'reported', detail: e.summary });
+      await store.polls.setCursor(announcedKey(cluster), e.at);
+      await store.actions.log({ at: clock(), cluster, actor: null, action: 'cluster.credential-event', target: cluster, result: 'reported', detail: e.summary });
     }
   }
 }

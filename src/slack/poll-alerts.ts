@@ -8,7 +8,7 @@
 import type { Finding } from '../findings/types.js';
 import { groupIdOf } from '../findings/groups.js';
 import type { Logger } from '../observability/logger.js';
-import type { StoredFinding, Store } from '../store/index.js';
+import type { StoredFinding, StorePart } from '../store/index.js';
 import type { ChannelMap } from './channels.js';
 import type { ClusterEventAnnouncer } from './cluster-events.js';
 import type { SlackContext, SlackPollOutcome } from './context.js';
@@ -17,7 +17,7 @@ import type { Notifier } from './notifier.js';
 
 /** What {@link PollAlerts} reads and queues through. */
 export interface PollAlertsDeps {
-  store: Pick<Store, 'getFinding' | 'listFindings'>;
+  store: StorePart<{ findings: 'get' | 'list' }>;
   notifier: Pick<Notifier, 'workItems' | 'messageOf'>;
   drainer: Pick<NotificationDrainer, 'enqueue'>;
   announcer: Pick<ClusterEventAnnouncer, 'announce'>;
@@ -42,7 +42,7 @@ export class PollAlerts {
     await announcer.announce(cluster, outcome.clusterEvents ?? []);
     const concluded: string[] = [];
     for (const id of outcome.concluded) {
-      const f = await store.getFinding(id);
+      const f = await store.findings.get(id);
       if (f) concluded.push(groupIdOf(f.finding));
     }
     await drainer.enqueue(await notifier.workItems(cluster, findings, outcome.changes, queueClock(), concluded));
@@ -58,7 +58,7 @@ export class PollAlerts {
     for (const name of [...clusters].filter((c) => ownership.owns(c))) {
       if (channels.channelOf(name) === undefined) continue;
       const pending: StoredFinding[] = [];
-      for (const f of await store.listFindings(name, { status: ['open'] })) if ((await notifier.messageOf(f.finding.id)) === undefined) pending.push(f);
+      for (const f of await store.findings.list(name, { status: ['open'] })) if ((await notifier.messageOf(f.finding.id)) === undefined) pending.push(f);
       if (pending.length === 0) continue;
       logger.info({ cluster: name, alerts: pending.length }, 'posting alerts found while Slack was not connected');
       await drainer.enqueue(await notifier.workItems(name, pending.map((f) => f.finding), [], queueClock()));
