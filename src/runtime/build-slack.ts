@@ -29,6 +29,7 @@ import { DEFAULT_SLACK_RATES, RateGate } from '../slack/outbox.js';
 import { groupIdOf } from '../findings/groups.js';
 import type { SocketWatchdog } from '../slack/watchdog.js';
 import { warmSlack, type WarmResult } from '../slack/warm.js';
+import { ChannelHealth } from '../slack/channel-health.js';
 import { slackBudget } from '../slack/budget.js';
 import { SqlBucketStateStore } from '../store/rate-buckets.js';
 import { budgetStoreError } from './budgets.js';
@@ -121,6 +122,8 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     onCall: (method, channel) => gate.record(method, channel),
     onRateLimited: (method, retryAfterMs) => gate.pause(method, retryAfterMs),
   });
+  // Whether the bot can post in each cluster's channels, checked at start and by /tokens status (channel-health.ts).
+  const channelHealth = new ChannelHealth(api, channels, created.scopes);
   const ids = new ButtonIds(created.botToken, store);
   const directory = new Directory(api, { logger: log, ...(opts.approverGroupsMaxStaleMs !== undefined ? { maxStaleMs: opts.approverGroupsMaxStaleMs } : {}) });
   const policyFor = (cluster: string) => {
@@ -306,6 +309,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     // Items waiting for a channel Slack refuses are not "behind": status shows that channel's problem instead.
     backlog: () => drainer.backlog((channel) => api.channelProblem(channel) === undefined),
     ...(ctx.ownerOf ? { ownerOf: (cluster: string) => ({ owner: ctx.ownerOf!(cluster), self: ctx.ownership.owns(cluster) }) } : {}),
+    checkChannels: (cluster) => channelHealth.check([cluster]),
   });
   home = new HomePublisher(
     {
@@ -451,6 +455,9 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
   // The queue's rows left by an earlier run are resumed too, and follow-ups due meanwhile are stored.
   drainer.start();
   scanFollowUps();
+  // Each channel alerts may go to (the clusters' own and those their routing rules name) is checked now, so that a
+  // channel the bot is not in shows in /tokens status and the health model before the first alert fails there.
+  void track(channelHealth.check(clusters.keys()));
 
   return {
     name: 'slack',
