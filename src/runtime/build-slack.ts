@@ -42,6 +42,7 @@ import { Tasks } from '../slack/tasks.js';
 import { verificationReplies } from '../slack/verification-replies.js';
 import type { SocketWatchdog } from '../slack/watchdog.js';
 import { warmSlack, type WarmResult } from '../slack/warm.js';
+import { ChannelHealth } from '../slack/channel-health.js';
 import { NoticeRepository } from '../store/notices.js';
 import { SqlBucketStateStore } from '../store/rate-buckets.js';
 import { budgetStoreError } from './budgets.js';
@@ -197,6 +198,8 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
   const queueClock = opts.queueClock ?? Date.now;
   const gate = new RateGate({ ...DEFAULT_SLACK_RATES, postIntervalMs: opts.channelIntervalMs ?? DEFAULT_SLACK_RATES.postIntervalMs }, queueClock);
   const api = buildApi(ctx, created, channels, gate, opts);
+  // Whether the bot can post in each cluster's channels, checked at start and by /tokens status (channel-health.ts).
+  const channelHealth = new ChannelHealth(api, channels, created.scopes);
   const ids = new ButtonIds(created.botToken, store);
   const directory = new Directory(api, { logger: log, ...(opts.approverGroupsMaxStaleMs !== undefined ? { maxStaleMs: opts.approverGroupsMaxStaleMs } : {}) });
   const policyFor = (cluster: string) => {
@@ -251,6 +254,7 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
     // Items waiting for a channel Slack refuses are not "behind": status shows that channel's problem instead.
     backlog: () => drainer.backlog((channel) => api.channelProblem(channel) === undefined),
     ...(ctx.ownerOf ? { ownerOf: (cluster: string) => ({ owner: ctx.ownerOf!(cluster), self: ctx.ownership.owns(cluster) }) } : {}),
+    checkChannels: (cluster) => channelHealth.check([cluster]),
   });
   const homePublisher = new HomePublisher(
     {
@@ -280,6 +284,9 @@ export async function startSlackWith(ctx: SlackContext, opts: SlackOptions = {})
   // The queue's rows left by an earlier run are resumed too, and follow-ups due meanwhile are stored.
   drainer.start();
   scans.request();
+  // Each channel alerts may go to (the clusters' own and those their routing rules name) is checked now, so that a
+  // channel the bot is not in shows in /tokens status and the health model before the first alert fails there.
+  void track(channelHealth.check(clusters.keys()));
 
   return {
     name: 'slack',

@@ -43,8 +43,20 @@ import { SANDBOX_AKS_FILES, startSandboxAks, type SandboxAks } from './aks.js';
 
 /** The simulated cluster's name (the examples' cluster). */
 export const SANDBOX_CLUSTER = 'prod-eks';
-/** The alert channel. */
+/** The cluster's alert channel: alerts no routing rule sends elsewhere. */
 export const SANDBOX_CHANNEL = { id: 'C0OPSPROD1', name: 'ops-prod-eks' } as const;
+/** The network team's channel: the routing rule for kube-system DaemonSets (Multus) sends its alerts here. */
+export const SANDBOX_NET_CHANNEL = { id: 'C0NETALERT', name: 'net-alerts' } as const;
+/** The platform team's channel: the routing rule for flux-system (Flux) sends its alerts here. */
+export const SANDBOX_PLATFORM_CHANNEL = { id: 'C0PLATFORM', name: 'platform' } as const;
+/** The network on-call user group the kube-system rule mentions (`<!subteam^…>`). */
+export const SANDBOX_NET_ONCALL = { id: 'S0NETONCAL', handle: 'network-oncall' } as const;
+/** The channels the page lists, the one it opens at first: the routed teams' channels, then the cluster's. */
+const PAGE_CHANNELS = [
+  { ...SANDBOX_NET_CHANNEL, topic: `network team · kube-system DaemonSets of ${SANDBOX_CLUSTER} · mentions @${SANDBOX_NET_ONCALL.handle}` },
+  { ...SANDBOX_PLATFORM_CHANNEL, topic: `platform team · flux-system of ${SANDBOX_CLUSTER}` },
+  { ...SANDBOX_CHANNEL, topic: `${SANDBOX_CLUSTER}'s channel · every other alert of ${SANDBOX_CLUSTER}` },
+];
 /** The people of the sandbox: who may request and approve is set in its config (requesters, approvers). */
 export const SANDBOX_USERS: readonly SandboxUser[] = [
   { id: 'U0REQUEST', name: 'Riya', role: 'requester' },
@@ -194,6 +206,17 @@ export function sandboxConfigFile(o: { dataDir: string; auditLog: string; kubeco
       // Sandbox time runs `speed` times faster: keep 30 real minutes to decide.
       // A request left open for 2 real minutes is reminded in its thread (docs/sandbox.md step 5).
       approvals: { expiresAfter: scaled(30), remindAfter: scaled(2) },
+      // Team routing (docs/slack.md "Routing alerts to team channels"): the Multus DaemonSet's alert goes to the
+      // network team's channel, mentioning its on-call group once; Flux's to the platform team's; the rest stays in
+      // the cluster's channel. Only prod-eks: a cluster added with --gke keeps all its alerts in its own channel.
+      routes: [
+        {
+          match: { clusters: [SANDBOX_CLUSTER], namespaces: ['kube-system'], kinds: ['DaemonSet'] },
+          channel: SANDBOX_NET_CHANNEL.id,
+          owners: [SANDBOX_NET_ONCALL.id],
+        },
+        { match: { clusters: [SANDBOX_CLUSTER], namespaces: ['flux-system'] }, channel: SANDBOX_PLATFORM_CHANNEL.id },
+      ],
     },
     // Rollouts take seconds of wall-clock time: allow 10 real minutes. A new token turns stale one (sandbox) hour
     // after issue, so the settle period stays 2 sandbox hours.
@@ -271,7 +294,8 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<SandboxHa
   const slackClock = new StrictClock(clock.fn);
   const slack = await startFakeSlack({
     tokens: { [SANDBOX_BOT_TOKEN]: { teamId: SANDBOX_TEAM.id, team: SANDBOX_TEAM.domain, userId: SANDBOX_BOT.userId, user: SANDBOX_BOT.name, botId: SANDBOX_BOT.botId } },
-    channels: [{ id: SANDBOX_CHANNEL.id, name: SANDBOX_CHANNEL.name, members: SANDBOX_USERS.map((u) => u.id) }],
+    channels: PAGE_CHANNELS.map((c) => ({ id: c.id, name: c.name, members: SANDBOX_USERS.map((u) => u.id) })),
+    userGroups: { [SANDBOX_NET_ONCALL.id]: ['U0APPROVB'] },
     users: [...SANDBOX_USERS.map((u) => ({ id: u.id, name: u.name.toLowerCase(), realName: `${u.name} (${u.role})` })), { id: SANDBOX_BOT.userId, name: SANDBOX_BOT.name, isBot: true }],
     autoCreateChannels: false,
     now: slackClock.fn,
@@ -362,6 +386,8 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<SandboxHa
       slack,
       requests: fakes,
       channel: SANDBOX_CHANNEL,
+      channels: PAGE_CHANNELS,
+      groups: { [SANDBOX_NET_ONCALL.id]: SANDBOX_NET_ONCALL.handle },
       users: [...SANDBOX_USERS],
       bot: { id: SANDBOX_BOT.userId, name: SANDBOX_BOT.name },
       team: SANDBOX_TEAM,

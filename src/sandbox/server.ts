@@ -3,15 +3,17 @@
  *
  * - `GET /` the page; `GET /assets/*` its script, styles and the Block Kit renderer (`page/blockkit.ts`,
  *   compiled by `npm run build`, or transpiled at start with esbuild in a checkout without a build; nothing is downloaded).
- * - `GET /api/state?user=U…` the channel as the fake Slack holds it (messages with threads and edits), the
- *   ephemerals visible to that user only, notices for that user, the sandbox clock.
+ * - `GET /api/state?user=U…&channel=C…` one channel as the fake Slack holds it (messages with threads and edits), the
+ *   ephemerals visible to that user there only, notices for that user, the sandbox clock, and the channels the page
+ *   lists (the cluster's channel and those its routing rules send alerts to). Without `channel`: the first listed.
  * - `GET /api/cluster` the simulated workloads and their pods.
  * - `GET /api/events` server-sent events: `slack` (the fake Slack changed), `cluster`, `tick` (sandbox time),
  *   `notice` (a user's command failed).
  * - `POST /api/home {user}` opens the app's Home tab as that user: a signed `app_home_opened` event (Events API) to the
  *   bot, which publishes the view with `views.publish`; `GET /api/state` then carries it as `home`.
- * - `POST /api/command {user, text}` a slash command, `POST /api/action {user, channel, ts, ephemeral, actionId, selected,
- *   blockId, value, text}` a button click, `POST /api/message {user, text}` a plain message. Commands and clicks go
+ * - `POST /api/command {user, text, channel}` a slash command, `POST /api/action {user, channel, ts, ephemeral, actionId,
+ *   selected, blockId, value, text}` a button click, `POST /api/message {user, text, channel}` a plain message, each in
+ *   the listed channel `channel` (default the first). Commands and clicks go
  *   to the bot's HTTP receiver as **signed Slack requests** (`src/sandbox/fakes/slack.ts` `sendSlashCommand` /
  *   `sendBlockAction`), with a `trigger_id`, a `response_url` the fake Slack serves (bound to the channel, the user
  *   and, for a message button, the message), and for clicks the `message`, `container`, `channel` and `user` Slack
@@ -72,7 +74,15 @@ export interface PageServerOptions {
   slack: FakeSlack;
   /** How requests are signed and sent to the bot (`src/sandbox/fakes/slack.ts`). */
   requests: Pick<SandboxFakes, 'sendSlashCommand' | 'sendBlockAction' | 'blockActionPayload'> & Partial<Pick<SandboxFakes, 'sendEvent' | 'appHomeOpenedBody'>>;
+  /** The channel the page opens at when `channels` is not given. */
   channel: { id: string; name: string };
+  /**
+   * The channels the page lists, the one it opens at first (default `[channel]`); `topic` is the header's line,
+   * e.g. "network team · kube-system DaemonSets of prod-eks".
+   */
+  channels?: Array<{ id: string; name: string; topic?: string }>;
+  /** User-group handles by id (`S…` → `network-oncall`), for the page to show `<!subteam^S…>` as `@network-oncall`. */
+  groups?: Record<string, string>;
   users: SandboxUser[];
   bot: { id: string; name: string };
   team: { id: string; domain: string };
@@ -163,6 +173,9 @@ export async function startPageServer(opts: PageServerOptions): Promise<PageServ
   const log = opts.logger.child({ component: 'sandbox-page' });
   const { sendSlashCommand, sendBlockAction, blockActionPayload } = opts.requests;
   const users = new Map(opts.users.map((u) => [u.id, u]));
+  const listed = opts.channels?.length ? opts.channels : [opts.channel];
+  /** The listed channel with id (or name) `id`, else the first (an unknown id never reaches the fake Slack). */
+  const channelOf = (id: string | null | undefined) => listed.find((c) => c.id === id || c.name === id) ?? listed[0]!;
   // response_urls handed to the bot go through this server, so that an ephemeral answer to a click in a thread is
   // shown in that thread, as Slack shows it (the fake Slack keeps ephemerals per channel only).
   const responseProxies = new Map<string, { url: string; user: string; threadTs?: string }>();
@@ -226,19 +239,24 @@ export async function startPageServer(opts: PageServerOptions): Promise<PageServ
       req.on('error', reject);
     });
 
-  const state = (user: string | undefined) => ({
+  const state = (user: string | undefined, channelId: string | null) => {
+    const channel = channelOf(channelId);
+    return {
     now: opts.clock(),
     speed: opts.speed,
     info: opts.info,
     bot: opts.bot,
-    channel: opts.channel,
+    channel,
+    channels: listed.map((c) => ({ ...c, alerts: opts.slack.messages(c.id).filter((m) => !m.threadTs && m.botId && !m.deleted).length })),
     users: opts.users,
+    groups: opts.groups ?? {},
     slackReady: opts.eventsUrl() !== undefined,
-    messages: opts.slack.messages(opts.channel.id).map(messageJson),
-    ephemerals: user ? opts.slack.ephemerals({ user }).map((e) => ephemeralJson(e, placedIn)) : [],
+    messages: opts.slack.messages(channel.id).map(messageJson),
+    ephemerals: user ? opts.slack.ephemerals({ user, channel: channel.id }).map((e) => ephemeralJson(e, placedIn)) : [],
     notices: user ? notices.filter((n) => n.user === user).slice(-20) : [],
     home: user ? (opts.slack.homeView(user)?.view ?? null) : null,
-  });
+    };
+  };
 
   /** Posts the bot's immediate answer to a slash command where Slack shows it (the command's response_url). */
   const showCommandAnswer = async (result: SendResult, responseUrl: string, user: string, command: string): Promise<void> => {
@@ -305,14 +323,15 @@ export async function startPageServer(opts: PageServerOptions): Promise<PageServ
       notify(user.id, `${command} failed: the tokenwatch Slack app is not running in this sandbox.`);
       return { status: 200, body: { ok: false, error: 'no_app' } };
     }
-    const commandResponseUrl = responseUrl({ channel: opts.channel.id, user: user.id });
+    const where = channelOf(field(body, 'channel'));
+    const commandResponseUrl = responseUrl({ channel: where.id, user: user.id });
     const result = await sendSlashCommand(eventsUrl, opts.signingSecret, {
       command,
       text: m[2]?.trim() ?? '',
       user_id: user.id,
       user_name: user.name.toLowerCase(),
-      channel_id: opts.channel.id,
-      channel_name: opts.channel.name,
+      channel_id: where.id,
+      channel_name: where.name,
       team_id: opts.team.id,
       team_domain: opts.team.domain,
       response_url: commandResponseUrl,
@@ -328,10 +347,11 @@ export async function startPageServer(opts: PageServerOptions): Promise<PageServ
     const actionId = field(body, 'actionId');
     if (!user || !ts || !actionId) return { status: 400, body: { ok: false, error: 'user, ts and actionId are required' } };
     const ephemeral = body.ephemeral === true;
-    const channel = opts.channel.id;
+    const where = channelOf(field(body, 'channel'));
+    const channel = where.id;
     let message: { text: string; blocks?: unknown[]; threadTs?: string; user?: string; botId?: string } | undefined;
     if (ephemeral) {
-      const e = opts.slack.ephemerals({ user: user.id }).find((x) => x.messageTs === ts);
+      const e = opts.slack.ephemerals({ user: user.id, channel }).find((x) => x.messageTs === ts);
       if (e) message = { text: e.text, ...(e.blocks ? { blocks: e.blocks } : {}), ...(e.threadTs ? { threadTs: e.threadTs } : {}) };
     } else {
       const m = opts.slack.message(channel, ts);
@@ -357,7 +377,7 @@ export async function startPageServer(opts: PageServerOptions): Promise<PageServ
         ...(field(body, 'blockId') ? { blockId: field(body, 'blockId')! } : {}),
         ...(field(body, 'text') ? { text: field(body, 'text')! } : {}),
         channel,
-        channelName: opts.channel.name,
+        channelName: where.name,
         messageTs: ts,
         message: { text: message.text, ...(message.blocks ? { blocks: message.blocks } : {}) },
         teamId: opts.team.id,
@@ -406,7 +426,7 @@ export async function startPageServer(opts: PageServerOptions): Promise<PageServ
         res.writeHead(200, { 'content-type': asset.type, 'cache-control': 'no-cache' }).end(asset.body);
         return;
       }
-      if (path === '/api/state') return send(res, 200, state(url.searchParams.get('user') ?? undefined));
+      if (path === '/api/state') return send(res, 200, state(url.searchParams.get('user') ?? undefined, url.searchParams.get('channel')));
       if (path === '/api/cluster') return send(res, 200, opts.cluster());
       if (path === '/api/events') {
         res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store', connection: 'keep-alive' });
@@ -454,7 +474,7 @@ export async function startPageServer(opts: PageServerOptions): Promise<PageServ
     const user = users.get(field(body, 'user') ?? '');
     const text = (field(body, 'text') ?? '').trim();
     if (!user || !text) return { status: 400, body: { ok: false, error: 'user and text are required' } };
-    const m = opts.slack.postAsUser(opts.channel.id, user.id, text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;'));
+    const m = opts.slack.postAsUser(channelOf(field(body, 'channel')).id, user.id, text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;'));
     return { status: 200, body: { ok: true, ts: m.ts } };
   }
 

@@ -6,10 +6,11 @@
  * - errors turned into {@link SlackCallError} with Slack's error code, counted in
  *   `tokenwatch_slack_api_errors_total{method,error}`;
  * - channel problems (`not_in_channel`, `channel_not_found`, `is_archived`, …) remembered per channel, logged once
- *   per change (one clear line, not one per message) and shown by `/tokens status`.
+ *   per change (one clear line, not one per message) and shown by `/tokens status`; found by a failed call, or
+ *   before any post by {@link SlackApi.checkChannel} (src/slack/channel-health.ts).
  * Scopes: `chat:write` (postMessage, update, postEphemeral), `usergroups:read` (usergroups.users.list),
  * `channels:history` / `groups:history` (conversations.history, conversations.replies: crash recovery of alerts and
- * notices only), `im:write` / `im:history` (conversations.open, conversations.history of a direct-message channel: crash
+ * notices; with `limit: 1`, the channel check), `im:write` / `im:history` (conversations.open, conversations.history of a direct-message channel: crash
  * recovery of a direct message only); chat.getPermalink and views.open need none.
  */
 import { KeyedLock } from '../core/keyed-lock.js';
@@ -240,6 +241,47 @@ export class SlackApi {
       if (md?.event_type === eventType && md.event_payload?.[key] === value && typeof m.ts === 'string') return m.ts;
     }
     return undefined;
+  }
+
+  /**
+   * Checks that the bot can post in `channel` (an id, `C…`/`G…`) before any alert needs it: `conversations.history`
+   * with `limit: 1` (scopes `channels:history` / `groups:history`, already held for crash recovery; no other scope),
+   * which Slack answers `not_in_channel` (public channel, bot not a member), `channel_not_found` (no such channel, or
+   * a private one the bot is not in), `missing_scope`, `invalid_auth`, ….
+   * A channel error is remembered as the channel's problem ({@link channelProblem}) and logged once per change, as a
+   * failed post is; `not_in_channel` is no problem when `publicPosting` (the token holds `chat:write.public`, which
+   * posts in public channels without membership; docs.slack.dev/reference/scopes/chat.write.public). A success clears
+   * a problem this check can see (`not_in_channel`, `channel_not_found`), not one only posting shows (e.g. `is_archived`).
+   * @returns the problem now, or undefined when the channel passed. Never throws: a failure that is not about the channel
+   * (`ratelimited`, `request_error`, …) leaves the channel's state as it was and is returned as `{ error, unchecked: true }`.
+   */
+  async checkChannel(channel: string, publicPosting: boolean): Promise<(ChannelProblem & { unchecked?: true }) | undefined> {
+    try {
+      await this.call('conversations.history', undefined, () => this.client.conversations.history({ channel, limit: 1 }));
+    } catch (err) {
+      const code = slackErrorCode(err);
+      if (code === 'not_in_channel' && publicPosting) return this.clearSeen(channel);
+      if (!CHANNEL_ERRORS.has(code)) return { error: code, at: Date.now(), unchecked: true };
+      const before = this.problems.get(channel);
+      const now = { error: code, at: Date.now() };
+      this.problems.set(channel, now);
+      if (before?.error !== code) {
+        this.opts.logger.error({ channel, clusters: this.opts.clustersOf?.(channel), error: code }, `cannot post to Slack channel ${channel}: ${explainChannelError(code)}`);
+      }
+      return now;
+    }
+    return this.clearSeen(channel);
+  }
+
+  /** Clears a problem of `channel` that a membership check sees; returns the problem left, if any. */
+  private clearSeen(channel: string): ChannelProblem | undefined {
+    const p = this.problems.get(channel);
+    if (p && (p.error === 'not_in_channel' || p.error === 'channel_not_found')) {
+      this.problems.delete(channel);
+      this.opts.logger.info({ channel, clusters: this.opts.clustersOf?.(channel) }, 'Slack channel works again');
+      return undefined;
+    }
+    return p;
   }
 
   /** `conversations.open` with one user (scope `im:write`): the id of the bot's direct-message channel with `user`. @throws SlackCallError */

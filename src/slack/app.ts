@@ -170,6 +170,8 @@ export interface SlackApp {
   receiver: HTTPReceiver | SocketModeReceiver;
   /** The bot's identity as `auth.test` answered it. */
   auth: { user_id?: string; bot_id?: string; user?: string; team?: string; team_id?: string };
+  /** The bot token's scopes as Slack reported them with `auth.test` (its `x-oauth-scopes` header); undefined when not reported. */
+  scopes?: string[];
   /** The bot token (`SLACK_BOT_TOKEN`), checked by `auth.test`; never logged. */
   botToken: string;
   /** The integration's logger (component `slack`). */
@@ -207,7 +209,7 @@ export async function createSlackApp(ctx: Pick<SlackContext, 'config' | 'metrics
       `slack.apiUrl ${apiShown} contains user:password@, which the Slack Web API client cannot send (fetch refuses URLs with credentials): remove them; for an authenticating proxy, configure the proxy outside the URL`,
     );
   }
-  let auth: { user_id?: string; bot_id?: string; user?: string; team?: string; team_id?: string };
+  let auth: { user_id?: string; bot_id?: string; user?: string; team?: string; team_id?: string; response_metadata?: { scopes?: string[] } };
   try {
     // No retries here: serve retries an unreachable Slack in the background while polling goes on.
     auth = await new webApi.WebClient(cfg.botToken, { ...clientOptions, retryConfig: { retries: 0 }, timeout: opts.authTimeoutMs ?? 10_000 }).auth.test();
@@ -251,7 +253,8 @@ export async function createSlackApp(ctx: Pick<SlackContext, 'config' | 'metrics
     log.error({ err }, 'Slack listener error');
   });
 
-  return { app, receiver, auth, botToken: cfg.botToken, log };
+  const scopes = auth.response_metadata?.scopes;
+  return { app, receiver, auth, ...(scopes ? { scopes } : {}), botToken: cfg.botToken, log };
 }
 
 /** What {@link registerSlackListeners} registers on the app: the parts built by the runtime. */

@@ -62,6 +62,12 @@ export interface CommandDeps {
    * shared store. Absent otherwise.
    */
   ownerOf?: (cluster: string) => { owner: string | null; self: boolean };
+  /**
+   * Checks that the bot can post in each channel of a cluster (its own and every channel its rules route to;
+   * src/slack/channel-health.ts) before `/tokens status` reads the channels' problems. Absent: only problems
+   * seen by earlier posts are shown.
+   */
+  checkChannels?: (cluster: string) => Promise<void>;
 }
 
 /** Default of {@link CommandDeps.scanIntervalMs}, ms. */
@@ -319,6 +325,8 @@ export class TokensCommand {
       const routed = at && !this.deps.channels.matches(this.deps.channels.channelOf(name) ?? '', { id: at.channel });
       alerts.push({ live: g.members, severity: g.severity, ...(permalink ? { permalink } : {}), ...(routed ? { channel: at.channel } : {}) });
     }
+    // Each channel is checked now (membership), not only after a failed post.
+    await this.deps.checkChannels?.(name);
     const configured = this.deps.channels.channelOf(name);
     const problem = configured !== undefined ? this.deps.api.channelProblem(configured) ?? this.deps.api.channelProblem(this.deps.channels.channelIdOf(name) ?? '') : undefined;
     // Each channel the routing rules send this cluster's alerts to is checked too (the bot must be a member).

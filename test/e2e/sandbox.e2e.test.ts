@@ -110,6 +110,13 @@ describe.skipIf(!HAS_CHROMIUM)(title, () => {
     await page.goto(`${sandbox.url}?user=U0REQUEST`);
     await page.waitForSelector('body[data-ready="1"]', { timeout: 10_000 });
 
+    // 0. Team routing: the page lists the network team's, the platform team's and the cluster's channels, and opens at
+    // the first, #net-alerts, where the routing rule for kube-system DaemonSets sent the Multus alert.
+    const links = page.locator('[data-testid=channel-link]');
+    await until(() => links.evaluateAll((els) => els.map((e) => e.getAttribute('data-channel'))), ['net-alerts', 'platform', 'ops-prod-eks']);
+    expect(await page.locator('[data-testid=channel-link][aria-current=page]').getAttribute('data-channel')).toBe('net-alerts');
+    expect(await page.locator('[data-testid=channel-header]').textContent()).toContain('# net-alerts');
+
     // 1. The Multus alert, rendered from the bot's Block Kit.
     // One alert for the Multus root cause (its stale tokens and the 401s they cause), the fix its primary button.
     const alert = page.locator('#messages .message', { hasText: 'Clients of ServiceAccount kube-system/multus' });
@@ -134,6 +141,13 @@ describe.skipIf(!HAS_CHROMIUM)(title, () => {
     expect(await alert.textContent()).not.toContain('Recreate ServiceAccount');
     expect(await page.locator('.bk-unknown').count()).toBe(0);
     const alertShot = await shot('01-alert', alert);
+    // Its first post mentioned the network on-call group, once (later edits drop the line, and notify no one); nothing
+    // of Flux is in #net-alerts.
+    const netMessages = sandbox.slack.messages('C0NETALERT');
+    const versions = netMessages.flatMap((m) => [...m.edits.map((e) => JSON.stringify(e.blocks)), JSON.stringify(m.blocks)]);
+    expect(versions.join('').split('<!subteam^S0NETONCAL>')).toHaveLength(2);
+    expect(JSON.stringify((netMessages[0]!.edits[0] ?? netMessages[0]!).blocks)).toContain('<!subteam^S0NETONCAL>');
+    expect(await page.locator('#messages .message', { hasText: 'flux-system/' }).count()).toBe(0);
 
     // 2. /tokens status prod-eks: an ephemeral only Riya sees.
     await page.fill('[data-testid=composer]', '/tokens status prod-eks');
@@ -159,8 +173,24 @@ describe.skipIf(!HAS_CHROMIUM)(title, () => {
     expect(await page.locator('[data-testid=messages]').isVisible()).toBe(false);
     expect(await home.locator('.bk-unknown').count()).toBe(0);
     const homeShot = await shot('02b-home');
-    await page.click('[data-testid=channel-tab]');
+    // 2c. The platform team's channel: the Flux alert, and no Multus alert, no mention.
+    await page.click('[data-testid=channel-link][data-channel=platform]');
     await page.locator('[data-testid=messages]').waitFor({ state: 'visible', timeout: 5000 });
+    await untilContains(page.locator('[data-testid=channel-header]'), '# platform');
+    const flux = page.locator('#messages .message', { hasText: 'flux-system/helm-controller' });
+    await flux.first().waitFor({ state: 'visible', timeout: 15_000 });
+    expect(await flux.count()).toBe(1);
+    expect(await page.locator('#messages .message', { hasText: 'kube-system/multus' }).count()).toBe(0);
+    await shot('02c-platform');
+    // The cluster's channel keeps the rest (Fluent Bit in logging), neither Multus nor Flux.
+    await page.click('[data-testid=channel-link][data-channel=ops-prod-eks]');
+    await untilContains(page.locator('[data-testid=channel-header]'), '# ops-prod-eks');
+    await page.locator('#messages .message', { hasText: 'logging/fluent-bit' }).first().waitFor({ state: 'visible', timeout: 15_000 });
+    expect(await page.locator('#messages .message', { hasText: /kube-system\/multus|flux-system\// }).count()).toBe(0);
+    // Back to #net-alerts for the restart.
+    await page.click('[data-testid=channel-link][data-channel=net-alerts]');
+    await untilContains(page.locator('[data-testid=channel-header]'), '# net-alerts');
+    await alert.waitFor({ state: 'visible', timeout: 5000 });
 
     // 3. Restart, as the requester, through the confirm dialog.
     const podsBefore = sandbox.kube.store.list('Pod', { namespace: 'kube-system' }).map((p) => String((p.metadata as { name: string }).name)).filter((n) => n.startsWith('kube-multus-ds-'));

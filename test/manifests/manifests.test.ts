@@ -4,6 +4,7 @@ import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse as parseYaml, parseAllDocuments } from 'yaml';
 import { parseConfig } from '../../src/config/index.js';
+import { MANIFEST_SCOPES } from '../../src/sandbox/fakes/slack.js';
 import { MANIFESTS, idOf, kustomizationOf, nonResourceFiles, readDocs, render, yamlFiles, type K8sObject } from './kustomize.js';
 import { modelName, restrictedViolations, unknownFields, validateObject } from './schema.js';
 
@@ -497,6 +498,10 @@ describe('Slack app manifest (manifests/slack-app.yaml)', () => {
     const needed = new Set([...methods].flatMap((m) => [SCOPE[m] ?? []].flat()));
     needed.add('commands'); // the /tokens slash command
     expect([...(app.oauth_config?.scopes.bot ?? [])].sort()).toEqual([...needed].sort());
+  });
+
+  it('the fake Slack reports the manifest\'s scopes by default (x-oauth-scopes), so tests see what an install grants', () => {
+    expect([...MANIFEST_SCOPES].sort()).toEqual([...(app.oauth_config?.scopes.bot ?? [])].sort());
   });
 
   it('Socket Mode: /tokens, interactivity', () => {

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadBundle } from '../../src/sandbox/replay.js';
-import { SANDBOX_CHANNEL, startSandbox, staticTokenSubjects, type SandboxHandle } from '../../src/sandbox/sandbox.js';
+import { SANDBOX_CHANNEL, SANDBOX_NET_CHANNEL, SANDBOX_PLATFORM_CHANNEL, startSandbox, staticTokenSubjects, type SandboxHandle } from '../../src/sandbox/sandbox.js';
 
 const dataDir = mkdtempSync(join(tmpdir(), 'tokenwatch-sandbox-'));
 afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
@@ -40,14 +40,16 @@ async function waitFor<T>(what: string, fn: () => T | undefined | false | Promis
 }
 
 interface PageState {
+  channel: { id: string; name: string };
+  channels: Array<{ id: string; name: string; alerts: number }>;
   messages: Array<{ ts: string; text: string; blocks?: unknown[]; replies: Array<{ ts: string; text: string }> }>;
   ephemerals: Array<{ ts: string; text: string; threadTs?: string }>;
   notices: Array<{ text: string }>;
   slackReady: boolean;
 }
 
-async function state(sb: SandboxHandle, user: string): Promise<PageState> {
-  const r = await fetch(`${sb.url}api/state?user=${user}`);
+async function state(sb: SandboxHandle, user: string, channel?: string): Promise<PageState> {
+  const r = await fetch(`${sb.url}api/state?user=${user}${channel ? `&channel=${channel}` : ''}`);
   expect(r.status).toBe(200);
   return (await r.json()) as PageState;
 }
@@ -56,6 +58,8 @@ async function post(sb: SandboxHandle, path: string, body: unknown, headers: Rec
   const r = await fetch(`${sb.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
   return { status: r.status, body: (await r.json()) as Record<string, unknown> };
 }
+
+const ALL_CHANNELS = [SANDBOX_NET_CHANNEL, SANDBOX_PLATFORM_CHANNEL, SANDBOX_CHANNEL];
 
 describe('tokenwatch sandbox', () => {
   let first: { tsByText: Map<string, string>; messages: number } | undefined;
@@ -83,13 +87,31 @@ describe('tokenwatch sandbox', () => {
       expect(readFileSync(sb.kubeconfig, 'utf8')).toContain(`server: ${sb.kube.url}`);
       expect(readFileSync(join(dataDir, 'tokenwatch.yaml'), 'utf8')).toContain('mode: http');
 
-      // The five findings of the examples become four alerts in the channel: Multus's stale tokens and 401s are one.
-      const alerts = await waitFor('four alerts', () => (sb.slack.messages(SANDBOX_CHANNEL.id).length >= 4 ? sb.slack.messages(SANDBOX_CHANNEL.id) : undefined));
+      // The five findings of the examples become four alerts: Multus's stale tokens and 401s are one. The routing
+      // rules send Multus (a kube-system DaemonSet) to #net-alerts, mentioning @network-oncall, and Flux (flux-system)
+      // to #platform; the rest stays in the cluster's channel.
+      const inAll = () => ALL_CHANNELS.flatMap((c) => sb.slack.messages(c.id));
+      const alerts = await waitFor('four alerts', () => (inAll().length >= 4 ? inAll() : undefined));
       expect(alerts).toHaveLength(4);
-      expect(alerts[0]!.text).toContain('[prod-eks] critical: kube-system/multus — requests now fail with 401');
+      const net = sb.slack.messages(SANDBOX_NET_CHANNEL.id);
+      expect(net).toHaveLength(1);
+      // (Its headline fact moves with the polls: "requests now fail with 401", later "rejection date passed (requests rejected with 401 …)".)
+      expect(net[0]!.text).toMatch(/\[prod-eks\] critical: kube-system\/multus — .*401/);
+      // Its first post mentioned @network-oncall, once; no other version of any message did (edits drop the line).
+      const versions = inAll().flatMap((m) => [...m.edits.map((e) => JSON.stringify(e.blocks)), JSON.stringify(m.blocks)]);
+      expect(JSON.stringify((net[0]!.edits[0] ?? net[0]!).blocks).split('<!subteam^S0NETONCAL>')).toHaveLength(2);
+      expect(versions.join('').split('<!subteam^S0NETONCAL>')).toHaveLength(2);
+      const platform = sb.slack.messages(SANDBOX_PLATFORM_CHANNEL.id);
+      expect(platform).toHaveLength(1);
+      expect(platform[0]!.text).toMatch(/\[prod-eks\] .*flux-system\/helm-controller/);
+      expect(sb.slack.messages(SANDBOX_CHANNEL.id).some((m) => /kube-system\/multus|flux-system\//.test(m.text))).toBe(false);
+      // The page lists the three channels and opens at #net-alerts; each channel's state has its own messages.
       const s = await state(sb, 'U0REQUEST');
       expect(s.slackReady).toBe(true);
-      expect(s.messages.map((m) => m.ts)).toEqual(alerts.map((m) => m.ts));
+      expect(s.channels.map((c) => [c.name, c.alerts])).toEqual([['net-alerts', 1], ['platform', 1], ['ops-prod-eks', 2]]);
+      expect(s.channel.id).toBe(SANDBOX_NET_CHANNEL.id);
+      expect(s.messages.map((m) => m.ts)).toEqual(net.map((m) => m.ts));
+      expect((await state(sb, 'U0REQUEST', 'platform')).messages.map((m) => m.ts)).toEqual(sb.slack.messages(SANDBOX_PLATFORM_CHANNEL.id).map((m) => m.ts));
 
       // A slash command goes to the bot signed; its answer is an ephemeral for that user only.
       const cmd = await post(sb, 'api/command', { user: 'U0REQUEST', text: '/tokens help' });
@@ -103,14 +125,14 @@ describe('tokenwatch sandbox', () => {
 
       // Details from the alert's overflow menu: a signed block_actions payload with the selected option; the bot
       // answers in the alert's thread.
-      const multus = alerts[0]!;
+      const multus = net[0]!;
       const menu = (multus.blocks as Array<{ elements?: Array<{ action_id?: string; options?: Array<{ text: { text: string }; value: string }> }> }>)
         .flatMap((b) => b.elements ?? [])
         .find((e) => e.action_id === 'tw_more')!;
       const value = menu.options!.find((o) => o.text.text === 'Details')!.value;
-      const click = await post(sb, 'api/action', { user: 'U0OUTSIDE', ts: multus.ts, ephemeral: false, actionId: 'tw_more', blockId: 'tw_alert_actions', value, text: 'Details', selected: true });
+      const click = await post(sb, 'api/action', { user: 'U0OUTSIDE', channel: SANDBOX_NET_CHANNEL.id, ts: multus.ts, ephemeral: false, actionId: 'tw_more', blockId: 'tw_alert_actions', value, text: 'Details', selected: true });
       expect(click).toEqual({ status: 200, body: { ok: true, status: 200 } });
-      const reply = await waitFor('details reply', () => sb.slack.thread(SANDBOX_CHANNEL.id, multus.ts).find((m) => m.text.startsWith('Details for kube-system/multus')));
+      const reply = await waitFor('details reply', () => sb.slack.thread(SANDBOX_NET_CHANNEL.id, multus.ts).find((m) => m.text.startsWith('Details for kube-system/multus')));
       expect(reply.threadTs).toBe(multus.ts);
 
       // Clicks on unknown messages and cross-origin posts are refused.
@@ -135,15 +157,15 @@ describe('tokenwatch sandbox', () => {
     const sb = await startSandbox({ ...FAST });
     try {
       expect(sb.resumed).toBe(true);
-      const restored = sb.slack.messages(SANDBOX_CHANNEL.id);
+      const restored = ALL_CHANNELS.flatMap((c) => sb.slack.messages(c.id));
       expect(restored).toHaveLength(first!.messages);
       for (const m of restored) expect(first!.tsByText.get(m.text.split(' — ')[0]!)).toBe(m.ts);
       // The Details reply was restored in its thread.
-      expect(sb.slack.thread(SANDBOX_CHANNEL.id, restored[0]!.ts).length).toBeGreaterThanOrEqual(1);
+      expect(sb.slack.thread(SANDBOX_NET_CHANNEL.id, restored[0]!.ts).length).toBeGreaterThanOrEqual(1);
       // Let a few polls run: updates, no new alerts, no failed updates.
       await waitFor('an alert updated in place', () => sb.slack.callsTo('chat.update').length > 0, 10_000);
       await new Promise((r) => setTimeout(r, 2500));
-      expect(sb.slack.messages(SANDBOX_CHANNEL.id)).toHaveLength(first!.messages);
+      expect(ALL_CHANNELS.flatMap((c) => sb.slack.messages(c.id))).toHaveLength(first!.messages);
       const postsAfterRestore = sb.slack.callsTo('chat.postMessage').filter((c) => !c.args.thread_ts && c.at > Math.max(...restored.map((m) => m.postedAt)));
       expect(postsAfterRestore).toEqual([]);
       expect(sb.slack.callsTo('chat.update').filter((c) => c.response.ok !== true)).toEqual([]);
@@ -161,13 +183,13 @@ describe('tokenwatch sandbox', () => {
       const alert = await waitFor('the Fluent Bit alert', () => sb.slack.messages(ch).find((m) => m.text.includes('logging/fluent-bit')));
       const button = (blocks: unknown, actionId: string): string =>
         (blocks as Array<{ elements?: Array<{ action_id?: string; value?: string }> }>).flatMap((b) => b.elements ?? []).find((e) => e.action_id === actionId)!.value!;
-      const click = (user: string, ts: string, actionId: string, value: string) => post(sb, 'api/action', { user, ts, ephemeral: false, actionId, value });
+      const click = (user: string, ts: string, actionId: string, value: string) => post(sb, 'api/action', { user, channel: ch, ts, ephemeral: false, actionId, value });
       expect((await click('U0REQUEST', alert.ts, 'tw_restart', button(alert.blocks, 'tw_restart'))).body).toEqual({ ok: true, status: 200 });
       const request = await waitFor('the approval request', () => sb.slack.thread(ch, alert.ts).find((m) => m.text.includes('approval needed: restart of DaemonSet logging/fluent-bit')));
       const approve = button(request.blocks, 'tw_approve');
       await click('U0REQUEST', request.ts, 'tw_approve', approve);
       // Her refusal is placed in the thread she clicked in.
-      const refusal = await waitFor('the refusal', async () => (await state(sb, 'U0REQUEST')).ephemerals.find((e) => e.text.includes('someone else must approve it')));
+      const refusal = await waitFor('the refusal', async () => (await state(sb, 'U0REQUEST', ch)).ephemerals.find((e) => e.text.includes('someone else must approve it')));
       expect(refusal.threadTs).toBe(alert.ts);
       expect(sb.kube.requestsMatching((r) => r.method === 'PATCH' && !r.dryRun)).toHaveLength(0);
       await click('U0APPROVE', request.ts, 'tw_approve', approve);
@@ -197,7 +219,7 @@ describe('tokenwatch sandbox', () => {
         .flatMap((b) => b.elements ?? [])
         .find((e) => e.action_id === 'tw_more')!
         .options!.find((o) => o.text.text === 'Details')!;
-      expect((await post(sb, 'api/action', { user: 'U0REQUEST', ts: alert.ts, ephemeral: false, actionId: 'tw_more', value: details.value, selected: true, text: 'Details' })).body).toEqual({ ok: true, status: 200 });
+      expect((await post(sb, 'api/action', { user: 'U0REQUEST', channel: ch, ts: alert.ts, ephemeral: false, actionId: 'tw_more', value: details.value, selected: true, text: 'Details' })).body).toEqual({ ok: true, status: 200 });
       const reply = await waitFor('the Details reply', () => sb.slack.thread(ch, alert.ts).find((m) => m.text.startsWith('Details for logging/fluent-bit')));
       expect(JSON.stringify(reply.blocks)).toContain('*Not in cluster state*');
       for (const p of newPods) expect(JSON.stringify(reply.blocks)).not.toContain(p);

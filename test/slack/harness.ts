@@ -75,6 +75,8 @@ export interface HarnessOptions {
   logLevel?: string;
   /** Extra options of `composeServe` (e.g. Cloud Logging retries). */
   serveOptions?: Partial<ServeOptions>;
+  /** The bot token's scopes the fake Slack reports (`x-oauth-scopes`; default the manifest's). */
+  slackScopes?: string[];
 }
 
 /** A running scenario. */
@@ -226,8 +228,9 @@ export function prepareDir(): string {
 }
 
 /** The fake Slack (channels, on-call group) and fake Kubernetes API server (snapshot, DaemonSet controller) of a scenario. */
-export async function startFakes(opts: Pick<HarnessOptions, 'oncall' | 'rollout'> = {}): Promise<{ slack: FakeSlack; kube: FakeKube }> {
+export async function startFakes(opts: Pick<HarnessOptions, 'oncall' | 'rollout' | 'slackScopes'> = {}): Promise<{ slack: FakeSlack; kube: FakeKube }> {
   const slack = await startFakeSlack({
+    ...(opts.slackScopes ? { scopes: opts.slackScopes } : {}),
     channels: [
       { id: OPS, name: 'ops' },
       { id: STAGING, name: 'staging-alerts', botIsMember: false },

@@ -183,7 +183,9 @@ describe('approver lists with user groups', () => {
 // Each test runs a restart through Bolt and the fakes; on a loaded shared machine that takes well over 20 s.
 describe('final progress edit', { timeout: 120_000 }, () => {
   it('Slack answers internal_error to the first final edit: it is retried and the progress message ends "complete"', async () => {
-    h = await startHarness({ slack: { progressRetryMs: 20 } });
+    // A rollout of a few steps: its first progress is posted before it completes, so the final one is an edit (a
+    // rollout done at the first read posts its final progress as a new message, with no edit to fail).
+    h = await startHarness({ slack: { progressRetryMs: 20 }, rollout: { stepMs: 150, podsPerStep: 1 } });
     const isFinal = (args: Record<string, unknown>) => String(args['text']).startsWith('✅ [prod-eks] rollout of DaemonSet');
     h.slack.failNext('chat.update', 'internal_error', 1, isFinal);
     const alert = await h.alert('kube-system', 'multus');

@@ -200,6 +200,57 @@ describe('owner mentions and rule changes', () => {
   });
 });
 
+describe('channel health of routed channels', () => {
+  /** A rule no alert of the seed matches: nothing is ever posted to its channel, so only a check can find it broken. */
+  const quiet = (channel: string) => (c: Config) => {
+    c.slack!.routes = [{ match: { namespaces: ['no-such-namespace'] }, channel, owners: [], mentionFrom: 'info' }];
+  };
+  const statusText = async (x: Harness): Promise<string> => {
+    await x.command('status prod-eks', REQUESTER, OPS);
+    return JSON.stringify(x.slack.ephemerals({ user: REQUESTER }).at(-1)!.blocks);
+  };
+
+  it('checks each routed channel at start and in /tokens status, not only after a failed post', async () => {
+    const fakes = await startFakes();
+    fakes.slack.addChannel({ id: NET_ID, name: 'net-alerts', botIsMember: false });
+    h = await startHarness({ fakeSlack: fakes.slack, kube: fakes.kube, tweak: quiet(NET_ID) });
+    await h.bot.idle();
+    // At start: the channel was checked, never posted to, and its problem is known (health model and status).
+    expect(h.slack.callsTo('chat.postMessage').filter((c) => c.args['channel'] === NET_ID)).toEqual([]);
+    expect(h.slack.callsTo('conversations.history').some((c) => c.args['channel'] === NET_ID)).toBe(true);
+    expect(h.bot.channelProblem?.('prod-eks')).toMatchObject({ error: 'not_in_channel' });
+    expect(await statusText(h)).toContain(`⚠️ Routed alerts channel <#${NET_ID}>: the bot is not in this channel`);
+    // Invited: the next /tokens status checks again and the warning is gone, without any post there.
+    h.slack.setBotMembership(NET_ID, true);
+    expect(await statusText(h)).not.toContain('Routed alerts channel');
+    expect(h.bot.channelProblem?.('prod-eks')).toBeUndefined();
+    // Removed again: /tokens status finds it at once.
+    h.slack.setBotMembership(NET_ID, false);
+    expect(await statusText(h)).toContain(`⚠️ Routed alerts channel <#${NET_ID}>`);
+    expect(h.slack.callsTo('chat.postMessage').filter((c) => c.args['channel'] === NET_ID)).toEqual([]);
+  });
+
+  it('a public channel needs no membership when the token holds chat:write.public; a private one it is not in is reported', async () => {
+    const fakes = await startFakes({ slackScopes: ['chat:write', 'chat:write.public', 'commands', 'channels:history', 'groups:history', 'usergroups:read'] });
+    fakes.slack.addChannel({ id: NET_ID, name: 'net-alerts', botIsMember: false });
+    fakes.slack.addChannel({ id: 'G0PRIVATE1', name: 'net-private', botIsMember: false, isPrivate: true });
+    h = await startHarness({
+      fakeSlack: fakes.slack,
+      kube: fakes.kube,
+      tweak: (c) => {
+        c.slack!.routes = [
+          { match: { namespaces: ['no-such-namespace'] }, channel: NET_ID, owners: [], mentionFrom: 'info' },
+          { match: { namespaces: ['nor-this-one'] }, channel: 'G0PRIVATE1', owners: [], mentionFrom: 'info' },
+        ];
+      },
+    });
+    await h.bot.idle();
+    const status = await statusText(h);
+    expect(status).not.toContain(`Routed alerts channel <#${NET_ID}>`);
+    expect(status).toContain('⚠️ Routed alerts channel <#G0PRIVATE1>: ');
+  });
+});
+
 describe('routing rules (Socket Mode)', () => {
   it('routes the same way over Socket Mode', async () => {
     // Channels given by id: the fake creates them on the first post, the bot a member.

@@ -90,7 +90,15 @@ export interface FakeSlackOptions {
   userGroups?: Record<string, string[]>;
   /** Clock for `ts` values and records, epoch ms (default `Date.now`). */
   now?: () => number;
+  /**
+   * The bot token's scopes, sent as the `x-oauth-scopes` header of every Web API answer, as Slack does
+   * (docs.slack.dev/authentication/tokens: "x-oauth-scopes"). Default: the scopes of manifests/slack-app.yaml.
+   */
+  scopes?: string[];
 }
+
+/** The bot scopes of manifests/slack-app.yaml: the fake's default `x-oauth-scopes`. */
+export const MANIFEST_SCOPES: readonly string[] = ['channels:history', 'chat:write', 'commands', 'groups:history', 'im:history', 'im:write', 'usergroups:read'];
 
 /** An edit of a message (its content before the edit and when it was replaced). */
 export interface FakeEdit {
@@ -267,6 +275,7 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
     tokens.set(tok, { ...DEFAULT_BOT, ...id });
   }
   const autoCreate = opts.autoCreateChannels ?? true;
+  const scopes = opts.scopes ?? MANIFEST_SCOPES;
   const channels = new Map<string, ChannelState>();
   const users = new Map<string, FakeUserInput>();
   const groups = new Map<string, string[]>(Object.entries(opts.userGroups ?? {}));
@@ -490,12 +499,14 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
 
     // https://api.slack.com/methods/conversations.history: top-level messages of a channel, newest first, between
     // `oldest` and `latest` (exclusive, seconds as strings), at most `limit` (default 100); `metadata` only with
-    // `include_all_metadata`. The bot must be a member (`not_in_channel`).
+    // `include_all_metadata`. The bot must be a member (`not_in_channel`; `channel_not_found` for a private channel).
     'conversations.history': (args, bot) => {
       const id = str(args.channel);
-      const ch = id ? findChannel(id) : undefined;
+      // An undeclared channel exists (bot a member) when channels are created on first use, as on a first post.
+      const ch = id ? (findChannel(id) ?? (autoCreate && !id.startsWith('#') && !USER_ID.test(id) ? addChannel({ id }) : undefined)) : undefined;
       if (!ch) return { ok: false, error: 'channel_not_found' };
-      if (!ch.botIsMember) return { ok: false, error: 'not_in_channel' };
+      // A private channel the bot is not in does not exist for it.
+      if (!ch.botIsMember) return { ok: false, error: ch.isPrivate ? 'channel_not_found' : 'not_in_channel' };
       const oldest = Number(str(args.oldest) ?? '0');
       const latest = Number(str(args.latest) ?? 'Infinity');
       const limit = Number(str(args.limit) ?? '100');
@@ -714,7 +725,7 @@ export async function startFakeSlack(opts: FakeSlackOptions = {}): Promise<FakeS
       else response = handler(args, tokens.get(token)!);
     }
     record(200, response);
-    send(res, 200, response);
+    send(res, 200, response, token && tokens.has(token) ? { 'x-oauth-scopes': scopes.join(',') } : {});
   };
 
   const handleResponseUrl = async (req: IncomingMessage, res: ServerResponse, id: string): Promise<void> => {

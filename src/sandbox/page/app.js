@@ -23,6 +23,8 @@ const ui = {
   now: Date.now(),
   /** `channel` or `home` (the app's Home tab). */
   tab: 'channel',
+  /** Id of the channel shown (`?channel=` by id or name); null: the first the server lists. */
+  channel: params.get('channel'),
 };
 
 const tsMs = (ts) => Math.floor(Number(ts) * 1000);
@@ -36,7 +38,9 @@ function renderCtx() {
   const users = {};
   for (const u of ui.data?.users ?? []) users[u.id] = u.name;
   if (ui.data) users[ui.data.bot.id] = ui.data.bot.name;
-  return { users, channels: ui.data ? { [ui.data.channel.id]: ui.data.channel.name } : {}, now: ui.now };
+  const channels = {};
+  for (const c of ui.data?.channels ?? []) channels[c.id] = c.name;
+  return { users, channels, groups: ui.data?.groups ?? {}, now: ui.now };
 }
 
 function who(userId) {
@@ -112,9 +116,43 @@ function anchorTarget(list) {
   return msgs.find((el) => (el.querySelector('.bk-header')?.textContent ?? '').startsWith('🔴')) ?? msgs[0];
 }
 
+/** The sidebar's channels (the cluster's and those its routing rules send alerts to), the shown one marked. */
+function renderChannels() {
+  const d = ui.data;
+  const html = d.channels
+    .map((c) => {
+      const on = ui.tab === 'channel' && c.id === d.channel.id;
+      const count = c.alerts ? ` <span class="count" title="alerts in this channel">${c.alerts}</span>` : '';
+      return `<div class="channel-link${on ? ' active' : ''}" data-testid="channel-link" data-channel="${escapeHtml(c.name)}" data-channel-id="${escapeHtml(c.id)}" role="button" tabindex="0"${on ? ' aria-current="page"' : ''}># ${escapeHtml(c.name)}${count}</div>`;
+    })
+    .join('');
+  const nav = $('#channel-list');
+  if (nav.__html !== html) {
+    nav.innerHTML = html;
+    nav.__html = html;
+  }
+  $('#channel-title').textContent = `# ${d.channel.name}`;
+  $('#channel-topic').textContent = d.channel.topic ?? '';
+  $('#thread-channel').textContent = `# ${d.channel.name}`;
+  $('#composer-input').placeholder = `Message #${d.channel.name} — try /tokens status ${d.info?.cluster ?? ''}`.trim();
+  document.title = `#${d.channel.name} · tokenwatch sandbox`;
+}
+
+/** Shows another channel: its timeline from the top (first critical alert), no thread open. */
+async function openChannel(id) {
+  if (ui.channel !== id || ui.tab !== 'channel') {
+    ui.channel = id;
+    ui.openThread = null;
+    ui.anchored = true;
+    ui.firstRender = true;
+  }
+  await openTab('channel');
+}
+
 function render() {
   const d = ui.data;
   if (!d) return;
+  renderChannels();
   const eph = d.ephemerals.filter((e) => !ui.dismissed.has(`e${e.ts}`));
   let answered = false;
   for (const e of eph) {
@@ -180,7 +218,6 @@ function renderHome() {
   const home = ui.tab === 'home';
   $('#home').hidden = !home;
   $('main.channel:not(.home)').hidden = home;
-  $('#channel-name').classList.toggle('active', !home);
   $('#home-link').classList.toggle('active', home);
   if (home) $('#thread').hidden = true;
   const view = ui.data?.home;
@@ -243,8 +280,10 @@ async function refresh() {
   refreshing = (async () => {
     do {
       again = false;
-      const r = await fetch(`/api/state?user=${encodeURIComponent(ui.me)}`);
+      const r = await fetch(`/api/state?user=${encodeURIComponent(ui.me)}${ui.channel ? `&channel=${encodeURIComponent(ui.channel)}` : ''}`);
       ui.data = await r.json();
+      // `?channel=` may name the channel (net-alerts) or be unknown: the server answers with the one it shows.
+      ui.channel = ui.data.channel.id;
       ui.now = ui.data.now;
       render();
       renderClock();
@@ -304,6 +343,7 @@ async function onButton(btn) {
   try {
     const r = await post('/api/action', {
       user: ui.me,
+      channel: ui.data.channel.id,
       ts: msg.dataset.ts,
       ephemeral,
       actionId: btn.dataset.actionId,
@@ -346,7 +386,10 @@ document.addEventListener('click', (e) => {
 // Scrolling the channel yourself ends the opening position (wheel, touch, keys, the scrollbar).
 for (const type of ['wheel', 'touchstart', 'keydown', 'pointerdown']) $('#messages').addEventListener(type, () => (ui.anchored = false), { passive: true });
 $('#home-link').addEventListener('click', () => void openTab('home'));
-$('#channel-name').addEventListener('click', () => void openTab('channel'));
+$('#channel-list').addEventListener('click', (e) => {
+  const link = e.target instanceof Element ? e.target.closest('[data-channel-id]') : null;
+  if (link) void openChannel(link.getAttribute('data-channel-id'));
+});
 
 $('#thread-close').addEventListener('click', () => {
   ui.openThread = null;
@@ -362,7 +405,7 @@ $('#composer').addEventListener('submit', async (e) => {
   input.disabled = true;
   ui.scrollToBottom = true;
   try {
-    await post(text.startsWith('/') ? '/api/command' : '/api/message', { user: ui.me, text });
+    await post(text.startsWith('/') ? '/api/command' : '/api/message', { user: ui.me, text, channel: ui.data.channel.id });
   } finally {
     input.disabled = false;
     input.focus();
