@@ -14,13 +14,13 @@
  */
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Logger } from '../observability/logger.js';
 import { clusterView, kubeconfigYaml } from './cluster.js';
 import { WorkloadController } from './controller.js';
-import type { FakeKube, SandboxFakes } from './fakes/index.js';
+import type { SandboxFakes } from './fakes/index.js';
 import type { FakeLogRow } from './fakes/log-analytics.js';
 import { loopbackCert } from './fakes/tls.js';
-import { LiveTraffic, type LiveTrafficOptions } from './replay.js';
+import { LiveTraffic } from './replay.js';
+import { UPSTREAM_SECONDS_AFTER_WARNING, type SandboxCloudCluster, type SandboxCloudClusterOptions } from './cloud-cluster.js';
 
 /** The AKS cluster's name in tokenwatch, its resource id, its workspace and workload identity (made-up ids). */
 export const SANDBOX_AKS = {
@@ -30,23 +30,6 @@ export const SANDBOX_AKS = {
   tenantId: '7e4a17c5-0000-4000-8000-00000000a5e5',
   clientId: 'c11e47d0-0000-4000-8000-00000000a5e5',
 } as const;
-
-/** A running sandbox AKS cluster. */
-export interface SandboxAks {
-  kube: FakeKube;
-  /** Its kubeconfig file. */
-  kubeconfig: string;
-  /** The `clusters[]` entry of the config (audit from Log Analytics, the fake API server). */
-  clusterConfig: Record<string, unknown>;
-  /** Feeds audit event lines to the workspace as `AKSAudit` rows of the cluster. */
-  ingest(lines: readonly string[]): void;
-  /** One round of its own live traffic at `now` (sandbox ms). */
-  tick(now: number): void;
-  stop(): Promise<void>;
-}
-
-/** Upstream's rejection point in seconds after `warnafter`: one year after issue, issue = warnafter − 3,607 s (docs: domain facts §1). */
-const UPSTREAM_SECONDS_AFTER_WARNING = 31_536_000 - 3_607;
 
 const ENV_KEYS = ['AZURE_CLIENT_ID', 'AZURE_TENANT_ID', 'AZURE_FEDERATED_TOKEN_FILE', 'AZURE_AUTHORITY_HOST'] as const;
 
@@ -65,18 +48,7 @@ function rowsOf(fakes: SandboxFakes, lines: readonly string[]): FakeLogRow[] {
 }
 
 /** Starts the AKS cluster's fakes; `slack` is the `slack` section its config entry gets (the EKS cluster's). */
-export async function startSandboxAks(o: {
-  fakes: SandboxFakes;
-  dataDir: string;
-  objects: Record<string, unknown>[];
-  clock: () => number;
-  stepMs: number;
-  templates: LiveTrafficOptions['templates'];
-  staticTokenSubjects: Set<string>;
-  schedule: string;
-  slack: Record<string, unknown>;
-  logger: Logger;
-}): Promise<SandboxAks> {
+export async function startSandboxAks(o: SandboxCloudClusterOptions): Promise<SandboxCloudCluster> {
   const tls = loopbackCert();
   const caFile = join(o.dataDir, 'aks-ca.pem');
   const tokenFile = join(o.dataDir, 'aks-federated-token');

@@ -12,48 +12,19 @@
  */
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Logger } from '../observability/logger.js';
 import { clusterView, kubeconfigYaml } from './cluster.js';
 import { WorkloadController } from './controller.js';
 import { auditEventToGkeEntry } from './fakes/cloud-logging.js';
-import type { FakeKube, SandboxFakes } from './fakes/index.js';
-import { LiveTraffic, type LiveTrafficOptions } from './replay.js';
+import { LiveTraffic } from './replay.js';
+import { UPSTREAM_SECONDS_AFTER_WARNING, type SandboxCloudCluster, type SandboxCloudClusterOptions } from './cloud-cluster.js';
 
 /** The GKE cluster's name in tokenwatch and in its logs, and its project. */
 export const SANDBOX_GKE = { cluster: 'prod-gke', project: 'tokenwatch-sandbox' } as const;
 
-/** A running sandbox GKE cluster. */
-export interface SandboxGke {
-  kube: FakeKube;
-  /** Its kubeconfig file. */
-  kubeconfig: string;
-  /** The `clusters[]` entry of the config (audit from Cloud Logging, the fake API server). */
-  clusterConfig: Record<string, unknown>;
-  /** Feeds audit event lines to Cloud Logging as GKE entries. */
-  ingest(lines: readonly string[]): void;
-  /** One round of its own live traffic at `now` (sandbox ms). */
-  tick(now: number): void;
-  stop(): Promise<void>;
-}
-
-/** Upstream's rejection point in seconds after `warnafter`: one year after issue, issue = warnafter − 3,607 s (docs: domain facts §1). */
-const UPSTREAM_SECONDS_AFTER_WARNING = 31_536_000 - 3_607;
-
 const ENV_KEYS = ['GCE_METADATA_HOST', 'METADATA_SERVER_DETECTION', 'GOOGLE_APPLICATION_CREDENTIALS'] as const;
 
 /** Starts the GKE cluster's fakes; `slack` is the `slack` section its config entry gets (the EKS cluster's). */
-export async function startSandboxGke(o: {
-  fakes: SandboxFakes;
-  dataDir: string;
-  objects: Record<string, unknown>[];
-  clock: () => number;
-  stepMs: number;
-  templates: LiveTrafficOptions['templates'];
-  staticTokenSubjects: Set<string>;
-  schedule: string;
-  slack: Record<string, unknown>;
-  logger: Logger;
-}): Promise<SandboxGke> {
+export async function startSandboxGke(o: SandboxCloudClusterOptions): Promise<SandboxCloudCluster> {
   const metadata = await o.fakes.startFakeGceMetadata({ projectId: SANDBOX_GKE.project });
   const logging = await o.fakes.startFakeCloudLogging({ now: o.clock });
   const kube = await o.fakes.startFakeKube({ objects: o.objects });

@@ -38,8 +38,9 @@ import { ROLLOUT_ANNOTATION, WorkloadController } from './controller.js';
 import { loadFakes, type FakeKube, type FakeMessage, type FakeSlack } from './fakes/index.js';
 import { AuditLogWriter, learnTemplates, LiveTraffic, loadBundle, shiftTimestampsDeep, shiftTimestampsInText } from './replay.js';
 import { startPageServer, type PageServer, type SandboxUser } from './server.js';
-import { startSandboxGke, type SandboxGke } from './gke.js';
-import { SANDBOX_AKS_FILES, startSandboxAks, type SandboxAks } from './aks.js';
+import { startSandboxGke } from './gke.js';
+import type { SandboxCloudCluster } from './cloud-cluster.js';
+import { SANDBOX_AKS_FILES, startSandboxAks } from './aks.js';
 
 /** The simulated cluster's name (the examples' cluster). */
 export const SANDBOX_CLUSTER = 'prod-eks';
@@ -344,13 +345,13 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<SandboxHa
   const eksCluster = (file['clusters'] as Array<Record<string, unknown>>)[0]!;
   // 3c. With --aks: an AKS cluster read from the loopback Log Analytics workspace, fed alike.
   const second = { fakes, dataDir, clock: clock.fn, stepMs: opts.stepMs ?? 1200, templates, staticTokenSubjects: staticTokenSubjects(), schedule: String(eksCluster['schedule']), slack: eksCluster['slack'] as Record<string, unknown>, logger };
-  const gke: SandboxGke | undefined = opts.gke ? await startSandboxGke({ ...second, objects: shiftTimestampsDeep(seedObjects(bundle.snapshotItems), shiftSec) }) : undefined;
+  const gke: SandboxCloudCluster | undefined = opts.gke ? await startSandboxGke({ ...second, objects: shiftTimestampsDeep(seedObjects(bundle.snapshotItems), shiftSec) }) : undefined;
   if (gke) {
     (file['clusters'] as unknown[]).push(gke.clusterConfig);
     file['poll'] = { gcpLogging: { readsPerMinute: 600 } };
     if (!resumed) gke.ingest(shiftedLines);
   }
-  const aks: SandboxAks | undefined = opts.aks ? await startSandboxAks({ ...second, objects: shiftTimestampsDeep(seedObjects(bundle.snapshotItems), shiftSec) }) : undefined;
+  const aks: SandboxCloudCluster | undefined = opts.aks ? await startSandboxAks({ ...second, objects: shiftTimestampsDeep(seedObjects(bundle.snapshotItems), shiftSec) }) : undefined;
   if (aks) {
     (file['clusters'] as unknown[]).push(aks.clusterConfig);
     if (!resumed) aks.ingest(shiftedLines);
