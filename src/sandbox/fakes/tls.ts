@@ -53,7 +53,7 @@ export function loopbackCert(o: { now?: number; days?: number } = {}): LoopbackC
   const ecdsaSha256 = seq(oid('1.2.840.10045.4.3.2'));
   const name = seq(der(0x31, seq(oid('2.5.4.3'), der(0x0c, Buffer.from('127.0.0.1')))));
   const serial = randomBytes(16);
-  serial[0] = serial[0]! & 0x7f; // positive INTEGER
+  serial[0] = (serial[0]! & 0x7f) | 0x40; // a positive INTEGER in 16 bytes: a leading 0x00 would make its DER encoding non-minimal (X.690 §8.3.2)
   const extensions = der(
     0xa3,
     seq(
