@@ -3,7 +3,9 @@
  * resource once, then watch it from the list's `resourceVersion`, so a poll reads memory instead of the API server.
  *
  * Watched, cluster-wide: pods, ServiceAccounts and the owner workloads of {@link OWNER_KINDS} (ReplicaSets,
- * Deployments, DaemonSets, StatefulSets, Jobs, CronJobs) — the objects {@link KubeClusterState} reads per poll. The
+ * Deployments, DaemonSets, StatefulSets, Jobs, CronJobs) — the objects {@link KubeClusterState} reads per poll — and,
+ * only when Slack routing rules match on namespace labels (`metaKeys.namespaceLabels`), namespaces (the named label
+ * keys only). The
  * reads are cluster-wide like the direct reads they replace: the audit log names ServiceAccounts in every namespace,
  * and the approval policy's `namespaces` lists scope actions, not what tokenwatch explains.
  *
@@ -47,6 +49,7 @@ import {
   nearestWorkload,
   OWNER_KINDS,
   toPodInfo,
+  toNamespaceLabels,
   toServiceAccountInfo,
   toWorkloadInfo,
   type MetaKeys,
@@ -320,6 +323,11 @@ export class ClusterWatchCache {
   private readonly serviceAccounts = new Map<string, ServiceAccountInfo>();
   /** Owners by `Kind/namespace/name`. */
   private readonly owners = new Map<string, CachedOwner>();
+  /**
+   * The labels routing rules name of each namespace, by `/name` (cluster-scoped key); watched only when
+   * `metaKeys.namespaceLabels` names some (`slack.routes[].match.namespaceLabels`).
+   */
+  private readonly namespaces = new Map<string, Readonly<Record<string, string>>>();
   /** Current IP holds: IP → pod key → hold. */
   private readonly ipHolders = new Map<string, Map<string, IpHold>>();
   /** Ended IP holds by IP, and all of them in the order they ended (for pruning). */
@@ -384,6 +392,11 @@ export class ClusterWatchCache {
       );
       this.reflectors.push(new Reflector(this, { name: `${def.resource}.${def.apiGroup}`, path: `/apis/${def.apiGroup}/v1/${def.resource}` }, store));
     }
+    const nsKeys = opts.metaKeys?.namespaceLabels ?? [];
+    if (nsKeys.length > 0) {
+      const nsStore = mapStore(this.namespaces, (o) => SHARED_VALUES.of(toNamespaceLabels(o, nsKeys)), (k) => k);
+      this.reflectors.push(new Reflector(this, { name: 'namespaces', path: '/api/v1/namespaces' }, nsStore));
+    }
   }
 
   /** @internal shared with {@link Reflector}. */
@@ -404,7 +417,7 @@ export class ClusterWatchCache {
   /** @internal called by reflectors after a change: enforce `maxObjects`; after a first sync: maybe resolve {@link synced}. */
   changed(): void {
     if (this.disabledReason !== undefined) return;
-    const n = this.pods.size + this.serviceAccounts.size + this.owners.size;
+    const n = this.size;
     if (n > this.opts.maxObjects) {
       this.disabledReason = `watch cache disabled: more than ${this.opts.maxObjects} objects (pods, ServiceAccounts, workloads) in the cluster`;
       this.opts.onEvent?.({ kind: 'disabled', reason: this.disabledReason });
@@ -413,6 +426,7 @@ export class ClusterWatchCache {
       this.podsBySa.clear();
       this.serviceAccounts.clear();
       this.owners.clear();
+      this.namespaces.clear();
       this.ipHolders.clear();
       this.ipEnded.clear();
       this.ipEndedQueue = [];
@@ -557,7 +571,20 @@ export class ClusterWatchCache {
 
   /** Number of entries kept, all resources. */
   get size(): number {
-    return this.pods.size + this.serviceAccounts.size + this.owners.size;
+    return this.pods.size + this.serviceAccounts.size + this.owners.size + this.namespaces.size;
+  }
+
+  /** The resources watched (`pods`, `serviceaccounts`, `deployments.apps`, …, `namespaces` only when rules name namespace labels). */
+  get watchedResources(): string[] {
+    return this.reflectors.map((r) => r.watched.name);
+  }
+
+  /**
+   * The labels the routing rules name of namespace `name` (`metaKeys.namespaceLabels`; a frozen object, `{}` when it
+   * has none of them), or undefined when the cache has no such namespace or does not watch namespaces.
+   */
+  getNamespaceLabels(name: string): Readonly<Record<string, string>> | undefined {
+    return this.namespaces.get(`/${name}`);
   }
 
   private owner(ref: WorkloadRef): CachedOwner | undefined {

@@ -243,6 +243,16 @@ export function podServiceAccount(podSpec: unknown): string {
 export interface MetaKeys {
   labels: readonly string[];
   annotations: readonly string[];
+  /**
+   * The label keys kept of Namespace objects (`slack.routes[].match.namespaceLabels`). Absent or empty: namespaces are
+   * not read at all (no watch, no RBAC needed).
+   */
+  namespaceLabels?: readonly string[];
+}
+
+/** The labels of a Namespace object whose key is in `keys` (empty object when none is). */
+export function toNamespaceLabels(ns: unknown, keys: readonly string[]): Record<string, string> {
+  return pick(at(ns, 'metadata', 'labels'), keys) ?? {};
 }
 
 /** The entries of `map` whose key is in `keys`, or undefined when none is. */

@@ -42,11 +42,12 @@ import {
   resolveOwnerChain,
   SA_TOKEN_SECRET_TYPE,
   toLegacySecretInfo,
+  toNamespaceLabels,
   toPodInfo,
   toServiceAccountInfo,
   type MetaKeys,
 } from './convert.js';
-import type { ClusterStateSource, LegacySecretInfo, LegacySecretOwner, PodInfo, SubjectState, WorkloadRef } from './types.js';
+import type { ClusterStateSource, LegacySecretInfo, LegacySecretOwner, NamespaceLabelsState, PodInfo, SubjectState, WorkloadRef } from './types.js';
 import type { CacheFreshness, ClusterWatchCache } from './cache.js';
 
 /**
@@ -484,6 +485,27 @@ export class KubeClusterState implements ClusterStateSource {
     );
     if (problems.length > 0) state.error = `cluster state partial: ${problems.join('; ')}`;
     return state;
+  }
+
+  /**
+   * See {@link ClusterStateSource.namespaceLabels}: from a fresh watch cache, else one get of the namespace. Only the
+   * keys of `metaKeys.namespaceLabels` are kept; with none configured, answers unavailable without a request.
+   */
+  async namespaceLabels(name: string): Promise<NamespaceLabelsState> {
+    const keys = this.metaKeys?.namespaceLabels ?? [];
+    if (keys.length === 0) return { available: false, error: 'namespace labels not read: no routing rule names them' };
+    const cache = await this.freshCache();
+    if (cache) {
+      const labels = cache.getNamespaceLabels(name);
+      return labels ? { available: true, labels } : { available: false, error: `namespace ${name} not found` };
+    }
+    try {
+      const ns = await this.call({ verb: 'get', resource: 'namespaces', apiGroup: '', namespace: name, name }, (o) => this.core.readNamespace({ name }, o));
+      return ns === undefined ? { available: false, error: `namespace ${name} not found` } : { available: true, labels: toNamespaceLabels(ns, keys) };
+    } catch (err) {
+      if (!(err instanceof ReadError)) throw err;
+      return { available: false, error: `cluster state unavailable: ${err.reason}` };
+    }
   }
 
   /** The opt-in metadata-only Secret list of a namespace (undefined without `secretMetadata`). */

@@ -175,7 +175,17 @@ export interface ClusterStateSource {
    * answers with the pods it has on that IP. Undefined when the source cannot answer (then nothing is attributed by IP).
    */
   podsByIP?(ip: string, during?: { from: number; to: number }): Promise<PodInfo[] | undefined>;
+  /**
+   * Optional: the labels of namespace `name` that the Slack routing rules name (`slack.routes[].match.namespaceLabels`),
+   * for routing. `{available: false, error}` when the namespace could not be read (no RBAC, unreachable, no such
+   * namespace): then rules on namespace labels do not match. A source without it: such rules never match.
+   * @throws never for cluster errors.
+   */
+  namespaceLabels?(name: string): Promise<NamespaceLabelsState>;
 }
+
+/** Result of {@link ClusterStateSource.namespaceLabels}. */
+export type NamespaceLabelsState = { available: true; labels: Readonly<Record<string, string>> } | { available: false; error: string };
 
 /** Result of {@link ClusterStateSource.legacySecretOwner}. */
 export interface LegacySecretOwner {

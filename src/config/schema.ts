@@ -347,6 +347,8 @@ const routeSchema = z.strictObject({
       labels: z.record(metaKey, nameGlob).optional(),
       /** Annotation key → value glob, as `labels`. */
       annotations: z.record(metaKey, z.string().min(1).max(1024)).optional(),
+      /** Label key → value glob (`*`: any value), on the alert's namespace (needs the namespaces RBAC, docs/slack.md). */
+      namespaceLabels: z.record(metaKey, nameGlob).optional(),
     })
     .prefault({}),
   /** Channel id (`C…`, `G…`) or `#name` the matching alerts go to. */

@@ -5,7 +5,7 @@
  * probe reader (`src/probe/`), the blind-log monitor (`blind.ts`), the remediator
  * (`src/remediation/kube-remediator.ts`) and the poll pipeline (`src/pipeline/poll.ts`) with its token-metrics monitor.
  */
-import { keysRulesName } from '../slack/routing.js';
+import { keysRulesName, ruleMayMatchCluster } from '../slack/routing.js';
 import { ErrorCode, TokenwatchError } from '../errors.js';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { ClusterWatchCache, type WatchCacheOptions } from '../cluster/cache.js';
@@ -184,8 +184,14 @@ export async function buildCluster(c: ClusterConfig, deps: BuildClusterDeps): Pr
   const watch = !('watch' in c.kubernetes && c.kubernetes.watch === false);
   const timeoutMs = config.poll.requestTimeout;
   // Only the label/annotation keys the Slack routing rules name are kept of workloads and pods (memory stays bounded).
-  const named = keysRulesName(config.slack?.enabled ? (config.slack.routes ?? []) : []);
-  const metaKeys = named.labels.size + named.annotations.size > 0 ? { labels: [...named.labels], annotations: [...named.annotations] } : undefined;
+  // Namespaces are watched only when a rule that can match this cluster names namespace labels (a watch and RBAC more).
+  const routes = config.slack?.enabled ? (config.slack.routes ?? []) : [];
+  const named = keysRulesName(routes);
+  const nsLabels = [...keysRulesName(routes.filter((r) => ruleMayMatchCluster(r, c.name))).namespaceLabels];
+  const metaKeys =
+    named.labels.size + named.annotations.size + nsLabels.length > 0
+      ? { labels: [...named.labels], annotations: [...named.annotations], ...(nsLabels.length > 0 ? { namespaceLabels: nsLabels } : {}) }
+      : undefined;
   const watchCache = kube.kubeConfig && watch ? startWatchCache(kube.kubeConfig, c.name, logger, { eventClock: clock, ipHistoryMs: c.lookback, ...(metaKeys ? { metaKeys } : {}) }, deps.watchListLimit, deps.startWatchCache ?? ((cache) => cache.start())) : undefined;
   const state = kube.kubeConfig
     ? new KubeClusterState(kube.kubeConfig, {

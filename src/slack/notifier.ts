@@ -63,7 +63,7 @@ import {
 import { urgencyOf, URGENCY_LAST } from './outbox.js';
 import { isRestartable, type ButtonIds } from './buttons.js';
 import type { ChannelMap } from './channels.js';
-import { mentions, ownersMention, rulesNeedState, type ObjectMeta, type Route } from './routing.js';
+import { mentions, ownersMention, rulesNeedNamespaceLabels, rulesNeedState, type ObjectMeta, type Route } from './routing.js';
 import { reopenedMessage } from './messages.js';
 
 /** Slack message metadata `event_type` of an alert; its `event_payload.group_id` is the group id, `finding_id` its lead finding's. */
@@ -619,7 +619,16 @@ export class Notifier {
         this.deps.logger.warn({ err, cluster: lead.cluster }, 'could not read cluster state for the routing rules; rules on labels and annotations do not match this alert');
       }
     }
-    return channels.routeOf({ cluster: lead.cluster, namespace: lead.namespace, serviceAccount: lead.serviceAccount, workloads, pods });
+    const namespaceLabels = state && rulesNeedNamespaceLabels(channels.routes) ? await this.namespaceLabelsFor(state, lead) : undefined;
+    return channels.routeOf({ cluster: lead.cluster, namespace: lead.namespace, serviceAccount: lead.serviceAccount, workloads, pods, ...(namespaceLabels ? { namespaceLabels } : {}) });
+  }
+
+  /** The namespace labels the rules name of `lead`'s namespace; undefined (logged: rules on them do not match) when unreadable. */
+  private async namespaceLabelsFor(state: ClusterStateSource, lead: Finding): Promise<Readonly<Record<string, string>> | undefined> {
+    const ns = state.namespaceLabels ? await state.namespaceLabels(lead.namespace) : { available: false as const, error: 'this cluster state source does not read namespaces' };
+    if (ns.available) return ns.labels;
+    this.deps.logger.warn({ cluster: lead.cluster, namespace: lead.namespace, reason: ns.error }, `could not read the labels of namespace ${lead.namespace} for the routing rules (${ns.error}); rules on namespace labels do not match this alert`);
+    return undefined;
   }
 
   private async refreshPodCounts(cluster: string, findings: readonly Finding[]): Promise<void> {

@@ -31,6 +31,8 @@ export interface RouteRule {
     labels?: Record<string, string>;
     /** Annotation key → value glob, as `labels`. */
     annotations?: Record<string, string>;
+    /** Label key → value glob, as `labels`, on the alert's namespace (the Namespace object). */
+    namespaceLabels?: Record<string, string>;
   };
   /** Channel id (`C…`, `G…`) or `#name`. */
   channel: string;
@@ -56,6 +58,8 @@ export interface RouteSubject {
   workloads: ReadonlyArray<{ kind: string; name: string } & ObjectMeta>;
   /** The ServiceAccount's pods' labels/annotations, when known. */
   pods?: readonly ObjectMeta[];
+  /** The labels of the alert's namespace that rules name, when known (undefined: unknown, rules on them do not match). */
+  namespaceLabels?: Readonly<Record<string, string>>;
 }
 
 /** Where an alert goes: the channel, and the owners to mention from severity `mentionFrom` on. */
@@ -101,7 +105,8 @@ export function ruleMatches(rule: Pick<RouteRule, 'match'>, s: RouteSubject): bo
     if (!s.workloads.some((w) => (m.kinds === undefined || m.kinds.includes(w.kind)) && anyGlob(m.workloads, w.name))) return false;
   }
   const objects: ObjectMeta[] = [...s.workloads, ...(s.pods ?? [])];
-  return metaHolds(m.labels, 'labels', objects) && metaHolds(m.annotations, 'annotations', objects);
+  const ns: ObjectMeta[] = s.namespaceLabels ? [{ labels: s.namespaceLabels }] : [];
+  return metaHolds(m.labels, 'labels', objects) && metaHolds(m.annotations, 'annotations', objects) && metaHolds(m.namespaceLabels, 'labels', ns);
 }
 
 /**
@@ -120,20 +125,32 @@ export function ruleMayMatchCluster(rule: Pick<RouteRule, 'match'>, cluster: str
   return anyGlob(rule.match.clusters, cluster);
 }
 
-/** Whether any rule needs cluster state (workload kinds or names, labels, annotations) to be decided. */
+/** Whether any rule needs cluster state (workload kinds or names, labels, annotations, namespace labels) to be decided. */
 export function rulesNeedState(rules: readonly RouteRule[]): boolean {
-  return rules.some((r) => r.match.kinds !== undefined || r.match.workloads !== undefined || r.match.labels !== undefined || r.match.annotations !== undefined);
+  return rules.some(
+    (r) => r.match.kinds !== undefined || r.match.workloads !== undefined || r.match.labels !== undefined || r.match.annotations !== undefined || r.match.namespaceLabels !== undefined,
+  );
 }
 
-/** The label and annotation keys the rules name: all the watch cache needs to keep of workloads and pods. */
-export function keysRulesName(rules: readonly RouteRule[]): { labels: Set<string>; annotations: Set<string> } {
+/** Whether any rule matches on namespace labels (then the cluster's namespaces are read: a watch and more RBAC). */
+export function rulesNeedNamespaceLabels(rules: readonly RouteRule[]): boolean {
+  return rules.some((r) => r.match.namespaceLabels !== undefined);
+}
+
+/**
+ * The label and annotation keys the rules name: all the watch cache needs to keep of workloads and pods, and the
+ * namespace label keys (`namespaceLabels`; empty: namespaces are not read at all).
+ */
+export function keysRulesName(rules: readonly RouteRule[]): { labels: Set<string>; annotations: Set<string>; namespaceLabels: Set<string> } {
   const labels = new Set<string>();
   const annotations = new Set<string>();
+  const namespaceLabels = new Set<string>();
   for (const r of rules) {
     for (const k of Object.keys(r.match.labels ?? {})) labels.add(k);
     for (const k of Object.keys(r.match.annotations ?? {})) annotations.add(k);
+    for (const k of Object.keys(r.match.namespaceLabels ?? {})) namespaceLabels.add(k);
   }
-  return { labels, annotations };
+  return { labels, annotations, namespaceLabels };
 }
 
 /**

@@ -297,6 +297,37 @@ describe('ClusterWatchCache', () => {
     });
   });
 
+  it('watches namespaces only when routing rules name namespace labels, keeping only those keys; direct reads as fallback', { timeout: 60_000 }, async () => {
+    const ns = (name: string, labels: Record<string, string>) => ({ apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels } });
+    fake = await startFakeKube({ objects: [...items, ns('net', { team: 'network', 'kubernetes.io/metadata.name': 'net' }), ns('ops', {})] });
+    const metaKeys = { labels: [], annotations: [], namespaceLabels: ['team'] };
+    const cache = startCache(fake, { metaKeys });
+    await cache.synced();
+    await watching(fake, 9);
+    expect(cache.watchedResources).toContain('namespaces');
+    expect(fake.requestsMatching({ verb: 'watch', resource: 'namespaces' })[0]?.query['allowWatchBookmarks']).toBe('true');
+    expect(cache.getNamespaceLabels('net')).toEqual({ team: 'network' });
+    expect(cache.getNamespaceLabels('ops')).toEqual({});
+    expect(cache.getNamespaceLabels('nope')).toBeUndefined();
+    fake.store.update('Namespace', undefined, 'ops', (o) => {
+      (o['metadata'] as { labels: Record<string, string> }).labels = { team: 'ops' };
+    });
+    await vi.waitFor(() => expect(cache.getNamespaceLabels('ops')).toEqual({ team: 'ops' }), { timeout: 10_000, interval: 10 });
+    const kube = new KubeClusterState(fake.kubeConfig(), { cache, metaKeys });
+    const before = fake.requests.length;
+    expect(await kube.namespaceLabels('net')).toEqual({ available: true, labels: { team: 'network' } });
+    expect(fake.requests.length).toBe(before); // from the cache
+    // Without a cache: one get; a 403 (no namespaces RBAC) makes it unavailable with the reason and the rule needed.
+    const direct = new KubeClusterState(fake.kubeConfig(), { metaKeys });
+    expect(await direct.namespaceLabels('net')).toEqual({ available: true, labels: { team: 'network' } });
+    expect(fake.requestsMatching({ verb: 'get', resource: 'namespaces' }).map((r) => r.name)).toEqual(['net']);
+    fake.forbid({ verb: 'get', resource: 'namespaces' });
+    expect(await direct.namespaceLabels('net')).toEqual({ available: false, error: expect.stringContaining('resources ["namespaces"], verbs ["get"]') });
+    expect(await new KubeClusterState(fake.kubeConfig()).namespaceLabels('net')).toMatchObject({ available: false });
+    // Without namespace label keys: no namespace watch (the first test lists the eight resources watched then).
+    expect(startCache(fake, { metaKeys: { labels: ['team'], annotations: [] } }).watchedResources).not.toContain('namespaces');
+  });
+
   it('a watch broken beyond the bound → direct reads, and the reason is told; back on the cache once it reconnects', { timeout: 60_000 }, async () => {
     fake = await startFakeKube({ objects: items });
     const cache = startCache(fake, { maxStaleMs: 0 });

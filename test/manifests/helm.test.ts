@@ -64,6 +64,7 @@ const COMBOS: [string, ChartValues][] = [
   ['admission policy on', { set: { 'admissionPolicy.enabled': true } }],
   ['probe on', { set: { 'probe.enabled': true } }],
   ['secret metadata on', { set: { 'rbac.secretMetadata': true } }],
+  ['namespace labels on', { set: { 'rbac.namespaces': true } }],
   ['PostgreSQL store', { values: { config: { store: { path: '/data/tokenwatch.db', postgres: PG_CONFIG } }, postgres: { existingSecret: 'tokenwatch-postgres' } } }],
   ['PostgreSQL store, 3 replicas, port 6543', { values: { replicas: 3, config: { store: { postgres: { url: 'postgres://tokenwatch@db.example.com:6543/tokenwatch', passwordFrom: { env: 'PGPASSWORD' } } } } } }],
   ['Prometheus Operator', { set: { 'serviceMonitor.enabled': true, 'prometheusRule.enabled': true }, values: { serviceMonitor: { labels: { release: 'kps' } } } }],
@@ -368,6 +369,13 @@ describe.skipIf(!helmPath)(`Helm chart charts/tokenwatch${skip ? ` (skipped: ${s
     const file = parseYaml(readFileSync(join(MANIFESTS, 'overlays/eks/networkpolicy-pod-identity.yaml'), 'utf8')) as K8sObject;
     expect(byId([find(pi, 'NetworkPolicy', 'tokenwatch-eks-pod-identity')])).toEqual(byId([file]));
     expect(find(pi, 'Deployment', 'tokenwatch').spec.template.spec.containers[0].envFrom).toEqual([{ secretRef: { name: 'tokenwatch-slack' } }, { secretRef: { name: 'tokenwatch-aws' } }]);
+  });
+
+  it('namespace labels on: a ClusterRole of get, list and watch namespaces, bound to tokenwatch; off by default', () => {
+    const objs = rendered.get('namespace labels on')!;
+    expect(find(objs, 'ClusterRole', 'tokenwatch-namespace-labels').rules).toEqual([{ apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] }]);
+    expect(find(objs, 'ClusterRoleBinding', 'tokenwatch-namespace-labels').roleRef.name).toBe('tokenwatch-namespace-labels');
+    expect(JSON.stringify(defaults)).not.toContain('tokenwatch-namespace-labels');
   });
 
   it('secret metadata on: the ClusterRole and the config flag on every cluster with API access', () => {

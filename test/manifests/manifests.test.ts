@@ -11,7 +11,7 @@ import { modelName, restrictedViolations, unknownFields, validateObject } from '
 /** The kustomizations a user applies (`kubectl apply -k manifests/<entry>`). */
 const ENTRIES = ['.', 'base', 'writer', 'overlays/eks', 'overlays/postgres', 'overlays/writer-namespaces', 'overlays/writer-cluster-wide', 'probe', 'admission-policy-remote'];
 /** The optional components (`components:` of a kustomization). */
-const COMPONENTS = ['components/admission-policy', 'components/prometheus', 'components/secret-metadata'];
+const COMPONENTS = ['components/admission-policy', 'components/namespace-labels', 'components/prometheus', 'components/secret-metadata'];
 /** Entries with every component added, as a user's kustomization listing them renders. */
 const WITH_COMPONENTS = ['.', 'overlays/writer-cluster-wide'];
 const rendered = new Map(ENTRIES.map((e) => [e, render(join(MANIFESTS, e))]));
@@ -74,6 +74,7 @@ describe('every manifest validates offline', () => {
       'base/serviceaccount.yaml',
       'components/admission-policy/admission-policy.yaml',
       'components/admission-policy/params.yaml',
+      'components/namespace-labels/rbac-namespace-labels.yaml',
       'components/prometheus/prometheusrule.yaml',
       'components/prometheus/servicemonitor.yaml',
       'components/secret-metadata/rbac-secret-metadata.yaml',
@@ -205,6 +206,8 @@ describe('install layout', () => {
       'admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy /tokenwatch-writes',
       'admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding /tokenwatch-writes',
       'v1 ConfigMap tokenwatch/tokenwatch-admission',
+      'rbac.authorization.k8s.io/v1 ClusterRole /tokenwatch-namespace-labels',
+      'rbac.authorization.k8s.io/v1 ClusterRoleBinding /tokenwatch-namespace-labels',
       'monitoring.coreos.com/v1 ServiceMonitor tokenwatch/tokenwatch',
       'monitoring.coreos.com/v1 PrometheusRule tokenwatch/tokenwatch',
       'rbac.authorization.k8s.io/v1 ClusterRole /tokenwatch-secret-metadata',

@@ -65,6 +65,18 @@ export const KUBE_API_CALLS: readonly ApiCall[] = [
  */
 export const SECRET_METADATA_API_CALLS: readonly ApiCall[] = [{ verb: 'list', resource: 'secrets', apiGroup: '' }];
 
+/**
+ * The calls of routing by namespace labels (`slack.routes[].match.namespaceLabels`): the watch cache's list + watch of
+ * namespaces (src/cluster/cache.ts) and the direct get when it is not fresh (src/cluster/kube.ts `namespaceLabels`).
+ * Granted by the separate `tokenwatch-namespace-labels` ClusterRole (manifests/components/namespace-labels, Helm
+ * `rbac.namespaces`), never by the default install.
+ */
+export const NAMESPACE_LABELS_API_CALLS: readonly ApiCall[] = [
+  { verb: 'get', resource: 'namespaces', apiGroup: '' },
+  { verb: 'list', resource: 'namespaces', apiGroup: '' },
+  { verb: 'watch', resource: 'namespaces', apiGroup: '' },
+];
+
 /** Verbs that only read. Everything else is a write and belongs in the writer role. */
 export const READ_VERBS: readonly ApiVerb[] = ['get', 'list', 'watch'];
 

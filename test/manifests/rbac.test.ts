@@ -9,6 +9,7 @@ import { CoordinationV1Api } from '@kubernetes/client-node';
 import { KubeMetricsScraper } from '../../src/sources/apiserver-metrics.js';
 import {
   KUBE_API_CALLS,
+  NAMESPACE_LABELS_API_CALLS,
   NON_RESOURCE_CALLS,
   REMEDIATION_API_CALLS,
   SECRET_METADATA_API_CALLS,
@@ -143,7 +144,7 @@ describe('API call lists match what the code sends', () => {
 });
 
 /** The installs whose roles are checked: kustomize default, cluster-wide writes, and both with every component. */
-const COMPONENTS = ['components/admission-policy', 'components/secret-metadata'].map((c) => join(MANIFESTS, c));
+const COMPONENTS = ['components/admission-policy', 'components/namespace-labels', 'components/secret-metadata'].map((c) => join(MANIFESTS, c));
 const INSTALLS: [string, K8sObject[]][] = [
   ['kustomize default', render(MANIFESTS)],
   ['kustomize default + components', render(MANIFESTS, COMPONENTS)],
@@ -155,9 +156,9 @@ const HELM = helmBinary().path !== undefined;
 if (HELM) {
   INSTALLS.push(
     ['helm default', helmTemplate()],
-    ['helm components (rbac.secretMetadata, admissionPolicy)', helmTemplate({ set: { 'rbac.secretMetadata': true, 'admissionPolicy.enabled': true } })],
+    ['helm components (rbac.secretMetadata, rbac.namespaces, admissionPolicy)', helmTemplate({ set: { 'rbac.secretMetadata': true, 'rbac.namespaces': true, 'admissionPolicy.enabled': true } })],
     ['helm writer-cluster-wide', helmTemplate({ set: { 'rbac.writer.clusterWide': true } })],
-    ['helm writer-cluster-wide + components (rbac.secretMetadata)', helmTemplate({ set: { 'rbac.writer.clusterWide': true, 'rbac.secretMetadata': true } })],
+    ['helm writer-cluster-wide + components (rbac.secretMetadata, rbac.namespaces)', helmTemplate({ set: { 'rbac.writer.clusterWide': true, 'rbac.secretMetadata': true, 'rbac.namespaces': true } })],
     // The probe's own Roles are checked against its calls in test/probe/manifests.test.ts; here: serve's roles stay exact.
     ['helm probe on', helmTemplate({ set: { 'probe.enabled': true } })],
   );
@@ -168,8 +169,9 @@ describe.each(INSTALLS)('ClusterRoles and Roles of %s grant exactly the calls', 
   const withSecrets = name.includes('components');
   const withProbe = name.includes('probe');
 
-  it('only the reader and writer roles (+ secret-metadata with the components, the probe\'s with the probe)', () => {
+  it('only the reader and writer roles (+ secret-metadata and namespace-labels with the components, the probe\'s with the probe)', () => {
     expect(roles(install).map((r) => `${r.kind} ${r.metadata.name}`).sort()).toEqual([
+      ...(withSecrets ? ['ClusterRole tokenwatch-namespace-labels'] : []),
       ...(withProbe ? ['ClusterRole tokenwatch-probe-reviewer'] : []),
       'ClusterRole tokenwatch-reader',
       ...(withSecrets ? ['ClusterRole tokenwatch-secret-metadata'] : []),
@@ -194,6 +196,15 @@ describe.each(INSTALLS)('ClusterRoles and Roles of %s grant exactly the calls', 
     if (withSecrets) {
       expect(expandRules(role('tokenwatch-secret-metadata').rules)).toEqual(secretMetadataCalls().map(callKey));
       expect(grantedRules(install).some((r) => r.resources.includes('secrets') && r.namespaces === undefined)).toBe(true);
+    }
+  });
+
+  it('no access to namespaces but through tokenwatch-namespace-labels, which grants exactly get, list and watch of namespaces', () => {
+    for (const r of roles(install)) if (r.metadata.name !== 'tokenwatch-namespace-labels') expect(expandRules(r.rules).filter((k) => k.includes('namespaces')), r.metadata.name).toEqual([]);
+    if (withSecrets) {
+      expect(role('tokenwatch-namespace-labels').rules).toEqual(rulesFor(uniqueCalls(NAMESPACE_LABELS_API_CALLS)));
+      const bound = (install.filter((o) => o.kind === 'ClusterRoleBinding') as Binding[]).find((b) => b.roleRef.name === 'tokenwatch-namespace-labels');
+      expect(bound?.subjects).toEqual([{ kind: 'ServiceAccount', name: 'tokenwatch', namespace: 'tokenwatch' }]);
     }
   });
 
@@ -225,11 +236,12 @@ describe.each(INSTALLS)('ClusterRoles and Roles of %s grant exactly the calls', 
   });
 
   it('every call of the code is granted by exactly one kind of role', () => {
-    const all = uniqueCalls([...KUBE_API_CALLS, ...REMEDIATION_API_CALLS, ...(withSecrets ? SECRET_METADATA_API_CALLS : [])]).map(callKey).sort();
+    const all = uniqueCalls([...KUBE_API_CALLS, ...REMEDIATION_API_CALLS, ...(withSecrets ? [...SECRET_METADATA_API_CALLS, ...NAMESPACE_LABELS_API_CALLS] : [])]).map(callKey).sort();
     const granted = [
       ...expandRules(role('tokenwatch-reader').rules),
       ...expandRules(role('tokenwatch-writer').rules),
       ...(withSecrets ? expandRules(role('tokenwatch-secret-metadata').rules) : []),
+      ...(withSecrets ? expandRules(role('tokenwatch-namespace-labels').rules) : []),
     ].sort();
     expect(granted).toEqual(all);
   });

@@ -147,6 +147,47 @@ describe('routing rules on labels', () => {
     expect(state.workloads.map((w) => w.labels)).toEqual([{ 'app.kubernetes.io/part-of': 'flux' }]);
     expect(state.pods.every((p) => p.annotations === undefined)).toBe(true);
     expect(rt.watchCache?.freshness().ok).toBe(true);
+    // No rule names namespace labels: no namespace is read or watched.
+    expect(rt.watchCache?.watchedResources).not.toContain('namespaces');
+    expect(h.kube.requestsMatching({ resource: 'namespaces' })).toEqual([]);
+  });
+
+  /** A Namespace object with labels, as the team labels it (the snapshot has none). */
+  const labelNamespace = (kube: Harness['kube'], name: string, labels: Record<string, string>): void => {
+    kube.store.put({ apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels } });
+  };
+  const byNamespaceLabel = (c: Config): void => {
+    c.slack!.routes = [{ match: { namespaceLabels: { team: 'network' } }, channel: NET_ID, owners: [NETWORK_ONCALL], mentionFrom: 'info' }];
+  };
+
+  it('routes by a namespace label read through a namespace watch, opened only because a rule names namespace labels', async () => {
+    const fakes = await startFakes();
+    fakes.slack.addChannel({ id: NET_ID, name: 'net-alerts' });
+    labelNamespace(fakes.kube, 'kube-system', { team: 'network', 'kubernetes.io/metadata.name': 'kube-system' });
+    labelNamespace(fakes.kube, 'flux-system', { team: 'platform' });
+    h = await startHarness({ fakeSlack: fakes.slack, kube: fakes.kube, tweak: byNamespaceLabel });
+    const multus = await h.alert('kube-system', 'multus');
+    expect(multus.channel).toBe(NET_ID);
+    expect(blockText(multus)).toContain(NET_MENTION);
+    expect((await h.alert('flux-system', 'helm-controller')).channel).toBe(OPS);
+    const rt = h.serve.context.clusters.get('prod-eks')!;
+    expect(rt.watchCache?.watchedResources).toContain('namespaces');
+    expect(h.kube.requestsMatching({ verb: 'watch', resource: 'namespaces' }).length).toBeGreaterThan(0);
+    expect(h.kube.requestsMatching({ verb: 'list', resource: 'namespaces' }).length).toBeGreaterThan(0);
+    // Only the label keys rules name are kept.
+    expect(rt.watchCache?.getNamespaceLabels('kube-system')).toEqual({ team: 'network' });
+  });
+
+  it('a namespace that cannot be read (no namespaces RBAC) matches no namespace-label rule: the cluster\'s channel, and the reads say why', async () => {
+    const fakes = await startFakes();
+    fakes.slack.addChannel({ id: NET_ID, name: 'net-alerts' });
+    labelNamespace(fakes.kube, 'kube-system', { team: 'network' });
+    fakes.kube.forbid({ resource: 'namespaces' });
+    h = await startHarness({ fakeSlack: fakes.slack, kube: fakes.kube, tweak: byNamespaceLabel });
+    expect((await h.alert('kube-system', 'multus')).channel).toBe(OPS);
+    const rt = h.serve.context.clusters.get('prod-eks')!;
+    expect(await rt.state!.namespaceLabels!('kube-system')).toEqual({ available: false, error: expect.stringContaining('forbidden: no permission to get namespaces') });
+    expect(rt.watchCache?.freshness()).toMatchObject({ ok: false, reason: expect.stringContaining('namespaces') });
   });
 });
 

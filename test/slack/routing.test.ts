@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { parseConfig, type Config } from '../../src/config/index.js';
 import { toFileForm } from '../../src/config/render.js';
 import { ChannelMap } from '../../src/slack/channels.js';
-import { keysRulesName, mentions, ownersMention, routeOf, rulesNeedState, type RouteRule, type RouteSubject } from '../../src/slack/routing.js';
+import { keysRulesName, mentions, ownersMention, routeOf, rulesNeedNamespaceLabels, rulesNeedState, type RouteRule, type RouteSubject } from '../../src/slack/routing.js';
 import { withOwnersMention } from '../../src/slack/notifier.js';
 
 const ENV = { SLACK_BOT_TOKEN: 'xoxb-test', SLACK_SIGNING_SECRET: 'fake-signing-secret-0123456789abcdef' };
@@ -79,6 +79,27 @@ describe('routing rules', () => {
     expect([...keysRulesName(r).annotations]).toEqual(['owner']);
   });
 
+  it('matches labels of the alert\'s namespace, value globs included; unknown namespace labels match no such rule', () => {
+    const r: RouteRule[] = [
+      { match: { namespaceLabels: { team: 'network' } }, channel: '#net', owners: [], mentionFrom: 'info' },
+      { match: { namespaceLabels: { tier: 'plat*' }, labels: { app: 'flux' } }, channel: '#platform', owners: [], mentionFrom: 'info' },
+    ];
+    expect(routeOf(r, 'C0', subject({ namespaceLabels: { team: 'network' } })).channel).toBe('#net');
+    expect(routeOf(r, 'C0', subject({ namespaceLabels: { team: 'storage' } })).channel).toBe('C0');
+    // A pod or workload label of the same key is not a namespace label.
+    expect(routeOf(r, 'C0', subject({ pods: [{ labels: { team: 'network' } }] })).channel).toBe('C0');
+    // Namespace labels unknown (namespace not readable): the rule does not match.
+    expect(routeOf(r, 'C0', subject()).channel).toBe('C0');
+    expect(routeOf(r, 'C0', subject({ namespaceLabels: { tier: 'platform' }, pods: [{ labels: { app: 'flux' } }] })).channel).toBe('#platform');
+    expect(routeOf(r, 'C0', subject({ namespaceLabels: { tier: 'platform' } })).channel).toBe('C0');
+    expect(rulesNeedState(r.slice(0, 1))).toBe(true);
+    expect(rulesNeedNamespaceLabels(r)).toBe(true);
+    expect(rulesNeedNamespaceLabels([{ match: { labels: { team: 'x' } }, channel: '#a', owners: [], mentionFrom: 'info' }])).toBe(false);
+    expect([...keysRulesName(r).namespaceLabels].sort()).toEqual(['team', 'tier']);
+    expect([...keysRulesName(r).labels]).toEqual(['app']);
+    expect(config([{ match: { namespaceLabels: { team: 'network' } }, channel: '#net' }]).slack!.routes![0]!.match).toEqual({ namespaceLabels: { team: 'network' } });
+  });
+
   it('severity selects mentions, never channels', () => {
     const route = { owners: ['S0NETWORK1', 'U0OWNER001'], mentionFrom: 'warning' as const };
     expect(mentions(route, 'info')).toBe(false);
@@ -102,12 +123,13 @@ describe('routing config errors', () => {
       config([
         { match: { namespaces: [], kinds: ['daemonset'], labels: { 'bad key!': 'x' } }, channel: 'net-alerts', owners: ['<!subteam^S1>'], mentionFrom: 'loud', extra: 1 },
         { match: { clusters: ['dev-*'] }, channel: '#dev' },
+        { match: { namespaceLabels: { 'bad key!': 'x', team: '' } }, channel: '#net' },
       ]);
     } catch (e) {
       err = e;
     }
     const text = String((err as Error).message);
-    for (const path of ['slack.routes[0].match.namespaces', 'slack.routes[0].match.kinds[0]', 'slack.routes[0].match.labels', 'slack.routes[0].channel', 'slack.routes[0].owners[0]', 'slack.routes[0].mentionFrom', 'slack.routes[1].match.clusters']) {
+    for (const path of ['slack.routes[0].match.namespaces', 'slack.routes[0].match.kinds[0]', 'slack.routes[0].match.labels', 'slack.routes[0].channel', 'slack.routes[0].owners[0]', 'slack.routes[0].mentionFrom', 'slack.routes[1].match.clusters', 'slack.routes[2].match.namespaceLabels', 'slack.routes[2].match.namespaceLabels.team']) {
       expect(text).toContain(path);
     }
     expect(text).toContain('matches no cluster with a slack section (prod-eks, staging-eks)');
