@@ -14,13 +14,10 @@
  */
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { clusterView, kubeconfigYaml } from './cluster.js';
-import { WorkloadController } from './controller.js';
 import type { SandboxFakes } from './fakes/index.js';
 import type { FakeLogRow } from './fakes/log-analytics.js';
 import { loopbackCert } from './fakes/tls.js';
-import { LiveTraffic } from './replay.js';
-import { UPSTREAM_SECONDS_AFTER_WARNING, type SandboxCloudCluster, type SandboxCloudClusterOptions } from './cloud-cluster.js';
+import { startCloudCluster, type SandboxCloudCluster, type SandboxCloudClusterOptions } from './cloud-cluster.js';
 
 /** The AKS cluster's name in tokenwatch, its resource id, its workspace and workload identity (made-up ids). */
 export const SANDBOX_AKS = {
@@ -30,8 +27,6 @@ export const SANDBOX_AKS = {
   tenantId: '7e4a17c5-0000-4000-8000-00000000a5e5',
   clientId: 'c11e47d0-0000-4000-8000-00000000a5e5',
 } as const;
-
-const ENV_KEYS = ['AZURE_CLIENT_ID', 'AZURE_TENANT_ID', 'AZURE_FEDERATED_TOKEN_FILE', 'AZURE_AUTHORITY_HOST'] as const;
 
 /** The data-directory files of the AKS cluster (removed by `--reset`). */
 export const SANDBOX_AKS_FILES = ['kubeconfig-aks', 'aks-ca.pem', 'aks-federated-token'] as const;
@@ -58,37 +53,13 @@ export async function startSandboxAks(o: SandboxCloudClusterOptions): Promise<Sa
   await writeFile(tokenFile, federated, 'utf8');
   const entra = await o.fakes.startFakeEntraToken({ cert: tls.cert, key: tls.key, tenantId: SANDBOX_AKS.tenantId, clientId: SANDBOX_AKS.clientId, assertion: federated });
   const workspace = await o.fakes.startFakeLogAnalytics({ cert: tls.cert, key: tls.key, acceptToken: (t) => entra.issued(t) });
-  const kube = await o.fakes.startFakeKube({ objects: o.objects });
-  const saved = Object.fromEntries(ENV_KEYS.map((k) => [k, process.env[k]]));
-  Object.assign(process.env, { AZURE_CLIENT_ID: SANDBOX_AKS.clientId, AZURE_TENANT_ID: SANDBOX_AKS.tenantId, AZURE_FEDERATED_TOKEN_FILE: tokenFile, AZURE_AUTHORITY_HOST: entra.authorityHost });
-  const kubeconfig = join(o.dataDir, 'kubeconfig-aks');
-  await writeFile(kubeconfig, kubeconfigYaml(kube.url, SANDBOX_AKS.cluster), 'utf8');
-  const controller = new WorkloadController({ store: kube.store, clock: o.clock, stepMs: o.stepMs, onError: (err, w) => o.logger.error({ err, workload: w }, 'sandbox controller (prod-aks): rollout stopped') });
-  controller.start();
-  // As on the GKE cluster: the upstream token lifetime (rejected one year after issue), not EKS's 90 days after warnafter.
-  const live = new LiveTraffic({ templates: o.templates, cluster: clusterView(kube.store), staticTokenSubjects: o.staticTokenSubjects, maxSecondsAfterWarning: UPSTREAM_SECONDS_AFTER_WARNING });
-  const ingest = (lines: readonly string[]): void => workspace.add(SANDBOX_AKS.workspaceId, rowsOf(o.fakes, lines));
-  return {
-    kube,
-    kubeconfig,
-    clusterConfig: {
-      name: SANDBOX_AKS.cluster,
-      audit: { azure: { workspaceId: SANDBOX_AKS.workspaceId, resourceId: SANDBOX_AKS.resourceId, endpoint: workspace.endpoint, authorityHost: entra.authorityHost, caFile } },
-      kubernetes: { kubeconfig },
-      maxTokenAge: 'upstream',
-      schedule: o.schedule,
-      lookback: '72h',
-      slack: o.slack,
-    },
-    ingest,
-    tick: (now) => ingest(live.tick(now).lines),
-    async stop() {
-      controller.stop();
-      for (const [k, v] of Object.entries(saved)) {
-        if (v === undefined) delete process.env[k];
-        else process.env[k] = v;
-      }
-      await Promise.all([kube.close(), workspace.close(), entra.close()]);
-    },
-  };
+  return startCloudCluster(o, {
+    name: SANDBOX_AKS.cluster,
+    kubeconfigFile: 'kubeconfig-aks',
+    audit: { azure: { workspaceId: SANDBOX_AKS.workspaceId, resourceId: SANDBOX_AKS.resourceId, endpoint: workspace.endpoint, authorityHost: entra.authorityHost, caFile } },
+    // The workload identity webhook's variables, as AKS sets them in the pod.
+    env: { AZURE_CLIENT_ID: SANDBOX_AKS.clientId, AZURE_TENANT_ID: SANDBOX_AKS.tenantId, AZURE_FEDERATED_TOKEN_FILE: tokenFile, AZURE_AUTHORITY_HOST: entra.authorityHost },
+    ingest: (lines) => workspace.add(SANDBOX_AKS.workspaceId, rowsOf(o.fakes, lines)),
+    fakes: [workspace, entra],
+  });
 }
