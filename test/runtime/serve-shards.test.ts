@@ -52,6 +52,7 @@ describe('serve with clusters shared out across replicas', () => {
     // Alone, a owns and polls everything.
     await a.firstPolls;
     expect(a.readiness().shards?.owners).toEqual(Object.fromEntries(NAMES.map((n) => [n, a.context.shards!.id])));
+    const bStartedAt = Date.now();
     const b = await start('tw-b');
     const ids = [a.context.shards!.id, b.context.shards!.id];
     const share = NAMES.filter((n) => desiredOwner(n, ids) === ids[1]);
@@ -79,7 +80,11 @@ describe('serve with clusters shared out across replicas', () => {
     }
 
     // a stops gracefully: b takes a's clusters at its next heartbeat and, as a's last poll of them completed, waits
-    // for their next tick (no second poll of the same tick).
+    // for their next tick (no second poll of the same tick). Within b's start-up window (its jitter, 0 here, plus
+    // 10 × ttl) a takeover claims the start-up poll again once a's replica row is gone (docs/live-mode.md "The start-up
+    // poll, once per cluster"), so a stops only after that window, when a takeover is an ordinary one.
+    const windowEnd = bStartedAt + 10 * 1000 + 500;
+    while (Date.now() < windowEnd) await new Promise((r) => setTimeout(r, Math.min(500, windowEnd - Date.now())));
     await handles.shift()!.stop();
     await waitFor('b owns everything', () => NAMES.every((c) => b.context.ownership.owns(c)));
     expect(await runs()).toEqual(once);
