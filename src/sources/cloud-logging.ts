@@ -35,6 +35,7 @@ import { backoffDelay } from '../core/backoff.js';
 import { ErrorCode, TokenwatchError } from '../errors.js';
 import { TokenBucketLimiter, type BucketStateStore } from '../core/token-bucket.js';
 import { sleep } from './retry.js';
+import { GroupQuery } from './group-query.js';
 import { SourceError, type AuditSource, type PollOptions, type SourceStats } from './types.js';
 
 /** OAuth scope of Cloud Logging reads (https://developers.google.com/identity/protocols/oauth2/scopes#logging). */
@@ -140,6 +141,9 @@ export interface CloudLoggingOptions {
 }
 
 /** What one project query gives one cluster. */
+/** A member's part of the project query, as the group query keeps it. */
+type Cached = { from: string | undefined; now: number; result: MemberResult };
+
 type MemberResult = { ok: true; texts: string[]; cursor: string; logs: Set<GkeLog> } | { ok: false; error: SourceError };
 
 interface Member {
@@ -185,14 +189,12 @@ export function noReadAccessText(project: string, status: string): string {
  */
 export class CloudLoggingProject {
   private readonly members = new Map<string, Member>();
-  private readonly cache = new Map<string, { from: string | undefined; now: number; result: MemberResult }>();
-  private inflight: Promise<void> | undefined;
+  private readonly group: GroupQuery<Cached>;
   private readonly endpoint: string;
   private readonly overlapMs: number;
   private readonly lagMs: number;
   private readonly pageSize: number;
   private readonly auth: AuthHeaders;
-  private readonly reuseMs: number;
   private readonly blindCheckMs: number;
 
   /** @throws TokenwatchError (`internal`) for a page size out of range */
@@ -203,7 +205,7 @@ export class CloudLoggingProject {
     this.pageSize = opts.pageSize ?? MAX_PAGE_SIZE;
     if (!Number.isInteger(this.pageSize) || this.pageSize < 1 || this.pageSize > MAX_PAGE_SIZE) throw new TokenwatchError(ErrorCode.Internal, `CloudLoggingProject: pageSize must be 1 to ${MAX_PAGE_SIZE}`);
     this.auth = opts.auth ?? adcAuthHeaders();
-    this.reuseMs = opts.reuseMs ?? 300_000;
+    this.group = new GroupQuery(opts.reuseMs ?? 300_000);
     this.blindCheckMs = opts.blindCheckMs ?? 3_600_000;
   }
 
@@ -224,7 +226,7 @@ export class CloudLoggingProject {
       poll: (cursor, o) => this.pollMember(id, cursor, o),
       close: () => {
         this.members.delete(id);
-        this.cache.delete(id);
+        this.group.results.delete(id);
       },
     };
   }
@@ -234,23 +236,9 @@ export class CloudLoggingProject {
     if (!m) throw new SourceError(`Cloud Logging: source '${id}' was closed`, id, 'Closed', false);
     m.cursor = cursor;
     m.polled = true;
-    type Cached = { from: string | undefined; now: number; result: MemberResult };
-    const usable = (c: Cached | undefined): c is Cached => c !== undefined && c.from === cursor && o.now - c.now <= this.reuseMs && c.now <= o.now;
-    let hit = this.cache.get(id);
-    for (let tries = 0; !usable(hit) && tries < 2; tries++) {
-      // One project query at a time: a cluster that finds one running waits for it, then looks again.
-      if (this.inflight) {
-        await this.inflight.catch(() => undefined);
-      } else {
-        this.inflight = this.refresh(cursor, o).finally(() => {
-          this.inflight = undefined;
-        });
-        await this.inflight;
-      }
-      hit = this.cache.get(id);
-    }
-    if (!usable(hit)) throw new SourceError(`Cloud Logging: no result for '${id}'`, id, 'NoProjectResult', true);
-    this.cache.delete(id);
+    // One project query at a time: a cluster that finds one running waits for it, then looks again.
+    const hit = await this.group.take(id, cursor, o.now, () => this.refresh(cursor, o));
+    if (!hit) throw new SourceError(`Cloud Logging: no result for '${id}'`, id, 'NoProjectResult', true);
     if (!hit.result.ok) throw hit.result.error;
     for (const log of hit.result.logs) o.stats.platformHints?.gkeLogs.add(log);
     for (const t of hit.result.texts) yield t;
@@ -272,7 +260,7 @@ export class CloudLoggingProject {
       try {
         until = parseGkeCursor(cursor);
       } catch (err) {
-        this.cache.set(id, { from: cursor, now: o.now, result: { ok: false, error: new SourceError((err as Error).message, id, 'InvalidCursor', false, { cause: err }) } });
+        this.group.results.set(id, { from: cursor, now: o.now, result: { ok: false, error: new SourceError((err as Error).message, id, 'InvalidCursor', false, { cause: err }) } });
         continue;
       }
       const key = until === undefined ? 'first' : String(until);
@@ -282,7 +270,7 @@ export class CloudLoggingProject {
     }
     for (const g of groups.values()) {
       const results = await this.queryGroup(g.list, g.start, end, g.floor, o);
-      for (const [id] of g.list) this.cache.set(id, { from: from.get(id), now: o.now, result: results.get(id) as MemberResult });
+      for (const [id] of g.list) this.group.results.set(id, { from: from.get(id), now: o.now, result: results.get(id) as MemberResult });
     }
   }
 

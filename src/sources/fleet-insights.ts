@@ -34,6 +34,7 @@ import { awaitInsightsResults, encodeCloudWatchCursor, parseCloudWatchCursorDoc,
 import { buildInsightsQuery, rowToAggregate, type TokenUseAggregate } from './insights.js';
 import type { CloudWatchRateLimiter } from './rate-limit.js';
 import { DEFAULT_RETRY_POLICY, RetryBudget, errorCode, sleep, type RetryPolicy } from './retry.js';
+import { GroupQuery } from './group-query.js';
 import { SourceError, type AuditSource, type PollOptions, type SourceStats } from './types.js';
 
 /** StartQuery's most log groups per query (API reference, see the module doc). */
@@ -418,15 +419,13 @@ interface Cached {
 export class FleetInsightsMembers {
   /** `polled`: the member's own poll has told its cursor (in this process). */
   private readonly members = new Map<string, { logGroup: string; cursor: string | undefined; polled: boolean }>();
-  private readonly cache = new Map<string, Cached>();
-  private inflight: Promise<void> | undefined;
-  private readonly reuseMs: number;
+  private readonly group: GroupQuery<Cached>;
 
   constructor(
     private readonly fleet: FleetInsightsSource,
     opts: MemberSourceOptions = {},
   ) {
-    this.reuseMs = opts.reuseMs ?? 300_000;
+    this.group = new GroupQuery(opts.reuseMs ?? 300_000);
   }
 
   /**
@@ -443,7 +442,7 @@ export class FleetInsightsMembers {
       poll: (cursor, o) => this.pollMember(sourceId, cursor, o),
       close: () => {
         this.members.delete(sourceId);
-        this.cache.delete(sourceId);
+        this.group.results.delete(sourceId);
         if (this.members.size === 0) this.fleet.close();
       },
     };
@@ -459,7 +458,7 @@ export class FleetInsightsMembers {
     });
     const from = new Map(members.map((m) => [m.sourceId, m.cursor]));
     const out = await this.fleet.poll(members, { now: o.now, lookbackMs: o.lookbackMs, stats: o.stats, ...(o.signal && { signal: o.signal }) });
-    for (const [id, result] of out.members) this.cache.set(id, { from: from.get(id), now: o.now, result });
+    for (const [id, result] of out.members) this.group.results.set(id, { from: from.get(id), now: o.now, result });
   }
 
   private async *pollMember(sourceId: string, cursor: string | undefined, o: PollOptions): AsyncGenerator<string, string> {
@@ -467,22 +466,9 @@ export class FleetInsightsMembers {
     if (!m) throw new SourceError(`fleet Insights: source '${sourceId}' was closed`, sourceId, 'Closed', false);
     m.cursor = cursor;
     m.polled = true;
-    const usable = (c: Cached | undefined): c is Cached => c !== undefined && c.from === cursor && o.now - c.now <= this.reuseMs && c.now <= o.now;
-    let hit = this.cache.get(sourceId);
-    for (let tries = 0; !usable(hit) && tries < 2; tries++) {
-      // One fleet poll at a time: a member that finds one running waits for it, then looks again.
-      if (this.inflight) {
-        await this.inflight.catch(() => undefined);
-      } else {
-        this.inflight = this.refresh(cursor, o).finally(() => {
-          this.inflight = undefined;
-        });
-        await this.inflight;
-      }
-      hit = this.cache.get(sourceId);
-    }
-    if (!usable(hit)) throw new SourceError(`fleet Insights: no result for '${sourceId}'`, sourceId, 'NoFleetResult', true);
-    this.cache.delete(sourceId);
+    // One fleet poll at a time: a member that finds one running waits for it, then looks again.
+    const hit = await this.group.take(sourceId, cursor, o.now, () => this.refresh(cursor, o));
+    if (!hit) throw new SourceError(`fleet Insights: no result for '${sourceId}'`, sourceId, 'NoFleetResult', true);
     if (!hit.result.ok) throw hit.result.error;
     // Rows were counted in `stats.records` of the poll that ran the fleet query; the query's bytes go to every poll it served.
     if (hit.result.queryLogGroups > 0) o.stats.insights = { bytesScanned: hit.result.queryBytesScanned, logGroups: hit.result.queryLogGroups };

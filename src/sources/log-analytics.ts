@@ -36,6 +36,7 @@ import { LogsQueryClient, type LogsQueryResult, type LogsTable } from '@azure/mo
 import pLimit from 'p-limit';
 import type { TokenBucketLimiter } from '../core/token-bucket.js';
 import { ErrorCode, TokenwatchError } from '../errors.js';
+import { GroupQuery } from './group-query.js';
 import { SourceError, type AuditSource, type PollOptions, type SourceStats } from './types.js';
 import type { WorkloadIdentityCredential } from './azure-token.js';
 
@@ -396,15 +397,13 @@ interface Cached {
  */
 export class LogAnalyticsMembers {
   private readonly members = new Map<string, { resourceId: string; cursor: string | undefined; polled: boolean }>();
-  private readonly cache = new Map<string, Cached>();
-  private inflight: Promise<void> | undefined;
-  private readonly reuseMs: number;
+  private readonly group: GroupQuery<Cached>;
 
   constructor(
     readonly workspace: LogAnalyticsWorkspace,
     opts: LogAnalyticsMembersOptions = {},
   ) {
-    this.reuseMs = opts.reuseMs ?? 300_000;
+    this.group = new GroupQuery(opts.reuseMs ?? 300_000);
   }
 
   /**
@@ -419,7 +418,7 @@ export class LogAnalyticsMembers {
       poll: (cursor, o) => this.pollMember(sourceId, cursor, o),
       close: () => {
         this.members.delete(sourceId);
-        this.cache.delete(sourceId);
+        this.group.results.delete(sourceId);
         if (this.members.size === 0) this.workspace.close();
       },
     };
@@ -431,7 +430,7 @@ export class LogAnalyticsMembers {
     const members: Member[] = [...this.members].map(([sourceId, m]) => ({ sourceId, resourceId: m.resourceId, cursor: m.polled ? m.cursor : trigger }));
     const from = new Map(members.map((m) => [m.sourceId, m.cursor]));
     const out = await this.workspace.poll(members, { now: o.now, lookbackMs: o.lookbackMs, stats: o.stats, ...(o.signal && { signal: o.signal }) });
-    for (const [id, result] of out) this.cache.set(id, { from: from.get(id), now: o.now, result });
+    for (const [id, result] of out) this.group.results.set(id, { from: from.get(id), now: o.now, result });
   }
 
   private async *pollMember(sourceId: string, cursor: string | undefined, o: PollOptions): AsyncGenerator<string, string> {
@@ -439,21 +438,8 @@ export class LogAnalyticsMembers {
     if (!m) throw new SourceError(`Log Analytics: source '${sourceId}' was closed`, sourceId, 'Closed', false);
     m.cursor = cursor;
     m.polled = true;
-    const usable = (c: Cached | undefined): c is Cached => c !== undefined && c.from === cursor && o.now - c.now <= this.reuseMs && c.now <= o.now;
-    let hit = this.cache.get(sourceId);
-    for (let tries = 0; !usable(hit) && tries < 2; tries++) {
-      if (this.inflight) {
-        await this.inflight.catch(() => undefined);
-      } else {
-        this.inflight = this.refresh(cursor, o).finally(() => {
-          this.inflight = undefined;
-        });
-        await this.inflight;
-      }
-      hit = this.cache.get(sourceId);
-    }
-    if (!usable(hit)) throw new SourceError(`Log Analytics: no result for '${sourceId}'`, sourceId, 'NoResult', true);
-    this.cache.delete(sourceId);
+    const hit = await this.group.take(sourceId, cursor, o.now, () => this.refresh(cursor, o));
+    if (!hit) throw new SourceError(`Log Analytics: no result for '${sourceId}'`, sourceId, 'NoResult', true);
     if (!hit.result.ok) throw hit.result.error;
     const hints = o.stats.platformHints;
     if (hints) for (const c of hit.result.categories) hints.aksCategories.add(c);
