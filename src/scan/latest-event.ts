@@ -14,7 +14,7 @@ import { open } from 'node:fs/promises';
 import { createGunzip } from 'node:zlib';
 import pLimit from 'p-limit';
 import { isGzip } from '../audit/formats.js';
-import { GcHint } from '../sources/gc-hint.js';
+import { createInflater, releaseInflated } from '../sources/inflated.js';
 import { eventTimeMs, isAuditEvent, parseRfc3339Ms } from '../audit/token-use.js';
 import { EventTimeDensity, HOST_CLOCK_MARGIN_MS, SKEW_GAP_MS, judgeEventTimes } from '../findings/clock-skew.js';
 
@@ -201,14 +201,23 @@ export class StreamTail {
   private kept = 0;
   private seen = 0;
 
+  /** @param dropped called with each chunk the tail lets go of, oldest first (e.g. `releaseInflated`) */
+  constructor(private readonly dropped?: (chunk: Buffer) => void) {}
+
+  /** Adds the next chunk; the tail keeps a view of it until later chunks hold {@link TAIL_BYTES}. */
   add(chunk: Buffer): void {
     this.seen += chunk.length;
     this.chunks.push(chunk);
     this.kept += chunk.length;
-    while (this.chunks.length > 1 && this.kept - (this.chunks[0]?.length ?? 0) >= TAIL_BYTES) {
-      this.kept -= this.chunks[0]?.length ?? 0;
-      this.chunks = this.chunks.slice(1);
+    let drop = 0;
+    while (drop < this.chunks.length - 1 && this.kept - this.chunks[drop]!.length >= TAIL_BYTES) {
+      this.kept -= this.chunks[drop]!.length;
+      drop++;
     }
+    if (drop === 0) return;
+    const gone = this.chunks.slice(0, drop);
+    this.chunks = this.chunks.slice(drop);
+    if (this.dropped) for (const c of gone) this.dropped(c);
   }
 
   /** The tail, and whether bytes came before it (its first line may then be partial). */
@@ -223,9 +232,10 @@ export class StreamTail {
  * frees its streams) when `signal` aborts.
  */
 async function gzipTail(file: string, signal?: AbortSignal): Promise<{ tail: Buffer; partialFirst: boolean }> {
-  const tail = new StreamTail();
+  const tail = new StreamTail(releaseInflated); // the chunks before the tail are given back as they are dropped
   const input = createReadStream(file, { highWaterMark: 1024 * 1024 });
-  const gunzip = input.pipe(createGunzip({ chunkSize: 256 * 1024 }));
+  const inflater = createInflater(256 * 1024);
+  const gunzip = input.pipe(inflater.stream);
   const onAbort = (): void => {
     input.destroy();
     gunzip.destroy(new TokenwatchError(ErrorCode.Aborted, 'aborted'));
@@ -233,11 +243,7 @@ async function gzipTail(file: string, signal?: AbortSignal): Promise<{ tail: Buf
   signal?.addEventListener('abort', onAbort, { once: true });
   if (signal?.aborted) onAbort();
   try {
-    const gcHint = new GcHint(); // the dropped chunks are freed as the file is read (src/sources/gc-hint.ts)
-    for await (const chunk of gunzip as AsyncIterable<Buffer>) {
-      gcHint.add(chunk.length);
-      tail.add(chunk);
-    }
+    for await (const chunk of inflater.chunks()) tail.add(chunk);
   } finally {
     signal?.removeEventListener('abort', onAbort);
     input.destroy();

@@ -18,14 +18,13 @@
  */
 import { closeSync, createReadStream, openSync, readSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
-import { createGunzip } from 'node:zlib';
 import { detectFormat } from '../audit/formats.js';
 import { READ_BUFFER_BYTES } from '../audit/needle-search.js';
 import { DEFAULT_MAX_LINE_BYTES, JsonlScanner, createReadStats, readTokenUses, type ReadOptions } from '../sources/reader.js';
 import type { ReadNotice, ReadStats, TokenUse } from '../audit/types.js';
 import { InputError, errorReason } from '../errors.js';
 import { StreamTail, latestEventTimeInTail } from './latest-event.js';
-import { GcHint } from '../sources/gc-hint.js';
+import { createInflater, releaseInflated } from '../sources/inflated.js';
 
 /** Scan the lines of `file` that start in `[start, end)` (byte offsets; `end` = file size for the last range). */
 export interface RangeTask {
@@ -183,31 +182,34 @@ async function scanGzipJsonl(
   const scanner = new JsonlScanner(stats, uses, task.maxLineBytes);
   const raw = createReadStream(task.file, { highWaterMark: GZIP_CHUNK_BYTES });
   raw.on('data', (b) => progress.add(b.length));
-  const gz = createGunzip({ chunkSize: GZIP_CHUNK_BYTES });
+  const inflater = createInflater();
+  const gz = inflater.stream;
   raw.on('error', (err) => gz.destroy(err));
   raw.pipe(gz);
   let head: Buffer[] | undefined = [];
   let headBytes = 0;
-  const tail = new StreamTail();
-  const gcHint = new GcHint(); // inflated chunks are freed as the file is read (src/sources/gc-hint.ts)
+  // A chunk goes to the tail once scanned; the tail gives back the chunks it no longer needs (src/sources/inflated.ts).
+  const tail = new StreamTail(releaseInflated);
+  const scan = (chunk: Buffer): void => {
+    scanner.push(chunk);
+    tail.add(chunk);
+  };
   try {
-    for await (const chunk of gz as AsyncIterable<Buffer>) {
-      gcHint.add(chunk.length);
-      tail.add(chunk);
+    for await (const chunk of inflater.chunks()) {
       if (head) {
         head.push(chunk);
         headBytes += chunk.length;
         if (headBytes < 64 * 1024) continue;
         if (detectFormat(Buffer.concat(head)) !== 'audit-jsonl') return undefined;
-        for (const h of head) scanner.push(h);
+        for (const h of head) scan(h);
         head = undefined;
       } else {
-        scanner.push(chunk);
+        scan(chunk);
       }
     }
     if (head) {
       if (detectFormat(Buffer.concat(head)) !== 'audit-jsonl') return undefined;
-      for (const h of head) scanner.push(h);
+      for (const h of head) scan(h);
     }
   } finally {
     gz.destroy();

@@ -24,8 +24,7 @@
 import { readSync } from 'node:fs';
 import { open, stat, type FileHandle } from 'node:fs/promises';
 import { Readable, pipeline } from 'node:stream';
-import { createGunzip } from 'node:zlib';
-import { GcHint } from './gc-hint.js';
+import { createInflater, releaseInflated } from './inflated.js';
 import { AKS_ADMIN_ONLY_TEXT, aksAdminOnly, GKE_NO_DATA_ACCESS_TEXT, gkeWithoutDataAccess, tallyPlatformHints } from './platform-hints.js';
 import type { InputFormat, ReadNotice, ReadStats, TokenUse } from '../audit/types.js';
 import { InputError, errorReason } from '../errors.js';
@@ -96,8 +95,6 @@ const READ_CHUNK_BYTES = 64 * 1024;
 const RECYCLED_READ_BYTES = 1024 * 1024;
 /** Longest stretch of synchronous reading and scanning before the event loop gets a turn. */
 const YIELD_EVERY_MS = 20;
-/** Output chunk size of the gunzip stream. */
-const GUNZIP_CHUNK_BYTES = 64 * 1024;
 const PROGRESS_INTERVAL_MS = 100;
 
 interface FileContext {
@@ -667,14 +664,13 @@ function isZlibError(err: unknown): boolean {
 async function* gunzip(ctx: FileContext, source: AsyncIterator<Buffer>, raw: RawSource): AsyncGenerator<Buffer> {
   const { file } = ctx;
   const src = Readable.from({ [Symbol.asyncIterator]: () => source }, { objectMode: false, highWaterMark: 1024 * 1024 });
-  const gz = createGunzip({ chunkSize: GUNZIP_CHUNK_BYTES });
+  const inflater = createInflater(); // its chunks are given back as they are scanned (scanBytes)
+  const gz = inflater.stream;
   pipeline(src, gz, () => undefined); // errors surface through the iteration below
   let inflated = 0;
-  const gcHint = new GcHint(); // inflated chunks are freed as the file is read (gc-hint.ts)
   try {
-    for await (const chunk of gz) {
-      inflated += (chunk as Buffer).length;
-      gcHint.add((chunk as Buffer).length);
+    for await (const chunk of inflater.chunks()) {
+      inflated += chunk.length;
       if (inflated > ctx.maxDecompressedBytes) {
         throw new InputError(
           file,
@@ -683,7 +679,7 @@ async function* gunzip(ctx: FileContext, source: AsyncIterator<Buffer>, raw: Raw
         );
       }
       raw.inflated(inflated);
-      yield chunk as Buffer;
+      yield chunk;
     }
   } catch (err) {
     if (err instanceof InputError) throw err;
@@ -704,7 +700,8 @@ interface ByteScanner {
 
 /**
  * Feeds a scanner the head chunks, then the rest of the input, and yields the token uses it finds.
- * `rest` is a synchronous chunk reader (regular files) or an async chunk iterator (gunzip, pipes).
+ * `rest` is a synchronous chunk reader (regular files) or an async chunk iterator (gunzip, pipes). Each chunk of a
+ * gunzip stream is given back once pushed (`releaseInflated`: the byte scanners keep no view of what they were given).
  */
 async function* scanBytes(
   scanner: ByteScanner,
@@ -714,6 +711,7 @@ async function* scanBytes(
 ): AsyncGenerator<TokenUse> {
   for (const chunk of head) {
     scanner.push(chunk);
+    releaseInflated(chunk);
     if (out.length > 0) yield* out.splice(0, out.length);
     if (scanner.failed) return; // a broken JSON export: the rest of the document cannot be located
   }
@@ -733,6 +731,7 @@ async function* scanBytes(
     try {
       for (let r = await rest.next(); !r.done; r = await rest.next()) {
         scanner.push(r.value);
+        releaseInflated(r.value);
         if (out.length > 0) yield* out.splice(0, out.length);
         if (scanner.failed) return;
       }
