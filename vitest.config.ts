@@ -35,7 +35,7 @@ const SHARED_WORKER_FILES = [
   'test/slack/{alert-history,buttons,conclude,edit-coalescing,fallback-escape,followups-outcomes,forged-mention,home-debounce}.test.ts',
   'test/slack/{home-sources,late-use,listeners/listeners,one-action-per-target,outbox,overflow-confirm,permalink-cache,recreate}.test.ts',
   'test/slack/{redaction,routing,status-readiness,vote-recheck,warm,webhook-status}.test.ts',
-  'test/sources/{file,forged-source-webhook,gc-hint,skip-and-read-on}.test.ts',
+  'test/sources/{file,forged-source-webhook,inflated,skip-and-read-on}.test.ts',
   'test/store/{claim,methods,outbox,replicas,sqlite-worker,sqlite}.test.ts',
 ];
 

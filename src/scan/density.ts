@@ -9,7 +9,7 @@
  * and 290–307 MB on two (docs/performance.md "Scan parallelism"). The planner therefore samples what the prefilter
  * sees and stays on one thread when the input is dense ({@link DENSE_HITS_PER_MIB}).
  *
- * Sampling reads {@link SAMPLE_WINDOWS} windows of {@link SAMPLE_WINDOW_BYTES} spread evenly over a plain file
+ * Sampling reads {@link SAMPLE_WINDOWS} windows of {@link SAMPLE_WINDOW_BYTES} spread evenly over the large plain files
  * (positional reads, well under a millisecond each from the page cache), and inflates the first 16 KiB of a gzip
  * file's head, already read for format detection. A window's partial first and last lines are not counted.
  */
@@ -17,8 +17,15 @@ import { gunzipSync, constants as zlib } from 'node:zlib';
 import type { FileHandle } from 'node:fs/promises';
 import { prefilterSearch } from '../audit/records.js';
 
-/** Windows sampled per plain file. */
-export const SAMPLE_WINDOWS = 8;
+/**
+ * Windows sampled in all over the plain files sampled across their length (64: 4 MiB; each file gets its share, at
+ * least {@link SAMPLE_MIN_WINDOWS}). At the {@link DENSE_HITS_PER_MIB} limit a 4 MiB sample holds ~16 passing lines,
+ * so one or two lines more or less do not flip the decision; with 8 windows (0.5 MiB) two lines did: a 1 GiB log with
+ * 0.7 passing lines per MiB (`npm run bench`'s sparse input) sampled 4.1 per MiB and was read on one thread.
+ */
+export const SAMPLE_WINDOWS = 64;
+/** Fewest windows sampled in one plain file when many share {@link SAMPLE_WINDOWS}. */
+export const SAMPLE_MIN_WINDOWS = 8;
 /** Bytes per sampled window (64 KiB: dozens of audit events of 0.5–2 KiB). */
 export const SAMPLE_WINDOW_BYTES = 64 * 1024;
 /** Compressed bytes of a gzip file's head inflated for the sample (audit logs inflate 10–20×: ~160–320 KiB). */
@@ -78,13 +85,15 @@ export function addSample(a: DensitySample, b: DensitySample): void {
 }
 
 /**
- * Samples a plain file through an open handle: {@link SAMPLE_WINDOWS} windows spread from its start to its end
- * (the whole file when it is smaller than all windows together). Never throws: a failed read samples nothing.
+ * Samples a plain file through an open handle: `count` windows of {@link SAMPLE_WINDOW_BYTES} spread from its start to
+ * its end (the whole file when it is smaller than all windows together). Never throws: a failed read samples nothing.
+ * @param size the file's size, bytes
+ * @param count windows to read, ≥ 1 (default {@link SAMPLE_WINDOWS})
  */
-export async function samplePlainFile(handle: FileHandle, size: number): Promise<DensitySample> {
+export async function samplePlainFile(handle: FileHandle, size: number, count: number = SAMPLE_WINDOWS): Promise<DensitySample> {
   const total: DensitySample = { bytes: 0, lines: 0, hits: 0 };
   const buf = Buffer.allocUnsafe(SAMPLE_WINDOW_BYTES);
-  const windows = size <= SAMPLE_WINDOWS * SAMPLE_WINDOW_BYTES ? Math.ceil(size / SAMPLE_WINDOW_BYTES) : SAMPLE_WINDOWS;
+  const windows = size <= count * SAMPLE_WINDOW_BYTES ? Math.ceil(size / SAMPLE_WINDOW_BYTES) : count;
   const step = windows > 1 ? (size - SAMPLE_WINDOW_BYTES) / (windows - 1) : 0;
   try {
     for (let w = 0; w < windows; w++) {

@@ -28,7 +28,7 @@ import { DETECT_HEAD_BYTES, detectFormat, isGzip } from '../audit/formats.js';
 import { DEFAULT_MAX_LINE_BYTES, STDIN, auditIdConflictMessage, countOnce, noAuditEventError, skippedRecordNotices, type ReadProgress, type SeenAuditIDs } from '../sources/reader.js';
 import type { InputFormat, ReadNotice, ReadStats, TokenUse } from '../audit/types.js';
 import type { WorkerMessage, WorkerReply, WorkerTask } from './worker.js';
-import { DENSE_HITS_PER_MIB, countHits, hitsPerMiB, sampleGzipHead, samplePlainFile, type DensitySample } from './density.js';
+import { DENSE_HITS_PER_MIB, SAMPLE_MIN_WINDOWS, SAMPLE_WINDOWS, countHits, hitsPerMiB, sampleGzipHead, samplePlainFile, type DensitySample } from './density.js';
 
 /**
  * Inputs smaller than this in all (64 MiB; gzip files counted uncompressed, see `inputBytes`) are read on the main
@@ -226,11 +226,12 @@ async function denseEnoughForWorkers(
     .filter(({ i, size }) => heads[i]?.gzip === false && size > DETECT_HEAD_BYTES)
     .sort((a, b) => b.size - a.size)
     .slice(0, SPREAD_SAMPLED_FILES);
+  const windows = Math.max(SAMPLE_MIN_WINDOWS, Math.ceil(SAMPLE_WINDOWS / Math.max(1, large.length)));
   for (const { file, i, size } of large) {
     const fh = await open(file, 'r').catch(() => undefined);
     if (!fh) continue;
     try {
-      weighed[i] = { bytes: weighed[i]?.bytes ?? size, sample: await samplePlainFile(fh, size) };
+      weighed[i] = { bytes: weighed[i]?.bytes ?? size, sample: await samplePlainFile(fh, size, windows) };
     } finally {
       await fh.close().catch(() => undefined);
     }

@@ -9,7 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { jsonDocument } from '../../src/cli/commands/scan.js';
-import { DENSE_HITS_PER_MIB, countHits } from '../../src/scan/density.js';
+import { open } from 'node:fs/promises';
+import { DENSE_HITS_PER_MIB, SAMPLE_WINDOW_BYTES, countHits, hitsPerMiB, samplePlainFile } from '../../src/scan/density.js';
 import { closePlan, defaultJobs, maxJobs, PLAIN_PARALLEL_MIN_BYTES, planParallelRead } from '../../src/scan/parallel.js';
 import { runScan, type ScanOptions } from '../../src/scan/run.js';
 
@@ -104,6 +105,39 @@ describe('countHits (the density sample)', () => {
     expect(countHits(buf, false, false)).toEqual({ bytes: 37, lines: 3, hits: 1 });
     expect(countHits(buf, true, true)).toEqual({ bytes: buf.length, lines: 5, hits: 3 });
     expect(countHits(Buffer.from('no newline at all'), false, false)).toEqual({ bytes: 0, lines: 0, hits: 0 });
+  });
+});
+
+describe('the density sample is large enough not to flip on a line or two', () => {
+  it('a sparse file whose passing lines sit where an 8-window sample looks is still read by workers', async () => {
+    // Lines of one length L, so that offsets are known; one stale-token line in the middle of each of the 8 windows an
+    // 8-window sample reads (its 0.5 MiB then holds 8: 16 per MiB), 8 in ~24 MiB in all (0.33 per MiB).
+    const L = 2_000;
+    const n = Math.floor((24 * 1024 * 1024) / L);
+    const size = n * L;
+    const step8 = (size - SAMPLE_WINDOW_BYTES) / 7;
+    const staleAt = new Set(Array.from({ length: 8 }, (_, w) => Math.floor((Math.floor(w * step8) + SAMPLE_WINDOW_BYTES / 2) / L)));
+    const lines = Array.from({ length: n }, (_, i) => {
+      const text = line(i, staleAt.has(i));
+      return text.slice(0, -2) + 'x'.repeat(L - 1 - text.length) + '"}';
+    });
+    expect(lines.every((t) => t.length === L - 1)).toBe(true);
+    const f = join(dir, 'sparse-on-the-grid.log');
+    writeFileSync(f, `${lines.join('\n')}\n`);
+    const fh = await open(f, 'r');
+    try {
+      const eight = await samplePlainFile(fh, size, 8);
+      expect(eight.hits).toBe(8);
+      expect(hitsPerMiB([{ bytes: size, sample: eight }])).toBeGreaterThan(DENSE_HITS_PER_MIB); // what 8 windows concluded
+    } finally {
+      await fh.close();
+    }
+    let density = Number.NaN;
+    const plan = await planParallelRead([f], { jobs: 2, minBytes: 0, partBytes: 4 * 1024 * 1024, onDensity: (d) => (density = d) });
+    expect(density).toBeLessThanOrEqual(DENSE_HITS_PER_MIB);
+    expect(density).toBeGreaterThan(0);
+    expect(plan?.tasks.length).toBeGreaterThan(1);
+    if (plan) await closePlan(plan);
   });
 });
 
