@@ -40,8 +40,11 @@ if (!Number.isInteger(n) || n < 1 || (heapMiB !== undefined && !(Number.isIntege
 const gc = (globalThis as { gc?: () => void }).gc;
 if (!gc) {
   // Again in a child with --expose-gc (tsx's loader flags are in execArgv): the heap figure needs full collections.
+  // The folder is made and removed here, so a child that runs out of memory leaves nothing behind.
   const flags = ['--expose-gc', ...(heapMiB ? [`--max-old-space-size=${heapMiB}`] : [])];
-  const child = spawnSync(process.execPath, [...process.execArgv, ...flags, ...process.argv.slice(1)], { stdio: 'inherit' });
+  const tmp = mkdtempSync(join(tmpdir(), 'tw-bench-kubeconfig-'));
+  const child = spawnSync(process.execPath, [...process.execArgv, ...flags, ...process.argv.slice(1)], { stdio: 'inherit', env: { ...process.env, TW_BENCH_KUBECONFIG_DIR: tmp } });
+  rmSync(tmp, { recursive: true, force: true });
   if (child.status !== 0) process.stdout.write(`  the run failed: ${child.signal ? `signal ${child.signal}` : `exit code ${child.status}`}\n`);
   process.exit(child.status ?? 1);
 }
@@ -50,7 +53,7 @@ const MiB = 1024 * 1024;
 /** A deterministic filler of `len` base64 characters (certificate data, tokens): size matters here, not content. */
 const filler = (seed: number, len: number): string => Buffer.alloc(Math.ceil((len * 3) / 4), seed % 251).toString('base64').slice(0, len);
 
-const dir = mkdtempSync(join(tmpdir(), 'tw-bench-kubeconfig-'));
+const dir = process.env['TW_BENCH_KUBECONFIG_DIR'] ?? mkdtempSync(join(tmpdir(), 'tw-bench-kubeconfig-'));
 mkdirSync(join(dir, 'certs'));
 const path = join(dir, 'fleet.yaml');
 const clusters: string[] = [];
