@@ -20,12 +20,13 @@
  * resource, API group, namespace). Failures of the optional reads (owner objects, Secrets) keep the state
  * available and set `error: 'cluster state partial: <reason>'`.
  */
-import { readFileSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { delimiter, dirname, join } from 'node:path';
 import { ErrorCode, TokenwatchError } from '../errors.js';
 import {
   ApiException,
   AppsV1Api,
+  findHomeDir,
   BatchV1Api,
   CoreV1Api,
   KubeConfig,
@@ -107,38 +108,75 @@ export interface KubeAccess {
  * (`isAuthProvider(user)`, `applyAuthentication(user, opts)` setting `Authorization: Bearer k8s-aws-v1.…`), which
  * client-node calls on every request. {@link KubeClusterState} only needs the resulting `KubeConfig`.
  *
- * @throws Error when in-cluster config is asked for outside a pod, the kubeconfig cannot be read, or the context
- *   does not exist (message lists the contexts available).
+ * A kubeconfig file — `opts.kubeconfig`, else the default one (each file of `$KUBECONFIG`, merged as client-node's
+ * `loadFromDefault` merges them, else `~/.kube/config`) — goes through `files`, so clusters sharing a file share one
+ * parse of it; without `files` a loader of its own reads it. The `KubeConfig` returned holds the selected context only.
+ * Without a default file, client-node's `loadFromDefault` fallbacks apply (in-cluster, then `http://localhost:8080`).
+ *
+ * @throws TokenwatchError (`KubeConfigInvalid`) when in-cluster config is asked for outside a pod, the kubeconfig
+ *   cannot be read or parsed (message names the file), or the context does not exist (message names the context and
+ *   the file, and lists the contexts available).
  */
-export function kubeConfigFor(opts: KubeAccess = {}, files?: KubeconfigFiles): KubeConfig {
-  if (files && opts.kubeconfig && !opts.inCluster) return files.forContext(opts.kubeconfig, opts.context);
+export function kubeConfigFor(opts: KubeAccess = {}, files: KubeconfigFiles = new KubeconfigFiles()): KubeConfig {
+  if (!opts.inCluster) {
+    const kc = opts.kubeconfig ? files.forContext(opts.kubeconfig, opts.context) : files.forDefault(opts.context);
+    if (kc) return kc;
+  }
   const kc = new KubeConfig();
   if (opts.inCluster) {
     if (!process.env['KUBERNETES_SERVICE_HOST']) {
       throw new TokenwatchError(ErrorCode.KubeConfigInvalid, 'in-cluster Kubernetes config requested but KUBERNETES_SERVICE_HOST is not set (not running in a pod?)');
     }
     kc.loadFromCluster();
-  } else if (opts.kubeconfig) {
-    try {
-      kc.loadFromFile(opts.kubeconfig);
-    } catch (err) {
-      // The first line only: a YAML error goes on with a snippet of the file, which may quote a token.
-      const why = (err instanceof Error ? err.message : String(err)).split('\n')[0]!.trim();
-      throw new TokenwatchError(ErrorCode.KubeConfigInvalid, `cannot load kubeconfig ${opts.kubeconfig}: ${why}`, {
-        cause: err,
-      });
-    }
   } else {
     kc.loadFromDefault();
   }
   if (opts.context) {
-    if (!kc.getContextObject(opts.context)) {
-      const known = kc.getContexts().map((c) => c.name);
-      throw new TokenwatchError(ErrorCode.KubeConfigInvalid, `kubeconfig context "${opts.context}" not found (contexts: ${known.length ? known.join(', ') : 'none'})`);
-    }
+    if (!kc.getContextObject(opts.context)) throw contextNotFound(opts.context, kc, undefined);
     kc.setCurrentContext(opts.context);
   }
   return kc;
+}
+
+/** How many context names an error message lists (a fleet file may hold thousands; the message goes to Slack). */
+const CONTEXTS_LISTED = 10;
+
+function contextNotFound(name: string, kc: KubeConfig, file: string | undefined): TokenwatchError {
+  const known = kc.getContexts().map((c) => c.name);
+  const listed = known.length > CONTEXTS_LISTED ? `${known.slice(0, CONTEXTS_LISTED).join(', ')} and ${known.length - CONTEXTS_LISTED} more` : known.join(', ');
+  return new TokenwatchError(ErrorCode.KubeConfigInvalid, `kubeconfig context "${name}" not found${file ? ` in ${file}` : ''} (contexts: ${listed || 'none'})`);
+}
+
+/**
+ * The files client-node's `loadFromDefault` reads, in its order: each file of `$KUBECONFIG` (split on the path
+ * delimiter, empty entries dropped), else `~/.kube/config` when it exists; undefined when neither applies (client-node
+ * then falls back to in-cluster config or localhost).
+ */
+function defaultKubeconfigPaths(): string[] | undefined {
+  const env = process.env['KUBECONFIG'];
+  if (env) {
+    const paths = env.split(delimiter).filter((p) => p !== '');
+    return paths.length > 0 ? paths : undefined;
+  }
+  const home = findHomeDir();
+  const path = home ? join(home, '.kube', 'config') : undefined;
+  return path && existsSync(path) ? [path] : undefined;
+}
+
+/** What says a file is unchanged: size, modification and change times (ns) and inode (device included). */
+function stampOf(path: string): string | undefined {
+  try {
+    const st = statSync(path, { bigint: true });
+    return `${st.size}:${st.mtimeNs}:${st.ctimeNs}:${st.ino}:${st.dev}`;
+  } catch {
+    return undefined; // not cached: the read below fails with the reason, as client-node's loadFromFile would
+  }
+}
+
+/** One parse of one kubeconfig (or of the files of `$KUBECONFIG`, merged), with the stamps of its files when read. */
+interface Parsed {
+  stamps: string[];
+  kc: KubeConfig | TokenwatchError;
 }
 
 /**
@@ -147,9 +185,13 @@ export function kubeConfigFor(opts: KubeAccess = {}, files?: KubeconfigFiles): K
  * loading the whole file again (with N contexts that was N reads and parses of an O(N) file). Paths in the file
  * (certificate and key files) are made absolute against the file's folder, as client-node's `loadFromFile` does.
  * A file that cannot be read or parsed fails every cluster that names it, with the same message.
+ *
+ * A parse is reused while its file is unchanged: every use stats the file (size, mtime, ctime, inode —
+ * https://nodejs.org/api/fs.html#class-fsstats) and reads it again when any of these changed, so a rotated or edited
+ * kubeconfig is picked up. One parse is kept per path (per `$KUBECONFIG` list); {@link clear} drops them all.
  */
 export class KubeconfigFiles {
-  private readonly parsed = new Map<string, KubeConfig | TokenwatchError>();
+  private readonly parsed = new Map<string, Parsed>();
 
   /** @param read reads a file as UTF-8 text (default `fs.readFileSync`); the seam tests count reads with. */
   constructor(private readonly read: (path: string) => string = (path) => readFileSync(path, 'utf8')) {}
@@ -157,45 +199,75 @@ export class KubeconfigFiles {
   /**
    * A `KubeConfig` holding only `context` of the kubeconfig at `path` (default: the file's `current-context`), as
    * its current context.
-   * @throws TokenwatchError (`KubeConfigInvalid`) when the file cannot be read or parsed, or the context is missing
-   *   (the message lists the contexts available).
+   * @throws TokenwatchError (`KubeConfigInvalid`) when the file cannot be read or parsed (the message names the file),
+   *   or the context is missing (the message names it and the file, and lists the contexts available).
    */
   forContext(path: string, context?: string): KubeConfig {
-    const whole = this.load(path);
-    const name = context ?? whole.getCurrentContext();
-    const ctx = name ? whole.getContextObject(name) : null;
-    if (!ctx) {
-      if (context === undefined && !name) return clone(whole);
-      const known = whole.getContexts().map((c) => c.name);
-      throw new TokenwatchError(ErrorCode.KubeConfigInvalid, `kubeconfig context "${name}" not found (contexts: ${known.length ? known.join(', ') : 'none'})`);
-    }
-    const cluster = whole.getCluster(ctx.cluster);
-    const user = whole.getUser(ctx.user);
-    const kc = new KubeConfig();
-    kc.loadFromOptions(
-      structuredClone({ clusters: cluster ? [cluster] : [], users: user ? [user] : [], contexts: [ctx], currentContext: ctx.name }),
-    );
-    return kc;
+    return select(this.load([path]), context, path);
   }
 
-  private load(path: string): KubeConfig {
-    let kc = this.parsed.get(path);
-    if (kc === undefined) {
+  /**
+   * As {@link forContext}, of the default kubeconfig: each file of `$KUBECONFIG`, merged in order as client-node's
+   * `loadFromDefault` merges them (a later file's `current-context` wins; a name defined twice is an error), else
+   * `~/.kube/config`. Undefined when there is no default file (the caller falls back to client-node's defaults).
+   * @throws TokenwatchError as {@link forContext}.
+   */
+  forDefault(context?: string): KubeConfig | undefined {
+    const paths = defaultKubeconfigPaths();
+    return paths && select(this.load(paths), context, paths.join(delimiter));
+  }
+
+  /** Drops every parse kept (serve does once every cluster is built); a later use reads its file again. */
+  clear(): void {
+    this.parsed.clear();
+  }
+
+  private load(paths: string[]): KubeConfig {
+    const key = paths.join(delimiter);
+    // Stat before reading: a change between the two then leaves a stamp older than the content, read again next time.
+    const stamps = paths.map(stampOf);
+    let entry = this.parsed.get(key);
+    if (!entry || stamps.some((s, i) => s === undefined || s !== entry!.stamps[i])) {
+      entry = { stamps: stamps as string[], kc: this.parse(paths) };
+      if (stamps.every((s) => s !== undefined)) this.parsed.set(key, entry);
+      else this.parsed.delete(key);
+    }
+    if (entry.kc instanceof TokenwatchError) throw entry.kc;
+    return entry.kc;
+  }
+
+  private parse(paths: string[]): KubeConfig | TokenwatchError {
+    let whole: KubeConfig | undefined;
+    for (const path of paths) {
       try {
-        const k = new KubeConfig();
-        k.loadFromString(this.read(path));
-        k.makePathsAbsolute(dirname(path));
-        kc = k;
+        const kc = new KubeConfig();
+        kc.loadFromString(this.read(path));
+        kc.makePathsAbsolute(dirname(path));
+        if (whole) whole.mergeConfig(kc);
+        else whole = kc;
       } catch (err) {
         // The first line only: a YAML error goes on with a snippet of the file, which may quote a token.
         const why = (err instanceof Error ? err.message : String(err)).split('\n')[0]!.trim();
-        kc = new TokenwatchError(ErrorCode.KubeConfigInvalid, `cannot load kubeconfig ${path}: ${why}`, { cause: err });
+        return new TokenwatchError(ErrorCode.KubeConfigInvalid, `cannot load kubeconfig ${path}: ${why}`, { cause: err });
       }
-      this.parsed.set(path, kc);
     }
-    if (kc instanceof TokenwatchError) throw kc;
-    return kc;
+    return whole!;
   }
+}
+
+/** `context` of a parsed kubeconfig (default its current context) with its cluster and user only, copied. */
+function select(whole: KubeConfig, context: string | undefined, file: string): KubeConfig {
+  const name = context ?? whole.getCurrentContext();
+  const ctx = name ? whole.getContextObject(name) : null;
+  if (!ctx) {
+    if (context === undefined && !name) return clone(whole);
+    throw contextNotFound(name, whole, file);
+  }
+  const cluster = whole.getCluster(ctx.cluster);
+  const user = whole.getUser(ctx.user);
+  const kc = new KubeConfig();
+  kc.loadFromOptions(structuredClone({ clusters: cluster ? [cluster] : [], users: user ? [user] : [], contexts: [ctx], currentContext: ctx.name }));
+  return kc;
 }
 
 /** A copy of a whole `KubeConfig` (a file without a current context). */

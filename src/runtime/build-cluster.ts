@@ -93,7 +93,7 @@ export interface BuildClusterDeps {
   fence?: (cluster: string, tx: Store) => Promise<void>;
   /** Slack's state for the cluster in the health model; default: Slack not enabled. */
   slackAccess?: SlackAccessOf;
-  /** Kubeconfig files shared by the fleet, each read and parsed once (default: each cluster loads its file). */
+  /** Kubeconfig files shared by the fleet, each parsed once while unchanged (default: each cluster reads its file itself). */
   kubeconfigFiles?: KubeconfigFiles;
   /** Builds `audit.azure` sources (src/runtime/log-analytics.ts; loads the Log Analytics client on first use). */
   logAnalytics?: LogAnalyticsSources;

@@ -172,12 +172,14 @@ async function buildClusters(p: Parts, fence: (cluster: string, tx: Store) => Pr
   p.undo.push(closeClusters);
   // Replicas: a webhook batch any replica accepts goes to the shared store, where the cluster's owner polls it.
   const webhookBatches = sharding ? new WebhookBatches(store.sql) : undefined;
-  // A fleet's kubeconfig file (often one file of every context) is read and parsed once; each cluster takes its context.
+  // A fleet's kubeconfig file (often one file of every context, or the default kubeconfig) is read and parsed once;
+  // each cluster takes its context. Nothing reads the files after the start: the parses are dropped then.
   const kubeconfigFiles = new KubeconfigFiles();
   const { notify, verify } = pollSteps(p);
   for (const c of config.clusters) {
     clusters.set(c.name, await buildCluster(c, { config, store, logger, metrics, clock, rateLimiter, fleetInsights, cloudwatchClients, gcpLogging, slowPollAfterMs, watchListLimit, startWatchCache, kubeconfigFiles, onBlindChange, notify, verify, ...(sharding ? { fence, webhookBatches } : {}), slackAccess: (cluster, now) => slackAccessOf(p.integrations, cluster, now), ...(logAnalytics && { logAnalytics: logAnalytics.sources }) }));
   }
+  kubeconfigFiles.clear();
   metrics.pollRunningOf = () =>
     [...clusters].map(([name, rt]) => {
       const since = rt.poller.health().runningSince;

@@ -234,7 +234,7 @@ current-context: prod
     await writeFile(file, kubeconfig);
     expect(kubeConfigFor({ kubeconfig: file }).getCurrentCluster()?.server).toBe('https://prod.example:6443');
     expect(kubeConfigFor({ kubeconfig: file, context: 'staging' }).getCurrentCluster()?.server).toBe('https://staging.example:6443');
-    expect(() => kubeConfigFor({ kubeconfig: file, context: 'dev' })).toThrow('kubeconfig context "dev" not found (contexts: prod, staging)');
+    expect(() => kubeConfigFor({ kubeconfig: file, context: 'dev' })).toThrow(`kubeconfig context "dev" not found in ${file} (contexts: prod, staging)`);
   });
 
   it('names the file it cannot load, and refuses in-cluster config outside a pod', () => {
