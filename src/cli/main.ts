@@ -19,10 +19,13 @@ const commands: Register[] = [
   store,
 ];
 
-// A closed pipe (`tokenwatch scan … | head`) is not an error.
+// A closed pipe (`tokenwatch scan … | head`) is not an error. Any other failed write of the output (a full disk, a
+// device that refuses it) is: one line on stderr and exit 2, never a stack trace or the exit code 1 that means "a
+// finding at or above --fail-on" (docs/design/contracts.md "Exit codes").
 process.stdout.on('error', (err: NodeJS.ErrnoException) => {
   if (err.code === 'EPIPE') process.exit(process.exitCode ?? 0);
-  throw err;
+  printError(`cannot write the output to stdout: ${err.code ? `${err.code}: ` : ''}${err.message.replace(/^\w+: /, '')}`);
+  process.exit(2);
 });
 
 try {

@@ -3,7 +3,8 @@
  * and the JSON `warnings`, the table escapes control characters, progress shows for long reads, tails stop
  * when the read fails.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { closeSync, existsSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
@@ -15,7 +16,8 @@ import { escapeControl } from '../../src/cli/escape.js';
 import { PROGRESS_AFTER_MS, shouldShowProgress, startProgress } from '../../src/cli/progress.js';
 import { latestEventTimeOfFiles } from '../../src/scan/latest-event.js';
 import { runScan } from '../../src/scan/run.js';
-import { runCli } from './run-cli.js';
+import { cliMain } from '../support/build.js';
+import { ROOT, runCli } from './run-cli.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tw-scan-hostile-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -141,5 +143,26 @@ describe('a failed read stops the reference-time tail reads', () => {
     const f = join(dir, 'corrupt.gz');
     writeFileSync(f, Buffer.concat([good.subarray(0, good.length - 40), Buffer.alloc(40, 0x55)]));
     await expect(runScan({ files: [f], cluster: 'c', maxTokenAge: { mode: 'eks' } })).rejects.toThrow(/corrupt or truncated gzip/);
+  });
+});
+
+describe('output that cannot be written', () => {
+  it('a full disk on stdout (/dev/full): one line on stderr and exit 2, not a stack trace or the findings exit 1', async () => {
+    if (!existsSync('/dev/full')) return; // Linux only
+    const full = openSync('/dev/full', 'w');
+    try {
+      const run = await new Promise<{ code: number | null; stderr: string }>((resolve, reject) => {
+        const child = spawn(process.execPath, [cliMain(), 'scan', 'examples/audit/kube-apiserver-audit.log', 'examples/audit/kube-apiserver-audit-2026-11-19T06-00-00.000.log.gz', '--fail-on', 'critical'], { cwd: ROOT, stdio: ['ignore', full, 'pipe'] });
+        const err: Buffer[] = [];
+        child.stderr?.on('data', (b: Buffer) => err.push(b));
+        child.on('error', reject);
+        child.on('close', (code) => resolve({ code, stderr: Buffer.concat(err).toString('utf8') }));
+      });
+      expect(run.code).toBe(2);
+      expect(run.stderr).toMatch(/^tokenwatch: cannot write the output to stdout: ENOSPC: no space left on device/m);
+      expect(run.stderr).not.toMatch(/\n\s+at /); // no stack trace
+    } finally {
+      closeSync(full);
+    }
   });
 });
