@@ -42,7 +42,7 @@ export function banner(o: { url: string; speed: number; pollEverySeconds: number
     ...(o.slack
       ? [
           'Try:',
-          '  1. Open the page: the Multus alert (🔴 Critical · prod-eks · kube-system/multus) is in #ops-prod-eks.',
+          '  1. Open the page: it opens in #net-alerts at the Multus alert (🔴 Critical · prod-eks · kube-system/multus).',
           '  2. Type  /tokens status prod-eks  in the message box.',
           '  3. As Riya (requester), click "Restart DaemonSet kube-multus-ds" and confirm.',
           '  4. Switch to Ahmed (approver) and click Approve in the thread, then to Mei (approver): kube-system is',
