@@ -180,6 +180,8 @@ describe('README sh blocks', () => {
       ran.push(name);
       expect(run.code, run.stderr).toBe(0);
       expect(run.stdout.trim(), 'the block prints something').not.toBe('');
+      // A value the block's comment promises is never printed as jq's `null` (e.g. a finding without a rejection date).
+      expect(run.stdout, 'no line ends in null').not.toMatch(/\bnull$/m);
       if (block.text.trim() === 'npm run demo') {
         // The demo script is a scan of the bundled examples; its output is docs/scan.md's "Sample output".
         expect(scripts.demo).toContain('examples/audit/*');
