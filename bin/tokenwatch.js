@@ -15,7 +15,7 @@ import { enginesNode, nodeVersionProblem } from './check-node.js';
 {
   const problem = nodeVersionProblem(enginesNode(), process.versions.node, process.execPath);
   if (problem && process.argv[2] === 'scan') {
-    process.stderr.write(`warning: ${problem}\n`);
+    process.stderr.write(`tokenwatch: warning: ${problem}\n`);
   } else if (problem) {
     process.stderr.write(`${problem}\n`);
     process.exit(2);

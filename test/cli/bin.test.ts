@@ -49,7 +49,7 @@ describe('bin/tokenwatch.js on a Node older than package.json engines', () => {
       const scan = runWith(['scan', '--audit-log', 'x']);
       expect(scan.status).toBe(0);
       expect(scan.stdout).toBe('built\n');
-      expect(scan.stderr).toBe(`warning: ${line}`);
+      expect(scan.stderr).toBe(`tokenwatch: warning: ${line}`); // as every other warning of the CLI
       // The same minor rule: this major with a later minor is older too; this exact version is not.
       const [, minor] = process.versions.node.split('.').map(Number);
       writeFileSync(join(root, 'package.json'), JSON.stringify({ type: 'module', engines: { node: `>=${major}.${minor! + 1}` } }));
