@@ -510,6 +510,18 @@ async function restoreSlack(slack: FakeSlack, clock: StrictClock, path: string, 
   } catch {
     return;
   }
+  // A direct-message channel (`D…`) exists in a fresh fake Slack only once the bot opens it, as in Slack
+  // (`conversations.open`): reopened here before its messages are posted again.
+  for (const c of saved.channels ?? []) {
+    if (!/^D[A-Z0-9]+$/.test(c.id) || c.messages.length === 0) continue;
+    const res = await fetch(`${slack.apiUrl}conversations.open`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${SANDBOX_BOT_TOKEN}`, 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ users: `U${c.id.slice(1)}` }).toString(),
+    });
+    const body = (await res.json()) as { ok?: boolean; channel?: { id?: string }; error?: string };
+    if (!body.ok || body.channel?.id !== c.id) logger.warn({ error: body.error, channel: c.id }, 'sandbox: a saved direct-message channel could not be reopened');
+  }
   const all = (saved.channels ?? []).flatMap((c) => c.messages.flatMap((m) => [m, ...(m.replies ?? [])]));
   all.sort((a, b) => tsToMs(a.ts) - tsToMs(b.ts) || a.ts.localeCompare(b.ts));
   let mismatches = 0;

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadBundle } from '../../src/sandbox/replay.js';
-import { SANDBOX_CHANNEL, SANDBOX_NET_CHANNEL, SANDBOX_PLATFORM_CHANNEL, startSandbox, staticTokenSubjects, type SandboxHandle } from '../../src/sandbox/sandbox.js';
+import { SANDBOX_BOT_TOKEN, SANDBOX_CHANNEL, SANDBOX_NET_CHANNEL, SANDBOX_PLATFORM_CHANNEL, startSandbox, staticTokenSubjects, type SandboxHandle } from '../../src/sandbox/sandbox.js';
 
 const dataDir = mkdtempSync(join(tmpdir(), 'tokenwatch-sandbox-'));
 afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
@@ -63,6 +63,7 @@ const ALL_CHANNELS = [SANDBOX_NET_CHANNEL, SANDBOX_PLATFORM_CHANNEL, SANDBOX_CHA
 
 describe('tokenwatch sandbox', () => {
   let first: { tsByText: Map<string, string>; messages: number } | undefined;
+  let dmSent: { channel: string; ts: string } | undefined;
 
   it('derives the static-token-file subjects from the cause catalog', () => {
     expect([...staticTokenSubjects()]).toContain('kube-system/multus');
@@ -146,6 +147,14 @@ describe('tokenwatch sandbox', () => {
       expect(await statusWithHost(sb, 'api/state?user=U0REQUEST', `[::1]:${port}`)).toBe(200);
       expect((await post(sb, 'api/command', { user: 'U9NOBODY', text: '/tokens help' })).status).toBe(400);
 
+      // A direct message from the bot (as a requester gets about a restart request), to be restored by the next run.
+      const bot = { authorization: `Bearer ${SANDBOX_BOT_TOKEN}`, 'content-type': 'application/x-www-form-urlencoded' };
+      const dm = (await (await fetch(`${sb.slack.apiUrl}conversations.open`, { method: 'POST', headers: bot, body: 'users=U0REQUEST' })).json()) as { channel: { id: string } };
+      const sent = (await (await fetch(`${sb.slack.apiUrl}chat.postMessage`, { method: 'POST', headers: bot, body: new URLSearchParams({ channel: dm.channel.id, text: 'your restart request' }).toString() })).json()) as { ok: boolean; ts: string };
+      expect(sent.ok).toBe(true);
+      dmSent = { channel: dm.channel.id, ts: sent.ts };
+      await waitFor('the direct message saved', () => existsSync(join(dataDir, 'slack.json')) && readFileSync(join(dataDir, 'slack.json'), 'utf8').includes('your restart request'), 10_000);
+
       first = { tsByText: new Map(alerts.map((m) => [m.text.split(' — ')[0]!, m.ts])), messages: alerts.length };
     } finally {
       await sb.stop();
@@ -160,13 +169,16 @@ describe('tokenwatch sandbox', () => {
       const restored = ALL_CHANNELS.flatMap((c) => sb.slack.messages(c.id));
       expect(restored).toHaveLength(first!.messages);
       for (const m of restored) expect(first!.tsByText.get(m.text.split(' — ')[0]!)).toBe(m.ts);
+      // The bot's direct message too, in its reopened channel, under its ts.
+      expect(sb.slack.messages(dmSent!.channel).map((m) => [m.text, m.ts])).toEqual([['your restart request', dmSent!.ts]]);
       // The Details reply was restored in its thread.
       expect(sb.slack.thread(SANDBOX_NET_CHANNEL.id, restored[0]!.ts).length).toBeGreaterThanOrEqual(1);
       // Let a few polls run: updates, no new alerts, no failed updates.
       await waitFor('an alert updated in place', () => sb.slack.callsTo('chat.update').length > 0, 10_000);
       await new Promise((r) => setTimeout(r, 2500));
       expect(ALL_CHANNELS.flatMap((c) => sb.slack.messages(c.id))).toHaveLength(first!.messages);
-      const postsAfterRestore = sb.slack.callsTo('chat.postMessage').filter((c) => !c.args.thread_ts && c.at > Math.max(...restored.map((m) => m.postedAt)));
+      const restoredAt = Math.max(...[...restored, ...sb.slack.messages(dmSent!.channel)].map((m) => m.postedAt)); // the restore's own posts
+      const postsAfterRestore = sb.slack.callsTo('chat.postMessage').filter((c) => !c.args.thread_ts && c.at > restoredAt);
       expect(postsAfterRestore).toEqual([]);
       expect(sb.slack.callsTo('chat.update').filter((c) => c.response.ok !== true)).toEqual([]);
     } finally {
