@@ -72,7 +72,7 @@ function scanDoc(files: string[], parallel: boolean) {
     cluster: 'c',
     maxTokenAge: { mode: 'eks' },
     ...(parallel ? { jobs: 2, parallelPlan: { minBytes: 0, partBytes: 4096, maxHitsPerMiB: Number.POSITIVE_INFINITY } } : {}),
-  }).then((r) => jsonDocument(r, 'c') as { findings: unknown[]; stats: Record<string, unknown>; warnings: unknown[] });
+  }).then((r) => jsonDocument(r, 'c') as { findings: unknown[]; stats: Record<string, unknown>; warnings: unknown[]; readiness: { coverage: object }; now: unknown });
 }
 
 describe('a first line that is not a whole record, before audit JSON lines', () => {
@@ -105,6 +105,10 @@ describe('a first line that is not a whole record, before audit JSON lines', () 
           expect(doc.stats).toEqual({ ...expected.stats, lines: STALE + PLAIN + 1, malformed: 1 });
           expect(doc.findings).toEqual(expected.findings);
           expect(doc.warnings).toEqual([]);
+          // The reference time and the audit window are those of the whole lines; coverage counts lines read, the bad
+          // one too (`stats.lines`, docs/scan.md "Is it safe to turn token extension off?").
+          expect(doc.now).toEqual(expected.now);
+          expect(doc.readiness).toEqual({ ...expected.readiness, coverage: { ...expected.readiness.coverage, events: STALE + PLAIN + 1 } });
         });
       }
     }
