@@ -34,7 +34,7 @@ function hasMarker(text: string, markers: readonly string[]): boolean {
 }
 
 /** The first line of a JSON-lines head starting at `i`: parsed, too long for the head, or not one JSON value. */
-type FirstLine = { kind: 'value'; value: unknown } | { kind: 'long' } | { kind: 'unfinished' } | { kind: 'bad' };
+type FirstLine = { kind: 'value'; value: unknown } | { kind: 'long' } | { kind: 'unfinished'; cut: boolean } | { kind: 'bad' };
 
 function firstLine(text: string, i: number, complete: boolean): FirstLine {
   const nl = text.indexOf('\n', i);
@@ -43,8 +43,9 @@ function firstLine(text: string, i: number, complete: boolean): FirstLine {
   try {
     return { kind: 'value', value: JSON.parse(line) };
   } catch {
-    if (!line.endsWith('}')) return { kind: 'unfinished' };
-    return startsWithWholeObject(line) ? { kind: 'unfinished' } : { kind: 'bad' };
+    // `cut`: a whole line that may be a record cut short rather than the opening of a multi-line document.
+    if (!line.endsWith('}')) return { kind: 'unfinished', cut: nl !== -1 && line !== '{' };
+    return startsWithWholeObject(line) ? { kind: 'unfinished', cut: false } : { kind: 'bad' };
   }
 }
 
@@ -86,6 +87,56 @@ function laterLines(text: string, i: number): 'audit-jsonl' | 'wrapped-jsonl' | 
     if (unwrapAuditEvents(value)) return 'wrapped-jsonl';
   }
   return undefined;
+}
+
+/**
+ * The format of a JSON-lines head whose first line (at `i`) is not a whole record — cut at either end (`tail -c`, a
+ * `copytruncate` rotation or a partial write before more lines were appended) or junk — when the lines after it are:
+ * `audit-jsonl` when each of the next few complete, non-blank lines (up to {@link MORE_LINES}) is an audit event,
+ * `wrapped-jsonl` when each is an audit event or a wrapper shape (`shapes.ts`) and one is a wrapper, otherwise
+ * `undefined`. Strict (every line must be a record) so that a pretty-printed or JSON-array document, whose inner
+ * lines do not parse alone, keeps its own detection. The scanner counts the first line in `stats.malformed`.
+ */
+function afterCutFirstLine(text: string, i: number, complete: boolean): 'audit-jsonl' | 'wrapped-jsonl' | undefined {
+  let from = text.indexOf('\n', i);
+  if (from === -1) return undefined;
+  let events = 0;
+  let wrapped = 0;
+  for (let k = 0; k < MORE_LINES && from < text.length; k++) {
+    let nl = text.indexOf('\n', from + 1);
+    if (nl === -1) {
+      if (!complete) break; // the head ends inside this line
+      nl = text.length;
+    }
+    const line = text.slice(from + 1, nl).trim();
+    from = nl;
+    if (line === '') {
+      k--;
+      continue;
+    }
+    let value: unknown;
+    try {
+      value = JSON.parse(line);
+    } catch {
+      return undefined;
+    }
+    if (isAuditEvent(value)) events++;
+    else if (unwrapAuditEvents(value)) wrapped++;
+    else return undefined;
+  }
+  if (wrapped > 0) return 'wrapped-jsonl';
+  return events > 0 ? 'audit-jsonl' : undefined;
+}
+
+/** Does the line at `i` (up to its newline) parse as JSON on its own? */
+function lineParses(text: string, i: number): boolean {
+  const nl = text.indexOf('\n', i);
+  try {
+    JSON.parse(text.slice(i, nl === -1 ? text.length : nl));
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 function skipWs(text: string, i: number): number {
@@ -132,6 +183,11 @@ export const KNOWN_FORMATS_TEXT =
  * - `wrapped-jsonl`: a first line that is one JSON object of a wrapper shape (`shapes.ts`: EventList, GKE LogEntry,
  *   AKS record, Event Hubs records, Log Analytics row, Loki line), or longer than the head and starting as an
  *   EventList or `{"records":`;
+ * - `audit-jsonl` / `wrapped-jsonl` also for a first line that is not a whole record — the tail of one (`tail -c`,
+ *   a `copytruncate` rotation mid-line), the head of one (a partial write, then whole lines appended) or junk —
+ *   when each of the next few complete lines is an audit event (or a wrapper record); the scanner counts that first
+ *   line in `stats.malformed`. A first line that opens a document (a lone `{` or `[`, an EventList's
+ *   `…"items":[`, concatenated objects) keeps the rules for documents, since its inner lines are not all records;
  * - `json-documents` (objects): an object that goes on past its first line (pretty-printed, `jq .`; several
  *   documents concatenated) with audit-event or wrapper markers in the head;
  * - `aws-logs-tail`: like `cw-s3-export`, but `<timestamp> <log stream> <event JSON>` (`aws logs tail`);
@@ -162,6 +218,13 @@ export function detectFormat(head: Buffer, complete = head.length < DETECT_HEAD_
   const c = text[i];
   if (c === '[') {
     const j = skipWs(text, i + 1);
+    // A cut first line that happens to start with `[` (e.g. `tail -c` landing in an event's array), before lines of
+    // audit JSON: the lines after it decide. A lone `[` opens a JSON array and is left to the rules below.
+    const nl = text.indexOf('\n', i);
+    if (nl !== -1 && text.slice(i, nl).trim() !== '[' && !lineParses(text, i)) {
+      const after = afterCutFirstLine(text, i, complete);
+      if (after) return after;
+    }
     if (j >= text.length || text[j] === ']') return 'insights-json';
     // `get-query-results --query results`: just the rows, each an array of {field, value}.
     if (text[j] === '[' && /^\[\s*\{\s*"(?:field|value)"\s*:/.test(text.slice(j, j + 256))) return 'insights-query-rows';
@@ -193,10 +256,13 @@ export function detectFormat(head: Buffer, complete = head.length < DETECT_HEAD_
       return audit ? 'audit-jsonl' : undefined;
     }
     if (first.kind === 'unfinished') {
+      // A record cut short (a partial write, then whole lines appended) before lines of audit JSON: they decide.
+      const after = first.cut ? afterCutFirstLine(text, i, complete) : undefined;
+      if (after) return after;
       // An object that goes on past its first line: pretty-printed (`jq .`) or concatenated documents.
       return audit || hasMarker(text, WRAPPER_MARKERS) ? 'json-documents' : undefined;
     }
-    return audit ? 'audit-jsonl' : undefined;
+    return afterCutFirstLine(text, i, complete) ?? (audit ? 'audit-jsonl' : undefined);
   }
   const nl = text.indexOf('\n', i);
   const header = text.slice(i, nl === -1 ? text.length : nl);
@@ -207,7 +273,9 @@ export function detectFormat(head: Buffer, complete = head.length < DETECT_HEAD_
   }
   if (header.includes('@timestamp') && header.includes('@message')) return 'insights-csv';
   if (GUIDE_QUERY_FIELDS.every((f) => header.includes(f))) return 'insights-csv';
-  return undefined;
+  // A first line that is not a whole record (the tail of one cut by `tail -c` or a `copytruncate` rotation, or junk)
+  // before lines of audit JSON: the lines after it decide.
+  return afterCutFirstLine(text, i, complete);
 }
 
 /** Number of leading NUL bytes in `b` (the hole `logrotate copytruncate` leaves at the start of a file). */
