@@ -195,8 +195,13 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
   const tailFiles = plan ? opts.files.filter((f) => !plan.workerTailFiles.has(f)) : opts.files;
   // Tails and heads are read also when `now` is given: they bound the audit window of the readiness verdict.
   const { edgeSkewed, onSkewed } = edgeSkewCollector();
-  const tails = latestEventTimeOfFiles(tailFiles, abort.signal, onSkewed);
-  const heads = earliestEventTimeOfFiles(opts.files, onSkewed);
+  // Event times per hour (memory: one entry per distinct hour), judged by the clock-skew rule after the read: every
+  // token use, and every other event of each file's first and last lines (docs/clock-skew.md), so that the bulk of
+  // the input is its events, not only its token uses.
+  const density = new EventTimeDensity();
+  const edgeTime = (t: number): void => density.add(t);
+  const tails = latestEventTimeOfFiles(tailFiles, abort.signal, onSkewed, edgeTime);
+  const heads = earliestEventTimeOfFiles(opts.files, onSkewed, edgeTime);
   const notices: ReadNotice[] = [];
   const readOpts: ReadOptions = {
     onNotice: (n) => {
@@ -207,7 +212,7 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
     ...(opts.maxDecompressedBytes !== undefined ? { maxDecompressedBytes: opts.maxDecompressedBytes } : {}),
     ...(opts.maxLineBytes !== undefined ? { maxLineBytes: opts.maxLineBytes } : {}),
   };
-  let workerTails: (() => Promise<number | undefined>) | undefined;
+  let workerTails: ((edge: (time: number) => void) => Promise<number | undefined>) | undefined;
   let uses: AsyncIterable<TokenUse>;
   if (plan) {
     const { readParallel } = await import('./parallel.js');
@@ -221,8 +226,6 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
   const findingsModule = import('../pipeline/derive.js');
   findingsModule.catch(() => undefined); // awaited below
   const clock = opts.clock ?? Date.now;
-  // Token-use times per hour (memory: one entry per distinct hour), judged by the clock-skew rule after the read.
-  const density = new EventTimeDensity();
   const useDensity = new EventTimeDensity(); // token uses only: do any of them need leaving out?
   try {
     for await (const use of uses) {
@@ -235,13 +238,14 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
     await tails; // never rejects; returns promptly once aborted
     throw err;
   }
-  const tailTimes = [await tails, await workerTails?.()];
+  const tailTimes = [await tails, await workerTails?.(edgeTime)];
   const tailLatest = tailTimes.reduce<number | undefined>(
     (a, t) => (t !== undefined && (a === undefined || t > a) ? t : a),
     undefined,
   );
   const headEarliest = await heads;
-  // A file's first and last event times bound the window but count for no event (they may be token uses already).
+  // The latest and earliest of them bound the window but count for no further event (already counted, or lines the
+  // prefilter passes that are no token use).
   if (tailLatest !== undefined) density.add(tailLatest, 0);
   if (headEarliest !== undefined) density.add(headEarliest, 0);
   const judged = judgeEventTimes(density, clock());
