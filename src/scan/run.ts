@@ -15,7 +15,8 @@ import { readinessVerdict, type Readiness } from '../findings/readiness.js';
 import type { ClusterEvent } from '../findings/cluster-events.js';
 import type { ProbeReport } from '../probe/host.js';
 import type { DeriveInput } from '../pipeline/derive.js';
-import { earliestEventTimeOfFiles, latestEventTimeOfFiles } from './latest-event.js';
+import { TAIL_BYTES, earliestEventTimeInHead, earliestEventTimeOfFiles, edgeCountFrom, latestEventTimeInTail, latestEventTimeOfFiles } from './latest-event.js';
+import type { StreamEdges } from '../sources/stream-edges.js';
 import type { PlanOptions } from './parallel.js';
 import { EventTimeDensity, MAX_SKEWED_SHARE, SKEW_GAP_MS, inconsistentTimesText, judgeEventTimes, type IgnoredEventTime } from '../findings/clock-skew.js';
 import { STDIN } from '../sources/reader.js';
@@ -203,7 +204,10 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
   const tails = latestEventTimeOfFiles(tailFiles, abort.signal, onSkewed, edgeTime);
   const heads = earliestEventTimeOfFiles(opts.files, onSkewed, edgeTime);
   const notices: ReadNotice[] = [];
+  // Standard input and pipes cannot be read twice: the reader keeps their first and last lines as it reads them.
+  const streamEdges: StreamEdges[] = [];
   const readOpts: ReadOptions = {
+    streamEdges: { bytes: TAIL_BYTES, onEdges: (e) => streamEdges.push(e) },
     onNotice: (n) => {
       notices.push(n);
       opts.onNotice?.(n);
@@ -239,11 +243,17 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
     throw err;
   }
   const tailTimes = [await tails, await workerTails?.(edgeTime)];
+  const headTimes = [await heads];
+  for (const e of streamEdges) {
+    const skewed = (t: number): void => onSkewed(t, e.file === STDIN ? 'standard input' : e.file);
+    headTimes.push(earliestEventTimeInHead(e.head, e.partialLast, skewed, undefined, edgeTime));
+    tailTimes.push(latestEventTimeInTail(e.tail, e.partialFirst, undefined, skewed, { from: edgeCountFrom(e.total, e.tail.length), sink: edgeTime }));
+  }
   const tailLatest = tailTimes.reduce<number | undefined>(
     (a, t) => (t !== undefined && (a === undefined || t > a) ? t : a),
     undefined,
   );
-  const headEarliest = await heads;
+  const headEarliest = headTimes.reduce<number | undefined>((a, t) => (t !== undefined && (a === undefined || t < a) ? t : a), undefined);
   // The latest and earliest of them bound the window but count for no further event (already counted, or lines the
   // prefilter passes that are no token use).
   if (tailLatest !== undefined) density.add(tailLatest, 0);
