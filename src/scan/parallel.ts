@@ -474,9 +474,8 @@ export interface ParallelRead {
    * After `uses` is exhausted: the latest event time in the tails of {@link ParallelPlan.workerTailFiles}
    * (as `latestEventTimeOfFiles` would give for them), epoch ms UTC; undefined when none has one.
    * Files whose tail no worker computed (not audit JSON lines) are read by `latestEventTimeOfFile` here.
-   * `edge` receives the event times of those tails' lines as `latestEventTimeOfFiles` gives them to its own.
    */
-  tailLatest: (edge?: (time: number) => void) => Promise<number | undefined>;
+  tailLatest: () => Promise<number | undefined>;
 }
 
 type Done = Extract<WorkerReply, { type: 'done' }>;
@@ -501,20 +500,17 @@ function deferred<T>(): { promise: Promise<T>; resolve: (v: T) => void; reject: 
  */
 export function readParallel(plan: ParallelPlan, stats: ReadStats, opts: ParallelReadOptions = {}): ParallelRead {
   const tails: (number | undefined)[] = [];
-  const tailTimes: number[][] = [];
   const lateTails: string[] = [];
-  const uses = mergeResults(plan, stats, opts, (file, tail, times) => {
+  const uses = mergeResults(plan, stats, opts, (file, tail) => {
     if (tail === undefined) lateTails.push(file);
     else if (tail !== null) tails.push(tail);
-    if (times) tailTimes.push(times);
   });
   return {
     uses,
-    async tailLatest(edge) {
-      if (edge) for (const times of tailTimes) for (const t of times) edge(t);
+    async tailLatest() {
       if (lateTails.length > 0) {
         const { latestEventTimeOfFiles } = await import('./latest-event.js');
-        tails.push(await latestEventTimeOfFiles(lateTails, undefined, undefined, edge));
+        tails.push(await latestEventTimeOfFiles(lateTails));
       }
       let latest: number | undefined;
       for (const t of tails) if (t !== undefined && (latest === undefined || t > latest)) latest = t;
@@ -527,7 +523,7 @@ async function* mergeResults(
   plan: ParallelPlan,
   stats: ReadStats,
   opts: ParallelReadOptions,
-  onTail: (file: string, tail: number | null | undefined, times?: number[]) => void,
+  onTail: (file: string, tail: number | null | undefined) => void,
 ): AsyncGenerator<TokenUse> {
   const runner = opts.runner ?? workerPool(plan.workers);
   // Each task's result, dropped once merged (a merged task keeps nothing alive).
@@ -598,7 +594,7 @@ async function* mergeResults(
       if (task.kind !== 'range') {
         stats.files += s.files;
         stats.duplicates += s.duplicates; // within the file, counted by the serial reader (`file` tasks)
-        onTail(task.file, task.kind === 'gzip' ? done.tailLatest : null, task.kind === 'gzip' ? done.tailTimes : undefined);
+        onTail(task.file, task.kind === 'gzip' ? done.tailLatest : null);
       }
       stats.lines += s.lines;
       stats.events += s.events;
