@@ -27,6 +27,11 @@ process.stdout.on('error', (err: NodeJS.ErrnoException) => {
   printError(`cannot write the output to stdout: ${err.code ? `${err.code}: ` : ''}${err.message.replace(/^\w+: /, '')}`);
   process.exit(2);
 });
+// stderr that cannot be written (`2>/dev/full`): nothing can be said, but the exit code must not read as "a finding
+// at or above --fail-on" (1): 2, as for any other error; a closed pipe keeps the code the command set.
+process.stderr.on('error', (err: NodeJS.ErrnoException) => {
+  process.exit(err.code === 'EPIPE' ? (process.exitCode ?? 0) : 2);
+});
 
 try {
   process.exitCode = await runCli(process.argv, commands);

@@ -165,4 +165,19 @@ describe('output that cannot be written', () => {
       closeSync(full);
     }
   });
+
+  it('a full disk on stderr: exit 2 for an unreadable input, never the findings exit 1', async () => {
+    if (!existsSync('/dev/full')) return; // Linux only
+    const full = openSync('/dev/full', 'w');
+    try {
+      const code = await new Promise<number | null>((resolve, reject) => {
+        const child = spawn(process.execPath, [cliMain(), 'scan', 'examples/audit/no-such-file.log'], { cwd: ROOT, stdio: ['ignore', 'ignore', full] });
+        child.on('error', reject);
+        child.on('close', resolve);
+      });
+      expect(code).toBe(2);
+    } finally {
+      closeSync(full);
+    }
+  });
 });
