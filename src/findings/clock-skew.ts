@@ -3,7 +3,8 @@
  * runs days ahead or behind, kubernetes/kubernetes#124022) or a forged timestamp from setting the reference time,
  * stretching the readiness window, or making phantom tokens and rejection dates (`warnAfter = eventTime − seconds`).
  *
- * The rule (docs/clock-skew.md), on the input's token-use times plus the first and last event time of each file:
+ * The rule (docs/clock-skew.md), on the input's token-use times plus the times of the other events of each file's first
+ * and last lines (`src/scan/latest-event.ts` `EdgeTimeSink`):
  * 1. **Host clock**: a time later than the scanning host's clock plus {@link HOST_CLOCK_MARGIN_MS} (24 h) is inconsistent.
  * 2. **Density**: the remaining times are put in one-hour buckets and split into groups wherever two consecutive
  *    non-empty buckets lie more than {@link SKEW_GAP_MS} (24 h) apart. The group holding the most times is the bulk of
@@ -36,7 +37,7 @@ export interface IgnoredEventTime {
   reason: string;
   /** Additive: the latest time of the range, ISO-8601 UTC, when the entry stands for several times. */
   until?: string;
-  /** Additive: how many token uses (or file head/tail times) the entry stands for. */
+  /** Additive: how many event times (token uses, events of a file's first or last lines) the entry stands for. */
   count?: number;
   /** Additive: the input file(s) that hold them, when known. */
   source?: string;
@@ -53,9 +54,9 @@ export class EventTimeDensity {
   private readonly buckets = new Map<number, Bucket>();
 
   /**
-   * Adds `n` times at `t` (epoch ms). `n` = 0 adds a time that counts for no event (a file's first or last event
-   * time, already counted as a token use or not one): it extends its hour's range, and a group of such times alone is
-   * judged with no weight.
+   * Adds `n` times at `t` (epoch ms). `n` = 0 adds a time that counts for no further event (a file's first or last
+   * event time, already counted or a line the prefilter passes that is no token use): it extends its hour's range, and
+   * a group of such times alone is judged with no weight.
    */
   add(t: number, n = 1): void {
     const h = Math.floor(t / HOUR_MS);

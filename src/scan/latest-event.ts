@@ -17,12 +17,30 @@ import { isGzip } from '../audit/formats.js';
 import { createInflater, releaseInflated } from '../sources/inflated.js';
 import { eventTimeMs, isAuditEvent, parseRfc3339Ms } from '../audit/token-use.js';
 import { EventTimeDensity, HOST_CLOCK_MARGIN_MS, SKEW_GAP_MS, judgeEventTimes } from '../findings/clock-skew.js';
+import { mayHoldTokenUse } from '../audit/records.js';
 
 /**
  * Receives an event time (epoch ms UTC) of a file's first or last lines that the clock-skew rule
  * (`src/findings/clock-skew.ts`, applied to those lines' times) left out, with the file when known.
  */
 export type SkewedTimeSink = (time: number, file?: string) => void;
+
+/**
+ * Receives the event time (epoch ms UTC) of one line among a file's first or last {@link TAIL_BYTES} that the
+ * clock-skew rule kept, for the density the rule then judges over the whole input (docs/clock-skew.md): every audit
+ * event there, once per file (a line in both the first and the last bytes of a small file is given by the head only),
+ * except lines that may hold a token use (the prefilter's `mayHoldTokenUse`), which the reader counts as token uses.
+ */
+export type EdgeTimeSink = (time: number) => void;
+
+/**
+ * Where the lines of a file's last bytes that its first {@link TAIL_BYTES} do not already hold begin: a byte offset into
+ * the tail (of `tailLength` bytes, the end of `total` bytes, uncompressed for gzip) from which a line whose `\n` (or the
+ * file's end) lies at or after it is not in the head; `Infinity` when the head holds the whole file. Pure.
+ */
+export function edgeCountFrom(total: number, tailLength: number): number {
+  return total <= TAIL_BYTES ? Number.POSITIVE_INFINITY : TAIL_BYTES - (total - tailLength);
+}
 
 /** The clock-skew rule applied to the times of one file's first or last lines: which of them to leave out. */
 function judgeLines(times: Iterable<number>, ceiling: number): (t: number) => boolean {
@@ -65,8 +83,18 @@ export const TAIL_BYTES = 256 * 1024;
  *
  * Times the clock-skew rule (`src/findings/clock-skew.ts`) leaves out among the tail's own line times (a group of
  * events stamped days after the rest of the tail: a node with a wrong clock) are not taken; `skewed` receives them.
+ *
+ * With `edges`, every complete line's event time that is kept and that the head does not hold (the lines whose `\n`
+ * lies at or after `edges.from`, see {@link edgeCountFrom}) goes to `edges.sink` (see {@link EdgeTimeSink}): those
+ * lines are all parsed.
  */
-export function latestEventTimeInTail(tail: Buffer, partialFirst: boolean, ceiling: number = Date.now() + PLAUSIBLE_CLOCK_SKEW_MS, skewed?: SkewedTimeSink): number | undefined {
+export function latestEventTimeInTail(
+  tail: Buffer,
+  partialFirst: boolean,
+  ceiling: number = Date.now() + PLAUSIBLE_CLOCK_SKEW_MS,
+  skewed?: SkewedTimeSink,
+  edges?: { from: number; sink: EdgeTimeSink },
+): number | undefined {
   const text = tail.toString('utf8');
   const lines = text.split('\n');
   const bounds = eventTimeUpperBounds(text, lines);
@@ -88,7 +116,36 @@ export function latestEventTimeInTail(tail: Buffer, partialFirst: boolean, ceili
     const t = eventTimeMs(value);
     if (t !== undefined && t <= ceiling && !inconsistent(t) && (latest === undefined || t > latest)) latest = t;
   }
+  if (edges && edges.from <= tail.length) {
+    // The first line counted is the one holding byte `from` (its `\n` is at or after it): the lines before it are in the head.
+    let first = 0;
+    if (edges.from > 0) {
+      const start = tail.lastIndexOf(0x0a, edges.from - 1) + 1;
+      for (let at = tail.indexOf(0x0a); at !== -1 && at < start; at = tail.indexOf(0x0a, at + 1)) first++;
+    }
+    for (let i = Math.max(first, partialFirst ? 1 : 0); i < lines.length; i++) {
+      const t = lineEventTime(lines[i]!);
+      if (t !== undefined && t <= ceiling && !inconsistent(t)) edges.sink(t);
+    }
+  }
   return latest;
+}
+
+/**
+ * The event time of one line of audit JSON (or `<timestamp> {…}`), epoch ms UTC; undefined when it is not an audit
+ * event, or when it may hold a token use (the prefilter passes it: the reader counts it as one, see {@link EdgeTimeSink}).
+ */
+function lineEventTime(raw: string): number | undefined {
+  let line = raw.trim();
+  if (line && line[0] !== '{') line = S3_PREFIX_RE.exec(line)?.[1] ?? '';
+  if (line[0] !== '{' || mayHoldTokenUse(line)) return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(line);
+  } catch {
+    return undefined;
+  }
+  return isAuditEvent(value) ? eventTimeMs(value) : undefined;
 }
 
 /**
@@ -177,13 +234,13 @@ function digitsAt(s: string, at: number, len: number): number {
   return v;
 }
 
-async function plainTail(file: string, size: number): Promise<{ tail: Buffer; partialFirst: boolean }> {
+async function plainTail(file: string, size: number): Promise<{ tail: Buffer; partialFirst: boolean; total: number }> {
   const fh = await open(file, 'r');
   try {
     const length = Math.min(size, TAIL_BYTES);
     const tail = Buffer.alloc(length);
     const { bytesRead } = await fh.read(tail, 0, length, size - length);
-    return { tail: tail.subarray(0, bytesRead), partialFirst: size > length };
+    return { tail: tail.subarray(0, bytesRead), partialFirst: size > length, total: size };
   } finally {
     await fh.close();
   }
@@ -220,10 +277,10 @@ export class StreamTail {
     if (this.dropped) for (const c of gone) this.dropped(c);
   }
 
-  /** The tail, and whether bytes came before it (its first line may then be partial). */
-  take(): { tail: Buffer; partialFirst: boolean } {
+  /** The tail, whether bytes came before it (its first line may then be partial), and the bytes added in all. */
+  take(): { tail: Buffer; partialFirst: boolean; total: number } {
     const all = Buffer.concat(this.chunks);
-    return { tail: all.length > TAIL_BYTES ? all.subarray(all.length - TAIL_BYTES) : all, partialFirst: this.seen > TAIL_BYTES };
+    return { tail: all.length > TAIL_BYTES ? all.subarray(all.length - TAIL_BYTES) : all, partialFirst: this.seen > TAIL_BYTES, total: this.seen };
   }
 }
 
@@ -231,7 +288,7 @@ export class StreamTail {
  * Decompresses the whole gzip file (no random access) keeping only its last {@link TAIL_BYTES}. Stops (and
  * frees its streams) when `signal` aborts.
  */
-async function gzipTail(file: string, signal?: AbortSignal): Promise<{ tail: Buffer; partialFirst: boolean }> {
+async function gzipTail(file: string, signal?: AbortSignal): Promise<{ tail: Buffer; partialFirst: boolean; total: number }> {
   const tail = new StreamTail(releaseInflated); // the chunks before the tail are given back as they are dropped
   const input = createReadStream(file, { highWaterMark: 1024 * 1024 });
   const inflater = createInflater(256 * 1024);
@@ -254,9 +311,10 @@ async function gzipTail(file: string, signal?: AbortSignal): Promise<{ tail: Buf
 /**
  * Latest event time among the last lines of one file (plain or gzip audit JSON lines), epoch ms UTC.
  * Best effort: undefined for other formats (exports hold no event per line), empty or unreadable files
- * (the reader reports those). A gzip file is decompressed in full, on libuv's thread pool.
+ * (the reader reports those). A gzip file is decompressed in full, on libuv's thread pool. `edge` receives the event
+ * times of the last lines that the file's first {@link TAIL_BYTES} do not hold (see {@link EdgeTimeSink}).
  */
-export async function latestEventTimeOfFile(file: string, signal?: AbortSignal, skewed?: SkewedTimeSink): Promise<number | undefined> {
+export async function latestEventTimeOfFile(file: string, signal?: AbortSignal, skewed?: SkewedTimeSink, edge?: EdgeTimeSink): Promise<number | undefined> {
   try {
     if (signal?.aborted) return undefined;
     const fh = await open(file, 'r');
@@ -270,8 +328,8 @@ export async function latestEventTimeOfFile(file: string, signal?: AbortSignal, 
     } finally {
       await fh.close();
     }
-    const { tail, partialFirst } = isGzip(head) ? await gzipTail(file, signal) : await plainTail(file, size);
-    return latestEventTimeInTail(tail, partialFirst, undefined, skewed ? (t) => skewed(t, file) : undefined);
+    const { tail, partialFirst, total } = isGzip(head) ? await gzipTail(file, signal) : await plainTail(file, size);
+    return latestEventTimeInTail(tail, partialFirst, undefined, skewed ? (t) => skewed(t, file) : undefined, edge ? { from: edgeCountFrom(total, tail.length), sink: edge } : undefined);
   } catch {
     return undefined;
   }
@@ -280,11 +338,12 @@ export async function latestEventTimeOfFile(file: string, signal?: AbortSignal, 
 /**
  * Latest event time over the tails of all `files`, epoch ms UTC; undefined when none has one. Never throws.
  * At most {@link TAIL_CONCURRENCY} files are open at once (so memory does not grow with the number of files);
- * once `signal` aborts, no further file is read and a running gzip inflation stops.
+ * once `signal` aborts, no further file is read and a running gzip inflation stops. `edge`: as in
+ * {@link latestEventTimeOfFile}, for every file.
  */
-export async function latestEventTimeOfFiles(files: string[], signal?: AbortSignal, skewed?: SkewedTimeSink): Promise<number | undefined> {
+export async function latestEventTimeOfFiles(files: string[], signal?: AbortSignal, skewed?: SkewedTimeSink, edge?: EdgeTimeSink): Promise<number | undefined> {
   const limit = pLimit(TAIL_CONCURRENCY);
-  const times = await Promise.all(files.map((f) => limit(() => latestEventTimeOfFile(f, signal, skewed))));
+  const times = await Promise.all(files.map((f) => limit(() => latestEventTimeOfFile(f, signal, skewed, edge))));
   let latest: number | undefined;
   for (const t of times) if (t !== undefined && (latest === undefined || t > latest)) latest = t;
   return latest;
@@ -292,11 +351,19 @@ export async function latestEventTimeOfFiles(files: string[], signal?: AbortSign
 
 /**
  * Earliest event time among the complete JSON lines of `head` (the first bytes of a file), epoch ms UTC; undefined when
- * none is an audit event. The last line is skipped when `partialLast` (the window ends mid-line). Pure.
+ * none is an audit event. The last line is skipped when `partialLast` (the window ends mid-line). Pure but for the
+ * sinks: `edge` receives every kept event time of a line that may not hold a token use (see {@link EdgeTimeSink}).
  */
-export function earliestEventTimeInHead(head: Buffer, partialLast: boolean, skewed?: SkewedTimeSink, ceiling: number = Date.now() + PLAUSIBLE_CLOCK_SKEW_MS): number | undefined {
+export function earliestEventTimeInHead(
+  head: Buffer,
+  partialLast: boolean,
+  skewed?: SkewedTimeSink,
+  ceiling: number = Date.now() + PLAUSIBLE_CLOCK_SKEW_MS,
+  edge?: EdgeTimeSink,
+): number | undefined {
   const lines = head.toString('utf8').split('\n');
   const times: number[] = [];
+  const plain: boolean[] = []; // per time: its line cannot hold a token use
   for (let i = 0; i < lines.length - (partialLast ? 1 : 0); i++) {
     let line = lines[i]?.trim();
     if (line && line[0] !== '{') line = S3_PREFIX_RE.exec(line)?.[1];
@@ -309,19 +376,29 @@ export function earliestEventTimeInHead(head: Buffer, partialLast: boolean, skew
     }
     if (!isAuditEvent(value)) continue;
     const t = eventTimeMs(value);
-    if (t !== undefined) times.push(t);
+    if (t !== undefined) {
+      times.push(t);
+      plain.push(edge !== undefined && !mayHoldTokenUse(line));
+    }
   }
   // The clock-skew rule over the head's own times (a group stamped days before the rest: a node with a wrong clock).
   const inconsistent = judgeLines(times, ceiling);
   let earliest: number | undefined;
-  for (const t of times) {
-    if (inconsistent(t)) skewed?.(t);
-    else if (earliest === undefined || t < earliest) earliest = t;
+  for (const [i, t] of times.entries()) {
+    if (inconsistent(t)) {
+      skewed?.(t);
+      continue;
+    }
+    if (earliest === undefined || t < earliest) earliest = t;
+    if (plain[i]) edge?.(t);
   }
   return earliest;
 }
 
-/** The first {@link TAIL_BYTES} of a file, inflated when it is gzip (only that much is inflated). */
+/**
+ * The first {@link TAIL_BYTES} of a file, inflated when it is gzip (only that much is inflated, and only that much
+ * kept, so that {@link edgeCountFrom} knows which lines it holds).
+ */
 async function fileHead(file: string): Promise<{ head: Buffer; partialLast: boolean } | undefined> {
   const fh = await open(file, 'r');
   let raw: Buffer;
@@ -339,6 +416,7 @@ async function fileHead(file: string): Promise<{ head: Buffer; partialLast: bool
   if (!isGzip(raw)) return { head: raw, partialLast: size > raw.length };
   const chunks: Buffer[] = [];
   let bytes = 0;
+  let whole = false; // the file inflated to its end within the head
   const input = createReadStream(file, { highWaterMark: 256 * 1024 });
   const gunzip = input.pipe(createGunzip({ chunkSize: 64 * 1024 }));
   try {
@@ -347,28 +425,31 @@ async function fileHead(file: string): Promise<{ head: Buffer; partialLast: bool
       bytes += chunk.length;
       if (bytes >= TAIL_BYTES) break;
     }
+    whole = bytes < TAIL_BYTES;
   } catch {
     // a corrupt or cut-off gzip: what was inflated still counts (the reader reports the error)
   } finally {
     input.destroy();
     gunzip.destroy();
   }
-  return { head: Buffer.concat(chunks), partialLast: true };
+  const head = Buffer.concat(chunks);
+  return { head: head.length > TAIL_BYTES ? head.subarray(0, TAIL_BYTES) : head, partialLast: !whole };
 }
 
 /**
  * Earliest event time over the heads (first {@link TAIL_BYTES}) of all `files` (plain or gzip audit JSON lines), epoch
  * ms UTC: where the audit window of the input starts (the readiness verdict, `src/findings/readiness.ts`). Best effort,
  * never throws: undefined for other formats and unreadable files. At most {@link TAIL_CONCURRENCY} files at once.
+ * `edge` receives the event times of those first lines (see {@link EdgeTimeSink}).
  */
-export async function earliestEventTimeOfFiles(files: string[], skewed?: SkewedTimeSink): Promise<number | undefined> {
+export async function earliestEventTimeOfFiles(files: string[], skewed?: SkewedTimeSink, edge?: EdgeTimeSink): Promise<number | undefined> {
   const limit = pLimit(TAIL_CONCURRENCY);
   const times = await Promise.all(
     files.map((f) =>
       limit(async () => {
         try {
           const h = await fileHead(f);
-          return h ? earliestEventTimeInHead(h.head, h.partialLast, skewed ? (t) => skewed(t, f) : undefined) : undefined;
+          return h ? earliestEventTimeInHead(h.head, h.partialLast, skewed ? (t) => skewed(t, f) : undefined, undefined, edge) : undefined;
         } catch {
           return undefined;
         }

@@ -474,8 +474,9 @@ export interface ParallelRead {
    * After `uses` is exhausted: the latest event time in the tails of {@link ParallelPlan.workerTailFiles}
    * (as `latestEventTimeOfFiles` would give for them), epoch ms UTC; undefined when none has one.
    * Files whose tail no worker computed (not audit JSON lines) are read by `latestEventTimeOfFile` here.
+   * `edge` receives the event times of those tails' lines as `latestEventTimeOfFiles` gives them to its own.
    */
-  tailLatest: () => Promise<number | undefined>;
+  tailLatest: (edge?: (time: number) => void) => Promise<number | undefined>;
 }
 
 type Done = Extract<WorkerReply, { type: 'done' }>;
@@ -500,17 +501,20 @@ function deferred<T>(): { promise: Promise<T>; resolve: (v: T) => void; reject: 
  */
 export function readParallel(plan: ParallelPlan, stats: ReadStats, opts: ParallelReadOptions = {}): ParallelRead {
   const tails: (number | undefined)[] = [];
+  const tailTimes: number[][] = [];
   const lateTails: string[] = [];
-  const uses = mergeResults(plan, stats, opts, (file, tail) => {
+  const uses = mergeResults(plan, stats, opts, (file, tail, times) => {
     if (tail === undefined) lateTails.push(file);
     else if (tail !== null) tails.push(tail);
+    if (times) tailTimes.push(times);
   });
   return {
     uses,
-    async tailLatest() {
+    async tailLatest(edge) {
+      if (edge) for (const times of tailTimes) for (const t of times) edge(t);
       if (lateTails.length > 0) {
         const { latestEventTimeOfFiles } = await import('./latest-event.js');
-        tails.push(await latestEventTimeOfFiles(lateTails));
+        tails.push(await latestEventTimeOfFiles(lateTails, undefined, undefined, edge));
       }
       let latest: number | undefined;
       for (const t of tails) if (t !== undefined && (latest === undefined || t > latest)) latest = t;
@@ -523,7 +527,7 @@ async function* mergeResults(
   plan: ParallelPlan,
   stats: ReadStats,
   opts: ParallelReadOptions,
-  onTail: (file: string, tail: number | null | undefined) => void,
+  onTail: (file: string, tail: number | null | undefined, times?: number[]) => void,
 ): AsyncGenerator<TokenUse> {
   const runner = opts.runner ?? workerPool(plan.workers);
   // Each task's result, dropped once merged (a merged task keeps nothing alive).
@@ -594,7 +598,7 @@ async function* mergeResults(
       if (task.kind !== 'range') {
         stats.files += s.files;
         stats.duplicates += s.duplicates; // within the file, counted by the serial reader (`file` tasks)
-        onTail(task.file, task.kind === 'gzip' ? done.tailLatest : null);
+        onTail(task.file, task.kind === 'gzip' ? done.tailLatest : null, task.kind === 'gzip' ? done.tailTimes : undefined);
       }
       stats.lines += s.lines;
       stats.events += s.events;

@@ -15,7 +15,8 @@ import { readinessVerdict, type Readiness } from '../findings/readiness.js';
 import type { ClusterEvent } from '../findings/cluster-events.js';
 import type { ProbeReport } from '../probe/host.js';
 import type { DeriveInput } from '../pipeline/derive.js';
-import { earliestEventTimeOfFiles, latestEventTimeOfFiles } from './latest-event.js';
+import { TAIL_BYTES, earliestEventTimeInHead, earliestEventTimeOfFiles, edgeCountFrom, latestEventTimeInTail, latestEventTimeOfFiles } from './latest-event.js';
+import type { StreamEdges } from '../sources/stream-edges.js';
 import type { PlanOptions } from './parallel.js';
 import { EventTimeDensity, MAX_SKEWED_SHARE, SKEW_GAP_MS, inconsistentTimesText, judgeEventTimes, type IgnoredEventTime } from '../findings/clock-skew.js';
 import { STDIN } from '../sources/reader.js';
@@ -195,10 +196,18 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
   const tailFiles = plan ? opts.files.filter((f) => !plan.workerTailFiles.has(f)) : opts.files;
   // Tails and heads are read also when `now` is given: they bound the audit window of the readiness verdict.
   const { edgeSkewed, onSkewed } = edgeSkewCollector();
-  const tails = latestEventTimeOfFiles(tailFiles, abort.signal, onSkewed);
-  const heads = earliestEventTimeOfFiles(opts.files, onSkewed);
+  // Event times per hour (memory: one entry per distinct hour), judged by the clock-skew rule after the read: every
+  // token use, and every other event of each file's first and last lines (docs/clock-skew.md), so that the bulk of
+  // the input is its events, not only its token uses.
+  const density = new EventTimeDensity();
+  const edgeTime = (t: number): void => density.add(t);
+  const tails = latestEventTimeOfFiles(tailFiles, abort.signal, onSkewed, edgeTime);
+  const heads = earliestEventTimeOfFiles(opts.files, onSkewed, edgeTime);
   const notices: ReadNotice[] = [];
+  // Standard input and pipes cannot be read twice: the reader keeps their first and last lines as it reads them.
+  const streamEdges: StreamEdges[] = [];
   const readOpts: ReadOptions = {
+    streamEdges: { bytes: TAIL_BYTES, onEdges: (e) => streamEdges.push(e) },
     onNotice: (n) => {
       notices.push(n);
       opts.onNotice?.(n);
@@ -207,7 +216,7 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
     ...(opts.maxDecompressedBytes !== undefined ? { maxDecompressedBytes: opts.maxDecompressedBytes } : {}),
     ...(opts.maxLineBytes !== undefined ? { maxLineBytes: opts.maxLineBytes } : {}),
   };
-  let workerTails: (() => Promise<number | undefined>) | undefined;
+  let workerTails: ((edge: (time: number) => void) => Promise<number | undefined>) | undefined;
   let uses: AsyncIterable<TokenUse>;
   if (plan) {
     const { readParallel } = await import('./parallel.js');
@@ -221,8 +230,6 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
   const findingsModule = import('../pipeline/derive.js');
   findingsModule.catch(() => undefined); // awaited below
   const clock = opts.clock ?? Date.now;
-  // Token-use times per hour (memory: one entry per distinct hour), judged by the clock-skew rule after the read.
-  const density = new EventTimeDensity();
   const useDensity = new EventTimeDensity(); // token uses only: do any of them need leaving out?
   try {
     for await (const use of uses) {
@@ -235,13 +242,20 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
     await tails; // never rejects; returns promptly once aborted
     throw err;
   }
-  const tailTimes = [await tails, await workerTails?.()];
+  const tailTimes = [await tails, await workerTails?.(edgeTime)];
+  const headTimes = [await heads];
+  for (const e of streamEdges) {
+    const skewed = (t: number): void => onSkewed(t, e.file === STDIN ? 'standard input' : e.file);
+    headTimes.push(earliestEventTimeInHead(e.head, e.partialLast, skewed, undefined, edgeTime));
+    tailTimes.push(latestEventTimeInTail(e.tail, e.partialFirst, undefined, skewed, { from: edgeCountFrom(e.total, e.tail.length), sink: edgeTime }));
+  }
   const tailLatest = tailTimes.reduce<number | undefined>(
     (a, t) => (t !== undefined && (a === undefined || t > a) ? t : a),
     undefined,
   );
-  const headEarliest = await heads;
-  // A file's first and last event times bound the window but count for no event (they may be token uses already).
+  const headEarliest = headTimes.reduce<number | undefined>((a, t) => (t !== undefined && (a === undefined || t < a) ? t : a), undefined);
+  // The latest and earliest of them bound the window but count for no further event (already counted, or lines the
+  // prefilter passes that are no token use).
   if (tailLatest !== undefined) density.add(tailLatest, 0);
   if (headEarliest !== undefined) density.add(headEarliest, 0);
   const judged = judgeEventTimes(density, clock());

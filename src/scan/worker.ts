@@ -23,7 +23,7 @@ import { READ_BUFFER_BYTES } from '../audit/needle-search.js';
 import { DEFAULT_MAX_LINE_BYTES, JsonlScanner, createReadStats, readTokenUses, type ReadOptions } from '../sources/reader.js';
 import type { ReadNotice, ReadStats, TokenUse } from '../audit/types.js';
 import { InputError, errorReason } from '../errors.js';
-import { StreamTail, latestEventTimeInTail } from './latest-event.js';
+import { StreamTail, edgeCountFrom, latestEventTimeInTail } from './latest-event.js';
 import { createInflater, releaseInflated } from '../sources/inflated.js';
 
 /** Scan the lines of `file` that start in `[start, end)` (byte offsets; `end` = file size for the last range). */
@@ -72,6 +72,11 @@ export type WorkerReply =
        * tasks that took the fast path: `null` when there is none; absent when this task did not compute it.
        */
       tailLatest?: number | null;
+      /**
+       * With `tailLatest`: the event times of the file's last lines that its first `TAIL_BYTES` do not hold and that
+       * the reader does not count as token uses (`EdgeTimeSink` of `latest-event.ts`), for the clock-skew density.
+       */
+      tailTimes?: number[];
     }
   | { type: 'error'; id: number; name: string; message: string; file: string; reason?: string; errno?: string };
 
@@ -175,7 +180,7 @@ export function scanRange(task: RangeTask, progress?: Progress): { uses: TokenUs
 async function scanGzipJsonl(
   task: FileTask,
   progress: Progress,
-): Promise<{ uses: TokenUse[]; stats: ReadStats; tailLatest: number | null } | undefined> {
+): Promise<{ uses: TokenUse[]; stats: ReadStats; tailLatest: number | null; tailTimes: number[] } | undefined> {
   const stats = createReadStats();
   stats.files = 1;
   const uses: TokenUse[] = [];
@@ -217,7 +222,9 @@ async function scanGzipJsonl(
   }
   scanner.end();
   const last = tail.take();
-  return { uses, stats, tailLatest: latestEventTimeInTail(last.tail, last.partialFirst) ?? null };
+  const tailTimes: number[] = [];
+  const edges = { from: edgeCountFrom(last.total, last.tail.length), sink: (t: number) => tailTimes.push(t) };
+  return { uses, stats, tailLatest: latestEventTimeInTail(last.tail, last.partialFirst, undefined, undefined, edges) ?? null, tailTimes };
 }
 
 /** A whole file through the reader, exactly as a serial scan reads it (formats, errors, in-file dedupe). */

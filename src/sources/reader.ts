@@ -25,6 +25,7 @@ import { readSync } from 'node:fs';
 import { open, stat, type FileHandle } from 'node:fs/promises';
 import { Readable, pipeline } from 'node:stream';
 import { createInflater, releaseInflated } from './inflated.js';
+import { EdgeRecorder, type StreamEdges } from './stream-edges.js';
 import { AKS_ADMIN_ONLY_TEXT, aksAdminOnly, GKE_NO_DATA_ACCESS_TEXT, gkeWithoutDataAccess, tallyPlatformHints } from './platform-hints.js';
 import type { InputFormat, ReadNotice, ReadStats, TokenUse } from '../audit/types.js';
 import { InputError, errorReason } from '../errors.js';
@@ -79,6 +80,12 @@ export interface ReadOptions {
   maxDecompressedBytes?: number;
   /** Called for each {@link ReadNotice} (not an error: the read goes on). */
   onNotice?: (n: ReadNotice) => void;
+  /**
+   * For each input of audit JSON lines (plain or gzip) that is not a regular file (standard input, a pipe), which
+   * cannot be read a second time: its first and last `bytes` (uncompressed), kept as it is read and handed to
+   * `onEdges` once it has been read to its end (see `stream-edges.ts`).
+   */
+  streamEdges?: { bytes: number; onEdges: (edges: StreamEdges) => void };
 }
 
 /** A fresh, all-zero {@link ReadStats}. */
@@ -104,6 +111,7 @@ interface FileContext {
   maxDecompressedBytes: number;
   notice: (code: ReadNotice['code'], message: string, row?: number) => void;
   onProgress: ReadOptions['onProgress'];
+  streamEdges?: ReadOptions['streamEdges'];
 }
 
 /**
@@ -211,6 +219,7 @@ export async function* readTokenUses(
       maxLineBytes,
       maxDecompressedBytes,
       onProgress: opts.onProgress,
+      ...(opts.streamEdges ? { streamEdges: opts.streamEdges } : {}),
       notice: (code, message, row) => opts.onNotice?.({ file, code, message, ...(row !== undefined ? { row } : {}) }),
     };
     const onConflict = (use: TokenUse): void => {
@@ -230,6 +239,18 @@ function toOpenError(err: unknown, file: string): InputError {
     cause: err,
     ...(file === STDIN ? { subject: 'standard input' } : {}),
   });
+}
+
+/** `chunks`, each given to `edges` as it passes (before the scanner may reuse it); `return` is passed on. */
+function recorded(chunks: AsyncIterator<Buffer>, edges: EdgeRecorder): AsyncIterator<Buffer> {
+  return {
+    async next() {
+      const r = await chunks.next();
+      if (!r.done) edges.add(r.value);
+      return r;
+    },
+    ...(chunks.return ? { return: (v?: unknown) => chunks.return!(v) } : {}),
+  };
 }
 
 /** The `--audit-log` name of standard input. */
@@ -326,6 +347,13 @@ async function* readOneFile(ctx: FileContext): AsyncGenerator<TokenUse> {
         } finally {
           lines?.release();
         }
+      } else if (!regular && ctx.streamEdges && (format === 'audit-jsonl' || format === 'cw-s3-export')) {
+        // Read once: its first and last lines are kept as they pass (a regular file's are read again by position).
+        const edges = new EdgeRecorder(file, ctx.streamEdges.bytes);
+        const rest = head.done ? undefined : data;
+        for (const c of head.chunks) edges.add(c);
+        yield* scanBytes(scanner, out, head.chunks, rest ? recorded(rest, edges) : () => undefined);
+        ctx.streamEdges.onEdges(edges.take());
       } else {
         yield* scanBytes(scanner, out, head.chunks, head.done ? () => undefined : data);
       }

@@ -5,6 +5,7 @@
  * (kubernetes pkg/serviceaccount/claims.go); CIS Kubernetes Benchmark 1.2.30 asks for extension off.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { gzipSync } from 'node:zlib';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -171,6 +172,32 @@ describe('ordinary events stamped days ahead at the end of a quiet log', () => {
         expect(new Date(r.now).toISOString()).toBe(new Date(START + 119 * 30_000).toISOString());
       }
     });
+  }
+});
+
+describe('the density counts each ordinary event of a file\'s first and last 256 KiB once', () => {
+  // Ordinary events over an hour, then 10 token uses stamped 3 days later: the uses are judged against the events.
+  for (const [name, minBytes] of [['whole file in both ends', 0], ['first and last 256 KiB overlapping', 400 * 1024]] as const) {
+    for (const gz of [false, true]) {
+      it(`${name}${gz ? ', gzip' : ''}: the bulk is the number of ordinary events`, async () => {
+        const specs: EventSpec[] = [];
+        let bytes = 0;
+        for (let i = 0; i < 40 || bytes < minBytes; i++) {
+          const s: EventSpec = { auditID: `o${i}`, time: START + i * 1000, kind: 'plain' };
+          bytes += auditEvent(s).length + 1;
+          specs.push(s);
+        }
+        const n = specs.length;
+        for (let i = 0; i < 10; i++) specs.push({ auditID: `k${i}`, time: START + 3 * DAY + i * 60_000, kind: 'legacy', namespace: 'ci', serviceAccount: 'jenkins' });
+        const text = `${specs.map(auditEvent).join('\n')}\n`;
+        const p = join(dir, `edges-${n}${gz ? '.log.gz' : '.log'}`);
+        writeFileSync(p, gz ? gzipSync(text) : text);
+        const r = await scan([p]);
+        expect(r.ignoredEventTimes).toEqual([expect.objectContaining({ time: new Date(START + 3 * DAY).toISOString(), count: 10, source: p })]);
+        expect(r.ignoredEventTimes[0]!.reason).toContain(`the bulk of the input (${n} times, `);
+        expect(new Date(r.now).toISOString()).toBe(new Date(START + (n - 1) * 1000).toISOString());
+      });
+    }
   }
 });
 
