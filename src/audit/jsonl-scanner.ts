@@ -11,6 +11,7 @@
 import type { ReadStats, TokenUse } from './types.js';
 import type { NeedleSearch } from './needle-search.js';
 import { prefilterSearch, tokenUseFromJson, tokenUsesFromWrappedText, type ShapeTally } from './records.js';
+import { parseRfc3339Ms } from './token-use.js';
 
 const LF = 0x0a;
 const OPEN = 0x7b; // {
@@ -21,6 +22,100 @@ export const DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024;
 
 function isWsByte(c: number): boolean {
   return c === 0x20 || c === 0x09 || c === 0x0d;
+}
+
+/**
+ * Bytes between two event-time samples ({@link JsonlScanner.sampleTimes}): the first line counted as an event without
+ * being parsed that starts at or after each multiple of 256 KiB of the input (an offset, so a serial read and the
+ * ranges of a parallel read take the same lines) gives its time for the clock-skew rule's density (docs/clock-skew.md
+ * rule 2), standing for the lines up to the next sample. 4,096 samples per GiB.
+ */
+export const TIME_SAMPLE_BYTES = 256 * 1024;
+
+/**
+ * Bytes of an input's (uncompressed) start and end whose events `scan` counts line by line for the clock-skew rule
+ * (`TAIL_BYTES` of `src/scan/latest-event.ts`): no time sample is given there.
+ */
+export const EDGE_BYTES = 256 * 1024;
+
+/** Receives one event-time sample: the time (epoch ms UTC) and how many events it stands for. */
+export type TimeSampleSink = (time: number, weight: number) => void;
+
+const RECEIVED_KEY = Buffer.from('"requestReceivedTimestamp"');
+const STAGE_KEY = Buffer.from('"stageTimestamp"');
+/** Longest time value read (RFC 3339 with nanoseconds and an offset fits). */
+const MAX_TIME_VALUE_BYTES = 40;
+
+/**
+ * The event time of one sampled line of audit JSON `buf[s, e)`, from its bytes alone (no `JSON.parse`, nothing but the
+ * value decoded), epoch ms UTC: the value of the line's last `"requestReceivedTimestamp"` key, else of its last
+ * `"stageTimestamp"` key (`eventTimeMs` reads the same keys; the API server writes them after the request and response
+ * objects, so the last is the event's own), found by a native backward search from the line's end; undefined when there
+ * is none or its value is not a plain RFC 3339 string. Pure.
+ */
+export function sampledLineTime(buf: Buffer, s: number, e: number): number | undefined {
+  const line = buf.subarray(s, e); // the search stays within the line
+  let k = line.lastIndexOf(RECEIVED_KEY);
+  let at = k + RECEIVED_KEY.length;
+  if (k === -1) {
+    k = line.lastIndexOf(STAGE_KEY);
+    if (k === -1) return undefined;
+    at = k + STAGE_KEY.length;
+  }
+  const n = line.length;
+  while (at < n && isWsByte(line[at]!)) at++;
+  if (line[at] !== 0x3a) return undefined; // :
+  at++;
+  while (at < n && isWsByte(line[at]!)) at++;
+  if (line[at] !== 0x22) return undefined; // "
+  at++;
+  const end = line.indexOf(0x22, at);
+  if (end === -1 || end - at > MAX_TIME_VALUE_BYTES) return undefined;
+  return utcTimeAt(line, at, end) ?? parseRfc3339Ms(line.toString('latin1', at, end));
+}
+
+/** The number written by the `len` decimal digits of `b` at `at`; -1 when one of them is not a digit. */
+function digitsAt(b: Buffer, at: number, len: number): number {
+  let v = 0;
+  for (let k = at; k < at + len; k++) {
+    const c = b[k]! - 0x30;
+    if (c < 0 || c > 9) return -1;
+    v = v * 10 + c;
+  }
+  return v;
+}
+
+/** The last day {@link utcTimeAt} converted (Date.UTC is most of its cost; samples of a file share their day). */
+let sampleDay = { key: -1, ms: 0 };
+
+/**
+ * `b[at, end)` read as the API server writes times, `YYYY-MM-DDTHH:MM:SS[.fraction]Z`, epoch ms UTC (as
+ * `parseRfc3339Ms` gives it); undefined for any other spelling or a date that does not exist (the caller then asks
+ * `parseRfc3339Ms`). Pure but for a one-day cache.
+ */
+function utcTimeAt(b: Buffer, at: number, end: number): number | undefined {
+  const n = end - at;
+  if (n < 20 || b[end - 1] !== 0x5a || b[at + 4] !== 0x2d || b[at + 7] !== 0x2d || b[at + 10] !== 0x54 || b[at + 13] !== 0x3a || b[at + 16] !== 0x3a) return undefined;
+  const year = digitsAt(b, at, 4);
+  const month = digitsAt(b, at + 5, 2);
+  const day = digitsAt(b, at + 8, 2);
+  const hour = digitsAt(b, at + 11, 2);
+  const minute = digitsAt(b, at + 14, 2);
+  const second = digitsAt(b, at + 17, 2);
+  if (year < 0 || month < 1 || month > 12 || day < 1 || hour < 0 || hour > 23 || minute < 0 || minute > 59 || second < 0 || second > 60) return undefined;
+  let frac = 0;
+  if (n > 20) {
+    const digits = n - 21; // `.` and 1–9 digits; the first three are the milliseconds
+    if (b[at + 19] !== 0x2e || digits < 1 || digits > 9 || digitsAt(b, at + 20, digits) < 0) return undefined;
+    frac = digitsAt(b, at + 20, Math.min(3, digits)) * (digits >= 3 ? 1 : digits === 2 ? 10 : 100);
+  }
+  const key = (year * 100 + month) * 100 + day;
+  if (key !== sampleDay.key) {
+    const ms = Date.UTC(year, month - 1, day);
+    if (new Date(ms).getUTCDate() !== day) return undefined; // e.g. Feb 30
+    sampleDay = { key, ms };
+  }
+  return sampleDay.ms + ((hour * 60 + minute) * 60 + second) * 1000 + frac;
 }
 
 /** Longest `<timestamp> ` prefix skipped in `timestampPrefix` mode (ISO-8601 with nanoseconds and a zone fits). */
@@ -97,6 +192,28 @@ export class JsonlScanner {
   private atStart = true;
   private readonly needles: NeedleSearch;
   private claimed: Buffer | undefined;
+  private sink: TimeSampleSink | undefined;
+  /** Offset of the next byte pushed (see {@link JsonlScanner.sampleTimes}). */
+  private pushed = 0;
+  /** Offset where the held partial line (`parts`) begins. */
+  private partialAt = 0;
+  /** The offset at or after which the next line counted as an event without being parsed is sampled. */
+  private nextSample = Number.POSITIVE_INFINITY;
+  /** Events counted by `record` (parsed lines), so that `stats.events` minus this counts the lines not parsed. */
+  private parsed = 0;
+  /** Samples of lines starting before `sampleFrom`, or at or after `sampleUntil`, are not given. */
+  private sampleFrom = 0;
+  private sampleUntil = Number.POSITIVE_INFINITY;
+  /** Lines not parsed before this scanner's first line when it begins mid-input (a range): credited to its first sample. */
+  private startCount: number | undefined;
+  /**
+   * Samples taken, not yet given (flat: time, offset, count of lines not parsed before its line): a sample's weight is
+   * known when the next one is taken; those of the input's last `holdBytes` are held until its end is known.
+   */
+  private held: number[] = [];
+  private holdBytes = 0;
+  /** Where the last sample's lines end (a count as in `held`), once a line of the input's last bytes was met. */
+  private lastEnd: number | undefined;
 
   constructor(
     private readonly stats: ReadStats,
@@ -129,6 +246,68 @@ export class JsonlScanner {
     return this.claimed;
   }
 
+  /**
+   * Samples event times for the clock-skew density (docs/clock-skew.md rule 2): the first line counted as an event
+   * without being parsed that starts at or after each multiple of {@link TIME_SAMPLE_BYTES} of the input (offsets count
+   * from `edges.at`, where the scanner begins; default 0), read by {@link sampledLineTime}, goes to `sink` with the
+   * number of such lines from it up to the next sample (its weight; those before the first sample too when the scanner
+   * begins mid-input). Not given, nor their lines counted: samples of lines starting before `edges.from` (the input's
+   * first bytes, whose events the caller counts line by line) or at or after `edges.until` (its last bytes, when their
+   * offset is known: a sample is taken there to end the previous one's lines); with `edges.tail`, those of the input's
+   * last `tail` bytes, known at {@link JsonlScanner.end} (samples are held back until then). Costs one comparison a line.
+   */
+  sampleTimes(sink: TimeSampleSink, edges: { at?: number; from: number; until?: number; tail?: number }): void {
+    this.sink = sink;
+    this.pushed = edges.at ?? 0;
+    this.sampleFrom = edges.from;
+    this.sampleUntil = edges.until ?? Number.POSITIVE_INFINITY;
+    this.holdBytes = edges.tail ?? 0;
+    this.nextSample = this.pushed;
+    if (this.pushed > 0) this.startCount = this.stats.events - this.parsed;
+  }
+
+  /** One line `buf[s, e)` to sample, starting `at` bytes into the input, counted (see {@link JsonlScanner.sampleTimes}). */
+  private sample(buf: Buffer, s: number, e: number, at: number): void {
+    const next = (Math.floor(at / TIME_SAMPLE_BYTES) + 1) * TIME_SAMPLE_BYTES;
+    this.nextSample = at < this.sampleUntil && next > this.sampleUntil ? this.sampleUntil : next;
+    const before = this.stats.events - this.parsed - 1; // lines not parsed before this one
+    const held = this.held;
+    if (at < this.sampleFrom || at >= this.sampleUntil) {
+      // The input's first or last bytes, counted line by line by the caller: the last sample's lines end here.
+      if (held.length > 0 && this.lastEnd === undefined) this.lastEnd = before;
+      this.startCount = undefined;
+      return;
+    }
+    const t = sampledLineTime(buf, s, e);
+    if (t === undefined) return; // no readable time: the previous sample stands for this line too
+    held.push(t, at, this.startCount ?? before);
+    this.startCount = undefined;
+    // A sample's lines end where the next one's begin; it is given once the input has gone `holdBytes` past it.
+    let k = 0;
+    for (; k + 3 < held.length && held[k + 1]! < at - this.holdBytes; k += 3) this.sink!(held[k]!, held[k + 5]! - held[k + 2]!);
+    if (k > 0) this.held = held.slice(k);
+  }
+
+  /** At the end of input: the held samples outside its last `holdBytes` are given, the others dropped. */
+  private endSamples(): void {
+    const held = this.held;
+    if (!this.sink || held.length === 0) return;
+    const end = this.lastEnd ?? this.stats.events - this.parsed;
+    const tail = this.pushed - this.holdBytes; // where the input's last `holdBytes` begin
+    for (let k = 0; k < held.length && held[k + 1]! < tail; k += 3) {
+      if (k + 3 >= held.length) {
+        this.sink(held[k]!, end - held[k + 2]!);
+        break;
+      }
+      // Lines up to the next sample; when that one is in the last bytes, only the share of them before those bytes.
+      const lines = held[k + 5]! - held[k + 2]!;
+      const share = held[k + 4]! < tail ? 1 : (tail - held[k + 1]!) / (held[k + 4]! - held[k + 1]!);
+      this.sink(held[k]!, Math.round(lines * share));
+    }
+    this.held = [];
+    this.lastEnd = undefined;
+  }
+
   /** Gives back the buffer of {@link JsonlScanner.claimReadBuffer} (call it when reading stops early, e.g. on error). */
   release(): void {
     this.needles.releaseReadBuffer(this.claimed);
@@ -139,6 +318,8 @@ export class JsonlScanner {
   push(chunk: Buffer): void {
     const len = chunk.length;
     if (len === 0) return;
+    const base = this.pushed; // the offset of chunk[0] in the input
+    this.pushed += len;
     let pos = 0;
     if (this.atStart) {
       this.atStart = false;
@@ -193,6 +374,7 @@ export class JsonlScanner {
     let next = -1; // next position of either needle ≥ the current line's start, or len when none
     let nul = chunk.indexOf(0, pos); // next NUL byte ≥ the current line's start, or len when none (one memchr per chunk)
     if (nul === -1) nul = len;
+    let nextSample = this.nextSample - base; // in this chunk's offsets
     for (;;) {
       const nl = chunk.indexOf(LF, pos);
       if (nl === -1) break;
@@ -235,6 +417,10 @@ export class JsonlScanner {
         this.record(chunk.toString('utf8', s, e));
       } else {
         stats.events++;
+        if (s >= nextSample) {
+          this.sample(chunk, s, e, base + s);
+          nextSample = this.nextSample - base;
+        }
       }
     }
     if (pos < len) this.appendPartial(chunk, pos);
@@ -254,6 +440,7 @@ export class JsonlScanner {
       this.line(line, 0, line.length);
     }
     this.skipping = false;
+    this.endSamples();
   }
 
   private appendPartial(chunk: Buffer, from: number): void {
@@ -276,6 +463,7 @@ export class JsonlScanner {
       countOversized(this.stats);
       return;
     }
+    if (this.partsLen === 0) this.partialAt = this.pushed - chunk.length + from;
     this.parts.push(Buffer.from(chunk.subarray(from))); // copy: the caller may reuse `chunk`
     this.partsLen += n;
   }
@@ -305,10 +493,14 @@ export class JsonlScanner {
   /** One record's text that passed the prefilter. */
   private record(text: string): void {
     if (this.shapes) {
+      const events = this.stats.events;
       tokenUsesFromWrappedText(text, this.stats, this.out, this.shapes);
+      this.parsed += this.stats.events - events;
       return;
     }
+    const events = this.stats.events;
     const use = tokenUseFromJson(text, this.stats);
+    this.parsed += this.stats.events - events;
     if (use) this.out.push(use);
   }
 
@@ -337,6 +529,7 @@ export class JsonlScanner {
       this.record(buf.toString('utf8', s, e));
     } else {
       this.stats.events++;
+      if (this.partialAt >= this.nextSample) this.sample(buf, s, e, this.partialAt);
     }
   }
 }

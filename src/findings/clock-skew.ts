@@ -4,12 +4,13 @@
  * stretching the readiness window, or making phantom tokens and rejection dates (`warnAfter = eventTime − seconds`).
  *
  * The rule (docs/clock-skew.md), on the input's token-use times plus the times of the other events of each file's first
- * and last lines (`src/scan/latest-event.ts` `EdgeTimeSink`):
+ * and last lines (`src/scan/latest-event.ts` `EdgeTimeSink`) and event times sampled across the middle of every file,
+ * each standing for the events up to the next sample (`JsonlScanner.sampleTimes`, {@link EventTimeDensity.addSample}):
  * 1. **Host clock**: a time later than the scanning host's clock plus {@link HOST_CLOCK_MARGIN_MS} (24 h) is inconsistent.
  * 2. **Density**: the remaining times are put in one-hour buckets and split into groups wherever two consecutive
- *    non-empty buckets lie more than {@link SKEW_GAP_MS} (24 h) apart. The group holding the most times is the bulk of
- *    the input. When the bulk holds at least {@link MIN_BULK_TIMES} (10) times, every other group that holds at most
- *    {@link MAX_SKEWED_SHARE} (a quarter) as many times as the bulk is inconsistent — however close its own times are
+ *    non-empty buckets lie more than {@link SKEW_GAP_MS} (24 h) apart. The group standing for the most events is the
+ *    bulk of the input. When the bulk holds at least {@link MIN_BULK_TIMES} (10) times read (a sample is one), every
+ *    other group that stands for at most {@link MAX_SKEWED_SHARE} (a quarter) as many events as the bulk is inconsistent — however close its own times are
  *    to each other, so a group of 10 events stamped 2 or 8 days ahead of an hour of normal events is caught, before or
  *    after the bulk alike.
  * A real pause in the audit log followed by a small burst also matches rule 2: such times are never silently dropped —
@@ -37,14 +38,17 @@ export interface IgnoredEventTime {
   reason: string;
   /** Additive: the latest time of the range, ISO-8601 UTC, when the entry stands for several times. */
   until?: string;
-  /** Additive: how many event times (token uses, events of a file's first or last lines) the entry stands for. */
+  /** Additive: how many event times (token uses, events of a file's first or last lines, sampled events) the entry stands for. */
   count?: number;
   /** Additive: the input file(s) that hold them, when known. */
   source?: string;
 }
 
 interface Bucket {
+  /** Events the bucket's times stand for (a sample stands for many). */
   count: number;
+  /** Times read into the bucket (a sample is one). */
+  reads: number;
   min: number;
   max: number;
 }
@@ -59,14 +63,27 @@ export class EventTimeDensity {
    * a group of such times alone is judged with no weight.
    */
   add(t: number, n = 1): void {
+    this.put(t, n, n);
+  }
+
+  /**
+   * Adds one time sampled from the middle of an input (`JsonlScanner.sampleTimes`) that stands for `weight` events: it
+   * counts `weight` times towards its group's size, but as one time read towards {@link MIN_BULK_TIMES}.
+   */
+  addSample(t: number, weight: number): void {
+    this.put(t, weight, 1);
+  }
+
+  private put(t: number, n: number, reads: number): void {
     const h = Math.floor(t / HOUR_MS);
     const b = this.buckets.get(h);
     if (b) {
       b.count += n;
+      b.reads += reads;
       if (t < b.min) b.min = t;
       if (t > b.max) b.max = t;
     } else {
-      this.buckets.set(h, { count: n, min: t, max: t });
+      this.buckets.set(h, { count: n, reads, min: t, max: t });
     }
   }
 
@@ -125,9 +142,11 @@ export function judgeEventTimes(density: EventTimeDensity, hostNow: number): Eve
   for (let i = 1; i < groups.length; i++) if (sum(groups[i]!) >= sum(groups[bulk]!)) bulk = i; // ties: the later group
   const consistent: Bucket[] = [];
   const bulkCount = groups.length > 0 ? sum(groups[bulk]!) : 0;
+  // The bulk must hold 10 times read: a sample stands for the events of up to 256 KiB of lines, but is one time read.
+  const bulkReads = groups.length > 0 ? groups[bulk]!.reduce((n, b) => n + b.reads, 0) : 0;
   for (const [i, g] of groups.entries()) {
     const n = sum(g);
-    if (i !== bulk && bulkCount >= MIN_BULK_TIMES && n <= bulkCount * MAX_SKEWED_SHARE) {
+    if (i !== bulk && bulkReads >= MIN_BULK_TIMES && n <= bulkCount * MAX_SKEWED_SHARE) {
       const b = groups[bulk]!;
       const from = g[0]!.min;
       const to = g[g.length - 1]!.max;

@@ -18,6 +18,7 @@ import { createInflater, releaseInflated } from '../sources/inflated.js';
 import { eventTimeMs, isAuditEvent, parseRfc3339Ms } from '../audit/token-use.js';
 import { EventTimeDensity, HOST_CLOCK_MARGIN_MS, SKEW_GAP_MS, judgeEventTimes } from '../findings/clock-skew.js';
 import { mayHoldTokenUse } from '../audit/records.js';
+import { EDGE_BYTES } from '../audit/jsonl-scanner.js';
 
 /**
  * Receives an event time (epoch ms UTC) of a file's first or last lines that the clock-skew rule
@@ -68,8 +69,8 @@ const S3_PREFIX_RE = /^\d{4}-\d{2}-\d{2}T\S{1,40}[ \t]+(\{.*)$/;
  */
 export const PLAUSIBLE_CLOCK_SKEW_MS = 24 * 3_600_000;
 
-/** Bytes of a file's (decompressed) end that are searched for events. */
-export const TAIL_BYTES = 256 * 1024;
+/** Bytes of a file's (decompressed) end that are searched for events (and of its start: the scanner samples neither). */
+export const TAIL_BYTES = EDGE_BYTES;
 
 /**
  * Latest event time (`requestReceivedTimestamp`, else `stageTimestamp`; `eventTimeMs` of the audit

@@ -464,6 +464,8 @@ export interface ParallelReadOptions {
   onNotice?: (n: ReadNotice) => void;
   /** Default: a {@link workerPool} of `plan.workers` threads. */
   runner?: TaskRunner;
+  /** The event-time samples of the workers' audit JSON lines (as `ReadOptions.onTimeSample`), as each task is merged. */
+  onTimeSample?: (time: number, weight: number) => void;
 }
 
 /** A running parallel read. */
@@ -574,6 +576,8 @@ async function* mergeResults(
       results[i] = undefined;
       const s = done.stats;
       for (const n of done.notices ?? []) opts.onNotice?.(n);
+      const samples = done.timeSamples;
+      if (samples && opts.onTimeSample) for (let k = 0; k + 1 < samples.length; k += 2) opts.onTimeSample(samples[k]!, samples[k + 1]!);
       if (task.kind === 'range') {
         if (task.start === 0) {
           stats.files++;

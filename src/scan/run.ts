@@ -197,8 +197,8 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
   // Tails and heads are read also when `now` is given: they bound the audit window of the readiness verdict.
   const { edgeSkewed, onSkewed } = edgeSkewCollector();
   // Event times per hour (memory: one entry per distinct hour), judged by the clock-skew rule after the read: every
-  // token use, and every other event of each file's first and last lines (docs/clock-skew.md), so that the bulk of
-  // the input is its events, not only its token uses.
+  // token use, every other event of each file's first and last lines and event times sampled across the middle of
+  // every file (docs/clock-skew.md), so that the bulk of the input is its events, not only its token uses.
   const density = new EventTimeDensity();
   const edgeTime = (t: number): void => density.add(t);
   const tails = latestEventTimeOfFiles(tailFiles, abort.signal, onSkewed, edgeTime);
@@ -208,6 +208,8 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
   const streamEdges: StreamEdges[] = [];
   const readOpts: ReadOptions = {
     streamEdges: { bytes: TAIL_BYTES, onEdges: (e) => streamEdges.push(e) },
+    // Event times sampled across the middle of every audit JSON-lines input, each standing for the events around it.
+    onTimeSample: (t, weight) => density.addSample(t, weight),
     onNotice: (n) => {
       notices.push(n);
       opts.onNotice?.(n);

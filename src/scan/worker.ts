@@ -16,11 +16,12 @@
  * Token uses are returned in input order without cross-task deduplication (`range`, `gzip`) or deduplicated
  * within the file (`file`, as `readTokenUses` does); the main thread dedupes across tasks by `auditID`.
  */
-import { closeSync, createReadStream, openSync, readSync } from 'node:fs';
+import { closeSync, createReadStream, fstatSync, openSync, readSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
 import { detectFormat } from '../audit/formats.js';
 import { READ_BUFFER_BYTES } from '../audit/needle-search.js';
 import { DEFAULT_MAX_LINE_BYTES, JsonlScanner, createReadStats, readTokenUses, type ReadOptions } from '../sources/reader.js';
+import { EDGE_BYTES } from '../audit/jsonl-scanner.js';
 import type { ReadNotice, ReadStats, TokenUse } from '../audit/types.js';
 import { InputError, errorReason } from '../errors.js';
 import { StreamTail, edgeCountFrom, latestEventTimeInTail } from './latest-event.js';
@@ -77,6 +78,11 @@ export type WorkerReply =
        * the reader does not count as token uses (`EdgeTimeSink` of `latest-event.ts`), for the clock-skew density.
        */
       tailTimes?: number[];
+      /**
+       * The event-time samples of the task's audit JSON lines (`JsonlScanner.sampleTimes`), flat: time (epoch ms UTC),
+       * then the number of events it stands for, for each; absent when none.
+       */
+      timeSamples?: number[];
     }
   | { type: 'error'; id: number; name: string; message: string; file: string; reason?: string; errno?: string };
 
@@ -128,10 +134,11 @@ export function lineStart(fd: number, offset: number, buf: Buffer): number {
 }
 
 /** Scans one range (see {@link RangeTask}) with `JsonlScanner`. Synchronous: a worker does nothing else meanwhile. */
-export function scanRange(task: RangeTask, progress?: Progress): { uses: TokenUse[]; stats: ReadStats } {
+export function scanRange(task: RangeTask, progress?: Progress): { uses: TokenUse[]; stats: ReadStats; timeSamples?: number[] } {
   const stats = createReadStats();
   const uses: TokenUse[] = [];
   const scanner = new JsonlScanner(stats, uses, task.maxLineBytes);
+  const timeSamples: number[] = [];
   let fd: number;
   const own = task.fd === undefined;
   try {
@@ -147,6 +154,9 @@ export function scanRange(task: RangeTask, progress?: Progress): { uses: TokenUs
     // The range ends where the next one starts (`lineStart(end)`): after the first `\n` at or after `end - 1`.
     const stopAt = task.last ? Number.POSITIVE_INFINITY : task.end - 1;
     if (!task.last && from >= task.end) return { uses, stats }; // no line starts in this range
+    // No sample of the file's first and last EDGE_BYTES, whose events scan counts line by line (as in a serial read).
+    const size = fstatSync(fd).size;
+    scanner.sampleTimes((t, w) => timeSamples.push(t, w), { at: from > 0 ? from - 1 : 0, from: EDGE_BYTES, until: size - EDGE_BYTES });
     if (from > 0) scanner.push(Buffer.from('\n')); // not the file's start: a BOM here is data, as in a serial read
     let pos = from;
     for (;;) {
@@ -169,7 +179,7 @@ export function scanRange(task: RangeTask, progress?: Progress): { uses: TokenUs
       pos += n;
     }
     scanner.end();
-    return { uses, stats };
+    return { uses, stats, ...(timeSamples.length > 0 ? { timeSamples } : {}) };
   } finally {
     scanner.release();
     if (own) closeSync(fd);
@@ -180,11 +190,13 @@ export function scanRange(task: RangeTask, progress?: Progress): { uses: TokenUs
 async function scanGzipJsonl(
   task: FileTask,
   progress: Progress,
-): Promise<{ uses: TokenUse[]; stats: ReadStats; tailLatest: number | null; tailTimes: number[] } | undefined> {
+): Promise<{ uses: TokenUse[]; stats: ReadStats; tailLatest: number | null; tailTimes: number[]; timeSamples?: number[] } | undefined> {
   const stats = createReadStats();
   stats.files = 1;
   const uses: TokenUse[] = [];
   const scanner = new JsonlScanner(stats, uses, task.maxLineBytes);
+  const timeSamples: number[] = [];
+  scanner.sampleTimes((t, w) => timeSamples.push(t, w), { from: EDGE_BYTES, tail: EDGE_BYTES });
   const raw = createReadStream(task.file, { highWaterMark: GZIP_CHUNK_BYTES });
   raw.on('data', (b) => progress.add(b.length));
   const inflater = createInflater();
@@ -224,29 +236,37 @@ async function scanGzipJsonl(
   const last = tail.take();
   const tailTimes: number[] = [];
   const edges = { from: edgeCountFrom(last.total, last.tail.length), sink: (t: number) => tailTimes.push(t) };
-  return { uses, stats, tailLatest: latestEventTimeInTail(last.tail, last.partialFirst, undefined, undefined, edges) ?? null, tailTimes };
+  return {
+    uses,
+    stats,
+    tailLatest: latestEventTimeInTail(last.tail, last.partialFirst, undefined, undefined, edges) ?? null,
+    tailTimes,
+    ...(timeSamples.length > 0 ? { timeSamples } : {}),
+  };
 }
 
 /** A whole file through the reader, exactly as a serial scan reads it (formats, errors, in-file dedupe). */
 async function scanFile(
   task: FileTask,
   progress: Progress,
-): Promise<{ uses: TokenUse[]; stats: ReadStats; notices: ReadNotice[] }> {
+): Promise<{ uses: TokenUse[]; stats: ReadStats; notices: ReadNotice[]; timeSamples?: number[] }> {
   const stats = createReadStats();
   const uses: TokenUse[] = [];
   const notices: ReadNotice[] = [];
+  const timeSamples: number[] = [];
   let seen = 0;
   const opts: ReadOptions = {
     maxLineBytes: task.maxLineBytes,
     ...(task.maxDecompressedBytes !== undefined ? { maxDecompressedBytes: task.maxDecompressedBytes } : {}),
     onNotice: (n) => notices.push(n),
+    onTimeSample: (t, w) => timeSamples.push(t, w),
     onProgress: (p: { bytesRead: number }) => {
       progress.add(p.bytesRead - seen);
       seen = p.bytesRead;
     },
   };
   for await (const use of readTokenUses([task.file], stats, opts)) uses.push(use);
-  return { uses, stats, notices };
+  return { uses, stats, notices, ...(timeSamples.length > 0 ? { timeSamples } : {}) };
 }
 
 /** Runs one task and posts its progress and result (or error). Exported for tests; never throws. */

@@ -42,7 +42,7 @@ import {
 } from '../audit/formats.js';
 import { createShapeTally, tokenUsesFromWrappedValue, type ShapeTally } from '../audit/records.js';
 import { countOf, groupedNumber } from '../core/plural.js';
-import { DEFAULT_MAX_LINE_BYTES, JsonlScanner, type LongLineSink } from '../audit/jsonl-scanner.js';
+import { DEFAULT_MAX_LINE_BYTES, EDGE_BYTES, JsonlScanner, type LongLineSink, type TimeSampleSink } from '../audit/jsonl-scanner.js';
 import type { JSONParser } from '@streamparser/json';
 import { JsonExportScanner } from '../audit/json-export-scanner.js';
 import { RecordGate } from '../audit/record-gate.js';
@@ -86,6 +86,13 @@ export interface ReadOptions {
    * `onEdges` once it has been read to its end (see `stream-edges.ts`).
    */
   streamEdges?: { bytes: number; onEdges: (edges: StreamEdges) => void };
+  /**
+   * For each input of audit JSON lines (plain or gzip, files and standard input): event times sampled across the whole
+   * input, the first line that does not pass the prefilter at or after every 256 KiB (`TIME_SAMPLE_BYTES`), each with
+   * the number of such lines it stands for (`JsonlScanner.sampleTimes`), none from an input's first and last `EDGE_BYTES` (256 KiB, which
+   * `scan` counts line by line). For the clock-skew density (docs/clock-skew.md rule 2).
+   */
+  onTimeSample?: TimeSampleSink;
 }
 
 /** A fresh, all-zero {@link ReadStats}. */
@@ -112,6 +119,7 @@ interface FileContext {
   notice: (code: ReadNotice['code'], message: string, row?: number) => void;
   onProgress: ReadOptions['onProgress'];
   streamEdges?: ReadOptions['streamEdges'];
+  onTimeSample?: TimeSampleSink;
 }
 
 /**
@@ -220,6 +228,7 @@ export async function* readTokenUses(
       maxDecompressedBytes,
       onProgress: opts.onProgress,
       ...(opts.streamEdges ? { streamEdges: opts.streamEdges } : {}),
+      ...(opts.onTimeSample ? { onTimeSample: opts.onTimeSample } : {}),
       notice: (code, message, row) => opts.onNotice?.({ file, code, message, ...(row !== undefined ? { row } : {}) }),
     };
     const onConflict = (use: TokenUse): void => {
@@ -336,6 +345,10 @@ async function* readOneFile(ctx: FileContext): AsyncGenerator<TokenUse> {
               longLine,
             )
           : new JsonExportScanner(format, stats, out, ctx.maxLineBytes);
+      // Audit JSON lines (plain or gzip, files and standard input): event times sampled across the whole input.
+      // Its first and last bytes are counted line by line (scan's edges; not those of `aws logs tail` output): no sample there.
+      const edge = format === 'aws-logs-tail' ? 0 : EDGE_BYTES;
+      if (ctx.onTimeSample && format !== 'wrapped-jsonl') (scanner instanceof JsonlScanner ? scanner : undefined)?.sampleTimes(ctx.onTimeSample, { from: edge, tail: edge });
       if (!gzip && regular) {
         // Fast path: the rest of the file is read synchronously into one recycled buffer (see RawSource) — for JSON
         // lines, the needle search's own memory, so that searching it copies nothing.
