@@ -6,7 +6,6 @@
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { spawn } from 'node:child_process';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { detectFormat } from '../../src/audit/formats.js';
@@ -15,8 +14,7 @@ import type { InputFormat, TokenUse } from '../../src/audit/types.js';
 import { InputError } from '../../src/errors.js';
 import { planParallelRead, readParallel } from '../../src/scan/parallel.js';
 import { runScan, type ScanResult } from '../../src/scan/run.js';
-import { ROOT } from '../cli/run-cli.js';
-import { cliMain } from '../support/build.js';
+import { runCli } from '../cli/run-cli.js';
 
 const FIX = path.join(path.dirname(new URL(import.meta.url).pathname), '../fixtures/audit/shapes');
 const NOW = Date.parse('2026-11-20T00:00:00Z');
@@ -181,35 +179,22 @@ describe('input shapes', () => {
   });
 });
 
-function cli(args: string[], stdin: Buffer): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [cliMain(), ...args], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    child.stdout.on('data', (b: Buffer) => out.push(b));
-    child.stderr.on('data', (b: Buffer) => err.push(b));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() }));
-    child.stdin.end(stdin);
-  });
-}
-
 describe('--audit-log - (standard input)', () => {
   const args = ['scan', '--format', 'json', '--now', '2026-11-20T00:00:00Z', '--cluster', 'prod'];
 
   it('reads any shape from a pipe, plain or gzip, as it reads the file', async () => {
-    const fromFile = await cli([...args, '--audit-log', fix('events.jsonl')], Buffer.alloc(0));
+    const fromFile = await runCli([...args, '--audit-log', fix('events.jsonl')], {}, { input: Buffer.alloc(0) });
     expect(fromFile.stderr).toBe('');
     const expected = JSON.parse(fromFile.stdout) as { findings: unknown };
     for (const input of [await readFile(fix('pretty.json')), gzipSync(await readFile(fix('loki.jsonl')))]) {
-      const r = await cli([...args, '--audit-log', '-'], input);
+      const r = await runCli([...args, '--audit-log', '-'], {}, { input });
       expect(r.stderr).toBe('');
       expect((JSON.parse(r.stdout) as { findings: unknown }).findings).toEqual(expected.findings);
     }
   });
 
   it('refuses standard input twice', async () => {
-    const r = await cli([...args, '--audit-log', '-', '-'], Buffer.alloc(0));
+    const r = await runCli([...args, '--audit-log', '-', '-'], {}, { input: Buffer.alloc(0) });
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('standard input can be read only once');
   });

@@ -20,11 +20,14 @@ export interface CliRun {
 export interface RunCliOptions {
   /** Run `bin/tokenwatch.js` (the TypeScript sources through tsx when there is no `dist/`) instead of the test bundle. */
   sources?: boolean;
+  /** Written to the CLI's standard input through a pipe, then closed (default: no standard input). */
+  input?: Buffer;
 }
 
 /**
  * Runs `tokenwatch ...args` (the test bundle, see the module doc) from the repository root with `FORCE_COLOR` unset
- * and stdout/stderr as pipes (so not TTYs). Resolves with the exit code and the full output.
+ * and stdout/stderr as pipes (so not TTYs); standard input is `opts.input` through a pipe, or none. Resolves with the
+ * exit code and the full output.
  */
 export function runCli(args: string[], env: NodeJS.ProcessEnv = {}, opts: RunCliOptions = {}): Promise<CliRun> {
   return new Promise((resolve, reject) => {
@@ -35,12 +38,13 @@ export function runCli(args: string[], env: NodeJS.ProcessEnv = {}, opts: RunCli
     const child = spawn(process.execPath, [opts.sources ? 'bin/tokenwatch.js' : cliMain(), ...args], {
       cwd: ROOT,
       env: childEnv,
-      stdio: ['ignore', 'pipe', 'pipe'],
+      stdio: [opts.input ? 'pipe' : 'ignore', 'pipe', 'pipe'],
     });
+    if (opts.input) child.stdin?.end(opts.input);
     const out: Buffer[] = [];
     const err: Buffer[] = [];
-    child.stdout.on('data', (b: Buffer) => out.push(b));
-    child.stderr.on('data', (b: Buffer) => err.push(b));
+    child.stdout?.on('data', (b: Buffer) => out.push(b));
+    child.stderr?.on('data', (b: Buffer) => err.push(b));
     child.on('error', reject);
     child.on('close', (code) =>
       resolve({ code, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') }),

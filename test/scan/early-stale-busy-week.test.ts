@@ -8,7 +8,6 @@
  * group of ordinary events stamped days ahead in the middle of the file, which the rule could not see, is caught (a
  * group of less than 256 KiB of lines is caught only when a sample falls in it).
  */
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,8 +15,7 @@ import { gzipSync } from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
 import { runScan } from '../../src/scan/run.js';
 import { auditEvent, type EventSpec } from '../sources/events.js';
-import { ROOT, runCli } from '../cli/run-cli.js';
-import { cliMain } from '../support/build.js';
+import { runCli } from '../cli/run-cli.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tw-busy-week-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -116,24 +114,10 @@ describe('a week of events, 1,000 stale uses on day 1', () => {
   }
 });
 
-/** `tokenwatch ...args` (the test bundle) with `input` written to its standard input through a pipe. */
-function cliWithStdin(args: string[], input: Buffer): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [cliMain(), ...args], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    child.stdout.on('data', (b: Buffer) => out.push(b));
-    child.stderr.on('data', (b: Buffer) => err.push(b));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() }));
-    child.stdin.end(input);
-  });
-}
-
 describe('standard input (read once), 1,000 stale uses on day 1', () => {
   for (const f of [plain, gz]) {
     it(`piped to scan -, ${f.endsWith('.gz') ? 'gzip' : 'plain'}: --fail-on critical exits 1, now is the last event`, async () => {
-      const run = await cliWithStdin(['scan', '-', '--format', 'json', '--fail-on', 'critical'], readFileSync(f));
+      const run = await runCli(['scan', '-', '--format', 'json', '--fail-on', 'critical'], {}, { input: readFileSync(f) });
       expect(run.stderr).toBe('');
       expect(run.code).toBe(1);
       const doc = JSON.parse(run.stdout) as { now: string; ignoredEventTimes: unknown[]; findings: { severity: string }[] };

@@ -5,7 +5,6 @@
  * clock" outweighed by the first day's token uses. The shape a new user's 7-day log had: its token uses rejected 4 days
  * after its last event (critical), taken for 11 days before it (warning) when the last event was left out.
  */
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,8 +13,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { runScan } from '../../src/scan/run.js';
 import { closePlan, planParallelRead } from '../../src/scan/parallel.js';
 import { auditEvent, type EventSpec } from '../sources/events.js';
-import { ROOT, runCli } from '../cli/run-cli.js';
-import { cliMain } from '../support/build.js';
+import { runCli } from '../cli/run-cli.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tw-early-stale-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -95,25 +93,11 @@ describe('a week of events, stale uses only on day 1', () => {
   });
 });
 
-/** `tokenwatch ...args` (the test bundle) with `input` written to its standard input through a pipe. */
-function cliWithStdin(args: string[], input: Buffer): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [cliMain(), ...args], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    child.stdout.on('data', (b: Buffer) => out.push(b));
-    child.stderr.on('data', (b: Buffer) => err.push(b));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() }));
-    child.stdin.end(input);
-  });
-}
-
 describe('standard input (read once): the event times of its first and last lines, as for the file', () => {
   for (const f of [plain, gz]) {
     it(`piped to scan -, ${f.endsWith('.gz') ? 'gzip' : 'plain'}: the same now, readiness and findings as scan FILE`, async () => {
       const args = ['scan', '--format', 'json', '--fail-on', 'critical'];
-      const [fromFile, fromPipe] = await Promise.all([runCli([...args, f]), cliWithStdin([...args, '-'], readFileSync(f))]);
+      const [fromFile, fromPipe] = await Promise.all([runCli([...args, f]), runCli([...args, '-'], {}, { input: readFileSync(f) })]);
       expect(fromPipe.stderr).toBe('');
       expect(fromPipe.code).toBe(1);
       const a = JSON.parse(fromFile.stdout) as Record<string, unknown>;
