@@ -151,6 +151,31 @@ function edgeSkewCollector(): { edgeSkewed: { time: number; file?: string }[]; o
   return { edgeSkewed, onSkewed };
 }
 
+/**
+ * Puts the input's edges into `density`: the first and last lines kept from standard input and pipes are judged as a
+ * file's are (their events to `edgeTime`, their skewed times to `onSkewed`, named "standard input" for `-`); then the
+ * latest of all tail times and the earliest of all head times (epoch ms UTC) go in with no weight — they bound the
+ * audit window, and their events are already counted (or are lines the prefilter passes that are no token use).
+ */
+function addEdgeBounds(
+  density: EventTimeDensity,
+  tailTimes: (number | undefined)[],
+  headTimes: (number | undefined)[],
+  streamEdges: readonly StreamEdges[],
+  onSkewed: (time: number, file?: string) => void,
+  edgeTime: (time: number) => void,
+): void {
+  for (const e of streamEdges) {
+    const skewed = (t: number): void => onSkewed(t, e.file === STDIN ? 'standard input' : e.file);
+    headTimes.push(earliestEventTimeInHead(e.head, e.partialLast, skewed, undefined, edgeTime));
+    tailTimes.push(latestEventTimeInTail(e.tail, e.partialFirst, undefined, skewed, { from: edgeCountFrom(e.total, e.tail.length), sink: edgeTime }));
+  }
+  const tailLatest = tailTimes.reduce<number | undefined>((a, t) => (t !== undefined && (a === undefined || t > a) ? t : a), undefined);
+  const headEarliest = headTimes.reduce<number | undefined>((a, t) => (t !== undefined && (a === undefined || t < a) ? t : a), undefined);
+  if (tailLatest !== undefined) density.add(tailLatest, 0);
+  if (headEarliest !== undefined) density.add(headEarliest, 0);
+}
+
 /** The reference time (epoch ms UTC) and where it came from: `--now`, else the latest consistent event time, else the clock. */
 function referenceTime(given: number | undefined, latest: number | undefined): { now: number; nowSource: NowSource } {
   if (given !== undefined) return { now: given, nowSource: 'option' };
@@ -244,22 +269,7 @@ export async function runScan(opts: ScanOptions): Promise<ScanResult> {
     await tails; // never rejects; returns promptly once aborted
     throw err;
   }
-  const tailTimes = [await tails, await workerTails?.(edgeTime)];
-  const headTimes = [await heads];
-  for (const e of streamEdges) {
-    const skewed = (t: number): void => onSkewed(t, e.file === STDIN ? 'standard input' : e.file);
-    headTimes.push(earliestEventTimeInHead(e.head, e.partialLast, skewed, undefined, edgeTime));
-    tailTimes.push(latestEventTimeInTail(e.tail, e.partialFirst, undefined, skewed, { from: edgeCountFrom(e.total, e.tail.length), sink: edgeTime }));
-  }
-  const tailLatest = tailTimes.reduce<number | undefined>(
-    (a, t) => (t !== undefined && (a === undefined || t > a) ? t : a),
-    undefined,
-  );
-  const headEarliest = headTimes.reduce<number | undefined>((a, t) => (t !== undefined && (a === undefined || t < a) ? t : a), undefined);
-  // The latest and earliest of them bound the window but count for no further event (already counted, or lines the
-  // prefilter passes that are no token use).
-  if (tailLatest !== undefined) density.add(tailLatest, 0);
-  if (headEarliest !== undefined) density.add(headEarliest, 0);
+  addEdgeBounds(density, [await tails, await workerTails?.(edgeTime)], [await heads], streamEdges, onSkewed, edgeTime);
   const judged = judgeEventTimes(density, clock());
   const latest = judged.latest;
   const earliest = judged.earliest;
