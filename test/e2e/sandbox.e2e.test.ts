@@ -95,6 +95,24 @@ describe.skipIf(!HAS_CHROMIUM)(title, () => {
   const untilContains = async (target: Locator, part: string, timeout = 15_000): Promise<void> => {
     await expect.poll(async () => (await target.textContent()) ?? '', { timeout, interval: 100 }).toContain(part);
   };
+  /**
+   * Opens a channel from the sidebar and waits for its header. The click is repeated until the header shows the channel
+   * (up to `timeout` ms): a click that lands while the page redraws its sidebar from the live state can be lost.
+   */
+  const openChannel = async (name: string, timeout = 20_000): Promise<void> => {
+    const header = page.locator('[data-testid=channel-header]');
+    await expect
+      .poll(
+        async () => {
+          if (((await header.textContent()) ?? '').includes(`# ${name}`)) return true;
+          await page.click(`[data-testid=channel-link][data-channel=${name}]`);
+          await expect.poll(async () => (await header.textContent()) ?? '', { timeout: 3000, interval: 100 }).toContain(`# ${name}`).catch(() => undefined);
+          return ((await header.textContent()) ?? '').includes(`# ${name}`);
+        },
+        { timeout, interval: 500 },
+      )
+      .toBe(true);
+  };
   /** Approves the latest approval request in the thread as `users`, one after the other (2 for kube-system). */
   const approveAs = async (request: Locator, users: readonly string[]) => {
     for (const user of users) {
@@ -174,22 +192,19 @@ describe.skipIf(!HAS_CHROMIUM)(title, () => {
     expect(await home.locator('.bk-unknown').count()).toBe(0);
     const homeShot = await shot('02b-home');
     // 2c. The platform team's channel: the Flux alert, and no Multus alert, no mention.
-    await page.click('[data-testid=channel-link][data-channel=platform]');
+    await openChannel('platform');
     await page.locator('[data-testid=messages]').waitFor({ state: 'visible', timeout: 5000 });
-    await untilContains(page.locator('[data-testid=channel-header]'), '# platform');
     const flux = page.locator('#messages .message', { hasText: 'flux-system/helm-controller' });
     await flux.first().waitFor({ state: 'visible', timeout: 15_000 });
     expect(await flux.count()).toBe(1);
     expect(await page.locator('#messages .message', { hasText: 'kube-system/multus' }).count()).toBe(0);
     await shot('02c-platform');
     // The cluster's channel keeps the rest (Fluent Bit in logging), neither Multus nor Flux.
-    await page.click('[data-testid=channel-link][data-channel=ops-prod-eks]');
-    await untilContains(page.locator('[data-testid=channel-header]'), '# ops-prod-eks');
+    await openChannel('ops-prod-eks');
     await page.locator('#messages .message', { hasText: 'logging/fluent-bit' }).first().waitFor({ state: 'visible', timeout: 15_000 });
     expect(await page.locator('#messages .message', { hasText: /kube-system\/multus|flux-system\// }).count()).toBe(0);
     // Back to #net-alerts for the restart.
-    await page.click('[data-testid=channel-link][data-channel=net-alerts]');
-    await untilContains(page.locator('[data-testid=channel-header]'), '# net-alerts');
+    await openChannel('net-alerts');
     await alert.waitFor({ state: 'visible', timeout: 5000 });
 
     // 3. Restart, as the requester, through the confirm dialog.
