@@ -334,25 +334,24 @@ describe.skipIf(!pgServer.available)('replicas sharing clusters on PostgreSQL', 
     const a = await startReplica(s, 'tw-a');
     await until('a polling every cluster on schedule', async () => (await client.query('SELECT DISTINCT cluster FROM poll_runs WHERE scheduled_at IS NOT NULL AND ended_at IS NOT NULL')).rowCount === all.length, 240_000);
     const joinedAt = Date.now();
-    const b = await startReplica(s, 'tw-b');
+    // Rendezvous hashing over random replica ids gives a joining replica no cluster at all in (1/2)^6 ≈ 1.6 % of runs
+    // for b and (2/3)^6 ≈ 9 % for c: then it leaves and a new one (a new id) joins, until one has a share by design.
+    const startWithShare = async (name: string, others: Replica[]): Promise<Replica> => {
+      for (let attempt = 1; ; attempt++) {
+        const candidate = await startReplica(s, name);
+        const ids = await Promise.all([...others, candidate].map(async (r) => (await r.readyz()).body.shards!.replica));
+        if (all.some((cl) => desiredOwner(cl, ids) === ids.at(-1))) return candidate;
+        if (attempt >= 8) throw new Error(`rendezvous gave ${name} no cluster in 8 tries`);
+        candidate.child.kill('SIGTERM');
+        await candidate.exited;
+      }
+    };
+    const b = await startWithShare('tw-b', [a]);
     const owners = await until('b owning a share', async () => {
       const o = (await b.readyz()).body.shards?.owners ?? {};
       return Object.values(o).some((id) => id?.startsWith('tw-b-')) && Object.values(o).every((id) => id !== null) ? o : undefined;
     }, 240_000);
-    // Rendezvous hashing over random replica ids gives c no cluster at all in (2/3)^6 ≈ 9 % of runs: then c leaves and
-    // a new c (a new id) joins, until one has a share by design.
-    let joined: Replica | undefined;
-    for (let attempt = 1; joined === undefined; attempt++) {
-      const candidate = await startReplica(s, 'tw-c');
-      const ids = await Promise.all([a, b, candidate].map(async (r) => (await r.readyz()).body.shards!.replica));
-      if (all.some((cl) => desiredOwner(cl, ids) === ids[2])) joined = candidate;
-      else {
-        if (attempt >= 8) throw new Error('rendezvous gave tw-c no cluster in 8 tries');
-        candidate.child.kill('SIGTERM');
-        await candidate.exited;
-      }
-    }
-    const c = joined;
+    const c = await startWithShare('tw-c', [a, b]);
     const cOwned = await until('c owning its share', async () => {
       const o = (await c.readyz()).body.shards?.owners ?? {};
       const mine = Object.keys(o).filter((cl) => o[cl]?.startsWith('tw-c-'));
