@@ -18,11 +18,27 @@ afterEach(() => {
   for (const c of closers.splice(0)) c();
 });
 
+/** When the test sends SIGTERM: once serve says it started, or at the first connection to the API server (mid-start). */
+type When = 'started' | 'connected';
+
 describe('serve with a hung cluster API', () => {
-  it('exits with 0 after SIGTERM while the hung API server still holds its connections open', { timeout: 120_000 }, async () => {
+  it('exits with 0 after SIGTERM while the hung API server still holds its connections open', { timeout: 120_000 }, () => stopWhileHung('started'));
+
+  // A SIGTERM while serve is still starting (a rollout may stop a pod that has not finished starting) is acted on once
+  // it has started: the process stops as gracefully as after a start, instead of the signal's default action.
+  it('a SIGTERM at its first connection to the API server, before it has finished starting, also stops it gracefully with 0', { timeout: 120_000 }, () =>
+    stopWhileHung('connected'));
+});
+
+/** Starts serve against an API server that accepts and never answers, sends SIGTERM `when` asked, checks the exit. */
+async function stopWhileHung(when: When): Promise<void> {
+  {
+    let onFirstConnection: (() => void) | undefined;
     const blackHole = createServer((socket) => {
       held.push(socket);
       socket.on('error', () => {});
+      onFirstConnection?.();
+      onFirstConnection = undefined;
     });
     await new Promise<void>((r) => blackHole.listen(0, '127.0.0.1', r));
     closers.push(() => blackHole.close());
@@ -46,20 +62,29 @@ describe('serve with a hung cluster API', () => {
     child.stderr.on('data', (b: Buffer) => (out += b.toString()));
     const exited = new Promise<{ code: number | null; signal: string | null }>((r) => child.once('exit', (code, signal) => r({ code, signal })));
     try {
-      // Started, and the watch cache has connected to the black hole (and waits for an answer that never comes).
+      // Started, and the watch cache has connected to the black hole (and waits for an answer that never comes); or,
+      // for 'connected', the moment of that first connection, which serve makes while it starts.
       await new Promise<void>((resolve, reject) => {
-        const check = setInterval(() => {
-          if (out.includes('tokenwatch serve started') && held.length > 0) {
-            clearInterval(check);
+        let check: NodeJS.Timeout | undefined;
+        if (when === 'connected') {
+          onFirstConnection = () => {
+            child.kill('SIGTERM');
             resolve();
-          }
-        }, 50);
+          };
+        } else {
+          check = setInterval(() => {
+            if (out.includes('tokenwatch serve started') && held.length > 0) {
+              clearInterval(check);
+              child.kill('SIGTERM');
+              resolve();
+            }
+          }, 50);
+        }
         void exited.then(() => {
           clearInterval(check);
           reject(new Error(`serve exited early: ${out}`));
         });
       });
-      child.kill('SIGTERM');
       const end = await exited;
       expect(end).toEqual({ code: 0, signal: null });
       expect(out).toContain('"msg":"stopped"');
@@ -69,5 +94,5 @@ describe('serve with a hung cluster API', () => {
     } finally {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     }
-  });
-});
+  }
+}

@@ -74,6 +74,15 @@ export function register(program: Command): void {
       const { Metrics } = await import('../../observability/metrics.js');
       const metrics = new Metrics({ defaultMetrics: true });
       // The runtime (src/runtime/compose.ts) builds everything, cluster ownership included.
+      // SIGTERM/SIGINT from here on stop the service gracefully: one arriving while it starts (its "started" line is
+      // written before composeServe returns; a rollout may stop a pod that is still starting) is kept and acted on
+      // once it has started, instead of the signal's default action ending the process mid-start.
+      let early: NodeJS.Signals | undefined;
+      const onEarlySignal = (sig: NodeJS.Signals) => {
+        early ??= sig;
+      };
+      process.on('SIGTERM', onEarlySignal);
+      process.on('SIGINT', onEarlySignal);
       let service;
       try {
         service = await composeServe(config, { env, logger, metrics });
@@ -108,6 +117,9 @@ export function register(program: Command): void {
         };
         process.on('SIGTERM', onSignal);
         process.on('SIGINT', onSignal);
+        process.off('SIGTERM', onEarlySignal);
+        process.off('SIGINT', onEarlySignal);
+        if (early) onSignal(early);
       });
     });
 }
