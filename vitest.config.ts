@@ -2,47 +2,33 @@ import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
 
 /**
- * Test files that run in workers shared with other files (`isolate: false`): each worker imports the product's modules
- * (the Slack, Kubernetes and AWS clients above all) once for all the files it runs, instead of once per file as the
- * isolated default does. These files start no child process and leave no module state behind that another file
- * reads; each passed in a shared worker beside the others (docs/development.md "Timings"). Every other file, and any
- * new one, stays isolated: add a file here only once it passes in a `--no-isolate` run together with this list.
+ * Test files that run isolated (`isolate: true`, a fresh worker process and module graph per file). Every other file
+ * runs in a worker shared with other files (`isolate: false`): each of the workers imports the product's modules (the
+ * Slack, Kubernetes and AWS clients above all, about 3-4 s of CPU) once for all the files it runs, instead of once per
+ * file (docs/development.md "Timings"). Files in a shared worker run one after another, so a file that changes
+ * process-wide state (`process.env`, `process.exitCode`, spies on `process`) and restores it in its hooks is still
+ * safe there; a file is listed here when the product may read that state once per process (credential chains
+ * caching the environment: AWS, Google and Azure clients, the kubeconfig loader) or when it was seen to fail beside
+ * others. A new file shares a worker unless it is added here, with its reason.
  */
-const SHARED_WORKER_FILES = [
-  'test/approvals/{machine,no-slack-syntax,policy}.test.ts',
-  'test/audit/{annotations,input-formats,needle-search,reader.property,reader,shapes.property,token-use}.test.ts',
-  'test/cases/{cw-s3-export-timestamp-prefix,insights-get-query-results-json,insights-guide-query-csv,legacy-invalidated-401,operator-owned-statefulset,restarted-before-scan}.test.ts',
-  'test/cli/{format,progress,sandbox-banner}.test.ts',
-  'test/cluster/{convert,snapshot}.test.ts',
-  'test/config/{config,duration,follow-ups-config,gcp,policy}.test.ts',
-  'test/core/{keyed-lock,redact,source-address}.test.ts',
-  'test/docker/release.test.ts',
-  'test/docs/{links,project-layout}.test.ts',
-  'test/errors/errors.test.ts',
-  'test/examples/examples.test.ts',
-  'test/fakes/cloudwatch.test.ts',
-  'test/findings/{aggregate,attribution,build,catalog-claims,cause-outranking,causes}.test.ts',
-  'test/findings/{cluster-events,expiry-corroboration,fault-kinds,flood,groups,token-math}.test.ts',
-  'test/manifests/{approval-defaults,chart-schema,writer-buttons}.test.ts',
-  'test/observability/{health,logger}.test.ts',
-  'test/probe/findings.test.ts',
-  'test/remediation/verify.test.ts',
-  'test/runtime/{ip-attribution-serve,missed-polls,poll-slices,scheduler,serve-shards,serve-webhook}.test.ts',
-  'test/runtime/{shards,unrecorded-ticks,watch-cache-failing,watch-cache-serve}.test.ts',
-  'test/sandbox/{blockkit,data-dir,replay}.test.ts',
-  'test/scan/{examples,latest-event,parallel.default,parallel.run,readiness,run,skipped-records,unauthorized-forms}.test.ts',
-  'test/slack/blocks/*.test.ts',
-  'test/slack/{alert-history,buttons,conclude,edit-coalescing,fallback-escape,followups-outcomes,forged-mention,home-debounce}.test.ts',
-  'test/slack/{home-sources,late-use,listeners/listeners,one-action-per-target,outbox,overflow-confirm,permalink-cache,recreate}.test.ts',
-  'test/slack/{redaction,routing,status-readiness,vote-recheck,warm,webhook-status}.test.ts',
-  'test/sources/{file,forged-source-webhook,inflated,skip-and-read-on}.test.ts',
-  'test/store/{claim,methods,outbox,replicas,sqlite-worker,sqlite}.test.ts',
+const ISOLATED_FILES = [
+  // Change the environment the cloud SDKs' credential chains and endpoints read (AWS, Google ADC, Azure workload
+  // identity) or the kubeconfig loader reads (HOME, KUBECONFIG, KUBERNETES_SERVICE_HOST).
+  'test/runtime/{aks-log-analytics-serve,blind,gke-serve,gke-shared-budget,shared-budgets}.test.ts',
+  'test/sources/{cloud-logging,cloudwatch,timeouts}.test.ts',
+  'test/cluster/{kube,kubeconfig-files}.test.ts',
+  'test/store/postgres.test.ts',
+  // Replace process.stderr.write and set process.exitCode while the CLI's error handling runs.
+  'test/cli/error-codes.test.ts',
 ];
 
 export default defineConfig({
   test: {
     // Bundles the CLI and the test child scripts once, so child processes run plain JavaScript (test/global-setup.ts).
     globalSetup: ['test/global-setup.ts'],
+    // Records each file's CPU seconds when `npm run test:cpu` (scripts/test-cpu.mjs) sets TOKENWATCH_TEST_CPU; does
+    // nothing otherwise.
+    setupFiles: ['test/support/cpu-probe.ts'],
     testTimeout: 20_000,
     hookTimeout: 20_000,
     pool: 'forks',
@@ -53,8 +39,8 @@ export default defineConfig({
     // Two projects that differ only in isolation; both inherit everything above (`extends: true`), and the global
     // setup runs once for the run, not once per project.
     projects: [
-      { extends: true, test: { name: 'isolated', include: ['test/**/*.test.ts'], exclude: SHARED_WORKER_FILES } },
-      { extends: true, test: { name: 'shared', include: SHARED_WORKER_FILES, isolate: false } },
+      { extends: true, test: { name: 'shared', include: ['test/**/*.test.ts'], exclude: ISOLATED_FILES, isolate: false } },
+      { extends: true, test: { name: 'isolated', include: ISOLATED_FILES } },
     ],
     // `npm run coverage`: V8 coverage of the product code, printed as a per-file table and a summary.
     coverage: {
