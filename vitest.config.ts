@@ -6,19 +6,13 @@ import { defineConfig } from 'vitest/config';
  * runs in a worker shared with other files (`isolate: false`): each of the workers imports the product's modules (the
  * Slack, Kubernetes and AWS clients above all, about 3-4 s of CPU) once for all the files it runs, instead of once per
  * file (docs/development.md "Timings"). Files in a shared worker run one after another, so a file that changes
- * process-wide state (`process.env`, `process.exitCode`, spies on `process`) and restores it in its hooks is still
- * safe there; a file is listed here when the product may read that state once per process (credential chains
- * caching the environment: AWS, Google and Azure clients, the kubeconfig loader) or when it was seen to fail beside
- * others. A new file shares a worker unless it is added here, with its reason.
+ * process-wide state (`process.env`, spies on `process`) and restores it in its hooks is safe there, as are files
+ * that start child processes and stop them. A file is listed here, with its reason, when it cannot restore what it
+ * changes or when it was seen to fail beside others.
  */
 const ISOLATED_FILES = [
-  // Change the environment the cloud SDKs' credential chains and endpoints read (AWS, Google ADC, Azure workload
-  // identity) or the kubeconfig loader reads (HOME, KUBECONFIG, KUBERNETES_SERVICE_HOST).
-  'test/runtime/{aks-log-analytics-serve,blind,gke-serve,gke-shared-budget,shared-budgets}.test.ts',
-  'test/sources/{cloud-logging,cloudwatch,timeouts}.test.ts',
-  'test/cluster/{kube,kubeconfig-files}.test.ts',
-  'test/store/postgres.test.ts',
-  // Replace process.stderr.write and set process.exitCode while the CLI's error handling runs.
+  // Replaces process.stderr.write, through which the worker also reports, and sets process.exitCode, which the
+  // worker's own exit reads, while the CLI's error handling runs.
   'test/cli/error-codes.test.ts',
 ];
 
