@@ -53,11 +53,17 @@ export type AuthHeaders = () => Promise<Record<string, string>>;
 /**
  * Application Default Credentials with the Logging read scope; `google-auth-library` is imported on the first call
  * (the serve path only). The library caches and refreshes the token.
+ *
+ * `project`, the project whose logs are read, is given to the library as its project id: without one, its first
+ * token waits for a project lookup — the environment, the credentials file, then `gcloud config config-helper
+ * --format json` run through a shell (a Python CLI start, about a second of CPU, where gcloud is installed), then the
+ * metadata server (google-auth-library `GoogleAuth.findAndCacheProjectId`). The reads name their project in every
+ * request, so nothing depends on that lookup.
  */
-export function adcAuthHeaders(): AuthHeaders {
+export function adcAuthHeaders(project?: string): AuthHeaders {
   let auth: Promise<GoogleAuth> | undefined;
   return async () => {
-    auth ??= import('google-auth-library').then(({ GoogleAuth }) => new GoogleAuth({ scopes: [LOGGING_READ_SCOPE] }));
+    auth ??= import('google-auth-library').then(({ GoogleAuth }) => new GoogleAuth({ scopes: [LOGGING_READ_SCOPE], ...(project ? { projectId: project } : {}) }));
     const headers = await (await auth).getRequestHeaders();
     return Object.fromEntries(headers.entries());
   };
@@ -204,7 +210,7 @@ export class CloudLoggingProject {
     this.lagMs = opts.lagMs ?? 60_000;
     this.pageSize = opts.pageSize ?? MAX_PAGE_SIZE;
     if (!Number.isInteger(this.pageSize) || this.pageSize < 1 || this.pageSize > MAX_PAGE_SIZE) throw new TokenwatchError(ErrorCode.Internal, `CloudLoggingProject: pageSize must be 1 to ${MAX_PAGE_SIZE}`);
-    this.auth = opts.auth ?? adcAuthHeaders();
+    this.auth = opts.auth ?? adcAuthHeaders(opts.project);
     this.group = new GroupQuery(opts.reuseMs ?? 300_000);
     this.blindCheckMs = opts.blindCheckMs ?? 3_600_000;
   }
@@ -497,7 +503,9 @@ export class CloudLoggingRegistry {
     const key = JSON.stringify([gcp.project, gcp.endpoint ?? null, gcp.overlap, gcp.lag, gcp.pageSize]);
     let project = this.projects.get(key);
     if (!project) {
-      this.auth ??= this.opts.auth ?? adcAuthHeaders();
+      // One ADC client for the deployment; the first project read is its project id (see adcAuthHeaders: it spares
+      // the library's own lookup, and no request depends on it).
+      this.auth ??= this.opts.auth ?? adcAuthHeaders(gcp.project);
       project = new CloudLoggingProject({
         project: gcp.project,
         ...(gcp.endpoint !== undefined && { endpoint: gcp.endpoint }),

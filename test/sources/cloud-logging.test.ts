@@ -2,6 +2,9 @@
  * The Cloud Logging source (src/sources/cloud-logging.ts) on its own: the real `google-auth-library` against the
  * loopback metadata server and the loopback `entries:list` (src/sandbox/fakes/).
  */
+import { chmodSync, existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { delimiter, join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { gkeAuditEntry, startFakeCloudLogging, type FakeCloudLogging } from '../../src/sandbox/fakes/cloud-logging.js';
 import { startFakeGceMetadata, type FakeGceMetadata } from '../../src/sandbox/fakes/gce-metadata.js';
@@ -17,11 +20,17 @@ const TOKEN = 'ya29.secret-access-token-0123456789';
 
 let metadata: FakeGceMetadata;
 const saved: Record<string, string | undefined> = {};
+/** A folder first on PATH whose `gcloud` records each run in `calls` (google-auth-library's project lookup runs it). */
+const gcloudDir = mkdtempSync(join(tmpdir(), 'tw-gcloud-'));
+const gcloudCalls = join(gcloudDir, 'calls');
 beforeAll(async () => {
   metadata = await startFakeGceMetadata({ projectId: PROJECT, accessToken: TOKEN });
-  for (const k of ['GCE_METADATA_HOST', 'METADATA_SERVER_DETECTION', 'GOOGLE_APPLICATION_CREDENTIALS']) saved[k] = process.env[k];
+  for (const k of ['GCE_METADATA_HOST', 'METADATA_SERVER_DETECTION', 'GOOGLE_APPLICATION_CREDENTIALS', 'PATH']) saved[k] = process.env[k];
   Object.assign(process.env, metadata.env);
   delete process.env['GOOGLE_APPLICATION_CREDENTIALS'];
+  writeFileSync(join(gcloudDir, 'gcloud'), `#!/bin/sh\necho "$*" >> '${gcloudCalls}'\nexit 1\n`);
+  chmodSync(join(gcloudDir, 'gcloud'), 0o755);
+  process.env['PATH'] = `${gcloudDir}${delimiter}${process.env['PATH'] ?? ''}`;
 });
 afterAll(async () => {
   for (const [k, v] of Object.entries(saved)) {
@@ -63,6 +72,8 @@ describe('Cloud Logging source', () => {
     expect(stats.requests).toBe(1); // data_access entries seen: no blind probe
     expect([...stats.platformHints!.gkeLogs]).toEqual(['data_access']);
     expect(metadata.tokensIssued()).toBeGreaterThan(0);
+    // The source gives the library its project: no `gcloud config config-helper` run to look one up.
+    expect(existsSync(gcloudCalls)).toBe(false);
     // The next window starts the overlap before the cursor and ends `lag` before now.
     await drain(source, cursor, NOW + 5 * MIN);
     expect(fake.requests().at(-1)!.filter).toContain(`timestamp>="${new Date(NOW - MIN - 10 * MIN).toISOString()}" AND timestamp<"${new Date(NOW + 4 * MIN).toISOString()}"`);
