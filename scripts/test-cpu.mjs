@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
- * `npm run test:cpu [-- --top N] [-- vitest arguments]`: runs vitest once (the whole suite, or the files and options
- * given after `--`) and prints where its CPU time goes, per test file, to compare changes to the suite's cost
+ * `npm run test:cpu [-- [--top N] [vitest arguments]]`: runs vitest once (the whole suite, or the files and options
+ * given after `--`, passed to vitest as they are) and prints where its CPU time goes, per test file, to compare changes to the suite's cost
  * (docs/development.md "Timings").
  *
  * How: vitest runs with `TOKENWATCH_TEST_CPU` naming a scratch file, so the setup file `test/support/cpu-probe.ts`
@@ -16,12 +16,19 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 
-const { values, positionals } = parseArgs({ options: { top: { type: 'string', default: '25' } }, allowPositionals: true });
-const top = Number(values.top);
+// `--top N` is this script's; every other argument goes to vitest as given (files, `--maxWorkers=3`, …).
+const args = process.argv.slice(2);
+const forVitest = [];
+let topArg = '25';
+for (let i = 0; i < args.length; i++) {
+  if (args[i] === '--top') topArg = args[++i] ?? '';
+  else if (args[i].startsWith('--top=')) topArg = args[i].slice('--top='.length);
+  else forVitest.push(args[i]);
+}
+const top = Number(topArg);
 if (!Number.isInteger(top) || top < 0) {
-  console.error(`test:cpu: --top takes a whole number ≥ 0, got ${values.top}`);
+  console.error(`test:cpu: --top takes a whole number ≥ 0, got ${topArg}`);
   process.exit(2);
 }
 if (process.platform !== 'linux') {
@@ -41,7 +48,7 @@ const report = join(dir, 'vitest.json');
 const load0 = loadavg()[0];
 const t0 = Date.now();
 const cpu0 = childrenCpu();
-const vitest = spawn(process.execPath, ['node_modules/vitest/vitest.mjs', 'run', '--reporter=dot', '--reporter=json', `--outputFile.json=${report}`, ...positionals], {
+const vitest = spawn(process.execPath, ['node_modules/vitest/vitest.mjs', 'run', '--reporter=dot', '--reporter=json', `--outputFile.json=${report}`, ...forVitest], {
   stdio: 'inherit',
   env: { ...process.env, TOKENWATCH_TEST_CPU: perFile },
 });
