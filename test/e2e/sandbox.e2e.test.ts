@@ -145,10 +145,13 @@ describe.skipIf(!HAS_CHROMIUM)(title, () => {
     await until(() => alert.locator('.bk-header').textContent(), '🔴 Critical · prod-eks · kube-system/multus — requests now fail with 401');
     // The channel opens at the critical alerts (posted first), not scrolled to the bottom past them.
     await page.waitForTimeout(1500); // a few more polls and renders: the position must hold
-    const list = (await page.locator('#messages').boundingBox())!;
-    const first = (await page.locator('#messages > .message .bk-header', { hasText: /^🔴/ }).first().boundingBox())!;
-    expect(first.y - list.y).toBeGreaterThanOrEqual(0);
-    expect(list.y + list.height - (first.y + first.height)).toBeGreaterThanOrEqual(0);
+    // Read again until both boxes are there: a box is null while the page redraws the list.
+    const firstCriticalInView = async () => {
+      const list = await page.locator('#messages').boundingBox();
+      const first = await page.locator('#messages > .message .bk-header', { hasText: /^🔴/ }).first().boundingBox();
+      return list && first ? { belowTop: first.y - list.y >= 0, aboveBottom: list.y + list.height - (first.y + first.height) >= 0 } : null;
+    };
+    await until(firstCriticalInView, { belowTop: true, aboveBottom: true });
     // The node probe found Multus's token copied into its kubeconfig on the nodes: the headline fix is the cause's
     // (the thick plugin, from the cause catalogue) and the restart is offered as what it is, a stop-gap.
     await untilContains(alert, 'Fix: Move to the Multus thick plugin');
