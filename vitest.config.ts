@@ -20,9 +20,9 @@ export default defineConfig({
   test: {
     // Bundles the CLI and the test child scripts once, so child processes run plain JavaScript (test/global-setup.ts).
     globalSetup: ['test/global-setup.ts'],
-    // Records each file's CPU seconds when `npm run test:cpu` (scripts/test-cpu.mjs) sets TOKENWATCH_TEST_CPU; does
-    // nothing otherwise.
-    setupFiles: ['test/support/cpu-probe.ts'],
+    // cpu-probe: records each file's CPU seconds when `npm run test:cpu` (scripts/test-cpu.mjs) sets
+    // TOKENWATCH_TEST_CPU, nothing otherwise. sqlite-thread: keeps the SQLite worker thread up across tests.
+    setupFiles: ['test/support/cpu-probe.ts', 'test/support/sqlite-thread.ts'],
     testTimeout: 20_000,
     hookTimeout: 20_000,
     pool: 'forks',
