@@ -1,4 +1,4 @@
-import { availableParallelism } from 'node:os';
+import { availableParallelism, loadavg } from 'node:os';
 import { defineConfig } from 'vitest/config';
 
 /**
@@ -29,8 +29,9 @@ export default defineConfig({
     // Vitest's default is one worker less than the cores: on 2 cores, one file at a time. Most of the slow files wait
     // (child processes, loopback servers, lease timers, scheduled ticks) rather than compute, so run one file more
     // than the cores: on 2 cores, 3 files at once took the suite from 6 min 22 s to 5 min 11 s of wall time at
-    // 30 s more CPU (docs/development.md "Timings").
-    maxWorkers: availableParallelism() + 1,
+    // 30 s more CPU (docs/development.md "Timings"). On a machine already busy at the start (a load average of at
+    // least the cores, as on a shared CI host), one file per core: more at once would only lengthen each wait.
+    maxWorkers: loadavg()[0]! >= availableParallelism() ? availableParallelism() : availableParallelism() + 1,
     reporters: ['default'],
     // Two projects that differ only in isolation; both inherit everything above (`extends: true`), and the global
     // setup runs once for the run, not once per project.
