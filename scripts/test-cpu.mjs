@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 /**
  * `npm run test:cpu [-- [--top N] [vitest arguments]]`: runs vitest once (the whole suite, or the files and options
- * given after `--`, passed to vitest as they are) and prints where its CPU time goes, per test file, to compare changes to the suite's cost
- * (docs/development.md "Timings").
+ * given after `--`, passed to vitest as they are) and prints where its CPU time goes, per test file, to compare
+ * changes to the suite's cost (docs/development.md "Timings").
  *
  * How: vitest runs with `TOKENWATCH_TEST_CPU` naming a scratch file, so the setup file `test/support/cpu-probe.ts`
  * appends each test file's CPU seconds (its worker's own, and its child processes') from `/proc/self/stat` (Linux).

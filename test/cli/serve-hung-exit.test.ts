@@ -32,67 +32,65 @@ describe('serve with a hung cluster API', () => {
 
 /** Starts serve against an API server that accepts and never answers, sends SIGTERM `when` asked, checks the exit. */
 async function stopWhileHung(when: When): Promise<void> {
-  {
-    let onFirstConnection: (() => void) | undefined;
-    const blackHole = createServer((socket) => {
-      held.push(socket);
-      socket.on('error', () => {});
-      onFirstConnection?.();
-      onFirstConnection = undefined;
-    });
-    await new Promise<void>((r) => blackHole.listen(0, '127.0.0.1', r));
-    closers.push(() => blackHole.close());
-    const port = (blackHole.address() as { port: number }).port;
-    const dir = mkdtempSync(join(tmpdir(), 'tw-hung-exit-'));
-    const kubeconfig = join(dir, 'kubeconfig');
-    writeFileSync(
-      kubeconfig,
-      `apiVersion: v1\nkind: Config\nclusters:\n- name: hung\n  cluster:\n    server: http://127.0.0.1:${port}\n    insecure-skip-tls-verify: true\nusers:\n- name: u\n  user:\n    token: hung-cluster-token\ncontexts:\n- name: hung\n  context:\n    cluster: hung\n    user: u\ncurrent-context: hung\n`,
-    );
-    const audit = join(dir, 'audit.log');
-    writeFileSync(audit, '');
-    const cfg = join(dir, 'tokenwatch.yaml');
-    writeFileSync(
-      cfg,
-      `store:\n  path: ${join(dir, 'tw.db')}\nhttp:\n  host: 127.0.0.1\n  port: 0\npoll:\n  requestTimeout: 3s\nclusters:\n  - name: hung\n    audit:\n      file:\n        path: ${audit}\n    kubernetes:\n      kubeconfig: ${kubeconfig}\n    schedule: "0 0 1 1 *"\n`,
-    );
-    const child = spawn(process.execPath, [cliMain(), 'serve', '--config', cfg], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    child.stdout.on('data', (b: Buffer) => (out += b.toString()));
-    child.stderr.on('data', (b: Buffer) => (out += b.toString()));
-    const exited = new Promise<{ code: number | null; signal: string | null }>((r) => child.once('exit', (code, signal) => r({ code, signal })));
-    try {
-      // Started, and the watch cache has connected to the black hole (and waits for an answer that never comes); or,
-      // for 'connected', the moment of that first connection, which serve makes while it starts.
-      await new Promise<void>((resolve, reject) => {
-        let check: NodeJS.Timeout | undefined;
-        if (when === 'connected') {
-          onFirstConnection = () => {
+  let onFirstConnection: (() => void) | undefined;
+  const blackHole = createServer((socket) => {
+    held.push(socket);
+    socket.on('error', () => {});
+    onFirstConnection?.();
+    onFirstConnection = undefined;
+  });
+  await new Promise<void>((r) => blackHole.listen(0, '127.0.0.1', r));
+  closers.push(() => blackHole.close());
+  const port = (blackHole.address() as { port: number }).port;
+  const dir = mkdtempSync(join(tmpdir(), 'tw-hung-exit-'));
+  const kubeconfig = join(dir, 'kubeconfig');
+  writeFileSync(
+    kubeconfig,
+    `apiVersion: v1\nkind: Config\nclusters:\n- name: hung\n  cluster:\n    server: http://127.0.0.1:${port}\n    insecure-skip-tls-verify: true\nusers:\n- name: u\n  user:\n    token: hung-cluster-token\ncontexts:\n- name: hung\n  context:\n    cluster: hung\n    user: u\ncurrent-context: hung\n`,
+  );
+  const audit = join(dir, 'audit.log');
+  writeFileSync(audit, '');
+  const cfg = join(dir, 'tokenwatch.yaml');
+  writeFileSync(
+    cfg,
+    `store:\n  path: ${join(dir, 'tw.db')}\nhttp:\n  host: 127.0.0.1\n  port: 0\npoll:\n  requestTimeout: 3s\nclusters:\n  - name: hung\n    audit:\n      file:\n        path: ${audit}\n    kubernetes:\n      kubeconfig: ${kubeconfig}\n    schedule: "0 0 1 1 *"\n`,
+  );
+  const child = spawn(process.execPath, [cliMain(), 'serve', '--config', cfg], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+  child.stderr.on('data', (b: Buffer) => (out += b.toString()));
+  const exited = new Promise<{ code: number | null; signal: string | null }>((r) => child.once('exit', (code, signal) => r({ code, signal })));
+  try {
+    // Started, and the watch cache has connected to the black hole (and waits for an answer that never comes); or,
+    // for 'connected', the moment of that first connection, which serve makes while it starts.
+    await new Promise<void>((resolve, reject) => {
+      let check: NodeJS.Timeout | undefined;
+      if (when === 'connected') {
+        onFirstConnection = () => {
+          child.kill('SIGTERM');
+          resolve();
+        };
+      } else {
+        check = setInterval(() => {
+          if (out.includes('tokenwatch serve started') && held.length > 0) {
+            clearInterval(check);
             child.kill('SIGTERM');
             resolve();
-          };
-        } else {
-          check = setInterval(() => {
-            if (out.includes('tokenwatch serve started') && held.length > 0) {
-              clearInterval(check);
-              child.kill('SIGTERM');
-              resolve();
-            }
-          }, 50);
-        }
-        void exited.then(() => {
-          clearInterval(check);
-          reject(new Error(`serve exited early: ${out}`));
-        });
+          }
+        }, 50);
+      }
+      void exited.then(() => {
+        clearInterval(check);
+        reject(new Error(`serve exited early: ${out}`));
       });
-      const end = await exited;
-      expect(end).toEqual({ code: 0, signal: null });
-      expect(out).toContain('"msg":"stopped"');
-      // The peer never closed anything: the process ended on its own account.
-      expect(held.some((s) => !s.destroyed)).toBe(true);
-      expect(out).not.toContain('hung-cluster-token');
-    } finally {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    }
+    });
+    const end = await exited;
+    expect(end).toEqual({ code: 0, signal: null });
+    expect(out).toContain('"msg":"stopped"');
+    // The peer never closed anything: the process ended on its own account.
+    expect(held.some((s) => !s.destroyed)).toBe(true);
+    expect(out).not.toContain('hung-cluster-token');
+  } finally {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   }
 }
