@@ -10,14 +10,14 @@
  *   better-sqlite3 connection; `sqlite.ts` `sqliteWorkerEntry` finds it next to its own chunk).
  * - Code splitting: what only `serve`, `sandbox`, `probe` or `config` need lives in chunks loaded by their dynamic
  *   `import()`s, so `scan` and `--version` load neither Slack, Kubernetes, AWS nor SQLite code.
- * - Bundled: our sources and the small pure-JS packages on the scan path ({@link BUNDLED}). Every other package stays
- *   an `import` of `node_modules` (native addons, packages that load their own files by path such as pino's transports).
+ * - Bundled: our sources and our dependencies with theirs ({@link externals}), but for a native addon and packages
+ *   that load their own files by path ({@link EXTERNAL}), which stay `import`s of `node_modules`.
  * - All output is flat in `dist/cli/`, two levels below package.json, as `src/cli/*.ts` are: module-relative URLs
  *   (`../../package.json`, `../../examples/`, `./page/`) resolve the same from the sources and from the bundle.
  * - The sandbox page (`src/sandbox/page/`) is copied to `dist/cli/page/`, its `blockkit.ts` compiled to `blockkit.js`.
  *
- * Type checking is `npm run typecheck` (tsc); esbuild only strips types. Source maps are written next to the chunks
- * (`node --enable-source-maps` shows TypeScript positions).
+ * Type checking is `npm run typecheck` (tsc); esbuild only strips types. Source maps are written next to the chunks,
+ * positions without the sources' text (`node --enable-source-maps` shows file and line in stack traces).
  *
  * Usage: `node scripts/build.mjs [--out DIR]` — DIR (default `dist`, relative to the repository) is emptied and
  * receives `cli/`; `npm run bench` builds into `bench/data/build/dist` beside a copy of package.json.
@@ -32,20 +32,35 @@ const outDir = values.out.replace(/\/+$/, '');
 const out = new URL(`${outDir}/`, root);
 
 /**
- * Packages bundled into the CLI: pure JavaScript, no files loaded by path, on the scan or start-up path (`semver` alone
- * is ~40 CommonJS files). Listed in package.json `dependencies` all the same (an installed package still has them).
+ * Packages of package.json `dependencies` kept as `import`s of `node_modules` instead of bundled:
+ * - `better-sqlite3`: a native addon, found by path at run time;
+ * - `pino`: its transports run in worker threads that load pino's own files by path;
+ * - `google-auth-library`: loaded (a dynamic `import()`) only when a GKE source runs, so bundling it saves no start.
  */
-const BUNDLED = new Set(['commander', 'semver', 'p-limit', 'yocto-queue', '@streamparser/json', 'csv-parse', 'tinyglobby', 'fdir', 'picomatch']);
+const EXTERNAL = new Set(['better-sqlite3', 'pino', 'google-auth-library']);
+
+/** Our package.json `dependencies`: bundled but for {@link EXTERNAL}; devDependencies (the sandbox's `esbuild`) never. */
+const DEPENDENCIES = new Set(Object.keys(JSON.parse(readFileSync(new URL('package.json', root), 'utf8')).dependencies));
 
 const packageName = (spec) => (spec.startsWith('@') ? spec.split('/').slice(0, 2).join('/') : spec.split('/')[0]);
 
-/** Marks every bare import external unless its package is in {@link BUNDLED}. */
+/**
+ * Bundles every package of {@link DEPENDENCIES} but {@link EXTERNAL}, with the packages they import in turn (an
+ * installed tokenwatch may have those nested under the importing package, where an `import` from `dist/` could not
+ * resolve them). Every module file costs a resolve, a read and a compile at each start: `@kubernetes/client-node`'s
+ * ~1,000 files (generated API classes and models) alone took 0.82 s of CPU to import from `node_modules`, bundled 0.30 s;
+ * importing every chunk of the CLI (what `serve` can load) took 1.47–1.52 s with only the scan path's packages
+ * bundled, 0.85–0.88 s with this rule (Node 24.22, the 2-CPU development VM, 2026-12-07, `process.cpuUsage()` around
+ * the imports).
+ */
 const externals = {
   name: 'tokenwatch-externals',
   setup(b) {
     b.onResolve({ filter: /^[^./]/ }, (args) => {
-      if (args.path.startsWith('node:') || !BUNDLED.has(packageName(args.path))) return { path: args.path, external: true };
-      return undefined;
+      const name = packageName(args.path);
+      if (args.path.startsWith('node:') || EXTERNAL.has(name)) return { path: args.path, external: true };
+      if (DEPENDENCIES.has(name) || /[\\/]node_modules[\\/]/.test(args.importer)) return undefined;
+      return { path: args.path, external: true };
     });
   },
 };
@@ -62,6 +77,8 @@ const result = await build({
   platform: 'node',
   target: 'node22', // the oldest supported Node (package.json engines ≥ 22.19)
   sourcemap: 'linked',
+  // Positions only: with the bundled packages' sources inside, the maps would be 16 of the build's 30 MB.
+  sourcesContent: false,
   legalComments: 'linked',
   logLevel: 'warning',
   metafile: true,
