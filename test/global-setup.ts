@@ -16,9 +16,13 @@
  *
  * It also starts one throwaway PostgreSQL server for the run (test/support/postgres-server.ts), stopped and removed at
  * teardown; tests create a database each with test/support/postgres.ts (`inject('postgres')`).
+ *
+ * Then it points `TMPDIR` (so `os.tmpdir()` in the test workers and their child processes) at a folder of the run
+ * ({@link runScratch}), removed at teardown with every temporary file the tests made.
  */
 import { execFileSync } from 'node:child_process';
-import { readdirSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { build } from 'esbuild';
 import type { TestProject } from 'vitest/node';
@@ -69,6 +73,26 @@ async function buildAll(dir: string): Promise<void> {
   });
 }
 
+const SCRATCH_PREFIX = 'tokenwatch-test-';
+
+/**
+ * A folder of this run in the system's temporary folder (`os.tmpdir()`: `TMPDIR`, else `/tmp`), mode 1777 as `/tmp`
+ * is (the tests that run a command as another user — PostgreSQL, the probe, a read-only store — reach their files).
+ * `TMPDIR` points at it for the test workers and their child processes, and teardown removes it with everything in it:
+ * the tests' temporary folders, including those a failed or killed test left behind (before, runs left thousands of
+ * `tw-*` folders in `/tmp`). Folders of earlier runs whose vitest process is gone are removed first.
+ */
+function runScratch(): string {
+  const parent = tmpdir();
+  for (const name of readdirSync(parent)) {
+    const pid = name.startsWith(SCRATCH_PREFIX) ? Number(name.slice(SCRATCH_PREFIX.length).split('-')[0]) : Number.NaN;
+    if (Number.isInteger(pid) && pid !== process.pid && !alive(pid)) rmSync(join(parent, name), { recursive: true, force: true });
+  }
+  const dir = mkdtempSync(join(parent, `${SCRATCH_PREFIX}${process.pid}-`));
+  chmodSync(dir, 0o1777);
+  return dir;
+}
+
 export default async function setup(project: TestProject): Promise<() => void> {
   for (const name of readdirSync(ROOT)) {
     const pid = name.startsWith(PREFIX) ? Number(name.slice(PREFIX.length)) : Number.NaN;
@@ -79,8 +103,12 @@ export default async function setup(project: TestProject): Promise<() => void> {
   project.provide('testBuild', dir);
   project.provide('postgres', postgres.info);
   project.onTestsRerun(() => buildAll(dir));
+  // After PostgreSQL's start: its folder stays where earlier runs' leftovers are looked for (postgres-server.ts).
+  const scratch = runScratch();
+  process.env['TMPDIR'] = scratch;
   return () => {
     rmSync(dir, { recursive: true, force: true });
     postgres.stop();
+    rmSync(scratch, { recursive: true, force: true });
   };
 }
