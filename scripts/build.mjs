@@ -23,6 +23,7 @@
  * receives `cli/`; `npm run bench` builds into `bench/data/build/dist` beside a copy of package.json.
  */
 import { cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { isBuiltin } from 'node:module';
 import { parseArgs } from 'node:util';
 import { build, transform } from 'esbuild';
 
@@ -38,6 +39,14 @@ const out = new URL(`${outDir}/`, root);
  * - `google-auth-library`: loaded (a dynamic `import()`) only when a GKE source runs, so bundling it saves no start.
  */
 const EXTERNAL = new Set(['better-sqlite3', 'pino', 'google-auth-library']);
+
+/**
+ * Imports the bundle may leave to `node_modules` besides {@link EXTERNAL}, none of them a dependency an install must
+ * have: `esbuild` (the sandbox compiles its page's `blockkit.ts` with it only when no `blockkit.js` was built beside it,
+ * never from a build), and optional native helpers that `ws` (`bufferutil`, `utf-8-validate`) and `pg` (`pg-native`)
+ * `require` inside a try when installed. The build fails on any other (see the check after the build).
+ */
+const LEFT_TO_NODE_MODULES = new Set(['esbuild', 'bufferutil', 'utf-8-validate', 'pg-native']);
 
 /** Our package.json `dependencies`: bundled but for {@link EXTERNAL}; devDependencies (the sandbox's `esbuild`) never. */
 const DEPENDENCIES = new Set(Object.keys(JSON.parse(readFileSync(new URL('package.json', root), 'utf8')).dependencies));
@@ -99,6 +108,18 @@ const blockkit = await transform(readFileSync(new URL('blockkit.ts', pageFrom), 
   sourcefile: 'blockkit.ts',
 });
 writeFileSync(new URL('blockkit.js', pageTo), blockkit.code);
+
+// What the build leaves to node_modules is only what is meant to be there: a package the bundle imported from an
+// installed tokenwatch's top-level node_modules could be missing there (nested under the package that needs it).
+const leftExternal = new Set();
+for (const o of Object.values(result.metafile.outputs)) {
+  for (const i of o.imports) if (i.external && !i.path.startsWith('node:') && !isBuiltin(i.path)) leftExternal.add(packageName(i.path));
+}
+const unexpected = [...leftExternal].filter((p) => !EXTERNAL.has(p) && !LEFT_TO_NODE_MODULES.has(p));
+if (unexpected.length > 0) {
+  console.error(`build: the bundle imports ${unexpected.join(', ')} from node_modules; bundle it, or list it in EXTERNAL (scripts/build.mjs) with its reason`);
+  process.exit(1);
+}
 
 const files = Object.keys(result.metafile.outputs).filter((f) => f.endsWith('.js'));
 const bytes = files.reduce((n, f) => n + result.metafile.outputs[f].bytes, 0);
