@@ -2,6 +2,7 @@
  * `tokenwatch serve` exits after SIGTERM even while a cluster's API server holds connections open without answering
  * (accepts, never replies): the stop aborts what tokenwatch started, and a socket the peer keeps open does not keep the
  * process alive past a short grace (src/cli/commands/serve.ts). Pods get `terminationGracePeriodSeconds` to stop in.
+ * While it still starts, a first signal is kept (and logged) and a second exits at once (docs/live-mode.md).
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -94,3 +95,58 @@ async function stopWhileHung(when: When): Promise<void> {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   }
 }
+
+// A start can wait on a store or an API server that does not answer (up to their timeouts): the first Ctrl-C or
+// SIGTERM says it was received and that serve stops once started; a second one exits at once, 128 + the signal.
+describe('signals while serve waits on a PostgreSQL server that never answers', () => {
+  it('the first SIGINT is logged as kept, the second exits at once with 130 without starting', { timeout: 120_000 }, async () => {
+    let onFirstConnection: (() => void) | undefined;
+    const blackHole = createServer((socket) => {
+      held.push(socket);
+      socket.on('error', () => {});
+      onFirstConnection?.();
+      onFirstConnection = undefined;
+    });
+    await new Promise<void>((r) => blackHole.listen(0, '127.0.0.1', r));
+    closers.push(() => blackHole.close());
+    const port = (blackHole.address() as { port: number }).port;
+    const dir = mkdtempSync(join(tmpdir(), 'tw-start-signal-'));
+    const audit = join(dir, 'audit.log');
+    writeFileSync(audit, '');
+    const cfg = join(dir, 'tokenwatch.yaml');
+    // connectTimeout far beyond the test: the start waits on the store until the second signal.
+    writeFileSync(
+      cfg,
+      `store:\n  postgres:\n    host: 127.0.0.1\n    port: ${port}\n    database: tw\n    user: tw\n    sslmode: disable\n    connectTimeout: 600s\nhttp:\n  host: 127.0.0.1\n  port: 0\nslack:\n  enabled: false\nclusters:\n  - name: prod\n    audit:\n      file:\n        path: ${audit}\n    kubernetes:\n      none: true\n    schedule: "0 0 1 1 *"\n`,
+    );
+    const child = spawn(process.execPath, [cliMain(), 'serve', '--config', cfg], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    const seen: { what: RegExp; resolve: () => void }[] = [];
+    const onOutput = (b: Buffer) => {
+      out += b.toString();
+      for (const w of seen.splice(0)) {
+        if (w.what.test(out)) w.resolve();
+        else seen.push(w);
+      }
+    };
+    child.stdout.on('data', onOutput);
+    child.stderr.on('data', onOutput);
+    const logged = (what: RegExp) => new Promise<void>((resolve) => (what.test(out) ? resolve() : seen.push({ what, resolve })));
+    const exited = new Promise<{ code: number | null; signal: string | null }>((r) => child.once('exit', (code, signal) => r({ code, signal })));
+    try {
+      await new Promise<void>((resolve, reject) => {
+        onFirstConnection = resolve;
+        void exited.then(() => reject(new Error(`serve exited before connecting to the store: ${out}`)));
+      });
+      child.kill('SIGINT');
+      await logged(/signal received while starting: stopping once started/);
+      expect(child.exitCode).toBeNull();
+      child.kill('SIGINT');
+      expect(await exited).toEqual({ code: 130, signal: null });
+      expect(out).toContain('second signal while starting: exiting now');
+      expect(out).not.toContain('tokenwatch serve started');
+    } finally {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    }
+  });
+});

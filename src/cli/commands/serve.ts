@@ -5,8 +5,10 @@
  * referenced file that cannot be read and each named environment variable that is unset, per cluster: the checks of
  * `config check --runtime`), 1 when start-up fails otherwise (store cannot be opened, port taken).
  */
+import { constants as osConstants } from 'node:os';
 import { CommanderError, type Command } from 'commander';
 import { TokenwatchError } from '../../errors.js';
+import type { Logger } from '../../observability/logger.js';
 
 /** How long a stopped serve waits for its event loop to empty before it exits anyway, ms. */
 const EXIT_GRACE_MS = 2_000;
@@ -52,6 +54,28 @@ export function register(program: Command): void {
     )
     .action(async (opts: { config?: string }, cmd: Command) => {
       const env = process.env;
+      // SIGTERM/SIGINT from here on stop the service gracefully: one arriving while it starts (loading its modules and
+      // config, connecting to its store; its "started" line is written before composeServe returns; a rollout may stop
+      // a pod that is still starting) is kept, logged, and acted on once it has started, instead of the signal's
+      // default action ending the process mid-start. A second one while it still starts (a start can wait on a store
+      // or an API server that does not answer, up to their timeouts) exits at once with 128 + the signal's number, as
+      // a shell reports a process ended by that signal.
+      let early: NodeJS.Signals | undefined;
+      let startLogger: Logger | undefined;
+      const keptMessage = 'signal received while starting: stopping once started (send it again to exit now)';
+      const onEarlySignal = (sig: NodeJS.Signals) => {
+        if (early === undefined) {
+          early = sig;
+          startLogger?.info({ signal: sig }, keptMessage);
+          return;
+        }
+        const why = 'second signal while starting: exiting now, without a graceful stop';
+        if (startLogger) startLogger.warn({ signal: sig }, why);
+        else process.stderr.write(`tokenwatch: ${why} (${sig})\n`);
+        process.exit(128 + (osConstants.signals[sig] ?? 0));
+      };
+      process.on('SIGTERM', onEarlySignal);
+      process.on('SIGINT', onEarlySignal);
       // Loaded on use, like everything below: other commands (scan) should not pay for zod schemas, YAML and cron.
       const { ConfigError } = await import('../../config/schema.js');
       const { loadConfig, resolveConfigPath } = await import('../../config/load.js');
@@ -73,16 +97,10 @@ export function register(program: Command): void {
       const logger = createLogger({ level });
       const { Metrics } = await import('../../observability/metrics.js');
       const metrics = new Metrics({ defaultMetrics: true });
+      // A signal kept before the logger existed is logged now.
+      startLogger = logger;
+      if (early) logger.info({ signal: early }, keptMessage);
       // The runtime (src/runtime/compose.ts) builds everything, cluster ownership included.
-      // SIGTERM/SIGINT from here on stop the service gracefully: one arriving while it starts (its "started" line is
-      // written before composeServe returns; a rollout may stop a pod that is still starting) is kept and acted on
-      // once it has started, instead of the signal's default action ending the process mid-start.
-      let early: NodeJS.Signals | undefined;
-      const onEarlySignal = (sig: NodeJS.Signals) => {
-        early ??= sig;
-      };
-      process.on('SIGTERM', onEarlySignal);
-      process.on('SIGINT', onEarlySignal);
       let service;
       try {
         service = await composeServe(config, { env, logger, metrics });
