@@ -6,8 +6,9 @@
  * 1. `npm pack` (prepack runs `npm run build`) into a temporary folder;
  * 2. unpacks it with the project's package-lock.json and runs `npm ci --offline --omit=dev` there, from the npm cache
  *    that `npm ci` filled — what the Dockerfile does (nothing compiles: better-sqlite3 ships prebuilt N-API binaries);
- * 3. runs the installed `tokenwatch`: `--version`, `scan` of the bundled examples (JSON with findings), a `scan` large
- *    enough for worker threads (the bundle's `worker.js`) that must print what `--jobs 1` prints, `config check` of a
+ * 3. runs the installed `tokenwatch`: `--version`, `scan` of the bundled examples (JSON with findings), a `scan` of two
+ *    sparse `.gz` files large enough for worker threads, which must start the bundle's `worker.js` (a preloaded hook
+ *    notes every `Worker`) and print what `--jobs 1` prints, `config check` of a
  *    minimal config and of the shipped `config.example.yaml` (README's command, run in the installed package), and
  *    `serve` of the example audit log on the embedded SQLite store (its connection in the bundle's `sqlite-worker.js`
  *    thread) until `/readyz` shows the first poll, and `sandbox --port 0 --no-slack` until its page answers on
@@ -16,8 +17,9 @@
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { copyFileSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
 
 const root = new URL('../', import.meta.url).pathname;
 const keep = process.argv.includes('--keep');
@@ -59,15 +61,58 @@ try {
   const out = JSON.parse(run(['scan', '--audit-log', ...audit, '--cluster', 'prod-eks', '--cluster-snapshot', join(ex, 'cluster-snapshot.json'), '--format', 'json']));
   check('tokenwatch scan (bundled examples)', out.findings.length > 0, `${out.findings.length} findings`);
 
-  // Over the 64 MiB parallel threshold: the example's lines, repeated (repeats count as duplicates).
-  const lines = readFileSync(join(ex, 'audit', 'kube-apiserver-audit.log'));
-  const big = join(dir, 'big-audit.log');
-  writeFileSync(big, Buffer.concat(Array.from({ length: Math.ceil((65 * 1024 * 1024) / lines.length) }, () => lines)));
-  const scanBig = (jobs) => run(['scan', '--audit-log', big, '--cluster', 'prod-eks', '--format', 'json', '--jobs', jobs]);
-  const [serial, threads] = [scanBig('1'), scanBig('2')];
+  // Over the 64 MiB parallel threshold and sparse (a stale-token event every 500 lines), in two rotated .gz files that
+  // worker threads inflate one each: plain lines would need 1 GiB, and dense input is read by one thread
+  // (src/scan/parallel.ts). The run with --jobs 2 preloads a hook that notes each Worker the CLI starts, so the check
+  // fails when the bundle's worker.js never ran.
+  const events = [];
+  for (let i = 0; i < 60_000; i++) {
+    const stale = i % 500 === 0;
+    events.push(
+      JSON.stringify({
+        kind: 'Event',
+        apiVersion: 'audit.k8s.io/v1',
+        auditID: `id-${i}`,
+        stage: 'ResponseComplete',
+        verb: 'get',
+        user: { username: `system:serviceaccount:kube-system:sa-${i % 3}` },
+        sourceIPs: ['10.0.0.1'],
+        responseStatus: { code: 200 },
+        requestReceivedTimestamp: `2026-11-20T10:${String(Math.floor(i / 1000) % 60).padStart(2, '0')}:00.000000Z`,
+        annotations: stale
+          ? { 'authentication.k8s.io/stale-token': `subject: system:serviceaccount:kube-system:sa-${i % 3}, seconds after warning threshold: ${i}` }
+          : { 'authorization.k8s.io/decision': 'allow', pad: 'x'.repeat(1100) },
+      }),
+    );
+  }
+  const gzFiles = [events.slice(0, 30_000), events.slice(30_000)].map((part, n) => {
+    const file = join(dir, `audit-${n}.log.gz`);
+    writeFileSync(file, gzipSync(`${part.join('\n')}\n`));
+    return file;
+  });
+  const workersSeen = join(dir, 'workers-started.txt');
+  const hook = join(dir, 'note-workers.cjs');
+  writeFileSync(
+    hook,
+    "const wt = require('node:worker_threads');\n" +
+      'const Base = wt.Worker;\n' +
+      "wt.Worker = class extends Base { constructor(f, o) { super(f, o); require('node:fs').appendFileSync(process.env.TOKENWATCH_PACK_WORKERS, String(f) + '\\n'); } };\n" +
+      "require('node:module').syncBuiltinESMExports();\n",
+  );
+  const scanGz = (jobs, env = {}) => run(['scan', '--audit-log', ...gzFiles, '--cluster', 'prod-eks', '--format', 'json', '--jobs', jobs], env);
+  const serial = scanGz('1');
+  const threads = scanGz('2', { NODE_OPTIONS: `--require ${hook}`, TOKENWATCH_PACK_WORKERS: workersSeen });
+  const started = existsSync(workersSeen) ? readFileSync(workersSeen, 'utf8').trim().split('\n') : [];
   const parsed = JSON.parse(threads);
-  check('tokenwatch scan --jobs 2 (worker threads) = --jobs 1', threads === serial && parsed.stats.lines > 0,
-    `${parsed.stats.lines} lines, ${parsed.findings.length} findings`);
+  check(
+    'tokenwatch scan --jobs 2 (worker threads) = --jobs 1',
+    threads === serial &&
+      parsed.stats.lines === 60_000 &&
+      parsed.stats.tokenUses > 0 &&
+      // --jobs is capped at the available CPUs: on one CPU no worker starts, and that is right.
+      (availableParallelism() < 2 || started.some((f) => f.endsWith(join('dist', 'cli', 'worker.js')))),
+    `${parsed.stats.lines} lines, ${parsed.stats.tokenUses} token uses, ${started.length} worker thread(s) started: ${[...new Set(started.map((f) => f.split('/').slice(-3).join('/')))].join(', ') || 'none'}`,
+  );
 
   const cfg = join(dir, 'config.yaml');
   writeFileSync(cfg, 'clusters:\n  - name: prod\n    audit:\n      file:\n        path: /var/log/kubernetes/audit.log\n');
