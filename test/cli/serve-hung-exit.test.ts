@@ -31,18 +31,29 @@ describe('serve with a hung cluster API', () => {
     stopWhileHung('connected'));
 });
 
-/** Starts serve against an API server that accepts and never answers, sends SIGTERM `when` asked, checks the exit. */
-async function stopWhileHung(when: When): Promise<void> {
-  let onFirstConnection: (() => void) | undefined;
-  const blackHole = createServer((socket) => {
+/**
+ * A TCP server on 127.0.0.1 that accepts and never answers (its sockets kept in `held`, closed after each test);
+ * `onFirstConnection`, when set, is called once at the first connection.
+ */
+async function blackHole(): Promise<{ port: number; onFirstConnection?: () => void }> {
+  const hole: { port: number; onFirstConnection?: () => void } = { port: 0 };
+  const server = createServer((socket) => {
     held.push(socket);
     socket.on('error', () => {});
-    onFirstConnection?.();
-    onFirstConnection = undefined;
+    const first = hole.onFirstConnection;
+    hole.onFirstConnection = undefined;
+    first?.();
   });
-  await new Promise<void>((r) => blackHole.listen(0, '127.0.0.1', r));
-  closers.push(() => blackHole.close());
-  const port = (blackHole.address() as { port: number }).port;
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  closers.push(() => server.close());
+  hole.port = (server.address() as { port: number }).port;
+  return hole;
+}
+
+/** Starts serve against an API server that accepts and never answers, sends SIGTERM `when` asked, checks the exit. */
+async function stopWhileHung(when: When): Promise<void> {
+  const hole = await blackHole();
+  const port = hole.port;
   const dir = mkdtempSync(join(tmpdir(), 'tw-hung-exit-'));
   const kubeconfig = join(dir, 'kubeconfig');
   writeFileSync(
@@ -67,7 +78,7 @@ async function stopWhileHung(when: When): Promise<void> {
     await new Promise<void>((resolve, reject) => {
       let check: NodeJS.Timeout | undefined;
       if (when === 'connected') {
-        onFirstConnection = () => {
+        hole.onFirstConnection = () => {
           child.kill('SIGTERM');
           resolve();
         };
@@ -100,16 +111,8 @@ async function stopWhileHung(when: When): Promise<void> {
 // SIGTERM says it was received and that serve stops once started; a second one exits at once, 128 + the signal.
 describe('signals while serve waits on a PostgreSQL server that never answers', () => {
   it('the first SIGINT is logged as kept, the second exits at once with 130 without starting', { timeout: 120_000 }, async () => {
-    let onFirstConnection: (() => void) | undefined;
-    const blackHole = createServer((socket) => {
-      held.push(socket);
-      socket.on('error', () => {});
-      onFirstConnection?.();
-      onFirstConnection = undefined;
-    });
-    await new Promise<void>((r) => blackHole.listen(0, '127.0.0.1', r));
-    closers.push(() => blackHole.close());
-    const port = (blackHole.address() as { port: number }).port;
+    const hole = await blackHole();
+    const port = hole.port;
     const dir = mkdtempSync(join(tmpdir(), 'tw-start-signal-'));
     const audit = join(dir, 'audit.log');
     writeFileSync(audit, '');
@@ -135,7 +138,7 @@ describe('signals while serve waits on a PostgreSQL server that never answers', 
     const exited = new Promise<{ code: number | null; signal: string | null }>((r) => child.once('exit', (code, signal) => r({ code, signal })));
     try {
       await new Promise<void>((resolve, reject) => {
-        onFirstConnection = resolve;
+        hole.onFirstConnection = resolve;
         void exited.then(() => reject(new Error(`serve exited before connecting to the store: ${out}`)));
       });
       child.kill('SIGINT');
