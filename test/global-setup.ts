@@ -73,6 +73,17 @@ async function buildAll(dir: string): Promise<void> {
   });
 }
 
+/**
+ * Removes the folders in `parent` named `<prefix><pid>` or `<prefix><pid>-…` of earlier runs whose vitest process
+ * (`pid`) is gone (a run that was killed leaves its folders behind).
+ */
+function removeLeftovers(parent: string, prefix: string): void {
+  for (const name of readdirSync(parent)) {
+    const pid = name.startsWith(prefix) ? Number(name.slice(prefix.length).split('-')[0]) : Number.NaN;
+    if (Number.isInteger(pid) && pid !== process.pid && !alive(pid)) rmSync(join(parent, name), { recursive: true, force: true });
+  }
+}
+
 const SCRATCH_PREFIX = 'tokenwatch-test-';
 
 /**
@@ -84,20 +95,14 @@ const SCRATCH_PREFIX = 'tokenwatch-test-';
  */
 function runScratch(): string {
   const parent = tmpdir();
-  for (const name of readdirSync(parent)) {
-    const pid = name.startsWith(SCRATCH_PREFIX) ? Number(name.slice(SCRATCH_PREFIX.length).split('-')[0]) : Number.NaN;
-    if (Number.isInteger(pid) && pid !== process.pid && !alive(pid)) rmSync(join(parent, name), { recursive: true, force: true });
-  }
+  removeLeftovers(parent, SCRATCH_PREFIX);
   const dir = mkdtempSync(join(parent, `${SCRATCH_PREFIX}${process.pid}-`));
   chmodSync(dir, 0o1777);
   return dir;
 }
 
 export default async function setup(project: TestProject): Promise<() => void> {
-  for (const name of readdirSync(ROOT)) {
-    const pid = name.startsWith(PREFIX) ? Number(name.slice(PREFIX.length)) : Number.NaN;
-    if (Number.isInteger(pid) && pid !== process.pid && !alive(pid)) rmSync(join(ROOT, name), { recursive: true, force: true });
-  }
+  removeLeftovers(ROOT, PREFIX);
   const dir = join(ROOT, `${PREFIX}${process.pid}`);
   const [, postgres] = await Promise.all([buildAll(dir), startPostgres()]);
   project.provide('testBuild', dir);
