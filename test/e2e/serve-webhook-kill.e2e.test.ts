@@ -19,7 +19,7 @@ import { openStore } from '../../src/store/index.js';
 import { auditEvent } from '../sources/events.js';
 import { eventList, postBatch, selfSignedCert } from '../sources/webhook-client.js';
 import { cliMain } from '../support/build.js';
-import { freePort } from '../support/processes.js';
+import { stablePort } from '../support/processes.js';
 
 const TOKEN = 'kill-webhook-token-58e1';
 const BATCHES = 12;
@@ -92,7 +92,8 @@ async function counted(db: string): Promise<Map<string, number>> {
 describe('serve with the audit webhook, killed with SIGKILL', () => {
   it('loses no acknowledged batch (killed after 2xx, and between receipt and 2xx) and counts no retried batch twice', async () => {
     const cert = selfSignedCert(dir);
-    const port = await freePort();
+    // Bound by four serve processes in turn: outside the ephemeral range, so nothing else takes it in between.
+    const port = await stablePort();
     mkdirSync(join(dir, 'data'));
     writeFileSync(join(dir, 'token'), `${TOKEN}\n`);
     const db = join(dir, 'data', 'tw.db');

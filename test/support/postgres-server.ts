@@ -19,7 +19,7 @@ import { execFileSync } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort, processAlive as alive } from './processes.js';
+import { processAlive as alive, stablePort } from './processes.js';
 
 /** What tests are given (via `inject('postgres')`): a running server, or why there is none. */
 export type PostgresServerInfo =
@@ -143,7 +143,8 @@ export async function startPostgres(): Promise<StartedPostgres> {
     chownToServer(log);
     let port = 0;
     for (let attempt = 1; ; attempt++) {
-      port = await freePort();
+      // Outside the ephemeral range: a test stops and starts this server again on the same port.
+      port = await stablePort();
       try {
         asServerUser(join(bin, 'pg_ctl'), ['start', '-D', data, '-l', log, '-w', '-t', '120', '-o', `-p ${port}`]);
         break;
