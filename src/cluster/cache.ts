@@ -40,7 +40,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { HttpMethod, type KubeConfig, RequestContext } from '@kubernetes/client-node';
-import { fetch } from 'undici';
+import { type Dispatcher, getGlobalDispatcher, interceptors } from 'undici';
 import { ErrorCode, TokenwatchError } from '../errors.js';
 import { TimeSlicer } from '../core/slice.js';
 import {
@@ -199,7 +199,8 @@ function describeError(err: unknown): string {
   if (err instanceof WatchError) return err.message;
   if (err instanceof Error) {
     if (err.name === 'TimeoutError') return 'request timed out';
-    // undici's fetch rejects with TypeError "fetch failed"; its cause says why (ECONNREFUSED, …).
+    // undici's request rejects with the cause itself (`connect ECONNREFUSED …`); its fetch with TypeError "fetch
+    // failed" whose cause says why.
     return err.cause instanceof Error ? err.cause.message : err.message;
   }
   return String(err);
@@ -718,6 +719,19 @@ function mapStore<T>(map: Map<string, T>, convert: (o: unknown) => T, mapKey: (k
   };
 }
 
+/** Each dispatcher with undici's gzip decoding in front (error answers decoded too), made once per dispatcher. */
+const DECOMPRESSING = new WeakMap<Dispatcher, Dispatcher>();
+
+/** `dispatcher` decoding `Content-Encoding: gzip` answers (undici's `interceptors.decompress`). */
+function decompressing(dispatcher: Dispatcher): Dispatcher {
+  let d = DECOMPRESSING.get(dispatcher);
+  if (!d) {
+    d = dispatcher.compose(interceptors.decompress({ skipErrorResponses: false }));
+    DECOMPRESSING.set(dispatcher, d);
+  }
+  return d;
+}
+
 /** Why a watch stream ended. */
 type StreamEnd = 'closed' | 'gone' | 'idle';
 
@@ -768,7 +782,17 @@ class Reflector {
     }
   }
 
-  private async request(query: Record<string, string>, signal: AbortSignal): Promise<Awaited<ReturnType<typeof fetch>>> {
+  /**
+   * One GET of the watched resource with `query`, through the cluster's pooled dispatcher (src/cluster/pool.ts; undici's
+   * global one when the kubeconfig sets no TLS options). undici's `request` rather than its `fetch`: a watch stream is
+   * held open for as long as the cache runs (8 per cluster), and `fetch` adds WHATWG Request, Headers, a
+   * ReadableStream and a TextDecoder to every one of them (about 10 KiB of heap per stream more: docs/performance.md
+   * "Watch streams through undici's request"). `compressed` (lists) asks for gzip, as `fetch` and client-go do:
+   * kube-apiserver compresses answers over 128 KiB (its `APIResponseCompression` feature), and a page of 500 pods is
+   * several MiB of JSON; watch streams are never compressed. The body is read by the caller — as JSON, as text, or
+   * dumped — since an unread body keeps its connection busy.
+   */
+  private async request(query: Record<string, string>, signal: AbortSignal, compressed = false): Promise<Dispatcher.ResponseData> {
     const kc = this.cache.kubeConfig;
     const server = kc.getCurrentCluster()?.server;
     if (!server) throw new WatchError(0, 'no current cluster in the kubeconfig');
@@ -776,22 +800,29 @@ class Reflector {
     for (const [k, v] of Object.entries(query)) url.searchParams.set(k, v);
     const ctx = new RequestContext(url.toString(), HttpMethod.GET);
     ctx.setHeaderParam('Accept', 'application/json');
+    if (compressed) ctx.setHeaderParam('Accept-Encoding', 'gzip');
     await kc.applySecurityAuthentication(ctx);
-    const dispatcher = ctx.getDispatcher();
-    return fetch(url, { headers: ctx.getHeaders(), signal, ...(dispatcher ? { dispatcher } : {}) });
+    const dispatcher = ctx.getDispatcher() ?? getGlobalDispatcher();
+    return (compressed ? decompressing(dispatcher) : dispatcher).request({
+      origin: url.origin,
+      path: `${url.pathname}${url.search}`,
+      method: 'GET',
+      headers: ctx.getHeaders(),
+      signal,
+    });
   }
 
-  private async failure(res: Awaited<ReturnType<typeof fetch>>, verb: string): Promise<WatchError> {
+  private async failure(res: Dispatcher.ResponseData, verb: string): Promise<WatchError> {
     let msg: string | undefined;
     try {
-      msg = statusText(JSON.parse(await res.text()));
+      msg = statusText(JSON.parse(await res.body.text()));
     } catch {
       msg = undefined;
     }
-    if (res.status === 403) {
+    if (res.statusCode === 403) {
       return new WatchError(403, `forbidden: no permission to ${verb} ${this.watched.name} (cluster-wide)${msg ? `: ${msg}` : ''}`);
     }
-    return new WatchError(res.status, `HTTP ${res.status} on ${verb} ${this.watched.name}${msg ? `: ${msg}` : ''}`);
+    return new WatchError(res.statusCode, `HTTP ${res.statusCode} on ${verb} ${this.watched.name}${msg ? `: ${msg}` : ''}`);
   }
 
   /** List every page; replace the store with the result; remember the list's resourceVersion. */
@@ -802,12 +833,12 @@ class Reflector {
     let rv = '';
     do {
       const signal = AbortSignal.any([this.cache.signal, AbortSignal.timeout(listTimeoutMs)]);
-      const res = await this.request({ limit: String(pageSize), ...(cont ? { continue: cont } : {}) }, signal);
-      if (res.status !== 200) throw await this.failure(res, 'list');
+      const res = await this.request({ limit: String(pageSize), ...(cont ? { continue: cont } : {}) }, signal, true);
+      if (res.statusCode !== 200) throw await this.failure(res, 'list');
       // The page's CPU work: within the shared bound, and in time slices (a page of 500 pods is long synchronous
       // work; src/core/slice.ts).
       const page = async (): Promise<void> => {
-        const body = (await res.json()) as unknown;
+        const body = (await res.body.json()) as unknown;
         const items = isObj(body) && Array.isArray(body['items']) ? body['items'] : [];
         const slicer = new TimeSlicer();
         for (const item of items) {
@@ -851,22 +882,22 @@ class Reflector {
       // client-go's reflector spreads watch ends over [min, 2·min); 30–60 min is the API server's own default range.
       const timeoutSeconds = String(Math.floor(1800 * (1 + Math.random())));
       const res = await this.request({ watch: 'true', resourceVersion: this.rv, allowWatchBookmarks: 'true', timeoutSeconds }, ac.signal);
-      if (res.status === 410) {
-        await res.body?.cancel();
+      if (res.statusCode === 410) {
+        await res.body.dump();
         return 'gone';
       }
-      if (res.status !== 200) throw await this.failure(res, 'watch');
+      if (res.statusCode !== 200) throw await this.failure(res, 'watch');
       opened = true;
       this.downSince = undefined;
       this.lastError = undefined;
       this.delay = 0;
       arm();
-      const decoder = new TextDecoder();
+      // UTF-8 characters split across chunks are joined by the stream's decoder.
+      res.body.setEncoding('utf8');
       let buf = '';
-      if (!res.body) return 'closed';
       for await (const chunk of res.body) {
         arm();
-        buf += decoder.decode(chunk as Uint8Array, { stream: true });
+        buf += chunk as string;
         let nl = buf.indexOf('\n');
         while (nl >= 0) {
           const line = buf.slice(0, nl).trim();

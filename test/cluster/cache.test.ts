@@ -3,7 +3,8 @@
  * server, which speaks list + watch as kube-apiserver does (chunked JSON lines, bookmarks, 410 Expired).
  */
 import { readFile } from 'node:fs/promises';
-import { createServer, type AddressInfo, type Socket } from 'node:net';
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
+import { createServer as createTlsServer } from 'node:tls';
 import { KubeConfig } from '@kubernetes/client-node';
 import pLimit from 'p-limit';
 import fc from 'fast-check';
@@ -12,6 +13,7 @@ import { ClusterWatchCache, type WatchCacheOptions } from '../../src/cluster/cac
 import { KubeClusterState } from '../../src/cluster/kube.js';
 import { poolConnections } from '../../src/cluster/pool.js';
 import { startFakeKube, type FakeKube } from '../../src/sandbox/fakes/kubernetes.js';
+import { loopbackCert } from '../../src/sandbox/fakes/tls.js';
 import { EXPECTED_MULTUS, FIXTURE } from './fixture.js';
 
 const SUBJECTS: [string, string][] = [
@@ -416,6 +418,80 @@ describe('ClusterWatchCache', () => {
     expect(events).toContain('disabled');
     const kube = new KubeClusterState(fake.kubeConfig(), { cache: small });
     expect((await kube.describeServiceAccount('kube-system', 'multus')).pods.length).toBeGreaterThan(0);
+  });
+});
+
+describe('ClusterWatchCache list compression', () => {
+  it('asks for gzip on lists, and decodes a page the API server compressed (over 128 KiB); watch streams ask for none', { timeout: 60_000 }, async () => {
+    const many = Array.from({ length: 600 }, (_, i) => pod('apps', `web-${String(i).padStart(4, '0')}`, 'web', { kind: 'ReplicaSet', name: 'web-5d9f' }));
+    fake = await startFakeKube({ objects: [...items, ...many] });
+    const cache = startCache(fake);
+    await cache.synced();
+    await watching(fake);
+    const podLists = fake.requestsMatching({ verb: 'list', resource: 'pods' });
+    expect(podLists.length).toBe(2); // 500 per page
+    expect(podLists.every((r) => r.headers['accept-encoding'] === 'gzip')).toBe(true);
+    expect(podLists[0]!.responseEncoding).toBe('gzip');
+    const watches = fake.requestsMatching({ verb: 'watch' });
+    expect(watches.some((r) => r.headers['accept-encoding'] !== undefined)).toBe(false);
+    const kube = new KubeClusterState(fake.kubeConfig(), { cache });
+    expect((await kube.describeServiceAccount('apps', 'web')).pods.map((p) => p.name)).toEqual(many.map((p) => p.metadata.name));
+    expect(kube.readSource()).toEqual({ source: 'cache' });
+  });
+});
+
+describe('ClusterWatchCache over TLS', () => {
+  it('verifies the API server against the kubeconfig CA (the pooled dispatcher) and joins UTF-8 characters split across chunks', { timeout: 60_000 }, async () => {
+    fake = await startFakeKube({ objects: items });
+    // A TLS front of the fake, as a real API server is: each forwarded chunk of the server's answers is written one
+    // byte at a time once `split` is set, so an event's multi-byte characters arrive cut across chunks.
+    const { cert, key } = loopbackCert();
+    let split = false;
+    const sockets: Socket[] = [];
+    const front = createTlsServer({ cert, key }, (client) => {
+      sockets.push(client);
+      const upstream = connect(fake!.port, '127.0.0.1');
+      client.pipe(upstream);
+      // Bytes go out in order, each after the previous one was flushed to the client's socket.
+      let queue = Promise.resolve();
+      upstream.on('data', (chunk: Buffer) => {
+        const pieces = split ? [...chunk].map((b) => Buffer.of(b)) : [chunk];
+        queue = queue.then(async () => {
+          for (const piece of pieces) await new Promise((ok) => client.write(piece, ok));
+        });
+      });
+      const end = () => {
+        client.destroy();
+        upstream.destroy();
+      };
+      client.on('error', end).on('close', end);
+      upstream.on('error', end).on('close', end);
+    });
+    await new Promise<void>((ok) => front.listen(0, '127.0.0.1', ok));
+    try {
+      const kc = new KubeConfig();
+      kc.loadFromOptions({
+        clusters: [{ name: 'tls', server: `https://127.0.0.1:${(front.address() as AddressInfo).port}`, caData: Buffer.from(cert).toString('base64') }],
+        users: [{ name: 'u', token: 'fake-token' }],
+        contexts: [{ name: 'tls', cluster: 'tls', user: 'u' }],
+        currentContext: 'tls',
+      });
+      const cache = new ClusterWatchCache(poolConnections(kc), FAST);
+      caches.push(cache);
+      cache.start();
+      await cache.synced();
+      await watching(fake);
+      split = true;
+      const label = 'café ☃ 東京 🚀';
+      fake.store.put({ ...pod('kube-system', 'kube-multus-ds-utf8', 'multus', { kind: 'DaemonSet', name: 'kube-multus-ds' }), metadata: { ...pod('kube-system', 'kube-multus-ds-utf8', 'multus', { kind: 'DaemonSet', name: 'kube-multus-ds' }).metadata, labels: { app: label } } });
+      const kube = new KubeClusterState(kc, { cache });
+      await vi.waitFor(async () => expect((await kube.getPod('kube-system', 'kube-multus-ds-utf8'))?.labels).toEqual({ app: label }), { timeout: 20_000, interval: 20 });
+      expect(kube.readSource()).toEqual({ source: 'cache' });
+    } finally {
+      for (const c of caches.splice(0)) c.stop();
+      for (const c of sockets) c.destroy();
+      await new Promise((ok) => front.close(ok));
+    }
   });
 });
 

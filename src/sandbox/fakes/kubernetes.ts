@@ -54,6 +54,7 @@
  * for an `http://` server by client-node; docs/design/stack.md §8).
  */
 import { randomUUID } from 'node:crypto';
+import { gzipSync } from 'node:zlib';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
@@ -63,6 +64,9 @@ import { applyJsonPatch, applyMergePatch } from './kubernetes/patches.js';
 import { matchesFields, matchesLabels, parseFieldSelector, parseLabelSelector } from './kubernetes/selectors.js';
 import { DEFAULT_RESOURCES, type Fault, type KubeObject, type PolicyRule, type RecordedRequest, type RequestMatch, type ResourceDef, StatusError, statusObject, type WriteEvent } from './kubernetes/types.js';
 
+
+/** Answers larger than this are gzipped for clients that accept it, as kube-apiserver does (128 KiB). */
+const GZIP_THRESHOLD_BYTES = 128 * 1024;
 /** Answer of a reactor: status code and JSON body (a `Status` is built for you by {@link statusObject}). */
 export interface ReactorResponse {
   code: number;
@@ -568,14 +572,27 @@ export async function startFakeKube(opts: FakeKubeOptions = {}): Promise<FakeKub
       timers.add(t);
     });
 
+  /** The recorded request of each answer being written (to note a compressed answer on it). */
+  const answering = new WeakMap<ServerResponse, RecordedRequest>();
   const send = (res: ServerResponse, r: ReactorResponse): void => {
     if (res.destroyed || res.writableEnded) return;
     const text = r.body === undefined ? '' : JSON.stringify(r.body);
-    res.writeHead(r.code, { 'content-type': 'application/json', ...(r.headers ?? {}) });
+    const headers = { 'content-type': 'application/json', ...(r.headers ?? {}) };
+    // kube-apiserver gzips answers over 128 KiB to clients that accept it (APIResponseCompression; k8s.io/apiserver
+    // pkg/endpoints/handlers/responsewriters/writers.go, defaultGzipThresholdBytes).
+    if (Buffer.byteLength(text) > GZIP_THRESHOLD_BYTES && /\bgzip\b/i.test(String(res.req.headers['accept-encoding'] ?? ''))) {
+      const rec = answering.get(res);
+      if (rec) rec.responseEncoding = 'gzip';
+      res.writeHead(r.code, { ...headers, 'content-encoding': 'gzip', vary: 'Accept-Encoding' });
+      res.end(gzipSync(text));
+      return;
+    }
+    res.writeHead(r.code, headers);
     res.end(text);
   };
 
   const respond = async (req: RecordedRequest, res: ServerResponse): Promise<void> => {
+    answering.set(res, req);
     const route = classify(req, store);
     const totalDelay = delays.filter((d) => d.match === undefined || matchesRequest(req, d.match)).reduce((a, d) => a + d.ms, 0);
     if (totalDelay > 0) await sleep(totalDelay);

@@ -100,6 +100,11 @@ export interface RecordedRequest {
   /** `accept` header, if any. */
   accept?: string;
   headers: IncomingHttpHeaders;
+  /**
+   * `gzip` when the answer was sent gzip-compressed: as kube-apiserver, the fake compresses answers over 128 KiB to a
+   * client whose `Accept-Encoding` names gzip (never watch streams).
+   */
+  responseEncoding?: 'gzip';
   /** Body parsed as JSON when it is JSON, else the raw text; undefined when empty. */
   body?: unknown;
   /** RBAC verb, when the path names a resource. */
