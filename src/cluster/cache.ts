@@ -329,8 +329,11 @@ export class ClusterWatchCache {
    * `metaKeys.namespaceLabels` names some (`slack.routes[].match.namespaceLabels`).
    */
   private readonly namespaces = new Map<string, Readonly<Record<string, string>>>();
-  /** Current IP holds: IP → pod key → hold. */
-  private readonly ipHolders = new Map<string, Map<string, IpHold>>();
+  /**
+   * Current IP holds: IP → the one hold, or pod key → hold when several pods hold the IP (hostNetwork pods share their
+   * node's). Most IPs have one holder, and a Map for each of them cost about 150 bytes per pod.
+   */
+  private readonly ipHolders = new Map<string, IpHold | Map<string, IpHold>>();
   /** Ended IP holds by IP, and all of them in the order they ended (for pruning). */
   private readonly ipEnded = new Map<string, IpHold[]>();
   private ipEndedQueue: { ip: string; hold: IpHold }[] = [];
@@ -478,10 +481,12 @@ export class ClusterWatchCache {
     for (const ip of before) {
       if (after.has(ip)) continue;
       const holders = this.ipHolders.get(ip);
-      const hold = holders?.get(key);
+      const hold = holders instanceof Map ? holders.get(key) : holders?.key === key ? holders : undefined;
       if (!hold) continue;
-      holders!.delete(key);
-      if (holders!.size === 0) this.ipHolders.delete(ip);
+      if (holders instanceof Map) {
+        holders.delete(key);
+        if (holders.size === 1) this.ipHolders.set(ip, holders.values().next().value!);
+      } else this.ipHolders.delete(ip);
       hold.until = now;
       let ended = this.ipEnded.get(ip);
       if (!ended) this.ipEnded.set(ip, (ended = []));
@@ -489,14 +494,16 @@ export class ClusterWatchCache {
       this.ipEndedQueue.push({ ip, hold });
     }
     for (const ip of after) {
-      let holders = this.ipHolders.get(ip);
-      if (!holders) this.ipHolders.set(ip, (holders = new Map()));
-      const hold = holders.get(key);
+      const holders = this.ipHolders.get(ip);
+      const hold = holders instanceof Map ? holders.get(key) : holders?.key === key ? holders : undefined;
       if (hold) hold.pod = next!;
       else {
         let since = Math.min(next!.info.startTime ?? now, now);
         for (const h of this.ipEnded.get(ip) ?? []) if (h.key !== key && h.until !== undefined && h.until > since) since = Math.min(h.until, now);
-        holders.set(key, { key, pod: next!, since });
+        const added: IpHold = { key, pod: next!, since };
+        if (holders === undefined) this.ipHolders.set(ip, added);
+        else if (holders instanceof Map) holders.set(key, added);
+        else this.ipHolders.set(ip, new Map([[holders.key, holders], [key, added]]));
       }
     }
     this.pruneIpHistory(now);
@@ -635,7 +642,8 @@ export class ClusterWatchCache {
   podsByIP(ip: string, during?: TimeRange): PodInfo[] {
     this.pruneIpHistory(this.opts.eventClock());
     const found = new Map<string, PodInfo>();
-    for (const hold of this.ipHolders.get(ip)?.values() ?? []) {
+    const holders = this.ipHolders.get(ip);
+    for (const hold of holders instanceof Map ? holders.values() : holders ? [holders] : []) {
       if (during && hold.since > during.to) continue;
       found.set(hold.key, this.podWithChain(hold.pod));
     }

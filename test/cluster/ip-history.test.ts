@@ -112,6 +112,31 @@ describe('watch cache: pods by IP over time', () => {
     expect(cache.podsByIP('10.1.9.9', { from: T0 - MIN, to: T0 })[0]!.phase).toBe('Running'); // as it was while it held the IP
   });
 
+  it('several hostNetwork pods share their node IP: all are holders, and each leaves the others holding it', { timeout: 60_000 }, async () => {
+    const agent = (name: string, start: number) => pod('kube-system', name, 'node-agent', '10.20.0.5', start, { hostNetwork: true });
+    fake = await startFakeKube({ objects: [agent('node-agent-x1', T0 - 60 * MIN), agent('log-shipper-x1', T0 - 50 * MIN)] });
+    const clock = eventClock();
+    const cache = startCache(fake, { eventClock: clock.now });
+    await cache.synced();
+    expect(names(cache.podsByIP('10.20.0.5'))).toEqual(['kube-system/log-shipper-x1', 'kube-system/node-agent-x1']);
+    clock.advance(MIN);
+    fake.store.put(agent('csi-node-x1', T0 + MIN));
+    await vi.waitFor(() => expect(cache.podsByIP('10.20.0.5').length).toBe(3), { timeout: 10_000, interval: 10 });
+    clock.advance(MIN);
+    fake.store.delete('Pod', 'kube-system', 'node-agent-x1');
+    await vi.waitFor(() => expect(names(cache.podsByIP('10.20.0.5'))).toEqual(['kube-system/csi-node-x1', 'kube-system/log-shipper-x1']), { timeout: 10_000, interval: 10 });
+    clock.advance(MIN);
+    fake.store.delete('Pod', 'kube-system', 'csi-node-x1');
+    await vi.waitFor(() => expect(names(cache.podsByIP('10.20.0.5'))).toEqual(['kube-system/log-shipper-x1']), { timeout: 10_000, interval: 10 });
+    clock.advance(MIN);
+    fake.store.delete('Pod', 'kube-system', 'log-shipper-x1');
+    await vi.waitFor(() => expect(cache.podsByIP('10.20.0.5')).toEqual([]), { timeout: 10_000, interval: 10 });
+    // The history keeps every hold: at T0 two pods held the IP; from T0 + 1 min, three.
+    expect(names(cache.podsByIP('10.20.0.5', { from: T0, to: T0 }))).toEqual(['kube-system/log-shipper-x1', 'kube-system/node-agent-x1']);
+    expect(names(cache.podsByIP('10.20.0.5', { from: T0 + MIN, to: T0 + MIN }))).toEqual(['kube-system/csi-node-x1', 'kube-system/log-shipper-x1', 'kube-system/node-agent-x1']);
+    expect(names(cache.podsByIP('10.20.0.5', { from: T0 + 3 * MIN + 1, to: T0 + 4 * MIN }))).toEqual(['kube-system/log-shipper-x1']);
+  });
+
   it('a pod deleted while the watch was down (410, relist) ends its hold when the relist misses it, not silently', { timeout: 60_000 }, async () => {
     fake = await startFakeKube({ objects: [pod('keycloak', 'keycloak-0', 'keycloak', '10.1.2.3', T0 - 60 * MIN)] });
     const clock = eventClock();
