@@ -729,10 +729,19 @@ function mapStore<T>(map: Map<string, T>, convert: (o: unknown) => T, mapKey: (k
   };
 }
 
-/** Each dispatcher with undici's gzip decoding in front (error answers decoded too), made once per dispatcher. */
+/**
+ * Redirects followed per request, as undici's `fetch` (and so client-node's direct reads) follows them: kube-apiserver
+ * does not redirect, a proxy in front of it may. Followed by hand in {@link Reflector} rather than with undici's
+ * redirect interceptor, whose handler would stay with every open watch stream.
+ */
+const MAX_REDIRECTS = 20;
+/** Answers that redirect (RFC 9110 §15.4) to their `Location`. */
+const REDIRECTS: ReadonlySet<number> = new Set([301, 302, 303, 307, 308]);
+
+/** Each dispatcher with gzip decoding in front (undici's `interceptors.decompress`; error answers too), made once. */
 const DECOMPRESSING = new WeakMap<Dispatcher, Dispatcher>();
 
-/** `dispatcher` decoding `Content-Encoding: gzip` answers (undici's `interceptors.decompress`). */
+/** `dispatcher` decoding `Content-Encoding: gzip` answers. */
 function decompressing(dispatcher: Dispatcher): Dispatcher {
   let d = DECOMPRESSING.get(dispatcher);
   if (!d) {
@@ -812,14 +821,20 @@ class Reflector {
     ctx.setHeaderParam('Accept', 'application/json');
     if (compressed) ctx.setHeaderParam('Accept-Encoding', 'gzip');
     await kc.applySecurityAuthentication(ctx);
-    const dispatcher = ctx.getDispatcher() ?? getGlobalDispatcher();
-    return (compressed ? decompressing(dispatcher) : dispatcher).request({
-      origin: url.origin,
-      path: `${url.pathname}${url.search}`,
-      method: 'GET',
-      headers: ctx.getHeaders(),
-      signal,
-    });
+    const base = ctx.getDispatcher() ?? getGlobalDispatcher();
+    const dispatcher = compressed ? decompressing(base) : base;
+    const headers = ctx.getHeaders();
+    let at = url;
+    for (let redirects = 0; ; redirects++) {
+      const res = await dispatcher.request({ origin: at.origin, path: `${at.pathname}${at.search}`, method: 'GET', headers, signal });
+      const location = res.headers['location'];
+      if (!REDIRECTS.has(res.statusCode) || typeof location !== 'string' || redirects === MAX_REDIRECTS) return res;
+      await res.body.dump();
+      const next = new URL(location, at);
+      // As fetch does: credentials go to the origin they were meant for only.
+      if (next.origin !== at.origin) for (const k of Object.keys(headers)) if (k.toLowerCase() === 'authorization') delete headers[k];
+      at = next;
+    }
   }
 
   private async failure(res: Dispatcher.ResponseData, verb: string): Promise<WatchError> {

@@ -4,6 +4,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
+import { createServer as createHttpServer } from 'node:http';
 import { createServer as createTlsServer } from 'node:tls';
 import { KubeConfig } from '@kubernetes/client-node';
 import pLimit from 'p-limit';
@@ -437,6 +438,50 @@ describe('ClusterWatchCache list compression', () => {
     const kube = new KubeClusterState(fake.kubeConfig(), { cache });
     expect((await kube.describeServiceAccount('apps', 'web')).pods.map((p) => p.name)).toEqual(many.map((p) => p.metadata.name));
     expect(kube.readSource()).toEqual({ source: 'cache' });
+  });
+});
+
+describe('ClusterWatchCache behind a redirecting proxy', () => {
+  it('follows a redirect of its lists and watches (as client-node\'s fetch does), keeping the token on the same origin', { timeout: 60_000 }, async () => {
+    fake = await startFakeKube({ objects: items });
+    // Every pods request without the marker is sent elsewhere on the same server, as a path-rewriting proxy would.
+    fake.addReactor((req) => {
+      if (req.resource !== 'pods' || req.query['moved'] === '1') return undefined;
+      const query = new URLSearchParams({ ...req.query, moved: '1' });
+      return { code: 307, headers: { location: `${req.path}?${query}` } };
+    });
+    const cache = startCache(fake);
+    await cache.synced();
+    await watching(fake);
+    const pods = fake.requestsMatching({ resource: 'pods' });
+    expect(pods.filter((r) => r.query['moved'] === '1').map((r) => r.verb).sort()).toEqual(['list', 'watch']);
+    expect(pods.every((r) => r.headers.authorization === 'Bearer fake-token')).toBe(true);
+    const kube = new KubeClusterState(fake.kubeConfig(), { cache });
+    expect((await kube.describeServiceAccount('kube-system', 'multus')).pods.length).toBeGreaterThan(0);
+    expect(kube.readSource()).toEqual({ source: 'cache' });
+  });
+
+  it('does not send the token along a redirect to another origin', { timeout: 60_000 }, async () => {
+    fake = await startFakeKube({ objects: items });
+    const seen: (string | undefined)[] = [];
+    const other = createHttpServer((req, res) => {
+      seen.push(req.headers.authorization);
+      res.writeHead(403, { 'content-type': 'application/json' }).end(JSON.stringify({ kind: 'Status', status: 'Failure', message: 'no credentials', code: 403 }));
+    });
+    await new Promise<void>((ok) => other.listen(0, '127.0.0.1', ok));
+    try {
+      const elsewhere = `http://127.0.0.1:${(other.address() as AddressInfo).port}`;
+      fake.addReactor((req) => (req.resource === 'serviceaccounts' ? { code: 307, headers: { location: `${elsewhere}${req.path}` } } : undefined));
+      const events: string[] = [];
+      startCache(fake, { onEvent: (e) => events.push(`${e.kind} ${e.resource ?? ''} ${e.reason ?? ''}`) });
+      await vi.waitFor(() => expect(events.some((e) => e.startsWith('watch-failed serviceaccounts forbidden'))).toBe(true), { timeout: 10_000, interval: 10 });
+      expect(seen.length).toBeGreaterThan(0);
+      expect(seen.every((a) => a === undefined)).toBe(true);
+      expect(fake.requestsMatching({ resource: 'serviceaccounts' }).every((r) => r.headers.authorization === 'Bearer fake-token')).toBe(true);
+    } finally {
+      other.closeAllConnections();
+      await new Promise((ok) => other.close(ok));
+    }
   });
 });
 
