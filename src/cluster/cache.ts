@@ -762,6 +762,10 @@ class Reflector {
   lastError: string | undefined;
   private rv = '';
   private delay = 0;
+  /** Backoff after watch streams that end before any event (see {@link run}), ms; 0 after one with an event. */
+  private fruitlessDelay = 0;
+  /** Whether the current (last) watch stream delivered an event. */
+  private progressed = false;
 
   constructor(
     private readonly cache: ClusterWatchCache,
@@ -775,12 +779,21 @@ class Reflector {
     this.downSince = this.cache.options.clock();
     while (!signal.aborted) {
       try {
-        if (this.rv === '') await this.list();
+        const listed = this.rv === '';
+        if (listed) await this.list();
+        const started = performance.now();
         const end = await this.watch();
+        // A stream that ends before any event — refused with 410 right after the list it resumes from (the server
+        // cannot serve that resourceVersion at all: a broken watch cache or proxy), or closed within a second — would
+        // be reopened in a tight loop. Wait as after a failure, longer while it repeats (client-go's reflector treats
+        // a watch shorter than a second without events as an error: "very short watch", tools/cache/reflector.go).
+        const fruitless = !this.progressed && (end === 'gone' ? listed : end === 'closed' && performance.now() - started < 1000);
         if (end === 'gone') {
           this.cache.emit({ kind: 'relist', resource: this.watched.name, reason: 'resourceVersion too old (410 Gone)' });
           this.rv = '';
         }
+        if (fruitless && !(await this.pauseAfterFruitless())) return;
+        if (!fruitless && this.progressed) this.fruitlessDelay = 0;
         // Reopen at once: the server ended the stream, it went quiet, or its history expired.
         this.downSince ??= this.cache.options.clock();
       } catch (err) {
@@ -798,6 +811,18 @@ class Reflector {
           return; // stopped
         }
       }
+    }
+  }
+
+  /** Sleeps the next {@link fruitlessDelay} (jittered like the failure backoff); false when the cache stopped meanwhile. */
+  private async pauseAfterFruitless(): Promise<boolean> {
+    const { initial, max } = this.cache.options.backoffMs;
+    this.fruitlessDelay = this.fruitlessDelay === 0 ? initial : Math.min(this.fruitlessDelay * 2, max);
+    try {
+      await sleep(this.fruitlessDelay * (0.5 + Math.random() / 2), undefined, { signal: this.cache.signal });
+      return true;
+    } catch {
+      return false; // stopped
     }
   }
 
@@ -893,6 +918,7 @@ class Reflector {
     this.cache.signal.addEventListener('abort', onStop, { once: true });
     let idle = false;
     let opened = false;
+    this.progressed = false;
     let timer: NodeJS.Timeout | undefined;
     const arm = (ms = idleTimeoutMs): void => {
       clearTimeout(timer);
@@ -972,6 +998,7 @@ class Reflector {
       default:
         throw new WatchError(0, `watch ${this.watched.name}: unknown event type ${JSON.stringify(type)}`);
     }
+    this.progressed = true;
     const rv = rvOf(obj);
     if (rv !== undefined) this.rv = rv;
     return 'ok';

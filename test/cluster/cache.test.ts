@@ -247,6 +247,24 @@ describe('ClusterWatchCache', () => {
     expect(await kube.getPod('kube-system', victim)).toBeUndefined();
   });
 
+  it.each([
+    ['answers 410 even right after a relist', { code: 410, body: { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'Expired', code: 410, message: 'too old resource version' } }, 'list'],
+    ['ends at once without an event (200, empty)', { code: 200 }, 'watch'],
+  ] as const)('a pods watch that %s is retried with backoff, not in a tight loop', { timeout: 60_000 }, async (_what, answer, verb) => {
+    fake = await startFakeKube({ objects: items });
+    // A server whose pods watch never works (a broken watch cache behind a proxy).
+    fake.addReactor((req) => (req.verb === 'watch' && req.resource === 'pods' ? answer : undefined));
+    startCache(fake, { backoffMs: { initial: 500, max: 500 } });
+    const count = () => fake!.requestsMatching({ verb, resource: 'pods' }).length;
+    await vi.waitFor(() => expect(count()).toBeGreaterThanOrEqual(2), { timeout: 20_000, interval: 10 });
+    const before = count();
+    await new Promise((r) => setTimeout(r, 2_000));
+    // 250–500 ms between tries: at most 8 more in 2 s (a slower machine makes fewer). Without the backoff, hundreds.
+    expect(count() - before).toBeLessThanOrEqual(9);
+    // The other resources are not held back.
+    expect(fake.openWatches().filter((w) => w.resource !== 'pods').length).toBe(7);
+  });
+
   it('a dropped watch connection is reopened from its resourceVersion (no relist) and changes keep arriving', { timeout: 60_000 }, async () => {
     fake = await startFakeKube({ objects: items });
     const cache = startCache(fake);
