@@ -14,10 +14,9 @@
  * Needs `--expose-gc`. Usage: `node --expose-gc --import tsx bench/watch-streams.ts [CLUSTERS=200] [PODS=20] [ROUNDS=5]`
  */
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
-import { KubeConfig } from '@kubernetes/client-node';
 import { ClusterWatchCache } from '../src/cluster/cache.js';
 import { poolConnections } from '../src/cluster/pool.js';
-import { startFakeKube, type FakeKube } from '../src/sandbox/fakes/kubernetes.js';
+import { fakeKubeConfig, startFakeKube, type FakeKube } from '../src/sandbox/fakes/kubernetes.js';
 
 /** Messages between the main thread and the fakes' thread. */
 type ToFakes = { put: string } | { watches: true } | { close: true };
@@ -94,19 +93,8 @@ async function main(): Promise<void> {
     return next();
   };
   const { urls } = (await next()) as { urls: string[] };
-  /** A kubeconfig of a fake, as `FakeKube.kubeConfig()` makes it. */
-  const kubeConfig = (url: string): KubeConfig => {
-    const kc = new KubeConfig();
-    kc.loadFromOptions({
-      clusters: [{ name: 'fake', server: url, skipTLSVerify: true }],
-      users: [{ name: 'fake-user', token: 'fake-token' }],
-      contexts: [{ name: 'fake', cluster: 'fake', user: 'fake-user', namespace: 'default' }],
-      currentContext: 'fake',
-    });
-    return kc;
-  };
   const before = heapUsed();
-  const caches = urls.map((url) => new ClusterWatchCache(poolConnections(kubeConfig(url)), { backoffMs: { initial: 100, max: 1000 } }));
+  const caches = urls.map((url) => new ClusterWatchCache(poolConnections(fakeKubeConfig(url)), { backoffMs: { initial: 100, max: 1000 } }));
   for (const cache of caches) cache.start();
   await Promise.all(caches.map((c) => c.synced()));
   while (((await ask({ watches: true })) as { watches: number[] }).watches.some((n) => n < 8)) await new Promise((r) => setTimeout(r, 20));

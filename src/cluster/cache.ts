@@ -147,6 +147,11 @@ interface IpHold {
   until?: number;
 }
 
+/** The hold of pod `key` among an IP's holders (the one hold, or a Map of several), if it has one. */
+function holdOf(holders: IpHold | Map<string, IpHold> | undefined, key: string): IpHold | undefined {
+  return holders instanceof Map ? holders.get(key) : holders?.key === key ? holders : undefined;
+}
+
 /** A time range, epoch ms, both ends included. */
 export interface TimeRange {
   from: number;
@@ -483,7 +488,7 @@ export class ClusterWatchCache {
     for (const ip of before) {
       if (after.has(ip)) continue;
       const holders = this.ipHolders.get(ip);
-      const hold = holders instanceof Map ? holders.get(key) : holders?.key === key ? holders : undefined;
+      const hold = holdOf(holders, key);
       if (!hold) continue;
       if (holders instanceof Map) {
         holders.delete(key);
@@ -497,7 +502,7 @@ export class ClusterWatchCache {
     }
     for (const ip of after) {
       const holders = this.ipHolders.get(ip);
-      const hold = holders instanceof Map ? holders.get(key) : holders?.key === key ? holders : undefined;
+      const hold = holdOf(holders, key);
       if (hold) hold.pod = next!;
       else {
         let since = Math.min(next!.info.startTime ?? now, now);
@@ -793,7 +798,7 @@ class Reflector {
           this.rv = '';
         }
         if (fruitless && !(await this.pauseAfterFruitless())) return;
-        if (!fruitless && this.progressed) this.fruitlessDelay = 0;
+        if (this.progressed) this.fruitlessDelay = 0;
         // Reopen at once: the server ended the stream, it went quiet, or its history expired.
         this.downSince ??= this.cache.options.clock();
       } catch (err) {

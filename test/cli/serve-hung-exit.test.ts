@@ -4,7 +4,7 @@
  * process alive past a short grace (src/cli/commands/serve.ts). Pods get `terminationGracePeriodSeconds` to stop in.
  * While it still starts, a first signal is kept (and logged) and a second exits at once (docs/live-mode.md).
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -51,6 +51,16 @@ async function blackHole(): Promise<{ port: number; onFirstConnection?: () => vo
   return hole;
 }
 
+/** `tokenwatch serve --config cfg` (the test bundle) with its stdout and stderr collected together, and its exit. */
+function startServe(cfg: string): { child: ChildProcess; output: () => string; exited: Promise<{ code: number | null; signal: string | null }> } {
+  const child = spawn(process.execPath, [cliMain(), 'serve', '--config', cfg], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+  child.stderr.on('data', (b: Buffer) => (out += b.toString()));
+  const exited = new Promise<{ code: number | null; signal: string | null }>((r) => child.once('exit', (code, signal) => r({ code, signal })));
+  return { child, output: () => out, exited };
+}
+
 /** Starts serve against an API server that accepts and never answers, sends SIGTERM `when` asked, checks the exit. */
 async function stopWhileHung(when: When): Promise<void> {
   const hole = await blackHole();
@@ -68,11 +78,7 @@ async function stopWhileHung(when: When): Promise<void> {
     cfg,
     `store:\n  path: ${join(dir, 'tw.db')}\nhttp:\n  host: 127.0.0.1\n  port: 0\npoll:\n  requestTimeout: 3s\nclusters:\n  - name: hung\n    audit:\n      file:\n        path: ${audit}\n    kubernetes:\n      kubeconfig: ${kubeconfig}\n    schedule: "0 0 1 1 *"\n`,
   );
-  const child = spawn(process.execPath, [cliMain(), 'serve', '--config', cfg], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  child.stdout.on('data', (b: Buffer) => (out += b.toString()));
-  child.stderr.on('data', (b: Buffer) => (out += b.toString()));
-  const exited = new Promise<{ code: number | null; signal: string | null }>((r) => child.once('exit', (code, signal) => r({ code, signal })));
+  const { child, output, exited } = startServe(cfg);
   try {
     // Started, and the watch cache has connected to the black hole (and waits for an answer that never comes); or,
     // for 'connected', the moment of that first connection, which serve makes while it starts.
@@ -85,7 +91,7 @@ async function stopWhileHung(when: When): Promise<void> {
         };
       } else {
         check = setInterval(() => {
-          if (out.includes('tokenwatch serve started') && held.length > 0) {
+          if (output().includes('tokenwatch serve started') && held.length > 0) {
             clearInterval(check);
             child.kill('SIGTERM');
             resolve();
@@ -94,15 +100,15 @@ async function stopWhileHung(when: When): Promise<void> {
       }
       void exited.then(() => {
         clearInterval(check);
-        reject(new Error(`serve exited early: ${out}`));
+        reject(new Error(`serve exited early: ${output()}`));
       });
     });
     const end = await exited;
     expect(end).toEqual({ code: 0, signal: null });
-    expect(out).toContain('"msg":"stopped"');
+    expect(output()).toContain('"msg":"stopped"');
     // The peer never closed anything: the process ended on its own account.
     expect(held.some((s) => !s.destroyed)).toBe(true);
-    expect(out).not.toContain('hung-cluster-token');
+    expect(output()).not.toContain('hung-cluster-token');
   } finally {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   }
@@ -123,23 +129,19 @@ describe('signals while serve waits on a PostgreSQL server that never answers', 
       cfg,
       `store:\n  postgres:\n    host: 127.0.0.1\n    port: ${port}\n    database: tw\n    user: tw\n    sslmode: disable\n    connectTimeout: 600s\nhttp:\n  host: 127.0.0.1\n  port: 0\nslack:\n  enabled: false\nclusters:\n  - name: prod\n    audit:\n      file:\n        path: ${audit}\n    kubernetes:\n      none: true\n    schedule: "0 0 1 1 *"\n`,
     );
-    const child = spawn(process.execPath, [cliMain(), 'serve', '--config', cfg], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    child.stdout.on('data', (b: Buffer) => (out += b.toString()));
-    child.stderr.on('data', (b: Buffer) => (out += b.toString()));
-    const exited = new Promise<{ code: number | null; signal: string | null }>((r) => child.once('exit', (code, signal) => r({ code, signal })));
+    const { child, output, exited } = startServe(cfg);
     try {
       await new Promise<void>((resolve, reject) => {
         hole.onFirstConnection = resolve;
-        void exited.then(() => reject(new Error(`serve exited before connecting to the store: ${out}`)));
+        void exited.then(() => reject(new Error(`serve exited before connecting to the store: ${output()}`)));
       });
       child.kill('SIGINT');
-      await until('the first signal logged as kept', () => out.includes('signal received while starting: stopping once started'));
+      await until('the first signal logged as kept', () => output().includes('signal received while starting: stopping once started'));
       expect(child.exitCode).toBeNull();
       child.kill('SIGINT');
       expect(await exited).toEqual({ code: 130, signal: null });
-      expect(out).toContain('second signal while starting: exiting now');
-      expect(out).not.toContain('tokenwatch serve started');
+      expect(output()).toContain('second signal while starting: exiting now');
+      expect(output()).not.toContain('tokenwatch serve started');
     } finally {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     }

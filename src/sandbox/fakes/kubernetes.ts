@@ -160,6 +160,22 @@ interface OpenWatch {
   socket(): Socket | null;
 }
 
+/**
+ * A KubeConfig for the fake API server at `url` (what {@link FakeKube.kubeConfig} returns): context `fake`, bearer
+ * `token` (default `fake-token`), TLS verification off. For a caller in another thread than the fake's, which has its
+ * URL only.
+ */
+export function fakeKubeConfig(url: string, token = 'fake-token'): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: 'fake', server: url, skipTLSVerify: true }],
+    users: [{ name: 'fake-user', token }],
+    contexts: [{ name: 'fake', cluster: 'fake', user: 'fake-user', namespace: 'default' }],
+    currentContext: 'fake',
+  });
+  return kc;
+}
+
 /** Whether a request matches a {@link RequestMatch}. */
 export function matchesRequest(req: RecordedRequest, match: RequestMatch): boolean {
   if (typeof match === 'function') return match(req);
@@ -746,14 +762,7 @@ export async function startFakeKube(opts: FakeKubeOptions = {}): Promise<FakeKub
     store,
     requests,
     kubeConfig(o: { token?: string } = {}): KubeConfig {
-      const kc = new KubeConfig();
-      kc.loadFromOptions({
-        clusters: [{ name: 'fake', server: url, skipTLSVerify: true }],
-        users: [{ name: 'fake-user', token: o.token ?? 'fake-token' }],
-        contexts: [{ name: 'fake', cluster: 'fake', user: 'fake-user', namespace: 'default' }],
-        currentContext: 'fake',
-      });
-      return kc;
+      return fakeKubeConfig(url, o.token);
     },
     failNext(match, fault, times = 1) {
       faults.push({ match, fault, remaining: times });
