@@ -28,13 +28,15 @@ export class ScanRequests {
   }
 
   /**
-   * Takes the requests left for the clusters this replica owns and polls each of them now.
+   * Takes the requests left for the clusters this replica owns and polls each of them now. One store query when none
+   * is pending, whatever the number of clusters; a take per pending request of an owned cluster (requests for
+   * clusters this replica does not own or watch stay for their owner).
    * @throws when the store cannot be read
    */
   async pickUp(): Promise<void> {
     const { ownership, clusters, store, logger } = this.deps;
-    for (const cluster of clusters.keys()) {
-      if (!ownership.owns(cluster)) continue;
+    for (const cluster of await store.scanRequests.pending()) {
+      if (!clusters.has(cluster) || !ownership.owns(cluster)) continue;
       const requestedAt = await store.scanRequests.take(cluster);
       if (requestedAt === undefined) continue;
       logger.info({ cluster, requestedAt: new Date(requestedAt).toISOString() }, '/tokens scan requested on another replica: polling now');
