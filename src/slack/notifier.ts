@@ -168,6 +168,11 @@ export function visibleHash(view: AlertView): string {
 }
 
 /** Whether the alert stored with `storedHash` already shows `view` (rendered as `msg`): same visible state, or an earlier version's hash of the same message. */
+/** Whether two lists of signal kinds hold the same kinds (order aside). */
+function sameKinds(a: readonly FindingKind[], b: readonly FindingKind[]): boolean {
+  return a.length === b.length && a.every((k) => b.includes(k));
+}
+
 function showsAlready(storedHash: string, view: AlertView, msg: SlackMessage): boolean {
   return storedHash === visibleHash(view) || (!storedHash.startsWith('v:') && storedHash === messageHash(msg));
 }
@@ -515,7 +520,9 @@ export class Notifier {
         await api.post(at.channel, signalChangeMessage(lead.cluster, subjectOf(lead), { started, stopped }, { requests }), at.ts);
       }
     }
-    await store.slackRefs.saveAlertRef(gid, lead.cluster, { ...at, severity, hash, signals: kinds });
+    // Nothing to record when the alert is where it was and shows what it showed (most polls): no write transaction.
+    const unchanged = at.channel === ref.channel && at.ts === ref.ts && severity === ref.severity && hash === ref.hash && sameKinds(kinds, ref.signals);
+    if (!unchanged) await store.slackRefs.saveAlertRef(gid, lead.cluster, { ...at, severity, hash, signals: kinds });
   }
 
   /**

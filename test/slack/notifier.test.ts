@@ -4,7 +4,7 @@
  * a resolved finding seen again, an alert deleted in Slack, a channel configured by name, actions limited by the
  * policy, and the upgrade from one alert per finding (merge).
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { webApi } from '@slack/bolt';
 import { DEFAULT_BOT_TOKEN, startFakeSlack, type FakeSlack } from '../../src/sandbox/fakes/slack.js';
 import { parseConfig, type Config } from '../../src/config/index.js';
@@ -259,6 +259,28 @@ describe('Notifier: an alert is edited only when something a reader sees changes
     await poll(notifier, [f], now.t);
     expect(fake.callsTo('chat.update')).toHaveLength(1);
     expect(JSON.stringify(fake.message(CH, ts)!.blocks)).toContain('4 days left');
+  });
+
+  it('a poll that changes nothing an alert shows writes nothing to its ref; one that does writes it once', async () => {
+    const { notifier, now } = setup();
+    const f = { ...stale, rejectionAt: at(T + 5 * DAY_MS + HOUR), tokens: [{ ...tok, rejectionAt: at(T + 5 * DAY_MS + HOUR) }] };
+    await poll(notifier, [f], T);
+    const saves = vi.spyOn(store.slackRefs, 'saveAlertRef');
+    const before = (await store.slackRefs.getAlertRef(gid))!;
+    for (const m of [10, 20, 30]) {
+      now.t = T + m * 60_000;
+      await poll(notifier, [f], now.t);
+    }
+    expect(fake.callsTo('chat.update')).toEqual([]);
+    expect(saves).not.toHaveBeenCalled();
+    expect(await store.slackRefs.getAlertRef(gid)).toEqual(before);
+    // The days-left figure changes: one edit, and the ref records what the alert shows now.
+    now.t = T + 2 * HOUR;
+    await poll(notifier, [f], now.t);
+    expect(fake.callsTo('chat.update')).toHaveLength(1);
+    expect(saves).toHaveBeenCalledTimes(1);
+    expect((await store.slackRefs.getAlertRef(gid))!.hash).toBe(visibleHash(notifier.viewGroup(await notifier.membersOf(f), now.t)));
+    expect((await store.slackRefs.getAlertRef(gid))!.hash).not.toBe(before.hash);
   });
 
   it('an alert ref of an earlier version (hash of the whole message) that shows the current message is not edited on upgrade', async () => {
