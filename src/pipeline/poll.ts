@@ -253,7 +253,7 @@ export class ClusterPoller {
   private async restore(): Promise<void> {
     const { store, cluster } = this.deps;
     try {
-      const last = (await store.polls.lastRuns()).find((r) => r.cluster === cluster.name);
+      const [last] = await store.polls.lastRuns(cluster.name);
       // A poll of this process that already ended has the newer word.
       if (!last || this.healthState.lastPollAt !== undefined) return;
       this.healthState.lastPollAt = last.startedAt;

@@ -290,7 +290,7 @@ function createShards(p: Parts, sharding: Sharding, scheduler: Scheduler, startu
   const tickAccounted = async (cluster: string, tick: number): Promise<boolean> => {
     const seen = await store.polls.ticks(cluster, tick);
     if (seen.polled.includes(tick) || seen.missed.some((m) => m.scheduledAt === tick)) return true;
-    const last = (await store.polls.lastRuns()).find((r) => r.cluster === cluster);
+    const [last] = await store.polls.lastRuns(cluster);
     return tick < o.since && last !== undefined && last.endedAt !== null && last.startedAt >= tick;
   };
   const catchUp = async (cluster: string, claimed: boolean): Promise<void> => {

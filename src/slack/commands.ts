@@ -231,7 +231,7 @@ export class TokensCommand {
 
   /** Poll health of a cluster another replica polls: from the latest poll run in the shared store. */
   private async healthFromStore(name: string): Promise<SlackPollHealth> {
-    const last = (await this.deps.store.polls.lastRuns()).find((r) => r.cluster === name);
+    const [last] = await this.deps.store.polls.lastRuns(name);
     if (!last) return { status: 'pending' };
     return {
       // A poll running there now: as good as the last one that succeeded.

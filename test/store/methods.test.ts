@@ -328,6 +328,31 @@ describe('poll runs', () => {
         lastSuccessAt: null,
       },
     ]);
+    // Of one cluster: the same row, alone; none for a cluster without runs.
+    const all = await store.polls.lastRuns();
+    expect(await store.polls.lastRuns('prod')).toEqual([all[0]]);
+    expect(await store.polls.lastRuns('staging')).toEqual([all[1]]);
+    expect(await store.polls.lastRuns('prod-eu')).toEqual([]);
+  });
+
+  it('lastRuns finds every cluster of many, each with its own latest run and last success', async () => {
+    // Names that sort apart from their insertion order, some prefixes of others; runs interleaved across clusters.
+    const names = Array.from({ length: 40 }, (_, i) => (i % 3 === 0 ? `prod-${i}` : i % 3 === 1 ? `a${39 - i}` : `prod-${i}-eu`));
+    const expected = new Map<string, { id: number; startedAt: number; lastSuccessAt: number | null }>();
+    for (let round = 0; round < 3; round++) {
+      for (const [k, name] of names.entries()) {
+        const startedAt = T0 + round * MIN + k;
+        const id = await store.polls.startRun(name, 's', startedAt);
+        const failed = round === 2 && k % 2 === 0;
+        await store.polls.finishRun(id, { endedAt: startedAt + 500, events: 0, tokenUses: 0, ...(failed ? { error: 'x' } : {}) });
+        const prev = expected.get(name);
+        expected.set(name, { id, startedAt, lastSuccessAt: failed ? (prev?.lastSuccessAt ?? null) : startedAt + 500 });
+      }
+    }
+    const all = await store.polls.lastRuns();
+    expect(all.map((r) => r.cluster)).toEqual([...names].sort());
+    for (const r of all) expect({ id: r.id, startedAt: r.startedAt, lastSuccessAt: r.lastSuccessAt }, r.cluster).toEqual(expected.get(r.cluster));
+    expect(await store.polls.lastRuns(names[7])).toEqual(all.filter((r) => r.cluster === names[7]));
   });
 
   it('finishPollRun of an unknown id throws', async () => {
