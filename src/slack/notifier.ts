@@ -424,7 +424,7 @@ export class Notifier {
         byId.set(m.id, change);
       }
       await this.refreshPodCounts(item.cluster, members.map((m) => m.finding));
-      await this.withLock(gid, () => this.notifyGroup(item.channel, gid, members, byId));
+      return await this.withLock(gid, () => this.notifyGroup(item.channel, gid, members, byId));
     }
     return this.messageOfGroup(gid);
   }
@@ -446,7 +446,8 @@ export class Notifier {
       .sort((a, b) => compareFindings(a.finding, b.finding));
   }
 
-  private async notifyGroup(channel: string, gid: string, members: StoredFinding[], byId: ReadonlyMap<string, FindingChange>): Promise<void> {
+  /** Posts or edits a group's alert (see {@link sendItem}); returns where the alert is afterwards (undefined: none). */
+  private async notifyGroup(channel: string, gid: string, members: StoredFinding[], byId: ReadonlyMap<string, FindingChange>): Promise<MessageLocation | undefined> {
     const { store, api, clock } = this.deps;
     const now = clock();
     members = [...members].sort((a, b) => compareFindings(a.finding, b.finding));
@@ -461,7 +462,7 @@ export class Notifier {
         if (r) legacy.push({ id: m.id, ref: r });
       }
       if (legacy.length) return await this.mergeLegacy(gid, members, legacy, now);
-      if (open.length === 0) return;
+      if (open.length === 0) return undefined;
       const view = await this.viewGroupNow(members, now);
       const msg = renderAlert(view);
       // A process that died between chat.postMessage and saving the ref left an intent: find that message by its
@@ -477,7 +478,7 @@ export class Notifier {
           this.deps.logger.info({ group: gid, channel: at, ts }, 'found the alert posted before a restart; updating it instead of posting again');
           await api.update(at, ts, msg);
           await store.slackRefs.saveAlertRef(gid, lead.cluster, { channel: at, ts, severity: worstSeverity(live.map((m) => m.finding)), hash: visibleHash(view), signals: liveKinds(live) });
-          return;
+          return { channel: at, ts };
         }
       }
       await store.slackRefs.recordGroupIntent(gid, at, now);
@@ -489,9 +490,9 @@ export class Notifier {
       const posted = await api.post(channel, first, undefined, { event_type: ALERT_EVENT_TYPE, event_payload: { group_id: gid, finding_id: lead.id } });
       this.deps.channels.learn(channel, posted.channel);
       await store.slackRefs.saveAlertRef(gid, lead.cluster, { channel: posted.channel, ts: posted.ts, severity: worstSeverity(live.map((m) => m.finding)), hash: visibleHash(view), signals: liveKinds(live) });
-      return;
+      return { channel: posted.channel, ts: posted.ts };
     }
-    if (open.length === 0 && live.length > 0 && live.every((m) => m.status === 'snoozed' && m.snoozedUntil !== null && m.snoozedUntil > now)) return;
+    if (open.length === 0 && live.length > 0 && live.every((m) => m.status === 'snoozed' && m.snoozedUntil !== null && m.snoozedUntil > now)) return { channel: ref.channel, ts: ref.ts };
     const view = await this.viewGroupNow(members, now);
     const msg = renderAlert(view);
     const hash = visibleHash(view);
@@ -523,13 +524,14 @@ export class Notifier {
     // Nothing to record when the alert is where it was and shows what it showed (most polls): no write transaction.
     const unchanged = at.channel === ref.channel && at.ts === ref.ts && severity === ref.severity && hash === ref.hash && sameKinds(kinds, ref.signals);
     if (!unchanged) await store.slackRefs.saveAlertRef(gid, lead.cluster, { ...at, severity, hash, signals: kinds });
+    return at;
   }
 
   /**
    * Upgrade from one alert per finding: the newest per-kind message of the group is kept and shows the group; every
    * other one is edited once to point at it; the per-finding refs are deleted so they are never edited again.
    */
-  private async mergeLegacy(gid: string, members: StoredFinding[], legacy: Array<{ id: string; ref: MessageRef }>, now: number): Promise<void> {
+  private async mergeLegacy(gid: string, members: StoredFinding[], legacy: Array<{ id: string; ref: MessageRef }>, now: number): Promise<MessageLocation> {
     const { store, api, logger } = this.deps;
     const live = members.filter((m) => m.status !== 'resolved');
     const lead = (live[0] ?? members[0])!.finding;
@@ -549,6 +551,7 @@ export class Notifier {
     }
     for (const l of legacy) await store.slackRefs.deleteMessageRef(l.id);
     logger.info({ group: gid, kept: keep.ref.ts, merged: sorted.length - 1 }, 'merged per-kind alerts into one alert');
+    return at;
   }
 
   /** chat.update; when the message was deleted by someone (`message_not_found`), posts it anew. */

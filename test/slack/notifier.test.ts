@@ -283,6 +283,19 @@ describe('Notifier: an alert is edited only when something a reader sees changes
     expect((await store.slackRefs.getAlertRef(gid))!.hash).not.toBe(before.hash);
   });
 
+  it("sending an unchanged alert's queue item reads its ref once and returns where the alert is", async () => {
+    const { notifier, now } = setup();
+    await poll(notifier, [used(6, T - 60 * SEC)], T);
+    const ref = (await store.slackRefs.getAlertRef(gid))!;
+    now.t = T + 60_000;
+    const changes = await store.findings.save('prod', [used(6, T - 60 * SEC)], now.t);
+    const [item] = await notifier.workItems('prod', [used(6, T - 60 * SEC)], changes, now.t);
+    const reads = vi.spyOn(store.slackRefs, 'getAlertRef');
+    expect(await notifier.sendItem(item!)).toEqual({ channel: ref.channel, ts: ref.ts });
+    expect(reads).toHaveBeenCalledTimes(1);
+    expect(fake.callsTo('chat.update')).toEqual([]);
+  });
+
   it('an alert ref of an earlier version (hash of the whole message) that shows the current message is not edited on upgrade', async () => {
     const { notifier, now } = setup();
     await poll(notifier, [used(6, T - 60 * SEC)], T);
