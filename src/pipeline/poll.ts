@@ -235,6 +235,8 @@ export class ClusterPoller {
   private readonly clock: () => number;
   /** Whether a poll of this instance has compared all token records with the store (see pollOnce). */
   private recordsCompared = false;
+  /** Whether this process has recorded the cluster's `watchedSince` (kept from the first time on: src/store/polls.ts). */
+  private watchedMarked = false;
   /** When the running poll started, epoch ms; undefined when none runs. */
   private runningSince: number | undefined;
 
@@ -617,7 +619,11 @@ export class ClusterPoller {
     await store.polls.finishRun(runId, { endedAt: outcome.endedAt, events: outcome.records, tokenUses: outcome.newUses });
     this.deps.blind?.observePoll(run.startedAt, outcome.records);
     if (run.sourceStats.platformHints) this.deps.blind?.observePlatformHints?.(run.startedAt, run.sourceStats.platformHints);
-    await store.polls.markWatchedSince(cluster.name, run.startedAt); // start of the readiness verdict's window
+    // Start of the readiness verdict's window: recorded once for good (the first time stays), so once per process.
+    if (!this.watchedMarked) {
+      await store.polls.markWatchedSince(cluster.name, run.startedAt);
+      this.watchedMarked = true;
+    }
   }
 
   /** Health, metrics and the log line of a successful poll. */

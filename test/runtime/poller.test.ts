@@ -2,7 +2,7 @@ import { appendFileSync, mkdtempSync, readdirSync, readlinkSync, writeFileSync }
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { startFakeCloudWatch, type FakeCloudWatch } from '../fakes/cloudwatch.js';
 import { parseConfig, type ClusterConfig } from '../../src/config/index.js';
 import { createLogger } from '../../src/observability/logger.js';
@@ -254,6 +254,25 @@ describe('ClusterPoller store writes and retention', () => {
     expect(one.newUses).toBe(1);
     expect(one.recordsWritten).toBe(1);
     expect(await store.tokenRecords.count('prod')).toBe(2);
+  });
+
+  it("records the cluster's watchedSince at the first successful poll only, and keeps the first time", async () => {
+    const log = join(dir, 'audit.log');
+    writeFileSync(log, staleRequest('a1', T0));
+    const cluster = clusterConfig('prod', { file: { path: log } });
+    const now = { t: T0 + 120_000 };
+    const marks = vi.spyOn(store.polls, 'markWatchedSince');
+    const poller = new ClusterPoller({ cluster, source: new FileSource({ path: log }), store, logger: quiet, clock: () => now.t });
+    for (let i = 0; i < 3; i++) {
+      expect((await poller.pollOnce()).error).toBeUndefined();
+      now.t += 60_000;
+    }
+    expect(marks).toHaveBeenCalledTimes(1);
+    expect(await store.polls.watchedSince('prod')).toBe(T0 + 120_000);
+    // Another process's poller records it once too, and the first time stays.
+    await new ClusterPoller({ cluster, source: new FileSource({ path: log }), store, logger: quiet, clock: () => now.t }).pollOnce();
+    expect(marks).toHaveBeenCalledTimes(2);
+    expect(await store.polls.watchedSince('prod')).toBe(T0 + 120_000);
   });
 
   it('prunes token records, poll runs and the action log by retention, keeping live stale tokens and open approvals', async () => {
