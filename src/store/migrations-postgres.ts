@@ -347,11 +347,13 @@ CREATE TABLE startup_polls (
 );
 `;
 
-/** Twin of `V_POLL_RUNS_BY_START` in src/store/migrations.ts: poll runs indexed by start, by cluster and start, and by last success. */
-const V_POLL_RUNS_BY_START = `
+/** Twin of `V_RETENTION_INDEXES` in src/store/migrations.ts: the indexes the retention prunes and poll-run reads seek by. */
+const V_RETENTION_INDEXES = `
 CREATE INDEX poll_runs_by_start ON poll_runs (started_at);
 CREATE INDEX poll_runs_by_cluster_start ON poll_runs (cluster, started_at);
 CREATE INDEX poll_runs_succeeded ON poll_runs (cluster, ended_at) WHERE ended_at IS NOT NULL AND error IS NULL;
+CREATE INDEX missed_polls_by_tick ON missed_polls (scheduled_at);
+CREATE INDEX action_log_by_time ON action_log (at);
 `;
 
 /** All PostgreSQL steps, in the order of (and one for one with) `MIGRATIONS` in src/store/migrations.ts. */
@@ -375,7 +377,7 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   { name: 'rate buckets', sql: V_RATE_BUCKETS },
   { name: 'startup polls', sql: V_STARTUP_POLLS },
   { name: 'notices', sql: V_NOTICES },
-  { name: 'poll runs by start', sql: V_POLL_RUNS_BY_START },
+  { name: 'retention indexes', sql: V_RETENTION_INDEXES },
 ];
 
 /** The advisory-lock key all migrating replicas take (src/store/postgres.ts `lock`). */

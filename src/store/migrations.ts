@@ -457,16 +457,19 @@ CREATE TABLE alert_pages (
 `;
 
 /**
- * Poll runs read by time at fleet scale: the retention prune after every poll (`PollRepository.pruneRuns`) visits only
- * the runs past retention (`poll_runs_by_start`), a poll's quiet-resolution coverage reads its cluster's runs of the
- * period (`poll_runs_by_cluster_start`), and a cluster's last success is one index seek (`poll_runs_succeeded`).
- * Without them each read the whole table, or the cluster's whole history: at 1,000 clusters on a 5-minute schedule
- * with 7 days kept (2 million runs), about 126 ms for each prune (docs/performance.md "Retention prunes at fleet scale").
+ * Retention and poll-run reads at fleet scale: the prunes after every poll (`PollRepository.pruneRuns`,
+ * `ActionLogRepository.prune`) visit only the rows past retention (`poll_runs_by_start`, `missed_polls_by_tick`,
+ * `action_log_by_time`), a poll's quiet-resolution coverage reads its cluster's runs of the period
+ * (`poll_runs_by_cluster_start`), and a cluster's last success is one index seek (`poll_runs_succeeded`). Without them
+ * each read the whole table, or the cluster's whole history: at 1,000 clusters on a 5-minute schedule with 7 days
+ * kept (2 million poll runs), about 120 ms for each poll-run prune (docs/performance.md "Poll runs at fleet scale").
  */
-const V_POLL_RUNS_BY_START = `
+const V_RETENTION_INDEXES = `
 CREATE INDEX poll_runs_by_start ON poll_runs (started_at);
 CREATE INDEX poll_runs_by_cluster_start ON poll_runs (cluster, started_at);
 CREATE INDEX poll_runs_succeeded ON poll_runs (cluster, ended_at) WHERE ended_at IS NOT NULL AND error IS NULL;
+CREATE INDEX missed_polls_by_tick ON missed_polls (scheduled_at);
+CREATE INDEX action_log_by_time ON action_log (at);
 `;
 
 /** All migration steps; the schema version is the number applied. */
@@ -489,6 +492,6 @@ export const MIGRATIONS: readonly string[] = [
   V_RATE_BUCKETS,
   V_STARTUP_POLLS,
   V_NOTICES,
-  V_POLL_RUNS_BY_START,
+  V_RETENTION_INDEXES,
 ];
 
