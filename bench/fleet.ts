@@ -19,7 +19,8 @@
  *
  * Schedule: every cluster `*\/S * * * * *` (S = `--interval`, default 30 s: a 5-minute schedule compressed 10×),
  * `poll.spread` on, `poll.jitter` 0, `poll.concurrency` P (default 10), `poll.cloudwatchTps` at AWS's 5. After the first
- * polls (or 3 intervals, whichever is first), C cycles (default 3) are measured, aligned to the schedule's ticks.
+ * polls (or 3 intervals, whichever is first), one more interval and until the Slack notification queue is empty (at
+ * most 3 more intervals), C cycles (default 3) are measured, aligned to the schedule's ticks.
  * `--hung H` makes H more clusters whose Kubernetes API is a black hole (accepts, never answers), to show they change
  * nothing for the others.
  *
@@ -438,6 +439,10 @@ interface RunResult {
   serveCpuMs: number;
   peakRssMiB: number;
   firstPollsS: number;
+  /** Slack notification items still queued when the window began (0 unless the warm-up's did not drain in time). */
+  queuedAtWindow: number;
+  /** When the queue was empty (or the wait for it gave up), s after `startServe` was called. */
+  queueEmptyS: number;
   /** When the Slack integration had started, s after `startServe` was called. */
   slackStartedS: number;
   hungStatus: string[];
@@ -556,8 +561,15 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
   const warmUntil = performance.now() + 3 * intervalMs;
   while (healthy.some((c) => !firstDone.has(c)) && performance.now() < warmUntil) await new Promise((r) => setTimeout(r, 200));
   const firstPollsS = (performance.now() - t0) / 1000;
-  // One more interval for the backlog of the warm-up to drain, then align the window to a tick boundary.
+  // One more interval for the backlog of the warm-up to drain, and more (at most 3 intervals) until the Slack
+  // notification queue is empty: the warm-up's alerts still queued would be sent, and counted, in the window.
   await new Promise((r) => setTimeout(r, intervalMs));
+  const queueDepth = async (): Promise<number> => (await metrics.slackQueueDepth.get()).values[0]?.value ?? 0;
+  const drainUntil = performance.now() + 3 * intervalMs;
+  while ((await queueDepth()) > 0 && performance.now() < drainUntil) await new Promise((r) => setTimeout(r, 1000));
+  const queuedAtWindow = await queueDepth();
+  const queueEmptyS = (performance.now() - t0) / 1000;
+  // Then align the window to a tick boundary.
   await new Promise((r) => setTimeout(r, intervalMs - (Date.now() % intervalMs) + 5));
   const before = await metrics.text();
   const cpu0 = process.cpuUsage();
@@ -629,6 +641,8 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
       external: windowPeak.external / 1048576,
     },
     firstPollsS,
+    queuedAtWindow,
+    queueEmptyS,
     slackStartedS,
     hungStatus,
     eventLoop: { p50: eld.percentile(50) / 1e6, p99: eld.percentile(99) / 1e6, max: eld.max / 1e6, over50 },
@@ -649,7 +663,7 @@ function report(r: RunResult, a: Args): void {
   const acks = [...r.acks.times].sort((x, y) => x - y);
   const polls = Math.max(1, r.ran);
   line(`N = ${r.n} clusters${a.hung ? ` (+ ${a.hung} hung)` : ''}, schedule every ${a.intervalS} s (\`${cronOf(a.intervalS)}\`: 5 minutes compressed ${(300 / a.intervalS).toFixed(2).replace(/\.?0+$/, '')}×), ${a.cycles} cycles measured (${r.windowS.toFixed(0)} s), poll.concurrency ${a.concurrency}, ${a.channels} channels${a.heapMiB ? `, serve's heap capped at ${a.heapMiB} MiB` : ''}${a.kubeconfig === 'one' ? ', one kubeconfig file of every context' : ''}`);
-  line(`  Slack started after      ${r.slackStartedS.toFixed(1)} s; first polls done after ${r.firstPollsS.toFixed(1)} s`);
+  line(`  Slack started after      ${r.slackStartedS.toFixed(1)} s; first polls done after ${r.firstPollsS.toFixed(1)} s; Slack queue ${r.queuedAtWindow === 0 ? `empty after ${r.queueEmptyS.toFixed(1)} s` : `still ${r.queuedAtWindow} items at the window's start (their sends are in its figures)`}`);
   line(`  polls run / scheduled / missed   ${r.ran} / ${r.scheduled} / ${r.missed}   (failed ${r.failed}, late ${r.late})`);
   line(`  CloudWatch FilterLogEvents       ${(s.filterLogEvents / r.windowS).toFixed(2)} req/s mean, ${s.peakPerSecond} peak in 1 s (one account; budget ${a.tps}/s = AWS's 5/s × the compression), ${s.throttled} throttled`);
   line(`  Kubernetes requests per poll     ${(s.kubeRequests / polls).toFixed(1)} per cluster`);
