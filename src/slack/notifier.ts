@@ -370,6 +370,7 @@ export class Notifier {
     if (channel === undefined) return [];
     const { store } = this.deps;
     const stored = await store.findings.list(cluster);
+    const refs = await store.slackRefs.alertRefsOf(cluster);
     const byId = new Map(changes.map((c) => [c.id, c]));
     const ids = [...new Set([...groupFindings([...findings].sort(compareFindings)).map((g) => g.id), ...extraGroups])];
     const items: OutboxItem[] = [];
@@ -377,7 +378,7 @@ export class Notifier {
       const members = stored.filter((m) => groupIdOf(m.finding) === gid);
       if (members.length === 0) continue;
       const live = members.filter((m) => m.status !== 'resolved');
-      const ref = await store.slackRefs.getAlertRef(gid);
+      const ref = refs.get(gid);
       let posted = ref !== undefined;
       for (const m of members) if (!posted && (await store.slackRefs.getMessageRef(m.id)) !== undefined) posted = true;
       if (!posted && !members.some((m) => m.status === 'open')) continue;

@@ -354,6 +354,7 @@ CREATE INDEX poll_runs_by_cluster_start ON poll_runs (cluster, started_at);
 CREATE INDEX poll_runs_succeeded ON poll_runs (cluster, ended_at) WHERE ended_at IS NOT NULL AND error IS NULL;
 CREATE INDEX missed_polls_by_tick ON missed_polls (scheduled_at);
 CREATE INDEX action_log_by_time ON action_log (at);
+CREATE INDEX alert_refs_by_cluster ON alert_refs (cluster);
 `;
 
 /** All PostgreSQL steps, in the order of (and one for one with) `MIGRATIONS` in src/store/migrations.ts. */

@@ -460,7 +460,8 @@ CREATE TABLE alert_pages (
  * Retention and poll-run reads at fleet scale: the prunes after every poll (`PollRepository.pruneRuns`,
  * `ActionLogRepository.prune`) visit only the rows past retention (`poll_runs_by_start`, `missed_polls_by_tick`,
  * `action_log_by_time`), a poll's quiet-resolution coverage reads its cluster's runs of the period
- * (`poll_runs_by_cluster_start`), and a cluster's last success is one index seek (`poll_runs_succeeded`). Without them
+ * (`poll_runs_by_cluster_start`), a cluster's last success is one index seek (`poll_runs_succeeded`), and its alert
+ * refs one indexed read per poll (`alert_refs_by_cluster`, `SlackRefRepository.alertRefsOf`). Without them
  * each read the whole table, or the cluster's whole history: at 1,000 clusters on a 5-minute schedule with 7 days
  * kept (2 million poll runs), about 120 ms for each poll-run prune (docs/performance.md "Poll runs at fleet scale").
  */
@@ -470,6 +471,7 @@ CREATE INDEX poll_runs_by_cluster_start ON poll_runs (cluster, started_at);
 CREATE INDEX poll_runs_succeeded ON poll_runs (cluster, ended_at) WHERE ended_at IS NOT NULL AND error IS NULL;
 CREATE INDEX missed_polls_by_tick ON missed_polls (scheduled_at);
 CREATE INDEX action_log_by_time ON action_log (at);
+CREATE INDEX alert_refs_by_cluster ON alert_refs (cluster);
 `;
 
 /** All migration steps; the schema version is the number applied. */

@@ -50,16 +50,17 @@ export class SlackRefRepository {
 
   /** The message of an alert group (id from `groupIdOf`, src/findings/groups.ts), if posted. */
   async getAlertRef(groupId: string): Promise<AlertRef | undefined> {
-    const row = await this.sql.get<RefRow & { signals: string }>('SELECT channel, ts, severity, hash, signals FROM alert_refs WHERE group_id = ?', [groupId]);
-    if (row === undefined) return undefined;
-    let signals: FindingKind[] = [];
-    try {
-      const parsed = JSON.parse(row.signals) as unknown;
-      if (Array.isArray(parsed)) signals = parsed.filter((k): k is FindingKind => k === 'stale-token' || k === 'legacy-token' || k === 'unauthorized' || k === 'cluster-credential');
-    } catch {
-      signals = [];
-    }
-    return { channel: row.channel, ts: row.ts, severity: row.severity, hash: row.hash, signals };
+    const row = await this.sql.get<AlertRefRow>('SELECT channel, ts, severity, hash, signals FROM alert_refs WHERE group_id = ?', [groupId]);
+    return row === undefined ? undefined : alertRefOf(row);
+  }
+
+  /**
+   * The messages of every posted alert group of `cluster`, by group id: one query (index `alert_refs_by_cluster`)
+   * where a poll's notification work would otherwise read each group's ref apart.
+   */
+  async alertRefsOf(cluster: string): Promise<Map<string, AlertRef>> {
+    const rows = await this.sql.all<AlertRefRow & { group_id: string }>('SELECT group_id, channel, ts, severity, hash, signals FROM alert_refs WHERE cluster = ?', [cluster]);
+    return new Map(rows.map((r) => [r.group_id, alertRefOf(r)]));
   }
 
   /**
@@ -112,4 +113,19 @@ export class SlackRefRepository {
       [findingId, channel, at],
     );
   }
+}
+
+/** An `alert_refs` row as read. */
+type AlertRefRow = RefRow & { signals: string };
+
+/** An {@link AlertRef} from its row; a `signals` column that is not a JSON list of known kinds reads as none. */
+function alertRefOf(row: AlertRefRow): AlertRef {
+  let signals: FindingKind[] = [];
+  try {
+    const parsed = JSON.parse(row.signals) as unknown;
+    if (Array.isArray(parsed)) signals = parsed.filter((k): k is FindingKind => k === 'stale-token' || k === 'legacy-token' || k === 'unauthorized' || k === 'cluster-credential');
+  } catch {
+    signals = [];
+  }
+  return { channel: row.channel, ts: row.ts, severity: row.severity, hash: row.hash, signals };
 }

@@ -296,6 +296,20 @@ describe('Notifier: an alert is edited only when something a reader sees changes
     expect(fake.callsTo('chat.update')).toEqual([]);
   });
 
+  it("a poll's work items read the cluster's alert refs in one query, however many groups it touches", async () => {
+    const { notifier } = setup();
+    const groups = ['a', 'b', 'c'].map((sa) => ({ ...stale, id: `f-${sa}`, serviceAccount: sa }));
+    await poll(notifier, groups, T);
+    expect(fake.messages(CH)).toHaveLength(3);
+    const one = vi.spyOn(store.slackRefs, 'getAlertRef');
+    const all = vi.spyOn(store.slackRefs, 'alertRefsOf');
+    const changes = await store.findings.save('prod', groups, T + 60_000);
+    const items = await notifier.workItems('prod', groups, changes, T + 60_000);
+    expect(items.map((i) => [i.key, i.call, i.channel])).toEqual(groups.map((f) => [`alert:${groupIdOf(f)}`, 'edit', CH]));
+    expect(all).toHaveBeenCalledTimes(1);
+    expect(one).not.toHaveBeenCalled();
+  });
+
   it('an alert ref of an earlier version (hash of the whole message) that shows the current message is not edited on upgrade', async () => {
     const { notifier, now } = setup();
     await poll(notifier, [used(6, T - 60 * SEC)], T);

@@ -400,6 +400,17 @@ describe('Slack message refs', () => {
     await store.slackRefs.saveMessageRef('f-multus', { channel: 'C0OPS', ts: '1730462400.000100', severity: 'critical', hash: 'h2' });
     expect(await store.slackRefs.getMessageRef('f-multus')).toEqual({ channel: 'C0OPS', ts: '1730462400.000100', severity: 'critical', hash: 'h2' });
   });
+
+  it("reads a cluster's alert refs in one map, each as getAlertRef reads it, and no other cluster's", async () => {
+    await store.slackRefs.saveAlertRef('g-prod-1', 'prod', { channel: 'C0OPS', ts: '1.1', severity: 'warning', hash: 'v:a', signals: ['stale-token'] });
+    await store.slackRefs.saveAlertRef('g-prod-2', 'prod', { channel: 'C0SEC', ts: '1.2', severity: 'critical', hash: 'v:b', signals: ['unauthorized', 'stale-token'] });
+    await store.slackRefs.saveAlertRef('g-staging', 'staging', { channel: 'C0OPS', ts: '2.1', severity: 'info', hash: 'v:c', signals: [] });
+    const refs = await store.slackRefs.alertRefsOf('prod');
+    expect([...refs.keys()].sort()).toEqual(['g-prod-1', 'g-prod-2']);
+    for (const [gid, ref] of refs) expect(ref, gid).toEqual(await store.slackRefs.getAlertRef(gid));
+    expect(refs.get('g-prod-2')).toEqual({ channel: 'C0SEC', ts: '1.2', severity: 'critical', hash: 'v:b', signals: ['unauthorized', 'stale-token'] });
+    expect((await store.slackRefs.alertRefsOf('eu')).size).toBe(0);
+  });
 });
 
 describe('action log', () => {
