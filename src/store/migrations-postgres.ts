@@ -404,7 +404,8 @@ export interface PostgresMigrationResult {
 /**
  * Brings the database to the schema of `steps` (default {@link POSTGRES_MIGRATIONS}): creates `schema_migrations`,
  * then applies each missing step in its own transaction under the advisory lock {@link MIGRATION_LOCK}, re-reading
- * the version under the lock (another replica may have applied it meanwhile).
+ * the version under the lock (another replica may have applied it meanwhile). A step's transaction has no server-side
+ * statement timeout (`SET LOCAL statement_timeout = 0`); the executor's client-side query timeout still applies.
  * @param now clock for `applied_at`, epoch ms
  * @throws {StoreError} when the database has a step newer than this binary that is marked breaking (names the steps),
  *   or a step fails (its name and the server's message)
@@ -418,6 +419,10 @@ export async function migratePostgres(sql: SqlExecutor, steps: readonly Postgres
   for (let v = 1; v <= steps.length; v++) {
     const step = steps[v - 1]!;
     const did = await sql.transaction(async (tx) => {
+      // A step may build an index over millions of rows, and another replica may hold the lock while it does: the
+      // server-side statement limit (store.postgres.statementTimeout), meant for the store's queries, does not apply
+      // to migrating (the client-side store.postgres.queryTimeout still does).
+      await tx.run('SET LOCAL statement_timeout = 0');
       await tx.lock(MIGRATION_LOCK);
       if ((await currentVersion(tx)) >= v) return false;
       try {

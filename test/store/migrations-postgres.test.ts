@@ -95,6 +95,19 @@ describe.skipIf(!pgServer.available)('PostgreSQL migrations', () => {
     }
   });
 
+  it('a step that takes longer than the statement timeout still applies (an index over millions of rows)', async () => {
+    const short = openPostgres({ ...db.options, statementTimeoutMs: 100, queryTimeoutMs: 10_000 });
+    try {
+      await expect(short.run('SELECT pg_sleep(0.5)')).rejects.toThrow(/statement timeout/);
+      const steps = [...POSTGRES_MIGRATIONS.slice(0, 1), { name: 'slow', sql: 'SELECT pg_sleep(0.5)' }];
+      expect(await migratePostgres(short, steps)).toEqual({ version: 2, known: 2, applied: 2 });
+      // The limit is back for the store's own statements once the step's transaction has ended.
+      await expect(short.run('SELECT pg_sleep(0.5)')).rejects.toThrow(/statement timeout/);
+    } finally {
+      await short.close();
+    }
+  });
+
   it('leaves the schema at the last good step when a step fails, naming the step', async () => {
     const steps = [...POSTGRES_MIGRATIONS.slice(0, 2), { name: 'broken step', sql: 'CREATE TABLE half_done (a TEXT); SELECT no_such_function();' }];
     const err = await migratePostgres(ex, steps).catch((e: unknown) => e);
