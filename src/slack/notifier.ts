@@ -167,12 +167,12 @@ export function visibleHash(view: AlertView): string {
   return `v:${createHash('sha256').update(JSON.stringify(view)).digest('hex').slice(0, 16)}`;
 }
 
-/** Whether the alert stored with `storedHash` already shows `view` (rendered as `msg`): same visible state, or an earlier version's hash of the same message. */
 /** Whether two lists of signal kinds hold the same kinds (order aside). */
 function sameKinds(a: readonly FindingKind[], b: readonly FindingKind[]): boolean {
   return a.length === b.length && a.every((k) => b.includes(k));
 }
 
+/** Whether the alert stored with `storedHash` already shows `view` (rendered as `msg`): same visible state, or an earlier version's hash of the same message. */
 function showsAlready(storedHash: string, view: AlertView, msg: SlackMessage): boolean {
   return storedHash === visibleHash(view) || (!storedHash.startsWith('v:') && storedHash === messageHash(msg));
 }

@@ -144,7 +144,7 @@ export class PollRepository {
    * `cluster` only when given (at most one). Index seeks per cluster (`poll_runs_by_cluster`, `poll_runs_succeeded`),
    * the clusters found by skipping through the index: the cost follows the number of clusters, not of poll runs
    * kept (at 1,000 clusters with 7 days of 5-minute polls the whole-table form took about 3 s; docs/performance.md
-   * "Retention prunes at fleet scale").
+   * "Poll runs at fleet scale").
    */
   async lastRuns(cluster?: string): Promise<PollStatus[]> {
     const columns = `p.*, (SELECT max(s.ended_at) FROM poll_runs s
