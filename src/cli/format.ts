@@ -110,13 +110,19 @@ function workloadsCell(finding: Finding): string {
   return finding.workloads.map((w) => escapeControl(objectLabel(w))).join('\n');
 }
 
-/** Distinct reasons why workloads are unknown, for the notes under the table. */
-function unknownWorkloadNotes(findings: Finding[]): string[] {
-  const reasons = new Set<string>();
-  for (const f of findings) {
-    if (f.workloads.length === 0) reasons.add(f.clusterState ?? 'no pod of this ServiceAccount found in cluster state');
-  }
-  return [...reasons].map((r) => `workload ?: ${escapeControl(r)}`);
+/**
+ * Why workloads are unknown, for the notes under the table: one line per reason naming the rows (their numbers in
+ * the table's `#` column) whose workloads cell (or details) shows `?` — a row of a ServiceAccount none of whose
+ * findings names a workload — e.g. `workload ? (row 4): no pod of this ServiceAccount found in cluster state`.
+ */
+function unknownWorkloadNotes(groups: readonly FindingGroup[]): string[] {
+  const rows = new Map<string, number[]>();
+  groups.forEach((g, i) => {
+    if (groupUnion(g).workloads.length > 0) return;
+    const reason = g.members.find((m) => m.clusterState !== undefined)?.clusterState ?? 'no pod of this ServiceAccount found in cluster state';
+    rows.set(reason, [...(rows.get(reason) ?? []), i + 1]);
+  });
+  return [...rows].map(([reason, ns]) => `workload ? (row${ns.length > 1 ? 's' : ''} ${ns.join(', ')}): ${escapeControl(reason)}`);
 }
 
 /** Rendering options of {@link renderScanTable}. */
@@ -362,7 +368,7 @@ export function renderScanTable(report: ScanReport, opts: RenderOptions): string
   });
 
   const fixes = groups.flatMap((g, i) => groupFixes(g, i + 1, paint));
-  const notes = unknownWorkloadNotes(report.findings).map((n) => paint('dim', n));
+  const notes = unknownWorkloadNotes(groups).map((n) => paint('dim', n));
   return [table.toString(), '', ...fixes, '', ...notes, ...readiness, ...footer, ''].join('\n');
 }
 
@@ -481,7 +487,7 @@ function renderFitted(report: ScanReport, opts: RenderOptions, width: number, pa
     if (by401 !== undefined) {
       lines.push(`   critical: the API server answered 401 Unauthorized to ${groupedNumber(by401)} request${by401 === 1 ? '' : 's'} of this ServiceAccount`);
     }
-    if (u.workloads.length > 0) lines.push(`   workloads: ${u.workloads.map((w) => escapeControl(objectLabel(w))).join(', ')}`);
+    lines.push(`   workloads: ${u.workloads.length > 0 ? u.workloads.map((w) => escapeControl(objectLabel(w))).join(', ') : '? (see the note below)'}`);
     if (u.pods.length > 0) lines.push(`   pods: ${podsCell(u).split('\n').join(', ')}`);
     const age = oldestTokenAgeDays(u, opts.now);
     if (age !== undefined) lines.push(`   oldest token age: ${age} d`);
@@ -490,7 +496,7 @@ function renderFitted(report: ScanReport, opts: RenderOptions, width: number, pa
     for (const fix of [...new Set(members.map((m) => m.cause.fix))]) lines.push(`   fix: ${escapeControl(fix)}`);
     return lines.flatMap((l) => wrapLine(l, width, 5));
   });
-  const notes = unknownWorkloadNotes(report.findings).map((n) => paint('dim', n));
+  const notes = unknownWorkloadNotes(groups).map((n) => paint('dim', n));
   const wrapped = [...notes, ...tail].flatMap((l) => (l === '' ? [''] : wrapLine(l, width, 2)));
   return [table.toString(), '', ...details, '', ...wrapped, ''].join('\n');
 }

@@ -151,6 +151,27 @@ describe('renderScanTable', () => {
     expect(wide.split('\n')).toContain('#2 logging/fluent-bit stale-token: fix: Upgrade Fluent Bit.');
   });
 
+  it("names the rows whose workloads are unknown, one note per reason, in both layouts", () => {
+    const noWorkload = (id: string, sa: string, clusterState?: string) =>
+      finding({ id, serviceAccount: sa, workloads: [], pods: [], ...(clusterState !== undefined ? { clusterState } : {}) });
+    const findings = [noWorkload('a', 'a-sa'), finding({ id: 'b', serviceAccount: 'b-sa' }), noWorkload('c', 'c-sa'), noWorkload('d', 'd-sa', 'cluster state unavailable')];
+    for (const width of [undefined, 80]) {
+      const out = renderScanTable({ findings, stats: STATS }, { now: NOW, nowSource: 'latest-event', color: false, ...(width ? { width } : {}) });
+      const lines = out.split('\n');
+      // Rows are in the order the table shows them: read each ServiceAccount's row number from it.
+      const rowOf = (sa: string) => {
+        const m = width ? out.match(new RegExp(`#(\\d+) kube-system/${sa} `)) : out.match(new RegExp(`│ (\\d+) +│[^\\n]*kube-system/${sa}`));
+        return Number(m?.[1]);
+      };
+      const [a, c, d] = [rowOf('a-sa'), rowOf('c-sa'), rowOf('d-sa')];
+      expect([a, c, d].every((n) => n >= 1 && n <= 4), `rows ${a}, ${c}, ${d}`).toBe(true);
+      const [first, second] = a < c ? [a, c] : [c, a];
+      expect(lines).toContain(`workload ? (rows ${first}, ${second}): no pod of this ServiceAccount found in cluster state`);
+      expect(lines).toContain(`workload ? (row ${d}): cluster state unavailable`);
+      expect(lines.filter((l) => l.startsWith('workload ?'))).toHaveLength(2);
+    }
+  });
+
   it('prints one row per finding with the contract facts, fix lines and the footer', () => {
     const out = renderScanTable(report, { now: NOW, nowSource: 'latest-event', color: false });
     const lines = out.split('\n');
@@ -171,7 +192,7 @@ describe('renderScanTable', () => {
     expect(out).not.toContain('fb-4');
     expect(lines).toContain('#1 kube-system/multus stale-token: fix: Move to the Multus thick plugin.');
     expect(lines).toContain('#2 logging/fluent-bit stale-token: fix: Upgrade Fluent Bit.');
-    expect(lines).toContain('workload ?: cluster state unavailable');
+    expect(lines).toContain('workload ? (row 2): cluster state unavailable');
     expect(lines).toContain('as of 2026-11-20T12:00:00Z (latest event in input; override with --now)');
     expect(lines).toContain('read 2 files: 1,234 lines, 1,200 events, 57 token uses, 1 malformed, 3 duplicates');
     expect(out).not.toMatch(/\u001b\[/);
