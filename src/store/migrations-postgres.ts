@@ -18,7 +18,7 @@
  * by stopping every old replica first. No step so far is breaking.
  */
 import { StoreError } from './errors.js';
-import { VERIFICATION_BACKFILL } from './migrations.js';
+import { V_RETENTION_INDEXES, VERIFICATION_BACKFILL } from './migrations.js';
 import type { SqlExecutor } from './sql.js';
 
 /** One PostgreSQL migration step. */
@@ -347,16 +347,6 @@ CREATE TABLE startup_polls (
 );
 `;
 
-/** Twin of `V_RETENTION_INDEXES` in src/store/migrations.ts: the indexes the retention prunes and poll-run reads seek by. */
-const V_RETENTION_INDEXES = `
-CREATE INDEX poll_runs_by_start ON poll_runs (started_at);
-CREATE INDEX poll_runs_by_cluster_start ON poll_runs (cluster, started_at);
-CREATE INDEX poll_runs_succeeded ON poll_runs (cluster, ended_at) WHERE ended_at IS NOT NULL AND error IS NULL;
-CREATE INDEX missed_polls_by_tick ON missed_polls (scheduled_at);
-CREATE INDEX action_log_by_time ON action_log (at);
-CREATE INDEX alert_refs_by_cluster ON alert_refs (cluster);
-`;
-
 /** All PostgreSQL steps, in the order of (and one for one with) `MIGRATIONS` in src/store/migrations.ts. */
 export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   { name: 'live mode', sql: V1 },
@@ -378,6 +368,7 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   { name: 'rate buckets', sql: V_RATE_BUCKETS },
   { name: 'startup polls', sql: V_STARTUP_POLLS },
   { name: 'notices', sql: V_NOTICES },
+  // Indexes only, in syntax both backends share: the SQLite step's own statements.
   { name: 'retention indexes', sql: V_RETENTION_INDEXES },
 ];
 

@@ -464,8 +464,9 @@ CREATE TABLE alert_pages (
  * refs one indexed read per poll (`alert_refs_by_cluster`, `SlackRefRepository.alertRefsOf`). Without them
  * each read the whole table, or the cluster's whole history: at 1,000 clusters on a 5-minute schedule with 7 days
  * kept (2 million poll runs), about 120 ms for each poll-run prune (docs/performance.md "Poll runs at fleet scale").
+ * The same statements are PostgreSQL's step (src/store/migrations-postgres.ts).
  */
-const V_RETENTION_INDEXES = `
+export const V_RETENTION_INDEXES = `
 CREATE INDEX poll_runs_by_start ON poll_runs (started_at);
 CREATE INDEX poll_runs_by_cluster_start ON poll_runs (cluster, started_at);
 CREATE INDEX poll_runs_succeeded ON poll_runs (cluster, ended_at) WHERE ended_at IS NOT NULL AND error IS NULL;
