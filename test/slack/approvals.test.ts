@@ -51,9 +51,9 @@ async function requestRestart(x: Harness) {
 
 describe('restart flow', () => {
   it('request by one user, approval by another: dry run, one strategic-merge PATCH, progress, events, action log, verification', async () => {
-    // A rollout of a few steps: its first progress is posted before it completes, so there are edits to check (a
-    // rollout done at the first read, possible on a loaded machine with the default two-step one, posts only its end).
-    h = await startHarness({ rollout: { stepMs: 150, podsPerStep: 1 } });
+    // The rollout waits for the first progress message, so there are edits to check (a rollout done at the first read,
+    // possible on a loaded machine, posts only its end).
+    h = await startHarness({ rollout: { stepMs: 150, podsPerStep: 1, afterFirstProgress: true } });
     const { alert, approval } = await requestRestart(h);
 
     // The request: a dry run only, an approval message naming requester, exact target, approvers (group expanded), expiry.

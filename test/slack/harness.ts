@@ -65,8 +65,12 @@ export interface HarnessOptions {
   kube?: FakeKube;
   /** Time to start at (default {@link REF}). */
   start?: number;
-  /** Fake DaemonSet controller speed: ms per step and pods updated per step (default 15 ms, 2 pods). */
-  rollout?: { stepMs: number; podsPerStep: number };
+  /**
+   * Fake DaemonSet controller: ms per step and pods updated per step (default 15 ms, 2 pods); with `afterFirstProgress`
+   * the rollout does not move until tokenwatch has posted a "rolling out" progress message, so its final progress is
+   * always an edit (on a busy machine a fast rollout can be done at the first read, and its final progress is posted).
+   */
+  rollout?: { stepMs?: number; podsPerStep?: number; afterFirstProgress?: boolean };
   /** Whether this process owns every cluster (`ServeOptions.ownership`); one that does not (false) does not poll, so its start does not wait for a first poll. */
   owner?: () => boolean;
   /** Collects the service's log lines (JSON objects) here. */
@@ -178,9 +182,10 @@ function snapshotObjects(): KubeObject[] {
 
 /**
  * Makes the fake API server act as the DaemonSet controller: after a spec change of a DaemonSet (a rollout restart),
- * its status catches up two pods every `stepMs`.
+ * its status catches up two pods every `stepMs`. While `hold` returns true the status does not move (checked every
+ * `stepMs`).
  */
-export function progressDaemonSets(kube: FakeKube, stepMs = 15, podsPerStep = 2): void {
+export function progressDaemonSets(kube: FakeKube, stepMs = 15, podsPerStep = 2, hold?: () => boolean): void {
   kube.store.onWrite((e) => {
     if (e.def.kind !== 'DaemonSet' || e.type !== 'MODIFIED' || !e.previous) return;
     const gen = (e.object.metadata?.['generation'] as number | undefined) ?? 0;
@@ -190,6 +195,10 @@ export function progressDaemonSets(kube: FakeKube, stepMs = 15, podsPerStep = 2)
     const desired = ((e.object['status'] as Record<string, number> | undefined)?.['desiredNumberScheduled']) ?? 0;
     let updated = 0;
     const step = (): void => {
+      if (hold?.()) {
+        setTimeout(step, stepMs);
+        return;
+      }
       updated = Math.min(desired, updated + podsPerStep);
       kube.store.update('DaemonSet', ns, name, (o) => {
         o['status'] = { ...(o['status'] as object), observedGeneration: gen, updatedNumberScheduled: updated, numberAvailable: desired - (updated < desired ? 1 : 0), numberReady: desired - (updated < desired ? 1 : 0) };
@@ -239,7 +248,9 @@ export async function startFakes(opts: Pick<HarnessOptions, 'oncall' | 'rollout'
     userGroups: { [ONCALL]: [ONCALL_APPROVER, ...(opts.oncall ?? [])] },
   });
   const kube = await startFakeKube({ objects: snapshotObjects() });
-  progressDaemonSets(kube, opts.rollout?.stepMs, opts.rollout?.podsPerStep);
+  // Held until tokenwatch has posted an in-progress message: its final progress is then always an edit of that message.
+  const held = opts.rollout?.afterFirstProgress ? () => !slack.callsTo('chat.postMessage').some((c) => String(c.args['text']).includes('rolling out')) : undefined;
+  progressDaemonSets(kube, opts.rollout?.stepMs, opts.rollout?.podsPerStep, held);
   return { slack, kube };
 }
 

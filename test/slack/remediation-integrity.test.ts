@@ -183,9 +183,9 @@ describe('approver lists with user groups', () => {
 // Each test runs a restart through Bolt and the fakes; on a loaded shared machine that takes well over 20 s.
 describe('final progress edit', { timeout: 120_000 }, () => {
   it('Slack answers internal_error to the first final edit: it is retried and the progress message ends "complete"', async () => {
-    // A rollout of a few steps: its first progress is posted before it completes, so the final one is an edit (a
-    // rollout done at the first read posts its final progress as a new message, with no edit to fail).
-    h = await startHarness({ slack: { progressRetryMs: 20 }, rollout: { stepMs: 150, podsPerStep: 1 } });
+    // The rollout waits for the first progress message, so the final one is an edit (a rollout done at the first read
+    // posts its final progress as a new message, with no edit to fail).
+    h = await startHarness({ slack: { progressRetryMs: 20 }, rollout: { afterFirstProgress: true } });
     const isFinal = (args: Record<string, unknown>) => String(args['text']).startsWith('✅ [prod-eks] rollout of DaemonSet');
     h.slack.failNext('chat.update', 'internal_error', 1, isFinal);
     const alert = await h.alert('kube-system', 'multus');
@@ -206,7 +206,7 @@ describe('final progress edit', { timeout: 120_000 }, () => {
   });
 
   it('Slack refuses every bounded retry: the approval ends, and the next tick re-sends the final state until it lands', async () => {
-    h = await startHarness({ slack: { progressRetryMs: 1 } });
+    h = await startHarness({ slack: { progressRetryMs: 1 }, rollout: { afterFirstProgress: true } });
     const isFinal = (args: Record<string, unknown>) => String(args['text']).startsWith('✅ [prod-eks] rollout of DaemonSet');
     h.slack.failNext('chat.update', 'internal_error', 6, isFinal);
     const alert = await h.alert('kube-system', 'multus');
@@ -226,7 +226,7 @@ describe('final progress edit', { timeout: 120_000 }, () => {
 describe('final progress edit across a restart', () => {
   it('Slack refuses every bounded retry and tokenwatch stops before the next tick: the next process re-sends the stored final state at start', async () => {
     // No pickUp tick in this process (1 h interval): only the next process's start can re-send it.
-    h = await startHarness({ slack: { progressRetryMs: 1, pickupIntervalMs: 3_600_000 } });
+    h = await startHarness({ slack: { progressRetryMs: 1, pickupIntervalMs: 3_600_000 }, rollout: { afterFirstProgress: true } });
     const isFinal = (args: Record<string, unknown>) => String(args['text']).startsWith('✅ [prod-eks] rollout of DaemonSet');
     h.slack.failNext('chat.update', 'internal_error', 5, isFinal);
     const alert = await h.alert('kube-system', 'multus');
