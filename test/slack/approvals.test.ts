@@ -202,7 +202,10 @@ describe('after a poll: notify, then verify', () => {
 
 describe('restart of tokenwatch during a rollout', () => {
   it('the rollout is left running on stop and followed to the end by the next process, without a second PATCH', async () => {
-    h = await startHarness({ rollout: { stepMs: 150, podsPerStep: 1 } });
+    // The rollout stands still until the next process has started: this one is stopped mid-rollout however slowly
+    // it stops on a busy machine.
+    let held = true;
+    h = await startHarness({ rollout: { stepMs: 150, podsPerStep: 1, hold: () => held } });
     const { alert, approval } = await requestRestart(h);
     await h.click(APPROVER, approval, 'tw_approve', { wait: false });
     const store = () => h!.serve.context.store;
@@ -214,6 +217,7 @@ describe('restart of tokenwatch during a rollout', () => {
     expect((await reopened.approvals.list()).map((a) => a.state)).toEqual(['running']);
     await reopened.close();
     h = await startHarness({ dir, fakeSlack: slack, kube });
+    held = false;
     // The new process picks it up once it has been running for a second (PICKUP_GRACE_MS).
     for (let i = 0; i < 500 && (await store().approvals.list())[0]!.state !== 'succeeded'; i++) await new Promise((r) => setTimeout(r, 10));
     await h.bot.idle();

@@ -68,9 +68,10 @@ export interface HarnessOptions {
   /**
    * Fake DaemonSet controller: ms per step and pods updated per step (default 15 ms, 2 pods); with `afterFirstProgress`
    * the rollout does not move until tokenwatch has posted a "rolling out" progress message, so its final progress is
-   * always an edit (on a busy machine a fast rollout can be done at the first read, and its final progress is posted).
+   * always an edit (on a busy machine a fast rollout can be done at the first read, and its final progress is posted);
+   * while `hold` returns true it does not move either (a test that stops tokenwatch mid-rollout).
    */
-  rollout?: { stepMs?: number; podsPerStep?: number; afterFirstProgress?: boolean };
+  rollout?: { stepMs?: number; podsPerStep?: number; afterFirstProgress?: boolean; hold?: () => boolean };
   /** Whether this process owns every cluster (`ServeOptions.ownership`); one that does not (false) does not poll, so its start does not wait for a first poll. */
   owner?: () => boolean;
   /** Collects the service's log lines (JSON objects) here. */
@@ -249,8 +250,9 @@ export async function startFakes(opts: Pick<HarnessOptions, 'oncall' | 'rollout'
   });
   const kube = await startFakeKube({ objects: snapshotObjects() });
   // Held until tokenwatch has posted an in-progress message: its final progress is then always an edit of that message.
-  const held = opts.rollout?.afterFirstProgress ? () => !slack.callsTo('chat.postMessage').some((c) => String(c.args['text']).includes('rolling out')) : undefined;
-  progressDaemonSets(kube, opts.rollout?.stepMs, opts.rollout?.podsPerStep, held);
+  const firstProgress = opts.rollout?.afterFirstProgress ? () => !slack.callsTo('chat.postMessage').some((c) => String(c.args['text']).includes('rolling out')) : undefined;
+  const hold = opts.rollout?.hold;
+  progressDaemonSets(kube, opts.rollout?.stepMs, opts.rollout?.podsPerStep, () => (firstProgress?.() ?? false) || (hold?.() ?? false));
   return { slack, kube };
 }
 
