@@ -37,7 +37,7 @@ import { FINDING_KIND_ORDER, groupFindings, groupIdOf, worstSeverity } from '../
 import { SEVERITY_RANK, type Finding, type FindingKind } from '../findings/types.js';
 import { isCredentialEventFinding } from '../findings/cluster-events.js';
 import type { Logger } from '../observability/logger.js';
-import type { FindingChange, MessageLocation, MessageRef, Store, StoredApproval, StoredFinding } from '../store/index.js';
+import type { AlertRef, FindingChange, MessageLocation, MessageRef, Store, StoredApproval, StoredFinding } from '../store/index.js';
 import type { OutboxDigestLine, OutboxItem } from '../store/outbox.js';
 import { SlackCallError, type SlackApi } from './api.js';
 import {
@@ -260,11 +260,12 @@ export class Notifier {
   /**
    * What the store's actions and (for a resolved alert) the cluster's state now add to a group's view (see
    * {@link AlertHistory}). Cluster state that cannot be read leaves the pods out (the view says so).
+   * @param succeeded the cluster's succeeded approvals, when the caller has read them already (one read for many groups)
    */
-  async historyOf(members: readonly StoredFinding[]): Promise<AlertHistory> {
+  async historyOf(members: readonly StoredFinding[], succeeded?: readonly StoredApproval[]): Promise<AlertHistory> {
     const any = members[0]?.finding;
     if (!any) return {};
-    const approvals = (await this.deps.store.approvals.list({ cluster: any.cluster, states: ['succeeded'] })).filter((a) => approvalIsOf(a, any));
+    const approvals = (succeeded ?? (await this.succeededApprovals(any.cluster))).filter((a) => approvalIsOf(a, any));
     const out: AlertHistory = actionHistory(approvals);
     if (members.some((m) => m.status !== 'resolved')) return out;
     const state = this.deps.stateOf?.(any.cluster);
@@ -280,6 +281,28 @@ export class Notifier {
       this.deps.logger.debug({ err, cluster: any.cluster }, 'could not read the pods of a resolved alert');
     }
     return out;
+  }
+
+  /** The succeeded approvals of `cluster` (what {@link historyOf} reads of the store). */
+  private succeededApprovals(cluster: string): Promise<StoredApproval[]> {
+    return this.deps.store.approvals.list({ cluster, states: ['succeeded'] });
+  }
+
+  /**
+   * Whether sending an `edit` item for a posted group now would do nothing ({@link notifyGroup}'s own test, made
+   * before the item is queued): its live findings are all snoozed, or the alert's ref already shows the group's view
+   * (same {@link visibleHash}), severity and live signals, so there is no edit, escalation or signal reply to send.
+   * A ref of an earlier version (a message hash, not a view hash) is never taken as unchanged here.
+   */
+  private async unchangedNow(ref: AlertRef, members: readonly StoredFinding[], succeeded: readonly StoredApproval[]): Promise<boolean> {
+    const now = this.deps.clock();
+    const live = members.filter((m) => m.status !== 'resolved');
+    if (live.length > 0 && live.every((m) => m.status === 'snoozed' && m.snoozedUntil !== null && m.snoozedUntil > now)) return true;
+    if (!ref.hash.startsWith('v:')) return false;
+    const severity = live.length ? worstSeverity(live.map((m) => m.finding)) : ref.severity;
+    if (severity !== ref.severity || !sameKinds(liveKinds(live), ref.signals)) return false;
+    await this.refreshPodCounts(members[0]!.finding.cluster, members.map((m) => m.finding));
+    return visibleHash(this.viewGroup(members, now, await this.historyOf(members, succeeded))) === ref.hash;
   }
 
   /** {@link viewGroup} with its {@link historyOf}. */
@@ -360,9 +383,10 @@ export class Notifier {
   /**
    * The notification work of one poll's findings of `cluster`, for the queue (docs/slack.md "Notification queue"):
    * one item per group the findings touch that has a message or an open finding — `post` when it has no message yet,
-   * else `edit` (the drainer's {@link sendItem} decides at send time whether anything visible changed) — keyed
-   * `alert:<groupId>`, ranked by `urgencyOf` its live findings, with the findings this poll reopened. Reads the store;
-   * makes no Slack call. Empty when the cluster has no channel.
+   * else `edit` — keyed `alert:<groupId>`, ranked by `urgencyOf` its live findings, with the findings this poll
+   * reopened. A posted group whose alert already shows what it would show now gets no item (most groups on most
+   * polls: no queue write, send or delete for them); the drainer's {@link sendItem} checks again at send time. Reads
+   * the store and the cluster's state (pod counts); makes no Slack call. Empty when the cluster has no channel.
    * @param extraGroups ids of groups to include although no finding of `findings` is in them (resolved as quiet).
    */
   async workItems(cluster: string, findings: readonly Finding[], changes: readonly FindingChange[], now: number, extraGroups: readonly string[] = []): Promise<OutboxItem[]> {
@@ -374,6 +398,7 @@ export class Notifier {
     const byId = new Map(changes.map((c) => [c.id, c]));
     const ids = [...new Set([...groupFindings([...findings].sort(compareFindings)).map((g) => g.id), ...extraGroups])];
     const items: OutboxItem[] = [];
+    let succeeded: StoredApproval[] | undefined;
     for (const gid of ids) {
       const members = stored.filter((m) => groupIdOf(m.finding) === gid);
       if (members.length === 0) continue;
@@ -389,6 +414,7 @@ export class Notifier {
         const c = byId.get(m.id);
         return c?.previousStatus === 'resolved' && c.status === 'open' ? [{ findingId: m.id, late: c.lateUse !== undefined, resolvedAt: c.lateUse?.resolvedAt ?? null }] : [];
       });
+      if (ref && reopened.length === 0 && (await this.unchangedNow(ref, members, (succeeded ??= await this.succeededApprovals(cluster))))) continue;
       items.push({
         key: `alert:${gid}`,
         kind: 'alert',

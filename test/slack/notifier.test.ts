@@ -16,6 +16,7 @@ import { ButtonIds } from '../../src/slack/buttons.js';
 import { ChannelMap } from '../../src/slack/channels.js';
 import { messageHash, Notifier, visibleHash } from '../../src/slack/notifier.js';
 import { compareItems } from '../../src/slack/outbox.js';
+import type { OutboxItem } from '../../src/store/outbox.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import { finding } from '../store/helpers.js';
 import { groupIdOf } from '../../src/findings/groups.js';
@@ -283,31 +284,61 @@ describe('Notifier: an alert is edited only when something a reader sees changes
     expect((await store.slackRefs.getAlertRef(gid))!.hash).not.toBe(before.hash);
   });
 
-  it("sending an unchanged alert's queue item reads its ref once and returns where the alert is", async () => {
+  it("sending a queued item of an alert that already shows its group reads its ref once and edits nothing", async () => {
     const { notifier, now } = setup();
     await poll(notifier, [used(6, T - 60 * SEC)], T);
     const ref = (await store.slackRefs.getAlertRef(gid))!;
     now.t = T + 60_000;
-    const changes = await store.findings.save('prod', [used(6, T - 60 * SEC)], now.t);
-    const [item] = await notifier.workItems('prod', [used(6, T - 60 * SEC)], changes, now.t);
+    await store.findings.save('prod', [used(6, T - 60 * SEC)], now.t);
+    // An item queued while the alert was behind (a change since shown by another send, a click's edit).
+    const item: OutboxItem = { key: `alert:${gid}`, kind: 'alert', cluster: 'prod', channel: CH, call: 'edit', urgency: 0, enqueuedAt: now.t, notBefore: 0, attempts: 0, version: 0, payload: {} };
     const reads = vi.spyOn(store.slackRefs, 'getAlertRef');
-    expect(await notifier.sendItem(item!)).toEqual({ channel: ref.channel, ts: ref.ts });
+    expect(await notifier.sendItem(item)).toEqual({ channel: ref.channel, ts: ref.ts });
     expect(reads).toHaveBeenCalledTimes(1);
     expect(fake.callsTo('chat.update')).toEqual([]);
   });
 
-  it("a poll's work items read the cluster's alert refs in one query, however many groups it touches", async () => {
+  it("a poll that changes nothing its alerts show queues nothing, reading the cluster's refs and approvals once however many groups it touches", async () => {
     const { notifier } = setup();
     const groups = ['a', 'b', 'c'].map((sa) => ({ ...stale, id: `f-${sa}`, serviceAccount: sa }));
     await poll(notifier, groups, T);
     expect(fake.messages(CH)).toHaveLength(3);
     const one = vi.spyOn(store.slackRefs, 'getAlertRef');
     const all = vi.spyOn(store.slackRefs, 'alertRefsOf');
+    const approvals = vi.spyOn(store.approvals, 'list');
     const changes = await store.findings.save('prod', groups, T + 60_000);
-    const items = await notifier.workItems('prod', groups, changes, T + 60_000);
-    expect(items.map((i) => [i.key, i.call, i.channel])).toEqual(groups.map((f) => [`alert:${groupIdOf(f)}`, 'edit', CH]));
+    expect(await notifier.workItems('prod', groups, changes, T + 60_000)).toEqual([]);
     expect(all).toHaveBeenCalledTimes(1);
+    expect(approvals).toHaveBeenCalledTimes(1);
     expect(one).not.toHaveBeenCalled();
+  });
+
+  it('a poll queues an edit item for exactly the groups whose alert would change: a new pod, a signal started, a severity risen', async () => {
+    const { notifier, now } = setup();
+    const groups = ['a', 'b', 'c', 'd'].map((sa) => used(6, T - 60 * SEC, 0, { id: `f-${sa}`, serviceAccount: sa }));
+    await poll(notifier, groups, T);
+    now.t = T + 5 * 60_000;
+    const pod2 = { ...tok, pod: 'kube-multus-ds-abcde', podUid: '7d3c1f7e-0000-4000-8000-000000000002' };
+    const b = { ...groups[1]!, pods: [...stale.pods, pod2.pod], tokens: [tok, pod2] };
+    const c401 = { ...unauthorized, id: 'f-c-401', serviceAccount: 'c' };
+    const d = { ...groups[3]!, severity: 'critical' as const };
+    const found = [groups[0]!, b, groups[2]!, c401, d];
+    const changes = await store.findings.save('prod', found, now.t);
+    const items = await notifier.workItems('prod', found, changes, now.t);
+    expect(items.map((i) => [i.key, i.call]).sort()).toEqual(['b', 'c', 'd'].map((sa) => [`alert:${groupIdOf({ ...stale, serviceAccount: sa })}`, 'edit']).sort());
+    for (const item of items.sort(compareItems)) await notifier.sendItem(item);
+    expect(fake.callsTo('chat.update')).toHaveLength(3);
+  });
+
+  it('a group whose live findings are all snoozed gets no item until the snooze ends', async () => {
+    const { notifier, now } = setup();
+    await poll(notifier, [used(6, T - 60 * SEC)], T);
+    await store.findings.setStatus(stale.id, { status: 'snoozed', until: T + DAY_MS }, T);
+    now.t = T + 5 * 60_000;
+    const bigger = used(40, now.t - SEC);
+    expect(await notifier.workItems('prod', [bigger], await store.findings.save('prod', [bigger], now.t), now.t)).toEqual([]);
+    now.t = T + DAY_MS + 60_000;
+    expect((await notifier.workItems('prod', [bigger], await store.findings.save('prod', [bigger], now.t), now.t)).map((i) => i.call)).toEqual(['edit']);
   });
 
   it('an alert ref of an earlier version (hash of the whole message) that shows the current message is not edited on upgrade', async () => {
