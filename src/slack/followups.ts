@@ -162,8 +162,8 @@ export class FollowUps {
     }
     const from = Math.max(since, now - HORIZON_MS);
     let added = 0;
-    for (const a of await store.approvals.list({})) {
-      if (a.createdAt < from || this.deps.owns?.(a.target.cluster) === false) continue;
+    for (const a of await store.approvals.list({ createdAtOrAfter: from })) {
+      if (this.deps.owns?.(a.target.cluster) === false) continue;
       try {
         if (a.state === 'requested' && settings.reminders) added += await this.remind(a, now);
         if (a.state === 'expired') added += await this.escalate(a, now);

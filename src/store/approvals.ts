@@ -224,39 +224,59 @@ export class ApprovalRepository {
       where.push('finding_id = ?');
       params.push(filter.findingId);
     }
-    const sql = `SELECT * FROM approvals ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY created_at, id`;
-    const rows = await this.sql.all<ApprovalRow>(sql, params);
-    const out: StoredApproval[] = [];
-    for (const r of rows) out.push(await this.approvalOf(r));
-    return out;
+    if (filter.createdAtOrAfter !== undefined) {
+      where.push('created_at >= ?');
+      params.push(filter.createdAtOrAfter);
+    }
+    const matching = where.length > 0 ? `WHERE ${where.join(' AND ')}` : '';
+    const rows = await this.sql.all<ApprovalRow>(`SELECT * FROM approvals ${matching} ORDER BY created_at, id`, params);
+    if (rows.length === 0) return [];
+    // The votes of every listed approval in one statement (a statement per approval made the list cost grow with
+    // the store's whole history of approvals, which is never pruned).
+    const votes = new Map<string, VoteRow[]>();
+    const voteRows = await this.sql.all<VoteRow & { approval_id: string }>(
+      `SELECT approval_id, "user", vote, at, reason FROM votes WHERE approval_id IN (SELECT id FROM approvals ${matching}) ORDER BY approval_id, seq`,
+      params,
+    );
+    for (const v of voteRows) {
+      const of = votes.get(v.approval_id);
+      if (of) of.push(v);
+      else votes.set(v.approval_id, [v]);
+    }
+    return rows.map((r) => approvalFromRow(r, votes.get(r.id) ?? []));
   }
 
   private async approvalOf(row: ApprovalRow): Promise<StoredApproval> {
-    const votes = (await this.sql.all<VoteRow>(VOTES_OF, [row.id])).map(
-      (v): Vote => (v.reason === null ? { user: v.user, vote: v.vote, at: v.at } : { user: v.user, vote: v.vote, at: v.at, reason: v.reason }),
-    );
-    return {
-      id: row.id,
-      action: row.action,
-      target: JSON.parse(row.target) as StoredApproval['target'],
-      requester: row.requester,
-      createdAt: row.created_at,
-      expiresAt: row.expires_at,
-      requiredApprovals: row.required_approvals,
-      votes,
-      state: row.state,
-      dryRun: row.dry_run === null ? null : (JSON.parse(row.dry_run) as DryRunResult),
-      error: row.error,
-      updatedAt: row.updated_at,
-      message: row.message_channel !== null && row.message_ts !== null ? { channel: row.message_channel, ts: row.message_ts } : null,
-      ...(row.started_at != null ? { startedAt: row.started_at } : {}),
-      ...(row.execution != null ? { execution: JSON.parse(row.execution) as ExecutionRecord } : {}),
-      ...(row.progress_channel != null && row.progress_ts != null ? { progress: { channel: row.progress_channel, ts: row.progress_ts } } : {}),
-      ...(row.verification != null && row.verified_at != null ? { verification: { outcome: row.verification, at: row.verified_at } } : {}),
-      ...(row.probe_check != null && row.probe_checked_at != null ? { probeCheck: { outcome: row.probe_check, at: row.probe_checked_at } } : {}),
-      ...subjectOfKey(row.subject_key),
-    };
+    return approvalFromRow(row, await this.sql.all<VoteRow>(VOTES_OF, [row.id]));
   }
+}
+
+/** A stored approval from its row and its vote rows (in vote order). */
+function approvalFromRow(row: ApprovalRow, voteRows: readonly VoteRow[]): StoredApproval {
+  const votes = voteRows.map(
+    (v): Vote => (v.reason === null ? { user: v.user, vote: v.vote, at: v.at } : { user: v.user, vote: v.vote, at: v.at, reason: v.reason }),
+  );
+  return {
+    id: row.id,
+    action: row.action,
+    target: JSON.parse(row.target) as StoredApproval['target'],
+    requester: row.requester,
+    createdAt: row.created_at,
+    expiresAt: row.expires_at,
+    requiredApprovals: row.required_approvals,
+    votes,
+    state: row.state,
+    dryRun: row.dry_run === null ? null : (JSON.parse(row.dry_run) as DryRunResult),
+    error: row.error,
+    updatedAt: row.updated_at,
+    message: row.message_channel !== null && row.message_ts !== null ? { channel: row.message_channel, ts: row.message_ts } : null,
+    ...(row.started_at != null ? { startedAt: row.started_at } : {}),
+    ...(row.execution != null ? { execution: JSON.parse(row.execution) as ExecutionRecord } : {}),
+    ...(row.progress_channel != null && row.progress_ts != null ? { progress: { channel: row.progress_channel, ts: row.progress_ts } } : {}),
+    ...(row.verification != null && row.verified_at != null ? { verification: { outcome: row.verification, at: row.verified_at } } : {}),
+    ...(row.probe_check != null && row.probe_checked_at != null ? { probeCheck: { outcome: row.probe_check, at: row.probe_checked_at } } : {}),
+    ...subjectOfKey(row.subject_key),
+  };
 }
 
 /**

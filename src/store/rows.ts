@@ -276,6 +276,8 @@ export interface ApprovalFilter {
   /** Only approvals with `expiresAt` ≤ this time (for expiry sweeps). */
   expiresAtOrBefore?: number;
   findingId?: string;
+  /** Only approvals created at or after this time, epoch ms (the follow-up scan's horizon). */
+  createdAtOrAfter?: number;
 }
 
 /** One action-log row: who did what to which target, when, with what result. Never updated or deleted. */

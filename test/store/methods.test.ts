@@ -5,7 +5,8 @@ import type { Store } from '../../src/store/types.js';
 import { PollRepository, SEEN_BATCH_ROWS } from '../../src/store/polls.js';
 import type { SqlExecutor } from '../../src/store/sql.js';
 import { storeBackends } from './backends.js';
-import { DAY, finding, HOUR, MIN, staleRecord, T0 } from './helpers.js';
+import { approval, DAY, finding, HOUR, MIN, staleRecord, T0 } from './helpers.js';
+import { ApprovalRepository } from '../../src/store/approvals.js';
 
 /** `sql`, counting the statements run through it (and its transactions). */
 function countingSql(inner: SqlExecutor): { sql: SqlExecutor; statements: () => number } {
@@ -44,6 +45,28 @@ describe('cursors', () => {
     await store.polls.setCursor('cloudwatch:us-east-1:/aws/eks/prod/cluster', '1730462700000');
     expect(await store.polls.getCursor('cloudwatch:us-east-1:/aws/eks/prod/cluster')).toBe('1730462700000');
     expect(await store.polls.getCursor('file:/var/log/audit.log')).toBe('{"ino":42,"pos":1024}');
+  });
+});
+
+describe('approvals list', () => {
+  it('reads every listed approval with its votes, in vote order, in two statements however many approvals there are', async () => {
+    for (let i = 0; i < 30; i++) {
+      const votes = i % 3 === 0 ? [] : [{ user: `U${i}A`, vote: 'approve' as const, at: T0 + i }, { user: `U${i}B`, vote: 'reject' as const, at: T0 + i + 1, reason: `no ${i}` }];
+      await store.approvals.create(approval({ id: `a${String(i).padStart(2, '0')}`, createdAt: T0 + i * MIN, votes }));
+    }
+    const counted = countingSql(store.sql);
+    const listed = await new ApprovalRepository(counted.sql).list();
+    expect(counted.statements()).toBe(2);
+    expect(listed).toHaveLength(30);
+    for (const a of listed) expect(a).toEqual(await store.approvals.get(a.id));
+    expect(listed[1]!.votes).toEqual([{ user: 'U1A', vote: 'approve', at: T0 + 1 }, { user: 'U1B', vote: 'reject', at: T0 + 2, reason: 'no 1' }]);
+    expect(listed[0]!.votes).toEqual([]);
+    // Filtered, the votes are those of the approvals listed; nothing listed is one statement.
+    const recent = await store.approvals.list({ createdAtOrAfter: T0 + 28 * MIN });
+    expect(recent.map((a) => [a.id, a.votes.map((v) => v.user)])).toEqual([['a28', ['U28A', 'U28B']], ['a29', ['U29A', 'U29B']]]);
+    const none = countingSql(store.sql);
+    expect(await new ApprovalRepository(none.sql).list({ createdAtOrAfter: T0 + DAY })).toEqual([]);
+    expect(none.statements()).toBe(1);
   });
 });
 
