@@ -65,23 +65,35 @@ export class PagingScan {
     const now = clock();
     let added = 0;
     const seen = new Set<string>();
+    // Every cluster's open findings in one statement (this scan runs after every poll: a statement per cluster made
+    // each poll's cost grow with the fleet), in the store's order within each cluster.
+    const openOf = new Map<string, StoredFinding[]>();
+    for (const f of await this.deps.store.findings.list(undefined, { status: ['open'] })) {
+      const of = openOf.get(f.cluster);
+      if (of) of.push(f);
+      else openOf.set(f.cluster, [f]);
+    }
+    // Live episodes, read once: a critical group whose episode is live and critical already needs no write.
+    const live = await notices.livePages();
+    const liveOf = new Map(live.map((ep) => [ep.groupId, ep]));
     for (const cluster of this.deps.clusters()) {
       if (owns?.(cluster) === false) continue;
       const groups = new Map<string, StoredFinding[]>();
-      for (const f of await this.deps.store.findings.list(cluster, { status: ['open'] })) {
+      for (const f of openOf.get(cluster) ?? []) {
         const g = groupIdOf(f.finding);
         groups.set(g, [...(groups.get(g) ?? []), f]);
       }
       for (const [g, members] of groups) {
         seen.add(g);
         if (worstSeverity(members) !== 'critical') continue;
-        const ep = await notices.critical(g, cluster, now);
+        const known = liveOf.get(g);
+        const ep = known && known.criticalSince !== null ? known : await notices.critical(g, cluster, now);
         if (ep.actedAt !== null || ep.criticalSince === null || now - ep.criticalSince < this.deps.afterMs) continue;
         added += await this.page(ep, 'trigger', members[0]!, now);
       }
     }
     // Episodes whose group has no open finding any more: resolved.
-    for (const ep of await notices.livePages()) {
+    for (const ep of live) {
       if (seen.has(ep.groupId) || owns?.(ep.cluster) === false) continue;
       const members = (await this.deps.store.findings.list(ep.cluster)).filter((f) => groupIdOf(f.finding) === ep.groupId);
       if (members.some((f) => f.status !== 'resolved')) continue;
