@@ -612,8 +612,9 @@ export class ClusterPoller {
     for (const c of outcome.changes) if (outcome.concluded.includes(c.id)) c.status = 'resolved';
     outcome.pruned.pollRuns = await store.polls.pruneRuns(now - Math.max(retention.pollRunsMs, quietMs + HOUR_MS));
     outcome.pruned.actionLog = await store.actions.prune(now - retention.actionLogMs);
-    // Gauges count open findings only: resolved (verified, quiet) and snoozed ones are not "open".
-    const open = new Set((await store.findings.list(cluster.name, { status: ['open'] })).map((f) => f.id));
+    // Gauges count open findings only: resolved (verified, quiet) and snoozed ones are not "open". Their status is
+    // the one the save (and the quiet resolution just above) left, with no read of the store.
+    const open = new Set(outcome.changes.filter((c) => c.status === 'open').map((c) => c.id));
     this.updateGauges(findings.filter((f) => open.has(f.id)), now);
     outcome.endedAt = this.clock();
     await store.polls.finishRun(runId, { endedAt: outcome.endedAt, events: outcome.records, tokenUses: outcome.newUses });

@@ -67,6 +67,27 @@ describe('ClusterPoller with a file source', () => {
     expect(await metrics.text()).toContain('tokenwatch_token_uses_total{cluster="prod",kind="stale"} 3');
   });
 
+  it('the open-findings gauge counts the findings the poll left open: not a snoozed one, again once its snooze ends', async () => {
+    const log = join(dir, 'audit.log');
+    writeFileSync(log, staleRequest('g1', T0) + staleRequest('g2', T0 + 1000, 'fluent-bit-x1'));
+    const cluster = clusterConfig('prod', { file: { path: log } });
+    const metrics = new Metrics();
+    const now = { t: T0 + 120_000 };
+    const poller = new ClusterPoller({ cluster, source: new FileSource({ path: log }), store, logger: quiet, metrics, clock: () => now.t });
+    const gauge = async () => (await metrics.text()).split('\n').filter((l) => l.startsWith('tokenwatch_open_findings{cluster="prod"') && !l.endsWith(' 0'));
+    const first = await poller.pollOnce();
+    expect(first.findings).toHaveLength(1);
+    const [only] = await gauge();
+    expect(only).toMatch(/ 1$/);
+    await store.findings.setStatus(first.findings[0]!.id, { status: 'snoozed', until: T0 + 3_600_000 }, now.t);
+    now.t += 60_000;
+    await poller.pollOnce();
+    expect(await gauge()).toEqual([]);
+    now.t = T0 + 3_600_000 + 60_000;
+    await poller.pollOnce();
+    expect(await gauge()).toEqual([only]);
+  });
+
   it('a poll that dies mid-way stores nothing and moves no cursor; the next poll counts every auditID exactly once', async () => {
     const log = join(dir, 'audit.log');
     writeFileSync(log, staleRequest('b1', T0) + staleRequest('b2', T0 + 1000) + staleRequest('b3', T0 + 2000));
