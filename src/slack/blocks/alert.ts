@@ -12,7 +12,7 @@
 import type { types } from '@slack/bolt';
 import type { WorkloadRef } from '../../cluster/types.js';
 import { objectLabel } from '../../core/actions.js';
-import { DAY_MS } from '../../core/units.js';
+import { DAY_MS, HOUR_MS } from '../../core/units.js';
 import { isCredentialEventFinding } from '../../findings/cluster-events.js';
 import { FINDING_KIND_ORDER, worstSeverity } from '../../findings/groups.js';
 import type { Finding, FindingKind } from '../../findings/types.js';
@@ -147,7 +147,10 @@ function attributed401(live: readonly Finding[]): Finding | undefined {
   return live.find((f) => f.kind === 'unauthorized' && !isCredentialEventFinding(f) && !isAddressOnly401(f));
 }
 
-/** The worst fact of the live signals, in words, for the header ("requests now fail with 401", "rejected in 12 days"). */
+/**
+ * The worst fact of the live signals, in words, for the header ("requests now fail with 401", "rejected in 12 days";
+ * in the last day "rejected in 5 hours", then "rejected in under an hour").
+ */
 export function worstFact(live: readonly Finding[], now: number, activeWindowMs?: number): string {
   if (live.some(isClusterCredential)) return 'tokens refused across the cluster';
   // 401s of a cluster-level credential event (signing-key rotation, issuer change) recovered on their own: not this
@@ -160,7 +163,10 @@ export function worstFact(live: readonly Finding[], now: number, activeWindowMs?
   if (live.some(isAddressOnly401) && !live.some((f) => f.kind !== 'unauthorized')) return UNCONFIRMED_401_FACT;
   if (rej !== null) {
     const left = daysLeft({ rejectionAt: new Date(rej).toISOString() }, now) ?? 0;
-    return `rejected in ${plural(left, 'day')}`;
+    if (left >= 1) return `rejected in ${plural(left, 'day')}`;
+    // The last day in hours: "rejected in 0 days" read as if it had already happened.
+    const hours = Math.floor((rej - now) / HOUR_MS);
+    return hours >= 1 ? `rejected in ${plural(hours, 'hour')}` : 'rejected in under an hour';
   }
   if (live.some((f) => f.kind === 'legacy-token')) return 'legacy Secret token in use';
   if (live.some((f) => f.kind === 'stale-token')) return 'stale tokens in use';

@@ -137,6 +137,17 @@ describe('alert message of a group', () => {
     expect(worstFact([{ ...unauth, lastSeen: new Date(NOW - 5 * HOUR).toISOString() }], NOW)).toBe('requests failed with 401');
   });
 
+  it('the last day before rejection in hours, never "rejected in 0 days"', () => {
+    const at = (ms: number) => [multusFinding({ rejectionAt: new Date(NOW + ms).toISOString() })];
+    expect(worstFact(at(DAY + HOUR), NOW)).toBe('rejected in 1 day');
+    expect(worstFact(at(DAY - 1000), NOW)).toBe('rejected in 23 hours');
+    expect(worstFact(at(5 * HOUR + 59 * 60_000), NOW)).toBe('rejected in 5 hours');
+    expect(worstFact(at(HOUR), NOW)).toBe('rejected in 1 hour');
+    expect(worstFact(at(59 * 60_000), NOW)).toBe('rejected in under an hour');
+    const m = alertMessage(at(5 * HOUR), at(5 * HOUR), ctx);
+    expect(allText(m.blocks)).toContain('will reject in *5 hours*');
+  });
+
   it('stays within Block Kit limits for long names and many workloads', () => {
     const long = 'x'.repeat(300);
     const f = multusFinding({ cluster: long, namespace: long, serviceAccount: long, workloads: Array.from({ length: 40 }, (_, i) => ({ kind: 'Deployment', namespace: long, name: `${long}${i}` })) });
