@@ -122,11 +122,13 @@ function armRestartKill(step: Step, f: { slack: FakeSlack; kube: FakeKube }): vo
 }
 
 // Each test starts a child process (tsx compiles the sources): generous bounds, the suite must pass on a busy machine.
+// The fake rollout waits for the first "rolling out" message, so a slow first progress read cannot find the rollout
+// done already (then no progress edit would come for the mid-rollout kill).
 describe('kill -9 during an approved restart', { timeout: 120_000 }, () => {
   for (const step of ['before-patch', 'after-patch', 'mid-rollout'] as const) {
     it(`killed ${step}: the next process sends the PATCH only if it never happened; exactly one PATCH, truthful end state`, async () => {
       const dir = prepareDir();
-      fakes = await startFakes({ rollout: { stepMs: 100, podsPerStep: 1 } });
+      fakes = await startFakes({ rollout: { stepMs: 100, podsPerStep: 1, afterFirstProgress: true } });
       const { slack, kube } = fakes;
       const { url, exited } = await startChild(dir, fakes);
       armRestartKill(step, fakes);
@@ -161,7 +163,7 @@ describe('kill -9 during an approved restart', { timeout: 120_000 }, () => {
 describe('kill -9 in the PATCH window with a later restartedAt already on the pod template', { timeout: 120_000 }, () => {
   it('the later value (a fast clock, anyone with edit rights) proves nothing: the next process sends its PATCH, then Done', async () => {
     const dir = prepareDir();
-    fakes = await startFakes({ rollout: { stepMs: 100, podsPerStep: 1 } });
+    fakes = await startFakes({ rollout: { stepMs: 100, podsPerStep: 1, afterFirstProgress: true } });
     const { slack, kube } = fakes;
     const LATER = '2026-11-21T09:00:00Z';
     kube.store.update('DaemonSet', 'kube-system', 'kube-multus-ds', (o) => {
