@@ -172,6 +172,11 @@ function sameKinds(a: readonly FindingKind[], b: readonly FindingKind[]): boolea
   return a.length === b.length && a.every((k) => b.includes(k));
 }
 
+/** Whether a group's live findings are all snoozed past `now` (epoch ms): its alert is left as it is until then. */
+function snoozedThrough(live: readonly StoredFinding[], now: number): boolean {
+  return live.length > 0 && live.every((m) => m.status === 'snoozed' && m.snoozedUntil !== null && m.snoozedUntil > now);
+}
+
 /** Whether the alert stored with `storedHash` already shows `view` (rendered as `msg`): same visible state, or an earlier version's hash of the same message. */
 function showsAlready(storedHash: string, view: AlertView, msg: SlackMessage): boolean {
   return storedHash === visibleHash(view) || (!storedHash.startsWith('v:') && storedHash === messageHash(msg));
@@ -297,7 +302,7 @@ export class Notifier {
   private async unchangedNow(ref: AlertRef, members: readonly StoredFinding[], succeeded: readonly StoredApproval[]): Promise<boolean> {
     const now = this.deps.clock();
     const live = members.filter((m) => m.status !== 'resolved');
-    if (live.length > 0 && live.every((m) => m.status === 'snoozed' && m.snoozedUntil !== null && m.snoozedUntil > now)) return true;
+    if (snoozedThrough(live, now)) return true;
     if (!ref.hash.startsWith('v:')) return false;
     const severity = live.length ? worstSeverity(live.map((m) => m.finding)) : ref.severity;
     if (severity !== ref.severity || !sameKinds(liveKinds(live), ref.signals)) return false;
@@ -519,7 +524,7 @@ export class Notifier {
       await store.slackRefs.saveAlertRef(gid, lead.cluster, { channel: posted.channel, ts: posted.ts, severity: worstSeverity(live.map((m) => m.finding)), hash: visibleHash(view), signals: liveKinds(live) });
       return { channel: posted.channel, ts: posted.ts };
     }
-    if (open.length === 0 && live.length > 0 && live.every((m) => m.status === 'snoozed' && m.snoozedUntil !== null && m.snoozedUntil > now)) return { channel: ref.channel, ts: ref.ts };
+    if (snoozedThrough(live, now)) return { channel: ref.channel, ts: ref.ts };
     const view = await this.viewGroupNow(members, now);
     const msg = renderAlert(view);
     const hash = visibleHash(view);
