@@ -341,6 +341,25 @@ describe('Notifier: an alert is edited only when something a reader sees changes
     expect((await notifier.workItems('prod', [bigger], await store.findings.save('prod', [bigger], now.t), now.t)).map((i) => i.call)).toEqual(['edit']);
   });
 
+  it('a signal that starts during a snooze is shown at once: the alert is edited with it and no longer reads snoozed', async () => {
+    const { notifier, now } = setup();
+    await poll(notifier, [used(6, T - 60 * SEC)], T);
+    await store.findings.setStatus(stale.id, { status: 'snoozed', until: T + DAY_MS }, T);
+    await notifier.refresh(stale.id); // as the Snooze click does: the alert says so at once
+    const snoozed = JSON.stringify(fake.messages(CH)[0]!.blocks);
+    expect(snoozed).toContain('Snoozed until');
+    const updates = fake.callsTo('chat.update').length;
+    now.t = T + 5 * 60_000;
+    const found = [used(6, T - 60 * SEC), unauthorized]; // 401s of the same ServiceAccount start
+    const items = await notifier.workItems('prod', found, await store.findings.save('prod', found, now.t), now.t);
+    expect(items.map((i) => i.call)).toEqual(['edit']);
+    for (const item of items) await notifier.sendItem(item);
+    expect(fake.callsTo('chat.update')).toHaveLength(updates + 1);
+    const shown = fake.messages(CH)[0]!;
+    expect(shown.text).toContain('critical');
+    expect(JSON.stringify(shown.blocks)).not.toContain('Snoozed until');
+  });
+
   it('an alert ref of an earlier version (hash of the whole message) that shows the current message is not edited on upgrade', async () => {
     const { notifier, now } = setup();
     await poll(notifier, [used(6, T - 60 * SEC)], T);
