@@ -11,7 +11,7 @@
  *   hash, live signals) is saved at once. A group with a ref is never posted again, across restarts too;
  * - a message exists → re-rendered; `chat.update` only when the content hash changed (something a reader sees:
  *   counts are bucketed, so a new use rarely changes it); a group whose live findings are all snoozed is not touched
- *   until the snooze ends;
+ *   until the snooze ends once its alert shows just their signals (see `snoozedThrough`);
  * - severity of the live signals went up since the message was last rendered → an escalation reply in the thread;
  * - a signal started (e.g. the first 401s of a ServiceAccount with stale tokens) or stopped while others stay live →
  *   a reply in the thread saying so;
@@ -172,9 +172,14 @@ function sameKinds(a: readonly FindingKind[], b: readonly FindingKind[]): boolea
   return a.length === b.length && a.every((k) => b.includes(k));
 }
 
-/** Whether a group's live findings are all snoozed past `now` (epoch ms): its alert is left as it is until then. */
-function snoozedThrough(live: readonly StoredFinding[], now: number): boolean {
-  return live.length > 0 && live.every((m) => m.status === 'snoozed' && m.snoozedUntil !== null && m.snoozedUntil > now);
+/**
+ * Whether a group's alert is left as it is because of a snooze: its live findings are all snoozed past `now` (epoch
+ * ms) and its alert shows exactly those signals (`ref.signals`). A signal that started during the snooze and has
+ * stopped again is still on the alert: it is edited once more (the signal gone, "Snoozed until …" back, a "stopped"
+ * reply), then left alone until the snooze ends.
+ */
+function snoozedThrough(live: readonly StoredFinding[], now: number, ref: AlertRef): boolean {
+  return live.length > 0 && live.every((m) => m.status === 'snoozed' && m.snoozedUntil !== null && m.snoozedUntil > now) && sameKinds(liveKinds(live), ref.signals);
 }
 
 /** Whether the alert stored with `storedHash` already shows `view` (rendered as `msg`): same visible state, or an earlier version's hash of the same message. */
@@ -295,14 +300,15 @@ export class Notifier {
 
   /**
    * Whether sending an `edit` item for a posted group now would do nothing ({@link notifyGroup}'s own test, made
-   * before the item is queued): its live findings are all snoozed, or the alert's ref already shows the group's view
-   * (same {@link visibleHash}), severity and live signals, so there is no edit, escalation or signal reply to send.
+   * before the item is queued): its live findings are all snoozed and its alert shows just their signals, or the
+   * alert's ref already shows the group's view (same {@link visibleHash}), severity and live signals, so there is no
+   * edit, escalation or signal reply to send.
    * A ref of an earlier version (a message hash, not a view hash) is never taken as unchanged here.
    */
   private async unchangedNow(ref: AlertRef, members: readonly StoredFinding[], succeeded: readonly StoredApproval[]): Promise<boolean> {
     const now = this.deps.clock();
     const live = members.filter((m) => m.status !== 'resolved');
-    if (snoozedThrough(live, now)) return true;
+    if (snoozedThrough(live, now, ref)) return true;
     if (!ref.hash.startsWith('v:')) return false;
     const severity = live.length ? worstSeverity(live.map((m) => m.finding)) : ref.severity;
     if (severity !== ref.severity || !sameKinds(liveKinds(live), ref.signals)) return false;
@@ -524,7 +530,7 @@ export class Notifier {
       await store.slackRefs.saveAlertRef(gid, lead.cluster, { channel: posted.channel, ts: posted.ts, severity: worstSeverity(live.map((m) => m.finding)), hash: visibleHash(view), signals: liveKinds(live) });
       return { channel: posted.channel, ts: posted.ts };
     }
-    if (snoozedThrough(live, now)) return { channel: ref.channel, ts: ref.ts };
+    if (snoozedThrough(live, now, ref)) return { channel: ref.channel, ts: ref.ts };
     const view = await this.viewGroupNow(members, now);
     const msg = renderAlert(view);
     const hash = visibleHash(view);

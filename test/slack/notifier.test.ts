@@ -341,7 +341,7 @@ describe('Notifier: an alert is edited only when something a reader sees changes
     expect((await notifier.workItems('prod', [bigger], await store.findings.save('prod', [bigger], now.t), now.t)).map((i) => i.call)).toEqual(['edit']);
   });
 
-  it('a signal that starts during a snooze is shown at once: the alert is edited with it and no longer reads snoozed', async () => {
+  it('a signal that starts during a snooze is shown at once and, when it stops before the snooze ends, the alert reads snoozed again', async () => {
     const { notifier, now } = setup();
     await poll(notifier, [used(6, T - 60 * SEC)], T);
     await store.findings.setStatus(stale.id, { status: 'snoozed', until: T + DAY_MS }, T);
@@ -358,6 +358,23 @@ describe('Notifier: an alert is edited only when something a reader sees changes
     const shown = fake.messages(CH)[0]!;
     expect(shown.text).toContain('critical');
     expect(JSON.stringify(shown.blocks)).not.toContain('Snoozed until');
+
+    // The 401s stop while the snooze lasts: the alert is edited once more — the signal gone, snoozed again — with a
+    // "stopped" reply in its thread, and then left alone.
+    now.t = T + DAY_MS - 10 * 60_000;
+    await store.findings.setStatus(unauthorized.id, { status: 'resolved', reason: 'quiet' }, now.t);
+    const after = [used(6, T - 60 * SEC)];
+    const again = await notifier.workItems('prod', after, await store.findings.save('prod', after, now.t), now.t);
+    expect(again.map((i) => i.call)).toEqual(['edit']);
+    const replies = fake.callsTo('chat.postMessage').length;
+    for (const item of again) await notifier.sendItem(item);
+    expect(fake.callsTo('chat.update')).toHaveLength(updates + 2);
+    const back = fake.messages(CH)[0]!;
+    expect(JSON.stringify(back.blocks)).toContain('Snoozed until');
+    expect(back.text).not.toContain('critical');
+    expect(fake.callsTo('chat.postMessage').slice(replies).map((c) => String(c.args.text))).toEqual([expect.stringMatching(/stopped/i)]);
+    now.t += 5 * 60_000;
+    expect(await notifier.workItems('prod', after, await store.findings.save('prod', after, now.t), now.t)).toEqual([]);
   });
 
   it('an alert ref of an earlier version (hash of the whole message) that shows the current message is not edited on upgrade', async () => {
