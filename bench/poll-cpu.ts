@@ -10,7 +10,8 @@
  * How many fsyncs a poll makes, and what they cost: run it under strace, e.g.
  * `strace -f -c -e trace=fsync,fdatasync npx tsx bench/poll-cpu.ts --polls 100` (Linux).
  *
- * Usage: `npm run bench:poll-cpu -- [--polls N] [--events N]` — defaults 200 polls, 3 events each.
+ * Usage: `npm run bench:poll-cpu -- [--polls N] [--events N]` — defaults 200 polls, 3 events each; a bad argument
+ * prints the usage line and exits 2.
  */
 import { appendFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -23,13 +24,28 @@ import { FileSource } from '../src/sources/file.js';
 import { openStore } from '../src/store/index.js';
 import { auditEvent } from '../test/sources/events.js';
 
-const { values } = parseArgs({ options: { polls: { type: 'string', default: '200' }, events: { type: 'string', default: '3' } } });
+const USAGE = 'usage: npm run bench:poll-cpu -- [--polls N] [--events N]';
+/** Prints `message` and the usage line on stderr and exits 2. */
+const fail = (message: string): never => {
+  process.stderr.write(`bench:poll-cpu: ${message}\n${USAGE}\n`);
+  process.exit(2);
+};
+/** The arguments; a bad one (an unknown flag, a flag without its value, a stray word) fails with parseArgs' message. */
+const readArgs = (): { polls: string; events: string; help?: boolean } => {
+  try {
+    return parseArgs({ options: { polls: { type: 'string', default: '200' }, events: { type: 'string', default: '3' }, help: { type: 'boolean', short: 'h' } } }).values;
+  } catch (err) {
+    return fail((err as Error).message);
+  }
+};
+const values = readArgs();
+if (values.help) {
+  process.stdout.write(`${USAGE}\n`);
+  process.exit(0);
+}
 const whole = (flag: string, raw: string): number => {
   const n = /^[0-9]+$/.test(raw) ? Number(raw) : Number.NaN;
-  if (!Number.isSafeInteger(n) || n < 1) {
-    process.stderr.write(`bench:poll-cpu: ${flag} needs a whole number ≥ 1 (got '${raw}')\nusage: npm run bench:poll-cpu -- [--polls N] [--events N]\n`);
-    process.exit(2);
-  }
+  if (!Number.isSafeInteger(n) || n < 1) fail(`${flag} needs a whole number ≥ 1 (got '${raw}')`);
   return n;
 };
 const polls = whole('--polls', values.polls);
@@ -43,6 +59,13 @@ let n = 0;
 const line = (time: number): string =>
   `${auditEvent({ auditID: `a${n++}`, time, kind: 'stale', pod: `kube-multus-ds-${n % 7}`, secondsAfterWarning: 7_000_000, sourceIP: '192.168.1.10', userAgent: 'multus/v0.0.0 (linux/amd64) kubernetes/$Format' })}\n`;
 
+// Ctrl-C (or a kill) leaves no temporary folder behind: the `finally` below does not run on a signal.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    rmSync(dir, { recursive: true, force: true });
+    process.exit(signal === 'SIGINT' ? 130 : 143);
+  });
+}
 try {
   writeFileSync(log, line(T0));
   const store = await openStore(join(dir, 'tokenwatch.db'));
