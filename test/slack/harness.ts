@@ -184,18 +184,24 @@ function snapshotObjects(): KubeObject[] {
 /**
  * Makes the fake API server act as the DaemonSet controller: after a spec change of a DaemonSet (a rollout restart),
  * its status catches up two pods every `stepMs`. While `hold` returns true the status does not move (checked every
- * `stepMs`).
+ * `stepMs`). As the real controller, it works on the latest generation only: a rollout of an older generation still
+ * under way when the spec changes again stops, so `observedGeneration` never goes back (two rollouts held at once
+ * would otherwise both resume, and the older one's last step could leave the newer generation unobserved).
  */
 export function progressDaemonSets(kube: FakeKube, stepMs = 15, podsPerStep = 2, hold?: () => boolean): void {
+  const latest = new Map<string, number>();
   kube.store.onWrite((e) => {
     if (e.def.kind !== 'DaemonSet' || e.type !== 'MODIFIED' || !e.previous) return;
     const gen = (e.object.metadata?.['generation'] as number | undefined) ?? 0;
     if (gen === ((e.previous.metadata?.['generation'] as number | undefined) ?? 0)) return;
     const ns = String(e.object.metadata?.['namespace']);
     const name = String(e.object.metadata?.['name']);
+    const key = `${ns}/${name}`;
+    latest.set(key, Math.max(gen, latest.get(key) ?? 0));
     const desired = ((e.object['status'] as Record<string, number> | undefined)?.['desiredNumberScheduled']) ?? 0;
     let updated = 0;
     const step = (): void => {
+      if (latest.get(key) !== gen) return;
       if (hold?.()) {
         setTimeout(step, stepMs);
         return;
