@@ -15,28 +15,22 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
 import { gzipSync } from 'node:zlib';
+import { benchArgs, wholeNumber } from './args.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const DATA_DIR = join(ROOT, 'bench', 'data');
 
-const { values } = parseArgs({
-  options: {
-    files: { type: 'string', default: '10000' },
-    'size-kb': { type: 'string', default: '300' },
-    gz: { type: 'string', default: '2000' },
-  },
+const SCRIPT = 'bench:files';
+const USAGE = 'usage: npm run bench:files -- [--files N] [--size-kb S] [--gz N]';
+const values = benchArgs(SCRIPT, USAGE, {
+  files: { type: 'string', default: '10000' },
+  'size-kb': { type: 'string', default: '300' },
+  gz: { type: 'string', default: '2000' },
 });
-const count = Number(values.files);
-const sizeKb = Number(values['size-kb']);
-const gzCount = Number(values.gz);
-for (const [name, v] of [['--files', count], ['--size-kb', sizeKb], ['--gz', gzCount]] as const) {
-  if (!Number.isInteger(v) || v < 0) {
-    process.stderr.write(`bench:files: ${name} takes a whole number ≥ 0\n`);
-    process.exit(2);
-  }
-}
+const count = wholeNumber(SCRIPT, USAGE, '--files', values.files, 0);
+const sizeKb = wholeNumber(SCRIPT, USAGE, '--size-kb', values['size-kb'], 0);
+const gzCount = wholeNumber(SCRIPT, USAGE, '--gz', values.gz, 0);
 
 const T0 = Date.parse('2026-11-20T00:00:00Z');
 

@@ -19,23 +19,19 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { KubeconfigFiles, kubeConfigFor } from '../src/cluster/kube.js';
+import { benchArgs, wholeNumber } from './args.js';
 
-const { values } = parseArgs({
-  options: {
-    contexts: { type: 'string', default: '1000' },
-    default: { type: 'boolean', default: false },
-    'heap-mib': { type: 'string' },
-  },
+const SCRIPT = 'bench:kubeconfig';
+const USAGE = 'usage: npm run bench:kubeconfig -- [--contexts N] [--default] [--heap-mib M]';
+const values = benchArgs(SCRIPT, USAGE, {
+  contexts: { type: 'string', default: '1000' },
+  default: { type: 'boolean', default: false },
+  'heap-mib': { type: 'string' },
 });
-const n = Number(values.contexts);
-const heapMiB = values['heap-mib'] === undefined ? undefined : Number(values['heap-mib']);
-if (!Number.isInteger(n) || n < 1 || (heapMiB !== undefined && !(Number.isInteger(heapMiB) && heapMiB > 0))) {
-  process.stderr.write('bench:kubeconfig: --contexts and --heap-mib take a whole number ≥ 1\n');
-  process.exit(2);
-}
+const n = wholeNumber(SCRIPT, USAGE, '--contexts', values.contexts);
+const heapMiB = values['heap-mib'] === undefined ? undefined : wholeNumber(SCRIPT, USAGE, '--heap-mib', values['heap-mib']);
 
 const gc = (globalThis as { gc?: () => void }).gc;
 if (!gc) {

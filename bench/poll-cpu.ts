@@ -16,40 +16,19 @@
 import { appendFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { parseConfig } from '../src/config/index.js';
 import { createLogger } from '../src/observability/logger.js';
 import { ClusterPoller } from '../src/pipeline/poll.js';
 import { FileSource } from '../src/sources/file.js';
 import { openStore } from '../src/store/index.js';
 import { auditEvent } from '../test/sources/events.js';
+import { benchArgs, wholeNumber } from './args.js';
 
+const SCRIPT = 'bench:poll-cpu';
 const USAGE = 'usage: npm run bench:poll-cpu -- [--polls N] [--events N]';
-/** Prints `message` and the usage line on stderr and exits 2. */
-const fail = (message: string): never => {
-  process.stderr.write(`bench:poll-cpu: ${message}\n${USAGE}\n`);
-  process.exit(2);
-};
-/** The arguments; a bad one (an unknown flag, a flag without its value, a stray word) fails with parseArgs' message. */
-const readArgs = (): { polls: string; events: string; help?: boolean } => {
-  try {
-    return parseArgs({ options: { polls: { type: 'string', default: '200' }, events: { type: 'string', default: '3' }, help: { type: 'boolean', short: 'h' } } }).values;
-  } catch (err) {
-    return fail((err as Error).message);
-  }
-};
-const values = readArgs();
-if (values.help) {
-  process.stdout.write(`${USAGE}\n`);
-  process.exit(0);
-}
-const whole = (flag: string, raw: string): number => {
-  const n = /^[0-9]+$/.test(raw) ? Number(raw) : Number.NaN;
-  if (!Number.isSafeInteger(n) || n < 1) fail(`${flag} needs a whole number ≥ 1 (got '${raw}')`);
-  return n;
-};
-const polls = whole('--polls', values.polls);
-const perPoll = whole('--events', values.events);
+const values = benchArgs(SCRIPT, USAGE, { polls: { type: 'string', default: '200' }, events: { type: 'string', default: '3' } });
+const polls = wholeNumber(SCRIPT, USAGE, '--polls', values.polls);
+const perPoll = wholeNumber(SCRIPT, USAGE, '--events', values.events);
 
 const T0 = Date.parse('2026-11-20T12:00:00Z');
 const dir = mkdtempSync(join(tmpdir(), 'tokenwatch-bench-poll-cpu-'));

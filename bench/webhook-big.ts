@@ -11,10 +11,10 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { WebhookSource } from '../src/sources/webhook.js';
 import { auditEvent } from '../test/sources/events.js';
 import { eventList, postBatch, selfSignedCert } from '../test/sources/webhook-client.js';
+import { benchArgs, usageError, wholeNumber } from './args.js';
 
 const TOKEN = 'bench-webhook-big-token';
 const T = Date.parse('2026-11-29T12:00:00Z');
@@ -34,11 +34,17 @@ if (process.argv[2] === '--serve') {
     process.exit(0);
   });
 } else {
-  const { values } = parseArgs({ options: { batches: { type: 'string', default: '10' }, mib: { type: 'string', default: '15.9' }, 'heap-mib': { type: 'string', default: '384' } } });
+  const SCRIPT = 'bench:webhook-big';
+  const USAGE = 'usage: npm run bench:webhook-big -- [--batches N] [--mib X] [--heap-mib N]';
+  const values = benchArgs(SCRIPT, USAGE, { batches: { type: 'string', default: '10' }, mib: { type: 'string', default: '15.9' }, 'heap-mib': { type: 'string', default: '384' } });
+  const batchCount = wholeNumber(SCRIPT, USAGE, '--batches', values.batches);
+  const heapMiB = wholeNumber(SCRIPT, USAGE, '--heap-mib', values['heap-mib']);
+  const mib = Number(values.mib);
+  if (!(mib > 0)) usageError(SCRIPT, USAGE, `--mib takes a number of MiB > 0 (got '${values.mib}')`);
   const dir = mkdtempSync(join(tmpdir(), 'tw-bench-webhook-big-'));
   try {
     const cert = selfSignedCert(dir);
-    const child = spawn(process.execPath, [`--max-old-space-size=${values['heap-mib']}`, '--import', 'tsx', import.meta.filename, '--serve', dir, cert.certFile, cert.keyFile], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [`--max-old-space-size=${heapMiB}`, '--import', 'tsx', import.meta.filename, '--serve', dir, cert.certFile, cert.keyFile], { stdio: ['pipe', 'pipe', 'inherit'] });
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     const port = await new Promise<number>((resolve) => {
@@ -52,14 +58,14 @@ if (process.argv[2] === '--serve') {
     });
     // One batch of about --mib MiB: token-use events (stale-token annotation) padded by a long user agent.
     const one = auditEvent({ auditID: 'x', time: T, kind: 'stale', pod: 'p', secondsAfterWarning: 100 });
-    const target = Number(values.mib) * 1024 * 1024;
+    const target = mib * 1024 * 1024;
     const perEvent = one.length + 2000;
     const count = Math.floor(target / perEvent) - 1;
     const body = (b: number) => {
       const s = eventList(Array.from({ length: count }, (_, i) => auditEvent({ auditID: `b${b}-${i}`, time: T, kind: 'stale', pod: 'p', secondsAfterWarning: 100 }).replace('"auditID"', `"pad":"${'x'.repeat(2000)}","auditID"`)));
       return Buffer.from(s);
     };
-    const bodies = Array.from({ length: Number(values.batches) }, (_, b) => body(b));
+    const bodies = Array.from({ length: batchCount }, (_, b) => body(b));
     const sizes = bodies.map((b) => b.length / 1024 / 1024);
     const results = await Promise.all(bodies.map((b) => postBatch({ port, ca: cert.cert, token: TOKEN, body: b }).catch((err: Error) => ({ status: 0, body: err.message, headers: {} as Record<string, unknown> }))));
     for (const r of results) if (r.status === 0) console.log(`no answer: ${r.body}`);
@@ -67,7 +73,7 @@ if (process.argv[2] === '--serve') {
     await new Promise((r) => child.once('exit', r));
     const peak = Number(/peak (\d+)/.exec(out)?.[1] ?? 0);
     const by = (s: number) => results.filter((r) => r.status === s).length;
-    console.log(`batches: ${bodies.length} of ${sizes[0]!.toFixed(2)} MiB at once; heap cap ${values['heap-mib']} MiB`);
+    console.log(`batches: ${bodies.length} of ${sizes[0]!.toFixed(2)} MiB at once; heap cap ${heapMiB} MiB`);
     console.log(`answered 200: ${by(200)}, 429: ${by(429)} (Retry-After ${results.find((r) => r.status === 429)?.headers['retry-after'] ?? '-'}), other: ${results.filter((r) => r.status !== 200 && r.status !== 429).map((r) => r.status || 'no answer').join(', ') || 0}`);
     console.log(`listener peak RSS: ${(peak / 1024 / 1024).toFixed(0)} MiB`);
   } finally {

@@ -10,7 +10,6 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { parseArgs } from 'node:util';
 import { WebhookSource } from '../src/sources/webhook.js';
 import { migratePostgres } from '../src/store/migrations-postgres.js';
 import { openPostgres } from '../src/store/postgres.js';
@@ -18,11 +17,18 @@ import { WebhookBatches } from '../src/store/webhook-batches.js';
 import { auditEvent } from '../test/sources/events.js';
 import { eventList, postBatch, selfSignedCert } from '../test/sources/webhook-client.js';
 import { startPostgres } from '../test/support/postgres-server.js';
+import { benchArgs, wholeNumber } from './args.js';
 
-const { values } = parseArgs({ options: { batches: { type: 'string', default: '500' }, 'batch-size': { type: 'string', default: '400' }, concurrency: { type: 'string', default: '8' } } });
-const batches = Number(values.batches);
-const batchSize = Number(values['batch-size']);
-const concurrency = Number(values.concurrency);
+const SCRIPT = 'bench:webhook-replicas';
+const USAGE = 'usage: npm run bench:webhook-replicas -- [--batches N] [--batch-size N] [--concurrency N]';
+const values = benchArgs(SCRIPT, USAGE, {
+  batches: { type: 'string', default: '500' },
+  'batch-size': { type: 'string', default: '400' },
+  concurrency: { type: 'string', default: '8' },
+});
+const batches = wholeNumber(SCRIPT, USAGE, '--batches', values.batches);
+const batchSize = wholeNumber(SCRIPT, USAGE, '--batch-size', values['batch-size']);
+const concurrency = wholeNumber(SCRIPT, USAGE, '--concurrency', values.concurrency);
 const TOKEN = 'bench-webhook-replicas-token';
 const T = Date.parse('2026-11-29T12:00:00Z');
 

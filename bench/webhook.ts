@@ -13,23 +13,24 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { parseArgs } from 'node:util';
 import { WebhookSource } from '../src/sources/webhook.js';
 import { emptyStats } from '../src/sources/types.js';
 import { auditEvent } from '../test/sources/events.js';
 import { eventList, postBatch, selfSignedCert } from '../test/sources/webhook-client.js';
+import { benchArgs, wholeNumber } from './args.js';
 
-const { values } = parseArgs({
-  options: {
-    batches: { type: 'string', default: '2000' },
-    'batch-size': { type: 'string', default: '400' },
-    concurrency: { type: 'string', default: '8' },
-    'max-spool-mib': { type: 'string', default: '256' },
-  },
+const SCRIPT = 'bench:webhook';
+const USAGE = 'usage: npm run bench:webhook -- [--batches N] [--batch-size N] [--concurrency N] [--max-spool-mib N]';
+const values = benchArgs(SCRIPT, USAGE, {
+  batches: { type: 'string', default: '2000' },
+  'batch-size': { type: 'string', default: '400' },
+  concurrency: { type: 'string', default: '8' },
+  'max-spool-mib': { type: 'string', default: '256' },
 });
-const batches = Number(values.batches);
-const batchSize = Number(values['batch-size']);
-const concurrency = Number(values.concurrency);
+const batches = wholeNumber(SCRIPT, USAGE, '--batches', values.batches);
+const batchSize = wholeNumber(SCRIPT, USAGE, '--batch-size', values['batch-size']);
+const concurrency = wholeNumber(SCRIPT, USAGE, '--concurrency', values.concurrency);
+const maxSpoolMiB = wholeNumber(SCRIPT, USAGE, '--max-spool-mib', values['max-spool-mib']);
 const TOKEN = 'bench-webhook-token';
 const T = Date.parse('2026-11-29T12:00:00Z');
 
@@ -46,7 +47,7 @@ try {
     key: cert.key,
     token: TOKEN,
     spoolPath: join(dir, 'webhook-bench.spool'),
-    maxSpoolBytes: Number(values['max-spool-mib']) * 1024 * 1024,
+    maxSpoolBytes: maxSpoolMiB * 1024 * 1024,
   });
   const port = await source.start();
   // A 401 flood: token-less failed authentications, each a distinct auditID (what the prefilter passes on).
