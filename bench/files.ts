@@ -16,7 +16,7 @@ import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync }
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
-import { benchArgs, wholeNumber } from './args.js';
+import { benchArgs, usageError, wholeNumber } from './args.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const DATA_DIR = join(ROOT, 'bench', 'data');
@@ -29,8 +29,9 @@ const values = benchArgs(SCRIPT, USAGE, {
   gz: { type: 'string', default: '2000' },
 });
 const count = wholeNumber(SCRIPT, USAGE, '--files', values.files, 0);
-const sizeKb = wholeNumber(SCRIPT, USAGE, '--size-kb', values['size-kb'], 0);
+const sizeKb = wholeNumber(SCRIPT, USAGE, '--size-kb', values['size-kb']);
 const gzCount = wholeNumber(SCRIPT, USAGE, '--gz', values.gz, 0);
+if (count + gzCount === 0) usageError(SCRIPT, USAGE, '--files and --gz are both 0: nothing to scan');
 
 const T0 = Date.parse('2026-11-20T00:00:00Z');
 

@@ -18,12 +18,17 @@ import { benchArgs, usageError, wholeNumber } from './args.js';
 
 const TOKEN = 'bench-webhook-big-token';
 const T = Date.parse('2026-11-29T12:00:00Z');
+const SCRIPT = 'bench:webhook-big';
+const USAGE = 'usage: npm run bench:webhook-big -- [--batches N] [--mib X] [--heap-mib N]';
 
 if (process.argv[2] === '--serve') {
   // The child: listener only; prints its port, then its peak RSS when told to stop (stdin closed).
   const [, , , dir, certFile, keyFile] = process.argv;
+  if (!dir || !certFile || !keyFile) {
+    usageError(SCRIPT, USAGE, '--serve is the bench\'s own child mode (started with a folder, a certificate and a key), not a flag to give');
+  }
   const { readFileSync } = await import('node:fs');
-  const source = new WebhookSource({ cluster: 'bench', host: '127.0.0.1', port: 0, cert: readFileSync(certFile!), key: readFileSync(keyFile!), token: TOKEN, spoolPath: join(dir!, 'webhook-bench.spool') });
+  const source = new WebhookSource({ cluster: 'bench', host: '127.0.0.1', port: 0, cert: readFileSync(certFile), key: readFileSync(keyFile), token: TOKEN, spoolPath: join(dir, 'webhook-bench.spool') });
   let peak = process.memoryUsage.rss();
   setInterval(() => (peak = Math.max(peak, process.memoryUsage.rss())), 20).unref();
   console.log(`port ${await source.start()}`);
@@ -34,13 +39,11 @@ if (process.argv[2] === '--serve') {
     process.exit(0);
   });
 } else {
-  const SCRIPT = 'bench:webhook-big';
-  const USAGE = 'usage: npm run bench:webhook-big -- [--batches N] [--mib X] [--heap-mib N]';
   const values = benchArgs(SCRIPT, USAGE, { batches: { type: 'string', default: '10' }, mib: { type: 'string', default: '15.9' }, 'heap-mib': { type: 'string', default: '384' } });
   const batchCount = wholeNumber(SCRIPT, USAGE, '--batches', values.batches);
   const heapMiB = wholeNumber(SCRIPT, USAGE, '--heap-mib', values['heap-mib']);
   const mib = Number(values.mib);
-  if (!(mib > 0)) usageError(SCRIPT, USAGE, `--mib takes a number of MiB > 0 (got '${values.mib}')`);
+  if (!(Number.isFinite(mib) && mib > 0)) usageError(SCRIPT, USAGE, `--mib takes a number of MiB > 0 (got '${values.mib}')`);
   const dir = mkdtempSync(join(tmpdir(), 'tw-bench-webhook-big-'));
   try {
     const cert = selfSignedCert(dir);
