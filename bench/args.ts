@@ -18,36 +18,49 @@ export function usageError(script: string, usage: string, message: string): neve
   process.exit(2);
 }
 
+/** What {@link benchArgs} read: the values, and checks that end in a usage error (exit 2) naming the script. */
+export interface BenchArgs<O extends ParseArgsOptionsConfig> {
+  values: BenchValues<O>;
+  /**
+   * The value of `--<name>` as a whole number ≥ `min` (default 1); otherwise a usage error naming the flag and the
+   * value (a flag without a value or default counts as missing).
+   */
+  whole(name: keyof O & string, min?: number): number;
+  /** Prints `<script>: <message>` and the usage line on stderr and exits 2. */
+  fail(message: string): never;
+}
+
 /**
  * Reads the flags in `argv` (default: this process's arguments after the script).
  * @param script the npm script's name, the prefix of error messages (`bench:files`)
  * @param usage the usage line, e.g. `usage: npm run bench:files -- [--files N] [--size-kb N] [--gz N]`
  * @param options `parseArgs` options; a default is a string, as the flag's value would be
- * @returns the values; exits 0 after printing `usage` on `--help`/`-h`, 2 on a bad argument (see the module doc)
+ * @returns the values and their checks; exits 0 after printing `usage` on `--help`/`-h`, 2 on a bad argument (see the
+ *   module doc)
  */
 export function benchArgs<const O extends ParseArgsOptionsConfig>(
   script: string,
   usage: string,
   options: O,
   argv: string[] = process.argv.slice(2),
-): BenchValues<O> {
+): BenchArgs<O> {
+  const fail = (message: string): never => usageError(script, usage, message);
   if (argv.includes('--help') || argv.includes('-h')) {
     process.stdout.write(`${usage}\n`);
     process.exit(0);
   }
+  let values: BenchValues<O>;
   try {
-    return parseArgs({ args: argv, options }).values as BenchValues<O>;
+    values = parseArgs({ args: argv, options }).values as BenchValues<O>;
   } catch (err) {
-    return usageError(script, usage, err instanceof Error ? err.message : String(err));
+    return fail(err instanceof Error ? err.message : String(err));
   }
-}
-
-/**
- * `raw` (a flag's value) as a whole number ≥ `min`; otherwise a usage error (exit 2) naming the flag and the value.
- * @param flag the flag as typed, e.g. `--files`
- */
-export function wholeNumber(script: string, usage: string, flag: string, raw: string, min = 1): number {
-  const n = /^[0-9]+$/.test(raw) ? Number(raw) : Number.NaN;
-  if (!Number.isSafeInteger(n) || n < min) usageError(script, usage, `${flag} takes a whole number ≥ ${min} (got '${raw}')`);
-  return n;
+  const whole = (name: keyof O & string, min = 1): number => {
+    const raw = (values as Record<string, unknown>)[name];
+    if (typeof raw !== 'string') return fail(`--${name} needs a value`);
+    const n = /^[0-9]+$/.test(raw) ? Number(raw) : Number.NaN;
+    if (!Number.isSafeInteger(n) || n < min) fail(`--${name} takes a whole number ≥ ${min} (got '${raw}')`);
+    return n;
+  };
+  return { values, whole, fail };
 }

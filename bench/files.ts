@@ -16,22 +16,20 @@ import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync }
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
-import { benchArgs, usageError, wholeNumber } from './args.js';
+import { benchArgs } from './args.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const DATA_DIR = join(ROOT, 'bench', 'data');
 
-const SCRIPT = 'bench:files';
-const USAGE = 'usage: npm run bench:files -- [--files N] [--size-kb S] [--gz N]';
-const values = benchArgs(SCRIPT, USAGE, {
+const args = benchArgs('bench:files', 'usage: npm run bench:files -- [--files N] [--size-kb S] [--gz N]', {
   files: { type: 'string', default: '10000' },
   'size-kb': { type: 'string', default: '300' },
   gz: { type: 'string', default: '2000' },
 });
-const count = wholeNumber(SCRIPT, USAGE, '--files', values.files, 0);
-const sizeKb = wholeNumber(SCRIPT, USAGE, '--size-kb', values['size-kb']);
-const gzCount = wholeNumber(SCRIPT, USAGE, '--gz', values.gz, 0);
-if (count + gzCount === 0) usageError(SCRIPT, USAGE, '--files and --gz are both 0: nothing to scan');
+const count = args.whole('files', 0);
+const sizeKb = args.whole('size-kb');
+const gzCount = args.whole('gz', 0);
+if (count + gzCount === 0) args.fail('--files and --gz are both 0: nothing to scan');
 
 const T0 = Date.parse('2026-11-20T00:00:00Z');
 

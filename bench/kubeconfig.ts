@@ -21,17 +21,16 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { KubeconfigFiles, kubeConfigFor } from '../src/cluster/kube.js';
-import { benchArgs, wholeNumber } from './args.js';
+import { benchArgs } from './args.js';
 
-const SCRIPT = 'bench:kubeconfig';
-const USAGE = 'usage: npm run bench:kubeconfig -- [--contexts N] [--default] [--heap-mib M]';
-const values = benchArgs(SCRIPT, USAGE, {
+const args = benchArgs('bench:kubeconfig', 'usage: npm run bench:kubeconfig -- [--contexts N] [--default] [--heap-mib M]', {
   contexts: { type: 'string', default: '1000' },
   default: { type: 'boolean', default: false },
   'heap-mib': { type: 'string' },
 });
-const n = wholeNumber(SCRIPT, USAGE, '--contexts', values.contexts);
-const heapMiB = values['heap-mib'] === undefined ? undefined : wholeNumber(SCRIPT, USAGE, '--heap-mib', values['heap-mib']);
+const { values } = args;
+const n = args.whole('contexts');
+const heapMiB = values['heap-mib'] === undefined ? undefined : args.whole('heap-mib');
 
 const gc = (globalThis as { gc?: () => void }).gc;
 if (!gc) {

@@ -22,13 +22,14 @@ import { ClusterPoller } from '../src/pipeline/poll.js';
 import { FileSource } from '../src/sources/file.js';
 import { openStore } from '../src/store/index.js';
 import { auditEvent } from '../test/sources/events.js';
-import { benchArgs, wholeNumber } from './args.js';
+import { benchArgs } from './args.js';
 
-const SCRIPT = 'bench:poll-cpu';
-const USAGE = 'usage: npm run bench:poll-cpu -- [--polls N] [--events N]';
-const values = benchArgs(SCRIPT, USAGE, { polls: { type: 'string', default: '200' }, events: { type: 'string', default: '3' } });
-const polls = wholeNumber(SCRIPT, USAGE, '--polls', values.polls);
-const perPoll = wholeNumber(SCRIPT, USAGE, '--events', values.events);
+const args = benchArgs('bench:poll-cpu', 'usage: npm run bench:poll-cpu -- [--polls N] [--events N]', {
+  polls: { type: 'string', default: '200' },
+  events: { type: 'string', default: '3' },
+});
+const polls = args.whole('polls');
+const perPoll = args.whole('events');
 
 const T0 = Date.parse('2026-11-20T12:00:00Z');
 const dir = mkdtempSync(join(tmpdir(), 'tokenwatch-bench-poll-cpu-'));

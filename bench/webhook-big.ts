@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { WebhookSource } from '../src/sources/webhook.js';
 import { auditEvent } from '../test/sources/events.js';
 import { eventList, postBatch, selfSignedCert } from '../test/sources/webhook-client.js';
-import { benchArgs, usageError, wholeNumber } from './args.js';
+import { benchArgs, usageError } from './args.js';
 
 const TOKEN = 'bench-webhook-big-token';
 const T = Date.parse('2026-11-29T12:00:00Z');
@@ -39,11 +39,11 @@ if (process.argv[2] === '--serve') {
     process.exit(0);
   });
 } else {
-  const values = benchArgs(SCRIPT, USAGE, { batches: { type: 'string', default: '10' }, mib: { type: 'string', default: '15.9' }, 'heap-mib': { type: 'string', default: '384' } });
-  const batchCount = wholeNumber(SCRIPT, USAGE, '--batches', values.batches);
-  const heapMiB = wholeNumber(SCRIPT, USAGE, '--heap-mib', values['heap-mib']);
-  const mib = Number(values.mib);
-  if (!(Number.isFinite(mib) && mib > 0)) usageError(SCRIPT, USAGE, `--mib takes a number of MiB > 0 (got '${values.mib}')`);
+  const args = benchArgs(SCRIPT, USAGE, { batches: { type: 'string', default: '10' }, mib: { type: 'string', default: '15.9' }, 'heap-mib': { type: 'string', default: '384' } });
+  const batchCount = args.whole('batches');
+  const heapMiB = args.whole('heap-mib');
+  const mib = Number(args.values.mib);
+  if (!(Number.isFinite(mib) && mib > 0)) args.fail(`--mib takes a number of MiB > 0 (got '${args.values.mib}')`);
   const dir = mkdtempSync(join(tmpdir(), 'tw-bench-webhook-big-'));
   try {
     const cert = selfSignedCert(dir);

@@ -17,18 +17,16 @@ import { WebhookBatches } from '../src/store/webhook-batches.js';
 import { auditEvent } from '../test/sources/events.js';
 import { eventList, postBatch, selfSignedCert } from '../test/sources/webhook-client.js';
 import { startPostgres } from '../test/support/postgres-server.js';
-import { benchArgs, wholeNumber } from './args.js';
+import { benchArgs } from './args.js';
 
-const SCRIPT = 'bench:webhook-replicas';
-const USAGE = 'usage: npm run bench:webhook-replicas -- [--batches N] [--batch-size N] [--concurrency N]';
-const values = benchArgs(SCRIPT, USAGE, {
+const args = benchArgs('bench:webhook-replicas', 'usage: npm run bench:webhook-replicas -- [--batches N] [--batch-size N] [--concurrency N]', {
   batches: { type: 'string', default: '500' },
   'batch-size': { type: 'string', default: '400' },
   concurrency: { type: 'string', default: '8' },
 });
-const batches = wholeNumber(SCRIPT, USAGE, '--batches', values.batches);
-const batchSize = wholeNumber(SCRIPT, USAGE, '--batch-size', values['batch-size']);
-const concurrency = wholeNumber(SCRIPT, USAGE, '--concurrency', values.concurrency);
+const batches = args.whole('batches');
+const batchSize = args.whole('batch-size');
+const concurrency = args.whole('concurrency');
 const TOKEN = 'bench-webhook-replicas-token';
 const T = Date.parse('2026-11-29T12:00:00Z');
 

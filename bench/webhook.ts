@@ -17,20 +17,18 @@ import { WebhookSource } from '../src/sources/webhook.js';
 import { emptyStats } from '../src/sources/types.js';
 import { auditEvent } from '../test/sources/events.js';
 import { eventList, postBatch, selfSignedCert } from '../test/sources/webhook-client.js';
-import { benchArgs, wholeNumber } from './args.js';
+import { benchArgs } from './args.js';
 
-const SCRIPT = 'bench:webhook';
-const USAGE = 'usage: npm run bench:webhook -- [--batches N] [--batch-size N] [--concurrency N] [--max-spool-mib N]';
-const values = benchArgs(SCRIPT, USAGE, {
+const args = benchArgs('bench:webhook', 'usage: npm run bench:webhook -- [--batches N] [--batch-size N] [--concurrency N] [--max-spool-mib N]', {
   batches: { type: 'string', default: '2000' },
   'batch-size': { type: 'string', default: '400' },
   concurrency: { type: 'string', default: '8' },
   'max-spool-mib': { type: 'string', default: '256' },
 });
-const batches = wholeNumber(SCRIPT, USAGE, '--batches', values.batches);
-const batchSize = wholeNumber(SCRIPT, USAGE, '--batch-size', values['batch-size']);
-const concurrency = wholeNumber(SCRIPT, USAGE, '--concurrency', values.concurrency);
-const maxSpoolMiB = wholeNumber(SCRIPT, USAGE, '--max-spool-mib', values['max-spool-mib']);
+const batches = args.whole('batches');
+const batchSize = args.whole('batch-size');
+const concurrency = args.whole('concurrency');
+const maxSpoolMiB = args.whole('max-spool-mib');
 const TOKEN = 'bench-webhook-token';
 const T = Date.parse('2026-11-29T12:00:00Z');
 
