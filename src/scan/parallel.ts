@@ -39,15 +39,17 @@ import { DENSE_HITS_PER_MIB, SAMPLE_MIN_WINDOWS, SAMPLE_WINDOWS, countHits, hits
 export const PARALLEL_MIN_BYTES = 64 * 1024 * 1024;
 
 /**
- * Plain JSON-lines input (the part of the input split into byte ranges) smaller than this in all (1 GiB) is read on one
- * thread, unless the rest of the input (gzip, exports) reaches {@link PARALLEL_MIN_BYTES} by itself. One core scans
+ * Plain JSON-lines input (the part of the input split into byte ranges) smaller than this in all (1.5 GiB) is read on
+ * one thread, unless the rest of the input (gzip, exports) reaches {@link PARALLEL_MIN_BYTES} by itself. One core scans
  * sparse plain lines from the page cache at 2–4 GB/s (the prefilter's one-pass SIMD search; most of the rest is
- * copying from the page cache), so below that a second thread saves less than it costs: on the 2-CPU development VM a
- * 256 MiB sparse log took 0.42 s (median of 7) on two threads against 0.34 s on one (load 1.5–2.1), and a 1 GiB one
- * 0.47 s against 0.48 s (quiet); docs/performance.md "Scan parallelism". Inflating gzip is ~10× slower per byte, so
- * there two threads pay off from {@link PARALLEL_MIN_BYTES}.
+ * copying from the page cache), while a second thread is ready only ~0.15 s after it is started (a process's first
+ * worker thread; its own V8 and the bundle's chunks), so below this a second thread saves less than it costs. On the
+ * 2-CPU development VM (sparse logs of 0.1 % stale events, written just before, medians of 7 alternating runs of the
+ * compiled CLI, load 1–1.5, 2026-12-07): 1 GiB took 0.58 s on two threads against 0.47 s on one, 1.5 GiB 0.57 s
+ * against 0.60 s, 2 GiB 0.65 s against 0.75 s; docs/performance.md "Where two threads start to pay off for plain
+ * lines". Inflating gzip is ~10× slower per byte, so there two threads pay off from {@link PARALLEL_MIN_BYTES}.
  */
-export const PLAIN_PARALLEL_MIN_BYTES = 1024 * 1024 * 1024;
+export const PLAIN_PARALLEL_MIN_BYTES = 1536 * 1024 * 1024;
 
 /** Tasks handed to the pool ahead of the merge, per worker (bounds the results held while earlier ones finish). */
 const TASKS_AHEAD_PER_WORKER = 4;

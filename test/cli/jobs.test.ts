@@ -70,7 +70,7 @@ describe('tokenwatch scan --jobs', () => {
       );
     }
     // Two rotated .gz files, ~72 MB uncompressed in all: above the 64 MiB threshold, each inflated by its own thread
-    // (plain lines would need 1 GiB before a second thread pays off: src/scan/parallel.ts PLAIN_PARALLEL_MIN_BYTES).
+    // (plain lines would need 1.5 GiB before a second thread pays off: src/scan/parallel.ts PLAIN_PARALLEL_MIN_BYTES).
     const files = [lines.slice(0, 30_000), lines.slice(30_000)].map((part, n) => {
       const file = join(dir, `audit-${n}.log.gz`);
       writeFileSync(file, gzipSync(`${part.join('\n')}\n`));

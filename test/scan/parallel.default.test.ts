@@ -147,7 +147,7 @@ describe('plain lines need more input than gzip before a second thread pays off'
     const plan = await planParallelRead([sparse], { jobs: 2, minBytes: 1024, partBytes: 256 * 1024, minPlainBytes: 1024 });
     expect(plan?.tasks.length).toBeGreaterThan(1);
     if (plan) await closePlan(plan);
-    expect(PLAIN_PARALLEL_MIN_BYTES).toBe(1024 * 1024 * 1024);
+    expect(PLAIN_PARALLEL_MIN_BYTES).toBe(1536 * 1024 * 1024);
   });
 });
 
