@@ -64,6 +64,14 @@ module.exports = {
       to: { dependencyTypes: ['core'], path: NODE_IO },
     },
     {
+      name: 'pure-core-hashes-without-node-crypto',
+      severity: 'error',
+      comment:
+        "The pure core hashes ids with src/core/digest.ts (@noble/hashes), not node:crypto: cli/format.ts (every start) and scan import findings/, and loading node:crypto cost each tokenwatch start 6-10 ms (docs/performance.md \"No node:crypto at start-up\").",
+      from: { path: PURE_CORE },
+      to: { dependencyTypes: ['core'], path: '^(node:)?crypto$' },
+    },
+    {
       name: 'no-circular',
       severity: 'error',
       comment: 'Import cycles hide the flow of data; break them with a small interface in the lower stage.',

@@ -8,7 +8,7 @@
  */
 import { objectLabel } from '../core/actions.js';
 import { ErrorCode, TokenwatchError } from '../errors.js';
-import { createHash } from 'node:crypto';
+import { sha256Hex } from '../core/digest.js';
 import pLimit from 'p-limit';
 import type { ClusterStateSource, PodInfo, SubjectState, WorkloadRef } from '../cluster/types.js';
 import { NOT_A_SERVICE_ACCOUNT, UNATTRIBUTED } from './aggregate.js';
@@ -43,7 +43,7 @@ export function severityRank(s: Severity): number {
  * The stable id of a finding: the first 16 hex chars of sha256(`cluster/namespace/serviceAccount/kind`).
  */
 export function findingId(cluster: string, namespace: string, serviceAccount: string, kind: FindingKind): string {
-  return createHash('sha256').update(`${cluster}/${namespace}/${serviceAccount}/${kind}`).digest('hex').slice(0, 16);
+  return sha256Hex(`${cluster}/${namespace}/${serviceAccount}/${kind}`).slice(0, 16);
 }
 
 /** Options of {@link buildFindings}. */

@@ -18,7 +18,7 @@
  * its token", at `warning`. When some of them recovered (401s stopped within 15 minutes), one that keeps failing after
  * the others recovered keeps its own analysis. Pure: no I/O.
  */
-import { createHash } from 'node:crypto';
+import { sha256Hex } from '../core/digest.js';
 import { HOUR_MS, MINUTE_MS } from '../core/units.js';
 import { UNATTRIBUTED } from './aggregate.js';
 import type { Finding } from './types.js';
@@ -135,7 +135,7 @@ export const CLUSTER_WIDE = '*';
 
 /** Id of the `cluster-credential` finding of `cluster` (as `findingId` in `build.ts` computes it). */
 function clusterFindingId(cluster: string): string {
-  return createHash('sha256').update(`${cluster}/${CLUSTER_WIDE}/${CLUSTER_WIDE}/cluster-credential`).digest('hex').slice(0, 16);
+  return sha256Hex(`${cluster}/${CLUSTER_WIDE}/${CLUSTER_WIDE}/cluster-credential`).slice(0, 16);
 }
 
 const FIX =

@@ -11,7 +11,7 @@
  * A group's id is a stable hash of (cluster, namespace, serviceAccount), so it survives new signals starting and old
  * ones stopping. Its severity is the worst of its members' (callers pass the live members when that matters).
  */
-import { createHash } from 'node:crypto';
+import { sha256Hex } from '../core/digest.js';
 import { SEVERITY_RANK, type Finding, type FindingKind, type ScanGroup, type Severity } from './types.js';
 
 /** One alert group as printed in `scan --format json` under `groups` (contract, additive): {@link ScanGroup}. */
@@ -27,7 +27,7 @@ export const FINDING_KIND_ORDER: readonly FindingKind[] = ['cluster-credential',
 
 /** The id of the group of a finding's ServiceAccount: `g` + 15 hex chars of SHA-256 of `cluster/namespace/serviceAccount`. */
 export function groupIdOf(f: Pick<Finding, 'cluster' | 'namespace' | 'serviceAccount'>): string {
-  return `g${createHash('sha256').update(`group\u001f${f.cluster}\u001f${f.namespace}\u001f${f.serviceAccount}`).digest('hex').slice(0, 15)}`;
+  return `g${sha256Hex(`group\u001f${f.cluster}\u001f${f.namespace}\u001f${f.serviceAccount}`).slice(0, 15)}`;
 }
 
 /** The worst severity of `findings` (`info` for none). */

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { cliMain } from '../support/build.js';
 import { ROOT, runCli } from './run-cli.js';
 
 const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
@@ -25,6 +26,30 @@ function expectUsageError(run: { code: number | null; stdout: string; stderr: st
   expect(lines[0]).toMatch(/^tokenwatch: /);
   for (const m of mentions) expect(lines[0]).toContain(m);
 }
+
+/**
+ * The Node built-ins that `file` of the CLI bundle (test/global-setup.ts builds it as `npm run build` does) and the
+ * chunks it imports statically import: what every `tokenwatch` start loads before its command runs.
+ */
+function startBuiltins(file: string, seen = new Set<string>(), builtins = new Set<string>()): Set<string> {
+  if (seen.has(file)) return builtins;
+  seen.add(file);
+  const text = readFileSync(file, 'utf8');
+  // Static imports only (`import … from "…"` and `import "…"`); `import("…")` loads on use.
+  for (const [, spec] of text.matchAll(/(?:^|\n)\s*(?:import|export)\b[^;()]*?from\s*["']([^"']+)["']/g)) {
+    if (spec!.startsWith('./')) startBuiltins(join(dirname(file), spec!), seen, builtins);
+    else if (spec!.startsWith('node:')) builtins.add(spec!);
+  }
+  return builtins;
+}
+
+describe('what every start loads', () => {
+  it('no node:crypto (6–10 ms per start; the ids of findings and groups hash with src/core/digest.ts), and the walk sees the bundle', () => {
+    const builtins = startBuiltins(cliMain());
+    expect(builtins).toContain('node:fs/promises'); // the walk reads the bundle's imports at all
+    expect(builtins).not.toContain('node:crypto');
+  });
+});
 
 describe('tokenwatch --help / --version', () => {
   it('prints the version of package.json', async () => {
