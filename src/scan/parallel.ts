@@ -45,7 +45,7 @@ export const PARALLEL_MIN_BYTES = 64 * 1024 * 1024;
  * copying from the page cache), while a second thread is ready only ~0.15 s after it is started (a process's first
  * worker thread; its own V8 and the bundle's chunks), so below this a second thread saves less than it costs. On the
  * 2-CPU development VM (sparse logs of 0.1 % stale events, written just before, medians of 7 alternating runs of the
- * compiled CLI, load 1–1.5, 2026-12-07): 1 GiB took 0.58 s on two threads against 0.47 s on one, 1.5 GiB 0.57 s
+ * compiled CLI, load 1–1.6, 2026-12-07): 1 GiB took 0.58 s on two threads against 0.47 s on one, 1.5 GiB 0.56 s
  * against 0.60 s, 2 GiB 0.65 s against 0.75 s; docs/performance.md "Where two threads start to pay off for plain
  * lines". Inflating gzip is ~10× slower per byte, so there two threads pay off from {@link PARALLEL_MIN_BYTES}.
  */

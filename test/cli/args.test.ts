@@ -36,7 +36,7 @@ function startBuiltins(file: string, seen = new Set<string>(), builtins = new Se
   seen.add(file);
   const text = readFileSync(file, 'utf8');
   // Static imports only (`import … from "…"` and `import "…"`); `import("…")` loads on use.
-  for (const [, spec] of text.matchAll(/(?:^|\n)\s*(?:import|export)\b[^;()]*?from\s*["']([^"']+)["']/g)) {
+  for (const [, spec] of text.matchAll(/(?:^|\n)\s*(?:import|export)\b(?:[^;()"']*?from)?\s*["']([^"']+)["']/g)) {
     if (spec!.startsWith('./')) startBuiltins(join(dirname(file), spec!), seen, builtins);
     else if (spec!.startsWith('node:')) builtins.add(spec!);
   }
