@@ -32,9 +32,10 @@ import { DENSE_HITS_PER_MIB, SAMPLE_MIN_WINDOWS, SAMPLE_WINDOWS, countHits, hits
 
 /**
  * Inputs smaller than this in all (64 MiB; gzip files counted uncompressed, see `inputBytes`) are read on the main
- * thread: a worker costs ~50 ms to start (its own V8, the bundle's chunks, the WebAssembly search), about what one core
- * scans 64 MiB of plain JSON lines in. Measured on the 2-CPU development VM (`npm run bench` and docs/performance.md "Benchmark"):
- * two threads pay off from ~64 MiB of gzip input and a few hundred MiB of plain lines.
+ * thread: a worker is ready 40–160 ms after it is started (its own V8, the bundle's chunks, the WebAssembly search; a
+ * process's first worker the slowest), so below that a second thread saves little or nothing. Measured on the 2-CPU
+ * development VM (`npm run bench` and docs/performance.md "Benchmark"): two threads pay off from ~64 MiB of gzip input
+ * and 1.5 GiB of plain lines ({@link PLAIN_PARALLEL_MIN_BYTES}).
  */
 export const PARALLEL_MIN_BYTES = 64 * 1024 * 1024;
 
@@ -48,6 +49,7 @@ export const PARALLEL_MIN_BYTES = 64 * 1024 * 1024;
  * compiled CLI, load 1–1.6, 2026-12-07): 1 GiB took 0.58 s on two threads against 0.47 s on one, 1.5 GiB 0.56 s
  * against 0.60 s, 2 GiB 0.65 s against 0.75 s; docs/performance.md "Where two threads start to pay off for plain
  * lines". Inflating gzip is ~10× slower per byte, so there two threads pay off from {@link PARALLEL_MIN_BYTES}.
+ * `scan --help` (src/cli/commands/scan.ts) and docs/scan.md state this limit: change them with it.
  */
 export const PLAIN_PARALLEL_MIN_BYTES = 1536 * 1024 * 1024;
 

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { isBuiltin } from 'node:module';
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { cliMain } from '../support/build.js';
@@ -28,8 +29,9 @@ function expectUsageError(run: { code: number | null; stdout: string; stderr: st
 }
 
 /**
- * The Node built-ins that `file` of the CLI bundle (test/global-setup.ts builds it as `npm run build` does) and the
- * chunks it imports statically import: what every `tokenwatch` start loads before its command runs.
+ * The Node built-ins (as `node:name`, however the import spells them) that `file` of the CLI bundle
+ * (test/global-setup.ts builds it as `npm run build` does) and the chunks it imports statically import: what every
+ * `tokenwatch` start loads before its command runs.
  */
 function startBuiltins(file: string, seen = new Set<string>(), builtins = new Set<string>()): Set<string> {
   if (seen.has(file)) return builtins;
@@ -38,7 +40,7 @@ function startBuiltins(file: string, seen = new Set<string>(), builtins = new Se
   // Static imports only (`import … from "…"` and `import "…"`); `import("…")` loads on use.
   for (const [, spec] of text.matchAll(/(?:^|\n)\s*(?:import|export)\b(?:[^;()"']*?from)?\s*["']([^"']+)["']/g)) {
     if (spec!.startsWith('./')) startBuiltins(join(dirname(file), spec!), seen, builtins);
-    else if (spec!.startsWith('node:')) builtins.add(spec!);
+    else if (isBuiltin(spec!)) builtins.add(spec!.startsWith('node:') ? spec! : `node:${spec}`);
   }
   return builtins;
 }

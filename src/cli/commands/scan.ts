@@ -169,7 +169,7 @@ export function register(program: Command): void {
     .addOption(
       new Option(
         '--jobs <n>',
-        `worker threads for inputs of 64 MiB or more: plain JSON-lines files are split, .gz files and exports are read whole, one per thread; dense input (many token uses) is read by one thread, which is faster there; capped at the available CPUs (default: ${availableParallelism()}, the available CPUs, or 1 when other work keeps them all busy as the scan starts)`,
+        `worker threads for inputs of 64 MiB or more (.gz counted uncompressed; plain JSON-lines files alone: 1.5 GiB or more): plain JSON-lines files are split, .gz files and exports are read whole, one per thread; dense input (many token uses) is read by one thread, which is faster there; capped at the available CPUs (default: ${availableParallelism()}, the available CPUs, or 1 when other work keeps them all busy as the scan starts)`,
       ).argParser((v) => parseJobs(v)),
     )
     .addHelpText(
