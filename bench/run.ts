@@ -773,7 +773,7 @@ async function main(): Promise<void> {
       (perWorker === undefined
         ? ''
         : perWorker < 1
-          ? `; plain: ${scan.rssMB.toFixed(0)} MB, read on one thread (plain JSON lines alone take workers from ${PLAIN_PARALLEL_MIN_BYTES / 2 ** 30} GiB, and without --jobs a scan that starts while other work fills every CPU stays on one)`
+          ? `; plain: ${scan.rssMB.toFixed(0)} MB, no more than at --jobs 1 (plain JSON lines alone take workers from ${PLAIN_PARALLEL_MIN_BYTES / 2 ** 30} GiB, and without --jobs a scan that starts while other work fills every CPU stays on one thread)`
           : `; ${perWorker.toFixed(0)} MB per worker thread (plain: ${serial.rssMB.toFixed(0)} MB at --jobs 1, ${scan.rssMB.toFixed(0)} MB at --jobs ${jobs})`),
     `${timedVerdict(version.seconds <= TARGETS.maxStartupSeconds && oneScan.seconds <= TARGETS.maxStartupSeconds)}  start-up: --version ${version.seconds.toFixed(3)} s, one-line scan ${oneScan.seconds.toFixed(3)} s (goal ≤ ${TARGETS.maxStartupSeconds} s each, wall time)` +
       (load > cores && version.cpu !== undefined && oneScan.cpu !== undefined

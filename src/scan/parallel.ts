@@ -34,8 +34,9 @@ import { DENSE_HITS_PER_MIB, SAMPLE_MIN_WINDOWS, SAMPLE_WINDOWS, countHits, hits
  * Inputs smaller than this in all (64 MiB; gzip files counted uncompressed, see `inputBytes`) are read on the main
  * thread: a worker is ready 40–160 ms after it is started (its own V8, the bundle's chunks, the WebAssembly search; a
  * process's first worker the slowest), so below that a second thread saves little or nothing. Measured on the 2-CPU
- * development VM (`npm run bench` and docs/performance.md "Benchmark"): two threads pay off from ~64 MiB of gzip input
- * and 1.5 GiB of plain lines ({@link PLAIN_PARALLEL_MIN_BYTES}).
+ * development VM (`npm run bench`; docs/performance.md "Benchmark" and "Where two threads start to pay off for plain
+ * lines"): two threads pay off from ~64 MiB of gzip input and 1.5 GiB of plain lines
+ * ({@link PLAIN_PARALLEL_MIN_BYTES}).
  */
 export const PARALLEL_MIN_BYTES = 64 * 1024 * 1024;
 
@@ -362,8 +363,8 @@ export const WORKER_DATA = { tokenwatchScanWorker: true } as const;
  * Tasks a worker thread holds at once: the one it runs and the next, queued in the worker. The pool's own thread
  * hands out tasks only between its own ranges (a range scan blocks it for ~10 ms), so a worker given one task at a
  * time would sit idle until then after each task; with a second one queued it goes straight on. A worker gets none
- * before it says it is ready: one that is still starting (~50 ms) would hold them while the calling thread, done with
- * the rest, waits.
+ * before it says it is ready: one that is still starting (40–160 ms) would hold them while the calling thread, done
+ * with the rest, waits.
  */
 const TASKS_PER_WORKER = 2;
 

@@ -4,7 +4,7 @@
  * threads read), with the planner's size threshold lowered so that small files take the parallel path. The planner's
  * decision itself (dense: one thread; sparse: workers) is asserted too. Not timed: `npm run bench` measures speed.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -148,6 +148,12 @@ describe('plain lines need more input than gzip before a second thread pays off'
     expect(plan?.tasks.length).toBeGreaterThan(1);
     if (plan) await closePlan(plan);
     expect(PLAIN_PARALLEL_MIN_BYTES).toBe(1536 * 1024 * 1024);
+  });
+
+  it('scan --help and docs/scan.md state the limit the code has', () => {
+    const limit = `plain JSON-lines files alone: ${PLAIN_PARALLEL_MIN_BYTES / 2 ** 30} GiB or more`;
+    expect(readFileSync(new URL('../../src/cli/commands/scan.ts', import.meta.url), 'utf8')).toContain(limit);
+    expect(readFileSync(new URL('../../docs/scan.md', import.meta.url), 'utf8')).toContain(limit);
   });
 });
 
