@@ -11,7 +11,9 @@
  * 6. dense input (a plain log with 30 % stale events): the default `--jobs` ≤ 1.1× `--jobs 1` in time and ≤ 1.3× in
  *    peak RSS (the default never loses to one thread);
  * plus, for information: a 1 MiB file scan, the serial (`--jobs 1`) scan against grep (the per-core scanner's
- * distance from 1.0×), and a check that `--jobs 1` and the default print the same JSON.
+ * distance from 1.0×), scan against `grep -c -F` given the prefilter's three needles (`PREFILTER_NEEDLES`,
+ * src/audit/terms.ts: the search scan makes, where goal 1 gives grep one needle), and a check that `--jobs 1` and
+ * the default print the same JSON.
  *
  * Timings are printed as median (min–max) of the rounds, the min being the best of N; ratios as the median of the
  * rounds' own ratios and the best-of-N ratio (best of one tool over best of the other). The load average
@@ -57,6 +59,7 @@ import { createGzip } from 'node:zlib';
 import { availableParallelism, cpus, loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { PLAIN_PARALLEL_MIN_BYTES } from '../src/scan/parallel.js';
+import { PREFILTER_NEEDLES } from '../src/audit/terms.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const DATA_DIR = join(ROOT, 'bench', 'data');
@@ -603,10 +606,13 @@ async function main(): Promise<void> {
   await warmCache([gen.file, ...gzFiles, small.file, denseGen.file]);
 
   const grepArgs = ['-c', '-F', 'stale-token'];
+  // The same search as scan's prefilter: any of its needles (for information beside the goal's one needle).
+  const grepNeedleArgs = ['-c', '-F', ...PREFILTER_NEEDLES.flatMap((n) => ['-e', n])];
   const zcatGrep = `zcat ${gzFiles.map((f) => `'${relative(ROOT, f)}'`).join(' ')} | grep -c -F stale-token`;
   // RUNS rounds, tools alternating; medians and ranges, ratios per round (on a shared machine the load changes
   // between rounds more than within one).
   const grepRuns: Run[] = [];
+  const grepNeedleRuns: Run[] = [];
   const scanRuns: ScanMeasure[] = [];
   const serialRuns: ScanMeasure[] = [];
   const zgrepRuns: Run[] = [];
@@ -619,6 +625,7 @@ async function main(): Promise<void> {
     grepRuns.push(await timed('grep', [...grepArgs, gen.file], true));
     scanRuns.push(await measureScan([gen.file]));
     serialRuns.push(await measureScan([gen.file], 1));
+    grepNeedleRuns.push(await timed('grep', [...grepNeedleArgs, gen.file], true));
     zgrepRuns.push(await timed('sh', ['-c', zcatGrep], true));
     gzScanRuns.push(await measureScan(gzFiles));
     // Dense: the two in alternating order, so neither always runs right after the other's page-cache / CPU state.
@@ -639,6 +646,7 @@ async function main(): Promise<void> {
   if (!grep || !zgrep) throw new Error('no runs');
   const t = {
     grep: spread(grepRuns.map((r) => r.seconds)),
+    grepNeedles: spread(grepNeedleRuns.map((r) => r.seconds)),
     scan: spread(scanRuns.map((r) => r.seconds)),
     serial: spread(serialRuns.map((r) => r.seconds)),
     zgrep: spread(zgrepRuns.map((r) => r.seconds)),
@@ -654,6 +662,7 @@ async function main(): Promise<void> {
   const r = {
     toGrep: perRound(scanRuns, grepRuns),
     serialToGrep: perRound(serialRuns, grepRuns),
+    toGrepNeedles: perRound(scanRuns, grepNeedleRuns),
     toZgrep: perRound(gzScanRuns, zgrepRuns),
     denseTime: perRound(denseRuns, denseSerialRuns),
     denseRss: spread(denseRuns.map((x, i) => x.rssMB / denseSerialRuns[i]!.rssMB)),
@@ -662,8 +671,9 @@ async function main(): Promise<void> {
   };
   /** Best of N: the fastest run of one tool over the fastest of the other. */
   const bestRatio = (a: Spread, b: Spread): number => a.min / b.min;
-  for (const g of [...grepRuns, ...zgrepRuns]) if (g.code !== 0 && g.code !== 1) throw new Error(`grep failed: ${g.stderr.trim()}`);
+  for (const g of [...grepRuns, ...grepNeedleRuns, ...zgrepRuns]) if (g.code !== 0 && g.code !== 1) throw new Error(`grep failed: ${g.stderr.trim()}`);
   const grepCount = Number(grep.stdout.trim());
+  const grepNeedleCount = Number(grepNeedleRuns[0]?.stdout.trim());
   const zgrepCount = Number(zgrep.stdout.trim());
 
   // Start-up (compiled): best of 5 each. NODE_EXTRA_CA_CERTS makes Node parse that CA bundle while it starts, before
@@ -714,6 +724,7 @@ async function main(): Promise<void> {
     `  tokenwatch scan            ${seconds(t.scan)}  (${rate(t.scan.median)}${cpuNote(scan)}), peak RSS ${scan.rssMB.toFixed(0)} MB (${scan.rssHow}), ${scan.tokenUses} token uses, ${scan.findings} findings`,
     `  tokenwatch scan --jobs 1   ${seconds(t.serial)}  (${rate(t.serial.median)}${cpuNote(serial)}), peak RSS ${serial.rssMB.toFixed(0)} MB`,
     `  grep -c -F stale-token     ${seconds(t.grep)}  (${rate(t.grep.median)}), ${grepCount} matching lines`,
+    `  grep -c -F, 3 needles      ${seconds(t.grepNeedles)}  (${rate(t.grepNeedles.median)}), ${grepNeedleCount} matching lines (${PREFILTER_NEEDLES.map((n) => `-e '${n}'`).join(' ')})`,
     jqSeconds === undefined
       ? '  jq                         not installed: skipped (not installed by the bench)'
       : `  jq select(...)             ${jqSeconds.toFixed(2)} s  (${rate(jqSeconds)})`,
@@ -760,6 +771,7 @@ async function main(): Promise<void> {
     `${verdict(denseRssRatio <= TARGETS.maxDenseRssRatio)}  dense: default / --jobs 1 peak RSS = ${ratio(r.denseRss)} median of rounds (goal ≤ ${TARGETS.maxDenseRssRatio}×)`,
     `${timedVerdict(r.sparseTime.median <= TARGETS.maxDenseTimeRatio)}  plain (sparse): default / --jobs 1 time = ${ratio(r.sparseTime)} median of rounds, ${bestRatio(t.scan, t.serial).toFixed(2)}× best of ${RUNS} (the same goal ≤ ${TARGETS.maxDenseTimeRatio}×: never slower than one thread)`,
     `${verdict(r.sparseRss.median <= TARGETS.maxDenseRssRatio)}  plain (sparse): default / --jobs 1 peak RSS = ${ratio(r.sparseRss)} median of rounds (goal ≤ ${TARGETS.maxDenseRssRatio}×)`,
+    `INFO  plain: scan / grep with the prefilter's ${PREFILTER_NEEDLES.length} needles = ${ratio(r.toGrepNeedles)} median of rounds, ${bestRatio(t.scan, t.grepNeedles).toFixed(2)}× best of ${RUNS} (the same search as scan's prefilter; the goal above gives grep one needle)`,
     `INFO  ${gzFiles.length} × .gz: default / --jobs 1 time = ${(t.gzScan.median / gzSerial.seconds).toFixed(2)}× (median of ${RUNS} over 1 run), peak RSS ${(gzScan.rssMB / gzSerial.rssMB).toFixed(2)}×`,
   );
   if (jqSeconds !== undefined) {
