@@ -18,7 +18,7 @@
  * its token", at `warning`. When some of them recovered (401s stopped within 15 minutes), one that keeps failing after
  * the others recovered keeps its own analysis. Pure: no I/O.
  */
-import { sha256Hex } from '../core/digest.js';
+import { findingId } from './build.js';
 import { HOUR_MS, MINUTE_MS } from '../core/units.js';
 import { UNATTRIBUTED } from './aggregate.js';
 import type { Finding } from './types.js';
@@ -133,9 +133,9 @@ const EVENT_CAUSE_SUMMARY =
 /** Namespace and ServiceAccount of the cluster-level finding. */
 export const CLUSTER_WIDE = '*';
 
-/** Id of the `cluster-credential` finding of `cluster` (as `findingId` in `build.ts` computes it). */
+/** Id of the `cluster-credential` finding of `cluster`: {@link findingId} with {@link CLUSTER_WIDE} for its subject. */
 function clusterFindingId(cluster: string): string {
-  return sha256Hex(`${cluster}/${CLUSTER_WIDE}/${CLUSTER_WIDE}/cluster-credential`).slice(0, 16);
+  return findingId(cluster, CLUSTER_WIDE, CLUSTER_WIDE, 'cluster-credential');
 }
 
 const FIX =
