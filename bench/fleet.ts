@@ -1,6 +1,7 @@
 /**
  * `npm run bench:fleet -- [--clusters 100,500,1000] [--cycles C] [--interval S] [--channels K] [--concurrency P] [--hung H]
- * [--heap-mib M] [--kubeconfig per-cluster|one]`: one `tokenwatch serve` watching N loopback clusters on a compressed schedule.
+ * [--heap-mib M] [--kubeconfig per-cluster|one] [--webhook-burst B] [--db-stall S]`: one `tokenwatch serve` watching N
+ * loopback clusters on a compressed schedule.
  *
  * Per N, fresh processes: this process runs `serve` (the real `composeServe`, Slack in HTTP mode through
  * `startSlackWith`; with `--heap-mib`, this script runs itself again with `--max-old-space-size=M`), a child process
@@ -23,6 +24,19 @@
  * most 3 more intervals), C cycles (default 3) are measured, aligned to the schedule's ticks.
  * `--hung H` makes H more clusters whose Kubernetes API is a black hole (accepts, never answers), to show they change
  * nothing for the others.
+ *
+ * What acks do while serve is under a burst or its store stalls (the client process does both, so serve's process
+ * does nothing for them but what it would do for the real thing):
+ * - `--webhook-burst B`: one more cluster, `webhook-0`, reads its audit events from serve's audit webhook listener
+ *   (HTTPS on loopback, a bearer token; its Kubernetes API is cluster 0's); a quarter into the window the client POSTs
+ *   B `EventList` batches of 100 events (1 in 50 a stale-token use, the rest 401s), 4 at a time, as the API server's
+ *   webhook backend sends them;
+ * - `--db-stall S`: three quarters into the window a process of its own takes the write lock of serve's SQLite store
+ *   (`BEGIN IMMEDIATE` on its database file) and holds it S seconds: every write of serve waits (up to the store's
+ *   5-s busy timeout), and the statements queued behind it on the store's thread with it.
+ * From each of these until 15 s after it ends, the client sends `/tokens status` every 200 ms instead of every second,
+ * and those acks are printed apart (they are also in the window's). The extra commands cost serve CPU: the steady CPU
+ * per poll is read from a run without these flags.
  *
  * Printed per N: polls run / scheduled / missed in the window; CloudWatch FilterLogEvents requests per second (mean
  * and peak in any 1 s, one account) and throttled answers; Kubernetes requests per poll per cluster; `chat.update`
@@ -50,9 +64,14 @@ import type { Store } from '../src/store/index.js';
 import { startSlackWith, type SlackIntegration } from '../src/runtime/build-slack.js';
 import { startFakeCloudWatch, type FakeCloudWatch } from '../test/fakes/cloudwatch.js';
 import { auditEvent } from '../test/sources/events.js';
+import { eventList, postBatch, selfSignedCert } from '../test/sources/webhook-client.js';
 import { formatLongTasks, longTasks, type CpuProfile } from './long-tasks.js';
 
 const SECRET = 'bench-fleet-signing-secret-0123456789';
+/** The repository root (the `--db-stall` lock holder resolves better-sqlite3 from it). */
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+/** The bearer token of `--webhook-burst`'s listener. */
+const WEBHOOK_TOKEN = 'bench-fleet-webhook-token';
 const REQUESTER = 'U0BENCHREQ';
 const PREFIX = 'kube-apiserver-audit-';
 const DAEMONSETS = [
@@ -87,15 +106,28 @@ interface Args {
   heapMiB: number;
   /** `per-cluster`: a kubeconfig file per cluster; `one`: one file of every context (`--kubeconfig`). */
   kubeconfig: 'per-cluster' | 'one';
+  /** Webhook batches of {@link BURST_BATCH_EVENTS} events POSTed a quarter into the window (`--webhook-burst`); 0: none. */
+  webhookBurst: number;
+  /** Seconds the store's write lock is held three quarters into the window (`--db-stall`); 0: no stall. */
+  dbStallS: number;
 }
 
+/** Events per webhook batch of `--webhook-burst`. */
+const BURST_BATCH_EVENTS = 100;
+/** Webhook batches in flight at once during the burst. */
+const BURST_CONCURRENCY = 4;
+/** How often the client sends `/tokens status` around a burst or a stall, ms (else once a second). */
+const FAST_COMMAND_MS = 200;
+/** How long after a burst or a stall ends the client keeps sending fast, ms. */
+const FAST_AFTER_MS = 15_000;
+
 function usage(msg: string): never {
-  process.stderr.write(`${msg}\nusage: npm run bench:fleet -- [--clusters 100,500,1000] [--cycles 3] [--interval 30] [--channels 10] [--concurrency 10] [--hung 0] [--tps 5·300/interval] [--profile PREFIX] [--heap-snapshot PREFIX] [--sqlite-synchronous full|normal] [--kubeconfig per-cluster|one]\n`);
+  process.stderr.write(`${msg}\nusage: npm run bench:fleet -- [--clusters 100,500,1000] [--cycles 3] [--interval 30] [--channels 10] [--concurrency 10] [--hung 0] [--tps 5·300/interval] [--profile PREFIX] [--heap-snapshot PREFIX] [--sqlite-synchronous full|normal] [--kubeconfig per-cluster|one] [--webhook-burst B] [--db-stall S]\n`);
   process.exit(2);
 }
 
 function parseArgs(argv: string[]): Args {
-  const a: Args = { clusters: [20], cycles: 3, intervalS: 30, channels: 10, concurrency: 10, hung: 0, tps: 0, profile: '', heapSnapshot: '', sqliteSynchronous: '', heapMiB: 0, kubeconfig: 'per-cluster' };
+  const a: Args = { clusters: [20], cycles: 3, intervalS: 30, channels: 10, concurrency: 10, hung: 0, tps: 0, profile: '', heapSnapshot: '', sqliteSynchronous: '', heapMiB: 0, kubeconfig: 'per-cluster', webhookBurst: 0, dbStallS: 0 };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i]!;
     const v = argv[++i];
@@ -118,6 +150,8 @@ function parseArgs(argv: string[]): Args {
     else if (k === '--profile') a.profile = v;
     else if (k === '--heap-snapshot') a.heapSnapshot = v;
     else if (k === '--heap-mib') a.heapMiB = whole(v);
+    else if (k === '--webhook-burst') a.webhookBurst = whole(v);
+    else if (k === '--db-stall') a.dbStallS = whole(v);
     else if (k === '--kubeconfig') {
       if (v !== 'per-cluster' && v !== 'one') usage(`--kubeconfig: 'per-cluster' or 'one', not '${v}'`);
       a.kubeconfig = v;
@@ -173,6 +207,32 @@ interface FakesReady {
 interface ClientJob {
   eventsUrl: string;
   commands: StatusCommand[];
+  /** The window's length, ms: the burst starts a quarter into it, the stall three quarters. */
+  windowMs: number;
+  /** `--webhook-burst`: serve's webhook listener, the CA of its certificate (PEM), the bearer token, the batches. */
+  webhook?: { port: number; ca: string; token: string; batches: number };
+  /** `--db-stall`: serve's SQLite database file and how long to hold its write lock, s. */
+  stall?: { dbPath: string; seconds: number };
+}
+
+/** Acks of the commands sent around a burst or a stall, and what the client saw of the event itself. */
+interface EventAcks {
+  /** Ack times of the commands sent from the event's start until {@link FAST_AFTER_MS} after its end, ms. */
+  times: number[];
+  /** Commands of that span that got no 200 (an error or another status). */
+  unanswered: number;
+  /** How long the event took, s: the burst's POSTs, or the lock held. */
+  seconds: number;
+  /** Burst: HTTP statuses of the batches (e.g. `{ '200': 50 }`); stall: empty. */
+  statuses: Record<string, number>;
+}
+
+/** What the client reports after the window. */
+interface ClientReport {
+  times: number[];
+  cpuMs: number;
+  burst?: EventAcks;
+  stall?: EventAcks;
 }
 
 interface WindowStats {
@@ -183,9 +243,16 @@ interface WindowStats {
   kubeRequests: number;
   chatUpdates: number;
   chatPosts: number;
+  /** Distinct messages (channel and ts) those `chat.update` calls edited, and the most edits of one of them. */
+  chatUpdatedMessages: number;
+  chatMostEdits: number;
+  /** The first words of the most edited message's last text (what kind of message it is). */
+  chatMostEditedText: string;
 }
 
 const clusterName = (i: number): string => `c${String(i).padStart(4, '0')}`;
+/** The `--webhook-burst` cluster's name. */
+const WEBHOOK_CLUSTER = 'webhook-0';
 const channelId = (i: number): string => `C0FLEET${String(i).padStart(3, '0')}`;
 
 function clusterObjects(): object[] {
@@ -364,6 +431,15 @@ async function runFakes(job: FakesJob): Promise<void> {
         while (at[i]! - at[j]! >= 1000) j++;
         peak = Math.max(peak, i - j + 1);
       }
+      const edits = new Map<string, { n: number; text: string }>();
+      for (const c of slack.callsTo('chat.update').slice(window.updates)) {
+        const key = `${String(c.args['channel'])} ${String(c.args['ts'])}`;
+        const e = edits.get(key) ?? { n: 0, text: '' };
+        e.n++;
+        e.text = String(c.args['text'] ?? '').slice(0, 80);
+        edits.set(key, e);
+      }
+      const most = [...edits.values()].sort((x, y) => y.n - x.n)[0];
       const stats: WindowStats = {
         cpuMs: (cpu.user + cpu.system) / 1000,
         filterLogEvents: reqs.length,
@@ -372,6 +448,9 @@ async function runFakes(job: FakesJob): Promise<void> {
         kubeRequests: kubeDropped + kubeCount() - window.kube,
         chatUpdates: slack.callsTo('chat.update').length - window.updates,
         chatPosts: slack.callsTo('chat.postMessage').length - window.posts,
+        chatUpdatedMessages: edits.size,
+        chatMostEdits: most?.n ?? 0,
+        chatMostEditedText: most?.text ?? '',
       };
       process.send!({ stats });
       window = undefined;
@@ -387,32 +466,103 @@ async function runFakes(job: FakesJob): Promise<void> {
 
 /**
  * The slash-command client (its own process, as Slack is elsewhere: neither serve's nor the fakes' event loop delays
- * its timing): one signed `/tokens status <cluster>` a second; the time from sending to the HTTP answer (Bolt answers
- * when `ack()` runs) of each answered command sent inside the window, ms, and the CPU it used.
+ * its timing): one signed `/tokens status <cluster>` a second (every {@link FAST_COMMAND_MS} around a burst or a
+ * stall); the time from sending to the HTTP answer (Bolt answers when `ack()` runs) of each answered command sent
+ * inside the window, ms, and the CPU it used. With `job.webhook` / `job.stall` it also makes the burst and the stall.
  */
 function runClient(job: ClientJob): void {
   let k = 0;
   let window: { acks: number[]; cpu: NodeJS.CpuUsage } | undefined;
-  const timer = setInterval(() => {
+  /** Events whose fast span is running: each gets the commands sent meanwhile. */
+  const spans = new Set<{ acks: EventAcks; until: number }>();
+  const send = (): void => {
     const c = job.commands[k++ % job.commands.length]!;
     const t0 = performance.now();
     const w = window;
+    const inSpans = [...spans].filter((sp) => t0 <= sp.until);
     void sendSlashCommand(job.eventsUrl, SECRET, { text: `status ${c.cluster}`, user_id: REQUESTER, channel_id: c.channel, response_url: c.responseUrl }).then(
       (res) => {
-        if (res.status === 200) w?.acks.push(performance.now() - t0);
+        const ms = performance.now() - t0;
+        if (res.status === 200) w?.acks.push(ms);
+        for (const sp of inSpans) {
+          if (res.status === 200) sp.acks.times.push(ms);
+          else sp.acks.unanswered++;
+        }
       },
-      () => undefined,
+      () => {
+        for (const sp of inSpans) sp.acks.unanswered++;
+      },
     );
-  }, 1_000);
+  };
+  let timer = setInterval(send, 1_000);
+  const setRate = (ms: number): void => {
+    clearInterval(timer);
+    timer = setInterval(send, ms);
+  };
+  /** Runs `event` with fast commands from its start until FAST_AFTER_MS after it ends. */
+  const around = async (event: (acks: EventAcks) => Promise<void>): Promise<EventAcks> => {
+    const acks: EventAcks = { times: [], unanswered: 0, seconds: 0, statuses: {} };
+    const span = { acks, until: Number.POSITIVE_INFINITY };
+    spans.add(span);
+    setRate(FAST_COMMAND_MS);
+    const t0 = performance.now();
+    await event(acks);
+    acks.seconds = (performance.now() - t0) / 1000;
+    span.until = performance.now() + FAST_AFTER_MS;
+    await new Promise((r) => setTimeout(r, FAST_AFTER_MS + 5_000)); // and the last ones' answers
+    spans.delete(span);
+    if (spans.size === 0) setRate(1_000);
+    return acks;
+  };
+  const burst = (w: NonNullable<ClientJob['webhook']>) =>
+    around(async (acks) => {
+      let next = 0;
+      const ca = Buffer.from(w.ca);
+      const t = Date.now();
+      await Promise.all(
+        Array.from({ length: BURST_CONCURRENCY }, async () => {
+          while (next < w.batches) {
+            const b = next++;
+            const events = Array.from({ length: BURST_BATCH_EVENTS }, (_, i) =>
+              auditEvent({ auditID: `burst-${b}-${i}`, time: t, kind: i % 50 === 0 ? 'stale' : 'unauthorized', pod: 'burst-p0', secondsAfterWarning: 100 }),
+            );
+            const res = await postBatch({ port: w.port, ca, token: w.token, body: eventList(events) }).catch(() => ({ status: 0 }));
+            acks.statuses[String(res.status)] = (acks.statuses[String(res.status)] ?? 0) + 1;
+          }
+        }),
+      );
+    });
+  const stall = (st: NonNullable<ClientJob['stall']>) =>
+    around(
+      () =>
+        new Promise<void>((resolveHeld, rejectHeld) => {
+          // A process of its own holds the write lock; this one's event loop keeps sending commands meanwhile.
+          const holder = spawn(process.execPath, ['-e', LOCK_HOLDER, st.dbPath, String(st.seconds * 1000)], { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
+          holder.once('error', rejectHeld);
+          holder.once('exit', (code) => (code === 0 ? resolveHeld() : rejectHeld(new Error(`the lock holder exited with ${code}`))));
+        }),
+    );
+  const reports: { burst?: Promise<EventAcks>; stall?: Promise<EventAcks> } = {};
   process.on('message', (m: { windowStart?: true; windowEnd?: true; stop?: true }) => {
-    if (m.windowStart) window = { acks: [], cpu: process.cpuUsage() };
+    if (m.windowStart) {
+      window = { acks: [], cpu: process.cpuUsage() };
+      const w = job.webhook;
+      const st = job.stall;
+      if (w) reports.burst = new Promise((r) => setTimeout(() => r(burst(w)), job.windowMs / 4));
+      if (st) reports.stall = new Promise((r) => setTimeout(() => r(stall(st)), (job.windowMs * 3) / 4));
+    }
     if (m.windowEnd && window) {
       const w = window;
       window = undefined;
       // The last commands of the window may still be on their way: give them a few seconds.
       setTimeout(() => {
-        const cpu = process.cpuUsage(w.cpu);
-        process.send!({ acks: { times: w.acks, cpuMs: (cpu.user + cpu.system) / 1000 } });
+        void (async () => {
+          const cpu = process.cpuUsage(w.cpu);
+          const report: ClientReport = { times: w.acks, cpuMs: (cpu.user + cpu.system) / 1000 };
+          if (reports.burst) report.burst = await reports.burst;
+          if (reports.stall) report.stall = await reports.stall;
+          process.send!({ acks: report });
+        })();
       }, 5_000);
     }
     if (m.stop) {
@@ -421,6 +571,17 @@ function runClient(job: ClientJob): void {
     }
   });
 }
+
+/**
+ * The `--db-stall` lock holder, run as `node -e LOCK_HOLDER <database file> <ms>` from the repository root: takes the
+ * SQLite write lock (`BEGIN IMMEDIATE`, waiting up to 5 s for serve's own) and releases it `ms` later.
+ */
+const LOCK_HOLDER = `
+const Database = require('better-sqlite3');
+const db = new Database(process.argv[1], { timeout: 5000 });
+db.exec('BEGIN IMMEDIATE');
+setTimeout(() => { db.exec('COMMIT'); db.close(); }, Number(process.argv[2]));
+`;
 
 // ---------------------------------------------------------------------------------------------------------------
 // serve (this process), one N
@@ -433,8 +594,8 @@ interface RunResult {
   missed: number;
   late: number;
   stats: WindowStats;
-  /** `/tokens status` ack times of the window, ms, and the client's CPU, ms. */
-  acks: { times: number[]; cpuMs: number };
+  /** `/tokens status` ack times of the window, ms, the client's CPU, ms, and the acks around a burst or a stall. */
+  acks: ClientReport;
   windowS: number;
   serveCpuMs: number;
   peakRssMiB: number;
@@ -489,6 +650,14 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
     ...ready.kubeconfigs.map((kubeconfig, i) => ({ name: clusterName(i), kubeconfig, channel: channelId(i % a.channels) })),
     ...ready.hungKubeconfigs.map((kubeconfig, i) => ({ name: `hung-${i}`, kubeconfig, channel: channelId(i % a.channels) })),
   ];
+  // --webhook-burst: one more cluster whose audit events come through serve's webhook listener (Kubernetes: cluster 0's).
+  const cert = a.webhookBurst > 0 ? selfSignedCert(dir) : undefined;
+  if (cert) writeFileSync(join(dir, 'webhook-token'), WEBHOOK_TOKEN);
+  const auditOf = (name: string) =>
+    cert && name === WEBHOOK_CLUSTER
+      ? { webhook: { host: '127.0.0.1', port: 0, certFile: cert.certFile, keyFile: cert.keyFile, tokenFile: join(dir, 'webhook-token') } }
+      : { cloudwatch: { region: 'us-east-1', logGroup: `/aws/eks/${name}/cluster`, endpoint: ready.cloudwatchUrl } };
+  if (cert) clusters.push({ name: WEBHOOK_CLUSTER, kubeconfig: ready.kubeconfigs[0]!, channel: channelId(0) });
   const config = parseConfig(
     {
       store: { path: join(dir, 'tw.db') },
@@ -498,8 +667,11 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
       poll: { jitter: '0s', spread: true, concurrency: a.concurrency, requestTimeout: '5s', cloudwatchTps: { filterLogEvents: a.tps } },
       clusters: clusters.map((c) => ({
         name: c.name,
-        audit: { cloudwatch: { region: 'us-east-1', logGroup: `/aws/eks/${c.name}/cluster`, endpoint: ready.cloudwatchUrl } },
-        kubernetes: a.kubeconfig === 'one' ? { kubeconfig: ready.fleetKubeconfig, context: c.name } : { kubeconfig: c.kubeconfig },
+        audit: auditOf(c.name),
+        kubernetes:
+          a.kubeconfig === 'one'
+            ? { kubeconfig: ready.fleetKubeconfig, context: c.name === WEBHOOK_CLUSTER ? clusterName(0) : c.name }
+            : { kubeconfig: c.kubeconfig },
         schedule: cronOf(a.intervalS),
         lookback: '15m',
         slack: { channel: c.channel, approvers: ['U0BENCHAPP'], requesters: ['*'] },
@@ -555,7 +727,14 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
   const slackStartedS = (performance.now() - t0) / 1000;
   if (a.sqliteSynchronous) await setSynchronous(serve.context.store, a.sqliteSynchronous);
   const client = spawnPart('--client');
-  client.send({ eventsUrl: bot!.eventsUrl!, commands: ready.commands } satisfies ClientJob);
+  const webhookPort = serve.context.clusters.get(WEBHOOK_CLUSTER)?.webhookPort;
+  client.send({
+    eventsUrl: bot!.eventsUrl!,
+    commands: ready.commands,
+    windowMs: a.cycles * intervalMs,
+    ...(cert && webhookPort !== undefined ? { webhook: { port: webhookPort, ca: cert.cert.toString('utf8'), token: WEBHOOK_TOKEN, batches: a.webhookBurst } } : {}),
+    ...(a.dbStallS > 0 ? { stall: { dbPath: join(dir, 'tw.db'), seconds: a.dbStallS } } : {}),
+  } satisfies ClientJob);
   const healthy = [...serve.context.clusters.keys()].filter((c) => !c.startsWith('hung-'));
   // Warm-up: the first polls of the healthy clusters (their alerts posted), at most 3 intervals.
   const warmUntil = performance.now() + 3 * intervalMs;
@@ -662,17 +841,27 @@ function report(r: RunResult, a: Args): void {
   const s = r.stats;
   const acks = [...r.acks.times].sort((x, y) => x - y);
   const polls = Math.max(1, r.ran);
-  line(`N = ${r.n} clusters${a.hung ? ` (+ ${a.hung} hung)` : ''}, schedule every ${a.intervalS} s (\`${cronOf(a.intervalS)}\`: 5 minutes compressed ${(300 / a.intervalS).toFixed(2).replace(/\.?0+$/, '')}×), ${a.cycles} cycles measured (${r.windowS.toFixed(0)} s), poll.concurrency ${a.concurrency}, ${a.channels} channels${a.heapMiB ? `, serve's heap capped at ${a.heapMiB} MiB` : ''}${a.kubeconfig === 'one' ? ', one kubeconfig file of every context' : ''}`);
+  line(`N = ${r.n} clusters${a.hung ? ` (+ ${a.hung} hung)` : ''}, schedule every ${a.intervalS} s (\`${cronOf(a.intervalS)}\`: 5 minutes compressed ${(300 / a.intervalS).toFixed(2).replace(/\.?0+$/, '')}×), ${a.cycles} cycles measured (${r.windowS.toFixed(0)} s), poll.concurrency ${a.concurrency}, ${a.channels} channels${a.heapMiB ? `, serve's heap capped at ${a.heapMiB} MiB` : ''}${a.kubeconfig === 'one' ? ', one kubeconfig file of every context' : ''}${a.webhookBurst ? `, + 1 webhook cluster (${WEBHOOK_CLUSTER})` : ''}`);
   line(`  Slack started after      ${r.slackStartedS.toFixed(1)} s; first polls done after ${r.firstPollsS.toFixed(1)} s; Slack queue ${r.queuedAtWindow === 0 ? `empty after ${r.queueEmptyS.toFixed(1)} s` : `still ${r.queuedAtWindow} items at the window's start (their sends are in its figures)`}`);
   line(`  polls run / scheduled / missed   ${r.ran} / ${r.scheduled} / ${r.missed}   (failed ${r.failed}, late ${r.late})`);
   line(`  CloudWatch FilterLogEvents       ${(s.filterLogEvents / r.windowS).toFixed(2)} req/s mean, ${s.peakPerSecond} peak in 1 s (one account; budget ${a.tps}/s = AWS's 5/s × the compression), ${s.throttled} throttled`);
   line(`  Kubernetes requests per poll     ${(s.kubeRequests / polls).toFixed(1)} per cluster`);
-  line(`  chat.update per cycle            ${(s.chatUpdates / a.cycles).toFixed(1)}   (chat.postMessage ${(s.chatPosts / a.cycles).toFixed(1)})`);
+  line(`  chat.update per cycle            ${(s.chatUpdates / a.cycles).toFixed(1)}   (chat.postMessage ${(s.chatPosts / a.cycles).toFixed(1)})${s.chatUpdates ? `; ${s.chatUpdatedMessages} messages edited, at most ${s.chatMostEdits} times (${JSON.stringify(s.chatMostEditedText)})` : ''}`);
   line(`  peak RSS (serve)                 ${r.peakRssMiB.toFixed(0)} MiB from the start (V8 heap used ≤ ${r.peakHeapMiB.toFixed(0)} MiB)`);
   const w = r.windowMemoryMiB;
   line(`    in the window                  ${w.rss.toFixed(0)} MiB: V8 heap ${w.heapTotal.toFixed(0)} MiB committed (${w.heapUsed.toFixed(0)} used), external ${w.external.toFixed(0)} MiB, the rest ${(w.rss - w.heapTotal - w.external).toFixed(0)} MiB (code, stacks, native)`);
   line(`  CPU per cycle                    serve ${(r.serveCpuMs / a.cycles / 1000).toFixed(2)} s, fakes ${(s.cpuMs / a.cycles / 1000).toFixed(2)} s, client ${(r.acks.cpuMs / a.cycles / 1000).toFixed(2)} s (of ${a.intervalS * cpus().length} CPU-s)`);
   line(`  /tokens status ack               p50 ${percentile(acks, 50).toFixed(1)} ms, p99 ${percentile(acks, 99).toFixed(1)} ms, max ${(acks.at(-1) ?? Number.NaN).toFixed(1)} ms (${acks.length} commands)`);
+  const around = (what: string, e: EventAcks | undefined): void => {
+    if (!e) return;
+    const t = [...e.times].sort((x, y) => x - y);
+    line(`    ${what} p50 ${percentile(t, 50).toFixed(1)} ms, p99 ${percentile(t, 99).toFixed(1)} ms, max ${(t.at(-1) ?? Number.NaN).toFixed(1)} ms (${t.length} commands, ${e.unanswered} unanswered)`);
+  };
+  if (r.acks.burst) {
+    const st = Object.entries(r.acks.burst.statuses).map(([code, n]) => `${n} × ${code === '0' ? 'no answer' : `HTTP ${code}`}`).join(', ');
+    around(`around the webhook burst (${a.webhookBurst} batches × ${BURST_BATCH_EVENTS} events in ${r.acks.burst.seconds.toFixed(1)} s: ${st})`, r.acks.burst);
+  }
+  if (r.acks.stall) around(`around the database stall (write lock held ${r.acks.stall.seconds.toFixed(1)} s)`, r.acks.stall);
   line(`  event-loop delay (serve)         p50 ${r.eventLoop.p50.toFixed(1)} ms, p99 ${r.eventLoop.p99.toFixed(1)} ms, max ${r.eventLoop.max.toFixed(1)} ms; ${r.eventLoop.over50} delays > 50 ms`);
   if (r.hungStatus.length) line(`  hung clusters (/readyz)          ${r.hungStatus.join(', ')}`);
   line(`  machine: ${cpus().length} CPUs, load ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
