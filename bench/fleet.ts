@@ -32,22 +32,26 @@
  *   B `EventList` batches of 100 events (1 in 50 a stale-token use, the rest 401s), 4 at a time, as the API server's
  *   webhook backend sends them;
  * - `--db-stall S`: three quarters into the window a process of its own takes the write lock of serve's SQLite store
- *   (`BEGIN IMMEDIATE` on its database file) and holds it S seconds: every write of serve waits (up to the store's
- *   5-s busy timeout), and the statements queued behind it on the store's thread with it.
+ *   (`BEGIN IMMEDIATE` on its database file) and holds it S seconds: a write of serve waits for it up to the store's
+ *   5-s busy timeout and then fails (`SQLITE_BUSY`), and the store's other statements, run one at a time, wait
+ *   behind it; failures show among serve's warnings and errors, which are counted by message over the window.
  * From each of these until 15 s after it ends, the client sends `/tokens status` every 200 ms instead of every second,
- * and those acks are printed apart (they are also in the window's). The extra commands cost serve CPU: the steady CPU
- * per poll is read from a run without these flags.
+ * and those acks are printed apart; the window must hold them (checked: at least 4 × (S + 20) s with `--db-stall`).
+ * The extra commands cost serve CPU: the steady CPU per poll is read from a run without these flags. serve acks a
+ * command before any store round trip (src/slack/replay.ts), so these acks show whether its event loop is blocked.
  *
  * Printed per N: polls run / scheduled / missed in the window; CloudWatch FilterLogEvents requests per second (mean
  * and peak in any 1 s, one account) and throttled answers; Kubernetes requests per poll per cluster; `chat.update`
- * per cycle; peak RSS of serve's process; serve's CPU per cycle; `/tokens status` ack p50/p99/max; the fakes' CPU per
- * cycle; and the machine's load. Run from the repository root; the npm script raises `ulimit -n` first.
+ * per cycle (and how many messages they edited, the most edits of one); peak RSS of serve's process; serve's CPU per
+ * cycle; `/tokens status` ack p50/p99/max (and around a burst or a stall); the fakes' CPU per cycle; serve's warnings
+ * and errors by message; and the machine's load. Run from the repository root; the npm script raises `ulimit -n` first.
  */
 process.env['AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED'] = 'true';
 
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
+import { Writable } from 'node:stream';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Session } from 'node:inspector/promises';
@@ -168,6 +172,12 @@ function parseArgs(argv: string[]): Args {
   }
   if (a.clusters.some((n) => n < 1)) usage('--clusters: each N must be at least 1');
   if (a.tps === 0) a.tps = (5 * 300) / a.intervalS;
+  // The burst starts a quarter into the window and the stall three quarters: each, with its fast commands after it
+  // (FAST_AFTER_MS and 5 s for the answers), must end inside the window for its acks to be among the window's.
+  const windowS = a.cycles * a.intervalS;
+  const tailS = (FAST_AFTER_MS + 5_000) / 1000;
+  if (a.dbStallS > 0 && windowS < 4 * (a.dbStallS + tailS)) usage(`--db-stall ${a.dbStallS} needs a window (--cycles × --interval) of at least ${4 * (a.dbStallS + tailS)} s`);
+  if (a.webhookBurst > 0 && windowS < (4 / 3) * (tailS + 10)) usage(`--webhook-burst needs a window (--cycles × --interval) of at least ${Math.ceil((4 / 3) * (tailS + 10))} s`);
   return a;
 }
 
@@ -221,10 +231,12 @@ interface EventAcks {
   times: number[];
   /** Commands of that span that got no 200 (an error or another status). */
   unanswered: number;
-  /** How long the event took, s: the burst's POSTs, or the lock held. */
+  /** How long the event took, s: the burst's POSTs, or the lock held (from the holder's taking it to its release). */
   seconds: number;
-  /** Burst: HTTP statuses of the batches (e.g. `{ '200': 50 }`); stall: empty. */
+  /** Burst: HTTP statuses of the batches (e.g. `{ '200': 50 }`, `0` for no answer in 30 s); stall: empty. */
   statuses: Record<string, number>;
+  /** Why the event failed (the lock holder could not take or release the lock), when it did. */
+  error?: string;
 }
 
 /** What the client reports after the window. */
@@ -499,19 +511,31 @@ function runClient(job: ClientJob): void {
     clearInterval(timer);
     timer = setInterval(send, ms);
   };
-  /** Runs `event` with fast commands from its start until FAST_AFTER_MS after it ends. */
-  const around = async (event: (acks: EventAcks) => Promise<void>): Promise<EventAcks> => {
+  /** Events still sending fast: the rate goes back to one a second when none is. */
+  let fast = 0;
+  /**
+   * Runs `event` with fast commands from its start until FAST_AFTER_MS after it ends, then waits for the last answers.
+   * `event` returns how long it lasted, s, or nothing for the time it took; a failure is kept in `error`, never thrown.
+   */
+  const around = async (event: (acks: EventAcks) => Promise<number | undefined>): Promise<EventAcks> => {
     const acks: EventAcks = { times: [], unanswered: 0, seconds: 0, statuses: {} };
     const span = { acks, until: Number.POSITIVE_INFINITY };
     spans.add(span);
+    fast++;
     setRate(FAST_COMMAND_MS);
-    const t0 = performance.now();
-    await event(acks);
-    acks.seconds = (performance.now() - t0) / 1000;
-    span.until = performance.now() + FAST_AFTER_MS;
-    await new Promise((r) => setTimeout(r, FAST_AFTER_MS + 5_000)); // and the last ones' answers
+    try {
+      const t0 = performance.now();
+      const lasted = await event(acks).catch((err: unknown) => {
+        acks.error = err instanceof Error ? err.message : String(err);
+      });
+      acks.seconds = typeof lasted === 'number' ? lasted : (performance.now() - t0) / 1000;
+      span.until = performance.now() + FAST_AFTER_MS;
+      await new Promise((r) => setTimeout(r, FAST_AFTER_MS));
+    } finally {
+      if (--fast === 0) setRate(1_000);
+    }
+    await new Promise((r) => setTimeout(r, 5_000)); // the last commands' answers
     spans.delete(span);
-    if (spans.size === 0) setRate(1_000);
     return acks;
   };
   const burst = (w: NonNullable<ClientJob['webhook']>) =>
@@ -526,20 +550,29 @@ function runClient(job: ClientJob): void {
             const events = Array.from({ length: BURST_BATCH_EVENTS }, (_, i) =>
               auditEvent({ auditID: `burst-${b}-${i}`, time: t, kind: i % 50 === 0 ? 'stale' : 'unauthorized', pod: 'burst-p0', secondsAfterWarning: 100 }),
             );
-            const res = await postBatch({ port: w.port, ca, token: w.token, body: eventList(events) }).catch(() => ({ status: 0 }));
+            const post = postBatch({ port: w.port, ca, token: w.token, body: eventList(events) }).catch(() => ({ status: 0 }));
+            const res = await Promise.race([post, new Promise<{ status: number }>((r) => setTimeout(() => r({ status: 0 }), 30_000))]);
             acks.statuses[String(res.status)] = (acks.statuses[String(res.status)] ?? 0) + 1;
           }
         }),
       );
+      return undefined; // it lasted as long as it took
     });
   const stall = (st: NonNullable<ClientJob['stall']>) =>
     around(
       () =>
-        new Promise<void>((resolveHeld, rejectHeld) => {
-          // A process of its own holds the write lock; this one's event loop keeps sending commands meanwhile.
-          const holder = spawn(process.execPath, ['-e', LOCK_HOLDER, st.dbPath, String(st.seconds * 1000)], { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
+        new Promise<number>((resolveHeld, rejectHeld) => {
+          // A process of its own holds the write lock; this one's event loop keeps sending commands meanwhile. It
+          // prints a line when it has the lock and another when it has released it: the time between is the stall.
+          const holder = spawn(process.execPath, ['-e', LOCK_HOLDER, st.dbPath, String(st.seconds * 1000)], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
+          const marks: number[] = [];
+          holder.stdout.on('data', (d: Buffer) => {
+            for (const _ of d.toString().matchAll(/\n/g)) marks.push(performance.now());
+          });
           holder.once('error', rejectHeld);
-          holder.once('exit', (code) => (code === 0 ? resolveHeld() : rejectHeld(new Error(`the lock holder exited with ${code}`))));
+          holder.once('exit', (code) =>
+            code === 0 && marks.length >= 2 ? resolveHeld((marks[1]! - marks[0]!) / 1000) : rejectHeld(new Error(`the lock holder exited with ${code}`)),
+          );
         }),
     );
   const reports: { burst?: Promise<EventAcks>; stall?: Promise<EventAcks> } = {};
@@ -580,7 +613,8 @@ const LOCK_HOLDER = `
 const Database = require('better-sqlite3');
 const db = new Database(process.argv[1], { timeout: 5000 });
 db.exec('BEGIN IMMEDIATE');
-setTimeout(() => { db.exec('COMMIT'); db.close(); }, Number(process.argv[2]));
+process.stdout.write('locked\\n');
+setTimeout(() => { db.exec('COMMIT'); process.stdout.write('released\\n'); db.close(); }, Number(process.argv[2]));
 `;
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -615,6 +649,30 @@ interface RunResult {
   windowMemoryMiB: { rss: number; heapTotal: number; heapUsed: number; external: number };
   /** Long tasks in serve's profile of the window (with `--profile`). */
   longTasks?: string[];
+  /** serve's warning and error log lines of the window by `<level> <message>`, most first. */
+  logs: [string, number][];
+}
+
+/**
+ * A log destination for serve that counts warning and error lines by level and message while `counting` is set
+ * (serve's logger is at level `warn`; nothing is printed).
+ */
+function countingLog(): { stream: NodeJS.WritableStream; counts: Map<string, number>; counting: boolean } {
+  const c = { counts: new Map<string, number>(), counting: false } as { stream: NodeJS.WritableStream; counts: Map<string, number>; counting: boolean };
+  c.stream = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      if (c.counting) {
+        for (const line of chunk.toString().split('\n')) {
+          if (!line) continue;
+          const rec = JSON.parse(line) as { level?: string; msg?: string };
+          const key = `${rec.level ?? '?'} ${rec.msg ?? ''}`;
+          c.counts.set(key, (c.counts.get(key) ?? 0) + 1);
+        }
+      }
+      done();
+    },
+  });
+  return c;
 }
 
 function counterSum(text: string, name: string, filter: (labels: string) => boolean = () => true): number {
@@ -700,11 +758,13 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
     }
     if (++ticks % 8 === 0) peakHeap = Math.max(peakHeap, process.memoryUsage().heapUsed);
   }, 250);
+  // serve's warnings and errors in the window, counted by level and message (a stalled store's failed writes among them).
+  const logCounter = countingLog();
   const t0 = performance.now();
   // Clusters whose poll has been alerted on (the Slack integration's afterPoll has run).
   const firstDone = new Set<string>();
   const serve = await startServe(config, {
-    logger: createLogger({ level: 'silent' }),
+    logger: createLogger({ level: 'warn', destination: logCounter.stream }),
     metrics,
     // At start a thousand clusters' watch caches list at once: a Slack start that timed out is retried soon.
     integrationRetryMs: 1_000,
@@ -728,6 +788,7 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
   if (a.sqliteSynchronous) await setSynchronous(serve.context.store, a.sqliteSynchronous);
   const client = spawnPart('--client');
   const webhookPort = serve.context.clusters.get(WEBHOOK_CLUSTER)?.webhookPort;
+  if (cert && webhookPort === undefined) throw new Error(`--webhook-burst: serve did not start the webhook listener of ${WEBHOOK_CLUSTER}`);
   client.send({
     eventsUrl: bot!.eventsUrl!,
     commands: ready.commands,
@@ -773,6 +834,7 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
   }
   eld.enable();
   inWindow = true;
+  logCounter.counting = true;
   child.send({ windowStart: true });
   client.send({ windowStart: true });
   const acksP = from<RunResult['acks']>(client, 'acks');
@@ -780,6 +842,7 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
   child.send({ windowEnd: true });
   client.send({ windowEnd: true });
   eld.disable();
+  logCounter.counting = false;
   clearInterval(lag);
   const cpu = process.cpuUsage(cpu0);
   const windowS = (performance.now() - w0) / 1000;
@@ -826,6 +889,7 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
     hungStatus,
     eventLoop: { p50: eld.percentile(50) / 1e6, p99: eld.percentile(99) / 1e6, max: eld.max / 1e6, over50 },
     peakHeapMiB: peakHeap / 1048576,
+    logs: [...logCounter.counts.entries()].sort((x, y) => y[1] - x[1]),
     ...(longTaskLines ? { longTasks: longTaskLines } : {}),
   };
   client.send({ stop: true });
@@ -855,7 +919,7 @@ function report(r: RunResult, a: Args): void {
   const around = (what: string, e: EventAcks | undefined): void => {
     if (!e) return;
     const t = [...e.times].sort((x, y) => x - y);
-    line(`    ${what} p50 ${percentile(t, 50).toFixed(1)} ms, p99 ${percentile(t, 99).toFixed(1)} ms, max ${(t.at(-1) ?? Number.NaN).toFixed(1)} ms (${t.length} commands, ${e.unanswered} unanswered)`);
+    line(`    ${what} p50 ${percentile(t, 50).toFixed(1)} ms, p99 ${percentile(t, 99).toFixed(1)} ms, max ${(t.at(-1) ?? Number.NaN).toFixed(1)} ms (${t.length} commands, ${e.unanswered} unanswered)${e.error ? `; FAILED: ${e.error}` : ''}`);
   };
   if (r.acks.burst) {
     const st = Object.entries(r.acks.burst.statuses).map(([code, n]) => `${n} × ${code === '0' ? 'no answer' : `HTTP ${code}`}`).join(', ');
@@ -863,6 +927,8 @@ function report(r: RunResult, a: Args): void {
   }
   if (r.acks.stall) around(`around the database stall (write lock held ${r.acks.stall.seconds.toFixed(1)} s)`, r.acks.stall);
   line(`  event-loop delay (serve)         p50 ${r.eventLoop.p50.toFixed(1)} ms, p99 ${r.eventLoop.p99.toFixed(1)} ms, max ${r.eventLoop.max.toFixed(1)} ms; ${r.eventLoop.over50} delays > 50 ms`);
+  const logTotal = r.logs.reduce((n, [, k]) => n + k, 0);
+  line(`  serve's warnings and errors      ${logTotal} in the window${logTotal ? `: ${r.logs.slice(0, 4).map(([m, k]) => `${k} × ${JSON.stringify(m.slice(0, 90))}`).join(', ')}` : ''}`);
   if (r.hungStatus.length) line(`  hung clusters (/readyz)          ${r.hungStatus.join(', ')}`);
   line(`  machine: ${cpus().length} CPUs, load ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   for (const l of r.longTasks ?? []) line(`  ${l}`);
