@@ -664,7 +664,12 @@ function countingLog(): { stream: NodeJS.WritableStream; counts: Map<string, num
       if (c.counting) {
         for (const line of chunk.toString().split('\n')) {
           if (!line) continue;
-          const rec = JSON.parse(line) as { level?: string; msg?: string };
+          let rec: { level?: string; msg?: string } = {};
+          try {
+            rec = JSON.parse(line) as typeof rec;
+          } catch {
+            rec = { msg: `(not JSON) ${line.slice(0, 60)}` };
+          }
           const key = `${rec.level ?? '?'} ${rec.msg ?? ''}`;
           c.counts.set(key, (c.counts.get(key) ?? 0) + 1);
         }
