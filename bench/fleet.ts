@@ -550,8 +550,10 @@ function runClient(job: ClientJob): void {
             const events = Array.from({ length: BURST_BATCH_EVENTS }, (_, i) =>
               auditEvent({ auditID: `burst-${b}-${i}`, time: t, kind: i % 50 === 0 ? 'stale' : 'unauthorized', pod: 'burst-p0', secondsAfterWarning: 100 }),
             );
+            let timer: NodeJS.Timeout | undefined;
             const post = postBatch({ port: w.port, ca, token: w.token, body: eventList(events) }).catch(() => ({ status: 0 }));
-            const res = await Promise.race([post, new Promise<{ status: number }>((r) => setTimeout(() => r({ status: 0 }), 30_000))]);
+            const res = await Promise.race([post, new Promise<{ status: number }>((r) => (timer = setTimeout(() => r({ status: 0 }), 30_000)))]);
+            clearTimeout(timer);
             acks.statuses[String(res.status)] = (acks.statuses[String(res.status)] ?? 0) + 1;
           }
         }),
@@ -908,7 +910,6 @@ async function runOne(n: number, a: Args): Promise<RunResult> {
 function report(r: RunResult, a: Args): void {
   const line = (s: string) => process.stdout.write(`${s}\n`);
   const s = r.stats;
-  const acks = [...r.acks.times].sort((x, y) => x - y);
   const polls = Math.max(1, r.ran);
   line(`N = ${r.n} clusters${a.hung ? ` (+ ${a.hung} hung)` : ''}, schedule every ${a.intervalS} s (\`${cronOf(a.intervalS)}\`: 5 minutes compressed ${(300 / a.intervalS).toFixed(2).replace(/\.?0+$/, '')}×), ${a.cycles} cycles measured (${r.windowS.toFixed(0)} s), poll.concurrency ${a.concurrency}, ${a.channels} channels${a.heapMiB ? `, serve's heap capped at ${a.heapMiB} MiB` : ''}${a.kubeconfig === 'one' ? ', one kubeconfig file of every context' : ''}${a.webhookBurst ? `, + 1 webhook cluster (${WEBHOOK_CLUSTER})` : ''}`);
   line(`  Slack started after      ${r.slackStartedS.toFixed(1)} s; first polls done after ${r.firstPollsS.toFixed(1)} s; Slack queue ${r.queuedAtWindow === 0 ? `empty after ${r.queueEmptyS.toFixed(1)} s` : `still ${r.queuedAtWindow} items at the window's start (their sends are in its figures)`}`);
@@ -920,11 +921,14 @@ function report(r: RunResult, a: Args): void {
   const w = r.windowMemoryMiB;
   line(`    in the window                  ${w.rss.toFixed(0)} MiB: V8 heap ${w.heapTotal.toFixed(0)} MiB committed (${w.heapUsed.toFixed(0)} used), external ${w.external.toFixed(0)} MiB, the rest ${(w.rss - w.heapTotal - w.external).toFixed(0)} MiB (code, stacks, native)`);
   line(`  CPU per cycle                    serve ${(r.serveCpuMs / a.cycles / 1000).toFixed(2)} s, fakes ${(s.cpuMs / a.cycles / 1000).toFixed(2)} s, client ${(r.acks.cpuMs / a.cycles / 1000).toFixed(2)} s (of ${a.intervalS * cpus().length} CPU-s)`);
-  line(`  /tokens status ack               p50 ${percentile(acks, 50).toFixed(1)} ms, p99 ${percentile(acks, 99).toFixed(1)} ms, max ${(acks.at(-1) ?? Number.NaN).toFixed(1)} ms (${acks.length} commands)`);
-  const around = (what: string, e: EventAcks | undefined): void => {
-    if (!e) return;
-    const t = [...e.times].sort((x, y) => x - y);
-    line(`    ${what} p50 ${percentile(t, 50).toFixed(1)} ms, p99 ${percentile(t, 99).toFixed(1)} ms, max ${(t.at(-1) ?? Number.NaN).toFixed(1)} ms (${t.length} commands, ${e.unanswered} unanswered)${e.error ? `; FAILED: ${e.error}` : ''}`);
+  /** `p50 … ms, p99 … ms, max … ms (N commands` of ack times, ms. */
+  const ackSummary = (times: number[]): string => {
+    const t = [...times].sort((x, y) => x - y);
+    return `p50 ${percentile(t, 50).toFixed(1)} ms, p99 ${percentile(t, 99).toFixed(1)} ms, max ${(t.at(-1) ?? Number.NaN).toFixed(1)} ms (${t.length} commands`;
+  };
+  line(`  /tokens status ack               ${ackSummary(r.acks.times)})`);
+  const around = (what: string, e: EventAcks): void => {
+    line(`    ${what} ${ackSummary(e.times)}, ${e.unanswered} unanswered)${e.error ? `; FAILED: ${e.error}` : ''}`);
   };
   if (r.acks.burst) {
     const st = Object.entries(r.acks.burst.statuses).map(([code, n]) => `${n} × ${code === '0' ? 'no answer' : `HTTP ${code}`}`).join(', ');
